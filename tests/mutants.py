@@ -2,7 +2,10 @@
 tests/test_emu_pipes.py): GUARD is C++ prepended to a kernel header after its `#include "kernel_operator.h"`;
 a sync site rewritten as `if (OpgenKeep(i)) { ... }` runs unless the environment variable OPGEN_MUTANT is i, and
 with OPGEN_MUTANT_LOG set each site reached is appended to that file once. One build serves every mutant: the
-kernel is compiled once, each run picks the site it skips."""
+kernel is compiled once, each run picks the site it skips. `guard_placed` guards every sync the dependency pass
+placed in an emitted header (its comment names the buffer and the dependence)."""
+
+import re
 
 GUARD = """#include <cstdio>
 #include <cstdlib>
@@ -28,3 +31,59 @@ static inline bool OpgenKeep(int i)
     return i != cut;
 }
 """
+
+
+# A sync the dependency pass placed: its comment names the buffer and the dependence (opgen.kernel.kir_sync._why).
+_PLACED = re.compile(r"^(\s*)((?:PipeBarrier<PIPE_\w+>\(\);|SetFlag<HardEvent::\w+>\(\w+\);))(\s*// .*: [A-Z0-9]+ has "
+                     r"(?:written|read) it before .*)$")
+
+
+def guard_placed(text: str) -> tuple[str, list]:
+    """`text` (an emitted kernel header) with each sync the dependency pass placed (a barrier, or a SetFlag and
+    the WaitFlag after it) guarded by OpgenKeep(i) (tests/mutants.py), and [(i, line, statement)] of the sites."""
+    lines, out, sites = text.split("\n"), [], []
+    i = 0
+    while i < len(lines):
+        m = _PLACED.match(lines[i])
+        if m:
+            stmt = m.group(2)
+            if stmt.startswith("SetFlag"):
+                assert "WaitFlag" in lines[i + 1], lines[i:i + 2]
+                stmt += " " + lines[i + 1].strip()
+            sites.append((len(sites), i + 1, stmt))
+            out.append(f"{m.group(1)}if (OpgenKeep({len(sites) - 1})) {{ {stmt} }}{m.group(3)}")
+            i += 2 if stmt.startswith("SetFlag") else 1
+            continue
+        out.append(lines[i])
+        i += 1
+    text = "\n".join(out).replace('#include "kernel_operator.h"\n', '#include "kernel_operator.h"\n' + GUARD, 1)
+    return text, sites
+
+
+def reach_then_mutate(sites: list, cases, check, monkeypatch, log) -> tuple[list, list]:
+    """Run `check(case)` on each case of `cases` unmutated (each must pass without a fault) with OPGEN_MUTANT_LOG set
+    to `log`, then each site some case reached with only that site skipped (OPGEN_MUTANT), on the cases that reach
+    it in order until one fails with a race fault. Returns (the reached site indices, the survivors as
+    [(line, statement, first faults of its last run)]); `sites` as guard_placed returns them."""
+    monkeypatch.setenv("OPGEN_MUTANT_LOG", str(log))
+    by_case = {}
+    for n, case in enumerate(cases):
+        log.write_text("")
+        r = check(case)
+        assert r.passed and not r.faults, (case, r.faults)
+        by_case[n] = sorted({int(x) for x in log.read_text().split()})
+    monkeypatch.delenv("OPGEN_MUTANT_LOG")
+    reached = sorted({k for v in by_case.values() for k in v})
+    survivors = []
+    for k in reached:
+        monkeypatch.setenv("OPGEN_MUTANT", str(k))
+        faults: list = []
+        for n in (n for n, v in by_case.items() if k in v):
+            r = check(cases[n])
+            faults = r.faults
+            if not r.passed and any("race (" in f for f in r.faults):
+                break
+        else:
+            survivors.append((sites[k][1], sites[k][2], faults[:1]))
+    monkeypatch.delenv("OPGEN_MUTANT")
+    return reached, survivors

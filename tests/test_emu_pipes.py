@@ -29,7 +29,7 @@ import pytest
 from opgen.check import run_check
 from opgen.cli import main as cli_main
 
-from mutants import GUARD  # noqa: E402
+from mutants import guard_placed, reach_then_mutate  # noqa: E402
 
 ROOT = Path(__file__).resolve().parents[1]
 INC = ROOT / "opgen" / "emu" / "include"
@@ -239,33 +239,6 @@ def test_rms_norm_mutated_fails_with_a_race(rms, what, session_build_root):
         h.write_text(orig)
 
 
-# A sync the dependency pass placed: its comment names the buffer and the dependence (opgen.kernel.kir_sync._why).
-_PLACED = re.compile(r"^(\s*)((?:PipeBarrier<PIPE_\w+>\(\);|SetFlag<HardEvent::\w+>\(\w+\);))(\s*// .*: [A-Z0-9]+ has "
-                     r"(?:written|read) it before .*)$")
-
-
-def guard_placed(text: str) -> tuple[str, list]:
-    """`text` (an emitted rows kernel header) with each sync the dependency pass placed (a barrier, or a SetFlag and
-    the WaitFlag after it) guarded by OpgenKeep(i) (tests/mutants.py), and [(i, line, statement)] of the sites."""
-    lines, out, sites = text.split("\n"), [], []
-    i = 0
-    while i < len(lines):
-        m = _PLACED.match(lines[i])
-        if m:
-            stmt = m.group(2)
-            if stmt.startswith("SetFlag"):
-                assert "WaitFlag" in lines[i + 1], lines[i:i + 2]
-                stmt += " " + lines[i + 1].strip()
-            sites.append((len(sites), i + 1, stmt))
-            out.append(f"{m.group(1)}if (OpgenKeep({len(sites) - 1})) {{ {stmt} }}{m.group(3)}")
-            i += 2 if stmt.startswith("SetFlag") else 1
-            continue
-        out.append(lines[i])
-        i += 1
-    text = "\n".join(out).replace('#include "kernel_operator.h"\n', '#include "kernel_operator.h"\n' + GUARD, 1)
-    return text, sites
-
-
 # ROW_SPLIT over batched rows (of 256, and of 100: one 64-lane chunk and a tail) and row by row (4000), COL_SPLIT,
 # the streamed column split over a row longer than a core's UB slice, each of the last two over several groups of
 # rows: between them every sync the pass placed in RmsNorm's kernel is reached
@@ -292,28 +265,8 @@ def test_deleting_any_one_sync_the_pass_placed_in_rms_norm_is_a_race(rms, tmp_pa
         return run_check(str(spec), dims=dims, dtypes={"T": "float16"}, gen_dir=gen, build_root=session_build_root,
                          progress=False)
 
-    log = tmp_path / "reached.txt"
-    monkeypatch.setenv("OPGEN_MUTANT_LOG", str(log))
-    by_case = {}
-    for n, dims in enumerate(RMS_CASES):
-        log.write_text("")
-        r = check(dims)
-        assert r.passed and not r.faults, (dims, r.faults)
-        by_case[n] = sorted({int(x) for x in log.read_text().split()})
-    monkeypatch.delenv("OPGEN_MUTANT_LOG")
-    reached = sorted({k for v in by_case.values() for k in v})
+    reached, survivors = reach_then_mutate(sites, RMS_CASES, check, monkeypatch, tmp_path / "reached.txt")
     assert reached == [k for k, _l, _s in sites], [sites[k] for k in range(len(sites)) if k not in reached]
-    survivors = []
-    for k in reached:
-        monkeypatch.setenv("OPGEN_MUTANT", str(k))
-        faults = []
-        for n in (n for n, v in by_case.items() if k in v):
-            r = check(RMS_CASES[n])
-            faults = r.faults
-            if not r.passed and any("race (" in f for f in r.faults):
-                break
-        else:
-            survivors.append((sites[k][1], sites[k][2], faults[:1]))
     # The one sync no run faults: TotalOwnedRows' MTE3 -> MTE2 between its store of a total and the next load of
     # partials. The analysis takes the workspace as one GM buffer (opgen.kernel.kir_sync, docstring): the bytes
     # differ (partials below totBase, totals above), so the sync is sound and one more than needed.

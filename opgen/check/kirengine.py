@@ -39,10 +39,8 @@ def kernel_classes(spec) -> list:
     if unit.family.name == "cube":   # one class serves every specialisation (opgen.kernel.cube.CubeFamily.lower)
         return [next(iter(unit.lowered.programs.values()))]
     ex = unit.lowered.extra
-    if "heads" in ex:   # one head-rows class, template parameter T the data dtype (opgen.codegen.headkernel)
-        from opgen.codegen.headkernel import head_context  # lazy: start-up time
-
-        return [head_context(spec, ex["heads"], ex["counts"], ex["fields"], "")["sched"]]
+    if "hclass" in ex:   # one head-rows class, template parameter T the data dtype (opgen.kernel.headclass)
+        return [ex["hclass"].sched]   # finished: synchronised by the dependency pass
     if "variants" not in ex:
         return []
     return [v.kclass for v in ex["variants"]]   # finished: synchronised by the dependency pass

@@ -16,9 +16,9 @@ The compute *bodies* (`body_func`), one per distinct part computation: the loop 
 part row `r0`), the sequence position of a row (`seqPos`, only when a row condition or a RoPE table reads it), the
 row conditions as If / else, each case's table-row loads (LoadRow when the row changes) and its instructions as
 `kir.Vec` nodes of the instruction table (opgen.kernel.isa), scalar reads / writes of the per-row statistics
-(GetValue / SetValue), row sums (a Call of RowSum bound to a float) and float lets; the vector-pipe barriers inside
-them are placed by dependency (`place_vbarriers`). The flags are placed where the scalar unit and the vector unit
-exchange data (MTE2->S before statistics are read, S->V after they or the lane tables are written, V->S in RowSum).
+(GetValue / SetValue), row sums (a Call of RowSum bound to a float) and float lets. The schedule holds no sync of its
+own: the kernel pass `synchronise` places every barrier and flag by dependency (opgen.kernel.kir_sync); only the
+PIPE_ALL drain before the column sums' SyncAll is written here (a dependency between cores).
 
 The Part struct the methods read (its row count `p.seq`, its slots' use flags, GM tensors and addressing, its row
 conditions) is a struct parameter (kir.Param kind "struct", declared by `part_decl`; the file skeleton,
@@ -37,138 +37,27 @@ from dataclasses import dataclass, field
 
 from opgen.ir.dims import Bin, Constraint, Fn, Lit, Sym
 from opgen.kernel.headrows import PERMS, SIGNS
-from opgen.kernel.isa import INSTRS, Op, Pipe
+from opgen.kernel.isa import Op, Pipe
 from opgen.kernel.kir import (BLOCK_IDX, BLOCK_NUM, Alloc, Assign, Barrier, Call, Copy, DeQue, EnQue, FAssign, FBits,
-                              FConst, For, FInt, Free, Func, Get, GmTensor, GmView, If, InitBuffer, Invoke, KernelClass, Let, Local,
-                              Param, Ref, ScalarVar, Scope, Select, SetFlag, SetValue, SizeOf, StructDecl, StructLet, SyncAll,
-                              TableAt, TensorVar,
-                              TPos, Vec, View, WaitFlag, const_value, vec, walk)
+                              FConst, For, FInt, Free, Func, Get, GmTensor, GmView, If, InitBuffer, Invoke, KernelClass,
+                              Let, Local, Param, Ref, ScalarVar, Scope, Select, SetValue, SizeOf, StructDecl, StructLet,
+                              SyncAll, TableAt, TensorVar, TPos, View, vec)
 from opgen.kernel.rowsched import (_gap_blocks_func, _load_row, _row_reduce, _row_start_of, _store_row, add, div,
                                    mul, sub)
-from opgen.kernel.vsync import SLOT_ARRAYS
 from opgen.names import cpp_name
 
 PART = "Part"
 """The C++ struct type of a part (declared by the file skeleton): seq, cond[], tab[], tabOff[], ... ."""
 
-BODY_CALLS = {"RowSum": "reads", "LoadRow": "writes"}
-"""The helpers a body calls and how each touches its first argument's UB region on the vector pipe: RowSum reads it
-(a V->S wait reads the result back, so nothing it did is pending after it); LoadRow writes it (its cast ends with a
-barrier). Both leave no vector work pending."""
-
-
-def region(r: Ref):
-    """The region key of UB operand `r` for the barrier rule (opgen.kernel.vsync.region): a slot of one of the
-    fixed-stride view arrays (SLOT_ARRAYS) at a constant slot is its own region; any other view is its whole
-    tensor (views of one tensor at run-time offsets, or slots of the queue blocks' arrays, are taken as
-    overlapping)."""
-    if r.tensor in SLOT_ARRAYS and r.slot is not None and const_value(r.slot) is not None:
-        return (r.tensor, const_value(r.slot))
-    return r.tensor
-
-
-def _call_access(c: Call):
-    """(reads, writes) on the vector pipe of a Call of a BODY_CALLS helper; None for any other call."""
-    if c.method not in BODY_CALLS:
-        return None
-    if BODY_CALLS[c.method] == "reads":
-        return {region(c.args[0])}, set()
-    return set(), {region(c.args[0])}
-
-
-def place_vbarriers(stmts) -> tuple:
-    """`stmts` (Kernel-IR statements) with a Barrier(PIPE_V) before each vector instruction that reads or writes a
-    region (`region`) an unfinished vector instruction wrote, or writes one such an instruction reads (RAW / WAW /
-    WAR), and one at the end while vector work is pending (the caller's next vector work is unknown here).
-    Flow-sensitive: what is pending flows into a branch (the join of both branches flows out) and around a loop (the
-    pending accesses at the end of its body flow into its next iteration; the body is placed for the union of
-    what can reach its head, a fixed point), so a barrier sits only where an operand depends, not at every branch
-    or loop edge; when work pending before an If costs each branch a barrier, one goes before the If instead.
-    Barriers given in the input are dropped (every one is re-derived). A Call of a BODY_CALLS helper
-    reads / writes its region and completes every pending access; a Call of any other method is opaque (a barrier
-    before it while work is pending; nothing pending after it); other statements (scalar lets, GetValue /
-    SetValue) have no vector access."""
-    out, reads, writes = _stream(tuple(stmts), frozenset(), frozenset())
-    if reads or writes:
-        out += (Barrier(Pipe.V),)
-    return out
-
-
-def _stream(stmts, reads: frozenset, writes: frozenset) -> tuple:
-    """(statements with barriers, regions read, regions written by vector work still pending at the end), given
-    what is pending at the start (place_vbarriers)."""
-    out: list = []
-    for s in stmts:
-        if isinstance(s, Barrier):
-            if s.pipe is Pipe.V:
-                continue
-            out.append(s)   # PIPE_ALL: every access is complete after it
-            reads, writes = frozenset(), frozenset()
-            continue
-        if isinstance(s, For):
-            r_in, w_in = reads, writes
-            for _ in range(64):   # the sets only grow, over finitely many regions
-                body, r_end, w_end = _stream(s.body, r_in, w_in)
-                if r_end <= r_in and w_end <= w_in:
-                    break
-                r_in, w_in = r_in | r_end, w_in | w_end
-            out.append(For(s.var, s.lo, s.hi, s.step, body, s.tail, s.doc, s.inclusive))
-            reads, writes = r_in | r_end, w_in | w_end   # zero iterations or some
-            continue
-        if isinstance(s, If):
-            then, rt, wt = _stream(s.then, reads, writes)
-            orelse, re_, we = _stream(s.orelse, reads, writes)
-            if reads or writes:   # pending work costs each branch a barrier: one before the If instead
-                t0, rt0, wt0 = _stream(s.then, frozenset(), frozenset())
-                e0, re0, we0 = _stream(s.orelse, frozenset(), frozenset())
-                if _barriers(then) > _barriers(t0) and _barriers(orelse) > _barriers(e0):
-                    out.append(Barrier(Pipe.V))
-                    then, rt, wt, orelse, re_, we = t0, rt0, wt0, e0, re0, we0
-            out.append(If(s.cond, then, orelse, s.doc))
-            reads, writes = rt | re_, wt | we
-            continue
-        if isinstance(s, Vec) and INSTRS[s.op].pipe is Pipe.V:
-            d = INSTRS[s.op]
-            names = {n for n, _v in s.args}
-            rs = frozenset(region(s.arg(x)) for x in d.reads() if x in names)
-            ws = frozenset(region(s.arg(x)) for x in d.writes() if x in names)
-            done = False
-        elif isinstance(s, Call) and _call_access(s) is not None:
-            rs, ws = (frozenset(x) for x in _call_access(s))
-            done = True
-        elif isinstance(s, Call):   # an opaque method: its vector work is unknown
-            rs, ws, done = frozenset(), frozenset(), True
-            if reads or writes:
-                out.append(Barrier(Pipe.V))
-                reads, writes = frozenset(), frozenset()
-        else:
-            out.append(s)
-            continue
-        if rs & writes or ws & writes or ws & reads:
-            out.append(Barrier(Pipe.V))
-            reads, writes = frozenset(), frozenset()
-        out.append(s)
-        if done:
-            reads, writes = frozenset(), frozenset()
-        else:
-            reads, writes = reads | rs, writes | ws
-    return tuple(out), reads, writes
-
-
-def _barriers(stmts) -> int:
-    """The V barriers among `stmts`, nested ones included."""
-    return sum(1 for x in walk(stmts) if isinstance(x, Barrier) and x.pipe is Pipe.V)
-
-
 def body_func(index: int, doc: str, rows: tuple, uses_p: bool) -> Func:
     """Body<index>: the loop over the k rows of a pass from part row r0, `rows` the statements of one row (row `i`
-    of the pass; with `uses_p`, `seqPos` is its sequence position, read by its row conditions and table loads),
-    barriers placed by `place_vbarriers`. Parameters (p: Part, r0, k) when uses_p, else (k)."""
+    of the pass; with `uses_p`, `seqPos` is its sequence position, read by its row conditions and table loads).
+    Parameters (p: Part, r0, k) when uses_p, else (k)."""
     row: list = []
     if uses_p:
         row.append(Let("seqPos", Bin("%", Bin("//", Bin("+", Sym("r0"), Sym("i")), Sym("heads_")), Sym("p.seq"))))
     row += list(rows)
-    body = place_vbarriers((For("i", Lit(0), Sym("k"), Lit(1), tuple(row)),))
+    body = (For("i", Lit(0), Sym("k"), Lit(1), tuple(row)),)
     params = (Param("p", "struct", PART), Param("r0"), Param("k")) if uses_p else (Param("k"),)
     return Func(f"Body{index}", params, body, doc=f"Body {index}: {doc}")
 
@@ -311,18 +200,12 @@ def _copy_in(c: dict) -> Func:
 def _compute(c: dict, s: HeadSchedule) -> Func:
     body: list = [DeQue(f"rowIn{j}_", f"inQue{j}_", "T") for j in range(c.get("kIn", 0))]
     body += [DeQue(f"statIn{j}_", f"statInQue{j}_", "float") for j in range(c.get("kStatIn", 0))]
-    if c.get("kStatIn", 0):
-        body += [SetFlag(Pipe.MTE2, Pipe.S, 0, doc="the scalar unit reads the per-row statistics"),
-                 WaitFlag(Pipe.MTE2, Pipe.S, 0)]
     body += [Alloc(f"rowOut{j}_", f"outQue{j}_", "T") for j in range(c.get("kOut", 0))]
     body += [Get(f"statStage{j}_", f"statStageBuf{j}_", "float") for j in range(c.get("kStatOut", 0))]
     for k, (f, uses_p) in enumerate(zip(s.bodies, s.body_uses_p)):
         body.append(If((Constraint("==", Sym("p.body"), Lit(k)),), (Call(f.name, (_P, _R0, _K) if uses_p else (_K,)),)))
     body += [EnQue(f"outQue{j}_", f"rowOut{j}_") for j in range(c.get("kOut", 0))]
     nso = c.get("kStatOut", 0)
-    if nso:   # one flag a pass, also when the part stages no statistic (cheaper than a test of every slot)
-        body += [SetFlag(Pipe.S, Pipe.V, 0, doc="the scalar unit wrote the staged statistics"),
-                 WaitFlag(Pipe.S, Pipe.V, 0)]
     for j in range(nso):
         body.append(Scope((
             Alloc("t", f"statOutQue{j}_", "float"),
@@ -357,8 +240,7 @@ def _run_part(c: dict, s: HeadSchedule) -> Func:
     ]
     for j in range(c.get("kAcc", 0)):
         body.append(If(_use("useAcc", j), (
-            vec(Op.DUPLICATE, dst=Ref("acc_", slot=Lit(j)), scalar=FConst(0.0), count=_HD),
-            Barrier(Pipe.V, doc="the zeroed sums are written before the rows add to them"))))
+            vec(Op.DUPLICATE, dst=Ref("acc_", slot=Lit(j)), scalar=FConst(0.0), count=_HD),)))
     rows: list = []
     for j in range(c.get("kCol", 0)):
         rows.append(If(_use("useCol", j), (
@@ -389,11 +271,9 @@ def _reduce_accs(s: HeadSchedule) -> Func:
         at = add(mul(add(mul(c, Lit(g_n)), Lit(g)), _DA), c0)
         per.append(If((Constraint("!=", Bin("%", div(Sym("accMask_"), Lit(1 << g)), Lit(2)), Lit(0)),), (
             vec(Op.DUPLICATE, dst=w0, scalar=FConst(0.0), count=cn),
-            Barrier(Pipe.V),
             For("c", Lit(0), BLOCK_NUM, Lit(1), (
                 Call("LoadRow", (w1, GmView("ws_", at), cn), targs=("float",)),
                 vec(Op.ADD, dst=w0, src0=w0, src1=w1, count=cn),
-                Barrier(Pipe.V),
             )),
             Call("StoreRow", (GmView(f"accOut{g}_", c0), w0, rm, cn), targs=("T",)),
         ), doc=f"column output {g}"))
@@ -505,9 +385,7 @@ def _prepare_lanes(s: HeadSchedule) -> Func:
                 put = SetValue(Ref("sign_", l, slot=Lit(j)), FInt(SIGNS[fam][0](l, d)), doc=f"{fam}: the lane's sign")
             fills.append(If((Constraint("==", want, Lit(fid)),), (For("l", Lit(0), d, Lit(1), (put,)),)))
         body.append(If((Constraint(">=", want, Lit(0)), Constraint("!=", want, held)),
-                       (SetFlag(Pipe.V, Pipe.S, 0, doc="an earlier part's vector reads of the table are done"),
-                        WaitFlag(Pipe.V, Pipe.S, 0)) + tuple(fills) + (Assign(held.name, want),)))
-    body += [SetFlag(Pipe.S, Pipe.V, 0, doc="the vector unit reads the tables"), WaitFlag(Pipe.S, Pipe.V, 0)]
+                       tuple(fills) + (Assign(held.name, want),)))
     return Func("PrepareLanes", (Param("p", "struct", PART),), tuple(body),
                 doc="The Gather byte-offset tables and sign rows of the part's body, written by the scalar unit "
                     "when they change.")
@@ -581,5 +459,5 @@ SCHEDULE_METHODS = ("InitBuffers", "RunParts", "RunPart", "PrepareLanes", "CopyI
 """The IR methods of a head kernel class other than the bodies, in the order the class prints them (those it has)."""
 
 
-__all__ = ["BODY_CALLS", "COUNTS", "FIELDS", "HeadSchedule", "MEMBER_SCALARS", "PART", "SCHEDULE_METHODS",
-           "body_func", "head_class", "part_decl", "place_vbarriers", "region", "row_conditions"]
+__all__ = ["COUNTS", "FIELDS", "HeadSchedule", "MEMBER_SCALARS", "PART", "SCHEDULE_METHODS",
+           "body_func", "head_class", "part_decl", "row_conditions"]

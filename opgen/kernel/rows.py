@@ -1252,26 +1252,30 @@ class RowsFamily(Family):
         if self._parts(lowered.layout):
             from opgen.codegen.headkernel import emit_head_kernel
 
-            return emit_head_kernel(spec, lowered.extra["heads"], lowered.extra["counts"], lowered.extra["fields"],
-                                    tiling.doc)
+            return emit_head_kernel(spec, lowered.extra["hclass"], tiling.doc)
         from opgen.codegen.kernel import render_kernel
         from opgen.names import spec_path
 
         return render_kernel(spec, lowered.extra["variants"], tiling.doc, spec_path(spec))
 
     def synchronise(self, lowered):
-        """Each kernel class of a rows lowering with the syncs the dependency pass places (opgen.kernel.kir_sync:
-        the lowering's own flags and barriers stripped, then what the accesses need placed, redundant ones
-        pruned; SetFlags stay beside their WaitFlags). The classes exist once the tiling has decided their
-        strategies (rows_tiling); the head-rows lowering places its barriers by its own dependency rule
-        (opgen.kernel.headsched)."""
+        """Each kernel class of a rows lowering, and the head kernel class of a parts lowering, with the syncs the
+        dependency pass places (opgen.kernel.kir_sync: the lowering's own flags and barriers stripped, then what
+        the accesses need placed, redundant ones pruned; SetFlags stay beside their WaitFlags). The classes exist
+        once the tiling has decided their strategies (rows_tiling) or planned the parts' counts (head_tiling)."""
         for v in lowered.extra.get("variants", ()):
             if v.kclass is not None:
                 v.kclass = place_syncs_memo(strip_syncs(v.kclass), hoist=False)[0]
+        hc = lowered.extra.get("hclass")
+        if hc is not None:
+            hc.sched = place_syncs_memo(strip_syncs(hc.sched), hoist=False)[0]
         return lowered
 
     def synchronised_text(self, lowered, key) -> str:
-        """The synchronised Kernel IR class serving `key` (rows; kir.to_text), else the program text."""
+        """The synchronised Kernel IR class serving `key` (kir.to_text: a rows class, the parts' one head class),
+        else the program text."""
+        if lowered.extra.get("hclass") is not None:
+            return kir.to_text(lowered.extra["hclass"].sched)
         prog = lowered.programs.get(key)
         for v in lowered.extra.get("variants", ()):
             if v.kclass is not None and (v.prog is prog or any(p is prog for p in v.also)):

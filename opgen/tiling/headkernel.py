@@ -20,6 +20,7 @@ from __future__ import annotations
 
 from dataclasses import dataclass, fields
 
+from opgen.kernel.headclass import head_class_ir
 from opgen.kernel.headlower import accumulated_outputs, addressing_dims, bind_slots, data_dtype
 from opgen.tiling.buffers import Buffer
 from opgen.tiling.rowkernel import reduce_tmp_elems, stat_plan
@@ -137,7 +138,8 @@ def dim_fields(layout, dims) -> dict:
 def head_tiling(spec, lowered, counts):
     """The Tiling of a head-row kernel: the row split of `rowNum` = sum over the part slots of batch * heads *
     (the slot's rows), the buffer plan of `counts`, and the dims the addressing uses as inputs read from the
-    shapes (opgen.codegen.headkernel records them in lowered.extra["fields"])."""
+    shapes (lowered.extra["fields"]), and the head kernel class (opgen.kernel.headclass: lowered.extra["hclass"],
+    its syncs placed by the kernel pass `synchronise` next)."""
     from opgen.ir.dims import Sym
     from opgen.kernel.family import Tiling
     from opgen.tiling.program import TilingProgram, align_up, ceil_div
@@ -183,7 +185,8 @@ def head_tiling(spec, lowered, counts):
     inputs.update({f"{dvar}Bytes": ("bytes", dvar), "dtypeKey": ("dtype_key",), "attrKey": ("attr_key",),
                    "coreNum": ("platform", "coreNum"), "ubBytes": ("platform", "ubBytes")})
     inputs.update({f"{a}Attr": ("attr_bits", a) for a in attrs})
-    lowered.extra.update(counts=counts, fields=fields)
+    lowered.extra.update(counts=counts, fields=fields,
+                         hclass=head_class_ir(spec, low, counts, fields, head_needs(counts)))
     doc = (f"Tiling of {spec.name}: rows family, parts schedule: the head rows of {len(bindings)} part slots laid end "
            f"to end and split over the AIV cores.")
     return Tiling(p, inputs, {1: plan}, doc)

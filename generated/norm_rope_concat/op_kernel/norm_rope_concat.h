@@ -742,8 +742,12 @@ private:
             }
             tabRow0_ = -1;
             tabRow1_ = -1;
+            SetFlag<HardEvent::V_S>(0);  // laneBuf_: V has read it before S overwrites it
+            WaitFlag<HardEvent::V_S>(0);
             PrepareLanes(p);
             const int64_t pass = td_->rowsPerPass;
+            SetFlag<HardEvent::S_V>(0);  // laneBuf_: S has written it before V reads it
+            WaitFlag<HardEvent::S_V>(0);
             for (int64_t r = lo; r < hi; r += pass) {
                 const int64_t k = hi - r < pass ? hi - r : pass;
                 CopyIn(p, r, k);
@@ -757,8 +761,6 @@ private:
     __aicore__ inline void PrepareLanes(const Part& p)
     {
         if (p.permWant[0] >= 0 && p.permWant[0] != permFamily0_) {
-            SetFlag<HardEvent::V_S>(0);  // an earlier part's vector reads of the table are done
-            WaitFlag<HardEvent::V_S>(0);
             if (p.permWant[0] == 0) {
                 for (int64_t l = 0; l < headDim_; ++l) {
                     perm_[0].SetValue(
@@ -776,8 +778,6 @@ private:
             permFamily0_ = p.permWant[0];
         }
         if (p.signWant[0] >= 0 && p.signWant[0] != signFamily0_) {
-            SetFlag<HardEvent::V_S>(0);  // an earlier part's vector reads of the table are done
-            WaitFlag<HardEvent::V_S>(0);
             if (p.signWant[0] == 0) {
                 for (int64_t l = 0; l < headDim_; ++l) {
                     sign_[0].SetValue(l, static_cast<float>(l % 2 == 0 ? -1 : 1));  // even: the lane's sign
@@ -790,8 +790,6 @@ private:
             }
             signFamily0_ = p.signWant[0];
         }
-        SetFlag<HardEvent::S_V>(0);  // the vector unit reads the tables
-        WaitFlag<HardEvent::S_V>(0);
     }
 
     // Every input slot's queue gets a block (the part's slots are copied into; the others pass through unwritten).
@@ -859,11 +857,11 @@ private:
             Body14(p, r0, k);
         }
         outQue0_.EnQue(rowOut0_);
-        SetFlag<HardEvent::S_V>(0);  // the scalar unit wrote the staged statistics
-        WaitFlag<HardEvent::S_V>(0);
         {
             LocalTensor<float> t = statOutQue0_.template AllocTensor<float>();
             if (p.useStatOut[0] != 0) {
+                SetFlag<HardEvent::S_V>(0);  // statStageBuf0_: S has written it before V reads it
+                WaitFlag<HardEvent::S_V>(0);
                 CastTo(t, statStage0_, RoundMode::CAST_NONE, k);
             }
             statOutQue0_.EnQue(t);
@@ -871,6 +869,8 @@ private:
         {
             LocalTensor<float> t = statOutQue1_.template AllocTensor<float>();
             if (p.useStatOut[1] != 0) {
+                SetFlag<HardEvent::S_V>(0);  // statStageBuf1_: S has written it before V reads it
+                WaitFlag<HardEvent::S_V>(0);
                 CastTo(t, statStage1_, RoundMode::CAST_NONE, k);
             }
             statOutQue1_.EnQue(t);
@@ -975,14 +975,13 @@ private:
         paramQue_.EnQue(t);
         t = paramQue_.template DeQue<S>();
         CastFrom(dst, t, n);
-        PipeBarrier<PIPE_V>();
         paramQue_.FreeTensor(t);
     }
 
     __aicore__ inline float RowSum(const LocalTensor<float>& src, int64_t n)
     {
         ReduceSum(red_, src, redTmp_, static_cast<int32_t>(n));
-        SetFlag<HardEvent::V_S>(0);
+        SetFlag<HardEvent::V_S>(0);  // reduceBuf_: V has written it before S reads it
         WaitFlag<HardEvent::V_S>(0);
         return red_.GetValue(0);
     }
@@ -1003,71 +1002,68 @@ private:
     __aicore__ inline void Body0(int64_t k)
     {
         for (int64_t i = 0; i < k; ++i) {
-            PipeBarrier<PIPE_V>();
+            PipeBarrier<PIPE_V>();                            // workBuf_: V has read it before V overwrites it
             CastFrom(w_[0], rowIn0_[i * dAlign_], headDim_);  // spec: norm_rope_concat.py:23,24,25,26,27,28
-            PipeBarrier<PIPE_V>();
+            PipeBarrier<PIPE_V>();                            // workBuf_: V has written it before V reads it
             CastTo(rowOut0_[i * dAlign_], w_[0], RoundMode::CAST_ROUND,
                    headDim_);  // spec: norm_rope_concat.py:45,46,47
         }
-        PipeBarrier<PIPE_V>();
     }
 
     // Body 1: reads in0; writes out0; 2 fp32 temporaries
     __aicore__ inline void Body1(int64_t k)
     {
         for (int64_t i = 0; i < k; ++i) {
-            PipeBarrier<PIPE_V>();
-            CastFrom(w_[0], rowIn0_[i * dAlign_], headDim_);  // spec: norm_rope_concat.py:23,24,26,27
-            PipeBarrier<PIPE_V>();
+            PipeBarrier<PIPE_V>();                               // workBuf_: V has read it before V overwrites it
+            CastFrom(w_[0], rowIn0_[i * dAlign_], headDim_);     // spec: norm_rope_concat.py:23,24,26,27
+            PipeBarrier<PIPE_V>();                               // workBuf_: V has written it before V reads it
             const float s0 = RowSum(w_[0], headDim_);            // spec: norm_rope_concat.py:85
             const float s1 = s0 / static_cast<float>(headDim_);  // spec: norm_rope_concat.py:85
             Adds(w_[0], w_[0], static_cast<float>(-(s1)),
-                 static_cast<int32_t>(headDim_));  // spec: norm_rope_concat.py:86
-            PipeBarrier<PIPE_V>();
+                 static_cast<int32_t>(headDim_));                      // spec: norm_rope_concat.py:86
+            PipeBarrier<PIPE_V>();                                     // workBuf_: V has written it before V reads it
             Mul(w_[1], w_[0], w_[0], static_cast<int32_t>(headDim_));  // spec: norm_rope_concat.py:87
-            PipeBarrier<PIPE_V>();
-            const float s2 = RowSum(w_[1], headDim_);                                  // spec: norm_rope_concat.py:87
-            const float s3 = s2 / static_cast<float>(headDim_);                        // spec: norm_rope_concat.py:87
-            const float s4 = (s3 + attr_eps);                                          // spec: norm_rope_concat.py:87
-            const float s5 = Std::sqrt(s4);                                            // spec: norm_rope_concat.py:87
+            PipeBarrier<PIPE_V>();                                     // workBuf_: V has written it before V reads it
+            const float s2 = RowSum(w_[1], headDim_);                  // spec: norm_rope_concat.py:87
+            const float s3 = s2 / static_cast<float>(headDim_);        // spec: norm_rope_concat.py:87
+            const float s4 = (s3 + attr_eps);                          // spec: norm_rope_concat.py:87
+            const float s5 = Std::sqrt(s4);                            // spec: norm_rope_concat.py:87
             Duplicate(w_[1], static_cast<float>(s5), static_cast<int32_t>(headDim_));  // spec: norm_rope_concat.py:88
-            PipeBarrier<PIPE_V>();
+            PipeBarrier<PIPE_V>();                                     // workBuf_: V has written it before V reads it
             Div(w_[0], w_[0], w_[1], static_cast<int32_t>(headDim_));  // spec: norm_rope_concat.py:88
-            PipeBarrier<PIPE_V>();
+            PipeBarrier<PIPE_V>();                                     // workBuf_: V has written it before V reads it
             CastTo(rowOut0_[i * dAlign_], w_[0], RoundMode::CAST_ROUND, headDim_);  // spec: norm_rope_concat.py:45,46
         }
-        PipeBarrier<PIPE_V>();
     }
 
     // Body 2: reads col0, col1, in0; writes out0; 2 fp32 temporaries
     __aicore__ inline void Body2(int64_t k)
     {
         for (int64_t i = 0; i < k; ++i) {
-            PipeBarrier<PIPE_V>();
-            CastFrom(w_[0], rowIn0_[i * dAlign_], headDim_);  // spec: norm_rope_concat.py:23,24,26,27
-            PipeBarrier<PIPE_V>();
+            PipeBarrier<PIPE_V>();                               // workBuf_: V has read it before V overwrites it
+            CastFrom(w_[0], rowIn0_[i * dAlign_], headDim_);     // spec: norm_rope_concat.py:23,24,26,27
+            PipeBarrier<PIPE_V>();                               // workBuf_: V has written it before V reads it
             const float s0 = RowSum(w_[0], headDim_);            // spec: norm_rope_concat.py:85
             const float s1 = s0 / static_cast<float>(headDim_);  // spec: norm_rope_concat.py:85
             Adds(w_[0], w_[0], static_cast<float>(-(s1)),
-                 static_cast<int32_t>(headDim_));  // spec: norm_rope_concat.py:86
-            PipeBarrier<PIPE_V>();
+                 static_cast<int32_t>(headDim_));                      // spec: norm_rope_concat.py:86
+            PipeBarrier<PIPE_V>();                                     // workBuf_: V has written it before V reads it
             Mul(w_[1], w_[0], w_[0], static_cast<int32_t>(headDim_));  // spec: norm_rope_concat.py:87
-            PipeBarrier<PIPE_V>();
-            const float s2 = RowSum(w_[1], headDim_);                                  // spec: norm_rope_concat.py:87
-            const float s3 = s2 / static_cast<float>(headDim_);                        // spec: norm_rope_concat.py:87
-            const float s4 = (s3 + attr_eps);                                          // spec: norm_rope_concat.py:87
-            const float s5 = Std::sqrt(s4);                                            // spec: norm_rope_concat.py:87
+            PipeBarrier<PIPE_V>();                                     // workBuf_: V has written it before V reads it
+            const float s2 = RowSum(w_[1], headDim_);                  // spec: norm_rope_concat.py:87
+            const float s3 = s2 / static_cast<float>(headDim_);        // spec: norm_rope_concat.py:87
+            const float s4 = (s3 + attr_eps);                          // spec: norm_rope_concat.py:87
+            const float s5 = Std::sqrt(s4);                            // spec: norm_rope_concat.py:87
             Duplicate(w_[1], static_cast<float>(s5), static_cast<int32_t>(headDim_));  // spec: norm_rope_concat.py:88
-            PipeBarrier<PIPE_V>();
-            Div(w_[0], w_[0], w_[1], static_cast<int32_t>(headDim_));  // spec: norm_rope_concat.py:88
-            PipeBarrier<PIPE_V>();
+            PipeBarrier<PIPE_V>();                                       // workBuf_: V has written it before V reads it
+            Div(w_[0], w_[0], w_[1], static_cast<int32_t>(headDim_));    // spec: norm_rope_concat.py:88
+            PipeBarrier<PIPE_V>();                                       // workBuf_: V has written it before V reads it
             Mul(w_[0], w_[0], col_[0], static_cast<int32_t>(headDim_));  // spec: norm_rope_concat.py:90
-            PipeBarrier<PIPE_V>();
+            PipeBarrier<PIPE_V>();                                       // workBuf_: V has written it before V reads it
             Add(w_[0], w_[0], col_[1], static_cast<int32_t>(headDim_));  // spec: norm_rope_concat.py:90
-            PipeBarrier<PIPE_V>();
+            PipeBarrier<PIPE_V>();                                       // workBuf_: V has written it before V reads it
             CastTo(rowOut0_[i * dAlign_], w_[0], RoundMode::CAST_ROUND, headDim_);  // spec: norm_rope_concat.py:45,46
         }
-        PipeBarrier<PIPE_V>();
     }
 
     // Body 3: reads in0, tab0, tab1; writes out0; 1 row condition(s), 3 fp32 temporaries; lanes: perm pair_swap, sign even
@@ -1075,7 +1071,6 @@ private:
     {
         for (int64_t i = 0; i < k; ++i) {
             const int64_t seqPos = (r0 + i) / heads_ % p.seq;
-            PipeBarrier<PIPE_V>();
             if (seqPos < p.cond[0]) {
                 const int64_t tabRow0 = seqPos + p.tabOff[0];
                 if (tabRow0 != tabRow0_) {  // table slot 0: the row of this sequence position
@@ -1087,27 +1082,28 @@ private:
                     LoadRow<T>(tab_[1], p.tab[1][tabRow1 * headDim_], headDim_);
                     tabRow1_ = tabRow1;
                 }
+                PipeBarrier<PIPE_V>();                            // workBuf_: V has read it before V overwrites it
                 CastFrom(w_[0], rowIn0_[i * dAlign_], headDim_);  // spec: norm_rope_concat.py:23,24,26,27
-                PipeBarrier<PIPE_V>();
+                PipeBarrier<PIPE_V>();                            // workBuf_: V has written it before V reads it
                 Mul(w_[1], w_[0], tab_[1], static_cast<int32_t>(headDim_));          // spec: norm_rope_concat.py:101
                 Gather(w_[2], w_[0], perm_[0], 0, static_cast<uint32_t>(headDim_));  // spec: _nrc_common.py:16
-                PipeBarrier<PIPE_V>();
+                PipeBarrier<PIPE_V>();  // workBuf_: V has written it before V reads it
                 Mul(w_[2], w_[2], sign_[0], static_cast<int32_t>(headDim_));  // spec: _nrc_common.py:16
-                PipeBarrier<PIPE_V>();
+                PipeBarrier<PIPE_V>();  // workBuf_: V has written it before V reads it
                 Mul(w_[2], w_[2], tab_[0], static_cast<int32_t>(headDim_));  // spec: norm_rope_concat.py:101
-                PipeBarrier<PIPE_V>();
+                PipeBarrier<PIPE_V>();  // workBuf_: V has written it before V reads it
                 Add(w_[1], w_[1], w_[2], static_cast<int32_t>(headDim_));  // spec: norm_rope_concat.py:101
-                PipeBarrier<PIPE_V>();
+                PipeBarrier<PIPE_V>();  // workBuf_: V has written it before V reads it
                 CastTo(rowOut0_[i * dAlign_], w_[1], RoundMode::CAST_ROUND,
                        headDim_);  // spec: norm_rope_concat.py:45,46
             } else {
+                PipeBarrier<PIPE_V>();                            // workBuf_: V has read it before V overwrites it
                 CastFrom(w_[0], rowIn0_[i * dAlign_], headDim_);  // spec: norm_rope_concat.py:23,24,26,27
-                PipeBarrier<PIPE_V>();
+                PipeBarrier<PIPE_V>();                            // workBuf_: V has written it before V reads it
                 CastTo(rowOut0_[i * dAlign_], w_[0], RoundMode::CAST_ROUND,
                        headDim_);  // spec: norm_rope_concat.py:45,46
             }
         }
-        PipeBarrier<PIPE_V>();
     }
 
     // Body 4: reads in0, tab0, tab1; writes out0; 1 row condition(s), 3 fp32 temporaries; lanes: perm pair_swap, sign even
@@ -1115,7 +1111,6 @@ private:
     {
         for (int64_t i = 0; i < k; ++i) {
             const int64_t seqPos = (r0 + i) / heads_ % p.seq;
-            PipeBarrier<PIPE_V>();
             if (seqPos < p.cond[0]) {
                 const int64_t tabRow0 = seqPos + p.tabOff[0];
                 if (tabRow0 != tabRow0_) {  // table slot 0: the row of this sequence position
@@ -1127,59 +1122,60 @@ private:
                     LoadRow<T>(tab_[1], p.tab[1][tabRow1 * headDim_], headDim_);
                     tabRow1_ = tabRow1;
                 }
-                CastFrom(w_[0], rowIn0_[i * dAlign_], headDim_);  // spec: norm_rope_concat.py:23,24,26,27
-                PipeBarrier<PIPE_V>();
+                PipeBarrier<PIPE_V>();                               // workBuf_: V has read it before V overwrites it
+                CastFrom(w_[0], rowIn0_[i * dAlign_], headDim_);     // spec: norm_rope_concat.py:23,24,26,27
+                PipeBarrier<PIPE_V>();                               // workBuf_: V has written it before V reads it
                 const float s0 = RowSum(w_[0], headDim_);            // spec: norm_rope_concat.py:85
                 const float s1 = s0 / static_cast<float>(headDim_);  // spec: norm_rope_concat.py:85
                 Adds(w_[0], w_[0], static_cast<float>(-(s1)),
                      static_cast<int32_t>(headDim_));  // spec: norm_rope_concat.py:86
-                PipeBarrier<PIPE_V>();
+                PipeBarrier<PIPE_V>();                 // workBuf_: V has written it before V reads it
                 Mul(w_[1], w_[0], w_[0], static_cast<int32_t>(headDim_));  // spec: norm_rope_concat.py:87
-                PipeBarrier<PIPE_V>();
+                PipeBarrier<PIPE_V>();                               // workBuf_: V has written it before V reads it
                 const float s2 = RowSum(w_[1], headDim_);            // spec: norm_rope_concat.py:87
                 const float s3 = s2 / static_cast<float>(headDim_);  // spec: norm_rope_concat.py:87
                 const float s4 = (s3 + attr_eps);                    // spec: norm_rope_concat.py:87
                 const float s5 = Std::sqrt(s4);                      // spec: norm_rope_concat.py:87
                 Duplicate(w_[1], static_cast<float>(s5),
                           static_cast<int32_t>(headDim_));  // spec: norm_rope_concat.py:88
-                PipeBarrier<PIPE_V>();
+                PipeBarrier<PIPE_V>();                      // workBuf_: V has written it before V reads it
                 Div(w_[0], w_[0], w_[1], static_cast<int32_t>(headDim_));  // spec: norm_rope_concat.py:88
-                PipeBarrier<PIPE_V>();
+                PipeBarrier<PIPE_V>();  // workBuf_: V has written it before V reads it
                 Mul(w_[1], w_[0], tab_[1], static_cast<int32_t>(headDim_));          // spec: norm_rope_concat.py:101
                 Gather(w_[2], w_[0], perm_[0], 0, static_cast<uint32_t>(headDim_));  // spec: _nrc_common.py:16
-                PipeBarrier<PIPE_V>();
+                PipeBarrier<PIPE_V>();  // workBuf_: V has written it before V reads it
                 Mul(w_[2], w_[2], sign_[0], static_cast<int32_t>(headDim_));  // spec: _nrc_common.py:16
-                PipeBarrier<PIPE_V>();
+                PipeBarrier<PIPE_V>();  // workBuf_: V has written it before V reads it
                 Mul(w_[2], w_[2], tab_[0], static_cast<int32_t>(headDim_));  // spec: norm_rope_concat.py:101
-                PipeBarrier<PIPE_V>();
+                PipeBarrier<PIPE_V>();  // workBuf_: V has written it before V reads it
                 Add(w_[1], w_[1], w_[2], static_cast<int32_t>(headDim_));  // spec: norm_rope_concat.py:101
-                PipeBarrier<PIPE_V>();
+                PipeBarrier<PIPE_V>();  // workBuf_: V has written it before V reads it
                 CastTo(rowOut0_[i * dAlign_], w_[1], RoundMode::CAST_ROUND,
                        headDim_);  // spec: norm_rope_concat.py:45,46
             } else {
-                CastFrom(w_[0], rowIn0_[i * dAlign_], headDim_);  // spec: norm_rope_concat.py:23,24,26,27
-                PipeBarrier<PIPE_V>();
+                PipeBarrier<PIPE_V>();                               // workBuf_: V has read it before V overwrites it
+                CastFrom(w_[0], rowIn0_[i * dAlign_], headDim_);     // spec: norm_rope_concat.py:23,24,26,27
+                PipeBarrier<PIPE_V>();                               // workBuf_: V has written it before V reads it
                 const float s0 = RowSum(w_[0], headDim_);            // spec: norm_rope_concat.py:85
                 const float s1 = s0 / static_cast<float>(headDim_);  // spec: norm_rope_concat.py:85
                 Adds(w_[0], w_[0], static_cast<float>(-(s1)),
                      static_cast<int32_t>(headDim_));  // spec: norm_rope_concat.py:86
-                PipeBarrier<PIPE_V>();
+                PipeBarrier<PIPE_V>();                 // workBuf_: V has written it before V reads it
                 Mul(w_[1], w_[0], w_[0], static_cast<int32_t>(headDim_));  // spec: norm_rope_concat.py:87
-                PipeBarrier<PIPE_V>();
+                PipeBarrier<PIPE_V>();                               // workBuf_: V has written it before V reads it
                 const float s2 = RowSum(w_[1], headDim_);            // spec: norm_rope_concat.py:87
                 const float s3 = s2 / static_cast<float>(headDim_);  // spec: norm_rope_concat.py:87
                 const float s4 = (s3 + attr_eps);                    // spec: norm_rope_concat.py:87
                 const float s5 = Std::sqrt(s4);                      // spec: norm_rope_concat.py:87
                 Duplicate(w_[1], static_cast<float>(s5),
                           static_cast<int32_t>(headDim_));  // spec: norm_rope_concat.py:88
-                PipeBarrier<PIPE_V>();
+                PipeBarrier<PIPE_V>();                      // workBuf_: V has written it before V reads it
                 Div(w_[0], w_[0], w_[1], static_cast<int32_t>(headDim_));  // spec: norm_rope_concat.py:88
-                PipeBarrier<PIPE_V>();
+                PipeBarrier<PIPE_V>();  // workBuf_: V has written it before V reads it
                 CastTo(rowOut0_[i * dAlign_], w_[0], RoundMode::CAST_ROUND,
                        headDim_);  // spec: norm_rope_concat.py:45,46
             }
         }
-        PipeBarrier<PIPE_V>();
     }
 
     // Body 5: reads col0, col1, in0, tab0, tab1; writes out0; 1 row condition(s), 3 fp32 temporaries; lanes: perm pair_swap, sign even
@@ -1187,7 +1183,6 @@ private:
     {
         for (int64_t i = 0; i < k; ++i) {
             const int64_t seqPos = (r0 + i) / heads_ % p.seq;
-            PipeBarrier<PIPE_V>();
             if (seqPos < p.cond[0]) {
                 const int64_t tabRow0 = seqPos + p.tabOff[0];
                 if (tabRow0 != tabRow0_) {  // table slot 0: the row of this sequence position
@@ -1199,67 +1194,68 @@ private:
                     LoadRow<T>(tab_[1], p.tab[1][tabRow1 * headDim_], headDim_);
                     tabRow1_ = tabRow1;
                 }
-                CastFrom(w_[0], rowIn0_[i * dAlign_], headDim_);  // spec: norm_rope_concat.py:23,24,26,27
-                PipeBarrier<PIPE_V>();
+                PipeBarrier<PIPE_V>();                               // workBuf_: V has read it before V overwrites it
+                CastFrom(w_[0], rowIn0_[i * dAlign_], headDim_);     // spec: norm_rope_concat.py:23,24,26,27
+                PipeBarrier<PIPE_V>();                               // workBuf_: V has written it before V reads it
                 const float s0 = RowSum(w_[0], headDim_);            // spec: norm_rope_concat.py:85
                 const float s1 = s0 / static_cast<float>(headDim_);  // spec: norm_rope_concat.py:85
                 Adds(w_[0], w_[0], static_cast<float>(-(s1)),
                      static_cast<int32_t>(headDim_));  // spec: norm_rope_concat.py:86
-                PipeBarrier<PIPE_V>();
+                PipeBarrier<PIPE_V>();                 // workBuf_: V has written it before V reads it
                 Mul(w_[1], w_[0], w_[0], static_cast<int32_t>(headDim_));  // spec: norm_rope_concat.py:87
-                PipeBarrier<PIPE_V>();
+                PipeBarrier<PIPE_V>();                               // workBuf_: V has written it before V reads it
                 const float s2 = RowSum(w_[1], headDim_);            // spec: norm_rope_concat.py:87
                 const float s3 = s2 / static_cast<float>(headDim_);  // spec: norm_rope_concat.py:87
                 const float s4 = (s3 + attr_eps);                    // spec: norm_rope_concat.py:87
                 const float s5 = Std::sqrt(s4);                      // spec: norm_rope_concat.py:87
                 Duplicate(w_[1], static_cast<float>(s5),
                           static_cast<int32_t>(headDim_));  // spec: norm_rope_concat.py:88
-                PipeBarrier<PIPE_V>();
+                PipeBarrier<PIPE_V>();                      // workBuf_: V has written it before V reads it
                 Div(w_[0], w_[0], w_[1], static_cast<int32_t>(headDim_));  // spec: norm_rope_concat.py:88
-                PipeBarrier<PIPE_V>();
+                PipeBarrier<PIPE_V>();  // workBuf_: V has written it before V reads it
                 Mul(w_[0], w_[0], col_[0], static_cast<int32_t>(headDim_));  // spec: norm_rope_concat.py:90
-                PipeBarrier<PIPE_V>();
+                PipeBarrier<PIPE_V>();  // workBuf_: V has written it before V reads it
                 Add(w_[0], w_[0], col_[1], static_cast<int32_t>(headDim_));  // spec: norm_rope_concat.py:90
-                PipeBarrier<PIPE_V>();
+                PipeBarrier<PIPE_V>();  // workBuf_: V has written it before V reads it
                 Mul(w_[1], w_[0], tab_[1], static_cast<int32_t>(headDim_));          // spec: norm_rope_concat.py:101
                 Gather(w_[2], w_[0], perm_[0], 0, static_cast<uint32_t>(headDim_));  // spec: _nrc_common.py:16
-                PipeBarrier<PIPE_V>();
+                PipeBarrier<PIPE_V>();  // workBuf_: V has written it before V reads it
                 Mul(w_[2], w_[2], sign_[0], static_cast<int32_t>(headDim_));  // spec: _nrc_common.py:16
-                PipeBarrier<PIPE_V>();
+                PipeBarrier<PIPE_V>();  // workBuf_: V has written it before V reads it
                 Mul(w_[2], w_[2], tab_[0], static_cast<int32_t>(headDim_));  // spec: norm_rope_concat.py:101
-                PipeBarrier<PIPE_V>();
+                PipeBarrier<PIPE_V>();  // workBuf_: V has written it before V reads it
                 Add(w_[1], w_[1], w_[2], static_cast<int32_t>(headDim_));  // spec: norm_rope_concat.py:101
-                PipeBarrier<PIPE_V>();
+                PipeBarrier<PIPE_V>();  // workBuf_: V has written it before V reads it
                 CastTo(rowOut0_[i * dAlign_], w_[1], RoundMode::CAST_ROUND,
                        headDim_);  // spec: norm_rope_concat.py:45,46
             } else {
-                CastFrom(w_[0], rowIn0_[i * dAlign_], headDim_);  // spec: norm_rope_concat.py:23,24,26,27
-                PipeBarrier<PIPE_V>();
+                PipeBarrier<PIPE_V>();                               // workBuf_: V has read it before V overwrites it
+                CastFrom(w_[0], rowIn0_[i * dAlign_], headDim_);     // spec: norm_rope_concat.py:23,24,26,27
+                PipeBarrier<PIPE_V>();                               // workBuf_: V has written it before V reads it
                 const float s0 = RowSum(w_[0], headDim_);            // spec: norm_rope_concat.py:85
                 const float s1 = s0 / static_cast<float>(headDim_);  // spec: norm_rope_concat.py:85
                 Adds(w_[0], w_[0], static_cast<float>(-(s1)),
                      static_cast<int32_t>(headDim_));  // spec: norm_rope_concat.py:86
-                PipeBarrier<PIPE_V>();
+                PipeBarrier<PIPE_V>();                 // workBuf_: V has written it before V reads it
                 Mul(w_[1], w_[0], w_[0], static_cast<int32_t>(headDim_));  // spec: norm_rope_concat.py:87
-                PipeBarrier<PIPE_V>();
+                PipeBarrier<PIPE_V>();                               // workBuf_: V has written it before V reads it
                 const float s2 = RowSum(w_[1], headDim_);            // spec: norm_rope_concat.py:87
                 const float s3 = s2 / static_cast<float>(headDim_);  // spec: norm_rope_concat.py:87
                 const float s4 = (s3 + attr_eps);                    // spec: norm_rope_concat.py:87
                 const float s5 = Std::sqrt(s4);                      // spec: norm_rope_concat.py:87
                 Duplicate(w_[1], static_cast<float>(s5),
                           static_cast<int32_t>(headDim_));  // spec: norm_rope_concat.py:88
-                PipeBarrier<PIPE_V>();
+                PipeBarrier<PIPE_V>();                      // workBuf_: V has written it before V reads it
                 Div(w_[0], w_[0], w_[1], static_cast<int32_t>(headDim_));  // spec: norm_rope_concat.py:88
-                PipeBarrier<PIPE_V>();
+                PipeBarrier<PIPE_V>();  // workBuf_: V has written it before V reads it
                 Mul(w_[0], w_[0], col_[0], static_cast<int32_t>(headDim_));  // spec: norm_rope_concat.py:90
-                PipeBarrier<PIPE_V>();
+                PipeBarrier<PIPE_V>();  // workBuf_: V has written it before V reads it
                 Add(w_[0], w_[0], col_[1], static_cast<int32_t>(headDim_));  // spec: norm_rope_concat.py:90
-                PipeBarrier<PIPE_V>();
+                PipeBarrier<PIPE_V>();  // workBuf_: V has written it before V reads it
                 CastTo(rowOut0_[i * dAlign_], w_[0], RoundMode::CAST_ROUND,
                        headDim_);  // spec: norm_rope_concat.py:45,46
             }
         }
-        PipeBarrier<PIPE_V>();
     }
 
     // Body 6: reads in0, tab0, tab1; writes out0; 1 row condition(s), 3 fp32 temporaries; lanes: perm half_swap, sign low_half
@@ -1267,7 +1263,6 @@ private:
     {
         for (int64_t i = 0; i < k; ++i) {
             const int64_t seqPos = (r0 + i) / heads_ % p.seq;
-            PipeBarrier<PIPE_V>();
             if (seqPos < p.cond[0]) {
                 const int64_t tabRow0 = seqPos + p.tabOff[0];
                 if (tabRow0 != tabRow0_) {  // table slot 0: the row of this sequence position
@@ -1279,27 +1274,28 @@ private:
                     LoadRow<T>(tab_[1], p.tab[1][tabRow1 * headDim_], headDim_);
                     tabRow1_ = tabRow1;
                 }
+                PipeBarrier<PIPE_V>();                            // workBuf_: V has read it before V overwrites it
                 CastFrom(w_[0], rowIn0_[i * dAlign_], headDim_);  // spec: norm_rope_concat.py:23,24,26,27
-                PipeBarrier<PIPE_V>();
+                PipeBarrier<PIPE_V>();                            // workBuf_: V has written it before V reads it
                 Mul(w_[1], w_[0], tab_[1], static_cast<int32_t>(headDim_));          // spec: norm_rope_concat.py:101
                 Gather(w_[2], w_[0], perm_[0], 0, static_cast<uint32_t>(headDim_));  // spec: _nrc_common.py:18
-                PipeBarrier<PIPE_V>();
+                PipeBarrier<PIPE_V>();  // workBuf_: V has written it before V reads it
                 Mul(w_[2], w_[2], sign_[0], static_cast<int32_t>(headDim_));  // spec: _nrc_common.py:18
-                PipeBarrier<PIPE_V>();
+                PipeBarrier<PIPE_V>();  // workBuf_: V has written it before V reads it
                 Mul(w_[2], w_[2], tab_[0], static_cast<int32_t>(headDim_));  // spec: norm_rope_concat.py:101
-                PipeBarrier<PIPE_V>();
+                PipeBarrier<PIPE_V>();  // workBuf_: V has written it before V reads it
                 Add(w_[1], w_[1], w_[2], static_cast<int32_t>(headDim_));  // spec: norm_rope_concat.py:101
-                PipeBarrier<PIPE_V>();
+                PipeBarrier<PIPE_V>();  // workBuf_: V has written it before V reads it
                 CastTo(rowOut0_[i * dAlign_], w_[1], RoundMode::CAST_ROUND,
                        headDim_);  // spec: norm_rope_concat.py:45,46
             } else {
+                PipeBarrier<PIPE_V>();                            // workBuf_: V has read it before V overwrites it
                 CastFrom(w_[0], rowIn0_[i * dAlign_], headDim_);  // spec: norm_rope_concat.py:23,24,26,27
-                PipeBarrier<PIPE_V>();
+                PipeBarrier<PIPE_V>();                            // workBuf_: V has written it before V reads it
                 CastTo(rowOut0_[i * dAlign_], w_[0], RoundMode::CAST_ROUND,
                        headDim_);  // spec: norm_rope_concat.py:45,46
             }
         }
-        PipeBarrier<PIPE_V>();
     }
 
     // Body 7: reads in0, tab0, tab1; writes out0; 1 row condition(s), 3 fp32 temporaries; lanes: perm half_swap, sign low_half
@@ -1307,7 +1303,6 @@ private:
     {
         for (int64_t i = 0; i < k; ++i) {
             const int64_t seqPos = (r0 + i) / heads_ % p.seq;
-            PipeBarrier<PIPE_V>();
             if (seqPos < p.cond[0]) {
                 const int64_t tabRow0 = seqPos + p.tabOff[0];
                 if (tabRow0 != tabRow0_) {  // table slot 0: the row of this sequence position
@@ -1319,59 +1314,60 @@ private:
                     LoadRow<T>(tab_[1], p.tab[1][tabRow1 * headDim_], headDim_);
                     tabRow1_ = tabRow1;
                 }
-                CastFrom(w_[0], rowIn0_[i * dAlign_], headDim_);  // spec: norm_rope_concat.py:23,24,26,27
-                PipeBarrier<PIPE_V>();
+                PipeBarrier<PIPE_V>();                               // workBuf_: V has read it before V overwrites it
+                CastFrom(w_[0], rowIn0_[i * dAlign_], headDim_);     // spec: norm_rope_concat.py:23,24,26,27
+                PipeBarrier<PIPE_V>();                               // workBuf_: V has written it before V reads it
                 const float s0 = RowSum(w_[0], headDim_);            // spec: norm_rope_concat.py:85
                 const float s1 = s0 / static_cast<float>(headDim_);  // spec: norm_rope_concat.py:85
                 Adds(w_[0], w_[0], static_cast<float>(-(s1)),
                      static_cast<int32_t>(headDim_));  // spec: norm_rope_concat.py:86
-                PipeBarrier<PIPE_V>();
+                PipeBarrier<PIPE_V>();                 // workBuf_: V has written it before V reads it
                 Mul(w_[1], w_[0], w_[0], static_cast<int32_t>(headDim_));  // spec: norm_rope_concat.py:87
-                PipeBarrier<PIPE_V>();
+                PipeBarrier<PIPE_V>();                               // workBuf_: V has written it before V reads it
                 const float s2 = RowSum(w_[1], headDim_);            // spec: norm_rope_concat.py:87
                 const float s3 = s2 / static_cast<float>(headDim_);  // spec: norm_rope_concat.py:87
                 const float s4 = (s3 + attr_eps);                    // spec: norm_rope_concat.py:87
                 const float s5 = Std::sqrt(s4);                      // spec: norm_rope_concat.py:87
                 Duplicate(w_[1], static_cast<float>(s5),
                           static_cast<int32_t>(headDim_));  // spec: norm_rope_concat.py:88
-                PipeBarrier<PIPE_V>();
+                PipeBarrier<PIPE_V>();                      // workBuf_: V has written it before V reads it
                 Div(w_[0], w_[0], w_[1], static_cast<int32_t>(headDim_));  // spec: norm_rope_concat.py:88
-                PipeBarrier<PIPE_V>();
+                PipeBarrier<PIPE_V>();  // workBuf_: V has written it before V reads it
                 Mul(w_[1], w_[0], tab_[1], static_cast<int32_t>(headDim_));          // spec: norm_rope_concat.py:101
                 Gather(w_[2], w_[0], perm_[0], 0, static_cast<uint32_t>(headDim_));  // spec: _nrc_common.py:18
-                PipeBarrier<PIPE_V>();
+                PipeBarrier<PIPE_V>();  // workBuf_: V has written it before V reads it
                 Mul(w_[2], w_[2], sign_[0], static_cast<int32_t>(headDim_));  // spec: _nrc_common.py:18
-                PipeBarrier<PIPE_V>();
+                PipeBarrier<PIPE_V>();  // workBuf_: V has written it before V reads it
                 Mul(w_[2], w_[2], tab_[0], static_cast<int32_t>(headDim_));  // spec: norm_rope_concat.py:101
-                PipeBarrier<PIPE_V>();
+                PipeBarrier<PIPE_V>();  // workBuf_: V has written it before V reads it
                 Add(w_[1], w_[1], w_[2], static_cast<int32_t>(headDim_));  // spec: norm_rope_concat.py:101
-                PipeBarrier<PIPE_V>();
+                PipeBarrier<PIPE_V>();  // workBuf_: V has written it before V reads it
                 CastTo(rowOut0_[i * dAlign_], w_[1], RoundMode::CAST_ROUND,
                        headDim_);  // spec: norm_rope_concat.py:45,46
             } else {
-                CastFrom(w_[0], rowIn0_[i * dAlign_], headDim_);  // spec: norm_rope_concat.py:23,24,26,27
-                PipeBarrier<PIPE_V>();
+                PipeBarrier<PIPE_V>();                               // workBuf_: V has read it before V overwrites it
+                CastFrom(w_[0], rowIn0_[i * dAlign_], headDim_);     // spec: norm_rope_concat.py:23,24,26,27
+                PipeBarrier<PIPE_V>();                               // workBuf_: V has written it before V reads it
                 const float s0 = RowSum(w_[0], headDim_);            // spec: norm_rope_concat.py:85
                 const float s1 = s0 / static_cast<float>(headDim_);  // spec: norm_rope_concat.py:85
                 Adds(w_[0], w_[0], static_cast<float>(-(s1)),
                      static_cast<int32_t>(headDim_));  // spec: norm_rope_concat.py:86
-                PipeBarrier<PIPE_V>();
+                PipeBarrier<PIPE_V>();                 // workBuf_: V has written it before V reads it
                 Mul(w_[1], w_[0], w_[0], static_cast<int32_t>(headDim_));  // spec: norm_rope_concat.py:87
-                PipeBarrier<PIPE_V>();
+                PipeBarrier<PIPE_V>();                               // workBuf_: V has written it before V reads it
                 const float s2 = RowSum(w_[1], headDim_);            // spec: norm_rope_concat.py:87
                 const float s3 = s2 / static_cast<float>(headDim_);  // spec: norm_rope_concat.py:87
                 const float s4 = (s3 + attr_eps);                    // spec: norm_rope_concat.py:87
                 const float s5 = Std::sqrt(s4);                      // spec: norm_rope_concat.py:87
                 Duplicate(w_[1], static_cast<float>(s5),
                           static_cast<int32_t>(headDim_));  // spec: norm_rope_concat.py:88
-                PipeBarrier<PIPE_V>();
+                PipeBarrier<PIPE_V>();                      // workBuf_: V has written it before V reads it
                 Div(w_[0], w_[0], w_[1], static_cast<int32_t>(headDim_));  // spec: norm_rope_concat.py:88
-                PipeBarrier<PIPE_V>();
+                PipeBarrier<PIPE_V>();  // workBuf_: V has written it before V reads it
                 CastTo(rowOut0_[i * dAlign_], w_[0], RoundMode::CAST_ROUND,
                        headDim_);  // spec: norm_rope_concat.py:45,46
             }
         }
-        PipeBarrier<PIPE_V>();
     }
 
     // Body 8: reads col0, col1, in0, tab0, tab1; writes out0; 1 row condition(s), 3 fp32 temporaries; lanes: perm half_swap, sign low_half
@@ -1379,7 +1375,6 @@ private:
     {
         for (int64_t i = 0; i < k; ++i) {
             const int64_t seqPos = (r0 + i) / heads_ % p.seq;
-            PipeBarrier<PIPE_V>();
             if (seqPos < p.cond[0]) {
                 const int64_t tabRow0 = seqPos + p.tabOff[0];
                 if (tabRow0 != tabRow0_) {  // table slot 0: the row of this sequence position
@@ -1391,131 +1386,130 @@ private:
                     LoadRow<T>(tab_[1], p.tab[1][tabRow1 * headDim_], headDim_);
                     tabRow1_ = tabRow1;
                 }
-                CastFrom(w_[0], rowIn0_[i * dAlign_], headDim_);  // spec: norm_rope_concat.py:23,24,26,27
-                PipeBarrier<PIPE_V>();
+                PipeBarrier<PIPE_V>();                               // workBuf_: V has read it before V overwrites it
+                CastFrom(w_[0], rowIn0_[i * dAlign_], headDim_);     // spec: norm_rope_concat.py:23,24,26,27
+                PipeBarrier<PIPE_V>();                               // workBuf_: V has written it before V reads it
                 const float s0 = RowSum(w_[0], headDim_);            // spec: norm_rope_concat.py:85
                 const float s1 = s0 / static_cast<float>(headDim_);  // spec: norm_rope_concat.py:85
                 Adds(w_[0], w_[0], static_cast<float>(-(s1)),
                      static_cast<int32_t>(headDim_));  // spec: norm_rope_concat.py:86
-                PipeBarrier<PIPE_V>();
+                PipeBarrier<PIPE_V>();                 // workBuf_: V has written it before V reads it
                 Mul(w_[1], w_[0], w_[0], static_cast<int32_t>(headDim_));  // spec: norm_rope_concat.py:87
-                PipeBarrier<PIPE_V>();
+                PipeBarrier<PIPE_V>();                               // workBuf_: V has written it before V reads it
                 const float s2 = RowSum(w_[1], headDim_);            // spec: norm_rope_concat.py:87
                 const float s3 = s2 / static_cast<float>(headDim_);  // spec: norm_rope_concat.py:87
                 const float s4 = (s3 + attr_eps);                    // spec: norm_rope_concat.py:87
                 const float s5 = Std::sqrt(s4);                      // spec: norm_rope_concat.py:87
                 Duplicate(w_[1], static_cast<float>(s5),
                           static_cast<int32_t>(headDim_));  // spec: norm_rope_concat.py:88
-                PipeBarrier<PIPE_V>();
+                PipeBarrier<PIPE_V>();                      // workBuf_: V has written it before V reads it
                 Div(w_[0], w_[0], w_[1], static_cast<int32_t>(headDim_));  // spec: norm_rope_concat.py:88
-                PipeBarrier<PIPE_V>();
+                PipeBarrier<PIPE_V>();  // workBuf_: V has written it before V reads it
                 Mul(w_[0], w_[0], col_[0], static_cast<int32_t>(headDim_));  // spec: norm_rope_concat.py:90
-                PipeBarrier<PIPE_V>();
+                PipeBarrier<PIPE_V>();  // workBuf_: V has written it before V reads it
                 Add(w_[0], w_[0], col_[1], static_cast<int32_t>(headDim_));  // spec: norm_rope_concat.py:90
-                PipeBarrier<PIPE_V>();
+                PipeBarrier<PIPE_V>();  // workBuf_: V has written it before V reads it
                 Mul(w_[1], w_[0], tab_[1], static_cast<int32_t>(headDim_));          // spec: norm_rope_concat.py:101
                 Gather(w_[2], w_[0], perm_[0], 0, static_cast<uint32_t>(headDim_));  // spec: _nrc_common.py:18
-                PipeBarrier<PIPE_V>();
+                PipeBarrier<PIPE_V>();  // workBuf_: V has written it before V reads it
                 Mul(w_[2], w_[2], sign_[0], static_cast<int32_t>(headDim_));  // spec: _nrc_common.py:18
-                PipeBarrier<PIPE_V>();
+                PipeBarrier<PIPE_V>();  // workBuf_: V has written it before V reads it
                 Mul(w_[2], w_[2], tab_[0], static_cast<int32_t>(headDim_));  // spec: norm_rope_concat.py:101
-                PipeBarrier<PIPE_V>();
+                PipeBarrier<PIPE_V>();  // workBuf_: V has written it before V reads it
                 Add(w_[1], w_[1], w_[2], static_cast<int32_t>(headDim_));  // spec: norm_rope_concat.py:101
-                PipeBarrier<PIPE_V>();
+                PipeBarrier<PIPE_V>();  // workBuf_: V has written it before V reads it
                 CastTo(rowOut0_[i * dAlign_], w_[1], RoundMode::CAST_ROUND,
                        headDim_);  // spec: norm_rope_concat.py:45,46
             } else {
-                CastFrom(w_[0], rowIn0_[i * dAlign_], headDim_);  // spec: norm_rope_concat.py:23,24,26,27
-                PipeBarrier<PIPE_V>();
+                PipeBarrier<PIPE_V>();                               // workBuf_: V has read it before V overwrites it
+                CastFrom(w_[0], rowIn0_[i * dAlign_], headDim_);     // spec: norm_rope_concat.py:23,24,26,27
+                PipeBarrier<PIPE_V>();                               // workBuf_: V has written it before V reads it
                 const float s0 = RowSum(w_[0], headDim_);            // spec: norm_rope_concat.py:85
                 const float s1 = s0 / static_cast<float>(headDim_);  // spec: norm_rope_concat.py:85
                 Adds(w_[0], w_[0], static_cast<float>(-(s1)),
                      static_cast<int32_t>(headDim_));  // spec: norm_rope_concat.py:86
-                PipeBarrier<PIPE_V>();
+                PipeBarrier<PIPE_V>();                 // workBuf_: V has written it before V reads it
                 Mul(w_[1], w_[0], w_[0], static_cast<int32_t>(headDim_));  // spec: norm_rope_concat.py:87
-                PipeBarrier<PIPE_V>();
+                PipeBarrier<PIPE_V>();                               // workBuf_: V has written it before V reads it
                 const float s2 = RowSum(w_[1], headDim_);            // spec: norm_rope_concat.py:87
                 const float s3 = s2 / static_cast<float>(headDim_);  // spec: norm_rope_concat.py:87
                 const float s4 = (s3 + attr_eps);                    // spec: norm_rope_concat.py:87
                 const float s5 = Std::sqrt(s4);                      // spec: norm_rope_concat.py:87
                 Duplicate(w_[1], static_cast<float>(s5),
                           static_cast<int32_t>(headDim_));  // spec: norm_rope_concat.py:88
-                PipeBarrier<PIPE_V>();
+                PipeBarrier<PIPE_V>();                      // workBuf_: V has written it before V reads it
                 Div(w_[0], w_[0], w_[1], static_cast<int32_t>(headDim_));  // spec: norm_rope_concat.py:88
-                PipeBarrier<PIPE_V>();
+                PipeBarrier<PIPE_V>();  // workBuf_: V has written it before V reads it
                 Mul(w_[0], w_[0], col_[0], static_cast<int32_t>(headDim_));  // spec: norm_rope_concat.py:90
-                PipeBarrier<PIPE_V>();
+                PipeBarrier<PIPE_V>();  // workBuf_: V has written it before V reads it
                 Add(w_[0], w_[0], col_[1], static_cast<int32_t>(headDim_));  // spec: norm_rope_concat.py:90
-                PipeBarrier<PIPE_V>();
+                PipeBarrier<PIPE_V>();  // workBuf_: V has written it before V reads it
                 CastTo(rowOut0_[i * dAlign_], w_[0], RoundMode::CAST_ROUND,
                        headDim_);  // spec: norm_rope_concat.py:45,46
             }
         }
-        PipeBarrier<PIPE_V>();
     }
 
     // Body 9: reads in0; writes out0, sout0, sout1; 2 fp32 temporaries
     __aicore__ inline void Body9(int64_t k)
     {
         for (int64_t i = 0; i < k; ++i) {
-            PipeBarrier<PIPE_V>();
-            CastFrom(w_[0], rowIn0_[i * dAlign_], headDim_);  // spec: norm_rope_concat.py:23,24,26,27
-            PipeBarrier<PIPE_V>();
+            PipeBarrier<PIPE_V>();                               // workBuf_: V has read it before V overwrites it
+            CastFrom(w_[0], rowIn0_[i * dAlign_], headDim_);     // spec: norm_rope_concat.py:23,24,26,27
+            PipeBarrier<PIPE_V>();                               // workBuf_: V has written it before V reads it
             const float s0 = RowSum(w_[0], headDim_);            // spec: norm_rope_concat.py:85
             const float s1 = s0 / static_cast<float>(headDim_);  // spec: norm_rope_concat.py:85
             Adds(w_[0], w_[0], static_cast<float>(-(s1)),
-                 static_cast<int32_t>(headDim_));  // spec: norm_rope_concat.py:86
-            statStage0_.SetValue(i, s1);           // spec: norm_rope_concat.py:85
-            PipeBarrier<PIPE_V>();
+                 static_cast<int32_t>(headDim_));                      // spec: norm_rope_concat.py:86
+            statStage0_.SetValue(i, s1);                               // spec: norm_rope_concat.py:85
+            PipeBarrier<PIPE_V>();                                     // workBuf_: V has written it before V reads it
             Mul(w_[1], w_[0], w_[0], static_cast<int32_t>(headDim_));  // spec: norm_rope_concat.py:87
-            PipeBarrier<PIPE_V>();
-            const float s2 = RowSum(w_[1], headDim_);                                  // spec: norm_rope_concat.py:87
-            const float s3 = s2 / static_cast<float>(headDim_);                        // spec: norm_rope_concat.py:87
-            const float s4 = (s3 + attr_eps);                                          // spec: norm_rope_concat.py:87
-            const float s5 = Std::sqrt(s4);                                            // spec: norm_rope_concat.py:87
-            const float s6 = (1.0f / s5);                                              // spec: norm_rope_concat.py:93
-            statStage1_.SetValue(i, s6);                                               // spec: norm_rope_concat.py:93
+            PipeBarrier<PIPE_V>();                                     // workBuf_: V has written it before V reads it
+            const float s2 = RowSum(w_[1], headDim_);                  // spec: norm_rope_concat.py:87
+            const float s3 = s2 / static_cast<float>(headDim_);        // spec: norm_rope_concat.py:87
+            const float s4 = (s3 + attr_eps);                          // spec: norm_rope_concat.py:87
+            const float s5 = Std::sqrt(s4);                            // spec: norm_rope_concat.py:87
+            const float s6 = (1.0f / s5);                              // spec: norm_rope_concat.py:93
+            statStage1_.SetValue(i, s6);                               // spec: norm_rope_concat.py:93
             Duplicate(w_[1], static_cast<float>(s5), static_cast<int32_t>(headDim_));  // spec: norm_rope_concat.py:88
-            PipeBarrier<PIPE_V>();
+            PipeBarrier<PIPE_V>();                                     // workBuf_: V has written it before V reads it
             Div(w_[0], w_[0], w_[1], static_cast<int32_t>(headDim_));  // spec: norm_rope_concat.py:88
-            PipeBarrier<PIPE_V>();
+            PipeBarrier<PIPE_V>();                                     // workBuf_: V has written it before V reads it
             CastTo(rowOut0_[i * dAlign_], w_[0], RoundMode::CAST_ROUND, headDim_);  // spec: norm_rope_concat.py:45,46
         }
-        PipeBarrier<PIPE_V>();
     }
 
     // Body 10: reads col0, col1, in0; writes out0, sout0, sout1; 2 fp32 temporaries
     __aicore__ inline void Body10(int64_t k)
     {
         for (int64_t i = 0; i < k; ++i) {
-            PipeBarrier<PIPE_V>();
-            CastFrom(w_[0], rowIn0_[i * dAlign_], headDim_);  // spec: norm_rope_concat.py:23,24,26,27
-            PipeBarrier<PIPE_V>();
+            PipeBarrier<PIPE_V>();                               // workBuf_: V has read it before V overwrites it
+            CastFrom(w_[0], rowIn0_[i * dAlign_], headDim_);     // spec: norm_rope_concat.py:23,24,26,27
+            PipeBarrier<PIPE_V>();                               // workBuf_: V has written it before V reads it
             const float s0 = RowSum(w_[0], headDim_);            // spec: norm_rope_concat.py:85
             const float s1 = s0 / static_cast<float>(headDim_);  // spec: norm_rope_concat.py:85
             Adds(w_[0], w_[0], static_cast<float>(-(s1)),
-                 static_cast<int32_t>(headDim_));  // spec: norm_rope_concat.py:86
-            statStage0_.SetValue(i, s1);           // spec: norm_rope_concat.py:85
-            PipeBarrier<PIPE_V>();
+                 static_cast<int32_t>(headDim_));                      // spec: norm_rope_concat.py:86
+            statStage0_.SetValue(i, s1);                               // spec: norm_rope_concat.py:85
+            PipeBarrier<PIPE_V>();                                     // workBuf_: V has written it before V reads it
             Mul(w_[1], w_[0], w_[0], static_cast<int32_t>(headDim_));  // spec: norm_rope_concat.py:87
-            PipeBarrier<PIPE_V>();
-            const float s2 = RowSum(w_[1], headDim_);                                  // spec: norm_rope_concat.py:87
-            const float s3 = s2 / static_cast<float>(headDim_);                        // spec: norm_rope_concat.py:87
-            const float s4 = (s3 + attr_eps);                                          // spec: norm_rope_concat.py:87
-            const float s5 = Std::sqrt(s4);                                            // spec: norm_rope_concat.py:87
-            const float s6 = (1.0f / s5);                                              // spec: norm_rope_concat.py:93
-            statStage1_.SetValue(i, s6);                                               // spec: norm_rope_concat.py:93
+            PipeBarrier<PIPE_V>();                                     // workBuf_: V has written it before V reads it
+            const float s2 = RowSum(w_[1], headDim_);                  // spec: norm_rope_concat.py:87
+            const float s3 = s2 / static_cast<float>(headDim_);        // spec: norm_rope_concat.py:87
+            const float s4 = (s3 + attr_eps);                          // spec: norm_rope_concat.py:87
+            const float s5 = Std::sqrt(s4);                            // spec: norm_rope_concat.py:87
+            const float s6 = (1.0f / s5);                              // spec: norm_rope_concat.py:93
+            statStage1_.SetValue(i, s6);                               // spec: norm_rope_concat.py:93
             Duplicate(w_[1], static_cast<float>(s5), static_cast<int32_t>(headDim_));  // spec: norm_rope_concat.py:88
-            PipeBarrier<PIPE_V>();
-            Div(w_[0], w_[0], w_[1], static_cast<int32_t>(headDim_));  // spec: norm_rope_concat.py:88
-            PipeBarrier<PIPE_V>();
+            PipeBarrier<PIPE_V>();                                       // workBuf_: V has written it before V reads it
+            Div(w_[0], w_[0], w_[1], static_cast<int32_t>(headDim_));    // spec: norm_rope_concat.py:88
+            PipeBarrier<PIPE_V>();                                       // workBuf_: V has written it before V reads it
             Mul(w_[0], w_[0], col_[0], static_cast<int32_t>(headDim_));  // spec: norm_rope_concat.py:90
-            PipeBarrier<PIPE_V>();
+            PipeBarrier<PIPE_V>();                                       // workBuf_: V has written it before V reads it
             Add(w_[0], w_[0], col_[1], static_cast<int32_t>(headDim_));  // spec: norm_rope_concat.py:90
-            PipeBarrier<PIPE_V>();
+            PipeBarrier<PIPE_V>();                                       // workBuf_: V has written it before V reads it
             CastTo(rowOut0_[i * dAlign_], w_[0], RoundMode::CAST_ROUND, headDim_);  // spec: norm_rope_concat.py:45,46
         }
-        PipeBarrier<PIPE_V>();
     }
 
     // Body 11: reads in0, tab0, tab1; writes out0, sout0, sout1; 1 row condition(s), 3 fp32 temporaries; lanes: perm pair_swap, sign even
@@ -1523,7 +1517,6 @@ private:
     {
         for (int64_t i = 0; i < k; ++i) {
             const int64_t seqPos = (r0 + i) / heads_ % p.seq;
-            PipeBarrier<PIPE_V>();
             if (seqPos < p.cond[0]) {
                 const int64_t tabRow0 = seqPos + p.tabOff[0];
                 if (tabRow0 != tabRow0_) {  // table slot 0: the row of this sequence position
@@ -1535,16 +1528,17 @@ private:
                     LoadRow<T>(tab_[1], p.tab[1][tabRow1 * headDim_], headDim_);
                     tabRow1_ = tabRow1;
                 }
-                CastFrom(w_[0], rowIn0_[i * dAlign_], headDim_);  // spec: norm_rope_concat.py:23,24,26,27
-                PipeBarrier<PIPE_V>();
+                PipeBarrier<PIPE_V>();                               // workBuf_: V has read it before V overwrites it
+                CastFrom(w_[0], rowIn0_[i * dAlign_], headDim_);     // spec: norm_rope_concat.py:23,24,26,27
+                PipeBarrier<PIPE_V>();                               // workBuf_: V has written it before V reads it
                 const float s0 = RowSum(w_[0], headDim_);            // spec: norm_rope_concat.py:85
                 const float s1 = s0 / static_cast<float>(headDim_);  // spec: norm_rope_concat.py:85
                 Adds(w_[0], w_[0], static_cast<float>(-(s1)),
                      static_cast<int32_t>(headDim_));  // spec: norm_rope_concat.py:86
                 statStage0_.SetValue(i, s1);           // spec: norm_rope_concat.py:85
-                PipeBarrier<PIPE_V>();
+                PipeBarrier<PIPE_V>();                 // workBuf_: V has written it before V reads it
                 Mul(w_[1], w_[0], w_[0], static_cast<int32_t>(headDim_));  // spec: norm_rope_concat.py:87
-                PipeBarrier<PIPE_V>();
+                PipeBarrier<PIPE_V>();                               // workBuf_: V has written it before V reads it
                 const float s2 = RowSum(w_[1], headDim_);            // spec: norm_rope_concat.py:87
                 const float s3 = s2 / static_cast<float>(headDim_);  // spec: norm_rope_concat.py:87
                 const float s4 = (s3 + attr_eps);                    // spec: norm_rope_concat.py:87
@@ -1553,31 +1547,32 @@ private:
                 statStage1_.SetValue(i, s6);                         // spec: norm_rope_concat.py:93
                 Duplicate(w_[1], static_cast<float>(s5),
                           static_cast<int32_t>(headDim_));  // spec: norm_rope_concat.py:88
-                PipeBarrier<PIPE_V>();
+                PipeBarrier<PIPE_V>();                      // workBuf_: V has written it before V reads it
                 Div(w_[0], w_[0], w_[1], static_cast<int32_t>(headDim_));  // spec: norm_rope_concat.py:88
-                PipeBarrier<PIPE_V>();
+                PipeBarrier<PIPE_V>();  // workBuf_: V has written it before V reads it
                 Mul(w_[1], w_[0], tab_[1], static_cast<int32_t>(headDim_));          // spec: norm_rope_concat.py:101
                 Gather(w_[2], w_[0], perm_[0], 0, static_cast<uint32_t>(headDim_));  // spec: _nrc_common.py:16
-                PipeBarrier<PIPE_V>();
+                PipeBarrier<PIPE_V>();  // workBuf_: V has written it before V reads it
                 Mul(w_[2], w_[2], sign_[0], static_cast<int32_t>(headDim_));  // spec: _nrc_common.py:16
-                PipeBarrier<PIPE_V>();
+                PipeBarrier<PIPE_V>();  // workBuf_: V has written it before V reads it
                 Mul(w_[2], w_[2], tab_[0], static_cast<int32_t>(headDim_));  // spec: norm_rope_concat.py:101
-                PipeBarrier<PIPE_V>();
+                PipeBarrier<PIPE_V>();  // workBuf_: V has written it before V reads it
                 Add(w_[1], w_[1], w_[2], static_cast<int32_t>(headDim_));  // spec: norm_rope_concat.py:101
-                PipeBarrier<PIPE_V>();
+                PipeBarrier<PIPE_V>();  // workBuf_: V has written it before V reads it
                 CastTo(rowOut0_[i * dAlign_], w_[1], RoundMode::CAST_ROUND,
                        headDim_);  // spec: norm_rope_concat.py:45,46
             } else {
-                CastFrom(w_[0], rowIn0_[i * dAlign_], headDim_);  // spec: norm_rope_concat.py:23,24,26,27
-                PipeBarrier<PIPE_V>();
+                PipeBarrier<PIPE_V>();                               // workBuf_: V has read it before V overwrites it
+                CastFrom(w_[0], rowIn0_[i * dAlign_], headDim_);     // spec: norm_rope_concat.py:23,24,26,27
+                PipeBarrier<PIPE_V>();                               // workBuf_: V has written it before V reads it
                 const float s0 = RowSum(w_[0], headDim_);            // spec: norm_rope_concat.py:85
                 const float s1 = s0 / static_cast<float>(headDim_);  // spec: norm_rope_concat.py:85
                 Adds(w_[0], w_[0], static_cast<float>(-(s1)),
                      static_cast<int32_t>(headDim_));  // spec: norm_rope_concat.py:86
                 statStage0_.SetValue(i, s1);           // spec: norm_rope_concat.py:85
-                PipeBarrier<PIPE_V>();
+                PipeBarrier<PIPE_V>();                 // workBuf_: V has written it before V reads it
                 Mul(w_[1], w_[0], w_[0], static_cast<int32_t>(headDim_));  // spec: norm_rope_concat.py:87
-                PipeBarrier<PIPE_V>();
+                PipeBarrier<PIPE_V>();                               // workBuf_: V has written it before V reads it
                 const float s2 = RowSum(w_[1], headDim_);            // spec: norm_rope_concat.py:87
                 const float s3 = s2 / static_cast<float>(headDim_);  // spec: norm_rope_concat.py:87
                 const float s4 = (s3 + attr_eps);                    // spec: norm_rope_concat.py:87
@@ -1586,14 +1581,13 @@ private:
                 statStage1_.SetValue(i, s6);                         // spec: norm_rope_concat.py:93
                 Duplicate(w_[1], static_cast<float>(s5),
                           static_cast<int32_t>(headDim_));  // spec: norm_rope_concat.py:88
-                PipeBarrier<PIPE_V>();
+                PipeBarrier<PIPE_V>();                      // workBuf_: V has written it before V reads it
                 Div(w_[0], w_[0], w_[1], static_cast<int32_t>(headDim_));  // spec: norm_rope_concat.py:88
-                PipeBarrier<PIPE_V>();
+                PipeBarrier<PIPE_V>();  // workBuf_: V has written it before V reads it
                 CastTo(rowOut0_[i * dAlign_], w_[0], RoundMode::CAST_ROUND,
                        headDim_);  // spec: norm_rope_concat.py:45,46
             }
         }
-        PipeBarrier<PIPE_V>();
     }
 
     // Body 12: reads col0, col1, in0, tab0, tab1; writes out0, sout0, sout1; 1 row condition(s), 3 fp32 temporaries; lanes: perm pair_swap, sign even
@@ -1601,7 +1595,6 @@ private:
     {
         for (int64_t i = 0; i < k; ++i) {
             const int64_t seqPos = (r0 + i) / heads_ % p.seq;
-            PipeBarrier<PIPE_V>();
             if (seqPos < p.cond[0]) {
                 const int64_t tabRow0 = seqPos + p.tabOff[0];
                 if (tabRow0 != tabRow0_) {  // table slot 0: the row of this sequence position
@@ -1613,16 +1606,17 @@ private:
                     LoadRow<T>(tab_[1], p.tab[1][tabRow1 * headDim_], headDim_);
                     tabRow1_ = tabRow1;
                 }
-                CastFrom(w_[0], rowIn0_[i * dAlign_], headDim_);  // spec: norm_rope_concat.py:23,24,26,27
-                PipeBarrier<PIPE_V>();
+                PipeBarrier<PIPE_V>();                               // workBuf_: V has read it before V overwrites it
+                CastFrom(w_[0], rowIn0_[i * dAlign_], headDim_);     // spec: norm_rope_concat.py:23,24,26,27
+                PipeBarrier<PIPE_V>();                               // workBuf_: V has written it before V reads it
                 const float s0 = RowSum(w_[0], headDim_);            // spec: norm_rope_concat.py:85
                 const float s1 = s0 / static_cast<float>(headDim_);  // spec: norm_rope_concat.py:85
                 Adds(w_[0], w_[0], static_cast<float>(-(s1)),
                      static_cast<int32_t>(headDim_));  // spec: norm_rope_concat.py:86
                 statStage0_.SetValue(i, s1);           // spec: norm_rope_concat.py:85
-                PipeBarrier<PIPE_V>();
+                PipeBarrier<PIPE_V>();                 // workBuf_: V has written it before V reads it
                 Mul(w_[1], w_[0], w_[0], static_cast<int32_t>(headDim_));  // spec: norm_rope_concat.py:87
-                PipeBarrier<PIPE_V>();
+                PipeBarrier<PIPE_V>();                               // workBuf_: V has written it before V reads it
                 const float s2 = RowSum(w_[1], headDim_);            // spec: norm_rope_concat.py:87
                 const float s3 = s2 / static_cast<float>(headDim_);  // spec: norm_rope_concat.py:87
                 const float s4 = (s3 + attr_eps);                    // spec: norm_rope_concat.py:87
@@ -1631,35 +1625,36 @@ private:
                 statStage1_.SetValue(i, s6);                         // spec: norm_rope_concat.py:93
                 Duplicate(w_[1], static_cast<float>(s5),
                           static_cast<int32_t>(headDim_));  // spec: norm_rope_concat.py:88
-                PipeBarrier<PIPE_V>();
+                PipeBarrier<PIPE_V>();                      // workBuf_: V has written it before V reads it
                 Div(w_[0], w_[0], w_[1], static_cast<int32_t>(headDim_));  // spec: norm_rope_concat.py:88
-                PipeBarrier<PIPE_V>();
+                PipeBarrier<PIPE_V>();  // workBuf_: V has written it before V reads it
                 Mul(w_[0], w_[0], col_[0], static_cast<int32_t>(headDim_));  // spec: norm_rope_concat.py:90
-                PipeBarrier<PIPE_V>();
+                PipeBarrier<PIPE_V>();  // workBuf_: V has written it before V reads it
                 Add(w_[0], w_[0], col_[1], static_cast<int32_t>(headDim_));  // spec: norm_rope_concat.py:90
-                PipeBarrier<PIPE_V>();
+                PipeBarrier<PIPE_V>();  // workBuf_: V has written it before V reads it
                 Mul(w_[1], w_[0], tab_[1], static_cast<int32_t>(headDim_));          // spec: norm_rope_concat.py:101
                 Gather(w_[2], w_[0], perm_[0], 0, static_cast<uint32_t>(headDim_));  // spec: _nrc_common.py:16
-                PipeBarrier<PIPE_V>();
+                PipeBarrier<PIPE_V>();  // workBuf_: V has written it before V reads it
                 Mul(w_[2], w_[2], sign_[0], static_cast<int32_t>(headDim_));  // spec: _nrc_common.py:16
-                PipeBarrier<PIPE_V>();
+                PipeBarrier<PIPE_V>();  // workBuf_: V has written it before V reads it
                 Mul(w_[2], w_[2], tab_[0], static_cast<int32_t>(headDim_));  // spec: norm_rope_concat.py:101
-                PipeBarrier<PIPE_V>();
+                PipeBarrier<PIPE_V>();  // workBuf_: V has written it before V reads it
                 Add(w_[1], w_[1], w_[2], static_cast<int32_t>(headDim_));  // spec: norm_rope_concat.py:101
-                PipeBarrier<PIPE_V>();
+                PipeBarrier<PIPE_V>();  // workBuf_: V has written it before V reads it
                 CastTo(rowOut0_[i * dAlign_], w_[1], RoundMode::CAST_ROUND,
                        headDim_);  // spec: norm_rope_concat.py:45,46
             } else {
-                CastFrom(w_[0], rowIn0_[i * dAlign_], headDim_);  // spec: norm_rope_concat.py:23,24,26,27
-                PipeBarrier<PIPE_V>();
+                PipeBarrier<PIPE_V>();                               // workBuf_: V has read it before V overwrites it
+                CastFrom(w_[0], rowIn0_[i * dAlign_], headDim_);     // spec: norm_rope_concat.py:23,24,26,27
+                PipeBarrier<PIPE_V>();                               // workBuf_: V has written it before V reads it
                 const float s0 = RowSum(w_[0], headDim_);            // spec: norm_rope_concat.py:85
                 const float s1 = s0 / static_cast<float>(headDim_);  // spec: norm_rope_concat.py:85
                 Adds(w_[0], w_[0], static_cast<float>(-(s1)),
                      static_cast<int32_t>(headDim_));  // spec: norm_rope_concat.py:86
                 statStage0_.SetValue(i, s1);           // spec: norm_rope_concat.py:85
-                PipeBarrier<PIPE_V>();
+                PipeBarrier<PIPE_V>();                 // workBuf_: V has written it before V reads it
                 Mul(w_[1], w_[0], w_[0], static_cast<int32_t>(headDim_));  // spec: norm_rope_concat.py:87
-                PipeBarrier<PIPE_V>();
+                PipeBarrier<PIPE_V>();                               // workBuf_: V has written it before V reads it
                 const float s2 = RowSum(w_[1], headDim_);            // spec: norm_rope_concat.py:87
                 const float s3 = s2 / static_cast<float>(headDim_);  // spec: norm_rope_concat.py:87
                 const float s4 = (s3 + attr_eps);                    // spec: norm_rope_concat.py:87
@@ -1668,18 +1663,17 @@ private:
                 statStage1_.SetValue(i, s6);                         // spec: norm_rope_concat.py:93
                 Duplicate(w_[1], static_cast<float>(s5),
                           static_cast<int32_t>(headDim_));  // spec: norm_rope_concat.py:88
-                PipeBarrier<PIPE_V>();
+                PipeBarrier<PIPE_V>();                      // workBuf_: V has written it before V reads it
                 Div(w_[0], w_[0], w_[1], static_cast<int32_t>(headDim_));  // spec: norm_rope_concat.py:88
-                PipeBarrier<PIPE_V>();
+                PipeBarrier<PIPE_V>();  // workBuf_: V has written it before V reads it
                 Mul(w_[0], w_[0], col_[0], static_cast<int32_t>(headDim_));  // spec: norm_rope_concat.py:90
-                PipeBarrier<PIPE_V>();
+                PipeBarrier<PIPE_V>();  // workBuf_: V has written it before V reads it
                 Add(w_[0], w_[0], col_[1], static_cast<int32_t>(headDim_));  // spec: norm_rope_concat.py:90
-                PipeBarrier<PIPE_V>();
+                PipeBarrier<PIPE_V>();  // workBuf_: V has written it before V reads it
                 CastTo(rowOut0_[i * dAlign_], w_[0], RoundMode::CAST_ROUND,
                        headDim_);  // spec: norm_rope_concat.py:45,46
             }
         }
-        PipeBarrier<PIPE_V>();
     }
 
     // Body 13: reads in0, tab0, tab1; writes out0, sout0, sout1; 1 row condition(s), 3 fp32 temporaries; lanes: perm half_swap, sign low_half
@@ -1687,7 +1681,6 @@ private:
     {
         for (int64_t i = 0; i < k; ++i) {
             const int64_t seqPos = (r0 + i) / heads_ % p.seq;
-            PipeBarrier<PIPE_V>();
             if (seqPos < p.cond[0]) {
                 const int64_t tabRow0 = seqPos + p.tabOff[0];
                 if (tabRow0 != tabRow0_) {  // table slot 0: the row of this sequence position
@@ -1699,16 +1692,17 @@ private:
                     LoadRow<T>(tab_[1], p.tab[1][tabRow1 * headDim_], headDim_);
                     tabRow1_ = tabRow1;
                 }
-                CastFrom(w_[0], rowIn0_[i * dAlign_], headDim_);  // spec: norm_rope_concat.py:23,24,26,27
-                PipeBarrier<PIPE_V>();
+                PipeBarrier<PIPE_V>();                               // workBuf_: V has read it before V overwrites it
+                CastFrom(w_[0], rowIn0_[i * dAlign_], headDim_);     // spec: norm_rope_concat.py:23,24,26,27
+                PipeBarrier<PIPE_V>();                               // workBuf_: V has written it before V reads it
                 const float s0 = RowSum(w_[0], headDim_);            // spec: norm_rope_concat.py:85
                 const float s1 = s0 / static_cast<float>(headDim_);  // spec: norm_rope_concat.py:85
                 Adds(w_[0], w_[0], static_cast<float>(-(s1)),
                      static_cast<int32_t>(headDim_));  // spec: norm_rope_concat.py:86
                 statStage0_.SetValue(i, s1);           // spec: norm_rope_concat.py:85
-                PipeBarrier<PIPE_V>();
+                PipeBarrier<PIPE_V>();                 // workBuf_: V has written it before V reads it
                 Mul(w_[1], w_[0], w_[0], static_cast<int32_t>(headDim_));  // spec: norm_rope_concat.py:87
-                PipeBarrier<PIPE_V>();
+                PipeBarrier<PIPE_V>();                               // workBuf_: V has written it before V reads it
                 const float s2 = RowSum(w_[1], headDim_);            // spec: norm_rope_concat.py:87
                 const float s3 = s2 / static_cast<float>(headDim_);  // spec: norm_rope_concat.py:87
                 const float s4 = (s3 + attr_eps);                    // spec: norm_rope_concat.py:87
@@ -1717,31 +1711,32 @@ private:
                 statStage1_.SetValue(i, s6);                         // spec: norm_rope_concat.py:93
                 Duplicate(w_[1], static_cast<float>(s5),
                           static_cast<int32_t>(headDim_));  // spec: norm_rope_concat.py:88
-                PipeBarrier<PIPE_V>();
+                PipeBarrier<PIPE_V>();                      // workBuf_: V has written it before V reads it
                 Div(w_[0], w_[0], w_[1], static_cast<int32_t>(headDim_));  // spec: norm_rope_concat.py:88
-                PipeBarrier<PIPE_V>();
+                PipeBarrier<PIPE_V>();  // workBuf_: V has written it before V reads it
                 Mul(w_[1], w_[0], tab_[1], static_cast<int32_t>(headDim_));          // spec: norm_rope_concat.py:101
                 Gather(w_[2], w_[0], perm_[0], 0, static_cast<uint32_t>(headDim_));  // spec: _nrc_common.py:18
-                PipeBarrier<PIPE_V>();
+                PipeBarrier<PIPE_V>();  // workBuf_: V has written it before V reads it
                 Mul(w_[2], w_[2], sign_[0], static_cast<int32_t>(headDim_));  // spec: _nrc_common.py:18
-                PipeBarrier<PIPE_V>();
+                PipeBarrier<PIPE_V>();  // workBuf_: V has written it before V reads it
                 Mul(w_[2], w_[2], tab_[0], static_cast<int32_t>(headDim_));  // spec: norm_rope_concat.py:101
-                PipeBarrier<PIPE_V>();
+                PipeBarrier<PIPE_V>();  // workBuf_: V has written it before V reads it
                 Add(w_[1], w_[1], w_[2], static_cast<int32_t>(headDim_));  // spec: norm_rope_concat.py:101
-                PipeBarrier<PIPE_V>();
+                PipeBarrier<PIPE_V>();  // workBuf_: V has written it before V reads it
                 CastTo(rowOut0_[i * dAlign_], w_[1], RoundMode::CAST_ROUND,
                        headDim_);  // spec: norm_rope_concat.py:45,46
             } else {
-                CastFrom(w_[0], rowIn0_[i * dAlign_], headDim_);  // spec: norm_rope_concat.py:23,24,26,27
-                PipeBarrier<PIPE_V>();
+                PipeBarrier<PIPE_V>();                               // workBuf_: V has read it before V overwrites it
+                CastFrom(w_[0], rowIn0_[i * dAlign_], headDim_);     // spec: norm_rope_concat.py:23,24,26,27
+                PipeBarrier<PIPE_V>();                               // workBuf_: V has written it before V reads it
                 const float s0 = RowSum(w_[0], headDim_);            // spec: norm_rope_concat.py:85
                 const float s1 = s0 / static_cast<float>(headDim_);  // spec: norm_rope_concat.py:85
                 Adds(w_[0], w_[0], static_cast<float>(-(s1)),
                      static_cast<int32_t>(headDim_));  // spec: norm_rope_concat.py:86
                 statStage0_.SetValue(i, s1);           // spec: norm_rope_concat.py:85
-                PipeBarrier<PIPE_V>();
+                PipeBarrier<PIPE_V>();                 // workBuf_: V has written it before V reads it
                 Mul(w_[1], w_[0], w_[0], static_cast<int32_t>(headDim_));  // spec: norm_rope_concat.py:87
-                PipeBarrier<PIPE_V>();
+                PipeBarrier<PIPE_V>();                               // workBuf_: V has written it before V reads it
                 const float s2 = RowSum(w_[1], headDim_);            // spec: norm_rope_concat.py:87
                 const float s3 = s2 / static_cast<float>(headDim_);  // spec: norm_rope_concat.py:87
                 const float s4 = (s3 + attr_eps);                    // spec: norm_rope_concat.py:87
@@ -1750,14 +1745,13 @@ private:
                 statStage1_.SetValue(i, s6);                         // spec: norm_rope_concat.py:93
                 Duplicate(w_[1], static_cast<float>(s5),
                           static_cast<int32_t>(headDim_));  // spec: norm_rope_concat.py:88
-                PipeBarrier<PIPE_V>();
+                PipeBarrier<PIPE_V>();                      // workBuf_: V has written it before V reads it
                 Div(w_[0], w_[0], w_[1], static_cast<int32_t>(headDim_));  // spec: norm_rope_concat.py:88
-                PipeBarrier<PIPE_V>();
+                PipeBarrier<PIPE_V>();  // workBuf_: V has written it before V reads it
                 CastTo(rowOut0_[i * dAlign_], w_[0], RoundMode::CAST_ROUND,
                        headDim_);  // spec: norm_rope_concat.py:45,46
             }
         }
-        PipeBarrier<PIPE_V>();
     }
 
     // Body 14: reads col0, col1, in0, tab0, tab1; writes out0, sout0, sout1; 1 row condition(s), 3 fp32 temporaries; lanes: perm half_swap, sign low_half
@@ -1765,7 +1759,6 @@ private:
     {
         for (int64_t i = 0; i < k; ++i) {
             const int64_t seqPos = (r0 + i) / heads_ % p.seq;
-            PipeBarrier<PIPE_V>();
             if (seqPos < p.cond[0]) {
                 const int64_t tabRow0 = seqPos + p.tabOff[0];
                 if (tabRow0 != tabRow0_) {  // table slot 0: the row of this sequence position
@@ -1777,16 +1770,17 @@ private:
                     LoadRow<T>(tab_[1], p.tab[1][tabRow1 * headDim_], headDim_);
                     tabRow1_ = tabRow1;
                 }
-                CastFrom(w_[0], rowIn0_[i * dAlign_], headDim_);  // spec: norm_rope_concat.py:23,24,26,27
-                PipeBarrier<PIPE_V>();
+                PipeBarrier<PIPE_V>();                               // workBuf_: V has read it before V overwrites it
+                CastFrom(w_[0], rowIn0_[i * dAlign_], headDim_);     // spec: norm_rope_concat.py:23,24,26,27
+                PipeBarrier<PIPE_V>();                               // workBuf_: V has written it before V reads it
                 const float s0 = RowSum(w_[0], headDim_);            // spec: norm_rope_concat.py:85
                 const float s1 = s0 / static_cast<float>(headDim_);  // spec: norm_rope_concat.py:85
                 Adds(w_[0], w_[0], static_cast<float>(-(s1)),
                      static_cast<int32_t>(headDim_));  // spec: norm_rope_concat.py:86
                 statStage0_.SetValue(i, s1);           // spec: norm_rope_concat.py:85
-                PipeBarrier<PIPE_V>();
+                PipeBarrier<PIPE_V>();                 // workBuf_: V has written it before V reads it
                 Mul(w_[1], w_[0], w_[0], static_cast<int32_t>(headDim_));  // spec: norm_rope_concat.py:87
-                PipeBarrier<PIPE_V>();
+                PipeBarrier<PIPE_V>();                               // workBuf_: V has written it before V reads it
                 const float s2 = RowSum(w_[1], headDim_);            // spec: norm_rope_concat.py:87
                 const float s3 = s2 / static_cast<float>(headDim_);  // spec: norm_rope_concat.py:87
                 const float s4 = (s3 + attr_eps);                    // spec: norm_rope_concat.py:87
@@ -1795,35 +1789,36 @@ private:
                 statStage1_.SetValue(i, s6);                         // spec: norm_rope_concat.py:93
                 Duplicate(w_[1], static_cast<float>(s5),
                           static_cast<int32_t>(headDim_));  // spec: norm_rope_concat.py:88
-                PipeBarrier<PIPE_V>();
+                PipeBarrier<PIPE_V>();                      // workBuf_: V has written it before V reads it
                 Div(w_[0], w_[0], w_[1], static_cast<int32_t>(headDim_));  // spec: norm_rope_concat.py:88
-                PipeBarrier<PIPE_V>();
+                PipeBarrier<PIPE_V>();  // workBuf_: V has written it before V reads it
                 Mul(w_[0], w_[0], col_[0], static_cast<int32_t>(headDim_));  // spec: norm_rope_concat.py:90
-                PipeBarrier<PIPE_V>();
+                PipeBarrier<PIPE_V>();  // workBuf_: V has written it before V reads it
                 Add(w_[0], w_[0], col_[1], static_cast<int32_t>(headDim_));  // spec: norm_rope_concat.py:90
-                PipeBarrier<PIPE_V>();
+                PipeBarrier<PIPE_V>();  // workBuf_: V has written it before V reads it
                 Mul(w_[1], w_[0], tab_[1], static_cast<int32_t>(headDim_));          // spec: norm_rope_concat.py:101
                 Gather(w_[2], w_[0], perm_[0], 0, static_cast<uint32_t>(headDim_));  // spec: _nrc_common.py:18
-                PipeBarrier<PIPE_V>();
+                PipeBarrier<PIPE_V>();  // workBuf_: V has written it before V reads it
                 Mul(w_[2], w_[2], sign_[0], static_cast<int32_t>(headDim_));  // spec: _nrc_common.py:18
-                PipeBarrier<PIPE_V>();
+                PipeBarrier<PIPE_V>();  // workBuf_: V has written it before V reads it
                 Mul(w_[2], w_[2], tab_[0], static_cast<int32_t>(headDim_));  // spec: norm_rope_concat.py:101
-                PipeBarrier<PIPE_V>();
+                PipeBarrier<PIPE_V>();  // workBuf_: V has written it before V reads it
                 Add(w_[1], w_[1], w_[2], static_cast<int32_t>(headDim_));  // spec: norm_rope_concat.py:101
-                PipeBarrier<PIPE_V>();
+                PipeBarrier<PIPE_V>();  // workBuf_: V has written it before V reads it
                 CastTo(rowOut0_[i * dAlign_], w_[1], RoundMode::CAST_ROUND,
                        headDim_);  // spec: norm_rope_concat.py:45,46
             } else {
-                CastFrom(w_[0], rowIn0_[i * dAlign_], headDim_);  // spec: norm_rope_concat.py:23,24,26,27
-                PipeBarrier<PIPE_V>();
+                PipeBarrier<PIPE_V>();                               // workBuf_: V has read it before V overwrites it
+                CastFrom(w_[0], rowIn0_[i * dAlign_], headDim_);     // spec: norm_rope_concat.py:23,24,26,27
+                PipeBarrier<PIPE_V>();                               // workBuf_: V has written it before V reads it
                 const float s0 = RowSum(w_[0], headDim_);            // spec: norm_rope_concat.py:85
                 const float s1 = s0 / static_cast<float>(headDim_);  // spec: norm_rope_concat.py:85
                 Adds(w_[0], w_[0], static_cast<float>(-(s1)),
                      static_cast<int32_t>(headDim_));  // spec: norm_rope_concat.py:86
                 statStage0_.SetValue(i, s1);           // spec: norm_rope_concat.py:85
-                PipeBarrier<PIPE_V>();
+                PipeBarrier<PIPE_V>();                 // workBuf_: V has written it before V reads it
                 Mul(w_[1], w_[0], w_[0], static_cast<int32_t>(headDim_));  // spec: norm_rope_concat.py:87
-                PipeBarrier<PIPE_V>();
+                PipeBarrier<PIPE_V>();                               // workBuf_: V has written it before V reads it
                 const float s2 = RowSum(w_[1], headDim_);            // spec: norm_rope_concat.py:87
                 const float s3 = s2 / static_cast<float>(headDim_);  // spec: norm_rope_concat.py:87
                 const float s4 = (s3 + attr_eps);                    // spec: norm_rope_concat.py:87
@@ -1832,18 +1827,17 @@ private:
                 statStage1_.SetValue(i, s6);                         // spec: norm_rope_concat.py:93
                 Duplicate(w_[1], static_cast<float>(s5),
                           static_cast<int32_t>(headDim_));  // spec: norm_rope_concat.py:88
-                PipeBarrier<PIPE_V>();
+                PipeBarrier<PIPE_V>();                      // workBuf_: V has written it before V reads it
                 Div(w_[0], w_[0], w_[1], static_cast<int32_t>(headDim_));  // spec: norm_rope_concat.py:88
-                PipeBarrier<PIPE_V>();
+                PipeBarrier<PIPE_V>();  // workBuf_: V has written it before V reads it
                 Mul(w_[0], w_[0], col_[0], static_cast<int32_t>(headDim_));  // spec: norm_rope_concat.py:90
-                PipeBarrier<PIPE_V>();
+                PipeBarrier<PIPE_V>();  // workBuf_: V has written it before V reads it
                 Add(w_[0], w_[0], col_[1], static_cast<int32_t>(headDim_));  // spec: norm_rope_concat.py:90
-                PipeBarrier<PIPE_V>();
+                PipeBarrier<PIPE_V>();  // workBuf_: V has written it before V reads it
                 CastTo(rowOut0_[i * dAlign_], w_[0], RoundMode::CAST_ROUND,
                        headDim_);  // spec: norm_rope_concat.py:45,46
             }
         }
-        PipeBarrier<PIPE_V>();
     }
 
     const optiling::NormRopeConcatTilingData* td_ = nullptr;

@@ -684,12 +684,12 @@ private:
         const int64_t lo = (rowStart_ > start ? rowStart_ : start) - start;
         const int64_t hi = (rowEnd_ < start + rows ? rowEnd_ : start + rows) - start;
         if (p.useAcc[0] != 0) {
+            PipeBarrier<PIPE_V>();  // accBuf_: V writes after V's write
             Duplicate(acc_[0], 0.0f, static_cast<int32_t>(headDim_));
-            PipeBarrier<PIPE_V>();  // the zeroed sums are written before the rows add to them
         }
         if (p.useAcc[1] != 0) {
+            PipeBarrier<PIPE_V>();  // accBuf_: V writes after V's write
             Duplicate(acc_[1], 0.0f, static_cast<int32_t>(headDim_));
-            PipeBarrier<PIPE_V>();  // the zeroed sums are written before the rows add to them
         }
         if (hi > lo) {
             if (p.useCol[0] != 0) {
@@ -697,19 +697,27 @@ private:
             }
             tabRow0_ = -1;
             tabRow1_ = -1;
+            SetFlag<HardEvent::V_S>(0);  // laneBuf_: V has read it before S overwrites it
+            WaitFlag<HardEvent::V_S>(0);
             PrepareLanes(p);
             const int64_t pass = td_->rowsPerPass;
+            SetFlag<HardEvent::S_V>(0);  // laneBuf_: S has written it before V reads it
+            WaitFlag<HardEvent::S_V>(0);
             for (int64_t r = lo; r < hi; r += pass) {
                 const int64_t k = hi - r < pass ? hi - r : pass;
                 CopyIn(p, r, k);
+                SetFlag<HardEvent::MTE2_S>(0);  // statInQue1_: MTE2 has written it before S reads it
+                WaitFlag<HardEvent::MTE2_S>(0);
                 Compute(p, r, k);
                 CopyOut(p, r, k);
             }
         }
         if (p.useAcc[0] != 0) {
+            PipeBarrier<PIPE_V>();  // accBuf_: V has written it before V reads it
             StoreRow<float>(ws_[(GetBlockIdx() * 8 + p.acc[0]) * dAlign_], acc_[0], RoundMode::CAST_NONE, headDim_);
         }
         if (p.useAcc[1] != 0) {
+            PipeBarrier<PIPE_V>();  // accBuf_: V has written it before V reads it
             StoreRow<float>(ws_[(GetBlockIdx() * 8 + p.acc[1]) * dAlign_], acc_[1], RoundMode::CAST_NONE, headDim_);
         }
     }
@@ -718,8 +726,6 @@ private:
     __aicore__ inline void PrepareLanes(const Part& p)
     {
         if (p.permWant[0] >= 0 && p.permWant[0] != permFamily0_) {
-            SetFlag<HardEvent::V_S>(0);  // an earlier part's vector reads of the table are done
-            WaitFlag<HardEvent::V_S>(0);
             if (p.permWant[0] == 0) {
                 for (int64_t l = 0; l < headDim_; ++l) {
                     perm_[0].SetValue(
@@ -737,8 +743,6 @@ private:
             permFamily0_ = p.permWant[0];
         }
         if (p.signWant[0] >= 0 && p.signWant[0] != signFamily0_) {
-            SetFlag<HardEvent::V_S>(0);  // an earlier part's vector reads of the table are done
-            WaitFlag<HardEvent::V_S>(0);
             if (p.signWant[0] == 0) {
                 for (int64_t l = 0; l < headDim_; ++l) {
                     sign_[0].SetValue(l, static_cast<float>(l % 2 == 1 ? -1 : 1));  // odd: the lane's sign
@@ -751,8 +755,6 @@ private:
             }
             signFamily0_ = p.signWant[0];
         }
-        SetFlag<HardEvent::S_V>(0);  // the vector unit reads the tables
-        WaitFlag<HardEvent::S_V>(0);
     }
 
     // Every input slot's queue gets a block (the part's slots are copied into; the others pass through unwritten).
@@ -797,8 +799,6 @@ private:
         rowIn1_ = inQue1_.template DeQue<T>();
         statIn0_ = statInQue0_.template DeQue<float>();
         statIn1_ = statInQue1_.template DeQue<float>();
-        SetFlag<HardEvent::MTE2_S>(0);  // the scalar unit reads the per-row statistics
-        WaitFlag<HardEvent::MTE2_S>(0);
         rowOut0_ = outQue0_.template AllocTensor<T>();
         if (p.body == 0) {
             Body0(k);
@@ -807,6 +807,7 @@ private:
             Body1(k);
         }
         if (p.body == 2) {
+            PipeBarrier<PIPE_V>();  // workBuf_: V has read it before V overwrites it
             Body2(k);
         }
         if (p.body == 3) {
@@ -920,82 +921,89 @@ private:
                 const int64_t cn = headDim_ - c0 < td_->colsPerReduceCore ? headDim_ - c0 : td_->colsPerReduceCore;
                 if (accMask_ / 1 % 2 != 0) {  // column output 0
                     Duplicate(w_[0], 0.0f, static_cast<int32_t>(cn));
-                    PipeBarrier<PIPE_V>();
                     for (int64_t c = 0; c < GetBlockNum(); ++c) {
+                        PipeBarrier<PIPE_V>();  // workBuf_: V has read it before V overwrites it
                         LoadRow<float>(w_[1], ws_[(c * 8 + 0) * dAlign_ + c0], cn);
                         Add(w_[0], w_[0], w_[1], static_cast<int32_t>(cn));
-                        PipeBarrier<PIPE_V>();
                     }
+                    PipeBarrier<PIPE_V>();  // workBuf_: V has written it before V reads it
                     StoreRow<T>(accOut0_[c0], w_[0], RoundMode::CAST_ROUND, cn);
                 }
                 if (accMask_ / 2 % 2 != 0) {  // column output 1
+                    PipeBarrier<PIPE_V>();    // workBuf_: V has read it before V overwrites it
                     Duplicate(w_[0], 0.0f, static_cast<int32_t>(cn));
-                    PipeBarrier<PIPE_V>();
                     for (int64_t c = 0; c < GetBlockNum(); ++c) {
+                        PipeBarrier<PIPE_V>();  // workBuf_: V has read it before V overwrites it
                         LoadRow<float>(w_[1], ws_[(c * 8 + 1) * dAlign_ + c0], cn);
                         Add(w_[0], w_[0], w_[1], static_cast<int32_t>(cn));
-                        PipeBarrier<PIPE_V>();
                     }
+                    PipeBarrier<PIPE_V>();  // workBuf_: V has written it before V reads it
                     StoreRow<T>(accOut1_[c0], w_[0], RoundMode::CAST_ROUND, cn);
                 }
                 if (accMask_ / 4 % 2 != 0) {  // column output 2
+                    PipeBarrier<PIPE_V>();    // workBuf_: V has read it before V overwrites it
                     Duplicate(w_[0], 0.0f, static_cast<int32_t>(cn));
-                    PipeBarrier<PIPE_V>();
                     for (int64_t c = 0; c < GetBlockNum(); ++c) {
+                        PipeBarrier<PIPE_V>();  // workBuf_: V has read it before V overwrites it
                         LoadRow<float>(w_[1], ws_[(c * 8 + 2) * dAlign_ + c0], cn);
                         Add(w_[0], w_[0], w_[1], static_cast<int32_t>(cn));
-                        PipeBarrier<PIPE_V>();
                     }
+                    PipeBarrier<PIPE_V>();  // workBuf_: V has written it before V reads it
                     StoreRow<T>(accOut2_[c0], w_[0], RoundMode::CAST_ROUND, cn);
                 }
                 if (accMask_ / 8 % 2 != 0) {  // column output 3
+                    PipeBarrier<PIPE_V>();    // workBuf_: V has read it before V overwrites it
                     Duplicate(w_[0], 0.0f, static_cast<int32_t>(cn));
-                    PipeBarrier<PIPE_V>();
                     for (int64_t c = 0; c < GetBlockNum(); ++c) {
+                        PipeBarrier<PIPE_V>();  // workBuf_: V has read it before V overwrites it
                         LoadRow<float>(w_[1], ws_[(c * 8 + 3) * dAlign_ + c0], cn);
                         Add(w_[0], w_[0], w_[1], static_cast<int32_t>(cn));
-                        PipeBarrier<PIPE_V>();
                     }
+                    PipeBarrier<PIPE_V>();  // workBuf_: V has written it before V reads it
                     StoreRow<T>(accOut3_[c0], w_[0], RoundMode::CAST_ROUND, cn);
                 }
                 if (accMask_ / 16 % 2 != 0) {  // column output 4
+                    PipeBarrier<PIPE_V>();     // workBuf_: V has read it before V overwrites it
                     Duplicate(w_[0], 0.0f, static_cast<int32_t>(cn));
-                    PipeBarrier<PIPE_V>();
                     for (int64_t c = 0; c < GetBlockNum(); ++c) {
+                        PipeBarrier<PIPE_V>();  // workBuf_: V has read it before V overwrites it
                         LoadRow<float>(w_[1], ws_[(c * 8 + 4) * dAlign_ + c0], cn);
                         Add(w_[0], w_[0], w_[1], static_cast<int32_t>(cn));
-                        PipeBarrier<PIPE_V>();
                     }
+                    PipeBarrier<PIPE_V>();  // workBuf_: V has written it before V reads it
                     StoreRow<T>(accOut4_[c0], w_[0], RoundMode::CAST_ROUND, cn);
                 }
                 if (accMask_ / 32 % 2 != 0) {  // column output 5
+                    PipeBarrier<PIPE_V>();     // workBuf_: V has read it before V overwrites it
                     Duplicate(w_[0], 0.0f, static_cast<int32_t>(cn));
-                    PipeBarrier<PIPE_V>();
                     for (int64_t c = 0; c < GetBlockNum(); ++c) {
+                        PipeBarrier<PIPE_V>();  // workBuf_: V has read it before V overwrites it
                         LoadRow<float>(w_[1], ws_[(c * 8 + 5) * dAlign_ + c0], cn);
                         Add(w_[0], w_[0], w_[1], static_cast<int32_t>(cn));
-                        PipeBarrier<PIPE_V>();
                     }
+                    PipeBarrier<PIPE_V>();  // workBuf_: V has written it before V reads it
                     StoreRow<T>(accOut5_[c0], w_[0], RoundMode::CAST_ROUND, cn);
                 }
                 if (accMask_ / 64 % 2 != 0) {  // column output 6
+                    PipeBarrier<PIPE_V>();     // workBuf_: V has read it before V overwrites it
                     Duplicate(w_[0], 0.0f, static_cast<int32_t>(cn));
-                    PipeBarrier<PIPE_V>();
                     for (int64_t c = 0; c < GetBlockNum(); ++c) {
+                        PipeBarrier<PIPE_V>();  // workBuf_: V has read it before V overwrites it
                         LoadRow<float>(w_[1], ws_[(c * 8 + 6) * dAlign_ + c0], cn);
                         Add(w_[0], w_[0], w_[1], static_cast<int32_t>(cn));
-                        PipeBarrier<PIPE_V>();
                     }
+                    PipeBarrier<PIPE_V>();  // workBuf_: V has written it before V reads it
                     StoreRow<T>(accOut6_[c0], w_[0], RoundMode::CAST_ROUND, cn);
                 }
                 if (accMask_ / 128 % 2 != 0) {  // column output 7
+                    PipeBarrier<PIPE_V>();      // workBuf_: V has read it before V overwrites it
                     Duplicate(w_[0], 0.0f, static_cast<int32_t>(cn));
-                    PipeBarrier<PIPE_V>();
                     for (int64_t c = 0; c < GetBlockNum(); ++c) {
+                        PipeBarrier<PIPE_V>();  // workBuf_: V has read it before V overwrites it
                         LoadRow<float>(w_[1], ws_[(c * 8 + 7) * dAlign_ + c0], cn);
                         Add(w_[0], w_[0], w_[1], static_cast<int32_t>(cn));
-                        PipeBarrier<PIPE_V>();
                     }
+                    PipeBarrier<PIPE_V>();  // workBuf_: V has written it before V reads it
                     StoreRow<T>(accOut7_[c0], w_[0], RoundMode::CAST_ROUND, cn);
                 }
             }
@@ -1011,7 +1019,6 @@ private:
         paramQue_.EnQue(t);
         t = paramQue_.template DeQue<S>();
         CastFrom(dst, t, n);
-        PipeBarrier<PIPE_V>();
         paramQue_.FreeTensor(t);
     }
 
@@ -1021,7 +1028,6 @@ private:
     {
         LocalTensor<D> t = accOutQue_.template AllocTensor<D>();
         CastTo(t, src, rm, n);
-        PipeBarrier<PIPE_V>();  // the cast read src: a later vector write of it must wait
         accOutQue_.EnQue(t);
         t = accOutQue_.template DeQue<D>();
         DataCopyPad(dst, t, DataCopyExtParams(1, n * sizeof(D), 0, 0, 0));
@@ -1031,7 +1037,7 @@ private:
     __aicore__ inline float RowSum(const LocalTensor<float>& src, int64_t n)
     {
         ReduceSum(red_, src, redTmp_, static_cast<int32_t>(n));
-        SetFlag<HardEvent::V_S>(0);
+        SetFlag<HardEvent::V_S>(0);  // reduceBuf_: V has written it before S reads it
         WaitFlag<HardEvent::V_S>(0);
         return red_.GetValue(0);
     }
@@ -1052,52 +1058,50 @@ private:
     __aicore__ inline void Body0(int64_t k)
     {
         for (int64_t i = 0; i < k; ++i) {
-            PipeBarrier<PIPE_V>();
+            PipeBarrier<PIPE_V>();                            // workBuf_: V has read it before V overwrites it
             CastFrom(w_[0], rowIn0_[i * dAlign_], headDim_);  // spec: norm_rope_concat_grad.py:22,23,24
-            PipeBarrier<PIPE_V>();
+            PipeBarrier<PIPE_V>();                            // workBuf_: V has written it before V reads it
             CastTo(rowOut0_[i * dAlign_], w_[0], RoundMode::CAST_ROUND,
                    headDim_);  // spec: norm_rope_concat_grad.py:45,46,47,48,49,50
         }
-        PipeBarrier<PIPE_V>();
     }
 
     // Body 1: reads in0, in1, sin0, sin1; writes out0; 3 fp32 temporaries
     __aicore__ inline void Body1(int64_t k)
     {
         for (int64_t i = 0; i < k; ++i) {
-            const float s0 = statIn1_.GetValue(i);  // spec: norm_rope_concat_grad.py:110
-            const float s1 = statIn0_.GetValue(i);  // spec: norm_rope_concat_grad.py:105
-            PipeBarrier<PIPE_V>();
+            const float s0 = statIn1_.GetValue(i);            // spec: norm_rope_concat_grad.py:110
+            const float s1 = statIn0_.GetValue(i);            // spec: norm_rope_concat_grad.py:105
+            PipeBarrier<PIPE_V>();                            // workBuf_: V has read it before V overwrites it
             CastFrom(w_[0], rowIn0_[i * dAlign_], headDim_);  // spec: norm_rope_concat_grad.py:22,23
-            PipeBarrier<PIPE_V>();
+            PipeBarrier<PIPE_V>();                            // workBuf_: V has written it before V reads it
             const float s2 = RowSum(w_[0], headDim_);         // spec: norm_rope_concat_grad.py:110
             CastFrom(w_[1], rowIn1_[i * dAlign_], headDim_);  // spec: norm_rope_concat_grad.py:25,26,27,28
-            PipeBarrier<PIPE_V>();
+            PipeBarrier<PIPE_V>();                            // workBuf_: V has written it before V reads it
             Adds(w_[1], w_[1], static_cast<float>(-(s1)),
                  static_cast<int32_t>(headDim_));  // spec: norm_rope_concat_grad.py:105
-            PipeBarrier<PIPE_V>();
+            PipeBarrier<PIPE_V>();                 // workBuf_: V has written it before V reads it
             Muls(w_[1], w_[1], static_cast<float>(s0),
-                 static_cast<int32_t>(headDim_));  // spec: norm_rope_concat_grad.py:105
-            PipeBarrier<PIPE_V>();
+                 static_cast<int32_t>(headDim_));                      // spec: norm_rope_concat_grad.py:105
+            PipeBarrier<PIPE_V>();                                     // workBuf_: V has written it before V reads it
             Mul(w_[2], w_[0], w_[1], static_cast<int32_t>(headDim_));  // spec: norm_rope_concat_grad.py:110
-            PipeBarrier<PIPE_V>();
-            const float s3 = RowSum(w_[2], headDim_);            // spec: norm_rope_concat_grad.py:110
-            const float s4 = s2 / static_cast<float>(headDim_);  // spec: norm_rope_concat_grad.py:110
+            PipeBarrier<PIPE_V>();                                     // workBuf_: V has written it before V reads it
+            const float s3 = RowSum(w_[2], headDim_);                  // spec: norm_rope_concat_grad.py:110
+            const float s4 = s2 / static_cast<float>(headDim_);        // spec: norm_rope_concat_grad.py:110
             Adds(w_[0], w_[0], static_cast<float>(-(s4)),
                  static_cast<int32_t>(headDim_));                // spec: norm_rope_concat_grad.py:110
             const float s5 = s3 / static_cast<float>(headDim_);  // spec: norm_rope_concat_grad.py:110
             Muls(w_[1], w_[1], static_cast<float>(s5),
-                 static_cast<int32_t>(headDim_));  // spec: norm_rope_concat_grad.py:110
-            PipeBarrier<PIPE_V>();
+                 static_cast<int32_t>(headDim_));                      // spec: norm_rope_concat_grad.py:110
+            PipeBarrier<PIPE_V>();                                     // workBuf_: V has written it before V reads it
             Sub(w_[0], w_[0], w_[1], static_cast<int32_t>(headDim_));  // spec: norm_rope_concat_grad.py:110
-            PipeBarrier<PIPE_V>();
+            PipeBarrier<PIPE_V>();                                     // workBuf_: V has written it before V reads it
             Muls(w_[0], w_[0], static_cast<float>(s0),
                  static_cast<int32_t>(headDim_));  // spec: norm_rope_concat_grad.py:110
-            PipeBarrier<PIPE_V>();
+            PipeBarrier<PIPE_V>();                 // workBuf_: V has written it before V reads it
             CastTo(rowOut0_[i * dAlign_], w_[0], RoundMode::CAST_ROUND,
                    headDim_);  // spec: norm_rope_concat_grad.py:45,46,48,49
         }
-        PipeBarrier<PIPE_V>();
     }
 
     // Body 2: reads col0, in0, in1, sin0, sin1; writes out0, acc0, acc1; 3 fp32 temporaries
@@ -1107,42 +1111,41 @@ private:
             const float s0 = statIn1_.GetValue(i);            // spec: norm_rope_concat_grad.py:110
             const float s1 = statIn0_.GetValue(i);            // spec: norm_rope_concat_grad.py:105
             CastFrom(w_[0], rowIn0_[i * dAlign_], headDim_);  // spec: norm_rope_concat_grad.py:22,23
-            PipeBarrier<PIPE_V>();
+            PipeBarrier<PIPE_V>();                            // workBuf_: V has written it before V reads it
             Add(acc_[1], acc_[1], w_[0], static_cast<int32_t>(headDim_));  // spec: norm_rope_concat_grad.py:53
             Mul(w_[1], w_[0], col_[0], static_cast<int32_t>(headDim_));    // spec: norm_rope_concat_grad.py:109
-            PipeBarrier<PIPE_V>();
+            PipeBarrier<PIPE_V>();                            // workBuf_: V has written it before V reads it
             const float s2 = RowSum(w_[1], headDim_);         // spec: norm_rope_concat_grad.py:110
             CastFrom(w_[2], rowIn1_[i * dAlign_], headDim_);  // spec: norm_rope_concat_grad.py:25,26,27,28
-            PipeBarrier<PIPE_V>();
+            PipeBarrier<PIPE_V>();                            // workBuf_: V has written it before V reads it
             Adds(w_[2], w_[2], static_cast<float>(-(s1)),
                  static_cast<int32_t>(headDim_));  // spec: norm_rope_concat_grad.py:105
-            PipeBarrier<PIPE_V>();
+            PipeBarrier<PIPE_V>();                 // workBuf_: V has written it before V reads it
             Muls(w_[2], w_[2], static_cast<float>(s0),
-                 static_cast<int32_t>(headDim_));  // spec: norm_rope_concat_grad.py:105
-            PipeBarrier<PIPE_V>();
+                 static_cast<int32_t>(headDim_));                      // spec: norm_rope_concat_grad.py:105
+            PipeBarrier<PIPE_V>();                                     // workBuf_: V has written it before V reads it
             Mul(w_[0], w_[0], w_[2], static_cast<int32_t>(headDim_));  // spec: norm_rope_concat_grad.py:107
-            PipeBarrier<PIPE_V>();
+            PipeBarrier<PIPE_V>();                                     // workBuf_: V has written it before V reads it
             Add(acc_[0], acc_[0], w_[0], static_cast<int32_t>(headDim_));  // spec: norm_rope_concat_grad.py:52
-            PipeBarrier<PIPE_V>();
+            PipeBarrier<PIPE_V>();                                     // workBuf_: V has read it before V overwrites it
             Mul(w_[0], w_[1], w_[2], static_cast<int32_t>(headDim_));  // spec: norm_rope_concat_grad.py:110
-            PipeBarrier<PIPE_V>();
-            const float s3 = RowSum(w_[0], headDim_);            // spec: norm_rope_concat_grad.py:110
-            const float s4 = s2 / static_cast<float>(headDim_);  // spec: norm_rope_concat_grad.py:110
+            PipeBarrier<PIPE_V>();                                     // workBuf_: V has written it before V reads it
+            const float s3 = RowSum(w_[0], headDim_);                  // spec: norm_rope_concat_grad.py:110
+            const float s4 = s2 / static_cast<float>(headDim_);        // spec: norm_rope_concat_grad.py:110
             Adds(w_[1], w_[1], static_cast<float>(-(s4)),
                  static_cast<int32_t>(headDim_));                // spec: norm_rope_concat_grad.py:110
             const float s5 = s3 / static_cast<float>(headDim_);  // spec: norm_rope_concat_grad.py:110
             Muls(w_[2], w_[2], static_cast<float>(s5),
-                 static_cast<int32_t>(headDim_));  // spec: norm_rope_concat_grad.py:110
-            PipeBarrier<PIPE_V>();
+                 static_cast<int32_t>(headDim_));                      // spec: norm_rope_concat_grad.py:110
+            PipeBarrier<PIPE_V>();                                     // workBuf_: V has written it before V reads it
             Sub(w_[1], w_[1], w_[2], static_cast<int32_t>(headDim_));  // spec: norm_rope_concat_grad.py:110
-            PipeBarrier<PIPE_V>();
+            PipeBarrier<PIPE_V>();                                     // workBuf_: V has written it before V reads it
             Muls(w_[1], w_[1], static_cast<float>(s0),
                  static_cast<int32_t>(headDim_));  // spec: norm_rope_concat_grad.py:110
-            PipeBarrier<PIPE_V>();
+            PipeBarrier<PIPE_V>();                 // workBuf_: V has written it before V reads it
             CastTo(rowOut0_[i * dAlign_], w_[1], RoundMode::CAST_ROUND,
                    headDim_);  // spec: norm_rope_concat_grad.py:45,46,48,49
         }
-        PipeBarrier<PIPE_V>();
     }
 
     // Body 3: reads in0, tab0, tab1; writes out0; 1 row condition(s), 3 fp32 temporaries; lanes: perm pair_swap, sign odd
@@ -1150,7 +1153,6 @@ private:
     {
         for (int64_t i = 0; i < k; ++i) {
             const int64_t seqPos = (r0 + i) / heads_ % p.seq;
-            PipeBarrier<PIPE_V>();
             if (seqPos < p.cond[0]) {
                 const int64_t tabRow0 = seqPos + p.tabOff[0];
                 if (tabRow0 != tabRow0_) {  // table slot 0: the row of this sequence position
@@ -1162,28 +1164,29 @@ private:
                     LoadRow<T>(tab_[1], p.tab[1][tabRow1 * headDim_], headDim_);
                     tabRow1_ = tabRow1;
                 }
+                PipeBarrier<PIPE_V>();                            // workBuf_: V has read it before V overwrites it
                 CastFrom(w_[0], rowIn0_[i * dAlign_], headDim_);  // spec: norm_rope_concat_grad.py:22,23
-                PipeBarrier<PIPE_V>();
+                PipeBarrier<PIPE_V>();                            // workBuf_: V has written it before V reads it
                 Mul(w_[1], w_[0], tab_[1], static_cast<int32_t>(headDim_));  // spec: norm_rope_concat_grad.py:89
-                PipeBarrier<PIPE_V>();
+                PipeBarrier<PIPE_V>();  // workBuf_: V has read it before V overwrites it
                 Mul(w_[0], w_[0], tab_[0], static_cast<int32_t>(headDim_));  // spec: norm_rope_concat_grad.py:89
-                PipeBarrier<PIPE_V>();
+                PipeBarrier<PIPE_V>();  // workBuf_: V has written it before V reads it
                 Gather(w_[2], w_[0], perm_[0], 0, static_cast<uint32_t>(headDim_));  // spec: _nrc_common.py:27
-                PipeBarrier<PIPE_V>();
+                PipeBarrier<PIPE_V>();  // workBuf_: V has written it before V reads it
                 Mul(w_[2], w_[2], sign_[0], static_cast<int32_t>(headDim_));  // spec: _nrc_common.py:27
-                PipeBarrier<PIPE_V>();
+                PipeBarrier<PIPE_V>();  // workBuf_: V has written it before V reads it
                 Add(w_[1], w_[1], w_[2], static_cast<int32_t>(headDim_));  // spec: norm_rope_concat_grad.py:89
-                PipeBarrier<PIPE_V>();
+                PipeBarrier<PIPE_V>();  // workBuf_: V has written it before V reads it
                 CastTo(rowOut0_[i * dAlign_], w_[1], RoundMode::CAST_ROUND,
                        headDim_);  // spec: norm_rope_concat_grad.py:45,46,48,49
             } else {
+                PipeBarrier<PIPE_V>();                            // workBuf_: V has read it before V overwrites it
                 CastFrom(w_[0], rowIn0_[i * dAlign_], headDim_);  // spec: norm_rope_concat_grad.py:22,23
-                PipeBarrier<PIPE_V>();
+                PipeBarrier<PIPE_V>();                            // workBuf_: V has written it before V reads it
                 CastTo(rowOut0_[i * dAlign_], w_[0], RoundMode::CAST_ROUND,
                        headDim_);  // spec: norm_rope_concat_grad.py:45,46,48,49
             }
         }
-        PipeBarrier<PIPE_V>();
     }
 
     // Body 4: reads in0, in1, sin0, sin1, tab0, tab1; writes out0; 1 row condition(s), 3 fp32 temporaries; lanes: perm pair_swap, sign odd
@@ -1191,7 +1194,6 @@ private:
     {
         for (int64_t i = 0; i < k; ++i) {
             const int64_t seqPos = (r0 + i) / heads_ % p.seq;
-            PipeBarrier<PIPE_V>();
             if (seqPos < p.cond[0]) {
                 const int64_t tabRow0 = seqPos + p.tabOff[0];
                 if (tabRow0 != tabRow0_) {  // table slot 0: the row of this sequence position
@@ -1205,29 +1207,30 @@ private:
                 }
                 const float s0 = statIn1_.GetValue(i);            // spec: norm_rope_concat_grad.py:110
                 const float s1 = statIn0_.GetValue(i);            // spec: norm_rope_concat_grad.py:105
+                PipeBarrier<PIPE_V>();                            // workBuf_: V has read it before V overwrites it
                 CastFrom(w_[0], rowIn0_[i * dAlign_], headDim_);  // spec: norm_rope_concat_grad.py:22,23
-                PipeBarrier<PIPE_V>();
+                PipeBarrier<PIPE_V>();                            // workBuf_: V has written it before V reads it
                 Mul(w_[1], w_[0], tab_[1], static_cast<int32_t>(headDim_));  // spec: norm_rope_concat_grad.py:89
-                PipeBarrier<PIPE_V>();
+                PipeBarrier<PIPE_V>();  // workBuf_: V has read it before V overwrites it
                 Mul(w_[0], w_[0], tab_[0], static_cast<int32_t>(headDim_));  // spec: norm_rope_concat_grad.py:89
-                PipeBarrier<PIPE_V>();
+                PipeBarrier<PIPE_V>();  // workBuf_: V has written it before V reads it
                 Gather(w_[2], w_[0], perm_[0], 0, static_cast<uint32_t>(headDim_));  // spec: _nrc_common.py:27
-                PipeBarrier<PIPE_V>();
+                PipeBarrier<PIPE_V>();  // workBuf_: V has written it before V reads it
                 Mul(w_[2], w_[2], sign_[0], static_cast<int32_t>(headDim_));  // spec: _nrc_common.py:27
-                PipeBarrier<PIPE_V>();
+                PipeBarrier<PIPE_V>();  // workBuf_: V has written it before V reads it
                 Add(w_[1], w_[1], w_[2], static_cast<int32_t>(headDim_));  // spec: norm_rope_concat_grad.py:89
-                PipeBarrier<PIPE_V>();
+                PipeBarrier<PIPE_V>();                            // workBuf_: V has written it before V reads it
                 const float s2 = RowSum(w_[1], headDim_);         // spec: norm_rope_concat_grad.py:110
                 CastFrom(w_[0], rowIn1_[i * dAlign_], headDim_);  // spec: norm_rope_concat_grad.py:25,26,27,28
-                PipeBarrier<PIPE_V>();
+                PipeBarrier<PIPE_V>();                            // workBuf_: V has written it before V reads it
                 Adds(w_[0], w_[0], static_cast<float>(-(s1)),
                      static_cast<int32_t>(headDim_));  // spec: norm_rope_concat_grad.py:105
-                PipeBarrier<PIPE_V>();
+                PipeBarrier<PIPE_V>();                 // workBuf_: V has written it before V reads it
                 Muls(w_[0], w_[0], static_cast<float>(s0),
                      static_cast<int32_t>(headDim_));  // spec: norm_rope_concat_grad.py:105
-                PipeBarrier<PIPE_V>();
+                PipeBarrier<PIPE_V>();                 // workBuf_: V has written it before V reads it
                 Mul(w_[2], w_[1], w_[0], static_cast<int32_t>(headDim_));  // spec: norm_rope_concat_grad.py:110
-                PipeBarrier<PIPE_V>();
+                PipeBarrier<PIPE_V>();                               // workBuf_: V has written it before V reads it
                 const float s3 = RowSum(w_[2], headDim_);            // spec: norm_rope_concat_grad.py:110
                 const float s4 = s2 / static_cast<float>(headDim_);  // spec: norm_rope_concat_grad.py:110
                 Adds(w_[1], w_[1], static_cast<float>(-(s4)),
@@ -1235,30 +1238,31 @@ private:
                 const float s5 = s3 / static_cast<float>(headDim_);  // spec: norm_rope_concat_grad.py:110
                 Muls(w_[0], w_[0], static_cast<float>(s5),
                      static_cast<int32_t>(headDim_));  // spec: norm_rope_concat_grad.py:110
-                PipeBarrier<PIPE_V>();
+                PipeBarrier<PIPE_V>();                 // workBuf_: V has written it before V reads it
                 Sub(w_[1], w_[1], w_[0], static_cast<int32_t>(headDim_));  // spec: norm_rope_concat_grad.py:110
-                PipeBarrier<PIPE_V>();
+                PipeBarrier<PIPE_V>();  // workBuf_: V has written it before V reads it
                 Muls(w_[1], w_[1], static_cast<float>(s0),
                      static_cast<int32_t>(headDim_));  // spec: norm_rope_concat_grad.py:110
-                PipeBarrier<PIPE_V>();
+                PipeBarrier<PIPE_V>();                 // workBuf_: V has written it before V reads it
                 CastTo(rowOut0_[i * dAlign_], w_[1], RoundMode::CAST_ROUND,
                        headDim_);  // spec: norm_rope_concat_grad.py:45,46,48,49
             } else {
                 const float s0 = statIn1_.GetValue(i);            // spec: norm_rope_concat_grad.py:110
                 const float s1 = statIn0_.GetValue(i);            // spec: norm_rope_concat_grad.py:105
+                PipeBarrier<PIPE_V>();                            // workBuf_: V has read it before V overwrites it
                 CastFrom(w_[0], rowIn0_[i * dAlign_], headDim_);  // spec: norm_rope_concat_grad.py:22,23
-                PipeBarrier<PIPE_V>();
+                PipeBarrier<PIPE_V>();                            // workBuf_: V has written it before V reads it
                 const float s2 = RowSum(w_[0], headDim_);         // spec: norm_rope_concat_grad.py:110
                 CastFrom(w_[1], rowIn1_[i * dAlign_], headDim_);  // spec: norm_rope_concat_grad.py:25,26,27,28
-                PipeBarrier<PIPE_V>();
+                PipeBarrier<PIPE_V>();                            // workBuf_: V has written it before V reads it
                 Adds(w_[1], w_[1], static_cast<float>(-(s1)),
                      static_cast<int32_t>(headDim_));  // spec: norm_rope_concat_grad.py:105
-                PipeBarrier<PIPE_V>();
+                PipeBarrier<PIPE_V>();                 // workBuf_: V has written it before V reads it
                 Muls(w_[1], w_[1], static_cast<float>(s0),
                      static_cast<int32_t>(headDim_));  // spec: norm_rope_concat_grad.py:105
-                PipeBarrier<PIPE_V>();
+                PipeBarrier<PIPE_V>();                 // workBuf_: V has written it before V reads it
                 Mul(w_[2], w_[0], w_[1], static_cast<int32_t>(headDim_));  // spec: norm_rope_concat_grad.py:110
-                PipeBarrier<PIPE_V>();
+                PipeBarrier<PIPE_V>();                               // workBuf_: V has written it before V reads it
                 const float s3 = RowSum(w_[2], headDim_);            // spec: norm_rope_concat_grad.py:110
                 const float s4 = s2 / static_cast<float>(headDim_);  // spec: norm_rope_concat_grad.py:110
                 Adds(w_[0], w_[0], static_cast<float>(-(s4)),
@@ -1266,17 +1270,16 @@ private:
                 const float s5 = s3 / static_cast<float>(headDim_);  // spec: norm_rope_concat_grad.py:110
                 Muls(w_[1], w_[1], static_cast<float>(s5),
                      static_cast<int32_t>(headDim_));  // spec: norm_rope_concat_grad.py:110
-                PipeBarrier<PIPE_V>();
+                PipeBarrier<PIPE_V>();                 // workBuf_: V has written it before V reads it
                 Sub(w_[0], w_[0], w_[1], static_cast<int32_t>(headDim_));  // spec: norm_rope_concat_grad.py:110
-                PipeBarrier<PIPE_V>();
+                PipeBarrier<PIPE_V>();  // workBuf_: V has written it before V reads it
                 Muls(w_[0], w_[0], static_cast<float>(s0),
                      static_cast<int32_t>(headDim_));  // spec: norm_rope_concat_grad.py:110
-                PipeBarrier<PIPE_V>();
+                PipeBarrier<PIPE_V>();                 // workBuf_: V has written it before V reads it
                 CastTo(rowOut0_[i * dAlign_], w_[0], RoundMode::CAST_ROUND,
                        headDim_);  // spec: norm_rope_concat_grad.py:45,46,48,49
             }
         }
-        PipeBarrier<PIPE_V>();
     }
 
     // Body 5: reads col0, in0, in1, sin0, sin1, tab0, tab1; writes out0, acc0, acc1; 1 row condition(s), 3 fp32 temporaries; lanes: perm pair_swap, sign odd
@@ -1284,7 +1287,6 @@ private:
     {
         for (int64_t i = 0; i < k; ++i) {
             const int64_t seqPos = (r0 + i) / heads_ % p.seq;
-            PipeBarrier<PIPE_V>();
             if (seqPos < p.cond[0]) {
                 const int64_t tabRow0 = seqPos + p.tabOff[0];
                 if (tabRow0 != tabRow0_) {  // table slot 0: the row of this sequence position
@@ -1298,36 +1300,37 @@ private:
                 }
                 const float s0 = statIn1_.GetValue(i);            // spec: norm_rope_concat_grad.py:110
                 const float s1 = statIn0_.GetValue(i);            // spec: norm_rope_concat_grad.py:105
+                PipeBarrier<PIPE_V>();                            // workBuf_: V has read it before V overwrites it
                 CastFrom(w_[0], rowIn0_[i * dAlign_], headDim_);  // spec: norm_rope_concat_grad.py:22,23
-                PipeBarrier<PIPE_V>();
+                PipeBarrier<PIPE_V>();                            // workBuf_: V has written it before V reads it
                 Mul(w_[1], w_[0], tab_[1], static_cast<int32_t>(headDim_));  // spec: norm_rope_concat_grad.py:89
-                PipeBarrier<PIPE_V>();
+                PipeBarrier<PIPE_V>();  // workBuf_: V has read it before V overwrites it
                 Mul(w_[0], w_[0], tab_[0], static_cast<int32_t>(headDim_));  // spec: norm_rope_concat_grad.py:89
-                PipeBarrier<PIPE_V>();
+                PipeBarrier<PIPE_V>();  // workBuf_: V has written it before V reads it
                 Gather(w_[2], w_[0], perm_[0], 0, static_cast<uint32_t>(headDim_));  // spec: _nrc_common.py:27
-                PipeBarrier<PIPE_V>();
+                PipeBarrier<PIPE_V>();  // workBuf_: V has written it before V reads it
                 Mul(w_[2], w_[2], sign_[0], static_cast<int32_t>(headDim_));  // spec: _nrc_common.py:27
-                PipeBarrier<PIPE_V>();
+                PipeBarrier<PIPE_V>();  // workBuf_: V has written it before V reads it
                 Add(w_[1], w_[1], w_[2], static_cast<int32_t>(headDim_));  // spec: norm_rope_concat_grad.py:89
-                PipeBarrier<PIPE_V>();
+                PipeBarrier<PIPE_V>();  // workBuf_: V has written it before V reads it
                 Add(acc_[1], acc_[1], w_[1], static_cast<int32_t>(headDim_));  // spec: norm_rope_concat_grad.py:53
                 Mul(w_[0], w_[1], col_[0], static_cast<int32_t>(headDim_));    // spec: norm_rope_concat_grad.py:109
-                PipeBarrier<PIPE_V>();
+                PipeBarrier<PIPE_V>();                            // workBuf_: V has written it before V reads it
                 const float s2 = RowSum(w_[0], headDim_);         // spec: norm_rope_concat_grad.py:110
                 CastFrom(w_[2], rowIn1_[i * dAlign_], headDim_);  // spec: norm_rope_concat_grad.py:25,26,27,28
-                PipeBarrier<PIPE_V>();
+                PipeBarrier<PIPE_V>();                            // workBuf_: V has written it before V reads it
                 Adds(w_[2], w_[2], static_cast<float>(-(s1)),
                      static_cast<int32_t>(headDim_));  // spec: norm_rope_concat_grad.py:105
-                PipeBarrier<PIPE_V>();
+                PipeBarrier<PIPE_V>();                 // workBuf_: V has written it before V reads it
                 Muls(w_[2], w_[2], static_cast<float>(s0),
                      static_cast<int32_t>(headDim_));  // spec: norm_rope_concat_grad.py:105
-                PipeBarrier<PIPE_V>();
+                PipeBarrier<PIPE_V>();                 // workBuf_: V has written it before V reads it
                 Mul(w_[1], w_[1], w_[2], static_cast<int32_t>(headDim_));  // spec: norm_rope_concat_grad.py:107
-                PipeBarrier<PIPE_V>();
+                PipeBarrier<PIPE_V>();  // workBuf_: V has written it before V reads it
                 Add(acc_[0], acc_[0], w_[1], static_cast<int32_t>(headDim_));  // spec: norm_rope_concat_grad.py:52
-                PipeBarrier<PIPE_V>();
+                PipeBarrier<PIPE_V>();  // workBuf_: V has read it before V overwrites it
                 Mul(w_[1], w_[0], w_[2], static_cast<int32_t>(headDim_));  // spec: norm_rope_concat_grad.py:110
-                PipeBarrier<PIPE_V>();
+                PipeBarrier<PIPE_V>();                               // workBuf_: V has written it before V reads it
                 const float s3 = RowSum(w_[1], headDim_);            // spec: norm_rope_concat_grad.py:110
                 const float s4 = s2 / static_cast<float>(headDim_);  // spec: norm_rope_concat_grad.py:110
                 Adds(w_[0], w_[0], static_cast<float>(-(s4)),
@@ -1335,37 +1338,38 @@ private:
                 const float s5 = s3 / static_cast<float>(headDim_);  // spec: norm_rope_concat_grad.py:110
                 Muls(w_[2], w_[2], static_cast<float>(s5),
                      static_cast<int32_t>(headDim_));  // spec: norm_rope_concat_grad.py:110
-                PipeBarrier<PIPE_V>();
+                PipeBarrier<PIPE_V>();                 // workBuf_: V has written it before V reads it
                 Sub(w_[0], w_[0], w_[2], static_cast<int32_t>(headDim_));  // spec: norm_rope_concat_grad.py:110
-                PipeBarrier<PIPE_V>();
+                PipeBarrier<PIPE_V>();  // workBuf_: V has written it before V reads it
                 Muls(w_[0], w_[0], static_cast<float>(s0),
                      static_cast<int32_t>(headDim_));  // spec: norm_rope_concat_grad.py:110
-                PipeBarrier<PIPE_V>();
+                PipeBarrier<PIPE_V>();                 // workBuf_: V has written it before V reads it
                 CastTo(rowOut0_[i * dAlign_], w_[0], RoundMode::CAST_ROUND,
                        headDim_);  // spec: norm_rope_concat_grad.py:45,46,48,49
             } else {
                 const float s0 = statIn1_.GetValue(i);            // spec: norm_rope_concat_grad.py:110
                 const float s1 = statIn0_.GetValue(i);            // spec: norm_rope_concat_grad.py:105
+                PipeBarrier<PIPE_V>();                            // workBuf_: V has read it before V overwrites it
                 CastFrom(w_[0], rowIn0_[i * dAlign_], headDim_);  // spec: norm_rope_concat_grad.py:22,23
-                PipeBarrier<PIPE_V>();
+                PipeBarrier<PIPE_V>();                            // workBuf_: V has written it before V reads it
                 Add(acc_[1], acc_[1], w_[0], static_cast<int32_t>(headDim_));  // spec: norm_rope_concat_grad.py:53
                 Mul(w_[1], w_[0], col_[0], static_cast<int32_t>(headDim_));    // spec: norm_rope_concat_grad.py:109
-                PipeBarrier<PIPE_V>();
+                PipeBarrier<PIPE_V>();                            // workBuf_: V has written it before V reads it
                 const float s2 = RowSum(w_[1], headDim_);         // spec: norm_rope_concat_grad.py:110
                 CastFrom(w_[2], rowIn1_[i * dAlign_], headDim_);  // spec: norm_rope_concat_grad.py:25,26,27,28
-                PipeBarrier<PIPE_V>();
+                PipeBarrier<PIPE_V>();                            // workBuf_: V has written it before V reads it
                 Adds(w_[2], w_[2], static_cast<float>(-(s1)),
                      static_cast<int32_t>(headDim_));  // spec: norm_rope_concat_grad.py:105
-                PipeBarrier<PIPE_V>();
+                PipeBarrier<PIPE_V>();                 // workBuf_: V has written it before V reads it
                 Muls(w_[2], w_[2], static_cast<float>(s0),
                      static_cast<int32_t>(headDim_));  // spec: norm_rope_concat_grad.py:105
-                PipeBarrier<PIPE_V>();
+                PipeBarrier<PIPE_V>();                 // workBuf_: V has written it before V reads it
                 Mul(w_[0], w_[0], w_[2], static_cast<int32_t>(headDim_));  // spec: norm_rope_concat_grad.py:107
-                PipeBarrier<PIPE_V>();
+                PipeBarrier<PIPE_V>();  // workBuf_: V has written it before V reads it
                 Add(acc_[0], acc_[0], w_[0], static_cast<int32_t>(headDim_));  // spec: norm_rope_concat_grad.py:52
-                PipeBarrier<PIPE_V>();
+                PipeBarrier<PIPE_V>();  // workBuf_: V has read it before V overwrites it
                 Mul(w_[0], w_[1], w_[2], static_cast<int32_t>(headDim_));  // spec: norm_rope_concat_grad.py:110
-                PipeBarrier<PIPE_V>();
+                PipeBarrier<PIPE_V>();                               // workBuf_: V has written it before V reads it
                 const float s3 = RowSum(w_[0], headDim_);            // spec: norm_rope_concat_grad.py:110
                 const float s4 = s2 / static_cast<float>(headDim_);  // spec: norm_rope_concat_grad.py:110
                 Adds(w_[1], w_[1], static_cast<float>(-(s4)),
@@ -1373,17 +1377,16 @@ private:
                 const float s5 = s3 / static_cast<float>(headDim_);  // spec: norm_rope_concat_grad.py:110
                 Muls(w_[2], w_[2], static_cast<float>(s5),
                      static_cast<int32_t>(headDim_));  // spec: norm_rope_concat_grad.py:110
-                PipeBarrier<PIPE_V>();
+                PipeBarrier<PIPE_V>();                 // workBuf_: V has written it before V reads it
                 Sub(w_[1], w_[1], w_[2], static_cast<int32_t>(headDim_));  // spec: norm_rope_concat_grad.py:110
-                PipeBarrier<PIPE_V>();
+                PipeBarrier<PIPE_V>();  // workBuf_: V has written it before V reads it
                 Muls(w_[1], w_[1], static_cast<float>(s0),
                      static_cast<int32_t>(headDim_));  // spec: norm_rope_concat_grad.py:110
-                PipeBarrier<PIPE_V>();
+                PipeBarrier<PIPE_V>();                 // workBuf_: V has written it before V reads it
                 CastTo(rowOut0_[i * dAlign_], w_[1], RoundMode::CAST_ROUND,
                        headDim_);  // spec: norm_rope_concat_grad.py:45,46,48,49
             }
         }
-        PipeBarrier<PIPE_V>();
     }
 
     // Body 6: reads in0, tab0, tab1; writes out0; 1 row condition(s), 3 fp32 temporaries; lanes: perm half_swap, sign high_half
@@ -1391,7 +1394,6 @@ private:
     {
         for (int64_t i = 0; i < k; ++i) {
             const int64_t seqPos = (r0 + i) / heads_ % p.seq;
-            PipeBarrier<PIPE_V>();
             if (seqPos < p.cond[0]) {
                 const int64_t tabRow0 = seqPos + p.tabOff[0];
                 if (tabRow0 != tabRow0_) {  // table slot 0: the row of this sequence position
@@ -1403,28 +1405,29 @@ private:
                     LoadRow<T>(tab_[1], p.tab[1][tabRow1 * headDim_], headDim_);
                     tabRow1_ = tabRow1;
                 }
+                PipeBarrier<PIPE_V>();                            // workBuf_: V has read it before V overwrites it
                 CastFrom(w_[0], rowIn0_[i * dAlign_], headDim_);  // spec: norm_rope_concat_grad.py:22,23
-                PipeBarrier<PIPE_V>();
+                PipeBarrier<PIPE_V>();                            // workBuf_: V has written it before V reads it
                 Mul(w_[1], w_[0], tab_[1], static_cast<int32_t>(headDim_));  // spec: norm_rope_concat_grad.py:89
-                PipeBarrier<PIPE_V>();
+                PipeBarrier<PIPE_V>();  // workBuf_: V has read it before V overwrites it
                 Mul(w_[0], w_[0], tab_[0], static_cast<int32_t>(headDim_));  // spec: norm_rope_concat_grad.py:89
-                PipeBarrier<PIPE_V>();
+                PipeBarrier<PIPE_V>();  // workBuf_: V has written it before V reads it
                 Gather(w_[2], w_[0], perm_[0], 0, static_cast<uint32_t>(headDim_));  // spec: _nrc_common.py:29
-                PipeBarrier<PIPE_V>();
+                PipeBarrier<PIPE_V>();  // workBuf_: V has written it before V reads it
                 Mul(w_[2], w_[2], sign_[0], static_cast<int32_t>(headDim_));  // spec: _nrc_common.py:29
-                PipeBarrier<PIPE_V>();
+                PipeBarrier<PIPE_V>();  // workBuf_: V has written it before V reads it
                 Add(w_[1], w_[1], w_[2], static_cast<int32_t>(headDim_));  // spec: norm_rope_concat_grad.py:89
-                PipeBarrier<PIPE_V>();
+                PipeBarrier<PIPE_V>();  // workBuf_: V has written it before V reads it
                 CastTo(rowOut0_[i * dAlign_], w_[1], RoundMode::CAST_ROUND,
                        headDim_);  // spec: norm_rope_concat_grad.py:45,46,48,49
             } else {
+                PipeBarrier<PIPE_V>();                            // workBuf_: V has read it before V overwrites it
                 CastFrom(w_[0], rowIn0_[i * dAlign_], headDim_);  // spec: norm_rope_concat_grad.py:22,23
-                PipeBarrier<PIPE_V>();
+                PipeBarrier<PIPE_V>();                            // workBuf_: V has written it before V reads it
                 CastTo(rowOut0_[i * dAlign_], w_[0], RoundMode::CAST_ROUND,
                        headDim_);  // spec: norm_rope_concat_grad.py:45,46,48,49
             }
         }
-        PipeBarrier<PIPE_V>();
     }
 
     // Body 7: reads in0, in1, sin0, sin1, tab0, tab1; writes out0; 1 row condition(s), 3 fp32 temporaries; lanes: perm half_swap, sign high_half
@@ -1432,7 +1435,6 @@ private:
     {
         for (int64_t i = 0; i < k; ++i) {
             const int64_t seqPos = (r0 + i) / heads_ % p.seq;
-            PipeBarrier<PIPE_V>();
             if (seqPos < p.cond[0]) {
                 const int64_t tabRow0 = seqPos + p.tabOff[0];
                 if (tabRow0 != tabRow0_) {  // table slot 0: the row of this sequence position
@@ -1446,29 +1448,30 @@ private:
                 }
                 const float s0 = statIn1_.GetValue(i);            // spec: norm_rope_concat_grad.py:110
                 const float s1 = statIn0_.GetValue(i);            // spec: norm_rope_concat_grad.py:105
+                PipeBarrier<PIPE_V>();                            // workBuf_: V has read it before V overwrites it
                 CastFrom(w_[0], rowIn0_[i * dAlign_], headDim_);  // spec: norm_rope_concat_grad.py:22,23
-                PipeBarrier<PIPE_V>();
+                PipeBarrier<PIPE_V>();                            // workBuf_: V has written it before V reads it
                 Mul(w_[1], w_[0], tab_[1], static_cast<int32_t>(headDim_));  // spec: norm_rope_concat_grad.py:89
-                PipeBarrier<PIPE_V>();
+                PipeBarrier<PIPE_V>();  // workBuf_: V has read it before V overwrites it
                 Mul(w_[0], w_[0], tab_[0], static_cast<int32_t>(headDim_));  // spec: norm_rope_concat_grad.py:89
-                PipeBarrier<PIPE_V>();
+                PipeBarrier<PIPE_V>();  // workBuf_: V has written it before V reads it
                 Gather(w_[2], w_[0], perm_[0], 0, static_cast<uint32_t>(headDim_));  // spec: _nrc_common.py:29
-                PipeBarrier<PIPE_V>();
+                PipeBarrier<PIPE_V>();  // workBuf_: V has written it before V reads it
                 Mul(w_[2], w_[2], sign_[0], static_cast<int32_t>(headDim_));  // spec: _nrc_common.py:29
-                PipeBarrier<PIPE_V>();
+                PipeBarrier<PIPE_V>();  // workBuf_: V has written it before V reads it
                 Add(w_[1], w_[1], w_[2], static_cast<int32_t>(headDim_));  // spec: norm_rope_concat_grad.py:89
-                PipeBarrier<PIPE_V>();
+                PipeBarrier<PIPE_V>();                            // workBuf_: V has written it before V reads it
                 const float s2 = RowSum(w_[1], headDim_);         // spec: norm_rope_concat_grad.py:110
                 CastFrom(w_[0], rowIn1_[i * dAlign_], headDim_);  // spec: norm_rope_concat_grad.py:25,26,27,28
-                PipeBarrier<PIPE_V>();
+                PipeBarrier<PIPE_V>();                            // workBuf_: V has written it before V reads it
                 Adds(w_[0], w_[0], static_cast<float>(-(s1)),
                      static_cast<int32_t>(headDim_));  // spec: norm_rope_concat_grad.py:105
-                PipeBarrier<PIPE_V>();
+                PipeBarrier<PIPE_V>();                 // workBuf_: V has written it before V reads it
                 Muls(w_[0], w_[0], static_cast<float>(s0),
                      static_cast<int32_t>(headDim_));  // spec: norm_rope_concat_grad.py:105
-                PipeBarrier<PIPE_V>();
+                PipeBarrier<PIPE_V>();                 // workBuf_: V has written it before V reads it
                 Mul(w_[2], w_[1], w_[0], static_cast<int32_t>(headDim_));  // spec: norm_rope_concat_grad.py:110
-                PipeBarrier<PIPE_V>();
+                PipeBarrier<PIPE_V>();                               // workBuf_: V has written it before V reads it
                 const float s3 = RowSum(w_[2], headDim_);            // spec: norm_rope_concat_grad.py:110
                 const float s4 = s2 / static_cast<float>(headDim_);  // spec: norm_rope_concat_grad.py:110
                 Adds(w_[1], w_[1], static_cast<float>(-(s4)),
@@ -1476,30 +1479,31 @@ private:
                 const float s5 = s3 / static_cast<float>(headDim_);  // spec: norm_rope_concat_grad.py:110
                 Muls(w_[0], w_[0], static_cast<float>(s5),
                      static_cast<int32_t>(headDim_));  // spec: norm_rope_concat_grad.py:110
-                PipeBarrier<PIPE_V>();
+                PipeBarrier<PIPE_V>();                 // workBuf_: V has written it before V reads it
                 Sub(w_[1], w_[1], w_[0], static_cast<int32_t>(headDim_));  // spec: norm_rope_concat_grad.py:110
-                PipeBarrier<PIPE_V>();
+                PipeBarrier<PIPE_V>();  // workBuf_: V has written it before V reads it
                 Muls(w_[1], w_[1], static_cast<float>(s0),
                      static_cast<int32_t>(headDim_));  // spec: norm_rope_concat_grad.py:110
-                PipeBarrier<PIPE_V>();
+                PipeBarrier<PIPE_V>();                 // workBuf_: V has written it before V reads it
                 CastTo(rowOut0_[i * dAlign_], w_[1], RoundMode::CAST_ROUND,
                        headDim_);  // spec: norm_rope_concat_grad.py:45,46,48,49
             } else {
                 const float s0 = statIn1_.GetValue(i);            // spec: norm_rope_concat_grad.py:110
                 const float s1 = statIn0_.GetValue(i);            // spec: norm_rope_concat_grad.py:105
+                PipeBarrier<PIPE_V>();                            // workBuf_: V has read it before V overwrites it
                 CastFrom(w_[0], rowIn0_[i * dAlign_], headDim_);  // spec: norm_rope_concat_grad.py:22,23
-                PipeBarrier<PIPE_V>();
+                PipeBarrier<PIPE_V>();                            // workBuf_: V has written it before V reads it
                 const float s2 = RowSum(w_[0], headDim_);         // spec: norm_rope_concat_grad.py:110
                 CastFrom(w_[1], rowIn1_[i * dAlign_], headDim_);  // spec: norm_rope_concat_grad.py:25,26,27,28
-                PipeBarrier<PIPE_V>();
+                PipeBarrier<PIPE_V>();                            // workBuf_: V has written it before V reads it
                 Adds(w_[1], w_[1], static_cast<float>(-(s1)),
                      static_cast<int32_t>(headDim_));  // spec: norm_rope_concat_grad.py:105
-                PipeBarrier<PIPE_V>();
+                PipeBarrier<PIPE_V>();                 // workBuf_: V has written it before V reads it
                 Muls(w_[1], w_[1], static_cast<float>(s0),
                      static_cast<int32_t>(headDim_));  // spec: norm_rope_concat_grad.py:105
-                PipeBarrier<PIPE_V>();
+                PipeBarrier<PIPE_V>();                 // workBuf_: V has written it before V reads it
                 Mul(w_[2], w_[0], w_[1], static_cast<int32_t>(headDim_));  // spec: norm_rope_concat_grad.py:110
-                PipeBarrier<PIPE_V>();
+                PipeBarrier<PIPE_V>();                               // workBuf_: V has written it before V reads it
                 const float s3 = RowSum(w_[2], headDim_);            // spec: norm_rope_concat_grad.py:110
                 const float s4 = s2 / static_cast<float>(headDim_);  // spec: norm_rope_concat_grad.py:110
                 Adds(w_[0], w_[0], static_cast<float>(-(s4)),
@@ -1507,17 +1511,16 @@ private:
                 const float s5 = s3 / static_cast<float>(headDim_);  // spec: norm_rope_concat_grad.py:110
                 Muls(w_[1], w_[1], static_cast<float>(s5),
                      static_cast<int32_t>(headDim_));  // spec: norm_rope_concat_grad.py:110
-                PipeBarrier<PIPE_V>();
+                PipeBarrier<PIPE_V>();                 // workBuf_: V has written it before V reads it
                 Sub(w_[0], w_[0], w_[1], static_cast<int32_t>(headDim_));  // spec: norm_rope_concat_grad.py:110
-                PipeBarrier<PIPE_V>();
+                PipeBarrier<PIPE_V>();  // workBuf_: V has written it before V reads it
                 Muls(w_[0], w_[0], static_cast<float>(s0),
                      static_cast<int32_t>(headDim_));  // spec: norm_rope_concat_grad.py:110
-                PipeBarrier<PIPE_V>();
+                PipeBarrier<PIPE_V>();                 // workBuf_: V has written it before V reads it
                 CastTo(rowOut0_[i * dAlign_], w_[0], RoundMode::CAST_ROUND,
                        headDim_);  // spec: norm_rope_concat_grad.py:45,46,48,49
             }
         }
-        PipeBarrier<PIPE_V>();
     }
 
     // Body 8: reads col0, in0, in1, sin0, sin1, tab0, tab1; writes out0, acc0, acc1; 1 row condition(s), 3 fp32 temporaries; lanes: perm half_swap, sign high_half
@@ -1525,7 +1528,6 @@ private:
     {
         for (int64_t i = 0; i < k; ++i) {
             const int64_t seqPos = (r0 + i) / heads_ % p.seq;
-            PipeBarrier<PIPE_V>();
             if (seqPos < p.cond[0]) {
                 const int64_t tabRow0 = seqPos + p.tabOff[0];
                 if (tabRow0 != tabRow0_) {  // table slot 0: the row of this sequence position
@@ -1539,36 +1541,37 @@ private:
                 }
                 const float s0 = statIn1_.GetValue(i);            // spec: norm_rope_concat_grad.py:110
                 const float s1 = statIn0_.GetValue(i);            // spec: norm_rope_concat_grad.py:105
+                PipeBarrier<PIPE_V>();                            // workBuf_: V has read it before V overwrites it
                 CastFrom(w_[0], rowIn0_[i * dAlign_], headDim_);  // spec: norm_rope_concat_grad.py:22,23
-                PipeBarrier<PIPE_V>();
+                PipeBarrier<PIPE_V>();                            // workBuf_: V has written it before V reads it
                 Mul(w_[1], w_[0], tab_[1], static_cast<int32_t>(headDim_));  // spec: norm_rope_concat_grad.py:89
-                PipeBarrier<PIPE_V>();
+                PipeBarrier<PIPE_V>();  // workBuf_: V has read it before V overwrites it
                 Mul(w_[0], w_[0], tab_[0], static_cast<int32_t>(headDim_));  // spec: norm_rope_concat_grad.py:89
-                PipeBarrier<PIPE_V>();
+                PipeBarrier<PIPE_V>();  // workBuf_: V has written it before V reads it
                 Gather(w_[2], w_[0], perm_[0], 0, static_cast<uint32_t>(headDim_));  // spec: _nrc_common.py:29
-                PipeBarrier<PIPE_V>();
+                PipeBarrier<PIPE_V>();  // workBuf_: V has written it before V reads it
                 Mul(w_[2], w_[2], sign_[0], static_cast<int32_t>(headDim_));  // spec: _nrc_common.py:29
-                PipeBarrier<PIPE_V>();
+                PipeBarrier<PIPE_V>();  // workBuf_: V has written it before V reads it
                 Add(w_[1], w_[1], w_[2], static_cast<int32_t>(headDim_));  // spec: norm_rope_concat_grad.py:89
-                PipeBarrier<PIPE_V>();
+                PipeBarrier<PIPE_V>();  // workBuf_: V has written it before V reads it
                 Add(acc_[1], acc_[1], w_[1], static_cast<int32_t>(headDim_));  // spec: norm_rope_concat_grad.py:53
                 Mul(w_[0], w_[1], col_[0], static_cast<int32_t>(headDim_));    // spec: norm_rope_concat_grad.py:109
-                PipeBarrier<PIPE_V>();
+                PipeBarrier<PIPE_V>();                            // workBuf_: V has written it before V reads it
                 const float s2 = RowSum(w_[0], headDim_);         // spec: norm_rope_concat_grad.py:110
                 CastFrom(w_[2], rowIn1_[i * dAlign_], headDim_);  // spec: norm_rope_concat_grad.py:25,26,27,28
-                PipeBarrier<PIPE_V>();
+                PipeBarrier<PIPE_V>();                            // workBuf_: V has written it before V reads it
                 Adds(w_[2], w_[2], static_cast<float>(-(s1)),
                      static_cast<int32_t>(headDim_));  // spec: norm_rope_concat_grad.py:105
-                PipeBarrier<PIPE_V>();
+                PipeBarrier<PIPE_V>();                 // workBuf_: V has written it before V reads it
                 Muls(w_[2], w_[2], static_cast<float>(s0),
                      static_cast<int32_t>(headDim_));  // spec: norm_rope_concat_grad.py:105
-                PipeBarrier<PIPE_V>();
+                PipeBarrier<PIPE_V>();                 // workBuf_: V has written it before V reads it
                 Mul(w_[1], w_[1], w_[2], static_cast<int32_t>(headDim_));  // spec: norm_rope_concat_grad.py:107
-                PipeBarrier<PIPE_V>();
+                PipeBarrier<PIPE_V>();  // workBuf_: V has written it before V reads it
                 Add(acc_[0], acc_[0], w_[1], static_cast<int32_t>(headDim_));  // spec: norm_rope_concat_grad.py:52
-                PipeBarrier<PIPE_V>();
+                PipeBarrier<PIPE_V>();  // workBuf_: V has read it before V overwrites it
                 Mul(w_[1], w_[0], w_[2], static_cast<int32_t>(headDim_));  // spec: norm_rope_concat_grad.py:110
-                PipeBarrier<PIPE_V>();
+                PipeBarrier<PIPE_V>();                               // workBuf_: V has written it before V reads it
                 const float s3 = RowSum(w_[1], headDim_);            // spec: norm_rope_concat_grad.py:110
                 const float s4 = s2 / static_cast<float>(headDim_);  // spec: norm_rope_concat_grad.py:110
                 Adds(w_[0], w_[0], static_cast<float>(-(s4)),
@@ -1576,37 +1579,38 @@ private:
                 const float s5 = s3 / static_cast<float>(headDim_);  // spec: norm_rope_concat_grad.py:110
                 Muls(w_[2], w_[2], static_cast<float>(s5),
                      static_cast<int32_t>(headDim_));  // spec: norm_rope_concat_grad.py:110
-                PipeBarrier<PIPE_V>();
+                PipeBarrier<PIPE_V>();                 // workBuf_: V has written it before V reads it
                 Sub(w_[0], w_[0], w_[2], static_cast<int32_t>(headDim_));  // spec: norm_rope_concat_grad.py:110
-                PipeBarrier<PIPE_V>();
+                PipeBarrier<PIPE_V>();  // workBuf_: V has written it before V reads it
                 Muls(w_[0], w_[0], static_cast<float>(s0),
                      static_cast<int32_t>(headDim_));  // spec: norm_rope_concat_grad.py:110
-                PipeBarrier<PIPE_V>();
+                PipeBarrier<PIPE_V>();                 // workBuf_: V has written it before V reads it
                 CastTo(rowOut0_[i * dAlign_], w_[0], RoundMode::CAST_ROUND,
                        headDim_);  // spec: norm_rope_concat_grad.py:45,46,48,49
             } else {
                 const float s0 = statIn1_.GetValue(i);            // spec: norm_rope_concat_grad.py:110
                 const float s1 = statIn0_.GetValue(i);            // spec: norm_rope_concat_grad.py:105
+                PipeBarrier<PIPE_V>();                            // workBuf_: V has read it before V overwrites it
                 CastFrom(w_[0], rowIn0_[i * dAlign_], headDim_);  // spec: norm_rope_concat_grad.py:22,23
-                PipeBarrier<PIPE_V>();
+                PipeBarrier<PIPE_V>();                            // workBuf_: V has written it before V reads it
                 Add(acc_[1], acc_[1], w_[0], static_cast<int32_t>(headDim_));  // spec: norm_rope_concat_grad.py:53
                 Mul(w_[1], w_[0], col_[0], static_cast<int32_t>(headDim_));    // spec: norm_rope_concat_grad.py:109
-                PipeBarrier<PIPE_V>();
+                PipeBarrier<PIPE_V>();                            // workBuf_: V has written it before V reads it
                 const float s2 = RowSum(w_[1], headDim_);         // spec: norm_rope_concat_grad.py:110
                 CastFrom(w_[2], rowIn1_[i * dAlign_], headDim_);  // spec: norm_rope_concat_grad.py:25,26,27,28
-                PipeBarrier<PIPE_V>();
+                PipeBarrier<PIPE_V>();                            // workBuf_: V has written it before V reads it
                 Adds(w_[2], w_[2], static_cast<float>(-(s1)),
                      static_cast<int32_t>(headDim_));  // spec: norm_rope_concat_grad.py:105
-                PipeBarrier<PIPE_V>();
+                PipeBarrier<PIPE_V>();                 // workBuf_: V has written it before V reads it
                 Muls(w_[2], w_[2], static_cast<float>(s0),
                      static_cast<int32_t>(headDim_));  // spec: norm_rope_concat_grad.py:105
-                PipeBarrier<PIPE_V>();
+                PipeBarrier<PIPE_V>();                 // workBuf_: V has written it before V reads it
                 Mul(w_[0], w_[0], w_[2], static_cast<int32_t>(headDim_));  // spec: norm_rope_concat_grad.py:107
-                PipeBarrier<PIPE_V>();
+                PipeBarrier<PIPE_V>();  // workBuf_: V has written it before V reads it
                 Add(acc_[0], acc_[0], w_[0], static_cast<int32_t>(headDim_));  // spec: norm_rope_concat_grad.py:52
-                PipeBarrier<PIPE_V>();
+                PipeBarrier<PIPE_V>();  // workBuf_: V has read it before V overwrites it
                 Mul(w_[0], w_[1], w_[2], static_cast<int32_t>(headDim_));  // spec: norm_rope_concat_grad.py:110
-                PipeBarrier<PIPE_V>();
+                PipeBarrier<PIPE_V>();                               // workBuf_: V has written it before V reads it
                 const float s3 = RowSum(w_[0], headDim_);            // spec: norm_rope_concat_grad.py:110
                 const float s4 = s2 / static_cast<float>(headDim_);  // spec: norm_rope_concat_grad.py:110
                 Adds(w_[1], w_[1], static_cast<float>(-(s4)),
@@ -1614,17 +1618,16 @@ private:
                 const float s5 = s3 / static_cast<float>(headDim_);  // spec: norm_rope_concat_grad.py:110
                 Muls(w_[2], w_[2], static_cast<float>(s5),
                      static_cast<int32_t>(headDim_));  // spec: norm_rope_concat_grad.py:110
-                PipeBarrier<PIPE_V>();
+                PipeBarrier<PIPE_V>();                 // workBuf_: V has written it before V reads it
                 Sub(w_[1], w_[1], w_[2], static_cast<int32_t>(headDim_));  // spec: norm_rope_concat_grad.py:110
-                PipeBarrier<PIPE_V>();
+                PipeBarrier<PIPE_V>();  // workBuf_: V has written it before V reads it
                 Muls(w_[1], w_[1], static_cast<float>(s0),
                      static_cast<int32_t>(headDim_));  // spec: norm_rope_concat_grad.py:110
-                PipeBarrier<PIPE_V>();
+                PipeBarrier<PIPE_V>();                 // workBuf_: V has written it before V reads it
                 CastTo(rowOut0_[i * dAlign_], w_[1], RoundMode::CAST_ROUND,
                        headDim_);  // spec: norm_rope_concat_grad.py:45,46,48,49
             }
         }
-        PipeBarrier<PIPE_V>();
     }
 
     const optiling::NormRopeConcatGradTilingData* td_ = nullptr;
