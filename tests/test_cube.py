@@ -669,7 +669,7 @@ def test_deleting_any_cross_core_wait_of_the_epilogue_kernel_faults(tmp_path, mo
     and waits in pairs, undefined behaviour otherwise; review: a deleted wait passed or failed by timing before)."""
     from opgen.check import run_check
     from opgen.codegen import write_ops
-    from test_headsched import _GUARD
+    from mutants import GUARD as _GUARD
 
     spec = str(Path(__file__).resolve().parents[1] / "examples" / "specs" / "matmul_gelu.py")
     write_ops([spec], tmp_path / "gen")

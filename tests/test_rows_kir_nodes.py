@@ -1,9 +1,9 @@
 """The rows family's per-row instruction streams as Kernel-IR nodes (opgen.codegen.kernel `_Printer.nodes`,
 opgen.kernel.rowsched): in every kernel class of the example specs, the per-row loops of ROW_SPLIT (Compute) and
 COL_SPLIT (the level and final phases) hold no C++ text; each per-row instruction of the row program is one node
-citing its spec line; the class verifies; and the barrier rule over nodes (`with_barriers`) places a
-PipeBarrier<PIPE_V> exactly where the vector pipe's out-of-order completion needs one (docs/reference/ascendc.md
-§1.6: V instructions complete out of order unless a barrier orders them)."""
+citing its spec line; the class verifies; and the dependency pass places a PipeBarrier<PIPE_V> exactly where the
+vector pipe's out-of-order completion needs one (docs/reference/ascendc.md §1.6: V instructions complete out of
+order unless a barrier orders them)."""
 
 from __future__ import annotations
 
@@ -11,8 +11,7 @@ import pytest
 
 from opgen.check.kirengine import kernel_classes
 from opgen.kernel import kir_sync as ks
-from opgen.kernel.rowclass import with_barriers
-from opgen.ir.dims import Lit, Sym
+from opgen.ir.dims import Lit
 from opgen.kernel import kir
 from opgen.kernel.isa import Op, Pipe
 from opgen.registry import load_spec
@@ -48,28 +47,35 @@ def test_the_per_row_loops_of_every_example_rows_kernel_are_nodes(spec):
         assert [str(c) for c in ks.conflicts(k) if c.later.region.base[0] != "gm"] == [], k.name
 
 
-def _w(k):
-    return kir.Ref("w_", slot=Lit(k))
+def _t(k):
+    return kir.Ref(f"t{k}")
+
+
+def _placed(stream) -> list:
+    """The straight-line vector `stream` over six 8-float tensors t0..t5 of one TBuf, with the syncs the dependency
+    pass (opgen.kernel.kir_sync) places: the statements after the buffer's set-up."""
+    init = (kir.InitBuffer("b", Lit(6 * 32)),) + tuple(kir.Get(f"t{j}", "b", "float", offset=Lit(8 * j))
+                                                        for j in range(6))
+    k = kir.KernelClass("Rv", "RvTiling", args=("x",), gms=(kir.GmTensor("gmX", "float", "x"),),
+                        locals=(kir.Local("b"),), tensors=tuple(kir.TensorVar(f"t{j}", "float") for j in range(6)),
+                        fields=("n",), process=init + tuple(stream))
+    placed, _ = ks.place_syncs(k)
+    return list(placed.process[len(init):])
 
 
 def test_barriers_only_where_a_vector_operand_depends():
-    n = Sym("n")
-    mul = kir.vec(Op.MUL, dst=_w(0), src0=_w(1), src1=_w(2), count=n)
-    add = kir.vec(Op.ADD, dst=_w(3), src0=_w(0), src1=_w(1), count=n)        # RAW on w0
-    muls = kir.vec(Op.MULS, dst=_w(4), src0=_w(5), scalar=2.0, count=n)     # independent of both
-    war = kir.vec(Op.ADDS, dst=_w(1), src0=_w(5), scalar=1.0, count=n)      # WAR on w1 (read by add)
-    red = kir.Call("RowSum", (_w(4), n), result="s")   # reads w4: its write was ordered by the barrier before war
-    red2 = kir.Call("RowSum", (_w(1), n), result="t")  # reads w1, written by war with no barrier since: RAW
-    out = with_barriers([mul, add, muls, war, red, red2])
-    bar = kir.Barrier(Pipe.V)
-    assert out == [mul, bar, add, muls, bar, war, red, bar, red2]
+    n = Lit(8)
+    mul = kir.vec(Op.MUL, dst=_t(0), src0=_t(1), src1=_t(2), count=n)
+    add = kir.vec(Op.ADD, dst=_t(3), src0=_t(0), src1=_t(1), count=n)        # RAW on t0
+    muls = kir.vec(Op.MULS, dst=_t(4), src0=_t(5), scalar=2.0, count=n)     # independent of both
+    war = kir.vec(Op.ADDS, dst=_t(1), src0=_t(5), scalar=1.0, count=n)      # WAR on t1 (read by mul and add)
+    raw = kir.vec(Op.ADDS, dst=_t(2), src0=_t(1), scalar=1.0, count=n)      # RAW on t1, written by war
+    got = ["B" if isinstance(x, kir.Barrier) and x.pipe is Pipe.V else x for x in _placed([mul, add, muls, war, raw])]
+    assert got == [mul, "B", add, muls, "B", war, "B", raw]
 
 
-def test_no_barrier_between_independent_instructions_and_none_at_the_end_without_pending_work():
-    n = Sym("n")
-    a = kir.vec(Op.MUL, dst=_w(0), src0=_w(1), src1=_w(2), count=n)
-    b = kir.vec(Op.ADD, dst=_w(3), src0=_w(1), src1=_w(2), count=n)   # reads shared with a: no hazard
-    assert with_barriers([a, b]) == [a, b, kir.Barrier(Pipe.V)]
-    assert with_barriers([a, b], tail=False) == [a, b]
-    g = kir.GetValue("s", kir.Ref("statIn_x", Sym("i")))
-    assert with_barriers([g]) == [g]
+def test_no_barrier_between_independent_instructions_and_none_at_the_end():
+    n = Lit(8)
+    a = kir.vec(Op.MUL, dst=_t(0), src0=_t(1), src1=_t(2), count=n)
+    b = kir.vec(Op.ADD, dst=_t(3), src0=_t(1), src1=_t(2), count=n)   # reads shared with a: no hazard
+    assert _placed([a, b]) == [a, b]

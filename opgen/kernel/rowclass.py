@@ -30,7 +30,7 @@ from opgen.ir.dims import Bin, Constraint, DimExpr, Fn, Lit, Sym, as_dim
 from opgen.ir.locs import spec_comment, spec_doc
 from opgen.kernel.rowlayout import PiecewiseView
 from opgen.kernel import kir
-from opgen.kernel.isa import FP32_MAX, INSTRS, REPEAT_FORMS, Op, Pipe, entry
+from opgen.kernel.isa import FP32_MAX, REPEAT_FORMS, Op, Pipe, entry
 from opgen.kernel.rowprog import (ACC_INIT, MASK_KINDS, MASK_LANES, SELECT_KINDS, Instr, RowProgram, all_instrs,
                                   PER_ROW_SCALAR_KINDS, attr_names, batchable, batched, gathered_stat,
                                   names_in, instr_op, per_row, row_passes)
@@ -195,61 +195,6 @@ def instr_node(i: Instr, operand, n, row_in: kir.Ref | None = None, row_out: kir
     return kir.vec(op, doc=doc, **args)
 
 
-def with_barriers(stream: list, tail: bool = True) -> list:
-    """Kernel-IR statements `stream` with a Barrier(PIPE_V) before each vector instruction that reads or writes a
-    region (tensor, slot) a vector instruction since the last barrier wrote, or writes one read (RAW / WAW / WAR;
-    the rule of opgen.kernel.vsync.place_barriers, over nodes): a Call of a method ending in a V->S wait (RowSum /
-    RowMax) completes its accesses, LoadRow (writes its row) and StoreRow (reads its row) likewise end with their own
-    barrier; with `tail`, a barrier ends the stream while vector work is pending."""
-    out: list = []
-    reads: set = set()
-    writes: set = set()
-    for s in stream:
-        if isinstance(s, kir.Vec) and INSTRS[s.op].pipe is Pipe.V:
-            d = INSTRS[s.op]
-            rs = {_region_key(s.arg(x)) for x in d.reads() if _has(s, x)}
-            ws = {_region_key(s.arg(x)) for x in d.writes() if _has(s, x)}
-        elif isinstance(s, kir.Call) and s.method == "LoadRow":   # writes its row, ends with its own barrier
-            if _region_key(s.args[0]) in reads | writes:
-                out.append(kir.Barrier(Pipe.V))
-            out.append(s)
-            reads, writes = set(), set()
-            continue
-        elif isinstance(s, kir.Call) and s.method == "StoreRow":  # reads its row (cast), ends with its own barrier
-            if _region_key(s.args[1]) in writes:
-                out.append(kir.Barrier(Pipe.V))
-            out.append(s)
-            reads, writes = set(), set()
-            continue
-        elif isinstance(s, kir.Call) and s.args and isinstance(s.args[0], kir.Ref):
-            rs, ws = {_region_key(s.args[0])}, set()
-            if rs & writes:
-                out.append(kir.Barrier(Pipe.V))
-                reads, writes = set(), set()
-            out.append(s)
-            continue   # the reduction's result is read back after a V->S wait: nothing stays pending
-        else:
-            out.append(s)
-            continue
-        if rs & writes or ws & writes or ws & reads:
-            out.append(kir.Barrier(Pipe.V))
-            reads, writes = set(), set()
-        out.append(s)
-        reads |= rs
-        writes |= ws
-    if tail and (reads or writes):
-        out.append(kir.Barrier(Pipe.V))
-    return out
-
-
-def _has(v: kir.Vec, name: str) -> bool:
-    return any(n == name for n, _x in v.args)
-
-
-def _region_key(r) -> tuple:
-    return (r.tensor, None if r.slot is None else str(r.slot))
-
-
 class Cites:
     """The spec locations a kernel class cites: those of its program and of every other specialisation's program
     with the same text that the class serves (opgen.kernel.rows.variants_of), instruction by instruction."""
@@ -322,7 +267,6 @@ class _Printer:
         return kir.Scope((
             kir.Comment(f"{i.gm}: one value per segment of {self.addr.dims.cpp(v.seglen)} columns"
                         + (f"; {doc}" if doc else "")),
-            kir.Barrier(Pipe.V),
             kir.Let("segLen", seglen),
             kir.Let("segBase", self.addr.row_expr(i.gm, row)),
             kir.Let("jEnd", Bin("//", _ksub(_ksum(c0, n), Lit(1)), seg)),
@@ -330,12 +274,8 @@ class _Printer:
                 kir.If((Constraint(">", b, a),), (kir.vec(op, dst=at(dst, a), src0=at(src, a), scalar=scalar,
                                                           count=_ksub(b, a)),)),), inclusive=True,
                      disjoint=True),   # each segment's whole blocks [a, b): no 32-B block of two segments
-            kir.SetFlag(Pipe.V, Pipe.S, doc="the segments' vector work is done before the scalar unit's ends"),
-            kir.WaitFlag(Pipe.V, Pipe.S),
             kir.For("j", first, Sym("jEnd"), Lit(1), tuple(bounds) + (
                 kir.For("e", lo, a, Lit(1), (ends,)), kir.For("e", b, hi, Lit(1), (ends,))), inclusive=True),
-            kir.SetFlag(Pipe.S, Pipe.V, doc="the scalar unit's writes are done before the next vector instruction"),
-            kir.WaitFlag(Pipe.S, Pipe.V),
         ))
 
     def row_nodes(self) -> list:
@@ -377,9 +317,7 @@ class _Printer:
             kir.FLet("dm", kir.FBin("-", kir.FLoad(at("sums_", self.level_slot[m.dst])),
                                     kir.FLoad(at("tots_", self.rsum_index[m.dst])))),
             kir.vec(Op.DUPLICATE, dst=red, scalar=kir.FRef("dm"), count=Lit(8)),
-            kir.Barrier(Pipe.V),
             kir.vec(Op.EXP, dst=red, src0=red, count=Lit(8)),
-            kir.SetFlag(Pipe.V, Pipe.S, 0), kir.WaitFlag(Pipe.V, Pipe.S, 0),
             kir.SetValue(at("sums_", self.level_slot[s.dst]),
                          kir.FBin("*", kir.FLoad(at("tots_", self.rsum_index[s.dst])), kir.FLoad(red))),
         ), doc="this core's sums rescaled to the total maximum")]
@@ -402,7 +340,6 @@ class _Printer:
         return [kir.vec(Op.DUPLICATE, dst=red, scalar=kir.FBin("-", kir.FRef("mOld"), kir.FRef(m.dst)),
                         count=Lit(8), doc="exp(old running maximum - new) on the vector unit"),
                 kir.vec(Op.EXP, dst=red, src0=red, count=Lit(8)),
-                kir.SetFlag(Pipe.V, Pipe.S, 0), kir.WaitFlag(Pipe.V, Pipe.S, 0),
                 kir.FLet("sOld", kir.FConst(0.0), mutable=True),
                 kir.If(later, (kir.FAssign("sOld", kir.FLoad(at)),), doc="the running sum of the chunks before"),
                 kir.SetValue(at, kir.FBin("+", kir.FBin("*", kir.FRef("sOld"), kir.FLoad(red)), kir.FRef(part)),
@@ -413,9 +350,8 @@ class _Printer:
         ("all", nodes) issued once over the k rows of the pass (count k * rowStride_, the row temporaries
         [rowsPerPass, rowStride_] read from their first row) and ("row", nodes) run in the per-row loop (`i`; a row
         temporary read at row i, w_[j][i * rowStride_]): consecutive instructions that are `batched` form one
-        segment, the others another; each segment's barriers by dependency, ending with one while vector work is
-        pending (`with_barriers`). Rows are independent, so running one instruction over all rows before the next
-        keeps every row's order of operations. A per-row scalar that a loop can compute again from UB (a statistic
+        segment, the others another (no syncs: the kernel pass `synchronise` places them). Rows are independent,
+        so running one instruction over all rows before the next keeps every row's order of operations. A per-row scalar that a loop can compute again from UB (a statistic
         read from its input queue, a row reduction over all rows (`reduce`: RowsSum / RowsMax into rv_, read after
         one V->S wait), a scalar expression of those) is computed in each loop that reads it; any other (a RowSum
         row by row, an index check) keeps the instructions between its definition and its last use in one loop."""
@@ -458,9 +394,6 @@ class _Printer:
                     else:
                         pre += self.nodes([i], None, batch="row")
                 nodes = pre + nodes
-            elif red and any(i.kind in red for i in group) and n + 1 < len(segs):
-                nodes = nodes + [kir.SetFlag(Pipe.V, Pipe.S, 0, doc="the per-row reductions are in UB"),
-                                 kir.WaitFlag(Pipe.V, Pipe.S, 0)]
             out.append((kind, nodes))
         return out
 
@@ -476,7 +409,7 @@ class _Printer:
         """Column-row instructions (`_column_op`) over the k rows of a pass: for each 64-lane chunk c of the row, the
         op's mask / repeat form with a repeat a row (repeat stride rowStride_ / 8 blocks; the column row's repeat
         stride 0, so every row reads the same chunk; docs/reference/ascendc.md §1.9): ceil(rowStride_ / 64)
-        instructions instead of k. Chunks touch disjoint lanes; a barrier after each instruction's chunks."""
+        instructions instead of k. Chunks touch disjoint lanes (the loop is `disjoint`)."""
         out: list = []
         rs, c = Sym("rowStride_"), Sym("c")
         at = _kmul(c, Lit(64))
@@ -489,8 +422,7 @@ class _Printer:
                 kir.vec(REPEAT_FORMS[entry(i.op).op], dst=refs[0], src0=refs[1], src1=refs[2],
                         mask=Fn("min", (Lit(64), _ksub(rs, at))), repeat=Sym("k"),
                         params=(Lit(1), Lit(1), Lit(1), *reps), doc=doc),),
-                doc="a 64-lane chunk of every row at once; the column row's chunk for each", disjoint=True),
-                kir.Barrier(Pipe.V)]
+                doc="a 64-lane chunk of every row at once; the column row's chunk for each", disjoint=True)]
         return out
 
     def nodes(self, instrs: list, phase: int | None, stream: bool = False, online: tuple | None = None,
@@ -498,7 +430,7 @@ class _Printer:
         """Instructions `instrs` inside the per-row loop (`i`, `n_`) as Kernel-IR nodes (`instr_node`; a stat load
         a GetValue, a stat store a SetValue; a row reduction in ROW_SPLIT a Call of RowSum / RowMax with its result,
         in COL_SPLIT's phase of its level that Call with its partial stored to sums_ (slot * groupStride_ + i), in a
-        later phase a GetValue of its total from tots_), barriers by dependency (`with_barriers`); each node's doc
+        later phase a GetValue of its total from tots_), no syncs (the kernel pass `synchronise`); each node's doc
         is its spec citation. With `stream` the partial of the chunk [c0_, c0_ + n_) is stored at the slice's first
         chunk (c0_ == cBegin) and combined into the stored one at the next (a sum adds, a maximum keeps the larger,
         in chunk order: deterministic)."""
@@ -559,7 +491,7 @@ class _Printer:
                 if node is None:
                     raise SpecError(f"row kernel {self.p.name}: no Kernel IR for instruction {k}")
                 out.append(node)
-        return with_barriers(out)
+        return out
 
 
 def _with_rows_reduce(segs: list) -> list:
@@ -751,9 +683,9 @@ def _operand_ctx(prog: RowProgram, addr: _Addr, role: str, space: str, cites: Ci
 # ------------------------------------------------------------------------------------------------ setup / flush
 def _setup_nodes(prog: RowProgram, space: str, addr: "_Addr", cites: Cites) -> list:
     """LoadColumns (`space` "col") or LoadBatch(b) ("brow") as Kernel-IR statements: each operand of the space loaded into its fp32 row by LoadRow<S> from GM at its column offset
-    (a batch row: batch b's row) + c0_, n_ elements; the space's instructions (instr_node; CreateVecIndex after a
-    V->S wait: its first block is a scalar write); for the columns, the column accumulators set to their kind's
-    identity (rowprog.ACC_INIT); vector barriers by dependency (with_barriers, LoadRow's write of its row counted).
+    (a batch row: batch b's row) + c0_, n_ elements; the space's instructions (instr_node); for the columns, the
+    column accumulators set to their kind's identity (rowprog.ACC_INIT). No syncs: the kernel pass `synchronise`
+    places them.
     Raises SpecError for an instruction with no Kernel-IR node."""
     op = lambda x: _operand_ref(x, prog)  # noqa: E731
     n = Sym("n_")
@@ -773,13 +705,10 @@ def _setup_nodes(prog: RowProgram, space: str, addr: "_Addr", cites: Cites) -> l
         node = instr_node(i, op, n, doc=doc)
         if node is None:
             raise SpecError(f"row kernel {prog.name}: no Kernel IR for {space} instruction {i.kind}")
-        if i.kind == "viota":   # CreateVecIndex writes its first block on the scalar unit: earlier vector work first
-            out += [kir.SetFlag(Pipe.V, Pipe.S, doc="CreateVecIndex's first block is a scalar write"),
-                    kir.WaitFlag(Pipe.V, Pipe.S)]
         out.append(node)
     if space == "col":
         out += _zero_nodes(prog, "col", cites)
-    return with_barriers(out)
+    return out
 
 
 def _read_at_expr(prog: RowProgram, a: str, b) -> DimExpr:
@@ -835,7 +764,7 @@ def _flush_nodes(prog: RowProgram, mode: str, addr: "_Addr", cites: Cites) -> li
             direct.append(kir.Call("StoreRow", (kir.GmView("ws_", _read_at_expr(prog, a, Sym("curBatch_"))), ref,
                                                 "CAST_NONE", n), targs=("float",), doc=doc))
     if mode == "col":
-        return with_barriers(direct)
+        return direct
     whole = (Constraint(">=", _kmul(Sym("curBatch_"), Sym("seqLen_")), Sym("rowStart_")),
              Constraint("<=", _kmul(_ksum(Sym("curBatch_"), Lit(1)), Sym("seqLen_")), Sym("rowEnd_")))
     partial: list = [kir.Let("slot", kir.Select((Constraint("==", Sym("curBatch_"),
@@ -848,7 +777,7 @@ def _flush_nodes(prog: RowProgram, mode: str, addr: "_Addr", cites: Cites) -> li
                                 targs=("float",), doc=spec_doc(cites.acc(a))))
     return [kir.Comment("the whole batch in this core's rows: finished and stored; else its partial row to the "
                         "workspace"),
-            kir.If(whole, tuple(with_barriers(direct)), tuple(with_barriers(partial)))]
+            kir.If(whole, tuple(direct), tuple(partial))]
 
 
 def _zero_nodes(prog: RowProgram, space: str, cites: Cites) -> list:
@@ -932,7 +861,7 @@ def _exchanged_acc_nodes(prog: RowProgram, a: str, name, rm: str, combine: kir.C
                           w0, rm, rn, doc))
     if a in prog.acc_reads:   # the complete slice, for every core's second pass (after the exchange region)
         out.append(_store(prog, kir.GmView("ws_", _ksum(read_at, r0)), None, w0, rm, rn, doc))
-    return with_barriers(out)
+    return out
 
 
 def _cross_core_nodes(prog: RowProgram, addr: _Addr, cites: Cites) -> list:
@@ -958,7 +887,7 @@ def _cross_core_nodes(prog: RowProgram, addr: _Addr, cites: Cites) -> list:
                 kir.vec(Op.DUPLICATE, dst=w0, scalar=kir.FRef(f"part{j}"), count=Lit(1)),
                 _store(prog, kir.GmView("ws_", _ws_row(base + j)), None, w0, "CAST_NONE", Lit(1),
                        spec_doc(cites.acc(a)))]
-    out = with_barriers(pre, tail=False) + [
+    out = list(pre) + [
         kir.Barrier(Pipe.ALL, doc="the partial rows are in GM before any core reads them"), kir.SyncAll()]
     per, r0, rn = Sym("colsPerReduceCore"), Sym("r0"), Sym("rn")
     last_core = _ksub(kir.BLOCK_NUM, Lit(1))
@@ -998,7 +927,7 @@ def _cross_core_nodes(prog: RowProgram, addr: _Addr, cites: Cites) -> list:
             t_body += [kir.Call(_partials(prog, a), (Lit(base + j), Lit(0), Lit(0), Lit(1), Lit(0), last_core,
                                                      Lit(-1)))]
             t_body += _total_store_nodes(prog, a, name, rm, cites)
-        out.append(kir.If((Constraint("==", kir.BLOCK_IDX, Lit(0)),), tuple(with_barriers(t_body))))
+        out.append(kir.If((Constraint("==", kir.BLOCK_IDX, Lit(0)),), tuple(t_body)))
     if prog.acc_reads:   # every core reads the complete column reductions back for the second pass over its rows
         out += [kir.Barrier(Pipe.ALL, doc="the complete slices are in GM before any core reads them"), kir.SyncAll()]
         late: list = []
@@ -1013,11 +942,11 @@ def _cross_core_nodes(prog: RowProgram, addr: _Addr, cites: Cites) -> list:
                 if node is None:
                     raise SpecError(f"row kernel {prog.name}: no Kernel IR for late column instruction {i.kind}")
                 late.append(node)
-        out += with_barriers(late)
+        out += late
         if prog.late_stores:
-            out.append(kir.If((Constraint("==", kir.BLOCK_IDX, Lit(0)),), tuple(with_barriers([
+            out.append(kir.If((Constraint("==", kir.BLOCK_IDX, Lit(0)),), tuple([
                 _store(prog, _gm_at(addr, g), g, _operand_ref(v, prog), rm, hid, "")
-                for v, g, rm in prog.late_stores]))))
+                for v, g, rm in prog.late_stores])))
     return [kir.Scope((kir.Comment("the cross-core exchange: the reductions over rows completed through workspace"),
                        *out))]
 
@@ -1046,7 +975,6 @@ def _reload_nodes(prog: RowProgram, cites: Cites, addr: "_Addr | None" = None) -
             out.append(kir.Call("RowMax" if kind == "max" else "RowSum", (_operand_ref(src, prog), hid),
                                 result=f"{name}v", doc=spec_doc(cites.acc(src))))
             out.append(kir.FAssign(name, kir.FRef(f"{name}v")))
-    out = with_barriers(out, tail=False)
     if prog.batch_stores and addr is not None:
         red = kir.Ref("red_")
         stores: list = []
@@ -1056,7 +984,7 @@ def _reload_nodes(prog: RowProgram, cites: Cites, addr: "_Addr | None" = None) -
                                doc=spec_doc(i.loc)),
                        _store(prog, kir.GmView(f"gm_{prog.tensor(i.gm).gm}", at), i.gm, red, i.op, Lit(1),
                               spec_doc(i.loc))]
-        out.append(kir.If((Constraint(">=", _kmul(b, Sym("seqLen_")), Sym("rowStart_")),), tuple(with_barriers(stores)),
+        out.append(kir.If((Constraint(">=", _kmul(b, Sym("seqLen_")), Sym("rowStart_")),), tuple(stores),
                           doc="this core holds the batch's first row: it writes the batch's values"))
     return out
 
@@ -1082,14 +1010,13 @@ def _col_total_nodes(prog: RowProgram, cites: Cites) -> tuple[list, list]:
                 _store(prog, kir.GmView("ws_", _ksum(Sym("totAt"), _kmul(_ksum(_kmul(Sym("core"), Lit(len(tots))),
                                                                                 Lit(j)), Lit(8)))),
                        None, w0, "CAST_NONE", Lit(1), spec_doc(cites.acc(a)))]
-    end = with_barriers(end, tail=False)
     end += [kir.Barrier(Pipe.ALL, doc="the partial totals are in GM before core 0 reads them"), kir.SyncAll()]
     body: list = []
     for j, (a, (_sp, name, rm)) in enumerate(tots):
         body.append(kir.Call("CombineTotals", (Sym("totAt"), Lit(j), Lit(len(tots)), _ksub(Sym("cores"), Lit(1)),
                                                _total_red(prog, a) == "RowMax")))
         body += _total_store_nodes(prog, a, name, rm, cites)
-    end.append(kir.If((Constraint("==", Sym("core"), Lit(0)),), tuple(with_barriers(body))))
+    end.append(kir.If((Constraint("==", Sym("core"), Lit(0)),), tuple(body)))
     return init, end
 
 
@@ -1109,7 +1036,7 @@ def _col_final_nodes(prog: RowProgram, addr: _Addr, cites: Cites) -> list:
             ref = _operand_ref(a, prog)
             out += _finish_nodes(prog, a, ref, kir.Ref("w_", slot=Lit(0)), Sym("n_"), cites)
             out.append(_store(prog, _gm_at(addr, name, Sym("c0_")), name, ref, rm, Sym("n_"), spec_doc(cites.acc(a))))
-    return with_barriers(out)
+    return out
 
 
 def _gm_rows(prog: RowProgram, addr: _Addr, role: str, space: str, ctx: list[dict]) -> tuple:
@@ -1240,7 +1167,7 @@ def class_ir(spec, v: Variant, dims: DimFields) -> dict:
         "ws_rows_per_core": sum(1 for _a, x in _acc_items(p) if x[0] == "col")
         + 2 * sum(1 for _a, x in _acc_items(p) if x[0] == "brow") + len(tots),
         # the bookkeeping methods as Kernel-IR statements ([]: the class has no such method)
-        "load_batch": load_batch, "zero_batch": with_barriers(_zero_nodes(p, "brow", cites)),
+        "load_batch": load_batch, "zero_batch": list(_zero_nodes(p, "brow", cites)),
         "load_cols": _setup_nodes(p, "col", addr, cites),
         "flush_row": flush_row, "flush_col": flush_col,
         "row_nodes": row_pr.nodes(passes[1], None) if p.acc_reads else row_pr.row_nodes(),

@@ -26,7 +26,7 @@ from opgen.kernel.isa import REPEAT_FORMS, Op, Pipe
 from opgen.names import cpp_name
 from opgen.kernel.kir import (BLOCK_IDX, BLOCK_NUM, Alloc, Barrier, Comment, FLoad, Return, Select, SyncAll, Assign, FAssign, FBits, Call, Copy, DeQue, EnQue, FConst, For, Free, Func, Get,
                               GmTensor, GmView, If, InitBuffer, Invoke, KernelClass, Let, Local, Param, Ref, ScalarVar,
-                              Scope, SetFlag, SetValue, SizeOf, TensorVar, TPos, Vec, View, WaitFlag, GetValue, FLet, vec,
+                              Scope, SetValue, SizeOf, TensorVar, TPos, Vec, View, GetValue, FLet, vec,
                               walk)
 
 INIT_MEMBERS = (("hidden_", "hiddenDim"), ("seqLen_", "seqLen"), ("rowNum_", "rowNum"), ("colAlign_", "colAlign"))
@@ -204,7 +204,6 @@ def _fixed_buffers(s: RowSchedule, bufs: dict, batch: bool = False) -> tuple:
     `row_segments`) each row temporary holds the pass's rows (`pass` rows of rowStride_)."""
     out: list = []
     f4 = SizeOf("float")
-    filled = False
     rows = (("workBuf", "w_", s.temps), ("browBuf", "brow_", s.nbrow), ("colBuf", "colv_", s.ncol))
     for buf, arr, n in rows:
         if bufs.get(buf):
@@ -216,9 +215,6 @@ def _fixed_buffers(s: RowSchedule, bufs: dict, batch: bool = False) -> tuple:
                 out.append(For("j", Lit(0), Lit(n), Lit(1), (
                     vec(Op.DUPLICATE, dst=Ref(arr, slot=Sym("j")), scalar=FConst(0.0), count=per),),
                     doc="the lanes a compare or select reads past the row hold defined values"))
-                filled = True
-    if filled:
-        out.append(Barrier(Pipe.V, doc="the zero fill is done before the rows are written"))
     for q in ("paramQue", "accOutQue"):
         if bufs.get(q):
             out.append(InitBuffer(f"{q}_", mul(Sym("rowStride_"), f4), 1))
@@ -331,9 +327,6 @@ def _accumulate(s: RowSchedule) -> Func:
     """The first pass of a two-pass ROW_SPLIT (RowSchedule.acc_body): the rows' accumulates, no outputs."""
     body: list = [DeQue(f"rowIn_{t.op}", f"rowInQue_{t.op}", t.ctype) for t in s.row_in]
     body += [DeQue(f"statIn_{t.op}", f"statInQue_{t.op}", _qtype(t)) for t in s.stat_in]
-    if s.stat_in:
-        body += [SetFlag(Pipe.MTE2, Pipe.S, 0, doc="the scalar unit reads the per-row statistics"),
-                 WaitFlag(Pipe.MTE2, Pipe.S, 0)]
     row: list = []
     if s.batch_index:
         row += _batch_steps(s, Sym("r0"), "FlushRow" if s.flush_row else None)
@@ -347,9 +340,6 @@ def _accumulate(s: RowSchedule) -> Func:
 def _compute(s: RowSchedule) -> Func:
     body: list = [DeQue(f"rowIn_{t.op}", f"rowInQue_{t.op}", t.ctype) for t in s.row_in]
     body += [DeQue(f"statIn_{t.op}", f"statInQue_{t.op}", _qtype(t)) for t in s.stat_in]
-    if s.stat_in:
-        body += [SetFlag(Pipe.MTE2, Pipe.S, 0, doc="the scalar unit reads the per-row statistics"),
-                 WaitFlag(Pipe.MTE2, Pipe.S, 0)]
     body += [Alloc(f"rowOut_{t.op}", f"rowOutQue_{t.op}", t.ctype) for t in s.row_out]
     body += [Get(f"statStage_{t.op}", f"statStageBuf_{t.op}", "float") for t in s.stat_out]
     row: list = []
@@ -368,8 +358,6 @@ def _compute(s: RowSchedule) -> Func:
     body += [EnQue(f"rowOutQue_{t.op}", f"rowOut_{t.op}") for t in s.row_out]
     for t in s.stat_out:
         body.append(Scope((
-            SetFlag(Pipe.S, Pipe.V, 0, doc="the scalar unit wrote the staged statistics"),
-            WaitFlag(Pipe.S, Pipe.V, 0),
             Alloc("t", f"statOutQue_{t.op}", t.ctype),
             vec(Op.CAST_TO, dst=Ref("t"), src=Ref(f"statStage_{t.op}"), mode=t.rm, count=_K, doc=_spec(t.spec)),
             EnQue(f"statOutQue_{t.op}", "t"))))
@@ -446,17 +434,13 @@ def _rows_reduce(name: str, comb: Op, whole: Op) -> Func:
                     params=(Lit(1), Lit(1), Lit(1), Lit(8), R, R), doc="the first two 64-lane chunks of each row"),),
                 (vec(REPEAT_FORMS[Op.MAX], dst=acc, src0=Ref("src"), src1=Ref("src"), mask=Lit(64), repeat=k,
                      params=(Lit(1), Lit(1), Lit(1), Lit(8), R, R), doc="the first 64 lanes of each row"),)),
-            Barrier(Pipe.V),
             For("c", Fn("min", (Lit(2), full)), full, Lit(1), (
                 vec(REPEAT_FORMS[comb], dst=acc, src0=acc, src1=Ref("src", mul(Sym("c"), 64)), mask=Lit(64),
-                    repeat=k, params=(Lit(1), Lit(1), Lit(1), Lit(8), Lit(8), R)),
-                Barrier(Pipe.V))),
+                    repeat=k, params=(Lit(1), Lit(1), Lit(1), Lit(8), Lit(8), R)),)),
             If((Constraint(">", tail, Lit(0)),), (
                 vec(REPEAT_FORMS[comb], dst=acc, src0=acc, src1=Ref("src", mul(full, 64)), mask=tail, repeat=k,
-                    params=(Lit(1), Lit(1), Lit(1), Lit(8), Lit(8), R), doc="the tail chunk: its lanes only"),
-                Barrier(Pipe.V))),
+                    params=(Lit(1), Lit(1), Lit(1), Lit(8), Lit(8), R), doc="the tail chunk: its lanes only"),)),
             vec(whole, dst=Ref("dst"), src=acc, mask=Lit(64), repeat=k, dstRep=Lit(1), srcBlk=Lit(1), srcRep=Lit(8)))),
-        Barrier(Pipe.V, doc="the per-row values are complete before a later instruction reuses src"),
     ), doc=f"{'Sum' if comb is Op.ADD else 'Maximum'} of each of the k rows of src (n_ lanes, rowStride_ apart) into "
            "dst[0 .. k).")
 
@@ -537,19 +521,14 @@ def _col_split(s: RowSchedule) -> Func:
     body = _col_buffers(s, bool(s.levels))
     chunk: list = [
         Assign("n_", Fn("min", (sub(Sym("cEnd"), Sym("c0_")), rs))),
-        SetFlag(Pipe.V, Pipe.MTE2, 0, doc="the previous chunk's vector work on the column rows is done"),
-        WaitFlag(Pipe.V, Pipe.MTE2, 0),
     ]
     if s.load_cols:
         chunk.append(Call("LoadColumns"))
     chunk += [Assign("curBatch_", Lit(-1)), Assign("valBatch_", Lit(-1))]
-    grp: list = [SetFlag(Pipe.V, Pipe.MTE2, 0, doc="the previous group's vector reads of the resident slices are done"),
-                 WaitFlag(Pipe.V, Pipe.MTE2, 0)]
+    grp: list = []
     for t in s.row_in:
         grp += list(_col_copy_in(t))
     grp += _group_stat_loads(s)
-    grp += [SetFlag(Pipe.MTE2, Pipe.V, 0), WaitFlag(Pipe.MTE2, Pipe.V, 0),
-            SetFlag(Pipe.MTE2, Pipe.S, 0), WaitFlag(Pipe.MTE2, Pipe.S, 0)]
     for lv, lines, slots in s.levels:
         per_row = (_batch_steps(s, Sym("g0"), None) if s.load_batch else []) + list(lines)
         grp += [Comment(f"row-reduction level {lv}: partial results of this core's columns, exchanged through "
@@ -569,7 +548,6 @@ def _col_split(s: RowSchedule) -> Func:
                       + (Free(f"rowOutQue_{t.op}", "t"),))]
     for t in s.stat_out:
         grp.append(If((Constraint("==", core, Lit(0)), Constraint("==", Sym("c0_"), Sym("cBegin"))), (
-            SetFlag(Pipe.S, Pipe.V, 0), WaitFlag(Pipe.S, Pipe.V, 0),
             Alloc("t", f"statOutQue_{t.op}", t.ctype),
             vec(Op.CAST_TO, dst=Ref("t"), src=Ref(f"statStage_{t.op}"), mode=t.rm, count=_K, doc=_spec(t.spec)),
             EnQue(f"statOutQue_{t.op}", "t"),
@@ -592,7 +570,7 @@ def _exchange(s: RowSchedule, slots) -> list:
     slots) to workspace, SyncAll, each core totals the rows it owns in core order (TotalOwnedRows), SyncAll, the
     totals read back into tots_. `slots`: ((slot, j, "Add" / "Max"), ...)."""
     f4, core, gs, ws = SizeOf("float"), Sym("core"), Sym("groupStride_"), "ws_"
-    out: list = [SetFlag(Pipe.S, Pipe.MTE3, 0), WaitFlag(Pipe.S, Pipe.MTE3, 0)]
+    out: list = []
     for slot, _j, _c in slots:
         out.append(Copy(GmView(ws, mul(add(mul(core, Lit(s.nlevel)), Lit(slot)), gs)),
                         Ref("sums_", mul(Lit(slot), gs)), Lit(1), mul(_K, f4)))
@@ -605,7 +583,6 @@ def _exchange(s: RowSchedule, slots) -> list:
     for _slot, j, _c in slots:
         out.append(Copy(Ref("tots_", mul(Lit(j), gs)), GmView(ws, add(Sym("totBase"), mul(Lit(j), gs))), Lit(1),
                         mul(_K, f4), pad_value=FConst(0.0)))
-    out += [SetFlag(Pipe.MTE2, Pipe.S, 0), WaitFlag(Pipe.MTE2, Pipe.S, 0)]
     return out
 
 
@@ -646,16 +623,12 @@ def _stream_chunk_in(s: RowSchedule, phase: int) -> list:
     batch rows reloaded at the chunk's first row, the row inputs' chunk copied in (MTE2->V, MTE2->S)."""
     out: list = [
         Assign("n_", Fn("min", (sub(Sym("cEnd"), Sym("c0_")), Sym("rowStride_")))),
-        SetFlag(Pipe.V, Pipe.MTE2, 0), WaitFlag(Pipe.V, Pipe.MTE2, 0),
-        SetFlag(Pipe.S, Pipe.MTE2, 0), WaitFlag(Pipe.S, Pipe.MTE2, 0),
     ]
     if s.load_cols and phase in s.col_phases:
         out.append(Call("LoadColumns"))
     out += [Assign("curBatch_", Lit(-1)), Assign("valBatch_", Lit(-1))]
     for t in s.row_in:
         out += list(_col_copy_in(t))
-    out += [SetFlag(Pipe.MTE2, Pipe.V, 0), WaitFlag(Pipe.MTE2, Pipe.V, 0),
-            SetFlag(Pipe.MTE2, Pipe.S, 0), WaitFlag(Pipe.MTE2, Pipe.S, 0)]
     return out
 
 
@@ -716,7 +689,6 @@ def _col_stream(s: RowSchedule) -> Func:
             For("c0_", Sym("cBegin"), Sym("cEnd"), rs, tuple(final), doc="column chunks of this core's slice")]
     for t in s.stat_out:
         grp.append(If((Constraint("==", core, Lit(0)),), (
-            SetFlag(Pipe.S, Pipe.V, 0), WaitFlag(Pipe.S, Pipe.V, 0),
             Alloc("t", f"statOutQue_{t.op}", t.ctype),
             vec(Op.CAST_TO, dst=Ref("t"), src=Ref(f"statStage_{t.op}"), mode=t.rm, count=_K, doc=_spec(t.spec)),
             EnQue(f"statOutQue_{t.op}", "t"),
@@ -736,7 +708,6 @@ def _load_row() -> Func:
         EnQue("paramQue_", "t"),
         DeQue("t", "paramQue_", "S"),
         vec(Op.CAST_FROM, dst=Ref("dst"), src=Ref("t"), count=n),
-        Barrier(Pipe.V),
         Free("paramQue_", "t"),
     ), doc="GM row (T, U or fp32) -> fp32 UB row, n elements.", tparams=("S",))
 
@@ -747,7 +718,6 @@ def _store_row() -> Func:
                              Param("n")), (
         Alloc("t", "accOutQue_", "D"),
         vec(Op.CAST_TO, dst=Ref("t"), src=Ref("src"), mode=Sym("rm"), count=n),
-        Barrier(Pipe.V, doc="the cast read src: a later vector write of it must wait"),
         EnQue("accOutQue_", "t"),
         DeQue("t", "accOutQue_", "D"),
         Copy(GmView("dst"), Ref("t"), Lit(1), mul(n, SizeOf("D"))),
@@ -758,7 +728,6 @@ def _store_row() -> Func:
 def _row_reduce(name: str, op: Op) -> Func:
     return Func(name, (Param("src", "tensor", "float"), Param("n")), (
         vec(op, dst=Ref("red_"), src=Ref("src"), tmp=Ref("redTmp_"), count=Sym("n")),
-        SetFlag(Pipe.V, Pipe.S, 0), WaitFlag(Pipe.V, Pipe.S, 0),
         Return(FLoad(Ref("red_"))),
     ), ret="float")
 
@@ -771,12 +740,10 @@ def _sum_partials() -> Func:
     row = add(mul(add(mul(c, Sym("wsRowsPerCore_")), Sym("row"), mul(Sym("slot"), Sym("slotStride"))), _COLA), Sym("r0"))
     return Func("SumPartials", tuple(Param(n) for n in ("row", "slotStride", "r0", "rn", "cFirst", "cLast", "b")), (
         vec(Op.DUPLICATE, dst=w0, scalar=0.0, count=rn),
-        Barrier(Pipe.V),
         For("c", Sym("cFirst"), Sym("cLast"), Lit(1), (
             Let("slot", slot),
             Call("LoadRow", (w1, GmView("ws_", row), rn), targs=("float",)),
             vec(Op.ADD, dst=w0, src0=w0, src1=w1, count=rn),
-            Barrier(Pipe.V),
         ), inclusive=True),
     ), doc="Sum of the fp32 partial rows `row` (+ slotStride for a core whose last batch is b) of cores\n"
            "cFirst..cLast, columns [r0, r0 + rn), in core order, into w_[0].")
@@ -796,7 +763,6 @@ def _max_partials(name: str = "MaxPartials", op: Op = Op.MAX, what: str = "Maxim
             Call("LoadRow", (w1, GmView("ws_", row), rn), targs=("float",)),
             If((Constraint("==", c, Sym("cFirst")),), (vec(op, dst=w0, src0=w1, src1=w1, count=rn),),
                (vec(op, dst=w0, src0=w0, src1=w1, count=rn),)),
-            Barrier(Pipe.V),
         ), inclusive=True),
     ), doc=f"{what} of the fp32 partial rows `row` (+ slotStride for a core whose last batch is b) of cores\n"
            "cFirst..cLast, columns [r0, r0 + rn), in core order, into w_[0].")
@@ -813,7 +779,6 @@ def _combine_totals() -> Func:
             If((Constraint("==", c, Lit(0)),), (vec(Op.MAX, dst=w0, src0=w1, src1=w1, count=Lit(1)),),
                (If((Sym("isMax"),), (vec(Op.MAX, dst=w0, src0=w0, src1=w1, count=Lit(1)),),
                    (vec(Op.ADD, dst=w0, src0=w0, src1=w1, count=Lit(1)),)),)),
-            Barrier(Pipe.V),
         ), inclusive=True),
     ), doc="The partial reduction `j` of `n` of cores 0..cLast (workspace at + (core * n + j) * 8), combined in\n"
            "core order (the maximum when isMax, else the sum) into w_[0] lane 0.")
@@ -832,7 +797,7 @@ def _total_owned_rows(nlevel: int, combines: set) -> Func:
     ops = {"Max": vec(Op.MAX, dst=w0, src0=w0, src1=w1, count=m),
            "Add": vec(Op.ADD, dst=w0, src0=w0, src1=w1, count=m)}
     both = len(combines) > 1
-    combine = (If((Sym("isMax"),), (ops["Max"], Barrier(Pipe.V)), (ops["Add"], Barrier(Pipe.V))) if both else
+    combine = (If((Sym("isMax"),), (ops["Max"],), (ops["Add"],)) if both else
                ops["Max" if "Max" in combines else "Add"])
     params = (Param("slot"), Param("dst"), Param("k")) + ((Param("isMax", "bool"),) if both else ())
     return Func("TotalOwnedRows", params, (
