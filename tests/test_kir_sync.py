@@ -14,7 +14,7 @@ from pathlib import Path
 import numpy as np
 import pytest
 
-from opgen.ir.dims import Constraint, Lit, Sym
+from opgen.ir.dims import Bin, Constraint, Lit, Sym
 from opgen.kernel import kir
 from opgen.kernel import kir_interp as ki
 from opgen.kernel import kir_sync as ks
@@ -505,6 +505,72 @@ def test_placed_syncs_on_random_programs_with_methods_slots_and_queues_run_race_
                 assert r.ok or "race" not in r.first_fault, (s, n, stride, r.first_fault)
 
 
+def _call_op(rng, ref):
+    """One random access group on `ref(b)` (block b of a tensor): a load, a store, a vector add, a scalar read or
+    write, or a round trip through the double-buffered queue q."""
+    kind = rng.choice(["in", "out", "add", "tadd", "get", "set", "q"])
+    b, c = (int(v) for v in rng.integers(0, 3, 2))
+    if kind == "in":
+        return (Copy(ref(b), GmView("gmX", Lit(8 * b)), Lit(1), Lit(32)),)
+    if kind == "out":
+        return (Copy(GmView("gmY", Lit(8 * b)), ref(b), Lit(1), Lit(32)),)
+    if kind == "add":
+        return (vec(Op.ADDS, dst=ref(b), src0=ref(c), scalar=1.0, count=8),)
+    if kind == "tadd":
+        return (vec(Op.ADD, dst=Ref("t", Lit(8 * (3 + b))), src0=ref(c), src1=Ref("t", Lit(8 * (3 + c))), count=8),)
+    if kind == "get":
+        return (GetValue(f"g{next(_NAMES)}", ref(b)),)
+    if kind == "set":
+        return (SetValue(ref(b), FConst(1.0)),)
+    return (Alloc("qt", "q", "float"), Copy(Ref("qt"), GmView("gmX", Lit(8 * b)), Lit(1), Lit(32)),
+            EnQue("q", "qt"), DeQue("qt", "q", "float"),
+            vec(Op.ADD, dst=ref(c), src0=Ref("qt"), src1=ref(b), count=8), Free("q", "qt"))
+
+
+def _call_program(seed) -> KernelClass:
+    """The review's second generator: methods M0..M2 with a tensor parameter p and an int parameter j (p's blocks
+    at offsets of j), M1 / M2 calling lower ones; Process calls them from several sites, in loops (j a function of
+    the loop variable), branches and straight code, with other accesses between."""
+    rng = np.random.default_rng(seed)
+    t = lambda b: Ref("t", Lit(8 * b))   # noqa: E731
+    pj = lambda b: Ref("p", Lit(8) * (Sym("j") + Lit(b % 2)))   # noqa: E731
+    methods = []
+    for m in range(3):
+        body: list = []
+        for _ in range(int(rng.integers(2, 5))):
+            r = rng.random()
+            if r < 0.25 and m > 0:
+                body.append(Call(f"M{int(rng.integers(0, m))}", (Ref("p", Lit(8 * int(rng.integers(0, 2)))),
+                                                                 Lit(int(rng.integers(0, 2))))))
+            else:
+                body += _call_op(rng, pj if r < 0.5 else t)
+        methods.append(Func(f"M{m}", (Param("p", "tensor", "float"), Param("j")), tuple(body)))
+
+    def block(depth, loop_vars, n):
+        out: list = []
+        for _ in range(n):
+            r = rng.random()
+            if depth and r < 0.2:
+                v = f"i{next(_NAMES)}"
+                hi = Lit(int(rng.integers(1, 4))) if rng.random() < 0.5 else Sym("n")
+                out.append(For(v, Lit(0), hi, Lit(1), block(depth - 1, loop_vars + [v], 3)))
+            elif depth and r < 0.3:
+                out.append(If((Constraint(">", Sym("n"), Lit(1)),), block(depth - 1, loop_vars, 2),
+                              block(depth - 1, loop_vars, 2)))
+            elif r < 0.6:
+                j = Bin("%", Sym(loop_vars[-1]), Lit(2)) if loop_vars and rng.random() < 0.4 else \
+                    Lit(int(rng.integers(0, 2)))
+                out.append(Call(f"M{int(rng.integers(0, 3))}", (Ref("t", Lit(8 * int(rng.integers(0, 3)))), j)))
+            else:
+                out += _call_op(rng, t)
+        return tuple(out)
+    init = (InitBuffer("b", Lit(32 * 6)), Get("t", "b", "float"), InitBuffer("q", Lit(32), 2),
+            Copy(Ref("t"), GmView("gmX"), Lit(1), Lit(32 * 6)))
+    return KernelClass("F", "FT", args=("x", "y"), gms=(GmTensor("gmX", "float", "x"), GmTensor("gmY", "float", "y")),
+                       locals=(Local("b"), Local("q", TPos.VECIN, True, 2)), tensors=(TensorVar("t", "float"),),
+                       fields=("n",), process=init + block(2, [], 6), methods=tuple(methods))
+
+
 class _NoCalls(dict):
     """A call memo that never keeps an entry: every trial analyses every call."""
 
@@ -514,13 +580,18 @@ class _NoCalls(dict):
 
 @pytest.mark.parametrize("seed", range(0, 60, 20))
 def test_trials_reusing_calls_place_exactly_what_trials_analysing_every_call_place(seed, monkeypatch):
-    """The prune's and the hoist's trials reuse a method call's output state when its input state is the same and
-    no changed sync lies in a function it reaches (_Trials): on the review's random programs (methods called from
-    several sites, syncs placed inside methods and pruned there, hoisted flags), the placements are the same as
-    when no call is reused."""
-    for s in range(seed, seed + 8):
-        k = _fuzz_program(s)
-        fast = ks.place_syncs(k)[1]
+    """The prune's and the hoist's trials reuse a method call's output state when its input state, its bindings
+    and its loop constants are the same and no changed sync lies in a function it reaches (_Trials): on random
+    programs of both review generators (methods with tensor and int parameters called from several sites, in loops
+    and branches, nested; syncs placed inside methods and pruned there; hoisted flags), the placements are the same
+    as when no call is reused, and the placed programs run race-free on the interpreter."""
+    for s in range(seed, seed + 16):
+        k = _fuzz_program(s) if s % 2 else _call_program(s)
+        placed, fast = ks.place_syncs(k)
+        if not s % 2:
+            for n in (1, 2, 3):
+                r = ki.run(placed, {"n": n}, {"x": np.arange(48, dtype=np.float32), "y": np.zeros(48, np.float32)}, 1)
+                assert r.ok or "race" not in r.first_fault, (s, n, r.first_fault)
         with monkeypatch.context() as m:
             m.setattr(ks._Trials, "accept", lambda self, changed: None)
             orig = ks._Trials.__init__
@@ -535,18 +606,22 @@ def test_trials_reusing_calls_place_exactly_what_trials_analysing_every_call_pla
 
 @pytest.mark.parametrize("seed", range(0, 40, 20))
 def test_a_trial_s_verdict_is_the_full_analysis_s_on_every_one_sync_deletion(seed):
-    """A trial (_clean) drops the records a later access of the same pipe covers and stops at the first conflict;
-    the full analysis (conflicts) keeps every record. On the review's random programs, placed, then less each placed
-    sync in turn: the trial finds a conflict exactly when the full analysis does."""
+    """A trial (_clean) applies the syncs from a position map, stops at its first conflict and reuses the calls
+    an earlier trial of the same class analysed (_Trials); the full analysis (conflicts) runs the program with the
+    syncs as statements, to the end, with no memo. On random programs of both generators, placed, then less each
+    placed sync in turn (the trials sharing one memo, as the prune's do): the trial finds a conflict exactly when
+    the full analysis does."""
     agree = 0
     for s in range(seed, seed + 20):
-        k = _fuzz_program(s)
+        k = _fuzz_program(s) if s % 2 else _call_program(s)
         _, inserted = ks.place_syncs(k, hoist=False)
+        trials = ks._Trials(k)
         for which in ks.placed(inserted):
             drop = set(which)
             trial = {p: [x for j, x in enumerate(v) if (p, j) not in drop] for p, v in inserted.items()}
             full = ks.conflicts(ks.without(k, inserted, which)) == []
-            assert ks._clean(k, trial, {}, ks._used_flags(k)) == full, (s, which)
+            changed = frozenset(p[0] for p, _j in which)
+            assert ks._clean(k, trial, {}, ks._used_flags(k), trials, changed) == full, (s, which)
             agree += 1
     assert agree > 20
 

@@ -1,5 +1,5 @@
-"""The Kernel IR class of a head-row kernel (opgen.kernel.headrows), built in the kernel stage: the tiling
-(opgen.tiling.headkernel.head_tiling) calls `head_class_ir` once it has planned the counts and the dims' tiling-data
+"""The Kernel IR class of a head-row kernel (opgen.kernel.headrows), built when the tiling has planned it: the
+tiling (opgen.tiling.headkernel.head_tiling) calls `head_class_ir` once it has the counts and the dims' tiling-data
 fields; the dependency pass (`synchronise`, opgen.kernel.kir_sync) places its syncs; the printer
 (opgen.codegen.headkernel) prints the finished class.
 
@@ -63,10 +63,11 @@ def _node_operand(x: str) -> kir.Ref:
 def instr_nodes(i, locs=None) -> list:
     """The Kernel-IR statements of one row-program instruction inside a body's row loop (`i`: row of the pass,
     headDim_ lanes; opgen.kernel.headsched): a vector instruction as a kir.Vec of its instruction-table entry
-    (opgen.codegen.kernel.instr_node: cast_in reads rowIn<slot>_ at row i, store writes rowOut<slot>_), a
-    per-row statistic read / write as GetValue / SetValue of statIn<slot>_ / statStage<slot>_ at row i, RowSum as a Call bound
-    to a float, a scalar expression as a float let; each cites `locs` (default: the instruction's own location; a
-    body shared by several parts cites the instructions of all of them). Raises SpecError for another kind."""
+    (opgen.kernel.rowclass.instr_node: cast_in reads rowIn<slot>_ at row i, store writes rowOut<slot>_), a
+    per-row statistic read / write as GetValue / SetValue of statIn<slot>_ / statStage<slot>_ at row i, RowSum as a
+    Call bound to a float, a scalar expression as a float let; each cites `locs` (default: the instruction's own
+    location; a body shared by several parts cites the instructions of all of them). Raises SpecError for another
+    kind."""
     doc = spec_doc([i.loc] if locs is None else locs)
     k, row = i.kind, Bin("*", Sym("i"), Sym("dAlign_"))
     if k == "sload":
@@ -90,9 +91,9 @@ def uses_seq(part: HeadPart) -> bool:
 
 def body_func(index: int, part: HeadPart, sharing=None) -> kir.Func:
     """The Kernel IR of body `index` serving `part` (opgen.kernel.headsched.body_func): the loop over the pass's
-    rows, the row conditions as If / else, each case's table-row loads then its instructions (`instr_nodes`),
-    barriers by dependency. `sharing`: every part this body serves (equal body_text; default just `part`): each
-    statement cites the spec lines of the corresponding instruction of all of them."""
+    rows, the row conditions as If / else, each case's table-row loads then its instructions (`instr_nodes`); no
+    syncs (the kernel pass `synchronise` places them). `sharing`: every part this body serves (equal body_text;
+    default just `part`): each statement cites the spec lines of the corresponding instruction of all of them."""
     members = list(sharing) if sharing else [part]
     member_cases = [{c.truth: c for c in m.cases} for m in members]
     cases = {c.truth: c for c in part.cases}
@@ -115,8 +116,9 @@ def table_row(j: int) -> list:
     row = Sym(f"tabRow{j}")
     return [kir.Let(f"tabRow{j}", Bin("+", Sym("seqPos"), Sym(f"p.tabOff[{j}]"))),
             kir.If((Constraint("!=", row, Sym(f"tabRow{j}_")),), (
-                kir.Call("LoadRow", (kir.Ref("tab_", slot=Lit(j)), kir.GmView(f"p.tab[{j}]", Bin("*", row, Sym("headDim_"))),
-                                     Sym("headDim_")), targs=("T",)),
+                kir.Call("LoadRow", (kir.Ref("tab_", slot=Lit(j)),
+                                     kir.GmView(f"p.tab[{j}]", Bin("*", row, Sym("headDim_"))), Sym("headDim_")),
+                         targs=("T",)),
                 kir.Assign(f"tabRow{j}_", row)), doc=f"table slot {j}: the row of this sequence position")]
 
 
@@ -263,16 +265,16 @@ def use_masks(part: HeadPart) -> list[int]:
 class HeadClass:
     """The head kernel class of a spec and the facts its printer needs (opgen.codegen.headkernel).
 
-    sched: the kir.KernelClass (verified; its syncs placed by the kernel pass `synchronise`). order: the spec's
-    inputs then outputs. acc_outputs / acc_rounds: the column outputs summed across cores and their rounding.
-    body_rows / addr_rows: per attribute key ("key: attrs" comment, the body / addressing index of each part slot,
-    -1 none). acc_masks: per key, bit g set when accumulated output g is written. gm: [(used GM tensor, its element
-    type)], used: the names the kernel reads or writes, has: the optional inputs whose presence is checked.
-    part_names: the part slots' names. counts: {kIn ...: how many of each per part}. body_uses / body_perms /
-    body_signs: per body, the slots it uses (USE_MASKS bit masks) and the lane family of each lane slot (-1 none).
-    float_attrs: the float attributes the bodies read. setup_funcs / body_funcs: the method names of the part set-up
-    (SetupPart, Addr<k>) and of the bodies. keys: the attribute keys, in lowering order. dvar: the data's dtype
-    variable. needs: the staging buffers it allocates (opgen.tiling.headkernel.head_needs)."""
+    sched: the kir.KernelClass (verified; without syncs until the kernel pass `synchronise` replaces it with the
+    placed one). order: the spec's inputs then outputs. acc_outputs / acc_rounds: the column outputs summed across
+    cores and their rounding. body_rows / addr_rows: per attribute key ("key: attrs" comment, the body / addressing
+    index of each part slot, -1 none). acc_masks: per key, bit g set when accumulated output g is written. gm:
+    [(used GM tensor, its element type)], used: the names the kernel reads or writes, has: the optional inputs whose
+    presence is checked. part_names: the part slots' names. counts: {kIn ...: how many of each per part}. body_uses
+    / body_perms / body_signs: per body, the slots it uses (USE_MASKS bit masks) and the lane family of each lane
+    slot (-1 none). float_attrs: the float attributes the bodies read. setup_funcs / body_funcs: the method names of
+    the part set-up (SetupPart, Addr<k>) and of the bodies. keys: the attribute keys, in lowering order. dvar: the
+    data's dtype variable. needs: the staging buffers it allocates (opgen.tiling.headkernel.head_needs)."""
 
     sched: kir.KernelClass
     order: list

@@ -267,12 +267,6 @@ def _absent_pipes(k: kir.KernelClass) -> int:
     return sum(_BIT[p] for p in PIPES if p not in used)
 
 
-def _union(a: dict, b: dict) -> list:
-    """The keys of a, then those of b not in a: a join's order never depends on hashing (PYTHONHASHSEED), so the
-    pass places the same syncs in every process."""
-    return list(a) + [k for k in b if k not in a]
-
-
 # ------------------------------------------------------------------------------------------------ the analysis
 class _Trials:
     """What the prune's and the hoist's trial analyses of one class share: the interned accesses (so states of

@@ -122,7 +122,7 @@ class RowSchedule:
     zero_batch: bool = False
     zero_batch_body: tuple = ()   # ZeroBatchSums as Kernel-IR statements; () with zero_batch: C++ text (extern)
     batch_index: bool = False
-    row_body: tuple = ()       # the per-row stream: Kernel-IR statements (barriers placed)
+    row_body: tuple = ()       # the per-row stream: Kernel-IR statements
     row_segments: tuple = ()   # ROW_SPLIT over the pass's rows at once: (("all" | "row", statements), ...); (): none
     reduce_segments: tuple = ()   # the same with the row reductions over all rows too (RowsSum / RowsMax), run when
     #                               a row's repeat stride fits BinaryRepeatParams and k one instruction's repeats
@@ -137,7 +137,7 @@ class RowSchedule:
     levels: tuple = ()         # COL_SPLIT row-reduction levels: ((level, body statements, ((slot, j, "Add"/"Max"), ...)))
     nlevel: int = 1            # partial reductions per level (the widest level)
     nsums: int = 1             # row reductions in all
-    final_body: tuple = ()     # COL_SPLIT's final per-row stream (Kernel-IR statements, barriers placed)
+    final_body: tuple = ()     # COL_SPLIT's final per-row stream (Kernel-IR statements)
     stream_levels: tuple = ()  # COL_STREAM's levels (as `levels`, partials combined over the chunks); (): none
     col_phases: tuple = ()     # COL_STREAM: the phases (levels, -1 the final one) that read column rows
     online: tuple = ()         # COL_STREAM: (level a, the fused stream of levels a and a + 1, the rescale loop)
