@@ -21,7 +21,7 @@ ROOT = Path(__file__).resolve().parent.parent
 # modules of its own stage or of an earlier one. Top-level leaf modules shared by every stage are stage 0.
 STAGES = {
     "opgen": 0, "opgen.ir": 0, "opgen.errors": 0, "opgen.resources": 0, "opgen.names": 0, "opgen.escape": 0,
-    "opgen.platforms": 0, "opgen.progress": 0,
+    "opgen.platforms": 0, "opgen.progress": 0, "opgen.paths": 0,
     "opgen.dsl": 1, "opgen.registry": 1,
     "opgen.interp": 2,
     "opgen.passes": 3,

@@ -56,6 +56,7 @@ import time
 from dataclasses import dataclass
 from pathlib import Path
 
+from opgen.paths import build_root
 from opgen.errors import OpgenError
 
 PKG = Path(__file__).resolve().parent.parent
@@ -158,9 +159,8 @@ class Sources:
 
 
 def default_build_root() -> Path:
-    """$OPGEN_BUILD_DIR, else ~/.cache/opgen/build."""
-    env = os.environ.get("OPGEN_BUILD_DIR")
-    return Path(env) if env else Path.home() / ".cache" / "opgen" / "build"
+    """$OPGEN_BUILD_DIR, else ~/.cache/opgen/build (opgen.paths.build_root)."""
+    return build_root()
 
 
 def build_dir_for(src: Sources, root: Path | None = None) -> Path:

@@ -24,14 +24,15 @@ import json
 import os
 from pathlib import Path
 
+from opgen.paths import cache_root
+
 _PKG = Path(__file__).resolve().parent.parent          # opgen/
 _TEMPLATES = _PKG.parent / "templates"
 
 
 def cache_dir() -> Path:
-    """Directory of the cache entries."""
-    env = os.environ.get("OPGEN_CACHE_DIR")
-    return Path(env) if env else Path.home() / ".cache" / "opgen" / "generate"
+    """Directory of the cache entries (opgen.paths.cache_root)."""
+    return cache_root()
 
 
 @functools.lru_cache(maxsize=None)

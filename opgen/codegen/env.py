@@ -15,7 +15,6 @@ from __future__ import annotations
 
 import functools
 import hashlib
-import os
 import pickle
 from pathlib import Path
 
@@ -23,6 +22,7 @@ import jinja2
 
 from opgen.escape import FILTERS
 from opgen.names import c_format, cpp_name
+from opgen.paths import cache_root
 from opgen.ir.dtypes import DType
 
 TEMPLATES_DIR = Path(__file__).resolve().parent.parent.parent / "templates"
@@ -34,9 +34,7 @@ def bytecode_dir() -> Path:
     of jinja2's version and the environment's options (which shape the compiled code but are not in Jinja's own key:
     the template's name, path and source checksum; its file header names the Python version)."""
     key = f"{jinja2.__version__}\n{sorted(_OPTIONS.items())}"
-    env = os.environ.get("OPGEN_CACHE_DIR")   # as cache_dir() (not imported: cache imports fmt, which imports this)
-    root = Path(env) if env else Path.home() / ".cache" / "opgen" / "generate"
-    return root / f"jinja-{hashlib.sha256(key.encode()).hexdigest()[:12]}"
+    return cache_root() / f"jinja-{hashlib.sha256(key.encode()).hexdigest()[:12]}"
 
 
 class _BytecodeCache(jinja2.FileSystemBytecodeCache):

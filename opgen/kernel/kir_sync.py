@@ -76,6 +76,7 @@ from opgen.errors import OpgenError
 from opgen.ir.dims import as_dim
 from opgen.kernel import kir
 from opgen.kernel.isa import INSTRS, Op, Pipe
+from opgen.paths import cache_root
 
 BLOCK = 32
 """Bytes of the race detector's block (EMU.md "Pipes and races")."""
@@ -319,9 +320,7 @@ class _Analysis:
         self.absent = _absent_pipes(k)    # the pipes no statement of k uses: every access is ordered before them
         self.trials = trials              # a trial of the prune or the hoist: the memo of method calls
         self.changed = changed            # the functions holding the syncs this trial changes
-        shared = trials or _Trials.__new__(_Trials)
-        if trials is None:
-            shared.accesses, shared.exprs, shared.floads, shared.overlap = {}, {}, {}, {}
+        shared = trials or _Trials(k)     # the tables; a lone analysis has its own
         self.accesses: dict = shared.accesses   # intern's table
         self.exprs: dict = shared.exprs         # id of an expression of k -> (its DimExpr, its symbols)
         self.floads: dict = shared.floads       # id of a statement of k -> its FLoads (_floads_of)
@@ -975,14 +974,10 @@ def _nsyncs(k: kir.KernelClass) -> int:
 
 
 def memo_dir() -> Path:
-    """Where `place_syncs_memo` keeps its entries: $OPGEN_SYNC_DIR, else $OPGEN_CACHE_DIR/syncs, else
-    ~/.cache/opgen/syncs (the test suite shares one directory between its workers and the opgen processes it runs,
-    whatever generate cache a test isolates)."""
+    """Where `place_syncs_memo` keeps its entries: $OPGEN_SYNC_DIR, else `syncs/` of the cache root
+    (opgen.paths.cache_root)."""
     env = os.environ.get("OPGEN_SYNC_DIR")
-    if env:
-        return Path(env)
-    env = os.environ.get("OPGEN_CACHE_DIR")
-    return (Path(env) if env else Path.home() / ".cache" / "opgen") / "syncs"
+    return Path(env) if env else cache_root() / "syncs"
 
 
 def _sync_json(x) -> list:
