@@ -29,6 +29,7 @@ import shutil
 import subprocess
 import sys
 from collections import namedtuple
+from pathlib import Path
 
 import ml_dtypes
 import numpy as np
@@ -321,10 +322,11 @@ def test_deterministic_backward_is_reproducible():
 # mutations of the emitted backward kernel: (pattern, replacement, a fragment of the faults / failed outputs)
 MUTATIONS = {
     # the AIC no longer waits for its AIVs' P / dS tiles: it reads the poisoned (NaN) workspace
-    "missing cross-core wait": (r"(\n\s*)CrossCoreWaitFlag\(FLAG_V2C\);", r"\1", "dq"),
+    # (flag 2: the AIVs -> their AIC, opgen/kernel/attnclass.py FLAG_V2C)
+    "missing cross-core wait": (r"(\n\s*)CrossCoreWaitFlag\(2\);", r"\1", "dq"),
     # B of dQ = dS Ksel loaded without the fractal transpose (NZ is not ZN): wrong numbers in dq
-    "ND->ZN without transpose": (r"LoadData2DParams\(k0 / 16 \+ kb, n1, bp, 0, 0, true, 0\)",
-                                 r"LoadData2DParams(k0 / 16 + kb, n1, bp, 0, 0, false, 0)", "dq"),
+    "ND->ZN without transpose": (r"(LoadData2DParams\(static_cast<uint16_t>\(k0 / 16 \+ kb\), static_cast<uint8_t>"
+                                 r"\(n / 16\),\s*static_cast<uint16_t>\(bPad / 16\), 0, 0, )true", r"\1false", "dq"),
 }
 
 
@@ -608,3 +610,107 @@ def test_graph_stage_kernel_prints_the_nsa_program():
                  "-> scatter:dk", "-> acc:dq", "mask(", "post dq = cast_CAST_ROUND(ws_dq * attr_scaleValue)",
                  "item unit x key chunk, causal"):
         assert frag in out, frag
+
+
+# ------------------------------------------------------------------ every placed sync is needed (a mutation test)
+MUTANT_CASES = (   # small: 3-5 units a core, several chunks a unit (backward), both sparse modes, both dtypes
+    Case("mut_g2_bs16_c20_f16_m2", 4, 2, 64, 64, 16, 20, (30, 20), (370, 350), "float16", 2),
+    Case("mut_g4_bs16_c18_bf16_m0", 4, 1, 64, 32, 16, 18, (50, 30), (300, 290), "bfloat16", 0),
+)
+
+
+@pytest.mark.slow
+@pytest.mark.skipif(shutil.which("g++") is None, reason="g++ not available")
+@pytest.mark.parametrize("op", [FWD, BWD])
+def test_deleting_any_one_placed_sync_of_nsa_is_a_race(op, tmp_path, monkeypatch, session_build_root):
+    """The bundled NsaSelectedAttention(Grad) kernels (mixed AIC / AIV classes whose every in-core flag and barrier
+    the dependency pass placed, opgen.kernel.kir_sync, between MTE2 / MTE1 / M / FIX on the cube and MTE2 / V / S /
+    MTE3 on the vector cores): built once with each placed sync guarded (tests/mutants.py), they pass unmutated;
+    then, for each site the cases reach, the same binary with only that site skipped fails `check` with a race
+    fault (the emulation's race detector) in a case that reaches it. The backward runs on the forward kernel's
+    outputs, in its deterministic schedule too."""
+    from mutants import guard_placed, reach_then_mutate
+
+    snake = "nsa_selected_attention" + ("_grad" if op == BWD else "")
+    root = Path(__file__).resolve().parents[1]
+    shutil.copytree(root / "generated" / snake, tmp_path / "gen" / snake)
+    h = tmp_path / "gen" / snake / "op_kernel" / f"{snake}.h"
+    orig = h.read_text()
+    text, sites = guard_placed(orig)
+    h.write_text(text)
+    assert sum("SetFlag" in s for _k, _l, s in sites) >= 10 and sum("PipeBarrier" in s for _k, _l, s in sites) >= 5
+    runs = [(c, det) for c in MUTANT_CASES for det in ((False, True) if op == BWD else (False,))]
+    fwd_out = {}
+
+    def check(run):
+        case, det = run
+        c = make(case)
+        if op == FWD:
+            inputs, attrs = fwd_args(c)
+        else:
+            if case not in fwd_out:
+                f = check_run(FWD, *fwd_args(c), case.dtype)
+                assert_ok(f, case.id)
+                fwd_out[case] = f.arrays
+            a = fwd_out[case]
+            inputs, attrs = bwd_args(c, np.asarray(a["attention_out"], np.float32), a["softmax_max"],
+                                     a["softmax_sum"])
+        return run_check(op, inputs, attrs, {"T": case.dtype}, gen_dir=tmp_path / "gen", build_root=session_build_root,
+                         progress=False, deterministic=det)
+
+    reached, survivors = reach_then_mutate(sites, runs, check, monkeypatch, tmp_path / "reached.txt")
+    assert len(reached) >= 40, reached
+    flags = {sites[k][2].split("(")[0] for k in reached if "SetFlag" in sites[k][2]}
+    assert {"SetFlag<HardEvent::MTE1_M>", "SetFlag<HardEvent::M_MTE1>", "SetFlag<HardEvent::MTE2_MTE1>",
+            "SetFlag<HardEvent::MTE1_MTE2>", "SetFlag<HardEvent::M_FIX>", "SetFlag<HardEvent::MTE2_V>",
+            "SetFlag<HardEvent::V_S>"} <= flags, flags
+    # The one kind of sync no deletion shows unordered, named: the barrier at the head of VecItem's per-row loop
+    # (row i + 1's first instruction overwrites its own row of a key-row register while row i's last read of its
+    # row may be in flight). The rows of a pass are apart (each `keys` lanes, whole 64-B multiples), but the
+    # dependency pass sees the offsets i * keys of one register as one region, so it keeps the barrier: one
+    # redundant barrier per row, at most one per class.
+    lines = orig.split("\n")
+    for ln, stmt, _f in survivors:
+        why = lines[ln - 1].split("//")[-1].strip()
+        loop = next(x for x in reversed(lines[:ln - 1]) if x.strip().startswith("for ("))
+        assert stmt == "PipeBarrier<PIPE_V>();" and why == "rowBuf_: V has read it before V overwrites it" and \
+            "// the pass's rows" in loop, (ln, stmt, why)
+    assert len(survivors) <= orig.count("inline void VecItem("), survivors
+
+
+def check_run(op, inputs, attrs, dtype):
+    """run_check of `op` on the committed package (the forward whose outputs feed a mutated backward)."""
+    return run_check(op, inputs, attrs, {"T": dtype}, progress=False)
+
+
+@pytest.mark.slow
+@pytest.mark.skipif(shutil.which("g++") is None, reason="g++ not available")
+def test_both_engines_give_the_same_verdicts_and_outputs():
+    """The forward and the backward (both schedules) of a case through `--engine emu` (the emitted C++ on the g++
+    emulation) and `--engine kir` (the same Kernel IR classes in the interpreter, opgen.kernel.kir_interp): the same
+    verdict, tiling key and blockDim, and outputs within one ulp of T (the table's 1-ulp freedom of Exp; the fp32
+    atomic adds of the backward's scatter happen in another core order) -- and each engine within Th(T) of the
+    float64 oracle (assert_ok's comparison)."""
+    case = CASES[0]
+    c = make(case)
+    got = {}
+    for e in ("emu", "kir"):
+        f = run_check(FWD, *fwd_args(c), {"T": case.dtype}, progress=False, engine=e)
+        assert_ok(f, f"forward on {e}")
+        got[(FWD, False, e)] = f
+    a = got[(FWD, False, "emu")].arrays
+    bargs = bwd_args(c, np.asarray(a["attention_out"], np.float32), a["softmax_max"], a["softmax_sum"])
+    runs = [(FWD, False)]
+    for det in (False, True):
+        for e in ("emu", "kir"):
+            b = run_check(BWD, *bargs, {"T": case.dtype}, progress=False, engine=e, deterministic=det)
+            assert_ok(b, f"backward (deterministic={det}) on {e}")
+            got[(BWD, det, e)] = b
+        runs.append((BWD, det))
+    for op, det in runs:
+        emu, kir_ = got[(op, det, "emu")], got[(op, det, "kir")]
+        assert (emu.passed, emu.tiling_key, emu.block_dim) == (kir_.passed, kir_.tiling_key, kir_.block_dim), op
+        for name, x in emu.arrays.items():
+            x, y = np.asarray(x, np.float32), np.asarray(kir_.arrays[name], np.float32)
+            tol = 2.0 ** -10 if case.dtype == "float16" else 2.0 ** -7
+            assert np.allclose(x, y, rtol=tol, atol=tol * 1e-2), (op, det, name, float(np.abs(x - y).max()))

@@ -4,8 +4,9 @@ and the head-rows classes -- is Kernel IR throughout (2026-12-04: the last C++ t
 the Off_<operand> address methods, a gathered statistic's and a concat's copy loops, a per-segment scalar operand,
 a head-rows kernel's part selection -- became IR nodes) and is accepted (its classes returned, `kir_interp.opaque`
 None; tests/test_kir_engine.py runs their cases), so is every cube kernel (AIC only or mixed: the interpreter runs
-the AIC's L1 / L0 pipes and the cross-core flags, 2026-12-04); the attention family is refused in one line naming it
-(a kernel with C++ text left in it: tests/test_kir_engine.py)."""
+the AIC's L1 / L0 pipes and the cross-core flags, 2026-12-04), and every attention kernel (its classes built by
+opgen.kernel.attnclass, 2026-12-05). A kernel with C++ text left in it is refused in one line
+(tests/test_kir_engine.py)."""
 
 from __future__ import annotations
 
@@ -30,10 +31,10 @@ IR_THROUGHOUT = {"AdaLayerNormGrad", "AdaLayerNormV2", "AddRmsNorm", "BatchNorm"
                  "RmsNormGrad", "ScaledMaskedSoftmax", "ScaledTranspose", "SmoothL1Loss", "SoftmaxV2", "SwiGlu",
                  "SwiGluGrad", "Tanh", "ThresholdGradV2D", "KlDiv",
                  "NormRopeConcat", "NormRopeConcatGrad",   # head-rows kernels (opgen.kernel.headsched)
-                 "BatchMatMul", "FusedMatMul", "MatMul", "MatmulGelu"}   # cube kernels (opgen.kernel.cube)
-# Operators of the family the engine does not read yet.
-OTHER_FAMILY = {"FlashAttentionScore": "attention", "NsaSelectedAttention": "attention",
-                "NsaSelectedAttentionGrad": "attention"}
+                 "BatchMatMul", "FusedMatMul", "MatMul", "MatmulGelu",   # cube kernels (opgen.kernel.cube)
+                 "FlashAttentionScore", "NsaSelectedAttention", "NsaSelectedAttentionGrad"}   # attention (attnclass)
+# Operators of a family the engine does not read yet: none.
+OTHER_FAMILY: dict = {}
 
 @pytest.mark.parametrize("path", SPECS, ids=lambda p: p.stem)
 def test_engine_kir_takes_every_rows_and_cube_kernel_and_names_the_family_it_refuses(path):

@@ -4,9 +4,10 @@ method: `kir_interp.opaque`) can run there; for any other the engine refuses wit
 that is not Kernel IR yet, so the user falls back to `--engine emu` (the default).
 
 Today every rows kernel (the row-split, column-split and column-stream schedules, opgen.kernel.rowsched), every
-head-rows kernel (opgen.kernel.headsched: the parts chosen per attribute key from constant tables, SetupPart) and every
+head-rows kernel (opgen.kernel.headsched: the parts chosen per attribute key from constant tables, SetupPart), every
 cube kernel (opgen.kernel.cube: AIC only, or mixed with the epilogue on the AIVs and the workspace slots handed over by
-cross-core flags) is Kernel IR throughout; the attention family is refused with the reason.
+cross-core flags) and every attention kernel (opgen.kernel.attnclass: the AIC's matmuls and the AIVs' softmax(-grad),
+one class per distinct program) is Kernel IR throughout.
 
 A check case binds to the interpreter as the emitted driver binds it to the emulated launch (`launch`): the tiling
 data, blockDim, tiling key and workspace size come from the tiling program's Python twin (opgen.tiling.emit.evaluate,
@@ -39,6 +40,8 @@ def kernel_classes(spec) -> list:
     if unit.family.name == "cube":   # one class serves every specialisation (opgen.kernel.cube.CubeFamily.lower)
         return [next(iter(unit.lowered.programs.values()))]
     ex = unit.lowered.extra
+    if "aclasses" in ex:   # the attention family: one class per distinct program (opgen.kernel.attnclass)
+        return [c.kclass for c in ex["aclasses"]]
     if "hclass" in ex:   # one head-rows class, template parameter T the data dtype (opgen.kernel.headclass)
         return [ex["hclass"].sched]   # finished: synchronised by the dependency pass
     if "variants" not in ex:
@@ -121,6 +124,12 @@ def launch(spec, bound, slots: list, platform, deterministic: bool = False) -> K
         lay = unit.lowered.layout
         types = {"T": CTYPE[lay.dtype] if lay.fixed else _ctype(bound.dtypes[lay.dtype])}
         kind = unit.family.entry_kernel_type(unit.lowered)
+    elif "aclasses" in ex:   # the class serving the call's specialisation; T the data's type; a mixed launch
+        k = next((c.kclass for c in ex["aclasses"] if bound.key in c.keys), None)
+        if k is None:
+            raise NotKernelIR(f"--engine kir: {spec.name}: no kernel class serves {bound.key}; use --engine emu")
+        types = {"T": _ctype(bound.dtypes[unit.lowered.layout.dtype])}
+        kind = "KERNEL_TYPE_MIX_AIC_1_2"
     elif "heads" in ex:   # one class; the skeleton's Init sets has_<input> from the pointer (nullptr when absent)
         from opgen.kernel.headlower import data_dtype  # lazy: start-up time
 
@@ -139,8 +148,10 @@ def launch(spec, bound, slots: list, platform, deterministic: bool = False) -> K
     gm = {}   # by Init argument name (cpp_name of the spec's); an absent input is nullptr (None)
     for i in spec.inputs:
         a = bound.arrays.get(i.name)
+        dt = bound.dtypes[i.dtype.name] if hasattr(i.dtype, "name") and i.dtype.name in bound.dtypes else i.dtype
         if not i.host:
-            dt = bound.dtypes[i.dtype.name] if hasattr(i.dtype, "name") and i.dtype.name in bound.dtypes else i.dtype
+            gm[cpp_name(i.name)] = None if a is None else np.ascontiguousarray(np.asarray(a).astype(dt.np))
+        elif any(g.arg == cpp_name(i.name) for g in k.gms):   # a host array the aclnn layer copies to the device
             gm[cpp_name(i.name)] = None if a is None else np.ascontiguousarray(np.asarray(a).astype(dt.np))
     outs = {}
     for o, s in zip(spec.outputs, slots):

@@ -18,7 +18,8 @@ docs/reference/nsa_selected_attention.md §2.1-§2.5.
 
 The family's stages: lower every specialisation (opgen.kernel.attnprog), count what the programs hold on chip
 (`attention_counts`, the maximum over them), tile with the forward program (items are whole units) or the backward
-program (workspaced outputs finished by a final pass), emit with opgen.codegen.kernel_attention.
+program (workspaced outputs finished by a final pass); the tiling stage builds each program's kernel class
+(opgen.kernel.attnclass), the dependency pass synchronises it and opgen.codegen.kernel_attention prints it.
 """
 
 from __future__ import annotations
@@ -29,7 +30,10 @@ from dataclasses import dataclass
 from opgen.errors import IRError
 from opgen.ir.dims import Sym, as_dim
 from opgen.ir.dtypes import DTypeVar, dtype_name
+from opgen.kernel import kir
+from opgen.kernel.attnclass import attention_classes
 from opgen.kernel.family import Family, Lowered, register
+from opgen.kernel.kir_sync import place_syncs_memo, strip_syncs
 from opgen.kernel.rowlayout import Unsupported
 
 ROLES = ("T1", "N1", "D", "T2", "N2", "Dv", "CNT", "BS", "Bn")
@@ -376,13 +380,29 @@ class AttentionFamily(Family):
         inputs = tattn.program_inputs(lowered.layout, spec, deterministic=backward)
         doc = (f"Tiling of {spec.name}: attention family, {'backward' if backward else 'forward'} mixed AIC/AIV "
                f"kernel (1 AIC : 2 AIV), units of (token, kv head, head group).")
+        lowered.extra["aclasses"] = attention_classes(spec, lowered, tattn.attn_plan(spec, lowered, counts, inputs))
         return Tiling(prog, inputs, {1: plans["ub"] + plans["l1"]}, doc)
+
+    def synchronise(self, lowered):
+        """Each kernel class (built by `tile`, opgen.kernel.attnclass) with the syncs the dependency pass places
+        (opgen.kernel.kir_sync: every barrier and flag between the pipes of the AIC and of the AIVs; the cross-core
+        flags and SyncAll are the schedule's)."""
+        for c in lowered.extra.get("aclasses", ()):
+            c.kclass = place_syncs_memo(strip_syncs(c.kclass), hoist=False)[0]
+        return lowered
+
+    def synchronised_text(self, lowered, key) -> str:
+        """The synchronised Kernel IR class serving `key` (kir.to_text), else the program text."""
+        for c in lowered.extra.get("aclasses", ()):
+            if key in c.keys:
+                return kir.to_text(c.kclass)
+        return self.program_text(lowered, key)
 
     def emit(self, spec, lowered, tiling) -> dict:
         """op_kernel/<op>.h and .cpp (opgen.codegen.kernel_attention)."""
         from opgen.codegen.kernel_attention import emit_attention_kernel
 
-        return emit_attention_kernel(spec, lowered, self.counts(lowered), tiling)
+        return emit_attention_kernel(spec, lowered, tiling)
 
     def program_text(self, lowered, key) -> str:
         """The AttentionProgram of `key` as canonical text, each matmul and vector instruction with its spec location."""

@@ -60,7 +60,7 @@ from opgen.ir.core import Graph
 from opgen.ir.dims import as_dim
 from opgen.ir.dtypes import dtype_name
 from opgen.ir.locs import at_suffix, stamp
-from opgen.kernel.isa import FP32_MAX, Op
+from opgen.kernel.isa import FP32_MAX
 from opgen.kernel.rowprog import ROUND_MODES
 
 FORMS = {(False, True): "NT", (False, False): "NN", (True, False): "TN"}
@@ -68,12 +68,6 @@ FORMS = {(False, True): "NT", (False, False): "NN", (True, False): "TN"}
 VECTOR_KINDS = ("ld_tile", "ld_stat", "ld_head", "mask", "mask_in", "muls", "adds", "exp", "vmul", "vsub", "vadd",
                 "rmax", "rsum", "st_tile", "st_stat8", "omax", "osum", "oacc", "st_out")
 """Vector instruction kinds (see `VInstr`)."""
-KIND_OPS = {"ld_tile": Op.COPY_IN, "muls": Op.MULS, "adds": Op.ADDS, "exp": Op.EXP, "vmul": Op.MUL, "vsub": Op.SUB,
-            "vadd": Op.ADD, "st_tile": Op.CAST, "st_stat8": Op.DUPLICATE}
-"""The instruction-table entry (opgen.kernel.isa) each kind is printed with (its vector / copy statement); ld_stat,
-ld_head, mask (MaskFuture), rmax and rsum are printed as helper calls or scalar reads."""
-
-
 @dataclass(frozen=True)
 class Operand:
     """A cube operand as stored in GM: `kind` "heads" (the unit's rows of a head-major tensor [T1, N1, E]),

@@ -105,7 +105,7 @@ class Family:
         """`lowered` with its kernel classes synchronised (the dependency pass, opgen.kernel.kir_sync.place_syncs:
         the flags and barriers the accesses need, none by rule). It runs after `tile` (a family may build its
         classes there, from the strategies the tiling decides). Default: unchanged, for a family whose lowering is
-        not Kernel IR classes (the attention family's kernel is printed by its emitter)."""
+        not Kernel IR classes."""
         return lowered
 
     def counts(self, lowered: Lowered):

@@ -1,8 +1,7 @@
 """The instruction table: every vector instruction (and UB<->GM count copy) opgen's kernel printers emit, keyed by an
 enum, each with its operands and their roles, its pipe, its AscendC C++ form, its NumPy meaning and its cost.
 
-One table feeds the C++ printers (opgen.codegen.kernel, opgen.codegen.headkernel, opgen.codegen.kernel_attention print
-`INSTRS[op].stmt(...)`), the dependency analysis of the vector pipe (`InstrDef.reads` / `InstrDef.writes`, the
+One table feeds the C++ printer (opgen.kernel.kir's CppPrinter prints `INSTRS[op].stmt(...)` for every family), the dependency analysis of the vector pipe (`InstrDef.reads` / `InstrDef.writes`, the
 operand roles), the counts (`InstrDef.pipe`, `InstrDef.cost`) and tests/test_isa.py, which runs every entry's C++
 form in the emulation (opgen/emu/include) on random data, tails included, against its NumPy meaning.
 
@@ -129,7 +128,9 @@ class Op(enum.Enum):
     COPY_OUT = "DataCopy "   # same C++ name, the UB -> GM direction (distinct enum value)
 
 
-TYPE_PARAMS = frozenset({"T", "D", "S"})
+INSTR_T = "T"
+"""The table's placeholder for an instruction's one element type (an operand's dtype)."""
+TYPE_PARAMS = frozenset({INSTR_T, "D", "S"})
 """Operand element types that are the instruction's own C++ type parameters (T: its one type; D / S: a Cast's
 destination and source types), not concrete types: an operand of such a type may hold any element type the
 entry allows."""

@@ -23,7 +23,10 @@ core count). Float scalars use the small `FExpr` language (FConst, FRef, FInt, F
 What each node means operationally (pipe; reads; writes)
 -------------------------------------------------------
 Declarations (members of a KernelClass):
-  GmTensor(name, dtype, workspace)  a GlobalTensor bound in Init to a GM_ADDR argument (or the user workspace).
+  GmTensor(name, dtype, workspace, region)
+                                    a GlobalTensor bound in Init to a GM_ADDR argument (or the user workspace;
+                                    workspace tensors of different `region`s never share a byte: the lowering's
+                                    claim, checked by the interpreter's race detector).
   GmView(tensor, offset, strides)   elements [offset, ...) of a GmTensor; strides (elements) document the
                                     view's layout for analyses; the copy's burst parameters say what is moved.
   Local(name, pos, queue, depth)    a TQue<pos, depth> (queue=True: hand-offs between pipes) or a TBuf<pos>
@@ -90,13 +93,15 @@ Statements (a Func body is a tuple of them, run in order by the scalar unit, whi
                                     cmatrixInitVal flag (true: C starts at 0, false: accumulate).
   Fixpipe(dst, src, rows, cols, src_rows, dst_pitch)
                                     FIX: L0C NZ (src_rows = the Mmad's ceil16(m)) -> GM ND rows x cols (row pitch
-                                    dst_pitch elements), cast to dst's element type (NoQuant / F322F16 / F322BF16).
+                                    dst_pitch elements), cast to dst's element type (NoQuant / F322F16 / F322BF16);
+                                    `atomic`: an fp32 atomic add into dst (SetAtomicAdd<float> around it).
                                     Facts of the cube nodes: docs/reference/ascendc.md §1.10 (cube path, layouts).
   Verbatim(lines)                   C++ lines a family printer made that are not nodes yet (the rows family's
                                     per-row stream, batch flush and cross-core epilogue): OPAQUE, any pipe may
                                     read or write anything in it; the verifier does not look inside.
 Integer expressions may call an int64 method of the class: Invoke(method, args) (an address helper; not
-statically evaluable). A For with step None lets its body advance the variable (run-length loops). A Func with
+statically evaluable), and read one element of an int32 / int64 GM input on the scalar unit: GmAt(tensor, index)
+(an index table, cumulative lengths: device data). A For with step None lets its body advance the variable (run-length loops). A Func with
 extern=True is printed by the file skeleton (its body is not IR yet): a Call of it has unknown effects.
 Functions: Func(name, params, body, ret, const); KernelClass(name, tparams, tiling_struct, args, gms, locals,
 tensors, scalars, fields, init, process, methods, doc) is the unit both printers print (public Init(args...,
@@ -118,7 +123,7 @@ from typing import Union
 
 from opgen.errors import OpgenError
 from opgen.ir.dims import Bin, Constraint, DimExpr, Fn, Lit, Sym, as_dim
-from opgen.kernel.isa import CMP_MODES, INSTRS, ROUND_MODES, TYPE_PARAMS, Op, Pipe
+from opgen.kernel.isa import CMP_MODES, INSTR_T, INSTRS, ROUND_MODES, TYPE_PARAMS, Op, Pipe
 
 
 class IRError(OpgenError):
@@ -275,6 +280,28 @@ class TableAt(DimExpr):
 
 
 @dataclass(frozen=True, eq=True)
+class GmAt(DimExpr):
+    """tensor[index]: one element of an integer GM tensor (int32_t or int64_t: an index table, a cumulative length
+    array, device data) read by the scalar unit as an int64 (GlobalTensor::GetValue; PIPE_S, through the scalar
+    data cache; docs/reference/ascendc.md §1.4); not evaluable statically (its value is the data's). The tensor is
+    one the kernel only reads."""
+
+    tensor: str
+    index: DimExpr = Lit(0)
+
+    def __str__(self):
+        return f"{self.tensor}[{self.index}]"
+
+    def symbols(self):
+        """The symbols of the index."""
+        return as_dim(self.index).symbols()
+
+    def evaluate(self, env):
+        """Not evaluable from an env: raises IRError."""
+        raise IRError(f"{self} needs the GM data to evaluate")
+
+
+@dataclass(frozen=True, eq=True)
 class Select(DimExpr):
     """cond ? a : b with cond a Constraint or a tuple of them (their conjunction): an integer choice, e.g. the last
     core's share."""
@@ -311,6 +338,8 @@ def subexprs(e) -> list:
         kids = list(e.args)
     elif isinstance(e, TableAt):
         kids = list(e.index)
+    elif isinstance(e, GmAt):
+        kids = [e.index]
     elif isinstance(e, Bin):
         kids = [e.lhs, e.rhs]
     elif isinstance(e, Fn):
@@ -330,6 +359,11 @@ def table_refs(e) -> list:
 def invokes(e) -> list:
     """Every Invoke inside integer expression `e`."""
     return [x for x in subexprs(e) if isinstance(x, Invoke)]
+
+
+def gm_reads(e) -> list:
+    """Every GmAt inside integer expression `e`."""
+    return [x for x in subexprs(e) if isinstance(x, GmAt)]
 
 
 def E(x) -> DimExpr:
@@ -464,12 +498,17 @@ def fexpr_children(f) -> tuple:
 @dataclass(frozen=True)
 class GmTensor:
     """A GlobalTensor member `name` of element type dtype, bound in Init to GM_ADDR argument `arg` (the user
-    workspace when workspace=True; then arg is unused)."""
+    workspace when workspace=True; then arg is unused). `region` (workspace tensors only): the part of the workspace
+    every view of this tensor stays inside; views of workspace tensors of different regions never share a byte --
+    the lowering's claim, which the dependency pass relies on (opgen.kernel.kir_sync orders them as different
+    buffers) and the interpreter's race detector checks at run time (an access it breaks races). "" for the whole
+    workspace."""
 
     name: str
     dtype: str
     arg: str = ""
     workspace: bool = False
+    region: str = ""
 
 
 @dataclass(frozen=True)
@@ -1003,7 +1042,8 @@ class Fixpipe:
     """FIX: L0C -> GM (Fixpipe with FixpipeParamsV220, CFG_ROW_MAJOR: NZ -> ND, §1.10 step 6): `rows` x `cols`
     fp32 elements of `src` (a CO1 Ref whose Mmad had ceil16(m) = `src_rows` rows) into `dst` (row pitch
     `dst_pitch` elements), converted to dst's element type (quantPre NoQuant / F322F16 / F322BF16, round to
-    nearest even). Reads src; writes GM dst. cols <= 4095, rows <= 8192."""
+    nearest even). Reads src; writes GM dst. cols <= 4095, rows <= 8192. atomic: an fp32 atomic add into dst
+    (SetAtomicAdd<float>() before, SetAtomicNone() after: duplicate destinations accumulate; §1.7)."""
 
     dst: GmView
     src: Ref
@@ -1012,6 +1052,7 @@ class Fixpipe:
     src_rows: DimExpr
     dst_pitch: DimExpr
     doc: str = ""
+    atomic: bool = False
     pipe = Pipe.FIX
 
 
@@ -1310,6 +1351,10 @@ class _Verifier:
                 c = const_value(i)
                 if c is not None and not 0 <= c < n:
                     raise IRError(f"{t}: index {c} outside the table's dimension of {n}", node)
+        for g in gm_reads(e):
+            t = self.gms.get(g.tensor) or st.gmp.get(g.tensor)
+            if t is None or t.workspace or t.dtype not in ("int32_t", "int64_t"):
+                raise IRError(f"{g}: {g.tensor} is not an int32_t / int64_t GM input of the class", node)
 
     def cond(self, c, st, node):
         if not isinstance(c, tuple) or not c or not all(isinstance(x, (Constraint, Sym)) for x in c):
@@ -1408,6 +1453,8 @@ class _Verifier:
             c, g = self.cube_operand(s.src, "co1", st, s), self.gm(s.dst, st, s)
             if c.dtype != "float" or (g.dtype not in _QUANT and g.dtype not in self.k.tparams):
                 raise IRError(f"Fixpipe of {c.dtype} L0C into {g.dtype} GM", s)
+            if s.atomic and g.dtype != "float":
+                raise IRError(f"an atomic Fixpipe adds fp32 into fp32 GM, not {g.dtype}", s)
             exprs = (s.rows, s.cols, s.src_rows, s.dst_pitch)
         for e in exprs:
             self.expr(e, st, s)
@@ -1773,6 +1820,7 @@ class _Verifier:
                        {x for x in st.mutable if x in {y.name for y in self.k.scalars}},
                        {k: v for k, v in st.tensors.items() if k in self.member_tensors},
                        st.inited, st.queues, st.flags, {}, tmap)
+        inner.unit = st.unit   # a method runs on the cores of its caller's branch
         for p, a in zip(m.params, s.args):
             want = tmap.get(p.dtype, p.dtype)
             if p.kind == "tensor":
@@ -1976,6 +2024,7 @@ def to_text_stmt(s, indent: str = "") -> str:
                  f"init={_t_cond(s.init) if s.init else 'false'}")
         else:
             a = f"{_t_ref(s.dst)} <- {_t_ref(s.src)} rows={s.rows} cols={s.cols} src_rows={s.src_rows} pitch={s.dst_pitch}"
+            a += " atomic_add" if s.atomic else ""
         return f"{i}{s.pipe.name.lower()}.{type(s).__name__} {a}{doc}"
     raise IRError(f"unknown statement {type(s).__name__}")
 
@@ -2049,8 +2098,10 @@ class CppPrinter:
             return f"{x.method}({', '.join(self.e(a) for a in x.args)})"
         if isinstance(x, TableAt):
             return x.table + "".join(f"[{self.e(i)}]" for i in x.index)
+        if isinstance(x, GmAt):
+            return f"static_cast<int64_t>({x.tensor}.GetValue({self.e(x.index)}))"
         if isinstance(x, Select):
-            c = " && ".join(f"{self.e(y.lhs)} {y.op} {self.e(y.rhs)}" for y in x.conds)
+            c = " && ".join(f"{self.e(y.lhs, False)} {y.op} {self.e(y.rhs, False)}" for y in x.conds)
             t = f"{c if len(x.conds) == 1 else '(' + c + ')'} ? {self.e(x.a, False)} : {self.e(x.b, False)}"
             return t if top else f"({t})"
         if isinstance(x, Bin):
@@ -2073,7 +2124,9 @@ class CppPrinter:
         raise IRError(f"cannot print expression {x!r}")
 
     def cond(self, c) -> str:
-        return " && ".join(self.e(x) if isinstance(x, Sym) else f"{self.e(x.lhs)} {x.op} {self.e(x.rhs)}" for x in c)
+        """A conjunction's C++ text (a conditional expression on either side parenthesised)."""
+        return " && ".join(self.e(x) if isinstance(x, Sym) else f"{self.e(x.lhs, False)} {x.op} {self.e(x.rhs, False)}"
+                           for x in c)
 
     def f(self, x) -> str:
         """C++ text of a float expression."""
@@ -2169,7 +2222,7 @@ class CppPrinter:
             else:
                 inc = " " + (f"++{s.var}" if const_value(s.step) == 1 else f"{s.var} += {self.e(s.step)}")
             lt = "<=" if s.inclusive else "<"
-            out = [f"{p}for ({decl}{s.var} = {self.e(s.lo)}; {s.var} {lt} {self.e(s.hi)};{inc}) {{{doc}"]
+            out = [f"{p}for ({decl}{s.var} = {self.e(s.lo)}; {s.var} {lt} {self.e(s.hi, False)};{inc}) {{{doc}"]
             inner = dict(scope)
             if s.tail:
                 left = self.e(Bin("-", as_dim(s.hi), Sym(s.var)))
@@ -2205,7 +2258,7 @@ class CppPrinter:
         if isinstance(s, Copy):
             return self.copy(s, p, scope)
         if isinstance(s, Vec):
-            return [p + self.vec(s) + (f"  // {_comment(s.doc)}" if s.doc else "")]
+            return [p + self.vec(s, scope) + (f"  // {_comment(s.doc)}" if s.doc else "")]
         if isinstance(s, GetValue):
             return [f"{p}const float {s.name} = {self.ref(Ref(s.src.tensor, Lit(0), s.src.slot))}"
                     f".GetValue({self.e(s.src.offset)});{_doc(s)}"]
@@ -2257,6 +2310,9 @@ class CppPrinter:
             doc = f"  // {_comment(s.doc)}" if s.doc else ""
             test = "ASCEND_IS_AIC" if s.unit == "cube" else "ASCEND_IS_AIV"
             return [f"{p}if {test} {{{doc}"] + self.body(s.body, depth + 1, dict(scope)) + [f"{p}}}"]
+        if isinstance(s, Fixpipe) and s.atomic:
+            return [f"{p}SetAtomicAdd<float>();", p + self.cube(s, scope) + (f"  // {_comment(s.doc)}" if s.doc else ""),
+                    f"{p}SetAtomicNone();"]
         if isinstance(s, CUBE_STMTS):
             return [p + self.cube(s, scope) + (f"  // {_comment(s.doc)}" if s.doc else "")]
         raise IRError(f"unknown statement {type(s).__name__}", s)
@@ -2299,9 +2355,17 @@ class CppPrinter:
         doc = f"  // {_comment(s.doc)}" if s.doc else ""
         return [f"{p}DataCopyPad({self.ref(s.dst)}, {self.ref(s.src)}, {params}{pad});{doc}"]
 
-    def vec(self, s: Vec) -> str:
+    def vec(self, s: Vec, scope=None) -> str:
         d = INSTRS[s.op]
         exprs = {}
+        elem = None   # the instruction's element type T when a ub operand of type T has a concrete other than float
+        for o in d.operands:
+            if o.kind == "ub" and o.dtype == INSTR_T and scope is not None:
+                try:
+                    elem = self.dtype_of(s.arg(o.name), scope)
+                except KeyError:
+                    elem = None
+                break
         for o in d.operands:
             v = s.arg(o.name)
             if o.kind in ("ub", "gm"):
@@ -2311,7 +2375,10 @@ class CppPrinter:
                 plain = const_value(v) is not None or s.op in _HELPERS
                 exprs[o.name] = t if plain else f"static_cast<{o.dtype}>({t})"
             elif o.kind == "scalar":   # the scalar is exactly T (§1.9): a literal is, an expression is cast
-                exprs[o.name] = self.f(v) if isinstance(v, FConst) else f"static_cast<float>({self.f(v)})"
+                if elem in ("half", "bfloat16_t"):
+                    exprs[o.name] = f"static_cast<{elem}>({self.f(v)})"
+                else:
+                    exprs[o.name] = self.f(v) if isinstance(v, FConst) else f"static_cast<float>({self.f(v)})"
             elif o.kind == "mode":
                 exprs[o.name] = v.name if isinstance(v, Sym) else f"RoundMode::{v}"
             elif o.kind == "cmp":
@@ -2360,13 +2427,17 @@ class CppPrinter:
             else:
                 ctype = {'int': 'int64_t', 'float': 'float', 'bool': 'bool', 'mode': 'RoundMode'}[q.kind]
                 ps.append(f"{ctype} {q.name}")
+        lines = self.body(body, depth + 1, scope)
+        code = "\n".join(x.split("//")[0] for x in lines)
+        # a parameter the body never names (one specialisation's phase that ignores its chunk index) is marked so
+        ps = [x if re.search(rf"\b{q.name}\b", code) else f"[[maybe_unused]] {x}" for q, x in zip(params, ps)]
         out = [f"{p}// {_comment(line)}" for line in doc.split("\n")] if doc else []
         if tparams:
             out.append(f"{p}template <{', '.join('typename ' + t for t in tparams)}>")
         out.append(f"{p}{'static ' if static else ''}__aicore__ inline {ret} {name}({', '.join(ps)})"
                    f"{' const' if const else ''}")
         out.append(f"{p}{{")
-        out += self.body(body, depth + 1, scope)
+        out += lines
         out.append(f"{p}}}")
         return out
 
@@ -2387,6 +2458,10 @@ class CppPrinter:
             out.append(f"{p * 2}{g.name}.SetGlobalBuffer(reinterpret_cast<__gm__ {g.dtype}*>({src}));")
         if not any(g.workspace for g in k.gms):
             out.append(f"{p * 2}(void)workspace;")
+        bound = {g.arg for g in k.gms if not g.workspace}
+        for a in k.args:
+            if a not in bound:
+                out.append(f"{p * 2}(void){a};  // not read by this class")
         out += self.body(k.init, 2, {})
         out.append(f"{p}}}")
         out.append("")

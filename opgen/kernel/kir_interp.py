@@ -262,7 +262,7 @@ class _Launch:
         for i in group:
             np.maximum(self.K[i], m, out=self.K[i])
 
-    def gm_access(self, me, ins, g, off: int, n: int, write: bool):
+    def gm_access(self, me, ins, g, off: int, n: int, write: bool, atomic: bool = False):
         """Core `me`'s instruction `ins` (pipe index, clock, statement) reads or writes bytes [off, off + n) of GM
         tensor g's buffer: a fault when another core wrote them (read-after-write, write-after-write) or last read
         them (write-after-read) and no SyncAll or cross-core flag orders that access before this one -- a race
@@ -278,8 +278,9 @@ class _Launch:
                 return            # never written in this launch: an input (the workspace's reads are kept)
             size = g.data.size
             sh = self.gm[key] = [np.full(size, -1, np.int32), np.zeros(size, np.int8), np.zeros(size, np.int32),
-                                 np.full(size, -1, np.int32), np.zeros(size, np.int8), np.zeros(size, np.int32)]
-        wc, wp, wt, rc, rp, rt = (a[off:off + n] for a in sh)
+                                 np.full(size, -1, np.int32), np.zeros(size, np.int8), np.zeros(size, np.int32),
+                                 np.zeros(size, np.bool_)]
+        wc, wp, wt, rc, rp, rt, wa = (a[off:off + n] for a in sh)
         me_i = me.slot
         known = self.K[me_i]
 
@@ -292,6 +293,8 @@ class _Launch:
 
         kind, who = "read-after-write" if not write else "write-after-write", wc
         bad = unordered(wc, wp, wt)
+        if atomic:   # atomic adds (SetAtomicAdd) of several cores accumulate in any order: not a race among them
+            bad &= ~wa
         if not bad.any() and write:
             kind, who = "write-after-read", rc
             bad = unordered(rc, rp, rt)
@@ -304,7 +307,7 @@ class _Launch:
                            "SyncAll or cross-core flag ordering them (a CrossCoreSetFlag orders what its pipe has "
                            "completed; docs/reference/ascendc.md §1.6)")
         if write:
-            wc[:], wp[:], wt[:] = me_i, ins[0], ins[1]
+            wc[:], wp[:], wt[:], wa[:] = me_i, ins[0], ins[1], atomic
             rc[:] = -1
         else:   # one reader kept per byte: another core's read this one is not ordered after stays (a later write
             # by this core must be checked against it); a read ordered before this one gives way
@@ -487,6 +490,17 @@ class _Core:
             return self.ev(as_dim(e.a), env) if all(self.holds(c, env) for c in conds) else self.ev(as_dim(e.b), env)
         if isinstance(e, kir.Invoke):
             return self.invoke(e.method, [self.ev(as_dim(a), env) for a in e.args])
+        if isinstance(e, kir.GmAt):   # an int GM element read by the scalar unit (a member tensor: inputs only)
+            g = self.gms.get(e.tensor)
+            i = self.ev(as_dim(e.index), env)
+            if g is None or g.data is None:
+                raise KirFault(f"{self.where}: {e}: GM tensor {e.tensor} has no buffer")
+            dt = NP_TYPES[self.dt(g.dtype)]
+            if not 0 <= i < g.data.size // dt.itemsize:
+                raise KirFault(f"{self.where}: {e}: GetValue({i}) outside the {g.data.size // dt.itemsize} elements of "
+                               f"'{g.name}'")
+            self.touch_gm(self.issue(_S, self.cur), g, i * dt.itemsize, dt.itemsize, False)
+            return int(g.data[i * dt.itemsize:(i + 1) * dt.itemsize].view(dt)[0])
         if isinstance(e, kir.TableAt):
             idx = [self.ev(as_dim(a), env) for a in e.index]
             try:
@@ -651,7 +665,7 @@ class _Core:
             a.r_clock[sl, pipe] = clock
             a.r_stmt[sl, pipe] = sid
 
-    def touch_gm(self, ins, g: "_Gm", off: int, n: int, write: bool):
+    def touch_gm(self, ins, g: "_Gm", off: int, n: int, write: bool, atomic: bool = False):
         """Instruction `ins` (an MTE2 load or MTE3 store) reads or writes bytes [off, off + n) of GM tensor g's
         buffer (off from the buffer's start): this core's GM shadow of that buffer, in pages of _GM_PAGE bytes
         made on first touch (keyed by the underlying array, so GM tensors sharing the workspace share it). Other
@@ -660,7 +674,7 @@ class _Core:
         if n <= 0:
             return
         if self.launch is not None:   # other cores' accesses: ordered by SyncAll and cross-core flags only
-            self.launch.gm_access(self, ins, g, off, n, write)
+            self.launch.gm_access(self, ins, g, off, n, write, atomic)
         key = g.data.__array_interface__["data"][0]
         end = off + n
         while off < end:
@@ -1089,7 +1103,8 @@ class _Core:
         ok = a.written[t.off:t.off + n * dt.itemsize].reshape(n, dt.itemsize).all(axis=1)
         return raw.view(dt), ok
 
-    def gm_tile(self, ins, what: str, g: "_Gm", gbyte: int, rows: int, cols: int, pitch: int, dt, write: bool):
+    def gm_tile(self, ins, what: str, g: "_Gm", gbyte: int, rows: int, cols: int, pitch: int, dt, write: bool,
+                atomic: bool = False):
         """The element indices [rows, cols] of a tile of GM tensor g from byte `gbyte`, row pitch `pitch` elements of
         type dt (the GM side of Nd2Nz and Fixpipe): bounds checked, each row's bytes recorded as read or written by
         instruction `ins` (touch_gm)."""
@@ -1100,7 +1115,7 @@ class _Core:
         if gbyte < 0 or last > g.data.size:
             raise KirFault(f"{what}: GM out of range on tensor '{g.name}': bytes [{gbyte}, {last}) of {g.data.size}")
         for r in range(rows):
-            self.touch_gm(ins, g, gbyte + r * pitch * sz, cols * sz, write)
+            self.touch_gm(ins, g, gbyte + r * pitch * sz, cols * sz, write, atomic)
         return gbyte // sz + np.arange(rows)[:, None] * pitch + np.arange(cols)[None, :]
 
     def nd2nz(self, s: kir.Nd2Nz, frame):
@@ -1239,7 +1254,11 @@ class _Core:
                            f"L0C byte address {c.off + int(ic[i, j]) * 4}: no Mmad produced it from fully written "
                            "operands")
         dt = NP_TYPES[self.dt(g.dtype)]
-        g.data.view(dt)[self.gm_tile(ins, what, g, gbyte, rows, cols, pitch, dt, True)] = cv[ic].astype(dt)
+        at = self.gm_tile(ins, what, g, gbyte, rows, cols, pitch, dt, True, s.atomic)
+        if s.atomic:   # SetAtomicAdd<float>: every element added to what GM holds (fp32)
+            g.data.view(dt)[at] += cv[ic].astype(dt)
+        else:
+            g.data.view(dt)[at] = cv[ic].astype(dt)
 
     # -- vector instructions
     def vec(self, s: kir.Vec, frame):

@@ -18,8 +18,8 @@ The analysis is an abstract interpretation of the program (Init, then Process, m
   expressions are, else the region runs from its start to the end of the base (or covers the whole base):
   regions not proven disjoint overlap (sound). A slot of a member tensor array got at a run-time offset (`w_[k]`,
   `perm_[j]`: Get with a slot) is a base of its own, relative offsets inside it: the planner lays the slots of every
-  array of a TBuf out apart and every instruction on a slot covers at most its stride (opgen.kernel.vsync, the
-  planned buffers of opgen.tiling); it overlaps its TBuf seen whole, never another slot. A copy's GM side is a
+  array of a TBuf out apart and every instruction on a slot covers at most its stride (the lowerings' claim, the
+  planned buffers of opgen.tiling; slot 0 too); it overlaps its TBuf seen whole, never another slot. A copy's GM side is a
   region too: its whole GM buffer (so an MTE2 reload of a buffer MTE3 stored to on the core gets MTE3_MTE2, as the
   detector's per-core GM shadow requires); a method's GM parameter is its argument's buffer, a struct's GM field
   (the head kernel's Part: `p.in[j]`, `p.out[j]`) one buffer per field (inputs and outputs never alias); every
@@ -313,7 +313,8 @@ class _Analysis:
         self.locals = {b.name: b for b in k.locals}
         self.methods = {m.name: m for m in k.methods}
         self.member_dtypes = {t.name: t.dtype for t in k.tensors}
-        self.gm_bases = {g.name: ("gm", "<workspace>" if g.workspace else g.arg) for g in k.gms}
+        self.gm_bases = {g.name: ("gm", (f"<workspace {g.region}>" if g.region else "<workspace>") if g.workspace
+                                  else g.arg) for g in k.gms}
         self.unit: str | None = None      # the CoreIf being analysed
         self.env: dict = {}               # loop variables of unrolled loops (UNROLL) and their current values
         self.gm_scope: dict = {}          # a called method's GM parameters: their arguments' GM bases
@@ -599,7 +600,7 @@ class _Analysis:
             if s.slot is not None:
                 name = f"{name}[{slot if slot is not None else '?'}]"
             for d in ds.values():
-                if off is None and slot is not None:   # slot k at a run-time stride: bytes of its own (docstring)
+                if slot is not None:   # slot k of a member tensor array: bytes of its own (docstring), slot 0 too
                     d.binds[name] = (("b", s.buf, "slot", s.var, slot), 0, s.dtype)
                 else:
                     d.binds[name] = (("b", s.buf), None if off is None or sz is None else off * sz, s.dtype)

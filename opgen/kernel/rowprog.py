@@ -135,7 +135,7 @@ VECTOR_KINDS = tuple(k for k in ("cast_in", "vwiden", "vnarrow", *TABLE_KINDS, "
                      if k in TABLE_KINDS or k == "vlogic" or INSTRS[KIND_OPS[k]].pipe is Pipe.V)
 """Instruction kinds printed as vector (PIPE_V) instructions (their table entries' pipe). The vector pipe issues in
 order but does not complete in order, so a dependent vector instruction must wait (docs/reference/ascendc.md §1.6):
-the barrier pass (opgen.kernel.vsync) puts PipeBarrier<PIPE_V>() before one only where an operand depends; the
+the dependency pass (opgen.kernel.kir_sync) puts PipeBarrier<PIPE_V>() before one only where an operand depends; the
 emitted packages use manual sync."""
 
 

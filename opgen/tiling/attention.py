@@ -59,7 +59,8 @@ from dataclasses import dataclass
 
 from opgen.errors import SpecError
 from opgen.ir.dims import Lit, Sym
-from opgen.kernel.attnprog import DENSE_BLOCK
+from opgen.kernel.attnclass import FIELD_OF_ROLE, AttnPlan
+from opgen.kernel.attnprog import DENSE_BLOCK, shape_key
 from opgen.platforms import PLATFORMS
 from opgen.tiling.buffers import Buffer, fixed_bytes, row_bytes
 from opgen.tiling.program import TilingProgram, align_up, ceil_div, emax, emin, lit, select
@@ -223,8 +224,8 @@ def _ws(x):
 
 @dataclass(frozen=True)
 class AttentionCounts:
-    """What an NSA kernel holds (the maxima over its specialisations; opgen.codegen.kernel_attention checks every lowered
-    program against them, so the buffers proven here are the ones the kernel allocates).
+    """What an attention kernel holds (the maxima over its specialisations; opgen.kernel.attnclass allocates the buffers
+    of each lowered program within them, so the buffers proven here bound the ones the kernel allocates).
 
     AIV (per row of a UB pass): row_regs fp32 key rows, tile_stores T key rows (to workspace tiles), stat8 rows of 8
     floats (softmax max / sum outputs); held once: scratch fp32 key rows (the max tree), head_regs fp32 head rows
@@ -411,3 +412,23 @@ def program_inputs(layout, spec, deterministic: bool = False) -> dict:
 POST_OFFSETS = {"thd": "wsDqOffset", "Tnd": "wsDkOffset", "Tnv": "wsDvOffset"}
 """Tiling field holding the byte offset of each fp32 output workspace, by the output's role shape (opgen.kernel.attnprog
 shape_key): query-shaped [T1, N1, D] (dq), key-shaped [T2, N2, D] (dk), value-shaped [T2, N2, Dv] (dv)."""
+
+
+def attn_plan(spec, lowered, counts: AttentionCounts, inputs: dict):
+    """What the attention classes read of this tiling (opgen.kernel.attnclass.AttnPlan): the workspace slots, the
+    deterministic schedule when the TilingFunc reads the framework's flag (`inputs`, program_inputs), the region
+    alignment, each post output's workspace offset field and size fields, the L0 buffers. Raises SpecError for a
+    post output with no workspace of the tiling."""
+    lay = lowered.layout
+    offs, sizes = {}, {}
+    for p in lowered.programs.values():
+        for po in p.post:
+            shape = next(o for o in spec.outputs if o.name == po.output).shape
+            key = shape_key(shape, lay.tokens)
+            if key not in POST_OFFSETS:
+                raise SpecError(f"{spec.name}: the tiling has no workspace for output {po.output} ({key})")
+            offs[po.output] = POST_OFFSETS[key]
+            sizes[po.output] = tuple(FIELD_OF_ROLE[lay.tokens[str(d)]] for d in shape)
+    return AttnPlan(slots=counts.slots, det="deterministic" in inputs, det_strategy=DETERMINISTIC, ws_align=WS_ALIGN,
+                    post_offsets=tuple(offs.items()), post_sizes=tuple(sizes.items()), l0c_acc=L0C_ACC,
+                    l0a=CUBE["l0a"], l0b=CUBE["l0b"], l0c=CUBE["l0c"])

@@ -2,9 +2,9 @@
 // Tiling of NsaSelectedAttention: attention family, forward mixed AIC/AIV kernel (1 AIC : 2 AIV), units of (token, kv head, head group).
 // Mixed kernel (KERNEL_TYPE_MIX_AIC_1_2): the AIC of every AI Core runs the matmuls (GM -> L1 NZ -> L0A/L0B ->
 // Mmad -> L0C -> Fixpipe), its two AIVs the vector stage; they exchange tiles through the GM workspace and
-// hand over with CrossCoreSetFlag / CrossCoreWaitFlag (mode 2). One class per specialisation; the statements of
-// the cube phases, the vector stage and the final pass are printed by opgen/codegen/kernel_attention.py from the
-// lowered attention program (opgen/kernel/attnprog.py).
+// hand over with CrossCoreSetFlag / CrossCoreWaitFlag. One class per specialisation: opgen's Kernel IR
+// (opgen/kernel/attnclass.py) printed by its one C++ printer (opgen/kernel/kir.py); this file is only its
+// skeleton.
 #pragma once
 #include <cstdint>
 
@@ -13,18 +13,6 @@
 
 namespace nsa_selected_attention_kernel {
 using namespace AscendC;
-
-constexpr float FLT_MAX_VALUE = 3.4028234663852886e38f;
-constexpr int32_t FLAG_C2V = 1;           // AIC -> its AIVs: the item's cube results are in the workspace
-constexpr int32_t FLAG_V2C = 2;           // AIVs -> their AIC: the item's vector results are in the workspace
-constexpr int32_t FLAG_ZERO = 3;          // AIVs -> their AIC: the atomic targets are zero everywhere
-constexpr int32_t FLAG_DONE = 4;          // AIC -> its AIVs: all atomic adds of this AI Core are done
-constexpr int32_t FLAG_TURN = 5;          // all AICs (mode 0): the deterministic schedule's turn barrier
-constexpr int64_t L0A_BYTES = 65536;      // L0A bytes on Atlas A2/A3
-constexpr int64_t L0B_BYTES = 65536;      // L0B bytes
-constexpr int64_t L0C_BYTES = 131072;     // L0C bytes
-constexpr int64_t L0C_ACC_BYTES = 65536;  // L0C bytes of the accumulator region (the tile region follows)
-constexpr int64_t MAX_BLOCKS = 32;        // most selected blocks per unit (the spec's CNT bound)
 
 __aicore__ inline float BitsToFloat(int64_t bits)
 {
@@ -35,26 +23,10 @@ __aicore__ inline int64_t AlignUp(int64_t a, int64_t b)
 {
     return (a + b - 1) / b * b;
 }
-__aicore__ inline int64_t Min64(int64_t a, int64_t b)
-{
-    return a < b ? a : b;
-}
-__aicore__ inline int64_t Max64(int64_t a, int64_t b)
-{
-    return a > b ? a : b;
-}
 
-// The later pipe waits until the earlier one has passed this point (set + wait on one event id).
-template <HardEvent E>
-__aicore__ inline void Fence()
-{
-    SetFlag<E>(EVENT_ID0);
-    WaitFlag<E>(EVENT_ID0);
-}
-
-// Fixpipe conversion of the fp32 L0C result to D.
+// Fixpipe's conversion of the fp32 L0C result to the output type D (quantPre).
 template <typename D>
-__aicore__ inline QuantMode_t QuantOf()
+__aicore__ inline QuantMode_t CubeQuantOf()
 {
     if constexpr (IsSameType<D, half>::value) {
         return QuantMode_t::F322F16;
@@ -65,31 +37,16 @@ __aicore__ inline QuantMode_t QuantOf()
     }
 }
 
-// `rows` GM rows of `cols` elements, `pitch` elements apart, into an L1 NZ matrix of `padRows` rows (its C0
-// stride); one ND -> NZ copy when the pitch fits the 16-bit srcDValue, else one per row.
-template <typename T>
-__aicore__ inline void RowsToNz(const LocalTensor<T>& dst, const GlobalTensor<T>& src, int64_t rows, int64_t cols,
-                                int64_t pitch, int64_t padRows)
-{
-    if (pitch <= 65535) {
-        DataCopy(dst, src, Nd2NzParams(1, rows, cols, 0, pitch, padRows, 1, 0));
-    } else {
-        for (int64_t r = 0; r < rows; ++r) {
-            DataCopy(dst[r * 16], src[r * pitch], Nd2NzParams(1, 1, cols, 0, cols, padRows, 1, 0));
-        }
-    }
-}
-
-// `rows` x `cols` of an L0C NZ result (C0 stride `mPad` rows) to GM rows `pitch` elements apart, as D.
-template <typename D>
-__aicore__ inline void FixRows(const GlobalTensor<D>& dst, const LocalTensor<float>& src, int64_t rows, int64_t cols,
-                               int64_t mPad, int64_t pitch)
-{
-    FixpipeParamsV220 p(static_cast<uint16_t>(cols), static_cast<uint16_t>(rows), static_cast<uint16_t>(mPad),
-                        static_cast<uint32_t>(pitch), false);
-    p.quantPre = QuantOf<D>();
-    Fixpipe<D, float, CFG_ROW_MAJOR>(dst, src, p);
-}
+// One work unit (Decode): dense keys: batch b, kv head n2, query heads h0 .. h0 + nh - 1 (GQA: the G query heads of a kv head share its keys), query rows s .. s + qr - 1 (an S1 block), rows = nh * qr head-major, its first `keys` keys in `chunks` cube chunks and `items` items; selected keys: token t, its in-batch position s, the first key row kv0 of its batch, heads h0 .. h0 + rows - 1; mPad = the Mmad's rows padded to 16.
+struct Unit {
+    int64_t t = 0;
+    int64_t n2 = 0;
+    int64_t h0 = 0;
+    int64_t rows = 0;
+    int64_t s = 0;
+    int64_t kv0 = 0;
+    int64_t mPad = 0;
+};
 
 // no masking; item = unit (whole key rows), AIC pipelines two units
 template <typename T>
@@ -101,7 +58,6 @@ public:
                                 const optiling::NsaSelectedAttentionTilingData* td)
     {
         td_ = td;
-        (void)atten_mask;  // not read by this specialisation
         gm_query.SetGlobalBuffer(reinterpret_cast<__gm__ T*>(query));
         gm_key.SetGlobalBuffer(reinterpret_cast<__gm__ T*>(key));
         gm_value.SetGlobalBuffer(reinterpret_cast<__gm__ T*>(value));
@@ -111,385 +67,376 @@ public:
         gm_softmax_max.SetGlobalBuffer(reinterpret_cast<__gm__ float*>(softmax_max));
         gm_softmax_sum.SetGlobalBuffer(reinterpret_cast<__gm__ float*>(softmax_sum));
         gm_attention_out.SetGlobalBuffer(reinterpret_cast<__gm__ T*>(attention_out));
-        N1_ = td->qHeads;
-        N2_ = td->kvHeads;
-        G_ = td->groupSize;
-        D_ = td->headDim;
-        Dv_ = td->valueDim;
-        CNT_ = td->blockCount;
-        BS_ = td->blockSize;
-        L_ = td->selKeys;
-        gRows_ = td->gRows;
-        gTile_ = td->gTile;
-        gChunks_ = td->gChunks;
-        bpc_ = td->blocksPerChunk;
-        Lc_ = td->chunkKeys;
-        chunks_ = td->chunks;
-        batches_ = td->batches;
-        vecRows_ = td->vecRows;
-        scale_ = BitsToFloat(td->scaleBits);
-        if ASCEND_IS_AIC {  // the AI Core (GetBlockIdx on the AIC); an AIV's is its block index over the task ratio
-            core_ = GetBlockIdx();
-        } else {
-            core_ = GetBlockIdx() / GetTaskRatio();
-        }
-        unitBegin_ = core_ * td->unitsPerCore + Min64(core_, td->unitsTail);
-        unitEnd_ = unitBegin_ + td->unitsPerCore + (core_ < td->unitsTail ? 1 : 0);
-        ws_ = GetUserWorkspace(workspace);
-        ws_v38.SetGlobalBuffer(reinterpret_cast<__gm__ float*>(ws_ + core_ * 2 * td->wsSlotBytes));
-        ws_v46.SetGlobalBuffer(reinterpret_cast<__gm__ T*>(ws_ + core_ * 2 * td->wsSlotBytes +
-                                                           AlignUp(td->gRows * td->selKeys * sizeof(float), 512)));
+        wsTile0_.SetGlobalBuffer(reinterpret_cast<__gm__ float*>(GetUserWorkspace(workspace)));
+        wsTile1_.SetGlobalBuffer(reinterpret_cast<__gm__ T*>(GetUserWorkspace(workspace)));
+        (void)atten_mask;  // not read by this class
     }
 
     __aicore__ inline void Process()
     {
         if ASCEND_IS_AIC {
             CubeMain();
-        } else {
+        }
+        if ASCEND_IS_AIV {
             VecMain();
         }
     }
 
 private:
-    // One work unit: token t, kv head n2, query heads h0 .. h0 + rows - 1 (GQA: the G query heads of a kv head share its keys); s = in-batch position
-    // of t, kv0 = first key row of its batch; mPad = Mmad rows (>= 2: m = 1 would select GEMV mode); blk = its
-    // selected block indices (the topk row; kept per unit because the AIC works on two units at a time).
-    struct Unit {
-        int64_t t, n2, h0, rows, s, kv0, mPad;
-        int32_t blk[MAX_BLOCKS];
-    };
-
+    // The coordinates of work unit u (the Unit struct's fields).
     __aicore__ inline void Decode(int64_t u, Unit& x)
     {
-        const int64_t gc = u % gChunks_;
-        x.t = u / (N2_ * gChunks_);
-        x.n2 = (u / gChunks_) % N2_;
-        x.h0 = x.n2 * G_ + gc * gRows_;
-        x.rows = Min64(gRows_, G_ - gc * gRows_);
-        while (batch_ + 1 < batches_ && x.t >= gm_actual_seq_qlen.GetValue(batch_)) {
-            ++batch_;
+        const int64_t gc = u % td_->gChunks;
+        x.t = u / (td_->gChunks * td_->kvHeads);
+        x.n2 = u / td_->gChunks % td_->kvHeads;
+        x.h0 = td_->gRows * gc + td_->groupSize * x.n2;
+        x.rows = td_->gRows < td_->groupSize - td_->gRows * gc ? td_->gRows : td_->groupSize - td_->gRows * gc;
+        for (
+            batch_ = batch_;
+            batch_ <
+            (x.t >= static_cast<int64_t>(gm_actual_seq_qlen.GetValue(batch_))
+                 ? td_->batches - 1
+                 : batch_);) {  // the token's batch: the cumulative query lengths are increasing and the tokens of a core too
+            batch_ += 1;
         }
-        x.s = x.t - (batch_ > 0 ? gm_actual_seq_qlen.GetValue(batch_ - 1) : 0);
-        x.kv0 = batch_ > 0 ? gm_actual_seq_kvlen.GetValue(batch_ - 1) : 0;
-        x.mPad = AlignUp(Max64(x.rows, 2), 16);
-        // The rules on topk values the aclnn layer cannot check (device data): each block inside its batch
-        // (0 <= idx, (idx + 1) * bs <= S2_b). A violation stops the AI Core (Trap): the launch fails.
-        const int64_t kvLen = gm_actual_seq_kvlen.GetValue(batch_) - x.kv0;
-        for (int64_t i = 0; i < CNT_; ++i) {
-            x.blk[i] = gm_topk_indices.GetValue((x.t * N2_ + x.n2) * CNT_ + i);
-            if (x.blk[i] < 0 || (static_cast<int64_t>(x.blk[i]) + 1) * BS_ > kvLen) {
+        x.s = x.t - (batch_ > 0 ? static_cast<int64_t>(gm_actual_seq_qlen.GetValue(batch_ - 1)) : 0);
+        x.kv0 = batch_ > 0 ? static_cast<int64_t>(gm_actual_seq_kvlen.GetValue(batch_ - 1)) : 0;
+        const int64_t kvLen = static_cast<int64_t>(gm_actual_seq_kvlen.GetValue(batch_)) - x.kv0;
+        for (
+            int64_t i = 0; i < td_->blockCount;
+            ++i) {  // the topk rules the aclnn layer cannot check (device data): a violation stops the AI Core (Trap) and the launch fails
+            const int64_t blk = static_cast<int64_t>(
+                gm_topk_indices.GetValue(i + td_->blockCount * x.n2 + td_->blockCount * td_->kvHeads * x.t));
+            if (!(static_cast<float>(blk) >= 0.0f &&
+                  static_cast<float>(blk) <
+                      static_cast<float>(
+                          kvLen /
+                          td_->blockSize))) {  // a selected block lies inside its batch: 0 <= idx, (idx + 1) * bs <= S2 of the batch
                 Trap();
             }
         }
+        x.mPad = AlignUp((x.rows > 2 ? x.rows : 2), 16);  // Mmad rows: m = 1 would select GEMV mode
     }
 
-    __aicore__ inline int64_t ChunkKeys(int64_t c) const
+    // `rows` GM rows of `cols` elements, `pitch` elements apart, into an L1 NZ matrix of `padRows` rows (its C0 stride).
+    __aicore__ inline void RowsToNz(const LocalTensor<T>& dst, const GlobalTensor<T>& src, int64_t rows, int64_t cols,
+                                    int64_t pitch, int64_t padRows)
     {
-        return Min64(bpc_, CNT_ - c * bpc_) * BS_;
-    }
-
-    // ------------------------------------------------------------------ AIC
-    __aicore__ inline void CubeMain()
-    {
-        pipe_.InitBuffer(headL1_0Buf_, (gTile_ * D_) * sizeof(T));
-        pipe_.InitBuffer(gatherL1_0Buf_, (Lc_ * D_) * sizeof(T));
-        pipe_.InitBuffer(tileL1_0Buf_, (gTile_ * Lc_) * sizeof(T));
-        pipe_.InitBuffer(l0aBuf_, L0A_BYTES);
-        pipe_.InitBuffer(l0bBuf_, L0B_BYTES);
-        pipe_.InitBuffer(l0cBuf_, L0C_BYTES);
-        headL1_0_ = headL1_0Buf_.template Get<T>();
-        gatherL1_0_ = gatherL1_0Buf_.template Get<T>();
-        tileL1_0_ = tileL1_0Buf_.template Get<T>();
-        l0a_ = l0aBuf_.template Get<T>();
-        l0b_ = l0bBuf_.template Get<T>();
-        acc_ = l0cBuf_.template Get<float>();
-        tile_ = acc_[L0C_ACC_BYTES / sizeof(float)];
-        Unit x;
-        Unit prev;
-        int64_t prevSlot = 0;
-        bool havePrev = false;
-        for (int64_t u = unitBegin_; u < unitEnd_; ++u) {
-            Decode(u, x);
-            const int64_t slot = (u - unitBegin_) % 2;
-            CubePhase1(x, 0, slot);
-            CrossCoreSetFlag<2, PIPE_FIX>(FLAG_C2V);
-            if (havePrev) {
-                CrossCoreWaitFlag(FLAG_V2C);
-                CubePhase2(prev, 0, prevSlot);
+        if (pitch <= 65535) {  // one ND -> NZ copy when the pitch fits the 16-bit srcDValue, else one per row
+            DataCopy(dst, src,
+                     Nd2NzParams(1, static_cast<uint16_t>(rows), static_cast<uint16_t>(cols), 0,
+                                 static_cast<uint16_t>(pitch), static_cast<uint16_t>(padRows), 1, 0));
+        } else {
+            for (int64_t r = 0; r < rows; ++r) {
+                DataCopy(dst[16 * r], src[pitch * r],
+                         Nd2NzParams(1, 1, static_cast<uint16_t>(cols), 0, static_cast<uint16_t>(cols),
+                                     static_cast<uint16_t>(padRows), 1, 0));
             }
-            prev = x;
-            prevSlot = slot;
-            havePrev = true;
-        }
-        if (havePrev) {
-            CrossCoreWaitFlag(FLAG_V2C);
-            CubePhase2(prev, 0, prevSlot);
         }
     }
 
-    // C (L0C) [+]= A Bᵀ: A stored [m, k] in L1 NZ (C0 stride aPad rows), B stored [n, k] (C0 stride n rows, n a
-    // multiple of 16); k in tiles of kt. m rows of the Mmad = mm (>= 2), L0C C0 stride ceil16(mm).
+    // C (L0C) [+]= A Bᵀ: A stored [m, k] in L1 NZ (C0 stride aPad rows), B stored [n, k] (C0 stride n rows, n a multiple of 16); k in tiles of kt; mm (>= 2) Mmad rows.
     __aicore__ inline void MmadNT(const LocalTensor<float>& c, const LocalTensor<T>& a, const LocalTensor<T>& b,
-                                  int64_t mm, int64_t aPad, int64_t n, int64_t k, int64_t kt, bool init)
+                                  int64_t mm, int64_t aPad, int64_t n, int64_t k, int64_t kt, int64_t init)
     {
-        const int64_t m1 = AlignUp(mm, 16) / 16, ap = aPad / 16, n1 = n / 16;
-        for (int64_t k0 = 0; k0 < k; k0 += kt) {
-            const int64_t k1 = Min64(kt, k - k0) / 16;
-            Fence<HardEvent::M_MTE1>();
-            for (int64_t mb = 0; mb < m1; ++mb) {
-                LoadData(l0a_[mb * k1 * 256], a, LoadData2DParams(k0 / 16 * ap + mb, k1, ap, 0, 0, false, 0));
+        for (int64_t k0 = 0; k0 < k; k0 += kt) {  // K in tiles of kt
+            const int64_t kk = k - k0 < kt ? k - k0 : kt;
+            const int64_t k1 = kk / 16;
+            SetFlag<HardEvent::M_MTE1>(0);  // l0aBuf_: M has read it before MTE1 overwrites it
+            WaitFlag<HardEvent::M_MTE1>(0);
+            for (int64_t mb = 0; mb < AlignUp(mm, 16) / 16; ++mb) {
+                LoadData(l0a_[256 * (k1 * mb)], a,
+                         LoadData2DParams(static_cast<uint16_t>(mb + aPad / 16 * (k0 / 16)), static_cast<uint8_t>(k1),
+                                          static_cast<uint16_t>(aPad / 16), 0, 0, false, 0));
             }
-            LoadData(l0b_, b, LoadData2DParams(k0 / 16 * n1, k1 * n1, 1, 0, 0, false, 0));
-            Fence<HardEvent::MTE1_M>();
-            if (k0 == 0) {
-                Fence<HardEvent::FIX_M>();
-            }
-            Mmad(c, l0a_, l0b_, MmadParams(mm, n, k1 * 16, 0, false, init && k0 == 0));
+            LoadData(l0b_, b,
+                     LoadData2DParams(static_cast<uint16_t>(k0 / 16 * (n / 16)), static_cast<uint8_t>(k1 * (n / 16)), 1,
+                                      0, 0, false, 0));
+            SetFlag<HardEvent::MTE1_M>(0);  // l0aBuf_: MTE1 has written it before M reads it
+            WaitFlag<HardEvent::MTE1_M>(0);
+            Mmad(c, l0a_, l0b_,
+                 MmadParams(static_cast<uint16_t>(mm), static_cast<uint16_t>(n), static_cast<uint16_t>(16 * k1), 0,
+                            false, init && k0 == 0));
         }
-        Fence<HardEvent::M_FIX>();
     }
 
-    // C (L0C) [+]= A B: A stored [m, k] (C0 stride aPad), B stored [k, n] (C0 stride bPad rows, k <= bPad); k tiles
-    // of kt (fractal transposes turn B's NZ into the ZN layout of L0B).
+    // C (L0C) [+]= A B: A stored [m, k] (C0 stride aPad), B stored [k, n] (C0 stride bPad rows); k tiles of kt (fractal transposes turn B's NZ into L0B's ZN layout).
     __aicore__ inline void MmadNN(const LocalTensor<float>& c, const LocalTensor<T>& a, const LocalTensor<T>& b,
-                                  int64_t mm, int64_t aPad, int64_t n, int64_t k, int64_t bPad, int64_t kt, bool init)
+                                  int64_t mm, int64_t aPad, int64_t n, int64_t k, int64_t bPad, int64_t kt,
+                                  int64_t init)
     {
-        const int64_t m1 = AlignUp(mm, 16) / 16, ap = aPad / 16, n1 = n / 16, bp = bPad / 16;
-        for (int64_t k0 = 0; k0 < k; k0 += kt) {
-            const int64_t k1 = Min64(kt, k - k0) / 16;
-            Fence<HardEvent::M_MTE1>();
-            for (int64_t mb = 0; mb < m1; ++mb) {
-                LoadData(l0a_[mb * k1 * 256], a, LoadData2DParams(k0 / 16 * ap + mb, k1, ap, 0, 0, false, 0));
+        for (int64_t k0 = 0; k0 < k; k0 += kt) {  // K in tiles of kt
+            const int64_t kk = k - k0 < kt ? k - k0 : kt;
+            const int64_t k1 = kk / 16;
+            SetFlag<HardEvent::M_MTE1>(0);  // l0aBuf_: M has read it before MTE1 overwrites it
+            WaitFlag<HardEvent::M_MTE1>(0);
+            for (int64_t mb = 0; mb < AlignUp(mm, 16) / 16; ++mb) {
+                LoadData(l0a_[256 * (k1 * mb)], a,
+                         LoadData2DParams(static_cast<uint16_t>(mb + aPad / 16 * (k0 / 16)), static_cast<uint8_t>(k1),
+                                          static_cast<uint16_t>(aPad / 16), 0, 0, false, 0));
             }
             for (int64_t kb = 0; kb < k1; ++kb) {
-                LoadData(l0b_[kb * n1 * 256], b, LoadData2DParams(k0 / 16 + kb, n1, bp, 0, 0, true, 0));
+                LoadData(l0b_[256 * (kb * (n / 16))], b,
+                         LoadData2DParams(static_cast<uint16_t>(k0 / 16 + kb), static_cast<uint8_t>(n / 16),
+                                          static_cast<uint16_t>(bPad / 16), 0, 0, true, 0));
             }
-            Fence<HardEvent::MTE1_M>();
-            if (k0 == 0) {
-                Fence<HardEvent::FIX_M>();
-            }
-            Mmad(c, l0a_, l0b_, MmadParams(mm, n, k1 * 16, 0, false, init && k0 == 0));
+            SetFlag<HardEvent::MTE1_M>(0);  // l0aBuf_: MTE1 has written it before M reads it
+            WaitFlag<HardEvent::MTE1_M>(0);
+            Mmad(c, l0a_, l0b_,
+                 MmadParams(static_cast<uint16_t>(mm), static_cast<uint16_t>(n), static_cast<uint16_t>(16 * k1), 0,
+                            false, init && k0 == 0));
         }
-        Fence<HardEvent::M_FIX>();
     }
 
-    // C (L0C) = Aᵀ B[:, n0 : n0 + nn]: A stored [k, m] (C0 stride aPad rows, m a multiple of 16), B stored [k, n]
-    // (C0 stride bPad rows); k = the unit's rows (one k tile).
-    __aicore__ inline void MmadTN(const LocalTensor<float>& c, const LocalTensor<T>& a, const LocalTensor<T>& b,
-                                  int64_t m, int64_t aPad, int64_t n0, int64_t nn, int64_t k, int64_t bPad)
-    {
-        const int64_t m1 = m / 16, k1 = AlignUp(k, 16) / 16, ap = aPad / 16, n1 = nn / 16, bp = bPad / 16;
-        Fence<HardEvent::M_MTE1>();
-        for (int64_t mb = 0; mb < m1; ++mb) {
-            LoadData(l0a_[mb * k1 * 256], a, LoadData2DParams(mb * ap, k1, 1, 0, 0, true, 0));
-        }
-        for (int64_t kb = 0; kb < k1; ++kb) {
-            LoadData(l0b_[kb * n1 * 256], b, LoadData2DParams(n0 / 16 * bp + kb, n1, bp, 0, 0, true, 0));
-        }
-        Fence<HardEvent::MTE1_M>();
-        Fence<HardEvent::FIX_M>();
-        Mmad(c, l0a_, l0b_, MmadParams(m, nn, k, 0, false, true));
-        Fence<HardEvent::M_FIX>();
-    }
-
-    // The selected rows of a [T2, N2, E] tensor for key chunk c of unit x, gathered straight into L1 NZ (one ND ->
-    // NZ copy per selected block; C0 stride = the chunk's keys) (the AscendC matmul data path).
+    // The selected rows of a [T2, N2, E] tensor for key chunk c of unit x, gathered into L1 NZ (one ND -> NZ copy per selected block; C0 stride = the chunk's keys).
     __aicore__ inline void Gather(const LocalTensor<T>& dst, const GlobalTensor<T>& src, int64_t e, const Unit& x,
                                   int64_t c, int64_t keys)
     {
-        Fence<HardEvent::MTE1_MTE2>();
-        for (int64_t b = 0; b < keys / BS_; ++b) {
-            const int64_t row = x.kv0 + static_cast<int64_t>(x.blk[c * bpc_ + b]) * BS_;
-            RowsToNz(dst[b * BS_ * 16], src[(row * N2_ + x.n2) * e], BS_, e, N2_ * e, keys);
+        for (int64_t b = 0; b < keys / td_->blockSize; ++b) {
+            const int64_t row = x.kv0 + td_->blockSize * static_cast<int64_t>(gm_topk_indices.GetValue(
+                                                             b + td_->blockCount * x.n2 + td_->blocksPerChunk * c +
+                                                             td_->blockCount * td_->kvHeads * x.t));
+            RowsToNz(dst[16 * (b * td_->blockSize)], src[e * x.n2 + e * td_->kvHeads * row], td_->blockSize, e,
+                     e * td_->kvHeads, keys);
         }
-        Fence<HardEvent::MTE2_MTE1>();
     }
 
     // The unit's rows of a head-major [T1, N1, E] tensor into L1 NZ (C0 stride gTile rows).
     __aicore__ inline void Heads(const LocalTensor<T>& dst, const GlobalTensor<T>& src, int64_t e, const Unit& x)
     {
-        Fence<HardEvent::MTE1_MTE2>();
-        RowsToNz(dst, src[(x.t * N1_ + x.h0) * e], x.rows, e, e, gTile_);
-        Fence<HardEvent::MTE2_MTE1>();
+        RowsToNz(dst, src[e * x.h0 + e * td_->qHeads * x.t], x.rows, e, e, td_->gTile);
     }
 
     // `keys` columns of the unit's rows of a workspace tile (row pitch `pitch`) into L1 NZ (C0 stride gTile rows).
     __aicore__ inline void TileIn(const LocalTensor<T>& dst, const GlobalTensor<T>& src, const Unit& x, int64_t keys,
                                   int64_t pitch)
     {
-        Fence<HardEvent::MTE1_MTE2>();
-        RowsToNz(dst, src, x.rows, keys, pitch, gTile_);
-        Fence<HardEvent::MTE2_MTE1>();
+        RowsToNz(dst, src, x.rows, keys, pitch, td_->gTile);
     }
 
-    // Atomic fp32 add of the per-block rows of an L0C [keys, nn] result (C0 stride keys) into the [T2, N2, E]
-    // workspace at the selected rows, columns n0 .. n0 + nn (a scatter: duplicate indices accumulate).
-    __aicore__ inline void ScatterAdd(const GlobalTensor<float>& dst, const LocalTensor<float>& src, int64_t e,
-                                      const Unit& x, int64_t c, int64_t keys, int64_t n0, int64_t nn)
-    {
-        SetAtomicAdd<float>();
-        for (int64_t b = 0; b < keys / BS_; ++b) {
-            const int64_t row = x.kv0 + static_cast<int64_t>(x.blk[c * bpc_ + b]) * BS_;
-            FixRows<float>(dst[(row * N2_ + x.n2) * e + n0], src[b * BS_ * 16], BS_, nn, keys, N2_ * e);
-        }
-        SetAtomicNone();
-    }
-
-    __aicore__ inline void CubePhase1(const Unit& x, [[maybe_unused]] int64_t c, [[maybe_unused]] int64_t slot)
-    {
-        Heads(headL1_0_, gm_query, D_, x);  // spec: nsa_selected_attention.py:90
-        for (c = 0; c < chunks_; ++c) {
-            const int64_t keys = ChunkKeys(c);
-            Gather(gatherL1_0_, gm_key, D_, x, c, keys);  // spec: nsa_selected_attention.py:90
-            MmadNT(tile_, headL1_0_, gatherL1_0_, x.mPad, gTile_, keys, D_, td_->baseKs,
-                   true);  // spec: nsa_selected_attention.py:90
-            FixRows<float>(ws_v38[slot * (td_->wsSlotBytes / sizeof(float)) + c * Lc_], tile_, x.rows, keys, x.mPad,
-                           L_);  // spec: nsa_selected_attention.py:90
-        }
-    }
-
-    __aicore__ inline void CubePhase2(const Unit& x, [[maybe_unused]] int64_t c, [[maybe_unused]] int64_t slot)
-    {
-        for (c = 0; c < chunks_; ++c) {
-            const int64_t keys = ChunkKeys(c);
-            TileIn(tileL1_0_, ws_v46[slot * (td_->wsSlotBytes / sizeof(T)) + c * Lc_], x, keys,
-                   L_);                                      // spec: nsa_selected_attention.py:101
-            Gather(gatherL1_0_, gm_value, Dv_, x, c, keys);  // spec: nsa_selected_attention.py:101
-            MmadNN(acc_, tileL1_0_, gatherL1_0_, x.mPad, gTile_, Dv_, keys, keys, td_->baseKo,
-                   c == 0);  // spec: nsa_selected_attention.py:101
-        }
-        FixRows<T>(gm_attention_out[(x.t * N1_ + x.h0) * Dv_], acc_, x.rows, Dv_, x.mPad,
-                   Dv_);  // spec: nsa_selected_attention.py:101
-    }
-
-    // ------------------------------------------------------------------ AIV
-    __aicore__ inline void VecMain()
-    {
-        const int64_t rowCap = L_;
-        pipe_.InitBuffer(rowBuf_, 1 * vecRows_ * rowCap * sizeof(float));
-        pipe_.InitBuffer(tileQue0, 1, vecRows_ * rowCap * sizeof(T));
-        pipe_.InitBuffer(statQue0, 1, vecRows_ * 8 * sizeof(float));
-        pipe_.InitBuffer(statQue1, 1, vecRows_ * 8 * sizeof(float));
-        pipe_.InitBuffer(scratchBuf_, rowCap * sizeof(float));
-        scratch_ = scratchBuf_.template Get<float>();
-        pipe_.InitBuffer(reduceBuf_, (AlignUp((Max64(rowCap, D_) + 63) / 64, 8) + 16) * sizeof(float));
-        reduce_ = reduceBuf_.template Get<float>();
-        Unit x;
-        const int64_t sub = GetSubBlockIdx();
-        for (int64_t u = unitBegin_; u < unitEnd_; ++u) {
-            Decode(u, x);
-            const int64_t half = (x.rows + 1) / 2;
-            const int64_t rBegin = sub == 0 ? 0 : half;
-            const int64_t rEnd = sub == 0 ? half : x.rows;
-            const int64_t slot = (u - unitBegin_) % 2;
-            for (int64_t c = 0; c < 1; ++c) {
-                CrossCoreWaitFlag(FLAG_C2V);
-                VecItem(x, c, slot, rBegin, rEnd);
-                CrossCoreSetFlag<2, PIPE_MTE3>(FLAG_V2C);
-            }
-        }
-    }
-
-    __aicore__ inline LocalTensor<float> Reg(int64_t j)
-    {
-        return rowBuf_.template Get<float>()[j * vecRows_ * L_];
-    }
-
-    // Sum of n fp32 lanes (ReduceSum; the result read back by the scalar unit).
+    // Sum of n fp32 lanes (read back by the scalar unit).
     __aicore__ inline float RowSum(const LocalTensor<float>& src, int64_t n)
     {
         ReduceSum(reduce_, src, reduce_[8], static_cast<int32_t>(n));
-        Fence<HardEvent::V_S>();
+        SetFlag<HardEvent::V_S>(0);  // reduceBuf_: V has written it before S reads it
+        WaitFlag<HardEvent::V_S>(0);
         const float r = reduce_.GetValue(0);
-        Fence<HardEvent::S_V>();
         return r;
     }
 
-    // Max of n fp32 lanes (n a multiple of 8): halving Max tree in the scratch row, the last 8 lanes on the scalar
-    // unit.
+    // Max of n fp32 lanes (read back by the scalar unit; the scratch row holds ReduceMax's (value, index) pairs of its first round).
     __aicore__ inline float RowMax(const LocalTensor<float>& src, int64_t n)
     {
-        Adds(scratch_, src, 0.0f, static_cast<int32_t>(n));
-        PipeBarrier<PIPE_V>();
-        int64_t m = n;
-        while (m > 8) {
-            const int64_t h = (m / 8 + 1) / 2 * 8;
-            Max(scratch_, scratch_, scratch_[h], static_cast<int32_t>(m - h));
-            PipeBarrier<PIPE_V>();
-            m = h;
-        }
-        Fence<HardEvent::V_S>();
-        float r = scratch_.GetValue(0);
-        for (int64_t i = 1; i < m; ++i) {
-            const float v = scratch_.GetValue(i);
-            r = v > r ? v : r;
-        }
-        Fence<HardEvent::S_V>();
+        ReduceMax(reduce_, src, scratch_, static_cast<int32_t>(n), false);
+        SetFlag<HardEvent::V_S>(0);  // reduceBuf_: V has written it before S reads it
+        WaitFlag<HardEvent::V_S>(0);
+        const float r = reduce_.GetValue(0);
         return r;
     }
 
-    // One item (a unit) on this AIV's rows, vecRows_ rows per UB pass.
-    __aicore__ inline void VecItem([[maybe_unused]] const Unit& x, [[maybe_unused]] int64_t c, int64_t slot,
-                                   int64_t rBegin, int64_t rEnd)
+    // The matmuls of an item before its vector stage.
+    __aicore__ inline void CubePhase1(const Unit& x, [[maybe_unused]] int64_t c, int64_t slot)
     {
-        const int64_t keys = L_;
-        for (int64_t p0 = rBegin; p0 < rEnd; p0 += vecRows_) {
-            const int64_t k = Min64(vecRows_, rEnd - p0);
-            Fence<HardEvent::V_MTE2>();
-            DataCopy(Reg(0), ws_v38[slot * (td_->wsSlotBytes / sizeof(float)) + p0 * keys],
-                     static_cast<uint32_t>(k * keys));                      // spec: nsa_selected_attention.py:90
-            LocalTensor<T> tileQue0T = tileQue0.template AllocTensor<T>();  // spec: nsa_selected_attention.py:98
-            LocalTensor<float> statQue0T =
-                statQue0.template AllocTensor<float>();  // spec: nsa_selected_attention.py:103
-            LocalTensor<float> statQue1T =
-                statQue1.template AllocTensor<float>();  // spec: nsa_selected_attention.py:104
-            Fence<HardEvent::MTE2_V>();
-            for (int64_t i = 0; i < k; ++i) {
-                [[maybe_unused]] const int64_t row = p0 + i;
-                Muls(Reg(0)[i * keys], Reg(0)[i * keys], static_cast<float>(scale_),
-                     static_cast<int32_t>(keys));  // spec: nsa_selected_attention.py:94
-                PipeBarrier<PIPE_V>();
-                const float st_v40 = RowMax(Reg(0)[i * keys], keys);  // spec: nsa_selected_attention.py:95
-                Adds(Reg(0)[i * keys], Reg(0)[i * keys], static_cast<float>(-(st_v40)),
+        SetFlag<HardEvent::MTE1_MTE2>(0);  // headL1_0Buf_: MTE1 has read it before MTE2 overwrites it
+        WaitFlag<HardEvent::MTE1_MTE2>(0);
+        Heads(headL1_0_, gm_query, td_->headDim, x);    // spec: nsa_selected_attention.py:90
+        for (int64_t cc = 0; cc < td_->chunks; ++cc) {  // the unit's key chunks
+            const int64_t keys = td_->blockSize * (td_->blocksPerChunk < td_->blockCount - td_->blocksPerChunk * cc
+                                                       ? td_->blocksPerChunk
+                                                       : td_->blockCount - td_->blocksPerChunk * cc);
+            SetFlag<HardEvent::MTE1_MTE2>(0);  // gatherL1_0Buf_: MTE1 has read it before MTE2 overwrites it
+            WaitFlag<HardEvent::MTE1_MTE2>(0);
+            Gather(gatherL1_0_, gm_key, td_->headDim, x, cc, keys);  // spec: nsa_selected_attention.py:90
+            SetFlag<HardEvent::MTE2_MTE1>(0);  // gatherL1_0Buf_: MTE2 has written it before MTE1 reads it
+            WaitFlag<HardEvent::MTE2_MTE1>(0);
+            SetFlag<HardEvent::FIX_M>(0);  // l0cTileBuf_: FIX has read it before M overwrites it
+            WaitFlag<HardEvent::FIX_M>(0);
+            MmadNT(tile_, headL1_0_, gatherL1_0_, x.mPad, td_->gTile, keys, td_->headDim, td_->baseKs,
+                   1);                     // spec: nsa_selected_attention.py:90
+            SetFlag<HardEvent::M_FIX>(0);  // l0cTileBuf_: M has written it before FIX reads it
+            WaitFlag<HardEvent::M_FIX>(0);
+            Fixpipe<float, float, CFG_ROW_MAJOR>(
+                wsTile0_[2 * (core_ * td_->wsSlotBytes) / 4 + cc * td_->chunkKeys + slot * (td_->wsSlotBytes / 4)],
+                tile_,
+                FixpipeParamsV220(static_cast<uint16_t>(keys), static_cast<uint16_t>(x.rows),
+                                  static_cast<uint16_t>(x.mPad), static_cast<uint32_t>(td_->selKeys), false,
+                                  QuantMode_t::NoQuant, 0, 1, 0, 0, 0));  // spec: nsa_selected_attention.py:90
+        }
+    }
+
+    // The matmuls of an item after its vector stage.
+    __aicore__ inline void CubePhase2(const Unit& x, [[maybe_unused]] int64_t c, int64_t slot)
+    {
+        SetFlag<HardEvent::FIX_M>(0);  // l0cAccBuf_: FIX has read it before M overwrites it
+        WaitFlag<HardEvent::FIX_M>(0);
+        for (int64_t cc = 0; cc < td_->chunks; ++cc) {  // the unit's key chunks
+            const int64_t keys = td_->blockSize * (td_->blocksPerChunk < td_->blockCount - td_->blocksPerChunk * cc
+                                                       ? td_->blocksPerChunk
+                                                       : td_->blockCount - td_->blocksPerChunk * cc);
+            SetFlag<HardEvent::MTE1_MTE2>(0);  // tileL1_0Buf_: MTE1 has read it before MTE2 overwrites it
+            WaitFlag<HardEvent::MTE1_MTE2>(0);
+            TileIn(
+                tileL1_0_,
+                wsTile1_[(AlignUp(4 * (td_->gRows * td_->selKeys), 512) + 2 * (core_ * td_->wsSlotBytes)) / sizeof(T) +
+                         cc * td_->chunkKeys + slot * (td_->wsSlotBytes / sizeof(T))],
+                x, keys, td_->selKeys);                                 // spec: nsa_selected_attention.py:101
+            Gather(gatherL1_0_, gm_value, td_->valueDim, x, cc, keys);  // spec: nsa_selected_attention.py:101
+            SetFlag<HardEvent::MTE2_MTE1>(0);  // tileL1_0Buf_: MTE2 has written it before MTE1 reads it
+            WaitFlag<HardEvent::MTE2_MTE1>(0);
+            MmadNN(acc_, tileL1_0_, gatherL1_0_, x.mPad, td_->gTile, td_->valueDim, keys, keys, td_->baseKo,
+                   cc == 0 ? 1 : 0);  // spec: nsa_selected_attention.py:101
+        }
+        SetFlag<HardEvent::M_FIX>(0);  // l0cAccBuf_: M has written it before FIX reads it
+        WaitFlag<HardEvent::M_FIX>(0);
+        Fixpipe<T, float, CFG_ROW_MAJOR>(
+            gm_attention_out[td_->valueDim * x.h0 + td_->qHeads * td_->valueDim * x.t], acc_,
+            FixpipeParamsV220(static_cast<uint16_t>(td_->valueDim), static_cast<uint16_t>(x.rows),
+                              static_cast<uint16_t>(x.mPad), static_cast<uint32_t>(td_->valueDim), false,
+                              CubeQuantOf<T>(), 0, 1, 0, 0, 0));  // spec: nsa_selected_attention.py:101
+    }
+
+    // One item on this AIV's rows, vecRows rows per UB pass.
+    __aicore__ inline void VecItem(const Unit& x, [[maybe_unused]] int64_t c, int64_t slot, int64_t rBegin,
+                                   int64_t rEnd)
+    {
+        const int64_t keys = td_->selKeys;
+        for (int64_t p0 = rBegin; p0 < rEnd; p0 += td_->vecRows) {  // UB passes of vecRows rows
+            const int64_t k = rEnd - p0 < td_->vecRows ? rEnd - p0 : td_->vecRows;
+            SetFlag<HardEvent::V_MTE2>(0);  // rowBuf_: V has read it before MTE2 overwrites it
+            WaitFlag<HardEvent::V_MTE2>(0);
+            DataCopyPad(rows_[0],
+                        wsTile0_[2 * (core_ * td_->wsSlotBytes) / 4 + keys * p0 + slot * (td_->wsSlotBytes / 4)],
+                        DataCopyExtParams(1, 4 * (k * keys), 0, 0, 0),
+                        DataCopyPadExtParams<float>(false, 0, 0, float{}));  // spec: nsa_selected_attention.py:90
+            LocalTensor<T> tileQue0T = tileQue0.template AllocTensor<T>();
+            LocalTensor<float> statQue0T = statQue0.template AllocTensor<float>();
+            LocalTensor<float> statQue1T = statQue1.template AllocTensor<float>();
+            SetFlag<HardEvent::MTE2_V>(0);  // rowBuf_: MTE2 has written it before V reads it
+            WaitFlag<HardEvent::MTE2_V>(0);
+            for (int64_t i = 0; i < k; ++i) {  // the pass's rows
+                PipeBarrier<PIPE_V>();         // rowBuf_: V has read it before V overwrites it
+                Muls(rows_[0][i * keys], rows_[0][i * keys], static_cast<float>(scale_),
+                     static_cast<int32_t>(keys));                       // spec: nsa_selected_attention.py:94
+                PipeBarrier<PIPE_V>();                                  // rowBuf_: V has written it before V reads it
+                const float st_v40 = RowMax(rows_[0][i * keys], keys);  // spec: nsa_selected_attention.py:95
+                Adds(rows_[0][i * keys], rows_[0][i * keys], static_cast<float>(-(st_v40)),
                      static_cast<int32_t>(keys));  // spec: nsa_selected_attention.py:96
-                PipeBarrier<PIPE_V>();
-                Exp(Reg(0)[i * keys], Reg(0)[i * keys],
-                    static_cast<int32_t>(keys));  // spec: nsa_selected_attention.py:96
-                PipeBarrier<PIPE_V>();
-                const float st_v43 = RowSum(Reg(0)[i * keys], keys);  // spec: nsa_selected_attention.py:97
-                Muls(Reg(0)[i * keys], Reg(0)[i * keys], static_cast<float>(1.0f / (st_v43)),
+                PipeBarrier<PIPE_V>();             // rowBuf_: V has written it before V reads it
+                Exp(rows_[0][i * keys], rows_[0][i * keys],
+                    static_cast<int32_t>(keys));                        // spec: nsa_selected_attention.py:96
+                PipeBarrier<PIPE_V>();                                  // rowBuf_: V has written it before V reads it
+                const float st_v43 = RowSum(rows_[0][i * keys], keys);  // spec: nsa_selected_attention.py:97
+                Muls(rows_[0][i * keys], rows_[0][i * keys], static_cast<float>((1.0f / st_v43)),
                      static_cast<int32_t>(keys));  // spec: nsa_selected_attention.py:98
-                PipeBarrier<PIPE_V>();
-                Cast(tileQue0T[i * keys], Reg(0)[i * keys], RoundMode::CAST_ROUND,
-                     static_cast<uint32_t>(keys));       // spec: nsa_selected_attention.py:98
-                Duplicate(statQue0T[i * 8], st_v40, 8);  // spec: nsa_selected_attention.py:103
-                Duplicate(statQue1T[i * 8], st_v43, 8);  // spec: nsa_selected_attention.py:104
-                PipeBarrier<PIPE_V>();
+                PipeBarrier<PIPE_V>();             // rowBuf_: V has written it before V reads it
+                Cast(tileQue0T[i * keys], rows_[0][i * keys], RoundMode::CAST_ROUND,
+                     static_cast<uint32_t>(keys));                           // spec: nsa_selected_attention.py:98
+                Duplicate(statQue0T[8 * i], static_cast<float>(st_v40), 8);  // spec: nsa_selected_attention.py:103
+                Duplicate(statQue1T[8 * i], static_cast<float>(st_v43), 8);  // spec: nsa_selected_attention.py:104
             }
-            tileQue0.EnQue(tileQue0T);                 // spec: nsa_selected_attention.py:98
-            tileQue0T = tileQue0.template DeQue<T>();  // spec: nsa_selected_attention.py:98
-            DataCopy(ws_v46[slot * (td_->wsSlotBytes / sizeof(T)) + p0 * keys], tileQue0T,
-                     static_cast<uint32_t>(k * keys));     // spec: nsa_selected_attention.py:98
-            tileQue0.FreeTensor(tileQue0T);                // spec: nsa_selected_attention.py:98
-            statQue0.EnQue(statQue0T);                     // spec: nsa_selected_attention.py:103
-            statQue0T = statQue0.template DeQue<float>();  // spec: nsa_selected_attention.py:103
-            DataCopy(gm_softmax_max[(x.t * N1_ + x.h0 + p0) * 8], statQue0T,
-                     static_cast<uint32_t>(k * 8));        // spec: nsa_selected_attention.py:103
-            statQue0.FreeTensor(statQue0T);                // spec: nsa_selected_attention.py:103
-            statQue1.EnQue(statQue1T);                     // spec: nsa_selected_attention.py:104
-            statQue1T = statQue1.template DeQue<float>();  // spec: nsa_selected_attention.py:104
-            DataCopy(gm_softmax_sum[(x.t * N1_ + x.h0 + p0) * 8], statQue1T,
-                     static_cast<uint32_t>(k * 8));  // spec: nsa_selected_attention.py:104
-            statQue1.FreeTensor(statQue1T);          // spec: nsa_selected_attention.py:104
+            tileQue0.EnQue(tileQue0T);
+            tileQue0T = tileQue0.template DeQue<T>();
+            DataCopyPad(
+                wsTile1_[(AlignUp(4 * (td_->gRows * td_->selKeys), 512) + 2 * (core_ * td_->wsSlotBytes)) / sizeof(T) +
+                         keys * p0 + slot * (td_->wsSlotBytes / sizeof(T))],
+                tileQue0T, DataCopyExtParams(1, k * keys * sizeof(T), 0, 0, 0));  // spec: nsa_selected_attention.py:98
+            tileQue0.FreeTensor(tileQue0T);
+            statQue0.EnQue(statQue0T);
+            statQue0T = statQue0.template DeQue<float>();
+            DataCopyPad(gm_softmax_max[8 * p0 + 8 * x.h0 + 8 * (td_->qHeads * x.t)], statQue0T,
+                        DataCopyExtParams(1, 32 * k, 0, 0, 0));  // spec: nsa_selected_attention.py:103
+            statQue0.FreeTensor(statQue0T);
+            statQue1.EnQue(statQue1T);
+            statQue1T = statQue1.template DeQue<float>();
+            DataCopyPad(gm_softmax_sum[8 * p0 + 8 * x.h0 + 8 * (td_->qHeads * x.t)], statQue1T,
+                        DataCopyExtParams(1, 32 * k, 0, 0, 0));  // spec: nsa_selected_attention.py:104
+            statQue1.FreeTensor(statQue1T);
+        }
+    }
+
+    // The AIC: the matmuls of this AI Core's units.
+    __aicore__ inline void CubeMain()
+    {
+        pipe_.InitBuffer(headL1_0Buf_, td_->gTile * td_->headDim * sizeof(T));
+        headL1_0_ = headL1_0Buf_.template Get<T>();
+        pipe_.InitBuffer(gatherL1_0Buf_, td_->chunkKeys * td_->headDim * sizeof(T));
+        gatherL1_0_ = gatherL1_0Buf_.template Get<T>();
+        pipe_.InitBuffer(tileL1_0Buf_, td_->chunkKeys * td_->gTile * sizeof(T));
+        tileL1_0_ = tileL1_0Buf_.template Get<T>();
+        pipe_.InitBuffer(l0aBuf_, 65536);
+        pipe_.InitBuffer(l0bBuf_, 65536);
+        pipe_.InitBuffer(l0cAccBuf_, 65536);
+        pipe_.InitBuffer(l0cTileBuf_, 65536);
+        l0a_ = l0aBuf_.template Get<T>();
+        l0b_ = l0bBuf_.template Get<T>();
+        acc_ = l0cAccBuf_.template Get<float>();
+        tile_ = l0cTileBuf_.template Get<float>();
+        core_ = GetBlockIdx();
+        const int64_t unitBegin = (core_ < td_->unitsTail ? core_ : td_->unitsTail) + core_ * td_->unitsPerCore;
+        const int64_t unitEnd = (core_ < td_->unitsTail ? 1 : 0) + unitBegin + td_->unitsPerCore;
+        Unit x;
+        Unit prev;
+        int64_t prevSlot = 0;
+        for (int64_t u = unitBegin; u < unitEnd;
+             ++u) {  // phase 1 of unit u before phase 2 of unit u - 1: the cube works while the AIVs do
+            Decode(u, x);
+            const int64_t slot = (u - unitBegin) % 2;
+            CubePhase1(x, 0, slot);
+            CrossCoreSetFlag<2, PIPE_FIX>(1);  // the unit's scores are in its workspace slot
+            if (u > unitBegin) {
+                CrossCoreWaitFlag(2);  // the previous unit's probabilities are in its slot
+                CubePhase2(prev, 0, prevSlot);
+            }
+            prev.t = x.t;
+            prev.n2 = x.n2;
+            prev.h0 = x.h0;
+            prev.rows = x.rows;
+            prev.s = x.s;
+            prev.kv0 = x.kv0;
+            prev.mPad = x.mPad;
+            prevSlot = slot;
+        }
+        if (unitEnd > unitBegin) {
+            CrossCoreWaitFlag(2);
+            CubePhase2(prev, 0, prevSlot);
+        }
+    }
+
+    // An AIV: the vector stage on half of each unit's rows.
+    __aicore__ inline void VecMain()
+    {
+        pipe_.InitBuffer(rowBuf_, 4 * (td_->selKeys * td_->vecRows));
+        rows_[0] = rowBuf_.template Get<float>();
+        pipe_.InitBuffer(tileQue0, 1, td_->selKeys * sizeof(T) * td_->vecRows);
+        pipe_.InitBuffer(statQue0, 1, 32 * td_->vecRows);
+        pipe_.InitBuffer(statQue1, 1, 32 * td_->vecRows);
+        pipe_.InitBuffer(scratchBuf_, 4 * td_->selKeys);
+        scratch_ = scratchBuf_.template Get<float>();
+        pipe_.InitBuffer(
+            reduceBuf_,
+            4 * AlignUp((((td_->selKeys > td_->headDim ? td_->selKeys : td_->headDim) + 64 - 1) / 64), 8) + 64);
+        reduce_ = reduceBuf_.template Get<float>();
+        scale_ = BitsToFloat(td_->scaleBits);
+        core_ = GetBlockIdx() / GetTaskRatio();
+        const int64_t unitBegin = (core_ < td_->unitsTail ? core_ : td_->unitsTail) + core_ * td_->unitsPerCore;
+        const int64_t unitEnd = (core_ < td_->unitsTail ? 1 : 0) + unitBegin + td_->unitsPerCore;
+        Unit x;
+        for (int64_t u = unitBegin; u < unitEnd; ++u) {  // this AI Core's units; this AIV's half of each unit's rows
+            Decode(u, x);
+            const int64_t half = (x.rows + 1) / 2;
+            const int64_t rBegin = GetSubBlockIdx() == 0 ? 0 : half;
+            const int64_t rEnd = GetSubBlockIdx() == 0 ? half : x.rows;
+            const int64_t slot = (u - unitBegin) % 2;
+            for (int64_t c = 0; c < 1; ++c) {  // the unit's items
+                CrossCoreWaitFlag(1);          // the item's cube results are in the workspace
+                VecItem(x, c, slot, rBegin, rEnd);
+                CrossCoreSetFlag<2, PIPE_MTE3>(2);  // the item's vector results are in the workspace
+            }
         }
     }
 
     const optiling::NsaSelectedAttentionTilingData* td_ = nullptr;
-    int64_t N1_ = 0, N2_ = 0, G_ = 0, D_ = 0, Dv_ = 0, CNT_ = 0, BS_ = 0, L_ = 0, gRows_ = 0, gTile_ = 0;
-    int64_t gChunks_ = 0, bpc_ = 0, Lc_ = 0, chunks_ = 0, batches_ = 0, vecRows_ = 0;
-    int64_t core_ = 0, unitBegin_ = 0, unitEnd_ = 0, batch_ = 0;
-    float scale_ = 1.0f;
-    GM_ADDR ws_ = nullptr;
+    TPipe pipe_;
     GlobalTensor<T> gm_query;
     GlobalTensor<T> gm_key;
     GlobalTensor<T> gm_value;
@@ -499,28 +446,34 @@ private:
     GlobalTensor<float> gm_softmax_max;
     GlobalTensor<float> gm_softmax_sum;
     GlobalTensor<T> gm_attention_out;
-    GlobalTensor<float> ws_v38;
-    GlobalTensor<T> ws_v46;
-    TPipe pipe_;
+    GlobalTensor<float> wsTile0_;
+    GlobalTensor<T> wsTile1_;
     TBuf<TPosition::A1> headL1_0Buf_;
-    LocalTensor<T> headL1_0_;
     TBuf<TPosition::B1> gatherL1_0Buf_;
-    LocalTensor<T> gatherL1_0_;
     TBuf<TPosition::A1> tileL1_0Buf_;
-    LocalTensor<T> tileL1_0_;
     TBuf<TPosition::A2> l0aBuf_;
     TBuf<TPosition::B2> l0bBuf_;
-    TBuf<TPosition::CO1> l0cBuf_;
-    LocalTensor<T> l0a_, l0b_;
-    LocalTensor<float> acc_, tile_;
+    TBuf<TPosition::CO1> l0cAccBuf_;
+    TBuf<TPosition::CO1> l0cTileBuf_;
     TBuf<TPosition::VECCALC> rowBuf_;
-    TQue<QuePosition::VECOUT, 1> tileQue0;
-    TQue<QuePosition::VECOUT, 1> statQue0;
-    TQue<QuePosition::VECOUT, 1> statQue1;
+    TQue<TPosition::VECOUT, 1> tileQue0;
+    TQue<TPosition::VECOUT, 1> statQue0;
+    TQue<TPosition::VECOUT, 1> statQue1;
     TBuf<TPosition::VECCALC> scratchBuf_;
-    LocalTensor<float> scratch_;
     TBuf<TPosition::VECCALC> reduceBuf_;
+    LocalTensor<T> headL1_0_;
+    LocalTensor<T> gatherL1_0_;
+    LocalTensor<T> tileL1_0_;
+    LocalTensor<T> l0a_;
+    LocalTensor<T> l0b_;
+    LocalTensor<float> acc_;
+    LocalTensor<float> tile_;
+    LocalTensor<float> rows_[1];
+    LocalTensor<float> scratch_;
     LocalTensor<float> reduce_;
+    int64_t core_ = 0;
+    float scale_ = 1.0f;
+    int64_t batch_ = 0;
 };
 
 // no masking; item = unit (whole key rows), AIC pipelines two units
@@ -533,7 +486,6 @@ public:
                                 const optiling::NsaSelectedAttentionTilingData* td)
     {
         td_ = td;
-        (void)atten_mask;  // not read by this specialisation
         gm_query.SetGlobalBuffer(reinterpret_cast<__gm__ T*>(query));
         gm_key.SetGlobalBuffer(reinterpret_cast<__gm__ T*>(key));
         gm_value.SetGlobalBuffer(reinterpret_cast<__gm__ T*>(value));
@@ -543,385 +495,376 @@ public:
         gm_softmax_max.SetGlobalBuffer(reinterpret_cast<__gm__ float*>(softmax_max));
         gm_softmax_sum.SetGlobalBuffer(reinterpret_cast<__gm__ float*>(softmax_sum));
         gm_attention_out.SetGlobalBuffer(reinterpret_cast<__gm__ T*>(attention_out));
-        N1_ = td->qHeads;
-        N2_ = td->kvHeads;
-        G_ = td->groupSize;
-        D_ = td->headDim;
-        Dv_ = td->valueDim;
-        CNT_ = td->blockCount;
-        BS_ = td->blockSize;
-        L_ = td->selKeys;
-        gRows_ = td->gRows;
-        gTile_ = td->gTile;
-        gChunks_ = td->gChunks;
-        bpc_ = td->blocksPerChunk;
-        Lc_ = td->chunkKeys;
-        chunks_ = td->chunks;
-        batches_ = td->batches;
-        vecRows_ = td->vecRows;
-        scale_ = BitsToFloat(td->scaleBits);
-        if ASCEND_IS_AIC {  // the AI Core (GetBlockIdx on the AIC); an AIV's is its block index over the task ratio
-            core_ = GetBlockIdx();
-        } else {
-            core_ = GetBlockIdx() / GetTaskRatio();
-        }
-        unitBegin_ = core_ * td->unitsPerCore + Min64(core_, td->unitsTail);
-        unitEnd_ = unitBegin_ + td->unitsPerCore + (core_ < td->unitsTail ? 1 : 0);
-        ws_ = GetUserWorkspace(workspace);
-        ws_v37.SetGlobalBuffer(reinterpret_cast<__gm__ float*>(ws_ + core_ * 2 * td->wsSlotBytes));
-        ws_v45.SetGlobalBuffer(reinterpret_cast<__gm__ T*>(ws_ + core_ * 2 * td->wsSlotBytes +
-                                                           AlignUp(td->gRows * td->selKeys * sizeof(float), 512)));
+        wsTile0_.SetGlobalBuffer(reinterpret_cast<__gm__ float*>(GetUserWorkspace(workspace)));
+        wsTile1_.SetGlobalBuffer(reinterpret_cast<__gm__ T*>(GetUserWorkspace(workspace)));
+        (void)atten_mask;  // not read by this class
     }
 
     __aicore__ inline void Process()
     {
         if ASCEND_IS_AIC {
             CubeMain();
-        } else {
+        }
+        if ASCEND_IS_AIV {
             VecMain();
         }
     }
 
 private:
-    // One work unit: token t, kv head n2, query heads h0 .. h0 + rows - 1 (GQA: the G query heads of a kv head share its keys); s = in-batch position
-    // of t, kv0 = first key row of its batch; mPad = Mmad rows (>= 2: m = 1 would select GEMV mode); blk = its
-    // selected block indices (the topk row; kept per unit because the AIC works on two units at a time).
-    struct Unit {
-        int64_t t, n2, h0, rows, s, kv0, mPad;
-        int32_t blk[MAX_BLOCKS];
-    };
-
+    // The coordinates of work unit u (the Unit struct's fields).
     __aicore__ inline void Decode(int64_t u, Unit& x)
     {
-        const int64_t gc = u % gChunks_;
-        x.t = u / (N2_ * gChunks_);
-        x.n2 = (u / gChunks_) % N2_;
-        x.h0 = x.n2 * G_ + gc * gRows_;
-        x.rows = Min64(gRows_, G_ - gc * gRows_);
-        while (batch_ + 1 < batches_ && x.t >= gm_actual_seq_qlen.GetValue(batch_)) {
-            ++batch_;
+        const int64_t gc = u % td_->gChunks;
+        x.t = u / (td_->gChunks * td_->kvHeads);
+        x.n2 = u / td_->gChunks % td_->kvHeads;
+        x.h0 = td_->gRows * gc + td_->groupSize * x.n2;
+        x.rows = td_->gRows < td_->groupSize - td_->gRows * gc ? td_->gRows : td_->groupSize - td_->gRows * gc;
+        for (
+            batch_ = batch_;
+            batch_ <
+            (x.t >= static_cast<int64_t>(gm_actual_seq_qlen.GetValue(batch_))
+                 ? td_->batches - 1
+                 : batch_);) {  // the token's batch: the cumulative query lengths are increasing and the tokens of a core too
+            batch_ += 1;
         }
-        x.s = x.t - (batch_ > 0 ? gm_actual_seq_qlen.GetValue(batch_ - 1) : 0);
-        x.kv0 = batch_ > 0 ? gm_actual_seq_kvlen.GetValue(batch_ - 1) : 0;
-        x.mPad = AlignUp(Max64(x.rows, 2), 16);
-        // The rules on topk values the aclnn layer cannot check (device data): each block inside its batch
-        // (0 <= idx, (idx + 1) * bs <= S2_b). A violation stops the AI Core (Trap): the launch fails.
-        const int64_t kvLen = gm_actual_seq_kvlen.GetValue(batch_) - x.kv0;
-        for (int64_t i = 0; i < CNT_; ++i) {
-            x.blk[i] = gm_topk_indices.GetValue((x.t * N2_ + x.n2) * CNT_ + i);
-            if (x.blk[i] < 0 || (static_cast<int64_t>(x.blk[i]) + 1) * BS_ > kvLen) {
+        x.s = x.t - (batch_ > 0 ? static_cast<int64_t>(gm_actual_seq_qlen.GetValue(batch_ - 1)) : 0);
+        x.kv0 = batch_ > 0 ? static_cast<int64_t>(gm_actual_seq_kvlen.GetValue(batch_ - 1)) : 0;
+        const int64_t kvLen = static_cast<int64_t>(gm_actual_seq_kvlen.GetValue(batch_)) - x.kv0;
+        for (
+            int64_t i = 0; i < td_->blockCount;
+            ++i) {  // the topk rules the aclnn layer cannot check (device data): a violation stops the AI Core (Trap) and the launch fails
+            const int64_t blk = static_cast<int64_t>(
+                gm_topk_indices.GetValue(i + td_->blockCount * x.n2 + td_->blockCount * td_->kvHeads * x.t));
+            if (!(static_cast<float>(blk) >= 0.0f &&
+                  static_cast<float>(blk) <
+                      static_cast<float>(
+                          kvLen /
+                          td_->blockSize))) {  // a selected block lies inside its batch: 0 <= idx, (idx + 1) * bs <= S2 of the batch
                 Trap();
             }
         }
+        x.mPad = AlignUp((x.rows > 2 ? x.rows : 2), 16);  // Mmad rows: m = 1 would select GEMV mode
     }
 
-    __aicore__ inline int64_t ChunkKeys(int64_t c) const
+    // `rows` GM rows of `cols` elements, `pitch` elements apart, into an L1 NZ matrix of `padRows` rows (its C0 stride).
+    __aicore__ inline void RowsToNz(const LocalTensor<T>& dst, const GlobalTensor<T>& src, int64_t rows, int64_t cols,
+                                    int64_t pitch, int64_t padRows)
     {
-        return Min64(bpc_, CNT_ - c * bpc_) * BS_;
-    }
-
-    // ------------------------------------------------------------------ AIC
-    __aicore__ inline void CubeMain()
-    {
-        pipe_.InitBuffer(headL1_0Buf_, (gTile_ * D_) * sizeof(T));
-        pipe_.InitBuffer(gatherL1_0Buf_, (Lc_ * D_) * sizeof(T));
-        pipe_.InitBuffer(tileL1_0Buf_, (gTile_ * Lc_) * sizeof(T));
-        pipe_.InitBuffer(l0aBuf_, L0A_BYTES);
-        pipe_.InitBuffer(l0bBuf_, L0B_BYTES);
-        pipe_.InitBuffer(l0cBuf_, L0C_BYTES);
-        headL1_0_ = headL1_0Buf_.template Get<T>();
-        gatherL1_0_ = gatherL1_0Buf_.template Get<T>();
-        tileL1_0_ = tileL1_0Buf_.template Get<T>();
-        l0a_ = l0aBuf_.template Get<T>();
-        l0b_ = l0bBuf_.template Get<T>();
-        acc_ = l0cBuf_.template Get<float>();
-        tile_ = acc_[L0C_ACC_BYTES / sizeof(float)];
-        Unit x;
-        Unit prev;
-        int64_t prevSlot = 0;
-        bool havePrev = false;
-        for (int64_t u = unitBegin_; u < unitEnd_; ++u) {
-            Decode(u, x);
-            const int64_t slot = (u - unitBegin_) % 2;
-            CubePhase1(x, 0, slot);
-            CrossCoreSetFlag<2, PIPE_FIX>(FLAG_C2V);
-            if (havePrev) {
-                CrossCoreWaitFlag(FLAG_V2C);
-                CubePhase2(prev, 0, prevSlot);
+        if (pitch <= 65535) {  // one ND -> NZ copy when the pitch fits the 16-bit srcDValue, else one per row
+            DataCopy(dst, src,
+                     Nd2NzParams(1, static_cast<uint16_t>(rows), static_cast<uint16_t>(cols), 0,
+                                 static_cast<uint16_t>(pitch), static_cast<uint16_t>(padRows), 1, 0));
+        } else {
+            for (int64_t r = 0; r < rows; ++r) {
+                DataCopy(dst[16 * r], src[pitch * r],
+                         Nd2NzParams(1, 1, static_cast<uint16_t>(cols), 0, static_cast<uint16_t>(cols),
+                                     static_cast<uint16_t>(padRows), 1, 0));
             }
-            prev = x;
-            prevSlot = slot;
-            havePrev = true;
-        }
-        if (havePrev) {
-            CrossCoreWaitFlag(FLAG_V2C);
-            CubePhase2(prev, 0, prevSlot);
         }
     }
 
-    // C (L0C) [+]= A Bᵀ: A stored [m, k] in L1 NZ (C0 stride aPad rows), B stored [n, k] (C0 stride n rows, n a
-    // multiple of 16); k in tiles of kt. m rows of the Mmad = mm (>= 2), L0C C0 stride ceil16(mm).
+    // C (L0C) [+]= A Bᵀ: A stored [m, k] in L1 NZ (C0 stride aPad rows), B stored [n, k] (C0 stride n rows, n a multiple of 16); k in tiles of kt; mm (>= 2) Mmad rows.
     __aicore__ inline void MmadNT(const LocalTensor<float>& c, const LocalTensor<T>& a, const LocalTensor<T>& b,
-                                  int64_t mm, int64_t aPad, int64_t n, int64_t k, int64_t kt, bool init)
+                                  int64_t mm, int64_t aPad, int64_t n, int64_t k, int64_t kt, int64_t init)
     {
-        const int64_t m1 = AlignUp(mm, 16) / 16, ap = aPad / 16, n1 = n / 16;
-        for (int64_t k0 = 0; k0 < k; k0 += kt) {
-            const int64_t k1 = Min64(kt, k - k0) / 16;
-            Fence<HardEvent::M_MTE1>();
-            for (int64_t mb = 0; mb < m1; ++mb) {
-                LoadData(l0a_[mb * k1 * 256], a, LoadData2DParams(k0 / 16 * ap + mb, k1, ap, 0, 0, false, 0));
+        for (int64_t k0 = 0; k0 < k; k0 += kt) {  // K in tiles of kt
+            const int64_t kk = k - k0 < kt ? k - k0 : kt;
+            const int64_t k1 = kk / 16;
+            SetFlag<HardEvent::M_MTE1>(0);  // l0aBuf_: M has read it before MTE1 overwrites it
+            WaitFlag<HardEvent::M_MTE1>(0);
+            for (int64_t mb = 0; mb < AlignUp(mm, 16) / 16; ++mb) {
+                LoadData(l0a_[256 * (k1 * mb)], a,
+                         LoadData2DParams(static_cast<uint16_t>(mb + aPad / 16 * (k0 / 16)), static_cast<uint8_t>(k1),
+                                          static_cast<uint16_t>(aPad / 16), 0, 0, false, 0));
             }
-            LoadData(l0b_, b, LoadData2DParams(k0 / 16 * n1, k1 * n1, 1, 0, 0, false, 0));
-            Fence<HardEvent::MTE1_M>();
-            if (k0 == 0) {
-                Fence<HardEvent::FIX_M>();
-            }
-            Mmad(c, l0a_, l0b_, MmadParams(mm, n, k1 * 16, 0, false, init && k0 == 0));
+            LoadData(l0b_, b,
+                     LoadData2DParams(static_cast<uint16_t>(k0 / 16 * (n / 16)), static_cast<uint8_t>(k1 * (n / 16)), 1,
+                                      0, 0, false, 0));
+            SetFlag<HardEvent::MTE1_M>(0);  // l0aBuf_: MTE1 has written it before M reads it
+            WaitFlag<HardEvent::MTE1_M>(0);
+            Mmad(c, l0a_, l0b_,
+                 MmadParams(static_cast<uint16_t>(mm), static_cast<uint16_t>(n), static_cast<uint16_t>(16 * k1), 0,
+                            false, init && k0 == 0));
         }
-        Fence<HardEvent::M_FIX>();
     }
 
-    // C (L0C) [+]= A B: A stored [m, k] (C0 stride aPad), B stored [k, n] (C0 stride bPad rows, k <= bPad); k tiles
-    // of kt (fractal transposes turn B's NZ into the ZN layout of L0B).
+    // C (L0C) [+]= A B: A stored [m, k] (C0 stride aPad), B stored [k, n] (C0 stride bPad rows); k tiles of kt (fractal transposes turn B's NZ into L0B's ZN layout).
     __aicore__ inline void MmadNN(const LocalTensor<float>& c, const LocalTensor<T>& a, const LocalTensor<T>& b,
-                                  int64_t mm, int64_t aPad, int64_t n, int64_t k, int64_t bPad, int64_t kt, bool init)
+                                  int64_t mm, int64_t aPad, int64_t n, int64_t k, int64_t bPad, int64_t kt,
+                                  int64_t init)
     {
-        const int64_t m1 = AlignUp(mm, 16) / 16, ap = aPad / 16, n1 = n / 16, bp = bPad / 16;
-        for (int64_t k0 = 0; k0 < k; k0 += kt) {
-            const int64_t k1 = Min64(kt, k - k0) / 16;
-            Fence<HardEvent::M_MTE1>();
-            for (int64_t mb = 0; mb < m1; ++mb) {
-                LoadData(l0a_[mb * k1 * 256], a, LoadData2DParams(k0 / 16 * ap + mb, k1, ap, 0, 0, false, 0));
+        for (int64_t k0 = 0; k0 < k; k0 += kt) {  // K in tiles of kt
+            const int64_t kk = k - k0 < kt ? k - k0 : kt;
+            const int64_t k1 = kk / 16;
+            SetFlag<HardEvent::M_MTE1>(0);  // l0aBuf_: M has read it before MTE1 overwrites it
+            WaitFlag<HardEvent::M_MTE1>(0);
+            for (int64_t mb = 0; mb < AlignUp(mm, 16) / 16; ++mb) {
+                LoadData(l0a_[256 * (k1 * mb)], a,
+                         LoadData2DParams(static_cast<uint16_t>(mb + aPad / 16 * (k0 / 16)), static_cast<uint8_t>(k1),
+                                          static_cast<uint16_t>(aPad / 16), 0, 0, false, 0));
             }
             for (int64_t kb = 0; kb < k1; ++kb) {
-                LoadData(l0b_[kb * n1 * 256], b, LoadData2DParams(k0 / 16 + kb, n1, bp, 0, 0, true, 0));
+                LoadData(l0b_[256 * (kb * (n / 16))], b,
+                         LoadData2DParams(static_cast<uint16_t>(k0 / 16 + kb), static_cast<uint8_t>(n / 16),
+                                          static_cast<uint16_t>(bPad / 16), 0, 0, true, 0));
             }
-            Fence<HardEvent::MTE1_M>();
-            if (k0 == 0) {
-                Fence<HardEvent::FIX_M>();
-            }
-            Mmad(c, l0a_, l0b_, MmadParams(mm, n, k1 * 16, 0, false, init && k0 == 0));
+            SetFlag<HardEvent::MTE1_M>(0);  // l0aBuf_: MTE1 has written it before M reads it
+            WaitFlag<HardEvent::MTE1_M>(0);
+            Mmad(c, l0a_, l0b_,
+                 MmadParams(static_cast<uint16_t>(mm), static_cast<uint16_t>(n), static_cast<uint16_t>(16 * k1), 0,
+                            false, init && k0 == 0));
         }
-        Fence<HardEvent::M_FIX>();
     }
 
-    // C (L0C) = Aᵀ B[:, n0 : n0 + nn]: A stored [k, m] (C0 stride aPad rows, m a multiple of 16), B stored [k, n]
-    // (C0 stride bPad rows); k = the unit's rows (one k tile).
-    __aicore__ inline void MmadTN(const LocalTensor<float>& c, const LocalTensor<T>& a, const LocalTensor<T>& b,
-                                  int64_t m, int64_t aPad, int64_t n0, int64_t nn, int64_t k, int64_t bPad)
-    {
-        const int64_t m1 = m / 16, k1 = AlignUp(k, 16) / 16, ap = aPad / 16, n1 = nn / 16, bp = bPad / 16;
-        Fence<HardEvent::M_MTE1>();
-        for (int64_t mb = 0; mb < m1; ++mb) {
-            LoadData(l0a_[mb * k1 * 256], a, LoadData2DParams(mb * ap, k1, 1, 0, 0, true, 0));
-        }
-        for (int64_t kb = 0; kb < k1; ++kb) {
-            LoadData(l0b_[kb * n1 * 256], b, LoadData2DParams(n0 / 16 * bp + kb, n1, bp, 0, 0, true, 0));
-        }
-        Fence<HardEvent::MTE1_M>();
-        Fence<HardEvent::FIX_M>();
-        Mmad(c, l0a_, l0b_, MmadParams(m, nn, k, 0, false, true));
-        Fence<HardEvent::M_FIX>();
-    }
-
-    // The selected rows of a [T2, N2, E] tensor for key chunk c of unit x, gathered straight into L1 NZ (one ND ->
-    // NZ copy per selected block; C0 stride = the chunk's keys) (the AscendC matmul data path).
+    // The selected rows of a [T2, N2, E] tensor for key chunk c of unit x, gathered into L1 NZ (one ND -> NZ copy per selected block; C0 stride = the chunk's keys).
     __aicore__ inline void Gather(const LocalTensor<T>& dst, const GlobalTensor<T>& src, int64_t e, const Unit& x,
                                   int64_t c, int64_t keys)
     {
-        Fence<HardEvent::MTE1_MTE2>();
-        for (int64_t b = 0; b < keys / BS_; ++b) {
-            const int64_t row = x.kv0 + static_cast<int64_t>(x.blk[c * bpc_ + b]) * BS_;
-            RowsToNz(dst[b * BS_ * 16], src[(row * N2_ + x.n2) * e], BS_, e, N2_ * e, keys);
+        for (int64_t b = 0; b < keys / td_->blockSize; ++b) {
+            const int64_t row = x.kv0 + td_->blockSize * static_cast<int64_t>(gm_topk_indices.GetValue(
+                                                             b + td_->blockCount * x.n2 + td_->blocksPerChunk * c +
+                                                             td_->blockCount * td_->kvHeads * x.t));
+            RowsToNz(dst[16 * (b * td_->blockSize)], src[e * x.n2 + e * td_->kvHeads * row], td_->blockSize, e,
+                     e * td_->kvHeads, keys);
         }
-        Fence<HardEvent::MTE2_MTE1>();
     }
 
     // The unit's rows of a head-major [T1, N1, E] tensor into L1 NZ (C0 stride gTile rows).
     __aicore__ inline void Heads(const LocalTensor<T>& dst, const GlobalTensor<T>& src, int64_t e, const Unit& x)
     {
-        Fence<HardEvent::MTE1_MTE2>();
-        RowsToNz(dst, src[(x.t * N1_ + x.h0) * e], x.rows, e, e, gTile_);
-        Fence<HardEvent::MTE2_MTE1>();
+        RowsToNz(dst, src[e * x.h0 + e * td_->qHeads * x.t], x.rows, e, e, td_->gTile);
     }
 
     // `keys` columns of the unit's rows of a workspace tile (row pitch `pitch`) into L1 NZ (C0 stride gTile rows).
     __aicore__ inline void TileIn(const LocalTensor<T>& dst, const GlobalTensor<T>& src, const Unit& x, int64_t keys,
                                   int64_t pitch)
     {
-        Fence<HardEvent::MTE1_MTE2>();
-        RowsToNz(dst, src, x.rows, keys, pitch, gTile_);
-        Fence<HardEvent::MTE2_MTE1>();
+        RowsToNz(dst, src, x.rows, keys, pitch, td_->gTile);
     }
 
-    // Atomic fp32 add of the per-block rows of an L0C [keys, nn] result (C0 stride keys) into the [T2, N2, E]
-    // workspace at the selected rows, columns n0 .. n0 + nn (a scatter: duplicate indices accumulate).
-    __aicore__ inline void ScatterAdd(const GlobalTensor<float>& dst, const LocalTensor<float>& src, int64_t e,
-                                      const Unit& x, int64_t c, int64_t keys, int64_t n0, int64_t nn)
-    {
-        SetAtomicAdd<float>();
-        for (int64_t b = 0; b < keys / BS_; ++b) {
-            const int64_t row = x.kv0 + static_cast<int64_t>(x.blk[c * bpc_ + b]) * BS_;
-            FixRows<float>(dst[(row * N2_ + x.n2) * e + n0], src[b * BS_ * 16], BS_, nn, keys, N2_ * e);
-        }
-        SetAtomicNone();
-    }
-
-    __aicore__ inline void CubePhase1(const Unit& x, [[maybe_unused]] int64_t c, [[maybe_unused]] int64_t slot)
-    {
-        Heads(headL1_0_, gm_query, D_, x);  // spec: nsa_selected_attention.py:90
-        for (c = 0; c < chunks_; ++c) {
-            const int64_t keys = ChunkKeys(c);
-            Gather(gatherL1_0_, gm_key, D_, x, c, keys);  // spec: nsa_selected_attention.py:90
-            MmadNT(tile_, headL1_0_, gatherL1_0_, x.mPad, gTile_, keys, D_, td_->baseKs,
-                   true);  // spec: nsa_selected_attention.py:90
-            FixRows<float>(ws_v37[slot * (td_->wsSlotBytes / sizeof(float)) + c * Lc_], tile_, x.rows, keys, x.mPad,
-                           L_);  // spec: nsa_selected_attention.py:90
-        }
-    }
-
-    __aicore__ inline void CubePhase2(const Unit& x, [[maybe_unused]] int64_t c, [[maybe_unused]] int64_t slot)
-    {
-        for (c = 0; c < chunks_; ++c) {
-            const int64_t keys = ChunkKeys(c);
-            TileIn(tileL1_0_, ws_v45[slot * (td_->wsSlotBytes / sizeof(T)) + c * Lc_], x, keys,
-                   L_);                                      // spec: nsa_selected_attention.py:101
-            Gather(gatherL1_0_, gm_value, Dv_, x, c, keys);  // spec: nsa_selected_attention.py:101
-            MmadNN(acc_, tileL1_0_, gatherL1_0_, x.mPad, gTile_, Dv_, keys, keys, td_->baseKo,
-                   c == 0);  // spec: nsa_selected_attention.py:101
-        }
-        FixRows<T>(gm_attention_out[(x.t * N1_ + x.h0) * Dv_], acc_, x.rows, Dv_, x.mPad,
-                   Dv_);  // spec: nsa_selected_attention.py:101
-    }
-
-    // ------------------------------------------------------------------ AIV
-    __aicore__ inline void VecMain()
-    {
-        const int64_t rowCap = L_;
-        pipe_.InitBuffer(rowBuf_, 1 * vecRows_ * rowCap * sizeof(float));
-        pipe_.InitBuffer(tileQue0, 1, vecRows_ * rowCap * sizeof(T));
-        pipe_.InitBuffer(statQue0, 1, vecRows_ * 8 * sizeof(float));
-        pipe_.InitBuffer(statQue1, 1, vecRows_ * 8 * sizeof(float));
-        pipe_.InitBuffer(scratchBuf_, rowCap * sizeof(float));
-        scratch_ = scratchBuf_.template Get<float>();
-        pipe_.InitBuffer(reduceBuf_, (AlignUp((Max64(rowCap, D_) + 63) / 64, 8) + 16) * sizeof(float));
-        reduce_ = reduceBuf_.template Get<float>();
-        Unit x;
-        const int64_t sub = GetSubBlockIdx();
-        for (int64_t u = unitBegin_; u < unitEnd_; ++u) {
-            Decode(u, x);
-            const int64_t half = (x.rows + 1) / 2;
-            const int64_t rBegin = sub == 0 ? 0 : half;
-            const int64_t rEnd = sub == 0 ? half : x.rows;
-            const int64_t slot = (u - unitBegin_) % 2;
-            for (int64_t c = 0; c < 1; ++c) {
-                CrossCoreWaitFlag(FLAG_C2V);
-                VecItem(x, c, slot, rBegin, rEnd);
-                CrossCoreSetFlag<2, PIPE_MTE3>(FLAG_V2C);
-            }
-        }
-    }
-
-    __aicore__ inline LocalTensor<float> Reg(int64_t j)
-    {
-        return rowBuf_.template Get<float>()[j * vecRows_ * L_];
-    }
-
-    // Sum of n fp32 lanes (ReduceSum; the result read back by the scalar unit).
+    // Sum of n fp32 lanes (read back by the scalar unit).
     __aicore__ inline float RowSum(const LocalTensor<float>& src, int64_t n)
     {
         ReduceSum(reduce_, src, reduce_[8], static_cast<int32_t>(n));
-        Fence<HardEvent::V_S>();
+        SetFlag<HardEvent::V_S>(0);  // reduceBuf_: V has written it before S reads it
+        WaitFlag<HardEvent::V_S>(0);
         const float r = reduce_.GetValue(0);
-        Fence<HardEvent::S_V>();
         return r;
     }
 
-    // Max of n fp32 lanes (n a multiple of 8): halving Max tree in the scratch row, the last 8 lanes on the scalar
-    // unit.
+    // Max of n fp32 lanes (read back by the scalar unit; the scratch row holds ReduceMax's (value, index) pairs of its first round).
     __aicore__ inline float RowMax(const LocalTensor<float>& src, int64_t n)
     {
-        Adds(scratch_, src, 0.0f, static_cast<int32_t>(n));
-        PipeBarrier<PIPE_V>();
-        int64_t m = n;
-        while (m > 8) {
-            const int64_t h = (m / 8 + 1) / 2 * 8;
-            Max(scratch_, scratch_, scratch_[h], static_cast<int32_t>(m - h));
-            PipeBarrier<PIPE_V>();
-            m = h;
-        }
-        Fence<HardEvent::V_S>();
-        float r = scratch_.GetValue(0);
-        for (int64_t i = 1; i < m; ++i) {
-            const float v = scratch_.GetValue(i);
-            r = v > r ? v : r;
-        }
-        Fence<HardEvent::S_V>();
+        ReduceMax(reduce_, src, scratch_, static_cast<int32_t>(n), false);
+        SetFlag<HardEvent::V_S>(0);  // reduceBuf_: V has written it before S reads it
+        WaitFlag<HardEvent::V_S>(0);
+        const float r = reduce_.GetValue(0);
         return r;
     }
 
-    // One item (a unit) on this AIV's rows, vecRows_ rows per UB pass.
-    __aicore__ inline void VecItem([[maybe_unused]] const Unit& x, [[maybe_unused]] int64_t c, int64_t slot,
-                                   int64_t rBegin, int64_t rEnd)
+    // The matmuls of an item before its vector stage.
+    __aicore__ inline void CubePhase1(const Unit& x, [[maybe_unused]] int64_t c, int64_t slot)
     {
-        const int64_t keys = L_;
-        for (int64_t p0 = rBegin; p0 < rEnd; p0 += vecRows_) {
-            const int64_t k = Min64(vecRows_, rEnd - p0);
-            Fence<HardEvent::V_MTE2>();
-            DataCopy(Reg(0), ws_v37[slot * (td_->wsSlotBytes / sizeof(float)) + p0 * keys],
-                     static_cast<uint32_t>(k * keys));                      // spec: nsa_selected_attention.py:90
-            LocalTensor<T> tileQue0T = tileQue0.template AllocTensor<T>();  // spec: nsa_selected_attention.py:98
-            LocalTensor<float> statQue0T =
-                statQue0.template AllocTensor<float>();  // spec: nsa_selected_attention.py:103
-            LocalTensor<float> statQue1T =
-                statQue1.template AllocTensor<float>();  // spec: nsa_selected_attention.py:104
-            Fence<HardEvent::MTE2_V>();
-            for (int64_t i = 0; i < k; ++i) {
-                [[maybe_unused]] const int64_t row = p0 + i;
-                Muls(Reg(0)[i * keys], Reg(0)[i * keys], static_cast<float>(scale_),
-                     static_cast<int32_t>(keys));  // spec: nsa_selected_attention.py:94
-                PipeBarrier<PIPE_V>();
-                const float st_v39 = RowMax(Reg(0)[i * keys], keys);  // spec: nsa_selected_attention.py:95
-                Adds(Reg(0)[i * keys], Reg(0)[i * keys], static_cast<float>(-(st_v39)),
+        SetFlag<HardEvent::MTE1_MTE2>(0);  // headL1_0Buf_: MTE1 has read it before MTE2 overwrites it
+        WaitFlag<HardEvent::MTE1_MTE2>(0);
+        Heads(headL1_0_, gm_query, td_->headDim, x);    // spec: nsa_selected_attention.py:90
+        for (int64_t cc = 0; cc < td_->chunks; ++cc) {  // the unit's key chunks
+            const int64_t keys = td_->blockSize * (td_->blocksPerChunk < td_->blockCount - td_->blocksPerChunk * cc
+                                                       ? td_->blocksPerChunk
+                                                       : td_->blockCount - td_->blocksPerChunk * cc);
+            SetFlag<HardEvent::MTE1_MTE2>(0);  // gatherL1_0Buf_: MTE1 has read it before MTE2 overwrites it
+            WaitFlag<HardEvent::MTE1_MTE2>(0);
+            Gather(gatherL1_0_, gm_key, td_->headDim, x, cc, keys);  // spec: nsa_selected_attention.py:90
+            SetFlag<HardEvent::MTE2_MTE1>(0);  // gatherL1_0Buf_: MTE2 has written it before MTE1 reads it
+            WaitFlag<HardEvent::MTE2_MTE1>(0);
+            SetFlag<HardEvent::FIX_M>(0);  // l0cTileBuf_: FIX has read it before M overwrites it
+            WaitFlag<HardEvent::FIX_M>(0);
+            MmadNT(tile_, headL1_0_, gatherL1_0_, x.mPad, td_->gTile, keys, td_->headDim, td_->baseKs,
+                   1);                     // spec: nsa_selected_attention.py:90
+            SetFlag<HardEvent::M_FIX>(0);  // l0cTileBuf_: M has written it before FIX reads it
+            WaitFlag<HardEvent::M_FIX>(0);
+            Fixpipe<float, float, CFG_ROW_MAJOR>(
+                wsTile0_[2 * (core_ * td_->wsSlotBytes) / 4 + cc * td_->chunkKeys + slot * (td_->wsSlotBytes / 4)],
+                tile_,
+                FixpipeParamsV220(static_cast<uint16_t>(keys), static_cast<uint16_t>(x.rows),
+                                  static_cast<uint16_t>(x.mPad), static_cast<uint32_t>(td_->selKeys), false,
+                                  QuantMode_t::NoQuant, 0, 1, 0, 0, 0));  // spec: nsa_selected_attention.py:90
+        }
+    }
+
+    // The matmuls of an item after its vector stage.
+    __aicore__ inline void CubePhase2(const Unit& x, [[maybe_unused]] int64_t c, int64_t slot)
+    {
+        SetFlag<HardEvent::FIX_M>(0);  // l0cAccBuf_: FIX has read it before M overwrites it
+        WaitFlag<HardEvent::FIX_M>(0);
+        for (int64_t cc = 0; cc < td_->chunks; ++cc) {  // the unit's key chunks
+            const int64_t keys = td_->blockSize * (td_->blocksPerChunk < td_->blockCount - td_->blocksPerChunk * cc
+                                                       ? td_->blocksPerChunk
+                                                       : td_->blockCount - td_->blocksPerChunk * cc);
+            SetFlag<HardEvent::MTE1_MTE2>(0);  // tileL1_0Buf_: MTE1 has read it before MTE2 overwrites it
+            WaitFlag<HardEvent::MTE1_MTE2>(0);
+            TileIn(
+                tileL1_0_,
+                wsTile1_[(AlignUp(4 * (td_->gRows * td_->selKeys), 512) + 2 * (core_ * td_->wsSlotBytes)) / sizeof(T) +
+                         cc * td_->chunkKeys + slot * (td_->wsSlotBytes / sizeof(T))],
+                x, keys, td_->selKeys);                                 // spec: nsa_selected_attention.py:101
+            Gather(gatherL1_0_, gm_value, td_->valueDim, x, cc, keys);  // spec: nsa_selected_attention.py:101
+            SetFlag<HardEvent::MTE2_MTE1>(0);  // tileL1_0Buf_: MTE2 has written it before MTE1 reads it
+            WaitFlag<HardEvent::MTE2_MTE1>(0);
+            MmadNN(acc_, tileL1_0_, gatherL1_0_, x.mPad, td_->gTile, td_->valueDim, keys, keys, td_->baseKo,
+                   cc == 0 ? 1 : 0);  // spec: nsa_selected_attention.py:101
+        }
+        SetFlag<HardEvent::M_FIX>(0);  // l0cAccBuf_: M has written it before FIX reads it
+        WaitFlag<HardEvent::M_FIX>(0);
+        Fixpipe<T, float, CFG_ROW_MAJOR>(
+            gm_attention_out[td_->valueDim * x.h0 + td_->qHeads * td_->valueDim * x.t], acc_,
+            FixpipeParamsV220(static_cast<uint16_t>(td_->valueDim), static_cast<uint16_t>(x.rows),
+                              static_cast<uint16_t>(x.mPad), static_cast<uint32_t>(td_->valueDim), false,
+                              CubeQuantOf<T>(), 0, 1, 0, 0, 0));  // spec: nsa_selected_attention.py:101
+    }
+
+    // One item on this AIV's rows, vecRows rows per UB pass.
+    __aicore__ inline void VecItem(const Unit& x, [[maybe_unused]] int64_t c, int64_t slot, int64_t rBegin,
+                                   int64_t rEnd)
+    {
+        const int64_t keys = td_->selKeys;
+        for (int64_t p0 = rBegin; p0 < rEnd; p0 += td_->vecRows) {  // UB passes of vecRows rows
+            const int64_t k = rEnd - p0 < td_->vecRows ? rEnd - p0 : td_->vecRows;
+            SetFlag<HardEvent::V_MTE2>(0);  // rowBuf_: V has read it before MTE2 overwrites it
+            WaitFlag<HardEvent::V_MTE2>(0);
+            DataCopyPad(rows_[0],
+                        wsTile0_[2 * (core_ * td_->wsSlotBytes) / 4 + keys * p0 + slot * (td_->wsSlotBytes / 4)],
+                        DataCopyExtParams(1, 4 * (k * keys), 0, 0, 0),
+                        DataCopyPadExtParams<float>(false, 0, 0, float{}));  // spec: nsa_selected_attention.py:90
+            LocalTensor<T> tileQue0T = tileQue0.template AllocTensor<T>();
+            LocalTensor<float> statQue0T = statQue0.template AllocTensor<float>();
+            LocalTensor<float> statQue1T = statQue1.template AllocTensor<float>();
+            SetFlag<HardEvent::MTE2_V>(0);  // rowBuf_: MTE2 has written it before V reads it
+            WaitFlag<HardEvent::MTE2_V>(0);
+            for (int64_t i = 0; i < k; ++i) {  // the pass's rows
+                PipeBarrier<PIPE_V>();         // rowBuf_: V has read it before V overwrites it
+                Muls(rows_[0][i * keys], rows_[0][i * keys], static_cast<float>(scale_),
+                     static_cast<int32_t>(keys));                       // spec: nsa_selected_attention.py:94
+                PipeBarrier<PIPE_V>();                                  // rowBuf_: V has written it before V reads it
+                const float st_v39 = RowMax(rows_[0][i * keys], keys);  // spec: nsa_selected_attention.py:95
+                Adds(rows_[0][i * keys], rows_[0][i * keys], static_cast<float>(-(st_v39)),
                      static_cast<int32_t>(keys));  // spec: nsa_selected_attention.py:96
-                PipeBarrier<PIPE_V>();
-                Exp(Reg(0)[i * keys], Reg(0)[i * keys],
-                    static_cast<int32_t>(keys));  // spec: nsa_selected_attention.py:96
-                PipeBarrier<PIPE_V>();
-                const float st_v42 = RowSum(Reg(0)[i * keys], keys);  // spec: nsa_selected_attention.py:97
-                Muls(Reg(0)[i * keys], Reg(0)[i * keys], static_cast<float>(1.0f / (st_v42)),
+                PipeBarrier<PIPE_V>();             // rowBuf_: V has written it before V reads it
+                Exp(rows_[0][i * keys], rows_[0][i * keys],
+                    static_cast<int32_t>(keys));                        // spec: nsa_selected_attention.py:96
+                PipeBarrier<PIPE_V>();                                  // rowBuf_: V has written it before V reads it
+                const float st_v42 = RowSum(rows_[0][i * keys], keys);  // spec: nsa_selected_attention.py:97
+                Muls(rows_[0][i * keys], rows_[0][i * keys], static_cast<float>((1.0f / st_v42)),
                      static_cast<int32_t>(keys));  // spec: nsa_selected_attention.py:98
-                PipeBarrier<PIPE_V>();
-                Cast(tileQue0T[i * keys], Reg(0)[i * keys], RoundMode::CAST_ROUND,
-                     static_cast<uint32_t>(keys));       // spec: nsa_selected_attention.py:98
-                Duplicate(statQue0T[i * 8], st_v39, 8);  // spec: nsa_selected_attention.py:103
-                Duplicate(statQue1T[i * 8], st_v42, 8);  // spec: nsa_selected_attention.py:104
-                PipeBarrier<PIPE_V>();
+                PipeBarrier<PIPE_V>();             // rowBuf_: V has written it before V reads it
+                Cast(tileQue0T[i * keys], rows_[0][i * keys], RoundMode::CAST_ROUND,
+                     static_cast<uint32_t>(keys));                           // spec: nsa_selected_attention.py:98
+                Duplicate(statQue0T[8 * i], static_cast<float>(st_v39), 8);  // spec: nsa_selected_attention.py:103
+                Duplicate(statQue1T[8 * i], static_cast<float>(st_v42), 8);  // spec: nsa_selected_attention.py:104
             }
-            tileQue0.EnQue(tileQue0T);                 // spec: nsa_selected_attention.py:98
-            tileQue0T = tileQue0.template DeQue<T>();  // spec: nsa_selected_attention.py:98
-            DataCopy(ws_v45[slot * (td_->wsSlotBytes / sizeof(T)) + p0 * keys], tileQue0T,
-                     static_cast<uint32_t>(k * keys));     // spec: nsa_selected_attention.py:98
-            tileQue0.FreeTensor(tileQue0T);                // spec: nsa_selected_attention.py:98
-            statQue0.EnQue(statQue0T);                     // spec: nsa_selected_attention.py:103
-            statQue0T = statQue0.template DeQue<float>();  // spec: nsa_selected_attention.py:103
-            DataCopy(gm_softmax_max[(x.t * N1_ + x.h0 + p0) * 8], statQue0T,
-                     static_cast<uint32_t>(k * 8));        // spec: nsa_selected_attention.py:103
-            statQue0.FreeTensor(statQue0T);                // spec: nsa_selected_attention.py:103
-            statQue1.EnQue(statQue1T);                     // spec: nsa_selected_attention.py:104
-            statQue1T = statQue1.template DeQue<float>();  // spec: nsa_selected_attention.py:104
-            DataCopy(gm_softmax_sum[(x.t * N1_ + x.h0 + p0) * 8], statQue1T,
-                     static_cast<uint32_t>(k * 8));  // spec: nsa_selected_attention.py:104
-            statQue1.FreeTensor(statQue1T);          // spec: nsa_selected_attention.py:104
+            tileQue0.EnQue(tileQue0T);
+            tileQue0T = tileQue0.template DeQue<T>();
+            DataCopyPad(
+                wsTile1_[(AlignUp(4 * (td_->gRows * td_->selKeys), 512) + 2 * (core_ * td_->wsSlotBytes)) / sizeof(T) +
+                         keys * p0 + slot * (td_->wsSlotBytes / sizeof(T))],
+                tileQue0T, DataCopyExtParams(1, k * keys * sizeof(T), 0, 0, 0));  // spec: nsa_selected_attention.py:98
+            tileQue0.FreeTensor(tileQue0T);
+            statQue0.EnQue(statQue0T);
+            statQue0T = statQue0.template DeQue<float>();
+            DataCopyPad(gm_softmax_max[8 * p0 + 8 * x.h0 + 8 * (td_->qHeads * x.t)], statQue0T,
+                        DataCopyExtParams(1, 32 * k, 0, 0, 0));  // spec: nsa_selected_attention.py:103
+            statQue0.FreeTensor(statQue0T);
+            statQue1.EnQue(statQue1T);
+            statQue1T = statQue1.template DeQue<float>();
+            DataCopyPad(gm_softmax_sum[8 * p0 + 8 * x.h0 + 8 * (td_->qHeads * x.t)], statQue1T,
+                        DataCopyExtParams(1, 32 * k, 0, 0, 0));  // spec: nsa_selected_attention.py:104
+            statQue1.FreeTensor(statQue1T);
+        }
+    }
+
+    // The AIC: the matmuls of this AI Core's units.
+    __aicore__ inline void CubeMain()
+    {
+        pipe_.InitBuffer(headL1_0Buf_, td_->gTile * td_->headDim * sizeof(T));
+        headL1_0_ = headL1_0Buf_.template Get<T>();
+        pipe_.InitBuffer(gatherL1_0Buf_, td_->chunkKeys * td_->headDim * sizeof(T));
+        gatherL1_0_ = gatherL1_0Buf_.template Get<T>();
+        pipe_.InitBuffer(tileL1_0Buf_, td_->chunkKeys * td_->gTile * sizeof(T));
+        tileL1_0_ = tileL1_0Buf_.template Get<T>();
+        pipe_.InitBuffer(l0aBuf_, 65536);
+        pipe_.InitBuffer(l0bBuf_, 65536);
+        pipe_.InitBuffer(l0cAccBuf_, 65536);
+        pipe_.InitBuffer(l0cTileBuf_, 65536);
+        l0a_ = l0aBuf_.template Get<T>();
+        l0b_ = l0bBuf_.template Get<T>();
+        acc_ = l0cAccBuf_.template Get<float>();
+        tile_ = l0cTileBuf_.template Get<float>();
+        core_ = GetBlockIdx();
+        const int64_t unitBegin = (core_ < td_->unitsTail ? core_ : td_->unitsTail) + core_ * td_->unitsPerCore;
+        const int64_t unitEnd = (core_ < td_->unitsTail ? 1 : 0) + unitBegin + td_->unitsPerCore;
+        Unit x;
+        Unit prev;
+        int64_t prevSlot = 0;
+        for (int64_t u = unitBegin; u < unitEnd;
+             ++u) {  // phase 1 of unit u before phase 2 of unit u - 1: the cube works while the AIVs do
+            Decode(u, x);
+            const int64_t slot = (u - unitBegin) % 2;
+            CubePhase1(x, 0, slot);
+            CrossCoreSetFlag<2, PIPE_FIX>(1);  // the unit's scores are in its workspace slot
+            if (u > unitBegin) {
+                CrossCoreWaitFlag(2);  // the previous unit's probabilities are in its slot
+                CubePhase2(prev, 0, prevSlot);
+            }
+            prev.t = x.t;
+            prev.n2 = x.n2;
+            prev.h0 = x.h0;
+            prev.rows = x.rows;
+            prev.s = x.s;
+            prev.kv0 = x.kv0;
+            prev.mPad = x.mPad;
+            prevSlot = slot;
+        }
+        if (unitEnd > unitBegin) {
+            CrossCoreWaitFlag(2);
+            CubePhase2(prev, 0, prevSlot);
+        }
+    }
+
+    // An AIV: the vector stage on half of each unit's rows.
+    __aicore__ inline void VecMain()
+    {
+        pipe_.InitBuffer(rowBuf_, 4 * (td_->selKeys * td_->vecRows));
+        rows_[0] = rowBuf_.template Get<float>();
+        pipe_.InitBuffer(tileQue0, 1, td_->selKeys * sizeof(T) * td_->vecRows);
+        pipe_.InitBuffer(statQue0, 1, 32 * td_->vecRows);
+        pipe_.InitBuffer(statQue1, 1, 32 * td_->vecRows);
+        pipe_.InitBuffer(scratchBuf_, 4 * td_->selKeys);
+        scratch_ = scratchBuf_.template Get<float>();
+        pipe_.InitBuffer(
+            reduceBuf_,
+            4 * AlignUp((((td_->selKeys > td_->headDim ? td_->selKeys : td_->headDim) + 64 - 1) / 64), 8) + 64);
+        reduce_ = reduceBuf_.template Get<float>();
+        scale_ = BitsToFloat(td_->scaleBits);
+        core_ = GetBlockIdx() / GetTaskRatio();
+        const int64_t unitBegin = (core_ < td_->unitsTail ? core_ : td_->unitsTail) + core_ * td_->unitsPerCore;
+        const int64_t unitEnd = (core_ < td_->unitsTail ? 1 : 0) + unitBegin + td_->unitsPerCore;
+        Unit x;
+        for (int64_t u = unitBegin; u < unitEnd; ++u) {  // this AI Core's units; this AIV's half of each unit's rows
+            Decode(u, x);
+            const int64_t half = (x.rows + 1) / 2;
+            const int64_t rBegin = GetSubBlockIdx() == 0 ? 0 : half;
+            const int64_t rEnd = GetSubBlockIdx() == 0 ? half : x.rows;
+            const int64_t slot = (u - unitBegin) % 2;
+            for (int64_t c = 0; c < 1; ++c) {  // the unit's items
+                CrossCoreWaitFlag(1);          // the item's cube results are in the workspace
+                VecItem(x, c, slot, rBegin, rEnd);
+                CrossCoreSetFlag<2, PIPE_MTE3>(2);  // the item's vector results are in the workspace
+            }
         }
     }
 
     const optiling::NsaSelectedAttentionTilingData* td_ = nullptr;
-    int64_t N1_ = 0, N2_ = 0, G_ = 0, D_ = 0, Dv_ = 0, CNT_ = 0, BS_ = 0, L_ = 0, gRows_ = 0, gTile_ = 0;
-    int64_t gChunks_ = 0, bpc_ = 0, Lc_ = 0, chunks_ = 0, batches_ = 0, vecRows_ = 0;
-    int64_t core_ = 0, unitBegin_ = 0, unitEnd_ = 0, batch_ = 0;
-    float scale_ = 1.0f;
-    GM_ADDR ws_ = nullptr;
+    TPipe pipe_;
     GlobalTensor<T> gm_query;
     GlobalTensor<T> gm_key;
     GlobalTensor<T> gm_value;
@@ -931,28 +874,34 @@ private:
     GlobalTensor<float> gm_softmax_max;
     GlobalTensor<float> gm_softmax_sum;
     GlobalTensor<T> gm_attention_out;
-    GlobalTensor<float> ws_v37;
-    GlobalTensor<T> ws_v45;
-    TPipe pipe_;
+    GlobalTensor<float> wsTile0_;
+    GlobalTensor<T> wsTile1_;
     TBuf<TPosition::A1> headL1_0Buf_;
-    LocalTensor<T> headL1_0_;
     TBuf<TPosition::B1> gatherL1_0Buf_;
-    LocalTensor<T> gatherL1_0_;
     TBuf<TPosition::A1> tileL1_0Buf_;
-    LocalTensor<T> tileL1_0_;
     TBuf<TPosition::A2> l0aBuf_;
     TBuf<TPosition::B2> l0bBuf_;
-    TBuf<TPosition::CO1> l0cBuf_;
-    LocalTensor<T> l0a_, l0b_;
-    LocalTensor<float> acc_, tile_;
+    TBuf<TPosition::CO1> l0cAccBuf_;
+    TBuf<TPosition::CO1> l0cTileBuf_;
     TBuf<TPosition::VECCALC> rowBuf_;
-    TQue<QuePosition::VECOUT, 1> tileQue0;
-    TQue<QuePosition::VECOUT, 1> statQue0;
-    TQue<QuePosition::VECOUT, 1> statQue1;
+    TQue<TPosition::VECOUT, 1> tileQue0;
+    TQue<TPosition::VECOUT, 1> statQue0;
+    TQue<TPosition::VECOUT, 1> statQue1;
     TBuf<TPosition::VECCALC> scratchBuf_;
-    LocalTensor<float> scratch_;
     TBuf<TPosition::VECCALC> reduceBuf_;
+    LocalTensor<T> headL1_0_;
+    LocalTensor<T> gatherL1_0_;
+    LocalTensor<T> tileL1_0_;
+    LocalTensor<T> l0a_;
+    LocalTensor<T> l0b_;
+    LocalTensor<float> acc_;
+    LocalTensor<float> tile_;
+    LocalTensor<float> rows_[1];
+    LocalTensor<float> scratch_;
     LocalTensor<float> reduce_;
+    int64_t core_ = 0;
+    float scale_ = 1.0f;
+    int64_t batch_ = 0;
 };
 
 // causal; item = unit (whole key rows), AIC pipelines two units
@@ -965,7 +914,6 @@ public:
                                 const optiling::NsaSelectedAttentionTilingData* td)
     {
         td_ = td;
-        (void)atten_mask;  // not read by this specialisation
         gm_query.SetGlobalBuffer(reinterpret_cast<__gm__ T*>(query));
         gm_key.SetGlobalBuffer(reinterpret_cast<__gm__ T*>(key));
         gm_value.SetGlobalBuffer(reinterpret_cast<__gm__ T*>(value));
@@ -975,420 +923,421 @@ public:
         gm_softmax_max.SetGlobalBuffer(reinterpret_cast<__gm__ float*>(softmax_max));
         gm_softmax_sum.SetGlobalBuffer(reinterpret_cast<__gm__ float*>(softmax_sum));
         gm_attention_out.SetGlobalBuffer(reinterpret_cast<__gm__ T*>(attention_out));
-        N1_ = td->qHeads;
-        N2_ = td->kvHeads;
-        G_ = td->groupSize;
-        D_ = td->headDim;
-        Dv_ = td->valueDim;
-        CNT_ = td->blockCount;
-        BS_ = td->blockSize;
-        L_ = td->selKeys;
-        gRows_ = td->gRows;
-        gTile_ = td->gTile;
-        gChunks_ = td->gChunks;
-        bpc_ = td->blocksPerChunk;
-        Lc_ = td->chunkKeys;
-        chunks_ = td->chunks;
-        batches_ = td->batches;
-        vecRows_ = td->vecRows;
-        scale_ = BitsToFloat(td->scaleBits);
-        if ASCEND_IS_AIC {  // the AI Core (GetBlockIdx on the AIC); an AIV's is its block index over the task ratio
-            core_ = GetBlockIdx();
-        } else {
-            core_ = GetBlockIdx() / GetTaskRatio();
-        }
-        unitBegin_ = core_ * td->unitsPerCore + Min64(core_, td->unitsTail);
-        unitEnd_ = unitBegin_ + td->unitsPerCore + (core_ < td->unitsTail ? 1 : 0);
-        ws_ = GetUserWorkspace(workspace);
-        ws_v38.SetGlobalBuffer(reinterpret_cast<__gm__ float*>(ws_ + core_ * 2 * td->wsSlotBytes));
-        ws_v51.SetGlobalBuffer(reinterpret_cast<__gm__ T*>(ws_ + core_ * 2 * td->wsSlotBytes +
-                                                           AlignUp(td->gRows * td->selKeys * sizeof(float), 512)));
+        wsTile0_.SetGlobalBuffer(reinterpret_cast<__gm__ float*>(GetUserWorkspace(workspace)));
+        wsTile1_.SetGlobalBuffer(reinterpret_cast<__gm__ T*>(GetUserWorkspace(workspace)));
+        (void)atten_mask;  // not read by this class
     }
 
     __aicore__ inline void Process()
     {
         if ASCEND_IS_AIC {
             CubeMain();
-        } else {
+        }
+        if ASCEND_IS_AIV {
             VecMain();
         }
     }
 
 private:
-    // One work unit: token t, kv head n2, query heads h0 .. h0 + rows - 1 (GQA: the G query heads of a kv head share its keys); s = in-batch position
-    // of t, kv0 = first key row of its batch; mPad = Mmad rows (>= 2: m = 1 would select GEMV mode); blk = its
-    // selected block indices (the topk row; kept per unit because the AIC works on two units at a time).
-    struct Unit {
-        int64_t t, n2, h0, rows, s, kv0, mPad;
-        int32_t blk[MAX_BLOCKS];
-    };
-
+    // The coordinates of work unit u (the Unit struct's fields).
     __aicore__ inline void Decode(int64_t u, Unit& x)
     {
-        const int64_t gc = u % gChunks_;
-        x.t = u / (N2_ * gChunks_);
-        x.n2 = (u / gChunks_) % N2_;
-        x.h0 = x.n2 * G_ + gc * gRows_;
-        x.rows = Min64(gRows_, G_ - gc * gRows_);
-        while (batch_ + 1 < batches_ && x.t >= gm_actual_seq_qlen.GetValue(batch_)) {
-            ++batch_;
+        const int64_t gc = u % td_->gChunks;
+        x.t = u / (td_->gChunks * td_->kvHeads);
+        x.n2 = u / td_->gChunks % td_->kvHeads;
+        x.h0 = td_->gRows * gc + td_->groupSize * x.n2;
+        x.rows = td_->gRows < td_->groupSize - td_->gRows * gc ? td_->gRows : td_->groupSize - td_->gRows * gc;
+        for (
+            batch_ = batch_;
+            batch_ <
+            (x.t >= static_cast<int64_t>(gm_actual_seq_qlen.GetValue(batch_))
+                 ? td_->batches - 1
+                 : batch_);) {  // the token's batch: the cumulative query lengths are increasing and the tokens of a core too
+            batch_ += 1;
         }
-        x.s = x.t - (batch_ > 0 ? gm_actual_seq_qlen.GetValue(batch_ - 1) : 0);
-        x.kv0 = batch_ > 0 ? gm_actual_seq_kvlen.GetValue(batch_ - 1) : 0;
-        x.mPad = AlignUp(Max64(x.rows, 2), 16);
-        // The rules on topk values the aclnn layer cannot check (device data): each block inside its batch
-        // (0 <= idx, (idx + 1) * bs <= S2_b), and under causal masking at least one selected key at or
-        // before the token (min idx * bs <= s). A violation stops the AI Core (Trap): the launch fails.
-        const int64_t kvLen = gm_actual_seq_kvlen.GetValue(batch_) - x.kv0;
+        x.s = x.t - (batch_ > 0 ? static_cast<int64_t>(gm_actual_seq_qlen.GetValue(batch_ - 1)) : 0);
+        x.kv0 = batch_ > 0 ? static_cast<int64_t>(gm_actual_seq_kvlen.GetValue(batch_ - 1)) : 0;
+        const int64_t kvLen = static_cast<int64_t>(gm_actual_seq_kvlen.GetValue(batch_)) - x.kv0;
         int64_t first = kvLen;
-        for (int64_t i = 0; i < CNT_; ++i) {
-            x.blk[i] = gm_topk_indices.GetValue((x.t * N2_ + x.n2) * CNT_ + i);
-            if (x.blk[i] < 0 || (static_cast<int64_t>(x.blk[i]) + 1) * BS_ > kvLen) {
+        for (
+            int64_t i = 0; i < td_->blockCount;
+            ++i) {  // the topk rules the aclnn layer cannot check (device data): a violation stops the AI Core (Trap) and the launch fails
+            const int64_t blk = static_cast<int64_t>(
+                gm_topk_indices.GetValue(i + td_->blockCount * x.n2 + td_->blockCount * td_->kvHeads * x.t));
+            if (!(static_cast<float>(blk) >= 0.0f &&
+                  static_cast<float>(blk) <
+                      static_cast<float>(
+                          kvLen /
+                          td_->blockSize))) {  // a selected block lies inside its batch: 0 <= idx, (idx + 1) * bs <= S2 of the batch
                 Trap();
             }
-            first = Min64(first, x.blk[i]);
+            first = first < blk ? first : blk;
         }
-        if (first * BS_ > x.s) {
+        if (!(static_cast<float>(first) >= 0.0f &&
+              static_cast<float>(first) <
+                  static_cast<float>(x.s / td_->blockSize +
+                                     1))) {  // under causal masking a token selects a key at or before it
             Trap();
         }
+        x.mPad = AlignUp((x.rows > 2 ? x.rows : 2), 16);  // Mmad rows: m = 1 would select GEMV mode
     }
 
-    __aicore__ inline int64_t ChunkKeys(int64_t c) const
+    // `rows` GM rows of `cols` elements, `pitch` elements apart, into an L1 NZ matrix of `padRows` rows (its C0 stride).
+    __aicore__ inline void RowsToNz(const LocalTensor<T>& dst, const GlobalTensor<T>& src, int64_t rows, int64_t cols,
+                                    int64_t pitch, int64_t padRows)
     {
-        return Min64(bpc_, CNT_ - c * bpc_) * BS_;
-    }
-
-    // ------------------------------------------------------------------ AIC
-    __aicore__ inline void CubeMain()
-    {
-        pipe_.InitBuffer(headL1_0Buf_, (gTile_ * D_) * sizeof(T));
-        pipe_.InitBuffer(gatherL1_0Buf_, (Lc_ * D_) * sizeof(T));
-        pipe_.InitBuffer(tileL1_0Buf_, (gTile_ * Lc_) * sizeof(T));
-        pipe_.InitBuffer(l0aBuf_, L0A_BYTES);
-        pipe_.InitBuffer(l0bBuf_, L0B_BYTES);
-        pipe_.InitBuffer(l0cBuf_, L0C_BYTES);
-        headL1_0_ = headL1_0Buf_.template Get<T>();
-        gatherL1_0_ = gatherL1_0Buf_.template Get<T>();
-        tileL1_0_ = tileL1_0Buf_.template Get<T>();
-        l0a_ = l0aBuf_.template Get<T>();
-        l0b_ = l0bBuf_.template Get<T>();
-        acc_ = l0cBuf_.template Get<float>();
-        tile_ = acc_[L0C_ACC_BYTES / sizeof(float)];
-        Unit x;
-        Unit prev;
-        int64_t prevSlot = 0;
-        bool havePrev = false;
-        for (int64_t u = unitBegin_; u < unitEnd_; ++u) {
-            Decode(u, x);
-            const int64_t slot = (u - unitBegin_) % 2;
-            CubePhase1(x, 0, slot);
-            CrossCoreSetFlag<2, PIPE_FIX>(FLAG_C2V);
-            if (havePrev) {
-                CrossCoreWaitFlag(FLAG_V2C);
-                CubePhase2(prev, 0, prevSlot);
+        if (pitch <= 65535) {  // one ND -> NZ copy when the pitch fits the 16-bit srcDValue, else one per row
+            DataCopy(dst, src,
+                     Nd2NzParams(1, static_cast<uint16_t>(rows), static_cast<uint16_t>(cols), 0,
+                                 static_cast<uint16_t>(pitch), static_cast<uint16_t>(padRows), 1, 0));
+        } else {
+            for (int64_t r = 0; r < rows; ++r) {
+                DataCopy(dst[16 * r], src[pitch * r],
+                         Nd2NzParams(1, 1, static_cast<uint16_t>(cols), 0, static_cast<uint16_t>(cols),
+                                     static_cast<uint16_t>(padRows), 1, 0));
             }
-            prev = x;
-            prevSlot = slot;
-            havePrev = true;
-        }
-        if (havePrev) {
-            CrossCoreWaitFlag(FLAG_V2C);
-            CubePhase2(prev, 0, prevSlot);
         }
     }
 
-    // C (L0C) [+]= A Bᵀ: A stored [m, k] in L1 NZ (C0 stride aPad rows), B stored [n, k] (C0 stride n rows, n a
-    // multiple of 16); k in tiles of kt. m rows of the Mmad = mm (>= 2), L0C C0 stride ceil16(mm).
+    // C (L0C) [+]= A Bᵀ: A stored [m, k] in L1 NZ (C0 stride aPad rows), B stored [n, k] (C0 stride n rows, n a multiple of 16); k in tiles of kt; mm (>= 2) Mmad rows.
     __aicore__ inline void MmadNT(const LocalTensor<float>& c, const LocalTensor<T>& a, const LocalTensor<T>& b,
-                                  int64_t mm, int64_t aPad, int64_t n, int64_t k, int64_t kt, bool init)
+                                  int64_t mm, int64_t aPad, int64_t n, int64_t k, int64_t kt, int64_t init)
     {
-        const int64_t m1 = AlignUp(mm, 16) / 16, ap = aPad / 16, n1 = n / 16;
-        for (int64_t k0 = 0; k0 < k; k0 += kt) {
-            const int64_t k1 = Min64(kt, k - k0) / 16;
-            Fence<HardEvent::M_MTE1>();
-            for (int64_t mb = 0; mb < m1; ++mb) {
-                LoadData(l0a_[mb * k1 * 256], a, LoadData2DParams(k0 / 16 * ap + mb, k1, ap, 0, 0, false, 0));
+        for (int64_t k0 = 0; k0 < k; k0 += kt) {  // K in tiles of kt
+            const int64_t kk = k - k0 < kt ? k - k0 : kt;
+            const int64_t k1 = kk / 16;
+            SetFlag<HardEvent::M_MTE1>(0);  // l0aBuf_: M has read it before MTE1 overwrites it
+            WaitFlag<HardEvent::M_MTE1>(0);
+            for (int64_t mb = 0; mb < AlignUp(mm, 16) / 16; ++mb) {
+                LoadData(l0a_[256 * (k1 * mb)], a,
+                         LoadData2DParams(static_cast<uint16_t>(mb + aPad / 16 * (k0 / 16)), static_cast<uint8_t>(k1),
+                                          static_cast<uint16_t>(aPad / 16), 0, 0, false, 0));
             }
-            LoadData(l0b_, b, LoadData2DParams(k0 / 16 * n1, k1 * n1, 1, 0, 0, false, 0));
-            Fence<HardEvent::MTE1_M>();
-            if (k0 == 0) {
-                Fence<HardEvent::FIX_M>();
-            }
-            Mmad(c, l0a_, l0b_, MmadParams(mm, n, k1 * 16, 0, false, init && k0 == 0));
+            LoadData(l0b_, b,
+                     LoadData2DParams(static_cast<uint16_t>(k0 / 16 * (n / 16)), static_cast<uint8_t>(k1 * (n / 16)), 1,
+                                      0, 0, false, 0));
+            SetFlag<HardEvent::MTE1_M>(0);  // l0aBuf_: MTE1 has written it before M reads it
+            WaitFlag<HardEvent::MTE1_M>(0);
+            Mmad(c, l0a_, l0b_,
+                 MmadParams(static_cast<uint16_t>(mm), static_cast<uint16_t>(n), static_cast<uint16_t>(16 * k1), 0,
+                            false, init && k0 == 0));
         }
-        Fence<HardEvent::M_FIX>();
     }
 
-    // C (L0C) [+]= A B: A stored [m, k] (C0 stride aPad), B stored [k, n] (C0 stride bPad rows, k <= bPad); k tiles
-    // of kt (fractal transposes turn B's NZ into the ZN layout of L0B).
+    // C (L0C) [+]= A B: A stored [m, k] (C0 stride aPad), B stored [k, n] (C0 stride bPad rows); k tiles of kt (fractal transposes turn B's NZ into L0B's ZN layout).
     __aicore__ inline void MmadNN(const LocalTensor<float>& c, const LocalTensor<T>& a, const LocalTensor<T>& b,
-                                  int64_t mm, int64_t aPad, int64_t n, int64_t k, int64_t bPad, int64_t kt, bool init)
+                                  int64_t mm, int64_t aPad, int64_t n, int64_t k, int64_t bPad, int64_t kt,
+                                  int64_t init)
     {
-        const int64_t m1 = AlignUp(mm, 16) / 16, ap = aPad / 16, n1 = n / 16, bp = bPad / 16;
-        for (int64_t k0 = 0; k0 < k; k0 += kt) {
-            const int64_t k1 = Min64(kt, k - k0) / 16;
-            Fence<HardEvent::M_MTE1>();
-            for (int64_t mb = 0; mb < m1; ++mb) {
-                LoadData(l0a_[mb * k1 * 256], a, LoadData2DParams(k0 / 16 * ap + mb, k1, ap, 0, 0, false, 0));
+        for (int64_t k0 = 0; k0 < k; k0 += kt) {  // K in tiles of kt
+            const int64_t kk = k - k0 < kt ? k - k0 : kt;
+            const int64_t k1 = kk / 16;
+            SetFlag<HardEvent::M_MTE1>(0);  // l0aBuf_: M has read it before MTE1 overwrites it
+            WaitFlag<HardEvent::M_MTE1>(0);
+            for (int64_t mb = 0; mb < AlignUp(mm, 16) / 16; ++mb) {
+                LoadData(l0a_[256 * (k1 * mb)], a,
+                         LoadData2DParams(static_cast<uint16_t>(mb + aPad / 16 * (k0 / 16)), static_cast<uint8_t>(k1),
+                                          static_cast<uint16_t>(aPad / 16), 0, 0, false, 0));
             }
             for (int64_t kb = 0; kb < k1; ++kb) {
-                LoadData(l0b_[kb * n1 * 256], b, LoadData2DParams(k0 / 16 + kb, n1, bp, 0, 0, true, 0));
+                LoadData(l0b_[256 * (kb * (n / 16))], b,
+                         LoadData2DParams(static_cast<uint16_t>(k0 / 16 + kb), static_cast<uint8_t>(n / 16),
+                                          static_cast<uint16_t>(bPad / 16), 0, 0, true, 0));
             }
-            Fence<HardEvent::MTE1_M>();
-            if (k0 == 0) {
-                Fence<HardEvent::FIX_M>();
-            }
-            Mmad(c, l0a_, l0b_, MmadParams(mm, n, k1 * 16, 0, false, init && k0 == 0));
+            SetFlag<HardEvent::MTE1_M>(0);  // l0aBuf_: MTE1 has written it before M reads it
+            WaitFlag<HardEvent::MTE1_M>(0);
+            Mmad(c, l0a_, l0b_,
+                 MmadParams(static_cast<uint16_t>(mm), static_cast<uint16_t>(n), static_cast<uint16_t>(16 * k1), 0,
+                            false, init && k0 == 0));
         }
-        Fence<HardEvent::M_FIX>();
     }
 
-    // C (L0C) = Aᵀ B[:, n0 : n0 + nn]: A stored [k, m] (C0 stride aPad rows, m a multiple of 16), B stored [k, n]
-    // (C0 stride bPad rows); k = the unit's rows (one k tile).
-    __aicore__ inline void MmadTN(const LocalTensor<float>& c, const LocalTensor<T>& a, const LocalTensor<T>& b,
-                                  int64_t m, int64_t aPad, int64_t n0, int64_t nn, int64_t k, int64_t bPad)
-    {
-        const int64_t m1 = m / 16, k1 = AlignUp(k, 16) / 16, ap = aPad / 16, n1 = nn / 16, bp = bPad / 16;
-        Fence<HardEvent::M_MTE1>();
-        for (int64_t mb = 0; mb < m1; ++mb) {
-            LoadData(l0a_[mb * k1 * 256], a, LoadData2DParams(mb * ap, k1, 1, 0, 0, true, 0));
-        }
-        for (int64_t kb = 0; kb < k1; ++kb) {
-            LoadData(l0b_[kb * n1 * 256], b, LoadData2DParams(n0 / 16 * bp + kb, n1, bp, 0, 0, true, 0));
-        }
-        Fence<HardEvent::MTE1_M>();
-        Fence<HardEvent::FIX_M>();
-        Mmad(c, l0a_, l0b_, MmadParams(m, nn, k, 0, false, true));
-        Fence<HardEvent::M_FIX>();
-    }
-
-    // The selected rows of a [T2, N2, E] tensor for key chunk c of unit x, gathered straight into L1 NZ (one ND ->
-    // NZ copy per selected block; C0 stride = the chunk's keys) (the AscendC matmul data path).
+    // The selected rows of a [T2, N2, E] tensor for key chunk c of unit x, gathered into L1 NZ (one ND -> NZ copy per selected block; C0 stride = the chunk's keys).
     __aicore__ inline void Gather(const LocalTensor<T>& dst, const GlobalTensor<T>& src, int64_t e, const Unit& x,
                                   int64_t c, int64_t keys)
     {
-        Fence<HardEvent::MTE1_MTE2>();
-        for (int64_t b = 0; b < keys / BS_; ++b) {
-            const int64_t row = x.kv0 + static_cast<int64_t>(x.blk[c * bpc_ + b]) * BS_;
-            RowsToNz(dst[b * BS_ * 16], src[(row * N2_ + x.n2) * e], BS_, e, N2_ * e, keys);
+        for (int64_t b = 0; b < keys / td_->blockSize; ++b) {
+            const int64_t row = x.kv0 + td_->blockSize * static_cast<int64_t>(gm_topk_indices.GetValue(
+                                                             b + td_->blockCount * x.n2 + td_->blocksPerChunk * c +
+                                                             td_->blockCount * td_->kvHeads * x.t));
+            RowsToNz(dst[16 * (b * td_->blockSize)], src[e * x.n2 + e * td_->kvHeads * row], td_->blockSize, e,
+                     e * td_->kvHeads, keys);
         }
-        Fence<HardEvent::MTE2_MTE1>();
     }
 
     // The unit's rows of a head-major [T1, N1, E] tensor into L1 NZ (C0 stride gTile rows).
     __aicore__ inline void Heads(const LocalTensor<T>& dst, const GlobalTensor<T>& src, int64_t e, const Unit& x)
     {
-        Fence<HardEvent::MTE1_MTE2>();
-        RowsToNz(dst, src[(x.t * N1_ + x.h0) * e], x.rows, e, e, gTile_);
-        Fence<HardEvent::MTE2_MTE1>();
+        RowsToNz(dst, src[e * x.h0 + e * td_->qHeads * x.t], x.rows, e, e, td_->gTile);
     }
 
     // `keys` columns of the unit's rows of a workspace tile (row pitch `pitch`) into L1 NZ (C0 stride gTile rows).
     __aicore__ inline void TileIn(const LocalTensor<T>& dst, const GlobalTensor<T>& src, const Unit& x, int64_t keys,
                                   int64_t pitch)
     {
-        Fence<HardEvent::MTE1_MTE2>();
-        RowsToNz(dst, src, x.rows, keys, pitch, gTile_);
-        Fence<HardEvent::MTE2_MTE1>();
+        RowsToNz(dst, src, x.rows, keys, pitch, td_->gTile);
     }
 
-    // Atomic fp32 add of the per-block rows of an L0C [keys, nn] result (C0 stride keys) into the [T2, N2, E]
-    // workspace at the selected rows, columns n0 .. n0 + nn (a scatter: duplicate indices accumulate).
-    __aicore__ inline void ScatterAdd(const GlobalTensor<float>& dst, const LocalTensor<float>& src, int64_t e,
-                                      const Unit& x, int64_t c, int64_t keys, int64_t n0, int64_t nn)
-    {
-        SetAtomicAdd<float>();
-        for (int64_t b = 0; b < keys / BS_; ++b) {
-            const int64_t row = x.kv0 + static_cast<int64_t>(x.blk[c * bpc_ + b]) * BS_;
-            FixRows<float>(dst[(row * N2_ + x.n2) * e + n0], src[b * BS_ * 16], BS_, nn, keys, N2_ * e);
-        }
-        SetAtomicNone();
-    }
-
-    __aicore__ inline void CubePhase1(const Unit& x, [[maybe_unused]] int64_t c, [[maybe_unused]] int64_t slot)
-    {
-        Heads(headL1_0_, gm_query, D_, x);  // spec: nsa_selected_attention.py:90
-        for (c = 0; c < chunks_; ++c) {
-            const int64_t keys = ChunkKeys(c);
-            Gather(gatherL1_0_, gm_key, D_, x, c, keys);  // spec: nsa_selected_attention.py:90
-            MmadNT(tile_, headL1_0_, gatherL1_0_, x.mPad, gTile_, keys, D_, td_->baseKs,
-                   true);  // spec: nsa_selected_attention.py:90
-            FixRows<float>(ws_v38[slot * (td_->wsSlotBytes / sizeof(float)) + c * Lc_], tile_, x.rows, keys, x.mPad,
-                           L_);  // spec: nsa_selected_attention.py:90
-        }
-    }
-
-    __aicore__ inline void CubePhase2(const Unit& x, [[maybe_unused]] int64_t c, [[maybe_unused]] int64_t slot)
-    {
-        for (c = 0; c < chunks_; ++c) {
-            const int64_t keys = ChunkKeys(c);
-            TileIn(tileL1_0_, ws_v51[slot * (td_->wsSlotBytes / sizeof(T)) + c * Lc_], x, keys,
-                   L_);                                      // spec: nsa_selected_attention.py:101
-            Gather(gatherL1_0_, gm_value, Dv_, x, c, keys);  // spec: nsa_selected_attention.py:101
-            MmadNN(acc_, tileL1_0_, gatherL1_0_, x.mPad, gTile_, Dv_, keys, keys, td_->baseKo,
-                   c == 0);  // spec: nsa_selected_attention.py:101
-        }
-        FixRows<T>(gm_attention_out[(x.t * N1_ + x.h0) * Dv_], acc_, x.rows, Dv_, x.mPad,
-                   Dv_);  // spec: nsa_selected_attention.py:101
-    }
-
-    // ------------------------------------------------------------------ AIV
-    __aicore__ inline void VecMain()
-    {
-        const int64_t rowCap = L_;
-        pipe_.InitBuffer(rowBuf_, 1 * vecRows_ * rowCap * sizeof(float));
-        pipe_.InitBuffer(tileQue0, 1, vecRows_ * rowCap * sizeof(T));
-        pipe_.InitBuffer(statQue0, 1, vecRows_ * 8 * sizeof(float));
-        pipe_.InitBuffer(statQue1, 1, vecRows_ * 8 * sizeof(float));
-        pipe_.InitBuffer(scratchBuf_, rowCap * sizeof(float));
-        scratch_ = scratchBuf_.template Get<float>();
-        pipe_.InitBuffer(reduceBuf_, (AlignUp((Max64(rowCap, D_) + 63) / 64, 8) + 16) * sizeof(float));
-        reduce_ = reduceBuf_.template Get<float>();
-        Unit x;
-        const int64_t sub = GetSubBlockIdx();
-        for (int64_t u = unitBegin_; u < unitEnd_; ++u) {
-            Decode(u, x);
-            const int64_t half = (x.rows + 1) / 2;
-            const int64_t rBegin = sub == 0 ? 0 : half;
-            const int64_t rEnd = sub == 0 ? half : x.rows;
-            const int64_t slot = (u - unitBegin_) % 2;
-            for (int64_t c = 0; c < 1; ++c) {
-                CrossCoreWaitFlag(FLAG_C2V);
-                VecItem(x, c, slot, rBegin, rEnd);
-                CrossCoreSetFlag<2, PIPE_MTE3>(FLAG_V2C);
-            }
-        }
-    }
-
-    __aicore__ inline LocalTensor<float> Reg(int64_t j)
-    {
-        return rowBuf_.template Get<float>()[j * vecRows_ * L_];
-    }
-
-    // Sum of n fp32 lanes (ReduceSum; the result read back by the scalar unit).
+    // Sum of n fp32 lanes (read back by the scalar unit).
     __aicore__ inline float RowSum(const LocalTensor<float>& src, int64_t n)
     {
         ReduceSum(reduce_, src, reduce_[8], static_cast<int32_t>(n));
-        Fence<HardEvent::V_S>();
+        SetFlag<HardEvent::V_S>(0);  // reduceBuf_: V has written it before S reads it
+        WaitFlag<HardEvent::V_S>(0);
         const float r = reduce_.GetValue(0);
-        Fence<HardEvent::S_V>();
         return r;
     }
 
-    // Max of n fp32 lanes (n a multiple of 8): halving Max tree in the scratch row, the last 8 lanes on the scalar
-    // unit.
+    // Max of n fp32 lanes (read back by the scalar unit; the scratch row holds ReduceMax's (value, index) pairs of its first round).
     __aicore__ inline float RowMax(const LocalTensor<float>& src, int64_t n)
     {
-        Adds(scratch_, src, 0.0f, static_cast<int32_t>(n));
-        PipeBarrier<PIPE_V>();
-        int64_t m = n;
-        while (m > 8) {
-            const int64_t h = (m / 8 + 1) / 2 * 8;
-            Max(scratch_, scratch_, scratch_[h], static_cast<int32_t>(m - h));
-            PipeBarrier<PIPE_V>();
-            m = h;
-        }
-        Fence<HardEvent::V_S>();
-        float r = scratch_.GetValue(0);
-        for (int64_t i = 1; i < m; ++i) {
-            const float v = scratch_.GetValue(i);
-            r = v > r ? v : r;
-        }
-        Fence<HardEvent::S_V>();
+        ReduceMax(reduce_, src, scratch_, static_cast<int32_t>(n), false);
+        SetFlag<HardEvent::V_S>(0);  // reduceBuf_: V has written it before S reads it
+        WaitFlag<HardEvent::V_S>(0);
+        const float r = reduce_.GetValue(0);
         return r;
     }
 
-    // Keys of chunk c whose in-batch position idx * bs + j exceeds the token's position s get `fill` (the
-    // causal mask of sparseMode 2): whole future blocks by Duplicate; the diagonal block by scalar lanes up to a 32-byte boundary, then
-    // Duplicate.
+    // Keys of chunk c whose in-batch position exceeds the token's position s get `fill` (whole future blocks by Duplicate; the diagonal block by scalar lanes up to a 32-byte boundary, then Duplicate).
     __aicore__ inline void MaskFuture(const LocalTensor<float>& dst, int64_t keys, const Unit& x, int64_t c, float fill)
     {
-        for (int64_t b = 0; b < keys / BS_; ++b) {
-            const int64_t p0 = static_cast<int64_t>(x.blk[c * bpc_ + b]) * BS_;
+        for (int64_t b = 0; b < keys / td_->blockSize; ++b) {
+            const int64_t p0 =
+                td_->blockSize *
+                static_cast<int64_t>(gm_topk_indices.GetValue(b + td_->blockCount * x.n2 + td_->blocksPerChunk * c +
+                                                              td_->blockCount * td_->kvHeads * x.t));
             if (p0 > x.s) {
-                Duplicate(dst[b * BS_], fill, static_cast<int32_t>(BS_));
-                PipeBarrier<PIPE_V>();
-            } else if (p0 + BS_ - 1 > x.s) {
-                const int64_t j0 = x.s - p0 + 1;
-                const int64_t ja = Min64(AlignUp(j0, 8), BS_);
-                Fence<HardEvent::V_S>();
-                for (int64_t j = j0; j < ja; ++j) {
-                    dst.SetValue(b * BS_ + j, fill);
-                }
-                Fence<HardEvent::S_V>();
-                if (ja < BS_) {
-                    Duplicate(dst[b * BS_ + ja], fill, static_cast<int32_t>(BS_ - ja));
-                    PipeBarrier<PIPE_V>();
+                PipeBarrier<PIPE_V>();       // rowBuf_: V writes after V's write
+                SetFlag<HardEvent::S_V>(0);  // rowBuf_: V writes after S's write
+                WaitFlag<HardEvent::S_V>(0);
+                Duplicate(dst[b * td_->blockSize], static_cast<float>(fill), static_cast<int32_t>(td_->blockSize));
+            } else {
+                if (td_->blockSize + p0 - 1 > x.s) {
+                    const int64_t j0 = x.s - p0 + 1;
+                    const int64_t ja = AlignUp(j0, 8) < td_->blockSize ? AlignUp(j0, 8) : td_->blockSize;
+                    for (int64_t j = j0; j < ja; ++j) {
+                        SetFlag<HardEvent::V_S>(0);  // rowBuf_: S writes after V's write
+                        WaitFlag<HardEvent::V_S>(0);
+                        dst.SetValue(j + b * td_->blockSize, fill);
+                    }
+                    if (ja < td_->blockSize) {
+                        SetFlag<HardEvent::S_V>(0);  // rowBuf_: V writes after S's write
+                        WaitFlag<HardEvent::S_V>(0);
+                        PipeBarrier<PIPE_V>();  // rowBuf_: V writes after V's write
+                        Duplicate(dst[ja + b * td_->blockSize], static_cast<float>(fill),
+                                  static_cast<int32_t>(td_->blockSize - ja));
+                    }
                 }
             }
         }
     }
 
-    // One item (a unit) on this AIV's rows, vecRows_ rows per UB pass.
-    __aicore__ inline void VecItem([[maybe_unused]] const Unit& x, [[maybe_unused]] int64_t c, int64_t slot,
-                                   int64_t rBegin, int64_t rEnd)
+    // The matmuls of an item before its vector stage.
+    __aicore__ inline void CubePhase1(const Unit& x, [[maybe_unused]] int64_t c, int64_t slot)
     {
-        const int64_t keys = L_;
-        for (int64_t p0 = rBegin; p0 < rEnd; p0 += vecRows_) {
-            const int64_t k = Min64(vecRows_, rEnd - p0);
-            Fence<HardEvent::V_MTE2>();
-            DataCopy(Reg(0), ws_v38[slot * (td_->wsSlotBytes / sizeof(float)) + p0 * keys],
-                     static_cast<uint32_t>(k * keys));                      // spec: nsa_selected_attention.py:90
-            LocalTensor<T> tileQue0T = tileQue0.template AllocTensor<T>();  // spec: nsa_selected_attention.py:98
-            LocalTensor<float> statQue0T =
-                statQue0.template AllocTensor<float>();  // spec: nsa_selected_attention.py:103
-            LocalTensor<float> statQue1T =
-                statQue1.template AllocTensor<float>();  // spec: nsa_selected_attention.py:104
-            Fence<HardEvent::MTE2_V>();
-            for (int64_t i = 0; i < k; ++i) {
-                [[maybe_unused]] const int64_t row = p0 + i;
-                MaskFuture(Reg(0)[i * keys], keys, x, c,
-                           static_cast<float>(-FLT_MAX_VALUE));  // spec: nsa_selected_attention.py:93
-                PipeBarrier<PIPE_V>();
-                Muls(Reg(0)[i * keys], Reg(0)[i * keys], static_cast<float>(scale_),
-                     static_cast<int32_t>(keys));  // spec: nsa_selected_attention.py:94
-                PipeBarrier<PIPE_V>();
-                const float st_v45 = RowMax(Reg(0)[i * keys], keys);  // spec: nsa_selected_attention.py:95
-                Adds(Reg(0)[i * keys], Reg(0)[i * keys], static_cast<float>(-(st_v45)),
+        SetFlag<HardEvent::MTE1_MTE2>(0);  // headL1_0Buf_: MTE1 has read it before MTE2 overwrites it
+        WaitFlag<HardEvent::MTE1_MTE2>(0);
+        Heads(headL1_0_, gm_query, td_->headDim, x);    // spec: nsa_selected_attention.py:90
+        for (int64_t cc = 0; cc < td_->chunks; ++cc) {  // the unit's key chunks
+            const int64_t keys = td_->blockSize * (td_->blocksPerChunk < td_->blockCount - td_->blocksPerChunk * cc
+                                                       ? td_->blocksPerChunk
+                                                       : td_->blockCount - td_->blocksPerChunk * cc);
+            SetFlag<HardEvent::MTE1_MTE2>(0);  // gatherL1_0Buf_: MTE1 has read it before MTE2 overwrites it
+            WaitFlag<HardEvent::MTE1_MTE2>(0);
+            Gather(gatherL1_0_, gm_key, td_->headDim, x, cc, keys);  // spec: nsa_selected_attention.py:90
+            SetFlag<HardEvent::MTE2_MTE1>(0);  // gatherL1_0Buf_: MTE2 has written it before MTE1 reads it
+            WaitFlag<HardEvent::MTE2_MTE1>(0);
+            SetFlag<HardEvent::FIX_M>(0);  // l0cTileBuf_: FIX has read it before M overwrites it
+            WaitFlag<HardEvent::FIX_M>(0);
+            MmadNT(tile_, headL1_0_, gatherL1_0_, x.mPad, td_->gTile, keys, td_->headDim, td_->baseKs,
+                   1);                     // spec: nsa_selected_attention.py:90
+            SetFlag<HardEvent::M_FIX>(0);  // l0cTileBuf_: M has written it before FIX reads it
+            WaitFlag<HardEvent::M_FIX>(0);
+            Fixpipe<float, float, CFG_ROW_MAJOR>(
+                wsTile0_[2 * (core_ * td_->wsSlotBytes) / 4 + cc * td_->chunkKeys + slot * (td_->wsSlotBytes / 4)],
+                tile_,
+                FixpipeParamsV220(static_cast<uint16_t>(keys), static_cast<uint16_t>(x.rows),
+                                  static_cast<uint16_t>(x.mPad), static_cast<uint32_t>(td_->selKeys), false,
+                                  QuantMode_t::NoQuant, 0, 1, 0, 0, 0));  // spec: nsa_selected_attention.py:90
+        }
+    }
+
+    // The matmuls of an item after its vector stage.
+    __aicore__ inline void CubePhase2(const Unit& x, [[maybe_unused]] int64_t c, int64_t slot)
+    {
+        SetFlag<HardEvent::FIX_M>(0);  // l0cAccBuf_: FIX has read it before M overwrites it
+        WaitFlag<HardEvent::FIX_M>(0);
+        for (int64_t cc = 0; cc < td_->chunks; ++cc) {  // the unit's key chunks
+            const int64_t keys = td_->blockSize * (td_->blocksPerChunk < td_->blockCount - td_->blocksPerChunk * cc
+                                                       ? td_->blocksPerChunk
+                                                       : td_->blockCount - td_->blocksPerChunk * cc);
+            SetFlag<HardEvent::MTE1_MTE2>(0);  // tileL1_0Buf_: MTE1 has read it before MTE2 overwrites it
+            WaitFlag<HardEvent::MTE1_MTE2>(0);
+            TileIn(
+                tileL1_0_,
+                wsTile1_[(AlignUp(4 * (td_->gRows * td_->selKeys), 512) + 2 * (core_ * td_->wsSlotBytes)) / sizeof(T) +
+                         cc * td_->chunkKeys + slot * (td_->wsSlotBytes / sizeof(T))],
+                x, keys, td_->selKeys);                                 // spec: nsa_selected_attention.py:101
+            Gather(gatherL1_0_, gm_value, td_->valueDim, x, cc, keys);  // spec: nsa_selected_attention.py:101
+            SetFlag<HardEvent::MTE2_MTE1>(0);  // tileL1_0Buf_: MTE2 has written it before MTE1 reads it
+            WaitFlag<HardEvent::MTE2_MTE1>(0);
+            MmadNN(acc_, tileL1_0_, gatherL1_0_, x.mPad, td_->gTile, td_->valueDim, keys, keys, td_->baseKo,
+                   cc == 0 ? 1 : 0);  // spec: nsa_selected_attention.py:101
+        }
+        SetFlag<HardEvent::M_FIX>(0);  // l0cAccBuf_: M has written it before FIX reads it
+        WaitFlag<HardEvent::M_FIX>(0);
+        Fixpipe<T, float, CFG_ROW_MAJOR>(
+            gm_attention_out[td_->valueDim * x.h0 + td_->qHeads * td_->valueDim * x.t], acc_,
+            FixpipeParamsV220(static_cast<uint16_t>(td_->valueDim), static_cast<uint16_t>(x.rows),
+                              static_cast<uint16_t>(x.mPad), static_cast<uint32_t>(td_->valueDim), false,
+                              CubeQuantOf<T>(), 0, 1, 0, 0, 0));  // spec: nsa_selected_attention.py:101
+    }
+
+    // One item on this AIV's rows, vecRows rows per UB pass.
+    __aicore__ inline void VecItem(const Unit& x, int64_t c, int64_t slot, int64_t rBegin, int64_t rEnd)
+    {
+        const int64_t keys = td_->selKeys;
+        for (int64_t p0 = rBegin; p0 < rEnd; p0 += td_->vecRows) {  // UB passes of vecRows rows
+            const int64_t k = rEnd - p0 < td_->vecRows ? rEnd - p0 : td_->vecRows;
+            SetFlag<HardEvent::V_MTE2>(0);  // rowBuf_: V has read it before MTE2 overwrites it
+            WaitFlag<HardEvent::V_MTE2>(0);
+            DataCopyPad(rows_[0],
+                        wsTile0_[2 * (core_ * td_->wsSlotBytes) / 4 + keys * p0 + slot * (td_->wsSlotBytes / 4)],
+                        DataCopyExtParams(1, 4 * (k * keys), 0, 0, 0),
+                        DataCopyPadExtParams<float>(false, 0, 0, float{}));  // spec: nsa_selected_attention.py:90
+            LocalTensor<T> tileQue0T = tileQue0.template AllocTensor<T>();
+            LocalTensor<float> statQue0T = statQue0.template AllocTensor<float>();
+            LocalTensor<float> statQue1T = statQue1.template AllocTensor<float>();
+            SetFlag<HardEvent::MTE2_V>(0);  // rowBuf_: V writes after MTE2's write
+            WaitFlag<HardEvent::MTE2_V>(0);
+            for (int64_t i = 0; i < k; ++i) {  // the pass's rows
+                MaskFuture(rows_[0][i * keys], keys, x, c,
+                           -3.4028234663852886e+38f);  // spec: nsa_selected_attention.py:93
+                PipeBarrier<PIPE_V>();                 // rowBuf_: V has written it before V reads it
+                SetFlag<HardEvent::S_V>(0);            // rowBuf_: S has written it before V reads it
+                WaitFlag<HardEvent::S_V>(0);
+                Muls(rows_[0][i * keys], rows_[0][i * keys], static_cast<float>(scale_),
+                     static_cast<int32_t>(keys));                       // spec: nsa_selected_attention.py:94
+                PipeBarrier<PIPE_V>();                                  // rowBuf_: V has written it before V reads it
+                const float st_v45 = RowMax(rows_[0][i * keys], keys);  // spec: nsa_selected_attention.py:95
+                Adds(rows_[0][i * keys], rows_[0][i * keys], static_cast<float>(-(st_v45)),
                      static_cast<int32_t>(keys));  // spec: nsa_selected_attention.py:96
-                PipeBarrier<PIPE_V>();
-                Exp(Reg(0)[i * keys], Reg(0)[i * keys],
-                    static_cast<int32_t>(keys));  // spec: nsa_selected_attention.py:96
-                PipeBarrier<PIPE_V>();
-                const float st_v48 = RowSum(Reg(0)[i * keys], keys);  // spec: nsa_selected_attention.py:97
-                Muls(Reg(0)[i * keys], Reg(0)[i * keys], static_cast<float>(1.0f / (st_v48)),
+                PipeBarrier<PIPE_V>();             // rowBuf_: V has written it before V reads it
+                Exp(rows_[0][i * keys], rows_[0][i * keys],
+                    static_cast<int32_t>(keys));                        // spec: nsa_selected_attention.py:96
+                PipeBarrier<PIPE_V>();                                  // rowBuf_: V has written it before V reads it
+                const float st_v48 = RowSum(rows_[0][i * keys], keys);  // spec: nsa_selected_attention.py:97
+                Muls(rows_[0][i * keys], rows_[0][i * keys], static_cast<float>((1.0f / st_v48)),
                      static_cast<int32_t>(keys));  // spec: nsa_selected_attention.py:98
-                PipeBarrier<PIPE_V>();
-                Cast(tileQue0T[i * keys], Reg(0)[i * keys], RoundMode::CAST_ROUND,
-                     static_cast<uint32_t>(keys));       // spec: nsa_selected_attention.py:98
-                Duplicate(statQue0T[i * 8], st_v45, 8);  // spec: nsa_selected_attention.py:103
-                Duplicate(statQue1T[i * 8], st_v48, 8);  // spec: nsa_selected_attention.py:104
-                PipeBarrier<PIPE_V>();
+                PipeBarrier<PIPE_V>();             // rowBuf_: V has written it before V reads it
+                Cast(tileQue0T[i * keys], rows_[0][i * keys], RoundMode::CAST_ROUND,
+                     static_cast<uint32_t>(keys));                           // spec: nsa_selected_attention.py:98
+                Duplicate(statQue0T[8 * i], static_cast<float>(st_v45), 8);  // spec: nsa_selected_attention.py:103
+                Duplicate(statQue1T[8 * i], static_cast<float>(st_v48), 8);  // spec: nsa_selected_attention.py:104
             }
-            tileQue0.EnQue(tileQue0T);                 // spec: nsa_selected_attention.py:98
-            tileQue0T = tileQue0.template DeQue<T>();  // spec: nsa_selected_attention.py:98
-            DataCopy(ws_v51[slot * (td_->wsSlotBytes / sizeof(T)) + p0 * keys], tileQue0T,
-                     static_cast<uint32_t>(k * keys));     // spec: nsa_selected_attention.py:98
-            tileQue0.FreeTensor(tileQue0T);                // spec: nsa_selected_attention.py:98
-            statQue0.EnQue(statQue0T);                     // spec: nsa_selected_attention.py:103
-            statQue0T = statQue0.template DeQue<float>();  // spec: nsa_selected_attention.py:103
-            DataCopy(gm_softmax_max[(x.t * N1_ + x.h0 + p0) * 8], statQue0T,
-                     static_cast<uint32_t>(k * 8));        // spec: nsa_selected_attention.py:103
-            statQue0.FreeTensor(statQue0T);                // spec: nsa_selected_attention.py:103
-            statQue1.EnQue(statQue1T);                     // spec: nsa_selected_attention.py:104
-            statQue1T = statQue1.template DeQue<float>();  // spec: nsa_selected_attention.py:104
-            DataCopy(gm_softmax_sum[(x.t * N1_ + x.h0 + p0) * 8], statQue1T,
-                     static_cast<uint32_t>(k * 8));  // spec: nsa_selected_attention.py:104
-            statQue1.FreeTensor(statQue1T);          // spec: nsa_selected_attention.py:104
+            tileQue0.EnQue(tileQue0T);
+            tileQue0T = tileQue0.template DeQue<T>();
+            DataCopyPad(
+                wsTile1_[(AlignUp(4 * (td_->gRows * td_->selKeys), 512) + 2 * (core_ * td_->wsSlotBytes)) / sizeof(T) +
+                         keys * p0 + slot * (td_->wsSlotBytes / sizeof(T))],
+                tileQue0T, DataCopyExtParams(1, k * keys * sizeof(T), 0, 0, 0));  // spec: nsa_selected_attention.py:98
+            tileQue0.FreeTensor(tileQue0T);
+            statQue0.EnQue(statQue0T);
+            statQue0T = statQue0.template DeQue<float>();
+            DataCopyPad(gm_softmax_max[8 * p0 + 8 * x.h0 + 8 * (td_->qHeads * x.t)], statQue0T,
+                        DataCopyExtParams(1, 32 * k, 0, 0, 0));  // spec: nsa_selected_attention.py:103
+            statQue0.FreeTensor(statQue0T);
+            statQue1.EnQue(statQue1T);
+            statQue1T = statQue1.template DeQue<float>();
+            DataCopyPad(gm_softmax_sum[8 * p0 + 8 * x.h0 + 8 * (td_->qHeads * x.t)], statQue1T,
+                        DataCopyExtParams(1, 32 * k, 0, 0, 0));  // spec: nsa_selected_attention.py:104
+            statQue1.FreeTensor(statQue1T);
+        }
+    }
+
+    // The AIC: the matmuls of this AI Core's units.
+    __aicore__ inline void CubeMain()
+    {
+        pipe_.InitBuffer(headL1_0Buf_, td_->gTile * td_->headDim * sizeof(T));
+        headL1_0_ = headL1_0Buf_.template Get<T>();
+        pipe_.InitBuffer(gatherL1_0Buf_, td_->chunkKeys * td_->headDim * sizeof(T));
+        gatherL1_0_ = gatherL1_0Buf_.template Get<T>();
+        pipe_.InitBuffer(tileL1_0Buf_, td_->chunkKeys * td_->gTile * sizeof(T));
+        tileL1_0_ = tileL1_0Buf_.template Get<T>();
+        pipe_.InitBuffer(l0aBuf_, 65536);
+        pipe_.InitBuffer(l0bBuf_, 65536);
+        pipe_.InitBuffer(l0cAccBuf_, 65536);
+        pipe_.InitBuffer(l0cTileBuf_, 65536);
+        l0a_ = l0aBuf_.template Get<T>();
+        l0b_ = l0bBuf_.template Get<T>();
+        acc_ = l0cAccBuf_.template Get<float>();
+        tile_ = l0cTileBuf_.template Get<float>();
+        core_ = GetBlockIdx();
+        const int64_t unitBegin = (core_ < td_->unitsTail ? core_ : td_->unitsTail) + core_ * td_->unitsPerCore;
+        const int64_t unitEnd = (core_ < td_->unitsTail ? 1 : 0) + unitBegin + td_->unitsPerCore;
+        Unit x;
+        Unit prev;
+        int64_t prevSlot = 0;
+        for (int64_t u = unitBegin; u < unitEnd;
+             ++u) {  // phase 1 of unit u before phase 2 of unit u - 1: the cube works while the AIVs do
+            Decode(u, x);
+            const int64_t slot = (u - unitBegin) % 2;
+            CubePhase1(x, 0, slot);
+            CrossCoreSetFlag<2, PIPE_FIX>(1);  // the unit's scores are in its workspace slot
+            if (u > unitBegin) {
+                CrossCoreWaitFlag(2);  // the previous unit's probabilities are in its slot
+                CubePhase2(prev, 0, prevSlot);
+            }
+            prev.t = x.t;
+            prev.n2 = x.n2;
+            prev.h0 = x.h0;
+            prev.rows = x.rows;
+            prev.s = x.s;
+            prev.kv0 = x.kv0;
+            prev.mPad = x.mPad;
+            prevSlot = slot;
+        }
+        if (unitEnd > unitBegin) {
+            CrossCoreWaitFlag(2);
+            CubePhase2(prev, 0, prevSlot);
+        }
+    }
+
+    // An AIV: the vector stage on half of each unit's rows.
+    __aicore__ inline void VecMain()
+    {
+        pipe_.InitBuffer(rowBuf_, 4 * (td_->selKeys * td_->vecRows));
+        rows_[0] = rowBuf_.template Get<float>();
+        pipe_.InitBuffer(tileQue0, 1, td_->selKeys * sizeof(T) * td_->vecRows);
+        pipe_.InitBuffer(statQue0, 1, 32 * td_->vecRows);
+        pipe_.InitBuffer(statQue1, 1, 32 * td_->vecRows);
+        pipe_.InitBuffer(scratchBuf_, 4 * td_->selKeys);
+        scratch_ = scratchBuf_.template Get<float>();
+        pipe_.InitBuffer(
+            reduceBuf_,
+            4 * AlignUp((((td_->selKeys > td_->headDim ? td_->selKeys : td_->headDim) + 64 - 1) / 64), 8) + 64);
+        reduce_ = reduceBuf_.template Get<float>();
+        scale_ = BitsToFloat(td_->scaleBits);
+        core_ = GetBlockIdx() / GetTaskRatio();
+        const int64_t unitBegin = (core_ < td_->unitsTail ? core_ : td_->unitsTail) + core_ * td_->unitsPerCore;
+        const int64_t unitEnd = (core_ < td_->unitsTail ? 1 : 0) + unitBegin + td_->unitsPerCore;
+        Unit x;
+        for (int64_t u = unitBegin; u < unitEnd; ++u) {  // this AI Core's units; this AIV's half of each unit's rows
+            Decode(u, x);
+            const int64_t half = (x.rows + 1) / 2;
+            const int64_t rBegin = GetSubBlockIdx() == 0 ? 0 : half;
+            const int64_t rEnd = GetSubBlockIdx() == 0 ? half : x.rows;
+            const int64_t slot = (u - unitBegin) % 2;
+            for (int64_t c = 0; c < 1; ++c) {  // the unit's items
+                CrossCoreWaitFlag(1);          // the item's cube results are in the workspace
+                VecItem(x, c, slot, rBegin, rEnd);
+                CrossCoreSetFlag<2, PIPE_MTE3>(2);  // the item's vector results are in the workspace
+            }
         }
     }
 
     const optiling::NsaSelectedAttentionTilingData* td_ = nullptr;
-    int64_t N1_ = 0, N2_ = 0, G_ = 0, D_ = 0, Dv_ = 0, CNT_ = 0, BS_ = 0, L_ = 0, gRows_ = 0, gTile_ = 0;
-    int64_t gChunks_ = 0, bpc_ = 0, Lc_ = 0, chunks_ = 0, batches_ = 0, vecRows_ = 0;
-    int64_t core_ = 0, unitBegin_ = 0, unitEnd_ = 0, batch_ = 0;
-    float scale_ = 1.0f;
-    GM_ADDR ws_ = nullptr;
+    TPipe pipe_;
     GlobalTensor<T> gm_query;
     GlobalTensor<T> gm_key;
     GlobalTensor<T> gm_value;
@@ -1398,27 +1347,33 @@ private:
     GlobalTensor<float> gm_softmax_max;
     GlobalTensor<float> gm_softmax_sum;
     GlobalTensor<T> gm_attention_out;
-    GlobalTensor<float> ws_v38;
-    GlobalTensor<T> ws_v51;
-    TPipe pipe_;
+    GlobalTensor<float> wsTile0_;
+    GlobalTensor<T> wsTile1_;
     TBuf<TPosition::A1> headL1_0Buf_;
-    LocalTensor<T> headL1_0_;
     TBuf<TPosition::B1> gatherL1_0Buf_;
-    LocalTensor<T> gatherL1_0_;
     TBuf<TPosition::A1> tileL1_0Buf_;
-    LocalTensor<T> tileL1_0_;
     TBuf<TPosition::A2> l0aBuf_;
     TBuf<TPosition::B2> l0bBuf_;
-    TBuf<TPosition::CO1> l0cBuf_;
-    LocalTensor<T> l0a_, l0b_;
-    LocalTensor<float> acc_, tile_;
+    TBuf<TPosition::CO1> l0cAccBuf_;
+    TBuf<TPosition::CO1> l0cTileBuf_;
     TBuf<TPosition::VECCALC> rowBuf_;
-    TQue<QuePosition::VECOUT, 1> tileQue0;
-    TQue<QuePosition::VECOUT, 1> statQue0;
-    TQue<QuePosition::VECOUT, 1> statQue1;
+    TQue<TPosition::VECOUT, 1> tileQue0;
+    TQue<TPosition::VECOUT, 1> statQue0;
+    TQue<TPosition::VECOUT, 1> statQue1;
     TBuf<TPosition::VECCALC> scratchBuf_;
-    LocalTensor<float> scratch_;
     TBuf<TPosition::VECCALC> reduceBuf_;
+    LocalTensor<T> headL1_0_;
+    LocalTensor<T> gatherL1_0_;
+    LocalTensor<T> tileL1_0_;
+    LocalTensor<T> l0a_;
+    LocalTensor<T> l0b_;
+    LocalTensor<float> acc_;
+    LocalTensor<float> tile_;
+    LocalTensor<float> rows_[1];
+    LocalTensor<float> scratch_;
     LocalTensor<float> reduce_;
+    int64_t core_ = 0;
+    float scale_ = 1.0f;
+    int64_t batch_ = 0;
 };
 }  // namespace nsa_selected_attention_kernel

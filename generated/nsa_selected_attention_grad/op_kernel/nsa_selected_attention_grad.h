@@ -2,9 +2,9 @@
 // Tiling of NsaSelectedAttentionGrad: attention family, backward mixed AIC/AIV kernel (1 AIC : 2 AIV), units of (token, kv head, head group).
 // Mixed kernel (KERNEL_TYPE_MIX_AIC_1_2): the AIC of every AI Core runs the matmuls (GM -> L1 NZ -> L0A/L0B ->
 // Mmad -> L0C -> Fixpipe), its two AIVs the vector stage; they exchange tiles through the GM workspace and
-// hand over with CrossCoreSetFlag / CrossCoreWaitFlag (mode 2). One class per specialisation; the statements of
-// the cube phases, the vector stage and the final pass are printed by opgen/codegen/kernel_attention.py from the
-// lowered attention program (opgen/kernel/attnprog.py).
+// hand over with CrossCoreSetFlag / CrossCoreWaitFlag. One class per specialisation: opgen's Kernel IR
+// (opgen/kernel/attnclass.py) printed by its one C++ printer (opgen/kernel/kir.py); this file is only its
+// skeleton.
 #pragma once
 #include <cstdint>
 
@@ -14,17 +14,17 @@
 namespace nsa_selected_attention_grad_kernel {
 using namespace AscendC;
 
-constexpr float FLT_MAX_VALUE = 3.4028234663852886e38f;
-constexpr int32_t FLAG_C2V = 1;           // AIC -> its AIVs: the item's cube results are in the workspace
-constexpr int32_t FLAG_V2C = 2;           // AIVs -> their AIC: the item's vector results are in the workspace
-constexpr int32_t FLAG_ZERO = 3;          // AIVs -> their AIC: the atomic targets are zero everywhere
-constexpr int32_t FLAG_DONE = 4;          // AIC -> its AIVs: all atomic adds of this AI Core are done
-constexpr int32_t FLAG_TURN = 5;          // all AICs (mode 0): the deterministic schedule's turn barrier
-constexpr int64_t L0A_BYTES = 65536;      // L0A bytes on Atlas A2/A3
-constexpr int64_t L0B_BYTES = 65536;      // L0B bytes
-constexpr int64_t L0C_BYTES = 131072;     // L0C bytes
-constexpr int64_t L0C_ACC_BYTES = 65536;  // L0C bytes of the accumulator region (the tile region follows)
-constexpr int64_t MAX_BLOCKS = 128;       // most selected blocks per unit (the spec's CNT bound)
+// One GM element read by the scalar unit, as fp32 (exact; bfloat16_t through ToFloat, the scalar unit having no
+// bf16 conversion).
+template <typename S>
+__aicore__ inline float GmScalar(const GlobalTensor<S>& gm, int64_t i)
+{
+    if constexpr (IsSameType<S, bfloat16_t>::value) {
+        return ToFloat(gm.GetValue(i));
+    } else {
+        return static_cast<float>(gm.GetValue(i));
+    }
+}
 
 __aicore__ inline float BitsToFloat(int64_t bits)
 {
@@ -35,26 +35,10 @@ __aicore__ inline int64_t AlignUp(int64_t a, int64_t b)
 {
     return (a + b - 1) / b * b;
 }
-__aicore__ inline int64_t Min64(int64_t a, int64_t b)
-{
-    return a < b ? a : b;
-}
-__aicore__ inline int64_t Max64(int64_t a, int64_t b)
-{
-    return a > b ? a : b;
-}
 
-// The later pipe waits until the earlier one has passed this point (set + wait on one event id).
-template <HardEvent E>
-__aicore__ inline void Fence()
-{
-    SetFlag<E>(EVENT_ID0);
-    WaitFlag<E>(EVENT_ID0);
-}
-
-// Fixpipe conversion of the fp32 L0C result to D.
+// Fixpipe's conversion of the fp32 L0C result to the output type D (quantPre).
 template <typename D>
-__aicore__ inline QuantMode_t QuantOf()
+__aicore__ inline QuantMode_t CubeQuantOf()
 {
     if constexpr (IsSameType<D, half>::value) {
         return QuantMode_t::F322F16;
@@ -65,31 +49,16 @@ __aicore__ inline QuantMode_t QuantOf()
     }
 }
 
-// `rows` GM rows of `cols` elements, `pitch` elements apart, into an L1 NZ matrix of `padRows` rows (its C0
-// stride); one ND -> NZ copy when the pitch fits the 16-bit srcDValue, else one per row.
-template <typename T>
-__aicore__ inline void RowsToNz(const LocalTensor<T>& dst, const GlobalTensor<T>& src, int64_t rows, int64_t cols,
-                                int64_t pitch, int64_t padRows)
-{
-    if (pitch <= 65535) {
-        DataCopy(dst, src, Nd2NzParams(1, rows, cols, 0, pitch, padRows, 1, 0));
-    } else {
-        for (int64_t r = 0; r < rows; ++r) {
-            DataCopy(dst[r * 16], src[r * pitch], Nd2NzParams(1, 1, cols, 0, cols, padRows, 1, 0));
-        }
-    }
-}
-
-// `rows` x `cols` of an L0C NZ result (C0 stride `mPad` rows) to GM rows `pitch` elements apart, as D.
-template <typename D>
-__aicore__ inline void FixRows(const GlobalTensor<D>& dst, const LocalTensor<float>& src, int64_t rows, int64_t cols,
-                               int64_t mPad, int64_t pitch)
-{
-    FixpipeParamsV220 p(static_cast<uint16_t>(cols), static_cast<uint16_t>(rows), static_cast<uint16_t>(mPad),
-                        static_cast<uint32_t>(pitch), false);
-    p.quantPre = QuantOf<D>();
-    Fixpipe<D, float, CFG_ROW_MAJOR>(dst, src, p);
-}
+// One work unit (Decode): dense keys: batch b, kv head n2, query heads h0 .. h0 + nh - 1 (GQA: the G query heads of a kv head share its keys), query rows s .. s + qr - 1 (an S1 block), rows = nh * qr head-major, its first `keys` keys in `chunks` cube chunks and `items` items; selected keys: token t, its in-batch position s, the first key row kv0 of its batch, heads h0 .. h0 + rows - 1; mPad = the Mmad's rows padded to 16.
+struct Unit {
+    int64_t t = 0;
+    int64_t n2 = 0;
+    int64_t h0 = 0;
+    int64_t rows = 0;
+    int64_t s = 0;
+    int64_t kv0 = 0;
+    int64_t mPad = 0;
+};
 
 // no masking; item = unit x key chunk; outputs dq, dk, dv through fp32 workspaces and a final pass
 template <typename T>
@@ -102,7 +71,6 @@ public:
                                 const optiling::NsaSelectedAttentionGradTilingData* td)
     {
         td_ = td;
-        (void)attenMsk;  // not read by this specialisation
         gm_query.SetGlobalBuffer(reinterpret_cast<__gm__ T*>(query));
         gm_key.SetGlobalBuffer(reinterpret_cast<__gm__ T*>(key));
         gm_value.SetGlobalBuffer(reinterpret_cast<__gm__ T*>(value));
@@ -116,599 +84,723 @@ public:
         gm_dq.SetGlobalBuffer(reinterpret_cast<__gm__ T*>(dq));
         gm_dk.SetGlobalBuffer(reinterpret_cast<__gm__ T*>(dk));
         gm_dv.SetGlobalBuffer(reinterpret_cast<__gm__ T*>(dv));
-        N1_ = td->qHeads;
-        N2_ = td->kvHeads;
-        G_ = td->groupSize;
-        D_ = td->headDim;
-        Dv_ = td->valueDim;
-        CNT_ = td->blockCount;
-        BS_ = td->blockSize;
-        L_ = td->selKeys;
-        gRows_ = td->gRows;
-        gTile_ = td->gTile;
-        gChunks_ = td->gChunks;
-        bpc_ = td->blocksPerChunk;
-        Lc_ = td->chunkKeys;
-        chunks_ = td->chunks;
-        batches_ = td->batches;
-        vecRows_ = td->vecRows;
-        scale_ = BitsToFloat(td->scaleBits);
-        if ASCEND_IS_AIC {  // the AI Core (GetBlockIdx on the AIC); an AIV's is its block index over the task ratio
-            core_ = GetBlockIdx();
-        } else {
-            core_ = GetBlockIdx() / GetTaskRatio();
-        }
-        unitBegin_ = core_ * td->unitsPerCore + Min64(core_, td->unitsTail);
-        unitEnd_ = unitBegin_ + td->unitsPerCore + (core_ < td->unitsTail ? 1 : 0);
-        ws_ = GetUserWorkspace(workspace);
-        ws_v41.SetGlobalBuffer(reinterpret_cast<__gm__ float*>(ws_ + core_ * 1 * td->wsSlotBytes));
-        ws_v50.SetGlobalBuffer(reinterpret_cast<__gm__ float*>(
-            ws_ + core_ * 1 * td->wsSlotBytes + AlignUp(td->gRows * td->chunkKeys * sizeof(float), 512)));
-        ws_v56.SetGlobalBuffer(reinterpret_cast<__gm__ T*>(ws_ + core_ * 1 * td->wsSlotBytes +
-                                                           AlignUp(td->gRows * td->chunkKeys * sizeof(float), 512) +
-                                                           AlignUp(td->gRows * td->chunkKeys * sizeof(float), 512)));
-        ws_v58.SetGlobalBuffer(reinterpret_cast<__gm__ T*>(ws_ + core_ * 1 * td->wsSlotBytes +
-                                                           AlignUp(td->gRows * td->chunkKeys * sizeof(float), 512) +
-                                                           AlignUp(td->gRows * td->chunkKeys * sizeof(float), 512) +
-                                                           AlignUp(td->gRows * td->chunkKeys * sizeof(T), 512)));
-        ws_dq.SetGlobalBuffer(reinterpret_cast<__gm__ float*>(ws_ + td->wsDqOffset));
-        ws_dk.SetGlobalBuffer(reinterpret_cast<__gm__ float*>(ws_ + td->wsDkOffset));
-        ws_dv.SetGlobalBuffer(reinterpret_cast<__gm__ float*>(ws_ + td->wsDvOffset));
+        wsOut0_.SetGlobalBuffer(reinterpret_cast<__gm__ float*>(GetUserWorkspace(workspace)));
+        wsOut1_.SetGlobalBuffer(reinterpret_cast<__gm__ float*>(GetUserWorkspace(workspace)));
+        wsOut2_.SetGlobalBuffer(reinterpret_cast<__gm__ float*>(GetUserWorkspace(workspace)));
+        wsTile0_.SetGlobalBuffer(reinterpret_cast<__gm__ float*>(GetUserWorkspace(workspace)));
+        wsTile1_.SetGlobalBuffer(reinterpret_cast<__gm__ float*>(GetUserWorkspace(workspace)));
+        wsTile2_.SetGlobalBuffer(reinterpret_cast<__gm__ T*>(GetUserWorkspace(workspace)));
+        wsTile3_.SetGlobalBuffer(reinterpret_cast<__gm__ T*>(GetUserWorkspace(workspace)));
+        (void)attenMsk;  // not read by this class
     }
 
     __aicore__ inline void Process()
     {
         if ASCEND_IS_AIC {
             CubeMain();
-        } else {
+        }
+        if ASCEND_IS_AIV {
             VecMain();
         }
     }
 
 private:
-    // One work unit: token t, kv head n2, query heads h0 .. h0 + rows - 1 (GQA: the G query heads of a kv head share its keys); s = in-batch position
-    // of t, kv0 = first key row of its batch; mPad = Mmad rows (>= 2: m = 1 would select GEMV mode); blk = its
-    // selected block indices (the topk row; kept per unit because the AIC works on two units at a time).
-    struct Unit {
-        int64_t t, n2, h0, rows, s, kv0, mPad;
-        int32_t blk[MAX_BLOCKS];
-    };
-
+    // The coordinates of work unit u (the Unit struct's fields).
     __aicore__ inline void Decode(int64_t u, Unit& x)
     {
-        const int64_t gc = u % gChunks_;
-        x.t = u / (N2_ * gChunks_);
-        x.n2 = (u / gChunks_) % N2_;
-        x.h0 = x.n2 * G_ + gc * gRows_;
-        x.rows = Min64(gRows_, G_ - gc * gRows_);
-        while (batch_ + 1 < batches_ && x.t >= gm_actualSeqQLen.GetValue(batch_)) {
-            ++batch_;
+        const int64_t gc = u % td_->gChunks;
+        x.t = u / (td_->gChunks * td_->kvHeads);
+        x.n2 = u / td_->gChunks % td_->kvHeads;
+        x.h0 = td_->gRows * gc + td_->groupSize * x.n2;
+        x.rows = td_->gRows < td_->groupSize - td_->gRows * gc ? td_->gRows : td_->groupSize - td_->gRows * gc;
+        for (
+            batch_ = batch_;
+            batch_ <
+            (x.t >= static_cast<int64_t>(gm_actualSeqQLen.GetValue(batch_))
+                 ? td_->batches - 1
+                 : batch_);) {  // the token's batch: the cumulative query lengths are increasing and the tokens of a core too
+            batch_ += 1;
         }
-        x.s = x.t - (batch_ > 0 ? gm_actualSeqQLen.GetValue(batch_ - 1) : 0);
-        x.kv0 = batch_ > 0 ? gm_actualSeqKVLlen.GetValue(batch_ - 1) : 0;
-        x.mPad = AlignUp(Max64(x.rows, 2), 16);
-        // The rules on topk values the aclnn layer cannot check (device data): each block inside its batch
-        // (0 <= idx, (idx + 1) * bs <= S2_b). A violation stops the AI Core (Trap): the launch fails.
-        const int64_t kvLen = gm_actualSeqKVLlen.GetValue(batch_) - x.kv0;
-        for (int64_t i = 0; i < CNT_; ++i) {
-            x.blk[i] = gm_topkIndices.GetValue((x.t * N2_ + x.n2) * CNT_ + i);
-            if (x.blk[i] < 0 || (static_cast<int64_t>(x.blk[i]) + 1) * BS_ > kvLen) {
+        x.s = x.t - (batch_ > 0 ? static_cast<int64_t>(gm_actualSeqQLen.GetValue(batch_ - 1)) : 0);
+        x.kv0 = batch_ > 0 ? static_cast<int64_t>(gm_actualSeqKVLlen.GetValue(batch_ - 1)) : 0;
+        const int64_t kvLen = static_cast<int64_t>(gm_actualSeqKVLlen.GetValue(batch_)) - x.kv0;
+        for (
+            int64_t i = 0; i < td_->blockCount;
+            ++i) {  // the topk rules the aclnn layer cannot check (device data): a violation stops the AI Core (Trap) and the launch fails
+            const int64_t blk = static_cast<int64_t>(
+                gm_topkIndices.GetValue(i + td_->blockCount * x.n2 + td_->blockCount * td_->kvHeads * x.t));
+            if (!(static_cast<float>(blk) >= 0.0f &&
+                  static_cast<float>(blk) <
+                      static_cast<float>(
+                          kvLen /
+                          td_->blockSize))) {  // a selected block lies inside its batch: 0 <= idx, (idx + 1) * bs <= S2 of the batch
                 Trap();
             }
         }
+        x.mPad = AlignUp((x.rows > 2 ? x.rows : 2), 16);  // Mmad rows: m = 1 would select GEMV mode
     }
 
-    __aicore__ inline int64_t ChunkKeys(int64_t c) const
+    // `rows` GM rows of `cols` elements, `pitch` elements apart, into an L1 NZ matrix of `padRows` rows (its C0 stride).
+    __aicore__ inline void RowsToNz(const LocalTensor<T>& dst, const GlobalTensor<T>& src, int64_t rows, int64_t cols,
+                                    int64_t pitch, int64_t padRows)
     {
-        return Min64(bpc_, CNT_ - c * bpc_) * BS_;
-    }
-
-    // ------------------------------------------------------------------ AIC
-    __aicore__ inline void CubeMain()
-    {
-        pipe_.InitBuffer(headL1_0Buf_, (gTile_ * D_) * sizeof(T));
-        pipe_.InitBuffer(headL1_1Buf_, (gTile_ * Dv_) * sizeof(T));
-        pipe_.InitBuffer(gatherL1_0Buf_, (Lc_ * D_) * sizeof(T));
-        pipe_.InitBuffer(gatherL1_1Buf_, (Lc_ * Dv_) * sizeof(T));
-        pipe_.InitBuffer(tileL1_0Buf_, (gTile_ * Lc_) * sizeof(T));
-        pipe_.InitBuffer(tileL1_1Buf_, (gTile_ * Lc_) * sizeof(T));
-        pipe_.InitBuffer(l0aBuf_, L0A_BYTES);
-        pipe_.InitBuffer(l0bBuf_, L0B_BYTES);
-        pipe_.InitBuffer(l0cBuf_, L0C_BYTES);
-        headL1_0_ = headL1_0Buf_.template Get<T>();
-        headL1_1_ = headL1_1Buf_.template Get<T>();
-        gatherL1_0_ = gatherL1_0Buf_.template Get<T>();
-        gatherL1_1_ = gatherL1_1Buf_.template Get<T>();
-        tileL1_0_ = tileL1_0Buf_.template Get<T>();
-        tileL1_1_ = tileL1_1Buf_.template Get<T>();
-        l0a_ = l0aBuf_.template Get<T>();
-        l0b_ = l0bBuf_.template Get<T>();
-        acc_ = l0cBuf_.template Get<float>();
-        tile_ = acc_[L0C_ACC_BYTES / sizeof(float)];
-        Unit x;
-        CrossCoreWaitFlag(FLAG_ZERO);  // every AIV has zeroed its slice of the atomic targets
-        if (td_->strategy == 2) {
-            CubeMainOrdered(x);
+        if (pitch <= 65535) {  // one ND -> NZ copy when the pitch fits the 16-bit srcDValue, else one per row
+            DataCopy(dst, src,
+                     Nd2NzParams(1, static_cast<uint16_t>(rows), static_cast<uint16_t>(cols), 0,
+                                 static_cast<uint16_t>(pitch), static_cast<uint16_t>(padRows), 1, 0));
         } else {
-            for (int64_t u = unitBegin_; u < unitEnd_; ++u) {
-                Decode(u, x);
-                for (int64_t c = 0; c < chunks_; ++c) {
-                    CubePhase1(x, c, 0);
-                    CrossCoreSetFlag<2, PIPE_FIX>(FLAG_C2V);
-                    CrossCoreWaitFlag(FLAG_V2C);
-                    CubePhase2(x, c, 0);
-                    CubeScatter(x, c, 0);
-                }
-            }
-        }
-        CrossCoreSetFlag<2, PIPE_FIX>(FLAG_DONE);  // the atomic targets are complete for this AI Core
-    }
-
-    // The deterministic schedule (tiling strategy 2): every AIC runs the same number of rounds (round r =
-    // its r-th unit, or none); after each item the AI Cores take turns in core order for their scatter-adds,
-    // separated by all-AIC barriers (mode 0), so every fp32 add into the dk / dv workspaces happens in a fixed
-    // order: round, then AI Core, then program order.
-    __aicore__ inline void CubeMainOrdered(Unit& x)
-    {
-        const int64_t rounds = td_->unitsPerCore + (td_->unitsTail > 0 ? 1 : 0);
-        for (int64_t r = 0; r < rounds; ++r) {
-            const int64_t u = unitBegin_ + r;
-            const bool mine = u < unitEnd_;
-            if (mine) {
-                Decode(u, x);
-            }
-            for (int64_t c = 0; c < chunks_; ++c) {
-                if (mine) {
-                    CubePhase1(x, c, 0);
-                    CrossCoreSetFlag<2, PIPE_FIX>(FLAG_C2V);
-                    CrossCoreWaitFlag(FLAG_V2C);
-                    CubePhase2(x, c, 0);
-                }
-                for (int64_t turn = 0; turn < GetBlockNum(); ++turn) {
-                    if (mine && turn == core_) {
-                        CubeScatter(x, c, 0);
-                    }
-                    CrossCoreSetFlag<0, PIPE_FIX>(FLAG_TURN);
-                    CrossCoreWaitFlag(FLAG_TURN);
-                }
+            for (int64_t r = 0; r < rows; ++r) {
+                DataCopy(dst[16 * r], src[pitch * r],
+                         Nd2NzParams(1, 1, static_cast<uint16_t>(cols), 0, static_cast<uint16_t>(cols),
+                                     static_cast<uint16_t>(padRows), 1, 0));
             }
         }
     }
 
-    // C (L0C) [+]= A Bᵀ: A stored [m, k] in L1 NZ (C0 stride aPad rows), B stored [n, k] (C0 stride n rows, n a
-    // multiple of 16); k in tiles of kt. m rows of the Mmad = mm (>= 2), L0C C0 stride ceil16(mm).
+    // C (L0C) [+]= A Bᵀ: A stored [m, k] in L1 NZ (C0 stride aPad rows), B stored [n, k] (C0 stride n rows, n a multiple of 16); k in tiles of kt; mm (>= 2) Mmad rows.
     __aicore__ inline void MmadNT(const LocalTensor<float>& c, const LocalTensor<T>& a, const LocalTensor<T>& b,
-                                  int64_t mm, int64_t aPad, int64_t n, int64_t k, int64_t kt, bool init)
+                                  int64_t mm, int64_t aPad, int64_t n, int64_t k, int64_t kt, int64_t init)
     {
-        const int64_t m1 = AlignUp(mm, 16) / 16, ap = aPad / 16, n1 = n / 16;
-        for (int64_t k0 = 0; k0 < k; k0 += kt) {
-            const int64_t k1 = Min64(kt, k - k0) / 16;
-            Fence<HardEvent::M_MTE1>();
-            for (int64_t mb = 0; mb < m1; ++mb) {
-                LoadData(l0a_[mb * k1 * 256], a, LoadData2DParams(k0 / 16 * ap + mb, k1, ap, 0, 0, false, 0));
+        for (int64_t k0 = 0; k0 < k; k0 += kt) {  // K in tiles of kt
+            const int64_t kk = k - k0 < kt ? k - k0 : kt;
+            const int64_t k1 = kk / 16;
+            SetFlag<HardEvent::M_MTE1>(0);  // l0aBuf_: M has read it before MTE1 overwrites it
+            WaitFlag<HardEvent::M_MTE1>(0);
+            for (int64_t mb = 0; mb < AlignUp(mm, 16) / 16; ++mb) {
+                LoadData(l0a_[256 * (k1 * mb)], a,
+                         LoadData2DParams(static_cast<uint16_t>(mb + aPad / 16 * (k0 / 16)), static_cast<uint8_t>(k1),
+                                          static_cast<uint16_t>(aPad / 16), 0, 0, false, 0));
             }
-            LoadData(l0b_, b, LoadData2DParams(k0 / 16 * n1, k1 * n1, 1, 0, 0, false, 0));
-            Fence<HardEvent::MTE1_M>();
-            if (k0 == 0) {
-                Fence<HardEvent::FIX_M>();
-            }
-            Mmad(c, l0a_, l0b_, MmadParams(mm, n, k1 * 16, 0, false, init && k0 == 0));
+            LoadData(l0b_, b,
+                     LoadData2DParams(static_cast<uint16_t>(k0 / 16 * (n / 16)), static_cast<uint8_t>(k1 * (n / 16)), 1,
+                                      0, 0, false, 0));
+            SetFlag<HardEvent::MTE1_M>(0);  // l0aBuf_: MTE1 has written it before M reads it
+            WaitFlag<HardEvent::MTE1_M>(0);
+            Mmad(c, l0a_, l0b_,
+                 MmadParams(static_cast<uint16_t>(mm), static_cast<uint16_t>(n), static_cast<uint16_t>(16 * k1), 0,
+                            false, init && k0 == 0));
         }
-        Fence<HardEvent::M_FIX>();
     }
 
-    // C (L0C) [+]= A B: A stored [m, k] (C0 stride aPad), B stored [k, n] (C0 stride bPad rows, k <= bPad); k tiles
-    // of kt (fractal transposes turn B's NZ into the ZN layout of L0B).
+    // C (L0C) [+]= A B: A stored [m, k] (C0 stride aPad), B stored [k, n] (C0 stride bPad rows); k tiles of kt (fractal transposes turn B's NZ into L0B's ZN layout).
     __aicore__ inline void MmadNN(const LocalTensor<float>& c, const LocalTensor<T>& a, const LocalTensor<T>& b,
-                                  int64_t mm, int64_t aPad, int64_t n, int64_t k, int64_t bPad, int64_t kt, bool init)
+                                  int64_t mm, int64_t aPad, int64_t n, int64_t k, int64_t bPad, int64_t kt,
+                                  int64_t init)
     {
-        const int64_t m1 = AlignUp(mm, 16) / 16, ap = aPad / 16, n1 = n / 16, bp = bPad / 16;
-        for (int64_t k0 = 0; k0 < k; k0 += kt) {
-            const int64_t k1 = Min64(kt, k - k0) / 16;
-            Fence<HardEvent::M_MTE1>();
-            for (int64_t mb = 0; mb < m1; ++mb) {
-                LoadData(l0a_[mb * k1 * 256], a, LoadData2DParams(k0 / 16 * ap + mb, k1, ap, 0, 0, false, 0));
+        for (int64_t k0 = 0; k0 < k; k0 += kt) {  // K in tiles of kt
+            const int64_t kk = k - k0 < kt ? k - k0 : kt;
+            const int64_t k1 = kk / 16;
+            SetFlag<HardEvent::M_MTE1>(0);  // l0aBuf_: M has read it before MTE1 overwrites it
+            WaitFlag<HardEvent::M_MTE1>(0);
+            for (int64_t mb = 0; mb < AlignUp(mm, 16) / 16; ++mb) {
+                LoadData(l0a_[256 * (k1 * mb)], a,
+                         LoadData2DParams(static_cast<uint16_t>(mb + aPad / 16 * (k0 / 16)), static_cast<uint8_t>(k1),
+                                          static_cast<uint16_t>(aPad / 16), 0, 0, false, 0));
             }
             for (int64_t kb = 0; kb < k1; ++kb) {
-                LoadData(l0b_[kb * n1 * 256], b, LoadData2DParams(k0 / 16 + kb, n1, bp, 0, 0, true, 0));
+                LoadData(l0b_[256 * (kb * (n / 16))], b,
+                         LoadData2DParams(static_cast<uint16_t>(k0 / 16 + kb), static_cast<uint8_t>(n / 16),
+                                          static_cast<uint16_t>(bPad / 16), 0, 0, true, 0));
             }
-            Fence<HardEvent::MTE1_M>();
-            if (k0 == 0) {
-                Fence<HardEvent::FIX_M>();
-            }
-            Mmad(c, l0a_, l0b_, MmadParams(mm, n, k1 * 16, 0, false, init && k0 == 0));
+            SetFlag<HardEvent::MTE1_M>(0);  // l0aBuf_: MTE1 has written it before M reads it
+            WaitFlag<HardEvent::MTE1_M>(0);
+            Mmad(c, l0a_, l0b_,
+                 MmadParams(static_cast<uint16_t>(mm), static_cast<uint16_t>(n), static_cast<uint16_t>(16 * k1), 0,
+                            false, init && k0 == 0));
         }
-        Fence<HardEvent::M_FIX>();
     }
 
-    // C (L0C) = Aᵀ B[:, n0 : n0 + nn]: A stored [k, m] (C0 stride aPad rows, m a multiple of 16), B stored [k, n]
-    // (C0 stride bPad rows); k = the unit's rows (one k tile).
+    // C (L0C) = Aᵀ B[:, n0 : n0 + nn]: A stored [k, m] (C0 stride aPad rows, m a multiple of 16), B stored [k, n] (C0 stride bPad rows); k = the unit's rows (one k tile).
     __aicore__ inline void MmadTN(const LocalTensor<float>& c, const LocalTensor<T>& a, const LocalTensor<T>& b,
                                   int64_t m, int64_t aPad, int64_t n0, int64_t nn, int64_t k, int64_t bPad)
     {
-        const int64_t m1 = m / 16, k1 = AlignUp(k, 16) / 16, ap = aPad / 16, n1 = nn / 16, bp = bPad / 16;
-        Fence<HardEvent::M_MTE1>();
-        for (int64_t mb = 0; mb < m1; ++mb) {
-            LoadData(l0a_[mb * k1 * 256], a, LoadData2DParams(mb * ap, k1, 1, 0, 0, true, 0));
+        SetFlag<HardEvent::M_MTE1>(0);  // l0aBuf_: M has read it before MTE1 overwrites it
+        WaitFlag<HardEvent::M_MTE1>(0);
+        for (int64_t mb = 0; mb < m / 16; ++mb) {
+            LoadData(l0a_[256 * (AlignUp(k, 16) / 16 * mb)], a,
+                     LoadData2DParams(static_cast<uint16_t>(aPad / 16 * mb), static_cast<uint8_t>(AlignUp(k, 16) / 16),
+                                      1, 0, 0, true, 0));
         }
-        for (int64_t kb = 0; kb < k1; ++kb) {
-            LoadData(l0b_[kb * n1 * 256], b, LoadData2DParams(n0 / 16 * bp + kb, n1, bp, 0, 0, true, 0));
+        for (int64_t kb = 0; kb < AlignUp(k, 16) / 16; ++kb) {
+            LoadData(l0b_[256 * (kb * (nn / 16))], b,
+                     LoadData2DParams(static_cast<uint16_t>(kb + bPad / 16 * (n0 / 16)), static_cast<uint8_t>(nn / 16),
+                                      static_cast<uint16_t>(bPad / 16), 0, 0, true, 0));
         }
-        Fence<HardEvent::MTE1_M>();
-        Fence<HardEvent::FIX_M>();
-        Mmad(c, l0a_, l0b_, MmadParams(m, nn, k, 0, false, true));
-        Fence<HardEvent::M_FIX>();
+        SetFlag<HardEvent::MTE1_M>(0);  // l0aBuf_: MTE1 has written it before M reads it
+        WaitFlag<HardEvent::MTE1_M>(0);
+        Mmad(c, l0a_, l0b_,
+             MmadParams(static_cast<uint16_t>(m), static_cast<uint16_t>(nn), static_cast<uint16_t>(k), 0, false,
+                        0 == 0));
     }
 
-    // The selected rows of a [T2, N2, E] tensor for key chunk c of unit x, gathered straight into L1 NZ (one ND ->
-    // NZ copy per selected block; C0 stride = the chunk's keys) (the AscendC matmul data path).
+    // The selected rows of a [T2, N2, E] tensor for key chunk c of unit x, gathered into L1 NZ (one ND -> NZ copy per selected block; C0 stride = the chunk's keys).
     __aicore__ inline void Gather(const LocalTensor<T>& dst, const GlobalTensor<T>& src, int64_t e, const Unit& x,
                                   int64_t c, int64_t keys)
     {
-        Fence<HardEvent::MTE1_MTE2>();
-        for (int64_t b = 0; b < keys / BS_; ++b) {
-            const int64_t row = x.kv0 + static_cast<int64_t>(x.blk[c * bpc_ + b]) * BS_;
-            RowsToNz(dst[b * BS_ * 16], src[(row * N2_ + x.n2) * e], BS_, e, N2_ * e, keys);
+        for (int64_t b = 0; b < keys / td_->blockSize; ++b) {
+            const int64_t row = x.kv0 + td_->blockSize * static_cast<int64_t>(gm_topkIndices.GetValue(
+                                                             b + td_->blockCount * x.n2 + td_->blocksPerChunk * c +
+                                                             td_->blockCount * td_->kvHeads * x.t));
+            RowsToNz(dst[16 * (b * td_->blockSize)], src[e * x.n2 + e * td_->kvHeads * row], td_->blockSize, e,
+                     e * td_->kvHeads, keys);
         }
-        Fence<HardEvent::MTE2_MTE1>();
     }
 
     // The unit's rows of a head-major [T1, N1, E] tensor into L1 NZ (C0 stride gTile rows).
     __aicore__ inline void Heads(const LocalTensor<T>& dst, const GlobalTensor<T>& src, int64_t e, const Unit& x)
     {
-        Fence<HardEvent::MTE1_MTE2>();
-        RowsToNz(dst, src[(x.t * N1_ + x.h0) * e], x.rows, e, e, gTile_);
-        Fence<HardEvent::MTE2_MTE1>();
+        RowsToNz(dst, src[e * x.h0 + e * td_->qHeads * x.t], x.rows, e, e, td_->gTile);
     }
 
     // `keys` columns of the unit's rows of a workspace tile (row pitch `pitch`) into L1 NZ (C0 stride gTile rows).
     __aicore__ inline void TileIn(const LocalTensor<T>& dst, const GlobalTensor<T>& src, const Unit& x, int64_t keys,
                                   int64_t pitch)
     {
-        Fence<HardEvent::MTE1_MTE2>();
-        RowsToNz(dst, src, x.rows, keys, pitch, gTile_);
-        Fence<HardEvent::MTE2_MTE1>();
+        RowsToNz(dst, src, x.rows, keys, pitch, td_->gTile);
     }
 
-    // Atomic fp32 add of the per-block rows of an L0C [keys, nn] result (C0 stride keys) into the [T2, N2, E]
-    // workspace at the selected rows, columns n0 .. n0 + nn (a scatter: duplicate indices accumulate).
+    // Atomic fp32 add of the per-block rows of an L0C [keys, nn] result (C0 stride keys) into the [T2, N2, E] workspace at the selected rows, columns n0 .. n0 + nn (duplicate indices accumulate).
     __aicore__ inline void ScatterAdd(const GlobalTensor<float>& dst, const LocalTensor<float>& src, int64_t e,
                                       const Unit& x, int64_t c, int64_t keys, int64_t n0, int64_t nn)
     {
-        SetAtomicAdd<float>();
-        for (int64_t b = 0; b < keys / BS_; ++b) {
-            const int64_t row = x.kv0 + static_cast<int64_t>(x.blk[c * bpc_ + b]) * BS_;
-            FixRows<float>(dst[(row * N2_ + x.n2) * e + n0], src[b * BS_ * 16], BS_, nn, keys, N2_ * e);
-        }
-        SetAtomicNone();
-    }
-
-    __aicore__ inline void CubePhase1(const Unit& x, [[maybe_unused]] int64_t c, [[maybe_unused]] int64_t slot)
-    {
-        const int64_t keys = ChunkKeys(c);
-        if (c == 0) {
-            Heads(headL1_0_, gm_query, D_, x);              // spec: nsa_selected_attention_grad.py:94
-            Heads(headL1_1_, gm_attentionOutGrad, Dv_, x);  // spec: nsa_selected_attention_grad.py:101
-        }
-        Gather(gatherL1_0_, gm_key, D_, x, c, keys);     // spec: nsa_selected_attention_grad.py:94
-        Gather(gatherL1_1_, gm_value, Dv_, x, c, keys);  // spec: nsa_selected_attention_grad.py:101
-        MmadNT(tile_, headL1_0_, gatherL1_0_, x.mPad, gTile_, keys, D_, td_->baseKs,
-               true);  // spec: nsa_selected_attention_grad.py:94
-        FixRows<float>(ws_v41[slot * (td_->wsSlotBytes / sizeof(float))], tile_, x.rows, keys, x.mPad,
-                       keys);  // spec: nsa_selected_attention_grad.py:94
-        MmadNT(tile_, headL1_1_, gatherL1_1_, x.mPad, gTile_, keys, Dv_, td_->baseKp,
-               true);  // spec: nsa_selected_attention_grad.py:101
-        FixRows<float>(ws_v50[slot * (td_->wsSlotBytes / sizeof(float))], tile_, x.rows, keys, x.mPad,
-                       keys);  // spec: nsa_selected_attention_grad.py:101
-    }
-
-    __aicore__ inline void CubePhase2(const Unit& x, [[maybe_unused]] int64_t c, [[maybe_unused]] int64_t slot)
-    {
-        const int64_t keys = ChunkKeys(c);
-        TileIn(tileL1_0_, ws_v56[slot * (td_->wsSlotBytes / sizeof(T))], x, keys,
-               keys);  // spec: nsa_selected_attention_grad.py:105
-        TileIn(tileL1_1_, ws_v58[slot * (td_->wsSlotBytes / sizeof(T))], x, keys,
-               keys);  // spec: nsa_selected_attention_grad.py:107
-        MmadNN(acc_, tileL1_0_, gatherL1_0_, x.mPad, gTile_, D_, keys, keys, td_->baseKq,
-               c == 0);  // spec: nsa_selected_attention_grad.py:105
-        if (c == chunks_ - 1) {
-            FixRows<float>(ws_dq[(x.t * N1_ + x.h0) * D_], acc_, x.rows, D_, x.mPad,
-                           D_);  // spec: nsa_selected_attention_grad.py:105
+        for (int64_t b = 0; b < keys / td_->blockSize; ++b) {
+            const int64_t row = x.kv0 + td_->blockSize * static_cast<int64_t>(gm_topkIndices.GetValue(
+                                                             b + td_->blockCount * x.n2 + td_->blocksPerChunk * c +
+                                                             td_->blockCount * td_->kvHeads * x.t));
+            SetAtomicAdd<float>();
+            Fixpipe<float, float, CFG_ROW_MAJOR>(
+                dst[n0 + e * x.n2 + e * td_->kvHeads * row], src[16 * (b * td_->blockSize)],
+                FixpipeParamsV220(static_cast<uint16_t>(nn), static_cast<uint16_t>(td_->blockSize),
+                                  static_cast<uint16_t>(keys), static_cast<uint32_t>(e * td_->kvHeads), false,
+                                  QuantMode_t::NoQuant, 0, 1, 0, 0, 0));
+            SetAtomicNone();
         }
     }
 
-    // The scatter-adds of an item (matmuls whose result goes to the selected rows of an fp32 workspace).
-    __aicore__ inline void CubeScatter(const Unit& x, [[maybe_unused]] int64_t c, [[maybe_unused]] int64_t slot)
+    // Sum of n fp32 lanes (read back by the scalar unit).
+    __aicore__ inline float RowSum(const LocalTensor<float>& src, int64_t n)
     {
-        const int64_t keys = ChunkKeys(c);
-        for (int64_t n0 = 0; n0 < D_; n0 += td_->baseNk) {
-            const int64_t nn = Min64(td_->baseNk, D_ - n0);
-            MmadTN(tile_, tileL1_0_, headL1_0_, keys, gTile_, n0, nn, x.rows,
-                   gTile_);                                    // spec: nsa_selected_attention_grad.py:106
-            ScatterAdd(ws_dk, tile_, D_, x, c, keys, n0, nn);  // spec: nsa_selected_attention_grad.py:106
-        }
-        for (int64_t n0 = 0; n0 < Dv_; n0 += td_->baseNv) {
-            const int64_t nn = Min64(td_->baseNv, Dv_ - n0);
-            MmadTN(tile_, tileL1_1_, headL1_1_, keys, gTile_, n0, nn, x.rows,
-                   gTile_);                                     // spec: nsa_selected_attention_grad.py:107
-            ScatterAdd(ws_dv, tile_, Dv_, x, c, keys, n0, nn);  // spec: nsa_selected_attention_grad.py:107
-        }
-    }
-
-    // ------------------------------------------------------------------ AIV
-    __aicore__ inline void VecMain()
-    {
-        const int64_t rowCap = Lc_;
-        pipe_.InitBuffer(rowBuf_, 2 * vecRows_ * rowCap * sizeof(float));
-        pipe_.InitBuffer(tileQue0, 1, vecRows_ * rowCap * sizeof(T));
-        pipe_.InitBuffer(tileQue1, 1, vecRows_ * rowCap * sizeof(T));
-        pipe_.InitBuffer(headQue_, 1, D_ * sizeof(T));
-        pipe_.InitBuffer(headBuf_, 2 * D_ * sizeof(float));
-        pipe_.InitBuffer(unitStatBuf_, 3 * AlignUp(td_->subRows, 8) * sizeof(float));
-        unitStat_ = unitStatBuf_.template Get<float>();
-        pipe_.InitBuffer(reduceBuf_, (AlignUp((Max64(rowCap, D_) + 63) / 64, 8) + 16) * sizeof(float));
-        reduce_ = reduceBuf_.template Get<float>();
-        pipe_.InitBuffer(postInQue_, 1, td_->postElems * sizeof(float));
-        pipe_.InitBuffer(postOutQue_, 1, td_->postElems * sizeof(T));
-        ZeroTargets();
-        SyncAll();                                  // every slice of the atomic targets is zero
-        CrossCoreSetFlag<2, PIPE_MTE3>(FLAG_ZERO);  // this AI Core's AIC may start adding
-        Unit x;
-        const int64_t sub = GetSubBlockIdx();
-        for (int64_t u = unitBegin_; u < unitEnd_; ++u) {
-            Decode(u, x);
-            const int64_t half = (x.rows + 1) / 2;
-            const int64_t rBegin = sub == 0 ? 0 : half;
-            const int64_t rEnd = sub == 0 ? half : x.rows;
-            const int64_t slot = 0;
-            for (int64_t c = 0; c < chunks_; ++c) {
-                CrossCoreWaitFlag(FLAG_C2V);
-                if (c == 0) {
-                    VecUnit(x, rBegin, rEnd);
-                }
-                VecItem(x, c, slot, rBegin, rEnd);
-                CrossCoreSetFlag<2, PIPE_MTE3>(FLAG_V2C);
-            }
-        }
-        CrossCoreWaitFlag(FLAG_DONE);  // this AI Core's AIC has added everything
-        SyncAll();                     // ... and so has every other AI Core's
-        Finish();
-    }
-
-    __aicore__ inline LocalTensor<float> Reg(int64_t j)
-    {
-        return rowBuf_.template Get<float>()[j * vecRows_ * Lc_];
-    }
-
-    __aicore__ inline LocalTensor<float> Head(int64_t j)
-    {
-        return headBuf_.template Get<float>()[j * D_];
+        ReduceSum(reduce_, src, reduce_[8], static_cast<int32_t>(n));
+        SetFlag<HardEvent::V_S>(0);  // reduceBuf_: V has written it before S reads it
+        WaitFlag<HardEvent::V_S>(0);
+        const float r = reduce_.GetValue(0);
+        return r;
     }
 
     // One head row (T, e elements) of a [T1, N1, e] tensor, widened to fp32.
     __aicore__ inline void LoadHead(const LocalTensor<float>& dst, const GlobalTensor<T>& src, int64_t e)
     {
-        LocalTensor<T> t = headQue_.template AllocTensor<T>();
-        DataCopy(t, src, static_cast<uint32_t>(e));
-        headQue_.EnQue(t);
-        t = headQue_.template DeQue<T>();
-        Cast(dst, t, RoundMode::CAST_NONE, static_cast<uint32_t>(e));
-        PipeBarrier<PIPE_V>();
-        headQue_.FreeTensor(t);
+        LocalTensor<T> ht = headQue_.template AllocTensor<T>();
+        DataCopyPad(ht, src, DataCopyExtParams(1, e * sizeof(T), 0, 0, 0), DataCopyPadExtParams<T>(false, 0, 0, T{}));
+        headQue_.EnQue(ht);
+        ht = headQue_.template DeQue<T>();
+        Cast(dst, ht, RoundMode::CAST_NONE, static_cast<uint32_t>(e));
+        headQue_.FreeTensor(ht);
     }
 
-    // Sum of n fp32 lanes (ReduceSum; the result read back by the scalar unit).
-    __aicore__ inline float RowSum(const LocalTensor<float>& src, int64_t n)
+    // The matmuls of an item before its vector stage.
+    __aicore__ inline void CubePhase1(const Unit& x, int64_t c, int64_t slot)
     {
-        ReduceSum(reduce_, src, reduce_[8], static_cast<int32_t>(n));
-        Fence<HardEvent::V_S>();
-        const float r = reduce_.GetValue(0);
-        Fence<HardEvent::S_V>();
-        return r;
+        const int64_t keys = td_->blockSize * (td_->blocksPerChunk < td_->blockCount - td_->blocksPerChunk * c
+                                                   ? td_->blocksPerChunk
+                                                   : td_->blockCount - td_->blocksPerChunk * c);
+        if (c == 0) {
+            SetFlag<HardEvent::MTE1_MTE2>(0);  // headL1_0Buf_: MTE1 has read it before MTE2 overwrites it
+            WaitFlag<HardEvent::MTE1_MTE2>(0);
+            Heads(headL1_0_, gm_query, td_->headDim, x);              // spec: nsa_selected_attention_grad.py:94
+            Heads(headL1_1_, gm_attentionOutGrad, td_->valueDim, x);  // spec: nsa_selected_attention_grad.py:101
+        }
+        SetFlag<HardEvent::MTE1_MTE2>(0);  // gatherL1_0Buf_: MTE1 has read it before MTE2 overwrites it
+        WaitFlag<HardEvent::MTE1_MTE2>(0);
+        Gather(gatherL1_0_, gm_key, td_->headDim, x, c, keys);     // spec: nsa_selected_attention_grad.py:94
+        Gather(gatherL1_1_, gm_value, td_->valueDim, x, c, keys);  // spec: nsa_selected_attention_grad.py:101
+        SetFlag<HardEvent::MTE2_MTE1>(0);  // headL1_0Buf_: MTE2 has written it before MTE1 reads it
+        WaitFlag<HardEvent::MTE2_MTE1>(0);
+        SetFlag<HardEvent::FIX_M>(0);  // l0cTileBuf_: FIX has read it before M overwrites it
+        WaitFlag<HardEvent::FIX_M>(0);
+        MmadNT(tile_, headL1_0_, gatherL1_0_, x.mPad, td_->gTile, keys, td_->headDim, td_->baseKs,
+               1);                     // spec: nsa_selected_attention_grad.py:94
+        SetFlag<HardEvent::M_FIX>(0);  // l0cTileBuf_: M has written it before FIX reads it
+        WaitFlag<HardEvent::M_FIX>(0);
+        Fixpipe<float, float, CFG_ROW_MAJOR>(
+            wsTile0_[core_ * td_->wsSlotBytes / 4 + slot * (td_->wsSlotBytes / 4)], tile_,
+            FixpipeParamsV220(static_cast<uint16_t>(keys), static_cast<uint16_t>(x.rows), static_cast<uint16_t>(x.mPad),
+                              static_cast<uint32_t>(keys), false, QuantMode_t::NoQuant, 0, 1, 0, 0,
+                              0));     // spec: nsa_selected_attention_grad.py:94
+        SetFlag<HardEvent::FIX_M>(0);  // l0cTileBuf_: FIX has read it before M overwrites it
+        WaitFlag<HardEvent::FIX_M>(0);
+        MmadNT(tile_, headL1_1_, gatherL1_1_, x.mPad, td_->gTile, keys, td_->valueDim, td_->baseKp,
+               1);                     // spec: nsa_selected_attention_grad.py:101
+        SetFlag<HardEvent::M_FIX>(0);  // l0cTileBuf_: M has written it before FIX reads it
+        WaitFlag<HardEvent::M_FIX>(0);
+        Fixpipe<float, float, CFG_ROW_MAJOR>(
+            wsTile1_[(AlignUp(4 * (td_->chunkKeys * td_->gRows), 512) + core_ * td_->wsSlotBytes) / 4 +
+                     slot * (td_->wsSlotBytes / 4)],
+            tile_,
+            FixpipeParamsV220(static_cast<uint16_t>(keys), static_cast<uint16_t>(x.rows), static_cast<uint16_t>(x.mPad),
+                              static_cast<uint32_t>(keys), false, QuantMode_t::NoQuant, 0, 1, 0, 0,
+                              0));  // spec: nsa_selected_attention_grad.py:101
     }
 
-    // Per-unit values of this AIV's rows (scope "unit" of the program): computed once, kept in UB.
-    __aicore__ inline void VecUnit(const Unit& x, int64_t rBegin, int64_t rEnd)
+    // The matmuls of an item after its vector stage.
+    __aicore__ inline void CubePhase2(const Unit& x, int64_t c, int64_t slot)
     {
-        for (int64_t row = rBegin; row < rEnd; ++row) {
-            const int64_t h = x.h0 + row;
-            const float st_v44 =
-                gm_softmaxMax.GetValue((x.t * N1_ + h) * 8);  // spec: nsa_selected_attention_grad.py:98
-            unitStat_.SetValue(0 * AlignUp(td_->subRows, 8) + row - rBegin,
-                               st_v44);  // spec: nsa_selected_attention_grad.py:98
-            const float st_v46 =
-                gm_softmaxSum.GetValue((x.t * N1_ + h) * 8);  // spec: nsa_selected_attention_grad.py:99
-            unitStat_.SetValue(1 * AlignUp(td_->subRows, 8) + row - rBegin,
-                               st_v46);  // spec: nsa_selected_attention_grad.py:99
-            LoadHead(Head(0), gm_attentionOutGrad[(x.t * N1_ + h) * Dv_],
-                     Dv_);                                                   // spec: nsa_selected_attention_grad.py:93
-            LoadHead(Head(1), gm_attentionOut[(x.t * N1_ + h) * Dv_], Dv_);  // spec: nsa_selected_attention_grad.py:92
-            Mul(Head(0), Head(0), Head(1), static_cast<int32_t>(Dv_));       // spec: nsa_selected_attention_grad.py:102
-            PipeBarrier<PIPE_V>();
-            const float st_v52 = RowSum(Head(0), Dv_);  // spec: nsa_selected_attention_grad.py:102
-            unitStat_.SetValue(2 * AlignUp(td_->subRows, 8) + row - rBegin,
-                               st_v52);  // spec: nsa_selected_attention_grad.py:102
+        const int64_t keys = td_->blockSize * (td_->blocksPerChunk < td_->blockCount - td_->blocksPerChunk * c
+                                                   ? td_->blocksPerChunk
+                                                   : td_->blockCount - td_->blocksPerChunk * c);
+        TileIn(tileL1_0_,
+               wsTile2_[(2 * AlignUp(4 * (td_->chunkKeys * td_->gRows), 512) + core_ * td_->wsSlotBytes) / sizeof(T) +
+                        slot * (td_->wsSlotBytes / sizeof(T))],
+               x, keys, keys);  // spec: nsa_selected_attention_grad.py:105
+        TileIn(tileL1_1_,
+               wsTile3_[(2 * AlignUp(4 * (td_->chunkKeys * td_->gRows), 512) +
+                         AlignUp(td_->chunkKeys * td_->gRows * sizeof(T), 512) + core_ * td_->wsSlotBytes) /
+                            sizeof(T) +
+                        slot * (td_->wsSlotBytes / sizeof(T))],
+               x, keys, keys);             // spec: nsa_selected_attention_grad.py:107
+        SetFlag<HardEvent::MTE2_MTE1>(0);  // tileL1_0Buf_: MTE2 has written it before MTE1 reads it
+        WaitFlag<HardEvent::MTE2_MTE1>(0);
+        MmadNN(acc_, tileL1_0_, gatherL1_0_, x.mPad, td_->gTile, td_->headDim, keys, keys, td_->baseKq,
+               c == 0 ? 1 : 0);  // spec: nsa_selected_attention_grad.py:105
+        if (c == td_->chunks - 1) {
+            SetFlag<HardEvent::M_FIX>(0);  // l0cAccBuf_: M has written it before FIX reads it
+            WaitFlag<HardEvent::M_FIX>(0);
+            Fixpipe<float, float, CFG_ROW_MAJOR>(
+                wsOut0_[td_->wsDqOffset / 4 + td_->headDim * x.h0 + td_->headDim * td_->qHeads * x.t], acc_,
+                FixpipeParamsV220(static_cast<uint16_t>(td_->headDim), static_cast<uint16_t>(x.rows),
+                                  static_cast<uint16_t>(x.mPad), static_cast<uint32_t>(td_->headDim), false,
+                                  QuantMode_t::NoQuant, 0, 1, 0, 0, 0));  // spec: nsa_selected_attention_grad.py:105
         }
     }
 
-    // One item (a unit's key chunk c) on this AIV's rows, vecRows_ rows per UB pass.
-    __aicore__ inline void VecItem([[maybe_unused]] const Unit& x, [[maybe_unused]] int64_t c, int64_t slot,
-                                   int64_t rBegin, int64_t rEnd)
+    // The scatter-adds of an item (matmuls whose result goes to the selected rows of an fp32 workspace).
+    __aicore__ inline void CubeScatter(const Unit& x, int64_t c, [[maybe_unused]] int64_t slot)
     {
-        const int64_t keys = ChunkKeys(c);
-        for (int64_t p0 = rBegin; p0 < rEnd; p0 += vecRows_) {
-            const int64_t k = Min64(vecRows_, rEnd - p0);
-            Fence<HardEvent::V_MTE2>();
-            DataCopy(Reg(0), ws_v41[slot * (td_->wsSlotBytes / sizeof(float)) + p0 * keys],
-                     static_cast<uint32_t>(k * keys));  // spec: nsa_selected_attention_grad.py:94
-            DataCopy(Reg(1), ws_v50[slot * (td_->wsSlotBytes / sizeof(float)) + p0 * keys],
-                     static_cast<uint32_t>(k * keys));                      // spec: nsa_selected_attention_grad.py:101
-            LocalTensor<T> tileQue0T = tileQue0.template AllocTensor<T>();  // spec: nsa_selected_attention_grad.py:103
-            LocalTensor<T> tileQue1T = tileQue1.template AllocTensor<T>();  // spec: nsa_selected_attention_grad.py:104
-            Fence<HardEvent::MTE2_V>();
-            for (int64_t i = 0; i < k; ++i) {
-                [[maybe_unused]] const int64_t row = p0 + i;
-                const float st_v44 = unitStat_.GetValue(0 * AlignUp(td_->subRows, 8) + row -
-                                                        rBegin);  // spec: nsa_selected_attention_grad.py:98
-                const float st_v46 = unitStat_.GetValue(1 * AlignUp(td_->subRows, 8) + row -
-                                                        rBegin);  // spec: nsa_selected_attention_grad.py:99
-                const float st_v52 = unitStat_.GetValue(2 * AlignUp(td_->subRows, 8) + row -
-                                                        rBegin);  // spec: nsa_selected_attention_grad.py:102
-                Muls(Reg(0)[i * keys], Reg(0)[i * keys], static_cast<float>(scale_),
-                     static_cast<int32_t>(keys));  // spec: nsa_selected_attention_grad.py:94
-                PipeBarrier<PIPE_V>();
-                Adds(Reg(0)[i * keys], Reg(0)[i * keys], static_cast<float>(-(st_v44)),
-                     static_cast<int32_t>(keys));  // spec: nsa_selected_attention_grad.py:100
-                PipeBarrier<PIPE_V>();
-                Exp(Reg(0)[i * keys], Reg(0)[i * keys],
-                    static_cast<int32_t>(keys));  // spec: nsa_selected_attention_grad.py:100
-                PipeBarrier<PIPE_V>();
-                Muls(Reg(0)[i * keys], Reg(0)[i * keys], static_cast<float>(1.0f / (st_v46)),
-                     static_cast<int32_t>(keys));  // spec: nsa_selected_attention_grad.py:100
-                Adds(Reg(1)[i * keys], Reg(1)[i * keys], static_cast<float>(-(st_v52)),
-                     static_cast<int32_t>(keys));  // spec: nsa_selected_attention_grad.py:103
-                PipeBarrier<PIPE_V>();
-                Mul(Reg(1)[i * keys], Reg(0)[i * keys], Reg(1)[i * keys],
-                    static_cast<int32_t>(keys));  // spec: nsa_selected_attention_grad.py:103
-                PipeBarrier<PIPE_V>();
-                Cast(tileQue0T[i * keys], Reg(1)[i * keys], RoundMode::CAST_ROUND,
-                     static_cast<uint32_t>(keys));  // spec: nsa_selected_attention_grad.py:103
-                Cast(tileQue1T[i * keys], Reg(0)[i * keys], RoundMode::CAST_ROUND,
-                     static_cast<uint32_t>(keys));  // spec: nsa_selected_attention_grad.py:104
-                PipeBarrier<PIPE_V>();
+        const int64_t keys = td_->blockSize * (td_->blocksPerChunk < td_->blockCount - td_->blocksPerChunk * c
+                                                   ? td_->blocksPerChunk
+                                                   : td_->blockCount - td_->blocksPerChunk * c);
+        for (int64_t n0 = 0; n0 < td_->headDim; n0 += td_->baseNk) {
+            const int64_t nn = td_->headDim - n0 < td_->baseNk ? td_->headDim - n0 : td_->baseNk;
+            SetFlag<HardEvent::FIX_M>(0);  // l0cTileBuf_: FIX has read it before M overwrites it
+            WaitFlag<HardEvent::FIX_M>(0);
+            MmadTN(tile_, tileL1_0_, headL1_0_, keys, td_->gTile, n0, nn, x.rows,
+                   td_->gTile);            // spec: nsa_selected_attention_grad.py:106
+            SetFlag<HardEvent::M_FIX>(0);  // l0cTileBuf_: M has written it before FIX reads it
+            WaitFlag<HardEvent::M_FIX>(0);
+            ScatterAdd(wsOut1_[td_->wsDkOffset / 4], tile_, td_->headDim, x, c, keys, n0,
+                       nn);  // spec: nsa_selected_attention_grad.py:106
+        }
+        for (int64_t n0 = 0; n0 < td_->valueDim; n0 += td_->baseNv) {
+            const int64_t nn = td_->valueDim - n0 < td_->baseNv ? td_->valueDim - n0 : td_->baseNv;
+            SetFlag<HardEvent::FIX_M>(0);  // l0cTileBuf_: FIX has read it before M overwrites it
+            WaitFlag<HardEvent::FIX_M>(0);
+            MmadTN(tile_, tileL1_1_, headL1_1_, keys, td_->gTile, n0, nn, x.rows,
+                   td_->gTile);            // spec: nsa_selected_attention_grad.py:107
+            SetFlag<HardEvent::M_FIX>(0);  // l0cTileBuf_: M has written it before FIX reads it
+            WaitFlag<HardEvent::M_FIX>(0);
+            ScatterAdd(wsOut2_[td_->wsDvOffset / 4], tile_, td_->valueDim, x, c, keys, n0,
+                       nn);  // spec: nsa_selected_attention_grad.py:107
+        }
+    }
+
+    // The deterministic schedule: every AIC runs the same number of rounds; after each item the AI Cores take turns in core order for their scatter-adds (all-AIC barriers, mode 0), so every fp32 add into the dk / dv workspaces happens in a fixed order.
+    __aicore__ inline void CubeMainOrdered(Unit& x, int64_t unitBegin, int64_t unitEnd)
+    {
+        const int64_t rounds = (td_->unitsTail > 0 ? 1 : 0) + td_->unitsPerCore;
+        for (int64_t r = 0; r < rounds; ++r) {  // round r: every AIC its r-th unit (or none)
+            const int64_t u = r + unitBegin;
+            if (u < unitEnd) {
+                Decode(u, x);
             }
-            tileQue0.EnQue(tileQue0T);                 // spec: nsa_selected_attention_grad.py:103
-            tileQue0T = tileQue0.template DeQue<T>();  // spec: nsa_selected_attention_grad.py:103
-            DataCopy(ws_v56[slot * (td_->wsSlotBytes / sizeof(T)) + p0 * keys], tileQue0T,
-                     static_cast<uint32_t>(k * keys));  // spec: nsa_selected_attention_grad.py:103
-            tileQue0.FreeTensor(tileQue0T);             // spec: nsa_selected_attention_grad.py:103
-            tileQue1.EnQue(tileQue1T);                  // spec: nsa_selected_attention_grad.py:104
-            tileQue1T = tileQue1.template DeQue<T>();   // spec: nsa_selected_attention_grad.py:104
-            DataCopy(ws_v58[slot * (td_->wsSlotBytes / sizeof(T)) + p0 * keys], tileQue1T,
-                     static_cast<uint32_t>(k * keys));  // spec: nsa_selected_attention_grad.py:104
-            tileQue1.FreeTensor(tileQue1T);             // spec: nsa_selected_attention_grad.py:104
+            for (int64_t c = 0; c < td_->chunks; ++c) {
+                if (u < unitEnd) {
+                    CubePhase1(x, c, 0);
+                    CrossCoreSetFlag<2, PIPE_FIX>(1);
+                    CrossCoreWaitFlag(2);
+                    CubePhase2(x, c, 0);
+                }
+                for (int64_t turn = 0; turn < GetBlockNum(); ++turn) {  // the AI Cores scatter in turn, in core order
+                    if (u < unitEnd && turn == core_) {
+                        CubeScatter(x, c, 0);
+                    }
+                    CrossCoreSetFlag<0, PIPE_FIX>(5);  // every AIC waits for this turn's scatter-adds
+                    CrossCoreWaitFlag(5);
+                }
+            }
         }
     }
 
-    // Zero this AIV's slice of the atomic targets (elements [e0, e1) of the concatenated workspaces).
+    // Zero this AIV's slice of the atomic targets.
     __aicore__ inline void ZeroTargets()
     {
         const int64_t e0 = GetBlockIdx() * td_->postPerCore;
         LocalTensor<float> z = postInQue_.template AllocTensor<float>();
         Duplicate(z, 0.0f, static_cast<int32_t>(td_->postElems));
-        Fence<HardEvent::V_MTE3>();
-        for (int64_t a = Max64(e0, (td_->tokens * td_->qHeads * td_->headDim));
-             a < Min64(e0 + td_->postPerCore,
-                       (td_->tokens * td_->qHeads * td_->headDim) + (td_->kvTokens * td_->kvHeads * td_->headDim));
-             a += td_->postElems) {
+        SetFlag<HardEvent::V_MTE3>(0);  // postInQue_: V has written it before MTE3 reads it
+        WaitFlag<HardEvent::V_MTE3>(0);
+        for (int64_t a = e0 > td_->headDim * td_->qHeads * td_->tokens ? e0 : td_->headDim * td_->qHeads * td_->tokens;
+             a < (e0 + td_->postPerCore <
+                          td_->headDim * td_->kvHeads * td_->kvTokens + td_->headDim * td_->qHeads * td_->tokens
+                      ? e0 + td_->postPerCore
+                      : td_->headDim * td_->kvHeads * td_->kvTokens + td_->headDim * td_->qHeads * td_->tokens);
+             a += td_->postElems) {  // this AIV's slice of ws_dk
             const int64_t cnt =
-                Min64(td_->postElems, Min64(e0 + td_->postPerCore, (td_->tokens * td_->qHeads * td_->headDim) +
-                                                                       (td_->kvTokens * td_->kvHeads * td_->headDim)) -
-                                          a);
-            DataCopy(ws_dk[a - ((td_->tokens * td_->qHeads * td_->headDim))], z, static_cast<uint32_t>(cnt));
+                (e0 + td_->postPerCore <
+                         td_->headDim * td_->kvHeads * td_->kvTokens + td_->headDim * td_->qHeads * td_->tokens
+                     ? e0 + td_->postPerCore
+                     : td_->headDim * td_->kvHeads * td_->kvTokens + td_->headDim * td_->qHeads * td_->tokens) -
+                            a <
+                        td_->postElems
+                    ? (e0 + td_->postPerCore <
+                               td_->headDim * td_->kvHeads * td_->kvTokens + td_->headDim * td_->qHeads * td_->tokens
+                           ? e0 + td_->postPerCore
+                           : td_->headDim * td_->kvHeads * td_->kvTokens + td_->headDim * td_->qHeads * td_->tokens) -
+                          a
+                    : td_->postElems;
+            DataCopyPad(wsOut1_[a + td_->wsDkOffset / 4 - td_->headDim * td_->qHeads * td_->tokens], z,
+                        DataCopyExtParams(1, 4 * cnt, 0, 0, 0));
         }
-        for (int64_t a =
-                 Max64(e0, (td_->tokens * td_->qHeads * td_->headDim) + (td_->kvTokens * td_->kvHeads * td_->headDim));
-             a < Min64(e0 + td_->postPerCore, (td_->tokens * td_->qHeads * td_->headDim) +
-                                                  (td_->kvTokens * td_->kvHeads * td_->headDim) +
-                                                  (td_->kvTokens * td_->kvHeads * td_->valueDim));
-             a += td_->postElems) {
+        for (int64_t a = e0 > td_->headDim * td_->kvHeads * td_->kvTokens + td_->headDim * td_->qHeads * td_->tokens
+                             ? e0
+                             : td_->headDim * td_->kvHeads * td_->kvTokens + td_->headDim * td_->qHeads * td_->tokens;
+             a < (e0 + td_->postPerCore < td_->headDim * td_->kvHeads * td_->kvTokens +
+                                              td_->headDim * td_->qHeads * td_->tokens +
+                                              td_->kvHeads * td_->kvTokens * td_->valueDim
+                      ? e0 + td_->postPerCore
+                      : td_->headDim * td_->kvHeads * td_->kvTokens + td_->headDim * td_->qHeads * td_->tokens +
+                            td_->kvHeads * td_->kvTokens * td_->valueDim);
+             a += td_->postElems) {  // this AIV's slice of ws_dv
             const int64_t cnt =
-                Min64(td_->postElems, Min64(e0 + td_->postPerCore, (td_->tokens * td_->qHeads * td_->headDim) +
-                                                                       (td_->kvTokens * td_->kvHeads * td_->headDim) +
-                                                                       (td_->kvTokens * td_->kvHeads * td_->valueDim)) -
-                                          a);
-            DataCopy(
-                ws_dv[a - ((td_->tokens * td_->qHeads * td_->headDim) + (td_->kvTokens * td_->kvHeads * td_->headDim))],
-                z, static_cast<uint32_t>(cnt));
+                (e0 + td_->postPerCore < td_->headDim * td_->kvHeads * td_->kvTokens +
+                                             td_->headDim * td_->qHeads * td_->tokens +
+                                             td_->kvHeads * td_->kvTokens * td_->valueDim
+                     ? e0 + td_->postPerCore
+                     : td_->headDim * td_->kvHeads * td_->kvTokens + td_->headDim * td_->qHeads * td_->tokens +
+                           td_->kvHeads * td_->kvTokens * td_->valueDim) -
+                            a <
+                        td_->postElems
+                    ? (e0 + td_->postPerCore < td_->headDim * td_->kvHeads * td_->kvTokens +
+                                                   td_->headDim * td_->qHeads * td_->tokens +
+                                                   td_->kvHeads * td_->kvTokens * td_->valueDim
+                           ? e0 + td_->postPerCore
+                           : td_->headDim * td_->kvHeads * td_->kvTokens + td_->headDim * td_->qHeads * td_->tokens +
+                                 td_->kvHeads * td_->kvTokens * td_->valueDim) -
+                          a
+                    : td_->postElems;
+            DataCopyPad(wsOut2_[a + td_->wsDvOffset / 4 - td_->headDim * td_->kvHeads * td_->kvTokens -
+                                td_->headDim * td_->qHeads * td_->tokens],
+                        z, DataCopyExtParams(1, 4 * cnt, 0, 0, 0));
         }
-        Fence<HardEvent::MTE3_V>();
         postInQue_.FreeTensor(z);
     }
 
-    // The final pass over this AIV's slice: out = T(ws * scale) (the post pass of the backward).
+    // The final pass over this AIV's slice: out = T(ws * scale).
     __aicore__ inline void Finish()
     {
         const int64_t e0 = GetBlockIdx() * td_->postPerCore;
-        for (int64_t a = Max64(e0, 0); a < Min64(e0 + td_->postPerCore, 0 + (td_->tokens * td_->qHeads * td_->headDim));
-             a += td_->postElems) {
-            const int64_t cnt =
-                Min64(td_->postElems, Min64(e0 + td_->postPerCore, 0 + (td_->tokens * td_->qHeads * td_->headDim)) - a);
-            LocalTensor<float> in = postInQue_.template AllocTensor<float>();
-            DataCopy(in, ws_dq[a - (0)], static_cast<uint32_t>(cnt));
-            postInQue_.EnQue(in);
-            in = postInQue_.template DeQue<float>();
-            LocalTensor<T> o = postOutQue_.template AllocTensor<T>();
-            Muls(in, in, static_cast<float>(scale_), static_cast<int32_t>(cnt));
-            PipeBarrier<PIPE_V>();
-            Cast(o, in, RoundMode::CAST_ROUND, static_cast<uint32_t>(cnt));
-            PipeBarrier<PIPE_V>();
-            postInQue_.FreeTensor(in);
-            postOutQue_.EnQue(o);
-            o = postOutQue_.template DeQue<T>();
-            DataCopy(gm_dq[a - (0)], o, static_cast<uint32_t>(cnt));
-            postOutQue_.FreeTensor(o);
+        for (int64_t a = e0 > 0 ? e0 : 0; a < (e0 + td_->postPerCore < td_->headDim * td_->qHeads * td_->tokens
+                                                   ? e0 + td_->postPerCore
+                                                   : td_->headDim * td_->qHeads * td_->tokens);
+             a += td_->postElems) {  // dq = T(ws_dq * scale) over this AIV's slice
+            const int64_t cnt = (e0 + td_->postPerCore < td_->headDim * td_->qHeads * td_->tokens
+                                     ? e0 + td_->postPerCore
+                                     : td_->headDim * td_->qHeads * td_->tokens) -
+                                            a <
+                                        td_->postElems
+                                    ? (e0 + td_->postPerCore < td_->headDim * td_->qHeads * td_->tokens
+                                           ? e0 + td_->postPerCore
+                                           : td_->headDim * td_->qHeads * td_->tokens) -
+                                          a
+                                    : td_->postElems;
+            LocalTensor<float> pin = postInQue_.template AllocTensor<float>();
+            DataCopyPad(pin, wsOut0_[a + td_->wsDqOffset / 4], DataCopyExtParams(1, 4 * cnt, 0, 0, 0),
+                        DataCopyPadExtParams<float>(false, 0, 0, float{}));
+            postInQue_.EnQue(pin);
+            pin = postInQue_.template DeQue<float>();
+            LocalTensor<T> pout = postOutQue_.template AllocTensor<T>();
+            Muls(pin, pin, static_cast<float>(scale_), static_cast<int32_t>(cnt));
+            PipeBarrier<PIPE_V>();  // postInQue_: V has written it before V reads it
+            Cast(pout, pin, RoundMode::CAST_ROUND, static_cast<uint32_t>(cnt));
+            postInQue_.FreeTensor(pin);
+            postOutQue_.EnQue(pout);
+            pout = postOutQue_.template DeQue<T>();
+            DataCopyPad(gm_dq[a], pout, DataCopyExtParams(1, cnt * sizeof(T), 0, 0, 0));
+            postOutQue_.FreeTensor(pout);
         }
-        for (int64_t a = Max64(e0, (td_->tokens * td_->qHeads * td_->headDim));
-             a < Min64(e0 + td_->postPerCore,
-                       (td_->tokens * td_->qHeads * td_->headDim) + (td_->kvTokens * td_->kvHeads * td_->headDim));
-             a += td_->postElems) {
+        for (int64_t a = e0 > td_->headDim * td_->qHeads * td_->tokens ? e0 : td_->headDim * td_->qHeads * td_->tokens;
+             a < (e0 + td_->postPerCore <
+                          td_->headDim * td_->kvHeads * td_->kvTokens + td_->headDim * td_->qHeads * td_->tokens
+                      ? e0 + td_->postPerCore
+                      : td_->headDim * td_->kvHeads * td_->kvTokens + td_->headDim * td_->qHeads * td_->tokens);
+             a += td_->postElems) {  // dk = T(ws_dk * scale) over this AIV's slice
             const int64_t cnt =
-                Min64(td_->postElems, Min64(e0 + td_->postPerCore, (td_->tokens * td_->qHeads * td_->headDim) +
-                                                                       (td_->kvTokens * td_->kvHeads * td_->headDim)) -
-                                          a);
-            LocalTensor<float> in = postInQue_.template AllocTensor<float>();
-            DataCopy(in, ws_dk[a - ((td_->tokens * td_->qHeads * td_->headDim))], static_cast<uint32_t>(cnt));
-            postInQue_.EnQue(in);
-            in = postInQue_.template DeQue<float>();
-            LocalTensor<T> o = postOutQue_.template AllocTensor<T>();
-            Muls(in, in, static_cast<float>(scale_), static_cast<int32_t>(cnt));
-            PipeBarrier<PIPE_V>();
-            Cast(o, in, RoundMode::CAST_ROUND, static_cast<uint32_t>(cnt));
-            PipeBarrier<PIPE_V>();
-            postInQue_.FreeTensor(in);
-            postOutQue_.EnQue(o);
-            o = postOutQue_.template DeQue<T>();
-            DataCopy(gm_dk[a - ((td_->tokens * td_->qHeads * td_->headDim))], o, static_cast<uint32_t>(cnt));
-            postOutQue_.FreeTensor(o);
+                (e0 + td_->postPerCore <
+                         td_->headDim * td_->kvHeads * td_->kvTokens + td_->headDim * td_->qHeads * td_->tokens
+                     ? e0 + td_->postPerCore
+                     : td_->headDim * td_->kvHeads * td_->kvTokens + td_->headDim * td_->qHeads * td_->tokens) -
+                            a <
+                        td_->postElems
+                    ? (e0 + td_->postPerCore <
+                               td_->headDim * td_->kvHeads * td_->kvTokens + td_->headDim * td_->qHeads * td_->tokens
+                           ? e0 + td_->postPerCore
+                           : td_->headDim * td_->kvHeads * td_->kvTokens + td_->headDim * td_->qHeads * td_->tokens) -
+                          a
+                    : td_->postElems;
+            LocalTensor<float> pin = postInQue_.template AllocTensor<float>();
+            DataCopyPad(pin, wsOut1_[a + td_->wsDkOffset / 4 - td_->headDim * td_->qHeads * td_->tokens],
+                        DataCopyExtParams(1, 4 * cnt, 0, 0, 0), DataCopyPadExtParams<float>(false, 0, 0, float{}));
+            postInQue_.EnQue(pin);
+            pin = postInQue_.template DeQue<float>();
+            LocalTensor<T> pout = postOutQue_.template AllocTensor<T>();
+            Muls(pin, pin, static_cast<float>(scale_), static_cast<int32_t>(cnt));
+            PipeBarrier<PIPE_V>();  // postInQue_: V has written it before V reads it
+            Cast(pout, pin, RoundMode::CAST_ROUND, static_cast<uint32_t>(cnt));
+            postInQue_.FreeTensor(pin);
+            postOutQue_.EnQue(pout);
+            pout = postOutQue_.template DeQue<T>();
+            DataCopyPad(gm_dk[a - td_->headDim * td_->qHeads * td_->tokens], pout,
+                        DataCopyExtParams(1, cnt * sizeof(T), 0, 0, 0));
+            postOutQue_.FreeTensor(pout);
         }
-        for (int64_t a =
-                 Max64(e0, (td_->tokens * td_->qHeads * td_->headDim) + (td_->kvTokens * td_->kvHeads * td_->headDim));
-             a < Min64(e0 + td_->postPerCore, (td_->tokens * td_->qHeads * td_->headDim) +
-                                                  (td_->kvTokens * td_->kvHeads * td_->headDim) +
-                                                  (td_->kvTokens * td_->kvHeads * td_->valueDim));
-             a += td_->postElems) {
+        for (int64_t a = e0 > td_->headDim * td_->kvHeads * td_->kvTokens + td_->headDim * td_->qHeads * td_->tokens
+                             ? e0
+                             : td_->headDim * td_->kvHeads * td_->kvTokens + td_->headDim * td_->qHeads * td_->tokens;
+             a < (e0 + td_->postPerCore < td_->headDim * td_->kvHeads * td_->kvTokens +
+                                              td_->headDim * td_->qHeads * td_->tokens +
+                                              td_->kvHeads * td_->kvTokens * td_->valueDim
+                      ? e0 + td_->postPerCore
+                      : td_->headDim * td_->kvHeads * td_->kvTokens + td_->headDim * td_->qHeads * td_->tokens +
+                            td_->kvHeads * td_->kvTokens * td_->valueDim);
+             a += td_->postElems) {  // dv = T(ws_dv) over this AIV's slice
             const int64_t cnt =
-                Min64(td_->postElems, Min64(e0 + td_->postPerCore, (td_->tokens * td_->qHeads * td_->headDim) +
-                                                                       (td_->kvTokens * td_->kvHeads * td_->headDim) +
-                                                                       (td_->kvTokens * td_->kvHeads * td_->valueDim)) -
-                                          a);
-            LocalTensor<float> in = postInQue_.template AllocTensor<float>();
-            DataCopy(
-                in,
-                ws_dv[a - ((td_->tokens * td_->qHeads * td_->headDim) + (td_->kvTokens * td_->kvHeads * td_->headDim))],
-                static_cast<uint32_t>(cnt));
-            postInQue_.EnQue(in);
-            in = postInQue_.template DeQue<float>();
-            LocalTensor<T> o = postOutQue_.template AllocTensor<T>();
-            Cast(o, in, RoundMode::CAST_ROUND, static_cast<uint32_t>(cnt));
-            PipeBarrier<PIPE_V>();
-            postInQue_.FreeTensor(in);
-            postOutQue_.EnQue(o);
-            o = postOutQue_.template DeQue<T>();
-            DataCopy(
-                gm_dv[a - ((td_->tokens * td_->qHeads * td_->headDim) + (td_->kvTokens * td_->kvHeads * td_->headDim))],
-                o, static_cast<uint32_t>(cnt));
-            postOutQue_.FreeTensor(o);
+                (e0 + td_->postPerCore < td_->headDim * td_->kvHeads * td_->kvTokens +
+                                             td_->headDim * td_->qHeads * td_->tokens +
+                                             td_->kvHeads * td_->kvTokens * td_->valueDim
+                     ? e0 + td_->postPerCore
+                     : td_->headDim * td_->kvHeads * td_->kvTokens + td_->headDim * td_->qHeads * td_->tokens +
+                           td_->kvHeads * td_->kvTokens * td_->valueDim) -
+                            a <
+                        td_->postElems
+                    ? (e0 + td_->postPerCore < td_->headDim * td_->kvHeads * td_->kvTokens +
+                                                   td_->headDim * td_->qHeads * td_->tokens +
+                                                   td_->kvHeads * td_->kvTokens * td_->valueDim
+                           ? e0 + td_->postPerCore
+                           : td_->headDim * td_->kvHeads * td_->kvTokens + td_->headDim * td_->qHeads * td_->tokens +
+                                 td_->kvHeads * td_->kvTokens * td_->valueDim) -
+                          a
+                    : td_->postElems;
+            LocalTensor<float> pin = postInQue_.template AllocTensor<float>();
+            DataCopyPad(pin,
+                        wsOut2_[a + td_->wsDvOffset / 4 - td_->headDim * td_->kvHeads * td_->kvTokens -
+                                td_->headDim * td_->qHeads * td_->tokens],
+                        DataCopyExtParams(1, 4 * cnt, 0, 0, 0), DataCopyPadExtParams<float>(false, 0, 0, float{}));
+            postInQue_.EnQue(pin);
+            pin = postInQue_.template DeQue<float>();
+            LocalTensor<T> pout = postOutQue_.template AllocTensor<T>();
+            Cast(pout, pin, RoundMode::CAST_ROUND, static_cast<uint32_t>(cnt));
+            postInQue_.FreeTensor(pin);
+            postOutQue_.EnQue(pout);
+            pout = postOutQue_.template DeQue<T>();
+            DataCopyPad(
+                gm_dv[a - td_->headDim * td_->kvHeads * td_->kvTokens - td_->headDim * td_->qHeads * td_->tokens], pout,
+                DataCopyExtParams(1, cnt * sizeof(T), 0, 0, 0));
+            postOutQue_.FreeTensor(pout);
         }
     }
 
+    // Per-unit values of this AIV's rows (scope unit of the program): computed once, kept in UB.
+    __aicore__ inline void VecUnit(const Unit& x, int64_t rBegin, int64_t rEnd)
+    {
+        for (int64_t row = rBegin; row < rEnd; ++row) {
+            const int64_t h = row + x.h0;
+            const float st_v44 =
+                GmScalar(gm_softmaxMax, 8 * h + 8 * (td_->qHeads * x.t));  // spec: nsa_selected_attention_grad.py:98
+            unitStat_.SetValue(row - rBegin, st_v44);
+            const float st_v46 =
+                GmScalar(gm_softmaxSum, 8 * h + 8 * (td_->qHeads * x.t));  // spec: nsa_selected_attention_grad.py:99
+            unitStat_.SetValue(AlignUp(td_->subRows, 8) + row - rBegin, st_v46);
+            LoadHead(head_[0], gm_attentionOutGrad[h * td_->valueDim + td_->qHeads * td_->valueDim * x.t],
+                     td_->valueDim);  // spec: nsa_selected_attention_grad.py:93
+            LoadHead(head_[1], gm_attentionOut[h * td_->valueDim + td_->qHeads * td_->valueDim * x.t],
+                     td_->valueDim);  // spec: nsa_selected_attention_grad.py:92
+            PipeBarrier<PIPE_V>();    // headBuf_: V has written it before V reads it
+            Mul(head_[0], head_[0], head_[1],
+                static_cast<int32_t>(td_->valueDim));              // spec: nsa_selected_attention_grad.py:102
+            PipeBarrier<PIPE_V>();                                 // headBuf_: V has written it before V reads it
+            const float st_v52 = RowSum(head_[0], td_->valueDim);  // spec: nsa_selected_attention_grad.py:102
+            unitStat_.SetValue(2 * AlignUp(td_->subRows, 8) + row - rBegin, st_v52);
+        }
+    }
+
+    // One item on this AIV's rows, vecRows rows per UB pass.
+    __aicore__ inline void VecItem([[maybe_unused]] const Unit& x, int64_t c, int64_t slot, int64_t rBegin,
+                                   int64_t rEnd)
+    {
+        const int64_t keys = td_->blockSize * (td_->blocksPerChunk < td_->blockCount - td_->blocksPerChunk * c
+                                                   ? td_->blocksPerChunk
+                                                   : td_->blockCount - td_->blocksPerChunk * c);
+        for (int64_t p0 = rBegin; p0 < rEnd; p0 += td_->vecRows) {  // UB passes of vecRows rows
+            const int64_t k = rEnd - p0 < td_->vecRows ? rEnd - p0 : td_->vecRows;
+            SetFlag<HardEvent::V_MTE2>(0);  // rowBuf_: V has read it before MTE2 overwrites it
+            WaitFlag<HardEvent::V_MTE2>(0);
+            DataCopyPad(rows_[0], wsTile0_[core_ * td_->wsSlotBytes / 4 + keys * p0 + slot * (td_->wsSlotBytes / 4)],
+                        DataCopyExtParams(1, 4 * (k * keys), 0, 0, 0),
+                        DataCopyPadExtParams<float>(false, 0, 0, float{}));  // spec: nsa_selected_attention_grad.py:94
+            DataCopyPad(rows_[1],
+                        wsTile1_[(AlignUp(4 * (td_->chunkKeys * td_->gRows), 512) + core_ * td_->wsSlotBytes) / 4 +
+                                 keys * p0 + slot * (td_->wsSlotBytes / 4)],
+                        DataCopyExtParams(1, 4 * (k * keys), 0, 0, 0),
+                        DataCopyPadExtParams<float>(false, 0, 0, float{}));  // spec: nsa_selected_attention_grad.py:101
+            LocalTensor<T> tileQue0T = tileQue0.template AllocTensor<T>();
+            LocalTensor<T> tileQue1T = tileQue1.template AllocTensor<T>();
+            SetFlag<HardEvent::MTE2_V>(0);  // rowBuf_: MTE2 has written it before V reads it
+            WaitFlag<HardEvent::MTE2_V>(0);
+            for (int64_t i = 0; i < k; ++i) {  // the pass's rows
+                const int64_t row = i + p0;
+                const float st_v44 = unitStat_.GetValue(row - rBegin);  // spec: nsa_selected_attention_grad.py:98
+                const float st_v46 = unitStat_.GetValue(AlignUp(td_->subRows, 8) + row -
+                                                        rBegin);  // spec: nsa_selected_attention_grad.py:99
+                const float st_v52 = unitStat_.GetValue(2 * AlignUp(td_->subRows, 8) + row -
+                                                        rBegin);  // spec: nsa_selected_attention_grad.py:102
+                PipeBarrier<PIPE_V>();                            // rowBuf_: V has read it before V overwrites it
+                Muls(rows_[0][i * keys], rows_[0][i * keys], static_cast<float>(scale_),
+                     static_cast<int32_t>(keys));  // spec: nsa_selected_attention_grad.py:94
+                PipeBarrier<PIPE_V>();             // rowBuf_: V has written it before V reads it
+                Adds(rows_[0][i * keys], rows_[0][i * keys], static_cast<float>(-(st_v44)),
+                     static_cast<int32_t>(keys));  // spec: nsa_selected_attention_grad.py:100
+                PipeBarrier<PIPE_V>();             // rowBuf_: V has written it before V reads it
+                Exp(rows_[0][i * keys], rows_[0][i * keys],
+                    static_cast<int32_t>(keys));  // spec: nsa_selected_attention_grad.py:100
+                PipeBarrier<PIPE_V>();            // rowBuf_: V has written it before V reads it
+                Muls(rows_[0][i * keys], rows_[0][i * keys], static_cast<float>((1.0f / st_v46)),
+                     static_cast<int32_t>(keys));  // spec: nsa_selected_attention_grad.py:100
+                Adds(rows_[1][i * keys], rows_[1][i * keys], static_cast<float>(-(st_v52)),
+                     static_cast<int32_t>(keys));  // spec: nsa_selected_attention_grad.py:103
+                PipeBarrier<PIPE_V>();             // rowBuf_: V has written it before V reads it
+                Mul(rows_[1][i * keys], rows_[0][i * keys], rows_[1][i * keys],
+                    static_cast<int32_t>(keys));  // spec: nsa_selected_attention_grad.py:103
+                PipeBarrier<PIPE_V>();            // rowBuf_: V has written it before V reads it
+                Cast(tileQue0T[i * keys], rows_[1][i * keys], RoundMode::CAST_ROUND,
+                     static_cast<uint32_t>(keys));  // spec: nsa_selected_attention_grad.py:103
+                Cast(tileQue1T[i * keys], rows_[0][i * keys], RoundMode::CAST_ROUND,
+                     static_cast<uint32_t>(keys));  // spec: nsa_selected_attention_grad.py:104
+            }
+            tileQue0.EnQue(tileQue0T);
+            tileQue0T = tileQue0.template DeQue<T>();
+            DataCopyPad(
+                wsTile2_[(2 * AlignUp(4 * (td_->chunkKeys * td_->gRows), 512) + core_ * td_->wsSlotBytes) / sizeof(T) +
+                         keys * p0 + slot * (td_->wsSlotBytes / sizeof(T))],
+                tileQue0T,
+                DataCopyExtParams(1, k * keys * sizeof(T), 0, 0, 0));  // spec: nsa_selected_attention_grad.py:103
+            tileQue0.FreeTensor(tileQue0T);
+            tileQue1.EnQue(tileQue1T);
+            tileQue1T = tileQue1.template DeQue<T>();
+            DataCopyPad(
+                wsTile3_[(2 * AlignUp(4 * (td_->chunkKeys * td_->gRows), 512) +
+                          AlignUp(td_->chunkKeys * td_->gRows * sizeof(T), 512) + core_ * td_->wsSlotBytes) /
+                             sizeof(T) +
+                         keys * p0 + slot * (td_->wsSlotBytes / sizeof(T))],
+                tileQue1T,
+                DataCopyExtParams(1, k * keys * sizeof(T), 0, 0, 0));  // spec: nsa_selected_attention_grad.py:104
+            tileQue1.FreeTensor(tileQue1T);
+        }
+    }
+
+    // The AIC: the matmuls of this AI Core's units.
+    __aicore__ inline void CubeMain()
+    {
+        pipe_.InitBuffer(headL1_0Buf_, td_->gTile * td_->headDim * sizeof(T));
+        headL1_0_ = headL1_0Buf_.template Get<T>();
+        pipe_.InitBuffer(headL1_1Buf_, td_->gTile * sizeof(T) * td_->valueDim);
+        headL1_1_ = headL1_1Buf_.template Get<T>();
+        pipe_.InitBuffer(gatherL1_0Buf_, td_->chunkKeys * td_->headDim * sizeof(T));
+        gatherL1_0_ = gatherL1_0Buf_.template Get<T>();
+        pipe_.InitBuffer(gatherL1_1Buf_, td_->chunkKeys * sizeof(T) * td_->valueDim);
+        gatherL1_1_ = gatherL1_1Buf_.template Get<T>();
+        pipe_.InitBuffer(tileL1_0Buf_, td_->chunkKeys * td_->gTile * sizeof(T));
+        tileL1_0_ = tileL1_0Buf_.template Get<T>();
+        pipe_.InitBuffer(tileL1_1Buf_, td_->chunkKeys * td_->gTile * sizeof(T));
+        tileL1_1_ = tileL1_1Buf_.template Get<T>();
+        pipe_.InitBuffer(l0aBuf_, 65536);
+        pipe_.InitBuffer(l0bBuf_, 65536);
+        pipe_.InitBuffer(l0cAccBuf_, 65536);
+        pipe_.InitBuffer(l0cTileBuf_, 65536);
+        l0a_ = l0aBuf_.template Get<T>();
+        l0b_ = l0bBuf_.template Get<T>();
+        acc_ = l0cAccBuf_.template Get<float>();
+        tile_ = l0cTileBuf_.template Get<float>();
+        core_ = GetBlockIdx();
+        const int64_t unitBegin = (core_ < td_->unitsTail ? core_ : td_->unitsTail) + core_ * td_->unitsPerCore;
+        const int64_t unitEnd = (core_ < td_->unitsTail ? 1 : 0) + unitBegin + td_->unitsPerCore;
+        Unit x;
+        CrossCoreWaitFlag(3);      // every AIV has zeroed its slice of the atomic targets
+        if (td_->strategy == 2) {  // the deterministic schedule when the framework asks for it
+            CubeMainOrdered(x, unitBegin, unitEnd);
+        } else {
+            for (int64_t u = unitBegin; u < unitEnd; ++u) {  // this AI Core's units
+                Decode(u, x);
+                for (int64_t c = 0; c < td_->chunks; ++c) {  // the unit's items
+                    CubePhase1(x, c, 0);
+                    CrossCoreSetFlag<2, PIPE_FIX>(1);  // the item's cube results are in the workspace
+                    CrossCoreWaitFlag(2);              // the item's vector results are
+                    CubePhase2(x, c, 0);
+                    CubeScatter(x, c, 0);
+                }
+            }
+        }
+        CrossCoreSetFlag<2, PIPE_FIX>(4);  // the atomic targets are complete for this AI Core
+    }
+
+    // An AIV: the vector stage on half of each unit's rows.
+    __aicore__ inline void VecMain()
+    {
+        pipe_.InitBuffer(rowBuf_, 8 * (td_->chunkKeys * td_->vecRows));
+        rows_[0] = rowBuf_.template Get<float>();
+        rows_[1] = rowBuf_.template Get<float>()[td_->chunkKeys * td_->vecRows];
+        pipe_.InitBuffer(tileQue0, 1, td_->chunkKeys * sizeof(T) * td_->vecRows);
+        pipe_.InitBuffer(tileQue1, 1, td_->chunkKeys * sizeof(T) * td_->vecRows);
+        pipe_.InitBuffer(headQue_, 1, td_->headDim * sizeof(T));
+        pipe_.InitBuffer(headBuf_, 8 * td_->headDim);
+        head_[0] = headBuf_.template Get<float>();
+        head_[1] = headBuf_.template Get<float>()[td_->headDim];
+        pipe_.InitBuffer(unitStatBuf_, 12 * AlignUp(td_->subRows, 8));
+        unitStat_ = unitStatBuf_.template Get<float>();
+        pipe_.InitBuffer(
+            reduceBuf_,
+            4 * AlignUp((((td_->chunkKeys > td_->headDim ? td_->chunkKeys : td_->headDim) + 64 - 1) / 64), 8) + 64);
+        reduce_ = reduceBuf_.template Get<float>();
+        pipe_.InitBuffer(postInQue_, 1, 4 * td_->postElems);
+        pipe_.InitBuffer(postOutQue_, 1, td_->postElems * sizeof(T));
+        scale_ = BitsToFloat(td_->scaleBits);
+        core_ = GetBlockIdx() / GetTaskRatio();
+        const int64_t unitBegin = (core_ < td_->unitsTail ? core_ : td_->unitsTail) + core_ * td_->unitsPerCore;
+        const int64_t unitEnd = (core_ < td_->unitsTail ? 1 : 0) + unitBegin + td_->unitsPerCore;
+        ZeroTargets();
+        SyncAll();                          // every slice of the atomic targets is zero
+        CrossCoreSetFlag<2, PIPE_MTE3>(3);  // this AI Core's AIC may start adding
+        Unit x;
+        for (int64_t u = unitBegin; u < unitEnd; ++u) {  // this AI Core's units; this AIV's half of each unit's rows
+            Decode(u, x);
+            const int64_t half = (x.rows + 1) / 2;
+            const int64_t rBegin = GetSubBlockIdx() == 0 ? 0 : half;
+            const int64_t rEnd = GetSubBlockIdx() == 0 ? half : x.rows;
+            const int64_t slot = 0;
+            for (int64_t c = 0; c < td_->chunks; ++c) {  // the unit's items
+                CrossCoreWaitFlag(1);                    // the item's cube results are in the workspace
+                if (c == 0) {
+                    VecUnit(x, rBegin, rEnd);
+                }
+                VecItem(x, c, slot, rBegin, rEnd);
+                CrossCoreSetFlag<2, PIPE_MTE3>(2);  // the item's vector results are in the workspace
+            }
+        }
+        CrossCoreWaitFlag(4);  // this AI Core's AIC has added everything
+        SyncAll();             // ... and so has every other AI Core's
+        Finish();
+    }
+
     const optiling::NsaSelectedAttentionGradTilingData* td_ = nullptr;
-    int64_t N1_ = 0, N2_ = 0, G_ = 0, D_ = 0, Dv_ = 0, CNT_ = 0, BS_ = 0, L_ = 0, gRows_ = 0, gTile_ = 0;
-    int64_t gChunks_ = 0, bpc_ = 0, Lc_ = 0, chunks_ = 0, batches_ = 0, vecRows_ = 0;
-    int64_t core_ = 0, unitBegin_ = 0, unitEnd_ = 0, batch_ = 0;
-    float scale_ = 1.0f;
-    GM_ADDR ws_ = nullptr;
+    TPipe pipe_;
     GlobalTensor<T> gm_query;
     GlobalTensor<T> gm_key;
     GlobalTensor<T> gm_value;
@@ -722,42 +814,49 @@ private:
     GlobalTensor<T> gm_dq;
     GlobalTensor<T> gm_dk;
     GlobalTensor<T> gm_dv;
-    GlobalTensor<float> ws_v41;
-    GlobalTensor<float> ws_v50;
-    GlobalTensor<T> ws_v56;
-    GlobalTensor<T> ws_v58;
-    GlobalTensor<float> ws_dq;
-    GlobalTensor<float> ws_dk;
-    GlobalTensor<float> ws_dv;
-    TPipe pipe_;
+    GlobalTensor<float> wsOut0_;
+    GlobalTensor<float> wsOut1_;
+    GlobalTensor<float> wsOut2_;
+    GlobalTensor<float> wsTile0_;
+    GlobalTensor<float> wsTile1_;
+    GlobalTensor<T> wsTile2_;
+    GlobalTensor<T> wsTile3_;
+    TQue<TPosition::VECIN, 1> headQue_;
     TBuf<TPosition::A1> headL1_0Buf_;
-    LocalTensor<T> headL1_0_;
     TBuf<TPosition::A1> headL1_1Buf_;
-    LocalTensor<T> headL1_1_;
     TBuf<TPosition::B1> gatherL1_0Buf_;
-    LocalTensor<T> gatherL1_0_;
     TBuf<TPosition::B1> gatherL1_1Buf_;
-    LocalTensor<T> gatherL1_1_;
     TBuf<TPosition::A1> tileL1_0Buf_;
-    LocalTensor<T> tileL1_0_;
     TBuf<TPosition::A1> tileL1_1Buf_;
-    LocalTensor<T> tileL1_1_;
     TBuf<TPosition::A2> l0aBuf_;
     TBuf<TPosition::B2> l0bBuf_;
-    TBuf<TPosition::CO1> l0cBuf_;
-    LocalTensor<T> l0a_, l0b_;
-    LocalTensor<float> acc_, tile_;
+    TBuf<TPosition::CO1> l0cAccBuf_;
+    TBuf<TPosition::CO1> l0cTileBuf_;
     TBuf<TPosition::VECCALC> rowBuf_;
-    TQue<QuePosition::VECOUT, 1> tileQue0;
-    TQue<QuePosition::VECOUT, 1> tileQue1;
-    TQue<QuePosition::VECIN, 1> headQue_;
+    TQue<TPosition::VECOUT, 1> tileQue0;
+    TQue<TPosition::VECOUT, 1> tileQue1;
     TBuf<TPosition::VECCALC> headBuf_;
     TBuf<TPosition::VECCALC> unitStatBuf_;
-    LocalTensor<float> unitStat_;
     TBuf<TPosition::VECCALC> reduceBuf_;
+    TQue<TPosition::VECIN, 1> postInQue_;
+    TQue<TPosition::VECOUT, 1> postOutQue_;
+    LocalTensor<T> headL1_0_;
+    LocalTensor<T> headL1_1_;
+    LocalTensor<T> gatherL1_0_;
+    LocalTensor<T> gatherL1_1_;
+    LocalTensor<T> tileL1_0_;
+    LocalTensor<T> tileL1_1_;
+    LocalTensor<T> l0a_;
+    LocalTensor<T> l0b_;
+    LocalTensor<float> acc_;
+    LocalTensor<float> tile_;
+    LocalTensor<float> rows_[2];
+    LocalTensor<float> head_[2];
+    LocalTensor<float> unitStat_;
     LocalTensor<float> reduce_;
-    TQue<QuePosition::VECIN, 1> postInQue_;
-    TQue<QuePosition::VECOUT, 1> postOutQue_;
+    int64_t core_ = 0;
+    float scale_ = 1.0f;
+    int64_t batch_ = 0;
 };
 
 // causal; item = unit x key chunk; outputs dq, dk, dv through fp32 workspaces and a final pass
@@ -771,7 +870,6 @@ public:
                                 const optiling::NsaSelectedAttentionGradTilingData* td)
     {
         td_ = td;
-        (void)attenMsk;  // not read by this specialisation
         gm_query.SetGlobalBuffer(reinterpret_cast<__gm__ T*>(query));
         gm_key.SetGlobalBuffer(reinterpret_cast<__gm__ T*>(key));
         gm_value.SetGlobalBuffer(reinterpret_cast<__gm__ T*>(value));
@@ -785,634 +883,768 @@ public:
         gm_dq.SetGlobalBuffer(reinterpret_cast<__gm__ T*>(dq));
         gm_dk.SetGlobalBuffer(reinterpret_cast<__gm__ T*>(dk));
         gm_dv.SetGlobalBuffer(reinterpret_cast<__gm__ T*>(dv));
-        N1_ = td->qHeads;
-        N2_ = td->kvHeads;
-        G_ = td->groupSize;
-        D_ = td->headDim;
-        Dv_ = td->valueDim;
-        CNT_ = td->blockCount;
-        BS_ = td->blockSize;
-        L_ = td->selKeys;
-        gRows_ = td->gRows;
-        gTile_ = td->gTile;
-        gChunks_ = td->gChunks;
-        bpc_ = td->blocksPerChunk;
-        Lc_ = td->chunkKeys;
-        chunks_ = td->chunks;
-        batches_ = td->batches;
-        vecRows_ = td->vecRows;
-        scale_ = BitsToFloat(td->scaleBits);
-        if ASCEND_IS_AIC {  // the AI Core (GetBlockIdx on the AIC); an AIV's is its block index over the task ratio
-            core_ = GetBlockIdx();
-        } else {
-            core_ = GetBlockIdx() / GetTaskRatio();
-        }
-        unitBegin_ = core_ * td->unitsPerCore + Min64(core_, td->unitsTail);
-        unitEnd_ = unitBegin_ + td->unitsPerCore + (core_ < td->unitsTail ? 1 : 0);
-        ws_ = GetUserWorkspace(workspace);
-        ws_v41.SetGlobalBuffer(reinterpret_cast<__gm__ float*>(ws_ + core_ * 1 * td->wsSlotBytes));
-        ws_v55.SetGlobalBuffer(reinterpret_cast<__gm__ float*>(
-            ws_ + core_ * 1 * td->wsSlotBytes + AlignUp(td->gRows * td->chunkKeys * sizeof(float), 512)));
-        ws_v61.SetGlobalBuffer(reinterpret_cast<__gm__ T*>(ws_ + core_ * 1 * td->wsSlotBytes +
-                                                           AlignUp(td->gRows * td->chunkKeys * sizeof(float), 512) +
-                                                           AlignUp(td->gRows * td->chunkKeys * sizeof(float), 512)));
-        ws_v63.SetGlobalBuffer(reinterpret_cast<__gm__ T*>(ws_ + core_ * 1 * td->wsSlotBytes +
-                                                           AlignUp(td->gRows * td->chunkKeys * sizeof(float), 512) +
-                                                           AlignUp(td->gRows * td->chunkKeys * sizeof(float), 512) +
-                                                           AlignUp(td->gRows * td->chunkKeys * sizeof(T), 512)));
-        ws_dq.SetGlobalBuffer(reinterpret_cast<__gm__ float*>(ws_ + td->wsDqOffset));
-        ws_dk.SetGlobalBuffer(reinterpret_cast<__gm__ float*>(ws_ + td->wsDkOffset));
-        ws_dv.SetGlobalBuffer(reinterpret_cast<__gm__ float*>(ws_ + td->wsDvOffset));
+        wsOut0_.SetGlobalBuffer(reinterpret_cast<__gm__ float*>(GetUserWorkspace(workspace)));
+        wsOut1_.SetGlobalBuffer(reinterpret_cast<__gm__ float*>(GetUserWorkspace(workspace)));
+        wsOut2_.SetGlobalBuffer(reinterpret_cast<__gm__ float*>(GetUserWorkspace(workspace)));
+        wsTile0_.SetGlobalBuffer(reinterpret_cast<__gm__ float*>(GetUserWorkspace(workspace)));
+        wsTile1_.SetGlobalBuffer(reinterpret_cast<__gm__ float*>(GetUserWorkspace(workspace)));
+        wsTile2_.SetGlobalBuffer(reinterpret_cast<__gm__ T*>(GetUserWorkspace(workspace)));
+        wsTile3_.SetGlobalBuffer(reinterpret_cast<__gm__ T*>(GetUserWorkspace(workspace)));
+        (void)attenMsk;  // not read by this class
     }
 
     __aicore__ inline void Process()
     {
         if ASCEND_IS_AIC {
             CubeMain();
-        } else {
+        }
+        if ASCEND_IS_AIV {
             VecMain();
         }
     }
 
 private:
-    // One work unit: token t, kv head n2, query heads h0 .. h0 + rows - 1 (GQA: the G query heads of a kv head share its keys); s = in-batch position
-    // of t, kv0 = first key row of its batch; mPad = Mmad rows (>= 2: m = 1 would select GEMV mode); blk = its
-    // selected block indices (the topk row; kept per unit because the AIC works on two units at a time).
-    struct Unit {
-        int64_t t, n2, h0, rows, s, kv0, mPad;
-        int32_t blk[MAX_BLOCKS];
-    };
-
+    // The coordinates of work unit u (the Unit struct's fields).
     __aicore__ inline void Decode(int64_t u, Unit& x)
     {
-        const int64_t gc = u % gChunks_;
-        x.t = u / (N2_ * gChunks_);
-        x.n2 = (u / gChunks_) % N2_;
-        x.h0 = x.n2 * G_ + gc * gRows_;
-        x.rows = Min64(gRows_, G_ - gc * gRows_);
-        while (batch_ + 1 < batches_ && x.t >= gm_actualSeqQLen.GetValue(batch_)) {
-            ++batch_;
+        const int64_t gc = u % td_->gChunks;
+        x.t = u / (td_->gChunks * td_->kvHeads);
+        x.n2 = u / td_->gChunks % td_->kvHeads;
+        x.h0 = td_->gRows * gc + td_->groupSize * x.n2;
+        x.rows = td_->gRows < td_->groupSize - td_->gRows * gc ? td_->gRows : td_->groupSize - td_->gRows * gc;
+        for (
+            batch_ = batch_;
+            batch_ <
+            (x.t >= static_cast<int64_t>(gm_actualSeqQLen.GetValue(batch_))
+                 ? td_->batches - 1
+                 : batch_);) {  // the token's batch: the cumulative query lengths are increasing and the tokens of a core too
+            batch_ += 1;
         }
-        x.s = x.t - (batch_ > 0 ? gm_actualSeqQLen.GetValue(batch_ - 1) : 0);
-        x.kv0 = batch_ > 0 ? gm_actualSeqKVLlen.GetValue(batch_ - 1) : 0;
-        x.mPad = AlignUp(Max64(x.rows, 2), 16);
-        // The rules on topk values the aclnn layer cannot check (device data): each block inside its batch
-        // (0 <= idx, (idx + 1) * bs <= S2_b), and under causal masking at least one selected key at or
-        // before the token (min idx * bs <= s). A violation stops the AI Core (Trap): the launch fails.
-        const int64_t kvLen = gm_actualSeqKVLlen.GetValue(batch_) - x.kv0;
+        x.s = x.t - (batch_ > 0 ? static_cast<int64_t>(gm_actualSeqQLen.GetValue(batch_ - 1)) : 0);
+        x.kv0 = batch_ > 0 ? static_cast<int64_t>(gm_actualSeqKVLlen.GetValue(batch_ - 1)) : 0;
+        const int64_t kvLen = static_cast<int64_t>(gm_actualSeqKVLlen.GetValue(batch_)) - x.kv0;
         int64_t first = kvLen;
-        for (int64_t i = 0; i < CNT_; ++i) {
-            x.blk[i] = gm_topkIndices.GetValue((x.t * N2_ + x.n2) * CNT_ + i);
-            if (x.blk[i] < 0 || (static_cast<int64_t>(x.blk[i]) + 1) * BS_ > kvLen) {
+        for (
+            int64_t i = 0; i < td_->blockCount;
+            ++i) {  // the topk rules the aclnn layer cannot check (device data): a violation stops the AI Core (Trap) and the launch fails
+            const int64_t blk = static_cast<int64_t>(
+                gm_topkIndices.GetValue(i + td_->blockCount * x.n2 + td_->blockCount * td_->kvHeads * x.t));
+            if (!(static_cast<float>(blk) >= 0.0f &&
+                  static_cast<float>(blk) <
+                      static_cast<float>(
+                          kvLen /
+                          td_->blockSize))) {  // a selected block lies inside its batch: 0 <= idx, (idx + 1) * bs <= S2 of the batch
                 Trap();
             }
-            first = Min64(first, x.blk[i]);
+            first = first < blk ? first : blk;
         }
-        if (first * BS_ > x.s) {
+        if (!(static_cast<float>(first) >= 0.0f &&
+              static_cast<float>(first) <
+                  static_cast<float>(x.s / td_->blockSize +
+                                     1))) {  // under causal masking a token selects a key at or before it
             Trap();
         }
+        x.mPad = AlignUp((x.rows > 2 ? x.rows : 2), 16);  // Mmad rows: m = 1 would select GEMV mode
     }
 
-    __aicore__ inline int64_t ChunkKeys(int64_t c) const
+    // `rows` GM rows of `cols` elements, `pitch` elements apart, into an L1 NZ matrix of `padRows` rows (its C0 stride).
+    __aicore__ inline void RowsToNz(const LocalTensor<T>& dst, const GlobalTensor<T>& src, int64_t rows, int64_t cols,
+                                    int64_t pitch, int64_t padRows)
     {
-        return Min64(bpc_, CNT_ - c * bpc_) * BS_;
-    }
-
-    // ------------------------------------------------------------------ AIC
-    __aicore__ inline void CubeMain()
-    {
-        pipe_.InitBuffer(headL1_0Buf_, (gTile_ * D_) * sizeof(T));
-        pipe_.InitBuffer(headL1_1Buf_, (gTile_ * Dv_) * sizeof(T));
-        pipe_.InitBuffer(gatherL1_0Buf_, (Lc_ * D_) * sizeof(T));
-        pipe_.InitBuffer(gatherL1_1Buf_, (Lc_ * Dv_) * sizeof(T));
-        pipe_.InitBuffer(tileL1_0Buf_, (gTile_ * Lc_) * sizeof(T));
-        pipe_.InitBuffer(tileL1_1Buf_, (gTile_ * Lc_) * sizeof(T));
-        pipe_.InitBuffer(l0aBuf_, L0A_BYTES);
-        pipe_.InitBuffer(l0bBuf_, L0B_BYTES);
-        pipe_.InitBuffer(l0cBuf_, L0C_BYTES);
-        headL1_0_ = headL1_0Buf_.template Get<T>();
-        headL1_1_ = headL1_1Buf_.template Get<T>();
-        gatherL1_0_ = gatherL1_0Buf_.template Get<T>();
-        gatherL1_1_ = gatherL1_1Buf_.template Get<T>();
-        tileL1_0_ = tileL1_0Buf_.template Get<T>();
-        tileL1_1_ = tileL1_1Buf_.template Get<T>();
-        l0a_ = l0aBuf_.template Get<T>();
-        l0b_ = l0bBuf_.template Get<T>();
-        acc_ = l0cBuf_.template Get<float>();
-        tile_ = acc_[L0C_ACC_BYTES / sizeof(float)];
-        Unit x;
-        CrossCoreWaitFlag(FLAG_ZERO);  // every AIV has zeroed its slice of the atomic targets
-        if (td_->strategy == 2) {
-            CubeMainOrdered(x);
+        if (pitch <= 65535) {  // one ND -> NZ copy when the pitch fits the 16-bit srcDValue, else one per row
+            DataCopy(dst, src,
+                     Nd2NzParams(1, static_cast<uint16_t>(rows), static_cast<uint16_t>(cols), 0,
+                                 static_cast<uint16_t>(pitch), static_cast<uint16_t>(padRows), 1, 0));
         } else {
-            for (int64_t u = unitBegin_; u < unitEnd_; ++u) {
-                Decode(u, x);
-                for (int64_t c = 0; c < chunks_; ++c) {
-                    CubePhase1(x, c, 0);
-                    CrossCoreSetFlag<2, PIPE_FIX>(FLAG_C2V);
-                    CrossCoreWaitFlag(FLAG_V2C);
-                    CubePhase2(x, c, 0);
-                    CubeScatter(x, c, 0);
-                }
-            }
-        }
-        CrossCoreSetFlag<2, PIPE_FIX>(FLAG_DONE);  // the atomic targets are complete for this AI Core
-    }
-
-    // The deterministic schedule (tiling strategy 2): every AIC runs the same number of rounds (round r =
-    // its r-th unit, or none); after each item the AI Cores take turns in core order for their scatter-adds,
-    // separated by all-AIC barriers (mode 0), so every fp32 add into the dk / dv workspaces happens in a fixed
-    // order: round, then AI Core, then program order.
-    __aicore__ inline void CubeMainOrdered(Unit& x)
-    {
-        const int64_t rounds = td_->unitsPerCore + (td_->unitsTail > 0 ? 1 : 0);
-        for (int64_t r = 0; r < rounds; ++r) {
-            const int64_t u = unitBegin_ + r;
-            const bool mine = u < unitEnd_;
-            if (mine) {
-                Decode(u, x);
-            }
-            for (int64_t c = 0; c < chunks_; ++c) {
-                if (mine) {
-                    CubePhase1(x, c, 0);
-                    CrossCoreSetFlag<2, PIPE_FIX>(FLAG_C2V);
-                    CrossCoreWaitFlag(FLAG_V2C);
-                    CubePhase2(x, c, 0);
-                }
-                for (int64_t turn = 0; turn < GetBlockNum(); ++turn) {
-                    if (mine && turn == core_) {
-                        CubeScatter(x, c, 0);
-                    }
-                    CrossCoreSetFlag<0, PIPE_FIX>(FLAG_TURN);
-                    CrossCoreWaitFlag(FLAG_TURN);
-                }
+            for (int64_t r = 0; r < rows; ++r) {
+                DataCopy(dst[16 * r], src[pitch * r],
+                         Nd2NzParams(1, 1, static_cast<uint16_t>(cols), 0, static_cast<uint16_t>(cols),
+                                     static_cast<uint16_t>(padRows), 1, 0));
             }
         }
     }
 
-    // C (L0C) [+]= A Bᵀ: A stored [m, k] in L1 NZ (C0 stride aPad rows), B stored [n, k] (C0 stride n rows, n a
-    // multiple of 16); k in tiles of kt. m rows of the Mmad = mm (>= 2), L0C C0 stride ceil16(mm).
+    // C (L0C) [+]= A Bᵀ: A stored [m, k] in L1 NZ (C0 stride aPad rows), B stored [n, k] (C0 stride n rows, n a multiple of 16); k in tiles of kt; mm (>= 2) Mmad rows.
     __aicore__ inline void MmadNT(const LocalTensor<float>& c, const LocalTensor<T>& a, const LocalTensor<T>& b,
-                                  int64_t mm, int64_t aPad, int64_t n, int64_t k, int64_t kt, bool init)
+                                  int64_t mm, int64_t aPad, int64_t n, int64_t k, int64_t kt, int64_t init)
     {
-        const int64_t m1 = AlignUp(mm, 16) / 16, ap = aPad / 16, n1 = n / 16;
-        for (int64_t k0 = 0; k0 < k; k0 += kt) {
-            const int64_t k1 = Min64(kt, k - k0) / 16;
-            Fence<HardEvent::M_MTE1>();
-            for (int64_t mb = 0; mb < m1; ++mb) {
-                LoadData(l0a_[mb * k1 * 256], a, LoadData2DParams(k0 / 16 * ap + mb, k1, ap, 0, 0, false, 0));
+        for (int64_t k0 = 0; k0 < k; k0 += kt) {  // K in tiles of kt
+            const int64_t kk = k - k0 < kt ? k - k0 : kt;
+            const int64_t k1 = kk / 16;
+            SetFlag<HardEvent::M_MTE1>(0);  // l0aBuf_: M has read it before MTE1 overwrites it
+            WaitFlag<HardEvent::M_MTE1>(0);
+            for (int64_t mb = 0; mb < AlignUp(mm, 16) / 16; ++mb) {
+                LoadData(l0a_[256 * (k1 * mb)], a,
+                         LoadData2DParams(static_cast<uint16_t>(mb + aPad / 16 * (k0 / 16)), static_cast<uint8_t>(k1),
+                                          static_cast<uint16_t>(aPad / 16), 0, 0, false, 0));
             }
-            LoadData(l0b_, b, LoadData2DParams(k0 / 16 * n1, k1 * n1, 1, 0, 0, false, 0));
-            Fence<HardEvent::MTE1_M>();
-            if (k0 == 0) {
-                Fence<HardEvent::FIX_M>();
-            }
-            Mmad(c, l0a_, l0b_, MmadParams(mm, n, k1 * 16, 0, false, init && k0 == 0));
+            LoadData(l0b_, b,
+                     LoadData2DParams(static_cast<uint16_t>(k0 / 16 * (n / 16)), static_cast<uint8_t>(k1 * (n / 16)), 1,
+                                      0, 0, false, 0));
+            SetFlag<HardEvent::MTE1_M>(0);  // l0aBuf_: MTE1 has written it before M reads it
+            WaitFlag<HardEvent::MTE1_M>(0);
+            Mmad(c, l0a_, l0b_,
+                 MmadParams(static_cast<uint16_t>(mm), static_cast<uint16_t>(n), static_cast<uint16_t>(16 * k1), 0,
+                            false, init && k0 == 0));
         }
-        Fence<HardEvent::M_FIX>();
     }
 
-    // C (L0C) [+]= A B: A stored [m, k] (C0 stride aPad), B stored [k, n] (C0 stride bPad rows, k <= bPad); k tiles
-    // of kt (fractal transposes turn B's NZ into the ZN layout of L0B).
+    // C (L0C) [+]= A B: A stored [m, k] (C0 stride aPad), B stored [k, n] (C0 stride bPad rows); k tiles of kt (fractal transposes turn B's NZ into L0B's ZN layout).
     __aicore__ inline void MmadNN(const LocalTensor<float>& c, const LocalTensor<T>& a, const LocalTensor<T>& b,
-                                  int64_t mm, int64_t aPad, int64_t n, int64_t k, int64_t bPad, int64_t kt, bool init)
+                                  int64_t mm, int64_t aPad, int64_t n, int64_t k, int64_t bPad, int64_t kt,
+                                  int64_t init)
     {
-        const int64_t m1 = AlignUp(mm, 16) / 16, ap = aPad / 16, n1 = n / 16, bp = bPad / 16;
-        for (int64_t k0 = 0; k0 < k; k0 += kt) {
-            const int64_t k1 = Min64(kt, k - k0) / 16;
-            Fence<HardEvent::M_MTE1>();
-            for (int64_t mb = 0; mb < m1; ++mb) {
-                LoadData(l0a_[mb * k1 * 256], a, LoadData2DParams(k0 / 16 * ap + mb, k1, ap, 0, 0, false, 0));
+        for (int64_t k0 = 0; k0 < k; k0 += kt) {  // K in tiles of kt
+            const int64_t kk = k - k0 < kt ? k - k0 : kt;
+            const int64_t k1 = kk / 16;
+            SetFlag<HardEvent::M_MTE1>(0);  // l0aBuf_: M has read it before MTE1 overwrites it
+            WaitFlag<HardEvent::M_MTE1>(0);
+            for (int64_t mb = 0; mb < AlignUp(mm, 16) / 16; ++mb) {
+                LoadData(l0a_[256 * (k1 * mb)], a,
+                         LoadData2DParams(static_cast<uint16_t>(mb + aPad / 16 * (k0 / 16)), static_cast<uint8_t>(k1),
+                                          static_cast<uint16_t>(aPad / 16), 0, 0, false, 0));
             }
             for (int64_t kb = 0; kb < k1; ++kb) {
-                LoadData(l0b_[kb * n1 * 256], b, LoadData2DParams(k0 / 16 + kb, n1, bp, 0, 0, true, 0));
+                LoadData(l0b_[256 * (kb * (n / 16))], b,
+                         LoadData2DParams(static_cast<uint16_t>(k0 / 16 + kb), static_cast<uint8_t>(n / 16),
+                                          static_cast<uint16_t>(bPad / 16), 0, 0, true, 0));
             }
-            Fence<HardEvent::MTE1_M>();
-            if (k0 == 0) {
-                Fence<HardEvent::FIX_M>();
-            }
-            Mmad(c, l0a_, l0b_, MmadParams(mm, n, k1 * 16, 0, false, init && k0 == 0));
+            SetFlag<HardEvent::MTE1_M>(0);  // l0aBuf_: MTE1 has written it before M reads it
+            WaitFlag<HardEvent::MTE1_M>(0);
+            Mmad(c, l0a_, l0b_,
+                 MmadParams(static_cast<uint16_t>(mm), static_cast<uint16_t>(n), static_cast<uint16_t>(16 * k1), 0,
+                            false, init && k0 == 0));
         }
-        Fence<HardEvent::M_FIX>();
     }
 
-    // C (L0C) = Aᵀ B[:, n0 : n0 + nn]: A stored [k, m] (C0 stride aPad rows, m a multiple of 16), B stored [k, n]
-    // (C0 stride bPad rows); k = the unit's rows (one k tile).
+    // C (L0C) = Aᵀ B[:, n0 : n0 + nn]: A stored [k, m] (C0 stride aPad rows, m a multiple of 16), B stored [k, n] (C0 stride bPad rows); k = the unit's rows (one k tile).
     __aicore__ inline void MmadTN(const LocalTensor<float>& c, const LocalTensor<T>& a, const LocalTensor<T>& b,
                                   int64_t m, int64_t aPad, int64_t n0, int64_t nn, int64_t k, int64_t bPad)
     {
-        const int64_t m1 = m / 16, k1 = AlignUp(k, 16) / 16, ap = aPad / 16, n1 = nn / 16, bp = bPad / 16;
-        Fence<HardEvent::M_MTE1>();
-        for (int64_t mb = 0; mb < m1; ++mb) {
-            LoadData(l0a_[mb * k1 * 256], a, LoadData2DParams(mb * ap, k1, 1, 0, 0, true, 0));
+        SetFlag<HardEvent::M_MTE1>(0);  // l0aBuf_: M has read it before MTE1 overwrites it
+        WaitFlag<HardEvent::M_MTE1>(0);
+        for (int64_t mb = 0; mb < m / 16; ++mb) {
+            LoadData(l0a_[256 * (AlignUp(k, 16) / 16 * mb)], a,
+                     LoadData2DParams(static_cast<uint16_t>(aPad / 16 * mb), static_cast<uint8_t>(AlignUp(k, 16) / 16),
+                                      1, 0, 0, true, 0));
         }
-        for (int64_t kb = 0; kb < k1; ++kb) {
-            LoadData(l0b_[kb * n1 * 256], b, LoadData2DParams(n0 / 16 * bp + kb, n1, bp, 0, 0, true, 0));
+        for (int64_t kb = 0; kb < AlignUp(k, 16) / 16; ++kb) {
+            LoadData(l0b_[256 * (kb * (nn / 16))], b,
+                     LoadData2DParams(static_cast<uint16_t>(kb + bPad / 16 * (n0 / 16)), static_cast<uint8_t>(nn / 16),
+                                      static_cast<uint16_t>(bPad / 16), 0, 0, true, 0));
         }
-        Fence<HardEvent::MTE1_M>();
-        Fence<HardEvent::FIX_M>();
-        Mmad(c, l0a_, l0b_, MmadParams(m, nn, k, 0, false, true));
-        Fence<HardEvent::M_FIX>();
+        SetFlag<HardEvent::MTE1_M>(0);  // l0aBuf_: MTE1 has written it before M reads it
+        WaitFlag<HardEvent::MTE1_M>(0);
+        Mmad(c, l0a_, l0b_,
+             MmadParams(static_cast<uint16_t>(m), static_cast<uint16_t>(nn), static_cast<uint16_t>(k), 0, false,
+                        0 == 0));
     }
 
-    // The selected rows of a [T2, N2, E] tensor for key chunk c of unit x, gathered straight into L1 NZ (one ND ->
-    // NZ copy per selected block; C0 stride = the chunk's keys) (the AscendC matmul data path).
+    // The selected rows of a [T2, N2, E] tensor for key chunk c of unit x, gathered into L1 NZ (one ND -> NZ copy per selected block; C0 stride = the chunk's keys).
     __aicore__ inline void Gather(const LocalTensor<T>& dst, const GlobalTensor<T>& src, int64_t e, const Unit& x,
                                   int64_t c, int64_t keys)
     {
-        Fence<HardEvent::MTE1_MTE2>();
-        for (int64_t b = 0; b < keys / BS_; ++b) {
-            const int64_t row = x.kv0 + static_cast<int64_t>(x.blk[c * bpc_ + b]) * BS_;
-            RowsToNz(dst[b * BS_ * 16], src[(row * N2_ + x.n2) * e], BS_, e, N2_ * e, keys);
+        for (int64_t b = 0; b < keys / td_->blockSize; ++b) {
+            const int64_t row = x.kv0 + td_->blockSize * static_cast<int64_t>(gm_topkIndices.GetValue(
+                                                             b + td_->blockCount * x.n2 + td_->blocksPerChunk * c +
+                                                             td_->blockCount * td_->kvHeads * x.t));
+            RowsToNz(dst[16 * (b * td_->blockSize)], src[e * x.n2 + e * td_->kvHeads * row], td_->blockSize, e,
+                     e * td_->kvHeads, keys);
         }
-        Fence<HardEvent::MTE2_MTE1>();
     }
 
     // The unit's rows of a head-major [T1, N1, E] tensor into L1 NZ (C0 stride gTile rows).
     __aicore__ inline void Heads(const LocalTensor<T>& dst, const GlobalTensor<T>& src, int64_t e, const Unit& x)
     {
-        Fence<HardEvent::MTE1_MTE2>();
-        RowsToNz(dst, src[(x.t * N1_ + x.h0) * e], x.rows, e, e, gTile_);
-        Fence<HardEvent::MTE2_MTE1>();
+        RowsToNz(dst, src[e * x.h0 + e * td_->qHeads * x.t], x.rows, e, e, td_->gTile);
     }
 
     // `keys` columns of the unit's rows of a workspace tile (row pitch `pitch`) into L1 NZ (C0 stride gTile rows).
     __aicore__ inline void TileIn(const LocalTensor<T>& dst, const GlobalTensor<T>& src, const Unit& x, int64_t keys,
                                   int64_t pitch)
     {
-        Fence<HardEvent::MTE1_MTE2>();
-        RowsToNz(dst, src, x.rows, keys, pitch, gTile_);
-        Fence<HardEvent::MTE2_MTE1>();
+        RowsToNz(dst, src, x.rows, keys, pitch, td_->gTile);
     }
 
-    // Atomic fp32 add of the per-block rows of an L0C [keys, nn] result (C0 stride keys) into the [T2, N2, E]
-    // workspace at the selected rows, columns n0 .. n0 + nn (a scatter: duplicate indices accumulate).
+    // Atomic fp32 add of the per-block rows of an L0C [keys, nn] result (C0 stride keys) into the [T2, N2, E] workspace at the selected rows, columns n0 .. n0 + nn (duplicate indices accumulate).
     __aicore__ inline void ScatterAdd(const GlobalTensor<float>& dst, const LocalTensor<float>& src, int64_t e,
                                       const Unit& x, int64_t c, int64_t keys, int64_t n0, int64_t nn)
     {
-        SetAtomicAdd<float>();
-        for (int64_t b = 0; b < keys / BS_; ++b) {
-            const int64_t row = x.kv0 + static_cast<int64_t>(x.blk[c * bpc_ + b]) * BS_;
-            FixRows<float>(dst[(row * N2_ + x.n2) * e + n0], src[b * BS_ * 16], BS_, nn, keys, N2_ * e);
-        }
-        SetAtomicNone();
-    }
-
-    __aicore__ inline void CubePhase1(const Unit& x, [[maybe_unused]] int64_t c, [[maybe_unused]] int64_t slot)
-    {
-        const int64_t keys = ChunkKeys(c);
-        if (c == 0) {
-            Heads(headL1_0_, gm_query, D_, x);              // spec: nsa_selected_attention_grad.py:94
-            Heads(headL1_1_, gm_attentionOutGrad, Dv_, x);  // spec: nsa_selected_attention_grad.py:101
-        }
-        Gather(gatherL1_0_, gm_key, D_, x, c, keys);     // spec: nsa_selected_attention_grad.py:94
-        Gather(gatherL1_1_, gm_value, Dv_, x, c, keys);  // spec: nsa_selected_attention_grad.py:101
-        MmadNT(tile_, headL1_0_, gatherL1_0_, x.mPad, gTile_, keys, D_, td_->baseKs,
-               true);  // spec: nsa_selected_attention_grad.py:94
-        FixRows<float>(ws_v41[slot * (td_->wsSlotBytes / sizeof(float))], tile_, x.rows, keys, x.mPad,
-                       keys);  // spec: nsa_selected_attention_grad.py:94
-        MmadNT(tile_, headL1_1_, gatherL1_1_, x.mPad, gTile_, keys, Dv_, td_->baseKp,
-               true);  // spec: nsa_selected_attention_grad.py:101
-        FixRows<float>(ws_v55[slot * (td_->wsSlotBytes / sizeof(float))], tile_, x.rows, keys, x.mPad,
-                       keys);  // spec: nsa_selected_attention_grad.py:101
-    }
-
-    __aicore__ inline void CubePhase2(const Unit& x, [[maybe_unused]] int64_t c, [[maybe_unused]] int64_t slot)
-    {
-        const int64_t keys = ChunkKeys(c);
-        TileIn(tileL1_0_, ws_v61[slot * (td_->wsSlotBytes / sizeof(T))], x, keys,
-               keys);  // spec: nsa_selected_attention_grad.py:105
-        TileIn(tileL1_1_, ws_v63[slot * (td_->wsSlotBytes / sizeof(T))], x, keys,
-               keys);  // spec: nsa_selected_attention_grad.py:107
-        MmadNN(acc_, tileL1_0_, gatherL1_0_, x.mPad, gTile_, D_, keys, keys, td_->baseKq,
-               c == 0);  // spec: nsa_selected_attention_grad.py:105
-        if (c == chunks_ - 1) {
-            FixRows<float>(ws_dq[(x.t * N1_ + x.h0) * D_], acc_, x.rows, D_, x.mPad,
-                           D_);  // spec: nsa_selected_attention_grad.py:105
+        for (int64_t b = 0; b < keys / td_->blockSize; ++b) {
+            const int64_t row = x.kv0 + td_->blockSize * static_cast<int64_t>(gm_topkIndices.GetValue(
+                                                             b + td_->blockCount * x.n2 + td_->blocksPerChunk * c +
+                                                             td_->blockCount * td_->kvHeads * x.t));
+            SetAtomicAdd<float>();
+            Fixpipe<float, float, CFG_ROW_MAJOR>(
+                dst[n0 + e * x.n2 + e * td_->kvHeads * row], src[16 * (b * td_->blockSize)],
+                FixpipeParamsV220(static_cast<uint16_t>(nn), static_cast<uint16_t>(td_->blockSize),
+                                  static_cast<uint16_t>(keys), static_cast<uint32_t>(e * td_->kvHeads), false,
+                                  QuantMode_t::NoQuant, 0, 1, 0, 0, 0));
+            SetAtomicNone();
         }
     }
 
-    // The scatter-adds of an item (matmuls whose result goes to the selected rows of an fp32 workspace).
-    __aicore__ inline void CubeScatter(const Unit& x, [[maybe_unused]] int64_t c, [[maybe_unused]] int64_t slot)
+    // Sum of n fp32 lanes (read back by the scalar unit).
+    __aicore__ inline float RowSum(const LocalTensor<float>& src, int64_t n)
     {
-        const int64_t keys = ChunkKeys(c);
-        for (int64_t n0 = 0; n0 < D_; n0 += td_->baseNk) {
-            const int64_t nn = Min64(td_->baseNk, D_ - n0);
-            MmadTN(tile_, tileL1_0_, headL1_0_, keys, gTile_, n0, nn, x.rows,
-                   gTile_);                                    // spec: nsa_selected_attention_grad.py:106
-            ScatterAdd(ws_dk, tile_, D_, x, c, keys, n0, nn);  // spec: nsa_selected_attention_grad.py:106
-        }
-        for (int64_t n0 = 0; n0 < Dv_; n0 += td_->baseNv) {
-            const int64_t nn = Min64(td_->baseNv, Dv_ - n0);
-            MmadTN(tile_, tileL1_1_, headL1_1_, keys, gTile_, n0, nn, x.rows,
-                   gTile_);                                     // spec: nsa_selected_attention_grad.py:107
-            ScatterAdd(ws_dv, tile_, Dv_, x, c, keys, n0, nn);  // spec: nsa_selected_attention_grad.py:107
-        }
+        ReduceSum(reduce_, src, reduce_[8], static_cast<int32_t>(n));
+        SetFlag<HardEvent::V_S>(0);  // reduceBuf_: V has written it before S reads it
+        WaitFlag<HardEvent::V_S>(0);
+        const float r = reduce_.GetValue(0);
+        return r;
     }
 
-    // ------------------------------------------------------------------ AIV
-    __aicore__ inline void VecMain()
+    // Keys of chunk c whose in-batch position exceeds the token's position s get `fill` (whole future blocks by Duplicate; the diagonal block by scalar lanes up to a 32-byte boundary, then Duplicate).
+    __aicore__ inline void MaskFuture(const LocalTensor<float>& dst, int64_t keys, const Unit& x, int64_t c, float fill)
     {
-        const int64_t rowCap = Lc_;
-        pipe_.InitBuffer(rowBuf_, 2 * vecRows_ * rowCap * sizeof(float));
-        pipe_.InitBuffer(tileQue0, 1, vecRows_ * rowCap * sizeof(T));
-        pipe_.InitBuffer(tileQue1, 1, vecRows_ * rowCap * sizeof(T));
-        pipe_.InitBuffer(headQue_, 1, D_ * sizeof(T));
-        pipe_.InitBuffer(headBuf_, 2 * D_ * sizeof(float));
-        pipe_.InitBuffer(unitStatBuf_, 3 * AlignUp(td_->subRows, 8) * sizeof(float));
-        unitStat_ = unitStatBuf_.template Get<float>();
-        pipe_.InitBuffer(reduceBuf_, (AlignUp((Max64(rowCap, D_) + 63) / 64, 8) + 16) * sizeof(float));
-        reduce_ = reduceBuf_.template Get<float>();
-        pipe_.InitBuffer(postInQue_, 1, td_->postElems * sizeof(float));
-        pipe_.InitBuffer(postOutQue_, 1, td_->postElems * sizeof(T));
-        ZeroTargets();
-        SyncAll();                                  // every slice of the atomic targets is zero
-        CrossCoreSetFlag<2, PIPE_MTE3>(FLAG_ZERO);  // this AI Core's AIC may start adding
-        Unit x;
-        const int64_t sub = GetSubBlockIdx();
-        for (int64_t u = unitBegin_; u < unitEnd_; ++u) {
-            Decode(u, x);
-            const int64_t half = (x.rows + 1) / 2;
-            const int64_t rBegin = sub == 0 ? 0 : half;
-            const int64_t rEnd = sub == 0 ? half : x.rows;
-            const int64_t slot = 0;
-            for (int64_t c = 0; c < chunks_; ++c) {
-                CrossCoreWaitFlag(FLAG_C2V);
-                if (c == 0) {
-                    VecUnit(x, rBegin, rEnd);
+        for (int64_t b = 0; b < keys / td_->blockSize; ++b) {
+            const int64_t p0 =
+                td_->blockSize *
+                static_cast<int64_t>(gm_topkIndices.GetValue(b + td_->blockCount * x.n2 + td_->blocksPerChunk * c +
+                                                             td_->blockCount * td_->kvHeads * x.t));
+            if (p0 > x.s) {
+                SetFlag<HardEvent::S_V>(0);  // rowBuf_: V writes after S's write
+                WaitFlag<HardEvent::S_V>(0);
+                PipeBarrier<PIPE_V>();  // rowBuf_: V writes after V's write
+                Duplicate(dst[b * td_->blockSize], static_cast<float>(fill), static_cast<int32_t>(td_->blockSize));
+            } else {
+                if (td_->blockSize + p0 - 1 > x.s) {
+                    const int64_t j0 = x.s - p0 + 1;
+                    const int64_t ja = AlignUp(j0, 8) < td_->blockSize ? AlignUp(j0, 8) : td_->blockSize;
+                    for (int64_t j = j0; j < ja; ++j) {
+                        SetFlag<HardEvent::V_S>(0);  // rowBuf_: S writes after V's write
+                        WaitFlag<HardEvent::V_S>(0);
+                        dst.SetValue(j + b * td_->blockSize, fill);
+                    }
+                    if (ja < td_->blockSize) {
+                        SetFlag<HardEvent::S_V>(0);  // rowBuf_: V writes after S's write
+                        WaitFlag<HardEvent::S_V>(0);
+                        PipeBarrier<PIPE_V>();  // rowBuf_: V writes after V's write
+                        Duplicate(dst[ja + b * td_->blockSize], static_cast<float>(fill),
+                                  static_cast<int32_t>(td_->blockSize - ja));
+                    }
                 }
-                VecItem(x, c, slot, rBegin, rEnd);
-                CrossCoreSetFlag<2, PIPE_MTE3>(FLAG_V2C);
             }
         }
-        CrossCoreWaitFlag(FLAG_DONE);  // this AI Core's AIC has added everything
-        SyncAll();                     // ... and so has every other AI Core's
-        Finish();
-    }
-
-    __aicore__ inline LocalTensor<float> Reg(int64_t j)
-    {
-        return rowBuf_.template Get<float>()[j * vecRows_ * Lc_];
-    }
-
-    __aicore__ inline LocalTensor<float> Head(int64_t j)
-    {
-        return headBuf_.template Get<float>()[j * D_];
     }
 
     // One head row (T, e elements) of a [T1, N1, e] tensor, widened to fp32.
     __aicore__ inline void LoadHead(const LocalTensor<float>& dst, const GlobalTensor<T>& src, int64_t e)
     {
-        LocalTensor<T> t = headQue_.template AllocTensor<T>();
-        DataCopy(t, src, static_cast<uint32_t>(e));
-        headQue_.EnQue(t);
-        t = headQue_.template DeQue<T>();
-        Cast(dst, t, RoundMode::CAST_NONE, static_cast<uint32_t>(e));
-        PipeBarrier<PIPE_V>();
-        headQue_.FreeTensor(t);
+        LocalTensor<T> ht = headQue_.template AllocTensor<T>();
+        DataCopyPad(ht, src, DataCopyExtParams(1, e * sizeof(T), 0, 0, 0), DataCopyPadExtParams<T>(false, 0, 0, T{}));
+        headQue_.EnQue(ht);
+        ht = headQue_.template DeQue<T>();
+        Cast(dst, ht, RoundMode::CAST_NONE, static_cast<uint32_t>(e));
+        headQue_.FreeTensor(ht);
     }
 
-    // Sum of n fp32 lanes (ReduceSum; the result read back by the scalar unit).
-    __aicore__ inline float RowSum(const LocalTensor<float>& src, int64_t n)
+    // The matmuls of an item before its vector stage.
+    __aicore__ inline void CubePhase1(const Unit& x, int64_t c, int64_t slot)
     {
-        ReduceSum(reduce_, src, reduce_[8], static_cast<int32_t>(n));
-        Fence<HardEvent::V_S>();
-        const float r = reduce_.GetValue(0);
-        Fence<HardEvent::S_V>();
-        return r;
+        const int64_t keys = td_->blockSize * (td_->blocksPerChunk < td_->blockCount - td_->blocksPerChunk * c
+                                                   ? td_->blocksPerChunk
+                                                   : td_->blockCount - td_->blocksPerChunk * c);
+        if (c == 0) {
+            SetFlag<HardEvent::MTE1_MTE2>(0);  // headL1_0Buf_: MTE1 has read it before MTE2 overwrites it
+            WaitFlag<HardEvent::MTE1_MTE2>(0);
+            Heads(headL1_0_, gm_query, td_->headDim, x);              // spec: nsa_selected_attention_grad.py:94
+            Heads(headL1_1_, gm_attentionOutGrad, td_->valueDim, x);  // spec: nsa_selected_attention_grad.py:101
+        }
+        SetFlag<HardEvent::MTE1_MTE2>(0);  // gatherL1_0Buf_: MTE1 has read it before MTE2 overwrites it
+        WaitFlag<HardEvent::MTE1_MTE2>(0);
+        Gather(gatherL1_0_, gm_key, td_->headDim, x, c, keys);     // spec: nsa_selected_attention_grad.py:94
+        Gather(gatherL1_1_, gm_value, td_->valueDim, x, c, keys);  // spec: nsa_selected_attention_grad.py:101
+        SetFlag<HardEvent::MTE2_MTE1>(0);  // headL1_0Buf_: MTE2 has written it before MTE1 reads it
+        WaitFlag<HardEvent::MTE2_MTE1>(0);
+        SetFlag<HardEvent::FIX_M>(0);  // l0cTileBuf_: FIX has read it before M overwrites it
+        WaitFlag<HardEvent::FIX_M>(0);
+        MmadNT(tile_, headL1_0_, gatherL1_0_, x.mPad, td_->gTile, keys, td_->headDim, td_->baseKs,
+               1);                     // spec: nsa_selected_attention_grad.py:94
+        SetFlag<HardEvent::M_FIX>(0);  // l0cTileBuf_: M has written it before FIX reads it
+        WaitFlag<HardEvent::M_FIX>(0);
+        Fixpipe<float, float, CFG_ROW_MAJOR>(
+            wsTile0_[core_ * td_->wsSlotBytes / 4 + slot * (td_->wsSlotBytes / 4)], tile_,
+            FixpipeParamsV220(static_cast<uint16_t>(keys), static_cast<uint16_t>(x.rows), static_cast<uint16_t>(x.mPad),
+                              static_cast<uint32_t>(keys), false, QuantMode_t::NoQuant, 0, 1, 0, 0,
+                              0));     // spec: nsa_selected_attention_grad.py:94
+        SetFlag<HardEvent::FIX_M>(0);  // l0cTileBuf_: FIX has read it before M overwrites it
+        WaitFlag<HardEvent::FIX_M>(0);
+        MmadNT(tile_, headL1_1_, gatherL1_1_, x.mPad, td_->gTile, keys, td_->valueDim, td_->baseKp,
+               1);                     // spec: nsa_selected_attention_grad.py:101
+        SetFlag<HardEvent::M_FIX>(0);  // l0cTileBuf_: M has written it before FIX reads it
+        WaitFlag<HardEvent::M_FIX>(0);
+        Fixpipe<float, float, CFG_ROW_MAJOR>(
+            wsTile1_[(AlignUp(4 * (td_->chunkKeys * td_->gRows), 512) + core_ * td_->wsSlotBytes) / 4 +
+                     slot * (td_->wsSlotBytes / 4)],
+            tile_,
+            FixpipeParamsV220(static_cast<uint16_t>(keys), static_cast<uint16_t>(x.rows), static_cast<uint16_t>(x.mPad),
+                              static_cast<uint32_t>(keys), false, QuantMode_t::NoQuant, 0, 1, 0, 0,
+                              0));  // spec: nsa_selected_attention_grad.py:101
     }
 
-    // Keys of chunk c whose in-batch position idx * bs + j exceeds the token's position s get `fill` (the
-    // causal mask of sparseMode 2): whole future blocks by Duplicate; the diagonal block by scalar lanes up to a 32-byte boundary, then
-    // Duplicate.
-    __aicore__ inline void MaskFuture(const LocalTensor<float>& dst, int64_t keys, const Unit& x, int64_t c, float fill)
+    // The matmuls of an item after its vector stage.
+    __aicore__ inline void CubePhase2(const Unit& x, int64_t c, int64_t slot)
     {
-        for (int64_t b = 0; b < keys / BS_; ++b) {
-            const int64_t p0 = static_cast<int64_t>(x.blk[c * bpc_ + b]) * BS_;
-            if (p0 > x.s) {
-                Duplicate(dst[b * BS_], fill, static_cast<int32_t>(BS_));
-                PipeBarrier<PIPE_V>();
-            } else if (p0 + BS_ - 1 > x.s) {
-                const int64_t j0 = x.s - p0 + 1;
-                const int64_t ja = Min64(AlignUp(j0, 8), BS_);
-                Fence<HardEvent::V_S>();
-                for (int64_t j = j0; j < ja; ++j) {
-                    dst.SetValue(b * BS_ + j, fill);
+        const int64_t keys = td_->blockSize * (td_->blocksPerChunk < td_->blockCount - td_->blocksPerChunk * c
+                                                   ? td_->blocksPerChunk
+                                                   : td_->blockCount - td_->blocksPerChunk * c);
+        TileIn(tileL1_0_,
+               wsTile2_[(2 * AlignUp(4 * (td_->chunkKeys * td_->gRows), 512) + core_ * td_->wsSlotBytes) / sizeof(T) +
+                        slot * (td_->wsSlotBytes / sizeof(T))],
+               x, keys, keys);  // spec: nsa_selected_attention_grad.py:105
+        TileIn(tileL1_1_,
+               wsTile3_[(2 * AlignUp(4 * (td_->chunkKeys * td_->gRows), 512) +
+                         AlignUp(td_->chunkKeys * td_->gRows * sizeof(T), 512) + core_ * td_->wsSlotBytes) /
+                            sizeof(T) +
+                        slot * (td_->wsSlotBytes / sizeof(T))],
+               x, keys, keys);             // spec: nsa_selected_attention_grad.py:107
+        SetFlag<HardEvent::MTE2_MTE1>(0);  // tileL1_0Buf_: MTE2 has written it before MTE1 reads it
+        WaitFlag<HardEvent::MTE2_MTE1>(0);
+        MmadNN(acc_, tileL1_0_, gatherL1_0_, x.mPad, td_->gTile, td_->headDim, keys, keys, td_->baseKq,
+               c == 0 ? 1 : 0);  // spec: nsa_selected_attention_grad.py:105
+        if (c == td_->chunks - 1) {
+            SetFlag<HardEvent::M_FIX>(0);  // l0cAccBuf_: M has written it before FIX reads it
+            WaitFlag<HardEvent::M_FIX>(0);
+            Fixpipe<float, float, CFG_ROW_MAJOR>(
+                wsOut0_[td_->wsDqOffset / 4 + td_->headDim * x.h0 + td_->headDim * td_->qHeads * x.t], acc_,
+                FixpipeParamsV220(static_cast<uint16_t>(td_->headDim), static_cast<uint16_t>(x.rows),
+                                  static_cast<uint16_t>(x.mPad), static_cast<uint32_t>(td_->headDim), false,
+                                  QuantMode_t::NoQuant, 0, 1, 0, 0, 0));  // spec: nsa_selected_attention_grad.py:105
+        }
+    }
+
+    // The scatter-adds of an item (matmuls whose result goes to the selected rows of an fp32 workspace).
+    __aicore__ inline void CubeScatter(const Unit& x, int64_t c, [[maybe_unused]] int64_t slot)
+    {
+        const int64_t keys = td_->blockSize * (td_->blocksPerChunk < td_->blockCount - td_->blocksPerChunk * c
+                                                   ? td_->blocksPerChunk
+                                                   : td_->blockCount - td_->blocksPerChunk * c);
+        for (int64_t n0 = 0; n0 < td_->headDim; n0 += td_->baseNk) {
+            const int64_t nn = td_->headDim - n0 < td_->baseNk ? td_->headDim - n0 : td_->baseNk;
+            SetFlag<HardEvent::FIX_M>(0);  // l0cTileBuf_: FIX has read it before M overwrites it
+            WaitFlag<HardEvent::FIX_M>(0);
+            MmadTN(tile_, tileL1_0_, headL1_0_, keys, td_->gTile, n0, nn, x.rows,
+                   td_->gTile);            // spec: nsa_selected_attention_grad.py:106
+            SetFlag<HardEvent::M_FIX>(0);  // l0cTileBuf_: M has written it before FIX reads it
+            WaitFlag<HardEvent::M_FIX>(0);
+            ScatterAdd(wsOut1_[td_->wsDkOffset / 4], tile_, td_->headDim, x, c, keys, n0,
+                       nn);  // spec: nsa_selected_attention_grad.py:106
+        }
+        for (int64_t n0 = 0; n0 < td_->valueDim; n0 += td_->baseNv) {
+            const int64_t nn = td_->valueDim - n0 < td_->baseNv ? td_->valueDim - n0 : td_->baseNv;
+            SetFlag<HardEvent::FIX_M>(0);  // l0cTileBuf_: FIX has read it before M overwrites it
+            WaitFlag<HardEvent::FIX_M>(0);
+            MmadTN(tile_, tileL1_1_, headL1_1_, keys, td_->gTile, n0, nn, x.rows,
+                   td_->gTile);            // spec: nsa_selected_attention_grad.py:107
+            SetFlag<HardEvent::M_FIX>(0);  // l0cTileBuf_: M has written it before FIX reads it
+            WaitFlag<HardEvent::M_FIX>(0);
+            ScatterAdd(wsOut2_[td_->wsDvOffset / 4], tile_, td_->valueDim, x, c, keys, n0,
+                       nn);  // spec: nsa_selected_attention_grad.py:107
+        }
+    }
+
+    // The deterministic schedule: every AIC runs the same number of rounds; after each item the AI Cores take turns in core order for their scatter-adds (all-AIC barriers, mode 0), so every fp32 add into the dk / dv workspaces happens in a fixed order.
+    __aicore__ inline void CubeMainOrdered(Unit& x, int64_t unitBegin, int64_t unitEnd)
+    {
+        const int64_t rounds = (td_->unitsTail > 0 ? 1 : 0) + td_->unitsPerCore;
+        for (int64_t r = 0; r < rounds; ++r) {  // round r: every AIC its r-th unit (or none)
+            const int64_t u = r + unitBegin;
+            if (u < unitEnd) {
+                Decode(u, x);
+            }
+            for (int64_t c = 0; c < td_->chunks; ++c) {
+                if (u < unitEnd) {
+                    CubePhase1(x, c, 0);
+                    CrossCoreSetFlag<2, PIPE_FIX>(1);
+                    CrossCoreWaitFlag(2);
+                    CubePhase2(x, c, 0);
                 }
-                Fence<HardEvent::S_V>();
-                if (ja < BS_) {
-                    Duplicate(dst[b * BS_ + ja], fill, static_cast<int32_t>(BS_ - ja));
-                    PipeBarrier<PIPE_V>();
+                for (int64_t turn = 0; turn < GetBlockNum(); ++turn) {  // the AI Cores scatter in turn, in core order
+                    if (u < unitEnd && turn == core_) {
+                        CubeScatter(x, c, 0);
+                    }
+                    CrossCoreSetFlag<0, PIPE_FIX>(5);  // every AIC waits for this turn's scatter-adds
+                    CrossCoreWaitFlag(5);
                 }
             }
         }
     }
 
-    // Per-unit values of this AIV's rows (scope "unit" of the program): computed once, kept in UB.
-    __aicore__ inline void VecUnit(const Unit& x, int64_t rBegin, int64_t rEnd)
-    {
-        for (int64_t row = rBegin; row < rEnd; ++row) {
-            const int64_t h = x.h0 + row;
-            const float st_v49 =
-                gm_softmaxMax.GetValue((x.t * N1_ + h) * 8);  // spec: nsa_selected_attention_grad.py:98
-            unitStat_.SetValue(0 * AlignUp(td_->subRows, 8) + row - rBegin,
-                               st_v49);  // spec: nsa_selected_attention_grad.py:98
-            const float st_v51 =
-                gm_softmaxSum.GetValue((x.t * N1_ + h) * 8);  // spec: nsa_selected_attention_grad.py:99
-            unitStat_.SetValue(1 * AlignUp(td_->subRows, 8) + row - rBegin,
-                               st_v51);  // spec: nsa_selected_attention_grad.py:99
-            LoadHead(Head(0), gm_attentionOutGrad[(x.t * N1_ + h) * Dv_],
-                     Dv_);                                                   // spec: nsa_selected_attention_grad.py:93
-            LoadHead(Head(1), gm_attentionOut[(x.t * N1_ + h) * Dv_], Dv_);  // spec: nsa_selected_attention_grad.py:92
-            Mul(Head(0), Head(0), Head(1), static_cast<int32_t>(Dv_));       // spec: nsa_selected_attention_grad.py:102
-            PipeBarrier<PIPE_V>();
-            const float st_v57 = RowSum(Head(0), Dv_);  // spec: nsa_selected_attention_grad.py:102
-            unitStat_.SetValue(2 * AlignUp(td_->subRows, 8) + row - rBegin,
-                               st_v57);  // spec: nsa_selected_attention_grad.py:102
-        }
-    }
-
-    // One item (a unit's key chunk c) on this AIV's rows, vecRows_ rows per UB pass.
-    __aicore__ inline void VecItem([[maybe_unused]] const Unit& x, [[maybe_unused]] int64_t c, int64_t slot,
-                                   int64_t rBegin, int64_t rEnd)
-    {
-        const int64_t keys = ChunkKeys(c);
-        for (int64_t p0 = rBegin; p0 < rEnd; p0 += vecRows_) {
-            const int64_t k = Min64(vecRows_, rEnd - p0);
-            Fence<HardEvent::V_MTE2>();
-            DataCopy(Reg(0), ws_v41[slot * (td_->wsSlotBytes / sizeof(float)) + p0 * keys],
-                     static_cast<uint32_t>(k * keys));  // spec: nsa_selected_attention_grad.py:94
-            DataCopy(Reg(1), ws_v55[slot * (td_->wsSlotBytes / sizeof(float)) + p0 * keys],
-                     static_cast<uint32_t>(k * keys));                      // spec: nsa_selected_attention_grad.py:101
-            LocalTensor<T> tileQue0T = tileQue0.template AllocTensor<T>();  // spec: nsa_selected_attention_grad.py:103
-            LocalTensor<T> tileQue1T = tileQue1.template AllocTensor<T>();  // spec: nsa_selected_attention_grad.py:104
-            Fence<HardEvent::MTE2_V>();
-            for (int64_t i = 0; i < k; ++i) {
-                [[maybe_unused]] const int64_t row = p0 + i;
-                const float st_v49 = unitStat_.GetValue(0 * AlignUp(td_->subRows, 8) + row -
-                                                        rBegin);  // spec: nsa_selected_attention_grad.py:98
-                const float st_v51 = unitStat_.GetValue(1 * AlignUp(td_->subRows, 8) + row -
-                                                        rBegin);  // spec: nsa_selected_attention_grad.py:99
-                const float st_v57 = unitStat_.GetValue(2 * AlignUp(td_->subRows, 8) + row -
-                                                        rBegin);  // spec: nsa_selected_attention_grad.py:102
-                Muls(Reg(0)[i * keys], Reg(0)[i * keys], static_cast<float>(scale_),
-                     static_cast<int32_t>(keys));  // spec: nsa_selected_attention_grad.py:94
-                PipeBarrier<PIPE_V>();
-                MaskFuture(Reg(0)[i * keys], keys, x, c,
-                           static_cast<float>(-FLT_MAX_VALUE));  // spec: nsa_selected_attention_grad.py:97
-                PipeBarrier<PIPE_V>();
-                Adds(Reg(0)[i * keys], Reg(0)[i * keys], static_cast<float>(-(st_v49)),
-                     static_cast<int32_t>(keys));  // spec: nsa_selected_attention_grad.py:100
-                PipeBarrier<PIPE_V>();
-                Exp(Reg(0)[i * keys], Reg(0)[i * keys],
-                    static_cast<int32_t>(keys));  // spec: nsa_selected_attention_grad.py:100
-                PipeBarrier<PIPE_V>();
-                Muls(Reg(0)[i * keys], Reg(0)[i * keys], static_cast<float>(1.0f / (st_v51)),
-                     static_cast<int32_t>(keys));  // spec: nsa_selected_attention_grad.py:100
-                Adds(Reg(1)[i * keys], Reg(1)[i * keys], static_cast<float>(-(st_v57)),
-                     static_cast<int32_t>(keys));  // spec: nsa_selected_attention_grad.py:103
-                PipeBarrier<PIPE_V>();
-                Mul(Reg(1)[i * keys], Reg(0)[i * keys], Reg(1)[i * keys],
-                    static_cast<int32_t>(keys));  // spec: nsa_selected_attention_grad.py:103
-                PipeBarrier<PIPE_V>();
-                Cast(tileQue0T[i * keys], Reg(1)[i * keys], RoundMode::CAST_ROUND,
-                     static_cast<uint32_t>(keys));  // spec: nsa_selected_attention_grad.py:103
-                Cast(tileQue1T[i * keys], Reg(0)[i * keys], RoundMode::CAST_ROUND,
-                     static_cast<uint32_t>(keys));  // spec: nsa_selected_attention_grad.py:104
-                PipeBarrier<PIPE_V>();
-            }
-            tileQue0.EnQue(tileQue0T);                 // spec: nsa_selected_attention_grad.py:103
-            tileQue0T = tileQue0.template DeQue<T>();  // spec: nsa_selected_attention_grad.py:103
-            DataCopy(ws_v61[slot * (td_->wsSlotBytes / sizeof(T)) + p0 * keys], tileQue0T,
-                     static_cast<uint32_t>(k * keys));  // spec: nsa_selected_attention_grad.py:103
-            tileQue0.FreeTensor(tileQue0T);             // spec: nsa_selected_attention_grad.py:103
-            tileQue1.EnQue(tileQue1T);                  // spec: nsa_selected_attention_grad.py:104
-            tileQue1T = tileQue1.template DeQue<T>();   // spec: nsa_selected_attention_grad.py:104
-            DataCopy(ws_v63[slot * (td_->wsSlotBytes / sizeof(T)) + p0 * keys], tileQue1T,
-                     static_cast<uint32_t>(k * keys));  // spec: nsa_selected_attention_grad.py:104
-            tileQue1.FreeTensor(tileQue1T);             // spec: nsa_selected_attention_grad.py:104
-        }
-    }
-
-    // Zero this AIV's slice of the atomic targets (elements [e0, e1) of the concatenated workspaces).
+    // Zero this AIV's slice of the atomic targets.
     __aicore__ inline void ZeroTargets()
     {
         const int64_t e0 = GetBlockIdx() * td_->postPerCore;
         LocalTensor<float> z = postInQue_.template AllocTensor<float>();
         Duplicate(z, 0.0f, static_cast<int32_t>(td_->postElems));
-        Fence<HardEvent::V_MTE3>();
-        for (int64_t a = Max64(e0, (td_->tokens * td_->qHeads * td_->headDim));
-             a < Min64(e0 + td_->postPerCore,
-                       (td_->tokens * td_->qHeads * td_->headDim) + (td_->kvTokens * td_->kvHeads * td_->headDim));
-             a += td_->postElems) {
+        SetFlag<HardEvent::V_MTE3>(0);  // postInQue_: V has written it before MTE3 reads it
+        WaitFlag<HardEvent::V_MTE3>(0);
+        for (int64_t a = e0 > td_->headDim * td_->qHeads * td_->tokens ? e0 : td_->headDim * td_->qHeads * td_->tokens;
+             a < (e0 + td_->postPerCore <
+                          td_->headDim * td_->kvHeads * td_->kvTokens + td_->headDim * td_->qHeads * td_->tokens
+                      ? e0 + td_->postPerCore
+                      : td_->headDim * td_->kvHeads * td_->kvTokens + td_->headDim * td_->qHeads * td_->tokens);
+             a += td_->postElems) {  // this AIV's slice of ws_dk
             const int64_t cnt =
-                Min64(td_->postElems, Min64(e0 + td_->postPerCore, (td_->tokens * td_->qHeads * td_->headDim) +
-                                                                       (td_->kvTokens * td_->kvHeads * td_->headDim)) -
-                                          a);
-            DataCopy(ws_dk[a - ((td_->tokens * td_->qHeads * td_->headDim))], z, static_cast<uint32_t>(cnt));
+                (e0 + td_->postPerCore <
+                         td_->headDim * td_->kvHeads * td_->kvTokens + td_->headDim * td_->qHeads * td_->tokens
+                     ? e0 + td_->postPerCore
+                     : td_->headDim * td_->kvHeads * td_->kvTokens + td_->headDim * td_->qHeads * td_->tokens) -
+                            a <
+                        td_->postElems
+                    ? (e0 + td_->postPerCore <
+                               td_->headDim * td_->kvHeads * td_->kvTokens + td_->headDim * td_->qHeads * td_->tokens
+                           ? e0 + td_->postPerCore
+                           : td_->headDim * td_->kvHeads * td_->kvTokens + td_->headDim * td_->qHeads * td_->tokens) -
+                          a
+                    : td_->postElems;
+            DataCopyPad(wsOut1_[a + td_->wsDkOffset / 4 - td_->headDim * td_->qHeads * td_->tokens], z,
+                        DataCopyExtParams(1, 4 * cnt, 0, 0, 0));
         }
-        for (int64_t a =
-                 Max64(e0, (td_->tokens * td_->qHeads * td_->headDim) + (td_->kvTokens * td_->kvHeads * td_->headDim));
-             a < Min64(e0 + td_->postPerCore, (td_->tokens * td_->qHeads * td_->headDim) +
-                                                  (td_->kvTokens * td_->kvHeads * td_->headDim) +
-                                                  (td_->kvTokens * td_->kvHeads * td_->valueDim));
-             a += td_->postElems) {
+        for (int64_t a = e0 > td_->headDim * td_->kvHeads * td_->kvTokens + td_->headDim * td_->qHeads * td_->tokens
+                             ? e0
+                             : td_->headDim * td_->kvHeads * td_->kvTokens + td_->headDim * td_->qHeads * td_->tokens;
+             a < (e0 + td_->postPerCore < td_->headDim * td_->kvHeads * td_->kvTokens +
+                                              td_->headDim * td_->qHeads * td_->tokens +
+                                              td_->kvHeads * td_->kvTokens * td_->valueDim
+                      ? e0 + td_->postPerCore
+                      : td_->headDim * td_->kvHeads * td_->kvTokens + td_->headDim * td_->qHeads * td_->tokens +
+                            td_->kvHeads * td_->kvTokens * td_->valueDim);
+             a += td_->postElems) {  // this AIV's slice of ws_dv
             const int64_t cnt =
-                Min64(td_->postElems, Min64(e0 + td_->postPerCore, (td_->tokens * td_->qHeads * td_->headDim) +
-                                                                       (td_->kvTokens * td_->kvHeads * td_->headDim) +
-                                                                       (td_->kvTokens * td_->kvHeads * td_->valueDim)) -
-                                          a);
-            DataCopy(
-                ws_dv[a - ((td_->tokens * td_->qHeads * td_->headDim) + (td_->kvTokens * td_->kvHeads * td_->headDim))],
-                z, static_cast<uint32_t>(cnt));
+                (e0 + td_->postPerCore < td_->headDim * td_->kvHeads * td_->kvTokens +
+                                             td_->headDim * td_->qHeads * td_->tokens +
+                                             td_->kvHeads * td_->kvTokens * td_->valueDim
+                     ? e0 + td_->postPerCore
+                     : td_->headDim * td_->kvHeads * td_->kvTokens + td_->headDim * td_->qHeads * td_->tokens +
+                           td_->kvHeads * td_->kvTokens * td_->valueDim) -
+                            a <
+                        td_->postElems
+                    ? (e0 + td_->postPerCore < td_->headDim * td_->kvHeads * td_->kvTokens +
+                                                   td_->headDim * td_->qHeads * td_->tokens +
+                                                   td_->kvHeads * td_->kvTokens * td_->valueDim
+                           ? e0 + td_->postPerCore
+                           : td_->headDim * td_->kvHeads * td_->kvTokens + td_->headDim * td_->qHeads * td_->tokens +
+                                 td_->kvHeads * td_->kvTokens * td_->valueDim) -
+                          a
+                    : td_->postElems;
+            DataCopyPad(wsOut2_[a + td_->wsDvOffset / 4 - td_->headDim * td_->kvHeads * td_->kvTokens -
+                                td_->headDim * td_->qHeads * td_->tokens],
+                        z, DataCopyExtParams(1, 4 * cnt, 0, 0, 0));
         }
-        Fence<HardEvent::MTE3_V>();
         postInQue_.FreeTensor(z);
     }
 
-    // The final pass over this AIV's slice: out = T(ws * scale) (the post pass of the backward).
+    // The final pass over this AIV's slice: out = T(ws * scale).
     __aicore__ inline void Finish()
     {
         const int64_t e0 = GetBlockIdx() * td_->postPerCore;
-        for (int64_t a = Max64(e0, 0); a < Min64(e0 + td_->postPerCore, 0 + (td_->tokens * td_->qHeads * td_->headDim));
-             a += td_->postElems) {
-            const int64_t cnt =
-                Min64(td_->postElems, Min64(e0 + td_->postPerCore, 0 + (td_->tokens * td_->qHeads * td_->headDim)) - a);
-            LocalTensor<float> in = postInQue_.template AllocTensor<float>();
-            DataCopy(in, ws_dq[a - (0)], static_cast<uint32_t>(cnt));
-            postInQue_.EnQue(in);
-            in = postInQue_.template DeQue<float>();
-            LocalTensor<T> o = postOutQue_.template AllocTensor<T>();
-            Muls(in, in, static_cast<float>(scale_), static_cast<int32_t>(cnt));
-            PipeBarrier<PIPE_V>();
-            Cast(o, in, RoundMode::CAST_ROUND, static_cast<uint32_t>(cnt));
-            PipeBarrier<PIPE_V>();
-            postInQue_.FreeTensor(in);
-            postOutQue_.EnQue(o);
-            o = postOutQue_.template DeQue<T>();
-            DataCopy(gm_dq[a - (0)], o, static_cast<uint32_t>(cnt));
-            postOutQue_.FreeTensor(o);
+        for (int64_t a = e0 > 0 ? e0 : 0; a < (e0 + td_->postPerCore < td_->headDim * td_->qHeads * td_->tokens
+                                                   ? e0 + td_->postPerCore
+                                                   : td_->headDim * td_->qHeads * td_->tokens);
+             a += td_->postElems) {  // dq = T(ws_dq * scale) over this AIV's slice
+            const int64_t cnt = (e0 + td_->postPerCore < td_->headDim * td_->qHeads * td_->tokens
+                                     ? e0 + td_->postPerCore
+                                     : td_->headDim * td_->qHeads * td_->tokens) -
+                                            a <
+                                        td_->postElems
+                                    ? (e0 + td_->postPerCore < td_->headDim * td_->qHeads * td_->tokens
+                                           ? e0 + td_->postPerCore
+                                           : td_->headDim * td_->qHeads * td_->tokens) -
+                                          a
+                                    : td_->postElems;
+            LocalTensor<float> pin = postInQue_.template AllocTensor<float>();
+            DataCopyPad(pin, wsOut0_[a + td_->wsDqOffset / 4], DataCopyExtParams(1, 4 * cnt, 0, 0, 0),
+                        DataCopyPadExtParams<float>(false, 0, 0, float{}));
+            postInQue_.EnQue(pin);
+            pin = postInQue_.template DeQue<float>();
+            LocalTensor<T> pout = postOutQue_.template AllocTensor<T>();
+            Muls(pin, pin, static_cast<float>(scale_), static_cast<int32_t>(cnt));
+            PipeBarrier<PIPE_V>();  // postInQue_: V has written it before V reads it
+            Cast(pout, pin, RoundMode::CAST_ROUND, static_cast<uint32_t>(cnt));
+            postInQue_.FreeTensor(pin);
+            postOutQue_.EnQue(pout);
+            pout = postOutQue_.template DeQue<T>();
+            DataCopyPad(gm_dq[a], pout, DataCopyExtParams(1, cnt * sizeof(T), 0, 0, 0));
+            postOutQue_.FreeTensor(pout);
         }
-        for (int64_t a = Max64(e0, (td_->tokens * td_->qHeads * td_->headDim));
-             a < Min64(e0 + td_->postPerCore,
-                       (td_->tokens * td_->qHeads * td_->headDim) + (td_->kvTokens * td_->kvHeads * td_->headDim));
-             a += td_->postElems) {
+        for (int64_t a = e0 > td_->headDim * td_->qHeads * td_->tokens ? e0 : td_->headDim * td_->qHeads * td_->tokens;
+             a < (e0 + td_->postPerCore <
+                          td_->headDim * td_->kvHeads * td_->kvTokens + td_->headDim * td_->qHeads * td_->tokens
+                      ? e0 + td_->postPerCore
+                      : td_->headDim * td_->kvHeads * td_->kvTokens + td_->headDim * td_->qHeads * td_->tokens);
+             a += td_->postElems) {  // dk = T(ws_dk * scale) over this AIV's slice
             const int64_t cnt =
-                Min64(td_->postElems, Min64(e0 + td_->postPerCore, (td_->tokens * td_->qHeads * td_->headDim) +
-                                                                       (td_->kvTokens * td_->kvHeads * td_->headDim)) -
-                                          a);
-            LocalTensor<float> in = postInQue_.template AllocTensor<float>();
-            DataCopy(in, ws_dk[a - ((td_->tokens * td_->qHeads * td_->headDim))], static_cast<uint32_t>(cnt));
-            postInQue_.EnQue(in);
-            in = postInQue_.template DeQue<float>();
-            LocalTensor<T> o = postOutQue_.template AllocTensor<T>();
-            Muls(in, in, static_cast<float>(scale_), static_cast<int32_t>(cnt));
-            PipeBarrier<PIPE_V>();
-            Cast(o, in, RoundMode::CAST_ROUND, static_cast<uint32_t>(cnt));
-            PipeBarrier<PIPE_V>();
-            postInQue_.FreeTensor(in);
-            postOutQue_.EnQue(o);
-            o = postOutQue_.template DeQue<T>();
-            DataCopy(gm_dk[a - ((td_->tokens * td_->qHeads * td_->headDim))], o, static_cast<uint32_t>(cnt));
-            postOutQue_.FreeTensor(o);
+                (e0 + td_->postPerCore <
+                         td_->headDim * td_->kvHeads * td_->kvTokens + td_->headDim * td_->qHeads * td_->tokens
+                     ? e0 + td_->postPerCore
+                     : td_->headDim * td_->kvHeads * td_->kvTokens + td_->headDim * td_->qHeads * td_->tokens) -
+                            a <
+                        td_->postElems
+                    ? (e0 + td_->postPerCore <
+                               td_->headDim * td_->kvHeads * td_->kvTokens + td_->headDim * td_->qHeads * td_->tokens
+                           ? e0 + td_->postPerCore
+                           : td_->headDim * td_->kvHeads * td_->kvTokens + td_->headDim * td_->qHeads * td_->tokens) -
+                          a
+                    : td_->postElems;
+            LocalTensor<float> pin = postInQue_.template AllocTensor<float>();
+            DataCopyPad(pin, wsOut1_[a + td_->wsDkOffset / 4 - td_->headDim * td_->qHeads * td_->tokens],
+                        DataCopyExtParams(1, 4 * cnt, 0, 0, 0), DataCopyPadExtParams<float>(false, 0, 0, float{}));
+            postInQue_.EnQue(pin);
+            pin = postInQue_.template DeQue<float>();
+            LocalTensor<T> pout = postOutQue_.template AllocTensor<T>();
+            Muls(pin, pin, static_cast<float>(scale_), static_cast<int32_t>(cnt));
+            PipeBarrier<PIPE_V>();  // postInQue_: V has written it before V reads it
+            Cast(pout, pin, RoundMode::CAST_ROUND, static_cast<uint32_t>(cnt));
+            postInQue_.FreeTensor(pin);
+            postOutQue_.EnQue(pout);
+            pout = postOutQue_.template DeQue<T>();
+            DataCopyPad(gm_dk[a - td_->headDim * td_->qHeads * td_->tokens], pout,
+                        DataCopyExtParams(1, cnt * sizeof(T), 0, 0, 0));
+            postOutQue_.FreeTensor(pout);
         }
-        for (int64_t a =
-                 Max64(e0, (td_->tokens * td_->qHeads * td_->headDim) + (td_->kvTokens * td_->kvHeads * td_->headDim));
-             a < Min64(e0 + td_->postPerCore, (td_->tokens * td_->qHeads * td_->headDim) +
-                                                  (td_->kvTokens * td_->kvHeads * td_->headDim) +
-                                                  (td_->kvTokens * td_->kvHeads * td_->valueDim));
-             a += td_->postElems) {
+        for (int64_t a = e0 > td_->headDim * td_->kvHeads * td_->kvTokens + td_->headDim * td_->qHeads * td_->tokens
+                             ? e0
+                             : td_->headDim * td_->kvHeads * td_->kvTokens + td_->headDim * td_->qHeads * td_->tokens;
+             a < (e0 + td_->postPerCore < td_->headDim * td_->kvHeads * td_->kvTokens +
+                                              td_->headDim * td_->qHeads * td_->tokens +
+                                              td_->kvHeads * td_->kvTokens * td_->valueDim
+                      ? e0 + td_->postPerCore
+                      : td_->headDim * td_->kvHeads * td_->kvTokens + td_->headDim * td_->qHeads * td_->tokens +
+                            td_->kvHeads * td_->kvTokens * td_->valueDim);
+             a += td_->postElems) {  // dv = T(ws_dv) over this AIV's slice
             const int64_t cnt =
-                Min64(td_->postElems, Min64(e0 + td_->postPerCore, (td_->tokens * td_->qHeads * td_->headDim) +
-                                                                       (td_->kvTokens * td_->kvHeads * td_->headDim) +
-                                                                       (td_->kvTokens * td_->kvHeads * td_->valueDim)) -
-                                          a);
-            LocalTensor<float> in = postInQue_.template AllocTensor<float>();
-            DataCopy(
-                in,
-                ws_dv[a - ((td_->tokens * td_->qHeads * td_->headDim) + (td_->kvTokens * td_->kvHeads * td_->headDim))],
-                static_cast<uint32_t>(cnt));
-            postInQue_.EnQue(in);
-            in = postInQue_.template DeQue<float>();
-            LocalTensor<T> o = postOutQue_.template AllocTensor<T>();
-            Cast(o, in, RoundMode::CAST_ROUND, static_cast<uint32_t>(cnt));
-            PipeBarrier<PIPE_V>();
-            postInQue_.FreeTensor(in);
-            postOutQue_.EnQue(o);
-            o = postOutQue_.template DeQue<T>();
-            DataCopy(
-                gm_dv[a - ((td_->tokens * td_->qHeads * td_->headDim) + (td_->kvTokens * td_->kvHeads * td_->headDim))],
-                o, static_cast<uint32_t>(cnt));
-            postOutQue_.FreeTensor(o);
+                (e0 + td_->postPerCore < td_->headDim * td_->kvHeads * td_->kvTokens +
+                                             td_->headDim * td_->qHeads * td_->tokens +
+                                             td_->kvHeads * td_->kvTokens * td_->valueDim
+                     ? e0 + td_->postPerCore
+                     : td_->headDim * td_->kvHeads * td_->kvTokens + td_->headDim * td_->qHeads * td_->tokens +
+                           td_->kvHeads * td_->kvTokens * td_->valueDim) -
+                            a <
+                        td_->postElems
+                    ? (e0 + td_->postPerCore < td_->headDim * td_->kvHeads * td_->kvTokens +
+                                                   td_->headDim * td_->qHeads * td_->tokens +
+                                                   td_->kvHeads * td_->kvTokens * td_->valueDim
+                           ? e0 + td_->postPerCore
+                           : td_->headDim * td_->kvHeads * td_->kvTokens + td_->headDim * td_->qHeads * td_->tokens +
+                                 td_->kvHeads * td_->kvTokens * td_->valueDim) -
+                          a
+                    : td_->postElems;
+            LocalTensor<float> pin = postInQue_.template AllocTensor<float>();
+            DataCopyPad(pin,
+                        wsOut2_[a + td_->wsDvOffset / 4 - td_->headDim * td_->kvHeads * td_->kvTokens -
+                                td_->headDim * td_->qHeads * td_->tokens],
+                        DataCopyExtParams(1, 4 * cnt, 0, 0, 0), DataCopyPadExtParams<float>(false, 0, 0, float{}));
+            postInQue_.EnQue(pin);
+            pin = postInQue_.template DeQue<float>();
+            LocalTensor<T> pout = postOutQue_.template AllocTensor<T>();
+            Cast(pout, pin, RoundMode::CAST_ROUND, static_cast<uint32_t>(cnt));
+            postInQue_.FreeTensor(pin);
+            postOutQue_.EnQue(pout);
+            pout = postOutQue_.template DeQue<T>();
+            DataCopyPad(
+                gm_dv[a - td_->headDim * td_->kvHeads * td_->kvTokens - td_->headDim * td_->qHeads * td_->tokens], pout,
+                DataCopyExtParams(1, cnt * sizeof(T), 0, 0, 0));
+            postOutQue_.FreeTensor(pout);
         }
     }
 
+    // Per-unit values of this AIV's rows (scope unit of the program): computed once, kept in UB.
+    __aicore__ inline void VecUnit(const Unit& x, int64_t rBegin, int64_t rEnd)
+    {
+        for (int64_t row = rBegin; row < rEnd; ++row) {
+            const int64_t h = row + x.h0;
+            const float st_v49 =
+                GmScalar(gm_softmaxMax, 8 * h + 8 * (td_->qHeads * x.t));  // spec: nsa_selected_attention_grad.py:98
+            unitStat_.SetValue(row - rBegin, st_v49);
+            const float st_v51 =
+                GmScalar(gm_softmaxSum, 8 * h + 8 * (td_->qHeads * x.t));  // spec: nsa_selected_attention_grad.py:99
+            unitStat_.SetValue(AlignUp(td_->subRows, 8) + row - rBegin, st_v51);
+            LoadHead(head_[0], gm_attentionOutGrad[h * td_->valueDim + td_->qHeads * td_->valueDim * x.t],
+                     td_->valueDim);  // spec: nsa_selected_attention_grad.py:93
+            LoadHead(head_[1], gm_attentionOut[h * td_->valueDim + td_->qHeads * td_->valueDim * x.t],
+                     td_->valueDim);  // spec: nsa_selected_attention_grad.py:92
+            PipeBarrier<PIPE_V>();    // headBuf_: V has written it before V reads it
+            Mul(head_[0], head_[0], head_[1],
+                static_cast<int32_t>(td_->valueDim));              // spec: nsa_selected_attention_grad.py:102
+            PipeBarrier<PIPE_V>();                                 // headBuf_: V has written it before V reads it
+            const float st_v57 = RowSum(head_[0], td_->valueDim);  // spec: nsa_selected_attention_grad.py:102
+            unitStat_.SetValue(2 * AlignUp(td_->subRows, 8) + row - rBegin, st_v57);
+        }
+    }
+
+    // One item on this AIV's rows, vecRows rows per UB pass.
+    __aicore__ inline void VecItem(const Unit& x, int64_t c, int64_t slot, int64_t rBegin, int64_t rEnd)
+    {
+        const int64_t keys = td_->blockSize * (td_->blocksPerChunk < td_->blockCount - td_->blocksPerChunk * c
+                                                   ? td_->blocksPerChunk
+                                                   : td_->blockCount - td_->blocksPerChunk * c);
+        for (int64_t p0 = rBegin; p0 < rEnd; p0 += td_->vecRows) {  // UB passes of vecRows rows
+            const int64_t k = rEnd - p0 < td_->vecRows ? rEnd - p0 : td_->vecRows;
+            SetFlag<HardEvent::V_MTE2>(0);  // rowBuf_: V has read it before MTE2 overwrites it
+            WaitFlag<HardEvent::V_MTE2>(0);
+            DataCopyPad(rows_[0], wsTile0_[core_ * td_->wsSlotBytes / 4 + keys * p0 + slot * (td_->wsSlotBytes / 4)],
+                        DataCopyExtParams(1, 4 * (k * keys), 0, 0, 0),
+                        DataCopyPadExtParams<float>(false, 0, 0, float{}));  // spec: nsa_selected_attention_grad.py:94
+            DataCopyPad(rows_[1],
+                        wsTile1_[(AlignUp(4 * (td_->chunkKeys * td_->gRows), 512) + core_ * td_->wsSlotBytes) / 4 +
+                                 keys * p0 + slot * (td_->wsSlotBytes / 4)],
+                        DataCopyExtParams(1, 4 * (k * keys), 0, 0, 0),
+                        DataCopyPadExtParams<float>(false, 0, 0, float{}));  // spec: nsa_selected_attention_grad.py:101
+            LocalTensor<T> tileQue0T = tileQue0.template AllocTensor<T>();
+            LocalTensor<T> tileQue1T = tileQue1.template AllocTensor<T>();
+            SetFlag<HardEvent::MTE2_V>(0);  // rowBuf_: MTE2 has written it before V reads it
+            WaitFlag<HardEvent::MTE2_V>(0);
+            for (int64_t i = 0; i < k; ++i) {  // the pass's rows
+                const int64_t row = i + p0;
+                const float st_v49 = unitStat_.GetValue(row - rBegin);  // spec: nsa_selected_attention_grad.py:98
+                const float st_v51 = unitStat_.GetValue(AlignUp(td_->subRows, 8) + row -
+                                                        rBegin);  // spec: nsa_selected_attention_grad.py:99
+                const float st_v57 = unitStat_.GetValue(2 * AlignUp(td_->subRows, 8) + row -
+                                                        rBegin);  // spec: nsa_selected_attention_grad.py:102
+                PipeBarrier<PIPE_V>();                            // rowBuf_: V has read it before V overwrites it
+                Muls(rows_[0][i * keys], rows_[0][i * keys], static_cast<float>(scale_),
+                     static_cast<int32_t>(keys));  // spec: nsa_selected_attention_grad.py:94
+                MaskFuture(rows_[0][i * keys], keys, x, c,
+                           -3.4028234663852886e+38f);  // spec: nsa_selected_attention_grad.py:97
+                PipeBarrier<PIPE_V>();                 // rowBuf_: V has written it before V reads it
+                SetFlag<HardEvent::S_V>(0);            // rowBuf_: S has written it before V reads it
+                WaitFlag<HardEvent::S_V>(0);
+                Adds(rows_[0][i * keys], rows_[0][i * keys], static_cast<float>(-(st_v49)),
+                     static_cast<int32_t>(keys));  // spec: nsa_selected_attention_grad.py:100
+                PipeBarrier<PIPE_V>();             // rowBuf_: V has written it before V reads it
+                Exp(rows_[0][i * keys], rows_[0][i * keys],
+                    static_cast<int32_t>(keys));  // spec: nsa_selected_attention_grad.py:100
+                PipeBarrier<PIPE_V>();            // rowBuf_: V has written it before V reads it
+                Muls(rows_[0][i * keys], rows_[0][i * keys], static_cast<float>((1.0f / st_v51)),
+                     static_cast<int32_t>(keys));  // spec: nsa_selected_attention_grad.py:100
+                Adds(rows_[1][i * keys], rows_[1][i * keys], static_cast<float>(-(st_v57)),
+                     static_cast<int32_t>(keys));  // spec: nsa_selected_attention_grad.py:103
+                PipeBarrier<PIPE_V>();             // rowBuf_: V has written it before V reads it
+                Mul(rows_[1][i * keys], rows_[0][i * keys], rows_[1][i * keys],
+                    static_cast<int32_t>(keys));  // spec: nsa_selected_attention_grad.py:103
+                PipeBarrier<PIPE_V>();            // rowBuf_: V has written it before V reads it
+                Cast(tileQue0T[i * keys], rows_[1][i * keys], RoundMode::CAST_ROUND,
+                     static_cast<uint32_t>(keys));  // spec: nsa_selected_attention_grad.py:103
+                Cast(tileQue1T[i * keys], rows_[0][i * keys], RoundMode::CAST_ROUND,
+                     static_cast<uint32_t>(keys));  // spec: nsa_selected_attention_grad.py:104
+            }
+            tileQue0.EnQue(tileQue0T);
+            tileQue0T = tileQue0.template DeQue<T>();
+            DataCopyPad(
+                wsTile2_[(2 * AlignUp(4 * (td_->chunkKeys * td_->gRows), 512) + core_ * td_->wsSlotBytes) / sizeof(T) +
+                         keys * p0 + slot * (td_->wsSlotBytes / sizeof(T))],
+                tileQue0T,
+                DataCopyExtParams(1, k * keys * sizeof(T), 0, 0, 0));  // spec: nsa_selected_attention_grad.py:103
+            tileQue0.FreeTensor(tileQue0T);
+            tileQue1.EnQue(tileQue1T);
+            tileQue1T = tileQue1.template DeQue<T>();
+            DataCopyPad(
+                wsTile3_[(2 * AlignUp(4 * (td_->chunkKeys * td_->gRows), 512) +
+                          AlignUp(td_->chunkKeys * td_->gRows * sizeof(T), 512) + core_ * td_->wsSlotBytes) /
+                             sizeof(T) +
+                         keys * p0 + slot * (td_->wsSlotBytes / sizeof(T))],
+                tileQue1T,
+                DataCopyExtParams(1, k * keys * sizeof(T), 0, 0, 0));  // spec: nsa_selected_attention_grad.py:104
+            tileQue1.FreeTensor(tileQue1T);
+        }
+    }
+
+    // The AIC: the matmuls of this AI Core's units.
+    __aicore__ inline void CubeMain()
+    {
+        pipe_.InitBuffer(headL1_0Buf_, td_->gTile * td_->headDim * sizeof(T));
+        headL1_0_ = headL1_0Buf_.template Get<T>();
+        pipe_.InitBuffer(headL1_1Buf_, td_->gTile * sizeof(T) * td_->valueDim);
+        headL1_1_ = headL1_1Buf_.template Get<T>();
+        pipe_.InitBuffer(gatherL1_0Buf_, td_->chunkKeys * td_->headDim * sizeof(T));
+        gatherL1_0_ = gatherL1_0Buf_.template Get<T>();
+        pipe_.InitBuffer(gatherL1_1Buf_, td_->chunkKeys * sizeof(T) * td_->valueDim);
+        gatherL1_1_ = gatherL1_1Buf_.template Get<T>();
+        pipe_.InitBuffer(tileL1_0Buf_, td_->chunkKeys * td_->gTile * sizeof(T));
+        tileL1_0_ = tileL1_0Buf_.template Get<T>();
+        pipe_.InitBuffer(tileL1_1Buf_, td_->chunkKeys * td_->gTile * sizeof(T));
+        tileL1_1_ = tileL1_1Buf_.template Get<T>();
+        pipe_.InitBuffer(l0aBuf_, 65536);
+        pipe_.InitBuffer(l0bBuf_, 65536);
+        pipe_.InitBuffer(l0cAccBuf_, 65536);
+        pipe_.InitBuffer(l0cTileBuf_, 65536);
+        l0a_ = l0aBuf_.template Get<T>();
+        l0b_ = l0bBuf_.template Get<T>();
+        acc_ = l0cAccBuf_.template Get<float>();
+        tile_ = l0cTileBuf_.template Get<float>();
+        core_ = GetBlockIdx();
+        const int64_t unitBegin = (core_ < td_->unitsTail ? core_ : td_->unitsTail) + core_ * td_->unitsPerCore;
+        const int64_t unitEnd = (core_ < td_->unitsTail ? 1 : 0) + unitBegin + td_->unitsPerCore;
+        Unit x;
+        CrossCoreWaitFlag(3);      // every AIV has zeroed its slice of the atomic targets
+        if (td_->strategy == 2) {  // the deterministic schedule when the framework asks for it
+            CubeMainOrdered(x, unitBegin, unitEnd);
+        } else {
+            for (int64_t u = unitBegin; u < unitEnd; ++u) {  // this AI Core's units
+                Decode(u, x);
+                for (int64_t c = 0; c < td_->chunks; ++c) {  // the unit's items
+                    CubePhase1(x, c, 0);
+                    CrossCoreSetFlag<2, PIPE_FIX>(1);  // the item's cube results are in the workspace
+                    CrossCoreWaitFlag(2);              // the item's vector results are
+                    CubePhase2(x, c, 0);
+                    CubeScatter(x, c, 0);
+                }
+            }
+        }
+        CrossCoreSetFlag<2, PIPE_FIX>(4);  // the atomic targets are complete for this AI Core
+    }
+
+    // An AIV: the vector stage on half of each unit's rows.
+    __aicore__ inline void VecMain()
+    {
+        pipe_.InitBuffer(rowBuf_, 8 * (td_->chunkKeys * td_->vecRows));
+        rows_[0] = rowBuf_.template Get<float>();
+        rows_[1] = rowBuf_.template Get<float>()[td_->chunkKeys * td_->vecRows];
+        pipe_.InitBuffer(tileQue0, 1, td_->chunkKeys * sizeof(T) * td_->vecRows);
+        pipe_.InitBuffer(tileQue1, 1, td_->chunkKeys * sizeof(T) * td_->vecRows);
+        pipe_.InitBuffer(headQue_, 1, td_->headDim * sizeof(T));
+        pipe_.InitBuffer(headBuf_, 8 * td_->headDim);
+        head_[0] = headBuf_.template Get<float>();
+        head_[1] = headBuf_.template Get<float>()[td_->headDim];
+        pipe_.InitBuffer(unitStatBuf_, 12 * AlignUp(td_->subRows, 8));
+        unitStat_ = unitStatBuf_.template Get<float>();
+        pipe_.InitBuffer(
+            reduceBuf_,
+            4 * AlignUp((((td_->chunkKeys > td_->headDim ? td_->chunkKeys : td_->headDim) + 64 - 1) / 64), 8) + 64);
+        reduce_ = reduceBuf_.template Get<float>();
+        pipe_.InitBuffer(postInQue_, 1, 4 * td_->postElems);
+        pipe_.InitBuffer(postOutQue_, 1, td_->postElems * sizeof(T));
+        scale_ = BitsToFloat(td_->scaleBits);
+        core_ = GetBlockIdx() / GetTaskRatio();
+        const int64_t unitBegin = (core_ < td_->unitsTail ? core_ : td_->unitsTail) + core_ * td_->unitsPerCore;
+        const int64_t unitEnd = (core_ < td_->unitsTail ? 1 : 0) + unitBegin + td_->unitsPerCore;
+        ZeroTargets();
+        SyncAll();                          // every slice of the atomic targets is zero
+        CrossCoreSetFlag<2, PIPE_MTE3>(3);  // this AI Core's AIC may start adding
+        Unit x;
+        for (int64_t u = unitBegin; u < unitEnd; ++u) {  // this AI Core's units; this AIV's half of each unit's rows
+            Decode(u, x);
+            const int64_t half = (x.rows + 1) / 2;
+            const int64_t rBegin = GetSubBlockIdx() == 0 ? 0 : half;
+            const int64_t rEnd = GetSubBlockIdx() == 0 ? half : x.rows;
+            const int64_t slot = 0;
+            for (int64_t c = 0; c < td_->chunks; ++c) {  // the unit's items
+                CrossCoreWaitFlag(1);                    // the item's cube results are in the workspace
+                if (c == 0) {
+                    VecUnit(x, rBegin, rEnd);
+                }
+                VecItem(x, c, slot, rBegin, rEnd);
+                CrossCoreSetFlag<2, PIPE_MTE3>(2);  // the item's vector results are in the workspace
+            }
+        }
+        CrossCoreWaitFlag(4);  // this AI Core's AIC has added everything
+        SyncAll();             // ... and so has every other AI Core's
+        Finish();
+    }
+
     const optiling::NsaSelectedAttentionGradTilingData* td_ = nullptr;
-    int64_t N1_ = 0, N2_ = 0, G_ = 0, D_ = 0, Dv_ = 0, CNT_ = 0, BS_ = 0, L_ = 0, gRows_ = 0, gTile_ = 0;
-    int64_t gChunks_ = 0, bpc_ = 0, Lc_ = 0, chunks_ = 0, batches_ = 0, vecRows_ = 0;
-    int64_t core_ = 0, unitBegin_ = 0, unitEnd_ = 0, batch_ = 0;
-    float scale_ = 1.0f;
-    GM_ADDR ws_ = nullptr;
+    TPipe pipe_;
     GlobalTensor<T> gm_query;
     GlobalTensor<T> gm_key;
     GlobalTensor<T> gm_value;
@@ -1426,41 +1658,48 @@ private:
     GlobalTensor<T> gm_dq;
     GlobalTensor<T> gm_dk;
     GlobalTensor<T> gm_dv;
-    GlobalTensor<float> ws_v41;
-    GlobalTensor<float> ws_v55;
-    GlobalTensor<T> ws_v61;
-    GlobalTensor<T> ws_v63;
-    GlobalTensor<float> ws_dq;
-    GlobalTensor<float> ws_dk;
-    GlobalTensor<float> ws_dv;
-    TPipe pipe_;
+    GlobalTensor<float> wsOut0_;
+    GlobalTensor<float> wsOut1_;
+    GlobalTensor<float> wsOut2_;
+    GlobalTensor<float> wsTile0_;
+    GlobalTensor<float> wsTile1_;
+    GlobalTensor<T> wsTile2_;
+    GlobalTensor<T> wsTile3_;
+    TQue<TPosition::VECIN, 1> headQue_;
     TBuf<TPosition::A1> headL1_0Buf_;
-    LocalTensor<T> headL1_0_;
     TBuf<TPosition::A1> headL1_1Buf_;
-    LocalTensor<T> headL1_1_;
     TBuf<TPosition::B1> gatherL1_0Buf_;
-    LocalTensor<T> gatherL1_0_;
     TBuf<TPosition::B1> gatherL1_1Buf_;
-    LocalTensor<T> gatherL1_1_;
     TBuf<TPosition::A1> tileL1_0Buf_;
-    LocalTensor<T> tileL1_0_;
     TBuf<TPosition::A1> tileL1_1Buf_;
-    LocalTensor<T> tileL1_1_;
     TBuf<TPosition::A2> l0aBuf_;
     TBuf<TPosition::B2> l0bBuf_;
-    TBuf<TPosition::CO1> l0cBuf_;
-    LocalTensor<T> l0a_, l0b_;
-    LocalTensor<float> acc_, tile_;
+    TBuf<TPosition::CO1> l0cAccBuf_;
+    TBuf<TPosition::CO1> l0cTileBuf_;
     TBuf<TPosition::VECCALC> rowBuf_;
-    TQue<QuePosition::VECOUT, 1> tileQue0;
-    TQue<QuePosition::VECOUT, 1> tileQue1;
-    TQue<QuePosition::VECIN, 1> headQue_;
+    TQue<TPosition::VECOUT, 1> tileQue0;
+    TQue<TPosition::VECOUT, 1> tileQue1;
     TBuf<TPosition::VECCALC> headBuf_;
     TBuf<TPosition::VECCALC> unitStatBuf_;
-    LocalTensor<float> unitStat_;
     TBuf<TPosition::VECCALC> reduceBuf_;
+    TQue<TPosition::VECIN, 1> postInQue_;
+    TQue<TPosition::VECOUT, 1> postOutQue_;
+    LocalTensor<T> headL1_0_;
+    LocalTensor<T> headL1_1_;
+    LocalTensor<T> gatherL1_0_;
+    LocalTensor<T> gatherL1_1_;
+    LocalTensor<T> tileL1_0_;
+    LocalTensor<T> tileL1_1_;
+    LocalTensor<T> l0a_;
+    LocalTensor<T> l0b_;
+    LocalTensor<float> acc_;
+    LocalTensor<float> tile_;
+    LocalTensor<float> rows_[2];
+    LocalTensor<float> head_[2];
+    LocalTensor<float> unitStat_;
     LocalTensor<float> reduce_;
-    TQue<QuePosition::VECIN, 1> postInQue_;
-    TQue<QuePosition::VECOUT, 1> postOutQue_;
+    int64_t core_ = 0;
+    float scale_ = 1.0f;
+    int64_t batch_ = 0;
 };
 }  // namespace nsa_selected_attention_grad_kernel
