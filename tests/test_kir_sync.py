@@ -6,6 +6,7 @@ test: deleting any one placed sync makes it fault with a race."""
 
 from __future__ import annotations
 
+import dataclasses
 import itertools
 import json
 from dataclasses import replace
@@ -21,7 +22,8 @@ from opgen.kernel import kir_sync as ks
 from opgen.kernel.isa import Op, Pipe
 from opgen.kernel.kir import (Alloc, Assign, Barrier, Call, Copy, DeQue, EnQue, FConst, For, Free, Func, Get,
                               GetValue, GmTensor, GmView, If, InitBuffer, KernelClass, Let, Local, Param, Ref,
-                              ScalarVar, SetFlag, SetValue, TensorVar, TPos, WaitFlag, vec)
+                              ScalarVar, SetFlag, SetValue, StructDecl, StructLet, StructSet, TensorVar, TPos,
+                              WaitFlag, vec)
 
 from kir_programs import scale_rows, softmax_rows, sync_all_kernel
 from test_kir import rows_kernel
@@ -672,13 +674,18 @@ def test_the_placement_memo_gives_the_same_program_and_recomputes_a_damaged_entr
     entry_json = json.loads(text)
     lost = dict(entry_json, inserted=[[p, v[:1]] if v[0][:3] == ["SetFlag", "V", "S"] else [p, v]   # a WaitFlag
                                       for p, v in entry_json["inserted"]])
-    assert lost != entry_json
-    for bad in (text[: len(text) // 2], text.replace('"key": "', '"key": "0'),
-                text.replace('"Compute"', '"NoSuchMethod"', 1), json.dumps(lost)):
+    # a method the class does not have (methods are stored by number), a doc naming a name it does not have
+    no_method = dict(entry_json, inserted=[[[99, *p[1:]] if isinstance(p[0], int) else p, v]
+                                           for p, v in entry_json["inserted"]])
+    no_name = dict(entry_json, inserted=[[p, [x[:-1] + [[x[-1][0], 99, x[-1][2]]] if isinstance(x[-1], list) else x
+                                              for x in v]] for p, v in entry_json["inserted"]])
+    assert lost != entry_json and no_method != entry_json and no_name != entry_json
+    for bad in (text[: len(text) // 2], text.replace('"key": "', '"key": "0'), json.dumps(no_method),
+                json.dumps(no_name), json.dumps(lost)):
         entry.write_text(bad)
         assert kir.to_text(ks.place_syncs_memo(k0)[0]) == kir.to_text(want)
         assert entry.read_text() == text
-    assert len(calls) == 4
+    assert len(calls) == 5
 
 
 def test_the_memo_tells_classes_apart_by_a_call_s_template_arguments(tmp_path, monkeypatch):
@@ -707,3 +714,145 @@ def test_the_memo_tells_classes_apart_by_a_call_s_template_arguments(tmp_path, m
     for entry in (tmp_path / "syncs").glob("*.json"):
         entry.write_text("[]")
     assert kir.to_text(ks.place_syncs_memo(cls("half"))[0]) == kir.to_text(out)
+
+
+def _memo_class() -> KernelClass:
+    """A class whose placed syncs' docs name a buffer, a GM argument and a struct's GM field, with a comment in two
+    bodies, a template method (S) called with the class's template parameter (T), a queue of T and docs."""
+    pick = StructDecl("Pick", (("src", "gm", "float", 2),))
+    fill = Func("Fill", (Param("p", "struct", "Pick"),), (StructSet("p.src[0]", GmView("gmY")),
+                                                           StructSet("p.src[1]", GmView("gmY"), doc="the same")))
+    widen = Func("Widen", (Param("out", "tensor", "float"), Param("cnt")), (
+        Get("h", "hb", "S"), vec(Op.DUPLICATE, dst=Ref("h"), scalar=FConst(1.0), count=Sym("cnt")),
+        vec(Op.CAST_FROM, dst=Ref("out"), src=Ref("h"), count=Sym("cnt"), doc="to fp32")), tparams=("S",),
+        doc="cnt ones of S, widened (spec.py:3)")
+    process = (
+        InitBuffer("b", Lit(256)), InitBuffer("hb", Lit(64)), InitBuffer("inQ", Lit(64), 2),
+        Get("t", "b", "float"), StructLet("q", "Pick"), Call("Fill", (Sym("q"),)),
+        kir.Comment("load, widen, add"),
+        Copy(Ref("t"), GmView("gmX"), Lit(1), Lit(64), doc="x (spec.py:7)"),
+        Call("Widen", (Ref("t", Lit(16)), Lit(16)), targs=("T",)),
+        For("i", Lit(0), Sym("n"), Lit(1), (
+            kir.Comment("one row"),
+            vec(Op.ADDS, dst=Ref("t", Lit(16)), src0=Ref("t"), scalar=1.0, count=16),
+            Copy(GmView("q.src[0]", Sym("i")), Ref("t", Lit(16)), Lit(1), Lit(64)),
+            Copy(Ref("t"), GmView("q.src[1]"), Lit(1), Lit(64)),
+            Alloc("u", "inQ", "T"), Copy(Ref("u"), GmView("gmZ"), Lit(1), Lit(32)), EnQue("inQ", "u"),
+            DeQue("u", "inQ", "T"), Free("inQ", "u"),
+            Copy(GmView("gmY"), Ref("t"), Lit(1), Lit(64)),
+            Copy(Ref("t", Lit(32)), GmView("gmY"), Lit(1), Lit(64)),
+        ), doc="rows"),
+    )
+    return KernelClass("MemoDemo", "MemoTiling", args=("x", "y", "z"),
+                       gms=(GmTensor("gmX", "float", "x"), GmTensor("gmY", "float", "y"), GmTensor("gmZ", "T", "z")),
+                       locals=(Local("b"), Local("hb"), Local("inQ", TPos.VECIN, True, 2)),
+                       tensors=(TensorVar("t", "float"),), fields=("n",), structs=(pick,), process=process,
+                       methods=(fill, widen), tparams=("T",), doc="a demo (spec.py:1)")
+
+
+_MEMO_NAMES = {"MemoDemo": "Other", "MemoTiling": "OtherTiling", "x": "xin", "y": "yout", "z": "zin", "gmX": "gX",
+               "gmY": "gY", "gmZ": "gZ", "b": "buf", "hb": "halfBuf", "inQ": "queue", "t": "tv", "q": "part",
+               "p": "pp", "u": "blk", "i": "row", "n": "count", "cnt": "m", "out": "dstT", "h": "hv",
+               "Fill": "Fx", "Widen": "Wx", "S": "Q", "T": "DT"}   # Fx < Init < Process < Wx: the same order
+_ROWS_NAMES = {"RowsDemo": "R2", "DemoTiling": "R2Tiling", "x": "a_in", "y": "a_out", "s": "a_sum", "gmX": "gA",
+               "gmY": "gB", "gmS": "gC", "inQ": "qa", "outQ": "qb", "redBuf": "rb", "stageBuf": "sb", "red": "rr",
+               "redTmp": "rt", "stage": "st", "rows": "nr", "hidden": "nh", "colAlign": "ca", "rowsPerCore": "rpc",
+               "pass": "ps", "rowStart": "lo", "rowEnd": "hi", "r0": "first", "k": "cnt", "i": "j", "t": "tin",
+               "o": "tout", "sum": "acc", "Compute": "Ca", "CopyIn": "Cb", "CopyOut": "Cc"}
+
+
+def _renamed(x, names: dict, doc=None):
+    """x with every string that is a key of `names` (or whose part before a dot is: a struct field `p.f[N]`)
+    replaced, in every field but docs and comment texts; `doc` (when given) gives each doc and comment text its new
+    text. Independent of the memo's own tables of which fields hold names."""
+    if isinstance(x, str):
+        head, dot, rest = x.partition(".")
+        return names[x] if x in names else names[head] + dot + rest if dot and head in names else x
+    if isinstance(x, tuple):
+        return tuple(_renamed(a, names, doc) for a in x)
+    if dataclasses.is_dataclass(x) and not isinstance(x, type):
+        new = {}
+        for f in dataclasses.fields(x):
+            v = getattr(x, f.name)
+            if f.name == "doc" or (isinstance(x, kir.Comment) and f.name == "text"):
+                new[f.name] = doc(v) if doc else v
+            else:
+                new[f.name] = _renamed(v, names, doc)
+        return replace(x, **new)
+    return x
+
+
+def _edited(text: str) -> str:
+    return f"{text} -- edited (other_spec.py:{len(text)})" if text else ""
+
+
+def test_the_memo_gives_a_renamed_or_redocumented_class_the_program_a_fresh_placement_gives_it(tmp_path, monkeypatch):
+    """The memo key is the class up to docs, comment texts and a one-to-one renaming of its names and template
+    parameters: a copy with every name renamed (class, tiling struct, GM arguments and tensors, buffers, tensor
+    variables, tiling fields, methods, parameters, loop and struct variables, template parameters and their
+    binding), a copy with every doc and comment text edited, and a copy with both read the first class's entry
+    (place_syncs is not run, no entry is added), and each prints exactly the C++ a fresh placement of that copy
+    prints: the placed syncs' comments name the copy's own buffer, GM argument and struct variable."""
+    monkeypatch.setenv("OPGEN_SYNC_DIR", str(tmp_path / "syncs"))
+    real, calls = ks.place_syncs, []
+    monkeypatch.setattr(ks, "place_syncs", lambda *a, **kw: calls.append(1) or real(*a, **kw))
+    printed = {}
+    for k, types, names in ((_memo_class(), {"T": "half"}, _MEMO_NAMES),
+                            (ks.strip_syncs(rows_kernel()), None, _ROWS_NAMES)):
+        ks.place_syncs_memo(k, types)
+        entries = sorted((tmp_path / "syncs").glob("*.json"))
+        n = len(calls)
+        renamed_types = {names.get(t, t): v for t, v in (types or {}).items()}
+        for what, copy, ctypes in (("renamed", _renamed(k, names), renamed_types),
+                                   ("edited", _renamed(k, {}, _edited), types),
+                                   ("both", _renamed(k, names, _edited), renamed_types)):
+            assert copy != k and kir.to_cpp(copy) != kir.to_cpp(k)
+            got, got_ins = ks.place_syncs_memo(copy, ctypes)
+            assert len(calls) == n and sorted((tmp_path / "syncs").glob("*.json")) == entries, (k.name, what)
+            want, want_ins = real(copy, ctypes)
+            assert kir.to_cpp(got) == kir.to_cpp(want) and got_ins == want_ins, (k.name, what)
+            printed[k.name, what] = kir.to_cpp(got)
+    cpp = printed["MemoDemo", "both"]
+    for line in ("SetFlag<HardEvent::MTE3_MTE2>(0);  // GM field part.src: MTE3 has written it before MTE2 reads it",
+                 "// GM yout: MTE3 has written it before MTE2 reads it",
+                 "// buf: MTE2 has written it before V reads it",
+                 "PipeBarrier<PIPE_V>();  // halfBuf: V has written it before V reads it",
+                 "template <typename DT>", "Wx<DT>(tv[16], 16);", "// one row -- edited"):
+        assert line in cpp, line
+    assert "// qb: V has written it before V reads it" in printed["RowsDemo", "renamed"]
+
+
+def test_the_memo_key_tells_apart_classes_the_placement_may_tell_apart():
+    """What the analysis reads stays in the key: one more statement (a comment too: positions count it), swapped
+    operands, another constant, a template parameter bound to another type or not renamed with its binding, a
+    template argument that is an element type, two names made one, a renaming that changes the order of the
+    functions' names (the prune and the hoist visit positions in that order) each give another key; the renamed
+    copy of the test above gives the same."""
+    def key(k, types=None):
+        return ks._memo_key(k, {"T": "half"} if types is None else types, True, True)[0]
+
+    k = _memo_class()
+    base = key(k)
+    assert key(_renamed(k, _MEMO_NAMES), {"DT": "half"}) == base == key(_renamed(k, {}, _edited))
+    loop = k.process[9]
+    add = loop.body[1]
+    swapped = replace(add, args=(("dst", add.arg("src0")), ("src0", add.arg("dst"))) + add.args[2:])
+    widen = k.process[8]
+    variants = {
+        "one more statement": replace(k, process=k.process + (add,)),
+        "one more comment": replace(k, process=k.process[:6] + (kir.Comment("more"),) + k.process[6:]),
+        "swapped operands": replace(k, process=k.process[:9] + (replace(loop, body=(loop.body[0], swapped)
+                                                                          + loop.body[2:]),)),
+        "another constant": replace(k, process=k.process[:9] + (replace(loop, hi=Lit(4)),)),
+        "a concrete template argument": replace(k, process=k.process[:8] + (replace(widen, targs=("half",)),)
+                                                + k.process[9:]),
+        "two buffers made one": _renamed(k, {"hb": "b"}),
+        "the functions' order": _renamed(k, {"Fill": "Zz"}),
+        "T renamed without its binding": _renamed(k, {"T": "DT"}),
+    }
+    keys = {what: key(v) for what, v in variants.items()}
+    keys["T bound to float"] = key(k, {"T": "float"})
+    keys["T unbound"] = key(k, {})
+    for what, other in keys.items():
+        assert other != base, what
+    assert len(set(keys.values())) == len(keys)

@@ -59,12 +59,15 @@ The analysis is an abstract interpretation of the program (Init, then Process, m
 
 Public: `strip_syncs` (a program without Barrier / SetFlag / WaitFlag), `conflicts` (the unordered conflicting
 pairs of a program: empty when it is synchronised), `place_syncs` (the pass), `place_syncs_memo` (the pass
-memoised on disk, `memo_dir`), `placed` (the syncs a placed program gained, by position) and `without` (a placed
-program less one of them: the mutation of a test).
+memoised on disk, `memo_dir`, keyed by the class up to docs, comment texts and a one-to-one renaming of its names),
+`placed` (the syncs a placed program gained, by position) and `without` (a placed program less one of them: the
+mutation of a test).
 """
 
 from __future__ import annotations
 
+import dataclasses
+import enum
 import functools
 import hashlib
 import json
@@ -73,7 +76,7 @@ from dataclasses import dataclass, replace
 from pathlib import Path
 
 from opgen.errors import OpgenError
-from opgen.ir.dims import as_dim
+from opgen.ir.dims import Prod, Rank, Sym, as_dim
 from opgen.kernel import kir
 from opgen.kernel.isa import INSTRS, Op, Pipe
 from opgen.paths import cache_root
@@ -981,40 +984,207 @@ def memo_dir() -> Path:
     return Path(env) if env else cache_root() / "syncs"
 
 
-def _sync_json(x) -> list:
+# -- the memo's key: the class up to docs, comments and a consistent renaming
+_NAME_FIELDS = {
+    kir.KernelClass: ("name", "tiling_struct", "args", "fields"), kir.Func: ("name",), kir.Param: ("name",),
+    kir.GmTensor: ("name", "arg"), kir.GmView: ("tensor",), kir.Local: ("name",), kir.TensorVar: ("name",),
+    kir.ScalarVar: ("name",), kir.ConstTable: ("name",), kir.Ref: ("tensor",), kir.Let: ("name",),
+    kir.Assign: ("name",), kir.FLet: ("name",), kir.FAssign: ("name",), kir.For: ("var", "tail"),
+    kir.InitBuffer: ("buf",), kir.Get: ("var", "buf"), kir.View: ("var",), kir.Alloc: ("var", "queue"),
+    kir.EnQue: ("queue", "var"), kir.DeQue: ("var", "queue"), kir.Free: ("queue", "var"),
+    kir.GetValue: ("name",), kir.Call: ("method", "result"), kir.StructLet: ("name",),
+    kir.StructSet: ("target",), kir.FRef: ("name",), kir.Invoke: ("method",), kir.TableAt: ("table",),
+    Sym: ("name",), Prod: ("name",), Rank: ("name",)}
+"""The fields that hold a name the class defines or refers to (a str, None, or a tuple of strs): the class, its
+tiling struct, GM_ADDR arguments, tiling fields, methods, parameters, GM tensors, buffers, tensor variables, member
+scalars, tables, Let / FLet / loop / result variables, struct variables. The analysis reads a name only as an
+identity (a dictionary key, an equality), except the function names' order (_prune and _hoist visit positions in
+text order, the function name first), which the key holds apart, and a struct field `p.f[N]`, whose variable `p`
+alone is renamed (the analysis tells a struct's GM field by its dot). Template parameters are numbered apart
+(_TYPE_FIELDS); every other string stays in the key as it is: element types, operand names, modes, struct
+declarations and field names, Verbatim lines, the special symbols (blockIdx, ...)."""
+
+
+_TYPE_FIELDS = ("dtype", "as_dtype", "ctype", "targs", "tparams", "ret")
+"""The fields that hold an element type, a template parameter or template arguments (a str, None, or a tuple of
+strs), on any node; a struct parameter's dtype (the struct's type) is none."""
+
+
+class _Name:
+    """A canonical name in the key: the i-th name (kind "n") or template parameter (kind "t") of the class in order
+    of first appearance, plus the field path of a struct field (`.f[N]`). Its repr is no Python literal, so it
+    equals no string kept as it is."""
+
+    __slots__ = ("kind", "i", "rest")
+
+    def __init__(self, kind: str, i: int, rest: str = ""):
+        self.kind, self.i, self.rest = kind, i, rest
+
+    def __repr__(self):
+        return f"§{self.kind}{self.i}{self.rest}"
+
+
+class _Canon:
+    """The canonical form of class k (`tree`): docs (every `doc` field) and comment texts dropped (a Comment stays
+    as a placeholder: the memo stores positions, which count it); every name (_NAME_FIELDS) replaced by its number
+    in order of first appearance, the same name by the same number throughout the class (`num`; `names` maps a
+    number back to the class's own name); the template parameters the class and its methods declare likewise, in
+    every type field (_TYPE_FIELDS) and in `types`, apart from the names (the analysis binds them to element types:
+    `types`, a call's template arguments) -- a concrete element type stays itself wherever it is. So two classes
+    get one tree exactly when one is the other with its names and template parameters renamed one-to-one, which
+    the analysis cannot tell apart but for the functions' order (_memo_key)."""
+
+    _CONCRETE = frozenset(kir.ELEM_BYTES) | frozenset(kir.SCALAR_CTYPES) | {"void"}
+
+    def __init__(self, k: kir.KernelClass):
+        self.num: dict = {}
+        self.names: list = []
+        self.tparams = ({*k.tparams, *(p for m in k.methods for p in m.tparams)}) - self._CONCRETE
+        self.tnum: dict = {}
+
+    def name(self, s):
+        """The canonical form of name `s` (a str; None stays None)."""
+        if not isinstance(s, str):
+            return self.tree(s)
+        head, dot, rest = s.partition(".")
+        if head in kir._SPECIAL:
+            return s
+        i = self.num.get(head)
+        if i is None:
+            i = self.num[head] = len(self.names)
+            self.names.append(head)
+        return _Name("n", i, dot + rest)
+
+    def type(self, s):
+        """The canonical form of type `s` (a declared template parameter by number, anything else as it is)."""
+        if not isinstance(s, str) or s not in self.tparams:
+            return self.tree(s)
+        return _Name("t", self.tnum.setdefault(s, len(self.tnum)))
+
+    def tree(self, x):
+        """Node `x` as nested tuples (its type's name, then its fields but docs, in declaration order)."""
+        if isinstance(x, (str, int, float, enum.Enum)) or x is None:   # bool is an int
+            return x
+        if isinstance(x, (tuple, list)):
+            return tuple(self.tree(a) for a in x)
+        if isinstance(x, kir.Comment):
+            return ("Comment",)
+        if not dataclasses.is_dataclass(x) or isinstance(x, type):
+            return ("?", type(x).__name__, repr(x))   # not a node type of the IR: as it prints
+        names = _NAME_FIELDS.get(type(x), ())
+        out: list = [type(x).__name__]
+        for f in dataclasses.fields(x):
+            if f.name == "doc":
+                continue
+            v = getattr(x, f.name)
+            if f.name in names:
+                fn = self.name
+            elif f.name in _TYPE_FIELDS and not (isinstance(x, kir.Param) and x.kind == "struct"):
+                fn = self.type
+            else:
+                out.append(self.tree(v))
+                continue
+            out.append(tuple(fn(a) for a in v) if isinstance(v, tuple) else fn(v))
+        return tuple(out)
+
+
+_FUNCS = ("Init", "Process")
+"""The functions positions name that are no method (their names are the printer's, not the class's)."""
+
+
+def _memo_key(k: kir.KernelClass, types: dict | None, prune, hoist) -> tuple:
+    """(the memo key of placing k, its _Canon). The key covers the canonical class, the order of its functions'
+    names (what _prune and _hoist visit first), the types, the options and the bytes of _SOURCES."""
+    c = _Canon(k)
+    tree = c.tree(k)
+    funcs = sorted([*_FUNCS, *(m.name for m in k.methods)])
+    order = [f if f in _FUNCS else c.name(f) for f in funcs]
+    binds = sorted(repr((c.type(t), c.type(v))) for t, v in (types or {}).items())
+    key = hashlib.sha256(json.dumps([_code_digest(), repr((tree, order)), binds, str(prune),
+                                     hoist]).encode()).hexdigest()
+    return key, c
+
+
+_DOC_NAMED = ("GM field ", "GM ", "")
+"""The shapes of a placed sync's doc (_why: "<what>: <why>", what = "GM <arg>", "GM field <p>.<f>", "<buffer>" or
+"a buffer"): the prefix before the name it carries."""
+
+
+def _doc_json(doc: str, c: _Canon):
+    """A placed sync's doc for the memo: [prefix, name number, rest] when it names a name of the class (stored by
+    number: a renamed class's hit prints its own name), else the text. Raises KeyError when the doc names something
+    that is no name of the class (such an entry is not written: a hit would print it)."""
+    what, sep, why = doc.partition(": ")
+    if not sep or what in ("a buffer", "GM <workspace>", f"GM {_GM_UNKNOWN[1]}"):
+        return doc
+    for pre in _DOC_NAMED:
+        head, dot, rest = what[len(pre):].partition(".")
+        if what.startswith(pre) and kir._IDENT.match(head) and (pre == "GM field ") == bool(dot):
+            return [pre, c.num[head], dot + rest + sep + why]
+    raise KeyError(doc)
+
+
+def _nth(names: list, i) -> str:
+    """Name number i of the class. Raises IndexError when it has none (a damaged entry)."""
+    if not 0 <= int(i) < len(names):
+        raise IndexError(i)
+    return names[int(i)]
+
+
+def _doc_of(v, names: list) -> str:
+    if isinstance(v, str):
+        return v
+    pre, i, rest = v
+    return f"{pre}{_nth(names, i)}{rest}"
+
+
+def _sync_json(x, c: _Canon) -> list:
     if isinstance(x, kir.Barrier):
-        return ["Barrier", x.pipe.name, x.doc]
-    return [type(x).__name__, x.src.name, x.dst.name, x.id, x.doc]
+        return ["Barrier", x.pipe.name, _doc_json(x.doc, c)]
+    return [type(x).__name__, x.src.name, x.dst.name, x.id, _doc_json(x.doc, c)]
 
 
-def _sync_of(v: list):
+def _sync_of(v: list, names: list):
     if v[0] == "Barrier":
-        return kir.Barrier(Pipe[v[1]], v[2])
+        return kir.Barrier(Pipe[v[1]], _doc_of(v[2], names))
     cls = {"SetFlag": kir.SetFlag, "WaitFlag": kir.WaitFlag}[v[0]]
-    return cls(Pipe[v[1]], Pipe[v[2]], int(v[3]), v[4])
+    return cls(Pipe[v[1]], Pipe[v[2]], int(v[3]), _doc_of(v[4], names))
 
 
-def _pos_of(v) -> tuple:
-    return tuple(x if isinstance(x, str) else int(x) for x in v)
+def _pos_json(pos: tuple, c: _Canon) -> list:
+    """A position for the memo: a method's name as its number (an int), Init / Process as they are."""
+    return [pos[0] if pos[0] in _FUNCS else c.num[pos[0]], *pos[1:]]
+
+
+def _pos_of(v, k: kir.KernelClass, names: list) -> tuple:
+    """The position of k that memo position v names. Raises KeyError / IndexError when its method is none of
+    k's."""
+    f = v[0] if v[0] in _FUNCS else _nth(names, v[0])
+    if f not in {m.name for m in k.methods if not m.extern} | set(_FUNCS):
+        raise KeyError(f)
+    return (f,) + tuple(x if isinstance(x, str) else int(x) for x in v[1:])
 
 
 def place_syncs_memo(k: kir.KernelClass, types: dict | None = None, prune: bool | str = True,
                      hoist: bool = True) -> tuple:
-    """`place_syncs` memoised on disk (memo_dir(), one JSON file per key). The key is the sha256 of every field of
-    the class (its repr: kir.to_text omits a call's template arguments, which the analysis reads), the types, the
-    options and the bytes of the modules the result depends on (_SOURCES), so one kernel class is placed once
-    however many processes build it (the test suite's workers, a regeneration). An entry is used only when it is a
-    JSON object that names its key, every sync lands on a statement and the program verifies; anything else is
-    recomputed and rewritten. Like the generate cache (opgen.codegen.cache), it guards against damage, not against
-    someone who rewrites an entry on purpose (a placement is not re-proved on reading: that costs an analysis in
-    every process that builds the kernel). Raises as place_syncs."""
-    key = hashlib.sha256(json.dumps([_code_digest(), repr(k), sorted((types or {}).items()), str(prune),
-                                     hoist]).encode()).hexdigest()   # repr: every field (to_text omits targs)
+    """`place_syncs` memoised on disk (memo_dir(), one JSON file per key), so one kernel class is placed once
+    however many processes build it (the test suite's workers, a regeneration). The key (_memo_key) is the sha256
+    of the class up to docs, comment texts and a consistent renaming of its names (_Canon: a spec's edited comment
+    or renamed inputs or operator place nothing again; the statements, their order and positions, every constant,
+    element type and template argument count), the order of its functions' names, the types, the options and the
+    bytes of the modules the result depends on (_SOURCES). An entry stores positions and the placed syncs' docs
+    with the class's names by number, and a hit maps them to the names of the class at hand: its program is the
+    one place_syncs gives that class, printed docs included. An entry is used only when it is a JSON object that
+    names its key, every position is a function of the class, every sync lands on a statement and the program
+    verifies; anything else is recomputed and rewritten. Like the generate cache (opgen.codegen.cache), it guards
+    against damage, not against someone who rewrites an entry on purpose (a placement is not re-proved on reading:
+    that costs an analysis in every process that builds the kernel). Raises as place_syncs."""
+    key, c = _memo_key(k, types, prune, hoist)
     path = memo_dir() / f"{key}.json"
     try:
         entry = json.loads(path.read_text(encoding="utf-8"))
         if isinstance(entry, dict) and entry.get("key") == key:
-            inserted = {_pos_of(p): [_sync_of(x) for x in v] for p, v in entry["inserted"]}
+            inserted = {_pos_of(p, k, c.names): [_sync_of(x, c.names) for x in v] for p, v in entry["inserted"]}
             out = _with(k, inserted)
             kir.verify(out)
             if _nsyncs(out) == _nsyncs(k) + sum(len(v) for v in inserted.values()):   # every position exists
@@ -1023,11 +1193,14 @@ def place_syncs_memo(k: kir.KernelClass, types: dict | None = None, prune: bool 
         pass
     out, inserted = place_syncs(k, types, prune, hoist)
     try:
+        text = json.dumps({"key": key, "inserted": [[_pos_json(p, c), [_sync_json(x, c) for x in v]]
+                                                    for p, v in inserted.items()]})
         path.parent.mkdir(parents=True, exist_ok=True)
         tmp = path.with_name(f"{path.name}.{os.getpid()}.tmp")
-        tmp.write_text(json.dumps({"key": key, "inserted": [[list(p), [_sync_json(x) for x in v]]
-                                                           for p, v in inserted.items()]}), encoding="utf-8")
+        tmp.write_text(text, encoding="utf-8")
         os.replace(tmp, path)
+    except KeyError:
+        pass   # a doc or position names no name of the class: kept out of the memo, the result stands
     except OSError:
         pass   # a read-only cache is no error: the result stands
     return out, inserted
