@@ -994,6 +994,7 @@ _NAME_FIELDS = {
     kir.EnQue: ("queue", "var"), kir.DeQue: ("var", "queue"), kir.Free: ("queue", "var"),
     kir.GetValue: ("name",), kir.Call: ("method", "result"), kir.StructLet: ("name",),
     kir.StructSet: ("target",), kir.FRef: ("name",), kir.Invoke: ("method",), kir.TableAt: ("table",),
+    kir.GmAt: ("tensor",),
     Sym: ("name",), Prod: ("name",), Rank: ("name",)}
 """The fields that hold a name the class defines or refers to (a str, None, or a tuple of strs): the class, its
 tiling struct, GM_ADDR arguments, tiling fields, methods, parameters, GM tensors, buffers, tensor variables, member
@@ -1115,8 +1116,8 @@ def _doc_json(doc: str, c: _Canon):
     number: a renamed class's hit prints its own name), else the text. Raises KeyError when the doc names something
     that is no name of the class (such an entry is not written: a hit would print it)."""
     what, sep, why = doc.partition(": ")
-    if not sep or what in ("a buffer", "GM <workspace>", f"GM {_GM_UNKNOWN[1]}"):
-        return doc
+    if not sep or what in ("a buffer", f"GM {_GM_UNKNOWN[1]}") or what.startswith("GM <workspace"):
+        return doc   # no name of the class (a workspace region's tag is the lowering's own word, kir.GmTensor)
     for pre in _DOC_NAMED:
         head, dot, rest = what[len(pre):].partition(".")
         if what.startswith(pre) and kir._IDENT.match(head) and (pre == "GM field ") == bool(dot):
