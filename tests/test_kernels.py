@@ -248,7 +248,7 @@ def test_mutated_kernel_is_caught(name, grad_copy):
 def _vector_calls(line: str):
     """(instruction-table entry, {operand: region}) of a vector call on C++ line `line`, else None: the call's
     arguments matched to the entry's operands in order (opgen.kernel.isa), each named by its buffer: the array slot
-    `w_[k]` or register `Reg(j)` itself, any other view its whole tensor."""
+    `w_[k]` or attention register `rows_[j]` itself, any other view its whole tensor."""
     from opgen.kernel.isa import BY_API
 
     m = re.match(r"^\s*([A-Z]\w*)\((.*)\);\s*$", line)
@@ -267,7 +267,7 @@ def _vector_calls(line: str):
     args.append(cur.strip())
 
     def reg(e):
-        s = re.fullmatch(r"((?:w_|brow_|colv_|tab_|col_|acc_|perm_|sign_)\[\d+\]|(?:Reg|Head)\(\d+\)).*", e)
+        s = re.fullmatch(r"((?:w_|brow_|colv_|tab_|col_|acc_|perm_|sign_|rows_|head_)\[\d+\]).*", e)
         return s.group(1) if s else re.match(r"[A-Za-z_]\w*", e).group(0)
 
     return d, {o.name: reg(a) for o, a in zip(d.operands, args) if o.kind == "ub"}

@@ -747,7 +747,7 @@ def test_cli_graph_dump_after():
         assert p.stdout == print_unit(name, u), name
         head = {"select_family": "family attention: layout attention: query query, key key, value value",
                 "lower": "attention_kernel NsaSelectedAttention",
-                "synchronise": "attention_kernel NsaSelectedAttention", "count": "counts attention {", "tile": "tiling program NsaSelectedAttention {",
+                "synchronise": "kernel NsaSelectedAttentionKernel0<T> tiling", "count": "counts attention {", "tile": "tiling program NsaSelectedAttention {",
                 "plan_buffers": "buffers strategy 1 {"}[name]
         assert p.stdout.startswith(head), (name, p.stdout[:80])
     p = _cli(*args, "--dump-after", "fuse_all")
