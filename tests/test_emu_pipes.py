@@ -249,8 +249,8 @@ RMS_CASES = (dict(Bd=(150,), H=100), dict(Bd=(150,), H=256), dict(Bd=(150,), H=4
 def test_deleting_any_one_sync_the_pass_placed_in_rms_norm_is_a_race(rms, tmp_path, monkeypatch,
                                                                        session_build_root):
     """RmsNorm's emitted kernel (a rows kernel: ROW_SPLIT, COL_SPLIT and COL_STREAM; every flag and barrier placed
-    by the dependency pass, opgen.kernel.kir_sync): built once with each placed sync guarded, it runs unmutated with no fault (launch only);
-    then, for each site the cases reach, the same binary with only that site skipped fails `check` with a race
+    by the dependency pass, opgen.kernel.kir_sync): built once with each placed sync guarded, it runs unmutated
+    with no fault (launch only); then, for each site the cases reach, the same binary with only that site skipped fails `check` with a race
     fault (the emulation's race detector: opgen/emu/include/EMU.md "Pipes and races")."""
     gen = tmp_path / "gen"
     shutil.copytree(rms / "gen", gen)

@@ -189,9 +189,11 @@ def _balanced(t: str) -> bool:
 
 class AttnBuilder:
     """Builds the KernelClass of one AttentionProgram (module docstring). `io` is ((spec name, C++ argument name,
-    C++ element type), ...) of the operator's inputs then outputs (the Init arguments), `data` the data's dtype variable (its C++ type is the
-    class's template parameter T), `tokens` the layout's role letters of the dim texts, `offset` the dense causal
-    offset as an integer expression over qSeq / kvSeq (None: 0)."""
+    C++ element type or None when the class reads it not), ...) of the operator's inputs then outputs (the Init
+    arguments), `plan` the tiling's decisions, `data` the data's dtype variable (its C++ type is the class's template
+    parameter T), `tokens` the layout's role letters of the dim texts, `offset` the dense causal offset as an
+    integer expression over qSeq / kvSeq (None: 0). `build` returns the verified class; it raises SpecError for a
+    program the kernel cannot run and IRError for a class that does not verify."""
 
     def __init__(self, name: str, p, io: tuple, plan: AttnPlan, tokens: dict, data: str, offset=None,
                  spec_name: str = ""):
@@ -805,8 +807,9 @@ class AttnBuilder:
             self.method("RowMax", (tp("src", "tensor", "float"), tp("n")), (
                 K.vec(Op.REDUCE_MAX, dst=K.Ref("reduce_"), src=K.Ref("src"), tmp=K.Ref("scratch_"), count=S("n")),
                 K.GetValue("r", K.Ref("reduce_")),
-                K.Return(K.FRef("r"))), ret="float", doc="Max of n fp32 lanes (read back by the scalar unit; the scratch row holds ReduceMax's "
-                    "(value, index) pairs of its first round).")
+                K.Return(K.FRef("r"))), ret="float",
+                doc="Max of n fp32 lanes (read back by the scalar unit; the scratch row holds ReduceMax's (value, "
+                    "index) pairs of its first round).")
         if self.dense:
             fill = tp("fill", "float")
             self.method("MaskAfter", (tp("dst", "tensor", "float"), tp("n"), tp("last"), fill), (
