@@ -856,3 +856,43 @@ def test_the_memo_key_tells_apart_classes_the_placement_may_tell_apart():
     for what, other in keys.items():
         assert other != base, what
     assert len(set(keys.values())) == len(keys)
+
+
+# ------------------------------------------------------------------------------------------------ For.apart
+def _rows_loop(row, apart: tuple, shared: bool = False) -> KernelClass:
+    """Per iteration i of a run-time loop (n iterations): Adds then Muls on block `row(i)` of t (TBuf b); `shared`:
+    the row's first instruction adds u (another TBuf) and the iteration ends writing u (a read-after-write across
+    iterations that no claim about t covers)."""
+    r = Ref("t", row(Sym("i")))
+    first = vec(Op.ADD, dst=r, src0=r, src1=Ref("u"), count=8) if shared else \
+        vec(Op.ADDS, dst=r, src0=r, scalar=1.0, count=8)
+    body = (first, vec(Op.MULS, dst=r, src0=r, scalar=2.0, count=8))
+    if shared:
+        body += (vec(Op.DUPLICATE, dst=Ref("u"), scalar=3.0, count=8),)
+    loop = For("i", Lit(0), Sym("n"), Lit(1), body, apart=apart)
+    u0 = vec(Op.DUPLICATE, dst=Ref("u"), scalar=1.0, count=8)
+    return replace(_small([InitBuffer("c", Lit(32)), Get("u", "c", "float"), u0, loop]),
+                   locals=(Local("b"), Local("c")), tensors=(TensorVar("t", "float"), TensorVar("u", "float")))
+
+
+def _barriers(k) -> int:
+    return sum(isinstance(s, Barrier) for body in [k.process] + [m.body for m in k.methods] for s in kir.walk(body))
+
+
+@pytest.mark.parametrize("shared", [False, True])
+def test_rows_a_loop_keeps_apart_need_no_barrier_across_iterations_and_a_false_claim_races(shared):
+    """For.apart: with each iteration on its own block of t (i * 8 floats) and the claim made, the pass orders the
+    Adds -> Muls of one row but no row after another row's accesses (without the claim it cannot tell rows i and
+    i + 1 apart: a loop-carried barrier); a buffer the claim does not name (u, written every iteration) is still
+    ordered across iterations. Each placed program runs race-free and each placed barrier is needed (deleting it
+    races). A false claim (every iteration on block 0) leaves the loop-carried dependence unordered, and the
+    interpreter's race detector reports it."""
+    own = lambda i: Lit(8) * i   # noqa: E731
+    plain, _ = ks.place_syncs(_rows_loop(own, (), shared))
+    kept, ins = ks.place_syncs(_rows_loop(own, ("t",), shared))
+    assert not _races(plain, 3) and not _races(kept, 3)
+    assert _barriers(plain) == 2 and _barriers(kept) == (2 if shared else 1), (kir.to_text(plain), kir.to_text(kept))
+    for which in ks.placed(ins):
+        assert _races(ks.without(_rows_loop(own, ("t",), shared), ins, which), 3), which
+    false_claim, _ = ks.place_syncs(_rows_loop(lambda i: Lit(0), ("t",), shared))
+    assert _races(false_claim, 3) != shared   # with u the loop-head barrier stays, and orders block 0 too

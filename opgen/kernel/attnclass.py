@@ -1064,6 +1064,15 @@ class AttnBuilder:
             _copy(dst=K.GmView(gm, at_row), src=K.Ref(src, S("i") * e), count=e, esize=esize),),
             doc="BSND: a head's query rows are N1 rows apart")]
 
+    def row_tensors(self, body) -> tuple:
+        """The tensors of a pass's per-row body each row of which touches only its own row (For.apart): the key-row
+        registers and the T / stat rows staged for their copies out (row i at i * keys or i * 8 elements: `keys` a
+        multiple of 16 keys (whole 16-key blocks; the tiling refuses another block size), so every row is whole
+        32-B blocks)."""
+        text = "\n".join(ln.split("//")[0] for x in body for ln in K.to_text_stmt(x).split("\n"))
+        names = ["rows_"] + [f"{q}T" for q in list(self.tile_que.values()) + list(self.stat_que.values())]
+        return tuple(n for n in names if re.search(rf"\b{re.escape(n)}\b", text))
+
     def vec_pass(self, name: str, scope: str, doc: str):
         """Method `name`(x, c, slot, rBegin, rEnd): passes of vecRows rows over this AIV's rows, the instructions of
         `scope`."""
@@ -1076,7 +1085,7 @@ class AttnBuilder:
         loop = K.For("p0", S("rBegin"), S("rEnd"), VROWS, (
             *pre,
             K.For("i", Lit(0), S("k"), Lit(1), (*_let_if_used("row", S("p0") + S("i"), body), *body),
-                  doc="the pass's rows"),
+                  doc="the pass's rows", apart=self.row_tensors(body)),
             *post), tail="k", doc="UB passes of vecRows rows")
         tp = K.Param
         self.method(name, (K.Param(X, "struct", "Unit"), tp("c"), tp("slot"), tp("rBegin"), tp("rEnd")),

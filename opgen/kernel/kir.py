@@ -699,6 +699,12 @@ class For:
     many-row pass, each iteration its own row): the dependency pass (opgen.kernel.kir_sync) then orders nothing of
     one iteration after another's. The interpreter's race detector checks the claim at run time (a false one is a
     race fault where a dependence goes unordered)."""
+    apart: tuple = ()
+    """Tensor variables (names; a member tensor array: every slot) whose bytes each iteration touches apart from
+    every other iteration's (each iteration its own row of them), while other buffers may be shared: the
+    dependency pass orders an access to them after an earlier iteration's access to the same buffer no more (a
+    weaker claim than `disjoint`, which covers every buffer). Checked like `disjoint` by the interpreter's race
+    detector."""
 
 
 @dataclass(frozen=True)
@@ -1584,6 +1590,9 @@ class _Verifier:
                 self.define(s.var, "int", inner, s, mutable=s.step is None)
             if s.tail:
                 self.define(s.tail, "int", inner, s)
+            for n in s.apart:
+                if n not in st.tensors and not any(t.startswith(n + "[") for t in st.tensors):
+                    raise IRError(f"loop over {s.var}: apart names {n!r}, no tensor variable here", s)
             self.block(s.body, inner, f"loop over {s.var}")
             if not self._same(st, inner):
                 raise IRError(f"the loop over {s.var} leaves queues or flags in another state than it found "
@@ -1945,6 +1954,7 @@ def to_text_stmt(s, indent: str = "") -> str:
         doc = f"  // {s.doc}" if s.doc else ""
         step = f"step {s.step}" if s.step is not None else "step in body"
         tail += " disjoint" if s.disjoint else ""
+        tail += f" apart({', '.join(s.apart)})" if s.apart else ""
         return "\n".join([f"{i}for {s.var} in [{s.lo}, {s.hi}{']' if s.inclusive else ')'} {step}{tail} {{{doc}"]
                          + [to_text_stmt(x, i + "  ") for x in s.body] + [f"{i}}}"])
     if isinstance(s, If):

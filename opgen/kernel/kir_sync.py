@@ -105,11 +105,14 @@ region."""
 
 @dataclass(frozen=True)
 class Region:
-    """Bytes [lo, hi) of base (hi None: to the end of the base; lo None: the whole base), on 32-B blocks."""
+    """Bytes [lo, hi) of base (hi None: to the end of the base; lo None: the whole base), on 32-B blocks. `mark`: the
+    position of a loop whose `apart` claim covers the base, on a record an earlier iteration of that loop made
+    (_Analysis.loop): no access of the current iteration to that base touches its bytes."""
 
     base: tuple
     lo: int | None
     hi: int | None
+    mark: tuple = ()
 
     def overlaps(self, o: "Region") -> bool:
         """Whether the two regions may share a 32-B block (unknown bases and bounds overlap)."""
@@ -457,6 +460,8 @@ class _Analysis:
         for rec, seen in d.records.items():
             if seen & abit or not (aw or rec.write) or (in_order and rec.pipe is ap):
                 continue
+            if rec.region.mark and rec.region.base == a.region.base:
+                continue   # an earlier iteration's own bytes of a base its loop keeps apart (For.apart)
             key = (rec, a)
             o = ov.get(key)
             if o is None:   # another core kind's access is the other side of a mixed kernel: no conflict here
@@ -547,15 +552,53 @@ class _Analysis:
         head = ds
         for _ in range(64):
             out = self.block({k: d.copy() for k, d in head.items()}, s.body, pos + ("b",), dict(scope))
-            nxt = _join(head, out)
+            nxt = _join(head, self.mark(out, s, pos) if s.apart else out)
             if _frozen(nxt) == _frozen(head):
                 break
             head = nxt
         else:
             raise kir.IRError("the dependency analysis found no fixed point for a loop", s)
         if lo is not None and hi is not None and (lo <= hi if s.inclusive else lo < hi):
-            return out        # runs at least once: the state after an iteration from the fixed point
-        return head
+            head = out        # runs at least once: the state after an iteration from the fixed point
+        return self.unmark(head, pos) if s.apart else head
+
+    def _remap(self, ds: dict, fn) -> dict:
+        """ds with every record and token access a replaced by fn(a) (or kept when fn gives None); a record met
+        twice keeps the pipes it is ordered before on both."""
+        out = {}
+        for key, d in ds.items():
+            recs: dict = {}
+            for a, bits in d.records.items():
+                b = fn(a) or a
+                recs[b] = bits if b not in recs else recs[b] & bits
+            nd = _D(recs, d.queues, {t: frozenset(fn(a) or a for a in v) for t, v in d.tokens.items()}, d.binds)
+            out[key] = nd
+        return out
+
+    def _with_mark(self, a: Access, mark: tuple) -> Access:
+        key = (a.pos, a.pipe, a.write, replace(a.region, mark=mark), a.unit)
+        got = self.accesses.get(key)
+        if got is None:
+            got = self.accesses[key] = Access(a.pos, a.pipe, a.write, key[3], a.unit, a.bit)
+        return got
+
+    def mark(self, ds: dict, s: kir.For, pos: tuple) -> dict:
+        """The state an iteration of loop s (at pos) leaves to the next: each record on a base of the loop's `apart`
+        tensors marked as an earlier iteration's (Region.mark), the lowering's claim being that every iteration
+        touches its own bytes of those bases. A record from before the loop is marked too, soundly: the state
+        entering the loop stays in the loop head's join unmarked, so every iteration's accesses are checked against
+        it, and an access of an iteration to such a base covers the base to the analysis (its offset is the
+        iteration's row, not a constant)."""
+        out = {}
+        for key, d in ds.items():
+            bases = {b[0] for v, b in d.binds.items() if v.split("[")[0] in s.apart}
+            out.update(self._remap({key: d}, lambda a: self._with_mark(a, pos) if (
+                not a.region.mark and a.region.base in bases) else None))
+        return out
+
+    def unmark(self, ds: dict, pos: tuple) -> dict:
+        """ds with the marks of the loop at pos removed (after the loop every access may meet those bytes)."""
+        return self._remap(ds, lambda a: self._with_mark(a, ()) if a.region.mark == pos else None)
 
     def simple(self, ds: dict, s, pos, scope) -> dict:  # noqa: C901 - one case per node type
         """Every statement but a For, a Let and an Assign (stmt)."""
@@ -989,7 +1032,7 @@ _NAME_FIELDS = {
     kir.KernelClass: ("name", "tiling_struct", "args", "fields"), kir.Func: ("name",), kir.Param: ("name",),
     kir.GmTensor: ("name", "arg"), kir.GmView: ("tensor",), kir.Local: ("name",), kir.TensorVar: ("name",),
     kir.ScalarVar: ("name",), kir.ConstTable: ("name",), kir.Ref: ("tensor",), kir.Let: ("name",),
-    kir.Assign: ("name",), kir.FLet: ("name",), kir.FAssign: ("name",), kir.For: ("var", "tail"),
+    kir.Assign: ("name",), kir.FLet: ("name",), kir.FAssign: ("name",), kir.For: ("var", "tail", "apart"),
     kir.InitBuffer: ("buf",), kir.Get: ("var", "buf"), kir.View: ("var",), kir.Alloc: ("var", "queue"),
     kir.EnQue: ("queue", "var"), kir.DeQue: ("var", "queue"), kir.Free: ("queue", "var"),
     kir.GetValue: ("name",), kir.Call: ("method", "result"), kir.StructLet: ("name",),

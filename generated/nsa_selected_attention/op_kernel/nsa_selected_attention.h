@@ -314,7 +314,6 @@ private:
             SetFlag<HardEvent::MTE2_V>(0);  // rowBuf_: MTE2 has written it before V reads it
             WaitFlag<HardEvent::MTE2_V>(0);
             for (int64_t i = 0; i < k; ++i) {  // the pass's rows
-                PipeBarrier<PIPE_V>();         // rowBuf_: V has read it before V overwrites it
                 Muls(rows_[0][i * keys], rows_[0][i * keys], static_cast<float>(scale_),
                      static_cast<int32_t>(keys));                       // spec: nsa_selected_attention.py:94
                 PipeBarrier<PIPE_V>();                                  // rowBuf_: V has written it before V reads it
@@ -742,7 +741,6 @@ private:
             SetFlag<HardEvent::MTE2_V>(0);  // rowBuf_: MTE2 has written it before V reads it
             WaitFlag<HardEvent::MTE2_V>(0);
             for (int64_t i = 0; i < k; ++i) {  // the pass's rows
-                PipeBarrier<PIPE_V>();         // rowBuf_: V has read it before V overwrites it
                 Muls(rows_[0][i * keys], rows_[0][i * keys], static_cast<float>(scale_),
                      static_cast<int32_t>(keys));                       // spec: nsa_selected_attention.py:94
                 PipeBarrier<PIPE_V>();                                  // rowBuf_: V has written it before V reads it

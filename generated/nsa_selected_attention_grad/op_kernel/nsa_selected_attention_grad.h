@@ -662,7 +662,6 @@ private:
                                                         rBegin);  // spec: nsa_selected_attention_grad.py:99
                 const float st_v52 = unitStat_.GetValue(2 * AlignUp(td_->subRows, 8) + row -
                                                         rBegin);  // spec: nsa_selected_attention_grad.py:102
-                PipeBarrier<PIPE_V>();                            // rowBuf_: V has read it before V overwrites it
                 Muls(rows_[0][i * keys], rows_[0][i * keys], static_cast<float>(scale_),
                      static_cast<int32_t>(keys));  // spec: nsa_selected_attention_grad.py:94
                 PipeBarrier<PIPE_V>();             // rowBuf_: V has written it before V reads it
@@ -1502,7 +1501,6 @@ private:
                                                         rBegin);  // spec: nsa_selected_attention_grad.py:99
                 const float st_v57 = unitStat_.GetValue(2 * AlignUp(td_->subRows, 8) + row -
                                                         rBegin);  // spec: nsa_selected_attention_grad.py:102
-                PipeBarrier<PIPE_V>();                            // rowBuf_: V has read it before V overwrites it
                 Muls(rows_[0][i * keys], rows_[0][i * keys], static_cast<float>(scale_),
                      static_cast<int32_t>(keys));  // spec: nsa_selected_attention_grad.py:94
                 MaskFuture(rows_[0][i * keys], keys, x, c,
