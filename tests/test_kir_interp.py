@@ -695,3 +695,39 @@ def test_constant_tables_and_struct_fields_set_by_a_method():
         ConstTable("kBad", "int8_t", (2,), (1, 300))
     with pytest.raises(kir.IRError, match="3 values for shape"):
         ConstTable("kBad", "int8_t", (2,), (1, 2, 3))
+
+
+def test_atomic_adds_of_several_cores_need_no_order_but_what_they_add_to_and_their_readers_do():
+    """The GM race rule of atomic adds (SetAtomicAdd: adds of several cores accumulate in any order,
+    docs/reference/ascendc.md §1.7), on one launch's cores directly: two unordered adds are no race; an add not
+    ordered after the plain write (the zeroing) it adds to is one, though another core's add in between was ordered
+    after it; a read ordered after only the last of two unordered adds races with the first (the review's two
+    cases)."""
+    from types import SimpleNamespace as NS
+
+    fix = ki.PIDX[Pipe.FIX]
+
+    def launch():
+        cores = [NS(slot=i, label=f"core{i}", stext=lambda sid, p: f"stmt{sid}") for i in range(4)]
+        la = ki._Launch(cores, False)
+        la.start()
+        return la, NS(name="ws", data=np.zeros(64, np.uint8), workspace=True, dtype="float")
+
+    def acc(la, g, c, write, atomic=False):
+        try:
+            la.gm_access(la.cores[c], (fix, 1, 0), g, 0, 4, write, atomic)
+            return "ok"
+        except ki.KirFault as e:
+            return str(e)
+
+    la, g = launch()
+    assert acc(la, g, 0, True, True) == acc(la, g, 1, True, True) == "ok"   # unordered adds
+    la, g = launch()
+    assert acc(la, g, 0, True) == "ok"          # core 0 zeroes
+    la.K[1][0][:] = 1                          # core 1 ordered after it (a cross-core flag)
+    assert acc(la, g, 1, True, True) == "ok"
+    assert "race (write-after-write)" in acc(la, g, 2, True, True)   # core 2 is not
+    la, g = launch()
+    assert acc(la, g, 0, True, True) == acc(la, g, 1, True, True) == "ok"
+    la.K[3][1][:] = 1                          # core 3 ordered after core 1's add only
+    assert "race (read-after-write)" in acc(la, g, 3, False)

@@ -896,3 +896,29 @@ def test_rows_a_loop_keeps_apart_need_no_barrier_across_iterations_and_a_false_c
         assert _races(ks.without(_rows_loop(own, ("t",), shared), ins, which), 3), which
     false_claim, _ = ks.place_syncs(_rows_loop(lambda i: Lit(0), ("t",), shared))
     assert _races(false_claim, 3) != shared   # with u the loop-head barrier stays, and orders block 0 too
+
+
+def test_apart_covers_the_named_tensors_only_and_a_call_in_the_loop_places_its_sync():
+    """The review's two programs (For.apart): (1) t and w view one TBuf, t's rows kept apart, w a block every
+    iteration writes then reads: the claim says nothing of w, so the loop-carried order of w's accesses stays (the
+    buffer another variable views is not marked) and the placed program runs race-free; (2) a method called in the
+    loop writes the row of slot 0 of an array kept apart, while the loop reads the TBuf seen whole: the sync
+    ordering an earlier iteration's write is placed at the call's path (the marked record keeps its call sites), no
+    placement error, race-free."""
+    row = Ref("t", Lit(8) * (Sym("i") + Lit(1)))
+    alias = For("i", Lit(0), Sym("n"), Lit(1), (
+        vec(Op.DUPLICATE, dst=Ref("w"), scalar=2.0, count=8),
+        vec(Op.ADD, dst=row, src0=row, src1=Ref("w"), count=8)), apart=("t",))
+    k1 = replace(_small([Get("w", "b", "float"), alias]), tensors=(TensorVar("t", "float"), TensorVar("w", "float")))
+    placed, _ = ks.place_syncs(k1)
+    assert not _races(placed, 3) and _barriers(placed) == 2, kir.to_text(placed)
+
+    wr = vec(Op.DUPLICATE, dst=Ref("r", Lit(8) * Sym("k"), slot=Lit(0)), scalar=2.0, count=8)
+    loop = For("i", Lit(0), Sym("n"), Lit(1), (vec(Op.ADDS, dst=Ref("u"), src0=Ref("t"), scalar=1.0, count=8),
+                                               Call("M", (Sym("i"),))), apart=("r",))
+    k2 = replace(_small([Get("r", "b", "float", slot=Lit(0)), InitBuffer("c", Lit(32)), Get("u", "c", "float"), loop],
+                        [Func("M", (Param("k"),), (wr,))]),
+                 locals=(Local("b"), Local("c")),
+                 tensors=(TensorVar("t", "float"), TensorVar("r", "float", 1), TensorVar("u", "float")))
+    placed, _ = ks.place_syncs(k2)
+    assert not _races(placed, 3) and not ks.conflicts(placed), kir.to_text(placed)

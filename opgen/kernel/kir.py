@@ -2232,7 +2232,8 @@ class CppPrinter:
             else:
                 inc = " " + (f"++{s.var}" if const_value(s.step) == 1 else f"{s.var} += {self.e(s.step)}")
             lt = "<=" if s.inclusive else "<"
-            out = [f"{p}for ({decl}{s.var} = {self.e(s.lo)}; {s.var} {lt} {self.e(s.hi, False)};{inc}) {{{doc}"]
+            init = "" if as_dim(s.lo) == Sym(s.var) and not decl else f"{decl}{s.var} = {self.e(s.lo)}"
+            out = [f"{p}for ({init}; {s.var} {lt} {self.e(s.hi, False)};{inc}) {{{doc}"]   # (from where it is: no x = x)
             inner = dict(scope)
             if s.tail:
                 left = self.e(Bin("-", as_dim(s.hi), Sym(s.var)))

@@ -270,17 +270,20 @@ class _Launch:
         not conflict); the last writer and one reader of each byte are kept (pipe and clock of the access): the
         latest, unless an earlier read by another core is not ordered before it (then that one, which a later write
         must still be ordered after). One reader only: with three or more unordered readers a write-after-read can
-        go unseen (a full read vector per byte would cost a core count of clocks per byte)."""
+        go unseen (a full read vector per byte would cost a core count of clocks per byte). An atomic add (`atomic`)
+        is kept apart from the last plain writer, one adder per byte the same way: adds of several cores need no
+        order among them, but each must follow the plain write before it, and a read or a plain write must follow
+        them."""
         key = g.data.__array_interface__["data"][0]
         sh = self.gm.get(key)
         if sh is None:
             if not write and not g.workspace:
                 return            # never written in this launch: an input (the workspace's reads are kept)
             size = g.data.size
-            sh = self.gm[key] = [np.full(size, -1, np.int32), np.zeros(size, np.int8), np.zeros(size, np.int32),
-                                 np.full(size, -1, np.int32), np.zeros(size, np.int8), np.zeros(size, np.int32),
-                                 np.zeros(size, np.bool_)]
-        wc, wp, wt, rc, rp, rt, wa = (a[off:off + n] for a in sh)
+            # (core, pipe, clock) per byte of: the last plain writer, the kept reader, the kept atomic adder
+            sh = self.gm[key] = [a for _k in range(3)
+                                 for a in (np.full(size, -1, np.int32), np.zeros(size, np.int8), np.zeros(size, np.int32))]
+        wc, wp, wt, rc, rp, rt, ac, ap, at = (a[off:off + n] for a in sh)
         me_i = me.slot
         known = self.K[me_i]
 
@@ -291,28 +294,41 @@ class _Launch:
                 bad &= known[c, pipe.astype(np.int64)] < clock
             return bad
 
-        kind, who = "read-after-write" if not write else "write-after-write", wc
-        bad = unordered(wc, wp, wt)
-        if atomic:   # atomic adds (SetAtomicAdd) of several cores accumulate in any order: not a race among them
-            bad &= ~wa
-        if not bad.any() and write:
-            kind, who = "write-after-read", rc
-            bad = unordered(rc, rp, rt)
-        if bad.any():
-            j = int(np.argmax(bad))
-            other = self.cores[int(who[j])].label
-            did = "read" if kind == "write-after-read" else "wrote"
-            raise KirFault(f"race ({kind}) between cores on GM tensor '{g.name}' byte {off + j}: "
-                           f"{me.stext(ins[2], ins[0])} {'writes' if write else 'reads'} what {other} {did} with no "
-                           "SyncAll or cross-core flag ordering them (a CrossCoreSetFlag orders what its pipe has "
-                           "completed; docs/reference/ascendc.md §1.6)")
+        # the last plain writer, then the kept atomic adder (atomic adds of several cores accumulate in any order:
+        # no race among them, but a read or a plain write must be ordered after every add, and an add after the
+        # plain write it adds to), then the kept reader
+        checks = [("read-after-write" if not write else "write-after-write", wc, wp, wt)]
+        if not atomic:
+            checks.append(("read-after-write" if not write else "write-after-write", ac, ap, at))
         if write:
-            wc[:], wp[:], wt[:], wa[:] = me_i, ins[0], ins[1], atomic
+            checks.append(("write-after-read", rc, rp, rt))
+        for kind, who, pipe, clock in checks:
+            bad = unordered(who, pipe, clock)
+            if bad.any():
+                j = int(np.argmax(bad))
+                other = self.cores[int(who[j])].label
+                did = "read" if kind == "write-after-read" else "wrote"
+                raise KirFault(f"race ({kind}) between cores on GM tensor '{g.name}' byte {off + j}: "
+                               f"{me.stext(ins[2], ins[0])} {'writes' if write else 'reads'} what {other} {did} with "
+                               "no SyncAll or cross-core flag ordering them (a CrossCoreSetFlag orders what its pipe "
+                               "has completed; docs/reference/ascendc.md §1.6)")
+
+        def keep_one(core, pipe, clock):
+            """One access kept per byte: another core's this one is not ordered after stays (a later access must be
+            checked against it); one ordered before this one gives way."""
+            keep = unordered(core, pipe, clock)
+            core[:], pipe[:], clock[:] = (np.where(keep, core, me_i), np.where(keep, pipe, ins[0]),
+                                          np.where(keep, clock, ins[1]))
+
+        if atomic:
+            keep_one(ac, ap, at)
             rc[:] = -1
-        else:   # one reader kept per byte: another core's read this one is not ordered after stays (a later write
-            # by this core must be checked against it); a read ordered before this one gives way
-            keep = unordered(rc, rp, rt)
-            rc[:], rp[:], rt[:] = np.where(keep, rc, me_i), np.where(keep, rp, ins[0]), np.where(keep, rt, ins[1])
+        elif write:
+            wc[:], wp[:], wt[:] = me_i, ins[0], ins[1]
+            rc[:] = -1
+            ac[:] = -1
+        else:
+            keep_one(rc, rp, rt)
 
     def check_id(self, flag: int, what: str):
         if flag not in kir.CROSS_FLAG_IDS:

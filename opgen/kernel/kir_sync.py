@@ -442,7 +442,10 @@ class _Analysis:
         itself, or the call leading to it: a method called from several places makes only this path pay), and
         before the outermost loop there holding it but not the earlier one's (_outside_loops: issued once, not per
         iteration)."""
-        e = self.sites.get(earlier, ()) + (earlier.pos,)
+        sites = self.sites.get(earlier)
+        if sites is None and earlier.region.mark:   # an earlier iteration's record: its unmarked twin's call path
+            sites = self.sites.get(self._with_mark(earlier, ()))
+        e = (sites or ()) + (earlier.pos,)
         later = self.stack + (pos,)
         n = 0
         while n < min(len(e), len(later)) - 1 and e[n] == later[n]:
@@ -591,7 +594,10 @@ class _Analysis:
         iteration's row, not a constant)."""
         out = {}
         for key, d in ds.items():
-            bases = {b[0] for v, b in d.binds.items() if v.split("[")[0] in s.apart}
+            named = {b[0] for v, b in d.binds.items() if v.split("[")[0] in s.apart}
+            # a buffer another variable of the loop's function also views is not the named tensors' alone: its records
+            # stay unmarked (a called method's tensor parameter, `method.param`, is the view its caller passed)
+            bases = named - {b[0] for v, b in d.binds.items() if v.split("[")[0] not in s.apart and "." not in v}
             out.update(self._remap({key: d}, lambda a: self._with_mark(a, pos) if (
                 not a.region.mark and a.region.base in bases) else None))
         return out

@@ -92,7 +92,7 @@ private:
         x.h0 = td_->gRows * gc + td_->groupSize * x.n2;
         x.rows = td_->gRows < td_->groupSize - td_->gRows * gc ? td_->gRows : td_->groupSize - td_->gRows * gc;
         for (
-            batch_ = batch_;
+            ;
             batch_ <
             (x.t >= static_cast<int64_t>(gm_actual_seq_qlen.GetValue(batch_))
                  ? td_->batches - 1
@@ -519,7 +519,7 @@ private:
         x.h0 = td_->gRows * gc + td_->groupSize * x.n2;
         x.rows = td_->gRows < td_->groupSize - td_->gRows * gc ? td_->gRows : td_->groupSize - td_->gRows * gc;
         for (
-            batch_ = batch_;
+            ;
             batch_ <
             (x.t >= static_cast<int64_t>(gm_actual_seq_qlen.GetValue(batch_))
                  ? td_->batches - 1
@@ -946,7 +946,7 @@ private:
         x.h0 = td_->gRows * gc + td_->groupSize * x.n2;
         x.rows = td_->gRows < td_->groupSize - td_->gRows * gc ? td_->gRows : td_->groupSize - td_->gRows * gc;
         for (
-            batch_ = batch_;
+            ;
             batch_ <
             (x.t >= static_cast<int64_t>(gm_actual_seq_qlen.GetValue(batch_))
                  ? td_->batches - 1

@@ -114,7 +114,7 @@ private:
         x.h0 = td_->gRows * gc + td_->groupSize * x.n2;
         x.rows = td_->gRows < td_->groupSize - td_->gRows * gc ? td_->gRows : td_->groupSize - td_->gRows * gc;
         for (
-            batch_ = batch_;
+            ;
             batch_ <
             (x.t >= static_cast<int64_t>(gm_actualSeqQLen.GetValue(batch_))
                  ? td_->batches - 1
@@ -912,7 +912,7 @@ private:
         x.h0 = td_->gRows * gc + td_->groupSize * x.n2;
         x.rows = td_->gRows < td_->groupSize - td_->gRows * gc ? td_->gRows : td_->groupSize - td_->gRows * gc;
         for (
-            batch_ = batch_;
+            ;
             batch_ <
             (x.t >= static_cast<int64_t>(gm_actualSeqQLen.GetValue(batch_))
                  ? td_->batches - 1
