@@ -20,6 +20,7 @@ import ctypes.util
 import difflib
 import errno
 import os
+import secrets
 import shutil
 import tempfile
 from pathlib import Path, PurePosixPath
@@ -111,9 +112,15 @@ def write_package(root: Path, files: dict[str, str]) -> tuple[list[str], list[st
         return [], []
     root.parent.mkdir(parents=True, exist_ok=True)
     with signals_deferred():   # SIGINT/SIGTERM arrive after the temp tree is swapped in or removed, never midway
-        tmp = Path(tempfile.mkdtemp(prefix=TMP_PREFIX + root.name + "-", dir=root.parent))
+        # The mask holds a signal back only when the main thread takes it: another thread of the process (a
+        # formatter's reaper) may take it, and Python then raises it in the main thread anyway. So the temp tree is
+        # named before it is made (an interrupt right after mkdir is inside the try), and its removal is finished
+        # before such an interrupt goes on.
+        tmp = root.parent / f"{TMP_PREFIX}{root.name}-{secrets.token_hex(6)}"
         old = None
+        stopped = None
         try:
+            tmp.mkdir(mode=0o700)
             for rel, b in sorted(data.items()):
                 p = tmp / rel
                 p.parent.mkdir(parents=True, exist_ok=True)
@@ -122,8 +129,15 @@ def write_package(root: Path, files: dict[str, str]) -> tuple[list[str], list[st
             old = _swap_in(tmp, root)
         finally:
             for d in (tmp, old):
-                if d is not None and d != root and (d.exists() or d.is_symlink()):
-                    shutil.rmtree(d, ignore_errors=True)
+                for _attempt in range(3):   # again after an interrupt (not forever: ignore_errors may leave it)
+                    if d is None or d == root or not (d.exists() or d.is_symlink()):
+                        break
+                    try:
+                        shutil.rmtree(d, ignore_errors=True)
+                    except BaseException as e:   # noqa: B902 - a signal taken by another thread: clean up first
+                        stopped = stopped or e
+            if stopped is not None:
+                raise stopped
     return written, removed
 
 
