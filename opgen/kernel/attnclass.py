@@ -1208,10 +1208,14 @@ class AttnBuilder:
         zero = [K.Let("e0", K.BLOCK_IDX * per), K.Alloc("z", "postInQue_", "float"),
                 K.vec(Op.DUPLICATE, dst=K.Ref("z"), scalar=K.FConst(0.0), count=pe)]
         fin = [K.Let("e0", K.BLOCK_IDX * per)]
-        for ws_name, out, base, n, scale, rnd, zeroed in self.post_ranges():
+        for j, (ws_name, out, base_e, n, scale, rnd, zeroed) in enumerate(self.post_ranges()):
             ws, off = self.region(ws_name)
-            hi = _min(S("e0") + per, base + n)
+            # this output's elements in the concatenation: [b<j>, b<j> + n); this AIV's part of them ends at end<j>
+            lets = (K.Let(f"b{j}", base_e), K.Let(f"end{j}", _min(S("e0") + per, S(f"b{j}") + n)))
+            base, hi = S(f"b{j}"), S(f"end{j}")
+            fin.extend(lets)
             if zeroed:
+                zero.extend(lets)
                 zero.append(K.For("a", _max(S("e0"), base), hi, pe, (
                     _copy(dst=K.GmView(ws, off + S("a") - base), src=K.Ref("z"), count=S("cnt"), esize=4),),
                     tail="cnt", doc=f"this AIV's slice of {ws_name}"))

@@ -436,60 +436,23 @@ private:
         const int64_t e0 = GetBlockIdx() * td_->postPerCore;
         LocalTensor<float> z = postInQue_.template AllocTensor<float>();
         Duplicate(z, 0.0f, static_cast<int32_t>(td_->postElems));
+        const int64_t b1 = td_->headDim * td_->qHeads * td_->tokens;
+        const int64_t end1 = e0 + td_->postPerCore < b1 + td_->headDim * td_->kvHeads * td_->kvTokens
+                                 ? e0 + td_->postPerCore
+                                 : b1 + td_->headDim * td_->kvHeads * td_->kvTokens;
         SetFlag<HardEvent::V_MTE3>(0);  // postInQue_: V has written it before MTE3 reads it
         WaitFlag<HardEvent::V_MTE3>(0);
-        for (int64_t a = e0 > td_->headDim * td_->qHeads * td_->tokens ? e0 : td_->headDim * td_->qHeads * td_->tokens;
-             a < (e0 + td_->postPerCore <
-                          td_->headDim * td_->kvHeads * td_->kvTokens + td_->headDim * td_->qHeads * td_->tokens
-                      ? e0 + td_->postPerCore
-                      : td_->headDim * td_->kvHeads * td_->kvTokens + td_->headDim * td_->qHeads * td_->tokens);
-             a += td_->postElems) {  // this AIV's slice of ws_dk
-            const int64_t cnt =
-                (e0 + td_->postPerCore <
-                         td_->headDim * td_->kvHeads * td_->kvTokens + td_->headDim * td_->qHeads * td_->tokens
-                     ? e0 + td_->postPerCore
-                     : td_->headDim * td_->kvHeads * td_->kvTokens + td_->headDim * td_->qHeads * td_->tokens) -
-                            a <
-                        td_->postElems
-                    ? (e0 + td_->postPerCore <
-                               td_->headDim * td_->kvHeads * td_->kvTokens + td_->headDim * td_->qHeads * td_->tokens
-                           ? e0 + td_->postPerCore
-                           : td_->headDim * td_->kvHeads * td_->kvTokens + td_->headDim * td_->qHeads * td_->tokens) -
-                          a
-                    : td_->postElems;
-            DataCopyPad(wsOut1_[a + td_->wsDkOffset / 4 - td_->headDim * td_->qHeads * td_->tokens], z,
-                        DataCopyExtParams(1, 4 * cnt, 0, 0, 0));
+        for (int64_t a = e0 > b1 ? e0 : b1; a < end1; a += td_->postElems) {  // this AIV's slice of ws_dk
+            const int64_t cnt = end1 - a < td_->postElems ? end1 - a : td_->postElems;
+            DataCopyPad(wsOut1_[a + td_->wsDkOffset / 4 - b1], z, DataCopyExtParams(1, 4 * cnt, 0, 0, 0));
         }
-        for (int64_t a = e0 > td_->headDim * td_->kvHeads * td_->kvTokens + td_->headDim * td_->qHeads * td_->tokens
-                             ? e0
-                             : td_->headDim * td_->kvHeads * td_->kvTokens + td_->headDim * td_->qHeads * td_->tokens;
-             a < (e0 + td_->postPerCore < td_->headDim * td_->kvHeads * td_->kvTokens +
-                                              td_->headDim * td_->qHeads * td_->tokens +
-                                              td_->kvHeads * td_->kvTokens * td_->valueDim
-                      ? e0 + td_->postPerCore
-                      : td_->headDim * td_->kvHeads * td_->kvTokens + td_->headDim * td_->qHeads * td_->tokens +
-                            td_->kvHeads * td_->kvTokens * td_->valueDim);
-             a += td_->postElems) {  // this AIV's slice of ws_dv
-            const int64_t cnt =
-                (e0 + td_->postPerCore < td_->headDim * td_->kvHeads * td_->kvTokens +
-                                             td_->headDim * td_->qHeads * td_->tokens +
-                                             td_->kvHeads * td_->kvTokens * td_->valueDim
-                     ? e0 + td_->postPerCore
-                     : td_->headDim * td_->kvHeads * td_->kvTokens + td_->headDim * td_->qHeads * td_->tokens +
-                           td_->kvHeads * td_->kvTokens * td_->valueDim) -
-                            a <
-                        td_->postElems
-                    ? (e0 + td_->postPerCore < td_->headDim * td_->kvHeads * td_->kvTokens +
-                                                   td_->headDim * td_->qHeads * td_->tokens +
-                                                   td_->kvHeads * td_->kvTokens * td_->valueDim
-                           ? e0 + td_->postPerCore
-                           : td_->headDim * td_->kvHeads * td_->kvTokens + td_->headDim * td_->qHeads * td_->tokens +
-                                 td_->kvHeads * td_->kvTokens * td_->valueDim) -
-                          a
-                    : td_->postElems;
-            DataCopyPad(wsOut2_[a + td_->wsDvOffset / 4 - td_->headDim * td_->kvHeads * td_->kvTokens -
-                                td_->headDim * td_->qHeads * td_->tokens],
-                        z, DataCopyExtParams(1, 4 * cnt, 0, 0, 0));
+        const int64_t b2 = td_->headDim * td_->kvHeads * td_->kvTokens + td_->headDim * td_->qHeads * td_->tokens;
+        const int64_t end2 = e0 + td_->postPerCore < b2 + td_->kvHeads * td_->kvTokens * td_->valueDim
+                                 ? e0 + td_->postPerCore
+                                 : b2 + td_->kvHeads * td_->kvTokens * td_->valueDim;
+        for (int64_t a = e0 > b2 ? e0 : b2; a < end2; a += td_->postElems) {  // this AIV's slice of ws_dv
+            const int64_t cnt = end2 - a < td_->postElems ? end2 - a : td_->postElems;
+            DataCopyPad(wsOut2_[a + td_->wsDvOffset / 4 - b2], z, DataCopyExtParams(1, 4 * cnt, 0, 0, 0));
         }
         postInQue_.FreeTensor(z);
     }
@@ -498,22 +461,15 @@ private:
     __aicore__ inline void Finish()
     {
         const int64_t e0 = GetBlockIdx() * td_->postPerCore;
-        for (int64_t a = e0 > 0 ? e0 : 0; a < (e0 + td_->postPerCore < td_->headDim * td_->qHeads * td_->tokens
-                                                   ? e0 + td_->postPerCore
-                                                   : td_->headDim * td_->qHeads * td_->tokens);
+        const int64_t b0 = 0;
+        const int64_t end0 = e0 + td_->postPerCore < b0 + td_->headDim * td_->qHeads * td_->tokens
+                                 ? e0 + td_->postPerCore
+                                 : b0 + td_->headDim * td_->qHeads * td_->tokens;
+        for (int64_t a = e0 > b0 ? e0 : b0; a < end0;
              a += td_->postElems) {  // dq = T(ws_dq * scale) over this AIV's slice
-            const int64_t cnt = (e0 + td_->postPerCore < td_->headDim * td_->qHeads * td_->tokens
-                                     ? e0 + td_->postPerCore
-                                     : td_->headDim * td_->qHeads * td_->tokens) -
-                                            a <
-                                        td_->postElems
-                                    ? (e0 + td_->postPerCore < td_->headDim * td_->qHeads * td_->tokens
-                                           ? e0 + td_->postPerCore
-                                           : td_->headDim * td_->qHeads * td_->tokens) -
-                                          a
-                                    : td_->postElems;
+            const int64_t cnt = end0 - a < td_->postElems ? end0 - a : td_->postElems;
             LocalTensor<float> pin = postInQue_.template AllocTensor<float>();
-            DataCopyPad(pin, wsOut0_[a + td_->wsDqOffset / 4], DataCopyExtParams(1, 4 * cnt, 0, 0, 0),
+            DataCopyPad(pin, wsOut0_[a + td_->wsDqOffset / 4 - b0], DataCopyExtParams(1, 4 * cnt, 0, 0, 0),
                         DataCopyPadExtParams<float>(false, 0, 0, float{}));
             postInQue_.EnQue(pin);
             pin = postInQue_.template DeQue<float>();
@@ -524,31 +480,19 @@ private:
             postInQue_.FreeTensor(pin);
             postOutQue_.EnQue(pout);
             pout = postOutQue_.template DeQue<T>();
-            DataCopyPad(gm_dq[a], pout, DataCopyExtParams(1, cnt * sizeof(T), 0, 0, 0));
+            DataCopyPad(gm_dq[a - b0], pout, DataCopyExtParams(1, cnt * sizeof(T), 0, 0, 0));
             postOutQue_.FreeTensor(pout);
         }
-        for (int64_t a = e0 > td_->headDim * td_->qHeads * td_->tokens ? e0 : td_->headDim * td_->qHeads * td_->tokens;
-             a < (e0 + td_->postPerCore <
-                          td_->headDim * td_->kvHeads * td_->kvTokens + td_->headDim * td_->qHeads * td_->tokens
-                      ? e0 + td_->postPerCore
-                      : td_->headDim * td_->kvHeads * td_->kvTokens + td_->headDim * td_->qHeads * td_->tokens);
+        const int64_t b1 = td_->headDim * td_->qHeads * td_->tokens;
+        const int64_t end1 = e0 + td_->postPerCore < b1 + td_->headDim * td_->kvHeads * td_->kvTokens
+                                 ? e0 + td_->postPerCore
+                                 : b1 + td_->headDim * td_->kvHeads * td_->kvTokens;
+        for (int64_t a = e0 > b1 ? e0 : b1; a < end1;
              a += td_->postElems) {  // dk = T(ws_dk * scale) over this AIV's slice
-            const int64_t cnt =
-                (e0 + td_->postPerCore <
-                         td_->headDim * td_->kvHeads * td_->kvTokens + td_->headDim * td_->qHeads * td_->tokens
-                     ? e0 + td_->postPerCore
-                     : td_->headDim * td_->kvHeads * td_->kvTokens + td_->headDim * td_->qHeads * td_->tokens) -
-                            a <
-                        td_->postElems
-                    ? (e0 + td_->postPerCore <
-                               td_->headDim * td_->kvHeads * td_->kvTokens + td_->headDim * td_->qHeads * td_->tokens
-                           ? e0 + td_->postPerCore
-                           : td_->headDim * td_->kvHeads * td_->kvTokens + td_->headDim * td_->qHeads * td_->tokens) -
-                          a
-                    : td_->postElems;
+            const int64_t cnt = end1 - a < td_->postElems ? end1 - a : td_->postElems;
             LocalTensor<float> pin = postInQue_.template AllocTensor<float>();
-            DataCopyPad(pin, wsOut1_[a + td_->wsDkOffset / 4 - td_->headDim * td_->qHeads * td_->tokens],
-                        DataCopyExtParams(1, 4 * cnt, 0, 0, 0), DataCopyPadExtParams<float>(false, 0, 0, float{}));
+            DataCopyPad(pin, wsOut1_[a + td_->wsDkOffset / 4 - b1], DataCopyExtParams(1, 4 * cnt, 0, 0, 0),
+                        DataCopyPadExtParams<float>(false, 0, 0, float{}));
             postInQue_.EnQue(pin);
             pin = postInQue_.template DeQue<float>();
             LocalTensor<T> pout = postOutQue_.template AllocTensor<T>();
@@ -558,42 +502,18 @@ private:
             postInQue_.FreeTensor(pin);
             postOutQue_.EnQue(pout);
             pout = postOutQue_.template DeQue<T>();
-            DataCopyPad(gm_dk[a - td_->headDim * td_->qHeads * td_->tokens], pout,
-                        DataCopyExtParams(1, cnt * sizeof(T), 0, 0, 0));
+            DataCopyPad(gm_dk[a - b1], pout, DataCopyExtParams(1, cnt * sizeof(T), 0, 0, 0));
             postOutQue_.FreeTensor(pout);
         }
-        for (int64_t a = e0 > td_->headDim * td_->kvHeads * td_->kvTokens + td_->headDim * td_->qHeads * td_->tokens
-                             ? e0
-                             : td_->headDim * td_->kvHeads * td_->kvTokens + td_->headDim * td_->qHeads * td_->tokens;
-             a < (e0 + td_->postPerCore < td_->headDim * td_->kvHeads * td_->kvTokens +
-                                              td_->headDim * td_->qHeads * td_->tokens +
-                                              td_->kvHeads * td_->kvTokens * td_->valueDim
-                      ? e0 + td_->postPerCore
-                      : td_->headDim * td_->kvHeads * td_->kvTokens + td_->headDim * td_->qHeads * td_->tokens +
-                            td_->kvHeads * td_->kvTokens * td_->valueDim);
-             a += td_->postElems) {  // dv = T(ws_dv) over this AIV's slice
-            const int64_t cnt =
-                (e0 + td_->postPerCore < td_->headDim * td_->kvHeads * td_->kvTokens +
-                                             td_->headDim * td_->qHeads * td_->tokens +
-                                             td_->kvHeads * td_->kvTokens * td_->valueDim
-                     ? e0 + td_->postPerCore
-                     : td_->headDim * td_->kvHeads * td_->kvTokens + td_->headDim * td_->qHeads * td_->tokens +
-                           td_->kvHeads * td_->kvTokens * td_->valueDim) -
-                            a <
-                        td_->postElems
-                    ? (e0 + td_->postPerCore < td_->headDim * td_->kvHeads * td_->kvTokens +
-                                                   td_->headDim * td_->qHeads * td_->tokens +
-                                                   td_->kvHeads * td_->kvTokens * td_->valueDim
-                           ? e0 + td_->postPerCore
-                           : td_->headDim * td_->kvHeads * td_->kvTokens + td_->headDim * td_->qHeads * td_->tokens +
-                                 td_->kvHeads * td_->kvTokens * td_->valueDim) -
-                          a
-                    : td_->postElems;
+        const int64_t b2 = td_->headDim * td_->kvHeads * td_->kvTokens + td_->headDim * td_->qHeads * td_->tokens;
+        const int64_t end2 = e0 + td_->postPerCore < b2 + td_->kvHeads * td_->kvTokens * td_->valueDim
+                                 ? e0 + td_->postPerCore
+                                 : b2 + td_->kvHeads * td_->kvTokens * td_->valueDim;
+        for (int64_t a = e0 > b2 ? e0 : b2; a < end2; a += td_->postElems) {  // dv = T(ws_dv) over this AIV's slice
+            const int64_t cnt = end2 - a < td_->postElems ? end2 - a : td_->postElems;
             LocalTensor<float> pin = postInQue_.template AllocTensor<float>();
-            DataCopyPad(pin,
-                        wsOut2_[a + td_->wsDvOffset / 4 - td_->headDim * td_->kvHeads * td_->kvTokens -
-                                td_->headDim * td_->qHeads * td_->tokens],
-                        DataCopyExtParams(1, 4 * cnt, 0, 0, 0), DataCopyPadExtParams<float>(false, 0, 0, float{}));
+            DataCopyPad(pin, wsOut2_[a + td_->wsDvOffset / 4 - b2], DataCopyExtParams(1, 4 * cnt, 0, 0, 0),
+                        DataCopyPadExtParams<float>(false, 0, 0, float{}));
             postInQue_.EnQue(pin);
             pin = postInQue_.template DeQue<float>();
             LocalTensor<T> pout = postOutQue_.template AllocTensor<T>();
@@ -601,9 +521,7 @@ private:
             postInQue_.FreeTensor(pin);
             postOutQue_.EnQue(pout);
             pout = postOutQue_.template DeQue<T>();
-            DataCopyPad(
-                gm_dv[a - td_->headDim * td_->kvHeads * td_->kvTokens - td_->headDim * td_->qHeads * td_->tokens], pout,
-                DataCopyExtParams(1, cnt * sizeof(T), 0, 0, 0));
+            DataCopyPad(gm_dv[a - b2], pout, DataCopyExtParams(1, cnt * sizeof(T), 0, 0, 0));
             postOutQue_.FreeTensor(pout);
         }
     }
@@ -1276,60 +1194,23 @@ private:
         const int64_t e0 = GetBlockIdx() * td_->postPerCore;
         LocalTensor<float> z = postInQue_.template AllocTensor<float>();
         Duplicate(z, 0.0f, static_cast<int32_t>(td_->postElems));
+        const int64_t b1 = td_->headDim * td_->qHeads * td_->tokens;
+        const int64_t end1 = e0 + td_->postPerCore < b1 + td_->headDim * td_->kvHeads * td_->kvTokens
+                                 ? e0 + td_->postPerCore
+                                 : b1 + td_->headDim * td_->kvHeads * td_->kvTokens;
         SetFlag<HardEvent::V_MTE3>(0);  // postInQue_: V has written it before MTE3 reads it
         WaitFlag<HardEvent::V_MTE3>(0);
-        for (int64_t a = e0 > td_->headDim * td_->qHeads * td_->tokens ? e0 : td_->headDim * td_->qHeads * td_->tokens;
-             a < (e0 + td_->postPerCore <
-                          td_->headDim * td_->kvHeads * td_->kvTokens + td_->headDim * td_->qHeads * td_->tokens
-                      ? e0 + td_->postPerCore
-                      : td_->headDim * td_->kvHeads * td_->kvTokens + td_->headDim * td_->qHeads * td_->tokens);
-             a += td_->postElems) {  // this AIV's slice of ws_dk
-            const int64_t cnt =
-                (e0 + td_->postPerCore <
-                         td_->headDim * td_->kvHeads * td_->kvTokens + td_->headDim * td_->qHeads * td_->tokens
-                     ? e0 + td_->postPerCore
-                     : td_->headDim * td_->kvHeads * td_->kvTokens + td_->headDim * td_->qHeads * td_->tokens) -
-                            a <
-                        td_->postElems
-                    ? (e0 + td_->postPerCore <
-                               td_->headDim * td_->kvHeads * td_->kvTokens + td_->headDim * td_->qHeads * td_->tokens
-                           ? e0 + td_->postPerCore
-                           : td_->headDim * td_->kvHeads * td_->kvTokens + td_->headDim * td_->qHeads * td_->tokens) -
-                          a
-                    : td_->postElems;
-            DataCopyPad(wsOut1_[a + td_->wsDkOffset / 4 - td_->headDim * td_->qHeads * td_->tokens], z,
-                        DataCopyExtParams(1, 4 * cnt, 0, 0, 0));
+        for (int64_t a = e0 > b1 ? e0 : b1; a < end1; a += td_->postElems) {  // this AIV's slice of ws_dk
+            const int64_t cnt = end1 - a < td_->postElems ? end1 - a : td_->postElems;
+            DataCopyPad(wsOut1_[a + td_->wsDkOffset / 4 - b1], z, DataCopyExtParams(1, 4 * cnt, 0, 0, 0));
         }
-        for (int64_t a = e0 > td_->headDim * td_->kvHeads * td_->kvTokens + td_->headDim * td_->qHeads * td_->tokens
-                             ? e0
-                             : td_->headDim * td_->kvHeads * td_->kvTokens + td_->headDim * td_->qHeads * td_->tokens;
-             a < (e0 + td_->postPerCore < td_->headDim * td_->kvHeads * td_->kvTokens +
-                                              td_->headDim * td_->qHeads * td_->tokens +
-                                              td_->kvHeads * td_->kvTokens * td_->valueDim
-                      ? e0 + td_->postPerCore
-                      : td_->headDim * td_->kvHeads * td_->kvTokens + td_->headDim * td_->qHeads * td_->tokens +
-                            td_->kvHeads * td_->kvTokens * td_->valueDim);
-             a += td_->postElems) {  // this AIV's slice of ws_dv
-            const int64_t cnt =
-                (e0 + td_->postPerCore < td_->headDim * td_->kvHeads * td_->kvTokens +
-                                             td_->headDim * td_->qHeads * td_->tokens +
-                                             td_->kvHeads * td_->kvTokens * td_->valueDim
-                     ? e0 + td_->postPerCore
-                     : td_->headDim * td_->kvHeads * td_->kvTokens + td_->headDim * td_->qHeads * td_->tokens +
-                           td_->kvHeads * td_->kvTokens * td_->valueDim) -
-                            a <
-                        td_->postElems
-                    ? (e0 + td_->postPerCore < td_->headDim * td_->kvHeads * td_->kvTokens +
-                                                   td_->headDim * td_->qHeads * td_->tokens +
-                                                   td_->kvHeads * td_->kvTokens * td_->valueDim
-                           ? e0 + td_->postPerCore
-                           : td_->headDim * td_->kvHeads * td_->kvTokens + td_->headDim * td_->qHeads * td_->tokens +
-                                 td_->kvHeads * td_->kvTokens * td_->valueDim) -
-                          a
-                    : td_->postElems;
-            DataCopyPad(wsOut2_[a + td_->wsDvOffset / 4 - td_->headDim * td_->kvHeads * td_->kvTokens -
-                                td_->headDim * td_->qHeads * td_->tokens],
-                        z, DataCopyExtParams(1, 4 * cnt, 0, 0, 0));
+        const int64_t b2 = td_->headDim * td_->kvHeads * td_->kvTokens + td_->headDim * td_->qHeads * td_->tokens;
+        const int64_t end2 = e0 + td_->postPerCore < b2 + td_->kvHeads * td_->kvTokens * td_->valueDim
+                                 ? e0 + td_->postPerCore
+                                 : b2 + td_->kvHeads * td_->kvTokens * td_->valueDim;
+        for (int64_t a = e0 > b2 ? e0 : b2; a < end2; a += td_->postElems) {  // this AIV's slice of ws_dv
+            const int64_t cnt = end2 - a < td_->postElems ? end2 - a : td_->postElems;
+            DataCopyPad(wsOut2_[a + td_->wsDvOffset / 4 - b2], z, DataCopyExtParams(1, 4 * cnt, 0, 0, 0));
         }
         postInQue_.FreeTensor(z);
     }
@@ -1338,22 +1219,15 @@ private:
     __aicore__ inline void Finish()
     {
         const int64_t e0 = GetBlockIdx() * td_->postPerCore;
-        for (int64_t a = e0 > 0 ? e0 : 0; a < (e0 + td_->postPerCore < td_->headDim * td_->qHeads * td_->tokens
-                                                   ? e0 + td_->postPerCore
-                                                   : td_->headDim * td_->qHeads * td_->tokens);
+        const int64_t b0 = 0;
+        const int64_t end0 = e0 + td_->postPerCore < b0 + td_->headDim * td_->qHeads * td_->tokens
+                                 ? e0 + td_->postPerCore
+                                 : b0 + td_->headDim * td_->qHeads * td_->tokens;
+        for (int64_t a = e0 > b0 ? e0 : b0; a < end0;
              a += td_->postElems) {  // dq = T(ws_dq * scale) over this AIV's slice
-            const int64_t cnt = (e0 + td_->postPerCore < td_->headDim * td_->qHeads * td_->tokens
-                                     ? e0 + td_->postPerCore
-                                     : td_->headDim * td_->qHeads * td_->tokens) -
-                                            a <
-                                        td_->postElems
-                                    ? (e0 + td_->postPerCore < td_->headDim * td_->qHeads * td_->tokens
-                                           ? e0 + td_->postPerCore
-                                           : td_->headDim * td_->qHeads * td_->tokens) -
-                                          a
-                                    : td_->postElems;
+            const int64_t cnt = end0 - a < td_->postElems ? end0 - a : td_->postElems;
             LocalTensor<float> pin = postInQue_.template AllocTensor<float>();
-            DataCopyPad(pin, wsOut0_[a + td_->wsDqOffset / 4], DataCopyExtParams(1, 4 * cnt, 0, 0, 0),
+            DataCopyPad(pin, wsOut0_[a + td_->wsDqOffset / 4 - b0], DataCopyExtParams(1, 4 * cnt, 0, 0, 0),
                         DataCopyPadExtParams<float>(false, 0, 0, float{}));
             postInQue_.EnQue(pin);
             pin = postInQue_.template DeQue<float>();
@@ -1364,31 +1238,19 @@ private:
             postInQue_.FreeTensor(pin);
             postOutQue_.EnQue(pout);
             pout = postOutQue_.template DeQue<T>();
-            DataCopyPad(gm_dq[a], pout, DataCopyExtParams(1, cnt * sizeof(T), 0, 0, 0));
+            DataCopyPad(gm_dq[a - b0], pout, DataCopyExtParams(1, cnt * sizeof(T), 0, 0, 0));
             postOutQue_.FreeTensor(pout);
         }
-        for (int64_t a = e0 > td_->headDim * td_->qHeads * td_->tokens ? e0 : td_->headDim * td_->qHeads * td_->tokens;
-             a < (e0 + td_->postPerCore <
-                          td_->headDim * td_->kvHeads * td_->kvTokens + td_->headDim * td_->qHeads * td_->tokens
-                      ? e0 + td_->postPerCore
-                      : td_->headDim * td_->kvHeads * td_->kvTokens + td_->headDim * td_->qHeads * td_->tokens);
+        const int64_t b1 = td_->headDim * td_->qHeads * td_->tokens;
+        const int64_t end1 = e0 + td_->postPerCore < b1 + td_->headDim * td_->kvHeads * td_->kvTokens
+                                 ? e0 + td_->postPerCore
+                                 : b1 + td_->headDim * td_->kvHeads * td_->kvTokens;
+        for (int64_t a = e0 > b1 ? e0 : b1; a < end1;
              a += td_->postElems) {  // dk = T(ws_dk * scale) over this AIV's slice
-            const int64_t cnt =
-                (e0 + td_->postPerCore <
-                         td_->headDim * td_->kvHeads * td_->kvTokens + td_->headDim * td_->qHeads * td_->tokens
-                     ? e0 + td_->postPerCore
-                     : td_->headDim * td_->kvHeads * td_->kvTokens + td_->headDim * td_->qHeads * td_->tokens) -
-                            a <
-                        td_->postElems
-                    ? (e0 + td_->postPerCore <
-                               td_->headDim * td_->kvHeads * td_->kvTokens + td_->headDim * td_->qHeads * td_->tokens
-                           ? e0 + td_->postPerCore
-                           : td_->headDim * td_->kvHeads * td_->kvTokens + td_->headDim * td_->qHeads * td_->tokens) -
-                          a
-                    : td_->postElems;
+            const int64_t cnt = end1 - a < td_->postElems ? end1 - a : td_->postElems;
             LocalTensor<float> pin = postInQue_.template AllocTensor<float>();
-            DataCopyPad(pin, wsOut1_[a + td_->wsDkOffset / 4 - td_->headDim * td_->qHeads * td_->tokens],
-                        DataCopyExtParams(1, 4 * cnt, 0, 0, 0), DataCopyPadExtParams<float>(false, 0, 0, float{}));
+            DataCopyPad(pin, wsOut1_[a + td_->wsDkOffset / 4 - b1], DataCopyExtParams(1, 4 * cnt, 0, 0, 0),
+                        DataCopyPadExtParams<float>(false, 0, 0, float{}));
             postInQue_.EnQue(pin);
             pin = postInQue_.template DeQue<float>();
             LocalTensor<T> pout = postOutQue_.template AllocTensor<T>();
@@ -1398,42 +1260,18 @@ private:
             postInQue_.FreeTensor(pin);
             postOutQue_.EnQue(pout);
             pout = postOutQue_.template DeQue<T>();
-            DataCopyPad(gm_dk[a - td_->headDim * td_->qHeads * td_->tokens], pout,
-                        DataCopyExtParams(1, cnt * sizeof(T), 0, 0, 0));
+            DataCopyPad(gm_dk[a - b1], pout, DataCopyExtParams(1, cnt * sizeof(T), 0, 0, 0));
             postOutQue_.FreeTensor(pout);
         }
-        for (int64_t a = e0 > td_->headDim * td_->kvHeads * td_->kvTokens + td_->headDim * td_->qHeads * td_->tokens
-                             ? e0
-                             : td_->headDim * td_->kvHeads * td_->kvTokens + td_->headDim * td_->qHeads * td_->tokens;
-             a < (e0 + td_->postPerCore < td_->headDim * td_->kvHeads * td_->kvTokens +
-                                              td_->headDim * td_->qHeads * td_->tokens +
-                                              td_->kvHeads * td_->kvTokens * td_->valueDim
-                      ? e0 + td_->postPerCore
-                      : td_->headDim * td_->kvHeads * td_->kvTokens + td_->headDim * td_->qHeads * td_->tokens +
-                            td_->kvHeads * td_->kvTokens * td_->valueDim);
-             a += td_->postElems) {  // dv = T(ws_dv) over this AIV's slice
-            const int64_t cnt =
-                (e0 + td_->postPerCore < td_->headDim * td_->kvHeads * td_->kvTokens +
-                                             td_->headDim * td_->qHeads * td_->tokens +
-                                             td_->kvHeads * td_->kvTokens * td_->valueDim
-                     ? e0 + td_->postPerCore
-                     : td_->headDim * td_->kvHeads * td_->kvTokens + td_->headDim * td_->qHeads * td_->tokens +
-                           td_->kvHeads * td_->kvTokens * td_->valueDim) -
-                            a <
-                        td_->postElems
-                    ? (e0 + td_->postPerCore < td_->headDim * td_->kvHeads * td_->kvTokens +
-                                                   td_->headDim * td_->qHeads * td_->tokens +
-                                                   td_->kvHeads * td_->kvTokens * td_->valueDim
-                           ? e0 + td_->postPerCore
-                           : td_->headDim * td_->kvHeads * td_->kvTokens + td_->headDim * td_->qHeads * td_->tokens +
-                                 td_->kvHeads * td_->kvTokens * td_->valueDim) -
-                          a
-                    : td_->postElems;
+        const int64_t b2 = td_->headDim * td_->kvHeads * td_->kvTokens + td_->headDim * td_->qHeads * td_->tokens;
+        const int64_t end2 = e0 + td_->postPerCore < b2 + td_->kvHeads * td_->kvTokens * td_->valueDim
+                                 ? e0 + td_->postPerCore
+                                 : b2 + td_->kvHeads * td_->kvTokens * td_->valueDim;
+        for (int64_t a = e0 > b2 ? e0 : b2; a < end2; a += td_->postElems) {  // dv = T(ws_dv) over this AIV's slice
+            const int64_t cnt = end2 - a < td_->postElems ? end2 - a : td_->postElems;
             LocalTensor<float> pin = postInQue_.template AllocTensor<float>();
-            DataCopyPad(pin,
-                        wsOut2_[a + td_->wsDvOffset / 4 - td_->headDim * td_->kvHeads * td_->kvTokens -
-                                td_->headDim * td_->qHeads * td_->tokens],
-                        DataCopyExtParams(1, 4 * cnt, 0, 0, 0), DataCopyPadExtParams<float>(false, 0, 0, float{}));
+            DataCopyPad(pin, wsOut2_[a + td_->wsDvOffset / 4 - b2], DataCopyExtParams(1, 4 * cnt, 0, 0, 0),
+                        DataCopyPadExtParams<float>(false, 0, 0, float{}));
             postInQue_.EnQue(pin);
             pin = postInQue_.template DeQue<float>();
             LocalTensor<T> pout = postOutQue_.template AllocTensor<T>();
@@ -1441,9 +1279,7 @@ private:
             postInQue_.FreeTensor(pin);
             postOutQue_.EnQue(pout);
             pout = postOutQue_.template DeQue<T>();
-            DataCopyPad(
-                gm_dv[a - td_->headDim * td_->kvHeads * td_->kvTokens - td_->headDim * td_->qHeads * td_->tokens], pout,
-                DataCopyExtParams(1, cnt * sizeof(T), 0, 0, 0));
+            DataCopyPad(gm_dv[a - b2], pout, DataCopyExtParams(1, cnt * sizeof(T), 0, 0, 0));
             postOutQue_.FreeTensor(pout);
         }
     }
