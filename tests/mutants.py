@@ -6,6 +6,8 @@ kernel is compiled once, each run picks the site it skips. `guard_placed` guards
 placed in an emitted header (its comment names the buffer and the dependence)."""
 
 import re
+import shutil
+from pathlib import Path
 
 GUARD = """#include <cstdio>
 #include <cstdlib>
@@ -58,6 +60,17 @@ def guard_placed(text: str) -> tuple[str, list]:
         i += 1
     text = "\n".join(out).replace('#include "kernel_operator.h"\n', '#include "kernel_operator.h"\n' + GUARD, 1)
     return text, sites
+
+
+def guard_package(src: Path, gen: Path, snake: str) -> tuple[str, list]:
+    """Copy the emitted package `src` (a directory holding op_kernel/<snake>.h) to `gen`/<snake> and guard its
+    kernel header's placed syncs (guard_placed); returns (the header's original text, the sites)."""
+    shutil.copytree(src, Path(gen) / snake)
+    h = Path(gen) / snake / "op_kernel" / f"{snake}.h"
+    orig = h.read_text()
+    text, sites = guard_placed(orig)
+    h.write_text(text)
+    return orig, sites
 
 
 def reach_then_mutate(sites: list, cases, check, monkeypatch, log) -> tuple[list, list]:

@@ -29,7 +29,7 @@ import pytest
 from opgen.check import run_check
 from opgen.cli import main as cli_main
 
-from mutants import guard_placed, reach_then_mutate  # noqa: E402
+from mutants import guard_package, reach_then_mutate  # noqa: E402
 
 ROOT = Path(__file__).resolve().parents[1]
 INC = ROOT / "opgen" / "emu" / "include"
@@ -250,14 +250,10 @@ def test_deleting_any_one_sync_the_pass_placed_in_rms_norm_is_a_race(rms, tmp_pa
                                                                        session_build_root):
     """RmsNorm's emitted kernel (a rows kernel: ROW_SPLIT, COL_SPLIT and COL_STREAM; every flag and barrier placed
     by the dependency pass, opgen.kernel.kir_sync): built once with each placed sync guarded, it runs unmutated
-    with no fault (launch only); then, for each site the cases reach, the same binary with only that site skipped fails `check` with a race
-    fault (the emulation's race detector: opgen/emu/include/EMU.md "Pipes and races")."""
+    with no fault (launch only); then, for each site the cases reach, the same binary with only that site skipped
+    fails `check` with a race fault (the emulation's race detector: opgen/emu/include/EMU.md "Pipes and races")."""
     gen = tmp_path / "gen"
-    shutil.copytree(rms / "gen", gen)
-    h = gen / "rms_norm" / "op_kernel" / "rms_norm.h"
-    orig = h.read_text()
-    text, sites = guard_placed(orig)
-    h.write_text(text)
+    orig, sites = guard_package(rms / "gen" / "rms_norm", gen, "rms_norm")
     assert len(sites) >= 30, sites
     spec = ROOT / "examples" / "specs" / "rms_norm.py"
 

@@ -21,7 +21,7 @@ from opgen.kernel.headclass import table_row
 from opgen.kernel.headsched import PART, HeadSchedule, body_func, head_class, row_conditions
 from opgen.kernel.isa import Op
 
-from mutants import guard_placed, reach_then_mutate  # noqa: E402
+from mutants import guard_package, reach_then_mutate  # noqa: E402
 
 N = Sym("headDim_")
 
@@ -225,13 +225,8 @@ def test_deleting_any_one_placed_sync_of_norm_rope_concat_is_a_race(tmp_path, mo
     (named below)."""
     from opgen.check import run_check
 
-    root = Path(__file__).resolve().parents[1]
     snake = "norm_rope_concat"
-    shutil.copytree(root / "generated" / snake, tmp_path / "gen" / snake)
-    h = tmp_path / "gen" / snake / "op_kernel" / f"{snake}.h"
-    orig = h.read_text()
-    text, sites = guard_placed(orig)
-    h.write_text(text)
+    orig, sites = guard_package(Path(__file__).resolve().parents[1] / "generated" / snake, tmp_path / "gen", snake)
     assert sum("SetFlag" in s for _k, _l, s in sites) >= 3 and sum("PipeBarrier" in s for _k, _l, s in sites) >= 50
     attrs = dict(norm_type=1, norm_added_type=2, rope_type=1, concat_order=0, is_training=True)
 

@@ -42,7 +42,6 @@ from oracles import nsa_selected_attention_grad  # noqa: E402
 
 from opgen.check import AclnnRejected, KernelTrapped, run_check  # noqa: E402
 from opgen.check.compare import THRESHOLD  # noqa: E402
-from opgen.errors import ValidationError  # noqa: E402
 
 pytestmark = [pytest.mark.slow, pytest.mark.skipif(shutil.which("g++") is None, reason="g++ not available")]
 
@@ -170,7 +169,6 @@ def test_schedules_exercised():
     from opgen.platforms import get_platform
     from opgen.registry import load_spec
     from kbuild import tiling
-    from opgen.tiling import attention as tattn
     from opgen.tiling.emit import evaluate
 
     seen = set()
@@ -630,27 +628,22 @@ def test_deleting_any_one_placed_sync_of_nsa_is_a_race(op, tmp_path, monkeypatch
     the same binary with only that site skipped fails `check` with a race fault (the emulation's race detector) in
     a case that reaches it: every one. The backward runs on the forward kernel's outputs, in its deterministic
     schedule too."""
-    from mutants import guard_placed, reach_then_mutate
+    from mutants import guard_package, reach_then_mutate
 
     snake = "nsa_selected_attention" + ("_grad" if op == BWD else "")
-    root = Path(__file__).resolve().parents[1]
-    shutil.copytree(root / "generated" / snake, tmp_path / "gen" / snake)
-    h = tmp_path / "gen" / snake / "op_kernel" / f"{snake}.h"
-    orig = h.read_text()
-    text, sites = guard_placed(orig)
-    h.write_text(text)
+    orig, sites = guard_package(Path(__file__).resolve().parents[1] / "generated" / snake, tmp_path / "gen", snake)
     assert sum("SetFlag" in s for _k, _l, s in sites) >= 10 and sum("PipeBarrier" in s for _k, _l, s in sites) >= 5
     runs = [(c, det) for c in MUTANT_CASES for det in ((False, True) if op == BWD else (False,))]
     fwd_out = {}
 
-    def check(run):
+    def mutant(run):
         case, det = run
         c = make(case)
         if op == FWD:
             inputs, attrs = fwd_args(c)
         else:
             if case not in fwd_out:
-                f = check_run(FWD, *fwd_args(c), case.dtype)
+                f = check(FWD, *fwd_args(c), case.dtype)
                 assert_ok(f, case.id)
                 fwd_out[case] = f.arrays
             a = fwd_out[case]
@@ -659,7 +652,7 @@ def test_deleting_any_one_placed_sync_of_nsa_is_a_race(op, tmp_path, monkeypatch
         return run_check(op, inputs, attrs, {"T": case.dtype}, gen_dir=tmp_path / "gen", build_root=session_build_root,
                          progress=False, deterministic=det, golden=False)   # a race is a fault: no golden needed
 
-    reached, survivors = reach_then_mutate(sites, runs, check, monkeypatch, tmp_path / "reached.txt")
+    reached, survivors = reach_then_mutate(sites, runs, mutant, monkeypatch, tmp_path / "reached.txt")
     assert len(reached) >= 40, reached
     flags = {sites[k][2].split("(")[0] for k in reached if "SetFlag" in sites[k][2]}
     assert {"SetFlag<HardEvent::MTE1_M>", "SetFlag<HardEvent::M_MTE1>", "SetFlag<HardEvent::MTE2_MTE1>",
@@ -668,10 +661,6 @@ def test_deleting_any_one_placed_sync_of_nsa_is_a_race(op, tmp_path, monkeypatch
     # (the per-row loops keep the key-row registers and staged rows apart, For.apart: no barrier at their head)
     assert not survivors, survivors
 
-
-def check_run(op, inputs, attrs, dtype):
-    """run_check of `op` on the committed package (the forward whose outputs feed a mutated backward)."""
-    return run_check(op, inputs, attrs, {"T": dtype}, progress=False)
 
 
 @pytest.mark.slow
