@@ -35,6 +35,8 @@ from opgen.ir.locs import spec_doc
 from opgen.names import cpp_name
 from opgen.kernel import kir as K
 from opgen.kernel.isa import FP32_MAX, Op, Pipe
+from opgen.kernel.rowfexpr import FExprError
+from opgen.kernel.rowfexpr import parse as parse_fexpr
 
 FLAG_C2V, FLAG_V2C, FLAG_ZERO, FLAG_DONE, FLAG_TURN = 1, 2, 3, 4, 5
 """Cross-core flag ids (docs/reference/ascendc.md §1.6: 0..10 on Atlas A2 / A3): C2V the AIC -> its AIVs (the item's
@@ -115,40 +117,28 @@ UNIT_DOC = ("One work unit (Decode): dense keys: batch b, kv head n2, query head
 position s, first key row kv0 of its batch)."""
 
 
-_SCALAR = re.compile(r"\s*(?:(?P<num>-?\d+(?:\.\d*)?(?:e[-+]?\d+)?f?)|(?P<name>[A-Za-z_]\w*))\s*")
+_FLT_MAX = f"{FP32_MAX!r}f"
+_ATTN_WORDS = ((re.compile(r"\bFinite0\((st_\w+)\)"), rf"(\1 > -{_FLT_MAX} ? \1 : -{_FLT_MAX})"),
+               (re.compile(r"\bFLT_MAX_VALUE\b"), _FLT_MAX),
+               (re.compile(r"\bNEG_INF_VALUE\b"), "(-__builtin_inff())"))
+"""The attention programs' own words in their scalar texts (opgen.kernel.attnprog) in the row programs' scalar
+grammar: Finite0(m) (m, or 0 when -inf: as max(m, -FLT_MAX), which gives the same difference x - m for every m the
+online softmax meets), the kernel constants FLT_MAX_VALUE and NEG_INF_VALUE."""
 
 
 def scalar_expr(text: str, attrs: dict) -> K.FExpr:
-    """The FExpr of a scalar operand of the attention program (attnprog's C++-like text of a constant, a float
-    attribute `attr_<name>` (-> attrs[name], an FRef), a per-row value `st_<v>`, `-(a)`, `1.0f / (a)`,
-    `Finite0(a)` (a, or 0 when -inf: printed as max(a, -FLT_MAX), which gives the same difference x - m for every
-    m the online softmax meets), -FLT_MAX_VALUE, NEG_INF_VALUE, (-NEG_INF_VALUE)). Raises SpecError on another
-    form."""
-    t = text.strip()
-    while t.startswith("(") and t.endswith(")") and _balanced(t[1:-1]):
-        t = t[1:-1].strip()
-    if t.startswith("-(") and t.endswith(")") and _balanced(t[2:-1]):
-        return K.FNeg(scalar_expr(t[2:-1], attrs), True)
-    if t.startswith("1.0f / (") and t.endswith(")") and _balanced(t[8:-1]):
-        return K.FBin("/", K.FConst(1.0), scalar_expr(t[8:-1], attrs), True)
-    if t.startswith("Finite0(") and t.endswith(")") and _balanced(t[8:-1]):
-        return K.FMinMax("max", scalar_expr(t[8:-1], attrs), K.FConst(-FP32_MAX))
-    if t in ("-FLT_MAX_VALUE",):
-        return K.FConst(-FP32_MAX)
-    if t == "NEG_INF_VALUE":
-        return K.FConst(float("-inf"))
-    if t == "-NEG_INF_VALUE":
-        return K.FConst(float("inf"))
-    m = _SCALAR.fullmatch(t)
-    if m and m.group("num"):
-        return K.FConst(float(m.group("num").rstrip("f")))
-    if m and m.group("name"):
-        n = m.group("name")
-        if n.startswith("attr_") and n[5:] in attrs:
-            return K.FRef(attrs[n[5:]])
-        if re.fullmatch(r"st_v\w+", n):
-            return K.FRef(n)
-    raise SpecError(f"the attention kernel cannot print the scalar operand {text!r}")
+    """The FExpr of a scalar operand of the attention program: its text (constants, the float attribute
+    `attr_<name>` -> the member attrs[name], per-row values `st_<v>`, `-(a)`, `1.0f / (a)`, Finite0(a)) read by the
+    row programs' scalar parser (opgen.kernel.rowfexpr.parse) once the attention words are spelled in its grammar
+    (_ATTN_WORDS). Raises SpecError for a text outside it."""
+    t = text
+    for pat, repl in _ATTN_WORDS:
+        t = pat.sub(repl, t)
+    t = re.sub(r"\battr_(\w+)\b", lambda m: attrs.get(m.group(1), m.group(0)), t)
+    try:
+        return parse_fexpr(t)
+    except FExprError as e:
+        raise SpecError(f"the attention kernel cannot print the scalar operand {text!r}: {e}") from None
 
 
 def _copy(doc="", *, dst, src, count, esize) -> K.Copy:
@@ -175,16 +165,6 @@ def _reached(methods: list, roots: tuple) -> list:
         seen.add(n)
         todo += [s.method for s in K.walk(by[n].body) if isinstance(s, K.Call)]
     return [m for m in methods if m.name in seen]
-
-
-def _balanced(t: str) -> bool:
-    depth = 0
-    for ch in t:
-        depth += ch == "("
-        depth -= ch == ")"
-        if depth < 0:
-            return False
-    return depth == 0
 
 
 class AttnBuilder:

@@ -325,7 +325,7 @@ private:
                     static_cast<int32_t>(keys));                        // spec: nsa_selected_attention.py:96
                 PipeBarrier<PIPE_V>();                                  // rowBuf_: V has written it before V reads it
                 const float st_v43 = RowSum(rows_[0][i * keys], keys);  // spec: nsa_selected_attention.py:97
-                Muls(rows_[0][i * keys], rows_[0][i * keys], static_cast<float>((1.0f / st_v43)),
+                Muls(rows_[0][i * keys], rows_[0][i * keys], static_cast<float>(1.0f / st_v43),
                      static_cast<int32_t>(keys));  // spec: nsa_selected_attention.py:98
                 PipeBarrier<PIPE_V>();             // rowBuf_: V has written it before V reads it
                 Cast(tileQue0T[i * keys], rows_[0][i * keys], RoundMode::CAST_ROUND,
@@ -752,7 +752,7 @@ private:
                     static_cast<int32_t>(keys));                        // spec: nsa_selected_attention.py:96
                 PipeBarrier<PIPE_V>();                                  // rowBuf_: V has written it before V reads it
                 const float st_v42 = RowSum(rows_[0][i * keys], keys);  // spec: nsa_selected_attention.py:97
-                Muls(rows_[0][i * keys], rows_[0][i * keys], static_cast<float>((1.0f / st_v42)),
+                Muls(rows_[0][i * keys], rows_[0][i * keys], static_cast<float>(1.0f / st_v42),
                      static_cast<int32_t>(keys));  // spec: nsa_selected_attention.py:98
                 PipeBarrier<PIPE_V>();             // rowBuf_: V has written it before V reads it
                 Cast(tileQue0T[i * keys], rows_[0][i * keys], RoundMode::CAST_ROUND,
@@ -1225,7 +1225,7 @@ private:
                     static_cast<int32_t>(keys));                        // spec: nsa_selected_attention.py:96
                 PipeBarrier<PIPE_V>();                                  // rowBuf_: V has written it before V reads it
                 const float st_v48 = RowSum(rows_[0][i * keys], keys);  // spec: nsa_selected_attention.py:97
-                Muls(rows_[0][i * keys], rows_[0][i * keys], static_cast<float>((1.0f / st_v48)),
+                Muls(rows_[0][i * keys], rows_[0][i * keys], static_cast<float>(1.0f / st_v48),
                      static_cast<int32_t>(keys));  // spec: nsa_selected_attention.py:98
                 PipeBarrier<PIPE_V>();             // rowBuf_: V has written it before V reads it
                 Cast(tileQue0T[i * keys], rows_[0][i * keys], RoundMode::CAST_ROUND,

@@ -589,7 +589,7 @@ private:
                 Exp(rows_[0][i * keys], rows_[0][i * keys],
                     static_cast<int32_t>(keys));  // spec: nsa_selected_attention_grad.py:100
                 PipeBarrier<PIPE_V>();            // rowBuf_: V has written it before V reads it
-                Muls(rows_[0][i * keys], rows_[0][i * keys], static_cast<float>((1.0f / st_v46)),
+                Muls(rows_[0][i * keys], rows_[0][i * keys], static_cast<float>(1.0f / st_v46),
                      static_cast<int32_t>(keys));  // spec: nsa_selected_attention_grad.py:100
                 Adds(rows_[1][i * keys], rows_[1][i * keys], static_cast<float>(-(st_v52)),
                      static_cast<int32_t>(keys));  // spec: nsa_selected_attention_grad.py:103
@@ -1350,7 +1350,7 @@ private:
                 Exp(rows_[0][i * keys], rows_[0][i * keys],
                     static_cast<int32_t>(keys));  // spec: nsa_selected_attention_grad.py:100
                 PipeBarrier<PIPE_V>();            // rowBuf_: V has written it before V reads it
-                Muls(rows_[0][i * keys], rows_[0][i * keys], static_cast<float>((1.0f / st_v51)),
+                Muls(rows_[0][i * keys], rows_[0][i * keys], static_cast<float>(1.0f / st_v51),
                      static_cast<int32_t>(keys));  // spec: nsa_selected_attention_grad.py:100
                 Adds(rows_[1][i * keys], rows_[1][i * keys], static_cast<float>(-(st_v57)),
                      static_cast<int32_t>(keys));  // spec: nsa_selected_attention_grad.py:103
