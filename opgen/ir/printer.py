@@ -13,6 +13,7 @@ ends with its spec location, `loc("rms_norm.py":28)`; the parser restores it.
 from __future__ import annotations
 
 import json
+import re
 
 from opgen.ir.core import Graph, Node, TensorType
 from opgen.ir.dims import DimExpr, Variadic, shape_str
@@ -83,3 +84,15 @@ def print_graph(g: Graph, locs: bool = False) -> str:
     lines.append(f"  return {{{outs}}}")
     lines.append("}")
     return "\n".join(lines) + "\n"
+
+
+_TRACED = re.compile(r"(?<![A-Za-z0-9])v(\d+)(?![A-Za-z0-9])")
+
+
+def canonical_values(text: str) -> str:
+    """`text` (any printed program) with the traced values' names (v<n>, opgen.dsl.builder: numbered in trace order,
+    also inside derived names such as st_v<n> / ws_v<n>) renumbered by first appearance: two programs that differ
+    only in how many values the trace made before them (a specialisation whose optional input is absent traces
+    fewer) print the same. A bijective renaming, so equal results mean equal programs up to value names."""
+    seen: dict[str, str] = {}
+    return _TRACED.sub(lambda m: "v" + seen.setdefault(m.group(1), str(len(seen))), text)

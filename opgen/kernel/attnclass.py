@@ -32,6 +32,7 @@ from opgen.errors import SpecError
 from opgen.ir.dims import Constraint, Fn, Lit, Sym, as_dim, subst
 from opgen.ir.dtypes import dtype_name
 from opgen.ir.locs import spec_doc
+from opgen.ir.printer import canonical_values
 from opgen.names import cpp_name
 from opgen.kernel import kir as K
 from opgen.kernel.isa import FP32_MAX, Op, Pipe
@@ -1319,7 +1320,7 @@ def attention_classes(spec, lowered, plan: AttnPlan) -> list:
     shapes = {i.name: i.shapes[0] for i in spec.inputs}
     out, by_text = [], {}
     for key, p in lowered.programs.items():
-        text = print_program(p)
+        text = canonical_values(print_program(p))   # equal up to the traced values' names: one class
         if text in by_text:
             by_text[text].keys.append(key)
             continue

@@ -18,13 +18,8 @@ extern "C" __global__ __aicore__ void nsa_selected_attention(GM_ADDR query, GM_A
     REGISTER_TILING_DEFAULT(optiling::NsaSelectedAttentionTilingData);
     GET_TILING_DATA_WITH_STRUCT(optiling::NsaSelectedAttentionTilingData, tilingData, tiling);
     if (TILING_KEY_IS(NSA_SELECTED_ATTENTION_TILING_KEY_A0_D1_S1)) {
-        if (atten_mask != nullptr && actual_seq_qlen != nullptr && actual_seq_kvlen != nullptr) {
+        if (true) {
             NsaSelectedAttentionKernel0<half> op;
-            op.Init(query, key, value, topk_indices, atten_mask, actual_seq_qlen, actual_seq_kvlen, softmax_max,
-                    softmax_sum, attention_out, workspace, &tilingData);
-            op.Process();
-        } else if (atten_mask == nullptr && actual_seq_qlen != nullptr && actual_seq_kvlen != nullptr) {
-            NsaSelectedAttentionKernel1<half> op;
             op.Init(query, key, value, topk_indices, atten_mask, actual_seq_qlen, actual_seq_kvlen, softmax_max,
                     softmax_sum, attention_out, workspace, &tilingData);
             op.Process();
@@ -33,12 +28,12 @@ extern "C" __global__ __aicore__ void nsa_selected_attention(GM_ADDR query, GM_A
     }
     if (TILING_KEY_IS(NSA_SELECTED_ATTENTION_TILING_KEY_A1_D1_S1)) {
         if (atten_mask != nullptr && actual_seq_qlen != nullptr && actual_seq_kvlen != nullptr) {
-            NsaSelectedAttentionKernel2<half> op;
+            NsaSelectedAttentionKernel1<half> op;
             op.Init(query, key, value, topk_indices, atten_mask, actual_seq_qlen, actual_seq_kvlen, softmax_max,
                     softmax_sum, attention_out, workspace, &tilingData);
             op.Process();
         } else if (atten_mask == nullptr && actual_seq_qlen != nullptr && actual_seq_kvlen != nullptr) {
-            NsaSelectedAttentionKernel1<half> op;
+            NsaSelectedAttentionKernel0<half> op;
             op.Init(query, key, value, topk_indices, atten_mask, actual_seq_qlen, actual_seq_kvlen, softmax_max,
                     softmax_sum, attention_out, workspace, &tilingData);
             op.Process();
@@ -46,13 +41,8 @@ extern "C" __global__ __aicore__ void nsa_selected_attention(GM_ADDR query, GM_A
         return;
     }
     if (TILING_KEY_IS(NSA_SELECTED_ATTENTION_TILING_KEY_A0_D2_S1)) {
-        if (atten_mask != nullptr && actual_seq_qlen != nullptr && actual_seq_kvlen != nullptr) {
+        if (true) {
             NsaSelectedAttentionKernel0<half> op;
-            op.Init(query, key, value, topk_indices, atten_mask, actual_seq_qlen, actual_seq_kvlen, softmax_max,
-                    softmax_sum, attention_out, workspace, &tilingData);
-            op.Process();
-        } else if (atten_mask == nullptr && actual_seq_qlen != nullptr && actual_seq_kvlen != nullptr) {
-            NsaSelectedAttentionKernel1<half> op;
             op.Init(query, key, value, topk_indices, atten_mask, actual_seq_qlen, actual_seq_kvlen, softmax_max,
                     softmax_sum, attention_out, workspace, &tilingData);
             op.Process();
@@ -61,12 +51,12 @@ extern "C" __global__ __aicore__ void nsa_selected_attention(GM_ADDR query, GM_A
     }
     if (TILING_KEY_IS(NSA_SELECTED_ATTENTION_TILING_KEY_A1_D2_S1)) {
         if (atten_mask != nullptr && actual_seq_qlen != nullptr && actual_seq_kvlen != nullptr) {
-            NsaSelectedAttentionKernel2<half> op;
+            NsaSelectedAttentionKernel1<half> op;
             op.Init(query, key, value, topk_indices, atten_mask, actual_seq_qlen, actual_seq_kvlen, softmax_max,
                     softmax_sum, attention_out, workspace, &tilingData);
             op.Process();
         } else if (atten_mask == nullptr && actual_seq_qlen != nullptr && actual_seq_kvlen != nullptr) {
-            NsaSelectedAttentionKernel1<half> op;
+            NsaSelectedAttentionKernel0<half> op;
             op.Init(query, key, value, topk_indices, atten_mask, actual_seq_qlen, actual_seq_kvlen, softmax_max,
                     softmax_sum, attention_out, workspace, &tilingData);
             op.Process();
@@ -74,13 +64,8 @@ extern "C" __global__ __aicore__ void nsa_selected_attention(GM_ADDR query, GM_A
         return;
     }
     if (TILING_KEY_IS(NSA_SELECTED_ATTENTION_TILING_KEY_A0_D3_S1)) {
-        if (atten_mask != nullptr && actual_seq_qlen != nullptr && actual_seq_kvlen != nullptr) {
+        if (true) {
             NsaSelectedAttentionKernel0<bfloat16_t> op;
-            op.Init(query, key, value, topk_indices, atten_mask, actual_seq_qlen, actual_seq_kvlen, softmax_max,
-                    softmax_sum, attention_out, workspace, &tilingData);
-            op.Process();
-        } else if (atten_mask == nullptr && actual_seq_qlen != nullptr && actual_seq_kvlen != nullptr) {
-            NsaSelectedAttentionKernel1<bfloat16_t> op;
             op.Init(query, key, value, topk_indices, atten_mask, actual_seq_qlen, actual_seq_kvlen, softmax_max,
                     softmax_sum, attention_out, workspace, &tilingData);
             op.Process();
@@ -89,12 +74,12 @@ extern "C" __global__ __aicore__ void nsa_selected_attention(GM_ADDR query, GM_A
     }
     if (TILING_KEY_IS(NSA_SELECTED_ATTENTION_TILING_KEY_A1_D3_S1)) {
         if (atten_mask != nullptr && actual_seq_qlen != nullptr && actual_seq_kvlen != nullptr) {
-            NsaSelectedAttentionKernel2<bfloat16_t> op;
+            NsaSelectedAttentionKernel1<bfloat16_t> op;
             op.Init(query, key, value, topk_indices, atten_mask, actual_seq_qlen, actual_seq_kvlen, softmax_max,
                     softmax_sum, attention_out, workspace, &tilingData);
             op.Process();
         } else if (atten_mask == nullptr && actual_seq_qlen != nullptr && actual_seq_kvlen != nullptr) {
-            NsaSelectedAttentionKernel1<bfloat16_t> op;
+            NsaSelectedAttentionKernel0<bfloat16_t> op;
             op.Init(query, key, value, topk_indices, atten_mask, actual_seq_qlen, actual_seq_kvlen, softmax_max,
                     softmax_sum, attention_out, workspace, &tilingData);
             op.Process();
@@ -102,13 +87,8 @@ extern "C" __global__ __aicore__ void nsa_selected_attention(GM_ADDR query, GM_A
         return;
     }
     if (TILING_KEY_IS(NSA_SELECTED_ATTENTION_TILING_KEY_A0_D4_S1)) {
-        if (atten_mask != nullptr && actual_seq_qlen != nullptr && actual_seq_kvlen != nullptr) {
+        if (true) {
             NsaSelectedAttentionKernel0<bfloat16_t> op;
-            op.Init(query, key, value, topk_indices, atten_mask, actual_seq_qlen, actual_seq_kvlen, softmax_max,
-                    softmax_sum, attention_out, workspace, &tilingData);
-            op.Process();
-        } else if (atten_mask == nullptr && actual_seq_qlen != nullptr && actual_seq_kvlen != nullptr) {
-            NsaSelectedAttentionKernel1<bfloat16_t> op;
             op.Init(query, key, value, topk_indices, atten_mask, actual_seq_qlen, actual_seq_kvlen, softmax_max,
                     softmax_sum, attention_out, workspace, &tilingData);
             op.Process();
@@ -117,12 +97,12 @@ extern "C" __global__ __aicore__ void nsa_selected_attention(GM_ADDR query, GM_A
     }
     if (TILING_KEY_IS(NSA_SELECTED_ATTENTION_TILING_KEY_A1_D4_S1)) {
         if (atten_mask != nullptr && actual_seq_qlen != nullptr && actual_seq_kvlen != nullptr) {
-            NsaSelectedAttentionKernel2<bfloat16_t> op;
+            NsaSelectedAttentionKernel1<bfloat16_t> op;
             op.Init(query, key, value, topk_indices, atten_mask, actual_seq_qlen, actual_seq_kvlen, softmax_max,
                     softmax_sum, attention_out, workspace, &tilingData);
             op.Process();
         } else if (atten_mask == nullptr && actual_seq_qlen != nullptr && actual_seq_kvlen != nullptr) {
-            NsaSelectedAttentionKernel1<bfloat16_t> op;
+            NsaSelectedAttentionKernel0<bfloat16_t> op;
             op.Init(query, key, value, topk_indices, atten_mask, actual_seq_qlen, actual_seq_kvlen, softmax_max,
                     softmax_sum, attention_out, workspace, &tilingData);
             op.Process();
