@@ -228,9 +228,9 @@ def test_both_engines_give_the_same_verdicts(examples_gen):
 @pytest.mark.parametrize("present", [("weight", "bias"), ("weight",), ("bias",), ()],
                          ids=["weight-bias", "weight", "bias", "neither"])
 def test_bundled_ada_layer_norm_v2_selects_its_class_by_presence(present):
-    """AdaLayerNormV2 (bundled) has one kernel class per presence of weight and bias, all serving attrKey 0: the
-    engine picks the one the kernel entry would (the call's presence condition) and every output is within the
-    float64 oracle's bound (tests/oracles.py: ((x - mean) * rstd * weight + bias) * (1 + scale) + shift), bf16 over
+    """AdaLayerNormV2 (bundled) has one kernel class serving every presence of weight and bias (opgen.kernel.
+    rowpresence): the engine sets its hasInput<k>_ members as the skeleton's Init would (the pointer is not nullptr)
+    and every output is within the float64 oracle's bound (tests/oracles.py: ((x - mean) * rstd * weight + bias) * (1 + scale) + shift), bf16 over
     H = 1152 (ROW_SPLIT)."""
     from oracles import ada_layer_norm_v2_fwd
 

@@ -49,24 +49,87 @@ def test_v2_has_two_levels():
     assert any("attr_epsilon" in i.arg for i in p.instrs)
 
 
-def test_counts_are_those_of_the_fullest_specialisation():
-    """The counts the tiling plans for are what the specialisation with every optional input present needs (the
-    others need less), read off its program's buffers and instructions; that the emitted kernel allocates exactly
-    the plan built from them is measured by the emulation (test_tiling.test_the_kernel_allocates_the_buffer_plan)."""
-    for op, present, temps, nprogs in (("AdaLayerNormGrad", ("gamma", "beta"), 4, 8),
-                                       ("AdaLayerNormV2", ("weight", "bias"), 2, 16)):
+def test_one_program_serves_every_presence_and_its_counts_bound_each():
+    """The specialisations that differ only in which optional inputs are present share one program
+    (opgen.kernel.rowpresence: instructions guarded by the presences that run them), one per shape form; the counts
+    the tiling plans for are that program's, and they bound what each presence lowered alone needs: as many row
+    temporaries as the fullest presence (liveness per presence: a value only another presence reads is overwritten
+    in place); that the emitted kernel allocates exactly the plan built from them is measured by the emulation,
+    test_tiling.test_the_kernel_allocates_the_buffer_plan)."""
+    for op, opts, nprogs, forms in (("AdaLayerNormGrad", ("gamma", "beta"), 8, 2),
+                                    ("AdaLayerNormV2", ("weight", "bias"), 16, 4)):
         u = compile_unit(load_spec(op), until="count")
         assert len(u.lowered.programs) == nprogs                # presence x scale shape forms
-        full = _prog(op, present)
+        joined = {id(p): p for p in u.lowered.programs.values()}
+        assert len(joined) == forms                              # one program per shape form, not per presence
+        alone = [_prog(op, tuple(n for n, on in zip(opts, pr) if on))
+                 for pr in ((True, True), (True, False), (False, True), (False, False))]
         c = u.counts
-        assert c.temps == full.row_temps == temps
+        for p in joined.values():
+            assert p.presence == opts and any(i.when for i in p.instrs)
+            assert p.row_temps <= c.temps and len(p.brow) <= c.brow and len(p.col) <= c.col
+        full = alone[0]
+        assert max(a.row_temps for a in alone) == full.row_temps == c.temps
         assert (c.brow, c.col) == (len(full.brow), len(full.col))
         assert c.stat_in == sum(1 for i in full.instrs if i.kind == "sload")
         assert c.stat_out == sum(1 for i in full.instrs if i.kind == "sstore")
-        assert (c.rsums, c.levels) == (len(full.rsums()), full.levels)
         assert c.col_acc + c.brow_acc == len(full.accs)
-        for p in u.lowered.programs.values():
-            assert p.row_temps <= c.temps and len(p.brow) <= c.brow and len(p.col) <= c.col
+
+
+def test_bundled_entries_call_one_class_whatever_the_presence():
+    """The emitted AdaLayerNormGrad / AdaLayerNormV2 packages (generated/) have one kernel class, which the entry
+    calls for every tiling key without testing an optional input's pointer; the class tests hasInput<k>_ (set in
+    Init from the pointer) around the instructions of the presences that need them."""
+    import re
+    from pathlib import Path
+
+    root = Path(__file__).resolve().parents[1] / "generated"
+    for snake, opts in (("ada_layer_norm_grad", ("gamma", "beta")), ("ada_layer_norm_v2", ("weight", "bias"))):
+        h = (root / snake / "op_kernel" / f"{snake}.h").read_text()
+        cpp = (root / snake / "op_kernel" / f"{snake}.cpp").read_text()
+        assert len(re.findall(r"^class \w+Kernel\d+ \{", h, re.M)) == 1
+        assert "nullptr" not in cpp
+        for k, name in enumerate(opts):
+            assert f"this->hasInput{k}_ = {name} != nullptr;" in h and f"if (hasInput{k}_" in h
+
+
+def test_presence_cover_is_exact_and_disjoint():
+    """rowpresence.cover: for every set of presences of up to three optional inputs, the cubes it returns cover
+    exactly that set, no presence twice (checked by enumerating the presences each cube stands for)."""
+    import itertools
+
+    from opgen.kernel.rowpresence import cover
+
+    for n in (1, 2, 3):
+        points = list(itertools.product((True, False), repeat=n))
+        for r in range(1, len(points) + 1):
+            for when in itertools.combinations(points, r):
+                got = [p for c in cover(when, n) for p in points
+                       if all(x is None or x == y for x, y in zip(c, p))]
+                assert sorted(got) == sorted(when)               # exact, and disjoint (no point twice)
+    assert cover(((True, True), (True, False)), 2) == [(True, None)]
+
+
+def test_guarded_values_share_rows_only_where_no_presence_reads_them():
+    """Allocation under guards (rowprog._allocate): an instruction running under presence A overwrites in place
+    a value that only presence B reads later (B never runs it), but never a value A still reads."""
+    from opgen.kernel.rowprog import _allocate
+
+    A, B = ((True,),), ((False,),)
+    p = RowProgram("t", None)
+    p.instrs = [Instr("vdup", "x", arg="1.0f"),
+                Instr("vscalar", "a", ("x",), "Muls", arg="2.0f", when=A),      # x dead for A after this
+                Instr("vscalar", "b", ("x",), "Muls", arg="3.0f", when=B),      # x read by B
+                Instr("vbin", "c", ("a", "x"), "Add", when=A)]                  # ... and by A: not in place above
+    _allocate(p)
+    assert p.instrs[1].dst != p.instrs[0].dst                    # A still reads x at the last instruction
+    p.instrs = [Instr("vdup", "x", arg="1.0f"),
+                Instr("vscalar", "a", ("x",), "Muls", arg="2.0f", when=A),
+                Instr("vscalar", "b", ("x",), "Muls", arg="3.0f", when=B),
+                Instr("vscalar", "c", ("a",), "Muls", arg="4.0f", when=A)]
+    _allocate(p)
+    assert p.instrs[1].dst == p.instrs[0].dst == "w0"            # only B reads x later: A's Muls in place
+    assert p.row_temps == 1
 
 
 def test_verifier_catches_use_before_def_and_bad_temporaries():

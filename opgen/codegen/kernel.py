@@ -70,6 +70,8 @@ def render_kernel(spec, variants: list[Variant], doc: str, spec_file: str) -> di
     attr_keys = sorted({k for v in variants for k, _c in v.serves})
     for ak in attr_keys:
         serving = [(c, cond) for v, c in zip(variants, classes) for k, cond in v.serves if k == ak]
+        if len({c["name"] for c, _cond in serving}) == 1:   # one class serves every presence (rowpresence)
+            serving = [(serving[0][0], "")]
         for r, row in enumerate(spec.dtype_rows, start=1):
             types = [CTYPE[str(row[d].value) if hasattr(row[d], "value") else str(row[d])] for d in dvars]
             for strategy, name in ((1, "ROW_SPLIT"), (2, "COL_SPLIT"), (3, "COL_STREAM"))[

@@ -36,6 +36,7 @@ from opgen.kernel.rowprog import (ACC_INIT, MASK_KINDS, MASK_LANES, SELECT_KINDS
                                   names_in, instr_op, per_row, row_passes)
 from opgen.kernel.rowsched import GmRows, RowSchedule, row_split_class
 from opgen.kernel.rowprog import MAX_DIM_VALUES, online_pair
+from opgen.kernel.rowpresence import cover
 from opgen.kernel.rowsched import mul as _kmul
 from opgen.kernel.rowsched import sub as _ksub
 from opgen.kernel.rowsched import add as _ksum
@@ -418,11 +419,11 @@ class _Printer:
             doc = spec_doc(self.cites.instr(i))
             refs = [dataclasses.replace(_operand_ref(x, self.p), offset=at) for x in (i.dst, *i.srcs)]
             reps = [R] + [Lit(0) if x in self.p.col else R for x in i.srcs]
-            out += [kir.For("c", Lit(0), Bin("//", _ksum(rs, Lit(63)), Lit(64)), Lit(1), (
+            out += guarded(i, [kir.For("c", Lit(0), Bin("//", _ksum(rs, Lit(63)), Lit(64)), Lit(1), (
                 kir.vec(REPEAT_FORMS[entry(i.op).op], dst=refs[0], src0=refs[1], src1=refs[2],
                         mask=Fn("min", (Lit(64), _ksub(rs, at))), repeat=Sym("k"),
                         params=(Lit(1), Lit(1), Lit(1), *reps), doc=doc),),
-                doc="a 64-lane chunk of every row at once; the column row's chunk for each", disjoint=True)]
+                doc="a 64-lane chunk of every row at once; the column row's chunk for each", disjoint=True)], self.p)
         return out
 
     def nodes(self, instrs: list, phase: int | None, stream: bool = False, online: tuple | None = None,
@@ -445,53 +446,124 @@ class _Printer:
         src = "rowIn_" if self.mode == "row" else "res_"
         out = []
         for i in instrs:
-            doc = spec_doc(self.cites.instr(i))
-            k = i.kind
-            if k == "sload":
-                out.append(kir.GetValue(i.dst, kir.Ref(f"statIn_{i.gm}", Sym("i")), doc=doc))
-            elif k == "sstore":
-                out.append(kir.SetValue(kir.Ref(f"statStage_{i.gm}", Sym("i")),
-                                        parse_scalar(i.srcs[0], INT_MEMBERS), doc=doc))
-            elif k == "scheck":   # an index into the row: Trap() outside [0, hidden_), then its checked value
-                out += [kir.TrapUnless(kir.FRef(i.srcs[0]), Sym("hidden_"), doc=doc),
-                        kir.FLet(i.dst, kir.FRef(i.srcs[0]))]
-            elif k in ("rsum", "rmax") and batch == "all":   # all k rows at once (rowsched._rows_reduce)
-                out.append(kir.Call("RowsSum" if k == "rsum" else "RowsMax",
-                                    (op(i.srcs[0]), kir.Ref("rv_", slot=Lit(self.rsum_index[i.dst])), Sym("k")),
-                                    doc=doc))
-            elif k in ("rsum", "rmax") and self.mode == "row":
-                out.append(kir.Call("RowSum" if k == "rsum" else "RowMax", (op(i.srcs[0]), n), result=i.dst,
-                                    doc=doc))
-            elif online is not None and any(i is x for x in online):
-                part = f"part_{i.dst}"
-                out.append(kir.Call("RowSum" if k == "rsum" else "RowMax", (op(i.srcs[0]), n), result=part, doc=doc))
-                out += self._online_steps(i, online, part, doc)
-            elif k in ("rsum", "rmax") and phase is not None and i.level == phase:
-                part = f"part_{i.dst}"
-                at = kir.Ref("sums_", Bin("+", _kmul(self.level_slot[i.dst], gs), i_))
-                out.append(kir.Call("RowSum" if k == "rsum" else "RowMax", (op(i.srcs[0]), n), result=part, doc=doc))
-                if stream:
-                    prev = f"prev_{i.dst}"
-                    both = (kir.FBin("+", kir.FRef(prev), kir.FRef(part)) if k == "rsum"
-                            else kir.FMinMax("max", kir.FRef(prev), kir.FRef(part)))
-                    out.append(kir.If((Constraint("==", Sym("c0_"), Sym("cBegin")),),
-                                      (kir.SetValue(at, kir.FRef(part)),),
-                                      (kir.FLet(prev, kir.FLoad(at)), kir.SetValue(at, both)),
-                                      doc="the slice's first chunk; a later one combines with the chunks before"))
-                else:
-                    out.append(kir.SetValue(at, kir.FRef(part)))
-            elif k in ("rsum", "rmax"):
-                out.append(kir.GetValue(i.dst, kir.Ref("tots_", Bin("+", _kmul(self.rsum_index[i.dst], gs), i_)),
-                                        doc=doc))
-            elif k == "vseg":
-                out.append(self.seg_nodes(i, doc))
+            start = len(out)
+            self._node(i, out, op, n, row, gs, i_, src, phase, stream, online, batch)
+            pre = []
+            if i.when and i.kind in ("rsum", "rmax") and phase is not None and i.level == phase and \
+                    self.mode == "col" and batch != "all" and online is None:
+                # its partial goes to the exchange under every presence: 0 where it does not run (never unwritten)
+                zero = kir.SetValue(kir.Ref("sums_", Bin("+", _kmul(self.level_slot[i.dst], gs), i_)), kir.FConst(0.0))
+                pre = [kir.If((Constraint("==", Sym("c0_"), Sym("cBegin")),), (zero,),
+                              doc="the slice's first chunk")] if stream else [zero]
+            out[start:] = pre + guarded(i, out[start:], self.p)
+        return merge_guards(out)
+
+    def _node(self, i: Instr, out: list, op, n, row, gs, i_, src: str, phase, stream: bool, online, batch: str):
+        """Append instruction `i`'s Kernel-IR nodes to `out` (`nodes`, whose locals the arguments are)."""
+        doc = spec_doc(self.cites.instr(i))
+        k = i.kind
+        if k == "sload":
+            out.append(kir.GetValue(i.dst, kir.Ref(f"statIn_{i.gm}", Sym("i")), doc=doc))
+        elif k == "sstore":
+            out.append(kir.SetValue(kir.Ref(f"statStage_{i.gm}", Sym("i")),
+                                    parse_scalar(i.srcs[0], INT_MEMBERS), doc=doc))
+        elif k == "scheck":   # an index into the row: Trap() outside [0, hidden_), then its checked value
+            out += [kir.TrapUnless(kir.FRef(i.srcs[0]), Sym("hidden_"), doc=doc),
+                    kir.FLet(i.dst, kir.FRef(i.srcs[0]))]
+        elif k in ("rsum", "rmax") and batch == "all":   # all k rows at once (rowsched._rows_reduce)
+            out.append(kir.Call("RowsSum" if k == "rsum" else "RowsMax",
+                                (op(i.srcs[0]), kir.Ref("rv_", slot=Lit(self.rsum_index[i.dst])), Sym("k")),
+                                doc=doc))
+        elif k in ("rsum", "rmax") and self.mode == "row":
+            out.append(kir.Call("RowSum" if k == "rsum" else "RowMax", (op(i.srcs[0]), n), result=i.dst,
+                                doc=doc))
+        elif online is not None and any(i is x for x in online):
+            part = f"part_{i.dst}"
+            out.append(kir.Call("RowSum" if k == "rsum" else "RowMax", (op(i.srcs[0]), n), result=part, doc=doc))
+            out += self._online_steps(i, online, part, doc)
+        elif k in ("rsum", "rmax") and phase is not None and i.level == phase:
+            part = f"part_{i.dst}"
+            at = kir.Ref("sums_", Bin("+", _kmul(self.level_slot[i.dst], gs), i_))
+            out.append(kir.Call("RowSum" if k == "rsum" else "RowMax", (op(i.srcs[0]), n), result=part, doc=doc))
+            if stream:
+                prev = f"prev_{i.dst}"
+                both = (kir.FBin("+", kir.FRef(prev), kir.FRef(part)) if k == "rsum"
+                        else kir.FMinMax("max", kir.FRef(prev), kir.FRef(part)))
+                out.append(kir.If((Constraint("==", Sym("c0_"), Sym("cBegin")),),
+                                  (kir.SetValue(at, kir.FRef(part)),),
+                                  (kir.FLet(prev, kir.FLoad(at)), kir.SetValue(at, both)),
+                                  doc="the slice's first chunk; a later one combines with the chunks before"))
             else:
-                node = instr_node(i, op, n, kir.Ref(f"{src}{i.gm}", row) if k == "cast_in" else None,
-                                  kir.Ref(f"rowOut_{i.gm}", row) if k == "store" else None, doc=doc)
-                if node is None:
-                    raise SpecError(f"row kernel {self.p.name}: no Kernel IR for instruction {k}")
-                out.append(node)
-        return out
+                out.append(kir.SetValue(at, kir.FRef(part)))
+        elif k in ("rsum", "rmax"):
+            out.append(kir.GetValue(i.dst, kir.Ref("tots_", Bin("+", _kmul(self.rsum_index[i.dst], gs), i_)),
+                                    doc=doc))
+        elif k == "vseg":
+            out.append(self.seg_nodes(i, doc))
+        else:
+            node = instr_node(i, op, n, kir.Ref(f"{src}{i.gm}", row) if k == "cast_in" else None,
+                              kir.Ref(f"rowOut_{i.gm}", row) if k == "store" else None, doc=doc)
+            if node is None:
+                raise SpecError(f"row kernel {self.p.name}: no Kernel IR for instruction {k}")
+            out.append(node)
+
+
+def presence_member(k: int) -> str:
+    """The bool member of a kernel class serving several presences that holds whether optional input k (in spec
+    order) is present (the skeleton's Init sets it: its pointer is not nullptr)."""
+    return f"hasInput{k}_"
+
+
+def guarded(i: Instr, nodes: list, prog: RowProgram) -> list:
+    """`nodes` (what instruction `i` prints as), inside one If per cube of the presences it runs under
+    (Instr.when, opgen.kernel.rowpresence.cover: disjoint, so one runs); `nodes` itself when it always runs."""
+    if not i.when or not nodes:
+        return nodes
+    out, body = [], []
+    for s in nodes:   # the scalar it defines is declared before the guard, assigned inside (C++ block scope)
+        name = s.name if isinstance(s, (kir.FLet, kir.GetValue)) else s.result if isinstance(s, kir.Call) else None
+        if name is None or name != i.dst:
+            body.append(s)
+            continue
+        out.append(kir.FLet(name, kir.FConst(0.0), mutable=True))
+        if isinstance(s, kir.FLet):
+            body.append(kir.FAssign(name, s.value))
+        else:
+            body += [dataclasses.replace(s, **{"name" if isinstance(s, kir.GetValue) else "result": f"{name}_when"}),
+                     kir.FAssign(name, kir.FRef(f"{name}_when"))]
+    for cube in cover(i.when, len(prog.presence)):
+        conds = tuple(Sym(presence_member(k)) if lit else Constraint("==", Sym(presence_member(k)), Lit(0))
+                      for k, lit in enumerate(cube) if lit is not None)
+        out.append(kir.If(conds, tuple(body), doc=f"when {_when_text(cube, prog.presence)}"))
+    return out
+
+
+def _is_guard(s) -> bool:
+    """Whether statement `s` is an If `guarded` made."""
+    return isinstance(s, kir.If) and not s.orelse and s.doc.startswith("when ")
+
+
+def merge_guards(stmts: list) -> list:
+    """`stmts` with consecutive guards of the same presences (`guarded`) joined into one If, the scalar
+    declarations between them moved before the run of guards (a declaration only sets 0.0f: it may move up)."""
+    out: list = []
+    for s in stmts:
+        if isinstance(s, kir.FLet) and s.mutable and s.value == kir.FConst(0.0) and out and _is_guard(out[-1]):
+            j = len(out)
+            while j > 0 and _is_guard(out[j - 1]):
+                j -= 1
+            out.insert(j, s)
+            continue
+        if _is_guard(s) and out and _is_guard(out[-1]) and out[-1].cond == s.cond:
+            out[-1] = dataclasses.replace(out[-1], then=out[-1].then + s.then)
+            continue
+        out.append(s)
+    return out
+
+
+def _when_text(cube: tuple, names: tuple) -> str:
+    """A cube of presences as words ("gamma present, beta absent")."""
+    return ", ".join(f"{n} {'present' if lit else 'absent'}" for n, lit in zip(names, cube) if lit is not None)
 
 
 def _with_rows_reduce(segs: list) -> list:
@@ -697,18 +769,18 @@ def _setup_nodes(prog: RowProgram, space: str, addr: "_Addr", cites: Cites) -> l
         if i.kind == "load":
             t = prog.tensor(i.gm)
             at = addr.at(i.gm, Sym("b") if space == "brow" else None, Sym("c0_"))
-            out.append(kir.Call("LoadRow", (op(i.dst), kir.GmView(f"gm_{t.gm}", at), n), targs=(_ctype(t.dtype),),
-                                doc=doc))
+            out += guarded(i, [kir.Call("LoadRow", (op(i.dst), kir.GmView(f"gm_{t.gm}", at), n),
+                                        targs=(_ctype(t.dtype),), doc=doc)], prog)
             continue
         if i.kind == "acc":
             continue
         node = instr_node(i, op, n, doc=doc)
         if node is None:
             raise SpecError(f"row kernel {prog.name}: no Kernel IR for {space} instruction {i.kind}")
-        out.append(node)
+        out += guarded(i, [node], prog)
     if space == "col":
         out += _zero_nodes(prog, "col", cites)
-    return out
+    return merge_guards(out)
 
 
 def _read_at_expr(prog: RowProgram, a: str, b) -> DimExpr:
@@ -1110,7 +1182,8 @@ def row_split_ir(spec, v: Variant, dims: DimFields, ctx: dict) -> kir.KernelClas
                                       ("RunRows", ctx["strided"]), ("GapBlocks", True)) if on),
         run_extent=dims.sym(dims.layout.extents[-1]) if ctx["strided"] else Lit(1),
         zero_fill=any(i.kind in MASK_KINDS or i.kind in SELECT_KINDS for i in p.instrs),
-        tiling_struct=f"optiling::{spec.name}TilingData", dim_values=tuple(ctx["dim_values"]))
+        tiling_struct=f"optiling::{spec.name}TilingData", dim_values=tuple(ctx["dim_values"]),
+        presence=tuple(m for m, _a in ctx["presence"]))
     return row_split_class(v.cls, sched)
 
 
@@ -1153,6 +1226,7 @@ def class_ir(spec, v: Variant, dims: DimFields) -> dict:
     dim_values = [(m, dims.sym(e)) for m, e in zip(DIM_VALUE_MEMBERS, p.dim_values)]   # fields after the addressing's
     ctx = {
         "name": v.cls, "doc": v.doc, "dim_values": dim_values,
+        "presence": [(presence_member(k), cpp_name(n)) for k, n in enumerate(p.presence)],
         "tensors": tensors,
         "unused": [cpp_name(n) for n in [i.name for i in spec.inputs] + [o.name for o in spec.outputs] if n not in used],
         "row_in": row_in, "row_out": row_out, "stat_in": stat_in, "stat_out": stat_out, "off_nodes": offs,

@@ -203,6 +203,8 @@ class Instr:
                 cast to the byte dtype; BYTE_DTYPES)
     sstore      GM stat tensor `gm` <- scalar srcs[0] cast with round mode arg
 
+    `when` (a program serving several presences of the spec's optional inputs, opgen.kernel.rowpresence) is the
+    tuple of presences (one bool per optional input, in spec order) under which the instruction runs; () = always.
     `loc` ("file.py:28", not compared) is the spec line of the tensor-IR node it was lowered from: a load's is the
     cast / view that made the loaded value, a store's the node producing the output.
     """
@@ -217,6 +219,7 @@ class Instr:
     level: int = 0
     phases: tuple = ()   # COL_SPLIT phases that execute it: row-sum levels it feeds, and -1 (the final phase)
     passes: tuple = ()   # a two-pass kernel's passes over the rows that execute it (1, 2; assign_row_passes)
+    when: tuple = ()     # the presences of the optional inputs it runs under (opgen.kernel.rowpresence); () = always
     loc: str = field(default="", compare=False)   # spec file:line of the tensor-IR value it was lowered from
 
 
@@ -265,6 +268,8 @@ class RowProgram:
     batch_stores: list = field(default_factory=list)   # Instr("bstore"): per-batch values written once per batch
     dim_values: list = field(default_factory=list)   # dim expressions read as numbers: member dimValue<k>_ each
     int_cast_modes: dict = field(default_factory=dict)   # input -> (non-rint mode of a cast on its load chain, loc)
+    presence: tuple = ()   # the optional inputs whose presence Instr.when tests (opgen.kernel.rowpresence)
+    bnames: dict = field(default_factory=dict)   # per-batch float member -> (its tensor-IR value, spec line): messages
 
     def tensor(self, name: str) -> GmTensor:
         """The GM tensor `name`. Raises KeyError."""
@@ -447,8 +452,10 @@ def _float_literal(v) -> str:
 
 def _schedule(instrs: list[Instr]) -> list[Instr]:
     """Greedy list scheduling: among the ready instructions take the lowest level first (a row sum's
-    users wait for it anyway), then the one that frees the most row temporaries and allocates the fewest,
-    then graph order. Keeps the number of live fp32 rows (UB) small; any order it returns is topological."""
+    users wait for it anyway), then the one that frees the most row temporaries and allocates the fewest (a
+    value dies where no instruction running under the taker's presences reads it again, Instr.when), then one every
+    presence runs (shared work before the guarded), then one running under the presences of the last one taken
+    (one guard around a run), then graph order. Keeps the number of live fp32 rows (UB) small; any order it returns is topological."""
     defs = {i.dst: k for k, i in enumerate(instrs) if i.dst}
     deps = [{defs[x] for x in _names_in(i) if x in defs and defs[x] != k} for k, i in enumerate(instrs)]
     users: dict[int, set[int]] = {}
@@ -463,9 +470,10 @@ def _schedule(instrs: list[Instr]) -> list[Instr]:
         for k, i in enumerate(instrs):
             if k in done or not deps[k] <= done:
                 continue
-            frees = sum(1 for j in deps[k] if j in row_vals and users.get(j, set()) - done == {k})
+            frees = sum(1 for j in deps[k] if j in row_vals   # its value dies here under i's presences
+                        and all(u == k or _exclusive(instrs[u].when, i.when) for u in users.get(j, set()) - done))
             allocs = 1 if k in row_vals and not frees else 0
-            key = (i.level, allocs - frees, k)
+            key = (i.level, allocs - frees, bool(i.when), bool(out) and i.when != out[-1].when, k)
             if best_key is None or key < best_key:
                 best, best_key = k, key
         done.add(best)
@@ -538,17 +546,33 @@ def _assign_phases(p: RowProgram) -> None:
     p.instrs = [evolve(i, phases=tuple(sorted(member[k]))) for k, i in enumerate(instrs)]
 
 
+def _exclusive(a: tuple, b: tuple) -> bool:
+    """Whether instructions guarded by presences `a` and `b` (Instr.when) never both run: both guarded, no presence
+    in common."""
+    return bool(a) and bool(b) and not set(a) & set(b)
+
+
 def _allocate(p: RowProgram) -> None:
     """Name every UB operand: row values -> w<k> by liveness (in place when an operand dies at this
-    instruction), brow/col values and accumulators -> their own buffers. Rewrites p.instrs."""
+    instruction), brow/col values and accumulators -> their own buffers. Rewrites p.instrs. Under guards
+    (Instr.when) liveness is per presence: an instruction may take the row of a value that no instruction running
+    under its presences reads again (a value of presences that never run with it, or one only such presences still
+    read)."""
     row_kinds = ("cast_in", "vwiden", "vnarrow", "vbin", "vscalar", "vseg", "vunary", "vdup", "viota", "vgather", *MASK_KINDS,
                  *SELECT_KINDS)
     last: dict[str, int] = {}
+    uses: dict[str, list] = {}   # value -> [(instruction index, its presences)]
     for k, i in enumerate(p.instrs):
         for x in _names_in(i):
             last[x] = k
+            uses.setdefault(x, []).append((k, i.when))
+
+    def dead_for(x: str, k: int, when: tuple) -> bool:
+        # x is not read after instruction k under any presence that runs an instruction guarded by `when`
+        return all(j <= k or _exclusive(w, when) for j, w in uses.get(x, ()))
+
     where: dict[str, str] = {}
-    holder: dict[str, str] = {}   # buffer -> live value
+    holder: dict[str, dict] = {}   # buffer -> {live value: its presences}
     nxt = 0
     out = []
     for k, i in enumerate(p.instrs):
@@ -556,17 +580,19 @@ def _allocate(p: RowProgram) -> None:
         dst = i.dst
         if i.space == "row" and i.kind in row_kinds:
             data = i.srcs[1:] if i.kind in SELECT_KINDS else i.srcs   # a select never overwrites its mask
-            dying = [x for x in data if x in where and last.get(x) == k]
+            dying = [x for x in data if x in where and dead_for(x, k, i.when)]
             if dying and i.kind not in NO_INPLACE:
                 dst = where[dying[0]]
             else:
-                free = sorted(int(b[1:]) for b in (f"w{j}" for j in range(nxt)) if b not in holder)
+                own = set(_names_in(i))   # never over one of its own operands here (NO_INPLACE, or none dies)
+                free = [j for j in range(nxt) if all(v not in own and (_exclusive(w, i.when) or dead_for(v, k, i.when))
+                                                     for v, w in holder.get(f"w{j}", {}).items())]
                 if free:
                     dst = f"w{free[0]}"
                 else:
                     dst, nxt = f"w{nxt}", nxt + 1
             where[i.dst] = dst
-            holder[dst] = i.dst
+            holder.setdefault(dst, {})[i.dst] = i.when
         elif i.space in ("brow", "col") and i.kind in ("load", *row_kinds, "acc"):
             bufs = p.brow if i.space == "brow" else p.col
             if i.dst not in bufs:
@@ -574,8 +600,8 @@ def _allocate(p: RowProgram) -> None:
         out.append(evolve(i, dst=dst, srcs=srcs))
         for x in _names_in(i):
             b = where.get(x)
-            if b and last.get(x) == k and holder.get(b) == x:
-                del holder[b]
+            if b and last.get(x) == k:
+                holder.get(b, {}).pop(x, None)
     p.instrs = out
     p.row_temps = nxt
 
@@ -625,6 +651,8 @@ def print_program(p: RowProgram, locs: bool = False) -> str:
         lines.append(f"  col {', '.join(p.col)}")
     if p.consts:
         lines.append(f"  const {', '.join(p.consts)}")
+    if p.presence:
+        lines.append(f"  serves every presence of {', '.join(p.presence)} (when: 1 present, 0 absent, in that order)")
     for k, e in enumerate(p.dim_values):   # part of the program: two programs reading other dims are other kernels
         lines.append(f"  dimValue{k}_ = {e}")
     for a, (sp, name, rm) in p.accs.items():
@@ -650,7 +678,9 @@ def print_program(p: RowProgram, locs: bool = False) -> str:
         body = _instr_text(i)
         ph = ",".join("F" if x == -1 else f"P{x}" for x in i.phases)
         ps = f" pass {','.join(map(str, i.passes))}" if i.passes else ""
-        lines.append(f"  [{i.space} L{i.level}{' ' + ph if ph else ''}{ps}] {body}{at_suffix(i.loc) if locs else ''}")
+        wh = " when " + " | ".join("".join("1" if x else "0" for x in w) for w in i.when) if i.when else ""
+        lines.append(f"  [{i.space} L{i.level}{' ' + ph if ph else ''}{ps}{wh}] {body}"
+                     f"{at_suffix(i.loc) if locs else ''}")
     lines.append("}")
     return "\n".join(lines) + "\n"
 

@@ -32,6 +32,7 @@ from opgen.kernel.rowmerge import (SEGMENT_OP, math_as_steps, merge_blocker, mer
 from opgen.kernel.rowlayout import (Chains, PiecewiseView, RowLayout, SegView, Unsupported, analyse, keys_of,
                                     store_view, view_of)
 from opgen.names import cpp_name
+from opgen.kernel.rowpresence import merge_presences
 from opgen.kernel.rowprog import ROUND_MODES, GmTensor, Instr, RowProgram, lower_elementwise
 
 ELEMENTWISE = set(rowprog.VECTOR_BINARY) | set(rowprog.VECTOR_UNARY) | {"neg"}
@@ -107,6 +108,11 @@ class _Lowering:
 
     # ---------------------------------------------------------------- driver
     def run(self) -> RowProgram:
+        return finish(self.build())
+
+    def build(self) -> RowProgram:
+        """The program as lowered and simplified by the kernel-level algebra: single-assignment names, graph order, no
+        levels, schedule or buffers yet (`finish` gives them)."""
         for pr in self.g.params:
             v = pr.value
             if pr.kind == "attr":
@@ -130,19 +136,7 @@ class _Lowering:
         rowalg.optimize(p, self.passes)   # kernel-level algebra (opgen.kernel.rowalg.ROW_PASSES)
         defined = {i.dst for i in p.instrs}
         p.late = [v for v in p.late if v in defined]   # merged or dropped by the algebra
-        rowprog._assign_levels(p)
-        p.instrs = rowprog._schedule(p.instrs)
-        rowprog._assign_phases(p)
-        try:
-            rowprog.assign_row_passes(p)
-        except IRError as e:
-            why = str(e)
-            for name, (v, loc) in self.bnames.items():   # a per-batch total: the spec's value and line
-                where = f" ({loc.rsplit('/', 1)[-1]})" if loc else ""
-                why = why.replace(f"%{name} ", f"%{v}{where} ")
-            raise Unsupported(getattr(e, "value", p.acc_reads[0]), getattr(e, "loc", ""), why) from None
-        rowprog._allocate(p)
-        _canonical_names(p)
+        p.bnames = self.bnames
         return p
 
     # ---------------------------------------------------------------- operands
@@ -1095,6 +1089,60 @@ class _FinishCtx:
         return "x" if v in self.acc_vals else self.low.operand(v)
 
 
+def finish(p: RowProgram) -> RowProgram:
+    """Row program `p` as `_Lowering.build` (or opgen.kernel.rowpresence.merge_presences) left it, with its levels,
+    schedule, COL_SPLIT phases, passes over the rows, buffers and canonical names. Raises Unsupported when a second
+    pass over the rows cannot be formed."""
+    rowprog._assign_levels(p)
+    p.instrs = rowprog._schedule(p.instrs)
+    rowprog._assign_phases(p)
+    try:
+        rowprog.assign_row_passes(p)
+    except IRError as e:
+        why = str(e)
+        for name, (v, loc) in p.bnames.items():   # a per-batch total: the spec's value and line
+            where = f" ({loc.rsplit('/', 1)[-1]})" if loc else ""
+            why = why.replace(f"%{name} ", f"%{v}{where} ")
+        raise Unsupported(getattr(e, "value", p.acc_reads[0]), getattr(e, "loc", ""), why) from None
+    rowprog._allocate(p)
+    _canonical_names(p)
+    return p
+
+
+def _lower_joined(spec, graphs: dict, lay: RowLayout, keys: list) -> dict:
+    """{key: RowProgram} of the specialisations `keys` on layout `lay`: those that differ only in which optional
+    inputs are present share one program serving every presence (opgen.kernel.rowpresence.merge_presences: the
+    presence handled in the IR, one kernel class), where the join covers them and keeps every presence's online
+    maximum and sum (rowprog.online_pair, COL_STREAM's one pass); the others one program each. Raises Unsupported
+    as `lower`."""
+    optional = tuple(i.name for i in spec.inputs if i.optional)
+    by_rest: dict = {}
+    for key in keys:
+        by_rest.setdefault((key.static, key.forms), []).append(key)
+    out = {}
+    for same in by_rest.values():
+        joined = None
+        if optional and len(same) > 1:
+            built = []
+            for key in same:
+                low = _Lowering(graphs[key], lay)
+                low.passes = None
+                built.append((tuple(key.present), low.build()))
+            joined, _why = merge_presences(built, optional)
+        if joined is not None:
+            p = finish(joined)
+            rowprog.verify_program(p)
+            if rowprog.online_pair(p) is None:   # a join must not lose a presence's online softmax (COL_STREAM)
+                alone = {key: lower(graphs[key], lay) for key in same}
+                if any(rowprog.online_pair(q) for q in alone.values()):
+                    out.update(alone)
+                    continue
+            out.update({key: p for key in same})
+        else:
+            out.update({key: lower(graphs[key], lay) for key in same})
+    return out
+
+
 def _canonical_names(p: RowProgram) -> None:
     """Rename the program's values by role and first definition (batch rows b<k>, column rows c<k>, per-row and
     scalar values s<k>), so programs that compute alike print alike whatever the tensor IR's value names (two
@@ -1221,8 +1269,8 @@ class RowsFamily(Family):
             progs, layouts = {}, {}
             for lay, keys in groups:
                 for key in keys:
-                    progs[key] = lower(graphs[key], lay)
                     layouts[key] = lay
+                progs.update(_lower_joined(spec, graphs, lay, keys))
         except Unsupported as e:   # say why a reduction over several trailing axes kept them apart
             why = next((w for w in (merge_blocker(min_as_max(g)) for g in orig.values()) if w), "")
             if not why:

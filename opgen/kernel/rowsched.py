@@ -151,6 +151,7 @@ class RowSchedule:
     tiling_struct: str = "TilingData"
     zero_fill: bool = False    # zero the row, batch and column rows once (a compare / select reads whole repeats)
     dim_values: tuple = ()     # (int64 member, its tiling field's symbol): dims the row program reads as numbers
+    presence: tuple = ()       # bool members hasInput<k>_ the skeleton's Init sets (optional input k is not nullptr)
 
 
 def _spec(text: str) -> str:
@@ -943,7 +944,7 @@ def row_split_class(name: str, s: RowSchedule) -> KernelClass:
         locals=tuple(locals_),
         tensors=tuple(tensors),
         scalars=tuple(ScalarVar(n) for n in MEMBER_SCALARS) + tuple(ScalarVar(m) for m, _f in s.dim_values)
-        + tuple(ScalarVar(n, "float") for n in s.float_scalars),
+        + tuple(ScalarVar(n, "float") for n in s.float_scalars) + tuple(ScalarVar(m, "bool") for m in s.presence),
         fields=COL_FIELDS + ("rowsPerOwner", "rowsPerCore", "rowsTail") + (("colsPerReduceCore",) if s.cross_core else ())
         + tuple(s.fields)
         + tuple(f for _m, f in INIT_MEMBERS if f not in s.fields)

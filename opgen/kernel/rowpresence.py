@@ -1,0 +1,142 @@
+"""One row program for every presence of a spec's optional inputs (the presence handled in the IR, not one kernel
+class per presence).
+
+A spec traces once per presence of its optional inputs (`gamma is None` is Python, decided at trace time), so the
+rows family gets one program per presence. `merge_presences` joins those programs, each as lowered and simplified
+(opgen.kernel.rows `_Lowering.build`: single-assignment names, before scheduling), into one: an instruction is the
+same in two programs when it is the same operation on the same operands (value numbering: its kind, op, scalar
+text, GM tensor and space, and the numbers of its operands); the joined program has each distinct instruction once,
+with `Instr.when` naming the presences that run it (() when all do), and the union of the GM tensors and
+accumulators. A value computed only under some presences is guarded by them (`if (hasInput<k>_ ...)` in the class,
+opgen.kernel.rowclass); the buffer assignment lets values of presences that never run together share a row
+temporary (opgen.kernel.rowprog `_allocate`), so the joined program's UB is about that of its largest presence.
+
+What the join does not cover (it returns None with the reason, and the family keeps one class per presence): an
+optional input read per row (its CopyIn runs outside the instructions), programs with a second pass over the rows,
+per-batch values or finishing instructions (their side tables are not joined), programs on other layouts.
+
+Facts: docs/design.md "Optional inputs: one class for every presence" (what is joined, what it costs); the
+presences are the kernel entry's (opgen.kernel.rows `presence_condition`)."""
+
+from __future__ import annotations
+
+import dataclasses
+import itertools
+import re
+
+from opgen.kernel.rowprog import SCALAR_ARG_KINDS, RowProgram
+
+_NAME = re.compile(r"[A-Za-z_][A-Za-z0-9_]*")
+
+
+def merge_presences(progs: list, optional: tuple) -> tuple[RowProgram | None, str]:
+    """(the joined program, "") of `progs` = [(presence, RowProgram as built)] (presence: one bool per name of
+    `optional`, the spec's optional inputs in order; every program on one layout), or (None, why) when the join
+    does not cover them (module docstring). The joined program is named after the first; its instructions are in
+    an order where every operand is defined before its use (the first program's, then each later program's new
+    ones), ready for opgen.kernel.rows.finish."""
+    why = _unjoinable(progs, optional)
+    if why:
+        return None, why
+    first = progs[0][1]
+    merged: dict = {}      # instruction key -> [Instr (joined names), set of program indices]
+    names: dict = {}       # value key -> joined name
+    taken: set = set()
+    gm: dict = {}
+    accs: dict = {}
+    kinds: dict = {}
+    for v, (_pr, p) in enumerate(progs):
+        for t in p.gm:
+            if gm.setdefault(t.name, t) != t:
+                return None, f"GM operand {t.name} is read two ways"
+        kmap: dict = {}    # this program's value name -> value key
+        ren: dict = {}     # this program's value name -> joined name
+        for i in p.instrs:
+            arg, arg_keys = i.arg, ()
+            if i.kind in SCALAR_ARG_KINDS and i.arg:
+                found = [m for m in _NAME.findall(i.arg) if m in kmap]
+                arg_keys = tuple(kmap[m] for m in found)
+                arg = _NAME.sub(lambda m: "{}" if m.group(0) in kmap else m.group(0), i.arg)
+            srcs = tuple(kmap.get(x, ("gm", x)) for x in i.srcs)
+            if i.kind == "acc":
+                if i.dst not in p.accs:
+                    return None, f"accumulator {i.dst} is not stored"
+                sp, out, rnd = p.accs[i.dst]
+                acc_key = ("acc", out)
+                if acc_key not in names:
+                    names[acc_key] = _fresh(i.dst, taken)
+                name = names[acc_key]
+                if accs.setdefault(name, (sp, out, rnd)) != (sp, out, rnd) or \
+                        kinds.setdefault(name, p.acc_kinds.get(i.dst)) != p.acc_kinds.get(i.dst):
+                    return None, f"output {out} accumulates two ways"
+                ren[i.dst] = name
+                key = ("acc", i.op, acc_key, srcs)
+            else:
+                key = (i.kind, i.op, arg, arg_keys, i.gm, i.space, srcs)
+                if i.dst:
+                    kmap[i.dst] = key
+                    if key not in names:
+                        names[key] = _fresh(i.dst, taken)
+                    ren[i.dst] = names[key]
+            if key not in merged:
+                new_arg = _NAME.sub(lambda m: ren.get(m.group(0), m.group(0)), i.arg) \
+                    if i.kind in SCALAR_ARG_KINDS else i.arg
+                merged[key] = [dataclasses.replace(i, dst=ren.get(i.dst, i.dst), srcs=tuple(ren.get(x, x) for x in i.srcs),
+                                                   arg=new_arg), set()]
+            merged[key][1].add(v)
+    everyone = set(range(len(progs)))
+    instrs = [dataclasses.replace(i, when=() if runs == everyone else tuple(sorted(progs[k][0] for k in runs)))
+              for i, runs in merged.values()]
+    order = {t.name: k for k, t in enumerate(first.gm)}
+    out = RowProgram(first.name, first.layout, gm=sorted(gm.values(), key=lambda t: (t.role != "in", order.get(
+                         t.name, len(order)), t.name)),
+                     instrs=instrs, accs=accs, acc_kinds={a: k for a, k in kinds.items() if k is not None},
+                     int_cast_modes={k: m for _pr, p in progs for k, m in p.int_cast_modes.items()},
+                     presence=tuple(optional), bnames={})
+    return out, ""
+
+
+def _fresh(name: str, taken: set) -> str:
+    """`name`, or name_<k> when another value took it (two traces number their values alike)."""
+    out = name
+    for k in itertools.count(1):
+        if out not in taken:
+            break
+        out = f"{name}_{k}"
+    taken.add(out)
+    return out
+
+
+def _unjoinable(progs: list, optional: tuple) -> str:
+    """Why the programs cannot be joined ("" when they can)."""
+    if len(progs) < 2:
+        return "one presence"
+    lay = progs[0][1].layout
+    for _pr, p in progs:
+        if p.layout is not lay and p.layout != lay:
+            return "the presences lower on different layouts"
+        if p.late or p.late_stores or p.btotals or p.batch_stores or p.acc_reads or p.acc_post or p.consts or \
+                p.dim_values:
+            return "a program with values after the exchange, per-batch values or finishing instructions"
+        for t in p.gm:
+            if t.gm in optional and t.space not in ("col", "brow"):
+                return f"optional input {t.gm} is read per row"
+    return ""
+
+
+def cover(when: tuple, n: int) -> list[tuple]:
+    """Disjoint cubes exactly covering the presences `when` (each a tuple of n bools): [(literal per input: True
+    present, False absent, None either)], the fewest-literal cubes first (a greedy cover: exact and disjoint, not
+    always minimal). One If per cube guards an instruction (opgen.kernel.rowclass)."""
+    left = set(when)
+    out = []
+    cubes = sorted(itertools.product((None, True, False), repeat=n), key=lambda c: sum(x is not None for x in c))
+    for c in cubes:
+        pts = {p for p in itertools.product((True, False), repeat=n)
+               if all(x is None or x == y for x, y in zip(c, p))}
+        if pts <= left:
+            out.append(c)
+            left -= pts
+        if not left:
+            break
+    return out
