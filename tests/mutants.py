@@ -1,9 +1,10 @@
 """The mutation harness of the tests that delete one sync of an emitted kernel at a time (tests/test_headsched.py,
-tests/test_emu_pipes.py): GUARD is C++ prepended to a kernel header after its `#include "kernel_operator.h"`;
-a sync site rewritten as `if (OpgenKeep(i)) { ... }` runs unless the environment variable OPGEN_MUTANT is i, and
-with OPGEN_MUTANT_LOG set each site reached is appended to that file once. One build serves every mutant: the
-kernel is compiled once, each run picks the site it skips. `guard_placed` guards every sync the dependency pass
-placed in an emitted header (its comment names the buffer and the dependence)."""
+tests/test_emu_pipes.py, tests/test_kernels_nsa.py, tests/test_flash_attention.py): GUARD is C++ prepended to a
+kernel header after its `#include "kernel_operator.h"`; a sync site rewritten as `if (OpgenKeep(i)) { ... }` runs
+unless the environment variable OPGEN_MUTANT is i, and with OPGEN_MUTANT_LOG set each site reached is appended to
+that file once. One build serves every mutant: the kernel is compiled once, each run picks the site it skips.
+`guard_placed` guards every sync the dependency pass placed in an emitted header (its comment names the buffer and
+the dependence)."""
 
 import re
 import shutil
@@ -35,19 +36,21 @@ static inline bool OpgenKeep(int i)
 """
 
 
-# A sync the dependency pass placed: its comment names the buffer and the dependence (opgen.kernel.kir_sync._why).
-_PLACED = re.compile(r"^(\s*)((?:PipeBarrier<PIPE_\w+>\(\);|SetFlag<HardEvent::\w+>\(\w+\);))(\s*// .*: [A-Z0-9]+ has "
-                     r"(?:written|read) it before .*)$")
+# A sync the dependency pass placed: its comment names the buffer and the dependence (opgen.kernel.kir_sync._why:
+# read-after-write, write-after-read or write-after-write).
+_PLACED = re.compile(r"^(\s*)((?:PipeBarrier<PIPE_\w+>\(\);|SetFlag<HardEvent::\w+>\(\w+\);))(\s*// .*: [A-Z0-9]+ "
+                     r"(?:has (?:written|read) it before .*|writes after [A-Z0-9]+'s write))$")
 
 
-def guard_placed(text: str) -> tuple[str, list]:
+def guard_placed(text: str, waw: bool = True) -> tuple[str, list]:
     """`text` (an emitted kernel header) with each sync the dependency pass placed (a barrier, or a SetFlag and
-    the WaitFlag after it) guarded by OpgenKeep(i) (tests/mutants.py), and [(i, line, statement)] of the sites."""
+    the WaitFlag after it) guarded by OpgenKeep(i) (tests/mutants.py), and [(i, line, statement)] of the sites.
+    waw=False leaves the write-after-write syncs ("V writes after S's write") unguarded: no site."""
     lines, out, sites = text.split("\n"), [], []
     i = 0
     while i < len(lines):
         m = _PLACED.match(lines[i])
-        if m:
+        if m and (waw or "'s write" not in m.group(3)):
             stmt = m.group(2)
             if stmt.startswith("SetFlag"):
                 assert "WaitFlag" in lines[i + 1], lines[i:i + 2]
@@ -62,13 +65,13 @@ def guard_placed(text: str) -> tuple[str, list]:
     return text, sites
 
 
-def guard_package(src: Path, gen: Path, snake: str) -> tuple[str, list]:
+def guard_package(src: Path, gen: Path, snake: str, waw: bool = True) -> tuple[str, list]:
     """Copy the emitted package `src` (a directory holding op_kernel/<snake>.h) to `gen`/<snake> and guard its
-    kernel header's placed syncs (guard_placed); returns (the header's original text, the sites)."""
+    kernel header's placed syncs (guard_placed, `waw` too); returns (the header's original text, the sites)."""
     shutil.copytree(src, Path(gen) / snake)
     h = Path(gen) / snake / "op_kernel" / f"{snake}.h"
     orig = h.read_text()
-    text, sites = guard_placed(orig)
+    text, sites = guard_placed(orig, waw)
     h.write_text(text)
     return orig, sites
 

@@ -908,3 +908,84 @@ def test_the_aclnn_layer_refuses_another_input_layout(gen):
                               "(from headNum)"), got[1]
     # headNum 1 reads D = 32 and N2 = 1: the outputs made for two heads no longer fit
     assert got[2] == (161002, "softmaxMaxOut: shape [1, 2, 3, 8] must be [1, 1, 3, 8] ([B, N1, S1, 8])"), got[2]
+
+
+# ------------------------------------------------------------------ every placed sync is needed (a mutation test)
+MUTANT_CASES = (   # (dims, dtype, sparse_mode, UB bytes the TilingFunc plans with: None = the platform's)
+    # one unit of one row (one AIV), two online softmax items (512 keys in two 256-key chunks, then 32)
+    (dict(B=1, N1=1, N2=1, S1=1, S2=541, D=16), "bfloat16", 0, None),
+    (dict(B=1, N1=1, N2=1, S1=1, S2=533, D=16), "bfloat16", 3, None),
+    # G = 16, one query row a unit: 28 units over 24 AI Cores, 8 rows an AIV in UB passes of 2 or 3 rows (2 KiB)
+    (dict(B=1, N1=16, N2=1, S1=28, S2=37, D=16), "float16", 0, 2048),
+    (dict(B=1, N1=16, N2=1, S1=28, S2=20, D=16), "bfloat16", 2, 2048),
+    (dict(B=1, N1=16, N2=1, S1=28, S2=45, D=16), "float16", 3, 2048),
+    # causal rows past 512 keys: 25 units of 22 rows, the last a 1-row tail (S1 = 24 * 22 + 1)
+    (dict(B=1, N1=1, N2=1, S1=529, S2=529, D=16), "float16", 2, None),
+)
+
+REDUNDANT = {   # (method, comment, the statement after the sync) -> in how many of the three classes it survives
+    # CubePhase1 / CubePhase2 run their chunk loop at least once an item, but the pass takes a loop with run-time
+    # bounds as possibly empty: CubePhase1's FIX_M (l0cTileBuf_) orders the last item's Fixpipe of l0cAcc before
+    # the next Mmads, CubePhase2's MTE1_MTE2 (tileL1_0Buf_) every MTE1 read (headL1 too) before the next MTE2
+    ("CubePhase2", "l0cAccBuf_: FIX has read it before M overwrites it", "for"): 3,
+    ("CubeMain", "gatherL1_0Buf_: MTE1 has read it before MTE2 overwrites it", "CubePhase2"): 3,
+    # VecPv's rows write disjoint rows of oAcc_ (its row loop is not For.apart to the pass), and the row's writer
+    # before (the last item's VecPv, the last unit's VecLast) is ordered by VecItem's V_S flags on the same rows
+    ("VecPv", "oAccBuf_: V writes after V's write", "Adds"): 3,
+    ("VecPv", "oAccBuf_: V has written it before V reads it", "Muls"): 3,
+    # MaskAfter's scalar lanes end on the 32-byte block where its Duplicate starts; only a later call's Duplicate
+    # over them races: sparse_mode 2 (a causal edge past the key-length edge), not 0 (one call) nor 3 (S1 <= S2)
+    ("MaskAfter", "rowBuf_: V writes after S's write", "Duplicate"): 2,
+}
+
+
+@pytest.mark.slow
+@pytest.mark.skipif(shutil.which("g++") is None, reason="g++ not available")
+def test_deleting_any_one_placed_sync_of_the_kernel_is_a_race(gen, tmp_path, monkeypatch, session_build_root):
+    """The emitted mixed kernel (every in-core flag and barrier placed by the dependency pass, opgen.kernel.kir_sync),
+    built once with each placed sync guarded (tests/mutants.py): the BNSD classes of sparse_mode 0, 2 and 3 run the
+    cases unmutated with no fault (launch only), then, for each site they reach (every one of the three classes),
+    the same binary with only that site skipped fails `check` with a race fault (the emulation's race detector) in
+    a case that reaches it, except the named syncs no execution needs (REDUNDANT, findings on the pass): exactly
+    those survive. The cases put mask edges inside and at the end of 8-lane groups (both masks in one row under
+    sparse_mode 2 with S1 > S2), several units an AI Core, items of several key chunks, and one row an AIV; the
+    TilingFunc plans the G = 16 cases with 2 KiB of UB (a test edit of the copy: on A2 / A3, 192 KiB, an AIV holds at
+    most 64 rows and a UB pass at least 41, so no shape gives a second full pass, which the V_MTE2 at the head of
+    VecItem's passes orders against the last row's Cast)."""
+    import collections
+    import re
+
+    from mutants import guard_package, reach_then_mutate
+
+    snake = "flash_attention_score"
+    orig, sites = guard_package(gen / snake, tmp_path / "gen", snake)
+    tiling = tmp_path / "gen" / snake / "op_host" / f"{snake}_tiling.cpp"
+    ub = "    platform.GetCoreMemSize(platform_ascendc::CoreMemType::UB, info.ubSize);\n"
+    src = tiling.read_text()
+    assert src.count(ub) == 1
+    getenv = '    if (const char* e = std::getenv("OPGEN_TEST_UB")) info.ubSize = std::strtoull(e, nullptr, 10);\n'
+    tiling.write_text("#include <cstdlib>\n" + src.replace(ub, ub + getenv))   # a test edit of the copy
+
+    def check(case):
+        dims, dtype, mode, ub_bytes = case
+        if ub_bytes:
+            monkeypatch.setenv("OPGEN_TEST_UB", str(ub_bytes))
+        else:
+            monkeypatch.delenv("OPGEN_TEST_UB", raising=False)
+        return run_check(str(SPEC), dims={**dims, "MS1": dims["S1"], "MS2": dims["S2"]}, dtypes={"T": dtype},
+                         attrs={"sparse_mode": mode, "input_layout": "BNSD"}, gen_dir=tmp_path / "gen", seed=1,
+                         present=["atten_mask"] if mode else [], build_root=session_build_root, progress=False,
+                         golden=False)   # a race is a fault: no golden needed
+
+    reached, survivors = reach_then_mutate(sites, MUTANT_CASES, check, monkeypatch, tmp_path / "reached.txt")
+    flags = {re.search(r"HardEvent::(\w+)", sites[k][2]).group(1) for k in reached if "SetFlag" in sites[k][2]}
+    assert len(reached) >= 98 and {"MTE2_MTE1", "MTE1_M", "M_MTE1", "M_FIX", "FIX_M", "MTE1_MTE2", "MTE2_V", "V_MTE2",
+                                   "V_S", "S_V"} <= flags, (len(reached), flags)
+    lines = orig.split("\n")
+
+    def key(ln, stmt):   # (method, comment, the first word of the statement after the sync)
+        method = next(m.group(1) for x in reversed(lines[:ln])
+                      if (m := re.match(r"\s*__aicore__ inline \w+ (\w+)\(", x)))
+        return method, lines[ln - 1].split("// ")[-1], lines[ln + ("WaitFlag" in stmt)].split()[0].split("(")[0]
+
+    assert collections.Counter(key(ln, stmt) for ln, stmt, _f in survivors) == REDUNDANT, survivors
