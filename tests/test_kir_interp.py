@@ -731,3 +731,30 @@ def test_atomic_adds_of_several_cores_need_no_order_but_what_they_add_to_and_the
     assert acc(la, g, 0, True, True) == acc(la, g, 1, True, True) == "ok"
     la.K[3][1][:] = 1                          # core 3 ordered after core 1's add only
     assert "race (read-after-write)" in acc(la, g, 3, False)
+
+
+@pytest.mark.parametrize("present", [True, False])
+def test_a_call_assigns_a_scalar_declared_before_its_guard(present):
+    """Call.assign (a guarded reduction's result, opgen.kernel.rowclass.guarded): the float scalar declared before an
+    If on a bool member is assigned inside it and read after it; the interpreter takes the value only when the branch
+    runs (2.0 from the method, else the declaration's 0.0), the verifier refuses an assignment to a name not
+    declared mutable, and the C++ is `v = Two();` under `if (flag_)`, a bool member compared with 0 printed `!flag_`."""
+    from opgen.ir.dims import Sym
+    from opgen.kernel.kir import Call, FLet, FRef, Func, IRError, Return, ScalarVar, to_cpp, verify
+
+    two = Func("Two", (), (Return(FConst(2.0)),), "float")
+    body = (FLet("v", FConst(0.0), mutable=True), If((Sym("flag_"),), (Call("Two", result="v", assign=True),)),
+            If((Constraint("==", Sym("flag_"), Lit(0)),), (FLet("w", FConst(1.0)),)))
+    k = replace(_tiny(_INIT + body + (vec(Op.DUPLICATE, dst=Ref("t"), scalar=FRef("v"), count=E("n")),
+                                      Copy(GmView("gmY"), Ref("t"), Lit(1), Lit(32)))),
+                methods=(two,), scalars=(ScalarVar("flag_", "bool"),))
+    k, _ = ks.place_syncs(k)
+    gm = {"x": np.zeros(16, np.float32), "y": np.full(16, -1.0, np.float32)}
+    r = ki.run(k, {"n": 8}, gm, 1, members={"flag_": present})
+    assert r.ok, r.first_fault
+    assert np.all(gm["y"][:8] == (2.0 if present else 0.0))
+    text = to_cpp(k)
+    assert "v = Two();" in text and "if (flag_)" in text and "if (!flag_)" in text
+    bad = replace(k, process=_INIT + (Call("Two", result="v", assign=True),))
+    with pytest.raises(IRError, match="v is not a mutable float scalar"):
+        verify(bad)

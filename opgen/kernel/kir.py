@@ -678,6 +678,7 @@ class FAssign:
 
     name: str
     value: FExpr
+    doc: str = ""
 
 
 @dataclass(frozen=True)
@@ -948,6 +949,7 @@ class Call:
     result: str | None = None
     targs: tuple = ()   # template arguments of a template method (element types)
     doc: str = ""
+    assign: bool = False   # with `result`: assign that mutable scalar, declared before, instead of declaring it
 
 
 @dataclass(frozen=True)
@@ -1860,7 +1862,7 @@ class _Verifier:
                 raise IRError(f"{s.method}: parameter {p.name} has unknown kind {p.kind}", s)
         if m.extern:
             if s.result is not None:
-                self.define(s.result, "float" if m.ret == "float" else "int", st, s)
+                self.bind_result(s, m, st)
             return
         self.stack.append(s.method)
         self.block(m.body, inner, s.method)
@@ -1879,7 +1881,15 @@ class _Verifier:
         if s.result is not None:
             if m.ret == "void":
                 raise IRError(f"{s.method} returns nothing to bind to {s.result}", s)
-            self.define(s.result, "float" if m.ret == "float" else "int", st, s)
+            self.bind_result(s, m, st)
+
+    def bind_result(self, s, m, st) -> None:
+        """A call's result: declared, or (Call.assign) assigned to a mutable scalar of the method's type."""
+        kind = "float" if m.ret == "float" else "int"
+        if not s.assign:
+            self.define(s.result, kind, st, s)
+        elif st.scalars.get(s.result) != kind or s.result not in st.mutable:
+            raise IRError(f"{s.result} is not a mutable {kind} scalar to assign {s.method}'s result to", s)
 
 
 def verify(k: KernelClass) -> KernelClass:
@@ -2009,7 +2019,7 @@ def to_text_stmt(s, indent: str = "") -> str:
         v = _t_ref(s.value) if isinstance(s.value, GmView) else str(s.value)
         return f"{i}{s.target} := {v}" + (f"  // {s.doc}" if s.doc else "")
     if isinstance(s, Call):
-        res = f"{s.result} = " if s.result else ""
+        res = f"{s.result} {':=' if s.assign else '='} " if s.result else ""
         return f"{i}{res}call {s.method}({', '.join(_t_ref(a) for a in s.args)})"
     if isinstance(s, Return):
         return f"{i}return {_t_expr(s.value)}"
@@ -2090,6 +2100,7 @@ class CppPrinter:
         self.local_bufs = {b.name: b for b in k.locals}
         self.gms = {g.name: g for g in k.gms}
         self.member_scalars = {s.name for s in k.scalars}
+        self.bool_members = {s.name for s in k.scalars if s.ctype == "bool"}
         self.structs = {d.name: d for d in k.structs}
 
     # -- expressions
@@ -2134,9 +2145,15 @@ class CppPrinter:
         raise IRError(f"cannot print expression {x!r}")
 
     def cond(self, c) -> str:
-        """A conjunction's C++ text (a conditional expression on either side parenthesised)."""
-        return " && ".join(self.e(x) if isinstance(x, Sym) else f"{self.e(x.lhs, False)} {x.op} {self.e(x.rhs, False)}"
-                           for x in c)
+        """A conjunction's C++ text (a conditional expression on either side parenthesised; a bool member compared
+        with 0 printed as its negation)."""
+        def one(x):
+            if isinstance(x, Sym):
+                return self.e(x)
+            if x.op == "==" and x.rhs == Lit(0) and isinstance(x.lhs, Sym) and x.lhs.name in self.bool_members:
+                return f"!{x.lhs.name}"
+            return f"{self.e(x.lhs, False)} {x.op} {self.e(x.rhs, False)}"
+        return " && ".join(one(x) for x in c)
 
     def f(self, x) -> str:
         """C++ text of a float expression."""
@@ -2223,7 +2240,7 @@ class CppPrinter:
         if isinstance(s, FLet):
             return [f"{p}{'' if s.mutable else 'const '}float {s.name} = {self.f(s.value)};{_doc(s)}"]
         if isinstance(s, FAssign):
-            return [f"{p}{s.name} = {self.f(s.value)};"]
+            return [f"{p}{s.name} = {self.f(s.value)};{_doc(s)}"]
         if isinstance(s, For):
             decl = "" if s.var in self.member_scalars else "int64_t "
             doc = f"  // {_comment(s.doc)}" if s.doc else ""
@@ -2303,6 +2320,8 @@ class CppPrinter:
         if isinstance(s, Call):
             ta = f"<{', '.join(s.targs)}>" if s.targs else ""
             call = f"{s.method}{ta}({', '.join(self.arg(a) for a in s.args)})"
+            if s.result and s.assign:
+                return [f"{p}{s.result} = {call};{_doc(s)}"]
             if s.result:
                 m = self.k.method(s.method)
                 return [f"{p}const {m.ret} {s.result} = {call};{_doc(s)}"]

@@ -987,7 +987,13 @@ class _Core:
                 self.fval(r.value, inner) if isinstance(r.value, kir.FExpr) else self.ival(r.value, inner))
         self.tmaps.pop()
         self.where = outer
-        if s.result is not None:
+        if s.result is not None and s.assign:   # a mutable scalar declared before (or a member)
+            scope = frame["floats"] if m.ret == "float" else frame["ints"]
+            if s.result in scope:
+                scope[s.result] = value
+            else:
+                self.members[s.result] = value
+        elif s.result is not None:
             _define(frame["floats"] if m.ret == "float" else frame["ints"], s.result, value)
 
     # -- buffers and queues

@@ -527,10 +527,11 @@ def guarded(i: Instr, nodes: list, prog: RowProgram) -> list:
             continue
         out.append(kir.FLet(name, kir.FConst(0.0), mutable=True))
         if isinstance(s, kir.FLet):
-            body.append(kir.FAssign(name, s.value))
-        else:
-            body += [dataclasses.replace(s, **{"name" if isinstance(s, kir.GetValue) else "result": f"{name}_when"}),
-                     kir.FAssign(name, kir.FRef(f"{name}_when"))]
+            body.append(kir.FAssign(name, s.value, doc=s.doc))
+        elif isinstance(s, kir.Call):
+            body.append(dataclasses.replace(s, assign=True))
+        else:   # a GetValue: its element read into a local, then assigned
+            body += [dataclasses.replace(s, name=f"{name}_when"), kir.FAssign(name, kir.FRef(f"{name}_when"))]
     for cube in cover(i.when, len(prog.presence)):
         conds = tuple(Sym(presence_member(k)) if lit else Constraint("==", Sym(presence_member(k)), Lit(0))
                       for k, lit in enumerate(cube) if lit is not None)

@@ -249,7 +249,7 @@ private:
             PipeBarrier<PIPE_V>();                                     // workBuf_: V has written it before V reads it
             Add(brow_[2], brow_[2], w_[1], static_cast<int32_t>(n_));  // spec: ada_layer_norm_grad.py:72
             Mul(w_[2], w_[1], brow_[1], static_cast<int32_t>(n_));     // spec: ada_layer_norm_grad.py:67
-            if (hasInput0_ == 0 && hasInput1_ == 0) {                  // when gamma absent, beta absent
+            if (!hasInput0_ && !hasInput1_) {                          // when gamma absent, beta absent
                 PipeBarrier<PIPE_V>();                                 // workBuf_: V has read it before V overwrites it
                 Mul(w_[1], w_[1], w_[0], static_cast<int32_t>(n_));    // spec: ada_layer_norm_grad.py:71
                 PipeBarrier<PIPE_V>();                                 // workBuf_: V has written it before V reads it
@@ -258,9 +258,8 @@ private:
             PipeBarrier<PIPE_V>();                                     // workBuf_: V has written it before V reads it
             Add(colv_[2], colv_[2], w_[2], static_cast<int32_t>(n_));  // spec: ada_layer_norm_grad.py:78
             float s0 = 0.0f;
-            if (hasInput0_ == 0) {                        // when gamma absent
-                const float s0_when = RowSum(w_[2], n_);  // spec: ada_layer_norm_grad.py:69
-                s0 = s0_when;
+            if (!hasInput0_) {           // when gamma absent
+                s0 = RowSum(w_[2], n_);  // spec: ada_layer_norm_grad.py:69
             }
             Mul(w_[3], w_[2], w_[0], static_cast<int32_t>(n_));  // spec: ada_layer_norm_grad.py:77
             if (hasInput0_) {                                    // when gamma present
@@ -276,20 +275,17 @@ private:
             float s5 = 0.0f;
             float s6 = 0.0f;
             float s7 = 0.0f;
-            if (hasInput0_ == 0) {                        // when gamma absent
-                const float s1_when = RowSum(w_[3], n_);  // spec: ada_layer_norm_grad.py:69
-                s1 = s1_when;
+            if (!hasInput0_) {           // when gamma absent
+                s1 = RowSum(w_[3], n_);  // spec: ada_layer_norm_grad.py:69
             }
-            if (hasInput0_) {                             // when gamma present
-                const float s2_when = RowSum(w_[2], n_);  // spec: ada_layer_norm_grad.py:69
-                s2 = s2_when;
-                Mul(w_[3], w_[2], w_[0], static_cast<int32_t>(n_));  // spec: ada_layer_norm_grad.py:69
-                PipeBarrier<PIPE_V>();                               // workBuf_: V has written it before V reads it
-                const float s3_when = RowSum(w_[3], n_);             // spec: ada_layer_norm_grad.py:69
-                s3 = s3_when;
+            if (hasInput0_) {                                           // when gamma present
+                s2 = RowSum(w_[2], n_);                                 // spec: ada_layer_norm_grad.py:69
+                Mul(w_[3], w_[2], w_[0], static_cast<int32_t>(n_));     // spec: ada_layer_norm_grad.py:69
+                PipeBarrier<PIPE_V>();                                  // workBuf_: V has written it before V reads it
+                s3 = RowSum(w_[3], n_);                                 // spec: ada_layer_norm_grad.py:69
                 Mul(w_[3], w_[0], colv_[0], static_cast<int32_t>(n_));  // spec: ada_layer_norm_grad.py:70
             }
-            if (hasInput0_ && hasInput1_ == 0) {                     // when gamma present, beta absent
+            if (hasInput0_ && !hasInput1_) {                         // when gamma present, beta absent
                 PipeBarrier<PIPE_V>();                               // workBuf_: V has written it before V reads it
                 Mul(w_[1], w_[1], w_[3], static_cast<int32_t>(n_));  // spec: ada_layer_norm_grad.py:71
                 PipeBarrier<PIPE_V>();                               // workBuf_: V has written it before V reads it
@@ -303,7 +299,7 @@ private:
                 PipeBarrier<PIPE_V>();                                  // workBuf_: V has written it before V reads it
                 Add(brow_[3], brow_[3], w_[1], static_cast<int32_t>(n_));  // spec: ada_layer_norm_grad.py:71
             }
-            if (hasInput0_ == 0 && hasInput1_) {                        // when gamma absent, beta present
+            if (!hasInput0_ && hasInput1_) {                            // when gamma absent, beta present
                 PipeBarrier<PIPE_V>();                                  // workBuf_: V writes after V's write
                 Add(w_[3], w_[0], colv_[1], static_cast<int32_t>(n_));  // spec: ada_layer_norm_grad.py:71
                 PipeBarrier<PIPE_V>();                                  // workBuf_: V has written it before V reads it
@@ -311,12 +307,12 @@ private:
                 PipeBarrier<PIPE_V>();                                  // workBuf_: V has written it before V reads it
                 Add(brow_[3], brow_[3], w_[1], static_cast<int32_t>(n_));  // spec: ada_layer_norm_grad.py:71
             }
-            if (hasInput0_) {  // when gamma present
-                s4 = s2 / static_cast<float>(hidden_);
+            if (hasInput0_) {                           // when gamma present
+                s4 = s2 / static_cast<float>(hidden_);  // spec: ada_layer_norm_grad.py:69
                 Adds(w_[2], w_[2], static_cast<float>(-(s4)),
-                     static_cast<int32_t>(n_));  // spec: ada_layer_norm_grad.py:69
-                s5 = s3 / static_cast<float>(hidden_);
-                PipeBarrier<PIPE_V>();  // workBuf_: V has read it before V overwrites it
+                     static_cast<int32_t>(n_));         // spec: ada_layer_norm_grad.py:69
+                s5 = s3 / static_cast<float>(hidden_);  // spec: ada_layer_norm_grad.py:69
+                PipeBarrier<PIPE_V>();                  // workBuf_: V has read it before V overwrites it
                 Muls(w_[0], w_[0], static_cast<float>(s5),
                      static_cast<int32_t>(n_));                      // spec: ada_layer_norm_grad.py:69
                 PipeBarrier<PIPE_V>();                               // workBuf_: V has written it before V reads it
@@ -328,12 +324,12 @@ private:
                 CastTo(rowOut_pd_x[i * rowStride_], w_[2], RoundMode::CAST_RINT,
                        n_);  // spec: ada_layer_norm_grad.py:27
             }
-            if (hasInput0_ == 0) {  // when gamma absent
-                s6 = s0 / static_cast<float>(hidden_);
-                PipeBarrier<PIPE_V>();  // workBuf_: V has read it before V overwrites it
+            if (!hasInput0_) {                          // when gamma absent
+                s6 = s0 / static_cast<float>(hidden_);  // spec: ada_layer_norm_grad.py:69
+                PipeBarrier<PIPE_V>();                  // workBuf_: V has read it before V overwrites it
                 Adds(w_[2], w_[2], static_cast<float>(-(s6)),
-                     static_cast<int32_t>(n_));  // spec: ada_layer_norm_grad.py:69
-                s7 = s1 / static_cast<float>(hidden_);
+                     static_cast<int32_t>(n_));         // spec: ada_layer_norm_grad.py:69
+                s7 = s1 / static_cast<float>(hidden_);  // spec: ada_layer_norm_grad.py:69
                 Muls(w_[0], w_[0], static_cast<float>(s7),
                      static_cast<int32_t>(n_));                      // spec: ada_layer_norm_grad.py:69
                 PipeBarrier<PIPE_V>();                               // workBuf_: V has written it before V reads it
@@ -504,7 +500,7 @@ private:
                     PipeBarrier<PIPE_V>();                        // workBuf_: V has written it before V reads it
                     Mul(w_[2], w_[1], brow_[1], static_cast<int32_t>(n_));  // spec: ada_layer_norm_grad.py:67
                     sums_.SetValue(0 * groupStride_ + i, 0.0f);
-                    if (hasInput0_ == 0) {                        // when gamma absent
+                    if (!hasInput0_) {                            // when gamma absent
                         PipeBarrier<PIPE_V>();                    // workBuf_: V has written it before V reads it
                         const float part_s0 = RowSum(w_[2], n_);  // spec: ada_layer_norm_grad.py:69
                         sums_.SetValue(0 * groupStride_ + i, part_s0);
@@ -516,7 +512,7 @@ private:
                         Mul(w_[2], w_[2], colv_[0], static_cast<int32_t>(n_));  // spec: ada_layer_norm_grad.py:68
                     }
                     sums_.SetValue(1 * groupStride_ + i, 0.0f);
-                    if (hasInput0_ == 0) {                        // when gamma absent
+                    if (!hasInput0_) {                            // when gamma absent
                         PipeBarrier<PIPE_V>();                    // workBuf_: V has written it before V reads it
                         const float part_s1 = RowSum(w_[3], n_);  // spec: ada_layer_norm_grad.py:69
                         sums_.SetValue(1 * groupStride_ + i, part_s1);
@@ -597,7 +593,7 @@ private:
                     PipeBarrier<PIPE_V>();                        // workBuf_: V has written it before V reads it
                     Add(brow_[2], brow_[2], w_[1], static_cast<int32_t>(n_));  // spec: ada_layer_norm_grad.py:72
                     Mul(w_[2], w_[1], brow_[1], static_cast<int32_t>(n_));     // spec: ada_layer_norm_grad.py:67
-                    if (hasInput0_ == 0 && hasInput1_ == 0) {                  // when gamma absent, beta absent
+                    if (!hasInput0_ && !hasInput1_) {                          // when gamma absent, beta absent
                         PipeBarrier<PIPE_V>();  // workBuf_: V has read it before V overwrites it
                         Mul(w_[1], w_[1], w_[0], static_cast<int32_t>(n_));  // spec: ada_layer_norm_grad.py:71
                         PipeBarrier<PIPE_V>();  // workBuf_: V has written it before V reads it
@@ -606,7 +602,7 @@ private:
                     PipeBarrier<PIPE_V>();  // workBuf_: V has written it before V reads it
                     Add(colv_[2], colv_[2], w_[2], static_cast<int32_t>(n_));  // spec: ada_layer_norm_grad.py:78
                     float s0 = 0.0f;
-                    if (hasInput0_ == 0) {                                           // when gamma absent
+                    if (!hasInput0_) {                                               // when gamma absent
                         const float s0_when = tots_.GetValue(0 * groupStride_ + i);  // spec: ada_layer_norm_grad.py:69
                         s0 = s0_when;
                     }
@@ -624,7 +620,7 @@ private:
                     float s5 = 0.0f;
                     float s6 = 0.0f;
                     float s7 = 0.0f;
-                    if (hasInput0_ == 0) {                                           // when gamma absent
+                    if (!hasInput0_) {                                               // when gamma absent
                         const float s1_when = tots_.GetValue(1 * groupStride_ + i);  // spec: ada_layer_norm_grad.py:69
                         s1 = s1_when;
                     }
@@ -636,8 +632,8 @@ private:
                         PipeBarrier<PIPE_V>();  // workBuf_: V has read it before V overwrites it
                         Mul(w_[3], w_[0], colv_[0], static_cast<int32_t>(n_));  // spec: ada_layer_norm_grad.py:70
                     }
-                    if (hasInput0_ && hasInput1_ == 0) {  // when gamma present, beta absent
-                        PipeBarrier<PIPE_V>();            // workBuf_: V has written it before V reads it
+                    if (hasInput0_ && !hasInput1_) {  // when gamma present, beta absent
+                        PipeBarrier<PIPE_V>();        // workBuf_: V has written it before V reads it
                         Mul(w_[1], w_[1], w_[3], static_cast<int32_t>(n_));  // spec: ada_layer_norm_grad.py:71
                         PipeBarrier<PIPE_V>();  // workBuf_: V has written it before V reads it
                         Add(brow_[3], brow_[3], w_[1], static_cast<int32_t>(n_));  // spec: ada_layer_norm_grad.py:71
@@ -650,20 +646,20 @@ private:
                         PipeBarrier<PIPE_V>();  // workBuf_: V has written it before V reads it
                         Add(brow_[3], brow_[3], w_[1], static_cast<int32_t>(n_));  // spec: ada_layer_norm_grad.py:71
                     }
-                    if (hasInput0_ == 0 && hasInput1_) {  // when gamma absent, beta present
-                        PipeBarrier<PIPE_V>();            // workBuf_: V has read it before V overwrites it
+                    if (!hasInput0_ && hasInput1_) {  // when gamma absent, beta present
+                        PipeBarrier<PIPE_V>();        // workBuf_: V has read it before V overwrites it
                         Add(w_[3], w_[0], colv_[1], static_cast<int32_t>(n_));  // spec: ada_layer_norm_grad.py:71
                         PipeBarrier<PIPE_V>();  // workBuf_: V has written it before V reads it
                         Mul(w_[1], w_[1], w_[3], static_cast<int32_t>(n_));  // spec: ada_layer_norm_grad.py:71
                         PipeBarrier<PIPE_V>();  // workBuf_: V has written it before V reads it
                         Add(brow_[3], brow_[3], w_[1], static_cast<int32_t>(n_));  // spec: ada_layer_norm_grad.py:71
                     }
-                    if (hasInput0_) {  // when gamma present
-                        s4 = s2 / static_cast<float>(hidden_);
+                    if (hasInput0_) {                           // when gamma present
+                        s4 = s2 / static_cast<float>(hidden_);  // spec: ada_layer_norm_grad.py:69
                         Adds(w_[2], w_[2], static_cast<float>(-(s4)),
-                             static_cast<int32_t>(n_));  // spec: ada_layer_norm_grad.py:69
-                        s5 = s3 / static_cast<float>(hidden_);
-                        PipeBarrier<PIPE_V>();  // workBuf_: V has read it before V overwrites it
+                             static_cast<int32_t>(n_));         // spec: ada_layer_norm_grad.py:69
+                        s5 = s3 / static_cast<float>(hidden_);  // spec: ada_layer_norm_grad.py:69
+                        PipeBarrier<PIPE_V>();                  // workBuf_: V has read it before V overwrites it
                         Muls(w_[0], w_[0], static_cast<float>(s5),
                              static_cast<int32_t>(n_));  // spec: ada_layer_norm_grad.py:69
                         PipeBarrier<PIPE_V>();           // workBuf_: V has written it before V reads it
@@ -675,12 +671,12 @@ private:
                         CastTo(rowOut_pd_x[i * rowStride_], w_[2], RoundMode::CAST_RINT,
                                n_);  // spec: ada_layer_norm_grad.py:27
                     }
-                    if (hasInput0_ == 0) {  // when gamma absent
-                        s6 = s0 / static_cast<float>(hidden_);
-                        PipeBarrier<PIPE_V>();  // workBuf_: V has read it before V overwrites it
+                    if (!hasInput0_) {                          // when gamma absent
+                        s6 = s0 / static_cast<float>(hidden_);  // spec: ada_layer_norm_grad.py:69
+                        PipeBarrier<PIPE_V>();                  // workBuf_: V has read it before V overwrites it
                         Adds(w_[2], w_[2], static_cast<float>(-(s6)),
-                             static_cast<int32_t>(n_));  // spec: ada_layer_norm_grad.py:69
-                        s7 = s1 / static_cast<float>(hidden_);
+                             static_cast<int32_t>(n_));         // spec: ada_layer_norm_grad.py:69
+                        s7 = s1 / static_cast<float>(hidden_);  // spec: ada_layer_norm_grad.py:69
                         Muls(w_[0], w_[0], static_cast<float>(s7),
                              static_cast<int32_t>(n_));  // spec: ada_layer_norm_grad.py:69
                         PipeBarrier<PIPE_V>();           // workBuf_: V has written it before V reads it

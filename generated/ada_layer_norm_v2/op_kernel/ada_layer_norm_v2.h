@@ -182,7 +182,7 @@ private:
                 PipeBarrier<PIPE_V>();                                  // workBuf_: V has written it before V reads it
                 CastTo(rowOut_out[i * rowStride_], w_[0], RoundMode::CAST_RINT, n_);  // spec: ada_layer_norm_v2.py:26
             }
-            if (hasInput0_ && hasInput1_ == 0) {                        // when weight present, bias absent
+            if (hasInput0_ && !hasInput1_) {                            // when weight present, bias absent
                 PipeBarrier<PIPE_V>();                                  // workBuf_: V has written it before V reads it
                 Mul(w_[0], w_[0], brow_[1], static_cast<int32_t>(n_));  // spec: ada_layer_norm_v2.py:60
                 PipeBarrier<PIPE_V>();                                  // workBuf_: V has written it before V reads it
@@ -190,7 +190,7 @@ private:
                 PipeBarrier<PIPE_V>();                                  // workBuf_: V has written it before V reads it
                 CastTo(rowOut_out[i * rowStride_], w_[0], RoundMode::CAST_RINT, n_);  // spec: ada_layer_norm_v2.py:26
             }
-            if (hasInput0_ == 0 && hasInput1_) {                        // when weight absent, bias present
+            if (!hasInput0_ && hasInput1_) {                            // when weight absent, bias present
                 PipeBarrier<PIPE_V>();                                  // workBuf_: V has written it before V reads it
                 Add(w_[0], w_[0], colv_[1], static_cast<int32_t>(n_));  // spec: ada_layer_norm_v2.py:59
                 PipeBarrier<PIPE_V>();                                  // workBuf_: V has written it before V reads it
@@ -200,7 +200,7 @@ private:
                 PipeBarrier<PIPE_V>();                                  // workBuf_: V has written it before V reads it
                 CastTo(rowOut_out[i * rowStride_], w_[0], RoundMode::CAST_RINT, n_);  // spec: ada_layer_norm_v2.py:26
             }
-            if (hasInput0_ == 0 && hasInput1_ == 0) {                   // when weight absent, bias absent
+            if (!hasInput0_ && !hasInput1_) {                           // when weight absent, bias absent
                 PipeBarrier<PIPE_V>();                                  // workBuf_: V has written it before V reads it
                 Mul(w_[0], w_[0], brow_[1], static_cast<int32_t>(n_));  // spec: ada_layer_norm_v2.py:60
                 PipeBarrier<PIPE_V>();                                  // workBuf_: V has written it before V reads it
@@ -406,8 +406,8 @@ private:
                         CastTo(rowOut_out[i * rowStride_], w_[0], RoundMode::CAST_RINT,
                                n_);  // spec: ada_layer_norm_v2.py:26
                     }
-                    if (hasInput0_ && hasInput1_ == 0) {  // when weight present, bias absent
-                        PipeBarrier<PIPE_V>();            // workBuf_: V has written it before V reads it
+                    if (hasInput0_ && !hasInput1_) {  // when weight present, bias absent
+                        PipeBarrier<PIPE_V>();        // workBuf_: V has written it before V reads it
                         Mul(w_[0], w_[0], brow_[1], static_cast<int32_t>(n_));  // spec: ada_layer_norm_v2.py:60
                         PipeBarrier<PIPE_V>();  // workBuf_: V has written it before V reads it
                         Add(w_[0], w_[0], brow_[2], static_cast<int32_t>(n_));  // spec: ada_layer_norm_v2.py:60
@@ -415,8 +415,8 @@ private:
                         CastTo(rowOut_out[i * rowStride_], w_[0], RoundMode::CAST_RINT,
                                n_);  // spec: ada_layer_norm_v2.py:26
                     }
-                    if (hasInput0_ == 0 && hasInput1_) {  // when weight absent, bias present
-                        PipeBarrier<PIPE_V>();            // workBuf_: V has written it before V reads it
+                    if (!hasInput0_ && hasInput1_) {  // when weight absent, bias present
+                        PipeBarrier<PIPE_V>();        // workBuf_: V has written it before V reads it
                         Add(w_[0], w_[0], colv_[1], static_cast<int32_t>(n_));  // spec: ada_layer_norm_v2.py:59
                         PipeBarrier<PIPE_V>();  // workBuf_: V has written it before V reads it
                         Mul(w_[0], w_[0], brow_[1], static_cast<int32_t>(n_));  // spec: ada_layer_norm_v2.py:60
@@ -426,8 +426,8 @@ private:
                         CastTo(rowOut_out[i * rowStride_], w_[0], RoundMode::CAST_RINT,
                                n_);  // spec: ada_layer_norm_v2.py:26
                     }
-                    if (hasInput0_ == 0 && hasInput1_ == 0) {  // when weight absent, bias absent
-                        PipeBarrier<PIPE_V>();                 // workBuf_: V has written it before V reads it
+                    if (!hasInput0_ && !hasInput1_) {  // when weight absent, bias absent
+                        PipeBarrier<PIPE_V>();         // workBuf_: V has written it before V reads it
                         Mul(w_[0], w_[0], brow_[1], static_cast<int32_t>(n_));  // spec: ada_layer_norm_v2.py:60
                         PipeBarrier<PIPE_V>();  // workBuf_: V has written it before V reads it
                         Add(w_[0], w_[0], brow_[2], static_cast<int32_t>(n_));  // spec: ada_layer_norm_v2.py:60
