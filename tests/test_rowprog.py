@@ -74,6 +74,23 @@ def test_one_program_serves_every_presence_and_its_counts_bound_each():
         assert c.stat_in == sum(1 for i in full.instrs if i.kind == "sload")
         assert c.stat_out == sum(1 for i in full.instrs if i.kind == "sstore")
         assert c.col_acc + c.brow_acc == len(full.accs)
+        assert (c.rsums, c.levels) == (len(full.rsums()), full.levels)   # exclusive reductions share slots
+
+
+def test_exclusive_reductions_of_one_kind_share_an_exchange_slot():
+    """rowprog.reduction_slots: a row sum under presence A and one under B share a slot (one of them runs); a sum
+    and a maximum never do (the exchange combines a slot one way), nor two that run together."""
+    from opgen.kernel.rowprog import reduction_slot_counts, reduction_slots
+
+    A, B = ((True,),), ((False,),)
+    p = RowProgram("t", None)
+    p.instrs = [Instr("rsum", "a", ("w0",), space="stat", when=A), Instr("rsum", "b", ("w0",), space="stat", when=B),
+                Instr("rmax", "c", ("w0",), space="stat", when=B), Instr("rsum", "d", ("w0",), space="stat"),
+                Instr("rmax", "e", ("w0",), space="stat", level=1, when=A)]
+    level, index = reduction_slots(p)
+    assert level["a"] == level["b"] and len({level[x] for x in "abcd"}) == 3 and level["e"] == 0
+    assert index["a"] == index["b"] and index["c"] == index["e"] and len(set(index.values())) == 3
+    assert reduction_slot_counts(p) == (3, 3)
 
 
 def test_bundled_entries_call_one_class_whatever_the_presence():

@@ -35,7 +35,7 @@ from opgen.kernel.rowprog import (ACC_INIT, MASK_KINDS, MASK_LANES, SELECT_KINDS
                                   PER_ROW_SCALAR_KINDS, attr_names, batchable, batched, gathered_stat,
                                   names_in, instr_op, per_row, row_passes)
 from opgen.kernel.rowsched import GmRows, RowSchedule, row_split_class
-from opgen.kernel.rowprog import MAX_DIM_VALUES, online_pair
+from opgen.kernel.rowprog import MAX_DIM_VALUES, online_pair, reduction_slot_counts, reduction_slots
 from opgen.kernel.rowpresence import cover
 from opgen.kernel.rowsched import mul as _kmul
 from opgen.kernel.rowsched import sub as _ksub
@@ -227,11 +227,7 @@ class _Printer:
     def __init__(self, prog: RowProgram, mode: str, cites: Cites | None = None, addr: "_Addr | None" = None):
         self.p, self.mode, self.addr = prog, mode, addr
         self.cites = cites or Cites([prog])
-        self.rsum_index = {i.dst: k for k, i in enumerate(prog.rsums())}
-        by_level: dict[int, list[str]] = {}
-        for i in prog.rsums():
-            by_level.setdefault(i.level, []).append(i.dst)
-        self.level_slot = {d: k for ds in by_level.values() for k, d in enumerate(ds)}
+        self.level_slot, self.rsum_index = reduction_slots(prog)   # shared by exclusive presences' reductions
 
     def seg_nodes(self, i: Instr, doc: str) -> kir.Scope:
         """A `vseg` (opgen.kernel.rowprog) in the per-row loop as Kernel-IR statements: for each segment of L columns
@@ -451,12 +447,24 @@ class _Printer:
             pre = []
             if i.when and i.kind in ("rsum", "rmax") and phase is not None and i.level == phase and \
                     self.mode == "col" and batch != "all" and online is None:
-                # its partial goes to the exchange under every presence: 0 where it does not run (never unwritten)
-                zero = kir.SetValue(kir.Ref("sums_", Bin("+", _kmul(self.level_slot[i.dst], gs), i_)), kir.FConst(0.0))
-                pre = [kir.If((Constraint("==", Sym("c0_"), Sym("cBegin")),), (zero,),
-                              doc="the slice's first chunk")] if stream else [zero]
+                pre = self._zero_unwritten(i, gs, i_, stream)
             out[start:] = pre + guarded(i, out[start:], self.p)
         return merge_guards(out)
+
+    def _zero_unwritten(self, i: Instr, gs, i_, stream: bool) -> list:
+        """Before the first guarded row reduction of an exchange slot (rowprog.reduction_slots): its partial set to 0
+        under the presences that run none of the reductions sharing the slot, so the exchange never copies an
+        unwritten slot ([] when they cover every presence the program serves)."""
+        sharers = [j for j in self.p.rsums(i.level) if self.level_slot[j.dst] == self.level_slot[i.dst]]
+        if sharers[0] is not i or any(not j.when for j in sharers):
+            return []
+        left = tuple(pr for pr in self.p.served if not any(pr in j.when for j in sharers))
+        if not left:
+            return []
+        zero = kir.SetValue(kir.Ref("sums_", Bin("+", _kmul(self.level_slot[i.dst], gs), i_)), kir.FConst(0.0))
+        body = [kir.If((Constraint("==", Sym("c0_"), Sym("cBegin")),), (zero,),
+                       doc="the slice's first chunk")] if stream else [zero]
+        return guarded(dataclasses.replace(i, when=left, dst=""), body, self.p)
 
     def _node(self, i: Instr, out: list, op, n, row, gs, i_, src: str, phase, stream: bool, online, batch: str):
         """Append instruction `i`'s Kernel-IR nodes to `out` (`nodes`, whose locals the arguments are)."""
@@ -565,6 +573,17 @@ def merge_guards(stmts: list) -> list:
 def _when_text(cube: tuple, names: tuple) -> str:
     """A cube of presences as words ("gamma present, beta absent")."""
     return ", ".join(f"{n} {'present' if lit else 'absent'}" for n, lit in zip(names, cube) if lit is not None)
+
+
+def _exchange_slots(pr: "_Printer", rsums: list, combine: dict) -> list:
+    """[(partial slot, total slot, combine op)] of one level's row reductions, each pair of slots once (reductions of
+    presences that never run together share them, rowprog.reduction_slots)."""
+    out = []
+    for i in rsums:
+        t = (pr.level_slot[i.dst], pr.rsum_index[i.dst], combine[i.dst])
+        if t not in out:
+            out.append(t)
+    return out
 
 
 def _with_rows_reduce(segs: list) -> list:
@@ -1072,8 +1091,7 @@ def _col_total_nodes(prog: RowProgram, cites: Cites) -> tuple[list, list]:
         return [], []
     init = [kir.FLet(f"tot{j}_", parse_scalar(ACC_INIT[prog.acc_kinds.get(a, "sum")], ()), mutable=True)
             for j, (a, _v) in enumerate(tots)]
-    nsums, nlevel = len(prog.rsums()), max([len(prog.rsums(lv)) for lv in {i.level for i in prog.rsums()}],
-                                           default=0)
+    nsums, nlevel = reduction_slot_counts(prog)
     # after the level partials and totals: 32-byte slots of groupStride_ = AlignUp(G, 8) floats (tiling: wsColBytes)
     at = _kmul(_ksum(_kmul(Sym("cores"), Lit(max(nlevel, 1))), Lit(max(nsums, 1))), Sym("groupStride_"))
     w0 = kir.Ref("w_", slot=Lit(0))
@@ -1253,19 +1271,16 @@ def class_ir(spec, v: Variant, dims: DimFields) -> dict:
             if batchable(p) and p.rsums() else []),
         "acc_nodes": row_pr.nodes(passes[0], None) if p.acc_reads else [],
         "reload_batch": _reload_nodes(p, cites, addr), "cross_core": _cross_core_nodes(p, addr, cites),
-        "levels": [(lv, col_pr.phase_nodes(lv),
-                    [(col_pr.level_slot[i.dst], col_pr.rsum_index[i.dst], combine[i.dst]) for i in p.rsums(lv)])
-                   for lv in levels],
+        "levels": [(lv, col_pr.phase_nodes(lv), _exchange_slots(col_pr, p.rsums(lv), combine)) for lv in levels],
         "stream": v.stream,
         "online": ((pair[0].level, col_pr.online_nodes(pair), col_pr.online_rescale(pair))
                    if v.stream and (pair := online_pair(p)) else ()),
         "col_phases": sorted({ph for i in p.instrs if per_row(i) and set(i.srcs) & set(p.col) for ph in i.phases}),
-        "stream_levels": [(lv, col_pr.phase_nodes(lv, stream=True),
-                           [(col_pr.level_slot[i.dst], col_pr.rsum_index[i.dst], combine[i.dst]) for i in p.rsums(lv)])
+        "stream_levels": [(lv, col_pr.phase_nodes(lv, stream=True), _exchange_slots(col_pr, p.rsums(lv), combine))
                           for lv in levels] if v.stream else [],
         "final_nodes": col_pr.phase_nodes(None), "col_final": _col_final_nodes(p, addr, cites),
         "col_total": col_total,
-        "nsums": max(len(p.rsums()), 1), "nlevel": max([len(p.rsums(lv)) for lv in levels], default=1),
+        "nsums": max(reduction_slot_counts(p)[0], 1), "nlevel": max(reduction_slot_counts(p)[1], 1),
         "float_attrs": sorted({x for i in all_instrs(p) for x in attr_names(i.arg)}),
         "uses_max": any(i.kind == "rmax" for i in p.instrs) or any(p.acc_kinds.get(a) == "max" for a, _v in tots)
         or any(k == "max" for _n, _s, k in p.btotals),

@@ -11,7 +11,7 @@ from __future__ import annotations
 
 from dataclasses import dataclass, fields
 
-from opgen.kernel.rowprog import BYTE_DTYPES, MASK_KINDS, SELECT_KINDS, batchable
+from opgen.kernel.rowprog import BYTE_DTYPES, MASK_KINDS, SELECT_KINDS, batchable, reduction_slot_counts
 
 ROW_SPLIT, COL_SPLIT, COL_STREAM = 1, 2, 3
 
@@ -60,9 +60,7 @@ class RowCounts:
 
 def program_counts(p) -> dict:
     """What one lowered row program (opgen.kernel.rowprog.RowProgram) needs, keyed like RowCounts."""
-    per_level: dict[int, int] = {}
-    for i in p.rsums():
-        per_level[i.level] = per_level.get(i.level, 0) + 1
+    nsums, per_level = reduction_slot_counts(p)   # exclusive presences' reductions share exchange slots
     rin: dict[str, int] = {}
     rout: dict[str, int] = {}
     for t in p.gm:
@@ -78,7 +76,7 @@ def program_counts(p) -> dict:
         + sum(1 for a in p.acc_reads if a not in p.accs and a not in p.brow),
         "brow_acc": sum(1 for v in p.accs.values() if v[0] == "brow")
         + sum(1 for a in p.acc_reads if a not in p.accs and a in p.brow),
-        "rsums": len(p.rsums()), "rsums_per_level": max(per_level.values(), default=0), "levels": p.levels,
+        "rsums": nsums, "rsums_per_level": per_level, "levels": p.levels,
         "loads": sum(1 for i in p.instrs if i.kind == "load"),
         "masks": sum(1 for i in p.instrs if i.kind in MASK_KINDS or i.kind in SELECT_KINDS)
         + sum(1 for t in p.gm if t.space == "row" and t.dtype in BYTE_DTYPES),   # byte rows: 32-B aligned UB rows

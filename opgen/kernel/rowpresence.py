@@ -92,7 +92,7 @@ def merge_presences(progs: list, optional: tuple) -> tuple[RowProgram | None, st
                          t.name, len(order)), t.name)),
                      instrs=instrs, accs=accs, acc_kinds={a: k for a, k in kinds.items() if k is not None},
                      int_cast_modes={k: m for _pr, p in progs for k, m in p.int_cast_modes.items()},
-                     presence=tuple(optional), bnames={})
+                     presence=tuple(optional), served=tuple(pr for pr, _p in progs), bnames={})
     return out, ""
 
 

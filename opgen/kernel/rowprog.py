@@ -269,6 +269,7 @@ class RowProgram:
     dim_values: list = field(default_factory=list)   # dim expressions read as numbers: member dimValue<k>_ each
     int_cast_modes: dict = field(default_factory=dict)   # input -> (non-rint mode of a cast on its load chain, loc)
     presence: tuple = ()   # the optional inputs whose presence Instr.when tests (opgen.kernel.rowpresence)
+    served: tuple = ()     # the presences (one bool per `presence` name) the joined program serves
     bnames: dict = field(default_factory=dict)   # per-batch float member -> (its tensor-IR value, spec line): messages
 
     def tensor(self, name: str) -> GmTensor:
@@ -604,6 +605,34 @@ def _allocate(p: RowProgram) -> None:
                 holder.get(b, {}).pop(x, None)
     p.instrs = out
     p.row_temps = nxt
+
+
+def reduction_slots(p: RowProgram) -> tuple[dict, dict]:
+    """({row reduction: its slot among those of its level}, {row reduction: its slot among all}): the COL_SPLIT
+    exchange's partial and total slots (opgen.kernel.rowclass). Reductions of presences that never run together
+    (Instr.when) and of one kind share a slot; otherwise each has its own, in program order. Both are dense (0..n)."""
+    def colour(group: list) -> dict:
+        slot: dict = {}
+        for i in group:
+            k = 0
+            while any(slot[j.dst] == k and not (_exclusive(i.when, j.when) and i.kind == j.kind)
+                      for j in group if j.dst in slot):
+                k += 1
+            slot[i.dst] = k
+        return slot
+    level: dict = {}
+    for lv in sorted({i.level for i in p.rsums()}):
+        level.update(colour(p.rsums(lv)))
+    return level, colour(p.rsums())
+
+
+def reduction_slot_counts(p: RowProgram) -> tuple[int, int]:
+    """(slots of all row reductions, the most slots of one level) of `reduction_slots`: what the exchange holds."""
+    level, index = reduction_slots(p)
+    per = {}
+    for i in p.rsums():
+        per.setdefault(i.level, set()).add(level[i.dst])
+    return len(set(index.values())), max((len(v) for v in per.values()), default=0)
 
 
 def _rename(text: str, where: dict) -> str:

@@ -299,9 +299,9 @@ static ge::graphStatus TilingFunc(gert::TilingContext* context)
     const int64_t colsPerPass = colsPerCore;  // columns per COL_SPLIT pass: the whole slice stays resident
     const int64_t colsTail = (hidden - ((colCores - 1) * colsPerCore));  // columns of the last core (COL_SPLIT)
     const int64_t groupRowBytes =
-        (((((2 * colsPerPass) * TBytes) + (colsPerPass * TBytes)) + 16) + 32);  // UB bytes per resident row (COL_SPLIT)
+        (((((2 * colsPerPass) * TBytes) + (colsPerPass * TBytes)) + 16) + 16);  // UB bytes per resident row (COL_SPLIT)
     const int64_t groupFixedBytes =
-        ((((((384 + ((4 * colsPerPass) * 4)) + ((4 * colsPerPass) * 4)) + ((4 * colsPerPass) * 4)) +
+        ((((((256 + ((4 * colsPerPass) * 4)) + ((4 * colsPerPass) * 4)) + ((4 * colsPerPass) * 4)) +
            (colsPerPass * 4)) +
           (colsPerPass * 4)) +
          ((AlignUp((CeilDiv(colsPerPass, 64) * 2), 8) + 8) * 4));  // UB bytes held once (COL_SPLIT)
@@ -321,7 +321,7 @@ static ge::graphStatus TilingFunc(gert::TilingContext* context)
         (blockDim * ((6 * colAlign) *
                      4));  // ROW_SPLIT: per core, fp32 partial rows of the column sums and of its first/last batch sums
     const int64_t wsColBytes =
-        ((((blockDim * 4) + 4) * AlignUp(groupRows, 8)) *
+        ((((blockDim * 2) + 2) * AlignUp(groupRows, 8)) *
          4);  // COL_SPLIT: partial row reductions of every core and their totals (fp32), each slot 32-byte aligned
     const int64_t workspaceBytes = ((strategy == 1) ? wsRowBytes : wsColBytes);  // user workspace (bytes)
     const int64_t seqLen = seq;                                                  // rows per batch

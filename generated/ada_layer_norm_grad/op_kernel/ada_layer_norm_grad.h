@@ -424,9 +424,9 @@ private:
         pipe_.InitBuffer(rowOutQue_pd_x, 1, G * rowStride_ * sizeof(T));
         pipe_.InitBuffer(statInQue_rstd, 2, groupStride_ * sizeof(float));
         pipe_.InitBuffer(statInQue_mean, 2, groupStride_ * sizeof(float));
-        pipe_.InitBuffer(sumBuf_, (4 + 4) * groupStride_ * sizeof(float));
+        pipe_.InitBuffer(sumBuf_, (2 + 2) * groupStride_ * sizeof(float));
         sums_ = sumBuf_.template Get<float>();
-        tots_ = sums_[4 * groupStride_];
+        tots_ = sums_[2 * groupStride_];
         pipe_.InitBuffer(workBuf_, 4 * rowStride_ * sizeof(float));
         for (int64_t j = 0; j < 4; ++j) {
             w_[j] = workBuf_.template Get<float>()[j * rowStride_];
@@ -444,7 +444,7 @@ private:
         pipe_.InitBuffer(reduceBuf_, (AlignUp((rowStride_ + 63) / 64 * 2, 8) + 8) * sizeof(float));
         red_ = reduceBuf_.template Get<float>();
         redTmp_ = red_[8];
-        const int64_t totBase = cores * 4 * groupStride_;
+        const int64_t totBase = cores * 2 * groupStride_;
         for (c0_ = cBegin; c0_ < cEnd; c0_ += rowStride_) {  // column chunks of this core's slice
             n_ = cEnd - c0_ < rowStride_ ? cEnd - c0_ : rowStride_;
             PipeBarrier<PIPE_V>();  // colBuf_: V has read it before V overwrites it
@@ -499,8 +499,7 @@ private:
                     CastFrom(w_[1], res_dy[i * rowStride_], n_);  // spec: ada_layer_norm_grad.py:60
                     PipeBarrier<PIPE_V>();                        // workBuf_: V has written it before V reads it
                     Mul(w_[2], w_[1], brow_[1], static_cast<int32_t>(n_));  // spec: ada_layer_norm_grad.py:67
-                    sums_.SetValue(0 * groupStride_ + i, 0.0f);
-                    if (!hasInput0_) {                            // when gamma absent
+                    if (!hasInput0_) {                                      // when gamma absent
                         PipeBarrier<PIPE_V>();                    // workBuf_: V has written it before V reads it
                         const float part_s0 = RowSum(w_[2], n_);  // spec: ada_layer_norm_grad.py:69
                         sums_.SetValue(0 * groupStride_ + i, part_s0);
@@ -511,54 +510,37 @@ private:
                         PipeBarrier<PIPE_V>();  // workBuf_: V has read it before V overwrites it
                         Mul(w_[2], w_[2], colv_[0], static_cast<int32_t>(n_));  // spec: ada_layer_norm_grad.py:68
                     }
-                    sums_.SetValue(1 * groupStride_ + i, 0.0f);
                     if (!hasInput0_) {                            // when gamma absent
                         PipeBarrier<PIPE_V>();                    // workBuf_: V has written it before V reads it
                         const float part_s1 = RowSum(w_[3], n_);  // spec: ada_layer_norm_grad.py:69
                         sums_.SetValue(1 * groupStride_ + i, part_s1);
                     }
-                    sums_.SetValue(2 * groupStride_ + i, 0.0f);
                     if (hasInput0_) {                             // when gamma present
                         PipeBarrier<PIPE_V>();                    // workBuf_: V has written it before V reads it
                         const float part_s2 = RowSum(w_[2], n_);  // spec: ada_layer_norm_grad.py:69
-                        sums_.SetValue(2 * groupStride_ + i, part_s2);
+                        sums_.SetValue(0 * groupStride_ + i, part_s2);
                         Mul(w_[3], w_[2], w_[0], static_cast<int32_t>(n_));  // spec: ada_layer_norm_grad.py:69
-                    }
-                    sums_.SetValue(3 * groupStride_ + i, 0.0f);
-                    if (hasInput0_) {                             // when gamma present
                         PipeBarrier<PIPE_V>();                    // workBuf_: V has written it before V reads it
                         const float part_s3 = RowSum(w_[3], n_);  // spec: ada_layer_norm_grad.py:69
-                        sums_.SetValue(3 * groupStride_ + i, part_s3);
+                        sums_.SetValue(1 * groupStride_ + i, part_s3);
                     }
                 }
                 SetFlag<HardEvent::S_MTE3>(0);  // sumBuf_: S has written it before MTE3 reads it
                 WaitFlag<HardEvent::S_MTE3>(0);
-                DataCopyPad(ws_[(core * 4 + 0) * groupStride_], sums_[0 * groupStride_],
+                DataCopyPad(ws_[(core * 2 + 0) * groupStride_], sums_[0 * groupStride_],
                             DataCopyExtParams(1, k * sizeof(float), 0, 0, 0));
-                DataCopyPad(ws_[(core * 4 + 1) * groupStride_], sums_[1 * groupStride_],
-                            DataCopyExtParams(1, k * sizeof(float), 0, 0, 0));
-                DataCopyPad(ws_[(core * 4 + 2) * groupStride_], sums_[2 * groupStride_],
-                            DataCopyExtParams(1, k * sizeof(float), 0, 0, 0));
-                DataCopyPad(ws_[(core * 4 + 3) * groupStride_], sums_[3 * groupStride_],
+                DataCopyPad(ws_[(core * 2 + 1) * groupStride_], sums_[1 * groupStride_],
                             DataCopyExtParams(1, k * sizeof(float), 0, 0, 0));
                 PipeBarrier<PIPE_ALL>();
                 SyncAll();
                 TotalOwnedRows(0, totBase + 0 * groupStride_, k);
                 TotalOwnedRows(1, totBase + 1 * groupStride_, k);
-                TotalOwnedRows(2, totBase + 2 * groupStride_, k);
-                TotalOwnedRows(3, totBase + 3 * groupStride_, k);
                 PipeBarrier<PIPE_ALL>();
                 SyncAll();
                 DataCopyPad(tots_[0 * groupStride_], ws_[totBase + 0 * groupStride_],
                             DataCopyExtParams(1, k * sizeof(float), 0, 0, 0),
                             DataCopyPadExtParams<float>(false, 0, 0, 0.0f));
                 DataCopyPad(tots_[1 * groupStride_], ws_[totBase + 1 * groupStride_],
-                            DataCopyExtParams(1, k * sizeof(float), 0, 0, 0),
-                            DataCopyPadExtParams<float>(false, 0, 0, 0.0f));
-                DataCopyPad(tots_[2 * groupStride_], ws_[totBase + 2 * groupStride_],
-                            DataCopyExtParams(1, k * sizeof(float), 0, 0, 0),
-                            DataCopyPadExtParams<float>(false, 0, 0, 0.0f));
-                DataCopyPad(tots_[3 * groupStride_], ws_[totBase + 3 * groupStride_],
                             DataCopyExtParams(1, k * sizeof(float), 0, 0, 0),
                             DataCopyPadExtParams<float>(false, 0, 0, 0.0f));
                 rowOut_pd_x = rowOutQue_pd_x.template AllocTensor<T>();
@@ -625,9 +607,9 @@ private:
                         s1 = s1_when;
                     }
                     if (hasInput0_) {                                                // when gamma present
-                        const float s2_when = tots_.GetValue(2 * groupStride_ + i);  // spec: ada_layer_norm_grad.py:69
+                        const float s2_when = tots_.GetValue(0 * groupStride_ + i);  // spec: ada_layer_norm_grad.py:69
                         s2 = s2_when;
-                        const float s3_when = tots_.GetValue(3 * groupStride_ + i);  // spec: ada_layer_norm_grad.py:69
+                        const float s3_when = tots_.GetValue(1 * groupStride_ + i);  // spec: ada_layer_norm_grad.py:69
                         s3 = s3_when;
                         PipeBarrier<PIPE_V>();  // workBuf_: V has read it before V overwrites it
                         Mul(w_[3], w_[0], colv_[0], static_cast<int32_t>(n_));  // spec: ada_layer_norm_grad.py:70
@@ -725,7 +707,7 @@ private:
             LoadRow<float>(w_[0], ws_[slot * groupStride_ + o0 + o], m);
             for (int64_t c = 1; c < cores; ++c) {
                 PipeBarrier<PIPE_V>();  // workBuf_: V has read it before V overwrites it
-                LoadRow<float>(w_[1], ws_[(c * 4 + slot) * groupStride_ + o0 + o], m);
+                LoadRow<float>(w_[1], ws_[(c * 2 + slot) * groupStride_ + o0 + o], m);
                 Add(w_[0], w_[0], w_[1], static_cast<int32_t>(m));
             }
             PipeBarrier<PIPE_V>();  // workBuf_: V has written it before V reads it
