@@ -103,3 +103,12 @@ def reach_then_mutate(sites: list, cases, check, monkeypatch, log) -> tuple[list
             survivors.append((sites[k][1], sites[k][2], faults[:1]))
     monkeypatch.delenv("OPGEN_MUTANT")
     return reached, survivors
+
+
+def site_key(text: str, ln: int, stmt: str) -> tuple:
+    """A placed sync site of header `text` (its original, unguarded text; `ln` and `stmt` as guard_placed gives
+    them) named independently of line numbers: (the method it is in, its comment, the first word of the statement
+    after it)."""
+    lines = text.split("\n")
+    method = next(m.group(1) for x in reversed(lines[:ln]) if (m := re.match(r"\s*__aicore__ inline \w+ (\w+)\(", x)))
+    return method, lines[ln - 1].split("// ")[-1], lines[ln + ("WaitFlag" in stmt)].split()[0].split("(")[0]

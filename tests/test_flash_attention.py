@@ -955,7 +955,7 @@ def test_deleting_any_one_placed_sync_of_the_kernel_is_a_race(gen, tmp_path, mon
     import collections
     import re
 
-    from mutants import guard_package, reach_then_mutate
+    from mutants import guard_package, reach_then_mutate, site_key
 
     snake = "flash_attention_score"
     orig, sites = guard_package(gen / snake, tmp_path / "gen", snake)
@@ -981,11 +981,4 @@ def test_deleting_any_one_placed_sync_of_the_kernel_is_a_race(gen, tmp_path, mon
     flags = {re.search(r"HardEvent::(\w+)", sites[k][2]).group(1) for k in reached if "SetFlag" in sites[k][2]}
     assert len(reached) >= 98 and {"MTE2_MTE1", "MTE1_M", "M_MTE1", "M_FIX", "FIX_M", "MTE1_MTE2", "MTE2_V", "V_MTE2",
                                    "V_S", "S_V"} <= flags, (len(reached), flags)
-    lines = orig.split("\n")
-
-    def key(ln, stmt):   # (method, comment, the first word of the statement after the sync)
-        method = next(m.group(1) for x in reversed(lines[:ln])
-                      if (m := re.match(r"\s*__aicore__ inline \w+ (\w+)\(", x)))
-        return method, lines[ln - 1].split("// ")[-1], lines[ln + ("WaitFlag" in stmt)].split()[0].split("(")[0]
-
-    assert collections.Counter(key(ln, stmt) for ln, stmt, _f in survivors) == REDUNDANT, survivors
+    assert collections.Counter(site_key(orig, ln, stmt) for ln, stmt, _f in survivors) == REDUNDANT, survivors

@@ -827,7 +827,8 @@ class AttnBuilder:
             )
             self.method("MaskFuture", (tp("dst", "tensor", "float"), tp("keys"), K.Param(X, "struct", "Unit"),
                                        tp("c"), tp("fill", "float")),
-                        (K.For("b", Lit(0), S("keys") // BS, Lit(1), blk),),
+                        (K.For("b", Lit(0), S("keys") // BS, Lit(1), blk, disjoint=True,
+                               doc="block b's lanes only (disjoint)"),),
                         doc="Keys of chunk c whose in-batch position exceeds the token's position s get `fill` "
                             "(whole future blocks by Duplicate; the diagonal block by scalar lanes up to a 32-byte "
                             "boundary, then Duplicate).")

@@ -1014,29 +1014,23 @@ private:
     // Keys of chunk c whose in-batch position exceeds the token's position s get `fill` (whole future blocks by Duplicate; the diagonal block by scalar lanes up to a 32-byte boundary, then Duplicate).
     __aicore__ inline void MaskFuture(const LocalTensor<float>& dst, int64_t keys, const Unit& x, int64_t c, float fill)
     {
-        for (int64_t b = 0; b < keys / td_->blockSize; ++b) {
+        for (int64_t b = 0; b < keys / td_->blockSize; ++b) {  // block b's lanes only (disjoint)
             const int64_t p0 =
                 td_->blockSize *
                 static_cast<int64_t>(gm_topkIndices.GetValue(b + td_->blockCount * x.n2 + td_->blocksPerChunk * c +
                                                              td_->blockCount * td_->kvHeads * x.t));
             if (p0 > x.s) {
-                SetFlag<HardEvent::S_V>(0);  // rowBuf_: V writes after S's write
-                WaitFlag<HardEvent::S_V>(0);
-                PipeBarrier<PIPE_V>();  // rowBuf_: V writes after V's write
                 Duplicate(dst[b * td_->blockSize], static_cast<float>(fill), static_cast<int32_t>(td_->blockSize));
             } else {
                 if (td_->blockSize + p0 - 1 > x.s) {
                     const int64_t j0 = x.s - p0 + 1;
                     const int64_t ja = AlignUp(j0, 8) < td_->blockSize ? AlignUp(j0, 8) : td_->blockSize;
                     for (int64_t j = j0; j < ja; ++j) {
-                        SetFlag<HardEvent::V_S>(0);  // rowBuf_: S writes after V's write
-                        WaitFlag<HardEvent::V_S>(0);
                         dst.SetValue(j + b * td_->blockSize, fill);
                     }
                     if (ja < td_->blockSize) {
                         SetFlag<HardEvent::S_V>(0);  // rowBuf_: V writes after S's write
                         WaitFlag<HardEvent::S_V>(0);
-                        PipeBarrier<PIPE_V>();  // rowBuf_: V writes after V's write
                         Duplicate(dst[ja + b * td_->blockSize], static_cast<float>(fill),
                                   static_cast<int32_t>(td_->blockSize - ja));
                     }
@@ -1339,6 +1333,8 @@ private:
                                                         rBegin);  // spec: nsa_selected_attention_grad.py:102
                 Muls(rows_[0][i * keys], rows_[0][i * keys], static_cast<float>(scale_),
                      static_cast<int32_t>(keys));  // spec: nsa_selected_attention_grad.py:94
+                SetFlag<HardEvent::V_S>(0);        // rowBuf_: V has read it before S overwrites it
+                WaitFlag<HardEvent::V_S>(0);
                 MaskFuture(rows_[0][i * keys], keys, x, c,
                            -3.4028234663852886e+38f);  // spec: nsa_selected_attention_grad.py:97
                 PipeBarrier<PIPE_V>();                 // rowBuf_: V has written it before V reads it
