@@ -111,4 +111,5 @@ def site_key(text: str, ln: int, stmt: str) -> tuple:
     after it)."""
     lines = text.split("\n")
     method = next(m.group(1) for x in reversed(lines[:ln]) if (m := re.match(r"\s*__aicore__ inline \w+ (\w+)\(", x)))
-    return method, lines[ln - 1].split("// ")[-1], lines[ln + ("WaitFlag" in stmt)].split()[0].split("(")[0]
+    after = next(x for x in lines[ln + ("WaitFlag" in stmt):] if not x.strip().startswith("//"))   # code, not a comment
+    return method, lines[ln - 1].split("// ")[-1], after.split()[0].split("(")[0]

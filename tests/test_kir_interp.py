@@ -758,3 +758,16 @@ def test_a_call_assigns_a_scalar_declared_before_its_guard(present):
     bad = replace(k, process=_INIT + (Call("Two", result="v", assign=True),))
     with pytest.raises(IRError, match="v is not a mutable float scalar"):
         verify(bad)
+
+
+@pytest.mark.parametrize("index, traps", [(-1, True), (0, False), (7, False), (8, True)])
+def test_an_integer_index_check_compares_as_integers(index, traps):
+    """TrapUnless with an int64 value (an index read as an integer, the attention kernels' topk checks): Trap()
+    exactly outside [0, bound) in the interpreter, and the C++ compares integers (no float round trip)."""
+    from opgen.ir.dims import Sym
+    from opgen.kernel.kir import Let, TrapUnless, to_cpp
+
+    k = _tiny((Let("idx", Lit(index)), TrapUnless(Sym("idx"), E("n"), doc="an index into n")))
+    r = ki.run(k, {"n": 8}, {"x": np.zeros(16, np.float32), "y": np.zeros(16, np.float32)}, 1)
+    assert r.ok != traps and (not traps or re.search(rf"Trap\(\).*index {index} outside \[0, 8\)", r.faults[0]))
+    assert "if (!(idx >= 0 && idx < td_->n)) {" in to_cpp(k)

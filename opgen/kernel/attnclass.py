@@ -334,7 +334,7 @@ class AttnBuilder:
                 K.Let("kvLen", K.GmAt(cukv, S("batch_")) - xf("kv0")),
             ]
             check = [K.Let("blk", K.GmAt(topk, (xf("t") * N2 + xf("n2")) * CNT + S("i"))),
-                     K.TrapUnless(K.FInt(S("blk")), S("kvLen") // BS,
+                     K.TrapUnless(S("blk"), S("kvLen") // BS,
                                   "a selected block lies inside its batch: 0 <= idx, (idx + 1) * bs <= S2 of the batch")]
             if p.causal:
                 body.append(K.Let("first", S("kvLen"), mutable=True))
@@ -343,7 +343,7 @@ class AttnBuilder:
                               doc="the topk rules the aclnn layer cannot check (device data): a violation stops the "
                                   "AI Core (Trap) and the launch fails"))
             if p.causal:
-                body.append(K.TrapUnless(K.FInt(S("first")), xf("s") // BS + 1,
+                body.append(K.TrapUnless(S("first"), xf("s") // BS + 1,
                                          "under causal masking a token selects a key at or before it"))
         body.append(K.StructSet("x.mPad", _align(_max(xf("rows"), Lit(2)), Lit(16)),
                                 "Mmad rows: m = 1 would select GEMV mode"))
@@ -706,7 +706,7 @@ class AttnBuilder:
                 item.append(K.Call("CubeScatter", (S(X), S("c"), Lit(0))))
             serial = (K.For("u", S("unitBegin"), S("unitEnd"), Lit(1), (
                 K.Call("Decode", (u, S(X))),
-                K.For("c", Lit(0), items, Lit(1), tuple(item), doc="the unit's items")), doc="this AI Core's units"),)
+                *_items_loop(items, item)), doc="this AI Core's units"),)
             if pl.det and scatter:
                 self.cube_ordered()
                 loop = (K.If((C("==", self.f("strategy"), Lit(pl.det_strategy)),),
@@ -1161,7 +1161,7 @@ class AttnBuilder:
             K.Let("rBegin", K.Select((C("==", K.SUB_BLOCK_IDX, Lit(0)),), Lit(0), S("half"))),
             K.Let("rEnd", K.Select((C("==", K.SUB_BLOCK_IDX, Lit(0)),), S("half"), xf("rows"))),
             K.Let("slot", slot),
-            K.For("c", Lit(0), items, Lit(1), tuple(item), doc="the unit's items"),
+            *_items_loop(items, item),
             *last), doc="this AI Core's units; this AIV's half of each unit's rows")
         tail = ()
         if p.post:
@@ -1268,6 +1268,14 @@ class AttnClass:
     kclass: K.KernelClass
     det: bool
     keys: list
+
+
+def _items_loop(items, body) -> tuple:
+    """The loop over a unit's items c (statements `body`); a unit of one item (whole key rows) runs `body` once with
+    c = 0, no loop."""
+    if as_dim(items) == Lit(1):
+        return (K.Let("c", Lit(0)), *body)
+    return (K.For("c", Lit(0), items, Lit(1), tuple(body), doc="the unit's items"),)
 
 
 def gm_ctype(spec, name: str, data: str) -> str:

@@ -863,10 +863,11 @@ class SetValue:
 
 @dataclass(frozen=True)
 class TrapUnless:
-    """Trap() unless 0 <= value < bound: `value` a float scalar expression (an index read as fp32), `bound` an int64
-    expression (the indexed axis' length). Scalar unit only; no UB access."""
+    """Trap() unless 0 <= value < bound: `value` a float scalar expression (an index read as fp32) or an int64
+    expression (an index read as an integer: compared as one), `bound` an int64 expression (the indexed axis'
+    length). Scalar unit only; no UB access."""
 
-    value: FExpr
+    value: Union[FExpr, DimExpr]
     bound: DimExpr
     doc: str = ""
 
@@ -1695,7 +1696,7 @@ class _Verifier:
             self.region(s.dst, 1, st, s)
             self.expr(s.value, st, s, "int" if isinstance(s.value, DimExpr) else "float")
         elif isinstance(s, TrapUnless):
-            self.expr(s.value, st, s, "float")
+            self.expr(s.value, st, s, "int" if isinstance(s.value, DimExpr) else "float")
             self.expr(s.bound, st, s)
         elif isinstance(s, Barrier):
             if not isinstance(s.pipe, Pipe):
@@ -2000,7 +2001,8 @@ def to_text_stmt(s, indent: str = "") -> str:
     if isinstance(s, SetValue):
         return f"{i}set_value {_t_ref(s.dst)} = {_t_expr(s.value)}"
     if isinstance(s, TrapUnless):
-        return f"{i}trap_unless 0 <= {_f_text(s.value)} < {_t_expr(s.bound)}"
+        v = _t_expr(s.value) if isinstance(s.value, DimExpr) else _f_text(s.value)
+        return f"{i}trap_unless 0 <= {v} < {_t_expr(s.bound)}"
     if isinstance(s, Barrier):
         return f"{i}barrier {s.pipe.name}"
     if isinstance(s, SetFlag):
@@ -2250,7 +2252,7 @@ class CppPrinter:
                 inc = " " + (f"++{s.var}" if const_value(s.step) == 1 else f"{s.var} += {self.e(s.step)}")
             lt = "<=" if s.inclusive else "<"
             init = "" if as_dim(s.lo) == Sym(s.var) and not decl else f"{decl}{s.var} = {self.e(s.lo)}"
-            out = [f"{p}for ({init}; {s.var} {lt} {self.e(s.hi, False)};{inc}) {{{doc}"]   # (from where it is: no x = x)
+            out = _doc_above(p, f"for ({init}; {s.var} {lt} {self.e(s.hi, False)};{inc}) {{", doc)   # (no x = x)
             inner = dict(scope)
             if s.tail:
                 left = self.e(Bin("-", as_dim(s.hi), Sym(s.var)))
@@ -2260,7 +2262,7 @@ class CppPrinter:
             return out + [f"{p}}}"]
         if isinstance(s, If):
             doc = f"  // {_comment(s.doc)}" if s.doc else ""
-            out = [f"{p}if ({self.cond(s.cond)}) {{{doc}"] + self.body(s.then, depth + 1, dict(scope))
+            out = _doc_above(p, f"if ({self.cond(s.cond)}) {{", doc) + self.body(s.then, depth + 1, dict(scope))
             if s.orelse:
                 out += [f"{p}}} else {{"] + self.body(s.orelse, depth + 1, dict(scope))
             return out + [f"{p}}}"]
@@ -2296,9 +2298,13 @@ class CppPrinter:
             return [f"{p}{self.ref(Ref(s.dst.tensor, Lit(0), s.dst.slot))}.SetValue({self.e(s.dst.offset)}, "
                     f"{v});{_doc(s)}"]
         if isinstance(s, TrapUnless):
-            v = self.f(s.value)
-            return [f"{p}if (!({v} >= 0.0f && {v} < static_cast<float>({self.e(s.bound)}))) {{{_doc(s)}",
-                    f"{p}    Trap();", f"{p}}}"]
+            if isinstance(s.value, DimExpr):
+                v = self.e(s.value)
+                head = f"if (!({v} >= 0 && {v} < {self.e(s.bound)})) {{"
+            else:
+                v = self.f(s.value)
+                head = f"if (!({v} >= 0.0f && {v} < static_cast<float>({self.e(s.bound)}))) {{"
+            return _doc_above(p, head, _doc(s)) + [f"{p}    Trap();", f"{p}}}"]
         if isinstance(s, Barrier):
             return [f"{p}PipeBarrier<{s.pipe.value}>();" + (f"  // {_comment(s.doc)}" if s.doc else "")]
         if isinstance(s, SetFlag):
@@ -2540,6 +2546,14 @@ forms: uint64_t mask, uint8_t repeatTime and strides, int32_t WholeReduce argume
 _HELPERS = frozenset({Op.CAST_FROM, Op.CAST_TO})
 """opgen's device helpers (templates/op_kernel/_helpers.h.j2): their count parameter is int64_t, passed as is."""
 """C++ struct type of each struct-valued ("value" kind given as a tuple) operand."""
+
+
+def _doc_above(p: str, head: str, doc: str) -> list[str]:
+    """A block's opening line `head` at indent `p` with its trailing comment `doc` ("  // ..."), or the comment on its
+    own line above it when both would not fit in 120 columns (clang-format would break the head to keep it)."""
+    if len(p) + len(head) + len(doc) <= 120:
+        return [f"{p}{head}{doc}"]
+    return [f"{p}{doc.strip()}", f"{p}{head}"]
 
 
 def _doc(s) -> str:

@@ -863,7 +863,8 @@ class _Core:
             self.touch(self.issue(_S, s), t.off, NP_TYPES[self.dt(t.dtype)].itemsize, True)
             self.write(t, v, True)
         elif isinstance(s, kir.TrapUnless):
-            v, hi = float(self.fval(s.value, frame)), self.ival(s.bound, frame)
+            v = self.ival(s.value, frame) if isinstance(s.value, DimExpr) else float(self.fval(s.value, frame))
+            hi = self.ival(s.bound, frame)
             if not (0.0 <= v < hi):
                 raise KirFault(f"Trap() in {self.where}: index {v:g} outside [0, {hi}) ({s.doc or 'index check'})")
         elif isinstance(s, kir.Barrier):

@@ -91,27 +91,20 @@ private:
         x.n2 = u / td_->gChunks % td_->kvHeads;
         x.h0 = td_->gRows * gc + td_->groupSize * x.n2;
         x.rows = td_->gRows < td_->groupSize - td_->gRows * gc ? td_->gRows : td_->groupSize - td_->gRows * gc;
-        for (
-            ;
-            batch_ <
-            (x.t >= static_cast<int64_t>(gm_actual_seq_qlen.GetValue(batch_))
-                 ? td_->batches - 1
-                 : batch_);) {  // the token's batch: the cumulative query lengths are increasing and the tokens of a core too
+        // the token's batch: the cumulative query lengths are increasing and the tokens of a core too
+        for (;
+             batch_ < (x.t >= static_cast<int64_t>(gm_actual_seq_qlen.GetValue(batch_)) ? td_->batches - 1 : batch_);) {
             batch_ += 1;
         }
         x.s = x.t - (batch_ > 0 ? static_cast<int64_t>(gm_actual_seq_qlen.GetValue(batch_ - 1)) : 0);
         x.kv0 = batch_ > 0 ? static_cast<int64_t>(gm_actual_seq_kvlen.GetValue(batch_ - 1)) : 0;
         const int64_t kvLen = static_cast<int64_t>(gm_actual_seq_kvlen.GetValue(batch_)) - x.kv0;
-        for (
-            int64_t i = 0; i < td_->blockCount;
-            ++i) {  // the topk rules the aclnn layer cannot check (device data): a violation stops the AI Core (Trap) and the launch fails
+        // the topk rules the aclnn layer cannot check (device data): a violation stops the AI Core (Trap) and the launch fails
+        for (int64_t i = 0; i < td_->blockCount; ++i) {
             const int64_t blk = static_cast<int64_t>(
                 gm_topk_indices.GetValue(i + td_->blockCount * x.n2 + td_->blockCount * td_->kvHeads * x.t));
-            if (!(static_cast<float>(blk) >= 0.0f &&
-                  static_cast<float>(blk) <
-                      static_cast<float>(
-                          kvLen /
-                          td_->blockSize))) {  // a selected block lies inside its batch: 0 <= idx, (idx + 1) * bs <= S2 of the batch
+            // a selected block lies inside its batch: 0 <= idx, (idx + 1) * bs <= S2 of the batch
+            if (!(blk >= 0 && blk < kvLen / td_->blockSize)) {
                 Trap();
             }
         }
@@ -376,8 +369,8 @@ private:
         Unit x;
         Unit prev;
         int64_t prevSlot = 0;
-        for (int64_t u = unitBegin; u < unitEnd;
-             ++u) {  // phase 1 of unit u before phase 2 of unit u - 1: the cube works while the AIVs do
+        // phase 1 of unit u before phase 2 of unit u - 1: the cube works while the AIVs do
+        for (int64_t u = unitBegin; u < unitEnd; ++u) {
             Decode(u, x);
             const int64_t slot = (u - unitBegin) % 2;
             CubePhase1(x, 0, slot);
@@ -426,11 +419,10 @@ private:
             const int64_t rBegin = GetSubBlockIdx() == 0 ? 0 : half;
             const int64_t rEnd = GetSubBlockIdx() == 0 ? half : x.rows;
             const int64_t slot = (u - unitBegin) % 2;
-            for (int64_t c = 0; c < 1; ++c) {  // the unit's items
-                CrossCoreWaitFlag(1);          // the item's cube results are in the workspace
-                VecItem(x, c, slot, rBegin, rEnd);
-                CrossCoreSetFlag<2, PIPE_MTE3>(2);  // the item's vector results are in the workspace
-            }
+            const int64_t c = 0;
+            CrossCoreWaitFlag(1);  // the item's cube results are in the workspace
+            VecItem(x, c, slot, rBegin, rEnd);
+            CrossCoreSetFlag<2, PIPE_MTE3>(2);  // the item's vector results are in the workspace
         }
     }
 
@@ -518,36 +510,27 @@ private:
         x.n2 = u / td_->gChunks % td_->kvHeads;
         x.h0 = td_->gRows * gc + td_->groupSize * x.n2;
         x.rows = td_->gRows < td_->groupSize - td_->gRows * gc ? td_->gRows : td_->groupSize - td_->gRows * gc;
-        for (
-            ;
-            batch_ <
-            (x.t >= static_cast<int64_t>(gm_actual_seq_qlen.GetValue(batch_))
-                 ? td_->batches - 1
-                 : batch_);) {  // the token's batch: the cumulative query lengths are increasing and the tokens of a core too
+        // the token's batch: the cumulative query lengths are increasing and the tokens of a core too
+        for (;
+             batch_ < (x.t >= static_cast<int64_t>(gm_actual_seq_qlen.GetValue(batch_)) ? td_->batches - 1 : batch_);) {
             batch_ += 1;
         }
         x.s = x.t - (batch_ > 0 ? static_cast<int64_t>(gm_actual_seq_qlen.GetValue(batch_ - 1)) : 0);
         x.kv0 = batch_ > 0 ? static_cast<int64_t>(gm_actual_seq_kvlen.GetValue(batch_ - 1)) : 0;
         const int64_t kvLen = static_cast<int64_t>(gm_actual_seq_kvlen.GetValue(batch_)) - x.kv0;
         int64_t first = kvLen;
-        for (
-            int64_t i = 0; i < td_->blockCount;
-            ++i) {  // the topk rules the aclnn layer cannot check (device data): a violation stops the AI Core (Trap) and the launch fails
+        // the topk rules the aclnn layer cannot check (device data): a violation stops the AI Core (Trap) and the launch fails
+        for (int64_t i = 0; i < td_->blockCount; ++i) {
             const int64_t blk = static_cast<int64_t>(
                 gm_topk_indices.GetValue(i + td_->blockCount * x.n2 + td_->blockCount * td_->kvHeads * x.t));
-            if (!(static_cast<float>(blk) >= 0.0f &&
-                  static_cast<float>(blk) <
-                      static_cast<float>(
-                          kvLen /
-                          td_->blockSize))) {  // a selected block lies inside its batch: 0 <= idx, (idx + 1) * bs <= S2 of the batch
+            // a selected block lies inside its batch: 0 <= idx, (idx + 1) * bs <= S2 of the batch
+            if (!(blk >= 0 && blk < kvLen / td_->blockSize)) {
                 Trap();
             }
             first = first < blk ? first : blk;
         }
-        if (!(static_cast<float>(first) >= 0.0f &&
-              static_cast<float>(first) <
-                  static_cast<float>(x.s / td_->blockSize +
-                                     1))) {  // under causal masking a token selects a key at or before it
+        // under causal masking a token selects a key at or before it
+        if (!(first >= 0 && first < x.s / td_->blockSize + 1)) {
             Trap();
         }
         x.mPad = AlignUp((x.rows > 2 ? x.rows : 2), 16);  // Mmad rows: m = 1 would select GEMV mode
@@ -843,8 +826,8 @@ private:
         Unit x;
         Unit prev;
         int64_t prevSlot = 0;
-        for (int64_t u = unitBegin; u < unitEnd;
-             ++u) {  // phase 1 of unit u before phase 2 of unit u - 1: the cube works while the AIVs do
+        // phase 1 of unit u before phase 2 of unit u - 1: the cube works while the AIVs do
+        for (int64_t u = unitBegin; u < unitEnd; ++u) {
             Decode(u, x);
             const int64_t slot = (u - unitBegin) % 2;
             CubePhase1(x, 0, slot);
@@ -893,11 +876,10 @@ private:
             const int64_t rBegin = GetSubBlockIdx() == 0 ? 0 : half;
             const int64_t rEnd = GetSubBlockIdx() == 0 ? half : x.rows;
             const int64_t slot = (u - unitBegin) % 2;
-            for (int64_t c = 0; c < 1; ++c) {  // the unit's items
-                CrossCoreWaitFlag(1);          // the item's cube results are in the workspace
-                VecItem(x, c, slot, rBegin, rEnd);
-                CrossCoreSetFlag<2, PIPE_MTE3>(2);  // the item's vector results are in the workspace
-            }
+            const int64_t c = 0;
+            CrossCoreWaitFlag(1);  // the item's cube results are in the workspace
+            VecItem(x, c, slot, rBegin, rEnd);
+            CrossCoreSetFlag<2, PIPE_MTE3>(2);  // the item's vector results are in the workspace
         }
     }
 

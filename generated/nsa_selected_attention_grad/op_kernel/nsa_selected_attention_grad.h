@@ -113,27 +113,19 @@ private:
         x.n2 = u / td_->gChunks % td_->kvHeads;
         x.h0 = td_->gRows * gc + td_->groupSize * x.n2;
         x.rows = td_->gRows < td_->groupSize - td_->gRows * gc ? td_->gRows : td_->groupSize - td_->gRows * gc;
-        for (
-            ;
-            batch_ <
-            (x.t >= static_cast<int64_t>(gm_actualSeqQLen.GetValue(batch_))
-                 ? td_->batches - 1
-                 : batch_);) {  // the token's batch: the cumulative query lengths are increasing and the tokens of a core too
+        // the token's batch: the cumulative query lengths are increasing and the tokens of a core too
+        for (; batch_ < (x.t >= static_cast<int64_t>(gm_actualSeqQLen.GetValue(batch_)) ? td_->batches - 1 : batch_);) {
             batch_ += 1;
         }
         x.s = x.t - (batch_ > 0 ? static_cast<int64_t>(gm_actualSeqQLen.GetValue(batch_ - 1)) : 0);
         x.kv0 = batch_ > 0 ? static_cast<int64_t>(gm_actualSeqKVLlen.GetValue(batch_ - 1)) : 0;
         const int64_t kvLen = static_cast<int64_t>(gm_actualSeqKVLlen.GetValue(batch_)) - x.kv0;
-        for (
-            int64_t i = 0; i < td_->blockCount;
-            ++i) {  // the topk rules the aclnn layer cannot check (device data): a violation stops the AI Core (Trap) and the launch fails
+        // the topk rules the aclnn layer cannot check (device data): a violation stops the AI Core (Trap) and the launch fails
+        for (int64_t i = 0; i < td_->blockCount; ++i) {
             const int64_t blk = static_cast<int64_t>(
                 gm_topkIndices.GetValue(i + td_->blockCount * x.n2 + td_->blockCount * td_->kvHeads * x.t));
-            if (!(static_cast<float>(blk) >= 0.0f &&
-                  static_cast<float>(blk) <
-                      static_cast<float>(
-                          kvLen /
-                          td_->blockSize))) {  // a selected block lies inside its batch: 0 <= idx, (idx + 1) * bs <= S2 of the batch
+            // a selected block lies inside its batch: 0 <= idx, (idx + 1) * bs <= S2 of the batch
+            if (!(blk >= 0 && blk < kvLen / td_->blockSize)) {
                 Trap();
             }
         }
@@ -465,8 +457,8 @@ private:
         const int64_t end0 = e0 + td_->postPerCore < b0 + td_->headDim * td_->qHeads * td_->tokens
                                  ? e0 + td_->postPerCore
                                  : b0 + td_->headDim * td_->qHeads * td_->tokens;
-        for (int64_t a = e0 > b0 ? e0 : b0; a < end0;
-             a += td_->postElems) {  // dq = T(ws_dq * scale) over this AIV's slice
+        // dq = T(ws_dq * scale) over this AIV's slice
+        for (int64_t a = e0 > b0 ? e0 : b0; a < end0; a += td_->postElems) {
             const int64_t cnt = end0 - a < td_->postElems ? end0 - a : td_->postElems;
             LocalTensor<float> pin = postInQue_.template AllocTensor<float>();
             DataCopyPad(pin, wsOut0_[a + td_->wsDqOffset / 4 - b0], DataCopyExtParams(1, 4 * cnt, 0, 0, 0),
@@ -487,8 +479,8 @@ private:
         const int64_t end1 = e0 + td_->postPerCore < b1 + td_->headDim * td_->kvHeads * td_->kvTokens
                                  ? e0 + td_->postPerCore
                                  : b1 + td_->headDim * td_->kvHeads * td_->kvTokens;
-        for (int64_t a = e0 > b1 ? e0 : b1; a < end1;
-             a += td_->postElems) {  // dk = T(ws_dk * scale) over this AIV's slice
+        // dk = T(ws_dk * scale) over this AIV's slice
+        for (int64_t a = e0 > b1 ? e0 : b1; a < end1; a += td_->postElems) {
             const int64_t cnt = end1 - a < td_->postElems ? end1 - a : td_->postElems;
             LocalTensor<float> pin = postInQue_.template AllocTensor<float>();
             DataCopyPad(pin, wsOut1_[a + td_->wsDkOffset / 4 - b1], DataCopyExtParams(1, 4 * cnt, 0, 0, 0),
@@ -829,36 +821,26 @@ private:
         x.n2 = u / td_->gChunks % td_->kvHeads;
         x.h0 = td_->gRows * gc + td_->groupSize * x.n2;
         x.rows = td_->gRows < td_->groupSize - td_->gRows * gc ? td_->gRows : td_->groupSize - td_->gRows * gc;
-        for (
-            ;
-            batch_ <
-            (x.t >= static_cast<int64_t>(gm_actualSeqQLen.GetValue(batch_))
-                 ? td_->batches - 1
-                 : batch_);) {  // the token's batch: the cumulative query lengths are increasing and the tokens of a core too
+        // the token's batch: the cumulative query lengths are increasing and the tokens of a core too
+        for (; batch_ < (x.t >= static_cast<int64_t>(gm_actualSeqQLen.GetValue(batch_)) ? td_->batches - 1 : batch_);) {
             batch_ += 1;
         }
         x.s = x.t - (batch_ > 0 ? static_cast<int64_t>(gm_actualSeqQLen.GetValue(batch_ - 1)) : 0);
         x.kv0 = batch_ > 0 ? static_cast<int64_t>(gm_actualSeqKVLlen.GetValue(batch_ - 1)) : 0;
         const int64_t kvLen = static_cast<int64_t>(gm_actualSeqKVLlen.GetValue(batch_)) - x.kv0;
         int64_t first = kvLen;
-        for (
-            int64_t i = 0; i < td_->blockCount;
-            ++i) {  // the topk rules the aclnn layer cannot check (device data): a violation stops the AI Core (Trap) and the launch fails
+        // the topk rules the aclnn layer cannot check (device data): a violation stops the AI Core (Trap) and the launch fails
+        for (int64_t i = 0; i < td_->blockCount; ++i) {
             const int64_t blk = static_cast<int64_t>(
                 gm_topkIndices.GetValue(i + td_->blockCount * x.n2 + td_->blockCount * td_->kvHeads * x.t));
-            if (!(static_cast<float>(blk) >= 0.0f &&
-                  static_cast<float>(blk) <
-                      static_cast<float>(
-                          kvLen /
-                          td_->blockSize))) {  // a selected block lies inside its batch: 0 <= idx, (idx + 1) * bs <= S2 of the batch
+            // a selected block lies inside its batch: 0 <= idx, (idx + 1) * bs <= S2 of the batch
+            if (!(blk >= 0 && blk < kvLen / td_->blockSize)) {
                 Trap();
             }
             first = first < blk ? first : blk;
         }
-        if (!(static_cast<float>(first) >= 0.0f &&
-              static_cast<float>(first) <
-                  static_cast<float>(x.s / td_->blockSize +
-                                     1))) {  // under causal masking a token selects a key at or before it
+        // under causal masking a token selects a key at or before it
+        if (!(first >= 0 && first < x.s / td_->blockSize + 1)) {
             Trap();
         }
         x.mPad = AlignUp((x.rows > 2 ? x.rows : 2), 16);  // Mmad rows: m = 1 would select GEMV mode
@@ -1217,8 +1199,8 @@ private:
         const int64_t end0 = e0 + td_->postPerCore < b0 + td_->headDim * td_->qHeads * td_->tokens
                                  ? e0 + td_->postPerCore
                                  : b0 + td_->headDim * td_->qHeads * td_->tokens;
-        for (int64_t a = e0 > b0 ? e0 : b0; a < end0;
-             a += td_->postElems) {  // dq = T(ws_dq * scale) over this AIV's slice
+        // dq = T(ws_dq * scale) over this AIV's slice
+        for (int64_t a = e0 > b0 ? e0 : b0; a < end0; a += td_->postElems) {
             const int64_t cnt = end0 - a < td_->postElems ? end0 - a : td_->postElems;
             LocalTensor<float> pin = postInQue_.template AllocTensor<float>();
             DataCopyPad(pin, wsOut0_[a + td_->wsDqOffset / 4 - b0], DataCopyExtParams(1, 4 * cnt, 0, 0, 0),
@@ -1239,8 +1221,8 @@ private:
         const int64_t end1 = e0 + td_->postPerCore < b1 + td_->headDim * td_->kvHeads * td_->kvTokens
                                  ? e0 + td_->postPerCore
                                  : b1 + td_->headDim * td_->kvHeads * td_->kvTokens;
-        for (int64_t a = e0 > b1 ? e0 : b1; a < end1;
-             a += td_->postElems) {  // dk = T(ws_dk * scale) over this AIV's slice
+        // dk = T(ws_dk * scale) over this AIV's slice
+        for (int64_t a = e0 > b1 ? e0 : b1; a < end1; a += td_->postElems) {
             const int64_t cnt = end1 - a < td_->postElems ? end1 - a : td_->postElems;
             LocalTensor<float> pin = postInQue_.template AllocTensor<float>();
             DataCopyPad(pin, wsOut1_[a + td_->wsDkOffset / 4 - b1], DataCopyExtParams(1, 4 * cnt, 0, 0, 0),
