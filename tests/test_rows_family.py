@@ -1027,3 +1027,59 @@ def test_int16_and_int64_tensors_in_and_out(tmp_path, engine):
     z = np.array([[int(np.sign(t) * np.floor(abs(float(t)) + 0.5)) for t in row] for row in v], dtype=np.int64)
     assert np.array_equal(np.asarray(r.arrays["y"]), y) and np.asarray(r.arrays["y"]).dtype == np.int16
     assert np.array_equal(np.asarray(r.arrays["z"]), z) and np.asarray(r.arrays["z"]).dtype == np.int64
+
+
+_BIASED_RMS = '''
+from opgen.dsl import A2, A3, OpSpec, f16, f32
+
+spec = OpSpec("BiasedRms", aclnn="aclnnBiasedRms", socs=(A2, A3), round="rint", doc="t", source="t")
+Bd = spec.variadic("Bd", max_rank=3)
+H = spec.dim("H", max=65536)
+(T,) = spec.dtype_vars("T")
+spec.input("x1", T, [Bd, H])
+spec.input("x2", T, [Bd, H])
+spec.input("gamma", T, [H])
+spec.input("bias", T, [H], optional=True)
+spec.output("y", T, [Bd, H])
+spec.output("rstd", f32, [Bd, 1])
+spec.output("x", T, [Bd, H])
+spec.dtypes((T,), [(f32,), (f16,)])
+
+
+@spec.body
+def _(b, x1, x2, gamma, bias):
+    x = x1 + x2
+    if bias is not None:
+        x = x - (x * bias).mean(-1)   # a row reduction only this presence has, before the one both have
+    rstd = b.rsqrt((x * x).mean(-1) + 1e-6)
+    return {"y": x * rstd * gamma, "rstd": rstd, "x": x}
+'''
+
+
+@pytest.mark.slow
+@pytest.mark.skipif(shutil.which("g++") is None, reason="g++ not available")
+@pytest.mark.parametrize("engine", ["emu", "kir"])
+def test_an_optional_input_before_every_reduction_in_one_class(tmp_path, engine):
+    """An optional input that adds a row reduction of its own before the one both presences have (x - mean(x *
+    bias)): one class serves both presences (opgen.kernel.rowpresence), the guarded row sums read back per row in the
+    many-rows-per-instruction ROW_SPLIT (a new user's AddRmsNorm with a bias read a guarded sum's rv_ slot outside
+    its guard there: unwritten under the other presence) and exchanged in COL_SPLIT; outputs against float64 NumPy
+    on both engines."""
+    from opgen.check import run_check
+    from opgen.codegen import write_ops
+
+    path = _spec(tmp_path, "biased_rms", _BIASED_RMS)
+    write_ops([str(path)], tmp_path / "gen")
+    assert len(re.findall(r"^class \w+ \{", (tmp_path / "gen/biased_rms/op_kernel/biased_rms.h").read_text(),
+                          re.M)) == 1
+    for present, (bd, h, strategy) in ((p, s) for p in (["bias"], []) for s in ((3, 40, 1), (2, 20000, 2))):
+        r = run_check(str(path), dims={"Bd": (bd,), "H": h}, dtypes={"T": "float32"}, present=present,
+                      gen_dir=tmp_path / "gen", seed=h, progress=False, engine=engine)
+        assert not r.faults and r.passed and r.tiling_key % 10 == strategy, (present, h, r.faults[:2])
+        a = {k: np.asarray(v, np.float64) for k, v in r.inputs.items()}
+        x = a["x1"] + a["x2"]
+        x = x - (x * a["bias"]).mean(-1, keepdims=True) if present else x
+        rstd = 1.0 / np.sqrt((x * x).mean(-1, keepdims=True) + 1e-6)
+        for name, ref in (("y", x * rstd * a["gamma"]), ("rstd", rstd), ("x", x)):
+            got = np.asarray(r.arrays[name], np.float64).reshape(ref.shape)
+            assert np.all(np.abs(got - ref) <= 2.0**-20 * (np.abs(ref) + np.abs(ref).max())), (present, h, name)

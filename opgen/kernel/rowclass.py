@@ -387,7 +387,8 @@ class _Printer:
                 pre = []
                 for i in again:
                     if i.kind in red:   # written before the V->S wait that ends the segment computing it
-                        pre.append(kir.GetValue(i.dst, kir.Ref("rv_", Sym("i"), slot=Lit(self.rsum_index[i.dst]))))
+                        pre += guarded(i, [kir.GetValue(i.dst, kir.Ref("rv_", Sym("i"),
+                                                                       slot=Lit(self.rsum_index[i.dst])))], self.p)
                     else:
                         pre += self.nodes([i], None, batch="row")
                 nodes = pre + nodes

@@ -1469,8 +1469,9 @@ def variants_of(spec, lowered) -> list:
         served[(ak, cond)] = text
         if text not in by_text:
             doc = ", ".join(f"{n}={v}" for n, v in attrs.items())
-            doc += ("; " if doc and pres else "") + ", ".join(f"{n} {'present' if p else 'absent'}"
-                                                            for n, p in pres.items())
+            doc += ("; " if doc and pres else "") + (
+                f"every presence of {', '.join(prog.presence)} (hasInput<k>_)" if prog.presence else
+                ", ".join(f"{n} {'present' if p else 'absent'}" for n, p in pres.items()))
             v = Variant(f"{spec.name}Kernel{len(out)}", doc or "all inputs", prog)
             by_text[text] = v
             out.append(v)

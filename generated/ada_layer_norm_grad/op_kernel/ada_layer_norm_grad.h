@@ -48,7 +48,7 @@ __aicore__ inline int64_t AlignUp(int64_t a, int64_t b)
     return (a + b - 1) / b * b;
 }
 
-// gamma present, beta present
+// every presence of gamma, beta (hasInput<k>_)
 template <typename T, typename U>
 class AdaLayerNormGradKernel0 {
 public:

@@ -48,7 +48,7 @@ __aicore__ inline int64_t AlignUp(int64_t a, int64_t b)
     return (a + b - 1) / b * b;
 }
 
-// weight present, bias present
+// every presence of weight, bias (hasInput<k>_)
 template <typename T, typename U>
 class AdaLayerNormV2Kernel0 {
 public:
