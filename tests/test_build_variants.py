@@ -115,11 +115,13 @@ def test_each_variant_compiles_its_kernel_with_the_precompiled_header_of_its_own
 def test_the_O0_variants_share_the_emulation_instances_and_debug_keeps_its_own(tmp_path):
     """docs/design.md "Build variants": the quick and asan kernels (and their precompiled headers) are compiled with
     -D<INSTANCES_MACRO>, and their executables link the shared directory's emu-<variant>.o, compiled from
-    emu_instances.cpp with the variant's own flags; the -O1 debug kernel, whose emulation calls GCC may inline, has
+    emu_instances.cpp with INSTANCES_FLAGS (asan: the variant's own flags; quick: -O1); the -O1 debug kernel, whose emulation calls GCC may inline, has
     neither; no TilingFunc gets the macro."""
-    from opgen.check.build import SHARED_INSTANCES, shared_ninja_file, shared_targets
+    from opgen.check.build import INSTANCES_FLAGS, SHARED_INSTANCES, shared_ninja_file, shared_targets
 
     assert SHARED_INSTANCES == ("quick", "asan")
+    # the quick instances optimised (where a quick launch spends its time), the asan ones instrumented as its kernels
+    assert INSTANCES_FLAGS == {"quick": "-O1", "asan": VARIANTS["asan"]}
     src = Sources("Op", "op", "aclnn_op", tmp_path / "op")
     shared = tmp_path / "shared"
     st = _statements(ninja_file(src, "/usr/bin/g++", shared))
@@ -134,7 +136,7 @@ def test_the_O0_variants_share_the_emulation_instances_and_debug_keeps_its_own(t
         assert (instances_target(variant) in sh) == on
         if on:
             rule, ins, flags = sh[instances_target(variant)]
-            assert rule == "cxx" and ins[0].endswith("/emu_instances.cpp") and flags == VARIANTS[variant]
+            assert rule == "cxx" and ins[0].endswith("/emu_instances.cpp") and flags == INSTANCES_FLAGS[variant]
             assert kernel_flags(variant) == f"{VARIANTS[variant]} -D{INSTANCES_MACRO}"
     assert f"{shared}/{instances_target('asan')}" not in st["asan/probe"][1]   # the stub kernel needs none
 
