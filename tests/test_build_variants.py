@@ -164,30 +164,39 @@ def test_the_aclnn_runner_drops_debug_information_with_the_quick_builds(tmp_path
     assert _statements(shared_ninja_file("/usr/bin/g++"))["runtime.o"][2] == ACLNN_FLAGS
 
 
+@pytest.fixture(scope="module")
+def leaky_builder(tmp_path_factory, session_build_root):
+    """A Builder of LeakyRelu's emitted host and kernel files (examples/specs/leaky_relu.py) in a tree of this
+    module's, under the session's build root: the two tests below inspect its quick objects (one kernel build)."""
+    from opgen.check.build import Builder
+    from opgen.codegen import generate_cached
+    from opgen.codegen.model import OpModel
+    from opgen.registry import load_spec
+
+    gen = tmp_path_factory.mktemp("leaky") / "gen"
+    spec = load_spec(str(Path(__file__).resolve().parent.parent / "examples" / "specs" / "leaky_relu.py"))
+    m = OpModel(spec)
+    for rel, body in generate_cached(spec)[1].items():
+        if rel.startswith(("op_host/", "op_kernel/")):
+            f = gen / m.snake / rel
+            f.parent.mkdir(parents=True, exist_ok=True)
+            f.write_text(body)
+    return Builder(Sources(m.op, m.snake, m.api_snake, gen / m.snake), {}, session_build_root, progress=False)
+
+
 @pytest.mark.slow
-def test_a_quick_kernel_object_leaves_the_listed_instances_to_the_shared_object(tmp_path, session_build_root):
+def test_a_quick_kernel_object_leaves_the_listed_instances_to_the_shared_object(leaky_builder, session_build_root):
     """A quick kernel built by opgen check emits none of the function template specializations emu/instances.h lists
     (its calls are undefined references), and the shared emu-quick.o defines every one of them (nm -C, both)."""
     import shutil
     import subprocess
 
-    from opgen.check.build import Builder, compiler, shared_dir
+    from opgen.check.build import compiler, shared_dir
     from opgen.check.emu_instances import LIST, candidates
-    from opgen.codegen import generate_cached
-    from opgen.codegen.model import OpModel
-    from opgen.registry import load_spec
 
     if shutil.which("g++") is None or shutil.which("nm") is None:
         pytest.skip("g++ or nm not installed")
-    spec = load_spec(str(Path(__file__).resolve().parent.parent / "examples" / "specs" / "leaky_relu.py"))
-    m = OpModel(spec)
-    for rel, body in generate_cached(spec)[1].items():
-        if rel.startswith(("op_host/", "op_kernel/")):
-            f = tmp_path / "gen" / m.snake / rel
-            f.parent.mkdir(parents=True, exist_ok=True)
-            f.write_text(body)
-    b = Builder(Sources(m.op, m.snake, m.api_snake, tmp_path / "gen" / m.snake), {}, session_build_root,
-                progress=False)
+    b = leaky_builder
     b.build("quick/kernel.o")   # and the shared objects it is linked with (shared_targets)
     listed = {ln for ln in LIST.read_text().splitlines() if ln.startswith("EMU_SHARED_FN(")}
     # (a listed class's implicit constructors and destructor are still the kernel's own: only the function lines)
@@ -201,29 +210,18 @@ def test_a_quick_kernel_object_leaves_the_listed_instances_to_the_shared_object(
 
 
 @pytest.mark.slow
-def test_the_precompiled_header_is_used_and_changes_no_instruction(tmp_path, session_build_root):
+def test_the_precompiled_header_is_used_and_changes_no_instruction(tmp_path, leaky_builder):
     """A generated kernel's object built by `opgen check` comes from the precompiled emulation header (its recorded
     dependencies are the pch wrapper, none of the emulation's headers: GCC read the .gch) and has the same machine
     code and relocations, instruction for instruction, as the same compile without it (objdump -d -r, both)."""
     import shutil
     import subprocess
 
-    from opgen.check.build import Builder, ninja_binary
-    from opgen.codegen import generate_cached
-    from opgen.codegen.model import OpModel
-    from opgen.registry import load_spec
+    from opgen.check.build import ninja_binary
 
     if shutil.which("g++") is None or shutil.which("objdump") is None:
         pytest.skip("g++ or objdump not installed")
-    spec = load_spec(str(Path(__file__).resolve().parent.parent / "examples" / "specs" / "leaky_relu.py"))
-    m = OpModel(spec)
-    for rel, body in generate_cached(spec)[1].items():
-        if rel.startswith(("op_host/", "op_kernel/")):
-            f = tmp_path / "gen" / m.snake / rel
-            f.parent.mkdir(parents=True, exist_ok=True)
-            f.write_text(body)
-    b = Builder(Sources(m.op, m.snake, m.api_snake, tmp_path / "gen" / m.snake), {}, session_build_root,
-                progress=False)
+    b = leaky_builder
     b.build("quick/kernel.o")
     b.build("quick/tiling.o")
 
