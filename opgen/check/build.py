@@ -301,11 +301,17 @@ def host_pch(tu: Path, inc_dirs: tuple, flags: str, cxx: str) -> HostPch | None:
     precompiled one holds (include guards make its own second include of each add nothing); what changes is that
     its own headers before the last kept one see the kept ones earlier (they are opgen's emitted headers, each
     compiled on its own without this in tests/test_codegen.py)."""
+    keep = _kept_includes_of(tu, inc_dirs)
+    return None if keep is None else _host_pch_with(keep, flags, cxx)
+
+
+def _kept_includes_of(tu: Path, inc_dirs: tuple) -> list | None:
+    """The include lines host_pch keeps of translation unit `tu` (_kept_includes), None when it cannot be read."""
     try:
         lines = tu.read_text().splitlines()
     except (OSError, UnicodeDecodeError):
         return None
-    return _host_pch_of(lines, tu.parent, inc_dirs, flags, cxx)
+    return _kept_includes(lines, tu.parent, inc_dirs)
 
 
 HARNESS_HEAD = ("#include <cstdint>", '#include "aclnn/aclnn_base.h"')
@@ -316,6 +322,11 @@ host precompiled header (host_pchs: 0.3 s of compiler CPU a package without it, 
 
 def _host_pch_of(lines: list, tu_dir: Path, inc_dirs: tuple, flags: str, cxx: str) -> HostPch | None:
     """host_pch of a unit in directory `tu_dir` whose text is `lines`."""
+    return _host_pch_with(_kept_includes(lines, tu_dir, inc_dirs), flags, cxx)
+
+
+def _kept_includes(lines: list, tu_dir: Path, inc_dirs: tuple) -> list:
+    """The `#include` lines host_pch keeps of a unit in directory `tu_dir` whose text is `lines`, in order."""
     emu = EMU_INCLUDE.resolve()
     keep = []
     for line in lines:
@@ -335,6 +346,11 @@ def _host_pch_of(lines: list, tu_dir: Path, inc_dirs: tuple, flags: str, cxx: st
                 keep.append(f"#include <{name}>")
         elif found.resolve().is_relative_to(emu):
             keep.append(f"#include {quote}{name}{'>' if quote == '<' else quote}")
+    return keep
+
+
+def _host_pch_with(keep: list, flags: str, cxx: str) -> HostPch | None:
+    """The HostPch of the kept include lines `keep` (_kept_includes) with `flags`, None when there are none."""
     inc = _inc(EMU_INCLUDE)
     if not keep or any(c in inc for c in "\n\r"):
         return None
@@ -521,8 +537,9 @@ def host_pchs(src: Sources, cxx: str) -> dict:
     if getattr(src, "op_dir", None) is None:
         return {}
     out = {}
+    keep = _kept_includes_of(src.tiling_cpp, _kernel_inc_dirs(src))   # read once: the variants differ by flags only
     for variant, flags in VARIANTS.items():
-        out[f"{variant}/tiling.o"] = host_pch(src.tiling_cpp, _kernel_inc_dirs(src), flags, cxx)
+        out[f"{variant}/tiling.o"] = None if keep is None else _host_pch_with(keep, flags, cxx)
     for name, path in (("api", src.aclnn_cpp), ("l0", src.l0_cpp)):
         out[f"aclnn/{name}.o"] = host_pch(path, _aclnn_inc_dirs(src), aclnn_flags(), cxx)
     # the runner's main, written beside build.ninja: its leading includes are HARNESS_HEAD (no file of the build
@@ -711,9 +728,10 @@ class Builder:
         shared = shared_dir(cxx, self.dir.parent)
         src = _ninja_safe(self.src, self.dir)
         keys = tuple(int(m) for m in re.findall(r"\basan/key-(\d+)/", target))
-        text = ninja_file(src, cxx, shared, keys=keys)
+        pchs = host_pchs(src, cxx)   # once: ninja_file would compute it again
+        text = ninja_file(src, cxx, shared, host=pchs, keys=keys)
         needed = [t for t in shared_targets(target) if f"{_ninja_path(shared)}/{t}" in text]
-        host = [p for p in host_pchs_for(target, host_pchs(src, cxx)) if f"{_ninja_path(shared)}/{p.gch}" in text]
+        host = [p for p in host_pchs_for(target, pchs) if f"{_ninja_path(shared)}/{p.gch}" in text]
         with contextlib.ExitStack() as locks:
             if needed:
                 locks.enter_context(self._shared_built(shared, cxx, ninja, needed))
@@ -732,9 +750,10 @@ class Builder:
                                      "break in it); build asan/check")
                 write_if_changed(self.dir / KEY_KERNEL, wrapper)
             write_if_changed(self.dir / "build.ninja", text)
-            self._drop_unverified(target)
+            verified = self._drop_unverified(target)
             run = self._run(ninja, target)
-            self._stamp(target)
+            if run.rebuilt or not verified:   # else ninja left the executable its stamp was just checked against
+                self._stamp(target)
             return run
 
     @contextlib.contextmanager
@@ -777,12 +796,13 @@ class Builder:
     def _stamp_path(self, target: str) -> Path:
         return self.dir / f"{target}.sha256"
 
-    def _drop_unverified(self, target: str) -> None:
+    def _drop_unverified(self, target: str) -> bool:
         """Delete the executable `target` when its stamp (the sha256 written after the build that made it) is
-        missing or does not match its bytes (a corrupt, truncated or replaced binary): ninja then relinks it."""
+        missing or does not match its bytes (a corrupt, truncated or replaced binary): ninja then relinks it.
+        Returns whether the executable was there and matched its stamp."""
         exe, stamp = self.dir / target, self._stamp_path(target)
         if not exe.exists():
-            return
+            return False
         try:
             ok = stamp.read_text().strip() == _file_sha256(exe)
         except OSError:
@@ -790,6 +810,7 @@ class Builder:
         if not ok:
             exe.unlink()
             stamp.unlink(missing_ok=True)
+        return ok
 
     def _stamp(self, target: str) -> None:
         """Record the sha256 of the freshly built executable `target` (see _drop_unverified)."""
