@@ -351,3 +351,46 @@ def test_the_keys_a_one_key_build_may_take_are_those_the_entry_tests(tmp_path):
     # the emulation's header first (its precompiled header), the redefinition, then the entry by absolute path
     assert lines[2:4] == ['#include "kernel_operator.h"', "#undef TILING_KEY_IS"] and lines[-1] == f'#include "{k / "op.cpp"}"'
     assert key_kernel_source(tmp_path / 'a"b.cpp') is None
+
+
+def test_an_up_to_date_shared_directory_is_dry_run_again_only_after_a_change(tmp_path, monkeypatch):
+    """Builder._shared_current runs ninja's dry run of an op-independent directory once while nothing it depends on
+    changes (opgen/check/build.py _current_stamp): not again for the same directory, build file and targets; again
+    after an emulation header, a target or the directory's ninja log changes, or when the dry run found work."""
+    import subprocess as sp
+    import time
+
+    import opgen.check.build as b
+
+    emu, cpp, where = tmp_path / "emu", tmp_path / "cpp", tmp_path / "shared"
+    for d in (emu / "sub", cpp, where):
+        d.mkdir(parents=True)
+    (emu / "sub" / "a.h").write_text("a\n")
+    (cpp / "m.cpp").write_text("m\n")
+    for f in ("build.ninja", ".ninja_log", ".ninja_deps", "t.o"):
+        (where / f).write_text("x\n")
+    monkeypatch.setattr(b, "EMU_INCLUDE", emu)
+    monkeypatch.setattr(b, "CHECK_CPP", cpp)
+    monkeypatch.setattr(b, "_CURRENT", {})
+    runs, answer = [], ["ninja: no work to do.\n"]
+
+    def dry_run(cmd, **kw):
+        runs.append(cmd)
+        return sp.CompletedProcess(cmd, 0, answer[0], "")
+    monkeypatch.setattr(b.subprocess, "run", dry_run)
+
+    def current():
+        return b.Builder._shared_current(where, "x\n", "ninja", ["t.o"], (), b._sources_stamp())
+
+    def later(path):   # a new mtime, whatever the file system's timestamp granularity
+        time.sleep(0.01)
+        path.write_text(path.read_text() + "y\n")
+
+    assert current() and current() and len(runs) == 1
+    for n, changed in enumerate((emu / "sub" / "a.h", where / "t.o", where / ".ninja_log", cpp / "m.cpp")):
+        later(changed)
+        assert current() and current() and len(runs) == 2 + n, changed   # one dry run after each change
+    answer[0] = "[1/1] CXX t.o\n"   # the dry run finds work: no memo, asked again next time
+    later(where / "t.o")
+    assert not current() and not current() and len(runs) == 7
+    assert not b.Builder._shared_current(where, "x\n", "ninja", ["t.o"], (), None) and len(runs) == 8
