@@ -46,14 +46,16 @@ def session_build_root(tmp_path_factory):
 
 
 CPU_LOG = os.environ.get("OPGEN_TEST_CPU_LOG")
-"""When set, a file to which every test phase appends one line `<cpu seconds>\t<phase>\t<node id>`: user + system CPU
-of the worker process and of the processes it waited for (g++, ninja, CLI subprocesses), from getrusage. Wall time
-(`--durations`) on a shared machine measures the load as much as the test; this measures the test (README "Set up",
-how the suite's time was measured)."""
+"""When set, a file to which every test phase appends one line `<cpu seconds>\t<phase>\t<node id>\t<worker>\t<end>`:
+user + system CPU of the worker process and of the processes it waited for (g++, ninja, CLI subprocesses), from
+getrusage; the xdist worker (gw<N>, "-" without xdist) and the phase's end (Unix time, seconds), which show how the
+run was spread over the workers. Wall time (`--durations`) on a shared machine measures the load as much as the
+test; this measures the test (README "Set up", how the suite's time was measured)."""
 
 
 if CPU_LOG:
     import resource  # noqa: E402
+    import time  # noqa: E402
 
     def _cpu() -> float:
         s, c = resource.getrusage(resource.RUSAGE_SELF), resource.getrusage(resource.RUSAGE_CHILDREN)
@@ -65,7 +67,8 @@ if CPU_LOG:
             t0 = _cpu()
             yield
             with open(CPU_LOG, "a") as f:
-                f.write(f"{_cpu() - t0:.3f}\t{phase}\t{item.nodeid}\n")
+                f.write(f"{_cpu() - t0:.3f}\t{phase}\t{item.nodeid}\t{os.environ.get('PYTEST_XDIST_WORKER', '-')}"
+                        f"\t{time.time():.1f}\n")
         return hook
 
     pytest_runtest_setup = _logged("setup")
