@@ -9,6 +9,15 @@ from pathlib import Path
 # An explicit OPGEN_CHECK_OPT in the environment wins (OPGEN_CHECK_OPT=1 runs the suite on the -O1 drivers).
 os.environ.setdefault("OPGEN_CHECK_OPT", "0")
 
+# One BLAS / OpenMP thread a process. The suite runs one xdist worker per CPU, so NumPy's OpenBLAS (the interpreter's
+# matmuls, the oracles) and torch's intra-op pool in each worker only contended for the CPUs the other worker uses,
+# and an idle OpenBLAS pool spins: tests/test_nsa.py, test_oracles.py and test_cube.py (interpreter and oracle cases,
+# -n 2) took 30.3 s of CPU with the default threads and 22.8 s with one, at the same wall time; every `opgen`
+# subprocess starts 0.05 s of CPU cheaper (OpenBLAS starts no thread pool). Set before anything imports NumPy (pytest
+# has not: this file is read first); subprocesses inherit it. An explicit value in the environment wins.
+for _var in ("OPENBLAS_NUM_THREADS", "OMP_NUM_THREADS"):
+    os.environ.setdefault(_var, "1")
+
 # Bytecode: the suite starts a few hundred `opgen` processes (the CLI tests) and each imports ~150 opgen modules.
 # Where the environment forbids writing bytecode (PYTHONDONTWRITEBYTECODE, set on some CI images), every one of them
 # compiled every module from source again (0.16 s of CPU a process). The suite writes it instead, beside the check
@@ -37,14 +46,16 @@ def session_build_root(tmp_path_factory):
 
 
 CPU_LOG = os.environ.get("OPGEN_TEST_CPU_LOG")
-"""When set, a file to which every test phase appends one line `<cpu seconds>\t<phase>\t<node id>`: user + system CPU
-of the worker process and of the processes it waited for (g++, ninja, CLI subprocesses), from getrusage. Wall time
-(`--durations`) on a shared machine measures the load as much as the test; this measures the test (README "Set up",
-how the suite's time was measured)."""
+"""When set, a file to which every test phase appends one line `<cpu seconds>\t<phase>\t<node id>\t<worker>\t<end>`:
+user + system CPU of the worker process and of the processes it waited for (g++, ninja, CLI subprocesses), from
+getrusage; the xdist worker (gw<N>, "-" without xdist) and the phase's end (Unix time, seconds), which show how the
+run was spread over the workers. Wall time (`--durations`) on a shared machine measures the load as much as the
+test; this measures the test (README "Set up", how the suite's time was measured)."""
 
 
 if CPU_LOG:
     import resource  # noqa: E402
+    import time  # noqa: E402
 
     def _cpu() -> float:
         s, c = resource.getrusage(resource.RUSAGE_SELF), resource.getrusage(resource.RUSAGE_CHILDREN)
@@ -56,7 +67,8 @@ if CPU_LOG:
             t0 = _cpu()
             yield
             with open(CPU_LOG, "a") as f:
-                f.write(f"{_cpu() - t0:.3f}\t{phase}\t{item.nodeid}\n")
+                f.write(f"{_cpu() - t0:.3f}\t{phase}\t{item.nodeid}\t{os.environ.get('PYTEST_XDIST_WORKER', '-')}"
+                        f"\t{time.time():.1f}\n")
         return hook
 
     pytest_runtest_setup = _logged("setup")
@@ -64,25 +76,70 @@ if CPU_LOG:
     pytest_runtest_teardown = _logged("teardown")
 
 
-@pytest.fixture(scope="session")
-def examples_gen(tmp_path_factory):
-    """Every spec of examples/specs/ generated once per run (as `opgen generate examples/specs/*.py --out DIR`) into
-    one tree the xdist workers share: the tests that check an example as it is check it there, so its emulated kernel
-    is built once per run (a check's build directory is keyed by the tree's path, and the builds of one directory
-    take its lock), not once per test that generated a tree of its own. A test that edits a spec or a generated
-    file generates its own tree. Returns the tree's path (one directory per op, opgen.codegen.write_ops)."""
-    import fcntl
-
-    from opgen.codegen import write_ops
-
+def _run_dir(tmp_path_factory) -> Path:
+    """The run's own temporary directory, shared by its xdist workers (each worker's basetemp is popen-gw<N>
+    inside it)."""
     base = tmp_path_factory.getbasetemp()
-    if os.environ.get("PYTEST_XDIST_WORKER"):
-        base = base.parent          # the run's directory, above the workers' own popen-gw<N>
-    tree = base / "examples-gen"
-    with open(base / "examples-gen.lock", "w") as lock:
-        fcntl.flock(lock, fcntl.LOCK_EX)
-        if not (tree / ".complete").exists():
-            specs = Path(__file__).resolve().parent.parent / "examples" / "specs"
-            write_ops(sorted(str(p) for p in specs.glob("*.py")), tree, jobs=2)   # the other worker waits for it
-            (tree / ".complete").write_text("")
-    return tree
+    return base.parent if os.environ.get("PYTEST_XDIST_WORKER") else base
+
+
+@pytest.fixture(scope="session")
+def run_shared(tmp_path_factory):
+    """get(name, fill) -> Path: the directory `name` of the run's temporary directory, made once per run and shared
+    by the xdist workers: the first call of the run creates it and calls fill(path) to fill it, holding a lock that
+    a call from the other worker waits on; every later call returns it as it is. For what every worker would
+    otherwise make the same way (a generated tree, so its emulated kernels are built once: a check's build
+    directory is keyed by the tree's path and the builds of one directory take its lock; a test helper compiled
+    with g++). A fill that raises leaves nothing behind, and the next call tries again. The directory is read-only
+    by convention: a test that edits it copies it first."""
+    import fcntl
+    import shutil
+
+    def get(name: str, fill) -> Path:
+        base = _run_dir(tmp_path_factory)
+        path = base / name
+        with open(base / f"{name}.lock", "w") as lock:
+            fcntl.flock(lock, fcntl.LOCK_EX)
+            if not (base / f"{name}.complete").exists():
+                shutil.rmtree(path, ignore_errors=True)
+                path.mkdir()
+                try:
+                    fill(path)
+                except BaseException:
+                    shutil.rmtree(path, ignore_errors=True)
+                    raise
+                (base / f"{name}.complete").write_text("")
+        return path
+    return get
+
+
+def _generate(specs: list):
+    def fill(tree):
+        from opgen.codegen import write_ops
+
+        write_ops(sorted(str(p) for p in specs), tree, jobs=2)   # the other worker waits for it
+    return fill
+
+
+EXAMPLES = Path(__file__).resolve().parent.parent / "examples" / "specs"
+DERIVED_CHECKED = ("cross_entropy_loss_grad", "gelu_grad", "layer_norm_grad", "rms_norm_grad", "softmax_grad",
+                   "swiglu_grad")
+"""The specs of examples/specs/derived/ whose emitted kernels tests check (`derived_gen`)."""
+
+
+@pytest.fixture(scope="session")
+def examples_gen(run_shared):
+    """Every spec of examples/specs/ generated once per run (as `opgen generate examples/specs/*.py --out DIR`) into
+    one tree the xdist workers share (run_shared): the tests that check an example as it is check it there, so its
+    emulated kernel is built once per run, not once per test that generated a tree of its own. A test that edits a
+    spec or a generated file generates its own tree. Returns the tree's path (one directory per op,
+    opgen.codegen.write_ops)."""
+    return run_shared("examples-gen", _generate(EXAMPLES.glob("*.py")))
+
+
+@pytest.fixture(scope="session")
+def derived_gen(run_shared):
+    """The derived operators of examples/specs/derived/ that tests check (DERIVED_CHECKED) generated once per run
+    into one tree the xdist workers share, as examples_gen: each derived kernel is built once per run. Returns the
+    tree's path."""
+    return run_shared("derived-gen", _generate([EXAMPLES / "derived" / f"{n}.py" for n in DERIVED_CHECKED]))

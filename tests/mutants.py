@@ -6,8 +6,12 @@ that file once. One build serves every mutant: the kernel is compiled once, each
 `guard_placed` guards every sync the dependency pass placed in an emitted header (its comment names the buffer and
 the dependence)."""
 
+import contextlib
+import os
 import re
 import shutil
+import subprocess
+import tempfile
 from pathlib import Path
 
 GUARD = """#include <cstdio>
@@ -77,31 +81,36 @@ def guard_package(src: Path, gen: Path, snake: str, waw: bool = True) -> tuple[s
 
 
 def reach_then_mutate(sites: list, cases, check, monkeypatch, log) -> tuple[list, list]:
-    """Run `check(case)` on each case of `cases` unmutated (each must pass without a fault) with OPGEN_MUTANT_LOG set
-    to `log`, then each site some case reached with only that site skipped (OPGEN_MUTANT), on the cases that reach
-    it in order until one fails with a race fault. Returns (the reached site indices, the survivors as
-    [(line, statement, first faults of its last run)]); `sites` as guard_placed returns them."""
+    """Run `check(case)` (an opgen.check.run_check of the guarded package) on each case of `cases` unmutated (each
+    must pass without a fault) with OPGEN_MUTANT_LOG set to `log`, then each site some case reached with only that
+    site skipped (OPGEN_MUTANT), on the cases that reach it in order until one fails with a race fault. Returns (the
+    reached site indices, the survivors as [(line, statement, first faults of its last run)]); `sites` as
+    guard_placed returns them.
+
+    A mutant runs the launch driver and the case file of its case's unmutated check again (_Launches: the same
+    executable, since one build serves every mutant, and the same inputs, attributes, platform and schedule), not
+    the whole check: the aclnn layer, the spec's validation and the up-to-date builds around it are the unmutated
+    check's and do not depend on the site skipped (~0.1 s of CPU a mutant, a few hundred mutants)."""
+    launches = _Launches(monkeypatch, log.parent)
     monkeypatch.setenv("OPGEN_MUTANT_LOG", str(log))
     by_case = {}
     for n, case in enumerate(cases):
         log.write_text("")
-        r = check(case)
+        with launches.recording(n):
+            r = check(case)
         assert r.passed and not r.faults, (case, r.faults)
         by_case[n] = sorted({int(x) for x in log.read_text().split()})
     monkeypatch.delenv("OPGEN_MUTANT_LOG")
     reached = sorted({k for v in by_case.values() for k in v})
     survivors = []
     for k in reached:
-        monkeypatch.setenv("OPGEN_MUTANT", str(k))
         faults: list = []
         for n in (n for n, v in by_case.items() if k in v):
-            r = check(cases[n])
-            faults = r.faults
-            if not r.passed and any("race (" in f for f in r.faults):
+            faults = launches.relaunch(n, k)
+            if any("race (" in f for f in faults):
                 break
         else:
             survivors.append((sites[k][1], sites[k][2], faults[:1]))
-    monkeypatch.delenv("OPGEN_MUTANT")
     return reached, survivors
 
 
@@ -113,3 +122,52 @@ def site_key(text: str, ln: int, stmt: str) -> tuple:
     method = next(m.group(1) for x in reversed(lines[:ln]) if (m := re.match(r"\s*__aicore__ inline \w+ (\w+)\(", x)))
     after = next(x for x in lines[ln + ("WaitFlag" in stmt):] if not x.strip().startswith("//"))   # code, not a comment
     return method, lines[ln - 1].split("// ")[-1], after.split()[0].split("(")[0]
+
+
+class _Launches:
+    """The last launch-driver run of each unmutated case (reach_then_mutate): while `recording(n)`,
+    opgen.check.run's _run_driver also keeps a copy of the case file it launches (the last one wins: a backward's
+    check may first check its forward), the executable's path and the environment (a test's OPGEN_TEST_UB);
+    `relaunch(n, k)` runs that executable on that case in that environment with OPGEN_MUTANT=k and returns the
+    faults run_check would report (the report's faults, its TilingFunc failure, an abnormal exit)."""
+
+    def __init__(self, monkeypatch, where: Path):
+        import opgen.check.run as run_mod
+
+        self.where, self.runs, self.current = Path(where), {}, None
+        real = run_mod._run_driver
+
+        def run_driver(exe, case, out_dir, *args, **kw):
+            if self.current is not None:
+                keep = self.where / f"mutant-case{self.current}.bin"
+                shutil.copyfile(case, keep)
+                env = {k: v for k, v in os.environ.items() if k != "OPGEN_MUTANT_LOG"}
+                self.runs[self.current] = (Path(exe), keep, env)   # the case's environment too (OPGEN_TEST_UB)
+            return real(exe, case, out_dir, *args, **kw)
+
+        monkeypatch.setattr(run_mod, "_run_driver", run_driver)
+
+    @contextlib.contextmanager
+    def recording(self, n: int):
+        self.current = n
+        try:
+            yield
+        finally:
+            self.current = None
+
+    def relaunch(self, n: int, k: int) -> list:
+        from opgen.check.caseio import parse_report
+        from opgen.check.run import DRIVER_TIMEOUT
+
+        exe, case, env = self.runs[n]
+        with tempfile.TemporaryDirectory(prefix="opgen-mutant-") as out:
+            r = subprocess.run([str(exe), str(case), out], capture_output=True, text=True, timeout=DRIVER_TIMEOUT,
+                               env={**env, "OPGEN_MUTANT": str(k)})
+            rep = Path(out) / "report.txt"
+            rep = parse_report(rep.read_text() if rep.exists() else "")
+        faults = list(rep.faults)
+        if rep.tiling_error:
+            faults.insert(0, f"TilingFunc: {rep.tiling_error}")
+        if r.returncode != 0:
+            faults.append(f"driver exited with status {r.returncode}: {r.stderr.strip()[-300:]}")
+        return faults

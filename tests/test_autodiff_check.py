@@ -18,14 +18,11 @@ pytestmark = [pytest.mark.slow, pytest.mark.skipif(shutil.which("g++") is None, 
 EX = Path(__file__).resolve().parent.parent / "examples" / "specs"
 
 
-def test_derived_rms_norm_grad_kernel(tmp_path):
+def test_derived_rms_norm_grad_kernel(derived_gen):
     torch = pytest.importorskip("torch")
-    from opgen.codegen import write_ops
-
     derived = EX / "derived" / "rms_norm_grad.py"
-    write_ops([str(derived)], tmp_path / "derived")
     dims = {"Bd": (1500,), "H": 64}   # rows enough that the per-core partial column sums are a small share
-    r = run_check(str(derived), dims=dims, gen_dir=tmp_path / "derived", seed=3, progress=False)
+    r = run_check(str(derived), dims=dims, gen_dir=derived_gen, seed=3, progress=False)
     assert not r.faults and r.passed, (r.faults[:3], {k: c.to_json() for k, c in r.outputs.items() if not c.passed})
     x = torch.tensor(np.asarray(r.inputs["x"], dtype=np.float64), requires_grad=True)
     g = torch.tensor(np.asarray(r.inputs["gamma"], dtype=np.float64), requires_grad=True)
@@ -43,14 +40,10 @@ def test_derived_rms_norm_grad_kernel(tmp_path):
 
 
 @pytest.fixture(scope="module")
-def softmax_grad_tree(tmp_path_factory):
-    """(spec path, generated tree) of the derived SoftmaxGrad, generated once for the module's cases."""
-    from opgen.codegen import write_ops
-
-    derived = EX / "derived" / "softmax_grad.py"
-    out = tmp_path_factory.mktemp("derived")
-    write_ops([str(derived)], out)
-    return derived, out
+def softmax_grad_tree(derived_gen):
+    """(spec path, generated tree) of the derived SoftmaxGrad: the run's tree of derived operators
+    (tests/conftest.py derived_gen)."""
+    return EX / "derived" / "softmax_grad.py", derived_gen
 
 
 @pytest.mark.parametrize("dims, strategy", [
@@ -84,16 +77,12 @@ def test_derived_softmax_grad_kernel(dims, strategy, softmax_grad_tree):
         float(np.abs(got - want).max())
 
 
-def test_derived_cross_entropy_grad_kernel_reads_log_prob(tmp_path):
+def test_derived_cross_entropy_grad_kernel_reads_log_prob(derived_gen, examples_gen):
     """The derived CrossEntropyLossGrad (examples/specs/derived/, logProb saved) emulated against torch autograd of
     cross_entropy in float64 (weights, label smoothing, an ignored row, a tail over the cores), and its GM traffic
     within 5% of the hand-written CrossEntropyLossGrad's on the same case (the target for derived kernels)."""
     torch = pytest.importorskip("torch")
-    from opgen.codegen import write_ops
-
     derived, hand = EX / "derived" / "cross_entropy_loss_grad.py", EX / "cross_entropy_loss_grad.py"
-    write_ops([str(derived)], tmp_path / "derived")
-    write_ops([str(hand)], tmp_path / "hand")
     n, c, eps = 97, 301, 0.1
     rng = np.random.default_rng(8)
     x = rng.normal(0.0, 2.0, (n, c))
@@ -105,8 +94,7 @@ def test_derived_cross_entropy_grad_kernel_reads_log_prob(tmp_path):
     lp = (z - np.log(np.exp(z).sum(-1, keepdims=True))).astype(np.float32)
     inputs = {"gradLoss": g, "target": t, "weight": w, "logProb": lp}
     attrs = {"labelSmoothing": eps}
-    r = run_check(str(derived), inputs, attrs=attrs, dtypes={"T": "float32"}, gen_dir=tmp_path / "derived",
-                  progress=False)
+    r = run_check(str(derived), inputs, attrs=attrs, dtypes={"T": "float32"}, gen_dir=derived_gen, progress=False)
     assert not r.faults and r.passed, (r.faults[:3], {k: v.to_json() for k, v in r.outputs.items()})
     xt = torch.tensor(x, dtype=torch.float64, requires_grad=True)
     torch.nn.functional.cross_entropy(xt, torch.tensor(t), weight=torch.tensor(w, dtype=torch.float64),
@@ -117,19 +105,15 @@ def test_derived_cross_entropy_grad_kernel_reads_log_prob(tmp_path):
     # the kernel reads logProb rounded to fp32 (exp of it: 2^-24 relative) and sums C terms in fp32
     scale = np.abs(g)[:, None] * 2.0 * w.max()
     assert np.all(np.abs(got - want) <= 2.0**-24 * 8 * c * scale), float(np.abs(got - want).max())
-    h = run_check(str(hand), inputs, attrs=attrs, dtypes={"T": "float32"}, gen_dir=tmp_path / "hand",
-                  progress=False)
+    h = run_check(str(hand), inputs, attrs=attrs, dtypes={"T": "float32"}, gen_dir=examples_gen, progress=False)
     assert h.passed and r.gm_bytes <= 1.05 * h.gm_bytes, (r.gm_bytes, h.gm_bytes)
 
 
 @pytest.fixture(scope="module")
-def derived_tree(tmp_path_factory):
-    """The derived LayerNormGrad, SwiGluGrad and GeluGrad generated into one tree (one build each)."""
-    from opgen.codegen import write_ops
-
-    out = tmp_path_factory.mktemp("derived3")
-    write_ops([str(EX / "derived" / f"{n}.py") for n in ("layer_norm_grad", "swiglu_grad", "gelu_grad")], out)
-    return out
+def derived_tree(derived_gen):
+    """The derived LayerNormGrad, SwiGluGrad and GeluGrad: the run's tree of derived operators (tests/conftest.py
+    derived_gen; one build each, shared with the other tests that check them)."""
+    return derived_gen
 
 
 def _torch_case(r, names):

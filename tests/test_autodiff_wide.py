@@ -171,9 +171,10 @@ spec = derive_grad("softplus.py", "SoftplusGrad", aclnn="aclnnSoftplusBackward",
 @pytest.mark.slow
 @pytest.mark.skipif(shutil.which("g++") is None, reason="g++ not available")
 @pytest.mark.parametrize("which", ["gelu", "softplus"])
-def test_emulated_kernels_on_wide_inputs(which, tmp_path):
-    """GeluGrad (bundled) and SoftplusGrad kernels emulated by `opgen check --inputs` on the wide inputs: PASS, and
-    their outputs are torch's float64 gradients to 2e-6 of the scale plus 1e-4 relative (fp32 kernels)."""
+def test_emulated_kernels_on_wide_inputs(which, tmp_path, derived_gen):
+    """GeluGrad (bundled; checked in the run's tree of derived operators, tests/conftest.py derived_gen) and
+    SoftplusGrad kernels emulated by `opgen check --inputs` on the wide inputs: PASS, and their outputs are torch's
+    float64 gradients to 2e-6 of the scale plus 1e-4 relative (fp32 kernels)."""
     from opgen.check import run_check
     from opgen.codegen import write_ops
 
@@ -183,14 +184,14 @@ def test_emulated_kernels_on_wide_inputs(which, tmp_path):
     if which == "gelu":
         spec = EX / "derived" / "gelu_grad.py"
         inputs, out, ref = {"self": xs, "grad_output": dy}, "grad_input", lambda t: F.gelu(t, approximate="tanh")
-        dtypes = {"T": "float32"}
+        dtypes, gen = {"T": "float32"}, derived_gen
     else:
         (tmp_path / "softplus.py").write_text(_SOFTPLUS)
         spec = tmp_path / "softplus_grad.py"
         spec.write_text(_SOFTPLUS_GRAD)
-        inputs, out, ref, dtypes = {"x": xs, "dy": dy}, "dx", F.softplus, None
-    write_ops([str(spec)], tmp_path / "gen")
-    r = run_check(str(spec), inputs=inputs, dtypes=dtypes, gen_dir=tmp_path / "gen", progress=False)
+        inputs, out, ref, dtypes, gen = {"x": xs, "dy": dy}, "dx", F.softplus, None, tmp_path / "gen"
+        write_ops([str(spec)], gen)
+    r = run_check(str(spec), inputs=inputs, dtypes=dtypes, gen_dir=gen, progress=False)
     assert not r.faults and r.passed, (r.faults[:3], {k: c.to_json() for k, c in r.outputs.items() if not c.passed})
     got = np.asarray(r.arrays[out], np.float64)
     want = _torch_grad(ref, xs, dy)

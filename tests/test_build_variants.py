@@ -115,11 +115,13 @@ def test_each_variant_compiles_its_kernel_with_the_precompiled_header_of_its_own
 def test_the_O0_variants_share_the_emulation_instances_and_debug_keeps_its_own(tmp_path):
     """docs/design.md "Build variants": the quick and asan kernels (and their precompiled headers) are compiled with
     -D<INSTANCES_MACRO>, and their executables link the shared directory's emu-<variant>.o, compiled from
-    emu_instances.cpp with the variant's own flags; the -O1 debug kernel, whose emulation calls GCC may inline, has
+    emu_instances.cpp with INSTANCES_FLAGS (asan: the variant's own flags; quick: -O1); the -O1 debug kernel, whose emulation calls GCC may inline, has
     neither; no TilingFunc gets the macro."""
-    from opgen.check.build import SHARED_INSTANCES, shared_ninja_file, shared_targets
+    from opgen.check.build import INSTANCES_FLAGS, SHARED_INSTANCES, shared_ninja_file, shared_targets
 
     assert SHARED_INSTANCES == ("quick", "asan")
+    # the quick instances optimised (where a quick launch spends its time), the asan ones instrumented as its kernels
+    assert INSTANCES_FLAGS == {"quick": "-O1", "asan": VARIANTS["asan"]}
     src = Sources("Op", "op", "aclnn_op", tmp_path / "op")
     shared = tmp_path / "shared"
     st = _statements(ninja_file(src, "/usr/bin/g++", shared))
@@ -134,7 +136,7 @@ def test_the_O0_variants_share_the_emulation_instances_and_debug_keeps_its_own(t
         assert (instances_target(variant) in sh) == on
         if on:
             rule, ins, flags = sh[instances_target(variant)]
-            assert rule == "cxx" and ins[0].endswith("/emu_instances.cpp") and flags == VARIANTS[variant]
+            assert rule == "cxx" and ins[0].endswith("/emu_instances.cpp") and flags == INSTANCES_FLAGS[variant]
             assert kernel_flags(variant) == f"{VARIANTS[variant]} -D{INSTANCES_MACRO}"
     assert f"{shared}/{instances_target('asan')}" not in st["asan/probe"][1]   # the stub kernel needs none
 
@@ -162,30 +164,39 @@ def test_the_aclnn_runner_drops_debug_information_with_the_quick_builds(tmp_path
     assert _statements(shared_ninja_file("/usr/bin/g++"))["runtime.o"][2] == ACLNN_FLAGS
 
 
+@pytest.fixture(scope="module")
+def leaky_builder(tmp_path_factory, session_build_root):
+    """A Builder of LeakyRelu's emitted host and kernel files (examples/specs/leaky_relu.py) in a tree of this
+    module's, under the session's build root: the two tests below inspect its quick objects (one kernel build)."""
+    from opgen.check.build import Builder
+    from opgen.codegen import generate_cached
+    from opgen.codegen.model import OpModel
+    from opgen.registry import load_spec
+
+    gen = tmp_path_factory.mktemp("leaky") / "gen"
+    spec = load_spec(str(Path(__file__).resolve().parent.parent / "examples" / "specs" / "leaky_relu.py"))
+    m = OpModel(spec)
+    for rel, body in generate_cached(spec)[1].items():
+        if rel.startswith(("op_host/", "op_kernel/")):
+            f = gen / m.snake / rel
+            f.parent.mkdir(parents=True, exist_ok=True)
+            f.write_text(body)
+    return Builder(Sources(m.op, m.snake, m.api_snake, gen / m.snake), {}, session_build_root, progress=False)
+
+
 @pytest.mark.slow
-def test_a_quick_kernel_object_leaves_the_listed_instances_to_the_shared_object(tmp_path, session_build_root):
+def test_a_quick_kernel_object_leaves_the_listed_instances_to_the_shared_object(leaky_builder, session_build_root):
     """A quick kernel built by opgen check emits none of the function template specializations emu/instances.h lists
     (its calls are undefined references), and the shared emu-quick.o defines every one of them (nm -C, both)."""
     import shutil
     import subprocess
 
-    from opgen.check.build import Builder, compiler, shared_dir
+    from opgen.check.build import compiler, shared_dir
     from opgen.check.emu_instances import LIST, candidates
-    from opgen.codegen import generate_cached
-    from opgen.codegen.model import OpModel
-    from opgen.registry import load_spec
 
     if shutil.which("g++") is None or shutil.which("nm") is None:
         pytest.skip("g++ or nm not installed")
-    spec = load_spec(str(Path(__file__).resolve().parent.parent / "examples" / "specs" / "leaky_relu.py"))
-    m = OpModel(spec)
-    for rel, body in generate_cached(spec)[1].items():
-        if rel.startswith(("op_host/", "op_kernel/")):
-            f = tmp_path / "gen" / m.snake / rel
-            f.parent.mkdir(parents=True, exist_ok=True)
-            f.write_text(body)
-    b = Builder(Sources(m.op, m.snake, m.api_snake, tmp_path / "gen" / m.snake), {}, session_build_root,
-                progress=False)
+    b = leaky_builder
     b.build("quick/kernel.o")   # and the shared objects it is linked with (shared_targets)
     listed = {ln for ln in LIST.read_text().splitlines() if ln.startswith("EMU_SHARED_FN(")}
     # (a listed class's implicit constructors and destructor are still the kernel's own: only the function lines)
@@ -199,29 +210,18 @@ def test_a_quick_kernel_object_leaves_the_listed_instances_to_the_shared_object(
 
 
 @pytest.mark.slow
-def test_the_precompiled_header_is_used_and_changes_no_instruction(tmp_path, session_build_root):
+def test_the_precompiled_header_is_used_and_changes_no_instruction(tmp_path, leaky_builder):
     """A generated kernel's object built by `opgen check` comes from the precompiled emulation header (its recorded
     dependencies are the pch wrapper, none of the emulation's headers: GCC read the .gch) and has the same machine
     code and relocations, instruction for instruction, as the same compile without it (objdump -d -r, both)."""
     import shutil
     import subprocess
 
-    from opgen.check.build import Builder, ninja_binary
-    from opgen.codegen import generate_cached
-    from opgen.codegen.model import OpModel
-    from opgen.registry import load_spec
+    from opgen.check.build import ninja_binary
 
     if shutil.which("g++") is None or shutil.which("objdump") is None:
         pytest.skip("g++ or objdump not installed")
-    spec = load_spec(str(Path(__file__).resolve().parent.parent / "examples" / "specs" / "leaky_relu.py"))
-    m = OpModel(spec)
-    for rel, body in generate_cached(spec)[1].items():
-        if rel.startswith(("op_host/", "op_kernel/")):
-            f = tmp_path / "gen" / m.snake / rel
-            f.parent.mkdir(parents=True, exist_ok=True)
-            f.write_text(body)
-    b = Builder(Sources(m.op, m.snake, m.api_snake, tmp_path / "gen" / m.snake), {}, session_build_root,
-                progress=False)
+    b = leaky_builder
     b.build("quick/kernel.o")
     b.build("quick/tiling.o")
 
@@ -351,3 +351,46 @@ def test_the_keys_a_one_key_build_may_take_are_those_the_entry_tests(tmp_path):
     # the emulation's header first (its precompiled header), the redefinition, then the entry by absolute path
     assert lines[2:4] == ['#include "kernel_operator.h"', "#undef TILING_KEY_IS"] and lines[-1] == f'#include "{k / "op.cpp"}"'
     assert key_kernel_source(tmp_path / 'a"b.cpp') is None
+
+
+def test_an_up_to_date_shared_directory_is_dry_run_again_only_after_a_change(tmp_path, monkeypatch):
+    """Builder._shared_current runs ninja's dry run of an op-independent directory once while nothing it depends on
+    changes (opgen/check/build.py _current_stamp): not again for the same directory, build file and targets; again
+    after an emulation header, a target or the directory's ninja log changes, or when the dry run found work."""
+    import subprocess as sp
+    import time
+
+    import opgen.check.build as b
+
+    emu, cpp, where = tmp_path / "emu", tmp_path / "cpp", tmp_path / "shared"
+    for d in (emu / "sub", cpp, where):
+        d.mkdir(parents=True)
+    (emu / "sub" / "a.h").write_text("a\n")
+    (cpp / "m.cpp").write_text("m\n")
+    for f in ("build.ninja", ".ninja_log", ".ninja_deps", "t.o"):
+        (where / f).write_text("x\n")
+    monkeypatch.setattr(b, "EMU_INCLUDE", emu)
+    monkeypatch.setattr(b, "CHECK_CPP", cpp)
+    monkeypatch.setattr(b, "_CURRENT", {})
+    runs, answer = [], ["ninja: no work to do.\n"]
+
+    def dry_run(cmd, **kw):
+        runs.append(cmd)
+        return sp.CompletedProcess(cmd, 0, answer[0], "")
+    monkeypatch.setattr(b.subprocess, "run", dry_run)
+
+    def current():
+        return b.Builder._shared_current(where, "x\n", "ninja", ["t.o"], (), b._sources_stamp())
+
+    def later(path):   # a new mtime, whatever the file system's timestamp granularity
+        time.sleep(0.01)
+        path.write_text(path.read_text() + "y\n")
+
+    assert current() and current() and len(runs) == 1
+    for n, changed in enumerate((emu / "sub" / "a.h", where / "t.o", where / ".ninja_log", cpp / "m.cpp")):
+        later(changed)
+        assert current() and current() and len(runs) == 2 + n, changed   # one dry run after each change
+    answer[0] = "[1/1] CXX t.o\n"   # the dry run finds work: no memo, asked again next time
+    later(where / "t.o")
+    assert not current() and not current() and len(runs) == 7
+    assert not b.Builder._shared_current(where, "x\n", "ninja", ["t.o"], (), None) and len(runs) == 8

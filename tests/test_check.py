@@ -22,7 +22,6 @@ from __future__ import annotations
 import json
 import os
 import shutil
-import subprocess
 import sys
 from pathlib import Path
 from types import SimpleNamespace
@@ -47,8 +46,6 @@ from opgen.registry import load_spec  # noqa: E402
 OP = "AdaLayerNormGrad"
 SNAKE = "ada_layer_norm_grad"
 HOST = ROOT / "generated" / SNAKE / "op_host"
-_SCRIPT = shutil.which("opgen")
-OPGEN = [_SCRIPT] if _SCRIPT else [sys.executable, "-m", "opgen.cli"]
 DIMS = "Bd=2,S=8,H=24"
 
 pytestmark = [
@@ -193,7 +190,7 @@ def env(tmp_path_factory):
     kernel_dir = gen / SNAKE / "op_kernel"   # ... but the tiling-data struct both sides include (op_kernel/)
     kernel_dir.mkdir(parents=True)
     shutil.copy(HOST.parent / "op_kernel" / f"{SNAKE}_tiling_data.h", kernel_dir)
-    # The session's build root ($OPGEN_BUILD_DIR), for the CLI tests' processes (cli below) and this module's
+    # The session's build root ($OPGEN_BUILD_DIR), for the CLI tests (cli below) and this module's
     # in-process checks alike: the op-independent objects and precompiled headers of its shared-<hash>/ (~20 s of
     # compiler CPU) are the ones every other module uses, and the build file of this tree's op does not switch
     # between two shared directories (which would recompile the objects made with a precompiled header). The tree
@@ -212,11 +209,14 @@ def _build_dir(env) -> Path:
     return build_dir_for(Sources(m.op, m.snake, m.api_snake, (env.gen / SNAKE).resolve()), env.build)
 
 
-def cli(env, *args):
-    """Run `opgen check` in a fresh process with the module's build directory."""
+def cli(env, *args, gen_dir=None):
+    """Run `opgen check` with the module's build directory and tree (`gen_dir`: another --gen-dir), in this process
+    (tests/inproc.py: its exit status, output and files are the point; a fresh process added ~1 s of CPU of
+    interpreter start-up and imports to each of these tests)."""
+    from inproc import cli as run
+
     penv = {**os.environ, "OPGEN_BUILD_DIR": str(env.build)}
-    return subprocess.run([*OPGEN, "check", OP, "--gen-dir", str(env.gen), *map(str, args)], capture_output=True,
-                          text=True, timeout=300, cwd=env.dir, env=penv)
+    return run("check", OP, "--gen-dir", gen_dir or env.gen, *args, cwd=env.dir, env=penv)
 
 
 def _inputs(seed=0, t=np.float32, gamma=True):
@@ -320,9 +320,7 @@ def test_saved_inputs_keep_the_tiling_key(env, tmp_path):
         assert r.returncode == 0, r.stdout + r.stderr
         first = json.loads(r.stdout)
         assert str(first["tiling_key"])[-2] == key and first["dtypes"] == {"T": t, "U": t}
-        penv = {**os.environ, "OPGEN_BUILD_DIR": str(env.build)}
-        r = subprocess.run([*OPGEN, "check", OP, "--gen-dir", str(env.gen / SNAKE), "--inputs", str(saved)],
-                           capture_output=True, text=True, timeout=300, cwd=env.dir, env=penv)
+        r = cli(env, "--inputs", saved, gen_dir=env.gen / SNAKE)
         assert r.returncode == 0, r.stdout + r.stderr
         assert f"tilingKey {first['tiling_key']}," in r.stdout and f"dtypes: T={t}, U={t}" in r.stdout
         r = cli(env, "--inputs", saved, "--dtype", "T=float32")

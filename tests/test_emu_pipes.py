@@ -213,10 +213,12 @@ ROW_SPLIT = dict(Bd=(4,), H=256)      # rows resident in UB (strategy 1)
 COL_SPLIT = dict(Bd=(3,), H=65536)    # columns over the cores (strategy 2)
 
 
-def test_rms_norm_unmutated_passes(rms, session_build_root):
+def test_rms_norm_unmutated_passes(examples_gen):
+    """The package the tests below mutate (a copy of it), unmutated: it passes. Checked in the run's examples tree
+    (tests/conftest.py examples_gen, the same generated text), whose build tests/test_examples.py shares."""
     spec = ROOT / "examples" / "specs" / "rms_norm.py"
     for dims in (ROW_SPLIT, COL_SPLIT):
-        r = run_check(str(spec), dims=dims, gen_dir=rms / "gen", build_root=session_build_root, progress=False)
+        r = run_check(str(spec), dims=dims, gen_dir=examples_gen, progress=False)
         assert r.passed and not r.faults, r.faults
 
 

@@ -708,16 +708,25 @@ def test_a_minus_inf_mask_fill_lowers_to_a_masked_row(tmp_path):
     assert "= mask_in(" in r.stdout and "NEG_INF_VALUE mask" in r.stdout, r.stdout
 
 
+@pytest.fixture(scope="module")
+def inf_mask_gen(run_shared):
+    """(spec path, generated tree) of the MHA spec with a -inf mask fill (INF_MASK_EDITS), generated once per run for
+    the two kernel tests below (one build; tests/conftest.py run_shared)."""
+    from opgen.codegen import write_ops
+
+    def fill(d):
+        write_ops([str(_edited(INF_MASK_EDITS, d))], d / "gen")
+    d = run_shared("inf-mask-attention", fill)
+    return d / "attn.py", d / "gen"
+
+
 @pytest.mark.slow
 @pytest.mark.skipif(shutil.which("g++") is None, reason="g++ not available")
-def test_kernel_with_a_minus_inf_mask_fill_matches_the_oracle(tmp_path):
+def test_kernel_with_a_minus_inf_mask_fill_matches_the_oracle(inf_mask_gen):
     """BNSD, bf16, an explicit mask with a -inf fill, S2 = 83 (not a multiple of the 64 lanes of a float repeat nor
     of the 128 of a half one: the compare / Select tails), every row keeping at least one key: the emulated kernel
     (zero faults) within the float64 oracle's bounds, no NaN."""
-    from opgen.codegen import write_ops
-
-    p = _edited(INF_MASK_EDITS, tmp_path)
-    write_ops([str(p)], tmp_path / "gen")
+    p, gen = inf_mask_gen
     rng = np.random.default_rng(12)
     b, n, s1, s2, d = 1, 2, 21, 83, 32
     mk = rng.random((s1, s2)) < 0.6
@@ -726,8 +735,7 @@ def test_kernel_with_a_minus_inf_mask_fill_matches_the_oracle(tmp_path):
     mk[3, 82] = False  # row 3 sees only the last key
     x = {k: rng.standard_normal(sh).astype(ml_dtypes.bfloat16).astype(np.float32)
          for k, sh in (("q", (b, n, s1, d)), ("k", (b, n, s2, d)), ("v", (b, n, s2, d)))}
-    r = run_check(str(p), {**x, "mask": mk}, {"scale": 0.2}, {"T": "bfloat16"}, gen_dir=tmp_path / "gen",
-                  progress=False)
+    r = run_check(str(p), {**x, "mask": mk}, {"scale": 0.2}, {"T": "bfloat16"}, gen_dir=gen, progress=False)
     assert not r.faults and r.passed, (r.faults[:3], {k: c.to_json() for k, c in r.outputs.items() if not c.passed})
     a = {k: np.asarray(r.inputs[k], np.float64) for k in ("q", "k", "v")}
     want = oracle(a["q"], a["k"], a["v"], 0.2, False, mask=mk)
@@ -785,16 +793,13 @@ def test_workspace_does_not_grow_with_the_keys(gen):
 
 @pytest.mark.slow
 @pytest.mark.skipif(shutil.which("g++") is None, reason="g++ not available")
-def test_online_softmax_with_minus_inf_chunks_matches_the_oracle(tmp_path):
+def test_online_softmax_with_minus_inf_chunks_matches_the_oracle(inf_mask_gen):
     """The online softmax when whole key chunks of a row are -inf (an explicit -inf mask): a row whose first 600
     keys are masked (its first chunks, at most 256 keys each, are all -inf: the running max stays -inf there and
     must not turn exp(-inf - max) into NaN), a row that sees only key 0 (every later chunk -inf), a row that sees
     only its last key; S2 = 1000 over several chunks. The emulated kernel (zero faults) within the float64
     oracle's bounds, no NaN."""
-    from opgen.codegen import write_ops
-
-    p = _edited(INF_MASK_EDITS, tmp_path)
-    write_ops([str(p)], tmp_path / "gen")
+    p, gen = inf_mask_gen
     rng = np.random.default_rng(13)
     b, n, s1, s2, d = 1, 2, 9, 1000, 16
     mk = rng.random((s1, s2)) < 0.3
@@ -806,8 +811,7 @@ def test_online_softmax_with_minus_inf_chunks_matches_the_oracle(tmp_path):
     mk[7, s2 - 1] = False   # row 7 sees the last key alone
     x = {k: rng.standard_normal(sh).astype(np.float16).astype(np.float32)
          for k, sh in (("q", (b, n, s1, d)), ("k", (b, n, s2, d)), ("v", (b, n, s2, d)))}
-    r = run_check(str(p), {**x, "mask": mk}, {"scale": 0.25}, {"T": "float16"}, gen_dir=tmp_path / "gen",
-                  progress=False)
+    r = run_check(str(p), {**x, "mask": mk}, {"scale": 0.25}, {"T": "float16"}, gen_dir=gen, progress=False)
     assert not r.faults and r.passed, (r.faults[:3], {k: c.to_json() for k, c in r.outputs.items() if not c.passed})
     a = {k: np.asarray(r.inputs[k], np.float64) for k in ("q", "k", "v")}
     want = oracle(a["q"], a["k"], a["v"], 0.25, False, mask=mk)

@@ -216,20 +216,18 @@ def test_emitted_infershape_follows_keepdim(tmp_path):
 
 @pytest.mark.slow
 @pytest.mark.skipif(GXX is None, reason="g++ not available")
-def test_derived_swiglu_grad_kernel_on_every_dim(tmp_path):
+def test_derived_swiglu_grad_kernel_on_every_dim(derived_gen):
     """SwiGluGrad derived from SwiGlu: one package, three row domains (dim -1: rows of H; dim 0 and 1: rows of
     prod(Bd), the two halves of dx stored at their row offsets); the emulated kernel against torch autograd, in
     ROW_SPLIT and COL_SPLIT."""
     import torch
 
     from opgen.check import run_check
-    from opgen.codegen import write_ops
 
-    spec = str(ROOT / "examples" / "specs" / "derived" / "swiglu_grad.py")
-    write_ops([spec], str(tmp_path / "gen"))
+    spec = str(ROOT / "examples" / "specs" / "derived" / "swiglu_grad.py")   # generated in derived_gen
     for dim, dims, strategy in ((0, {"H": 7, "Bd": (5, 3)}, 1), (1, {"A": 2, "H": 3, "Bd": (33,)}, 1),
                                 (0, {"H": 2, "Bd": (20000,)}, 2), (-1, {"H": 9, "Bd": (4,)}, 1)):
-        r = run_check(spec, dims=dims, attrs={"dim": dim}, dtypes={"T": "float32"}, gen_dir=tmp_path / "gen",
+        r = run_check(spec, dims=dims, attrs={"dim": dim}, dtypes={"T": "float32"}, gen_dir=derived_gen,
                       seed=dims["H"], progress=False)
         assert not r.faults and r.passed, (dim, dims, r.faults[:3], r.failed_outputs())
         assert r.tiling_key % 10 == strategy, (dim, r.tiling_key)

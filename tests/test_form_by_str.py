@@ -83,18 +83,27 @@ def test_renaming_the_attribute_changes_only_its_name(tmp_path):
     assert differ == [], differ
 
 
+@pytest.fixture(scope="module")
+def layout_gen(run_shared):
+    """(spec, spec path, generated tree) of LAYOUT, generated once per run for the aclnn-layer and kernel tests below
+    (one aclnn runner build; tests/conftest.py run_shared)."""
+    from opgen.codegen import write_ops
+
+    d = run_shared("layout-silu", lambda d: write_ops([_spec(d)[1]], str(d / "gen")))
+    path = d / "layout" / "layout_silu.py"
+    return load_spec(str(path)), str(path), d / "gen"
+
+
 @pytest.mark.skipif(GXX is None, reason="g++ not available")
-def test_aclnn_layer_refuses_another_string(tmp_path):
+def test_aclnn_layer_refuses_another_string(layout_gen):
     """CANN's ACLNN_ERR_PARAM_INVALID (161002) and one line naming the attribute and its choices; either layout
     string is accepted."""
     from opgen.check.aclnn import call_attrs, call_outputs, device_dtypes, encode_call, run_runner
     from opgen.check.run import aclnn_runner
-    from opgen.codegen import write_ops
     from opgen.codegen.model import OpModel
     from opgen.dsl.examples import random_inputs
 
-    spec, path = _spec(tmp_path)
-    write_ops([path], str(tmp_path / "gen"))
+    spec, _path, gen = layout_gen
     dims, attrs = {"B": 2, "S": 3, "H": 5}, {"layout": "BSH"}
     inputs = {k: v for k, v in random_inputs(spec, dims, attrs, {"T": "float32"}, seed=0).items() if v is not None}
     dev = device_dtypes(spec, inputs, {"T": "float32"})
@@ -104,7 +113,7 @@ def test_aclnn_layer_refuses_another_string(tmp_path):
                        call_outputs(spec, inputs, attrs, {"T": "float32"}, dev), names).split(" ")
     at = next(k for k, a in enumerate(m.api_params) if a.cpp == "layout")
     assert base[at] == "BSH"
-    _, runner = aclnn_runner(spec, gen_dir=tmp_path / "gen")
+    _, runner = aclnn_runner(spec, gen_dir=gen)
     lines = [list(base), base[:at] + ["BNSD"] + base[at + 1:], base[:at] + ["BHS"] + base[at + 1:]]
     got = run_runner(runner, [" ".join(t) for t in lines])
     assert got[0][0] == 0, got[0]
@@ -114,18 +123,16 @@ def test_aclnn_layer_refuses_another_string(tmp_path):
 
 @pytest.mark.slow
 @pytest.mark.skipif(GXX is None, reason="g++ not available")
-def test_emulated_kernel_in_both_layouts(tmp_path):
+def test_emulated_kernel_in_both_layouts(layout_gen):
     """The string reaches the TilingFunc (case file -> RuntimeAttrs::GetStr): each layout's key, and y within
     2^-20 of float64 silu."""
     from opgen.check import run_check
-    from opgen.codegen import write_ops
 
-    _, path = _spec(tmp_path)
-    write_ops([path], str(tmp_path / "gen"))
+    _, path, gen = layout_gen
     keys = {}
     for layout in ("BSH", "BHS"):
         r = run_check(path, dims={"B": 2, "S": 33, "H": 40}, attrs={"layout": layout}, dtypes={"T": "float32"},
-                      gen_dir=tmp_path / "gen", seed=1, progress=False)
+                      gen_dir=gen, seed=1, progress=False)
         assert not r.faults and r.passed, (layout, r.faults[:3], r.failed_outputs())
         want = _silu64(r.inputs["x"])
         got = np.asarray(r.arrays["y"], np.float64)

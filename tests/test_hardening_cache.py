@@ -10,8 +10,6 @@ from __future__ import annotations
 
 import json
 import os
-import subprocess
-import sys
 from pathlib import Path
 
 import pytest
@@ -27,8 +25,11 @@ GELU = ROOT / "examples" / "specs" / "gelu.py"
 
 
 def cli(*args, env):
-    return subprocess.run([sys.executable, "-m", "opgen.cli", *map(str, args)], capture_output=True, text=True,
-                          timeout=120, env=env, cwd=ROOT)
+    """`opgen ARGS` with the environment `env`, run in this process (tests/inproc.py: the generate or diff call is
+    the point, its files and exit status; a child process added ~0.9 s of interpreter start-up and imports each)."""
+    from inproc import cli as run
+
+    return run(*args, env=env, cwd=ROOT)
 
 
 @pytest.fixture(scope="module")

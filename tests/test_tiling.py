@@ -26,10 +26,7 @@ CANN = {DType.f32: 0, DType.f16: 1, DType.bf16: 27, DType.i32: 3, DType.i64: 9, 
 pytestmark = [pytest.mark.slow, pytest.mark.skipif(shutil.which("g++") is None, reason="g++ is needed to compile the emitted tiling")]
 
 
-@pytest.fixture(scope="module")
-def driver(tmp_path_factory):
-    """Build the driver with the emitted TilingFuncs of the four vector ops linked in."""
-    d = tmp_path_factory.mktemp("tiling")
+def _build_driver(d):
     srcs = []
     for op, (prog, inputs, doc) in tilings().items():
         for rel, text in emit_tiling(load_spec(op), prog, inputs, doc).items():
@@ -37,12 +34,18 @@ def driver(tmp_path_factory):
             (d / rel).write_text(text)
             if rel.endswith(".cpp"):
                 srcs.append(str(d / rel))
-    exe = d / "driver"
     cmd = ["g++", "-std=c++17", "-O1", "-Wall", "-Werror", "-I", str(ROOT / "opgen/emu/include"), "-I", str(d),
-           str(ROOT / "tests/cpp/tiling_driver.cpp"), *srcs, "-o", str(exe)]
+           str(ROOT / "tests/cpp/tiling_driver.cpp"), *srcs, "-o", str(d / "driver")]
     r = subprocess.run(cmd, capture_output=True, text=True)
     assert r.returncode == 0, r.stderr
-    return exe
+
+
+@pytest.fixture(scope="module")
+def driver(run_shared):
+    """The driver with the emitted TilingFuncs of the bundled ops linked in: built once per run, whichever xdist
+    worker runs this module's tests first (tests/conftest.py run_shared; both workers built it when the module's
+    tests were split between them)."""
+    return run_shared("tiling-driver", _build_driver) / "driver"
 
 
 def _case_line(spec, env, dtypes, present, plat, attrs=None, shapes=None):

@@ -174,12 +174,21 @@ SHARED_TARGETS = ("runtime.o", "check_main.o")
 """The op-independent objects of the shared directory (module doc)."""
 SHARED_INSTANCES = ("quick", "asan")
 """The launch-driver variants whose kernels share the emulation's template specializations (the -O0 ones: nothing is
-inlined there, so the machine code is the same): their kernel objects are compiled with INSTANCES_MACRO, which makes
-kernel_operator.h declare every specialization of opgen/emu/include/emu/instances.h `extern template`, and their
-executables link instances_target(variant), the shared directory's one object defining them all
-(opgen/check/cpp/emu_instances.cpp, compiled with the variant's flags). A kernel object then holds its own code only,
+inlined there, so the kernel calls them out of line either way): their kernel objects are compiled with
+INSTANCES_MACRO, which makes kernel_operator.h declare every specialization of opgen/emu/include/emu/instances.h
+`extern template`, and their executables link instances_target(variant), the shared directory's one object defining
+them all (opgen/check/cpp/emu_instances.cpp, compiled with INSTANCES_FLAGS). A kernel object then holds its own code only,
 not a copy of the emulation's instructions for half, float and bfloat16 and of the C++ library code they use: about
 half of a kernel object's compiler CPU at -O0 (docs/design.md "Build variants")."""
+INSTANCES_FLAGS = {"quick": "-O1", "asan": VARIANTS["asan"]}
+"""Compiler flags of each SHARED_INSTANCES variant's emu-<variant>.o (instances_target). The asan object is compiled
+with the variant's own flags (instrumented as the kernel is). The quick one at -O1 (the debug variant's optimisation,
+without -g as quick has none): its functions are the emulation's instructions and their bookkeeping (Mmad, the
+vector ops, the race detector's block tracking), which is where an emulated kernel spends its time, while the
+kernel's own object stays at -O0 (its compile dominates a cold build). One object per user, 2 s more of compiler CPU
+once; a quick launch runs about 3x faster (NsaSelectedAttentionGrad, a 4-core backward: 0.31 s of CPU against 0.92;
+RmsNorm over 393217 columns: 0.07 against 0.20), with the same outputs and faults (docs/design.md "Build
+variants")."""
 INSTANCES_MACRO = "EMU_SHARED_INSTANCES"
 """Macro (-D) of the kernels of SHARED_INSTANCES variants (and of their precompiled headers)."""
 
@@ -292,11 +301,17 @@ def host_pch(tu: Path, inc_dirs: tuple, flags: str, cxx: str) -> HostPch | None:
     precompiled one holds (include guards make its own second include of each add nothing); what changes is that
     its own headers before the last kept one see the kept ones earlier (they are opgen's emitted headers, each
     compiled on its own without this in tests/test_codegen.py)."""
+    keep = _kept_includes_of(tu, inc_dirs)
+    return None if keep is None else _host_pch_with(keep, flags, cxx)
+
+
+def _kept_includes_of(tu: Path, inc_dirs: tuple) -> list | None:
+    """The include lines host_pch keeps of translation unit `tu` (_kept_includes), None when it cannot be read."""
     try:
         lines = tu.read_text().splitlines()
     except (OSError, UnicodeDecodeError):
         return None
-    return _host_pch_of(lines, tu.parent, inc_dirs, flags, cxx)
+    return _kept_includes(lines, tu.parent, inc_dirs)
 
 
 HARNESS_HEAD = ("#include <cstdint>", '#include "aclnn/aclnn_base.h"')
@@ -307,6 +322,11 @@ host precompiled header (host_pchs: 0.3 s of compiler CPU a package without it, 
 
 def _host_pch_of(lines: list, tu_dir: Path, inc_dirs: tuple, flags: str, cxx: str) -> HostPch | None:
     """host_pch of a unit in directory `tu_dir` whose text is `lines`."""
+    return _host_pch_with(_kept_includes(lines, tu_dir, inc_dirs), flags, cxx)
+
+
+def _kept_includes(lines: list, tu_dir: Path, inc_dirs: tuple) -> list:
+    """The `#include` lines host_pch keeps of a unit in directory `tu_dir` whose text is `lines`, in order."""
     emu = EMU_INCLUDE.resolve()
     keep = []
     for line in lines:
@@ -326,6 +346,11 @@ def _host_pch_of(lines: list, tu_dir: Path, inc_dirs: tuple, flags: str, cxx: st
                 keep.append(f"#include <{name}>")
         elif found.resolve().is_relative_to(emu):
             keep.append(f"#include {quote}{name}{'>' if quote == '<' else quote}")
+    return keep
+
+
+def _host_pch_with(keep: list, flags: str, cxx: str) -> HostPch | None:
+    """The HostPch of the kept include lines `keep` (_kept_includes) with `flags`, None when there are none."""
     inc = _inc(EMU_INCLUDE)
     if not keep or any(c in inc for c in "\n\r"):
         return None
@@ -396,7 +421,7 @@ def shared_ninja_file(cxx: str) -> str:
                       f"  flags = {kernel_flags(variant)}", f"  inc = {_ninja_value(_inc(EMU_INCLUDE))}"]
     for variant in SHARED_INSTANCES:
         lines += [f"build {instances_target(variant)}: cxx {_ninja_path(CHECK_CPP / 'emu_instances.cpp')}",
-                  f"  flags = {VARIANTS[variant]}", f"  inc = {_ninja_value(inc)}"]
+                  f"  flags = {INSTANCES_FLAGS[variant]}", f"  inc = {_ninja_value(inc)}"]
     return "\n".join(lines) + "\n"
 
 
@@ -512,8 +537,9 @@ def host_pchs(src: Sources, cxx: str) -> dict:
     if getattr(src, "op_dir", None) is None:
         return {}
     out = {}
+    keep = _kept_includes_of(src.tiling_cpp, _kernel_inc_dirs(src))   # read once: the variants differ by flags only
     for variant, flags in VARIANTS.items():
-        out[f"{variant}/tiling.o"] = host_pch(src.tiling_cpp, _kernel_inc_dirs(src), flags, cxx)
+        out[f"{variant}/tiling.o"] = None if keep is None else _host_pch_with(keep, flags, cxx)
     for name, path in (("api", src.aclnn_cpp), ("l0", src.l0_cpp)):
         out[f"aclnn/{name}.o"] = host_pch(path, _aclnn_inc_dirs(src), aclnn_flags(), cxx)
     # the runner's main, written beside build.ninja: its leading includes are HARNESS_HEAD (no file of the build
@@ -681,6 +707,40 @@ class BuildRun:
     seconds: float
 
 
+_CURRENT: dict = {}
+"""{(op-independent directory, its build file's text, targets): _current_stamp when a dry run there last found no
+work} of this process (Builder._shared_current)."""
+
+
+def _sources_stamp():
+    """(path, size, mtime) of every file of the emulation headers (EMU_INCLUDE) and the harness sources (CHECK_CPP)
+    and of the compiler: what the op-independent directories' targets are made from besides the files written into
+    them and the compiler's own headers (_current_stamp). None when a file cannot be read."""
+    try:
+        files = [Path(d) / f for root in (EMU_INCLUDE, CHECK_CPP) for d, _dirs, fs in os.walk(root) for f in fs]
+        files.append(Path(compiler()))
+        return tuple((str(f), st.st_size, st.st_mtime_ns) for f in sorted(files) for st in (f.stat(),))
+    except OSError:
+        return None
+
+
+def _current_stamp(where: Path, paths: list, sources):
+    """What a dry run of the op-independent directory `where` (the shared directory or a host precompiled header's)
+    depends on: `sources` (_sources_stamp), and (path, size, mtime) of `where`'s build file, ninja log and
+    dependency log and of `paths` in it (its targets and the sources written beside the build file). A process that
+    checks many cases (the test suite: about a thousand) then runs ninja's dry run once per directory instead of
+    up to four times a check (~3 ms of CPU each), and again as soon as any of these changes. An edit of the C++
+    library's headers alone (a compiler upgrade changes the compiler too) is not seen until the process ends. None
+    when a file cannot be read (no memo)."""
+    if sources is None:
+        return None
+    try:
+        files = [where / "build.ninja", where / ".ninja_log", where / ".ninja_deps", *(where / p for p in paths)]
+        return sources, tuple((str(f), st.st_size, st.st_mtime_ns) for f in files for st in (f.stat(),))
+    except OSError:
+        return None
+
+
 class Builder:
     """Builds the targets of one op's build directory. `files`: {name: text} of generated sources written
     into the directory (driver.cpp, aclnn_harness.cpp). progress: echo ninja's progress to stderr once a
@@ -691,6 +751,7 @@ class Builder:
         self.dir = build_dir_for(src, root)
         self.files = files
         self.progress = progress
+        self._sources = None   # _sources_stamp, taken by each build()
 
     def build(self, target: str) -> BuildRun:
         """Bring `target` ("aclnn/runner", "debug/check", "asan/check") up to date and return the run; the
@@ -702,9 +763,11 @@ class Builder:
         shared = shared_dir(cxx, self.dir.parent)
         src = _ninja_safe(self.src, self.dir)
         keys = tuple(int(m) for m in re.findall(r"\basan/key-(\d+)/", target))
-        text = ninja_file(src, cxx, shared, keys=keys)
+        pchs = host_pchs(src, cxx)   # once: ninja_file would compute it again
+        self._sources = _sources_stamp()   # once for the op-independent directories' up-to-date checks
+        text = ninja_file(src, cxx, shared, host=pchs, keys=keys)
         needed = [t for t in shared_targets(target) if f"{_ninja_path(shared)}/{t}" in text]
-        host = [p for p in host_pchs_for(target, host_pchs(src, cxx)) if f"{_ninja_path(shared)}/{p.gch}" in text]
+        host = [p for p in host_pchs_for(target, pchs) if f"{_ninja_path(shared)}/{p.gch}" in text]
         with contextlib.ExitStack() as locks:
             if needed:
                 locks.enter_context(self._shared_built(shared, cxx, ninja, needed))
@@ -723,9 +786,10 @@ class Builder:
                                      "break in it); build asan/check")
                 write_if_changed(self.dir / KEY_KERNEL, wrapper)
             write_if_changed(self.dir / "build.ninja", text)
-            self._drop_unverified(target)
+            verified = self._drop_unverified(target)
             run = self._run(ninja, target)
-            self._stamp(target)
+            if run.rebuilt or not verified:   # else ninja left the executable its stamp was just checked against
+                self._stamp(target)
             return run
 
     @contextlib.contextmanager
@@ -747,7 +811,7 @@ class Builder:
         where.mkdir(parents=True, exist_ok=True)
         with open(where / ".lock", "w") as lock:
             fcntl.flock(lock, fcntl.LOCK_SH)
-            if not self._shared_current(where, text, ninja, targets):
+            if not self._shared_current(where, text, ninja, targets, files, self._sources):
                 fcntl.flock(lock, fcntl.LOCK_EX)
                 for rel, body in files.items():
                     write_if_changed(where / rel, body)
@@ -757,23 +821,34 @@ class Builder:
             yield
 
     @staticmethod
-    def _shared_current(shared: Path, text: str, ninja: str, targets: list) -> bool:
-        """Whether the shared directory's build file is `text` and ninja has no work for `targets` (a dry run)."""
+    def _shared_current(shared: Path, text: str, ninja: str, targets: list, files=(), sources=None) -> bool:
+        """Whether the shared directory's build file is `text` and ninja has no work for `targets` (a dry run; not
+        run again while nothing it would look at changed since it last found no work: _current_stamp; `files`: the
+        paths, relative to it, of the sources written beside its build file; `sources`: _sources_stamp, None for no
+        memo)."""
         f = shared / "build.ninja"
         if not (f.is_file() and f.read_text() == text and all((shared / t).is_file() for t in targets)):
             return False
+        key = (str(shared), text, tuple(targets))
+        stamp = _current_stamp(shared, [*targets, *files], sources)
+        if stamp is not None and _CURRENT.get(key) == stamp:
+            return True
         r = subprocess.run([ninja, "-C", str(shared), "-n", *targets], capture_output=True, text=True)
-        return r.returncode == 0 and "no work to do" in r.stdout
+        ok = r.returncode == 0 and "no work to do" in r.stdout
+        if ok and stamp is not None:
+            _CURRENT[key] = stamp
+        return ok
 
     def _stamp_path(self, target: str) -> Path:
         return self.dir / f"{target}.sha256"
 
-    def _drop_unverified(self, target: str) -> None:
+    def _drop_unverified(self, target: str) -> bool:
         """Delete the executable `target` when its stamp (the sha256 written after the build that made it) is
-        missing or does not match its bytes (a corrupt, truncated or replaced binary): ninja then relinks it."""
+        missing or does not match its bytes (a corrupt, truncated or replaced binary): ninja then relinks it.
+        Returns whether the executable was there and matched its stamp."""
         exe, stamp = self.dir / target, self._stamp_path(target)
         if not exe.exists():
-            return
+            return False
         try:
             ok = stamp.read_text().strip() == _file_sha256(exe)
         except OSError:
@@ -781,6 +856,7 @@ class Builder:
         if not ok:
             exe.unlink()
             stamp.unlink(missing_ok=True)
+        return ok
 
     def _stamp(self, target: str) -> None:
         """Record the sha256 of the freshly built executable `target` (see _drop_unverified)."""
