@@ -243,15 +243,17 @@ def group_norm(i, a):
 
 def layer_norm_v4(i, a):
     """torch.nn.functional.layer_norm over the last two axes (normalized_shape [S, H]), float64, with its mean and
-    rstd ([*Bd, 1, 1])."""
+    rstd ([*Bd, 1, 1]); an absent gamma / beta is torch's None weight / bias."""
     import torch
 
-    x, g, bb = _f(i["x"]), _f(i["gamma"]), _f(i["beta"])
+    x = _f(i["x"])
+    g, bb = (None if i.get(n) is None else _f(i[n]) for n in ("gamma", "beta"))   # optional: absent = None
     eps = float(a.get("epsilon", 1e-5))
-    y = torch.nn.functional.layer_norm(_t(x), x.shape[-2:], _t(g), _t(bb), eps=eps).numpy()
+    y = torch.nn.functional.layer_norm(_t(x), x.shape[-2:], None if g is None else _t(g),
+                                       None if bb is None else _t(bb), eps=eps).numpy()
     m = x.mean((-2, -1), keepdims=True)
     r = 1.0 / np.sqrt(((x - m) ** 2).mean((-2, -1), keepdims=True) + eps)
-    scale = (np.abs(x) + np.abs(m)) * r * np.abs(g) + np.abs(bb)
+    scale = (np.abs(x) + np.abs(m)) * r * (1.0 if g is None else np.abs(g)) + (0.0 if bb is None else np.abs(bb))
     return {"y": (y, scale), "mean": (m, np.abs(x).mean((-2, -1), keepdims=True)), "rstd": r}
 
 
@@ -518,7 +520,10 @@ CASES = [
     ("instance_norm", {"N": 1, "C": 2, "H": 501, "W": 1001}, F16, {}, 3),       # rows of 501501: COL_STREAM
     ("layer_norm_v4", {"Bd": (2,), "S": 63, "H": 8001}, {"T": "bfloat16", "U": "float32"}, {}, 3),   # streamed
     ("layer_norm_v4", {"Bd": (3,), "S": 5, "H": 7}, {"T": "float16", "U": "float32"}, {}, 1),
+    ("layer_norm_v4", {"Bd": (3,), "S": 5, "H": 7}, {"T": "float16", "U": "float32"}, {}, 1, ["beta"]),
     ("layer_norm_v4", {"Bd": (2,), "S": 100, "H": 301}, {"T": "bfloat16", "U": "bfloat16"}, {}, 2),
+    ("layer_norm_v4", {"Bd": (2,), "S": 100, "H": 301}, {"T": "bfloat16", "U": "bfloat16"}, {}, 2, ["gamma"]),
+    ("layer_norm_v4", {"Bd": (5,), "S": 3, "H": 11}, {"T": "float32", "U": "float32"}, {}, 1, []),
     ("layer_norm_v4", {"Bd": (7, 7), "S": 1, "H": 1}, {"T": "float32", "U": "float32"}, {}, 1),
     ("layer_norm_v4", {"Bd": (), "S": 33, "H": 1}, {"T": "float16", "U": "float16"}, {"epsilon": 0.1}, None),
     ("layer_norm_v4", {"Bd": (97,), "S": 3, "H": 17}, {"T": "bfloat16", "U": "float32"}, {}, 1),
@@ -591,11 +596,19 @@ STREAM_READS = {"softmax": 2, "log_softmax": 2, "rms_norm": 2}
 (an online softmax), then the output pass; RMSNorm's one sum of squares, then the output pass."""
 
 
-@pytest.mark.parametrize("case", CASES, ids=lambda c: f"{c[0]}-{'x'.join(map(str, c[1].values()))}-{c[2]['T']}")
+def _case_id(c) -> str:
+    tail = "" if len(c) < 6 else "-with-" + ("+".join(c[5]) or "none")   # the optional inputs present
+    return f"{c[0]}-{'x'.join(map(str, c[1].values()))}-{c[2]['T']}{tail}"
+
+
+@pytest.mark.parametrize("case", CASES, ids=_case_id)
 def test_kernel_matches_the_float64_oracle(case, examples_gen):
-    op, dims, dtypes, attrs, strategy = case
+    """A case is (op, dims, dtypes, attrs, the strategy expected or None[, the optional inputs present: all when
+    not given])."""
+    op, dims, dtypes, attrs, strategy = case[:5]
     r = run_check(str(EX / f"{op}.py"), dims=dims, dtypes=dtypes, attrs=attrs, gen_dir=examples_gen, seed=sum(
-        x if isinstance(x, int) else sum(x) for x in dims.values()), progress=False)
+        x if isinstance(x, int) else sum(x) for x in dims.values()), present=case[5] if len(case) > 5 else None,
+        progress=False)
     assert not r.faults and r.passed, (r.faults[:3], {k: c.to_json() for k, c in r.outputs.items() if not c.passed})
     if strategy is not None:
         assert r.tiling_key % 10 == strategy, r.tiling_key

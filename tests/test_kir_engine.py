@@ -85,7 +85,7 @@ def _ir_cases():
     COL_STREAM cases of all (the interpreter runs the same schedule IR for every operator; test_examples runs every
     case on the emulation; all 140 of them passed on the interpreter when every rows kernel became IR, 2026-12-04,
     by hand: the suite keeps this cover within its time budget)."""
-    from test_examples import CASES, EX
+    from test_examples import CASES, EX, _case_id
     from test_kir_inventory import IR_THROUGHOUT
 
     from opgen.registry import load_spec
@@ -103,7 +103,7 @@ def _ir_cases():
             if key not in best or size(dims) < size(best[key][1]):
                 best[key] = case
     cases = list({id(c): c for c in best.values()}.values())
-    return [pytest.param(c, id=f"{c[0]}-{'x'.join(map(str, c[1].values()))}-{c[2]['T']}") for c in cases]
+    return [pytest.param(c, id=_case_id(c)) for c in cases]
 
 
 @pytest.mark.parametrize("case", _ir_cases())
@@ -115,9 +115,10 @@ def test_every_example_case_of_an_ir_kernel_passes_on_the_interpreter(case):
 
     from opgen.check import run_check
 
-    op, dims, dtypes, attrs, strategy = case
+    op, dims, dtypes, attrs, strategy = case[:5]
     r = run_check(str(EX / f"{op}.py"), dims=dims, dtypes=dtypes, attrs=attrs, seed=sum(
-        x if isinstance(x, int) else sum(x) for x in dims.values()), progress=False, engine="kir")
+        x if isinstance(x, int) else sum(x) for x in dims.values()), present=case[5] if len(case) > 5 else None,
+        progress=False, engine="kir")
     assert r.variant == "kir" and not r.faults and r.passed, (r.faults[:3], r.failed_outputs())
     if strategy is not None:
         assert r.tiling_key % 10 == strategy, r.tiling_key
