@@ -361,3 +361,27 @@ def test_kl_div_reads_batchmean_n_from_a_tiling_field_of_its_own(reduction):
     assert r.passed and not r.faults, r.faults[:2]
     ref, scale = kl_div({"self": x, "target": t}, attrs)["out"]
     assert np.isfinite(ref) and abs(float(r.arrays["out"]) - ref) <= 2.0 ** -20 * scale, (r.arrays["out"], ref)
+
+
+@pytest.mark.slow
+@pytest.mark.skipif(shutil.which("g++") is None, reason="g++ not available")
+def test_a_dtype_variable_whose_tensors_are_all_absent_takes_the_float32_row_on_both_engines(examples_gen):
+    """LayerNormV4 with neither gamma nor beta (their U bound by --dtype to float16 all the same): the emitted
+    TilingFunc sees U undefined and its DTypeKey prefers the float32 row, (T, U) = (float16, float32), the 2nd of the
+    spec's rows; the interpreter's tiling twin must pick the same row (it took U = float16, the 3rd, before)."""
+    from test_examples import EX
+
+    from opgen.check import run_check
+    from opgen.registry import load_spec
+
+    spec = load_spec(str(EX / "layer_norm_v4.py"))
+    rows = [tuple(r[v].long_name for v in ("T", "U")) for r in spec.dtype_rows]
+    want = rows.index(("float16", "float32")) + 1
+    keys = set()
+    for engine in ("emu", "kir"):
+        r = run_check(str(EX / "layer_norm_v4.py"), dims={"Bd": (3,), "S": 5, "H": 7},
+                      dtypes={"T": "float16", "U": "float16"}, present=[], gen_dir=examples_gen, seed=3,
+                      progress=False, engine=engine)
+        assert r.passed and not r.faults, (engine, r.faults[:3])
+        keys.add(r.tiling_key)
+    assert keys == {want * 10 + 1}, keys   # attrKey 0, ROW_SPLIT

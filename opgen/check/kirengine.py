@@ -93,6 +93,16 @@ def _ctype(dt) -> str:
     return next(c for c, t in NP_TYPES.items() if t == dt.np)
 
 
+def _tensor_dtypes(spec, bound) -> dict:
+    """The dtype binding the TilingFunc sees: {variable: DType} of the variables some present input or an output is
+    declared in. A variable whose tensors are all absent (an optional weight's U) is missing, so the dtype key takes
+    its float32 row as the emitted DTypeKey does (a ge::DT_UNDEFINED variable prefers DT_FLOAT), whatever --dtype
+    bound it to."""
+    used = {t.dtype.name for t in spec.outputs if hasattr(t.dtype, "name")}
+    used |= {i.dtype.name for i in spec.inputs if hasattr(i.dtype, "name") and bound.arrays.get(i.name) is not None}
+    return {v: d for v, d in bound.dtypes.items() if v in used}
+
+
 def launch(spec, bound, slots: list, platform, deterministic: bool = False) -> KirLaunch:
     """Run `spec`'s kernel for the bound call `bound` (BoundCall: arrays, env, dtypes, attrs, key) on `platform`
     with the Kernel IR interpreter: the class is the one serving the call's attrKey and presence of the optional
@@ -106,8 +116,8 @@ def launch(spec, bound, slots: list, platform, deterministic: bool = False) -> K
     unit = kernel_build(spec)
     out = KirLaunch()
     try:
-        tl = evaluate(spec, unit.tiling.program, unit.tiling.inputs, bound.env, bound.dtypes, platform, bound.attrs,
-                      deterministic)
+        tl = evaluate(spec, unit.tiling.program, unit.tiling.inputs, bound.env, _tensor_dtypes(spec, bound),
+                      platform, bound.attrs, deterministic)
     except OpgenError as e:   # the emitted TilingFunc returns GRAPH_FAILED in the same cases
         out.tiling_error = str(e)
         return out
