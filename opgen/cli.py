@@ -394,13 +394,13 @@ def cmd_graph(args) -> int:
     attribute or input, no such specialisation, svg without Graphviz, no kernel family: NoKernel)."""
     from opgen.ir.printer import print_graph
     from opgen.passes.dot import to_dot, to_svg
-    from opgen.passes.pipeline import (TimingInstrument, check_pass_name, compile_unit, optimize, print_unit, run,
-                                       tensor_pass_names)
+    from opgen.passes.pipeline import TimingInstrument, optimize, run, tensor_pass_names
+    from opgen.tiling.pipeline import check_pipeline_pass, compile_unit, print_unit
     from opgen.passes.select import select_key
     from opgen.registry import load_spec
 
     if args.dump_after is not None:
-        check_pass_name(args.dump_after)
+        check_pipeline_pass(args.dump_after)
     spec = load_spec(args.op)
     present = [n.strip() for item in args.present or [] for n in item.split(",") if n.strip()]
     key = select_key(spec, _kv(args.attr, "--attr"), present)
@@ -419,7 +419,7 @@ def cmd_graph(args) -> int:
             sys.stdout.write(f"family {u.family.name}: {u.family.layout_text(u.layout)}\n")
             sys.stdout.write(u.family.program_text(u.lowered, u.key0))
             from opgen.codegen.kernel import schedule_text  # lazy: start-up time
-            from opgen.passes.pipeline import kernel_build
+            from opgen.tiling.pipeline import kernel_build
 
             from opgen.codegen.headkernel import schedule_text as head_schedule_text  # lazy: start-up time
 

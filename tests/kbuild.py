@@ -1,11 +1,11 @@
-"""Test helper: the kernel builds of the bundled specs (opgen.passes.pipeline.kernel_build), memoised by OpDef name,
+"""Test helper: the kernel builds of the bundled specs (opgen.tiling.pipeline.kernel_build), memoised by OpDef name,
 and their tiling programs."""
 
 from __future__ import annotations
 
 import functools
 
-from opgen.passes.pipeline import kernel_build
+from opgen.tiling.pipeline import kernel_build
 from opgen.registry import load_spec
 
 OPS = ("AdaLayerNormGrad", "AdaLayerNormV2", "NormRopeConcat", "NormRopeConcatGrad", "NsaSelectedAttention",

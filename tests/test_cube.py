@@ -23,7 +23,7 @@ from opgen.kernel import kir as K
 from opgen.kernel.cube import FIELDS
 from opgen.kernel.family import NoKernel
 from opgen.kernel.isa import Pipe
-from opgen.passes.pipeline import kernel_build
+from opgen.tiling.pipeline import kernel_build
 from opgen.registry import load_spec
 
 SPEC = """

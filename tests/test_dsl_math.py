@@ -120,7 +120,7 @@ def test_lowerable_forms_use_only_rows_ops(specs):
     op): the elementwise ones, and the compare and select log1p uses (AscendC's Compare / Select); softplus and
     log1p build a rows kernel."""
     from opgen.kernel.rows import ELEMENTWISE   # lazy: start-up time
-    from opgen.passes.pipeline import kernel_build   # lazy: start-up time
+    from opgen.tiling.pipeline import kernel_build   # lazy: start-up time
 
     ok = ELEMENTWISE | {"const", "cast", "broadcast", "eq", "select"}
     for name in ("softplus", "log1p"):

@@ -84,7 +84,8 @@ def test_rows_rewrite_is_the_same_steps(probe):
     """The rows family's graph (kernel.rowmerge.prepare) holds no erf, only clip / Mul / Add / Div steps, and
     evaluates to the interpreter's device-mode erf bit for bit."""
     from opgen.kernel.rowmerge import prepare   # lazy: start-up time
-    from opgen.passes.pipeline import kernel_build, optimize   # lazy: start-up time
+    from opgen.passes.pipeline import optimize   # lazy: start-up time
+    from opgen.tiling.pipeline import kernel_build   # lazy: start-up time
 
     key = probe.keys()[0]
     g = prepare(optimize(probe.graph(key)))
@@ -104,7 +105,7 @@ def test_gelu_v2_and_matmul_exact_gelu_lower(tmp_path):
     from pathlib import Path
 
     from opgen.kernel.cube import gemm_layout   # lazy: start-up time
-    from opgen.passes.pipeline import kernel_build   # lazy: start-up time
+    from opgen.tiling.pipeline import kernel_build   # lazy: start-up time
 
     ex = Path(__file__).resolve().parents[1] / "examples" / "specs"
     spec = load_spec(str(ex / "gelu_v2.py"))

@@ -261,7 +261,7 @@ def test_no_dtype_variable_name_in_the_compiler():
 
 def test_families_are_one_list_and_each_bundled_op_finds_its_own():
     from opgen.kernel.family import families
-    from opgen.passes.pipeline import compile_unit
+    from opgen.tiling.pipeline import compile_unit
 
     assert [f.name for f in families()] == ["attention", "cube", "rows"]
     got = {op: compile_unit(load_spec(op), until="select_family", only_key0=True).family.name for op in OPS}

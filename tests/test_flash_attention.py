@@ -178,7 +178,7 @@ def test_bsh_hidden_sizes_the_heads_do_not_divide_are_refused(head_num, key_h, m
 def test_each_input_layout_lowers_its_own_form():
     """One package, one kernel program per specialisation: BNSD keys store BNSD, BSND keys BSND, and BSH keys BSND
     too (a [B, S, N * D] tensor has BSND's bytes)."""
-    from opgen.passes.pipeline import compile_unit
+    from opgen.tiling.pipeline import compile_unit
     from opgen.registry import load_spec
 
     spec = load_spec(str(SPEC))

@@ -99,7 +99,7 @@ def test_host_code_reads_dims_from_the_picked_form(tmp_path):
     attribute's choice index); the rows family lowers each value on its own row domain and the tiling's row count
     and row length follow the attrKey."""
     from opgen.ir.dims import Sym
-    from opgen.passes.pipeline import compile_unit
+    from opgen.tiling.pipeline import compile_unit
     from opgen.tiling.emit import dim_cpp
 
     spec = _glu(tmp_path)
@@ -117,7 +117,7 @@ def test_one_attrkey_on_two_row_domains_is_refused(tmp_path):
     """Shape forms the tensor picks (not an attribute) that put the rows on different axes cannot be told apart by
     the tiling key: refused, naming both specialisations and their domains."""
     from opgen.kernel.family import NoKernel
-    from opgen.passes.pipeline import compile_unit
+    from opgen.tiling.pipeline import compile_unit
 
     path = tmp_path / "two_forms.py"
     path.write_text(HEAD + """
@@ -164,7 +164,7 @@ def test_dims_come_from_a_form_that_has_them_and_the_proof_skips_refused_combina
     tiling's twin runs for both domains."""
     from opgen.codegen.infershape import emit_infershape
     from opgen.ir.dims import Sym
-    from opgen.passes.pipeline import compile_unit
+    from opgen.tiling.pipeline import compile_unit
     from opgen.tiling.emit import dim_cpp, evaluate
     from opgen.platforms import PLATFORMS
     from opgen.ir.dtypes import DType

@@ -318,7 +318,7 @@ def test_layer_norm_grad_at_4096_is_row_split():
     emitted RowSplit allocates exactly those buffers, their bytes add up to
     that, which fits UB; the tiling picks ROW_SPLIT (strategy 1) on all 48 cores."""
     from opgen.ir.dtypes import parse_dtype
-    from opgen.passes.pipeline import kernel_build
+    from opgen.tiling.pipeline import kernel_build
     from opgen.platforms import PLATFORMS
     from opgen.tiling.emit import evaluate
 

@@ -35,19 +35,8 @@ LAZY = "# lazy: start-up time"
 
 # Violations still present, named so that the list can only shrink: a new one fails, and so does a listed one
 # that is gone (remove it here). Each entry is (importer, imported).
-KNOWN_UPWARD = frozenset({
-    ("opgen.kernel.attention", "opgen.codegen.kernel_attention"),
-    ("opgen.kernel.attention", "opgen.tiling.attention"),
-    ("opgen.kernel.rows", "opgen.codegen.headkernel"),
-    ("opgen.kernel.rows", "opgen.codegen.kernel"),
-    ("opgen.kernel.rows", "opgen.tiling.headkernel"),
-    ("opgen.kernel.rows", "opgen.tiling.rowkernel"),
-    ("opgen.passes.pipeline", "opgen.kernel.family"),
-    ("opgen.passes.pipeline", "opgen.kernel.rowlayout"),
-    ("opgen.passes.pipeline", "opgen.tiling.buffers"),
-    ("opgen.passes.pipeline", "opgen.tiling.ub_proof"),
-})
-UNMARKED_CEILING = 122
+KNOWN_UPWARD: frozenset = frozenset()   # none left: the families' later-stage parts are installed (Family.install)
+UNMARKED_CEILING = 119
 """Function-level imports leaving their package without the lazy comment, as counted when the parallel branches of
 this change were merged (103 on the layering branch alone); the number may only fall."""
 KNOWN_CYCLES: frozenset = frozenset()

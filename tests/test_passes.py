@@ -20,8 +20,9 @@ from opgen.dsl.spec import Bound
 from opgen.errors import IRError, OpgenError, ValidationError
 from opgen.interp import run_graph
 from opgen.ir import Sym, eval_shape, parse_graph, print_graph, verify
-from opgen.passes import from_nx, optimize, pass_names, run, to_nx
+from opgen.passes import from_nx, optimize, run, to_nx
 from opgen.passes.pipeline import TENSOR_PASSES
+from opgen.tiling.pipeline import pass_names
 from opgen.passes.canonicalize import RULES, canonicalize
 from opgen.passes.cse import cse
 from opgen.passes.dce import dce
@@ -483,7 +484,7 @@ def test_verify_each_names_the_pass(monkeypatch):
         G.graph["outputs"] = ()
         return G
 
-    monkeypatch.setattr(pipeline, "PIPELINE", [pipeline.canonicalize, broken])
+    monkeypatch.setattr(pipeline, "TENSOR_PASSES", [pipeline.canonicalize, broken])
     g = parse_graph(_ir("""
         graph g(%x: f32[S]) {
           %a = exp(%x) : f32[S]
@@ -724,7 +725,8 @@ def test_cli_graph_dump_after():
     """--dump-after prints the IR right after any pass of PIPELINE: the tensor IR after a tensor pass (and the
     launch plan after fuse), the kernel stages' canonical text after a kernel pass (the family and its layout, the
     Kernel IR, the counts, the tiling program, the buffer plans), exactly as the pass manager's printer has it."""
-    from opgen.passes.pipeline import compile_unit, print_unit, tensor_pass_names
+    from opgen.passes.pipeline import tensor_pass_names
+    from opgen.tiling.pipeline import compile_unit, print_unit
 
     spec = load_spec("NsaSelectedAttention")
     present = ["actual_seq_qlen", "actual_seq_kvlen", "atten_mask"]
@@ -759,8 +761,9 @@ def test_cli_graph_dump_after():
 def test_kernel_passes_run_by_the_pass_manager_with_instruments():
     """compile_unit runs every pass of PIPELINE on a spec: the verifier after each (a broken stage is named), the
     timing instrument adds up each pass' seconds (tensor passes once per specialisation the family builds from)."""
-    from opgen.passes import pipeline
-    from opgen.passes.pipeline import TimingInstrument, compile_unit
+    from opgen.passes.pipeline import TimingInstrument
+    from opgen.tiling import pipeline
+    from opgen.tiling.pipeline import compile_unit
 
     spec = load_spec("AdaLayerNormGrad")
     t = TimingInstrument()
@@ -847,14 +850,15 @@ def test_fuse_one_launch_per_op_and_inputs_read_once():
 def test_the_emitting_build_runs_the_verifiers(monkeypatch):
     """kernel_build (what generate emits from) verifies each specialisation's fused graph once and every kernel
     stage's products (opgen.passes.pipeline.VerifyInstrument(every_tensor_pass=False))."""
-    from opgen.passes import pipeline
+    from opgen.passes import pipeline as passes
     from opgen.registry import load_spec
+    from opgen.tiling import pipeline
 
-    real_unit, real_graph = pipeline.verify_unit, pipeline.verify
+    real_unit, real_graph = pipeline.verify_unit, passes.verify
     for example in ("rms_norm", "gelu"):   # gelu has no dims: the buffer proof checks the base case alone
         seen, graphs = [], []
         monkeypatch.setattr(pipeline, "verify_unit", lambda name, unit: (seen.append(name), real_unit(name, unit))[1])
-        monkeypatch.setattr(pipeline, "verify", lambda g: (graphs.append(g.name), real_graph(g))[1])
+        monkeypatch.setattr(passes, "verify", lambda g: (graphs.append(g.name), real_graph(g))[1])
         spec = load_spec(f"examples/specs/{example}.py")
         spec.__dict__.pop("_opgen_kernel_build", None)
         u = pipeline.kernel_build(spec)

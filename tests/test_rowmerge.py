@@ -190,10 +190,10 @@ def test_the_ub_proof_probes_a_merged_row_at_both_maxima(tmp_path, monkeypatch):
     both maxima and its kernel streams."""
     from opgen.codegen import write_ops
     from opgen.errors import SpecError
-    from opgen.passes.pipeline import kernel_build
+    from opgen.tiling.pipeline import kernel_build
     from opgen.registry import _load_file
 
-    monkeypatch.setattr("opgen.tiling.rowkernel.streamable", lambda c: False)   # a core's slice stays resident
+    monkeypatch.setattr("opgen.tiling.rowfamily.streamable", lambda c: False)   # a core's slice stays resident
     p = tmp_path / "norm.py"
     p.write_text(HEAD + MERGED_MAX.format(require=""))
     with pytest.raises(SpecError) as e:
@@ -399,7 +399,7 @@ def test_the_pair_overflow_names_the_largest_product_that_fits(tmp_path):
     A bound of 5457 allows H * W = 5457 (H=1819, W=3) and is refused; the probes run along the product's edge,
     not only at H=max, W=1."""
     from opgen.errors import SpecError
-    from opgen.passes.pipeline import kernel_build
+    from opgen.tiling.pipeline import kernel_build
     from opgen.registry import _load_file
 
     p = tmp_path / "rms_norm_c.py"

@@ -13,7 +13,8 @@ from opgen.errors import IRError
 from opgen.kernel.rowlayout import Unsupported, analyse
 from opgen.kernel.rowprog import Instr, RowProgram, print_program, verify_program
 from opgen.kernel.rows import lower
-from opgen.passes.pipeline import compile_unit, optimize
+from opgen.passes.pipeline import optimize
+from opgen.tiling.pipeline import compile_unit
 from opgen.passes.select import select_key
 from opgen.registry import load_spec
 

@@ -260,7 +260,7 @@ def test_a_pass_of_a_program_with_row_reductions_fits_one_repeat_form_instructio
     of rows, and with 48 * 1000 rows every core has 1000 rows. The tiling caps a pass at 255 rows (else every full
     pass would fall back to the row-by-row reductions); SoftmaxV2 too."""
     from opgen.ir.dtypes import parse_dtype
-    from opgen.passes.pipeline import kernel_build
+    from opgen.tiling.pipeline import kernel_build
     from opgen.platforms import PLATFORMS
     from opgen.tiling.emit import evaluate
 
@@ -279,7 +279,7 @@ def test_rowssum_scratch_is_counted_only_for_rows_longer_than_one_repeat():
     temporaries 2 * 4 B = 24 B; H 64 -> 80 (colAlign: a multiple of 16) adds 16 * 24 = 384 B a row, plus the
     scratch's 256 B."""
     from opgen.ir.dtypes import parse_dtype
-    from opgen.passes.pipeline import kernel_build
+    from opgen.tiling.pipeline import kernel_build
     from opgen.platforms import PLATFORMS
     from opgen.tiling.emit import evaluate
 

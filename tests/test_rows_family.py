@@ -11,7 +11,7 @@ import numpy as np
 import pytest
 
 from opgen.kernel.family import NoKernel
-from opgen.passes.pipeline import compile_unit
+from opgen.tiling.pipeline import compile_unit
 from opgen.registry import load_spec
 
 from pathlib import Path

@@ -18,7 +18,7 @@ import pytest
 
 from opgen.kernel.family import NoKernel
 from opgen.kernel.rowmerge import kept_first
-from opgen.passes.pipeline import compile_unit
+from opgen.tiling.pipeline import compile_unit
 from opgen.registry import load_spec
 
 ROOT = Path(__file__).resolve().parents[1]

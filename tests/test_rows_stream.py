@@ -27,7 +27,7 @@ BYTES = {DType.f32: 4, DType.f16: 2, DType.bf16: 2}
 
 
 def _build(tmp_path, text: str, name: str = "sm.py"):
-    from opgen.passes.pipeline import kernel_build
+    from opgen.tiling.pipeline import kernel_build
 
     p = tmp_path / name
     p.write_text(text)
@@ -148,7 +148,7 @@ def test_online_max_and_sum_is_found_by_the_program_shape():
     """The online maximum and sum (one pass for the maximum and the sum of exponentials) is taken for softmax-like
     chains — SoftmaxV2, LogSoftmaxV2, and CrossEntropyLoss's row — and not for reductions of another shape."""
     from opgen.kernel.rowprog import online_pair
-    from opgen.passes.pipeline import kernel_build
+    from opgen.tiling.pipeline import kernel_build
     from opgen.registry import load_spec
 
     def pairs(name):
@@ -227,7 +227,7 @@ def test_the_planned_reads_of_the_row_inputs_follow_the_schedule():
     twice when per-row arithmetic reads a reduction over rows (BatchNorm's batch mean), once otherwise, COL_SPLIT
     once (resident slices). Values by hand from the schedules (opgen.kernel.rowsched)."""
     from opgen.kernel.rowprog import row_input_reads
-    from opgen.passes.pipeline import kernel_build
+    from opgen.tiling.pipeline import kernel_build
     from opgen.registry import load_spec
 
     def prog(name):

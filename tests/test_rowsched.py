@@ -11,7 +11,7 @@ import pytest
 
 from opgen.kernel import kir
 from opgen.kernel.isa import Pipe
-from opgen.passes.pipeline import kernel_build
+from opgen.tiling.pipeline import kernel_build
 from opgen.registry import load_spec
 
 ROOT = Path(__file__).resolve().parents[1]

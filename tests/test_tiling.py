@@ -415,7 +415,7 @@ def test_a_dim_read_from_an_attribute_is_checked_before_use(tmp_path):
     """GroupNorm's C // G reads G from the attribute `group`: graph mode calls the TilingFunc without the aclnn
     layer's checks in front, so group = 0 (or a negative one) must fail there, not divide by zero in the host
     process; group = 3 with C = 6 tiles."""
-    from opgen.passes.pipeline import kernel_build
+    from opgen.tiling.pipeline import kernel_build
 
     spec = load_spec(str(ROOT / "examples/specs/group_norm.py"))
     t = kernel_build(spec).tiling

@@ -179,7 +179,7 @@ BUNDLED = ("AdaLayerNormGrad", "AdaLayerNormV2", "NormRopeConcat", "NormRopeConc
 def test_every_lowered_instruction_of_a_bundled_kernel_has_a_spec_line(op):
     """No instruction of any specialisation's Kernel IR lacks a location, and each names a spec file beside the
     bundled spec (itself or a helper module)."""
-    from opgen.passes.pipeline import kernel_build
+    from opgen.tiling.pipeline import kernel_build
 
     spec = load_spec(op)
     instrs = []
@@ -236,7 +236,7 @@ def test_a_hostile_spec_file_name_stays_inside_the_comment(tmp_path):
     lines = text.splitlines()
     # the banner (line 1) names the file as spec_path gives it; every other line with the name is a spec comment
     assert not [ln for ln in lines[2:] if "x\\y" in ln or ln.startswith("x")]
-    from opgen.passes.pipeline import compile_unit
+    from opgen.tiling.pipeline import compile_unit
 
     spec = load_spec(str(hostile))
     u = compile_unit(spec, until="lower", only_key0=True)

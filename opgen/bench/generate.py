@@ -8,7 +8,7 @@ on the same machine in one run. The goals are the ones README "Benchmarks" state
 `phases` splits one first generation, in a fresh process and without workers, into where the time goes:
 importing opgen, loading the specs (executing them, enumerating their specialisation keys), tracing every
 specialisation's graph (the golden merges all of them; the kernels use a subset), compiling the kernels
-(opgen.passes.pipeline.kernel_build: tensor passes, fusion, family lowering and tiling of every kernel
+(opgen.tiling.pipeline.kernel_build: tensor passes, fusion, family lowering and tiling of every kernel
 specialisation, shared by the kernel and tiling emitters), each emitter (opgen.codegen.EMITTERS) on top of
 that, and clang-format run alone (in `opgen generate` it overlaps the rendering of the ops after it).
 
@@ -52,7 +52,7 @@ for sp in specs:
     for k in sp.keys():
         sp.graph(k)
 t["trace every specialisation"] = time.perf_counter() - s0
-from opgen.passes.pipeline import kernel_build
+from opgen.tiling.pipeline import kernel_build
 s0 = time.perf_counter()
 for sp in specs:
     kernel_build(sp)

@@ -34,8 +34,8 @@ from opgen.kernel.rows import presence_condition
 
 def kernel_classes(spec) -> list:
     """The Kernel IR classes of `spec`'s kernel (one per kernel class of the rows family; [] for a family whose
-    schedule is not Kernel IR). Raises as the kernel build (opgen.passes.pipeline.kernel_build)."""
-    from opgen.passes.pipeline import kernel_build  # lazy: start-up time
+    schedule is not Kernel IR). Raises as the kernel build (opgen.tiling.pipeline.kernel_build)."""
+    from opgen.tiling.pipeline import kernel_build  # lazy: start-up time
 
     unit = kernel_build(spec)
     if unit.family.name == "cube":   # one class serves every specialisation (opgen.kernel.cube.CubeFamily.lower)
@@ -57,7 +57,7 @@ def require_kernel_ir(spec) -> list:
     family")."""
     classes = kernel_classes(spec)
     if not classes:
-        from opgen.passes.pipeline import kernel_build  # lazy: start-up time
+        from opgen.tiling.pipeline import kernel_build  # lazy: start-up time
 
         unit = kernel_build(spec)
         raise NotKernelIR(f"--engine kir: {spec.name}'s kernel is of the {unit.family.name} family; the Kernel-IR "
@@ -109,7 +109,7 @@ def launch(spec, bound, slots: list, platform, deterministic: bool = False) -> K
     inputs (opgen.kernel.rows.variants_of's condition, as the kernel entry tests it). `slots`: (DType, shape) per
     output in spec order, None for one the specialisation does not produce. Raises NotKernelIR (require_kernel_ir)
     when the kernel is not Kernel IR throughout, or when no single class serves the call."""
-    from opgen.passes.pipeline import kernel_build  # lazy: start-up time
+    from opgen.tiling.pipeline import kernel_build  # lazy: start-up time
     from opgen.tiling.emit import SYS_WORKSPACE_BYTES, evaluate
 
     classes = require_kernel_ir(spec)

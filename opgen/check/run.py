@@ -266,7 +266,7 @@ def _gm_plan(spec, bound, tiling_key: int) -> dict:
     schedule that reads each input once."""
     from opgen.kernel.rows import presence_condition  # lazy: start-up time
     from opgen.kernel.rowprog import row_input_reads  # lazy: start-up time
-    from opgen.passes.pipeline import kernel_build  # lazy: start-up time
+    from opgen.tiling.pipeline import kernel_build  # lazy: start-up time
 
     ex = kernel_build(spec).lowered.extra
     cond = presence_condition(spec, bound.key.present)
@@ -487,7 +487,7 @@ def run_check(op, inputs: dict | None = None, attrs: dict | None = None, dtypes:
     src = _sources(m, gen_dir)
     require_current(spec, src, gen_dir)   # before anything is built (docs/design.md "Stale packages")
     if not src.kernel_cpp.is_file():   # no kernel emitted: say why when no kernel family lowers the spec
-        from opgen.passes.pipeline import compile_unit
+        from opgen.tiling.pipeline import compile_unit
 
         compile_unit(spec, until="lower", only_key0=True, verify_each=False)
     src.require(kernel=True)

@@ -39,7 +39,7 @@ def emit_head_kernel(spec, hc: HeadClass, doc: str) -> dict[str, str]:
 
 def schedule_text(spec, unit) -> str:
     """The Kernel IR text (opgen.kernel.kir.to_text) of the head kernel class of a full kernel build `unit`
-    (opgen.passes.pipeline.kernel_build) of a head-rows lowering, synchronised: its whole schedule (the bodies,
+    (opgen.tiling.pipeline.kernel_build) of a head-rows lowering, synchronised: its whole schedule (the bodies,
     their syncs and the helpers they call); "" for another lowering."""
     hc = unit.lowered.extra.get("hclass")
     return kir.to_text(hc.sched) if hc is not None else ""

@@ -27,7 +27,11 @@ from opgen.codegen.tilingkey import TilingKey, emit_tiling_keys
 from opgen.kernel import kir
 from opgen.kernel.rowclass import CTYPE, Variant
 from opgen.kernel.rowsched import HELPER_METHODS, ROW_SPLIT_METHODS
-from opgen.codegen import kernel_cube  # noqa: F401,E402  installs the cube family's emission (opgen.kernel.cube)
+from opgen.codegen import kernel_attention, kernel_cube  # noqa: F401  install the attention / cube families' emit
+from opgen.codegen.headkernel import emit_head_kernel
+from opgen.kernel.rowlayout import RowLayout
+from opgen.kernel.rows import RowsFamily
+from opgen.names import spec_path
 
 
 def class_context(v: Variant) -> dict:
@@ -60,7 +64,7 @@ def class_context(v: Variant) -> dict:
 
 def render_kernel(spec, variants: list[Variant], doc: str, spec_file: str) -> dict[str, str]:
     """{path: text} of op_kernel/<op>.h and .cpp for the rows-family classes `variants` (opgen.kernel.rows), each
-    finished (its facts and synchronised Kernel IR class: opgen.kernel.rows.rows_tiling, RowsFamily.synchronise)."""
+    finished (its facts and synchronised Kernel IR class: opgen.tiling.rowfamily.rows_tiling, RowsFamily.synchronise)."""
     from opgen.codegen.env import template_env
 
     snake = op_snake(spec.name)
@@ -94,11 +98,23 @@ def render_kernel(spec, variants: list[Variant], doc: str, spec_file: str) -> di
     }
 
 
+def emit_rows_kernel(spec, lowered, tiling) -> dict[str, str]:
+    """RowsFamily.emit (installed below): op_kernel/<op>.h and .cpp of a rows lowering (render_kernel) or of a
+    parts lowering (opgen.codegen.headkernel.emit_head_kernel), from the finished classes the tiling stage built
+    and the dependency pass synchronised."""
+    if isinstance(lowered.layout, RowLayout):
+        return render_kernel(spec, lowered.extra["variants"], tiling.doc, spec_path(spec))
+    return emit_head_kernel(spec, lowered.extra["hclass"], tiling.doc)
+
+
+RowsFamily.install(emit=emit_rows_kernel)
+
+
 def emit_kernel(spec) -> dict[str, str]:
     """The codegen emitter (opgen.codegen.EMITTERS): op_kernel/ of `spec` from its kernel build
-    (opgen.passes.pipeline.kernel_build), printed by the family that lowered it. Raises NoKernel when no family
+    (opgen.tiling.pipeline.kernel_build), printed by the family that lowered it. Raises NoKernel when no family
     lowers the spec (a package is never written without its kernel), SpecError as the family's emitter."""
-    from opgen.passes.pipeline import kernel_build
+    from opgen.tiling.pipeline import kernel_build
 
     u = kernel_build(spec)
     return u.family.emit(spec, u.lowered, u.tiling)
@@ -106,7 +122,7 @@ def emit_kernel(spec) -> dict[str, str]:
 
 def schedule_text(spec, unit, key) -> str:
     """The Kernel IR text (opgen.kernel.kir.to_text) of the schedule the op_kernel class serving specialisation `key`
-    is printed from, for a full kernel build `unit` (opgen.passes.pipeline.kernel_build) of a rows lowering: its
+    is printed from, for a full kernel build `unit` (opgen.tiling.pipeline.kernel_build) of a rows lowering: its
     finished class (synchronised) as IR; "" for a lowering whose schedule is not Kernel IR yet (head rows,
     attention)."""
     ex = unit.lowered.extra
@@ -122,7 +138,7 @@ def schedule_text(spec, unit, key) -> str:
 def kernel_ir_text(spec, g, key=None) -> str:
     """The lowered kernel of specialisation `key` of `spec` (graph `g` is its tensor IR) as canonical text: the
     family's layout line, then its Kernel IR (`opgen graph --stage kernel`). Raises NoKernel."""
-    from opgen.passes.pipeline import compile_unit
+    from opgen.tiling.pipeline import compile_unit
 
     u = compile_unit(spec, key=key, until="lower", only_key0=True)
     return f"family {u.family.name}: {u.family.layout_text(u.layout)}\n" + u.family.program_text(u.lowered, u.key0)

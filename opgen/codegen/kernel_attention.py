@@ -16,6 +16,7 @@ import itertools
 from opgen.codegen.tilingkey import TilingKey, emit_tiling_keys
 from opgen.ir.dtypes import dtype_name
 from opgen.kernel import kir
+from opgen.kernel.attention import AttentionFamily
 from opgen.kernel.attnclass import CTYPE, UNIT_DENSE, UNIT_DOC, UNIT_SELECTED
 from opgen.names import cpp_name, kernel_entry, op_snake
 
@@ -87,3 +88,6 @@ def _dedupe(vs):
     if len({cls for _c, cls in out}) == 1:
         return [("true", out[0][1])]
     return out
+
+
+AttentionFamily.install(emit=emit_attention_kernel)

@@ -51,4 +51,4 @@ def emit_cube_kernel(spec, lowered, tiling) -> dict[str, str]:
     }
 
 
-kcube.install(emit=emit_cube_kernel)
+kcube.CubeFamily.install(emit=emit_cube_kernel)

@@ -15,7 +15,7 @@ from opgen.errors import SpecError
 from opgen.ir.dims import shape_str
 from opgen.ir.dtypes import DTypeVar
 from opgen.names import op_snake, spec_path
-from opgen.passes.pipeline import kernel_build
+from opgen.tiling.pipeline import kernel_build
 from opgen.names import c_printf, cpp_name
 from opgen.tiling.emit import (attr_key_cpp, by_attr_key_cpp, dim_bounds, dim_cpp, exact_products, float_bits,
                                input_label)
@@ -213,7 +213,7 @@ def _shape_refs(spec, reads) -> list[tuple[str, int, bool]]:
 
 def emit_tiling_files(spec) -> dict[str, str]:
     """The codegen emitter (opgen.codegen.EMITTERS): the tiling files of `spec` from its kernel build
-    (opgen.passes.pipeline.kernel_build: the family's tiling program, its inputs, proven to fit by the
+    (opgen.tiling.pipeline.kernel_build: the family's tiling program, its inputs, proven to fit by the
     plan_buffers pass).
 
     Raises NoKernel (no family lowers the spec) or SpecError (UB overflow at the dim's declaration line)."""

@@ -126,7 +126,7 @@ def ut_cases(spec) -> list[UtCase]:
 
 def _twin(spec, case: UtCase, platform) -> dict:
     """The tiling program's values for `case` on `platform` (what the TilingFunc writes)."""
-    from opgen.passes.pipeline import kernel_build
+    from opgen.tiling.pipeline import kernel_build
     from opgen.tiling.emit import evaluate
 
     t = kernel_build(spec).tiling
@@ -141,7 +141,7 @@ def _key_parts(value: int) -> tuple[int, int, int]:
 def ut_context(spec) -> dict:
     """Template data of the UT sources."""
     from opgen.codegen.layout import kernel_ut_soc, repository
-    from opgen.passes.pipeline import kernel_build
+    from opgen.tiling.pipeline import kernel_build
     from opgen.platforms import get_platform
     from opgen.tiling.emit import SYS_WORKSPACE_BYTES, attr_key
 

@@ -31,7 +31,6 @@ from opgen.errors import IRError
 from opgen.ir.dims import Sym, as_dim
 from opgen.ir.dtypes import DTypeVar, dtype_name
 from opgen.kernel import kir
-from opgen.kernel.attnclass import attention_classes
 from opgen.kernel.family import Family, Lowered, register
 from opgen.kernel.kir_sync import place_syncs_memo, strip_syncs
 from opgen.kernel.rowlayout import Unsupported
@@ -275,42 +274,6 @@ def _dense_layout(g, s, q, k, root, vals) -> AttentionLayout:
     return AttentionLayout(tuple((r, roles[r]) for r in DENSE_ROLES), q, k, v, "", (), None, qdt.name, "dense", form)
 
 
-def attention_counts(programs, pipelined) -> object:
-    """AttentionCounts (opgen.tiling.attention) of lowered programs: the maxima over them of registers, queues, workspace tiles
-    and L1 buffers; slots = 2 when the AIC pipelines two units; post when an output is finished from a workspace."""
-    from opgen.tiling.attention import AttentionCounts
-
-    top: dict = {}
-    heads, gathers = [], []
-    for p in programs:
-        pv = len(p.tile_cols)   # the [rows, Dv] fp32 P V tiles of an online softmax
-        f32 = sum(1 for t in p.tiles.values() if t == "f32") - pv
-        need = {
-            "row_regs": p.nregs.get("row", 0), "head_regs": p.nregs.get("head", 0),
-            "tile_stores": sum(1 for i in p.vector if i.kind == "st_tile"),
-            "stat8": sum(1 for i in p.vector if i.kind == "st_stat8"),
-            "scratch": int(any(i.kind == "rmax" for i in p.vector)),
-            "unit_stats": len(p.stats),
-            "f32_tiles": f32, "t_tiles": len(p.tiles) - f32 - pv, "pv_tiles": pv, "online": int(p.online),
-            "l1_tiles": sum(1 for b in p.l1 if b.role == "tile"),
-            "slots": 2 if pipelined(p) else 1, "post": int(bool(p.post)),
-        }
-        for k, v in need.items():
-            top[k] = max(top.get(k, 0), v)
-        for role, acc in (("heads", heads), ("gather", gathers)):   # a D buffer holds a Dv row too (Dv <= D)
-            got = [b.cols for b in p.l1 if b.role == role]
-            for j, c in enumerate(got):
-                if j == len(acc):
-                    acc.append(c)
-                elif c == "D":
-                    acc[j] = "D"
-    top["post"] = bool(top.get("post"))
-    top["dense"] = any(p.keyset == "dense" for p in programs)
-    top["mask_in"] = int(any(i.kind == "mask_in" for p in programs for i in p.vector))
-    return AttentionCounts(l1_heads=tuple(heads), l1_gathers=tuple(gathers),
-                     **{k: top.get(k, 0) for k in AttentionCounts.__dataclass_fields__ if k not in ("l1_heads", "l1_gathers")})
-
-
 @register
 class AttentionFamily(Family):
     """Attention over a key set, dense or selected blocks (module docstring)."""
@@ -363,25 +326,7 @@ class AttentionFamily(Family):
                 raise Unsupported(g.outputs[0][1], "", str(e)) from None
         return Lowered(self.name, layout, progs)
 
-    def counts(self, lowered):
-        """AttentionCounts: the maxima over the lowered programs (attention_counts), with the AIC schedule of each."""
-        from opgen.kernel.attnprog import pipelined
-
-        return attention_counts(lowered.programs.values(), pipelined)
-
-    def tile(self, spec, lowered, counts):
-        """The forward or backward tiling program of opgen.tiling.attention (backward: outputs finished from a workspace
-        by a final pass), its inputs read by role from the layout, and the UB + L1 plan."""
-        from opgen.kernel.family import Tiling
-        from opgen.tiling import attention as tattn
-
-        backward = counts.post
-        prog, plans = (tattn.bwd_program if backward else tattn.fwd_program)(spec.name, counts)
-        inputs = tattn.program_inputs(lowered.layout, spec, deterministic=backward)
-        doc = (f"Tiling of {spec.name}: attention family, {'backward' if backward else 'forward'} mixed AIC/AIV "
-               f"kernel (1 AIC : 2 AIV), units of (token, kv head, head group).")
-        lowered.extra["aclasses"] = attention_classes(spec, lowered, tattn.attn_plan(spec, lowered, counts, inputs))
-        return Tiling(prog, inputs, {1: plans["ub"] + plans["l1"]}, doc)
+    # counts and tile are installed by opgen.tiling.attention, emit by opgen.codegen.kernel_attention
 
     def synchronise(self, lowered):
         """Each kernel class (built by `tile`, opgen.kernel.attnclass) with the syncs the dependency pass places
@@ -397,12 +342,6 @@ class AttentionFamily(Family):
             if key in c.keys:
                 return kir.to_text(c.kclass)
         return self.program_text(lowered, key)
-
-    def emit(self, spec, lowered, tiling) -> dict:
-        """op_kernel/<op>.h and .cpp (opgen.codegen.kernel_attention)."""
-        from opgen.codegen.kernel_attention import emit_attention_kernel
-
-        return emit_attention_kernel(spec, lowered, tiling)
 
     def program_text(self, lowered, key) -> str:
         """The AttentionProgram of `key` as canonical text, each matmul and vector instruction with its spec location."""

@@ -38,7 +38,6 @@ from __future__ import annotations
 
 from dataclasses import dataclass
 
-from opgen.errors import OpgenError
 from opgen.ir.dims import Constraint, Fn, Lit, Sym
 from opgen.ir.dtypes import DTypeVar, dtype_name
 from opgen.kernel import kir as K
@@ -662,24 +661,6 @@ def _vector_part(lay: GemmLayout, prog: EpiProgram, lets: tuple, out_t: str, off
     return tuple(locs), tuple(gms), vector
 
 
-_BACKEND: dict = {}
-"""The later stages' parts of the family: {"tile": fn(spec, lowered, counts) -> Tiling, "emit": fn(spec, lowered,
-tiling) -> {path: text}}, installed by opgen.tiling.cube and opgen.codegen.kernel_cube when imported."""
-
-
-def install(**parts) -> None:
-    """Install the family's tiling ("tile") or emission ("emit") function (called by the later stages' modules)."""
-    _BACKEND.update(parts)
-
-
-def _backend(part: str):
-    fn = _BACKEND.get(part)
-    if fn is None:
-        mod = {"tile": "opgen.tiling.cube", "emit": "opgen.codegen.kernel_cube"}[part]
-        raise OpgenError(f"cube family: its {part} stage ({mod}) is not loaded; import {mod.rsplit('.', 1)[0]}")
-    return fn
-
-
 @dataclass(frozen=True)
 class CubeCounts:
     """What a GEMM kernel holds on chip: its L1 / L0 buffers are the base tiles (opgen.tiling.cube), one of each
@@ -754,14 +735,6 @@ class CubeFamily(Family):
             return CubeCounts(out_f32=lay.out_dtype == "f32")
         ep = epilogue_program(lay)
         return CubeCounts(out_f32=lay.out_dtype == "f32", epi_row_bytes=ep.row_bytes(), epi_col_bytes=ep.col_bytes())
-
-    def tile(self, spec, lowered, counts):
-        """opgen.tiling.cube's program (installed)."""
-        return _backend("tile")(spec, lowered, counts)
-
-    def emit(self, spec, lowered, tiling) -> dict:
-        """opgen.codegen.kernel_cube's files (installed)."""
-        return _backend("emit")(spec, lowered, tiling)
 
     def program_text(self, lowered, key) -> str:
         """The Kernel IR text of the class."""

@@ -17,6 +17,9 @@ A family is one schedule template plus its analysis. Every family implements one
   emit(spec, lowered, tiling)     {path: text} of op_kernel/
   program_text(lowered, key)      canonical text of one specialisation's Kernel IR (`opgen graph --stage kernel`)
 
+`tile` (and `counts`, where the counts are the tiling's summary) belong to the tiling stage and `emit` to codegen:
+the modules there install them into the family class (`Family.install`), so nothing here imports a later stage.
+
 `families()` returns THE list (the family modules `register` into it), tried in order; the first whose match returns a layout lowers the spec. Nothing here or
 in a family knows an operator's name: the families look at shapes, ops and the dataflow of the fused graph.
 What belongs to one operator is declared in its spec (`OpSpec.kernel_checks`: the device-data rules its kernel
@@ -108,18 +111,41 @@ class Family:
         not Kernel IR classes."""
         return lowered
 
+    @classmethod
+    def install(cls, **parts) -> None:
+        """Install this family's parts that belong to a later stage (docs/design.md "Packages flow one way"): the
+        tiling stage's `counts` (fn(lowered) -> counts) and `tile` (fn(spec, lowered, counts) -> Tiling), the
+        codegen stage's `emit` (fn(spec, lowered, tiling) -> {path: text}). The module of that stage calls it when
+        imported (opgen/tiling/__init__.py, opgen/codegen/kernel.py import every such module), so the kernel stage
+        never imports a later one. Raises OpgenError for a part name outside STAGE_OF."""
+        bad = sorted(set(parts) - set(STAGE_OF))
+        if bad:
+            raise OpgenError(f"{cls.name} family: no installable part {', '.join(bad)} (parts: {', '.join(STAGE_OF)})")
+        if "_installed" not in cls.__dict__:   # one table per family class, not shared through the base
+            cls._installed = {}
+        cls._installed.update(parts)
+
+    def _stage(self, part: str):
+        """The installed function of `part`. Raises OpgenError naming the package to import when that stage's
+        module was not loaded."""
+        fn = type(self).__dict__.get("_installed", {}).get(part)
+        if fn is None:
+            raise OpgenError(f"{self.name} family: its {part} part is not installed; import {STAGE_OF[part]}")
+        return fn
+
     def counts(self, lowered: Lowered):
-        """What the lowered programs hold on chip: the maximum over the specialisations."""
-        raise NotImplementedError
+        """What the lowered programs hold on chip: the maximum over the specialisations (the installed `counts`
+        unless the family computes them at the kernel stage)."""
+        return self._stage("counts")(lowered)
 
     def tile(self, spec, lowered: Lowered, counts) -> Tiling:
         """The tiling program, how the TilingFunc reads its inputs and the buffer plans, from the counts and the
-        layout. Raises Unsupported."""
-        raise NotImplementedError
+        layout (the installed `tile`). Raises Unsupported."""
+        return self._stage("tile")(spec, lowered, counts)
 
     def emit(self, spec, lowered: Lowered, tiling: Tiling) -> dict:
-        """{path: text} of op_kernel/."""
-        raise NotImplementedError
+        """{path: text} of op_kernel/ (the installed `emit`)."""
+        return self._stage("emit")(spec, lowered, tiling)
 
     def program_text(self, lowered: Lowered, key) -> str:
         """Canonical text of the Kernel IR of specialisation `key`."""
@@ -139,6 +165,9 @@ class Family:
         d = counts.as_dict() if hasattr(counts, "as_dict") else vars(counts)
         return f"counts {self.name} {{\n" + "".join(f"  {k} {v}\n" for k, v in d.items()) + "}\n"
 
+
+STAGE_OF = {"counts": "opgen.tiling", "tile": "opgen.tiling", "emit": "opgen.codegen"}
+"""The package whose modules install each later-stage part of a family (Family.install)."""
 
 _REGISTERED: list[type] = []
 

@@ -48,7 +48,7 @@ turns in core order for their dKsel / dVsel matmuls and atomic adds, separated b
 (CrossCoreSetFlag<0> + CrossCoreWaitFlag). No extra workspace; the turns serialise that part of the backward.
 dq is deterministic in both (each unit owns its rows, accumulated in L0C).
 
-The programs are built from the counts of the lowered programs (opgen.kernel.attention.attention_counts) and read their
+The programs are built from the counts of the lowered programs (attention_counts) and read their
 inputs by role (`program_inputs`: the attention layout's dims). GM traffic: opgen/check counts it (emulation byte
 counters); the reference's estimate of CANN's kernels is declared by the spec (OpSpec.gm_reference).
 """
@@ -59,8 +59,10 @@ from dataclasses import dataclass
 
 from opgen.errors import SpecError
 from opgen.ir.dims import Lit, Sym
-from opgen.kernel.attnclass import FIELD_OF_ROLE, AttnPlan
-from opgen.kernel.attnprog import DENSE_BLOCK, shape_key
+from opgen.kernel.attention import AttentionFamily
+from opgen.kernel.attnclass import FIELD_OF_ROLE, AttnPlan, attention_classes
+from opgen.kernel.attnprog import DENSE_BLOCK, pipelined, shape_key
+from opgen.kernel.family import Tiling
 from opgen.platforms import PLATFORMS
 from opgen.tiling.buffers import Buffer, fixed_bytes, row_bytes
 from opgen.tiling.program import TilingProgram, align_up, ceil_div, emax, emin, lit, select
@@ -255,6 +257,41 @@ class AttentionCounts:
     #                       Select keeps its scratch at 184 KB of UB: SELECT_SCRATCH_BYTES left free)
 
 
+def attention_counts(programs, pipelined) -> AttentionCounts:
+    """AttentionCounts of lowered programs (opgen.kernel.attnprog.AttentionProgram): the maxima over them of
+    registers, queues, workspace tiles and L1 buffers; slots = 2 when `pipelined(program)` (the AIC pipelines two
+    units); post when an output is finished from a workspace."""
+    top: dict = {}
+    heads, gathers = [], []
+    for p in programs:
+        pv = len(p.tile_cols)   # the [rows, Dv] fp32 P V tiles of an online softmax
+        f32 = sum(1 for t in p.tiles.values() if t == "f32") - pv
+        need = {
+            "row_regs": p.nregs.get("row", 0), "head_regs": p.nregs.get("head", 0),
+            "tile_stores": sum(1 for i in p.vector if i.kind == "st_tile"),
+            "stat8": sum(1 for i in p.vector if i.kind == "st_stat8"),
+            "scratch": int(any(i.kind == "rmax" for i in p.vector)),
+            "unit_stats": len(p.stats),
+            "f32_tiles": f32, "t_tiles": len(p.tiles) - f32 - pv, "pv_tiles": pv, "online": int(p.online),
+            "l1_tiles": sum(1 for b in p.l1 if b.role == "tile"),
+            "slots": 2 if pipelined(p) else 1, "post": int(bool(p.post)),
+        }
+        for k, v in need.items():
+            top[k] = max(top.get(k, 0), v)
+        for role, acc in (("heads", heads), ("gather", gathers)):   # a D buffer holds a Dv row too (Dv <= D)
+            got = [b.cols for b in p.l1 if b.role == role]
+            for j, c in enumerate(got):
+                if j == len(acc):
+                    acc.append(c)
+                elif c == "D":
+                    acc[j] = "D"
+    top["post"] = bool(top.get("post"))
+    top["dense"] = any(p.keyset == "dense" for p in programs)
+    top["mask_in"] = int(any(i.kind == "mask_in" for p in programs for i in p.vector))
+    return AttentionCounts(l1_heads=tuple(heads), l1_gathers=tuple(gathers),
+                     **{k: top.get(k, 0) for k in AttentionCounts.__dataclass_fields__ if k not in ("l1_heads", "l1_gathers")})
+
+
 def ub_plan(c: AttentionCounts, row_cap, head_cap, sub_rows, t_bytes) -> list[Buffer]:
     """The AIV buffers, in the order the kernel allocates them (names are the kernel's members)."""
     plan = [Buffer("rowBuf", "TBuf<VECCALC>", c.row_regs, True, row_cap, 4, "fp32 key-row registers")]
@@ -432,3 +469,25 @@ def attn_plan(spec, lowered, counts: AttentionCounts, inputs: dict):
     return AttnPlan(slots=counts.slots, det="deterministic" in inputs, det_strategy=DETERMINISTIC, ws_align=WS_ALIGN,
                     post_offsets=tuple(offs.items()), post_sizes=tuple(sizes.items()), l0c_acc=L0C_ACC,
                     l0a=CUBE["l0a"], l0b=CUBE["l0b"], l0c=CUBE["l0c"])
+
+
+def _counts(lowered) -> AttentionCounts:
+    """AttentionFamily.counts (installed): attention_counts of the lowered programs, with the AIC schedule of
+    each (opgen.kernel.attnprog.pipelined)."""
+    return attention_counts(lowered.programs.values(), pipelined)
+
+
+def _tile(spec, lowered, counts: AttentionCounts) -> Tiling:
+    """AttentionFamily.tile (installed): the forward or backward tiling program (backward: outputs finished from a
+    workspace by a final pass), its inputs read by role from the layout, the UB + L1 plan; builds the kernel
+    classes (opgen.kernel.attnclass.attention_classes) from the plan, into lowered.extra["aclasses"]."""
+    backward = counts.post
+    prog, plans = (bwd_program if backward else fwd_program)(spec.name, counts)
+    inputs = program_inputs(lowered.layout, spec, deterministic=backward)
+    doc = (f"Tiling of {spec.name}: attention family, {'backward' if backward else 'forward'} mixed AIC/AIV "
+           f"kernel (1 AIC : 2 AIV), units of (token, kv head, head group).")
+    lowered.extra["aclasses"] = attention_classes(spec, lowered, attn_plan(spec, lowered, counts, inputs))
+    return Tiling(prog, inputs, {1: plans["ub"] + plans["l1"]}, doc)
+
+
+AttentionFamily.install(counts=_counts, tile=_tile)

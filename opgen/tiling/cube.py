@@ -147,4 +147,4 @@ def cube_tiling(spec, lowered, counts) -> Tiling:
     return Tiling(prog, inputs, {STRATEGY: plan}, doc, "no L1/L0 tiling of {op} holds this shape")
 
 
-kcube.install(tile=cube_tiling)
+kcube.CubeFamily.install(tile=cube_tiling)

@@ -1,0 +1,109 @@
+"""The rows family's tiling-stage parts (docs/design.md "Packages flow one way"), installed into
+opgen.kernel.rows.RowsFamily when this module is imported (opgen/tiling/__init__.py imports it):
+
+    counts   a parts lowering's HeadCounts (opgen.tiling.headkernel.spec_counts; a rows lowering's RowCounts are
+             the kernel stage's, opgen.kernel.rowcounts)
+    tile     `rows_tiling` (one anchor domain: opgen.tiling.rowkernel's ROW_SPLIT / COL_SPLIT / COL_STREAM program)
+             or opgen.tiling.headkernel.head_tiling (parts)
+
+Building the tiling also builds each variant's Kernel IR class (opgen.kernel.rowclass.class_ir): the class reads
+the strategies the tiling program decides. Units: elements unless a name ends in Bytes.
+"""
+
+from __future__ import annotations
+
+from opgen.dsl.keys import attr_key
+from opgen.ir.dims import Lit
+from opgen.kernel import rowprog
+from opgen.kernel.family import Tiling
+from opgen.kernel.rowclass import DimFields, class_ir
+from opgen.kernel.rowlayout import RowLayout, Unsupported
+from opgen.kernel.rows import RowsFamily, variants_of
+from opgen.tiling.headkernel import head_tiling, spec_counts
+from opgen.tiling.rowkernel import program, streamable, with_streaming
+
+
+def rows_tiling(spec, lowered, counts):
+    """The Tiling of a rows kernel: opgen.tiling.rowkernel's program for `counts`, its inputs read from the layout's
+    extents, the dtype variables, the float attributes the programs use and the dim fields of the views."""
+    lay = lowered.layout
+    variants = variants_of(spec, lowered)
+    dims = DimFields(lay)
+    layouts = lowered.extra.get("layouts")
+    if layouts:              # specialisations on several row domains: one DimFields per domain, one set of fields
+        per = {}
+        for v in variants:
+            key = next(k for k, p in lowered.programs.items() if p is v.prog)
+            v.dims = per.setdefault(id(layouts[key]), DimFields(layouts[key], dims))
+    for v in variants:       # its Kernel IR class; registers every dim the addressing reads, in emission order
+        v.ctx = class_ir(spec, v, v.dims or dims)
+    attrs = sorted({a for v in variants for i in rowprog.all_instrs(v.prog) for a in rowprog.attr_names(i.arg)})
+    decl = {a.name: a for a in spec.attrs}
+    for a in attrs:
+        if decl[a].type is not float:
+            raise Unsupported(a, decl[a].loc if hasattr(decl[a], "loc") else "",
+                              f"runtime attribute {a} of type {decl[a].type.__name__} inside the kernel; the rows "
+                              f"family takes float attributes")
+    dvars = tuple(c.name for c in spec.dtype_table)
+    extra = tuple((n, f"{doc}: {e}") for n, e, doc in dims.items())
+    doc = f"Tiling of {spec.name}: rows family, {lay.text()}; ROW_SPLIT / COL_SPLIT."
+    prog, plans = program(spec.name, counts, dvars, tuple(attrs), extra)
+    inputs = {"rows": lay.rows_extent(), "seq": lay.seq_extent(), "batch": lay.batch_extent(),
+              "hidden": lay.hidden_extent(), "dtypeKey": ("dtype_key",), "attrKey": ("attr_key",),
+              "coreNum": ("platform", "coreNum"), "ubBytes": ("platform", "ubBytes")}
+    if layouts:   # the domain's extents of the specialisation that runs, chosen by its attrKey
+        names = [a.name for a in spec.static_attrs]
+        by_ak = {}
+        for key, kl in layouts.items():
+            by_ak.setdefault(attr_key(spec, dict(zip(names, key.static))), kl)
+        doc = (f"Tiling of {spec.name}: rows family, by attrKey: " +
+               "; ".join(f"{ak}: {kl.text()}" for ak, kl in sorted(by_ak.items())) + "; ROW_SPLIT / COL_SPLIT.")
+        for name, ext in (("rows", RowLayout.rows_extent), ("seq", RowLayout.seq_extent),
+                          ("batch", RowLayout.batch_extent), ("hidden", RowLayout.hidden_extent)):
+            picks = tuple((ak, ext(kl)) for ak, kl in sorted(by_ak.items()))
+            if len({str(e) for _ak, e in picks}) > 1:
+                inputs[name] = ("by_attr_key", picks)
+    for v in dvars:
+        inputs[f"{v}Bytes"] = ("bytes", v)
+    for a in attrs:
+        inputs[f"{a}Attr"] = ("attr_bits", a)
+    for n, e, _doc in dims.items():
+        inputs[f"{n}Dim"] = e
+    if layouts:   # a field only some domains address is read for their attrKeys only (0 for the others)
+        users = {}
+        for v in variants:
+            for ak, _cond in v.serves:
+                users.setdefault(ak, set()).update(v.dims.used)
+        for n, e, _doc in dims.items():
+            if not all(n in used for used in users.values()):
+                inputs[f"{n}Dim"] = ("by_attr_key", tuple((ak, e if n in used else Lit(0))
+                                                          for ak, used in sorted(users.items())))
+    if streamable(counts):
+        prog, plans, proven = with_streaming(spec, inputs, prog, plans, lambda: program(
+            spec.name, counts, dvars, tuple(attrs), extra, stream=True))
+        if proven is None:   # the spec's rows can outgrow UB: every class has COL_STREAM
+            doc = doc.removesuffix("; ROW_SPLIT / COL_SPLIT.") + "; ROW_SPLIT / COL_SPLIT / COL_STREAM."
+            for v in variants:
+                v.stream = True
+                v.ctx = class_ir(spec, v, v.dims or dims)   # with its ColStream method
+    else:
+        proven = None
+    for v in variants:
+        v.kclass = v.ctx["row_split_ir"]
+    lowered.extra.update(variants=variants, dims=dims)
+    return Tiling(prog, inputs, plans, doc, proven=proven)
+
+
+def _tile(spec, lowered, counts) -> Tiling:
+    """RowsFamily.tile: rows_tiling for a RowLayout, head_tiling for a parts layout. Raises Unsupported."""
+    if isinstance(lowered.layout, RowLayout):
+        return rows_tiling(spec, lowered, counts)
+    return head_tiling(spec, lowered, counts)
+
+
+def _parts_counts(lowered):
+    """RowsFamily.counts of a parts lowering: the HeadCounts of its head-row programs."""
+    return spec_counts(lowered.extra["heads"])
+
+
+RowsFamily.install(counts=_parts_counts, tile=_tile)
