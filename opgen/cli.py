@@ -157,7 +157,7 @@ def _load_npz(path: str, keep_binding: bool = False) -> dict:
     x itemsize the archive member holds and the available memory can take. The reserved DTYPES_ENTRY is left out
     (keep_binding: kept; _load_inputs reads it). Raises OpgenError / ValidationError
     naming --inputs (and the array) and the rule."""
-    from opgen.resources import human_bytes, require_memory
+    from opgen.resources import human_bytes, require_memory  # lazy: start-up time
 
     if os.path.isdir(path):
         raise OpgenError(f"--inputs: {path} is a directory, not an .npz file")
@@ -312,7 +312,7 @@ def _note_nonfinite_attrs(spec, attrs: dict) -> None:
 
 def cmd_list(args) -> int:
     """`opgen list`: one line per bundled operator (OpDef, aclnn API, counts, SoCs) plus its dtype rows."""
-    from opgen.registry import all_specs
+    from opgen.registry import all_specs  # lazy: start-up time
 
     for s in all_specs():
         combos = "; ".join(",".join(f"{k}={v.long_name}" for k, v in r.items()) for r in s.dtype_rows)
@@ -324,9 +324,9 @@ def cmd_list(args) -> int:
 
 def cmd_interpret(args) -> int:
     """`opgen interpret`: validate, run the interpreter, write outputs (float32) to --out. Raises OpgenError."""
-    from opgen.dsl.examples import implied_attrs, parse_dims, random_inputs
-    from opgen.interp import run_graph
-    from opgen.registry import load_spec
+    from opgen.dsl.examples import implied_attrs, parse_dims, random_inputs  # lazy: start-up time
+    from opgen.interp import run_graph  # lazy: start-up time
+    from opgen.registry import load_spec  # lazy: start-up time
 
     if args.mode not in ("device", "exact"):
         raise ValidationError("--mode", f"must be device or exact, got {args.mode!r}")
@@ -359,7 +359,7 @@ def cmd_interpret(args) -> int:
     if args.save_inputs:
         _save_npz(args.save_inputs, inputs, bound.dtypes)
     if args.print_ir:
-        from opgen.ir import print_graph
+        from opgen.ir import print_graph  # lazy: start-up time
 
         print(print_graph(spec.graph(bound.key), locs=True), end="")
     outputs = run_graph(spec.graph(bound.key), bound, args.mode)   # as interpret(), bound once
@@ -392,12 +392,12 @@ def cmd_graph(args) -> int:
     Graphviz DOT or SVG. The specialisation: --attr values (defaults otherwise), required inputs plus the
     optionals named by --present; the first matching key of spec.keys(). Raises OpgenError (unknown pass,
     attribute or input, no such specialisation, svg without Graphviz, no kernel family: NoKernel)."""
-    from opgen.ir.printer import print_graph
-    from opgen.passes.dot import to_dot, to_svg
-    from opgen.passes.pipeline import TimingInstrument, optimize, run, tensor_pass_names
-    from opgen.tiling.pipeline import check_pipeline_pass, compile_unit, print_unit
-    from opgen.passes.select import select_key
-    from opgen.registry import load_spec
+    from opgen.ir.printer import print_graph  # lazy: start-up time
+    from opgen.passes.dot import to_dot, to_svg  # lazy: start-up time
+    from opgen.passes.pipeline import TimingInstrument, optimize, run, tensor_pass_names  # lazy: start-up time
+    from opgen.tiling.pipeline import check_pipeline_pass, compile_unit, print_unit  # lazy: start-up time
+    from opgen.passes.select import select_key  # lazy: start-up time
+    from opgen.registry import load_spec  # lazy: start-up time
 
     if args.dump_after is not None:
         check_pipeline_pass(args.dump_after)
@@ -428,8 +428,8 @@ def cmd_graph(args) -> int:
             if sched:
                 sys.stdout.write("schedule (Kernel IR; the op_kernel class is printed from it):\n" + sched)
         else:
-            from opgen.kernel import print_plan
-            from opgen.passes.pipeline import plan
+            from opgen.kernel import print_plan  # lazy: start-up time
+            from opgen.passes.pipeline import plan  # lazy: start-up time
 
             sys.stdout.write(print_plan(plan(g, u.tiling.program)))
             sys.stdout.write(f"family {u.family.name}: {u.family.layout_text(u.layout)}\n")
@@ -439,8 +439,8 @@ def cmd_graph(args) -> int:
             sys.stderr.write(timing[0].report())
         return 0
     if args.dump_after is None and args.stage == "fused":
-        from opgen.kernel import print_plan
-        from opgen.passes.pipeline import plan
+        from opgen.kernel import print_plan  # lazy: start-up time
+        from opgen.passes.pipeline import plan  # lazy: start-up time
 
         if args.format != "text":
             raise OpgenError("--stage fused: only --format text shows the Kernel IR")
@@ -449,8 +449,8 @@ def cmd_graph(args) -> int:
     launch_plan = None
     if args.dump_after is not None:
         if args.dump_after == "fuse":
-            from opgen.kernel import print_plan
-            from opgen.passes.pipeline import plan
+            from opgen.kernel import print_plan  # lazy: start-up time
+            from opgen.passes.pipeline import plan  # lazy: start-up time
 
             launch_plan = print_plan(plan(g))
         g = run(g, until=args.dump_after)
@@ -467,7 +467,7 @@ def cmd_graph(args) -> int:
 
 def _specs_for(ops):
     """The specs named on the command line (OpDef names or spec paths), or every bundled spec."""
-    from opgen.registry import all_specs, load_spec
+    from opgen.registry import all_specs, load_spec  # lazy: start-up time
 
     return [load_spec(op) for op in ops] if ops else all_specs()
 
@@ -493,7 +493,7 @@ def _jobs_option(parser) -> None:
 def _spec_sources(ops):
     """What generate/diff work on: every bundled spec FILE when no OP is named (so the generation cache can
     answer without loading a spec), else the named specs. Raises OpgenError (no specs directory, unknown op)."""
-    from opgen.registry import spec_files
+    from opgen.registry import spec_files  # lazy: start-up time
 
     return _specs_for(ops) if ops else spec_files()
 
@@ -514,8 +514,8 @@ def cmd_bench(args) -> int:
     import json
     import time
 
-    from opgen.bench import run_all
-    from opgen.bench.report import markdown, write, write_partial
+    from opgen.bench import run_all  # lazy: start-up time
+    from opgen.bench.report import markdown, write, write_partial  # lazy: start-up time
 
     repeat = args.repeat if args.repeat is not None else (1 if args.quick else 3)
     only = [x for part in (args.only or []) for x in part.split(",") if x]
@@ -554,9 +554,9 @@ def cmd_bench(args) -> int:
 def cmd_generate(args) -> int:
     """`opgen generate [OP...] [--out DIR]`: write each op's package to DIR/<op_snake>/ (default generated/),
     removing stale files inside those op directories only. Deterministic (opgen.codegen)."""
-    from opgen.codegen import default_out_dir, write_ops
+    from opgen.codegen import default_out_dir, write_ops  # lazy: start-up time
 
-    from opgen.progress import Progress
+    from opgen.progress import Progress  # lazy: start-up time
 
     out = args.out if args.out is not None else str(default_out_dir())   # "" is refused, not the default
     progress = Progress("opgen generate", args.progress or None)
@@ -590,22 +590,22 @@ def cmd_diff(args) -> int:
     (opgen.codegen.review), so lines that only moved show no hunks; --traces compares the exact text. The first
     form (the CI staleness check) always compares the exact bytes: a stale trace in generated/ is a difference.
     Raises OpgenError (exit 2): unknown revision, a spec that does not load (its one-line error), bad usage."""
-    from opgen.codegen import generate_all, default_out_dir, diff_ops, op_snake
-    from opgen.codegen import review
+    from opgen.codegen import generate_all, default_out_dir, diff_ops, op_snake  # lazy: start-up time
+    from opgen.codegen import review  # lazy: start-up time
 
     color = _use_color(args.color)
     sources = None   # None: exact text; (old, new) spec sources: traces compared by statement
     if args.rev is not None:
         if args.out:
             raise OpgenError("--rev: compares two revisions' output; --out (a directory to compare) does not apply")
-        from opgen.codegen.revision import packages_at
+        from opgen.codegen.revision import packages_at  # lazy: start-up time
 
         old_src: dict = {}
         commit, old = packages_at(args.rev, args.op, sources=old_src)
         new = {op_snake(name): files for name, files in generate_all(_spec_sources(args.op), jobs=args.jobs)}
         pairs = review.pair_trees(old, new)
         if not args.traces:
-            from opgen.registry import specs_dir
+            from opgen.registry import specs_dir  # lazy: start-up time
 
             new_paths = [*sorted(specs_dir().glob("*.py")), *(Path(o) for o in args.op if Path(o).is_file())]
             sources = (old_src, review.spec_sources(new_paths))
@@ -613,8 +613,8 @@ def cmd_diff(args) -> int:
     elif _spec_pair(args.op) and not args.out:
         import shutil
 
-        from opgen.names import spec_path
-        from opgen.registry import load_spec
+        from opgen.names import spec_path  # lazy: start-up time
+        from opgen.registry import load_spec  # lazy: start-up time
 
         old_spec, new_spec = (load_spec(o) for o in args.op)   # errors name the files as given
         import tempfile
@@ -632,7 +632,7 @@ def cmd_diff(args) -> int:
             if not args.traces:   # each side's traces resolved against its own spec text
                 sources = (review.spec_sources([copy]), review.spec_sources([Path(new_spec.file)]))
         a_files = review.align_spec_names(a_files, names[0], names[1])
-        from opgen.codegen.provenance import RECORD
+        from opgen.codegen.provenance import RECORD  # lazy: start-up time
 
         # every edit changes the provenance record's spec digest: not what the edit changes in the package
         a_files, b_files = ({k: v for k, v in f.items() if k != RECORD} for f in (a_files, b_files))
@@ -649,7 +649,7 @@ def cmd_diff(args) -> int:
                 return 1
             print(f"opgen diff: {out} is up to date", file=sys.stderr)
             return 0
-        from opgen.codegen.revision import read_tree
+        from opgen.codegen.revision import read_tree  # lazy: start-up time
 
         new = {op_snake(name): files for name, files in generate_all(_spec_sources(args.op), jobs=args.jobs)}
         on_disk = read_tree(out) if out.is_dir() else {}
@@ -712,9 +712,9 @@ def cmd_check(args) -> int:
     other errors raise OpgenError."""
     import json
 
-    from opgen.check import AclnnRejected, BuildError, KernelTrapped, format_text, run_check
-    from opgen.dsl.examples import parse_dims
-    from opgen.registry import load_spec
+    from opgen.check import AclnnRejected, BuildError, KernelTrapped, format_text, run_check  # lazy: start-up time
+    from opgen.dsl.examples import parse_dims  # lazy: start-up time
+    from opgen.registry import load_spec  # lazy: start-up time
 
     spec = load_spec(args.op)
     attrs = _kv(args.attr, "--attr")
@@ -736,7 +736,7 @@ def cmd_check(args) -> int:
         inputs, recorded = _load_inputs(args.inputs)
         dtypes = _merge_binding(dtypes, recorded, args.inputs)
     dims = parse_dims(args.dims) if args.dims is not None else None
-    from opgen.progress import Progress
+    from opgen.progress import Progress  # lazy: start-up time
 
     progress = Progress(f"opgen check {spec.name}", args.progress or None)
     try:
@@ -862,7 +862,7 @@ def build_parser() -> argparse.ArgumentParser:
     bp.add_argument("--out", help="directory for the report (default: bench/results at the project root; with "
                     "--quick bench/quick, so a smoke run never overwrites the committed results)")
     bp.set_defaults(fn=cmd_bench)
-    from opgen.platforms import DEFAULT, PLATFORMS
+    from opgen.platforms import DEFAULT, PLATFORMS  # lazy: start-up time
 
     cp = sub.add_parser("check", help="run the emitted TilingFunc and kernel on the CPU emulation and compare "
                         "with the interpreter")

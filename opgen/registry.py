@@ -16,6 +16,9 @@ import sys
 from pathlib import Path
 
 from opgen.errors import OpgenError, SpecError
+from opgen.dsl.diagnostics import from_exception, spec_error, syntax_error
+from opgen.dsl.diagnostics import parsed_tree
+from opgen.dsl.spec import OpSpec
 
 _CACHE: dict[str, object] = {}
 _HELPERS: dict[str, bytes] = {}   # helper file -> the bytes imported (sys.modules holds that version)
@@ -138,8 +141,6 @@ def _load_file(path: Path):
     hit = _CACHE.get(key)
     if hit is not None and hit[0] == snapshot + _derived_snapshot(hit[1]):
         return hit[1]
-    from opgen.dsl.diagnostics import from_exception, spec_error, syntax_error
-    from opgen.dsl.spec import OpSpec
 
     modname = "opgen_spec_" + path.stem
     # absolute: diagnostics re-read the file
@@ -223,7 +224,6 @@ def declared_names(path: Path, top_level_only: bool = False) -> frozenset:
     without executing it; empty when the file does not parse or builds the name at run time. top_level_only:
     only calls that are the value of a module-level statement (`spec = OpSpec(...)`, the usual form: found
     without walking the whole tree)."""
-    from opgen.dsl.diagnostics import parsed_tree
 
     tree = parsed_tree(str(Path(path).resolve()))   # parsed once: the loader's diagnostics read the same tree
     if tree is None:

@@ -40,7 +40,7 @@ def run_all(repeat: int = 3, quick: bool = False, command: str = "opgen bench", 
     PHASES."""
     import time
 
-    from opgen.errors import OpgenError
+    from opgen.errors import OpgenError  # lazy: start-up time
 
     step = progress or (lambda text: None)
     done = on_phase or (lambda res: None)

@@ -41,10 +41,10 @@ def run(repeat: int = 3, quick: bool = False, workloads=None) -> dict:
     import numpy as np
 
     from opgen.bench.common import case_label, compile_bytecode, dims_label, load_workloads
-    from opgen.check.build import default_build_root
-    from opgen.dsl.examples import random_inputs
-    from opgen.interp import interpret
-    from opgen.registry import load_spec
+    from opgen.check.build import default_build_root  # lazy: start-up time
+    from opgen.dsl.examples import random_inputs  # lazy: start-up time
+    from opgen.interp import interpret  # lazy: start-up time
+    from opgen.registry import load_spec  # lazy: start-up time
 
     compile_bytecode()
     w = workloads or load_workloads()

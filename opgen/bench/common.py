@@ -10,8 +10,8 @@ def load_workloads():
     import importlib.util
     from pathlib import Path
 
-    from opgen.errors import OpgenError
-    from opgen.registry import SourceOnlyLoader
+    from opgen.errors import OpgenError  # lazy: start-up time
+    from opgen.registry import SourceOnlyLoader  # lazy: start-up time
 
     path = Path(__file__).resolve().parent.parent.parent / "bench" / "workloads.py"
     if not path.is_file():

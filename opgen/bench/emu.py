@@ -81,9 +81,9 @@ def _interp_seconds(op, dims, attrs, dtypes, seed=0) -> float:
     """Seconds of one device-mode interpretation (opgen.interp.run_graph) of the inputs run_check makes."""
     import time
 
-    from opgen.check.run import make_inputs
-    from opgen.interp import run_graph
-    from opgen.registry import load_spec
+    from opgen.check.run import make_inputs  # lazy: start-up time
+    from opgen.interp import run_graph  # lazy: start-up time
+    from opgen.registry import load_spec  # lazy: start-up time
 
     spec = load_spec(op)
     inputs, full = make_inputs(spec, dims, dict(attrs), dict(dtypes), seed)
@@ -99,7 +99,7 @@ def gm_cases(cases, quick: bool) -> list[dict]:
     spec file (not a bundled spec, so not in generated/) runs on a package generated for this run."""
     import tempfile
 
-    from opgen.codegen import write_ops
+    from opgen.codegen import write_ops  # lazy: start-up time
 
     out = []
     tmp = tempfile.TemporaryDirectory(prefix="opgen-bench-")

@@ -113,7 +113,7 @@ def run(repeat: int = 3, quick: bool = False, ops=()) -> dict:
             serial.append(wall_seconds([py, "-m", "opgen.cli", "generate", *ops, "--jobs", "1", "--out", out], env))
     b, g, r = (statistics.median(x) for x in (bare, gen, regen))
     s1 = statistics.median(serial) if serial else None
-    from opgen.codegen.generation import default_jobs
+    from opgen.codegen.generation import default_jobs  # lazy: start-up time
 
     return {"bare_s": b, "generate_s": g, "generate_serial_s": s1, "jobs": default_jobs(), "regenerate_s": r,
             "ratio": g / b, "ratio_serial": s1 / b if s1 is not None else None, "ratio_cached": r / b,

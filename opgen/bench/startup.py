@@ -64,8 +64,8 @@ def run(repeat: int = 3, quick: bool = False, workloads=None) -> dict:
     and the command lines; interpret also "phases" (module docstring). quick: the STARTUP case's quick dims."""
     from opgen.bench.common import case_label, compile_bytecode, dims_label, load_workloads
     from opgen.bench.generate import wall_seconds
-    from opgen.dsl.examples import random_inputs
-    from opgen.registry import load_spec
+    from opgen.dsl.examples import random_inputs  # lazy: start-up time
+    from opgen.registry import load_spec  # lazy: start-up time
 
     compile_bytecode()
     w = workloads or load_workloads()

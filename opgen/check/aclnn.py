@@ -24,6 +24,7 @@ from opgen.ir.dims import Sym, Variadic, as_dim, eval_shape
 from opgen.ir.dtypes import DType, DTypeVar, dtype_of_array, parse_dtype
 from opgen.dsl.keys import LIST_INT
 from opgen.dsl.validate import resolve_dtypes, unify_shape
+from opgen.dsl.validate import coerce_attr
 
 
 class AclnnRejected(OpgenError):
@@ -284,7 +285,6 @@ def call_attrs(spec, inputs: dict, attrs: dict) -> dict:
     parsed), else the default; a dim-bound attribute without a value takes its dim from the inputs; a
     string without default is None (null). Raises ValidationError for an unknown attribute or a value that
     cannot be parsed as its type (the aclnn call cannot carry it)."""
-    from opgen.dsl.validate import coerce_attr
 
     known = {a.name for a in spec.attrs}
     for k in attrs:
@@ -310,7 +310,6 @@ def with_fixed_attrs(spec, attrs: dict) -> dict:
     """`attrs` with every attribute the public API leaves out (api.fixed) at its fixed value: the aclnn layer
     always passes that value, so the call is judged with it. Raises ValidationError when `attrs` gives another
     value (parsed as the attribute's type) for such an attribute."""
-    from opgen.dsl.validate import coerce_attr
 
     out = dict(attrs)
     for e in spec.aclnn_signature_ or []:
@@ -327,7 +326,6 @@ def with_fixed_attrs(spec, attrs: dict) -> dict:
 def _typed(a, v):
     """Attribute `a`'s value `v` in its declared type (text from --attr parsed), or `v` as given when it does not
     parse (the aclnn layer then reports it)."""
-    from opgen.dsl.validate import coerce_attr
 
     try:
         return v if v is None else coerce_attr(a, v)

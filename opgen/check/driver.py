@@ -17,6 +17,7 @@ buffers, emu::Launch (KERNEL_TYPE_AIV_ONLY), emu::LaunchMix (KERNEL_TYPE_MIX_AIC
 from __future__ import annotations
 
 from opgen.names import c_string
+from opgen.errors import OpgenError
 
 
 LAUNCH = {"KERNEL_TYPE_AIV_ONLY": "0 /* LaunchKind::AivOnly */", "KERNEL_TYPE_MIX_AIC_1_2": "1 /* LaunchKind::Mix12 */",
@@ -31,7 +32,6 @@ def kernel_type(kernel_cpp) -> str:
     import re
     from pathlib import Path
 
-    from opgen.errors import OpgenError
 
     m = re.search(r"KERNEL_TASK_TYPE_DEFAULT\((\w+)\)", Path(kernel_cpp).read_text())
     kind = m.group(1) if m else "KERNEL_TYPE_AIV_ONLY"

@@ -38,6 +38,17 @@ from opgen.dsl.validate import check_input_names
 from opgen.errors import OpgenError, ValidationError
 from opgen.ir.dims import eval_shape
 from opgen.ir.dtypes import DType, DTypeVar
+from opgen.codegen import default_out_dir
+from opgen.codegen.aclnn import device_value_requirements, kernel_traps
+from opgen.codegen.model import OpModel, SOC_ENUM
+from opgen.codegen.provenance import stale_reason
+from opgen.dsl.examples import implied_attrs, random_inputs
+from opgen.interp import run_graph
+from opgen.passes.pipeline import optimize
+from opgen.platforms import DEFAULT, get_platform
+from opgen.registry import load_spec, spec_files
+from opgen.tiling.emit import SYS_WORKSPACE_BYTES
+from opgen.tiling.pipeline import compile_unit
 
 DRIVER_TIMEOUT = 600.0
 """Seconds a launch may take before it counts as hung (a fault)."""
@@ -137,7 +148,6 @@ class KernelTrapped(OpgenError):
 def make_inputs(spec, dims: dict, attrs: dict, dtypes: dict, seed: int = 0) -> tuple[dict, dict]:
     """Valid random inputs from dim values (as `opgen interpret --dims`) and the attributes with the
     dim-bound ones implied by `dims`. Returns (inputs, attrs). Raises ValidationError naming --dims."""
-    from opgen.dsl.examples import implied_attrs, random_inputs
 
     try:
         inputs = random_inputs(spec, dims, attrs, dtypes, seed)
@@ -165,9 +175,7 @@ def select_present(spec, inputs: dict, present) -> dict:
 
 
 def _sources(m, gen_dir) -> Sources:
-    from opgen.codegen import default_out_dir
 
-    from opgen.registry import spec_files
 
     root = Path(gen_dir) if gen_dir is not None else default_out_dir()
     bundled = any(Path(m.spec.file).resolve() == f.resolve() for f in spec_files())
@@ -194,8 +202,6 @@ def generate_command(spec, gen_dir=None) -> str:
     it); `--out ROOT` when gen_dir is given and is not the default generated/."""
     import shlex
 
-    from opgen.codegen import default_out_dir
-    from opgen.registry import spec_files
 
     path = Path(spec.file).resolve()
     bundled = any(path == f.resolve() for f in spec_files())
@@ -214,7 +220,6 @@ def require_current(spec, src: Sources, gen_dir=None) -> None:
     """Raise StalePackage when the package at src.op_dir (when it exists) was generated from another version of
     `spec` or by another opgen version (opgen.codegen.provenance.stale_reason); specs not loaded from a file
     are not compared."""
-    from opgen.codegen.provenance import stale_reason
 
     if not src.op_dir.is_dir() or not getattr(spec, "file", None):
         return
@@ -242,7 +247,6 @@ def _min_gm_bytes(spec, bound, g, slots: list) -> int:
     """The GM bytes a call must move at least (CheckResult.gm_bytes_min): each present device input that the
     specialisation's optimized graph `g` reads, once, in its declared dtype, plus each produced output (`slots`,
     _output_slots) written once."""
-    from opgen.passes.pipeline import optimize
 
     consumed = {x for n in optimize(g).nodes for x in n.inputs}   # inputs the specialisation needs (after DCE)
     total = 0
@@ -385,9 +389,6 @@ def aclnn_verdicts(op, calls: list, *, soc: str | None = None, gen_dir=None, bui
     their defaults), dtypes {"T": "bfloat16", ...}. Returns [(CANN status code, first logged message)] per
     call ((0, "") when accepted); (-1, reason) for a call an aclnn signature cannot carry (an unknown
     attribute, a value not of the attribute's type). Raises OpgenError / BuildError as run_check."""
-    from opgen.codegen.model import SOC_ENUM
-    from opgen.platforms import DEFAULT, get_platform
-    from opgen.registry import load_spec
 
     spec = load_spec(op) if not hasattr(op, "bind") else op
     plat = get_platform(soc or DEFAULT)
@@ -412,8 +413,6 @@ def aclnn_runner(op, *, gen_dir=None, build_root=None, progress: bool = False):
     layer with the harness of opgen.check.aclnn, which reads one call per line (opgen.check.aclnn.encode_call, or
     hand-written tokens, one per public parameter) — for callers that pass what no OpDef-level input expresses
     (a wrong normalizedShape). Raises OpgenError / BuildError as run_check."""
-    from opgen.codegen.model import OpModel
-    from opgen.registry import load_spec
 
     spec = load_spec(op) if not hasattr(op, "bind") else op
     m = OpModel(spec)
@@ -461,11 +460,6 @@ def run_check(op, inputs: dict | None = None, attrs: dict | None = None, dtypes:
     input, attribute or option), BuildError (compile/link error; .output holds the compiler output),
     OpgenError (unknown op or SoC, missing generated files, g++/ninja missing).
     """
-    from opgen.codegen.model import SOC_ENUM, OpModel
-    from opgen.interp import run_graph
-    from opgen.platforms import DEFAULT, get_platform
-    from opgen.registry import load_spec
-    from opgen.tiling.emit import SYS_WORKSPACE_BYTES
 
     spec = load_spec(op) if not hasattr(op, "bind") else op
     plat = get_platform(soc or DEFAULT)
@@ -487,7 +481,6 @@ def run_check(op, inputs: dict | None = None, attrs: dict | None = None, dtypes:
     src = _sources(m, gen_dir)
     require_current(spec, src, gen_dir)   # before anything is built (docs/design.md "Stale packages")
     if not src.kernel_cpp.is_file():   # no kernel emitted: say why when no kernel family lowers the spec
-        from opgen.tiling.pipeline import compile_unit
 
         compile_unit(spec, until="lower", only_key0=True, verify_each=False)
     src.require(kernel=True)
@@ -525,7 +518,6 @@ def run_check(op, inputs: dict | None = None, attrs: dict | None = None, dtypes:
 
     # 2. the spec's own validation, then the interpreter. A broken rule on device data (which the aclnn layer
     # cannot read) goes on to the kernel, which must stop itself with AscendC::Trap().
-    from opgen.codegen.aclnn import device_value_requirements, kernel_traps
 
     violation = None
     try:
@@ -654,7 +646,6 @@ def _run_check_kir(spec, inputs: dict, attrs: dict, dtypes: dict, plat, determin
     emulation's are. The result's variant is "kir"; gm, gm_bytes, cycles and cost stay empty (the interpreter
     counts no bytes or cycles); gm_bytes_min is counted as for the emulation."""
     from opgen.check.kirengine import launch
-    from opgen.interp import run_graph
 
     step = phase or (lambda text: None)
     res = CheckResult(spec.name, plat.name, "kir", inputs=inputs)

@@ -47,6 +47,7 @@ from opgen.ir.dims import Lit, Sym, Variadic, affine_in, as_dim, product_in, sha
 from opgen.ir.dtypes import DTypeVar
 from opgen.dsl.validate import extent_dims
 from opgen.dsl.spec import choice_text
+from opgen.dsl.aclnn import dims_of
 
 NULLPTR = "ACLNN_ERR_PARAM_NULLPTR"
 INVALID = "ACLNN_ERR_PARAM_INVALID"
@@ -720,7 +721,6 @@ class AclnnPlan:
     def _int_array_block(self, a) -> dict:
         """Checks of an extra host array whose values must equal dims (opgen.dsl.aclnn.int_array): its length,
         then its values, once the dims are bound."""
-        from opgen.dsl.aclnn import dims_of
 
         dims = dims_of(a.entry)
         expr, guards = self._splice(dims)
@@ -877,7 +877,6 @@ class AclnnPlan:
     def _param_doc(self, a) -> dict:
         """@param line data of public parameter `a`: direction and text (OpDef name, dtype, shape, role)."""
         if a.kind == "int_array":
-            from opgen.dsl.aclnn import dims_of
 
             return {"cpp": a.cpp, "dir": "in", "text": f"host array of int64 equal to {shape_str(dims_of(a.entry))} "
                     "(checked, not passed to the kernel)"}

@@ -25,6 +25,10 @@ import os
 from pathlib import Path
 
 from opgen.paths import cache_root
+from opgen.dsl.spec import ident_problem
+from opgen.errors import OpgenError
+from opgen.registry import source_digest
+from opgen.registry import specs_dir
 
 _PKG = Path(__file__).resolve().parent.parent          # opgen/
 _TEMPLATES = _PKG.parent / "templates"
@@ -60,9 +64,7 @@ def key(spec_path: Path, spec_digest: str | None = None) -> str:
     """Cache key of the package generated from `spec_path` (see module docstring), also covering the spec's path
     as the banners name it and whether it is bundled; `spec_digest`: the opgen.registry.source_digest the spec
     was loaded from (default: the files as they are now)."""
-    from opgen.registry import source_digest
 
-    from opgen.registry import specs_dir
 
     h = hashlib.sha256(_sources_digest().encode())
     h.update((spec_digest or source_digest(Path(spec_path))).encode())
@@ -92,8 +94,6 @@ def _manifest(k: str, op: str, hashes: dict[str, str]) -> str:
 def _verified(entry, k: str) -> tuple[str, dict[str, str]] | None:
     """(op, files) of a decoded entry when it passes every check of the module docstring, else None."""
     from opgen.codegen.writer import safe_relpath
-    from opgen.dsl.spec import ident_problem
-    from opgen.errors import OpgenError
 
     if not isinstance(entry, dict) or entry.get("key") != k:
         return None

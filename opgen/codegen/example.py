@@ -23,6 +23,7 @@ from opgen.errors import OpgenError, SpecError
 from opgen.ir.dims import eval_shape
 from opgen.ir.dtypes import DType, DTypeVar
 from opgen.dsl.keys import LIST_INT
+from opgen.dsl.examples import random_inputs
 
 EMBED_LIMIT = 256  # float tensors up to this many elements are embedded value by value
 
@@ -75,7 +76,6 @@ def example_case(spec) -> dict:
     """The validated example: dims, attrs, dtype row, inputs, bound env and produced outputs.
 
     Raises SpecError when the example dims are not valid for the spec."""
-    from opgen.dsl.examples import random_inputs
 
     call = spec.example_call_ or {}
     dims = dict(call.get("dims") or _default_dims(spec))

@@ -24,6 +24,9 @@ from opgen.codegen.writer import diff_package, signals_deferred, write_package
 from opgen.errors import ManyErrors, OpgenError
 from opgen.escape import cpp_comment, md_comment, py_comment
 from opgen.codegen.tilingfiles import emit_tiling_files
+from opgen.dsl.spec import ident_problem
+from opgen.registry import helpers_current
+from opgen.registry import load_spec
 
 Emitter = Callable[[object], dict]
 
@@ -113,11 +116,9 @@ def _spec_path(spec_or_path) -> Path:
 def _render_one(spec_or_path) -> tuple[str, dict[str, str], str | None]:
     """(OpDef name, rendered files, source digest or None when the result must not be cached) of one op, loading
     it when given as a path. Raises as `render` and opgen.registry.load_spec."""
-    from opgen.registry import helpers_current
 
     spec = spec_or_path
     if isinstance(spec, (str, Path)):
-        from opgen.registry import load_spec
 
         spec = load_spec(str(spec))
     digest = getattr(spec, "source_digest", None)
@@ -349,7 +350,6 @@ def _op_dirs(results) -> list[str]:
     """The package directory name (op_snake) of each generated (op name, files), in order. Raises OpgenError for
     an op name that is not a valid identifier (e.g. from a corrupt cache entry) and when two ops map to one
     directory (FooBar and Foo_Bar are both foo_bar/): nothing is written then."""
-    from opgen.dsl.spec import ident_problem
 
     seen: dict[str, str] = {}
     out = []

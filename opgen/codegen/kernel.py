@@ -32,6 +32,8 @@ from opgen.codegen.headkernel import emit_head_kernel
 from opgen.kernel.rowlayout import RowLayout
 from opgen.kernel.rows import RowsFamily
 from opgen.names import spec_path
+from opgen.tiling.pipeline import compile_unit
+from opgen.tiling.pipeline import kernel_build
 
 
 def class_context(v: Variant) -> dict:
@@ -114,7 +116,6 @@ def emit_kernel(spec) -> dict[str, str]:
     """The codegen emitter (opgen.codegen.EMITTERS): op_kernel/ of `spec` from its kernel build
     (opgen.tiling.pipeline.kernel_build), printed by the family that lowered it. Raises NoKernel when no family
     lowers the spec (a package is never written without its kernel), SpecError as the family's emitter."""
-    from opgen.tiling.pipeline import kernel_build
 
     u = kernel_build(spec)
     return u.family.emit(spec, u.lowered, u.tiling)
@@ -138,7 +139,6 @@ def schedule_text(spec, unit, key) -> str:
 def kernel_ir_text(spec, g, key=None) -> str:
     """The lowered kernel of specialisation `key` of `spec` (graph `g` is its tensor IR) as canonical text: the
     family's layout line, then its Kernel IR (`opgen graph --stage kernel`). Raises NoKernel."""
-    from opgen.tiling.pipeline import compile_unit
 
     u = compile_unit(spec, key=key, until="lower", only_key0=True)
     return f"family {u.family.name}: {u.family.layout_text(u.layout)}\n" + u.family.program_text(u.lowered, u.key0)

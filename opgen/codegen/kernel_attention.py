@@ -19,6 +19,8 @@ from opgen.kernel import kir
 from opgen.kernel.attention import AttentionFamily
 from opgen.kernel.attnclass import CTYPE, UNIT_DENSE, UNIT_DOC, UNIT_SELECTED
 from opgen.names import cpp_name, kernel_entry, op_snake
+from opgen.tiling import attention as tattn
+from opgen.tiling.emit import attr_key
 
 
 def _static_combos(spec):
@@ -32,8 +34,6 @@ def emit_attention_kernel(spec, lowered, tiling) -> dict[str, str]:
     opgen.kernel.attnclass.AttnClass). Raises IRError for a class that does not verify."""
     from opgen.codegen.env import template_env   # lazy: start-up time
     from opgen.names import spec_path
-    from opgen.tiling import attention as tattn
-    from opgen.tiling.emit import attr_key
 
     lay = lowered.layout
     snake = op_snake(spec.name)

@@ -20,6 +20,7 @@ from typing import Any, Callable, Mapping
 
 from opgen.errors import SpecError
 from opgen.dsl.keys import LIST_INT
+from opgen.names import c_string
 
 _MAX_VARS = 16
 
@@ -212,7 +213,6 @@ def py_condition(variables: list[Var], cubes: list[dict], attr_expr: Callable[[s
 
 
 def _cstr(s: str) -> str:
-    from opgen.names import c_string
 
     return c_string(s)
 

@@ -12,6 +12,7 @@ from __future__ import annotations
 
 import json
 from pathlib import Path
+import opgen
 
 RECORD = "opgen_package.json"
 """File name of the record inside generated/<op_snake>/."""
@@ -20,7 +21,6 @@ RECORD = "opgen_package.json"
 def record_text(spec) -> str:
     """The record of `spec`'s package (JSON text, sorted keys, one trailing newline). spec_digest is null for a
     spec not loaded from a file (it cannot be checked against one)."""
-    import opgen
 
     rec = {"op": spec.name, "spec": Path(spec.file).name if getattr(spec, "file", None) else None,
            "spec_digest": spec.source_digest, "opgen": opgen.__version__}
@@ -32,7 +32,6 @@ def stale_reason(op_dir: Path, spec) -> str | None:
     (same spec digest and opgen version; a spec not loaded from a file is not compared). A tree without a record
     is not compared either (one assembled by hand, e.g. an emitted op_host beside a hand-written op_kernel: its
     provenance is the caller's); an unreadable record is a reason."""
-    import opgen
 
     path = Path(op_dir) / RECORD
     try:

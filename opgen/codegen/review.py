@@ -31,6 +31,7 @@ from __future__ import annotations
 
 import difflib
 import re
+from opgen.ir.dims import Lit, Sym
 
 FACT_ORDER = ("OpDef", "SoC", "tiling key", "tiling data", "buffer plan", "blockDim", "aclnn signature",
               "aclnn check")
@@ -133,7 +134,6 @@ def simplify_expr(text: str) -> str:
 
 
 def _show(e, top: bool = False) -> str:
-    from opgen.ir.dims import Sym
 
     s = str(e).replace(" // ", " / ")
     if top and isinstance(e, Sym) and s.startswith("(") and s.endswith(")") and _balanced(s[1:-1]):
@@ -174,7 +174,6 @@ class _Parser:
         return e
 
     def ternary(self):
-        from opgen.ir.dims import Sym
 
         c = self.logic()
         if self.peek() != "?":
@@ -186,7 +185,6 @@ class _Parser:
         return Sym(f"({_show(c)} ? {_show(a)} : {_show(b)})")
 
     def logic(self):
-        from opgen.ir.dims import Sym
 
         e = self.cmp()
         while self.peek() in ("&&", "||"):
@@ -195,7 +193,6 @@ class _Parser:
         return e
 
     def cmp(self):
-        from opgen.ir.dims import Sym
 
         e = self.add()
         if self.peek() in ("<", ">", "<=", ">=", "==", "!="):
@@ -218,7 +215,6 @@ class _Parser:
         return e
 
     def unary(self):
-        from opgen.ir.dims import Lit, Sym
 
         if self.peek() == "-":
             self.take()
@@ -229,7 +225,6 @@ class _Parser:
         return self.primary()
 
     def primary(self):
-        from opgen.ir.dims import Lit, Sym
 
         tok = self.take()
         if tok == "(":

@@ -47,6 +47,11 @@ from opgen.ir.dtypes import DType, DTypeVar
 from opgen.codegen.example import int_array_values
 from opgen.names import c_string, cpp_name
 from opgen.dsl.keys import LIST_INT
+from opgen.dsl.examples import random_inputs
+from opgen.platforms import get_platform
+from opgen.tiling.emit import SYS_WORKSPACE_BYTES, attr_key
+from opgen.tiling.emit import evaluate
+from opgen.tiling.pipeline import kernel_build
 
 # Platform (opgen/platforms/platforms.json) of the SoC a kernel UT runs as (opgen.codegen.layout.KERNEL_UT_SOC).
 UT_PLATFORM = {"ascend910B1": "ascend910b1", "ascend950pr_9599": "ascend950"}
@@ -97,7 +102,6 @@ def ut_cases(spec) -> list[UtCase]:
     """The spec's example call in every dtype-table row (same shapes and attributes). Raises SpecError when the
     example is not valid for the spec."""
     from opgen.codegen.example import example_case
-    from opgen.dsl.examples import random_inputs
 
     base = example_case(spec)
     out = []
@@ -126,8 +130,6 @@ def ut_cases(spec) -> list[UtCase]:
 
 def _twin(spec, case: UtCase, platform) -> dict:
     """The tiling program's values for `case` on `platform` (what the TilingFunc writes)."""
-    from opgen.tiling.pipeline import kernel_build
-    from opgen.tiling.emit import evaluate
 
     t = kernel_build(spec).tiling
     dtypes = {k: next(d for d in DType if d.long_name == v) for k, v in case.dtypes.items()}
@@ -141,9 +143,6 @@ def _key_parts(value: int) -> tuple[int, int, int]:
 def ut_context(spec) -> dict:
     """Template data of the UT sources."""
     from opgen.codegen.layout import kernel_ut_soc, repository
-    from opgen.tiling.pipeline import kernel_build
-    from opgen.platforms import get_platform
-    from opgen.tiling.emit import SYS_WORKSPACE_BYTES, attr_key
 
     m = OpModel(spec)
     repo = repository(spec)

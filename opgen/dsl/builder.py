@@ -14,6 +14,7 @@ from opgen.ir.core import Node, TensorType, Value, canonical_attrs
 from opgen.ir.dims import Bin, DimExpr, Lit, as_dim
 from opgen.ir.dtypes import DType, DTypeVar
 from opgen.ir.ops import OPS
+from opgen.ir.dims import Variadic
 
 F32 = DType.f32
 
@@ -562,7 +563,6 @@ def _axes(axes):
 
 
 def _shape(shape):
-    from opgen.ir.dims import Variadic
 
     return [d if isinstance(d, Variadic) else as_dim(d) for d in shape]
 

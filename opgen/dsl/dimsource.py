@@ -14,6 +14,7 @@ from __future__ import annotations
 from dataclasses import dataclass
 
 from opgen.ir.dims import Sym, Variadic, affine_in, product_in
+from opgen.names import c_printf
 
 
 def wrapped(x: str) -> bool:
@@ -216,7 +217,6 @@ class Divides:
         `param` names the input, `form_cond(attr, choice)` prints the test of a form attribute's choice. The words
         are the interpreter's (opgen.dsl.validate.unify_shape): "query: dim 2 is 100, not D * N1 for any whole D
         with N1=3"."""
-        from opgen.names import c_printf
 
         axis = str(self.k) if self.where == "front" else f"-{self.k}"
         parts = [f"{param}: dim {axis} is ", "%lld", f", not {self.expr} for any whole {self.dim} with "]

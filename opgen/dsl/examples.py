@@ -9,6 +9,7 @@ import numpy as np
 from opgen.errors import ValidationError
 from opgen.ir.dims import Variadic, as_dim, eval_shape
 from opgen.ir.dtypes import DType, DTypeVar, parse_dtype
+from opgen.resources import require_memory
 
 
 _DIM_NAME = re.compile(r"[A-Za-z_][A-Za-z0-9_]*\Z")
@@ -61,7 +62,6 @@ def _require_memory_for(spec, env: dict, present: dict, row: dict, static: dict)
     """Raise ValidationError naming --dims when the inputs of `env` would not fit the available memory: every
     input in its dtype plus the generation peak of the largest (opgen.resources). Shapes are multiplied as
     Python ints, so no overflow."""
-    from opgen.resources import require_memory
 
     total, peak, biggest = 0, 0, None
     for i in spec.inputs:

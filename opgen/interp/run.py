@@ -9,6 +9,7 @@ from opgen.interp.kernels import KERNELS, Ctx
 from opgen.ir.core import Graph
 from opgen.ir.dims import eval_shape
 from opgen.ir.dtypes import DType
+from opgen.registry import load_spec
 
 
 def run_graph(g: Graph, bound, mode: str = "device") -> dict:
@@ -105,7 +106,6 @@ def interpret(op, inputs: dict, attrs: dict | None = None, dtypes: dict | None =
         ValidationError: an input, attribute or dtype breaks a rule of the spec (names it).
         OpgenError: unknown op or mode.
     """
-    from opgen.registry import load_spec
 
     spec = load_spec(op) if not hasattr(op, "bind") else op
     if mode not in ("device", "exact"):

@@ -55,6 +55,7 @@ from opgen.ir.records import evolve
 from opgen.kernel import rowprog
 from opgen.kernel.kir import Select
 from opgen.kernel.rowprog import ROUND_MODES, GmTensor, Instr, RowProgram, lower_elementwise
+from opgen.ir.dims import eval_shape
 
 SAMPLE_D = (2, 4, 6, 8, 10, 34, 128)
 """Head dims at which lane maps are evaluated to recognise a rotation family (all even; 2 is ambiguous
@@ -737,7 +738,6 @@ class _PartEmit:
 
     # ---------------------------------------------------------------- lanes
     def _lane_dims(self, v: str, d: int) -> tuple:
-        from opgen.ir.dims import eval_shape
 
         tail = self.low.shape(v)[3:]
         extra = set().union(*[as_dim(t).symbols() for t in tail]) - {self.low.lay.dim}

@@ -31,6 +31,7 @@ import numpy as np
 from opgen.ir.core import Node
 from opgen.ir.dtypes import DType, DTypeVar
 from opgen.passes.graph import OP, op_of, remove, replace_uses, set_op, topo_order, type_of
+from opgen.interp.kernels import Ctx, KERNELS
 
 MAX_SWEEPS = 8
 
@@ -263,7 +264,6 @@ def fold_constants(G, n):
     dt = n.result.type.dtype
     if not isinstance(dt, DType) or any(isinstance(v, DTypeVar) for _, v in n.attrs):
         return None
-    from opgen.interp.kernels import KERNELS, Ctx
 
     results = {}
     for mode in ("device", "exact"):
@@ -295,7 +295,6 @@ def fold_constants(G, n):
 
 
 def _eval(ctx, c: Node):
-    from opgen.interp.kernels import KERNELS
 
     return np.asarray(KERNELS["const"](ctx, c.attr_dict, c.result.type))
 

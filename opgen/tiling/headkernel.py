@@ -24,6 +24,8 @@ from opgen.kernel.headclass import head_class_ir
 from opgen.kernel.headlower import accumulated_outputs, addressing_dims, bind_slots, data_dtype
 from opgen.tiling.buffers import Buffer
 from opgen.tiling.rowkernel import reduce_tmp_elems, stat_plan
+from opgen.ir.dims import Bin, Lit, Sym, as_dim
+from opgen.kernel.family import Tiling
 
 
 @dataclass(frozen=True)
@@ -140,8 +142,6 @@ def head_tiling(spec, lowered, counts):
     (the slot's rows), the buffer plan of `counts`, and the dims the addressing uses as inputs read from the
     shapes (lowered.extra["fields"]), and the head kernel class (opgen.kernel.headclass: lowered.extra["hclass"],
     its syncs placed by the kernel pass `synchronise` next)."""
-    from opgen.ir.dims import Sym
-    from opgen.kernel.family import Tiling
     from opgen.tiling.program import TilingProgram, align_up, ceil_div
     from opgen.tiling.rows import row_split
 
@@ -194,7 +194,6 @@ def head_tiling(spec, lowered, counts):
 
 def dim_expr(e, env: dict):
     """A dim expression (opgen.ir.dims) as a tiling-program expression over `env` ({symbol: program variable})."""
-    from opgen.ir.dims import Bin, Lit, Sym, as_dim
     from opgen.tiling.program import lit
 
     e = as_dim(e)
