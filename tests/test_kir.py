@@ -240,3 +240,56 @@ def test_dim_functions_evaluate_print_and_substitute():
     assert "?" in dim_cpp(e, str, str) and fn("max", 3, 7) == Lit(7)
     assert kir.CppPrinter(rows_kernel()).e(fn("min", Sym("a"), fn("max", Sym("b"), 2))) == \
         "a < (b > 2 ? b : 2) ? a : (b > 2 ? b : 2)"
+
+
+def test_pruning_drops_the_members_and_extern_methods_nothing_names():
+    """prune_members keeps exactly the members a statement names (the demo kernel's own) and drops a declared
+    buffer, tensor, scalar and extern method nothing uses; the pruned class verifies and prints the same methods."""
+    from opgen.kernel.kir import ScalarVar, prune_members
+
+    k = rows_kernel()
+    fat = KernelClass(**{**k.__dict__, "locals": k.locals + (Local("spareBuf"),),
+                         "tensors": k.tensors + (TensorVar("spare", "float"),),
+                         "scalars": (ScalarVar("spare_"),), "methods": k.methods + (Func("Unused", extern=True),)})
+    lean = verify(prune_members(fat))
+    assert lean.locals == k.locals and lean.tensors == k.tensors and lean.scalars == ()
+    assert [m.name for m in lean.methods] == [m.name for m in k.methods]
+    assert "spareBuf" not in to_cpp(lean) and "spare_" not in to_cpp(lean)
+
+
+def test_presence_members_are_set_by_init_from_the_pointers():
+    """A class's `presence` pairs a bool member with an optional argument: the printer's Init sets it from the
+    pointer (`hasBias_ = bias != nullptr;`), the interpreter the same from whether the argument is given, and the
+    verifier refuses a member that is not a bool scalar."""
+    from opgen.kernel import kir_interp
+    from opgen.kernel.kir import ScalarVar
+
+    k = rows_kernel()
+    k2 = KernelClass(**{**k.__dict__, "args": k.args + ("bias",), "scalars": (ScalarVar("hasBias_", "bool"),),
+                        "presence": (("hasBias_", "bias"),)})
+    cpp = to_cpp(k2)
+    assert "this->hasBias_ = bias != nullptr;" in cpp and "(void)bias" not in cpp
+    assert "presence hasBias_ = bias != nullptr" in to_text(k2)
+    bad = KernelClass(**{**k2.__dict__, "scalars": (ScalarVar("hasBias_"),)})
+    with pytest.raises(IRError, match="must be a bool scalar member"):
+        verify(bad)
+    rows, hid = 3, 8
+    tiling = {"rows": rows, "hidden": hid, "colAlign": hid, "rowsPerCore": rows, "pass": 2}
+    seen = {}
+    real = kir_interp._Core.__init__
+
+    def spy(self, *a, **kw):
+        real(self, *a, **kw)
+        seen.setdefault("cores", []).append(self)
+
+    for given in (True, False):
+        gm = {"x": np.ones(rows * hid, np.float32), "y": np.zeros(rows * hid, np.float32),
+              "s": np.zeros(rows, np.float32), "bias": np.zeros(hid, np.float32) if given else None}
+        seen.clear()
+        kir_interp._Core.__init__ = spy
+        try:
+            r = kir_interp.run(k2, tiling, gm, 1)
+        finally:
+            kir_interp._Core.__init__ = real
+        assert r.ok, r.faults
+        assert [c.members["hasBias_"] for c in seen["cores"]] == [given]

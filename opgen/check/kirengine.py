@@ -28,7 +28,6 @@ from opgen.names import cpp_name
 from opgen.kernel import kir
 from opgen.kernel import kir_interp
 from opgen.kernel.kir_interp import NP_TYPES, NotKernelIR, opaque
-from opgen.kernel.rowclass import presence_member
 from opgen.kernel.rows import presence_condition
 
 
@@ -156,11 +155,7 @@ def launch(spec, bound, slots: list, platform, deterministic: bool = False) -> K
                               f"{tl['attrKey']} with {cond}; use --engine emu")
         k = serving[0]
         types = {t: _ctype(bound.dtypes[t]) for t in k.tparams if t in bound.dtypes}
-        # a class serving several presences: the skeleton's Init sets hasInput<k>_ from optional input k's pointer
-        scalars = {s.name for s in k.scalars}
-        members = {m: bound.arrays.get(i.name) is not None
-                   for m, i in ((presence_member(j), i) for j, i in enumerate(x for x in spec.inputs if x.optional))
-                   if m in scalars}
+        # a class serving several presences sets hasInput<k>_ in its Init (KernelClass.presence): the interpreter too
     gm = {}   # by Init argument name (cpp_name of the spec's); an absent input is nullptr (None)
     for i in spec.inputs:
         a = bound.arrays.get(i.name)

@@ -12,7 +12,7 @@ broadcast over leading axes) one DataCopyPad per run along the innermost leading
 a tensor at a column offset. The dim values the addressing needs travel in the tiling data (`DimFields`). The
 classes arrive finished: built as Kernel IR by opgen.kernel.rowclass and synchronised by the dependency pass
 (the family's synchronise, opgen.kernel.kir_sync); they are printed by opgen.kernel.kir, and the template
-(templates/op_kernel/row_kernel.h.j2) lays out the class, its members, its helpers and the entry point.
+(templates/op_kernel/row_kernel.h.j2) is the file skeleton around them (banner, includes, helpers, namespace).
 
 Reference facts: docs/reference/ascendc.md §1.3 (extern "C" __global__ __aicore__ entry, GM_ADDR, tiling
 data), §1.5 (TPipe/TQue/TBuf, EnQue/DeQue), §1.8 (DataCopyPad units: blockLen bytes, UB gaps in
@@ -22,45 +22,29 @@ data), §1.5 (TPipe/TQue/TBuf, EnQue/DeQue), §1.8 (DataCopyPad units: blockLen 
 
 from __future__ import annotations
 
+import dataclasses
+
 from opgen.names import cpp_name, kernel_entry, op_snake
 from opgen.codegen.tilingkey import TilingKey, emit_tiling_keys
 from opgen.kernel import kir
 from opgen.kernel.rowclass import CTYPE, Variant
-from opgen.kernel.rowsched import HELPER_METHODS, ROW_SPLIT_METHODS
 from opgen.codegen import kernel_attention, kernel_cube  # noqa: F401  install the attention / cube families' emit
 from opgen.codegen.headkernel import emit_head_kernel
 from opgen.kernel.rowlayout import RowLayout
 from opgen.kernel.rows import RowsFamily
 from opgen.names import spec_path
-from opgen.tiling.pipeline import compile_unit
-from opgen.tiling.pipeline import kernel_build
+from opgen.tiling.pipeline import compile_unit, kernel_build
 
 
 def class_context(v: Variant) -> dict:
     """The template context of kernel class `v` (templates/op_kernel/row_kernel.h.j2): its facts (v.ctx,
-    opgen.kernel.rowclass.class_ir) with its finished Kernel IR class (v.kclass) printed as C++ method by
-    method."""
+    opgen.kernel.rowclass.class_ir) with its finished Kernel IR class (v.kclass: built by the tiling stage, pruned
+    to the members its methods name, synchronised by the dependency pass) printed whole by kir's C++ printer
+    ("cpp", its comment the variant's doc)."""
     ctx = dict(v.ctx)
     k = v.kclass
-    offs = ctx["off_nodes"]
-    ctx["row_split"] = kir.methods_cpp(k, [m for m in ROW_SPLIT_METHODS if any(f.name == m for f in k.methods)])
-    ctx["col_split"] = kir.methods_cpp(k, ["ColSplit"] + (["ColStream"] if v.stream else []), verify_first=False)
-    ctx["process"] = "\n".join(kir.CppPrinter(k).func("Process", (), k.process))
-    ctx["load_cols_cpp"] = kir.methods_cpp(k, ["LoadColumns"], verify_first=False).rstrip("\n") \
-        if ctx["load_cols"] else ""
-    ctx["load_batch_cpp"] = kir.methods_cpp(k, ["LoadBatch"], verify_first=False).rstrip("\n") \
-        if ctx["load_batch"] else ""
-    ctx["flush_row_cpp"] = kir.methods_cpp(k, ["FlushRow"], verify_first=False).rstrip("\n") \
-        if ctx["flush_row"] else ""
-    ctx["flush_col_cpp"] = kir.methods_cpp(k, ["FlushCol"], verify_first=False).rstrip("\n") \
-        if ctx["flush_col"] else ""
-    ctx["zero_batch_cpp"] = kir.methods_cpp(k, ["ZeroBatchSums"], verify_first=False).rstrip("\n") \
-        if ctx["zero_batch"] else ""
-    ctx["init"] = "\n".join(kir.CppPrinter(k).body(k.init, 2, {}))
-    ctx["off_cpp"] = kir.methods_cpp(k, [f.name for f in offs], verify_first=False).rstrip("\n")
-    ctx["helpers"] = {m.name: kir.methods_cpp(k, [m.name], verify_first=False).rstrip("\n") for m in k.methods
-                      if m.name in HELPER_METHODS}
     ctx["row_split_ir"] = k
+    ctx["cpp"] = kir.to_cpp(dataclasses.replace(k, doc=v.doc or k.doc), verify_first=False)
     return ctx
 
 

@@ -118,6 +118,7 @@ from __future__ import annotations
 
 import enum
 import re
+import dataclasses
 from dataclasses import dataclass, field
 from typing import Union
 
@@ -1109,7 +1110,9 @@ class KernelClass:
     GM_ADDR per `args` entry, then `workspace` and `const tiling_struct* td`, binds `gms`, then runs `init`;
     Process runs `process`; `methods` are private. `fields` are the tiling-data fields the program reads
     (symbols printed td_->field); `locals`, `tensors` and `scalars` are members; `structs` describe the types of
-    struct parameters (StructDecl)."""
+    struct parameters (StructDecl); `presence` pairs a bool scalar member with an optional input's Init argument:
+    Init sets it to whether the pointer is not nullptr (a class serving every presence of its optional inputs);
+    `ws_field`: the tiling field (bytes) Init tests before binding the workspace tensors (none when it is 0)."""
 
     name: str
     tiling_struct: str
@@ -1126,6 +1129,8 @@ class KernelClass:
     doc: str = ""
     structs: tuple = ()   # StructDecls of the struct parameters' types
     tables: tuple = ()    # ConstTables the expressions read (TableAt)
+    presence: tuple = ()  # (bool scalar member, Init argument): Init sets the member to "the argument is not nullptr"
+    ws_field: str = ""    # a tiling field: Init binds the workspace tensors only when it is > 0 (a user workspace)
 
     def method(self, name: str) -> Func:
         """The method `name`. Raises IRError."""
@@ -1267,6 +1272,10 @@ class _Verifier:
         for s in k.scalars:
             if s.ctype not in SCALAR_CTYPES:
                 raise IRError(f"scalar {s.name} has type {s.ctype}, not one of {SCALAR_CTYPES}", s)
+        bools = {s.name for s in k.scalars if s.ctype == "bool"}
+        for m, a in k.presence:
+            if m not in bools or a not in k.args:
+                raise IRError(f"presence {m} = {a} != nullptr: {m} must be a bool scalar member and {a} an argument")
         for b in k.locals:
             if not isinstance(b.pos, TPos) or (b.queue and b.depth < 1):
                 raise IRError(f"buffer {b.name}: bad position or depth", b)
@@ -2067,6 +2076,10 @@ def to_text(k: KernelClass) -> str:
         out.append(f"  tensor {t.name}: {t.dtype}" + (f"[{t.count}]" if t.count is not None else ""))
     for s in k.scalars:
         out.append(f"  scalar {s.name}: {s.ctype} = {s.init!r}")
+    for m, a in k.presence:
+        out.append(f"  presence {m} = {a} != nullptr")
+    if k.ws_field:
+        out.append(f"  workspace bound when {k.ws_field} > 0")
     for d in k.structs:
         fields = ", ".join(f"{n}: {kind if kind != 'gm' else 'gm<' + dt + '>'}" + (f"[{c}]" if c is not None else "")
                            for n, kind, dt, c in d.fields)
@@ -2491,10 +2504,16 @@ class CppPrinter:
         out.append(f"{p * 2}td_ = td;")
         for g in k.gms:
             src = "GetUserWorkspace(workspace)" if g.workspace else g.arg
-            out.append(f"{p * 2}{g.name}.SetGlobalBuffer(reinterpret_cast<__gm__ {g.dtype}*>({src}));")
+            bind = f"{g.name}.SetGlobalBuffer(reinterpret_cast<__gm__ {g.dtype}*>({src}));"
+            if g.workspace and k.ws_field:   # no user workspace: GetUserWorkspace points past the system one
+                out += [f"{p * 2}if (td->{k.ws_field} > 0) {{", f"{p * 3}{bind}", f"{p * 2}}}"]
+            else:
+                out.append(f"{p * 2}{bind}")
         if not any(g.workspace for g in k.gms):
             out.append(f"{p * 2}(void)workspace;")
-        bound = {g.arg for g in k.gms if not g.workspace}
+        bound = {g.arg for g in k.gms if not g.workspace} | {a for _m, a in k.presence}
+        for m, a in k.presence:
+            out.append(f"{p * 2}this->{m} = {a} != nullptr;")
         for a in k.args:
             if a not in bound:
                 out.append(f"{p * 2}(void){a};  // not read by this class")
@@ -2564,6 +2583,42 @@ def _doc(s) -> str:
 def _comment(text: str) -> str:
     """One line of comment text: newlines become spaces and a comment terminator cannot form."""
     return " ".join(str(text).split()).replace("*/", "* /")
+
+
+def _strings(x, out: set, seen: set) -> None:
+    """Every str value reachable from IR node `x` through dataclass fields, tuples, lists and dicts (names of
+    members, methods and fields, among other text)."""
+    if isinstance(x, str):
+        out.add(x)
+    elif isinstance(x, (tuple, list)):
+        for y in x:
+            _strings(y, out, seen)
+    elif isinstance(x, dict):
+        for y in x.items():
+            _strings(y, out, seen)
+    elif dataclasses.is_dataclass(x) and not isinstance(x, type) and id(x) not in seen:
+        seen.add(id(x))
+        for f in dataclasses.fields(x):
+            _strings(getattr(x, f.name), out, seen)
+
+
+def prune_members(k: KernelClass) -> KernelClass:
+    """`k` without the member buffers, tensors and scalars that no statement of Init, Process or a method names (a
+    schedule declares the members its strategies may use; one class keeps those its own methods read), and without
+    the extern methods nothing calls. The names a statement holds are found structurally (every str field of the
+    IR nodes, opgen's own names: members are never spec text), so a member a method names in any operand stays."""
+    used: set = set()
+    seen: set = set()
+    for part in (k.init, k.process, k.presence, k.tables, k.structs):
+        _strings(part, used, seen)
+    for m in k.methods:
+        if not m.extern:
+            _strings((m.params, m.body), used, seen)
+    return dataclasses.replace(
+        k, locals=tuple(b for b in k.locals if b.name in used),
+        tensors=tuple(t for t in k.tensors if t.name in used),
+        scalars=tuple(v for v in k.scalars if v.name in used),
+        methods=tuple(m for m in k.methods if not m.extern or m.name in used))
 
 
 def methods_cpp(k: KernelClass, names, verify_first: bool = True) -> str:

@@ -519,7 +519,7 @@ class _Printer:
 
 def presence_member(k: int) -> str:
     """The bool member of a kernel class serving several presences that holds whether optional input k (in spec
-    order) is present (the skeleton's Init sets it: its pointer is not nullptr)."""
+    order) is present (the class's Init sets it, KernelClass.presence: its pointer is not nullptr)."""
     return f"hasInput{k}_"
 
 
@@ -1203,14 +1203,14 @@ def row_split_ir(spec, v: Variant, dims: DimFields, ctx: dict) -> kir.KernelClas
         run_extent=dims.sym(dims.layout.extents[-1]) if ctx["strided"] else Lit(1),
         zero_fill=any(i.kind in MASK_KINDS or i.kind in SELECT_KINDS for i in p.instrs),
         tiling_struct=f"optiling::{spec.name}TilingData", dim_values=tuple(ctx["dim_values"]),
-        presence=tuple(m for m, _a in ctx["presence"]))
-    return row_split_class(v.cls, sched)
+        presence=tuple(ctx["presence"]), args=tuple(cpp_name(t.name) for t in [*spec.inputs, *spec.outputs]))
+    return kir.prune_members(row_split_class(v.cls, sched))
 
 
 def class_ir(spec, v: Variant, dims: DimFields) -> dict:
-    """The facts of kernel class `v` the printer and the template read (templates/op_kernel/row_kernel.h.j2: its
-    buffers, operands, methods present), with its Kernel IR under "row_split_ir" (kir.KernelClass: every method,
-    Init and Process; the syncs the lowering writes, which the family's synchronise pass replaces). Registers every
+    """The facts of kernel class `v` (its buffers, operands, methods present) from which its Kernel IR is built,
+    under "row_split_ir" (kir.KernelClass: every method, Init, Process and the members they name; printed whole by
+    kir's C++ printer once the family's synchronise pass has placed its syncs). Registers every
     dim its addressing reads in `dims`. Raises SpecError for an operand without a buffer."""
     p = v.prog
     addr = _Addr(p, dims)

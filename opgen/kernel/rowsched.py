@@ -151,7 +151,8 @@ class RowSchedule:
     tiling_struct: str = "TilingData"
     zero_fill: bool = False    # zero the row, batch and column rows once (a compare / select reads whole repeats)
     dim_values: tuple = ()     # (int64 member, its tiling field's symbol): dims the row program reads as numbers
-    presence: tuple = ()       # bool members hasInput<k>_ the skeleton's Init sets (optional input k is not nullptr)
+    presence: tuple = ()       # (bool member hasInput<k>_, optional input k's Init argument): Init sets it to "not nullptr"
+    args: tuple = ()           # every Init argument (the spec's inputs and outputs, in order); () = the bound ones
 
 
 def _spec(text: str) -> str:
@@ -875,7 +876,8 @@ def row_split_class(name: str, s: RowSchedule) -> KernelClass:
     an input), Compute and CopyOut (when there is an output) are IR; the methods the file skeleton prints (the
     batch and column helpers, the Off_<operand> address functions) are `extern` (RowStartOf, RunRows and
     GapBlocks are IR helpers);
-    the members are declared for the verifier (the skeleton prints them)."""
+    the members are every buffer the strategies may use (rowclass prunes them to those its methods name, and
+    kir's printer prints the class whole)."""
     ops = {t.op: t for t in s.row_in + s.row_out + s.stat_in + s.stat_out}
     gms: dict = {}
     for t in ops.values():
@@ -940,11 +942,12 @@ def row_split_class(name: str, s: RowSchedule) -> KernelClass:
     if s.row_out or s.stat_out:
         methods.append(_copy_out(s))
     return KernelClass(
-        name, s.tiling_struct, args=tuple(cpp_name(g) for g in gms), gms=tuple(gms.values()) + (GmTensor("ws_", "float", workspace=True),),
+        name, s.tiling_struct, args=tuple(s.args) or tuple(cpp_name(g) for g in gms), gms=tuple(gms.values()) + (GmTensor("ws_", "float", workspace=True),),
         locals=tuple(locals_),
         tensors=tuple(tensors),
         scalars=tuple(ScalarVar(n) for n in MEMBER_SCALARS) + tuple(ScalarVar(m) for m, _f in s.dim_values)
-        + tuple(ScalarVar(n, "float") for n in s.float_scalars) + tuple(ScalarVar(m, "bool") for m in s.presence),
+        + tuple(ScalarVar(n, "float") for n in s.float_scalars) + tuple(ScalarVar(m, "bool") for m, _a in s.presence),
+        presence=tuple(s.presence), ws_field="workspaceBytes",
         fields=COL_FIELDS + ("rowsPerOwner", "rowsPerCore", "rowsTail") + (("colsPerReduceCore",) if s.cross_core else ())
         + tuple(s.fields)
         + tuple(f for _m, f in INIT_MEMBERS if f not in s.fields)
