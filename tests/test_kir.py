@@ -293,3 +293,32 @@ def test_presence_members_are_set_by_init_from_the_pointers():
             kir_interp._Core.__init__ = real
         assert r.ok, r.faults
         assert [c.members["hasBias_"] for c in seen["cores"]] == [given]
+
+
+def test_namespace_constants_tables_and_class_structs_are_printed_from_the_ir():
+    """namespace_cpp prints a class's constexpr constants and ConstTables (axes by their constants' names, a row
+    comment beside each row when given); a StructDecl with in_class is declared in the class's public section with
+    its initialisers (a non-zero default, arrays value-initialised) and field comments, one without is left to the
+    file."""
+    from opgen.kernel.kir import ConstTable, StructDecl, namespace_cpp
+
+    k = rows_kernel()
+    k2 = KernelClass(**{**k.__dict__, "consts": (("kRows", 2, "rows of the table"), ("kCols", 3, "")),
+                        "tables": (ConstTable("kT", "int8_t", (2, 3), (1, 2, 3, -4, -5, -6), doc="demo table",
+                                              row_docs=("first", "second"), dim_names=("kRows", "kCols")),
+                                   ConstTable("kU", "uint8_t", (2,), (7, 8))),
+                        "structs": (StructDecl("Slot", (("seq", "int", "", None), ("use", "int", "", 2),
+                                                        ("src", "gm", "float", 1)), defaults=(("seq", -1),),
+                                               field_docs=(("use", "slots used"),), in_class=True),
+                                    StructDecl("Shared", (("a", "int", "", None),)))})
+    ns = namespace_cpp(k2)
+    assert ns.splitlines() == ["constexpr int64_t kRows = 2;  // rows of the table", "constexpr int64_t kCols = 3;",
+                               "", "// demo table", "constexpr int8_t kT[kRows][kCols] = {",
+                               "    {1, 2, 3},  // first", "    {-4, -5, -6},  // second", "};",
+                               "constexpr uint8_t kU[2] = {7, 8};"]
+    cpp = to_cpp(k2)
+    assert "    struct Slot {\n        int64_t seq = -1;\n        int64_t use[2] = {};  // slots used\n" \
+           "        GlobalTensor<float> src[1];\n    };" in cpp
+    assert "struct Shared" not in cpp
+    with pytest.raises(IRError, match="table name kT is also a constant"):
+        verify(KernelClass(**{**k2.__dict__, "consts": (("kT", 1, ""),)}))

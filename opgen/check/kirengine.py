@@ -140,12 +140,10 @@ def launch(spec, bound, slots: list, platform, deterministic: bool = False) -> K
             raise NotKernelIR(f"--engine kir: {spec.name}: no kernel class serves {bound.key}; use --engine emu")
         types = {"T": _ctype(bound.dtypes[unit.lowered.layout.dtype])}
         kind = "KERNEL_TYPE_MIX_AIC_1_2"
-    elif "heads" in ex:   # one class; the skeleton's Init sets has_<input> from the pointer (nullptr when absent)
+    elif "heads" in ex:   # one class; its Init sets has_<input> from the pointer (KernelClass.presence)
         from opgen.kernel.headlower import data_dtype  # lazy: start-up time
 
         k = classes[0]
-        members = {s.name: bound.arrays.get(s.name[len("has_"):]) is not None for s in k.scalars
-                   if s.name.startswith("has_")}
         types = {"T": _ctype(bound.dtypes[data_dtype(spec, ex["heads"])])}
     else:
         cond = presence_condition(spec, bound.key.present)

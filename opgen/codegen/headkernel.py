@@ -8,20 +8,14 @@ Reference facts: docs/reference/ascendc.md §1.3 (entry point, GM_ADDR), §1.5 (
 
 from __future__ import annotations
 
+import dataclasses
+
 from opgen.codegen.tilingkey import TilingKey, emit_tiling_keys
-from opgen.kernel import headsched as hs
 from opgen.kernel import kir
 from opgen.kernel.headclass import HeadClass
 from opgen.names import cpp_name, kernel_entry, op_snake, spec_path
 
 CTYPE = {"f32": "float", "f16": "half", "bf16": "bfloat16_t"}
-_COUNT_DOCS = {"kIn": "head-row inputs of a part (T)", "kOut": "head-row outputs of a part (T)",
-               "kStatIn": "fp32 per-row inputs", "kStatOut": "fp32 per-row outputs", "kTemps": "fp32 row temporaries",
-               "kTab": "RoPE table rows", "kCol": "column rows of a part", "kAcc": "column accumulators of a part",
-               "kPerm": "Gather offset tables", "kSign": "sign rows", "kCond": "row conditions of a part",
-               "kAccOutputs": "column outputs summed across cores"}
-
-
 def emit_head_kernel(spec, hc: HeadClass, doc: str) -> dict[str, str]:
     """{path: text} of op_kernel/<op>.h and .cpp (and the tiling-key header) of the head kernel class `hc` of
     `spec`; `doc`: the tiling's one-line description."""
@@ -48,47 +42,23 @@ def schedule_text(spec, unit) -> str:
 def head_context(spec, hc: HeadClass, doc: str) -> dict:
     """The template context of the head kernel files of `hc` (emit_head_kernel's arguments), with the class's
     Kernel IR ("sched") and its declared tiling keys ("declared")."""
-    sched, cmap = hc.sched, hc.counts
+    sched = hc.sched
     dtype_keys, declared = [], []
     for r, row in enumerate(spec.dtype_rows, start=1):
         dt = row[hc.dvar]
         tks = [TilingKey(k, r, 1, "HEAD_ROWS") for k in hc.keys]
         declared += tks
         dtype_keys.append((CTYPE[str(getattr(dt, "value", dt))], [tk.macro(spec) for tk in tks]))
-    names = {m.name for m in sched.methods if not m.extern}
     return {
         "op": spec.name, "op_snake": op_snake(spec.name), "spec_file": spec_path(spec), "cls": sched.name,
         "doc": doc, "struct": f"optiling::{spec.name}TilingData",
         "entry": kernel_entry(spec.name),
         "inputs": [cpp_name(i.name) for i in spec.inputs], "outputs": [cpp_name(o.name) for o in spec.outputs],
-        "unused": [cpp_name(n) for n in hc.order if n not in hc.used], "gm": hc.gm, "has": hc.has,
-        "nparts": len(hc.part_names), "part_names": hc.part_names, "nkeys": len(hc.keys),
-        "counts": [(k, v, _COUNT_DOCS[k]) for k, v in cmap.items()], "counts_map": cmap, "needs": hc.needs,
-        "arr": {k: max(v, 1) for k, v in cmap.items()},
-        "attr_doc": "attrKey = " + " + ".join(
-            f"index({a.name})" + (f" * {r}" if r > 1 else "") for a, r in _radices(spec)),
-        "body_rows": hc.body_rows, "addr_rows": hc.addr_rows, "acc_masks": hc.acc_masks,
-        "acc_outputs": list(enumerate(hc.acc_outputs)), "acc_rounds": hc.acc_rounds,
-        "nbodies": len(hc.body_funcs), "body_uses": hc.body_uses, "nperm": hc.nperm,
-        "nsign": hc.nsign, "body_perms": hc.body_perms, "body_signs": hc.body_signs,
-        "setup_cpp": kir.methods_cpp(sched, hc.setup_funcs, verify_first=False).rstrip("\n"),
-        "init_cpp": "\n".join(kir.CppPrinter(sched).body(sched.init, 2, {})),
+        "namespace_cpp": kir.namespace_cpp(sched).rstrip("\n"),
+        "class_cpp": kir.to_cpp(dataclasses.replace(sched, doc=""), verify_first=False).rstrip("\n"),
         "gm_scalar": kir.reads_gm_scalar(sched),
-        "schedule_cpp": kir.methods_cpp(sched, [n for n in hs.SCHEDULE_METHODS if n in names]
-                                        + hc.body_funcs, verify_first=False).rstrip("\n"),
-        "process_cpp": kir.process_cpp(sched, verify_first=False).rstrip("\n"),
-        "members_cpp": kir.members_cpp(sched).rstrip("\n"),
-        "float_attrs": hc.float_attrs,
         "dtype_keys": dtype_keys, "sched": sched, "declared": declared,
     }
-
-
-def _radices(spec):
-    out, r = [], 1
-    for a in spec.static_attrs:
-        out.append((a, r))
-        r *= len(a.choices)
-    return out
 
 
 __all__ = ["emit_head_kernel", "head_context", "schedule_text"]

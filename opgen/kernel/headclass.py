@@ -394,16 +394,35 @@ def head_class_ir(spec, low: Lowered, counts, fields: dict, needs: dict) -> Head
     body_funcs = [body_func(k, p, body_members[k]) for k, p in enumerate(body_parts)]
     # the attribute tables (printed by the skeleton from the same lists) and the part selection reading them
     nk, nb = len(low.programs), len(body_parts)
-    tables = [kir.ConstTable("kBody", "int8_t", (nk, nslots), tuple(x for _c, r in body_rows for x in r)),
-              kir.ConstTable("kAddr", "int8_t", (nk, nslots), tuple(x for _c, r in addr_rows for x in r)),
+    radix, r = [], 1
+    for a in spec.static_attrs:
+        radix.append(f"index({a.name})" + (f" * {r}" if r > 1 else ""))
+        r *= len(a.choices)
+    keys_doc = "attrKey = " + " + ".join(radix) if radix else "attrKey = 0"
+    dims = ("kAttrKeys", "kParts")
+    tables = [kir.ConstTable("kBody", "int8_t", (nk, nslots), tuple(x for _c, r in body_rows for x in r),
+                             doc=f"Per attribute key ({keys_doc}): the compute body of each part slot (-1: no part).",
+                             row_docs=tuple(c for c, _r in body_rows), dim_names=dims),
+              kir.ConstTable("kAddr", "int8_t", (nk, nslots), tuple(x for _c, r in addr_rows for x in r),
+                             doc="Per attribute key: the row addressing variant of each part slot (-1: no part).",
+                             row_docs=tuple(c for c, _r in addr_rows), dim_names=dims),
               kir.ConstTable("kBodyUse", "uint8_t", (nb, len(USE_MASKS)),
-                             tuple(x for p in body_parts for x in use_masks(p)))]
+                             tuple(x for p in body_parts for x in use_masks(p)),
+                             doc="Per body: the slots it uses (bit j: slot j of in, out, statIn, statOut, col, acc).")]
     if acc_outs:
-        tables.append(kir.ConstTable("kAccMask", "uint32_t", (nk,), tuple(mask_ints)))
+        tables.append(kir.ConstTable("kAccMask", "uint32_t", (nk,), tuple(mask_ints), dim_names=dims[:1],
+                                     doc="Per attribute key: the column outputs summed across cores (bit g: "
+                                         "accumulator output g)."))
     if nperm:
-        tables.append(kir.ConstTable("kBodyPerm", "int8_t", (nb, nperm), tuple(x for r in body_perms for x in r)))
+        tables.append(kir.ConstTable("kBodyPerm", "int8_t", (nb, nperm), tuple(x for r in body_perms for x in r),
+                                     doc="Per body and Gather offset table slot: the lane permutation family it "
+                                         "reads (-1: none)."))
     if nsign:
-        tables.append(kir.ConstTable("kBodySign", "int8_t", (nb, nsign), tuple(x for r in body_signs for x in r)))
+        tables.append(kir.ConstTable("kBodySign", "int8_t", (nb, nsign), tuple(x for r in body_signs for x in r),
+                                     doc="Per body and sign row slot: the sign family it reads (-1: none)."))
+    consts = ((("kParts", nslots, "part slots in row-space order: " + ", ".join(n for n, _g in low.slots)),
+               ("kAttrKeys", nk, "attribute keys"))
+              + tuple((k, v, hs.COUNT_DOCS[k]) for k, v in cmap.items()))
     part_funcs = [setup_part(len(addr_list), cmap)] + [
         kir.Func(f"Addr{k}", (kir.Param("p", "struct", hs.PART),), body, doc=doc)
         for k, (doc, body) in enumerate(addr_list)]
@@ -415,7 +434,8 @@ def head_class_ir(spec, low: Lowered, counts, fields: dict, needs: dict) -> Head
         has=tuple(has), args=tuple(order), nparts=nslots,
         body_lanes=tuple(tuple((kind, int(_slot_index(c)), (perm_fams if kind == "perm" else sign_fams).index(f), f)
                                for c, (kind, f) in sorted(p.lanes.items())) for p in body_parts),
-        part_funcs=tuple(part_funcs), tables=tuple(tables), dim_fields=tuple(sorted(set(fields.values()))))
+        part_funcs=tuple(part_funcs), tables=tuple(tables), dim_fields=tuple(sorted(set(fields.values()))),
+        consts=consts, tiling_struct=f"optiling::{spec.name}TilingData")
     sched = kir.verify(hs.head_class(cls, hsched))
     return HeadClass(
         sched=sched, order=order, acc_outputs=acc_outs, acc_rounds=[acc_round[o] for o in acc_outs],

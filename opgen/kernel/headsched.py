@@ -25,7 +25,7 @@ conditions) is a struct parameter (kir.Param kind "struct", declared by `part_de
 templates/op_kernel/head_kernel.h.j2, declares the type). SetupPart fills it for a slot from the attribute tables
 (kir.ConstTable kBody, kAddr, kBodyUse, ...: the skeleton prints them from the same lists) and Addr<k> (StructSet
 of each field); Init sets the members from the tiling data: HeadSchedule.part_funcs / tables, built by
-opgen.codegen.headkernel. The skeleton keeps the GM bindings and has_<input> (pointer not nullptr).
+opgen.codegen.headkernel. Init binds the GM tensors and sets has_<input> (pointer not nullptr, KernelClass.presence).
 
 Facts: docs/reference/ascendc.md §1.5 (TQue / TBuf, the queue hand-offs), §1.6 (PipeBarrier, SetFlag / WaitFlag,
 SyncAll), §1.8 (DataCopyPad units), §1.9 (the count-form vector calls, Gather, Cast round modes, ReduceSum).
@@ -80,6 +80,12 @@ FIELDS = ("tilingKey", "headNum", "headDimLen", "dAlign", "rowsPerCore", "rowsTa
 """The tiling-data fields the schedule reads (opgen.tiling.headkernel)."""
 COUNTS = ("kIn", "kOut", "kStatIn", "kStatOut", "kTemps", "kTab", "kCol", "kAcc", "kPerm", "kSign", "kCond")
 """The slot counts of a head kernel class (opgen.tiling.headkernel.HeadCounts, by their C++ names)."""
+COUNT_DOCS = {"kIn": "head-row inputs of a part (T)", "kOut": "head-row outputs of a part (T)",
+              "kStatIn": "fp32 per-row inputs", "kStatOut": "fp32 per-row outputs", "kTemps": "fp32 row temporaries",
+              "kTab": "RoPE table rows", "kCol": "column rows of a part", "kAcc": "column accumulators of a part",
+              "kPerm": "Gather offset tables", "kSign": "sign rows", "kCond": "row conditions of a part",
+              "kAccOutputs": "column outputs summed across cores"}
+"""The comment of each count's constexpr constant (KernelClass.consts)."""
 
 
 @dataclass(frozen=True)
@@ -108,6 +114,8 @@ class HeadSchedule:
     body_lanes: tuple = ()
     part_funcs: tuple = ()   # SetupPart and the Addr<k> methods (Funcs); (): SetupPart is the skeleton's (extern)
     tables: tuple = ()       # the ConstTables SetupPart and Init read (kBody, kAddr, kBodyUse, ...)
+    consts: tuple = ()       # ((name, value, comment), ...): the file's constexpr constants (kParts, kIn, ...)
+    tiling_struct: str = "TilingData"   # the tiling-data struct Init takes (optiling::<Op>TilingData)
     dim_fields: tuple = ()   # the tiling-data fields of the dims the addressing reads (dim<Name>)
 
 
@@ -129,7 +137,15 @@ def part_decl(c: dict) -> StructDecl:
               (f"{side}Bnsd", "int", "", _n(c, k))]
     f += [("tabOff", "int", "", _n(c, "kTab")), ("cond", "int", "", _n(c, "kCond")), ("acc", "int", "", _n(c, "kAcc")),
           ("permWant", "int", "", _n(c, "kPerm")), ("signWant", "int", "", _n(c, "kSign"))]
-    return StructDecl(PART, tuple(f), defaults=(("body", -1),))   # head_kernel.h.j2: `int64_t body = -1;`
+    docs = (("seq", "rows per (b, n)"), ("body", "the compute body (-1: no part)"),
+            ("useIn", "slots the body uses (0 / 1)"), ("tabOff", "table row of part row s: s + tabOff"),
+            ("cond", "row condition j of part row s: s < cond[j]"), ("acc", "accumulator output index of acc slot j"),
+            ("permWant", "lane table families of the body"),
+            ("inExtent", "sequence length extent of a slot's GM tensor; part row s at sequence index s + offset; "
+                         "[B, N, extent, E] when bnsd, else [B, extent, N, E]"))
+    return StructDecl(PART, tuple(f), defaults=(("body", -1),), field_docs=docs, in_class=True,
+                      doc="One part of the row space: `seq` rows per (b, n), rows ordered (b, s, n), its GM tensors "
+                          "by slot.")
 
 
 def _use(kind: str, j: int) -> tuple:
@@ -413,8 +429,9 @@ def head_class(name: str, s: HeadSchedule) -> KernelClass:
     buffers, the parts, the column outputs' cross-core sums), InitBuffers, RunPart, CopyIn, Compute, CopyOut,
     CopyRowsIn / CopyRowsOut, ReduceAccs, RunParts, the bodies and the helpers LoadRow, StoreRow, RowSum,
     RowStartOf and GapBlocks, PrepareLanes, SetupPart and Addr<k> (a part slot's Part from the constant attribute
-    tables, s.part_funcs; without them SetupPart is declared `extern`), Init (the members from the tiling data).
-    Members are printed by kir.members_cpp."""
+    tables, s.part_funcs; without them SetupPart is declared `extern`), Init (the GM bindings, has_<input> from the
+    pointers, the members from the tiling data); printed whole by kir.to_cpp, its constants and tables by
+    kir.namespace_cpp."""
     c = s.counts
     locals_, tensors, scalars = _members(c, s)
     gms = tuple(GmTensor(f"gm_{n}", ct, cpp_name(n)) for n, ct in s.gms)
@@ -448,10 +465,12 @@ def head_class(name: str, s: HeadSchedule) -> KernelClass:
     init += tuple(FAssign(f"attr_{a}", FBits(Sym(f"{a}Bits"))) for a in s.float_attrs)
     fields = tuple(f for f in FIELDS if f != "colsPerReduceCore" or s.accs)   # the exchange's field: with accs
     fields += tuple(f for f in s.dim_fields if f not in FIELDS) + tuple(f"{a}Bits" for a in s.float_attrs)
-    return KernelClass(name, "TilingData", args=args, gms=gms, locals=locals_, tensors=tensors, scalars=scalars,
+    return KernelClass(name, s.tiling_struct, args=args, gms=gms, locals=locals_, tensors=tensors, scalars=scalars,
                        fields=fields, init=init, process=process,
                        methods=tuple(helpers) + tuple(s.bodies) + tuple(ext), tparams=("T",),
-                       doc="head-rows schedule", structs=(part_decl(c),), tables=tuple(s.tables))
+                       doc="head-rows schedule", structs=(part_decl(c),), tables=tuple(s.tables),
+                       presence=tuple((f"has_{n}", cpp_name(n)) for n in s.has), ws_field="workspaceBytes",
+                       consts=tuple(s.consts))
 
 
 SCHEDULE_METHODS = ("InitBuffers", "RunParts", "RunPart", "PrepareLanes", "CopyIn", "Compute", "CopyOut", "CopyRowsIn", "CopyRowsOut",

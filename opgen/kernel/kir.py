@@ -581,12 +581,17 @@ class StructDecl:
     """A plain struct type the file skeleton declares, as far as Kernel IR reads it through a struct parameter:
     `fields` ((name, kind, dtype, count), ...): kind "int" (int64_t) or "bool" (read as an int64 / bool symbol), or
     "gm" (a GlobalTensor<dtype>, the tensor of a GmView); count None for a scalar field, else the array length.
-    `defaults` ((field, value), ...): the int fields whose member initialiser is not 0 (the skeleton declares them
-    so; a StructLet starts every other int field at 0)."""
+    `defaults` ((field, value), ...): the int fields whose member initialiser is not 0 (the declaration says so; a
+    StructLet starts every other int field at 0). With `in_class` the C++ printer declares it in the class's
+    public section (`doc` above it, `field_docs` beside the fields); else the file skeleton declares it once for
+    every class of the file."""
 
     name: str
     fields: tuple = ()
     defaults: tuple = ()
+    doc: str = ""          # the comment above the declaration the printer prints
+    field_docs: tuple = ()  # ((field, comment), ...): a comment beside a field's declaration
+    in_class: bool = False  # printed in the class's public section (else the file declares it, shared by classes)
 
     def field(self, name: str):
         """(kind, dtype, count) of field `name`, or None."""
@@ -602,14 +607,18 @@ _TABLE_RANGE = {"int8_t": (-2**7, 2**7 - 1), "uint8_t": (0, 2**8 - 1), "int16_t"
 
 @dataclass(frozen=True)
 class ConstTable:
-    """A constant integer table of the kernel's file (a constexpr array the skeleton prints at namespace scope, e.g.
-    the part each slot holds per attribute key): `ctype` one of int8_t, uint8_t, int16_t, int32_t, uint32_t,
-    int64_t; `shape` its dimensions; `values` row-major, every one inside ctype's range. Read by TableAt."""
+    """A constant integer table of the kernel's file (a constexpr array printed at namespace scope by
+    `namespace_cpp`, e.g. the part each slot holds per attribute key): `ctype` one of int8_t, uint8_t, int16_t,
+    int32_t, uint32_t, int64_t; `shape` its dimensions; `values` row-major, every one inside ctype's range. Read by
+    TableAt."""
 
     name: str
     ctype: str
     shape: tuple
     values: tuple
+    doc: str = ""          # the comment above the declaration
+    row_docs: tuple = ()   # a comment per index of the first axis, beside its row (none: the rows packed)
+    dim_names: tuple = ()  # the constants the declaration sizes its axes with (KernelClass.consts), else numbers
 
     def __post_init__(self):
         lo, hi = _TABLE_RANGE.get(self.ctype, (None, None))
@@ -1130,6 +1139,7 @@ class KernelClass:
     structs: tuple = ()   # StructDecls of the struct parameters' types
     tables: tuple = ()    # ConstTables the expressions read (TableAt)
     presence: tuple = ()  # (bool scalar member, Init argument): Init sets the member to "the argument is not nullptr"
+    consts: tuple = ()    # ((name, value, comment), ...): constexpr int64_t constants at namespace scope (namespace_cpp)
     ws_field: str = ""    # a tiling field: Init binds the workspace tensors only when it is > 0 (a user workspace)
 
     def method(self, name: str) -> Func:
@@ -1242,7 +1252,8 @@ class _Verifier:
         groups = [("template parameter", k.tparams), ("argument", k.args), ("field", k.fields),
                   ("GM tensor", [g.name for g in k.gms]), ("local buffer", [b.name for b in k.locals]),
                   ("tensor", [t.name for t in k.tensors]), ("scalar", [s.name for s in k.scalars]),
-                  ("method", [m.name for m in k.methods] + ["Init", "Process"])]
+                  ("method", [m.name for m in k.methods] + ["Init", "Process"]),
+                  ("constant", [c[0] for c in k.consts]), ("table", [t.name for t in k.tables])]
         for what, names in groups:
             for n in names:
                 check_name(n, what)
@@ -2076,6 +2087,8 @@ def to_text(k: KernelClass) -> str:
         out.append(f"  tensor {t.name}: {t.dtype}" + (f"[{t.count}]" if t.count is not None else ""))
     for s in k.scalars:
         out.append(f"  scalar {s.name}: {s.ctype} = {s.init!r}")
+    for n, v, _doc in k.consts:
+        out.append(f"  const {n} = {v}")
     for m, a in k.presence:
         out.append(f"  presence {m} = {a} != nullptr")
     if k.ws_field:
@@ -2497,6 +2510,9 @@ class CppPrinter:
         if k.tparams:
             out.append(f"template <{', '.join('typename ' + t for t in k.tparams)}>")
         out += [f"class {k.name} {{", "public:"]
+        for d in k.structs:
+            if d.in_class:
+                out += self.struct_decl(d) + [""]
         init_params = ", ".join([f"GM_ADDR {a}" for a in k.args] + ["GM_ADDR workspace",
                                                                      f"const {k.tiling_struct}* td"])
         out.append(f"{p}__aicore__ inline void Init({init_params})")
@@ -2531,6 +2547,24 @@ class CppPrinter:
         out += self.members()
         out.append("};")
         return "\n".join(out) + "\n"
+
+    def struct_decl(self, d: StructDecl) -> list[str]:
+        """The declaration of struct type `d` inside the class (one field a line, its initialiser and comment)."""
+        p = self.ind
+        out = [f"{p}// {_comment(line)}" for line in d.doc.split("\n")] if d.doc else []
+        out.append(f"{p}struct {d.name} {{")
+        docs, defaults = dict(d.field_docs), dict(d.defaults)
+        for name, kind, dtype, count in d.fields:
+            arr = f"[{count}]" if count is not None else ""
+            if kind == "gm":
+                line = f"GlobalTensor<{dtype}> {name}{arr};"
+            elif kind == "bool":
+                line = f"bool {name}{arr}" + (" = {};" if count is not None else " = false;")
+            else:
+                line = f"int64_t {name}{arr}" + (" = {};" if count is not None else f" = {int(defaults.get(name, 0))};")
+            out.append(f"{p * 2}{line}" + (f"  // {_comment(docs[name])}" if name in docs else ""))
+        out.append(f"{p}}};")
+        return out
 
     def members(self) -> list[str]:
         """The member declarations after td_: the TPipe, GM tensors, TPipe allocations, tensors and scalars."""
@@ -2619,6 +2653,38 @@ def prune_members(k: KernelClass) -> KernelClass:
         tensors=tuple(t for t in k.tensors if t.name in used),
         scalars=tuple(v for v in k.scalars if v.name in used),
         methods=tuple(m for m in k.methods if not m.extern or m.name in used))
+
+
+def namespace_cpp(k: KernelClass) -> str:
+    """The namespace-scope declarations class `k` reads: its `consts` (constexpr int64_t, with their comments) and
+    its ConstTables (constexpr arrays, axes sized by `dim_names` where given, a row's comment beside it when the
+    table has `row_docs`). "" when it has neither."""
+    out = []
+    for name, value, doc in k.consts:
+        out.append(f"constexpr int64_t {name} = {int(value)};" + (f"  // {_comment(doc)}" if doc else ""))
+    if k.consts and k.tables:
+        out.append("")
+    for t in k.tables:
+        out += [f"// {_comment(line)}" for line in t.doc.split("\n")] if t.doc else []
+        dims = "".join(f"[{n}]" for n in (t.dim_names or t.shape))
+
+        def nest(vals, shape):
+            if len(shape) == 1:
+                return "{" + ", ".join(str(v) for v in vals) + "}"
+            step = len(vals) // shape[0]
+            return "{" + ", ".join(nest(vals[i * step:(i + 1) * step], shape[1:]) for i in range(shape[0])) + "}"
+
+        if t.row_docs and len(t.shape) >= 1:
+            step = len(t.values) // t.shape[0]
+            out.append(f"constexpr {t.ctype} {t.name}{dims} = {{")
+            for i, doc in enumerate(t.row_docs):
+                row = t.values[i * step:(i + 1) * step]
+                body = nest(row, t.shape[1:]) if len(t.shape) > 1 else str(row[0])
+                out.append(f"    {body}," + (f"  // {_comment(doc)}" if doc else ""))
+            out.append("};")
+        else:
+            out.append(f"constexpr {t.ctype} {t.name}{dims} = {nest(t.values, t.shape)};")
+    return "\n".join(out) + ("\n" if out else "")
 
 
 def methods_cpp(k: KernelClass, names, verify_first: bool = True) -> str:

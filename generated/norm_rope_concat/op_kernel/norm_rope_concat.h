@@ -4,6 +4,8 @@
 // rowsPerPass at a time, computed one head row at a time in fp32 UB rows and copied out. One class per
 // dtype; the static attributes (attrKey = tilingKey / 100) select each part's compute body and row
 // addressing from the tables below at run time, and a part whose tensors are absent (nullptr) is skipped.
+// The class is opgen's Kernel IR (opgen/kernel/headsched.py, headclass.py) printed by its one C++ printer
+// (opgen/kernel/kir.py), its constants and tables too: this file is only its skeleton.
 #pragma once
 #include <cstdint>
 
@@ -15,7 +17,7 @@ using namespace AscendC;
 
 constexpr int64_t kParts =
     6;  // part slots in row-space order: query, key, value, encoder_query, encoder_key, encoder_value
-constexpr int64_t kAttrKeys = 108;
+constexpr int64_t kAttrKeys = 108;  // attribute keys
 constexpr int64_t kIn = 1;          // head-row inputs of a part (T)
 constexpr int64_t kOut = 1;         // head-row outputs of a part (T)
 constexpr int64_t kStatIn = 0;      // fp32 per-row inputs
@@ -29,8 +31,7 @@ constexpr int64_t kSign = 1;        // sign rows
 constexpr int64_t kCond = 1;        // row conditions of a part
 constexpr int64_t kAccOutputs = 0;  // column outputs summed across cores
 
-// Per attribute key (attrKey = index(norm_type) + index(norm_added_type) * 3 + index(rope_type) * 9 + index(concat_order) * 27 + index(is_training) * 54): the compute body of each part slot (-1: no part), its row
-// addressing variant, and the column outputs summed across cores (bit g: accumulator output g).
+// Per attribute key (attrKey = index(norm_type) + index(norm_added_type) * 3 + index(rope_type) * 9 + index(concat_order) * 27 + index(is_training) * 54): the compute body of each part slot (-1: no part).
 constexpr int8_t kBody[kAttrKeys][kParts] = {
     {0, 0, 0, 0, 0, 0},      // 0: norm_type=0, norm_added_type=0, rope_type=0, concat_order=0, is_training=0
     {1, 1, 0, 0, 0, 0},      // 1: norm_type=1, norm_added_type=0, rope_type=0, concat_order=0, is_training=0
@@ -141,6 +142,7 @@ constexpr int8_t kBody[kAttrKeys][kParts] = {
     {13, 13, 0, 14, 14, 0},  // 106: norm_type=1, norm_added_type=2, rope_type=2, concat_order=1, is_training=1
     {14, 14, 0, 14, 14, 0},  // 107: norm_type=2, norm_added_type=2, rope_type=2, concat_order=1, is_training=1
 };
+// Per attribute key: the row addressing variant of each part slot (-1: no part).
 constexpr int8_t kAddr[kAttrKeys][kParts] = {
     {0, 2, 4, 6, 8, 10},  // 0
     {0, 2, 4, 6, 8, 10},  // 1
@@ -300,22 +302,34 @@ __aicore__ inline int64_t AlignUp(int64_t a, int64_t b)
 template <typename T>
 class NormRopeConcatKernel {
 public:
-    // One part of the row space: `seq` rows per (b, n), rows ordered (b, s, n), its GM tensors by slot; a slot's
-    // rows of a GM tensor: sequence length extent, part row s at sequence index s + offset, [B, N, extent, E]
-    // when bnsd, else [B, extent, N, E].
+    // One part of the row space: `seq` rows per (b, n), rows ordered (b, s, n), its GM tensors by slot.
     struct Part {
-        int64_t seq = 0;
-        int64_t body = -1;
-        int64_t useIn[1] = {}, useOut[1] = {}, useStatIn[1] = {};  // slots the body uses (0 / 1)
-        int64_t useStatOut[2] = {}, useCol[2] = {}, useAcc[1] = {};
-        GlobalTensor<T> in[1], out[1], tab[2], col[2];
-        GlobalTensor<float> statIn[1], statOut[2];
-        int64_t inExtent[1] = {}, inOffset[1] = {}, inBnsd[1] = {};
-        int64_t outExtent[1] = {}, outOffset[1] = {}, outBnsd[1] = {};
-        int64_t tabOff[2] = {};                      // table row of part row s: s + tabOff
-        int64_t cond[1] = {};                        // row condition j of part row s: s < cond[j]
-        int64_t acc[1] = {};                         // accumulator output index of acc slot j
-        int64_t permWant[1] = {}, signWant[1] = {};  // lane table families of the body
+        int64_t seq = 0;        // rows per (b, n)
+        int64_t body = -1;      // the compute body (-1: no part)
+        int64_t useIn[1] = {};  // slots the body uses (0 / 1)
+        int64_t useOut[1] = {};
+        int64_t useStatIn[1] = {};
+        int64_t useStatOut[2] = {};
+        int64_t useCol[2] = {};
+        int64_t useAcc[1] = {};
+        GlobalTensor<T> in[1];
+        GlobalTensor<T> out[1];
+        GlobalTensor<T> tab[2];
+        GlobalTensor<T> col[2];
+        GlobalTensor<float> statIn[1];
+        GlobalTensor<float> statOut[2];
+        int64_t inExtent[1] =
+            {};  // sequence length extent of a slot's GM tensor; part row s at sequence index s + offset; [B, N, extent, E] when bnsd, else [B, extent, N, E]
+        int64_t inOffset[1] = {};
+        int64_t inBnsd[1] = {};
+        int64_t outExtent[1] = {};
+        int64_t outOffset[1] = {};
+        int64_t outBnsd[1] = {};
+        int64_t tabOff[2] = {};    // table row of part row s: s + tabOff
+        int64_t cond[1] = {};      // row condition j of part row s: s < cond[j]
+        int64_t acc[1] = {};       // accumulator output index of acc slot j
+        int64_t permWant[1] = {};  // lane table families of the body
+        int64_t signWant[1] = {};
     };
 
     __aicore__ inline void Init(GM_ADDR query, GM_ADDR key, GM_ADDR value, GM_ADDR encoder_query, GM_ADDR encoder_key,
@@ -357,14 +371,12 @@ public:
         gm_norm_added_query_rstd.SetGlobalBuffer(reinterpret_cast<__gm__ float*>(norm_added_query_rstd));
         gm_norm_added_key_mean.SetGlobalBuffer(reinterpret_cast<__gm__ float*>(norm_added_key_mean));
         gm_norm_added_key_rstd.SetGlobalBuffer(reinterpret_cast<__gm__ float*>(norm_added_key_rstd));
-        has_encoder_query = encoder_query != nullptr;
-        has_encoder_key = encoder_key != nullptr;
-        has_encoder_value = encoder_value != nullptr;
         if (td->workspaceBytes > 0) {
             ws_.SetGlobalBuffer(reinterpret_cast<__gm__ float*>(GetUserWorkspace(workspace)));
-        } else {
-            (void)workspace;
         }
+        this->has_encoder_query = encoder_query != nullptr;
+        this->has_encoder_key = encoder_key != nullptr;
+        this->has_encoder_value = encoder_value != nullptr;
         attrKey_ = td_->tilingKey / 100;
         heads_ = td_->headNum;
         headDim_ = td_->headDimLen;
@@ -381,301 +393,79 @@ public:
     }
 
 private:
-    // The part in slot j for this attribute key (0: none); its rows, GM tensors and body.
-    __aicore__ inline int64_t SetupPart(int64_t j, Part& p)
+    __aicore__ inline int64_t RowStartOf(int64_t core) const
     {
-        const int64_t addr = kAddr[attrKey_][j];
-        if (addr < 0) {
-            return 0;
-        }
-        if (addr == 0) {
-            Addr0(p);
-        }
-        if (addr == 1) {
-            Addr1(p);
-        }
-        if (addr == 2) {
-            Addr2(p);
-        }
-        if (addr == 3) {
-            Addr3(p);
-        }
-        if (addr == 4) {
-            Addr4(p);
-        }
-        if (addr == 5) {
-            Addr5(p);
-        }
-        if (addr == 6) {
-            Addr6(p);
-        }
-        if (addr == 7) {
-            Addr7(p);
-        }
-        if (addr == 8) {
-            Addr8(p);
-        }
-        if (addr == 9) {
-            Addr9(p);
-        }
-        if (addr == 10) {
-            Addr10(p);
-        }
-        if (addr == 11) {
-            Addr11(p);
-        }
-        p.body = kBody[attrKey_][j];
-        if (p.body >= 0) {  // the slots the body uses
-            p.useIn[0] = kBodyUse[p.body][0] % 2;
-            p.useOut[0] = kBodyUse[p.body][1] % 2;
-            p.useStatOut[0] = kBodyUse[p.body][3] % 2;
-            p.useStatOut[1] = kBodyUse[p.body][3] / 2 % 2;
-            p.useCol[0] = kBodyUse[p.body][4] % 2;
-            p.useCol[1] = kBodyUse[p.body][4] / 2 % 2;
-        }
-        p.permWant[0] = p.body < 0 ? -1 : kBodyPerm[p.body][0];
-        p.signWant[0] = p.body < 0 ? -1 : kBodySign[p.body][0];
-        return 1;
+        const int64_t big = td_->rowsPerCore + 1;
+        return core < td_->rowsTail ? core * big : td_->rowsTail * big + (core - td_->rowsTail) * td_->rowsPerCore;
     }
 
-    // query: rows [B, Sq, N]; RoPE rows s < R
-    __aicore__ inline void Addr0(Part& p)
+    // UB gap in 32-byte blocks between rows of `len` elements of `bytes` stored `stride` elements apart.
+    static __aicore__ inline uint32_t GapBlocks(int64_t stride, int64_t len, int64_t bytes)
     {
-        p.seq = td_->dimSq;
-        p.in[0] = gm_query;
-        p.inExtent[0] = td_->dimSq;
-        p.inOffset[0] = 0;
-        p.inBnsd[0] = 0;
-        p.tab[0] = gm_rope_sin;
-        p.tabOff[0] = 0;
-        p.tab[1] = gm_rope_cos;
-        p.tabOff[1] = 0;
-        p.col[0] = gm_norm_query_weight;
-        p.col[1] = gm_norm_query_bias;
-        p.out[0] = gm_query_output;
-        p.outExtent[0] = td_->dimSeq + td_->dimSq;
-        p.outOffset[0] = 0;
-        p.outBnsd[0] = 1;
-        p.statOut[0] = gm_norm_query_mean;
-        p.statOut[1] = gm_norm_query_rstd;
-        p.cond[0] = td_->dimR;
+        return static_cast<uint32_t>((stride * bytes - AlignUp(len * bytes, 32)) / 32);
     }
 
-    // query: rows [B, Sq, N]; rope_sin row s + Seq, rope_cos row s + Seq, query_output at s + Seq; RoPE rows s < R - Seq
-    __aicore__ inline void Addr1(Part& p)
+    // GM -> UB of part rows [r0, r0 + k): one DataCopyPad per run of rows equally spaced in GM
+    // (the heads of one (b, s) of a BNSD tensor, the rows of one batch of a BSND tensor, the whole pass
+    // when the tensor is the part itself).
+    __aicore__ inline void CopyRowsIn(const GlobalTensor<T>& g, int64_t extent, int64_t offset, int64_t bnsd,
+                                      const LocalTensor<T>& ub, const Part& p, int64_t r0, int64_t k)
     {
-        p.seq = td_->dimSq;
-        p.in[0] = gm_query;
-        p.inExtent[0] = td_->dimSq;
-        p.inOffset[0] = 0;
-        p.inBnsd[0] = 0;
-        p.tab[0] = gm_rope_sin;
-        p.tabOff[0] = td_->dimSeq;
-        p.tab[1] = gm_rope_cos;
-        p.tabOff[1] = td_->dimSeq;
-        p.col[0] = gm_norm_query_weight;
-        p.col[1] = gm_norm_query_bias;
-        p.out[0] = gm_query_output;
-        p.outExtent[0] = td_->dimSeq + td_->dimSq;
-        p.outOffset[0] = td_->dimSeq;
-        p.outBnsd[0] = 1;
-        p.statOut[0] = gm_norm_query_mean;
-        p.statOut[1] = gm_norm_query_rstd;
-        p.cond[0] = td_->dimR - td_->dimSeq;
+        const int64_t ubGap = GapBlocks(dAlign_, headDim_, sizeof(T));
+        for (int64_t i = 0; i < k;) {  // one DataCopyPad per run of rows at one GM stride
+            const int64_t r = r0 + i;
+            const int64_t n = r % heads_;
+            const int64_t s = r / heads_ % p.seq;
+            const int64_t b = r / heads_ / p.seq;
+            int64_t run = 0;
+            int64_t gmOff = 0;
+            int64_t gap = 0;
+            if (bnsd != 0) {
+                run = k - i < heads_ - n ? k - i : heads_ - n;
+                gmOff = ((b * heads_ + n) * extent + s + offset) * headDim_;
+                gap = (extent - 1) * headDim_;
+            } else {
+                run = (extent == p.seq && offset == 0)
+                          ? k - i
+                          : (k - i < (p.seq - s) * heads_ - n ? k - i : (p.seq - s) * heads_ - n);
+                gmOff = ((b * extent + s + offset) * heads_ + n) * headDim_;
+            }
+            DataCopyPad(ub[i * dAlign_], g[gmOff],
+                        DataCopyExtParams(static_cast<uint16_t>(run), headDim_ * sizeof(T), gap * sizeof(T), ubGap, 0),
+                        DataCopyPadExtParams<T>(false, 0, 0, T{}));
+            i += run;
+        }
     }
 
-    // key: rows [B, Sk, N]; RoPE rows s < R
-    __aicore__ inline void Addr2(Part& p)
+    // UB -> GM of part rows [r0, r0 + k): one DataCopyPad per run of rows equally spaced in GM
+    // (the heads of one (b, s) of a BNSD tensor, the rows of one batch of a BSND tensor, the whole pass
+    // when the tensor is the part itself).
+    __aicore__ inline void CopyRowsOut(const GlobalTensor<T>& g, int64_t extent, int64_t offset, int64_t bnsd,
+                                       const LocalTensor<T>& ub, const Part& p, int64_t r0, int64_t k)
     {
-        p.seq = td_->dimSk;
-        p.in[0] = gm_key;
-        p.inExtent[0] = td_->dimSk;
-        p.inOffset[0] = 0;
-        p.inBnsd[0] = 0;
-        p.tab[0] = gm_rope_sin;
-        p.tabOff[0] = 0;
-        p.tab[1] = gm_rope_cos;
-        p.tabOff[1] = 0;
-        p.col[0] = gm_norm_key_weight;
-        p.col[1] = gm_norm_key_bias;
-        p.out[0] = gm_key_output;
-        p.outExtent[0] = td_->dimSek + td_->dimSk;
-        p.outOffset[0] = 0;
-        p.outBnsd[0] = 1;
-        p.statOut[0] = gm_norm_key_mean;
-        p.statOut[1] = gm_norm_key_rstd;
-        p.cond[0] = td_->dimR;
-    }
-
-    // key: rows [B, Sk, N]; rope_sin row s + Sek, rope_cos row s + Sek, key_output at s + Sek; RoPE rows s < R - Sek
-    __aicore__ inline void Addr3(Part& p)
-    {
-        p.seq = td_->dimSk;
-        p.in[0] = gm_key;
-        p.inExtent[0] = td_->dimSk;
-        p.inOffset[0] = 0;
-        p.inBnsd[0] = 0;
-        p.tab[0] = gm_rope_sin;
-        p.tabOff[0] = td_->dimSek;
-        p.tab[1] = gm_rope_cos;
-        p.tabOff[1] = td_->dimSek;
-        p.col[0] = gm_norm_key_weight;
-        p.col[1] = gm_norm_key_bias;
-        p.out[0] = gm_key_output;
-        p.outExtent[0] = td_->dimSek + td_->dimSk;
-        p.outOffset[0] = td_->dimSek;
-        p.outBnsd[0] = 1;
-        p.statOut[0] = gm_norm_key_mean;
-        p.statOut[1] = gm_norm_key_rstd;
-        p.cond[0] = td_->dimR - td_->dimSek;
-    }
-
-    // value: rows [B, Sk, N]
-    __aicore__ inline void Addr4(Part& p)
-    {
-        p.seq = td_->dimSk;
-        p.in[0] = gm_value;
-        p.inExtent[0] = td_->dimSk;
-        p.inOffset[0] = 0;
-        p.inBnsd[0] = 0;
-        p.out[0] = gm_value_output;
-        p.outExtent[0] = td_->dimSek + td_->dimSk;
-        p.outOffset[0] = 0;
-        p.outBnsd[0] = 1;
-    }
-
-    // value: rows [B, Sk, N]; value_output at s + Sek
-    __aicore__ inline void Addr5(Part& p)
-    {
-        p.seq = td_->dimSk;
-        p.in[0] = gm_value;
-        p.inExtent[0] = td_->dimSk;
-        p.inOffset[0] = 0;
-        p.inBnsd[0] = 0;
-        p.out[0] = gm_value_output;
-        p.outExtent[0] = td_->dimSek + td_->dimSk;
-        p.outOffset[0] = td_->dimSek;
-        p.outBnsd[0] = 1;
-    }
-
-    // encoder_query: rows [B, Seq, N]; rope_sin row s + Sq, rope_cos row s + Sq, query_output at s + Sq; RoPE rows s < R - Sq
-    __aicore__ inline void Addr6(Part& p)
-    {
-        p.seq = has_encoder_query != 0 ? td_->dimSeq : 0;  // no rows when an optional input it reads is absent
-        p.in[0] = gm_encoder_query;
-        p.inExtent[0] = td_->dimSeq;
-        p.inOffset[0] = 0;
-        p.inBnsd[0] = 0;
-        p.tab[0] = gm_rope_sin;
-        p.tabOff[0] = td_->dimSq;
-        p.tab[1] = gm_rope_cos;
-        p.tabOff[1] = td_->dimSq;
-        p.col[0] = gm_norm_added_query_weight;
-        p.col[1] = gm_norm_added_query_bias;
-        p.out[0] = gm_query_output;
-        p.outExtent[0] = td_->dimSeq + td_->dimSq;
-        p.outOffset[0] = td_->dimSq;
-        p.outBnsd[0] = 1;
-        p.statOut[0] = gm_norm_added_query_mean;
-        p.statOut[1] = gm_norm_added_query_rstd;
-        p.cond[0] = td_->dimR - td_->dimSq;
-    }
-
-    // encoder_query: rows [B, Seq, N]; RoPE rows s < R
-    __aicore__ inline void Addr7(Part& p)
-    {
-        p.seq = has_encoder_query != 0 ? td_->dimSeq : 0;  // no rows when an optional input it reads is absent
-        p.in[0] = gm_encoder_query;
-        p.inExtent[0] = td_->dimSeq;
-        p.inOffset[0] = 0;
-        p.inBnsd[0] = 0;
-        p.tab[0] = gm_rope_sin;
-        p.tabOff[0] = 0;
-        p.tab[1] = gm_rope_cos;
-        p.tabOff[1] = 0;
-        p.col[0] = gm_norm_added_query_weight;
-        p.col[1] = gm_norm_added_query_bias;
-        p.out[0] = gm_query_output;
-        p.outExtent[0] = td_->dimSeq + td_->dimSq;
-        p.outOffset[0] = 0;
-        p.outBnsd[0] = 1;
-        p.statOut[0] = gm_norm_added_query_mean;
-        p.statOut[1] = gm_norm_added_query_rstd;
-        p.cond[0] = td_->dimR;
-    }
-
-    // encoder_key: rows [B, Sek, N]; rope_sin row s + Sk, rope_cos row s + Sk, key_output at s + Sk; RoPE rows s < R - Sk
-    __aicore__ inline void Addr8(Part& p)
-    {
-        p.seq = has_encoder_key != 0 ? td_->dimSek : 0;  // no rows when an optional input it reads is absent
-        p.in[0] = gm_encoder_key;
-        p.inExtent[0] = td_->dimSek;
-        p.inOffset[0] = 0;
-        p.inBnsd[0] = 0;
-        p.tab[0] = gm_rope_sin;
-        p.tabOff[0] = td_->dimSk;
-        p.tab[1] = gm_rope_cos;
-        p.tabOff[1] = td_->dimSk;
-        p.col[0] = gm_norm_added_key_weight;
-        p.col[1] = gm_norm_added_key_bias;
-        p.out[0] = gm_key_output;
-        p.outExtent[0] = td_->dimSek + td_->dimSk;
-        p.outOffset[0] = td_->dimSk;
-        p.outBnsd[0] = 1;
-        p.statOut[0] = gm_norm_added_key_mean;
-        p.statOut[1] = gm_norm_added_key_rstd;
-        p.cond[0] = td_->dimR - td_->dimSk;
-    }
-
-    // encoder_key: rows [B, Sek, N]; RoPE rows s < R
-    __aicore__ inline void Addr9(Part& p)
-    {
-        p.seq = has_encoder_key != 0 ? td_->dimSek : 0;  // no rows when an optional input it reads is absent
-        p.in[0] = gm_encoder_key;
-        p.inExtent[0] = td_->dimSek;
-        p.inOffset[0] = 0;
-        p.inBnsd[0] = 0;
-        p.tab[0] = gm_rope_sin;
-        p.tabOff[0] = 0;
-        p.tab[1] = gm_rope_cos;
-        p.tabOff[1] = 0;
-        p.col[0] = gm_norm_added_key_weight;
-        p.col[1] = gm_norm_added_key_bias;
-        p.out[0] = gm_key_output;
-        p.outExtent[0] = td_->dimSek + td_->dimSk;
-        p.outOffset[0] = 0;
-        p.outBnsd[0] = 1;
-        p.statOut[0] = gm_norm_added_key_mean;
-        p.statOut[1] = gm_norm_added_key_rstd;
-        p.cond[0] = td_->dimR;
-    }
-
-    // encoder_value: rows [B, Sek, N]; value_output at s + Sk
-    __aicore__ inline void Addr10(Part& p)
-    {
-        p.seq = has_encoder_value != 0 ? td_->dimSek : 0;  // no rows when an optional input it reads is absent
-        p.in[0] = gm_encoder_value;
-        p.inExtent[0] = td_->dimSek;
-        p.inOffset[0] = 0;
-        p.inBnsd[0] = 0;
-        p.out[0] = gm_value_output;
-        p.outExtent[0] = td_->dimSek + td_->dimSk;
-        p.outOffset[0] = td_->dimSk;
-        p.outBnsd[0] = 1;
-    }
-
-    // encoder_value: rows [B, Sek, N]
-    __aicore__ inline void Addr11(Part& p)
-    {
-        p.seq = has_encoder_value != 0 ? td_->dimSek : 0;  // no rows when an optional input it reads is absent
-        p.in[0] = gm_encoder_value;
-        p.inExtent[0] = td_->dimSek;
-        p.inOffset[0] = 0;
-        p.inBnsd[0] = 0;
-        p.out[0] = gm_value_output;
-        p.outExtent[0] = td_->dimSek + td_->dimSk;
-        p.outOffset[0] = 0;
-        p.outBnsd[0] = 1;
+        const int64_t ubGap = GapBlocks(dAlign_, headDim_, sizeof(T));
+        for (int64_t i = 0; i < k;) {  // one DataCopyPad per run of rows at one GM stride
+            const int64_t r = r0 + i;
+            const int64_t n = r % heads_;
+            const int64_t s = r / heads_ % p.seq;
+            const int64_t b = r / heads_ / p.seq;
+            int64_t run = 0;
+            int64_t gmOff = 0;
+            int64_t gap = 0;
+            if (bnsd != 0) {
+                run = k - i < heads_ - n ? k - i : heads_ - n;
+                gmOff = ((b * heads_ + n) * extent + s + offset) * headDim_;
+                gap = (extent - 1) * headDim_;
+            } else {
+                run = (extent == p.seq && offset == 0)
+                          ? k - i
+                          : (k - i < (p.seq - s) * heads_ - n ? k - i : (p.seq - s) * heads_ - n);
+                gmOff = ((b * extent + s + offset) * heads_ + n) * headDim_;
+            }
+            DataCopyPad(g[gmOff], ub[i * dAlign_],
+                        DataCopyExtParams(static_cast<uint16_t>(run), headDim_ * sizeof(T), ubGap, gap * sizeof(T), 0));
+            i += run;
+        }
     }
 
     __aicore__ inline void InitBuffers()
@@ -712,21 +502,6 @@ private:
         redTmp_ = red_[8];
     }
 
-    // The parts in row-space order, each after the rows of the ones before it.
-    __aicore__ inline void RunParts()
-    {
-        int64_t start = 0;
-        for (int64_t j = 0; j < 6; ++j) {
-            Part p;
-            const int64_t found = SetupPart(j, p);
-            if (found != 0) {
-                const int64_t rows = td_->batchNum * heads_ * p.seq;
-                RunPart(p, start, rows);
-                start += rows;
-            }
-        }
-    }
-
     // This core's rows [rowStart_, rowEnd_) of the part whose rows start at `start`: passes of rowsPerPass
     // rows; the part's column sums (if any) go to this core's workspace rows even when it has no rows.
     __aicore__ inline void RunPart(const Part& p, int64_t start, int64_t rows)
@@ -754,41 +529,6 @@ private:
                 Compute(p, r, k);
                 CopyOut(p, r, k);
             }
-        }
-    }
-
-    // The Gather byte-offset tables and sign rows of the part's body, written by the scalar unit when they change.
-    __aicore__ inline void PrepareLanes(const Part& p)
-    {
-        if (p.permWant[0] >= 0 && p.permWant[0] != permFamily0_) {
-            if (p.permWant[0] == 0) {
-                for (int64_t l = 0; l < headDim_; ++l) {
-                    perm_[0].SetValue(
-                        l, static_cast<uint32_t>((l + 1 - 2 * (l % 2)) *
-                                                 sizeof(float)));  // pair_swap: the source lane's byte offset
-                }
-            }
-            if (p.permWant[0] == 1) {
-                for (int64_t l = 0; l < headDim_; ++l) {
-                    perm_[0].SetValue(
-                        l, static_cast<uint32_t>((l + headDim_ / 2) % headDim_ *
-                                                 sizeof(float)));  // half_swap: the source lane's byte offset
-                }
-            }
-            permFamily0_ = p.permWant[0];
-        }
-        if (p.signWant[0] >= 0 && p.signWant[0] != signFamily0_) {
-            if (p.signWant[0] == 0) {
-                for (int64_t l = 0; l < headDim_; ++l) {
-                    sign_[0].SetValue(l, static_cast<float>(l % 2 == 0 ? -1 : 1));  // even: the lane's sign
-                }
-            }
-            if (p.signWant[0] == 1) {
-                for (int64_t l = 0; l < headDim_; ++l) {
-                    sign_[0].SetValue(l, static_cast<float>(l < headDim_ / 2 ? -1 : 1));  // low_half: the lane's sign
-                }
-            }
-            signFamily0_ = p.signWant[0];
         }
     }
 
@@ -903,69 +643,6 @@ private:
         }
     }
 
-    // GM -> UB of part rows [r0, r0 + k): one DataCopyPad per run of rows equally spaced in GM
-    // (the heads of one (b, s) of a BNSD tensor, the rows of one batch of a BSND tensor, the whole pass
-    // when the tensor is the part itself).
-    __aicore__ inline void CopyRowsIn(const GlobalTensor<T>& g, int64_t extent, int64_t offset, int64_t bnsd,
-                                      const LocalTensor<T>& ub, const Part& p, int64_t r0, int64_t k)
-    {
-        const int64_t ubGap = GapBlocks(dAlign_, headDim_, sizeof(T));
-        for (int64_t i = 0; i < k;) {  // one DataCopyPad per run of rows at one GM stride
-            const int64_t r = r0 + i;
-            const int64_t n = r % heads_;
-            const int64_t s = r / heads_ % p.seq;
-            const int64_t b = r / heads_ / p.seq;
-            int64_t run = 0;
-            int64_t gmOff = 0;
-            int64_t gap = 0;
-            if (bnsd != 0) {
-                run = k - i < heads_ - n ? k - i : heads_ - n;
-                gmOff = ((b * heads_ + n) * extent + s + offset) * headDim_;
-                gap = (extent - 1) * headDim_;
-            } else {
-                run = (extent == p.seq && offset == 0)
-                          ? k - i
-                          : (k - i < (p.seq - s) * heads_ - n ? k - i : (p.seq - s) * heads_ - n);
-                gmOff = ((b * extent + s + offset) * heads_ + n) * headDim_;
-            }
-            DataCopyPad(ub[i * dAlign_], g[gmOff],
-                        DataCopyExtParams(static_cast<uint16_t>(run), headDim_ * sizeof(T), gap * sizeof(T), ubGap, 0),
-                        DataCopyPadExtParams<T>(false, 0, 0, T{}));
-            i += run;
-        }
-    }
-
-    // UB -> GM of part rows [r0, r0 + k): one DataCopyPad per run of rows equally spaced in GM
-    // (the heads of one (b, s) of a BNSD tensor, the rows of one batch of a BSND tensor, the whole pass
-    // when the tensor is the part itself).
-    __aicore__ inline void CopyRowsOut(const GlobalTensor<T>& g, int64_t extent, int64_t offset, int64_t bnsd,
-                                       const LocalTensor<T>& ub, const Part& p, int64_t r0, int64_t k)
-    {
-        const int64_t ubGap = GapBlocks(dAlign_, headDim_, sizeof(T));
-        for (int64_t i = 0; i < k;) {  // one DataCopyPad per run of rows at one GM stride
-            const int64_t r = r0 + i;
-            const int64_t n = r % heads_;
-            const int64_t s = r / heads_ % p.seq;
-            const int64_t b = r / heads_ / p.seq;
-            int64_t run = 0;
-            int64_t gmOff = 0;
-            int64_t gap = 0;
-            if (bnsd != 0) {
-                run = k - i < heads_ - n ? k - i : heads_ - n;
-                gmOff = ((b * heads_ + n) * extent + s + offset) * headDim_;
-                gap = (extent - 1) * headDim_;
-            } else {
-                run = (extent == p.seq && offset == 0)
-                          ? k - i
-                          : (k - i < (p.seq - s) * heads_ - n ? k - i : (p.seq - s) * heads_ - n);
-                gmOff = ((b * extent + s + offset) * heads_ + n) * headDim_;
-            }
-            DataCopyPad(g[gmOff], ub[i * dAlign_],
-                        DataCopyExtParams(static_cast<uint16_t>(run), headDim_ * sizeof(T), ubGap, gap * sizeof(T), 0));
-            i += run;
-        }
-    }
-
     // GM row (T, U or fp32) -> fp32 UB row, n elements.
     template <typename S>
     __aicore__ inline void LoadRow(const LocalTensor<float>& dst, const GlobalTensor<S>& src, int64_t n)
@@ -986,16 +663,54 @@ private:
         return red_.GetValue(0);
     }
 
-    __aicore__ inline int64_t RowStartOf(int64_t core) const
+    // The parts in row-space order, each after the rows of the ones before it.
+    __aicore__ inline void RunParts()
     {
-        const int64_t big = td_->rowsPerCore + 1;
-        return core < td_->rowsTail ? core * big : td_->rowsTail * big + (core - td_->rowsTail) * td_->rowsPerCore;
+        int64_t start = 0;
+        for (int64_t j = 0; j < 6; ++j) {
+            Part p;
+            const int64_t found = SetupPart(j, p);
+            if (found != 0) {
+                const int64_t rows = td_->batchNum * heads_ * p.seq;
+                RunPart(p, start, rows);
+                start += rows;
+            }
+        }
     }
 
-    // UB gap in 32-byte blocks between rows of `len` elements of `bytes` stored `stride` elements apart.
-    static __aicore__ inline uint32_t GapBlocks(int64_t stride, int64_t len, int64_t bytes)
+    // The Gather byte-offset tables and sign rows of the part's body, written by the scalar unit when they change.
+    __aicore__ inline void PrepareLanes(const Part& p)
     {
-        return static_cast<uint32_t>((stride * bytes - AlignUp(len * bytes, 32)) / 32);
+        if (p.permWant[0] >= 0 && p.permWant[0] != permFamily0_) {
+            if (p.permWant[0] == 0) {
+                for (int64_t l = 0; l < headDim_; ++l) {
+                    perm_[0].SetValue(
+                        l, static_cast<uint32_t>((l + 1 - 2 * (l % 2)) *
+                                                 sizeof(float)));  // pair_swap: the source lane's byte offset
+                }
+            }
+            if (p.permWant[0] == 1) {
+                for (int64_t l = 0; l < headDim_; ++l) {
+                    perm_[0].SetValue(
+                        l, static_cast<uint32_t>((l + headDim_ / 2) % headDim_ *
+                                                 sizeof(float)));  // half_swap: the source lane's byte offset
+                }
+            }
+            permFamily0_ = p.permWant[0];
+        }
+        if (p.signWant[0] >= 0 && p.signWant[0] != signFamily0_) {
+            if (p.signWant[0] == 0) {
+                for (int64_t l = 0; l < headDim_; ++l) {
+                    sign_[0].SetValue(l, static_cast<float>(l % 2 == 0 ? -1 : 1));  // even: the lane's sign
+                }
+            }
+            if (p.signWant[0] == 1) {
+                for (int64_t l = 0; l < headDim_; ++l) {
+                    sign_[0].SetValue(l, static_cast<float>(l < headDim_ / 2 ? -1 : 1));  // low_half: the lane's sign
+                }
+            }
+            signFamily0_ = p.signWant[0];
+        }
     }
 
     // Body 0: reads in0; writes out0; 1 fp32 temporaries
@@ -1838,6 +1553,303 @@ private:
                        headDim_);  // spec: norm_rope_concat.py:45,46
             }
         }
+    }
+
+    // The part in slot j for this attribute key (0: none); its rows, GM tensors and body.
+    __aicore__ inline int64_t SetupPart(int64_t j, Part& p)
+    {
+        const int64_t addr = kAddr[attrKey_][j];
+        if (addr < 0) {
+            return 0;
+        }
+        if (addr == 0) {
+            Addr0(p);
+        }
+        if (addr == 1) {
+            Addr1(p);
+        }
+        if (addr == 2) {
+            Addr2(p);
+        }
+        if (addr == 3) {
+            Addr3(p);
+        }
+        if (addr == 4) {
+            Addr4(p);
+        }
+        if (addr == 5) {
+            Addr5(p);
+        }
+        if (addr == 6) {
+            Addr6(p);
+        }
+        if (addr == 7) {
+            Addr7(p);
+        }
+        if (addr == 8) {
+            Addr8(p);
+        }
+        if (addr == 9) {
+            Addr9(p);
+        }
+        if (addr == 10) {
+            Addr10(p);
+        }
+        if (addr == 11) {
+            Addr11(p);
+        }
+        p.body = kBody[attrKey_][j];
+        if (p.body >= 0) {  // the slots the body uses
+            p.useIn[0] = kBodyUse[p.body][0] % 2;
+            p.useOut[0] = kBodyUse[p.body][1] % 2;
+            p.useStatOut[0] = kBodyUse[p.body][3] % 2;
+            p.useStatOut[1] = kBodyUse[p.body][3] / 2 % 2;
+            p.useCol[0] = kBodyUse[p.body][4] % 2;
+            p.useCol[1] = kBodyUse[p.body][4] / 2 % 2;
+        }
+        p.permWant[0] = p.body < 0 ? -1 : kBodyPerm[p.body][0];
+        p.signWant[0] = p.body < 0 ? -1 : kBodySign[p.body][0];
+        return 1;
+    }
+
+    // query: rows [B, Sq, N]; RoPE rows s < R
+    __aicore__ inline void Addr0(Part& p)
+    {
+        p.seq = td_->dimSq;
+        p.in[0] = gm_query;
+        p.inExtent[0] = td_->dimSq;
+        p.inOffset[0] = 0;
+        p.inBnsd[0] = 0;
+        p.tab[0] = gm_rope_sin;
+        p.tabOff[0] = 0;
+        p.tab[1] = gm_rope_cos;
+        p.tabOff[1] = 0;
+        p.col[0] = gm_norm_query_weight;
+        p.col[1] = gm_norm_query_bias;
+        p.out[0] = gm_query_output;
+        p.outExtent[0] = td_->dimSeq + td_->dimSq;
+        p.outOffset[0] = 0;
+        p.outBnsd[0] = 1;
+        p.statOut[0] = gm_norm_query_mean;
+        p.statOut[1] = gm_norm_query_rstd;
+        p.cond[0] = td_->dimR;
+    }
+
+    // query: rows [B, Sq, N]; rope_sin row s + Seq, rope_cos row s + Seq, query_output at s + Seq; RoPE rows s < R - Seq
+    __aicore__ inline void Addr1(Part& p)
+    {
+        p.seq = td_->dimSq;
+        p.in[0] = gm_query;
+        p.inExtent[0] = td_->dimSq;
+        p.inOffset[0] = 0;
+        p.inBnsd[0] = 0;
+        p.tab[0] = gm_rope_sin;
+        p.tabOff[0] = td_->dimSeq;
+        p.tab[1] = gm_rope_cos;
+        p.tabOff[1] = td_->dimSeq;
+        p.col[0] = gm_norm_query_weight;
+        p.col[1] = gm_norm_query_bias;
+        p.out[0] = gm_query_output;
+        p.outExtent[0] = td_->dimSeq + td_->dimSq;
+        p.outOffset[0] = td_->dimSeq;
+        p.outBnsd[0] = 1;
+        p.statOut[0] = gm_norm_query_mean;
+        p.statOut[1] = gm_norm_query_rstd;
+        p.cond[0] = td_->dimR - td_->dimSeq;
+    }
+
+    // key: rows [B, Sk, N]; RoPE rows s < R
+    __aicore__ inline void Addr2(Part& p)
+    {
+        p.seq = td_->dimSk;
+        p.in[0] = gm_key;
+        p.inExtent[0] = td_->dimSk;
+        p.inOffset[0] = 0;
+        p.inBnsd[0] = 0;
+        p.tab[0] = gm_rope_sin;
+        p.tabOff[0] = 0;
+        p.tab[1] = gm_rope_cos;
+        p.tabOff[1] = 0;
+        p.col[0] = gm_norm_key_weight;
+        p.col[1] = gm_norm_key_bias;
+        p.out[0] = gm_key_output;
+        p.outExtent[0] = td_->dimSek + td_->dimSk;
+        p.outOffset[0] = 0;
+        p.outBnsd[0] = 1;
+        p.statOut[0] = gm_norm_key_mean;
+        p.statOut[1] = gm_norm_key_rstd;
+        p.cond[0] = td_->dimR;
+    }
+
+    // key: rows [B, Sk, N]; rope_sin row s + Sek, rope_cos row s + Sek, key_output at s + Sek; RoPE rows s < R - Sek
+    __aicore__ inline void Addr3(Part& p)
+    {
+        p.seq = td_->dimSk;
+        p.in[0] = gm_key;
+        p.inExtent[0] = td_->dimSk;
+        p.inOffset[0] = 0;
+        p.inBnsd[0] = 0;
+        p.tab[0] = gm_rope_sin;
+        p.tabOff[0] = td_->dimSek;
+        p.tab[1] = gm_rope_cos;
+        p.tabOff[1] = td_->dimSek;
+        p.col[0] = gm_norm_key_weight;
+        p.col[1] = gm_norm_key_bias;
+        p.out[0] = gm_key_output;
+        p.outExtent[0] = td_->dimSek + td_->dimSk;
+        p.outOffset[0] = td_->dimSek;
+        p.outBnsd[0] = 1;
+        p.statOut[0] = gm_norm_key_mean;
+        p.statOut[1] = gm_norm_key_rstd;
+        p.cond[0] = td_->dimR - td_->dimSek;
+    }
+
+    // value: rows [B, Sk, N]
+    __aicore__ inline void Addr4(Part& p)
+    {
+        p.seq = td_->dimSk;
+        p.in[0] = gm_value;
+        p.inExtent[0] = td_->dimSk;
+        p.inOffset[0] = 0;
+        p.inBnsd[0] = 0;
+        p.out[0] = gm_value_output;
+        p.outExtent[0] = td_->dimSek + td_->dimSk;
+        p.outOffset[0] = 0;
+        p.outBnsd[0] = 1;
+    }
+
+    // value: rows [B, Sk, N]; value_output at s + Sek
+    __aicore__ inline void Addr5(Part& p)
+    {
+        p.seq = td_->dimSk;
+        p.in[0] = gm_value;
+        p.inExtent[0] = td_->dimSk;
+        p.inOffset[0] = 0;
+        p.inBnsd[0] = 0;
+        p.out[0] = gm_value_output;
+        p.outExtent[0] = td_->dimSek + td_->dimSk;
+        p.outOffset[0] = td_->dimSek;
+        p.outBnsd[0] = 1;
+    }
+
+    // encoder_query: rows [B, Seq, N]; rope_sin row s + Sq, rope_cos row s + Sq, query_output at s + Sq; RoPE rows s < R - Sq
+    __aicore__ inline void Addr6(Part& p)
+    {
+        p.seq = has_encoder_query != 0 ? td_->dimSeq : 0;  // no rows when an optional input it reads is absent
+        p.in[0] = gm_encoder_query;
+        p.inExtent[0] = td_->dimSeq;
+        p.inOffset[0] = 0;
+        p.inBnsd[0] = 0;
+        p.tab[0] = gm_rope_sin;
+        p.tabOff[0] = td_->dimSq;
+        p.tab[1] = gm_rope_cos;
+        p.tabOff[1] = td_->dimSq;
+        p.col[0] = gm_norm_added_query_weight;
+        p.col[1] = gm_norm_added_query_bias;
+        p.out[0] = gm_query_output;
+        p.outExtent[0] = td_->dimSeq + td_->dimSq;
+        p.outOffset[0] = td_->dimSq;
+        p.outBnsd[0] = 1;
+        p.statOut[0] = gm_norm_added_query_mean;
+        p.statOut[1] = gm_norm_added_query_rstd;
+        p.cond[0] = td_->dimR - td_->dimSq;
+    }
+
+    // encoder_query: rows [B, Seq, N]; RoPE rows s < R
+    __aicore__ inline void Addr7(Part& p)
+    {
+        p.seq = has_encoder_query != 0 ? td_->dimSeq : 0;  // no rows when an optional input it reads is absent
+        p.in[0] = gm_encoder_query;
+        p.inExtent[0] = td_->dimSeq;
+        p.inOffset[0] = 0;
+        p.inBnsd[0] = 0;
+        p.tab[0] = gm_rope_sin;
+        p.tabOff[0] = 0;
+        p.tab[1] = gm_rope_cos;
+        p.tabOff[1] = 0;
+        p.col[0] = gm_norm_added_query_weight;
+        p.col[1] = gm_norm_added_query_bias;
+        p.out[0] = gm_query_output;
+        p.outExtent[0] = td_->dimSeq + td_->dimSq;
+        p.outOffset[0] = 0;
+        p.outBnsd[0] = 1;
+        p.statOut[0] = gm_norm_added_query_mean;
+        p.statOut[1] = gm_norm_added_query_rstd;
+        p.cond[0] = td_->dimR;
+    }
+
+    // encoder_key: rows [B, Sek, N]; rope_sin row s + Sk, rope_cos row s + Sk, key_output at s + Sk; RoPE rows s < R - Sk
+    __aicore__ inline void Addr8(Part& p)
+    {
+        p.seq = has_encoder_key != 0 ? td_->dimSek : 0;  // no rows when an optional input it reads is absent
+        p.in[0] = gm_encoder_key;
+        p.inExtent[0] = td_->dimSek;
+        p.inOffset[0] = 0;
+        p.inBnsd[0] = 0;
+        p.tab[0] = gm_rope_sin;
+        p.tabOff[0] = td_->dimSk;
+        p.tab[1] = gm_rope_cos;
+        p.tabOff[1] = td_->dimSk;
+        p.col[0] = gm_norm_added_key_weight;
+        p.col[1] = gm_norm_added_key_bias;
+        p.out[0] = gm_key_output;
+        p.outExtent[0] = td_->dimSek + td_->dimSk;
+        p.outOffset[0] = td_->dimSk;
+        p.outBnsd[0] = 1;
+        p.statOut[0] = gm_norm_added_key_mean;
+        p.statOut[1] = gm_norm_added_key_rstd;
+        p.cond[0] = td_->dimR - td_->dimSk;
+    }
+
+    // encoder_key: rows [B, Sek, N]; RoPE rows s < R
+    __aicore__ inline void Addr9(Part& p)
+    {
+        p.seq = has_encoder_key != 0 ? td_->dimSek : 0;  // no rows when an optional input it reads is absent
+        p.in[0] = gm_encoder_key;
+        p.inExtent[0] = td_->dimSek;
+        p.inOffset[0] = 0;
+        p.inBnsd[0] = 0;
+        p.tab[0] = gm_rope_sin;
+        p.tabOff[0] = 0;
+        p.tab[1] = gm_rope_cos;
+        p.tabOff[1] = 0;
+        p.col[0] = gm_norm_added_key_weight;
+        p.col[1] = gm_norm_added_key_bias;
+        p.out[0] = gm_key_output;
+        p.outExtent[0] = td_->dimSek + td_->dimSk;
+        p.outOffset[0] = 0;
+        p.outBnsd[0] = 1;
+        p.statOut[0] = gm_norm_added_key_mean;
+        p.statOut[1] = gm_norm_added_key_rstd;
+        p.cond[0] = td_->dimR;
+    }
+
+    // encoder_value: rows [B, Sek, N]; value_output at s + Sk
+    __aicore__ inline void Addr10(Part& p)
+    {
+        p.seq = has_encoder_value != 0 ? td_->dimSek : 0;  // no rows when an optional input it reads is absent
+        p.in[0] = gm_encoder_value;
+        p.inExtent[0] = td_->dimSek;
+        p.inOffset[0] = 0;
+        p.inBnsd[0] = 0;
+        p.out[0] = gm_value_output;
+        p.outExtent[0] = td_->dimSek + td_->dimSk;
+        p.outOffset[0] = td_->dimSk;
+        p.outBnsd[0] = 1;
+    }
+
+    // encoder_value: rows [B, Sek, N]
+    __aicore__ inline void Addr11(Part& p)
+    {
+        p.seq = has_encoder_value != 0 ? td_->dimSek : 0;  // no rows when an optional input it reads is absent
+        p.in[0] = gm_encoder_value;
+        p.inExtent[0] = td_->dimSek;
+        p.inOffset[0] = 0;
+        p.inBnsd[0] = 0;
+        p.out[0] = gm_value_output;
+        p.outExtent[0] = td_->dimSek + td_->dimSk;
+        p.outOffset[0] = 0;
+        p.outBnsd[0] = 1;
     }
 
     const optiling::NormRopeConcatTilingData* td_ = nullptr;
