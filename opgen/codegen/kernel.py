@@ -68,7 +68,11 @@ def render_kernel(spec, variants: list[Variant], doc: str, spec_file: str) -> di
                     :3 if any(v.stream for v in variants) else 2]:
                 tk = TilingKey(ak, r, strategy, name)
                 declared.append(tk)
-                keys.append((tk.macro(spec), types, [(c["name"], cond) for c, cond in serving]))
+                call = (types, [(c["name"], cond) for c, cond in serving])
+                if keys and keys[-1][1:] == call:   # the class reads the strategy itself: one call, the keys joined
+                    keys[-1][0].append(tk.macro(spec))
+                else:
+                    keys.append(([tk.macro(spec)], *call))
     ctx = {
         "op": spec.name, "op_snake": snake, "spec_file": spec_file, "dvars": dvars, "classes": classes,
         "entry": kernel_entry(spec.name),
