@@ -392,3 +392,25 @@ def _(b, head, tail):
     want = (np.concatenate([p, q], 0).astype(np.float32) + 1).astype(np.float16)
     assert np.array_equal(r.arrays["y"], want)
     assert r.gm["head"].read == p.nbytes and r.gm["tail"].read == q.nbytes
+
+
+def test_a_later_stage_part_no_module_installed_is_one_clear_line():
+    """Family.install keeps each family's parts apart (a part installed for one family is not another's), refuses
+    an unknown part, and a part nothing installed fails naming the package to import."""
+    from opgen.errors import OpgenError
+    from opgen.kernel.family import Family
+
+    class Demo(Family):
+        name = "demo"
+
+    class Other(Family):
+        name = "other"
+
+    Other.install(tile=lambda spec, lowered, counts: "tiled")
+    assert Other().tile(None, None, None) == "tiled"
+    with pytest.raises(OpgenError, match=r"demo family: its tile part is not installed; import opgen\.tiling"):
+        Demo().tile(None, None, None)
+    with pytest.raises(OpgenError, match="demo family: its emit part is not installed; import opgen.codegen"):
+        Demo().emit(None, None, None)
+    with pytest.raises(OpgenError, match="no installable part lower"):
+        Demo.install(lower=print)

@@ -25,7 +25,9 @@ from opgen.tiling.rowkernel import program, streamable, with_streaming
 
 def rows_tiling(spec, lowered, counts):
     """The Tiling of a rows kernel: opgen.tiling.rowkernel's program for `counts`, its inputs read from the layout's
-    extents, the dtype variables, the float attributes the programs use and the dim fields of the views."""
+    extents, the dtype variables, the float attributes the programs use and the dim fields of the views; builds
+    each variant's Kernel IR class into lowered.extra["variants"]. Raises Unsupported for a runtime attribute the
+    kernel reads that is not a float, SpecError when a buffer plan cannot be proven to fit."""
     lay = lowered.layout
     variants = variants_of(spec, lowered)
     dims = DimFields(lay)
