@@ -15,10 +15,9 @@ import re
 import sys
 from pathlib import Path
 
-from opgen.errors import OpgenError, SpecError
-from opgen.dsl.diagnostics import from_exception, spec_error, syntax_error
-from opgen.dsl.diagnostics import parsed_tree
+from opgen.dsl.diagnostics import from_exception, parsed_tree, spec_error, syntax_error
 from opgen.dsl.spec import OpSpec
+from opgen.errors import OpgenError, SpecError
 
 _CACHE: dict[str, object] = {}
 _HELPERS: dict[str, bytes] = {}   # helper file -> the bytes imported (sys.modules holds that version)

@@ -19,12 +19,11 @@ import subprocess
 
 import numpy as np
 
+from opgen.dsl.keys import LIST_INT
+from opgen.dsl.validate import coerce_attr, resolve_dtypes, unify_shape
 from opgen.errors import OpgenError, ValidationError
 from opgen.ir.dims import Sym, Variadic, as_dim, eval_shape
 from opgen.ir.dtypes import DType, DTypeVar, dtype_of_array, parse_dtype
-from opgen.dsl.keys import LIST_INT
-from opgen.dsl.validate import resolve_dtypes, unify_shape
-from opgen.dsl.validate import coerce_attr
 
 
 class AclnnRejected(OpgenError):

@@ -16,8 +16,8 @@ buffers, emu::Launch (KERNEL_TYPE_AIV_ONLY), emu::LaunchMix (KERNEL_TYPE_MIX_AIC
 
 from __future__ import annotations
 
-from opgen.names import c_string
 from opgen.errors import OpgenError
+from opgen.names import c_string
 
 
 LAUNCH = {"KERNEL_TYPE_AIV_ONLY": "0 /* LaunchKind::AivOnly */", "KERNEL_TYPE_MIX_AIC_1_2": "1 /* LaunchKind::Mix12 */",

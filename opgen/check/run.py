@@ -31,19 +31,19 @@ from opgen.check import caseio, cost
 from opgen.check.aclnn import (AclnnRejected, call_attrs, call_outputs, device_dtypes, encode_call,
                                harness_source, launched_attr_mismatches, run_runner,
                                with_fixed_attrs)
-from opgen.check.build import Builder, BuildRun, Sources, launch_variant
+from opgen.check.build import BuildRun, Builder, Sources, launch_variant
 from opgen.check.compare import OutputComparison, compare_output, rounded_intermediate_outputs
 from opgen.check.driver import driver_source, kernel_type, nokernel_source
-from opgen.dsl.validate import check_input_names
-from opgen.errors import OpgenError, ValidationError
-from opgen.ir.dims import eval_shape
-from opgen.ir.dtypes import DType, DTypeVar
 from opgen.codegen import default_out_dir
 from opgen.codegen.aclnn import device_value_requirements, kernel_traps
-from opgen.codegen.model import OpModel, SOC_ENUM
+from opgen.codegen.model import SOC_ENUM, OpModel
 from opgen.codegen.provenance import stale_reason
 from opgen.dsl.examples import implied_attrs, random_inputs
+from opgen.dsl.validate import check_input_names
+from opgen.errors import OpgenError, ValidationError
 from opgen.interp import run_graph
+from opgen.ir.dims import eval_shape
+from opgen.ir.dtypes import DType, DTypeVar
 from opgen.passes.pipeline import optimize
 from opgen.platforms import DEFAULT, get_platform
 from opgen.registry import load_spec, spec_files

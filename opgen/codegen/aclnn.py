@@ -35,19 +35,18 @@ import re
 import textwrap
 from dataclasses import dataclass, field
 
-from opgen.ir.dimprint import dim_cpp
 from opgen.codegen.env import render
 from opgen.codegen.logic import cpp_condition, failing_cubes, true_cubes
-from opgen.dsl.keys import LIST_INT
 from opgen.codegen.model import SOC_ENUM, OpModel, attr_cpp_type, attr_kernel_type, cpp_literal
-from opgen.dsl.aclnn import SCALAR_CTYPE, SCALAR_READ
-from opgen.names import c_ident, c_printf, c_string, upper_camel
+from opgen.dsl.aclnn import SCALAR_CTYPE, SCALAR_READ, dims_of
+from opgen.dsl.keys import LIST_INT
+from opgen.dsl.spec import choice_text
+from opgen.dsl.validate import extent_dims
 from opgen.errors import SpecError
+from opgen.ir.dimprint import dim_cpp
 from opgen.ir.dims import Lit, Sym, Variadic, affine_in, as_dim, product_in, shape_str
 from opgen.ir.dtypes import DTypeVar
-from opgen.dsl.validate import extent_dims
-from opgen.dsl.spec import choice_text
-from opgen.dsl.aclnn import dims_of
+from opgen.names import c_ident, c_printf, c_string, upper_camel
 
 NULLPTR = "ACLNN_ERR_PARAM_NULLPTR"
 INVALID = "ACLNN_ERR_PARAM_INVALID"

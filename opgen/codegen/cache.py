@@ -24,11 +24,10 @@ import json
 import os
 from pathlib import Path
 
-from opgen.paths import cache_root
 from opgen.dsl.spec import ident_problem
 from opgen.errors import OpgenError
-from opgen.registry import source_digest
-from opgen.registry import specs_dir
+from opgen.paths import cache_root
+from opgen.registry import source_digest, specs_dir
 
 _PKG = Path(__file__).resolve().parent.parent          # opgen/
 _TEMPLATES = _PKG.parent / "templates"

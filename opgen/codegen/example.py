@@ -18,12 +18,12 @@ import numpy as np
 
 from opgen.codegen.env import render
 from opgen.codegen.model import ACL_DTYPE, OpModel, cpp_literal
-from opgen.names import c_string
+from opgen.dsl.examples import random_inputs
+from opgen.dsl.keys import LIST_INT
 from opgen.errors import OpgenError, SpecError
 from opgen.ir.dims import eval_shape
 from opgen.ir.dtypes import DType, DTypeVar
-from opgen.dsl.keys import LIST_INT
-from opgen.dsl.examples import random_inputs
+from opgen.names import c_string
 
 EMBED_LIMIT = 256  # float tensors up to this many elements are embedded value by value
 

@@ -16,17 +16,16 @@ from opgen.codegen.golden import emit_golden
 from opgen.codegen.infershape import emit_infershape
 from opgen.codegen.kernel import emit_kernel
 from opgen.codegen.layout import emit_binary_config, emit_cmake
-from opgen.names import api_snake, op_snake
 from opgen.codegen.opdef import emit_def
 from opgen.codegen.proto import emit_proto
+from opgen.codegen.tilingfiles import emit_tiling_files
 from opgen.codegen.ut import emit_ut
 from opgen.codegen.writer import diff_package, signals_deferred, write_package
+from opgen.dsl.spec import ident_problem
 from opgen.errors import ManyErrors, OpgenError
 from opgen.escape import cpp_comment, md_comment, py_comment
-from opgen.codegen.tilingfiles import emit_tiling_files
-from opgen.dsl.spec import ident_problem
-from opgen.registry import helpers_current
-from opgen.registry import load_spec
+from opgen.names import api_snake, op_snake
+from opgen.registry import helpers_current, load_spec
 
 Emitter = Callable[[object], dict]
 

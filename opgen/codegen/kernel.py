@@ -24,10 +24,10 @@ from __future__ import annotations
 
 import dataclasses
 
-from opgen.names import cpp_name, kernel_entry, op_snake
 from opgen.codegen.tilingkey import TilingKey, emit_tiling_keys
 from opgen.kernel import kir
 from opgen.kernel.rowclass import CTYPE, Variant
+from opgen.names import cpp_name, kernel_entry, op_snake
 from opgen.codegen import kernel_attention, kernel_cube  # noqa: F401  install the attention / cube families' emit
 from opgen.codegen.headkernel import emit_head_kernel
 from opgen.kernel.rowlayout import RowLayout

@@ -18,8 +18,8 @@ import itertools
 from dataclasses import dataclass
 from typing import Any, Callable, Mapping
 
-from opgen.errors import SpecError
 from opgen.dsl.keys import LIST_INT
+from opgen.errors import SpecError
 from opgen.names import c_string
 
 _MAX_VARS = 16

@@ -12,12 +12,12 @@ import math
 from dataclasses import dataclass, field
 from pathlib import Path
 
-from opgen.dsl.keys import LIST_INT
 from opgen.dsl.aclnn import RESERVED, SCALAR_CTYPE
-from opgen.names import aclnn_param, api_snake, c_string, kernel_entry, op_snake
+from opgen.dsl.keys import LIST_INT
 from opgen.errors import OpgenError, SpecError
-from opgen.ir.dtypes import DType, DTypeVar
 from opgen.escape import cpp_comment, py_comment
+from opgen.ir.dtypes import DType, DTypeVar
+from opgen.names import aclnn_param, api_snake, c_string, kernel_entry, op_snake
 from opgen.registry import specs_dir
 
 # SoC keys opgen can emit a per-SoC config for (docs/reference/README.md "Supported products").

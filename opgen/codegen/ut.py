@@ -39,18 +39,17 @@ import textwrap
 import numpy as np
 
 from opgen.codegen.env import render
+from opgen.codegen.example import int_array_values
 from opgen.codegen.model import ACL_DTYPE, OpModel, cpp_literal
 from opgen.codegen.tilingkey import TilingKey
+from opgen.dsl.examples import random_inputs
+from opgen.dsl.keys import LIST_INT
 from opgen.errors import OpgenError
 from opgen.ir.dims import eval_shape
 from opgen.ir.dtypes import DType, DTypeVar
-from opgen.codegen.example import int_array_values
 from opgen.names import c_string, cpp_name
-from opgen.dsl.keys import LIST_INT
-from opgen.dsl.examples import random_inputs
 from opgen.platforms import get_platform
-from opgen.tiling.emit import SYS_WORKSPACE_BYTES, attr_key
-from opgen.tiling.emit import evaluate
+from opgen.tiling.emit import SYS_WORKSPACE_BYTES, attr_key, evaluate
 from opgen.tiling.pipeline import kernel_build
 
 # Platform (opgen/platforms/platforms.json) of the SoC a kernel UT runs as (opgen.codegen.layout.KERNEL_UT_SOC).

@@ -11,10 +11,9 @@ import sys
 from opgen.dsl.diagnostics import caller_loc, spec_error
 from opgen.errors import IRError
 from opgen.ir.core import Node, TensorType, Value, canonical_attrs
-from opgen.ir.dims import Bin, DimExpr, Lit, as_dim
+from opgen.ir.dims import Bin, DimExpr, Lit, Variadic, as_dim
 from opgen.ir.dtypes import DType, DTypeVar
 from opgen.ir.ops import OPS
-from opgen.ir.dims import Variadic
 
 F32 = DType.f32
 

@@ -8,7 +8,7 @@ import numpy as np
 
 from opgen.errors import ValidationError
 from opgen.ir.dims import Variadic, as_dim, eval_shape
-from opgen.ir.dtypes import DType, DTypeVar, parse_dtype
+from opgen.ir.dtypes import DType, DTypeVar
 from opgen.resources import require_memory
 
 

@@ -46,10 +46,10 @@ from opgen.dsl.builder import Builder, Tensor
 from opgen.dsl.keys import LIST_INT, LIST_INT_SPELLINGS, Bound, Relation, SpecKey
 from opgen.dsl.rules import render_rule
 from opgen.dsl.validate import bind
-from opgen.errors import SpecError, ValidationError, display_path
+from opgen.errors import SpecError, display_path
 from opgen.ir.core import Graph, Param, TensorType, Value
-from opgen.ir.dims import Bounds, Constraint, DimExpr, Lit, Rank, Sym, Variadic, as_dim, shape_str, subst
-from opgen.ir.dtypes import DType, DTypeVar, dtype_name, dtype_of_array, parse_dtype
+from opgen.ir.dims import Bounds, Constraint, Lit, Rank, Sym, Variadic, as_dim, shape_str, subst
+from opgen.ir.dtypes import DType, DTypeVar, dtype_name, parse_dtype
 from opgen.ir.records import evolve
 from opgen.ir.verify import verify
 from opgen.names import cpp_name, kernel_entry, op_name_problem, op_snake

@@ -48,14 +48,13 @@ import numpy as np
 
 from opgen.errors import IRError
 from opgen.ir.core import Graph
-from opgen.ir.dims import Bin, Bounds, Constraint, DimExpr, Lit, Sym, as_dim
+from opgen.ir.dims import Bin, Bounds, Constraint, DimExpr, Lit, Sym, as_dim, eval_shape
 from opgen.ir.dtypes import DType, dtype_name
 from opgen.ir.locs import at_suffix, stamp
 from opgen.ir.records import evolve
 from opgen.kernel import rowprog
 from opgen.kernel.kir import Select
 from opgen.kernel.rowprog import ROUND_MODES, GmTensor, Instr, RowProgram, lower_elementwise
-from opgen.ir.dims import eval_shape
 
 SAMPLE_D = (2, 4, 6, 8, 10, 34, 128)
 """Head dims at which lane maps are evaluated to recognise a rotation family (all even; 2 is ambiguous

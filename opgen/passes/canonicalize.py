@@ -28,10 +28,10 @@ import math
 import networkx as nx
 import numpy as np
 
+from opgen.interp.kernels import KERNELS, Ctx
 from opgen.ir.core import Node
 from opgen.ir.dtypes import DType, DTypeVar
 from opgen.passes.graph import OP, op_of, remove, replace_uses, set_op, topo_order, type_of
-from opgen.interp.kernels import Ctx, KERNELS
 
 MAX_SWEEPS = 8
 

@@ -15,7 +15,7 @@ from opgen.names import c_string
 from opgen.dsl.dimsource import group_location, read_dim, sym_locations, wrapped
 from opgen.dsl.keys import attr_key  # noqa: F401  (the tiling key's attrKey; its users import it from here too)
 from opgen.errors import OpgenError, SpecError
-from opgen.ir.dims import Bin, DimExpr, Lit, Prod, Sym, Variadic, as_dim
+from opgen.ir.dims import Bin, DimExpr, Lit, Prod, Sym, as_dim
 from opgen.ir.dimprint import dim_cpp as print_cpp
 from opgen.ir.dtypes import DType
 from opgen.dsl.keys import LIST_INT

@@ -20,12 +20,12 @@ from __future__ import annotations
 
 from dataclasses import dataclass, fields
 
+from opgen.ir.dims import Bin, Lit, Sym, as_dim
+from opgen.kernel.family import Tiling
 from opgen.kernel.headclass import head_class_ir
 from opgen.kernel.headlower import accumulated_outputs, addressing_dims, bind_slots, data_dtype
 from opgen.tiling.buffers import Buffer
 from opgen.tiling.rowkernel import reduce_tmp_elems, stat_plan
-from opgen.ir.dims import Bin, Lit, Sym, as_dim
-from opgen.kernel.family import Tiling
 
 
 @dataclass(frozen=True)
