@@ -89,18 +89,24 @@ def run(g: Graph, until: str | None = None, dump_after: str | Iterable[str] | No
     return from_nx(_run_nx(g, until, inst))
 
 
-def _run_nx(g: Graph, until, instruments=()) -> nx.DiGraph:
-    """The tensor passes on `g` as an nx.DiGraph, observed by `instruments`, stopping after pass `until`."""
-    G = to_nx(g)
-    for p in TENSOR_PASSES:
+def run_passes(passes, ir, instruments=(), until: str | None = None):
+    """The pass manager: each pass of `passes` in order on `ir` (a pass is a function IR -> IR named by its
+    __name__), every instrument's before / after around it, stopping after the pass named `until` (None: all).
+    Returns the last IR. Raises what a pass or an instrument raises (a VerifyInstrument: IRError)."""
+    for p in passes:
         for i in instruments:
-            i.before(p.__name__, G)
-        G = p(G)
+            i.before(p.__name__, ir)
+        ir = p(ir)
         for i in instruments:
-            i.after(p.__name__, G)
+            i.after(p.__name__, ir)
         if p.__name__ == until:
             break
-    return G
+    return ir
+
+
+def _run_nx(g: Graph, until, instruments=()) -> nx.DiGraph:
+    """The tensor passes on `g` as an nx.DiGraph, observed by `instruments`, stopping after pass `until`."""
+    return run_passes(TENSOR_PASSES, to_nx(g), instruments, until)
 
 
 # ------------------------------------------------------------------------------------------------ instruments

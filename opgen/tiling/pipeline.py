@@ -33,7 +33,7 @@ from opgen.kernel.family import NoKernel, _rel, choose
 from opgen.kernel.rowlayout import Unsupported
 from opgen.passes.graph import from_nx
 from opgen.passes.pipeline import (TENSOR_PASSES, DumpInstrument, VerifyInstrument, _run_nx, check_pass_name,
-                                   tensor_pass_names)
+                                   run_passes, tensor_pass_names)
 from opgen.tiling.buffers import describe
 from opgen.tiling.ub_proof import prove_ub
 
@@ -214,15 +214,7 @@ def compile_unit(spec, key=None, until: str | None = None, dump_after=None, inst
     unit = Unit(spec, key0, {key0: G}, only_key0, tuple(inst))
     if until in tensor_pass_names():
         return unit
-    for p in KERNEL_PASSES:
-        for i in inst:
-            i.before(p.__name__, unit)
-        unit = p(unit)
-        for i in inst:
-            i.after(p.__name__, unit)
-        if p.__name__ == until:
-            break
-    return unit
+    return run_passes(KERNEL_PASSES, unit, inst, until)
 
 
 def kernel_build(spec) -> Unit:
