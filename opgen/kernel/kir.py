@@ -2655,6 +2655,14 @@ def prune_members(k: KernelClass) -> KernelClass:
         methods=tuple(m for m in k.methods if not m.extern or m.name in used))
 
 
+def _braced(vals, shape) -> str:
+    """The C++ brace initialiser of the row-major `vals` of an array of `shape` (nested braces per axis)."""
+    if len(shape) == 1:
+        return "{" + ", ".join(str(v) for v in vals) + "}"
+    step = len(vals) // shape[0]
+    return "{" + ", ".join(_braced(vals[i * step:(i + 1) * step], shape[1:]) for i in range(shape[0])) + "}"
+
+
 def namespace_cpp(k: KernelClass) -> str:
     """The namespace-scope declarations class `k` reads: its `consts` (constexpr int64_t, with their comments) and
     its ConstTables (constexpr arrays, axes sized by `dim_names` where given, a row's comment beside it when the
@@ -2667,23 +2675,16 @@ def namespace_cpp(k: KernelClass) -> str:
     for t in k.tables:
         out += [f"// {_comment(line)}" for line in t.doc.split("\n")] if t.doc else []
         dims = "".join(f"[{n}]" for n in (t.dim_names or t.shape))
-
-        def nest(vals, shape):
-            if len(shape) == 1:
-                return "{" + ", ".join(str(v) for v in vals) + "}"
-            step = len(vals) // shape[0]
-            return "{" + ", ".join(nest(vals[i * step:(i + 1) * step], shape[1:]) for i in range(shape[0])) + "}"
-
         if t.row_docs and len(t.shape) >= 1:
             step = len(t.values) // t.shape[0]
             out.append(f"constexpr {t.ctype} {t.name}{dims} = {{")
             for i, doc in enumerate(t.row_docs):
                 row = t.values[i * step:(i + 1) * step]
-                body = nest(row, t.shape[1:]) if len(t.shape) > 1 else str(row[0])
+                body = _braced(row, t.shape[1:]) if len(t.shape) > 1 else str(row[0])
                 out.append(f"    {body}," + (f"  // {_comment(doc)}" if doc else ""))
             out.append("};")
         else:
-            out.append(f"constexpr {t.ctype} {t.name}{dims} = {nest(t.values, t.shape)};")
+            out.append(f"constexpr {t.ctype} {t.name}{dims} = {_braced(t.values, t.shape)};")
     return "\n".join(out) + ("\n" if out else "")
 
 
