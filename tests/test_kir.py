@@ -257,7 +257,7 @@ def test_pruning_drops_the_members_and_extern_methods_nothing_names():
     assert "spareBuf" not in to_cpp(lean) and "spare_" not in to_cpp(lean)
 
 
-def test_presence_members_are_set_by_init_from_the_pointers():
+def test_presence_members_are_set_by_init_from_the_pointers(monkeypatch):
     """A class's `presence` pairs a bool member with an optional argument: the printer's Init sets it from the
     pointer (`hasBias_ = bias != nullptr;`), the interpreter the same from whether the argument is given, and the
     verifier refuses a member that is not a bool scalar."""
@@ -286,11 +286,9 @@ def test_presence_members_are_set_by_init_from_the_pointers():
         gm = {"x": np.ones(rows * hid, np.float32), "y": np.zeros(rows * hid, np.float32),
               "s": np.zeros(rows, np.float32), "bias": np.zeros(hid, np.float32) if given else None}
         seen.clear()
-        kir_interp._Core.__init__ = spy
-        try:
+        with monkeypatch.context() as m:
+            m.setattr(kir_interp._Core, "__init__", spy)
             r = kir_interp.run(k2, tiling, gm, 1)
-        finally:
-            kir_interp._Core.__init__ = real
         assert r.ok, r.faults
         assert [c.members["hasBias_"] for c in seen["cores"]] == [given]
 

@@ -33,15 +33,6 @@ STAGES = {
 }
 LAZY = "# lazy: start-up time"
 
-# Violations still present, named so that the list can only shrink: a new one fails, and so does a listed one
-# that is gone (remove it here). Each entry is (importer, imported).
-KNOWN_UPWARD: frozenset = frozenset()   # none left: the families' later-stage parts are installed (Family.install)
-UNMARKED_CEILING = 0
-"""Function-level imports leaving their package without the lazy comment: none since 2026-12-05 (those outside the
-command modules moved to module level; opgen.cli's and opgen.bench's, a command's own modules loaded when it runs,
-are marked)."""
-KNOWN_CYCLES: frozenset = frozenset()
-
 
 @dataclass(frozen=True)
 class Import:
@@ -141,24 +132,20 @@ def test_every_module_has_a_stage():
 
 
 def test_no_import_cycle():
-    cycles = set(report()["cycles"])
-    assert not cycles - KNOWN_CYCLES, f"new import cycle(s): {[sorted(c) for c in cycles - KNOWN_CYCLES]}"
-    assert not KNOWN_CYCLES - cycles, "a listed cycle is gone: remove it from KNOWN_CYCLES"
+    cycles = report()["cycles"]
+    assert not cycles, f"import cycle(s): {[sorted(c) for c in cycles]}"
 
 
 def test_no_import_of_a_later_stage():
-    upward = set(report()["upward"])
-    assert not upward - KNOWN_UPWARD, f"imports of a later stage: {sorted(upward - KNOWN_UPWARD)}"
-    assert not KNOWN_UPWARD - upward, f"gone, remove from KNOWN_UPWARD: {sorted(KNOWN_UPWARD - upward)}"
+    upward = report()["upward"]
+    assert not upward, f"imports of a later stage: {sorted(upward)}"
 
 
 def test_lazy_imports_are_downward_and_say_so():
     """A function-level import that leaves its package is marked `# lazy: start-up time` (on its line or the
-    line above) and, like every import, goes to the same or an earlier stage (checked above). Those not marked
-    yet may not grow in number."""
-    bad = [(s, d, line) for s, d, line in report()["unmarked"]
-           if (s, d) not in KNOWN_UPWARD and not any(s in c and d in c for c in KNOWN_CYCLES)]
-    assert len(bad) <= UNMARKED_CEILING, f"function-level imports without `{LAZY}`: {bad}"
+    line above) and, like every import, goes to the same or an earlier stage (checked above)."""
+    bad = report()["unmarked"]
+    assert not bad, f"function-level imports without `{LAZY}`: {bad}"
 
 
 def test_the_checker_sees_cycles_and_upward_imports(tmp_path):
