@@ -6,6 +6,7 @@ test: deleting any one placed sync makes it fault with a race."""
 
 from __future__ import annotations
 
+import collections
 import dataclasses
 import itertools
 import json
@@ -15,6 +16,7 @@ from pathlib import Path
 import numpy as np
 import pytest
 
+from opgen.check.kirengine import kernel_classes
 from opgen.ir.dims import Bin, Constraint, Lit, Sym
 from opgen.kernel import kir
 from opgen.kernel import kir_interp as ki
@@ -24,6 +26,7 @@ from opgen.kernel.kir import (Alloc, Assign, Barrier, Call, Copy, DeQue, EnQue, 
                               GetValue, GmTensor, GmView, If, InitBuffer, KernelClass, Let, Local, Param, Ref,
                               ScalarVar, SetFlag, SetValue, StructDecl, StructLet, StructSet, TensorVar, TPos,
                               WaitFlag, vec)
+from opgen.registry import load_spec
 
 from kir_programs import scale_rows, softmax_rows, sync_all_kernel
 from test_kir import rows_kernel
@@ -922,3 +925,34 @@ def test_apart_covers_the_named_tensors_only_and_a_call_in_the_loop_places_its_s
                  tensors=(TensorVar("t", "float"), TensorVar("r", "float", 1), TensorVar("u", "float")))
     placed, _ = ks.place_syncs(k2)
     assert not _races(placed, 3) and not ks.conflicts(placed), kir.to_text(placed)
+
+
+
+def _flags(k) -> list:
+    return sorted(str(s.event).split(".")[-1] for body in [k.init, k.process] + [m.body for m in k.methods]
+                  for s in kir.walk(body) if isinstance(s, SetFlag))
+
+
+def test_a_loop_claimed_to_run_drops_the_syncs_of_the_path_that_skips_it_and_a_false_claim_faults():
+    """For.nonempty on the FlashAttentionScore classes (an item's cube chunks, item * IC < chunks): placed with the
+    claims taken away, every class gets its FIX -> M (l0cAcc) and MTE1 -> MTE2 (the key tile in L1) flag pair back
+    for the path that would skip the loop, and nothing else changes; the claim is printed. On a small program, the
+    interpreter faults when a loop claimed to run runs no iteration, and runs it when it does."""
+    classes = kernel_classes(load_spec(str(EXAMPLES / "flash_attention_score.py")))
+    assert classes
+    for k in classes:
+        assert " nonempty {" in kir.to_text(k)
+        unclaimed = ks._map_bodies(ks.strip_syncs(k), lambda stmts, pos: [
+            (j, replace(x, nonempty=False) if isinstance(x, For) else x) for j, x in enumerate(stmts)])
+        again, _ = ks.place_syncs(unclaimed, hoist=False)
+        extra = collections.Counter(_flags(again)) - collections.Counter(_flags(k))
+        assert extra == collections.Counter({"FIX_M": 1, "MTE1_MTE2": 1}), extra
+        assert not collections.Counter(_flags(k)) - collections.Counter(_flags(again))
+    loop = lambda claim: For("i", Lit(0), Sym("n"), Lit(1), (  # noqa: E731
+        vec(Op.ADDS, dst=Ref("t", Lit(8)), src0=Ref("t"), scalar=1.0, count=8),), nonempty=claim)
+    gm = {"x": np.arange(8 * NBLK, dtype=np.float32), "y": np.zeros(8 * NBLK, np.float32)}
+    for n, claim, ok in ((0, True, False), (2, True, True), (0, False, True)):
+        placed, _ = ks.place_syncs(_small([Copy(Ref("t"), GmView("gmX"), Lit(1), Lit(32)), loop(claim)]))
+        r = ki.run(placed, {"n": n}, gm, 1)
+        assert r.ok == ok, r.first_fault
+        assert ok or "claimed to run at least once" in r.first_fault, r.first_fault

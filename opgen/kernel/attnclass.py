@@ -598,7 +598,8 @@ class AttnBuilder:
             out = [K.If((C("==", c, Lit(0)),), tuple(unit))] if unit else []
             out += [K.Let("item", c), K.Let("bkeys", self.item_keys(S("item"))),
                     K.For("cc", S("item") * IC, _min((S("item") + 1) * IC, xf("chunks")), Lit(1),
-                          (K.Let("keys", self.chunk_keys(cc)), *chunk, *body), doc="the item's cube chunks")]
+                          (K.Let("keys", self.chunk_keys(cc)), *chunk, *body), doc="the item's cube chunks",
+                          nonempty=True)]   # item c < items = CeilDiv(chunks, IC): item * IC < chunks
             for op in ops:
                 if op.dest == "pv":
                     n = self.member_dim(op.n)
@@ -1050,9 +1051,10 @@ class AttnBuilder:
         """The tensors of a pass's per-row body each row of which touches only its own row (For.apart): the key-row
         registers and the T / stat rows staged for their copies out (row i at i * keys or i * 8 elements: `keys` a
         multiple of 16 keys (whole 16-key blocks; the tiling refuses another block size), so every row is whole
-        32-B blocks)."""
+        32-B blocks), and the online softmax's output accumulator (row r at r * Dv fp32; the tiling refuses a Dv
+        that is not a multiple of 16)."""
         text = "\n".join(ln.split("//")[0] for x in body for ln in K.to_text_stmt(x).split("\n"))
-        names = ["rows_"] + [f"{q}T" for q in list(self.tile_que.values()) + list(self.stat_que.values())]
+        names = ["rows_", "oAcc_"] + [f"{q}T" for q in list(self.tile_que.values()) + list(self.stat_que.values())]
         return tuple(n for n in names if re.search(rf"\b{re.escape(n)}\b", text))
 
     def vec_pass(self, name: str, scope: str, doc: str):

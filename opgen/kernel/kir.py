@@ -716,6 +716,12 @@ class For:
     dependency pass orders an access to them after an earlier iteration's access to the same buffer no more (a
     weaker claim than `disjoint`, which covers every buffer). Checked like `disjoint` by the interpreter's race
     detector."""
+    nonempty: bool = False
+    """The lowering's claim that the loop runs at least once whenever it is reached (an item's key chunks: an item
+    exists only for a chunk): the dependency pass then takes the state after an iteration as the state after the
+    loop, as it does for constant bounds, instead of joining in the state before it (a loop it must take as
+    possibly empty keeps syncs for the path that skips it). The interpreter faults when the loop runs no
+    iteration."""
 
 
 @dataclass(frozen=True)
@@ -1985,6 +1991,7 @@ def to_text_stmt(s, indent: str = "") -> str:
         doc = f"  // {s.doc}" if s.doc else ""
         step = f"step {s.step}" if s.step is not None else "step in body"
         tail += " disjoint" if s.disjoint else ""
+        tail += " nonempty" if s.nonempty else ""
         tail += f" apart({', '.join(s.apart)})" if s.apart else ""
         return "\n".join([f"{i}for {s.var} in [{s.lo}, {s.hi}{']' if s.inclusive else ')'} {step}{tail} {{{doc}"]
                          + [to_text_stmt(x, i + "  ") for x in s.body] + [f"{i}}}"])

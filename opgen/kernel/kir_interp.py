@@ -786,6 +786,10 @@ class _Core:
             else:
                 _define(frame["ints"], s.var, self.ival(s.lo, frame))
             inclusive = getattr(s, "inclusive", False)
+            if s.nonempty and not store[s.var] < self.ival(s.hi, frame) + (1 if inclusive else 0):
+                raise KirFault(f"{self.where}: the loop over {s.var} claimed to run at least once (For.nonempty) runs "
+                               f"no iteration ({s.var} = {store[s.var]}, bound {self.ival(s.hi, frame)}): the syncs "
+                               f"the dependency pass left out for it are missing")
             while store[s.var] < self.ival(s.hi, frame) + (1 if inclusive else 0):
                 inner = _sub(frame)
                 if s.tail:

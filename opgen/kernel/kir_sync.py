@@ -36,8 +36,9 @@ The analysis is an abstract interpretation of the program (Init, then Process, m
   token keeps an access the other path never made; a tensor bound on one path keeps that binding); a loop body is
   analysed until the state at its head is a fixed point of entry ⊔ end-of-body, so a dependency carried from one
   iteration to the next is found (and a sync placed only where one is), without a barrier at every loop edge.
-  After a loop that provably runs (constant bounds, lo < hi) the state is the body's output at the fixed point;
-  otherwise the join with the loop's entry (zero iterations) too.
+  After a loop that provably runs (constant bounds, lo < hi, or the lowering's For.nonempty claim, which the
+  interpreter checks) the state is the body's output at the fixed point; otherwise the join with the loop's entry
+  (zero iterations) too.
   The state is a set of disjuncts keyed by the queues' allocator states, so the blocks of a double-buffered
   queue stay apart across iterations.
 * Where a sync goes (_Analysis.where): in the function where the call paths of the two accesses part (the calls
@@ -547,9 +548,10 @@ class _Analysis:
                 self.env[s.var] = v
                 ds = self.block(ds, s.body, pos + ("b",), dict(scope))
             return ds
+        runs = s.nonempty or (lo is not None and hi is not None and (lo <= hi if s.inclusive else lo < hi))
         if s.disjoint:   # no dependence between iterations: one pass over the body
             out = self.block({k: d.copy() for k, d in ds.items()}, s.body, pos + ("b",), dict(scope))
-            if lo is not None and hi is not None and (lo <= hi if s.inclusive else lo < hi):
+            if runs:
                 return out
             return _join(out, ds)
         head = ds
@@ -561,7 +563,7 @@ class _Analysis:
             head = nxt
         else:
             raise kir.IRError("the dependency analysis found no fixed point for a loop", s)
-        if lo is not None and hi is not None and (lo <= hi if s.inclusive else lo < hi):
+        if runs:
             head = out        # runs at least once: the state after an iteration from the fixed point
         return self.unmark(head, pos) if s.apart else head
 

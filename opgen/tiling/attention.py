@@ -204,7 +204,7 @@ def _n_tile(p, name, total, rows, doc):
 
 def _finish(p: TilingProgram, v: dict, ub_plan, l1_plan, l0a, l0b, l0c, ws_bytes, strategy=STRATEGY,
             ub_reserve: int = 0):
-    """vecRows from the UB plan; fits (UB, L1, L0A/B/C, block size a multiple of 16); key and workspace.
+    """vecRows from the UB plan; fits (UB, L1, L0A/B/C, block size, D and Dv multiples of 16); key and workspace.
     ub_reserve: UB bytes kept free at the top (Select's scratch, SELECT_SCRATCH_BYTES)."""
     rb = p.let("vecRowBytes", row_bytes(ub_plan), "UB bytes per resident row (AIV)")
     fb = p.let("vecFixedBytes", fixed_bytes(ub_plan), "UB bytes held once (AIV)")
@@ -215,7 +215,8 @@ def _finish(p: TilingProgram, v: dict, ub_plan, l1_plan, l0a, l0b, l0c, ws_bytes
     p.let("vecRows", emax(1, emin(fit, ceil_div(v["gRows"], 2))), "rows per UB pass of an AIV", True)
     l1 = p.let("l1Bytes", fixed_bytes(l1_plan), "L1 bytes of the AIC plan")
     p.let("fits", (fit >= 1) & (l1 <= CUBE["l1"]) & (l0a <= CUBE["l0a"]) & (l0b <= CUBE["l0b"])
-          & (l0c <= CUBE["l0c"]) & (v["BS"] % 16).eq(0), "1 when every buffer plan fits", True)
+          & (l0c <= CUBE["l0c"]) & (v["BS"] % 16).eq(0) & (v["D"] % 16).eq(0) & (v["Dv"] % 16).eq(0),
+          "1 when every plan fits and D, Dv, BS are multiples of 16", True)
     p.let("tilingKey", v["ak"] * 100 + v["dk"] * 10 + strategy, "attrKey * 100 + dtypeKey * 10 + strategy", True)
     p.let("workspaceBytes", ws_bytes, "user workspace (bytes)", True)
 

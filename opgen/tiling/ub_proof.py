@@ -111,9 +111,12 @@ def prove_ub(spec, prog, inputs_map) -> list[str]:
         for row in spec.dtype_rows:
             tl = _eval(spec, prog, inputs_map, _env(spec, {}), dict(row), plat)
             if not tl.get("fits", 1):
-                raise spec_error(spec.loc, f"{_limit(prog, plat)} the tiling plan does "
-                                 f"not fit even with every dim at its minimum",
-                                 "the kernel holds more than UB for one row: fewer outputs or temporaries per kernel")
+                limit = _limit(prog, plat)
+                raise spec_error(spec.loc, f"{limit} the tiling plan does not fit even with every dim at its minimum",
+                                 "the kernel holds more than UB for one row: fewer outputs or temporaries per kernel"
+                                 if limit.startswith("UB overflow") else
+                                 "declare each dim the requirement names so that its smallest value meets it "
+                                 "(spec.dim(..., min=, multiple_of=))")
             checked.append(f"{plat.name} {row} smallest")
     for plat in plats:  # a dim without max= must not be able to break the plan
         for row in spec.dtype_rows:
@@ -134,7 +137,7 @@ def prove_ub(spec, prog, inputs_map) -> list[str]:
         for row in spec.dtype_rows:
             for name, d in bounded.items():
                 for v in _probe_values(d.max):
-                    if d.multiple_of and v % d.multiple_of:
+                    if d.multiple_of and v % d.multiple_of or v < d.min:
                         continue
                     if not _valid(spec, _env(spec, {name: v})):
                         continue   # a call the spec's relations refuse (C % G == 0 with G > C) has no plan
@@ -146,7 +149,10 @@ def prove_ub(spec, prog, inputs_map) -> list[str]:
                         raise spec_error(
                             d.loc, f"{_limit(prog, plat)}{combo} the tiling "
                                    f"plan does not fit for {name}={v} (declared max={d.max})",
-                            f"lower max= of {name} to {lo} or give the tiling a plan for longer rows", arg="max")
+                            f"lower max= of {name} to {lo} or give the tiling a plan for longer rows"
+                            if lo >= max(1, d.min) else
+                            f"no max= of {name} helps (its smallest values do not fit either): declare {name} so that "
+                            f"the requirement holds (multiple_of=, min=)", arg="max")
                     checked.append(f"{plat.name} {row} {name}={v}")
     for a, b, env in _pair_corners(spec, bounded):
         for plat in plats:

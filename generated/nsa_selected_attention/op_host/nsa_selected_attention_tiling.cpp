@@ -366,9 +366,11 @@ static ge::graphStatus TilingFunc(gert::TilingContext* context)
     const int64_t l1Bytes = ((((gTile * D) * tBytes) + ((chunkKeys * D) * tBytes)) +
                              ((gTile * chunkKeys) * tBytes));  // L1 bytes of the AIC plan
     const int64_t fits =
-        ((((((vecRowsFit >= 1) && (l1Bytes <= 524288)) && (l0aBytes <= 65536)) && (l0bBytes <= 65536)) &&
-          (l0cBytes <= 131072)) &&
-         ((v_BS_ % 16) == 0));                                            // 1 when every buffer plan fits
+        ((((((((vecRowsFit >= 1) && (l1Bytes <= 524288)) && (l0aBytes <= 65536)) && (l0bBytes <= 65536)) &&
+            (l0cBytes <= 131072)) &&
+           ((v_BS_ % 16) == 0)) &&
+          ((D % 16) == 0)) &&
+         ((Dv % 16) == 0));  // 1 when every plan fits and D, Dv, BS are multiples of 16
     const int64_t tilingKey = (((attrKey * 100) + (dtypeKey * 10)) + 1);  // attrKey * 100 + dtypeKey * 10 + strategy
     const int64_t workspaceBytes = ((blockDim * 2) * wsSlotBytes);        // user workspace (bytes)
     OP_CHECK_IF(fits == 0, OP_LOGE(context->GetNodeName(), "no UB plan of NsaSelectedAttention holds this shape"),

@@ -36,7 +36,7 @@ struct NsaSelectedAttentionTilingData {
     int64_t baseKo = 0;          // k tile of O = P Vsel (keys)
     int64_t wsSlotBytes = 0;     // one workspace slot: S (fp32) and P (T) of a unit
     int64_t vecRows = 0;         // rows per UB pass of an AIV
-    int64_t fits = 0;            // 1 when every buffer plan fits
+    int64_t fits = 0;            // 1 when every plan fits and D, Dv, BS are multiples of 16
     int64_t tilingKey = 0;       // attrKey * 100 + dtypeKey * 10 + strategy
     int64_t workspaceBytes = 0;  // user workspace (bytes)
 };

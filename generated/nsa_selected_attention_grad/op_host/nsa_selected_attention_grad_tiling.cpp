@@ -456,9 +456,11 @@ static ge::graphStatus TilingFunc(gert::TilingContext* context)
                               ((gTile * chunkKeys) * tBytes)) +
                              ((gTile * chunkKeys) * tBytes));  // L1 bytes of the AIC plan
     const int64_t fits =
-        ((((((vecRowsFit >= 1) && (l1Bytes <= 524288)) && (l0aBytes <= 65536)) && (l0bBytes <= 65536)) &&
-          (l0cBytes <= 131072)) &&
-         ((v_BS_ % 16) == 0));  // 1 when every buffer plan fits
+        ((((((((vecRowsFit >= 1) && (l1Bytes <= 524288)) && (l0aBytes <= 65536)) && (l0bBytes <= 65536)) &&
+            (l0cBytes <= 131072)) &&
+           ((v_BS_ % 16) == 0)) &&
+          ((D % 16) == 0)) &&
+         ((Dv % 16) == 0));  // 1 when every plan fits and D, Dv, BS are multiples of 16
     const int64_t tilingKey =
         (((attrKey * 100) + (dtypeKey * 10)) + strategy);  // attrKey * 100 + dtypeKey * 10 + strategy
     const int64_t workspaceBytes = (wsDvOffset + AlignUp((((T2 * N2) * Dv) * 4), 512));  // user workspace (bytes)

@@ -45,7 +45,7 @@ struct NsaSelectedAttentionGradTilingData {
     int64_t postElems = 0;       // elements per UB pass of the final pass
     int64_t strategy = 0;   // 1: atomic dK/dV adds as the AI Cores go; 2: in a fixed order (rounds, then AI Core order)
     int64_t vecRows = 0;    // rows per UB pass of an AIV
-    int64_t fits = 0;       // 1 when every buffer plan fits
+    int64_t fits = 0;       // 1 when every plan fits and D, Dv, BS are multiples of 16
     int64_t tilingKey = 0;  // attrKey * 100 + dtypeKey * 10 + strategy
     int64_t workspaceBytes = 0;  // user workspace (bytes)
 };
