@@ -185,3 +185,56 @@ def test_cli_stage_kernel():
     r = subprocess.run([sys.executable, "-m", "opgen.cli", "graph", "AdaLayerNormGrad", "--stage", "kernel",
                         "--format", "dot"], capture_output=True, text=True)
     assert r.returncode == 2 and "only --format text" in r.stderr
+
+
+def test_copies_of_an_instruction_under_other_presences_are_joined_only_where_order_allows():
+    """rowpresence.join_copies, on programs written by hand: (1) the same Add under presences A and B with only
+    instructions of other presences between becomes one Add under both (the later copy moves up when nothing
+    between runs under its presences, the earlier one down when nothing between runs under its); joined over every
+    served presence it runs unguarded; (2) an instruction every presence runs between the copies keeps them apart;
+    (3) copies that differ in an operand are never joined."""
+    from opgen.kernel.rowpresence import join_copies
+
+    A, B, C = (True, True), (True, False), (False, True)
+
+    def prog(*instrs, served=(A, B, C)):
+        return RowProgram("P", None, instrs=list(instrs), presence=("g", "b"), served=served)
+
+    add = lambda when, src="w1": Instr("vbin", "w0", ("w0", src), "Add", when=when)  # noqa: E731
+    mul_b = Instr("vbin", "w0", ("w0", "c1"), "Mul", when=(B,))
+    mul_a = Instr("vbin", "w0", ("w0", "c0"), "Mul", when=(A,))
+    both = tuple(sorted((A, B)))
+    p = prog(add((A,)), mul_b, add((B,)))    # mul_b runs under B: B's copy cannot move up; A's moves down
+    assert join_copies(p) == 1 and p.instrs == [mul_b, add(both)]
+    p = prog(add((A,)), mul_a, add((B,)))    # mul_a runs under A: A's copy cannot move down; B's moves up
+    assert join_copies(p) == 1 and p.instrs == [add(both), mul_a]
+    p = prog(add((A,)), mul_b, add((C,)), served=(A, C))   # joined over every served presence: unguarded
+    assert join_copies(p) == 1 and [i.when for i in p.instrs if i.op == "Add"] == [()]
+    shared = Instr("vbin", "w0", ("w0", "c2"), "Mul")
+    p = prog(add((A,)), shared, add((B,)))
+    assert join_copies(p) == 0 and p.instrs == [add((A,)), shared, add((B,))]
+    p = prog(add((A,)), add((B,), "w2"))
+    assert join_copies(p) == 0
+
+
+def test_layer_norm_v4_runs_each_optional_step_under_its_own_input_and_the_rest_once():
+    """LayerNormV4 (examples/specs/layer_norm_v4.py: y = (x - mean) * rstd [* gamma] [+ beta]), one class for the
+    four presences of gamma / beta: after the join of copies the product by gamma runs when gamma is present (two
+    presences: the cube `gamma present`), the sum with beta when beta is present, and the output's cast in every
+    presence (once, unguarded) -- by hand from the spec, as a hand-written kernel would guard them."""
+    import pathlib
+
+    spec = load_spec(str(pathlib.Path(__file__).resolve().parents[1] / "examples" / "specs" / "layer_norm_v4.py"))
+    unit = compile_unit(spec)
+    progs = [p for p in unit.lowered.programs.values() if getattr(p, "presence", ())]
+    assert progs, "LayerNormV4 lowers one program serving the presences"
+    for p in progs:
+        pres = p.presence
+        assert pres == ("gamma", "beta")
+        row_ops = [i for i in p.instrs if i.kind == "vbin" and any(s.startswith("c") for s in i.srcs)]
+        by_when = sorted((i.op, tuple(sorted(i.when))) for i in row_ops)
+        g_on = tuple(sorted(w for w in p.served if w[0]))
+        b_on = tuple(sorted(w for w in p.served if w[1]))
+        assert by_when == sorted([("Mul", g_on), ("Add", b_on)]), by_when
+        stores = [i for i in p.instrs if i.kind == "store"]
+        assert len(stores) == 1 and stores[0].when == (), stores

@@ -11,6 +11,9 @@ accumulators. A value computed only under some presences is guarded by them (`if
 opgen.kernel.rowclass); the buffer assignment lets values of presences that never run together share a row
 temporary (opgen.kernel.rowprog `_allocate`), so the joined program's UB is about that of its largest presence.
 
+After buffer assignment `join_copies` joins the copies of one instruction that presences run on the same rows
+(a chain downstream of a presence-dependent value) into one instruction under the union of their presences.
+
 What the join does not cover (it returns None with the reason, and the family keeps one class per presence): an
 optional input read per row (its CopyIn runs outside the instructions), programs with a second pass over the rows,
 per-batch values or finishing instructions (their side tables are not joined), programs on other layouts.
@@ -140,3 +143,52 @@ def cover(when: tuple, n: int) -> list[tuple]:
         if not left:
             break
     return out
+
+
+def join_copies(p: RowProgram) -> int:
+    """Join the copies of one instruction that a joined program runs under different presences (after buffer
+    assignment, where the values of presences that never run together often share their rows): two instructions
+    equal in everything but `Instr.when` (disjoint presences) become one running under the union (() when that is
+    every presence the program serves), so a chain after a presence-dependent value (`if (hasBeta) Add(...)`
+    followed by the cast of every presence) is printed once instead of once per presence under guards.
+
+    Sound by construction: the later copy j moves up to the earlier copy i only when no instruction between them
+    runs under j's presences (for those presences the buffers at i are those at j), or i moves down to j when none
+    between runs under i's presences; for every other presence nothing moves. Returns how many copies were joined
+    (p.instrs rewritten in place). Facts: docs/design.md "Optional inputs: one class for every presence"."""
+    if not p.presence:
+        return 0
+    served = set(p.served)
+    instrs = list(p.instrs)
+    joined = 0
+    changed = True
+    while changed:
+        changed = False
+        for a in range(len(instrs)):
+            i = instrs[a]
+            if not i.when:
+                continue
+            for b in range(a + 1, len(instrs)):
+                j = instrs[b]
+                if not j.when or set(i.when) & set(j.when) or dataclasses.replace(j, when=i.when) != i:
+                    continue
+                between = instrs[a + 1:b]
+                up = all(x.when and not set(x.when) & set(j.when) for x in between)
+                down = all(x.when and not set(x.when) & set(i.when) for x in between)
+                if not (up or down):
+                    continue
+                when = set(i.when) | set(j.when)
+                merged = dataclasses.replace(i, when=() if when >= served else tuple(sorted(when)))
+                if up:
+                    instrs[a] = merged
+                    del instrs[b]
+                else:
+                    instrs[b] = merged
+                    del instrs[a]
+                joined += 1
+                changed = True
+                break
+            if changed:
+                break
+    p.instrs = instrs
+    return joined

@@ -32,7 +32,7 @@ from opgen.kernel.rowmerge import (SEGMENT_OP, math_as_steps, merge_blocker, mer
 from opgen.kernel.rowlayout import (Chains, PiecewiseView, RowLayout, SegView, Unsupported, analyse, keys_of,
                                     store_view, view_of)
 from opgen.names import cpp_name
-from opgen.kernel.rowpresence import merge_presences
+from opgen.kernel.rowpresence import join_copies, merge_presences
 from opgen.kernel.rowprog import ROUND_MODES, GmTensor, Instr, RowProgram, lower_elementwise
 
 ELEMENTWISE = set(rowprog.VECTOR_BINARY) | set(rowprog.VECTOR_UNARY) | {"neg"}
@@ -1106,6 +1106,7 @@ def finish(p: RowProgram) -> RowProgram:
         raise Unsupported(getattr(e, "value", p.acc_reads[0]), getattr(e, "loc", ""), why) from None
     rowprog._allocate(p)
     _canonical_names(p)
+    join_copies(p)
     return p
 
 

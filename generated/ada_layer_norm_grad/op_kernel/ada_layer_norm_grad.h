@@ -134,12 +134,10 @@ private:
             CopyOut(r0, k);
         }
         if (curBatch_ >= 0) {
-            PipeBarrier<PIPE_V>();  // browBuf_: V has written it before V reads it
             FlushRow();
         }
         {
             // the cross-core exchange: the reductions over rows completed through workspace
-            PipeBarrier<PIPE_V>();  // colBuf_: V has written it before V reads it
             StoreRow<float>(ws_[(GetBlockIdx() * wsRowsPerCore_ + 0) * colAlign_], colv_[3], RoundMode::CAST_NONE,
                             n_);  // spec: ada_layer_norm_grad.py:77
             StoreRow<float>(ws_[(GetBlockIdx() * wsRowsPerCore_ + 1) * colAlign_], colv_[2], RoundMode::CAST_NONE,
@@ -323,7 +321,6 @@ private:
                     const int64_t b = (g0 + i) / seqLen_;
                     if (b != curBatch_) {
                         if (curBatch_ >= 0) {
-                            PipeBarrier<PIPE_V>();  // browBuf_: V has written it before V reads it
                             FlushCol();
                         }
                         curBatch_ = b;
@@ -336,7 +333,6 @@ private:
                     }
                     const float s_mean = statIn_mean.GetValue(i);  // spec: ada_layer_norm_grad.py:63
                     const float s_rstd = statIn_rstd.GetValue(i);  // spec: ada_layer_norm_grad.py:62
-                    PipeBarrier<PIPE_V>();                         // workBuf_: V has read it before V overwrites it
                     CastFrom(w_[0], res_x[i * rowStride_], n_);    // spec: ada_layer_norm_grad.py:61
                     PipeBarrier<PIPE_V>();                         // workBuf_: V has written it before V reads it
                     Adds(w_[0], w_[0], static_cast<float>(-(s_mean)),
@@ -387,26 +383,28 @@ private:
                         PipeBarrier<PIPE_V>();  // workBuf_: V has read it before V overwrites it
                         Mul(w_[3], w_[0], colv_[0], static_cast<int32_t>(n_));  // spec: ada_layer_norm_grad.py:70
                     }
-                    if (hasInput0_ && !hasInput1_) {  // when gamma present, beta absent
-                        PipeBarrier<PIPE_V>();        // workBuf_: V has written it before V reads it
-                        Mul(w_[1], w_[1], w_[3], static_cast<int32_t>(n_));  // spec: ada_layer_norm_grad.py:71
-                        PipeBarrier<PIPE_V>();  // workBuf_: V has written it before V reads it
-                        Add(brow_[3], brow_[3], w_[1], static_cast<int32_t>(n_));  // spec: ada_layer_norm_grad.py:71
-                    }
                     if (hasInput0_ && hasInput1_) {  // when gamma present, beta present
                         PipeBarrier<PIPE_V>();       // workBuf_: V has written it before V reads it
                         Add(w_[3], w_[3], colv_[1], static_cast<int32_t>(n_));  // spec: ada_layer_norm_grad.py:71
-                        PipeBarrier<PIPE_V>();  // workBuf_: V has written it before V reads it
-                        Mul(w_[1], w_[1], w_[3], static_cast<int32_t>(n_));  // spec: ada_layer_norm_grad.py:71
-                        PipeBarrier<PIPE_V>();  // workBuf_: V has written it before V reads it
-                        Add(brow_[3], brow_[3], w_[1], static_cast<int32_t>(n_));  // spec: ada_layer_norm_grad.py:71
                     }
                     if (!hasInput0_ && hasInput1_) {  // when gamma absent, beta present
                         PipeBarrier<PIPE_V>();        // workBuf_: V has read it before V overwrites it
                         Add(w_[3], w_[0], colv_[1], static_cast<int32_t>(n_));  // spec: ada_layer_norm_grad.py:71
+                    }
+                    if (hasInput1_) {           // when beta present
                         PipeBarrier<PIPE_V>();  // workBuf_: V has written it before V reads it
                         Mul(w_[1], w_[1], w_[3], static_cast<int32_t>(n_));  // spec: ada_layer_norm_grad.py:71
+                    }
+                    if (hasInput0_ && !hasInput1_) {  // when gamma present, beta absent
+                        PipeBarrier<PIPE_V>();        // workBuf_: V has written it before V reads it
+                        Mul(w_[1], w_[1], w_[3], static_cast<int32_t>(n_));  // spec: ada_layer_norm_grad.py:71
+                    }
+                    if (hasInput1_) {           // when beta present
                         PipeBarrier<PIPE_V>();  // workBuf_: V has written it before V reads it
+                        Add(brow_[3], brow_[3], w_[1], static_cast<int32_t>(n_));  // spec: ada_layer_norm_grad.py:71
+                    }
+                    if (hasInput0_ && !hasInput1_) {  // when gamma present, beta absent
+                        PipeBarrier<PIPE_V>();        // browBuf_: V has written it before V reads it
                         Add(brow_[3], brow_[3], w_[1], static_cast<int32_t>(n_));  // spec: ada_layer_norm_grad.py:71
                     }
                     if (hasInput0_) {                           // when gamma present
@@ -417,32 +415,24 @@ private:
                         PipeBarrier<PIPE_V>();                  // workBuf_: V has read it before V overwrites it
                         Muls(w_[0], w_[0], static_cast<float>(s5),
                              static_cast<int32_t>(n_));  // spec: ada_layer_norm_grad.py:69
-                        PipeBarrier<PIPE_V>();           // workBuf_: V has written it before V reads it
-                        Sub(w_[2], w_[2], w_[0], static_cast<int32_t>(n_));  // spec: ada_layer_norm_grad.py:69
-                        PipeBarrier<PIPE_V>();  // workBuf_: V has written it before V reads it
-                        Muls(w_[2], w_[2], static_cast<float>(s_rstd),
-                             static_cast<int32_t>(n_));  // spec: ada_layer_norm_grad.py:69
-                        PipeBarrier<PIPE_V>();           // workBuf_: V has written it before V reads it
-                        CastTo(rowOut_pd_x[i * rowStride_], w_[2], RoundMode::CAST_RINT,
-                               n_);  // spec: ada_layer_norm_grad.py:27
                     }
                     if (!hasInput0_) {                          // when gamma absent
                         s6 = s0 / static_cast<float>(hidden_);  // spec: ada_layer_norm_grad.py:69
-                        PipeBarrier<PIPE_V>();                  // workBuf_: V has read it before V overwrites it
                         Adds(w_[2], w_[2], static_cast<float>(-(s6)),
                              static_cast<int32_t>(n_));         // spec: ada_layer_norm_grad.py:69
                         s7 = s1 / static_cast<float>(hidden_);  // spec: ada_layer_norm_grad.py:69
+                        PipeBarrier<PIPE_V>();                  // workBuf_: V has written it before V reads it
                         Muls(w_[0], w_[0], static_cast<float>(s7),
                              static_cast<int32_t>(n_));  // spec: ada_layer_norm_grad.py:69
-                        PipeBarrier<PIPE_V>();           // workBuf_: V has written it before V reads it
-                        Sub(w_[2], w_[2], w_[0], static_cast<int32_t>(n_));  // spec: ada_layer_norm_grad.py:69
-                        PipeBarrier<PIPE_V>();  // workBuf_: V has written it before V reads it
-                        Muls(w_[2], w_[2], static_cast<float>(s_rstd),
-                             static_cast<int32_t>(n_));  // spec: ada_layer_norm_grad.py:69
-                        PipeBarrier<PIPE_V>();           // workBuf_: V has written it before V reads it
-                        CastTo(rowOut_pd_x[i * rowStride_], w_[2], RoundMode::CAST_RINT,
-                               n_);  // spec: ada_layer_norm_grad.py:27
                     }
+                    PipeBarrier<PIPE_V>();                               // workBuf_: V has written it before V reads it
+                    Sub(w_[2], w_[2], w_[0], static_cast<int32_t>(n_));  // spec: ada_layer_norm_grad.py:69
+                    PipeBarrier<PIPE_V>();                               // workBuf_: V has written it before V reads it
+                    Muls(w_[2], w_[2], static_cast<float>(s_rstd),
+                         static_cast<int32_t>(n_));  // spec: ada_layer_norm_grad.py:69
+                    PipeBarrier<PIPE_V>();           // workBuf_: V has written it before V reads it
+                    CastTo(rowOut_pd_x[i * rowStride_], w_[2], RoundMode::CAST_RINT,
+                           n_);  // spec: ada_layer_norm_grad.py:27
                 }
                 rowOutQue_pd_x.EnQue(rowOut_pd_x);
                 {
@@ -457,7 +447,6 @@ private:
                 statInQue_mean.FreeTensor(statIn_mean);
             }
             if (curBatch_ >= 0) {
-                PipeBarrier<PIPE_V>();  // browBuf_: V has written it before V reads it
                 FlushCol();
             }
             PipeBarrier<PIPE_V>();  // colBuf_: V has written it before V reads it
@@ -597,7 +586,6 @@ private:
             const int64_t b = (r0 + i) / seqLen_;
             if (b != curBatch_) {
                 if (curBatch_ >= 0) {
-                    PipeBarrier<PIPE_V>();  // browBuf_: V has written it before V reads it
                     FlushRow();
                 }
                 curBatch_ = b;
@@ -610,7 +598,6 @@ private:
             }
             const float s_mean = statIn_mean.GetValue(i);  // spec: ada_layer_norm_grad.py:63
             const float s_rstd = statIn_rstd.GetValue(i);  // spec: ada_layer_norm_grad.py:62
-            PipeBarrier<PIPE_V>();                         // workBuf_: V has read it before V overwrites it
             CastFrom(w_[0], rowIn_x[i * rowStride_], n_);  // spec: ada_layer_norm_grad.py:61
             PipeBarrier<PIPE_V>();                         // workBuf_: V has written it before V reads it
             Adds(w_[0], w_[0], static_cast<float>(-(s_mean)),
@@ -658,26 +645,28 @@ private:
                 s3 = RowSum(w_[3], n_);                                 // spec: ada_layer_norm_grad.py:69
                 Mul(w_[3], w_[0], colv_[0], static_cast<int32_t>(n_));  // spec: ada_layer_norm_grad.py:70
             }
-            if (hasInput0_ && !hasInput1_) {                         // when gamma present, beta absent
-                PipeBarrier<PIPE_V>();                               // workBuf_: V has written it before V reads it
-                Mul(w_[1], w_[1], w_[3], static_cast<int32_t>(n_));  // spec: ada_layer_norm_grad.py:71
-                PipeBarrier<PIPE_V>();                               // workBuf_: V has written it before V reads it
-                Add(brow_[3], brow_[3], w_[1], static_cast<int32_t>(n_));  // spec: ada_layer_norm_grad.py:71
-            }
             if (hasInput0_ && hasInput1_) {                             // when gamma present, beta present
                 PipeBarrier<PIPE_V>();                                  // workBuf_: V has written it before V reads it
                 Add(w_[3], w_[3], colv_[1], static_cast<int32_t>(n_));  // spec: ada_layer_norm_grad.py:71
-                PipeBarrier<PIPE_V>();                                  // workBuf_: V has written it before V reads it
-                Mul(w_[1], w_[1], w_[3], static_cast<int32_t>(n_));     // spec: ada_layer_norm_grad.py:71
-                PipeBarrier<PIPE_V>();                                  // workBuf_: V has written it before V reads it
-                Add(brow_[3], brow_[3], w_[1], static_cast<int32_t>(n_));  // spec: ada_layer_norm_grad.py:71
             }
             if (!hasInput0_ && hasInput1_) {                            // when gamma absent, beta present
                 PipeBarrier<PIPE_V>();                                  // workBuf_: V writes after V's write
                 Add(w_[3], w_[0], colv_[1], static_cast<int32_t>(n_));  // spec: ada_layer_norm_grad.py:71
-                PipeBarrier<PIPE_V>();                                  // workBuf_: V has written it before V reads it
-                Mul(w_[1], w_[1], w_[3], static_cast<int32_t>(n_));     // spec: ada_layer_norm_grad.py:71
-                PipeBarrier<PIPE_V>();                                  // workBuf_: V has written it before V reads it
+            }
+            if (hasInput1_) {                                        // when beta present
+                PipeBarrier<PIPE_V>();                               // workBuf_: V has written it before V reads it
+                Mul(w_[1], w_[1], w_[3], static_cast<int32_t>(n_));  // spec: ada_layer_norm_grad.py:71
+            }
+            if (hasInput0_ && !hasInput1_) {                         // when gamma present, beta absent
+                PipeBarrier<PIPE_V>();                               // workBuf_: V has written it before V reads it
+                Mul(w_[1], w_[1], w_[3], static_cast<int32_t>(n_));  // spec: ada_layer_norm_grad.py:71
+            }
+            if (hasInput1_) {           // when beta present
+                PipeBarrier<PIPE_V>();  // workBuf_: V has written it before V reads it
+                Add(brow_[3], brow_[3], w_[1], static_cast<int32_t>(n_));  // spec: ada_layer_norm_grad.py:71
+            }
+            if (hasInput0_ && !hasInput1_) {  // when gamma present, beta absent
+                PipeBarrier<PIPE_V>();        // browBuf_: V has written it before V reads it
                 Add(brow_[3], brow_[3], w_[1], static_cast<int32_t>(n_));  // spec: ada_layer_norm_grad.py:71
             }
             if (hasInput0_) {                           // when gamma present
@@ -687,33 +676,24 @@ private:
                 s5 = s3 / static_cast<float>(hidden_);  // spec: ada_layer_norm_grad.py:69
                 PipeBarrier<PIPE_V>();                  // workBuf_: V has read it before V overwrites it
                 Muls(w_[0], w_[0], static_cast<float>(s5),
-                     static_cast<int32_t>(n_));                      // spec: ada_layer_norm_grad.py:69
-                PipeBarrier<PIPE_V>();                               // workBuf_: V has written it before V reads it
-                Sub(w_[2], w_[2], w_[0], static_cast<int32_t>(n_));  // spec: ada_layer_norm_grad.py:69
-                PipeBarrier<PIPE_V>();                               // workBuf_: V has written it before V reads it
-                Muls(w_[2], w_[2], static_cast<float>(s_rstd),
                      static_cast<int32_t>(n_));  // spec: ada_layer_norm_grad.py:69
-                PipeBarrier<PIPE_V>();           // workBuf_: V has written it before V reads it
-                CastTo(rowOut_pd_x[i * rowStride_], w_[2], RoundMode::CAST_RINT,
-                       n_);  // spec: ada_layer_norm_grad.py:27
             }
             if (!hasInput0_) {                          // when gamma absent
                 s6 = s0 / static_cast<float>(hidden_);  // spec: ada_layer_norm_grad.py:69
-                PipeBarrier<PIPE_V>();                  // workBuf_: V has read it before V overwrites it
                 Adds(w_[2], w_[2], static_cast<float>(-(s6)),
                      static_cast<int32_t>(n_));         // spec: ada_layer_norm_grad.py:69
                 s7 = s1 / static_cast<float>(hidden_);  // spec: ada_layer_norm_grad.py:69
+                PipeBarrier<PIPE_V>();                  // workBuf_: V has written it before V reads it
                 Muls(w_[0], w_[0], static_cast<float>(s7),
-                     static_cast<int32_t>(n_));                      // spec: ada_layer_norm_grad.py:69
-                PipeBarrier<PIPE_V>();                               // workBuf_: V has written it before V reads it
-                Sub(w_[2], w_[2], w_[0], static_cast<int32_t>(n_));  // spec: ada_layer_norm_grad.py:69
-                PipeBarrier<PIPE_V>();                               // workBuf_: V has written it before V reads it
-                Muls(w_[2], w_[2], static_cast<float>(s_rstd),
                      static_cast<int32_t>(n_));  // spec: ada_layer_norm_grad.py:69
-                PipeBarrier<PIPE_V>();           // workBuf_: V has written it before V reads it
-                CastTo(rowOut_pd_x[i * rowStride_], w_[2], RoundMode::CAST_RINT,
-                       n_);  // spec: ada_layer_norm_grad.py:27
             }
+            PipeBarrier<PIPE_V>();                               // workBuf_: V has written it before V reads it
+            Sub(w_[2], w_[2], w_[0], static_cast<int32_t>(n_));  // spec: ada_layer_norm_grad.py:69
+            PipeBarrier<PIPE_V>();                               // workBuf_: V has written it before V reads it
+            Muls(w_[2], w_[2], static_cast<float>(s_rstd),
+                 static_cast<int32_t>(n_));  // spec: ada_layer_norm_grad.py:69
+            PipeBarrier<PIPE_V>();           // workBuf_: V has written it before V reads it
+            CastTo(rowOut_pd_x[i * rowStride_], w_[2], RoundMode::CAST_RINT, n_);  // spec: ada_layer_norm_grad.py:27
         }
         rowOutQue_pd_x.EnQue(rowOut_pd_x);
         rowInQue_dy.FreeTensor(rowIn_dy);

@@ -168,7 +168,6 @@ private:
         const int64_t totBase = cores * 1 * groupStride_;
         for (c0_ = cBegin; c0_ < cEnd; c0_ += rowStride_) {  // column chunks of this core's slice
             n_ = cEnd - c0_ < rowStride_ ? cEnd - c0_ : rowStride_;
-            PipeBarrier<PIPE_V>();  // colBuf_: V has read it before V overwrites it
             LoadColumns();
             curBatch_ = -1;
             valBatch_ = -1;
@@ -269,46 +268,17 @@ private:
                         PipeBarrier<PIPE_V>();       // workBuf_: V has written it before V reads it
                         Mul(w_[0], w_[0], colv_[0], static_cast<int32_t>(n_));  // spec: ada_layer_norm_v2.py:57
                     }
-                    if (hasInput0_ && hasInput1_) {  // when weight present, bias present
-                        PipeBarrier<PIPE_V>();       // workBuf_: V has written it before V reads it
+                    if (hasInput1_) {           // when bias present
+                        PipeBarrier<PIPE_V>();  // workBuf_: V has written it before V reads it
                         Add(w_[0], w_[0], colv_[1], static_cast<int32_t>(n_));  // spec: ada_layer_norm_v2.py:59
-                        PipeBarrier<PIPE_V>();  // workBuf_: V has written it before V reads it
-                        Mul(w_[0], w_[0], brow_[1], static_cast<int32_t>(n_));  // spec: ada_layer_norm_v2.py:60
-                        PipeBarrier<PIPE_V>();  // workBuf_: V has written it before V reads it
-                        Add(w_[0], w_[0], brow_[2], static_cast<int32_t>(n_));  // spec: ada_layer_norm_v2.py:60
-                        PipeBarrier<PIPE_V>();  // workBuf_: V has written it before V reads it
-                        CastTo(rowOut_out[i * rowStride_], w_[0], RoundMode::CAST_RINT,
-                               n_);  // spec: ada_layer_norm_v2.py:26
                     }
-                    if (hasInput0_ && !hasInput1_) {  // when weight present, bias absent
-                        PipeBarrier<PIPE_V>();        // workBuf_: V has written it before V reads it
-                        Mul(w_[0], w_[0], brow_[1], static_cast<int32_t>(n_));  // spec: ada_layer_norm_v2.py:60
-                        PipeBarrier<PIPE_V>();  // workBuf_: V has written it before V reads it
-                        Add(w_[0], w_[0], brow_[2], static_cast<int32_t>(n_));  // spec: ada_layer_norm_v2.py:60
-                        PipeBarrier<PIPE_V>();  // workBuf_: V has written it before V reads it
-                        CastTo(rowOut_out[i * rowStride_], w_[0], RoundMode::CAST_RINT,
-                               n_);  // spec: ada_layer_norm_v2.py:26
-                    }
-                    if (!hasInput0_ && hasInput1_) {  // when weight absent, bias present
-                        PipeBarrier<PIPE_V>();        // workBuf_: V has written it before V reads it
-                        Add(w_[0], w_[0], colv_[1], static_cast<int32_t>(n_));  // spec: ada_layer_norm_v2.py:59
-                        PipeBarrier<PIPE_V>();  // workBuf_: V has written it before V reads it
-                        Mul(w_[0], w_[0], brow_[1], static_cast<int32_t>(n_));  // spec: ada_layer_norm_v2.py:60
-                        PipeBarrier<PIPE_V>();  // workBuf_: V has written it before V reads it
-                        Add(w_[0], w_[0], brow_[2], static_cast<int32_t>(n_));  // spec: ada_layer_norm_v2.py:60
-                        PipeBarrier<PIPE_V>();  // workBuf_: V has written it before V reads it
-                        CastTo(rowOut_out[i * rowStride_], w_[0], RoundMode::CAST_RINT,
-                               n_);  // spec: ada_layer_norm_v2.py:26
-                    }
-                    if (!hasInput0_ && !hasInput1_) {  // when weight absent, bias absent
-                        PipeBarrier<PIPE_V>();         // workBuf_: V has written it before V reads it
-                        Mul(w_[0], w_[0], brow_[1], static_cast<int32_t>(n_));  // spec: ada_layer_norm_v2.py:60
-                        PipeBarrier<PIPE_V>();  // workBuf_: V has written it before V reads it
-                        Add(w_[0], w_[0], brow_[2], static_cast<int32_t>(n_));  // spec: ada_layer_norm_v2.py:60
-                        PipeBarrier<PIPE_V>();  // workBuf_: V has written it before V reads it
-                        CastTo(rowOut_out[i * rowStride_], w_[0], RoundMode::CAST_RINT,
-                               n_);  // spec: ada_layer_norm_v2.py:26
-                    }
+                    PipeBarrier<PIPE_V>();  // workBuf_: V has written it before V reads it
+                    Mul(w_[0], w_[0], brow_[1], static_cast<int32_t>(n_));  // spec: ada_layer_norm_v2.py:60
+                    PipeBarrier<PIPE_V>();  // workBuf_: V has written it before V reads it
+                    Add(w_[0], w_[0], brow_[2], static_cast<int32_t>(n_));  // spec: ada_layer_norm_v2.py:60
+                    PipeBarrier<PIPE_V>();  // workBuf_: V has written it before V reads it
+                    CastTo(rowOut_out[i * rowStride_], w_[0], RoundMode::CAST_RINT,
+                           n_);                      // spec: ada_layer_norm_v2.py:26
                     statStage_rstd.SetValue(i, s5);  // spec: ada_layer_norm_v2.py:28
                 }
                 rowOutQue_out.EnQue(rowOut_out);
@@ -455,43 +425,17 @@ private:
                 PipeBarrier<PIPE_V>();                                  // workBuf_: V has written it before V reads it
                 Mul(w_[0], w_[0], colv_[0], static_cast<int32_t>(n_));  // spec: ada_layer_norm_v2.py:57
             }
-            if (hasInput0_ && hasInput1_) {                             // when weight present, bias present
+            if (hasInput1_) {                                           // when bias present
                 PipeBarrier<PIPE_V>();                                  // workBuf_: V has written it before V reads it
                 Add(w_[0], w_[0], colv_[1], static_cast<int32_t>(n_));  // spec: ada_layer_norm_v2.py:59
-                PipeBarrier<PIPE_V>();                                  // workBuf_: V has written it before V reads it
-                Mul(w_[0], w_[0], brow_[1], static_cast<int32_t>(n_));  // spec: ada_layer_norm_v2.py:60
-                PipeBarrier<PIPE_V>();                                  // workBuf_: V has written it before V reads it
-                Add(w_[0], w_[0], brow_[2], static_cast<int32_t>(n_));  // spec: ada_layer_norm_v2.py:60
-                PipeBarrier<PIPE_V>();                                  // workBuf_: V has written it before V reads it
-                CastTo(rowOut_out[i * rowStride_], w_[0], RoundMode::CAST_RINT, n_);  // spec: ada_layer_norm_v2.py:26
             }
-            if (hasInput0_ && !hasInput1_) {                            // when weight present, bias absent
-                PipeBarrier<PIPE_V>();                                  // workBuf_: V has written it before V reads it
-                Mul(w_[0], w_[0], brow_[1], static_cast<int32_t>(n_));  // spec: ada_layer_norm_v2.py:60
-                PipeBarrier<PIPE_V>();                                  // workBuf_: V has written it before V reads it
-                Add(w_[0], w_[0], brow_[2], static_cast<int32_t>(n_));  // spec: ada_layer_norm_v2.py:60
-                PipeBarrier<PIPE_V>();                                  // workBuf_: V has written it before V reads it
-                CastTo(rowOut_out[i * rowStride_], w_[0], RoundMode::CAST_RINT, n_);  // spec: ada_layer_norm_v2.py:26
-            }
-            if (!hasInput0_ && hasInput1_) {                            // when weight absent, bias present
-                PipeBarrier<PIPE_V>();                                  // workBuf_: V has written it before V reads it
-                Add(w_[0], w_[0], colv_[1], static_cast<int32_t>(n_));  // spec: ada_layer_norm_v2.py:59
-                PipeBarrier<PIPE_V>();                                  // workBuf_: V has written it before V reads it
-                Mul(w_[0], w_[0], brow_[1], static_cast<int32_t>(n_));  // spec: ada_layer_norm_v2.py:60
-                PipeBarrier<PIPE_V>();                                  // workBuf_: V has written it before V reads it
-                Add(w_[0], w_[0], brow_[2], static_cast<int32_t>(n_));  // spec: ada_layer_norm_v2.py:60
-                PipeBarrier<PIPE_V>();                                  // workBuf_: V has written it before V reads it
-                CastTo(rowOut_out[i * rowStride_], w_[0], RoundMode::CAST_RINT, n_);  // spec: ada_layer_norm_v2.py:26
-            }
-            if (!hasInput0_ && !hasInput1_) {                           // when weight absent, bias absent
-                PipeBarrier<PIPE_V>();                                  // workBuf_: V has written it before V reads it
-                Mul(w_[0], w_[0], brow_[1], static_cast<int32_t>(n_));  // spec: ada_layer_norm_v2.py:60
-                PipeBarrier<PIPE_V>();                                  // workBuf_: V has written it before V reads it
-                Add(w_[0], w_[0], brow_[2], static_cast<int32_t>(n_));  // spec: ada_layer_norm_v2.py:60
-                PipeBarrier<PIPE_V>();                                  // workBuf_: V has written it before V reads it
-                CastTo(rowOut_out[i * rowStride_], w_[0], RoundMode::CAST_RINT, n_);  // spec: ada_layer_norm_v2.py:26
-            }
-            statStage_rstd.SetValue(i, s5);  // spec: ada_layer_norm_v2.py:28
+            PipeBarrier<PIPE_V>();                                  // workBuf_: V has written it before V reads it
+            Mul(w_[0], w_[0], brow_[1], static_cast<int32_t>(n_));  // spec: ada_layer_norm_v2.py:60
+            PipeBarrier<PIPE_V>();                                  // workBuf_: V has written it before V reads it
+            Add(w_[0], w_[0], brow_[2], static_cast<int32_t>(n_));  // spec: ada_layer_norm_v2.py:60
+            PipeBarrier<PIPE_V>();                                  // workBuf_: V has written it before V reads it
+            CastTo(rowOut_out[i * rowStride_], w_[0], RoundMode::CAST_RINT, n_);  // spec: ada_layer_norm_v2.py:26
+            statStage_rstd.SetValue(i, s5);                                       // spec: ada_layer_norm_v2.py:28
         }
         rowOutQue_out.EnQue(rowOut_out);
         {
