@@ -15,6 +15,7 @@ comparisons happen back here.
 from __future__ import annotations
 
 import json
+import os
 import subprocess
 import sys
 import textwrap
@@ -124,9 +125,15 @@ def key_cases(spec, dtypes: dict, seed: int = 1):
     return out
 
 
+BLAS_ENV = ("OPENBLAS_", "OMP_", "MKL_")
+"""Prefixes of the environment passed to the isolated interpreter: OpenBLAS picks its float32 matmul kernel by
+OPENBLAS_CORETYPE / OPENBLAS_L2_SIZE (set on this kind of machine) and splits it by its thread count, so without
+them the golden's BatchMatMul sums in another order than the interpreter in this process (seen: 5.7e-6 apart)."""
+
+
 def run_isolated(tmp: Path, jobs: list) -> dict:
     """Run the goldens of `jobs` [(spec, golden text, dtypes, cases)] in `python -I -S` with only numpy and
-    ml_dtypes importable; returns {(job, case, output): array}."""
+    ml_dtypes importable (and this process's BLAS settings); returns {(job, case, output): array}."""
     site = site_dir(tmp)
     desc = []
     for j, (spec, text, dtypes, cases) in enumerate(jobs):
@@ -152,7 +159,7 @@ def run_isolated(tmp: Path, jobs: list) -> dict:
     driver.write_text(f"SITE = {str(site)!r}\nJOBS = {str(tmp / 'jobs.json')!r}\nOUT = {str(tmp / 'out.npz')!r}\n"
                       + DRIVER)
     r = subprocess.run([sys.executable, "-I", "-S", str(driver)], capture_output=True, text=True, timeout=600,
-                       cwd=tmp, env={"PATH": "/usr/bin:/bin"})
+                       cwd=tmp, env={"PATH": "/usr/bin:/bin", **{k: v for k, v in os.environ.items() if k.startswith(BLAS_ENV)}})
     assert r.returncode == 0, r.stdout + r.stderr
     got = np.load(tmp / "out.npz")
     out = {}
