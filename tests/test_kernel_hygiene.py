@@ -301,8 +301,10 @@ H, T_BYTES, U_BYTES, UB = 4096, 2, 4, 196608   # bfloat16 data, fp32 weights; as
 
 
 def _bytes(expr: str, env: dict) -> int:
-    """Value of a C++ size expression of an InitBuffer call: sizeof(X) and identifiers from `env`, AlignUp."""
+    """Value of a C++ size expression of an InitBuffer call: sizeof(X) and identifiers from `env`, AlignUp, and the
+    conditional `(a > b ? c : d)` of numbers (a maximum of element sizes)."""
     py = re.sub(r"sizeof\((\w+)\)", lambda m: str(env[m.group(1)]), expr)
+    py = re.sub(r"\((\d+) > (\d+) \? (\d+) : (\d+)\)", r"(\3 if \1 > \2 else \4)", py)
     py = re.sub(r"\b[A-Za-z_]\w*\b", lambda m: str(env.get(m.group(0), m.group(0))), py).replace("/", "//")
     return int(eval(py, {"AlignUp": lambda a, b: (a + b - 1) // b * b}))   # noqa: S307 - emitted arithmetic only
 

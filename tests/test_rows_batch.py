@@ -86,12 +86,13 @@ def test_which_instructions_run_over_all_rows():
 
 
 def test_the_ub_plan_counts_the_row_temporaries_per_row_of_a_pass():
+    from opgen.tiling.program import lit
     from opgen.tiling.rowkernel import ROW_SPLIT, RowCounts, _fixed_plan
 
     base = dict(row_in=(("f32", 1),), row_out=(("f32", 1),), stat_in=0, stat_out=0, temps=3, brow=0, col=0,
                 brow_acc=0, col_acc=0, rsums=1, rsums_per_level=1, levels=1)
     for batch, per_row in ((1, True), (0, False)):
-        (work,) = [b for b in _fixed_plan(RowCounts(**base, batch=batch), 1000, ROW_SPLIT) if b.name == "workBuf"]
+        (work,) = [b for b in _fixed_plan(RowCounts(**base, batch=batch), 1000, ROW_SPLIT, lambda d: lit(4)) if b.name == "workBuf"]
         assert work.per_row is per_row and work.num == 3 and work.elem_bytes == 4
 
 

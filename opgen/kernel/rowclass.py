@@ -41,7 +41,7 @@ from opgen.kernel.rowsched import mul as _kmul
 from opgen.kernel.rowsched import sub as _ksub
 from opgen.kernel.rowsched import add as _ksum
 from opgen.kernel.rowfexpr import parse as parse_scalar
-from opgen.kernel.rowcounts import COL_SPLIT, ROW_SPLIT, fixed_needs, program_counts
+from opgen.kernel.rowcounts import COL_SPLIT, ROW_SPLIT, fixed_needs, program_counts, stage_dtypes
 
 CTYPE = {"f32": "float", "f16": "half", "bf16": "bfloat16_t", "i32": "int32_t", "bool": "uint8_t", "u8": "uint8_t",
          "i8": "int8_t", "i16": "int16_t", "i64": "int64_t"}
@@ -1170,6 +1170,7 @@ def row_split_ir(spec, v: Variant, dims: DimFields, ctx: dict) -> kir.KernelClas
         stat_in=_gm_rows(p, addr, "in", "stat", ctx["stat_in"]),
         stat_out=_gm_rows(p, addr, "out", "stat", ctx["stat_out"]),
         temps=ctx["temps"], nbrow=ctx["nbrow"], ncol=ctx["ncol"], bufs=dict(ctx["bufs"]["row"]),
+        stage=ctx["stage"]["row"], stage_col=ctx["stage"]["col"],
         ws_rows_per_core=ctx["ws_rows_per_core"] if ctx["cross_core"] else None,
         load_cols=bool(ctx["load_cols"]), load_cols_body=tuple(ctx["load_cols"]),
         gm_all=tuple(ctx["tensors"]),
@@ -1252,6 +1253,8 @@ def class_ir(spec, v: Variant, dims: DimFields) -> dict:
         "row_in": row_in, "row_out": row_out, "stat_in": stat_in, "stat_out": stat_out, "off_nodes": offs,
         "temps": max(p.row_temps, 2), "nbrow": len(p.brow), "ncol": len(p.col),
         "bufs": bufs, "any_buf": {k: any(b[k] for b in bufs.values()) for k in bufs["row"]},
+        "stage": {k: tuple(_ctype(d) for d in stage_dtypes(counts, s)) for k, s in (("row", ROW_SPLIT),
+                                                                                  ("col", COL_SPLIT))},
         "batch_index": bool(load_batch or flush_row or _reload_nodes(p, cites)),
         "batch_vals": [n for n, _s, _k in p.btotals],
         "brow_accs": any(v[0] == "brow" for _a, v in _acc_items(p)),

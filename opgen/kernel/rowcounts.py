@@ -29,7 +29,8 @@ class RowCounts:
     256-B repeats, so row strides and column slices are multiples of 64 elements: opgen.kernel.rowprog.MASK_LANES);
     selects: Selects (their tensor-scalar / tensor-tensor modes use UB above SELECT_SCRATCH_BYTES as scratch); batch: 1
     when a program runs ROW_SPLIT over the pass's rows at once (opgen.kernel.rowprog.batchable: its row temporaries
-    hold rowsPerPass rows each)."""
+    hold rowsPerPass rows each); staged: ((IR dtype name, count), ...) of the batch and column rows loaded from GM
+    (their dtypes size paramQue, `stage_dtypes`)."""
 
     row_in: tuple
     row_out: tuple
@@ -51,11 +52,12 @@ class RowCounts:
     brow_reads: int = 0
     batch: int = 0
     btotals: int = 0
+    staged: tuple = ()
 
     def as_dict(self) -> dict:
-        """{field: value} (row_in/row_out as {dtype: count})."""
+        """{field: value} (row_in/row_out/staged as {dtype: count})."""
         out = {f.name: getattr(self, f.name) for f in fields(self)}
-        return {**out, "row_in": dict(self.row_in), "row_out": dict(self.row_out)}
+        return {**out, "row_in": dict(self.row_in), "row_out": dict(self.row_out), "staged": dict(self.staged)}
 
 
 def program_counts(p) -> dict:
@@ -67,8 +69,13 @@ def program_counts(p) -> dict:
         if t.space == "row":
             d = rin if t.role == "in" else rout
             d[t.dtype] = d.get(t.dtype, 0) + 1
+    by_gm = {t.name: t.dtype for t in p.gm}
+    staged: dict[str, int] = {}
+    for i in p.instrs:
+        if i.kind == "load":
+            staged[by_gm.get(i.gm, "f32")] = staged.get(by_gm.get(i.gm, "f32"), 0) + 1
     return {
-        "row_in": rin, "row_out": rout,
+        "row_in": rin, "row_out": rout, "staged": staged,
         "stat_in": sum(2 if t.dtype == "i64" else 1 for t in p.gm if t.role == "in" and t.space == "stat"),
         "stat_out": sum(1 for t in p.gm if t.role == "out" and t.space == "stat"),
         "temps": p.row_temps, "brow": len(p.brow), "col": len(p.col),
@@ -102,6 +109,7 @@ def counts_of(progs) -> RowCounts:
                 top[k] = max(top.get(k, 0), v)
     for k in ("row_in", "row_out"):
         top[k] = tuple(sorted(top.get(k, {}).items()))
+    top["staged"] = tuple(top.get("staged", {}).items())   # in load order: renaming a dtype variable keeps it
     return RowCounts(**{k: top.get(k, 0) for k in RowCounts.__dataclass_fields__})
 
 
@@ -130,3 +138,24 @@ def fixed_needs(c, strategy: int) -> dict[str, int]:
     return {"workBuf": max(get("temps"), 2), "browBuf": get("brow"), "colBuf": get("col"),
             "paramQue": int(bool(get("loads") or exchange)), "accOutQue": int(bool(accs or exchange)),
             "reduceBuf": int(bool(get("rsums") or tot or get("btotals")))}
+
+
+def stage_dtypes(c, strategy: int) -> tuple[str, ...]:
+    """The IR dtype names of what `strategy` stages through paramQue (LoadRow<S>: a GM row copied in as it is
+    stored, then cast to fp32): the batch / column rows loaded from GM (RowCounts.staged) and, where the strategy
+    reads partial rows back from workspace (the exchange of `fixed_needs`), "f32". The queue's element is the
+    largest of them and at least 2 bytes (a row stride of 16 elements stays a whole 32-B block): a kernel that
+    loads only bf16 / fp16 columns stages them in half the bytes of an fp32 row (RmsNorm at H = 8192 fits ROW_SPLIT
+    by that). In load order (renaming a dtype variable keeps it), fp32 last; () when paramQue is not allocated. Raises
+    ValueError for another strategy."""
+    if not fixed_needs(c, strategy)["paramQue"]:
+        return ()
+    get = c.get if isinstance(c, dict) else lambda k: getattr(c, k)
+    tot = c.get("total_acc", 0) if isinstance(c, dict) else getattr(c, "total_acc", 0)
+    accs = get("brow_acc") + get("col_acc") + tot
+    exchange = accs if strategy == ROW_SPLIT else get("levels") + tot
+    staged = get("staged")
+    names = list(staged) if isinstance(staged, dict) else [d for d, _n in staged]
+    if exchange and "f32" not in names:
+        names.append("f32")
+    return tuple(names)

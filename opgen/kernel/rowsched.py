@@ -24,7 +24,7 @@ from dataclasses import dataclass, field
 from opgen.ir.dims import Bin, Constraint, DimExpr, Fn, Lit, Sym, as_dim
 from opgen.kernel.isa import REPEAT_FORMS, Op, Pipe
 from opgen.names import cpp_name
-from opgen.kernel.kir import (BLOCK_IDX, BLOCK_NUM, Alloc, Barrier, Comment, FLoad, Return, Select, SyncAll, Assign, FAssign, FBits, Call, Copy, DeQue, EnQue, FConst, For, Free, Func, Get,
+from opgen.kernel.kir import (BLOCK_IDX, BLOCK_NUM, ELEM_BYTES, Alloc, Barrier, Comment, FLoad, Return, Select, SyncAll, Assign, FAssign, FBits, Call, Copy, DeQue, EnQue, FConst, For, Free, Func, Get,
                               GmTensor, GmView, If, InitBuffer, Invoke, KernelClass, Let, Local, Param, Ref, ScalarVar,
                               Scope, SetValue, SizeOf, TensorVar, TPos, Vec, View, GetValue, FLet, vec,
                               walk)
@@ -134,6 +134,8 @@ class RowSchedule:
     strided: tuple = ()        # the Off_<name>(r) address methods (Kernel-IR Funcs)
     fields: tuple = ()         # the tiling-data fields the addresses read (dim<k>)
     bufs_col: dict = field(default_factory=dict)   # COL_SPLIT's fixed buffers ({FIXED_BUFS name: allocated})
+    stage: tuple = ()       # C types ROW_SPLIT stages through paramQue (opgen.kernel.rowcounts.stage_dtypes)
+    stage_col: tuple = ()   # C types COL_SPLIT stages through paramQue
     levels: tuple = ()         # COL_SPLIT row-reduction levels: ((level, body statements, ((slot, j, "Add"/"Max"), ...)))
     nlevel: int = 1            # partial reductions per level (the widest level)
     nsums: int = 1             # row reductions in all
@@ -201,9 +203,23 @@ def _copy_rows_out(t: GmRows) -> tuple:
     ), doc="one copy per run of rows at a constant GM stride"),)
 
 
-def _fixed_buffers(s: RowSchedule, bufs: dict, batch: bool = False) -> tuple:
+def stage_bytes(ctypes: tuple) -> DimExpr:
+    """Bytes of paramQue's element for a strategy staging rows of C types `ctypes` (RowSchedule.stage): the largest
+    sizeof (2 when only 1-byte types or none are staged) -- the tiling's plan sizes the queue alike
+    (opgen.tiling.rowkernel `_fixed_plan`)."""
+    known = ELEM_BYTES
+    sizes = [known[t] for t in ctypes if t in known]
+    params = [t for t in ctypes if t not in known]   # template parameters: their sizes at run time
+    out = Lit(max(sizes)) if sizes else None
+    for t in params:
+        out = SizeOf(t) if out is None else Fn("max", (out, SizeOf(t)))
+    return out if out is not None and (params or out.value >= 2) else Lit(2)
+
+
+def _fixed_buffers(s: RowSchedule, bufs: dict, batch: bool = False, stage: tuple = ("float",)) -> tuple:
     """A strategy's fixed UB buffers (`bufs`: only those it reads) and the views into them; with `batch` (ROW_SPLIT's
-    `row_segments`) each row temporary holds the pass's rows (`pass` rows of rowStride_)."""
+    `row_segments`) each row temporary holds the pass's rows (`pass` rows of rowStride_); paramQue's element is the
+    largest of the C types `stage` (stage_bytes)."""
     out: list = []
     f4 = SizeOf("float")
     rows = (("workBuf", "w_", s.temps), ("browBuf", "brow_", s.nbrow), ("colBuf", "colv_", s.ncol))
@@ -219,7 +235,7 @@ def _fixed_buffers(s: RowSchedule, bufs: dict, batch: bool = False) -> tuple:
                     doc="the lanes a compare or select reads past the row hold defined values"))
     for q in ("paramQue", "accOutQue"):
         if bufs.get(q):
-            out.append(InitBuffer(f"{q}_", mul(Sym("rowStride_"), f4), 1))
+            out.append(InitBuffer(f"{q}_", mul(Sym("rowStride_"), stage_bytes(stage) if q == "paramQue" else f4), 1))
     if bufs.get("reduceBuf"):
         # ReduceMax's temporary: one (value, index) pair per 256-B repeat, a block aligned, after 8 result floats
         pairs = mul(div(add(Sym("rowStride_"), 63), 64), 2)
@@ -250,7 +266,7 @@ def _row_split(s: RowSchedule) -> Func:
     body += [InitBuffer(f"statInQue_{t.op}", mul(_align8(ps), SizeOf(_qtype(t))), 2) for t in s.stat_in]
     for t in s.stat_out:
         body += [InitBuffer(f"statStageBuf_{t.op}", stat_bytes), InitBuffer(f"statOutQue_{t.op}", stat_bytes, 2)]
-    body += list(_fixed_buffers(s, s.bufs, bool(s.row_segments)))
+    body += list(_fixed_buffers(s, s.bufs, bool(s.row_segments), s.stage))
     if s.reduce_segments:   # RowsSum / RowsMax: a [pass, 64] scratch and one value per row of each row reduction
         body.append(If(ROWS_REDUCE_STRIDE, (
             If((Constraint(">", Sym("rowStride_"), Lit(64)),), (
@@ -613,7 +629,7 @@ def _col_buffers(s: RowSchedule, sums: bool = True) -> list:
     if sums:
         body += [InitBuffer("sumBuf_", mul(add(Lit(s.nlevel), Lit(s.nsums)), gs, f4)),
                  Get("sums_", "sumBuf_", "float"), View("tots_", Ref("sums_", mul(Lit(s.nlevel), gs)))]
-    body += list(_fixed_buffers(s, s.bufs_col))
+    body += list(_fixed_buffers(s, s.bufs_col, stage=s.stage_col))
     body.append(Let("totBase", mul(cores, Lit(s.nlevel), gs)))
     return body
 

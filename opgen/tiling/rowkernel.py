@@ -33,10 +33,10 @@ Units: elements unless a name ends in Bytes. Facts: docs/reference/ascendc.md §
 from __future__ import annotations
 
 from opgen.errors import SpecError
-from opgen.kernel.rowcounts import COL_SPLIT, COL_STREAM, ROW_SPLIT, RowCounts, fixed_needs  # noqa: F401 - re-exported
+from opgen.kernel.rowcounts import COL_SPLIT, COL_STREAM, ROW_SPLIT, RowCounts, fixed_needs, stage_dtypes  # noqa: F401 - re-exported
 from opgen.kernel.rowprog import MASK_LANES
 from opgen.tiling.buffers import Buffer, fixed_bytes, row_bytes
-from opgen.tiling.program import TilingProgram, align_up, ceil_div, emax, emin, lit, select
+from opgen.tiling.program import Lit, TilingProgram, align_up, ceil_div, emax, emin, lit, select
 from opgen.tiling.rows import col_split, row_split
 from opgen.tiling.ub_proof import prove_ub
 
@@ -87,7 +87,7 @@ def row_plan(c: RowCounts, col_align, bytes_of) -> list[Buffer]:
                            "per row: its row reductions (fp32)"))
         plan.append(Buffer("rowValSlack", "TBuf<VECCALC>", c.rsums, False, select(fits, 8, 0), 4,
                            "32-byte rounding of rowValBuf"))
-    plan += _fixed_plan(c, col_align, ROW_SPLIT)
+    plan += _fixed_plan(c, col_align, ROW_SPLIT, bytes_of)
     return plan
 
 
@@ -100,7 +100,7 @@ def col_plan(c: RowCounts, cols, bytes_of) -> list[Buffer]:
                        "partial and total row reductions of the group (fp32)"))
     plan.append(Buffer("sumSlack", "TBuf<VECCALC>", c.rsums_per_level + c.rsums, False, 8, 4,
                        "32-byte rounding of the sum buffers"))
-    plan += _fixed_plan(c, cols, COL_SPLIT)
+    plan += _fixed_plan(c, cols, COL_SPLIT, bytes_of)
     return plan
 
 
@@ -120,9 +120,17 @@ def stat_plan(c, out_doc: str = "per-row outputs (T, fp32 max)") -> list[Buffer]
     return plan
 
 
-def _fixed_plan(c: RowCounts, cols, strategy: int) -> list[Buffer]:
-    """The fixed buffers of `fixed_needs(c, strategy)` for `cols` columns per pass (bytes: their fp32 rows)."""
+def _fixed_plan(c: RowCounts, cols, strategy: int, bytes_of) -> list[Buffer]:
+    """The fixed buffers of `fixed_needs(c, strategy)` for `cols` columns per pass (bytes: their fp32 rows; paramQue's
+    its staged element, opgen.kernel.rowcounts.stage_dtypes, `bytes_of` an IR dtype name's bytes)."""
     need = fixed_needs(c, strategy)
+    sizes = [bytes_of(d) for d in stage_dtypes(c, strategy)]
+    known = [s.value for s in sizes if isinstance(s, Lit)]
+    params = [s for s in sizes if not isinstance(s, Lit)]   # dtype variables: their bytes at run time
+    stage = lit(max(known)) if known else None
+    for s in params:
+        stage = s if stage is None else emax(stage, s)
+    stage = stage if stage is not None and (params or stage.value >= 2) else lit(2)
     docs = {"workBuf": ("TBuf<VECCALC>", "fp32 row temporaries"),
             "browBuf": ("TBuf<VECCALC>", "fp32 batch rows and their sums"),
             "colBuf": ("TBuf<VECCALC>", "fp32 column rows and their sums"),
@@ -135,7 +143,8 @@ def _fixed_plan(c: RowCounts, cols, strategy: int) -> list[Buffer]:
             kind, doc = docs[name]
             length = row_reduce_elems(cols) if name == "reduceBuf" else cols
             per_row = name == "workBuf" and strategy == ROW_SPLIT and bool(getattr(c, "batch", 0))
-            out.append(Buffer(name, kind, n, per_row, length, 4, doc + (" per row of a pass" if per_row else "")))
+            out.append(Buffer(name, kind, n, per_row, length, stage if name == "paramQue" else 4,
+                              doc + (" per row of a pass" if per_row else "")))
     return out
 
 

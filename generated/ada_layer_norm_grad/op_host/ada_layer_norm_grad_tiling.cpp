@@ -279,10 +279,10 @@ static ge::graphStatus TilingFunc(gert::TilingContext* context)
     const int64_t colAlign = AlignUp(hidden, 16);  // row stride in UB (elements; 32-byte aligned)
     const int64_t rowBytes =
         ((((4 * colAlign) * TBytes) + ((2 * colAlign) * TBytes)) + 16);  // UB bytes per resident row
-    const int64_t fixedBytes =
-        ((((((128 + ((4 * colAlign) * 4)) + ((4 * colAlign) * 4)) + ((4 * colAlign) * 4)) + (colAlign * 4)) +
-          (colAlign * 4)) +
-         ((AlignUp((CeilDiv(colAlign, 64) * 2), 8) + 8) * 4));  // UB bytes held once
+    const int64_t fixedBytes = ((((((128 + ((4 * colAlign) * 4)) + ((4 * colAlign) * 4)) + ((4 * colAlign) * 4)) +
+                                  (colAlign * std::max<int64_t>(std::max<int64_t>(4, TBytes), UBytes))) +
+                                 (colAlign * 4)) +
+                                ((AlignUp((CeilDiv(colAlign, 64) * 2), 8) + 8) * 4));  // UB bytes held once
     const int64_t rowsFit =
         ((ubBytes > fixedBytes) ? ((ubBytes - fixedBytes) / rowBytes) : 0);           // rows per UB pass that fit
     const int64_t rowCores = std::max<int64_t>(1, std::min<int64_t>(coreNum, rows));  // cores used by the row split
@@ -302,7 +302,7 @@ static ge::graphStatus TilingFunc(gert::TilingContext* context)
         (((((2 * colsPerPass) * TBytes) + (colsPerPass * TBytes)) + 16) + 16);  // UB bytes per resident row (COL_SPLIT)
     const int64_t groupFixedBytes =
         ((((((256 + ((4 * colsPerPass) * 4)) + ((4 * colsPerPass) * 4)) + ((4 * colsPerPass) * 4)) +
-           (colsPerPass * 4)) +
+           (colsPerPass * std::max<int64_t>(std::max<int64_t>(4, TBytes), UBytes))) +
           (colsPerPass * 4)) +
          ((AlignUp((CeilDiv(colsPerPass, 64) * 2), 8) + 8) * 4));  // UB bytes held once (COL_SPLIT)
     const int64_t groupFit =
