@@ -190,6 +190,13 @@ GM += [{"op": "NormRopeConcatGrad", "case": f"Flux, norm {n}/{n}, rope {r}", "di
 GM += [
     {"op": str(EXAMPLES / "rms_norm.py"), "case": "RmsNorm [4096, 4096] bf16", "dims": {"Bd": (4096,), "H": 4096},
      "quick_dims": {"Bd": (256,), "H": 4096}, "dtypes": {"T": "bfloat16"}, "time_interp": True},
+    {"op": str(EXAMPLES / "rms_norm.py"), "case": "RmsNorm [4096, 8192] bf16", "dims": {"Bd": (4096,), "H": 8192},
+     "quick_dims": {"Bd": (128,), "H": 8192}, "dtypes": {"T": "bfloat16"}},
+    {"op": str(EXAMPLES / "add_rms_norm.py"), "case": "AddRmsNorm [4096, 8192] bf16",
+     "dims": {"Bd": (4096,), "H": 8192}, "quick_dims": {"Bd": (128,), "H": 8192}, "dtypes": {"T": "bfloat16"}},
+    {"op": str(EXAMPLES / "layer_norm_grad.py"), "case": "LayerNormGradV3 [4096, 4096] bf16, fp32 gamma",
+     "dims": {"Bd": (4096,), "H": 4096}, "quick_dims": {"Bd": (128,), "H": 4096},
+     "dtypes": {"T": "bfloat16", "U": "float32"}},
     {"op": str(EXAMPLES / "softmax.py"), "case": "SoftmaxV2 [8192, 32000] fp16", "dims": {"Bd": (8192,), "H": 32000},
      "quick_dims": {"Bd": (64,), "H": 32000}, "dtypes": {"T": "float16"}, "golden": False, "time_interp": True},
     {"op": str(EXAMPLES / "layer_norm_grad.py"), "case": "LayerNormGradV3 [4096, 1152] bf16",

@@ -529,9 +529,11 @@ CASES = [
     ("layer_norm_v4", {"Bd": (97,), "S": 3, "H": 17}, {"T": "bfloat16", "U": "float32"}, {}, 1),
     ("scaled_transpose", {"B": 2, "S": 7, "N": 3, "D": 20}, F32, {"scale": 0.5}, 1),
     ("scaled_transpose", {"B": 1, "S": 33, "N": 5, "D": 1}, F16, {"scale": -2.0}, None),
-    ("scaled_transpose", {"B": 2, "S": 3, "N": 2, "D": 9000}, BF16, {"scale": 0.125}, 2),
+    ("scaled_transpose", {"B": 2, "S": 3, "N": 2, "D": 9000}, BF16, {"scale": 0.125}, 4),   # 12 long rows: ROW_CHUNK
+    ("scaled_transpose", {"B": 1, "S": 1, "N": 2, "D": 9000}, BF16, {"scale": 0.125}, 2),   # 2 long rows: COL_SPLIT
     ("joint_concat", {"B": 2, "St": 5, "Si": 9, "H": 33}, F16, {}, 1),          # passes cross the two streams
-    ("joint_concat", {"B": 3, "St": 1, "Si": 40, "H": 20000}, F32, {}, 2),
+    ("joint_concat", {"B": 3, "St": 1, "Si": 40, "H": 20000}, F32, {}, 4),   # 123 long rows over the cores
+    ("joint_concat", {"B": 1, "St": 1, "Si": 2, "H": 20000}, F32, {}, 2),    # 3 long rows: COL_SPLIT
     ("joint_concat", {"B": 5, "St": 20, "Si": 31, "H": 1}, BF16, {}, None),
     ("swiglu_grad", {"Bd": (3, 7), "H": 21}, F32, {}, 1),                      # dx written as two column windows
     ("swiglu_grad", {"Bd": (2,), "H": 9000}, BF16, {}, 2),

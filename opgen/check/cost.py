@@ -21,22 +21,8 @@ from __future__ import annotations
 
 from dataclasses import dataclass
 
-CLOCK_HZ = 1.8e9
-"""AI Core clock of Atlas A2 (docs/reference/ascendc.md §3)."""
-HBM_BYTES_PER_S = 1.6e12
-"""HBM bandwidth of Atlas A2 (docs/reference/ascendc.md §3)."""
-BURST_OVERHEAD_BYTES = 256
-"""Bytes of HBM time one DMA burst costs beyond its data (an estimate, docs/reference/kernel_cost.md §2)."""
-VEC_ISSUE_CYCLES = 8
-"""Cycles one vector instruction issue costs beyond its repeats (an estimate, docs/reference/kernel_cost.md §2)."""
-BARRIER_CYCLES = 16
-"""Cycles one PipeBarrier costs (draining the vector pipeline; an estimate, docs/reference/kernel_cost.md §2)."""
-FLAG_WAIT_CYCLES = 32
-"""Cycles one SetFlag/WaitFlag hand-off between pipes costs (an estimate, docs/reference/kernel_cost.md §2)."""
-SYNC_ALL_CYCLES = 1800
-"""Cycles one SyncAll costs (1 µs; an estimate, docs/reference/kernel_cost.md §2)."""
-CROSS_WAIT_CYCLES = 900
-"""Cycles one CrossCoreWaitFlag hand-off costs (0.5 µs; an estimate, docs/reference/kernel_cost.md §2)."""
+from opgen.platforms.cost import (BARRIER_CYCLES, BURST_OVERHEAD_BYTES, CLOCK_HZ, CROSS_WAIT_CYCLES,  # noqa: F401
+                                  FLAG_WAIT_CYCLES, HBM_BYTES_PER_S, SYNC_ALL_CYCLES, VEC_ISSUE_CYCLES)
 
 FIELDS = ("vector_cycles", "cube_cycles", "vec_issues", "barriers", "flag_waits", "bursts", "burst_bytes32",
           "sync_alls", "cross_waits")

@@ -64,8 +64,10 @@ def render_kernel(spec, variants: list[Variant], doc: str, spec_file: str) -> di
             serving = [(serving[0][0], "")]
         for r, row in enumerate(spec.dtype_rows, start=1):
             types = [CTYPE[str(row[d].value) if hasattr(row[d], "value") else str(row[d])] for d in dvars]
-            for strategy, name in ((1, "ROW_SPLIT"), (2, "COL_SPLIT"), (3, "COL_STREAM"))[
-                    :3 if any(v.stream for v in variants) else 2]:
+            strategies = [(1, "ROW_SPLIT"), (2, "COL_SPLIT")] + (
+                [(3, "COL_STREAM")] if any(v.stream for v in variants) else []) + (
+                [(4, "ROW_CHUNK")] if any(v.chunk for v in variants) else [])
+            for strategy, name in strategies:
                 tk = TilingKey(ak, r, strategy, name)
                 declared.append(tk)
                 call = (types, [(c["name"], cond) for c, cond in serving])

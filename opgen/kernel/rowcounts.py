@@ -3,17 +3,19 @@ over a kernel's specialisations (`RowCounts`, `counts_of`) and the fixed UB buff
 (`fixed_needs`). Kernel-level facts: the family's `counts` (opgen.kernel.family) and its kernel classes
 (opgen.kernel.rowclass) read them; the tiling (opgen.tiling.rowkernel) sizes the buffers from them.
 
-The strategies: ROW_SPLIT (1, rows over cores), COL_SPLIT (2, the row axis over cores) and COL_STREAM (3, the slice
-re-read in chunks), as docs/design.md "Kernel families" and opgen.tiling.rowkernel describe them.
+The strategies: ROW_SPLIT (1, rows over cores), COL_SPLIT (2, the row axis over cores), COL_STREAM (3, the slice
+re-read in chunks) and ROW_CHUNK (4, rows over cores, each row walked in column chunks: `chunkable` programs), as
+docs/design.md "Kernel families" and opgen.tiling.rowkernel describe them.
 """
 
 from __future__ import annotations
 
 from dataclasses import dataclass, fields
 
+from opgen.kernel.rowalg import vector_instrs_per_row
 from opgen.kernel.rowprog import BYTE_DTYPES, MASK_KINDS, SELECT_KINDS, batchable, reduction_slot_counts
 
-ROW_SPLIT, COL_SPLIT, COL_STREAM = 1, 2, 3
+ROW_SPLIT, COL_SPLIT, COL_STREAM, ROW_CHUNK = 1, 2, 3, 4
 
 
 @dataclass(frozen=True)
@@ -30,7 +32,8 @@ class RowCounts:
     selects: Selects (their tensor-scalar / tensor-tensor modes use UB above SELECT_SCRATCH_BYTES as scratch); batch: 1
     when a program runs ROW_SPLIT over the pass's rows at once (opgen.kernel.rowprog.batchable: its row temporaries
     hold rowsPerPass rows each); staged: ((IR dtype name, count), ...) of the batch and column rows loaded from GM
-    (their dtypes size paramQue, `stage_dtypes`)."""
+    (their dtypes size paramQue, `stage_dtypes`); vinstrs: vector instructions issued per row
+    (opgen.kernel.rowalg.vector_instrs_per_row: the tiling prices a strategy's issue time with it)."""
 
     row_in: tuple
     row_out: tuple
@@ -53,6 +56,7 @@ class RowCounts:
     batch: int = 0
     btotals: int = 0
     staged: tuple = ()
+    vinstrs: int = 0
 
     def as_dict(self) -> dict:
         """{field: value} (row_in/row_out/staged as {dtype: count})."""
@@ -93,6 +97,7 @@ def program_counts(p) -> dict:
         "brow_reads": sum(1 for a in p.acc_reads if a in p.brow),
         "batch": int(batchable(p)),
         "btotals": sum(1 for _n, _s, k in p.btotals if k != "expr"),
+        "vinstrs": vector_instrs_per_row(p),
     }
 
 
@@ -138,6 +143,16 @@ def fixed_needs(c, strategy: int) -> dict[str, int]:
     return {"workBuf": max(get("temps"), 2), "browBuf": get("brow"), "colBuf": get("col"),
             "paramQue": int(bool(get("loads") or exchange)), "accOutQue": int(bool(accs or exchange)),
             "reduceBuf": int(bool(get("rsums") or tot or get("btotals")))}
+
+
+def chunkable(c) -> bool:
+    """Whether a rows kernel of counts `c` can run ROW_CHUNK: nothing of a row is combined across its columns or
+    across rows (no row reductions, no sums over rows or over every axis, no two-pass reductions) and no per-row
+    output -- each column chunk of a row is then computed and written on its own, by the core that owns the row
+    (COL_SPLIT's chunk loop over this core's rows and the whole row instead of every row and a column slice)."""
+    get = c.get if isinstance(c, dict) else lambda k: getattr(c, k, 0)
+    return not any(get(k) for k in ("levels", "rsums", "col_acc", "brow_acc", "total_acc", "acc_reads", "stat_out",
+                                    "btotals"))
 
 
 def stage_dtypes(c, strategy: int) -> tuple[str, ...]:

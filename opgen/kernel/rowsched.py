@@ -135,6 +135,7 @@ class RowSchedule:
     fields: tuple = ()         # the tiling-data fields the addresses read (dim<k>)
     bufs_col: dict = field(default_factory=dict)   # COL_SPLIT's fixed buffers ({FIXED_BUFS name: allocated})
     stage: tuple = ()       # C types ROW_SPLIT stages through paramQue (opgen.kernel.rowcounts.stage_dtypes)
+    chunk: bool = False     # ColSplit serves ROW_CHUNK too (strategy 4): this core's rows, each whole row in chunks
     stage_col: tuple = ()   # C types COL_SPLIT stages through paramQue
     levels: tuple = ()         # COL_SPLIT row-reduction levels: ((level, body statements, ((slot, j, "Add"/"Max"), ...)))
     nlevel: int = 1            # partial reductions per level (the widest level)
@@ -532,7 +533,9 @@ def _col_split(s: RowSchedule) -> Func:
     """COL_SPLIT: this core's column slice in chunks of colsPerPass; per chunk, groups of groupRows resident rows;
     per group the row-reduction levels (partial sums of this core's columns to workspace, SyncAll, each core totals
     the rows it owns, SyncAll, totals read back), then the final per-row stream and the outputs. A two-pass kernel
-    (RowSchedule.acc_body) runs ROW_SPLIT here: its tiling always selects it (opgen.tiling.rowkernel)."""
+    (RowSchedule.acc_body) runs ROW_SPLIT here: its tiling always selects it (opgen.tiling.rowkernel). With
+    `s.chunk` the method serves ROW_CHUNK too (strategy 4): the slice is the whole row and the rows this core's
+    (RowStartOf), the program having nothing to exchange."""
     if s.acc_body:
         return Func("ColSplit", (), (Call("RowSplit", doc="two passes over the rows: ROW_SPLIT only"),))
     core, g, rs = Sym("core"), Sym("G"), Sym("rowStride_")
@@ -573,7 +576,8 @@ def _col_split(s: RowSchedule) -> Func:
             Copy(GmView(f"gm_{t.gm}", t.off_g0), Ref("t"), Lit(1), mul(_K, SizeOf(t.ctype)), doc=_spec(t.spec)),
             Free(f"statOutQue_{t.op}", "t"))))
     grp += [Free(f"statInQue_{t.op}", f"statIn_{t.op}") for t in s.stat_in]
-    chunk.append(For("g0", Lit(0), Sym("rowNum_"), g, tuple(grp), tail="k"))
+    lo, hi = (Sym("rBegin"), Sym("rEnd")) if s.chunk else (Lit(0), Sym("rowNum_"))
+    chunk.append(For("g0", lo, hi, g, tuple(grp), tail="k"))
     if s.flush_col:
         chunk.append(If((Constraint(">=", Sym("curBatch_"), Lit(0)),), (Call("FlushCol"),)))
     chunk += list(s.col_final)
@@ -610,11 +614,21 @@ def _col_buffers(s: RowSchedule, sums: bool = True) -> list:
     the partial and total row reductions too)."""
     f4 = SizeOf("float")
     core, cores, g, gs, rs = Sym("core"), Sym("cores"), Sym("G"), Sym("groupStride_"), Sym("rowStride_")
-    body: list = [
-        Let("core", BLOCK_IDX), Let("cores", BLOCK_NUM),
-        Let("cBegin", mul(core, Sym("colsPerCore"))),
-        Let("cEnd", add(Sym("cBegin"), Select(Constraint("==", core, sub(cores, 1)), Sym("colsTail"),
-                                              Sym("colsPerCore")))),
+    body: list = [Let("core", BLOCK_IDX), Let("cores", BLOCK_NUM)]
+    if s.chunk:   # ROW_CHUNK: the whole row, this core's rows (RowStartOf, as ROW_SPLIT splits them)
+        chunked = Constraint("==", Sym("strategy"), Lit(4))
+        body += [
+            Let("cBegin", Select(chunked, Lit(0), mul(core, Sym("colsPerCore")))),
+            Let("cEnd", Select(chunked, Sym("hidden_"), add(Sym("cBegin"), Select(
+                Constraint("==", core, sub(cores, 1)), Sym("colsTail"), Sym("colsPerCore"))))),
+            Let("rBegin", Select(chunked, Invoke("RowStartOf", (core,)), Lit(0))),
+            Let("rEnd", Select(chunked, Invoke("RowStartOf", (add(core, 1),)), Sym("rowNum_")))]
+    else:
+        body += [
+            Let("cBegin", mul(core, Sym("colsPerCore"))),
+            Let("cEnd", add(Sym("cBegin"), Select(Constraint("==", core, sub(cores, 1)), Sym("colsTail"),
+                                                  Sym("colsPerCore"))))]
+    body += [
         Assign("rowStride_", Sym("colsPerPass")),
         Let("G", Sym("groupRows")),
         Assign("groupStride_", Fn("align_up", (g, Lit(8)))),

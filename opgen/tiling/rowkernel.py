@@ -26,14 +26,26 @@ the last a tail) of `groupRows` rows, re-read from GM for each row-reduction lev
 chunks in chunk order, then exchanged as in COL_SPLIT; a softmax's maximum and sum in one online pass) and once
 more for the outputs: the row inputs are read at most (levels + 1) times (docs/design.md, COL_STREAM).
 
+ROW_CHUNK (strategy 4; only for a `chunkable` program: nothing combined across a row's columns or across rows, no
+per-row output): rows split over the cores as in ROW_SPLIT, each row walked in `colsPerPass` column chunks of
+`groupRows` rows (COL_SPLIT's chunk loop over this core's rows and the whole row). Where a row does not fit UB it
+competes with COL_SPLIT by estimated time (`_chunk_or_slice`: the cost model's memory, vector and issue terms,
+docs/reference/kernel_cost.md §2): few rows leave cores idle in ROW_CHUNK, many rows make COL_SPLIT issue every
+instruction once per row on every core.
+
 Units: elements unless a name ends in Bytes. Facts: docs/reference/ascendc.md §1.5 (TQue/TBuf, double buffering),
 §1.7-§1.8 (DataCopyPad, 32-byte UB alignment), §2.5 (blockDim, tails), §3 (UB sizes).
 """
 
 from __future__ import annotations
 
+from fractions import Fraction
+
 from opgen.errors import SpecError
-from opgen.kernel.rowcounts import COL_SPLIT, COL_STREAM, ROW_SPLIT, RowCounts, fixed_needs, stage_dtypes  # noqa: F401 - re-exported
+from opgen.kernel.rowcounts import (COL_SPLIT, COL_STREAM, ROW_CHUNK, ROW_SPLIT, RowCounts, chunkable,  # noqa: F401
+                                    fixed_needs, stage_dtypes)
+from opgen.platforms.cost import (BARRIER_CYCLES, BURST_OVERHEAD_BYTES, CLOCK_HZ, HBM_BYTES_PER_S,
+                                  VEC_ISSUE_CYCLES)
 from opgen.kernel.rowprog import MASK_LANES
 from opgen.tiling.buffers import Buffer, fixed_bytes, row_bytes
 from opgen.tiling.program import Lit, TilingProgram, align_up, ceil_div, emax, emin, lit, select
@@ -221,8 +233,12 @@ def program(name: str, c: RowCounts, dvars: tuple[str, ...], float_attrs: tuple[
         fixed0 = fixed_bytes(none) + PASS_SLACK_BYTES
         cols_fit = p.let("passColsFit", select(ub > fixed0, (ub - fixed0) // per_col, 0) // lanes * lanes,
                          f"columns of a one-row COL_SPLIT pass that fit (multiple of {lanes})")
-        cols_pass = p.let("colsPerPass", emax(lanes, emin(cols_core, cols_fit)),
-                          "columns per COL_SPLIT pass (no row reduction: the slice is walked in chunks)", True)
+        if chunkable(c):
+            cols_pass, use_chunks = _chunk_or_slice(p, c, R, H, lanes, col_align, cols_core, col_cores, cols_fit,
+                                                    row_cores, ub, bytes_of)
+        else:
+            cols_pass = p.let("colsPerPass", emax(lanes, emin(cols_core, cols_fit)),
+                              "columns per COL_SPLIT pass (no row reduction: the slice is walked in chunks)", True)
     if stream:
         return _stream_program(p, c, R, S, B, H, ak, dk, cores, ub, lanes, cols_core, col_cores, rows_fit, row_cores,
                                plans, bytes_of, float_attrs, attrs, extras)
@@ -232,13 +248,18 @@ def program(name: str, c: RowCounts, dvars: tuple[str, ...], float_attrs: tuple[
     prefer_rows = (rows_fit >= 1) if c.levels else (rows_fit >= 1) & (R >= col_cores)
     if c.acc_reads:   # two passes over the rows around the cross-core exchange: ROW_SPLIT only
         strategy = p.let("strategy", lit(ROW_SPLIT) + 0, "1 ROW_SPLIT (two passes over the rows: always)", True)
+    elif chunkable(c):
+        strategy = p.let("strategy", select(prefer_rows | (grp_fit < 1), ROW_SPLIT,
+                                            select(use_chunks >= 1, ROW_CHUNK, COL_SPLIT)),
+                         "1 ROW_SPLIT, 2 COL_SPLIT, 4 ROW_CHUNK", True)
     else:
         strategy = p.let("strategy", select(prefer_rows | (grp_fit < 1), ROW_SPLIT, COL_SPLIT),
                          "1 ROW_SPLIT, 2 COL_SPLIT", True)
     p.let("colsPerReduceCore", align_up(ceil_div(H, row_cores), 16),
           "columns each core sums in the cross-core reduction (ROW_SPLIT)", True)
     p.let("fits", select(strategy.eq(ROW_SPLIT), rows_fit >= 1, grp_fit >= 1), "1 when the chosen plan fits UB", True)
-    block_dim = p.let("blockDim", select(strategy.eq(ROW_SPLIT), row_cores, col_cores), "AIV cores launched", True)
+    rows_over_cores = strategy.eq(ROW_SPLIT) | strategy.eq(ROW_CHUNK) if chunkable(c) else strategy.eq(ROW_SPLIT)
+    block_dim = p.let("blockDim", select(rows_over_cores, row_cores, col_cores), "AIV cores launched", True)
     p.let("tilingKey", ak * 100 + dk * 10 + strategy, "attrKey * 100 + dtypeKey * 10 + strategy", True)
     per_core = c.col_acc + 2 * c.brow_acc + c.total_acc
     ws_rows = p.let("wsRowBytes", (block_dim * (per_core * col_align * 4) if per_core else 0 * block_dim)
@@ -258,6 +279,57 @@ def program(name: str, c: RowCounts, dvars: tuple[str, ...], float_attrs: tuple[
     p.let("workspaceBytes", select(strategy.eq(ROW_SPLIT), ws_rows, ws_cols), "user workspace (bytes)", True)
     _tail_fields(p, S, B, H, R, float_attrs, attrs, extras)
     return p, plans
+
+
+def _group_rows_fit(p, c, cols, ub, bytes_of, name: str, what: str):
+    """Rows of a COL_SPLIT-shaped group that fit UB with `cols` columns per pass (a tiling variable `name`; `what`
+    says which pass in its comment)."""
+    plan = col_plan(c, cols, bytes_of)
+    fixed, per_row = fixed_bytes(plan), row_bytes(plan)
+    return p.let(name, select(ub > fixed, (ub - fixed) // per_row, 0), f"rows of a group that fit ({what})")
+
+
+def _chunk_or_slice(p, c, R, H, lanes, col_align, cols_core, col_cores, cols_fit, row_cores, ub, bytes_of):
+    """(colsPerPass, useChunks) of a `chunkable` program whose row may not fit UB: ROW_CHUNK (this core's rows, the
+    whole row in chunks of up to `cols_fit` columns) against COL_SPLIT (every row, this core's column slice), each
+    priced by the cost model of docs/reference/kernel_cost.md §2 in AI Core cycles (opgen.platforms.cost):
+      memory  = (bytes moved + bursts * BURST_OVERHEAD_BYTES) * CLOCK / HBM bandwidth   (a burst: one row of one
+                operand's chunk)
+      vector  = a core's rows * its columns * vinstrs / 64 (fp32 lanes a cycle)
+      issue   = a core's rows * its chunks of a row * vinstrs * (VEC_ISSUE + BARRIER)   (every instruction is issued
+                for one row of a group and followed by a barrier)
+      time    = max(memory, vector + issue)
+    useChunks is 1 when ROW_CHUNK's time is at most COL_SPLIT's. colsPerPass (a field) is the chosen one's."""
+    ops = sum(n for _d, n in c.row_in) + sum(n for _d, n in c.row_out)
+    elem = lit(0)
+    for d, n in list(c.row_in) + list(c.row_out):
+        elem = elem + bytes_of(d) * n
+    instrs = max(c.vinstrs, 1)
+    per_issue = instrs * (VEC_ISSUE_CYCLES + BARRIER_CYCLES)
+    ratio = Fraction(int(CLOCK_HZ), int(HBM_BYTES_PER_S))   # cycles per byte, reduced (9 / 8000): no int64 overflow
+    num, den = ratio.numerator, ratio.denominator
+    chunk = p.let("chunkCols", emax(lanes, emin(col_align, cols_fit)), "columns per ROW_CHUNK pass (whole rows "
+                  "when they fit)")
+    slice_ = p.let("sliceCols", emax(lanes, emin(cols_core, cols_fit)), "columns per COL_SPLIT pass (no row "
+                   "reduction: the slice is walked in chunks)")
+    moved = R * H * elem
+    rows_core = ceil_div(R, row_cores)
+    chunks = ceil_div(H, chunk)
+    mem_rc = p.let("chunkMemCycles", (moved + R * chunks * ops * BURST_OVERHEAD_BYTES) * num // den,
+                   "ROW_CHUNK: estimated HBM cycles (bytes and bursts)")
+    run_rc = p.let("chunkRunCycles", rows_core * H * instrs // 64 + rows_core * chunks * per_issue,
+                   "ROW_CHUNK: estimated vector and issue cycles of a core")
+    slices = ceil_div(cols_core, slice_)
+    mem_cs = p.let("sliceMemCycles", (moved + R * col_cores * slices * ops * BURST_OVERHEAD_BYTES) * num // den,
+                   "COL_SPLIT: estimated HBM cycles (bytes and bursts)")
+    run_cs = p.let("sliceRunCycles", R * cols_core * instrs // 64 + R * slices * per_issue,
+                   "COL_SPLIT: estimated vector and issue cycles of a core")
+    fit_rc = _group_rows_fit(p, c, chunk, ub, bytes_of, "chunkGroupFit", "ROW_CHUNK's chunks")
+    use = p.let("useChunks", select((fit_rc >= 1) & (emax(mem_rc, run_rc) <= emax(mem_cs, run_cs)), 1, 0),
+                "1 when ROW_CHUNK is estimated no slower than COL_SPLIT (and a group of its chunk fits)")
+    cols = p.let("colsPerPass", select(use >= 1, chunk, slice_), "columns per pass (ROW_CHUNK: of the whole row; "
+                 "COL_SPLIT: of the core's slice)", True)
+    return cols, use
 
 
 def _tail_fields(p, S, B, H, R, float_attrs, attrs, extras) -> None:
