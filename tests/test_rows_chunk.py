@@ -85,3 +85,28 @@ def test_row_chunk_against_float64(engine, rows, h, dtype, strategy, examples_ge
     assert np.all(np.abs(got - ref) <= bound), float(np.abs(got - ref).max())
     if strategy == 4 and engine == "emu":   # every element read once and written once (the emulation counts)
         assert r.gm_bytes == r.gm_bytes_min, (r.gm_bytes, r.gm_bytes_min)
+
+
+def test_renaming_changes_nothing(tmp_path):
+    """SwiGlu with the operator, its dims, tensor and dtype variable renamed: the same strategies, chunks, groups,
+    cores and estimates at every shape (and the same choice of ROW_CHUNK over COL_SPLIT)."""
+    import re
+
+    text = (EX / "swiglu.py").read_text()
+    for old, new in (("SwiGlu", "GatedQq"), ("aclnnSwiGlu", "aclnnGatedQq"), ("Bd", "Lqq"), ("H", "Kqq"),
+                     ("x", "inqq"), ("y", "outqq"), ("T", "Xqq")):
+        text = re.sub(rf"(?<![\w]){old}(?![\w])", new, text)
+    p = tmp_path / "gated_qq.py"
+    p.write_text(text)
+    from opgen.tiling.pipeline import kernel_build
+
+    spec = _load_file(p)
+    assert spec.name == "GatedQq"
+    t = kernel_build(spec).tiling
+    keys = ("strategy", "colsPerPass", "groupRows", "blockDim", "chunkRunCycles", "sliceRunCycles", "useChunks")
+    for rows, h in ((5, 11008), (50, 11008), (4096, 11008), (21, 20000), (4096, 1000)):
+        for dt in (DType.f32, DType.f16, DType.bf16):
+            a = _tiling(EX / "swiglu.py", rows, h, dt)
+            b = t.program.evaluate(program_inputs(spec, t.program, t.inputs, {"Lqq": (rows,), "Kqq": h}, {"Xqq": dt},
+                                                  B1, {"dim": -1}))
+            assert {k: a.get(k) for k in keys} == {k: b.get(k) for k in keys}, (rows, h, dt)
