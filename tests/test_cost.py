@@ -56,6 +56,29 @@ def test_issue_vector_and_cube_bounds():
     assert r["flag_waits"] == 10 and r["vector_us"] == pytest.approx(50 / CLOCK * 1e6)
 
 
+def test_issues_summed_over_cores_and_rated_per_row_and_element():
+    """estimate's vec_issues_total is the sum over the cores (vec_issues stays the busiest core's); the bench rates
+    it per row and per element of the case's largest input (last axis a row): 48 cores x 86 issues over a
+    [4096, 22016] input and a smaller [22016] one, by hand: 4128 / 4096 a row, 4128 / (4096 * 22016) an element."""
+    import numpy as np
+
+    from opgen.bench.emu import _issue_rates
+
+    r = cost.estimate([cost.CoreCost(vector_cycles=1, vec_issues=86)] * 47 + [cost.CoreCost(vector_cycles=2,
+                                                                                         vec_issues=90)], 0)
+    assert r["vec_issues"] == 90 and r["vec_issues_total"] == 47 * 86 + 90
+
+    class Result:
+        cost = {"vec_issues_total": 48 * 86}
+        inputs = {"x": np.zeros((4096, 22016), np.float16), "w": np.zeros(22016, np.float16), "none": None}
+
+    got = _issue_rates(Result())
+    assert got["issues_per_row"] == pytest.approx(48 * 86 / 4096)
+    assert got["issues_per_elem"] == pytest.approx(48 * 86 / (4096 * 22016))
+    Result.inputs = {}
+    assert _issue_rates(Result()) == {}
+
+
 def test_report_lines_parse():
     rep = parse_report("ok 1\ncore_cost 1 5 0 2 1 0 3 96 0 0\ncore_cost 0 7 0 1 0 0 1 32 0 0\nend\n")
     assert rep.core_costs == [cost.CoreCost(7, 0, 1, 0, 0, 1, 32, 0, 0), cost.CoreCost(5, 0, 2, 1, 0, 3, 96, 0, 0)]

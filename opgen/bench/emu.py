@@ -29,12 +29,12 @@ import platform
 import statistics
 import sys
 
+import numpy as np
+
 from opgen.bench.common import case_label
 from opgen.check import run_check
 from opgen.errors import OpgenError
-
-HBM_BYTES_PER_S = 1.6e12   # Atlas A2 (docs/reference/ascendc.md §3)
-CLOCK_HZ = 1.8e9
+from opgen.platforms.cost import CLOCK_HZ, HBM_BYTES_PER_S
 
 
 def _median_check(repeat, *args, **kw):
@@ -42,12 +42,25 @@ def _median_check(repeat, *args, **kw):
     return runs[-1], {k: statistics.median(r.seconds[k] for r in runs) for k in ("kernel", "launch", "interpret")}
 
 
+def _issue_rates(r) -> dict:
+    """Vector instructions issued (all cores' counts, opgen.check.cost) per row and per element of the case's largest
+    input (its last axis a row): {"issues_per_row", "issues_per_elem"}; {} without inputs or counts."""
+    shapes = [np.shape(a) for a in (getattr(r, "inputs", None) or {}).values() if a is not None and np.ndim(a)]
+    total = (getattr(r, "cost", None) or {}).get("vec_issues_total")
+    if not shapes or total is None:
+        return {}
+    shape = max(shapes, key=lambda s: int(np.prod(s)))
+    elems = int(np.prod(shape))
+    rows = elems // shape[-1] if shape[-1] else 0
+    return {"issues_per_row": total / rows if rows else None, "issues_per_elem": total / elems if elems else None}
+
+
 def roofline(op: str, case: str, r, **extra) -> dict:
     """Cost estimate of one check result `r` (module docstring, item 4); times in microseconds. With the per-core
     counters (r.cost, opgen.check.cost.estimate) the row holds the model's estimate, floor, bound and issue terms;
     without them (a failed launch) the older roofline from the summed bytes and the busiest core's cycles."""
     if getattr(r, "cost", None):
-        return {"op": op, "case": case, **r.cost, **extra}
+        return {"op": op, "case": case, **r.cost, **_issue_rates(r), **extra}
     mem = r.gm_bytes / HBM_BYTES_PER_S * 1e6
     vec = r.cycles.get("vector", 0) / CLOCK_HZ * 1e6
     cube = r.cycles.get("cube", 0) / CLOCK_HZ * 1e6

@@ -64,7 +64,8 @@ def estimate(cores: list[CoreCost], min_bytes: int) -> dict:
     """The cost model over per-core counters `cores` with the minimum GM bytes `min_bytes` (module docstring).
     Returns {"estimate_us", "floor_us", "ratio" (estimate / floor, None when the floor is 0), "bound", "memory_us",
     "vector_us", "issue_us", "cube_us", "vec_issues", "barriers", "flag_waits", "bursts", "sync_alls",
-    "cross_waits"} (times in microseconds; the counts are the busiest core's, bursts the total)."""
+    "cross_waits", "vec_issues_total"} (times in microseconds; the counts are the busiest core's, bursts and
+    vec_issues_total the sums over the cores)."""
     us = 1e6
     mem = sum(c.burst_bytes32 + c.bursts * BURST_OVERHEAD_BYTES for c in cores) / HBM_BYTES_PER_S * us
     busiest = max(cores, key=lambda c: c.vector_cycles + c.issue_cycles, default=CoreCost())
@@ -83,7 +84,7 @@ def estimate(cores: list[CoreCost], min_bytes: int) -> dict:
             "memory_us": mem, "vector_us": vec, "issue_us": issue, "cube_us": cube,
             "vec_issues": busiest.vec_issues, "barriers": busiest.barriers, "flag_waits": busiest.flag_waits,
             "bursts": sum(c.bursts for c in cores), "sync_alls": busiest.sync_alls,
-            "cross_waits": busiest.cross_waits}
+            "cross_waits": busiest.cross_waits, "vec_issues_total": sum(c.vec_issues for c in cores)}
 
 
 def format_cost(c: dict) -> str:
