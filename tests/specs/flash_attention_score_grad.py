@@ -123,7 +123,7 @@ def _(b, query, key, value, dy, atten_mask, softmax_max, softmax_sum, attention_
     dr = (dyg * og).sum(-1)                                                    # D_r [B, N2, G, S1, 1]
     ds = b.quantize(p * (dp - dr), T, "round")                                 # dS / scale, T for the cube
     p = b.quantize(p, T, "round")                                              # P, T for the cube
-    dq = (b.matmul(ds, kg) * scale_value).reshape([B, N1, S1, D])
+    dq = b.matmul(ds, kg).reshape([B, N1, S1, D]) * scale_value
     dk = (b.matmul(ds, qg, transpose_a=True).sum(2, keepdims=False) * scale_value)   # [B, N2, S2, D]
     dv = b.matmul(p, dyg, transpose_a=True).sum(2, keepdims=False)                  # [B, N2, S2, D]
     if input_layout == "BSND":
