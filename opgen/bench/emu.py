@@ -129,7 +129,7 @@ def gm_cases(cases, quick: bool) -> list[dict]:
             gen_dir = tmp.name
         r = run_check(c["op"], dims=dims, attrs=attrs, dtypes=dtypes, progress=False, golden=golden, gen_dir=gen_dir)
         row = {"op": r.op, "case": case_label(c["case"], r.op, dims, quick),
-               "strategy": {1: "ROW_SPLIT", 3: "COL_STREAM"}.get(r.tiling_key % 10, "COL_SPLIT"),
+               "strategy": {1: "ROW_SPLIT", 2: "COL_SPLIT", 3: "COL_STREAM", 4: "ROW_CHUNK"}.get(r.tiling_key % 10, "—"),
                "gm_bytes": r.gm_bytes, "gm_bytes_min": r.gm_bytes_min, "ratio": r.gm_ratio,
                "workspace_bytes_moved": r.gm["workspace"].read + r.gm["workspace"].written if "workspace" in r.gm else 0,
                "passed": r.passed, "golden": golden, "cann": c.get("cann", ""),
