@@ -613,3 +613,54 @@ def test_a_body_error_points_at_the_return_that_ran_and_names_the_specialisation
     with pytest.raises(SpecError) as e:
         spec.graph(key)
     assert f"branchy.py:{line}:" in str(e.value) and words in str(e.value), str(e.value)
+
+
+@pytest.mark.parametrize("fn, kind, why", [
+    ("lambda inputs, env: None", "values", "TypeError"),                        # one parameter short
+    ("lambda inputs, env, attrs: 1 // 0", "values", "ZeroDivisionError"),        # a bug in the check
+    ("lambda attrs: None", "static", "TypeError"),
+])
+def test_a_check_function_that_fails_is_the_spec_s_error_at_its_line(tmp_path, fn, kind, why):
+    """A spec.check function with the wrong parameters, or one that raises, is a SpecError at the check's line naming
+    the parameter, what it raised and the contract ((inputs, env, attrs) or (attrs, present), a rule or None) -- not
+    an internal error (exit 3) as a new user's GatherElements-like spec met it; the CLI exits 2 with that line."""
+    import numpy as np
+
+    from opgen.interp import interpret
+
+    path, text = write(tmp_path, [(_REQ, _REQ + f'\nspec.check("x", {fn}, on="{kind}")')])
+    with pytest.raises(SpecError) as ei:   # a static check runs when the spec loads (its specialisations)
+        spec = load_spec(str(path))
+        interpret(spec, {"x": np.ones((2, 3), np.float32)}, {"mode": 0}, {"T": "float32", "U": "float32"})
+    e = ei.value
+    assert e.file == str(path) and text.splitlines()[e.line - 1].startswith("spec.check("), e.diagnostic()
+    assert why in e.message and "x" in e.message, e.message
+    sig = "(attrs, present)" if kind == "static" else "(inputs, env, attrs)"
+    assert sig in e.hint and "returns the rule it finds broken" in e.hint, e.hint
+    r = subprocess.run([sys.executable, "-m", "opgen.cli", "interpret", str(path), "--dims", "S=2,H=3", "--attr",
+                        "mode=0", "--dtype", "T=float32", "--dtype", "U=float32"], capture_output=True, text=True)
+    assert r.returncode == 2 and why in r.stderr and "internal error" not in r.stderr, r.stderr
+
+
+@pytest.mark.parametrize("mode", ["none", "odd", "bogus"])
+def test_quantize_names_itself_and_the_integer_round_modes(tmp_path, mode):
+    """b.quantize to an integer dtype with a round mode a float -> integer conversion does not have: the error is
+    quantize's (not the cast it lowers to), at the call, listing rint / round / floor / ceil / trunc only (a new
+    user's AscendQuant with a bad mode was told about `cast` and offered `none`)."""
+    path = tmp_path / "quant.py"
+    path.write_text(f'''from opgen.dsl import A2, OpSpec, f16, i8
+
+spec = OpSpec("MyQuant", aclnn="aclnnMyQuant", socs=(A2,))
+H = spec.dim("H", max=1024)
+spec.input("x", f16, [H])
+spec.output("y", i8, [H])
+
+
+@spec.body
+def _(b, x):
+    return {{"y": b.quantize(x, i8, "{mode}", scale=2.0)}}
+''')
+    e = load_error(path, trace=True)
+    assert e.message.startswith("quantize: round must be one of rint, round, floor, ceil, trunc"), e.message
+    assert "none" not in e.message.split("got")[0] and "cast" not in e.message
+    assert e.line == 11 and "b.quantize" in e.diagnostic().splitlines()[1]

@@ -13,7 +13,7 @@ from opgen.errors import IRError
 from opgen.ir.core import Node, TensorType, Value, canonical_attrs
 from opgen.ir.dims import Bin, DimExpr, Lit, Variadic, as_dim
 from opgen.ir.dtypes import DType, DTypeVar
-from opgen.ir.ops import OPS
+from opgen.ir.ops import INT_ROUND_MODES, OPS
 
 F32 = DType.f32
 
@@ -350,7 +350,12 @@ class Builder:
           of 1/s: write `b.cast(x / s, i8, "rint")` to divide.
         - `to` a float dtype (f16, bf16 or a dtype variable): v rounded to `to` with `round` and widened back to
           v's dtype (the precision loss of storing an fp32 intermediate in `to`); identity in exact mode.
-        Raises SpecError for a mode that does not fit (as `cast`)."""
+        Raises SpecError for a mode that does not fit (an integer target: one of INT_ROUND_MODES, named as
+        quantize's)."""
+        if isinstance(to, DType) and to.is_int and round not in INT_ROUND_MODES:
+            raise spec_error(caller_loc(), f"quantize: round must be one of {', '.join(INT_ROUND_MODES)} for an "
+                             f"integer target, got {round!r}", 'name how x * scale + offset rounds to '
+                             f'{to.name}: round="rint" (half to even) or round="round" (half away from zero)')
         v = self._as_tensor(x)
         if scale is not None:
             v = v * scale

@@ -46,7 +46,7 @@ from opgen.dsl.builder import Builder, Tensor
 from opgen.dsl.keys import LIST_INT, LIST_INT_SPELLINGS, Bound, Relation, SpecKey
 from opgen.dsl.rules import render_rule
 from opgen.dsl.validate import bind
-from opgen.errors import SpecError, display_path
+from opgen.errors import OpgenError, SpecError, display_path
 from opgen.ir.core import Graph, Param, TensorType, Value
 from opgen.ir.dims import Bounds, Constraint, Lit, Rank, Sym, Variadic, as_dim, shape_str, subst
 from opgen.ir.dtypes import DType, DTypeVar, dtype_name, parse_dtype
@@ -282,6 +282,20 @@ class Requirement:
     kind: str  # "static" | "values"
     loc: str = ""
     kernel: bool = False   # a rule on device data the emitted kernel checks where it reads it (AscendC::Trap())
+
+    def evaluate(self, *args):
+        """fn(*args): None when the check holds, else the rule it finds broken. Raises SpecError at the check's spec
+        line when fn does not take the arguments of its kind or raises (a check returns its rule; it does not
+        raise); an OpgenError it raises passes unchanged."""
+        try:
+            return self.fn(*args)
+        except OpgenError:
+            raise
+        except Exception as e:   # the spec's own code failed: the spec's error, not opgen's
+            sig = "(attrs, present)" if self.kind == "static" else "(inputs, env, attrs)"
+            raise spec_error(self.loc, f"the check of {self.param!r} raised {type(e).__name__}: {e}",
+                             f"a check function takes {sig} and returns the rule it finds broken (a string), or "
+                             f"None when the check holds; it does not raise") from None
 
 
 def short_loc(loc) -> str:
@@ -1262,7 +1276,12 @@ class OpSpec:
                              f"use a declared name: static attributes {', '.join(statics) or '(none)'} (first "
                              f"argument) or inputs (second argument: present or not)", token=str(key)) from None
         except Exception as e:
-            raise from_exception(e, self._dir(), what) from e
+            err = from_exception(e, self._dir(), what)
+            if not err.located and loc:   # raised where no spec frame is (a call with the wrong arguments): its line
+                err = spec_error(loc, err.message, "a static check or when= function takes (attrs, present) and "
+                                 "returns the rule it finds broken (a string) or None" if isinstance(e, TypeError)
+                                 else err.hint)
+            raise err from e
 
     def _body_args(self) -> list:
         """Names the body is called with: every input, static attribute, numeric runtime attribute

@@ -386,7 +386,7 @@ def bind(spec, inputs, attrs, dtypes, skip=()):
     static_vals = {a.name: attr_vals[a.name] for a in spec.static_attrs}
     for r in spec.requirements:
         if r.kind == "static":
-            rule = r.fn(static_vals, present)
+            rule = r.evaluate(static_vals, present)
             if rule:
                 raise ValidationError(r.param, spec.rule_text(rule, loc=r.loc))
     dt = resolve_dtypes(spec, inputs, dtypes)
@@ -486,7 +486,7 @@ def bind(spec, inputs, attrs, dtypes, skip=()):
             raise ValidationError(r.param, f"{spec.rule_text(r.rule, loc=r.loc)} ({c.explain(env)})")
     for r in spec.requirements:
         if r.kind == "values" and not any(r is s for s in skip):
-            rule = r.fn(arrays, env, attr_vals)
+            rule = r.evaluate(arrays, env, attr_vals)
             if rule:
                 err = ValidationError(r.param, rule)
                 err.requirement = r

@@ -43,7 +43,7 @@ def select_key(spec, attrs: dict | None = None, present=()):
         svals = {a.name: v for a, v in zip(static, want_static)}
         for r in spec.requirements:
             if r.kind == "static":
-                rule = r.fn(svals, pres)
+                rule = r.evaluate(svals, pres)
                 if rule:
                     hint = " (name it in --present)" if r.param in optional and not pres[r.param] else ""
                     raise ValidationError(r.param, spec.rule_text(rule, loc=r.loc) + hint)
