@@ -664,3 +664,35 @@ def _(b, x):
     assert e.message.startswith("quantize: round must be one of rint, round, floor, ceil, trunc"), e.message
     assert "none" not in e.message.split("got")[0] and "cast" not in e.message
     assert e.line == 11 and "b.quantize" in e.diagnostic().splitlines()[1]
+
+
+def test_an_embedding_lookup_is_refused_in_the_users_terms(tmp_path):
+    """A gather of whole rows along axis 0 (an embedding: weight [V, D] by indices [N]) interprets, and generation
+    refuses it in one line that says what the rows family gathers (one index per row, within the row) and names the
+    embedding lookup as not lowered -- not only "an index shaped [V]" (a new user's reading of it)."""
+    import numpy as np
+
+    from opgen.interp import interpret
+    from opgen.kernel.family import NoKernel
+    from opgen.tiling.pipeline import kernel_build
+
+    path = tmp_path / "emb.py"
+    path.write_text('''from opgen.dsl import A2, OpSpec, f32, i32
+
+spec = OpSpec("MyEmbedding", aclnn="aclnnMyEmbedding", socs=(A2,))
+V, D, N = spec.dims("V D N")
+spec.input("weight", f32, [V, D])
+spec.input("indices", i32, [N])
+spec.output("out", f32, [N, D])
+
+
+@spec.body
+def _(b, weight, indices):
+    return {"out": b.gather(weight, indices, 0)}
+''')
+    spec = load_spec(str(path))
+    w, idx = np.arange(12, dtype=np.float32).reshape(4, 3), np.array([3, 0, 3], np.int32)
+    assert np.array_equal(interpret(spec, {"weight": w, "indices": idx}, {}, {})["out"], w[idx])
+    with pytest.raises(NoKernel) as e:
+        kernel_build(spec)
+    assert "within each row" in str(e.value) and "embedding lookup" in str(e.value), str(e.value)

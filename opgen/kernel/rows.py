@@ -1357,8 +1357,9 @@ def _refuse_index_ops(g: Graph) -> None:
             what = "a gather" if n.op == "gather" else "a scatter-add"
             raise Unsupported(n.result.name, n.loc, f"{what} by %{idx} of shape "
                               f"[{', '.join(keys_of(vals[idx].type.shape))}]: the rows family {what.split()[1]}s "
-                              f"along the row axis by one i32 or i64 index per row (an index shaped "
-                              f"[{', '.join(lead)}])")
+                              f"within each row of the tensor it reads, by one i32 or i64 index per row (an index "
+                              f"shaped [{', '.join(lead)}], one entry per row); whole rows picked along a leading "
+                              f"axis (an embedding lookup) are not lowered yet")
 
 
 def common_layout(spec, lays: dict, graphs: dict) -> RowLayout:
