@@ -20,3 +20,6 @@ SYNC_ALL_CYCLES = 1800
 """Cycles one SyncAll costs (1 µs; an estimate, docs/reference/kernel_cost.md §2)."""
 CROSS_WAIT_CYCLES = 900
 """Cycles one CrossCoreWaitFlag hand-off costs (0.5 µs; an estimate, docs/reference/kernel_cost.md §2)."""
+VEC_REPEAT_BYTES = 256
+"""Bytes one vector repeat covers in one cycle (64 fp32 lanes; docs/reference/ascendc.md §1.9, the emulation's
+vector cycle count: docs/reference/kernel_cost.md §1)."""

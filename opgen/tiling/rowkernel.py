@@ -45,7 +45,7 @@ from opgen.errors import SpecError
 from opgen.kernel.rowcounts import (COL_SPLIT, COL_STREAM, ROW_CHUNK, ROW_SPLIT, RowCounts, chunkable,  # noqa: F401
                                     fixed_needs, stage_dtypes)
 from opgen.platforms.cost import (BARRIER_CYCLES, BURST_OVERHEAD_BYTES, CLOCK_HZ, HBM_BYTES_PER_S,
-                                  VEC_ISSUE_CYCLES)
+                                  VEC_ISSUE_CYCLES, VEC_REPEAT_BYTES)
 from opgen.kernel.rowprog import MASK_LANES
 from opgen.tiling.buffers import Buffer, fixed_bytes, row_bytes
 from opgen.tiling.program import Lit, TilingProgram, align_up, ceil_div, emax, emin, lit, select
@@ -295,7 +295,7 @@ def _chunk_or_slice(p, c, R, H, lanes, col_align, cols_core, col_cores, cols_fit
     priced by the cost model of docs/reference/kernel_cost.md §2 in AI Core cycles (opgen.platforms.cost):
       memory  = (bytes moved + bursts * BURST_OVERHEAD_BYTES) * CLOCK / HBM bandwidth   (a burst: one row of one
                 operand's chunk)
-      vector  = a core's rows * its columns * vinstrs / 64 (fp32 lanes a cycle)
+      vector  = a core's rows * its columns * vinstrs / (VEC_REPEAT_BYTES / 4)   (fp32 lanes a cycle)
       issue   = a core's rows * its chunks of a row * vinstrs * (VEC_ISSUE + BARRIER)   (every instruction is issued
                 for one row of a group and followed by a barrier)
       time    = max(memory, vector + issue)
@@ -317,12 +317,13 @@ def _chunk_or_slice(p, c, R, H, lanes, col_align, cols_core, col_cores, cols_fit
     chunks = ceil_div(H, chunk)
     mem_rc = p.let("chunkMemCycles", (moved + R * chunks * ops * BURST_OVERHEAD_BYTES) * num // den,
                    "ROW_CHUNK: estimated HBM cycles (bytes and bursts)")
-    run_rc = p.let("chunkRunCycles", rows_core * H * instrs // 64 + rows_core * chunks * per_issue,
+    lanes32 = VEC_REPEAT_BYTES // 4
+    run_rc = p.let("chunkRunCycles", rows_core * H * instrs // lanes32 + rows_core * chunks * per_issue,
                    "ROW_CHUNK: estimated vector and issue cycles of a core")
     slices = ceil_div(cols_core, slice_)
     mem_cs = p.let("sliceMemCycles", (moved + R * col_cores * slices * ops * BURST_OVERHEAD_BYTES) * num // den,
                    "COL_SPLIT: estimated HBM cycles (bytes and bursts)")
-    run_cs = p.let("sliceRunCycles", R * cols_core * instrs // 64 + R * slices * per_issue,
+    run_cs = p.let("sliceRunCycles", R * cols_core * instrs // lanes32 + R * slices * per_issue,
                    "COL_SPLIT: estimated vector and issue cycles of a core")
     fit_rc = _group_rows_fit(p, c, chunk, ub, bytes_of, "chunkGroupFit", "ROW_CHUNK's chunks")
     use = p.let("useChunks", select((fit_rc >= 1) & (emax(mem_rc, run_rc) <= emax(mem_cs, run_cs)), 1, 0),
