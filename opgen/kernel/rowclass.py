@@ -41,7 +41,8 @@ from opgen.kernel.rowsched import mul as _kmul
 from opgen.kernel.rowsched import sub as _ksub
 from opgen.kernel.rowsched import add as _ksum
 from opgen.kernel.rowfexpr import parse as parse_scalar
-from opgen.kernel.rowcounts import COL_SPLIT, ROW_SPLIT, fixed_needs, program_counts, stage_dtypes
+from opgen.kernel.rowcounts import (COL_SPLIT, ROW_SPLIT, fixed_needs, program_counts, stage_dtypes,
+                                    stage_element)
 
 CTYPE = {"f32": "float", "f16": "half", "bf16": "bfloat16_t", "i32": "int32_t", "bool": "uint8_t", "u8": "uint8_t",
          "i8": "int8_t", "i16": "int16_t", "i64": "int64_t"}
@@ -115,6 +116,13 @@ class DimFields:
 
 def _ctype(dtype: str) -> str:
     return CTYPE.get(dtype, dtype)
+
+
+def _stage(counts, strategy: int) -> tuple:
+    """paramQue's element under `strategy` for the kernel (rowsched.stage_bytes): rowcounts.stage_element of what
+    the strategy stages, the dtype variables as C types."""
+    top, params = stage_element(stage_dtypes(counts, strategy))
+    return top, tuple(_ctype(d) for d in params)
 
 
 DIM_VALUE_MEMBERS = tuple(f"dimValue{k}_" for k in range(MAX_DIM_VALUES))
@@ -1254,8 +1262,7 @@ def class_ir(spec, v: Variant, dims: DimFields) -> dict:
         "row_in": row_in, "row_out": row_out, "stat_in": stat_in, "stat_out": stat_out, "off_nodes": offs,
         "temps": max(p.row_temps, 2), "nbrow": len(p.brow), "ncol": len(p.col),
         "bufs": bufs, "any_buf": {k: any(b[k] for b in bufs.values()) for k in bufs["row"]},
-        "stage": {k: tuple(_ctype(d) for d in stage_dtypes(counts, s)) for k, s in (("row", ROW_SPLIT),
-                                                                                  ("col", COL_SPLIT))},
+        "stage": {"row": _stage(counts, ROW_SPLIT), "col": _stage(counts, COL_SPLIT)},
         "batch_index": bool(load_batch or flush_row or _reload_nodes(p, cites)),
         "batch_vals": [n for n, _s, _k in p.btotals],
         "brow_accs": any(v[0] == "brow" for _a, v in _acc_items(p)),

@@ -12,6 +12,7 @@ from __future__ import annotations
 
 from dataclasses import dataclass, fields
 
+from opgen.ir.dtypes import DType
 from opgen.kernel.rowalg import vector_instrs_per_row
 from opgen.kernel.rowprog import BYTE_DTYPES, MASK_KINDS, SELECT_KINDS, batchable, reduction_slot_counts
 
@@ -118,6 +119,35 @@ def counts_of(progs) -> RowCounts:
     return RowCounts(**{k: top.get(k, 0) for k in RowCounts.__dataclass_fields__})
 
 
+def _getter(c):
+    """A count of `c` (a RowCounts or the dict of `program_counts`) by name; 0 for one it does not have."""
+    return (lambda k: c.get(k, 0)) if isinstance(c, dict) else (lambda k: getattr(c, k, 0))
+
+
+def _exchange(c, strategy: int) -> tuple[int, int, int]:
+    """(sums over every axis, accumulators exchanged across cores, what `strategy` reads back from workspace: the
+    accumulators' partial rows in ROW_SPLIT, the row-reduction levels' partials and the totals in COL_SPLIT)."""
+    get = _getter(c)
+    tot = get("total_acc")
+    accs = get("brow_acc") + get("col_acc") + tot
+    return tot, accs, accs if strategy == ROW_SPLIT else get("levels") + tot
+
+
+def stage_element(dtypes) -> tuple[int | None, tuple[str, ...]]:
+    """The element of paramQue for the staged IR dtype names `dtypes` (`stage_dtypes`), as (the largest size of
+    the fixed dtypes in bytes, or None; the dtype variables, whose sizes are known at run time): the element is the
+    largest of all, and 2 bytes when only 1-byte dtypes or none are staged (a row stride of 16 elements stays a
+    whole 32-B block). One rule for the tiling's plan (opgen.tiling.rowkernel) and the kernel's InitBuffer
+    (opgen.kernel.rowsched.stage_bytes)."""
+    fixed = {d.value: d.itemsize for d in DType}
+    sizes = [fixed[d] for d in dtypes if d in fixed]
+    params = tuple(d for d in dtypes if d not in fixed)
+    top = max(sizes) if sizes else None
+    if not params and (top is None or top < 2):
+        top = 2
+    return top, params
+
+
 def fixed_needs(c, strategy: int) -> dict[str, int]:
     """{buffer: fp32 rows of the pass's columns} of the fixed UB buffers a rows kernel allocates under `strategy`
     (ROW_SPLIT or COL_SPLIT) for counts `c` (a RowCounts, or the dict of `program_counts` for one kernel class);
@@ -136,10 +166,8 @@ def fixed_needs(c, strategy: int) -> dict[str, int]:
     Raises ValueError for another strategy."""
     if strategy not in (ROW_SPLIT, COL_SPLIT):
         raise ValueError(f"rows kernel strategy {strategy}: 1 (ROW_SPLIT) or 2 (COL_SPLIT)")
-    get = c.get if isinstance(c, dict) else lambda k: getattr(c, k)
-    tot = c.get("total_acc", 0) if isinstance(c, dict) else getattr(c, "total_acc", 0)
-    accs = get("brow_acc") + get("col_acc") + tot
-    exchange = accs if strategy == ROW_SPLIT else get("levels") + tot
+    get = _getter(c)
+    tot, accs, exchange = _exchange(c, strategy)
     return {"workBuf": max(get("temps"), 2), "browBuf": get("brow"), "colBuf": get("col"),
             "paramQue": int(bool(get("loads") or exchange)), "accOutQue": int(bool(accs or exchange)),
             "reduceBuf": int(bool(get("rsums") or tot or get("btotals")))}
@@ -150,7 +178,7 @@ def chunkable(c) -> bool:
     across rows (no row reductions, no sums over rows or over every axis, no two-pass reductions) and no per-row
     output -- each column chunk of a row is then computed and written on its own, by the core that owns the row
     (COL_SPLIT's chunk loop over this core's rows and the whole row instead of every row and a column slice)."""
-    get = c.get if isinstance(c, dict) else lambda k: getattr(c, k, 0)
+    get = _getter(c)
     return not any(get(k) for k in ("levels", "rsums", "col_acc", "brow_acc", "total_acc", "acc_reads", "stat_out",
                                     "btotals"))
 
@@ -159,17 +187,14 @@ def stage_dtypes(c, strategy: int) -> tuple[str, ...]:
     """The IR dtype names of what `strategy` stages through paramQue (LoadRow<S>: a GM row copied in as it is
     stored, then cast to fp32): the batch / column rows loaded from GM (RowCounts.staged) and, where the strategy
     reads partial rows back from workspace (the exchange of `fixed_needs`), "f32". The queue's element is the
-    largest of them and at least 2 bytes (a row stride of 16 elements stays a whole 32-B block): a kernel that
+    largest of them (`stage_element`): a kernel that
     loads only bf16 / fp16 columns stages them in half the bytes of an fp32 row (RmsNorm at H = 8192 fits ROW_SPLIT
     by that). In load order (renaming a dtype variable keeps it), fp32 last; () when paramQue is not allocated. Raises
     ValueError for another strategy."""
     if not fixed_needs(c, strategy)["paramQue"]:
         return ()
-    get = c.get if isinstance(c, dict) else lambda k: getattr(c, k)
-    tot = c.get("total_acc", 0) if isinstance(c, dict) else getattr(c, "total_acc", 0)
-    accs = get("brow_acc") + get("col_acc") + tot
-    exchange = accs if strategy == ROW_SPLIT else get("levels") + tot
-    staged = get("staged")
+    staged = _getter(c)("staged")
+    exchange = _exchange(c, strategy)[2]
     names = list(staged) if isinstance(staged, dict) else [d for d, _n in staged]
     if exchange and "f32" not in names:
         names.append("f32")

@@ -24,7 +24,7 @@ from dataclasses import dataclass, field
 from opgen.ir.dims import Bin, Constraint, DimExpr, Fn, Lit, Sym, as_dim
 from opgen.kernel.isa import REPEAT_FORMS, Op, Pipe
 from opgen.names import cpp_name
-from opgen.kernel.kir import (BLOCK_IDX, BLOCK_NUM, ELEM_BYTES, Alloc, Barrier, Comment, FLoad, Return, Select, SyncAll, Assign, FAssign, FBits, Call, Copy, DeQue, EnQue, FConst, For, Free, Func, Get,
+from opgen.kernel.kir import (BLOCK_IDX, BLOCK_NUM, Alloc, Barrier, Comment, FLoad, Return, Select, SyncAll, Assign, FAssign, FBits, Call, Copy, DeQue, EnQue, FConst, For, Free, Func, Get,
                               GmTensor, GmView, If, InitBuffer, Invoke, KernelClass, Let, Local, Param, Ref, ScalarVar,
                               Scope, SetValue, SizeOf, TensorVar, TPos, Vec, View, GetValue, FLet, vec,
                               walk)
@@ -134,9 +134,9 @@ class RowSchedule:
     strided: tuple = ()        # the Off_<name>(r) address methods (Kernel-IR Funcs)
     fields: tuple = ()         # the tiling-data fields the addresses read (dim<k>)
     bufs_col: dict = field(default_factory=dict)   # COL_SPLIT's fixed buffers ({FIXED_BUFS name: allocated})
-    stage: tuple = ()       # C types ROW_SPLIT stages through paramQue (opgen.kernel.rowcounts.stage_dtypes)
+    stage: tuple = (4, ())  # ROW_SPLIT's paramQue element: (largest fixed bytes or None, C types of dtype variables)
     chunk: bool = False     # ColSplit serves ROW_CHUNK too (strategy 4): this core's rows, each whole row in chunks
-    stage_col: tuple = ()   # C types COL_SPLIT stages through paramQue
+    stage_col: tuple = (4, ())   # COL_SPLIT's (opgen.kernel.rowcounts.stage_element)
     levels: tuple = ()         # COL_SPLIT row-reduction levels: ((level, body statements, ((slot, j, "Add"/"Max"), ...)))
     nlevel: int = 1            # partial reductions per level (the widest level)
     nsums: int = 1             # row reductions in all
@@ -204,23 +204,21 @@ def _copy_rows_out(t: GmRows) -> tuple:
     ), doc="one copy per run of rows at a constant GM stride"),)
 
 
-def stage_bytes(ctypes: tuple) -> DimExpr:
-    """Bytes of paramQue's element for a strategy staging rows of C types `ctypes` (RowSchedule.stage): the largest
-    sizeof (2 when only 1-byte types or none are staged) -- the tiling's plan sizes the queue alike
+def stage_bytes(stage: tuple) -> DimExpr:
+    """Bytes of paramQue's element: `stage` = (the largest fixed size or None, the C types of the dtype variables
+    staged), opgen.kernel.rowcounts.stage_element's rule, which the tiling's plan follows too
     (opgen.tiling.rowkernel `_fixed_plan`)."""
-    known = ELEM_BYTES
-    sizes = [known[t] for t in ctypes if t in known]
-    params = [t for t in ctypes if t not in known]   # template parameters: their sizes at run time
-    out = Lit(max(sizes)) if sizes else None
-    for t in params:
+    top, params = stage
+    out = None if top is None else Lit(top)
+    for t in params:   # template parameters: their sizes at run time
         out = SizeOf(t) if out is None else Fn("max", (out, SizeOf(t)))
-    return out if out is not None and (params or out.value >= 2) else Lit(2)
+    return out
 
 
-def _fixed_buffers(s: RowSchedule, bufs: dict, batch: bool = False, stage: tuple = ("float",)) -> tuple:
+def _fixed_buffers(s: RowSchedule, bufs: dict, batch: bool = False, stage: tuple = (4, ())) -> tuple:
     """A strategy's fixed UB buffers (`bufs`: only those it reads) and the views into them; with `batch` (ROW_SPLIT's
-    `row_segments`) each row temporary holds the pass's rows (`pass` rows of rowStride_); paramQue's element is the
-    largest of the C types `stage` (stage_bytes)."""
+    `row_segments`) each row temporary holds the pass's rows (`pass` rows of rowStride_); paramQue's element is
+    `stage_bytes(stage)`."""
     out: list = []
     f4 = SizeOf("float")
     rows = (("workBuf", "w_", s.temps), ("browBuf", "brow_", s.nbrow), ("colBuf", "colv_", s.ncol))

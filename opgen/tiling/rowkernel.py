@@ -43,12 +43,12 @@ from fractions import Fraction
 
 from opgen.errors import SpecError
 from opgen.kernel.rowcounts import (COL_SPLIT, COL_STREAM, ROW_CHUNK, ROW_SPLIT, RowCounts, chunkable,  # noqa: F401
-                                    fixed_needs, stage_dtypes)
+                                    fixed_needs, stage_dtypes, stage_element)
 from opgen.platforms.cost import (BARRIER_CYCLES, BURST_OVERHEAD_BYTES, CLOCK_HZ, HBM_BYTES_PER_S,
                                   VEC_ISSUE_CYCLES, VEC_REPEAT_BYTES)
 from opgen.kernel.rowprog import MASK_LANES
 from opgen.tiling.buffers import Buffer, fixed_bytes, row_bytes
-from opgen.tiling.program import Lit, TilingProgram, align_up, ceil_div, emax, emin, lit, select
+from opgen.tiling.program import TilingProgram, align_up, ceil_div, emax, emin, lit, select
 from opgen.tiling.rows import col_split, row_split
 from opgen.tiling.ub_proof import prove_ub
 
@@ -136,13 +136,10 @@ def _fixed_plan(c: RowCounts, cols, strategy: int, bytes_of) -> list[Buffer]:
     """The fixed buffers of `fixed_needs(c, strategy)` for `cols` columns per pass (bytes: their fp32 rows; paramQue's
     its staged element, opgen.kernel.rowcounts.stage_dtypes, `bytes_of` an IR dtype name's bytes)."""
     need = fixed_needs(c, strategy)
-    sizes = [bytes_of(d) for d in stage_dtypes(c, strategy)]
-    known = [s.value for s in sizes if isinstance(s, Lit)]
-    params = [s for s in sizes if not isinstance(s, Lit)]   # dtype variables: their bytes at run time
-    stage = lit(max(known)) if known else None
-    for s in params:
-        stage = s if stage is None else emax(stage, s)
-    stage = stage if stage is not None and (params or stage.value >= 2) else lit(2)
+    top, params = stage_element(stage_dtypes(c, strategy))
+    stage = None if top is None else lit(top)
+    for v in params:   # dtype variables: their bytes at run time
+        stage = bytes_of(v) if stage is None else emax(stage, bytes_of(v))
     docs = {"workBuf": ("TBuf<VECCALC>", "fp32 row temporaries"),
             "browBuf": ("TBuf<VECCALC>", "fp32 batch rows and their sums"),
             "colBuf": ("TBuf<VECCALC>", "fp32 column rows and their sums"),
