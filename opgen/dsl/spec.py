@@ -284,18 +284,36 @@ class Requirement:
     kernel: bool = False   # a rule on device data the emitted kernel checks where it reads it (AscendC::Trap())
 
     def evaluate(self, *args):
-        """fn(*args): None when the check holds, else the rule it finds broken. Raises SpecError at the check's spec
-        line when fn does not take the arguments of its kind or raises (a check returns its rule; it does not
-        raise); an OpgenError it raises passes unchanged."""
+        """fn(*args): None when the check holds, else the rule it finds broken. Raises SpecError (`user_error`)
+        when fn does not take the arguments of its kind or raises; an OpgenError it raises passes unchanged."""
         try:
             return self.fn(*args)
         except OpgenError:
             raise
         except Exception as e:   # the spec's own code failed: the spec's error, not opgen's
-            sig = "(attrs, present)" if self.kind == "static" else "(inputs, env, attrs)"
-            raise spec_error(self.loc, f"the check of {self.param!r} raised {type(e).__name__}: {e}",
-                             f"a check function takes {sig} and returns the rule it finds broken (a string), or "
-                             f"None when the check holds; it does not raise") from None
+            raise user_error(e, self.loc, f"check of {self.param}", CHECK_CONTRACT[self.kind]) from None
+
+
+CHECK_CONTRACT = {
+    "static": "a static check takes (attrs, present) and returns the rule it finds broken (a string), or None when "
+              "it holds; it does not raise",
+    "values": "a values or device check takes (inputs, env, attrs) and returns the rule it finds broken (a string), "
+              "or None when it holds; it does not raise",
+    "when": "a when= function takes (attrs, present) and returns whether the input is used; it does not raise"}
+"""What a spec's check or when= function must be: the hint of `user_error`."""
+
+
+def user_error(e: BaseException, loc, what: str, contract: str, prefer_dir: str | None = None) -> SpecError:
+    """The SpecError of exception `e` raised by a spec's check or when= function (`what`): at the spec line that
+    raised it (opgen.dsl.diagnostics.from_exception), else -- a call with the wrong arguments raises where no spec
+    frame is -- at the function's declaration `loc`. The hint states the function's `contract`, unless
+    from_exception has a more specific one (a NameError, an AttributeError of the DSL)."""
+    err = from_exception(e, prefer_dir, what)
+    if not err.located and loc:
+        err = spec_error(loc, err.message, contract)
+    if isinstance(e, TypeError) or err.hint == "fix the spec at this line":
+        err.hint = contract
+    return err
 
 
 def short_loc(loc) -> str:
@@ -1221,7 +1239,7 @@ class OpSpec:
         def fails(attrs, present) -> bool:
             for r in static_reqs:
                 try:
-                    if self._call_user(r.fn, r.loc, f"check of {r.param}", attrs, present):
+                    if self._call_user(r.fn, r.loc, f"check of {r.param}", CHECK_CONTRACT["static"], attrs, present):
                         return True
                 except _Unassigned:
                     continue
@@ -1234,7 +1252,8 @@ class OpSpec:
                 for p in (True, False):
                     leaves(st, attrs, {**base, free[k].name: p}, k + 1)
                 return
-            used = [self._call_user(i.when, i.loc, f"when= of input {i.name}", attrs, base) for i in gated]
+            used = [self._call_user(i.when, i.loc, f"when= of input {i.name}", CHECK_CONTRACT["when"], attrs,
+                                    base) for i in gated]
             gated_leaves(st, attrs, base, used, 0)
 
         def gated_leaves(st, attrs, present, used, k):
@@ -1258,8 +1277,9 @@ class OpSpec:
     def _dir(self) -> str:
         return os.path.dirname(os.path.abspath(self.file))
 
-    def _call_user(self, fn, loc, what, *args):
-        """Run a spec's when=/check function; an exception becomes a SpecError at the spec line."""
+    def _call_user(self, fn, loc, what, contract, *args):
+        """Run a spec's when=/check function (its CHECK_CONTRACT `contract`); an exception becomes a SpecError at
+        the spec line (a KeyError: the names it may look up)."""
         try:
             return fn(*args)
         except SpecError as e:
@@ -1276,12 +1296,7 @@ class OpSpec:
                              f"use a declared name: static attributes {', '.join(statics) or '(none)'} (first "
                              f"argument) or inputs (second argument: present or not)", token=str(key)) from None
         except Exception as e:
-            err = from_exception(e, self._dir(), what)
-            if not err.located and loc:   # raised where no spec frame is (a call with the wrong arguments): its line
-                err = spec_error(loc, err.message, "a static check or when= function takes (attrs, present) and "
-                                 "returns the rule it finds broken (a string) or None" if isinstance(e, TypeError)
-                                 else err.hint)
-            raise err from e
+            raise user_error(e, loc, what, contract, self._dir()) from e
 
     def _body_args(self) -> list:
         """Names the body is called with: every input, static attribute, numeric runtime attribute
