@@ -1239,7 +1239,7 @@ class OpSpec:
         def fails(attrs, present) -> bool:
             for r in static_reqs:
                 try:
-                    if self._call_user(r.fn, r.loc, f"check of {r.param}", CHECK_CONTRACT["static"], attrs, present):
+                    if self._call_user(r.fn, r.loc, f"check of {r.param}", attrs, present):
                         return True
                 except _Unassigned:
                     continue
@@ -1252,8 +1252,8 @@ class OpSpec:
                 for p in (True, False):
                     leaves(st, attrs, {**base, free[k].name: p}, k + 1)
                 return
-            used = [self._call_user(i.when, i.loc, f"when= of input {i.name}", CHECK_CONTRACT["when"], attrs,
-                                    base) for i in gated]
+            used = [self._call_user(i.when, i.loc, f"when= of input {i.name}", attrs, base,
+                                    contract=CHECK_CONTRACT["when"]) for i in gated]
             gated_leaves(st, attrs, base, used, 0)
 
         def gated_leaves(st, attrs, present, used, k):
@@ -1277,7 +1277,7 @@ class OpSpec:
     def _dir(self) -> str:
         return os.path.dirname(os.path.abspath(self.file))
 
-    def _call_user(self, fn, loc, what, contract, *args):
+    def _call_user(self, fn, loc, what, *args, contract: str = CHECK_CONTRACT["static"]):
         """Run a spec's when=/check function (its CHECK_CONTRACT `contract`); an exception becomes a SpecError at
         the spec line (a KeyError: the names it may look up)."""
         try:

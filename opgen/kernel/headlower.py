@@ -10,6 +10,7 @@ import itertools
 import re
 from dataclasses import dataclass, field
 
+from opgen.dsl.spec import CHECK_CONTRACT
 from opgen.dsl.keys import SpecKey, attr_key
 from opgen.errors import SpecError
 from opgen.ir.dims import Lit, Sym, as_dim, subst
@@ -44,7 +45,8 @@ def full_keys(spec) -> list:
         present = {i.name: True for i in spec.inputs if not i.optional or i.when is None}
         for i in opts:
             if i.when is not None:
-                present[i.name] = bool(spec._call_user(i.when, i.loc, f"when= of input {i.name}", attrs, present))
+                present[i.name] = bool(spec._call_user(i.when, i.loc, f"when= of input {i.name}", attrs, present,
+                                                           contract=CHECK_CONTRACT["when"]))
         if any(spec._call_user(r.fn, r.loc, f"check of {r.param}", attrs, present)
                for r in spec.requirements if r.kind == "static"):
             slow.append(tuple(st))
