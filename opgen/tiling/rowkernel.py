@@ -255,7 +255,7 @@ def program(name: str, c: RowCounts, dvars: tuple[str, ...], float_attrs: tuple[
     p.let("colsPerReduceCore", align_up(ceil_div(H, row_cores), 16),
           "columns each core sums in the cross-core reduction (ROW_SPLIT)", True)
     p.let("fits", select(strategy.eq(ROW_SPLIT), rows_fit >= 1, grp_fit >= 1), "1 when the chosen plan fits UB", True)
-    rows_over_cores = strategy.eq(ROW_SPLIT) | strategy.eq(ROW_CHUNK) if chunkable(c) else strategy.eq(ROW_SPLIT)
+    rows_over_cores = (strategy.eq(ROW_SPLIT) | strategy.eq(ROW_CHUNK)) if chunkable(c) else strategy.eq(ROW_SPLIT)
     block_dim = p.let("blockDim", select(rows_over_cores, row_cores, col_cores), "AIV cores launched", True)
     p.let("tilingKey", ak * 100 + dk * 10 + strategy, "attrKey * 100 + dtypeKey * 10 + strategy", True)
     per_core = c.col_acc + 2 * c.brow_acc + c.total_acc

@@ -137,7 +137,7 @@ def prove_ub(spec, prog, inputs_map) -> list[str]:
         for row in spec.dtype_rows:
             for name, d in bounded.items():
                 for v in _probe_values(d.max):
-                    if d.multiple_of and v % d.multiple_of or v < d.min:
+                    if (d.multiple_of and v % d.multiple_of) or v < d.min:
                         continue
                     if not _valid(spec, _env(spec, {name: v})):
                         continue   # a call the spec's relations refuse (C % G == 0 with G > C) has no plan
