@@ -419,18 +419,21 @@ def _terms(op, name, dims) -> int:
 
 
 F32, F16, BF16 = ({"T": "float32"}, {"T": "float16"}, {"T": "bfloat16"})
-# (op, dims, dtypes, attrs, strategies the case must take: 1 ROW_SPLIT, 2 COL_SPLIT, 3 COL_STREAM, None either)
+# (op, dims, dtypes, attrs, strategies the case must take: 1 ROW_SPLIT, 2 COL_SPLIT, 3 COL_STREAM, 4 ROW_CHUNK,
+# None either)
 CASES = [
     ("rms_norm", {"Bd": (3, 5), "H": 33}, F32, {}, 1),
     ("rms_norm", {"Bd": (2,), "H": 1}, F16, {}, None),
     ("rms_norm", {"Bd": (7,), "H": 20000}, F32, {"epsilon": 0.01}, 2),      # rows past UB: the row over cores
     ("rms_norm", {"Bd": (97,), "H": 130}, BF16, {}, 1),                     # 97 rows: a tail over 48 cores
+    ("rms_norm", {"Bd": (50,), "H": 20001}, BF16, {}, 4),      # ROW_CHUNK: rows resident, a chunk tail, gamma whole
     ("rms_norm", {"Bd": (3,), "H": 393217}, F16, {}, 3),       # COL_STREAM: gamma per chunk, rstd written once
     ("rms_norm_grad", {"Bd": (5, 11), "H": 33}, F32, {}, 1),
     ("rms_norm_grad", {"Bd": (3,), "H": 9000}, BF16, {}, 2),
     ("rms_norm_grad", {"Bd": (1,), "H": 1}, F16, {}, None),
     ("add_rms_norm", {"Bd": (7,), "H": 100}, F16, {}, 1),
-    ("add_rms_norm", {"Bd": (2, 2), "H": 12001}, BF16, {"epsilon": 1e-5}, 2),
+    ("add_rms_norm", {"Bd": (2, 2), "H": 12001}, BF16, {"epsilon": 1e-5}, 4),   # ROW_CHUNK: rows resident
+    ("add_rms_norm", {"Bd": (1,), "H": 30001}, F32, {}, 2),                    # one long row: over the cores
     ("add_rms_norm", {"Bd": (49,), "H": 3}, F32, {}, 1),
     ("layer_norm_grad", {"Bd": (9,), "H": 48}, {"T": "float16", "U": "float32"}, {}, 1),
     ("layer_norm_grad", {"Bd": (50,), "H": 1152}, {"T": "bfloat16", "U": "bfloat16"}, {}, 1),
@@ -442,10 +445,12 @@ CASES = [
     ("softmax", {"Bd": (3, 17), "H": 1}, BF16, {}, None),
     ("softmax", {"Bd": (53,), "H": 1000}, BF16, {}, 1),
     ("softmax", {"Bd": (2,), "H": 262144}, F16, {}, 2),                       # SoftmaxV2 over 262144 columns
+    ("softmax", {"Bd": (60,), "H": 40000}, F16, {}, 4),        # ROW_CHUNK: the online maximum and sum over chunks
     ("softmax", {"Bd": (3,), "H": 400001}, F32, {}, 3),        # COL_STREAM: a core's slice in chunks, a tail chunk
     ("softmax", {"Bd": (2,), "H": 500001}, BF16, {}, 3),
     ("log_softmax", {"Bd": (3, 5), "H": 45}, F16, {}, 1),                     # the per-row sum's log: a Duplicate
-    ("log_softmax", {"Bd": (2,), "H": 20000}, BF16, {}, 2),
+    ("log_softmax", {"Bd": (2,), "H": 20000}, BF16, {}, 4),                     # ROW_CHUNK, 2 cores
+    ("log_softmax", {"Bd": (1,), "H": 100001}, F32, {}, 2),
     ("log_softmax", {"Bd": (7,), "H": 1}, F32, {}, None),
     ("log_softmax", {"Bd": (3,), "H": 393217}, F32, {}, 3),    # COL_STREAM: rows of 393216 + 1
     ("log_softmax", {"Bd": (2,), "H": 500001}, F16, {}, 3),
@@ -485,6 +490,7 @@ CASES = [
     ("reduce_mean", {"Bd": (), "M": 5, "H": 20000}, BF16, {}, 2),               # few rows: the row over cores
     ("reduce_sum", {"Bd": (3,), "M": 37, "H": 33}, F16, {}, 1),                 # dim [-1]: each row of H
     ("reduce_sum", {"Bd": (2,), "M": 3, "H": 30001}, BF16, {"dim": (-1,)}, None),   # long rows
+    ("reduce_sum", {"Bd": (50,), "M": 1, "H": 30001}, BF16, {"dim": (-1,)}, 4),    # long rows, many: ROW_CHUNK
     ("reduce_sum", {"Bd": (2, 3), "M": 7, "H": 20}, F32, {"dim": (-2, -1)}, 1),  # dim [-2, -1]: a batch to one
     ("reduce_sum", {"Bd": (), "M": 50, "H": 41}, BF16, {"dim": "-2,-1"}, None),  # CLI text; out is 0-d
     ("reduce_sum", {"Bd": (4,), "M": 1, "H": 1}, F16, {"dim": [-2, -1]}, None),
@@ -515,6 +521,7 @@ CASES = [
     ("batch_norm_v3", {"N": 2, "C": 9, "L": 1000}, BF16, {}, 1),
     ("instance_norm", {"N": 3, "C": 5, "H": 7, "W": 9}, F16, {}, 1),            # per-channel gamma: 15 rows
     ("instance_norm", {"N": 2, "C": 3, "H": 150, "W": 301}, F32, {"eps": 0.01}, 2),   # rows of H * W over cores
+    ("instance_norm", {"N": 10, "C": 5, "H": 100, "W": 201}, F16, {}, 4),       # ROW_CHUNK: two levels over chunks
     ("instance_norm", {"N": 7, "C": 11, "H": 1, "W": 1}, F16, {}, 1),           # H = W = 1; 77 rows: a tail
     ("instance_norm", {"N": 1, "C": 97, "H": 3, "W": 1}, F32, {}, 1),           # the channel wraps within a core
     ("instance_norm", {"N": 1, "C": 2, "H": 501, "W": 1001}, F16, {}, 3),       # rows of 501501: COL_STREAM
@@ -559,6 +566,7 @@ CASES = [
     ("masked_fill", {"N": 1, "H": 1}, F32, {"value": 1e30}, None),
     ("scaled_masked_softmax", {"Bd": (2, 3), "H": 77}, F32, {"scale": 0.125}, 1),   # a fused masked fill
     ("scaled_masked_softmax", {"Bd": (2,), "H": 40000}, BF16, {"scale": 2.0}, 2),
+    ("scaled_masked_softmax", {"Bd": (50,), "H": 20000}, BF16, {"scale": 2.0}, 4),   # ROW_CHUNK: masks per chunk
     ("scaled_masked_softmax", {"Bd": (49,), "H": 1}, F16, {}, None),
     ("scaled_masked_softmax", {"Bd": (3,), "H": 393217}, F32, {"scale": 0.5}, 3),   # streamed: masks per chunk
     ("prelu", {"N": 97, "C": 33}, F32, {}, 1),                                  # rows of 33 in 64-lane strides, tails
@@ -568,6 +576,7 @@ CASES = [
     ("smooth_l1_loss", {"Bd": (3,), "H": 40000}, BF16, {"beta": 2.0}, 2),
     ("group_norm", {"N": 3, "C": 6, "HxW": 7, "G": 3}, F16, {"group": 3}, 1),     # segments of 7: unaligned ends
     ("group_norm", {"N": 2, "C": 4, "HxW": 30001, "G": 2}, F32, {"group": 2, "eps": 0.01}, 2),   # rows over cores
+    ("group_norm", {"N": 24, "C": 4, "HxW": 10001, "G": 2}, F16, {"group": 2}, 4),   # ROW_CHUNK: segments per chunk
     ("group_norm", {"N": 2, "C": 4, "HxW": 250001, "G": 2}, F32, {"group": 2}, 3),   # streamed: segments per chunk
     ("group_norm", {"N": 5, "C": 12, "HxW": 1, "G": 4}, BF16, {"group": 4}, 1),   # HxW = 1: one column a channel
     ("group_norm", {"N": 97, "C": 5, "HxW": 9, "G": 1}, F32, {"group": 1}, 1),    # one group: LayerNorm over C * HxW
@@ -725,6 +734,7 @@ def test_every_reduction_length_names_a_summing_output():
 @pytest.mark.parametrize("dims, dtypes, strategy", [
     ({"Bd": (3,), "H": 77}, F16, 1),
     ({"Bd": (2,), "H": 40000}, BF16, 2),     # the row's maximum exchanged between cores
+    ({"Bd": (50,), "H": 20000}, F16, 4),     # ROW_CHUNK: the row's maximum over its chunks, int8 chunks written
     ({"Bd": (97,), "H": 1}, F16, 1),
 ])
 def test_dynamic_quant_kernel_writes_int8_against_float64(dims, dtypes, strategy, examples_gen):
@@ -767,7 +777,8 @@ def _ce_inputs(n, c, seed):
 @pytest.mark.parametrize("n, c, dtype, strategy, weighted, eps", [
     (97, 33, "float32", 1, True, 0.0),        # a tail over 48 cores, ignored rows, rows shorter than 64 lanes
     (5, 1, "bfloat16", None, False, 0.2),     # C = 1: the only class, or ignored; weight absent
-    (3, 12001, "float16", 2, True, 0.1),      # COL_SPLIT: each target lane lies in one core's column slice
+    (3, 12001, "float16", 4, True, 0.1),      # ROW_CHUNK: each target lane lies in one chunk of the row
+    (1, 120001, "float32", 2, True, 0.1),     # COL_SPLIT: each target lane lies in one core's column slice
     (49, 1000, "bfloat16", 1, False, 0.05),
 ])
 def test_cross_entropy_loss_and_its_grad_match_torch(n, c, dtype, strategy, weighted, eps, examples_gen):

@@ -49,15 +49,28 @@ def test_the_strategy_follows_rows_and_row_length():
     assert seq == sorted(seq, key=lambda s: s == 4) and seq[0] == 2 and seq[-1] == 4, seq
 
 
-def test_a_row_reduction_kernel_has_no_row_chunk():
-    """RmsNorm reduces each row: its tiling never picks 4 and its kernel entry declares no ROW_CHUNK key."""
+def test_a_kernel_summing_over_rows_has_no_row_chunk():
+    """LayerNormGradV3 sums over rows (dgamma, dbeta: column accumulators exchanged across cores): its tiling never
+    picks 4 and its kernel entry declares no ROW_CHUNK key (a row-reduction program without sums over rows gets
+    ROW_CHUNK with its rows resident: tests/test_rows_resident.py)."""
     from opgen.codegen import generate
     from opgen.registry import load_spec
 
-    for rows, h in ((4096, 65536), (3, 8192), (4096, 16384)):
-        assert _tiling(EX / "rms_norm.py", rows, h, DType.bf16)["strategy"] in (1, 2, 3)
-    files = generate(load_spec(str(EX / "rms_norm.py")))
+    path = EX / "layer_norm_grad.py"
+    for rows, h in ((4096, 16384), (3, 8192), (4096, 8192)):
+        spec = _load_file(path)
+        t = kernel_build_of(spec)
+        got = t.program.evaluate(program_inputs(spec, t.program, t.inputs, {"Bd": (rows,), "H": h},
+                                                {"T": DType.bf16, "U": DType.bf16}, B1, {}))
+        assert got["strategy"] in (1, 2, 3), (rows, h, got["strategy"])
+    files = generate(load_spec(str(path)))
     assert not any("ROW_CHUNK" in text for text in files.values())
+
+
+def kernel_build_of(spec):
+    from opgen.tiling.pipeline import kernel_build
+
+    return kernel_build(spec).tiling
 
 
 def _oracle(x: np.ndarray) -> np.ndarray:

@@ -66,7 +66,7 @@ def render_kernel(spec, variants: list[Variant], doc: str, spec_file: str) -> di
             types = [CTYPE[str(row[d].value) if hasattr(row[d], "value") else str(row[d])] for d in dvars]
             strategies = [(1, "ROW_SPLIT"), (2, "COL_SPLIT")] + (
                 [(3, "COL_STREAM")] if any(v.stream for v in variants) else []) + (
-                [(4, "ROW_CHUNK")] if any(v.chunk for v in variants) else [])
+                [(4, "ROW_CHUNK")] if any(v.chunk or v.resident for v in variants) else [])
             for strategy, name in strategies:
                 tk = TilingKey(ak, r, strategy, name)
                 declared.append(tk)

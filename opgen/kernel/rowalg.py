@@ -224,3 +224,12 @@ def vector_instrs_per_row(p: RowProgram) -> int:
     reductions and accumulations (one row's work; brow/col instructions run per batch or per kernel)."""
     return sum(1 for i in p.instrs
                if (i.space == "row" and is_vector(i)) or i.kind in ROW_REDUCE or i.kind == "acc")
+
+
+def phase_instrs_per_row(p: RowProgram) -> int:
+    """Vector instructions a row costs when its phases run one after the other over column chunks (COL_STREAM and
+    a row-reduction program's ROW_CHUNK, opgen.tiling.rowkernel): each per-row vector instruction once per COL_SPLIT
+    phase that executes it (opgen.kernel.rowprog._assign_phases: a cast of the row input feeding two levels and the
+    output runs three times), per chunk of the row."""
+    return sum(max(len(i.phases), 1) for i in p.instrs
+               if (i.space == "row" and is_vector(i)) or i.kind in ROW_REDUCE or i.kind == "acc")

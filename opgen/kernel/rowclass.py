@@ -41,7 +41,7 @@ from opgen.kernel.rowsched import mul as _kmul
 from opgen.kernel.rowsched import sub as _ksub
 from opgen.kernel.rowsched import add as _ksum
 from opgen.kernel.rowfexpr import parse as parse_scalar
-from opgen.kernel.rowcounts import (COL_SPLIT, ROW_SPLIT, fixed_needs, program_counts, stage_dtypes,
+from opgen.kernel.rowcounts import (COL_SPLIT, ROW_CHUNK, ROW_SPLIT, fixed_needs, program_counts, stage_dtypes,
                                     stage_element)
 
 CTYPE = {"f32": "float", "f16": "half", "bf16": "bfloat16_t", "i32": "int32_t", "bool": "uint8_t", "u8": "uint8_t",
@@ -63,6 +63,7 @@ class Variant:
     dims: object = None   # its DimFields when the specialisations of one kernel lower on different row domains
     stream: bool = False  # the class has COL_STREAM (opgen.tiling.rowkernel): the spec's rows can outgrow UB
     chunk: bool = False   # the class has ROW_CHUNK (opgen.kernel.rowcounts.chunkable: ColSplit over this core's rows)
+    resident: bool = False   # the class has RowChunk (rowcounts.row_resident: ROW_CHUNK with the row inputs resident)
     ctx: dict | None = None   # the class's facts (class_ir), set once the tiling has decided `stream`
     kclass: object = None     # its Kernel IR class (kir.KernelClass), synchronised by the family's synchronise
 
@@ -231,10 +232,13 @@ class _Printer:
     """Prints the instructions of one row program for one strategy.
 
     mode "row": ROW_SPLIT (rows staged in queues, row reductions in UB);
-    mode "col": COL_SPLIT (resident slices; partial row reductions staged, totals read back)."""
+    mode "col": COL_SPLIT (resident slices; partial row reductions staged, totals read back). With `resident`
+    (ROW_CHUNK of a row-reduction program, opgen.kernel.rowsched `_row_chunk`) a row input is read from the group's
+    whole rows in UB: row i's chunk at res_<operand>[i * colAlign_ + c0_]."""
 
-    def __init__(self, prog: RowProgram, mode: str, cites: Cites | None = None, addr: "_Addr | None" = None):
-        self.p, self.mode, self.addr = prog, mode, addr
+    def __init__(self, prog: RowProgram, mode: str, cites: Cites | None = None, addr: "_Addr | None" = None,
+                 resident: bool = False):
+        self.p, self.mode, self.addr, self.resident = prog, mode, addr, resident
         self.cites = cites or Cites([prog])
         self.level_slot, self.rsum_index = reduction_slots(prog)   # shared by exclusive presences' reductions
 
@@ -519,7 +523,8 @@ class _Printer:
         elif k == "vseg":
             out.append(self.seg_nodes(i, doc))
         else:
-            node = instr_node(i, op, n, kir.Ref(f"{src}{i.gm}", row) if k == "cast_in" else None,
+            at = _ksum(_kmul(Sym("i"), Sym("colAlign_")), Sym("c0_")) if self.resident else row
+            node = instr_node(i, op, n, kir.Ref(f"{src}{i.gm}", at) if k == "cast_in" else None,
                               kir.Ref(f"rowOut_{i.gm}", row) if k == "store" else None, doc=doc)
             if node is None:
                 raise SpecError(f"row kernel {self.p.name}: no Kernel IR for instruction {k}")
@@ -1199,6 +1204,9 @@ def row_split_ir(spec, v: Variant, dims: DimFields, ctx: dict) -> kir.KernelClas
         nlevel=ctx["nlevel"], nsums=ctx["nsums"], final_body=tuple(ctx["final_nodes"]),
         stream_levels=tuple((lv, tuple(b), tuple(sl)) for lv, b, sl in ctx["stream_levels"]),
         col_phases=tuple(ctx["col_phases"]), online=ctx["online"],
+        res_levels=tuple((lv, tuple(b), tuple(sl)) for lv, b, sl in ctx["res_levels"]),
+        res_online=ctx["res_online"], res_final=tuple(ctx["res_final"]), bufs_res=dict(ctx["bufs_res"]),
+        stage_res=ctx["stage_res"],
         col_final=tuple(ctx["col_final"]), flush_col=bool(ctx["flush_col"]),
         col_total_init=tuple(ctx["col_total"][0]), col_total_end=tuple(ctx["col_total"][1]),
         helpers=tuple(n for n, on in (("SumPartials", ctx["cross_core"] and ctx["sum_accs"]),
@@ -1226,6 +1234,7 @@ def class_ir(spec, v: Variant, dims: DimFields) -> dict:
     addr = _Addr(p, dims)
     cites = Cites([p, *v.also])
     row_pr, col_pr = _Printer(p, "row", cites, addr), _Printer(p, "col", cites, addr)
+    res_pr = _Printer(p, "col", cites, addr, resident=True)
     levels = sorted({i.level for i in p.rsums()})
     tensors = []
     for t in p.gm:
@@ -1290,6 +1299,14 @@ def class_ir(spec, v: Variant, dims: DimFields) -> dict:
         "col_phases": sorted({ph for i in p.instrs if per_row(i) and set(i.srcs) & set(p.col) for ph in i.phases}),
         "stream_levels": [(lv, col_pr.phase_nodes(lv, stream=True), _exchange_slots(col_pr, p.rsums(lv), combine))
                           for lv in levels] if v.stream else [],
+        # ROW_CHUNK with the row inputs resident: the streamed phases reading the group's whole rows
+        "res_levels": [(lv, res_pr.phase_nodes(lv, stream=True), _exchange_slots(res_pr, p.rsums(lv), combine))
+                       for lv in levels] if v.resident else [],
+        "res_online": ((pair[0].level, res_pr.online_nodes(pair))
+                       if v.resident and (pair := online_pair(p)) else ()),
+        "res_final": res_pr.phase_nodes(None) if v.resident else [],
+        "bufs_res": fixed_needs(counts, ROW_CHUNK) if v.resident else {},
+        "stage_res": _stage(counts, ROW_CHUNK) if v.resident else (4, ()),
         "final_nodes": col_pr.phase_nodes(None), "col_final": _col_final_nodes(p, addr, cites),
         "col_total": col_total,
         "nsums": max(reduction_slot_counts(p)[0], 1), "nlevel": max(reduction_slot_counts(p)[1], 1),

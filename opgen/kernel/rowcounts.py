@@ -4,8 +4,8 @@ over a kernel's specialisations (`RowCounts`, `counts_of`) and the fixed UB buff
 (opgen.kernel.rowclass) read them; the tiling (opgen.tiling.rowkernel) sizes the buffers from them.
 
 The strategies: ROW_SPLIT (1, rows over cores), COL_SPLIT (2, the row axis over cores), COL_STREAM (3, the slice
-re-read in chunks) and ROW_CHUNK (4, rows over cores, each row walked in column chunks: `chunkable` programs), as
-docs/design.md "Kernel families" and opgen.tiling.rowkernel describe them.
+re-read in chunks) and ROW_CHUNK (4, rows over cores, each row walked in column chunks: `chunkable` programs, and
+`row_resident` ones with the row's inputs held in UB across their phases), as docs/design.md "Kernel families" and opgen.tiling.rowkernel describe them.
 """
 
 from __future__ import annotations
@@ -13,7 +13,7 @@ from __future__ import annotations
 from dataclasses import dataclass, fields
 
 from opgen.ir.dtypes import DType
-from opgen.kernel.rowalg import vector_instrs_per_row
+from opgen.kernel.rowalg import phase_instrs_per_row, vector_instrs_per_row
 from opgen.kernel.rowprog import BYTE_DTYPES, MASK_KINDS, SELECT_KINDS, batchable, reduction_slot_counts
 
 ROW_SPLIT, COL_SPLIT, COL_STREAM, ROW_CHUNK = 1, 2, 3, 4
@@ -34,7 +34,9 @@ class RowCounts:
     when a program runs ROW_SPLIT over the pass's rows at once (opgen.kernel.rowprog.batchable: its row temporaries
     hold rowsPerPass rows each); staged: ((IR dtype name, count), ...) of the batch and column rows loaded from GM
     (their dtypes size paramQue, `stage_dtypes`); vinstrs: vector instructions issued per row
-    (opgen.kernel.rowalg.vector_instrs_per_row: the tiling prices a strategy's issue time with it)."""
+    (opgen.kernel.rowalg.vector_instrs_per_row: the tiling prices a strategy's issue time with it); pinstrs: the
+    same when the row's phases run one after the other over column chunks (rowalg.phase_instrs_per_row: what
+    COL_STREAM and a row-reduction program's ROW_CHUNK issue per chunk)."""
 
     row_in: tuple
     row_out: tuple
@@ -58,6 +60,7 @@ class RowCounts:
     btotals: int = 0
     staged: tuple = ()
     vinstrs: int = 0
+    pinstrs: int = 0
 
     def as_dict(self) -> dict:
         """{field: value} (row_in/row_out/staged as {dtype: count})."""
@@ -99,6 +102,7 @@ def program_counts(p) -> dict:
         "batch": int(batchable(p)),
         "btotals": sum(1 for _n, _s, k in p.btotals if k != "expr"),
         "vinstrs": vector_instrs_per_row(p),
+        "pinstrs": phase_instrs_per_row(p),
     }
 
 
@@ -126,10 +130,13 @@ def _getter(c):
 
 def _exchange(c, strategy: int) -> tuple[int, int, int]:
     """(sums over every axis, accumulators exchanged across cores, what `strategy` reads back from workspace: the
-    accumulators' partial rows in ROW_SPLIT, the row-reduction levels' partials and the totals in COL_SPLIT)."""
+    accumulators' partial rows in ROW_SPLIT, the row-reduction levels' partials and the totals in COL_SPLIT;
+    nothing in ROW_CHUNK, whose core owns its rows whole)."""
     get = _getter(c)
     tot = get("total_acc")
     accs = get("brow_acc") + get("col_acc") + tot
+    if strategy == ROW_CHUNK:
+        return tot, accs, 0
     return tot, accs, accs if strategy == ROW_SPLIT else get("levels") + tot
 
 
@@ -150,7 +157,8 @@ def stage_element(dtypes) -> tuple[int | None, tuple[str, ...]]:
 
 def fixed_needs(c, strategy: int) -> dict[str, int]:
     """{buffer: fp32 rows of the pass's columns} of the fixed UB buffers a rows kernel allocates under `strategy`
-    (ROW_SPLIT or COL_SPLIT) for counts `c` (a RowCounts, or the dict of `program_counts` for one kernel class);
+    (ROW_SPLIT, COL_SPLIT or ROW_CHUNK) for counts `c` (a RowCounts, or the dict of `program_counts` for one kernel
+    class);
     0 = not allocated. A buffer is allocated only when that strategy's code reads it (docs/reference/ascendc.md
     §1.5: every TBuf/TQue is carved out of UB by InitBuffer whether read or not):
 
@@ -164,8 +172,8 @@ def fixed_needs(c, strategy: int) -> dict[str, int]:
     reduceBuf ReduceSum / ReduceMax result and scratch, when the program reduces rows.
 
     Raises ValueError for another strategy."""
-    if strategy not in (ROW_SPLIT, COL_SPLIT):
-        raise ValueError(f"rows kernel strategy {strategy}: 1 (ROW_SPLIT) or 2 (COL_SPLIT)")
+    if strategy not in (ROW_SPLIT, COL_SPLIT, ROW_CHUNK):
+        raise ValueError(f"rows kernel strategy {strategy}: 1 (ROW_SPLIT), 2 (COL_SPLIT) or 4 (ROW_CHUNK)")
     get = _getter(c)
     tot, accs, exchange = _exchange(c, strategy)
     return {"workBuf": max(get("temps"), 2), "browBuf": get("brow"), "colBuf": get("col"),
@@ -181,6 +189,17 @@ def chunkable(c) -> bool:
     get = _getter(c)
     return not any(get(k) for k in ("levels", "rsums", "col_acc", "brow_acc", "total_acc", "acc_reads", "stat_out",
                                     "btotals"))
+
+
+def row_resident(c) -> bool:
+    """Whether a rows kernel of counts `c` can run ROW_CHUNK with its rows resident (opgen.tiling.rowkernel): it
+    reduces rows (levels; a program without is `chunkable`) and combines nothing across rows (no sums over rows or
+    over every axis, no two-pass reductions) -- the core that owns a row then holds the row's inputs in UB as they
+    are stored in GM and runs each level, then the outputs, over the row's column chunks, its row reductions
+    complete without any exchange. Column rows are then held whole too (loaded once per core); batch rows, which
+    would be reloaded for every group, are not served. The same programs can stream (COL_STREAM)."""
+    get = _getter(c)
+    return bool(get("levels")) and not any(get(k) for k in ("acc_reads", "col_acc", "brow_acc", "total_acc", "brow"))
 
 
 def stage_dtypes(c, strategy: int) -> tuple[str, ...]:

@@ -802,12 +802,13 @@ def online_pair(p: RowProgram) -> tuple | None:
 
 def row_input_reads(p: RowProgram, strategy: int) -> tuple[int, str]:
     """(reads, why): how many times a rows kernel running program `p` with tiling strategy `strategy` (1 ROW_SPLIT,
-    2 COL_SPLIT, 3 COL_STREAM; opgen.tiling.rowkernel) reads each of its row inputs (GM operands of space "row")
+    2 COL_SPLIT, 3 COL_STREAM, 4 ROW_CHUNK; opgen.tiling.rowkernel) reads each of its row inputs (GM operands of space "row")
     from GM, and the schedule's reason when more than once ("" for one read). COL_STREAM walks a core's column chunks
     once per row-reduction level, a row maximum and the next level's sum of exponentials of the row minus it sharing
     one pass (`online_pair`), then once more for the outputs (opgen.kernel.rowsched._col_stream); ROW_SPLIT with
     reductions over rows that later per-row arithmetic reads (RowProgram.acc_reads) and row or per-row outputs runs
-    two passes over its rows (rowsched._row_split); COL_SPLIT keeps a group's slices resident: one read."""
+    two passes over its rows (rowsched._row_split); COL_SPLIT keeps a group's slices resident, ROW_CHUNK (4) a
+    group's whole rows (a row-reduction program, rowsched._row_chunk) or computes each chunk on its own: one read."""
     if strategy == 3:
         levels = len({i.level for i in p.rsums()})
         online = online_pair(p) is not None

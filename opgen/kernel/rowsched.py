@@ -144,6 +144,11 @@ class RowSchedule:
     stream_levels: tuple = ()  # COL_STREAM's levels (as `levels`, partials combined over the chunks); (): none
     col_phases: tuple = ()     # COL_STREAM: the phases (levels, -1 the final one) that read column rows
     online: tuple = ()         # COL_STREAM: (level a, the fused stream of levels a and a + 1, the rescale loop)
+    res_levels: tuple = ()     # ROW_CHUNK with the row inputs resident: the levels as `stream_levels`; (): none
+    res_online: tuple = ()     # ... (level a, the fused stream of levels a and a + 1) when a softmax's pair is online
+    res_final: tuple = ()      # ... the output phase's per-row stream
+    bufs_res: dict = field(default_factory=dict)   # ... its fixed buffers ({FIXED_BUFS name: allocated})
+    stage_res: tuple = (4, ())   # ... its paramQue element
     col_final: tuple = ()      # COL_SPLIT's per-chunk epilogue (statements)
     col_total_init: tuple = ()   # COL_SPLIT: before the column chunks, the partial totals declared (statements)
     col_total_end: tuple = ()    # COL_SPLIT: after them, the totals exchanged, combined and written (statements)
@@ -215,16 +220,19 @@ def stage_bytes(stage: tuple) -> DimExpr:
     return out
 
 
-def _fixed_buffers(s: RowSchedule, bufs: dict, batch: bool = False, stage: tuple = (4, ())) -> tuple:
+def _fixed_buffers(s: RowSchedule, bufs: dict, batch: bool = False, stage: tuple = (4, ()),
+                   whole_cols: bool = False) -> tuple:
     """A strategy's fixed UB buffers (`bufs`: only those it reads) and the views into them; with `batch` (ROW_SPLIT's
-    `row_segments`) each row temporary holds the pass's rows (`pass` rows of rowStride_); paramQue's element is
-    `stage_bytes(stage)`."""
+    `row_segments`) each row temporary holds the pass's rows (`pass` rows of rowStride_); with `whole_cols` each
+    column row holds the whole row (colAlign_ elements; ROW_CHUNK with resident rows points colv_ at a chunk of it);
+    paramQue's element is `stage_bytes(stage)`."""
     out: list = []
     f4 = SizeOf("float")
     rows = (("workBuf", "w_", s.temps), ("browBuf", "brow_", s.nbrow), ("colBuf", "colv_", s.ncol))
     for buf, arr, n in rows:
         if bufs.get(buf):
-            per = mul(Sym("pass"), Sym("rowStride_")) if batch and buf == "workBuf" else Sym("rowStride_")
+            per = mul(Sym("pass"), Sym("rowStride_")) if batch and buf == "workBuf" else \
+                _COLA if whole_cols and buf == "colBuf" else Sym("rowStride_")
             out.append(InitBuffer(f"{buf}_", mul(n, per, f4)))
             out.append(For("j", Lit(0), Lit(n), Lit(1), (
                 Get(arr, f"{buf}_", "float", mul(Sym("j"), per), slot=Sym("j")),)))
@@ -585,6 +593,104 @@ def _col_split(s: RowSchedule) -> Func:
     return Func("ColSplit", (), tuple(body))
 
 
+def _row_chunk(s: RowSchedule) -> Func:
+    """ROW_CHUNK of a row-reduction program (opgen.kernel.rowcounts.row_resident; opgen.tiling.rowkernel): this
+    core's rows [RowStartOf(core), RowStartOf(core + 1)) in groups of G = groupRows rows. A group's row inputs are
+    copied into UB once, whole, as stored in GM (resQue_<operand>, two buffers: the next group's copy overlaps this
+    group's compute); then each row-reduction level, and last the outputs, run over the rows' column chunks of
+    colsPerPass columns (fp32 temporaries of one chunk) reading the resident rows, a level's partial reductions
+    combined over the chunks in chunk order (a softmax's maximum and sum in one online pass,
+    opgen.kernel.rowprog.online_pair). The core owns its rows: the combined partials are the totals (copied to
+    tots_ by a Muls by 1, exact), nothing is exchanged. Each output chunk is written as it is done (two buffers).
+    GM traffic: every input read once, every output written once."""
+    core, g, gs, rs = Sym("core"), Sym("G"), Sym("groupStride_"), Sym("rowStride_")
+    f4 = SizeOf("float")
+    body: list = [
+        Let("core", BLOCK_IDX),
+        Let("cBegin", Lit(0)),
+        Let("cEnd", _HID),
+        Let("rBegin", Invoke("RowStartOf", (core,))),
+        Let("rEnd", Invoke("RowStartOf", (add(core, 1),))),
+        Assign("rowStride_", Sym("colsPerPass")),
+        Let("G", Sym("groupRows")),
+        Assign("groupStride_", Fn("align_up", (g, Lit(8)))),
+    ]
+    body += [InitBuffer(f"resQue_{t.op}", mul(g, _COLA, SizeOf(t.ctype)), 2) for t in s.row_in]
+    body += [InitBuffer(f"rowOutQue_{t.op}", mul(g, rs, SizeOf(t.ctype)), 2) for t in s.row_out]
+    body += [InitBuffer(f"statInQue_{t.op}", mul(gs, SizeOf(_qtype(t))), 2) for t in s.stat_in]
+    for t in s.stat_out:
+        body += [InitBuffer(f"statStageBuf_{t.op}", mul(gs, f4)), InitBuffer(f"statOutQue_{t.op}", mul(gs, f4), 2)]
+    body += [InitBuffer("sumBuf_", mul(add(Lit(s.nlevel), Lit(s.nsums)), gs, f4)),
+             Get("sums_", "sumBuf_", "float"), View("tots_", Ref("sums_", mul(Lit(s.nlevel), gs)))]
+    body += list(_fixed_buffers(s, s.bufs_res, stage=s.stage_res, whole_cols=True))
+    if s.load_cols:   # whole column rows, computed once per core (a chunk at a time through the staging queue)
+        body += [Comment("the column rows, whole, once"),
+                 For("c0_", Sym("cBegin"), Sym("cEnd"), rs, (
+                     Assign("n_", Fn("min", (sub(Sym("cEnd"), Sym("c0_")), rs))),
+                     *_col_views(s), Call("LoadColumns")), doc="column chunks of the row")]
+    grp: list = list(_group_stat_loads(s))
+    if s.row_in:   # the group's whole rows, colAlign_ apart (the copies' UB row stride is rowStride_)
+        grp += [Comment("the group's row inputs, whole, into UB once"),
+                Assign("c0_", Lit(0)), Assign("n_", _HID), Assign("rowStride_", _COLA)]
+        for t in s.row_in:
+            grp += [Alloc(f"res_{t.op}", f"resQue_{t.op}", t.ctype), *_col_copy_in(t),
+                    EnQue(f"resQue_{t.op}", f"res_{t.op}"), DeQue(f"res_{t.op}", f"resQue_{t.op}", t.ctype)]
+        grp.append(Assign("rowStride_", Sym("colsPerPass")))
+    fused = s.res_online[0] if s.res_online else None
+    for lv, lines, slots in s.res_levels:
+        if fused is not None and lv == fused + 1:
+            continue   # computed in level lv - 1's pass (online maximum and sum)
+        per_row = (_batch_steps(s, Sym("g0"), None) if s.load_batch else []) + list(
+            s.res_online[1] if lv == fused else lines)
+        chunk = _chunk_head(s, lv) + [For("i", Lit(0), _K, Lit(1), tuple(per_row))]
+        what = f"levels {lv} and {lv + 1} (an online maximum and sum)" if lv == fused else f"level {lv}"
+        grp += [Comment(f"row-reduction {what}: partials combined over the row's chunks, complete on this core"),
+                For("c0_", Sym("cBegin"), Sym("cEnd"), rs, tuple(chunk), doc="column chunks of the resident rows")]
+        # the totals: the level's combined partials (an online sum is kept in tots_ already)
+        grp += [vec(Op.MULS, dst=Ref("tots_", mul(Lit(j), gs)), src0=Ref("sums_", mul(Lit(slot), gs)),
+                    scalar=FConst(1.0), count=_K, doc="this core's partials are the totals") for slot, j, _c in slots]
+    grp += [Get(f"statStage_{t.op}", f"statStageBuf_{t.op}", "float") for t in s.stat_out]
+    final: list = _chunk_head(s, -1)
+    final += [Alloc(f"rowOut_{t.op}", f"rowOutQue_{t.op}", t.ctype) for t in s.row_out]
+    per_row = (_batch_steps(s, Sym("g0"), None) if s.load_batch else []) + list(s.res_final)
+    final.append(For("i", Lit(0), _K, Lit(1), tuple(per_row)))
+    for t in s.row_out:
+        final += [EnQue(f"rowOutQue_{t.op}", f"rowOut_{t.op}"),
+                  Scope((DeQue("t", f"rowOutQue_{t.op}", t.ctype),) + _col_copy_out(t)
+                        + (Free(f"rowOutQue_{t.op}", "t"),))]
+    grp += [Comment("the outputs, chunk by chunk"),
+            For("c0_", Sym("cBegin"), Sym("cEnd"), rs, tuple(final), doc="column chunks of the resident rows")]
+    for t in s.stat_out:
+        grp.append(Scope((
+            Alloc("t", f"statOutQue_{t.op}", t.ctype),
+            vec(Op.CAST_TO, dst=Ref("t"), src=Ref(f"statStage_{t.op}"), mode=t.rm, count=_K, doc=_spec(t.spec)),
+            EnQue(f"statOutQue_{t.op}", "t"),
+            DeQue("t", f"statOutQue_{t.op}", t.ctype),
+            Copy(GmView(f"gm_{t.gm}", t.off_g0), Ref("t"), Lit(1), mul(_K, SizeOf(t.ctype)), doc=_spec(t.spec)),
+            Free(f"statOutQue_{t.op}", "t"))))
+    grp += [Free(f"statInQue_{t.op}", f"statIn_{t.op}") for t in s.stat_in]
+    grp += [Free(f"resQue_{t.op}", f"res_{t.op}") for t in s.row_in]
+    body.append(For("g0", Sym("rBegin"), Sym("rEnd"), g, tuple(grp), tail="k"))
+    return Func("RowChunk", (), tuple(body))
+
+
+def _chunk_head(s: RowSchedule, phase: int) -> list:
+    """ROW_CHUNK (inputs resident): the head of column chunk [c0_, c0_ + n_) in `phase` (a level, -1 the output
+    phase): its width and, when the phase reads column rows, their views at the chunk (the column rows are whole in
+    UB, loaded once). The row inputs are in UB already."""
+    out: list = [Assign("n_", Fn("min", (sub(Sym("cEnd"), Sym("c0_")), Sym("rowStride_"))))]
+    if s.ncol and phase in s.col_phases:
+        out += _col_views(s)
+    return out
+
+
+def _col_views(s: RowSchedule) -> list:
+    """colv_[j] pointed at column c0_ of whole column row j (ROW_CHUNK with resident rows: colBuf_ holds
+    the column rows whole, colAlign_ apart)."""
+    return [For("j", Lit(0), Lit(s.ncol), Lit(1), (
+        Get("colv_", "colBuf_", "float", add(mul(Sym("j"), _COLA), Sym("c0_")), slot=Sym("j")),))]
+
+
 def _exchange(s: RowSchedule, slots) -> list:
     """A row-reduction level's exchange (COL_SPLIT, COL_STREAM): this core's partials of the group's k rows (sums_
     slots) to workspace, SyncAll, each core totals the rows it owns in core order (TotalOwnedRows), SyncAll, the
@@ -889,6 +995,17 @@ def _gap_blocks_func() -> Func:
         doc="UB gap in 32-byte blocks between rows of `len` elements of `bytes` stored `stride` elements apart.")
 
 
+def _process(s: RowSchedule) -> tuple:
+    """Process: the method of the strategy the tiling chose (tiling field `strategy`, opgen.tiling.rowkernel):
+    1 RowSplit, 3 ColStream (when the class streams), 4 RowChunk (when the class keeps rows resident; a `chunkable`
+    class runs ROW_CHUNK in ColSplit), else ColSplit."""
+    tail: tuple = (Call("ColSplit"),)
+    for num, method, has in ((3, "ColStream", bool(s.stream_levels)), (4, "RowChunk", bool(s.res_levels))):
+        if has:
+            tail = (If((Constraint("==", Sym("strategy"), Lit(num)),), (Call(method),), tail),)
+    return (If((Constraint("==", Sym("strategy"), Lit(1)),), (Call("RowSplit"),), tail),)
+
+
 HELPER_METHODS = ("SumPartials", "MaxPartials", "MinPartials", "CombineTotals", "TotalOwnedRows", "LoadRow",
                   "StoreRow", "RowSum", "RowMax", "RowStartOf", "CoreOfRow", "RunRows", "GapBlocks")
 """The helper methods of a rows kernel that are Kernel IR (each present only where the class uses it)."""
@@ -919,6 +1036,7 @@ def row_split_class(name: str, s: RowSchedule) -> KernelClass:
     for t in s.stat_out:
         locals_ += [Local(f"statStageBuf_{t.op}"), Local(f"statOutQue_{t.op}", TPos.VECOUT, True)]
     locals_ += [Local(f"resBuf_{t.op}") for t in s.row_in] + [Local("sumBuf_")]
+    locals_ += [Local(f"resQue_{t.op}", TPos.VECIN, True) for t in s.row_in] if s.res_levels else []
     locals_ += [Local("rowsRedBuf_"), Local("rowValBuf_")] if s.reduce_segments else []
     locals_ += [Local("workBuf_"), Local("browBuf_"), Local("colBuf_"), Local("paramQue_", TPos.VECIN, True),
                 Local("accOutQue_", TPos.VECOUT, True), Local("reduceBuf_")]
@@ -949,7 +1067,8 @@ def row_split_class(name: str, s: RowSchedule) -> KernelClass:
     else:
         ext.append(Func("LoadColumns", extern=True))
     ext += list(s.strided)
-    methods = [_row_split(s), _col_split(s)] + ([_col_stream(s)] if s.stream_levels else [])
+    methods = [_row_split(s), _col_split(s)] + ([_col_stream(s)] if s.stream_levels else []) + (
+        [_row_chunk(s)] if s.res_levels else [])
     build = {"SumPartials": _sum_partials, "MaxPartials": _max_partials,
              "MinPartials": lambda: _max_partials("MinPartials", Op.MIN, "Minimum"), "CombineTotals": _combine_totals, "TotalOwnedRows": lambda: _total_owned_rows(s.nlevel, _combines(s)),
              "LoadRow": _load_row, "StoreRow": _store_row, "RowSum": lambda: _row_reduce("RowSum", Op.REDUCE_SUM),
@@ -982,7 +1101,5 @@ def row_split_class(name: str, s: RowSchedule) -> KernelClass:
         + tuple(f"{a[len('attr_'):]}Bits" for a in s.float_scalars if a.startswith("attr_")),
         init=tuple(Assign(m, Sym(f)) for m, f in INIT_MEMBERS) + tuple(Assign(m, f) for m, f in s.dim_values)
         + tuple(FAssign(a, FBits(Sym(f"{a[len('attr_'):]}Bits"))) for a in s.float_scalars if a.startswith("attr_")),
-        process=(If((Constraint("==", Sym("strategy"), Lit(1)),), (Call("RowSplit"),),
-                    (If((Constraint("==", Sym("strategy"), Lit(3)),), (Call("ColStream"),), (Call("ColSplit"),)),)
-                    if s.stream_levels else (Call("ColSplit"),)),),
+        process=_process(s),
         methods=tuple(methods + ext), tparams=tuple(s.tparams), doc="ROW_SPLIT / COL_SPLIT schedule")

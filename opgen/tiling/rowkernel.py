@@ -26,12 +26,16 @@ the last a tail) of `groupRows` rows, re-read from GM for each row-reduction lev
 chunks in chunk order, then exchanged as in COL_SPLIT; a softmax's maximum and sum in one online pass) and once
 more for the outputs: the row inputs are read at most (levels + 1) times (docs/design.md, COL_STREAM).
 
-ROW_CHUNK (strategy 4; only for a `chunkable` program: nothing combined across a row's columns or across rows, no
+ROW_CHUNK (strategy 4; for a `chunkable` program: nothing combined across a row's columns or across rows, no
 per-row output): rows split over the cores as in ROW_SPLIT, each row walked in `colsPerPass` column chunks of
 `groupRows` rows (COL_SPLIT's chunk loop over this core's rows and the whole row). Where a row does not fit UB it
 competes with COL_SPLIT by estimated time (`_chunk_or_slice`: the cost model's memory, vector and issue terms,
 docs/reference/kernel_cost.md §2): few rows leave cores idle in ROW_CHUNK, many rows make COL_SPLIT issue every
-instruction once per row on every core.
+instruction once per row on every core. For a `row_resident` program (row reductions, nothing summed over rows)
+ROW_CHUNK keeps a group's row inputs in UB whole, as stored in GM (two buffers: the next group's copy overlaps),
+and runs each reduction level and then the outputs over the row's column chunks with fp32 temporaries of one
+chunk: the reductions complete on the core that owns the row, nothing is exchanged and every input is read once
+(`_resident_or_slice` prices it against COL_SPLIT, whose groups pay two SyncAll per level).
 
 Units: elements unless a name ends in Bytes. Facts: docs/reference/ascendc.md §1.5 (TQue/TBuf, double buffering),
 §1.7-§1.8 (DataCopyPad, 32-byte UB alignment), §2.5 (blockDim, tails), §3 (UB sizes).
@@ -39,12 +43,13 @@ Units: elements unless a name ends in Bytes. Facts: docs/reference/ascendc.md §
 
 from __future__ import annotations
 
+import dataclasses
 from fractions import Fraction
 
 from opgen.errors import SpecError
 from opgen.kernel.rowcounts import (COL_SPLIT, COL_STREAM, ROW_CHUNK, ROW_SPLIT, RowCounts, chunkable,  # noqa: F401
-                                    fixed_needs, stage_dtypes, stage_element)
-from opgen.platforms.cost import (BARRIER_CYCLES, BURST_OVERHEAD_BYTES, CLOCK_HZ, HBM_BYTES_PER_S,
+                                    fixed_needs, row_resident, stage_dtypes, stage_element)
+from opgen.platforms.cost import (BARRIER_CYCLES, BURST_OVERHEAD_BYTES, CLOCK_HZ, HBM_BYTES_PER_S, SYNC_ALL_CYCLES,
                                   VEC_ISSUE_CYCLES, VEC_REPEAT_BYTES)
 from opgen.kernel.rowprog import MASK_LANES
 from opgen.tiling.buffers import Buffer, fixed_bytes, row_bytes
@@ -113,6 +118,24 @@ def col_plan(c: RowCounts, cols, bytes_of) -> list[Buffer]:
     plan.append(Buffer("sumSlack", "TBuf<VECCALC>", c.rsums_per_level + c.rsums, False, 8, 4,
                        "32-byte rounding of the sum buffers"))
     plan += _fixed_plan(c, cols, COL_SPLIT, bytes_of)
+    return plan
+
+
+def resident_plan(c: RowCounts, col_align, cols, bytes_of) -> list[Buffer]:
+    """ROW_CHUNK buffers of a `row_resident` program with chunks of `cols` columns: per row of a group, its inputs
+    whole (`col_align` elements as stored in GM, two buffers), its output chunks (two buffers), its statistics and
+    row reductions; fixed, the fp32 temporaries of one chunk and the fp32 column rows whole (no exchange: no partial
+    rows staged)."""
+    plan = _by_dtype(c.row_in, bytes_of, 2, "resQue", "TQue<VECIN>", True, col_align, "whole row inputs of a group")
+    plan += _by_dtype(c.row_out, bytes_of, 2, "outQue", "TQue<VECOUT>", True, cols, "row-output chunks of a group")
+    plan += stat_plan(c)
+    plan.append(Buffer("sumBuf", "TBuf<VECCALC>", c.rsums_per_level + c.rsums, True, 1, 4,
+                       "partial and total row reductions of the group (fp32)"))
+    plan.append(Buffer("sumSlack", "TBuf<VECCALC>", c.rsums_per_level + c.rsums, False, 8, 4,
+                       "32-byte rounding of the sum buffers"))
+    for b in _fixed_plan(c, cols, ROW_CHUNK, bytes_of):   # the column rows whole, loaded once per core
+        plan.append(dataclasses.replace(b, length=col_align, doc=b.doc + ", whole rows")
+                    if b.name == "colBuf" else b)
     return plan
 
 
@@ -207,6 +230,7 @@ def program(name: str, c: RowCounts, dvars: tuple[str, ...], float_attrs: tuple[
 
     if stream and not streamable(c):
         raise ValueError(f"rows kernel {name}: COL_STREAM needs row reductions and no sums over rows")
+    resident = row_resident(c)
     lanes = MASK_LANES if c.masks else 16   # a compare / select covers whole 256-B repeats of the row
     if c.selects:   # Select's scratch at the top of UB stays free
         ub = p.let("ubUsable", select(ub > SELECT_SCRATCH_BYTES, ub - SELECT_SCRATCH_BYTES, 0),
@@ -220,6 +244,13 @@ def program(name: str, c: RowCounts, dvars: tuple[str, ...], float_attrs: tuple[
     col_cores = p.let("colCores", ceil_div(H, cols_core), "cores used by COL_SPLIT")
     if stream:
         cols_pass = None   # after the strategy: the resident slice (COL_SPLIT) or the streaming chunk (COL_STREAM)
+    elif c.levels and resident:
+        res_cols, res_rows, res_fit, use_res = _resident_or_slice(p, c, R, H, lanes, col_align, cols_core, col_cores,
+                                                                  row_cores, ub, bytes_of)
+        use4 = p.let("useRowChunk", select((rows_fit < 1) & (use_res >= 1), 1, 0),
+                     "1 when a row does not fit ROW_SPLIT and ROW_CHUNK (inputs resident) is chosen")
+        cols_pass = p.let("colsPerPass", select(use4 >= 1, res_cols, cols_core), "columns per pass (COL_SPLIT: the "
+                          "whole slice stays resident; ROW_CHUNK: a chunk of the resident row)", True)
     elif c.levels:
         cols_pass = p.let("colsPerPass", cols_core + 0, "columns per COL_SPLIT pass: the whole slice stays resident",
                           True)
@@ -237,14 +268,24 @@ def program(name: str, c: RowCounts, dvars: tuple[str, ...], float_attrs: tuple[
             cols_pass = p.let("colsPerPass", emax(lanes, emin(cols_core, cols_fit)),
                               "columns per COL_SPLIT pass (no row reduction: the slice is walked in chunks)", True)
     if stream:
-        return _stream_program(p, c, R, S, B, H, ak, dk, cores, ub, lanes, cols_core, col_cores, rows_fit, row_cores,
-                               plans, bytes_of, float_attrs, attrs, extras)
-    grp_fit, _cc, group_rows, plans[COL_SPLIT] = col_split(p, H, R, cores, ub, lambda cols: col_plan(c, cols, bytes_of),
-                                                           cols_core, col_cores, cols_pass)
+        return _stream_program(p, c, R, S, B, H, ak, dk, cores, ub, lanes, col_align, cols_core, col_cores, rows_fit,
+                               row_cores, plans, bytes_of, float_attrs, attrs, extras)
+    if c.levels and resident:   # COL_SPLIT's groups are sized by its slice; ROW_CHUNK's by its own plan
+        grp_fit, _cc, group_rows, plans[COL_SPLIT] = col_split(
+            p, H, R, cores, ub, lambda cols: col_plan(c, cols, bytes_of), cols_core, col_cores, cols_core,
+            group_alt=(use4 >= 1, res_rows))
+        plans[ROW_CHUNK] = resident_plan(c, col_align, res_cols, bytes_of)
+    else:
+        grp_fit, _cc, group_rows, plans[COL_SPLIT] = col_split(
+            p, H, R, cores, ub, lambda cols: col_plan(c, cols, bytes_of), cols_core, col_cores, cols_pass)
     # rows stay whole when they fit, unless nothing is reduced per row and there are fewer rows than column slices
     prefer_rows = (rows_fit >= 1) if c.levels else (rows_fit >= 1) & (R >= col_cores)
     if c.acc_reads:   # two passes over the rows around the cross-core exchange: ROW_SPLIT only
         strategy = p.let("strategy", lit(ROW_SPLIT) + 0, "1 ROW_SPLIT (two passes over the rows: always)", True)
+    elif c.levels and resident:
+        strategy = p.let("strategy", select(use4 >= 1, ROW_CHUNK, select(prefer_rows | (grp_fit < 1), ROW_SPLIT,
+                                                                         COL_SPLIT)),
+                         "1 ROW_SPLIT, 2 COL_SPLIT, 4 ROW_CHUNK (inputs resident)", True)
     elif chunkable(c):
         strategy = p.let("strategy", select(prefer_rows | (grp_fit < 1), ROW_SPLIT,
                                             select(use_chunks >= 1, ROW_CHUNK, COL_SPLIT)),
@@ -254,8 +295,15 @@ def program(name: str, c: RowCounts, dvars: tuple[str, ...], float_attrs: tuple[
                          "1 ROW_SPLIT, 2 COL_SPLIT", True)
     p.let("colsPerReduceCore", align_up(ceil_div(H, row_cores), 16),
           "columns each core sums in the cross-core reduction (ROW_SPLIT)", True)
-    p.let("fits", select(strategy.eq(ROW_SPLIT), rows_fit >= 1, grp_fit >= 1), "1 when the chosen plan fits UB", True)
-    rows_over_cores = (strategy.eq(ROW_SPLIT) | strategy.eq(ROW_CHUNK)) if chunkable(c) else strategy.eq(ROW_SPLIT)
+    if c.levels and resident:
+        p.let("fits", select(strategy.eq(ROW_SPLIT), rows_fit >= 1, select(strategy.eq(ROW_CHUNK), res_fit >= 1,
+                                                                            grp_fit >= 1)),
+              "1 when the chosen plan fits UB", True)
+    else:
+        p.let("fits", select(strategy.eq(ROW_SPLIT), rows_fit >= 1, grp_fit >= 1), "1 when the chosen plan fits UB",
+              True)
+    rows_over_cores = (strategy.eq(ROW_SPLIT) | strategy.eq(ROW_CHUNK)) if chunkable(c) or (c.levels and resident) \
+        else strategy.eq(ROW_SPLIT)
     block_dim = p.let("blockDim", select(rows_over_cores, row_cores, col_cores), "AIV cores launched", True)
     p.let("tilingKey", ak * 100 + dk * 10 + strategy, "attrKey * 100 + dtypeKey * 10 + strategy", True)
     per_core = c.col_acc + 2 * c.brow_acc + c.total_acc
@@ -273,7 +321,12 @@ def program(name: str, c: RowCounts, dvars: tuple[str, ...], float_attrs: tuple[
         ws_cols = p.let("wsColBytes", (block_dim * c.rsums_per_level + c.rsums) * align_up(group_rows, 8) * 4,
                         "COL_SPLIT: partial row reductions of every core and their totals (fp32), each slot 32-byte "
                         "aligned")
-    p.let("workspaceBytes", select(strategy.eq(ROW_SPLIT), ws_rows, ws_cols), "user workspace (bytes)", True)
+    if c.levels and resident:
+        p.let("workspaceBytes", select(strategy.eq(ROW_SPLIT), ws_rows, select(strategy.eq(ROW_CHUNK), 0 * ws_cols,
+                                                                                ws_cols)),
+              "user workspace (bytes; ROW_CHUNK exchanges nothing)", True)
+    else:
+        p.let("workspaceBytes", select(strategy.eq(ROW_SPLIT), ws_rows, ws_cols), "user workspace (bytes)", True)
     _tail_fields(p, S, B, H, R, float_attrs, attrs, extras)
     return p, plans
 
@@ -330,6 +383,64 @@ def _chunk_or_slice(p, c, R, H, lanes, col_align, cols_core, col_cores, cols_fit
     return cols, use
 
 
+def _resident_or_slice(p, c, R, H, lanes, col_align, cols_core, col_cores, row_cores, ub, bytes_of):
+    """ROW_CHUNK of a `row_resident` program (module docstring) against COL_SPLIT, for a row that does not fit
+    ROW_SPLIT: (colsPerPass of ROW_CHUNK, its group rows, its fit, useResident). The chunk is the widest that fits
+    beside one group row's resident inputs (a multiple of the row's lane quantum, at most the row); the group as many
+    rows as then fit. Each is priced by the cost model of docs/reference/kernel_cost.md §2 in AI Core cycles, as
+    `_chunk_or_slice` does (memory: bytes and bursts; vector: a core's elements times its instructions; issue: a
+    core's instruction issues and barriers), with what differs:
+      ROW_CHUNK  instructions a row = pinstrs per chunk (each phase runs its instructions over every chunk);
+                 bursts a row = one per input (the whole row) + one per output chunk
+      COL_SPLIT  instructions a row = vinstrs on every core; per group of its rows, two SyncAll per
+                 row-reduction level (the exchange)
+    useResident is 1 when ROW_CHUNK fits and COL_SPLIT does not, or ROW_CHUNK's time is at most COL_SPLIT's."""
+    none = resident_plan(c, col_align, lit(0), bytes_of)
+    probe = resident_plan(c, col_align, lit(STREAM_PROBE_COLS), bytes_of)
+    base = row_bytes(none) + fixed_bytes(none) + PASS_SLACK_BYTES
+    per_probe = p.let("rowChunkProbeBytes", row_bytes(probe) + fixed_bytes(probe) - row_bytes(none) - fixed_bytes(none),
+                      f"UB bytes of {STREAM_PROBE_COLS} chunk columns of a one-row ROW_CHUNK group (row reductions: "
+                      f"inputs resident)")
+    cols_fit = p.let("rowChunkColsFit", select(ub > base, (ub - base) * STREAM_PROBE_COLS // per_probe, 0)
+                     // lanes * lanes, f"chunk columns that fit beside one resident row (multiple of {lanes})")
+    chunk = p.let("rowChunkCols", emax(lanes, emin(col_align, cols_fit)),
+                  "columns per ROW_CHUNK chunk (row reductions: the row's inputs resident)")
+    plan = resident_plan(c, col_align, chunk, bytes_of)
+    fixed = fixed_bytes(plan)
+    fit = p.let("rowChunkFit", select(ub > fixed, (ub - fixed) // row_bytes(plan), 0),
+                "rows of a ROW_CHUNK group that fit (row reductions: inputs resident)")
+    rows_core = ceil_div(R, row_cores)
+    group = p.let("rowChunkRows", emax(1, emin(emin(fit, 1024), rows_core)), "rows per ROW_CHUNK group")
+    ins = sum(n for _d, n in c.row_in)
+    outs = sum(n for _d, n in c.row_out)
+    elem = lit(0)
+    for d, n in list(c.row_in) + list(c.row_out):
+        elem = elem + bytes_of(d) * n
+    ratio = Fraction(int(CLOCK_HZ), int(HBM_BYTES_PER_S))
+    num, den = ratio.numerator, ratio.denominator
+    per_issue = VEC_ISSUE_CYCLES + BARRIER_CYCLES
+    lanes32 = VEC_REPEAT_BYTES // 4
+    moved = R * H * elem
+    chunks = ceil_div(H, chunk)
+    mem_r = p.let("rowChunkMemCycles", (moved + R * (chunks * outs + ins) * BURST_OVERHEAD_BYTES) * num // den,
+                  "ROW_CHUNK: estimated HBM cycles (bytes and bursts)")
+    pin = max(c.pinstrs, c.vinstrs, 1)
+    run_r = p.let("rowChunkRunCycles", rows_core * H * pin // lanes32 + rows_core * chunks * (pin * per_issue),
+                  "ROW_CHUNK: estimated vector and issue cycles of a core")
+    slice_fit = _group_rows_fit(p, c, cols_core, ub, bytes_of, "sliceGroupFit", "COL_SPLIT's resident slices")
+    slice_rows = emax(1, emin(emin(slice_fit, 1024), R))
+    vin = max(c.vinstrs, 1)
+    mem_s = p.let("sliceMemCycles", (moved + R * col_cores * (ins + outs) * BURST_OVERHEAD_BYTES) * num // den,
+                  "COL_SPLIT: estimated HBM cycles (bytes and bursts)")
+    run_s = p.let("sliceRunCycles", R * cols_core * vin // lanes32 + R * (vin * per_issue)
+                  + ceil_div(R, slice_rows) * (2 * max(c.levels, 1) * int(SYNC_ALL_CYCLES)),
+                  "COL_SPLIT: estimated vector, issue and SyncAll cycles of a core")
+    use = p.let("useResident", select((fit >= 1) & ((slice_fit < 1) | (emax(mem_r, run_r) <= emax(mem_s, run_s))),
+                                      1, 0),
+                "1 when ROW_CHUNK (inputs resident) fits and is estimated no slower than COL_SPLIT, or only it fits")
+    return chunk, group, fit, use
+
+
 def _tail_fields(p, S, B, H, R, float_attrs, attrs, extras) -> None:
     """The fields every rows tiling ends with: the extents, the float attributes' bits, the view dims."""
     p.let("seqLen", S + 0, "rows per batch", True)
@@ -342,10 +453,11 @@ def _tail_fields(p, S, B, H, R, float_attrs, attrs, extras) -> None:
         p.let(n, v + 0, d, True)
 
 
-def _stream_program(p, c, R, S, B, H, ak, dk, cores, ub, lanes, cols_core, col_cores, rows_fit, row_cores, plans,
-                    bytes_of, float_attrs, attrs, extras):
-    """The strategies of a streaming rows tiling (`program` with stream): ROW_SPLIT when a row fits, else
-    COL_SPLIT when a core's resident slice of one row fits, else COL_STREAM — the slice walked in chunks of
+def _stream_program(p, c, R, S, B, H, ak, dk, cores, ub, lanes, col_align, cols_core, col_cores, rows_fit, row_cores,
+                    plans, bytes_of, float_attrs, attrs, extras):
+    """The strategies of a streaming rows tiling (`program` with stream): ROW_SPLIT when a row fits, else ROW_CHUNK
+    with the row's inputs resident when that fits and is estimated no slower than COL_SPLIT (`_resident_or_slice`),
+    else COL_SPLIT when a core's resident slice of one row fits, else COL_STREAM — the slice walked in chunks of
     `colsPerPass` columns (a multiple of the row's lane quantum, the last chunk a tail) re-read from GM for each
     row-reduction level and for the output phase, `groupRows` rows per chunk. Returns (program, plans)."""
     plan_for = lambda cols: col_plan(c, cols, bytes_of)   # noqa: E731
@@ -371,24 +483,36 @@ def _stream_program(p, c, R, S, B, H, ak, dk, cores, ub, lanes, cols_core, col_c
                         f"columns of a COL_STREAM chunk: streamRows rows at once unless that leaves fewer than "
                         f"{STREAM_MIN_COLS}")
     prefer_rows = rows_fit >= 1
-    strategy = p.let("strategy", select(prefer_rows | (res_fit < 1) & (stream_cols < lanes), ROW_SPLIT,
-                                        select(res_fit >= 1, COL_SPLIT, COL_STREAM)),
-                     "1 ROW_SPLIT, 2 COL_SPLIT, 3 COL_STREAM (the slice of one row does not fit UB)", True)
+    rc_cols, rc_rows, rc_fit, rc_use = _resident_or_slice(p, c, R, H, lanes, col_align, cols_core, col_cores,
+                                                          row_cores, ub, bytes_of)
+    use4 = p.let("useRowChunk", select((rows_fit < 1) & (rc_use >= 1), 1, 0),
+                 "1 when a row does not fit ROW_SPLIT and ROW_CHUNK (inputs resident) is chosen")
+    strategy = p.let("strategy", select(use4 >= 1, ROW_CHUNK, select(
+        prefer_rows | (res_fit < 1) & (stream_cols < lanes), ROW_SPLIT, select(res_fit >= 1, COL_SPLIT, COL_STREAM))),
+        "1 ROW_SPLIT, 2 COL_SPLIT, 3 COL_STREAM (the slice of one row does not fit UB), 4 ROW_CHUNK (inputs "
+        "resident)", True)
     cols_pass = p.let("colsPerPass", select(strategy.eq(COL_STREAM), emin(cols_core, emax(lanes, stream_cols)),
-                                            cols_core),
-                      "columns per COL_SPLIT pass (the whole slice stays resident) or COL_STREAM chunk", True)
+                                            select(strategy.eq(ROW_CHUNK), rc_cols, cols_core)),
+                      "columns per COL_SPLIT pass (the whole slice stays resident), COL_STREAM chunk or ROW_CHUNK "
+                      "chunk of the resident row", True)
     grp_fit, _cores, group_rows, plans[COL_SPLIT] = col_split(p, H, R, cores, ub, plan_for, cols_core, col_cores,
-                                                           cols_pass)
+                                                           select(strategy.eq(ROW_CHUNK), cols_core, cols_pass),
+                                                           group_alt=(use4 >= 1, rc_rows))
     plans[COL_STREAM] = plans[COL_SPLIT]
+    plans[ROW_CHUNK] = resident_plan(c, col_align, rc_cols, bytes_of)
     p.let("colsPerReduceCore", align_up(ceil_div(H, row_cores), 16),
           "columns each core sums in the cross-core reduction (ROW_SPLIT)", True)
-    p.let("fits", select(strategy.eq(ROW_SPLIT), rows_fit >= 1, grp_fit >= 1), "1 when the chosen plan fits UB", True)
-    block_dim = p.let("blockDim", select(strategy.eq(ROW_SPLIT), row_cores, col_cores), "AIV cores launched", True)
+    p.let("fits", select(strategy.eq(ROW_SPLIT), rows_fit >= 1, select(strategy.eq(ROW_CHUNK), rc_fit >= 1,
+                                                                        grp_fit >= 1)),
+          "1 when the chosen plan fits UB", True)
+    block_dim = p.let("blockDim", select(strategy.eq(ROW_SPLIT) | strategy.eq(ROW_CHUNK), row_cores, col_cores),
+                      "AIV cores launched", True)
     p.let("tilingKey", ak * 100 + dk * 10 + strategy, "attrKey * 100 + dtypeKey * 10 + strategy", True)
-    ws_rows = p.let("wsRowBytes", 0 * block_dim, "ROW_SPLIT: no cross-core sums")
+    ws_rows = p.let("wsRowBytes", 0 * block_dim, "ROW_SPLIT and ROW_CHUNK: no cross-core sums")
     ws_cols = p.let("wsColBytes", (block_dim * c.rsums_per_level + c.rsums) * align_up(group_rows, 8) * 4,
                     "COL_SPLIT / COL_STREAM: partial row reductions of every core and their totals (fp32), each slot "
                     "32-byte aligned")
-    p.let("workspaceBytes", select(strategy.eq(ROW_SPLIT), ws_rows, ws_cols), "user workspace (bytes)", True)
+    p.let("workspaceBytes", select(strategy.eq(ROW_SPLIT) | strategy.eq(ROW_CHUNK), ws_rows, ws_cols),
+          "user workspace (bytes)", True)
     _tail_fields(p, S, B, H, R, float_attrs, attrs, extras)
     return p, plans

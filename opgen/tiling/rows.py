@@ -31,13 +31,15 @@ def row_split(p: TilingProgram, rows, cores, ub, plan, prefix: str = "", max_pas
     return fit, used
 
 
-def col_split(p: TilingProgram, cols_total, rows, cores, ub, plan_for, cols=None, col_cores=None, cols_pass=None):
+def col_split(p: TilingProgram, cols_total, rows, cores, ub, plan_for, cols=None, col_cores=None, cols_pass=None,
+              group_alt=None):
     """Add the column split (rows too long for UB): `cols_total` columns over the cores in 16-multiple slices,
     rows walked in groups kept resident in UB. `plan_for(columns per pass)` gives the UB buffer plan. Given
     `cols` / `col_cores` (slice width and cores, already in `p`) and `cols_pass` (columns per pass, default the
-    slice), they are used instead of new variables. Returns (groupFit, colCores, groupRows, plan). Fields
-    colsPerCore, colsTail, groupRows, rowsPerOwner (rows each core totals per group in the cross-core row-sum
-    exchange)."""
+    slice), they are used instead of new variables. `group_alt` = (condition, rows): groupRows is `rows` where the
+    condition holds (another strategy sharing the field, sized by its own plan). Returns (groupFit, colCores,
+    groupRows, plan). Fields colsPerCore, colsTail, groupRows, rowsPerOwner (rows each core totals per group in the
+    cross-core row-sum exchange)."""
     if cols is None:
         cols = p.let("colsPerCore", align_up(ceil_div(cols_total, cores), 16), "columns per core (COL_SPLIT)", True)
         col_cores = p.let("colCores", ceil_div(cols_total, cols), "cores used by COL_SPLIT")
@@ -46,7 +48,11 @@ def col_split(p: TilingProgram, cols_total, rows, cores, ub, plan_for, cols=None
     row_bytes = p.let("groupRowBytes", buffer_row_bytes(plan), "UB bytes per resident row (COL_SPLIT)")
     fixed = p.let("groupFixedBytes", buffer_fixed_bytes(plan), "UB bytes held once (COL_SPLIT)")
     fit = p.let("groupFit", select(ub > fixed, (ub - fixed) // row_bytes, 0), "rows per group that fit")
-    group_rows = p.let("groupRows", emax(1, emin(emin(fit, 1024), rows)), "rows per group (COL_SPLIT)", True)
+    own = emax(1, emin(emin(fit, 1024), rows))
+    if group_alt is None:
+        group_rows = p.let("groupRows", own, "rows per group (COL_SPLIT)", True)
+    else:
+        group_rows = p.let("groupRows", select(group_alt[0], group_alt[1], own), "rows per group", True)
     p.let("rowsPerOwner", ceil_div(group_rows, col_cores), "rows each core totals per group (COL_SPLIT)", True)
     return fit, col_cores, group_rows, plan
 

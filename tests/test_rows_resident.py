@@ -1,0 +1,190 @@
+"""ROW_CHUNK with the rows resident: the rows family's schedule for many long rows of a row-reduction program
+(opgen.kernel.rowcounts.row_resident; opgen.tiling.rowkernel `_resident_or_slice`; RowChunk in opgen.kernel.rowsched).
+Each core takes its rows as ROW_SPLIT does, holds a group's row inputs whole in UB as stored in GM, and runs every
+row-reduction level, then the outputs, over the row's column chunks: no cross-core exchange, every input read once.
+
+Checked here by its consequences: which strategy the tiling picks (by rows and row length, from the cost model of
+docs/reference/kernel_cost.md §2), that the buffers the kernel allocates fit UB on every SoC of the spec (recounted
+from the allocations, not read from the tiling program's sums), the GM traffic, that the Kernel-IR interpreter and
+the emulated kernel agree with float64 NumPy written from the operators' formulas (RmsNorm; SoftmaxV2 with rows
+whose maximum grows chunk after chunk and masked stretches), and that renaming changes nothing. More operators run
+ROW_CHUNK against their float64 oracles in tests/test_examples.py (cases with strategy 4)."""
+
+from __future__ import annotations
+
+import re
+import shutil
+from pathlib import Path
+
+import numpy as np
+import pytest
+
+from opgen.check import run_check
+from opgen.ir.dtypes import DType
+from opgen.platforms import PLATFORMS
+from opgen.registry import _load_file
+from opgen.tiling.emit import program_inputs
+
+ROOT = Path(__file__).resolve().parent.parent
+EX = ROOT / "examples" / "specs"
+B1 = PLATFORMS["ascend910b1"]
+
+
+def _unit(path: Path):
+    from opgen.tiling.pipeline import kernel_build
+
+    spec = _load_file(path)
+    return spec, kernel_build(spec)
+
+
+def _tiling(path: Path, rows: int, h: int, dtype: DType, plat=B1, names=("Bd", "H", "T")) -> dict:
+    spec, unit = _unit(path)
+    t = unit.tiling
+    return t.program.evaluate(program_inputs(spec, t.program, t.inputs, {names[0]: (rows,), names[1]: h},
+                                             {names[2]: dtype}, plat, {}))
+
+
+def test_the_strategy_follows_rows_and_row_length():
+    """RmsNorm bf16: rows of 4096 fit UB (ROW_SPLIT); 4096 rows of 16384 do not, and ROW_CHUNK (4) spreads them over
+    every core, in chunks shorter than the row, with no workspace; rows of 65536 (a resident row would need more
+    than UB twice over) take COL_SPLIT. AddRmsNorm at 8192 and SoftmaxV2 fp16 at 32000 (the bench's shapes) take
+    ROW_CHUNK; SoftmaxV2 fp32 over 8 rows of 393216 still streams (3)."""
+    rms, add, sm = EX / "rms_norm.py", EX / "add_rms_norm.py", EX / "softmax.py"
+    assert _tiling(rms, 4096, 4096, DType.bf16)["strategy"] == 1
+    big = _tiling(rms, 4096, 16384, DType.bf16)
+    assert big["strategy"] == 4 and big["tilingKey"] % 10 == 4 and big["blockDim"] == B1.aiv and big["fits"] == 1
+    assert big["colsPerPass"] % 16 == 0 and big["colsPerPass"] < 16384 and big["groupRows"] >= 1
+    assert big["workspaceBytes"] == 0
+    assert _tiling(rms, 4096, 65536, DType.bf16)["strategy"] == 2
+    assert _tiling(add, 4096, 8192, DType.bf16)["strategy"] == 4
+    assert _tiling(sm, 8192, 32000, DType.f16)["strategy"] == 4
+    assert _tiling(sm, 8, 393216, DType.f32)["strategy"] == 3
+    # a few rows on a few cores against the row over every core: the choice turns once as rows grow
+    seq = [_tiling(sm, r, 40000, DType.f16)["strategy"] for r in (1, 2, 3, 8, 48, 400, 8192)]
+    assert seq == sorted(seq, key=lambda s: s == 4) and seq[-1] == 4, seq
+
+
+def _rms_norm_ub(tl: dict, tbytes: int) -> int:
+    """UB bytes RmsNorm's RowChunk allocates for tiling `tl` (opgen.kernel.rowsched._row_chunk, counted by hand from
+    its InitBuffer calls): x whole (two buffers of groupRows rows of colAlign), y chunks (two buffers), the rstd
+    staging (fp32) and its output queue (two), the partial and total sums (2 slots of align8(groupRows) floats), two
+    fp32 work rows of a chunk, gamma whole in fp32, the staging row of a chunk (T), ReduceSum's scratch (one pair per
+    64 floats, aligned to 8, plus the 8-float result block)."""
+    c, g, a = tl["colsPerPass"], tl["groupRows"], tl["colAlign"]
+    g8 = -(-g // 8) * 8
+    red = (-(-(-(-c // 64) * 2) // 8) * 8 + 8) * 4
+    return 2 * g * a * tbytes + 2 * g * c * tbytes + g8 * 4 + 2 * g8 * 4 + 2 * g8 * 4 + 2 * c * 4 + a * 4 \
+        + c * tbytes + red
+
+
+@pytest.mark.parametrize("plat", sorted(p for p in PLATFORMS if PLATFORMS[p].soc_key in ("ascend910b", "ascend910_93")))
+@pytest.mark.parametrize("rows, h", [(4096, 16384), (50, 20001), (4096, 12289), (97, 30000)])
+def test_the_resident_plan_fits_on_every_soc(plat, rows, h):
+    """Where the tiling picks ROW_CHUNK for RmsNorm, the kernel's allocations fit the platform's UB, and the chunk
+    is the widest multiple of 16 that does (16 columns more would not fit with one row)."""
+    p = PLATFORMS[plat]
+    for dtype, nbytes in ((DType.bf16, 2), (DType.f32, 4)):
+        tl = _tiling(EX / "rms_norm.py", rows, h, dtype, p)
+        if tl["strategy"] != 4:
+            continue
+        assert _rms_norm_ub(tl, nbytes) <= p.ub_bytes, (plat, rows, h, dtype)
+        if tl["colsPerPass"] < tl["colAlign"]:
+            wider = dict(tl, colsPerPass=tl["colsPerPass"] + 16, groupRows=1)
+            assert _rms_norm_ub(wider, nbytes) > p.ub_bytes - 1024 - 64, (plat, rows, h, dtype)
+
+
+def test_sums_over_rows_and_batch_rows_are_not_served():
+    """A program that sums over rows (LayerNormGradV3's dgamma, dbeta) or reads batch rows (AdaLayerNormV2's scale
+    and shift, reloaded per group) has no resident ROW_CHUNK: its generated kernel has no RowChunk method."""
+    from opgen.codegen import generate
+    from opgen.kernel.rowcounts import row_resident
+    from opgen.registry import load_spec
+
+    for path in (EX / "layer_norm_grad.py", ROOT / "specs" / "ada_layer_norm_v2.py"):
+        spec, unit = _unit(path)
+        assert not row_resident(unit.counts), path
+        assert not any("RowChunk" in text for text in generate(load_spec(str(path))).values()), path
+    for name in ("rms_norm", "add_rms_norm", "softmax", "group_norm", "cross_entropy_loss"):
+        assert row_resident(_unit(EX / f"{name}.py")[1].counts), name
+
+
+def _rms_norm64(x, gamma, eps):
+    x = np.asarray(x, np.float64)
+    rstd = 1.0 / np.sqrt((x * x).mean(-1, keepdims=True) + eps)
+    return x * rstd * np.asarray(gamma, np.float64), rstd
+
+
+@pytest.mark.skipif(shutil.which("g++") is None, reason="g++ not available")
+@pytest.mark.parametrize("engine", ["emu", "kir"])
+@pytest.mark.parametrize("rows, h, dtype", [
+    ((50,), 20001, "bfloat16"),      # 50 rows on 48 cores: two cores take a second row; a chunk tail
+    ((2, 3), 12000, "float32"),      # fp32 rows: 6 cores, chunks of a 48 KB row
+    ((7, 9), 13001, "float32"),      # 63 rows: 15 cores take a second row
+])
+def test_rms_norm_row_chunk_against_float64(engine, rows, h, dtype, examples_gen):
+    """RmsNorm through ROW_CHUNK against float64 (y = x * rsqrt(mean(x^2) + eps) * gamma; rstd), both engines; the
+    emulation counts every input read once but gamma, which each core reads once."""
+    r = run_check(str(EX / "rms_norm.py"), dims={"Bd": rows, "H": h}, dtypes={"T": dtype}, gen_dir=examples_gen,
+                  seed=h + len(rows), progress=False, engine=engine)
+    assert not r.faults and r.passed, r.faults[:3]
+    assert r.tiling_key % 10 == 4, r.tiling_key
+    y, rstd = _rms_norm64(r.inputs["x"], r.inputs["gamma"], 1e-6)
+    tol = {"float32": 2.0**-21, "bfloat16": 2.0**-7}[dtype]
+    got = np.asarray(r.arrays["y"], np.float64)
+    assert np.all(np.abs(got - y) <= 4 * tol * np.abs(y) + 1e-6 * np.abs(y).max()), float(np.abs(got - y).max())
+    got_r = np.asarray(r.arrays["rstd"], np.float64)
+    assert np.allclose(got_r, rstd.reshape(got_r.shape), rtol=2.0**-20, atol=0)
+    if engine == "emu":
+        cores = min(int(np.prod(rows)), B1.aiv)
+        extra = (cores - 1) * h * {"float32": 4, "bfloat16": 2}[dtype]   # gamma once per core, not once in all
+        assert r.gm_bytes == r.gm_bytes_min + extra, (r.gm_bytes, r.gm_bytes_min, extra)
+
+
+@pytest.mark.skipif(shutil.which("g++") is None, reason="g++ not available")
+@pytest.mark.parametrize("engine", ["emu", "kir"])
+def test_softmax_row_chunk_with_a_growing_maximum(engine, examples_gen):
+    """SoftmaxV2 fp16 over 60 rows of 40000 (ROW_CHUNK, an online maximum and sum over the row's chunks): rows whose
+    maximum grows chunk after chunk (up to 200: exp(200) overflows fp32, so a sum not rescaled to the running
+    maximum would be inf), a descending row, -inf over the first half of a row (a chunk of -inf first) and over the
+    second half of another, random rows. Equal to float64 softmax within a few fp16 roundings, rows summing to 1."""
+    h, n = 40000, 60
+    rng = np.random.default_rng(11)
+    x = rng.standard_normal((n, h)) * 8.0
+    x[0] = np.linspace(-50.0, 200.0, h)
+    x[1] = np.linspace(150.0, -100.0, h)
+    x[2, : h // 2] = -np.inf
+    x[3, h // 2:] = -np.inf
+    x = x.astype(np.float16)
+    r = run_check(str(EX / "softmax.py"), inputs={"x": x}, dtypes={"T": "float16"}, gen_dir=examples_gen,
+                  progress=False, engine=engine)
+    assert not r.faults and r.passed and r.tiling_key % 10 == 4, (r.faults[:3], r.tiling_key)
+    x64 = x.astype(np.float64)
+    e = np.exp(x64 - x64.max(-1, keepdims=True))
+    want = e / e.sum(-1, keepdims=True)
+    got = np.asarray(r.arrays["y"], np.float64)
+    assert np.all(np.isfinite(got))
+    assert np.all(np.abs(got - want) <= 4 * 2.0**-11 * want + 2.0**-24), float(np.abs(got - want).max())
+    assert np.all(got[2, : h // 2] == 0) and np.all(got[3, h // 2:] == 0)
+    assert np.allclose(got.sum(-1), 1.0, rtol=0, atol=2e-2)
+    if engine == "emu":
+        assert r.gm_bytes == r.gm_bytes_min, (r.gm_bytes, r.gm_bytes_min)   # x read once, y written once
+
+
+def test_renaming_changes_nothing(tmp_path):
+    """RmsNorm with the operator, its dims, tensors and dtype variable renamed: the same strategies, chunks, groups,
+    cores and cost estimates at every shape."""
+    text = (EX / "rms_norm.py").read_text()
+    for old, new in (("RmsNorm", "NormQq"), ("aclnnRmsNorm", "aclnnNormQq"), ("Bd", "Lqq"), ("H", "Kqq"),
+                     ("x", "inqq"), ("gamma", "wqq"), ("y", "outqq"), ("rstd", "rqq"), ("T", "Xqq")):
+        text = re.sub(rf"(?<![\w]){old}(?![\w])", new, text)
+    p = tmp_path / "norm_qq.py"
+    p.write_text(text)
+    spec, unit = _unit(p)
+    assert spec.name == "NormQq"
+    keys = ("strategy", "colsPerPass", "groupRows", "blockDim", "rowChunkRunCycles", "sliceRunCycles", "useResident",
+            "fits")
+    for rows, h in ((5, 16384), (50, 20001), (4096, 16384), (4096, 65536), (4096, 1000)):
+        for dt in (DType.f32, DType.f16, DType.bf16):
+            a = _tiling(EX / "rms_norm.py", rows, h, dt)
+            b = _tiling(p, rows, h, dt, names=("Lqq", "Kqq", "Xqq"))
+            assert {k: a.get(k) for k in keys} == {k: b.get(k) for k in keys}, (rows, h, dt)
