@@ -3,7 +3,8 @@
 The rows family lowers a specialisation's tensor IR to a row program (opgen.kernel.rowprog) one node at a time, so
 the instruction stream can hold what no tensor pass sees: a per-row scalar broadcast with Duplicate only to divide
 by it, two Muls by per-row scalars in a row, an instruction computed twice, a scalar copied. `ROW_PASSES` is the
-default list of rewrites (the exact ones; `FAST_ROW_PASSES` adds the inexact, opt-in ones); `optimize` (the pass manager of this level) runs them in order on the program as lowered
+default list of rewrites (the exact ones and one inexact rewrite on a proven range; `FAST_ROW_PASSES` adds the
+inexact, opt-in ones); `optimize` (the pass manager of this level) runs them in order on the program as lowered
 (single-assignment names, graph order: before scheduling, phases and buffer allocation) and returns what each
 changed. Every rewrite is a function `rewrite(p: RowProgram) -> int` (the number of rewrites made) that keeps the
 program's meaning within the precision bound stated in its docstring (docs/reference/kernel_cost.md §4).
@@ -63,7 +64,33 @@ def _replace_uses(p: RowProgram, where: dict[str, str]) -> None:
     p.late_stores = [(where.get(v, v), g, r) for v, g, r in p.late_stores]
 
 
-def reciprocal_of_broadcast_divisor(p: RowProgram) -> int:
+def reciprocal_of_softmax_sum(p: RowProgram) -> int:
+    """`reciprocal_of_broadcast_divisor` where the divisor's range is proven: a row sum s of exp(v - max v) (the
+    denominator of a softmax: s = rsum(Exp(Adds(v, -(m)))) with m = rmax(v) of the same row v). The term at the
+    maximum is exp(0) = 1 and every term lies in [0, 1], so 1 <= s <= H (< 2^31): 1 / s is a normal fp32 and
+    RN(x * RN(1/s)) is within 3u relative of x / s (u = 2^-24; at most 2 fp32 ulp from the correctly rounded
+    quotient, 2^9 below CANN's tightest criterion). A NaN row (a NaN or an all -inf v) gives NaN either way. A
+    Duplicate + Div (3 cycles a 64-lane repeat: Div runs at 32 lanes) becomes a Muls (1). Returns the number of
+    divisions rewritten."""
+    by = {i.dst: i for i in p.instrs if i.dst}
+    sums = set()
+    for i in p.instrs:
+        if i.kind != "rsum" or len(i.srcs) != 1:
+            continue
+        e = by.get(i.srcs[0])
+        if e is None or e.kind != "vunary" or e.op != "Exp" or len(e.srcs) != 1:
+            continue
+        a = by.get(e.srcs[0])
+        if a is None or a.kind != "vscalar" or a.op != "Adds" or len(a.srcs) != 1:
+            continue
+        m = re.fullmatch(r"-\((\w+)\)", (a.arg or "").replace(" ", ""))
+        mx = by.get(m.group(1)) if m else None
+        if mx is not None and mx.kind == "rmax" and mx.srcs == a.srcs:
+            sums.add(i.dst)
+    return reciprocal_of_broadcast_divisor(p, only=sums) if sums else 0
+
+
+def reciprocal_of_broadcast_divisor(p: RowProgram, only: set | None = None) -> int:
     """x / s with s a per-row or scalar value (lowered as Duplicate of s, then Div) -> x * r with r = 1 / s computed
     once per row on the scalar unit (a C++ float expression) and applied with Muls: one vector instruction
     (Duplicate) less per row and a Div (32 lanes per cycle) becomes a Muls (64; docs/reference/ascendc.md §3).
@@ -71,9 +98,11 @@ def reciprocal_of_broadcast_divisor(p: RowProgram) -> int:
     Precision: RN(x * RN(1/s)) is within 3u relative of x/s (RECIPROCAL_REL_BOUND plus the final rounding; u =
     2^-24), at most 2 fp32 ulp from the correctly rounded quotient, more than 2^9 below CANN's tightest criterion
     (2^-13): the rows compute in fp32 whatever the tensors' dtypes, so the rewrite is made for every spec. Only
-    row-space divisions (once per row) are rewritten; a Duplicate with another user stays. Returns the number of
-    divisions rewritten."""
-    dups = {i.dst: i for i in p.instrs if i.kind == "vdup" and i.space == "row"}
+    row-space divisions (once per row) are rewritten; a Duplicate with another user stays. With `only` (scalar
+    names), only a Duplicate of exactly one of them is a divisor rewritten. Returns the number of divisions
+    rewritten."""
+    dups = {i.dst: i for i in p.instrs if i.kind == "vdup" and i.space == "row"
+            and (only is None or (i.arg or "").strip() in only)}
     uses = _uses(p)
     divs = {}
     for i in p.instrs:
@@ -200,9 +229,11 @@ def remove_dead_values(p: RowProgram) -> int:
 
 RowPass = Callable[[RowProgram], int]
 
-ROW_PASSES: list[RowPass] = [propagate_scalar_copies, reuse_computed_values, remove_dead_values]
+ROW_PASSES: list[RowPass] = [propagate_scalar_copies, reuse_computed_values, reciprocal_of_softmax_sum,
+                             remove_dead_values]
 """The kernel-level algebra run on every row program of the rows family, in order (module docstring): the exact
-rewrites only, so the kernel computes the interpreter's device-mode values."""
+rewrites, and the one inexact rewrite whose operand's range is proven (reciprocal_of_softmax_sum: within 2 fp32 ulp
+of the interpreter's device-mode quotient); every other rewrite keeps the interpreter's device-mode values."""
 
 FAST_ROW_PASSES: list[RowPass] = [propagate_scalar_copies, reuse_computed_values, reciprocal_of_broadcast_divisor,
                                   fold_multiply_chains, reuse_computed_values, remove_dead_values]

@@ -162,7 +162,8 @@ def fixed_needs(c, strategy: int) -> dict[str, int]:
     0 = not allocated. A buffer is allocated only when that strategy's code reads it (docs/reference/ascendc.md
     §1.5: every TBuf/TQue is carved out of UB by InitBuffer whether read or not):
 
-    workBuf   the fp32 row temporaries, at least two (the cross-core sums read w_[0] and w_[1]);
+    workBuf   the fp32 row temporaries, at least two (the cross-core sums read w_[0] and w_[1]) but in ROW_CHUNK,
+              which exchanges nothing (at least one);
     browBuf   the batch rows and per-batch sums, when the program has any;
     colBuf    the column rows and column sums, when the program has any;
     paramQue  staging of LoadRow: batch/column loads, and the partial rows read back from workspace (ROW_SPLIT
@@ -176,7 +177,8 @@ def fixed_needs(c, strategy: int) -> dict[str, int]:
         raise ValueError(f"rows kernel strategy {strategy}: 1 (ROW_SPLIT), 2 (COL_SPLIT) or 4 (ROW_CHUNK)")
     get = _getter(c)
     tot, accs, exchange = _exchange(c, strategy)
-    return {"workBuf": max(get("temps"), 2), "browBuf": get("brow"), "colBuf": get("col"),
+    return {"workBuf": max(get("temps"), 1 if strategy == ROW_CHUNK else 2), "browBuf": get("brow"),
+            "colBuf": get("col"),
             "paramQue": int(bool(get("loads") or exchange)), "accOutQue": int(bool(accs or exchange)),
             "reduceBuf": int(bool(get("rsums") or tot or get("btotals")))}
 

@@ -231,6 +231,8 @@ def _fixed_buffers(s: RowSchedule, bufs: dict, batch: bool = False, stage: tuple
     rows = (("workBuf", "w_", s.temps), ("browBuf", "brow_", s.nbrow), ("colBuf", "colv_", s.ncol))
     for buf, arr, n in rows:
         if bufs.get(buf):
+            if buf == "workBuf":   # the strategy's count (opgen.kernel.rowcounts.fixed_needs)
+                n = bufs[buf]
             per = mul(Sym("pass"), Sym("rowStride_")) if batch and buf == "workBuf" else \
                 _COLA if whole_cols and buf == "colBuf" else Sym("rowStride_")
             out.append(InitBuffer(f"{buf}_", mul(n, per, f4)))
