@@ -79,10 +79,35 @@ def test_which_instructions_run_over_all_rows():
     p = _prog([cast, sq, rs, by_row, by_attr, by_col, out])
     assert batchable(p)
     assert [batched(i, p) for i in p.instrs] == [True, True, False, False, True, False, True]
-    # per-batch rows (the batch bookkeeping runs row by row), column-dependent lanes, masks: row by row throughout
+    # per-batch rows (the batch bookkeeping runs row by row), column-dependent lanes: row by row throughout
     assert not batchable(_prog([cast, out], brow=["b0"]))
     assert not batchable(_prog([cast, Instr("viota", "w1", arg="0.0f"), out]))
-    assert not batchable(_prog([cast, Instr("vcmps", "w1", ("w0",), "GT", "0.0f"), out]))
+    # masks packed over all rows of a pass: batched when every compare / select is, not one inside a row loop
+    cmp = Instr("vcmps", "w1", ("w0",), "GT", "0.0f")
+    sel = Instr("vsels", "w2", ("w1", "w0"), arg="0.0f")
+    assert batchable(_prog([cast, cmp, sel, out]))
+    per_row_sel = Instr("vsels", "w2", ("w1", "w0"), arg="s0")      # chooses a per-row value: row by row
+    assert not batchable(_prog([cast, sq, rs, cmp, per_row_sel, out]))
+    inside = Instr("vscalar", "w0", ("w0",), "Adds", "s0")           # reads s0 after the compare: s0's row loop
+    assert not batchable(_prog([cast, sq, rs, cmp, sel, inside, out]))     # holds the compare
+    assert batchable(_prog([cast, cmp, sel, sq, rs, inside, out]))
+
+
+def test_masks_and_byte_rows_are_issued_over_all_rows_when_a_row_fills_whole_mask_bytes():
+    # MaskedFill (examples/specs/masked_fill.py: out = where(mask, value, self), mask bool): the byte row widened
+    # through half, the compare, the select all once a pass with count k * rowStride_ (the compare and select over
+    # whole 256-B repeats of it) when H is a multiple of 8 (a row's lanes fill whole mask bytes); else row by row
+    (k,) = kernel_classes(load_spec(str(EX / "masked_fill.py")))
+    (branch,) = [s for s in k.method("Compute").body if isinstance(s, kir.If)]
+    assert repr(branch.cond) == repr((kir.Constraint("==", Bin("%", Sym("n_"), kir.Lit(8)), kir.Lit(0)),))
+    assert not any(isinstance(s, kir.For) for s in branch.then)
+    over_pass = Bin("*", Sym("k"), Sym("rowStride_"))
+    ops = {s.op.name: s.arg("count") for s in _vector_work(branch.then)}
+    assert set(ops) == {"CAST", "COMPARE_SCALAR", "CAST_FROM", "DUPLICATE", "SELECT", "CAST_TO"}
+    assert ops["CAST"] == over_pass and repr(over_pass) in repr(ops["COMPARE_SCALAR"])
+    (loop,) = branch.orelse
+    assert isinstance(loop, kir.For) and loop.var == "i"
+    assert {s.arg("count") for s in _vector_work(loop.body) if s.op.name == "CAST"} == {Sym("n_")}
 
 
 def test_the_ub_plan_counts_the_row_temporaries_per_row_of_a_pass():

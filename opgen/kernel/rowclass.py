@@ -608,6 +608,17 @@ def _with_rows_reduce(segs: list) -> list:
     return segs if any(c.method in ("RowsSum", "RowsMax") for c in calls) else []
 
 
+def _packed_lanes(p: RowProgram) -> int:
+    """The lanes a row of batched program `p` must fill whole for its packed values (rowprog.packed) to be issued over
+    all rows of a pass: 16 with mask logic (uint16 words of 16 lanes), 8 with a compare or select (a mask byte holds 8
+    lanes), else 0 (halves are lane by lane). A row's lanes past its end (the padding DataCopyPad leaves unwritten) then share no mask byte or
+    word with its own lanes: the emulation and the Kernel-IR interpreter poison a mask byte with any unwritten source
+    lane, where the device computes each lane's bit alone (docs/reference/ascendc.md §1.9)."""
+    if any(i.kind == "vlogic" for i in p.instrs):
+        return 16
+    return 8 if any(i.kind in MASK_KINDS or i.kind in SELECT_KINDS for i in p.instrs) else 0
+
+
 def _stores_early(instrs: list) -> list:
     """`instrs` with each per-row statistic store (sstore) moved to just after the instruction defining the value it
     stores (it reads nothing else), so that value's per-row loop ends sooner (_Printer.batch_segments)."""
@@ -1220,6 +1231,7 @@ def row_split_ir(spec, v: Variant, dims: DimFields, ctx: dict) -> kir.KernelClas
                                       ("RunRows", ctx["strided"]), ("GapBlocks", True)) if on),
         run_extent=dims.sym(dims.layout.extents[-1]) if ctx["strided"] else Lit(1),
         zero_fill=any(i.kind in MASK_KINDS or i.kind in SELECT_KINDS for i in p.instrs),
+        packed_lanes=_packed_lanes(p) if ctx["row_segments"] else 0,
         tiling_struct=f"optiling::{spec.name}TilingData", dim_values=tuple(ctx["dim_values"]),
         presence=tuple(ctx["presence"]), args=tuple(cpp_name(t.name) for t in [*spec.inputs, *spec.outputs]))
     return kir.prune_members(row_split_class(v.cls, sched))

@@ -349,24 +349,56 @@ def lower_elementwise(ctx, r, sp, op, ins) -> None:
         emit(Instr("vbin", r, pair, VECTOR_BINARY[op], space=sp))
 
 
-BATCH_KINDS = ("cast_in", "vbin", "vscalar", "vunary", "vdup", "store")
-"""Kinds ROW_SPLIT may issue once over all rows of a pass (`batched`): elementwise over the rows' fp32 lanes."""
-NO_BATCH_KINDS = ("viota", "vgather", "vseg", "vwiden", "vnarrow", *MASK_KINDS, *SELECT_KINDS)
-"""Kinds whose lanes depend on the column or on a per-row layout of another element size (an index per column, a
-permutation, a per-segment value, halves and bit masks packed densely): a program holding one runs row by row."""
+BATCH_KINDS = ("cast_in", "vbin", "vscalar", "vunary", "vdup", "store", "vwiden", "vnarrow", *MASK_KINDS,
+               *SELECT_KINDS)
+"""Kinds ROW_SPLIT may issue once over all rows of a pass (`batched`): elementwise over the rows' lanes (fp32, or
+halves and bit masks packed densely: lane j of the pass's row i is lane i * colAlign + j of the packed value too)."""
+NO_BATCH_KINDS = ("viota", "vgather", "vseg")
+"""Kinds whose lanes depend on the column or on a per-row layout (an index per column, a permutation, a per-segment
+value): a program holding one runs row by row."""
 PER_ROW_SCALAR_KINDS = ("sexpr", "sload", "scheck", "rsum", "rmax")
 """Kinds whose result is a per-row scalar (one value for each row: read on the scalar unit row by row)."""
+
+
+def packed(i: Instr) -> bool:
+    """Whether instruction `i` writes or reads a value packed densely in another element size than fp32 (a bit mask:
+    MASK_KINDS, SELECT_KINDS; halves: vwiden, vnarrow, a byte row's cast_in / store through half, BYTE_DTYPES). Lane j
+    of a packed value over n lanes lies at bit / half j of the buffer: a value packed over all rows of a pass and one
+    packed row by row place a row's lanes differently, so producer and reader run in the same mode (`batchable`)."""
+    return i.kind in MASK_KINDS or i.kind in SELECT_KINDS or i.kind in ("vwiden", "vnarrow") or i.op == "half"
 
 
 def batchable(p: RowProgram) -> bool:
     """Whether ROW_SPLIT runs row program `p` with its row temporaries [rowsPerPass, colAlign] (one fp32 UB row per
     row of the pass, rows colAlign elements apart as the queues hold them) so that its elementwise row instructions
     (`batched`) cover every row of the pass with one instruction of count k * colAlign (docs/design.md, the rows
-    family: many rows per instruction). Not for a program with a kind of NO_BATCH_KINDS, a byte row (halves packed
-    densely), or per-batch rows (the batch bookkeeping runs once per row)."""
-    if any(i.kind in NO_BATCH_KINDS or i.op == "half" for i in p.instrs):
+    family: many rows per instruction). Not for a program with a kind of NO_BATCH_KINDS or per-batch rows (the
+    batch bookkeeping runs once per row). A program with packed values (`packed`: masks, halves) is batchable when
+    every packed instruction is issued over all rows: each is `batched` and none lies inside the live range of a
+    per-row scalar that a per-row loop holds (a row reduction read row by row, an index check, a scalar of those:
+    opgen.kernel.rowclass._Printer.batch_segments keeps the instructions between its definition and its last use in
+    one per-row loop), so no packed value is written in one mode and read in the other. A byte row is read with a
+    32-byte-aligned row stride (colAlign a multiple of MASK_LANES, opgen.kernel.rowcounts `masks`)."""
+    if any(i.kind in NO_BATCH_KINDS for i in p.instrs) or p.brow:
         return False
-    return not p.brow
+    rows = [i for i in p.instrs if per_row(i)]
+    if not any(packed(i) for i in rows):
+        return True
+    if any(packed(i) and not batched(i, p) for i in rows):
+        return False
+    remat: set = set()   # per-row scalars every per-row loop reads again from UB (a statistic, a scalar of those)
+    for i in rows:
+        if i.kind == "sload" or (i.kind == "sexpr" and all(x in remat or x not in _scalar_defs(rows)
+                                                           for x in _names_in(i))):
+            remat.add(i.dst)
+    held = {i.dst: k for k, i in enumerate(rows) if i.kind in PER_ROW_SCALAR_KINDS and i.dst not in remat}
+    last = {x: k for k, i in enumerate(rows) for x in _names_in(i) if x in held}
+    return not any(packed(i) and any(held[x] < k < last[x] for x in last) for k, i in enumerate(rows))
+
+
+def _scalar_defs(rows: list) -> set:
+    """The per-row scalars (PER_ROW_SCALAR_KINDS) instructions `rows` define."""
+    return {i.dst for i in rows if i.kind in PER_ROW_SCALAR_KINDS}
 
 
 def batched(i: Instr, p: RowProgram) -> bool:

@@ -158,6 +158,8 @@ class RowSchedule:
     tparams: tuple = ()
     tiling_struct: str = "TilingData"
     zero_fill: bool = False    # zero the row, batch and column rows once (a compare / select reads whole repeats)
+    packed_lanes: int = 0      # a batched program with packed values (rowprog.packed): its segments run when a row's
+    #                            lanes fill whole mask bytes (8) / words (16, mask logic), else the per-row loop
     dim_values: tuple = ()     # (int64 member, its tiling field's symbol): dims the row program reads as numbers
     presence: tuple = ()       # (bool member hasInput<k>_, optional input k's Init argument): Init sets it to "not nullptr"
     args: tuple = ()           # every Init argument (the spec's inputs and outputs, in order); () = the bound ones
@@ -375,8 +377,13 @@ def _compute(s: RowSchedule) -> Func:
     if s.row_segments and not s.batch_index:   # instructions over all k rows, the others in per-row loops
         plain = _segments(s.row_segments)
         if s.reduce_segments:
-            body.append(If(ROWS_REDUCE_FITS, _segments(s.reduce_segments), plain,
-                           doc="rows of at most 255 blocks, at most 255 rows: the row reductions over all rows"))
+            plain = (If(ROWS_REDUCE_FITS, _segments(s.reduce_segments), plain,
+                        doc="rows of at most 255 blocks, at most 255 rows: the row reductions over all rows"),)
+        if s.packed_lanes:
+            body.append(If((Constraint("==", Bin("%", Sym("n_"), Lit(s.packed_lanes)), Lit(0)),), plain,
+                           (For("i", Lit(0), _K, Lit(1), tuple(row) + tuple(s.row_body)),),
+                           doc=f"rows of whole {s.packed_lanes}-lane groups: no mask bit or word of a row's lanes "
+                               "packed with its padding; else row by row"))
         else:
             body += list(plain)
     else:
@@ -419,8 +426,8 @@ def _segments(segs) -> tuple:
 def _rows_apart(nodes) -> bool:
     """Whether the iterations of a per-row loop over `nodes` (row `i` of the pass) touch disjoint 32-B blocks where
     one writes (kir.For.disjoint): every vector instruction covers the row's n_ columns of row i of its buffers (the
-    offset exactly i * rowStride_: rows of a batched pass start on 32-byte blocks, opgen.kernel.rowprog.batchable
-    keeps byte rows out of batching) and reads no data-dependent source (Gather), scalar reads and writes are at i
+    offset exactly i * rowStride_: rows of a batched pass start on 32-byte blocks, and opgen.kernel.rowprog.batchable
+    issues every packed value, a byte row's included, over all rows) and reads no data-dependent source (Gather), scalar reads and writes are at i
     (the scalar unit runs in order), and nothing else (a call: a row reduction's shared scratch) is in the loop."""
     row = as_dim(Bin("*", Sym("i"), Sym("rowStride_")))
     for x in walk(tuple(nodes)):
