@@ -115,6 +115,30 @@ def test_scalar_copy_propagation():
     assert [i.dst for i in p.instrs] == ["a", "s1", "r", ""] and p.instrs[2].arg == "s1"
 
 
+def test_a_select_of_a_duplicated_scalar_becomes_selects():
+    """Select(m, x, Duplicate(c)) -> Selects(m, x, c); Select(m, Duplicate(c), x) -> Selects(not m, x, c) with m a
+    Compares of mode NE read only there (EQ: the exact negation, NaN included); LT is not negated (NaN)."""
+    def prog(mode, dup_first, extra=()):
+        sel = ("m", "d", "a") if dup_first else ("m", "a", "d")
+        return _hand([Instr("cast_in", "a", gm="x"), Instr("vcmps", "m", ("a",), mode, "0.0f"),
+                      Instr("vdup", "d", arg="-10000.0f"), Instr("vsel", "r", sel), *extra,
+                      Instr("store", srcs=("r",), gm="y")])
+
+    p = prog("LT", False)
+    assert rowalg.select_with_scalar(p) == 1 and rowalg.remove_dead_values(p) == 1
+    assert [(i.kind, i.op, i.srcs, i.arg) for i in p.instrs[1:3]] == [("vcmps", "LT", ("a",), "0.0f"),
+                                                                      ("vsels", "", ("m", "a"), "-10000.0f")]
+    p = prog("NE", True)
+    assert rowalg.select_with_scalar(p) == 1
+    assert [(i.kind, i.op, i.srcs, i.arg) for i in (p.instrs[1], p.instrs[3])] == [
+        ("vcmps", "EQ", ("a",), "0.0f"), ("vsels", "", ("m", "a"), "-10000.0f")]
+    assert rowalg.select_with_scalar(prog("LT", True)) == 0      # not m is not GE where a is NaN
+    other = Instr("vsel", "q", ("m", "a", "a"))                  # the mask read twice: its mode stays
+    assert rowalg.select_with_scalar(prog("NE", True, (other,))) == 0
+    x = np.array([0.0, -0.0, 1.0, np.nan, np.inf], np.float32)
+    assert np.array_equal(~(x != 0), x == 0)
+
+
 def test_instructions_per_row_before_and_after_on_example_specs():
     """Vector instructions per row without any pass, with the default ROW_PASSES and with the opt-in
     FAST_ROW_PASSES (counted by hand from the programs `opgen graph --stage kernel` prints): the default passes make

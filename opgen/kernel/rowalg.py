@@ -227,16 +227,55 @@ def remove_dead_values(p: RowProgram) -> int:
         p.instrs = keep
 
 
+_NEGATED_CMP = {"EQ": "NE", "NE": "EQ"}
+"""Compare modes whose negation is a mode too for every input, NaN included (x != y is exactly not x == y; LT and GE
+differ on NaN, so they are not negations of each other)."""
+
+
+def select_with_scalar(p: RowProgram) -> int:
+    """A select between a row and a Duplicate of a scalar -> Select's tensor-scalar form (vsels: the scalar is its
+    false branch), the Duplicate (a vector pass over the row) gone: Select(m, x, Duplicate(c)) -> Selects(m, x, c);
+    Select(m, Duplicate(c), x) -> Selects(not m, x, c) when m is a Compare / Compares of mode EQ or NE read only
+    there (its mode negated: NE <-> EQ, exact for every input, NaN included). The Duplicate must be read by the
+    select only, and both in one space and presence. Exact: every lane takes the same value. Returns the number of
+    selects rewritten."""
+    uses = _uses(p)
+    defs = {i.dst: i for i in p.instrs if i.dst}
+    dup = lambda x, i: (x in defs and defs[x].kind == "vdup" and uses.get(x) == 1  # noqa: E731
+                        and defs[x].space == i.space and defs[x].when == i.when)
+    swap: dict[str, str] = {}   # compare dst -> its negated mode
+    out = []
+    done = 0
+    for i in p.instrs:
+        if i.kind == "vsel" and len(i.srcs) == 3:
+            m, a, b = i.srcs
+            if dup(b, i):
+                out.append(evolve(i, kind="vsels", srcs=(m, a), arg=defs[b].arg))
+                done += 1
+                continue
+            c = defs.get(m)
+            if dup(a, i) and c is not None and c.kind in ("vcmp", "vcmps") and c.op in _NEGATED_CMP \
+                    and uses.get(m) == 1 and c.when == i.when:
+                swap[m] = _NEGATED_CMP[c.op]
+                out.append(evolve(i, kind="vsels", srcs=(m, b), arg=defs[a].arg))
+                done += 1
+                continue
+        out.append(i)
+    p.instrs = [evolve(i, op=swap[i.dst]) if i.dst in swap and i.kind in ("vcmp", "vcmps") else i for i in out]
+    return done
+
+
 RowPass = Callable[[RowProgram], int]
 
-ROW_PASSES: list[RowPass] = [propagate_scalar_copies, reuse_computed_values, reciprocal_of_softmax_sum,
-                             remove_dead_values]
+ROW_PASSES: list[RowPass] = [propagate_scalar_copies, reuse_computed_values, select_with_scalar,
+                             reciprocal_of_softmax_sum, remove_dead_values]
 """The kernel-level algebra run on every row program of the rows family, in order (module docstring): the exact
 rewrites, and the one inexact rewrite whose operand's range is proven (reciprocal_of_softmax_sum: within 2 fp32 ulp
 of the interpreter's device-mode quotient); every other rewrite keeps the interpreter's device-mode values."""
 
-FAST_ROW_PASSES: list[RowPass] = [propagate_scalar_copies, reuse_computed_values, reciprocal_of_broadcast_divisor,
-                                  fold_multiply_chains, reuse_computed_values, remove_dead_values]
+FAST_ROW_PASSES: list[RowPass] = [propagate_scalar_copies, reuse_computed_values, select_with_scalar,
+                                  reciprocal_of_broadcast_divisor, fold_multiply_chains, reuse_computed_values,
+                                  remove_dead_values]
 """Opt-in (pass as `passes`): ROW_PASSES plus the inexact rewrites reciprocal_of_broadcast_divisor and
 fold_multiply_chains. Their relative bounds hold only while 1/s and a*b stay normal fp32: for |s| > 2^126 the
 reciprocal is subnormal (flushed to 0 by the device), for |s| < 2^-128 it overflows to inf, and a product of two

@@ -355,7 +355,7 @@ class _Printer:
                 kir.SetValue(at, kir.FBin("+", kir.FBin("*", kir.FRef("sOld"), kir.FLoad(red)), kir.FRef(part)),
                              doc=doc)]
 
-    def batch_segments(self, instrs: list, reduce: bool = False) -> list:
+    def batch_segments(self, instrs: list, reduce: bool = False, block: bool = False) -> list:
         """ROW_SPLIT of a `batchable` program (opgen.kernel.rowprog): the per-row instructions `instrs` as segments
         ("all", nodes) issued once over the k rows of the pass (count k * rowStride_, the row temporaries
         [rowsPerPass, rowStride_] read from their first row) and ("row", nodes) run in the per-row loop (`i`; a row
@@ -364,7 +364,12 @@ class _Printer:
         so running one instruction over all rows before the next keeps every row's order of operations. A per-row scalar that a loop can compute again from UB (a statistic
         read from its input queue, a row reduction over all rows (`reduce`: RowsSum / RowsMax into rv_, read after
         one V->S wait), a scalar expression of those) is computed in each loop that reads it; any other (a RowSum
-        row by row, an index check) keeps the instructions between its definition and its last use in one loop."""
+        row by row, an index check) keeps the instructions between its definition and its last use in one loop.
+        With `block` (and `reduce`; rowsched.BLOCK_FITS) eight rows go in one repeat (block stride rowStride_ / 8,
+        a repeat a 32-byte column block): a binary op with a column row ("bcol", `_block_column_nodes`), a scalar op
+        or Duplicate by recomputable per-row scalars ("bsc", `_block_scalar_nodes`: the k values written by one
+        scalar loop, broadcast by Brcb), and the row reductions by RowsSumB / RowsMaxB; what is left per row is
+        what reads a per-row value no loop can recompute, accumulations into column rows and other ops."""
         instrs = _stores_early(instrs)
         red = ("rsum", "rmax") if reduce else ()   # a row reduction over all rows keeps its values in UB (rv_)
         defs = {i.dst: i for i in instrs if i.kind in PER_ROW_SCALAR_KINDS}
@@ -383,30 +388,126 @@ class _Printer:
             inside = any(a < k < b for a, b in live)
             kind = "all" if (batched(i, self.p) or i.kind in red) and not inside else "row"
             if kind == "row" and red and not inside and self._column_op(i):
-                kind = "col"
-            if segs and segs[-1][0] == kind:
+                kind = "bcol" if block else "col"
+            elif kind == "row" and block and not inside and self._block_scalar_op(i, remat):
+                kind = "bsc"
+            if segs and segs[-1][0] == kind and not (kind == "bsc" and len(segs[-1][1]) == BLOCK_SLOTS):
                 segs[-1][1].append(i)
             else:
                 segs.append((kind, [i]))
         out = []
         for n, (kind, group) in enumerate(segs):
-            nodes = self._column_nodes(group) if kind == "col" else self.nodes(group, None, batch=kind)
+            if kind == "col":
+                nodes = self._column_nodes(group)
+            elif kind == "bcol":
+                nodes = self._block_column_nodes(group)
+            elif kind == "bsc":
+                nodes = self._block_scalar_nodes(group, self._again(group, instrs, remat, red))
+            else:
+                nodes = self.nodes(group, None, batch=kind, blocks=block)
             if kind == "row":   # the per-row values this loop reads that it does not compute: again from UB
-                want = {x for i in group for x in names_in(i) if x in remat} - {i.dst for i in group}
-                for i in reversed(instrs):
-                    if i.dst in want:
-                        want |= {x for x in names_in(i) if x in remat}
-                again = [i for i in instrs if i.dst in want]
-                pre = []
-                for i in again:
-                    if i.kind in red:   # written before the V->S wait that ends the segment computing it
-                        pre += guarded(i, [kir.GetValue(i.dst, kir.Ref("rv_", Sym("i"),
-                                                                       slot=Lit(self.rsum_index[i.dst])))], self.p)
-                    else:
-                        pre += self.nodes([i], None, batch="row")
-                nodes = pre + nodes
+                nodes = self._again(group, instrs, remat, red) + nodes
             out.append((kind, nodes))
         return out
+
+    def _again(self, group: list, instrs: list, remat: set, red: tuple) -> list:
+        """The statements of a per-row loop (`i`) over `group` that compute again the per-row values it reads and does
+        not compute (`remat`: statistics from their input queue, row reductions from rv_, scalars of those)."""
+        want = {x for i in group for x in names_in(i) if x in remat} - {i.dst for i in group}
+        for i in reversed(instrs):
+            if i.dst in want:
+                want |= {x for x in names_in(i) if x in remat}
+        pre = []
+        for i in (i for i in instrs if i.dst in want):
+            if i.kind in red:   # written before the V->S wait that ends the segment computing it
+                pre += guarded(i, [kir.GetValue(i.dst, kir.Ref("rv_", Sym("i"),
+                                                               slot=Lit(self.rsum_index[i.dst])))], self.p)
+            else:
+                pre += self.nodes([i], None, batch="row")
+        return pre
+
+    def _block_scalar_op(self, i: Instr, remat: set) -> bool:
+        """Whether `i` is a row temporary's scalar op (BLOCK_SCALAR_OPS) or Duplicate whose scalar reads per-row
+        values that every per-row loop can compute again (`remat`) and no other per-row value: eight rows a repeat
+        from the Brcb broadcast of its k scalars (`_block_scalar_nodes`)."""
+        temp = lambda x: x.startswith("w") and x[1:].isdigit()  # noqa: E731
+        if i.space != "row" or not temp(i.dst) or not all(temp(x) for x in i.srcs):
+            return False
+        if not ((i.kind == "vscalar" and i.op in BLOCK_SCALAR_OPS) or (i.kind == "vdup" and not i.srcs)):
+            return False
+        per = {j.dst for j in self.p.instrs if j.kind in PER_ROW_SCALAR_KINDS}
+        reads = set(names_in(i)) - set(i.srcs)
+        return bool(reads & per) and reads & per <= remat
+
+    def _block_rows(self, name: str, g) -> kir.Ref:
+        """Row temporary `name`'s rows 8g .. 8g + 7 of the pass (element 8 g rowStride_)."""
+        return _row_of(_operand_ref(name, self.p), _kmul(g, Lit(8), Sym("rowStride_")))
+
+    def _block_for(self, body_of, doc: str) -> kir.For:
+        """The loop over the pass's groups of eight rows (`g`; disjoint rows of the row temporaries), `body_of(mask,
+        repeat)` its statements: mask the lanes of the group's rows (8 per row), repeat a 32-byte column block of
+        the row's n_ lanes (ceil(n_ / 8) <= rowStride_ / 8 <= 255 under rowsched.BLOCK_FITS)."""
+        g, k = Sym("g"), Sym("k")
+        mask = _kmul(Lit(8), Fn("min", (Lit(8), _ksub(k, _kmul(g, Lit(8))))))
+        reps = Bin("//", _ksum(Sym("n_"), Lit(7)), Lit(8))
+        return kir.For("g", Lit(0), Bin("//", _ksum(k, Lit(7)), Lit(8)), Lit(1), tuple(body_of(mask, reps)),
+                       doc=doc, disjoint=True)
+
+    def _block_column_nodes(self, group: list) -> list:
+        """Column-row instructions (`_column_op`) over the k rows of a pass eight rows a repeat: block j of a repeat
+        is row 8g + j (block stride rowStride_ / 8), the repeats walk the row's 32-byte column blocks (repeat stride
+        1), the column row's block stride 0 (every row reads the same block; docs/reference/ascendc.md §1.9):
+        ceil(k / 8) instructions instead of k (row by row) or ceil(rowStride_ / 64) (`_column_nodes`)."""
+        out: list = []
+        R = Bin("//", Sym("rowStride_"), Lit(8))
+        g = Sym("g")
+        for i in group:
+            doc = spec_doc(self.cites.instr(i))
+            refs = [_operand_ref(x, self.p) if x in self.p.col else self._block_rows(x, g) for x in (i.dst, *i.srcs)]
+            blk = [R] + [Lit(0) if x in self.p.col else R for x in i.srcs]
+            op = REPEAT_FORMS[entry(i.op).op]
+            out += guarded(i, [self._block_for(lambda mask, reps: (kir.vec(
+                op, dst=refs[0], src0=refs[1], src1=refs[2], mask=mask, repeat=reps,
+                params=(*blk, Lit(1), Lit(1), Lit(1)), doc=doc),),
+                "eight rows a repeat, a column block a repeat; the column row's block for each")], self.p)
+        return out
+
+    def _block_scalar_nodes(self, group: list, again: list) -> list:
+        """Scalar ops by per-row scalars (`_block_scalar_op`) over the k rows of a pass: one scalar loop (`i`) writes
+        each op's k scalars (its scalar text evaluated for row i, after `again`: the per-row values it reads) into a
+        slot of BLOCK_SLOTS in the scratch rowsRed_ (slot j at (8 + j) * align8(k)), then per op Brcb broadcasts
+        them to one 32-byte block a row (rowsRed_[0, 8 align8(k))) and the op's binary mask / repeat form
+        (BLOCK_SCALAR_OPS; a Duplicate: Max of the block with itself) applies them eight rows a repeat, the block's
+        block stride 1 and repeat stride 0. The same fp32 operation on every lane as Adds / Muls / Maxs / Mins /
+        Duplicate; ceil(k / 8) + 1 vector instructions for k."""
+        k, g = Sym("k"), Sym("g")
+        A = Fn("align_up", (k, Lit(8)))
+        slot = lambda j: _kmul(_ksum(Lit(8), Lit(j)), A)  # noqa: E731
+        R = Bin("//", Sym("rowStride_"), Lit(8))
+        loop = list(again)
+        for j, i in enumerate(group):
+            loop += guarded(i, [kir.SetValue(kir.Ref("rowsRed_", _ksum(slot(j), Sym("i"))),
+                                             parse_scalar(i.arg, INT_MEMBERS), doc=spec_doc(self.cites.instr(i)))],
+                            self.p)
+        out: list = [kir.For("i", Lit(0), k, Lit(1), tuple(merge_guards(loop)),
+                             doc="the per-row scalars of the ops below, one slot each")]
+        for j, i in enumerate(group):
+            doc = spec_doc(self.cites.instr(i))
+            bc = kir.Ref("rowsRed_", _kmul(g, Lit(64)))
+            dst = self._block_rows(i.dst, g)
+            if i.kind == "vdup":
+                op, src0, blk0 = Op.MAX_REP, bc, Lit(1)
+                rep0 = Lit(0)
+            else:
+                op, src0, blk0, rep0 = BLOCK_SCALAR_OPS[i.op], self._block_rows(i.srcs[0], g), R, Lit(1)
+            body = [kir.vec(Op.BRCB, dst=kir.Ref("rowsRed_"), src=kir.Ref("rowsRed_", slot(j)),
+                            repeat=Bin("//", _ksum(k, Lit(7)), Lit(8)), params=(Lit(1), Lit(8)), doc=doc),
+                    self._block_for(lambda mask, reps: (kir.vec(
+                        op, dst=dst, src0=src0, src1=bc, mask=mask, repeat=reps,
+                        params=(R, blk0, Lit(1), Lit(1), rep0, Lit(0)), doc=doc),),
+                        "eight rows a repeat, a column block a repeat; each row's scalar block")]
+            out += guarded(i, body, self.p)
+        return merge_guards(out)
 
     def _column_op(self, i: Instr) -> bool:
         """Whether `i` is a binary row instruction of a row temporary and a column row (one UB row for every row,
@@ -437,14 +538,15 @@ class _Printer:
         return out
 
     def nodes(self, instrs: list, phase: int | None, stream: bool = False, online: tuple | None = None,
-              batch: str = "") -> list:
+              batch: str = "", blocks: bool = False) -> list:
         """Instructions `instrs` inside the per-row loop (`i`, `n_`) as Kernel-IR nodes (`instr_node`; a stat load
         a GetValue, a stat store a SetValue; a row reduction in ROW_SPLIT a Call of RowSum / RowMax with its result,
         in COL_SPLIT's phase of its level that Call with its partial stored to sums_ (slot * groupStride_ + i), in a
         later phase a GetValue of its total from tots_), no syncs (the kernel pass `synchronise`); each node's doc
         is its spec citation. With `stream` the partial of the chunk [c0_, c0_ + n_) is stored at the slice's first
         chunk (c0_ == cBegin) and combined into the stored one at the next (a sum adds, a maximum keeps the larger,
-        in chunk order: deterministic)."""
+        in chunk order: deterministic). With `blocks` a row reduction over all rows is RowsSumB / RowsMaxB
+        (rowsched._rows_reduce_blocks)."""
         op = lambda x: _operand_ref(x, self.p)  # noqa: E731
         n = Sym("n_")
         row = _kmul(Sym("i"), Sym("rowStride_"))
@@ -457,7 +559,7 @@ class _Printer:
         out = []
         for i in instrs:
             start = len(out)
-            self._node(i, out, op, n, row, gs, i_, src, phase, stream, online, batch)
+            self._node(i, out, op, n, row, gs, i_, src, phase, stream, online, batch, blocks)
             pre = []
             if i.when and i.kind in ("rsum", "rmax") and phase is not None and i.level == phase and \
                     self.mode == "col" and batch != "all" and online is None:
@@ -480,7 +582,8 @@ class _Printer:
                        doc="the slice's first chunk")] if stream else [zero]
         return guarded(dataclasses.replace(i, when=left, dst=""), body, self.p)
 
-    def _node(self, i: Instr, out: list, op, n, row, gs, i_, src: str, phase, stream: bool, online, batch: str):
+    def _node(self, i: Instr, out: list, op, n, row, gs, i_, src: str, phase, stream: bool, online, batch: str,
+              blocks: bool = False):
         """Append instruction `i`'s Kernel-IR nodes to `out` (`nodes`, whose locals the arguments are)."""
         doc = spec_doc(self.cites.instr(i))
         k = i.kind
@@ -493,7 +596,7 @@ class _Printer:
             out += [kir.TrapUnless(kir.FRef(i.srcs[0]), Sym("hidden_"), doc=doc),
                     kir.FLet(i.dst, kir.FRef(i.srcs[0]))]
         elif k in ("rsum", "rmax") and batch == "all":   # all k rows at once (rowsched._rows_reduce)
-            out.append(kir.Call("RowsSum" if k == "rsum" else "RowsMax",
+            out.append(kir.Call(("RowsSum" if k == "rsum" else "RowsMax") + ("B" if blocks else ""),
                                 (op(i.srcs[0]), kir.Ref("rv_", slot=Lit(self.rsum_index[i.dst])), Sym("k")),
                                 doc=doc))
         elif k in ("rsum", "rmax") and self.mode == "row":
@@ -605,7 +708,15 @@ def _with_rows_reduce(segs: list) -> list:
     """`segs` (_Printer.batch_segments with reduce) when a row reduction runs over all rows in them, else [] (every
     one of them reads a per-row value another per-row loop holds: the plain segments serve)."""
     calls = [s for _k, nodes in segs for s in kir.walk(nodes) if isinstance(s, kir.Call)]
-    return segs if any(c.method in ("RowsSum", "RowsMax") for c in calls) else []
+    return segs if any(c.method in ("RowsSum", "RowsMax", "RowsSumB", "RowsMaxB") for c in calls) else []
+
+
+BLOCK_SCALAR_OPS = {"Adds": Op.ADD_REP, "Muls": Op.MUL_REP, "Maxs": Op.MAX_REP, "Mins": Op.MIN_REP}
+"""The binary mask / repeat form applying a scalar op's per-row scalars from their Brcb blocks (the same fp32
+operation lane by lane; docs/reference/ascendc.md §1.9)."""
+BLOCK_SLOTS = 8
+"""Per-row scalar slots of one scalar loop (`_Printer._block_scalar_nodes`): rowsRed_ holds 64 floats a row of the
+pass, and 8 align8(k) (the Brcb blocks) + 8 align8(k) <= 64 rowsPerPass for rowsPerPass >= 2 (rowsched.BLOCK_FITS)."""
 
 
 def _packed_lanes(p: RowProgram) -> int:
@@ -1206,6 +1317,8 @@ def row_split_ir(spec, v: Variant, dims: DimFields, ctx: dict) -> kir.KernelClas
         zero_batch_body=tuple(ctx["zero_batch"]), batch_index=ctx["batch_index"], row_body=tuple(ctx["row_nodes"]),
         row_segments=tuple((kind, tuple(nodes)) for kind, nodes in ctx["row_segments"]),
         reduce_segments=tuple((kind, tuple(nodes)) for kind, nodes in ctx["reduce_segments"]),
+        block_segments=(tuple((kind, tuple(nodes)) for kind, nodes in ctx["block_segments"])
+                        if ctx["reduce_segments"] else ()),
         acc_body=tuple(ctx["acc_nodes"]), reload_batch=tuple(ctx["reload_batch"]),
         float_scalars=tuple(f"attr_{a}" for a in ctx["float_attrs"]) + tuple(ctx["batch_vals"]),
         batch_stores=bool(p.batch_stores),
@@ -1301,6 +1414,9 @@ def class_ir(spec, v: Variant, dims: DimFields) -> dict:
                          if batchable(p) else []),
         "reduce_segments": (_with_rows_reduce(row_pr.batch_segments(
             passes[1] if p.acc_reads else [i for i in p.instrs if per_row(i)], reduce=True))
+            if batchable(p) and p.rsums() else []),
+        "block_segments": (_with_rows_reduce(row_pr.batch_segments(
+            passes[1] if p.acc_reads else [i for i in p.instrs if per_row(i)], reduce=True, block=True))
             if batchable(p) and p.rsums() else []),
         "acc_nodes": row_pr.nodes(passes[0], None) if p.acc_reads else [],
         "reload_batch": _reload_nodes(p, cites, addr), "cross_core": _cross_core_nodes(p, addr, cites),

@@ -126,6 +126,8 @@ class RowSchedule:
     row_segments: tuple = ()   # ROW_SPLIT over the pass's rows at once: (("all" | "row", statements), ...); (): none
     reduce_segments: tuple = ()   # the same with the row reductions over all rows too (RowsSum / RowsMax), run when
     #                               a row's repeat stride fits BinaryRepeatParams and k one instruction's repeats
+    block_segments: tuple = ()   # the same with eight rows a repeat ("bcol", "bsc" segments, RowsSumB / RowsMaxB),
+    #                              run under BLOCK_FITS; () without reduce_segments
     acc_body: tuple = ()       # two passes over the rows: the first pass's stream (accumulates; row_body the second)
     reload_batch: tuple = ()   # the second pass: complete per-batch reductions read at a new batch b (statements)
     float_scalars: tuple = ()  # float members the stream reads (attr_<name>, set in Init; bt<k>_ per batch)
@@ -379,6 +381,9 @@ def _compute(s: RowSchedule) -> Func:
         if s.reduce_segments:
             plain = (If(ROWS_REDUCE_FITS, _segments(s.reduce_segments), plain,
                         doc="rows of at most 255 blocks, at most 255 rows: the row reductions over all rows"),)
+        if s.block_segments:
+            plain = (If(BLOCK_FITS, _segments(s.block_segments), plain,
+                        doc="rows of 9 to 255 blocks, 2 to 255 rows a pass: eight rows a repeat"),)
         if s.packed_lanes:
             body.append(If((Constraint("==", Bin("%", Sym("n_"), Lit(s.packed_lanes)), Lit(0)),), plain,
                            (For("i", Lit(0), _K, Lit(1), tuple(row) + tuple(s.row_body)),),
@@ -411,6 +416,17 @@ the row-by-row reductions by the cost model (docs/reference/kernel_cost.md §2):
 ceil(n_ / 64) + 1 instructions (ceil(n_ / 64) for rows of 128 lanes or more), each with a barrier (8 + 16 cycles),
 row by row a reduction is two issues and a V->S wait (16 + 32 cycles) a row, so batching pays when
 ceil(n_ / 64) < 2 k."""
+
+
+BLOCK_FITS = ROWS_REDUCE_STRIDE + (Constraint(">", Sym("rowStride_"), Lit(64)), Constraint("<=", _K, Lit(255)),
+                                   Constraint(">=", Sym("rowsPerPass"), Lit(2)))
+"""When the block segments run (RowSchedule.block_segments, opgen.kernel.rowclass._Printer.batch_segments with
+`block`): a row's 32-byte blocks (rowStride_ / 8) fit BinaryRepeatParams' uint8 block stride and a repeatTime,
+the scratch rowsRed_ is allocated (rows longer than one repeat: rowsPerPass * 64 floats, the tiling's UB plan,
+opgen.tiling.rowkernel.row_plan) and holds the Brcb blocks and the per-row scalar slots (rowsPerPass >= 2,
+rowclass.BLOCK_SLOTS), and the pass's rows fit WholeReduce's repeatTime. Eight rows a repeat issue ceil(k / 8)
+instructions where the row by row loop issues k and the 64-lane chunks ceil(rowStride_ / 64); a repeat computes
+8 lanes of each of its rows (of 64: the k rows' lanes in 8 k / 8 ceil(k / 8) of the repeats' lanes)."""
 
 
 def _segments(segs) -> tuple:
@@ -477,6 +493,37 @@ def _rows_reduce(name: str, comb: Op, whole: Op) -> Func:
             vec(whole, dst=Ref("dst"), src=acc, mask=Lit(64), repeat=k, dstRep=Lit(1), srcBlk=Lit(1), srcRep=Lit(8)))),
     ), doc=f"{'Sum' if comb is Op.ADD else 'Maximum'} of each of the k rows of src (n_ lanes, rowStride_ apart) into "
            "dst[0 .. k).")
+
+
+def _rows_reduce_blocks(name: str, comb: Op, whole: Op, fallback: str) -> Func:
+    """RowsSumB / RowsMaxB(src, dst, k): the sum (maximum) of each of the k rows of row temporary `src` (rows
+    rowStride_ apart, n_ lanes each) into dst[0 .. k), eight rows a repeat (block stride rowStride_ / 8). For each
+    group of eight rows: each row's first 32-byte block copied into its block of the scratch rowsRed_ (Max of the
+    block with itself), then its further column blocks combined into it by one mask / repeat-form Add / Max with
+    the scratch's repeat stride 0 (a repeat a column block; src1 reads what the earlier repeat wrote: the device's
+    accumulation exception, docs/reference/ascendc.md §1.9 operand rules); then one WholeReduce of 8 lanes a row over
+    all k rows. 2 ceil(k / 8) + 1 instructions; lane l of a row combines its elements l, l + 8, ... in order, then
+    the 8 lanes by WholeReduce's halving tree. Rows of whole blocks only (n_ % 8 == 0: a block's pad lanes are never
+    read); other rows by `fallback` (RowsSum / RowsMax). The caller checks BLOCK_FITS."""
+    n, rs, k, g = Sym("n_"), Sym("rowStride_"), Sym("k"), Sym("g")
+    R = div(rs, 8)
+    acc = Ref("rowsRed_", mul(g, 64))
+    rows = Ref("src", mul(g, 8, rs))
+    mask = mul(8, Fn("min", (Lit(8), sub(k, mul(g, 8)))))
+    return Func(name, (Param("src", "tensor", "float"), Param("dst", "tensor", "float"), Param("k")), (
+        If((Constraint("==", Bin("%", n, Lit(8)), Lit(0)),), (
+            For("g", Lit(0), div(add(k, 7), 8), Lit(1), (
+                vec(REPEAT_FORMS[Op.MAX], dst=acc, src0=rows, src1=rows, mask=mask, repeat=Lit(1),
+                    params=(Lit(1), R, R, Lit(8), Lit(8), Lit(8)), doc="each row's first block"),
+                vec(REPEAT_FORMS[comb], dst=acc, src0=Ref("src", add(mul(g, 8, rs), 8)), src1=acc, mask=mask,
+                    repeat=sub(div(n, 8), 1), params=(Lit(1), R, Lit(1), Lit(0), Lit(1), Lit(0)),
+                    doc="each further column block combined into it"),
+            ), doc="eight rows a repeat", disjoint=True),
+            vec(whole, dst=Ref("dst"), src=Ref("rowsRed_"), mask=Lit(8), repeat=k, dstRep=Lit(1), srcBlk=Lit(1),
+                srcRep=Lit(1))),
+           (Call(fallback, (Ref("src"), Ref("dst"), k)),)),
+    ), doc=f"{'Sum' if comb is Op.ADD else 'Maximum'} of each of the k rows of src (n_ lanes, rowStride_ apart) into "
+           "dst[0 .. k), eight rows a repeat.")
 
 
 def _copy_out(s: RowSchedule) -> Func:
@@ -1086,9 +1133,14 @@ def row_split_class(name: str, s: RowSchedule) -> KernelClass:
              "RunRows": lambda: _run_rows(s.run_extent), "GapBlocks": _gap_blocks_func}
     methods += [build[h]() for h in HELPER_METHODS if h in s.helpers]
     if s.reduce_segments:
-        used = {c.method for _k, nodes in s.reduce_segments for c in walk(nodes) if isinstance(c, Call)}
+        used = {c.method for _k, nodes in s.reduce_segments + s.block_segments for c in walk(nodes)
+                if isinstance(c, Call)}
+        used |= {m[:-1] for m in used if m in ("RowsSumB", "RowsMaxB")}   # their fallback
         methods += [f for f in (_rows_reduce("RowsSum", Op.ADD, Op.WHOLE_REDUCE_SUM),
-                                _rows_reduce("RowsMax", Op.MAX, Op.WHOLE_REDUCE_MAX)) if f.name in used]
+                                _rows_reduce("RowsMax", Op.MAX, Op.WHOLE_REDUCE_MAX),
+                                _rows_reduce_blocks("RowsSumB", Op.ADD, Op.WHOLE_REDUCE_SUM, "RowsSum"),
+                                _rows_reduce_blocks("RowsMaxB", Op.MAX, Op.WHOLE_REDUCE_MAX, "RowsMax"))
+                    if f.name in used]
     if s.row_in or s.stat_in:
         methods.append(_copy_in(s))
     if s.acc_body:

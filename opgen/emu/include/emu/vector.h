@@ -670,6 +670,7 @@ void Brcb(const LocalTensor<T>& dst, const LocalTensor<T>& src, uint8_t repeatTi
     if (dst.Arena() == src.Arena() && dst.Offset() == src.Offset()) emu::Fault("Brcb: src must not alias dst");
     const uint64_t per = 32 / sizeof(T);
     src.Addr(0, uint64_t(repeatTime) * 8, "Brcb");
+    emu::CountVector(uint64_t(repeatTime) * 8 * per, sizeof(T));   // a repeat writes 8 blocks: 256 B
     const emu::Instr in = emu::Issue(emu::kPipeV, "Brcb", site);
     emu_detail::VRead(in, src, uint64_t(repeatTime) * 8);
     for (uint32_t r = 0; r < repeatTime; ++r)
