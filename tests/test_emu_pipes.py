@@ -241,16 +241,21 @@ def test_rms_norm_mutated_fails_with_a_race(rms, what, session_build_root):
         h.write_text(orig)
 
 
-# ROW_SPLIT over batched rows (of 256, and of 100: one 64-lane chunk and a tail) and row by row (4000), COL_SPLIT,
-# the streamed column split over a row longer than a core's UB slice, each of the last two over several groups of
-# rows: between them every sync the pass placed in RmsNorm's kernel is reached
-RMS_CASES = (dict(Bd=(150,), H=100), dict(Bd=(150,), H=256), dict(Bd=(150,), H=4000), dict(Bd=(40,), H=65536),
-             dict(Bd=(9,), H=1 << 19))   # cheapest first: a site is deleted in the first case that reaches it
+# ROW_SPLIT over batched rows (of 256, and of 100: one 64-lane chunk and a tail; eight rows a repeat where a row is
+# 9 to 255 fp32 blocks, so rows of 40 for RowsSum's single chunk and of 204, not whole blocks, for its chunk loop)
+# and row by row (4000), ROW_CHUNK
+# with the rows resident (60 rows of 20001: chunks and a tail, a second row on 12 cores), COL_SPLIT, the streamed
+# column split over a row longer than a core's UB slice, each of the last two over several groups of rows: between
+# them every sync the pass placed in RmsNorm's kernel is reached
+RMS_CASES = (dict(Bd=(150,), H=100), dict(Bd=(150,), H=256), dict(Bd=(150,), H=40), dict(Bd=(150,), H=204),
+             dict(Bd=(150,), H=4000), dict(Bd=(60,), H=20001),
+             dict(Bd=(40,), H=65536), dict(Bd=(9,), H=1 << 19))   # cheapest first: a site is deleted in the first
+#                                                                     case that reaches it
 
 
 def test_deleting_any_one_sync_the_pass_placed_in_rms_norm_is_a_race(rms, tmp_path, monkeypatch,
                                                                        session_build_root):
-    """RmsNorm's emitted kernel (a rows kernel: ROW_SPLIT, COL_SPLIT and COL_STREAM; every flag and barrier placed
+    """RmsNorm's emitted kernel (a rows kernel: ROW_SPLIT, ROW_CHUNK, COL_SPLIT and COL_STREAM; every flag and barrier placed
     by the dependency pass, opgen.kernel.kir_sync): built once with each placed sync guarded, it runs unmutated
     with no fault (launch only); then, for each site the cases reach, the same binary with only that site skipped
     fails `check` with a race fault (the emulation's race detector: opgen/emu/include/EMU.md "Pipes and races")."""

@@ -82,9 +82,9 @@ def trace_kernel() -> str:
 
 # ------------------------------------------------------------------------------------------------ rows kernel
 def test_rows_kernel_statements_cite_the_line_defining_their_value(trace_kernel):
-    """Each statement computing a named value of tests/trace_norm.py cites exactly that value's line, in both
-    strategies (ROW_SPLIT and COL_SPLIT print every instruction); loads cite the input's declaration (the widening
-    cast is made there), the row store the output's (the narrowing cast)."""
+    """Each statement computing a named value of tests/trace_norm.py cites exactly that value's line, in every
+    strategy (ROW_SPLIT, COL_SPLIT and ROW_CHUNK print every instruction); loads cite the input's declaration (the
+    widening cast is made there), the row store the output's (the narrowing cast)."""
     f = TRACE.name
     want = {
         r"^Mul\((w_\[\d\]), (w_\[\d\]), \2, static_cast<int32_t>\(n_\)\);": "square = x * x",                    # x * x: one source twice
@@ -102,8 +102,9 @@ def test_rows_kernel_statements_cite_the_line_defining_their_value(trace_kernel)
     for pattern, stmt in want.items():
         got = cited(trace_kernel, pattern)
         assert set(got) == {f"{f}:{line_of(TRACE, stmt)}"}, (pattern, got)
-    # COL_SPLIT issues x * x for one row slice (n_), ROW_SPLIT once over the pass's rows (k * rowStride_)
-    assert len(cited(trace_kernel, r"^Mul\((w_\[\d\]), (w_\[\d\]), \2, static_cast<int32_t>\(n_\)\);")) == 1
+    # COL_SPLIT and ROW_CHUNK issue x * x for one row slice or chunk (n_), ROW_SPLIT once over the pass's rows
+    # (k * rowStride_)
+    assert len(cited(trace_kernel, r"^Mul\((w_\[\d\]), (w_\[\d\]), \2, static_cast<int32_t>\(n_\)\);")) == 2
     batched = cited(trace_kernel, r"^Mul\((w_\[\d\]), (w_\[\d\]), \2, static_cast<int32_t>\(k \* rowStride_\)\);")
     assert batched and set(batched) == {f"{f}:{line_of(TRACE, 'square = x * x')}"}, batched
 

@@ -179,36 +179,50 @@ def _gap_blocks(stride, length, ctype) -> DimExpr:
     return Invoke("GapBlocks", (as_dim(stride), as_dim(length), SizeOf(ctype)))
 
 
+def _rows_copy(ub: Ref, gm: GmView, count, length, ctype: str, gm_gap, ub_stride, to_gm: bool, doc: str) -> Copy:
+    """One DataCopyPad of `count` rows of `length` elements of `ctype` between UB (rows `ub_stride` elements apart)
+    and GM (`gm_gap` bytes between rows): `count` bursts of a row each, or -- when the rows touch on both sides (no
+    GM gap, the UB stride the row's length) -- one burst of all of them (blockLen is 32 bits, docs/reference/
+    ascendc.md §1.8; the rows are in UB, so it fits). A burst costs HBM time beyond its bytes
+    (docs/reference/kernel_cost.md §2): rows of a few KB are read at a fraction of the bandwidth."""
+    sz = SizeOf(ctype)
+    cond = ((Constraint("==", gm_gap, Lit(0)),) if gm_gap != Lit(0) else ()) + (Constraint("==", ub_stride, length),)
+    n = Select(cond, Lit(1), count)
+    nbytes = Select(cond, mul(count, length, sz), mul(length, sz))
+    gap = _gap_blocks(ub_stride, length, ctype)
+    if to_gm:
+        return Copy(gm, ub, n, nbytes, gap, gm_gap, doc=doc)
+    return Copy(ub, gm, n, nbytes, gm_gap, gap, doc=doc)
+
+
 def _copy_rows_in(t: GmRows) -> tuple:
     """GM -> UB of k rows of row operand t into LocalTensor t (rows colAlign_ apart)."""
     if t.layout == "pieces":
         return tuple(t.pieces)
-    sz = SizeOf(t.ctype)
     if t.layout == "flat":
-        return (Copy(Ref("t"), GmView(f"gm_{t.gm}", t.off_r0), _K, mul(_HID, sz), t.gap,
-                     _gap_blocks(_COLA, _HID, t.ctype), doc=_spec(t.spec)),)
+        return (_rows_copy(Ref("t"), GmView(f"gm_{t.gm}", t.off_r0), _K, _HID, t.ctype, t.gap, _COLA, False,
+                           _spec(t.spec)),)
     run = Invoke("RunRows", (Sym("r"), sub(_K, Sym("j")))) if t.layout == "runs" else Lit(1)
     return (For("j", Lit(0), _K, None, (
         Let("r", add(Sym("r0"), Sym("j"))),
         Let("m", run),
-        Copy(Ref("t", mul(Sym("j"), _COLA)), GmView(f"gm_{t.gm}", t.off_r), Sym("m"), mul(_HID, sz), t.gap,
-             _gap_blocks(_COLA, _HID, t.ctype), doc=_spec(t.spec)),
+        _rows_copy(Ref("t", mul(Sym("j"), _COLA)), GmView(f"gm_{t.gm}", t.off_r), Sym("m"), _HID, t.ctype, t.gap,
+                   _COLA, False, _spec(t.spec)),
         Assign("j", add(Sym("j"), Sym("m"))),
     ), doc="one copy per run of rows at a constant GM stride"),)
 
 
 def _copy_rows_out(t: GmRows) -> tuple:
     """UB -> GM of k rows of output operand t from LocalTensor t."""
-    sz = SizeOf(t.ctype)
     if t.layout == "flat":
-        return (Copy(GmView(f"gm_{t.gm}", t.off_r0), Ref("t"), _K, mul(_HID, sz), _gap_blocks(_COLA, _HID, t.ctype),
-                     t.gap, doc=_spec(t.spec)),)
+        return (_rows_copy(Ref("t"), GmView(f"gm_{t.gm}", t.off_r0), _K, _HID, t.ctype, t.gap, _COLA, True,
+                           _spec(t.spec)),)
     run = Invoke("RunRows", (Sym("r"), sub(_K, Sym("j")))) if t.layout == "runs" else Lit(1)
     return (For("j", Lit(0), _K, None, (
         Let("r", add(Sym("r0"), Sym("j"))),
         Let("m", run),
-        Copy(GmView(f"gm_{t.gm}", t.off_r), Ref("t", mul(Sym("j"), _COLA)), Sym("m"), mul(_HID, sz),
-             _gap_blocks(_COLA, _HID, t.ctype), t.gap, doc=_spec(t.spec)),
+        _rows_copy(Ref("t", mul(Sym("j"), _COLA)), GmView(f"gm_{t.gm}", t.off_r), Sym("m"), _HID, t.ctype, t.gap,
+                   _COLA, True, _spec(t.spec)),
         Assign("j", add(Sym("j"), Sym("m"))),
     ), doc="one copy per run of rows at a constant GM stride"),)
 
@@ -561,32 +575,32 @@ def _col_copy_in(t: GmRows) -> tuple:
     """COL_SPLIT: GM -> UB of the column chunk [c0_, c0_ + n_) of rows [g0, g0 + k) of t into res_<op>."""
     if t.layout == "pieces":
         return tuple(t.pieces_col)
-    sz, rs, n = SizeOf(t.ctype), Sym("rowStride_"), Sym("n_")
+    rs, n = Sym("rowStride_"), Sym("n_")
     if t.layout == "flat":
-        return (Copy(Ref(f"res_{t.op}"), GmView(f"gm_{t.gm}", add(t.off_g0, Sym("c0_"))), _K, mul(n, sz), t.gap_col,
-                     _gap_blocks(rs, n, t.ctype), doc=_spec(t.spec)),)
+        return (_rows_copy(Ref(f"res_{t.op}"), GmView(f"gm_{t.gm}", add(t.off_g0, Sym("c0_"))), _K, n, t.ctype,
+                           t.gap_col, rs, False, _spec(t.spec)),)
     run = Invoke("RunRows", (Sym("r"), sub(_K, Sym("j")))) if t.layout == "runs" else Lit(1)
     return (For("j", Lit(0), _K, None, (
         Let("r", add(Sym("g0"), Sym("j"))),
         Let("m", run),
-        Copy(Ref(f"res_{t.op}", mul(Sym("j"), rs)), GmView(f"gm_{t.gm}", add(t.off_r, Sym("c0_"))), Sym("m"),
-             mul(n, sz), t.gap_col, _gap_blocks(rs, n, t.ctype), doc=_spec(t.spec)),
+        _rows_copy(Ref(f"res_{t.op}", mul(Sym("j"), rs)), GmView(f"gm_{t.gm}", add(t.off_r, Sym("c0_"))), Sym("m"),
+                   n, t.ctype, t.gap_col, rs, False, _spec(t.spec)),
         Assign("j", add(Sym("j"), Sym("m"))),
     ), doc="one copy per run of rows at a constant GM stride"),)
 
 
 def _col_copy_out(t: GmRows) -> tuple:
     """COL_SPLIT: UB -> GM of the column chunk of rows [g0, g0 + k) of output t from LocalTensor t."""
-    sz, rs, n = SizeOf(t.ctype), Sym("rowStride_"), Sym("n_")
+    rs, n = Sym("rowStride_"), Sym("n_")
     if t.layout == "flat":
-        return (Copy(GmView(f"gm_{t.gm}", add(t.off_g0, Sym("c0_"))), Ref("t"), _K, mul(n, sz),
-                     _gap_blocks(rs, n, t.ctype), t.gap_col, doc=_spec(t.spec)),)
+        return (_rows_copy(Ref("t"), GmView(f"gm_{t.gm}", add(t.off_g0, Sym("c0_"))), _K, n, t.ctype, t.gap_col, rs,
+                           True, _spec(t.spec)),)
     run = Invoke("RunRows", (Sym("r"), sub(_K, Sym("j")))) if t.layout == "runs" else Lit(1)
     return (For("j", Lit(0), _K, None, (
         Let("r", add(Sym("g0"), Sym("j"))),
         Let("m", run),
-        Copy(GmView(f"gm_{t.gm}", add(t.off_r, Sym("c0_"))), Ref("t", mul(Sym("j"), rs)), Sym("m"), mul(n, sz),
-             _gap_blocks(rs, n, t.ctype), t.gap_col, doc=_spec(t.spec)),
+        _rows_copy(Ref("t", mul(Sym("j"), rs)), GmView(f"gm_{t.gm}", add(t.off_r, Sym("c0_"))), Sym("m"), n,
+                   t.ctype, t.gap_col, rs, True, _spec(t.spec)),
         Assign("j", add(Sym("j"), Sym("m"))),
     ), doc="one copy per run of rows at a constant GM stride"),)
 
