@@ -188,3 +188,24 @@ def test_renaming_changes_nothing(tmp_path):
             a = _tiling(EX / "rms_norm.py", rows, h, dt)
             b = _tiling(p, rows, h, dt, names=("Lqq", "Kqq", "Xqq"))
             assert {k: a.get(k) for k in keys} == {k: b.get(k) for k in keys}, (rows, h, dt)
+
+
+@pytest.mark.skipif(shutil.which("g++") is None, reason="g++ not available")
+def test_rows_that_touch_are_copied_in_one_burst(examples_gen):
+    """RmsNorm bf16 over 150 rows (ROW_SPLIT, 48 cores, a few rows a pass): rows of 256 touch in GM and in UB (a
+    whole number of 32-byte blocks), so each pass's x and y go in one burst each; rows of 250 are 500 bytes, 12
+    short of their UB stride, so every row is a burst of its own. The bytes moved are the same (GM at its minimum plus gamma per core either way) and both pass."""
+    runs = {}
+    for h in (256, 250):
+        r = run_check(str(EX / "rms_norm.py"), dims={"Bd": (150,), "H": h}, dtypes={"T": "bfloat16"},
+                      gen_dir=examples_gen, seed=h, progress=False)
+        assert not r.faults and r.passed and r.tiling_key % 10 == 1, (r.faults[:3], r.tiling_key)
+        runs[h] = r
+    merged, split = runs[256].cost["bursts"], runs[250].cost["bursts"]
+    cores = B1.aiv
+    for h in runs:   # each core takes its 3 or 4 rows in one pass
+        assert _tiling(EX / "rms_norm.py", 150, h, DType.bf16)["rowsPerPass"] >= 4
+    # x and y: a burst a row (150 each) against a burst a pass (48 each); gamma and rstd the same in both
+    assert split - merged == 2 * (150 - cores), (merged, split)
+    for h, r in runs.items():   # x and y once, gamma once per core, rstd once per pass at most
+        assert r.gm_bytes <= r.gm_bytes_min + (cores - 1) * h * 2 + 32 * 150, (h, r.gm_bytes, r.gm_bytes_min)
