@@ -717,35 +717,80 @@ void CheckMask(uint64_t mask, const char* what)
 // at all; no repeat reads a byte an earlier repeat of the same instruction wrote, except the binary Add / Sub / Mul /
 // Max / Min on half / float / int32 reading src1 with dst's or src1's repeat stride 0 (accumulation). What the
 // device leaves undefined faults here. Addresses are (arena, byte offset) of the lane's element.
+namespace overlap_detail {
+// Byte-offset tables reused by every OverlapGuard of a thread: an entry is current when its stamp is the guard's (or
+// the Reads call's) generation, so no instruction allocates or clears a table (a new generation retires the old
+// entries; at the 2^32nd one the table is cleared).
+struct Stamp {
+    uint32_t gen = 0;
+    uint32_t repeat = 0;
+};
+inline std::vector<Stamp>& WrittenTable() { thread_local std::vector<Stamp> t; return t; }
+inline std::vector<uint32_t>& LaneTable() { thread_local std::vector<uint32_t> t; return t; }
+inline uint32_t& WrittenGen() { thread_local uint32_t g = 0; return g; }
+inline uint32_t& LaneGen() { thread_local uint32_t g = 0; return g; }
+inline uint32_t NextWritten()
+{
+    uint32_t& g = WrittenGen();
+    if (++g == 0) {
+        std::fill(WrittenTable().begin(), WrittenTable().end(), Stamp{});
+        g = 1;
+    }
+    return g;
+}
+inline uint32_t NextLanes()
+{
+    uint32_t& g = LaneGen();
+    if (++g == 0) {
+        std::fill(LaneTable().begin(), LaneTable().end(), 0u);
+        g = 1;
+    }
+    return g;
+}
+template <typename V>
+void Fit(V& t, uint64_t i)
+{
+    if (i >= t.size()) t.resize(std::max<uint64_t>(i + 1, 2 * t.size() + 4096));
+}
+}  // namespace overlap_detail
 struct OverlapGuard {
-    std::unordered_map<uint64_t, uint64_t> written;   // byte offset -> the repeat that wrote it (dst's arena)
     const void* arena = nullptr;
     const char* what = "";
+    const uint32_t gen = overlap_detail::NextWritten();   // this instruction's writes (byte offset -> first repeat)
     // Source `name`'s lanes `src` (byte offsets in `srcArena`) of repeat r against dst's lanes `dst` of the same
     // repeat and against what earlier repeats wrote; `accumulate`: the documented src1 exception applies.
     void Reads(const void* srcArena, const std::vector<uint64_t>& src, const std::vector<uint64_t>& dst, uint64_t r,
                const char* name, bool accumulate, bool sameLanesOk) const
     {
         if (srcArena != arena) return;
+        const std::vector<overlap_detail::Stamp>& written = overlap_detail::WrittenTable();
         if (!accumulate)
             for (uint64_t a : src) {
-                auto it = written.find(a);
-                if (it != written.end())
+                if (a < written.size() && written[a].gen == gen)
                     emu::Fault(emu::Cat(what, ": repeat ", r, " of ", name, " (byte ", a, ") reads what repeat ",
-                                        it->second, " of the same instruction wrote (undefined on the device: "
+                                        written[a].repeat, " of the same instruction wrote (undefined on the device: "
                                         "docs/reference/ascendc.md §1.9 operand rules)"));
             }
         if (sameLanesOk && src == dst) return;   // 100 % overlap within the repeat
-        std::unordered_set<uint64_t> lanes(src.begin(), src.end());
+        const uint32_t lanes = overlap_detail::NextLanes();
+        std::vector<uint32_t>& table = overlap_detail::LaneTable();
+        for (uint64_t a : src) {
+            overlap_detail::Fit(table, a);
+            table[a] = lanes;
+        }
         for (uint64_t d : dst)
-            if (lanes.count(d))
+            if (d < table.size() && table[d] == lanes)
                 emu::Fault(emu::Cat(what, ": in repeat ", r, " dst ",
                                     sameLanesOk ? "partly overlaps " : "overlaps the lanes of ", name, " at byte ", d,
                                     " (only a 100 % overlap of a repeat's lanes is allowed)"));
     }
     void Wrote(const std::vector<uint64_t>& dst, uint64_t r)
     {
-        for (uint64_t d : dst) written.emplace(d, r);
+        std::vector<overlap_detail::Stamp>& written = overlap_detail::WrittenTable();
+        for (uint64_t d : dst) {
+            overlap_detail::Fit(written, d);
+            if (written[d].gen != gen) written[d] = overlap_detail::Stamp{gen, static_cast<uint32_t>(r)};
+        }
     }
 };
 // Element index of lane `lane` of repeat r for a block stride and repeat stride (in 32-byte blocks).
@@ -785,22 +830,29 @@ void BinaryRepeat(const LocalTensor<T>& dst, const LocalTensor<T>& a, const Loca
         }
         guard.Reads(a.Arena(), la, ld, r, "src0", false, true);
         guard.Reads(b.Arena(), lb, ld, r, "src1", acc1, true);
-        for (uint64_t l = 0; l < mask; ++l) {   // a repeat reads its sources, then writes
-            const uint64_t ia = LaneAt<T>(r, l, p.src0BlkStride, p.src0RepStride);
-            const uint64_t ib = LaneAt<T>(r, l, p.src1BlkStride, p.src1RepStride);
-            a.Addr(ia, 1, what); b.Addr(ib, 1, what);
-            emu::Touch(in, a.Arena(), a.Offset() + ia * sizeof(T), sizeof(T), false);
-            emu::Touch(in, b.Arena(), b.Offset() + ib * sizeof(T), sizeof(T), false);
-            bool ok = true;
-            const T x = a.Ld(ia, ok), y = b.Ld(ib, ok);
-            out[l] = f(x, y);
-            good[l] = ok;
+        // a repeat reads its sources, then writes; the active lanes of one 32-byte block are contiguous, so each
+        // block's lanes are bounds-checked and race-tracked as one range
+        const uint64_t per = 32 / sizeof(T);
+        for (uint64_t l0 = 0; l0 < mask; l0 += per) {
+            const uint64_t n = std::min<uint64_t>(per, mask - l0);
+            const uint64_t ia = LaneAt<T>(r, l0, p.src0BlkStride, p.src0RepStride);
+            const uint64_t ib = LaneAt<T>(r, l0, p.src1BlkStride, p.src1RepStride);
+            a.Addr(ia, n, what); b.Addr(ib, n, what);
+            emu::Touch(in, a.Arena(), a.Offset() + ia * sizeof(T), n * sizeof(T), false);
+            emu::Touch(in, b.Arena(), b.Offset() + ib * sizeof(T), n * sizeof(T), false);
+            for (uint64_t j = 0; j < n; ++j) {
+                bool ok = true;
+                const T x = a.Ld(ia + j, ok), y = b.Ld(ib + j, ok);
+                out[l0 + j] = f(x, y);
+                good[l0 + j] = ok;
+            }
         }
-        for (uint64_t l = 0; l < mask; ++l) {
-            const uint64_t id = LaneAt<T>(r, l, p.dstBlkStride, p.dstRepStride);
-            dst.Addr(id, 1, what);
-            emu::Touch(in, dst.Arena(), dst.Offset() + id * sizeof(T), sizeof(T), true);
-            dst.St(id, out[l], good[l] != 0);
+        for (uint64_t l0 = 0; l0 < mask; l0 += per) {
+            const uint64_t n = std::min<uint64_t>(per, mask - l0);
+            const uint64_t id = LaneAt<T>(r, l0, p.dstBlkStride, p.dstRepStride);
+            dst.Addr(id, n, what);
+            emu::Touch(in, dst.Arena(), dst.Offset() + id * sizeof(T), n * sizeof(T), true);
+            for (uint64_t j = 0; j < n; ++j) dst.St(id + j, out[l0 + j], good[l0 + j] != 0);
         }
         guard.Wrote(ld, r);
     }
@@ -827,8 +879,10 @@ void WholeReduce(const LocalTensor<T>& dst, const LocalTensor<T>& src, int32_t m
     OverlapGuard guard;
     guard.arena = dst.Arena(); guard.what = what;
     std::vector<uint64_t> ls(static_cast<uint64_t>(mask));
+    std::vector<T> v;
+    v.reserve(static_cast<uint64_t>(mask));
     for (uint64_t r = 0; r < uint64_t(repeatTime); ++r) {
-        std::vector<T> v;
+        v.clear();
         bool ok = true;
         for (uint64_t l = 0; l < uint64_t(mask); ++l)
             ls[l] = src.Offset() + LaneAt<T>(r, l, uint64_t(srcBlkStride), uint64_t(srcRepStride)) * sizeof(T);
