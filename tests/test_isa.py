@@ -125,6 +125,10 @@ def build_cases(seed: int = 7) -> list[Case]:
                 cases.append(Case(op, {"dst": src}, {"count": str(c)}, {"count": c}, {"src0": "dst"}))
             else:
                 cases.append(Case(op, {"dst": _floats(rng), "src0": src}, {"count": str(c)}, {"count": c}))
+    for j in range(3):   # Axpy: dst += src0 * scalar (dst read and written); products and sums that round
+        c, s = cnt(j + 1), float(np.float32(rng.uniform(-3, 3)))
+        cases.append(Case(Op.AXPY, {"dst": _floats(rng), "src0": _floats(rng) * np.float32(1.0 + 2.0**-20)},
+                          {"count": str(c), "scalar": _hexf(s)}, {"count": c, "scalar": s}))
     for j in range(3):
         c, s = cnt(j + 4), float(np.float32(rng.uniform(-3, 3)))
         cases.append(Case(Op.DUPLICATE, {"dst": _floats(rng)}, {"count": str(c), "scalar": _hexf(s)},

@@ -100,6 +100,7 @@ class Op(enum.Enum):
     ABS = "Abs"
     RECIPROCAL = "Reciprocal"
     RELU = "Relu"
+    AXPY = "Axpy"
     DUPLICATE = "Duplicate"
     CREATE_VEC_INDEX = "CreateVecIndex"
     CAST = "Cast"
@@ -449,6 +450,19 @@ def _gather(env):
     return {"dst": dst}
 
 
+def _axpy(env):
+    """dst[:count] = dst + src0 * scalar in fp32, the product rounded to fp32 before the sum (the emulation's model,
+    docs/reference/kernel_cost.md §4: the same bits as Muls then Add); lanes >= count keep their values
+    (docs/reference/ascendc.md §1.9, Axpy)."""
+    dst = np.array(env["dst"], copy=True)
+    c = _count(env, dst.size)
+    x = np.asarray(env["src0"])[:c].astype(np.float32)
+    with np.errstate(all="ignore"):
+        prod = (x * np.float32(env["scalar"])).astype(np.float32)
+        dst[:c] = (dst[:c].astype(np.float32) + prod).astype(np.float32).astype(dst.dtype)
+    return {"dst": dst}
+
+
 def _brcb(env):
     """Repeat r takes src[r*8 .. r*8+8) and fills the 32-B block of dst at (r·dstRepStride + j·dstBlkStride) blocks
     with element j (docs/reference/ascendc.md §1.9, BrcbRepeatParams{dstBlkStride, dstRepStride})."""
@@ -672,6 +686,8 @@ INSTRS: dict[Op, InstrDef] = {d.op: d for d in [
     _def(Op.RECIPROCAL, _UN, _UN_FORM, _lanewise(lambda a: _F32(1.0) / a, 1), doc=f"dst = 1 / src0 ({_SEC})"),
     _def(Op.RELU, _UN, _UN_FORM, _lanewise(lambda a: np.where(a > 0, a, _F32(0.0)), 1),
          doc=f"dst = src0 > 0 ? src0 : 0 ({_SEC})"),
+    _def(Op.AXPY, (Operand("dst", "ub", "rw"), _S0, _SC, _CNT), "Axpy({dst}, {src0}, {scalar}, {count})", _axpy,
+         doc=f"dst = dst + src0 * scalar, the product rounded first (the emulation's model; {_SEC})"),
     _def(Op.DUPLICATE, (_DST, _SC, _CNT), "Duplicate({dst}, {scalar}, {count})", _dup,
          doc=f"dst[:count] = scalar ({_SEC})"),
     _def(Op.CREATE_VEC_INDEX, (_DST, _SC, Operand("count", "count", dtype="uint32_t")),

@@ -2430,8 +2430,9 @@ class CppPrinter:
         elem = None   # the instruction's element type T when a ub operand of type T has a concrete other than float
         for o in d.operands:
             if o.kind == "ub" and o.dtype == INSTR_T and scope is not None:
-                try:
-                    elem = self.dtype_of(s.arg(o.name), scope)
+                r = s.arg(o.name)
+                try:   # a region read as another element type (Ref.as_dtype: halves in an fp32 row) is of that type
+                    elem = r.as_dtype if isinstance(r, Ref) and r.as_dtype else self.dtype_of(r, scope)
                 except KeyError:
                     elem = None
                 break

@@ -1331,6 +1331,8 @@ class _Core:
                 self.touch(ins, dst.off, first * NP_TYPES[self.dt(dst.dtype)].itemsize, True)
                 self.join(_V, self.token(_S))
             srcs = tuple(n for n in tens if n != "dst")
+            if any(o.name == "dst" and "r" in o.access for o in d.operands):   # Axpy: dst is a source too
+                srcs += ("dst",)
             self.lanes(s, frame, tens, count, lambda e: d.meaning({**e, **extra}), srcs)
 
     def lanes(self, s, frame, tens: dict, count: int, meaning, srcs):

@@ -183,7 +183,7 @@ def propagate_scalar_copies(p: RowProgram) -> int:
     return len(where)
 
 
-_PURE = ("cast_in", "vwiden", "vnarrow", "vbin", "vscalar", "vunary", "vdup", "viota", "sexpr", "sload", "rsum", "rmax", *MASK_KINDS, *SELECT_KINDS)
+_PURE = ("cast_in", "vwiden", "vnarrow", "vbin", "vscalar", "vaxpy", "vunary", "vdup", "viota", "sexpr", "sload", "rsum", "rmax", *MASK_KINDS, *SELECT_KINDS)
 """Kinds whose result depends only on their operands (and, for cast_in / sload, the current row of a GM input,
 which the kernel does not write): two of them with equal operands compute the same value."""
 
@@ -254,28 +254,103 @@ def select_with_scalar(p: RowProgram) -> int:
                 done += 1
                 continue
             c = defs.get(m)
-            if dup(a, i) and c is not None and c.kind in ("vcmp", "vcmps") and c.op in _NEGATED_CMP \
+            if dup(a, i) and c is not None and c.kind in ("vcmp", "vcmps", "vcmpsh") and c.op in _NEGATED_CMP \
                     and uses.get(m) == 1 and c.when == i.when:
                 swap[m] = _NEGATED_CMP[c.op]
                 out.append(evolve(i, kind="vsels", srcs=(m, b), arg=defs[a].arg))
                 done += 1
                 continue
         out.append(i)
-    p.instrs = [evolve(i, op=swap[i.dst]) if i.dst in swap and i.kind in ("vcmp", "vcmps") else i for i in out]
+    p.instrs = [evolve(i, op=swap[i.dst]) if i.dst in swap and i.kind in ("vcmp", "vcmps", "vcmpsh") else i
+                for i in out]
+    return done
+
+
+_LITERAL = re.compile(r"\(?\s*(-?(?:\d+\.?\d*|\.\d+)(?:[eE][-+]?\d+)?)f?\s*\)?")
+
+
+def _half_exact(text: str) -> bool:
+    """Whether scalar text `text` is a float literal whose value is a half (fp16) value exactly."""
+    import numpy as np
+
+    m = _LITERAL.fullmatch(text.strip())
+    if not m:
+        return False
+    v = float(m.group(1))
+    if not abs(v) <= 65504.0:   # past the largest half (and the float32 rounding of the literal is the value)
+        return False
+    return float(np.float16(v)) == float(np.float32(v)) == v
+
+
+def compare_before_widening(p: RowProgram) -> int:
+    """Compares(Cast(h to fp32), c) -> Compares on the halves h themselves (`vcmpsh`) when c is a literal that is a half
+    value exactly: the widening is exact, so fp32(h) <op> c and h <op> half(c) agree on every lane (NaN included);
+    the Cast (a vector pass over fp32 lanes) goes when nothing else reads it, and the compare covers 128 half lanes
+    a repeat instead of 64 (a byte row's bool mask: read through half, compared with 0). Exact. Returns the number of
+    compares rewritten."""
+    defs = {i.dst: i for i in p.instrs if i.dst}
+    done = 0
+    out = []
+    for i in p.instrs:
+        w = defs.get(i.srcs[0]) if i.kind == "vcmps" and i.srcs else None
+        if w is not None and w.kind == "vwiden" and w.space == i.space and w.when == i.when and _half_exact(i.arg):
+            out.append(evolve(i, kind="vcmpsh", srcs=(w.srcs[0],)))
+            done += 1
+            continue
+        out.append(i)
+    p.instrs = out
+    return done
+
+
+def fuse_axpy(p: RowProgram) -> int:
+    """b + x * s and b - x * s, the product a Muls read only by the sum (Add, either order) or difference (Sub, b
+    first) -> Axpy(b, x, s) / Axpy(b, x, -(s)) (`vaxpy`: b's row updated in place by Axpy, docs/reference/ascendc.md
+    §1.9): one vector pass and one instruction fewer. b must be a row value read only by the sum (its row is the
+    destination: it dies there), all in one space and presence.
+
+    Precision: the table's and the emulation's Axpy round the product to fp32 before the sum
+    (docs/reference/kernel_cost.md §4), so RN(b + RN(x s)) is Muls then Add bit for bit, and RN(x (-s)) = -RN(x s)
+    makes the difference RN(b - RN(x s)) too: exact. Returns the number of sums rewritten."""
+    uses = _uses(p)
+    defs = {i.dst: i for i in p.instrs if i.dst}
+    row = lambda x, i: (x in defs and defs[x].space == "row" and defs[x].when == i.when  # noqa: E731
+                        and defs[x].kind not in ("vnarrow", "vcmp", "vcmps", "vlogic", "viota")
+                        and not (defs[x].kind == "cast_in" and defs[x].op == "half"))
+    gone: set = set()
+    out = []
+    done = 0
+    for i in p.instrs:
+        if i.kind == "vbin" and i.op in ("Add", "Sub") and i.space == "row" and len(i.srcs) == 2:
+            pairs = [(0, 1), (1, 0)] if i.op == "Add" else [(1, 0)]   # (product, addend)
+            for t, b in pairs:
+                m, add = defs.get(i.srcs[t]), i.srcs[b]
+                if (m is not None and m.kind == "vscalar" and m.op == "Muls" and m.space == "row"
+                        and uses.get(m.dst) == 1 and m.when == i.when and m.dst not in gone
+                        and row(add, i) and uses.get(add) == 1 and add != m.srcs[0] and row(m.srcs[0], i)):
+                    s = m.arg if i.op == "Add" else f"-({m.arg})"
+                    out.append(evolve(i, kind="vaxpy", srcs=(add, m.srcs[0]), op="", arg=s))
+                    gone.add(m.dst)
+                    done += 1
+                    break
+            else:
+                out.append(i)
+            continue
+        out.append(i)
+    p.instrs = [i for i in out if i.dst not in gone or i.kind != "vscalar"]
     return done
 
 
 RowPass = Callable[[RowProgram], int]
 
 ROW_PASSES: list[RowPass] = [propagate_scalar_copies, reuse_computed_values, select_with_scalar,
-                             reciprocal_of_softmax_sum, remove_dead_values]
+                             compare_before_widening, reciprocal_of_softmax_sum, fuse_axpy, remove_dead_values]
 """The kernel-level algebra run on every row program of the rows family, in order (module docstring): the exact
 rewrites, and the one inexact rewrite whose operand's range is proven (reciprocal_of_softmax_sum: within 2 fp32 ulp
 of the interpreter's device-mode quotient); every other rewrite keeps the interpreter's device-mode values."""
 
 FAST_ROW_PASSES: list[RowPass] = [propagate_scalar_copies, reuse_computed_values, select_with_scalar,
-                                  reciprocal_of_broadcast_divisor, fold_multiply_chains, reuse_computed_values,
-                                  remove_dead_values]
+                                  compare_before_widening, reciprocal_of_broadcast_divisor, fold_multiply_chains, reuse_computed_values,
+                                  fuse_axpy, remove_dead_values]
 """Opt-in (pass as `passes`): ROW_PASSES plus the inexact rewrites reciprocal_of_broadcast_divisor and
 fold_multiply_chains. Their relative bounds hold only while 1/s and a*b stay normal fp32: for |s| > 2^126 the
 reciprocal is subnormal (flushed to 0 by the device), for |s| < 2^-128 it overflows to inf, and a product of two

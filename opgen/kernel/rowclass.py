@@ -158,6 +158,11 @@ def instr_node(i: Instr, operand, n, row_in: kir.Ref | None = None, row_out: kir
         return None
     if k == "acc":
         args = {"dst": operand(i.dst), "src0": operand(i.dst), "src1": operand(i.srcs[0]), "count": n}
+    elif k == "vaxpy":   # dst += srcs[1] * scalar: the allocator gave dst the addend's buffer (rowprog._allocate)
+        if operand(i.dst) != operand(i.srcs[0]):
+            raise SpecError(f"row kernel: Axpy {i.dst} is not over its addend {i.srcs[0]}")
+        args = {"dst": operand(i.dst), "src0": operand(i.srcs[1]), "scalar": parse_scalar(i.arg, INT_MEMBERS),
+                "count": n}
     elif k == "cast_in" and i.op == "half":   # a byte row cast to half into a row temp (rowprog.BYTE_DTYPES)
         args = {"dst": dataclasses.replace(operand(i.dst), as_dtype="half"), "src": row_in, "mode": "CAST_NONE",
                 "count": n}
@@ -185,7 +190,11 @@ def instr_node(i: Instr, operand, n, row_in: kir.Ref | None = None, row_out: kir
     elif k in MASK_KINDS or k in SELECT_KINDS:
         whole = Fn("align_up", (as_dim(n), Lit(MASK_LANES)))   # whole 256-B repeats (rowprog.MASK_LANES)
         mask = lambda x: dataclasses.replace(operand(x), as_dtype="uint8_t")  # noqa: E731 - the bit mask's bytes
-        if k in MASK_KINDS:
+        if k == "vcmpsh":   # halves: whole 256-B repeats of half (128 lanes), the bits of lane j as before
+            args = {"dst": mask(i.dst), "src0": dataclasses.replace(operand(i.srcs[0]), as_dtype="half"),
+                    "mode": i.op, "count": Fn("align_up", (as_dim(n), Lit(2 * MASK_LANES))),
+                    "scalar": parse_scalar(i.arg, INT_MEMBERS)}
+        elif k in MASK_KINDS:
             args = {"dst": mask(i.dst), "src0": operand(i.srcs[0]), "mode": i.op, "count": whole}
             if k == "vcmp":
                 args["src1"] = operand(i.srcs[1])

@@ -46,7 +46,7 @@ ROW_REDUCE = ("rsum", "rmax")
 VECTOR_SPACES = ("row", "brow", "col", "table")
 """Spaces whose values are UB rows (vector operands); "table" is a head-row kernel's RoPE table row
 (opgen.kernel.headrows)."""
-NO_INPLACE = ("vgather", "vcmp", "vcmps", "vwiden", "vnarrow")
+NO_INPLACE = ("vgather", "vcmp", "vcmps", "vcmpsh", "vwiden", "vnarrow")
 """Instruction kinds whose destination must not be one of their sources (Gather permutes lanes; a compare writes a
 bit mask of another element size over the row it reads; a widening Cast writes wider lanes over the narrow ones it
 reads)."""
@@ -55,7 +55,7 @@ BYTE_DTYPES = ("bool", "u8", "i8")
 half temporary (there is no uint8 / int8 -> float Cast, docs/reference/ascendc.md §1.12): `cast_in` with op "half"
 then `vwiden`. A byte output is stored from fp32 through half the same way back: `vnarrow` (fp32 -> half with CAST_ODD)
 then `store` with op "half" (half -> int8 / uint8 with the output's round mode, saturating, §1.12)."""
-MASK_KINDS = ("vcmp", "vcmps", "vlogic")
+MASK_KINDS = ("vcmp", "vcmps", "vcmpsh", "vlogic")
 """Kinds whose result is a bit mask (bit i of byte i / 8 for lane i, in an fp32 row temporary's bytes; AscendC
 Compare / Compares; And / Or / Not of masks as uint16 words, docs/reference/ascendc.md §1.9): only a select or
 mask logic reads it."""
@@ -65,7 +65,7 @@ CMP_OPS = {"lt": "LT", "le": "LE", "gt": "GT", "ge": "GE", "eq": "EQ", "ne": "NE
 """AscendC's CMPMODE of each comparison op of the IR (opgen.ir.ops)."""
 CMP_SWAP = {"LT": "GT", "GT": "LT", "LE": "GE", "GE": "LE", "EQ": "EQ", "NE": "NE"}
 """The mode of the comparison with its operands swapped (s < x is x > s), for Compares' scalar-second form."""
-SCALAR_ARG_KINDS = ("sexpr", "vscalar", "vdup", "viota", "vcmps", "vsels")
+SCALAR_ARG_KINDS = ("sexpr", "vscalar", "vaxpy", "vdup", "viota", "vcmps", "vcmpsh", "vsels")
 """Kinds whose `arg` is a C++ float expression over scalar names (renamed and scanned for uses with the operands)."""
 MASK_LANES = 64
 """Lanes a compare or select covers per 256-B repeat of fp32: their counts are rounded up to a multiple of it (whole
@@ -73,8 +73,8 @@ repeats, docs/reference/ascendc.md §1.9), and a kernel using them zero-fills it
 past the row are written (opgen.kernel.rowsched)."""
 ROUND_MODES = {m: f"CAST_{m.upper()}" for m in ("none", "rint", "round", "floor", "ceil", "trunc", "odd")}
 """AscendC's RoundMode enumerator of each round mode of the IR's cast (opgen.ir.ops.ROUND_MODES)."""
-KIND_OPS = {"cast_in": Op.CAST_FROM, "vdup": Op.DUPLICATE, "viota": Op.CREATE_VEC_INDEX, "vgather": Op.GATHER, "acc": Op.ADD, "store": Op.CAST_TO,
-            "vcmp": Op.COMPARE, "vcmps": Op.COMPARE_SCALAR, "vsel": Op.SELECT, "vsels": Op.SELECT_SCALAR,
+KIND_OPS = {"cast_in": Op.CAST_FROM, "vaxpy": Op.AXPY, "vdup": Op.DUPLICATE, "viota": Op.CREATE_VEC_INDEX, "vgather": Op.GATHER, "acc": Op.ADD, "store": Op.CAST_TO,
+            "vcmp": Op.COMPARE, "vcmps": Op.COMPARE_SCALAR, "vcmpsh": Op.COMPARE_SCALAR, "vsel": Op.SELECT, "vsels": Op.SELECT_SCALAR,
             "vwiden": Op.CAST, "vnarrow": Op.CAST}
 LOGIC_OPS = {"And": Op.AND, "Or": Op.OR, "Not": Op.NOT}
 """The table entry of each `vlogic` op."""
@@ -180,6 +180,8 @@ class Instr:
     vnarrow     dst (halves) = srcs[0] cast to half with CAST_ODD  (Cast; never in place; a byte output's first step)
     vbin        dst = srcs[0] <op> srcs[1]                   (AscendC Add/Sub/Mul/Div/Max/Min, count n)
     vscalar     dst = srcs[0] <op> scalar arg                (Adds/Muls)
+    vaxpy       dst = srcs[0] + srcs[1] * scalar arg         (Axpy: dst is srcs[0]'s buffer, srcs[0] dies here;
+                                                              rowalg.fuse_axpy)
     vseg        dst = srcs[0] <op> the value of each segment of the row (op Muls / Adds / Subs; GM operand `gm`
                 of space "seg": one value per segment of seglen columns, rowlayout.SegView; printed as a loop
                 over the segments the row or chunk covers, opgen.codegen.kernel)
@@ -189,6 +191,8 @@ class Instr:
     vgather     dst = srcs[0] with its lanes permuted by the UB offset table `arg`  (Gather; never in place)
     vcmp        mask dst = srcs[0] <op> srcs[1]               (Compare, op a CMPMODE "GT"...; never in place)
     vcmps       mask dst = srcs[0] <op> scalar arg            (Compares)
+    vcmpsh      mask dst = srcs[0] <op> scalar arg, srcs[0] holding halves (Compares on half, 128 lanes a repeat;
+                rowalg.compare_before_widening)
     vlogic      mask dst = And / Or of masks srcs, Not of srcs[0]  (op; on the masks as uint16 words)
     vsel        dst = mask srcs[0] ? srcs[1] : srcs[2]       (Select, VSEL_TENSOR_TENSOR_MODE)
     vsels       dst = mask srcs[0] ? srcs[1] : scalar arg    (Select, VSEL_TENSOR_SCALAR_MODE)
@@ -349,7 +353,7 @@ def lower_elementwise(ctx, r, sp, op, ins) -> None:
         emit(Instr("vbin", r, pair, VECTOR_BINARY[op], space=sp))
 
 
-BATCH_KINDS = ("cast_in", "vbin", "vscalar", "vunary", "vdup", "store", "vwiden", "vnarrow", *MASK_KINDS,
+BATCH_KINDS = ("cast_in", "vbin", "vscalar", "vaxpy", "vunary", "vdup", "store", "vwiden", "vnarrow", *MASK_KINDS,
                *SELECT_KINDS)
 """Kinds ROW_SPLIT may issue once over all rows of a pass (`batched`): elementwise over the rows' lanes (fp32, or
 halves and bit masks packed densely: lane j of the pass's row i is lane i * colAlign + j of the packed value too)."""
@@ -591,7 +595,7 @@ def _allocate(p: RowProgram) -> None:
     (Instr.when) liveness is per presence: an instruction may take the row of a value that no instruction running
     under its presences reads again (a value of presences that never run with it, or one only such presences still
     read)."""
-    row_kinds = ("cast_in", "vwiden", "vnarrow", "vbin", "vscalar", "vseg", "vunary", "vdup", "viota", "vgather", *MASK_KINDS,
+    row_kinds = ("cast_in", "vwiden", "vnarrow", "vbin", "vscalar", "vaxpy", "vseg", "vunary", "vdup", "viota", "vgather", *MASK_KINDS,
                  *SELECT_KINDS)
     last: dict[str, int] = {}
     uses: dict[str, list] = {}   # value -> [(instruction index, its presences)]
@@ -614,6 +618,8 @@ def _allocate(p: RowProgram) -> None:
         if i.space == "row" and i.kind in row_kinds:
             data = i.srcs[1:] if i.kind in SELECT_KINDS else i.srcs   # a select never overwrites its mask
             dying = [x for x in data if x in where and dead_for(x, k, i.when)]
+            if i.kind == "vaxpy" and (not dying or dying[0] != i.srcs[0]):
+                raise IRError(f"row program {p.name}: Axpy {i.dst} needs its addend {i.srcs[0]} to die there")
             if dying and i.kind not in NO_INPLACE:
                 dst = where[dying[0]]
             else:
@@ -760,6 +766,8 @@ def _instr_text(i: Instr) -> str:
         return f"{i.dst} = {i.op}({', '.join(i.srcs)})"
     if i.kind == "vscalar":
         return f"{i.dst} = {i.op}({a}, {i.arg})"
+    if i.kind == "vaxpy":
+        return f"{i.dst} = Axpy({a}, {i.srcs[1]}, {i.arg})"
     if i.kind == "vunary":
         return f"{i.dst} = {i.op}({a})"
     if i.kind == "vseg":
@@ -776,6 +784,8 @@ def _instr_text(i: Instr) -> str:
         return f"{i.dst} = Compare({', '.join(i.srcs)}, {i.op})"
     if i.kind == "vcmps":
         return f"{i.dst} = Compares({a}, {i.arg}, {i.op})"
+    if i.kind == "vcmpsh":
+        return f"{i.dst} = Compares({a} as half, {i.arg}, {i.op})"
     if i.kind == "vlogic":
         return f"{i.dst} = {i.op}({', '.join(i.srcs)})"
     if i.kind == "vsel":

@@ -422,22 +422,21 @@ private:
                         Adds(w_[2], w_[2], static_cast<float>(-(s4)),
                              static_cast<int32_t>(n_));         // spec: ada_layer_norm_grad.py:69
                         s5 = s3 / static_cast<float>(hidden_);  // spec: ada_layer_norm_grad.py:69
-                        PipeBarrier<PIPE_V>();                  // workBuf_: V has read it before V overwrites it
-                        Muls(w_[0], w_[0], static_cast<float>(s5),
+                        PipeBarrier<PIPE_V>();                  // workBuf_: V has written it before V reads it
+                        Axpy(w_[2], w_[0], static_cast<float>(-(s5)),
                              static_cast<int32_t>(n_));  // spec: ada_layer_norm_grad.py:69
                     }
                     if (!hasInput0_) {                          // when gamma absent
                         s6 = s0 / static_cast<float>(hidden_);  // spec: ada_layer_norm_grad.py:69
+                        PipeBarrier<PIPE_V>();                  // workBuf_: V has written it before V reads it
                         Adds(w_[2], w_[2], static_cast<float>(-(s6)),
                              static_cast<int32_t>(n_));         // spec: ada_layer_norm_grad.py:69
                         s7 = s1 / static_cast<float>(hidden_);  // spec: ada_layer_norm_grad.py:69
                         PipeBarrier<PIPE_V>();                  // workBuf_: V has written it before V reads it
-                        Muls(w_[0], w_[0], static_cast<float>(s7),
+                        Axpy(w_[2], w_[0], static_cast<float>(-(s7)),
                              static_cast<int32_t>(n_));  // spec: ada_layer_norm_grad.py:69
                     }
-                    PipeBarrier<PIPE_V>();                               // workBuf_: V has written it before V reads it
-                    Sub(w_[2], w_[2], w_[0], static_cast<int32_t>(n_));  // spec: ada_layer_norm_grad.py:69
-                    PipeBarrier<PIPE_V>();                               // workBuf_: V has written it before V reads it
+                    PipeBarrier<PIPE_V>();  // workBuf_: V has written it before V reads it
                     Muls(w_[2], w_[2], static_cast<float>(s_rstd),
                          static_cast<int32_t>(n_));  // spec: ada_layer_norm_grad.py:69
                     PipeBarrier<PIPE_V>();           // workBuf_: V has written it before V reads it
@@ -689,22 +688,21 @@ private:
                 Adds(w_[2], w_[2], static_cast<float>(-(s4)),
                      static_cast<int32_t>(n_));         // spec: ada_layer_norm_grad.py:69
                 s5 = s3 / static_cast<float>(hidden_);  // spec: ada_layer_norm_grad.py:69
-                PipeBarrier<PIPE_V>();                  // workBuf_: V has read it before V overwrites it
-                Muls(w_[0], w_[0], static_cast<float>(s5),
+                PipeBarrier<PIPE_V>();                  // workBuf_: V has written it before V reads it
+                Axpy(w_[2], w_[0], static_cast<float>(-(s5)),
                      static_cast<int32_t>(n_));  // spec: ada_layer_norm_grad.py:69
             }
             if (!hasInput0_) {                          // when gamma absent
                 s6 = s0 / static_cast<float>(hidden_);  // spec: ada_layer_norm_grad.py:69
+                PipeBarrier<PIPE_V>();                  // workBuf_: V has written it before V reads it
                 Adds(w_[2], w_[2], static_cast<float>(-(s6)),
                      static_cast<int32_t>(n_));         // spec: ada_layer_norm_grad.py:69
                 s7 = s1 / static_cast<float>(hidden_);  // spec: ada_layer_norm_grad.py:69
                 PipeBarrier<PIPE_V>();                  // workBuf_: V has written it before V reads it
-                Muls(w_[0], w_[0], static_cast<float>(s7),
+                Axpy(w_[2], w_[0], static_cast<float>(-(s7)),
                      static_cast<int32_t>(n_));  // spec: ada_layer_norm_grad.py:69
             }
-            PipeBarrier<PIPE_V>();                               // workBuf_: V has written it before V reads it
-            Sub(w_[2], w_[2], w_[0], static_cast<int32_t>(n_));  // spec: ada_layer_norm_grad.py:69
-            PipeBarrier<PIPE_V>();                               // workBuf_: V has written it before V reads it
+            PipeBarrier<PIPE_V>();  // workBuf_: V has written it before V reads it
             Muls(w_[2], w_[2], static_cast<float>(s_rstd),
                  static_cast<int32_t>(n_));  // spec: ada_layer_norm_grad.py:69
             PipeBarrier<PIPE_V>();           // workBuf_: V has written it before V reads it

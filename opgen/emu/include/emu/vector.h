@@ -181,6 +181,21 @@ EMU_SCALAR(Maxs, emu_detail::MaxOf(a, b))
 EMU_SCALAR(Mins, emu_detail::MinOf(a, b))
 #undef EMU_SCALAR
 
+// Axpy(dst, src, scalar, count) (docs/reference/ascendc.md §1.9): dst[i] = dst[i] + src[i] * scalar, computed in
+// float with the product rounded to float before the sum (the emulation's model: the bits of Muls then Add;
+// docs/reference/kernel_cost.md §4), one vector pass.
+template <typename T>
+void Axpy(const LocalTensor<T>& dst, const LocalTensor<T>& src, const T& scalar, int32_t count,
+          emu::Site site = emu::Site::Here())
+{
+    static_assert(std::is_same<T, float>::value || std::is_same<T, half>::value, "Axpy: half / float only");
+    const float s = float(scalar);
+    emu_detail::Binary(dst, dst, src, count, "Axpy", [s](T d0, T x0) -> T {
+        const float prod = float(x0) * s;
+        return T(static_cast<float>(float(d0) + prod));
+    }, site);
+}
+
 #define EMU_UNARY(NAME, EXPR)                                                                               \
     template <typename T>                                                                                   \
     void NAME(const LocalTensor<T>& dst, const LocalTensor<T>& src, int32_t count, emu::Site site = emu::Site::Here()) \
