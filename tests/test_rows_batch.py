@@ -121,6 +121,23 @@ def test_masks_and_byte_rows_are_issued_over_all_rows_when_a_row_fills_whole_mas
     assert {s.arg("count") for s in _vector_work(loop.body) if s.op.name == "CAST"} == {Sym("n_")}
 
 
+def test_per_row_statistics_are_broadcast_from_their_input_queue_eight_rows_a_repeat():
+    # LayerNormGradV3 (examples/specs/layer_norm_grad.py: z = (x - mean) * rstd, ...): in the block branch x - mean
+    # is Sub of mean's Brcb blocks read straight from its input queue, z * rstd Mul of rstd's, both eight rows a
+    # repeat; no scalar loop writes a slot before the first row sum; the two row sums by RowsSumB
+    (k,) = kernel_classes(load_spec(str(EX / "layer_norm_grad.py")))
+    (blocks,) = [s for s in k.method("Compute").body if isinstance(s, kir.If)]
+    assert "rowsPerPass" in repr(blocks.cond)
+    first = next(n for n, s in enumerate(blocks.then) if isinstance(s, kir.Call) and s.method == "RowsSumB")
+    head = blocks.then[:first]
+    brcb = [s for s in kir.walk(head) if isinstance(s, kir.Vec) and s.op is Op.BRCB]
+    assert [s.arg("src").tensor for s in brcb] == ["statIn_mean", "statIn_rstd"]
+    assert [s.op for s in kir.walk(head) if isinstance(s, kir.Vec) and s.op in (Op.SUB_REP, Op.MUL_REP)] == [
+        Op.SUB_REP, Op.MUL_REP, Op.MUL_REP]   # x - mean, z * rstd, dy * gamma (gamma's block stride 0)
+    assert not any(isinstance(s, kir.SetValue) for s in kir.walk(head))
+    assert [s.method for s in kir.walk(blocks.then) if isinstance(s, kir.Call)] == ["RowsSumB", "RowsSumB"]
+
+
 def test_the_ub_plan_counts_the_row_temporaries_per_row_of_a_pass():
     from opgen.tiling.program import lit
     from opgen.tiling.rowkernel import ROW_SPLIT, RowCounts, _fixed_plan

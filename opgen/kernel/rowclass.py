@@ -22,6 +22,7 @@ ReduceMax), §1.6 (SyncAll), §1.3 (GetBlockIdx/GetBlockNum).
 from __future__ import annotations
 
 import dataclasses
+import re
 from dataclasses import dataclass, field
 
 from opgen.names import cpp_name
@@ -250,6 +251,7 @@ class _Printer:
         self.p, self.mode, self.addr, self.resident = prog, mode, addr, resident
         self.cites = cites or Cites([prog])
         self.level_slot, self.rsum_index = reduction_slots(prog)   # shared by exclusive presences' reductions
+        self._reduce_all = False   # batch_segments with reduce: the row reductions are in rv_
 
     def seg_nodes(self, i: Instr, doc: str) -> kir.Scope:
         """A `vseg` (opgen.kernel.rowprog) in the per-row loop as Kernel-IR statements: for each segment of L columns
@@ -380,7 +382,8 @@ class _Printer:
         scalar loop, broadcast by Brcb), and the row reductions by RowsSumB / RowsMaxB; what is left per row is
         what reads a per-row value no loop can recompute, accumulations into column rows and other ops."""
         instrs = _stores_early(instrs)
-        red = ("rsum", "rmax") if reduce else ()   # a row reduction over all rows keeps its values in UB (rv_)
+        red = ("rsum", "rmax") if reduce else ()
+        self._reduce_all = reduce   # the row reductions land in rv_ (`_in_ub`)   # a row reduction over all rows keeps its values in UB (rv_)
         defs = {i.dst: i for i in instrs if i.kind in PER_ROW_SCALAR_KINDS}
         remat: set = set()   # per-row scalars any per-row loop can compute again from UB: no loop has to hold them
         for i in instrs:
@@ -411,7 +414,7 @@ class _Printer:
             elif kind == "bcol":
                 nodes = self._block_column_nodes(group)
             elif kind == "bsc":
-                nodes = self._block_scalar_nodes(group, self._again(group, instrs, remat, red))
+                nodes = self._block_scalar_nodes(group, lambda ops: self._again(ops, instrs, remat, red))
             else:
                 nodes = self.nodes(group, None, batch=kind, blocks=block)
             if kind == "row":   # the per-row values this loop reads that it does not compute: again from UB
@@ -481,35 +484,63 @@ class _Printer:
                 "eight rows a repeat, a column block a repeat; the column row's block for each")], self.p)
         return out
 
-    def _block_scalar_nodes(self, group: list, again: list) -> list:
-        """Scalar ops by per-row scalars (`_block_scalar_op`) over the k rows of a pass: one scalar loop (`i`) writes
-        each op's k scalars (its scalar text evaluated for row i, after `again`: the per-row values it reads) into a
-        slot of BLOCK_SLOTS in the scratch rowsRed_ (slot j at (8 + j) * align8(k)), then per op Brcb broadcasts
-        them to one 32-byte block a row (rowsRed_[0, 8 align8(k))) and the op's binary mask / repeat form
-        (BLOCK_SCALAR_OPS; a Duplicate: Max of the block with itself) applies them eight rows a repeat, the block's
-        block stride 1 and repeat stride 0. The same fp32 operation on every lane as Adds / Muls / Maxs / Mins /
-        Duplicate; ceil(k / 8) + 1 vector instructions for k."""
+    def _in_ub(self, text: str) -> tuple | None:
+        """(the UB region holding the k values of scalar text `text` for the pass's rows, negated) when `text` is a
+        per-row value already in UB or its negation (`x` / `-(x)`): a statistic read as fp32 into its input queue
+        (statIn_<operand>[0 .. k)) or a row reduction over all rows (rv_[slot][0 .. k)); else None."""
+        m = re.fullmatch(r"\s*(-?)\(?\s*([A-Za-z_][A-Za-z0-9_]*)\s*\)?\s*", text or "")
+        if not m:
+            return None
+        d = next((j for j in self.p.instrs if j.dst == m.group(2)), None)
+        if d is not None and d.kind == "sload":
+            t = self.p.tensor(d.gm)
+            if t.dtype == "f32" or gathered_stat(t):
+                return kir.Ref(f"statIn_{d.gm}"), bool(m.group(1))
+        if d is not None and d.kind in ("rsum", "rmax") and self._reduce_all:
+            return kir.Ref("rv_", slot=Lit(self.rsum_index[d.dst])), bool(m.group(1))
+        return None
+
+    def _block_scalar_nodes(self, group: list, again_of) -> list:
+        """Scalar ops by per-row scalars (`_block_scalar_op`) over the k rows of a pass, eight rows a repeat: each op's
+        k scalars broadcast by Brcb to one 32-byte block a row (rowsRed_[0, 8 align8(k))), then the op's binary mask
+        / repeat form (BLOCK_SCALAR_OPS; a Duplicate: Max of the block with itself) applies them, the block's block
+        stride 1 and repeat stride 0. Brcb reads the k values where they already are in UB (`_in_ub`: a statistic's
+        input queue, a row reduction's rv_ slot; its negation by Sub instead of Add); the others are written by one
+        scalar loop (`i`, after `again_of(those ops)`: the per-row values they read) into a slot of BLOCK_SLOTS in
+        rowsRed_ (slot j at (8 + j) * align8(k)). The same fp32 operation on every lane as Adds / Muls / Maxs / Mins /
+        Duplicate (x + -(m) is x - m); ceil(k / 8) + 1 vector instructions for k."""
         k, g = Sym("k"), Sym("g")
         A = Fn("align_up", (k, Lit(8)))
         slot = lambda j: _kmul(_ksum(Lit(8), Lit(j)), A)  # noqa: E731
         R = Bin("//", Sym("rowStride_"), Lit(8))
-        loop = list(again)
-        for j, i in enumerate(group):
-            loop += guarded(i, [kir.SetValue(kir.Ref("rowsRed_", _ksum(slot(j), Sym("i"))),
-                                             parse_scalar(i.arg, INT_MEMBERS), doc=spec_doc(self.cites.instr(i)))],
-                            self.p)
-        out: list = [kir.For("i", Lit(0), k, Lit(1), tuple(merge_guards(loop)),
-                             doc="the per-row scalars of the ops below, one slot each")]
-        for j, i in enumerate(group):
+        src: dict = {}
+        for i in group:
+            ub = self._in_ub(i.arg)
+            if ub is not None and (not ub[1] or (i.kind == "vscalar" and i.op == "Adds")):
+                src[id(i)] = ub
+        loose = [i for i in group if id(i) not in src]
+        out: list = []
+        if loose:
+            loop = list(again_of(loose))
+            for j, i in enumerate(loose):
+                src[id(i)] = (kir.Ref("rowsRed_", slot(j)), False)
+                loop += guarded(i, [kir.SetValue(kir.Ref("rowsRed_", _ksum(slot(j), Sym("i"))),
+                                                 parse_scalar(i.arg, INT_MEMBERS), doc=spec_doc(self.cites.instr(i)))],
+                                self.p)
+            out.append(kir.For("i", Lit(0), k, Lit(1), tuple(merge_guards(loop)),
+                               doc="the per-row scalars of the ops below, one slot each"))
+        for i in group:
             doc = spec_doc(self.cites.instr(i))
             bc = kir.Ref("rowsRed_", _kmul(g, Lit(64)))
             dst = self._block_rows(i.dst, g)
+            vals, neg = src[id(i)]
             if i.kind == "vdup":
                 op, src0, blk0 = Op.MAX_REP, bc, Lit(1)
                 rep0 = Lit(0)
             else:
-                op, src0, blk0, rep0 = BLOCK_SCALAR_OPS[i.op], self._block_rows(i.srcs[0], g), R, Lit(1)
-            body = [kir.vec(Op.BRCB, dst=kir.Ref("rowsRed_"), src=kir.Ref("rowsRed_", slot(j)),
+                op = Op.SUB_REP if neg else BLOCK_SCALAR_OPS[i.op]
+                src0, blk0, rep0 = self._block_rows(i.srcs[0], g), R, Lit(1)
+            body = [kir.vec(Op.BRCB, dst=kir.Ref("rowsRed_"), src=vals,
                             repeat=Bin("//", _ksum(k, Lit(7)), Lit(8)), params=(Lit(1), Lit(8)), doc=doc),
                     self._block_for(lambda mask, reps: (kir.vec(
                         op, dst=dst, src0=src0, src1=bc, mask=mask, repeat=reps,
