@@ -187,6 +187,28 @@ def test_a_compare_of_widened_halves_compares_the_halves():
     assert rowalg._half_exact("1.0f") and not rowalg._half_exact("1e-9f")
 
 
+def test_a_sum_of_a_negated_row_is_the_negated_sum():
+    """ReduceSum(Muls(x, -1)) -> -(ReduceSum(x)) when only the sum reads the product; not for another factor, nor
+    when the product is read again. The pairwise fp32 sum (isa.pairwise_sum: the emulation's order) of -x is the
+    negated sum of x bit for bit."""
+    def prog(c, extra=()):
+        return _hand([Instr("cast_in", "a", gm="x"), Instr("vscalar", "t", ("a",), "Muls", c),
+                      Instr("rsum", "s", ("t",), space="stat"), *extra, Instr("vscalar", "r", ("a",), "Adds", "s"),
+                      Instr("store", srcs=("r",), gm="y")])
+
+    p = prog("-1.0f")
+    assert rowalg.sum_of_negation(p) == 1 and rowalg.remove_dead_values(p) == 1
+    assert [(i.kind, i.srcs, i.arg) for i in p.instrs[1:3]] == [("rsum", ("a",), ""), ("sexpr", (), "(-(neg_s))")]
+    assert rowalg.sum_of_negation(prog("2.0f")) == 0
+    assert rowalg.sum_of_negation(prog("-1.0f", (Instr("vbin", "q", ("t", "a"), "Add"),))) == 0
+    from opgen.kernel.isa import pairwise_sum
+
+    rng = np.random.default_rng(2)
+    for n in (1, 63, 64, 1000, 4099):
+        x = (rng.standard_normal(n) * 2.0 ** rng.integers(-30, 30, n)).astype(np.float32)
+        assert np.float32(-pairwise_sum(x)).tobytes() == np.float32(pairwise_sum(-x)).tobytes()
+
+
 def test_instructions_per_row_before_and_after_on_example_specs():
     """Vector instructions per row without any pass, with the default ROW_PASSES and with the opt-in
     FAST_ROW_PASSES (counted by hand from the programs `opgen graph --stage kernel` prints): the default passes make

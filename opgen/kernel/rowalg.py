@@ -340,16 +340,43 @@ def fuse_axpy(p: RowProgram) -> int:
     return done
 
 
+_MINUS_ONE = re.compile(r"\(?\s*-1(?:\.0*)?f?\s*\)?")
+
+
+def sum_of_negation(p: RowProgram) -> int:
+    """ReduceSum(Muls(x, -1)) -> -(ReduceSum(x)), the Muls read only by the sum: a vector pass less a row, the
+    negation one scalar operation. Exact: negation is exact and RN(-a - b) = -RN(a + b), so every partial sum of the
+    reduction's order is the negated one (signed zeros and NaN included, as -(x) is). Returns the number of sums
+    rewritten."""
+    uses = _uses(p)
+    defs = {i.dst: i for i in p.instrs if i.dst}
+    done = 0
+    out = []
+    for i in p.instrs:
+        m = defs.get(i.srcs[0]) if i.kind == "rsum" and i.srcs else None
+        if m is not None and m.kind == "vscalar" and m.op == "Muls" and _MINUS_ONE.fullmatch(m.arg or "") \
+                and uses.get(m.dst) == 1 and m.when == i.when and m.space == "row":
+            part = _fresh(p, f"neg_{i.dst}")
+            out.append(evolve(i, dst=part, srcs=m.srcs))
+            out.append(evolve(i, kind="sexpr", dst=i.dst, srcs=(), op="", arg=f"(-({part}))", space="stat"))
+            done += 1
+            continue
+        out.append(i)
+    p.instrs = out
+    return done
+
+
 RowPass = Callable[[RowProgram], int]
 
 ROW_PASSES: list[RowPass] = [propagate_scalar_copies, reuse_computed_values, select_with_scalar,
-                             compare_before_widening, reciprocal_of_softmax_sum, fuse_axpy, remove_dead_values]
+                             compare_before_widening, sum_of_negation, reciprocal_of_softmax_sum, fuse_axpy,
+                             remove_dead_values]
 """The kernel-level algebra run on every row program of the rows family, in order (module docstring): the exact
 rewrites, and the one inexact rewrite whose operand's range is proven (reciprocal_of_softmax_sum: within 2 fp32 ulp
 of the interpreter's device-mode quotient); every other rewrite keeps the interpreter's device-mode values."""
 
 FAST_ROW_PASSES: list[RowPass] = [propagate_scalar_copies, reuse_computed_values, select_with_scalar,
-                                  compare_before_widening, reciprocal_of_broadcast_divisor, fold_multiply_chains, reuse_computed_values,
+                                  compare_before_widening, sum_of_negation, reciprocal_of_broadcast_divisor, fold_multiply_chains, reuse_computed_values,
                                   fuse_axpy, remove_dead_values]
 """Opt-in (pass as `passes`): ROW_PASSES plus the inexact rewrites reciprocal_of_broadcast_divisor and
 fold_multiply_chains. Their relative bounds hold only while 1/s and a*b stay normal fp32: for |s| > 2^126 the
