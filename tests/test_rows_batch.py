@@ -282,8 +282,9 @@ def test_rows_over_64_lanes_fold_tails_and_narrow_inputs_against_float64(example
     its own mask combined, one WholeReduce; opgen.kernel.rowsched._rows_reduce) and the column-row Mul chunk by chunk,
     end to end in the emulation: RmsNorm bf16 97 rows of 150 (two full chunks and a 22-lane tail; 2 or 3 rows a core
     on 48 cores, so k differs between cores) and SoftmaxV2 fp16 243 rows of 200 (RowsMax then RowsSum, 8-lane tail;
-    5 or 6 rows a core). Both take the batched branch by ROWS_REDUCE_FITS worked by hand: colAlign 160 / 208 <= 2040,
-    k <= 255, ceil(150 / 64) = 3 < 2k for k >= 2 and ceil(200 / 64) = 4 < 2k for k >= 5.
+    5 or 6 rows a core). Both take the eight-rows branch (rowsched.BLOCK_FITS: colAlign 160 / 208 in (64, 2040],
+    2 or more rows a pass); RmsNorm's rows of 150 (not whole blocks) are summed by RowsSumB's fallback RowsSum,
+    SoftmaxV2's of 200 by RowsMaxB / RowsSumB.
     Values against float64 of the same inputs (bf16 / fp16 outputs: within 2 ulps of the output type plus the fp32
     sums' error)."""
     from opgen.check import run_check
@@ -305,6 +306,31 @@ def test_rows_over_64_lanes_fold_tails_and_narrow_inputs_against_float64(example
     y = e / e.sum(-1, keepdims=True)
     got = np.asarray(r.arrays["y"], np.float64)
     assert np.all(np.abs(got - y) <= 2.0**-10 * np.abs(y) + 2.0**-24)
+
+
+@pytest.mark.slow
+@pytest.mark.skipif(shutil.which("g++") is None, reason="g++ not available")
+def test_rows_sums_eight_rows_a_repeat_over_the_longest_rows_against_float64(examples_gen):
+    """RowsSumB over rows of 2040 fp32 lanes (255 blocks: the most BLOCK_FITS takes) adds each lane's 255 elements in
+    order, then 8 lanes by WholeReduceSum: the fp32 sum of positive terms is within 255 u of the float64 sum (u =
+    2^-24; docs/reference/kernel_cost.md §4), rstd = 1 / sqrt(mean + eps) within half that plus a few roundings.
+    RmsNorm fp32, 96 rows (2 a core, one pass), against float64; SoftmaxV2 fp32 (RowsMaxB, RowsSumB) likewise."""
+    from opgen.check import run_check
+
+    r = run_check(str(EX / "rms_norm.py"), dims={"Bd": (96,), "H": 2040}, dtypes={"T": "float32"},
+                  gen_dir=examples_gen, seed=11, progress=False)
+    assert r.passed and not r.faults and r.tiling_key % 10 == 1
+    x = np.asarray(r.inputs["x"], np.float64)
+    rstd = 1.0 / np.sqrt((x * x).mean(-1, keepdims=True) + 1e-6)
+    assert np.allclose(np.asarray(r.arrays["rstd"], np.float64).reshape(rstd.shape), rstd, rtol=255 * 2.0**-25
+                       + 4 * 2.0**-24, atol=0)
+    r = run_check(str(EX / "softmax.py"), dims={"Bd": (96,), "H": 2040}, dtypes={"T": "float32"},
+                  gen_dir=examples_gen, seed=12, progress=False)
+    assert r.passed and not r.faults and r.tiling_key % 10 == 1
+    x = np.asarray(r.inputs["x"], np.float64)
+    e = np.exp(x - x.max(-1, keepdims=True))
+    y = e / e.sum(-1, keepdims=True)
+    assert np.all(np.abs(np.asarray(r.arrays["y"], np.float64) - y) <= (255 + 8) * 2.0**-24 * y)
 
 
 def test_a_pass_of_a_program_with_row_reductions_fits_one_repeat_form_instruction():
