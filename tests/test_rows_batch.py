@@ -333,6 +333,44 @@ def test_rows_sums_eight_rows_a_repeat_over_the_longest_rows_against_float64(exa
     assert np.all(np.abs(np.asarray(r.arrays["y"], np.float64) - y) <= (255 + 8) * 2.0**-24 * y)
 
 
+@pytest.mark.slow
+@pytest.mark.skipif(shutil.which("g++") is None, reason="g++ not available")
+@pytest.mark.parametrize("engine", ["emu", "kir"])
+def test_column_sums_of_many_short_rows_go_chunk_by_chunk_against_float64(examples_gen, engine):
+    """LayerNormGradV3 fp32, 2400 rows of 200 (50 a core, many a pass; 480 on the Kernel-IR interpreter, whose
+    repeat forms read an accumulating src1 from dst as the device does): ceil(200 / 64) = 4 chunks < 2 k, so dgamma's
+    and dbeta's column sums take a pass's rows per chunk in one Add with the column row's repeat stride 0 (the
+    accumulation exception), in row order as row by row. The branch is in the IR; the sums against float64."""
+    from opgen.check import run_check
+
+    (k,) = kernel_classes(load_spec(str(EX / "layer_norm_grad.py")))
+    adds = [s for s in kir.walk(k.method("Compute").body) if isinstance(s, kir.Vec) and s.op is Op.ADD_REP
+            and s.arg("dst").tensor == "colv_" and s.arg("src1").tensor == "colv_"]
+    assert len(adds) == 2 and all(s.arg("params")[3] == kir.Lit(0) for s in adds)
+    rows = 2400 if engine == "emu" else 480   # the interpreter: 10 rows a core, still 4 chunks < 2 k
+    r = run_check(str(EX / "layer_norm_grad.py"), dims={"Bd": (rows,), "H": 200},
+                  dtypes={"T": "float32", "U": "float32"}, gen_dir=examples_gen, seed=13, progress=False,
+                  engine=engine)
+    assert r.passed and not r.faults and r.tiling_key % 10 == 1
+    dy, x = (np.asarray(r.inputs[n], np.float64) for n in ("dy", "x"))
+    z = (x - np.asarray(r.inputs["mean"], np.float64)) * np.asarray(r.inputs["rstd"], np.float64)
+    for name, want in (("pd_gamma", (dy * z).sum(0)), ("pd_beta", dy.sum(0))):
+        got = np.asarray(r.arrays[name], np.float64)
+        assert np.all(np.abs(got - want) <= rows * 2.0**-21 * np.abs(dy).sum(0)), name
+
+
+@pytest.mark.slow
+def test_rows_sums_eight_rows_a_repeat_on_the_kernel_ir_interpreter():
+    """RowsSumB accumulates a row's blocks with the scratch as dst and src1, repeat stride 0: the Kernel-IR
+    interpreter reads src1 as the earlier repeats left it (isa._binary_repeat, src1_is_dst), as the device and the
+    emulation do. RmsNorm fp32 150 rows of 256 (whole blocks: RowsSumB itself) through `--engine kir`."""
+    from opgen.check import run_check
+
+    r = run_check(str(EX / "rms_norm.py"), dims={"Bd": (150,), "H": 256}, dtypes={"T": "float32"}, seed=14,
+                  progress=False, engine="kir")
+    assert r.variant == "kir" and r.passed and not r.faults and r.tiling_key % 10 == 1
+
+
 def test_a_pass_of_a_program_with_row_reductions_fits_one_repeat_form_instruction():
     """RowsSum / RowsMax issue one instruction with a repeat a row, so they run only when the pass's k rows are at
     most 255 (repeatTime 0..255; rowsched.ROWS_REDUCE_FITS). Short rows fit far more than 255 rows in UB: RmsNorm

@@ -493,8 +493,9 @@ def _binary_repeat(f):
     """Meaning of a binary mask / repeat form (BinaryRepeatParams: dst, src0, src1 block strides, then their repeat
     strides): for repeat r < repeat and lane l < mask, dst at lane_at(r, l, dstBlk, dstRep) = f(src0 at its lane,
     src1 at its lane) in fp32, rounded to dst's type; the other elements keep their values; a repeat reads its
-    sources before it writes (docs/reference/ascendc.md §1.9). Raises ValueError for a mask outside one repeat or a
-    destination block stride 0."""
+    sources before it writes (docs/reference/ascendc.md §1.9). With env["src1_is_dst"] (src1 is dst's own region:
+    the device's accumulation form, dst's or src1's repeat stride 0) src1 is read from dst as the earlier repeats
+    left it. Raises ValueError for a mask outside one repeat or a destination block stride 0."""
 
     def meaning(env):
         dst = np.array(env["dst"], copy=True)
@@ -505,11 +506,12 @@ def _binary_repeat(f):
         _check_mask(mask, sz, "binary repeat form")
         if db == 0:
             raise ValueError("binary repeat form: dstBlkStride 0 (a destination block stride must not be 0)")
+        src1 = dst if env.get("src1_is_dst") else b
         for r in range(rep):
             ia = [lane_at(r, k, ab, ar, sz) for k in range(mask)]
             ib = [lane_at(r, k, bb, br, sz) for k in range(mask)]
             with np.errstate(all="ignore"):
-                out = np.asarray(f(a[ia].astype(np.float32), b[ib].astype(np.float32)), dtype=np.float32)
+                out = np.asarray(f(a[ia].astype(np.float32), src1[ib].astype(np.float32)), dtype=np.float32)
             dst[[lane_at(r, k, db, dr, sz) for k in range(mask)]] = out.astype(dst.dtype)
         return {"dst": dst}
 

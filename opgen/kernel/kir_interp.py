@@ -1508,6 +1508,9 @@ class _Core:
         for i in idx["dst"]:
             self.touch(ins, dst.off + i * sz, sz, True)
         env["dst"], dok = self.read(dst, tops["dst"])
+        if not whole and (tens["src1"].off, tens["src1"].mem) == (dst.off, dst.mem) and \
+                (vals["params"][3] == 0 or vals["params"][5] == 0):   # accumulation: src1 reads the earlier repeats'
+            env["src1_is_dst"] = True                                 # writes (overlap checks the other cases)
         try:
             out = d.meaning(env)["dst"]
         except ValueError as e:

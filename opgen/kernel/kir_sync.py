@@ -849,11 +849,21 @@ def _outside_loops(earlier: tuple, later: tuple, k: kir.KernelClass) -> tuple:
     n = 0
     while n < min(len(earlier), len(later)) and earlier[n] == later[n]:
         n += 1
-    # later[:n] is the common prefix; later[n] the index, in the common list, of the statement holding `later`
-    if n >= len(later) - 1 or not isinstance(later[n], int):
-        return later
-    holder = _body_at(k, later[:n])[later[n]]
-    return later[:n + 1] if isinstance(holder, kir.For) else later
+    # later[:n] is the common prefix; later[n] the index, in the common list, of the statement holding `later`; the
+    # outermost loop holding `later` may also lie inside an If or a Scope holding it there (a branch's loop): the
+    # sync goes before that loop, in the branch (every path to `later` passes it, still after `earlier`)
+    j = n
+    while j < len(later) - 1:
+        if isinstance(later[j], int):
+            holder = _body_at(k, later[:j])[later[j]]
+            if isinstance(holder, kir.For):
+                return later[:j + 1]
+            if not isinstance(holder, (kir.If, kir.Scope)):
+                return later
+        elif later[j] not in ("t", "e", "s"):
+            return later
+        j += 1
+    return later
 
 
 def _floads_of(s) -> list:

@@ -403,6 +403,9 @@ class _Printer:
                 kind = "bcol" if block else "col"
             elif kind == "row" and block and not inside and self._block_scalar_op(i, remat):
                 kind = "bsc"
+            elif kind == "row" and block and not inside and i.kind == "acc" and i.dst in self.p.col \
+                    and len(i.srcs) == 1 and i.srcs[0].startswith("w"):
+                kind = "bacc"
             if segs and segs[-1][0] == kind and not (kind == "bsc" and len(segs[-1][1]) == BLOCK_SLOTS):
                 segs[-1][1].append(i)
             else:
@@ -413,6 +416,8 @@ class _Printer:
                 nodes = self._column_nodes(group)
             elif kind == "bcol":
                 nodes = self._block_column_nodes(group)
+            elif kind == "bacc":
+                nodes = self._block_acc_nodes(group)
             elif kind == "bsc":
                 nodes = self._block_scalar_nodes(group, lambda ops: self._again(ops, instrs, remat, red))
             else:
@@ -464,6 +469,32 @@ class _Printer:
         reps = Bin("//", _ksum(Sym("n_"), Lit(7)), Lit(8))
         return kir.For("g", Lit(0), Bin("//", _ksum(k, Lit(7)), Lit(8)), Lit(1), tuple(body_of(mask, reps)),
                        doc=doc, disjoint=True)
+
+    def _block_acc_nodes(self, group: list) -> list:
+        """Accumulations of the pass's rows into column rows (`acc`: a sum, or Max / Min) over all k rows: when the
+        row's n_ lanes make fewer 64-lane chunks than 2 k, per chunk (its lanes the mask) one mask / repeat-form
+        Add / Max / Min with a repeat a row
+        (the row's repeat stride rowStride_ / 8 blocks), the column row both dst and src1 with repeat stride 0 (the
+        device's accumulation exception, docs/reference/ascendc.md §1.9 operand rules): ceil(rowStride_ / 64)
+        independent instructions where the row-by-row loop issues k dependent ones, each after a barrier. Each lane
+        adds (combines) the rows in row order, as the loop does: the same fp32 result. Else the per-row loop."""
+        rs, k, c = Sym("rowStride_"), Sym("k"), Sym("c")
+        chunks = Bin("//", _ksum(Sym("n_"), Lit(63)), Lit(64))
+        at = _kmul(c, Lit(64))
+        R = Bin("//", rs, Lit(8))
+        fast: list = []
+        for i in group:
+            op = REPEAT_FORMS[entry(i.op or "Add").op]
+            acc = dataclasses.replace(_operand_ref(i.dst, self.p), offset=at)
+            rows = dataclasses.replace(_operand_ref(i.srcs[0], self.p), offset=at)
+            fast += guarded(i, [kir.For("c", Lit(0), chunks, Lit(1), (
+                kir.vec(op, dst=acc, src0=rows, src1=acc, mask=Fn("min", (Lit(64), _ksub(Sym("n_"), at))),
+                        repeat=k, params=(Lit(1), Lit(1), Lit(1), Lit(0), R, Lit(0)),
+                        doc=spec_doc(self.cites.instr(i))),),
+                doc="a 64-lane chunk of every row into the column row's chunk", disjoint=True)], self.p)
+        slow = [kir.For("i", Lit(0), k, Lit(1), tuple(self.nodes(group, None, batch="row")))]
+        return [kir.If((Constraint("<", chunks, _kmul(Lit(2), k)),), tuple(merge_guards(fast)), tuple(slow),
+                       doc="fewer chunks than twice the rows: the column rows chunk by chunk")]
 
     def _block_column_nodes(self, group: list) -> list:
         """Column-row instructions (`_column_op`) over the k rows of a pass eight rows a repeat: block j of a repeat
