@@ -720,28 +720,38 @@ def _row_chunk(s: RowSchedule) -> Func:
         grp += [vec(Op.MULS, dst=Ref("tots_", mul(Lit(j), gs)), src0=Ref("sums_", mul(Lit(slot), gs)),
                     scalar=FConst(1.0), count=_K, doc="this core's partials are the totals") for slot, j, _c in slots]
     grp += [Get(f"statStage_{t.op}", f"statStageBuf_{t.op}", "float") for t in s.stat_out]
-    final: list = _chunk_head(s, -1)
-    final += [Alloc(f"rowOut_{t.op}", f"rowOutQue_{t.op}", t.ctype) for t in s.row_out]
-    per_row = (_batch_steps(s, Sym("g0"), None) if s.load_batch else []) + list(s.res_final)
-    final.append(For("i", Lit(0), _K, Lit(1), tuple(per_row)))
-    for t in s.row_out:
-        final += [EnQue(f"rowOutQue_{t.op}", f"rowOut_{t.op}"),
-                  Scope((DeQue("t", f"rowOutQue_{t.op}", t.ctype),) + _col_copy_out(t)
-                        + (Free(f"rowOutQue_{t.op}", "t"),))]
     grp += [Comment("the outputs, chunk by chunk"),
-            For("c0_", Sym("cBegin"), Sym("cEnd"), rs, tuple(final), doc="column chunks of the resident rows")]
-    for t in s.stat_out:
-        grp.append(Scope((
-            Alloc("t", f"statOutQue_{t.op}", t.ctype),
-            vec(Op.CAST_TO, dst=Ref("t"), src=Ref(f"statStage_{t.op}"), mode=t.rm, count=_K, doc=_spec(t.spec)),
-            EnQue(f"statOutQue_{t.op}", "t"),
-            DeQue("t", f"statOutQue_{t.op}", t.ctype),
-            Copy(GmView(f"gm_{t.gm}", t.off_g0), Ref("t"), Lit(1), mul(_K, SizeOf(t.ctype)), doc=_spec(t.spec)),
-            Free(f"statOutQue_{t.op}", "t"))))
+            For("c0_", Sym("cBegin"), Sym("cEnd"), rs, tuple(_output_chunk(s, _chunk_head(s, -1), s.res_final)),
+                doc="column chunks of the resident rows")]
+    grp += [Scope(_stat_out(t)) for t in s.stat_out]
     grp += [Free(f"statInQue_{t.op}", f"statIn_{t.op}") for t in s.stat_in]
     grp += [Free(f"resQue_{t.op}", f"res_{t.op}") for t in s.row_in]
     body.append(For("g0", Sym("rBegin"), Sym("rEnd"), g, tuple(grp), tail="k"))
     return Func("RowChunk", (), tuple(body))
+
+
+def _output_chunk(s: RowSchedule, head: list, body) -> list:
+    """One column chunk of the output phase (COL_STREAM, ROW_CHUNK): `head` (the chunk's width, its column rows, its
+    inputs where they are re-read), the output chunks allocated, the per-row stream `body` over the group's rows, each
+    output chunk handed to MTE3 and copied out."""
+    out = list(head) + [Alloc(f"rowOut_{t.op}", f"rowOutQue_{t.op}", t.ctype) for t in s.row_out]
+    per_row = (_batch_steps(s, Sym("g0"), None) if s.load_batch else []) + list(body)
+    out.append(For("i", Lit(0), _K, Lit(1), tuple(per_row)))
+    for t in s.row_out:
+        out += [EnQue(f"rowOutQue_{t.op}", f"rowOut_{t.op}"),
+                Scope((DeQue("t", f"rowOutQue_{t.op}", t.ctype),) + _col_copy_out(t)
+                      + (Free(f"rowOutQue_{t.op}", "t"),))]
+    return out
+
+
+def _stat_out(t: GmRows) -> tuple:
+    """The group's k per-row statistics of output t: staged fp32 cast to its type, copied to GM at row g0."""
+    return (Alloc("t", f"statOutQue_{t.op}", t.ctype),
+            vec(Op.CAST_TO, dst=Ref("t"), src=Ref(f"statStage_{t.op}"), mode=t.rm, count=_K, doc=_spec(t.spec)),
+            EnQue(f"statOutQue_{t.op}", "t"),
+            DeQue("t", f"statOutQue_{t.op}", t.ctype),
+            Copy(GmView(f"gm_{t.gm}", t.off_g0), Ref("t"), Lit(1), mul(_K, SizeOf(t.ctype)), doc=_spec(t.spec)),
+            Free(f"statOutQue_{t.op}", "t"))
 
 
 def _chunk_head(s: RowSchedule, phase: int) -> list:
@@ -883,24 +893,10 @@ def _col_stream(s: RowSchedule) -> Func:
         if fused:
             grp += list(s.online[2]) + _exchange(s, by_level[lv + 1])
     grp += [Get(f"statStage_{t.op}", f"statStageBuf_{t.op}", "float") for t in s.stat_out]
-    final: list = _stream_chunk_in(s, -1)
-    final += [Alloc(f"rowOut_{t.op}", f"rowOutQue_{t.op}", t.ctype) for t in s.row_out]
-    per_row = (_batch_steps(s, Sym("g0"), None) if s.load_batch else []) + list(s.final_body)
-    final.append(For("i", Lit(0), _K, Lit(1), tuple(per_row)))
-    for t in s.row_out:
-        final += [EnQue(f"rowOutQue_{t.op}", f"rowOut_{t.op}"),
-                  Scope((DeQue("t", f"rowOutQue_{t.op}", t.ctype),) + _col_copy_out(t)
-                        + (Free(f"rowOutQue_{t.op}", "t"),))]
     grp += [Comment("the output phase: the inputs re-read chunk by chunk, each output chunk written"),
-            For("c0_", Sym("cBegin"), Sym("cEnd"), rs, tuple(final), doc="column chunks of this core's slice")]
-    for t in s.stat_out:
-        grp.append(If((Constraint("==", core, Lit(0)),), (
-            Alloc("t", f"statOutQue_{t.op}", t.ctype),
-            vec(Op.CAST_TO, dst=Ref("t"), src=Ref(f"statStage_{t.op}"), mode=t.rm, count=_K, doc=_spec(t.spec)),
-            EnQue(f"statOutQue_{t.op}", "t"),
-            DeQue("t", f"statOutQue_{t.op}", t.ctype),
-            Copy(GmView(f"gm_{t.gm}", t.off_g0), Ref("t"), Lit(1), mul(_K, SizeOf(t.ctype)), doc=_spec(t.spec)),
-            Free(f"statOutQue_{t.op}", "t"))))
+            For("c0_", Sym("cBegin"), Sym("cEnd"), rs, tuple(_output_chunk(s, _stream_chunk_in(s, -1), s.final_body)),
+                doc="column chunks of this core's slice")]
+    grp += [If((Constraint("==", core, Lit(0)),), _stat_out(t)) for t in s.stat_out]
     grp += [Free(f"statInQue_{t.op}", f"statIn_{t.op}") for t in s.stat_in]
     body.append(For("g0", Lit(0), Sym("rowNum_"), Sym("G"), tuple(grp), tail="k"))
     return Func("ColStream", (), tuple(body))

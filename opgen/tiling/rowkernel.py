@@ -113,12 +113,16 @@ def col_plan(c: RowCounts, cols, bytes_of) -> list[Buffer]:
     plan = _by_dtype(c.row_in, bytes_of, 1, "resBuf", "TBuf<VECCALC>", True, cols, "row-input slices of a group")
     plan += _by_dtype(c.row_out, bytes_of, 1, "outQue", "TQue<VECOUT>", True, cols, "row-output slices of a group")
     plan += stat_plan(c)
-    plan.append(Buffer("sumBuf", "TBuf<VECCALC>", c.rsums_per_level + c.rsums, True, 1, 4,
-                       "partial and total row reductions of the group (fp32)"))
-    plan.append(Buffer("sumSlack", "TBuf<VECCALC>", c.rsums_per_level + c.rsums, False, 8, 4,
-                       "32-byte rounding of the sum buffers"))
+    plan += _sum_plan(c)
     plan += _fixed_plan(c, cols, COL_SPLIT, bytes_of)
     return plan
+
+
+def _sum_plan(c: RowCounts) -> list[Buffer]:
+    """The group's partial and total row reductions (fp32, one slot a row) and their 32-byte rounding."""
+    n = c.rsums_per_level + c.rsums
+    return [Buffer("sumBuf", "TBuf<VECCALC>", n, True, 1, 4, "partial and total row reductions of the group (fp32)"),
+            Buffer("sumSlack", "TBuf<VECCALC>", n, False, 8, 4, "32-byte rounding of the sum buffers")]
 
 
 def resident_plan(c: RowCounts, col_align, cols, bytes_of) -> list[Buffer]:
@@ -129,10 +133,7 @@ def resident_plan(c: RowCounts, col_align, cols, bytes_of) -> list[Buffer]:
     plan = _by_dtype(c.row_in, bytes_of, 2, "resQue", "TQue<VECIN>", True, col_align, "whole row inputs of a group")
     plan += _by_dtype(c.row_out, bytes_of, 2, "outQue", "TQue<VECOUT>", True, cols, "row-output chunks of a group")
     plan += stat_plan(c)
-    plan.append(Buffer("sumBuf", "TBuf<VECCALC>", c.rsums_per_level + c.rsums, True, 1, 4,
-                       "partial and total row reductions of the group (fp32)"))
-    plan.append(Buffer("sumSlack", "TBuf<VECCALC>", c.rsums_per_level + c.rsums, False, 8, 4,
-                       "32-byte rounding of the sum buffers"))
+    plan += _sum_plan(c)
     for b in _fixed_plan(c, cols, ROW_CHUNK, bytes_of):   # the column rows whole, loaded once per core
         plan.append(dataclasses.replace(b, length=col_align, doc=b.doc + ", whole rows")
                     if b.name == "colBuf" else b)
