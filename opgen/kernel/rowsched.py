@@ -666,12 +666,14 @@ def _col_split(s: RowSchedule) -> Func:
 def _row_chunk(s: RowSchedule) -> Func:
     """ROW_CHUNK of a row-reduction program (opgen.kernel.rowcounts.row_resident; opgen.tiling.rowkernel): this
     core's rows [RowStartOf(core), RowStartOf(core + 1)) in groups of G = groupRows rows. A group's row inputs are
-    copied into UB once, whole, as stored in GM (resQue_<operand>, two buffers: the next group's copy overlaps this
-    group's compute); then each row-reduction level, and last the outputs, run over the rows' column chunks of
+    copied into UB once, whole, as stored in GM (resQue_<operand>, two buffers; the next group's copy is issued after
+    this group's work, and the level passes wait on V for each row's reduction, so the copy overlaps only the
+    output phase: not a full prefetch, which the cost model's max(memory, compute) assumes); then each row-reduction level, and last the outputs, run over the rows' column chunks of
     colsPerPass columns (fp32 temporaries of one chunk) reading the resident rows, a level's partial reductions
     combined over the chunks in chunk order (a softmax's maximum and sum in one online pass,
     opgen.kernel.rowprog.online_pair). The core owns its rows: the combined partials are the totals (copied to
-    tots_ by a Muls by 1, exact), nothing is exchanged. Each output chunk is written as it is done (two buffers).
+    tots_ by a Muls by 1), nothing is exchanged. The tiling sizes the chunk for one resident row, so groupRows is 1
+    in practice (k > 1 is not reached by the tiling; the code serves it). Each output chunk is written as it is done (two buffers).
     GM traffic: every input read once, every output written once."""
     core, g, gs, rs = Sym("core"), Sym("G"), Sym("groupStride_"), Sym("rowStride_")
     f4 = SizeOf("float")
