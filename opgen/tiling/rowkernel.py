@@ -232,7 +232,7 @@ def program(name: str, c: RowCounts, dvars: tuple[str, ...], float_attrs: tuple[
 
     if stream and not streamable(c):
         raise ValueError(f"rows kernel {name}: COL_STREAM needs row reductions and no sums over rows")
-    resident = row_resident(c)
+    resident = row_resident(c)   # implies row reductions (levels)
     lanes = MASK_LANES if c.masks else 16   # a compare / select covers whole 256-B repeats of the row
     if c.selects:   # Select's scratch at the top of UB stays free
         ub = p.let("ubUsable", select(ub > SELECT_SCRATCH_BYTES, ub - SELECT_SCRATCH_BYTES, 0),
@@ -246,7 +246,7 @@ def program(name: str, c: RowCounts, dvars: tuple[str, ...], float_attrs: tuple[
     col_cores = p.let("colCores", ceil_div(H, cols_core), "cores used by COL_SPLIT")
     if stream:
         cols_pass = None   # after the strategy: the resident slice (COL_SPLIT) or the streaming chunk (COL_STREAM)
-    elif c.levels and resident:
+    elif resident:
         res_cols, res_rows, res_fit, use_res = _resident_or_slice(p, c, R, H, lanes, col_align, cols_core, col_cores,
                                                                   row_cores, ub, bytes_of)
         use4 = p.let("useRowChunk", select((rows_fit < 1) & (use_res >= 1), 1, 0),
@@ -272,7 +272,7 @@ def program(name: str, c: RowCounts, dvars: tuple[str, ...], float_attrs: tuple[
     if stream:
         return _stream_program(p, c, R, S, B, H, ak, dk, cores, ub, lanes, col_align, cols_core, col_cores, rows_fit,
                                row_cores, plans, bytes_of, float_attrs, attrs, extras)
-    if c.levels and resident:   # COL_SPLIT's groups are sized by its slice; ROW_CHUNK's by its own plan
+    if resident:   # COL_SPLIT's groups are sized by its slice; ROW_CHUNK's by its own plan
         grp_fit, _cc, group_rows, plans[COL_SPLIT] = col_split(
             p, H, R, cores, ub, lambda cols: col_plan(c, cols, bytes_of), cols_core, col_cores, cols_core,
             group_alt=(use4 >= 1, res_rows))
@@ -284,7 +284,7 @@ def program(name: str, c: RowCounts, dvars: tuple[str, ...], float_attrs: tuple[
     prefer_rows = (rows_fit >= 1) if c.levels else (rows_fit >= 1) & (R >= col_cores)
     if c.acc_reads:   # two passes over the rows around the cross-core exchange: ROW_SPLIT only
         strategy = p.let("strategy", lit(ROW_SPLIT) + 0, "1 ROW_SPLIT (two passes over the rows: always)", True)
-    elif c.levels and resident:
+    elif resident:
         strategy = p.let("strategy", select(use4 >= 1, ROW_CHUNK, select(prefer_rows | (grp_fit < 1), ROW_SPLIT,
                                                                          COL_SPLIT)),
                          "1 ROW_SPLIT, 2 COL_SPLIT, 4 ROW_CHUNK (inputs resident)", True)
@@ -297,14 +297,14 @@ def program(name: str, c: RowCounts, dvars: tuple[str, ...], float_attrs: tuple[
                          "1 ROW_SPLIT, 2 COL_SPLIT", True)
     p.let("colsPerReduceCore", align_up(ceil_div(H, row_cores), 16),
           "columns each core sums in the cross-core reduction (ROW_SPLIT)", True)
-    if c.levels and resident:
+    if resident:
         p.let("fits", select(strategy.eq(ROW_SPLIT), rows_fit >= 1, select(strategy.eq(ROW_CHUNK), res_fit >= 1,
                                                                             grp_fit >= 1)),
               "1 when the chosen plan fits UB", True)
     else:
         p.let("fits", select(strategy.eq(ROW_SPLIT), rows_fit >= 1, grp_fit >= 1), "1 when the chosen plan fits UB",
               True)
-    rows_over_cores = (strategy.eq(ROW_SPLIT) | strategy.eq(ROW_CHUNK)) if chunkable(c) or (c.levels and resident) \
+    rows_over_cores = (strategy.eq(ROW_SPLIT) | strategy.eq(ROW_CHUNK)) if chunkable(c) or resident \
         else strategy.eq(ROW_SPLIT)
     block_dim = p.let("blockDim", select(rows_over_cores, row_cores, col_cores), "AIV cores launched", True)
     p.let("tilingKey", ak * 100 + dk * 10 + strategy, "attrKey * 100 + dtypeKey * 10 + strategy", True)
@@ -323,7 +323,7 @@ def program(name: str, c: RowCounts, dvars: tuple[str, ...], float_attrs: tuple[
         ws_cols = p.let("wsColBytes", (block_dim * c.rsums_per_level + c.rsums) * align_up(group_rows, 8) * 4,
                         "COL_SPLIT: partial row reductions of every core and their totals (fp32), each slot 32-byte "
                         "aligned")
-    if c.levels and resident:
+    if resident:
         p.let("workspaceBytes", select(strategy.eq(ROW_SPLIT), ws_rows, select(strategy.eq(ROW_CHUNK), 0 * ws_cols,
                                                                                 ws_cols)),
               "user workspace (bytes; ROW_CHUNK exchanges nothing)", True)
@@ -341,6 +341,19 @@ def _group_rows_fit(p, c, cols, ub, bytes_of, name: str, what: str):
     return p.let(name, select(ub > fixed, (ub - fixed) // per_row, 0), f"rows of a group that fit ({what})")
 
 
+def _cost_terms(c: RowCounts, bytes_of) -> tuple:
+    """What the strategy prices share (docs/reference/kernel_cost.md §2, opgen.platforms.cost): (bytes an element of
+    every row operand moves together, row inputs, row outputs, (num, den) with num / den the AI Core cycles a byte of
+    HBM traffic takes, reduced (9 / 8000: no int64 overflow), fp32 lanes a vector cycle, cycles an instruction's
+    issue and barrier take)."""
+    elem = lit(0)
+    for d, n in list(c.row_in) + list(c.row_out):
+        elem = elem + bytes_of(d) * n
+    ratio = Fraction(int(CLOCK_HZ), int(HBM_BYTES_PER_S))
+    return (elem, sum(n for _d, n in c.row_in), sum(n for _d, n in c.row_out), (ratio.numerator, ratio.denominator),
+            VEC_REPEAT_BYTES // 4, VEC_ISSUE_CYCLES + BARRIER_CYCLES)
+
+
 def _chunk_or_slice(p, c, R, H, lanes, col_align, cols_core, col_cores, cols_fit, row_cores, ub, bytes_of):
     """(colsPerPass, useChunks) of a `chunkable` program whose row may not fit UB: ROW_CHUNK (this core's rows, the
     whole row in chunks of up to `cols_fit` columns) against COL_SPLIT (every row, this core's column slice), each
@@ -352,14 +365,10 @@ def _chunk_or_slice(p, c, R, H, lanes, col_align, cols_core, col_cores, cols_fit
                 for one row of a group and followed by a barrier)
       time    = max(memory, vector + issue)
     useChunks is 1 when ROW_CHUNK's time is at most COL_SPLIT's. colsPerPass (a field) is the chosen one's."""
-    ops = sum(n for _d, n in c.row_in) + sum(n for _d, n in c.row_out)
-    elem = lit(0)
-    for d, n in list(c.row_in) + list(c.row_out):
-        elem = elem + bytes_of(d) * n
+    elem, ins, outs, (num, den), lanes32, issue = _cost_terms(c, bytes_of)
+    ops = ins + outs
     instrs = max(c.vinstrs, 1)
-    per_issue = instrs * (VEC_ISSUE_CYCLES + BARRIER_CYCLES)
-    ratio = Fraction(int(CLOCK_HZ), int(HBM_BYTES_PER_S))   # cycles per byte, reduced (9 / 8000): no int64 overflow
-    num, den = ratio.numerator, ratio.denominator
+    per_issue = instrs * issue
     chunk = p.let("chunkCols", emax(lanes, emin(col_align, cols_fit)), "columns per ROW_CHUNK pass (whole rows "
                   "when they fit)")
     slice_ = p.let("sliceCols", emax(lanes, emin(cols_core, cols_fit)), "columns per COL_SPLIT pass (no row "
@@ -369,7 +378,6 @@ def _chunk_or_slice(p, c, R, H, lanes, col_align, cols_core, col_cores, cols_fit
     chunks = ceil_div(H, chunk)
     mem_rc = p.let("chunkMemCycles", (moved + R * chunks * ops * BURST_OVERHEAD_BYTES) * num // den,
                    "ROW_CHUNK: estimated HBM cycles (bytes and bursts)")
-    lanes32 = VEC_REPEAT_BYTES // 4
     run_rc = p.let("chunkRunCycles", rows_core * H * instrs // lanes32 + rows_core * chunks * per_issue,
                    "ROW_CHUNK: estimated vector and issue cycles of a core")
     slices = ceil_div(cols_core, slice_)
@@ -413,15 +421,7 @@ def _resident_or_slice(p, c, R, H, lanes, col_align, cols_core, col_cores, row_c
                 "rows of a ROW_CHUNK group that fit (row reductions: inputs resident)")
     rows_core = ceil_div(R, row_cores)
     group = p.let("rowChunkRows", emax(1, emin(emin(fit, 1024), rows_core)), "rows per ROW_CHUNK group")
-    ins = sum(n for _d, n in c.row_in)
-    outs = sum(n for _d, n in c.row_out)
-    elem = lit(0)
-    for d, n in list(c.row_in) + list(c.row_out):
-        elem = elem + bytes_of(d) * n
-    ratio = Fraction(int(CLOCK_HZ), int(HBM_BYTES_PER_S))
-    num, den = ratio.numerator, ratio.denominator
-    per_issue = VEC_ISSUE_CYCLES + BARRIER_CYCLES
-    lanes32 = VEC_REPEAT_BYTES // 4
+    elem, ins, outs, (num, den), lanes32, per_issue = _cost_terms(c, bytes_of)
     moved = R * H * elem
     chunks = ceil_div(H, chunk)
     mem_r = p.let("rowChunkMemCycles", (moved + R * (chunks * outs + ins) * BURST_OVERHEAD_BYTES) * num // den,
