@@ -69,6 +69,23 @@ def test_reciprocal_of_a_softmax_sum_only():
     assert rowalg.reciprocal_of_softmax_sum(_softmax_hand(divisor="t")) == 0   # a plain row sum
     assert rowalg.reciprocal_of_softmax_sum(_softmax_hand(max_of="b")) == 0    # exp(a - max b): unbounded
 
+    def variant(k, instr):   # the softmax program with its k-th instruction replaced
+        p = _softmax_hand()
+        p.instrs[k] = instr
+        return p
+
+    # exp(a + m), exp(a - 3): the exponent is not a difference from the row's maximum (s may be below 1 or overflow)
+    assert rowalg.reciprocal_of_softmax_sum(variant(3, Instr("vscalar", "z", ("a",), "Adds", "m"))) == 0
+    assert rowalg.reciprocal_of_softmax_sum(variant(3, Instr("vscalar", "z", ("a",), "Adds", "-(3.0f)"))) == 0
+    # exp(2 (a - m)) is still <= 1, but the pattern asks for the plain difference: not taken
+    assert rowalg.reciprocal_of_softmax_sum(variant(4, Instr("vscalar", "e", ("z",), "Muls", "2.0f"))) == 0
+    # the sum over another row than the exponentials
+    assert rowalg.reciprocal_of_softmax_sum(variant(5, Instr("rsum", "s", ("b",), space="stat"))) == 0
+    # a name defined twice (an allocated program): the link through it is not taken
+    p = _softmax_hand()
+    p.instrs.insert(1, Instr("vunary", "e", ("a",), "Abs"))   # the last definition is the Exp
+    assert rowalg.reciprocal_of_softmax_sum(p) == 0
+
 
 def test_reciprocal_error_bound_against_float64():
     """RN(x * RN(1/s)) in fp32 against x / s in float64: within 3u (u = 2^-24; the bound the pass states), 2^9

@@ -71,8 +71,13 @@ def reciprocal_of_softmax_sum(p: RowProgram) -> int:
     RN(x * RN(1/s)) is within 3u relative of x / s (u = 2^-24; at most 2 fp32 ulp from the correctly rounded
     quotient, 2^9 below CANN's tightest criterion). A NaN row (a NaN or an all -inf v) gives NaN either way. A
     Duplicate + Div (3 cycles a 64-lane repeat: Div runs at 32 lanes) becomes a Muls (1). Returns the number of
-    divisions rewritten."""
-    by = {i.dst: i for i in p.instrs if i.dst}
+    divisions rewritten. It reads the program as lowered (single-assignment names); a name defined more than once
+    (a program already allocated) is never taken for a link of the pattern."""
+    defs: dict = {}
+    for i in p.instrs:
+        if i.dst:
+            defs.setdefault(i.dst, []).append(i)
+    by = {n: d[0] for n, d in defs.items() if len(d) == 1}
     sums = set()
     for i in p.instrs:
         if i.kind != "rsum" or len(i.srcs) != 1:
