@@ -666,18 +666,18 @@ def _(b, x):
     assert e.line == 11 and "b.quantize" in e.diagnostic().splitlines()[1]
 
 
-def test_an_embedding_lookup_is_refused_in_the_users_terms(tmp_path):
-    """A gather of whole rows along axis 0 (an embedding: weight [V, D] by indices [N]) interprets, and generation
-    refuses it in one line that says what the rows family gathers (one index per row, within the row) and names the
-    embedding lookup as not lowered -- not only "an index shaped [V]" (a new user's reading of it)."""
+def test_an_embedding_lookup_lowers_and_a_computed_index_is_refused_in_the_users_terms(tmp_path):
+    """A gather of whole rows along axis 0 (an embedding: weight [V, D] by indices [N]) as a new user writes it
+    interprets and gets a rows kernel (the rows picked by the index input, opgen.kernel.rowlayout.PickedView); with
+    the index computed in the kernel (indices + 1) generation refuses it in one line that says which gathers the rows
+    family lowers (whole rows by an index input read as it is) and what is computed."""
     import numpy as np
 
     from opgen.interp import interpret
     from opgen.kernel.family import NoKernel
     from opgen.tiling.pipeline import kernel_build
 
-    path = tmp_path / "emb.py"
-    path.write_text('''from opgen.dsl import A2, OpSpec, f32, i32
+    text = '''from opgen.dsl import A2, OpSpec, f32, i32
 
 spec = OpSpec("MyEmbedding", aclnn="aclnnMyEmbedding", socs=(A2,))
 V, D, N = spec.dims("V D N")
@@ -689,10 +689,18 @@ spec.output("out", f32, [N, D])
 @spec.body
 def _(b, weight, indices):
     return {"out": b.gather(weight, indices, 0)}
-''')
+'''
+    path = tmp_path / "emb.py"
+    path.write_text(text)
     spec = load_spec(str(path))
     w, idx = np.arange(12, dtype=np.float32).reshape(4, 3), np.array([3, 0, 3], np.int32)
     assert np.array_equal(interpret(spec, {"weight": w, "indices": idx}, {}, {})["out"], w[idx])
+    assert kernel_build(spec).family.name == "rows"
+    path = tmp_path / "emb_plus.py"
+    path.write_text(text.replace("MyEmbedding", "MyEmbeddingPlus").replace("b.gather(weight, indices, 0)",
+                                                                         "b.gather(weight, indices + 1, 0)"))
     with pytest.raises(NoKernel) as e:
-        kernel_build(spec)
-    assert "within each row" in str(e.value) and "embedding lookup" in str(e.value), str(e.value)
+        kernel_build(load_spec(str(path)))
+    msg = str(e.value)
+    assert "embedding lookup" in msg and "index input" in msg and "is computed in the kernel" in msg, msg
+    assert "not lowered" not in msg and "\n" not in msg, msg

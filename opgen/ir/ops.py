@@ -355,9 +355,9 @@ def _gather(ts, attrs):
     if not (isinstance(idx.dtype, DType) and idx.dtype.is_int):
         raise IRError(f"gather: indices must be i32 or i64, got {idx.dtype!r}")
     nb, ax = attrs["batch_dims"], attrs["axis"]
-    if x.rank is None or idx.rank is None:
+    if x.rank is None or (idx.rank is None and nb > 0):   # without batch dims any index shape, a variadic one too
         raise IRError("gather: operands need a fixed rank")
-    if not (0 <= nb <= ax < x.rank) or idx.rank < nb:
+    if not (0 <= nb <= ax < x.rank) or (idx.rank is not None and idx.rank < nb):
         raise IRError(f"gather: need 0 <= batch_dims ({nb}) <= axis ({ax}) < rank ({x.rank}) and idx rank >= batch_dims")
     if nb != ax:
         raise IRError("gather: axis must equal batch_dims (gather the first non-batch axis)")

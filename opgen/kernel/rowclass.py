@@ -29,7 +29,7 @@ from opgen.names import cpp_name
 from opgen.errors import SpecError
 from opgen.ir.dims import Bin, Constraint, DimExpr, Fn, Lit, Sym, as_dim
 from opgen.ir.locs import spec_comment, spec_doc
-from opgen.kernel.rowlayout import PiecewiseView
+from opgen.kernel.rowlayout import PickedView, PiecewiseView
 from opgen.kernel import kir
 from opgen.kernel.isa import FP32_MAX, REPEAT_FORMS, Op, Pipe, entry
 from opgen.kernel.rowprog import (ACC_INIT, MASK_KINDS, MASK_LANES, SELECT_KINDS, Instr, RowProgram, all_instrs,
@@ -879,12 +879,56 @@ class _Addr:
         return kir.Func(f"Off_{name}", (kir.Param("r"),), tuple(body), ret="int64_t", const=True,
                         doc=f"Element offset in GM of anchor row r of {name} (a strided view or a piece of a concat).")
 
+    def _picked_nodes(self, name: str, v: PickedView) -> kir.Func:
+        """Off_<name>(r) of rows picked by an index (PickedView) as a Kernel-IR method: the index of anchor row r
+        read by the scalar unit from GM (GlobalTensor::GetValue at the index view's offset of r, an int32 / int64
+        element as int64), Trap() unless 0 <= index < the gathered axis' extent (device data: the aclnn layer cannot
+        read it; docs/reference/ascendc.md §1.9, Trap), then the source view's offset of r (its stride-0 terms
+        dropped) plus index * the gathered axis' stride. int64 arithmetic."""
+        body: list = []
+        if v.index.flat:
+            at = _offset(_scaled(Sym("r"), self.dims.sym(v.index.pitch)), self.dims.sym(v.index.col))
+        else:
+            at = self._decomposed(v.index, body, "q", "off")
+        base = self._decomposed(v, body, "p", "base") if any(as_dim(st) != Lit(0) for st in v.strides) \
+            else self.dims.sym(v.col)
+        body += [kir.Let("pick", kir.GmAt(f"gm_{v.index.tensor}", at)),
+                 kir.TrapUnless(Sym("pick"), self.dims.sym(v.bound),
+                                doc=f"{v.index.tensor}: an index into {v.tensor} outside [0, {v.bound}) stops the "
+                                    f"kernel"),
+                 kir.Return(_offset(base, _scaled(Sym("pick"), self.dims.sym(v.step))))]
+        return kir.Func(f"Off_{name}", (kir.Param("r"),), tuple(body), ret="int64_t", const=True,
+                        doc=f"Element offset in GM of anchor row r of {name}: the row of {v.tensor} its index "
+                            f"{v.index.tensor} picks.")
+
+    def _decomposed(self, v, body: list, q: str, off: str) -> DimExpr:
+        """Append to `body` the statements computing view v's element offset of anchor row r into int64 `off` (r
+        decomposed into the leading coordinates through `q`, innermost first, each weighted by its stride, plus
+        the view's column offset, as `_decompose_nodes`); returns Sym(off)."""
+        qs, offs = Sym(q), Sym(off)
+        body += [kir.Let(q, Sym("r"), mutable=True), kir.Let(off, self.dims.sym(v.col), mutable=True)]
+        k = len(v.strides)
+        for i in range(k - 1, -1, -1):
+            st = self.dims.sym(v.strides[i])
+            ext = None if i == 0 else self.dims.sym(self.dims.layout.extents[i])
+            coord = qs if i == 0 else Bin("%", qs, ext)
+            if st != Lit(0):
+                body.append(kir.Assign(off, _ksum(offs, coord if st == Lit(1) else _kmul(coord, st))))
+            if i == 0:
+                break
+            body.append(kir.Assign(q, Bin("//", qs, ext)))
+        return offs
+
     def off_nodes(self) -> list[kir.Func]:
         """The Off_<operand>(r) methods of every strided row / statistic / segment operand, and Off_<operand>_<k>(r) for
-        each piece k of a concat of inputs (the pieces' copies call them), as Kernel-IR methods."""
+        each piece k of a concat of inputs (the pieces' copies call them), as Kernel-IR methods; rows picked by an
+        index read the index in theirs (`_picked_nodes`)."""
         out = []
         for t in self.p.gm:
             v = t.view
+            if isinstance(v, PickedView):
+                out.append(self._picked_nodes(t.name, v))
+                continue
             if isinstance(v, PiecewiseView):
                 out += [self._decompose_nodes(f"{t.name}_{k}", pc.view, (v.axis, pc.start))
                         for k, pc in enumerate(v.pieces)]
@@ -1372,6 +1416,7 @@ def row_split_ir(spec, v: Variant, dims: DimFields, ctx: dict) -> kir.KernelClas
     (class_context): the operands' addresses as dim expressions over the tiling fields of `dims`."""
     p = v.prog
     addr = _Addr(p, dims)
+    run_extent = dims.sym(dims.layout.extents[-1]) if ctx["strided"] else Lit(1)   # a field before `fields`
     sched = RowSchedule(
         row_in=_gm_rows(p, addr, "in", "row", ctx["row_in"]), row_out=_gm_rows(p, addr, "out", "row", ctx["row_out"]),
         stat_in=_gm_rows(p, addr, "in", "stat", ctx["stat_in"]),
@@ -1413,7 +1458,7 @@ def row_split_ir(spec, v: Variant, dims: DimFields, ctx: dict) -> kir.KernelClas
                                       ("RowMax", ctx["uses_max"]), ("RowStartOf", True),
                                       ("CoreOfRow", bool(ctx["cross_core"]) and ctx["brow_accs"]),
                                       ("RunRows", ctx["strided"]), ("GapBlocks", True)) if on),
-        run_extent=dims.sym(dims.layout.extents[-1]) if ctx["strided"] else Lit(1),
+        run_extent=run_extent,
         zero_fill=any(i.kind in MASK_KINDS or i.kind in SELECT_KINDS for i in p.instrs),
         packed_lanes=_packed_lanes(p) if ctx["row_segments"] else 0,
         tiling_struct=f"optiling::{spec.name}TilingData", dim_values=tuple(ctx["dim_values"]),
@@ -1438,6 +1483,8 @@ def class_ir(spec, v: Variant, dims: DimFields) -> dict:
         for gm in names:
             if gm not in [n for n, _c in tensors]:
                 tensors.append((gm, _ctype(t.dtype)))
+        if isinstance(t.view, PickedView) and t.view.index.tensor not in [n for n, _c in tensors]:
+            tensors.append((t.view.index.tensor, _ctype(t.view.index_dtype)))   # read by Off_<operand>(r)
     used = {n for n, _c in tensors}
     kinds = {i.dst: i.kind for i in p.rsums()}
     combine = {}

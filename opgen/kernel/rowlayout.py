@@ -169,6 +169,40 @@ class PiecewiseView:
 
 
 @dataclass(frozen=True)
+class PickedView(View):
+    """The rows of a gather along a leading axis of an operator input by an index input (an embedding lookup,
+    out[n, :] = weight[idx[n], :]): anchor row (a_1..a_k) of the gathered tensor starts at
+    sum_i a_i * strides[i] + col + idx[row's index offset] * step, the index read from GM tensor index.tensor at
+    the offset its own view (`index`, a per-row view without a row axis) gives; it must lie in [0, bound) (the
+    gathered axis' extent; the kernel checks it on the scalar unit and traps outside). index_dtype: the index's IR
+    dtype (i32 / i64). Rows are copied one by one (never flat, never runs). Units: elements."""
+
+    index: View = None
+    index_dtype: str = "i64"
+    step: DimExpr = Lit(0)
+    bound: DimExpr = Lit(1)
+
+    def text(self) -> str:
+        """Canonical text: the base offset plus the picked row: w[a0 * 0 + ... + idx[a0] * H]."""
+        terms = [f"a{i}" if str(s) == "1" else f"a{i} * {s}" for i, s in enumerate(self.strides) if str(s) != "0"]
+        terms.append(f"{self.index.text()}{'' if str(self.step) == '1' else f' * {self.step}'}")
+        if str(self.col) != "0":
+            terms.append(str(self.col))
+        return f"{self.tensor}[{' + '.join(terms)}]"
+
+
+@dataclass(frozen=True)
+class Pick:
+    """A gather of load-chain value along one of its leading axes by an index input (Chains.picks): `index` the
+    load-chain value of the index (an integer operator input seen through views), `step` the gathered axis' stride
+    in the source tensor (elements), `bound` its extent."""
+
+    index: str
+    step: DimExpr
+    bound: DimExpr
+
+
+@dataclass(frozen=True)
 class RowLayout:
     """The anchor domain of a rows kernel.
 
@@ -266,6 +300,7 @@ class Chains:
         self.col: dict[str, DimExpr] = {p: Lit(0) for p in self.load}
         self.root: dict[str, str] = {p: p for p in self.load}
         self.pieces: dict[str, tuple] = {}   # concat of inputs along a leading axis: (key, (_Piece, ...))
+        self.picks: dict[str, Pick] = {}     # rows of an input picked along a leading axis by an index input
         for n in g.nodes:
             self._load_step(n)
         self.out_of = {}
@@ -292,10 +327,20 @@ class Chains:
                 self.load[r], self.col[r], self.root[r] = tensor_axes(shape), Lit(0), self.root[n.inputs[0]]
                 self.pieces[r] = (axis_key(shape[ax]), tuple(pieces))
             return
+        if n.op == "gather":
+            self._pick_step(n)
+            return
         if not n.inputs or n.inputs[0] not in self.load or len(n.inputs) != 1:
             return
         x, r = n.inputs[0], n.result.name
         axes, col = self.load[x], self.col[x]
+        if x in self.picks:   # picked rows go on through casts and trivial reshapes only
+            if n.op == "cast" and dtype_name(n.attr("to")) == "f32" or n.op == "reshape" and _reshape_axes(
+                    axes, n.result.type.shape) is not None:
+                self.load[r], self.col[r], self.root[r] = _reshape_axes(axes, n.result.type.shape) or axes, col, \
+                    self.root[x]
+                self.picks[r] = self.picks[x]
+            return
         if x in self.pieces:   # a concat of inputs goes on through casts and trivial reshapes only
             if n.op == "cast" and dtype_name(n.attr("to")) == "f32" or n.op == "reshape" and _reshape_axes(
                     axes, n.result.type.shape) is not None:
@@ -338,6 +383,40 @@ class Chains:
         else:
             return
         self.load[r], self.col[r], self.root[r] = new, col, self.root[x]
+
+    def _pick_step(self, n) -> None:
+        """Extend the load chains through gather node n when it picks whole rows of a load-chain value x along a
+        leading axis (not x's last axis, which stays the row) by an index that is itself a load-chain value of an
+        integer operator input (an embedding lookup): the result's axes are x's batch axes, the index's own axes (no
+        stride in x: the index picks the address) and x's axes after the gathered one (Chains.picks records the
+        index, the gathered axis' stride and extent). Any other gather stays a computation (rows._Lowering.gather)."""
+        x, idx = n.inputs
+        r = n.result.name
+        if x not in self.load or idx not in self.load or x in self.pieces or idx in self.pieces \
+                or x in self.picks or idx in self.picks:
+            return
+        xs, ish = self.vals[x].type.shape, self.vals[idx].type.shape
+        ax, nb = n.attr("axis"), n.attr("batch_dims")
+        if any(isinstance(d, Variadic) for d in xs) or ax >= len(xs) - 1 or axis_key(xs[-1]) is None:
+            return   # a gather along the row (the last axis) picks one element per row: not a row view
+        if any(isinstance(d, Variadic) for d in ish[:nb]):
+            return
+        axes = self.load[x]
+        if len(axes) != len(keys_of(xs)):
+            return
+        at = _positions(xs)
+        iaxes = self.load[idx]
+        if len(iaxes) != len(keys_of(ish)) or any(a.key != b.key for a, b in zip(
+                iaxes, tensor_axes(ish))):
+            return   # an index seen through a permute or a window: its axes are not its shape's
+        ipos = _positions(ish)
+        lead = tuple(axes[at[k]] for k in range(nb) if at[k] is not None)
+        own = tuple(Ax(a.key, a.extent, Lit(0)) for k, a in enumerate(tensor_axes(ish))
+                    if k >= sum(1 for p in ipos[:nb] if p is not None))
+        rest = tuple(axes[at[k]] for k in range(ax + 1, len(xs)) if at[k] is not None)
+        step = axes[at[ax]].stride if at[ax] is not None else Lit(0)
+        self.load[r], self.col[r], self.root[r] = lead + own + rest, self.col[x], self.root[x]
+        self.picks[r] = Pick(idx, step, axis_extent(xs[ax]))
 
     def _store_only(self) -> set[str]:
         """Values whose every use is a view or narrowing cast on the way to outputs (store chains)."""
@@ -533,6 +612,16 @@ def _contiguous(v: View, lay: RowLayout) -> bool:
 def view_of(ch: Chains, v: str, lay: RowLayout, vals):
     """The View of load-chain value v in anchor order (a PiecewiseView for a concat of inputs along a leading axis).
     Raises IRError when the concat axis is not an anchor axis."""
+    if v in ch.picks:   # rows picked by an index: the source's view with the index's term added
+        pk = ch.picks[v]
+        base = _view(ch.root[v], ch.load[v], ch.col[v], lay, vals[ch.root[v]].type.shape, ch.bounds)
+        index = view_of(ch, pk.index, lay, vals)
+        outside = [k for k in keys_of(vals[pk.index].type.shape) if k not in lay.axes]
+        if outside:
+            raise IRError(f"the index {ch.root[pk.index]} has axes [{', '.join(outside)}] that are not leading axes "
+                          f"of the kernel's rows")
+        return PickedView(base.tensor, base.strides, base.col, base.pitch, False, False, index,
+                          dtype_name(vals[ch.root[pk.index]].type.dtype), pk.step, pk.bound)
     if v in ch.pieces:
         key, pieces = ch.pieces[v]
         if key not in lay.axes:

@@ -29,8 +29,8 @@ from opgen.kernel import kir, rowalg, rowprog
 from opgen.kernel.headlower import full_keys, lower_spec
 from opgen.kernel.rowmerge import (SEGMENT_OP, math_as_steps, merge_blocker, merge_trailing, min_as_max, prepare,
                                    regroup_blocker)
-from opgen.kernel.rowlayout import (Chains, PiecewiseView, RowLayout, SegView, Unsupported, analyse, keys_of,
-                                    store_view, view_of)
+from opgen.kernel.rowlayout import (Chains, PickedView, PiecewiseView, RowLayout, SegView, Unsupported, analyse,
+                                    keys_of, store_view, view_of)
 from opgen.names import cpp_name
 from opgen.kernel.rowpresence import join_copies, merge_presences
 from opgen.kernel.rowprog import ROUND_MODES, GmTensor, Instr, RowProgram, lower_elementwise
@@ -198,6 +198,14 @@ class _Lowering:
             view = view_of(self.ch, x, self.lay, self.vals)
         except IRError as e:
             raise self.err(x, f"input {root}: {e}") from None
+        if isinstance(view, PickedView):   # whole rows picked along a leading axis by an index input
+            if sp != "row":
+                raise self.err(x, f"rows of input {root} picked by the index {view.index.tensor} read as "
+                               f"{SPACE_WORDS[sp]}; the rows family reads picked rows as rows of its domain "
+                               f"[{', '.join(self.lay.axes + (self.lay.row,))}] (one index per row)")
+            if view.index_dtype not in INDEX_DTYPES:
+                raise self.err(x, f"the index {view.index.tensor} has dtype {view.index_dtype}; the rows family "
+                               f"picks rows by {' or '.join(INDEX_DTYPES)} indices")
         if isinstance(view, PiecewiseView):
             names = [pc.view.tensor for pc in view.pieces]
             if sp != "row":
@@ -420,8 +428,9 @@ class _Lowering:
         if isinstance(self.vals[root].type.dtype, DType) and dt not in ("f32", "f16", "bf16"):
             raise self.err(r, f"per-channel input {root} has dtype {dt}; the rows family reads per-channel operands "
                            f"as f32, f16 or bf16")
-        if x in self.ch.pieces:
-            raise self.err(r, "a per-channel operand that is a concat of inputs; read it from one input")
+        if x in self.ch.pieces or x in self.ch.picks:
+            raise self.err(r, "a per-channel operand that is a concat of inputs or rows picked by an index; read it "
+                           "from one input as it is")
         axes = self.ch.load[x]
         by = {a.key: a for a in axes}
         ckey = keys_of([c])[0]
@@ -818,7 +827,7 @@ class _Lowering:
         at each new batch of the second pass, RowProgram.btotals) -- "" when not made yet without `load`; None for
         any other value (read per row instead)."""
         lay = self.lay
-        if x in self.ch.pieces or not 0 < lay.split < len(lay.axes) \
+        if x in self.ch.pieces or x in self.ch.picks or not 0 < lay.split < len(lay.axes) \
                 or keys_of(self.vals[x].type.shape) != lay.axes[:lay.split]:
             return None
         root = self.ch.root[x]
@@ -1344,22 +1353,39 @@ def layout_groups(spec, lays: dict, graphs: dict) -> list[tuple[RowLayout, list]
 
 
 def _refuse_index_ops(g: Graph) -> None:
-    """When no layout holds graph g: a gather or scatter-add whose index is not one per row of its source (the
-    only form the rows family lowers, `_Lowering.gather`) is named as the reason. Raises Unsupported; returns
-    otherwise."""
+    """When no layout holds graph g: a gather or scatter-add in neither form the rows family lowers is named as the
+    reason -- one index per row along the row axis (`_Lowering.gather`, `_Lowering.scatter_add`), or whole rows of
+    an operator input picked along a leading axis by an index input (opgen.kernel.rowlayout.Chains.picks: a row
+    input read through a PickedView). Raises Unsupported; returns otherwise."""
     vals = g.values()
+    ch = Chains(g)
     for n in g.nodes:
         if n.op not in ("gather", "scatter_add"):
             continue
         idx, other = (n.inputs[1], n.inputs[0]) if n.op == "gather" else n.inputs
-        lead = keys_of(vals[other].type.shape if n.op == "gather" else n.result.type.shape)[:-1]
-        if keys_of(vals[idx].type.shape) != lead:
+        shape = vals[other].type.shape if n.op == "gather" else n.result.type.shape
+        lead = keys_of(shape)[:-1]
+        along_row = n.attr("axis") % max(len(shape), 1) == len(shape) - 1
+        if n.op == "gather" and not along_row and n.result.name not in ch.picks:
+            what = (f"the index %{idx} is computed in the kernel" if not ch.is_load(idx) else
+                    f"the table %{other} is computed in the kernel" if not ch.is_load(other) else
+                    f"%{other} is read through a concat, or %{idx} through a permute or a window")
+            raise Unsupported(n.result.name, n.loc, f"a gather of whole rows of %{other} along its axis "
+                              f"{n.attr('axis')} by %{idx}: the rows family picks whole rows along a leading axis "
+                              f"(an embedding lookup) of an operator input by an i32 or i64 index input, each read as "
+                              f"it is (through casts and reshapes only); {what} (compute it in a separate operator, "
+                              f"or gather first and compute on the picked rows)")
+        if keys_of(vals[idx].type.shape) != lead and along_row:
             what = "a gather" if n.op == "gather" else "a scatter-add"
             raise Unsupported(n.result.name, n.loc, f"{what} by %{idx} of shape "
                               f"[{', '.join(keys_of(vals[idx].type.shape))}]: the rows family {what.split()[1]}s "
                               f"within each row of the tensor it reads, by one i32 or i64 index per row (an index "
-                              f"shaped [{', '.join(lead)}], one entry per row); whole rows picked along a leading "
-                              f"axis (an embedding lookup) are not lowered yet")
+                              f"shaped [{', '.join(lead)}], one entry per row)")
+        if n.op == "scatter_add" and not along_row:
+            raise Unsupported(n.result.name, n.loc, f"a scatter-add by %{idx} along axis {n.attr('axis')}: the rows "
+                              f"family scatters within each row along its row axis (the last axis), by one i32 or "
+                              f"i64 index per row; adding whole rows into a leading axis (an embedding's gradient) "
+                              f"is not lowered")
 
 
 def common_layout(spec, lays: dict, graphs: dict) -> RowLayout:
