@@ -371,6 +371,11 @@ def smooth_l1_loss(i, a):
     return {"out": (out, np.maximum(np.abs(d), 0.5 * beta))}
 
 
+def embedding(i, a):
+    """weight[indices]: each output row the table row its index names (a copy: exact)."""
+    return {"out": _f(i["weight"])[np.asarray(i["indices"])]}
+
+
 ORACLES = {f.__name__: f for f in (tanh, log_softmax, hardtanh_grad, masked_fill, scaled_masked_softmax, prelu,
                                    leaky_relu, hard_sigmoid, maximum_grad, threshold_backward, smooth_l1_loss, mat_mul,
                                    batch_mat_mul, matmul_gelu, fused_mat_mul, rms_norm, rms_norm_grad, add_rms_norm,
@@ -378,7 +383,7 @@ ORACLES = {f.__name__: f for f in (tanh, log_softmax, hardtanh_grad, masked_fill
                                    geglu, modulate, modulate_grad, bias_add_grad, scaled_transpose, joint_concat,
                                    swiglu_grad, reduce_mean, reduce_sum, reduce_max, mse_loss, kl_div, batch_norm,
                                    batch_norm_v3,
-                                   instance_norm, layer_norm_v4, reduce_min, group_norm)}
+                                   instance_norm, layer_norm_v4, reduce_min, group_norm, embedding)}
 
 TERMS = {   # per output: which of its inputs' extents one element sums over (the fp32 accumulation of the bound)
     "rms_norm": {"y": "row", "rstd": "row"}, "rms_norm_grad": {"dx": "row", "dgamma": "rows"},
@@ -582,6 +587,11 @@ CASES = [
     ("group_norm", {"N": 97, "C": 5, "HxW": 9, "G": 1}, F32, {"group": 1}, 1),    # one group: LayerNorm over C * HxW
     ("group_norm", {"N": 2, "C": 7, "HxW": 33, "G": 7}, BF16, {"group": 7}, 1),   # a group a channel: InstanceNorm
     ("group_norm", {"N": 1, "C": 320, "HxW": 64, "G": 32}, BF16, {"group": 32}, 1),   # aligned segments of 64
+    ("embedding", {"Bd": (3, 5), "V": 7, "H": 33}, F32, {}, 1),              # rows picked by an index input
+    ("embedding", {"Bd": (97,), "V": 50, "H": 1}, BF16, {}, None),            # H = 1; 97 indices: a tail over cores
+    ("embedding", {"Bd": (3,), "V": 5, "H": 40000}, F16, {}, 2),              # rows past UB: column chunks
+    ("embedding", {"Bd": (), "V": 3, "H": 17}, F16, {}, None),                # a 0-d index: one row
+    ("embedding", {"Bd": (2,), "V": 2, "H": 400001}, BF16, {}, 2),            # 800 KB rows over the cores
     ("mat_mul", {"M": 37, "K": 50, "N": 45}, F16, {}, 1),                     # one block, every edge a tail
     ("mat_mul", {"M": 1000, "K": 333, "N": 500}, BF16, {}, 1),                # 8 x 4 blocks over 24 AI Cores
     ("mat_mul", {"M": 129, "K": 17, "N": 1}, F16, {}, 1),                     # a one-row tail block (not GEMV)

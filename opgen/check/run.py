@@ -64,7 +64,8 @@ class CheckResult:
     = absent); attrs: every attribute's value after validation; dtypes: {dtype variable: dtype name} bound.
     gm: {buffer name: caseio.GmStat} (inputs, outputs, "workspace", "tiling"; bytes moved in the launch);
     gm_bytes: bytes read + written over all buffers; gm_bytes_min: each present device input the specialisation reads (its graph consumes it) read once plus each
-    produced output written once (bytes, from the tensors' sizes); block_dim, tiling_key; workspace_bytes:
+    produced output written once (bytes, from the tensors' sizes; a table read only through row picks by an index
+    input: the picked rows, at most the table, _picked_elements); block_dim, tiling_key; workspace_bytes:
     the whole workspace (system part included, bytes); faults: emulation faults and driver problems (one
     line each); tiling_ok / tiling_error; launched; soc (platform name); variant ("debug" | "quick" | "asan",
     build.launch_variant);
@@ -245,17 +246,54 @@ def _output_slots(spec, bound) -> list:
 
 def _min_gm_bytes(spec, bound, g, slots: list) -> int:
     """The GM bytes a call must move at least (CheckResult.gm_bytes_min): each present device input that the
-    specialisation's optimized graph `g` reads, once, in its declared dtype, plus each produced output (`slots`,
-    _output_slots) written once."""
+    specialisation's optimized graph `g` reads, once, in its declared dtype (one read only through row picks by an
+    index input: the smaller of the picked rows and the whole input, _picked_elements), plus each produced output
+    (`slots`, _output_slots) written once."""
 
-    consumed = {x for n in optimize(g).nodes for x in n.inputs}   # inputs the specialisation needs (after DCE)
+    og = optimize(g)
+    consumed = {x for n in og.nodes for x in n.inputs}   # inputs the specialisation needs (after DCE)
+    picked = _picked_elements(og, bound.arrays)
     total = 0
     for i in spec.inputs:
         a = bound.arrays[i.name]
         if a is not None and i.name in consumed and not i.host:
             dt = bound.dtypes[i.dtype.name] if isinstance(i.dtype, DTypeVar) else i.dtype
-            total += int(np.prod(np.shape(a), dtype=np.int64)) * dt.itemsize
+            n = int(np.prod(np.shape(a), dtype=np.int64))
+            total += min(n, picked.get(i.name, n)) * dt.itemsize
     return total + sum(int(np.prod(sl[1], dtype=np.int64)) * sl[0].itemsize for sl in slots if sl)
+
+
+def _picked_elements(g, arrays: dict) -> dict:
+    """{input: elements} for each operator input of optimized graph `g` read only as whole rows picked along a
+    leading axis by an index input (every use, through casts, is operand 0 of a gather along an axis before its
+    last): the rows the indices pick, index elements times the elements of a row (a repeated index counts each time:
+    a kernel that reads each picked row where it is used reads that much; `_min_gm_bytes` takes the smaller of it
+    and the whole input)."""
+    uses: dict = {}
+    for n in g.nodes:
+        for x in n.inputs:
+            uses.setdefault(x, []).append(n)
+    out = {}
+    for p in g.params:
+        if p.kind != "input" or arrays.get(p.value.name) is None:
+            continue
+        shape, count, front = np.shape(arrays[p.value.name]), 0, [p.value.name]
+        while front:
+            v = front.pop()
+            for n in uses.get(v, []):
+                if n.op == "cast" and len(n.inputs) == 1:
+                    front.append(n.result.name)
+                elif n.op == "gather" and n.inputs[0] == v and n.inputs[1] in arrays \
+                        and arrays[n.inputs[1]] is not None and n.attr("axis") < len(shape) - 1:
+                    count += int(np.size(arrays[n.inputs[1]])) * int(np.prod(shape[n.attr("axis") + 1:], dtype=np.int64))
+                else:
+                    count = None
+                    break
+            if count is None:
+                break
+        if count:
+            out[p.value.name] = count
+    return out
 
 
 GM_PLAN_ABOVE = 1.10
