@@ -4,7 +4,7 @@ the rows family: the gathered rows are a row input whose GM row address each anc
 gathered axis), followed by any row math. Covered: Embedding (examples/specs/embedding.py, i64 indices) and the same
 spec with i32 indices, an embedding followed by an RmsNorm (rstd as a second output), token plus position embeddings
 (the position table's rows picked per sequence coordinate and broadcast over the batch), a gather with a batch dim
-(table [B, V, H] by idx [B, N]). Values are compared with float64 NumPy math written here at every level: the
+(table [B, V, H] by idx [B, N]), two picks from one table with one index also read as a number (a padding id). Values are compared with float64 NumPy math written here at every level: the
 interpreter (device and exact mode), the Kernel IR on its interpreter (`opgen check --engine kir`) and the emitted
 kernel on the g++ emulation (`opgen check`, slow): odd sizes, H = 1, row counts with a tail over the 48 cores, rows
 past UB (COL_SPLIT, COL_STREAM), repeated indices, every dtype row. An index outside the table stops the kernel with
@@ -100,6 +100,25 @@ def _(b, table, idx, scale):
     x = b.gather(table, idx, axis=1)
     return {"y": (b.exp(x - x.max(-1)) * scale).cast(T, "rint")}
 ''',
+    # two picks from one table by two indices, the first index also read per row as a number (a padding id's row
+    # counts zero)
+    "PadPick": '''
+spec = OpSpec("PadPick", aclnn="aclnnPadPick", socs=(A2, A3), round="rint")
+N, V, H = spec.dims("N V H")
+(T,) = spec.dtype_vars("T")
+spec.input("weight", T, [V, H])
+spec.input("ids", i64, [N])
+spec.input("ids2", i32, [N])
+spec.attr("pad", float, 1.0)
+spec.output("y", T, [N, H])
+spec.dtypes((T,), [(f32,), (f16,), (bf16,)])
+''' + CHECK.format(name="ids", table="weight", axis=0) + CHECK.format(name="ids2", table="weight", axis=0) + '''
+
+@spec.body
+def _(b, weight, ids, ids2, pad):
+    keep = ids.f32().ne(pad).cast(i64).f32().reshape([N, 1])
+    return {"y": ((b.gather(weight, ids, axis=0) - b.gather(weight, ids2, axis=0)) * keep).cast(T, "rint")}
+''',
 }
 
 
@@ -147,6 +166,9 @@ def test_the_picked_rows_are_read_at_the_row_their_index_names(tmp_path):
     assert re.search(r"gm in table: T row at table\[a0 \* (H \* V|V \* H) \+ idx\[r\] \* H\]", text), text
     text = _program(_spec(tmp_path, "EmbeddingRmsNorm"))
     assert "gm in weight: T row at weight[ids[r] * H]" in text and "= ReduceSum(w1)" in text
+    text = _program(_spec(tmp_path, "PadPick"))   # one table, two views; ids also a per-row value
+    assert "gm in weight: T row at weight[ids[r] * H]" in text and "gm in weight_view1: T row at weight[ids2[r] * H]" \
+        in text and "gm in ids: i64 stat at ids[r]" in text
 
 
 def test_the_kernel_reads_each_index_on_the_scalar_unit_and_traps_outside_the_table():
@@ -332,6 +354,11 @@ def test_kernel_ir_embedding_then_rms_norm_token_plus_position_and_batched_table
     r = _kir(_spec(tmp_path, "BatchedPick"), {"B": 3, "V": 5, "N": 7, "H": 19}, "float32", seed=3)
     x = np.take_along_axis(_f(r.inputs["table"]), np.asarray(r.inputs["idx"])[:, :, None], axis=1)
     _close(r.arrays["y"], np.exp(x - x.max(-1, keepdims=True)) * _f(r.inputs["scale"]), "float32", 1)
+    r = _kir(_spec(tmp_path, "PadPick"), {"N": 61, "V": 3, "H": 20}, "float16", seed=4)
+    ids, w = np.asarray(r.inputs["ids"]), _f(r.inputs["weight"])
+    assert (ids == 1).any() and (ids != 1).any()   # rows of the padding id and others
+    want = (w[ids] - w[np.asarray(r.inputs["ids2"])]) * (ids != 1)[:, None]
+    _close(r.arrays["y"], want, "float16", 1, np.abs(w).max())
 
 
 def test_the_kernel_ir_traps_on_an_index_outside_the_table():

@@ -17,7 +17,9 @@ Views (reshape, permute of leading axes, a slice of any axis, concat along the r
 operator input to its first computation, or from the last computation to an operator output, are not computed:
 they become the GM *view* of that tensor (`View`: the element offset of anchor row (a_1..a_k), column c, is
 sum_i a_i * strides[i] + col + c). Broadcasts of inputs over leading axes that are not a batch prefix are views
-with stride 0. A graph whose values are all rows or scalars of one flat, contiguous domain (pure elementwise)
+with stride 0. A gather of whole rows along a leading axis of an input by an integer index input (an embedding
+lookup) is a view too (`PickedView`, `Chains.picks`): each anchor row's offset adds index * that axis' stride, the
+index read from GM by the kernel. A graph whose values are all rows or scalars of one flat, contiguous domain (pure elementwise)
 is `flat`: the kernel sees one row of prod(all extents) elements, which any rank and any variadic group allows.
 
 The anchor follows AscendNPU IR's AutoSchedule (an axis analysis of the fused graph against an anchor iteration
@@ -193,7 +195,7 @@ class PickedView(View):
 
 @dataclass(frozen=True)
 class Pick:
-    """A gather of load-chain value along one of its leading axes by an index input (Chains.picks): `index` the
+    """A gather of a load-chain value along one of its leading axes by an index input (Chains.picks): `index` the
     load-chain value of the index (an integer operator input seen through views), `step` the gathered axis' stride
     in the source tensor (elements), `bound` its extent."""
 
