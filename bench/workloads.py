@@ -277,6 +277,26 @@ GM += [
      "dims": {"B": 1, "N1": 4, "N2": 4, "S1": 1024, "S2": 1024, "D": 128, "MS1": 1024, "MS2": 1024},
      "quick_dims": {"B": 1, "N1": 4, "N2": 4, "S1": 128, "S2": 128, "D": 128, "MS1": 128, "MS2": 128},
      "attrs": {"sparse_mode": 2, "input_layout": "BNSD", "scale_value": 0.088}, "dtypes": {"T": "bfloat16"}},
+    # the cube family at real sizes: GM bytes over the minimum and cube utilisation (useful / issued MACs, the
+    # roofline table); the float64 golden of a 4096^3 product is left out (its interpretation is timed on its own)
+    {"op": str(EXAMPLES / "mat_mul.py"), "case": "MatMul 4096 x 4096 x 4096 bf16",
+     "dims": {"M": 4096, "K": 4096, "N": 4096}, "quick_dims": {"M": 256, "K": 256, "N": 256},
+     "dtypes": {"T": "bfloat16"}, "golden": False},
+    {"op": str(EXAMPLES / "mat_mul.py"), "case": "MatMul 1000 x 1000 x 1000 fp16 (edges padded to 16)",
+     "dims": {"M": 1000, "K": 1000, "N": 1000}, "quick_dims": {"M": 100, "K": 100, "N": 100},
+     "dtypes": {"T": "float16"}},
+    {"op": str(EXAMPLES / "batch_mat_mul.py"), "case": "BatchMatMul 8 x 1024 x 1024 x 1024 bf16",
+     "dims": {"B": 8, "M": 1024, "K": 1024, "N": 1024}, "quick_dims": {"B": 2, "M": 128, "K": 128, "N": 128},
+     "dtypes": {"T": "bfloat16"}},
+    {"op": str(EXAMPLES / "matmul_gelu.py"), "case": "MatmulGelu 4096 x 4096 x 4096 bf16 (epilogue on the AIV)",
+     "dims": {"M": 4096, "K": 4096, "N": 4096}, "quick_dims": {"M": 256, "K": 256, "N": 256},
+     "dtypes": {"T": "bfloat16"}, "golden": False},
+    {"op": str(EXAMPLES / "flash_attention_score.py"),
+     "case": "FlashAttentionScore B 1, N 32, S 4096, D 128 bf16, causal",
+     "dims": {"B": 1, "N1": 32, "N2": 32, "S1": 4096, "S2": 4096, "D": 128, "MS1": 4096, "MS2": 4096},
+     "quick_dims": {"B": 1, "N1": 2, "N2": 2, "S1": 256, "S2": 256, "D": 128, "MS1": 256, "MS2": 256},
+     "attrs": {"sparse_mode": 2, "input_layout": "BNSD", "scale_value": 0.088}, "dtypes": {"T": "bfloat16"},
+     "golden": False},
 ]
 
 NSA_GM = [  # (label, dims) at the reference's defaults D 192 / Dv 128, bs 64, cnt 16 (L = 1024), 2 batches

@@ -108,3 +108,29 @@ def test_emulation_counters_on_a_hand_made_kernel(tmp_path):
     assert r["issue_us"] == pytest.approx(issue / CLOCK * 1e6) and r["bound"] == "issue"
     assert r["estimate_us"] == pytest.approx((352 + issue) / CLOCK * 1e6)
     assert r["floor_us"] == pytest.approx((2 * 8192 + 800) / HBM * 1e6)
+
+
+def test_cube_utilisation_counts_the_specs_matmuls_over_the_issued_fractals():
+    """cube utilisation = the spec's matmul MACs at the call's shapes over every core's cube cycles x 4096 (one
+    16x16x16 fractal a cycle, docs/reference/kernel_cost.md §2-3). Useful MACs by hand: MatMul M x K x N; BatchMatMul
+    B x M x K x N; FlashAttentionScore Q Kᵀ and P V, 2 x B x N1 x S1 x S2 x D; a transposed operand takes its
+    contraction from the other axis."""
+    from opgen.registry import load_spec
+
+    ex = ROOT / "examples" / "specs"
+
+    def macs(name, env):
+        spec = load_spec(str(ex / name))
+        return cost.matmul_macs(spec.graph(spec.keys()[0]), env)
+
+    assert macs("mat_mul.py", {"M": 1000, "K": 37, "N": 3}) == 1000 * 37 * 3
+    assert macs("batch_mat_mul.py", {"B": 5, "M": 7, "K": 11, "N": 13}) == 5 * 7 * 11 * 13
+    fa = macs("flash_attention_score.py", {"B": 2, "N1": 4, "N2": 2, "S1": 33, "S2": 70, "D": 16, "MS1": 33,
+                                           "MS2": 70})
+    assert fa == 2 * (2 * 4 * 33 * 70 * 16)
+    # 1000^3 on fractals of 16: 63^3 cycles issued
+    r = cost.estimate([cost.CoreCost(cube_cycles=63 ** 3 // 2), cost.CoreCost(cube_cycles=63 ** 3 - 63 ** 3 // 2)],
+                      10 ** 6, 1000 ** 3)
+    assert r["cube_macs"] == 63 ** 3 * 4096 and r["cube_util"] == pytest.approx(1000 ** 3 / (1008 ** 3))
+    assert cost.estimate([cost.CoreCost(vector_cycles=5)], 64)["cube_util"] is None
+    assert "utilisation 97.6%" in cost.format_cost(r)

@@ -146,20 +146,25 @@ def markdown(res: dict) -> str:
     if res.get("roofline"):
         out += ["## Cost estimate, Atlas A2 (1.6 TB/s HBM, 1.8 GHz, 48 AIV; docs/reference/kernel_cost.md)", "",
                 "| kernel | case | memory floor µs | memory µs | vector µs | issue µs | cube µs | estimate µs | "
-                "estimate / floor | bound | vector issues / row | vector issues / 1000 elements |",
-                "|---|---|---|---|---|---|---|---|---|---|---|---|"]
+                "estimate / floor | bound | vector issues / row | vector issues / 1000 elements | cube utilisation |",
+                "|---|---|---|---|---|---|---|---|---|---|---|---|---|"]
         out += [f"| {r['op']} | {r['case']} | {_fmt(r['floor_us'], 1)} | {_fmt(r['memory_us'], 1)} | "
                 f"{_fmt(r['vector_us'], 1)} | {_fmt(r.get('issue_us'), 1)} | {_fmt(r.get('cube_us', 0.0), 1)} | "
                 f"{_fmt(r['estimate_us'], 1)} | {_fmt(r['ratio'])} | {r.get('bound', '')} | "
                 f"{_fmt(r.get('issues_per_row'), 1)} | "
-                f"{_fmt(r['issues_per_elem'] * 1000 if r.get('issues_per_elem') is not None else None, 2)} |"
+                f"{_fmt(r['issues_per_elem'] * 1000 if r.get('issues_per_elem') is not None else None, 2)} | "
+                f"{_fmt(r['cube_util'] * 100 if r.get('cube_util') is not None else None, 1)}"
+                f"{'%' if r.get('cube_util') is not None else ''} |"
                 for r in res["roofline"]]
         out += ["", "estimate = max(memory: counted bursts plus a per-burst overhead / HBM bandwidth, the busiest "
                 "core's vector cycles + issue cycles (vector issues, barriers, flag waits, SyncAll, cross-core waits), "
                 "cube cycles) from the emulation's counters (opgen.check.cost, docs/reference/kernel_cost.md); floor = "
                 "minimum bytes / HBM bandwidth; bound = the term that sets the estimate; vector issues: every core's "
                 "vector instruction issues (one per 255 repeats) over the rows and the elements of the case's "
-                "largest input. How: from the same `opgen check` runs as the tables above.", ""]
+                "largest input; cube utilisation: the spec's matmul MACs at the case's shapes over the MACs the cube "
+                "issued (16x16x16 fractals, padded edges included; a causal attention's masked scores count as "
+                "useful, so a kernel that skips masked key blocks may exceed 100%). How: from the same `opgen check` "
+                "runs as the tables above.", ""]
     if res.get("plots"):
         out += ["## Plots", ""] + [f"![{p}]({p})" for p in res["plots"]] + [""]
     elif res.get("plots_skipped"):

@@ -15,11 +15,15 @@ docs/reference/kernel_cost.md §2 (the sources and which are estimates are named
              overhead adds to its lanes; DMA overlaps with double buffering)
   floor    = minimum GM bytes (each input read once, each output written once) / HBM bandwidth
   bound    = the term that sets the estimate: "memory", "vector", "cube" or "issue" (scalar / issue)
+  cube utilisation = useful MACs (the spec's matmuls at the call's shapes, `matmul_macs`) / issued MACs (every
+             core's cube cycles * 4096: a 16x16x16 fractal a cycle, padded edges included)
 """
 
 from __future__ import annotations
 
 from dataclasses import dataclass
+
+from opgen.ir.dims import eval_shape
 
 from opgen.platforms.cost import (BARRIER_CYCLES, BURST_OVERHEAD_BYTES, CLOCK_HZ, CROSS_WAIT_CYCLES,  # noqa: F401
                                   FLAG_WAIT_CYCLES, HBM_BYTES_PER_S, SYNC_ALL_CYCLES, VEC_ISSUE_CYCLES)
@@ -60,18 +64,44 @@ def parse_core_cost(rest: str) -> tuple[int, CoreCost]:
     return vals[0], CoreCost(*vals[1:])
 
 
-def estimate(cores: list[CoreCost], min_bytes: int) -> dict:
+FRACTAL_MACS = 16 * 16 * 16
+"""Multiply-accumulates of one cube cycle: a 16x16x16 fractal (docs/reference/kernel_cost.md §2, cube rate)."""
+
+
+def matmul_macs(graph, env) -> int:
+    """Useful multiply-accumulates of the tensor-IR `graph`'s matmuls at the dims of `env` ({dim: int, variadic: tuple}, as spec.bind's env):
+    per matmul node, the elements of its result (batch dims included) times its contraction length (A's last
+    axis, or its second-to-last when transpose_a). Counts the math as written: a causal attention's masked scores
+    count, though a kernel that skips masked key blocks does not issue them. Raises opgen.errors.SpecError when a
+    dim of a matmul is not bound in `env`."""
+    vals = graph.values()
+    total = 0
+    for n in graph.nodes:
+        if n.op != "matmul":
+            continue
+        a = eval_shape(vals[n.inputs[0]].type.shape, env)
+        k = a[-2] if n.attr("transpose_a", False) else a[-1]
+        out = 1
+        for d in eval_shape(n.result.type.shape, env):
+            out *= d
+        total += out * k
+    return total
+
+
+def estimate(cores: list[CoreCost], min_bytes: int, useful_macs: int = 0) -> dict:
     """The cost model over per-core counters `cores` with the minimum GM bytes `min_bytes` (module docstring).
     Returns {"estimate_us", "floor_us", "ratio" (estimate / floor, None when the floor is 0), "bound", "memory_us",
     "vector_us", "issue_us", "cube_us", "vec_issues", "barriers", "flag_waits", "bursts", "sync_alls",
-    "cross_waits", "vec_issues_total"} (times in microseconds; the counts are the busiest core's, bursts and
-    vec_issues_total the sums over the cores)."""
+    "cross_waits", "vec_issues_total", "cube_macs" (issued: every core's cube cycles * FRACTAL_MACS),
+    "useful_macs", "cube_util" (useful / issued, None without cube work)} (times in microseconds; the counts are the
+    busiest core's, bursts and vec_issues_total the sums over the cores). `useful_macs`: `matmul_macs` of the call."""
     us = 1e6
     mem = sum(c.burst_bytes32 + c.bursts * BURST_OVERHEAD_BYTES for c in cores) / HBM_BYTES_PER_S * us
     busiest = max(cores, key=lambda c: c.vector_cycles + c.issue_cycles, default=CoreCost())
     vec = busiest.vector_cycles / CLOCK_HZ * us
     issue = busiest.issue_cycles / CLOCK_HZ * us
     cube = max((c.cube_cycles for c in cores), default=0) / CLOCK_HZ * us
+    issued = sum(c.cube_cycles for c in cores) * FRACTAL_MACS
     est = max(mem, vec + issue, cube)
     if est == mem:
         bound = "memory"
@@ -84,7 +114,8 @@ def estimate(cores: list[CoreCost], min_bytes: int) -> dict:
             "memory_us": mem, "vector_us": vec, "issue_us": issue, "cube_us": cube,
             "vec_issues": busiest.vec_issues, "barriers": busiest.barriers, "flag_waits": busiest.flag_waits,
             "bursts": sum(c.bursts for c in cores), "sync_alls": busiest.sync_alls,
-            "cross_waits": busiest.cross_waits, "vec_issues_total": sum(c.vec_issues for c in cores)}
+            "cross_waits": busiest.cross_waits, "vec_issues_total": sum(c.vec_issues for c in cores),
+            "cube_macs": issued, "useful_macs": useful_macs, "cube_util": useful_macs / issued if issued else None}
 
 
 def format_cost(c: dict) -> str:
@@ -94,4 +125,6 @@ def format_cost(c: dict) -> str:
             f"{c['floor_us']:.3g} us ({ratio}), bound {c['bound']}; memory {c['memory_us']:.3g} us ({c['bursts']} "
             f"bursts), busiest core: vector {c['vector_us']:.3g} us, issue {c['issue_us']:.3g} us "
             f"({c['vec_issues']} vector issues, {c['barriers']} barriers, {c['flag_waits']} flag waits, "
-            f"{c['sync_alls']} SyncAll, {c['cross_waits']} cross-core waits), cube {c['cube_us']:.3g} us")
+            f"{c['sync_alls']} SyncAll, {c['cross_waits']} cross-core waits), cube {c['cube_us']:.3g} us"
+            + ("" if c.get("cube_util") is None else f" (utilisation {c['cube_util']:.1%}: {c['useful_macs']} useful "
+                                                     f"of {c['cube_macs']} issued MACs)"))
