@@ -134,3 +134,17 @@ def test_cube_utilisation_counts_the_specs_matmuls_over_the_issued_fractals():
     assert r["cube_macs"] == 63 ** 3 * 4096 and r["cube_util"] == pytest.approx(1000 ** 3 / (1008 ** 3))
     assert cost.estimate([cost.CoreCost(vector_cycles=5)], 64)["cube_util"] is None
     assert "utilisation 97.6%" in cost.format_cost(r)
+
+
+@pytest.mark.skipif(shutil.which("g++") is None, reason="g++ not available")
+def test_nd2nz_counts_a_burst_per_source_row(tmp_path):
+    """A [20, 40] half tile out of a [20, 64] row-major matrix into L1 NZ: each source row is one contiguous GM run
+    of 80 B (docs/reference/kernel_cost.md §1), so 20 bursts of 96 B in 32-B blocks -- not one per 16-element
+    piece of the NZ layout (60 bursts of 32 B)."""
+    exe = tmp_path / "nd2nz"
+    subprocess.run(["g++", "-std=c++17", "-O1", "-pthread", "-Wall", "-Werror", f"-I{INC}",
+                    str(ROOT / "tests" / "cpp" / "emu_cost_nd2nz.cpp"), "-o", str(exe)], check=True)
+    out = subprocess.run([str(exe)], capture_output=True, text=True, check=True, timeout=60).stdout
+    assert "ok 1" in out, out
+    rows = [[int(v) for v in line.split()[1:]] for line in out.splitlines() if line.startswith("cost ")]
+    assert rows == [[0, 20, 20 * 96]]

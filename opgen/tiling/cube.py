@@ -6,7 +6,7 @@ L0C 128 KB on Atlas A2/A3, from opgen/platforms), §1.3 (blockDim of the cube-on
 from the platform's GetCoreNumAic), §1.10 (16 x 16 fractals; Nd2Nz counts are uint16: a source row pitch K or N <= 65535; Mmad m / n /
 k <= 4095; LoadData repeats <= 255).
 
-Base tiles: baseM = min(128, ceil16(M)), baseN = min(256, ceil16(N)), baseK = min(64, ceil16(K)) elements — so
+Base tiles: baseM = min(128, ceil16(M)), baseN = min(256, ceil16(N)), baseK = min(128, ceil16(K)) elements — so
 the A tile baseM x baseK and the B tile baseK x baseN (T) fit L1 and L0A / L0B, and the fp32 baseM x baseN block
 fits L0C (double buffering, the next step, will trade L0C for overlap). `fits` states every bound for the shapes the spec
 allows, and opgen.tiling.ub_proof evaluates it over the spec's dim domain (the static L1 / L0 proof). A
@@ -31,9 +31,11 @@ from opgen.platforms import PLATFORMS
 from opgen.tiling.buffers import Buffer, fixed_bytes
 from opgen.tiling.program import TilingProgram, align_up, ceil_div, emax, emin
 
-BASE_M, BASE_N, BASE_K = 128, 256, 64
-"""Largest base tile edges (elements): A tile 128 x 64 (16 KB in fp16 / bf16), B tile 64 x 256 (32 KB), fp32 block
-128 x 256 (all 128 KB of L0C: the wider block reads A half as often)."""
+BASE_M, BASE_N, BASE_K = 128, 256, 128
+"""Largest base tile edges (elements): A tile 128 x 128 (32 KB in fp16 / bf16), B tile 128 x 256 (64 KB: all of
+L0B), fp32 block 128 x 256 (all 128 KB of L0C: the wider block reads A half as often). baseK 128 makes each of A's
+tile rows one 256-byte GM burst (64 gave 128 B: twice the bursts, each paying the per-burst overhead of
+docs/reference/kernel_cost.md §2) and halves the K chunks, so the loads and flag hand-offs per block."""
 STRATEGY = 1
 """The tiling key's strategy digit of the one GEMM schedule."""
 ND2NZ_MAX = 65535

@@ -245,8 +245,8 @@ void DataCopy(const LocalTensor<T>& dst, const GlobalTensor<T>& src, const Nd2Nz
                 std::memset(dbase + d + n * sizeof(T), 0, emu::kBlock - n * sizeof(T));
                 std::memset(wbase + d, 1, emu::kBlock);
                 src.Buffer()->bytesRead += n * sizeof(T);
-                emu::CountBurst(n * sizeof(T));
             }
+            emu::CountBurst(uint64_t(p.dValue) * sizeof(T));   // the source row is one contiguous GM run
         }
     }
 }
