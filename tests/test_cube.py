@@ -140,11 +140,12 @@ def test_transposed_operands_are_layouts_not_copies(tmp_path):
     assert (lay.trans_a, lay.trans_b, lay.dims) == (True, True, ("M", "K", "N"))
     k = next(iter(u.lowered.programs.values()))
     loads = [s for s in K.walk(k.process) if isinstance(s, K.LoadData)]
-    # Aᵀ: one transposing load of every fractal; Bᵀ is B's ZN layout already: one plain load
+    # Aᵀ: transposing loads (a fractal row of the chunk each); Bᵀ is B's ZN layout already: one plain load
     assert [(s.dst.tensor, s.transpose) for s in loads] == [("a2", True), ("b2", False)]
     copies = [s for s in K.walk(k.process) if isinstance(s, K.Nd2Nz)]
-    assert [(c.rows, c.cols, c.src_pitch) for c in copies] == [(Sym("kt"), Sym("mt"), Sym("M")),
-                                                               (Sym("nt"), Sym("kt"), Sym("K"))]
+    # the stored layouts copied as they are: Aᵀ panel [kt1, mt] of row pitch M, Bᵀ panel [nt, kt1] of pitch K
+    assert [(c.rows, c.cols, c.src_pitch) for c in copies] == [(Sym("kt1"), Sym("mt"), Sym("M")),
+                                                               (Sym("nt"), Sym("kt1"), Sym("K"))]
 
 
 @pytest.mark.slow
@@ -584,6 +585,19 @@ def _without(stmts, path):
     return stmts[:j] + (replace(stmts[j], **{f: _without(getattr(stmts[j], f), path[1:])}),) + stmts[j + 1:]
 
 
+def _drop(stmts, keep):
+    """`stmts` with only the statements `keep` accepts, at every depth."""
+    out = []
+    for s in stmts:
+        if not keep(s):
+            continue
+        for f in ("body", "then", "orelse"):
+            if isinstance(getattr(s, f, None), tuple):
+                s = replace(s, **{f: _drop(getattr(s, f), keep)})
+        out.append(s)
+    return tuple(out)
+
+
 def _insert(stmts, path, stmt):
     """`stmts` with `stmt` inserted at `path`."""
     i = path[0]
@@ -600,7 +614,8 @@ def test_the_mixed_cube_kernel_runs_on_the_interpreter_and_every_flag_it_needs_i
     faults with a race naming both statements; with any one cross-core set or wait (the slots' READY / FREE flags,
     the final waits) deleted it faults with a deadlock, a flag set never waited for or a race between cores; with a
     READY set issued on MTE2 instead of FIX (it does not wait for the Fixpipe's workspace write) the AIVs' read of
-    the slot is a race between cores. Four blocks on the core, so
+    the slot is a race between cores; without the EnQue / DeQue of the L1 queues or of the L0A / L0B queues, the
+    consumer's read races the producer's write. Four blocks on the core, so
     both slots are reused and every flag runs; the last two are one row, so one AIV has no rows of them (its pass
     loop runs no iteration, and the flags after the loop are the ones that order its next block)."""
     import dataclasses
@@ -642,11 +657,20 @@ def test_the_mixed_cube_kernel_runs_on_the_interpreter_and_every_flag_it_needs_i
     assert r.ok and np.all(np.abs(out - ref) <= 2.0 ** -10 * np.abs(ref) + 2.0 ** -14), r.faults[:1]
     syncs = ks.placed(ins)
     pipes = {x.event if not isinstance(x, K.Barrier) else "V" for p, lst in ins.items() for x in lst}
-    assert {"MTE2_MTE1", "MTE1_MTE2", "MTE1_M", "M_MTE1", "M_FIX", "FIX_M", "MTE2_V", "V_MTE2", "V_MTE3",
-            "MTE3_V", "V"} <= pipes, pipes
+    assert {"M_FIX", "FIX_M", "MTE2_V", "V_MTE2", "V_MTE3", "MTE3_V", "V"} <= pipes, pipes
+    # L1 and L0A / L0B are double-buffered queues: their EnQue / DeQue and FreeTensor / AllocTensor hand-offs order
+    # MTE2 -> MTE1 -> M and back, so the pass places no flag between those pipes
+    assert not pipes & {"MTE2_MTE1", "MTE1_MTE2", "MTE1_M", "M_MTE1"}, pipes
     for which in syncs:
         r, _ = launch(ks.without(bare, ins, which))
         assert not r.ok and "race (" in r.faults[0], (which, r.faults[:1])
+    # without the EnQue -> DeQue hand-offs of a level's queues the consumer races (one pair alone still orders both
+    # operands: an EnQue hands over everything its producer pipe issued before it)
+    for qs in (("l1A_", "l1B_"), ("l0A_", "l0B_")):
+        def keep(st, qs=qs):
+            return not (isinstance(st, (K.EnQue, K.DeQue)) and st.queue in qs)
+        r, _ = launch(replace(cls, process=_drop(cls.process, keep)))
+        assert not r.ok and "race (read-after-write)" in r.faults[0], (qs, r.faults[:1])
     cross = list(_cross_paths(cls.process))
     assert len(cross) == 10, cross
     for p, s in cross:   # READY set on MTE2, which never waited for the Fixpipe's workspace write (review)

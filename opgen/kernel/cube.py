@@ -10,15 +10,18 @@ reduction, another shape, a non-float attribute) is refused naming the construct
 Schedule (one Kernel IR class, `lower`; facts: docs/reference/ascendc.md §1.10 cube path and layouts, §1.6 pipes
 and HardEvent flags, §1.3 block index; docs/design.md "Cube family"): the output is cut into baseM x baseN blocks
 (`mBlocks` x `nBlocks`, the last of each edge a tail), numbered row-major and split over the AI Cores in contiguous
-ranges (the first `blocksTail` cores take one more). Per block, K in chunks of baseK (the last a tail): A's
-[mt, kt] and B's [kt, nt] tiles GM -> L1 NZ (Nd2Nz, MTE2), L1 -> L0A (ZZ: one LoadData per 16-row fractal row)
-and L0B (ZN: one transposing LoadData per 16-row fractal row of B), Mmad into the fp32 L0C block (init on the first
-chunk, accumulate after: fp32 accumulation over all of K), then Fixpipe L0C -> GM with the cast to the output
-type. The lowering places no flag or barrier: the dependency pass (opgen.kernel.kir_sync, the kernel pass
-`synchronise`) places what the accesses need (MTE2 -> MTE1 -> M -> FIX and back for the buffer reuse, each
-hoisted out of the loops that do not hold its first access; the AIVs' MTE2 / V / MTE3 hand-offs and their PIPE_V
-barriers). The fractal-row LoadData loops and the epilogue's per-row loops are marked `disjoint` (each iteration its
-own rows). This first step does not overlap the pipes (one L1 / L0 buffer each). Without a vector epilogue the
+ranges (the first `blocksTail` cores take one more). Per block, K in L1 panels of baseKL1 (the last a tail): A's
+[mt, kt1] and B's [kt1, nt] panels GM -> L1 NZ (Nd2Nz, MTE2; a source row is one GM burst of up to baseKL1
+elements), each panel in L0 chunks of baseK (the last a tail): L1 -> L0A (ZZ: one LoadData per 16-row fractal row
+of the chunk) and L0B (ZN: one transposing LoadData per 16-row fractal row of B), Mmad into the fp32 L0C block
+(init on the first chunk, accumulate after: fp32 accumulation over all of K), then Fixpipe L0C -> GM with the cast
+to the output type. L1 and L0A / L0B are queues of two blocks (TQue<A1 / B1 / A2 / B2, 2>): the next panel's copy
+(MTE2) and the next chunk's loads (MTE1) run while the cube multiplies the current one, and their EnQue / DeQue and
+FreeTensor / AllocTensor hand-offs order MTE2 -> MTE1 -> M and back. The lowering places no flag or barrier: the
+dependency pass (opgen.kernel.kir_sync, the kernel pass `synchronise`) places what the accesses need beyond the
+queues (M -> FIX and back for the one L0C block, each hoisted out of the loops that do not hold its first access;
+the AIVs' MTE2 / V / MTE3 hand-offs and their PIPE_V barriers). The fractal-row LoadData loops and the epilogue's
+per-row loops are marked `disjoint` (each iteration its own rows). Without a vector epilogue the
 kernel is launched cube-only (KERNEL_TYPE_AIC_ONLY, blockDim AIC cores). With one it is mixed
 (KERNEL_TYPE_MIX_AIC_1_2): Fixpipe writes the fp32 block to one of two workspace slots of the AI Core, handed to its
 two AIVs and back by cross-core flags (FLAG_READY, FLAG_FREE), and each AIV runs the epilogue on half of the block's
@@ -28,7 +31,7 @@ the device, so a tail of one row runs as two (the second row's result is never r
 The class's own members (GM tensors aGm_ / bGm_ / cGm_, buffers l1A_ ... l0C_) end in '_', which no spec name may
 (opgen.dsl.spec), so an input or output of any valid name never collides with them.
 
-The tiling program (opgen.tiling.cube) chooses baseM / baseN / baseK so the L1, L0A, L0B and L0C tiles fit for
+The tiling program (opgen.tiling.cube) chooses baseM / baseN / baseK / baseKL1 so the L1, L0A, L0B and L0C buffers fit for
 every shape (its `fits`, proven by opgen.tiling.ub_proof); the op_kernel files are the class printed by
 opgen.kernel.kir.to_cpp inside a file skeleton (opgen.codegen.kernel_cube). Both install themselves into this
 family when their packages are imported (the kernel stage must not import later stages).
@@ -53,7 +56,7 @@ from opgen.kernel.rowprog import (ROUND_MODES, VECTOR_BINARY, VECTOR_UNARY, Inst
 CTYPE = {"f32": "float", "f16": "half", "bf16": "bfloat16_t"}
 """C++ element type of each dtype the cube kernel reads (f16 / bf16) or writes (also f32)."""
 
-FIELDS = ("M", "K", "N", "baseM", "baseN", "baseK", "nBlocks", "blocksPerCore", "blocksTail")
+FIELDS = ("M", "K", "N", "baseM", "baseN", "baseK", "baseKL1", "nBlocks", "blocksPerCore", "blocksTail")
 """Tiling-data fields the kernel reads (opgen.tiling.cube computes them; elements and block counts)."""
 BATCH_FIELDS = ("mnBlocks",)
 """The fields a batched kernel reads too: output blocks per matrix (its batch index is block // mnBlocks)."""
@@ -311,8 +314,8 @@ def lower_gemm(spec, lay: GemmLayout) -> K.KernelClass:
     bm, bn, bk = S("baseM"), S("baseN"), S("baseK")
     out_t = "T" if lay.out_dtype == lay.dtype else CTYPE[lay.out_dtype]   # the operands' type or f32
     gms = (K.GmTensor("aGm_", "T", lay.a), K.GmTensor("bGm_", "T", lay.b), K.GmTensor("cGm_", out_t, lay.out))
-    locs = (K.Local("l1A_", K.TPos.A1), K.Local("l1B_", K.TPos.B1), K.Local("l0A_", K.TPos.A2),
-            K.Local("l0B_", K.TPos.B2), K.Local("l0C_", K.TPos.CO1))
+    locs = (K.Local("l1A_", K.TPos.A1, True, 2), K.Local("l1B_", K.TPos.B1, True, 2),
+            K.Local("l0A_", K.TPos.A2, True, 2), K.Local("l0B_", K.TPos.B2, True, 2), K.Local("l0C_", K.TPos.CO1))
     sz = K.SizeOf("T")
 
     def fn(f, a, b):
@@ -327,34 +330,50 @@ def lower_gemm(spec, lay: GemmLayout) -> K.KernelClass:
     def off(i, e):   # element offset e within operand i's matrix (0: A, 1: B, 2: the output) of this batch index
         return e if offs is None else offs[i] + e
 
-    m1, k1, n1 = S("mPad") // 16, S("kPad") // 16, S("nPad") // 16
-    if lay.trans_a:   # A^T tile [kt, mt] in L1: fractal (m, k) is fractal (k, m) transposed, in ZZ order already
-        a_in = (K.Nd2Nz(K.Ref("a1"), K.GmView("aGm_", off(0, S("k0") * M + S("m0"))), S("kt"), S("mt"), M, S("kPad"),
-                        "Aᵀ tile [kt, mt] -> L1 NZ"),)
-        a_load = (K.LoadData(K.Ref("a2"), K.Ref("a1"), Lit(0), m1 * k1, Lit(1), True,
-                             "Aᵀ NZ -> A ZZ: every fractal transposed, in place order"),)
-    else:
-        a_in = (K.Nd2Nz(K.Ref("a1"), K.GmView("aGm_", off(0, S("m0") * Kd + S("k0"))), S("mt"), S("kt"), Kd, S("mPad"),
-                        "A tile [mt, kt] -> L1 NZ"),)
+    # K in L1 panels of baseKL1 (kt1 in the tail), each in L0 chunks of baseK (kt): fractal counts along each edge
+    m1, n1 = S("mPad") // 16, S("nPad") // 16
+    k1, kp1, kf0 = S("kPad") // 16, S("kPad1") // 16, S("kk") // 16   # chunk, panel, the chunk's first K fractal
+    if lay.trans_a:   # Aᵀ panel [kt1, mt] in L1: fractal (kf, mf) at mf * kp1 + kf; A's ZZ fractal (mf, kf) is it
+        a_in = (K.Nd2Nz(K.Ref("a1"), K.GmView("aGm_", off(0, S("k0") * M + S("m0"))), S("kt1"), S("mt"), M,
+                        S("kPad1"), "Aᵀ panel [kt1, mt] -> L1 NZ"),)
         a_load = (K.For("r", Lit(0), m1, Lit(1), (
-            K.LoadData(K.Ref("a2", S("r") * S("kPad") * 16), K.Ref("a1"), S("r"), k1, m1, False,
-                       "A fractal row r: NZ -> ZZ"),), disjoint=True),)
-    if lay.trans_b:   # B^T tile [nt, kt] in L1 is B's ZN layout already
-        b_in = (K.Nd2Nz(K.Ref("b1"), K.GmView("bGm_", off(1, S("n0") * Kd + S("k0"))), S("nt"), S("kt"), Kd, S("nPad"),
-                        "Bᵀ tile [nt, kt] -> L1 NZ"),)
-        b_load = (K.LoadData(K.Ref("b2"), K.Ref("b1"), Lit(0), k1 * n1, Lit(1), False, "Bᵀ NZ = B ZN: one load"),)
-    else:
-        b_in = (K.Nd2Nz(K.Ref("b1"), K.GmView("bGm_", off(1, S("k0") * N + S("n0"))), S("kt"), S("nt"), N, S("kPad"),
-                        "B tile [kt, nt] -> L1 NZ"),)
+            K.LoadData(K.Ref("a2", S("r") * k1 * 256), K.Ref("a1"), S("r") * kp1 + kf0, k1, Lit(1), True,
+                       "A fractal row r of the chunk: Aᵀ's fractals transposed"),), disjoint=True),)
+    else:   # A panel [mt, kt1] in L1: fractal (mf, kf) at kf * m1 + mf
+        a_in = (K.Nd2Nz(K.Ref("a1"), K.GmView("aGm_", off(0, S("m0") * Kd + S("k0"))), S("mt"), S("kt1"), Kd,
+                        S("mPad"), "A panel [mt, kt1] -> L1 NZ"),)
+        a_load = (K.For("r", Lit(0), m1, Lit(1), (
+            K.LoadData(K.Ref("a2", S("r") * k1 * 256), K.Ref("a1", kf0 * S("mPad") * 16), S("r"), k1, m1, False,
+                       "A fractal row r of the chunk: NZ -> ZZ"),), disjoint=True),)
+    if lay.trans_b:   # Bᵀ panel [nt, kt1] in L1: fractal (nf, kf) at kf * n1 + nf, B's ZN order already
+        b_in = (K.Nd2Nz(K.Ref("b1"), K.GmView("bGm_", off(1, S("n0") * Kd + S("k0"))), S("nt"), S("kt1"), Kd,
+                        S("nPad"), "Bᵀ panel [nt, kt1] -> L1 NZ"),)
+        b_load = (K.LoadData(K.Ref("b2"), K.Ref("b1"), kf0 * n1, k1 * n1, Lit(1), False,
+                             "the chunk's fractals of Bᵀ NZ = B ZN: one load"),)
+    else:   # B panel [kt1, nt] in L1: fractal (kf, nf) at nf * kp1 + kf
+        b_in = (K.Nd2Nz(K.Ref("b1"), K.GmView("bGm_", off(1, S("k0") * N + S("n0"))), S("kt1"), S("nt"), N,
+                        S("kPad1"), "B panel [kt1, nt] -> L1 NZ"),)
         b_load = (K.For("r", Lit(0), k1, Lit(1), (
-            K.LoadData(K.Ref("b2", S("r") * S("nPad") * 16), K.Ref("b1"), S("r"), n1, k1, True,
-                       "B fractal row r: NZ -> ZN (each fractal transposed)"),), disjoint=True),)
-    kloop = (
+            K.LoadData(K.Ref("b2", S("r") * S("nPad") * 16), K.Ref("b1"), kf0 + S("r"), n1, kp1, True,
+                       "B fractal row r of the chunk: NZ -> ZN (each fractal transposed)"),), disjoint=True),)
+    chunk = (   # one L0 chunk of the panel: L1 -> L0A / L0B (double buffered), then Mmad
         K.Let("kPad", fn("align_up", S("kt"), Lit(16))),
-        *a_in, *b_in,
+        K.Alloc("a2", "l0A_", "T"), K.Alloc("b2", "l0B_", "T"),
         *a_load, *b_load,
-        K.Mmad(K.Ref("c1"), K.Ref("a2"), K.Ref("b2"), S("mm"), S("nt"), S("kt"), (Constraint("==", S("k0"), Lit(0)),),
-               "fp32 accumulate over K"),
+        K.EnQue("l0A_", "a2"), K.EnQue("l0B_", "b2"),
+        K.DeQue("a2", "l0A_", "T"), K.DeQue("b2", "l0B_", "T"),
+        K.Mmad(K.Ref("c1"), K.Ref("a2"), K.Ref("b2"), S("mm"), S("nt"), S("kt"),
+               (Constraint("==", S("k0") + S("kk"), Lit(0)),), "fp32 accumulate over K"),
+        K.Free("l0A_", "a2"), K.Free("l0B_", "b2"),
+    )
+    kloop = (   # one L1 panel: GM -> L1 (double buffered: the next panel's copy overlaps this one's chunks)
+        K.Let("kPad1", fn("align_up", S("kt1"), Lit(16))),
+        K.Alloc("a1", "l1A_", "T"), K.Alloc("b1", "l1B_", "T"),
+        *a_in, *b_in,
+        K.EnQue("l1A_", "a1"), K.EnQue("l1B_", "b1"),
+        K.DeQue("a1", "l1A_", "T"), K.DeQue("b1", "l1B_", "T"),
+        K.For("kk", Lit(0), S("kt1"), bk, chunk, tail="kt", doc="L0 chunks of the panel (the last a tail)"),
+        K.Free("l1A_", "a1"), K.Free("l1B_", "b1"),
     )
     lets = (
         *at,
@@ -384,16 +403,15 @@ def lower_gemm(spec, lay: GemmLayout) -> K.KernelClass:
         K.Let("nPad", fn("align_up", S("nt"), Lit(16))),
         K.Let("mm", fn("max", S("mt"), Lit(2))),
         *slot,
-        K.For("k0", Lit(0), Kd, bk, kloop, tail="kt", doc="K chunks (the last a tail)"),
+        K.For("k0", Lit(0), Kd, S("baseKL1"), kloop, tail="kt1", doc="K panels (the last a tail)"),
         *free,   # only the Fixpipe writes the slot: the loads and Mmads of this block overlap the AIVs' work
         fix,
         *ready,
     )
     cube = (
-        K.InitBuffer("l1A_", bm * bk * sz), K.InitBuffer("l1B_", bk * bn * sz),
-        K.InitBuffer("l0A_", bm * bk * sz), K.InitBuffer("l0B_", bk * bn * sz),
+        K.InitBuffer("l1A_", bm * S("baseKL1") * sz, 2), K.InitBuffer("l1B_", S("baseKL1") * bn * sz, 2),
+        K.InitBuffer("l0A_", bm * bk * sz, 2), K.InitBuffer("l0B_", bk * bn * sz, 2),
         K.InitBuffer("l0C_", bm * bn * 4),
-        K.Get("a1", "l1A_", "T"), K.Get("b1", "l1B_", "T"), K.Get("a2", "l0A_", "T"), K.Get("b2", "l0B_", "T"),
         K.Get("c1", "l0C_", "float"),
         *_range(K.BLOCK_IDX),
         K.For("blk", S("first"), S("last"), Lit(1), block, doc="this AI Core's output blocks"),

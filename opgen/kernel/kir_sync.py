@@ -7,7 +7,8 @@ The ordering model is the emulation's and the interpreter's (opgen/emu/include/E
 docs/reference/ascendc.md §1.5, §1.6): PIPE_V completes out of order (a barrier orders it), every other pipe in
 order; a SetFlag<Q_P> / WaitFlag<Q_P> pair orders everything pipe Q issued or knew before the set before P's later
 work (a wait on S orders every pipe); EnQue -> DeQue and FreeTensor -> the next AllocTensor of a block hand the
-producer's / consumer's knowledge over (VECIN MTE2 -> V, VECOUT V -> MTE3); SyncAll and PipeBarrier<PIPE_ALL> order
+producer's / consumer's knowledge over (VECIN MTE2 -> V, VECOUT V -> MTE3, A1 / B1 MTE2 -> MTE1, A2 / B2 MTE1 -> M,
+CO1 M -> FIX); SyncAll and PipeBarrier<PIPE_ALL> order
 everything; a scalar read (GetValue) is synchronous, so it never needs a write-after-read sync.
 
 The analysis is an abstract interpretation of the program (Init, then Process, method calls inlined):
@@ -94,8 +95,13 @@ PIPES = (Pipe.S, Pipe.V, Pipe.M, Pipe.MTE1, Pipe.MTE2, Pipe.MTE3, Pipe.FIX)
 _BIT = {p: 1 << i for i, p in enumerate(PIPES)}
 """A pipe's bit in the analysis's pipe sets (ints: set operations without hashing)."""
 _ALL = (1 << len(PIPES)) - 1
-_PROD = {kir.TPos.VECIN: Pipe.MTE2, kir.TPos.VECOUT: Pipe.V}
-_CONS = {kir.TPos.VECIN: Pipe.V, kir.TPos.VECOUT: Pipe.MTE3}
+_PROD = {kir.TPos.VECIN: Pipe.MTE2, kir.TPos.VECOUT: Pipe.V, kir.TPos.A1: Pipe.MTE2, kir.TPos.B1: Pipe.MTE2,
+         kir.TPos.A2: Pipe.MTE1, kir.TPos.B2: Pipe.MTE1, kir.TPos.CO1: Pipe.M}
+_CONS = {kir.TPos.VECIN: Pipe.V, kir.TPos.VECOUT: Pipe.MTE3, kir.TPos.A1: Pipe.MTE1, kir.TPos.B1: Pipe.MTE1,
+         kir.TPos.A2: Pipe.M, kir.TPos.B2: Pipe.M, kir.TPos.CO1: Pipe.FIX}
+"""The pipes a queue's EnQue -> DeQue hands over (producer -> consumer) by TPosition, as the emulation's TQue
+(opgen/emu/include/emu/tensor.h ProducerPipe / ConsumerPipe) and the interpreter (opgen.kernel.kir_interp): L1
+MTE2 -> MTE1, L0A / L0B MTE1 -> M, L0C M -> FIX; FreeTensor -> the next AllocTensor of the block the reverse."""
 _SYNC_TYPES = (kir.Barrier, kir.SetFlag, kir.WaitFlag)
 _UNKNOWN = ("?",)
 """The base of a region whose buffer the analysis cannot name: it overlaps every region."""

@@ -6,11 +6,12 @@ L0C 128 KB on Atlas A2/A3, from opgen/platforms), §1.3 (blockDim of the cube-on
 from the platform's GetCoreNumAic), §1.10 (16 x 16 fractals; Nd2Nz counts are uint16: a source row pitch K or N <= 65535; Mmad m / n /
 k <= 4095; LoadData repeats <= 255).
 
-Base tiles: baseM = min(128, ceil16(M)), baseN = min(256, ceil16(N)), baseK = min(128, ceil16(K)) elements — so
-the A tile baseM x baseK and the B tile baseK x baseN (T) fit L1 and L0A / L0B, and the fp32 baseM x baseN block
-fits L0C (double buffering, the next step, will trade L0C for overlap). `fits` states every bound for the shapes the spec
-allows, and opgen.tiling.ub_proof evaluates it over the spec's dim domain (the static L1 / L0 proof). A
-transposed operand's tile is the same size (Aᵀ: baseK x baseM, Bᵀ: baseN x baseK).
+Base tiles: baseM = min(128, ceil16(M)), baseN = min(256, ceil16(N)), baseK = min(64, ceil16(K)), baseKL1 =
+min(256, ceil16(K)) elements — so two A panels baseM x baseKL1 and two B panels baseKL1 x baseN (T) fit L1, two A
+chunks baseM x baseK L0A, two B chunks baseK x baseN L0B, and the fp32 baseM x baseN block
+fits L0C (one block: the next block's first Mmad waits for this one's Fixpipe). `fits` states every bound for the
+shapes the spec allows, and opgen.tiling.ub_proof evaluates it over the spec's dim domain (the static L1 / L0
+proof). A transposed operand's panel and chunk are the same size (Aᵀ: baseKL1 x baseM, Bᵀ: baseN x baseKL1).
 
 A vector epilogue (opgen.kernel.cube.EpiProgram) adds epiRows (rows of an AIV pass: at most half a block, as many
 as the AIV's UB holds), its UB bytes to `fits`, and a workspace of two fp32 block slots per AI Core (bytes).
@@ -31,11 +32,12 @@ from opgen.platforms import PLATFORMS
 from opgen.tiling.buffers import Buffer, fixed_bytes
 from opgen.tiling.program import TilingProgram, align_up, ceil_div, emax, emin
 
-BASE_M, BASE_N, BASE_K = 128, 256, 128
-"""Largest base tile edges (elements): A tile 128 x 128 (32 KB in fp16 / bf16), B tile 128 x 256 (64 KB: all of
-L0B), fp32 block 128 x 256 (all 128 KB of L0C: the wider block reads A half as often). baseK 128 makes each of A's
-tile rows one 256-byte GM burst (64 gave 128 B: twice the bursts, each paying the per-burst overhead of
-docs/reference/kernel_cost.md §2) and halves the K chunks, so the loads and flag hand-offs per block."""
+BASE_M, BASE_N, BASE_K, BASE_K_L1 = 128, 256, 64, 256
+"""Largest base tile edges (elements): L0 chunks A 128 x 64 (16 KB in fp16 / bf16) and B 64 x 256 (32 KB), two of
+each (double buffered: all 64 KB of L0B); fp32 block 128 x 256 (all 128 KB of L0C: the wider block reads A half as
+often); L1 panels A 128 x 256 (64 KB) and B 256 x 256 (128 KB), two of each (384 KB of L1's 512). The panel's
+256 columns make each of A's rows one 512-byte GM burst (a 64-column chunk copied alone gives 128 B: four times the
+bursts, each paying the per-burst overhead of docs/reference/kernel_cost.md §2)."""
 STRATEGY = 1
 """The tiling key's strategy digit of the one GEMM schedule."""
 ND2NZ_MAX = 65535
@@ -77,7 +79,9 @@ def gemm_program(name: str, trans_a: bool = False, trans_b: bool = False, batche
     N = p.let("N", dn + 0, "output columns (elements)", True)
     bm = p.let("baseM", emin(BASE_M, align_up(M, 16)), "rows of a block (elements, a multiple of 16)", True)
     bn = p.let("baseN", emin(BASE_N, align_up(N, 16)), "columns of a block (elements, a multiple of 16)", True)
-    bk = p.let("baseK", emin(BASE_K, align_up(K, 16)), "K chunk (elements, a multiple of 16)", True)
+    bk = p.let("baseK", emin(BASE_K, align_up(K, 16)), "K chunk of L0A / L0B (elements, a multiple of 16)", True)
+    bk1 = p.let("baseKL1", emin(BASE_K_L1, align_up(K, 16)),
+                "K panel of L1 (elements, a multiple of 16; baseK chunks of it go to L0)", True)
     mb = p.let("mBlocks", ceil_div(M, bm), "blocks along M (the last a tail)")
     nb = p.let("nBlocks", ceil_div(N, bn), "blocks along N (the last a tail)", True)
     if batched:
@@ -89,10 +93,10 @@ def gemm_program(name: str, trans_a: bool = False, trans_b: bool = False, batche
     bd = p.let("blockDim", emax(1, emin(aic, blocks)), "AI Cores launched", True)
     p.let("blocksPerCore", blocks // bd, "blocks of every AI Core", True)
     p.let("blocksTail", blocks % bd, "the first blocksTail AI Cores take one more block", True)
-    plan = [Buffer("l1A", "TBuf<A1>", 1, False, bm * bk, tb, "A tile, NZ"),
-            Buffer("l1B", "TBuf<B1>", 1, False, bk * bn, tb, "B tile, NZ"),
-            Buffer("l0A", "TBuf<A2>", 1, False, bm * bk, tb, "A tile, ZZ"),
-            Buffer("l0B", "TBuf<B2>", 1, False, bk * bn, tb, "B tile, ZN"),
+    plan = [Buffer("l1A", "TQue<A1>", 2, False, bm * bk1, tb, "A panel, NZ (double buffered)"),
+            Buffer("l1B", "TQue<B1>", 2, False, bk1 * bn, tb, "B panel, NZ (double buffered)"),
+            Buffer("l0A", "TQue<A2>", 2, False, bm * bk, tb, "A chunk, ZZ (double buffered)"),
+            Buffer("l0B", "TQue<B2>", 2, False, bk * bn, tb, "B chunk, ZN (double buffered)"),
             Buffer("l0C", "TBuf<CO1>", 1, False, bm * bn, 4, "fp32 block, NZ")]
     l1 = p.let("l1Bytes", fixed_bytes(plan[:2]), "L1 bytes")
     l0a = p.let("l0aBytes", plan[2].bytes(), "L0A bytes")
