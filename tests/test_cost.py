@@ -148,3 +148,16 @@ def test_nd2nz_counts_a_burst_per_source_row(tmp_path):
     assert "ok 1" in out, out
     rows = [[int(v) for v in line.split()[1:]] for line in out.splitlines() if line.startswith("cost ")]
     assert rows == [[0, 20, 20 * 96]]
+
+
+def test_the_floor_of_a_matmul_is_its_cube_time_when_that_is_larger():
+    """floor = max(memory floor, useful MACs / (4096 MAC a cycle x AI Cores x 1.8 GHz)) (docs/reference/kernel_cost.md
+    §3): 4096^3 MACs on 24 AI Cores are 4096^3 / (4096 * 24 * 1.8e9) s = 388.4 us, above 100 MB / 1.6 TB/s."""
+    macs = 4096 ** 3
+    r = cost.estimate([cost.CoreCost(cube_cycles=macs // 4096 // 24)] * 24, 3 * 4096 * 4096 * 2, macs, 24)
+    assert r["cube_floor_us"] == pytest.approx(macs / (4096 * 24 * CLOCK) * 1e6)
+    assert r["memory_floor_us"] == pytest.approx(3 * 4096 * 4096 * 2 / HBM * 1e6)
+    assert r["floor_us"] == r["cube_floor_us"] and r["ratio"] == pytest.approx(1.0) and r["bound"] == "cube"
+    assert "(cube)" in cost.format_cost(r)
+    r = cost.estimate([cost.CoreCost(cube_cycles=10)], 10 ** 9, 4096, 24)   # a small product: the memory floor
+    assert r["floor_us"] == r["memory_floor_us"] and "(cube)" not in cost.format_cost(r)

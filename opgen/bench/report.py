@@ -145,7 +145,7 @@ def markdown(res: dict) -> str:
                 "(opgen.bench.emu.gather_min_bytes and the estimate the spec declares with OpSpec.gm_reference).", ""]
     if res.get("roofline"):
         out += ["## Cost estimate, Atlas A2 (1.6 TB/s HBM, 1.8 GHz, 48 AIV; docs/reference/kernel_cost.md)", "",
-                "| kernel | case | memory floor µs | memory µs | vector µs | issue µs | cube µs | estimate µs | "
+                "| kernel | case | floor µs | memory µs | vector µs | issue µs | cube µs | estimate µs | "
                 "estimate / floor | bound | vector issues / row | vector issues / 1000 elements | cube utilisation |",
                 "|---|---|---|---|---|---|---|---|---|---|---|---|---|"]
         out += [f"| {r['op']} | {r['case']} | {_fmt(r['floor_us'], 1)} | {_fmt(r['memory_us'], 1)} | "
@@ -158,8 +158,8 @@ def markdown(res: dict) -> str:
                 for r in res["roofline"]]
         out += ["", "estimate = max(memory: counted bursts plus a per-burst overhead / HBM bandwidth, the busiest "
                 "core's vector cycles + issue cycles (vector issues, barriers, flag waits, SyncAll, cross-core waits), "
-                "cube cycles) from the emulation's counters (opgen.check.cost, docs/reference/kernel_cost.md); floor = "
-                "minimum bytes / HBM bandwidth; bound = the term that sets the estimate; vector issues: every core's "
+                "cube cycles) from the emulation's counters (opgen.check.cost, docs/reference/kernel_cost.md); floor = the larger of "
+                "minimum bytes / HBM bandwidth and useful MACs / the AI Cores' cube rate; bound = the term that sets the estimate; vector issues: every core's "
                 "vector instruction issues (one per 255 repeats) over the rows and the elements of the case's "
                 "largest input; cube utilisation: the spec's matmul MACs at the case's shapes over the MACs the cube "
                 "issued (16x16x16 fractals, padded edges included; a causal attention's masked scores count as "

@@ -13,7 +13,8 @@ docs/reference/kernel_cost.md §2 (the sources and which are estimates are named
   cube     = the busiest core's cube cycles / clock
   estimate = max(memory, max over cores of (vector + issue), cube)     (the vector pipe issues in order: issue
              overhead adds to its lanes; DMA overlaps with double buffering)
-  floor    = minimum GM bytes (each input read once, each output written once) / HBM bandwidth
+  floor    = max(minimum GM bytes (each input read once, each output written once) / HBM bandwidth,
+               useful MACs / (4096 MACs a cycle x the platform's AI Cores x clock))   (memory or cube roofline)
   bound    = the term that sets the estimate: "memory", "vector", "cube" or "issue" (scalar / issue)
   cube utilisation = useful MACs (the spec's matmuls at the call's shapes, `matmul_macs`) / issued MACs (every
              core's cube cycles * 4096: a 16x16x16 fractal a cycle, padded edges included)
@@ -88,13 +89,15 @@ def matmul_macs(graph, env) -> int:
     return total
 
 
-def estimate(cores: list[CoreCost], min_bytes: int, useful_macs: int = 0) -> dict:
+def estimate(cores: list[CoreCost], min_bytes: int, useful_macs: int = 0, aic: int = 0) -> dict:
     """The cost model over per-core counters `cores` with the minimum GM bytes `min_bytes` (module docstring).
     Returns {"estimate_us", "floor_us", "ratio" (estimate / floor, None when the floor is 0), "bound", "memory_us",
     "vector_us", "issue_us", "cube_us", "vec_issues", "barriers", "flag_waits", "bursts", "sync_alls",
     "cross_waits", "vec_issues_total", "cube_macs" (issued: every core's cube cycles * FRACTAL_MACS),
     "useful_macs", "cube_util" (useful / issued, None without cube work)} (times in microseconds; the counts are the
-    busiest core's, bursts and vec_issues_total the sums over the cores). `useful_macs`: `matmul_macs` of the call."""
+    busiest core's, bursts and vec_issues_total the sums over the cores). `useful_macs`: `matmul_macs` of the call;
+    `aic`: the platform's AI Cores (cube units), for the cube floor "cube_floor_us" (0 when either is 0); "floor_us"
+    is the larger of it and the memory floor "memory_floor_us"."""
     us = 1e6
     mem = sum(c.burst_bytes32 + c.bursts * BURST_OVERHEAD_BYTES for c in cores) / HBM_BYTES_PER_S * us
     busiest = max(cores, key=lambda c: c.vector_cycles + c.issue_cycles, default=CoreCost())
@@ -109,8 +112,11 @@ def estimate(cores: list[CoreCost], min_bytes: int, useful_macs: int = 0) -> dic
         bound = "cube"
     else:
         bound = "vector" if vec >= issue else "issue"
-    floor = min_bytes / HBM_BYTES_PER_S * us
-    return {"estimate_us": est, "floor_us": floor, "ratio": est / floor if floor else None, "bound": bound,
+    mem_floor = min_bytes / HBM_BYTES_PER_S * us
+    cube_floor = useful_macs / (FRACTAL_MACS * aic * CLOCK_HZ) * us if aic else 0.0
+    floor = max(mem_floor, cube_floor)
+    return {"estimate_us": est, "floor_us": floor, "memory_floor_us": mem_floor, "cube_floor_us": cube_floor,
+            "ratio": est / floor if floor else None, "bound": bound,
             "memory_us": mem, "vector_us": vec, "issue_us": issue, "cube_us": cube,
             "vec_issues": busiest.vec_issues, "barriers": busiest.barriers, "flag_waits": busiest.flag_waits,
             "bursts": sum(c.bursts for c in cores), "sync_alls": busiest.sync_alls,
@@ -121,8 +127,11 @@ def estimate(cores: list[CoreCost], min_bytes: int, useful_macs: int = 0) -> dic
 def format_cost(c: dict) -> str:
     """One line of text for `estimate`'s result (what `opgen check` prints)."""
     ratio = "n/a" if c["ratio"] is None else f"{c['ratio']:.2f}x"
-    return (f"Cost (Atlas A2 model, docs/reference/kernel_cost.md): estimate {c['estimate_us']:.3g} us, floor "
-            f"{c['floor_us']:.3g} us ({ratio}), bound {c['bound']}; memory {c['memory_us']:.3g} us ({c['bursts']} "
+    floor = f"floor {c['floor_us']:.3g} us"
+    if c.get("cube_floor_us", 0) > c.get("memory_floor_us", c["floor_us"]):
+        floor += " (cube)"
+    return (f"Cost (Atlas A2 model, docs/reference/kernel_cost.md): estimate {c['estimate_us']:.3g} us, {floor} "
+            f"({ratio}), bound {c['bound']}; memory {c['memory_us']:.3g} us ({c['bursts']} "
             f"bursts), busiest core: vector {c['vector_us']:.3g} us, issue {c['issue_us']:.3g} us "
             f"({c['vec_issues']} vector issues, {c['barriers']} barriers, {c['flag_waits']} flag waits, "
             f"{c['sync_alls']} SyncAll, {c['cross_waits']} cross-core waits), cube {c['cube_us']:.3g} us"
