@@ -7,6 +7,7 @@ from __future__ import annotations
 
 import shutil
 import subprocess
+from dataclasses import replace
 from pathlib import Path
 
 import pytest
@@ -20,12 +21,14 @@ INC = ROOT / "opgen" / "emu" / "include"
 # docs/reference/kernel_cost.md §2
 CLOCK, HBM = 1.8e9, 1.6e12
 BURST, ISSUE, BARRIER, FLAG, SYNC_ALL, CROSS = 256, 8, 16, 32, 1800, 900
+L2, L2_BW = 192 * 2 ** 20, HBM * 110 / 32
 
 
 def test_constants_are_those_of_the_reference_note():
     assert (cost.CLOCK_HZ, cost.HBM_BYTES_PER_S) == (CLOCK, HBM)
     assert (cost.BURST_OVERHEAD_BYTES, cost.VEC_ISSUE_CYCLES, cost.BARRIER_CYCLES, cost.FLAG_WAIT_CYCLES,
             cost.SYNC_ALL_CYCLES, cost.CROSS_WAIT_CYCLES) == (BURST, ISSUE, BARRIER, FLAG, SYNC_ALL, CROSS)
+    assert (cost.L2_BYTES, cost.L2_BYTES_PER_S) == (L2, L2_BW)
 
 
 def test_memory_bound_estimate():
@@ -80,8 +83,8 @@ def test_issues_summed_over_cores_and_rated_per_row_and_element():
 
 
 def test_report_lines_parse():
-    rep = parse_report("ok 1\ncore_cost 1 5 0 2 1 0 3 96 0 0\ncore_cost 0 7 0 1 0 0 1 32 0 0\nend\n")
-    assert rep.core_costs == [cost.CoreCost(7, 0, 1, 0, 0, 1, 32, 0, 0), cost.CoreCost(5, 0, 2, 1, 0, 3, 96, 0, 0)]
+    rep = parse_report("ok 1\ncore_cost 1 5 0 2 1 0 3 96 0 0 64\ncore_cost 0 7 0 1 0 0 1 32 0 0 0\nend\n")
+    assert rep.core_costs == [cost.CoreCost(7, 0, 1, 0, 0, 1, 32, 0, 0, 0), cost.CoreCost(5, 0, 2, 1, 0, 3, 96, 0, 0, 64)]
     with pytest.raises(ValueError, match="core_cost line with 3 numbers"):
         cost.parse_core_cost("0 1 2")
     line = cost.format_cost(cost.estimate(rep.core_costs, 64))
@@ -99,8 +102,8 @@ def test_emulation_counters_on_a_hand_made_kernel(tmp_path):
     rows = [line.split()[1:] for line in out.splitlines() if line.startswith("cost ")]
     # per core, by hand: Muls 2048 fp32 = 32 repeats; Exp 32 repeats at 32 lanes = 64 cycles; Duplicate 16384 fp32
     # = 256 repeats = 256 cycles in 2 issues (255 + 1); 1 PipeBarrier; 2 WaitFlag; bursts: one of 8192 B in, four
-    # of 100 B (128 B in 32-B blocks) out; 1 SyncAll
-    per_core = [32 + 64 + 256, 0, 1 + 1 + 2, 1, 2, 1 + 4, 8192 + 4 * 128, 1, 0]
+    # of 100 B (128 B in 32-B blocks) out; 1 SyncAll; nothing touched twice (each core its own half of x and y)
+    per_core = [32 + 64 + 256, 0, 1 + 1 + 2, 1, 2, 1 + 4, 8192 + 4 * 128, 1, 0, 0]
     assert [[int(v) for v in r] for r in rows] == [[0] + per_core, [1] + per_core]
     r = cost.estimate([cost.CoreCost(*per_core)] * 2, 2 * 2048 * 4 + 2 * 400)
     assert r["memory_us"] == pytest.approx(2 * (8192 + BURST + 4 * (128 + BURST)) / HBM * 1e6)
@@ -140,14 +143,15 @@ def test_cube_utilisation_counts_the_specs_matmuls_over_the_issued_fractals():
 def test_nd2nz_counts_a_burst_per_source_row(tmp_path):
     """A [20, 40] half tile out of a [20, 64] row-major matrix into L1 NZ: each source row is one contiguous GM run
     of 80 B (docs/reference/kernel_cost.md §1), so 20 bursts of 96 B in 32-B blocks -- not one per 16-element
-    piece of the NZ layout (60 bursts of 32 B)."""
+    piece of the NZ layout (60 bursts of 32 B). Copied twice: the second copy's 20 x 96 B were touched by the first
+    (retouched: L2 hits, §3)."""
     exe = tmp_path / "nd2nz"
     subprocess.run(["g++", "-std=c++17", "-O1", "-pthread", "-Wall", "-Werror", f"-I{INC}",
                     str(ROOT / "tests" / "cpp" / "emu_cost_nd2nz.cpp"), "-o", str(exe)], check=True)
     out = subprocess.run([str(exe)], capture_output=True, text=True, check=True, timeout=60).stdout
     assert "ok 1" in out, out
     rows = [[int(v) for v in line.split()[1:]] for line in out.splitlines() if line.startswith("cost ")]
-    assert rows == [[0, 20, 20 * 96]]
+    assert rows == [[0, 2 * 20, 2 * 20 * 96, 20 * 96]]
 
 
 def test_the_floor_of_a_matmul_is_its_cube_time_when_that_is_larger():
@@ -161,3 +165,25 @@ def test_the_floor_of_a_matmul_is_its_cube_time_when_that_is_larger():
     assert "(cube)" in cost.format_cost(r)
     r = cost.estimate([cost.CoreCost(cube_cycles=10)], 10 ** 9, 4096, 24)   # a small product: the memory floor
     assert r["floor_us"] == r["memory_floor_us"] and "(cube)" not in cost.format_cost(r)
+
+
+def test_retouched_bytes_are_read_from_the_l2_when_the_footprint_fits():
+    """memory = (HBM bytes + their bursts x 256) / 1.6 TB/s + (L2 bytes + their bursts x 256) / (1.6 TB/s x 110 / 32)
+    (docs/reference/kernel_cost.md §3; the bursts shared out by bytes): bytes some core touched before in the launch are L2 hits, all of them when the footprint (bytes touched at
+    least once) fits the 192 MB L2, a share L2 / footprint otherwise."""
+    # 2 cores each read the same 8 MB twice in 1024 bursts: footprint 8 MB, 24 MB of it again
+    c = cost.CoreCost(bursts=1024, burst_bytes32=16 * 2 ** 20)
+    r = cost.estimate([replace(c, retouch_bytes32=8 * 2 ** 20), replace(c, retouch_bytes32=16 * 2 ** 20)], 8 * 2 ** 20)
+    assert (r["hbm_bytes"], r["l2_bytes"]) == (8 * 2 ** 20, 24 * 2 ** 20)
+    # the 2048 bursts' overhead shared out by bytes: a quarter with the HBM bytes, three quarters with the L2's
+    assert r["memory_us"] == pytest.approx(((8 * 2 ** 20 + 512 * BURST) / HBM + (24 * 2 ** 20 + 1536 * BURST) / L2_BW)
+                                           * 1e6)
+    assert "25.2 MB from the L2" in cost.format_cost(r)
+    # a 384 MB footprint re-read once: half of the re-read fits the L2's share
+    c = cost.CoreCost(bursts=1, burst_bytes32=768 * 2 ** 20, retouch_bytes32=384 * 2 ** 20)
+    r = cost.estimate([c], 384 * 2 ** 20)
+    assert r["l2_bytes"] == pytest.approx(192 * 2 ** 20) and r["hbm_bytes"] == pytest.approx(576 * 2 ** 20)
+    # nothing retouched: the HBM-only figure of before
+    r = cost.estimate([cost.CoreCost(bursts=2, burst_bytes32=4096)], 4096)
+    assert r["l2_bytes"] == 0 and r["memory_us"] == pytest.approx((4096 + 2 * BURST) / HBM * 1e6)
+    assert "from the L2" not in cost.format_cost(r)

@@ -6,7 +6,11 @@ the check driver as `core_cost` lines): vector cycles (256-byte repeats, slow op
 bytes in whole 32-byte blocks, SyncAll and CrossCoreWaitFlag calls. `estimate` prices them with the constants of
 docs/reference/kernel_cost.md §2 (the sources and which are estimates are named there):
 
-  memory   = sum over cores and bursts of (bytes rounded up to 32 + BURST_OVERHEAD_BYTES) / HBM bandwidth
+  memory   = (HBM bytes + their bursts' overhead) / HBM bandwidth + (L2 bytes + their overhead) / L2 bandwidth,
+             over every core's bursts (bytes rounded up to 32, BURST_OVERHEAD_BYTES a burst, shared out by bytes):
+             the bytes of 32-B blocks some core touched before in the launch (retouch) are L2 hits, all of them when
+             the launch's footprint (the blocks touched at least once) fits the L2, a share L2 / footprint of them
+             otherwise; the rest is HBM traffic
   vector   = the busiest core's vector cycles / clock
   issue    = the busiest core's (issues * VEC_ISSUE + barriers * BARRIER + waits * FLAG_WAIT + SyncAll * SYNC_ALL +
              cross-core waits * CROSS_WAIT) cycles / clock
@@ -27,16 +31,18 @@ from dataclasses import dataclass
 from opgen.ir.dims import eval_shape
 
 from opgen.platforms.cost import (BARRIER_CYCLES, BURST_OVERHEAD_BYTES, CLOCK_HZ, CROSS_WAIT_CYCLES,  # noqa: F401
-                                  FLAG_WAIT_CYCLES, HBM_BYTES_PER_S, SYNC_ALL_CYCLES, VEC_ISSUE_CYCLES)
+                                  FLAG_WAIT_CYCLES, HBM_BYTES_PER_S, L2_BYTES, L2_BYTES_PER_S, SYNC_ALL_CYCLES,
+                                  VEC_ISSUE_CYCLES)
 
 FIELDS = ("vector_cycles", "cube_cycles", "vec_issues", "barriers", "flag_waits", "bursts", "burst_bytes32",
-          "sync_alls", "cross_waits")
+          "sync_alls", "cross_waits", "retouch_bytes32")
 """The per-core counters in the order of the driver's `core_cost <core> ...` line."""
 
 
 @dataclass(frozen=True)
 class CoreCost:
-    """One core's counters (FIELDS; counts, bytes for burst_bytes32)."""
+    """One core's counters (FIELDS; counts, bytes for burst_bytes32 and retouch_bytes32: the part of burst_bytes32
+    in 32-B blocks some core had touched before in the launch)."""
 
     vector_cycles: int = 0
     cube_cycles: int = 0
@@ -47,6 +53,7 @@ class CoreCost:
     burst_bytes32: int = 0
     sync_alls: int = 0
     cross_waits: int = 0
+    retouch_bytes32: int = 0
 
     @property
     def issue_cycles(self) -> int:
@@ -93,13 +100,21 @@ def estimate(cores: list[CoreCost], min_bytes: int, useful_macs: int = 0, aic: i
     """The cost model over per-core counters `cores` with the minimum GM bytes `min_bytes` (module docstring).
     Returns {"estimate_us", "floor_us", "ratio" (estimate / floor, None when the floor is 0), "bound", "memory_us",
     "vector_us", "issue_us", "cube_us", "vec_issues", "barriers", "flag_waits", "bursts", "sync_alls",
-    "cross_waits", "vec_issues_total", "cube_macs" (issued: every core's cube cycles * FRACTAL_MACS),
+    "cross_waits", "vec_issues_total", "hbm_bytes" / "l2_bytes" (the burst bytes the memory term reads from HBM /
+    from the L2), "cube_macs" (issued: every core's cube cycles * FRACTAL_MACS),
     "useful_macs", "cube_util" (useful / issued, None without cube work)} (times in microseconds; the counts are the
     busiest core's, bursts and vec_issues_total the sums over the cores). `useful_macs`: `matmul_macs` of the call;
     `aic`: the platform's AI Cores (cube units), for the cube floor "cube_floor_us" (0 when either is 0); "floor_us"
     is the larger of it and the memory floor "memory_floor_us"."""
     us = 1e6
-    mem = sum(c.burst_bytes32 + c.bursts * BURST_OVERHEAD_BYTES for c in cores) / HBM_BYTES_PER_S * us
+    moved = sum(c.burst_bytes32 for c in cores)
+    again = sum(c.retouch_bytes32 for c in cores)
+    footprint = moved - again   # the blocks touched at least once (each first touch goes to HBM)
+    l2 = again * min(1.0, L2_BYTES / footprint) if footprint else float(again)
+    hbm = moved - l2
+    ov = sum(c.bursts for c in cores) * BURST_OVERHEAD_BYTES   # each burst's overhead where its bytes come from
+    ov_l2 = ov * l2 / moved if moved else 0.0
+    mem = ((hbm + ov - ov_l2) / HBM_BYTES_PER_S + (l2 + ov_l2) / L2_BYTES_PER_S) * us
     busiest = max(cores, key=lambda c: c.vector_cycles + c.issue_cycles, default=CoreCost())
     vec = busiest.vector_cycles / CLOCK_HZ * us
     issue = busiest.issue_cycles / CLOCK_HZ * us
@@ -116,12 +131,18 @@ def estimate(cores: list[CoreCost], min_bytes: int, useful_macs: int = 0, aic: i
     cube_floor = useful_macs / (FRACTAL_MACS * aic * CLOCK_HZ) * us if aic else 0.0
     floor = max(mem_floor, cube_floor)
     return {"estimate_us": est, "floor_us": floor, "memory_floor_us": mem_floor, "cube_floor_us": cube_floor,
+            "hbm_bytes": hbm, "l2_bytes": l2,
             "ratio": est / floor if floor else None, "bound": bound,
             "memory_us": mem, "vector_us": vec, "issue_us": issue, "cube_us": cube,
             "vec_issues": busiest.vec_issues, "barriers": busiest.barriers, "flag_waits": busiest.flag_waits,
             "bursts": sum(c.bursts for c in cores), "sync_alls": busiest.sync_alls,
             "cross_waits": busiest.cross_waits, "vec_issues_total": sum(c.vec_issues for c in cores),
             "cube_macs": issued, "useful_macs": useful_macs, "cube_util": useful_macs / issued if issued else None}
+
+
+def _l2_text(c: dict) -> str:
+    """', N MB from the L2' when the memory term reads any burst bytes from the L2 (else '')."""
+    return f", {c['l2_bytes'] / 1e6:.3g} MB from the L2" if c.get("l2_bytes") else ""
 
 
 def format_cost(c: dict) -> str:
@@ -132,7 +153,7 @@ def format_cost(c: dict) -> str:
         floor += " (cube)"
     return (f"Cost (Atlas A2 model, docs/reference/kernel_cost.md): estimate {c['estimate_us']:.3g} us, {floor} "
             f"({ratio}), bound {c['bound']}; memory {c['memory_us']:.3g} us ({c['bursts']} "
-            f"bursts), busiest core: vector {c['vector_us']:.3g} us, issue {c['issue_us']:.3g} us "
+            f"bursts{_l2_text(c)}), busiest core: vector {c['vector_us']:.3g} us, issue {c['issue_us']:.3g} us "
             f"({c['vec_issues']} vector issues, {c['barriers']} barriers, {c['flag_waits']} flag waits, "
             f"{c['sync_alls']} SyncAll, {c['cross_waits']} cross-core waits), cube {c['cube_us']:.3g} us"
             + ("" if c.get("cube_util") is None else f" (utilisation {c['cube_util']:.1%}: {c['useful_macs']} useful "

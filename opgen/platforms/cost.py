@@ -8,6 +8,12 @@ CLOCK_HZ = 1.8e9
 """AI Core clock of Atlas A2 (docs/reference/ascendc.md §3)."""
 HBM_BYTES_PER_S = 1.6e12
 """HBM bandwidth of Atlas A2 (docs/reference/ascendc.md §3)."""
+L2_BYTES = 192 * 1024 * 1024
+"""L2 cache of Atlas A2 (192 MB, the commonly published 910B figure and asc-devkit's HardwareInfo<ASCEND_V220>; an
+ops-nn UT stub lists 32 MB: unverified, docs/reference/ascendc.md §3)."""
+L2_BYTES_PER_S = HBM_BYTES_PER_S * 110 / 32
+"""L2 bandwidth: HBM's times 110 / 32, the ratio of the "LocalMemBw" figures of ops-nn's 910B1 UT stub (units not
+stated; an estimate, docs/reference/kernel_cost.md §2)."""
 BURST_OVERHEAD_BYTES = 256
 """Bytes of HBM time one DMA burst costs beyond its data (an estimate, docs/reference/kernel_cost.md §2)."""
 VEC_ISSUE_CYCLES = 8

@@ -36,11 +36,11 @@ int main()
     emu::PrintReport(r);
     for (size_t i = 0; i < r.issue.size(); ++i) {
         const emu::IssueCounts& n = r.issue[i];
-        std::printf("cost %zu %llu %llu %llu %llu %llu %llu %llu %llu %llu\n", i, (unsigned long long)r.vecCycles[i],
+        std::printf("cost %zu %llu %llu %llu %llu %llu %llu %llu %llu %llu %llu\n", i, (unsigned long long)r.vecCycles[i],
                     (unsigned long long)r.cubeCycles[i], (unsigned long long)n.vecIssues,
                     (unsigned long long)n.barriers, (unsigned long long)n.flagWaits, (unsigned long long)n.bursts,
                     (unsigned long long)n.burstBytes32, (unsigned long long)n.syncAlls,
-                    (unsigned long long)n.crossWaits);
+                    (unsigned long long)n.crossWaits, (unsigned long long)n.retouchBytes32);
     }
     return 0;
 }

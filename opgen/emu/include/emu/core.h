@@ -1,6 +1,7 @@
 // opgen AscendC emulation: faults, GM buffer registry with byte counters, per-core UB arena with
 // poison tracking, and the thread-local core context. Our own code (docs/reference/ascendc.md §1.2, §1.11).
 #pragma once
+#include <algorithm>
 #include <array>
 #include <atomic>
 #include <chrono>
@@ -42,6 +43,10 @@ struct GmBuffer {
     uint8_t* base = nullptr;
     uint64_t bytes = 0;
     std::atomic<uint64_t> bytesRead{0}, bytesWritten{0};
+    // One flag per 32-B block: some core's DMA or scalar access has touched it in this launch, so the data is in
+    // the L2 cache for a later access (docs/reference/kernel_cost.md §3, the L2 term).
+    std::unique_ptr<std::atomic<uint8_t>[]> touched;
+    uint64_t blocks = 0;
 };
 
 struct GmRegistry {
@@ -61,6 +66,9 @@ inline int RegisterGm(void* ptr, uint64_t bytes, const std::string& name)
     b->name = name;
     b->base = static_cast<uint8_t*>(ptr);
     b->bytes = bytes;
+    b->blocks = (bytes + 31) / 32;
+    b->touched.reset(new std::atomic<uint8_t>[b->blocks]);
+    for (uint64_t i = 0; i < b->blocks; ++i) b->touched[i].store(0, std::memory_order_relaxed);
     r.bufs.push_back(std::move(b));
     return r.bufs.back()->id;
 }
@@ -69,7 +77,11 @@ inline void ResetGmCounters()
 {
     auto& r = GmRegistry::Get();
     std::lock_guard<std::mutex> l(r.mu);
-    for (auto& b : r.bufs) { b->bytesRead = 0; b->bytesWritten = 0; }
+    for (auto& b : r.bufs) {
+        b->bytesRead = 0;
+        b->bytesWritten = 0;
+        for (uint64_t i = 0; i < b->blocks; ++i) b->touched[i].store(0, std::memory_order_relaxed);
+    }
 }
 // The registered buffer containing ptr, or nullptr.
 inline GmBuffer* FindGm(const void* ptr)
@@ -114,9 +126,12 @@ inline const char* MemName(MemKind k)
 
 // Issue-cost counters of one core (docs/reference/kernel_cost.md §1): vector instruction issues (one per 255 repeats
 // of an instruction, at least one), PipeBarrier calls, WaitFlag calls (one intra-core pipe hand-off each), GM
-// bursts moved by DMA and their bytes rounded up to whole 32-B blocks, SyncAll calls, CrossCoreWaitFlag calls.
+// bursts moved by DMA and their bytes rounded up to whole 32-B blocks, SyncAll calls, CrossCoreWaitFlag calls, and
+// of those burst bytes the 32-B blocks some core had touched before in the launch (retouchBytes32: L2 hits when the
+// launch's footprint fits the L2, docs/reference/kernel_cost.md §3).
 struct IssueCounts {
-    uint64_t vecIssues = 0, barriers = 0, flagWaits = 0, bursts = 0, burstBytes32 = 0, syncAlls = 0, crossWaits = 0;
+    uint64_t vecIssues = 0, barriers = 0, flagWaits = 0, bursts = 0, burstBytes32 = 0, syncAlls = 0, crossWaits = 0,
+             retouchBytes32 = 0;
 };
 enum class IssueKind { Barrier, FlagWait, SyncAll, CrossWait };
 
@@ -273,6 +288,23 @@ inline void CountBurst(uint64_t bytes)
         c->issue.bursts += 1;
         c->issue.burstBytes32 += (bytes + 31) / 32 * 32;
     }
+}
+// One DMA burst of `bytes` GM bytes at byte `off` of GM buffer `buf` (CountBurst), and the L2 record: the 32-B blocks
+// of [off, off + bytes) that some core touched before in this launch count as retouched (retouchBytes32), the
+// others are marked touched. The count over all cores is the same whatever order the cores run in for bursts on
+// whole 32-B blocks (a burst that straddles one more block than its rounded bytes marks it touched but counts at
+// most its rounded bytes as retouched, so the order can move the sum by a block a burst).
+inline void CountBurstAt(GmBuffer* buf, uint64_t off, uint64_t bytes)
+{
+    CountBurst(bytes);
+    CoreContext* c = CurrentCorePtr();
+    if (!c || !buf || !buf->touched || bytes == 0) return;
+    const uint64_t first = off / 32, last = std::min<uint64_t>((off + bytes + 31) / 32, buf->blocks);
+    const uint64_t counted = (bytes + 31) / 32;   // the blocks CountBurst charged
+    uint64_t again = 0;
+    for (uint64_t b = first; b < last; ++b)
+        if (buf->touched[b].exchange(1, std::memory_order_relaxed)) ++again;
+    c->issue.retouchBytes32 += std::min(again, counted) * 32;
 }
 // Cost of one Mmad of m x n x k: 16x16x16 fractal MACs (4096 MAC/cycle per AIC, docs/reference/ascendc.md §3).
 inline void CountCube(uint64_t m, uint64_t n, uint64_t k)

@@ -246,7 +246,10 @@ void DataCopy(const LocalTensor<T>& dst, const GlobalTensor<T>& src, const Nd2Nz
                 std::memset(wbase + d, 1, emu::kBlock);
                 src.Buffer()->bytesRead += n * sizeof(T);
             }
-            emu::CountBurst(uint64_t(p.dValue) * sizeof(T));   // the source row is one contiguous GM run
+            const uint8_t* row = src.CheckBytes(int64_t(i * p.srcNdMatrixStride + r * p.srcDValue) * int64_t(sizeof(T)),
+                                                uint64_t(p.dValue) * sizeof(T), what);
+            emu::CountBurstAt(src.Buffer(), uint64_t(row - src.Buffer()->base),
+                              uint64_t(p.dValue) * sizeof(T));   // the source row is one contiguous GM run
         }
     }
 }
@@ -492,7 +495,7 @@ void Fixpipe(const GlobalTensor<T>& dst, const LocalTensor<U>& src, const Fixpip
             }
         }
         dst.Buffer()->bytesWritten += cnt * sizeof(T);
-        emu::CountBurst(cnt * sizeof(T));
+        emu::CountBurstAt(dst.Buffer(), uint64_t(g - dst.Buffer()->base), cnt * sizeof(T));
     };
     if (!nz) {
         row.resize(p.nSize);

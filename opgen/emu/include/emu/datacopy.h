@@ -70,7 +70,7 @@ void UbToGm(uint8_t* gm, emu::GmBuffer* buf, const LocalTensor<T>& src, uint64_t
         }
     }
     buf->bytesWritten += n;
-    emu::CountBurst(n);
+    emu::CountBurstAt(buf, uint64_t(gm - buf->base), n);
 }
 template <typename T>
 void GmToUb(const LocalTensor<T>& dst, uint64_t ubOff, const uint8_t* gm, emu::GmBuffer* buf, uint64_t n, const char* what,
@@ -83,7 +83,7 @@ void GmToUb(const LocalTensor<T>& dst, uint64_t ubOff, const uint8_t* gm, emu::G
     std::memcpy(ub->data.data() + ubOff, gm, n);
     ub->MarkWritten(ubOff, n);
     buf->bytesRead += n;
-    emu::CountBurst(n);
+    emu::CountBurstAt(buf, uint64_t(gm - buf->base), n);
 }
 template <typename T>
 void CheckUbSpan(const LocalTensor<T>& t, uint64_t endByte, const char* what)

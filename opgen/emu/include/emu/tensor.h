@@ -54,7 +54,7 @@ public:
         uint8_t* p = Check(int64_t(i), 1, "GetValue");
         T v; std::memcpy(&v, p, sizeof(T));
         buf_->bytesRead += sizeof(T);
-        emu::CountBurst(sizeof(T));   // a scalar GM access is one burst (docs/reference/kernel_cost.md §1)
+        emu::CountBurstAt(buf_, uint64_t(p - buf_->base), sizeof(T));   // a scalar GM access is one burst (§1)
         return v;
     }
     void SetValue(uint64_t i, T v) const
@@ -62,7 +62,7 @@ public:
         uint8_t* p = Check(int64_t(i), 1, "SetValue");
         std::memcpy(p, &v, sizeof(T));
         buf_->bytesWritten += sizeof(T);
-        emu::CountBurst(sizeof(T));
+        emu::CountBurstAt(buf_, uint64_t(p - buf_->base), sizeof(T));
     }
 
     // Emulator internals: address of element i (relative to this view) for n elements, bounds-checked.
