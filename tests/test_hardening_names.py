@@ -536,3 +536,66 @@ def test_dtype_combination_refused_by_check_and_interpret(tmp_path):
                         str(out)], capture_output=True, text=True, timeout=600)
     assert r.returncode == 2 and "aclnnMixedT: 161002 x2: dtype float32 conflicts with T=float16 (from x1)" in r.stderr \
         and "Traceback" not in r.stderr, r.stderr[-2000:]
+
+
+DTYPE_VAR_NAMES = '''
+from opgen.dsl import A2, OpSpec, f16, f32
+
+spec = OpSpec("TwoVars", aclnn="aclnnTwoVars", socs=(A2,), round="rint")
+N = spec.dim("N")
+H = spec.dim("H", max=4096)
+S, D = spec.dtype_vars("S D")
+spec.input("x", S, [N, H])
+spec.input("g", D, [H])
+spec.output("y", D, [N, H])
+spec.output("s", f32, [N, 1])
+spec.dtypes((S, D), [(f32, f32), (f32, f16)])
+
+
+@spec.body
+def _(b, x, g):
+    return {"y": x * g, "s": (x * x).sum(-1)}
+'''
+
+
+def test_a_method_template_parameter_never_shadows_a_dtype_variable(tmp_path):
+    """The rows kernel's LoadRow / StoreRow are member templates of a class templated on the spec's dtype variables;
+    C++ forbids a member template's parameter to shadow the class's, so theirs end in '_' (no spec name may), and
+    the Kernel IR verifier refuses a method whose template parameter is a class template parameter (a new user's
+    spec with dtype variables S and D did not compile before)."""
+    from dataclasses import replace
+
+    from opgen.check.kirengine import kernel_classes
+    from opgen.kernel import kir
+
+    p = tmp_path / "two_vars.py"
+    p.write_text(DTYPE_VAR_NAMES)
+    cls = kernel_classes(load_spec(str(p)))[0]
+    assert set(cls.tparams) == {"S", "D"}
+    methods = {m.name: m for m in cls.methods}
+    assert methods["LoadRow"].tparams == ("S_",) and methods["StoreRow"].tparams == ("D_",)
+    with pytest.raises(kir.IRError, match="template parameter S shadows the class's template parameter S"):
+        kir.verify(replace(cls, methods=tuple(replace(m, tparams=("S",)) if m.name == "LoadRow" else m
+                                              for m in cls.methods)))
+
+
+@pytest.mark.slow
+@pytest.mark.skipif(GXX is None, reason="needs g++")
+def test_dtype_variables_named_like_internal_template_parameters_compile_and_pass(tmp_path):
+    """The spec above generated, built with g++ and emulated: y = x * g and s = sum(x^2) against float64, both rows of
+    its dtype table."""
+    import numpy as np
+
+    from opgen.check import run_check
+    from opgen.codegen import write_ops
+
+    p = tmp_path / "two_vars.py"
+    p.write_text(DTYPE_VAR_NAMES)
+    write_ops([str(p)], tmp_path / "gen")
+    for d in ("float32", "float16"):
+        r = run_check(str(p), dims={"N": 5, "H": 33}, dtypes={"S": "float32", "D": d}, gen_dir=tmp_path / "gen",
+                      progress=False)
+        assert r.passed and not r.faults, r.faults[:2]
+        x, g = (np.asarray(r.inputs[n], np.float64) for n in ("x", "g"))
+        assert np.allclose(np.asarray(r.arrays["y"], np.float64), x * g, rtol=2e-3, atol=1e-3)
+        assert np.allclose(np.asarray(r.arrays["s"], np.float64)[:, 0], (x * x).sum(-1), rtol=1e-5)

@@ -1282,6 +1282,10 @@ class _Verifier:
                 if kind == "gm":
                     self.dtype(dtype, d)
         for m in k.methods:
+            for t in m.tparams:   # C++ forbids a member template's parameter to shadow the class's
+                check_name(t, "template parameter")
+                if t in k.tparams:
+                    raise IRError(f"{m.name}: template parameter {t} shadows the class's template parameter {t}", m)
             for p in m.params:
                 if p.kind == "struct" and p.dtype not in self.structs:
                     raise IRError(f"{m.name}: parameter {p.name} has struct type {p.dtype}, which no StructDecl "

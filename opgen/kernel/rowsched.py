@@ -905,28 +905,30 @@ def _col_stream(s: RowSchedule) -> Func:
 
 
 def _load_row() -> Func:
+    """LoadRow<S_>: a GM row of any element type into an fp32 UB row. The type parameter ends in '_', which no
+    spec name may, so it never shadows a class template parameter named after a dtype variable (kir verifies it)."""
     n = Sym("n")
-    return Func("LoadRow", (Param("dst", "tensor", "float"), Param("src", "gm", "S"), Param("n")), (
-        Alloc("t", "paramQue_", "S"),
-        Copy(Ref("t"), GmView("src"), Lit(1), mul(n, SizeOf("S"))),
+    return Func("LoadRow", (Param("dst", "tensor", "float"), Param("src", "gm", "S_"), Param("n")), (
+        Alloc("t", "paramQue_", "S_"),
+        Copy(Ref("t"), GmView("src"), Lit(1), mul(n, SizeOf("S_"))),
         EnQue("paramQue_", "t"),
-        DeQue("t", "paramQue_", "S"),
+        DeQue("t", "paramQue_", "S_"),
         vec(Op.CAST_FROM, dst=Ref("dst"), src=Ref("t"), count=n),
         Free("paramQue_", "t"),
-    ), doc="GM row (T, U or fp32) -> fp32 UB row, n elements.", tparams=("S",))
+    ), doc="GM row (T, U or fp32) -> fp32 UB row, n elements.", tparams=("S_",))
 
 
 def _store_row() -> Func:
     n = Sym("n")
-    return Func("StoreRow", (Param("dst", "gm", "D"), Param("src", "tensor", "float"), Param("rm", "mode"),
+    return Func("StoreRow", (Param("dst", "gm", "D_"), Param("src", "tensor", "float"), Param("rm", "mode"),
                              Param("n")), (
-        Alloc("t", "accOutQue_", "D"),
+        Alloc("t", "accOutQue_", "D_"),
         vec(Op.CAST_TO, dst=Ref("t"), src=Ref("src"), mode=Sym("rm"), count=n),
         EnQue("accOutQue_", "t"),
-        DeQue("t", "accOutQue_", "D"),
-        Copy(GmView("dst"), Ref("t"), Lit(1), mul(n, SizeOf("D"))),
+        DeQue("t", "accOutQue_", "D_"),
+        Copy(GmView("dst"), Ref("t"), Lit(1), mul(n, SizeOf("D_"))),
         Free("accOutQue_", "t"),
-    ), doc="fp32 UB row -> GM row of D with round mode rm, n elements.", tparams=("D",))
+    ), doc="fp32 UB row -> GM row of D_ with round mode rm, n elements.", tparams=("D_",))
 
 
 def _row_reduce(name: str, op: Op) -> Func:

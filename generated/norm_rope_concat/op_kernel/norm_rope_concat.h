@@ -644,13 +644,13 @@ private:
     }
 
     // GM row (T, U or fp32) -> fp32 UB row, n elements.
-    template <typename S>
-    __aicore__ inline void LoadRow(const LocalTensor<float>& dst, const GlobalTensor<S>& src, int64_t n)
+    template <typename S_>
+    __aicore__ inline void LoadRow(const LocalTensor<float>& dst, const GlobalTensor<S_>& src, int64_t n)
     {
-        LocalTensor<S> t = paramQue_.template AllocTensor<S>();
-        DataCopyPad(t, src, DataCopyExtParams(1, n * sizeof(S), 0, 0, 0), DataCopyPadExtParams<S>(false, 0, 0, S{}));
+        LocalTensor<S_> t = paramQue_.template AllocTensor<S_>();
+        DataCopyPad(t, src, DataCopyExtParams(1, n * sizeof(S_), 0, 0, 0), DataCopyPadExtParams<S_>(false, 0, 0, S_{}));
         paramQue_.EnQue(t);
-        t = paramQue_.template DeQue<S>();
+        t = paramQue_.template DeQue<S_>();
         CastFrom(dst, t, n);
         paramQue_.FreeTensor(t);
     }

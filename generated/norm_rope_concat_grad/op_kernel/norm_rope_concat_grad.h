@@ -646,26 +646,26 @@ private:
     }
 
     // GM row (T, U or fp32) -> fp32 UB row, n elements.
-    template <typename S>
-    __aicore__ inline void LoadRow(const LocalTensor<float>& dst, const GlobalTensor<S>& src, int64_t n)
+    template <typename S_>
+    __aicore__ inline void LoadRow(const LocalTensor<float>& dst, const GlobalTensor<S_>& src, int64_t n)
     {
-        LocalTensor<S> t = paramQue_.template AllocTensor<S>();
-        DataCopyPad(t, src, DataCopyExtParams(1, n * sizeof(S), 0, 0, 0), DataCopyPadExtParams<S>(false, 0, 0, S{}));
+        LocalTensor<S_> t = paramQue_.template AllocTensor<S_>();
+        DataCopyPad(t, src, DataCopyExtParams(1, n * sizeof(S_), 0, 0, 0), DataCopyPadExtParams<S_>(false, 0, 0, S_{}));
         paramQue_.EnQue(t);
-        t = paramQue_.template DeQue<S>();
+        t = paramQue_.template DeQue<S_>();
         CastFrom(dst, t, n);
         paramQue_.FreeTensor(t);
     }
 
-    // fp32 UB row -> GM row of D with round mode rm, n elements.
-    template <typename D>
-    __aicore__ inline void StoreRow(const GlobalTensor<D>& dst, const LocalTensor<float>& src, RoundMode rm, int64_t n)
+    // fp32 UB row -> GM row of D_ with round mode rm, n elements.
+    template <typename D_>
+    __aicore__ inline void StoreRow(const GlobalTensor<D_>& dst, const LocalTensor<float>& src, RoundMode rm, int64_t n)
     {
-        LocalTensor<D> t = accOutQue_.template AllocTensor<D>();
+        LocalTensor<D_> t = accOutQue_.template AllocTensor<D_>();
         CastTo(t, src, rm, n);
         accOutQue_.EnQue(t);
-        t = accOutQue_.template DeQue<D>();
-        DataCopyPad(dst, t, DataCopyExtParams(1, n * sizeof(D), 0, 0, 0));
+        t = accOutQue_.template DeQue<D_>();
+        DataCopyPad(dst, t, DataCopyExtParams(1, n * sizeof(D_), 0, 0, 0));
         accOutQue_.FreeTensor(t);
     }
 
