@@ -24,7 +24,8 @@ class RowCounts:
     """What a rows kernel holds in UB (maxima over its specialisations).
 
     row_in/row_out: ((IR dtype name, count), ...) of the row operands read/written, by dtype; stat_in: per-row
-    inputs in 4-byte words (an fp32 or int32 input is one, an int64 index two); stat_out: per-row outputs (staged in fp32); temps: fp32 row temporaries; brow/col: fp32 batch
+    inputs in 4-byte words (an fp32 or int32 input is one, an int64 index two); stat_out: per-row outputs (staged in
+    fp32); stat_out_words: their output queues' 4-byte words a row (an int64 output two, any other one); temps: fp32 row temporaries; brow/col: fp32 batch
     rows / column rows (values and accumulators); brow_acc/col_acc: accumulators among them (cross-core partial
     rows in ROW_SPLIT); rsums: row reductions; rsums_per_level: the most of one level (exchanged together in
     COL_SPLIT); levels: row-reduction levels (0: COL_SPLIT chunks the slice, nothing stays resident); loads: batch
@@ -61,6 +62,7 @@ class RowCounts:
     staged: tuple = ()
     vinstrs: int = 0
     pinstrs: int = 0
+    stat_out_words: int = 0
 
     def as_dict(self) -> dict:
         """{field: value} (row_in/row_out/staged as {dtype: count})."""
@@ -86,6 +88,7 @@ def program_counts(p) -> dict:
         "row_in": rin, "row_out": rout, "staged": staged,
         "stat_in": sum(2 if t.dtype == "i64" else 1 for t in p.gm if t.role == "in" and t.space == "stat"),
         "stat_out": sum(1 for t in p.gm if t.role == "out" and t.space == "stat"),
+        "stat_out_words": sum(2 if t.dtype == "i64" else 1 for t in p.gm if t.role == "out" and t.space == "stat"),
         "temps": p.row_temps, "brow": len(p.brow), "col": len(p.col),
         "col_acc": sum(1 for v in p.accs.values() if v[0] == "col")
         + sum(1 for a in p.acc_reads if a not in p.accs and a not in p.brow),

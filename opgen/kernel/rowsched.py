@@ -227,6 +227,12 @@ def _copy_rows_out(t: GmRows) -> tuple:
     ), doc="one copy per run of rows at a constant GM stride"),)
 
 
+def _stat_out_bytes(t: GmRows) -> DimExpr:
+    """Bytes a row of per-row output t's queue holds: its element (8 for int64), at least the fp32 it is staged in
+    (opgen.kernel.rowcounts.RowCounts.stat_out_words, which the tiling's plan counts the same)."""
+    return Lit(8) if t.ctype == "int64_t" else SizeOf("float")
+
+
 def stage_bytes(stage: tuple) -> DimExpr:
     """Bytes of paramQue's element: `stage` = (the largest fixed size or None, the C types of the dtype variables
     staged), opgen.kernel.rowcounts.stage_element's rule, which the tiling's plan follows too
@@ -292,7 +298,8 @@ def _row_split(s: RowSchedule) -> Func:
     stat_bytes = mul(_align8(ps), f4)
     body += [InitBuffer(f"statInQue_{t.op}", mul(_align8(ps), SizeOf(_qtype(t))), 2) for t in s.stat_in]
     for t in s.stat_out:
-        body += [InitBuffer(f"statStageBuf_{t.op}", stat_bytes), InitBuffer(f"statOutQue_{t.op}", stat_bytes, 2)]
+        body += [InitBuffer(f"statStageBuf_{t.op}", stat_bytes),
+                 InitBuffer(f"statOutQue_{t.op}", mul(_align8(ps), _stat_out_bytes(t)), 2)]
     body += list(_fixed_buffers(s, s.bufs, bool(s.row_segments), s.stage))
     if s.reduce_segments:   # RowsSum / RowsMax: a [pass, 64] scratch and one value per row of each row reduction
         body.append(If(ROWS_REDUCE_STRIDE, (
@@ -691,7 +698,8 @@ def _row_chunk(s: RowSchedule) -> Func:
     body += [InitBuffer(f"rowOutQue_{t.op}", mul(g, rs, SizeOf(t.ctype)), 2) for t in s.row_out]
     body += [InitBuffer(f"statInQue_{t.op}", mul(gs, SizeOf(_qtype(t))), 2) for t in s.stat_in]
     for t in s.stat_out:
-        body += [InitBuffer(f"statStageBuf_{t.op}", mul(gs, f4)), InitBuffer(f"statOutQue_{t.op}", mul(gs, f4), 2)]
+        body += [InitBuffer(f"statStageBuf_{t.op}", mul(gs, f4)),
+                 InitBuffer(f"statOutQue_{t.op}", mul(gs, _stat_out_bytes(t)), 2)]
     body += [InitBuffer("sumBuf_", mul(add(Lit(s.nlevel), Lit(s.nsums)), gs, f4)),
              Get("sums_", "sumBuf_", "float"), View("tots_", Ref("sums_", mul(Lit(s.nlevel), gs)))]
     body += list(_fixed_buffers(s, s.bufs_res, stage=s.stage_res, whole_cols=True))
@@ -825,7 +833,8 @@ def _col_buffers(s: RowSchedule, sums: bool = True) -> list:
     body += [InitBuffer(f"rowOutQue_{t.op}", mul(g, rs, SizeOf(t.ctype)), 1) for t in s.row_out]
     body += [InitBuffer(f"statInQue_{t.op}", mul(gs, SizeOf(_qtype(t))), 2) for t in s.stat_in]
     for t in s.stat_out:
-        body += [InitBuffer(f"statStageBuf_{t.op}", mul(gs, f4)), InitBuffer(f"statOutQue_{t.op}", mul(gs, f4), 2)]
+        body += [InitBuffer(f"statStageBuf_{t.op}", mul(gs, f4)),
+                 InitBuffer(f"statOutQue_{t.op}", mul(gs, _stat_out_bytes(t)), 2)]
     if sums:
         body += [InitBuffer("sumBuf_", mul(add(Lit(s.nlevel), Lit(s.nsums)), gs, f4)),
                  Get("sums_", "sumBuf_", "float"), View("tots_", Ref("sums_", mul(Lit(s.nlevel), gs)))]

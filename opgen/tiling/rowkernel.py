@@ -143,15 +143,17 @@ def resident_plan(c: RowCounts, col_align, cols, bytes_of) -> list[Buffer]:
 
 def stat_plan(c, out_doc: str = "per-row outputs (T, fp32 max)") -> list[Buffer]:
     """Per-row statistic buffers of counts `c` (fields stat_in, stat_out: RowCounts or HeadCounts): the input
-    queue, the fp32 staging and output queue (one fp32 slot per row each; `out_doc` describes the output
-    queue), and the 32-byte rounding slack of the stat buffers."""
+    queue, the fp32 staging and output queue (one fp32 slot per row each, two in the output queue of an int64
+    output: `stat_out_words`; `out_doc` describes the output queue), and the 32-byte rounding slack of the stat
+    buffers."""
     plan = []
     if c.stat_in:
         plan.append(Buffer("statInQue", "TQue<VECIN>", 2 * c.stat_in, True, 1, 4, "per-row fp32 inputs"))
     if c.stat_out:
+        words = getattr(c, "stat_out_words", 0) or c.stat_out   # an int64 output's queue holds 8 bytes a row
         plan.append(Buffer("statStage", "TBuf<VECCALC>", c.stat_out, True, 1, 4, "per-row fp32 results"))
-        plan.append(Buffer("statOutQue", "TQue<VECOUT>", 2 * c.stat_out, True, 1, 4, out_doc))
-    n = 2 * c.stat_in + 3 * c.stat_out
+        plan.append(Buffer("statOutQue", "TQue<VECOUT>", 2 * words, True, 1, 4, out_doc))
+    n = 2 * c.stat_in + c.stat_out + 2 * (getattr(c, "stat_out_words", 0) or c.stat_out)
     if n:
         plan.append(Buffer("statSlack", "TBuf<VECCALC>", n, False, 8, 4, "32-byte rounding of the stat buffers"))
     return plan
