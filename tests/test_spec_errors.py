@@ -704,3 +704,29 @@ def _(b, weight, indices):
     msg = str(e.value)
     assert "embedding lookup" in msg and "index input" in msg and "is computed in the kernel" in msg, msg
     assert "not lowered" not in msg and "\n" not in msg, msg
+
+
+def test_an_index_typed_by_a_dtype_variable_is_refused_at_its_use(tmp_path):
+    """A dtype variable is seen by the body as its fp32 proxy, so an index input typed by one (rows (i32,), (i64,),
+    as CANN's index tables are) cannot index: gather / scatter_add say so at their line, naming the input and the
+    fix, instead of the type rule's 'indices must be i32 or i64, got f32' (a new user's EmbeddingDenseGrad)."""
+    p = tmp_path / "idx_var.py"
+    p.write_text(
+        "from opgen.dsl import A2, OpSpec, f32, i32, i64\n"
+        'spec = OpSpec("IdxVar", aclnn="aclnnIdxVar", socs=(A2,), round="rint")\n'
+        'N, H, V = spec.dims("N H V")\n'
+        '(I,) = spec.dtype_vars("I")\n'
+        'spec.input("grad", f32, [N, H])\n'
+        'spec.input("ids", I, [N])\n'
+        'spec.attr("num_weights", int, 1, dim=V)\n'
+        'spec.output("gw", f32, [V, H])\n'
+        "spec.dtypes((I,), [(i32,), (i64,)])\n\n\n"
+        "@spec.body\n"
+        "def _(b, grad, ids, num_weights):\n"
+        '    return {"gw": b.scatter_add(ids, grad, 0, V)}\n')
+    spec = load_spec(str(p))
+    with pytest.raises(SpecError) as e:
+        spec.graph(spec.keys()[0])
+    msg = str(e.value)
+    assert "scatter_add: the index is input ids of dtype variable I, which the body sees as fp32" in msg, msg
+    assert "declare input ids with i32 or i64" in msg and "idx_var.py:14" in msg, msg

@@ -75,6 +75,7 @@ class Builder:
         self.nodes: list[Node] = []
         self._n = 0
         self._cse: dict = {}
+        self.types: dict = {}   # value name -> TensorType of every value an emitted node read
         self.bounds = None   # opgen.ir.dims.Bounds of the spec's dims (slice bounds are proven against them)
 
     # -- core -------------------------------------------------------------------------------
@@ -85,6 +86,8 @@ class Builder:
         Raises SpecError (with the spec line) when the type rule fails.
         """
         ins = tuple(self._as_tensor(x) for x in inputs)
+        for t in ins:   # the types of the values read (a parameter's too: _index_of looks through its fp32 proxy)
+            self.types[t.value.name] = t.value.type
         cattrs = canonical_attrs(attrs)
         key = (op, tuple(t.value.name for t in ins), cattrs)
         if key in self._cse:
@@ -381,12 +384,30 @@ class Builder:
         """Concatenate tensors of equal rank along `axis` (other dims must match)."""
         return self.emit("concat", tuple(xs), axis=axis)
 
+    def _index_of(self, idx, op: str) -> None:
+        """Refuse an index that is the fp32 proxy of an input typed by a dtype variable (the body sees a dtype
+        variable's values as fp32, README "dtype variables"): a SpecError at the spec line naming the input and the
+        fix, instead of the type rule's 'indices must be i32 or i64, got f32'."""
+        t = self._as_tensor(idx)
+        made = next((n for n in reversed(self.nodes) if n.result is t.value), None)
+        if made is None or made.op != "cast" or made.attr("to") != DType.f32:
+            return
+        src = made.inputs[0]
+        var = self.types[src].dtype if src in self.types else None
+        if isinstance(var, DTypeVar):
+            raise spec_error(caller_loc(), f"{op}: the index is input {src} of dtype variable {var.name}, which the "
+                             f"body sees as fp32 (the proxy of every dtype variable); an index has one integer dtype",
+                             f"declare input {src} with i32 or i64 (i64 holds every i32 value; a second spec serves "
+                             f"the other)")
+
     def gather(self, x, idx, axis, batch_dims=None):
         """out[*b, i..., rest] = x[*b, idx[*b, i...], rest]; batch_dims defaults to axis."""
+        self._index_of(idx, "gather")
         return self.emit("gather", (x, idx), axis=axis, batch_dims=axis if batch_dims is None else batch_dims)
 
     def scatter_add(self, idx, src, axis, size, batch_dims=None):
         """Inverse of gather: out[*b, idx[*b, i...], rest] += src[*b, i..., rest]; out axis length `size`."""
+        self._index_of(idx, "scatter_add")
         return self.emit(
             "scatter_add", (idx, src), axis=axis, batch_dims=axis if batch_dims is None else batch_dims,
             size=as_dim(size))

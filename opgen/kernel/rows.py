@@ -189,7 +189,10 @@ class _Lowering:
             else:
                 raise self.err(x, str(e)) from None
         if sp == "scalar":
-            raise self.err(x, f"input {root} is a 0-d tensor; pass it as an attribute")
+            dims = self.vals[root].type.shape
+            what = "a 0-d tensor" if not dims else f"a single value (shape [{', '.join(map(str, dims))}])"
+            raise self.err(x, f"input {root} is {what}; the rows family reads no single-value tensor from GM: pass "
+                              f"it as a float attribute (the aclnn API then takes a scalar)")
         dt = dtype_name(self.vals[root].type.dtype)
         index = sp == "stat" and dt in INDEX_DTYPES   # a per-row index (INDEX_DTYPES)
         if isinstance(self.vals[root].type.dtype, DType) and dt not in READS and not index:   # variables: _check_dtype_rows
