@@ -1437,6 +1437,7 @@ def row_split_ir(spec, v: Variant, dims: DimFields, ctx: dict) -> kir.KernelClas
                         if ctx["reduce_segments"] else ()),
         acc_body=tuple(ctx["acc_nodes"]), reload_batch=tuple(ctx["reload_batch"]),
         float_scalars=tuple(f"attr_{a}" for a in ctx["float_attrs"]) + tuple(ctx["batch_vals"]),
+        gm_scalars=tuple(p.gm_scalars),
         batch_stores=bool(p.batch_stores),
         cross_core=tuple(ctx["cross_core"]), strided=tuple(ctx["off_nodes"]),
         fields=dims.field_names(), tparams=tuple(c.name for c in spec.dtype_table),

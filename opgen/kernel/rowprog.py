@@ -251,7 +251,9 @@ class RowProgram:
     row; levels: number
     of row-sum levels (cross-core exchanges per row group when H is split over cores); dim_values: the dim
     expressions that are not an extent of the layout but are read as numbers (KL's batchmean `s / N`): k-th is the
-    int64 member `dimValue<k>_` of the kernel, set in Init from its tiling field (opgen.kernel.rowclass.DimFields)."""
+    int64 member `dimValue<k>_` of the kernel, set in Init from its tiling field (opgen.kernel.rowclass.DimFields);
+    gm_scalars: [(float member, GM operand)] of the inputs holding one value (space "one": a loss gradient's dout),
+    each read once in Init by the scalar unit and used as a scalar operand (opgen.kernel.rows `_load_one`)."""
 
     name: str
     layout: object   # opgen.kernel.rowlayout.RowLayout (head-row programs: their HeadLayout)
@@ -275,6 +277,7 @@ class RowProgram:
     presence: tuple = ()   # the optional inputs whose presence Instr.when tests (opgen.kernel.rowpresence)
     served: tuple = ()     # the presences (one bool per `presence` name) the joined program serves
     bnames: dict = field(default_factory=dict)   # per-batch float member -> (its tensor-IR value, spec line): messages
+    gm_scalars: list = field(default_factory=list)   # [(float member, GM operand)]: single-value inputs set in Init
 
     def tensor(self, name: str) -> GmTensor:
         """The GM tensor `name`. Raises KeyError."""

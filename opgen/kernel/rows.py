@@ -188,11 +188,8 @@ class _Lowering:
                 sp = "row"    # broadcast over leading axes that are not a batch prefix: a row view with stride 0
             else:
                 raise self.err(x, str(e)) from None
-        if sp == "scalar":
-            dims = self.vals[root].type.shape
-            what = "a 0-d tensor" if not dims else f"a single value (shape [{', '.join(map(str, dims))}])"
-            raise self.err(x, f"input {root} is {what}; the rows family reads no single-value tensor from GM: pass "
-                              f"it as a float attribute (the aclnn API then takes a scalar)")
+        if sp == "scalar":   # one value for every row: read once per core by the scalar unit into a member
+            return self._load_one(x, root)
         dt = dtype_name(self.vals[root].type.dtype)
         index = sp == "stat" and dt in INDEX_DTYPES   # a per-row index (INDEX_DTYPES)
         if isinstance(self.vals[root].type.dtype, DType) and dt not in READS and not index:   # variables: _check_dtype_rows
@@ -244,6 +241,27 @@ class _Lowering:
         n = self.prod.get(x)   # the cast / view that made the load-chain value (none for a bare input: its user's)
         stamp(self.p.instrs, start, n.loc if n is not None else "")
         return got
+
+    def _load_one(self, x: str, root: str) -> str:
+        """Load-chain value x of an input holding one value (0-d or [1]: a loss gradient's dout, a per-tensor scale):
+        a float member `one_<operand>_` that Init sets from GM element 0 on the scalar unit (kir.FLoad: fp32 exactly
+        from f32, f16, bf16, i8, u8 and i16, from i32 exactly below 2^24), used as the scalar operand of Muls / Adds
+        like a float attribute (RowProgram.gm_scalars). Raises Unsupported for i64 and bool."""
+        dt = dtype_name(self.vals[root].type.dtype)
+        if isinstance(self.vals[root].type.dtype, DType) and dt not in ("f32", "f16", "bf16", "i8", "u8", "i16",
+                                                                       "i32"):
+            raise self.err(x, f"input {root} holds one value of dtype {dt}; the rows family reads a single-value "
+                              f"input of f32, f16, bf16, i8, u8, i16 or i32")
+        key = ("one", root)
+        if key not in self.by_view:
+            name = self._gm_name(root)
+            self.p.gm.append(GmTensor(name, "in", "one", dt, None, root))
+            self.p.gm_scalars.append((f"one_{name}_", name))
+            self.by_view[key] = f"one_{name}_"
+        self.space[x] = "scalar"
+        self.scalar_text[x] = self.by_view[key]
+        self.loaded[x] = x
+        return x
 
     def _load_new(self, x: str, root: str, view, sp: str, dt: str) -> str:
         """Append the load of load-chain value x (first read of `view` of input `root` in space sp)."""

@@ -131,6 +131,7 @@ class RowSchedule:
     acc_body: tuple = ()       # two passes over the rows: the first pass's stream (accumulates; row_body the second)
     reload_batch: tuple = ()   # the second pass: complete per-batch reductions read at a new batch b (statements)
     float_scalars: tuple = ()  # float members the stream reads (attr_<name>, set in Init; bt<k>_ per batch)
+    gm_scalars: tuple = ()     # (float member, GM operand): single-value inputs, read in Init (RowProgram.gm_scalars)
     batch_stores: bool = False  # outputs written once per batch in the second pass (a pass even without row outputs)
     cross_core: tuple = ()
     strided: tuple = ()        # the Off_<name>(r) address methods (Kernel-IR Funcs)
@@ -1177,13 +1178,15 @@ def row_split_class(name: str, s: RowSchedule) -> KernelClass:
         locals=tuple(locals_),
         tensors=tuple(tensors),
         scalars=tuple(ScalarVar(n) for n in MEMBER_SCALARS) + tuple(ScalarVar(m) for m, _f in s.dim_values)
-        + tuple(ScalarVar(n, "float") for n in s.float_scalars) + tuple(ScalarVar(m, "bool") for m, _a in s.presence),
+        + tuple(ScalarVar(n, "float") for n in s.float_scalars) + tuple(ScalarVar(m, "bool") for m, _a in s.presence)
+        + tuple(ScalarVar(m, "float") for m, _g in s.gm_scalars),
         presence=tuple(s.presence), ws_field="workspaceBytes",
         fields=COL_FIELDS + ("rowsPerOwner", "rowsPerCore", "rowsTail") + (("colsPerReduceCore",) if s.cross_core else ())
         + tuple(s.fields)
         + tuple(f for _m, f in INIT_MEMBERS if f not in s.fields)
         + tuple(f"{a[len('attr_'):]}Bits" for a in s.float_scalars if a.startswith("attr_")),
         init=tuple(Assign(m, Sym(f)) for m, f in INIT_MEMBERS) + tuple(Assign(m, f) for m, f in s.dim_values)
-        + tuple(FAssign(a, FBits(Sym(f"{a[len('attr_'):]}Bits"))) for a in s.float_scalars if a.startswith("attr_")),
+        + tuple(FAssign(a, FBits(Sym(f"{a[len('attr_'):]}Bits"))) for a in s.float_scalars if a.startswith("attr_"))
+        + tuple(FAssign(m, FLoad(GmView(f"gm_{g}", Lit(0)))) for m, g in s.gm_scalars),
         process=_process(s),
         methods=tuple(methods + ext), tparams=tuple(s.tparams), doc="ROW_SPLIT / COL_SPLIT schedule")
