@@ -61,6 +61,36 @@ def _(b, x, gamma, beta, scale, offset, epsilon):
     return {"y": b.quantize(q / scale, i8, "rint", offset=offset.f32())}
 '''
 
+BCE = '''
+from opgen.dsl import A2, A3, OpSpec, Prod, bf16, f16, f32
+
+spec = OpSpec("BinaryCrossEntropy", aclnn="aclnnBinaryCrossEntropy", socs=(A2, A3), round="rint")
+Bd = spec.variadic("Bd", max_rank=7)
+H = spec.dim("H", max=65536)
+(T,) = spec.dtype_vars("T")
+spec.attr("reduction", int, 1, choices=(0, 1, 2), static=True)
+spec.input("x", T, [Bd, H])
+spec.input("y", T, [Bd, H])
+spec.output("output", T, {0: [Bd, H], 1: [], 2: []}, form_by="reduction")
+spec.dtypes((T,), [(f32,), (f16,), (bf16,)])
+
+
+@spec.body
+def _(b, x, y, reduction):
+    loss = -(y * b.maximum(b.log(x), -100.0) + (1.0 - y) * b.maximum(b.log(1.0 - x), -100.0))
+    if reduction == 0:
+        return {"output": loss}
+    flat = loss.reshape([Prod("Bd"), H])
+    return {"output": flat.mean([0, 1], keepdims=False) if reduction == 1 else flat.sum([0, 1], keepdims=False)}
+'''
+
+BCE_GRAD = '''
+from opgen.dsl import derive_grad
+
+spec = derive_grad("bce.py", "BinaryCrossEntropyGrad", aclnn="aclnnBinaryCrossEntropyBackward", wrt=["x"],
+                   grads={"output": "grad_output"}, names={"x": "dx"})
+'''
+
 NP = {"float32": np.float32, "float16": np.float16, "bfloat16": ml_dtypes.bfloat16}
 
 
@@ -68,7 +98,7 @@ NP = {"float32": np.float32, "float16": np.float16, "bfloat16": ml_dtypes.bfloat
 def specs(tmp_path_factory):
     d = tmp_path_factory.mktemp("one")
     out = {}
-    for name, text in (("smlg", SMLG), ("rnq", RNQ)):
+    for name, text in (("smlg", SMLG), ("rnq", RNQ), ("bce", BCE), ("bce_grad", BCE_GRAD)):
         (d / f"{name}.py").write_text(text)
         out[name] = d / f"{name}.py"
     return out
@@ -175,3 +205,25 @@ def test_an_int64_single_value_is_refused_in_the_users_terms(tmp_path):
     with pytest.raises(NoKernel, match="input dout holds one value of dtype i64; the rows family reads a "
                                        "single-value input of f32, f16, bf16, i8, u8, i16 or i32"):
         compile_unit(load_spec(str(p)))
+
+
+@pytest.mark.parametrize("red", [0, 1, 2])
+def test_a_derived_loss_gradient_reads_its_single_value_grad_output(specs, red):
+    """BinaryCrossEntropyGrad derived from the forward (derive_grad): for reduction mean / sum the gradient of the
+    0-d loss is one value broadcast over the input (a reshape of a single value into the rows stays one value, and
+    its negation is a Duplicate of the negated value); the Kernel IR engine against torch autograd in float64."""
+    torch = pytest.importorskip("torch")
+    rng = np.random.default_rng(11 + red)
+    x = rng.uniform(0.05, 0.95, (97, 1031)).astype(np.float32)
+    y = rng.uniform(0, 1, (97, 1031)).astype(np.float32)
+    g = (rng.uniform(0.5, 2, (97, 1031)) if red == 0 else np.array(rng.uniform(0.5, 2))).astype(np.float32)
+    r = run_check(str(specs["bce_grad"]), inputs={"x": x, "y": y, "grad_output": g}, attrs={"reduction": red},
+                  dtypes={"T": "float32"}, engine="kir", progress=False)
+    assert r.passed and not r.faults, r.faults[:2]
+    xt = torch.tensor(x, dtype=torch.float64, requires_grad=True)
+    loss = torch.nn.functional.binary_cross_entropy(xt, torch.tensor(y, dtype=torch.float64),
+                                                    reduction=("none", "mean", "sum")[red])
+    loss.backward(torch.tensor(g, dtype=torch.float64))
+    ref = xt.grad.numpy()
+    got = np.asarray(r.arrays["dx"], np.float64)
+    assert np.all(np.abs(got - ref) <= 1e-5 * np.abs(ref) + 1e-7 * np.abs(ref).max()), np.abs(got - ref).max()

@@ -329,6 +329,9 @@ def lower_elementwise(ctx, r, sp, op, ins) -> None:
         emit(Instr("vunary", r, (src,), VECTOR_UNARY[op], space=sp))
         return
     if op == "neg":
+        if ctx.space[ins[0]] in ("stat", "scalar"):   # a per-row or single value broadcast to the row, negated
+            emit(Instr("vdup", r, arg=f"-({ctx.scalar_text.get(ins[0], ctx.operand(ins[0]))})", space=sp))
+            return
         emit(Instr("vscalar", r, (ctx.operand(ins[0]),), "Muls", "-1.0f", space=sp))
         return
     if op not in VECTOR_BINARY:

@@ -309,7 +309,7 @@ class _Lowering:
             src = self.use(x)
             if x in self.sums:
                 self.sums[r], self.post[r] = self.sums[x], self.post[x]
-            if op == "reshape":
+            if op == "reshape" and self.space.get(x) != "scalar":   # one value broadcast: the same in any shape
                 try:
                     sp = self.lay.space(n.result.type.shape)
                 except IRError as e:
