@@ -107,6 +107,18 @@ def _interp_seconds(op, dims, attrs, dtypes, seed=0) -> float:
     return time.perf_counter() - t0
 
 
+def _strategy(op: str, tiling_key: int) -> str:
+    """The schedule a tiling key names: the rows family's strategy digit (ROW_SPLIT, COL_SPLIT, COL_STREAM,
+    ROW_CHUNK: opgen.tiling.rowkernel), or the family's one schedule (cube: the GEMM, attention: its units)."""
+    from opgen.registry import load_spec  # lazy: start-up time
+    from opgen.tiling.pipeline import kernel_build
+
+    family = kernel_build(load_spec(op)).family.name
+    if family != "rows":
+        return {"cube": "GEMM (cube)", "attention": "attention units"}.get(family, family)
+    return {1: "ROW_SPLIT", 2: "COL_SPLIT", 3: "COL_STREAM", 4: "ROW_CHUNK"}.get(tiling_key % 10, "—")
+
+
 def gm_cases(cases, quick: bool) -> list[dict]:
     """GM bytes / minimum of every case of the workloads' GM table (module docstring, item 2). A case whose op is a
     spec file (not a bundled spec, so not in generated/) runs on a package generated for this run."""
@@ -129,7 +141,7 @@ def gm_cases(cases, quick: bool) -> list[dict]:
             gen_dir = tmp.name
         r = run_check(c["op"], dims=dims, attrs=attrs, dtypes=dtypes, progress=False, golden=golden, gen_dir=gen_dir)
         row = {"op": r.op, "case": case_label(c["case"], r.op, dims, quick),
-               "strategy": {1: "ROW_SPLIT", 2: "COL_SPLIT", 3: "COL_STREAM", 4: "ROW_CHUNK"}.get(r.tiling_key % 10, "—"),
+               "strategy": _strategy(c["op"], r.tiling_key),
                "gm_bytes": r.gm_bytes, "gm_bytes_min": r.gm_bytes_min, "ratio": r.gm_ratio,
                "workspace_bytes_moved": r.gm["workspace"].read + r.gm["workspace"].written if "workspace" in r.gm else 0,
                "passed": r.passed, "golden": golden, "cann": c.get("cann", ""),

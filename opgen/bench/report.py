@@ -156,7 +156,8 @@ def markdown(res: dict) -> str:
                 f"{_fmt(r['cube_util'] * 100 if r.get('cube_util') is not None else None, 1)}"
                 f"{'%' if r.get('cube_util') is not None else ''} |"
                 for r in res["roofline"]]
-        out += ["", "estimate = max(memory: counted bursts plus a per-burst overhead / HBM bandwidth, the busiest "
+        out += ["", "estimate = max(memory: counted bursts plus a per-burst overhead / HBM bandwidth (bytes a core had "
+                "touched before in the launch at the L2's bandwidth when the footprint fits it), the busiest "
                 "core's vector cycles + issue cycles (vector issues, barriers, flag waits, SyncAll, cross-core waits), "
                 "cube cycles) from the emulation's counters (opgen.check.cost, docs/reference/kernel_cost.md); floor = the larger of "
                 "minimum bytes / HBM bandwidth and useful MACs / the AI Cores' cube rate; bound = the term that sets the estimate; vector issues: every core's "
