@@ -20,6 +20,7 @@ and that a backward leaving D_r out (dS = P dP scale) falls outside it (it would
 
 from __future__ import annotations
 
+import re
 from pathlib import Path
 
 import ml_dtypes
@@ -162,6 +163,85 @@ def test_example_inputs_are_the_forward_of_the_random_inputs():
                                rtol=2.0**-10, atol=2.0**-10 * np.abs(out.numpy()).max())
 
 
+def _layouts(path) -> dict:
+    """{(input_layout, sparse_mode): AttentionLayout} of every specialisation of the spec at `path`."""
+    from opgen.kernel.attention import attention_layout
+    from opgen.passes.pipeline import optimize
+    from opgen.registry import load_spec
+
+    spec = load_spec(str(path))
+    return {k.static: attention_layout(optimize(spec.graph(k))) for k in spec.keys()}
+
+
+def _edited_spec(tmp_path, edits, name="fag_edit.py"):
+    src = SPEC.read_text()
+    for old, new in edits:
+        assert old in src, old
+        src = src.replace(old, new)
+    p = tmp_path / name
+    p.write_text(src)
+    return p
+
+
+def test_the_dense_backward_layout_and_roles_are_read_off_the_structure(tmp_path):
+    """Every specialisation (BNSD / BSND x sparse_mode 0 / 2 / 3) is read as a dense attention backward: the
+    query / key / value, dO (the input dP = dO Vᵀ multiplies by the value, though it is transposed B like the
+    score matmul), the saved max (subtracted before exp) and sum (divided after), GQA roles N1 / N2 apart, the
+    form from the input_layout. Renaming every dim and input gives the same roles in the new names (they are read
+    off the matmuls' operands, not names)."""
+    import re
+
+    lays = _layouts(SPEC)
+    assert sorted(lays) == [("BNSD", 0), ("BNSD", 2), ("BNSD", 3), ("BSND", 0), ("BSND", 2), ("BSND", 3)]
+    for (form, _), lay in lays.items():
+        assert lay.keyset == "dense" and lay.form == form
+        assert (lay.query, lay.key, lay.value) == ("query", "key", "value")
+        assert dict(lay.grad) == {"dO": "dy", "max": "softmax_max", "sum": "softmax_sum"}
+        assert dict(lay.dims) == {"B": "B", "N1": "N1", "S1": "S1", "D": "D", "N2": "N2", "S2": "S2", "Dv": "D"}
+        assert "dense keys backward" in lay.text() and "dO dy, max softmax_max, sum softmax_sum" in lay.text()
+    src = SPEC.read_text()
+    for old, new in (("B", "Zb"), ("N2", "Kh"), ("S1", "Qs"), ("S2", "Ks"), ("N1", "Qh"), ("D", "Hd"),
+                     ("dy", "grad_out"), ("softmax_max", "row_max"), ("softmax_sum", "row_sum"),
+                     ("query", "qq"), ("key", "kk"), ("value", "vv")):
+        src = re.sub(rf"(?<![\w]){old}(?![\w])", new, src)
+    p = tmp_path / "renamed_grad.py"
+    p.write_text(src.replace("FlashAttentionScoreGrad", "RenamedAttentionGrad"))
+    for lay in _layouts(p).values():
+        assert (lay.query, lay.key, lay.value) == ("qq", "kk", "vv")
+        assert dict(lay.grad) == {"dO": "grad_out", "max": "row_max", "sum": "row_sum"}
+        assert dict(lay.dims) == {"B": "Zb", "N1": "Qh", "S1": "Qs", "D": "Hd", "N2": "Kh", "S2": "Ks", "Dv": "Hd"}
+
+
+def test_the_forward_layout_has_no_backward_roles():
+    """The forward FlashAttentionScore keeps its layout: no backward roles, its text unchanged."""
+    lays = _layouts(ROOT.parent / "examples" / "specs" / "flash_attention_score.py")
+    assert lays and all(lay.grad == () and "backward" not in lay.text() for lay in lays.values())
+
+
+@pytest.mark.parametrize("what, edits, msg", [
+    ("the softmax recomputed", [("m = softmax_max.slice(-1, 0, 1).reshape([B, N2, G, S1, 1])",
+                                 "m = scores.max(-1)")],
+     "P must be recomputed from the forward's saved statistics as exp(scores - softmax_max) / softmax_sum"),
+    ("dQ against the value", [("dq = b.matmul(ds, kg)", "dq = b.matmul(ds, vg)")],
+     "dQ = dS K must read the key as its B operand"),
+    ("dV against the query", [("dv = b.matmul(p, dyg, transpose_a=True)", "dv = b.matmul(p, qg, transpose_a=True)")],
+     "dK = dSᵀ Q and dV = Pᵀ dO must read the query and the output gradient dy as their B operands"),
+    ("dP against the key", [("dp = b.matmul(dyg, vg, transpose_b=True)", "dp = b.matmul(dyg, kg, transpose_b=True)")],
+     "dP = dO Vᵀ must multiply an output-gradient input by a value input"),
+    ("no dV", [("dv = b.matmul(p, dyg, transpose_a=True).sum(2, keepdims=False)", "dv = value.cast(f32)")],
+     "4 matmuls; the forward has two (scores, P V), the backward five"),
+])
+def test_a_dense_backward_in_another_shape_is_refused_in_the_users_terms(what, edits, msg, tmp_path):
+    """A backward that recomputes the softmax instead of reading the saved max, or whose matmuls read other
+    operands than FlashAttention-2's dP = dO Vᵀ, dQ = dS K, dK = dSᵀ Q, dV = Pᵀ dO, or that has another number of
+    matmuls, is refused by the layout naming the product that differs."""
+    from opgen.kernel.rowlayout import Unsupported
+
+    p = _edited_spec(tmp_path, edits)
+    with pytest.raises(Unsupported, match="dense attention backward: " + re.escape(msg)):
+        _layouts(p)
+
+
 def test_no_family_lowers_it_yet():
     """Where the lowering stands: generation refuses the dense backward with one line naming the op and the
     construct (no package without its kernel), which is why the spec is kept under tests/specs/, not in
@@ -169,5 +249,6 @@ def test_no_family_lowers_it_yet():
     from opgen.codegen import generate_all
     from opgen.errors import OpgenError
 
-    with pytest.raises(OpgenError, match="FlashAttentionScoreGrad: no kernel family lowers"):
+    with pytest.raises(OpgenError, match="FlashAttentionScoreGrad: no kernel family lowers .*the dense attention "
+                       "backward .* is recognised but has no lowering yet"):
         list(generate_all([str(SPEC)], jobs=1))

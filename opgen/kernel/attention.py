@@ -61,6 +61,7 @@ class AttentionLayout:
     dtype: str = ""
     keyset: str = "selected"
     form: str = "TND"    # how query / key / value / the output are stored: TND (selected), BNSD or BSND (dense)
+    grad: tuple = ()     # dense backward: (("dO", input), ("max", input), ("sum", input)); () for a forward
 
     def dim(self, role: str) -> str:
         """The spec dim symbol of `role`."""
@@ -88,8 +89,9 @@ class AttentionLayout:
         """One line (`--dump-after select_family`)."""
         roles = ", ".join(f"{r}={s}" for r, s in self.dims)
         if self.keyset == "dense":
-            return (f"layout attention: dense keys, {self.form}, query {self.query}, key {self.key}, "
-                    f"value {self.value}; {roles}")
+            bwd = "".join(f", {r} {x}" for r, x in self.grad)
+            return (f"layout attention: dense keys{' backward' if self.grad else ''}, {self.form}, query "
+                    f"{self.query}, key {self.key}, value {self.value}{bwd}; {roles}")
         return (f"layout attention: query {self.query}, key {self.key}, value {self.value}, topk {self.topk}; {roles}")
 
 
@@ -215,10 +217,14 @@ def _dense_layout(g, s, q, k, root, vals) -> AttentionLayout:
     BSND's, so the kernel addresses it as BSND (form "BSND"). Raises Unsupported."""
     others = [n for n in g.nodes if n.op == "matmul" and n is not s]
     vs = [root(n.inputs[1]) for n in others]
-    if len(others) != 1 or vs[0] is None or vs[0] in (q, k):
-        raise Unsupported(s.result.name, s.loc, "dense attention has one more matmul, of the probabilities against "
-                          "a value input")
-    v = vs[0]
+    grad = ()
+    if len(others) == 1:   # the forward: P V
+        if vs[0] is None or vs[0] in (q, k):
+            raise Unsupported(s.result.name, s.loc, "dense attention has one more matmul, of the probabilities "
+                              "against a value input")
+        v = vs[0]
+    else:                  # the backward: dP = dO Vᵀ, dQ = dS K, dK = dSᵀ Q, dV = Pᵀ dO
+        v, grad = _dense_grad_roles(g, s, q, k, others, root)
     qdt = vals[q].type.dtype
     if not isinstance(qdt, DTypeVar):
         raise Unsupported(s.result.name, s.loc, f"the query has the fixed dtype {dtype_name(qdt)}; the attention kernel "
@@ -243,6 +249,11 @@ def _dense_layout(g, s, q, k, root, vals) -> AttentionLayout:
         return [str(d) for d in shape]
 
     qs, ks_, vs_ = (view(x) for x in (q, k, v))
+    if grad:   # dO has the query's shape (GQA: N1 = G N2 query heads); max / sum one row statistic per query row
+        gd = dict(grad)
+        if view(gd["dO"]) != qs:
+            raise Unsupported(s.result.name, s.loc, f"the output gradient {gd['dO']} {view(gd['dO'])} does not have "
+                              f"the query's shape {qs}: the dense attention backward reads dO as the query is stored")
     if len(qs) != 4 or len(ks_) != 4 or len(vs_) != 4:
         raise Unsupported(s.result.name, s.loc, "dense attention reads query, key and value in the BNSD, BSND or "
                           "BSH layout ([batch, heads, sequence, head dim], [batch, sequence, heads, head dim] or "
@@ -271,7 +282,73 @@ def _dense_layout(g, s, q, k, root, vals) -> AttentionLayout:
         raise Unsupported(s.result.name, s.loc, f"the value head dim {roles['Dv']} is another dim than the query / "
                           f"key head dim {roles['D']}: dense attention takes one head dim for the three (declare "
                           "the value [.., D] with the query's D)")
-    return AttentionLayout(tuple((r, roles[r]) for r in DENSE_ROLES), q, k, v, "", (), None, qdt.name, "dense", form)
+    if grad:
+        for r in ("max", "sum"):
+            st = [str(d) for d in vals[dict(grad)[r]].type.shape]
+            if len(st) != 4 or st[:3] != [roles["B"], roles["N1"], roles["S1"]]:
+                raise Unsupported(s.result.name, s.loc, f"the saved softmax {r} {dict(grad)[r]} {st} is not one "
+                                  f"statistic per query row [{roles['B']}, {roles['N1']}, {roles['S1']}, 8]: the "
+                                  f"dense attention backward reads the forward's softmax_{r} so")
+    return AttentionLayout(tuple((r, roles[r]) for r in DENSE_ROLES), q, k, v, "", (), None, qdt.name, "dense", form,
+                           grad)
+
+
+def _dense_grad_roles(g, s, q, k, others, root) -> tuple:
+    """The value and the backward roles of a dense attention backward whose score matmul `s` reads query `q`
+    against key `k`: the four other matmuls are, by their operands (never names), dP = dO Vᵀ (transposed B like
+    the score matmul, A an input dO, B the value), dV = Pᵀ dO (transposed A, B dO), dQ = dS K (B the key) and
+    dK = dSᵀ Q (transposed A, B the query); the saved softmax max is the input subtracted from the scores before
+    `exp`, the sum the one `exp`'s result is divided by (FlashAttention-2's backward, docs/design.md "Kernel
+    families"). Returns (value, (("dO", input), ("max", input), ("sum", input))). Raises Unsupported in the
+    user's terms."""
+    prod, uses, vals = g.producers(), g.uses(), g.values()
+    params = {p.value.name for p in g.params if p.kind == "input"}
+
+    def fail(why):
+        return Unsupported(s.result.name, s.loc, f"dense attention backward: {why}")
+
+    if len(others) != 4:
+        raise fail(f"{len(others) + 1} matmuls; the forward has two (scores, P V), the backward five (scores, "
+                   f"dP = dO Vᵀ, dQ = dS K, dK = dSᵀ Q, dV = Pᵀ dO)")
+    ta = [n for n in others if n.attr("transpose_a")]
+    tb = [n for n in others if n.attr("transpose_b") and not n.attr("transpose_a")]
+    nn = [n for n in others if not n.attr("transpose_a") and not n.attr("transpose_b")]
+    if len(tb) != 1 or len(ta) != 2 or len(nn) != 1:
+        raise fail("the four matmuls besides the scores must be dP = dO Vᵀ (B transposed), dQ = dS K and "
+                   "dK = dSᵀ Q, dV = Pᵀ dO (A transposed)")
+    dp = tb[0]
+    do, v = root(dp.inputs[0]), root(dp.inputs[1])
+    if do is None or v is None or len({do, v, q, k}) != 4:
+        raise fail("dP = dO Vᵀ must multiply an output-gradient input by a value input, both other than the query "
+                   "and the key")
+    if root(nn[0].inputs[1]) != k:
+        raise fail("dQ = dS K must read the key as its B operand")
+    bs = {root(n.inputs[1]) for n in ta}
+    if bs != {q, do}:
+        raise fail(f"dK = dSᵀ Q and dV = Pᵀ dO must read the query and the output gradient {do} as their B operands")
+
+    def through(v):   # the input a value is a view / slice / cast of
+        while v not in params and v in prod and prod[v].op in ("reshape", "cast", "broadcast", "slice"):
+            v = prod[v].inputs[0]
+        return v if v in params else None
+
+    exps = [n for n in g.nodes if n.op == "exp"]
+    mx = sm = None
+    if len(exps) == 1:
+        e = exps[0]
+        sub = prod.get(e.inputs[0])
+        if sub is not None and sub.op == "sub":
+            mx = through(sub.inputs[1])
+        divs = [u for u in uses.get(e.result.name, []) if u.op == "div" and u.inputs[0] == e.result.name]
+        if len(divs) == 1:
+            sm = through(divs[0].inputs[1])
+    if mx is None or sm is None or len({mx, sm, q, k, v, do}) != 6:
+        raise fail("P must be recomputed from the forward's saved statistics as exp(scores - softmax_max) / "
+                   "softmax_sum, each an input (the backward reads them, it does not recompute the softmax)")
+    for x in (mx, sm):
+        if dtype_name(vals[x].type.dtype) != "f32":
+            raise fail(f"the saved softmax statistic {x} is {dtype_name(vals[x].type.dtype)}, not f32")
+    return v, (("dO", do), ("max", mx), ("sum", sm))
 
 
 @register

@@ -901,7 +901,14 @@ def lower(g: Graph, tokens: dict, data: str, keyset: str = "selected", form: str
     (AttentionLayout.dtype: what rounded key rows and outputs are cast to). Raises IRError naming the value when a
     node has no lowering (the kernel does not support that spec shape). `keyset`: "selected" (keys gathered by an
     index table, TND) or "dense" (every key of the unit's batch and kv head; KEY_FORMS) with `form` BNSD or BSND
-    (how the inputs and the output are stored)."""
+    (how the inputs and the output are stored). A dense backward (five matmuls: opgen.kernel.attention reads its
+    roles) is refused: its dK / dV sum over every query row of a kv head, which the dense units (one S1 block
+    each) do not accumulate yet."""
+    if keyset == "dense" and sum(n.op == "matmul" for n in g.nodes) > 2:
+        raise IRError(f"attention kernel {g.name}: the dense attention backward (dQ, dK, dV from the saved softmax "
+                      f"max / sum) is recognised but has no lowering yet: dK and dV sum over every query row of a "
+                      f"kv head (and its G query heads), which the dense kernel's units, one query block each, do "
+                      f"not accumulate; the selected-block backward (NsaSelectedAttentionGrad) lowers")
     return _Lowering(g, tokens, data, keyset, form).run()
 
 
