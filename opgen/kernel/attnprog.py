@@ -41,6 +41,9 @@ optimized graph is classified by its shape (T1, N2, G, L = CNT * BS keys, D, Dv)
 and S is kept for all L keys; otherwise (backward: P from the saved max / sum) an item is one key chunk of a unit.
 A dense forward is rewritten into an online softmax over its key chunks (`online_softmax`: `online`, item = one key
 chunk, the running max / sum per row, each chunk's P V an fp32 `pv` workspace tile the vector stage accumulates).
+A dense backward (FlashAttentionScoreGrad) lowers to the selected backward's phases: its dK = sum_G dSᵀ Q and
+dV = sum_G Pᵀ dO are `scatter` destinations added at the key chunk's contiguous rows (the reduction over the G
+heads is the TN product's contraction over the unit's rows), its softmax read from the saved max / sum.
 
 `verify_program` checks def-before-use, phases (a phase-1 matmul reads no vector result, every vector-read matmul
 result is a tile), registers and the post list; `print_program` is the canonical text (`opgen graph --stage
@@ -456,7 +459,9 @@ class _Lowering:
 
     def op_reshape(self, n, r, ins, ks, key):
         k = ks[0]
-        if k[0] in ("gm", "cubeout") and key == self.key(n.inputs[0]):   # the same roles in the same order: a view
+        if k[0] == "gm" and k[2] == self.f["stat"] and key == self.f["statg"]:   # stats column 0, grouped (no GQA:
+            self.kind[r] = ("gmstat", k[1])                                     # the same letters)
+        elif k[0] in ("gm", "cubeout") and key == self.key(n.inputs[0]):   # the same roles in the same order: a view
             self.kind[r] = k                                               # of the same bytes (BSH <-> BSND)
         elif k[0] == "idx":
             self.kind[r] = k
@@ -671,6 +676,13 @@ class _Lowering:
         self.kind[r] = (a[0],)
 
     def op_reduce(self, n, r, ins, ks, key):
+        k = ks[0]
+        if (self.p.keyset == "dense" and k[0] == "cube" and k[1].m == "keys" and n.attr("kind") == "sum"
+                and self._group_axes(ins[0], n.attr("axes"))):
+            # dK = sum_g dSᵀ Q, dV = sum_g Pᵀ dO: the TN matmul contracts the unit's rows (its heads x query rows,
+            # head-major), so the sum over the G heads of a kv head is already in the product
+            self.kind[r] = ("cubeout", k[1], ())
+            return
         a = self.as_vec(ins[0])
         kind = n.attr("kind")
         axes = [x % len(self.vals[ins[0]].type.shape) for x in n.attr("axes")]
@@ -681,6 +693,14 @@ class _Lowering:
         self.kind[r] = ("stat",)
         if a[0] == "row":
             self.p.full_rows = True
+
+    def _group_axes(self, v: str, axes) -> bool:
+        """Whether `axes` of value v are exactly its group (G) axis, or a size-1 axis where the group has no letter
+        (no GQA): a sum over the query heads of a kv head."""
+        shape = self.vals[v].type.shape
+        ax = [a % len(shape) for a in axes]
+        return (len(ax) == 1 and ax[0] < len(shape) - 2   # a batch axis of the product, not its rows / columns
+                and self.tokens.get(str(shape[ax[0]]), "?") in ("g", ""))
 
     def op_scatter_add(self, n, r, ins, ks, key):
         idx, src = ks
@@ -697,8 +717,8 @@ class _Lowering:
         self.p.gm[out] = "out"
         if self.p.keyset == "dense" and k[0] == "cubeout":
             okey = self.key(v)
-            want = self.f["major"] if self.p.form == "BNSD" else tuple(a for a, b in self.bsnd.items()
-                                                                       if b in self.f["major"])
+            side = self.f["keysrc"] if k[1].m == "keys" else self.f["major"]   # dK / dV: stored as key / value
+            want = side if self.p.form == "BNSD" else tuple(a for a, b in self.bsnd.items() if b in side)
             if okey not in want:
                 raise IRError(f"attention kernel {self.g.name}: output {out} is not stored {self.p.form} like the "
                               f"inputs (a permuted output of a {self.p.form} attention is not supported)")
@@ -714,7 +734,9 @@ class _Lowering:
         steps = [s[0] for s in chain]
         rnd = next((s[1] for s in chain if s[0] == "cast"), "none")
         scale = next((s[1] for s in chain if s[0] == "scale"), "")
-        if "scatter" in steps:
+        if "scatter" in steps or (self.p.keyset == "dense" and op.m == "keys"):
+            # selected: per key block, added at its gathered rows; dense: a [keys, E] result of the item's key
+            # chunk, added at the chunk's contiguous rows of the [B, N2, S2, E] workspace (over the query units)
             ws = f"ws_{out}"
             self.set_dest(op, "scatter", out)
             self.p.post.append(PostOp(out, ws, scale, ROUND_MODES[rnd]))
@@ -733,7 +755,7 @@ class _Lowering:
     def finish(self):
         """GM roles, instruction scopes, registers and the L1 plan."""
         p = self.p
-        if p.keyset == "dense":
+        if p.keyset == "dense" and p.full_rows:   # a forward: its softmax over the keys; a backward reads it
             online_softmax(p)
         for c in p.cube:
             for o in (c.a, c.b):
@@ -901,14 +923,7 @@ def lower(g: Graph, tokens: dict, data: str, keyset: str = "selected", form: str
     (AttentionLayout.dtype: what rounded key rows and outputs are cast to). Raises IRError naming the value when a
     node has no lowering (the kernel does not support that spec shape). `keyset`: "selected" (keys gathered by an
     index table, TND) or "dense" (every key of the unit's batch and kv head; KEY_FORMS) with `form` BNSD or BSND
-    (how the inputs and the output are stored). A dense backward (five matmuls: opgen.kernel.attention reads its
-    roles) is refused: its dK / dV sum over every query row of a kv head, which the dense units (one S1 block
-    each) do not accumulate yet."""
-    if keyset == "dense" and sum(n.op == "matmul" for n in g.nodes) > 2:
-        raise IRError(f"attention kernel {g.name}: the dense attention backward (dQ, dK, dV from the saved softmax "
-                      f"max / sum) is recognised but has no lowering yet: dK and dV sum over every query row of a "
-                      f"kv head (and its G query heads), which the dense kernel's units, one query block each, do "
-                      f"not accumulate; the selected-block backward (NsaSelectedAttentionGrad) lowers")
+    (how the inputs and the output are stored)."""
     return _Lowering(g, tokens, data, keyset, form).run()
 
 

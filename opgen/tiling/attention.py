@@ -483,6 +483,11 @@ def _tile(spec, lowered, counts: AttentionCounts) -> Tiling:
     workspace by a final pass), its inputs read by role from the layout, the UB + L1 plan; builds the kernel
     classes (opgen.kernel.attnclass.attention_classes) from the plan, into lowered.extra["aclasses"]."""
     backward = counts.post
+    if backward and lowered.layout.keyset == "dense":
+        raise SpecError(f"{spec.name}: the dense attention backward lowers to its attention program "
+                        f"(opgen.kernel.attnprog.lower: dK / dV added at each key chunk's rows of an fp32 workspace) "
+                        f"but has no tiling yet: the backward tiling and kernel classes address selected key blocks "
+                        f"only (the dense units of the forward and a [B, N2, S2, D] workspace are not wired)")
     prog, plans = (bwd_program if backward else fwd_program)(spec.name, counts)
     inputs = program_inputs(lowered.layout, spec, deterministic=backward)
     doc = (f"Tiling of {spec.name}: attention family, {'backward' if backward else 'forward'} mixed AIC/AIV "
