@@ -37,9 +37,10 @@ The subset this spec supports (everything else is refused with a message, or not
 Rounding: P and dS are rounded to T before the cube's matmuls (2-byte operands), dq / dk / dv rounded to nearest
 even once at the end; the interpreter tests (tests/test_flash_attention_grad.py) bound the spec against float64
 torch autograd of the forward by a few u_T of the terms each gradient element sums (u_T = 2^-11 fp16, 2^-8 bf16).
-No kernel family lowers it yet (the attention family lowers the dense forward and the selected-block backward, not
-a dense backward), so this spec is kept out of examples/specs/ (whose every spec `opgen generate` and the examples
-tree generate) until one does: tests load it from tests/specs/.
+No kernel is generated for it yet (the attention family recognises this dense backward and lowers it to an
+attention program, but its tiling refuses a dense backward: no kernel class for it), so this spec is kept out of
+examples/specs/ (whose every spec `opgen generate` and the examples tree generate) until one is: tests load it from
+tests/specs/.
 """
 
 from opgen.dsl import A2, A3, OpSpec, bf16, boolean, f16, f32, u8
