@@ -223,8 +223,12 @@ def _dense_layout(g, s, q, k, root, vals) -> AttentionLayout:
             raise Unsupported(s.result.name, s.loc, "dense attention has one more matmul, of the probabilities "
                               "against a value input")
         v = vs[0]
-    else:                  # the backward: dP = dO Vᵀ, dQ = dS K, dK = dSᵀ Q, dV = Pᵀ dO
+    elif len(others) == 4:   # the backward: dP = dO Vᵀ, dQ = dS K, dK = dSᵀ Q, dV = Pᵀ dO
         v, grad = _dense_grad_roles(g, s, q, k, others, root)
+    else:
+        raise Unsupported(s.result.name, s.loc, f"dense attention has {len(others) + 1} matmuls: its forward has two "
+                          f"(the scores, P V), its backward five (the scores, dP = dO Vᵀ, dQ = dS K, dK = dSᵀ Q, "
+                          f"dV = Pᵀ dO)")
     qdt = vals[q].type.dtype
     if not isinstance(qdt, DTypeVar):
         raise Unsupported(s.result.name, s.loc, f"the query has the fixed dtype {dtype_name(qdt)}; the attention kernel "
@@ -295,7 +299,7 @@ def _dense_layout(g, s, q, k, root, vals) -> AttentionLayout:
 
 def _dense_grad_roles(g, s, q, k, others, root) -> tuple:
     """The value and the backward roles of a dense attention backward whose score matmul `s` reads query `q`
-    against key `k`: the four other matmuls are, by their operands (never names), dP = dO Vᵀ (transposed B like
+    against key `k`: the four other matmuls (`others`) are, by their operands (never names), dP = dO Vᵀ (transposed B like
     the score matmul, A an input dO, B the value), dV = Pᵀ dO (transposed A, B dO), dQ = dS K (B the key) and
     dK = dSᵀ Q (transposed A, B the query); the saved softmax max is the input subtracted from the scores before
     `exp`, the sum the one `exp`'s result is divided by (FlashAttention-2's backward, docs/design.md "Kernel
@@ -307,9 +311,6 @@ def _dense_grad_roles(g, s, q, k, others, root) -> tuple:
     def fail(why):
         return Unsupported(s.result.name, s.loc, f"dense attention backward: {why}")
 
-    if len(others) != 4:
-        raise fail(f"{len(others) + 1} matmuls; the forward has two (scores, P V), the backward five (scores, "
-                   f"dP = dO Vᵀ, dQ = dS K, dK = dSᵀ Q, dV = Pᵀ dO)")
     ta = [n for n in others if n.attr("transpose_a")]
     tb = [n for n in others if n.attr("transpose_b") and not n.attr("transpose_a")]
     nn = [n for n in others if not n.attr("transpose_a") and not n.attr("transpose_b")]
