@@ -252,6 +252,9 @@ class _Printer:
         self.cites = cites or Cites([prog])
         self.level_slot, self.rsum_index = reduction_slots(prog)   # shared by exclusive presences' reductions
         self._reduce_all = False   # batch_segments with reduce: the row reductions are in rv_
+        self._col_phase = None     # COL_SPLIT's batch_segments: the phase (a level, -1 the final one) printed
+        self._base = None          # ... and the first row of the sub-batch within the group (b0), added to the
+        #                            group buffers' rows (res_, rowOut_, statIn_, statStage_, sums_, tots_)
 
     def seg_nodes(self, i: Instr, doc: str) -> kir.Scope:
         """A `vseg` (opgen.kernel.rowprog) in the per-row loop as Kernel-IR statements: for each segment of L columns
@@ -298,6 +301,14 @@ class _Printer:
             kir.For("j", first, Sym("jEnd"), Lit(1), tuple(bounds) + (
                 kir.For("e", lo, a, Lit(1), (ends,)), kir.For("e", b, hi, Lit(1), (ends,))), inclusive=True),
         ))
+
+    def _at(self, off, stride=None):
+        """Offset `off` of a group buffer (one value a row, or `stride` elements a row) moved to the sub-batch's first
+        row b0 (`col_batch_segments`); `off` itself elsewhere."""
+        if self._base is None:
+            return off
+        shift = self._base if stride is None else _kmul(self._base, stride)
+        return shift if off is None or off == Lit(0) else Bin("+", off, shift)
 
     def row_nodes(self) -> list:
         """ROW_SPLIT: every per-row instruction (stat/row space) in order as Kernel-IR nodes (`nodes`)."""
@@ -366,6 +377,25 @@ class _Printer:
                 kir.SetValue(at, kir.FBin("+", kir.FBin("*", kir.FRef("sOld"), kir.FLoad(red)), kir.FRef(part)),
                              doc=doc)]
 
+    def col_batch_segments(self, level: int | None, block: bool = False) -> list:
+        """COL_SPLIT of a `batchable` program over a group's k resident rows at once (opgen.kernel.rowsched
+        `_col_split`, RowSchedule.col_segments): the instructions of phase `level` (`phase_nodes`; None the final
+        phase) as `batch_segments` with the row reductions over all rows (no eight-rows-a-repeat forms): a row
+        reduction of this level by RowsSum / RowsMax straight into its sums_ slot (k values, one a row: the partials
+        the exchange sends), one of an earlier level read back by each per-row loop from its total in tots_ (slot *
+        groupStride_ + i, read after the exchange); the row temporaries hold the group's k rows, rowStride_ apart,
+        as the resident slices res_<operand> do. The segments are of the sub-batch of k rows starting at row b0 of the
+        group (rowsched `_col_rows`: the group buffers read at row b0 + i, the row temporaries at row i). With
+        `block` eight rows a repeat as `batch_segments` does (RowsSumB / RowsMaxB, per-row scalars broadcast by Brcb:
+        the totals straight from tots_)."""
+        want = -1 if level is None else level
+        self._col_phase, self._base = want, Sym("b0")
+        try:
+            return self.batch_segments([i for i in self.p.instrs if per_row(i) and want in i.phases], reduce=True,
+                                       block=block)
+        finally:
+            self._col_phase, self._base = None, None
+
     def batch_segments(self, instrs: list, reduce: bool = False, block: bool = False) -> list:
         """ROW_SPLIT of a `batchable` program (opgen.kernel.rowprog): the per-row instructions `instrs` as segments
         ("all", nodes) issued once over the k rows of the pass (count k * rowStride_, the row temporaries
@@ -397,6 +427,8 @@ class _Printer:
         for k, i in enumerate(instrs):
             if i.dst in remat and i.kind not in red:   # computed where a loop reads it (below)
                 continue
+            if self._col_phase is not None and i.kind in red and i.level != self._col_phase:
+                continue   # COL_SPLIT: an earlier level's total, in tots_ already (read where a loop needs it)
             inside = any(a < k < b for a, b in live)
             kind = "all" if (batched(i, self.p) or i.kind in red) and not inside else "row"
             if kind == "row" and red and not inside and self._column_op(i):
@@ -436,7 +468,10 @@ class _Printer:
                 want |= {x for x in names_in(i) if x in remat}
         pre = []
         for i in (i for i in instrs if i.dst in want):
-            if i.kind in red:   # written before the V->S wait that ends the segment computing it
+            if i.kind in red and self._col_phase is not None:   # COL_SPLIT: its total, after the exchange
+                pre += guarded(i, [kir.GetValue(i.dst, kir.Ref("tots_", self._at(Bin(
+                    "+", _kmul(self.rsum_index[i.dst], Sym("groupStride_")), Sym("i")))))], self.p)
+            elif i.kind in red:   # written before the V->S wait that ends the segment computing it
                 pre += guarded(i, [kir.GetValue(i.dst, kir.Ref("rv_", Sym("i"),
                                                                slot=Lit(self.rsum_index[i.dst])))], self.p)
             else:
@@ -526,7 +561,10 @@ class _Printer:
         if d is not None and d.kind == "sload":
             t = self.p.tensor(d.gm)
             if t.dtype == "f32" or gathered_stat(t):
-                return kir.Ref(f"statIn_{d.gm}"), bool(m.group(1))
+                return (kir.Ref(f"statIn_{d.gm}") if self._base is None else kir.Ref(f"statIn_{d.gm}", self._base),
+                        bool(m.group(1)))
+        if d is not None and d.kind in ("rsum", "rmax") and self._col_phase is not None:   # COL_SPLIT's total
+            return kir.Ref("tots_", self._at(_kmul(self.rsum_index[d.dst], Sym("groupStride_")))), bool(m.group(1))
         if d is not None and d.kind in ("rsum", "rmax") and self._reduce_all:
             return kir.Ref("rv_", slot=Lit(self.rsum_index[d.dst])), bool(m.group(1))
         return None
@@ -659,13 +697,18 @@ class _Printer:
         doc = spec_doc(self.cites.instr(i))
         k = i.kind
         if k == "sload":
-            out.append(kir.GetValue(i.dst, kir.Ref(f"statIn_{i.gm}", Sym("i")), doc=doc))
+            out.append(kir.GetValue(i.dst, kir.Ref(f"statIn_{i.gm}", self._at(Sym("i"))), doc=doc))
         elif k == "sstore":
-            out.append(kir.SetValue(kir.Ref(f"statStage_{i.gm}", Sym("i")),
+            out.append(kir.SetValue(kir.Ref(f"statStage_{i.gm}", self._at(Sym("i"))),
                                     parse_scalar(i.srcs[0], INT_MEMBERS), doc=doc))
         elif k == "scheck":   # an index into the row: Trap() outside [0, hidden_), then its checked value
             out += [kir.TrapUnless(kir.FRef(i.srcs[0]), Sym("hidden_"), doc=doc),
                     kir.FLet(i.dst, kir.FRef(i.srcs[0]))]
+        elif k in ("rsum", "rmax") and batch == "all" and self._col_phase is not None:   # COL_SPLIT's partials
+            out.append(kir.Call(("RowsSum" if k == "rsum" else "RowsMax") + ("B" if blocks else ""),
+                                (op(i.srcs[0]), kir.Ref("sums_", self._at(_kmul(self.level_slot[i.dst], gs))),
+                                 Sym("k")),
+                                doc=doc))
         elif k in ("rsum", "rmax") and batch == "all":   # all k rows at once (rowsched._rows_reduce)
             out.append(kir.Call(("RowsSum" if k == "rsum" else "RowsMax") + ("B" if blocks else ""),
                                 (op(i.srcs[0]), kir.Ref("rv_", slot=Lit(self.rsum_index[i.dst])), Sym("k")),
@@ -697,9 +740,11 @@ class _Printer:
         elif k == "vseg":
             out.append(self.seg_nodes(i, doc))
         else:
-            at = _ksum(_kmul(Sym("i"), Sym("colAlign_")), Sym("c0_")) if self.resident else row
+            at = _ksum(_kmul(Sym("i"), Sym("colAlign_")), Sym("c0_")) if self.resident else \
+                self._at(row, Sym("rowStride_"))
             node = instr_node(i, op, n, kir.Ref(f"{src}{i.gm}", at) if k == "cast_in" else None,
-                              kir.Ref(f"rowOut_{i.gm}", row) if k == "store" else None, doc=doc)
+                              kir.Ref(f"rowOut_{i.gm}", self._at(row, Sym("rowStride_"))) if k == "store" else None,
+                              doc=doc)
             if node is None:
                 raise SpecError(f"row kernel {self.p.name}: no Kernel IR for instruction {k}")
             out.append(node)
@@ -788,6 +833,16 @@ operation lane by lane; docs/reference/ascendc.md §1.9)."""
 BLOCK_SLOTS = 8
 """Per-row scalar slots of one scalar loop (`_Printer._block_scalar_nodes`): rowsRed_ holds 64 floats a row of the
 pass, and 8 align8(k) (the Brcb blocks) + 8 align8(k) <= 64 rowsPerPass for rowsPerPass >= 2 (rowsched.BLOCK_FITS)."""
+
+
+def _col_batchable(p: RowProgram, v, flush_col, load_batch) -> bool:
+    """Whether COL_SPLIT runs row program `p` (of kernel class `v`) over a group's resident rows at once
+    (_Printer.col_batch_segments): a `batchable` program with row reductions, no presence-guarded one (each
+    exchange slot is written whole by one RowsSum), no two-pass reductions (ColSplit runs ROW_SPLIT), no per-batch
+    bookkeeping in the row loop (FlushCol, LoadBatch), and a class without ROW_CHUNK in ColSplit. The tiling sizes
+    COL_SPLIT's row temporaries a group's rows each for every such program (opgen.tiling.rowkernel.col_batch)."""
+    return (batchable(p) and bool(p.rsums()) and not any(i.when for i in p.rsums()) and not p.acc_reads
+            and not flush_col and not load_batch and not v.chunk)
 
 
 def _packed_lanes(p: RowProgram) -> int:
@@ -1443,6 +1498,10 @@ def row_split_ir(spec, v: Variant, dims: DimFields, ctx: dict) -> kir.KernelClas
         fields=dims.field_names(), tparams=tuple(c.name for c in spec.dtype_table),
         bufs_col=dict(ctx["bufs"]["col"]), levels=tuple((lv, tuple(b), tuple(sl)) for lv, b, sl in ctx["levels"]),
         nlevel=ctx["nlevel"], nsums=ctx["nsums"], final_body=tuple(ctx["final_nodes"]),
+        col_segments=tuple((lv, tuple((kind, tuple(nodes)) for kind, nodes in segs))
+                           for lv, segs in ctx["col_segments"]),
+        col_block_segments=tuple((lv, tuple((kind, tuple(nodes)) for kind, nodes in segs))
+                                 for lv, segs in ctx["col_block_segments"]),
         stream_levels=tuple((lv, tuple(b), tuple(sl)) for lv, b, sl in ctx["stream_levels"]),
         col_phases=tuple(ctx["col_phases"]), online=ctx["online"],
         res_levels=tuple((lv, tuple(b), tuple(sl)) for lv, b, sl in ctx["res_levels"]),
@@ -1461,7 +1520,7 @@ def row_split_ir(spec, v: Variant, dims: DimFields, ctx: dict) -> kir.KernelClas
                                       ("RunRows", ctx["strided"]), ("GapBlocks", True)) if on),
         run_extent=run_extent,
         zero_fill=any(i.kind in MASK_KINDS or i.kind in SELECT_KINDS for i in p.instrs),
-        packed_lanes=_packed_lanes(p) if ctx["row_segments"] else 0,
+        packed_lanes=_packed_lanes(p) if ctx["row_segments"] or ctx["col_segments"] else 0,
         tiling_struct=f"optiling::{spec.name}TilingData", dim_values=tuple(ctx["dim_values"]),
         presence=tuple(ctx["presence"]), args=tuple(cpp_name(t.name) for t in [*spec.inputs, *spec.outputs]))
     return kir.prune_members(row_split_class(v.cls, sched))
@@ -1554,6 +1613,11 @@ def class_ir(spec, v: Variant, dims: DimFields) -> dict:
         "res_final": res_pr.phase_nodes(None) if v.resident else [],
         "bufs_res": fixed_needs(counts, ROW_CHUNK) if v.resident else {},
         "stage_res": _stage(counts, ROW_CHUNK) if v.resident else (4, ()),
+        # COL_SPLIT over a group's rows at once: each level's phase, then the final one (rowsched `_col_split`)
+        "col_segments": [(lv, col_pr.col_batch_segments(lv)) for lv in levels] + [(-1, col_pr.col_batch_segments(None))]
+        if _col_batchable(p, v, flush_col, load_batch) else [],
+        "col_block_segments": [(lv, col_pr.col_batch_segments(lv, True)) for lv in levels]
+        + [(-1, col_pr.col_batch_segments(None, True))] if _col_batchable(p, v, flush_col, load_batch) else [],
         "final_nodes": col_pr.phase_nodes(None), "col_final": _col_final_nodes(p, addr, cites),
         "col_total": col_total,
         "nsums": max(reduction_slot_counts(p)[0], 1), "nlevel": max(reduction_slot_counts(p)[1], 1),

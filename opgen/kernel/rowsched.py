@@ -19,6 +19,7 @@ Facts: docs/reference/ascendc.md §1.5 (TQue depth and buffer count, TBuf), §1.
 
 from __future__ import annotations
 
+import dataclasses
 from dataclasses import dataclass, field
 
 from opgen.ir.dims import Bin, Constraint, DimExpr, Fn, Lit, Sym, as_dim
@@ -144,6 +145,9 @@ class RowSchedule:
     nlevel: int = 1            # partial reductions per level (the widest level)
     nsums: int = 1             # row reductions in all
     final_body: tuple = ()     # COL_SPLIT's final per-row stream (Kernel-IR statements)
+    col_segments: tuple = ()   # COL_SPLIT over the group's rows at once: ((level or -1 the final phase, segments as
+    #                            row_segments), ...), run under COL_ROWS_FITS; (): row by row only
+    col_block_segments: tuple = ()   # the same eight rows a repeat (as block_segments), run under COL_BLOCK_FITS
     stream_levels: tuple = ()  # COL_STREAM's levels (as `levels`, partials combined over the chunks); (): none
     col_phases: tuple = ()     # COL_STREAM: the phases (levels, -1 the final one) that read column rows
     online: tuple = ()         # COL_STREAM: (level a, the fused stream of levels a and a + 1, the rescale loop)
@@ -623,7 +627,8 @@ def _col_split(s: RowSchedule) -> Func:
     if s.acc_body:
         return Func("ColSplit", (), (Call("RowSplit", doc="two passes over the rows: ROW_SPLIT only"),))
     core, g, rs = Sym("core"), Sym("G"), Sym("rowStride_")
-    body = _col_buffers(s, bool(s.levels))
+    body = _col_buffers(s, bool(s.levels), bool(s.col_segments))
+    batched, blocks = dict(s.col_segments), dict(s.col_block_segments)
     chunk: list = [
         Assign("n_", Fn("min", (sub(Sym("cEnd"), Sym("c0_")), rs))),
     ]
@@ -638,7 +643,7 @@ def _col_split(s: RowSchedule) -> Func:
         per_row = (_batch_steps(s, Sym("g0"), None) if s.load_batch else []) + list(lines)
         grp += [Comment(f"row-reduction level {lv}: partial results of this core's columns, exchanged through "
                         "workspace"),
-                For("i", Lit(0), _K, Lit(1), tuple(per_row))]
+                _col_rows(s, batched.get(lv), blocks.get(lv), (For("i", Lit(0), _K, Lit(1), tuple(per_row)),))]
         grp += _exchange(s, slots)
     grp += [Alloc(f"rowOut_{t.op}", f"rowOutQue_{t.op}", t.ctype) for t in s.row_out]
     grp += [Get(f"statStage_{t.op}", f"statStageBuf_{t.op}", "float") for t in s.stat_out]
@@ -646,7 +651,7 @@ def _col_split(s: RowSchedule) -> Func:
     if s.flush_col or s.load_batch:
         final += _batch_steps(s, Sym("g0"), "FlushCol" if s.flush_col else None)
     final += list(s.final_body)
-    grp.append(For("i", Lit(0), _K, Lit(1), tuple(final)))
+    grp.append(_col_rows(s, batched.get(-1), blocks.get(-1), (For("i", Lit(0), _K, Lit(1), tuple(final)),)))
     for t in s.row_out:
         grp += [EnQue(f"rowOutQue_{t.op}", f"rowOut_{t.op}"),
                 Scope((DeQue("t", f"rowOutQue_{t.op}", t.ctype),) + _col_copy_out(t)
@@ -669,6 +674,66 @@ def _col_split(s: RowSchedule) -> Func:
     body.append(For("c0_", Sym("cBegin"), Sym("cEnd"), rs, tuple(chunk), doc="column chunks of this core's slice"))
     body += list(s.col_total_end)
     return Func("ColSplit", (), tuple(body))
+
+
+COL_ROWS_FITS = (Constraint(">=", Sym("colBatchRows"), Lit(1)),) + ROWS_REDUCE_STRIDE
+"""When COL_SPLIT runs a phase over the group's rows colBatchRows at a time (RowSchedule.col_segments): the tiling
+gave a sub-batch (opgen.tiling.rowkernel: a multiple of 8, at most 248 rows, so one instruction's repeatTime takes
+them and each sub-batch's first row starts a 32-byte block of the per-row buffers) and a row's repeat stride
+(rowStride_ / 8 blocks) fits BinaryRepeatParams' uint8 (RowsSum / RowsMax with a repeat a row,
+docs/reference/ascendc.md §1.9); a longer slice runs row by row."""
+
+
+COL_BLOCK_FITS = COL_ROWS_FITS + (Constraint(">", Sym("rowStride_"), Lit(64)),)
+"""When COL_SPLIT runs a phase eight rows a repeat (RowSchedule.col_block_segments), as BLOCK_FITS for ROW_SPLIT: a
+row's 32-byte blocks fit the uint8 block stride and the scratch rowsRed_ ([colBatchRows, 64] fp32, allocated for
+slices longer than one repeat) holds the Brcb blocks and the per-row scalar slots (colBatchRows >= 8,
+rowclass.BLOCK_SLOTS)."""
+
+
+def _col_rows(s: RowSchedule, segs, bsegs, per_row: tuple):
+    """A COL_SPLIT phase: its segments eight rows a repeat (`bsegs`, RowSchedule.col_block_segments) under
+    COL_BLOCK_FITS, else over the group's rows at once (`segs`, RowSchedule.col_segments) under COL_ROWS_FITS (and,
+    for packed values, rows of whole mask groups), else `per_row` (the per-row loop)."""
+    if not segs:
+        return per_row[0] if len(per_row) == 1 else Scope(per_row)
+    out = (If(COL_ROWS_FITS, _sub_batches(segs), per_row,
+              doc="the group's rows at once (one instruction over every row, row reductions by RowsSum); else row "
+                  "by row"),)
+    if bsegs:
+        out = (If(COL_BLOCK_FITS, _sub_batches(bsegs), out,
+                  doc="slices of 9 to 255 blocks: eight rows a repeat"),)
+    if s.packed_lanes:
+        out = (If((Constraint("==", Bin("%", Sym("n_"), Lit(s.packed_lanes)), Lit(0)),), out, per_row,
+                  doc=f"slices of whole {s.packed_lanes}-lane groups: no mask bit or word of a row's lanes packed "
+                      "with its padding; else row by row"),)
+    return out[0]
+
+
+def _sub_batches(segs) -> tuple:
+    """COL_SPLIT's segments of a phase (rowclass._Printer.col_batch_segments: rows b0 .. b0 + k of the group) run over
+    the group's k rows colBatchRows at a time: the loop's tail kb stands for the segments' k."""
+    body = _rename_k(_segments(segs))
+    return (For("b0", Lit(0), _K, Sym("colBatchRows"), tuple(body), tail="kb",
+                doc="the group's rows, colBatchRows at a time"),)
+
+
+def _rename_k(x):
+    """Kernel-IR statements `x` with every use of the scalar k renamed kb (expressions kept as written)."""
+    if isinstance(x, Sym):
+        return Sym("kb") if x.name == "k" else x
+    if isinstance(x, Bin):
+        return Bin(x.op, _rename_k(x.lhs), _rename_k(x.rhs))
+    if isinstance(x, Fn):
+        return Fn(x.fn, tuple(_rename_k(a) for a in x.args))
+    if isinstance(x, tuple):
+        return tuple(_rename_k(y) for y in x)
+    if isinstance(x, list):
+        return [_rename_k(y) for y in x]
+    if dataclasses.is_dataclass(x) and not isinstance(x, type):
+        return dataclasses.replace(x, **{f.name: _rename_k(getattr(x, f.name)) for f in dataclasses.fields(x)
+                                         if f.init})
+    return x
 
 
 def _row_chunk(s: RowSchedule) -> Func:
@@ -803,10 +868,11 @@ def _exchange(s: RowSchedule, slots) -> list:
     return out
 
 
-def _col_buffers(s: RowSchedule, sums: bool = True) -> list:
+def _col_buffers(s: RowSchedule, sums: bool = True, batch: bool = False) -> list:
     """The prologue shared by COL_SPLIT and COL_STREAM: this core's column slice [cBegin, cEnd), the chunk width
     (rowStride_ = colsPerPass), the group of G = groupRows rows, and the UB buffers of a group's chunk (`sums`:
-    the partial and total row reductions too)."""
+    the partial and total row reductions too; `batch`: COL_SPLIT over the group's rows at once, each row temporary
+    G rows of rowStride_ and RowsSum's [G, 64] scratch, as opgen.tiling.rowkernel.col_plan counts them)."""
     f4 = SizeOf("float")
     core, cores, g, gs, rs = Sym("core"), Sym("cores"), Sym("G"), Sym("groupStride_"), Sym("rowStride_")
     body: list = [Let("core", BLOCK_IDX), Let("cores", BLOCK_NUM)]
@@ -839,7 +905,14 @@ def _col_buffers(s: RowSchedule, sums: bool = True) -> list:
     if sums:
         body += [InitBuffer("sumBuf_", mul(add(Lit(s.nlevel), Lit(s.nsums)), gs, f4)),
                  Get("sums_", "sumBuf_", "float"), View("tots_", Ref("sums_", mul(Lit(s.nlevel), gs)))]
-    body += list(_fixed_buffers(s, s.bufs_col, stage=s.stage_col))
+    if batch:   # colBatchRows rows (0: row by row, one row of temporaries)
+        body.append(Let("pass", Fn("max", (Sym("colBatchRows"), Lit(1)))))
+    body += list(_fixed_buffers(s, s.bufs_col, batch, stage=s.stage_col))
+    if batch:
+        body.append(If((Constraint(">=", Sym("colBatchRows"), Lit(1)),) + ROWS_REDUCE_STRIDE
+                       + (Constraint(">", rs, Lit(64)),), (
+            InitBuffer("rowsRedBuf_", mul(Sym("colBatchRows"), 64, f4)), Get("rowsRed_", "rowsRedBuf_", "float")),
+            doc="rows longer than one repeat fold into the scratch (RowsSum / RowsMax)"))
     body.append(Let("totBase", mul(cores, Lit(s.nlevel), gs)))
     return body
 
@@ -1156,8 +1229,9 @@ def row_split_class(name: str, s: RowSchedule) -> KernelClass:
              "CoreOfRow": _core_of_row,
              "RunRows": lambda: _run_rows(s.run_extent), "GapBlocks": _gap_blocks_func}
     methods += [build[h]() for h in HELPER_METHODS if h in s.helpers]
-    if s.reduce_segments:
-        used = {c.method for _k, nodes in s.reduce_segments + s.block_segments for c in walk(nodes)
+    if s.reduce_segments or s.col_segments:
+        used = {c.method for _k, nodes in s.reduce_segments + s.block_segments
+                + tuple(sg for _lv, segs in s.col_segments + s.col_block_segments for sg in segs) for c in walk(nodes)
                 if isinstance(c, Call)}
         used |= {m[:-1] for m in used if m in ("RowsSumB", "RowsMaxB")}   # their fallback
         methods += [f for f in (_rows_reduce("RowsSum", Op.ADD, Op.WHOLE_REDUCE_SUM),
@@ -1182,6 +1256,7 @@ def row_split_class(name: str, s: RowSchedule) -> KernelClass:
         + tuple(ScalarVar(m, "float") for m, _g in s.gm_scalars),
         presence=tuple(s.presence), ws_field="workspaceBytes",
         fields=COL_FIELDS + ("rowsPerOwner", "rowsPerCore", "rowsTail") + (("colsPerReduceCore",) if s.cross_core else ())
+        + (("colBatchRows",) if s.col_segments else ())
         + tuple(s.fields)
         + tuple(f for _m, f in INIT_MEMBERS if f not in s.fields)
         + tuple(f"{a[len('attr_'):]}Bits" for a in s.float_scalars if a.startswith("attr_")),

@@ -109,13 +109,49 @@ def row_plan(c: RowCounts, col_align, bytes_of) -> list[Buffer]:
     return plan
 
 
-def col_plan(c: RowCounts, cols, bytes_of) -> list[Buffer]:
-    """COL_SPLIT buffers for `cols` columns per pass: the group's slices scale with groupRows."""
+def col_batch(c: RowCounts) -> bool:
+    """Whether a COL_SPLIT kernel class may run a group's rows several at a time (opgen.kernel.rowclass
+    `_col_batchable`: a `batchable` program with row reductions; the kernel decides per class, never where this is
+    False): the tiling then has the field colBatchRows (`col_batch_rows`)."""
+    return bool(getattr(c, "batch", 0) and c.rsums and c.levels)
+
+
+COL_BATCH_UB_SHARE = 4
+"""COL_SPLIT's sub-batch of rows (`col_batch_rows`) keeps its fp32 row temporaries and RowsSum scratch in at most
+1 / COL_BATCH_UB_SHARE of UB: the rest holds the group's resident slices, whose rows share each exchange's fixed
+cost (SyncAll, TotalOwnedRows' copies of every core's partials)."""
+
+
+def col_batch_rows(p, c: RowCounts, cols, R, ub):
+    """The tiling field colBatchRows (opgen.kernel.rowsched `_col_rows`): rows of a COL_SPLIT group run at once, a
+    multiple of 8 (each sub-batch's first row starts a 32-byte block of the per-row buffers, eight rows fill a
+    repeat of RowsSumB and the Brcb forms) of at most 248 (one instruction's repeatTime) and at most the rows rounded
+    up to 8, whose fp32 row temporaries (`cols` columns) and 64-float RowsSum scratch a row fit 1 / COL_BATCH_UB_SHARE
+    of UB; 0 (row by row) when not 8 rows fit or a slice is longer than 2040 columns (RowsSum's repeat stride)."""
+    temps = fixed_needs(c, COL_SPLIT)["workBuf"]
+    per = lit(temps * 4) * cols + 64 * 4
+    rows = emin(emin(lit(248), align_up(R, 8)), (ub // COL_BATCH_UB_SHARE) // per) // 8 * 8
+    return p.let("colBatchRows", select(cols <= 8 * 255, rows, 0),
+                 "COL_SPLIT: rows of a group run at once (a multiple of 8; 0: row by row)", True)
+
+
+def col_plan(c: RowCounts, cols, bytes_of, batch_rows=None) -> list[Buffer]:
+    """COL_SPLIT buffers for `cols` columns per pass: the group's slices scale with groupRows. With `batch_rows` (a
+    tiling expression: colBatchRows where COL_SPLIT runs, `col_batch_rows`; 0 for COL_STREAM, which shares the
+    plan) the fp32 row temporaries hold max(batch_rows, 1) rows and RowsSum's scratch 64 fp32 a row of them (slices
+    of 65 to 2040 columns; opgen.kernel.rowsched `_col_buffers`)."""
     plan = _by_dtype(c.row_in, bytes_of, 1, "resBuf", "TBuf<VECCALC>", True, cols, "row-input slices of a group")
     plan += _by_dtype(c.row_out, bytes_of, 1, "outQue", "TQue<VECOUT>", True, cols, "row-output slices of a group")
     plan += stat_plan(c)
     plan += _sum_plan(c)
-    plan += _fixed_plan(c, cols, COL_SPLIT, bytes_of)
+    for b in _fixed_plan(c, cols, COL_SPLIT, bytes_of):
+        plan.append(dataclasses.replace(b, length=b.length * emax(batch_rows, 1),
+                                        doc=b.doc + ", colBatchRows rows of them")
+                    if batch_rows is not None and b.name == "workBuf" else b)
+    if batch_rows is not None:
+        fold = (cols <= 8 * 255) & (cols > 64) & (batch_rows >= 1)   # rowsched `_col_buffers`
+        plan.append(Buffer("rowsRedBuf", "TBuf<VECCALC>", 1, False, select(fold, batch_rows * 64, 0), 4,
+                           "64 fp32 partial sums or maxima a row of a sub-batch (slices of 65 to 2040 columns)"))
     return plan
 
 
@@ -246,11 +282,12 @@ def program(name: str, c: RowCounts, dvars: tuple[str, ...], float_attrs: tuple[
                                     max_pass=255 if getattr(c, "batch", 0) and c.rsums else 4095)
     cols_core = p.let("colsPerCore", align_up(ceil_div(H, cores), lanes), "columns per core (COL_SPLIT)", True)
     col_cores = p.let("colCores", ceil_div(H, cols_core), "cores used by COL_SPLIT")
+    cs_rows = col_batch_rows(p, c, cols_core, R, ub) if col_batch(c) else None   # colBatchRows
     if stream:
         cols_pass = None   # after the strategy: the resident slice (COL_SPLIT) or the streaming chunk (COL_STREAM)
     elif resident:
         res_cols, res_rows, res_fit, use_res = _resident_or_slice(p, c, R, H, lanes, col_align, cols_core, col_cores,
-                                                                  row_cores, ub, bytes_of)
+                                                                  row_cores, ub, bytes_of, cs_rows)
         use4 = p.let("useRowChunk", select((rows_fit < 1) & (use_res >= 1), 1, 0),
                      "1 when a row does not fit ROW_SPLIT and ROW_CHUNK (inputs resident) is chosen")
         cols_pass = p.let("colsPerPass", select(use4 >= 1, res_cols, cols_core), "columns per pass (COL_SPLIT: the "
@@ -273,15 +310,15 @@ def program(name: str, c: RowCounts, dvars: tuple[str, ...], float_attrs: tuple[
                               "columns per COL_SPLIT pass (no row reduction: the slice is walked in chunks)", True)
     if stream:
         return _stream_program(p, c, R, S, B, H, ak, dk, cores, ub, lanes, col_align, cols_core, col_cores, rows_fit,
-                               row_cores, plans, bytes_of, float_attrs, attrs, extras)
+                               row_cores, plans, bytes_of, float_attrs, attrs, extras, cs_rows)
     if resident:   # COL_SPLIT's groups are sized by its slice; ROW_CHUNK's by its own plan
         grp_fit, _cc, group_rows, plans[COL_SPLIT] = col_split(
-            p, H, R, cores, ub, lambda cols: col_plan(c, cols, bytes_of), cols_core, col_cores, cols_core,
+            p, H, R, cores, ub, lambda cols: col_plan(c, cols, bytes_of, cs_rows), cols_core, col_cores, cols_core,
             group_alt=(use4 >= 1, res_rows))
         plans[ROW_CHUNK] = resident_plan(c, col_align, res_cols, bytes_of)
     else:
         grp_fit, _cc, group_rows, plans[COL_SPLIT] = col_split(
-            p, H, R, cores, ub, lambda cols: col_plan(c, cols, bytes_of), cols_core, col_cores, cols_pass)
+            p, H, R, cores, ub, lambda cols: col_plan(c, cols, bytes_of, cs_rows), cols_core, col_cores, cols_pass)
     # rows stay whole when they fit, unless nothing is reduced per row and there are fewer rows than column slices
     prefer_rows = (rows_fit >= 1) if c.levels else (rows_fit >= 1) & (R >= col_cores)
     if c.acc_reads:   # two passes over the rows around the cross-core exchange: ROW_SPLIT only
@@ -335,10 +372,10 @@ def program(name: str, c: RowCounts, dvars: tuple[str, ...], float_attrs: tuple[
     return p, plans
 
 
-def _group_rows_fit(p, c, cols, ub, bytes_of, name: str, what: str):
+def _group_rows_fit(p, c, cols, ub, bytes_of, name: str, what: str, batch_rows=None):
     """Rows of a COL_SPLIT-shaped group that fit UB with `cols` columns per pass (a tiling variable `name`; `what`
-    says which pass in its comment)."""
-    plan = col_plan(c, cols, bytes_of)
+    says which pass in its comment; `batch_rows`: col_plan's, colBatchRows)."""
+    plan = col_plan(c, cols, bytes_of, batch_rows)
     fixed, per_row = fixed_bytes(plan), row_bytes(plan)
     return p.let(name, select(ub > fixed, (ub - fixed) // per_row, 0), f"rows of a group that fit ({what})")
 
@@ -395,7 +432,8 @@ def _chunk_or_slice(p, c, R, H, lanes, col_align, cols_core, col_cores, cols_fit
     return cols, use
 
 
-def _resident_or_slice(p, c, R, H, lanes, col_align, cols_core, col_cores, row_cores, ub, bytes_of):
+def _resident_or_slice(p, c, R, H, lanes, col_align, cols_core, col_cores, row_cores, ub, bytes_of,
+                       batch_rows=None):
     """ROW_CHUNK of a `row_resident` program (module docstring) against COL_SPLIT, for a row that does not fit
     ROW_SPLIT: (colsPerPass of ROW_CHUNK, its group rows, its fit, useResident). The chunk is the widest that fits
     beside one group row's resident inputs (a multiple of the row's lane quantum, at most the row); the group as many
@@ -404,8 +442,11 @@ def _resident_or_slice(p, c, R, H, lanes, col_align, cols_core, col_cores, row_c
     core's instruction issues and barriers), with what differs:
       ROW_CHUNK  instructions a row = pinstrs per chunk (each phase runs its instructions over every chunk);
                  bursts a row = one per input (the whole row) + one per output chunk
-      COL_SPLIT  instructions a row = vinstrs on every core; per group of its rows, two SyncAll per
-                 row-reduction level (the exchange)
+      COL_SPLIT  instructions a row = vinstrs on every core; per group of its rows and row-reduction level,
+                 the exchange: two SyncAll and two instructions per core (TotalOwnedRows' LoadRow cast and
+                 combine of each core's partials). With `batch_rows` (colBatchRows, `col_batch_rows`) >= 1
+                 the issues are per sub-batch of that many rows: vinstrs instructions, each row reduction by
+                 RowsSum ceil(slice / 64) + 1 of them
     useResident is 1 when ROW_CHUNK fits and COL_SPLIT does not, or ROW_CHUNK's time is at most COL_SPLIT's."""
     none = resident_plan(c, col_align, lit(0), bytes_of)
     probe = resident_plan(c, col_align, lit(STREAM_PROBE_COLS), bytes_of)
@@ -431,14 +472,21 @@ def _resident_or_slice(p, c, R, H, lanes, col_align, cols_core, col_cores, row_c
     pin = max(c.pinstrs, c.vinstrs, 1)
     run_r = p.let("rowChunkRunCycles", rows_core * H * pin // lanes32 + rows_core * chunks * (pin * per_issue),
                   "ROW_CHUNK: estimated vector and issue cycles of a core")
-    slice_fit = _group_rows_fit(p, c, cols_core, ub, bytes_of, "sliceGroupFit", "COL_SPLIT's resident slices")
+    slice_fit = _group_rows_fit(p, c, cols_core, ub, bytes_of, "sliceGroupFit", "COL_SPLIT's resident slices",
+                                batch_rows)
     slice_rows = emax(1, emin(emin(slice_fit, 1024), R))
     vin = max(c.vinstrs, 1)
     mem_s = p.let("sliceMemCycles", (moved + R * col_cores * (ins + outs) * BURST_OVERHEAD_BYTES) * num // den,
                   "COL_SPLIT: estimated HBM cycles (bytes and bursts)")
-    run_s = p.let("sliceRunCycles", R * cols_core * vin // lanes32 + R * (vin * per_issue)
-                  + ceil_div(R, slice_rows) * (2 * max(c.levels, 1) * int(SYNC_ALL_CYCLES)),
-                  "COL_SPLIT: estimated vector, issue and SyncAll cycles of a core")
+    issue_s = R * (vin * per_issue)
+    if batch_rows is not None:   # per sub-batch of a group
+        batches = ceil_div(R, slice_rows) * ceil_div(slice_rows, emax(batch_rows, 1))
+        issue_s = select(batch_rows >= 1, batches * ((vin + c.rsums * (ceil_div(cols_core, 64) + 1)) * per_issue),
+                         issue_s)
+    exchange = ceil_div(R, slice_rows) * max(c.levels, 1) * (2 * int(SYNC_ALL_CYCLES) + 2 * col_cores * per_issue)
+    run_s = p.let("sliceRunCycles", R * cols_core * vin // lanes32 + issue_s + exchange,
+                  "COL_SPLIT: estimated vector, issue and exchange cycles of a core (two SyncAll and TotalOwnedRows' "
+                  "cast and combine of every core's partials per level and group)")
     use = p.let("useResident", select((fit >= 1) & ((slice_fit < 1) | (emax(mem_r, run_r) <= emax(mem_s, run_s))),
                                       1, 0),
                 "1 when ROW_CHUNK (inputs resident) fits and is estimated no slower than COL_SPLIT, or only it fits")
@@ -458,14 +506,14 @@ def _tail_fields(p, S, B, H, R, float_attrs, attrs, extras) -> None:
 
 
 def _stream_program(p, c, R, S, B, H, ak, dk, cores, ub, lanes, col_align, cols_core, col_cores, rows_fit, row_cores,
-                    plans, bytes_of, float_attrs, attrs, extras):
+                    plans, bytes_of, float_attrs, attrs, extras, cs_rows=None):
     """The strategies of a streaming rows tiling (`program` with stream): ROW_SPLIT when a row fits, else ROW_CHUNK
     with the row's inputs resident when that fits and is estimated no slower than COL_SPLIT (`_resident_or_slice`),
     else COL_SPLIT when a core's resident slice of one row fits, else COL_STREAM — the slice walked in chunks of
     `colsPerPass` columns (a multiple of the row's lane quantum, the last chunk a tail) re-read from GM for each
     row-reduction level and for the output phase, `groupRows` rows per chunk. Returns (program, plans)."""
     plan_for = lambda cols: col_plan(c, cols, bytes_of)   # noqa: E731
-    res = plan_for(cols_core)
+    res = col_plan(c, cols_core, bytes_of, cs_rows)   # COL_SPLIT: colBatchRows rows of temporaries
     res_row = p.let("residentRowBytes", row_bytes(res), "UB bytes per resident row of a COL_SPLIT slice")
     res_fixed = p.let("residentFixedBytes", fixed_bytes(res), "UB bytes held once by COL_SPLIT")
     res_fit = p.let("residentFit", select(ub > res_fixed, (ub - res_fixed) // res_row, 0),
@@ -488,7 +536,7 @@ def _stream_program(p, c, R, S, B, H, ak, dk, cores, ub, lanes, col_align, cols_
                         f"{STREAM_MIN_COLS}")
     prefer_rows = rows_fit >= 1
     rc_cols, rc_rows, rc_fit, rc_use = _resident_or_slice(p, c, R, H, lanes, col_align, cols_core, col_cores,
-                                                          row_cores, ub, bytes_of)
+                                                          row_cores, ub, bytes_of, cs_rows)
     use4 = p.let("useRowChunk", select((rows_fit < 1) & (rc_use >= 1), 1, 0),
                  "1 when a row does not fit ROW_SPLIT and ROW_CHUNK (inputs resident) is chosen")
     strategy = p.let("strategy", select(use4 >= 1, ROW_CHUNK, select(
@@ -499,9 +547,10 @@ def _stream_program(p, c, R, S, B, H, ak, dk, cores, ub, lanes, col_align, cols_
                                             select(strategy.eq(ROW_CHUNK), rc_cols, cols_core)),
                       "columns per COL_SPLIT pass (the whole slice stays resident), COL_STREAM chunk or ROW_CHUNK "
                       "chunk of the resident row", True)
-    grp_fit, _cores, group_rows, plans[COL_SPLIT] = col_split(p, H, R, cores, ub, plan_for, cols_core, col_cores,
-                                                           select(strategy.eq(ROW_CHUNK), cols_core, cols_pass),
-                                                           group_alt=(use4 >= 1, rc_rows))
+    slice_rows = None if cs_rows is None else select(strategy.eq(COL_SPLIT), cs_rows, 0)   # COL_STREAM: row by row
+    grp_fit, _cores, group_rows, plans[COL_SPLIT] = col_split(
+        p, H, R, cores, ub, lambda cols: col_plan(c, cols, bytes_of, slice_rows), cols_core, col_cores,
+        select(strategy.eq(ROW_CHUNK), cols_core, cols_pass), group_alt=(use4 >= 1, rc_rows))
     plans[COL_STREAM] = plans[COL_SPLIT]
     plans[ROW_CHUNK] = resident_plan(c, col_align, rc_cols, bytes_of)
     p.let("colsPerReduceCore", align_up(ceil_div(H, row_cores), 16),
