@@ -789,6 +789,7 @@ def _ce_inputs(n, c, seed):
     (5, 1, "bfloat16", None, False, 0.2),     # C = 1: the only class, or ignored; weight absent
     (3, 12001, "float16", 4, True, 0.1),      # ROW_CHUNK: each target lane lies in one chunk of the row
     (1, 120001, "float32", 2, True, 0.1),     # COL_SPLIT: each target lane lies in one core's column slice
+    (40, 30001, "float16", 2, True, 0.1),     # COL_SPLIT over 47 cores, many rows a group, a shorter last slice
     (49, 1000, "bfloat16", 1, False, 0.05),
 ])
 def test_cross_entropy_loss_and_its_grad_match_torch(n, c, dtype, strategy, weighted, eps, examples_gen):
