@@ -209,3 +209,31 @@ def test_rows_that_touch_are_copied_in_one_burst(examples_gen):
     assert split - merged == 2 * (150 - cores), (merged, split)
     for h, r in runs.items():   # x and y once, gamma once per core, rstd once per pass at most
         assert r.gm_bytes <= r.gm_bytes_min + (cores - 1) * h * 2 + 32 * 150, (h, r.gm_bytes, r.gm_bytes_min)
+
+
+def _row_chunk_text(path: Path) -> str:
+    """The C++ of the RowChunk method of the generated kernel of spec `path` (to its closing brace at 4 spaces)."""
+    from opgen.codegen import generate
+    from opgen.registry import load_spec
+
+    text = next(t for t in generate(load_spec(str(path))).values() if "void RowChunk()" in t)
+    body = text[text.index("void RowChunk()"):]
+    return body[:body.index("\n    }\n")]
+
+
+@pytest.mark.parametrize("name, inputs", [("add_rms_norm", ("x1", "x2")), ("softmax", ("x",))])
+def test_the_next_groups_rows_are_copied_before_this_group_computes(name, inputs):
+    """ROW_CHUNK prefetches: in the group loop, right after this group's row inputs are dequeued (MTE2 -> V), the
+    next group's whole rows are allocated in the second resQue_ buffer, copied (DataCopyPad) and enqueued before the
+    first row-reduction pass, so MTE2 reads group g + 1 while V computes group g. The first group's copy precedes the
+    loop; the buffer enqueued past the last group is dequeued and freed after it."""
+    text = _row_chunk_text(EX / f"{name}.py")
+    head, loop = text.split("for (int64_t g0 = rBegin; g0 < rEnd; g0 += G) {", 1)
+    first_pass = loop.index("// row-reduction")
+    for x in inputs:
+        assert f"resQue_{x}.template AllocTensor" in head and f"resQue_{x}.EnQue(t)" in head, x
+        deq, alloc = loop.index(f"res_{x} = resQue_{x}.template DeQue"), loop.index(f"resQue_{x}.template AllocTensor")
+        copy = loop.index(f"gm_{x}[resG0", alloc)
+        assert deq < alloc < copy < loop.index(f"resQue_{x}.EnQue(t)") < first_pass, x
+        tail = loop[loop.rindex(f"resQue_{x}.FreeTensor(res_{x})"):]
+        assert f"resQue_{x}.template DeQue" in tail and f"resQue_{x}.FreeTensor(t)" in tail, x

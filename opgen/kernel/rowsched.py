@@ -583,19 +583,37 @@ def _batch_steps(s: RowSchedule, row0, flush: str | None, reload: bool = False) 
     return out
 
 
-def _col_copy_in(t: GmRows) -> tuple:
-    """COL_SPLIT: GM -> UB of the column chunk [c0_, c0_ + n_) of rows [g0, g0 + k) of t into res_<op>."""
+def _substituted(x, refs: dict, syms: dict):
+    """Statement(s) `x` with every Ref of a tensor in `refs` reading refs[name] instead and every symbol in `syms`
+    replaced by syms[name] (a DimExpr); frozen dataclasses rebuilt where something changed."""
+    if isinstance(x, Ref) and x.tensor in refs:
+        x = dataclasses.replace(x, tensor=refs[x.tensor])
+    if isinstance(x, Sym):
+        return syms.get(x.name, x)
+    if isinstance(x, tuple):
+        return tuple(_substituted(y, refs, syms) for y in x)
+    if dataclasses.is_dataclass(x) and not isinstance(x, type):
+        vals = {f.name: getattr(x, f.name) for f in dataclasses.fields(x) if f.init}
+        got = {k: _substituted(v, refs, syms) for k, v in vals.items()}
+        changed = {k: v for k, v in got.items() if v is not vals[k]}
+        return dataclasses.replace(x, **changed) if changed else x
+    return x
+
+
+def _col_copy_in(t: GmRows, dst: str | None = None) -> tuple:
+    """COL_SPLIT: GM -> UB of the column chunk [c0_, c0_ + n_) of rows [g0, g0 + k) of t into res_<op> (or the
+    tensor `dst`)."""
     if t.layout == "pieces":
-        return tuple(t.pieces_col)
-    rs, n = Sym("rowStride_"), Sym("n_")
+        return tuple(t.pieces_col) if dst is None else _substituted(tuple(t.pieces_col), {f"res_{t.op}": dst}, {})
+    rs, n, d = Sym("rowStride_"), Sym("n_"), dst or f"res_{t.op}"
     if t.layout == "flat":
-        return (_rows_copy(Ref(f"res_{t.op}"), GmView(f"gm_{t.gm}", add(t.off_g0, Sym("c0_"))), _K, n, t.ctype,
+        return (_rows_copy(Ref(d), GmView(f"gm_{t.gm}", add(t.off_g0, Sym("c0_"))), _K, n, t.ctype,
                            t.gap_col, rs, False, _spec(t.spec)),)
     run = Invoke("RunRows", (Sym("r"), sub(_K, Sym("j")))) if t.layout == "runs" else Lit(1)
     return (For("j", Lit(0), _K, None, (
         Let("r", add(Sym("g0"), Sym("j"))),
         Let("m", run),
-        _rows_copy(Ref(f"res_{t.op}", mul(Sym("j"), rs)), GmView(f"gm_{t.gm}", add(t.off_r, Sym("c0_"))), Sym("m"),
+        _rows_copy(Ref(d, mul(Sym("j"), rs)), GmView(f"gm_{t.gm}", add(t.off_r, Sym("c0_"))), Sym("m"),
                    n, t.ctype, t.gap_col, rs, False, _spec(t.spec)),
         Assign("j", add(Sym("j"), Sym("m"))),
     ), doc="one copy per run of rows at a constant GM stride"),)
@@ -739,9 +757,9 @@ def _rename_k(x):
 def _row_chunk(s: RowSchedule) -> Func:
     """ROW_CHUNK of a row-reduction program (opgen.kernel.rowcounts.row_resident; opgen.tiling.rowkernel): this
     core's rows [RowStartOf(core), RowStartOf(core + 1)) in groups of G = groupRows rows. A group's row inputs are
-    copied into UB once, whole, as stored in GM (resQue_<operand>, two buffers; the next group's copy is issued after
-    this group's work, and the level passes wait on V for each row's reduction, so the copy overlaps only the
-    output phase: not a full prefetch, which the cost model's max(memory, compute) assumes); then each row-reduction level, and last the outputs, run over the rows' column chunks of
+    copied into UB once, whole, as stored in GM (resQue_<operand>, two buffers; `_resident_in`: the next group's copy
+    is issued right after this group's DeQue, so it runs on MTE2 through this group's whole work); then each
+    row-reduction level, and last the outputs, run over the rows' column chunks of
     colsPerPass columns (fp32 temporaries of one chunk) reading the resident rows, a level's partial reductions
     combined over the chunks in chunk order (a softmax's maximum and sum in one online pass,
     opgen.kernel.rowprog.online_pair). The core owns its rows: the combined partials are the totals (copied to
@@ -775,13 +793,10 @@ def _row_chunk(s: RowSchedule) -> Func:
                      Assign("n_", Fn("min", (sub(Sym("cEnd"), Sym("c0_")), rs))),
                      *_col_views(s), Call("LoadColumns")), doc="column chunks of the row")]
     grp: list = list(_group_stat_loads(s))
-    if s.row_in:   # the group's whole rows, colAlign_ apart (the copies' UB row stride is rowStride_)
-        grp += [Comment("the group's row inputs, whole, into UB once"),
-                Assign("c0_", Lit(0)), Assign("n_", _HID), Assign("rowStride_", _COLA)]
-        for t in s.row_in:
-            grp += [Alloc(f"res_{t.op}", f"resQue_{t.op}", t.ctype), *_col_copy_in(t),
-                    EnQue(f"resQue_{t.op}", f"res_{t.op}"), DeQue(f"res_{t.op}", f"resQue_{t.op}", t.ctype)]
-        grp.append(Assign("rowStride_", Sym("colsPerPass")))
+    if s.row_in:   # the first group's copy before the loop; each group's DeQue, then the next group's copy
+        body.append(_resident_in(s, Sym("rBegin")))
+        grp += [DeQue(f"res_{t.op}", f"resQue_{t.op}", t.ctype) for t in s.row_in]
+        grp.append(_resident_in(s, add(Sym("g0"), g)))
     fused = s.res_online[0] if s.res_online else None
     for lv, lines, slots in s.res_levels:
         if fused is not None and lv == fused + 1:
@@ -803,7 +818,28 @@ def _row_chunk(s: RowSchedule) -> Func:
     grp += [Free(f"statInQue_{t.op}", f"statIn_{t.op}") for t in s.stat_in]
     grp += [Free(f"resQue_{t.op}", f"res_{t.op}") for t in s.row_in]
     body.append(For("g0", Sym("rBegin"), Sym("rEnd"), g, tuple(grp), tail="k"))
+    body += [Scope((DeQue("t", f"resQue_{t.op}", t.ctype), Free(f"resQue_{t.op}", "t")))
+             for t in s.row_in]   # the buffer enqueued past the last group (nothing copied into it)
     return Func("RowChunk", (), tuple(body))
+
+
+def _resident_in(s: RowSchedule, start: DimExpr) -> Scope:
+    """ROW_CHUNK (inputs resident): rows [start, start + G) of every row input (fewer at the end of this core's rows:
+    none past rEnd) copied whole into a buffer of its resQue_ (colAlign_ apart, as stored in GM) and enqueued. RowChunk
+    issues the first group's before its group loop and, in each group, the next group's right after DeQue-ing its
+    own, so the copy of group g + 1 runs on MTE2 while group g computes (two buffers, docs/reference/ascendc.md
+    §1.5). Past the last group a buffer is still allocated and enqueued, with nothing copied, so every group finds one
+    enqueued; RowChunk dequeues and frees it after the loop. Leaves rowStride_ at the chunk width."""
+    nk, rows = Sym("resK"), Sym("resG0")
+    out: list = [Let("resG0", start), Let("resK", Fn("min", (Sym("G"), sub(Sym("rEnd"), rows)))),
+                 Assign("c0_", Lit(0)), Assign("n_", _HID), Assign("rowStride_", _COLA)]
+    for t in s.row_in:
+        copy = _substituted(_col_copy_in(t, "t"), {}, {"g0": rows, "k": nk})
+        out.append(Scope((Alloc("t", f"resQue_{t.op}", t.ctype),
+                          If((Constraint(">", nk, Lit(0)),), tuple(copy)),
+                          EnQue(f"resQue_{t.op}", "t"))))
+    out.append(Assign("rowStride_", Sym("colsPerPass")))
+    return Scope(tuple(out))
 
 
 def _output_chunk(s: RowSchedule, head: list, body) -> list:

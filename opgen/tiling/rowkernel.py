@@ -33,7 +33,8 @@ competes with COL_SPLIT by estimated time (`_chunk_or_slice`: the cost model's m
 docs/reference/kernel_cost.md §2): few rows leave cores idle in ROW_CHUNK, many rows make COL_SPLIT issue every
 instruction once per row on every core. For a `row_resident` program (row reductions, nothing summed over rows)
 ROW_CHUNK keeps a group's row inputs in UB whole, as stored in GM (two buffers; the chunk is sized for one resident
-row, so a group is one row in practice, and the next row's copy overlaps only this row's output phase),
+row, so a group is one row in practice; the next group's copy is issued as soon as this group's rows are
+dequeued, so it overlaps this group's whole work),
 and runs each reduction level and then the outputs over the row's column chunks with fp32 temporaries of one
 chunk: the reductions complete on the core that owns the row, nothing is exchanged and every input is read once
 (`_resident_or_slice` prices it against COL_SPLIT, whose groups pay two SyncAll per level).
