@@ -237,3 +237,56 @@ def test_the_next_groups_rows_are_copied_before_this_group_computes(name, inputs
         assert deq < alloc < copy < loop.index(f"resQue_{x}.EnQue(t)") < first_pass, x
         tail = loop[loop.rindex(f"resQue_{x}.FreeTensor(res_{x})"):]
         assert f"resQue_{x}.template DeQue" in tail and f"resQue_{x}.FreeTensor(t)" in tail, x
+
+
+def _forced_groups(tmp_path: Path, name: str, group: int, cols: int) -> Path:
+    """Spec `name`'s package generated into tmp_path with its tiling function patched so that ROW_CHUNK (strategy 4)
+    runs `group` rows a group in chunks of `cols` columns (the tiling sizes the chunk for one resident row, so it
+    never picks more than one row a group at the lengths where ROW_CHUNK wins)."""
+    from opgen.codegen import write_ops
+
+    write_ops([str(EX / f"{name}.py")], tmp_path)
+    (tiling,) = [p for p in tmp_path.glob("*/op_host/*_tiling.cpp")]
+    text = tiling.read_text()
+    for field, value in (("groupRows", group), ("colsPerPass", cols)):
+        line = f"    tiling->{field} = {field};\n"
+        assert text.count(line) == 1, field
+        text = text.replace(line, f"    tiling->{field} = strategy == 4 ? {value} : {field};\n")
+    tiling.write_text(text)
+    return tmp_path
+
+
+@pytest.mark.skipif(shutil.which("g++") is None, reason="g++ not available")
+def test_groups_of_several_resident_rows_against_float64(tmp_path):
+    """ROW_CHUNK with two rows a group (the k > 1 path: the group's rows copied in one burst of blockCount k when they
+    touch, several rows' chunks per pass, k per-row statistics written at once), forced through the tiling function:
+    RmsNorm bf16 over 100 rows of 12000 (48 cores: 4 take 3 rows, so a group of 2 and a tail group of 1) and SoftmaxV2
+    fp16 over 100 rows of 14000, in chunks of 1024 columns, against float64 written from the formulas; GM traffic
+    as with one row a group (x read once, the outputs written once)."""
+    rms = _forced_groups(tmp_path / "rms", "rms_norm", 2, 1024)
+    r = run_check(str(EX / "rms_norm.py"), dims={"Bd": (100,), "H": 12000}, dtypes={"T": "bfloat16"}, gen_dir=rms,
+                  seed=3, progress=False)
+    assert not r.faults and r.passed and r.tiling_key % 10 == 4, (r.faults[:3], r.tiling_key)
+    y, rstd = _rms_norm64(r.inputs["x"], r.inputs["gamma"], 1e-6)
+    got = np.asarray(r.arrays["y"], np.float64)
+    assert np.all(np.abs(got - y) <= 4 * 2.0**-7 * np.abs(y) + 1e-6 * np.abs(y).max()), float(np.abs(got - y).max())
+    got_r = np.asarray(r.arrays["rstd"], np.float64)
+    assert np.allclose(got_r, rstd.reshape(got_r.shape), rtol=2.0**-20, atol=0)
+    assert r.gm_bytes == r.gm_bytes_min + (B1.aiv - 1) * 12000 * 2, (r.gm_bytes, r.gm_bytes_min)
+    one = run_check(str(EX / "rms_norm.py"), dims={"Bd": (100,), "H": 12000}, dtypes={"T": "bfloat16"},
+                    gen_dir=_forced_groups(tmp_path / "rms1", "rms_norm", 1, 1024), seed=3, progress=False)
+    assert one.passed and not one.faults
+    # per group one x burst and one rstd copy: 44 cores go from 2 groups to 1, 4 cores from 3 to 2
+    assert one.cost["bursts"] - r.cost["bursts"] == 2 * 44 + 2 * 4, (one.cost["bursts"], r.cost["bursts"])
+
+    sm = _forced_groups(tmp_path / "sm", "softmax", 2, 1024)
+    x = (np.random.default_rng(5).standard_normal((100, 14000)) * 6.0).astype(np.float16)
+    x[7] = np.linspace(-40.0, 90.0, 14000).astype(np.float16)   # a maximum growing chunk after chunk
+    r = run_check(str(EX / "softmax.py"), inputs={"x": x}, dtypes={"T": "float16"}, gen_dir=sm, progress=False)
+    assert not r.faults and r.passed and r.tiling_key % 10 == 4, (r.faults[:3], r.tiling_key)
+    x64 = x.astype(np.float64)
+    e = np.exp(x64 - x64.max(-1, keepdims=True))
+    want = e / e.sum(-1, keepdims=True)
+    got = np.asarray(r.arrays["y"], np.float64)
+    assert np.all(np.abs(got - want) <= 4 * 2.0**-11 * want + 2.0**-24), float(np.abs(got - want).max())
+    assert r.gm_bytes == r.gm_bytes_min, (r.gm_bytes, r.gm_bytes_min)

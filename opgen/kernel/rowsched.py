@@ -764,7 +764,7 @@ def _row_chunk(s: RowSchedule) -> Func:
     combined over the chunks in chunk order (a softmax's maximum and sum in one online pass,
     opgen.kernel.rowprog.online_pair). The core owns its rows: the combined partials are the totals (copied to
     tots_ by a Muls by 1), nothing is exchanged. The tiling sizes the chunk for one resident row, so groupRows is 1
-    in practice (k > 1 is not reached by the tiling; the code serves it). Each output chunk is written as it is done (two buffers).
+    in practice (k > 1 is not reached by the tiling; tests/test_rows_resident.py forces it). Each output chunk is written as it is done (two buffers).
     GM traffic: every input read once, every output written once."""
     core, g, gs, rs = Sym("core"), Sym("G"), Sym("groupStride_"), Sym("rowStride_")
     f4 = SizeOf("float")
