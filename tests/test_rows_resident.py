@@ -290,3 +290,14 @@ def test_groups_of_several_resident_rows_against_float64(tmp_path):
     got = np.asarray(r.arrays["y"], np.float64)
     assert np.all(np.abs(got - want) <= 4 * 2.0**-11 * want + 2.0**-24), float(np.abs(got - want).max())
     assert r.gm_bytes == r.gm_bytes_min, (r.gm_bytes, r.gm_bytes_min)
+
+
+@pytest.mark.parametrize("name", ["add_rms_norm", "softmax", "rms_norm", "group_norm"])
+def test_partials_combine_in_the_totals_slots(name):
+    """ROW_CHUNK exchanges nothing, so a level's partials are combined in their totals' slots (tots_, the sums_ buffer
+    past its per-level slots) and read from there by later levels and the outputs: no vector copy of sums_ into
+    tots_ (a Muls by 1) and no S->V / V->S hand-off around one."""
+    text = _row_chunk_text(EX / f"{name}.py")
+    assert "Muls(tots_" not in text and "partials are the totals" not in text
+    assert "sumBuf_: S has written it before V reads it" not in text
+    assert "sumBuf_: V has written it before S reads it" not in text

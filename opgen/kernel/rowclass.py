@@ -251,6 +251,9 @@ class _Printer:
         self.p, self.mode, self.addr, self.resident = prog, mode, addr, resident
         self.cites = cites or Cites([prog])
         self.level_slot, self.rsum_index = reduction_slots(prog)   # shared by exclusive presences' reductions
+        if resident:   # nothing is exchanged: a level's partials combine in their total's slot (tots_ = sums_[nlevel])
+            nlevel = max(reduction_slot_counts(prog)[1], 1)
+            self.level_slot = {d: nlevel + j for d, j in self.rsum_index.items()}
         self._reduce_all = False   # batch_segments with reduce: the row reductions are in rv_
         self._col_phase = None     # COL_SPLIT's batch_segments: the phase (a level, -1 the final one) printed
         self._base = None          # ... and the first row of the sub-batch within the group (b0), added to the

@@ -762,8 +762,8 @@ def _row_chunk(s: RowSchedule) -> Func:
     row-reduction level, and last the outputs, run over the rows' column chunks of
     colsPerPass columns (fp32 temporaries of one chunk) reading the resident rows, a level's partial reductions
     combined over the chunks in chunk order (a softmax's maximum and sum in one online pass,
-    opgen.kernel.rowprog.online_pair). The core owns its rows: the combined partials are the totals (copied to
-    tots_ by a Muls by 1), nothing is exchanged. The tiling sizes the chunk for one resident row, so groupRows is 1
+    opgen.kernel.rowprog.online_pair). The core owns its rows: the partials are combined in their totals' slots
+    (tots_; opgen.kernel.rowclass._Printer with `resident`), nothing is exchanged or copied. The tiling sizes the chunk for one resident row, so groupRows is 1
     in practice (k > 1 is not reached by the tiling; tests/test_rows_resident.py forces it). Each output chunk is written as it is done (two buffers).
     GM traffic: every input read once, every output written once."""
     core, g, gs, rs = Sym("core"), Sym("G"), Sym("groupStride_"), Sym("rowStride_")
@@ -805,11 +805,9 @@ def _row_chunk(s: RowSchedule) -> Func:
             s.res_online[1] if lv == fused else lines)
         chunk = _chunk_head(s, lv) + [For("i", Lit(0), _K, Lit(1), tuple(per_row))]
         what = f"levels {lv} and {lv + 1} (an online maximum and sum)" if lv == fused else f"level {lv}"
-        grp += [Comment(f"row-reduction {what}: partials combined over the row's chunks, complete on this core"),
+        grp += [Comment(f"row-reduction {what}: partials combined over the row's chunks in their totals' slots "
+                        "(tots_), complete on this core"),
                 For("c0_", Sym("cBegin"), Sym("cEnd"), rs, tuple(chunk), doc="column chunks of the resident rows")]
-        # the totals: the level's combined partials (an online sum is kept in tots_ already)
-        grp += [vec(Op.MULS, dst=Ref("tots_", mul(Lit(j), gs)), src0=Ref("sums_", mul(Lit(slot), gs)),
-                    scalar=FConst(1.0), count=_K, doc="this core's partials are the totals") for slot, j, _c in slots]
     grp += [Get(f"statStage_{t.op}", f"statStageBuf_{t.op}", "float") for t in s.stat_out]
     grp += [Comment("the outputs, chunk by chunk"),
             For("c0_", Sym("cBegin"), Sym("cEnd"), rs, tuple(_output_chunk(s, _chunk_head(s, -1), s.res_final)),
