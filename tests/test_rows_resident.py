@@ -301,3 +301,13 @@ def test_partials_combine_in_the_totals_slots(name):
     assert "Muls(tots_" not in text and "partials are the totals" not in text
     assert "sumBuf_: S has written it before V reads it" not in text
     assert "sumBuf_: V has written it before S reads it" not in text
+
+
+def test_the_online_pair_rescales_only_after_the_first_chunk():
+    """SoftmaxV2's online maximum and sum: at a row's first chunk there is no running sum to rescale, so the vector
+    exp(old maximum - new) (a Duplicate and an Exp on 8 lanes, then a V->S wait) runs only under c0_ > cBegin."""
+    text = _row_chunk_text(EX / "softmax.py")
+    guard = text.index("if (c0_ > cBegin) {\n", text.index("RowSum("))
+    body = text[guard:text.index("}", guard)]
+    assert "Duplicate(red_" in body and "Exp(red_, red_, 8)" in body and "WaitFlag<HardEvent::V_S>" in body
+    assert text.count("Duplicate(red_") == 1 and text.count("Exp(red_") == 1

@@ -372,13 +372,14 @@ class _Printer:
                     kir.SetValue(at, kir.FRef(m.dst))]
         at = kir.Ref("tots_", Bin("+", _kmul(self.rsum_index[s.dst], gs), i_))
         red = kir.Ref("red_")
-        return [kir.vec(Op.DUPLICATE, dst=red, scalar=kir.FBin("-", kir.FRef("mOld"), kir.FRef(m.dst)),
-                        count=Lit(8), doc="exp(old running maximum - new) on the vector unit"),
-                kir.vec(Op.EXP, dst=red, src0=red, count=Lit(8)),
-                kir.FLet("sOld", kir.FConst(0.0), mutable=True),
-                kir.If(later, (kir.FAssign("sOld", kir.FLoad(at)),), doc="the running sum of the chunks before"),
-                kir.SetValue(at, kir.FBin("+", kir.FBin("*", kir.FRef("sOld"), kir.FLoad(red)), kir.FRef(part)),
-                             doc=doc)]
+        return [kir.FLet("sOld", kir.FConst(0.0), mutable=True),
+                kir.If(later, (
+                    kir.vec(Op.DUPLICATE, dst=red, scalar=kir.FBin("-", kir.FRef("mOld"), kir.FRef(m.dst)),
+                            count=Lit(8), doc="exp(old running maximum - new) on the vector unit"),
+                    kir.vec(Op.EXP, dst=red, src0=red, count=Lit(8)),
+                    kir.FAssign("sOld", kir.FBin("*", kir.FLoad(at), kir.FLoad(red)))),
+                    doc="the running sum of the chunks before, rescaled to the new maximum (none at the first)"),
+                kir.SetValue(at, kir.FBin("+", kir.FRef("sOld"), kir.FRef(part)), doc=doc)]
 
     def col_batch_segments(self, level: int | None, block: bool = False) -> list:
         """COL_SPLIT of a `batchable` program over a group's k resident rows at once (opgen.kernel.rowsched
