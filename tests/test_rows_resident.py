@@ -311,3 +311,64 @@ def test_the_online_pair_rescales_only_after_the_first_chunk():
     body = text[guard:text.index("}", guard)]
     assert "Duplicate(red_" in body and "Exp(red_, red_, 8)" in body and "WaitFlag<HardEvent::V_S>" in body
     assert text.count("Duplicate(red_") == 1 and text.count("Exp(red_") == 1
+
+
+def _red_bytes(c: int) -> int:
+    """reduceBuf_ of a chunk of c columns: one (value, index) pair per 64 floats aligned to 8, plus the 8-float
+    result block (fp32)."""
+    return (-(-(-(-c // 64) * 2) // 8) * 8 + 8) * 4
+
+
+def _softmax_ub(tl: dict, tbytes: int) -> int:
+    """UB bytes SoftmaxV2's RowChunk allocates (its InitBuffer calls, counted by hand): x whole (two buffers of
+    groupRows rows of colAlign), y chunks (two buffers), the sums (1 per-level slot + 2 totals of align8(groupRows)
+    floats), one fp32 work row of a chunk, the reduction scratch."""
+    c, g, a = tl["colsPerPass"], tl["groupRows"], tl["colAlign"]
+    g8 = -(-g // 8) * 8
+    return 2 * g * a * tbytes + 2 * g * c * tbytes + 3 * g8 * 4 + c * 4 + _red_bytes(c)
+
+
+def _dynamic_quant_ub(tl: dict, tbytes: int) -> int:
+    """UB bytes DynamicQuant's RowChunk allocates (counted by hand): x whole (two buffers), the int8 y chunks (two
+    buffers), the scale staging (fp32) and its output queue (two), the sums (2 slots), two fp32 work rows of a chunk,
+    the reduction scratch."""
+    c, g, a = tl["colsPerPass"], tl["groupRows"], tl["colAlign"]
+    g8 = -(-g // 8) * 8
+    return 2 * g * a * tbytes + 2 * g * c + g8 * 4 + 2 * g8 * 4 + 2 * g8 * 4 + 2 * c * 4 + _red_bytes(c)
+
+
+@pytest.mark.parametrize("plat", sorted(p for p in PLATFORMS if PLATFORMS[p].soc_key in ("ascend910b", "ascend910_93")))
+@pytest.mark.parametrize("name, count, lanes, shapes", [
+    ("softmax", _softmax_ub, 16, [(8192, 32000), (60, 40000), (4096, 20001), (97, 16000)]),
+    ("dynamic_quant", _dynamic_quant_ub, 32, [(50, 20000), (4096, 16384), (97, 30001), (4096, 12289)]),
+])
+def test_softmax_and_dynamic_quant_resident_plans_fit_on_every_soc(plat, name, count, lanes, shapes):
+    """Where the tiling picks ROW_CHUNK for SoftmaxV2 or DynamicQuant, the buffers the kernel allocates (recounted
+    from its InitBuffer calls) fit UB less the PASS_SLACK_BYTES (1024) the chunk was sized beside, and the chunk is
+    nearly the widest that does: two lane quanta more (16 columns, 32 for DynamicQuant's int8 chunks) would not fit
+    (the plan also counts the 32-byte rounding of the sum and statistic buffers, which the kernel does not
+    allocate: up to a quantum of slack)."""
+    p = PLATFORMS[plat]
+    seen = 0
+    for rows, h in shapes:
+        for dtype, nbytes in ((DType.f16, 2), (DType.bf16, 2)) + (((DType.f32, 4),) if name == "softmax" else ()):
+            tl = _tiling(EX / f"{name}.py", rows, h, dtype, p)
+            if tl["strategy"] != 4:
+                continue
+            seen += 1
+            assert tl["fits"] == 1 and count(tl, nbytes) <= p.ub_bytes - 1024, (plat, rows, h, dtype)
+            if tl["colsPerPass"] < tl["colAlign"]:
+                wider = dict(tl, colsPerPass=tl["colsPerPass"] + 2 * lanes, groupRows=1)
+                assert count(wider, nbytes) > p.ub_bytes - 1024, (plat, rows, h, dtype)
+    assert seen >= 2, (plat, name)
+
+
+def test_the_group_fit_keeps_the_slack_the_chunk_was_sized_beside():
+    """rowChunkFit (rows of a ROW_CHUNK group that fit) keeps the PASS_SLACK_BYTES the chunk width was sized beside:
+    around the row length where one resident SoftmaxV2 fp16 row stops fitting, whenever the tiling says a row fits,
+    the kernel's allocations for it (recounted by hand, the chunk at rowChunkCols) fit UB less the slack."""
+    for h in range(48000, 50000, 16):
+        tl = _tiling(EX / "softmax.py", 4096, h, DType.f16)
+        if tl["rowChunkFit"] >= 1:
+            got = _softmax_ub(dict(tl, colsPerPass=tl["rowChunkCols"], groupRows=tl["rowChunkFit"]), 2)
+            assert got <= B1.ub_bytes - 1024, (h, got, tl["rowChunkFit"])

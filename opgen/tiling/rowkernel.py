@@ -461,8 +461,9 @@ def _resident_or_slice(p, c, R, H, lanes, col_align, cols_core, col_cores, row_c
                   "columns per ROW_CHUNK chunk (row reductions: the row's inputs resident)")
     plan = resident_plan(c, col_align, chunk, bytes_of)
     fixed = fixed_bytes(plan)
+    fixed = fixed + PASS_SLACK_BYTES   # as the chunk was sized: the proof counts the same bytes
     fit = p.let("rowChunkFit", select(ub > fixed, (ub - fixed) // row_bytes(plan), 0),
-                "rows of a ROW_CHUNK group that fit (row reductions: inputs resident)")
+                "rows of a ROW_CHUNK group that fit beside PASS_SLACK_BYTES (row reductions: inputs resident)")
     rows_core = ceil_div(R, row_cores)
     group = p.let("rowChunkRows", emax(1, emin(emin(fit, 1024), rows_core)), "rows per ROW_CHUNK group")
     elem, ins, outs, (num, den), lanes32, per_issue = _cost_terms(c, bytes_of)
