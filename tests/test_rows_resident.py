@@ -372,3 +372,21 @@ def test_the_group_fit_keeps_the_slack_the_chunk_was_sized_beside():
         if tl["rowChunkFit"] >= 1:
             got = _softmax_ub(dict(tl, colsPerPass=tl["rowChunkCols"], groupRows=tl["rowChunkFit"]), 2)
             assert got <= B1.ub_bytes - 1024, (h, got, tl["rowChunkFit"])
+
+
+@pytest.mark.parametrize("name", ["add_rms_norm", "rms_norm", "softmax"])
+def test_the_one_burst_condition_is_bound_once_per_copy(name):
+    """A copy of rows that may go in one burst (rows touching in GM and in UB) binds that condition once (oneBurst) and
+    reads it for both blockCount and blockLen: the kernel's every `... == n_` / `== hidden_` merge test stands in a
+    oneBurst binding, none inside DataCopyExtParams."""
+    from opgen.codegen import generate
+    from opgen.registry import load_spec
+
+    text = next(t for t in generate(load_spec(str(EX / f"{name}.py"))).values() if "void RowChunk()" in t)
+    binds = [ln for ln in text.split("\n") if "const int64_t oneBurst = " in ln]
+    assert binds, name
+    for call in text.split("DataCopyExtParams(")[1:]:
+        head = call[:call.index(";")]
+        assert "rowStride_ == n_" not in head and "colAlign_ == hidden_" not in head, head
+    merged = text.count("rowStride_ == n_") + text.count("colAlign_ == hidden_")
+    assert merged == len(binds), (merged, len(binds))

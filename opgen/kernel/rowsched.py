@@ -184,20 +184,21 @@ def _gap_blocks(stride, length, ctype) -> DimExpr:
     return Invoke("GapBlocks", (as_dim(stride), as_dim(length), SizeOf(ctype)))
 
 
-def _rows_copy(ub: Ref, gm: GmView, count, length, ctype: str, gm_gap, ub_stride, to_gm: bool, doc: str) -> Copy:
+def _rows_copy(ub: Ref, gm: GmView, count, length, ctype: str, gm_gap, ub_stride, to_gm: bool, doc: str) -> Scope:
     """One DataCopyPad of `count` rows of `length` elements of `ctype` between UB (rows `ub_stride` elements apart)
     and GM (`gm_gap` bytes between rows): `count` bursts of a row each, or -- when the rows touch on both sides (no
     GM gap, the UB stride the row's length) -- one burst of all of them (blockLen is 32 bits, docs/reference/
-    ascendc.md §1.8; the rows are in UB, so it fits). A burst costs HBM time beyond its bytes
+    ascendc.md §1.8; the rows are in UB, so it fits), the condition bound once (oneBurst) in a scope with the copy.
+    A burst costs HBM time beyond its bytes
     (docs/reference/kernel_cost.md §2): rows of a few KB are read at a fraction of the bandwidth."""
     sz = SizeOf(ctype)
     cond = ((Constraint("==", gm_gap, Lit(0)),) if gm_gap != Lit(0) else ()) + (Constraint("==", ub_stride, length),)
-    n = Select(cond, Lit(1), count)
-    nbytes = Select(cond, mul(count, length, sz), mul(length, sz))
+    one = (Constraint("!=", Sym("oneBurst"), Lit(0)),)   # the merge condition, bound once
+    n = Select(one, Lit(1), count)
+    nbytes = Select(one, mul(count, length, sz), mul(length, sz))
     gap = _gap_blocks(ub_stride, length, ctype)
-    if to_gm:
-        return Copy(gm, ub, n, nbytes, gap, gm_gap, doc=doc)
-    return Copy(ub, gm, n, nbytes, gm_gap, gap, doc=doc)
+    copy = Copy(gm, ub, n, nbytes, gap, gm_gap, doc=doc) if to_gm else Copy(ub, gm, n, nbytes, gm_gap, gap, doc=doc)
+    return Scope((Let("oneBurst", Select(cond, Lit(1), Lit(0))), copy))
 
 
 def _copy_rows_in(t: GmRows) -> tuple:

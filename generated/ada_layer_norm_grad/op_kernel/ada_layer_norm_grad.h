@@ -228,22 +228,24 @@ private:
             valBatch_ = -1;
             for (int64_t g0 = 0; g0 < rowNum_; g0 += G) {
                 const int64_t k = rowNum_ - g0 < G ? rowNum_ - g0 : G;
-                SetFlag<HardEvent::V_MTE2>(0);  // resBuf_dy: V has read it before MTE2 overwrites it
-                WaitFlag<HardEvent::V_MTE2>(0);
-                DataCopyPad(
-                    res_dy, gm_dy[g0 * hidden_ + c0_],
-                    DataCopyExtParams(
-                        static_cast<uint16_t>(((hidden_ - n_) * sizeof(T) == 0 && rowStride_ == n_) ? 1 : k),
-                        ((hidden_ - n_) * sizeof(T) == 0 && rowStride_ == n_) ? k * n_ * sizeof(T) : n_ * sizeof(T),
-                        (hidden_ - n_) * sizeof(T), GapBlocks(rowStride_, n_, sizeof(T)), 0),
-                    DataCopyPadExtParams<T>(false, 0, 0, T{}));  // spec: ada_layer_norm_grad.py:60
-                DataCopyPad(
-                    res_x, gm_x[g0 * hidden_ + c0_],
-                    DataCopyExtParams(
-                        static_cast<uint16_t>(((hidden_ - n_) * sizeof(T) == 0 && rowStride_ == n_) ? 1 : k),
-                        ((hidden_ - n_) * sizeof(T) == 0 && rowStride_ == n_) ? k * n_ * sizeof(T) : n_ * sizeof(T),
-                        (hidden_ - n_) * sizeof(T), GapBlocks(rowStride_, n_, sizeof(T)), 0),
-                    DataCopyPadExtParams<T>(false, 0, 0, T{}));  // spec: ada_layer_norm_grad.py:61
+                {
+                    const int64_t oneBurst = ((hidden_ - n_) * sizeof(T) == 0 && rowStride_ == n_) ? 1 : 0;
+                    SetFlag<HardEvent::V_MTE2>(0);  // resBuf_dy: V has read it before MTE2 overwrites it
+                    WaitFlag<HardEvent::V_MTE2>(0);
+                    DataCopyPad(res_dy, gm_dy[g0 * hidden_ + c0_],
+                                DataCopyExtParams(static_cast<uint16_t>(oneBurst != 0 ? 1 : k),
+                                                  oneBurst != 0 ? k * n_ * sizeof(T) : n_ * sizeof(T),
+                                                  (hidden_ - n_) * sizeof(T), GapBlocks(rowStride_, n_, sizeof(T)), 0),
+                                DataCopyPadExtParams<T>(false, 0, 0, T{}));  // spec: ada_layer_norm_grad.py:60
+                }
+                {
+                    const int64_t oneBurst = ((hidden_ - n_) * sizeof(T) == 0 && rowStride_ == n_) ? 1 : 0;
+                    DataCopyPad(res_x, gm_x[g0 * hidden_ + c0_],
+                                DataCopyExtParams(static_cast<uint16_t>(oneBurst != 0 ? 1 : k),
+                                                  oneBurst != 0 ? k * n_ * sizeof(T) : n_ * sizeof(T),
+                                                  (hidden_ - n_) * sizeof(T), GapBlocks(rowStride_, n_, sizeof(T)), 0),
+                                DataCopyPadExtParams<T>(false, 0, 0, T{}));  // spec: ada_layer_norm_grad.py:61
+                }
                 {
                     LocalTensor<float> t = statInQue_rstd.template AllocTensor<float>();
                     DataCopyPad(t, gm_rstd[g0], DataCopyExtParams(1, k * sizeof(float), 0, 0, 0),
@@ -446,13 +448,14 @@ private:
                 rowOutQue_pd_x.EnQue(rowOut_pd_x);
                 {
                     LocalTensor<T> t = rowOutQue_pd_x.template DeQue<T>();
-                    DataCopyPad(
-                        gm_pd_x[g0 * hidden_ + c0_], t,
-                        DataCopyExtParams(
-                            static_cast<uint16_t>(((hidden_ - n_) * sizeof(T) == 0 && rowStride_ == n_) ? 1 : k),
-                            ((hidden_ - n_) * sizeof(T) == 0 && rowStride_ == n_) ? k * n_ * sizeof(T) : n_ * sizeof(T),
-                            GapBlocks(rowStride_, n_, sizeof(T)), (hidden_ - n_) * sizeof(T),
-                            0));  // spec: ada_layer_norm_grad.py:27
+                    {
+                        const int64_t oneBurst = ((hidden_ - n_) * sizeof(T) == 0 && rowStride_ == n_) ? 1 : 0;
+                        DataCopyPad(gm_pd_x[g0 * hidden_ + c0_], t,
+                                    DataCopyExtParams(static_cast<uint16_t>(oneBurst != 0 ? 1 : k),
+                                                      oneBurst != 0 ? k * n_ * sizeof(T) : n_ * sizeof(T),
+                                                      GapBlocks(rowStride_, n_, sizeof(T)), (hidden_ - n_) * sizeof(T),
+                                                      0));  // spec: ada_layer_norm_grad.py:27
+                    }
                     rowOutQue_pd_x.FreeTensor(t);
                 }
                 statInQue_rstd.FreeTensor(statIn_rstd);
@@ -559,20 +562,26 @@ private:
     {
         {
             LocalTensor<T> t = rowInQue_dy.template AllocTensor<T>();
-            DataCopyPad(t, gm_dy[r0 * hidden_],
-                        DataCopyExtParams(static_cast<uint16_t>(colAlign_ == hidden_ ? 1 : k),
-                                          colAlign_ == hidden_ ? k * hidden_ * sizeof(T) : hidden_ * sizeof(T), 0,
-                                          GapBlocks(colAlign_, hidden_, sizeof(T)), 0),
-                        DataCopyPadExtParams<T>(false, 0, 0, T{}));  // spec: ada_layer_norm_grad.py:60
+            {
+                const int64_t oneBurst = colAlign_ == hidden_ ? 1 : 0;
+                DataCopyPad(t, gm_dy[r0 * hidden_],
+                            DataCopyExtParams(static_cast<uint16_t>(oneBurst != 0 ? 1 : k),
+                                              oneBurst != 0 ? k * hidden_ * sizeof(T) : hidden_ * sizeof(T), 0,
+                                              GapBlocks(colAlign_, hidden_, sizeof(T)), 0),
+                            DataCopyPadExtParams<T>(false, 0, 0, T{}));  // spec: ada_layer_norm_grad.py:60
+            }
             rowInQue_dy.EnQue(t);
         }
         {
             LocalTensor<T> t = rowInQue_x.template AllocTensor<T>();
-            DataCopyPad(t, gm_x[r0 * hidden_],
-                        DataCopyExtParams(static_cast<uint16_t>(colAlign_ == hidden_ ? 1 : k),
-                                          colAlign_ == hidden_ ? k * hidden_ * sizeof(T) : hidden_ * sizeof(T), 0,
-                                          GapBlocks(colAlign_, hidden_, sizeof(T)), 0),
-                        DataCopyPadExtParams<T>(false, 0, 0, T{}));  // spec: ada_layer_norm_grad.py:61
+            {
+                const int64_t oneBurst = colAlign_ == hidden_ ? 1 : 0;
+                DataCopyPad(t, gm_x[r0 * hidden_],
+                            DataCopyExtParams(static_cast<uint16_t>(oneBurst != 0 ? 1 : k),
+                                              oneBurst != 0 ? k * hidden_ * sizeof(T) : hidden_ * sizeof(T), 0,
+                                              GapBlocks(colAlign_, hidden_, sizeof(T)), 0),
+                            DataCopyPadExtParams<T>(false, 0, 0, T{}));  // spec: ada_layer_norm_grad.py:61
+            }
             rowInQue_x.EnQue(t);
         }
         {
@@ -719,11 +728,14 @@ private:
     {
         {
             LocalTensor<T> t = rowOutQue_pd_x.template DeQue<T>();
-            DataCopyPad(
-                gm_pd_x[r0 * hidden_], t,
-                DataCopyExtParams(static_cast<uint16_t>(colAlign_ == hidden_ ? 1 : k),
-                                  colAlign_ == hidden_ ? k * hidden_ * sizeof(T) : hidden_ * sizeof(T),
-                                  GapBlocks(colAlign_, hidden_, sizeof(T)), 0, 0));  // spec: ada_layer_norm_grad.py:27
+            {
+                const int64_t oneBurst = colAlign_ == hidden_ ? 1 : 0;
+                DataCopyPad(gm_pd_x[r0 * hidden_], t,
+                            DataCopyExtParams(static_cast<uint16_t>(oneBurst != 0 ? 1 : k),
+                                              oneBurst != 0 ? k * hidden_ * sizeof(T) : hidden_ * sizeof(T),
+                                              GapBlocks(colAlign_, hidden_, sizeof(T)), 0,
+                                              0));  // spec: ada_layer_norm_grad.py:27
+            }
             rowOutQue_pd_x.FreeTensor(t);
         }
     }

@@ -175,15 +175,16 @@ private:
             valBatch_ = -1;
             for (int64_t g0 = 0; g0 < rowNum_; g0 += G) {
                 const int64_t k = rowNum_ - g0 < G ? rowNum_ - g0 : G;
-                SetFlag<HardEvent::V_MTE2>(0);  // resBuf_x: V has read it before MTE2 overwrites it
-                WaitFlag<HardEvent::V_MTE2>(0);
-                DataCopyPad(
-                    res_x, gm_x[g0 * hidden_ + c0_],
-                    DataCopyExtParams(
-                        static_cast<uint16_t>(((hidden_ - n_) * sizeof(T) == 0 && rowStride_ == n_) ? 1 : k),
-                        ((hidden_ - n_) * sizeof(T) == 0 && rowStride_ == n_) ? k * n_ * sizeof(T) : n_ * sizeof(T),
-                        (hidden_ - n_) * sizeof(T), GapBlocks(rowStride_, n_, sizeof(T)), 0),
-                    DataCopyPadExtParams<T>(false, 0, 0, T{}));  // spec: ada_layer_norm_v2.py:50
+                {
+                    const int64_t oneBurst = ((hidden_ - n_) * sizeof(T) == 0 && rowStride_ == n_) ? 1 : 0;
+                    SetFlag<HardEvent::V_MTE2>(0);  // resBuf_x: V has read it before MTE2 overwrites it
+                    WaitFlag<HardEvent::V_MTE2>(0);
+                    DataCopyPad(res_x, gm_x[g0 * hidden_ + c0_],
+                                DataCopyExtParams(static_cast<uint16_t>(oneBurst != 0 ? 1 : k),
+                                                  oneBurst != 0 ? k * n_ * sizeof(T) : n_ * sizeof(T),
+                                                  (hidden_ - n_) * sizeof(T), GapBlocks(rowStride_, n_, sizeof(T)), 0),
+                                DataCopyPadExtParams<T>(false, 0, 0, T{}));  // spec: ada_layer_norm_v2.py:50
+                }
                 // row-reduction level 0: partial results of this core's columns, exchanged through workspace
                 SetFlag<HardEvent::MTE2_V>(0);  // resBuf_x: MTE2 has written it before V reads it
                 WaitFlag<HardEvent::MTE2_V>(0);
@@ -289,13 +290,14 @@ private:
                 rowOutQue_out.EnQue(rowOut_out);
                 {
                     LocalTensor<T> t = rowOutQue_out.template DeQue<T>();
-                    DataCopyPad(
-                        gm_out[g0 * hidden_ + c0_], t,
-                        DataCopyExtParams(
-                            static_cast<uint16_t>(((hidden_ - n_) * sizeof(T) == 0 && rowStride_ == n_) ? 1 : k),
-                            ((hidden_ - n_) * sizeof(T) == 0 && rowStride_ == n_) ? k * n_ * sizeof(T) : n_ * sizeof(T),
-                            GapBlocks(rowStride_, n_, sizeof(T)), (hidden_ - n_) * sizeof(T),
-                            0));  // spec: ada_layer_norm_v2.py:26
+                    {
+                        const int64_t oneBurst = ((hidden_ - n_) * sizeof(T) == 0 && rowStride_ == n_) ? 1 : 0;
+                        DataCopyPad(gm_out[g0 * hidden_ + c0_], t,
+                                    DataCopyExtParams(static_cast<uint16_t>(oneBurst != 0 ? 1 : k),
+                                                      oneBurst != 0 ? k * n_ * sizeof(T) : n_ * sizeof(T),
+                                                      GapBlocks(rowStride_, n_, sizeof(T)), (hidden_ - n_) * sizeof(T),
+                                                      0));  // spec: ada_layer_norm_v2.py:26
+                    }
                     rowOutQue_out.FreeTensor(t);
                 }
                 if (core == 0 && c0_ == cBegin) {
@@ -394,11 +396,14 @@ private:
     {
         {
             LocalTensor<T> t = rowInQue_x.template AllocTensor<T>();
-            DataCopyPad(t, gm_x[r0 * hidden_],
-                        DataCopyExtParams(static_cast<uint16_t>(colAlign_ == hidden_ ? 1 : k),
-                                          colAlign_ == hidden_ ? k * hidden_ * sizeof(T) : hidden_ * sizeof(T), 0,
-                                          GapBlocks(colAlign_, hidden_, sizeof(T)), 0),
-                        DataCopyPadExtParams<T>(false, 0, 0, T{}));  // spec: ada_layer_norm_v2.py:50
+            {
+                const int64_t oneBurst = colAlign_ == hidden_ ? 1 : 0;
+                DataCopyPad(t, gm_x[r0 * hidden_],
+                            DataCopyExtParams(static_cast<uint16_t>(oneBurst != 0 ? 1 : k),
+                                              oneBurst != 0 ? k * hidden_ * sizeof(T) : hidden_ * sizeof(T), 0,
+                                              GapBlocks(colAlign_, hidden_, sizeof(T)), 0),
+                            DataCopyPadExtParams<T>(false, 0, 0, T{}));  // spec: ada_layer_norm_v2.py:50
+            }
             rowInQue_x.EnQue(t);
         }
     }
@@ -466,11 +471,14 @@ private:
     {
         {
             LocalTensor<T> t = rowOutQue_out.template DeQue<T>();
-            DataCopyPad(
-                gm_out[r0 * hidden_], t,
-                DataCopyExtParams(static_cast<uint16_t>(colAlign_ == hidden_ ? 1 : k),
-                                  colAlign_ == hidden_ ? k * hidden_ * sizeof(T) : hidden_ * sizeof(T),
-                                  GapBlocks(colAlign_, hidden_, sizeof(T)), 0, 0));  // spec: ada_layer_norm_v2.py:26
+            {
+                const int64_t oneBurst = colAlign_ == hidden_ ? 1 : 0;
+                DataCopyPad(gm_out[r0 * hidden_], t,
+                            DataCopyExtParams(static_cast<uint16_t>(oneBurst != 0 ? 1 : k),
+                                              oneBurst != 0 ? k * hidden_ * sizeof(T) : hidden_ * sizeof(T),
+                                              GapBlocks(colAlign_, hidden_, sizeof(T)), 0,
+                                              0));  // spec: ada_layer_norm_v2.py:26
+            }
             rowOutQue_out.FreeTensor(t);
         }
         {
