@@ -451,7 +451,9 @@ def _resident_or_slice(p, c, R, H, lanes, col_align, cols_core, col_cores, row_c
     useResident is 1 when ROW_CHUNK fits and COL_SPLIT does not, or ROW_CHUNK's time is at most COL_SPLIT's."""
     none = resident_plan(c, col_align, lit(0), bytes_of)
     probe = resident_plan(c, col_align, lit(STREAM_PROBE_COLS), bytes_of)
-    base = row_bytes(none) + fixed_bytes(none) + PASS_SLACK_BYTES
+    # + 64: the reduction scratch grows by 8 floats at a time (row_reduce_elems), which the probe's linear rate
+    # can miss by up to that: the chunk then still fits beside the slack rowChunkFit keeps
+    base = row_bytes(none) + fixed_bytes(none) + PASS_SLACK_BYTES + 64
     per_probe = p.let("rowChunkProbeBytes", row_bytes(probe) + fixed_bytes(probe) - row_bytes(none) - fixed_bytes(none),
                       f"UB bytes of {STREAM_PROBE_COLS} chunk columns of a one-row ROW_CHUNK group (row reductions: "
                       f"inputs resident)")
