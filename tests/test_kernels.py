@@ -206,7 +206,7 @@ MUTATIONS = {
     # poisoned output keeps NaN
     # (`\s*` after the parenthesis: clang-format may break there, e.g. to fit the trailing `// spec:` comment)
     "dropped tail": (r"(DataCopyPad\(\s*gm_pd_x\[r0 \* hidden_\], t,\s*DataCopyExtParams\(\s*static_cast<uint16_t>\("
-                     r"colAlign_ == hidden_ \? 1 : k\),\s*colAlign_ == hidden_ \? )k \* hidden_ \* sizeof\(T\) : "
+                     r"oneBurst != 0 \? 1 : k\),\s*oneBurst != 0 \? )k \* hidden_ \* sizeof\(T\) : "
                      r"hidden_ \* sizeof\(T\)", r"\1(k * hidden_ - 1) * sizeof(T) : (hidden_ - 1) * sizeof(T)", "pd_x"),
     # a row input read one element off its 32-byte aligned UB row
     "misaligned copy": (r"CastFrom\(w_\[(\d)\], rowIn_dy\[i \* rowStride_\]", r"CastFrom(w_[\1], rowIn_dy[i * rowStride_ + 1]",
