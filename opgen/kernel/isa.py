@@ -484,6 +484,15 @@ def lane_at(r: int, lane: int, blk: int, rep: int, elem_bytes: int) -> int:
     return (r * rep + (lane // per) * blk) * per + lane % per
 
 
+def lane_grid(rep: int, mask: int, blk: int, rep_stride: int, elem_bytes: int) -> np.ndarray:
+    """`lane_at` of every lane of repeats 0..rep-1 (lanes 0..mask-1), repeat-major: int64 element indices, shape
+    [rep * mask] (docs/reference/ascendc.md §1.9)."""
+    per = BLOCK_BYTES // elem_bytes
+    r = np.arange(rep, dtype=np.int64)[:, None]
+    k = np.arange(mask, dtype=np.int64)[None, :]
+    return ((r * rep_stride + (k // per) * blk) * per + k % per).reshape(-1)
+
+
 def _check_mask(mask: int, elem_bytes: int, what: str) -> None:
     if not 1 <= mask <= REPEAT_BYTES // elem_bytes:
         raise ValueError(f"{what}: mask {mask} outside 1..{REPEAT_BYTES // elem_bytes}")
@@ -506,13 +515,17 @@ def _binary_repeat(f):
         _check_mask(mask, sz, "binary repeat form")
         if db == 0:
             raise ValueError("binary repeat form: dstBlkStride 0 (a destination block stride must not be 0)")
-        src1 = dst if env.get("src1_is_dst") else b
-        for r in range(rep):
-            ia = [lane_at(r, k, ab, ar, sz) for k in range(mask)]
-            ib = [lane_at(r, k, bb, br, sz) for k in range(mask)]
+        ia, ib, idst = (lane_grid(rep, mask, x, y, sz) for x, y in ((ab, ar), (bb, br), (db, dr)))
+        if not env.get("src1_is_dst"):   # no repeat reads another's writes: all repeats at once
             with np.errstate(all="ignore"):
-                out = np.asarray(f(a[ia].astype(np.float32), src1[ib].astype(np.float32)), dtype=np.float32)
-            dst[[lane_at(r, k, db, dr, sz) for k in range(mask)]] = out.astype(dst.dtype)
+                out = np.asarray(f(a[ia].astype(np.float32), b[ib].astype(np.float32)), dtype=np.float32)
+            dst[idst] = out.astype(dst.dtype)
+            return {"dst": dst}
+        for r in range(rep):             # accumulation: src1 is dst as the earlier repeats left it
+            sl = slice(r * mask, (r + 1) * mask)
+            with np.errstate(all="ignore"):
+                out = np.asarray(f(a[ia[sl]].astype(np.float32), dst[ib[sl]].astype(np.float32)), dtype=np.float32)
+            dst[idst[sl]] = out.astype(dst.dtype)
         return {"dst": dst}
 
     return meaning

@@ -60,7 +60,7 @@ import numpy as np
 from opgen.errors import OpgenError
 from opgen.ir.dims import Bin, DimExpr, Fn, Lit, Sym, as_dim
 from opgen.kernel import cubesem, kir
-from opgen.kernel.isa import INSTRS, REPEAT_FORMS, Op, Pipe, lane_at
+from opgen.kernel.isa import INSTRS, REPEAT_FORMS, Op, Pipe, lane_grid
 
 BLOCK = 32
 """Bytes of one UB block: the alignment of tensors and the unit of the race detector's shadow (§1.2)."""
@@ -635,6 +635,18 @@ class _Core:
         """Per access: whether pipe `pipes[i]`'s instruction at `clocks[i]` completed before `later`'s next one."""
         known = self.know[later][pipes] >= clocks
         return np.where(pipes == later, (later != _V) | known, known)
+
+    def touch_elems(self, ins, off: int, idx, sz: int, write: bool):
+        """`touch` of the UB elements `idx` (element indices from byte `off`, `sz` bytes each) of one instruction:
+        the same bytes as one touch an element, touched one contiguous run of elements at a time (a block touched
+        twice by one instruction is checked and recorded as once, so the verdicts are those of per-element
+        touches, at a run's cost instead of an element's)."""
+        u = np.unique(np.asarray(idx, dtype=np.int64))
+        if u.size == 0:
+            return
+        cut = np.flatnonzero(np.diff(u) != 1) + 1
+        for a, b in zip(np.concatenate(([0], cut)), np.concatenate((cut, [u.size]))):
+            self.touch(ins, off + int(u[a]) * sz, int(u[b - 1] - u[a] + 1) * sz, write)
 
     def touch(self, ins, off: int, n: int, write: bool, a: Shadow | None = None):
         """Instruction `ins` reads or writes bytes [off, off + n) of the memory shadowed by `a` (default: the UB):
@@ -1464,7 +1476,7 @@ class _Core:
 
     def strided(self, s, frame, tens):
         """A mask / repeat form (binary ops with BinaryRepeatParams, WholeReduceSum / WholeReduceMax): the elements
-        each operand's repeats address (isa.lane_at), bounds and alignment checked, each element touched, then the
+        each operand's repeats address (isa.lane_grid), bounds and alignment checked, each element touched, then the
         table's meaning; a destination element is written when every source lane it is computed from is (lane by
         lane; a WholeReduce's element when every lane of its repeat is), so a padded row's unwritten pad lanes poison
         only the pad lanes of the result, as on the device they hold garbage only there."""
@@ -1477,13 +1489,12 @@ class _Core:
         if not 1 <= mask <= 256 // sz or not 0 <= rep <= 255:
             raise KirFault(f"{d.api}: mask {mask} or repeatTime {rep} outside one repeat ({self.where})")
         if whole:
-            idx = {"src": [lane_at(r, k, vals["srcBlk"], vals["srcRep"], sz) for r in range(rep) for k in range(mask)],
+            idx = {"src": lane_grid(rep, mask, vals["srcBlk"], vals["srcRep"], sz).tolist(),
                    "dst": [r * vals["dstRep"] for r in range(rep)]}
         else:
             p = tuple(self.ival(x, frame) for x in args["params"])
             vals["params"] = p
-            idx = {n: [lane_at(r, k, p[j], p[3 + j], sz) for r in range(rep) for k in range(mask)]
-                   for j, n in enumerate(("dst", "src0", "src1"))}
+            idx = {n: lane_grid(rep, mask, p[j], p[3 + j], sz).tolist() for j, n in enumerate(("dst", "src0", "src1"))}
         for n, t in tens.items():
             if not (whole and n == "dst"):   # a WholeReduce destination needs element alignment only
                 self.aligned(t, d.api)
@@ -1499,14 +1510,12 @@ class _Core:
         for n, t in tens.items():
             if n == "dst":
                 continue
-            for i in idx[n]:
-                self.touch(ins, t.off + i * sz, sz, False)
+            self.touch_elems(ins, t.off, idx[n], sz, False)
             env[n], w = self.read(t, tops[n])
             lanes = np.asarray(w, dtype=bool)[idx[n]]
             ok &= lanes.reshape(rep, mask).all(axis=1) if whole else lanes
         dst = tens["dst"]
-        for i in idx["dst"]:
-            self.touch(ins, dst.off + i * sz, sz, True)
+        self.touch_elems(ins, dst.off, idx["dst"], sz, True)
         env["dst"], dok = self.read(dst, tops["dst"])
         if not whole and (tens["src1"].off, tens["src1"].mem) == (dst.off, dst.mem) and \
                 (vals["params"][3] == 0 or vals["params"][5] == 0):   # accumulation: src1 reads the earlier repeats'
