@@ -170,6 +170,18 @@ def mse_loss(i, a):
     return {"out": np.asarray(sq.mean() if int(a.get("reduction", 1)) == 1 else sq.sum())}
 
 
+def binary_cross_entropy(i, a):
+    """torch.nn.functional.binary_cross_entropy in float64 (each log clamped at -100), weighted when a weight is
+    given, reduced by the reduction string."""
+    import torch
+
+    w = i.get("weight")
+    out = torch.nn.functional.binary_cross_entropy(
+        torch.from_numpy(_f(i["x"])), torch.from_numpy(_f(i["y"])),
+        None if w is None else torch.from_numpy(_f(w)), reduction=str(a.get("reduction", "mean")))
+    return {"output": out.numpy()}
+
+
 def kl_div(i, a):
     """torch.nn.functional.kl_div's pointwise terms (log_target: exp(t) * (t - x), else xlogy(t, t) - t * x), summed
     in float64 and divided by the element count (mean), 1 (sum) or dim 0 (batchmean); the bound's scale is the sum
@@ -382,6 +394,7 @@ ORACLES = {f.__name__: f for f in (tanh, log_softmax, hardtanh_grad, masked_fill
                                    layer_norm_grad, softmax, swiglu, gelu, gelu_v2,
                                    geglu, modulate, modulate_grad, bias_add_grad, scaled_transpose, joint_concat,
                                    swiglu_grad, reduce_mean, reduce_sum, reduce_max, mse_loss, kl_div, batch_norm,
+                                   binary_cross_entropy,
                                    batch_norm_v3,
                                    instance_norm, layer_norm_v4, reduce_min, group_norm, embedding)}
 
@@ -391,6 +404,7 @@ TERMS = {   # per output: which of its inputs' extents one element sums over (th
                                                                     "pd_beta": "rows"},
     "softmax": {"y": "row"}, "scaled_masked_softmax": {"y": "row"}, "log_softmax": {"y": "row"}, "mat_mul": {"out": "K"}, "batch_mat_mul": {"out": "K"}, "matmul_gelu": {"output": "K"}, "fused_mat_mul": {"y": "K"}, "modulate_grad": {"dscale": "seq", "dshift": "seq"}, "bias_add_grad": {"db": "rows"},
     "reduce_mean": {"out": "M"}, "reduce_sum": {"out": ("M", "H")}, "mse_loss": {"out": "all"}, "kl_div": {"out": "all"},
+    "binary_cross_entropy": {"output": "all"},
     "batch_norm": {"output": "N", "saveMean": "N", "saveInvstd": "N"},
     "batch_norm_v3": {"output": ("N", "L"), "saveMean": ("N", "L"), "saveInvstd": ("N", "L")},
     "instance_norm": {"y": ("H", "W"), "mean": ("H", "W"), "variance": ("H", "W")},
@@ -509,6 +523,10 @@ CASES = [
     ("mse_loss", {"Bd": (2,), "H": 20000}, F32, {}, 2),                         # partial totals per column slice
     ("mse_loss", {"Bd": (), "H": 1}, BF16, {"reduction": 2}, None),             # one element
     ("mse_loss", {"Bd": (97,), "H": 3}, BF16, {"reduction": 2}, 1),             # a sum, rows with a tail over cores
+    # the reduction a string attribute (CANN's OpDef), the aclnn API's int64_t index (api.enum) in the call
+    ("binary_cross_entropy", {"Bd": (7,), "H": 1031}, F16, {"reduction": "none"}, None),
+    ("binary_cross_entropy", {"Bd": (3, 5), "H": 33}, BF16, {"reduction": "mean"}, None, ()),   # no weight
+    ("binary_cross_entropy", {"Bd": (97,), "H": 3}, F32, {"reduction": "sum"}, None),
     # batchmean's N is no extent of the kernel (its rows are N x Prod(Bd)): a tiling field of its own
     ("kl_div", {"N": 3, "Bd": (5,), "H": 37}, F32, {"reduction": 3, "logTarget": True}, 1),
     ("kl_div", {"N": 2, "Bd": (3, 2), "H": 20000}, F32, {"reduction": 3, "logTarget": True}, 2),
@@ -724,21 +742,26 @@ def test_every_reduction_length_names_a_summing_output():
 
     for op in ORACLES:
         spec = load_spec(str(EX / f"{op}.py"))
-        g = spec.graph(spec.keys()[0])
         sums = set()
-        prod, outs = g.producers(), dict(g.outputs)
-        for name, v in outs.items():
-            stack, seen = [v], set()
-            while stack:
-                x = stack.pop()
-                n = prod.get(x)
-                if n is None or x in seen:
-                    continue
-                seen.add(x)
-                if n.op == "reduce" and n.attr("kind") in ("sum", "mean") or n.op == "matmul":
-                    sums.add(name)
-                stack += list(n.inputs)
+        for g in (spec.graph(k) for k in spec.keys()):   # an output that sums in some specialisation
+            _summing_outputs(g, sums)
         assert set(TERMS.get(op, {})) == sums, (op, sorted(sums), sorted(TERMS.get(op, {})))
+
+
+def _summing_outputs(g, sums: set) -> None:
+    """Add to `sums` the outputs of graph `g` computed through a sum / mean reduction or a matmul."""
+    prod, outs = g.producers(), dict(g.outputs)
+    for name, v in outs.items():
+        stack, seen = [v], set()
+        while stack:
+            x = stack.pop()
+            n = prod.get(x)
+            if n is None or x in seen:
+                continue
+            seen.add(x)
+            if n.op == "reduce" and n.attr("kind") in ("sum", "mean") or n.op == "matmul":
+                sums.add(name)
+            stack += list(n.inputs)
 
 
 @pytest.mark.parametrize("dims, dtypes, strategy", [

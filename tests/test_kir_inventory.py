@@ -25,7 +25,7 @@ SPECS = sorted(p for p in [*ROOT.glob("examples/specs/*.py"), *ROOT.glob("specs/
 # Rows kernels whose every class is Kernel IR throughout (no Verbatim, no extern method reachable).
 IR_THROUGHOUT = {"AdaLayerNormGrad", "AdaLayerNormV2", "AddRmsNorm", "BatchNorm", "BatchNormV3", "BiasAddGrad",
                  "CrossEntropyLoss", "CrossEntropyLossGrad", "DynamicQuant", "Embedding", "GeGluV3", "Gelu", "GeluV2", "GroupNorm",
-                 "HardSigmoid", "HardtanhGrad", "InstanceNorm", "JointConcat", "LayerNormGradV3", "LayerNormV4",
+                 "BinaryCrossEntropy", "HardSigmoid", "HardtanhGrad", "InstanceNorm", "JointConcat", "LayerNormGradV3", "LayerNormV4",
                  "LeakyRelu", "LogSoftmaxV2", "MaskedFill", "MaximumGrad", "Modulate", "ModulateGrad", "MseLoss",
                  "NLLLoss", "OneHot", "Prelu", "ReduceMax", "ReduceMean", "ReduceMin", "ReduceSum", "RmsNorm",
                  "RmsNormGrad", "ScaledMaskedSoftmax", "ScaledTranspose", "SmoothL1Loss", "SoftmaxV2", "SwiGlu",

@@ -53,6 +53,8 @@ def harness_source(m) -> str:
             fn = "ReadScalar"
         elif p.kind == "attr" and p.param.decl.type is LIST_INT:
             fn = "ReadIntArray"   # a list attribute travels as CANN's aclIntArray
+        elif p.enum is not None:
+            fn = "ReadInt"        # the index CANN's API takes for the string (api.enum)
         elif p.kind == "attr":
             fn = {float: "ReadDouble", int: "ReadInt", bool: "ReadBool", str: "ReadString"}[p.param.decl.type]
         elif p.ctype == "const aclIntArray*":
@@ -122,6 +124,9 @@ def encode_call(m, inputs: dict, attrs: dict, outputs: dict | None, dtype_of: di
                     toks.append(f"float32:{float(np.float32(v)).hex()}")
                 else:
                     toks.append(f"{'bool' if t is bool else 'int64'}:{int(v)}")
+            elif p.enum is not None:   # an index with no accepted string: the largest accepted index + 1
+                toks.append(str(p.enum_index(v)) if v in dict(map(reversed, p.enum)) else
+                            str(max(k for k, _ in p.enum) + 1))
             elif p.param.decl.type is str:
                 toks.append("null" if v is None else str(v))
             elif p.param.decl.type is LIST_INT:   # an aclIntArray (ReadIntArray)

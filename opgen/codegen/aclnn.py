@@ -198,6 +198,9 @@ class AclnnPlan:
                     read, ctype = SCALAR_READ[at.type]
                     d["store"] = ctype
                     d["init"] = f"{a.cpp}->{read}()"
+                elif a.enum is not None:   # the index's string; null for an index CheckAttrs refuses
+                    d["store"] = "const char*"
+                    d["init"] = " : ".join(f"{a.cpp} == {k} ? {c_string(v)}" for k, v in a.enum) + " : nullptr"
                 elif at.type is str and at.default is not None:
                     d["init"] = f"{a.cpp} != nullptr ? {a.cpp} : {c_string(at.default)}"
             out.append(d)
@@ -213,6 +216,21 @@ class AclnnPlan:
                 out.append({"name": p.name, "cpp": p.cpp, "store": attr_cpp_type(t),
                             "init": cpp_literal(self.m.fixed_attrs[p.name], t)})
         return out
+
+    def _enums(self) -> list[dict]:
+        """Members of Params holding the int64_t index of each string attribute the public API takes as an index
+        (api.enum), for CheckAttrs' message: `<public name>Index_` (no spec name ends in '_')."""
+        return [{"cpp": self.enum_member(a), "init": a.cpp, "public": a.cpp}
+                for a in self.m.api_params if a.enum is not None]
+
+    @staticmethod
+    def enum_member(a) -> str:
+        """The Params member holding enum parameter `a`'s index as the caller passed it."""
+        return f"{a.cpp}Index_"
+
+    def _api_of(self, name: str):
+        """The ApiParam of OpDef parameter `name`, or None when the public API leaves it out (api.fixed)."""
+        return next((a for a in self.m.api_params if a.param is not None and a.param.name == name), None)
 
     def _api(self, name: str):
         """The ApiParam of OpDef parameter `name`."""
@@ -233,7 +251,7 @@ class AclnnPlan:
         host arrays are null-checked by OP_CHECK_NULL (_null_params)."""
         out = []
         for a in self.m.api_params:
-            if a.kind == "attr" and a.param.decl.type is str and a.param.decl.default is None:
+            if a.kind == "attr" and a.param.decl.type is str and a.param.decl.default is None and a.enum is None:
                 out.append(Check(a.name, "null", f"p.{a.cpp} == nullptr",
                                  c_printf(f"{a.cpp}: required attribute is missing"), code=NULLPTR))
         return out
@@ -274,6 +292,14 @@ class AclnnPlan:
                                                                   spec_fmt), [arg]))
         for p in self.m.attrs:
             a = p.decl
+            e = self._api_of(p.name)
+            if e is not None and e.enum is not None:   # the index had no accepted string (Params holds null)
+                said = self._say(a.name)
+                allowed = ", ".join(f"{k} ({c_string(v)})" for k, v in e.enum)
+                out.append(Check(a.name, "attr_choice", f"p.{p.cpp} == nullptr",
+                                 c_printf(f"{said}: must be one of {allowed}, got ", "%ld"),
+                                 [f"p.{self.enum_member(e)}"]))
+                continue
             if a.choices is None or (a.type is bool and set(a.choices) == {False, True}):
                 continue
             allowed = ", ".join(map(repr, a.choices))
@@ -823,7 +849,7 @@ class AclnnPlan:
         return {
             "banner": m.banner(), "op": m.op, "op_snake": m.snake, "api": m.api, "api_snake": m.api_snake,
             "guard": f"OP_API_INC_{m.api_snake.upper()}_H_", "l0_guard": f"OP_API_INC_LEVEL0_{m.snake.upper()}_H_",
-            "params": self.params, "fixed": self._fixed(), "docs": docs, "notes": notes,
+            "params": self.params, "fixed": self._fixed(), "enums": self._enums(), "docs": docs, "notes": notes,
             "doc": textwrap.wrap(self.spec.doc, width=112) if self.spec.doc else [],
             "dims": self.dims, "groups": self.groups, "vars": self.vars, "dtype_table": self.dtype_table(),
             "null_checks": self.null_checks, "null_params": self.null_params,
@@ -892,6 +918,9 @@ class AclnnPlan:
             extra += f", {at.bound_text()}" if at.bounds else ""
             dflt = f", default {lit(at.default)}" if at.default is not None else ", required"
             bind = f", equals dim {at.dim.name}" if at.dim is not None else ""
+            if a.enum is not None:
+                pairs = ", ".join(f"{k} = {c_string(v)}" for k, v in a.enum)
+                return {"cpp": a.cpp, "dir": "in", "text": f"index of attribute \"{at.name}\" (string): {pairs}"}
             held = f"scalar holding attribute \"{at.name}\" (read as {at.type.__name__}" if a.scalar else \
                 f"attribute \"{at.name}\" ({'list of int64 (aclIntArray)' if at.type is LIST_INT else at.type.__name__}"
             dflt = ", required" if a.scalar else dflt   # a null scalar is refused; no default applies

@@ -159,6 +159,8 @@ def example_context(spec) -> dict:
                 lit, ctype = ("true" if v else "false"), "bool"
             elif at.type is int:
                 lit, ctype = str(int(v)), "int64_t"
+            elif a.enum is not None:   # the index CANN's API takes for the string (api.enum)
+                lit, ctype = str(a.enum_index(v)), "int64_t"
             else:
                 lit, ctype = c_string(str(v)), "const char*"
             name = a.cpp

@@ -496,7 +496,7 @@ def golden_context(spec) -> dict:
 def _api_golden(spec, m) -> dict:
     """Template data of the golden's aclnn entry: its public parameters (OpModel.api_params up to the outputs, in
     order) and how each reaches the kernel golden (an OpDef input, possibly cast to its fixed OpDef dtype; an
-    attribute by keyword; an extra parameter, dropped), and the outputs' positions in public order. Raises
+    attribute by keyword, an api.enum index as its string; an extra parameter, dropped), and the outputs' positions in public order. Raises
     SpecError for a public name that cannot be a Python argument, or a cast to a dtype variable."""
     args, ins, attrs, outs = [], {}, [], []
     for a in m.api_params:
@@ -516,6 +516,8 @@ def _api_golden(spec, m) -> dict:
                     f"np.asarray({a.cpp}).astype(np.{dt.np.__name__})"
                 expr = f"None if {a.cpp} is None else {conv}"
             ins[a.name] = expr
+        elif a.enum is not None:   # the index CANN's API takes (api.enum): its string; KeyError for another
+            attrs.append({"name": a.name, "value": f"{dict(a.enum)!r}[int({a.cpp})]"})
         elif a.kind == "attr":
             attrs.append({"name": a.name, "value": a.cpp})
     for name, value in m.fixed_attrs.items():   # not public (api.fixed): the value the aclnn layer always passes

@@ -12,7 +12,7 @@ import math
 from dataclasses import dataclass, field
 from pathlib import Path
 
-from opgen.dsl.aclnn import RESERVED, SCALAR_CTYPE
+from opgen.dsl.aclnn import ENUM_CTYPE, RESERVED, SCALAR_CTYPE, enum_accepted
 from opgen.dsl.keys import LIST_INT
 from opgen.errors import OpgenError, SpecError
 from opgen.escape import cpp_comment, py_comment
@@ -101,6 +101,22 @@ class ApiParam:
     def scalar(self) -> bool:
         """An attribute the public API takes as `const aclScalar*` (opgen.dsl.api.scalar)."""
         return self.kind == "attr" and self.ctype == SCALAR_CTYPE
+
+    @property
+    def enum(self) -> list[tuple[int, str]] | None:
+        """For a string attribute the public API takes as an int64_t index (opgen.dsl.api.enum): the (index, string)
+        pairs the aclnn layer accepts, by index; None otherwise."""
+        if self.kind != "attr" or self.ctype != ENUM_CTYPE or getattr(self.entry, "value", None) is None:
+            return None
+        return enum_accepted(self.entry, self.param.decl)
+
+    def enum_index(self, value: str) -> int:
+        """The index the public API passes for string `value` of an enum attribute. Raises KeyError when no
+        accepted index stands for it."""
+        for k, v in self.enum or ():
+            if v == value:
+                return k
+        raise KeyError(f"{self.cpp}: no index stands for {value!r}")
 
     @property
     def name(self) -> str:

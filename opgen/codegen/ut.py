@@ -316,6 +316,8 @@ def op_api_context(spec) -> dict:
                     f"ScalarDesc(static_cast<int64_t>({lit}))" if at.type is int else f"ScalarDesc({lit})"
             elif a.kind == "attr" and a.param.decl.type is LIST_INT:   # an aclIntArray, as host arrays are
                 expr = f"IntArrayDesc({_int_vector(c.attrs[a.param.decl.name])})"
+            elif a.enum is not None:   # the index CANN's API takes for the string (api.enum)
+                expr = f"static_cast<int64_t>({a.enum_index(c.attrs[a.param.decl.name])})"
             elif a.kind == "attr":
                 at = a.param.decl
                 expr = cpp_literal(c.attrs[at.name], at.type)

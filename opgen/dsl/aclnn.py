@@ -10,6 +10,7 @@ CANN's aclnn functions have their own parameter order, names and types, fixed by
     api.unused("shift", like="scale")          an extra tensor validated as `scale` is, never read
     api.scalar("negativeSlope", "negative_slope")   attribute negative_slope passed as `const aclScalar*`
     api.fixed("alpha", 1 / 6)                  OpDef attribute alpha not in the public API: always 1/6
+    api.enum("reduction", "reduction", ["none", "mean", "sum"])   string attribute passed as an int64_t index
 
 Every OpDef input, attribute and output appears exactly once (a fixed attribute counts); without a signature the aclnn layer takes
 the OpDef's parameters in its order (inputs, attributes, outputs) with CANN-style derived names.
@@ -43,8 +44,8 @@ class ApiEntry:
     or the input it is validated like (unused); dtype: public dtype of a cast param (None: the OpDef's);
     dims: the dims an int_array's values must equal, in order; optional: an unused tensor may be null;
     ctype: C type of a string attribute as CANN's header spells it ("char*" or "const char*"; None: const char*),
-    or SCALAR_CTYPE (api.scalar); value: the value of a "fixed" attribute (api.fixed); loc: where the entry was
-    written."""
+    or SCALAR_CTYPE (api.scalar), or ENUM_CTYPE (api.enum); value: the value of a "fixed" attribute (api.fixed), or
+    an enum's ((index, string), ...) in index order; loc: where the entry was written."""
 
     kind: str
     name: str
@@ -59,6 +60,7 @@ class ApiEntry:
 
 STRING_CTYPES = ("char*", "const char*")
 SCALAR_CTYPE = "const aclScalar*"
+ENUM_CTYPE = "int64_t"   # api.enum: CANN's loss APIs take `int64_t reduction` for OpDef's String("mean")
 # The aclScalar accessor that reads an attribute of each type and the C++ type it returns (opbase's aclScalar;
 # CANN's op_api code reads float scalars with ToFloat, e.g. aclnn_leaky_relu.cpp, aclnn_hardtanh_backward.cpp).
 SCALAR_READ = {float: ("ToFloat", "float"), int: ("ToInt64", "int64_t"), bool: ("ToBool", "bool")}
@@ -83,6 +85,22 @@ def scalar(name: str, of: str | None = None) -> ApiEntry:
     attribute's type (ToDouble / ToInt64 / ToBool, whatever dtype the caller's scalar holds) before any other
     check; the kernel receives the value as the OpDef attribute, as before."""
     return ApiEntry("param", name, of if of is not None else name, ctype=SCALAR_CTYPE, loc=caller_loc())
+
+
+def enum(name: str, of: str | None = None, values=()) -> ApiEntry:
+    """The string attribute `of` (default: `name`) passed as CANN's loss APIs pass their reduction: an `int64_t`
+    named `name` whose value indexes `values` — a sequence (index = position) or a dict {index: string}. CANN's
+    aclnnMseLoss / aclnnBinaryCrossEntropy take `int64_t reduction` (0 none, 1 mean, 2 sum) while their OpDef attr
+    is String("mean") (docs/reference/ops_package.md §4). The emitted aclnn layer maps the index to its string
+    before any other check, refuses an index with no string, or whose string is not one of the attribute's
+    choices, with ACLNN_ERR_PARAM_INVALID (161002) naming the accepted indices, and passes the string to the
+    kernel. Checked when the signature is declared: a string attribute; int indices >= 0; distinct strings; every
+    choice of the attribute has an index."""
+    pairs = values.items() if isinstance(values, dict) else enumerate(values) \
+        if isinstance(values, (list, tuple)) else None
+    return ApiEntry("param", name, of if of is not None else name, ctype=ENUM_CTYPE,
+                    value=None if pairs is None else tuple(pairs),
+                    loc=caller_loc())
 
 
 def fixed(of: str, value) -> ApiEntry:
@@ -163,6 +181,8 @@ def check_signature(spec, entries, ident_problem, suggest) -> list[ApiEntry]:
                     raise spec_error(e.loc, f"aclnn parameter {e.name}: {e.of!r} is not a float, int or bool "
                                      "attribute", "api.scalar passes a numeric attribute as const aclScalar*; use "
                                      "api.param for tensors and string attributes", arg=1)
+            elif e.ctype == ENUM_CTYPE:
+                _check_enum(spec, e, params[e.of])
             elif e.ctype is not None and (getattr(params[e.of], "type", None) is not str or
                                           e.ctype not in STRING_CTYPES):
                 raise spec_error(e.loc, f"aclnn parameter {e.name}: ctype={e.ctype!r} is not supported",
@@ -199,6 +219,40 @@ def check_signature(spec, entries, ident_problem, suggest) -> list[ApiEntry]:
                                  arg="like")
         out.append(e)
     return out
+
+
+def _check_enum(spec, e: ApiEntry, a) -> None:
+    """Validate an api.enum entry against attribute declaration `a`; raises a located SpecError."""
+    if a not in spec.attrs or a.type is not str:
+        raise spec_error(e.loc, f"aclnn parameter {e.name}: api.enum passes a string attribute as an int64_t index; "
+                         f"{e.of!r} is not a string attribute", "declare it spec.attr(name, str, ...) or use "
+                         "api.param", arg=1)
+    if not e.value:
+        raise spec_error(e.loc, f"aclnn parameter {e.name}: api.enum needs the strings its indices stand for",
+                         'e.g. api.enum("reduction", "reduction", ["none", "mean", "sum"])', arg="values")
+    for k, v in e.value:
+        if isinstance(k, bool) or not isinstance(k, int) or k < 0 or k > 2**31:
+            raise spec_error(e.loc, f"aclnn parameter {e.name}: index {k!r} is not an int in 0..2^31",
+                             "index the strings by small non-negative ints, as CANN's enums are", arg="values")
+        if not isinstance(v, str) or not v:
+            raise spec_error(e.loc, f"aclnn parameter {e.name}: index {k} stands for {v!r}, not a non-empty string",
+                             f"map every index to one of {a.name}'s values", arg="values")
+    strings = [v for _, v in e.value]
+    dup = sorted({v for v in strings if strings.count(v) > 1})
+    if dup:
+        raise spec_error(e.loc, f"aclnn parameter {e.name}: {dup[0]!r} has two indices",
+                         "give every string one index", arg="values")
+    missing = [c for c in (a.choices or ()) if c not in strings]
+    if missing:
+        raise spec_error(e.loc, f"aclnn parameter {e.name}: choice {missing[0]!r} of attribute {a.name} has no "
+                         "index", "give every choice an index (the API could not pass it otherwise)", arg="values")
+    object.__setattr__(e, "value", tuple(sorted(e.value)))
+
+
+def enum_accepted(entry: ApiEntry, attr) -> list[tuple[int, str]]:
+    """The (index, string) pairs of an api.enum entry that the aclnn layer accepts for attribute declaration
+    `attr`: those whose string is one of the attribute's choices (all of them without choices), by index."""
+    return [(k, v) for k, v in entry.value if attr.choices is None or v in attr.choices]
 
 
 def _check_fixed(spec, e: ApiEntry, params: dict, ofs: dict, suggest) -> None:
