@@ -164,8 +164,17 @@ def _storage(spec, name: str, idx: int, optional: bool) -> dict:
         cond = f"{var}ShapeOpt != nullptr && ({cond})"
     rule = f"at least {lo}" if hi is None else (f"{lo}" if lo == hi else f"in [{lo}, {hi}]")
     shapes = " or ".join(shape_str(s) for s in spec.inputs[idx].shapes)
-    return {"name": name, "idx": idx, "optional": optional, "rank_cond": cond, "rank_dims": dims,
+    return {"name": name, "idx": idx, "optional": optional, "getter": _required_getter(spec, idx, "Shape"),
+            "rank_cond": cond, "rank_dims": dims,
             "rank_fail": c_printf(f"{name}: rank ", "%zu", f", expected {rule} for {shapes}")}
+
+
+def _required_getter(spec, idx: int, kind: str) -> str:
+    """The context accessor of required input `idx` (kind "Shape" or "Desc"): GetInput<kind>, whose index is the
+    compute node's (absent optional inputs skipped), while no optional input comes before it, so that its IR index
+    is its compute-node index; GetRequiredInput<kind> (the IR index) after one (opgen/emu/include/HOST.md)."""
+    before = any(q.optional for q in spec.inputs[:idx])
+    return f"GetRequiredInput{kind}" if before else f"GetInput{kind}"
 
 
 def _desc_vars(spec, reads):
@@ -173,7 +182,7 @@ def _desc_vars(spec, reads):
     TilingFunc null-checks a desc before it reads its dtype (optional ones are already tested for null)."""
     names = {}
     for idx, i in enumerate(spec.inputs):
-        names[f"context->GetInputDesc({idx})->"] = (f"{i.name}Desc", "GetInputDesc", idx)
+        names[f"context->GetInputDesc({idx})->"] = (f"{i.name}Desc", _required_getter(spec, idx, "Desc"), idx)
     for idx, o in enumerate(spec.outputs):
         names[f"context->GetOutputDesc({idx})->"] = (f"{o.name}OutDesc", "GetOutputDesc", idx)
     used, out = {}, []

@@ -48,8 +48,6 @@ cube results are in the workspace), V2C the AIVs -> their AIC (the vector result
 CTYPE = {"f32": "float", "f16": "half", "bf16": "bfloat16_t", "i32": "int32_t", "i64": "int64_t", "bool": "uint8_t",
          "u8": "uint8_t"}
 """C++ element type of a GM tensor by dtype (bool tensors are read as their bytes)."""
-FIELD_OF_ROLE = {"t": "tokens", "h": "qHeads", "d": "headDim", "T": "kvTokens", "n": "kvHeads", "v": "valueDim"}
-"""Tiling-data field of each role letter (opgen.kernel.attnprog.shape_key) a post workspace size reads."""
 
 
 @dataclass(frozen=True)
@@ -185,6 +183,7 @@ class AttnBuilder:
         self.dense = p.keyset == "dense"
         self.multi = p.full_rows or p.online
         self.row_cap = L if p.full_rows else (LI if p.online else LC)
+        self.span = LI if p.online else LC   # keys per item of a dense key set (item c starts at key c * span)
         self.fields: set = set()
         self.methods: list = []
         self.locals: list = []
@@ -475,7 +474,19 @@ class AttnBuilder:
                     (K.Call("RowsToNz", (K.Ref("dst"), K.GmView("src"), xf("rows"), S("keys"), S("pitch"), GTILE)),),
                     doc="`keys` columns of the unit's rows of a workspace tile (row pitch `pitch`) into L1 NZ (C0 "
                         "stride gTile rows).")
-        if any(c.dest == "scatter" for c in self.p.cube):
+        if any(c.dest == "scatter" for c in self.p.cube) and self.dense:
+            if self.p.form == "BSND":
+                first, pitch = ((xf("b") * S2 + S("c") * LC) * N2 + xf("n2")) * S("e"), N2 * S("e")
+            else:
+                first, pitch = ((xf("b") * N2 + xf("n2")) * S2 + S("c") * LC) * S("e"), S("e")
+            self.method("ScatterAdd", (tp("dst", "gm", "float"), tp("src", "tensor", "float"), tp("e"), x, tp("c"),
+                                       tp("keys"), tp("n0"), tp("nn")), (
+                K.Fixpipe(K.GmView("dst", first + S("n0")), K.Ref("src"), _min(S("keys"), S2 - S("c") * LC), S("nn"),
+                          S("keys"), pitch, atomic=True),),
+                        doc="Atomic fp32 add of an L0C [keys, nn] result (C0 stride keys) into the [B, N2, S2, E] "
+                            "([B, S2, N2, E] in BSND) workspace at key chunk c's rows, columns n0 .. n0 + nn (the pad "
+                            "keys after S2 are not added).")
+        elif any(c.dest == "scatter" for c in self.p.cube):
             topk = self.gm(self.layout_role["topk"])
             scat = (K.For("b", Lit(0), S("keys") // BS, Lit(1), (
                 K.Let("row", xf("kv0") + K.GmAt(topk, (xf("t") * N2 + xf("n2")) * CNT + S("c") * self.f(
@@ -568,16 +579,19 @@ class AttnBuilder:
         """The Fixpipe(s) of an accumulated matmul's result: to the output (dense: one per head, its query rows) or
         to its fp32 workspace."""
         n = self.member_dim(op.n)
-        if self.dense:
-            if op.dest != "out":
-                raise SpecError(f"{self.spec_name}: a dense-key attention output through a workspace is not supported")
+        if self.dense:   # one Fixpipe per head: its query rows, stored as the query (the workspace as the output)
             if self.p.form == "BSND":
                 dst, pitch = ((xf("b") * S1 + xf("s")) * N1 + xf("h0") + S("i")) * n, N1 * n
             else:
                 dst, pitch = ((xf("b") * N1 + xf("h0") + S("i")) * S1 + xf("s")) * n, n
+            if op.dest == "out":
+                view = K.GmView(self.gm(op.target), dst)
+            else:
+                ws, off = self.region(op.target)
+                view = K.GmView(ws, off + dst)
             return [K.For("i", Lit(0), xf("nh"), Lit(1), (
-                K.Fixpipe(K.GmView(self.gm(op.target), dst), K.Ref("acc_", S("i") * xf("qr") * 16), xf("qr"), n,
-                          xf("mPad"), pitch, spec_doc(op.loc)),))]
+                K.Fixpipe(view, K.Ref("acc_", S("i") * xf("qr") * 16), xf("qr"), n, xf("mPad"), pitch,
+                          spec_doc(op.loc)),))]
         if op.dest == "out":
             return [K.Fixpipe(K.GmView(self.gm(op.target), (xf("t") * N1 + xf("h0")) * n), K.Ref("acc_"), xf("rows"),
                               n, xf("mPad"), n, spec_doc(op.loc))]
@@ -622,8 +636,9 @@ class AttnBuilder:
         if unit:
             out.append(K.If((C("==", c, Lit(0)),), tuple(unit)))
         out += chunk + body
+        last = (xf("chunks") if self.dense else self.f("chunks")) - 1
         for op in accs:
-            out.append(K.If((C("==", c, self.f("chunks") - 1),), tuple(self.acc_out(op))))
+            out.append(K.If((C("==", c, last),), tuple(self.acc_out(op))))
         return tuple(out)
 
     def cube_scatter(self) -> tuple:
@@ -723,19 +738,23 @@ class AttnBuilder:
         """Adds CubeMainOrdered (module docstring: the deterministic backward's rounds and turns)."""
         x = K.Param(X, "struct", "Unit")
         mine = C("<", S("u"), S("unitEnd"))
+        work = (mine,)
+        if self.dense:   # a unit's chunks end at its last visible key: every AIC still takes every turn
+            work = (mine, C("<", S("c"), xf("chunks")))
         body = (
             K.Let("rounds", self.f("unitsPerCore") + K.Select((C(">", self.f("unitsTail"), Lit(0)),), Lit(1), Lit(0))),
             K.For("r", Lit(0), S("rounds"), Lit(1), (
                 K.Let("u", S("unitBegin") + S("r")),
                 K.If((mine,), (K.Call("Decode", (S("u"), S(X))),)),
                 K.For("c", Lit(0), self.f("chunks"), Lit(1), (
-                    K.If((mine,), (
+                    K.If(work, (
                         K.Call("CubePhase1", (S(X), S("c"), Lit(0))),
                         K.CrossCoreSetFlag(2, Pipe.FIX, FLAG_C2V),
                         K.CrossCoreWaitFlag(FLAG_V2C),
                         K.Call("CubePhase2", (S(X), S("c"), Lit(0))))),
                     K.For("turn", Lit(0), K.BLOCK_NUM, Lit(1), (
-                        K.If((mine, C("==", S("turn"), S("core_"))), (K.Call("CubeScatter", (S(X), S("c"), Lit(0))),)),
+                        K.If((*work, C("==", S("turn"), S("core_"))), (K.Call("CubeScatter", (S(X), S("c"),
+                                                                                               Lit(0))),)),
                         K.CrossCoreSetFlag(0, Pipe.FIX, FLAG_TURN, "every AIC waits for this turn's scatter-adds"),
                         K.CrossCoreWaitFlag(FLAG_TURN)), doc="the AI Cores scatter in turn, in core order"))),
             ), doc="round r: every AIC its r-th unit (or none)"),)
@@ -808,7 +827,7 @@ class AttnBuilder:
                 off = S("row") % xf("qr") + xf("s") + (self.offset if self.offset is not None else Lit(0))
                 self.method("MaskFuture", (tp("dst", "tensor", "float"), tp("keys"), K.Param(X, "struct", "Unit"),
                                            tp("row"), tp("c"), fill), (
-                    K.Call("MaskAfter", (K.Ref("dst"), S("keys"), off - S("c") * LI, K.FRef("fill"))),),
+                    K.Call("MaskAfter", (K.Ref("dst"), S("keys"), off - S("c") * self.span, K.FRef("fill"))),),
                     doc="Keys of item c after the query row of the unit's row `row` get `fill` (query row s sees "
                         "keys 0 .. s + offset).")
         elif self.p.causal:
@@ -841,11 +860,12 @@ class AttnBuilder:
                 self.buf(name, pos, q)
             n = S("n")
             body = (
-                K.Let("n", _min(S("keys"), S2 - S("c") * LI)),
+                K.Let("n", _min(S("keys"), S2 - S("c") * self.span)),
                 K.Let("nh", _align(n, 128)),
                 K.Let("nf", _align(n, 64)),
                 K.Alloc("m8", "maskQue_", "uint8_t"),
-                K.Copy(K.Ref("m8"), K.GmView(self.gm(mask_in), (xf("s") + S("row") % xf("qr")) * S2 + S("c") * LI),
+                K.Copy(K.Ref("m8"), K.GmView(self.gm(mask_in),
+                                               (xf("s") + S("row") % xf("qr")) * S2 + S("c") * self.span),
                        Lit(1), n, Lit(0), Lit(0), "the mask row's keys (bool bytes)"),
                 K.EnQue("maskQue_", "m8"),
                 K.DeQue("m8", "maskQue_", "uint8_t"),
@@ -885,6 +905,24 @@ class AttnBuilder:
                 K.vec(Op.CAST, dst=K.Ref("dst"), src=K.Ref("ht"), mode="CAST_NONE", count=S("e")),
                 K.Free("headQue_", "ht")), doc="One head row (T, e elements) of a [T1, N1, e] tensor, widened to fp32.")
 
+    def head_row(self, e):
+        """Element offset of the current row's head row (`e` elements) in a query-shaped tensor: selected keys
+        [T1, N1, e] at (token t, head h); dense keys (head h, query row q of batch b) [B, N1, S1, e] (BNSD) or
+        [B, S1, N1, e] (BSND)."""
+        if not self.dense:
+            return (xf("t") * N1 + S("h")) * e
+        if self.p.form == "BSND":
+            return ((xf("b") * S1 + S("q")) * N1 + S("h")) * e
+        return ((xf("b") * N1 + S("h")) * S1 + S("q")) * e
+
+    def row_lets(self, stmts) -> tuple:
+        """The Lets of the current row's head h (and dense: its query row q) that statements `stmts` read: the unit's
+        row `row` is head h0 + row (selected) or head h0 + row / qr, query row s + row % qr (dense, head-major)."""
+        if not self.dense:
+            return _let_if_used("h", xf("h0") + S("row"), stmts)
+        return (*_let_if_used("h", xf("h0") + S("row") // xf("qr"), stmts),
+                *_let_if_used("q", xf("s") + S("row") % xf("qr"), stmts))
+
     def vec_unit(self) -> tuple:
         """The per-row statements of VecUnit (scope "unit": once per unit, kept in UB / unitStat)."""
         out = []
@@ -892,12 +930,12 @@ class AttnBuilder:
             if i.scope != "unit":
                 continue
             if i.kind == "ld_head":
-                e = self.member_dim(self.tokens[str(self.in_shape[i.arg][-1])])
-                out.append(K.Call("LoadHead", (self.reg(i.dst), K.GmView(self.gm(i.arg), (xf("t") * N1 + S("h")) * e),
-                                               e), doc=spec_doc(i.loc)))
-            elif i.kind == "ld_stat":
-                out.append(K.FLet(f"st_{i.dst}", K.FLoad(K.GmView(self.gm(i.arg), (xf("t") * N1 + S("h")) * 8)),
+                e = self.head_len(i.dst)
+                out.append(K.Call("LoadHead", (self.reg(i.dst), K.GmView(self.gm(i.arg), self.head_row(e)), e),
                                   doc=spec_doc(i.loc)))
+            elif i.kind == "ld_stat":
+                at = ((xf("b") * N1 + S("h")) * S1 + S("q")) * 8 if self.dense else (xf("t") * N1 + S("h")) * 8
+                out.append(K.FLet(f"st_{i.dst}", K.FLoad(K.GmView(self.gm(i.arg), at)), doc=spec_doc(i.loc)))
             elif i.kind in ("vmul", "vsub", "vadd"):
                 op = {"vmul": Op.MUL, "vsub": Op.SUB, "vadd": Op.ADD}[i.kind]
                 out.append(K.vec(op, spec_doc(i.loc), dst=self.reg(i.dst), src0=self.reg(i.srcs[0]), src1=self.reg(i.srcs[1]),
@@ -961,6 +999,10 @@ class AttnBuilder:
                               scalar=self.scalar(i.arg), count=n))
         elif k == "exp":
             body.append(K.vec(Op.EXP, at, dst=self.reg(i.dst), src0=self.reg(i.srcs[0]), count=n))
+            if self.dense and not (p.full_rows or p.online):   # no softmax max here (P from the saved max / sum):
+                # the pad keys after S2 (copies of key S2 - 1) get probability 0, so dS is 0 there too
+                body.append(K.Call("MaskAfter", (self.reg(i.dst), n, S2 - 1 - S("c") * self.span, K.FConst(0.0)),
+                                   doc=at))
         elif k in ("vmul", "vsub", "vadd"):
             op = {"vmul": Op.MUL, "vsub": Op.SUB, "vadd": Op.ADD}[k]
             body.append(K.vec(op, at, dst=self.reg(i.dst), src0=self.reg(i.srcs[0]), src1=self.reg(i.srcs[1]),
@@ -968,7 +1010,7 @@ class AttnBuilder:
         elif k == "rmax":
             if self.dense and not self.padded:   # the pad keys after S2 leave the softmax: -inf before its max
                 self.padded = True
-                body.append(K.Call("MaskAfter", (self.reg(i.srcs[0]), n, S2 - 1 - S("c") * LI,
+                body.append(K.Call("MaskAfter", (self.reg(i.srcs[0]), n, S2 - 1 - S("c") * self.span,
                                                  K.FConst(float("-inf"))), doc=at))
             body.append(K.Call("RowMax", (self.reg(i.srcs[0]), n), f"st_{i.dst}", doc=at))
         elif k == "rsum":
@@ -1064,8 +1106,8 @@ class AttnBuilder:
         p = self.p
         keys = Lit(0)   # a VecPv / VecLast pass reads no key row
         if scope == "item":
-            keys = (xf("keys") if p.full_rows else self.item_keys(S("c"))) if self.dense else \
-                (L if p.full_rows else self.chunk_keys(S("c")))
+            keys = xf("keys") if p.full_rows and self.dense else (L if p.full_rows else (
+                self.item_keys(S("c")) if p.online else self.chunk_keys(S("c"))))
         loop = K.For("p0", S("rBegin"), S("rEnd"), VROWS, (
             *pre,
             K.For("i", Lit(0), S("k"), Lit(1), (*_let_if_used("row", S("p0") + S("i"), body), *body),
@@ -1141,8 +1183,7 @@ class AttnBuilder:
         if any(i.scope == "unit" for i in p.vector):
             unit = self.vec_unit()
             self.method("VecUnit", (K.Param(X, "struct", "Unit"), K.Param("rBegin"), K.Param("rEnd")),
-                        (K.For("row", S("rBegin"), S("rEnd"), Lit(1), (*_let_if_used("h", xf("h0") + S("row"), unit),
-                                                                       *unit)),),
+                        (K.For("row", S("rBegin"), S("rEnd"), Lit(1), (*self.row_lets(unit), *unit)),),
                         doc="Per-unit values of this AIV's rows (scope unit of the program): computed once, kept in "
                             "UB.")
             item.append(K.If((C("==", S("c"), Lit(0)),), (K.Call("VecUnit", (S(X), S("rBegin"), S("rEnd"))),)))
@@ -1247,7 +1288,8 @@ class AttnBuilder:
         gms += [K.GmTensor(w, ct, workspace=True, region=r) for w, (ct, r) in sorted(self.ws_types.items())]
         fields = ("qHeads", "kvHeads", "groupSize", "headDim", "valueDim", "selKeys", "gChunks", "gTile", "vecRows",
                   "chunkKeys", "unitsPerCore", "unitsTail", "wsSlotBytes", "scaleBits", "blockCount", "blockSize")
-        fields += ("qSeq", "kvSeq", "itemKeys", "itemChunks") if self.dense else ()
+        fields += ("qSeq", "kvSeq") if self.dense else ()
+        fields += ("itemKeys", "itemChunks") if self.p.online else ()
         for fld in fields:
             self.f(fld)
         structs = (K.StructDecl("Unit", tuple((f, "int", "int64_t", None) for f in self.unit_fields())),)

@@ -1,7 +1,7 @@
 """Tiling of the attention family's kernels (NsaSelectedAttention and NsaSelectedAttentionGrad: selected key blocks;
-FlashAttentionScore: a dense key set): one mixed AIC/AIV launch each (1 AIC : 2 AIV).
+FlashAttentionScore and FlashAttentionScoreGrad: a dense key set): one mixed AIC/AIV launch each (1 AIC : 2 AIV).
 
-Dense key set (forward; `_dense_units`): the inputs are read by role (B, S1, S2 as well), T1 = B * S1, the keys of
+Dense key set (forward and backward; `_dense_units`): the inputs are read by role (B, S1, S2 as well), T1 = B * S1, the keys of
 a unit are CNT = ceil(S2 / 16) blocks of 16 (BS = 16, the last padded). A unit is (batch, kv head, block of
 `qRows` query rows, group of `headRows` heads of the kv head): M = headRows * qRows rows within gCap (the fp32
 O accumulator in half of L0C), qRows no larger than what still gives every AI Core a unit. Under causal masking a
@@ -39,7 +39,9 @@ vector stage works chunk by chunk and K/V chunks are gathered once. AIC: S, dP c
 flag; AIV: P = exp(scale S - m) / l (masked), Dr = rowsum(dO * O) (once per unit), dS = P (dP - Dr), P and dS
 -> T into the workspace; flag; AIC: dQ += dS Ksel (L0C, written fp32 to the dq workspace after the last
 chunk), dKsel = dSᵀ Qg and dVsel = Pᵀ dOg per block with fp32 atomic adds into the dk/dv workspaces (zeroed
-by the AIVs before the AICs start adding). After the last item: every AIV scales (dq, dk) and casts its slice
+by the AIVs before the AICs start adding). Dense backward: the dense units; the chunk keys also within the L0C tile
+region (the fp32 S / dP chunk of gTile rows); dK / dV added at the chunk's contiguous key rows; the dq / dk / dv
+workspaces stored as the outputs are (BNSD or BSND: T1 = B * S1, T2 = B * S2 rows of heads). After the last item: every AIV scales (dq, dk) and casts its slice
 of the three fp32 workspaces into dq, dk, dv.
 Deterministic backward (key digit 2, when the framework asks for deterministic computation,
 TilingContext::GetDeterministic()): the fp32 adds into dk/dv happen in a fixed order whatever the timing of the
@@ -60,8 +62,8 @@ from dataclasses import dataclass
 from opgen.errors import SpecError
 from opgen.ir.dims import Lit, Sym
 from opgen.kernel.attention import AttentionFamily
-from opgen.kernel.attnclass import FIELD_OF_ROLE, AttnPlan, attention_classes
-from opgen.kernel.attnprog import DENSE_BLOCK, pipelined, shape_key
+from opgen.kernel.attnclass import AttnPlan, attention_classes
+from opgen.kernel.attnprog import DENSE_BLOCK, pipelined
 from opgen.kernel.family import Tiling
 from opgen.platforms import PLATFORMS
 from opgen.tiling.buffers import Buffer, fixed_bytes, row_bytes
@@ -384,12 +386,15 @@ def fwd_program(name: str, c: AttentionCounts):
 def bwd_program(name: str, c: AttentionCounts):
     """(TilingProgram, {"ub": [Buffer], "l1": [Buffer]}) of the backward kernel `name` for counts `c` (module doc)."""
     p = TilingProgram(name)
-    v = _common(p)
+    v = _common(p, c.dense)
     D, Dv, tB, gTile = v["D"], v["Dv"], v["tB"], v["gTile"]
     fixed = gTile * (D + Dv) * tB
     keys_fit = p.let("l1KeysFit", select(fixed < CUBE["l1"],
                                          (lit(CUBE["l1"]) - fixed) // ((D + Dv) * tB + 2 * gTile * tB), 0),
                      "keys of one chunk the L1 plan holds")
+    if c.dense:   # up to DENSE_ROWS_MAX rows: the S / dP chunk tiles (fp32 gTile x keys) must fit the L0C tile region
+        keys_fit = p.let("l0cKeysFit", emin(keys_fit, lit(L0C_TILE) // (gTile * 4)),
+                         "keys of one chunk the L1 plan and the L0C tile region hold")
     _chunking(p, v, keys_fit)
     Lc = v["Lc"]
     ks = _k_tile(p, "baseKs", D, Lc, "k tile of S = Q Kselᵀ (head dim)")
@@ -447,26 +452,41 @@ def program_inputs(layout, spec, deterministic: bool = False) -> dict:
     return out
 
 
-POST_OFFSETS = {"thd": "wsDqOffset", "Tnd": "wsDkOffset", "Tnv": "wsDvOffset"}
-"""Tiling field holding the byte offset of each fp32 output workspace, by the output's role shape (opgen.kernel.attnprog
-shape_key): query-shaped [T1, N1, D] (dq), key-shaped [T2, N2, D] (dk), value-shaped [T2, N2, Dv] (dv)."""
+POST_REGIONS = {"query": ("wsDqOffset", ("tokens", "qHeads", "headDim")),
+                "key": ("wsDkOffset", ("kvTokens", "kvHeads", "headDim")),
+                "value": ("wsDvOffset", ("kvTokens", "kvHeads", "valueDim"))}
+"""The fp32 workspaces of a backward's post outputs by the role of the output (`post_role`): query-shaped [T1, N1, D]
+(dq), key-shaped [T2, N2, D] (dk), value-shaped [T2, N2, Dv] (dv): the tiling field of the region's byte offset
+(bwd_program) and the tiling fields whose product is its element count (a dense layout's tokens are B * S1 and
+B * S2, program_inputs)."""
+
+
+def post_role(op, layout) -> str:
+    """The role of the output a backward's matmul `op` (opgen.kernel.attnprog.CubeOp) finishes through a workspace,
+    read off the product, not off the output's declared shape (a dense spec's shapes depend on its layout
+    attribute, and its key / value dims may be one dim): an accumulated [rows, E] result is query-shaped (dQ = dS K);
+    a [keys, E] result scatter-added at the key rows is key-shaped when it contracts the unit's rows with the query
+    (dK = dSᵀ Q), value-shaped otherwise (dV = Pᵀ dO)."""
+    if op.dest == "acc":
+        return "query"
+    return "key" if op.b.tensor == layout.query else "value"
 
 
 def attn_plan(spec, lowered, counts: AttentionCounts, inputs: dict):
     """What the attention classes read of this tiling (opgen.kernel.attnclass.AttnPlan): the workspace slots, the
     deterministic schedule when the TilingFunc reads the framework's flag (`inputs`, program_inputs), the region
-    alignment, each post output's workspace offset field and size fields, the L0 buffers. Raises SpecError for a
-    post output with no workspace of the tiling."""
+    alignment, each post output's workspace offset field and size fields (by its role, post_role), the L0 buffers.
+    Raises SpecError when two post outputs take one workspace region."""
     lay = lowered.layout
-    offs, sizes = {}, {}
+    offs, sizes, taken = {}, {}, {}
     for p in lowered.programs.values():
         for po in p.post:
-            shape = next(o for o in spec.outputs if o.name == po.output).shape
-            key = shape_key(shape, lay.tokens)
-            if key not in POST_OFFSETS:
-                raise SpecError(f"{spec.name}: the tiling has no workspace for output {po.output} ({key})")
-            offs[po.output] = POST_OFFSETS[key]
-            sizes[po.output] = tuple(FIELD_OF_ROLE[lay.tokens[str(d)]] for d in shape)
+            op = next(c for c in p.cube if c.target == po.output and c.dest in ("acc", "scatter"))
+            role = post_role(op, lay)
+            if taken.setdefault(role, po.output) != po.output:
+                raise SpecError(f"{spec.name}: outputs {taken[role]} and {po.output} are both {role}-shaped results "
+                                f"finished through a workspace: the tiling has one such workspace")
+            offs[po.output], sizes[po.output] = POST_REGIONS[role]
     return AttnPlan(slots=counts.slots, det="deterministic" in inputs, det_strategy=DETERMINISTIC, ws_align=WS_ALIGN,
                     post_offsets=tuple(offs.items()), post_sizes=tuple(sizes.items()), l0c_acc=L0C_ACC,
                     l0a=CUBE["l0a"], l0b=CUBE["l0b"], l0c=CUBE["l0c"])
@@ -483,11 +503,6 @@ def _tile(spec, lowered, counts: AttentionCounts) -> Tiling:
     workspace by a final pass), its inputs read by role from the layout, the UB + L1 plan; builds the kernel
     classes (opgen.kernel.attnclass.attention_classes) from the plan, into lowered.extra["aclasses"]."""
     backward = counts.post
-    if backward and lowered.layout.keyset == "dense":
-        raise SpecError(f"{spec.name}: the dense attention backward lowers to its attention program "
-                        f"(opgen.kernel.attnprog.lower: dK / dV added at each key chunk's rows of an fp32 workspace) "
-                        f"but has no tiling yet: the backward tiling and kernel classes address selected key blocks "
-                        f"only (the dense units of the forward and a [B, N2, S2, D] workspace are not wired)")
     prog, plans = (bwd_program if backward else fwd_program)(spec.name, counts)
     inputs = program_inputs(lowered.layout, spec, deterministic=backward)
     doc = (f"Tiling of {spec.name}: attention family, {'backward' if backward else 'forward'} mixed AIC/AIV "
