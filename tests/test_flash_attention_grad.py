@@ -1,5 +1,5 @@
-"""FlashAttentionScoreGrad (tests/specs/flash_attention_score_grad.py): the dense attention backward, interpreted,
-against torch autograd of the forward in float64.
+"""FlashAttentionScoreGrad (examples/specs/flash_attention_score_grad.py): the dense attention backward, interpreted
+and as its emitted kernel (emulated; its Kernel IR interpreted), against torch autograd of the forward in float64.
 
 The oracle: softmax(mask(scale * Q Kᵀ)) V per (batch, query head, kv head = head // G) written in torch in float64
 (leftUpCausal: key j after query row s excluded; rightDownCausal: key j after s + S2 - S1), `.backward(dy)`; dq,
@@ -31,7 +31,7 @@ import torch
 from opgen.interp import interpret
 
 ROOT = Path(__file__).resolve().parent
-SPEC = ROOT / "specs" / "flash_attention_score_grad.py"
+SPEC = ROOT.parent / "examples" / "specs" / "flash_attention_score_grad.py"
 UNIT = {"float16": 2.0**-11, "bfloat16": 2.0**-8}
 NP_T = {"float16": np.float16, "bfloat16": ml_dtypes.bfloat16}
 FLT_MAX = 3.4028234663852886e38

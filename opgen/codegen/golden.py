@@ -455,14 +455,18 @@ def golden_context(spec) -> dict:
         else:
             dflt = "None"
         attrs.append({"name": a.name, "default": dflt, "list": a.type is LIST_INT})
-    inputs = [{"name": i.name, "optional": i.optional,
-               "dtype": i.dtype.name if isinstance(i.dtype, DTypeVar) else None} for i in spec.inputs]
+    # every input from the first optional one on defaults to None (Python has no default before a non-default; a
+    # required input left None is refused by _run), so a call may leave out an absent optional input by keyword
+    first_opt = next((k for k, i in enumerate(spec.inputs) if i.optional), len(spec.inputs))
+    inputs = [{"name": i.name, "default_none": k >= first_opt,
+               "dtype": i.dtype.name if isinstance(i.dtype, DTypeVar) else None} for k, i in enumerate(spec.inputs)]
     outputs = [o.name for o in spec.outputs]
     shapes = {i.name: [_pattern(s, spec) for s in i.shapes] for i in spec.inputs}
     return {
         "banner": m.banner("#"), "op": m.op, "op_snake": m.snake, "api": m.api, "round": spec.round,
         "api_golden": _api_golden(spec, m),
         "inputs": inputs, "attrs": attrs, "outputs": outputs, "body": body, "keys": keys, "gated": gated,
+        "late_required": [i.name for k, i in enumerate(spec.inputs) if k > first_opt and not i.optional],
         "nkeys": len(prog.keys), "nstatements": sum(len(b) for _c, b in prog.blocks),
         "intro": textwrap.wrap(
             "Printed by opgen from the tensor IR of the spec (an IR -> NumPy source printer): every specialisation "

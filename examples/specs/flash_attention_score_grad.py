@@ -35,12 +35,12 @@ The subset this spec supports (everything else is refused with a message, or not
     next_tokens / keep_prob / inner_precise are not declared; the parameter list is a subset of CANN's.
 
 Rounding: P and dS are rounded to T before the cube's matmuls (2-byte operands), dq / dk / dv rounded to nearest
-even once at the end; the interpreter tests (tests/test_flash_attention_grad.py) bound the spec against float64
-torch autograd of the forward by a few u_T of the terms each gradient element sums (u_T = 2^-11 fp16, 2^-8 bf16).
-No kernel is generated for it yet (the attention family recognises this dense backward and lowers it to an
-attention program, but its tiling refuses a dense backward: no kernel class for it), so this spec is kept out of
-examples/specs/ (whose every spec `opgen generate` and the examples tree generate) until one is: tests load it from
-tests/specs/.
+even once at the end; the tests (tests/test_flash_attention_grad.py) bound the interpreted spec and the emitted
+kernel (emulated, and its Kernel IR interpreted) against float64 torch autograd of the forward by a few u_T of the
+terms each gradient element sums (u_T = 2^-11 fp16, 2^-8 bf16). The kernel is the attention family's backward over
+a dense key set (docs/design.md "Kernel families", attention): units of (batch, kv head, block of query rows,
+group of heads), P recomputed per key chunk from the saved max / sum, dq accumulated on the cube, dk / dv added
+at each chunk's key rows of fp32 workspaces, every gradient scaled and cast by a final pass.
 """
 
 from opgen.dsl import A2, A3, OpSpec, bf16, boolean, f16, f32, u8
