@@ -277,6 +277,13 @@ GM += [
      "dims": {"B": 1, "N1": 4, "N2": 4, "S1": 1024, "S2": 1024, "D": 128, "MS1": 1024, "MS2": 1024},
      "quick_dims": {"B": 1, "N1": 4, "N2": 4, "S1": 128, "S2": 128, "D": 128, "MS1": 128, "MS2": 128},
      "attrs": {"sparse_mode": 2, "input_layout": "BNSD", "scale_value": 0.088}, "dtypes": {"T": "bfloat16"}},
+    # its backward: S / dP (fp32) and P / dS (T) tiles through the workspace per key chunk, dK / dV added to fp32
+    # workspaces, dq / dk / dv finished by a final pass
+    {"op": str(EXAMPLES / "flash_attention_score_grad.py"),
+     "case": "FlashAttentionScoreGrad B 1, N 4, S 1024, D 128 bf16, causal",
+     "dims": {"B": 1, "N1": 4, "N2": 4, "S1": 1024, "S2": 1024, "D": 128, "MS1": 1024, "MS2": 1024},
+     "quick_dims": {"B": 1, "N1": 4, "N2": 4, "S1": 128, "S2": 128, "D": 128, "MS1": 128, "MS2": 128},
+     "attrs": {"sparse_mode": 2, "input_layout": "BNSD", "scale_value": 0.088}, "dtypes": {"T": "bfloat16"}},
     # the cube family at real sizes: GM bytes over the minimum and cube utilisation (useful / issued MACs, the
     # roofline table); the float64 golden of a 4096^3 product is left out (its interpretation is timed on its own)
     {"op": str(EXAMPLES / "mat_mul.py"), "case": "MatMul 4096 x 4096 x 4096 bf16",
