@@ -1,10 +1,10 @@
 """Tiling of the attention family's kernels (NsaSelectedAttention and NsaSelectedAttentionGrad: selected key blocks;
 FlashAttentionScore and FlashAttentionScoreGrad: a dense key set): one mixed AIC/AIV launch each (1 AIC : 2 AIV).
 
-Dense key set (forward and backward; `_dense_units`): the inputs are read by role (B, S1, S2 as well), T1 = B * S1, the keys of
-a unit are CNT = ceil(S2 / 16) blocks of 16 (BS = 16, the last padded). A unit is (batch, kv head, block of
-`qRows` query rows, group of `headRows` heads of the kv head): M = headRows * qRows rows within gCap (the fp32
-O accumulator in half of L0C), qRows no larger than what still gives every AI Core a unit. Under causal masking a
+Dense key set (forward and backward; `_dense_units`): the inputs are read by role (B, S1, S2 as well), T1 = B * S1,
+the keys of a unit are CNT = ceil(S2 / 16) blocks of 16 (BS = 16, the last padded). A unit is (batch, kv head, block
+of `qRows` query rows, group of `headRows` heads of the kv head): M = headRows * qRows rows within gCap (the fp32 O
+accumulator in half of L0C), qRows no larger than what still gives every AI Core a unit. Under causal masking a
 unit's keys end at the first 16-multiple past its last row's last visible key (the kernel's Decode).
 
 Units: keys, rows and elements unless a name ends in Bytes. Facts: docs/reference/nsa_selected_attention.md §2.1
@@ -41,8 +41,8 @@ flag; AIV: P = exp(scale S - m) / l (masked), Dr = rowsum(dO * O) (once per unit
 chunk), dKsel = dSᵀ Qg and dVsel = Pᵀ dOg per block with fp32 atomic adds into the dk/dv workspaces (zeroed
 by the AIVs before the AICs start adding). Dense backward: the dense units; the chunk keys also within the L0C tile
 region (the fp32 S / dP chunk of gTile rows); dK / dV added at the chunk's contiguous key rows; the dq / dk / dv
-workspaces stored as the outputs are (BNSD or BSND: T1 = B * S1, T2 = B * S2 rows of heads). After the last item: every AIV scales (dq, dk) and casts its slice
-of the three fp32 workspaces into dq, dk, dv.
+workspaces stored as the outputs are (BNSD or BSND: T1 = B * S1, T2 = B * S2 rows of heads). After the last item:
+every AIV scales (dq, dk) and casts its slice of the three fp32 workspaces into dq, dk, dv.
 Deterministic backward (key digit 2, when the framework asks for deterministic computation,
 TilingContext::GetDeterministic()): the fp32 adds into dk/dv happen in a fixed order whatever the timing of the
 cores. Every AIC runs the same number of rounds (round r = its r-th item, or none); in each round the AI Cores take
