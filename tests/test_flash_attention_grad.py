@@ -350,6 +350,8 @@ KERNEL_CASES = [
     ("bsnd_g2_rightdown_f16", dict(B=1, N1=4, N2=2, S1=11, S2=29, D=32), "float16", 3, 0.2, "BSND"),
     ("bsnd_g2_dense_bf16_rows_chunks", dict(B=1, N1=4, N2=2, S1=300, S2=301, D=64), "bfloat16", 0, 0.125, "BSND"),
     ("bsnd_g1_leftup_bf16", dict(B=2, N1=3, N2=3, S1=19, S2=19, D=48), "bfloat16", 2, 0.5, "BSND"),
+    ("g40_two_head_groups_f16_d512", dict(B=1, N1=40, N2=1, S1=3, S2=20, D=512), "float16", 2, 0.05, "BNSD"),
+    ("g2_leftup_f16_s1_above_s2", dict(B=1, N1=2, N2=1, S1=40, S2=20, D=16), "float16", 2, 0.3, "BNSD"),
 ]
 
 
@@ -360,7 +362,8 @@ def test_the_emitted_kernel_is_within_the_bounds_of_torch_autograd(case, gen):
     within the module's derived bounds of torch autograd in float64: S1 / S2 not multiples of the 16-key block, GQA
     G = 1..4, both layouts, no mask and both causal modes, fp16 and bf16, units that do not divide the AI Cores
     (24 AI Cores; 36 units), units of several query rows over several key chunks (the dQ accumulator written
-    after the unit's last chunk, dK / dV added at each chunk's rows, the pad keys after S2 left out)."""
+    after the unit's last chunk, dK / dV added at each chunk's rows, the pad keys after S2 left out), G = 40 above
+    the 32 rows D = 512 allows (two head groups per kv head), leftUpCausal with more query rows than keys."""
     _r, ratio = _kernel_case(*case, gen)
     assert max(ratio.values()) <= 1, ratio
 
