@@ -32,7 +32,8 @@ IR_THROUGHOUT = {"AdaLayerNormGrad", "AdaLayerNormV2", "AddRmsNorm", "BatchNorm"
                  "SwiGluGrad", "Tanh", "ThresholdGradV2D", "KlDiv",
                  "NormRopeConcat", "NormRopeConcatGrad",   # head-rows kernels (opgen.kernel.headsched)
                  "BatchMatMul", "FusedMatMul", "MatMul", "MatmulGelu",   # cube kernels (opgen.kernel.cube)
-                 "FlashAttentionScore", "NsaSelectedAttention", "NsaSelectedAttentionGrad"}   # attention (attnclass)
+                 "FlashAttentionScore", "FlashAttentionScoreGrad", "NsaSelectedAttention",
+                 "NsaSelectedAttentionGrad"}   # attention (attnclass)
 # Operators of a family the engine does not read yet: none.
 OTHER_FAMILY: dict = {}
 
