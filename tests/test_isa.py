@@ -223,6 +223,29 @@ def build_cases(seed: int = 7) -> list[Case]:
             s = float(np.float32(rng.uniform(-3, 3)))
             cases.append(Case(Op.SELECT_SCALAR, {"dst": _floats(rng), "mask": mask, "src0": a},
                               {"count": f"static_cast<uint32_t>({c})", "scalar": _hexf(s)}, {"count": c, "scalar": s}))
+    # the repeat forms of Compare / Select (tensor-scalar) as the rows family uses them eight rows a repeat: a
+    # column row read with block stride 0 (every block of a repeat the same column block) and repeat stride 1, one
+    # Brcb block per row (block stride 1, repeat stride 0); then a repeat a row (64-lane chunk), a plain layout, half
+    for mode, dt, rep, prm in (("EQ", np.float32, 9, (1, 0, 1, 8, 1, 0)), ("LT", np.float32, 5, (1, 1, 0, 8, 0, 1)),
+                               ("GE", np.float32, 4, (1, 1, 1, 8, 8, 8)), ("NE", np.float16, 2, (1, 1, 1, 8, 8, 8)),
+                               ("EQ", np.int32, 3, (1, 2, 0, 8, 16, 1))):
+        a = _floats(rng, n=640, lo=-3, hi=3).round().astype(dt)
+        b = _floats(rng, n=640, lo=-3, hi=3).round().astype(dt)
+        lanes = 256 // np.dtype(dt).itemsize
+        cases.append(Case(Op.COMPARE_REP, {"dst": rng.integers(0, 256, 128).astype(np.uint8), "src0": a, "src1": b},
+                          {"mode": f"CMPMODE::{mode}", "mask": str(lanes), "repeat": str(rep),
+                           "params": f"BinaryRepeatParams{prm}"},
+                          {"mode": mode, "mask": lanes, "repeat": rep, "params": prm}))
+    for dt, lanes, rep, prm in ((np.float32, 64, 9, (5, 5, 1, 1, 1, 8)), (np.float32, 24, 5, (5, 5, 1, 1, 1, 8)),
+                                (np.float32, 40, 3, (1, 1, 1, 5, 5, 8)), (np.float16, 128, 2, (1, 1, 1, 8, 8, 8)),
+                                (np.float16, 77, 3, (1, 1, 1, 8, 8, 8))):
+        mask = rng.integers(0, 256, 128).astype(np.uint8)
+        s = float(np.float32(rng.uniform(-3, 3)).astype(dt))
+        cases.append(Case(Op.SELECT_SCALAR_REP, {"dst": _floats(rng, n=640).astype(dt), "mask": mask,
+                                                 "src0": _floats(rng, n=640).astype(dt)},
+                          {"lanes": str(lanes), "repeat": str(rep), "params": f"BinaryRepeatParams{prm}",
+                           "scalar": _hexf(s) if dt == np.float32 else f"static_cast<half>({_hexf(s)})"},
+                          {"lanes": lanes, "repeat": rep, "params": prm, "scalar": s}))
     for j, (dt, c) in enumerate([(np.uint16, 4), (np.uint16, 64), (np.int16, 37)]):   # bit masks as 16-bit words
         words = [rng.integers(0, 1 << 16, N).astype(np.uint16).view(dt) for _ in range(3)]
         for op in (Op.AND, Op.OR):
@@ -564,3 +587,26 @@ def test_compare_and_select_refuse_a_partial_repeat():
     got = INSTRS[Op.COMPARE_SCALAR].meaning({"dst": mask, "src0": np.arange(128, dtype=np.float32) % 3,
                                              "scalar": 1.0, "mode": "EQ", "count": 64})["dst"]
     assert got[0] == 0b10010010   # elements 1, 4, 7 of the first eight equal 1
+
+
+def test_compare_repeat_form_refuses_what_a2_does_not_do():
+    """Compare's mask / repeat form: the mask is reserved on A2 / A3 (every lane of a repeat compared), so a partial
+    mask is refused, and so are destination strides other than the defaults (the bit mask's layout under them is not
+    documented); its bits land contiguously, eight bytes a repeat of fp32 (asc-devkit Compare page, count form)."""
+    a = np.arange(640, dtype=np.float32) % 7
+    b = np.full(640, 3.0, np.float32)
+    env = {"dst": np.zeros(64, np.uint8), "src0": a, "src1": b, "mode": "EQ", "repeat": 2,
+           "params": (1, 1, 1, 8, 8, 8)}
+    with pytest.raises(ValueError, match="mask 40"):
+        INSTRS[Op.COMPARE_REP].meaning({**env, "mask": 40})
+    with pytest.raises(ValueError, match="dst strides"):
+        INSTRS[Op.COMPARE_REP].meaning({**env, "mask": 64, "params": (1, 1, 1, 16, 8, 8)})
+    got = INSTRS[Op.COMPARE_REP].meaning({**env, "mask": 64})["dst"]
+    want = np.packbits(a[:128] == 3.0, bitorder="little")
+    assert (got[:16] == want).all() and (got[16:] == 0).all()
+    sel = INSTRS[Op.SELECT_SCALAR_REP].meaning({"dst": np.full(640, 9.0, np.float32), "mask": got, "src0": a,
+                                                "scalar": -1.0, "lanes": 10, "repeat": 2,
+                                                "params": (1, 1, 1, 8, 8, 8)})["dst"]
+    lanes = np.r_[0:10, 64:74]
+    assert (sel[lanes] == np.where(a[lanes] == 3.0, a[lanes], -1.0)).all()
+    assert (np.delete(sel, lanes) == 9.0).all()

@@ -117,6 +117,8 @@ class Op(enum.Enum):
     COMPARE_SCALAR = "Compares"   # CANN's name (CompareScalar is its deprecated alias)
     SELECT = "Select"
     SELECT_SCALAR = "Select "   # same C++ name, the tensor-scalar form (distinct enum value)
+    COMPARE_REP = "Compare "   # the mask / repeat form of Compare (BinaryRepeatParams; distinct enum value)
+    SELECT_SCALAR_REP = "Select  "   # the mask / repeat form of Select's tensor-scalar mode (distinct enum value)
     ADD_REP = "Add "       # the mask / repeat forms: same C++ names (distinct enum values), BinaryRepeatParams
     SUB_REP = "Sub "
     MUL_REP = "Mul "
@@ -618,6 +620,66 @@ def _select(scalar: bool):
     return meaning
 
 
+def _compare_repeat(env):
+    """Compare mask / repeat form (BinaryRepeatParams), as A2 / A3 run it: the mask argument is reserved there (the
+    asc-devkit Compare page: "保留参数，设置无效"), so every lane of each of the repeatTime repeats is compared and the
+    form takes mask = 256 / sizeof(T) only; lane l of repeat r of src0 / src1 at lane_at(r, l, blk, rep) (block and
+    repeat strides in 32-B blocks); the 256 / sizeof(T) bits of repeat r go to dst bytes [r * L / 8, (r + 1) * L / 8)
+    in lane order, bit l % 8 of byte l / 8 (the layout the count form writes, which calls this form with the default
+    strides, asc-devkit kernel_operator_vec_cmp_impl.h CompareCompute). What the destination strides do to the bit
+    mask is not documented: dstBlkStride must be 1 and dstRepStride 8 (the defaults). half / float every CMPMODE,
+    int32 EQ only (docs/reference/ascendc.md §1.9). Raises ValueError otherwise or for a repeat outside 0..255."""
+    dst = np.array(env["dst"], copy=True)
+    a, b = np.asarray(env["src0"]), np.asarray(env["src1"])
+    mask, rep = int(env["mask"]), int(env["repeat"])
+    db, ab, bb, dr, ar, br = (int(x) for x in env["params"])
+    sz = a.dtype.itemsize
+    lanes = REPEAT_BYTES // sz
+    mode = str(env["mode"]).split("::")[-1]
+    if mask != lanes:
+        raise ValueError(f"Compare repeat form: mask {mask}; A2 / A3 compare every lane of a repeat (mask {lanes})")
+    if not 0 <= rep <= 255:
+        raise ValueError(f"Compare repeat form: repeatTime {rep} outside 0..255")
+    if (db, dr) != (1, 8):
+        raise ValueError(f"Compare repeat form: dst strides ({db}, {dr}); the bit mask is written contiguously with "
+                         "the default strides (1, 8) only")
+    if a.dtype == np.int32 and mode != "EQ":
+        raise ValueError("Compare int32: only EQ")
+    per = lanes // 8
+    for r in range(rep):
+        x = a[[lane_at(r, k, ab, ar, sz) for k in range(lanes)]]
+        y = b[[lane_at(r, k, bb, br, sz) for k in range(lanes)]]
+        if a.dtype != np.int32:
+            x, y = x.astype(np.float64), y.astype(np.float64)
+        dst[r * per:(r + 1) * per] = np.packbits(CMP_MODES[mode](x, y), bitorder="little")
+    return {"dst": dst}
+
+
+def _select_scalar_repeat(env):
+    """Select mask / repeat form, VSEL_TENSOR_SCALAR_MODE (BinaryRepeatParams; src1's strides unused): for repeat r
+    < repeatTime and lane l < `lanes` (the form's continuous mask argument; `mask` is the bit-mask tensor), dst at lane_at(r, l, dstBlk, dstRep) = bit r * L + l of the uint8 mask (L = 256 /
+    sizeof(T): mode 1 consumes L bits a repeat, asc-devkit Select page) ? src0 at lane_at(r, l, src0Blk, src0Rep) :
+    the scalar; other elements keep their values (docs/reference/ascendc.md §1.9). half / float. Raises ValueError for
+    a mask outside one repeat, a repeat outside 0..255 or a destination block stride 0."""
+    dst = np.array(env["dst"], copy=True)
+    a = np.asarray(env["src0"])
+    mask, rep = int(env["lanes"]), int(env["repeat"])
+    db, ab, _bb, dr, ar, _br = (int(x) for x in env["params"])
+    sz = dst.dtype.itemsize
+    lanes = REPEAT_BYTES // sz
+    _check_mask(mask, sz, "Select repeat form")
+    if not 0 <= rep <= 255:
+        raise ValueError(f"Select repeat form: repeatTime {rep} outside 0..255")
+    if db == 0:
+        raise ValueError("Select repeat form: dstBlkStride 0 (a destination block stride must not be 0)")
+    bits = np.unpackbits(np.asarray(env["mask"], dtype=np.uint8), bitorder="little").astype(bool)
+    s = a.dtype.type(env["scalar"])
+    for r in range(rep):
+        for k in range(mask):
+            dst[lane_at(r, k, db, dr, sz)] = a[lane_at(r, k, ab, ar, sz)] if bits[r * lanes + k] else s
+    return {"dst": dst}
+
+
 def _copy(env):
     """dst[:n] = src[:n] with n = count rounded down to a multiple of 32 B (docs/reference/ascendc.md §1.8)."""
     dst = np.array(env["dst"], copy=True)
@@ -767,6 +829,19 @@ INSTRS: dict[Op, InstrDef] = {d.op: d for d in [
                             Operand("count", "count", dtype="uint32_t")),
          "Select({dst}, {mask}, {src0}, {scalar}, SELMODE::VSEL_TENSOR_SCALAR_MODE, {count})", _select(True),
          doc=f"dst[i] = bit i of mask ? src0[i] : scalar ({_SEC})"),
+    _def(Op.COMPARE_REP, (Operand("dst", "ub", "w", "uint8_t"), _S0, _S1, Operand("mode", "cmp"),
+                          Operand("mask", "value", dtype="uint64_t"), Operand("repeat", "value", dtype="uint8_t"),
+                          Operand("params", "value")),
+         "Compare({dst}, {src0}, {src1}, {mode}, {mask}, {repeat}, {params})", _compare_repeat,
+         doc=f"mask / repeat form: repeat r's bits (every lane: the mask is reserved on A2 / A3) at dst bytes "
+             f"r * L / 8.. (BinaryRepeatParams; {_SEC})"),
+    _def(Op.SELECT_SCALAR_REP, (_DST, Operand("mask", "ub", "r", "uint8_t"), _S0, _SC,
+                                Operand("lanes", "value", dtype="uint64_t"), Operand("repeat", "value", dtype="uint8_t"),
+                                Operand("params", "value")),
+         "Select({dst}, {mask}, {src0}, {scalar}, SELMODE::VSEL_TENSOR_SCALAR_MODE, {lanes}, {repeat}, {params})",
+         _select_scalar_repeat,
+         doc=f"mask / repeat form of the tensor-scalar mode: lanes < `lanes` of each repeat, the bit mask consumed "
+             f"256 / sizeof(T) bits a repeat (BinaryRepeatParams; {_SEC})"),
     _def(Op.COPY_IN, (Operand("dst", "ub", "w"), Operand("src", "gm", "r"), Operand("count", "count", dtype="uint32_t")),
          "DataCopy({dst}, {src}, {count})", _copy, pipe=Pipe.MTE2,
          doc="GM -> UB, count·sizeof(T) a multiple of 32 B (docs/reference/ascendc.md §1.8)"),
@@ -779,7 +854,12 @@ INSTRS: dict[Op, InstrDef] = {d.op: d for d in [
 REPEAT_FORMS.update({Op.ADD: Op.ADD_REP, Op.SUB: Op.SUB_REP, Op.MUL: Op.MUL_REP, Op.DIV: Op.DIV_REP,
                      Op.MAX: Op.MAX_REP, Op.MIN: Op.MIN_REP})
 
-BY_API = {d.api: d for d in INSTRS.values() if d.pipe is Pipe.V and d.op not in REPEAT_FORMS.values()}
+MASK_REPEAT_FORMS = {Op.COMPARE: Op.COMPARE_REP, Op.SELECT_SCALAR: Op.SELECT_SCALAR_REP}
+"""{count-form Op: its mask / repeat form} of the compare and select (a bit-mask operand: not REPEAT_FORMS, whose
+entries the binary-op paths share)."""
+
+BY_API = {d.api: d for d in INSTRS.values() if d.pipe is Pipe.V and d.op not in REPEAT_FORMS.values()
+          and d.op not in MASK_REPEAT_FORMS.values()}
 """The vector entries by the C++ name printed ("Add", "Muls", ...)."""
 
 assert set(INSTRS) == set(Op), "every Op has an entry"

@@ -2603,9 +2603,10 @@ _QUANT = {"float": "QuantMode_t::NoQuant", "half": "QuantMode_t::F322F16", "bflo
 cube family's file skeleton defines)."""
 _STRUCTS = {(Op.BRCB, "params"): "BrcbRepeatParams",
             **{(op, "params"): "BinaryRepeatParams" for op in (Op.ADD_REP, Op.SUB_REP, Op.MUL_REP, Op.DIV_REP,
-                                                                 Op.MAX_REP, Op.MIN_REP)}}
+                                                                 Op.MAX_REP, Op.MIN_REP, Op.COMPARE_REP,
+                                                                 Op.SELECT_SCALAR_REP)}}
 _TYPED_VALUES = frozenset({Op.ADD_REP, Op.SUB_REP, Op.MUL_REP, Op.DIV_REP, Op.MAX_REP, Op.MIN_REP,
-                           Op.WHOLE_REDUCE_SUM, Op.WHOLE_REDUCE_MAX})
+                           Op.WHOLE_REDUCE_SUM, Op.WHOLE_REDUCE_MAX, Op.COMPARE_REP, Op.SELECT_SCALAR_REP})
 """Instructions whose non-constant value operands are printed cast to the real parameter's type (the mask / repeat
 forms: uint64_t mask, uint8_t repeatTime and strides, int32_t WholeReduce arguments)."""
 _HELPERS = frozenset({Op.CAST_FROM, Op.CAST_TO})

@@ -1325,6 +1325,8 @@ class _Core:
             self.strided(s, frame, tens)
         elif s.op in (Op.COMPARE, Op.COMPARE_SCALAR, Op.SELECT, Op.SELECT_SCALAR):
             self.masked(s, frame, tens, count, args)
+        elif s.op in (Op.COMPARE_REP, Op.SELECT_SCALAR_REP):
+            self.masked_repeat(s, frame, tens, args)
         else:
             extra = {}
             for o in d.operands:
@@ -1422,6 +1424,73 @@ class _Core:
             self.write(tens["dst"], out[:count // 8], ok.reshape(-1, 8).all(axis=1))
         else:
             self.write(tens["dst"], out[:count], ok)
+
+    def masked_repeat(self, s, frame, tens, args):
+        """The mask / repeat forms of Compare (every lane of a repeat, its bits at dst bytes r * L / 8..) and of
+        Select's tensor-scalar mode (lanes < `lanes`, L mask bits a repeat), L = 256 / sizeof(T) (opgen.kernel.isa
+        `_compare_repeat`, `_select_scalar_repeat`): operands 32-byte aligned, the elements each repeat addresses
+        (isa.lane_at) bounds-checked and touched, then the table's meaning. A mask byte is written when its 8 source
+        lanes are, a selected element when its source lane and its mask byte are (EMU.md "Poison"). The bit mask
+        and the other operands must not overlap (a KirFault, as the emulation's)."""
+        d = INSTRS[s.op]
+        cmp = s.op is Op.COMPARE_REP
+        rep = self.ival(args["repeat"], frame)
+        p = tuple(self.ival(x, frame) for x in args["params"])
+        data = tens["src0"]
+        sz = NP_TYPES[self.dt(data.dtype)].itemsize
+        L = 256 // sz
+        mask_name = "dst" if cmp else "mask"
+        for t in tens.values():
+            self.aligned(t, d.api)
+        env = {"repeat": rep, "params": p}
+        if cmp:
+            env["mask"], env["mode"] = self.ival(args["mask"], frame), args["mode"]
+            lanes = L
+            idx = {"src0": [lane_at(r, k, p[1], p[4], sz) for r in range(rep) for k in range(L)],
+                   "src1": [lane_at(r, k, p[2], p[5], sz) for r in range(rep) for k in range(L)]}
+        else:
+            lanes = self.ival(args["lanes"], frame)
+            env["lanes"] = lanes
+            env["scalar"] = np.asarray(self.fval(args["scalar"], frame)).astype(NP_TYPES[self.dt(data.dtype)])
+            idx = {"dst": [lane_at(r, k, p[0], p[3], sz) for r in range(rep) for k in range(lanes)],
+                   "src0": [lane_at(r, k, p[1], p[4], sz) for r in range(rep) for k in range(lanes)]}
+        if rep == 0:
+            return
+        nbytes = rep * L // 8
+        tops = {n: max(ix) + 1 for n, ix in idx.items()}
+        tops[mask_name] = nbytes
+        mt = tens[mask_name]
+        for n, ix in idx.items():
+            t = tens[n]
+            if t.mem == mt.mem and any(mt.off <= t.off + i * sz < mt.off + nbytes for i in ix):
+                raise KirFault(f"{d.api}: the bit mask overlaps {n} ({self.where})")
+        for n, t in tens.items():
+            self.read(t, tops[n])
+        ins = self.issue(_V, s)
+        for n, ix in idx.items():
+            for i in ix:
+                self.touch(ins, tens[n].off + i * sz, sz, n == "dst")
+        self.touch(ins, mt.off, nbytes, cmp)
+        for n, t in tens.items():
+            env[n], _w = self.read(t, tops[n])
+        try:
+            out = d.meaning(env)["dst"]
+        except ValueError as e:
+            raise KirFault(f"{self.where}: {e}") from None
+        if cmp:
+            ok = np.ones(rep * L, dtype=bool)
+            for n in ("src0", "src1"):
+                ok &= self.read(tens[n], tops[n])[1][idx[n]]
+            self.write(tens["dst"], out[:nbytes], ok.reshape(-1, 8).all(axis=1))
+            return
+        mok = self.read(mt, nbytes)[1]
+        sok = self.read(data, tops["src0"])[1][idx["src0"]]
+        bit = [r * L + k for r in range(rep) for k in range(lanes)]
+        dst = tens["dst"]
+        _v, dok = self.read(dst, tops["dst"])
+        dok = np.array(dok, copy=True)
+        dok[idx["dst"]] = sok & mok[np.asarray(bit) // 8]
+        self.write(dst, out[:tops["dst"]], dok)
 
     def reduce(self, s, frame, tens, count):
         if count is None or count <= 0:

@@ -936,6 +936,130 @@ EMU_BINARY_REPEAT(Max, true, emu_detail::MaxOf(a, b))
 EMU_BINARY_REPEAT(Min, true, emu_detail::MinOf(a, b))
 #undef EMU_BINARY_REPEAT
 
+// ---- Compare / Select mask / repeat forms (BinaryRepeatParams; docs/reference/ascendc.md §1.9, asc-devkit's Compare and
+// Select pages). Compare: the mask argument is reserved on A2/A3 (every lane of a repeat is compared), so mask must be
+// 256 / sizeof(T); repeat r's 256 / sizeof(T) bits go to dst bytes [r * L / 8, (r + 1) * L / 8) in lane order (the
+// layout of the count form, which issues this form with the default strides); what other destination strides do to
+// the bit mask is not documented, so dstBlkStride must be 1 and dstRepStride 8. Source lanes at LaneAt with their
+// strides (a block stride 0 reads one block for every block of a repeat). Select, VSEL_TENSOR_SCALAR_MODE: lanes <
+// mask of each repeat, bit r * L + l of selMask (mode 1 consumes L bits a repeat) picks src0's lane or the scalar;
+// other destination elements keep their values; the Select scratch rule of the count form. The bit mask must not
+// overlap another operand. A mask byte with an unwritten source lane is poison; a selected element is poison when its
+// source lane or its mask byte is.
+namespace emu_detail {
+inline void MaskApart(const void* arena, uint64_t maskOff, uint64_t maskBytes, const void* other,
+                      const std::vector<uint64_t>& lanes, const char* what)
+{
+    if (arena != other) return;
+    for (uint64_t a : lanes)
+        if (a >= maskOff && a < maskOff + maskBytes)
+            emu::Fault(emu::Cat(what, ": the bit mask overlaps another operand at byte ", a));
+}
+}  // namespace emu_detail
+
+template <typename T, typename U, bool isSetMask = true>
+void Compare(const LocalTensor<U>& dst, const LocalTensor<T>& src0, const LocalTensor<T>& src1, CMPMODE cmpMode,
+             const uint64_t mask, const uint8_t repeatTime, const BinaryRepeatParams& p,
+             emu::Site site = emu::Site::Here())
+{
+    static_assert(isSetMask, "Compare: the emulation implements isSetMask = true only");
+    static_assert(std::is_same<U, uint8_t>::value, "Compare: the destination is a uint8_t bit mask");
+    static_assert(std::is_same<T, half>::value || std::is_same<T, float>::value || std::is_same<T, int32_t>::value,
+                  "Compare: half, float or int32_t operands");
+    const uint64_t L = 256 / sizeof(T);
+    if (mask != L)
+        emu::Fault(emu::Cat("Compare: mask ", mask, "; the mask is reserved on A2/A3 and every lane of a repeat is "
+                            "compared (pass ", L, ")"));
+    if (p.dstBlkStride != 1 || p.dstRepStride != 8)
+        emu::Fault("Compare repeat form: dst strides other than the defaults (1, 8) are not documented for the bit mask");
+    dst.CheckAligned("Compare"); src0.CheckAligned("Compare"); src1.CheckAligned("Compare");
+    if (repeatTime == 0) return;
+    emu::CountVector(uint64_t(repeatTime) * L, sizeof(T));
+    const uint64_t nbytes = uint64_t(repeatTime) * L / 8;
+    dst.Addr(0, nbytes, "Compare");
+    const emu::Instr in = emu::Issue(emu::kPipeV, "Compare", site);
+    std::vector<uint64_t> la(L), lb(L);
+    std::vector<uint8_t> out(nbytes);
+    std::vector<char> good(nbytes, 1);
+    for (uint64_t r = 0; r < repeatTime; ++r) {
+        for (uint64_t l = 0; l < L; ++l) {
+            const uint64_t ia = emu_detail::LaneAt<T>(r, l, p.src0BlkStride, p.src0RepStride);
+            const uint64_t ib = emu_detail::LaneAt<T>(r, l, p.src1BlkStride, p.src1RepStride);
+            src0.Addr(ia, 1, "Compare"); src1.Addr(ib, 1, "Compare");
+            la[l] = src0.Offset() + ia * sizeof(T);
+            lb[l] = src1.Offset() + ib * sizeof(T);
+            emu::Touch(in, src0.Arena(), la[l], sizeof(T), false);
+            emu::Touch(in, src1.Arena(), lb[l], sizeof(T), false);
+            bool ok = true;
+            const T x = src0.Ld(ia, ok), y = src1.Ld(ib, ok);
+            const uint64_t byte = r * L / 8 + l / 8;
+            if (emu_detail::CmpOne<T>(x, y, cmpMode)) out[byte] = uint8_t(out[byte] | (1u << (l % 8)));
+            if (!ok) good[byte] = 0;
+        }
+        emu_detail::MaskApart(dst.Arena(), dst.Offset(), nbytes, src0.Arena(), la, "Compare");
+        emu_detail::MaskApart(dst.Arena(), dst.Offset(), nbytes, src1.Arena(), lb, "Compare");
+    }
+    emu::Touch(in, dst.Arena(), dst.Offset(), nbytes, true);
+    for (uint64_t b = 0; b < nbytes; ++b) dst.St(b, out[b], good[b] != 0);
+}
+
+template <typename T, typename U, bool isSetMask = true>
+void Select(const LocalTensor<T>& dst, const LocalTensor<U>& selMask, const LocalTensor<T>& src0, T src1,
+            SELMODE selMode, uint64_t mask, const uint8_t repeatTime, const BinaryRepeatParams& p,
+            emu::Site site = emu::Site::Here())
+{
+    static_assert(isSetMask, "Select: the emulation implements isSetMask = true only");
+    static_assert(std::is_same<U, uint8_t>::value, "Select: the mask is a uint8_t bit mask");
+    static_assert(std::is_same<T, half>::value || std::is_same<T, float>::value, "Select: half or float operands");
+    if (selMode != SELMODE::VSEL_TENSOR_SCALAR_MODE)
+        emu::Fault("Select with a scalar: the mode must be SELMODE::VSEL_TENSOR_SCALAR_MODE");
+    emu_detail::CheckMask<T>(mask, "Select");
+    dst.CheckAligned("Select"); selMask.CheckAligned("Select"); src0.CheckAligned("Select");
+    if (p.dstBlkStride == 0) emu::Fault("Select: dstBlkStride 0 (a destination block stride must not be 0; §1.9)");
+    if (dst.Arena()->kind == emu::MemKind::UB && dst.Arena()->used > kSelectScratchOffset)
+        emu::Fault(emu::Cat("Select: the kernel's UB buffers take ", dst.Arena()->used, " bytes, past byte ",
+                            kSelectScratchOffset, " where Select keeps its scratch on A2/A3 (reserve 8 KB of UB)"));
+    if (repeatTime == 0) return;
+    emu::CountVector(uint64_t(repeatTime) * (256 / sizeof(T)), sizeof(T));
+    const uint64_t L = 256 / sizeof(T);
+    const uint64_t nbytes = uint64_t(repeatTime) * L / 8;
+    selMask.Addr(0, nbytes, "Select");
+    const emu::Instr in = emu::Issue(emu::kPipeV, "Select", site);
+    emu::Touch(in, selMask.Arena(), selMask.Offset(), nbytes, false);
+    emu_detail::OverlapGuard guard;
+    guard.arena = dst.Arena(); guard.what = "Select";
+    std::vector<uint64_t> la(mask), ld(mask);
+    std::vector<T> out(mask);
+    std::vector<char> good(mask);
+    for (uint64_t r = 0; r < repeatTime; ++r) {
+        for (uint64_t l = 0; l < mask; ++l) {
+            la[l] = src0.Offset() + emu_detail::LaneAt<T>(r, l, p.src0BlkStride, p.src0RepStride) * sizeof(T);
+            ld[l] = dst.Offset() + emu_detail::LaneAt<T>(r, l, p.dstBlkStride, p.dstRepStride) * sizeof(T);
+        }
+        guard.Reads(src0.Arena(), la, ld, r, "src0", false, true);
+        emu_detail::MaskApart(selMask.Arena(), selMask.Offset(), nbytes, dst.Arena(), ld, "Select");
+        emu_detail::MaskApart(selMask.Arena(), selMask.Offset(), nbytes, src0.Arena(), la, "Select");
+        for (uint64_t l = 0; l < mask; ++l) {
+            const uint64_t ia = emu_detail::LaneAt<T>(r, l, p.src0BlkStride, p.src0RepStride);
+            src0.Addr(ia, 1, "Select");
+            emu::Touch(in, src0.Arena(), la[l], sizeof(T), false);
+            bool ok = true;
+            const uint64_t bit = r * L + l;
+            const uint8_t m = selMask.Ld(bit / 8, ok);
+            const T x = src0.Ld(ia, ok);
+            out[l] = ((m >> (bit % 8)) & 1u) ? x : src1;
+            good[l] = ok;
+        }
+        for (uint64_t l = 0; l < mask; ++l) {
+            const uint64_t id = emu_detail::LaneAt<T>(r, l, p.dstBlkStride, p.dstRepStride);
+            dst.Addr(id, 1, "Select");
+            emu::Touch(in, dst.Arena(), ld[l], sizeof(T), true);
+            dst.St(id, out[l], good[l] != 0);
+        }
+        guard.Wrote(ld, r);
+    }
+}
+
 // WholeReduceSum: repeat r's active lanes summed (a halving tree over the lanes in order, as ReduceSum's per-repeat
 // step: an assumption about hardware order, §1.9) into dst[r * dstRepStride] (dstRepStride in elements).
 template <typename T, bool isSetMask = true>
