@@ -23,11 +23,11 @@ import dataclasses
 from dataclasses import dataclass, field
 
 from opgen.ir.dims import Bin, Constraint, DimExpr, Fn, Lit, Sym, as_dim
-from opgen.kernel.isa import REPEAT_FORMS, Op, Pipe
+from opgen.kernel.isa import INSTRS, REPEAT_FORMS, Op, Pipe
 from opgen.names import cpp_name
 from opgen.kernel.kir import (BLOCK_IDX, BLOCK_NUM, Alloc, Barrier, Comment, FLoad, Return, Select, SyncAll, Assign, FAssign, FBits, Call, Copy, DeQue, EnQue, FConst, For, Free, Func, Get,
-                              GmTensor, GmView, If, InitBuffer, Invoke, KernelClass, Let, Local, Param, Ref, ScalarVar,
-                              Scope, SetValue, SizeOf, TensorVar, TPos, Vec, View, GetValue, FLet, vec,
+                              GmTensor, GmView, If, InitBuffer, FNeg, FRef, Invoke, KernelClass, Let, Local, Param, Ref,
+                              ScalarVar, Scope, SetValue, SizeOf, TensorVar, TPos, Vec, Verbatim, View, GetValue, FLet, vec,
                               walk)
 
 INIT_MEMBERS = (("hidden_", "hiddenDim"), ("seqLen_", "seqLen"), ("rowNum_", "rowNum"), ("colAlign_", "colAlign"))
@@ -816,10 +816,202 @@ def _row_chunk(s: RowSchedule) -> Func:
     grp += [Scope(_stat_out(t)) for t in s.stat_out]
     grp += [Free(f"statInQue_{t.op}", f"statIn_{t.op}") for t in s.stat_in]
     grp += [Free(f"resQue_{t.op}", f"res_{t.op}") for t in s.row_in]
+    grp = hoist_row_functions(grp, s.nlevel)   # a function of a row's total, once per group (not per chunk)
     body.append(For("g0", Sym("rBegin"), Sym("rEnd"), g, tuple(grp), tail="k"))
     body += [Scope((DeQue("t", f"resQue_{t.op}", t.ctype), Free(f"resQue_{t.op}", "t")))
              for t in s.row_in]   # the buffer enqueued past the last group (nothing copied into it)
     return Func("RowChunk", (), tuple(body))
+
+
+HOIST_UNARY = (Op.LN, Op.EXP, Op.SQRT, Op.ABS, Op.RECIPROCAL, Op.RSQRT, Op.RELU)
+"""Lane-wise unary instructions whose result on a lane depends on that lane's value only: applied to a broadcast
+scalar, every lane holds the same value as the instruction applied to the scalar once (`hoist_row_functions`)."""
+_HOIST_BINARY = {Op.SUB: Op.ADDS, Op.ADD: Op.ADDS, Op.MUL: Op.MULS}
+
+
+def _tots_slot(ref, nlevel: int):
+    """The totals' slot (tots_ = sums_ from slot nlevel on) a Ref of tots_ / sums_ addresses: its offset j * gs
+    (+ anything), as ROW_CHUNK writes them; None when it is not one of those two tensors; -1 when the offset has
+    another form (the caller then leaves the program alone)."""
+    if not isinstance(ref, Ref) or ref.tensor not in ("tots_", "sums_"):
+        return None
+    off = ref.offset
+    if isinstance(off, Bin) and off.op == "+":
+        off = off.lhs
+    if isinstance(off, Bin) and off.op == "*" and isinstance(off.lhs, Lit) and off.rhs == Sym("groupStride_"):
+        return off.lhs.value - (nlevel if ref.tensor == "sums_" else 0)
+    if isinstance(off, Lit) and off.value == 0:
+        return -nlevel if ref.tensor == "sums_" else 0
+    return "?"
+
+
+def _refs(x):
+    """Every Ref inside Kernel-IR node `x` (nested statements and operands included)."""
+    if isinstance(x, Ref):
+        yield x
+    elif isinstance(x, (tuple, list)):
+        for y in x:
+            yield from _refs(y)
+    elif dataclasses.is_dataclass(x) and not isinstance(x, type):
+        for f in dataclasses.fields(x):
+            yield from _refs(getattr(x, f.name))
+
+
+def _match_row_function(body: tuple, a: int):
+    """The broadcast-function pattern at statement `a` of a per-row loop body of ROW_CHUNK: `s = tots_[j * gs + i]`
+    (a GetValue), then Duplicate(W, s, n) and lane-wise unary instructions U1 .. Um in place on W (HOIST_UNARY, count
+    n), then one Sub / Add / Mul reading W as one operand (the other not W), consecutive; s read by nothing else in
+    the body, W not read after the binary instruction before it is overwritten. Returns (j, (U1 .. Um), index of the
+    binary instruction) or None."""
+    g = body[a]
+    if not (isinstance(g, GetValue) and g.src.tensor == "tots_" and g.src.slot is None):
+        return None
+    off = g.src.offset
+    if not (isinstance(off, Bin) and off.op == "+" and off.rhs == Sym("i") and isinstance(off.lhs, Bin)
+            and off.lhs.op == "*" and isinstance(off.lhs.lhs, Lit) and off.lhs.rhs == Sym("groupStride_")):
+        return None
+    j, s = off.lhs.lhs.value, g.name
+    if a + 2 >= len(body):
+        return None
+    dup = body[a + 1]
+    if not (isinstance(dup, Vec) and dup.op is Op.DUPLICATE and dup.arg("scalar") == FRef(s)):
+        return None
+    w, n = dup.arg("dst"), dup.arg("count")
+    chain, b = [], a + 2
+    while b < len(body) and isinstance(body[b], Vec) and body[b].op in HOIST_UNARY:
+        u = body[b]
+        if u.arg("dst") != w or u.arg("src0") != w or u.arg("count") != n:
+            return None
+        chain.append(u.op)
+        b += 1
+    if not chain or b >= len(body):
+        return None
+    bi = body[b]
+    if not (isinstance(bi, Vec) and bi.op in _HOIST_BINARY and bi.arg("count") == n):
+        return None
+    s0, s1 = bi.arg("src0"), bi.arg("src1")
+    if not (s1 == w and s0 != w or bi.op is not Op.SUB and s0 == w and s1 != w):
+        return None
+    if any(mentions(st, s) for k, st in enumerate(body) if k not in (a, a + 1)):
+        return None
+    def names_w(x) -> bool:   # a Ref of W's tensor and slot, or opaque text naming its tensor
+        if isinstance(x, Verbatim):
+            return mentions(x, w.tensor)
+        return any(r.tensor == w.tensor and r.slot == w.slot for r in _refs(x))
+
+    for st in body[b + 1:]:   # W dead: overwritten (not read) by the next statement naming it, or never named again
+        if not names_w(st):
+            continue
+        if isinstance(st, Vec) and st.arg("dst") == w and not any(names_w(v) for nm, v in st.args if nm != "dst"):
+            break
+        return None
+    return j, tuple(chain), b
+
+
+def mentions(x, name: str) -> bool:
+    """Whether Kernel-IR node `x` (a statement, an operand, nested ones included) names tensor variable `name`: a
+    Ref of it, a statement binding or handing it (View, DeQue, Alloc, EnQue, Free), or C++ text naming it (a
+    Verbatim line, which is opaque)."""
+    if isinstance(x, Ref):
+        return x.tensor == name or mentions(x.offset, name) or (x.slot is not None and mentions(x.slot, name))
+    if isinstance(x, Verbatim):
+        return any(name in ln for ln in x.lines)
+    if isinstance(x, (tuple, list)):
+        return any(mentions(y, name) for y in x)
+    if dataclasses.is_dataclass(x) and not isinstance(x, type):
+        vals = [getattr(x, f.name) for f in dataclasses.fields(x)]
+        return any(v == name if isinstance(v, str) else mentions(v, name) for v in vals)
+    return False
+
+
+def hoist_row_functions(grp: list, nlevel: int) -> list:
+    """Loop-invariant code motion of ROW_CHUNK's group body `grp` (Kernel IR, before the dependency pass): a
+    function of a row's completed total broadcast over every chunk of the row — `Duplicate(W, s)`, then Ln / Exp /
+    ... in place on W, then `D = A - W` (or A + W, A * W), with s = tots_[j * gs + i] — runs inside the chunk loop,
+    once per chunk of each row, over the whole chunk. Every lane of W holds f(s), so it is computed once per group
+    instead: f applied in place to the group's k totals of slot j right before the first chunk loop that reads
+    them (one instruction each over k lanes), and in every chunk `D = A + (-f(s))` (Adds; A * f(s): Muls). Exact:
+    f is lane-wise (the same value on every lane), and a - b is a + (-b) in IEEE fp32. Done only when every later
+    read of slot j (tots_ or its sums_ alias) is such a pattern with the same f, nothing later writes it, and no
+    statement after the hoist point calls a method other than RowSum / RowMax (which touch neither). Returns the
+    new body (the same list when nothing matches)."""
+    found: dict = {}   # slot j -> (chain, first loop index)
+    for li, st in enumerate(grp):
+        if not (isinstance(st, For) and st.var == "c0_"):
+            continue
+        for row in st.body:
+            if not (isinstance(row, For) and row.var == "i"):
+                continue
+            for a in range(len(row.body)):
+                m = _match_row_function(row.body, a)
+                if m is None:
+                    continue
+                j, chain, _b = m
+                if j in found and found[j][0] != chain:
+                    return grp
+                found.setdefault(j, (chain, li))
+    if not found:
+        return grp
+    start = min(li for _c, li in found.values())
+    if any(isinstance(x, Call) and x.method not in ("RowSum", "RowMax") for st in grp[start:] for x in walk((st,))):
+        return grp
+    # every Ref of slot j from its hoist point on is a matched GetValue (and no Ref of an unknown slot)
+    matched: set = set()
+    for st in grp[start:]:
+        for x in walk((st,)):
+            if isinstance(x, For) and x.var == "i":
+                for a in range(len(x.body)):
+                    m = _match_row_function(x.body, a)
+                    if m is not None and m[0] in found and m[1] == found[m[0]][0]:
+                        matched.add(id(x.body[a]))
+    for li, st in enumerate(grp):
+        for x in walk((st,)):
+            for r in _refs(x if not isinstance(x, (For, If, Scope)) else ()):
+                j = _tots_slot(r, nlevel)
+                if j == "?" and li >= start:
+                    return grp
+                if j in found and li >= found[j][1] and id(x) not in matched:
+                    return grp
+
+    def rewrite(body: tuple) -> tuple:
+        out, a = [], 0
+        while a < len(body):
+            m = _match_row_function(body, a)
+            if m is None or m[0] not in found:
+                st = body[a]
+                if isinstance(st, (For, If, Scope)):
+                    st = _map_bodies(st, rewrite)
+                out.append(st)
+                a += 1
+                continue
+            _j, _chain, b = m
+            g, bi = body[a], body[b]
+            w = body[a + 1].arg("dst")
+            other = bi.arg("src0") if bi.arg("src1") == w else bi.arg("src1")
+            scalar = FNeg(FRef(g.name), paren=True) if bi.op is Op.SUB else FRef(g.name)
+            out += [g, vec(_HOIST_BINARY[bi.op], dst=bi.arg("dst"), src0=other, scalar=scalar, count=bi.arg("count"),
+                           doc=bi.doc)]
+            a = b + 1
+        return tuple(out)
+
+    new = list(grp)
+    for j, (chain, li) in sorted(found.items(), key=lambda t: -t[1][1]):
+        slot = Ref("tots_", mul(Lit(j), Sym("groupStride_")))
+        pre = [Comment(f"the row totals of slot {j} through {', '.join(INSTRS[u].api for u in chain)} once per group "
+                       "(every chunk below reads them broadcast: hoisted out of the chunk loop)")]
+        pre += [vec(u, dst=slot, src0=slot, count=_K) for u in chain]
+        new[li:li] = pre
+    return [_map_bodies(st, rewrite) if isinstance(st, For) and st.var == "c0_" else st for st in new]
+
+
+def _map_bodies(st, fn):
+    """Statement `st` with fn applied to each of its nested statement lists (a For's body, an If's branches, a
+    Scope's body)."""
+    if isinstance(st, (For, Scope)):
+        return dataclasses.replace(st, body=fn(st.body))
+    if isinstance(st, If):
+        return dataclasses.replace(st, then=fn(st.then), orelse=fn(st.orelse))
+    return st
 
 
 def _resident_in(s: RowSchedule, start: DimExpr) -> Scope:
