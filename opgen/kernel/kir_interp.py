@@ -1446,14 +1446,13 @@ class _Core:
         if cmp:
             env["mask"], env["mode"] = self.ival(args["mask"], frame), args["mode"]
             lanes = L
-            idx = {"src0": [lane_at(r, k, p[1], p[4], sz) for r in range(rep) for k in range(L)],
-                   "src1": [lane_at(r, k, p[2], p[5], sz) for r in range(rep) for k in range(L)]}
+            idx = {"src0": lane_grid(rep, L, p[1], p[4], sz).tolist(), "src1": lane_grid(rep, L, p[2], p[5], sz).tolist()}
         else:
             lanes = self.ival(args["lanes"], frame)
             env["lanes"] = lanes
             env["scalar"] = np.asarray(self.fval(args["scalar"], frame)).astype(NP_TYPES[self.dt(data.dtype)])
-            idx = {"dst": [lane_at(r, k, p[0], p[3], sz) for r in range(rep) for k in range(lanes)],
-                   "src0": [lane_at(r, k, p[1], p[4], sz) for r in range(rep) for k in range(lanes)]}
+            idx = {"dst": lane_grid(rep, lanes, p[0], p[3], sz).tolist(),
+                   "src0": lane_grid(rep, lanes, p[1], p[4], sz).tolist()}
         if rep == 0:
             return
         nbytes = rep * L // 8
@@ -1468,8 +1467,7 @@ class _Core:
             self.read(t, tops[n])
         ins = self.issue(_V, s)
         for n, ix in idx.items():
-            for i in ix:
-                self.touch(ins, tens[n].off + i * sz, sz, n == "dst")
+            self.touch_elems(ins, tens[n].off, ix, sz, n == "dst")
         self.touch(ins, mt.off, nbytes, cmp)
         for n, t in tens.items():
             env[n], _w = self.read(t, tops[n])
