@@ -91,6 +91,36 @@ spec = derive_grad("bce.py", "BinaryCrossEntropyGrad", aclnn="aclnnBinaryCrossEn
                    grads={"output": "grad_output"}, names={"x": "dx"})
 '''
 
+SML = '''
+from opgen.dsl import A2, A3, OpSpec, Prod, bf16, f16, f32
+
+spec = OpSpec("SoftMarginLoss", aclnn="aclnnSoftMarginLoss", socs=(A2, A3), round="rint")
+Bd = spec.variadic("Bd", max_rank=7)
+H = spec.dim("H", max=65536)
+(T,) = spec.dtype_vars("T")
+spec.attr("reduction", str, "mean", choices=("none", "mean", "sum"), static=True)
+spec.input("self", T, [Bd, H])
+spec.input("target", T, [Bd, H])
+spec.output("out", T, {"none": [Bd, H], "mean": [], "sum": []}, form_by="reduction")
+spec.dtypes((T,), [(f32,), (f16,), (bf16,)])
+
+
+@spec.body
+def _(b, self, target, reduction):
+    loss = b.softplus(-(target * self), 1.0)
+    if reduction == "none":
+        return {"out": loss}
+    flat = loss.reshape([Prod("Bd"), H])
+    return {"out": flat.mean([0, 1], keepdims=False) if reduction == "mean" else flat.sum([0, 1], keepdims=False)}
+'''
+
+SML_GRAD = '''
+from opgen.dsl import derive_grad
+
+spec = derive_grad("sml.py", "SoftMarginLossGrad", aclnn="aclnnSoftMarginLossBackward", wrt=["self"],
+                   grads={"out": "gradOutput"}, names={"self": "gradInput"})
+'''
+
 NP = {"float32": np.float32, "float16": np.float16, "bfloat16": ml_dtypes.bfloat16}
 
 
@@ -98,7 +128,8 @@ NP = {"float32": np.float32, "float16": np.float16, "bfloat16": ml_dtypes.bfloat
 def specs(tmp_path_factory):
     d = tmp_path_factory.mktemp("one")
     out = {}
-    for name, text in (("smlg", SMLG), ("rnq", RNQ), ("bce", BCE), ("bce_grad", BCE_GRAD)):
+    for name, text in (("smlg", SMLG), ("rnq", RNQ), ("bce", BCE), ("bce_grad", BCE_GRAD),
+                       ("sml", SML), ("sml_grad", SML_GRAD)):
         (d / f"{name}.py").write_text(text)
         out[name] = d / f"{name}.py"
     return out
@@ -227,4 +258,26 @@ def test_a_derived_loss_gradient_reads_its_single_value_grad_output(specs, red):
     loss.backward(torch.tensor(g, dtype=torch.float64))
     ref = xt.grad.numpy()
     got = np.asarray(r.arrays["dx"], np.float64)
+    assert np.all(np.abs(got - ref) <= 1e-5 * np.abs(ref) + 1e-7 * np.abs(ref).max()), np.abs(got - ref).max()
+
+
+@pytest.mark.parametrize("red", ["none", "mean", "sum"])
+def test_a_derived_gradient_whose_single_value_meets_a_constant_first(specs, red):
+    """SoftMarginLossGrad derived from the forward: for mean the 0-d loss's gradient, broadcast over the input, is
+    multiplied by the constant 1 / count before it meets a row value (two single values into a row: one value
+    on the scalar unit, Duplicated; an internal IndexError in rowprog.lower_elementwise before, found by a new
+    user). The Kernel IR engine against torch autograd in float64."""
+    torch = pytest.importorskip("torch")
+    rng = np.random.default_rng({"none": 1, "mean": 2, "sum": 3}[red])
+    x = rng.uniform(-4, 4, (37, 1001)).astype(np.float32)
+    t = rng.choice([-1.0, 1.0], (37, 1001)).astype(np.float32)
+    g = (rng.uniform(0.5, 2, (37, 1001)) if red == "none" else np.array(rng.uniform(0.5, 2))).astype(np.float32)
+    r = run_check(str(specs["sml_grad"]), inputs={"self": x, "target": t, "gradOutput": g}, attrs={"reduction": red},
+                  dtypes={"T": "float32"}, engine="kir", progress=False)
+    assert r.passed and not r.faults, r.faults[:2]
+    xt = torch.tensor(x, dtype=torch.float64, requires_grad=True)
+    loss = torch.nn.functional.soft_margin_loss(xt, torch.tensor(t, dtype=torch.float64), reduction=red)
+    loss.backward(torch.tensor(g, dtype=torch.float64))
+    ref = xt.grad.numpy()
+    got = np.asarray(r.arrays["gradInput"], np.float64)
     assert np.all(np.abs(got - ref) <= 1e-5 * np.abs(ref) + 1e-7 * np.abs(ref).max()), np.abs(got - ref).max()

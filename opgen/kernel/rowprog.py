@@ -339,6 +339,16 @@ def lower_elementwise(ctx, r, sp, op, ins) -> None:
     if len(vec) == 2:
         emit(Instr("vbin", r, (ctx.operand(ins[0]), ctx.operand(ins[1])), VECTOR_BINARY[op], space=sp))
         return
+    if not vec:   # two per-row or single values into a row (a broadcast scalar times a constant): the scalar unit's
+        texts = [ctx.scalar_text.get(i, ctx.operand(i)) for i in ins]   # value, Duplicated over the row
+        if op in SCALAR_BINARY:
+            expr = f"({texts[0]} {SCALAR_BINARY[op]} {texts[1]})"
+        elif op in SCALAR_MINMAX:
+            expr = f"({texts[0]} {SCALAR_MINMAX[op]} {texts[1]} ? {texts[0]} : {texts[1]})"
+        else:
+            raise IRError(f"row kernel: {op} of two scalars into a row (%{r}) is not supported")
+        emit(Instr("vdup", r, arg=expr, space=sp))
+        return
     s = ctx.scalar_text.get(sca[0], ctx.operand(sca[0]))
     a = ctx.operand(vec[0])
     vec_first = ins[0] == vec[0]
