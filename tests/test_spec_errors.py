@@ -730,3 +730,20 @@ def test_an_index_typed_by_a_dtype_variable_is_refused_at_its_use(tmp_path):
     msg = str(e.value)
     assert "scatter_add: the index is input ids of dtype variable I, which the body sees as fp32" in msg, msg
     assert "declare input ids with i32 or i64" in msg and "idx_var.py:14" in msg, msg
+
+
+def test_an_example_hook_that_raises_is_the_spec_s_error_at_its_line(tmp_path, capsys):
+    """An exception in `@spec.example` (here a KeyError: an attribute the hook expects and the spec does not have,
+    as a derived spec that drops the forward's unused attributes gives) is one located error at the hook's line,
+    exit 2, not an internal error (a new user's finding)."""
+    from opgen.cli import main
+
+    p = tmp_path / "ex_bad.py"
+    p.write_text('from opgen.dsl import A2, OpSpec, f32\nspec = OpSpec("ExBad", aclnn="aclnnExBad", socs=(A2,))\n'
+                 'H = spec.dim("H")\nspec.input("x", f32, [H])\nspec.output("y", f32, [H])\n@spec.body\n'
+                 'def _(b, x):\n    return {"y": x * 2.0}\n@spec.example\ndef _(rng, inputs, env, attrs):\n'
+                 '    inputs["x"] = inputs["x"] + attrs["epsilon"]\n')
+    rc = main(["interpret", str(p), "--dims", "H=5"])
+    err = capsys.readouterr().err
+    assert rc == 2, (rc, err)
+    assert f"{p}:11: error: @spec.example: KeyError: 'epsilon'" in err and "Traceback" not in err, err

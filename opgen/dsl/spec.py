@@ -301,6 +301,8 @@ CHECK_CONTRACT = {
               "or None when it holds; it does not raise",
     "when": "a when= function takes (attrs, present) and returns whether the input is used; it does not raise"}
 """What a spec's check or when= function must be: the hint of `user_error`."""
+EXAMPLE_CONTRACT = ("an example hook takes (rng, inputs, env, attrs) -- attrs holds the spec's own attributes -- "
+                    "changes the arrays of inputs in place and does not raise")
 
 
 def user_error(e: BaseException, loc, what: str, contract: str, prefer_dir: str | None = None) -> SpecError:
@@ -1029,8 +1031,19 @@ class OpSpec:
 
     def example(self, fn: Callable) -> Callable:
         """Decorator for a valid-input maker: fn(rng, inputs, env, attrs) fills/overrides `inputs`
-        (e.g. statistics computed from x, legal topk indices); used by `opgen interpret --dims`."""
-        self.example_fn = fn
+        (e.g. statistics computed from x, legal topk indices); used by `opgen interpret --dims`. An exception the
+        hook raises (not an OpgenError) becomes a SpecError at the spec line that raised it (`user_error`)."""
+        loc = caller_loc()
+
+        def run(rng, inputs, env, attrs):
+            try:
+                return fn(rng, inputs, env, attrs)
+            except OpgenError:
+                raise
+            except Exception as e:   # the spec's own code failed: the spec's error, not opgen's
+                raise user_error(e, loc, "@spec.example", EXAMPLE_CONTRACT, self._dir()) from None
+
+        self.example_fn = run
         return fn
 
     # -- helpers ----------------------------------------------------------------------------
