@@ -2,7 +2,8 @@
 `int64_t reduction` (0 none, 1 mean, 2 sum; ops-nn loss/binary_cross_entropy's aclnn_binary_cross_entropy.h) while
 the OpDef attribute is String("mean"). Checked on the example BinaryCrossEntropy: the spec's declaration rules,
 the emitted signature, call example, UT and case runner, and through the emitted aclnn layer in the emulation
-(the index reaches the kernel as its string; any other index is ACLNN_ERR_PARAM_INVALID naming the accepted ones).
+(the index reaches the kernel as its string; any other index is ACLNN_ERR_PARAM_INVALID naming the accepted ones),
+and an int attribute declared int32_t in the header (api.param(ctype="int32_t")).
 The kernel's numbers against torch are tests/test_examples.py's binary_cross_entropy cases."""
 
 from __future__ import annotations
@@ -167,3 +168,41 @@ def test_the_golden_s_aclnn_entry_takes_the_index(tmp_path):
     assert total.shape == () and np.isclose(float(total), ref.sum(), rtol=1e-5)
     with pytest.raises(KeyError):
         fn(x, y, None, 3)
+
+
+INT32_SPEC = '''
+from opgen.dsl import A2, OpSpec, api, f32
+spec = OpSpec("QuantLike", aclnn="aclnnQuantLike", socs=(A2,))
+H = spec.dim("H")
+spec.input("x", f32, [H])
+spec.attr("dst_type", {kind}, {default})
+spec.output("y", f32, [H])
+spec.aclnn_signature(api.param("x"), api.param("dstType", "dst_type", ctype="int32_t"), api.param("y"))
+@spec.body
+def _(b, x, dst_type):
+    return {{"y": x * 2.0}}
+'''
+
+
+def test_an_int_attribute_declared_int32_t(tmp_path):
+    """api.param(ctype="int32_t") for an int attribute CANN's header declares int32_t (aclnnAscendQuant's dstType, a
+    new user's finding): the signature, call example and UT take int32_t, the case runner narrows what it reads, the
+    aclnn layer widens it to the int64_t its checks and the kernel op take; on another attribute type it is a
+    located error naming the rule."""
+    from opgen.check.aclnn import harness_source
+    from opgen.codegen.aclnn import AclnnPlan
+    from opgen.codegen.example import emit_example
+
+    p = tmp_path / "quant_like.py"
+    p.write_text(INT32_SPEC.format(kind="float", default="2.0"))
+    with pytest.raises(SpecError, match=r"ctype='int32_t' is for int attributes; 'dst_type' is not one"):
+        load_spec(str(p))
+    p.write_text(INT32_SPEC.format(kind="int", default="2"))
+    spec = load_spec(str(p))
+    m = OpModel(spec)
+    a = next(x for x in m.api_params if x.cpp == "dstType")
+    assert a.ctype == "int32_t"
+    d = next(x for x in AclnnPlan(spec).params if x["cpp"] == "dstType")
+    assert (d["type"], d["store"], d["init"]) == ("int32_t", "int64_t", "static_cast<int64_t>(dstType)")
+    assert "int32_t a1 = static_cast<int32_t>(ReadInt(in));" in harness_source(m)
+    assert "int32_t dstType = 2;" in next(iter(emit_example(spec).values()))

@@ -19,6 +19,7 @@ import subprocess
 
 import numpy as np
 
+from opgen.dsl.aclnn import INT_CTYPES
 from opgen.dsl.keys import LIST_INT
 from opgen.dsl.validate import coerce_attr, resolve_dtypes, unify_shape
 from opgen.errors import OpgenError, ValidationError
@@ -61,7 +62,8 @@ def harness_source(m) -> str:
             fn = "ReadIntArray"
         else:
             fn = "ReadTensor"
-        read = f"const_cast<char*>({fn}(in))" if p.ctype == "char*" else f"{fn}(in)"
+        read = f"const_cast<char*>({fn}(in))" if p.ctype == "char*" else \
+            f"static_cast<{p.ctype}>({fn}(in))" if p.ctype in INT_CTYPES else f"{fn}(in)"
         lines.append(f"        {p.ctype} a{k} = {read};")
         args.append(f"a{k}")
     lines += ["        if (ReadFailed(in)) {", "            ReportReadError();", "            continue;", "        }",

@@ -38,7 +38,7 @@ from dataclasses import dataclass, field
 from opgen.codegen.env import render
 from opgen.codegen.logic import cpp_condition, failing_cubes, true_cubes
 from opgen.codegen.model import SOC_ENUM, OpModel, attr_cpp_type, attr_kernel_type, cpp_literal
-from opgen.dsl.aclnn import SCALAR_CTYPE, SCALAR_READ, dims_of
+from opgen.dsl.aclnn import INT_CTYPES, SCALAR_CTYPE, SCALAR_READ, dims_of
 from opgen.dsl.keys import LIST_INT
 from opgen.dsl.spec import choice_text
 from opgen.dsl.validate import extent_dims
@@ -198,6 +198,9 @@ class AclnnPlan:
                     read, ctype = SCALAR_READ[at.type]
                     d["store"] = ctype
                     d["init"] = f"{a.cpp}->{read}()"
+                elif a.ctype in INT_CTYPES:   # a narrower int in CANN's header, widened for the checks and kernel
+                    d["store"] = "int64_t"
+                    d["init"] = f"static_cast<int64_t>({a.cpp})"
                 elif a.enum is not None:   # the index's string; null for an index CheckAttrs refuses
                     d["store"] = "const char*"
                     d["init"] = " : ".join(f"{a.cpp} == {k} ? {c_string(v)}" for k, v in a.enum) + " : nullptr"

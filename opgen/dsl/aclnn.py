@@ -60,6 +60,7 @@ class ApiEntry:
 
 STRING_CTYPES = ("char*", "const char*")
 SCALAR_CTYPE = "const aclScalar*"
+INT_CTYPES = ("int32_t",)   # an int attribute CANN's header declares narrower (aclnnAscendQuant's int32_t dstType)
 ENUM_CTYPE = "int64_t"   # api.enum: CANN's loss APIs take `int64_t reduction` for OpDef's String("mean")
 # The aclScalar accessor that reads an attribute of each type and the C++ type it returns (opbase's aclScalar;
 # CANN's op_api code reads float scalars with ToFloat, e.g. aclnn_leaky_relu.cpp, aclnn_hardtanh_backward.cpp).
@@ -73,7 +74,8 @@ def param(name: str, of: str | None = None, *, dtype=None, ctype: str | None = N
     validates it and casts the tensor to the OpDef dtype before the kernel (l0op::Cast). ctype: the C type of a
     string attribute as CANN's header declares it, "char*" or "const char*" (the default). optional: a required
     OpDef output the caller may pass as null (CANN's `...OutOptional`); the kernel then writes it into a tensor of
-    the executor that nobody reads."""
+    the executor that nobody reads. ctype="int32_t": an int attribute CANN's header declares as int32_t
+    (aclnnAscendQuant's dstType); the aclnn layer widens it to the int64_t the kernel op takes."""
     return ApiEntry("param", name, of if of is not None else name, dtype, optional=optional, ctype=ctype,
                     loc=caller_loc())
 
@@ -183,10 +185,16 @@ def check_signature(spec, entries, ident_problem, suggest) -> list[ApiEntry]:
                                      "api.param for tensors and string attributes", arg=1)
             elif e.ctype == ENUM_CTYPE:
                 _check_enum(spec, e, params[e.of])
+            elif e.ctype in INT_CTYPES:
+                if params[e.of] not in spec.attrs or params[e.of].type is not int:
+                    raise spec_error(e.loc, f"aclnn parameter {e.name}: ctype={e.ctype!r} is for int attributes; "
+                                     f"{e.of!r} is not one", 'drop ctype= (an int attribute is int64_t by default)',
+                                     arg="ctype")
             elif e.ctype is not None and (getattr(params[e.of], "type", None) is not str or
                                           e.ctype not in STRING_CTYPES):
                 raise spec_error(e.loc, f"aclnn parameter {e.name}: ctype={e.ctype!r} is not supported",
-                                 'ctype= is for string attributes: "char*" or "const char*"', arg="ctype")
+                                 'ctype= is "char*" or "const char*" for a string attribute, "int32_t" for an int '
+                                 'one', arg="ctype")
             if e.optional and (params[e.of] not in spec.outputs or params[e.of].optional):
                 raise spec_error(e.loc, f"aclnn parameter {e.name}: optional= is for required OpDef outputs the "
                                  f"caller may leave null; {e.of!r} is not one", "drop optional=", arg="optional")
