@@ -114,12 +114,14 @@ def test_an_elementwise_epilogue_is_lowered_on_the_aivs(tmp_path):
     cube, vec = (s for s in k.process if isinstance(s, K.CoreIf))
     sets = lambda body: sorted({s.id for s in K.walk(body) if isinstance(s, K.CrossCoreSetFlag)})  # noqa: E731
     waits = lambda body: sorted({s.id for s in K.walk(body) if isinstance(s, K.CrossCoreWaitFlag)})  # noqa: E731
-    assert (sets(cube.body), waits(cube.body), sets(vec.body), waits(vec.body)) == ([0, 1], [2, 3], [2, 3], [0, 1])
+    # and the K split's FLAG_PART (id 4): the AIC's partials are written, once per launch
+    assert (sets(cube.body), waits(cube.body), sets(vec.body), waits(vec.body)) == ([0, 1, 4], [2, 3], [2, 3],
+                                                                                     [0, 1, 4])
     assert "CrossCoreSetFlag<2, PIPE_FIX>(0);" in K.to_cpp(k) and "GetSubBlockIdx()" in K.to_cpp(k)
-    # the plain GEMM keeps its cube-only kernel
+    # the plain GEMM is mixed too: its AIVs reduce a K split's partials (and have no work without one)
     (tmp_path / "plain").mkdir()
     u0 = kernel_build(_spec(tmp_path / "plain"))
-    assert u0.family.entry_kernel_type(u0.lowered) == "KERNEL_TYPE_AIC_ONLY" and not u0.layout.steps
+    assert u0.family.entry_kernel_type(u0.lowered) == "KERNEL_TYPE_MIX_AIC_1_2" and not u0.layout.steps
 
 
 TRANS = SPEC.replace("[{m}, {k}])\nspec.input", "[{k}, {m}])\nspec.input").replace("[{k}, {n}])\nspec.output",
@@ -141,11 +143,12 @@ def test_transposed_operands_are_layouts_not_copies(tmp_path):
     k = next(iter(u.lowered.programs.values()))
     loads = [s for s in K.walk(k.process) if isinstance(s, K.LoadData)]
     # Aᵀ: transposing loads (a fractal row of the chunk each); Bᵀ is B's ZN layout already: one plain load
-    assert [(s.dst.tensor, s.transpose) for s in loads] == [("a2", True), ("b2", False)]
+    # (twice: the K split's units and the plain blocks run the same panel loop)
+    assert [(s.dst.tensor, s.transpose) for s in loads] == [("a2", True), ("b2", False)] * 2
     copies = [s for s in K.walk(k.process) if isinstance(s, K.Nd2Nz)]
     # the stored layouts copied as they are: Aᵀ panel [kt1, mt] of row pitch M, Bᵀ panel [nt, kt1] of pitch K
     assert [(c.rows, c.cols, c.src_pitch) for c in copies] == [(Sym("kt1"), Sym("mt"), Sym("M")),
-                                                               (Sym("nt"), Sym("kt1"), Sym("K"))]
+                                                               (Sym("nt"), Sym("kt1"), Sym("K"))] * 2
 
 
 @pytest.mark.slow
@@ -325,8 +328,10 @@ def _run_cube(cls, values: dict, arrays: dict):
     from opgen.kernel import kir_interp
 
     gm = {g.arg: arrays[g.name] for g in cls.gms if not g.workspace}
-    r = kir_interp.run(cls, {f: values[f] for f in cls.fields}, gm, values["blockDim"], types={"T": "half"})
-    assert kir_interp.kernel_type(cls) == "KERNEL_TYPE_AIC_ONLY" and r.ok, r.faults[:2]
+    ws = np.zeros(max(values["workspaceBytes"], 4) // 4, np.float32)
+    r = kir_interp.run(cls, {f: values[f] for f in cls.fields}, gm, values["blockDim"], types={"T": "half"},
+                       workspace=ws)
+    assert kir_interp.kernel_type(cls) == "KERNEL_TYPE_MIX_AIC_1_2" and r.ok, r.faults[:2]
 
 
 @pytest.mark.parametrize("trans, batch, m, k, n", [(False, 0, 37, 50, 45), (False, 0, 300, 130, 270),
@@ -430,7 +435,7 @@ def test_spec_names_equal_to_the_kernels_old_member_names_do_not_collide(tmp_pat
     u = kernel_build(_spec(tmp_path, a="aGm", b="bGm", c="cGm"))
     cls = next(iter(u.lowered.programs.values()))
     assert cls.args == ("aGm", "bGm", "cGm")
-    assert {g.name for g in cls.gms} == {"aGm_", "bGm_", "cGm_"}
+    assert {g.name for g in cls.gms} == {"aGm_", "bGm_", "cGm_", "wsGm_"}
     cpp = K.to_cpp(cls)
     assert "aGm_.SetGlobalBuffer(reinterpret_cast<__gm__ T*>(aGm));" in cpp
 
@@ -462,7 +467,7 @@ def test_ai_cores_are_read_from_the_platform_and_the_fit_error_names_l1_l0(tmp_p
     assert "no L1/L0 tiling of Gemm holds this shape" in host and "no UB plan" not in host
 
 
-def test_the_entry_is_cube_only_and_named_as_the_opdef_looks_it_up(tmp_path):
+def test_the_entry_is_mixed_and_named_as_the_opdef_looks_it_up(tmp_path):
     import opgen.codegen.kernel_cube  # noqa: F401  (installs the cube family's emit stage)
     from opgen.check.driver import LAUNCH, kernel_type
 
@@ -472,10 +477,11 @@ def test_the_entry_is_cube_only_and_named_as_the_opdef_looks_it_up(tmp_path):
     cpp = tmp_path / "k.cpp"
     cpp.write_text(files["op_kernel/gemm_t.cpp"])
     assert 'extern "C" __global__ __aicore__ void gemm_t_entry(' in cpp.read_text()
-    # no AIV has work: the launch is AIC-only (docs/reference/ascendc.md §1.3), which opgen check launches
-    assert kernel_type(cpp) == "KERNEL_TYPE_AIC_ONLY" and "KERNEL_TYPE_AIC_ONLY" in LAUNCH
-    # the family states it (the kernel UT's KernelMode follows it: AIC_MODE)
-    assert u.family.kernel_type == "KERNEL_TYPE_AIC_ONLY"
+    # the AIVs reduce a K split's partials when the tiling chooses one: the launch is mixed (1 AIC : 2 AIV,
+    # docs/reference/ascendc.md §1.3), which opgen check launches
+    assert kernel_type(cpp) == "KERNEL_TYPE_MIX_AIC_1_2" and "KERNEL_TYPE_MIX_AIC_1_2" in LAUNCH
+    # the family states it (the kernel UT's KernelMode follows it)
+    assert u.family.kernel_type == "KERNEL_TYPE_MIX_AIC_1_2"
 
 
 def _gelu_tanh(y):
@@ -564,6 +570,33 @@ def test_relu_of_a_scaled_matmul_kept_fp32_emulated_matches_float64(tmp_path):
     got = np.asarray(r.arrays["res"], dtype=np.float64)
     assert got.dtype == np.float64 and str(r.arrays["res"].dtype) == "float32" and got.shape == ref.shape
     assert np.all(np.abs(got - ref) <= 2.0**-20 * (np.abs(ref) + np.abs(x) @ np.abs(w)))
+
+
+def _is_ksplit_if(s) -> bool:
+    return isinstance(s, K.If) and any(Sym("kSplit") in (c.lhs, c.rhs) for c in s.cond)
+
+
+def _in_ksplit_branch(cls, path) -> bool:
+    """Whether `path` (a dependency-pass position ('Process', index, step, ...) or a _cross_paths path) lies in
+    the then-branch of the K split's `if kSplit > 1`."""
+    stmts = cls.process
+    if path and path[0] == "Process":
+        items = list(path[1:])
+        steps = [(items[i], items[i + 1] if i + 1 < len(items) else None) for i in range(0, len(items), 2)]
+        names = {"b": "body", "c": "body", "s": "body", "t": "then", "e": "orelse"}
+    else:
+        steps = [x if isinstance(x, tuple) else (x, None) for x in path]
+        names = {"body": "body", "then": "then", "orelse": "orelse"}
+    for i, f in steps:
+        if not isinstance(i, int) or i >= len(stmts):
+            return False
+        st = stmts[i]
+        if f is None:
+            return False
+        if _is_ksplit_if(st) and names.get(f) == "then":
+            return True
+        stmts = getattr(st, names.get(f, "body"), ())
+    return False
 
 
 def _cross_paths(stmts, pre=()):
@@ -661,9 +694,16 @@ def test_the_mixed_cube_kernel_runs_on_the_interpreter_and_every_flag_it_needs_i
     # L1 and L0A / L0B are double-buffered queues: their EnQue / DeQue and FreeTensor / AllocTensor hand-offs order
     # MTE2 -> MTE1 -> M and back, so the pass places no flag between those pipes
     assert not pipes & {"MTE2_MTE1", "MTE1_MTE2", "MTE1_M", "M_MTE1"}, pipes
+    survivors = []
     for which in syncs:
         r, _ = launch(ks.without(bare, ins, which))
-        assert not r.ok and "race (" in r.faults[0], (which, r.faults[:1])
+        if r.ok:
+            survivors.append(which)
+        else:
+            assert "race (" in r.faults[0], (which, r.faults[:1])
+    # this call does not split K (kSplit 1): only the syncs of the K split's branches go unexercised
+    # (test_ksplit_kernel_on_the_interpreter_every_sync_and_exchange_is_checked deletes those)
+    assert survivors and all(_in_ksplit_branch(cls, w[0][0]) for w in survivors), survivors
     # without the EnQue -> DeQue hand-offs of a level's queues the consumer races (one pair alone still orders both
     # operands: an EnQue hands over everything its producer pipe issued before it)
     for qs in (("l1A_", "l1B_"), ("l0A_", "l0B_")):
@@ -671,7 +711,7 @@ def test_the_mixed_cube_kernel_runs_on_the_interpreter_and_every_flag_it_needs_i
             return not (isinstance(st, (K.EnQue, K.DeQue)) and st.queue in qs)
         r, _ = launch(replace(cls, process=_drop(cls.process, keep)))
         assert not r.ok and "race (read-after-write)" in r.faults[0], (qs, r.faults[:1])
-    cross = list(_cross_paths(cls.process))
+    cross = [(p, st) for p, st in _cross_paths(cls.process) if not _in_ksplit_branch(cls, p)]
     assert len(cross) == 10, cross
     for p, s in cross:   # READY set on MTE2, which never waited for the Fixpipe's workspace write (review)
         if isinstance(s, K.CrossCoreSetFlag) and s.pipe is Pipe.FIX:
@@ -757,3 +797,128 @@ def test_a_bound_past_nd2nz_s_row_pitch_names_that_limit_not_the_ub(tmp_path):
         kernel_build(load_spec(str(p)))
     msg = str(e.value)
     assert "tiling limit" in msg and "Nd2Nz" in msg and "UB overflow" not in msg and "lower max= of K to 65535" in msg
+
+
+def _ksplit_gelu_launch(dt: str):
+    """MatmulGelu at M 125, K 1999, N 111 on a platform of 3 AI Cores (6 AIVs): the tiling chooses kSplit 3 (k
+    ranges of 704, the last 591: not a multiple of the 256-element L1 panel), the reduction's passes of 22 rows
+    over the 6 AIVs (the last 15 rows: a tail). Returns (class, pass input, placed syncs, tiling values, launch:
+    class -> (RunResult, output [M, N] float64), float64 reference)."""
+    import dataclasses
+
+    from opgen.ir.dtypes import parse_dtype
+    from opgen.kernel import kir_interp
+    from opgen.kernel import kir_sync as ks
+    from opgen.platforms import PLATFORMS
+    from opgen.tiling.emit import program_inputs
+
+    spec = load_spec(str(EXAMPLES / "matmul_gelu.py"))
+    u = kernel_build(spec)
+    cls = next(iter(u.lowered.programs.values()))
+    bare = ks.strip_syncs(cls)
+    again, ins = ks.place_syncs(bare)
+    assert again == cls
+    plat = dataclasses.replace(next(p for p in PLATFORMS.values() if p.aiv == 48 and p.arch == "dav-2201"), aic=3,
+                               aiv=6)
+    m, k, n = 125, 1999, 111
+    v = u.tiling.program.evaluate(program_inputs(spec, u.tiling.program, u.tiling.inputs, {"M": m, "K": k, "N": n},
+                                                 {"T": parse_dtype(dt)}, plat, None))
+    assert (v["kSplit"], v["kLen"], v["blockDim"], v["redRows"]) == (3, 704, 3, 22), v
+    np_t = {"f16": np.float16, "bf16": __import__("ml_dtypes").bfloat16}[dt]
+    rng = np.random.default_rng(11)
+    a, w = rng.uniform(-1, 1, (m, k)).astype(np_t), rng.uniform(-1, 1, (k, n)).astype(np_t)
+    bias = rng.uniform(-1, 1, n).astype(np_t)
+    ref = _gelu_tanh(a.astype(np.float64) @ w.astype(np.float64) + bias.astype(np.float64))
+
+    def launch(c, over=None):
+        vv = dict(v, **(over or {}))
+        out = np.full(m * n, np.nan, np_t)
+        r = kir_interp.run(c, {f: vv[f] for f in c.fields}, {"x": a, "weight": w, "bias": bias, "output": out},
+                           vv["blockDim"], workspace=np.zeros(vv["workspaceBytes"] // 4, np.float32),
+                           types={"T": {"f16": "half", "bf16": "bfloat16_t"}[dt]}, verify_first=False)
+        return r, out.reshape(m, n).astype(np.float64)
+
+    return cls, bare, ins, v, launch, ref
+
+
+@pytest.mark.parametrize("dt", ["f16", "bf16"])
+def test_ksplit_gemm_with_epilogue_interpreted_equals_float64_and_is_deterministic(dt):
+    """The K split (docs/design.md "Cube family: the K split") with MatmulGelu's bias + GELU epilogue on the Kernel
+    IR interpreter: every unit's fp32 partial, the AIVs' ordered sum after the SyncAll, then the epilogue, equal
+    float64 gelu(x @ w + bias) to one rounding of the output type (plus fp32 accumulation over K); and two
+    launches give bit-identical outputs (the partials are summed in k order, not in the order cores finish)."""
+    _cls, _bare, _ins, _v, launch, ref = _ksplit_gelu_launch(dt)
+    cls = _cls
+    r1, o1 = launch(cls)
+    assert r1.ok, r1.faults[:1]
+    ulp = {"f16": 2.0 ** -11, "bf16": 2.0 ** -8}[dt]
+    assert np.all(np.abs(o1 - ref) <= ulp * np.abs(ref) + 2.0 ** -20 * 1999 * 4 + 1e-6), np.abs(o1 - ref).max()
+    r2, o2 = launch(cls)
+    assert r2.ok and np.array_equal(o1.view(np.uint64), o2.view(np.uint64))
+
+
+def test_ksplit_kernel_on_the_interpreter_every_sync_and_exchange_is_checked():
+    """The K split's branches of MatmulGelu's kernel, run with kSplit 3: deleting any flag or barrier the dependency
+    pass placed faults with a race; deleting the SyncAll makes an AIV's read of another AI Core's partial a race
+    between cores (its own AIC's FLAG_PART orders only that AIC's Fixpipes); deleting the FLAG_PART set or wait
+    faults (a race, a deadlock or a flag never consumed); the FLAG_PART set issued on MTE2 instead of FIX does not
+    order the Fixpipe's partial write: a race between cores."""
+    from opgen.kernel import kir_sync as ks
+
+    cls, bare, ins, v, launch, ref = _ksplit_gelu_launch("f16")
+    # a second tiling the kernel must take as well, by hand from opgen.tiling.cube's rules: kSplit 4 (kLen
+    # align_up(ceil(1999 / 4), 64) = 512), 4 units over 3 AI Cores (the first takes 2: a unit after a unit), and
+    # reduction passes of 8 rows (16 per 128-row block over 6 AIVs: 2 or 3 items each, one after another)
+    two = {"kSplit": 4, "kLen": 512, "blockDim": 3, "unitsPerCore": 1, "unitsTail": 1, "redRows": 8,
+           "passesPerBlock": 16, "itemsPerAiv": 2, "itemsTail": 4, "workspaceBytes": 4 * 128 * 112 * 4}
+    r, out = launch(cls, two)
+    assert r.ok and np.all(np.abs(out - ref) <= 2.0 ** -11 * np.abs(ref) + 2e-3), r.faults[:1]
+    syncs = [w for w in ks.placed(ins) if _in_ksplit_branch(cls, w[0][0])]
+    assert syncs
+    survivors = []
+    for which in syncs:
+        mutant = ks.without(bare, ins, which)
+        r, _ = launch(mutant)
+        if r.ok:
+            r, _ = launch(mutant, two)
+        if r.ok:
+            survivors.append(which)
+        else:
+            assert "race (" in r.faults[0], (which, r.faults[:1])
+    # two V -> MTE2 flags cover each other between an AIV's items (the next item's column copy waits for every
+    # earlier V read, so does its partial-0 copy): each alone is redundant, both deleted race
+    assert len(survivors) <= 2, survivors
+    if survivors:
+        r, _ = launch(ks.without(bare, ins, tuple(x for w in survivors for x in w)), two)
+        assert not r.ok and "race (" in r.faults[0], r.faults[:1]
+
+    def drop(stmts, keep):
+        out = []
+        for s in stmts:
+            if not keep(s):
+                continue
+            for f in ("body", "then", "orelse"):
+                if isinstance(getattr(s, f, None), tuple):
+                    s = replace(s, **{f: drop(getattr(s, f), keep)})
+            out.append(s)
+        return tuple(out)
+
+    r, _ = launch(replace(cls, process=drop(cls.process, lambda s: not isinstance(s, K.SyncAll))))
+    assert not r.ok and "race (read-after-write) between cores on GM tensor 'wsGm_'" in r.faults[0], r.faults[:1]
+    for kind in (K.CrossCoreSetFlag, K.CrossCoreWaitFlag):
+        r, _ = launch(replace(cls, process=drop(cls.process, lambda s: not (isinstance(s, kind) and s.id == 4))))
+        assert not r.ok and any(w in r.faults[0] for w in ("race (", "deadlock", "never consumed")), r.faults[:1]
+
+    def on_mte2(stmts):
+        out = []
+        for s in stmts:
+            if isinstance(s, K.CrossCoreSetFlag) and s.id == 4:
+                s = replace(s, pipe=Pipe.MTE2)
+            for f in ("body", "then", "orelse"):
+                if isinstance(getattr(s, f, None), tuple):
+                    s = replace(s, **{f: on_mte2(getattr(s, f))})
+            out.append(s)
+        return tuple(out)
+
+    r, _ = launch(replace(cls, process=on_mte2(cls.process)))
+    assert not r.ok and "race (read-after-write) between cores on GM tensor 'wsGm_'" in r.faults[0], r.faults[:1]

@@ -39,7 +39,7 @@ family when their packages are imported (the kernel stage must not import later 
 
 from __future__ import annotations
 
-from dataclasses import dataclass
+from dataclasses import dataclass, replace
 
 from opgen.ir.dims import Constraint, Fn, Lit, Sym
 from opgen.ir.dtypes import DTypeVar, dtype_name
@@ -363,7 +363,7 @@ def lower_gemm(spec, lay: GemmLayout) -> K.KernelClass:
         K.EnQue("l0A_", "a2"), K.EnQue("l0B_", "b2"),
         K.DeQue("a2", "l0A_", "T"), K.DeQue("b2", "l0B_", "T"),
         K.Mmad(K.Ref("c1"), K.Ref("a2"), K.Ref("b2"), S("mm"), S("nt"), S("kt"),
-               (Constraint("==", S("k0") + S("kk"), Lit(0)),), "fp32 accumulate over K"),
+               (Constraint("==", S("k0") + S("kk"), S("kb")),), "fp32 accumulate over K (this range's)"),
         K.Free("l0A_", "a2"), K.Free("l0B_", "b2"),
     )
     kloop = (   # one L1 panel: GM -> L1 (double buffered: the next panel's copy overlaps this one's chunks)
@@ -397,57 +397,102 @@ def lower_gemm(spec, lay: GemmLayout) -> K.KernelClass:
         slot, free, ready = (), (), ()
         fix = K.Fixpipe(K.GmView("cGm_", off(2, S("m0") * N + S("n0"))), K.Ref("c1"), S("mt"), S("nt"), S("mPad"),
                         N, "L0C -> GM with the cast to the output type")
-    block = (
-        *lets,
+    pads = (
         K.Let("mPad", fn("align_up", S("mt"), Lit(16))),
         K.Let("nPad", fn("align_up", S("nt"), Lit(16))),
         K.Let("mm", fn("max", S("mt"), Lit(2))),
+    )
+    block = (
+        *lets,
+        *pads,
         *slot,
+        K.Let("kb", Lit(0)),
         K.For("k0", Lit(0), Kd, S("baseKL1"), kloop, tail="kt1", doc="K panels (the last a tail)"),
         *free,   # only the Fixpipe writes the slot: the loads and Mmads of this block overlap the AIVs' work
         fix,
         *ready,
     )
-    cube = (
+    init = (
         K.InitBuffer("l1A_", bm * S("baseKL1") * sz, 2), K.InitBuffer("l1B_", S("baseKL1") * bn * sz, 2),
         K.InitBuffer("l0A_", bm * bk * sz, 2), K.InitBuffer("l0B_", bk * bn * sz, 2),
         K.InitBuffer("l0C_", bm * bn * 4),
         K.Get("c1", "l0C_", "float"),
+    )
+    plain = (
         *_range(K.BLOCK_IDX),
         K.For("blk", S("first"), S("last"), Lit(1), block, doc="this AI Core's output blocks"),
     )
-    if not mixed:
-        process = (K.CoreIf("cube", cube, "the AIC: every block of this AI Core; the AIVs have no work yet"),)
-        cls = K.KernelClass(f"{spec.name}CubeKernel", f"optiling::{spec.name}TilingData", args=tuple(
-            [i.name for i in spec.inputs] + [o.name for o in spec.outputs]), gms=gms, locals=locs,
-            fields=FIELDS + (BATCH_FIELDS if lay.batch else ()),
-            process=process, tparams=("T",),
-            doc=f"{spec.name}: [M, K] x [K, N] on the cube, fp32 accumulation, Fixpipe cast to {out_t}")
-        return K.verify(cls)
-    drain = (K.For("j", fn("max", S("last") - S("first") - 2, Lit(0)), S("last") - S("first"), Lit(1), (
-        K.Let("s", S("j") % 2),
-        _by_slot(lambda i: K.CrossCoreWaitFlag(FLAG_FREE + i, "the AIVs' last reads of the slots")),),
-        doc="consume the last two slots' free flags"),)
-    prog = epilogue_program(lay)
-    vec_locs, vec_gms, vector = _vector_part(lay, prog, lets, out_t, off)
-    process = (K.CoreIf("cube", (K.Let("core", K.BLOCK_IDX), *cube, *drain),
-                        "the AIC: the fp32 blocks of this AI Core into the two workspace slots in turn"),
-               K.CoreIf("vector", vector, "the two AIVs: half of each block's rows each, the epilogue, the output"))
+    if mixed:
+        plain += (K.For("j", fn("max", S("last") - S("first") - 2, Lit(0)), S("last") - S("first"), Lit(1), (
+            K.Let("s", S("j") % 2),
+            _by_slot(lambda i: K.CrossCoreWaitFlag(FLAG_FREE + i, "the AIVs' last reads of the slots")),),
+            doc="consume the last two slots' free flags"),)
+    # the K split (docs/design.md "Cube family: the K split"): units (block, k range) over the AI Cores, each
+    # unit's fp32 partial block to its own workspace block (pitch baseN), then FLAG_PART to this AI Core's AIVs
+    unit = (
+        K.Let("blk", S("u") // S("kSplit")),
+        K.Let("kr", S("u") % S("kSplit")),
+        *lets,
+        *pads,
+        K.Let("kb", S("kr") * S("kLen")),
+        K.For("k0", S("kb"), fn("min", Kd, S("kb") + S("kLen")), S("baseKL1"), kloop, tail="kt1",
+              doc="K panels of this unit's range (the last a tail)"),
+        K.Fixpipe(K.GmView("wsGm_", (S("blk") * S("kSplit") + S("kr")) * bm * bn), K.Ref("c1"), S("mt"), S("nt"),
+                  S("mPad"), bn, "L0C -> the unit's partial block in the workspace, fp32"),
+    )
+    split = (
+        K.Let("uFirst", K.BLOCK_IDX * S("unitsPerCore") + Fn("min", (K.BLOCK_IDX, S("unitsTail")))),
+        K.Let("uLast", S("uFirst") + S("unitsPerCore")
+              + K.Select((Constraint("<", K.BLOCK_IDX, S("unitsTail")),), Lit(1), Lit(0))),
+        K.For("u", S("uFirst"), S("uLast"), Lit(1), unit, doc="this AI Core's units (block, k range)"),
+        K.CrossCoreSetFlag(2, Pipe.FIX, FLAG_PART, "this AI Core's partial blocks are written"),
+    )
+    ks = (Constraint(">", S("kSplit"), Lit(1)),)
+    cube = (*init, K.If(ks, split, plain))
+    if mixed:
+        prog = epilogue_program(lay)
+        doc_plain = "the two AIVs: half of each block's rows each, the epilogue, the output"
+    else:   # the reduction's own epilogue: the cast Fixpipe does when K is not split
+        prog = epilogue_program(_cast_only(lay))
+        doc_plain = "the AIVs have no work: Fixpipe wrote the output"
+    vec_locs, vec_gms, gets, vector_ks = _vector_part(lay, prog, lets, out_t, off, ksplit=True)
+    vector_plain = _vector_part(lay, prog, lets, out_t, off)[3] if mixed else ()
+    process = (K.CoreIf("cube", (K.Let("core", K.BLOCK_IDX), *cube),
+                        "the AIC: the fp32 blocks of this AI Core (to the output, the two workspace slots in turn, "
+                        "or the K split's partial blocks)"),
+               K.CoreIf("vector", (*gets, K.If(ks, vector_ks, vector_plain)),
+                        f"the AIVs: the K split's reduction, else {doc_plain}"))
+    fields = FIELDS + (BATCH_FIELDS if lay.batch else ()) + EPI_FIELDS + KSPLIT_FIELDS \
+        + tuple(f"{a}Bits" for a in epi_attrs(lay))
     cls = K.KernelClass(f"{spec.name}CubeKernel", f"optiling::{spec.name}TilingData", args=tuple(
         [i.name for i in spec.inputs] + [o.name for o in spec.outputs]),
         gms=gms + (K.GmTensor("wsGm_", "float", workspace=True),) + vec_gms, locals=locs + vec_locs,
-        fields=FIELDS + (BATCH_FIELDS if lay.batch else ()) + EPI_FIELDS + tuple(f"{a}Bits" for a in epi_attrs(lay)),
-        process=process, tparams=("T",),
-        doc=f"{spec.name}: [M, K] x [K, N] on the cube (fp32 blocks to a two-slot workspace), the epilogue on the "
-            f"AIVs, output {out_t}")
+        fields=fields, process=process, tparams=("T",), ws_field="workspaceBytes",
+        doc=f"{spec.name}: [M, K] x [K, N] on the cube, fp32 accumulation (" + (
+            "fp32 blocks to a two-slot workspace, the epilogue on the AIVs" if mixed else
+            "Fixpipe's cast") + f"; K split over the AI Cores when the tiling chooses it), output {out_t}")
     return K.verify(cls)
+
+
+def _cast_only(lay: GemmLayout) -> GemmLayout:
+    """`lay` with the vector steps of its Fixpipe epilogue (the AIVs' part of a K split when there is no vector
+    epilogue): the fp32 sum cast to the output type rounding to nearest even (Fixpipe's rounding, §1.10), or
+    stored as it is for an fp32 output."""
+    rnd = "" if lay.out_dtype == "f32" else ROUND_MODES["rint"]
+    return replace(lay, steps=(("acc", "acc_"), ("store", "acc_", rnd)))
 
 
 FLAG_READY, FLAG_FREE = 0, 2
 """Cross-core flag ids: FLAG_READY + s (AIC -> its AIVs: workspace slot s holds a block), FLAG_FREE + s (both AIVs
 -> the AIC: slot s is read and may be overwritten); s = 0, 1."""
 EPI_FIELDS = ("epiRows",)
-"""The tiling-data field a kernel with a vector epilogue reads too: rows of a block half per AIV pass."""
+"""The tiling-data field the AIVs read: rows of a block half per AIV pass (the UB's rows of the epilogue)."""
+FLAG_PART = 4
+"""Cross-core flag id of the K split: AIC -> its AIVs, this AI Core's partial blocks are in the workspace."""
+KSPLIT_FIELDS = ("kSplit", "kLen", "unitsPerCore", "unitsTail", "redRows", "passesPerBlock", "itemsPerAiv",
+                 "itemsTail")
+"""The K split's tiling fields (opgen.tiling.cube): k ranges, elements per range, the units (block, range) of each
+AI Core, the reduction's rows per pass, its passes per block and pass items per AIV."""
 
 
 def epi_attrs(lay: GemmLayout) -> tuple:
@@ -498,7 +543,7 @@ class EpiProgram:
     def row_bytes(self) -> int:
         """UB bytes per element of one row of a pass (fp32 temporaries and staged rows, T staging, the output
         staging), T taken as 2 bytes (f16 / bf16) and a cast output as at most 4."""
-        nf = self.row_temps + sum(1 for _v, (sp, _i) in self.pre if sp == "row")
+        nf = max(self.row_temps, 1) + sum(1 for _v, (sp, _i) in self.pre if sp == "row")   # epiW_ holds >= 1 row
         nt = sum(1 for _v, _i, sp in self.loads if sp == "row")
         return 4 * nf + 2 * nt + (4 if self.store[1] else 0)
 
@@ -552,14 +597,21 @@ def _gap(n, sz, pitch) -> object:
     return (pitch * sz - Fn("align_up", (n * sz, Lit(32)))) // 32
 
 
-def _vector_part(lay: GemmLayout, prog: EpiProgram, lets: tuple, out_t: str, off) -> tuple:
+def _vector_part(lay: GemmLayout, prog: EpiProgram, lets: tuple, out_t: str, off, ksplit: bool = False) -> tuple:
     """(UB locals, GM tensors of the epilogue's inputs, the AIV statements) of the vector epilogue (module
     docstring): per block of this AI Core, wait for its slot, the column rows (a bias) in and finished, then passes
     of up to epiRows rows of this AIV's half
     (rows h * sub .. of h = ceil(mt / 2)): copy the fp32 rows and the inputs in, run each instruction over the
     pass's rows (instruction-major, each per-row loop `disjoint`; one instruction over all rows of the pass when they
     touch, nt = baseN, and it reads no column row), cast, copy out; free the slot. No sync: the dependency pass
-    places the flags and barriers."""
+    places the flags and barriers.
+
+    ksplit: the K split's reduction instead (docs/design.md "Cube family: the K split"): after its AIC's FLAG_PART
+    and a SyncAll of every AIV (every AIC's partial blocks are then written), this AIV's contiguous range of pass
+    items (itemsPerAiv, the first itemsTail one more; item i is rows pi * redRows .. of block i // passesPerBlock,
+    pi = i % passesPerBlock): the fp32 rows of partial 0 copied in, then partial 1 .. kSplit - 1 each copied to a
+    scratch row buffer and added in that order (a fixed order: the sum does not depend on which core finished
+    first), then the epilogue, cast and store as above."""
     S = Sym
     bn, N, R = S("baseN"), S("N"), S("epiRows")
     row = S("r") * bn    # element offset of row r of a pass in every row buffer (pitch baseN)
@@ -583,7 +635,12 @@ def _vector_part(lay: GemmLayout, prog: EpiProgram, lets: tuple, out_t: str, off
         var = f"ep{k}"
         buf(f"epiP{k}_", var, "float", (R if sp == "row" else Lit(1)) * bn, 4)
         ref[v] = (var, sp == "row")
-        if not inp:
+        if not inp and ksplit:   # partial 0, then the others added in order k = 1 .. kSplit - 1
+            acc_var = var
+            part = S("pOff") + S("c0") * bn
+            copies_in.append(K.Copy(K.Ref(var), K.GmView("wsGm_", part), S("rows"), S("nt") * 4, (bn - S("nt")) * 4,
+                                    _gap(S("nt"), 4, bn), "fp32 rows of partial 0 of the block"))
+        elif not inp:
             src = K.GmView("wsGm_", S("wsOff") + S("c0") * S("nt"))
             copies_in.append(K.Copy(K.Ref(var), src, S("rows"), S("nt") * 4, Lit(0), _gap(S("nt"), 4, bn),
                                     "fp32 rows of the block from the workspace slot"))
@@ -652,10 +709,21 @@ def _vector_part(lay: GemmLayout, prog: EpiProgram, lets: tuple, out_t: str, off
     store = K.Copy(K.GmView("cGm_", off(2, (S("m0") + S("c0")) * N + S("n0"))), src_out, S("rows"), S("nt") * osz,
                    _gap(S("nt"), osz, bn), (N - S("nt")) * osz, "the pass's output rows")
     whole = (Constraint("==", S("nt"), bn),)
+    reduce_ = ()
+    if ksplit:   # partials 1 .. kSplit - 1 of these rows, each added to the running sum in k order
+        buf("epiS_", "es", "float", R * bn, 4)
+        add = K.vec(Op.ADD, dst=K.Ref(acc_var, row), src0=K.Ref(acc_var, row), src1=K.Ref("es", row),
+                    count=S("cnt"), doc="the running sum plus partial kr")
+        reduce_ = (K.For("kr", Lit(1), S("kSplit"), Lit(1), (
+            K.Copy(K.Ref("es"), K.GmView("wsGm_", S("pOff") + (S("kr") * S("baseM") + S("c0")) * bn), S("rows"),
+                   S("nt") * 4, (bn - S("nt")) * 4, _gap(S("nt"), 4, bn), "fp32 rows of partial kr"),
+            K.For("r", Lit(0), S("iters"), Lit(1), (add,), disjoint=True),
+        ), doc="the other partials in k order (deterministic: independent of the cores' timing)", nonempty=True),)
     chunk = (
         K.Let("iters", K.Select(whole, Lit(1), S("rows"))),
         K.Let("cnt", K.Select(whole, S("rows") * S("nt"), S("nt"))),
         *copies_in,
+        *reduce_,
         *row_ops,
         store,
     )
@@ -674,9 +742,28 @@ def _vector_part(lay: GemmLayout, prog: EpiProgram, lets: tuple, out_t: str, off
         _by_slot(lambda i: K.CrossCoreSetFlag(2, Pipe.MTE2, FLAG_FREE + i, "this AIV is done reading slot s")),
     )
     attrs = tuple(K.FLet(f"attr_{a}", K.FBits(S(f"{a}Bits")), doc=f"the attribute {a}") for a in epi_attrs(lay))
-    vector = (*gets, *attrs, K.Let("core", K.BLOCK_IDX // K.TASK_RATIO), *_range(S("core")),
+    if ksplit:
+        rr = S("redRows")
+        item = (
+            K.Let("blk", S("it") // S("passesPerBlock")),
+            K.Let("pi", S("it") % S("passesPerBlock")),
+            *lets,
+            K.Let("pOff", S("blk") * S("kSplit") * S("baseM") * bn),
+            *cols,
+            K.For("c0", S("pi") * rr, Fn("min", (S("mt"), S("pi") * rr + rr)), rr, chunk, tail="rows",
+                  doc="this item's rows of the block (none when the block has fewer)"),
+        )
+        vector = (*attrs,
+                  K.CrossCoreWaitFlag(FLAG_PART, "the AIC of this AI Core has written its partial blocks"),
+                  K.SyncAll("every AIV past its wait: every AIC's partial blocks are written"),
+                  K.Let("iFirst", K.BLOCK_IDX * S("itemsPerAiv") + Fn("min", (K.BLOCK_IDX, S("itemsTail")))),
+                  K.Let("iLast", S("iFirst") + S("itemsPerAiv")
+                        + K.Select((Constraint("<", K.BLOCK_IDX, S("itemsTail")),), Lit(1), Lit(0))),
+                  K.For("it", S("iFirst"), S("iLast"), Lit(1), item, doc="this AIV's pass items"))
+        return tuple(locs), tuple(gms), tuple(gets), vector
+    vector = (*attrs, K.Let("core", K.BLOCK_IDX // K.TASK_RATIO), *_range(S("core")),
               K.For("blk", S("first"), S("last"), Lit(1), block, doc="this AI Core's output blocks"))
-    return tuple(locs), tuple(gms), vector
+    return tuple(locs), tuple(gms), tuple(gets), vector
 
 
 @dataclass(frozen=True)
@@ -702,13 +789,13 @@ class CubeFamily(Family):
     """A matrix product on the cube with Fixpipe's cast as its epilogue (module docstring)."""
 
     name = "cube"
-    kernel_type = "KERNEL_TYPE_AIC_ONLY"   # the output cast is Fixpipe's: no AIV work (templates/op_kernel/cube_kernel.cpp.j2)
+    kernel_type = "KERNEL_TYPE_MIX_AIC_1_2"   # 1 AIC : 2 AIV (templates/op_kernel/cube_kernel.cpp.j2)
     doc = "one matmul [M, K] x [K, N] on the cube (GM -> L1 NZ -> L0A/L0B -> Mmad -> L0C -> Fixpipe)"
 
     def entry_kernel_type(self, lowered) -> str:
-        """KERNEL_TYPE_MIX_AIC_1_2 when the layout has a vector epilogue (the AIVs finish the blocks), else
-        KERNEL_TYPE_AIC_ONLY (Fixpipe's cast is all of it)."""
-        return "KERNEL_TYPE_MIX_AIC_1_2" if lowered.layout.steps else "KERNEL_TYPE_AIC_ONLY"
+        """KERNEL_TYPE_MIX_AIC_1_2: the AIVs finish the blocks (a vector epilogue) or reduce the K split's partial
+        blocks (which the tiling may choose for any call); without either they return at once."""
+        return "KERNEL_TYPE_MIX_AIC_1_2"
 
     def claims(self, plan) -> bool:
         """Plans whose launch has a cube stage."""
@@ -749,9 +836,7 @@ class CubeFamily(Family):
     def counts(self, lowered):
         """CubeCounts of the lowered class."""
         lay = lowered.layout
-        if not lay.steps:
-            return CubeCounts(out_f32=lay.out_dtype == "f32")
-        ep = epilogue_program(lay)
+        ep = epilogue_program(lay if lay.steps else _cast_only(lay))
         return CubeCounts(out_f32=lay.out_dtype == "f32", epi_row_bytes=ep.row_bytes(), epi_col_bytes=ep.col_bytes())
 
     def program_text(self, lowered, key) -> str:

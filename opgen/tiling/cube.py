@@ -24,13 +24,16 @@ min(AI Cores, blocks); each AI Core takes blocksPerCore contiguous blocks, the f
 from __future__ import annotations
 
 import functools
+from fractions import Fraction
 
 from opgen.ir.dims import Lit, Sym
 from opgen.kernel import cube as kcube
 from opgen.kernel.family import Tiling
 from opgen.platforms import PLATFORMS
 from opgen.tiling.buffers import Buffer, fixed_bytes
-from opgen.tiling.program import TilingProgram, align_up, ceil_div, emax, emin
+from opgen.platforms.cost import (BURST_OVERHEAD_BYTES, CLOCK_HZ, CROSS_WAIT_CYCLES, HBM_BYTES_PER_S, L2_BYTES_PER_S, SYNC_ALL_CYCLES,
+                                  VEC_REPEAT_BYTES)
+from opgen.tiling.program import TilingProgram, align_up, ceil_div, emax, emin, lit, select
 
 BASE_M, BASE_N, BASE_K, BASE_K_L1 = 128, 256, 64, 256
 """Largest base tile edges (elements): L0 chunks A 128 x 64 (16 KB in fp16 / bf16) and B 64 x 256 (32 KB), two of
@@ -57,16 +60,77 @@ CUBE = _sizes()
 """On-chip bytes of the AIC: l1, l0a, l0b, l0c."""
 
 
+KSPLIT_CANDIDATES = (1, 2, 3, 4, 5, 6, 8, 10, 12, 16, 20, 24, 32)
+"""The k-range counts the tiling prices (at most the AI Cores): divisors of 20, 24 and 32 AI Cores and a few between
+(docs/design.md "Cube family: the K split")."""
+KSPLIT_GRAIN = 64
+"""Elements a k range is a multiple of (BASE_K: whole L0 chunks, so only the last range has a K tail)."""
+
+
+def _ksplit(p, M, K, N, bm, bn, mb, nb, tb, ob, blocks, bt, aic, mixed: bool):
+    """(kSplit, kLen) lets of the K split chosen by estimated time (docs/design.md "Cube family: the K split"; the
+    constants of opgen.platforms.cost, docs/reference/kernel_cost.md §2), in AI Core cycles, for each candidate c of
+    KSPLIT_CANDIDATES not above the AI Cores: kLen = align_up(ceil(K / c), KSPLIT_GRAIN), ranges ks = ceil(K / kLen),
+    units = blocks * ks, and
+      cube    = ceil(units / aic) * (baseM / 16) * (baseN / 16) * ceil(kLen / 16)      (fractals of the busiest core)
+      memory  = first reads of A and B, the output, the workspace writes and BURST_OVERHEAD_BYTES per burst (a
+                panel's source row, a partial's or the output's row) at HBM bandwidth; A's and B's re-reads (A once
+                per block column, B once per block row) and the partials' read-back at the L2's
+      time    = max(cube, memory of the cube phase) + [ks > 1] (SYNC_ALL + CROSS_WAIT + max(the reduction's reads
+                and output write, its adds: units * baseM * baseN / (2 aic AIVs x 64 lanes)))
+    The first candidate of least time wins (c = 1 on ties: no split without a gain). `mixed` (a vector epilogue)
+    adds its fp32 slot write and read-back to c = 1."""
+    r = Fraction(int(CLOCK_HZ), int(HBM_BYTES_PER_S))
+    r2 = Fraction(int(CLOCK_HZ), int(L2_BYTES_PER_S))
+    mn = bt * M * N
+    first = bt * (M * K + K * N) * tb + mn * ob       # HBM: each operand's first read, the output
+    again = bt * ((nb - 1) * M * K + (mb - 1) * K * N) * tb   # L2: the re-reads
+    ov = BURST_OVERHEAD_BYTES
+    # every source row of a panel is one burst (A: each block column's panels, B: each block's), an output row one
+    bursts = bt * (nb * M * ceil_div(K, BASE_K_L1) + mb * nb * K) + bt * M * nb
+    base = p.let("gemmMemCycles", (first + bursts * ov) * r.numerator // r.denominator
+                 + again * r2.numerator // r2.denominator + (mn * 8 * r.numerator // r.denominator if mixed else 0),
+                 "estimated memory cycles without a K split (HBM first reads, output and bursts, L2 re-reads)")
+    best = best_cost = best_len = None
+    for c in KSPLIT_CANDIDATES:
+        kl = p.let(f"kLen{c}", align_up(ceil_div(K, c), KSPLIT_GRAIN), f"k range of {c} ranges (elements)")
+        ks = p.let(f"kRanges{c}", ceil_div(K, kl), f"k ranges of kLen{c}")
+        cube = ceil_div(blocks * ks, aic) * (bm // 16) * (bn // 16) * ceil_div(kl, 16)
+        if c == 1:
+            cost = p.let("kCost1", emax(cube, base), "estimated cycles without a K split")
+            best, best_cost, best_len = lit(1), cost, kl
+            continue
+        ws = blocks * ks * bm * bn * 4
+        # more panels (each range starts its own), the partials' rows written and read back
+        extra = (bt * nb * M * (ks * ceil_div(kl, BASE_K_L1) - ceil_div(K, BASE_K_L1)) + blocks * ks * bm) * ov
+        red = emax((ws + blocks * ks * bm * ov) * r2.numerator // r2.denominator
+                   + mn * ob * r.numerator // r.denominator,
+                   ceil_div(blocks * ks * bm * bn, aic * 2 * (VEC_REPEAT_BYTES // 4)))
+        cost = p.let(f"kCost{c}", emax(cube, base + (ws + extra) * r.numerator // r.denominator)
+                     + (SYNC_ALL_CYCLES + CROSS_WAIT_CYCLES) + red,
+                     f"estimated cycles of {c} ranges (cube or memory, then the exchange and the reduction)")
+        better = p.let(f"kBetter{c}", (c <= aic) & (ks > 1) & (cost < best_cost),
+                       f"1 when {c} ranges are estimated faster than the best before")
+        best = p.let(f"kBest{c}", select(better, ks, best), "k ranges of the best so far")
+        best_len = p.let(f"kBestLen{c}", select(better, kl, best_len), "its kLen")
+        best_cost = p.let(f"kBestCost{c}", select(better, cost, best_cost), "its estimated cycles")
+    return (p.let("kSplit", best, "k ranges (1: no K split)", True),
+            p.let("kLen", best_len, "elements of a k range (the last a tail)", True))
+
+
 def gemm_program(name: str, trans_a: bool = False, trans_b: bool = False, batched: bool = False, epi=None,
-                 attrs: tuple = ()):
+                 attrs: tuple = (), mixed: bool = False, out_f32: bool = False):
     """(TilingProgram, [Buffer]) of the GEMM kernel `name` (module doc): the fields opgen.kernel.cube.FIELDS,
-    blockDim, fits, tilingKey, workspaceBytes; the buffers are the kernel's L1 / L0 allocations. trans_a / trans_b:
-    A stored [K, M] / B stored [N, K] (their row pitches, M / K, are what Nd2Nz must fit); batched: a program
-    input `batch` (matrices) multiplies the blocks, and the field mnBlocks (blocks per matrix) is written. epi:
-    (UB bytes per element of a pass row, UB bytes per element of the column rows) of a vector epilogue
-    (opgen.kernel.cube.EpiProgram): then the field epiRows (rows per AIV pass, the most that fit the UB, at most
-    half a block) and the workspace of two fp32 block slots per AI Core; attrs: the runtime float attributes it
-    reads (inputs <name>Attr, fields <name>Bits: their IEEE-754 bits)."""
+    EPI_FIELDS, KSPLIT_FIELDS, blockDim, fits, tilingKey, workspaceBytes; the buffers are the kernel's L1 / L0 / UB
+    allocations. trans_a / trans_b: A stored [K, M] / B stored [N, K] (their row pitches, M / K, are what Nd2Nz
+    must fit); batched: a program input `batch` (matrices) multiplies the blocks, and the field mnBlocks (blocks
+    per matrix) is written. epi: (UB bytes per element of a pass row, UB bytes per element of the column rows) of
+    the AIVs' program (opgen.kernel.cube.EpiProgram: the vector epilogue, or the cast alone): the field epiRows
+    (rows per AIV pass, the most that fit the UB beside the K split's scratch row, at most half a block); mixed:
+    the layout has a vector epilogue (the workspace holds two fp32 block slots per AI Core when K is not split);
+    out_f32: the output is fp32 (4 bytes, else tBytes); attrs: the runtime float attributes the epilogue reads
+    (inputs <name>Attr, fields <name>Bits: their IEEE-754 bits). The K split (kSplit, kLen: `_ksplit`) sizes the
+    workspace to every unit's fp32 partial block when kSplit > 1."""
     p = TilingProgram(name)
     dm, dk, dn = p.input("dimM", "rows of A and of the output"), p.input("dimK", "A columns = B rows"), \
         p.input("dimN", "columns of B and of the output")
@@ -89,10 +153,16 @@ def gemm_program(name: str, trans_a: bool = False, trans_b: bool = False, batche
         mn = p.let("mnBlocks", mb * nb, "output blocks per matrix", True)
         blocks = p.let("blocks", bt * mn, "output blocks of every matrix")
     else:
+        bt = lit(1)
         blocks = p.let("blocks", mb * nb, "output blocks")
-    bd = p.let("blockDim", emax(1, emin(aic, blocks)), "AI Cores launched", True)
-    p.let("blocksPerCore", blocks // bd, "blocks of every AI Core", True)
+    ob = lit(4) if out_f32 else tb
+    ksp, _klen = _ksplit(p, M, K, N, bm, bn, mb, nb, tb, ob, blocks, bt, aic, mixed)
+    units = p.let("units", blocks * ksp, "units of work: (output block, k range)")
+    bd = p.let("blockDim", emax(1, emin(aic, units)), "AI Cores launched", True)
+    p.let("blocksPerCore", blocks // bd, "blocks of every AI Core (no K split)", True)
     p.let("blocksTail", blocks % bd, "the first blocksTail AI Cores take one more block", True)
+    p.let("unitsPerCore", units // bd, "units of every AI Core (K split)", True)
+    p.let("unitsTail", units % bd, "the first unitsTail AI Cores take one more unit", True)
     plan = [Buffer("l1A", "TQue<A1>", 2, False, bm * bk1, tb, "A panel, NZ (double buffered)"),
             Buffer("l1B", "TQue<B1>", 2, False, bk1 * bn, tb, "B panel, NZ (double buffered)"),
             Buffer("l0A", "TQue<A2>", 2, False, bm * bk, tb, "A chunk, ZZ (double buffered)"),
@@ -104,24 +174,31 @@ def gemm_program(name: str, trans_a: bool = False, trans_b: bool = False, batche
     l0c = p.let("l0cBytes", plan[4].bytes(), "L0C bytes")
     fits = (l1 <= CUBE["l1"]) & (l0a <= CUBE["l0a"]) & (l0b <= CUBE["l0b"]) & (l0c <= CUBE["l0c"]) \
         & ((M if trans_a else K) <= ND2NZ_MAX) & ((K if trans_b else N) <= ND2NZ_MAX)
-    if epi is None:
-        p.let("fits", fits, "1 when the tiles fit L1 / L0 and the operands' row pitches fit Nd2Nz", True)
-        p.let("tilingKey", ak * 100 + key * 10 + STRATEGY, "attrKey * 100 + dtypeKey * 10 + strategy", True)
-        p.let("workspaceBytes", dm * 0, "no user workspace (bytes)", True)
-        return p, plan
     rb, cb = epi
+    rb = rb + 4   # the K split's scratch row (one fp32 partial)
     ub = p.input("ubBytes", "UB bytes of an AIV (GetCoreMemSize UB)")
     half = p.let("halfRows", (bm + 1) // 2, "rows of a block an AIV takes at most")
     room = p.let("epiRoom", (ub - bn * cb) // (bn * rb), "pass rows the UB holds beside the column rows")
     er = p.let("epiRows", emax(1, emin(half, room)), "rows of an AIV pass (elements of baseN each)", True)
-    plan += [Buffer("epiRows", "TBuf<VECCALC>", 1, False, er * bn, rb, "the pass's fp32 / T / output rows"),
+    aivs = bd * 2
+    rr = p.let("redRows", emax(1, emin(er, ceil_div(blocks * bm, aivs))),
+               "rows of a reduction pass (K split: at most epiRows, the blocks' rows shared by every AIV)", True)
+    ppb = p.let("passesPerBlock", ceil_div(bm, rr), "reduction passes per block (K split)", True)
+    items = p.let("redItems", blocks * ppb, "reduction pass items (K split)")
+    p.let("itemsPerAiv", items // aivs, "pass items of every AIV (K split)", True)
+    p.let("itemsTail", items % aivs, "the first itemsTail AIVs take one more item", True)
+    plan += [Buffer("epiRows", "TBuf<VECCALC>", 1, False, er * bn, rb,
+                    "the pass's fp32 / T / output rows and the K split's scratch row"),
              Buffer("epiCols", "TBuf<VECCALC>", 1, False, bn, cb, "the column rows (bias)")]
-    ubb = p.let("ubEpiBytes", fixed_bytes(plan[5:]), "UB bytes of the epilogue")
+    ubb = p.let("ubEpiBytes", fixed_bytes(plan[5:]), "UB bytes of the AIVs' passes")
     p.let("fits", fits & (ubb <= ub),
-          "1 when the tiles fit L1 / L0, the operands' row pitches fit Nd2Nz and the epilogue's pass fits the UB",
+          "1 when the tiles fit L1 / L0, the operands' row pitches fit Nd2Nz and the AIVs' pass fits the UB",
           True)
     p.let("tilingKey", ak * 100 + key * 10 + STRATEGY, "attrKey * 100 + dtypeKey * 10 + strategy", True)
-    p.let("workspaceBytes", bd * 2 * bm * bn * 4, "two fp32 block slots per AI Core (bytes)", True)
+    slots = bd * 2 * bm * bn * 4 if mixed else lit(0)
+    p.let("workspaceBytes", select(ksp > 1, units * bm * bn * 4, slots),
+          "K split: one fp32 partial block per unit; else " + ("two fp32 block slots per AI Core" if mixed else
+                                                             "none") + " (bytes)", True)
     for a in attrs:
         v = p.input(f"{a}Attr", f"IEEE-754 bits of the attribute {a}")
         p.let(f"{a}Bits", v + 0, f"IEEE-754 bits of {a} (float)", True)
@@ -133,23 +210,25 @@ def cube_tiling(spec, lowered, counts) -> Tiling:
     shape), the dtype variable's size (2 for a fixed f16 / bf16) and key, the platform's cores; the L1 / L0 plan."""
     lay = lowered.layout
     m, k, n = lay.dims
-    epi = (counts.epi_row_bytes, counts.epi_col_bytes) if lay.steps else None
+    epi = (counts.epi_row_bytes, counts.epi_col_bytes)
     attrs = kcube.epi_attrs(lay)
-    prog, plan = gemm_program(spec.name, lay.trans_a, lay.trans_b, bool(lay.batch), epi, attrs)
+    prog, plan = gemm_program(spec.name, lay.trans_a, lay.trans_b, bool(lay.batch), epi, attrs, bool(lay.steps),
+                              counts.out_f32)
     inputs = {"dimM": Sym(m), "dimK": Sym(k), "dimN": Sym(n), "tBytes": Lit(2) if lay.fixed else ("bytes", lay.dtype),
-              "dtypeKey": ("dtype_key",), "attrKey": ("attr_key",), "aicNum": ("platform", "aicNum")}
-    if epi is not None:
-        inputs["ubBytes"] = ("platform", "ubBytes")
+              "dtypeKey": ("dtype_key",), "attrKey": ("attr_key",), "aicNum": ("platform", "aicNum"),
+              "ubBytes": ("platform", "ubBytes")}
     inputs.update({f"{a}Attr": ("attr_bits", a) for a in attrs})
     if lay.batch:
         inputs["batch"] = functools.reduce(lambda x, y: x * y, [Sym(d) for d in lay.batch])
-    doc = (f"Tiling of {spec.name}: cube family, one cube-only launch (blockDim AIC cores); output blocks of baseM x baseN "
-           f"over the AI Cores, K in chunks of baseK, fp32 accumulation in L0C.")
-    if epi is not None:
+    doc = (f"Tiling of {spec.name}: cube family, one mixed launch (blockDim AI Cores, 1 AIC : 2 AIV); output blocks "
+           f"of baseM x baseN over the AI Cores, K in chunks of baseK, fp32 accumulation in L0C, Fixpipe's cast to "
+           f"the output; or, when the cost model chooses a K split (kSplit > 1), units (block, k range) over the "
+           f"AI Cores, fp32 partial blocks to the workspace, summed in k order by the AIVs after a SyncAll.")
+    if lay.steps:
         doc = (f"Tiling of {spec.name}: cube family, one mixed launch (blockDim AI Cores, 1 AIC : 2 AIV); output "
                f"blocks of baseM x baseN over the AI Cores, K in chunks of baseK, fp32 accumulation in L0C, each "
                f"block to one of two fp32 workspace slots; each AIV finishes half of a block's rows in passes of "
-               f"epiRows rows.")
+               f"epiRows rows; or a K split (kSplit > 1) as above, the AIVs' sum then the epilogue.")
     return Tiling(prog, inputs, {STRATEGY: plan}, doc, "no L1/L0 tiling of {op} holds this shape")
 
 

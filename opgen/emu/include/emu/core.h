@@ -37,6 +37,20 @@ template <typename... A>
 inline std::string Cat(const A&... a) { std::ostringstream s; (s << ... << a); return s.str(); }
 
 // ---------------------------------------------------------------- GM
+// One access of a workspace block by some core, for the race check between cores (emu/pipes.h XTouchGm): the
+// core's slot (-1: none), pipe and clock, and its statement (name, file, line: static strings).
+struct XAccess {
+    int16_t core = -1;
+    int8_t pipe = 0;
+    uint32_t clock = 0;
+    const char* name = "?";
+    const char* file = "?";
+    unsigned line = 0;
+};
+struct XBlock {
+    XAccess w, a, r;   // the last plain writer, the kept atomic adder, the kept reader
+};
+
 struct GmBuffer {
     int id = 0;
     std::string name;
@@ -47,6 +61,11 @@ struct GmBuffer {
     // the L2 cache for a later access (docs/reference/kernel_cost.md §3, the L2 term).
     std::unique_ptr<std::atomic<uint8_t>[]> touched;
     uint64_t blocks = 0;
+    // Races between cores (emu/pipes.h XTouchGm): on the workspace only (the buffer cores exchange data through),
+    // per 32-B block the last plain writer, atomic adder and kept reader of any core; pages made on first touch.
+    bool crossCore = false;
+    std::mutex xmu;
+    std::unordered_map<uint64_t, std::unique_ptr<XBlock[]>> xpages;
 };
 
 struct GmRegistry {
@@ -64,6 +83,7 @@ inline int RegisterGm(void* ptr, uint64_t bytes, const std::string& name)
     auto b = std::make_unique<GmBuffer>();
     b->id = static_cast<int>(r.bufs.size());
     b->name = name;
+    b->crossCore = name == "workspace";
     b->base = static_cast<uint8_t*>(ptr);
     b->bytes = bytes;
     b->blocks = (bytes + 31) / 32;
@@ -366,11 +386,19 @@ struct LaunchState {
     std::vector<std::array<int, 2>> aivSlots;                          // per AI Core: slots of its AIVs (-1: none)
 
     // Hardware barriers: [0] all cores of the launch (SyncAll<false>), [1] the AIVs (SyncAll<true> in a mix launch).
-    struct Barrier { int members = 0; int arrived = 0; uint64_t generation = 0; };
+    struct Barrier { int members = 0; int arrived = 0; uint64_t generation = 0; std::vector<uint32_t> acc[2]; };
     Barrier barrier[2];
+    // Happens-before between cores (emu/pipes.h XTouchGm): xknow[(i * total + j) * kPipes + q] is the clock of core
+    // j's pipe q that core i knows complete; xpend[((t * kFlags + f) * total + j) * kPipes + q] what the pending
+    // cross-core sets of flag f carry to core t. A CrossCoreSetFlag releases the setter's knowledge (its own pipes
+    // as far as the set's pipe is ordered after them), CrossCoreWaitFlag acquires it, SyncAll joins its members'.
+    std::vector<uint32_t> xknow, xpend;
 
     void Init(int n)
     {
+        xknow.assign(size_t(n) * n * kPipes, 0);
+        xpend.assign(size_t(n) * kFlags * n * kPipes, 0);
+        for (auto& b : barrier) for (auto& a : b.acc) a.assign(size_t(n) * kPipes, 0);
         total = live = n;
         cores.assign(n, nullptr);
         labels.assign(n, "");
@@ -477,13 +505,26 @@ struct LaunchState {
         }
         Barrier& B = barrier[b];
         uint64_t gen = B.generation;
+        // the members' knowledge joined (the caller ran PipeBarrier<PIPE_ALL>: its own row is every pipe's clock);
+        // two accumulators by generation parity: one is reset only when every member has left its generation
+        std::vector<uint32_t>& acc = B.acc[gen % 2];
+        if (B.arrived == 0) std::fill(acc.begin(), acc.end(), 0u);
+        const uint32_t* mine = &xknow[size_t(c.slot) * total * kPipes];
+        for (size_t i = 0; i < acc.size(); ++i) acc[i] = std::max(acc[i], mine[i]);
+        for (int q = 0; q < kPipes; ++q)
+            acc[size_t(c.slot) * kPipes + q] = std::max(acc[size_t(c.slot) * kPipes + q], c.pipes.clk[q]);
+        auto join = [&] {
+            uint32_t* k = &xknow[size_t(c.slot) * total * kPipes];
+            for (size_t i = 0; i < acc.size(); ++i) k[i] = std::max(k[i], acc[i]);
+        };
         if (++B.arrived == B.members) {
-            B.arrived = 0; ++B.generation; cv.notify_all(); return;
+            B.arrived = 0; ++B.generation; cv.notify_all(); join(); return;
         }
         std::function<bool()> ready = [&B, gen] { return B.generation != gen; };
         WaitLocked(l, ready, b ? "SyncAll<true>" : "SyncAll",
                    total - live > 0 ? "another core returned without reaching this SyncAll"
                                     : "not every core reaches this SyncAll");
+        join();
     }
 };
 

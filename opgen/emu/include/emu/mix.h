@@ -157,10 +157,24 @@ inline void CrossCoreSet(int mode, int pipe, int flag)
     if (st.aborted) throw EmuAbort("launch aborted");
     const int self = c.slot;
     const bool isMix = st.kind == LaunchKind::MIX_AIC_1_2;
+    // the release (LaunchState::xknow): what this core knows of the others, and of its own pipes what `pipe` is
+    // ordered after (the set runs on that pipe after its earlier work, §1.6), carried to every core it may raise
+    const int kp = pipe == AscendC::PIPE_FIX ? kPipeFIX : pipe;
+    std::vector<uint32_t> tok(st.xknow.begin() + size_t(self) * st.total * kPipes,
+                              st.xknow.begin() + size_t(self + 1) * st.total * kPipes);
+    for (int q = 0; q < kPipes; ++q)
+        tok[size_t(self) * kPipes + q] = std::max(tok[size_t(self) * kPipes + q],
+                                                  q == kp ? c.pipes.clk[q] : c.pipes.know[kp][q]);
+    auto carry = [&](int t) {
+        if (t < 0) return;
+        uint32_t* d = &st.xpend[(size_t(t) * LaunchState::kFlags + flag) * st.total * kPipes];
+        for (size_t i = 0; i < tok.size(); ++i) d[i] = std::max(d[i], tok[i]);
+    };
     if (mode == 0) {
         std::vector<int> group;   // every core of the caller's kind
         for (int s = 0; s < st.total; ++s)
             if ((st.aicSlot[st.aiCore[s]] == s) == (c.kind == CoreKind::AIC)) group.push_back(s);
+        for (int t : group) carry(t);
         AddPending(st, self, 0, flag, what);
         Match(st, group, 0, flag, group, what);
     } else if (mode == 1) {
@@ -169,6 +183,8 @@ inline void CrossCoreSet(int mode, int pipe, int flag)
                       "launch (emu::LaunchMix)"));
         const auto& pair = st.aivSlots[st.aiCore[self]];
         std::vector<int> group{pair[0], pair[1]};
+        carry(pair[0]);
+        carry(pair[1]);
         AddPending(st, self, 1, flag, what);
         Match(st, group, 1, flag, group, what);
     } else {
@@ -178,9 +194,12 @@ inline void CrossCoreSet(int mode, int pipe, int flag)
         const int core = st.aiCore[self];
         const auto& pair = st.aivSlots[core];
         if (c.kind == CoreKind::AIC) {
+            carry(pair[0]);
+            carry(pair[1]);
             Raise(st, pair[0], flag, what);
             Raise(st, pair[1], flag, what);
         } else {
+            carry(st.aicSlot[core]);
             AddPending(st, self, 2, flag, what);
             Match(st, {pair[0], pair[1]}, 2, flag, {st.aicSlot[core]}, what);
         }
@@ -213,6 +232,10 @@ inline void CrossCoreWait(int mode, int flag)
         hint = Cat("no core can set flag ", flag, " for this core any more");
     st.WaitLocked(l, ready, Cat("CrossCoreWaitFlag(", flag, ")"), hint);
     --cnt;
+    // the acquire: what the sets of this flag carried (LaunchState::xpend), consumed
+    uint32_t* src = &st.xpend[(size_t(c.slot) * LaunchState::kFlags + flag) * st.total * kPipes];
+    uint32_t* k = &st.xknow[size_t(c.slot) * st.total * kPipes];
+    for (size_t i = 0; i < size_t(st.total) * kPipes; ++i) { k[i] = std::max(k[i], src[i]); src[i] = 0; }
 }
 
 }  // namespace emu

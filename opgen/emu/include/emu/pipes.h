@@ -204,14 +204,78 @@ inline void TouchBlock(const PipeState& ps, BlockShadow& sh, const Instr& in, bo
     for (uint64_t b = b0; b <= b1; ++b) TouchBlock(ps, a->shadow[b], in, write, a->name, nullptr, b);
 }
 
+// Races between cores on the workspace (GmBuffer::crossCore), the buffer cores exchange data through: a
+// happens-before of vector clocks per (core, pipe) (LaunchState::xknow): CrossCoreSetFlag releases what its pipe is
+// ordered after, CrossCoreWaitFlag acquires it (emu/mix.h), SyncAll joins its members' (LaunchState::SyncAll). Per
+// 32-B block of the workspace (a block two cores write parts of is one location: the lowerings keep each core's
+// workspace regions 32-B aligned): a read of what another core wrote (or atomically added), a write of what another
+// core wrote, added or read, with no release / acquire chain from that access to this one is a fault naming both
+// statements -- the device would read stale or torn data. Independent of thread timing: whichever of two unordered
+// accesses comes second faults. One reader is kept per block (the latest, unless an earlier reader of another core
+// is not ordered before it), as the Kernel IR interpreter does (opgen.kernel.kir_interp _Launch.gm_access).
+inline bool XOrdered(const LaunchState& st, int me, const XAccess& x)
+{
+    if (x.core < 0 || x.core == me) return true;   // this core's own order: the per-core shadow (TouchGm)
+    return st.xknow[(size_t(me) * st.total + x.core) * kPipes + x.pipe] >= x.clock;
+}
+[[noreturn]] [[gnu::noinline]] inline void XRace(const LaunchState& st, const PipeState& ps, const GmBuffer* buf,
+                                               uint64_t block, const Instr& in, bool write, const XAccess& x,
+                                               const char* kind, const char* did)
+{
+    Fault(Cat("race (", kind, ") between cores on GM tensor '", buf->name, "' bytes [", block * kBlock, ", ",
+              (block + 1) * kBlock, "): ", StmtText(ps, in.stmt), write ? " writes" : " reads", " what ",
+              st.labels[x.core], "'s ", x.name, " (", x.file, ":", x.line, ", ", PipeLabel(x.pipe), ") ", did,
+              " with no SyncAll or cross-core flag ordering them (a CrossCoreSetFlag orders what its pipe has "
+              "completed; docs/reference/ascendc.md §1.6)"));
+}
+[[gnu::noinline]] inline void XTouchGm(const Instr& in, GmBuffer* buf, uint64_t off, uint64_t n, bool write,
+                                       bool atomic)
+{
+    CoreContext* c = CurrentCorePtr();
+    if (!c || !c->launch || c->launch->xknow.empty()) return;
+    const LaunchState& st = *c->launch;
+    const PipeState& ps = c->pipes;
+    const int me = c->slot;
+    const Stmt& sm = ps.stmts[in.stmt];
+    XAccess now;
+    now.core = int16_t(me);
+    now.pipe = int8_t(in.pipe);
+    now.clock = in.clock;
+    now.name = sm.name;
+    now.file = sm.file;
+    now.line = sm.line;
+    std::lock_guard<std::mutex> l(buf->xmu);
+    const uint64_t b0 = off / kBlock, b1 = (off + n - 1) / kBlock;
+    for (uint64_t b = b0; b <= b1; ++b) {
+        std::unique_ptr<XBlock[]>& pg = buf->xpages[b / kGmPageBlocks];
+        if (!pg) pg.reset(new XBlock[kGmPageBlocks]);
+        XBlock& x = pg[b % kGmPageBlocks];
+        const char* raw = write ? "write-after-write" : "read-after-write";
+        if (!XOrdered(st, me, x.w)) XRace(st, ps, buf, b, in, write, x.w, raw, "wrote");
+        if (!atomic && !XOrdered(st, me, x.a)) XRace(st, ps, buf, b, in, write, x.a, raw, "added");
+        if (write && !XOrdered(st, me, x.r)) XRace(st, ps, buf, b, in, write, x.r, "write-after-read", "read");
+        if (atomic) {
+            if (XOrdered(st, me, x.a)) x.a = now;   // an unordered adder of another core stays (adds commute)
+            x.r = XAccess{};
+        } else if (write) {
+            x.w = now;
+            x.a = x.r = XAccess{};
+        } else if (XOrdered(st, me, x.r)) {
+            x.r = now;
+        }
+    }
+}
+
 // Records instruction `in` reading or writing bytes [off, off + n) of GM buffer `buf` (off from the buffer's start),
 // on the calling core's GM shadow: per 32-byte block of the buffer (GM allocations are 32-byte aligned on the
 // device), the same rules as on-chip (TouchBlock), so an MTE2 reload of bytes an MTE3 copy-out wrote needs
 // MTE3_MTE2 (docs/reference/ascendc.md §1.6). Only this core's accesses are seen: other cores' GM accesses are
 // ordered by SyncAll / cross-core flags and not checked here. Pages of the shadow are made on first touch.
-[[gnu::noinline]] inline void TouchGm(const Instr& in, const GmBuffer* buf, uint64_t off, uint64_t n, bool write)
+[[gnu::noinline]] inline void TouchGm(const Instr& in, const GmBuffer* buf, uint64_t off, uint64_t n, bool write,
+                                      bool atomic = false)
 {
     if (in.pipe < 0 || !buf || n == 0) return;
+    if (buf->crossCore) XTouchGm(in, const_cast<GmBuffer*>(buf), off, n, write, atomic);
     PipeState& ps = CurrentCorePtr()->pipes;
     const uint64_t b0 = off / kBlock, b1 = (off + n - 1) / kBlock;
     for (uint64_t b = b0; b <= b1; ++b) {
