@@ -292,6 +292,10 @@ GM += [
     {"op": str(EXAMPLES / "mat_mul.py"), "case": "MatMul 1000 x 1000 x 1000 fp16 (edges padded to 16)",
      "dims": {"M": 1000, "K": 1000, "N": 1000}, "quick_dims": {"M": 100, "K": 100, "N": 100},
      "dtypes": {"T": "float16"}},
+    # two output blocks for 24 AI Cores: the tiling splits K (docs/design.md "Cube family: the K split")
+    {"op": str(EXAMPLES / "mat_mul.py"), "case": "MatMul 256 x 16384 x 256 bf16 (K split)",
+     "dims": {"M": 256, "K": 16384, "N": 256}, "quick_dims": {"M": 50, "K": 12347, "N": 70},
+     "dtypes": {"T": "bfloat16"}},
     {"op": str(EXAMPLES / "batch_mat_mul.py"), "case": "BatchMatMul 8 x 1024 x 1024 x 1024 bf16",
      "dims": {"B": 8, "M": 1024, "K": 1024, "N": 1024}, "quick_dims": {"B": 2, "M": 128, "K": 128, "N": 128},
      "dtypes": {"T": "bfloat16"}},

@@ -922,3 +922,49 @@ def test_ksplit_kernel_on_the_interpreter_every_sync_and_exchange_is_checked():
 
     r, _ = launch(replace(cls, process=on_mte2(cls.process)))
     assert not r.ok and "race (read-after-write) between cores on GM tensor 'wsGm_'" in r.faults[0], r.faults[:1]
+
+
+@pytest.mark.slow
+@pytest.mark.skipif(shutil.which("g++") is None, reason="g++ not available")
+@pytest.mark.parametrize("dt", ["float16", "bfloat16"])
+def test_ksplit_matmul_gelu_emulated_matches_float64_is_bit_identical_and_races_without_its_syncall(
+        tmp_path, dt, session_build_root):
+    """MatmulGelu at M 50, K 12347 (odd; not a multiple of the 256-element L1 panel), N 70 on Atlas A2: one output
+    block for 24 AI Cores, and the tiling's cost model splits K in two (k ranges of 6208, the last 6139). The
+    emulated kernel (g++) equals float64 gelu(x @ w + bias) to one rounding of the output type; the workspace holds
+    one fp32 partial of every element per k range (2 x M x N x 4 bytes written, read once each); two runs give
+    bit-identical outputs. With the SyncAll deleted from the emitted kernel, an AIV's read of the other AI Core's
+    partial is a race between cores (the emulation's cross-core check, emu/pipes.h XTouchGm), whichever of the
+    read and the write the threads happen to run first.""" 
+    from opgen.check import run_check
+    from opgen.codegen import write_ops
+
+    spec = str(EXAMPLES / "matmul_gelu.py")
+    write_ops([spec], tmp_path / "gen")
+    m, k, n = 50, 12347, 70
+
+    def check(gen):
+        return run_check(spec, dims={"M": m, "K": k, "N": n}, dtypes={"T": dt}, gen_dir=gen, seed=4,
+                         build_root=session_build_root, progress=False)
+
+    r1 = check(tmp_path / "gen")
+    assert r1.passed and not r1.faults, r1.faults[:2]
+    assert r1.block_dim == 2 and r1.gm["workspace"].written == 2 * m * n * 4 == r1.gm["workspace"].read
+    x, w, b = (np.asarray(r1.inputs[v], dtype=np.float64) for v in ("x", "weight", "bias"))
+    ref = _gelu_tanh(x @ w + b)
+    got = np.asarray(r1.arrays["output"], dtype=np.float64)
+    ulp = {"float16": 2.0 ** -11, "bfloat16": 2.0 ** -8}[dt]
+    assert np.all(np.abs(got - ref) <= ulp * np.abs(ref) + 2.0 ** -22 * k * 4), np.abs(got - ref).max()
+    r2 = check(tmp_path / "gen")
+    a1, a2 = np.asarray(r1.arrays["output"]), np.asarray(r2.arrays["output"])
+    assert r2.passed and a1.tobytes() == a2.tobytes()
+    if dt == "bfloat16":
+        return
+    h = tmp_path / "gen" / "matmul_gelu" / "op_kernel" / "matmul_gelu.h"
+    text = h.read_text()
+    assert text.count("SyncAll();") == 1
+    h.write_text(text.replace("SyncAll();", "/* deleted */"))
+    r = check(tmp_path / "gen")
+    # read-after-write when the AIC wrote first, write-after-read when the AIV read first: either order faults
+    assert not r.passed and any(re.search(r"race \((read-after-write|write-after-read)\) between cores on GM "
+                                          r"tensor 'workspace'", f) for f in r.faults), r.faults[:2]

@@ -21,12 +21,17 @@ FreeTensor / AllocTensor hand-offs order MTE2 -> MTE1 -> M and back. The lowerin
 dependency pass (opgen.kernel.kir_sync, the kernel pass `synchronise`) places what the accesses need beyond the
 queues (M -> FIX and back for the one L0C block, each hoisted out of the loops that do not hold its first access;
 the AIVs' MTE2 / V / MTE3 hand-offs and their PIPE_V barriers). The fractal-row LoadData loops and the epilogue's
-per-row loops are marked `disjoint` (each iteration its own rows). Without a vector epilogue the
-kernel is launched cube-only (KERNEL_TYPE_AIC_ONLY, blockDim AIC cores). With one it is mixed
-(KERNEL_TYPE_MIX_AIC_1_2): Fixpipe writes the fp32 block to one of two workspace slots of the AI Core, handed to its
+per-row loops are marked `disjoint` (each iteration its own rows). The kernel is launched mixed
+(KERNEL_TYPE_MIX_AIC_1_2, blockDim AI Cores of 1 AIC : 2 AIV). Without a vector epilogue Fixpipe writes the output
+and the AIVs have no work (unless K is split). With one, Fixpipe writes the fp32 block to one of two workspace slots of the AI Core, handed to its
 two AIVs and back by cross-core flags (FLAG_READY, FLAG_FREE), and each AIV runs the epilogue on half of the block's
 rows (`_vector_part`; docs/design.md "Cube family"). A Mmad of one row would select GEMV mode on
 the device, so a tail of one row runs as two (the second row's result is never read).
+
+K split (`if kSplit > 1`, the tiling's choice by estimated time; docs/design.md "Cube family: the K split"): units
+(block, k range of kLen) over the AI Cores; each unit's fp32 partial block by Fixpipe to its own workspace block;
+the AIC's FLAG_PART to its AIVs (on FIX); each AIV waits for it, meets every AIV in a SyncAll, then sums its pass
+items' partials in k order (a fixed order: deterministic) and runs the epilogue (or the cast alone) and the store.
 
 The class's own members (GM tensors aGm_ / bGm_ / cGm_, buffers l1A_ ... l0C_) end in '_', which no spec name may
 (opgen.dsl.spec), so an input or output of any valid name never collides with them.
@@ -543,7 +548,7 @@ class EpiProgram:
     def row_bytes(self) -> int:
         """UB bytes per element of one row of a pass (fp32 temporaries and staged rows, T staging, the output
         staging), T taken as 2 bytes (f16 / bf16) and a cast output as at most 4."""
-        nf = max(self.row_temps, 1) + sum(1 for _v, (sp, _i) in self.pre if sp == "row")   # epiW_ holds >= 1 row
+        nf = self.row_temps + sum(1 for _v, (sp, _i) in self.pre if sp == "row")
         nt = sum(1 for _v, _i, sp in self.loads if sp == "row")
         return 4 * nf + 2 * nt + (4 if self.store[1] else 0)
 
@@ -627,7 +632,8 @@ def _vector_part(lay: GemmLayout, prog: EpiProgram, lets: tuple, out_t: str, off
         locs.append(K.Local(name, K.TPos.VECCALC))
         gets.extend((K.InitBuffer(name, elems * esz), K.Get(var, name, dtype)))
 
-    buf("epiW_", "ew", "float", Lit(max(prog.row_temps, 1)) * R * bn, 4)
+    if prog.row_temps:   # the row temporaries (none when the epilogue is the cast alone)
+        buf("epiW_", "ew", "float", Lit(prog.row_temps) * R * bn, 4)
     if prog.col:
         buf("epiC_", "ec", "float", Lit(len(prog.col)) * bn, 4)
     ref = {}   # value or staged input -> (tensor var, is a row buffer)

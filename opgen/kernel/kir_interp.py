@@ -26,7 +26,8 @@ instructions):
   byte-exact) are ordered by SyncAll and cross-core flags only: each core has a vector clock, a SyncAll joins its
   members', a CrossCoreSetFlag carries the setter's to the waiter (`_Launch.gm_access`); reading or writing a GM
   byte another core wrote, or writing one it last read, with nothing ordering the two is a race fault between cores
-  (the emulation does not model this; the device would read stale or torn data).
+  (the emulation checks the same on the workspace, EMU.md "Races between cores"; the device would read stale or
+  torn data).
 * Faults (KirFault, the message as the emulation words it): UB overflow, GM / UB out of bounds, unaligned UB
   operands, queue misuse (AllocTensor with every block in use, EnQue beyond depth, DeQue of an empty queue,
   FreeTensor of a free block, a tensor not from the queue), a WaitFlag with no SetFlag, a SetFlag still set, a flag

@@ -18,7 +18,10 @@ as the AIV's UB holds), its UB bytes to `fits`, and a workspace of two fp32 bloc
 
 Split: mBlocks = ceil(M / baseM), nBlocks = ceil(N / baseN) output blocks per matrix (times the batch's matrices
 when batched: block // mnBlocks is the matrix), numbered row-major; blockDim =
-min(AI Cores, blocks); each AI Core takes blocksPerCore contiguous blocks, the first blocksTail one more.
+min(AI Cores, units); each AI Core takes blocksPerCore contiguous blocks, the first blocksTail one more. K split
+(`_ksplit`, docs/design.md "Cube family: the K split"): kSplit k ranges of kLen chosen by estimated time; units =
+blocks * kSplit, unitsPerCore / unitsTail as the blocks'; the AIVs' reduction in pass items of redRows rows
+(passesPerBlock per block, itemsPerAiv / itemsTail per AIV); the workspace one fp32 partial block per unit.
 """
 
 from __future__ import annotations

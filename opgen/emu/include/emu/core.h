@@ -47,8 +47,13 @@ struct XAccess {
     const char* file = "?";
     unsigned line = 0;
 };
+// An access and the bytes of the 32-B block it covers (bit i: byte i).
+struct XRec {
+    XAccess acc;
+    uint32_t mask = 0;
+};
 struct XBlock {
-    XAccess w, a, r;   // the last plain writer, the kept atomic adder, the kept reader
+    std::vector<XRec> w, a, r;   // the last plain writers, the kept atomic adders, the kept readers (by bytes)
 };
 
 struct GmBuffer {

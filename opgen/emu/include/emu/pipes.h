@@ -27,7 +27,8 @@
 //    without touching the same bytes' neighbours; sharing a block is a conflict.
 //  * GM, per core: the same shadow per 32-byte block of each GM buffer this core's DMAs touched (MTE2 reads, MTE3
 //    and FIX writes), so a reload of bytes the core stored needs MTE3_MTE2 (or FIX_MTE2). Other cores' accesses
-//    are not checked (SyncAll and the cross-core flags order them).
+//    are not checked here; on the workspace, accesses of different cores are checked against the cross-core
+//    happens-before (SyncAll, cross-core flags: XTouchGm below, EMU.md "Races between cores").
 #pragma once
 #include <cstdint>
 #include <cstring>
@@ -207,12 +208,12 @@ inline void TouchBlock(const PipeState& ps, BlockShadow& sh, const Instr& in, bo
 // Races between cores on the workspace (GmBuffer::crossCore), the buffer cores exchange data through: a
 // happens-before of vector clocks per (core, pipe) (LaunchState::xknow): CrossCoreSetFlag releases what its pipe is
 // ordered after, CrossCoreWaitFlag acquires it (emu/mix.h), SyncAll joins its members' (LaunchState::SyncAll). Per
-// 32-B block of the workspace (a block two cores write parts of is one location: the lowerings keep each core's
-// workspace regions 32-B aligned): a read of what another core wrote (or atomically added), a write of what another
+// byte of the workspace: a read of what another core wrote (or atomically added), a write of what another
 // core wrote, added or read, with no release / acquire chain from that access to this one is a fault naming both
 // statements -- the device would read stale or torn data. Independent of thread timing: whichever of two unordered
-// accesses comes second faults. One reader is kept per block (the latest, unless an earlier reader of another core
-// is not ordered before it), as the Kernel IR interpreter does (opgen.kernel.kir_interp _Launch.gm_access).
+// accesses comes second faults. By byte (a 32-bit mask per record: cores writing neighbouring bytes of one block
+// do not conflict); per byte the last writer, and the readers / adders not ordered before a later one of them, are
+// kept, as the Kernel IR interpreter does per byte (opgen.kernel.kir_interp _Launch.gm_access).
 inline bool XOrdered(const LaunchState& st, int me, const XAccess& x)
 {
     if (x.core < 0 || x.core == me) return true;   // this core's own order: the per-core shadow (TouchGm)
@@ -244,24 +245,49 @@ inline bool XOrdered(const LaunchState& st, int me, const XAccess& x)
     now.name = sm.name;
     now.file = sm.file;
     now.line = sm.line;
+    // drop the bytes `m` from every record of `v` (a later access supersedes them there)
+    auto clear = [](std::vector<XRec>& v, uint32_t m) {
+        size_t k = 0;
+        for (XRec& x : v)
+            if ((x.mask &= ~m) != 0) v[k++] = x;
+        v.resize(k);
+    };
+    // keep `now` on bytes m; a record of the same role this access is ordered after gives way on those bytes
+    auto keep = [&](std::vector<XRec>& v, uint32_t m) {
+        size_t k = 0;
+        for (XRec& x : v) {
+            if (XOrdered(st, me, x.acc)) x.mask &= ~m;
+            if (x.mask) v[k++] = x;
+        }
+        v.resize(k);
+        v.push_back(XRec{now, m});
+    };
+    auto check = [&](const std::vector<XRec>& v, uint32_t m, uint64_t blk, const char* kind, const char* did) {
+        for (const XRec& x : v)
+            if ((x.mask & m) && !XOrdered(st, me, x.acc)) XRace(st, ps, buf, blk, in, write, x.acc, kind, did);
+    };
     std::lock_guard<std::mutex> l(buf->xmu);
     const uint64_t b0 = off / kBlock, b1 = (off + n - 1) / kBlock;
     for (uint64_t b = b0; b <= b1; ++b) {
         std::unique_ptr<XBlock[]>& pg = buf->xpages[b / kGmPageBlocks];
         if (!pg) pg.reset(new XBlock[kGmPageBlocks]);
         XBlock& x = pg[b % kGmPageBlocks];
+        const uint64_t lo = std::max(off, b * kBlock) - b * kBlock, hi = std::min(off + n, (b + 1) * kBlock) - b * kBlock;
+        const uint32_t m = uint32_t(((uint64_t(1) << hi) - 1) & ~((uint64_t(1) << lo) - 1));
         const char* raw = write ? "write-after-write" : "read-after-write";
-        if (!XOrdered(st, me, x.w)) XRace(st, ps, buf, b, in, write, x.w, raw, "wrote");
-        if (!atomic && !XOrdered(st, me, x.a)) XRace(st, ps, buf, b, in, write, x.a, raw, "added");
-        if (write && !XOrdered(st, me, x.r)) XRace(st, ps, buf, b, in, write, x.r, "write-after-read", "read");
-        if (atomic) {
-            if (XOrdered(st, me, x.a)) x.a = now;   // an unordered adder of another core stays (adds commute)
-            x.r = XAccess{};
+        check(x.w, m, b, raw, "wrote");
+        if (!atomic) check(x.a, m, b, raw, "added");
+        if (write) check(x.r, m, b, "write-after-read", "read");
+        if (atomic) {   // adds of several cores commute: an unordered adder of another core stays
+            keep(x.a, m);
+            clear(x.r, m);
         } else if (write) {
-            x.w = now;
-            x.a = x.r = XAccess{};
-        } else if (XOrdered(st, me, x.r)) {
-            x.r = now;
+            clear(x.w, m);
+            clear(x.a, m);
+            clear(x.r, m);
+            x.w.push_back(XRec{now, m});
+        } else {
+            keep(x.r, m);
         }
     }
 }
