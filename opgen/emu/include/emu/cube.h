@@ -483,7 +483,7 @@ void Fixpipe(const GlobalTensor<T>& dst, const LocalTensor<U>& src, const Fixpip
     };
     std::vector<T> row;
     auto store = [&](uint8_t* g, const T* vals, uint64_t cnt) {
-        emu::TouchGm(fin, dst.Buffer(), uint64_t(g - dst.Buffer()->base), cnt * sizeof(T), true);
+        emu::TouchGm(fin, dst.Buffer(), uint64_t(g - dst.Buffer()->base), cnt * sizeof(T), true, atomic);
         if (!atomic) {
             std::memcpy(g, vals, cnt * sizeof(T));
         } else {
