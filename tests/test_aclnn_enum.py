@@ -108,7 +108,8 @@ def test_the_emitted_files_pass_the_index(tmp_path):
 @pytest.mark.skipif(shutil.which("g++") is None, reason="g++ not available")
 def test_the_index_through_the_emitted_aclnn_layer(examples_gen):
     """Indices 0, 1, 2 are accepted and the kernel launch receives "none", "mean", "sum" (the emulation records
-    the L0 op's attributes); 3 and -1 are refused with 161002 and the message naming the accepted indices."""
+    the L0 op's attributes); 3 and -1 are refused with 161002 and the message naming the accepted indices. For mean
+    an out of shape [1] or [1, 1] is taken as [] is (CANN's aclnnBinaryCrossEntropy documents [1]), [2] refused."""
     from opgen.check.aclnn import call_attrs, call_outputs, device_dtypes, encode_call, run_runner
     from opgen.check.run import aclnn_runner
     from opgen.dsl.examples import random_inputs
@@ -128,7 +129,16 @@ def test_the_index_through_the_emitted_aclnn_layer(examples_gen):
         assert toks[k] == str(["none", "mean", "sum"].index(red))
         lines.append(" ".join(toks))
         want.append((0, "", red))
-        if red == "mean":
+        if red == "mean":   # out [1] as CANN documents for mean / sum (its CheckReduceOutShape: one element)
+            o = next(i for i, a in enumerate(m.api_params) if a.cpp == "out")
+            dt = toks[o].split(":")[0]
+            for shape, code in (("1", 0), ("1,1", 0), ("2", 161002)):
+                t = list(toks)
+                t[o] = f"{dt}:{shape}"
+                lines.append(" ".join(t))
+                want.append((code, "" if code == 0 else
+                             f"out: shape [{shape}] must hold one element ([] or [1] when reduction='mean')",
+                             "mean" if code == 0 else None))
             for bad in ("3", "-1"):
                 t = list(toks)
                 t[k] = bad

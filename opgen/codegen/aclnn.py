@@ -787,6 +787,13 @@ class AclnnPlan:
                             if isinstance(d, Sym) and d.name in absent_dims]
                 picked = [f"{self._form_sel(o.form_by)} == {k}"] if o.form_by is not None else []
                 when = f" when {self._say(o.form_by)}={choice_text(o.choices[k])}" if o.form_by is not None else ""
+                if not shape:   # a 0-d result: any shape of one element, as CANN's CheckReduceOutShape takes ([1])
+                    cond = " && ".join(picked + guards + produced + [f"Numel(ShapeOf({t})) != 1"])
+                    out.append({"tensor": t, "check": Check(
+                        p.name, "out_shape", cond,
+                        c_printf(f"{p.cpp}: shape ", "%s", f" must hold one element ([] or [1]{when})"),
+                        [f"ListText(ShapeOf({t})).c_str()"])})
+                    continue
                 cond = " && ".join(picked + guards + produced + [f"ShapeOf({t}) != {expr}"])
                 out.append({"tensor": t, "check": Check(
                     p.name, "out_shape", cond,
@@ -820,7 +827,7 @@ class AclnnPlan:
         blob += [b["call"] for b in self.product_binds]
         text = "\n".join(blob)
         return {h for h in ("Prod", "AllPositive", "Splice", "BindDim", "BindAffine", "BindFactor", "BindGroup",
-                            "ExpectDim",
+                            "ExpectDim", "Numel",
                             "ValuesOf", "LastValue", "IsIncreasingPositive", "IntArrayChoice") if f"{h}(" in text}
 
     def context(self) -> dict:

@@ -239,8 +239,8 @@ def _check_enum(spec, e: ApiEntry, a) -> None:
         raise spec_error(e.loc, f"aclnn parameter {e.name}: api.enum needs the strings its indices stand for",
                          'e.g. api.enum("reduction", "reduction", ["none", "mean", "sum"])', arg="values")
     for k, v in e.value:
-        if isinstance(k, bool) or not isinstance(k, int) or k < 0 or k > 2**31:
-            raise spec_error(e.loc, f"aclnn parameter {e.name}: index {k!r} is not an int in 0..2^31",
+        if isinstance(k, bool) or not isinstance(k, int) or k < 0 or k >= 2**31:
+            raise spec_error(e.loc, f"aclnn parameter {e.name}: index {k!r} is not an int in [0, 2^31)",
                              "index the strings by small non-negative ints, as CANN's enums are", arg="values")
         if not isinstance(v, str) or not v:
             raise spec_error(e.loc, f"aclnn parameter {e.name}: index {k} stands for {v!r}, not a non-empty string",
