@@ -894,21 +894,10 @@ def test_ksplit_kernel_on_the_interpreter_every_sync_and_exchange_is_checked():
         r, _ = launch(ks.without(bare, ins, tuple(x for w in survivors for x in w)), two)
         assert not r.ok and "race (" in r.faults[0], r.faults[:1]
 
-    def drop(stmts, keep):
-        out = []
-        for s in stmts:
-            if not keep(s):
-                continue
-            for f in ("body", "then", "orelse"):
-                if isinstance(getattr(s, f, None), tuple):
-                    s = replace(s, **{f: drop(getattr(s, f), keep)})
-            out.append(s)
-        return tuple(out)
-
-    r, _ = launch(replace(cls, process=drop(cls.process, lambda s: not isinstance(s, K.SyncAll))))
+    r, _ = launch(replace(cls, process=_drop(cls.process, lambda s: not isinstance(s, K.SyncAll))))
     assert not r.ok and "race (read-after-write) between cores on GM tensor 'wsGm_'" in r.faults[0], r.faults[:1]
     for kind in (K.CrossCoreSetFlag, K.CrossCoreWaitFlag):
-        r, _ = launch(replace(cls, process=drop(cls.process, lambda s: not (isinstance(s, kind) and s.id == 4))))
+        r, _ = launch(replace(cls, process=_drop(cls.process, lambda s: not (isinstance(s, kind) and s.id == 4))))
         assert not r.ok and any(w in r.faults[0] for w in ("race (", "deadlock", "never consumed")), r.faults[:1]
 
     def on_mte2(stmts):

@@ -64,32 +64,25 @@ def test_log_softmax_row_chunk_against_float64(engine, examples_gen):
     r = run_check(str(EX / "log_softmax.py"), inputs={"x": x}, dtypes={"T": "float16"}, gen_dir=examples_gen,
                   progress=False, engine=engine)
     assert not r.faults and r.passed and r.tiling_key % 10 == 4, (r.faults[:3], r.tiling_key)
+    _assert_log_softmax(x, r.arrays["y"])
+
+
+
+def _assert_log_softmax(x, y) -> None:
+    """y equals float64 x - max - log(sum(exp(x - max))) per row within fp16's rounding of the result (2^-10
+    relative) and fp32's of the sum (2^-12 absolute)."""
     x64 = x.astype(np.float64)
     m = x64.max(-1, keepdims=True)
     want = x64 - m - np.log(np.exp(x64 - m).sum(-1, keepdims=True))
-    got = np.asarray(r.arrays["y"], np.float64)
+    got = np.asarray(y, np.float64)
     assert np.all(np.abs(got - want) <= 2.0**-10 * np.abs(want) + 2.0**-12), float(np.abs(got - want).max())
 
-
 def _forced_row_chunk(tmp_path: Path, name: str, group: int, cols: int) -> Path:
-    """Spec `name`'s package generated into tmp_path with its tiling function patched to run ROW_CHUNK (strategy 4)
-    with `group` rows a group in chunks of `cols` columns (groups of several rows: the hoisted instruction then runs
-    over k > 1 totals)."""
-    import re
+    """Spec `name`'s package with ROW_CHUNK forced, `group` rows a group in chunks of `cols` columns (groups of
+    several rows: the hoisted instruction then runs over k > 1 totals; tests/test_rows_resident `_forced_groups`)."""
+    from tests.test_rows_resident import _forced_groups
 
-    from opgen.codegen import write_ops
-
-    write_ops([str(EX / f"{name}.py")], tmp_path)
-    (tiling,) = [p for p in tmp_path.glob("*/op_host/*_tiling.cpp")]
-    text = tiling.read_text()
-    text, n = re.subn(r"(    const int64_t strategy =)[^;]*;", r"\1 4;", text)
-    assert n == 1
-    for field, value in (("groupRows", group), ("colsPerPass", cols)):
-        line = f"    tiling->{field} = {field};\n"
-        assert text.count(line) == 1, field
-        text = text.replace(line, f"    tiling->{field} = {value};\n")
-    tiling.write_text(text)
-    return tmp_path
+    return _forced_groups(tmp_path, name, group, cols, always=True)
 
 
 @pytest.mark.skipif(shutil.which("g++") is None, reason="g++ not available")
@@ -105,11 +98,7 @@ def test_hoisted_functions_over_groups_of_two_rows(tmp_path):
     x[7] = np.linspace(-40.0, 90.0, 14000).astype(np.float16)
     r = run_check(str(EX / "log_softmax.py"), inputs={"x": x}, dtypes={"T": "float16"}, gen_dir=ls, progress=False)
     assert not r.faults and r.passed and r.tiling_key % 10 == 4, (r.faults[:3], r.tiling_key)
-    x64 = x.astype(np.float64)
-    m = x64.max(-1, keepdims=True)
-    want = x64 - m - np.log(np.exp(x64 - m).sum(-1, keepdims=True))
-    got = np.asarray(r.arrays["y"], np.float64)
-    assert np.all(np.abs(got - want) <= 2.0**-10 * np.abs(want) + 2.0**-12), float(np.abs(got - want).max())
+    _assert_log_softmax(x, r.arrays["y"])
 
     ce = _forced_row_chunk(tmp_path / "ce", "cross_entropy_loss", 2, 1024)
     r = run_check(str(EX / "cross_entropy_loss.py"), dims={"N": 100, "C": 6000}, dtypes={"T": "bfloat16"},

@@ -239,15 +239,21 @@ def test_the_next_groups_rows_are_copied_before_this_group_computes(name, inputs
         assert f"resQue_{x}.template DeQue" in tail and f"resQue_{x}.FreeTensor(t)" in tail, x
 
 
-def _forced_groups(tmp_path: Path, name: str, group: int, cols: int) -> Path:
+def _forced_groups(tmp_path: Path, name: str, group: int, cols: int, always: bool = False) -> Path:
     """Spec `name`'s package generated into tmp_path with its tiling function patched so that ROW_CHUNK (strategy 4)
     runs `group` rows a group in chunks of `cols` columns (the tiling sizes the chunk for one resident row, so it
-    never picks more than one row a group at the lengths where ROW_CHUNK wins)."""
+    never picks more than one row a group at the lengths where ROW_CHUNK wins); `always`: ROW_CHUNK whatever the
+    tiling would choose."""
+    import re
+
     from opgen.codegen import write_ops
 
     write_ops([str(EX / f"{name}.py")], tmp_path)
     (tiling,) = [p for p in tmp_path.glob("*/op_host/*_tiling.cpp")]
     text = tiling.read_text()
+    if always:
+        text, n = re.subn(r"(    const int64_t strategy =)[^;]*;", r"\1 4;", text)
+        assert n == 1
     for field, value in (("groupRows", group), ("colsPerPass", cols)):
         line = f"    tiling->{field} = {field};\n"
         assert text.count(line) == 1, field

@@ -126,9 +126,8 @@ def encode_call(m, inputs: dict, attrs: dict, outputs: dict | None, dtype_of: di
                     toks.append(f"float32:{float(np.float32(v)).hex()}")
                 else:
                     toks.append(f"{'bool' if t is bool else 'int64'}:{int(v)}")
-            elif p.enum is not None:   # an index with no accepted string: the largest accepted index + 1
-                toks.append(str(p.enum_index(v)) if v in dict(map(reversed, p.enum)) else
-                            str(max(k for k, _ in p.enum) + 1))
+            elif p.enum is not None:   # a string no accepted index stands for: an index past the accepted ones
+                toks.append(str(p.enum_index(v) if v in {s for _, s in p.enum} else p.enum[-1][0] + 1))
             elif p.param.decl.type is str:
                 toks.append("null" if v is None else str(v))
             elif p.param.decl.type is LIST_INT:   # an aclIntArray (ReadIntArray)

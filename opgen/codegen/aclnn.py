@@ -236,8 +236,11 @@ class AclnnPlan:
         return next((a for a in self.m.api_params if a.param is not None and a.param.name == name), None)
 
     def _api(self, name: str):
-        """The ApiParam of OpDef parameter `name`."""
-        return next(a for a in self.m.api_params if a.param is not None and a.param.name == name)
+        """The ApiParam of OpDef parameter `name` (one the public API passes)."""
+        a = self._api_of(name)
+        if a is None:
+            raise KeyError(f"{name} is not passed by the public API")
+        return a
 
     def _checked_inputs(self) -> list:
         """The tensors the shape and dtype checks visit, in OpDef order: each OpDef input (as its ApiParam),

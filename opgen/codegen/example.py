@@ -158,7 +158,7 @@ def example_context(spec) -> dict:
             elif at.type is bool:
                 lit, ctype = ("true" if v else "false"), "bool"
             elif at.type is int:
-                lit, ctype = str(int(v)), a.ctype if a.ctype in ("int32_t", "int64_t") else "int64_t"
+                lit, ctype = str(int(v)), a.ctype   # int64_t, or int32_t where CANN's header has it
             elif a.enum is not None:   # the index CANN's API takes for the string (api.enum)
                 lit, ctype = str(a.enum_index(v)), "int64_t"
             else:

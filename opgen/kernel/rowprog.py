@@ -291,6 +291,19 @@ class RowProgram:
         return [i for i in self.instrs if i.kind in ROW_REDUCE and (level is None or i.level == level)]
 
 
+def _scalar_expr(ctx, op: str, ins: list) -> str | None:
+    """C++ text of elementwise `op` of per-row or single values `ins` on the AIV scalar unit (SCALAR_BINARY,
+    SCALAR_MINMAX, SCALAR_UNARY), or None when the scalar unit has no form of it."""
+    texts = [ctx.scalar_text.get(i, ctx.operand(i)) for i in ins]
+    if op in SCALAR_BINARY:
+        return f"({texts[0]} {SCALAR_BINARY[op]} {texts[1]})"
+    if op in SCALAR_MINMAX:
+        return f"({texts[0]} {SCALAR_MINMAX[op]} {texts[1]} ? {texts[0]} : {texts[1]})"
+    if op in SCALAR_UNARY:
+        return SCALAR_UNARY[op].format(texts[0])
+    return None
+
+
 def lower_elementwise(ctx, r, sp, op, ins) -> None:
     """Append the instructions of elementwise op `op` with result `r` in space `sp` to ctx.p.instrs.
 
@@ -301,18 +314,12 @@ def lower_elementwise(ctx, r, sp, op, ins) -> None:
     x * (1 / s) in IEEE). Raises IRError for an op without a lowering."""
     emit = ctx.p.instrs.append
     if sp in ("stat", "scalar"):
-        texts = [ctx.scalar_text.get(i, ctx.operand(i)) for i in ins]
-        if op in SCALAR_BINARY:
-            expr = f"({texts[0]} {SCALAR_BINARY[op]} {texts[1]})"
-        elif op in SCALAR_MINMAX:
-            expr = f"({texts[0]} {SCALAR_MINMAX[op]} {texts[1]} ? {texts[0]} : {texts[1]})"
-        elif op in SCALAR_UNARY:
-            expr = SCALAR_UNARY[op].format(texts[0])
-        elif op in ("exp", "log"):
+        expr = _scalar_expr(ctx, op, ins)
+        if expr is None and op in ("exp", "log"):
             raise IRError(f"row kernel: a {'per-row' if sp == 'stat' else 'scalar'} {op} (%{r}): the AIV scalar unit "
                           f"has no {op} (docs/reference/ascendc.md §1.4); take the {op} of a row instead (broadcast the value to "
                           f"the row's shape first: v.broadcast_to(shape), a Duplicate)")
-        else:
+        if expr is None:
             raise IRError(f"row kernel: scalar {op} (%{r}) is not supported")
         if sp == "scalar":
             ctx.scalar_text[r] = expr
@@ -340,12 +347,8 @@ def lower_elementwise(ctx, r, sp, op, ins) -> None:
         emit(Instr("vbin", r, (ctx.operand(ins[0]), ctx.operand(ins[1])), VECTOR_BINARY[op], space=sp))
         return
     if not vec:   # two per-row or single values into a row (a broadcast scalar times a constant): the scalar unit's
-        texts = [ctx.scalar_text.get(i, ctx.operand(i)) for i in ins]   # value, Duplicated over the row
-        if op in SCALAR_BINARY:
-            expr = f"({texts[0]} {SCALAR_BINARY[op]} {texts[1]})"
-        elif op in SCALAR_MINMAX:
-            expr = f"({texts[0]} {SCALAR_MINMAX[op]} {texts[1]} ? {texts[0]} : {texts[1]})"
-        else:
+        expr = _scalar_expr(ctx, op, ins)   # value, Duplicated over the row
+        if expr is None:
             raise IRError(f"row kernel: {op} of two scalars into a row (%{r}) is not supported")
         emit(Instr("vdup", r, arg=expr, space=sp))
         return
