@@ -28,7 +28,7 @@ from opgen.names import cpp_name
 from opgen.kernel import kir
 from opgen.kernel import kir_interp
 from opgen.kernel.kir_interp import NP_TYPES, NotKernelIR, opaque
-from opgen.kernel.rows import presence_condition
+from opgen.kernel.rows import FORM_KEY_FIELD, presence_condition, serves_call
 
 
 def kernel_classes(spec) -> list:
@@ -116,7 +116,7 @@ def launch(spec, bound, slots: list, platform, deterministic: bool = False) -> K
     out = KirLaunch()
     try:
         tl = evaluate(spec, unit.tiling.program, unit.tiling.inputs, bound.env, _tensor_dtypes(spec, bound),
-                      platform, bound.attrs, deterministic)
+                      platform, bound.attrs, deterministic, bound.key.forms)
     except OpgenError as e:   # the emitted TilingFunc returns GRAPH_FAILED in the same cases
         out.tiling_error = str(e)
         return out
@@ -147,7 +147,9 @@ def launch(spec, bound, slots: list, platform, deterministic: bool = False) -> K
         types = {"T": _ctype(bound.dtypes[data_dtype(spec, ex["heads"])])}
     else:
         cond = presence_condition(spec, bound.key.present)
-        serving = [k for v, k in zip(ex["variants"], classes) if (tl["attrKey"], cond) in v.serves]
+        fkey = int(tl.get(FORM_KEY_FIELD, 0))
+        serving = [k for v, k in zip(ex["variants"], classes)
+                   if serves_call(v, tl["attrKey"], bound.key.present, fkey, spec)]
         if len(serving) != 1:
             raise NotKernelIR(f"--engine kir: {spec.name}: {len(serving)} kernel classes serve attrKey "
                               f"{tl['attrKey']} with {cond}; use --engine emu")

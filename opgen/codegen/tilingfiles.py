@@ -18,7 +18,7 @@ from opgen.names import op_snake, spec_path
 from opgen.tiling.pipeline import kernel_build
 from opgen.names import c_printf, cpp_name
 from opgen.tiling.emit import (attr_key_cpp, by_attr_key_cpp, dim_bounds, dim_cpp, exact_products, float_bits,
-                               input_label)
+                               form_key_cpp, input_label)
 from opgen.dsl.keys import LIST_INT
 
 
@@ -26,7 +26,8 @@ def emit_tiling(spec, prog, inputs_map: dict, doc: str, fits_fail: str = "") -> 
     """{path: text} of op_kernel/<op>_tiling_data.h and op_host/<op>_tiling.cpp for `spec` with tiling program `prog`;
     `inputs_map`: {program input name: dim expression | ("bytes", var) | ("dtype_key",) |
     ("platform", "coreNum"|"aicNum"|"ubBytes") | ("attr_key",) | ("attr_bits", float attr) |
-    ("attr_dim", int attr, dim) | ("deterministic",) | ("by_attr_key", ((attrKey, dim expression), ...))}; `doc`: one line naming the strategy and its reference.
+    ("attr_dim", int attr, dim) | ("deterministic",) | ("by_attr_key", ((attrKey, dim expression), ...)) |
+    ("form_key",)}; `doc`: one line naming the strategy and its reference.
 
     ("attr_dim", attr, dim) reads an integer attribute that binds a spec dim (spec.attr(..., dim=BS)): the
     C++ reads the attribute (its default when absent), the Python twin takes the dim's value, and both
@@ -54,6 +55,8 @@ def emit_tiling(spec, prog, inputs_map: dict, doc: str, fits_fail: str = "") -> 
             reads.append((name, f"AttrFloatBits(context, {index}, {float_bits(default)})"))
         elif isinstance(how, tuple) and how[0] == "deterministic":
             reads.append((name, "DeterministicOf(context, 0)"))
+        elif isinstance(how, tuple) and how[0] == "form_key":
+            reads.append((name, form_key_cpp(spec)))
         elif isinstance(how, tuple) and how[0] == "by_attr_key":
             reads.append((name, by_attr_key_cpp(spec, how[1])))
         elif isinstance(how, tuple) and how[0] == "attr_dim":

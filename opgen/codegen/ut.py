@@ -87,7 +87,7 @@ def _float_literal(v: float) -> str:
 @dataclasses.dataclass
 class UtCase:
     """The example call as the UTs need it: dtype row index (1-based), dtypes, attrs, input arrays (None: absent),
-    output shapes (None: not produced by this specialisation), env."""
+    output shapes (None: not produced by this specialisation), env, the shape forms (SpecKey.forms)."""
 
     row: int
     dtypes: dict
@@ -95,6 +95,7 @@ class UtCase:
     inputs: dict
     outputs: dict
     env: dict
+    forms: tuple = ()
 
 
 def ut_cases(spec) -> list[UtCase]:
@@ -123,7 +124,7 @@ def ut_cases(spec) -> list[UtCase]:
                 outputs[o.name] = (outputs[o.name], False)
             else:
                 outputs[o.name] = (outputs[o.name], True)
-        out.append(UtCase(r, dtypes, bound.attrs, inputs, outputs, bound.env))
+        out.append(UtCase(r, dtypes, bound.attrs, inputs, outputs, bound.env, tuple(bound.key.forms)))
     return out
 
 
@@ -132,7 +133,7 @@ def _twin(spec, case: UtCase, platform) -> dict:
 
     t = kernel_build(spec).tiling
     dtypes = {k: next(d for d in DType if d.long_name == v) for k, v in case.dtypes.items()}
-    return evaluate(spec, t.program, t.inputs, case.env, dtypes, platform, case.attrs)
+    return evaluate(spec, t.program, t.inputs, case.env, dtypes, platform, case.attrs, forms=case.forms)
 
 
 def _key_parts(value: int) -> tuple[int, int, int]:

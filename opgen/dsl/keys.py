@@ -65,3 +65,27 @@ def attr_key(spec, attrs: dict) -> int:
         key += a.choices.index(v) * radix
         radix *= len(a.choices)
     return key
+
+
+def free_form_inputs(spec) -> list:
+    """The inputs whose shape form the call's shape picks (several forms and no `form_by`; AscendQuantV2's scale
+    [H] or [1]), in spec order: the inputs a form key indexes (docs/design.md "Shape forms at run time")."""
+    return [i for i in spec.inputs if len(i.shapes) > 1 and i.form_by is None]
+
+
+def form_key(spec, forms, present=None) -> int:
+    """Mixed-radix index of the shape forms the free-form inputs (free_form_inputs) take, first input fastest:
+    sum_i form_i * prod_{j<i} len(shapes_j). `forms` is SpecKey.forms (one form index per multi-form input, in spec
+    order, form_by inputs included) or None (every form 0); `present` (SpecKey.present: one bool per optional input,
+    in spec order) counts an absent input's form as 0, as the TilingFunc does. What the emitted TilingFunc writes to
+    the tiling field formKey (opgen.tiling.emit.form_key_cpp), read by the kernel entry when shape forms lower to
+    different classes."""
+    multi = [i for i in spec.inputs if len(i.shapes) > 1]
+    picked = dict(zip((i.name for i in multi), forms or ()))
+    absent = {i.name for i, p in zip([i for i in spec.inputs if i.optional], present or ()) if not p}
+    picked = {n: (0 if n in absent else f) for n, f in picked.items()}
+    key, radix = 0, 1
+    for i in free_form_inputs(spec):
+        key += picked.get(i.name, 0) * radix
+        radix *= len(i.shapes)
+    return key

@@ -1210,7 +1210,8 @@ class OpSpec:
 
     # -- specialisations ----------------------------------------------------------------------
     def keys(self):
-        """Every specialisation key: static attribute values x presence of optional inputs x shape forms.
+        """Every specialisation key: static attribute values x presence of optional inputs x shape forms (an absent
+        input's form is its first, as `bind` gives it).
 
         Keys whose static checks fail (e.g. weights absent for normType 2) are skipped. Computed once per
         finished spec (cached; declarations made after the first call are not expected)."""
@@ -1278,7 +1279,8 @@ class OpSpec:
                 return
             if fails(attrs, present):
                 return
-            for forms in itertools.product(*[range(len(i.shapes)) if i.form_by is None else (i.form_of(attrs),)
+            for forms in itertools.product(*[(i.form_of(attrs),) if i.form_by is not None else
+                                             range(len(i.shapes)) if present[i.name] else (0,)   # absent: no form
                                              for i in multi]):
                 out.append(SpecKey(tuple(st), tuple(present[i.name] for i in opts), tuple(forms)))
 

@@ -7,7 +7,7 @@ rows family gets one program per presence. `merge_presences` joins those program
 same in two programs when it is the same operation on the same operands (value numbering: its kind, op, scalar
 text, GM tensor and space, and the numbers of its operands); the joined program has each distinct instruction once,
 with `Instr.when` naming the presences that run it (() when all do), and the union of the GM tensors and
-accumulators. A value computed only under some presences is guarded by them (`if (hasInput<k>_ ...)` in the class,
+accumulators, and the single-value inputs read in Init (`gm_scalars`; an optional one is read per row and not joined). A value computed only under some presences is guarded by them (`if (hasInput<k>_ ...)` in the class,
 opgen.kernel.rowclass); the buffer assignment lets values of presences that never run together share a row
 temporary (opgen.kernel.rowprog `_allocate`), so the joined program's UB is about that of its largest presence.
 
@@ -95,7 +95,8 @@ def merge_presences(progs: list, optional: tuple) -> tuple[RowProgram | None, st
                          t.name, len(order)), t.name)),
                      instrs=instrs, accs=accs, acc_kinds={a: k for a, k in kinds.items() if k is not None},
                      int_cast_modes={k: m for _pr, p in progs for k, m in p.int_cast_modes.items()},
-                     presence=tuple(optional), served=tuple(pr for pr, _p in progs), bnames={})
+                     presence=tuple(optional), served=tuple(pr for pr, _p in progs), bnames={},
+                     gm_scalars=list(dict.fromkeys(g for _pr, p in progs for g in p.gm_scalars)))
     return out, ""
 
 

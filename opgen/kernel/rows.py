@@ -18,10 +18,10 @@ from __future__ import annotations
 
 import dataclasses
 
-from opgen.dsl.keys import attr_key
+from opgen.dsl.keys import attr_key, form_key, free_form_inputs
 from opgen.errors import IRError
 from opgen.ir.core import Graph
-from opgen.ir.dims import Lit, as_dim
+from opgen.ir.dims import Lit, as_dim, shape_str
 from opgen.ir.dtypes import DType, dtype_name
 from opgen.ir.locs import stamp
 from opgen.ir.printer import canonical_values
@@ -1475,38 +1475,72 @@ def presence_condition(spec, present) -> str:
     return " && ".join(f"{cpp_name(n)} {'!=' if p else '=='} nullptr" for n, p in zip(opts, present)) or "true"
 
 
+FORM_KEY_FIELD = "formKey"   # the tiling field the kernel entry reads when shape forms lower to different classes
+
+
+def form_condition(cond: str, fkey: int) -> str:
+    """Presence condition `cond` (presence_condition) narrowed to the calls whose free-form inputs take the forms
+    of form key `fkey` (opgen.dsl.keys.form_key): the kernel entry tests the tiling field the TilingFunc set from
+    the input shapes (docs/design.md "Shape forms at run time")."""
+    test = f"tilingData.{FORM_KEY_FIELD} == {fkey}"
+    return test if cond == "true" else f"{cond} && {test}"
+
+
+def serves_call(v, ak: int, present: tuple, fkey: int, spec) -> bool:
+    """Whether class `v` (a Variant of variants_of) serves a call of attrKey `ak`, optional inputs present as
+    `present` and form key `fkey`: the condition the kernel entry tests, as the Kernel-IR engine picks a class."""
+    cond = presence_condition(spec, present)
+    return (ak, cond) in v.serves or (ak, form_condition(cond, fkey)) in v.serves
+
+
 def variants_of(spec, lowered) -> list:
-    """The kernel classes of a rows lowering: equal programs share a class; each serves the (attrKey, presence
-    condition) pairs of its specialisations. Raises Unsupported when two shape forms of one specialisation lower
-    to different programs (the kernel cannot tell them apart at run time)."""
+    """The kernel classes of a rows lowering: equal programs share a class; each serves the (attrKey, C++
+    condition) pairs of its specialisations, the condition on the optional inputs' pointers (presence_condition).
+    When the shape forms of one specialisation (AscendQuantV2's scale [H] or [1]) lower to different programs, each
+    class serves its forms under form_condition: the TilingFunc sets the tiling field formKey from the input
+    shapes (opgen.tiling.emit.form_key_cpp) and lowered.extra["form_key"] is set True so the tiling stage adds it
+    (docs/design.md "Shape forms at run time")."""
     names = [a.name for a in spec.static_attrs]
     opts = [i for i in spec.inputs if i.optional]
     by_text: dict[str, Variant] = {}
-    served: dict[tuple, str] = {}
     out: list[Variant] = []
+    groups: dict[tuple, list] = {}
     for key, prog in lowered.programs.items():
         attrs = dict(zip(names, key.static))
         ak = attr_key(spec, attrs)
-        pres = dict(zip([i.name for i in opts], key.present))
         cond = presence_condition(spec, key.present)
         text = canonical_values(rowprog.print_program(prog))   # equal up to the traced values' names: one class
-        if (ak, cond) in served:
-            if served[(ak, cond)] != text:
-                raise Unsupported(prog.gm[0].name if prog.gm else spec.name, "",
-                                  f"the shape forms of the specialisation {spec.key_text(key)} lower to different "
-                                  f"kernels (the kernel cannot tell them apart at run time)")
-            by_text[text].also.append(prog)   # another shape form: its spec lines are cited too
-            continue
-        served[(ak, cond)] = text
-        if text not in by_text:
-            doc = ", ".join(f"{n}={v}" for n, v in attrs.items())
-            doc += ("; " if doc and pres else "") + (
-                f"every presence of {', '.join(prog.presence)} (hasInput<k>_)" if prog.presence else
-                ", ".join(f"{n} {'present' if p else 'absent'}" for n, p in pres.items()))
-            v = Variant(f"{spec.name}Kernel{len(out)}", doc or "all inputs", prog)
-            by_text[text] = v
-            out.append(v)
-        elif prog is not by_text[text].prog:
-            by_text[text].also.append(prog)   # its spec lines are cited beside the first program's
-        by_text[text].serves.append((ak, cond))
+        groups.setdefault((ak, cond), []).append((key, prog, text))
+    split = {g for g, members in groups.items() if len({t for _k, _p, t in members}) > 1}
+    lowered.extra["form_key"] = bool(split)
+    for (ak, cond), members in groups.items():
+        served: dict[str, str] = {}   # the condition -> its program's text
+        for key, prog, text in members:
+            serve = form_condition(cond, form_key(spec, key.forms, key.present)) if (ak, cond) in split else cond
+            if serve in served:   # forms lowering alike: one condition, one class
+                if served[serve] != text:   # not reached: one form key is one combination of forms
+                    raise Unsupported(prog.gm[0].name if prog.gm else spec.name, "",
+                                      f"the shape forms of the specialisation {spec.key_text(key)} lower to "
+                                      f"different kernels")
+                by_text[text].also.append(prog)
+                continue
+            served[serve] = text
+            if text not in by_text:
+                attrs = dict(zip(names, key.static))
+                pres = dict(zip([i.name for i in opts], key.present))
+                doc = ", ".join(f"{n}={v}" for n, v in attrs.items())
+                doc += ("; " if doc and pres else "") + (
+                    f"every presence of {', '.join(prog.presence)} (hasInput<k>_)" if prog.presence else
+                    ", ".join(f"{n} {'present' if p else 'absent'}" for n, p in pres.items()))
+                if (ak, cond) in split:
+                    free = {i.name for i in free_form_inputs(spec)}
+                    multi = [i for i in spec.inputs if len(i.shapes) > 1]
+                    doc += ("; " if doc else "") + ", ".join(
+                        f"{i.name} {shape_str(i.shapes[f])}" for i, f in zip(multi, key.forms) if i.name in free)
+                v = Variant(f"{spec.name}Kernel{len(out)}", doc or "all inputs", prog)
+                by_text[text] = v
+                out.append(v)
+            elif prog is not by_text[text].prog:
+                by_text[text].also.append(prog)   # its spec lines are cited beside the first program's
+            by_text[text].serves.append((ak, serve))
     return out

@@ -14,8 +14,9 @@ from opgen.names import c_string
 
 from opgen.dsl.dimsource import group_location, read_dim, sym_locations, wrapped
 from opgen.dsl.keys import attr_key  # noqa: F401  (the tiling key's attrKey; its users import it from here too)
+from opgen.dsl.keys import form_key, free_form_inputs
 from opgen.errors import OpgenError, SpecError
-from opgen.ir.dims import Bin, DimExpr, Lit, Prod, Sym, as_dim
+from opgen.ir.dims import Bin, DimExpr, Lit, Prod, Sym, Variadic, as_dim
 from opgen.ir.dimprint import dim_cpp as print_cpp
 from opgen.ir.dtypes import DType
 from opgen.dsl.keys import LIST_INT
@@ -179,15 +180,16 @@ def _attr_index_cpp(a, idx: int) -> str:
 
 
 def evaluate(spec, prog, inputs_map: dict, env: dict, dtypes: dict, platform, attrs: dict | None = None,
-             deterministic: bool = False) -> dict:
+             deterministic: bool = False, forms: tuple | None = None) -> dict:
     """The Python twin: run `prog` for concrete dims `env` ({"Bd": (2,), "S": 7, ...}), dtype binding
     `dtypes` ({"T": DType, ...}; a variable whose tensors are all absent may be missing), a Platform,
     the static attribute values `attrs` (defaults when absent) and the framework's deterministic-computation flag
-    (a ("deterministic",) input; CANN's TilingContext::GetDeterministic()).
+    (a ("deterministic",) input; CANN's TilingContext::GetDeterministic()) and the shape forms of the call
+    (SpecKey.forms; a ("form_key",) input, opgen.dsl.keys.form_key; None: every form 0).
 
     Raises KeyError for a program input without a mapping; OpgenError when a dim is outside the spec's
     domain or no UB plan fits (the emitted TilingFunc returns GRAPH_FAILED in the same cases)."""
-    vals = program_inputs(spec, prog, inputs_map, env, dtypes, platform, attrs, deterministic)
+    vals = program_inputs(spec, prog, inputs_map, env, dtypes, platform, attrs, deterministic, forms)
     for name, lo, hi in dim_bounds(spec, prog, inputs_map):
         if vals[name] < lo or (hi is not None and vals[name] > hi):
             raise OpgenError(f"tiling {prog.name}: {input_label(inputs_map, name)}={vals[name]} outside [{lo}, {hi}]")
@@ -198,13 +200,16 @@ def evaluate(spec, prog, inputs_map: dict, env: dict, dtypes: dict, platform, at
 
 
 def program_inputs(spec, prog, inputs_map: dict, env: dict, dtypes: dict, platform, attrs,
-                   deterministic: bool = False) -> dict:
+                   deterministic: bool = False, forms: tuple | None = None) -> dict:
     """The values of the tiling program's inputs for one call (see `evaluate`)."""
     vals = {}
     for name in prog.inputs:
         how = inputs_map[name]
         if isinstance(how, tuple) and how[0] == "deterministic":
             vals[name] = int(bool(deterministic))
+            continue
+        if isinstance(how, tuple) and how[0] == "form_key":
+            vals[name] = form_key(spec, forms)
             continue
         if isinstance(how, tuple) and how[0] == "bytes":
             vals[name] = dtypes[how[1]].itemsize if how[1] in dtypes else 4
@@ -285,3 +290,44 @@ def by_attr_key_cpp(spec, picks) -> str:
     for ak, e in reversed(picks[:-1]):
         out = f"(({key}) == {ak} ? {dim_cpp(spec, e)} : {out})"
     return out
+
+
+def form_key_cpp(spec) -> str:
+    """C++ (int64_t) of opgen.dsl.keys.form_key in the TilingFunc: per free-form input, the index of the first of
+    its shape forms its shape agrees with (rank, and every entry that is not a variadic group equal to its dim's
+    value as the TilingFunc reads it), 0 for an absent optional input; summed mixed-radix, first input fastest.
+    The aclnn layer (or graph mode's InferShape) has matched the shape to some form; the first agreeing form is the
+    one the interpreter picks (opgen.dsl.validate binds forms in order) (docs/design.md "Shape forms at run time")."""
+    terms, radix = [], 1
+    for i in free_form_inputs(spec):
+        ref = _shape_ref(i)
+        conds = [_form_match_cpp(spec, shape, ref) for shape in i.shapes]
+        idx = str(len(i.shapes) - 1)
+        for k in range(len(i.shapes) - 2, -1, -1):
+            idx = f"({conds[k]} ? {k} : {idx})"
+        if i.optional:
+            idx = f"({i.name}ShapeOpt != nullptr ? {idx} : 0)"
+        terms.append(idx if radix == 1 else f"{idx} * {radix}")
+        radix *= len(i.shapes)
+    return " + ".join(terms) or "0"
+
+
+def _form_match_cpp(spec, shape, ref: str) -> str:
+    """C++ condition: gert::Shape `ref` agrees with spec shape form `shape` (rank; entries other than a variadic
+    group equal to their dims' values; a group's rank within its declared bounds)."""
+    vpos = next((k for k, d in enumerate(shape) if isinstance(d, Variadic)), None)
+    fixed = len(shape) - (vpos is not None)
+    if vpos is None:
+        out = [f"{ref}.GetDimNum() == {fixed}"]
+    else:
+        decl = spec.variadics.get(shape[vpos].name)
+        lo = fixed + (decl.min_rank if decl is not None else 0)
+        out = [f"{ref}.GetDimNum() >= {lo}"]
+        if decl is not None:
+            out.append(f"{ref}.GetDimNum() <= {fixed + decl.max_rank}")
+    for k, d in enumerate(shape):
+        if isinstance(d, Variadic):
+            continue
+        at = f"{ref}.GetDim({k})" if vpos is None or k < vpos else f"{ref}.GetDim({ref}.GetDimNum() - {len(shape) - k})"
+        out.append(f"{at} == {dim_cpp(spec, as_dim(d))}")
+    return "(" + " && ".join(out) + ")"

@@ -12,13 +12,13 @@ the strategies the tiling program decides. Units: elements unless a name ends in
 
 from __future__ import annotations
 
-from opgen.dsl.keys import attr_key
+from opgen.dsl.keys import attr_key, free_form_inputs
 from opgen.ir.dims import Lit
 from opgen.kernel import rowprog
 from opgen.kernel.family import Tiling
 from opgen.kernel.rowclass import DimFields, class_ir
 from opgen.kernel.rowlayout import RowLayout, Unsupported
-from opgen.kernel.rows import RowsFamily, variants_of
+from opgen.kernel.rows import FORM_KEY_FIELD, RowsFamily, variants_of
 from opgen.tiling.headkernel import head_tiling, spec_counts
 from opgen.tiling.rowkernel import chunkable, program, row_resident, streamable, with_streaming
 
@@ -50,6 +50,10 @@ def rows_tiling(spec, lowered, counts):
                               f"family takes float attributes")
     dvars = tuple(c.name for c in spec.dtype_table)
     extra = tuple((n, f"{doc}: {e}") for n, e, doc in dims.items())
+    if lowered.extra.get("form_key"):   # shape forms lowering to different classes: the entry reads formKey
+        names = ", ".join(i.name for i in free_form_inputs(spec))
+        extra += ((FORM_KEY_FIELD, f"index of the shape forms {names} take (first fastest; the entry picks the "
+                                   f"class by it)"),)
     doc = f"Tiling of {spec.name}: rows family, {lay.text()}; ROW_SPLIT / COL_SPLIT."
     prog, plans = program(spec.name, counts, dvars, tuple(attrs), extra)
     inputs = {"rows": lay.rows_extent(), "seq": lay.seq_extent(), "batch": lay.batch_extent(),
@@ -73,6 +77,8 @@ def rows_tiling(spec, lowered, counts):
         inputs[f"{a}Attr"] = ("attr_bits", a)
     for n, e, _doc in dims.items():
         inputs[f"{n}Dim"] = e
+    if lowered.extra.get("form_key"):
+        inputs[f"{FORM_KEY_FIELD}Dim"] = ("form_key",)
     if layouts:   # a field only some domains address is read for their attrKeys only (0 for the others)
         users = {}
         for v in variants:
