@@ -3,7 +3,8 @@ scale * scale under sqrt_mode; scale and offset are per channel ([H], along x's 
 
 The forms of scale and offset are matched against their shapes at run time (CANN's aclnnAscendQuant: a 1-D scale's
 size is x's last dim or 1; offset like scale): each combination of forms that lowers to a different kernel class is
-selected by the tiling field formKey (docs/design.md "Shape forms at run time"). The kernel computes x * s + offset in
+selected by the tiling field formKey (docs/design.md "Shape forms at run time"). CANN also asks offset's shape to
+equal scale's; this spec takes the two forms independently (a per-tensor offset with a per-channel scale too). The kernel computes x * s + offset in
 fp32 and rounds once to int8 through half (CAST_ODD, then int8 with the mode; docs/reference/ascendc.md §1.12).
 """
 
