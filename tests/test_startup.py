@@ -18,8 +18,8 @@ ROOT = Path(__file__).resolve().parent.parent
 
 
 def _brute_force_keys(spec) -> list:
-    """Every combination of static attributes x presence x shape forms, in keys()' documented order, kept when
-    no static check fails: the definition of keys(), walked exhaustively."""
+    """Every combination of static attributes x presence x shape forms (an absent input's first form only), in
+    keys()' documented order, kept when no static check fails: the definition of keys(), walked exhaustively."""
     opts = [i for i in spec.inputs if i.optional]
     free = [i for i in opts if i.when is None]
     gated = [i for i in opts if i.when is not None]
@@ -35,8 +35,8 @@ def _brute_force_keys(spec) -> list:
                 present = {**base, **{i.name: p for i, p in zip(gated, gp)}}
                 if any(r.fn(attrs, present) for r in spec.requirements if r.kind == "static"):
                     continue
-                for forms in itertools.product(*[range(len(i.shapes)) if i.form_by is None else
-                                                 (i.form_of(attrs),) for i in multi]):
+                for forms in itertools.product(*[(i.form_of(attrs),) if i.form_by is not None else
+                                                 range(len(i.shapes)) if present[i.name] else (0,) for i in multi]):
                     out.append(SpecKey(tuple(st), tuple(present[i.name] for i in opts), tuple(forms)))
     return out
 

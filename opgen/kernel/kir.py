@@ -1147,6 +1147,7 @@ class KernelClass:
     presence: tuple = ()  # (bool scalar member, Init argument): Init sets the member to "the argument is not nullptr"
     consts: tuple = ()    # ((name, value, comment), ...): constexpr int64_t constants at namespace scope (namespace_cpp)
     ws_field: str = ""    # a tiling field: Init binds the workspace tensors only when it is > 0 (a user workspace)
+    tparam_bytes: tuple = ()   # ((template parameter, element bytes), ...): those whose every binding has one size
 
     def method(self, name: str) -> Func:
         """The method `name`. Raises IRError."""
@@ -1301,6 +1302,11 @@ class _Verifier:
             if not isinstance(b.pos, TPos) or (b.queue and b.depth < 1):
                 raise IRError(f"buffer {b.name}: bad position or depth", b)
 
+    def elem_bytes(self, t: str) -> int | None:
+        """Bytes of element type t: a known type's, or a template parameter's whose every binding has one size
+        (KernelClass.tparam_bytes); None otherwise."""
+        return ELEM_BYTES.get(t, dict(self.k.tparam_bytes).get(t))
+
     def dtype(self, t: str, node) -> str:
         if t in ELEM_BYTES or t in self.k.tparams:
             return t
@@ -1425,17 +1431,17 @@ class _Verifier:
         if r.as_dtype is not None:
             want = self.dtype(st.tmap.get(r.as_dtype, r.as_dtype), node)
             have = st.tmap.get(t.dtype, t.dtype)
-            if want not in ELEM_BYTES or have not in ELEM_BYTES:
+            if self.elem_bytes(want) is None or self.elem_bytes(have) is None:
                 raise IRError(f"{r.tensor} reinterpreted as {r.as_dtype}: both element types must be known", node)
             off = const_value(r.offset)
             if t.start is None or t.elems is None or off is None:
                 return _Tensor(want, t.buf, None, None)
-            first, end = (t.start + off) * ELEM_BYTES[have], t.elems * ELEM_BYTES[have]   # bytes of the block
-            if first % ELEM_BYTES[want]:
+            first, end = (t.start + off) * self.elem_bytes(have), t.elems * self.elem_bytes(have)   # bytes of the block
+            if first % self.elem_bytes(want):
                 raise IRError(f"{r.tensor}[{off}] reinterpreted as {r.as_dtype} starts inside an element", node)
             # in the new element type, the region starts at `first` (its own offset already counted: region()
             # adds none for a reinterpreted reference)
-            return _Tensor(want, t.buf, first // ELEM_BYTES[want], end // ELEM_BYTES[want])
+            return _Tensor(want, t.buf, first // self.elem_bytes(want), end // self.elem_bytes(want))
         return t
 
     def region(self, r, count, st, node, elem_bytes: int | None = None):

@@ -298,7 +298,8 @@ def compare_before_widening(p: RowProgram) -> int:
     out = []
     for i in p.instrs:
         w = defs.get(i.srcs[0]) if i.kind == "vcmps" and i.srcs else None
-        if w is not None and w.kind == "vwiden" and w.space == i.space and w.when == i.when and _half_exact(i.arg):
+        if w is not None and w.kind == "vwiden" and not w.op and w.space == i.space and w.when == i.when \
+                and _half_exact(i.arg):
             out.append(evolve(i, kind="vcmpsh", srcs=(w.srcs[0],)))
             done += 1
             continue

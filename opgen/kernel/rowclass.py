@@ -120,6 +120,12 @@ def _ctype(dtype: str) -> str:
     return CTYPE.get(dtype, dtype)
 
 
+def _half_type(op: str) -> str:
+    """The C type a vnarrow / vwiden temporary holds: half by default (a byte row's path), else its `op` (f16, bf16
+    or a dtype variable bound to them)."""
+    return _ctype(op) if op else "half"
+
+
 def _stage(counts, strategy: int) -> tuple:
     """paramQue's element under `strategy` for the kernel (rowsched.stage_bytes): rowcounts.stage_element of what
     the strategy stages, the dtype variables as C types."""
@@ -167,8 +173,8 @@ def instr_node(i: Instr, operand, n, row_in: kir.Ref | None = None, row_out: kir
     elif k == "cast_in" and i.op == "half":   # a byte row cast to half into a row temp (rowprog.BYTE_DTYPES)
         args = {"dst": dataclasses.replace(operand(i.dst), as_dtype="half"), "src": row_in, "mode": "CAST_NONE",
                 "count": n}
-    elif k == "vwiden":
-        args = {"dst": operand(i.dst), "src": dataclasses.replace(operand(i.srcs[0]), as_dtype="half"),
+    elif k == "vwiden":   # halves, or the 16-bit type a row value was rounded to (rows._Lowering.round_trip)
+        args = {"dst": operand(i.dst), "src": dataclasses.replace(operand(i.srcs[0]), as_dtype=_half_type(i.op)),
                 "mode": "CAST_NONE", "count": n}
     elif k == "cast_in":
         args = {"dst": operand(i.dst), "src": row_in, "count": n}
@@ -176,8 +182,8 @@ def instr_node(i: Instr, operand, n, row_in: kir.Ref | None = None, row_out: kir
         args = {"dst": row_out, "src": dataclasses.replace(operand(i.srcs[0]), as_dtype="half"), "mode": i.arg,
                 "count": n}
     elif k == "vnarrow":
-        args = {"dst": dataclasses.replace(operand(i.dst), as_dtype="half"), "src": operand(i.srcs[0]),
-                "mode": "CAST_ODD", "count": n}
+        args = {"dst": dataclasses.replace(operand(i.dst), as_dtype=_half_type(i.op)), "src": operand(i.srcs[0]),
+                "mode": i.arg or "CAST_ODD", "count": n}
     elif k == "store":
         args = {"dst": row_out, "src": operand(i.srcs[0]), "mode": i.arg, "count": n}
     elif k == "vgather":
@@ -1500,6 +1506,8 @@ def row_split_ir(spec, v: Variant, dims: DimFields, ctx: dict) -> kir.KernelClas
         batch_stores=bool(p.batch_stores),
         cross_core=tuple(ctx["cross_core"]), strided=tuple(ctx["off_nodes"]),
         fields=dims.field_names(), tparams=tuple(c.name for c in spec.dtype_table),
+        tparam_bytes=tuple((c.name, spec.dtype_rows[0][c.name].itemsize) for c in spec.dtype_table if spec.dtype_rows
+                           and len({r[c.name].itemsize for r in spec.dtype_rows}) == 1),
         bufs_col=dict(ctx["bufs"]["col"]), levels=tuple((lv, tuple(b), tuple(sl)) for lv, b, sl in ctx["levels"]),
         nlevel=ctx["nlevel"], nsums=ctx["nsums"], final_body=tuple(ctx["final_nodes"]),
         col_segments=tuple((lv, tuple((kind, tuple(nodes)) for kind, nodes in segs))

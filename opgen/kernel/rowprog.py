@@ -176,8 +176,10 @@ class Instr:
     load        dst (brow/col buffer) <- GM tensor `gm` (its batch row or the whole row), cast to fp32
     cast_in     dst (row temp) <- the current row of GM tensor `gm`, cast to fp32 (op "half": a byte tensor's row
                 cast to half, the row temp holding halves; BYTE_DTYPES)
-    vwiden      dst = srcs[0]'s halves cast to fp32           (Cast; never in place)
-    vnarrow     dst (halves) = srcs[0] cast to half with CAST_ODD  (Cast; never in place; a byte output's first step)
+    vwiden      dst = srcs[0]'s halves cast to fp32           (Cast; never in place; op "bf16" / a dtype variable:
+                                                             srcs[0] holds that 16-bit type)
+    vnarrow     dst (halves) = srcs[0] cast to half with CAST_ODD  (Cast; never in place; a byte output's first step;
+                op a 16-bit type and arg its round mode: a row value rounded inside the row, rows._Lowering.round_trip)
     vbin        dst = srcs[0] <op> srcs[1]                   (AscendC Add/Sub/Mul/Div/Max/Min, count n)
     vscalar     dst = srcs[0] <op> scalar arg                (Adds/Muls)
     vaxpy       dst = srcs[0] + srcs[1] * scalar arg         (Axpy: dst is srcs[0]'s buffer, srcs[0] dies here;
@@ -778,9 +780,9 @@ def _instr_text(i: Instr) -> str:
         via = " as half" if i.op == "half" else ""
         return f"{i.dst} = {i.kind}({i.gm}){via}"
     if i.kind == "vwiden":
-        return f"{i.dst} = Cast({a} as half)"
+        return f"{i.dst} = Cast({a} as {i.op or 'half'})"
     if i.kind == "vnarrow":
-        return f"{i.dst} = Cast({a} to half, CAST_ODD)"
+        return f"{i.dst} = Cast({a} to {i.op or 'half'}, {i.arg or 'CAST_ODD'})"
     if i.kind == "vbin":
         return f"{i.dst} = {i.op}({', '.join(i.srcs)})"
     if i.kind == "vscalar":

@@ -59,8 +59,9 @@ SPACE_WORDS = {"row": "rows", "stat": "per-row statistics", "brow": "per-batch r
 class _Lowering:
     """One pass over the graph in node order (see module docstring); `run` returns the unverified program."""
 
-    def __init__(self, g: Graph, layout: RowLayout):
+    def __init__(self, g: Graph, layout: RowLayout, half_vars: frozenset = frozenset()):
         self.g, self.lay = g, layout
+        self.half_vars = half_vars   # dtype variables binding fp16 / bf16 only (half_variables)
         self.ch = Chains(g)
         self.vals = g.values()
         self.prod = g.producers()
@@ -364,8 +365,8 @@ class _Lowering:
             if to in INDEX_DTYPES and self.space.get(x) == "stat" and x in self.whole:
                 self.whole.add(r)   # an integer-valued per-row value (an index, a 0 / 1 comparison) stays exact
             elif to != "f32":
-                raise self.err(r, f"a cast to {to} that feeds a computation; the rows kernel computes in fp32 "
-                               f"and rounds outputs only")
+                self.round_trip(n, x, src, to)
+                return
             self.space[r] = self.space[x]
             self.alias[r] = src
             if x in self.scalar_text:
@@ -1002,6 +1003,34 @@ class _Lowering:
         self.post[r] = self.post[a] + steps
         self.alias[r] = self.operand(a)
 
+    def round_trip(self, n, x: str, src: str, to: str) -> None:
+        """A cast of row value x (UB operand `src`) to a 16-bit float type `to` (f16, bf16 or a dtype variable of
+        them) that a computation reads: the value rounded to `to` with the cast's mode and widened back, as CANN's
+        kernels round a residual sum or a normalised row to T before using it (add_rms_norm: Cast to T with
+        CAST_RINT, then Cast to float). Two Casts through a temporary of halves (`vnarrow` with the type and
+        mode, `vwiden`); docs/design.md "Rounding inside a row". Raises Unsupported for another target type,
+        a value that is not a row, or a mode the conversion lacks (fp32 -> bf16 has no CAST_ODD)."""
+        r = n.result.name
+        mode = n.attr("round") or "rint"
+        if to not in ("f16", "bf16") and not self._half_variable(to):
+            raise self.err(r, f"a cast to {to} that feeds a computation; the rows kernel rounds inside a row to "
+                              f"fp16 / bf16 only (other types at outputs)")
+        if self.space.get(x) != "row":
+            raise self.err(r, f"a cast to {to} of {SPACE_WORDS.get(self.space.get(x), 'a value')} that feeds a "
+                              f"computation; the rows kernel rounds row values only")
+        if mode in ("none", "odd") and to != "f16":
+            mode = "rint" if mode == "none" else mode
+            if mode == "odd":
+                raise self.err(r, f"cast to {to} with round mode odd: fp32 -> bf16 has no CAST_ODD")
+        tmp = f"h_{r}"
+        self.p.instrs.append(Instr("vnarrow", tmp, (src,), op=to, arg=ROUND_MODES[mode], space="row"))
+        self.p.instrs.append(Instr("vwiden", r, (tmp,), op=to, space="row"))
+        self.space[r] = "row"
+
+    def _half_variable(self, to: str) -> bool:
+        """Whether dtype variable `to` binds only fp16 / bf16 in the spec's dtype table (half_variables)."""
+        return to in self.half_vars
+
     # ---------------------------------------------------------------- outputs
     def output(self, name: str, v: str) -> None:
         """Store output `name` (value v) through its view(s): rows, per-row statistics, or sums over rows (an
@@ -1090,7 +1119,11 @@ class _Lowering:
                 raise self.err(v, f"output {name} is a scalar; the rows family writes rows, statistics and sums")
 
     def _round_of(self, v: str) -> str:
-        """Round mode of the narrowing cast on output value v's store chain ("none" when there is none)."""
+        """Round mode of the narrowing cast on output value v's store chain ("none" when there is none); v itself
+        may be such a cast that a computation reads too (round_trip: a common cast of a rounded residual)."""
+        n = self.prod.get(v)
+        if n is not None and n.op == "cast" and dtype_name(n.attr("to")) != "f32":
+            return n.attr("round") or "none"
         seen, stack = set(), [v]
         while stack:
             x = stack.pop()
@@ -1156,7 +1189,7 @@ def _lower_joined(spec, graphs: dict, lay: RowLayout, keys: list) -> dict:
         if optional and len(same) > 1:
             built = []
             for key in same:
-                low = _Lowering(graphs[key], lay)
+                low = _Lowering(graphs[key], lay, half_variables(spec))
                 low.passes = None
                 built.append((tuple(key.present), low.build()))
             joined, _why = merge_presences(built, optional)
@@ -1164,13 +1197,13 @@ def _lower_joined(spec, graphs: dict, lay: RowLayout, keys: list) -> dict:
             p = finish(joined)
             rowprog.verify_program(p)
             if rowprog.online_pair(p) is None:   # a join must not lose a presence's online softmax (COL_STREAM)
-                alone = {key: lower(graphs[key], lay) for key in same}
+                alone = {key: lower(graphs[key], lay, half_vars=half_variables(spec)) for key in same}
                 if any(rowprog.online_pair(q) for q in alone.values()):
                     out.update(alone)
                     continue
             out.update({key: p for key in same})
         else:
-            out.update({key: lower(graphs[key], lay) for key in same})
+            out.update({key: lower(graphs[key], lay, half_vars=half_variables(spec)) for key in same})
     return out
 
 
@@ -1218,10 +1251,18 @@ def _batch_flat(view, lay: RowLayout) -> bool:
     return all(as_dim(s) == Lit(0) for s in view.strides[lay.split:])
 
 
-def lower(g: Graph, layout: RowLayout, passes=None) -> RowProgram:
+def half_variables(spec) -> frozenset:
+    """The dtype variables of `spec` that every row of its dtype table binds to fp16 or bf16: a cast to one of them
+    inside a row rounds through a 16-bit temporary (_Lowering.round_trip)."""
+    return frozenset(c.name for c in spec.dtype_table
+                     if spec.dtype_rows and all(dtype_name(r[c.name]) in ("f16", "bf16") for r in spec.dtype_rows))
+
+
+def lower(g: Graph, layout: RowLayout, passes=None, half_vars: frozenset = frozenset()) -> RowProgram:
     """Lower optimized graph `g` (one specialisation) on `layout` to a verified row program, running the kernel-level
-    algebra `passes` on it (None: opgen.kernel.rowalg.ROW_PASSES; [] for none). Raises Unsupported."""
-    low = _Lowering(g, layout)
+    algebra `passes` on it (None: opgen.kernel.rowalg.ROW_PASSES; [] for none); `half_vars`: half_variables of the
+    spec. Raises Unsupported."""
+    low = _Lowering(g, layout, half_vars)
     low.passes = passes
     p = low.run()
     rowprog.verify_program(p)

@@ -163,6 +163,7 @@ class RowSchedule:
     helpers: tuple = ()        # which of HELPER_METHODS the class has (the buffers they use are allocated)
     run_extent: DimExpr = Lit(1)   # RunRows: the rows of one run (the innermost leading extent)
     tparams: tuple = ()
+    tparam_bytes: tuple = ()   # (dtype variable, bytes) of the variables whose rows all have one size (KernelClass)
     tiling_struct: str = "TilingData"
     zero_fill: bool = False    # zero the row, batch and column rows once (a compare / select reads whole repeats)
     packed_lanes: int = 0      # a batched program with packed values (rowprog.packed): its segments run when a row's
@@ -1491,4 +1492,5 @@ def row_split_class(name: str, s: RowSchedule) -> KernelClass:
         + tuple(FAssign(a, FBits(Sym(f"{a[len('attr_'):]}Bits"))) for a in s.float_scalars if a.startswith("attr_"))
         + tuple(FAssign(m, FLoad(GmView(f"gm_{g}", Lit(0)))) for m, g in s.gm_scalars),
         process=_process(s),
-        methods=tuple(methods + ext), tparams=tuple(s.tparams), doc="ROW_SPLIT / COL_SPLIT schedule")
+        methods=tuple(methods + ext), tparams=tuple(s.tparams), tparam_bytes=tuple(s.tparam_bytes),
+        doc="ROW_SPLIT / COL_SPLIT schedule")

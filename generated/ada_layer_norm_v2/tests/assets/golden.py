@@ -139,6 +139,15 @@ def _bind(inputs, attrs):
 
 def _round_f16(x, mode):
     out = x.astype(np.float16)
+    if mode in ("floor", "ceil", "trunc"):  # the nearest value, one step back where it went past the mode's side
+        x64, r64 = x.astype(np.float64), out.astype(np.float64)
+        down = np.nextafter(out, np.float16(-np.inf))
+        up = np.nextafter(out, np.float16(np.inf))
+        if mode == "floor":
+            return np.where(r64 > x64, down, out)
+        if mode == "ceil":
+            return np.where(r64 < x64, up, out)
+        return np.where(np.abs(r64) > np.abs(x64), np.where(x64 > 0, down, up), out)
     if mode == "round":  # ties away from zero: move exact ties to the neighbour away from zero
         x64 = x.astype(np.float64)
         r64 = out.astype(np.float64)
@@ -151,7 +160,12 @@ def _round_f16(x, mode):
 def _round_bf16(x, mode):
     """bfloat16 values held in float32 (no ml_dtypes needed)."""
     bits = np.ascontiguousarray(x, dtype=np.float32).view(np.uint32).astype(np.uint64)
-    if mode == "round":
+    if mode in ("floor", "ceil", "trunc"):  # on the magnitude: drop the low bits, or go one bf16 step out
+        inexact = (bits & 0xFFFF) != 0
+        neg = (bits >> 31) == 1
+        out_ = (mode == "floor") & neg | (mode == "ceil") & ~neg
+        bits = np.where(inexact & out_, (bits & 0xFFFF0000) + 0x10000, bits)
+    elif mode == "round":
         bits = bits + 0x8000
     else:
         bits = bits + 0x7FFF + ((bits >> 16) & 1)
