@@ -294,7 +294,8 @@ def _note_nonfinite_attrs(spec, attrs: dict) -> None:
     """Print one `opgen: note:` line on standard error per float attribute given as NaN or ±inf (`--attr
     epsilon=nan`). Not refused: CANN's aclnn layers do not check such attributes (docs/reference/ada_layer_norm.md
     §2: epsilon's range is not checked; NsaSelectedAttentionGrad's scaleValue=nan reaches the kernel), so the
-    spec's own checks decide (a spec refuses them with spec.check(name, fn, on="static")). Text that is not a
+    spec's own checks decide (a spec refuses them with spec.check(name, fn, on="static")). No note for a value the
+    attribute's declared range refuses (`gt=0.0` and NaN): the validation's error follows alone. Text that is not a
     number is left to the spec's validation."""
     import math
 
@@ -305,7 +306,7 @@ def _note_nonfinite_attrs(spec, attrs: dict) -> None:
             v = float(attrs[a.name])
         except (TypeError, ValueError):
             continue
-        if not math.isfinite(v):
+        if not math.isfinite(v) and not a.out_of_bounds(v):   # a declared range refusing it: the error says so
             print(f"opgen: note: --attr {a.name}={attrs[a.name]} is not finite; unless a check of {spec.name}'s spec "
                   "refuses it, it is used as given and the outputs may be NaN or inf", file=sys.stderr)
 

@@ -587,6 +587,16 @@ def test_nonfinite_float_attr_is_noted_not_refused(tmp_path, value):
     assert p.returncode == 0 and p.stderr == ""
 
 
+@pytest.mark.parametrize("value", ["nan", "-inf"])
+def test_nonfinite_float_attr_outside_its_declared_range_gets_the_error_alone(value):
+    """AddRmsNormQuant declares epsilon >= 0: NaN and -inf break the range, so the validation's error is the only
+    line (no note saying the value is used as given first)."""
+    spec = Path(__file__).resolve().parent.parent / "examples" / "specs" / "add_rms_norm_quant.py"
+    p = opgen("interpret", spec, "--dims", "Bd=2,H=8", "--attr", f"epsilon={value}")
+    assert p.returncode == 2 and p.stderr.splitlines() == [f"opgen: error: epsilon: must be >= 0.0, got {value}"], \
+        p.stderr
+
+
 def test_float64_inputs_are_said_to_take_a_row(tmp_path, capsys):
     """float64 arrays (NumPy's default) are containers: the dtype variable they would bind takes a row of the table.
     interpret says so on standard error, naming the input, the variable and the dtype taken (a new user's data was
