@@ -4,9 +4,8 @@ from opgen.tiling.rowkernel.col_batch_rows): each phase's instructions over the 
 partial sums by RowsSum / RowsSumB into the sums_ slots, the exchanged totals read from tots_ (broadcast by Brcb
 eight rows a repeat). Checked by the tiling's fields, the kernel text, and emulated kernels against float64 NumPy
 written from RmsNorm's formula (odd row lengths, a last core with a shorter slice, a last sub-batch shorter than
-colBatchRows, fp16 / bf16). CrossEntropyLoss (not batchable: its compare by each row's target index is a per-row
-scalar op on a packed mask) keeps its row-by-row COL_SPLIT; its COL_SPLIT cases against torch are in
-tests/test_examples.py."""
+colBatchRows, fp16 / bf16). CrossEntropyLoss (its compare by each row's target index: Brcb blocks, Compare's and
+Select's repeat forms) is checked in tests/test_rows_rowscalar.py."""
 
 from __future__ import annotations
 
@@ -53,12 +52,10 @@ def test_the_sub_batch_is_whole_blocks_of_rows_within_a_quarter_of_ub():
 def test_the_kernel_runs_sub_batches_and_row_sums_into_the_exchange_slots(tmp_path):
     """The generated ColSplit of RmsNorm loops b0 over the group's rows colBatchRows at a time, casts kb rows of the
     resident slice with one instruction and sums them into the exchange slot with RowsSum (RowsSumB eight rows a
-    repeat), and keeps the row-by-row loop for slices RowsSum cannot take; CrossEntropyLoss's ColSplit has no
-    sub-batches."""
+    repeat), and keeps the row-by-row loop for slices RowsSum cannot take."""
     from opgen.cli import main
 
-    for spec in ("rms_norm.py", "cross_entropy_loss.py"):
-        assert main(["generate", str(EX / spec), "--out", str(tmp_path)]) in (0, None)
+    assert main(["generate", str(EX / "rms_norm.py"), "--out", str(tmp_path)]) in (0, None)
     text = (tmp_path / "rms_norm" / "op_kernel" / "rms_norm.h").read_text()
     col = text[text.index("void ColSplit()"):text.index("void ColStream()")]
     assert "for (int64_t b0 = 0; b0 < k; b0 += td_->colBatchRows)" in col
@@ -66,8 +63,6 @@ def test_the_kernel_runs_sub_batches_and_row_sums_into_the_exchange_slots(tmp_pa
     assert "RowsSumB(w_[1], sums_[0 * groupStride_ + b0], kb)" in col
     assert "RowsSum(w_[1], sums_[0 * groupStride_ + b0], kb)" in col
     assert "const float part_s0 = RowSum(w_[1], n_);" in col   # the row-by-row fallback
-    ce = (tmp_path / "cross_entropy_loss" / "op_kernel" / "cross_entropy_loss.h").read_text()
-    assert "colBatchRows" not in ce[ce.index("void ColSplit()"):]
 
 
 @pytest.mark.skipif(shutil.which("g++") is None, reason="g++ not available")

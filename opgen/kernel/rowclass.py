@@ -34,7 +34,7 @@ from opgen.kernel import kir
 from opgen.kernel.isa import FP32_MAX, REPEAT_FORMS, Op, Pipe, entry
 from opgen.kernel.rowprog import (ACC_INIT, MASK_KINDS, MASK_LANES, SELECT_KINDS, Instr, RowProgram, all_instrs,
                                   PER_ROW_SCALAR_KINDS, attr_names, batchable, batched, gathered_stat,
-                                  names_in, instr_op, per_row, row_passes)
+                                  names_in, instr_op, per_row, row_passes, row_scalar_chain)
 from opgen.kernel.rowsched import GmRows, RowSchedule, row_split_class
 from opgen.kernel.rowprog import MAX_DIM_VALUES, online_pair, reduction_slot_counts, reduction_slots
 from opgen.kernel.rowpresence import cover
@@ -426,13 +426,16 @@ class _Printer:
         self._reduce_all = reduce   # the row reductions land in rv_ (`_in_ub`)   # a row reduction over all rows keeps its values in UB (rv_)
         defs = {i.dst: i for i in instrs if i.kind in PER_ROW_SCALAR_KINDS}
         remat: set = set()   # per-row scalars any per-row loop can compute again from UB: no loop has to hold them
-        for i in instrs:
+        for i in instrs:   # (an index check too: its Trap() is repeated where a loop computes it again)
             if i.kind == "sload" or i.kind in red or (
-                    i.kind == "sexpr" and all(x in remat or x not in defs for x in names_in(i))):
+                    i.kind in ("sexpr", "scheck") and all(x in remat or x not in defs for x in names_in(i))):
                 remat.add(i.dst)
         scal = {i.dst: k for k, i in enumerate(instrs) if i.dst in defs and i.dst not in remat}
         last = {x: k for k, i in enumerate(instrs) for x in names_in(i) if x in scal}
         live = [(scal[x], last[x]) for x in last]   # a per-row scalar lives in one per-row loop
+        chain = row_scalar_chain(self.p) or {}   # compares by a per-row scalar and their selects: one way each
+        held_in = {c for k, i in enumerate(instrs) if id(i) in chain for c in (chain[id(i)],)
+                   if any(a < k < b for a, b in live)}
         segs: list = []
         for k, i in enumerate(instrs):
             if i.dst in remat and i.kind not in red:   # computed where a loop reads it (below)
@@ -441,14 +444,16 @@ class _Printer:
                 continue   # COL_SPLIT: an earlier level's total, in tots_ already (read where a loop needs it)
             inside = any(a < k < b for a, b in live)
             kind = "all" if (batched(i, self.p) or i.kind in red) and not inside else "row"
-            if kind == "row" and red and not inside and self._column_op(i):
+            if id(i) in chain:   # eight rows a repeat with its compare's mask, else row by row with it
+                kind = "bmask" if block and chain[id(i)] not in held_in else "row"
+            elif kind == "row" and red and not inside and self._column_op(i):
                 kind = "bcol" if block else "col"
             elif kind == "row" and block and not inside and self._block_scalar_op(i, remat):
                 kind = "bsc"
             elif kind == "row" and block and not inside and i.kind == "acc" and i.dst in self.p.col \
                     and len(i.srcs) == 1 and i.srcs[0].startswith("w"):
                 kind = "bacc"
-            if segs and segs[-1][0] == kind and not (kind == "bsc" and len(segs[-1][1]) == BLOCK_SLOTS):
+            if segs and segs[-1][0] == kind and not (kind in ("bsc", "bmask") and len(segs[-1][1]) == BLOCK_SLOTS):
                 segs[-1][1].append(i)
             else:
                 segs.append((kind, [i]))
@@ -462,6 +467,8 @@ class _Printer:
                 nodes = self._block_acc_nodes(group)
             elif kind == "bsc":
                 nodes = self._block_scalar_nodes(group, lambda ops: self._again(ops, instrs, remat, red))
+            elif kind == "bmask":
+                nodes = self._block_mask_nodes(group, lambda ops: self._again(ops, instrs, remat, red))
             else:
                 nodes = self.nodes(group, None, batch=kind, blocks=block)
             if kind == "row":   # the per-row values this loop reads that it does not compute: again from UB
@@ -628,6 +635,63 @@ class _Printer:
             out += guarded(i, body, self.p)
         return merge_guards(out)
 
+    def _block_mask_nodes(self, group: list, again_of) -> list:
+        """Compares by a per-row scalar and the selects reading their masks (opgen.kernel.rowprog.row_scalar_chain)
+        over the k rows of a pass, eight rows a repeat (block j of a repeat is row 8g + j, block stride rowStride_ / 8
+        for a row temporary, 0 for a column row: every row reads the same column block; a repeat a 32-byte column
+        block of the row's n_ lanes). A compare: its k scalars broadcast by Brcb to one block a row (rowsRed_[0, 8
+        align8(k)), read where they are in UB (`_in_ub`) or written by one scalar loop into a slot, as
+        `_block_scalar_nodes`), then Compare's mask / repeat form against the block (block stride 1, repeat stride 0)
+        with every lane of a repeat (the mask is reserved on A2 / A3: the lanes of rows past k compare too, into
+        mask bytes no select reads); its bits land eight bytes a repeat from the group's first mask row (row 8g of
+        the mask's row temporary: ceil(n_ / 8) * 8 bytes, within that row's 4 rowStride_). A select: Select's
+        tensor-scalar mask / repeat form with the same geometry and the lanes of the group's rows (8 a row), so it
+        reads bit 64 r + 8 j + l, the bit the compare wrote for lane l of row 8g + j's column block r. The same fp32
+        comparison and choice of each lane as Compares / Select row by row (docs/reference/ascendc.md §1.9);
+        ceil(k / 8) + 1 instructions a compare and ceil(k / 8) a select where row by row issues k each."""
+        k, g = Sym("k"), Sym("g")
+        A = Fn("align_up", (k, Lit(8)))
+        slot = lambda j: _kmul(_ksum(Lit(8), Lit(j)), A)  # noqa: E731
+        R = Bin("//", Sym("rowStride_"), Lit(8))
+        bits = lambda x: dataclasses.replace(self._block_rows(x, g), as_dtype="uint8_t")  # noqa: E731
+        src: dict = {}
+        for i in group:
+            if i.kind == "vcmps":
+                ub = self._in_ub(i.arg)
+                if ub is not None and not ub[1]:
+                    src[id(i)] = ub[0]
+        loose = [i for i in group if i.kind == "vcmps" and id(i) not in src]
+        out: list = []
+        if loose:
+            loop = list(again_of(loose))
+            for j, i in enumerate(loose):
+                src[id(i)] = kir.Ref("rowsRed_", slot(j))
+                loop += guarded(i, [kir.SetValue(kir.Ref("rowsRed_", _ksum(slot(j), Sym("i"))),
+                                                 parse_scalar(i.arg, INT_MEMBERS), doc=spec_doc(self.cites.instr(i)))],
+                                self.p)
+            out.append(kir.For("i", Lit(0), k, Lit(1), tuple(merge_guards(loop)),
+                               doc="the per-row scalars of the compares below, one slot each"))
+        for i in group:
+            doc = spec_doc(self.cites.instr(i))
+            x = i.srcs[0] if i.kind == "vcmps" else i.srcs[1]
+            col = x in self.p.col
+            data, blk = (_operand_ref(x, self.p), Lit(0)) if col else (self._block_rows(x, g), R)
+            if i.kind == "vcmps":
+                body = [kir.vec(Op.BRCB, dst=kir.Ref("rowsRed_"), src=src[id(i)],
+                                repeat=Bin("//", _ksum(k, Lit(7)), Lit(8)), params=(Lit(1), Lit(8)), doc=doc),
+                        self._block_for(lambda mask, reps: (kir.vec(
+                            Op.COMPARE_REP, dst=bits(i.dst), src0=data, src1=kir.Ref("rowsRed_", _kmul(g, Lit(64))),
+                            mode=i.op, mask=Lit(64), repeat=reps, params=(Lit(1), blk, Lit(1), Lit(8), Lit(1), Lit(0)),
+                            doc=doc),), "eight rows a repeat, a column block a repeat; each row's scalar block")]
+            else:
+                body = [self._block_for(lambda mask, reps: (kir.vec(
+                    Op.SELECT_SCALAR_REP, dst=self._block_rows(i.dst, g), mask=bits(i.srcs[0]), src0=data,
+                    scalar=parse_scalar(i.arg, INT_MEMBERS), lanes=mask, repeat=reps,
+                    params=(R, blk, Lit(1), Lit(1), Lit(1), Lit(1)), doc=doc),),
+                    "eight rows a repeat, a column block a repeat; the mask as the compare wrote it")]
+            out += guarded(i, body, self.p)
+        return merge_guards(out)
+
     def _column_op(self, i: Instr) -> bool:
         """Whether `i` is a binary row instruction of a row temporary and a column row (one UB row for every row,
         `RowProgram.col`) into a row temporary: over all rows by its mask / repeat form (`_column_nodes`)."""
@@ -714,6 +778,14 @@ class _Printer:
         elif k == "scheck":   # an index into the row: Trap() outside [0, hidden_), then its checked value
             out += [kir.TrapUnless(kir.FRef(i.srcs[0]), Sym("hidden_"), doc=doc),
                     kir.FLet(i.dst, kir.FRef(i.srcs[0]))]
+        elif k in ("rsum", "rmax") and batch == "all" and i.srcs[0] in self.p.col:   # a column row's: one value
+            part = f"part_{i.dst}"                                                      # for every row, set k times
+            at = (kir.Ref("sums_", self._at(_kmul(self.level_slot[i.dst], gs))) if self._col_phase is not None
+                  else kir.Ref("rv_", slot=Lit(self.rsum_index[i.dst])))
+            out += [kir.Call("RowSum" if k == "rsum" else "RowMax", (_operand_ref(i.srcs[0], self.p), Sym("n_")),
+                             result=part, doc=doc),
+                    kir.vec(Op.DUPLICATE, dst=at, scalar=kir.FRef(part), count=Sym("k"),
+                            doc="the column row's reduction, the same for each row")]
         elif k in ("rsum", "rmax") and batch == "all" and self._col_phase is not None:   # COL_SPLIT's partials
             out.append(kir.Call(("RowsSum" if k == "rsum" else "RowsMax") + ("B" if blocks else ""),
                                 (op(i.srcs[0]), kir.Ref("sums_", self._at(_kmul(self.level_slot[i.dst], gs))),
@@ -863,7 +935,9 @@ def _packed_lanes(p: RowProgram) -> int:
     lane, where the device computes each lane's bit alone (docs/reference/ascendc.md §1.9)."""
     if any(i.kind == "vlogic" for i in p.instrs):
         return 16
-    return 8 if any(i.kind in MASK_KINDS or i.kind in SELECT_KINDS for i in p.instrs) else 0
+    chain = row_scalar_chain(p) or {}   # a compare by a per-row scalar reads column rows and Brcb blocks, never the
+    #                                     padding, and its selects take lane by lane (`_Printer._block_mask_nodes`)
+    return 8 if any((i.kind in MASK_KINDS or i.kind in SELECT_KINDS) and id(i) not in chain for i in p.instrs) else 0
 
 
 def _stores_early(instrs: list) -> list:

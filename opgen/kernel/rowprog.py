@@ -380,7 +380,8 @@ BATCH_KINDS = ("cast_in", "vbin", "vscalar", "vaxpy", "vunary", "vdup", "store",
 halves and bit masks packed densely: lane j of the pass's row i is lane i * colAlign + j of the packed value too)."""
 NO_BATCH_KINDS = ("viota", "vgather", "vseg")
 """Kinds whose lanes depend on the column or on a per-row layout (an index per column, a permutation, a per-segment
-value): a program holding one runs row by row."""
+value): a program holding one runs row by row (a viota of a column row excepted: computed once per column chunk,
+read as a column row, `batchable`)."""
 PER_ROW_SCALAR_KINDS = ("sexpr", "sload", "scheck", "rsum", "rmax")
 """Kinds whose result is a per-row scalar (one value for each row: read on the scalar unit row by row)."""
 
@@ -404,21 +405,66 @@ def batchable(p: RowProgram) -> bool:
     opgen.kernel.rowclass._Printer.batch_segments keeps the instructions between its definition and its last use in
     one per-row loop), so no packed value is written in one mode and read in the other. A byte row is read with a
     32-byte-aligned row stride (colAlign a multiple of MASK_LANES, opgen.kernel.rowcounts `masks`)."""
-    if any(i.kind in NO_BATCH_KINDS for i in p.instrs) or p.brow:
+    if any(i.kind in NO_BATCH_KINDS and not (i.kind == "viota" and i.space == "col") for i in p.instrs) or p.brow:
         return False
     rows = [i for i in p.instrs if per_row(i)]
     if not any(packed(i) for i in rows):
         return True
-    if any(packed(i) and not batched(i, p) for i in rows):
+    chain = row_scalar_chain(p)
+    if chain is None:
         return False
-    remat: set = set()   # per-row scalars every per-row loop reads again from UB (a statistic, a scalar of those)
-    for i in rows:
-        if i.kind == "sload" or (i.kind == "sexpr" and all(x in remat or x not in _scalar_defs(rows)
-                                                           for x in _names_in(i))):
-            remat.add(i.dst)
+    if any(packed(i) and not batched(i, p) and id(i) not in chain for i in rows):
+        return False
+    remat = _remat_scalars(rows)
     held = {i.dst: k for k, i in enumerate(rows) if i.kind in PER_ROW_SCALAR_KINDS and i.dst not in remat}
     last = {x: k for k, i in enumerate(rows) for x in _names_in(i) if x in held}
-    return not any(packed(i) and any(held[x] < k < last[x] for x in last) for k, i in enumerate(rows))
+    return not any(packed(i) and id(i) not in chain and any(held[x] < k < last[x] for x in last)
+                   for k, i in enumerate(rows))
+
+
+def _remat_scalars(rows: list) -> set:
+    """The per-row scalars of `rows` every per-row loop can compute again from UB: a statistic, and a scalar
+    expression or an index check (scheck: its Trap() repeated) of those and of non-per-row values."""
+    defs = _scalar_defs(rows)
+    remat: set = set()
+    for i in rows:
+        if i.kind == "sload" or (i.kind in ("sexpr", "scheck") and all(x in remat or x not in defs
+                                                                       for x in _names_in(i))):
+            remat.add(i.dst)
+    return remat
+
+
+def row_scalar_chain(p: RowProgram) -> dict | None:
+    """The compares by a per-row scalar of program `p` and the selects reading their masks: {id(instruction): id of
+    its compare} (a compare maps to itself); None when such a mask cannot be issued over many rows. A row-scalar
+    compare is a Compares (`vcmps`) of a row temporary or a column row whose scalar reads a per-row value (a lane
+    index against each row's target: opgen.kernel.rows gather / scatter_add); its mask must be read by tensor-scalar
+    selects (`vsels`) only, each of a row temporary or a column row and a scalar reading no per-row value. Over many
+    rows the chain runs eight rows a repeat (opgen.kernel.rowclass._Printer `_block_mask_nodes`: the per-row scalars
+    broadcast by Brcb, Compare and Select in their mask / repeat forms, the mask laid out by repeat as the compare
+    writes it and the select consumes it) or row by row; its compare and selects always run the same way, so the
+    mask is read as it was written."""
+    per = {j.dst for j in p.instrs if j.kind in PER_ROW_SCALAR_KINDS}
+    plain = lambda x: (x.startswith("w") and x[1:].isdigit()) or x in p.col  # noqa: E731
+    rows = [i for i in p.instrs if per_row(i)]
+    out: dict = {}
+    writer: dict = {}   # buffer name -> the instruction last writing it (names are buffers after allocation)
+    for i in rows:
+        for x in i.srcs:
+            w = writer.get(x)
+            if w is None or out.get(id(w)) != id(w):   # not a row-scalar compare's mask
+                continue
+            if i.kind != "vsels" or i.srcs[0] != x or len(i.srcs) != 2 or not plain(i.srcs[1]) \
+                    or set(_names_in(i)[2:]) & per:
+                return None
+            out[id(i)] = id(w)
+        if i.kind == "vcmps" and i.space == "row" and len(i.srcs) == 1 and set(_names_in(i)[1:]) & per:
+            if not plain(i.srcs[0]):
+                return None
+            out[id(i)] = id(i)
+        if i.dst:
+            writer[i.dst] = i
+    return out
 
 
 def _scalar_defs(rows: list) -> set:
