@@ -46,7 +46,8 @@ def test_the_programs_batch_and_the_kernel_prints_the_repeat_forms(tmp_path):
     """CrossEntropyLoss's ColSplit runs sub-batches whose target compare is a Brcb of the k targets, Compare's repeat
     form over the column row of lane indices (block stride 0) against each row's block (block stride 1, repeat
     stride 0), then Select's repeat form with the rows' lanes; the row-by-row fallback keeps Compares / Select;
-    CrossEntropyLossGrad's RowSplit does the same eight rows a repeat."""
+    CrossEntropyLossGrad's RowSplit does the same eight rows a repeat, and its ColSplit runs sub-batches too, the
+    exchange slot of a row sum its weight's absence skips set to 0 by one Duplicate."""
     from opgen.cli import main
     from opgen.kernel.rowprog import batchable, row_scalar_chain
     from opgen.tiling.pipeline import kernel_build
@@ -69,6 +70,11 @@ def test_the_programs_batch_and_the_kernel_prints_the_repeat_forms(tmp_path):
     at = grad.index("void Compute(")
     row = " ".join(grad[at:grad.index("__aicore__ inline void", at)].split())
     assert "BinaryRepeatParams(1, 0, 1, 8, 1, 0)" in row and "VSEL_TENSOR_SCALAR_MODE, static_cast<uint64_t>" in row
+    at = grad.index("void ColSplit()")   # its one class serves both presences: guarded row sums over many rows
+    gcol = " ".join(grad[at:grad.index("__aicore__ inline void", at)].split())
+    assert "b0 += td_->colBatchRows" in gcol
+    assert "if (!hasInput0_) { // when weight absent PipeBarrier<PIPE_V>(); // sumBuf_: V writes after V's write " \
+           "Duplicate(sums_[0 * groupStride_ + b0], 0.0f, static_cast<int32_t>(kb));" in gcol
 
 
 def _ce_inputs(n: int, c: int, seed: int):
@@ -95,16 +101,17 @@ def _ce_reference(x, t, w, eps):
 
 
 @pytest.mark.skipif(shutil.which("g++") is None, reason="g++ not available")
-@pytest.mark.parametrize("n, c, dtype, strategy, engine", [
-    (33, 14001, "float32", 2, "emu"),    # COL_SPLIT: sub-batches 8 x 4 + 1; last slice 241 columns (not 8k)
-    (9, 15001, "float16", 2, "emu"),     # COL_SPLIT: a sub-batch of 8 and one of 1; last slice 281 columns
-    (9, 15001, "bfloat16", 2, "kir"),    # the same in the Kernel-IR interpreter
-    (97, 1000, "float32", 1, "emu"),     # ROW_SPLIT: rows of 16 repeats eight rows a repeat, a tail over cores
-    (50, 333, "bfloat16", 1, "kir"),     # ROW_SPLIT: rows not a multiple of 8 lanes
+@pytest.mark.parametrize("n, c, dtype, strategy, engine, weighted", [
+    (33, 14001, "float32", 2, "emu", True),    # COL_SPLIT: sub-batches 8 x 4 + 1; last slice 241 columns (not 8k)
+    (9, 15001, "float16", 2, "emu", False),    # COL_SPLIT: a sub-batch of 8 and one of 1; last slice 281 columns
+    (9, 15001, "bfloat16", 2, "kir", True),    # the same in the Kernel-IR interpreter
+    (97, 1000, "float32", 1, "emu", True),     # ROW_SPLIT: rows of 16 repeats eight rows a repeat, a tail over cores
+    (50, 333, "bfloat16", 1, "kir", False),    # ROW_SPLIT: rows not a multiple of 8 lanes
 ])
-def test_cross_entropy_and_grad_with_many_rows_a_compare_against_float64(n, c, dtype, strategy, engine,
+def test_cross_entropy_and_grad_with_many_rows_a_compare_against_float64(n, c, dtype, strategy, engine, weighted,
                                                                           examples_gen):
-    """CrossEntropyLoss and CrossEntropyLossGrad (weights, label smoothing 0.1, every fifth row ignored) against
+    """CrossEntropyLoss and CrossEntropyLossGrad (weights or none (ones), label smoothing 0.1, every fifth row
+    ignored) against
     float64: logProb and lossOut within a few roundings of the dtype (fp32 sums of C terms: C * 2^-24 relative to the
     terms' magnitude), xGrad = g ((1 - eps) w_t (p - onehot(t)) + eps / C (p sum w - w)) on p = exp(logProb) from the
     forward kernel's output (0 on ignored rows) likewise."""
@@ -113,7 +120,9 @@ def test_cross_entropy_and_grad_with_many_rows_a_compare_against_float64(n, c, d
         tl = _tiling("cross_entropy_loss.py", n, c, dtype)
         assert tl["strategy"] == 2 and tl["colBatchRows"] >= 8, tl
     x, t, w = _ce_inputs(n, c, n * c)
-    r = run_check(str(EX / "cross_entropy_loss.py"), {"input": x, "target": t, "weight": w},
+    if not weighted:
+        w = np.ones_like(w)   # the reference's weights; the kernels get none
+    r = run_check(str(EX / "cross_entropy_loss.py"), {"input": x, "target": t, "weight": w if weighted else None},
                   {"labelSmoothing": eps}, dtypes={"T": dtype}, gen_dir=examples_gen, progress=False, engine=engine)
     assert not r.faults and r.passed, r.faults[:3]
     assert r.tiling_key % 10 == strategy, r.tiling_key
@@ -133,9 +142,11 @@ def test_cross_entropy_and_grad_with_many_rows_a_compare_against_float64(n, c, d
     g = np.random.default_rng(c).normal(0.0, 1.0, n).astype(np.float32)
     lpin = np.asarray(r.arrays["logProb"])
     rg = run_check(str(EX / "cross_entropy_loss_grad.py"), {"gradLoss": g, "logProb": lpin, "target": t,
-                                                             "weight": w},
+                                                             "weight": w if weighted else None},
                    {"labelSmoothing": eps}, dtypes={"T": dtype}, gen_dir=examples_gen, progress=False, engine=engine)
     assert not rg.faults and rg.passed, rg.faults[:3]
+    if strategy == 2:   # both presences of the grad's one class over many rows (guarded row sums' slots zeroed)
+        assert _tiling("cross_entropy_loss_grad.py", n, c, dtype)["colBatchRows"] >= 8
     keep = t != -100
     tk = np.where(keep, t, 0)
     onehot = (np.arange(c)[None, :] == tk[:, None]) & keep[:, None]

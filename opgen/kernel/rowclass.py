@@ -747,20 +747,26 @@ class _Printer:
             if i.when and i.kind in ("rsum", "rmax") and phase is not None and i.level == phase and \
                     self.mode == "col" and batch != "all" and online is None:
                 pre = self._zero_unwritten(i, gs, i_, stream)
+            elif i.when and i.kind in ("rsum", "rmax") and batch == "all" and self._col_phase is not None \
+                    and i.level == self._col_phase:   # COL_SPLIT over many rows: the sub-batch's k partials at once
+                pre = self._zero_unwritten(i, gs, i_, False, rows=True)
             out[start:] = pre + guarded(i, out[start:], self.p)
         return merge_guards(out)
 
-    def _zero_unwritten(self, i: Instr, gs, i_, stream: bool) -> list:
+    def _zero_unwritten(self, i: Instr, gs, i_, stream: bool, rows: bool = False) -> list:
         """Before the first guarded row reduction of an exchange slot (rowprog.reduction_slots): its partial set to 0
         under the presences that run none of the reductions sharing the slot, so the exchange never copies an
-        unwritten slot ([] when they cover every presence the program serves)."""
+        unwritten slot ([] when they cover every presence the program serves). With `rows` (COL_SPLIT's sub-batch,
+        `col_batch_segments`) the k partials from row b0 by one Duplicate."""
         sharers = [j for j in self.p.rsums(i.level) if self.level_slot[j.dst] == self.level_slot[i.dst]]
         if sharers[0] is not i or any(not j.when for j in sharers):
             return []
         left = tuple(pr for pr in self.p.served if not any(pr in j.when for j in sharers))
         if not left:
             return []
-        zero = kir.SetValue(kir.Ref("sums_", Bin("+", _kmul(self.level_slot[i.dst], gs), i_)), kir.FConst(0.0))
+        zero = (kir.vec(Op.DUPLICATE, dst=kir.Ref("sums_", self._at(_kmul(self.level_slot[i.dst], gs))),
+                        scalar=kir.FConst(0.0), count=Sym("k")) if rows else
+                kir.SetValue(kir.Ref("sums_", Bin("+", _kmul(self.level_slot[i.dst], gs), i_)), kir.FConst(0.0)))
         body = [kir.If((Constraint("==", Sym("c0_"), Sym("cBegin")),), (zero,),
                        doc="the slice's first chunk")] if stream else [zero]
         return guarded(dataclasses.replace(i, when=left, dst=""), body, self.p)
@@ -919,11 +925,12 @@ pass, and 8 align8(k) (the Brcb blocks) + 8 align8(k) <= 64 rowsPerPass for rows
 
 def _col_batchable(p: RowProgram, v, flush_col, load_batch) -> bool:
     """Whether COL_SPLIT runs row program `p` (of kernel class `v`) over a group's resident rows at once
-    (_Printer.col_batch_segments): a `batchable` program with row reductions, no presence-guarded one (each
-    exchange slot is written whole by one RowsSum), no two-pass reductions (ColSplit runs ROW_SPLIT), no per-batch
-    bookkeeping in the row loop (FlushCol, LoadBatch), and a class without ROW_CHUNK in ColSplit. The tiling sizes
+    (_Printer.col_batch_segments): a `batchable` program with row reductions (a presence-guarded one's exchange
+    slot set to 0 first where no reduction sharing it runs, `_Printer._zero_unwritten`), no two-pass reductions
+    (ColSplit runs ROW_SPLIT), no per-batch bookkeeping in the row loop (FlushCol, LoadBatch), and a class without
+    ROW_CHUNK in ColSplit. The tiling sizes
     COL_SPLIT's row temporaries a group's rows each for every such program (opgen.tiling.rowkernel.col_batch)."""
-    return (batchable(p) and bool(p.rsums()) and not any(i.when for i in p.rsums()) and not p.acc_reads
+    return (batchable(p) and bool(p.rsums()) and not p.acc_reads
             and not flush_col and not load_batch and not v.chunk)
 
 
