@@ -403,8 +403,10 @@ def batchable(p: RowProgram) -> bool:
     every packed instruction is issued over all rows: each is `batched` and none lies inside the live range of a
     per-row scalar that a per-row loop holds (a row reduction read row by row, an index check, a scalar of those:
     opgen.kernel.rowclass._Printer.batch_segments keeps the instructions between its definition and its last use in
-    one per-row loop), so no packed value is written in one mode and read in the other. A byte row is read with a
-    32-byte-aligned row stride (colAlign a multiple of MASK_LANES, opgen.kernel.rowcounts `masks`)."""
+    one per-row loop), so no packed value is written in one mode and read in the other; a compare by a per-row
+    scalar and the selects reading its mask (`row_scalar_chain`) are exempt, the printer issuing them together eight
+    rows a repeat or row by row. A byte row is read with a 32-byte-aligned row stride (colAlign a multiple of
+    MASK_LANES, opgen.kernel.rowcounts `masks`)."""
     if any(i.kind in NO_BATCH_KINDS and not (i.kind == "viota" and i.space == "col") for i in p.instrs) or p.brow:
         return False
     rows = [i for i in p.instrs if per_row(i)]
