@@ -6,14 +6,16 @@ tensor-scalar mask / repeat form reading the mask as it was written; row by row 
 apply (their compare and selects together). Checked by the kernel text and by emulated kernels against float64
 NumPy written here from the operators' formulas: COL_SPLIT with sub-batches (colBatchRows >= 8; rows not a multiple
 of 8; a last core whose slice is not a multiple of 8 columns), ROW_SPLIT with rows of many repeats, fp32 / fp16 /
-bf16, weights, label smoothing, ignored rows."""
+bf16, weights, label smoothing, ignored rows. A compare of a row temporary by a per-row scalar (ArgMax's x >= max x,
+ArgMin's x <= min x) is no such chain: it would read the rows' padding and, eight rows a repeat, rows past the pass;
+those programs run row by row, checked against NumPy's argmax / argmin at the shapes that faulted when they were
+batched (N 1000 x H 33, 3 x 1) and rows of 65..2040 lanes (the block form's)."""
 
 from __future__ import annotations
 
 import shutil
 from pathlib import Path
 
-import ml_dtypes
 import numpy as np
 import pytest
 
@@ -107,6 +109,8 @@ def _ce_reference(x, t, w, eps):
     (9, 15001, "bfloat16", 2, "kir", True),    # the same in the Kernel-IR interpreter
     (97, 1000, "float32", 1, "emu", True),     # ROW_SPLIT: rows of 16 repeats eight rows a repeat, a tail over cores
     (50, 333, "bfloat16", 1, "kir", False),    # ROW_SPLIT: rows not a multiple of 8 lanes
+    (1000, 33, "float32", 1, "emu", True),     # ROW_SPLIT rows of one repeat (colAlign 64): the chain row by row
+    (3, 1, "bfloat16", 1, "kir", False),       # ... rows of one lane, one row a pass
 ])
 def test_cross_entropy_and_grad_with_many_rows_a_compare_against_float64(n, c, dtype, strategy, engine, weighted,
                                                                           examples_gen):
@@ -157,3 +161,81 @@ def test_cross_entropy_and_grad_with_many_rows_a_compare_against_float64(n, c, d
     mag = np.abs(gk) * (w64.max() + eps * w64.sum() / c)
     assert np.all(np.abs(got - ref) <= 4 * ULP[dtype] * np.abs(ref) + (4 * ULP[dtype] + terms) * mag), \
         float(np.abs(got - ref).max())
+
+
+ARG = '''
+from opgen.dsl import A2, A3, OpSpec, bf16, f16, f32, i64
+
+spec = OpSpec("{name}", aclnn="aclnn{api}", socs=(A2, A3), round="rint")
+N = spec.dim("N")
+H = spec.dim("H", max=65536)
+(T,) = spec.dtype_vars("T")
+spec.input("x", T, [N, H])
+spec.output("y", i64, [N])
+spec.dtypes((T,), [(f32,), (f16,), (bf16,)])
+
+
+@spec.body
+def _(b, x):
+    m = x.{red}(-1)
+    pos = b.where(x {cmp} m, b.iota(H).f32(), float(2**24))
+    return {{"y": pos.min(-1, keepdims=False).cast(i64, "rint")}}
+'''
+"""ArgMax / ArgMin over the last axis as a user writes them (the first index of the extreme value: the smallest lane
+index whose value compares equal to the row's max / min), as tests/test_rows_stat_i64.py's ArgMax."""
+
+
+@pytest.fixture(scope="module")
+def arg_specs(tmp_path_factory):
+    """The two specs (ArgMaxV2 x >= max, ArgMinV2 x <= min) written to files and generated once: {name: (spec path,
+    generated tree)}."""
+    from opgen.codegen import write_ops
+
+    d = tmp_path_factory.mktemp("argext")
+    out = {}
+    for name, api, red, cmp in (("ArgMaxV2", "ArgMax", "max", ">="), ("ArgMinV2", "ArgMin", "min", "<=")):
+        p = d / f"{api.lower()}.py"
+        p.write_text(ARG.format(name=name, api=api, red=red, cmp=cmp))
+        gen = d / f"gen_{api.lower()}"
+        write_ops([str(p)], gen)
+        out[name] = (p, gen)
+    return out
+
+
+def test_a_compare_of_a_row_temporary_by_a_per_row_scalar_is_not_batched(arg_specs):
+    """ArgMax's / ArgMin's compare reads the row (a row temporary), not a column row: row_scalar_chain refuses it and
+    the program runs row by row (its row in a scratch row whose lanes past the row are written), where the batched
+    fallback read the rows' unwritten padding and eight rows a repeat read rows past the pass."""
+    from opgen.kernel.rowprog import batchable, row_scalar_chain
+    from opgen.tiling.pipeline import kernel_build
+
+    for p, _ in arg_specs.values():
+        for v in kernel_build(_load_file(p)).lowered.extra["variants"]:
+            assert row_scalar_chain(v.prog) is None and not batchable(v.prog), v.cls
+
+
+@pytest.mark.skipif(shutil.which("g++") is None, reason="g++ not available")
+@pytest.mark.parametrize("n, h, dtype, engine", [
+    # rows of 33 lanes, 21 a pass: faulted batched (padding in a mask byte)
+    pytest.param(1000, 33, "float32", "emu", marks=pytest.mark.slow),
+    pytest.param(3, 1, "float32", "emu", marks=pytest.mark.slow),      # one lane a row: faulted batched
+    # rows of 128 lanes (the block form's 65..2040): faulted batched (rows past the pass read into another operand)
+    pytest.param(300, 100, "float32", "emu", marks=pytest.mark.slow),
+    pytest.param(50, 100, "bfloat16", "emu", marks=pytest.mark.slow),   # two rows a pass: read past the buffer
+    (1000, 33, "bfloat16", "kir"),    # the Kernel-IR interpreter, the same fault rules
+    (300, 100, "float16", "kir"),
+])
+@pytest.mark.parametrize("name", ["ArgMaxV2", "ArgMinV2"])
+def test_arg_max_and_min_against_numpy(arg_specs, name, n, h, dtype, engine):
+    """The first index of the row's maximum / minimum against float64 NumPy argmax / argmin (integer-valued inputs in
+    [-50, 50): exact in every dtype, with ties); no fault in either engine."""
+    p, gen = arg_specs[name]
+    rng = np.random.default_rng(n * h)
+    x = rng.integers(-50, 50, (n, h)).astype(np.float32)
+    r = run_check(str(p), inputs={"x": x}, dtypes={"T": dtype}, gen_dir=gen, progress=False, engine=engine)
+    assert r.passed and not r.faults, r.faults[:2]
+    assert r.tiling_key % 10 == 1, r.tiling_key   # ROW_SPLIT
+    x64 = x.astype(np.float64)
+    ref = np.argmax(x64, axis=-1) if name == "ArgMaxV2" else np.argmin(x64, axis=-1)
+    y = np.asarray(r.arrays["y"])
+    assert y.dtype == np.int64 and np.array_equal(y, ref), np.flatnonzero(y != ref)[:5]

@@ -403,9 +403,9 @@ def batchable(p: RowProgram) -> bool:
     every packed instruction is issued over all rows: each is `batched` and none lies inside the live range of a
     per-row scalar that a per-row loop holds (a row reduction read row by row, an index check, a scalar of those:
     opgen.kernel.rowclass._Printer.batch_segments keeps the instructions between its definition and its last use in
-    one per-row loop), so no packed value is written in one mode and read in the other; a compare by a per-row
-    scalar and the selects reading its mask (`row_scalar_chain`) are exempt, the printer issuing them together eight
-    rows a repeat or row by row. A byte row is read with a 32-byte-aligned row stride (colAlign a multiple of
+    one per-row loop), so no packed value is written in one mode and read in the other; a compare of a column row by
+    a per-row scalar and the selects reading its mask (`row_scalar_chain`) are exempt, the printer issuing them
+    together eight rows a repeat or row by row (a compare of a row temporary by one is not: `row_scalar_chain`). A byte row is read with a 32-byte-aligned row stride (colAlign a multiple of
     MASK_LANES, opgen.kernel.rowcounts `masks`)."""
     if any(i.kind in NO_BATCH_KINDS and not (i.kind == "viota" and i.space == "col") for i in p.instrs) or p.brow:
         return False
@@ -439,13 +439,22 @@ def _remat_scalars(rows: list) -> set:
 def row_scalar_chain(p: RowProgram) -> dict | None:
     """The compares by a per-row scalar of program `p` and the selects reading their masks: {id(instruction): id of
     its compare} (a compare maps to itself); None when such a mask cannot be issued over many rows. A row-scalar
-    compare is a Compares (`vcmps`) of a row temporary or a column row whose scalar reads a per-row value (a lane
-    index against each row's target: opgen.kernel.rows gather / scatter_add); its mask must be read by tensor-scalar
-    selects (`vsels`) only, each of a row temporary or a column row and a scalar reading no per-row value. Over many
-    rows the chain runs eight rows a repeat (opgen.kernel.rowclass._Printer `_block_mask_nodes`: the per-row scalars
-    broadcast by Brcb, Compare and Select in their mask / repeat forms, the mask laid out by repeat as the compare
-    writes it and the select consumes it) or row by row; its compare and selects always run the same way, so the
-    mask is read as it was written."""
+    compare is a Compares (`vcmps`) of a column row whose scalar reads a per-row value (a lane index against each
+    row's target: opgen.kernel.rows gather / scatter_add); its mask must be read by tensor-scalar selects (`vsels`)
+    only, each of a row temporary or a column row and a scalar reading no per-row value. Over many rows the chain
+    runs eight rows a repeat (opgen.kernel.rowclass._Printer `_block_mask_nodes`: the per-row scalars broadcast by
+    Brcb, Compare and Select in their mask / repeat forms, the mask laid out by repeat as the compare writes it and
+    the select consumes it) or row by row; its compare and selects always run the same way, so the mask is read as
+    it was written.
+
+    A compare of a row temporary by a per-row scalar (ArgMax's x >= max_x) gives None: Compare reads every lane of
+    a repeat (its mask is reserved on A2 / A3), so row by row over the packed rows it reads the row's padding lanes
+    [n, align8(n)) that share a mask byte with its last lanes (DataCopyPad leaves them unwritten: garbage on the
+    device, poison in the emulation, tests/test_rows_rowscalar.py's ArgMax at N 1000 x H 33 and 3 x 1), and eight
+    rows a repeat it reads all 8 rows of the last group, past the k rows of the pass (past the buffer, or into
+    another operand's region). A column row is one UB row for every row, whose lanes past n are written once
+    (`zero_fill`), so neither form reads an unwritten lane. Such programs run row by row (their row in a scratch
+    row of AlignUp(n, 64) lanes written whole), as before the chain."""
     per = {j.dst for j in p.instrs if j.kind in PER_ROW_SCALAR_KINDS}
     plain = lambda x: (x.startswith("w") and x[1:].isdigit()) or x in p.col  # noqa: E731
     rows = [i for i in p.instrs if per_row(i)]
@@ -461,7 +470,7 @@ def row_scalar_chain(p: RowProgram) -> dict | None:
                 return None
             out[id(i)] = id(w)
         if i.kind == "vcmps" and i.space == "row" and len(i.srcs) == 1 and set(_names_in(i)[1:]) & per:
-            if not plain(i.srcs[0]):
+            if i.srcs[0] not in p.col:   # a row temporary: its padding and rows past k would be read (above)
                 return None
             out[id(i)] = id(i)
         if i.dst:
