@@ -11,6 +11,7 @@
 #include <functional>
 #include <memory>
 #include <mutex>
+#include <type_traits>
 #include <sstream>
 #include <stdexcept>
 #include <string>
@@ -233,6 +234,10 @@ struct UbArena {
     const char* name = "UB";
     const CoreContext* owner = nullptr;   // the simulated core whose buffer this is (null: not checked)
     std::vector<BlockShadow> shadow;      // per 32-byte block: the race detector's last accesses (emu/pipes.h)
+    // TBufPool sharing (emu/tensor.h): per byte, the pool (1-based) whose buffer wrote it last; empty until a pool
+    // is carved from this buffer. A read through another pool's buffer of those bytes is a fault (OwnedAccess).
+    std::vector<uint8_t> poolOf;
+    uint8_t pools = 0;                    // pools made from this memory so far (their ids are 1..pools)
     explicit UbArena(uint64_t bytes, MemKind k = MemKind::UB)
         : data(bytes, kPoisonByte), written(bytes, 0), kind(k), name(MemName(k)), shadow((bytes + kBlock - 1) / kBlock) {}
     uint64_t Size() const { return data.size(); }
@@ -354,6 +359,33 @@ inline std::string CoreLabel(const CoreContext& c) { return c.label.empty() ? Ca
 {
     CoreContext* c = CurrentCorePtr();
     throw EmuFault(c ? Cat("[", CoreLabel(*c), "] ", what) : what);
+}
+
+template <typename W>
+inline std::string Name(const W& what)
+{
+    if constexpr (std::is_invocable_v<W>) return what();
+    else return std::string(what);
+}
+// An access of bytes [off, off + n) of `a` through a buffer of TBufPool `pool` (0: a buffer of the pipe's own):
+// a write marks the bytes as that pool's; a read of written bytes another pool's buffer wrote last faults -- two
+// pools sharing bytes (InitBufPool(p, len, shared)) hold buffers that must never be live at once, and such a read is
+// what a sanitizer reports on the device (the bytes are the other buffer's data: poison to this one).
+// `what` names the reading statement: a string, or a callable giving one (made only when there is a fault).
+template <typename W>
+inline void OwnedAccess(UbArena* a, uint64_t off, uint64_t n, uint8_t pool, bool write, const W& what)
+{
+    if (!a || a->poolOf.empty() || n == 0 || off >= a->poolOf.size()) return;
+    if (off + n > a->poolOf.size()) n = a->poolOf.size() - off;
+    if (write) { std::memset(a->poolOf.data() + off, pool, n); return; }
+    for (uint64_t i = off; i < off + n; ++i) {
+        const uint8_t o = a->poolOf[i];
+        if (o && o != pool && a->written[i])
+            Fault(Cat(Name(what), ": reads ", a->name, " byte ", i, " through a buffer of ",
+                      pool ? "TBufPool " + std::to_string(pool) : std::string("no TBufPool"),
+                      ", last written through a buffer of TBufPool ", int(o), " sharing it (poisoned: reused ",
+                      a->name, " read after another buffer sharing its bytes was written)"));
+    }
 }
 
 // Seconds a core may stay blocked in SyncAll / CrossCoreWaitFlag before the wait is a fault (a backstop: the

@@ -46,7 +46,7 @@ void UbToGm(uint8_t* gm, emu::GmBuffer* buf, const LocalTensor<T>& src, uint64_t
 {
     emu::UbArena* ub = src.Arena();
     if (ubOff + n > ub->Size()) emu::Fault(emu::Cat(what, ": UB read past the end of UB"));
-    emu::Touch(in, ub, ubOff, n, false);
+    emu::TouchT(in, src, ubOff, n, false);
     emu::TouchGm(in, buf, uint64_t(gm - buf->base), n, true,   // an atomic add writes too (read-modify-write)
                  emu::Core().atomicType != 0);
     for (uint64_t i = 0; i < n; ++i)
@@ -79,7 +79,7 @@ void GmToUb(const LocalTensor<T>& dst, uint64_t ubOff, const uint8_t* gm, emu::G
 {
     emu::UbArena* ub = dst.Arena();
     if (ubOff + n > ub->Size()) emu::Fault(emu::Cat(what, ": UB write past the end of UB"));
-    emu::Touch(in, ub, ubOff, n, true);
+    emu::TouchT(in, dst, ubOff, n, true);
     emu::TouchGm(in, buf, uint64_t(gm - buf->base), n, false);
     std::memcpy(ub->data.data() + ubOff, gm, n);
     ub->MarkWritten(ubOff, n);
@@ -130,8 +130,8 @@ void DataCopy(const LocalTensor<T>& dst, const LocalTensor<T>& src, uint32_t cou
     emu_detail::CheckUbSpan(dst, n, "DataCopy UB->UB");
     emu_detail::CheckUbSpan(src, n, "DataCopy UB->UB");
     auto* ub = dst.Arena();
-    emu::Touch(in, src.Arena(), src.Offset(), n, false);
-    emu::Touch(in, ub, dst.Offset(), n, true);
+    emu::TouchT(in, src, src.Offset(), n, false);
+    emu::TouchT(in, dst, dst.Offset(), n, true);
     std::memmove(ub->data.data() + dst.Offset(), ub->data.data() + src.Offset(), n);
     std::memmove(ub->written.data() + dst.Offset(), ub->written.data() + src.Offset(), n);   // poison travels
 }
@@ -188,7 +188,7 @@ void DataCopyPad(const LocalTensor<T>& dst, const GlobalTensor<T>& src, const Da
     uint64_t gm = 0, ub = 0;
     for (uint32_t b = 0; b < p.blockCount; ++b) {
         emu_detail::CheckUbSpan(dst, ub + blk, what);
-        emu::Touch(in, dst.Arena(), dst.Offset() + ub, blk, true);   // the padded block: the pad lanes are written too
+        emu::TouchT(in, dst, dst.Offset() + ub, blk, true);   // the padded block: the pad lanes are written too
         emu_detail::GmToUb(dst, dst.Offset() + ub + left, src.CheckBytes(int64_t(gm), p.blockLen, what), src.Buffer(), p.blockLen, what, in);
         if (pad.isPad) {
             uint64_t first = ub / sizeof(T), dataBegin = (ub + left) / sizeof(T), dataEnd = (ub + left + p.blockLen) / sizeof(T);

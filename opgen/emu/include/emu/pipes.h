@@ -315,11 +315,15 @@ inline bool XOrdered(const LaunchState& st, int me, const XAccess& x)
         TouchBlock(ps, ps.gmLast->b[b % kGmPageBlocks], in, write, "GM", buf, b);
     }
 }
-// Touch through a LocalTensor's arena (byte offset relative to the arena).
+// Touch through a LocalTensor's arena (byte offset relative to the arena), and the TBufPool owner check of its bytes.
 template <typename L>
 inline void TouchT(const Instr& in, const L& t, uint64_t byteOff, uint64_t n, bool write)
 {
     Touch(in, t.Arena(), byteOff, n, write);
+    OwnedAccess(t.Arena(), byteOff, n, t.Pool(), write, [&] {   // TBufPool sharing (emu/core.h)
+        const CoreContext* c = CurrentCorePtr();
+        return c && in.stmt >= 0 ? StmtText(c->pipes, in.stmt) : std::string("an instruction");
+    });
 }
 
 // A hand-off token: what the producing pipe knew, its own clock included (SetFlag, EnQue, FreeTensor).

@@ -106,25 +106,26 @@ class LocalTensor {
 public:
     using PrimType = T;
     LocalTensor() = default;
-    LocalTensor(emu::UbArena* ub, uint64_t off, uint64_t count, int tag = -1)
-        : ub_(ub), off_(off), size_(count), tag_(tag) {}
+    LocalTensor(emu::UbArena* ub, uint64_t off, uint64_t count, int tag = -1, uint8_t pool = 0)
+        : ub_(ub), off_(off), size_(count), tag_(tag), pool_(pool) {}
 
     LocalTensor operator[](uint64_t i) const
     {
         if (i > size_) emu::Fault(emu::Cat("LocalTensor operator[", i, "] past the end of a ", size_, "-element tensor"));
-        return LocalTensor(ub_, off_ + i * sizeof(T), size_ - i, tag_);
+        return LocalTensor(ub_, off_ + i * sizeof(T), size_ - i, tag_, pool_);
     }
     uint32_t GetSize() const { return static_cast<uint32_t>(size_); }
     void SetSize(uint32_t n) { size_ = n; }
     uint64_t GetPhyAddr() const { return off_; }   // UB byte address
     template <typename U>
-    LocalTensor<U> ReinterpretCast() const { return LocalTensor<U>(ub_, off_, size_ * sizeof(T) / sizeof(U), tag_); }
+    LocalTensor<U> ReinterpretCast() const { return LocalTensor<U>(ub_, off_, size_ * sizeof(T) / sizeof(U), tag_, pool_); }
 
     // Scalar accesses run on PIPE_S (docs/reference/ascendc.md §1.4); the trailing emu::Site is emulation-only.
     T GetValue(uint64_t i, emu::Site site = emu::Site::Here()) const
     {
         uint64_t a = Addr(i, 1, "GetValue");
         emu::Touch(emu::Issue(emu::kPipeS, "GetValue", site), ub_, a, sizeof(T), false);
+        emu::OwnedAccess(ub_, a, sizeof(T), pool_, false, "GetValue");
         if (!ub_->IsWritten(a, sizeof(T)))
             emu::Fault(emu::Cat("GetValue: read of unwritten (poisoned) ", ub_->name, " at byte address ", a, " (element ", i, ")"));
         T v; std::memcpy(&v, ub_->data.data() + a, sizeof(T));
@@ -134,6 +135,7 @@ public:
     {
         uint64_t a = Addr(i, 1, "SetValue");
         emu::Touch(emu::Issue(emu::kPipeS, "SetValue", site), ub_, a, sizeof(T), true);
+        emu::OwnedAccess(ub_, a, sizeof(T), pool_, true, "SetValue");
         std::memcpy(ub_->data.data() + a, &v, sizeof(T));
         ub_->MarkWritten(a, sizeof(T));
     }
@@ -182,12 +184,14 @@ public:
     emu::UbArena* Arena() const { return ub_; }
     uint64_t Offset() const { return off_; }
     int Tag() const { return tag_; }
+    uint8_t Pool() const { return pool_; }
 
 private:
     emu::UbArena* ub_ = nullptr;
     uint64_t off_ = 0;
     uint64_t size_ = 0;
     int tag_ = -1;   // index of the TQue buffer it came from
+    uint8_t pool_ = 0;   // the TBufPool (1-based, per memory) its buffer was carved from; 0: the pipe's own
 };
 
 // ---------------------------------------------------------------- TPipe, TQue, TBuf
@@ -198,6 +202,7 @@ struct BufferSet {
     emu::UbArena* ub = nullptr;
     std::vector<uint64_t> offs;
     uint64_t len = 0;
+    uint8_t pool = 0;   // the TBufPool the buffer was carved from (emu::UbArena::poolOf), 0: the pipe's own
 };
 }  // namespace emu_detail
 
@@ -253,7 +258,7 @@ public:
                 if (prod_ >= 0) emu::JoinToken(prod_, freeTok_[b]);   // WAR: the previous user's reads are done
                 // A fresh allocation holds the previous tile's data on hardware: treat it as undefined.
                 set_.ub->Poison(set_.offs[b], set_.len);
-                return LocalTensor<T>(set_.ub, set_.offs[b], set_.len / sizeof(T), int(b));
+                return LocalTensor<T>(set_.ub, set_.offs[b], set_.len / sizeof(T), int(b), set_.pool);
             }
         }
         emu::Fault(emu::Cat("TQue::AllocTensor: all ", n, " buffers are in use (missing FreeTensor; hardware would hang)"));
@@ -277,7 +282,7 @@ public:
         int b = queued_.front();
         queued_.pop_front();
         if (cons_ >= 0) emu::JoinToken(cons_, enqTok_[b]);
-        return LocalTensor<T>(set_.ub, set_.offs[b], set_.len / sizeof(T), b);
+        return LocalTensor<T>(set_.ub, set_.offs[b], set_.len / sizeof(T), b, set_.pool);
     }
     template <typename T>
     void FreeTensor(LocalTensor<T>& t, emu::Site site = emu::Site::Here())
@@ -302,6 +307,7 @@ protected:
 
 private:
     friend class TPipe;
+    template <TPosition, uint32_t> friend class TBufPool;
     void CheckOwned(int tag, uint64_t off, const char* what) const
     {
         if (tag < 0 || size_t(tag) >= set_.offs.size() || off != set_.offs[tag])
@@ -326,14 +332,14 @@ class TBuf {
 public:
     // Non-const members, as the real header's (a const member function of a kernel class cannot call them).
     template <typename T>
-    LocalTensor<T> Get() { Need(); return LocalTensor<T>(set_.ub, set_.offs[0], set_.len / sizeof(T)); }
+    LocalTensor<T> Get() { Need(); return LocalTensor<T>(set_.ub, set_.offs[0], set_.len / sizeof(T), -1, set_.pool); }
     template <typename T>
     LocalTensor<T> Get(uint32_t count)
     {
         Need();
         if (uint64_t(count) * sizeof(T) > set_.len)
             emu::Fault(emu::Cat("TBuf::Get(", count, "): ", count * sizeof(T), " bytes exceed the buffer's ", set_.len));
-        return LocalTensor<T>(set_.ub, set_.offs[0], count);
+        return LocalTensor<T>(set_.ub, set_.offs[0], count, -1, set_.pool);
     }
     template <typename T>
     LocalTensor<T> GetWithOffset(uint32_t count, uint32_t byteOffset)
@@ -341,11 +347,12 @@ public:
         Need();
         if (byteOffset + uint64_t(count) * sizeof(T) > set_.len)
             emu::Fault(emu::Cat("TBuf::GetWithOffset(", count, ", ", byteOffset, ") exceeds the buffer's ", set_.len, " bytes"));
-        return LocalTensor<T>(set_.ub, set_.offs[0] + byteOffset, count);
+        return LocalTensor<T>(set_.ub, set_.offs[0] + byteOffset, count, -1, set_.pool);
     }
 
 private:
     friend class TPipe;
+    template <TPosition, uint32_t> friend class TBufPool;
     void Need() const { if (set_.offs.empty()) emu::Fault("TBuf::Get on a buffer that was not InitBuffer'ed"); }
     emu_detail::BufferSet set_;
 };
@@ -392,6 +399,71 @@ inline emu::UbArena* CoreArena(emu::CoreContext& c, emu::MemKind k)
 }
 }  // namespace emu_detail
 
+// TBufPool<pos> (docs/reference/ascendc.md §1.5): a range of a vector (UB) or L1 buffer that TPipe::InitBufPool(pool,
+// len) takes from the pipe, or InitBufPool(pool, len, shared) gives the same start and length as the pool `shared`
+// (its length must not exceed shared's); pool.InitBuffer(que, num, len) / pool.InitBuffer(buf, len) carve queues and
+// TBufs from the pool's own start, in order, within its length, each taking buffer handles (a queue its blocks, a
+// TBuf 1) of the pool's bufIDSize (default 4, at most QBUFPOOL_MAX_LEN = 16: the real pool's handle array has
+// bufIDSize entries, so more is a fault here); Reset() starts carving again. Two pools sharing
+// bytes hold buffers that share UB: every pool has an id (1-based, per memory) that marks the bytes its buffers
+// write, and reading bytes another pool's buffer wrote last is a fault (emu::OwnedAccess), so a kernel whose two
+// sharing buffers are ever live at once fails `check` (as the device's sanitizer would report it).
+template <TPosition pos, uint32_t bufIDSize = 4>
+class TBufPool {
+public:
+    static constexpr TPosition poolPos = pos;
+    template <TPosition qpos, int32_t depth, auto mask>
+    bool InitBuffer(TQue<qpos, depth, mask>& q, uint8_t num, uint32_t len)
+    {
+        if (num == 0) emu::Fault("TBufPool::InitBuffer: buffer count 0");
+        Carve(q.set_, qpos, num, len, "TQue");
+        q.inUse_.assign(num, false);
+        q.queued_.clear();
+        q.next_ = 0;
+        q.enqTok_.assign(num, emu::Token{});
+        q.freeTok_.assign(num, emu::Token{});
+        return true;
+    }
+    template <TPosition bpos>
+    bool InitBuffer(TBuf<bpos>& b, uint32_t len) { Carve(b.set_, bpos, 1, len, "TBuf"); return true; }
+    void Reset() { next_ = start_; handles_ = 0; }
+
+private:
+    friend class TPipe;
+    void Carve(emu_detail::BufferSet& s, TPosition bpos, uint32_t num, uint32_t len, const char* what)
+    {
+        emu::MemKind k, mine;
+        if (!ub_) emu::Fault(emu::Cat("TBufPool::InitBuffer(", what, "): the pool was not made by InitBufPool"));
+        if (!emu_detail::PosMem(bpos, k) || !emu_detail::PosMem(pos, mine) || k != mine)
+            emu::Fault(emu::Cat("TBufPool::InitBuffer(", what, "<", emu_detail::PosName(bpos),
+                                ">): buffer pos should be same as pos of TbufPool (", emu_detail::PosName(pos), ")"));
+        if (len == 0) emu::Fault(emu::Cat("TBufPool::InitBuffer(", what, "): buffer length is 0"));
+        if (handles_ + num > bufIDSize || handles_ + num > 16)
+            emu::Fault(emu::Cat("TBufPool::InitBuffer(", what, ", num=", int(num), "): ", handles_ + num,
+                                " buffer handles, more than the pool's bufIDSize ", bufIDSize,
+                                " (at most QBUFPOOL_MAX_LEN = 16): the device writes past TBufPoolImpl::buf_"));
+        handles_ += num;
+        uint64_t rounded = (uint64_t(len) + emu::kBlock - 1) / emu::kBlock * emu::kBlock;
+        if (next_ + rounded * num > start_ + len_)
+            emu::Fault(emu::Cat("TBufPool::InitBuffer(", what, ", num=", num, ", len=", len,
+                                "): Buffer Init length exceeds limit of BufPool (", len_, " bytes, ", next_ - start_,
+                                " taken)"));
+        s.ub = ub_;
+        s.len = rounded;
+        s.pool = id_;
+        s.offs.clear();
+        for (uint32_t i = 0; i < num; ++i) {
+            s.offs.push_back(next_);
+            ub_->Poison(next_, rounded);
+            next_ += rounded;
+        }
+    }
+    emu::UbArena* ub_ = nullptr;
+    uint64_t start_ = 0, len_ = 0, next_ = 0;
+    uint32_t handles_ = 0;
+    uint8_t id_ = 0;
+};
+
 // Allocates from the current core's on-chip buffers (bump allocation per buffer, sizes rounded up to 32 B):
 // TQue/TBuf of a vector position from UB, of a cube position from L1/L0A/L0B/L0C/... (emu_detail::PosMem).
 // A core only has its own unit's buffers: an AIV allocating A1/A2/B2/CO1/... or an AIC allocating VECIN/... is a
@@ -425,6 +497,25 @@ public:
     }
     template <TPosition pos>
     bool InitBuffer(TBuf<pos>& b, uint32_t len) { Alloc(b.set_, pos, 1, len, "TBuf"); return true; }
+    // TBufPool (above): a new range of `len` bytes of the pool's memory, or the range of `shared`.
+    template <class P>
+    bool InitBufPool(P& pool, uint32_t len)
+    {
+        emu_detail::BufferSet r;
+        Alloc(r, P::poolPos, 1, len, "TBufPool");
+        MakePool(pool, r.ub, r.offs[0], r.len);
+        return true;
+    }
+    template <class P, class Q>
+    bool InitBufPool(P& pool, uint32_t len, Q& shared)
+    {
+        if (!shared.ub_) emu::Fault("TPipe::InitBufPool(pool, len, shareBuf): shareBuf was not made by InitBufPool");
+        if (uint64_t(len) > shared.len_)
+            emu::Fault(emu::Cat("TPipe::InitBufPool: Length of input bufPool (", len,
+                                ") should be no longer than length of shareBuf, which is ", shared.len_));
+        MakePool(pool, shared.ub_, shared.start_, shared.len_);
+        return true;
+    }
     void Destroy() { Release(); }
     void Reset() { Release(); }
     // Bytes this pipe allocated, summed over the buffers (UB only on an AIV).
@@ -439,6 +530,18 @@ public:
     }
 
 private:
+    template <class P>
+    static void MakePool(P& pool, emu::UbArena* ub, uint64_t start, uint64_t len)
+    {
+        if (ub->kind != emu::MemKind::UB)   // the owner check covers the UB's accesses (vector, DataCopy, scalar) only
+            emu::Fault("TPipe::InitBufPool: the emulation models TBufPool of UB positions (VECIN/VECOUT/VECCALC) only");
+        if (ub->pools == 255) emu::Fault("TPipe::InitBufPool: more than 255 pools on one memory (emulation limit)");
+        if (ub->poolOf.empty()) ub->poolOf.assign(ub->Size(), 0);
+        pool.ub_ = ub;
+        pool.start_ = pool.next_ = start;
+        pool.len_ = len;
+        pool.id_ = ++ub->pools;
+    }
     void Release()
     {
         for (int k = 0; k < kMems; ++k) {

@@ -25,9 +25,9 @@ namespace emu_detail {
 template <typename T> inline float ToF(T v) { return static_cast<float>(v); }
 // Race detector (emu/pipes.h): the V instruction `in` reads / writes n elements of t from element 0.
 template <typename T>
-inline void VRead(const emu::Instr& in, const LocalTensor<T>& t, uint64_t n) { emu::Touch(in, t.Arena(), t.Offset(), n * sizeof(T), false); }
+inline void VRead(const emu::Instr& in, const LocalTensor<T>& t, uint64_t n) { emu::TouchT(in, t, t.Offset(), n * sizeof(T), false); }
 template <typename T>
-inline void VWrite(const emu::Instr& in, const LocalTensor<T>& t, uint64_t n) { emu::Touch(in, t.Arena(), t.Offset(), n * sizeof(T), true); }
+inline void VWrite(const emu::Instr& in, const LocalTensor<T>& t, uint64_t n) { emu::TouchT(in, t, t.Offset(), n * sizeof(T), true); }
 template <typename T> inline T FromF(float f) { return static_cast<T>(f); }
 template <typename T>
 void CheckOperand(const LocalTensor<T>& t, uint64_t count, const char* what)
@@ -262,7 +262,7 @@ void CreateVecIndex(LocalTensor<T> dst, const T& firstValue, uint32_t count, emu
     emu::CountVector(uint64_t(count), sizeof(T));
     emu_detail::CheckOperand(dst, int32_t(count), "CreateVecIndex");
     const uint64_t first = std::min<uint64_t>(count, 32 / sizeof(T));
-    emu::Touch(emu::Issue(emu::kPipeS, "CreateVecIndex (first block: SetValue)", site), dst.Arena(), dst.Offset(),
+    emu::TouchT(emu::Issue(emu::kPipeS, "CreateVecIndex (first block: SetValue)", site), dst, dst.Offset(),
                first * sizeof(T), true);
     emu::JoinToken(emu::kPipeV, emu::MakeToken(emu::kPipeS));
     emu_detail::VWrite(emu::Issue(emu::kPipeV, "CreateVecIndex", site), dst, uint64_t(count));
@@ -660,7 +660,7 @@ void Gather(const LocalTensor<T>& dst, const LocalTensor<T>& src, const LocalTen
             emu::Fault(emu::Cat("Gather: lane ", i, " reads UB byte ", at, " inside the destination [", dstLo, ", ",
                                 dstHi, ") (in-place gather)"));
         bool ok = true;
-        emu::Touch(in, src.Arena(), at, sizeof(T), false);
+        emu::TouchT(in, src, at, sizeof(T), false);
         vals[i] = src.Ld(idx, ok);
         good[i] = ok;
     }
@@ -694,7 +694,7 @@ void Brcb(const LocalTensor<T>& dst, const LocalTensor<T>& src, uint8_t repeatTi
             T v = src.Ld(r * 8 + j, ok);
             uint64_t base = (uint64_t(r) * p.dstRepStride + uint64_t(j) * p.dstBlkStride) * per;
             dst.Addr(base, per, "Brcb");
-            emu::Touch(in, dst.Arena(), dst.Offset() + base * sizeof(T), emu::kBlock, true);
+            emu::TouchT(in, dst, dst.Offset() + base * sizeof(T), emu::kBlock, true);
             for (uint64_t k = 0; k < per; ++k) dst.St(base + k, v, ok);
         }
 }
@@ -853,8 +853,8 @@ void BinaryRepeat(const LocalTensor<T>& dst, const LocalTensor<T>& a, const Loca
             const uint64_t ia = LaneAt<T>(r, l0, p.src0BlkStride, p.src0RepStride);
             const uint64_t ib = LaneAt<T>(r, l0, p.src1BlkStride, p.src1RepStride);
             a.Addr(ia, n, what); b.Addr(ib, n, what);
-            emu::Touch(in, a.Arena(), a.Offset() + ia * sizeof(T), n * sizeof(T), false);
-            emu::Touch(in, b.Arena(), b.Offset() + ib * sizeof(T), n * sizeof(T), false);
+            emu::TouchT(in, a, a.Offset() + ia * sizeof(T), n * sizeof(T), false);
+            emu::TouchT(in, b, b.Offset() + ib * sizeof(T), n * sizeof(T), false);
             for (uint64_t j = 0; j < n; ++j) {
                 bool ok = true;
                 const T x = a.Ld(ia + j, ok), y = b.Ld(ib + j, ok);
@@ -866,7 +866,7 @@ void BinaryRepeat(const LocalTensor<T>& dst, const LocalTensor<T>& a, const Loca
             const uint64_t n = std::min<uint64_t>(per, mask - l0);
             const uint64_t id = LaneAt<T>(r, l0, p.dstBlkStride, p.dstRepStride);
             dst.Addr(id, n, what);
-            emu::Touch(in, dst.Arena(), dst.Offset() + id * sizeof(T), n * sizeof(T), true);
+            emu::TouchT(in, dst, dst.Offset() + id * sizeof(T), n * sizeof(T), true);
             for (uint64_t j = 0; j < n; ++j) dst.St(id + j, out[l0 + j], good[l0 + j] != 0);
         }
         guard.Wrote(ld, r);
@@ -906,13 +906,13 @@ void WholeReduce(const LocalTensor<T>& dst, const LocalTensor<T>& src, int32_t m
         for (uint64_t l = 0; l < uint64_t(mask); ++l) {
             const uint64_t i = LaneAt<T>(r, l, uint64_t(srcBlkStride), uint64_t(srcRepStride));
             src.Addr(i, 1, what);
-            emu::Touch(in, src.Arena(), src.Offset() + i * sizeof(T), sizeof(T), false);
+            emu::TouchT(in, src, src.Offset() + i * sizeof(T), sizeof(T), false);
             v.push_back(src.Ld(i, ok));
         }
         const T res = combine(v);
         const uint64_t id = r * uint64_t(dstRepStride);
         dst.Addr(id, 1, what);
-        emu::Touch(in, dst.Arena(), dst.Offset() + id * sizeof(T), sizeof(T), true);
+        emu::TouchT(in, dst, dst.Offset() + id * sizeof(T), sizeof(T), true);
         dst.St(id, res, ok);
         guard.Wrote(ld, r);
     }
@@ -988,8 +988,8 @@ void Compare(const LocalTensor<U>& dst, const LocalTensor<T>& src0, const LocalT
             src0.Addr(ia, 1, "Compare"); src1.Addr(ib, 1, "Compare");
             la[l] = src0.Offset() + ia * sizeof(T);
             lb[l] = src1.Offset() + ib * sizeof(T);
-            emu::Touch(in, src0.Arena(), la[l], sizeof(T), false);
-            emu::Touch(in, src1.Arena(), lb[l], sizeof(T), false);
+            emu::TouchT(in, src0, la[l], sizeof(T), false);
+            emu::TouchT(in, src1, lb[l], sizeof(T), false);
             bool ok = true;
             const T x = src0.Ld(ia, ok), y = src1.Ld(ib, ok);
             const uint64_t byte = r * L / 8 + l / 8;
@@ -999,7 +999,7 @@ void Compare(const LocalTensor<U>& dst, const LocalTensor<T>& src0, const LocalT
         emu_detail::MaskApart(dst.Arena(), dst.Offset(), nbytes, src0.Arena(), la, "Compare");
         emu_detail::MaskApart(dst.Arena(), dst.Offset(), nbytes, src1.Arena(), lb, "Compare");
     }
-    emu::Touch(in, dst.Arena(), dst.Offset(), nbytes, true);
+    emu::TouchT(in, dst, dst.Offset(), nbytes, true);
     for (uint64_t b = 0; b < nbytes; ++b) dst.St(b, out[b], good[b] != 0);
 }
 
@@ -1025,7 +1025,7 @@ void Select(const LocalTensor<T>& dst, const LocalTensor<U>& selMask, const Loca
     const uint64_t nbytes = uint64_t(repeatTime) * L / 8;
     selMask.Addr(0, nbytes, "Select");
     const emu::Instr in = emu::Issue(emu::kPipeV, "Select", site);
-    emu::Touch(in, selMask.Arena(), selMask.Offset(), nbytes, false);
+    emu::TouchT(in, selMask, selMask.Offset(), nbytes, false);
     emu_detail::OverlapGuard guard;
     guard.arena = dst.Arena(); guard.what = "Select";
     std::vector<uint64_t> la(mask), ld(mask);
@@ -1042,7 +1042,7 @@ void Select(const LocalTensor<T>& dst, const LocalTensor<U>& selMask, const Loca
         for (uint64_t l = 0; l < mask; ++l) {
             const uint64_t ia = emu_detail::LaneAt<T>(r, l, p.src0BlkStride, p.src0RepStride);
             src0.Addr(ia, 1, "Select");
-            emu::Touch(in, src0.Arena(), la[l], sizeof(T), false);
+            emu::TouchT(in, src0, la[l], sizeof(T), false);
             bool ok = true;
             const uint64_t bit = r * L + l;
             const uint8_t m = selMask.Ld(bit / 8, ok);
@@ -1053,7 +1053,7 @@ void Select(const LocalTensor<T>& dst, const LocalTensor<U>& selMask, const Loca
         for (uint64_t l = 0; l < mask; ++l) {
             const uint64_t id = emu_detail::LaneAt<T>(r, l, p.dstBlkStride, p.dstRepStride);
             dst.Addr(id, 1, "Select");
-            emu::Touch(in, dst.Arena(), ld[l], sizeof(T), true);
+            emu::TouchT(in, dst, ld[l], sizeof(T), true);
             dst.St(id, out[l], good[l] != 0);
         }
         guard.Wrote(ld, r);
