@@ -428,6 +428,9 @@ def cmd_graph(args) -> int:
             sched = schedule_text(spec, unit, u.key0) or head_schedule_text(spec, unit)
             if sched:
                 sys.stdout.write("schedule (Kernel IR; the op_kernel class is printed from it):\n" + sched)
+            from opgen.kernel.ubplan import plan_text  # lazy: start-up time
+
+            sys.stdout.write(plan_text(unit.lowered, u.key0))
         else:
             from opgen.kernel import print_plan  # lazy: start-up time
             from opgen.passes.pipeline import plan  # lazy: start-up time

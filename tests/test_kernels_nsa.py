@@ -325,12 +325,19 @@ MUTATIONS = {
     # B of dQ = dS Ksel loaded without the fractal transpose (NZ is not ZN): wrong numbers in dq
     "ND->ZN without transpose": (r"(LoadData2DParams\(static_cast<uint16_t>\(k0 / 16 \+ kb\), static_cast<uint8_t>"
                                  r"\(n / 16\),\s*static_cast<uint16_t>\(bPad / 16\), 0, 0, )true", r"\1false", "dq"),
+    # the final pass reads a row register (pool 0, opgen/kernel/ubplan.py) after its copy-in (pool 1, the same UB
+    # bytes) wrote them: the emulation's TBufPool owner check names the read (emu/core.h OwnedAccess)
+    "read of a reused UB region": (r"(\n(\s*)pin = postInQue_\.template DeQue<float>\(\);)",
+                                   r"\1\n\2Adds(head_[0], rows_[0], 0.0f, 8);",
+                                   "reads UB byte 0 through a buffer of TBufPool 1, last written through a buffer of "
+                                   "TBufPool 2 sharing it (poisoned"),
 }
 
 
 def test_mutated_kernel_is_caught(bwd_copy):
-    """Each mutation of the emitted backward kernel (a dropped cross-core wait, a missing fractal transpose) makes
-    opgen check fail: the emulation's fractal layouts and cross-core hand-over are real enough to catch them (its
+    """Each mutation of the emitted backward kernel (a dropped cross-core wait, a missing fractal transpose, a read of
+    a UB region its TBufPool sharing reused) makes opgen check fail: the emulation's fractal layouts, cross-core
+    hand-over and TBufPool owner check are real enough to catch them (its
     L1 / L0 / UB arenas catch overflows: tests/test_emu_cube.py's territory)."""
     import re
 

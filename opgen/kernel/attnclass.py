@@ -38,6 +38,7 @@ from opgen.kernel import kir as K
 from opgen.kernel.isa import FP32_MAX, Op, Pipe
 from opgen.kernel.rowfexpr import FExprError
 from opgen.kernel.rowfexpr import parse as parse_fexpr
+from opgen.kernel.ubplan import apply_plan, plan_ub
 
 FLAG_C2V, FLAG_V2C, FLAG_ZERO, FLAG_DONE, FLAG_TURN = 1, 2, 3, 4, 5
 """Cross-core flag ids (docs/reference/ascendc.md §1.6: 0..10 on Atlas A2 / A3): C2V the AIC -> its AIVs (the item's
@@ -1299,7 +1300,8 @@ class AttnBuilder:
                             locals=tuple(self.locals), tensors=tuple(self.tensors), scalars=scalars,
                             fields=tuple(sorted(self.fields)), process=process, methods=tuple(self.methods),
                             tparams=(TP,), doc=self.doc, structs=structs)
-        return K.verify(cls)
+        self.ubplan = plan_ub(cls, "VecMain")   # UB buffers whose lifetimes never overlap share bytes
+        return K.verify(apply_plan(cls, self.ubplan))
 
 
 # ---------------------------------------------------------------------------------------------- the kernel's classes
@@ -1312,6 +1314,7 @@ class AttnClass:
     kclass: K.KernelClass
     det: bool
     keys: list
+    ubplan: object = None   # the UB plan by liveness of its AIVs (opgen.kernel.ubplan.UbPlan), applied to kclass
 
 
 def _items_loop(items, body) -> tuple:
@@ -1383,7 +1386,8 @@ def attention_classes(spec, lowered, plan: AttnPlan) -> list:
         b = AttnBuilder(name, p, io, plan, lay.tokens, lay.dtype, offset_expr(p, lay.tokens), spec.name)
         b.tiling_struct = f"optiling::{spec.name}TilingData"
         b.doc = class_doc(p)
-        c = AttnClass(name, b.build(roles, shapes), plan.det and any(op.dest == "scatter" for op in p.cube), [key])
+        c = AttnClass(name, b.build(roles, shapes), plan.det and any(op.dest == "scatter" for op in p.cube), [key],
+                      b.ubplan)
         by_text[text] = c
         out.append(c)
     return out

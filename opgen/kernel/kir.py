@@ -30,7 +30,8 @@ Declarations (members of a KernelClass):
   GmView(tensor, offset, strides)   elements [offset, ...) of a GmTensor; strides (elements) document the
                                     view's layout for analyses; the copy's burst parameters say what is moved.
   Local(name, pos, queue, depth)    a TQue<pos, depth> (queue=True: hand-offs between pipes) or a TBuf<pos>
-                                    (queue=False: one region the program synchronises itself) of the TPipe.
+                                    (queue=False: one region the program synchronises itself) of the TPipe;
+                                    pool=True: a TBufPool<pos, depth> (depth = its buffer handles).
   TensorVar(name, dtype, count)     a member LocalTensor (an array of `count` when given).
   ScalarVar(name, ctype, init)      a member scalar (int64_t, float, bool, uint32_t).
 Statements (a Func body is a tuple of them, run in order by the scalar unit, which issues work to the pipes):
@@ -40,7 +41,9 @@ Statements (a Func body is a tuple of them, run in order by the scalar unit, whi
                                     iteration to min(step, hi - var) (the extent of this iteration).
   If(cond, then, orelse)            S: the conjunction of the Constraints selects a branch.
   InitBuffer(buf, bytes, num)       S: gives the Local `num` blocks of `bytes` bytes of its position's memory
-                                    (UB for VECIN / VECOUT / VECCALC); num = 1 for a TBuf.
+                                    (UB for VECIN / VECOUT / VECCALC); num = 1 for a TBuf. `pool`: carved from that
+                                    TBufPool instead of the pipe; a pool Local: pipe_.InitBufPool, `share` the pool
+                                    whose bytes it takes (buffers of the two share UB: opgen.kernel.ubplan).
   Get(var, buf, dtype, offset)      S: var = the TBuf's memory as dtype, from element `offset`.
   View(var, src)                    S: var = the region src (same tensor, shifted start).
   Alloc(var, queue, dtype)          S: var = a free block of the queue (blocks until one is free: the FreeTensor
@@ -530,6 +533,7 @@ class Local:
     pos: TPos = TPos.VECCALC
     queue: bool = False
     depth: int = 1
+    pool: bool = False   # a TBufPool<pos, depth>: `depth` its buffer handles; its InitBuffer is pipe_.InitBufPool
 
 
 @dataclass(frozen=True)
@@ -736,11 +740,16 @@ class If:
 
 @dataclass(frozen=True)
 class InitBuffer:
-    """pipe_.InitBuffer(buf, [num,] bytes): `num` blocks of `bytes` bytes (num 1 for a TBuf)."""
+    """pipe_.InitBuffer(buf, [num,] bytes): `num` blocks of `bytes` bytes (num 1 for a TBuf). `pool`: the TBufPool
+    member the blocks are carved from (pool.InitBuffer(...); "" = the pipe). `buf` a TBufPool Local: pipe_.InitBufPool(
+    buf, bytes[, share]) -- `share` the pool whose bytes it reuses (the same start and length: the buffers of the two
+    pools share UB, so no two of them may be live at once; opgen.kernel.ubplan)."""
 
     buf: str
     bytes: DimExpr
     num: int = 1
+    pool: str = ""
+    share: str = ""
 
 
 @dataclass(frozen=True)
@@ -1299,7 +1308,7 @@ class _Verifier:
             if m not in bools or a not in k.args:
                 raise IRError(f"presence {m} = {a} != nullptr: {m} must be a bool scalar member and {a} an argument")
         for b in k.locals:
-            if not isinstance(b.pos, TPos) or (b.queue and b.depth < 1):
+            if not isinstance(b.pos, TPos) or (b.queue and b.depth < 1) or (b.pool and b.queue):
                 raise IRError(f"buffer {b.name}: bad position or depth", b)
 
     def elem_bytes(self, t: str) -> int | None:
@@ -1563,8 +1572,8 @@ class _Verifier:
         b = self.locals.get(name)
         if b is None:
             raise IRError(f"buffer {name} is not declared", node)
-        if b.queue != queue:
-            raise IRError(f"buffer {name} is {'a TQue' if b.queue else 'a TBuf'}", node)
+        if b.queue != queue or b.pool:
+            raise IRError(f"buffer {name} is {'a TBufPool' if b.pool else 'a TQue' if b.queue else 'a TBuf'}", node)
         if name not in st.inited:
             raise IRError(f"buffer {name} used before its InitBuffer", node)
         return b
@@ -1650,6 +1659,11 @@ class _Verifier:
                 raise IRError(f"buffer {s.buf}: {s.num} block(s)", s)
             if s.buf in st.queues and any(st.queues[s.buf]):
                 raise IRError(f"queue {s.buf} re-initialised while it holds blocks", s)
+            for other, what in ((s.pool, "pool"), (s.share, "shared pool")):
+                if other and (other not in self.locals or not self.locals[other].pool or other not in st.inited):
+                    raise IRError(f"buffer {s.buf}: {what} {other} is not an initialised TBufPool", s)
+            if (s.share and not b.pool) or (b.pool and s.pool):
+                raise IRError(f"buffer {s.buf}: a pool shares another pool's bytes; a buffer is carved from one", s)
             st.inited[s.buf] = (s.num, const_value(s.bytes))
             if b.queue:
                 st.queues[s.buf] = [0, 0, 0]
@@ -2012,7 +2026,9 @@ def to_text_stmt(s, indent: str = "") -> str:
             out += [f"{i}}} else {{"] + [to_text_stmt(x, i + "  ") for x in s.orelse]
         return "\n".join(out + [f"{i}}}"])
     if isinstance(s, InitBuffer):
-        return f"{i}init_buffer {s.buf} num={s.num} bytes={s.bytes}"
+        src = f" from {s.pool}" if s.pool else ""
+        share = f" sharing {s.share}" if s.share else ""
+        return f"{i}init_buffer {s.buf} num={s.num} bytes={s.bytes}{src}{share}"
     if isinstance(s, Get):
         slot = f"<{s.slot}>" if s.slot is not None else ""
         return f"{i}{s.var}{slot} = get {s.buf} as {s.dtype} at {s.offset}"
@@ -2098,7 +2114,7 @@ def to_text(k: KernelClass) -> str:
     for g in k.gms:
         out.append(f"  gm {g.name}: {g.dtype} = {'workspace' if g.workspace else g.arg}")
     for b in k.locals:
-        kind = f"queue depth {b.depth}" if b.queue else "buf"
+        kind = "pool" if b.pool else f"queue depth {b.depth}" if b.queue else "buf"
         out.append(f"  local {b.name}: {b.pos.value} {kind}")
     for t in k.tensors:
         out.append(f"  tensor {t.name}: {t.dtype}" + (f"[{t.count}]" if t.count is not None else ""))
@@ -2310,8 +2326,11 @@ class CppPrinter:
                 out += [f"{p}}} else {{"] + self.body(s.orelse, depth + 1, dict(scope))
             return out + [f"{p}}}"]
         if isinstance(s, InitBuffer):
+            if self.local_bufs[s.buf].pool:
+                share = f", {s.share}" if s.share else ""
+                return [f"{p}pipe_.InitBufPool({s.buf}, {self.e(s.bytes)}{share});"]
             num = f"{s.num}, " if self.local_bufs[s.buf].queue else ""
-            return [f"{p}pipe_.InitBuffer({s.buf}, {num}{self.e(s.bytes)});"]
+            return [f"{p}{s.pool or 'pipe_'}.InitBuffer({s.buf}, {num}{self.e(s.bytes)});"]
         if isinstance(s, Get):
             off = "" if const_value(s.offset) == 0 else f"[{self.e(s.offset)}]"
             rhs = f"{s.buf}.template Get<{s.dtype}>(){off}"
@@ -2591,7 +2610,9 @@ class CppPrinter:
         for g in k.gms:
             out.append(f"{p}GlobalTensor<{g.dtype}> {g.name};")
         for b in k.locals:
-            if b.queue:
+            if b.pool:
+                out.append(f"{p}TBufPool<TPosition::{b.pos.value}, {b.depth}> {b.name};")
+            elif b.queue:
                 out.append(f"{p}TQue<TPosition::{b.pos.value}, {b.depth}> {b.name};")
             else:
                 out.append(f"{p}TBuf<TPosition::{b.pos.value}> {b.name};")

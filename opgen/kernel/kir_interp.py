@@ -156,6 +156,7 @@ class Arena(Shadow):
         super().__init__(size, name)
         self.data = np.zeros(size, dtype=np.uint8)
         self.written = np.zeros(size, dtype=bool)
+        self.owner = np.zeros(size, dtype=np.uint8)   # per byte: the TBufPool (1-based) that last wrote it, 0 none
         self.used = 0
 
     @property
@@ -175,13 +176,14 @@ class LT:
     queue: str | None = None
     tag: int = -1
     mem: str = "UB"
+    pool: int = 0   # 1-based id of the TBufPool its buffer was carved from (0: the pipe's own)
 
     def at(self, i: int) -> "LT":
         """tensor[i] (the view from element i to the end of the allocation); a fault past the end."""
         if i < 0 or i > self.size:
             raise KirFault(f"LocalTensor operator[{i}] past the end of a {self.size}-element tensor")
         return LT(self.off + i * NP_TYPES[self.dtype].itemsize, self.size - i, self.dtype, self.queue, self.tag,
-                  self.mem)
+                  self.mem, self.pool)
 
 
 @dataclass
@@ -195,6 +197,7 @@ class _Queue:
     enq_tok: list = field(default_factory=list)
     free_tok: list = field(default_factory=list)
     mem: str = "UB"
+    pool: int = 0
 
 
 @dataclass
@@ -445,6 +448,7 @@ class _Core:
         self.mdtypes = {t.name: t.dtype for t in k.tensors}
         self.queues: dict = {}
         self.tbufs: dict = {}
+        self.pools: dict = {}          # TBufPool -> [start, end, next free byte, id, handles, bufIDSize] (init_buffer)
         self.clk = np.zeros(_NP, dtype=np.int64)
         self.know = np.zeros((_NP, _NP), dtype=np.int64)
         self.flags: dict = {}
@@ -589,7 +593,7 @@ class _Core:
         t = t.at(self.ival(r.offset, frame))
         if r.as_dtype is not None:   # ReinterpretCast: the same bytes as another element type
             nb = t.size * NP_TYPES[self.dt(t.dtype)].itemsize
-            t = LT(t.off, nb // NP_TYPES[self.dt(r.as_dtype)].itemsize, r.as_dtype, t.queue, t.tag, t.mem)
+            t = LT(t.off, nb // NP_TYPES[self.dt(r.as_dtype)].itemsize, r.as_dtype, t.queue, t.tag, t.mem, t.pool)
         return t
 
     def bind(self, var: str, t: LT, frame):
@@ -637,7 +641,7 @@ class _Core:
         known = self.know[later][pipes] >= clocks
         return np.where(pipes == later, (later != _V) | known, known)
 
-    def touch_elems(self, ins, off: int, idx, sz: int, write: bool):
+    def touch_elems(self, ins, off: int, idx, sz: int, write: bool, pool: int | None = None):
         """`touch` of the UB elements `idx` (element indices from byte `off`, `sz` bytes each) of one instruction:
         the same bytes as one touch an element, touched one contiguous run of elements at a time (a block touched
         twice by one instruction is checked and recorded as once, so the verdicts are those of per-element
@@ -647,9 +651,9 @@ class _Core:
             return
         cut = np.flatnonzero(np.diff(u) != 1) + 1
         for a, b in zip(np.concatenate(([0], cut)), np.concatenate((cut, [u.size]))):
-            self.touch(ins, off + int(u[a]) * sz, int(u[b - 1] - u[a] + 1) * sz, write)
+            self.touch(ins, off + int(u[a]) * sz, int(u[b - 1] - u[a] + 1) * sz, write, pool=pool)
 
-    def touch(self, ins, off: int, n: int, write: bool, a: Shadow | None = None):
+    def touch(self, ins, off: int, n: int, write: bool, a: Shadow | None = None, pool: int | None = None):
         """Instruction `ins` reads or writes bytes [off, off + n) of the memory shadowed by `a` (default: the UB):
         checks the shadow, then records the access. A read checks the last writer (RAW), a write the last writer
         (WAW) and each pipe's latest reader since (WAR); exact with one reader per pipe because `ordered` is
@@ -659,6 +663,11 @@ class _Core:
             return
         a = self.ub if a is None else a
         pipe, clock, sid = ins
+        if pool is not None and a is self.ub:   # through a UB tensor: the TBufPool owner of the bytes (owned_read)
+            if write:
+                a.owner[off:off + n] = pool
+            else:
+                self.owned_read(off, n, pool, self.stmts[sid][0] if 0 <= sid < len(self.stmts) else "an instruction")
         b0, b1 = off // BLOCK, min((off + n - 1) // BLOCK, a.w_clock.size - 1)
         sl = slice(b0, b1 + 1)
         wc, wp = a.w_clock[sl], a.w_pipe[sl]
@@ -754,6 +763,20 @@ class _Core:
         ok = self.ub.written[t.off:t.off + n * sz].reshape(n, sz).all(axis=1) if n else np.zeros(0, bool)
         return raw.view(NP_TYPES[self.dt(t.dtype)]).copy(), ok
 
+    def owned_read(self, off: int, n: int, pool: int, what: str):
+        """A read of UB bytes [off, off + n) through a buffer of pool `pool` (0: none): a fault when a buffer of
+        another TBufPool sharing these bytes wrote them last (the data is that buffer's: poison to this one)."""
+        if not n:
+            return
+        own = self.ub.owner[off:off + n]
+        bad = np.flatnonzero(self.ub.written[off:off + n] & (own != 0) & (own != pool))
+        if bad.size:
+            a = off + int(bad[0])
+            raise KirFault(f"{self.where}: {what} reads UB byte {a} through a buffer of "
+                           f"{'TBufPool ' + str(pool) if pool else 'no TBufPool'}, last written through TBufPool "
+                           f"{int(self.ub.owner[a])} that shares it (poisoned: reused UB read after another buffer "
+                           "sharing it was written)")
+
     def write(self, t: LT, vals: np.ndarray, ok):
         sz = NP_TYPES[self.dt(t.dtype)].itemsize
         n = vals.size
@@ -821,11 +844,11 @@ class _Core:
         elif isinstance(s, kir.InitBuffer):
             self.init_buffer(s, frame)
         elif isinstance(s, kir.Get):
-            base, length, mem = self.tbufs.get(s.buf, (None, 0, None))
+            base, length, mem, pool = self.tbufs.get(s.buf, (None, 0, None, 0))
             if base is None:
                 raise KirFault(f"TBuf::Get on a buffer that was not InitBuffer'ed ({s.buf})")
             sz = NP_TYPES[self.dt(s.dtype)].itemsize
-            t = LT(base, length // sz, self.dt(s.dtype), mem=mem).at(self.ival(s.offset, frame))
+            t = LT(base, length // sz, self.dt(s.dtype), mem=mem, pool=pool).at(self.ival(s.offset, frame))
             if s.slot is not None:
                 self.mtensors[s.var][self.ival(s.slot, frame)] = t
             else:
@@ -853,7 +876,7 @@ class _Core:
             if cons is not None:
                 self.join(cons, q.enq_tok[b])
             sz = NP_TYPES[self.dt(s.dtype)].itemsize
-            self.bind(s.var, LT(q.offs[b], q.length // sz, self.dt(s.dtype), s.queue, b, q.mem), frame)
+            self.bind(s.var, LT(q.offs[b], q.length // sz, self.dt(s.dtype), s.queue, b, q.mem, q.pool), frame)
         elif isinstance(s, kir.Free):
             q = self.queue(s.queue)
             t = self.tensor(kir.Ref(s.var), frame)
@@ -877,7 +900,7 @@ class _Core:
             else:   # an integer converted to the element type
                 v = np.asarray([self.ival(s.value, frame)]).astype(NP_TYPES[self.dt(t.dtype)])
             self.read(t, 1)   # bounds
-            self.touch(self.issue(_S, s), t.off, NP_TYPES[self.dt(t.dtype)].itemsize, True)
+            self.touch(self.issue(_S, s), t.off, NP_TYPES[self.dt(t.dtype)].itemsize, True, pool=t.pool)
             self.write(t, v, True)
         elif isinstance(s, kir.TrapUnless):
             v = self.ival(s.value, frame) if isinstance(s.value, DimExpr) else float(self.fval(s.value, frame))
@@ -954,7 +977,7 @@ class _Core:
         i = self.ival(src.offset, frame)
         v, ok = self.read(t.at(i), 1)
         sz = v.itemsize
-        self.touch(self.issue(_S, s), t.off + i * sz, sz, False)
+        self.touch(self.issue(_S, s), t.off + i * sz, sz, False, pool=t.pool)
         if not ok[0]:
             raise KirFault(f"GetValue: read of unwritten (poisoned) UB at byte address {t.off + i * sz} "
                            f"(element {i}) ({self.where}: {kir.to_text_stmt(s).strip()})")
@@ -1016,6 +1039,9 @@ class _Core:
 
     # -- buffers and queues
     def init_buffer(self, s: kir.InitBuffer, frame):
+        """pipe_.InitBuffer / pool.InitBuffer / pipe_.InitBufPool (as the emulation's TBufPool, emu/tensor.h: a pool
+        sharing another starts at its start; each pool carves its buffers from its own start; a pool's id marks
+        the bytes its buffers write, and a read through another pool's buffer of bytes it wrote is a fault)."""
         b = self.locals[s.buf]
         name = _MEM_OF.get(b.pos)
         a = self.mem.get(name)
@@ -1025,17 +1051,48 @@ class _Core:
         length = self.ival(s.bytes, frame)
         rounded = -(-length // BLOCK) * BLOCK
         need = rounded * s.num
-        if a.used + need > a.size:
-            raise KirFault(f"{name} overflow: InitBuffer({s.buf}, num={s.num}, len={length}) needs {need} bytes at "
-                           f"{name} offset {a.used} but the core's {name} is {a.size} bytes")
-        offs = [a.used + i * rounded for i in range(s.num)]
-        a.written[a.used:a.used + need] = False
-        a.used += need
+        if b.pool:   # [start, end, next free byte, id, handles taken, bufIDSize]
+            if s.share:
+                base = self.pools[s.share]
+                if rounded > base[1] - base[0]:
+                    raise KirFault(f"TPipe::InitBufPool({s.buf}, {length}, {s.share}): longer than the shared pool's "
+                                   f"{base[1] - base[0]} bytes")
+                self.pools[s.buf] = [base[0], base[1], base[0], len(self.pools) + 1, 0, b.depth]
+                return
+            if a.used + rounded > a.size:
+                raise KirFault(f"{name} overflow: InitBufPool({s.buf}, {length}) needs {rounded} bytes at {name} offset "
+                               f"{a.used} but the core's {name} is {a.size} bytes")
+            self.pools[s.buf] = [a.used, a.used + rounded, a.used, len(self.pools) + 1, 0, b.depth]
+            a.written[a.used:a.used + rounded] = False
+            a.used += rounded
+            return
+        pool = 0
+        if s.pool:
+            pl = self.pools.get(s.pool)
+            if pl is None:
+                raise KirFault(f"{s.pool}.InitBuffer({s.buf}): the pool was not InitBufPool'ed")
+            if pl[2] + need > pl[1]:
+                raise KirFault(f"{s.pool}.InitBuffer({s.buf}, num={s.num}, len={length}): {need} bytes exceed the "
+                               f"pool's {pl[1] - pl[0]} (Buffer Init length exceeds limit of BufPool)")
+            if pl[4] + s.num > min(pl[5], 16):
+                raise KirFault(f"{s.pool}.InitBuffer({s.buf}): {pl[4] + s.num} buffer handles, more than the pool's "
+                               f"bufIDSize {pl[5]} (at most QBUFPOOL_MAX_LEN = 16): the device writes past them")
+            start, pool = pl[2], pl[3]
+            pl[2] += need
+            pl[4] += s.num
+        else:
+            if a.used + need > a.size:
+                raise KirFault(f"{name} overflow: InitBuffer({s.buf}, num={s.num}, len={length}) needs {need} bytes at "
+                               f"{name} offset {a.used} but the core's {name} is {a.size} bytes")
+            start = a.used
+            a.used += need
+        offs = [start + i * rounded for i in range(s.num)]
+        a.written[start:start + need] = False
         if b.queue:
             self.queues[s.buf] = _Queue(b, offs, rounded, [False] * s.num, deque(), 0, [None] * s.num,
-                                        [None] * s.num, name)
+                                        [None] * s.num, name, pool)
         else:
-            self.tbufs[s.buf] = (offs[0], rounded, name)
+            self.tbufs[s.buf] = (offs[0], rounded, name, pool)
 
     def queue(self, name: str) -> _Queue:
         q = self.queues.get(name)
@@ -1060,7 +1117,7 @@ class _Core:
                     self.join(prod, q.free_tok[b])
                 self.mem[q.mem].written[q.offs[b]:q.offs[b] + q.length] = False
                 sz = NP_TYPES[self.dt(s.dtype)].itemsize
-                self.bind(s.var, LT(q.offs[b], q.length // sz, self.dt(s.dtype), s.queue, b, q.mem), frame)
+                self.bind(s.var, LT(q.offs[b], q.length // sz, self.dt(s.dtype), s.queue, b, q.mem, q.pool), frame)
                 return
         raise KirFault(f"TQue::AllocTensor: all {n} buffers of {s.queue} are in use (missing FreeTensor; hardware "
                        "would hang)")
@@ -1098,7 +1155,7 @@ class _Core:
                     raise KirFault(f"{what}: UB span of {ub + blk} bytes exceeds the {tbytes}-byte local tensor at "
                                    f"UB address {t.off}")
                 a = t.off + ub
-                self.touch(ins, a, blk, True)
+                self.touch(ins, a, blk, True, pool=t.pool)
                 self.touch_gm(ins, g, gm, ln, False)
                 self.ub.data[a:a + ln] = g.data[gm:gm + ln]
                 self.ub.written[a:a + ln] = True
@@ -1109,7 +1166,7 @@ class _Core:
                     raise KirFault(f"{what}: UB span of {ub + ln} bytes exceeds the {tbytes}-byte local tensor at "
                                    f"UB address {t.off}")
                 a = t.off + ub
-                self.touch(ins, a, ln, False)
+                self.touch(ins, a, ln, False, pool=t.pool)
                 if not self.ub.written[a:a + ln].all():
                     bad = a + int(np.argmin(self.ub.written[a:a + ln]))
                     raise KirFault(f"{what}: copies unwritten (poisoned) UB byte at address {bad} to GM tensor "
@@ -1343,7 +1400,7 @@ class _Core:
                 dst = tens["dst"]   # S -> V itself, then fills the rest on PIPE_V (as emu; CreateVecIndex)
                 first = min(count, BLOCK // NP_TYPES[self.dt(dst.dtype)].itemsize)
                 ins = self.issue(_S, s)
-                self.touch(ins, dst.off, first * NP_TYPES[self.dt(dst.dtype)].itemsize, True)
+                self.touch(ins, dst.off, first * NP_TYPES[self.dt(dst.dtype)].itemsize, True, pool=dst.pool)
                 self.join(_V, self.token(_S))
             srcs = tuple(n for n in tens if n != "dst")
             if any(o.name == "dst" and "r" in o.access for o in d.operands):   # Axpy: dst is a source too
@@ -1361,17 +1418,18 @@ class _Core:
         env, ok = {}, np.ones(count, dtype=bool)
         for n in srcs:
             t = tens[n]
-            self.touch(ins, t.off, count * NP_TYPES[self.dt(t.dtype)].itemsize, False)
+            self.touch(ins, t.off, count * NP_TYPES[self.dt(t.dtype)].itemsize, False, pool=t.pool)
             env[n], w = self.read(t, count)
             ok &= w
         dst = tens["dst"]
         dsz = NP_TYPES[self.dt(dst.dtype)].itemsize
-        self.touch(ins, dst.off, count * dsz, True)
+        self.touch(ins, dst.off, count * dsz, True, pool=dst.pool)
         if any(not self.same_or_disjoint(dst, tens[n], count) for n in srcs):
             # a partial overlap: lane by lane in order, as the emulation's per-lane loop (emu/vector.h: "overlapping
             # operands keep their sequential semantics"), so a lane reads what an earlier lane of dst wrote
             def lane(t: LT, i: int) -> LT:
-                return LT(t.off + i * NP_TYPES[self.dt(t.dtype)].itemsize, t.size - i, t.dtype, t.queue, t.tag, t.mem)
+                return LT(t.off + i * NP_TYPES[self.dt(t.dtype)].itemsize, t.size - i, t.dtype, t.queue, t.tag, t.mem,
+                          t.pool)
 
             for i in range(count):
                 e, good = {"count": 1}, True
@@ -1406,7 +1464,7 @@ class _Core:
         env, ok = {}, np.ones(count, dtype=bool)
         for n, t in tens.items():
             k = count // 8 if n == mask_name else count
-            self.touch(ins, t.off, k * NP_TYPES[self.dt(t.dtype)].itemsize, n == "dst")
+            self.touch(ins, t.off, k * NP_TYPES[self.dt(t.dtype)].itemsize, n == "dst", pool=t.pool)
             env[n], w = self.read(t, k)
             if n != "dst":
                 ok &= np.repeat(w, 8)[:count] if n == mask_name else w
@@ -1468,8 +1526,8 @@ class _Core:
             self.read(t, tops[n])
         ins = self.issue(_V, s)
         for n, ix in idx.items():
-            self.touch_elems(ins, tens[n].off, ix, sz, n == "dst")
-        self.touch(ins, mt.off, nbytes, cmp)
+            self.touch_elems(ins, tens[n].off, ix, sz, n == "dst", pool=tens[n].pool)
+        self.touch(ins, mt.off, nbytes, cmp, pool=mt.pool)
         for n, t in tens.items():
             env[n], _w = self.read(t, tops[n])
         try:
@@ -1504,9 +1562,9 @@ class _Core:
         self.read(tmp, need)
         self.read(dst, 1)
         ins = self.issue(_V, s)
-        self.touch(ins, src.off, count * sz, False)
-        self.touch(ins, tmp.off, need * sz, True)
-        self.touch(ins, dst.off, sz, True)
+        self.touch(ins, src.off, count * sz, False, pool=src.pool)
+        self.touch(ins, tmp.off, need * sz, True, pool=tmp.pool)
+        self.touch(ins, dst.off, sz, True, pool=dst.pool)
         v, ok = self.read(src, count)
         d0, _ = self.read(dst, 1)
         out = INSTRS[s.op].meaning({"dst": d0, "src": v, "count": count})["dst"]
@@ -1522,7 +1580,7 @@ class _Core:
             self.aligned(t, "Gather")
             self.read(t, count)
         ins = self.issue(_V, s)
-        self.touch(ins, off.off, count * 4, False)
+        self.touch(ins, off.off, count * 4, False, pool=off.pool)
         offs, ok_off = self.read(off, count)
         if not ok_off.all():
             raise KirFault(f"Gather: srcOffset[{int(np.argmin(ok_off))}] is unwritten (poisoned) UB")
@@ -1535,8 +1593,8 @@ class _Core:
             if at + sz > dst.off and at < dst.off + count * sz:
                 raise KirFault(f"Gather: a lane reads UB byte {at} inside the destination [{dst.off}, "
                                f"{dst.off + count * sz}) (in-place gather)")
-            self.touch(ins, src.off + int(b), sz, False)
-        self.touch(ins, dst.off, count * sz, True)
+            self.touch(ins, src.off + int(b), sz, False, pool=src.pool)
+        self.touch(ins, dst.off, count * sz, True, pool=dst.pool)
         d0, _ = self.read(dst, count)
         out = INSTRS[Op.GATHER].meaning({"dst": d0, "src": srcv, "offset": offs, "base": base, "count": count})
         idx = (offs.astype(np.int64) + base) // sz
@@ -1578,12 +1636,12 @@ class _Core:
         for n, t in tens.items():
             if n == "dst":
                 continue
-            self.touch_elems(ins, t.off, idx[n], sz, False)
+            self.touch_elems(ins, t.off, idx[n], sz, False, pool=t.pool)
             env[n], w = self.read(t, tops[n])
             lanes = np.asarray(w, dtype=bool)[idx[n]]
             ok &= lanes.reshape(rep, mask).all(axis=1) if whole else lanes
         dst = tens["dst"]
-        self.touch_elems(ins, dst.off, idx["dst"], sz, True)
+        self.touch_elems(ins, dst.off, idx["dst"], sz, True, pool=dst.pool)
         env["dst"], dok = self.read(dst, tops["dst"])
         if not whole and (tens["src1"].off, tens["src1"].mem) == (dst.off, dst.mem) and \
                 (vals["params"][3] == 0 or vals["params"][5] == 0):   # accumulation: src1 reads the earlier repeats'
@@ -1643,10 +1701,10 @@ class _Core:
         self.read(src, rep * 8)
         self.read(dst, top)
         ins = self.issue(_V, s)
-        self.touch(ins, src.off, rep * 8 * sz, False)
+        self.touch(ins, src.off, rep * 8 * sz, False, pool=src.pool)
         for r in range(rep):
             for j in range(8):
-                self.touch(ins, dst.off + (r * rst + j * blk) * BLOCK, BLOCK, True)
+                self.touch(ins, dst.off + (r * rst + j * blk) * BLOCK, BLOCK, True, pool=dst.pool)
         sv, ok = self.read(src, rep * 8)
         d0, dok = self.read(dst, top)
         out = INSTRS[Op.BRCB].meaning({"dst": d0, "src": sv, "repeat": rep, "params": (blk, rst)})["dst"]

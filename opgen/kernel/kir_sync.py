@@ -1057,7 +1057,7 @@ _NAME_FIELDS = {
     kir.GmTensor: ("name", "arg"), kir.GmView: ("tensor",), kir.Local: ("name",), kir.TensorVar: ("name",),
     kir.ScalarVar: ("name",), kir.ConstTable: ("name",), kir.Ref: ("tensor",), kir.Let: ("name",),
     kir.Assign: ("name",), kir.FLet: ("name",), kir.FAssign: ("name",), kir.For: ("var", "tail", "apart"),
-    kir.InitBuffer: ("buf",), kir.Get: ("var", "buf"), kir.View: ("var",), kir.Alloc: ("var", "queue"),
+    kir.InitBuffer: ("buf", "pool", "share"), kir.Get: ("var", "buf"), kir.View: ("var",), kir.Alloc: ("var", "queue"),
     kir.EnQue: ("queue", "var"), kir.DeQue: ("var", "queue"), kir.Free: ("queue", "var"),
     kir.GetValue: ("name",), kir.Call: ("method", "result"), kir.StructLet: ("name",),
     kir.StructSet: ("target",), kir.FRef: ("name",), kir.Invoke: ("method",), kir.TableAt: ("table",),

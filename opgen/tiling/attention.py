@@ -57,7 +57,7 @@ counters); the reference's estimate of CANN's kernels is declared by the spec (O
 
 from __future__ import annotations
 
-from dataclasses import dataclass
+from dataclasses import dataclass, replace
 
 from opgen.errors import SpecError
 from opgen.ir.dims import Lit, Sym
@@ -66,7 +66,7 @@ from opgen.kernel.attnclass import AttnPlan, attention_classes
 from opgen.kernel.attnprog import DENSE_BLOCK, pipelined
 from opgen.kernel.family import Tiling
 from opgen.platforms import PLATFORMS
-from opgen.tiling.buffers import Buffer, fixed_bytes, row_bytes
+from opgen.tiling.buffers import Buffer, fixed_bytes, pools, row_bytes
 from opgen.tiling.program import TilingProgram, align_up, ceil_div, emax, emin, lit, select
 from opgen.tiling.rowkernel import SELECT_SCRATCH_BYTES, reduce_tmp_elems
 
@@ -207,13 +207,21 @@ def _n_tile(p, name, total, rows, doc):
 def _finish(p: TilingProgram, v: dict, ub_plan, l1_plan, l0a, l0b, l0c, ws_bytes, strategy=STRATEGY,
             ub_reserve: int = 0):
     """vecRows from the UB plan; fits (UB, L1, L0A/B/C, block size, D and Dv multiples of 16); key and workspace.
-    ub_reserve: UB bytes kept free at the top (Select's scratch, SELECT_SCRATCH_BYTES)."""
-    rb = p.let("vecRowBytes", row_bytes(ub_plan), "UB bytes per resident row (AIV)")
-    fb = p.let("vecFixedBytes", fixed_bytes(ub_plan), "UB bytes held once (AIV)")
+    ub_reserve: UB bytes kept free at the top (Select's scratch, SELECT_SCRATCH_BYTES). A plan with a pool 1 (buffers
+    sharing pool 0's bytes, opgen.buffers.pools) takes the larger pool: the rows fit pool 0, pool 1 (fixed buffers)
+    fits UB by itself."""
+    main, shared = pools(ub_plan)
+    if any(b.per_row for b in shared):
+        raise ValueError("a shared UB pool of per-row buffers: the attention tiling charges pool 1 as fixed bytes")
+    rb = p.let("vecRowBytes", row_bytes(main), "UB bytes per resident row (AIV)")
+    fb = p.let("vecFixedBytes", fixed_bytes(main), "UB bytes held once (AIV)")
     ub = v["ub"]
     if ub_reserve:
         ub = p.let("ubUsable", ub - ub_reserve, "UB bytes the plan may take (Select's scratch kept free)")
     fit = p.let("vecRowsFit", select(ub > fb, (ub - fb) // rb, 0), "rows per UB pass that fit")
+    if shared:
+        sb = p.let("vecSharedBytes", fixed_bytes(shared), "UB bytes of the buffers that share pool 0's bytes (AIV)")
+        fit = p.let("vecRowsFitShared", select(sb <= ub, fit, 0), "rows per UB pass that fit, the shared pool too")
     p.let("vecRows", emax(1, emin(fit, ceil_div(v["gRows"], 2))), "rows per UB pass of an AIV", True)
     l1 = p.let("l1Bytes", fixed_bytes(l1_plan), "L1 bytes of the AIC plan")
     p.let("fits", (fit >= 1) & (l1 <= CUBE["l1"]) & (l0a <= CUBE["l0a"]) & (l0b <= CUBE["l0b"])
@@ -295,8 +303,14 @@ def attention_counts(programs, pipelined) -> AttentionCounts:
                      **{k: top.get(k, 0) for k in AttentionCounts.__dataclass_fields__ if k not in ("l1_heads", "l1_gathers")})
 
 
-def ub_plan(c: AttentionCounts, row_cap, head_cap, sub_rows, t_bytes) -> list[Buffer]:
-    """The AIV buffers, in the order the kernel allocates them (names are the kernel's members)."""
+def ub_plan(c: AttentionCounts, row_cap, head_cap, sub_rows, t_bytes, shared=frozenset()) -> list[Buffer]:
+    """The AIV buffers, in the order the kernel allocates them (names are the kernel's members); those named in
+    `shared` are pool 1 (they share pool 0's bytes: the kernels' liveness plan, opgen.kernel.ubplan)."""
+    plan = _ub_plan(c, row_cap, head_cap, sub_rows, t_bytes)
+    return [replace(b, pool=1) if b.name in shared else b for b in plan]
+
+
+def _ub_plan(c: AttentionCounts, row_cap, head_cap, sub_rows, t_bytes) -> list[Buffer]:
     plan = [Buffer("rowBuf", "TBuf<VECCALC>", c.row_regs, True, row_cap, 4, "fp32 key-row registers")]
     for k in range(c.tile_stores):
         plan.append(Buffer(f"tileQue{k}", "TQue<VECOUT>", 1, True, row_cap, t_bytes, "T key rows to a workspace tile"))
@@ -348,8 +362,9 @@ def _slot_bytes(c: AttentionCounts, rows, keys, t_bytes, dv=None):
     return b + c.pv_tiles * _ws(rows * dv * 4) if c.pv_tiles else b
 
 
-def fwd_program(name: str, c: AttentionCounts):
-    """(TilingProgram, {"ub": [Buffer], "l1": [Buffer]}) of the forward kernel `name` for counts `c` (module doc)."""
+def fwd_program(name: str, c: AttentionCounts, shared=frozenset()):
+    """(TilingProgram, {"ub": [Buffer], "l1": [Buffer]}) of the forward kernel `name` for counts `c` (module doc);
+    `shared` the UB buffers of pool 1 (ub_plan)."""
     p = TilingProgram(name)
     v = _common(p, c.dense)
     D, Dv, tB, gTile, L = v["D"], v["Dv"], v["tB"], v["gTile"], v["L"]
@@ -371,11 +386,11 @@ def fwd_program(name: str, c: AttentionCounts):
         ic = p.let("itemChunks", emax(1, emin(v["chunks"], lit(ONLINE_ITEM_KEYS) // Lc)),
                    "cube chunks per online softmax item", True)
         Li = p.let("itemKeys", ic * Lc, "keys per online softmax item", True)
-        ub = ub_plan(c, Li, D, ceil_div(v["gRows"], 2), tB)
+        ub = ub_plan(c, Li, D, ceil_div(v["gRows"], 2), tB, shared)
         slot = p.let("wsSlotBytes", _slot_bytes(c, v["gRows"], Li, tB, Dv),
                      "one workspace slot: S (fp32), P (T) and P V (fp32) of an item", True)
     else:
-        ub = ub_plan(c, L, D, ceil_div(v["gRows"], 2), tB)
+        ub = ub_plan(c, L, D, ceil_div(v["gRows"], 2), tB, shared)
         slot = p.let("wsSlotBytes", _slot_bytes(c, v["gRows"], L, tB), "one workspace slot: S (fp32) and P (T) of a "
                      "unit", True)
     _finish(p, v, ub, l1, l0a, l0b, l0c, v["blockDim"] * c.slots * slot,
@@ -383,8 +398,9 @@ def fwd_program(name: str, c: AttentionCounts):
     return p, {"ub": ub, "l1": l1}
 
 
-def bwd_program(name: str, c: AttentionCounts):
-    """(TilingProgram, {"ub": [Buffer], "l1": [Buffer]}) of the backward kernel `name` for counts `c` (module doc)."""
+def bwd_program(name: str, c: AttentionCounts, shared=frozenset()):
+    """(TilingProgram, {"ub": [Buffer], "l1": [Buffer]}) of the backward kernel `name` for counts `c` (module doc);
+    `shared` the UB buffers of pool 1 (ub_plan)."""
     p = TilingProgram(name)
     v = _common(p, c.dense)
     D, Dv, tB, gTile = v["D"], v["Dv"], v["tB"], v["gTile"]
@@ -409,7 +425,7 @@ def bwd_program(name: str, c: AttentionCounts):
                 "L0B bytes (B tiles)")
     l0c = p.let("l0cBytes", lit(L0C_ACC) + emax(gTile * Lc * 4, emax(Lc * nk * 4, Lc * nv * 4)),
                 "L0C bytes: dQ accumulator region + the largest tile")
-    ub = ub_plan(c, Lc, D, ceil_div(v["gRows"], 2), tB)
+    ub = ub_plan(c, Lc, D, ceil_div(v["gRows"], 2), tB, shared)
     T1, N1, T2, N2 = v["T1"], v["N1"], v["T2"], v["N2"]
     slot = p.let("wsSlotBytes", _slot_bytes(c, v["gRows"], Lc, tB),
                  "the workspace slot of an AI Core: S, dP (fp32), dS, P (T) of a chunk", True)
@@ -503,12 +519,24 @@ def _tile(spec, lowered, counts: AttentionCounts) -> Tiling:
     workspace by a final pass), its inputs read by role from the layout, the UB + L1 plan; builds the kernel
     classes (opgen.kernel.attnclass.attention_classes) from the plan, into lowered.extra["aclasses"]."""
     backward = counts.post
-    prog, plans = (bwd_program if backward else fwd_program)(spec.name, counts)
     inputs = program_inputs(lowered.layout, spec, deterministic=backward)
+    classes = attention_classes(spec, lowered, attn_plan(spec, lowered, counts, inputs))
+    lowered.extra["aclasses"] = classes
+    prog, plans = (bwd_program if backward else fwd_program)(spec.name, counts, shared_buffers(classes))
     doc = (f"Tiling of {spec.name}: attention family, {'backward' if backward else 'forward'} mixed AIC/AIV "
            f"kernel (1 AIC : 2 AIV), units of (token, kv head, head group).")
-    lowered.extra["aclasses"] = attention_classes(spec, lowered, attn_plan(spec, lowered, counts, inputs))
     return Tiling(prog, inputs, {1: plans["ub"] + plans["l1"]}, doc)
+
+
+def shared_buffers(classes) -> frozenset:
+    """The tiling plan's names (ub_plan) of the UB buffers every class of the kernel carves from pool 1 (they share
+    pool 0's bytes: opgen.kernel.ubplan); a buffer pooled in one class is pooled in all of them, which the kernels'
+    one tiling needs -- RuntimeError otherwise."""
+    sets = {frozenset(n.rstrip("_") for n in c.ubplan.pools[1]) for c in classes if c.ubplan is not None}
+    if len(sets) > 1:
+        raise RuntimeError(f"the attention classes plan UB differently ({sorted(map(sorted, sets))}): one tiling "
+                           "cannot prove them all")
+    return next(iter(sets), frozenset())
 
 
 AttentionFamily.install(counts=_counts, tile=_tile)

@@ -26,10 +26,17 @@ class Buffer:
     length: object     # elements (a tiling expression)
     elem_bytes: object  # bytes per element (a tiling expression)
     doc: str = ""
+    pool: int = 0      # 1: carved from the TBufPool that shares pool 0's bytes (opgen.kernel.ubplan); 0: the rest
 
     def bytes(self):
         """Bytes per row (per_row) or in total (fixed), as a tiling expression."""
         return lit(self.num) * self.length * self.elem_bytes
+
+
+def pools(buffers) -> list:
+    """[the pool-0 buffers, the pool-1 buffers] of a plan (pool 1 empty when nothing shares bytes): the UB a plan
+    takes is the larger of the two pools (opgen.kernel.ubplan), not their sum."""
+    return [[b for b in buffers if b.pool == 0], [b for b in buffers if b.pool == 1]]
 
 
 def row_bytes(buffers):
@@ -51,11 +58,13 @@ def fixed_bytes(buffers):
 
 
 def describe(buffers, rows_field: str) -> list[str]:
-    """Human-readable lines of a plan (`opgen graph --stage tiled`)."""
+    """Human-readable lines of a plan (`opgen graph --stage tiled`); a buffer of pool 1 (it shares pool 0's bytes)
+    says so."""
     out = []
     for b in buffers:
         scale = f" x {rows_field}" if b.per_row else ""
-        out.append(f"{b.kind} {b.name}: {b.num} x {_txt(b.length)} x {_txt(b.elem_bytes)} B{scale}  // {b.doc}")
+        shared = " [pool 1: shares pool 0's bytes]" if b.pool else ""
+        out.append(f"{b.kind} {b.name}: {b.num} x {_txt(b.length)} x {_txt(b.elem_bytes)} B{scale}{shared}  // {b.doc}")
     return out
 
 

@@ -443,20 +443,22 @@ static ge::graphStatus TilingFunc(gert::TilingContext* context)
              : 1);  // 1: atomic dK/dV adds as the AI Cores go; 2: in a fixed order (rounds, then AI Core order)
     const int64_t vecRowBytes =
         ((((2 * chunkKeys) * 4) + (chunkKeys * tBytes)) + (chunkKeys * tBytes));  // UB bytes per resident row (AIV)
-    const int64_t vecFixedBytes = ((((((D * tBytes) + ((2 * D) * 4)) + ((3 * AlignUp(CeilDiv(gRows, 2), 8)) * 4)) +
-                                     (((AlignUp(CeilDiv(std::max<int64_t>(chunkKeys, D), 64), 8) + 8) + 8) * 4)) +
-                                    8192) +
-                                   (2048 * tBytes));  // UB bytes held once (AIV)
+    const int64_t vecFixedBytes =
+        ((((D * tBytes) + ((2 * D) * 4)) + ((3 * AlignUp(CeilDiv(gRows, 2), 8)) * 4)) +
+         (((AlignUp(CeilDiv(std::max<int64_t>(chunkKeys, D), 64), 8) + 8) + 8) * 4));  // UB bytes held once (AIV)
     const int64_t vecRowsFit =
         ((ubBytes > vecFixedBytes) ? ((ubBytes - vecFixedBytes) / vecRowBytes) : 0);  // rows per UB pass that fit
+    const int64_t vecSharedBytes = (8192 + (2048 * tBytes));  // UB bytes of the buffers that share pool 0's bytes (AIV)
+    const int64_t vecRowsFitShared =
+        ((vecSharedBytes <= ubBytes) ? vecRowsFit : 0);  // rows per UB pass that fit, the shared pool too
     const int64_t vecRows =
-        std::max<int64_t>(1, std::min<int64_t>(vecRowsFit, CeilDiv(gRows, 2)));  // rows per UB pass of an AIV
+        std::max<int64_t>(1, std::min<int64_t>(vecRowsFitShared, CeilDiv(gRows, 2)));  // rows per UB pass of an AIV
     const int64_t l1Bytes = (((((((gTile * D) * tBytes) + ((gTile * Dv) * tBytes)) + ((chunkKeys * D) * tBytes)) +
                                ((chunkKeys * Dv) * tBytes)) +
                               ((gTile * chunkKeys) * tBytes)) +
                              ((gTile * chunkKeys) * tBytes));  // L1 bytes of the AIC plan
     const int64_t fits =
-        ((((((((vecRowsFit >= 1) && (l1Bytes <= 524288)) && (l0aBytes <= 65536)) && (l0bBytes <= 65536)) &&
+        ((((((((vecRowsFitShared >= 1) && (l1Bytes <= 524288)) && (l0aBytes <= 65536)) && (l0bBytes <= 65536)) &&
             (l0cBytes <= 131072)) &&
            ((v_BS_ % 16) == 0)) &&
           ((D % 16) == 0)) &&

@@ -663,23 +663,33 @@ private:
     // An AIV: the vector stage on half of each unit's rows.
     __aicore__ inline void VecMain()
     {
-        pipe_.InitBuffer(rowBuf_, 8 * (td_->chunkKeys * td_->vecRows));
+        const int64_t ubPool0Bytes =
+            AlignUp(12 * AlignUp(td_->subRows, 8), 32) +
+            AlignUp(
+                4 * AlignUp((((td_->chunkKeys > td_->headDim ? td_->chunkKeys : td_->headDim) + 64 - 1) / 64), 8) + 64,
+                32) +
+            AlignUp(8 * (td_->chunkKeys * td_->vecRows), 32) + AlignUp(8 * td_->headDim, 32) +
+            2 * AlignUp(td_->chunkKeys * sizeof(T) * td_->vecRows, 32) + AlignUp(td_->headDim * sizeof(T), 32);
+        const int64_t ubPool1Bytes = AlignUp(4 * td_->postElems, 32) + AlignUp(td_->postElems * sizeof(T), 32);
+        pipe_.InitBufPool(vecPool0_, ubPool0Bytes > ubPool1Bytes ? ubPool0Bytes : ubPool1Bytes);
+        pipe_.InitBufPool(vecPool1_, ubPool0Bytes > ubPool1Bytes ? ubPool0Bytes : ubPool1Bytes, vecPool0_);
+        vecPool0_.InitBuffer(rowBuf_, 8 * (td_->chunkKeys * td_->vecRows));
         rows_[0] = rowBuf_.template Get<float>();
         rows_[1] = rowBuf_.template Get<float>()[td_->chunkKeys * td_->vecRows];
-        pipe_.InitBuffer(tileQue0, 1, td_->chunkKeys * sizeof(T) * td_->vecRows);
-        pipe_.InitBuffer(tileQue1, 1, td_->chunkKeys * sizeof(T) * td_->vecRows);
-        pipe_.InitBuffer(headQue_, 1, td_->headDim * sizeof(T));
-        pipe_.InitBuffer(headBuf_, 8 * td_->headDim);
+        vecPool0_.InitBuffer(tileQue0, 1, td_->chunkKeys * sizeof(T) * td_->vecRows);
+        vecPool0_.InitBuffer(tileQue1, 1, td_->chunkKeys * sizeof(T) * td_->vecRows);
+        vecPool0_.InitBuffer(headQue_, 1, td_->headDim * sizeof(T));
+        vecPool0_.InitBuffer(headBuf_, 8 * td_->headDim);
         head_[0] = headBuf_.template Get<float>();
         head_[1] = headBuf_.template Get<float>()[td_->headDim];
-        pipe_.InitBuffer(unitStatBuf_, 12 * AlignUp(td_->subRows, 8));
+        vecPool0_.InitBuffer(unitStatBuf_, 12 * AlignUp(td_->subRows, 8));
         unitStat_ = unitStatBuf_.template Get<float>();
-        pipe_.InitBuffer(
+        vecPool0_.InitBuffer(
             reduceBuf_,
             4 * AlignUp((((td_->chunkKeys > td_->headDim ? td_->chunkKeys : td_->headDim) + 64 - 1) / 64), 8) + 64);
         reduce_ = reduceBuf_.template Get<float>();
-        pipe_.InitBuffer(postInQue_, 1, 4 * td_->postElems);
-        pipe_.InitBuffer(postOutQue_, 1, td_->postElems * sizeof(T));
+        vecPool1_.InitBuffer(postInQue_, 1, 4 * td_->postElems);
+        vecPool1_.InitBuffer(postOutQue_, 1, td_->postElems * sizeof(T));
         scale_ = BitsToFloat(td_->scaleBits);
         core_ = GetBlockIdx() / GetTaskRatio();
         const int64_t unitBegin = (core_ < td_->unitsTail ? core_ : td_->unitsTail) + core_ * td_->unitsPerCore;
@@ -730,6 +740,8 @@ private:
     GlobalTensor<float> wsTile1_;
     GlobalTensor<T> wsTile2_;
     GlobalTensor<T> wsTile3_;
+    TBufPool<TPosition::VECCALC, 7> vecPool0_;
+    TBufPool<TPosition::VECCALC, 2> vecPool1_;
     TQue<TPosition::VECIN, 1> headQue_;
     TBuf<TPosition::A1> headL1_0Buf_;
     TBuf<TPosition::A1> headL1_1Buf_;
@@ -1410,23 +1422,33 @@ private:
     // An AIV: the vector stage on half of each unit's rows.
     __aicore__ inline void VecMain()
     {
-        pipe_.InitBuffer(rowBuf_, 8 * (td_->chunkKeys * td_->vecRows));
+        const int64_t ubPool0Bytes =
+            AlignUp(12 * AlignUp(td_->subRows, 8), 32) +
+            AlignUp(
+                4 * AlignUp((((td_->chunkKeys > td_->headDim ? td_->chunkKeys : td_->headDim) + 64 - 1) / 64), 8) + 64,
+                32) +
+            AlignUp(8 * (td_->chunkKeys * td_->vecRows), 32) + AlignUp(8 * td_->headDim, 32) +
+            2 * AlignUp(td_->chunkKeys * sizeof(T) * td_->vecRows, 32) + AlignUp(td_->headDim * sizeof(T), 32);
+        const int64_t ubPool1Bytes = AlignUp(4 * td_->postElems, 32) + AlignUp(td_->postElems * sizeof(T), 32);
+        pipe_.InitBufPool(vecPool0_, ubPool0Bytes > ubPool1Bytes ? ubPool0Bytes : ubPool1Bytes);
+        pipe_.InitBufPool(vecPool1_, ubPool0Bytes > ubPool1Bytes ? ubPool0Bytes : ubPool1Bytes, vecPool0_);
+        vecPool0_.InitBuffer(rowBuf_, 8 * (td_->chunkKeys * td_->vecRows));
         rows_[0] = rowBuf_.template Get<float>();
         rows_[1] = rowBuf_.template Get<float>()[td_->chunkKeys * td_->vecRows];
-        pipe_.InitBuffer(tileQue0, 1, td_->chunkKeys * sizeof(T) * td_->vecRows);
-        pipe_.InitBuffer(tileQue1, 1, td_->chunkKeys * sizeof(T) * td_->vecRows);
-        pipe_.InitBuffer(headQue_, 1, td_->headDim * sizeof(T));
-        pipe_.InitBuffer(headBuf_, 8 * td_->headDim);
+        vecPool0_.InitBuffer(tileQue0, 1, td_->chunkKeys * sizeof(T) * td_->vecRows);
+        vecPool0_.InitBuffer(tileQue1, 1, td_->chunkKeys * sizeof(T) * td_->vecRows);
+        vecPool0_.InitBuffer(headQue_, 1, td_->headDim * sizeof(T));
+        vecPool0_.InitBuffer(headBuf_, 8 * td_->headDim);
         head_[0] = headBuf_.template Get<float>();
         head_[1] = headBuf_.template Get<float>()[td_->headDim];
-        pipe_.InitBuffer(unitStatBuf_, 12 * AlignUp(td_->subRows, 8));
+        vecPool0_.InitBuffer(unitStatBuf_, 12 * AlignUp(td_->subRows, 8));
         unitStat_ = unitStatBuf_.template Get<float>();
-        pipe_.InitBuffer(
+        vecPool0_.InitBuffer(
             reduceBuf_,
             4 * AlignUp((((td_->chunkKeys > td_->headDim ? td_->chunkKeys : td_->headDim) + 64 - 1) / 64), 8) + 64);
         reduce_ = reduceBuf_.template Get<float>();
-        pipe_.InitBuffer(postInQue_, 1, 4 * td_->postElems);
-        pipe_.InitBuffer(postOutQue_, 1, td_->postElems * sizeof(T));
+        vecPool1_.InitBuffer(postInQue_, 1, 4 * td_->postElems);
+        vecPool1_.InitBuffer(postOutQue_, 1, td_->postElems * sizeof(T));
         scale_ = BitsToFloat(td_->scaleBits);
         core_ = GetBlockIdx() / GetTaskRatio();
         const int64_t unitBegin = (core_ < td_->unitsTail ? core_ : td_->unitsTail) + core_ * td_->unitsPerCore;
@@ -1477,6 +1499,8 @@ private:
     GlobalTensor<float> wsTile1_;
     GlobalTensor<T> wsTile2_;
     GlobalTensor<T> wsTile3_;
+    TBufPool<TPosition::VECCALC, 7> vecPool0_;
+    TBufPool<TPosition::VECCALC, 2> vecPool1_;
     TQue<TPosition::VECIN, 1> headQue_;
     TBuf<TPosition::A1> headL1_0Buf_;
     TBuf<TPosition::A1> headL1_1Buf_;
