@@ -7,6 +7,7 @@ scenarios run under both), compiled against opgen/emu/include with g++ like test
 """
 from __future__ import annotations
 
+import re
 import shutil
 import subprocess
 from concurrent.futures import ThreadPoolExecutor
@@ -406,3 +407,41 @@ def test_mix_flag_modes_and_syncall(bins, build):
     np.testing.assert_array_equal(g[24:24 + n], [sum(200 + c for c in range(n))] * n)
     np.testing.assert_array_equal(g[32:32 + 2 * n], [sum(pair)] * (2 * n))
     assert g[48] == 2 * n * sum(pair) + n * sum(200 + c for c in range(n))
+
+
+# ------------------------------------------------------------------ cross-core ordering (docs/reference/ascendc.md §1.6)
+
+
+def scen_line(marker: str) -> int:
+    """1-based line of the first line of tests/cpp/emu_cube_scen.cpp containing `marker`."""
+    lines = (CPP / "emu_cube_scen.cpp").read_text().splitlines()
+    return next(i + 1 for i, t in enumerate(lines) if marker in t)
+
+
+# mode -> (the read's marker, the second store's marker): the m2c AIC stores by CubeTile's Fixpipe
+XSYNC = {"m0": ("@xsync-r", "@xsync-w2"), "m1": ("@xsync-r", "@xsync-w2"), "m2v": ("@xsync-r2v", "@xsync-w2"),
+         "m2c": ("@xsync-r", "Fixpipe<float, float, CFG_ROW_MAJOR>(c, l0c")}
+
+
+@pytest.mark.parametrize("mode", sorted(XSYNC))
+def test_one_wait_acquires_one_set(bins, mode):
+    """Two CrossCoreSetFlag of one flag, d2 stored between them; the consumer waits once and reads d2: on the device
+    the one wait proves only that the first set arrived, so the read races the second store. The emulation hands
+    each wait exactly its set's knowledge (a FIFO of tokens per core and flag) and faults naming both statements,
+    whichever of the two the threads run second. Mode 0 (four AIVs), mode 1 (the AIV pair), mode 2 both ways."""
+    read, store = (scen_line(m) for m in XSYNC[mode])
+    out = scen(bins, "xsync", mode, 1)
+    assert out["ok"] is False
+    first = out["faults"][0]
+    assert "between cores on GM tensor 'workspace' bytes [2048, 2080)" in first, first
+    assert re.search(r"race \((read-after-write|write-after-read)\)", first), first
+    assert f"emu_cube_scen.cpp:{read}," in first and f"emu_cube_scen.cpp:{store}," in first, (read, store, first)
+
+
+@pytest.mark.parametrize("build", ["scen", "scen_tsan"])
+@pytest.mark.parametrize("mode", sorted(XSYNC))
+def test_two_waits_acquire_both_sets(bins, mode, build):
+    """The same kernels waiting twice before the read: the second wait carries the second set, so they pass."""
+    out = scen(bins, "xsync", mode, 2, build=build)
+    assert out["ok"] and not out["faults"], out["faults"]
+

@@ -414,6 +414,76 @@ int main(int argc, char** argv)
             }
         });
         Vals("g", g);
+    } else if (s == "xsync") {   // xsync MODE WAITS: two sets of one flag, data written between them (see below)
+        // A writer core stores d1 = workspace floats [0, 128) before its first CrossCoreSetFlag of a flag and d2 =
+        // [512, 640) between its first and second; the reader waits WAITS (1 or 2) times, reads d2, then waits the
+        // rest (the sets and waits pair either way). One wait is ordered after the first set only, so the read of
+        // d2 races the second store; two waits order it. MODE: m0 (mode 0 over the 4 AIVs of LaunchMix(2): AIV 0
+        // writes, AIV 3 reads), m1 (mode 1: AIV 0 writes, AIV 1 reads), m2v (mode 2, AIVs -> AIC: AIV 0 writes,
+        // its AIC reads with Nd2Nz), m2c (mode 2, AIC -> AIVs: the AIC writes by Fixpipe, both AIVs read).
+        const std::string mode = argv[2];
+        const int waits = arg(3);
+        std::vector<float> wsp(2048, 0.5f);
+        emu::RegisterGm(wsp.data(), wsp.size() * 4, "workspace");
+        bind();
+        const bool m0 = mode == "m0";
+        r = emu::LaunchMix(m0 ? 2 : 1, kMem, [&] {
+            TPipe pipe;
+            GlobalTensor<float> g; g.SetGlobalBuffer(wsp.data(), wsp.size());
+            GlobalTensor<half> gh; gh.SetGlobalBuffer(reinterpret_cast<half*>(wsp.data()), wsp.size() * 2);
+            const int b = GetBlockIdx();
+            auto aivSet = [&] {
+                if (mode == "m0") CrossCoreSetFlag<0, PIPE_MTE3>(6);
+                else if (mode == "m1") CrossCoreSetFlag<1, PIPE_MTE3>(6);
+                else CrossCoreSetFlag<2, PIPE_MTE3>(6);
+            };
+            auto aivWrite = [&] {   // d1, set, d2, set
+                TBuf<> b1, b2; pipe.InitBuffer(b1, 512); pipe.InitBuffer(b2, 512);
+                auto t1 = b1.Get<float>(); auto t2 = b2.Get<float>();
+                Duplicate(t1, 1.0f, 128); Duplicate(t2, 2.0f, 128);
+                Sync<HardEvent::V_MTE3>();
+                DataCopy(g[0], t1, 128);
+                aivSet();
+                DataCopy(g[512], t2, 128);   // @xsync-w2 (d2)
+                aivSet();
+            };
+            auto aivRead = [&] {   // wait(s), read d2, the other wait
+                TBuf<> b1; pipe.InitBuffer(b1, 512);
+                auto t = b1.Get<float>();
+                for (int i = 0; i < waits; ++i) CrossCoreWaitFlag(6);
+                DataCopy(t, g[512], 128);   // @xsync-r
+                for (int i = waits; i < 2; ++i) CrossCoreWaitFlag(6);
+            };
+            if (mode == "m0" || mode == "m1") {
+                if ASCEND_IS_AIV {
+                    const int reader = m0 ? 3 : 1;
+                    if (b == 0) aivWrite();
+                    else { aivSet(); aivSet(); }   // the other members of the group set too
+                    if (b == reader) aivRead();
+                    else { CrossCoreWaitFlag(6); CrossCoreWaitFlag(6); }
+                }
+            } else if (mode == "m2v") {
+                if ASCEND_IS_AIV {
+                    if (b == 0) aivWrite();
+                    else { aivSet(); aivSet(); }
+                } else {
+                    TBuf<TPosition::A1> a1; pipe.InitBuffer(a1, 16 * 16 * 2);
+                    auto l1 = a1.Get<half>();
+                    for (int i = 0; i < waits; ++i) CrossCoreWaitFlag(6);
+                    DataCopy(l1, gh[1024], Nd2NzParams(1, 16, 16, 0, 16, 16, 1, 0));   // @xsync-r2v
+                    for (int i = waits; i < 2; ++i) CrossCoreWaitFlag(6);
+                }
+            } else {
+                if ASCEND_IS_AIC {
+                    { TPipe step; CubeTile(step, gx, 64, gw, g[0], 32, 32, 32); }
+                    CrossCoreSetFlag<2, PIPE_FIX>(6);
+                    { TPipe step; CubeTile(step, gx, 64, gw, g[512], 32, 32, 32); }   // @xsync-w2c
+                    CrossCoreSetFlag<2, PIPE_FIX>(6);
+                } else {
+                    aivRead();
+                }
+            }
+        });
     } else {
         std::fprintf(stderr, "unknown scenario %s\n", s.c_str());
         return 2;

@@ -8,6 +8,7 @@
 #include <condition_variable>
 #include <cstdint>
 #include <cstring>
+#include <deque>
 #include <functional>
 #include <memory>
 #include <mutex>
@@ -426,15 +427,23 @@ struct LaunchState {
     struct Barrier { int members = 0; int arrived = 0; uint64_t generation = 0; std::vector<uint32_t> acc[2]; };
     Barrier barrier[2];
     // Happens-before between cores (emu/pipes.h XTouchGm): xknow[(i * total + j) * kPipes + q] is the clock of core
-    // j's pipe q that core i knows complete; xpend[((t * kFlags + f) * total + j) * kPipes + q] what the pending
-    // cross-core sets of flag f carry to core t. A CrossCoreSetFlag releases the setter's knowledge (its own pipes
-    // as far as the set's pipe is ordered after them), CrossCoreWaitFlag acquires it, SyncAll joins its members'.
-    std::vector<uint32_t> xknow, xpend;
+    // j's pipe q that core i knows complete. A CrossCoreSetFlag releases the setter's knowledge (its own pipes as
+    // far as the set's pipe is ordered after them: a token of total * kPipes clocks), CrossCoreWaitFlag acquires
+    // one token, SyncAll joins its members'. Tokens go by FIFO, one per counter increment, so a wait acquires
+    // exactly what the set it consumes released and nothing of a later set of the same flag (the device's counter
+    // tells the waiter only that one more set arrived): xtok[t * kFlags + f] holds core t's tokens of flag f (its
+    // size is flagCount[t][f]); xset[(s * 3 + mode) * kFlags + f] core s's unmatched mode-`mode` sets of flag f
+    // (its size is flagPending[s][mode][f]), each the setter's token at its set, joined with its group's when the
+    // group completes (emu/mix.h Match).
+    using XToken = std::vector<uint32_t>;
+    std::vector<uint32_t> xknow;
+    std::vector<std::deque<XToken>> xtok, xset;
 
     void Init(int n)
     {
         xknow.assign(size_t(n) * n * kPipes, 0);
-        xpend.assign(size_t(n) * kFlags * n * kPipes, 0);
+        xtok.assign(size_t(n) * kFlags, {});
+        xset.assign(size_t(n) * 3 * kFlags, {});
         for (auto& b : barrier) for (auto& a : b.acc) a.assign(size_t(n) * kPipes, 0);
         total = live = n;
         cores.assign(n, nullptr);

@@ -107,32 +107,42 @@ inline void CheckMode(int mode, const char* what)
     if (mode == 4) Fault(Cat(what, ": mode 4 (AIC <-> one AIV) exists only on Ascend 950 and is not emulated"));
     if (mode < 0 || mode > 2) Fault(Cat(what, ": modeId ", mode, " outside 0..2"));
 }
-// mu held: raise the counter of `slot` for flag f.
-inline void Raise(LaunchState& st, int slot, int f, const char* what)
+// mu held: raise the counter of `slot` for flag f and queue the token `tok` the raise carries (LaunchState::xtok).
+inline void Raise(LaunchState& st, int slot, int f, const LaunchState::XToken& tok, const char* what)
 {
     int& c = st.flagCount[slot][f];
     if (c >= kMaxCount)
         Fault(Cat(what, ": the counter of flag ", f, " on ", st.labels[slot], " would exceed ", kMaxCount,
                   " (more sets than waits; hardware limit)"));
     ++c;
+    st.xtok[size_t(slot) * LaunchState::kFlags + f].push_back(tok);
 }
-inline void AddPending(LaunchState& st, int slot, int mode, int f, const char* what)
+// mu held: one more unmatched mode-`mode` set of flag f by `slot`, carrying the setter's token.
+inline void AddPending(LaunchState& st, int slot, int mode, int f, LaunchState::XToken tok, const char* what)
 {
     int& p = st.flagPending[slot][mode][f];
     if (p >= kMaxCount)
         Fault(Cat(what, ": ", kMaxCount, " unmatched mode-", mode, " sets of flag ", f, " on ",
                   st.labels[slot], " (the partner core never sets it; hardware limit)"));
     ++p;
+    st.xset[(size_t(slot) * 3 + mode) * LaunchState::kFlags + f].push_back(std::move(tok));
 }
-// mu held: while every slot of `group` has an unmatched set, consume one from each and raise `targets`.
+// mu held: while every slot of `group` has an unmatched set, consume the oldest of each and raise `targets` with
+// one token: the join of exactly those sets' tokens (the group's k-th completed set carries the members' k-th).
 inline void Match(LaunchState& st, const std::vector<int>& group, int mode, int f, const std::vector<int>& targets,
                   const char* what)
 {
     for (;;) {
         for (int s : group)
             if (st.flagPending[s][mode][f] == 0) return;
-        for (int s : group) --st.flagPending[s][mode][f];
-        for (int t : targets) Raise(st, t, f, what);
+        LaunchState::XToken tok(size_t(st.total) * kPipes, 0u);
+        for (int s : group) {
+            --st.flagPending[s][mode][f];
+            auto& q = st.xset[(size_t(s) * 3 + mode) * LaunchState::kFlags + f];
+            for (size_t i = 0; i < tok.size(); ++i) tok[i] = std::max(tok[i], q.front()[i]);
+            q.pop_front();
+        }
+        for (int t : targets) Raise(st, t, f, tok, what);
     }
 }
 }  // namespace mix_detail
@@ -160,22 +170,16 @@ inline void CrossCoreSet(int mode, int pipe, int flag)
     // the release (LaunchState::xknow): what this core knows of the others, and of its own pipes what `pipe` is
     // ordered after (the set runs on that pipe after its earlier work, §1.6), carried to every core it may raise
     const int kp = pipe == AscendC::PIPE_FIX ? kPipeFIX : pipe;
-    std::vector<uint32_t> tok(st.xknow.begin() + size_t(self) * st.total * kPipes,
-                              st.xknow.begin() + size_t(self + 1) * st.total * kPipes);
+    LaunchState::XToken tok(st.xknow.begin() + size_t(self) * st.total * kPipes,
+                            st.xknow.begin() + size_t(self + 1) * st.total * kPipes);
     for (int q = 0; q < kPipes; ++q)
         tok[size_t(self) * kPipes + q] = std::max(tok[size_t(self) * kPipes + q],
                                                   q == kp ? c.pipes.clk[q] : c.pipes.know[kp][q]);
-    auto carry = [&](int t) {
-        if (t < 0) return;
-        uint32_t* d = &st.xpend[(size_t(t) * LaunchState::kFlags + flag) * st.total * kPipes];
-        for (size_t i = 0; i < tok.size(); ++i) d[i] = std::max(d[i], tok[i]);
-    };
     if (mode == 0) {
         std::vector<int> group;   // every core of the caller's kind
         for (int s = 0; s < st.total; ++s)
             if ((st.aicSlot[st.aiCore[s]] == s) == (c.kind == CoreKind::AIC)) group.push_back(s);
-        for (int t : group) carry(t);
-        AddPending(st, self, 0, flag, what);
+        AddPending(st, self, 0, flag, std::move(tok), what);
         Match(st, group, 0, flag, group, what);
     } else if (mode == 1) {
         if (!isMix || c.kind != CoreKind::AIV)
@@ -183,9 +187,7 @@ inline void CrossCoreSet(int mode, int pipe, int flag)
                       "launch (emu::LaunchMix)"));
         const auto& pair = st.aivSlots[st.aiCore[self]];
         std::vector<int> group{pair[0], pair[1]};
-        carry(pair[0]);
-        carry(pair[1]);
-        AddPending(st, self, 1, flag, what);
+        AddPending(st, self, 1, flag, std::move(tok), what);
         Match(st, group, 1, flag, group, what);
     } else {
         if (!isMix)
@@ -194,13 +196,10 @@ inline void CrossCoreSet(int mode, int pipe, int flag)
         const int core = st.aiCore[self];
         const auto& pair = st.aivSlots[core];
         if (c.kind == CoreKind::AIC) {
-            carry(pair[0]);
-            carry(pair[1]);
-            Raise(st, pair[0], flag, what);
-            Raise(st, pair[1], flag, what);
+            Raise(st, pair[0], flag, tok, what);
+            Raise(st, pair[1], flag, tok, what);
         } else {
-            carry(st.aicSlot[core]);
-            AddPending(st, self, 2, flag, what);
+            AddPending(st, self, 2, flag, std::move(tok), what);
             Match(st, {pair[0], pair[1]}, 2, flag, {st.aicSlot[core]}, what);
         }
     }
@@ -232,10 +231,11 @@ inline void CrossCoreWait(int mode, int flag)
         hint = Cat("no core can set flag ", flag, " for this core any more");
     st.WaitLocked(l, ready, Cat("CrossCoreWaitFlag(", flag, ")"), hint);
     --cnt;
-    // the acquire: what the sets of this flag carried (LaunchState::xpend), consumed
-    uint32_t* src = &st.xpend[(size_t(c.slot) * LaunchState::kFlags + flag) * st.total * kPipes];
+    // the acquire: the oldest token of this flag (LaunchState::xtok), i.e. what the set this wait consumes carried
+    auto& q = st.xtok[size_t(c.slot) * LaunchState::kFlags + flag];
     uint32_t* k = &st.xknow[size_t(c.slot) * st.total * kPipes];
-    for (size_t i = 0; i < size_t(st.total) * kPipes; ++i) { k[i] = std::max(k[i], src[i]); src[i] = 0; }
+    for (size_t i = 0; i < size_t(st.total) * kPipes; ++i) k[i] = std::max(k[i], q.front()[i]);
+    q.pop_front();
 }
 
 }  // namespace emu
