@@ -885,7 +885,8 @@ def build_parser() -> argparse.ArgumentParser:
     cp.add_argument("--soc", default=DEFAULT, choices=sorted(PLATFORMS), help=f"platform (default {DEFAULT})")
     cp.add_argument("--asan", action="store_true", help="run the AddressSanitizer + UBSan build")
     cp.add_argument("--deterministic", action="store_true", help="tell the TilingFunc the framework asks for "
-                    "deterministic computation (TilingContext::GetDeterministic() returns 1; default 0)")
+                    "deterministic computation (TilingContext::GetDeterministic() returns 1; default 0) and check that "
+                    "the cores' float atomic adds happen in a fixed order")
     cp.add_argument("--json", action="store_true", help="print one JSON object instead of text")
     cp.add_argument("--engine", choices=("emu", "kir"), default="emu",
                     help="run the kernel in the g++ emulation (emu, default) or the Kernel IR interpreter (kir: only "

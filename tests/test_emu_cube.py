@@ -445,3 +445,26 @@ def test_two_waits_acquire_both_sets(bins, mode, build):
     out = scen(bins, "xsync", mode, 2, build=build)
     assert out["ok"] and not out["faults"], out["faults"]
 
+
+def test_unordered_float_adds_fault_in_a_deterministic_launch(bins):
+    """emu::DeterministicAdds() (the framework asked for deterministic computation): two cores' float atomic adds to
+    the same workspace bytes with nothing ordering them fault (add-after-add), naming both cores' statement."""
+    line = scen_line("@det-add")
+    out = scen(bins, "det_adds", 1, 0, "f")
+    assert out["ok"] is False
+    first = out["faults"][0]
+    m = re.match(r"\[core (\d)\] race \(add-after-add\) between cores on GM tensor 'workspace' bytes \[0, 32\): "
+                 rf"DataCopy UB->GM \(emu_cube_scen.cpp:{line}, PIPE_MTE3\) adds to what core (\d)'s DataCopy UB->GM "
+                 rf"\(emu_cube_scen.cpp:{line}, PIPE_MTE3\) added", first)
+    assert m and {m.group(1), m.group(2)} == {"0", "1"}, first
+    assert "the launch is deterministic" in first
+
+
+@pytest.mark.parametrize("det, ordered, typ", [(0, 0, "f"), (1, 1, "f"), (1, 0, "i"), (0, 1, "i")])
+def test_ordered_or_exact_adds_pass(bins, det, ordered, typ):
+    """Float adds ordered by a mode-0 flag barrier pass in a deterministic launch, integer adds (exact in any order)
+    pass unordered, and without the deterministic setting unordered float adds commute as before. 1 + 1 = 2."""
+    out = scen(bins, "det_adds", det, ordered, typ)
+    assert out["ok"] and not out["faults"], out["faults"]
+    assert out["val"]["sum"] == ["2"]
+

@@ -481,7 +481,8 @@ def run_check(op, inputs: dict | None = None, attrs: dict | None = None, dtypes:
     whose <op_snake>/ must hold op_host (aclnn, TilingFunc) and op_kernel/<op_snake>.cpp; build_root: build
     cache root (default $OPGEN_BUILD_DIR or ~/.cache/opgen/build); progress: echo long builds to stderr;
     timeout: seconds for the launch; deterministic: the framework asks for deterministic computation (what the
-    TilingFunc's TilingContext::GetDeterministic() returns; ops without a deterministic variant ignore it);
+    TilingFunc's TilingContext::GetDeterministic() returns; ops without a deterministic variant ignore it; the
+    emulation then also faults on float atomic adds of different cores that nothing orders, emu::DeterministicAdds);
     phase: called with the name of each phase as it starts (aclnn layer, interpret, build, launch, compare; a
     progress line); the seconds of every phase are in CheckResult.seconds. golden: compare with the interpreter
     (False: launch only, for GM and time figures at sizes whose float64

@@ -227,13 +227,15 @@ class RunResult:
 class _Launch:
     """The cross-core state of a launch (EMU.md "Cross-core synchronisation", opgen/emu/include/emu/mix.h): a counter
     per core and flag id, the sets of mode 0 / 1 / 2 still waiting for their group. `mix`: a 1 AIC : 2 AIV launch,
-    AI Core c = AIC slot c and AIVs slots n + 2c, n + 2c + 1 (`n` AI Cores)."""
+    AI Core c = AIC slot c and AIVs slots n + 2c, n + 2c + 1 (`n` AI Cores). `deterministic`: the framework asked for
+    deterministic computation, so the fp32 atomic adds of different cores must be ordered (gm_access)."""
 
     MAX_COUNT = 15
 
-    def __init__(self, cores: list, mix: bool):
+    def __init__(self, cores: list, mix: bool, deterministic: bool = False):
         self.cores = cores
         self.mix = mix
+        self.deterministic = deterministic
         self.count = np.zeros((0, len(kir.CROSS_FLAG_IDS)), dtype=np.int64)   # sized once the cores exist
         self.pending: dict = {}    # (slot, mode, flag) -> [clock snapshot of each set not matched yet]
         self.snaps: dict = {}      # (slot, flag) -> deque of the clock snapshots its raised counter carries
@@ -277,7 +279,8 @@ class _Launch:
         go unseen (a full read vector per byte would cost a core count of clocks per byte). An atomic add (`atomic`)
         is kept apart from the last plain writer, one adder per byte the same way: adds of several cores need no
         order among them, but each must follow the plain write before it, and a read or a plain write must follow
-        them."""
+        them -- except in a deterministic launch (`self.deterministic`), where an add must be ordered after another
+        core's kept add too (add-after-add: the fp32 sum would depend on the order; EMU.md "Races between cores")."""
         key = g.data.__array_interface__["data"][0]
         sh = self.gm.get(key)
         if sh is None:
@@ -304,6 +307,8 @@ class _Launch:
         checks = [("read-after-write" if not write else "write-after-write", wc, wp, wt)]
         if not atomic:
             checks.append(("read-after-write" if not write else "write-after-write", ac, ap, at))
+        elif self.deterministic:
+            checks.append(("add-after-add", ac, ap, at))
         if write:
             checks.append(("write-after-read", rc, rp, rt))
         for kind, who, pipe, clock in checks:
@@ -311,11 +316,16 @@ class _Launch:
             if bad.any():
                 j = int(np.argmax(bad))
                 other = self.cores[int(who[j])].label
-                did = "read" if kind == "write-after-read" else "wrote"
+                adds = kind == "add-after-add"
+                did = "read" if kind == "write-after-read" else "added" if adds else "wrote"
+                verb = "adds to" if adds else "writes" if write else "reads"
                 raise KirFault(f"race ({kind}) between cores on GM tensor '{g.name}' byte {off + j}: "
-                               f"{me.stext(ins[2], ins[0])} {'writes' if write else 'reads'} what {other} {did} with "
+                               f"{me.stext(ins[2], ins[0])} {verb} what {other} {did} with "
                                "no SyncAll or cross-core flag ordering them (a CrossCoreSetFlag orders what its pipe "
-                               "has completed; docs/reference/ascendc.md §1.6)")
+                               "has completed; docs/reference/ascendc.md §1.6)" +
+                               ("; the launch is deterministic (the framework asked for deterministic computation) "
+                                "and fp32 atomic adds in an order the timing picks round to different bits "
+                                "(docs/reference/ascendc.md §1.7)" if adds else ""))
 
         def keep_one(core, pipe, clock):
             """One access kept per byte: another core's this one is not ordered after stays (a later access must be
@@ -1829,7 +1839,8 @@ def kernel_type(k: kir.KernelClass) -> str:
 
 def run(k: kir.KernelClass, tiling: dict, gm: dict, block_dim: int, ub_bytes: int = 196608,
         workspace: np.ndarray | None = None, types: dict | None = None, verify_first: bool = True,
-        members: dict | None = None, launch: str | None = None, cube_bytes: dict | None = None) -> RunResult:
+        members: dict | None = None, launch: str | None = None, cube_bytes: dict | None = None,
+        deterministic: bool = False) -> RunResult:
     """Run kernel class `k` on `block_dim` cores (core i has GetBlockIdx() = i, GetBlockNum() = block_dim).
 
     tiling: {field name: int} for every k.fields entry; gm: {Init argument name (k.args): NumPy array} (modified in
@@ -1840,7 +1851,9 @@ def run(k: kir.KernelClass, tiling: dict, gm: dict, block_dim: int, ub_bytes: in
     UB of each AIV in bytes (the platform's, opgen.platforms); launch: one of KERNEL_TYPES (default `kernel_type(k)`):
     AIV_ONLY runs block_dim AIVs, AIC_ONLY block_dim AICs, MIX_AIC_1_2 block_dim AI Cores of one AIC (GetBlockIdx() =
     c) and two AIVs (GetBlockIdx() = 2c + GetSubBlockIdx(), GetTaskRatio() = 2), as the emulation's launches do
-    (EMU.md "Launch"); cube_bytes: {"L1", "L0A", "L0B", "L0C": bytes} of each AIC (default CUBE_MEM_910B).
+    (EMU.md "Launch"); cube_bytes: {"L1", "L0A", "L0B", "L0C": bytes} of each AIC (default CUBE_MEM_910B);
+    deterministic: the framework asked for deterministic computation: fp32 atomic adds of different cores to the same
+    bytes with nothing ordering them are a fault (as emu::DeterministicAdds in the emulation).
 
     Cores run as generators in turn: one runs until it waits (SyncAll, a CrossCoreWaitFlag whose counter is 0) or
     returns; a wait no core can satisfy any more is a deadlock fault. Returns a RunResult (faults as `[core k]
@@ -1884,7 +1897,7 @@ def run(k: kir.KernelClass, tiling: dict, gm: dict, block_dim: int, ub_bytes: in
         kind = "AIC" if launch == "KERNEL_TYPE_AIC_ONLY" else "AIV"
         specs = [dict(kind=kind, idx=i) for i in range(n)]
     cores: list = []
-    state = _Launch(cores, launch == "KERNEL_TYPE_MIX_AIC_1_2")
+    state = _Launch(cores, launch == "KERNEL_TYPE_MIX_AIC_1_2", deterministic)
     for slot, cs in enumerate(specs):
         cores.append(_Core(k, cs.pop("idx"), n, tiling, gms, mem, types, slot=slot, launch=state, **cs))
     for c in cores:

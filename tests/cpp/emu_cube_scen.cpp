@@ -484,6 +484,32 @@ int main(int argc, char** argv)
                 }
             }
         });
+    } else if (s == "det_adds") {   // det_adds DET ORDERED TYPE: two AIVs atomically add to the same workspace bytes
+        // DET: emu::DeterministicAdds(); ORDERED: core 1 adds after a mode-0 flag barrier that follows core 0's add
+        // (else both add at once); TYPE: f (float) or i (int32_t).
+        emu::DeterministicAdds() = arg(2) != 0;
+        const bool ordered = arg(3) != 0, isFloat = std::string(argv[4]) == "f";
+        std::vector<int32_t> wsp(256, 0);
+        emu::RegisterGm(wsp.data(), wsp.size() * 4, "workspace");
+        auto add = [&](auto one, TPipe& pipe) {
+            using T = decltype(one);
+            GlobalTensor<T> g; g.SetGlobalBuffer(reinterpret_cast<T*>(wsp.data()), wsp.size());
+            TBuf<> b; pipe.InitBuffer(b, 256);
+            auto t = b.Get<T>();
+            Duplicate(t, one, 64);
+            Sync<HardEvent::V_MTE3>();
+            SetAtomicAdd<T>();
+            DataCopy(g[0], t, 64);   // @det-add
+            SetAtomicNone();
+        };
+        r = emu::Launch(2, kMem.ub, [&] {
+            TPipe pipe;
+            const int b = GetBlockIdx();
+            if (ordered && b == 1) { CrossCoreSetFlag<0, PIPE_MTE3>(3); CrossCoreWaitFlag(3); }
+            if (isFloat) add(1.0f, pipe); else add(int32_t(1), pipe);
+            if (ordered && b == 0) { CrossCoreSetFlag<0, PIPE_MTE3>(3); CrossCoreWaitFlag(3); }
+        });
+        Vals("sum", std::vector<float>{isFloat ? reinterpret_cast<float*>(wsp.data())[0] : float(wsp[0])});
     } else {
         std::fprintf(stderr, "unknown scenario %s\n", s.c_str());
         return 2;

@@ -320,6 +320,9 @@ inline int Main(int argc, char** argv, const char* opType, const std::vector<std
     emu::RegisterGm(bufs.back()->Data(), tilingBytes, "tiling");
     args.push_back(bufs.back()->Data());
     emu::SysWorkspaceBytes() = static_cast<uint64_t>(c.sysWorkspaceBytes);
+    // the framework's deterministic-computation setting also tells the emulation to check that float atomic adds
+    // of different cores are ordered (emu::DeterministicAdds, opgen/emu/include/EMU.md)
+    emu::DeterministicAdds() = c.deterministic != 0;
 
     // ---- launch
     say("launch 1");

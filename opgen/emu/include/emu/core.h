@@ -388,6 +388,12 @@ inline void OwnedAccess(UbArena* a, uint64_t off, uint64_t n, uint8_t pool, bool
                       a->name, " read after another buffer sharing its bytes was written)"));
     }
 }
+// Deterministic computation: set by the driver before a launch when the framework asks for deterministic
+// computation (CANN's deterministic-compute setting, which TilingContext::GetDeterministic() reports; opgen check
+// --deterministic). The launch then faults on two float atomic adds of different cores to the same GM bytes that
+// no SyncAll or cross-core flag orders (emu/pipes.h XTouchGm): their sum would depend on the timing. Off: such adds
+// commute and pass, as before.
+inline bool& DeterministicAdds() { static bool on = false; return on; }
 
 // Seconds a core may stay blocked in SyncAll / CrossCoreWaitFlag before the wait is a fault (a backstop: the
 // all-cores-blocked detection below catches real deadlocks at once).
@@ -438,6 +444,9 @@ struct LaunchState {
     using XToken = std::vector<uint32_t>;
     std::vector<uint32_t> xknow;
     std::vector<std::deque<XToken>> xtok, xset;
+    // The launch checks the order of float atomic adds of different cores (emu/pipes.h XTouchGm): set from
+    // emu::DeterministicAdds() when the launch starts.
+    bool deterministic = false;
 
     void Init(int n)
     {

@@ -48,7 +48,7 @@ void UbToGm(uint8_t* gm, emu::GmBuffer* buf, const LocalTensor<T>& src, uint64_t
     if (ubOff + n > ub->Size()) emu::Fault(emu::Cat(what, ": UB read past the end of UB"));
     emu::TouchT(in, src, ubOff, n, false);
     emu::TouchGm(in, buf, uint64_t(gm - buf->base), n, true,   // an atomic add writes too (read-modify-write)
-                 emu::Core().atomicType != 0);
+                 emu::Core().atomicType);
     for (uint64_t i = 0; i < n; ++i)
         if (!ub->written[ubOff + i])
             emu::Fault(emu::Cat(what, ": copies unwritten (poisoned) UB byte at address ", ubOff + i,

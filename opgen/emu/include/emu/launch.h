@@ -86,6 +86,7 @@ inline LaunchResult RunCores(LaunchKind kind, uint32_t blockDim, const CoreMem& 
     LaunchState st;
     st.Init(n);
     st.kind = kind;
+    st.deterministic = DeterministicAdds();
     st.aicSlot.assign(blockDim, -1);
     st.aivSlots.assign(blockDim, {-1, -1});
     int aivCount = 0;

@@ -223,14 +223,25 @@ inline bool XOrdered(const LaunchState& st, int me, const XAccess& x)
                                                uint64_t block, const Instr& in, bool write, const XAccess& x,
                                                const char* kind, const char* did)
 {
+    const bool adds = std::strcmp(kind, "add-after-add") == 0;
     Fault(Cat("race (", kind, ") between cores on GM tensor '", buf->name, "' bytes [", block * kBlock, ", ",
-              (block + 1) * kBlock, "): ", StmtText(ps, in.stmt), write ? " writes" : " reads", " what ",
-              st.labels[x.core], "'s ", x.name, " (", x.file, ":", x.line, ", ", PipeLabel(x.pipe), ") ", did,
-              " with no SyncAll or cross-core flag ordering them (a CrossCoreSetFlag orders what its pipe has "
-              "completed; docs/reference/ascendc.md §1.6)"));
+              (block + 1) * kBlock, "): ", StmtText(ps, in.stmt), adds ? " adds to" : write ? " writes" : " reads",
+              " what ", st.labels[x.core], "'s ", x.name, " (", x.file, ":", x.line, ", ", PipeLabel(x.pipe), ") ",
+              did, " with no SyncAll or cross-core flag ordering them (a CrossCoreSetFlag orders what its pipe has "
+              "completed; docs/reference/ascendc.md §1.6)",
+              adds ? "; the launch is deterministic (emu::DeterministicAdds(): the framework asked for deterministic "
+                     "computation) and float atomic adds in an order the timing picks round to different bits "
+                     "(docs/reference/ascendc.md §1.7)"
+                   : ""));
 }
+// Atomic adds (atomic = the AtomicKind of SetAtomicAdd, 0: none): adds of several cores commute, so an unordered
+// adder of another core stays -- unless the launch is deterministic (LaunchState::deterministic, from
+// emu::DeterministicAdds(): the framework asked for deterministic computation) and the adds are floating-point
+// (float, half, bfloat16_t: AtomicKind 1..3): their sum then depends on the order, so two float adds of different
+// cores to the same bytes with nothing ordering them are a fault (add-after-add) naming both statements.
+inline bool FloatAtomic(int atomic) { return atomic >= 1 && atomic <= 3; }
 [[gnu::noinline]] inline void XTouchGm(const Instr& in, GmBuffer* buf, uint64_t off, uint64_t n, bool write,
-                                       bool atomic)
+                                       int atomic)
 {
     CoreContext* c = CurrentCorePtr();
     if (!c || !c->launch || c->launch->xknow.empty()) return;
@@ -277,8 +288,10 @@ inline bool XOrdered(const LaunchState& st, int me, const XAccess& x)
         const char* raw = write ? "write-after-write" : "read-after-write";
         check(x.w, m, b, raw, "wrote");
         if (!atomic) check(x.a, m, b, raw, "added");
+        else if (st.deterministic && FloatAtomic(atomic))
+            check(x.a, m, b, "add-after-add", "added");
         if (write) check(x.r, m, b, "write-after-read", "read");
-        if (atomic) {   // adds of several cores commute: an unordered adder of another core stays
+        if (atomic) {   // adds of several cores commute (see above): an unordered adder of another core stays
             keep(x.a, m);
             clear(x.r, m);
         } else if (write) {
@@ -298,7 +311,7 @@ inline bool XOrdered(const LaunchState& st, int me, const XAccess& x)
 // MTE3_MTE2 (docs/reference/ascendc.md §1.6). Only this core's accesses are seen: other cores' GM accesses are
 // ordered by SyncAll / cross-core flags and not checked here. Pages of the shadow are made on first touch.
 [[gnu::noinline]] inline void TouchGm(const Instr& in, const GmBuffer* buf, uint64_t off, uint64_t n, bool write,
-                                      bool atomic = false)
+                                      int atomic = 0)
 {
     if (in.pipe < 0 || !buf || n == 0) return;
     if (buf->crossCore) XTouchGm(in, const_cast<GmBuffer*>(buf), off, n, write, atomic);
