@@ -7,6 +7,7 @@ scenarios run under both), compiled against opgen/emu/include with g++ like test
 """
 from __future__ import annotations
 
+import os
 import re
 import shutil
 import subprocess
@@ -468,3 +469,17 @@ def test_ordered_or_exact_adds_pass(bins, det, ordered, typ):
     assert out["ok"] and not out["faults"], out["faults"]
     assert out["val"]["sum"] == ["2"]
 
+
+def test_the_schedule_seed_reorders_unordered_adds(bins):
+    """OPGEN_EMU_SCHED_SEED (emu/core.h SchedJitter) perturbs the cores' interleaving: GM holds 1.0, core 0 adds
+    -1.0 and core 1 adds 2^-30 with nothing ordering them (a launch that is not deterministic: no fault); core 0
+    first gives 2^-30, core 1 first gives 0 (1 + 2^-30 rounds to 1 in fp32). Over 16 seeds both orders occur (the
+    knob the FlashAttentionScoreGrad bit-identity test relies on)."""
+    got = set()
+    for seed in range(1, 17):
+        r = subprocess.run([str(bins["scen"]), "add_order"], capture_output=True, text=True, timeout=60,
+                           env={**os.environ, "OPGEN_EMU_SCHED_SEED": str(seed)})
+        out = parse(r.stdout)
+        assert out["ok"] and not out["faults"], out["faults"]
+        got.add(float(np.float32(out["val"]["sum"][0])))   # printed with 9 digits: exact in fp32
+    assert got == {2.0**-30, 0.0}, got

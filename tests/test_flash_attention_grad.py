@@ -386,3 +386,74 @@ def test_the_kernel_ir_engine_runs_the_backward(gen):
     case = ("kir_rightdown", dict(B=1, N1=4, N2=2, S1=11, S2=29, D=32), "float16", 3, 0.2, "BNSD")
     _r, ratio = _kernel_case(*case, gen, engine="kir")
     assert max(ratio.values()) <= 1, ratio
+
+
+DET_CASE = ("det_turns", dict(B=1, N1=1, N2=1, S1=3, S2=20, D=16), "float16", 0, 0.25, "BNSD")
+"""The smallest deterministic case where AI Cores contend: one query row per unit (S1 = 3 rows spread over the AI
+Cores), so three AICs, each adding its dK / dV of the same 20 keys into the fp32 workspaces in its turn."""
+TURN_BARRIER = re.compile(r"^(\s*)(CrossCoreSetFlag<0, PIPE_FIX>\((\d+)\);)[^\n]*\n\s*(CrossCoreWaitFlag\(\3\);)", re.M)
+"""The deterministic schedule's turn barrier (opgen.kernel.attnclass FLAG_TURN): an all-AIC set and its wait."""
+
+
+def _det_check(gen, golden=True):
+    """run_check of DET_CASE with the framework's deterministic flag on the package in `gen`."""
+    from opgen.check import run_check
+
+    _name, dims, dtype, sparse_mode, scale, layout = DET_CASE
+    rng = np.random.default_rng(sum(dims.values()) + sparse_mode)
+    inputs = _case(rng, dims, dtype, sparse_mode, scale, layout)[0]
+    attrs = {"scale_value": scale, "head_num": dims["N1"], "input_layout": layout, "sparse_mode": sparse_mode}
+    return run_check(str(SPEC), inputs, attrs, {"T": dtype, "M": "bool"}, gen_dir=gen, progress=False,
+                     deterministic=True, golden=golden)
+
+
+@pytest.mark.slow
+def test_deleting_a_turn_barrier_of_the_deterministic_schedule_is_an_add_order_fault(gen, tmp_path, monkeypatch):
+    """The deterministic backward orders the AI Cores' fp32 atomic adds into the dk / dv workspaces by an all-AIC
+    barrier after every turn. With the framework's deterministic flag the emulation faults on two float atomic adds
+    of different cores to the same bytes that nothing orders (emu::DeterministicAdds, opgen/emu/include/EMU.md).
+    The kernel built once with each turn's barrier guarded (tests/mutants.py: OPGEN_MUTANT = the turn skipped):
+    unmutated it passes within the bounds; without the barrier of turn k < 2 the adds of AIC k and AIC k + 1 are
+    unordered and `check` faults naming both cores' Fixpipe; the last turn's barrier orders no two adds (one round of
+    one key chunk: nothing is added after it) and skipping it passes."""
+    import shutil
+
+    from mutants import GUARD
+
+    shutil.copytree(gen, tmp_path / "gen")
+    h = tmp_path / "gen" / "flash_attention_score_grad" / "op_kernel" / "flash_attention_score_grad.h"
+    orig = h.read_text()
+    text, n = TURN_BARRIER.subn(r"\1if (OpgenKeep(turn)) { \2 \4 }", orig)
+    assert n >= 1 and n == orig.count("for (int64_t turn = 0; turn < GetBlockNum(); ++turn) {"), n
+    text = text.replace('#include "kernel_operator.h"\n', '#include "kernel_operator.h"\n' + GUARD, 1)
+    h.write_text(text)
+    fixpipes = {i + 1 for i, t in enumerate(text.split("\n")) if "Fixpipe" in t}
+    r = _det_check(tmp_path / "gen")
+    assert r.passed and not r.faults and r.tiling_key % 10 == 2 and r.block_dim == 3, (r.faults[:1], r.block_dim)
+    for turn in range(r.block_dim):
+        monkeypatch.setenv("OPGEN_MUTANT", str(turn))
+        m = _det_check(tmp_path / "gen", golden=False)   # judged by its faults: no float64 interpretation
+        if turn == r.block_dim - 1:
+            assert m.passed and not m.faults, m.faults[:1]
+            continue
+        assert not m.passed and m.faults, turn
+        f = re.match(r"\[AIC (\d+)\] race \(add-after-add\) between cores on GM tensor 'workspace' bytes \[\d+, \d+\): "
+                     r"Fixpipe \(flash_attention_score_grad\.h:(\d+), PIPE_FIX\) adds to what AIC (\d+)'s Fixpipe "
+                     r"\(flash_attention_score_grad\.h:(\d+), PIPE_FIX\) added", m.faults[0])
+        assert f, m.faults[0]
+        assert {int(f.group(1)), int(f.group(3))} == {turn, turn + 1}, m.faults[0]
+        assert {int(f.group(2)), int(f.group(4))} <= fixpipes, m.faults[0]   # Fixpipe lines of the built header
+
+
+@pytest.mark.slow
+def test_the_deterministic_schedule_is_bit_identical_across_interleavings(gen, monkeypatch):
+    """DET_CASE run under two schedule seeds (OPGEN_EMU_SCHED_SEED: the cores sleep pseudo-random times at every
+    cross-core point and atomic add, emu/core.h SchedJitter; tests/test_emu_cube.py shows it reorders unordered
+    adds): both pass the deterministic-order check and their dq, dk, dv bytes are identical."""
+    runs = []
+    for seed in (1, 2):
+        monkeypatch.setenv("OPGEN_EMU_SCHED_SEED", str(seed))
+        r = _det_check(gen, golden=False)
+        assert r.passed and not r.faults and r.block_dim == 3, r.faults[:1]
+        runs.append({k: np.ascontiguousarray(r.arrays[k]).tobytes() for k in ("dq", "dk", "dv")})
+    assert runs[0] == runs[1]

@@ -510,6 +510,21 @@ int main(int argc, char** argv)
             if (ordered && b == 0) { CrossCoreSetFlag<0, PIPE_MTE3>(3); CrossCoreWaitFlag(3); }
         });
         Vals("sum", std::vector<float>{isFloat ? reinterpret_cast<float*>(wsp.data())[0] : float(wsp[0])});
+    } else if (s == "add_order") {   // 1.0 in GM; core 0 adds -1.0, core 1 adds 2^-30, unordered: the order shows
+        std::vector<float> wsp(64, 1.0f);
+        emu::RegisterGm(wsp.data(), wsp.size() * 4, "workspace");
+        r = emu::Launch(2, kMem.ub, [&] {
+            TPipe pipe;
+            GlobalTensor<float> g; g.SetGlobalBuffer(wsp.data(), wsp.size());
+            TBuf<> b; pipe.InitBuffer(b, 32);
+            auto t = b.Get<float>();
+            Duplicate(t, GetBlockIdx() == 0 ? -1.0f : 0x1p-30f, 8);
+            Sync<HardEvent::V_MTE3>();
+            SetAtomicAdd<float>();
+            DataCopy(g[0], t, 8);
+            SetAtomicNone();
+        });
+        Vals("sum", std::vector<float>{wsp[0]});
     } else {
         std::fprintf(stderr, "unknown scenario %s\n", s.c_str());
         return 2;

@@ -7,6 +7,7 @@
 #include <chrono>
 #include <condition_variable>
 #include <cstdint>
+#include <cstdlib>
 #include <cstring>
 #include <deque>
 #include <functional>
@@ -16,6 +17,7 @@
 #include <sstream>
 #include <stdexcept>
 #include <string>
+#include <thread>
 #include <unordered_map>
 #include <vector>
 
@@ -284,6 +286,7 @@ struct CoreContext {
     uint64_t cubeCycles = 0;   // cube unit: one cycle per 16x16x16 fractal multiply-accumulate
     IssueCounts issue;         // issue-cost counters (docs/reference/kernel_cost.md §1)
     PipeState pipes;           // happens-before state of this core's pipes (emu/pipes.h)
+    uint64_t sched = 0;        // the schedule perturbation's random state (SchedJitter; 0: not seeded yet)
 };
 
 inline CoreContext*& CurrentCorePtr() { thread_local CoreContext* c = nullptr; return c; }
@@ -394,6 +397,33 @@ inline void OwnedAccess(UbArena* a, uint64_t off, uint64_t n, uint8_t pool, bool
 // no SyncAll or cross-core flag orders (emu/pipes.h XTouchGm): their sum would depend on the timing. Off: such adds
 // commute and pass, as before.
 inline bool& DeterministicAdds() { static bool on = false; return on; }
+
+// Schedule perturbation (a test knob): with OPGEN_EMU_SCHED_SEED=<n>, n != 0, in the environment, the cores of a
+// launch start together (each thread waits until all are created, emu/launch.h) and every core sleeps a
+// pseudo-random 0..1023 microseconds when it starts and at each cross-core point (CrossCoreSetFlag,
+// CrossCoreWaitFlag, SyncAll, an atomic add to GM), from a generator seeded by n and the core's slot: another n
+// gives the cores' threads another interleaving (which core's atomic add lands first, ...). Unset or 0: no
+// perturbation (the threads run as the OS schedules them, mostly in creation order). Read once per process.
+inline uint64_t SchedSeed()
+{
+    static const uint64_t seed = [] {
+        const char* e = std::getenv("OPGEN_EMU_SCHED_SEED");
+        return e ? uint64_t(std::strtoull(e, nullptr, 10)) : uint64_t(0);
+    }();
+    return seed;
+}
+inline void SchedJitter()
+{
+    const uint64_t seed = SchedSeed();
+    CoreContext* c = CurrentCorePtr();
+    if (seed == 0 || !c) return;
+    if (c->sched == 0) c->sched = seed * 0x9E3779B97F4A7C15ull + uint64_t(c->slot + 1) * 0xBF58476D1CE4E5B9ull;
+    uint64_t z = (c->sched += 0x9E3779B97F4A7C15ull);   // splitmix64
+    z = (z ^ (z >> 30)) * 0xBF58476D1CE4E5B9ull;
+    z = (z ^ (z >> 27)) * 0x94D049BB133111EBull;
+    z ^= z >> 31;
+    std::this_thread::sleep_for(std::chrono::microseconds((z >> 8) & 1023));
+}
 
 // Seconds a core may stay blocked in SyncAll / CrossCoreWaitFlag before the wait is a fault (a backstop: the
 // all-cores-blocked detection below catches real deadlocks at once).
@@ -548,6 +578,7 @@ struct LaunchState {
     // (an AIC calling it is a fault); SyncAll<false> meets every core. In single-kind launches both meet every core.
     void SyncAll(bool aivOnly = true)
     {
+        SchedJitter();
         std::unique_lock<std::mutex> l(mu);
         if (aborted) throw EmuAbort("launch aborted");
         CoreContext& c = Core();

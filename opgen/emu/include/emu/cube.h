@@ -454,6 +454,7 @@ void Fixpipe(const GlobalTensor<T>& dst, const LocalTensor<U>& src, const Fixpip
         emu::Fault(emu::Cat(what, ": atomic add type does not match the destination element type"));
     const uint64_t srcElems = src.GetSize();
     const emu::Instr fin = emu::Issue(emu::kPipeFIX, what, site);
+    if (atomic) emu::SchedJitter();   // the schedule perturbation's point (emu/core.h)
     {
         // The L0C elements read, as one span from the tensor's start (the last row of the last 16-column block).
         const uint64_t lastBlock = (uint64_t(p.nSize) - 1) / 16;

@@ -47,6 +47,7 @@ void UbToGm(uint8_t* gm, emu::GmBuffer* buf, const LocalTensor<T>& src, uint64_t
     emu::UbArena* ub = src.Arena();
     if (ubOff + n > ub->Size()) emu::Fault(emu::Cat(what, ": UB read past the end of UB"));
     emu::TouchT(in, src, ubOff, n, false);
+    if (emu::Core().atomicType) emu::SchedJitter();   // the schedule perturbation's point (emu/core.h)
     emu::TouchGm(in, buf, uint64_t(gm - buf->base), n, true,   // an atomic add writes too (read-modify-write)
                  emu::Core().atomicType);
     for (uint64_t i = 0; i < n; ++i)

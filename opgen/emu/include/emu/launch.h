@@ -3,6 +3,7 @@
 // LaunchMix (1 AIC : 2 AIV) and LaunchCube (AIC only) with per-SoC cube buffers (CoreMem).
 #pragma once
 #include <algorithm>
+#include <atomic>
 #include <cstdio>
 #include <functional>
 #include <memory>
@@ -104,6 +105,7 @@ inline LaunchResult RunCores(LaunchKind kind, uint32_t blockDim, const CoreMem& 
     std::vector<IssueCounts> issue(n);
     std::vector<std::thread> threads;
     threads.reserve(n);
+    std::atomic<int> started{0};
     for (int i = 0; i < n; ++i) {
         threads.emplace_back([&, i] {
             const Spec sp = specs[i];
@@ -141,7 +143,12 @@ inline LaunchResult RunCores(LaunchKind kind, uint32_t blockDim, const CoreMem& 
                 st.cores[i] = &ctx;
             }
             CurrentCorePtr() = &ctx;
+            if (SchedSeed() != 0) {   // the schedule perturbation (emu/core.h): every core starts at once, then jitters
+                started.fetch_add(1);
+                while (started.load() < n) std::this_thread::yield();
+            }
             try {
+                SchedJitter();
                 fn();
                 PipesAtKernelEnd();   // every SetFlag consumed (emu/pipes.h)
                 if (ctx.keyTests > 0 && ctx.keyMatches == 0)

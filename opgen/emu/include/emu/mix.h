@@ -163,6 +163,7 @@ inline void CrossCoreSet(int mode, int pipe, int flag)
     if (c.kind == CoreKind::AIC && pipe == AscendC::PIPE_V)
         Fault(Cat(what, "<", mode, ", PIPE_V> on an AIC core: the AIC has no vector pipe (use PIPE_FIX / PIPE_M / ...)"));
     LaunchState& st = *c.launch;
+    SchedJitter();
     std::lock_guard<std::mutex> l(st.mu);
     if (st.aborted) throw EmuAbort("launch aborted");
     const int self = c.slot;
@@ -216,6 +217,7 @@ inline void CrossCoreWait(int mode, int flag)
     CheckMode(mode, what);
     CheckFlagId(flag, what);
     LaunchState& st = *c.launch;
+    SchedJitter();
     std::unique_lock<std::mutex> l(st.mu);
     if (st.aborted) throw EmuAbort("launch aborted");
     int& cnt = st.flagCount[c.slot][flag];
