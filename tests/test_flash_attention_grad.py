@@ -395,8 +395,8 @@ TURN_BARRIER = re.compile(r"^(\s*)(CrossCoreSetFlag<0, PIPE_FIX>\((\d+)\);)[^\n]
 """The deterministic schedule's turn barrier (opgen.kernel.attnclass FLAG_TURN): an all-AIC set and its wait."""
 
 
-def _det_check(gen, golden=True):
-    """run_check of DET_CASE with the framework's deterministic flag on the package in `gen`."""
+def _det_check(gen, golden=True, engine="emu"):
+    """run_check of DET_CASE with the framework's deterministic flag on the package in `gen` (`engine`: run_check's)."""
     from opgen.check import run_check
 
     _name, dims, dtype, sparse_mode, scale, layout = DET_CASE
@@ -404,7 +404,7 @@ def _det_check(gen, golden=True):
     inputs = _case(rng, dims, dtype, sparse_mode, scale, layout)[0]
     attrs = {"scale_value": scale, "head_num": dims["N1"], "input_layout": layout, "sparse_mode": sparse_mode}
     return run_check(str(SPEC), inputs, attrs, {"T": dtype, "M": "bool"}, gen_dir=gen, progress=False,
-                     deterministic=True, golden=golden)
+                     deterministic=True, golden=golden, engine=engine)
 
 
 @pytest.mark.slow
@@ -457,3 +457,47 @@ def test_the_deterministic_schedule_is_bit_identical_across_interleavings(gen, m
         assert r.passed and not r.faults and r.block_dim == 3, r.faults[:1]
         runs.append({k: np.ascontiguousarray(r.arrays[k]).tobytes() for k in ("dq", "dk", "dv")})
     assert runs[0] == runs[1]
+
+
+@pytest.mark.slow
+def test_the_kernel_ir_engine_faults_on_the_turns_unordered_adds_too(gen, monkeypatch):
+    """The Kernel IR interpreter applies the same deterministic-order rule (kir_interp._Launch.gm_access): DET_CASE
+    on `--engine kir` passes; with every turn barrier (the all-AIC CrossCoreSetFlag<0>(FLAG_TURN) and its wait)
+    dropped from the class, the three AICs' fp32 adds into the dk / dv workspaces are unordered: add-after-add."""
+    from dataclasses import replace
+
+    from opgen.kernel import kir as K
+    from opgen.kernel import kir_interp
+    from opgen.kernel.attnclass import FLAG_TURN
+
+    r = _det_check(gen, engine="kir")
+    assert r.passed and not r.faults, r.faults[:1]
+
+    def turn(s):
+        return ((isinstance(s, K.CrossCoreSetFlag) and s.mode == 0 and s.id == FLAG_TURN)
+                or (isinstance(s, K.CrossCoreWaitFlag) and s.id == FLAG_TURN))
+
+    def drop(stmts):
+        out = []
+        for s in stmts:
+            if turn(s):
+                continue
+            for f in ("body", "then", "orelse"):
+                if isinstance(getattr(s, f, None), tuple):
+                    s = replace(s, **{f: drop(getattr(s, f))})
+            out.append(s)
+        return tuple(out)
+
+    real, dropped = kir_interp.run, []
+
+    def run_without_turns(k, *a, **kw):
+        cut = replace(k, process=drop(k.process), methods=tuple(replace(m, body=drop(m.body)) for m in k.methods))
+        dropped.append(cut != k)
+        return real(cut, *a, **dict(kw, verify_first=False))
+
+    monkeypatch.setattr(kir_interp, "run", run_without_turns)
+    m = _det_check(gen, golden=False, engine="kir")
+    assert dropped == [True]
+    assert not m.passed and m.faults, m.faults
+    assert re.match(r"\[AIC \d\] race \(add-after-add\) between cores on GM tensor '\w+' byte \d+: .*Fixpipe.* adds to "
+                    r"what AIC \d added with no SyncAll or cross-core flag ordering them", m.faults[0]), m.faults[0]
