@@ -1607,6 +1607,31 @@ class _Verifier:
             st.queues.setdefault(q, list(v))
         return inner
 
+    def branches(self, s, st: _State) -> None:
+        """An If's two branches from state `st`: they may allocate, hand over or free queue blocks (a buffer's
+        lifetime ending or starting inside a branch: opgen.kernel.rowsched `free_after_last_use`) and set or wait
+        flags only when both leave the queues and flags in the same state, which `st` then takes; member tensors
+        bound in both branches from the same queue stay bound. Names declared inside do not leak."""
+        a, b = st.copy(), st.copy()
+        self.block(s.then, a, "then-branch")
+        self.block(s.orelse, b, "else-branch")
+        qa = {q: v for q, v in a.queues.items() if any(v)}
+        qb = {q: v for q, v in b.queues.items() if any(v)}
+        if a.flags != b.flags or qa != qb:
+            raise IRError("the branches of an if leave queues or flags in different states", s)
+        if not self._same(st, a):   # a queue's blocks change hands inside: both branches alike
+            for q, v in a.queues.items():
+                st.queues[q] = list(v)
+            for name in self.member_tensors:
+                ta, tb = a.tensors.get(name), b.tensors.get(name)
+                if ta is not None and ta == tb:
+                    st.tensors[name] = ta
+        st.inited.update(a.inited)
+        for buf, (num, nbytes) in b.inited.items():   # initialised in both with other block counts: the fewer
+            st.inited[buf] = (min(num, a.inited[buf][0]), nbytes) if buf in a.inited else (num, nbytes)
+        for q, v in list(a.queues.items()) + list(b.queues.items()):
+            st.queues.setdefault(q, list(v))
+
     def stmt(self, s, st: _State):  # noqa: C901 - one case per node type
         if isinstance(s, Let):
             self.expr(s.value, st, s)
@@ -1648,8 +1673,7 @@ class _Verifier:
             st.inited.update(inner.inited)
         elif isinstance(s, If):
             self.cond(s.cond, st, s)
-            self.nested(s.then, st, s, "then-branch")
-            self.nested(s.orelse, st, s, "else-branch")
+            self.branches(s, st)
         elif isinstance(s, InitBuffer):
             b = self.locals.get(s.buf)
             if b is None:

@@ -300,8 +300,14 @@ def _row_split(s: RowSchedule) -> Func:
         Assign("rowStride_", _COLA),
         Let("pass", Sym("rowsPerPass")),
     ]
-    body += [InitBuffer(f"rowInQue_{t.op}", mul(ps, _COLA, SizeOf(t.ctype)), 2) for t in s.row_in]
-    body += [InitBuffer(f"rowOutQue_{t.op}", mul(ps, _COLA, SizeOf(t.ctype)), 2) for t in s.row_out]
+    if s.row_in or s.row_out:   # buffers per row queue: the tiling's rowQueBufs (opgen.tiling.rows.row_split)
+        queues = [(f"rowInQue_{t.op}", t.ctype) for t in s.row_in] + [(f"rowOutQue_{t.op}", t.ctype)
+                                                                       for t in s.row_out]
+        body.append(If((Constraint("==", Sym("rowQueBufs"), Lit(1)),),
+                       tuple(InitBuffer(q, mul(ps, _COLA, SizeOf(ct)), 1) for q, ct in queues),
+                       tuple(InitBuffer(q, mul(ps, _COLA, SizeOf(ct)), 2) for q, ct in queues),
+                       doc="one buffer per row queue where two would leave fewer rows a pass (each input freed after "
+                           "its last read, each output allocated before its first write: Compute)"))
     stat_bytes = mul(_align8(ps), f4)
     body += [InitBuffer(f"statInQue_{t.op}", mul(_align8(ps), SizeOf(_qtype(t))), 2) for t in s.stat_in]
     for t in s.stat_out:
@@ -396,10 +402,62 @@ def _accumulate(s: RowSchedule) -> Func:
     return Func("Accumulate", (Param("r0"), Param("k")), tuple(body))
 
 
+def mentions(x, name: str) -> bool:
+    """Whether Kernel-IR node `x` (a statement, an operand, nested ones included) names tensor variable `name`: a
+    Ref of it, a statement binding or handing it (View, DeQue, Alloc, EnQue, Free), or C++ text naming it (a
+    Verbatim line, which is opaque)."""
+    if isinstance(x, Ref):
+        return x.tensor == name or mentions(x.offset, name) or (x.slot is not None and mentions(x.slot, name))
+    if isinstance(x, Verbatim):
+        return any(name in ln for ln in x.lines)
+    if isinstance(x, (tuple, list)):
+        return any(mentions(y, name) for y in x)
+    if dataclasses.is_dataclass(x) and not isinstance(x, type):
+        vals = [getattr(x, f.name) for f in dataclasses.fields(x)]
+        return any(v == name if isinstance(v, str) else mentions(v, name) for v in vals)
+    return False
+
+
+def free_after_last_use(stmts: tuple, name: str, free) -> tuple:
+    """`stmts` with statement `free` (the FreeTensor of tensor `name`) placed right after the last statement naming
+    `name`: inside an If that is the last to name it, after the last use in each branch (at the start of a branch
+    that names it not); at the start of `stmts` when none does. A loop naming it is not entered (after the loop).
+    The buffer's lifetime in the pass ends at its last read, so the next pass's copy-in into it may start then
+    (a queue of one buffer: opgen.tiling.rows.row_split)."""
+    last = max((k for k, st in enumerate(stmts) if mentions(st, name)), default=None)
+    if last is None:
+        return (free,) + tuple(stmts)
+    st = stmts[last]
+    if isinstance(st, If) and not mentions(st.cond, name):
+        st = dataclasses.replace(st, then=free_after_last_use(st.then, name, free),
+                                 orelse=free_after_last_use(st.orelse, name, free))
+        return tuple(stmts[:last]) + (st,) + tuple(stmts[last + 1:])
+    return tuple(stmts[:last + 1]) + (free,) + tuple(stmts[last + 1:])
+
+
+def alloc_before_first_use(stmts: tuple, name: str, alloc) -> tuple:
+    """`stmts` with statement `alloc` (the AllocTensor of tensor `name`) placed right before the first statement
+    naming `name` (inside an If that is the first to name it, before the first use in each branch, at the end of a
+    branch that names it not; at the end of `stmts` when none does): the output buffer's lifetime in the pass
+    starts at its first write, so the previous pass's copy-out from it may run until then."""
+    first = min((k for k, st in enumerate(stmts) if mentions(st, name)), default=None)
+    if first is None:
+        return tuple(stmts) + (alloc,)
+    st = stmts[first]
+    if isinstance(st, If) and not mentions(st.cond, name):
+        st = dataclasses.replace(st, then=alloc_before_first_use(st.then, name, alloc),
+                                 orelse=alloc_before_first_use(st.orelse, name, alloc))
+        return tuple(stmts[:first]) + (st,) + tuple(stmts[first + 1:])
+    return tuple(stmts[:first]) + (alloc,) + tuple(stmts[first:])
+
+
 def _compute(s: RowSchedule) -> Func:
+    """ROW_SPLIT's Compute of a pass of k rows at r0: the inputs dequeued, the per-row (or all-rows) instruction
+    stream, the outputs enqueued. Each row input is freed right after its last read and each row output allocated
+    right before its first write (`free_after_last_use`, `alloc_before_first_use`), so a queue of one buffer
+    (rowQueBufs = 1) still lets the next pass's copy-in and this pass's copy-out run beside the compute."""
     body: list = [DeQue(f"rowIn_{t.op}", f"rowInQue_{t.op}", t.ctype) for t in s.row_in]
     body += [DeQue(f"statIn_{t.op}", f"statInQue_{t.op}", _qtype(t)) for t in s.stat_in]
-    body += [Alloc(f"rowOut_{t.op}", f"rowOutQue_{t.op}", t.ctype) for t in s.row_out]
     body += [Get(f"statStage_{t.op}", f"statStageBuf_{t.op}", "float") for t in s.stat_out]
     row: list = []
     if s.batch_index:   # a two-pass kernel flushes its batch sums in the first pass, reads them in the second
@@ -422,13 +480,17 @@ def _compute(s: RowSchedule) -> Func:
     else:
         row += list(s.row_body)
         body.append(For("i", Lit(0), _K, Lit(1), tuple(row)))
+    for t in s.row_out:
+        body = list(alloc_before_first_use(tuple(body), f"rowOut_{t.op}", Alloc(f"rowOut_{t.op}",
+                                                                                f"rowOutQue_{t.op}", t.ctype)))
     body += [EnQue(f"rowOutQue_{t.op}", f"rowOut_{t.op}") for t in s.row_out]
     for t in s.stat_out:
         body.append(Scope((
             Alloc("t", f"statOutQue_{t.op}", t.ctype),
             vec(Op.CAST_TO, dst=Ref("t"), src=Ref(f"statStage_{t.op}"), mode=t.rm, count=_K, doc=_spec(t.spec)),
             EnQue(f"statOutQue_{t.op}", "t"))))
-    body += [Free(f"rowInQue_{t.op}", f"rowIn_{t.op}") for t in s.row_in]
+    for t in s.row_in:
+        body = list(free_after_last_use(tuple(body), f"rowIn_{t.op}", Free(f"rowInQue_{t.op}", f"rowIn_{t.op}")))
     body += [Free(f"statInQue_{t.op}", f"statIn_{t.op}") for t in s.stat_in]
     return Func("Compute", (Param("r0"), Param("k")), tuple(body))
 
@@ -1483,7 +1545,8 @@ def row_split_class(name: str, s: RowSchedule) -> KernelClass:
         + tuple(ScalarVar(n, "float") for n in s.float_scalars) + tuple(ScalarVar(m, "bool") for m, _a in s.presence)
         + tuple(ScalarVar(m, "float") for m, _g in s.gm_scalars),
         presence=tuple(s.presence), ws_field="workspaceBytes",
-        fields=COL_FIELDS + ("rowsPerOwner", "rowsPerCore", "rowsTail") + (("colsPerReduceCore",) if s.cross_core else ())
+        fields=COL_FIELDS + ("rowsPerOwner", "rowsPerCore", "rowsTail")
+        + (("rowQueBufs",) if s.row_in or s.row_out else ()) + (("colsPerReduceCore",) if s.cross_core else ())
         + (("colBatchRows",) if s.col_segments else ())
         + tuple(s.fields)
         + tuple(f for _m, f in INIT_MEMBERS if f not in s.fields)

@@ -21,7 +21,7 @@ class Buffer:
 
     name: str
     kind: str          # "TQue<VECIN>", "TQue<VECOUT>" or "TBuf<VECCALC>"
-    num: int           # number of buffers (2 = double buffering)
+    num: object        # number of buffers (2 = double buffering; an int or a tiling expression)
     per_row: bool
     length: object     # elements (a tiling expression)
     elem_bytes: object  # bytes per element (a tiling expression)
@@ -64,7 +64,7 @@ def describe(buffers, rows_field: str) -> list[str]:
     for b in buffers:
         scale = f" x {rows_field}" if b.per_row else ""
         shared = " [pool 1: shares pool 0's bytes]" if b.pool else ""
-        out.append(f"{b.kind} {b.name}: {b.num} x {_txt(b.length)} x {_txt(b.elem_bytes)} B{scale}{shared}  // {b.doc}")
+        out.append(f"{b.kind} {b.name}: {_txt(b.num)} x {_txt(b.length)} x {_txt(b.elem_bytes)} B{scale}{shared}  // {b.doc}")
     return out
 
 

@@ -8,7 +8,7 @@ buffer plan and the tiling program are built from those counts and the kernel's 
 
 ROW_SPLIT (strategy 1): rows split over the AIV cores in contiguous ranges (the first `rowsTail` cores take one
 more row); `rowsPerPass` rows per UB pass are copied in with one DataCopyPad per operand and run of rows
-(double-buffered TQue), computed one row at a time in fp32 temporaries, copied out. Batch rows (brow) are
+(double-buffered TQue; one buffer per queue where two would cap the rows of a pass, each input freed after its last read and each output allocated before its first write: `rowQueBufs`, opgen.tiling.rows.row_split), computed one row at a time in fp32 temporaries, copied out. Batch rows (brow) are
 reloaded when a row enters a new batch; per-batch sums of a batch that crosses a core boundary and the
 per-kernel column sums go to workspace as fp32 partials and are summed after SyncAll in core order, the columns
 split over the cores (`colsPerReduceCore`): deterministic.
@@ -55,7 +55,7 @@ from opgen.platforms.cost import (BARRIER_CYCLES, BURST_OVERHEAD_BYTES, CLOCK_HZ
                                   VEC_ISSUE_CYCLES, VEC_REPEAT_BYTES)
 from opgen.kernel.rowprog import MASK_LANES
 from opgen.tiling.buffers import Buffer, fixed_bytes, row_bytes
-from opgen.tiling.program import TilingProgram, align_up, ceil_div, emax, emin, lit, select
+from opgen.tiling.program import TilingProgram, Var, align_up, ceil_div, emax, emin, lit, select
 from opgen.tiling.rows import col_split, row_split
 from opgen.tiling.ub_proof import prove_ub
 
@@ -92,10 +92,11 @@ def _by_dtype(counts, bytes_of, num: int, name: str, kind: str, per_row: bool, l
             for d, n in counts if n]
 
 
-def row_plan(c: RowCounts, col_align, bytes_of) -> list[Buffer]:
-    """ROW_SPLIT buffers: per-row buffers scale with rowsPerPass (bytes per row), the rest is fixed."""
-    plan = _by_dtype(c.row_in, bytes_of, 2, "inQue", "TQue<VECIN>", True, col_align, "row inputs")
-    plan += _by_dtype(c.row_out, bytes_of, 2, "outQue", "TQue<VECOUT>", True, col_align, "row outputs")
+def row_plan(c: RowCounts, col_align, bytes_of, bufs=2) -> list[Buffer]:
+    """ROW_SPLIT buffers: per-row buffers scale with rowsPerPass (bytes per row), the rest is fixed. `bufs`: buffers
+    per row queue (2, 1, or the tiling expression of the field rowQueBufs, opgen.tiling.rows.row_split)."""
+    plan = _by_dtype(c.row_in, bytes_of, bufs, "inQue", "TQue<VECIN>", True, col_align, "row inputs")
+    plan += _by_dtype(c.row_out, bytes_of, bufs, "outQue", "TQue<VECOUT>", True, col_align, "row outputs")
     plan += stat_plan(c)
     if getattr(c, "batch", 0) and c.rsums:   # row reductions over all rows of a pass (rowsched._rows_reduce)
         fits = col_align <= 8 * 255   # rowsched.ROWS_REDUCE_STRIDE: allocated only then
@@ -277,10 +278,15 @@ def program(name: str, c: RowCounts, dvars: tuple[str, ...], float_attrs: tuple[
         ub = p.let("ubUsable", select(ub > SELECT_SCRATCH_BYTES, ub - SELECT_SCRATCH_BYTES, 0),
                    "UB bytes the buffers may take: Select's 8 KB scratch kept free")
     col_align = p.let("colAlign", align_up(H, lanes), "row stride in UB (elements; 32-byte aligned)", True)
-    plans = {ROW_SPLIT: row_plan(c, col_align, bytes_of)}
-    # RowsSum / RowsMax take a pass's rows in one instruction of a repeat a row (rowsched.ROWS_REDUCE_FITS)
-    rows_fit, row_cores = row_split(p, R, cores, ub, plans[ROW_SPLIT],
-                                    max_pass=255 if getattr(c, "batch", 0) and c.rsums else 4095)
+    # RowsSum / RowsMax take a pass's rows in one instruction of a repeat a row (rowsched.ROWS_REDUCE_FITS); one
+    # buffer per row queue where two would cap the rows of a pass (rows.row_split, the field rowQueBufs), for a
+    # program whose pass runs its instructions over all its rows (`batch`: each input is read first by a cast of the
+    # whole pass and freed then, each output written last; a row-by-row pass would hold them throughout)
+    batch = bool(getattr(c, "batch", 0))
+    rows_fit, row_cores = row_split(p, R, cores, ub, row_plan(c, col_align, bytes_of),
+                                    max_pass=255 if batch and c.rsums else 4095,
+                                    single=row_plan(c, col_align, bytes_of, 1), single_ok=batch)
+    plans = {ROW_SPLIT: row_plan(c, col_align, bytes_of, Var("rowQueBufs"))}
     cols_core = p.let("colsPerCore", align_up(ceil_div(H, cores), lanes), "columns per core (COL_SPLIT)", True)
     col_cores = p.let("colCores", ceil_div(H, cols_core), "cores used by COL_SPLIT")
     cs_rows = col_batch_rows(p, c, cols_core, R, ub) if col_batch(c) else None   # colBatchRows

@@ -9,23 +9,61 @@ from __future__ import annotations
 
 from opgen.tiling.buffers import fixed_bytes as buffer_fixed_bytes
 from opgen.tiling.buffers import row_bytes as buffer_row_bytes
-from opgen.tiling.program import TilingProgram, align_up, ceil_div, emax, emin, select
+from opgen.tiling.program import TilingProgram, align_up, ceil_div, emax, emin, lit, select
 
 
-def row_split(p: TilingProgram, rows, cores, ub, plan, prefix: str = "", max_pass: int = 4095):
+def row_split(p: TilingProgram, rows, cores, ub, plan, prefix: str = "", max_pass: int = 4095, single=None,
+              single_ok: bool = True):
     """Add the row split with UB buffer `plan` ([Buffer], opgen.tiling.buffers) to `p`; returns
     (rowsFit, usedCores). Variables: rowBytes, fixedBytes (from the plan), rowsFit (0 when not one row
     fits: the caller needs another plan), rowCores; fields rowsPerCore, rowsTail (the first rowsTail
-    cores take one more row), rowsPerPass (at most `max_pass`, at most 4095). Names are prefixed by `prefix`."""
-    row_bytes = p.let(f"{prefix}rowBytes", buffer_row_bytes(plan), "UB bytes per resident row")
-    fixed = p.let(f"{prefix}fixedBytes", buffer_fixed_bytes(plan), "UB bytes held once")
-    fit = p.let(f"{prefix}rowsFit", select(ub > fixed, (ub - fixed) // row_bytes, 0), "rows per UB pass that fit")
-    used = p.let(f"{prefix}rowCores", emax(1, emin(cores, rows)), "cores used by the row split")
-    p.let(f"{prefix}rowsPerCore", rows // used, "rows of every core", True)
-    p.let(f"{prefix}rowsTail", rows % used, "the first rowsTail cores take one more row", True)
+    cores take one more row), rowsPerPass (at most `max_pass`, at most 4095). Names are prefixed by `prefix`.
+
+    With `single` (the same plan with one buffer per row queue instead of two; opgen.tiling.rowkernel.row_plan)
+    the field rowQueBufs chooses between them: 1 when two buffers per queue fit a row but fewer rows per pass than
+    the pass could take (the cap and this core's rows) and one buffer fits more, else 2 (where two fit no row the
+    caller's other strategies decide, as before) (always 2 without `single_ok`:
+    a kernel whose pass holds its buffers throughout); rowBytes, fixedBytes and
+    rowsFit are then the chosen plan's (the two plans' own are rowBytesTwoBufs / rowBytesOneBuf, ...). The kernel
+    allocates its row queues with that many buffers (opgen.kernel.rowsched `_row_split`), each input freed right
+    after its last read and each output allocated right before its first write, so one buffer still overlaps the
+    next pass's copy-in and this pass's copy-out with the compute between (docs/design.md, ROW_SPLIT)."""
     cap, why = min(max_pass, 4095), "one DataCopyPad moves them, blockCount is 12 bits"
     if cap < 4095:
         why = "one repeat-form instruction takes them, repeatTime is 0..255"
+    if single is None or not single_ok:
+        row_bytes = p.let(f"{prefix}rowBytes", buffer_row_bytes(plan), "UB bytes per resident row")
+        fixed = p.let(f"{prefix}fixedBytes", buffer_fixed_bytes(plan), "UB bytes held once")
+        fit = p.let(f"{prefix}rowsFit", select(ub > fixed, (ub - fixed) // row_bytes, 0),
+                    "rows per UB pass that fit")
+        used = p.let(f"{prefix}rowCores", emax(1, emin(cores, rows)), "cores used by the row split")
+        if single is not None:
+            p.let(f"{prefix}rowQueBufs", lit(2) + 0, "buffers per row queue of ROW_SPLIT (the pass holds its "
+                  "buffers throughout: two)", True)
+    else:
+        row2 = p.let(f"{prefix}rowBytesTwoBufs", buffer_row_bytes(plan),
+                     "UB bytes per resident row, two buffers per row queue")
+        fixed2 = p.let(f"{prefix}fixedBytesTwoBufs", buffer_fixed_bytes(plan),
+                       "UB bytes held once, two buffers per row queue")
+        fit2 = p.let(f"{prefix}rowsFitTwoBufs", select(ub > fixed2, (ub - fixed2) // row2, 0),
+                     "rows per UB pass that fit with two buffers per row queue")
+        row1 = p.let(f"{prefix}rowBytesOneBuf", buffer_row_bytes(single),
+                     "UB bytes per resident row, one buffer per row queue")
+        fixed1 = p.let(f"{prefix}fixedBytesOneBuf", buffer_fixed_bytes(single),
+                       "UB bytes held once, one buffer per row queue")
+        fit1 = p.let(f"{prefix}rowsFitOneBuf", select(ub > fixed1, (ub - fixed1) // row1, 0),
+                     "rows per UB pass that fit with one buffer per row queue")
+        used = p.let(f"{prefix}rowCores", emax(1, emin(cores, rows)), "cores used by the row split")
+        want = emin(lit(cap), ceil_div(rows, used))
+        bufs = p.let(f"{prefix}rowQueBufs", select((fit2 >= 1) & (fit2 < want) & (fit1 > fit2), 1, 2),
+                     "buffers per row queue of ROW_SPLIT: 1 when two fit a row but fewer rows per pass than it "
+                     "could take and one fits more, else 2", True)
+        one = bufs.eq(1)
+        row_bytes = p.let(f"{prefix}rowBytes", select(one, row1, row2), "UB bytes per resident row")
+        fixed = p.let(f"{prefix}fixedBytes", select(one, fixed1, fixed2), "UB bytes held once")
+        fit = p.let(f"{prefix}rowsFit", select(one, fit1, fit2), "rows per UB pass that fit")
+    p.let(f"{prefix}rowsPerCore", rows // used, "rows of every core", True)
+    p.let(f"{prefix}rowsTail", rows % used, "the first rowsTail cores take one more row", True)
     p.let(f"{prefix}rowsPerPass", emax(1, emin(emin(fit, cap), ceil_div(rows, used))),
           f"rows per UB pass (at most {cap}: {why})", True)
     return fit, used

@@ -286,8 +286,9 @@ static ge::graphStatus TilingFunc(gert::TilingContext* context)
     const int64_t rowsFit =
         ((ubBytes > fixedBytes) ? ((ubBytes - fixedBytes) / rowBytes) : 0);           // rows per UB pass that fit
     const int64_t rowCores = std::max<int64_t>(1, std::min<int64_t>(coreNum, rows));  // cores used by the row split
-    const int64_t rowsPerCore = (rows / rowCores);                                    // rows of every core
-    const int64_t rowsTail = (rows % rowCores);  // the first rowsTail cores take one more row
+    const int64_t rowQueBufs = 2;  // buffers per row queue of ROW_SPLIT (the pass holds its buffers throughout: two)
+    const int64_t rowsPerCore = (rows / rowCores);  // rows of every core
+    const int64_t rowsTail = (rows % rowCores);     // the first rowsTail cores take one more row
     const int64_t rowsPerPass = std::max<int64_t>(
         1,
         std::min<int64_t>(
@@ -333,6 +334,7 @@ static ge::graphStatus TilingFunc(gert::TilingContext* context)
     AdaLayerNormGradTilingData* tiling = context->GetTilingData<AdaLayerNormGradTilingData>();
     OP_CHECK_NULL_WITH_CONTEXT(context, tiling);
     tiling->colAlign = colAlign;
+    tiling->rowQueBufs = rowQueBufs;
     tiling->rowsPerCore = rowsPerCore;
     tiling->rowsTail = rowsTail;
     tiling->rowsPerPass = rowsPerPass;

@@ -99,9 +99,16 @@ private:
         n_ = hidden_;
         rowStride_ = colAlign_;
         const int64_t pass = td_->rowsPerPass;
-        pipe_.InitBuffer(rowInQue_dy, 2, pass * colAlign_ * sizeof(T));
-        pipe_.InitBuffer(rowInQue_x, 2, pass * colAlign_ * sizeof(T));
-        pipe_.InitBuffer(rowOutQue_pd_x, 2, pass * colAlign_ * sizeof(T));
+        // one buffer per row queue where two would leave fewer rows a pass (each input freed after its last read, each output allocated before its first write: Compute)
+        if (td_->rowQueBufs == 1) {
+            pipe_.InitBuffer(rowInQue_dy, 1, pass * colAlign_ * sizeof(T));
+            pipe_.InitBuffer(rowInQue_x, 1, pass * colAlign_ * sizeof(T));
+            pipe_.InitBuffer(rowOutQue_pd_x, 1, pass * colAlign_ * sizeof(T));
+        } else {
+            pipe_.InitBuffer(rowInQue_dy, 2, pass * colAlign_ * sizeof(T));
+            pipe_.InitBuffer(rowInQue_x, 2, pass * colAlign_ * sizeof(T));
+            pipe_.InitBuffer(rowOutQue_pd_x, 2, pass * colAlign_ * sizeof(T));
+        }
         pipe_.InitBuffer(statInQue_rstd, 2, AlignUp(pass, 8) * sizeof(float));
         pipe_.InitBuffer(statInQue_mean, 2, AlignUp(pass, 8) * sizeof(float));
         pipe_.InitBuffer(workBuf_, 4 * rowStride_ * sizeof(float));
@@ -717,9 +724,9 @@ private:
             PipeBarrier<PIPE_V>();           // workBuf_: V has written it before V reads it
             CastTo(rowOut_pd_x[i * rowStride_], w_[2], RoundMode::CAST_RINT, n_);  // spec: ada_layer_norm_grad.py:27
         }
-        rowOutQue_pd_x.EnQue(rowOut_pd_x);
-        rowInQue_dy.FreeTensor(rowIn_dy);
         rowInQue_x.FreeTensor(rowIn_x);
+        rowInQue_dy.FreeTensor(rowIn_dy);
+        rowOutQue_pd_x.EnQue(rowOut_pd_x);
         statInQue_rstd.FreeTensor(statIn_rstd);
         statInQue_mean.FreeTensor(statIn_mean);
     }

@@ -96,8 +96,14 @@ private:
         n_ = hidden_;
         rowStride_ = colAlign_;
         const int64_t pass = td_->rowsPerPass;
-        pipe_.InitBuffer(rowInQue_x, 2, pass * colAlign_ * sizeof(T));
-        pipe_.InitBuffer(rowOutQue_out, 2, pass * colAlign_ * sizeof(T));
+        // one buffer per row queue where two would leave fewer rows a pass (each input freed after its last read, each output allocated before its first write: Compute)
+        if (td_->rowQueBufs == 1) {
+            pipe_.InitBuffer(rowInQue_x, 1, pass * colAlign_ * sizeof(T));
+            pipe_.InitBuffer(rowOutQue_out, 1, pass * colAlign_ * sizeof(T));
+        } else {
+            pipe_.InitBuffer(rowInQue_x, 2, pass * colAlign_ * sizeof(T));
+            pipe_.InitBuffer(rowOutQue_out, 2, pass * colAlign_ * sizeof(T));
+        }
         pipe_.InitBuffer(statStageBuf_mean, AlignUp(pass, 8) * sizeof(float));
         pipe_.InitBuffer(statOutQue_mean, 2, AlignUp(pass, 8) * sizeof(float));
         pipe_.InitBuffer(statStageBuf_rstd, AlignUp(pass, 8) * sizeof(float));
@@ -411,9 +417,9 @@ private:
     __aicore__ inline void Compute(int64_t r0, int64_t k)
     {
         rowIn_x = rowInQue_x.template DeQue<T>();
-        rowOut_out = rowOutQue_out.template AllocTensor<T>();
         statStage_mean = statStageBuf_mean.template Get<float>();
         statStage_rstd = statStageBuf_rstd.template Get<float>();
+        rowOut_out = rowOutQue_out.template AllocTensor<T>();
         for (int64_t i = 0; i < k; ++i) {
             const int64_t b = (r0 + i) / seqLen_;
             if (b != valBatch_) {
@@ -451,6 +457,7 @@ private:
             CastTo(rowOut_out[i * rowStride_], w_[0], RoundMode::CAST_RINT, n_);  // spec: ada_layer_norm_v2.py:26
             statStage_rstd.SetValue(i, s5);                                       // spec: ada_layer_norm_v2.py:28
         }
+        rowInQue_x.FreeTensor(rowIn_x);
         rowOutQue_out.EnQue(rowOut_out);
         {
             LocalTensor<T> t = statOutQue_mean.template AllocTensor<T>();
@@ -464,7 +471,6 @@ private:
             CastTo(t, statStage_rstd, RoundMode::CAST_RINT, k);  // spec: ada_layer_norm_v2.py:28
             statOutQue_rstd.EnQue(t);
         }
-        rowInQue_x.FreeTensor(rowIn_x);
     }
 
     __aicore__ inline void CopyOut(int64_t r0, int64_t k)

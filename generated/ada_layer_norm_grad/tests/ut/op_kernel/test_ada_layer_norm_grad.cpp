@@ -85,6 +85,7 @@ TEST_F(AdaLayerNormGradKernel, example)
     uint8_t* tiling = reinterpret_cast<uint8_t*>(AscendC::GmAlloc(sizeof(optiling::AdaLayerNormGradTilingData)));
     optiling::AdaLayerNormGradTilingData* tilingData = new (tiling) optiling::AdaLayerNormGradTilingData();
     tilingData->colAlign = 16;
+    tilingData->rowQueBufs = 2;
     tilingData->rowsPerCore = 1;
     tilingData->rowsTail = 0;
     tilingData->rowsPerPass = 1;

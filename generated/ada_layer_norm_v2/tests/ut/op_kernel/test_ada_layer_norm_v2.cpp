@@ -69,6 +69,7 @@ TEST_F(AdaLayerNormV2Kernel, example)
     uint8_t* tiling = reinterpret_cast<uint8_t*>(AscendC::GmAlloc(sizeof(optiling::AdaLayerNormV2TilingData)));
     optiling::AdaLayerNormV2TilingData* tilingData = new (tiling) optiling::AdaLayerNormV2TilingData();
     tilingData->colAlign = 16;
+    tilingData->rowQueBufs = 2;
     tilingData->rowsPerCore = 1;
     tilingData->rowsTail = 0;
     tilingData->rowsPerPass = 1;
