@@ -249,8 +249,8 @@ def test_passing_case_json(env):
     assert all(v >= 0 for v in js["seconds"].values()) and js["seconds"]["kernel"] <= js["seconds"]["launch"]
     assert "opgen check" not in r.stderr   # a pipe: no progress line unless --progress
     c = js["cost"]   # the cost model (opgen.check.cost): estimate >= every term, floor from the minimum bytes
-    assert c["bound"] in ("memory", "vector", "issue", "cube") and c["bursts"] >= 1
-    assert c["estimate_us"] >= max(c["memory_us"], c["vector_us"] + c["issue_us"], c["cube_us"]) > 0
+    assert c["bound"] in ("memory", "vector", "issue", "cube", "overlap") and c["bursts"] >= 1
+    assert c["estimate_us"] >= max(c["memory_us"], c["vector_us"] + c["issue_us"], c["cube_us"], c["overlap_us"]) > 0
     assert c["floor_us"] == pytest.approx(js["gm_bytes_min"] / 1.6e12 * 1e6)
     names = ["pd_x", "pd_scale", "pd_shift", "pd_gamma", "pd_beta"]
     assert list(js["outputs"]) == names

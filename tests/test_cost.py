@@ -83,8 +83,9 @@ def test_issues_summed_over_cores_and_rated_per_row_and_element():
 
 
 def test_report_lines_parse():
-    rep = parse_report("ok 1\ncore_cost 1 5 0 2 1 0 3 96 0 0 64\ncore_cost 0 7 0 1 0 0 1 32 0 0 0\nend\n")
-    assert rep.core_costs == [cost.CoreCost(7, 0, 1, 0, 0, 1, 32, 0, 0, 0), cost.CoreCost(5, 0, 2, 1, 0, 3, 96, 0, 0, 64)]
+    rep = parse_report("ok 1\ncore_cost 1 5 0 2 1 0 3 96 0 0 64 90\ncore_cost 0 7 0 1 0 0 1 32 0 0 0 40\nend\n")
+    assert rep.core_costs == [cost.CoreCost(7, 0, 1, 0, 0, 1, 32, 0, 0, 0, 40),
+                              cost.CoreCost(5, 0, 2, 1, 0, 3, 96, 0, 0, 64, 90)]
     with pytest.raises(ValueError, match="core_cost line with 3 numbers"):
         cost.parse_core_cost("0 1 2")
     line = cost.format_cost(cost.estimate(rep.core_costs, 64))

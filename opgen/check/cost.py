@@ -15,11 +15,15 @@ docs/reference/kernel_cost.md §2 (the sources and which are estimates are named
   issue    = the busiest core's (issues * VEC_ISSUE + barriers * BARRIER + waits * FLAG_WAIT + SyncAll * SYNC_ALL +
              cross-core waits * CROSS_WAIT) cycles / clock
   cube     = the busiest core's cube cycles / clock
-  estimate = max(memory, max over cores of (vector + issue), cube)     (the vector pipe issues in order: issue
-             overhead adds to its lanes; DMA overlaps with double buffering)
+  overlap  = the longest core's span / clock: the emulation's time line of the core's pipes (docs/design.md
+             "Copy/compute overlap"), where a copy waits for the buffer its queue hands back and compute for the
+             copy that fills it, so the copy/compute overlap a queue's depth allows is priced, fill and drain included
+  estimate = max(memory, max over cores of (vector + issue), cube, overlap)     (the vector pipe issues in order:
+             issue overhead adds to its lanes)
   floor    = max(minimum GM bytes (each input read once, each output written once) / HBM bandwidth,
                useful MACs / (4096 MACs a cycle x the platform's AI Cores x clock))   (memory or cube roofline)
-  bound    = the term that sets the estimate: "memory", "vector", "cube" or "issue" (scalar / issue)
+  bound    = the term that sets the estimate: "memory", "vector", "cube" or "issue" (scalar / issue), or "overlap"
+             when the time line is longer than each of them (copies and compute that do not overlap)
   cube utilisation = useful MACs (the spec's matmuls at the call's shapes, `matmul_macs`) / issued MACs (every
              core's cube cycles * 4096: a 16x16x16 fractal a cycle, padded edges included)
 """
@@ -35,14 +39,15 @@ from opgen.platforms.cost import (BARRIER_CYCLES, BURST_OVERHEAD_BYTES, CLOCK_HZ
                                   VEC_ISSUE_CYCLES)
 
 FIELDS = ("vector_cycles", "cube_cycles", "vec_issues", "barriers", "flag_waits", "bursts", "burst_bytes32",
-          "sync_alls", "cross_waits", "retouch_bytes32")
+          "sync_alls", "cross_waits", "retouch_bytes32", "span_cycles")
 """The per-core counters in the order of the driver's `core_cost <core> ...` line."""
 
 
 @dataclass(frozen=True)
 class CoreCost:
     """One core's counters (FIELDS; counts, bytes for burst_bytes32 and retouch_bytes32: the part of burst_bytes32
-    in 32-B blocks some core had touched before in the launch)."""
+    in 32-B blocks some core had touched before in the launch; span_cycles: the cycle at which the core's time line
+    ends, docs/design.md "Copy/compute overlap")."""
 
     vector_cycles: int = 0
     cube_cycles: int = 0
@@ -54,6 +59,7 @@ class CoreCost:
     sync_alls: int = 0
     cross_waits: int = 0
     retouch_bytes32: int = 0
+    span_cycles: int = 0
 
     @property
     def issue_cycles(self) -> int:
@@ -99,7 +105,7 @@ def matmul_macs(graph, env) -> int:
 def estimate(cores: list[CoreCost], min_bytes: int, useful_macs: int = 0, aic: int = 0) -> dict:
     """The cost model over per-core counters `cores` with the minimum GM bytes `min_bytes` (module docstring).
     Returns {"estimate_us", "floor_us", "ratio" (estimate / floor, None when the floor is 0), "bound", "memory_us",
-    "vector_us", "issue_us", "cube_us", "vec_issues", "barriers", "flag_waits", "bursts", "sync_alls",
+    "vector_us", "issue_us", "cube_us", "overlap_us" (the longest core's time line), "vec_issues", "barriers", "flag_waits", "bursts", "sync_alls",
     "cross_waits", "vec_issues_total", "hbm_bytes" / "l2_bytes" (the burst bytes the memory term reads from HBM /
     from the L2), "cube_macs" (issued: every core's cube cycles * FRACTAL_MACS),
     "useful_macs", "cube_util" (useful / issued, None without cube work)} (times in microseconds; the counts are the
@@ -119,9 +125,12 @@ def estimate(cores: list[CoreCost], min_bytes: int, useful_macs: int = 0, aic: i
     vec = busiest.vector_cycles / CLOCK_HZ * us
     issue = busiest.issue_cycles / CLOCK_HZ * us
     cube = max((c.cube_cycles for c in cores), default=0) / CLOCK_HZ * us
+    span = max((c.span_cycles for c in cores), default=0) / CLOCK_HZ * us
     issued = sum(c.cube_cycles for c in cores) * FRACTAL_MACS
-    est = max(mem, vec + issue, cube)
-    if est == mem:
+    est = max(mem, vec + issue, cube, span)
+    if span > max(mem, vec + issue, cube):
+        bound = "overlap"
+    elif est == mem:
         bound = "memory"
     elif est == cube:
         bound = "cube"
@@ -133,7 +142,7 @@ def estimate(cores: list[CoreCost], min_bytes: int, useful_macs: int = 0, aic: i
     return {"estimate_us": est, "floor_us": floor, "memory_floor_us": mem_floor, "cube_floor_us": cube_floor,
             "hbm_bytes": hbm, "l2_bytes": l2,
             "ratio": est / floor if floor else None, "bound": bound,
-            "memory_us": mem, "vector_us": vec, "issue_us": issue, "cube_us": cube,
+            "memory_us": mem, "vector_us": vec, "issue_us": issue, "cube_us": cube, "overlap_us": span,
             "vec_issues": busiest.vec_issues, "barriers": busiest.barriers, "flag_waits": busiest.flag_waits,
             "bursts": sum(c.bursts for c in cores), "sync_alls": busiest.sync_alls,
             "cross_waits": busiest.cross_waits, "vec_issues_total": sum(c.vec_issues for c in cores),
@@ -155,6 +164,7 @@ def format_cost(c: dict) -> str:
             f"({ratio}), bound {c['bound']}; memory {c['memory_us']:.3g} us ({c['bursts']} "
             f"bursts{_l2_text(c)}), busiest core: vector {c['vector_us']:.3g} us, issue {c['issue_us']:.3g} us "
             f"({c['vec_issues']} vector issues, {c['barriers']} barriers, {c['flag_waits']} flag waits, "
-            f"{c['sync_alls']} SyncAll, {c['cross_waits']} cross-core waits), cube {c['cube_us']:.3g} us"
+            f"{c['sync_alls']} SyncAll, {c['cross_waits']} cross-core waits), cube {c['cube_us']:.3g} us, "
+            f"time line {c.get('overlap_us', 0):.3g} us"
             + ("" if c.get("cube_util") is None else f" (utilisation {c['cube_util']:.1%}: {c['useful_macs']} useful "
                                                      f"of {c['cube_macs']} issued MACs)"))

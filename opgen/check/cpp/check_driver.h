@@ -348,7 +348,7 @@ inline int Main(int argc, char** argv, const char* opType, const std::vector<std
         const emu::IssueCounts& n = res.issue[i];
         std::string line = "core_cost " + std::to_string(i);
         for (uint64_t v : {res.vecCycles[i], res.cubeCycles[i], n.vecIssues, n.barriers, n.flagWaits, n.bursts,
-                           n.burstBytes32, n.syncAlls, n.crossWaits, n.retouchBytes32})
+                           n.burstBytes32, n.syncAlls, n.crossWaits, n.retouchBytes32, n.spanCycles})
             line += " " + std::to_string(v);
         say(line);
     }

@@ -158,9 +158,11 @@ inline const char* MemName(MemKind k)
 // bursts moved by DMA and their bytes rounded up to whole 32-B blocks, SyncAll calls, CrossCoreWaitFlag calls, and
 // of those burst bytes the 32-B blocks some core had touched before in the launch (retouchBytes32: L2 hits when the
 // launch's footprint fits the L2, docs/reference/kernel_cost.md §3).
+// spanCycles: the core's time line (PipeState::tm, below): the cycle its last pipe finished, copies and compute
+// overlapping only as far as the kernel's queues and flags let them (docs/design.md "Copy/compute overlap").
 struct IssueCounts {
     uint64_t vecIssues = 0, barriers = 0, flagWaits = 0, bursts = 0, burstBytes32 = 0, syncAlls = 0, crossWaits = 0,
-             retouchBytes32 = 0;
+             retouchBytes32 = 0, spanCycles = 0;
 };
 enum class IssueKind { Barrier, FlagWait, SyncAll, CrossWait };
 
@@ -204,6 +206,7 @@ struct PipeState {
     struct Flag {
         bool set = false;
         uint32_t tok[kPipes] = {};
+        double time = 0;   // the setting pipe's time (tm) at the SetFlag
         int32_t stmt = -1;
     };
     static constexpr int kEvents = 35;
@@ -220,6 +223,12 @@ struct PipeState {
         }
     };
     std::unordered_map<Key, int32_t, KeyHash> index;
+    // The time line of the cost model (docs/design.md "Copy/compute overlap"): tm[p] is the cycle at which pipe p
+    // has finished what was issued on it. An instruction starts when its pipe is free and after every hand-off it
+    // waited for (a WaitFlag, DeQue or AllocTensor joins the producer's time, as the vector clocks join its
+    // clock); a scalar wait holds every pipe. `cur`: the pipe of the last issued instruction (a DMA burst's).
+    double tm[kPipes] = {};
+    int cur = -1;
     // GM shadow: (buffer id, page of kGmPageBlocks 32-byte blocks from the buffer's start) -> page; only touched
     // pages exist. The last page used is cached (a copy touches consecutive blocks).
     std::unordered_map<uint64_t, std::unique_ptr<GmShadowPage>> gm;
@@ -296,14 +305,50 @@ inline CoreContext& Core()
     if (!c) throw EmuFault("AscendC device API called outside emu::Launch (no simulated core)");
     return *c;
 }
+// Constants of the time line, in AI Core cycles: opgen/platforms/cost.py's (docs/reference/kernel_cost.md §2;
+// tests/test_cost_overlap.py checks that they agree).
+constexpr double kTlHbmBytesPerCycle = 1.6e12 / 1.8e9;                 // HBM_BYTES_PER_S / CLOCK_HZ
+constexpr double kTlL2BytesPerCycle = kTlHbmBytesPerCycle * 110 / 32;  // L2_BYTES_PER_S / CLOCK_HZ
+constexpr double kTlBurstOverheadBytes = 256, kTlVecIssueCycles = 8, kTlBarrierCycles = 16, kTlFlagWaitCycles = 32,
+                 kTlSyncAllCycles = 1800, kTlCrossWaitCycles = 900;
+// The time line's share of the GM bandwidth a core's DMA gets (defined with LaunchState below).
+inline double TlShare(const CoreContext& c);
+// Pipe p of the calling core waits until cycle t (a hand-off from a pipe that finished then); p = S (a scalar
+// wait) holds every pipe.
+inline void TlJoin(int p, double t)
+{
+    CoreContext* c = CurrentCorePtr();
+    if (!c || p < 0) return;
+    for (int q = 0; q < kPipes; ++q)
+        if ((q == p || p == 0) && c->pipes.tm[q] < t) c->pipes.tm[q] = t;
+}
+// Every pipe of the calling core at the latest one's time, plus `cost` cycles (PipeBarrier<PIPE_ALL>, SyncAll).
+inline double TlAll(double cost = 0)
+{
+    CoreContext* c = CurrentCorePtr();
+    if (!c) return 0;
+    double m = 0;
+    for (double t : c->pipes.tm) m = t > m ? t : m;
+    for (double& t : c->pipes.tm) t = m + cost;
+    return m;
+}
+// The core's span: the time its last pipe finished (IssueCounts::spanCycles).
+inline double TlSpan(const CoreContext& c)
+{
+    double m = 0;
+    for (double t : c.pipes.tm) m = t > m ? t : m;
+    return m;
+}
 // Cost of one vector instruction over `elems` elements of `bytes` each: 256-byte repeats; `slow` = 2 for float
 // / 4 for half of Exp, Ln, Sqrt and Div (32 lanes per cycle instead of 256 bytes; docs/reference/ascendc.md §3).
 inline void CountVector(uint64_t elems, uint64_t bytes, bool slow = false)
 {
     if (CoreContext* c = CurrentCorePtr()) {
         const uint64_t repeats = (elems * bytes + 255) / 256;
-        c->vecCycles += repeats * (slow ? (bytes == 2 ? 4 : 2) : 1);
-        c->issue.vecIssues += repeats > 255 ? (repeats + 254) / 255 : 1;   // repeatTimes is at most 255
+        const uint64_t cyc = repeats * (slow ? (bytes == 2 ? 4 : 2) : 1), issues = repeats > 255 ? (repeats + 254) / 255 : 1;
+        c->vecCycles += cyc;
+        c->issue.vecIssues += issues;   // repeatTimes is at most 255
+        c->pipes.tm[1] += double(cyc) + double(issues) * kTlVecIssueCycles;   // PIPE_V (emu/pipes.h kPipeV)
     }
 }
 // One synchronisation call of `kind` on this core (docs/reference/kernel_cost.md §1).
@@ -321,6 +366,9 @@ inline void CountBurst(uint64_t bytes)
     if (CoreContext* c = CurrentCorePtr()) {
         c->issue.bursts += 1;
         c->issue.burstBytes32 += (bytes + 31) / 32 * 32;
+        // on the pipe that issued it, at this core's share of the HBM bandwidth (CountBurstAt moves its L2 hits)
+        c->pipes.tm[c->pipes.cur >= 0 ? c->pipes.cur : 0] += (double((bytes + 31) / 32 * 32) + kTlBurstOverheadBytes)
+                                                             / (kTlHbmBytesPerCycle * TlShare(*c));
     }
 }
 // One DMA burst of `bytes` GM bytes at byte `off` of GM buffer `buf` (CountBurst), and the L2 record: the 32-B blocks
@@ -339,12 +387,19 @@ inline void CountBurstAt(GmBuffer* buf, uint64_t off, uint64_t bytes)
     for (uint64_t b = first; b < last; ++b)
         if (buf->touched[b].exchange(1, std::memory_order_relaxed)) ++again;
     c->issue.retouchBytes32 += std::min(again, counted) * 32;
+    // the time line: retouched bytes come from the L2 (docs/reference/kernel_cost.md §3, the L2 taken to hold them)
+    const double l2 = double(std::min(again, counted) * 32), share = TlShare(*c);
+    c->pipes.tm[c->pipes.cur >= 0 ? c->pipes.cur : 0] -= l2 / (kTlHbmBytesPerCycle * share) - l2 / (kTlL2BytesPerCycle * share);
 }
 // Cost of one Mmad of m x n x k: 16x16x16 fractal MACs (4096 MAC/cycle per AIC, docs/reference/ascendc.md §3).
 inline void CountCube(uint64_t m, uint64_t n, uint64_t k)
 {
     if (CoreContext* c = CurrentCorePtr())
-        c->cubeCycles += ((m + 15) / 16) * ((n + 15) / 16) * ((k + 15) / 16);
+    {
+        const uint64_t f = ((m + 15) / 16) * ((n + 15) / 16) * ((k + 15) / 16);
+        c->cubeCycles += f;
+        c->pipes.tm[2] += double(f);   // PIPE_M (emu/pipes.h kPipeM)
+    }
 }
 
 // TILING_KEY_IS(k) (kernel_operator.h): whether the launch's tiling key is k, counted for the no-branch fault.
@@ -460,7 +515,8 @@ struct LaunchState {
     std::vector<std::array<int, 2>> aivSlots;                          // per AI Core: slots of its AIVs (-1: none)
 
     // Hardware barriers: [0] all cores of the launch (SyncAll<false>), [1] the AIVs (SyncAll<true> in a mix launch).
-    struct Barrier { int members = 0; int arrived = 0; uint64_t generation = 0; std::vector<uint32_t> acc[2]; };
+    struct Barrier { int members = 0; int arrived = 0; uint64_t generation = 0; std::vector<uint32_t> acc[2];
+                     double time[2] = {0, 0}; };   // time: the latest member's arrival (the time line), by parity
     Barrier barrier[2];
     // Happens-before between cores (emu/pipes.h XTouchGm): xknow[(i * total + j) * kPipes + q] is the clock of core
     // j's pipe q that core i knows complete. A CrossCoreSetFlag releases the setter's knowledge (its own pipes as
@@ -477,12 +533,17 @@ struct LaunchState {
     // The launch checks the order of float atomic adds of different cores (emu/pipes.h XTouchGm): set from
     // emu::DeterministicAdds() when the launch starts.
     bool deterministic = false;
+    // The time line across cores (the cost model's, not an ordering): xtime[t * kFlags + f] the latest time a
+    // cross-core set of flag f for core t was made at, joined by t's next wait of f, then cleared (with two sets
+    // pending, the wait takes the later one's time: the time line may run late there, never the race check).
+    std::vector<double> xtime;
 
     void Init(int n)
     {
         xknow.assign(size_t(n) * n * kPipes, 0);
         xtok.assign(size_t(n) * kFlags, {});
         xset.assign(size_t(n) * 3 * kFlags, {});
+        xtime.assign(size_t(n) * kFlags, 0.0);
         for (auto& b : barrier) for (auto& a : b.acc) a.assign(size_t(n) * kPipes, 0);
         total = live = n;
         cores.assign(n, nullptr);
@@ -594,7 +655,8 @@ struct LaunchState {
         // the members' knowledge joined (the caller ran PipeBarrier<PIPE_ALL>: its own row is every pipe's clock);
         // two accumulators by generation parity: one is reset only when every member has left its generation
         std::vector<uint32_t>& acc = B.acc[gen % 2];
-        if (B.arrived == 0) std::fill(acc.begin(), acc.end(), 0u);
+        if (B.arrived == 0) { std::fill(acc.begin(), acc.end(), 0u); B.time[gen % 2] = 0; }
+        B.time[gen % 2] = std::max(B.time[gen % 2], TlSpan(c));   // the caller ran PipeBarrier<PIPE_ALL>
         const uint32_t* mine = &xknow[size_t(c.slot) * total * kPipes];
         for (size_t i = 0; i < acc.size(); ++i) acc[i] = std::max(acc[i], mine[i]);
         for (int q = 0; q < kPipes; ++q)
@@ -602,6 +664,7 @@ struct LaunchState {
         auto join = [&] {
             uint32_t* k = &xknow[size_t(c.slot) * total * kPipes];
             for (size_t i = 0; i < acc.size(); ++i) k[i] = std::max(k[i], acc[i]);
+            for (double& t : c.pipes.tm) t = B.time[gen % 2] + kTlSyncAllCycles;   // every member leaves at the last arrival
         };
         if (++B.arrived == B.members) {
             B.arrived = 0; ++B.generation; cv.notify_all(); join(); return;
@@ -613,5 +676,17 @@ struct LaunchState {
         join();
     }
 };
+
+// A core's share of the GM bandwidth on the time line: the HBM (or L2) rate divided among the cores of its kind that
+// the launch runs (an AIV-only or AIC-only launch: all of them; a mix launch: the AICs take one share each of the AI
+// Cores' count, the AIVs one each of twice that). An estimate: the launch's total bytes over the whole bandwidth
+// remain the memory term of the cost model (opgen/check/cost.py), this only places each core's copies in time.
+inline double TlShare(const CoreContext& c)
+{
+    const int n = c.launch ? c.launch->total : 1;
+    if (c.launchKind != LaunchKind::MIX_AIC_1_2) return 1.0 / std::max(n, 1);
+    const int cores = std::max(n / 3, 1);
+    return c.kind == CoreKind::AIC ? 1.0 / cores : 0.5 / cores;
+}
 
 }  // namespace emu

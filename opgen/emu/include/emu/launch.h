@@ -172,6 +172,7 @@ inline LaunchResult RunCores(LaunchKind kind, uint32_t blockDim, const CoreMem& 
             CurrentCorePtr() = nullptr;
             vecCycles[i] = ctx.vecCycles;
             cubeCycles[i] = ctx.cubeCycles;
+            ctx.issue.spanCycles = uint64_t(TlSpan(ctx) + 0.5);   // the core's time line (core.h)
             issue[i] = ctx.issue;
             ubPeak[i] = ub ? ub->peak : 0;
             st.CoreFinished(i);

@@ -176,10 +176,16 @@ inline void CrossCoreSet(int mode, int pipe, int flag)
     for (int q = 0; q < kPipes; ++q)
         tok[size_t(self) * kPipes + q] = std::max(tok[size_t(self) * kPipes + q],
                                                   q == kp ? c.pipes.clk[q] : c.pipes.know[kp][q]);
+    auto stamp = [&](int t) {   // the time line: the set's pipe's time, joined by the target's next wait of flag
+        if (t < 0) return;
+        double& xt = st.xtime[size_t(t) * LaunchState::kFlags + flag];
+        xt = std::max(xt, c.pipes.tm[kp]);
+    };
     if (mode == 0) {
         std::vector<int> group;   // every core of the caller's kind
         for (int s = 0; s < st.total; ++s)
             if ((st.aicSlot[st.aiCore[s]] == s) == (c.kind == CoreKind::AIC)) group.push_back(s);
+        for (int t : group) stamp(t);
         AddPending(st, self, 0, flag, std::move(tok), what);
         Match(st, group, 0, flag, group, what);
     } else if (mode == 1) {
@@ -188,6 +194,7 @@ inline void CrossCoreSet(int mode, int pipe, int flag)
                       "launch (emu::LaunchMix)"));
         const auto& pair = st.aivSlots[st.aiCore[self]];
         std::vector<int> group{pair[0], pair[1]};
+        for (int t : group) stamp(t);
         AddPending(st, self, 1, flag, std::move(tok), what);
         Match(st, group, 1, flag, group, what);
     } else {
@@ -197,9 +204,12 @@ inline void CrossCoreSet(int mode, int pipe, int flag)
         const int core = st.aiCore[self];
         const auto& pair = st.aivSlots[core];
         if (c.kind == CoreKind::AIC) {
+            stamp(pair[0]);
+            stamp(pair[1]);
             Raise(st, pair[0], flag, tok, what);
             Raise(st, pair[1], flag, tok, what);
         } else {
+            stamp(st.aicSlot[core]);
             AddPending(st, self, 2, flag, std::move(tok), what);
             Match(st, {pair[0], pair[1]}, 2, flag, {st.aicSlot[core]}, what);
         }
@@ -238,6 +248,10 @@ inline void CrossCoreWait(int mode, int flag)
     uint32_t* k = &st.xknow[size_t(c.slot) * st.total * kPipes];
     for (size_t i = 0; i < size_t(st.total) * kPipes; ++i) k[i] = std::max(k[i], q.front()[i]);
     q.pop_front();
+    double& xt = st.xtime[size_t(c.slot) * LaunchState::kFlags + flag];   // the time line: the wait holds every pipe
+    TlJoin(kPipeS, xt);
+    xt = 0;
+    TlAll(kTlCrossWaitCycles);
 }
 
 }  // namespace emu

@@ -115,6 +115,7 @@ inline const char* Basename(const char* f)
     in.pipe = pipe;
     in.clock = ++ps.clk[pipe];
     in.stmt = InternStmt(ps, name, s, pipe);
+    ps.cur = pipe;   // the time line charges this instruction's DMA bursts to its pipe (core.h CountBurst)
     return in;
 }
 
@@ -343,6 +344,7 @@ inline void TouchT(const Instr& in, const L& t, uint64_t byteOff, uint64_t n, bo
 struct Token {
     bool valid = false;
     uint32_t t[kPipes] = {};
+    double time = 0;   // the producing pipe's time on the time line (PipeState::tm)
 };
 [[gnu::noinline]] inline Token MakeToken(int src)
 {
@@ -353,6 +355,7 @@ struct Token {
     k.valid = true;
     for (int q = 0; q < kPipes; ++q) k.t[q] = ps.know[src][q];
     k.t[src] = ps.clk[src];
+    k.time = ps.tm[src];
     return k;
 }
 // Pipe `dst` waits for the token (WaitFlag, DeQue, AllocTensor). A scalar wait stops the issue of everything after.
@@ -367,7 +370,12 @@ struct Token {
             if (tok[q] > ps.know[p][q]) ps.know[p][q] = tok[q];
     }
 }
-inline void JoinToken(int dst, const Token& k) { if (k.valid) JoinToken(dst, k.t); }
+inline void JoinToken(int dst, const Token& k)
+{
+    if (!k.valid) return;
+    JoinToken(dst, k.t);
+    TlJoin(dst, k.time);
+}
 
 // PipeBarrier<P> (pipe = kPipe*) / PipeBarrier<PIPE_ALL> (pipe = -1).
 [[gnu::noinline]] inline void BarrierOn(int pipe)
@@ -377,8 +385,10 @@ inline void JoinToken(int dst, const Token& k) { if (k.valid) JoinToken(dst, k.t
     PipeState& ps = c->pipes;
     if (pipe >= 0) {
         ps.know[pipe][pipe] = ps.clk[pipe];
+        ps.tm[pipe] += kTlBarrierCycles;   // the time line: the pipe drains
         return;
     }
+    TlAll(kTlBarrierCycles);
     for (int p = 0; p < kPipes; ++p)
         for (int q = 0; q < kPipes; ++q) ps.know[p][q] = ps.clk[q];
 }
@@ -422,6 +432,7 @@ inline void EventPipes(int e, int& src, int& dst)
     const Token k = MakeToken(src);
     f.set = true;
     std::memcpy(f.tok, k.t, sizeof f.tok);
+    f.time = k.time;
     f.stmt = stmt;
 }
 // WaitFlag<e>(id) at site s: consumes the flag and orders DST after it; no flag to consume is a hang.
@@ -439,6 +450,9 @@ inline void EventPipes(int e, int& src, int& dst)
                   " would wait forever on the device (docs/reference/ascendc.md §1.6)"));
     f.set = false;
     JoinToken(dst, f.tok);
+    TlJoin(dst, f.time);
+    for (int q = 0; q < kPipes; ++q)   // the hand-off's cost on the waiting pipe (every pipe for a scalar wait)
+        if (q == dst || dst == kPipeS) ps.tm[q] += kTlFlagWaitCycles;
 }
 // At kernel end (emu/launch.h): a flag still set was never waited for (§1.6: SetFlag and WaitFlag pair).
 [[gnu::noinline]] inline void PipesAtKernelEnd()

@@ -1,0 +1,63 @@
+"""The cost model's time line (docs/design.md "Copy/compute overlap", emu/core.h PipeState::tm): its constants
+against opgen/platforms/cost.py, the emulation's span on a hand-made kernel (tests/cpp/emu_overlap.cpp) against a
+schedule written out here, and the overlap term of opgen.check.cost.estimate."""
+
+from __future__ import annotations
+
+import re
+import shutil
+import subprocess
+from pathlib import Path
+
+import pytest
+
+from opgen.platforms import cost
+
+ROOT = Path(__file__).resolve().parents[1]
+INC = ROOT / "opgen" / "emu" / "include"
+
+# docs/reference/kernel_cost.md §2
+CLOCK, HBM, BURST, ISSUE, BARRIER = 1.8e9, 1.6e12, 256, 8, 16
+
+
+def test_the_time_lines_constants_are_the_cost_models():
+    """emu/core.h's kTl* constants (the time line, in cycles) are opgen/platforms/cost.py's."""
+    text = (INC / "emu" / "core.h").read_text()
+    assert "constexpr double kTlHbmBytesPerCycle = 1.6e12 / 1.8e9;" in text
+    assert (cost.HBM_BYTES_PER_S, cost.CLOCK_HZ) == (1.6e12, 1.8e9)
+    assert "kTlL2BytesPerCycle = kTlHbmBytesPerCycle * 110 / 32;" in text
+    assert cost.L2_BYTES_PER_S == cost.HBM_BYTES_PER_S * 110 / 32
+    found = dict(re.findall(r"kTl(\w+Cycles|BurstOverheadBytes) = (\d+)", text))
+    assert found == {"BurstOverheadBytes": str(cost.BURST_OVERHEAD_BYTES), "VecIssueCycles": str(cost.VEC_ISSUE_CYCLES),
+                     "BarrierCycles": str(cost.BARRIER_CYCLES), "FlagWaitCycles": str(cost.FLAG_WAIT_CYCLES),
+                     "SyncAllCycles": str(cost.SYNC_ALL_CYCLES), "CrossWaitCycles": str(cost.CROSS_WAIT_CYCLES)}
+
+
+@pytest.mark.slow
+@pytest.mark.skipif(shutil.which("g++") is None, reason="g++ not available")
+def test_the_emulated_time_line_of_one_and_two_buffers(tmp_path):
+    """tests/cpp/emu_overlap.cpp on one core, four passes. By hand: copy-in t = (65536 + 256) / (1.6e12 / 1.8e9)
+    = 74.016 cycles; compute c = 16 (barrier) + 9 (Muls) + 136 (Duplicate 128 repeats) + 9 (Muls) = 170, the
+    buffer freed at its end. Two buffers: each copy-in runs beside the previous pass's compute, t + 4 c = 754.016;
+    one buffer: each copy-in waits for the previous pass's free, 4 (t + c) = 976.064."""
+    exe = tmp_path / "overlap"
+    subprocess.run(["g++", "-std=c++17", "-O1", "-pthread", "-Wall", "-Werror", f"-I{INC}",
+                    str(ROOT / "tests" / "cpp" / "emu_overlap.cpp"), "-o", str(exe)], check=True)
+    t = (65536 + BURST) / (HBM / CLOCK)
+    c = BARRIER + (1 + ISSUE) + (128 + ISSUE) + (1 + ISSUE)
+    for num, want in ((2, t + 4 * c), (1, 4 * (t + c))):
+        out = subprocess.run([str(exe), str(num)], capture_output=True, text=True, check=True, timeout=60).stdout
+        assert out.split() == ["span", str(num), str(round(want))], out
+
+
+def test_the_estimate_takes_the_time_line_when_it_is_longest():
+    """opgen.check.cost.estimate: the longest core's span over the clock is the overlap term; when it exceeds
+    memory, vector + issue and cube, it is the estimate and the bound is "overlap"."""
+    from opgen.check.cost import CoreCost, estimate
+
+    c = CoreCost(vector_cycles=1000, vec_issues=10, bursts=1, burst_bytes32=1024, span_cycles=3000)
+    r = estimate([c, CoreCost(span_cycles=2000)], 1024)
+    assert r["overlap_us"] == pytest.approx(3000 / CLOCK * 1e6) and r["bound"] == "overlap"
+    assert r["estimate_us"] == pytest.approx(3000 / CLOCK * 1e6)
+    r = estimate([CoreCost(vector_cycles=1000, vec_issues=10, bursts=1, burst_bytes32=1024, span_cycles=900)], 1024)
+    assert r["bound"] == "vector" and r["estimate_us"] == pytest.approx((1000 + 10 * ISSUE) / CLOCK * 1e6)
