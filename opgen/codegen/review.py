@@ -9,7 +9,8 @@ summary works the same for packages made by another opgen revision:
     SoC              the AI Core configs registered (AddConfig)
     tiling key       each TILING_KEY macro and its number (op_kernel/<op>_tiling_key.h)
     tiling data      each field of the tiling-data struct (op_kernel/<op>_tiling_data.h)
-    buffer plan      each UB/L1 size or fit the TilingFunc computes (`const int64_t <x>Bytes|<x>Fit = ...`),
+    buffer plan      each UB/L1 size or fit the TilingFunc computes (`const int64_t <x>Bytes|<x>Fit = ...`, also
+                     with a TwoBufs / OneBuf suffix),
                      simplified (simplify_expr)
     blockDim         the formula of the cores launched (`const int64_t blockDim = ...`), simplified
     aclnn signature  the parameters of aclnn<Api>GetWorkspaceSize (op_host/op_api/aclnn_<api>.h)
@@ -266,7 +267,8 @@ def package_facts(files: dict) -> dict[str, dict[str, str]]:
                 facts["tiling data"][name] = ctype
     consts = _tiling_func_consts(files)
     for name, expr in consts.items():
-        if (name.endswith("Bytes") or name.endswith("Fit")) and not re.fullmatch(r"[A-Za-z]Bytes|ubBytes", name):
+        # a plan per buffer count too (rowBytesTwoBufs / rowsFitOneBuf: opgen.tiling.rows.row_split)
+        if re.fullmatch(r"\w*(Bytes|Fit)(TwoBufs|OneBuf)?", name) and not re.fullmatch(r"[A-Za-z]Bytes|ubBytes", name):
             facts["buffer plan"][name] = simplify_expr(expr)
     if "blockDim" in consts:
         facts["blockDim"]["blockDim"] = simplify_expr(consts["blockDim"])

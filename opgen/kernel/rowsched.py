@@ -402,22 +402,6 @@ def _accumulate(s: RowSchedule) -> Func:
     return Func("Accumulate", (Param("r0"), Param("k")), tuple(body))
 
 
-def mentions(x, name: str) -> bool:
-    """Whether Kernel-IR node `x` (a statement, an operand, nested ones included) names tensor variable `name`: a
-    Ref of it, a statement binding or handing it (View, DeQue, Alloc, EnQue, Free), or C++ text naming it (a
-    Verbatim line, which is opaque)."""
-    if isinstance(x, Ref):
-        return x.tensor == name or mentions(x.offset, name) or (x.slot is not None and mentions(x.slot, name))
-    if isinstance(x, Verbatim):
-        return any(name in ln for ln in x.lines)
-    if isinstance(x, (tuple, list)):
-        return any(mentions(y, name) for y in x)
-    if dataclasses.is_dataclass(x) and not isinstance(x, type):
-        vals = [getattr(x, f.name) for f in dataclasses.fields(x)]
-        return any(v == name if isinstance(v, str) else mentions(v, name) for v in vals)
-    return False
-
-
 def free_after_last_use(stmts: tuple, name: str, free) -> tuple:
     """`stmts` with statement `free` (the FreeTensor of tensor `name`) placed right after the last statement naming
     `name`: inside an If that is the last to name it, after the last use in each branch (at the start of a branch
@@ -433,6 +417,82 @@ def free_after_last_use(stmts: tuple, name: str, free) -> tuple:
                                  orelse=free_after_last_use(st.orelse, name, free))
         return tuple(stmts[:last]) + (st,) + tuple(stmts[last + 1:])
     return tuple(stmts[:last + 1]) + (free,) + tuple(stmts[last + 1:])
+
+
+MAX_OVERLAP_PATHS = 256
+"""Paths through a Compute's ifs that `queue_overlap` follows at most (beyond them: no overlap assumed)."""
+
+
+def queue_overlap(compute: Func, methods: tuple = ()) -> tuple:
+    """Where a pass's row queues change hands inside ROW_SPLIT's Compute `compute` (a Func of the Kernel IR, as
+    `_compute` builds it), as fractions of the pass's vector instructions: (a, b, s), Fractions in [0, 1].
+      a = the vector instructions issued before the FreeTensor of a row input queue (rowInQue_*), the latest over
+          the inputs: a queue of one buffer lets the next pass's copy-in start there, no earlier;
+      b = the vector instructions issued before the AllocTensor of a row output queue (rowOutQue_*), the earliest
+          over the outputs: with one buffer this pass waits there for the previous pass's copy-out;
+      s = the vector instructions issued before the last scalar read (GetValue) of a tensor a vector instruction of
+          the pass wrote: the scalar unit waits there for PIPE_V (a V_S flag), and the next pass's copy-in, issued
+          after this Compute in program order, cannot start earlier whatever the buffers (0 without one).
+    Vector instructions are the Vec statements on PIPE_V, each counted once (a loop's body once: the row loop of a
+    pass that runs row by row holds its inputs throughout, a = 1, b = 0); a Call of one of `methods` (Funcs) is
+    followed into its body, and writes the tensors it is passed. Each if's branches are followed apart (up to MAX_OVERLAP_PATHS paths; beyond that, or
+    with no vector instruction, (1, 0, 1): no overlap), a and s the largest and b the smallest over the paths. The
+    cost of a queue of that depth: opgen.platforms.cost.pass_cycles (docs/design.md "Copy/compute overlap")."""
+    from fractions import Fraction
+
+    by_name = {m.name: m for m in methods}
+
+    def paths(stmts, depth=0) -> list:
+        out = [[]]
+        for st in stmts:
+            if isinstance(st, Vec):
+                dst = dict(st.args).get("dst")
+                wrote = [("wrote", dst.tensor)] if isinstance(dst, Ref) else []
+                ev = [["V"] + wrote] if INSTRS[st.op].pipe == Pipe.V else [[]]
+            elif isinstance(st, GetValue) and isinstance(st.src, Ref):
+                ev = [[("read", st.src.tensor)]]
+            elif isinstance(st, Free) and st.queue.startswith("rowInQue_"):
+                ev = [[("free", st.queue)]]
+            elif isinstance(st, Alloc) and st.queue.startswith("rowOutQue_"):
+                ev = [[("alloc", st.queue)]]
+            elif isinstance(st, If):
+                ev = paths(st.then, depth) + paths(st.orelse, depth)
+            elif isinstance(st, (For, Scope)):
+                ev = paths(st.body, depth)
+            elif isinstance(st, Call) and st.method in by_name and depth < 4:
+                # the callee's vector instructions write through its tensor parameters: the tensors passed
+                args = [("wrote", r.tensor) for r in st.args if isinstance(r, Ref)]
+                ev = [p + args for p in paths(by_name[st.method].body, depth + 1)]
+            else:
+                continue
+            out = [p + e for p in out for e in ev]
+            if len(out) > MAX_OVERLAP_PATHS:
+                raise OverflowError
+        return out
+
+    try:
+        every = paths(compute.body)
+    except OverflowError:
+        return Fraction(1), Fraction(0), Fraction(1)
+    a, b, s = Fraction(0), Fraction(1), Fraction(0)
+    for path in every:
+        n = sum(1 for e in path if e == "V")
+        if not n:
+            return Fraction(1), Fraction(0), Fraction(1)
+        seen, written = 0, set()
+        for e in path:
+            if e == "V":
+                seen += 1
+            elif e[0] == "wrote":
+                written.add(e[1])
+            elif e[0] == "read":
+                if e[1] in written:
+                    s = max(s, Fraction(seen, n))
+            elif e[0] == "free":
+                a = max(a, Fraction(seen, n))
+            else:
+                b = min(b, Fraction(seen, n))
+    return a, b, s
 
 
 def alloc_before_first_use(stmts: tuple, name: str, alloc) -> tuple:

@@ -29,3 +29,36 @@ CROSS_WAIT_CYCLES = 900
 VEC_REPEAT_BYTES = 256
 """Bytes one vector repeat covers in one cycle (64 fp32 lanes; docs/reference/ascendc.md §1.9, the emulation's
 vector cycle count: docs/reference/kernel_cost.md §1)."""
+
+
+def pass_cycles(t_in, t_c, t_out, depth: int, a, b, mx=max, scale=None, s=0):
+    """Steady-state cycles of one pass of a queue-fed kernel (docs/design.md "Copy/compute overlap"): a pass copies
+    in for `t_in` cycles (MTE2), computes for `t_c` (PIPE_V: lanes, issues, barriers) and copies out for `t_out`
+    (MTE3), all at this core's share of the bandwidth.
+      depth 2 (double buffering): the copy-in of pass i+1 and the copy-out of pass i-1 run beside the compute of
+               pass i: max(t_c, s * t_c + t_in, t_out)
+      depth 1: the copy-in of pass i+1 waits for the FreeTensor of the buffer it reuses, issued after the fraction
+               `a` of the pass's vector instructions; the compute of pass i+1 waits for that copy-in; and its
+               AllocTensor of the output, after the fraction `b`, waits for the copy-out of pass i, which starts when
+               pass i's compute ends: max(t_c, max(a, s) * t_c + t_in, (1 - b) * t_c + t_out) -- t_c + max(t_in,
+               t_out) when the buffers are held throughout (a = 1, b = 0).
+    `s`: the fraction of the compute before its last scalar wait for PIPE_V: the next pass's copy-in is issued after
+    this pass's Compute in program order, so it starts no earlier whatever the buffers (0: none).
+    `a`, `b`, `s`: Fractions in [0, 1] (opgen.kernel.rowsched.queue_overlap reads them from the Kernel IR's Compute).
+    Works on ints and on tiling expressions: `mx` is the maximum (emax for those), `scale(x, f)` x * f (default
+    x * f.numerator // f.denominator, integer cycles)."""
+    if scale is None:
+        def scale(x, f):
+            return x * f.numerator // f.denominator
+    if depth >= 2:
+        return mx(mx(t_c, (scale(t_c, s) if s else 0) + t_in), t_out)
+    return mx(mx(t_c, scale(t_c, max(a, s)) + t_in), scale(t_c, 1 - b) + t_out)
+
+
+def pipeline_cycles(passes, t_in, t_c, t_out, depth: int, a, b, mx=max, scale=None, s=0):
+    """Cycles of `passes` passes of a queue-fed kernel on one core: the first copy-in (fill), `passes` steady-state
+    passes (`pass_cycles`) and the last copy-out (drain), and at least the copies themselves,
+    passes * (t_in + t_out): this core's share of the bandwidth is shared by its copy-in and copy-out
+    (docs/design.md "Copy/compute overlap"). Same arguments as `pass_cycles`."""
+    steady = pass_cycles(t_in, t_c, t_out, depth, a, b, mx, scale, s)
+    return mx(t_in + passes * steady + t_out, passes * (t_in + t_out))

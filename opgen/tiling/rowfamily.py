@@ -19,6 +19,7 @@ from opgen.kernel.family import Tiling
 from opgen.kernel.rowclass import DimFields, class_ir
 from opgen.kernel.rowlayout import RowLayout, Unsupported
 from opgen.kernel.rows import FORM_KEY_FIELD, RowsFamily, variants_of
+from opgen.kernel.rowsched import queue_overlap
 from opgen.tiling.headkernel import head_tiling, spec_counts
 from opgen.tiling.rowkernel import chunkable, program, row_resident, streamable, with_streaming
 
@@ -55,7 +56,8 @@ def rows_tiling(spec, lowered, counts):
         extra += ((FORM_KEY_FIELD, f"index of the shape forms {names} take (first fastest; the entry picks the "
                                    f"class by it)"),)
     doc = f"Tiling of {spec.name}: rows family, {lay.text()}; ROW_SPLIT / COL_SPLIT."
-    prog, plans = program(spec.name, counts, dvars, tuple(attrs), extra)
+    overlap = _overlap(variants)
+    prog, plans = program(spec.name, counts, dvars, tuple(attrs), extra, overlap=overlap)
     inputs = {"rows": lay.rows_extent(), "seq": lay.seq_extent(), "batch": lay.batch_extent(),
               "hidden": lay.hidden_extent(), "dtypeKey": ("dtype_key",), "attrKey": ("attr_key",),
               "coreNum": ("platform", "coreNum"), "ubBytes": ("platform", "ubBytes")}
@@ -90,7 +92,7 @@ def rows_tiling(spec, lowered, counts):
                                                           for ak, used in sorted(users.items())))
     if streamable(counts):
         prog, plans, proven = with_streaming(spec, inputs, prog, plans, lambda: program(
-            spec.name, counts, dvars, tuple(attrs), extra, stream=True))
+            spec.name, counts, dvars, tuple(attrs), extra, stream=True, overlap=overlap))
         if proven is None:   # the spec's rows can outgrow UB: every class has COL_STREAM
             doc = doc.removesuffix("; ROW_SPLIT / COL_SPLIT.") + "; ROW_SPLIT / COL_SPLIT / COL_STREAM."
             for v in variants:
@@ -102,6 +104,21 @@ def rows_tiling(spec, lowered, counts):
         v.kclass = v.ctx["row_split_ir"]
     lowered.extra.update(variants=variants, dims=dims)
     return Tiling(prog, inputs, plans, doc, proven=proven)
+
+
+def _overlap(variants):
+    """(a, b, s) of ROW_SPLIT's row queues over the variants' Kernel-IR classes (opgen.kernel.rowsched.queue_overlap):
+    the latest input free, the earliest output allocation and the latest scalar wait of any variant; None when no
+    class has a Compute."""
+    got = []
+    for v in variants:
+        kc = v.ctx.get("row_split_ir") if isinstance(v.ctx, dict) else None
+        comp = next((m for m in kc.methods if m.name == "Compute"), None) if kc is not None else None
+        if comp is not None:
+            got.append(queue_overlap(comp, kc.methods))
+    if not got:
+        return None
+    return max(g[0] for g in got), min(g[1] for g in got), max(g[2] for g in got)
 
 
 def _tile(spec, lowered, counts) -> Tiling:

@@ -8,7 +8,10 @@ buffer plan and the tiling program are built from those counts and the kernel's 
 
 ROW_SPLIT (strategy 1): rows split over the AIV cores in contiguous ranges (the first `rowsTail` cores take one
 more row); `rowsPerPass` rows per UB pass are copied in with one DataCopyPad per operand and run of rows
-(double-buffered TQue; one buffer per queue where two would cap the rows of a pass, each input freed after its last read and each output allocated before its first write: `rowQueBufs`, opgen.tiling.rows.row_split), computed one row at a time in fp32 temporaries, copied out. Batch rows (brow) are
+(double-buffered TQue; one buffer per queue where that fits more rows a pass and the cost model prices it faster,
+each input freed after its last read and each output allocated before its first write: `rowQueBufs`,
+opgen.tiling.rows.row_split, docs/design.md "Copy/compute overlap"), computed one row at a time in fp32
+temporaries, copied out. Batch rows (brow) are
 reloaded when a row enters a new batch; per-batch sums of a batch that crosses a core boundary and the
 per-kernel column sums go to workspace as fp32 partials and are summed after SyncAll in core order, the columns
 split over the cores (`colsPerReduceCore`): deterministic.
@@ -244,7 +247,8 @@ def with_streaming(spec, inputs: dict, prog, plans: dict, streaming) -> tuple:
 
 
 def program(name: str, c: RowCounts, dvars: tuple[str, ...], float_attrs: tuple[str, ...] = (),
-            extra: tuple[tuple[str, str], ...] = (), stream: bool = False) -> tuple[TilingProgram, dict]:
+            extra: tuple[tuple[str, str], ...] = (), stream: bool = False,
+            overlap: tuple | None = None) -> tuple[TilingProgram, dict]:
     """The tiling program of rows kernel `name` (module docstring) for counts `c`, and its buffer plans
     {strategy: [Buffer]}. With `stream` (only when `streamable(c)`; raises ValueError otherwise) the program has a
     third strategy, COL_STREAM, chosen when neither a row nor a core's resident slice of one row fits UB.
@@ -252,7 +256,10 @@ def program(name: str, c: RowCounts, dvars: tuple[str, ...], float_attrs: tuple[
     Inputs: rows, seq, batch, hidden (from the layout), `<var>Bytes` per dtype variable in `dvars`, dtypeKey,
     attrKey, coreNum, ubBytes, one `<attr>Attr` per float attribute (its IEEE-754 bits, copied to the tiling field
     `<attr>Bits` the kernel decodes) and one `<name>Dim` input per `extra` (name, doc), copied to the field `name`
-    (view strides, pitches and offsets, leading extents: opgen.kernel.rowclass)."""
+    (view strides, pitches and offsets, leading extents: opgen.kernel.rowclass). `overlap`: (a, b, s), where ROW_SPLIT's
+    Compute frees its row inputs, allocates its row outputs and last waits for PIPE_V on the scalar unit
+    (opgen.kernel.rowsched.queue_overlap; None: held throughout), which prices one buffer per row queue against two
+    (rows.row_split)."""
     p = TilingProgram(name)
     R = p.input("rows", "rows of the anchor domain (product of its leading axes)")
     S = p.input("seq", "rows per batch (product of the leading axes after the batch axes)")
@@ -279,13 +286,13 @@ def program(name: str, c: RowCounts, dvars: tuple[str, ...], float_attrs: tuple[
                    "UB bytes the buffers may take: Select's 8 KB scratch kept free")
     col_align = p.let("colAlign", align_up(H, lanes), "row stride in UB (elements; 32-byte aligned)", True)
     # RowsSum / RowsMax take a pass's rows in one instruction of a repeat a row (rowsched.ROWS_REDUCE_FITS); one
-    # buffer per row queue where two would cap the rows of a pass (rows.row_split, the field rowQueBufs), for a
-    # program whose pass runs its instructions over all its rows (`batch`: each input is read first by a cast of the
-    # whole pass and freed then, each output written last; a row-by-row pass would hold them throughout)
+    # buffer per row queue where that lets a pass take more rows and the cost model prices it faster (rows.row_split,
+    # the field rowQueBufs; `overlap`: where the Kernel IR's Compute frees its inputs and allocates its outputs)
     batch = bool(getattr(c, "batch", 0))
     rows_fit, row_cores = row_split(p, R, cores, ub, row_plan(c, col_align, bytes_of),
                                     max_pass=255 if batch and c.rsums else 4095,
-                                    single=row_plan(c, col_align, bytes_of, 1), single_ok=batch)
+                                    single=row_plan(c, col_align, bytes_of, 1),
+                                    price=_pass_price(c, H, bytes_of), overlap=overlap)
     plans = {ROW_SPLIT: row_plan(c, col_align, bytes_of, Var("rowQueBufs"))}
     cols_core = p.let("colsPerCore", align_up(ceil_div(H, cores), lanes), "columns per core (COL_SPLIT)", True)
     col_cores = p.let("colCores", ceil_div(H, cols_core), "cores used by COL_SPLIT")
@@ -398,6 +405,30 @@ def _cost_terms(c: RowCounts, bytes_of) -> tuple:
     ratio = Fraction(int(CLOCK_HZ), int(HBM_BYTES_PER_S))
     return (elem, sum(n for _d, n in c.row_in), sum(n for _d, n in c.row_out), (ratio.numerator, ratio.denominator),
             VEC_REPEAT_BYTES // 4, VEC_ISSUE_CYCLES + BARRIER_CYCLES)
+
+
+def _pass_price(c: RowCounts, H, bytes_of):
+    """price(k, cores) of rows.row_split: a ROW_SPLIT pass of k rows as (copy-in, compute, copy-out) AI Core cycles on
+    one of `cores` cores sharing the HBM bandwidth (docs/reference/kernel_cost.md §2, opgen.platforms.cost):
+      copy-in  = k * (H * bytes of the row inputs' elements + row inputs * BURST_OVERHEAD_BYTES) * cores * CLOCK / HBM
+      copy-out = the same over the row outputs
+      compute  = k * H * vinstrs / (VEC_REPEAT_BYTES / 4)  +  issues * (VEC_ISSUE + BARRIER), issues = vinstrs a
+                 pass when its instructions run over all its rows (`batch`), vinstrs a row otherwise."""
+    _elem, ins, outs, (num, den), lanes32, per_issue = _cost_terms(c, bytes_of)
+    in_b, out_b = lit(0), lit(0)
+    for d, n in c.row_in:
+        in_b = in_b + bytes_of(d) * n
+    for d, n in c.row_out:
+        out_b = out_b + bytes_of(d) * n
+    instrs = max(c.vinstrs, 1)
+    batch = bool(getattr(c, "batch", 0))
+
+    def price(k, cores):
+        t_in = k * (H * in_b + ins * BURST_OVERHEAD_BYTES) * cores * num // den
+        t_out = k * (H * out_b + outs * BURST_OVERHEAD_BYTES) * cores * num // den
+        t_c = k * H * instrs // lanes32 + (instrs if batch else k * instrs) * per_issue
+        return t_in, t_c, t_out
+    return price
 
 
 def _chunk_or_slice(p, c, R, H, lanes, col_align, cols_core, col_cores, cols_fit, row_cores, ub, bytes_of):

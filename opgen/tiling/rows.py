@@ -7,39 +7,52 @@ Reference for the conventions: docs/reference/ascendc.md §2.5 (blockFactor / us
 
 from __future__ import annotations
 
+from fractions import Fraction
+
+from opgen.platforms.cost import pipeline_cycles
 from opgen.tiling.buffers import fixed_bytes as buffer_fixed_bytes
 from opgen.tiling.buffers import row_bytes as buffer_row_bytes
 from opgen.tiling.program import TilingProgram, align_up, ceil_div, emax, emin, lit, select
 
 
+ONE_BUFFER_MARGIN = Fraction(1, 64)
+"""How much faster one buffer per row queue must be priced than two to be taken (rows.row_split's rowQueBufs): the
+price counts the last scalar wait of a pass for PIPE_V, not the others nor the flag hand-offs, which one buffer
+exposes and two hide. Measured (docs/design.md "Copy/compute overlap"): LogSoftmaxV2 4096 x 4096 bf16 is priced
+0.5 % faster with one buffer, and the emulation's time line finds it 0.2 % slower (49.8 against 49.7 us);
+LayerNormGradV3 4096 x 1152 is priced 2.7 % faster and runs 8 % faster there (32.8 against 35.5 us)."""
+
+
 def row_split(p: TilingProgram, rows, cores, ub, plan, prefix: str = "", max_pass: int = 4095, single=None,
-              single_ok: bool = True):
+              price=None, overlap=None):
     """Add the row split with UB buffer `plan` ([Buffer], opgen.tiling.buffers) to `p`; returns
     (rowsFit, usedCores). Variables: rowBytes, fixedBytes (from the plan), rowsFit (0 when not one row
     fits: the caller needs another plan), rowCores; fields rowsPerCore, rowsTail (the first rowsTail
     cores take one more row), rowsPerPass (at most `max_pass`, at most 4095). Names are prefixed by `prefix`.
 
     With `single` (the same plan with one buffer per row queue instead of two; opgen.tiling.rowkernel.row_plan)
-    the field rowQueBufs chooses between them: 1 when two buffers per queue fit a row but fewer rows per pass than
-    the pass could take (the cap and this core's rows) and one buffer fits more, else 2 (where two fit no row the
-    caller's other strategies decide, as before) (always 2 without `single_ok`:
-    a kernel whose pass holds its buffers throughout); rowBytes, fixedBytes and
-    rowsFit are then the chosen plan's (the two plans' own are rowBytesTwoBufs / rowBytesOneBuf, ...). The kernel
-    allocates its row queues with that many buffers (opgen.kernel.rowsched `_row_split`), each input freed right
-    after its last read and each output allocated right before its first write, so one buffer still overlaps the
-    next pass's copy-in and this pass's copy-out with the compute between (docs/design.md, ROW_SPLIT)."""
+    and `price` the field rowQueBufs chooses between them by estimated time: each plan's rows per pass (its fit,
+    the cap, this core's rows) and passes, priced by opgen.platforms.cost.pipeline_cycles with queue depth 2 and 1
+    (passCyclesTwoBufs / passCyclesOneBuf): `price(rows_per_pass, cores)` gives a pass's (copy-in, compute,
+    copy-out) cycles at a core's share of the bandwidth, `overlap` the (a, b, s) fractions of the Kernel IR's Compute
+    where a row input is freed, a row output allocated and the scalar unit last waits for PIPE_V
+    (opgen.kernel.rowsched.queue_overlap; (1, 0, 1) when None: held throughout, no overlap). rowQueBufs is 1 when
+    two buffers per queue fit a row, one fits more and its price is lower by ONE_BUFFER_MARGIN, else 2 (where two
+    fit no row the caller's other strategies decide, as before); rowBytes, fixedBytes and rowsFit are then the
+    chosen plan's (the two plans' own are rowBytesTwoBufs / rowBytesOneBuf, ...). The kernel allocates its row queues with
+    that many buffers (opgen.kernel.rowsched `_row_split`), each input freed right after its last read and each
+    output allocated right before its first write (docs/design.md "Copy/compute overlap")."""
     cap, why = min(max_pass, 4095), "one DataCopyPad moves them, blockCount is 12 bits"
     if cap < 4095:
         why = "one repeat-form instruction takes them, repeatTime is 0..255"
-    if single is None or not single_ok:
+    if single is None or price is None:
         row_bytes = p.let(f"{prefix}rowBytes", buffer_row_bytes(plan), "UB bytes per resident row")
         fixed = p.let(f"{prefix}fixedBytes", buffer_fixed_bytes(plan), "UB bytes held once")
         fit = p.let(f"{prefix}rowsFit", select(ub > fixed, (ub - fixed) // row_bytes, 0),
                     "rows per UB pass that fit")
         used = p.let(f"{prefix}rowCores", emax(1, emin(cores, rows)), "cores used by the row split")
         if single is not None:
-            p.let(f"{prefix}rowQueBufs", lit(2) + 0, "buffers per row queue of ROW_SPLIT (the pass holds its "
-                  "buffers throughout: two)", True)
+            p.let(f"{prefix}rowQueBufs", lit(2) + 0, "buffers per row queue of ROW_SPLIT (not priced: two)", True)
     else:
         row2 = p.let(f"{prefix}rowBytesTwoBufs", buffer_row_bytes(plan),
                      "UB bytes per resident row, two buffers per row queue")
@@ -55,9 +68,24 @@ def row_split(p: TilingProgram, rows, cores, ub, plan, prefix: str = "", max_pas
                      "rows per UB pass that fit with one buffer per row queue")
         used = p.let(f"{prefix}rowCores", emax(1, emin(cores, rows)), "cores used by the row split")
         want = emin(lit(cap), ceil_div(rows, used))
-        bufs = p.let(f"{prefix}rowQueBufs", select((fit2 >= 1) & (fit2 < want) & (fit1 > fit2), 1, 2),
-                     "buffers per row queue of ROW_SPLIT: 1 when two fit a row but fewer rows per pass than it "
-                     "could take and one fits more, else 2", True)
+        a, b, s = overlap if overlap is not None else (Fraction(1), Fraction(0), Fraction(1))
+        cost = {}
+        for depth, fit_d, tag in ((2, fit2, "TwoBufs"), (1, fit1, "OneBuf")):
+            what = "with two buffers per row queue" if depth == 2 else "with one buffer per row queue"
+            k = p.let(f"{prefix}passRows{tag}", emax(1, emin(fit_d, want)), f"rows a pass {what}")
+            passes = p.let(f"{prefix}passes{tag}", ceil_div(ceil_div(rows, used), k), f"passes of a core {what}")
+            t_in, t_c, t_out = price(k, used)
+            t_in = p.let(f"{prefix}copyInCycles{tag}", t_in, f"estimated cycles of a pass's copy-in {what}")
+            t_c = p.let(f"{prefix}computeCycles{tag}", t_c, f"estimated cycles of a pass's compute {what}")
+            t_out = p.let(f"{prefix}copyOutCycles{tag}", t_out, f"estimated cycles of a pass's copy-out {what}")
+            cost[depth] = p.let(f"{prefix}passCycles{tag}", pipeline_cycles(
+                passes, t_in, t_c, t_out, depth, a, b, mx=emax, s=s),
+                f"estimated cycles of a core's passes {what} (pipeline_cycles, a = {a}, b = {b}, s = {s})")
+        num, den = ONE_BUFFER_MARGIN.numerator, ONE_BUFFER_MARGIN.denominator
+        bufs = p.let(f"{prefix}rowQueBufs", select((fit2 >= 1) & (fit1 > fit2)
+                                                   & (cost[1] * den < cost[2] * (den - num)), 1, 2),
+                     f"buffers per row queue of ROW_SPLIT: 1 where one is priced {ONE_BUFFER_MARGIN} faster, else 2",
+                     True)
         one = bufs.eq(1)
         row_bytes = p.let(f"{prefix}rowBytes", select(one, row1, row2), "UB bytes per resident row")
         fixed = p.let(f"{prefix}fixedBytes", select(one, fixed1, fixed2), "UB bytes held once")

@@ -277,18 +277,82 @@ static ge::graphStatus TilingFunc(gert::TilingContext* context)
                         static_cast<long>(hidden)),
                 return ge::GRAPH_FAILED);
     const int64_t colAlign = AlignUp(hidden, 16);  // row stride in UB (elements; 32-byte aligned)
-    const int64_t rowBytes =
-        ((((4 * colAlign) * TBytes) + ((2 * colAlign) * TBytes)) + 16);  // UB bytes per resident row
-    const int64_t fixedBytes = ((((((128 + ((4 * colAlign) * 4)) + ((4 * colAlign) * 4)) + ((4 * colAlign) * 4)) +
-                                  (colAlign * std::max<int64_t>(std::max<int64_t>(4, TBytes), UBytes))) +
-                                 (colAlign * 4)) +
-                                ((AlignUp((CeilDiv(colAlign, 64) * 2), 8) + 8) * 4));  // UB bytes held once
-    const int64_t rowsFit =
-        ((ubBytes > fixedBytes) ? ((ubBytes - fixedBytes) / rowBytes) : 0);           // rows per UB pass that fit
+    const int64_t rowBytesTwoBufs = ((((4 * colAlign) * TBytes) + ((2 * colAlign) * TBytes)) +
+                                     16);  // UB bytes per resident row, two buffers per row queue
+    const int64_t fixedBytesTwoBufs =
+        ((((((128 + ((4 * colAlign) * 4)) + ((4 * colAlign) * 4)) + ((4 * colAlign) * 4)) +
+           (colAlign * std::max<int64_t>(std::max<int64_t>(4, TBytes), UBytes))) +
+          (colAlign * 4)) +
+         ((AlignUp((CeilDiv(colAlign, 64) * 2), 8) + 8) * 4));  // UB bytes held once, two buffers per row queue
+    const int64_t rowsFitTwoBufs =
+        ((ubBytes > fixedBytesTwoBufs) ? ((ubBytes - fixedBytesTwoBufs) / rowBytesTwoBufs)
+                                       : 0);  // rows per UB pass that fit with two buffers per row queue
+    const int64_t rowBytesOneBuf = ((((2 * colAlign) * TBytes) + (colAlign * TBytes)) +
+                                    16);  // UB bytes per resident row, one buffer per row queue
+    const int64_t fixedBytesOneBuf =
+        ((((((128 + ((4 * colAlign) * 4)) + ((4 * colAlign) * 4)) + ((4 * colAlign) * 4)) +
+           (colAlign * std::max<int64_t>(std::max<int64_t>(4, TBytes), UBytes))) +
+          (colAlign * 4)) +
+         ((AlignUp((CeilDiv(colAlign, 64) * 2), 8) + 8) * 4));  // UB bytes held once, one buffer per row queue
+    const int64_t rowsFitOneBuf =
+        ((ubBytes > fixedBytesOneBuf) ? ((ubBytes - fixedBytesOneBuf) / rowBytesOneBuf)
+                                      : 0);  // rows per UB pass that fit with one buffer per row queue
     const int64_t rowCores = std::max<int64_t>(1, std::min<int64_t>(coreNum, rows));  // cores used by the row split
-    const int64_t rowQueBufs = 2;  // buffers per row queue of ROW_SPLIT (the pass holds its buffers throughout: two)
-    const int64_t rowsPerCore = (rows / rowCores);  // rows of every core
-    const int64_t rowsTail = (rows % rowCores);     // the first rowsTail cores take one more row
+    const int64_t passRowsTwoBufs = std::max<int64_t>(
+        1, std::min<int64_t>(
+               rowsFitTwoBufs,
+               std::min<int64_t>(4095, CeilDiv(rows, rowCores))));  // rows a pass with two buffers per row queue
+    const int64_t passesTwoBufs =
+        CeilDiv(CeilDiv(rows, rowCores), passRowsTwoBufs);  // passes of a core with two buffers per row queue
+    const int64_t copyInCyclesTwoBufs = ((((passRowsTwoBufs * ((hidden * (TBytes * 2)) + 512)) * rowCores) * 9) /
+                                         8000);  // estimated cycles of a pass's copy-in with two buffers per row queue
+    const int64_t computeCyclesTwoBufs =
+        ((((passRowsTwoBufs * hidden) * 28) / 64) +
+         ((passRowsTwoBufs * 28) * 24));  // estimated cycles of a pass's compute with two buffers per row queue
+    const int64_t copyOutCyclesTwoBufs =
+        ((((passRowsTwoBufs * ((hidden * TBytes) + 256)) * rowCores) * 9) /
+         8000);  // estimated cycles of a pass's copy-out with two buffers per row queue
+    const int64_t passCyclesTwoBufs = std::max<int64_t>(
+        ((copyInCyclesTwoBufs +
+          (passesTwoBufs *
+           std::max<int64_t>(std::max<int64_t>(computeCyclesTwoBufs, (computeCyclesTwoBufs + copyInCyclesTwoBufs)),
+                             copyOutCyclesTwoBufs))) +
+         copyOutCyclesTwoBufs),
+        (passesTwoBufs *
+         (copyInCyclesTwoBufs +
+          copyOutCyclesTwoBufs)));  // estimated cycles of a core's passes with two buffers per row queue (pipeline_cycles, a = 1, b = 0, s = 1)
+    const int64_t passRowsOneBuf = std::max<int64_t>(
+        1, std::min<int64_t>(
+               rowsFitOneBuf,
+               std::min<int64_t>(4095, CeilDiv(rows, rowCores))));  // rows a pass with one buffer per row queue
+    const int64_t passesOneBuf =
+        CeilDiv(CeilDiv(rows, rowCores), passRowsOneBuf);  // passes of a core with one buffer per row queue
+    const int64_t copyInCyclesOneBuf = ((((passRowsOneBuf * ((hidden * (TBytes * 2)) + 512)) * rowCores) * 9) /
+                                        8000);  // estimated cycles of a pass's copy-in with one buffer per row queue
+    const int64_t computeCyclesOneBuf =
+        ((((passRowsOneBuf * hidden) * 28) / 64) +
+         ((passRowsOneBuf * 28) * 24));  // estimated cycles of a pass's compute with one buffer per row queue
+    const int64_t copyOutCyclesOneBuf = ((((passRowsOneBuf * ((hidden * TBytes) + 256)) * rowCores) * 9) /
+                                         8000);  // estimated cycles of a pass's copy-out with one buffer per row queue
+    const int64_t passCyclesOneBuf = std::max<int64_t>(
+        ((copyInCyclesOneBuf +
+          (passesOneBuf *
+           std::max<int64_t>(std::max<int64_t>(computeCyclesOneBuf, (computeCyclesOneBuf + copyInCyclesOneBuf)),
+                             (computeCyclesOneBuf + copyOutCyclesOneBuf)))) +
+         copyOutCyclesOneBuf),
+        (passesOneBuf *
+         (copyInCyclesOneBuf +
+          copyOutCyclesOneBuf)));  // estimated cycles of a core's passes with one buffer per row queue (pipeline_cycles, a = 1, b = 0, s = 1)
+    const int64_t rowQueBufs =
+        ((((rowsFitTwoBufs >= 1) && (rowsFitOneBuf > rowsFitTwoBufs)) &&
+          ((passCyclesOneBuf * 64) < (passCyclesTwoBufs * 63)))
+             ? 1
+             : 2);  // buffers per row queue of ROW_SPLIT: 1 where one is priced 1/64 faster, else 2
+    const int64_t rowBytes = ((rowQueBufs == 1) ? rowBytesOneBuf : rowBytesTwoBufs);        // UB bytes per resident row
+    const int64_t fixedBytes = ((rowQueBufs == 1) ? fixedBytesOneBuf : fixedBytesTwoBufs);  // UB bytes held once
+    const int64_t rowsFit = ((rowQueBufs == 1) ? rowsFitOneBuf : rowsFitTwoBufs);           // rows per UB pass that fit
+    const int64_t rowsPerCore = (rows / rowCores);                                          // rows of every core
+    const int64_t rowsTail = (rows % rowCores);  // the first rowsTail cores take one more row
     const int64_t rowsPerPass = std::max<int64_t>(
         1,
         std::min<int64_t>(
