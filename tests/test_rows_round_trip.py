@@ -107,16 +107,16 @@ def test_the_emulated_kernel_rounds_inside_the_row(round_spec, tmp_path):
         np.testing.assert_array_equal(np.asarray(r.arrays["y"]), want)
 
 
-@pytest.mark.parametrize("dims, zp, engine", [
-    ({"Bd": (37,), "H": 1000}, True, "emu"),
-    ({"Bd": (5,), "H": 16384}, False, "emu"),    # COL_SPLIT: rows over the cores' column slices
-    ({"Bd": (97,), "H": 33}, True, "kir"),
+@pytest.mark.parametrize("dims, zp, y2, engine", [
+    ({"Bd": (37,), "H": 1000}, True, True, "emu"),
+    ({"Bd": (5,), "H": 16384}, False, True, "emu"),    # COL_SPLIT: rows over the cores' column slices
+    ({"Bd": (97,), "H": 33}, True, False, "kir"),     # scales2 absent: y2 is not written
 ])
-def test_add_rms_norm_quant_against_float64(dims, zp, engine, examples_gen):
-    """x = f16(x1 + x2) exactly (the sum of two halves is exact in fp32, then one rounding); y1 = sat(rint(y /
-    scales1 + zp)) with y = f16(f16(x * rstd) * gamma) and rstd in float64: off by one only where the quotient is
-    within a few fp16 ulps of y of a rounding boundary (fp32 then fp16 rounding of x * rstd may differ from
-    float64's by one fp16 ulp)."""
+def test_add_rms_norm_quant_against_float64(dims, zp, y2, engine, examples_gen):
+    """x = f16(x1 + x2) exactly (the sum of two halves is exact in fp32, then one rounding); y1 (and y2 when scales2
+    is given) = sat(rint(y / scales + zp)) with y = f16(f16(x * rstd) * gamma) and rstd in float64: off by one only
+    where the quotient is within a few fp16 ulps of y of a rounding boundary (fp32 then fp16 rounding of x * rstd
+    may differ from float64's by one fp16 ulp)."""
     rows, h = dims["Bd"][0], dims["H"]
     rng = np.random.default_rng(rows + h)
     inp = {"x1": rng.standard_normal((rows, h)).astype(np.float16),
@@ -125,6 +125,9 @@ def test_add_rms_norm_quant_against_float64(dims, zp, engine, examples_gen):
            "scales1": rng.uniform(0.005, 0.03, h).astype(np.float32)}
     if zp:
         inp["zero_points1"] = rng.integers(-20, 20, h).astype(np.int32)
+    if y2:
+        inp["scales2"] = rng.uniform(0.01, 0.05, h).astype(np.float32)
+        inp["zero_points2"] = rng.integers(-5, 5, h).astype(np.int32)
     r = run_check(str(EX), inputs=inp, dtypes={"T": "float16"}, engine=engine, gen_dir=examples_gen, progress=False)
     assert not r.faults and r.passed, r.faults[:2]
     x = (inp["x1"].astype(np.float64) + inp["x2"].astype(np.float64)).astype(np.float16)
@@ -132,15 +135,17 @@ def test_add_rms_norm_quant_against_float64(dims, zp, engine, examples_gen):
     xf = x.astype(np.float64)
     rstd = 1.0 / np.sqrt((xf * xf).mean(-1, keepdims=True) + 1e-6)
     y = ((xf * rstd).astype(np.float16).astype(np.float64) * inp["gamma"]).astype(np.float16).astype(np.float64)
-    q = y / inp["scales1"] + (inp["zero_points1"] if zp else 0)
-    ref = np.clip(np.rint(q), -128, 127)
-    got = np.asarray(r.arrays["y1"]).astype(np.int64)
-    diff = got - ref
-    slack = 4 * 2.0**-10 * np.abs(y) / inp["scales1"] + 1e-9   # a few fp16 ulps of y, in q's units
-    near = np.abs(q - np.floor(q) - 0.5) <= slack
-    assert np.all(np.abs(diff) <= 1) and np.all((diff == 0) | near), np.argwhere((diff != 0) & ~near)[:5]
-    assert (diff == 0).mean() > 0.99
-    assert (ref == 127).any() and (ref == -128).any()
+    assert (r.arrays.get("y2") is not None) == y2
+    for k in (1, 2) if y2 else (1,):
+        s, z = inp[f"scales{k}"], inp.get(f"zero_points{k}")
+        q = y / s + (z if z is not None else 0)
+        ref = np.clip(np.rint(q), -128, 127)
+        diff = np.asarray(r.arrays[f"y{k}"]).astype(np.int64) - ref
+        slack = 4 * 2.0**-10 * np.abs(y) / s + 1e-9   # a few fp16 ulps of y, in q's units
+        near = np.abs(q - np.floor(q) - 0.5) <= slack
+        assert np.all(np.abs(diff) <= 1) and np.all((diff == 0) | near), (k, np.argwhere((diff != 0) & ~near)[:5])
+        assert (diff == 0).mean() > 0.99
+        assert (ref == 127).any() and (ref == -128).any()
 
 
 def test_the_golden_rounds_inside_the_row_as_the_interpreter(round_spec, tmp_path):

@@ -23,8 +23,8 @@ from opgen.registry import load_spec
 
 EX = Path(__file__).resolve().parent.parent / "examples" / "specs" / "ascend_quant_v2.py"
 NP = {"float32": np.float32, "float16": np.float16, "bfloat16": ml_dtypes.bfloat16}
-ROUND = {"round": lambda v: np.sign(v) * np.floor(np.abs(v) + 0.5), "rint": np.rint, "floor": np.floor,
-         "ceil": np.ceil, "trunc": np.trunc}
+ROUND = {"round": np.rint, "floor": np.floor, "ceil": np.ceil, "trunc": np.trunc}
+"""CANN's round modes of AscendQuant on A2 / A3: "round" is half to even (CAST_RINT), the others directed."""
 
 
 def _inputs(rng, rows, h, dt, scale_form, offset_form):
@@ -40,28 +40,30 @@ def _inputs(rng, rows, h, dt, scale_form, offset_form):
 
 def _ref(inp, round_mode, sqrt_mode):
     x, s = (np.asarray(inp[k], np.float64) for k in ("x", "scale"))
-    s = s * s if sqrt_mode else s
-    v = x * s + (np.asarray(inp["offset"], np.float64) if "offset" in inp else 0.0)
+    v = x * s * s if sqrt_mode else x * s
+    v = v + (np.asarray(inp["offset"], np.float64) if "offset" in inp else 0.0)
     return v, np.clip(ROUND[round_mode](v), -128, 127)
 
 
-def _check_values(r, inp, round_mode, sqrt_mode):
+def _check_values(r, inp, round_mode, sqrt_mode, saturates=True):
     assert not r.faults and r.passed, (r.faults[:3], {k: c.to_json() for k, c in r.outputs.items() if not c.passed})
     v, ref = _ref(inp, round_mode, sqrt_mode)
     y = np.asarray(r.arrays["y"])
     assert y.dtype == np.int8 and y.shape == ref.shape
     diff = y.astype(np.int64) - ref.astype(np.int64)
     frac = v - np.floor(v)
-    edge = np.minimum(frac, 1 - frac) < 1e-4 * np.maximum(np.abs(v), 1.0)   # an integer is the boundary
-    if round_mode == "round":
-        edge |= np.abs(frac - 0.5) < 1e-4 * np.maximum(np.abs(v), 1.0)
+    if round_mode == "round":   # the boundary is half way (an exact tie is half to even: no slack there)
+        edge = (np.abs(frac - 0.5) < 1e-4 * np.maximum(np.abs(v), 1.0)) & (frac != 0.5)
+    else:   # the boundary is an integer
+        edge = np.minimum(frac, 1 - frac) < 1e-4 * np.maximum(np.abs(v), 1.0)
     assert np.all(np.abs(diff) <= 1) and np.all((diff == 0) | edge), np.argwhere(diff != 0)[:5]
-    assert (ref == 127).any() and (ref == -128).any()   # both saturation bounds are exercised
+    if saturates:
+        assert (ref == 127).any() and (ref == -128).any()   # both saturation bounds are exercised
 
 
 CASES = [   # (scale form, offset form or None, dtype, round_mode, sqrt_mode, rows, H)
     ("H", "H", "float16", "round", False, 37, 1000),
-    ("1", "H", "bfloat16", "rint", True, 5, 77),
+    ("1", "H", "bfloat16", "round", True, 5, 77),
     ("H", "1", "float32", "floor", False, 97, 33),
     ("1", "1", "float16", "trunc", False, 3, 4097),
     ("1", None, "float32", "ceil", False, 50, 100),
@@ -90,24 +92,48 @@ def test_a_one_column_row_matches_both_forms(engine, examples_gen):
     the interpreter binds forms in order, and either class computes the same values."""
     rng = np.random.default_rng(11)
     inp = _inputs(rng, 97, 1, "float16", "1", "1")
-    r = run_check(str(EX), inputs=inp, attrs={"round_mode": "rint"}, dtypes={"T": "float16"}, engine=engine,
+    r = run_check(str(EX), inputs=inp, attrs={"round_mode": "round"}, dtypes={"T": "float16"}, engine=engine,
+                  gen_dir=examples_gen, progress=False)
+    _check_values(r, inp, "round", False, saturates=False)
+
+
+@pytest.mark.parametrize("engine", ["kir", "emu"])
+def test_round_is_half_to_even_as_cann_rounds_it(engine, examples_gen):
+    """round_mode "round" on exact ties x * scale + offset = k + 1/2 (scale 1, offset 0): half to even, as
+    CANN's A2 / A3 kernel casts with CAST_RINT (2.5 -> 2, 3.5 -> 4, -2.5 -> -2, 0.5 -> 0), saturating at the ends."""
+    x = np.array([[2.5, 3.5, -2.5, 0.5, -0.5, 126.5, -127.5, 127.5, -128.5, 200.0, 1.5, -1.5]], np.float16)
+    inp = {"x": x, "scale": np.ones(1, np.float16)}
+    r = run_check(str(EX), inputs=inp, attrs={"round_mode": "round"}, dtypes={"T": "float16"}, engine=engine,
                   gen_dir=examples_gen, progress=False)
     assert not r.faults and r.passed
-    _v, ref = _ref(inp, "rint", False)
-    y = np.asarray(r.arrays["y"]).astype(np.int64)
-    assert np.abs(y - ref).max() <= 1
+    np.testing.assert_array_equal(np.asarray(r.arrays["y"]), [[2, 4, -2, 0, 0, 126, -128, 127, -128, 127, 2, -2]])
 
 
 def test_the_entry_selects_classes_by_the_form_key(examples_gen):
-    """The kernel entry tests tilingData.formKey once per (presence, form key) a class serves; the form key of a
-    call is the mixed-radix index of its forms (scale fastest), an absent offset counting as its first form."""
+    """The kernel entry tests tilingData.formKey beside the presence condition only where the class differs by
+    presence (scale [H] / [1] with offset [1]: offset absent is the form key of offset [H]'s class); a form key one
+    class serves under every presence is one test. The form key of a call is the mixed-radix index of its forms
+    (scale fastest), an absent offset counting as its first form."""
     spec = load_spec(str(EX))
     entry = (Path(examples_gen) / "ascend_quant_v2" / "op_kernel" / "ascend_quant_v2.cpp").read_text()
     tiling = (Path(examples_gen) / "ascend_quant_v2" / "op_host" / "ascend_quant_v2_tiling.cpp").read_text()
     assert "tiling->formKey = formKey;" in tiling
-    for cond in ("offset != nullptr && tilingData.formKey == 3", "offset == nullptr && tilingData.formKey == 1"):
-        assert cond in entry
-    assert "offset == nullptr && tilingData.formKey == 2" not in entry   # an absent offset has no form of its own
+    first = entry[entry.index("TILING_KEY_IS("):]
+    first = first[:first.index("return;")]
+    conds = [ln.strip() for ln in first.splitlines() if ln.strip().startswith(("if (tilingData", "if (offset",
+                                                                                  "} else if"))]
+    assert conds == ["if (tilingData.formKey == 0) {", "} else if (offset != nullptr && tilingData.formKey == 2) {",
+                     "} else if (tilingData.formKey == 1) {",
+                     "} else if (offset != nullptr && tilingData.formKey == 3) {"], conds
     # forms (scale, offset) -> key, by hand: scale [1] is 1, offset [1] is 2
     assert [form_key(spec, f, (True,)) for f in ((0, 0), (1, 0), (0, 1), (1, 1))] == [0, 1, 2, 3]
     assert form_key(spec, (1, 1), (False,)) == 1
+
+
+def test_a_shape_matching_no_form_fails_the_tiling(examples_gen):
+    """Graph mode reaches the TilingFunc without the aclnn layer's shape checks: a scale of 5 values beside H = 77
+    matches neither [H] nor [1], and the TilingFunc refuses it (a negative form key) instead of running the
+    per-tensor class on the first value."""
+    tiling = (Path(examples_gen) / "ascend_quant_v2" / "op_host" / "ascend_quant_v2_tiling.cpp").read_text()
+    assert "formKeyDim < 0 || formKeyDim > 3" in tiling
+    assert ": -4)" in tiling.replace("\n", " ")   # the no-match value: -(number of form keys)

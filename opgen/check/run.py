@@ -308,13 +308,14 @@ def _gm_plan(spec, bound, tiling_key: int) -> dict:
     class serving the call's attrKey and optional inputs, strategy = tiling key % 10): {reads, why, inputs: {row
     input: its bytes in its declared dtype}}: each is planned to be read `reads` times; {} for another family or a
     schedule that reads each input once."""
-    from opgen.kernel.rows import presence_condition  # lazy: start-up time
+    from opgen.dsl.keys import form_key  # lazy: start-up time
+    from opgen.kernel.rows import serves_call  # lazy: start-up time
     from opgen.kernel.rowprog import row_input_reads  # lazy: start-up time
     from opgen.tiling.pipeline import kernel_build  # lazy: start-up time
 
     ex = kernel_build(spec).lowered.extra
-    cond = presence_condition(spec, bound.key.present)
-    serving = [v for v in ex.get("variants", ()) if (tiling_key // 100, cond) in v.serves]
+    fkey = form_key(spec, bound.key.forms, bound.key.present)
+    serving = [v for v in ex.get("variants", ()) if serves_call(v, tiling_key // 100, bound.key.present, fkey, spec)]
     if len(serving) != 1:
         return {}
     p = serving[0].prog

@@ -15,7 +15,8 @@ After buffer assignment `join_copies` joins the copies of one instruction that p
 (a chain downstream of a presence-dependent value) into one instruction under the union of their presences.
 
 What the join does not cover (it returns None with the reason, and the family keeps one class per presence): an
-optional input read per row (its CopyIn runs outside the instructions), programs with a second pass over the rows,
+optional input read per row (its CopyIn runs outside the instructions), an output written under some presences only
+(AddRmsNormQuant's y2 when scales2 is given: its CopyOut is not guarded), programs with a second pass over the rows,
 per-batch values or finishing instructions (their side tables are not joined), programs on other layouts.
 
 Facts: docs/design.md "Optional inputs: one class for every presence" (what is joined, what it costs); the
@@ -125,6 +126,10 @@ def _unjoinable(progs: list, optional: tuple) -> str:
         for t in p.gm:
             if t.gm in optional and t.space not in ("col", "brow"):
                 return f"optional input {t.gm} is read per row"
+    outs = [{t.gm for t in p.gm if t.role == "out"} for _pr, p in progs]
+    if any(o != outs[0] for o in outs):   # its CopyOut (DeQue, copy, Free) would run under every presence
+        some = sorted(set.union(*outs) - set.intersection(*outs))
+        return f"output {some[0]} is written under some presences only"
     return ""
 
 

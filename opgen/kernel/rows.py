@@ -59,9 +59,9 @@ SPACE_WORDS = {"row": "rows", "stat": "per-row statistics", "brow": "per-batch r
 class _Lowering:
     """One pass over the graph in node order (see module docstring); `run` returns the unverified program."""
 
-    def __init__(self, g: Graph, layout: RowLayout, half_vars: frozenset = frozenset()):
+    def __init__(self, g: Graph, layout: RowLayout, half_vars: dict | None = None):
         self.g, self.lay = g, layout
-        self.half_vars = half_vars   # dtype variables binding fp16 / bf16 only (half_variables)
+        self.half_vars = half_vars or {}   # dtype variables binding fp16 / bf16 only -> bindings (half_variables)
         self.ch = Chains(g)
         self.vals = g.values()
         self.prod = g.producers()
@@ -1018,8 +1018,8 @@ class _Lowering:
         if self.space.get(x) != "row":
             raise self.err(r, f"a cast to {to} of {SPACE_WORDS.get(self.space.get(x), 'a value')} that feeds a "
                               f"computation; the rows kernel rounds row values only")
-        if mode in ("none", "odd") and to != "f16":
-            mode = "rint" if mode == "none" else mode
+        if mode in ("none", "odd") and (to == "bf16" or to in self.half_vars and "bf16" in self.half_vars[to]):
+            mode = "rint" if mode == "none" else mode   # CAST_NONE narrows to nearest even; bf16 has no CAST_NONE
             if mode == "odd":
                 raise self.err(r, f"cast to {to} with round mode odd: fp32 -> bf16 has no CAST_ODD")
         tmp = f"h_{r}"
@@ -1251,14 +1251,14 @@ def _batch_flat(view, lay: RowLayout) -> bool:
     return all(as_dim(s) == Lit(0) for s in view.strides[lay.split:])
 
 
-def half_variables(spec) -> frozenset:
-    """The dtype variables of `spec` that every row of its dtype table binds to fp16 or bf16: a cast to one of them
-    inside a row rounds through a 16-bit temporary (_Lowering.round_trip)."""
-    return frozenset(c.name for c in spec.dtype_table
-                     if spec.dtype_rows and all(dtype_name(r[c.name]) in ("f16", "bf16") for r in spec.dtype_rows))
+def half_variables(spec) -> dict:
+    """{dtype variable: the set of its bindings} for the variables of `spec` that every row of its dtype table binds
+    to fp16 or bf16: a cast to one of them inside a row rounds through a 16-bit temporary (_Lowering.round_trip)."""
+    out = {c.name: {dtype_name(r[c.name]) for r in spec.dtype_rows} for c in spec.dtype_table if spec.dtype_rows}
+    return {v: b for v, b in out.items() if b <= {"f16", "bf16"}}
 
 
-def lower(g: Graph, layout: RowLayout, passes=None, half_vars: frozenset = frozenset()) -> RowProgram:
+def lower(g: Graph, layout: RowLayout, passes=None, half_vars: dict | None = None) -> RowProgram:
     """Lower optimized graph `g` (one specialisation) on `layout` to a verified row program, running the kernel-level
     algebra `passes` on it (None: opgen.kernel.rowalg.ROW_PASSES; [] for none); `half_vars`: half_variables of the
     spec. Raises Unsupported."""
@@ -1531,7 +1531,7 @@ def serves_call(v, ak: int, present: tuple, fkey: int, spec) -> bool:
     """Whether class `v` (a Variant of variants_of) serves a call of attrKey `ak`, optional inputs present as
     `present` and form key `fkey`: the condition the kernel entry tests, as the Kernel-IR engine picks a class."""
     cond = presence_condition(spec, present)
-    return (ak, cond) in v.serves or (ak, form_condition(cond, fkey)) in v.serves
+    return any((ak, c) in v.serves for c in (cond, form_condition(cond, fkey), form_condition("true", fkey)))
 
 
 def variants_of(spec, lowered) -> list:
@@ -1553,7 +1553,10 @@ def variants_of(spec, lowered) -> list:
         text = canonical_values(rowprog.print_program(prog))   # equal up to the traced values' names: one class
         groups.setdefault((ak, cond), []).append((key, prog, text))
     split = {g for g, members in groups.items() if len({t for _k, _p, t in members}) > 1}
+    if split:   # a form key any presence splits: every presence of that attrKey tests the form key too
+        split |= {g for g in groups if g[0] in {ak for ak, _c in split}}
     lowered.extra["form_key"] = bool(split)
+    formed: dict = {}   # (attrKey, form key) -> {presence condition: the class serving it}
     for (ak, cond), members in groups.items():
         served: dict[str, str] = {}   # the condition -> its program's text
         for key, prog, text in members:
@@ -1584,4 +1587,16 @@ def variants_of(spec, lowered) -> list:
             elif prog is not by_text[text].prog:
                 by_text[text].also.append(prog)   # its spec lines are cited beside the first program's
             by_text[text].serves.append((ak, serve))
+            if (ak, cond) in split:
+                formed.setdefault((ak, form_key(spec, key.forms, key.present)), {})[cond] = by_text[text]
+    conds_of: dict = {}
+    for ak, cond in split:
+        conds_of.setdefault(ak, set()).add(cond)
+    for (ak, fkey), by_cond in formed.items():   # one class for a form key under every presence: one condition
+        v = next(iter(by_cond.values()))
+        if set(by_cond) == conds_of[ak] and all(w is v for w in by_cond.values()) and len(by_cond) > 1:
+            drop = {(ak, form_condition(c, fkey)) for c in by_cond}
+            at = min(k for k, s in enumerate(v.serves) if s in drop)
+            v.serves[:] = [s for s in v.serves if s not in drop]
+            v.serves.insert(at, (ak, form_condition("true", fkey)))
     return out

@@ -263,6 +263,8 @@ def dim_bounds(spec, prog, inputs_map) -> list[tuple[str, int, int | None]]:
         elif how[0] == "attr_dim":
             lo, hi = _bounds(spec, Sym(how[2]))
             out.append((name, lo, hi))
+        elif how[0] == "form_key":   # a negative key: a shape agreeing with none of its forms (form_key_cpp)
+            out.append((name, 0, form_key_count(spec) - 1))
         elif how[0] == "by_attr_key":   # the widest range over the specialisations' expressions
             rng = [_bounds(spec, e) for _ak, e in how[1]]
             his = [h for _l, h in rng]
@@ -278,6 +280,8 @@ def input_label(inputs_map: dict, name: str) -> str:
         return str(how)
     if isinstance(how, tuple) and how and how[0] == "attr_dim":
         return str(how[2])
+    if isinstance(how, tuple) and how and how[0] == "form_key":
+        return "the form key of the inputs' shape forms (negative: a shape matching none of its forms)"
     return name
 
 
@@ -296,20 +300,31 @@ def form_key_cpp(spec) -> str:
     """C++ (int64_t) of opgen.dsl.keys.form_key in the TilingFunc: per free-form input, the index of the first of
     its shape forms its shape agrees with (rank, and every entry that is not a variadic group equal to its dim's
     value as the TilingFunc reads it), 0 for an absent optional input; summed mixed-radix, first input fastest.
-    The aclnn layer (or graph mode's InferShape) has matched the shape to some form; the first agreeing form is the
-    one the interpreter picks (opgen.dsl.validate binds forms in order) (docs/design.md "Shape forms at run time")."""
+    A shape agreeing with none of its forms (graph mode reaches the TilingFunc without the aclnn layer's shape
+    checks) makes the whole key negative (that input counts -(product of every input's form count)), which the
+    TilingFunc refuses (dim_bounds: [0, count - 1]). The first agreeing form is the one the interpreter picks
+    (opgen.dsl.validate binds forms in order) (docs/design.md "Shape forms at run time")."""
     terms, radix = [], 1
+    total = form_key_count(spec)
     for i in free_form_inputs(spec):
         ref = _shape_ref(i)
         conds = [_form_match_cpp(spec, shape, ref) for shape in i.shapes]
-        idx = str(len(i.shapes) - 1)
-        for k in range(len(i.shapes) - 2, -1, -1):
+        idx = str(-total)
+        for k in range(len(i.shapes) - 1, -1, -1):
             idx = f"({conds[k]} ? {k} : {idx})"
         if i.optional:
             idx = f"({i.name}ShapeOpt != nullptr ? {idx} : 0)"
         terms.append(idx if radix == 1 else f"{idx} * {radix}")
         radix *= len(i.shapes)
     return " + ".join(terms) or "0"
+
+
+def form_key_count(spec) -> int:
+    """The number of form keys: the product of the free-form inputs' form counts (opgen.dsl.keys.form_key)."""
+    n = 1
+    for i in free_form_inputs(spec):
+        n *= len(i.shapes)
+    return n
 
 
 def _form_match_cpp(spec, shape, ref: str) -> str:
