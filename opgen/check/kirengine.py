@@ -37,8 +37,8 @@ def kernel_classes(spec) -> list:
     from opgen.tiling.pipeline import kernel_build  # lazy: start-up time
 
     unit = kernel_build(spec)
-    if unit.family.name == "cube":   # one class serves every specialisation (opgen.kernel.cube.CubeFamily.lower)
-        return [next(iter(unit.lowered.programs.values()))]
+    if unit.family.name == "cube":   # one class per layout (opgen.kernel.cube.CubeFamily.lower), in class order
+        return list({id(c): c for c in unit.lowered.programs.values()}.values())
     ex = unit.lowered.extra
     if "aclasses" in ex:   # the attention family: one class per distinct program (opgen.kernel.attnclass)
         return [c.kclass for c in ex["aclasses"]]
@@ -130,7 +130,8 @@ def launch(spec, bound, slots: list, platform, deterministic: bool = False) -> K
     if unit.family.name == "cube":   # one class, T the operands' type; the entry's kernel type (AIC only or mixed)
         from opgen.kernel.cube import CTYPE  # lazy: start-up time
 
-        k = classes[0]
+        # the class of the call's static attributes (its layout; every presence of its optional inputs)
+        k = next((c for key, c in unit.lowered.programs.items() if key.static == bound.key.static), classes[0])
         lay = unit.lowered.layout
         types = {"T": CTYPE[lay.dtype] if lay.fixed else _ctype(bound.dtypes[lay.dtype])}
         kind = unit.family.entry_kernel_type(unit.lowered)

@@ -17,33 +17,39 @@ from opgen.names import kernel_entry, op_snake, spec_path
 
 def emit_cube_kernel(spec, lowered, tiling) -> dict[str, str]:
     """{path: text} of op_kernel/<op>.h, op_kernel/<op>.cpp and the tiling-key header of a cube-family lowering
-    (`lowered`: the GemmLayout and {key: KernelClass}). Raises SpecError when the specialisations' classes differ
-    (one class serves every key) or a dtype row binds the operands to a type the cube does not take (a guard:
-    gemm_layout refuses such a row as Unsupported at the input's line while matching)."""
-    classes = {kir.to_text(c): c for c in lowered.programs.values()}
-    if len(classes) != 1:
-        raise SpecError(f"{spec.name}: the cube family expects one kernel class for every specialisation, got "
-                        f"{len(classes)}")
-    cls = next(iter(classes.values()))
+    (`lowered`: the layouts and {key: KernelClass}): every class printed, and the entry testing each tiling key
+    (attrKey x dtype row) to instantiate the class of its attrKey (the static attributes select the layout; one
+    class serves every presence of the optional inputs). Raises SpecError when two keys of one attrKey have
+    different classes (CubeFamily.lower joins them) or a dtype row binds the operands to a type the cube does not
+    take (a guard: gemm_layout refuses such a row as Unsupported at the input's line while matching)."""
+    names = [a.name for a in spec.static_attrs]
+    by_ak: dict = {}
+    order: dict = {}   # class text -> class, in the lowering's order
+    for key, c in lowered.programs.items():
+        ak = attr_key(spec, dict(zip(names, key.static)))
+        text = kir.to_text(c)
+        order.setdefault(text, c)
+        if by_ak.setdefault(ak, text) != text:
+            raise SpecError(f"{spec.name}: the cube family expects one kernel class per attribute combination "
+                            f"(attrKey {ak}), got two")
     lay = lowered.layout
     snake = op_snake(spec.name)
-    attrs_keys = sorted({attr_key(spec, dict(zip([a.name for a in spec.static_attrs], key.static)))
-                         for key in lowered.programs})
     keys, declared = [], []
     for r, row in enumerate(spec.dtype_rows, start=1):
         dt = lay.dtype if lay.fixed else dtype_name(row[lay.dtype])
         if dt not in ("f16", "bf16"):
             raise SpecError(f"{spec.name}: dtype row {r} binds {lay.dtype} to {dt}; the cube kernel takes f16 or "
                             f"bf16 operands")
-        for ak in attrs_keys:
+        for ak in sorted(by_ak):
             tk = TilingKey(ak, r, 1, "CUBE_GEMM")
             declared.append(tk)
-            keys.append((tk.macro(spec), kcube.CTYPE[dt]))
+            keys.append((tk.macro(spec), kcube.CTYPE[dt], order[by_ak[ak]].name))
     env = template_env()
+    classes = list(order.values())
     ctx = {"op": spec.name, "op_snake": snake, "entry": kernel_entry(spec.name), "spec_file": spec_path(spec),
            "doc": tiling.doc,
-           "class_cpp": kir.to_cpp(cls), "cls": cls.name, "args": list(cls.args), "keys": keys,
-           "struct": cls.tiling_struct, "kernel_type": kcube.CubeFamily().entry_kernel_type(lowered)}
+           "class_cpp": "\n\n".join(kir.to_cpp(c) for c in classes), "args": list(classes[0].args), "keys": keys,
+           "struct": classes[0].tiling_struct, "kernel_type": kcube.CubeFamily().entry_kernel_type(lowered), "multi": len(classes) > 1}
     return {
         f"op_kernel/{snake}.h": env.get_template("op_kernel/cube_kernel.h.j2").render(**ctx),
         f"op_kernel/{snake}.cpp": env.get_template("op_kernel/cube_kernel.cpp.j2").render(**ctx),

@@ -33,6 +33,12 @@ K split (`if kSplit > 1`, the tiling's choice by estimated time; docs/design.md 
 the AIC's FLAG_PART to its AIVs (on FIX); each AIV waits for it, meets every AIV in a SyncAll, then sums its pass
 items' partials in k order (a fixed order: deterministic) and runs the epilogue (or the cast alone) and the store.
 
+Specialisations (docs/design.md "Cube family: layouts chosen by attributes, optional inputs by presence"): one class
+per layout the static attributes select (operands transposed by an attribute), the entry choosing it by the tiling
+key's attrKey (CubeFamily.lower); the presences of the optional inputs of one attrKey joined into one class
+(merge_presences: the epilogue's steps guarded by hasInput<k>_, Fixpipe writing the output directly under the
+presences without a vector epilogue).
+
 The class's own members (GM tensors aGm_ / bGm_ / cGm_, buffers l1A_ ... l0C_) end in '_', which no spec name may
 (opgen.dsl.spec), so an input or output of any valid name never collides with them.
 
@@ -47,6 +53,7 @@ from __future__ import annotations
 from dataclasses import dataclass, replace
 
 from opgen.ir.dims import Constraint, Fn, Lit, Sym
+from opgen.dsl.keys import attr_key
 from opgen.ir.dtypes import DTypeVar, dtype_name
 from opgen.kernel import kir as K
 from opgen.kernel.kir_sync import place_syncs_memo
@@ -54,6 +61,8 @@ from opgen.kernel.family import Family, Lowered, register
 from opgen.kernel.isa import Op, Pipe
 from opgen.kernel.rowlayout import Unsupported
 from opgen.kernel.rowmerge import math_as_steps
+from opgen.kernel.rowclass import merge_guards, presence_member
+from opgen.kernel.rowpresence import cover, join_copies
 from opgen.kernel.rowfexpr import parse as parse_scalar
 from opgen.kernel.rowprog import (ROUND_MODES, VECTOR_BINARY, VECTOR_UNARY, Instr, RowProgram, _allocate,
                                   _float_literal, instr_op, lower_elementwise)
@@ -85,6 +94,16 @@ class GemmLayout:
     trans_b: bool = False   # b is stored [N, K] (the matmul's transpose_b)
     batch: tuple = ()       # leading batch dims of a, b and the output (spec dim names; one matrix product each)
     steps: tuple = ()       # the vector epilogue (EPI_STEPS), () when Fixpipe's cast is all of it
+    # One layout serving several presences of the spec's optional inputs (merge_presences; all () otherwise):
+    presence: tuple = ()    # the spec's optional inputs (names, spec order): what the presences below range over
+    served: tuple = ()      # the presences served (each one bool per name of `presence`)
+    step_when: tuple = ()   # per step of `steps`, the presences that run it (() = every one served)
+    direct: tuple = ()      # the presences with no vector epilogue: Fixpipe writes the output when K is not split
+
+    @property
+    def mixed(self) -> bool:
+        """Whether some call's blocks go through the workspace slots to the AIVs' vector epilogue (K not split)."""
+        return bool(self.steps) and set(self.direct) != set(self.served) if self.presence else bool(self.steps)
 
     def text(self) -> str:
         """One line (`--dump-after select_family`)."""
@@ -94,9 +113,20 @@ class GemmLayout:
             epi = "on the AIVs: " + "; ".join(_step_text(st) for st in self.steps)
         a = f"{self.a}[{k}, {m}]ᵀ" if self.trans_a else f"{self.a}[{m}, {k}]"
         b = f"{self.b}[{n}, {k}]ᵀ" if self.trans_b else f"{self.b}[{k}, {n}]"
+        if self.presence:
+            epi = "on the AIVs: " + "; ".join(_step_text(st) + (f" when {_presences_text(w, self.presence)}" if w else "")
+                                             for st, w in zip(self.steps, self.step_when))
+            if self.direct:
+                epi += f"; Fixpipe's cast alone when {_presences_text(self.direct, self.presence)}"
         bt = f"[{', '.join(self.batch)}] x " if self.batch else ""
         return (f"layout cube: {bt}{self.out}[{m}, {n}] = {a} x {b} in {self.dtype}, "
                 f"fp32 accumulate, out {self.out_dtype}; epilogue {epi}")
+
+
+def _presences_text(when: tuple, names: tuple) -> str:
+    """Presences (tuples of bools over `names`) in words: "bias present" / "bias absent", several joined by " or "."""
+    return " or ".join(", ".join(f"{n} {'present' if p else 'absent'}" for n, p in zip(names, pr)) or "always"
+                       for pr in when)
 
 
 def gemm_layout(g, spec=None) -> GemmLayout:
@@ -311,8 +341,78 @@ def _epilogue(g, mm, seen, params, dims, batch, dta) -> tuple:
     return od, (od.name if isinstance(od, DTypeVar) else dtype_name(od)), out, ["vector"], tuple(steps)
 
 
-def lower_gemm(spec, lay: GemmLayout) -> K.KernelClass:
-    """The Kernel IR class of the GEMM (module docstring's schedule) for `spec` with layout `lay`: template
+def merge_presences(spec, items: list) -> GemmLayout:
+    """One GemmLayout serving every presence of the spec's optional inputs in `items` = [(presence, GemmLayout)]
+    (presence: one bool per optional input, spec order; the layouts of one attrKey): the layout itself when they are
+    all equal, else their vector epilogues joined as the rows family joins its programs (opgen.kernel.rowpresence):
+    a step is the same in two presences when it is the same operation on the same operands (value numbering), the
+    joined steps keep each once with the presences that run it (`step_when`); a presence whose epilogue is Fixpipe's
+    cast alone (no vector steps) contributes the cast as vector steps (its K split's reduction ends in it) and is
+    listed in `direct` (its blocks skip the workspace slots when K is not split). Raises Unsupported when the
+    layouts differ in anything but their epilogue (operands, dims, transposes, dtypes, batch)."""
+    first = items[0][1]
+    if all(lay == first for _pr, lay in items):
+        return first
+
+    def core(lay):
+        return replace(lay, epilogue=(), steps=())
+
+    for _pr, lay in items[1:]:
+        if core(lay) != core(first):
+            raise Unsupported(first.out, "", f"the presences of the optional inputs give other layouts "
+                              f"({lay.text()}; {first.text()}): one kernel class serves every presence of an "
+                              f"attribute combination, so they may differ in the epilogue only")
+    served = tuple(pr for pr, _lay in items)
+    names = tuple(i.name for i in spec.inputs if i.optional)
+    taken = {st[1] for _pr, lay in items for st in lay.steps if st[0] == "attr"}
+    joined: dict = {}   # step key -> [step with joined names, presences]
+    vname: dict = {}    # value key -> joined name
+    for pr, lay in items:
+        kmap: dict = {}
+        for st in (lay.steps or _cast_only(lay).steps):
+            kind = st[0]
+            if kind == "acc":
+                key = ("acc",)
+            elif kind == "load":
+                key = ("load",) + tuple(st[2:])
+            elif kind == "const":
+                key = ("const", st[2])
+            elif kind == "attr":
+                key = ("attr", st[1])
+            elif kind == "op":
+                key = ("op", st[2], tuple(kmap[x] for x in st[3]), st[4])
+            else:
+                key = ("store", kmap[st[1]], st[2])
+            if kind == "attr":
+                vname[key] = st[1]
+            elif kind != "store" and key not in vname:
+                nm, k = st[1], 0
+                while nm in taken:
+                    k += 1
+                    nm = f"{st[1]}_{k}"
+                taken.add(nm)
+                vname[key] = nm
+            if kind != "store":
+                kmap[st[1]] = key
+            if key not in joined:
+                if kind == "op":
+                    new = ("op", vname[key], st[2], tuple(vname[kmap[x]] for x in st[3]), st[4])
+                elif kind == "store":
+                    new = ("store", vname[kmap[st[1]]], st[2])
+                else:
+                    new = (kind, vname[key], *st[2:])
+                joined[key] = [new, set()]
+            joined[key][1].add(pr)
+    steps = tuple(st for st, _w in joined.values())
+    when = tuple(() if w == set(served) else tuple(sorted(w)) for _st, w in joined.values())
+    direct = tuple(pr for pr, lay in items if not lay.steps)
+    return replace(first, epilogue=("vector",), steps=steps, presence=names, served=served, step_when=when,
+                   direct=direct)
+
+
+def lower_gemm(spec, lay: GemmLayout, name: str = "") -> K.KernelClass:
+    """The Kernel IR class `name` (default <Op>CubeKernel) of the GEMM (module docstring's schedule) for `spec` with
+    layout `lay` (a merged one, merge_presences: with the presence members hasInput<k>_ and its guards): template
     parameter T = the operands' C++ type; the output's type T or float. Raises IRError when it does not verify."""
     S = Sym
     M, Kd, N = S("M"), S("K"), S("N")
@@ -389,33 +489,10 @@ def lower_gemm(spec, lay: GemmLayout) -> K.KernelClass:
         K.Let("mt", fn("min", bm, M - S("m0"))),
         K.Let("nt", fn("min", bn, N - S("n0"))),
     )
-    mixed = bool(lay.steps)
-    if mixed:   # the fp32 block to this AI Core's workspace slot s (the AIVs finish it), dense rows of nt
-        slot = (K.Let("j", S("blk") - S("first")), K.Let("s", S("j") % 2),
-                K.Let("wsOff", (S("core") * 2 + S("s")) * bm * bn))
-        free = (K.If((Constraint(">=", S("j"), Lit(2)),), (_by_slot(lambda i: K.CrossCoreWaitFlag(
-            FLAG_FREE + i, "the AIVs have read this slot's previous block")),)),)
-        fix = K.Fixpipe(K.GmView("wsGm_", S("wsOff")), K.Ref("c1"), S("mt"), S("nt"), S("mPad"), S("nt"),
-                        "L0C -> workspace slot s, fp32")
-        ready = (_by_slot(lambda i: K.CrossCoreSetFlag(2, Pipe.FIX, FLAG_READY + i, "slot s holds the block")),)
-    else:
-        slot, free, ready = (), (), ()
-        fix = K.Fixpipe(K.GmView("cGm_", off(2, S("m0") * N + S("n0"))), K.Ref("c1"), S("mt"), S("nt"), S("mPad"),
-                        N, "L0C -> GM with the cast to the output type")
     pads = (
         K.Let("mPad", fn("align_up", S("mt"), Lit(16))),
         K.Let("nPad", fn("align_up", S("nt"), Lit(16))),
         K.Let("mm", fn("max", S("mt"), Lit(2))),
-    )
-    block = (
-        *lets,
-        *pads,
-        *slot,
-        K.Let("kb", Lit(0)),
-        K.For("k0", Lit(0), Kd, S("baseKL1"), kloop, tail="kt1", doc="K panels (the last a tail)"),
-        *free,   # only the Fixpipe writes the slot: the loads and Mmads of this block overlap the AIVs' work
-        fix,
-        *ready,
     )
     init = (
         K.InitBuffer("l1A_", bm * S("baseKL1") * sz, 2), K.InitBuffer("l1B_", S("baseKL1") * bn * sz, 2),
@@ -423,15 +500,49 @@ def lower_gemm(spec, lay: GemmLayout) -> K.KernelClass:
         K.InitBuffer("l0C_", bm * bn * 4),
         K.Get("c1", "l0C_", "float"),
     )
-    plain = (
-        *_range(K.BLOCK_IDX),
-        K.For("blk", S("first"), S("last"), Lit(1), block, doc="this AI Core's output blocks"),
-    )
-    if mixed:
-        plain += (K.For("j", fn("max", S("last") - S("first") - 2, Lit(0)), S("last") - S("first"), Lit(1), (
-            K.Let("s", S("j") % 2),
-            _by_slot(lambda i: K.CrossCoreWaitFlag(FLAG_FREE + i, "the AIVs' last reads of the slots")),),
-            doc="consume the last two slots' free flags"),)
+
+    def plain_of(mixed: bool) -> tuple:   # the AIC's blocks when K is not split: to the slots (mixed) or the output
+        if mixed:   # the fp32 block to this AI Core's workspace slot s (the AIVs finish it), dense rows of nt
+            slot = (K.Let("j", S("blk") - S("first")), K.Let("s", S("j") % 2),
+                    K.Let("wsOff", (S("core") * 2 + S("s")) * bm * bn))
+            free = (K.If((Constraint(">=", S("j"), Lit(2)),), (_by_slot(lambda i: K.CrossCoreWaitFlag(
+                FLAG_FREE + i, "the AIVs have read this slot's previous block")),)),)
+            fix = K.Fixpipe(K.GmView("wsGm_", S("wsOff")), K.Ref("c1"), S("mt"), S("nt"), S("mPad"), S("nt"),
+                            "L0C -> workspace slot s, fp32")
+            ready = (_by_slot(lambda i: K.CrossCoreSetFlag(2, Pipe.FIX, FLAG_READY + i, "slot s holds the block")),)
+        else:
+            slot, free, ready = (), (), ()
+            fix = K.Fixpipe(K.GmView("cGm_", off(2, S("m0") * N + S("n0"))), K.Ref("c1"), S("mt"), S("nt"),
+                            S("mPad"), N, "L0C -> GM with the cast to the output type")
+        block = (
+            *lets,
+            *pads,
+            *slot,
+            K.Let("kb", Lit(0)),
+            K.For("k0", Lit(0), Kd, S("baseKL1"), kloop, tail="kt1", doc="K panels (the last a tail)"),
+            *free,   # only the Fixpipe writes the slot: the loads and Mmads of this block overlap the AIVs' work
+            fix,
+            *ready,
+        )
+        plain = (
+            *_range(K.BLOCK_IDX),
+            K.For("blk", S("first"), S("last"), Lit(1), block, doc="this AI Core's output blocks"),
+        )
+        if mixed:
+            plain += (K.For("j", fn("max", S("last") - S("first") - 2, Lit(0)), S("last") - S("first"), Lit(1), (
+                K.Let("s", S("j") % 2),
+                _by_slot(lambda i: K.CrossCoreWaitFlag(FLAG_FREE + i, "the AIVs' last reads of the slots")),),
+                doc="consume the last two slots' free flags"),)
+        return plain
+
+    mixed = lay.mixed
+    # presences with no vector epilogue (merge_presences): Fixpipe writes their output, the AIVs have no block
+    via_slots = tuple(pr for pr in lay.served if pr not in lay.direct) if lay.direct else ()
+    if via_slots:
+        plain = _guarded(plain_of(True), via_slots, lay.presence) + _guarded(plain_of(False), lay.direct,
+                                                                              lay.presence)
+    else:
+        plain = plain_of(mixed)
     # the K split (docs/design.md "Cube family: the K split"): units (block, k range) over the AI Cores, each
     # unit's fp32 partial block to its own workspace block (pitch baseN), then FLAG_PART to this AI Core's AIVs
     unit = (
@@ -457,11 +568,19 @@ def lower_gemm(spec, lay: GemmLayout) -> K.KernelClass:
     if mixed:
         prog = epilogue_program(lay)
         doc_plain = "the two AIVs: half of each block's rows each, the epilogue, the output"
+        if via_slots:
+            doc_plain += f" (when {_presences_text(via_slots, lay.presence)}; else Fixpipe wrote it)"
     else:   # the reduction's own epilogue: the cast Fixpipe does when K is not split
         prog = epilogue_program(_cast_only(lay))
         doc_plain = "the AIVs have no work: Fixpipe wrote the output"
     vec_locs, vec_gms, gets, vector_ks = _vector_part(lay, prog, lets, out_t, off, ksplit=True)
-    vector_plain = _vector_part(lay, prog, lets, out_t, off)[3] if mixed else ()
+    if via_slots:   # the slot path's epilogue only under the presences that take it (their steps, unguarded if one)
+        rl, rg, rgets, vector_plain = _vector_part(lay, epilogue_program(_restrict(lay, via_slots)), lets, out_t, off)
+        if not (set(rl) <= set(vec_locs) and set(rg) <= set(vec_gms) and set(rgets) <= set(gets)):
+            vector_plain = _vector_part(lay, prog, lets, out_t, off)[3]   # its buffers are not the class's: all steps
+        vector_plain = _guarded(vector_plain, via_slots, lay.presence)
+    else:
+        vector_plain = _vector_part(lay, prog, lets, out_t, off)[3] if mixed else ()
     process = (K.CoreIf("cube", (K.Let("core", K.BLOCK_IDX), *cube),
                         "the AIC: the fp32 blocks of this AI Core (to the output, the two workspace slots in turn, "
                         "or the K split's partial blocks)"),
@@ -469,14 +588,33 @@ def lower_gemm(spec, lay: GemmLayout) -> K.KernelClass:
                         f"the AIVs: the K split's reduction, else {doc_plain}"))
     fields = FIELDS + (BATCH_FIELDS if lay.batch else ()) + EPI_FIELDS + KSPLIT_FIELDS \
         + tuple(f"{a}Bits" for a in epi_attrs(lay))
-    cls = K.KernelClass(f"{spec.name}CubeKernel", f"optiling::{spec.name}TilingData", args=tuple(
+    members = tuple((presence_member(k), n) for k, n in enumerate(lay.presence)) if lay.presence else ()
+    a_txt = f"{lay.a}ᵀ [K, M]" if lay.trans_a else f"{lay.a} [M, K]"
+    b_txt = f"{lay.b}ᵀ [N, K]" if lay.trans_b else f"{lay.b} [K, N]"
+    cls = K.KernelClass(name or f"{spec.name}CubeKernel", f"optiling::{spec.name}TilingData", args=tuple(
         [i.name for i in spec.inputs] + [o.name for o in spec.outputs]),
         gms=gms + (K.GmTensor("wsGm_", "float", workspace=True),) + vec_gms, locals=locs + vec_locs,
+        scalars=tuple(K.ScalarVar(m, "bool") for m, _a in members), presence=members,
         fields=fields, process=process, tparams=("T",), ws_field="workspaceBytes",
-        doc=f"{spec.name}: [M, K] x [K, N] on the cube, fp32 accumulation (" + (
+        doc=(f"{spec.name}: [M, K] x [K, N] on the cube" if not (lay.trans_a or lay.trans_b) else
+             f"{spec.name}: {a_txt} x {b_txt} on the cube") + ", fp32 accumulation (" + (
             "fp32 blocks to a two-slot workspace, the epilogue on the AIVs" if mixed else
-            "Fixpipe's cast") + f"; K split over the AI Cores when the tiling chooses it), output {out_t}")
+            "Fixpipe's cast") + f"; K split over the AI Cores when the tiling chooses it), output {out_t}"
+        + (f"; every presence of {', '.join(lay.presence)} (hasInput<k>_)" if members else ""))
     return K.verify(cls)
+
+
+def _restrict(lay: GemmLayout, prs: tuple) -> GemmLayout:
+    """Merged layout `lay` (merge_presences) serving only the presences `prs`: the steps none of them runs dropped,
+    each other step's presences narrowed to them (() when it runs under all of them)."""
+    steps, whens = [], []
+    for st, w in zip(lay.steps, lay.step_when):
+        keep = set(prs) if not w else set(w) & set(prs)
+        if keep:
+            steps.append(st)
+            whens.append(() if keep == set(prs) else tuple(sorted(keep)))
+    return replace(lay, steps=tuple(steps), step_when=tuple(whens), served=tuple(prs),
+                   direct=tuple(p for p in lay.direct if p in prs))
 
 
 def _cast_only(lay: GemmLayout) -> GemmLayout:
@@ -544,13 +682,16 @@ class EpiProgram:
     pre: tuple
     loads: tuple
     store: tuple
+    guard: tuple = ()    # ((pre or load value, presences), ...): an input read only under those presences
+    stores: tuple = ()   # ((value, round mode or "", presences), ...): every store (one per presence group)
+    presence: tuple = ()  # the optional inputs the presences range over (GemmLayout.presence)
 
     def row_bytes(self) -> int:
         """UB bytes per element of one row of a pass (fp32 temporaries and staged rows, T staging, the output
         staging), T taken as 2 bytes (f16 / bf16) and a cast output as at most 4."""
         nf = self.row_temps + sum(1 for _v, (sp, _i) in self.pre if sp == "row")
         nt = sum(1 for _v, _i, sp in self.loads if sp == "row")
-        return 4 * nf + 2 * nt + (4 if self.store[1] else 0)
+        return 4 * nf + 2 * nt + (4 if any(r for _v, r, _w in self.stores) or self.store[1] else 0)
 
     def col_bytes(self) -> int:
         """UB bytes per element of the column rows (kept for a pass: fp32 column values and staged inputs)."""
@@ -564,7 +705,12 @@ def epilogue_program(lay: GemmLayout) -> EpiProgram:
     (rowprog.lower_elementwise), the rows' buffers by its liveness assignment (rowprog._allocate)."""
     ctx = _EpiCtx(lay.out)
     pre, loads, store = {}, [], None
-    for st in lay.steps:
+    guard = {}
+    whens = lay.step_when or ((),) * len(lay.steps)
+    for st, when in zip(lay.steps, whens):
+        n0 = len(ctx.p.instrs)
+        if when and st[0] == "load":
+            guard[st[1]] = when
         if st[0] == "acc":
             ctx.space[st[1]] = "row"
             pre[st[1]] = ("row", "")
@@ -589,11 +735,33 @@ def epilogue_program(lay: GemmLayout) -> EpiProgram:
         else:
             store = (st[1], st[2])
             ctx.p.instrs.append(Instr("store", "", (st[1],), arg=st[2], gm=lay.out, space="row"))
+        if when:   # the instructions of a step some presences run only (merge_presences)
+            ctx.p.instrs[n0:] = [replace(i, when=when) for i in ctx.p.instrs[n0:]]
     p = ctx.p
+    p.presence, p.served = tuple(lay.presence), tuple(lay.served)
     _allocate(p)
-    sv = p.instrs[-1].srcs[0]
-    return EpiProgram(tuple(p.instrs), p.row_temps, tuple(p.col), tuple(pre.items()), tuple(loads), (sv, store[1]))
+    if lay.presence:
+        join_copies(p)
+    stores = tuple((i.srcs[0], i.arg, i.when) for i in p.instrs if i.kind == "store")
+    return EpiProgram(tuple(p.instrs), p.row_temps, tuple(p.col), tuple(pre.items()), tuple(loads),
+                      stores[0][:2], tuple(guard.items()), stores, tuple(lay.presence))
 
+
+
+def _guarded(nodes, when: tuple, presence: tuple) -> tuple:
+    """`nodes` inside one If per cube of the presences `when` (Instr.when; opgen.kernel.rowpresence.cover:
+    disjoint cubes, so at most one runs), each testing the class's presence members (hasInput<k>_,
+    opgen.kernel.rowclass.presence_member); `nodes` itself when `when` is () (every presence runs them)."""
+    nodes = tuple(nodes)
+    if not when or not nodes:
+        return nodes
+    out = []
+    for c in cover(when, len(presence)):
+        conds = tuple(Sym(presence_member(k)) if lit else Constraint("==", Sym(presence_member(k)), Lit(0))
+                      for k, lit in enumerate(c) if lit is not None)
+        words = ", ".join(f"{n} {'present' if lit else 'absent'}" for n, lit in zip(presence, c) if lit is not None)
+        out.append(K.If(conds, nodes, doc=f"when {words}"))
+    return tuple(out)
 
 
 def _gap(n, sz, pitch) -> object:
@@ -637,10 +805,16 @@ def _vector_part(lay: GemmLayout, prog: EpiProgram, lets: tuple, out_t: str, off
     if prog.col:
         buf("epiC_", "ec", "float", Lit(len(prog.col)) * bn, 4)
     ref = {}   # value or staged input -> (tensor var, is a row buffer)
+    guard = dict(prog.guard)
+
+    def when(v, nodes):   # the copy of an input read only under some presences, guarded by them
+        return _guarded(nodes, guard.get(v, ()), prog.presence)
+
     for k, (v, (sp, inp)) in enumerate(prog.pre):
         var = f"ep{k}"
         buf(f"epiP{k}_", var, "float", (R if sp == "row" else Lit(1)) * bn, 4)
         ref[v] = (var, sp == "row")
+        n_in, n_col = len(copies_in), len(col_in)
         if not inp and ksplit:   # partial 0, then the others added in order k = 1 .. kSplit - 1
             acc_var = var
             part = S("pOff") + S("c0") * bn
@@ -656,9 +830,12 @@ def _vector_part(lay: GemmLayout, prog: EpiProgram, lets: tuple, out_t: str, off
         else:
             col_in.append(K.Copy(K.Ref(var), K.GmView(gm_of[inp], S("n0")), Lit(1), S("nt") * 4, Lit(0), Lit(0),
                                  f"columns of {inp}"))
+        copies_in[n_in:] = when(v, copies_in[n_in:])
+        col_in[n_col:] = when(v, col_in[n_col:])
     tsz = K.SizeOf("T")
     for k, (v, inp, sp) in enumerate(prog.loads):
         var = f"et{k}"
+        n_in, n_col = len(copies_in), len(col_in)
         buf(f"epiT{k}_", var, "T", (R if sp == "row" else Lit(1)) * bn, tsz)
         ref[("in", inp)] = (var, sp == "row")
         if sp == "row":
@@ -668,9 +845,11 @@ def _vector_part(lay: GemmLayout, prog: EpiProgram, lets: tuple, out_t: str, off
         else:
             col_in.append(K.Copy(K.Ref(var), K.GmView(gm_of[inp], S("n0")), Lit(1), S("nt") * tsz, Lit(0), Lit(0),
                                  f"columns of {inp}"))
-    sv, rnd = prog.store
+        copies_in[n_in:] = when(v, copies_in[n_in:])
+        col_in[n_col:] = when(v, col_in[n_col:])
+    stores = prog.stores or ((*prog.store, ()),)
     osz = K.SizeOf(out_t)
-    if rnd:
+    if any(r for _v, r, _w in stores):
         buf("epiO_", "eo", out_t, R * bn, osz)
 
     def operand(x, r):
@@ -696,10 +875,10 @@ def _vector_part(lay: GemmLayout, prog: EpiProgram, lets: tuple, out_t: str, off
             node = K.vec(Op.CAST, dst=operand(i.dst, r), src=K.Ref(var, r), mode="CAST_NONE", count=nt,
                          doc=f"{i.gm} to fp32")
         elif i.kind == "store":
-            if not rnd:
+            if not i.arg:
                 continue
-            node = K.vec(Op.CAST, dst=K.Ref("eo", r), src=operand(i.srcs[0], r), mode=rnd, count=nt,
-                         doc=f"to the output type ({rnd})")
+            node = K.vec(Op.CAST, dst=K.Ref("eo", r), src=operand(i.srcs[0], r), mode=i.arg, count=nt,
+                         doc=f"to the output type ({i.arg})")
         else:
             args = {"dst": operand(i.dst, r), "count": nt}
             for j, x in enumerate(i.srcs):
@@ -708,12 +887,20 @@ def _vector_part(lay: GemmLayout, prog: EpiProgram, lets: tuple, out_t: str, off
                 args["scalar"] = parse_scalar(i.arg)
             node = K.vec(instr_op(i), **args)
         if is_row:   # each iteration its own row of every row operand: no dependence between iterations
-            row_ops.append(K.For("r", Lit(0), S("iters") if flat else S("rows"), Lit(1), (node,), disjoint=True))
+            row_ops.extend(_guarded((K.For("r", Lit(0), S("iters") if flat else S("rows"), Lit(1), (node,),
+                                           disjoint=True),), i.when, prog.presence))
         else:
-            col_ops.append(node)
-    src_out = K.Ref("eo") if rnd else operand(sv, Lit(0))
-    store = K.Copy(K.GmView("cGm_", off(2, (S("m0") + S("c0")) * N + S("n0"))), src_out, S("rows"), S("nt") * osz,
-                   _gap(S("nt"), osz, bn), (N - S("nt")) * osz, "the pass's output rows")
+            col_ops.extend(_guarded((node,), i.when, prog.presence))
+
+    def out_copy(src_out):
+        return K.Copy(K.GmView("cGm_", off(2, (S("m0") + S("c0")) * N + S("n0"))), src_out, S("rows"),
+                      S("nt") * osz, _gap(S("nt"), osz, bn), (N - S("nt")) * osz, "the pass's output rows")
+
+    if all(r for _v, r, _w in stores):   # every presence's store cast into eo: one copy out
+        store = (out_copy(K.Ref("eo")),)
+    else:   # an fp32 output copied from the stored value itself, each presence's from its own
+        store = tuple(x for sv, r, w in stores
+                      for x in _guarded((out_copy(K.Ref("eo") if r else operand(sv, Lit(0))),), w, prog.presence))
     whole = (Constraint("==", S("nt"), bn),)
     reduce_ = ()
     if ksplit:   # partials 1 .. kSplit - 1 of these rows, each added to the running sum in k order
@@ -728,13 +915,10 @@ def _vector_part(lay: GemmLayout, prog: EpiProgram, lets: tuple, out_t: str, off
     chunk = (
         K.Let("iters", K.Select(whole, Lit(1), S("rows"))),
         K.Let("cnt", K.Select(whole, S("rows") * S("nt"), S("nt"))),
-        *copies_in,
-        *reduce_,
-        *row_ops,
-        store,
+        *merge_guards([*copies_in, *reduce_, *row_ops, *store]),
     )
     # the column rows (a bias) once per block: loaded and finished before the passes, free after them
-    cols = (*col_in, *col_ops)
+    cols = tuple(merge_guards([*col_in, *col_ops]))
     block = (
         *lets,
         K.Let("j", S("blk") - S("first")), K.Let("s", S("j") % 2),
@@ -816,21 +1000,52 @@ class CubeFamily(Family):
         return list(spec.keys())
 
     def lower(self, spec, layout, graphs: dict, only=None) -> Lowered:
-        """{key: KernelClass}: every specialisation's graph has the same layout and one class serves them all."""
-        progs = {}
+        """{key: KernelClass}: the specialisations of one static-attribute combination (one attrKey of the tiling
+        key) share one layout, their optional inputs' presences joined into it (merge_presences: the class tests
+        hasInput<k>_); equal layouts share one class. Different layouts (operands transposed by a static attribute,
+        an epilogue an attribute selects) each get a class of their own, `<Op>CubeKernel<n>` (one class:
+        `<Op>CubeKernel`), which the kernel entry selects by the tiling key's attrKey. `extra["layouts"]`: {key: the
+        layout its class serves}. Raises Unsupported when the specialisations of one attrKey differ in more than
+        their epilogue, or their layouts disagree in dims, dtypes, batch or output (one tiling program)."""
+
+        names = [a.name for a in spec.static_attrs]
+        by_ak: dict = {}
         for key, g in graphs.items():
-            if only is not None and key != only:
-                continue
-            lay = gemm_layout(g, spec)
-            if lay != layout:
-                raise Unsupported(g.outputs[0][1], "", f"the specialisation {spec.key_text(key)} has another "
-                                  f"layout ({lay.text()}) than the first ({layout.text()})")
-            progs[key] = lower_gemm(spec, layout)
-        return Lowered(self.name, layout, progs)
+            ak = attr_key(spec, dict(zip(names, key.static)))
+            by_ak.setdefault(ak, []).append((key, gemm_layout(g, spec)))
+        if only is not None:
+            ak0 = attr_key(spec, dict(zip(names, only.static)))
+            by_ak = {ak0: by_ak[ak0]}
+        progs, lays, classes = {}, {}, {}
+        for ak, items in sorted(by_ak.items()):
+            seen: dict = {}
+            for key, lay in items:   # shape forms of one presence: one layout (the kernel cannot tell them apart)
+                if seen.setdefault(key.present, lay) != lay:
+                    raise Unsupported(lay.out, "", f"the specialisation {spec.key_text(key)} has another layout "
+                                      f"({lay.text()}) than another shape form of its attributes and optional inputs "
+                                      f"({seen[key.present].text()}): the kernel cannot tell them apart at run time")
+            merged = merge_presences(spec, list(seen.items()))
+            for key, _lay in items:
+                lays[key] = merged
+            classes.setdefault(merged, None)
+        core = {replace(x, epilogue=(), steps=(), trans_a=False, trans_b=False, presence=(), served=(), step_when=(),
+                        direct=()) for x in classes}
+        outs = {x.out_dtype for x in classes}
+        if len(core) > 1 or len(outs) > 1:
+            a, b = list(classes)[:2]
+            raise Unsupported(a.out, "", f"the static attributes select layouts that differ beyond transposes and "
+                              f"epilogue ({a.text()}; {b.text()}): one tiling program serves every key")
+        for n, x in enumerate(classes):
+            classes[x] = lower_gemm(spec, x, f"{spec.name}CubeKernel" + (str(n) if len(classes) > 1 else ""))
+        for key, x in lays.items():
+            if only is None or key == only:
+                progs[key] = classes[x]
+        first = lays.get(only) if only is not None else next(iter(classes))
+        return Lowered(self.name, first, progs, {"layouts": lays})
 
     def synchronise(self, lowered) -> Lowered:
         """Every key's class through the dependency pass (opgen.kernel.kir_sync.place_syncs): the lowering places
-        no flag or barrier; one class serves every key, so it is synchronised once."""
+        no flag or barrier; a class serving several keys is synchronised once."""
         done: dict = {}
         progs = {}
         for key, c in lowered.programs.items():
@@ -840,10 +1055,15 @@ class CubeFamily(Family):
         return Lowered(lowered.family, lowered.layout, progs, lowered.extra)   # what the tiling stored stays
 
     def counts(self, lowered):
-        """CubeCounts of the lowered class."""
-        lay = lowered.layout
-        ep = epilogue_program(lay if lay.steps else _cast_only(lay))
-        return CubeCounts(out_f32=lay.out_dtype == "f32", epi_row_bytes=ep.row_bytes(), epi_col_bytes=ep.col_bytes())
+        """CubeCounts of the lowered classes: the largest epilogue's UB bytes per row and column element."""
+        lays = list(dict.fromkeys(lowered.extra.get("layouts", {}).values())) or [lowered.layout]
+        eps = [epilogue_program(x if x.steps else _cast_only(x)) for x in lays]
+        return CubeCounts(out_f32=lowered.layout.out_dtype == "f32", epi_row_bytes=max(e.row_bytes() for e in eps),
+                          epi_col_bytes=max(e.col_bytes() for e in eps))
+
+    def layouts(self, lowered) -> list:
+        """The distinct layouts of a lowering, one per kernel class, in class order."""
+        return list(dict.fromkeys(lowered.extra.get("layouts", {}).values())) or [lowered.layout]
 
     def program_text(self, lowered, key) -> str:
         """The Kernel IR text of the class."""

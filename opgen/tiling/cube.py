@@ -122,7 +122,7 @@ def _ksplit(p, M, K, N, bm, bn, mb, nb, tb, ob, blocks, bt, aic, mixed: bool):
 
 
 def gemm_program(name: str, trans_a: bool = False, trans_b: bool = False, batched: bool = False, epi=None,
-                 attrs: tuple = (), mixed: bool = False, out_f32: bool = False):
+                 attrs: tuple = (), mixed: bool = False, out_f32: bool = False, forms: tuple = ()):
     """(TilingProgram, [Buffer]) of the GEMM kernel `name` (module doc): the fields opgen.kernel.cube.FIELDS,
     EPI_FIELDS, KSPLIT_FIELDS, blockDim, fits, tilingKey, workspaceBytes; the buffers are the kernel's L1 / L0 / UB
     allocations. trans_a / trans_b: A stored [K, M] / B stored [N, K] (their row pitches, M / K, are what Nd2Nz
@@ -132,7 +132,9 @@ def gemm_program(name: str, trans_a: bool = False, trans_b: bool = False, batche
     (rows per AIV pass, the most that fit the UB beside the K split's scratch row, at most half a block); mixed:
     the layout has a vector epilogue (the workspace holds two fp32 block slots per AI Core when K is not split);
     out_f32: the output is fp32 (4 bytes, else tBytes); attrs: the runtime float attributes the epilogue reads
-    (inputs <name>Attr, fields <name>Bits: their IEEE-754 bits). The K split (kSplit, kLen: `_ksplit`) sizes the
+    (inputs <name>Attr, fields <name>Bits: their IEEE-754 bits); forms: ((trans_a, trans_b), ...) of every kernel
+    class when the static attributes select the transposes (the fit then holds for each; trans_a / trans_b
+    ignored). The K split (kSplit, kLen: `_ksplit`) sizes the
     workspace to every unit's fp32 partial block when kSplit > 1."""
     p = TilingProgram(name)
     dm, dk, dn = p.input("dimM", "rows of A and of the output"), p.input("dimK", "A columns = B rows"), \
@@ -175,8 +177,9 @@ def gemm_program(name: str, trans_a: bool = False, trans_b: bool = False, batche
     l0a = p.let("l0aBytes", plan[2].bytes(), "L0A bytes")
     l0b = p.let("l0bBytes", plan[3].bytes(), "L0B bytes")
     l0c = p.let("l0cBytes", plan[4].bytes(), "L0C bytes")
-    fits = (l1 <= CUBE["l1"]) & (l0a <= CUBE["l0a"]) & (l0b <= CUBE["l0b"]) & (l0c <= CUBE["l0c"]) \
-        & ((M if trans_a else K) <= ND2NZ_MAX) & ((K if trans_b else N) <= ND2NZ_MAX)
+    fits = (l1 <= CUBE["l1"]) & (l0a <= CUBE["l0a"]) & (l0b <= CUBE["l0b"]) & (l0c <= CUBE["l0c"])
+    for ta, tb in forms or ((trans_a, trans_b),):   # the Nd2Nz source row pitch of each class's operands
+        fits = fits & ((M if ta else K) <= ND2NZ_MAX) & ((K if tb else N) <= ND2NZ_MAX)
     rb, cb = epi
     rb = rb + 4   # the K split's scratch row (one fp32 partial)
     ub = p.input("ubBytes", "UB bytes of an AIV (GetCoreMemSize UB)")
@@ -212,11 +215,13 @@ def cube_tiling(spec, lowered, counts) -> Tiling:
     """The Tiling of a cube-family lowering: gemm_program, its inputs read from the layout's dims (the A input's
     shape), the dtype variable's size (2 for a fixed f16 / bf16) and key, the platform's cores; the L1 / L0 plan."""
     lay = lowered.layout
+    lays = kcube.CubeFamily().layouts(lowered)   # one per kernel class (transposes the static attributes select)
     m, k, n = lay.dims
     epi = (counts.epi_row_bytes, counts.epi_col_bytes)
-    attrs = kcube.epi_attrs(lay)
-    prog, plan = gemm_program(spec.name, lay.trans_a, lay.trans_b, bool(lay.batch), epi, attrs, bool(lay.steps),
-                              counts.out_f32)
+    attrs = tuple(dict.fromkeys(a for x in lays for a in kcube.epi_attrs(x)))
+    forms = tuple(dict.fromkeys((x.trans_a, x.trans_b) for x in lays))
+    prog, plan = gemm_program(spec.name, lay.trans_a, lay.trans_b, bool(lay.batch), epi, attrs,
+                              any(x.mixed for x in lays), counts.out_f32, forms if len(forms) > 1 else ())
     inputs = {"dimM": Sym(m), "dimK": Sym(k), "dimN": Sym(n), "tBytes": Lit(2) if lay.fixed else ("bytes", lay.dtype),
               "dtypeKey": ("dtype_key",), "attrKey": ("attr_key",), "aicNum": ("platform", "aicNum"),
               "ubBytes": ("platform", "ubBytes")}
@@ -227,7 +232,7 @@ def cube_tiling(spec, lowered, counts) -> Tiling:
            f"of baseM x baseN over the AI Cores, K in chunks of baseK, fp32 accumulation in L0C, Fixpipe's cast to "
            f"the output; or, when the cost model chooses a K split (kSplit > 1), units (block, k range) over the "
            f"AI Cores, fp32 partial blocks to the workspace, summed in k order by the AIVs after a SyncAll.")
-    if lay.steps:
+    if any(x.mixed for x in lays):
         doc = (f"Tiling of {spec.name}: cube family, one mixed launch (blockDim AI Cores, 1 AIC : 2 AIV); output "
                f"blocks of baseM x baseN over the AI Cores, K in chunks of baseK, fp32 accumulation in L0C, each "
                f"block to one of two fp32 workspace slots; each AIV finishes half of a block's rows in passes of "

@@ -1,0 +1,40 @@
+"""MatMulV3 (ops-nn matmul/mat_mul_v3): y[M, N] = op(x1) @ op(x2) (+ bias[N]), op(x1) = x1[M, K] or, with
+transpose_x1, x1[K, M] transposed; op(x2) = x2[K, N] or, with transpose_x2, x2[N, K] transposed; fp16 / bf16 in,
+fp32 accumulation on the cube, the optional bias added in fp32, the result rounded once to the input dtype.
+
+The operator of ops-nn matmul/mat_mul_v3 (inputs x1, x2, bias, offset_w; output y; attributes transpose_x1,
+transpose_x2, offset_x, opImplMode). What differs: no offset_w / offset_x (its int8 weight-offset form) and no
+opImplMode; the bias takes the operands' dtype (CANN takes an fp32 bias beside bf16 operands); Atlas A2 / A3 only.
+
+The cube family serves every combination: the two static attributes select the operands' layout, one kernel class
+per layout chosen by the tiling key's attrKey; one class serves the bias present and absent (hasInput0_: the bias
+added on the AIVs through the workspace slots, or Fixpipe's cast alone when it is absent).
+"""
+
+from opgen.dsl import A2, A3, OpSpec, bf16, f16, f32
+
+spec = OpSpec("MatMulV3", aclnn="aclnnMatMulV3", socs=(A2, A3), round="rint",
+              doc="Matrix product of two 2-D tensors, either transposed, plus an optional bias.")
+M = spec.dim("M", max=65535)
+K = spec.dim("K", max=65535)
+N = spec.dim("N", max=65535)
+(T,) = spec.dtype_vars("T")
+
+spec.attr("transpose_x1", bool, False, static=True)
+spec.attr("transpose_x2", bool, False, static=True)
+spec.input("x1", T, {False: [M, K], True: [K, M]}, form_by="transpose_x1")
+spec.input("x2", T, {False: [K, N], True: [N, K]}, form_by="transpose_x2")
+spec.input("bias", T, [N], optional=True)
+spec.output("y", T, [M, N])
+spec.dtypes((T,), [(f16,), (bf16,)])
+
+spec.package("ops-nn", "matmul")  # where the package goes: ops-nn matmul/<op_snake>
+spec.example_call({"M": 37, "K": 50, "N": 45})
+
+
+@spec.body
+def _(b, x1, x2, bias, transpose_x1, transpose_x2):
+    y = b.matmul(x1, x2, transpose_a=transpose_x1, transpose_b=transpose_x2)
+    if bias is not None:
+        y = y + bias.cast(f32)
+    return {"y": y.cast(T, "rint")}

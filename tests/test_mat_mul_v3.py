@@ -1,0 +1,166 @@
+"""MatMulV3 (examples/specs/mat_mul_v3.py): operands transposed by static attributes and an optional bias in the cube
+family (opgen.kernel.cube: `CubeFamily.lower` gives one kernel class per layout, selected by the tiling key's attrKey;
+`merge_presences` joins the bias present / absent into one class testing hasInput0_). Every value is checked
+against float64 NumPy written here: y = op(x1) @ op(x2) (+ bias), on the Kernel IR interpreter (no g++) and on the
+g++ emulation of the emitted C++."""
+
+from __future__ import annotations
+
+import dataclasses
+import re
+from pathlib import Path
+
+import numpy as np
+import pytest
+
+from opgen.kernel import kir as K
+from opgen.registry import load_spec
+from opgen.tiling.pipeline import kernel_build
+
+EXAMPLES = Path(__file__).resolve().parents[1] / "examples" / "specs"
+SPEC = EXAMPLES / "mat_mul_v3.py"
+COMBOS = [(t1, t2) for t1 in (False, True) for t2 in (False, True)]
+ULP = {"float16": 2.0 ** -11, "bfloat16": 2.0 ** -8}
+
+
+def _ref(inputs: dict, t1: bool, t2: bool, names=("x1", "x2", "bias")) -> np.ndarray:
+    """float64 op(x1) @ op(x2) (+ bias) of the inputs a check generated."""
+    a, b = (np.asarray(inputs[n], dtype=np.float64) for n in names[:2])
+    y = (a.T if t1 else a) @ (b.T if t2 else b)
+    if inputs.get(names[2]) is not None:
+        y = y + np.asarray(inputs[names[2]], dtype=np.float64)
+    return y
+
+
+def _close(got, ref, dt: str, k: int) -> bool:
+    """Within one rounding of the output type plus fp32 accumulation over k (relative to the row's scale)."""
+    got = np.asarray(got, dtype=np.float64)
+    bound = ULP[dt] * np.abs(ref) + (2.0 ** -22 * k + ULP[dt] / 4) * (np.abs(ref).mean() + 1e-30)
+    return got.shape == ref.shape and bool(np.all(np.abs(got - ref) <= bound))
+
+
+def test_one_class_per_layout_selected_by_the_attributes_one_for_every_bias_presence():
+    """Four transpose combinations: four classes, each serving its attrKey with the bias present and absent (its
+    Init sets hasInput0_ from the pointer); the class of (transpose_x1, transpose_x2) reads x1 / x2 in that layout."""
+    spec = load_spec(str(SPEC))
+    u = kernel_build(spec)
+    assert u.family.name == "cube"
+    progs, lays = u.lowered.programs, u.lowered.extra["layouts"]
+    assert len(progs) == 8 and len({id(c) for c in progs.values()}) == 4
+    for key, c in progs.items():
+        t1, t2 = key.static
+        lay = lays[key]
+        assert (lay.trans_a, lay.trans_b) == (t1, t2)
+        assert c.presence == (("hasInput0_", "bias"),) and lay.presence == ("bias",)
+        assert lay.direct == ((False,),)   # no bias: Fixpipe writes the output when K is not split
+        assert all(progs[k2] is c for k2 in progs if k2.static == key.static)
+        loads = [s for s in K.walk(c.process) if isinstance(s, K.LoadData)]
+        assert {(s.dst.tensor, s.transpose) for s in loads} == {("a2", t1), ("b2", not t2)}
+    names = sorted(c.name for c in {id(c): c for c in progs.values()}.values())
+    assert names == [f"MatMulV3CubeKernel{i}" for i in range(4)]
+
+
+def test_renamed_spec_gets_the_same_kernels(tmp_path):
+    """Renaming the op, dims, inputs and attributes changes no kernel class beyond the names."""
+    text = SPEC.read_text()
+    for a, b in (("MatMulV3", "Renamed"), ("transpose_x1", "ta"), ("transpose_x2", "tb"), ('"x1"', '"lhs"'),
+                 ('"x2"', '"rhs"'), ('"bias"', '"shift"'), ('"y"', '"res"'), ("x1, x2, bias,", "lhs, rhs, shift,"),
+                 ("b.matmul(x1, x2", "b.matmul(lhs, rhs"), ("if bias is", "if shift is"), ("+ bias.cast", "+ shift.cast"),
+                 ('"M"', '"Rows"'), ('"K"', '"Red"'), ('"N"', '"Cols"')):
+        text = text.replace(a, b)
+    p = tmp_path / "renamed.py"
+    p.write_text(text)
+    u1, u2 = kernel_build(load_spec(str(SPEC))), kernel_build(load_spec(str(p)))
+    norm = {"Renamed": "MatMulV3", "lhs": "x1", "rhs": "x2", "shift": "bias", "res": "y"}
+
+    def texts(u, ren):
+        out = []
+        for c in {id(c): c for c in u.lowered.programs.values()}.values():
+            t = K.to_text(c)
+            out.append(re.sub(r"\b(Renamed|lhs|rhs|shift|res)", lambda m: norm[m.group(1)], t) if ren else t)
+        return out
+
+    assert texts(u1, False) == texts(u2, True)
+
+
+@pytest.mark.parametrize("dt", ["float16", "bfloat16"])
+def test_every_layout_with_and_without_bias_on_the_interpreter_equals_float64(dt):
+    """All four transpose combinations x bias present / absent at odd M 37, K 50, N 45 on the Kernel IR interpreter
+    (the cube and the AIVs as the emulation's rules run them) against float64 NumPy."""
+    from opgen.check import run_check
+
+    for t1, t2 in COMBOS:
+        for present in (["bias"], []):
+            r = run_check(str(SPEC), dims={"M": 37, "K": 50, "N": 45}, dtypes={"T": dt}, seed=7, progress=False,
+                          attrs={"transpose_x1": t1, "transpose_x2": t2}, present=present, engine="kir")
+            assert not r.faults and r.passed, (t1, t2, present)
+            ref = _ref(r.inputs, t1, t2)
+            assert ("bias" in r.inputs and r.inputs["bias"] is not None) == bool(present)
+            assert _close(r.arrays["y"], ref, dt, 50), (t1, t2, present, np.abs(r.arrays["y"] - ref).max())
+
+
+@pytest.mark.parametrize("present", [True, False])
+def test_ksplit_with_and_without_bias_on_the_interpreter_equals_float64(present):
+    """The K split (3 AI Cores, M 125, K 1999, N 111: kSplit 3) of the transposed-x1, transposed-x2 class: the
+    AIVs' ordered sum of the partials, then the bias add (present) or the cast alone (absent: the same class,
+    hasInput0_ false), against float64 NumPy."""
+    from opgen.ir.dtypes import parse_dtype
+    from opgen.kernel import kir_interp
+    from opgen.platforms import PLATFORMS
+    from opgen.tiling.emit import program_inputs
+
+    spec = load_spec(str(SPEC))
+    u = kernel_build(spec)
+    cls = next(c for key, c in u.lowered.programs.items() if key.static == (True, True))
+    plat = dataclasses.replace(next(p for p in PLATFORMS.values() if p.aiv == 48 and p.arch == "dav-2201"), aic=3,
+                               aiv=6)
+    m, k, n = 125, 1999, 111
+    v = u.tiling.program.evaluate(program_inputs(spec, u.tiling.program, u.tiling.inputs, {"M": m, "K": k, "N": n},
+                                                 {"T": parse_dtype("float16")}, plat, None))
+    assert v["kSplit"] == 3, v["kSplit"]
+    rng = np.random.default_rng(5)
+    x1, x2 = rng.uniform(-1, 1, (k, m)).astype(np.float16), rng.uniform(-1, 1, (n, k)).astype(np.float16)
+    bias = rng.uniform(-1, 1, n).astype(np.float16) if present else None
+    out = np.full(m * n, np.nan, np.float16)
+    r = kir_interp.run(cls, {f: v[f] for f in cls.fields}, {"x1": x1, "x2": x2, "bias": bias, "y": out},
+                       v["blockDim"], workspace=np.zeros(v["workspaceBytes"] // 4, np.float32), types={"T": "half"},
+                       verify_first=False)
+    assert r.ok, r.faults[:1]
+    ref = _ref({"x1": x1, "x2": x2, "bias": bias}, True, True)
+    assert _close(out.reshape(m, n), ref, "float16", k), np.abs(out.reshape(m, n) - ref).max()
+
+
+def _emulated(examples_gen, t1, t2, present, dt, dims):
+    from opgen.check import run_check
+
+    r = run_check(str(SPEC), dims=dims, dtypes={"T": dt}, gen_dir=examples_gen, seed=3, progress=False,
+                  attrs={"transpose_x1": t1, "transpose_x2": t2}, present=["bias"] if present else [])
+    assert not r.faults and r.passed, (t1, t2, present, dt)
+    ref = _ref(r.inputs, t1, t2)
+    assert _close(r.arrays["y"], ref, dt, dims["K"]), (t1, t2, present, dt)
+    return r
+
+
+@pytest.mark.parametrize("t1,t2", COMBOS)
+def test_every_layout_emulated_matches_float64(examples_gen, t1, t2):
+    """The emitted C++ on the g++ emulation (one build serves every tiling key): each transpose combination with
+    the bias present in one dtype and absent in the other, odd M 37, K 50, N 45."""
+    _emulated(examples_gen, t1, t2, True, "float16" if t1 == t2 else "bfloat16", {"M": 37, "K": 50, "N": 45})
+    _emulated(examples_gen, t1, t2, False, "bfloat16" if t1 == t2 else "float16", {"M": 37, "K": 50, "N": 45})
+
+
+def test_tails_over_cores_emulated_matches_float64(examples_gen):
+    """More blocks than AI Cores (M 1700: 14 x 2 blocks of 128 x 256 on 24 AICs; the first cores take two, tails
+    on both edges), x1 transposed, bias present."""
+    r = _emulated(examples_gen, True, False, True, "bfloat16", {"M": 1700, "K": 45, "N": 300})
+    assert r.block_dim == 24
+
+
+@pytest.mark.slow
+@pytest.mark.parametrize("t1,t2", COMBOS)
+@pytest.mark.parametrize("dt", ["float16", "bfloat16"])
+@pytest.mark.parametrize("present", [True, False])
+def test_every_layout_dtype_and_presence_emulated_matches_float64(examples_gen, t1, t2, dt, present):
+    """The whole matrix: 4 layouts x fp16 / bf16 x bias present / absent, M 301, K 77, N 290 (tails on every
+    edge, several blocks)."""
+    _emulated(examples_gen, t1, t2, present, dt, {"M": 301, "K": 77, "N": 290})
