@@ -304,7 +304,7 @@ def test_every_block_has_one_owner_and_tiles_fit_the_cube_memories(tmp_path, m, 
     elem = 2
     assert (bm * bk + bk * bn) * elem <= 512 * 1024 and bm * bk * elem <= 64 * 1024 and bk * bn * elem <= 64 * 1024
     assert bm * bn * 4 <= 128 * 1024 and v["fits"] == 1
-    assert v["tilingKey"] % 10 == 1
+    assert v["tilingKey"] % 10 == (1 if v["kSplit"] > 1 else 2)   # mixed for a K split, else AIC only
 
 
 def test_layout_is_read_off_the_graph(tmp_path):
@@ -469,7 +469,7 @@ def test_ai_cores_are_read_from_the_platform_and_the_fit_error_names_l1_l0(tmp_p
 
 def test_the_entry_is_mixed_and_named_as_the_opdef_looks_it_up(tmp_path):
     import opgen.codegen.kernel_cube  # noqa: F401  (installs the cube family's emit stage)
-    from opgen.check.driver import LAUNCH, kernel_type
+    from opgen.check.driver import LAUNCH, kernel_type, key_kernel_types
 
     spec = _trans_spec(tmp_path)   # GemmT: snake gemm_t ends in _t (reserved for types), so the entry is gemm_t_entry
     u = kernel_build(spec)
@@ -480,6 +480,9 @@ def test_the_entry_is_mixed_and_named_as_the_opdef_looks_it_up(tmp_path):
     # the AIVs reduce a K split's partials when the tiling chooses one: the launch is mixed (1 AIC : 2 AIV,
     # docs/reference/ascendc.md §1.3), which opgen check launches
     assert kernel_type(cpp) == "KERNEL_TYPE_MIX_AIC_1_2" and "KERNEL_TYPE_MIX_AIC_1_2" in LAUNCH
+    # without a K split the AIVs have no work (no epilogue): those keys (strategy 2) launch AIC only
+    (tmp_path / "gemm_t_tiling_key.h").write_text(files["op_kernel/gemm_t_tiling_key.h"])
+    assert key_kernel_types(cpp) == ((12, "KERNEL_TYPE_AIC_ONLY"), (22, "KERNEL_TYPE_AIC_ONLY"))
     # the family states it (the kernel UT's KernelMode follows it)
     assert u.family.kernel_type == "KERNEL_TYPE_MIX_AIC_1_2"
 

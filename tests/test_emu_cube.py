@@ -283,6 +283,7 @@ FAULTS = {
     "flag_overflow": ["the counter of flag 2 on AIV 0 would exceed 15"],
     "mode2_aiv_only": ["mode 2 synchronises an AIC with its AIVs and needs a mix launch"],
     "kernel_type": ["KERNEL_TASK_TYPE_DEFAULT(KERNEL_TYPE_MIX_AIC_1_2) but the kernel was launched with emu::Launch"],
+    "kernel_type_of_key": ["KERNEL_TASK_TYPE(12, KERNEL_TYPE_AIC_ONLY) but the kernel was launched with emu::LaunchMix"],
     "syncall_aic_true": ["SyncAll<true> (isAIVOnly) called on an AIC core"],
 }
 DEADLOCKS = {"deadlock_wait": 4, "deadlock_cycle": 3, "deadlock_half_set": 1, "deadlock_syncall_vs_flag": 3}
@@ -329,6 +330,13 @@ def test_mix_core_indexing(bins):
     want = sorted([("AIC", str(c), "3", "0", "1", "1", "0", "1") for c in range(3)] +
                   [("AIV", str(v), "3", str(v % 2), "2", "2", "1", "0") for v in range(6)])
     assert rows == want
+
+
+def test_a_kernel_type_declared_for_its_tiling_key_replaces_the_default(bins):
+    """KERNEL_TASK_TYPE(12, KERNEL_TYPE_AIC_ONLY) beside KERNEL_TASK_TYPE_DEFAULT(KERNEL_TYPE_MIX_AIC_1_2) (CANN's
+    per-key kernel type, asc-devkit kernel_utils_macros.h): key 12 launched AIC only and key 11 mixed both pass;
+    key 12 launched mixed faults (FAULTS["kernel_type_of_key"])."""
+    assert scen(bins, "kernel_type_by_key_ok")["ok"]
 
 
 def test_single_kind_indexing(bins):

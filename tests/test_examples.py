@@ -610,11 +610,13 @@ CASES = [
     ("embedding", {"Bd": (3,), "V": 5, "H": 40000}, F16, {}, 2),              # rows past UB: column chunks
     ("embedding", {"Bd": (), "V": 3, "H": 17}, F16, {}, None),                # a 0-d index: one row
     ("embedding", {"Bd": (2,), "V": 2, "H": 400001}, BF16, {}, 2),            # 800 KB rows over the cores
-    ("mat_mul", {"M": 37, "K": 50, "N": 45}, F16, {}, 1),                     # one block, every edge a tail
-    ("mat_mul", {"M": 1000, "K": 333, "N": 500}, BF16, {}, 1),                # 8 x 4 blocks over 24 AI Cores
-    ("mat_mul", {"M": 129, "K": 17, "N": 1}, F16, {}, 1),                     # a one-row tail block (not GEMV)
-    ("batch_mat_mul", {"B": 3, "M": 37, "K": 50, "N": 45}, F16, {}, 1),
-    ("batch_mat_mul", {"B": 7, "M": 200, "K": 40, "N": 130}, BF16, {}, 1),    # 28 blocks: core ranges cross matrices
+    # strategy 2: AIC only (no K split, no epilogue: KERNEL_TASK_TYPE(key, KERNEL_TYPE_AIC_ONLY)); 1: mixed
+    ("mat_mul", {"M": 37, "K": 50, "N": 45}, F16, {}, 2),                     # one block, every edge a tail
+    ("mat_mul", {"M": 1000, "K": 333, "N": 500}, BF16, {}, 2),                # 8 x 4 blocks over 24 AI Cores
+    ("mat_mul", {"M": 129, "K": 17, "N": 1}, F16, {}, 2),                     # a one-row tail block (not GEMV)
+    ("mat_mul", {"M": 130, "K": 8000, "N": 70}, F16, {}, 1),                  # K split (4 ranges): mixed launch
+    ("batch_mat_mul", {"B": 3, "M": 37, "K": 50, "N": 45}, F16, {}, 2),
+    ("batch_mat_mul", {"B": 7, "M": 200, "K": 40, "N": 130}, BF16, {}, 2),    # 28 blocks: core ranges cross matrices
     ("matmul_gelu", {"M": 37, "K": 50, "N": 45}, F16, {}, 1),                 # the epilogue on the AIVs
     ("matmul_gelu", {"M": 130, "K": 19, "N": 300}, BF16, {}, 1),              # 2 x 2 blocks, tails of 2 rows / 44 cols
     ("fused_mat_mul", {"B": 3, "M": 37, "K": 50, "N": 45}, F16, {}, 1),       # + bias + a residual, batched

@@ -40,9 +40,33 @@ def kernel_type(kernel_cpp) -> str:
     return kind
 
 
-def driver_source(m, kind: str = "KERNEL_TYPE_AIV_ONLY") -> str:
+def key_kernel_types(kernel_cpp) -> tuple:
+    """((tiling key, KERNEL_TYPE_*), ...) of the KERNEL_TASK_TYPE(key, type) declarations of an emitted kernel entry
+    (CANN's per-key kernel type, docs/reference/ascendc.md §1.3), a key macro resolved by the `#define`s of the
+    op_kernel/*_tiling_key.h headers beside it; () when it declares none. Raises OpgenError for a type `opgen check`
+    cannot launch or a key it cannot resolve."""
+    import re
+    from pathlib import Path
+
+    src = Path(kernel_cpp)
+    found = re.findall(r"KERNEL_TASK_TYPE\((\w+),\s*(\w+)\)", src.read_text())
+    if not found:
+        return ()
+    macros = {}
+    for h in src.parent.glob("*_tiling_key.h"):
+        macros.update({n: int(v) for n, v in re.findall(r"#define\s+(\w+)\s+(\d+)", h.read_text())})
+    out = []
+    for key, kind in found:
+        value = int(key) if key.isdigit() else macros.get(key)
+        if value is None or kind not in LAUNCH:
+            raise OpgenError(f"{kernel_cpp}: KERNEL_TASK_TYPE({key}, {kind}): opgen check cannot launch it")
+        out.append((value, kind))
+    return tuple(out)
+
+
+def driver_source(m, kind: str = "KERNEL_TYPE_AIV_ONLY", by_key: tuple = ()) -> str:
     """C++ source of the launch driver of OpModel `m` (see module doc) for a kernel declaring `kind`
-    (kernel_type); deterministic text. It includes only check_main.h (plain C types), so it compiles in a few
+    (kernel_type) and, per tiling key, the kinds `by_key` (key_kernel_types); deterministic text. It includes only check_main.h (plain C types), so it compiles in a few
     hundredths of a second; the names are C string literals (opgen.names.c_string)."""
     ins = [p.name for p in m.inputs]
     outs = [p.name for p in m.outputs]
@@ -60,13 +84,19 @@ def driver_source(m, kind: str = "KERNEL_TYPE_AIV_ONLY") -> str:
             f"const char* const kInputs[] = {{{names}}};\n"
             f"const char* const kOutputs[] = {{{onames}}};\n"
             f"void Call(uint8_t* const* gmArgs) {{ {m.entry}({call}); }}\n"
-            "}  // namespace\n\n"
+            + (f"const uint64_t kKeys[] = {{{', '.join(f'{k}u' for k, _t in by_key)}}};\n"
+               f"const int kKeyKinds[] = {{{', '.join(LAUNCH[t] for _k, t in by_key)}}};\n" if by_key else "")
+            + "}  // namespace\n\n"
             "int main(int argc, char** argv)\n"
             "{\n"
-            f"    return opgen_check::SharedMain(argc, argv, {c_string(m.op)}, kInputs, {len(ins)}, kOutputs, "
-            f"{len(outs)}, Call,\n"
-            f"                                   {LAUNCH[kind]});\n"
-            "}\n")
+            + (f"    return opgen_check::SharedMainByKey(argc, argv, {c_string(m.op)}, kInputs, {len(ins)}, kOutputs, "
+               f"{len(outs)}, Call,\n"
+               f"                                        {LAUNCH[kind]}, kKeys, kKeyKinds, {len(by_key)});\n"
+               if by_key else
+               f"    return opgen_check::SharedMain(argc, argv, {c_string(m.op)}, kInputs, {len(ins)}, kOutputs, "
+               f"{len(outs)}, Call,\n"
+               f"                                   {LAUNCH[kind]});\n")
+            + "}\n")
 
 
 def nokernel_source(m) -> str:

@@ -134,7 +134,7 @@ def launch(spec, bound, slots: list, platform, deterministic: bool = False) -> K
         k = next((c for key, c in unit.lowered.programs.items() if key.static == bound.key.static), classes[0])
         lay = unit.lowered.layout
         types = {"T": CTYPE[lay.dtype] if lay.fixed else _ctype(bound.dtypes[lay.dtype])}
-        kind = unit.family.entry_kernel_type(unit.lowered)
+        kind = unit.family.launch_kind(unit.lowered, out.tiling_key)
     elif "aclasses" in ex:   # the class serving the call's specialisation; T the data's type; a mixed launch
         k = next((c.kclass for c in ex["aclasses"] if bound.key in c.keys), None)
         if k is None:

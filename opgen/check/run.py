@@ -33,7 +33,7 @@ from opgen.check.aclnn import (AclnnRejected, call_attrs, call_outputs, device_d
                                with_fixed_attrs)
 from opgen.check.build import BuildRun, Builder, Sources, launch_variant
 from opgen.check.compare import OutputComparison, compare_output, rounded_intermediate_outputs
-from opgen.check.driver import driver_source, kernel_type, nokernel_source
+from opgen.check.driver import driver_source, kernel_type, key_kernel_types, nokernel_source
 from opgen.codegen import default_out_dir
 from opgen.codegen.aclnn import device_value_requirements, kernel_traps
 from opgen.codegen.model import SOC_ENUM, OpModel
@@ -528,7 +528,7 @@ def run_check(op, inputs: dict | None = None, attrs: dict | None = None, dtypes:
     src.require(kernel=True)
     variant = launch_variant(asan)
     res = CheckResult(spec.name, plat.name, variant, inputs=inputs)
-    builder = Builder(src, {"driver.cpp": driver_source(m, kernel_type(src.kernel_cpp)),
+    builder = Builder(src, {"driver.cpp": driver_source(m, kernel_type(src.kernel_cpp), key_kernel_types(src.kernel_cpp)),
                             "aclnn_harness.cpp": harness_source(m), "nokernel.cpp": nokernel_source(m)},
                       build_root, progress)
     res.build_dir = builder.dir

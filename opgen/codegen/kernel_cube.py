@@ -34,22 +34,27 @@ def emit_cube_kernel(spec, lowered, tiling) -> dict[str, str]:
                             f"(attrKey {ak}), got two")
     lay = lowered.layout
     snake = op_snake(spec.name)
-    keys, declared = [], []
+    keys, declared, aic_keys = [], [], []
+    # no layout with a vector epilogue: without a K split the AIVs have no work, so that key launches AIC only
+    # (strategy 2, KERNEL_TASK_TYPE(key, KERNEL_TYPE_AIC_ONLY)); a K split keeps the mixed launch (strategy 1)
+    aic = not any(x.mixed for x in kcube.CubeFamily().layouts(lowered))
     for r, row in enumerate(spec.dtype_rows, start=1):
         dt = lay.dtype if lay.fixed else dtype_name(row[lay.dtype])
         if dt not in ("f16", "bf16"):
             raise SpecError(f"{spec.name}: dtype row {r} binds {lay.dtype} to {dt}; the cube kernel takes f16 or "
                             f"bf16 operands")
         for ak in sorted(by_ak):
-            tk = TilingKey(ak, r, 1, "CUBE_GEMM")
-            declared.append(tk)
-            keys.append((tk.macro(spec), kcube.CTYPE[dt], order[by_ak[ak]].name))
+            tks = [TilingKey(ak, r, 1, "CUBE_GEMM")] + ([TilingKey(ak, r, 2, "CUBE_GEMM_AIC_ONLY")] if aic else [])
+            declared.extend(tks)
+            aic_keys.extend(t.macro(spec) for t in tks[1:])
+            keys.append(([t.macro(spec) for t in tks], kcube.CTYPE[dt], order[by_ak[ak]].name))
     env = template_env()
     classes = list(order.values())
     ctx = {"op": spec.name, "op_snake": snake, "entry": kernel_entry(spec.name), "spec_file": spec_path(spec),
            "doc": tiling.doc,
            "class_cpp": "\n\n".join(kir.to_cpp(c) for c in classes), "args": list(classes[0].args), "keys": keys,
-           "struct": classes[0].tiling_struct, "kernel_type": kcube.CubeFamily().entry_kernel_type(lowered), "multi": len(classes) > 1}
+           "struct": classes[0].tiling_struct, "kernel_type": kcube.CubeFamily().entry_kernel_type(lowered), "multi": len(classes) > 1,
+           "aic_keys": aic_keys}
     return {
         f"op_kernel/{snake}.h": env.get_template("op_kernel/cube_kernel.h.j2").render(**ctx),
         f"op_kernel/{snake}.cpp": env.get_template("op_kernel/cube_kernel.cpp.j2").render(**ctx),

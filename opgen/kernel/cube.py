@@ -987,6 +987,12 @@ class CubeFamily(Family):
         blocks (which the tiling may choose for any call); without either they return at once."""
         return "KERNEL_TYPE_MIX_AIC_1_2"
 
+    def launch_kind(self, lowered, tiling_key: int) -> str:
+        """The launch of tiling key `tiling_key`: KERNEL_TYPE_AIC_ONLY for strategy 2 (opgen.tiling.cube
+        STRATEGY_AIC: no K split, no vector epilogue; the entry declares it with KERNEL_TASK_TYPE), else the
+        entry's default (entry_kernel_type)."""
+        return "KERNEL_TYPE_AIC_ONLY" if tiling_key % 10 == 2 else self.entry_kernel_type(lowered)
+
     def claims(self, plan) -> bool:
         """Plans whose launch has a cube stage."""
         return any(s.unit == "cube" for k in plan.kernels for s in k.stages)

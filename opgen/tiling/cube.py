@@ -45,7 +45,10 @@ often); L1 panels A 128 x 256 (64 KB) and B 256 x 256 (128 KB), two of each (384
 256 columns make each of A's rows one 512-byte GM burst (a 64-column chunk copied alone gives 128 B: four times the
 bursts, each paying the per-burst overhead of docs/reference/kernel_cost.md §2)."""
 STRATEGY = 1
-"""The tiling key's strategy digit of the one GEMM schedule."""
+"""The tiling key's strategy digit of the mixed launch (KERNEL_TYPE_MIX_AIC_1_2: a K split or a vector epilogue)."""
+STRATEGY_AIC = 2
+"""The tiling key's strategy digit of a cube-only launch (KERNEL_TYPE_AIC_ONLY: no K split and no vector epilogue:
+the AIVs would have no work); only a spec none of whose layouts has a vector epilogue takes it."""
 ND2NZ_MAX = 65535
 """Largest Nd2Nz source row pitch (uint16 srcDValue, elements): bounds K (A's pitch) and N (B's pitch)."""
 
@@ -130,7 +133,8 @@ def gemm_program(name: str, trans_a: bool = False, trans_b: bool = False, batche
     per matrix) is written. epi: (UB bytes per element of a pass row, UB bytes per element of the column rows) of
     the AIVs' program (opgen.kernel.cube.EpiProgram: the vector epilogue, or the cast alone): the field epiRows
     (rows per AIV pass, the most that fit the UB beside the K split's scratch row, at most half a block); mixed:
-    the layout has a vector epilogue (the workspace holds two fp32 block slots per AI Core when K is not split);
+    the layout has a vector epilogue (the workspace holds two fp32 block slots per AI Core when K is not split;
+    the tiling key's strategy is always 1, mixed), else strategy 2 (AIC only) unless K is split;
     out_f32: the output is fp32 (4 bytes, else tBytes); attrs: the runtime float attributes the epilogue reads
     (inputs <name>Attr, fields <name>Bits: their IEEE-754 bits); forms: ((trans_a, trans_b), ...) of every kernel
     class when the static attributes select the transposes (the fit then holds for each; trans_a / trans_b
@@ -200,7 +204,11 @@ def gemm_program(name: str, trans_a: bool = False, trans_b: bool = False, batche
     p.let("fits", fits & (ubb <= ub),
           "1 when the tiles fit L1 / L0, the operands' row pitches fit Nd2Nz and the AIVs' pass fits the UB",
           True)
-    p.let("tilingKey", ak * 100 + key * 10 + STRATEGY, "attrKey * 100 + dtypeKey * 10 + strategy", True)
+    if mixed:
+        p.let("tilingKey", ak * 100 + key * 10 + STRATEGY, "attrKey * 100 + dtypeKey * 10 + strategy", True)
+    else:   # the AIVs have work only when K is split: a cube-only launch otherwise
+        p.let("tilingKey", ak * 100 + key * 10 + select(ksp > 1, STRATEGY, STRATEGY_AIC),
+              "attrKey * 100 + dtypeKey * 10 + strategy (1: mixed, K split; 2: AIC only)", True)
     slots = bd * 2 * bm * bn * 4 if mixed else lit(0)
     p.let("workspaceBytes", select(ksp > 1, units * bm * bn * 4, slots),
           "K split: one fp32 partial block per unit; else " + ("two fp32 block slots per AI Core" if mixed else

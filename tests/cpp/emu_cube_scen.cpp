@@ -274,6 +274,22 @@ int main(int argc, char** argv)
         r = emu::Launch(2, kMem.ub, [&] { CrossCoreSetFlag<2, PIPE_MTE3>(1); });
     } else if (s == "kernel_type") {
         r = emu::Launch(1, kMem.ub, [&] { KERNEL_TASK_TYPE_DEFAULT(KERNEL_TYPE_MIX_AIC_1_2); });
+    } else if (s == "kernel_type_of_key") {   // key 12 declared AIC only, launched with LaunchMix: a fault
+        r = emu::LaunchMix(1, kMem, [&] {
+            KERNEL_TASK_TYPE(12, KERNEL_TYPE_AIC_ONLY);
+            KERNEL_TASK_TYPE_DEFAULT(KERNEL_TYPE_MIX_AIC_1_2);
+        }, 12);
+    } else if (s == "kernel_type_by_key_ok") {   // key 12 AIC only by its own declaration, key 11 mixed by default
+        r = emu::LaunchCube(1, kMem, [&] {
+            KERNEL_TASK_TYPE(12, KERNEL_TYPE_AIC_ONLY);
+            KERNEL_TASK_TYPE_DEFAULT(KERNEL_TYPE_MIX_AIC_1_2);
+        }, 12);
+        if (r.ok) {
+            r = emu::LaunchMix(1, kMem, [&] {
+                KERNEL_TASK_TYPE(12, KERNEL_TYPE_AIC_ONLY);
+                KERNEL_TASK_TYPE_DEFAULT(KERNEL_TYPE_MIX_AIC_1_2);
+            }, 11);
+        }
     } else if (s == "syncall_aic_true") {
         r = emu::LaunchMix(1, kMem, [&] { SyncAll(); });
 

@@ -24,6 +24,7 @@
 #include <memory>
 #include <new>
 #include <string>
+#include <utility>
 #include <vector>
 
 #include "emu/launch.h"
@@ -180,7 +181,8 @@ enum class LaunchKind { AivOnly, Mix12, AicOnly };
 // kernel: calls the op's entry with (inputs..., outputs..., workspace, tiling).
 inline int Main(int argc, char** argv, const char* opType, const std::vector<std::string>& inputNames,
                 const std::vector<std::string>& outputNames, const Kernel& kernel,
-                LaunchKind launchKind = LaunchKind::AivOnly)
+                LaunchKind launchKind = LaunchKind::AivOnly,
+                const std::vector<std::pair<uint64_t, LaunchKind>>& byKey = {})
 {
     if (argc != 3) {
         std::fprintf(stderr, "usage: %s CASE_FILE OUT_DIR\n", argv[0]);
@@ -328,6 +330,9 @@ inline int Main(int argc, char** argv, const char* opType, const std::vector<std
     say("launch 1");
     emu::LaunchResult res;
     const auto t0 = std::chrono::steady_clock::now();
+    for (const auto& kk : byKey) {   // the entry's KERNEL_TASK_TYPE(key, type) of this launch's tiling key
+        if (kk.first == ctx.tilingKey) launchKind = kk.second;
+    }
     if (launchKind == LaunchKind::Mix12) {
         emu::CoreMem mem = emu::CoreMem::Ascend910B();
         mem.ub = static_cast<uint64_t>(c.ubBytes);

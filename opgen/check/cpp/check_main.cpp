@@ -11,3 +11,21 @@ int opgen_check::SharedMain(int argc, char** argv, const char* opType, const cha
     return Main(argc, argv, opType, ins, outs, call,
                 launchKind == 1 ? LaunchKind::Mix12 : launchKind == 2 ? LaunchKind::AicOnly : LaunchKind::AivOnly);
 }
+
+static opgen_check::LaunchKind KindOf(int launchKind)
+{
+    using opgen_check::LaunchKind;
+    return launchKind == 1 ? LaunchKind::Mix12 : launchKind == 2 ? LaunchKind::AicOnly : LaunchKind::AivOnly;
+}
+
+int opgen_check::SharedMainByKey(int argc, char** argv, const char* opType, const char* const* inputNames,
+                                 int nInputs, const char* const* outputNames, int nOutputs, KernelCall kernel,
+                                 int launchKind, const uint64_t* keys, const int* keyKinds, int nKeys)
+{
+    const std::vector<std::string> ins(inputNames, inputNames + nInputs);
+    const std::vector<std::string> outs(outputNames, outputNames + nOutputs);
+    const Kernel call = [kernel](const std::vector<uint8_t*>& args) { kernel(args.data()); };
+    std::vector<std::pair<uint64_t, LaunchKind>> byKey;
+    for (int k = 0; k < nKeys; ++k) byKey.emplace_back(keys[k], KindOf(keyKinds[k]));
+    return Main(argc, argv, opType, ins, outs, call, KindOf(launchKind), byKey);
+}

@@ -21,4 +21,10 @@ using KernelCall = void (*)(uint8_t* const* args);
 int SharedMain(int argc, char** argv, const char* opType, const char* const* inputNames, int nInputs,
                const char* const* outputNames, int nOutputs, KernelCall kernel, int launchKind);
 
+// SharedMain with the launch kinds of some tiling keys (the entry's KERNEL_TASK_TYPE(key, type)): keyKinds[k] is
+// the launchKind (as above) of tiling key keys[k], nKeys of them; any other key launches as launchKind.
+int SharedMainByKey(int argc, char** argv, const char* opType, const char* const* inputNames, int nInputs,
+                    const char* const* outputNames, int nOutputs, KernelCall kernel, int launchKind,
+                    const uint64_t* keys, const int* keyKinds, int nKeys);
+
 }  // namespace opgen_check

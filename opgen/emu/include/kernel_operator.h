@@ -53,6 +53,8 @@
 #define ASCEND_IS_AIC (const bool emuCoreIsAic_ = ::emu::IsAicCore(); emuCoreIsAic_)
 // Checks the declared kernel type against the launch (emu/mix.h).
 #define KERNEL_TASK_TYPE_DEFAULT(x) ::emu::CheckKernelType((x), #x)
+// The kernel type of one tiling key (emu/mix.h): checked when it is the launch's key; the default then does not apply.
+#define KERNEL_TASK_TYPE(key, x) ::emu::CheckKernelTypeOfKey(static_cast<uint64_t>(key), (x), #x)
 
 // Tiling data: the host wrote the struct's bytes to the tiling buffer.
 #define GET_TILING_DATA_WITH_STRUCT(Struct, var, tiling) \

@@ -277,6 +277,7 @@ struct CoreContext {
     uint64_t tilingKey = 0;
     int keyTests = 0;      // TILING_KEY_IS evaluations, and how many held: a kernel that tests keys but matches
     int keyMatches = 0;    // none has no binary for this key on the NPU (the launch fails there): a fault here
+    bool typeByKey = false;  // a KERNEL_TASK_TYPE(key, type) of this launch's tiling key was declared (emu/mix.h)
     UbArena* ub = nullptr;
     LaunchState* launch = nullptr;
     int atomicType = 0;    // 0 none, else AtomicKind

@@ -62,21 +62,35 @@ inline const char* LaunchKindName(LaunchKind k)
     return "?";
 }
 
-inline void CheckKernelType(int type, const char* spelled)
+inline void CheckKernelType(int type, const char* spelled, const char* macro = "KERNEL_TASK_TYPE_DEFAULT")
 {
     CoreContext* c = CurrentCorePtr();
     if (!c) return;   // outside a launch (e.g. a host-side compile check): nothing to compare with
+    if (c->typeByKey) return;   // KERNEL_TASK_TYPE(key, ...) of this launch's key declared the type
     LaunchKind want;
     switch (type) {
     case KERNEL_TYPE_AIV_ONLY: want = LaunchKind::AIV_ONLY; break;
     case KERNEL_TYPE_AIC_ONLY: want = LaunchKind::AIC_ONLY; break;
     case KERNEL_TYPE_MIX_AIC_1_2: want = LaunchKind::MIX_AIC_1_2; break;
-    default: Fault(Cat("KERNEL_TASK_TYPE_DEFAULT(", spelled, "): this kernel type is not emulated "
+    default: Fault(Cat(macro, "(", spelled, "): this kernel type is not emulated "
                        "(supported: KERNEL_TYPE_AIV_ONLY, KERNEL_TYPE_AIC_ONLY, KERNEL_TYPE_MIX_AIC_1_2)"));
     }
     if (want != c->launchKind)
-        Fault(Cat("KERNEL_TASK_TYPE_DEFAULT(", spelled, ") but the kernel was launched with ",
+        Fault(Cat(macro, "(", spelled, ") but the kernel was launched with ",
                   LaunchKindName(c->launchKind), "; launch it with ", LaunchKindName(want)));
+}
+
+// KERNEL_TASK_TYPE(key, type): the kernel type of tiling key `key` (CANN: ENABLE_FEATURE_FOR_COMPILE(key, type),
+// asc-devkit kernel_utils_macros.h; the runtime launches that key's binary as that type). When `key` is the
+// launch's tiling key it is checked as KERNEL_TASK_TYPE_DEFAULT is, and a KERNEL_TASK_TYPE_DEFAULT after it is not
+// (the default is checked where it is declared: an entry declares its keys' types before the default here).
+inline void CheckKernelTypeOfKey(uint64_t key, int type, const char* spelled)
+{
+    CoreContext* c = CurrentCorePtr();
+    if (!c || c->tilingKey != key) return;
+    c->typeByKey = false;
+    CheckKernelType(type, Cat(key, ", ", spelled).c_str(), "KERNEL_TASK_TYPE");
+    c->typeByKey = true;
 }
 
 // ASCEND_IS_AIV / ASCEND_IS_AIC: the kind of the calling simulated core. Outside a launch they keep the old
