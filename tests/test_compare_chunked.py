@@ -181,3 +181,27 @@ def test_memory_is_a_few_chunks():
         tracemalloc.stop()
     assert r.passed
     assert peak < n * 8 / 2 and peak < 24 * compare.CHUNK * 8, peak
+
+
+def test_integer_verdict_takes_the_float64_value_at_a_boundary():
+    """An int8 output off by one from device mode passes where it equals the exact (float64) interpretation (the
+    value before the cast sits on a rounding boundary the kernel's fp32 sums fall on the other side of); an element
+    equal to neither fails, as a wrong tie rule does (both interpretations round half to even). Chunked and whole-
+    array verdicts agree."""
+    v = np.array([0.4, 2.5, 3.5, -2.5, 67.4999999, 10.0, -7.2] * 100)
+    g = np.rint(v)                                   # exact mode: float64 value, rint
+    d = g.copy()
+    d[4::7] = 68                                     # device mode: its fp32 sum landed above the tie
+    cases = {
+        "exact": d.copy(),
+        "float64": g.copy(),                         # the kernel's sum on float64's side of the tie
+        "fail": np.sign(v) * np.floor(np.abs(v) + 0.5),   # half away from zero: 3 vs 2 at 2.5, neither's value
+    }
+    for rule, a in cases.items():
+        a = a.astype(np.int8)
+        got = compare_output("y", a, g, d.astype(np.int8), "int8", chunk=64)
+        _assert_same(got, reference_compare("y", a, g, d.astype(np.int8), "int8"))
+        assert got.passed == (rule != "fail") and got.rule == ("" if rule == "fail" else rule), (rule, got.rule)
+        if rule == "fail":
+            assert got.reason == "200 elements differ from both device mode and exact mode (300 from device mode)", \
+                got.reason

@@ -12,25 +12,9 @@ import numpy as np
 import pytest
 
 from opgen.registry import load_spec
+from test_rows_rowscalar import ARG
 
-ARG_MAX = '''
-from opgen.dsl import A2, A3, OpSpec, bf16, f16, f32, i64
-
-spec = OpSpec("ArgMaxV2", aclnn="aclnnArgMax", socs=(A2, A3), round="rint")
-N = spec.dim("N")
-H = spec.dim("H", max=65536)
-(T,) = spec.dtype_vars("T")
-spec.input("x", T, [N, H])
-spec.output("y", i64, [N])
-spec.dtypes((T,), [(f32,), (f16,), (bf16,)])
-
-
-@spec.body
-def _(b, x):
-    m = x.max(-1)
-    pos = b.where(x >= m, b.iota(H).f32(), float(2**24))
-    return {"y": pos.min(-1, keepdims=False).cast(i64, "rint")}
-'''
+ARG_MAX = ARG.format(name="ArgMaxV2", api="ArgMax", red="max", cmp=">=")   # the spec test_rows_rowscalar writes
 
 
 @pytest.fixture(scope="module")

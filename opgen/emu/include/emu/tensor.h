@@ -308,6 +308,15 @@ protected:
 private:
     friend class TPipe;
     template <TPosition, uint32_t> friend class TBufPool;
+    // The hand-out state of `num` fresh buffers (TPipe::InitBuffer, TBufPool::InitBuffer): none allocated or queued.
+    void ResetBlocks(uint8_t num)
+    {
+        inUse_.assign(num, false);
+        queued_.clear();
+        next_ = 0;
+        enqTok_.assign(num, emu::Token{});
+        freeTok_.assign(num, emu::Token{});
+    }
     void CheckOwned(int tag, uint64_t off, const char* what) const
     {
         if (tag < 0 || size_t(tag) >= set_.offs.size() || off != set_.offs[tag])
@@ -417,11 +426,7 @@ public:
     {
         if (num == 0) emu::Fault("TBufPool::InitBuffer: buffer count 0");
         Carve(q.set_, qpos, num, len, "TQue");
-        q.inUse_.assign(num, false);
-        q.queued_.clear();
-        q.next_ = 0;
-        q.enqTok_.assign(num, emu::Token{});
-        q.freeTok_.assign(num, emu::Token{});
+        q.ResetBlocks(num);
         return true;
     }
     template <TPosition bpos>
@@ -488,11 +493,7 @@ public:
     {
         if (num == 0) emu::Fault("TPipe::InitBuffer: buffer count 0");
         Alloc(q.set_, pos, num, len, "TQue");
-        q.inUse_.assign(num, false);
-        q.queued_.clear();
-        q.next_ = 0;
-        q.enqTok_.assign(num, emu::Token{});
-        q.freeTok_.assign(num, emu::Token{});
+        q.ResetBlocks(num);
         return true;
     }
     template <TPosition pos>
