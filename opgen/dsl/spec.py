@@ -559,6 +559,11 @@ class OpSpec:
             if not isinstance(shape[c], (list, tuple)):
                 raise spec_error(loc, f"{what} {name}: the shape for {form_by}={c!r} is not a list of dims",
                                  "give each shape as a list such as [Bd, H]", arg=(2, "shape"))
+            if shape[c] and all(isinstance(e, (list, tuple)) for e in shape[c]):
+                raise spec_error(loc, f"{what} {name}: the shape for {form_by}={c!r} is a list of shape forms; "
+                                 f"with form_by each choice takes one shape",
+                                 "declare one shape per choice, or drop form_by and list the forms "
+                                 "([[C], [1]]: the tensor's shape picks one at run time)", arg=(2, "shape"))
         return [tuple(shape[c]) for c in a.choices], tuple(a.choices)
 
     def input(self, name, dtype, shape, *, optional=False, host=False, when=None, doc="", form_by=None) -> None:
