@@ -182,14 +182,9 @@ def test_v2_ub_plan_fits():
                                 epsilonAttr=0, coreNum=plat.aiv, ubBytes=plat.ub_bytes))
         assert tl["fits"] == 1
         if tl["strategy"] == 1:
-            assert tl[f"fixedBytes{_bufs(tl)}"] + tl["rowsPerPass"] * tl[f"rowBytes{_bufs(tl)}"] <= plat.ub_bytes
+            assert tl["fixedBytes"] + tl["rowsPerPass"] * tl["rowBytes"] <= plat.ub_bytes
         else:
             assert tl["groupFixedBytes"] + tl["groupRows"] * tl["groupRowBytes"] <= plat.ub_bytes
-
-
-def _bufs(tl) -> str:
-    """The suffix of the ROW_SPLIT plan the tiling chose (one or two buffers per row queue)."""
-    return "OneBuf" if tl["rowQueBufs"] == 1 else "TwoBufs"
 
 
 def test_ub_plan_fits():
@@ -203,7 +198,7 @@ def test_ub_plan_fits():
                                 coreNum=48, ubBytes=196608))
         assert tl["fits"] == 1
         if tl["strategy"] == 1:
-            assert tl[f"fixedBytes{_bufs(tl)}"] + tl["rowsPerPass"] * tl[f"rowBytes{_bufs(tl)}"] <= 196608
+            assert tl["fixedBytes"] + tl["rowsPerPass"] * tl["rowBytes"] <= 196608
         else:
             assert tl["groupFixedBytes"] + tl["groupRows"] * tl["groupRowBytes"] <= 196608
 

@@ -38,8 +38,8 @@ def row_split(p: TilingProgram, rows, cores, ub, plan, prefix: str = "", max_pas
     where a row input is freed, a row output allocated and the scalar unit last waits for PIPE_V
     (opgen.kernel.rowsched.queue_overlap; (1, 0, 1) when None: held throughout, no overlap). rowQueBufs is 1 when
     two buffers per queue fit a row, one fits more and its price is lower by ONE_BUFFER_MARGIN, else 2 (where two
-    fit no row the caller's other strategies decide, as before); rowsFit is then the chosen plan's (the two plans'
-    bytes are rowBytesTwoBufs / rowBytesOneBuf, fixedBytesTwoBufs / fixedBytesOneBuf). The kernel allocates its row queues with
+    fit no row the caller's other strategies decide, as before); rowBytes, fixedBytes and rowsFit are then the
+    chosen plan's, rowsFit computed from the two (the two plans' own are rowBytesTwoBufs / rowBytesOneBuf, ...). The kernel allocates its row queues with
     that many buffers (opgen.kernel.rowsched `_row_split`), each input freed right after its last read and each
     output allocated right before its first write (docs/design.md "Copy/compute overlap")."""
     cap, why = min(max_pass, 4095), "one DataCopyPad moves them, blockCount is 12 bits"
@@ -86,7 +86,11 @@ def row_split(p: TilingProgram, rows, cores, ub, plan, prefix: str = "", max_pas
                                                    & (cost[1] * den < cost[2] * (den - num)), 1, 2),
                      f"buffers per row queue of ROW_SPLIT: 1 where one is priced {ONE_BUFFER_MARGIN} faster, else 2",
                      True)
-        fit = p.let(f"{prefix}rowsFit", select(bufs.eq(1), fit1, fit2), "rows per UB pass that fit")
+        one = bufs.eq(1)
+        row_bytes = p.let(f"{prefix}rowBytes", select(one, row1, row2), "UB bytes per resident row")
+        fixed = p.let(f"{prefix}fixedBytes", select(one, fixed1, fixed2), "UB bytes held once")
+        fit = p.let(f"{prefix}rowsFit", select(ub > fixed, (ub - fixed) // row_bytes, 0),   # the chosen plan's
+                    "rows per UB pass that fit")
     p.let(f"{prefix}rowsPerCore", rows // used, "rows of every core", True)
     p.let(f"{prefix}rowsTail", rows % used, "the first rowsTail cores take one more row", True)
     p.let(f"{prefix}rowsPerPass", emax(1, emin(emin(fit, cap), ceil_div(rows, used))),

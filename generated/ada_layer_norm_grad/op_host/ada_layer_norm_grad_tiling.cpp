@@ -348,8 +348,11 @@ static ge::graphStatus TilingFunc(gert::TilingContext* context)
           ((passCyclesOneBuf * 64) < (passCyclesTwoBufs * 63)))
              ? 1
              : 2);  // buffers per row queue of ROW_SPLIT: 1 where one is priced 1/64 faster, else 2
-    const int64_t rowsFit = ((rowQueBufs == 1) ? rowsFitOneBuf : rowsFitTwoBufs);  // rows per UB pass that fit
-    const int64_t rowsPerCore = (rows / rowCores);                                 // rows of every core
+    const int64_t rowBytes = ((rowQueBufs == 1) ? rowBytesOneBuf : rowBytesTwoBufs);        // UB bytes per resident row
+    const int64_t fixedBytes = ((rowQueBufs == 1) ? fixedBytesOneBuf : fixedBytesTwoBufs);  // UB bytes held once
+    const int64_t rowsFit =
+        ((ubBytes > fixedBytes) ? ((ubBytes - fixedBytes) / rowBytes) : 0);  // rows per UB pass that fit
+    const int64_t rowsPerCore = (rows / rowCores);                           // rows of every core
     const int64_t rowsTail = (rows % rowCores);  // the first rowsTail cores take one more row
     const int64_t rowsPerPass = std::max<int64_t>(
         1,
