@@ -15,6 +15,8 @@ from pathlib import Path
 
 import pytest
 
+from test_emu_pipes import run   # the scenario runner: (launch ok, fault lines, stdout)
+
 ROOT = Path(__file__).resolve().parents[1]
 INC = ROOT / "opgen" / "emu" / "include"
 SRC = ROOT / "tests" / "cpp" / "emu_bufpool.cpp"
@@ -32,11 +34,6 @@ def exe(tmp_path_factory):
     return out
 
 
-def run(exe, name):
-    r = subprocess.run([str(exe), name], capture_output=True, text=True, timeout=60)
-    assert r.returncode == 0, r.stdout + r.stderr
-    faults = [ln[len("fault "):] for ln in r.stdout.splitlines() if ln.startswith("fault ")]
-    return "ok 1" in r.stdout.splitlines(), faults, r.stdout
 
 
 def test_two_phases_sharing_bytes_pass(exe):
