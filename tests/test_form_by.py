@@ -88,6 +88,9 @@ def test_keepdim_picks_the_output_shape_of_reduce_mean():
      'form_by="layout")', r"the shapes by layout have keys \['BH'\], its choices are \['BH', 'HB'\]"),
     ('spec.attr("axis", int, 0, choices=(0, 1), static=True)\nspec.input("x", f32, {0: [[S], [1]], 1: [S]}, '
      'form_by="axis")', r"the shape for axis=0 is a list of shape forms; with form_by each choice takes one shape"),
+    ('spec.attr("axis", int, 0, choices=(0, 1), static=True)\nspec.input("x", f32, {0: [[S], 1], 1: [S]}, '
+     'form_by="axis")', r"input x: shape entry \[S\] is a list, not a dim; a shape is one flat list of dims; "
+     r"with form_by='axis' give each choice one shape"),
 ])
 def test_bad_declarations_name_the_rule(tmp_path, decl, rule):
     path = tmp_path / "bad.py"

@@ -48,7 +48,7 @@ from opgen.dsl.rules import render_rule
 from opgen.dsl.validate import bind
 from opgen.errors import OpgenError, SpecError, display_path
 from opgen.ir.core import Graph, Param, TensorType, Value
-from opgen.ir.dims import Bounds, Constraint, Lit, Rank, Sym, Variadic, as_dim, shape_str, subst
+from opgen.ir.dims import Bounds, Constraint, DimExpr, Lit, Rank, Sym, Variadic, as_dim, shape_str, subst
 from opgen.ir.dtypes import DType, DTypeVar, dtype_name, parse_dtype
 from opgen.ir.records import evolve
 from opgen.ir.verify import verify
@@ -325,6 +325,16 @@ def short_loc(loc) -> str:
     return f"{os.path.basename(path)}:{line}" if path else str(loc)
 
 
+def _entry_text(e) -> str:
+    """A shape entry as the spec wrote it, for messages: `[C, 2 * N]` for a nested list, `N` for a dim, `*Bd` for a
+    variadic, repr for anything else (a string, a float)."""
+    if isinstance(e, (list, tuple)):
+        return "[" + ", ".join(_entry_text(x) for x in e) + "]"
+    if isinstance(e, (DimExpr, Variadic)):
+        return str(e)
+    return repr(e)
+
+
 def _norm_shape(shape) -> tuple:
     return tuple(d if isinstance(d, Variadic) else as_dim(d) for d in shape)
 
@@ -580,7 +590,7 @@ class OpSpec:
         by_shapes, choices = self._forms_by("input", name, shape, form_by, loc)
         if form_by is not None:
             for s in by_shapes:
-                self._check_shape(s, loc)
+                self._check_shape(s, loc, f"input {name}", form_by)
             self.inputs.append(InputDecl(name, dtype, [_norm_shape(s) for s in by_shapes], optional, host, doc, loc,
                                          when, form_by, choices))
             return
@@ -588,9 +598,14 @@ class OpSpec:
             raise spec_error(loc, f"input {name}: shape {shape!r} is not a list of dims",
                              "give the shape as a list such as [Bd, S, H] (or a list of such lists for "
                              "alternative forms)", arg=(2, "shape"))
-        shapes = [tuple(s) for s in shape] if shape and isinstance(shape[0], (list, tuple)) else [tuple(shape)]
+        nested = [isinstance(s, (list, tuple)) for s in shape]
+        if any(nested) and not all(nested):
+            raise spec_error(loc, f"input {name}: the shape {_entry_text(shape)} mixes shape forms (lists) and dims",
+                             "give one shape [N, C], or a list of whole shapes [[N, C], [1]] (alternative forms: "
+                             "the tensor's shape picks one at run time)", arg=(2, "shape"))
+        shapes = [tuple(s) for s in shape] if shape and nested[0] else [tuple(shape)]
         for s in shapes:
-            self._check_shape(s, loc)
+            self._check_shape(s, loc, f"input {name}")
         shapes = [_norm_shape(s) for s in shapes]
         if when is not None and not optional:
             raise spec_error(loc, f"input {name}: when= is only for optional inputs",
@@ -612,7 +627,7 @@ class OpSpec:
         by_shapes, choices = self._forms_by("output", name, shape, form_by, loc)
         if form_by is not None:
             for s in by_shapes:
-                self._check_shape(s, loc)
+                self._check_shape(s, loc, f"output {name}", form_by)
             self.outputs.append(OutputDecl(name, dtype, None, None, optional, doc, loc, form_by,
                                            [_norm_shape(s) for s in by_shapes], choices))
             return
@@ -630,7 +645,7 @@ class OpSpec:
                 raise spec_error(loc, f"output {name}: shape {shape!r} is not a list of dims",
                                  "give the shape as a list such as [Bd, S, H]", arg=(2, "shape"))
             shape = tuple(shape)
-            self._check_shape(shape, loc)
+            self._check_shape(shape, loc, f"output {name}")
             shape = _norm_shape(shape)
         self.outputs.append(OutputDecl(name, dtype, shape, like, optional, doc, loc))
 
@@ -1171,10 +1186,23 @@ class OpSpec:
                              f"use a declared dtype variable (T) or one of {_DTYPE_NAMES}", arg=(1, "dtype"),
                              token=dt if isinstance(dt, str) else None)
 
-    def _check_shape(self, shape, loc):
+    def _check_shape(self, shape, loc, who: str, form_by: str | None = None):
+        """Raise SpecError unless `shape` is one flat list of declared dims, integers, expressions of them and at
+        most one declared variadic. `who` ("input x") and `form_by` (the attribute picking the shape, if any) word
+        the message."""
         nvar = 0
         arg = (2, "shape")
         for d in shape:
+            if isinstance(d, (list, tuple)):
+                if form_by is not None:
+                    how = f"with form_by={form_by!r} give each choice one shape: {{value: [N, C], ...}}"
+                elif who.startswith("input"):
+                    how = ("give one shape [N, C], or a list of whole shapes [[N, C], [1]] (alternative forms: "
+                           "the tensor's shape picks one at run time)")
+                else:
+                    how = "an output has one shape such as [N, C] (or like= an input, or form_by= an attribute)"
+                raise spec_error(loc, f"{who}: shape entry {_entry_text(d)} is a list, not a dim; a shape is one "
+                                 f"flat list of dims", how, arg=arg)
             if isinstance(d, Variadic):
                 nvar += 1
                 if d.name not in self.variadics:
@@ -1185,7 +1213,7 @@ class OpSpec:
             try:
                 d = as_dim(d)
             except SpecError:
-                raise spec_error(loc, f"shape entry {d!r} is not a dim",
+                raise spec_error(loc, f"{who}: shape entry {_entry_text(d)} is not a dim",
                                  "use declared dims (spec.dim), integers or expressions of them", arg=arg,
                                  token=d if isinstance(d, str) else None) from None
             for s in sorted(d.symbols()):
