@@ -1015,6 +1015,10 @@ class _Lowering:
         if to not in ("f16", "bf16") and not self._half_variable(to):
             raise self.err(r, f"a cast to {to} that feeds a computation; the rows kernel rounds inside a row to "
                               f"fp16 / bf16 only (other types at outputs)")
+        if self.space.get(x) == "scalar" and x not in self.btext:
+            raise self.err(r, f"a cast to {to} of a scalar that a computation or a broadcast reads; the rows kernel "
+                              f"rounds row values only: for an output, broadcast first and cast the broadcast "
+                              f"(b.cast(v.broadcast_to([...]), {to}, round=...))")
         if self.space.get(x) != "row":
             raise self.err(r, f"a cast to {to} of {SPACE_WORDS.get(self.space.get(x), 'a value')} that feeds a "
                               f"computation; the rows kernel rounds row values only")
@@ -1034,7 +1038,10 @@ class _Lowering:
     # ---------------------------------------------------------------- outputs
     def output(self, name: str, v: str) -> None:
         """Store output `name` (value v) through its view(s): rows, per-row statistics, or sums over rows (an
-        accumulator written once complete)."""
+        accumulator written once complete). One value broadcast to the rows' shape (a constant, an attribute) is
+        duplicated into the row and stored; broadcast to the per-row shape, it is set per row into the statistics
+        stage and copied out as a statistic is. Raises Unsupported for anything else (a value broadcast to a column
+        [H], a byte-dtype statistic, ...), naming the output and what the family writes."""
         dtype = dtype_name(self.vals[v].type.dtype)
         if isinstance(self.vals[v].type.dtype, DType) and dtype not in WRITES:   # variables: _check_dtype_rows
             raise self.err(v, f"output {name} has dtype {dtype}; the rows family writes {', '.join(WRITES)} outputs")
@@ -1071,6 +1078,17 @@ class _Lowering:
                     self.p.instrs.append(Instr("store", "", (f"h_{gm}",), arg=rnd, gm=gm, space="row", op="half"))
                 else:
                     self.p.instrs.append(Instr("store", "", (src,), arg=rnd, gm=gm, space="row"))
+            elif sp == "scalar" and s not in self.btext and ks and self._space_of(s) == "stat":
+                # one value for every row (a constant, an attribute, a dim's value broadcast to the rows' shape):
+                # written per row as a statistic is (its stage set per row, copied out with the rows, tails too)
+                if dtype in rowprog.BYTE_DTYPES:
+                    raise self.err(v, f"output {name} of dtype {dtype} is a value broadcast to every row; the rows "
+                                   f"family writes byte outputs as rows only")
+                if not view.flat:
+                    raise self.err(v, f"output {name}: per-row statistics must be written in row order")
+                self.p.gm.append(GmTensor(gm, "out", "stat", dtype, view, name))
+                self.p.instrs.append(Instr("sexpr", f"st_{gm}", arg=self.scalar_text.get(s, src), space="stat"))
+                self.p.instrs.append(Instr("sstore", "", (f"st_{gm}",), arg=rnd, gm=gm, space="stat"))
             elif dtype in rowprog.BYTE_DTYPES:
                 raise self.err(v, f"output {name} of dtype {dtype} is {SPACE_WORDS[sp]}; the rows family writes byte "
                                f"outputs as rows only")
@@ -1115,8 +1133,20 @@ class _Lowering:
                 self.p.gm.append(GmTensor(gm, "out", "bstat", dtype, view, name))
                 self.p.batch_stores.append(Instr("bstore", "", (), arg=self.scalar_text[s], gm=gm, op=rnd,
                                                  space="bstat"))
+            elif sp == "scalar" and ks:
+                per_row = ", ".join(self.lay.axes)
+                raise self.err(v, f"output {name} is one value broadcast to {shape_str(self.vals[s].type.shape)}; "
+                               f"the rows family writes a broadcast value as rows [{', '.join(full)}] or one per row "
+                               f"[{per_row}] only")
             else:
                 raise self.err(v, f"output {name} is a scalar; the rows family writes rows, statistics and sums")
+
+    def _space_of(self, v: str) -> str | None:
+        """The space a value of v's shape has in the layout (RowLayout.space), None for a shape of none."""
+        try:
+            return self.lay.space(self.vals[v].type.shape)
+        except IRError:
+            return None
 
     def _round_of(self, v: str) -> str:
         """Round mode of the narrowing cast on output value v's store chain ("none" when there is none); v itself
