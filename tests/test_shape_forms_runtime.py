@@ -11,6 +11,8 @@ straddles a rounding boundary."""
 
 from __future__ import annotations
 
+import shutil
+import subprocess
 from pathlib import Path
 
 import ml_dtypes
@@ -21,7 +23,8 @@ from opgen.check import run_check
 from opgen.dsl.keys import form_key
 from opgen.registry import load_spec
 
-EX = Path(__file__).resolve().parent.parent / "examples" / "specs" / "ascend_quant_v2.py"
+ROOT = Path(__file__).resolve().parent.parent
+EX = ROOT / "examples" / "specs" / "ascend_quant_v2.py"
 NP = {"float32": np.float32, "float16": np.float16, "bfloat16": ml_dtypes.bfloat16}
 ROUND = {"round": np.rint, "floor": np.floor, "ceil": np.ceil, "trunc": np.trunc}
 """CANN's round modes of AscendQuant on A2 / A3: "round" is half to even (CAST_RINT), the others directed."""
@@ -130,10 +133,52 @@ def test_the_entry_selects_classes_by_the_form_key(examples_gen):
     assert form_key(spec, (1, 1), (False,)) == 1
 
 
-def test_a_shape_matching_no_form_fails_the_tiling(examples_gen):
-    """Graph mode reaches the TilingFunc without the aclnn layer's shape checks: a scale of 5 values beside H = 77
-    matches neither [H] nor [1], and the TilingFunc refuses it (a negative form key) instead of running the
-    per-tensor class on the first value."""
-    tiling = (Path(examples_gen) / "ascend_quant_v2" / "op_host" / "ascend_quant_v2_tiling.cpp").read_text()
-    assert "formKeyDim < 0 || formKeyDim > 3" in tiling
-    assert ": -4)" in tiling.replace("\n", " ")   # the no-match value: -(number of form keys)
+GE_DT = {"float16": 1, "int8": 2}
+"""ge::DataType values the driver passes (ge::DT_FLOAT16, ge::DT_INT8)."""
+
+
+@pytest.mark.slow
+@pytest.mark.skipif(shutil.which("g++") is None, reason="g++ is needed to compile the emitted TilingFunc")
+def test_a_shape_matching_no_form_fails_the_tiling(examples_gen, tmp_path):
+    """Graph mode reaches the TilingFunc without the aclnn layer's shape checks. The emitted TilingFunc, compiled on
+    the host with tests/cpp/tiling_driver.cpp (as tests/test_tiling.py runs them, -Wall -Werror): a scale or offset of
+    5 values beside H = 77 matches neither [H] nor [1] and the call fails (GRAPH_FAILED, logged), instead of
+    running the per-tensor class on the first value; each good combination of forms tiles with the form key the
+    kernel entry selects its class by. The keys by hand: scale [1] counts 1, offset [1] counts 2 (scale fastest),
+    an absent offset as its first form."""
+    from opgen.platforms import PLATFORMS
+    from opgen.tiling.pipeline import kernel_build
+
+    op = Path(examples_gen) / "ascend_quant_v2"
+    srcs = [str(op / "op_host" / "ascend_quant_v2_tiling.cpp")]
+    exe = tmp_path / "driver"
+    cmd = ["g++", "-std=c++17", "-O0", "-Wall", "-Werror", "-I", str(ROOT / "opgen/emu/include"), "-I",
+           str(op / "op_host"), str(ROOT / "tests/cpp/tiling_driver.cpp"), *srcs, "-o", str(exe)]
+    r = subprocess.run(cmd, capture_output=True, text=True)
+    assert r.returncode == 0, r.stderr
+    plat = PLATFORMS["ascend910b1"]
+    h = 77
+
+    def line(scale, offset):
+        """Driver input: x [3, 77] f16, scale / offset (None: absent) f16 of those shapes; sqrt_mode false,
+        round_mode "round", dst_type 2, axis -1; y int8."""
+        parts = ["AscendQuantV2", str(plat.aiv), str(plat.ub_bytes), "3", "1", str(GE_DT["float16"]), "2", "3", str(h)]
+        for shape in (scale, offset):
+            parts += ["0", "0", "0"] if shape is None else ["1", str(GE_DT["float16"]), str(len(shape)),
+                                                              *map(str, shape)]
+        return " ".join(parts + ["4", "0", "s:round", "2", "-1", "1", str(GE_DT["int8"])])
+
+    cases = [((h,), (h,), 0), ((1,), (h,), 1), ((h,), (1,), 2), ((1,), (1,), 3), ((1,), None, 1), ((h,), None, 0),
+             ((5,), (h,), None), ((h,), (5,), None), ((5,), None, None), ((1,), (h + 1,), None)]
+    out = subprocess.run([str(exe)], input="\n".join(line(s, o) for s, o, _k in cases) + "\n", capture_output=True,
+                         text=True, timeout=60)
+    assert out.returncode == 0, out.stderr
+    got = out.stdout.splitlines()
+    assert len(got) == len(cases), got
+    at = 5 + kernel_build(load_spec(str(EX))).tiling.program.fields.index("formKey")   # "ok blockDim key ws n" first
+    for (scale, offset, key), g in zip(cases, got):
+        if key is None:
+            assert g == "fail", (scale, offset, g)
+        else:
+            assert g.startswith("ok ") and int(g.split()[at]) == key, (scale, offset, key, g)
+    assert out.stderr.count("a shape matching none of its forms") == 4, out.stderr

@@ -1,6 +1,6 @@
 // Test driver: runs an emitted TilingFunc (linked in) on cases read from stdin and prints the result.
 // Input per case: op name, aivNum, ubBytes, nInputs, then per input: present dtype rank dims...,
-// then nAttrs and their numeric values (OpDef order; strings as 0), then nOutputs and their dtypes. Output per case: "ok blockDim tilingKey workspace n v0 v1 ..." where v* are
+// then nAttrs and their values (OpDef order; a number, or s:TEXT for a string attribute's text), then nOutputs and their dtypes. Output per case: "ok blockDim tilingKey workspace n v0 v1 ..." where v* are
 // the int64 fields of the tiling data (all opgen tiling fields are int64_t), or "fail".
 #include <cstdint>
 #include <iostream>
@@ -36,9 +36,13 @@ int main()
         size_t nAttr = 0;
         std::cin >> nAttr;
         for (size_t i = 0; i < nAttr; ++i) {
-            double v = 0;
+            std::string v;
             std::cin >> v;
-            ctx.attrs.Set(i, v);
+            if (v.rfind("s:", 0) == 0) {
+                ctx.attrs.SetStr(i, v.substr(2));
+            } else {
+                ctx.attrs.Set(i, std::stod(v));
+            }
         }
         size_t nOut = 0;
         std::cin >> nOut;
