@@ -320,3 +320,53 @@ def test_namespace_constants_tables_and_class_structs_are_printed_from_the_ir():
     assert "struct Shared" not in cpp
     with pytest.raises(IRError, match="table name kT is also a constant"):
         verify(KernelClass(**{**k2.__dict__, "consts": (("kT", 1, ""),)}))
+
+
+def _guarded_output(k: KernelClass, copy_out: bool = True, enque: bool = True) -> KernelClass:
+    """rows_kernel with output y written only when optional input `bias` is given (as AddRmsNormQuant's y2 under
+    scales2): its Alloc and EnQue in Compute and its DeQue, copy and Free in CopyOut inside `if (hasBias_)`
+    (opgen.kernel.rowsched `guard`), o a member tensor as rowOut_<y> is; copy_out / enque False leave that part
+    unguarded (a mutant)."""
+    from opgen.kernel.kir import If, ScalarVar
+
+    has = (Sym("hasBias_"),)
+
+    def compute(b):   # DeQue t, Alloc o, the loop (it writes o), EnQue o, Free t
+        return (b[0], If(has, (b[1],)), If(has, (b[2],)), If(has, (b[3],)) if enque else b[3], b[4])
+
+    def out(b):       # DeQue o, copy, Free o, then the statistic's copy (its row sums are y's: guarded too)
+        return ((If(has, b[:3]),) if copy_out else b[:3]) + (If(has, b[3:]),)
+
+    k = _replace(_replace(rows_kernel(), "Compute", compute), "CopyOut", out)
+    return KernelClass(**{**k.__dict__, "args": k.args + ("bias",), "scalars": (ScalarVar("hasBias_", "bool"),),
+                          "presence": (("hasBias_", "bias"),), "tensors": k.tensors + (TensorVar("o", "float"),)})
+
+
+def test_an_output_guarded_by_a_presence_verifies_per_presence_and_a_half_guard_is_refused():
+    """A queue whose protocol runs under a presence guard (kir.presence_split: an output written under some
+    presences only) is verified once per value of the presence member: the guarded class verifies, the dependency
+    pass keeps each presence's queue states apart (its blocks are not 'every block in use' after a pass whose
+    CopyOut skipped them), the interpreter writes y only when bias is given and never touches it otherwise (y not
+    bound: a store would fault); a guard dropped from the CopyOut (or the EnQue) alone is refused by the verifier."""
+    from opgen.kernel import kir_interp, kir_sync
+
+    k = _guarded_output(rows_kernel())
+    assert kir.presence_split(k) == ("hasBias_",)
+    verify(k)
+    placed, _where = kir_sync.place_syncs(kir_sync.strip_syncs(k), prune=True, hoist=False)
+    assert kir_sync.conflicts(placed) == []
+    rows, hid = 5, 8
+    tiling = {"rows": rows, "hidden": hid, "colAlign": hid, "rowsPerCore": rows, "pass": 2}
+    x = np.arange(rows * hid, dtype=np.float32)
+    for given in (True, False):
+        gm = {"x": x.copy(), "y": np.zeros(rows * hid, np.float32) if given else None,
+              "s": np.zeros(rows, np.float32), "bias": np.zeros(hid, np.float32) if given else None}
+        r = kir_interp.run(placed, tiling, gm, 1)
+        assert r.ok, r.faults
+        if given:
+            np.testing.assert_array_equal(gm["y"], 2 * x + 1)
+            np.testing.assert_array_equal(gm["s"], (2 * x + 1).reshape(rows, hid).sum(1))
+    with pytest.raises(IRError, match="nothing enqueued|DeQue"):
+        verify(_guarded_output(rows_kernel(), copy_out=False))
+    with pytest.raises(IRError, match="hasBias_ = false"):
+        verify(_guarded_output(rows_kernel(), enque=False))

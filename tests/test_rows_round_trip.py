@@ -9,6 +9,8 @@ Values against independent truths: NumPy float16 / ml_dtypes bfloat16 conversion
 
 from __future__ import annotations
 
+import re
+import shutil
 from pathlib import Path
 
 import ml_dtypes
@@ -107,27 +109,39 @@ def test_the_emulated_kernel_rounds_inside_the_row(round_spec, tmp_path):
         np.testing.assert_array_equal(np.asarray(r.arrays["y"]), want)
 
 
-@pytest.mark.parametrize("dims, zp, y2, engine", [
-    ({"Bd": (37,), "H": 1000}, True, True, "emu"),
-    ({"Bd": (5,), "H": 16384}, False, True, "emu"),    # COL_SPLIT: rows over the cores' column slices
-    ({"Bd": (97,), "H": 33}, True, False, "kir"),     # scales2 absent: y2 is not written
-])
-def test_add_rms_norm_quant_against_float64(dims, zp, y2, engine, examples_gen):
-    """x = f16(x1 + x2) exactly (the sum of two halves is exact in fp32, then one rounding); y1 (and y2 when scales2
-    is given) = sat(rint(y / scales + zp)) with y = f16(f16(x * rstd) * gamma) and rstd in float64: off by one only
-    where the quotient is within a few fp16 ulps of y of a rounding boundary (fp32 then fp16 rounding of x * rstd
-    may differ from float64's by one fp16 ulp)."""
-    rows, h = dims["Bd"][0], dims["H"]
+def _arnq_inputs(rows: int, h: int, zp1: bool, scales2: bool, zp2: bool) -> dict:
+    """AddRmsNormQuant's inputs: fp16 x1, x2 (standard normal), gamma in [0.5, 1.5], scales in [0.005, 0.05] (so
+    the quotients saturate int8 at both ends), zero points in [-20, 20); the optional ones as asked."""
     rng = np.random.default_rng(rows + h)
     inp = {"x1": rng.standard_normal((rows, h)).astype(np.float16),
            "x2": rng.standard_normal((rows, h)).astype(np.float16),
            "gamma": rng.uniform(0.5, 1.5, h).astype(np.float16),
            "scales1": rng.uniform(0.005, 0.03, h).astype(np.float32)}
-    if zp:
+    if zp1:
         inp["zero_points1"] = rng.integers(-20, 20, h).astype(np.int32)
-    if y2:
+    if scales2:
         inp["scales2"] = rng.uniform(0.01, 0.05, h).astype(np.float32)
+    if zp2:
         inp["zero_points2"] = rng.integers(-5, 5, h).astype(np.int32)
+    return inp
+
+
+@pytest.mark.parametrize("dims, zp1, scales2, zp2, engine", [
+    ({"Bd": (37,), "H": 1000}, True, True, True, "emu"),
+    ({"Bd": (5,), "H": 16384}, False, True, False, "emu"),    # COL_SPLIT: rows over the cores' column slices
+    ({"Bd": (23,), "H": 257}, False, False, True, "emu"),     # scales2 absent (zero_points2 unused): y2 not written
+    ({"Bd": (97,), "H": 33}, True, False, False, "kir"),
+    ({"Bd": (3,), "H": 16384}, True, False, True, "kir"),     # COL_SPLIT with y2 absent
+    ({"Bd": (64,), "H": 96}, False, True, True, "kir"),
+])
+def test_add_rms_norm_quant_against_float64(dims, zp1, scales2, zp2, engine, examples_gen):
+    """x = f16(x1 + x2) exactly (the sum of two halves is exact in fp32, then one rounding); y1 (and y2 when scales2
+    is given) = sat(rint(y / scales + zp)) with y = f16(f16(x * rstd) * gamma) and rstd in float64: off by one only
+    where the quotient is within a few fp16 ulps of y of a rounding boundary (fp32 then fp16 rounding of x * rstd
+    may differ from float64's by one fp16 ulp). Every presence runs the one kernel class (y2's queue and CopyOut
+    guarded by scales2's presence)."""
+    rows, h = dims["Bd"][0], dims["H"]
+    inp = _arnq_inputs(rows, h, zp1, scales2, zp2)
     r = run_check(str(EX), inputs=inp, dtypes={"T": "float16"}, engine=engine, gen_dir=examples_gen, progress=False)
     assert not r.faults and r.passed, r.faults[:2]
     x = (inp["x1"].astype(np.float64) + inp["x2"].astype(np.float64)).astype(np.float16)
@@ -135,8 +149,8 @@ def test_add_rms_norm_quant_against_float64(dims, zp, y2, engine, examples_gen):
     xf = x.astype(np.float64)
     rstd = 1.0 / np.sqrt((xf * xf).mean(-1, keepdims=True) + 1e-6)
     y = ((xf * rstd).astype(np.float16).astype(np.float64) * inp["gamma"]).astype(np.float16).astype(np.float64)
-    assert (r.arrays.get("y2") is not None) == y2
-    for k in (1, 2) if y2 else (1,):
+    assert (r.arrays.get("y2") is not None) == scales2
+    for k in (1, 2) if scales2 else (1,):
         s, z = inp[f"scales{k}"], inp.get(f"zero_points{k}")
         q = y / s + (z if z is not None else 0)
         ref = np.clip(np.rint(q), -128, 127)
@@ -146,6 +160,68 @@ def test_add_rms_norm_quant_against_float64(dims, zp, y2, engine, examples_gen):
         assert np.all(np.abs(diff) <= 1) and np.all((diff == 0) | near), (k, np.argwhere((diff != 0) & ~near)[:5])
         assert (diff == 0).mean() > 0.99
         assert (ref == 127).any() and (ref == -128).any()
+
+
+def test_add_rms_norm_quant_is_one_class_for_every_presence(examples_gen):
+    """The eight presences of scales2 / zero_points1 / zero_points2 share one kernel class (the entry tests no
+    pointer; before the guarded output they were six classes): y2's AllocTensor, EnQue and CopyOut each sit inside
+    `if (hasInput0_)` (scales2 present), counted by hand in the emitted header."""
+    d = examples_gen / "add_rms_norm_quant" / "op_kernel"
+    h, entry = (d / "add_rms_norm_quant.h").read_text(), (d / "add_rms_norm_quant.cpp").read_text()
+    assert len(re.findall(r"^class AddRmsNormQuantKernel\d+ \{", h, re.M)) == 1
+    assert "nullptr" not in entry and "this->hasInput0_ = scales2 != nullptr;" in h
+    lines = h.split("\n")
+    queue_ops = [k for k, ln in enumerate(lines) if re.search(r"rowOutQue_y2\.(template AllocTensor|EnQue|template "
+                                                              r"DeQue)", ln)]
+    assert queue_ops
+    for k in queue_ops:   # the nearest guard above (past an EnQue and a scope's `{` line)
+        above = [ln for ln in lines[max(0, k - 4):k] if "if (" in ln]
+        assert above and "if (hasInput0_) {" in above[-1], lines[k - 2:k + 1]
+
+
+def _absent_output_faults(r) -> bool:
+    """Whether check result `r` failed with a fault on a store to an unbound GM tensor (y2's, scales2 absent: the
+    emulation's and the interpreter's "no registered buffer" fault of a DataCopyPad UB->GM)."""
+    return not r.passed and any("UB->GM" in f and "no registered buffer" in f for f in r.faults)
+
+
+def test_unguarded_y2_store_faults_on_the_interpreter(monkeypatch, tmp_path):
+    """Mutation: y2's queue and CopyOut built without their presence guard (opgen.kernel.rowsched.guard made the
+    identity): with scales2 absent the Kernel-IR interpreter faults on the store to y2's unbound GM, with it present
+    the kernel still passes (the guard is what keeps an absent output untouched). The spec is a copy at a path of
+    its own: the loaded spec, which memoises its kernel build, is not the unmutated one another test loaded."""
+    import opgen.kernel.rowsched as rowsched
+
+    monkeypatch.setattr(rowsched, "guard", lambda t, stmts: tuple(stmts))
+    spec = tmp_path / "add_rms_norm_quant.py"
+    shutil.copy(EX, spec)
+    r = run_check(str(spec), inputs=_arnq_inputs(19, 100, True, False, False), dtypes={"T": "float16"}, engine="kir",
+                  progress=False)
+    assert _absent_output_faults(r), r.faults[:2]
+    r = run_check(str(spec), inputs=_arnq_inputs(19, 100, True, True, False), dtypes={"T": "float16"}, engine="kir",
+                  progress=False)
+    assert r.passed and not r.faults, r.faults[:2]
+
+
+@pytest.mark.slow
+def test_unguarded_y2_copy_out_faults_in_the_emulation(examples_gen, tmp_path, session_build_root):
+    """Mutation of the emitted C++: the `if (hasInput0_)` guards of y2's AllocTensor, EnQue and CopyOut replaced by
+    `if (true)` in a copy of the package; with scales2 absent the g++ emulation faults on y2 (the DataCopyPad to its
+    unbound GM)."""
+    pkg = tmp_path / "gen" / "add_rms_norm_quant"
+    shutil.copytree(examples_gen / "add_rms_norm_quant", pkg)
+    h = pkg / "op_kernel" / "add_rms_norm_quant.h"
+    lines = h.read_text().split("\n")
+    cut = 0
+    for k in range(len(lines) - 2):
+        if lines[k].lstrip().startswith("if (hasInput0_) {") and "rowOutQue_y2" in "".join(lines[k + 1:k + 3]):
+            lines[k] = lines[k].replace("if (hasInput0_) {", "if (true) {")
+            cut += 1
+    assert cut >= 6   # Alloc, EnQue + CopyOut in each strategy's method
+    h.write_text("\n".join(lines))
+    r = run_check(str(EX), inputs=_arnq_inputs(19, 100, True, False, False), dtypes={"T": "float16"},
+                  gen_dir=tmp_path / "gen", build_root=session_build_root, progress=False)
+    assert _absent_output_faults(r), r.faults[:2]
 
 
 def test_the_golden_rounds_inside_the_row_as_the_interpreter(round_spec, tmp_path):

@@ -113,13 +113,15 @@ workspace, td) and Process(), private methods, members).
 The verifier (`verify`) walks Init then Process, following Calls into methods, and raises IRError naming the node
 for: an undefined symbol, tensor variable, buffer, method or GM tensor; a queue used out of its Alloc -> EnQue ->
 DeQue -> Free order or beyond its InitBuffer block count (a loop body or If branch must leave every queue and flag
-as it found it); a WaitFlag without a pending SetFlag or a SetFlag already pending; a flag still set or a block
+as it found it; a class whose queue protocol runs under presence guards is walked once per value of the presence
+members those guards test, `presence_split`, each guard taking the branch that value runs); a WaitFlag without a pending SetFlag or a SetFlag already pending; a flag still set or a block
 still held at the end; a constant-size region outside its buffer; operands that do not match the table entry.
 """
 
 from __future__ import annotations
 
 import enum
+import itertools
 import re
 import dataclasses
 from dataclasses import dataclass, field
@@ -1258,6 +1260,19 @@ class _Verifier:
         self.tables = {t.name: t for t in getattr(k, "tables", ())}
         self.stack: list[str] = []
         self.reached: set = set()
+        self.fixed: dict = {}   # presence member -> bool: the presence being verified (run, `presence_split`)
+
+    def decided(self, cond: tuple) -> bool | None:
+        """Whether If condition `cond` holds under the presence being verified (self.fixed): False when one of its
+        presence literals is false, True when all of its terms are true presence literals, None otherwise."""
+        terms = []
+        for c in cond:
+            lit = presence_literals((c,))
+            m = next(iter(lit), None)
+            terms.append(lit[m] == self.fixed[m] if m in self.fixed else None)
+        if False in terms:
+            return False
+        return True if None not in terms else None
 
     def names(self):
         k = self.k
@@ -1336,15 +1351,26 @@ class _Verifier:
 
     def run(self):
         self.names()
-        st = self.state0()
-        self.block(self.k.init, st, "Init")
-        self.block(self.k.process, st, "Process")
-        for q, (a, e, d) in st.queues.items():
-            if a or e or d:
-                raise IRError(f"queue {q} still holds {a + e + d} block(s) at the end of Process")
-        if st.flags:
-            ev, i = sorted(st.flags)[0]
-            raise IRError(f"flag {ev} #{i} is set and never waited")
+        split = presence_split(self.k)
+        for vals in itertools.product((True, False), repeat=len(split)):   # one walk without presence guards
+            self.fixed = dict(zip(split, vals))
+            where = "" if not split else " (" + ", ".join(f"{m} = {str(v).lower()}" for m, v in self.fixed.items()) + ")"
+            st = self.state0()
+            try:
+                self.block(self.k.init, st, "Init")
+                self.block(self.k.process, st, "Process")
+            except IRError as e:   # say which presence the walk verified
+                if not split:
+                    raise
+                err = IRError(str(e).removeprefix("kernel IR: ") + where)
+                err.node = e.node
+                raise err from None
+            for q, (a, e, d) in st.queues.items():
+                if a or e or d:
+                    raise IRError(f"queue {q} still holds {a + e + d} block(s) at the end of Process{where}")
+            if st.flags:
+                ev, i = sorted(st.flags)[0]
+                raise IRError(f"flag {ev} #{i} is set and never waited{where}")
         # a method only opaque code calls: on its own, every buffer initialised as Process left it, its type
         # parameters taken as float, every flag and queue as it must leave them
         for m in self.k.methods:
@@ -1673,7 +1699,12 @@ class _Verifier:
             st.inited.update(inner.inited)
         elif isinstance(s, If):
             self.cond(s.cond, st, s)
-            self.branches(s, st)
+            live = self.decided(s.cond) if self.fixed else None
+            if live is None:
+                self.branches(s, st)
+            else:   # a presence guard under the presence being verified: the branch it runs, on both sides
+                taken = s.then if live else s.orelse
+                self.branches(dataclasses.replace(s, then=taken, orelse=taken), st)
         elif isinstance(s, InitBuffer):
             b = self.locals.get(s.buf)
             if b is None:
@@ -1965,6 +1996,36 @@ class _Verifier:
             self.define(s.result, kind, st, s)
         elif st.scalars.get(s.result) != kind or s.result not in st.mutable:
             raise IRError(f"{s.result} is not a mutable {kind} scalar to assign {s.method}'s result to", s)
+
+
+def presence_literals(cond: tuple) -> dict:
+    """{member: True} for each term of If condition `cond` that is a bool symbol (`hasInput0_`), {member: False} for
+    each `member == 0`: the presence literals of a guard (opgen.kernel.rowclass.presence_conds)."""
+    out: dict = {}
+    for c in cond:
+        if isinstance(c, Sym):
+            out[c.name] = True
+        elif isinstance(c, Constraint) and c.op == "==" and isinstance(c.lhs, Sym) and c.rhs == Lit(0):
+            out[c.lhs.name] = False
+    return out
+
+
+def presence_split(k: KernelClass) -> tuple:
+    """The presence members of `k` (KernelClass.presence) a queue's protocol depends on: those an If condition
+    tests whose branches allocate, hand over or free queue blocks (an output written under some presences only:
+    opgen.kernel.rowsched `guard`). The verifier walks the class once per assignment of them, an If testing them
+    taking the branch that assignment runs, and the dependency pass (opgen.kernel.kir_sync) keeps the paths of
+    different values apart: each presence's queues are balanced, which one walk over both branches cannot show.
+    Facts: a presence member is set in Init and never changes (KernelClass.presence)."""
+    members = {m for m, _a in k.presence}
+    if not members:
+        return ()
+    found: set = set()
+    for body in [k.init, k.process] + [m.body for m in k.methods if not m.extern]:
+        for s in walk(body):
+            if isinstance(s, If) and any(isinstance(x, (Alloc, EnQue, DeQue, Free)) for x in walk(s.then + s.orelse)):
+                found |= {m for m in members if m in presence_literals(s.cond)}
+    return tuple(sorted(found))
 
 
 def verify(k: KernelClass) -> KernelClass:

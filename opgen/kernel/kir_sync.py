@@ -41,7 +41,10 @@ The analysis is an abstract interpretation of the program (Init, then Process, m
   interpreter checks) the state is the body's output at the fixed point; otherwise the join with the loop's entry
   (zero iterations) too.
   The state is a set of disjuncts keyed by the queues' allocator states, so the blocks of a double-buffered
-  queue stay apart across iterations.
+  queue stay apart across iterations. An If testing presence members a queue's protocol depends on
+  (kir.presence_split: an output written under some presences only) runs per disjunct only the branches the
+  disjunct's presence facts allow, the branch taken adding its literals to the facts (part of the key): the paths
+  of different presences never join, as the members never change after Init.
 * Where a sync goes (_Analysis.where): in the function where the call paths of the two accesses part (the calls
   that led to each), before the later one's statement there (the access, or the call leading to it), and before
   the outermost loop there that holds the later access but not the earlier one: issued once, not per iteration.
@@ -190,21 +193,23 @@ def _pos_text(pos) -> str:
 class _D:
     """One disjunct: records {Access: bit set (_BIT) of the pipes it is ordered before}; queues {name: (in_use, nxt,
     queued)}; tokens {("enq"|"free", queue, block) or ("flag", event, id): frozenset of Accesses}; binds {tensor
-    var: (base, byte start or None, dtype)}."""
+    var: (base, byte start or None, dtype)}; facts: frozenset of (presence member, bool) the path took (a presence
+    guard of a queue's protocol, _Analysis.split): part of the key, so each presence's queues stay apart."""
 
-    __slots__ = ("records", "queues", "tokens", "binds")
+    __slots__ = ("records", "queues", "tokens", "binds", "facts")
 
-    def __init__(self, records=None, queues=None, tokens=None, binds=None):
+    def __init__(self, records=None, queues=None, tokens=None, binds=None, facts=frozenset()):
         self.records = dict(records or {})
         self.queues = dict(queues or {})
         self.tokens = dict(tokens or {})
         self.binds = dict(binds or {})
+        self.facts = facts
 
     def copy(self) -> "_D":
-        return _D(self.records, self.queues, self.tokens, self.binds)
+        return _D(self.records, self.queues, self.tokens, self.binds, self.facts)
 
     def sig(self):
-        return tuple(sorted(self.queues.items()))
+        return tuple(sorted(self.queues.items())) + ((("?facts", tuple(sorted(self.facts))),) if self.facts else ())
 
     def frozen(self):
         return (frozenset(self.records.items()), self.sig(), frozenset(self.tokens.items()),
@@ -234,7 +239,7 @@ class _D:
             elif b1 != b2:
                 binds[v] = (_UNKNOWN, None, b1[2])
         d = _D.__new__(_D)
-        d.records, d.queues, d.tokens, d.binds = recs, dict(self.queues), toks, binds
+        d.records, d.queues, d.tokens, d.binds, d.facts = recs, dict(self.queues), toks, binds, self.facts
         return d
 
     # -- ordering
@@ -342,6 +347,7 @@ class _Analysis:
         self.first_only = False           # stop at the first conflict (_clean)
         self.stack: tuple = ()            # the positions of the calls being analysed, outermost first
         self.sites: dict = {}             # placing: Access -> the call positions it was last made under
+        self.split = kir.presence_split(k)   # presence members a queue's protocol depends on (kir.presence_split)
 
     def intern(self, pos, pipe: Pipe, write: bool, region: Region) -> Access:
         """The one Access object of these fields (and the current core kind) in this analysis."""
@@ -582,7 +588,8 @@ class _Analysis:
             for a, bits in d.records.items():
                 b = fn(a) or a
                 recs[b] = bits if b not in recs else recs[b] & bits
-            nd = _D(recs, d.queues, {t: frozenset(fn(a) or a for a in v) for t, v in d.tokens.items()}, d.binds)
+            nd = _D(recs, d.queues, {t: frozenset(fn(a) or a for a in v) for t, v in d.tokens.items()}, d.binds,
+                    d.facts)
             out[key] = nd
         return out
 
@@ -641,6 +648,9 @@ class _Analysis:
         if isinstance(s, kir.Verbatim):
             raise kir.IRError("the dependency pass needs Kernel IR throughout; C++ text is opaque", s)
         if isinstance(s, kir.If):
+            lits = {m: v for m, v in kir.presence_literals(s.cond).items() if m in self.split}
+            if lits:   # a presence guard of a queue's protocol: each disjunct runs the branches its facts allow
+                return self.presence_if(ds, s, pos, scope, lits)
             a = self.block({k: d.copy() for k, d in ds.items()}, s.then, pos + ("t",), dict(scope))
             b = self.block({k: d.copy() for k, d in ds.items()}, s.orelse, pos + ("e",), dict(scope))
             return _join(a, b)
@@ -832,6 +842,34 @@ class _Analysis:
         for d in ds.values():
             out += [self.bind_of(d, args[n], scope)[2] for n in names]
         return out
+
+    def presence_if(self, ds: dict, s: kir.If, pos, scope, lits: dict) -> dict:
+        """If `s` testing presence literals `lits` (of self.split members) on each disjunct: only the then-branch
+        where the disjunct's facts make every literal true and the condition has no other term, only the
+        else-branch where a fact contradicts one; else both, the then-branch's disjuncts learning `lits`, the
+        else-branch's the negation of a lone literal (a presence is fixed from Init on: paths of different
+        presences never meet)."""
+        only = len(lits) == len(s.cond)
+        then_in, else_in = {}, {}
+        for d in ds.values():
+            facts = dict(d.facts)
+            if any(m in facts and facts[m] != v for m, v in lits.items()):
+                else_in[d.sig()] = d.copy()
+                continue
+            if only and all(facts.get(m) == v for m, v in lits.items()):
+                then_in[d.sig()] = d.copy()
+                continue
+            t = d.copy()
+            t.facts = frozenset({**facts, **lits}.items())
+            then_in[t.sig()] = t
+            e = d.copy()
+            if only and len(lits) == 1:
+                (m, v), = lits.items()
+                e.facts = frozenset({**facts, m: not v}.items())
+            else_in[e.sig()] = e
+        a = self.block(then_in, s.then, pos + ("t",), dict(scope)) if then_in else {}
+        b = self.block(else_in, s.orelse, pos + ("e",), dict(scope)) if else_in else {}
+        return _join(a, b)
 
     def run(self):
         ds = {(): _D()}

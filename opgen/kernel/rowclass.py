@@ -37,7 +37,7 @@ from opgen.kernel.rowprog import (ACC_INIT, MASK_KINDS, MASK_LANES, SELECT_KINDS
                                   names_in, instr_op, per_row, row_passes, row_scalar_chain)
 from opgen.kernel.rowsched import GmRows, RowSchedule, row_split_class
 from opgen.kernel.rowprog import MAX_DIM_VALUES, online_pair, reduction_slot_counts, reduction_slots
-from opgen.kernel.rowpresence import cover
+from opgen.kernel.rowpresence import cover, output_guard
 from opgen.kernel.rowsched import mul as _kmul
 from opgen.kernel.rowsched import sub as _ksub
 from opgen.kernel.rowsched import add as _ksum
@@ -863,10 +863,15 @@ def guarded(i: Instr, nodes: list, prog: RowProgram) -> list:
         else:   # a GetValue: its element read into a local, then assigned
             body += [dataclasses.replace(s, name=f"{name}_when"), kir.FAssign(name, kir.FRef(f"{name}_when"))]
     for cube in cover(i.when, len(prog.presence)):
-        conds = tuple(Sym(presence_member(k)) if lit else Constraint("==", Sym(presence_member(k)), Lit(0))
-                      for k, lit in enumerate(cube) if lit is not None)
-        out.append(kir.If(conds, tuple(body), doc=f"when {_when_text(cube, prog.presence)}"))
+        out.append(kir.If(presence_conds(cube), tuple(body), doc=f"when {_when_text(cube, prog.presence)}"))
     return out
+
+
+def presence_conds(cube: tuple) -> tuple:
+    """The If condition of a cube of presences (opgen.kernel.rowpresence.cover: per optional input True present,
+    False absent, None either): hasInput<k>_ for a present one, hasInput<k>_ == 0 for an absent one."""
+    return tuple(Sym(presence_member(k)) if lit else Constraint("==", Sym(presence_member(k)), Lit(0))
+                 for k, lit in enumerate(cube) if lit is not None)
 
 
 def _is_guard(s) -> bool:
@@ -1537,14 +1542,16 @@ def _gm_rows(prog: RowProgram, addr: _Addr, role: str, space: str, ctx: list[dic
         if t.role != role or t.space != space:
             continue
         c, v, ct = by_op[t.name], t.view, _ctype(t.dtype)
+        cube = output_guard(prog, t.name) if role == "out" else ()   # an output written under some presences only
+        when = {"guard": presence_conds(cube), "guard_doc": f"when {_when_text(cube, prog.presence)}"} if cube else {}
         if c["pieces"]:
             out.append(GmRows(t.name, t.gm, ct, "pieces", spec=c["spec"], pieces=tuple(c["copy_row"]),
-                              pieces_col=tuple(c["copy_col"])))
+                              pieces_col=tuple(c["copy_col"]), **when))
             continue
         if gathered_stat(t):   # read row by row by the scalar unit at each row's offset
             out.append(GmRows(t.name, t.gm, ct, "gather", spec=c["spec"],
                               at=addr.row_expr(t.name, _ksum(Sym("r0"), Sym("j"))),
-                              at_g0=addr.row_expr(t.name, _ksum(Sym("g0"), Sym("j")))))
+                              at_g0=addr.row_expr(t.name, _ksum(Sym("g0"), Sym("j"))), **when))
             continue
         runs = v.flat or v.runs
         stride = addr.dims.sym(v.pitch if v.flat else v.strides[-1])
@@ -1553,7 +1560,8 @@ def _gm_rows(prog: RowProgram, addr: _Addr, role: str, space: str, ctx: list[dic
         gap_col = _kmul(_ksub(stride, Sym("n_")), kir.SizeOf(ct)) if runs else Lit(0)
         layout = "flat" if v.flat else ("runs" if runs else "single")
         out.append(GmRows(t.name, t.gm, ct, layout, addr.row_expr(t.name, "r0"), addr.row_expr(t.name, "r"), gap,
-                          c["spec"], rm=c.get("rm", ""), off_g0=addr.row_expr(t.name, "g0"), gap_col=gap_col))
+                          c["spec"], rm=c.get("rm", ""), off_g0=addr.row_expr(t.name, "g0"), gap_col=gap_col,
+                          **when))
     return tuple(out)
 
 

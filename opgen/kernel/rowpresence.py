@@ -14,10 +14,14 @@ temporary (opgen.kernel.rowprog `_allocate`), so the joined program's UB is abou
 After buffer assignment `join_copies` joins the copies of one instruction that presences run on the same rows
 (a chain downstream of a presence-dependent value) into one instruction under the union of their presences.
 
+An output written under some presences only (AddRmsNormQuant's y2, when scales2 is given) is joined when one
+cube of presence literals names those presences (`output_guard`): the class allocates, hands over and copies out its
+queue under that condition (opgen.kernel.rowsched `GmRows.guard`), as its Compute stores it only there (Instr.when).
+
 What the join does not cover (it returns None with the reason, and the family keeps one class per presence): an
-optional input read per row (its CopyIn runs outside the instructions), an output written under some presences only
-(AddRmsNormQuant's y2 when scales2 is given: its CopyOut is not guarded), programs with a second pass over the rows,
-per-batch values or finishing instructions (their side tables are not joined), programs on other layouts.
+optional input read per row (its CopyIn runs outside the instructions), an output written under presences that no
+one cube names (or an accumulated one), programs with a second pass over the rows, per-batch values or finishing
+instructions (their side tables are not joined), programs on other layouts.
 
 Facts: docs/design.md "Optional inputs: one class for every presence" (what is joined, what it costs); the
 presences are the kernel entry's (opgen.kernel.rows `presence_condition`)."""
@@ -126,11 +130,38 @@ def _unjoinable(progs: list, optional: tuple) -> str:
         for t in p.gm:
             if t.gm in optional and t.space not in ("col", "brow"):
                 return f"optional input {t.gm} is read per row"
-    outs = [{t.gm for t in p.gm if t.role == "out"} for _pr, p in progs]
-    if any(o != outs[0] for o in outs):   # its CopyOut (DeQue, copy, Free) would run under every presence
-        some = sorted(set.union(*outs) - set.intersection(*outs))
-        return f"output {some[0]} is written under some presences only"
+    outs = [{t.name for t in p.gm if t.role == "out"} for _pr, p in progs]
+    for name in sorted(set.union(*outs) - set.intersection(*outs)):   # written under some presences only
+        where = [pr for (pr, p), o in zip(progs, outs) if name in o]
+        if len(cover(tuple(where), len(optional))) != 1:
+            return f"output {name} is written under presences no one condition names"
+        for pr, p in progs:
+            if name in {o for _s, o, _r in p.accs.values()} or \
+                    any(t.name == name and t.space not in ("row", "stat") for t in p.gm):
+                return f"output {name}, written under some presences only, is not a row or per-row output"
     return ""
+
+
+def output_guard(p: RowProgram, name: str) -> tuple:
+    """The presences under which joined program `p` writes output operand `name`: () when every presence it serves
+    does (or `p` serves one), else one cube of presence literals (opgen.kernel.rowpresence.cover: True present,
+    False absent, None either; merge_presences admits only outputs whose presences one cube names). The union of
+    the `when` of the instructions storing it: its queue's allocation, hand-off and CopyOut run under that
+    condition (opgen.kernel.rowsched `GmRows.guard`), so an absent output is never touched."""
+    if not p.presence:
+        return ()
+    runs: set = set()
+    for i in p.instrs:
+        if i.kind in ("store", "sstore") and i.gm == name:
+            if not i.when:
+                return ()
+            runs |= set(i.when)
+    if not runs or runs >= set(p.served):
+        return ()
+    cubes = cover(tuple(sorted(runs)), len(p.presence))
+    if len(cubes) != 1:
+        raise ValueError(f"output {name} of {p.name}: presences {sorted(runs)} are not one cube")
+    return cubes[0]
 
 
 def cover(when: tuple, n: int) -> list[tuple]:

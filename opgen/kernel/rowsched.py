@@ -92,6 +92,10 @@ class GmRows:
     pieces_col: tuple = ()       # COL_SPLIT: a concat's copy statements
     at: DimExpr = Lit(0)         # layout "gather": element offset of row r0 + j (ROW_SPLIT)
     at_g0: DimExpr = Lit(0)      # layout "gather": element offset of row g0 + j (COL_SPLIT)
+    guard: tuple = ()            # an output written under some presences of the optional inputs only: the If
+    #                              condition (hasInput<k>_ literals) its queue's Alloc, EnQue and CopyOut run under
+    #                              (opgen.kernel.rowpresence.output_guard); () = always
+    guard_doc: str = ""          # the guard's words ("when scales2 present")
 
 
 @dataclass(frozen=True)
@@ -232,6 +236,27 @@ def _copy_rows_out(t: GmRows) -> tuple:
                    _COLA, True, _spec(t.spec)),
         Assign("j", add(Sym("j"), Sym("m"))),
     ), doc="one copy per run of rows at a constant GM stride"),)
+
+
+def guard(t: GmRows, stmts) -> tuple:
+    """Statements `stmts` of output t's queue (its Alloc, EnQue, CopyOut), inside If(t.guard) when t is written
+    under some presences of the optional inputs only (GmRows.guard): an absent output's GM is never touched, as its
+    Compute stores it only under that condition (opgen.kernel.rowclass.guarded); `stmts` itself otherwise."""
+    stmts = tuple(stmts)
+    if not t.guard or not stmts:
+        return stmts
+    return (If(t.guard, stmts, doc=t.guard_doc),)
+
+
+def _alloc_guarded(body: tuple, t: GmRows) -> tuple:
+    """`body` with output t's AllocTensor placed before its first write (alloc_before_first_use); a guarded output's
+    (GmRows.guard) in its own If before the first top-level statement naming it, so the branches of the If that
+    hold the write leave the queue as the guard's other path does."""
+    alloc = Alloc(f"rowOut_{t.op}", f"rowOutQue_{t.op}", t.ctype)
+    if not t.guard:
+        return alloc_before_first_use(body, f"rowOut_{t.op}", alloc)
+    first = min((k for k, st in enumerate(body) if mentions(st, f"rowOut_{t.op}")), default=len(body))
+    return tuple(body[:first]) + guard(t, (alloc,)) + tuple(body[first:])
 
 
 def _stat_out_bytes(t: GmRows) -> DimExpr:
@@ -541,14 +566,14 @@ def _compute(s: RowSchedule) -> Func:
         row += list(s.row_body)
         body.append(For("i", Lit(0), _K, Lit(1), tuple(row)))
     for t in s.row_out:
-        body = list(alloc_before_first_use(tuple(body), f"rowOut_{t.op}", Alloc(f"rowOut_{t.op}",
-                                                                                f"rowOutQue_{t.op}", t.ctype)))
-    body += [EnQue(f"rowOutQue_{t.op}", f"rowOut_{t.op}") for t in s.row_out]
+        body = list(_alloc_guarded(tuple(body), t))
+    for t in s.row_out:
+        body += guard(t, (EnQue(f"rowOutQue_{t.op}", f"rowOut_{t.op}"),))
     for t in s.stat_out:
-        body.append(Scope((
+        body += guard(t, (Scope((
             Alloc("t", f"statOutQue_{t.op}", t.ctype),
             vec(Op.CAST_TO, dst=Ref("t"), src=Ref(f"statStage_{t.op}"), mode=t.rm, count=_K, doc=_spec(t.spec)),
-            EnQue(f"statOutQue_{t.op}", "t"))))
+            EnQue(f"statOutQue_{t.op}", "t"))),))
     for t in s.row_in:
         body = list(free_after_last_use(tuple(body), f"rowIn_{t.op}", Free(f"rowInQue_{t.op}", f"rowIn_{t.op}")))
     body += [Free(f"statInQue_{t.op}", f"statIn_{t.op}") for t in s.stat_in]
@@ -679,13 +704,13 @@ def _rows_reduce_blocks(name: str, comb: Op, whole: Op, fallback: str) -> Func:
 def _copy_out(s: RowSchedule) -> Func:
     body: list = []
     for t in s.row_out:
-        body.append(Scope((DeQue("t", f"rowOutQue_{t.op}", t.ctype),) + _copy_rows_out(t)
-                          + (Free(f"rowOutQue_{t.op}", "t"),)))
+        body += guard(t, (Scope((DeQue("t", f"rowOutQue_{t.op}", t.ctype),) + _copy_rows_out(t)
+                                + (Free(f"rowOutQue_{t.op}", "t"),)),))
     for t in s.stat_out:
-        body.append(Scope((
+        body += guard(t, (Scope((
             DeQue("t", f"statOutQue_{t.op}", t.ctype),
             Copy(GmView(f"gm_{t.gm}", t.off_r0), Ref("t"), Lit(1), mul(_K, SizeOf(t.ctype)), doc=_spec(t.spec)),
-            Free(f"statOutQue_{t.op}", "t"))))
+            Free(f"statOutQue_{t.op}", "t"))),))
     return Func("CopyOut", (Param("r0"), Param("k")), tuple(body))
 
 
@@ -787,7 +812,8 @@ def _col_split(s: RowSchedule) -> Func:
                         "workspace"),
                 _col_rows(s, batched.get(lv), blocks.get(lv), (For("i", Lit(0), _K, Lit(1), tuple(per_row)),))]
         grp += _exchange(s, slots)
-    grp += [Alloc(f"rowOut_{t.op}", f"rowOutQue_{t.op}", t.ctype) for t in s.row_out]
+    for t in s.row_out:
+        grp += guard(t, (Alloc(f"rowOut_{t.op}", f"rowOutQue_{t.op}", t.ctype),))
     grp += [Get(f"statStage_{t.op}", f"statStageBuf_{t.op}", "float") for t in s.stat_out]
     final: list = []
     if s.flush_col or s.load_batch:
@@ -795,17 +821,17 @@ def _col_split(s: RowSchedule) -> Func:
     final += list(s.final_body)
     grp.append(_col_rows(s, batched.get(-1), blocks.get(-1), (For("i", Lit(0), _K, Lit(1), tuple(final)),)))
     for t in s.row_out:
-        grp += [EnQue(f"rowOutQue_{t.op}", f"rowOut_{t.op}"),
-                Scope((DeQue("t", f"rowOutQue_{t.op}", t.ctype),) + _col_copy_out(t)
-                      + (Free(f"rowOutQue_{t.op}", "t"),))]
+        grp += guard(t, (EnQue(f"rowOutQue_{t.op}", f"rowOut_{t.op}"),
+                         Scope((DeQue("t", f"rowOutQue_{t.op}", t.ctype),) + _col_copy_out(t)
+                               + (Free(f"rowOutQue_{t.op}", "t"),))))
     for t in s.stat_out:
-        grp.append(If((Constraint("==", core, Lit(0)), Constraint("==", Sym("c0_"), Sym("cBegin"))), (
+        grp += guard(t, (If((Constraint("==", core, Lit(0)), Constraint("==", Sym("c0_"), Sym("cBegin"))), (
             Alloc("t", f"statOutQue_{t.op}", t.ctype),
             vec(Op.CAST_TO, dst=Ref("t"), src=Ref(f"statStage_{t.op}"), mode=t.rm, count=_K, doc=_spec(t.spec)),
             EnQue(f"statOutQue_{t.op}", "t"),
             DeQue("t", f"statOutQue_{t.op}", t.ctype),
             Copy(GmView(f"gm_{t.gm}", t.off_g0), Ref("t"), Lit(1), mul(_K, SizeOf(t.ctype)), doc=_spec(t.spec)),
-            Free(f"statOutQue_{t.op}", "t"))))
+            Free(f"statOutQue_{t.op}", "t"))),))
     grp += [Free(f"statInQue_{t.op}", f"statIn_{t.op}") for t in s.stat_in]
     lo, hi = (Sym("rBegin"), Sym("rEnd")) if s.chunk else (Lit(0), Sym("rowNum_"))
     chunk.append(For("g0", lo, hi, g, tuple(grp), tail="k"))
@@ -936,7 +962,7 @@ def _row_chunk(s: RowSchedule) -> Func:
     grp += [Comment("the outputs, chunk by chunk"),
             For("c0_", Sym("cBegin"), Sym("cEnd"), rs, tuple(_output_chunk(s, _chunk_head(s, -1), s.res_final)),
                 doc="column chunks of the resident rows")]
-    grp += [Scope(_stat_out(t)) for t in s.stat_out]
+    grp += [x for t in s.stat_out for x in guard(t, (Scope(_stat_out(t)),))]
     grp += [Free(f"statInQue_{t.op}", f"statIn_{t.op}") for t in s.stat_in]
     grp += [Free(f"resQue_{t.op}", f"res_{t.op}") for t in s.row_in]
     grp = hoist_row_functions(grp, s.nlevel)   # a function of a row's total, once per group (not per chunk)
@@ -1160,13 +1186,15 @@ def _output_chunk(s: RowSchedule, head: list, body) -> list:
     """One column chunk of the output phase (COL_STREAM, ROW_CHUNK): `head` (the chunk's width, its column rows, its
     inputs where they are re-read), the output chunks allocated, the per-row stream `body` over the group's rows, each
     output chunk handed to MTE3 and copied out."""
-    out = list(head) + [Alloc(f"rowOut_{t.op}", f"rowOutQue_{t.op}", t.ctype) for t in s.row_out]
+    out = list(head)
+    for t in s.row_out:
+        out += guard(t, (Alloc(f"rowOut_{t.op}", f"rowOutQue_{t.op}", t.ctype),))
     per_row = (_batch_steps(s, Sym("g0"), None) if s.load_batch else []) + list(body)
     out.append(For("i", Lit(0), _K, Lit(1), tuple(per_row)))
     for t in s.row_out:
-        out += [EnQue(f"rowOutQue_{t.op}", f"rowOut_{t.op}"),
-                Scope((DeQue("t", f"rowOutQue_{t.op}", t.ctype),) + _col_copy_out(t)
-                      + (Free(f"rowOutQue_{t.op}", "t"),))]
+        out += guard(t, (EnQue(f"rowOutQue_{t.op}", f"rowOut_{t.op}"),
+                         Scope((DeQue("t", f"rowOutQue_{t.op}", t.ctype),) + _col_copy_out(t)
+                               + (Free(f"rowOutQue_{t.op}", "t"),))))
     return out
 
 
@@ -1331,7 +1359,7 @@ def _col_stream(s: RowSchedule) -> Func:
     grp += [Comment("the output phase: the inputs re-read chunk by chunk, each output chunk written"),
             For("c0_", Sym("cBegin"), Sym("cEnd"), rs, tuple(_output_chunk(s, _stream_chunk_in(s, -1), s.final_body)),
                 doc="column chunks of this core's slice")]
-    grp += [If((Constraint("==", core, Lit(0)),), _stat_out(t)) for t in s.stat_out]
+    grp += [x for t in s.stat_out for x in guard(t, (If((Constraint("==", core, Lit(0)),), _stat_out(t)),))]
     grp += [Free(f"statInQue_{t.op}", f"statIn_{t.op}") for t in s.stat_in]
     body.append(For("g0", Lit(0), Sym("rowNum_"), Sym("G"), tuple(grp), tail="k"))
     return Func("ColStream", (), tuple(body))
