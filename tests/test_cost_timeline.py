@@ -50,6 +50,30 @@ def test_the_emulated_time_line_of_one_and_two_buffers(tmp_path):
         assert out.split() == ["span", str(num), str(round(want))], out
 
 
+@pytest.mark.slow
+@pytest.mark.skipif(shutil.which("g++") is None, reason="g++ not available")
+def test_the_emulated_time_line_of_a_prefetched_pass_loop(tmp_path):
+    """tests/cpp/emu_overlap.cpp "wait" / "prefetch": one core, three passes, two buffers, each compute c = 170
+    cycles (as above) ending in a scalar wait for PIPE_V (w = 32 cycles on every pipe), copy-in t = 74.016. By hand:
+    copied in right before each compute, the scalar wait holds the next copy-in: 3 (t + c + w) = 828.048; the next
+    pass copied in before this one's compute (rowsched.pass_loop's order): CopyIn(1) runs beside Compute(0),
+    CopyIn(2) starts after Compute(0)'s wait and ends before Compute(1)'s: t + 3 (c + w) = 680.016 -- the cost
+    model's prefetched two-buffer price, pipeline_cycles(3, t, c + w, 0, 2, prefetch=True) (fill t, then the slowest
+    stage c + w a pass, no copy-out)."""
+    exe = tmp_path / "overlap"
+    subprocess.run(["g++", "-std=c++17", "-O1", "-pthread", "-Wall", "-Werror", f"-I{INC}",
+                    str(ROOT / "tests" / "cpp" / "emu_overlap.cpp"), "-o", str(exe)], check=True)
+    t = (65536 + BURST) / (HBM / CLOCK)
+    c = BARRIER + (1 + ISSUE) + (128 + ISSUE) + (1 + ISSUE)
+    w = cost.FLAG_WAIT_CYCLES
+    assert w == 32
+    model = cost.pipeline_cycles(3, t, c + w, 0, 2, 1, 0, s=1, prefetch=True)
+    assert model == pytest.approx(t + 3 * (c + w))
+    for mode, want in (("wait", 3 * (t + c + w)), ("prefetch", model)):
+        out = subprocess.run([str(exe), "2", mode], capture_output=True, text=True, check=True, timeout=60).stdout
+        assert out.split() == ["span", mode, str(round(want))], out
+
+
 def test_the_estimate_takes_the_time_line_when_it_is_longest():
     """opgen.check.cost.estimate: the longest core's span over the clock is the overlap term; when it exceeds
     memory, vector + issue and cube, it is the estimate and the bound is "overlap"."""

@@ -1,6 +1,8 @@
-"""ROW_SPLIT's row queues with one buffer where two would cap the rows of a pass (opgen.tiling.rows.row_split, the
-field rowQueBufs; opgen.kernel.rowsched `free_after_last_use` / `alloc_before_first_use`): the UB plan counted by
-hand, the buffers' lifetimes in the emitted Compute, and the emulated kernel's values against float64."""
+"""ROW_SPLIT's row queues with one buffer where two would cap the rows of a pass and one is priced lower
+(opgen.tiling.rows.row_split, the field rowQueBufs; opgen.kernel.rowsched `free_after_last_use` /
+`alloc_before_first_use`), two buffers copying the next pass in before this one is computed (rowsched.pass_loop):
+the UB plan counted by hand, the buffers' lifetimes in the emitted Compute, the pass loop's order in the Kernel IR,
+and the emulated kernel's values against float64."""
 
 from __future__ import annotations
 
@@ -46,20 +48,83 @@ def _lngv3_fixed_bytes(H: int, u_bytes: int) -> int:
 
 
 @pytest.mark.parametrize("u", ["float32", "bfloat16"])
-def test_layer_norm_grad_at_1152_runs_eight_rows_a_pass(u):
+def test_layer_norm_grad_at_1152_keeps_two_buffers_that_prefetch(u):
     """LayerNormGradV3 4096 x 1152 (T bf16; the bench's row) on 48 cores: 86 rows a core. With two buffers per
-    row queue (UB - fixed) // 27928 = 6 rows a pass fit; with one (UB - 23424) // 21016 = 8, so the tiling takes
-    one buffer a queue and 8 rows a pass (11 passes a core instead of 15)."""
+    row queue (UB - fixed) // 27928 = 6 rows a pass fit; with one (UB - 23424) // 21016 = 8. One buffer was taken
+    while the pass loop copied each pass in after the previous compute (11 passes instead of 15); now that two
+    buffers copy the next pass in before this one is computed they are priced lower (tests/test_cost_overlap.py)
+    and taken, 6 rows a pass."""
     H = 1152
     tl = _tiling("layer_norm_grad.py", {"Bd": (4096,), "H": H}, {"T": "bfloat16", "U": u})
     fixed = _lngv3_fixed_bytes(H, 4 if u == "float32" else 2)
     two, one = _lngv3_row_bytes(H, 2), _lngv3_row_bytes(H, 1)
     assert (fixed, two, one) == (23424, 27928, 21016)
     assert (UB - fixed) // two == 6 and (UB - fixed) // one == 8
-    assert tl["strategy"] == 1 and tl["blockDim"] == 48 and tl["rowQueBufs"] == 1, tl
-    assert (tl["fixedBytes"], tl["rowBytes"], tl["rowBytesTwoBufs"]) == (fixed, one, two)
-    assert tl["rowsPerPass"] == 8 >= 8
+    assert tl["strategy"] == 1 and tl["blockDim"] == 48 and tl["rowQueBufs"] == 2, tl
+    assert (tl["fixedBytes"], tl["rowBytes"], tl["rowBytesOneBuf"]) == (fixed, two, one)
+    assert tl["rowsPerPass"] == 6 and tl["passCyclesTwoBufs"] < tl["passCyclesOneBuf"]
     assert tl["fixedBytes"] + tl["rowsPerPass"] * tl["rowBytes"] <= UB
+
+
+def _calls(stmts) -> list:
+    """The pass loop's statements as (kind, name, args as text): calls, loops, lets, flags."""
+    out = []
+    for s in stmts:
+        if isinstance(s, kir.Call):
+            out.append(("call", s.method, tuple(str(a) for a in s.args)))
+        elif isinstance(s, kir.For):
+            out.append(("for", s.var, (str(s.lo), str(s.hi))))
+        elif isinstance(s, kir.Let):
+            out.append(("let", s.name, (str(s.value),)))
+        elif isinstance(s, (kir.SetFlag, kir.WaitFlag)):
+            out.append((type(s).__name__, s.event, (str(s.id),)))
+        elif isinstance(s, kir.Scope):
+            out.append(("scope", "", ()))
+    return out
+
+
+def test_the_pass_loop_copies_the_next_pass_in_before_this_one_is_computed():
+    """LayerNormGradV3's RowSplit in the Kernel IR (synchronised): with two buffers per row queue (rowQueBufs 2) the
+    first pass is copied in before the loop; the loop runs every pass but the last, each iteration copying the next
+    pass (rowNext, min(pass, rowEnd_ - rowNext) rows) in before Compute / CopyOut of this one; the last pass (its
+    rowEnd_ - rowLast rows) is computed after the loop. The MTE2 -> S flag that orders the statistics' copy-in before
+    the scalar unit reads them is set at the top of the iteration, before the next pass's copy-in, and waited before
+    the compute (so the scalar unit waits for this pass's copy-in, not the next one's); the last pass has a pair
+    of its own. With one buffer (rowQueBufs 1) each pass is copied in right before its compute."""
+    from opgen.check.kirengine import kernel_classes
+
+    (k,) = kernel_classes(load_spec(str(EX / "layer_norm_grad.py")))
+    rs = k.method("RowSplit").body
+    (split,) = [s for s in rs if isinstance(s, kir.If) and "rowQueBufs" in str(s.cond)]
+    assert [str(c) for c in split.cond] == ["rowQueBufs == 1"]
+    one = [s for s in split.then if isinstance(s, kir.For)]
+    assert len(one) == 1 and [c[:2] for c in _calls(one[0].body) if c[0] == "call"] == [
+        ("call", "CopyIn"), ("call", "Compute"), ("call", "CopyOut")]
+    assert [s.num for s in split.then if isinstance(s, kir.InitBuffer)] == [1, 1, 1]
+    assert [s.num for s in split.orelse if isinstance(s, kir.InitBuffer)] == [2, 2, 2]
+    (rows,) = [s for s in split.orelse if isinstance(s, kir.If)]
+    assert [str(c) for c in rows.cond] == ["rowStart_ < rowEnd_"]
+    top = _calls(rows.then)
+    assert top[0] == ("call", "CopyIn", ("rowStart_", "min(pass, rowEnd_ - rowStart_)"))
+    assert ("let", "rowLast", ("rowStart_ + (rowEnd_ - rowStart_ - 1) // pass * pass",)) in top
+    (loop,) = [s for s in rows.then if isinstance(s, kir.For)]
+    assert (str(loop.lo), str(loop.hi), str(loop.step)) == ("rowStart_", "rowLast", "pass")
+    body = _calls(loop.body)
+    assert [c for c in body if c[0] != "SetFlag" and c[0] != "WaitFlag"] == [
+        ("let", "rowNext", ("r0 + pass",)), ("call", "CopyIn", ("rowNext", "min(pass, rowEnd_ - rowNext)")),
+        ("call", "Compute", ("r0", "k")), ("call", "CopyOut", ("r0", "k"))]
+    kinds = [c[0] if c[0] in ("SetFlag", "WaitFlag") else c[1] for c in body]
+    assert kinds == ["SetFlag", "rowNext", "CopyIn", "WaitFlag", "Compute", "CopyOut"], body
+    assert body[0][1] == body[3][1] == "MTE2_S"
+    (last,) = [s for s in rows.then if isinstance(s, kir.Scope)]
+    tail = _calls(last.body)
+    assert [c for c in tail if c[0] in ("let", "call")] == [
+        ("let", "r0", ("rowLast",)), ("let", "k", ("rowEnd_ - rowLast",)),
+        ("call", "Compute", ("r0", "k")), ("call", "CopyOut", ("r0", "k"))]
+    assert [c[0] for c in tail if c[0] in ("SetFlag", "WaitFlag")] == ["SetFlag", "WaitFlag"]
+    # the queues CopyIn fills hold two passes at once: TQue depth 2
+    assert {b.name: b.depth for b in k.locals if b.name.startswith(("rowInQue_", "statInQue_"))} == {
+        "rowInQue_dy": 2, "rowInQue_x": 2, "statInQue_rstd": 2, "statInQue_mean": 2}
 
 
 def test_two_buffers_stay_where_the_rows_fit_or_one_buys_no_row():
@@ -99,19 +164,18 @@ def test_compute_frees_each_input_after_its_last_read_and_allocates_the_output_b
 
 
 @pytest.mark.skipif(shutil.which("g++") is None, reason="g++ not available")
-def test_layer_norm_grad_with_one_buffer_a_queue_against_float64(examples_gen):
-    """LayerNormGradV3 768 x 1152 (T bf16, U fp32) on 48 cores: 16 rows a core, so one buffer a row queue takes 8
-    rows a pass (two passes against three of 6 rows with two buffers) and is priced lower
-    (tests/test_cost_overlap.py): the tiling takes it. The emulation (strict UB bounds and pipe races) runs it
-    without a fault, and its outputs match float64 NumPy of the spec's formulas: dx within bf16's rounding, the
-    column sums over 768 rows within fp32's."""
+def test_layer_norm_grad_prefetched_passes_against_float64(examples_gen):
+    """LayerNormGradV3 768 x 1152 (T bf16, U fp32) on 48 cores: 16 rows a core, 6 rows a pass with two buffers per
+    row queue: passes of 6, 6 and 4 rows, the next copied in before this one is computed (rowsched.pass_loop). The
+    emulation (strict UB bounds, queue depth and pipe races) runs it without a fault, and its outputs match float64
+    NumPy of the spec's formulas: dx within bf16's rounding, the column sums over 768 rows within fp32's."""
     from opgen.check import run_check
 
     r = run_check(str(EX / "layer_norm_grad.py"), dims={"Bd": (768,), "H": 1152},
                   dtypes={"T": "bfloat16", "U": "float32"}, gen_dir=examples_gen, seed=5, progress=False)
     assert r.passed and not r.faults and r.tiling_key % 10 == 1
     tl = _tiling("layer_norm_grad.py", {"Bd": (768,), "H": 1152}, {"T": "bfloat16", "U": "float32"})
-    assert tl["rowQueBufs"] == 1 and tl["rowsPerPass"] == 8
+    assert tl["rowQueBufs"] == 2 and tl["rowsPerPass"] == 6
     f = {n: np.asarray(r.inputs[n], np.float64) for n in ("dy", "x", "rstd", "mean", "gamma")}
     z = (f["x"] - f["mean"]) * f["rstd"]
     g = f["dy"] * f["gamma"]

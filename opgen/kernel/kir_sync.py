@@ -1026,12 +1026,13 @@ def conflicts(k: kir.KernelClass, types: dict | None = None) -> list:
     return out
 
 
-def place_syncs(k: kir.KernelClass, types: dict | None = None, prune: bool = True, hoist: bool = True) -> tuple:
+def place_syncs(k: kir.KernelClass, types: dict | None = None, prune: bool = True, hoist: bool | str = True) -> tuple:
     """The pass: (k with syncs placed, {position: [sync statements placed before it]}). Existing syncs and queue
     hand-offs of k are honoured (give `strip_syncs(k)` to place all). A position is (function name, index, ...)
     with "b" / "t" / "e" / "s" / "c" stepping into a loop body / then / else / scope / core branch. prune removes
     each placed sync the analysis shows redundant; hoist moves each flag pair's SetFlag as early in its list as
-    the analysis allows. Raises kir.IRError when k is malformed (the verifier) or a loop has no fixed point."""
+    the analysis allows (hoist "loops": only the pairs inside a loop body, which wait once per iteration: one
+    analysis per step is too slow for every pair of the rows classes at generation). Raises kir.IRError when k is malformed (the verifier) or a loop has no fixed point."""
     kir.verify(k)
     types = dict(types or {})
     used = _used_flags(k)
@@ -1049,7 +1050,7 @@ def place_syncs(k: kir.KernelClass, types: dict | None = None, prune: bool = Tru
     if prune:
         inserted = _prune(k, inserted, types, used, trials)
     if hoist:
-        inserted = _hoist(k, inserted, types, used, trials)
+        inserted = _hoist(k, inserted, types, used, trials, only_loops=hoist == "loops")
     out = _with(k, inserted)
     kir.verify(out)
     return out, inserted
@@ -1272,7 +1273,7 @@ def _pos_of(v, k: kir.KernelClass, names: list) -> tuple:
 
 
 def place_syncs_memo(k: kir.KernelClass, types: dict | None = None, prune: bool | str = True,
-                     hoist: bool = True) -> tuple:
+                     hoist: bool | str = True) -> tuple:
     """`place_syncs` memoised on disk (memo_dir(), one JSON file per key), so one kernel class is placed once
     however many processes build it (the test suite's workers, a regeneration). The key (_memo_key) is the sha256
     of the class up to docs, comment texts and a consistent renaming of its names (_Canon: a spec's edited comment
@@ -1359,10 +1360,43 @@ def _body_at(k: kir.KernelClass, base: tuple) -> tuple:
     return body
 
 
-def _hoist(k, inserted: dict, types, used, trials: _Trials | None = None) -> dict:
+def _loop_body_of(k: kir.KernelClass, base: tuple) -> tuple | None:
+    """The position prefix of the body of the innermost loop holding statement list `base` (ending in "b"); None
+    outside every loop."""
+    for n in range(len(base) - 1, 1, -1):
+        if base[n] == "b" and isinstance(base[n - 1], int) \
+                and isinstance(_body_at(k, base[:n - 1])[base[n - 1]], kir.For):
+            return base[:n + 1]
+    return None
+
+
+def _placed_outside(k, trial: dict, types, used, loop: tuple) -> dict | None:
+    """The syncs the placement adds to `trial` (position -> statements appended) for the conflicts it leaves, when
+    every one of them lies outside the loop body `loop` (issued once, not per iteration); else None."""
+    t = {p: list(v) for p, v in trial.items()}
+    for _ in range(20):
+        a = _Analysis(k, t, True, types, used)
+        a.run()
+        if a.new == 0:
+            if a.dup:
+                return None
+            break
+    else:
+        return None
+    extra = {p: v[len(trial.get(p, ())):] for p, v in t.items() if len(v) > len(trial.get(p, ()))}
+    if not extra or any(p[:len(loop)] == loop for p in extra):
+        return None
+    return extra
+
+
+def _hoist(k, inserted: dict, types, used, trials: _Trials | None = None, only_loops: bool = False) -> dict:
     """Each adjacent SetFlag / WaitFlag pair gets its SetFlag moved as early in its statement list as the analysis
     allows (right after the last access it must cover), with an event id of its own, so the waiting pipe does not
-    also wait for the producing pipe's later, unrelated work. A window holding a Return is not crossed."""
+    also wait for the producing pipe's later, unrelated work. A window holding a Return is not crossed. In a loop
+    body, where the pair also covers an access after the loop (a software-pipelined loop's prefetch of the pass its
+    epilogue computes), the SetFlag may move up anyway once: the placement then adds the syncs that access needs
+    outside the loop (issued once), and the move is taken when all of them lie there. `only_loops`: the pairs
+    inside a loop body only."""
     taken = set(used) | {(x.event, x.id) for v in inserted.values() for x in v if isinstance(x, kir.SetFlag)}
     for pos in sorted(inserted, key=str):
         j = 0
@@ -1378,24 +1412,37 @@ def _hoist(k, inserted: dict, types, used, trials: _Trials | None = None) -> dic
             if not free or not isinstance(idx, int) or idx == 0:
                 j += 2
                 continue
+            loop = _loop_body_of(k, base)
+            if only_loops and loop is None:
+                j += 2
+                continue
             body = _body_at(k, base)
             nid = free[-1]
-            best = None
+            best, cur, funcs = None, inserted, {pos[0]}
             for i in range(idx - 1, -1, -1):
                 if any(isinstance(x, kir.Return) for x in kir.walk(body[i:idx])):
                     break
                 setf, waitf = replace(s, id=nid), replace(lst[j + 1], id=nid)
-                trial = {**inserted, pos: lst[:j] + [waitf] + lst[j + 2:]}
+                trial = {**cur, pos: lst[:j] + [waitf] + lst[j + 2:]}
                 at = base + (i,)
                 trial[at] = list(trial.get(at, [])) + [setf]
-                if not _clean(k, trial, types, used, trials, frozenset({pos[0], at[0]})):
-                    break
+                if not _clean(k, trial, types, used, trials, frozenset(funcs | {at[0]})):
+                    extra = None if loop is None or cur is not inserted else \
+                        _placed_outside(k, trial, types, used, loop)
+                    if extra is None:
+                        break
+                    cur = {**inserted, **{p: list(inserted.get(p, ())) + v for p, v in extra.items()}}
+                    funcs |= {p[0] for p in extra}
+                    trial = {**cur, pos: lst[:j] + [waitf] + lst[j + 2:]}
+                    trial[at] = list(trial.get(at, [])) + [setf]
+                    if not _clean(k, trial, types, used, None):
+                        break
                 best = trial
             if best is None:
                 j += 2
                 continue
             if trials is not None:
-                trials.accept({pos[0]})
+                trials.accept(funcs)
             taken.add((s.event, nid))
             inserted = best
             j += 1

@@ -1394,11 +1394,13 @@ class RowsFamily(Family):
     def synchronise(self, lowered):
         """Each kernel class of a rows lowering, and the head kernel class of a parts lowering, with the syncs the
         dependency pass places (opgen.kernel.kir_sync: the lowering's own flags and barriers stripped, then what
-        the accesses need placed, redundant ones pruned; SetFlags stay beside their WaitFlags). The classes exist
+        the accesses need placed, redundant ones pruned; SetFlags stay beside their WaitFlags but in loop bodies,
+        where they move up as far as the analysis allows: a software-pipelined pass loop's MTE2 -> S wait then
+        waits for this pass's copy-in, not the next one's, rowsched.pass_loop). The classes exist
         once the tiling has decided their strategies (rows_tiling) or planned the parts' counts (head_tiling)."""
         for v in lowered.extra.get("variants", ()):
             if v.kclass is not None:
-                v.kclass = place_syncs_memo(strip_syncs(v.kclass), hoist=False)[0]
+                v.kclass = place_syncs_memo(strip_syncs(v.kclass), hoist="loops")[0]
         hc = lowered.extra.get("hclass")
         if hc is not None:
             hc.sched = place_syncs_memo(strip_syncs(hc.sched), hoist=False)[0]

@@ -325,14 +325,15 @@ def _row_split(s: RowSchedule) -> Func:
         Assign("rowStride_", _COLA),
         Let("pass", Sym("rowsPerPass")),
     ]
-    if s.row_in or s.row_out:   # buffers per row queue: the tiling's rowQueBufs (opgen.tiling.rows.row_split)
-        queues = [(f"rowInQue_{t.op}", t.ctype) for t in s.row_in] + [(f"rowOutQue_{t.op}", t.ctype)
-                                                                       for t in s.row_out]
-        body.append(If((Constraint("==", Sym("rowQueBufs"), Lit(1)),),
-                       tuple(InitBuffer(q, mul(ps, _COLA, SizeOf(ct)), 1) for q, ct in queues),
-                       tuple(InitBuffer(q, mul(ps, _COLA, SizeOf(ct)), 2) for q, ct in queues),
-                       doc="one buffer per row queue where two would leave fewer rows a pass (each input freed after "
-                           "its last read, each output allocated before its first write: Compute)"))
+    queues = [(f"rowInQue_{t.op}", t.ctype) for t in s.row_in] + [(f"rowOutQue_{t.op}", t.ctype) for t in s.row_out]
+
+    def inits(n: int) -> tuple:
+        return tuple(InitBuffer(q, mul(ps, _COLA, SizeOf(ct)), n) for q, ct in queues)
+
+    why = ("one buffer per row queue where two would leave fewer rows a pass (each input freed after its last read, "
+           "each output allocated before its first write: Compute)")
+    if queues and not s.row_in:   # buffers per row queue: the tiling's rowQueBufs (opgen.tiling.rows.row_split)
+        body.append(If((Constraint("==", Sym("rowQueBufs"), Lit(1)),), inits(1), inits(2), doc=why))
     stat_bytes = mul(_align8(ps), f4)
     body += [InitBuffer(f"statInQue_{t.op}", mul(_align8(ps), SizeOf(_qtype(t))), 2) for t in s.stat_in]
     for t in s.stat_out:
@@ -353,11 +354,32 @@ def _row_split(s: RowSchedule) -> Func:
     if s.load_cols:
         body.append(Call("LoadColumns"))
     body += [Assign("curBatch_", Lit(-1)), Assign("valBatch_", Lit(-1))]
-    copy_in = [Call("CopyIn", (Sym("r0"), _K))] if s.row_in or s.stat_in else []
+    copy_in = bool(s.row_in or s.stat_in)
+    if not s.row_in:   # CopyIn fills statistic queues only (two buffers each): every pass prefetched
+        return Func("RowSplit", (), tuple(body + _passes(s, copy_in, True) + _after(s)))
+    # the row queues initialised with the passes that use them: where they have two buffers the next pass is copied
+    # in before this one is computed (pass_loop), where one, right before its own work
+    after = [] if s.acc_body else _after(s)   # a two-pass kernel's exchange lies between its passes
+    body.append(If((Constraint("==", Sym("rowQueBufs"), Lit(1)),), inits(1) + tuple(_passes(s, copy_in, False)),
+                   inits(2) + tuple(_passes(s, copy_in, True)), doc=why))
+    return Func("RowSplit", (), tuple(body + after))
+
+
+def _after(s: RowSchedule) -> list:
+    """After a one-pass ROW_SPLIT's passes: the last batch's flush and the cross-core exchange."""
+    out: list = []
+    if s.flush_row:
+        out.append(If((Constraint(">=", Sym("curBatch_"), Lit(0)),), (Call("FlushRow"),)))
+    return out + list(s.cross_core)
+
+
+def _passes(s: RowSchedule, copy_in: bool, prefetch: bool) -> list:
+    """RowSplit's passes over this core's rows after its buffers (pass_loop: prefetched or not), with a two-pass
+    kernel's exchange between them (a one-pass kernel's flush and exchange follow: `_after`)."""
+    body: list = []
     if s.acc_body:   # the first pass over this core's rows accumulates; the exchange completes the reductions
-        body.append(For("r0", Sym("rowStart_"), Sym("rowEnd_"), ps,
-                        tuple(copy_in + [Call("Accumulate", (Sym("r0"), _K))]), tail="k",
-                        doc="first pass: the reductions over rows"))
+        body += pass_loop(copy_in, prefetch, (Call("Accumulate", (Sym("r0"), _K)),),
+                          "first pass: the reductions over rows")
         if s.flush_row:
             body.append(If((Constraint(">=", Sym("curBatch_"), Lit(0)),), (Call("FlushRow"),)))
         body += list(s.cross_core)
@@ -367,20 +389,44 @@ def _row_split(s: RowSchedule) -> Func:
                 last = div(add(Sym("rowEnd_"), sub(Sym("seqLen_"), 1)), Sym("seqLen_"))
                 body.append(For("b", first, last, Lit(1), tuple(s.reload_batch),
                                 doc="the per-batch values of the batches starting in this core's rows"))
-            return Func("RowSplit", (), tuple(body))
+            return body
         body.append(Assign("valBatch_", Lit(-1)))
-    loop: list = list(copy_in)
-    loop.append(Call("Compute", (Sym("r0"), _K)))
+    loop: list = [Call("Compute", (Sym("r0"), _K))]
     if s.row_out or s.stat_out:
         loop.append(Call("CopyOut", (Sym("r0"), _K)))
-    body.append(For("r0", Sym("rowStart_"), Sym("rowEnd_"), ps, tuple(loop), tail="k",
-                    doc="second pass: the per-row arithmetic reading them complete" if s.acc_body else ""))
-    if s.acc_body:
-        return Func("RowSplit", (), tuple(body))
-    if s.flush_row:
-        body.append(If((Constraint(">=", Sym("curBatch_"), Lit(0)),), (Call("FlushRow"),)))
-    body += list(s.cross_core)
-    return Func("RowSplit", (), tuple(body))
+    body += pass_loop(copy_in, prefetch, tuple(loop),
+                      "second pass: the per-row arithmetic reading them complete" if s.acc_body else "")
+    return body
+
+
+def pass_loop(copy_in: bool, prefetch: bool, work: tuple, doc: str = "") -> list:
+    """ROW_SPLIT's loop over this core's rows [rowStart_, rowEnd_), `pass` rows an iteration (k the last one's
+    fewer): `work` (the Compute / Accumulate and CopyOut calls of the pass at r0, k), each pass's rows copied in
+    first (CopyIn(r0, k)) when `copy_in`. With `prefetch` (every queue CopyIn fills has two buffers) the loop is
+    software-pipelined (docs/design.md "Copy/compute overlap", the prefetched pass): on a core with rows, CopyIn of the first pass,
+    then a loop over every pass but the last (rowLast = the last one's first row) issuing the next pass's CopyIn
+    before this pass's work, then the last pass's work (its k rows) -- so the copy-in of pass i + 1 is issued
+    before the scalar unit waits in Compute(i) and runs beside it. At most two buffers of a queue are ever
+    allocated: pass i's (enqueued by the previous iteration) and pass i + 1's; Compute(i) frees pass i's before
+    CopyIn(i + 2) allocates again. Each loop iteration and the whole leave the queues as they found them (the
+    Kernel IR's verifier). Without `prefetch` each pass is copied in right before its work (a queue of one buffer
+    cannot hold the next pass while this one is computed). Returns the statements."""
+    r0, lo, hi, ps = Sym("r0"), Sym("rowStart_"), Sym("rowEnd_"), Sym("pass")
+    plain = For("r0", lo, hi, ps, ((Call("CopyIn", (r0, _K)),) if copy_in else ()) + tuple(work), tail="k", doc=doc)
+    if not (copy_in and prefetch):
+        return [plain]
+    last, nxt = Sym("rowLast"), Sym("rowNext")
+    piped = [If((Constraint("<", lo, hi),), (
+        Call("CopyIn", (lo, Fn("min", (ps, sub(hi, lo))))),
+        Let("rowLast", add(lo, mul(div(sub(sub(hi, lo), 1), ps), ps))),
+        For("r0", lo, last, ps, (
+            Let("rowNext", add(r0, ps)),
+            Call("CopyIn", (nxt, Fn("min", (ps, sub(hi, nxt))))),
+        ) + tuple(work), tail="k", doc=(doc + "; " if doc else "") + "every pass but the last: the next pass's "
+                                                                         "copy-in runs beside this pass's compute"),
+        Scope((Let("r0", last), Let("k", sub(hi, last))) + tuple(work)),
+    ), doc="the first pass copied in before the loop, the last one's work after it")]
+    return piped
 
 
 def _gather_stat(t: GmRows, at: DimExpr) -> For:
@@ -1561,9 +1607,10 @@ def row_split_class(name: str, s: RowSchedule) -> KernelClass:
             gms.setdefault(t.gm, GmTensor(f"gm_{t.gm}", t.ctype, cpp_name(t.gm)))
     for gm, ct in s.gm_all:   # the column operands LoadColumns reads
         gms.setdefault(gm, GmTensor(f"gm_{gm}", ct, cpp_name(gm)))
-    locals_ = [Local(f"rowInQue_{t.op}", TPos.VECIN, True) for t in s.row_in]
+    # the queues CopyIn fills hold two passes enqueued at once where the pass loop prefetches (pass_loop): depth 2
+    locals_ = [Local(f"rowInQue_{t.op}", TPos.VECIN, True, 2) for t in s.row_in]
     locals_ += [Local(f"rowOutQue_{t.op}", TPos.VECOUT, True) for t in s.row_out]
-    locals_ += [Local(f"statInQue_{t.op}", TPos.VECIN, True) for t in s.stat_in]
+    locals_ += [Local(f"statInQue_{t.op}", TPos.VECIN, True, 2) for t in s.stat_in]
     for t in s.stat_out:
         locals_ += [Local(f"statStageBuf_{t.op}"), Local(f"statOutQue_{t.op}", TPos.VECOUT, True)]
     locals_ += [Local(f"resBuf_{t.op}") for t in s.row_in] + [Local("sumBuf_")]

@@ -31,7 +31,7 @@ VEC_REPEAT_BYTES = 256
 vector cycle count: docs/reference/kernel_cost.md §1)."""
 
 
-def pass_cycles(t_in, t_c, t_out, depth: int, a, b, mx=max, scale=None, s=0):
+def pass_cycles(t_in, t_c, t_out, depth: int, a, b, mx=max, scale=None, s=0, prefetch: bool = False):
     """Steady-state cycles of one pass of a queue-fed kernel (docs/design.md "Copy/compute overlap"): a pass copies
     in for `t_in` cycles (MTE2), computes for `t_c` (PIPE_V: lanes, issues, barriers) and copies out for `t_out`
     (MTE3), all at this core's share of the bandwidth.
@@ -44,21 +44,29 @@ def pass_cycles(t_in, t_c, t_out, depth: int, a, b, mx=max, scale=None, s=0):
                t_out) when the buffers are held throughout (a = 1, b = 0).
     `s`: the fraction of the compute before its last scalar wait for PIPE_V: the next pass's copy-in is issued after
     this pass's Compute in program order, so it starts no earlier whatever the buffers (0: none).
+    `prefetch` (depth 2 only: the pass loop issues the copy-in of pass i + 1 before Compute(i), opgen.kernel.rowsched
+    pass_loop): the copy-in of pass i + 2 is issued when Compute(i) returns (after its last scalar wait, s) into
+    the buffer Compute(i) freed (after a), and Compute(i + 2) needs it; the output buffer Compute(i + 2) allocates
+    (after b) is the one the copy-out of pass i, started when Compute(i) ends, empties -- two passes cover each:
+    2 pass >= max(a, s) t_c + t_in and 2 pass >= (1 - b) t_c + t_out, which max(t_c, t_in, t_out) always meets
+    (a, b, s in [0, 1]), so a pass is max(t_c, t_in, t_out): the slowest stage.
     `a`, `b`, `s`: Fractions in [0, 1] (opgen.kernel.rowsched.queue_overlap reads them from the Kernel IR's Compute).
     Works on ints and on tiling expressions: `mx` is the maximum (emax for those), `scale(x, f)` x * f (default
     x * f.numerator // f.denominator, integer cycles)."""
     if scale is None:
         def scale(x, f):
             return x * f.numerator // f.denominator
+    if depth >= 2 and prefetch:
+        return mx(mx(t_c, t_in), t_out)
     if depth >= 2:
         return mx(mx(t_c, (scale(t_c, s) if s else 0) + t_in), t_out)
     return mx(mx(t_c, scale(t_c, max(a, s)) + t_in), scale(t_c, 1 - b) + t_out)
 
 
-def pipeline_cycles(passes, t_in, t_c, t_out, depth: int, a, b, mx=max, scale=None, s=0):
+def pipeline_cycles(passes, t_in, t_c, t_out, depth: int, a, b, mx=max, scale=None, s=0, prefetch: bool = False):
     """Cycles of `passes` passes of a queue-fed kernel on one core: the first copy-in (fill), `passes` steady-state
     passes (`pass_cycles`) and the last copy-out (drain), and at least the copies themselves,
     passes * (t_in + t_out): this core's share of the bandwidth is shared by its copy-in and copy-out
     (docs/design.md "Copy/compute overlap"). Same arguments as `pass_cycles`."""
-    steady = pass_cycles(t_in, t_c, t_out, depth, a, b, mx, scale, s)
+    steady = pass_cycles(t_in, t_c, t_out, depth, a, b, mx, scale, s, prefetch)
     return mx(t_in + passes * steady + t_out, passes * (t_in + t_out))

@@ -33,7 +33,9 @@ def row_split(p: TilingProgram, rows, cores, ub, plan, prefix: str = "", max_pas
     With `single` (the same plan with one buffer per row queue instead of two; opgen.tiling.rowkernel.row_plan)
     and `price` the field rowQueBufs chooses between them by estimated time: each plan's rows per pass (its fit,
     the cap, this core's rows) and passes, priced by opgen.platforms.cost.pipeline_cycles with queue depth 2 and 1
-    (passCyclesTwoBufs / passCyclesOneBuf): `price(rows_per_pass, cores)` gives a pass's (copy-in, compute,
+    (passCyclesTwoBufs / passCyclesOneBuf; two buffers priced prefetched: the kernel's pass loop issues the next
+    pass's copy-in before this pass's compute where its queues have two, opgen.kernel.rowsched.pass_loop):
+    `price(rows_per_pass, cores)` gives a pass's (copy-in, compute,
     copy-out) cycles at a core's share of the bandwidth, `overlap` the (a, b, s) fractions of the Kernel IR's Compute
     where a row input is freed, a row output allocated and the scalar unit last waits for PIPE_V
     (opgen.kernel.rowsched.queue_overlap; (1, 0, 1) when None: held throughout, no overlap). rowQueBufs is 1 when
@@ -79,8 +81,9 @@ def row_split(p: TilingProgram, rows, cores, ub, plan, prefix: str = "", max_pas
             t_c = p.let(f"{prefix}computeCycles{tag}", t_c, f"estimated cycles of a pass's compute {what}")
             t_out = p.let(f"{prefix}copyOutCycles{tag}", t_out, f"estimated cycles of a pass's copy-out {what}")
             cost[depth] = p.let(f"{prefix}passCycles{tag}", pipeline_cycles(
-                passes, t_in, t_c, t_out, depth, a, b, mx=emax, s=s),
-                f"estimated cycles of a core's passes {what} (pipeline_cycles, a = {a}, b = {b}, s = {s})")
+                passes, t_in, t_c, t_out, depth, a, b, mx=emax, s=s, prefetch=depth == 2),
+                f"estimated cycles of a core's passes {what} (pipeline_cycles, a = {a}, b = {b}, s = {s}"
+                + (", the next pass prefetched)" if depth == 2 else ")"))
         num, den = ONE_BUFFER_MARGIN.numerator, ONE_BUFFER_MARGIN.denominator
         bufs = p.let(f"{prefix}rowQueBufs", select((fit2 >= 1) & (fit1 > fit2)
                                                    & (cost[1] * den < cost[2] * (den - num)), 1, 2),

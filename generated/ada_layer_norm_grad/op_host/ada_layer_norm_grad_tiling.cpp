@@ -315,12 +315,11 @@ static ge::graphStatus TilingFunc(gert::TilingContext* context)
     const int64_t passCyclesTwoBufs = std::max<int64_t>(
         ((copyInCyclesTwoBufs +
           (passesTwoBufs *
-           std::max<int64_t>(std::max<int64_t>(computeCyclesTwoBufs, (computeCyclesTwoBufs + copyInCyclesTwoBufs)),
-                             copyOutCyclesTwoBufs))) +
+           std::max<int64_t>(std::max<int64_t>(computeCyclesTwoBufs, copyInCyclesTwoBufs), copyOutCyclesTwoBufs))) +
          copyOutCyclesTwoBufs),
         (passesTwoBufs *
          (copyInCyclesTwoBufs +
-          copyOutCyclesTwoBufs)));  // estimated cycles of a core's passes with two buffers per row queue (pipeline_cycles, a = 1, b = 0, s = 1)
+          copyOutCyclesTwoBufs)));  // estimated cycles of a core's passes with two buffers per row queue (pipeline_cycles, a = 1, b = 0, s = 1, the next pass prefetched)
     const int64_t passRowsOneBuf = std::max<int64_t>(
         1, std::min<int64_t>(
                rowsFitOneBuf,

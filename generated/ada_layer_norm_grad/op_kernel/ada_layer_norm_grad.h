@@ -99,16 +99,6 @@ private:
         n_ = hidden_;
         rowStride_ = colAlign_;
         const int64_t pass = td_->rowsPerPass;
-        // one buffer per row queue where two would leave fewer rows a pass (each input freed after its last read, each output allocated before its first write: Compute)
-        if (td_->rowQueBufs == 1) {
-            pipe_.InitBuffer(rowInQue_dy, 1, pass * colAlign_ * sizeof(T));
-            pipe_.InitBuffer(rowInQue_x, 1, pass * colAlign_ * sizeof(T));
-            pipe_.InitBuffer(rowOutQue_pd_x, 1, pass * colAlign_ * sizeof(T));
-        } else {
-            pipe_.InitBuffer(rowInQue_dy, 2, pass * colAlign_ * sizeof(T));
-            pipe_.InitBuffer(rowInQue_x, 2, pass * colAlign_ * sizeof(T));
-            pipe_.InitBuffer(rowOutQue_pd_x, 2, pass * colAlign_ * sizeof(T));
-        }
         pipe_.InitBuffer(statInQue_rstd, 2, AlignUp(pass, 8) * sizeof(float));
         pipe_.InitBuffer(statInQue_mean, 2, AlignUp(pass, 8) * sizeof(float));
         pipe_.InitBuffer(workBuf_, 4 * rowStride_ * sizeof(float));
@@ -134,13 +124,47 @@ private:
         LoadColumns();
         curBatch_ = -1;
         valBatch_ = -1;
-        for (int64_t r0 = rowStart_; r0 < rowEnd_; r0 += pass) {
-            const int64_t k = rowEnd_ - r0 < pass ? rowEnd_ - r0 : pass;
-            CopyIn(r0, k);
-            SetFlag<HardEvent::MTE2_S>(0);  // statInQue_mean: MTE2 has written it before S reads it
-            WaitFlag<HardEvent::MTE2_S>(0);
-            Compute(r0, k);
-            CopyOut(r0, k);
+        // one buffer per row queue where two would leave fewer rows a pass (each input freed after its last read, each output allocated before its first write: Compute)
+        if (td_->rowQueBufs == 1) {
+            pipe_.InitBuffer(rowInQue_dy, 1, pass * colAlign_ * sizeof(T));
+            pipe_.InitBuffer(rowInQue_x, 1, pass * colAlign_ * sizeof(T));
+            pipe_.InitBuffer(rowOutQue_pd_x, 1, pass * colAlign_ * sizeof(T));
+            for (int64_t r0 = rowStart_; r0 < rowEnd_; r0 += pass) {
+                const int64_t k = rowEnd_ - r0 < pass ? rowEnd_ - r0 : pass;
+                CopyIn(r0, k);
+                SetFlag<HardEvent::MTE2_S>(0);  // statInQue_mean: MTE2 has written it before S reads it
+                WaitFlag<HardEvent::MTE2_S>(0);
+                Compute(r0, k);
+                CopyOut(r0, k);
+            }
+        } else {
+            pipe_.InitBuffer(rowInQue_dy, 2, pass * colAlign_ * sizeof(T));
+            pipe_.InitBuffer(rowInQue_x, 2, pass * colAlign_ * sizeof(T));
+            pipe_.InitBuffer(rowOutQue_pd_x, 2, pass * colAlign_ * sizeof(T));
+            if (rowStart_ < rowEnd_) {  // the first pass copied in before the loop, the last one's work after it
+                CopyIn(rowStart_, pass < rowEnd_ - rowStart_ ? pass : rowEnd_ - rowStart_);
+                const int64_t rowLast = rowStart_ + (rowEnd_ - rowStart_ - 1) / pass * pass;
+                SetFlag<HardEvent::MTE2_S>(0);  // statInQue_mean: MTE2 has written it before S reads it
+                WaitFlag<HardEvent::MTE2_S>(0);
+                // every pass but the last: the next pass's copy-in runs beside this pass's compute
+                for (int64_t r0 = rowStart_; r0 < rowLast; r0 += pass) {
+                    const int64_t k = rowLast - r0 < pass ? rowLast - r0 : pass;
+                    SetFlag<HardEvent::MTE2_S>(5);  // statInQue_mean: MTE2 has written it before S reads it
+                    const int64_t rowNext = r0 + pass;
+                    CopyIn(rowNext, pass < rowEnd_ - rowNext ? pass : rowEnd_ - rowNext);
+                    WaitFlag<HardEvent::MTE2_S>(5);
+                    Compute(r0, k);
+                    CopyOut(r0, k);
+                }
+                {
+                    const int64_t r0 = rowLast;
+                    const int64_t k = rowEnd_ - rowLast;
+                    SetFlag<HardEvent::MTE2_S>(0);  // statInQue_mean: MTE2 has written it before S reads it
+                    WaitFlag<HardEvent::MTE2_S>(0);
+                    Compute(r0, k);
+                    CopyOut(r0, k);
+                }
+            }
         }
         if (curBatch_ >= 0) {
             FlushRow();
@@ -236,9 +260,9 @@ private:
             for (int64_t g0 = 0; g0 < rowNum_; g0 += G) {
                 const int64_t k = rowNum_ - g0 < G ? rowNum_ - g0 : G;
                 {
+                    SetFlag<HardEvent::V_MTE2>(7);  // resBuf_dy: V has read it before MTE2 overwrites it
                     const int64_t oneBurst = ((hidden_ - n_) * sizeof(T) == 0 && rowStride_ == n_) ? 1 : 0;
-                    SetFlag<HardEvent::V_MTE2>(0);  // resBuf_dy: V has read it before MTE2 overwrites it
-                    WaitFlag<HardEvent::V_MTE2>(0);
+                    WaitFlag<HardEvent::V_MTE2>(7);
                     DataCopyPad(res_dy, gm_dy[g0 * hidden_ + c0_],
                                 DataCopyExtParams(static_cast<uint16_t>(oneBurst != 0 ? 1 : k),
                                                   oneBurst != 0 ? k * n_ * sizeof(T) : n_ * sizeof(T),
@@ -267,9 +291,9 @@ private:
                     statInQue_mean.EnQue(t);
                     statIn_mean = statInQue_mean.template DeQue<float>();
                 }
+                SetFlag<HardEvent::MTE2_S>(6);  // statInQue_mean: MTE2 has written it before S reads it
                 // row-reduction level 0: partial results of this core's columns, exchanged through workspace
-                SetFlag<HardEvent::MTE2_S>(0);  // statInQue_mean: MTE2 has written it before S reads it
-                WaitFlag<HardEvent::MTE2_S>(0);
+                WaitFlag<HardEvent::MTE2_S>(6);
                 for (int64_t i = 0; i < k; ++i) {
                     const int64_t b = (g0 + i) / seqLen_;
                     if (b != valBatch_) {
@@ -333,9 +357,9 @@ private:
                 DataCopyPad(tots_[1 * groupStride_], ws_[totBase + 1 * groupStride_],
                             DataCopyExtParams(1, k * sizeof(float), 0, 0, 0),
                             DataCopyPadExtParams<float>(false, 0, 0, 0.0f));
+                SetFlag<HardEvent::MTE2_S>(7);  // sumBuf_: MTE2 has written it before S reads it
                 rowOut_pd_x = rowOutQue_pd_x.template AllocTensor<T>();
-                SetFlag<HardEvent::MTE2_S>(0);  // sumBuf_: MTE2 has written it before S reads it
-                WaitFlag<HardEvent::MTE2_S>(0);
+                WaitFlag<HardEvent::MTE2_S>(7);
                 for (int64_t i = 0; i < k; ++i) {
                     const int64_t b = (g0 + i) / seqLen_;
                     if (b != curBatch_) {
@@ -817,11 +841,11 @@ private:
     GlobalTensor<U> gm_pd_gamma;
     GlobalTensor<U> gm_pd_beta;
     GlobalTensor<float> ws_;
-    TQue<TPosition::VECIN, 1> rowInQue_dy;
-    TQue<TPosition::VECIN, 1> rowInQue_x;
+    TQue<TPosition::VECIN, 2> rowInQue_dy;
+    TQue<TPosition::VECIN, 2> rowInQue_x;
     TQue<TPosition::VECOUT, 1> rowOutQue_pd_x;
-    TQue<TPosition::VECIN, 1> statInQue_rstd;
-    TQue<TPosition::VECIN, 1> statInQue_mean;
+    TQue<TPosition::VECIN, 2> statInQue_rstd;
+    TQue<TPosition::VECIN, 2> statInQue_mean;
     TBuf<TPosition::VECCALC> resBuf_dy;
     TBuf<TPosition::VECCALC> resBuf_x;
     TBuf<TPosition::VECCALC> sumBuf_;

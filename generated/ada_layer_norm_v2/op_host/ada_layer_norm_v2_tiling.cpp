@@ -298,7 +298,7 @@ static ge::graphStatus TilingFunc(gert::TilingContext* context)
          copyOutCyclesTwoBufs),
         (passesTwoBufs *
          (copyInCyclesTwoBufs +
-          copyOutCyclesTwoBufs)));  // estimated cycles of a core's passes with two buffers per row queue (pipeline_cycles, a = 7/8, b = 0, s = 0)
+          copyOutCyclesTwoBufs)));  // estimated cycles of a core's passes with two buffers per row queue (pipeline_cycles, a = 7/8, b = 0, s = 0, the next pass prefetched)
     const int64_t passRowsOneBuf = std::max<int64_t>(
         1, std::min<int64_t>(
                rowsFitOneBuf,

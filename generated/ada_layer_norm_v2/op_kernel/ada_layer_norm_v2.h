@@ -96,14 +96,6 @@ private:
         n_ = hidden_;
         rowStride_ = colAlign_;
         const int64_t pass = td_->rowsPerPass;
-        // one buffer per row queue where two would leave fewer rows a pass (each input freed after its last read, each output allocated before its first write: Compute)
-        if (td_->rowQueBufs == 1) {
-            pipe_.InitBuffer(rowInQue_x, 1, pass * colAlign_ * sizeof(T));
-            pipe_.InitBuffer(rowOutQue_out, 1, pass * colAlign_ * sizeof(T));
-        } else {
-            pipe_.InitBuffer(rowInQue_x, 2, pass * colAlign_ * sizeof(T));
-            pipe_.InitBuffer(rowOutQue_out, 2, pass * colAlign_ * sizeof(T));
-        }
         pipe_.InitBuffer(statStageBuf_mean, AlignUp(pass, 8) * sizeof(float));
         pipe_.InitBuffer(statOutQue_mean, 2, AlignUp(pass, 8) * sizeof(float));
         pipe_.InitBuffer(statStageBuf_rstd, AlignUp(pass, 8) * sizeof(float));
@@ -127,11 +119,37 @@ private:
         LoadColumns();
         curBatch_ = -1;
         valBatch_ = -1;
-        for (int64_t r0 = rowStart_; r0 < rowEnd_; r0 += pass) {
-            const int64_t k = rowEnd_ - r0 < pass ? rowEnd_ - r0 : pass;
-            CopyIn(r0, k);
-            Compute(r0, k);
-            CopyOut(r0, k);
+        // one buffer per row queue where two would leave fewer rows a pass (each input freed after its last read, each output allocated before its first write: Compute)
+        if (td_->rowQueBufs == 1) {
+            pipe_.InitBuffer(rowInQue_x, 1, pass * colAlign_ * sizeof(T));
+            pipe_.InitBuffer(rowOutQue_out, 1, pass * colAlign_ * sizeof(T));
+            for (int64_t r0 = rowStart_; r0 < rowEnd_; r0 += pass) {
+                const int64_t k = rowEnd_ - r0 < pass ? rowEnd_ - r0 : pass;
+                CopyIn(r0, k);
+                Compute(r0, k);
+                CopyOut(r0, k);
+            }
+        } else {
+            pipe_.InitBuffer(rowInQue_x, 2, pass * colAlign_ * sizeof(T));
+            pipe_.InitBuffer(rowOutQue_out, 2, pass * colAlign_ * sizeof(T));
+            if (rowStart_ < rowEnd_) {  // the first pass copied in before the loop, the last one's work after it
+                CopyIn(rowStart_, pass < rowEnd_ - rowStart_ ? pass : rowEnd_ - rowStart_);
+                const int64_t rowLast = rowStart_ + (rowEnd_ - rowStart_ - 1) / pass * pass;
+                // every pass but the last: the next pass's copy-in runs beside this pass's compute
+                for (int64_t r0 = rowStart_; r0 < rowLast; r0 += pass) {
+                    const int64_t k = rowLast - r0 < pass ? rowLast - r0 : pass;
+                    const int64_t rowNext = r0 + pass;
+                    CopyIn(rowNext, pass < rowEnd_ - rowNext ? pass : rowEnd_ - rowNext);
+                    Compute(r0, k);
+                    CopyOut(r0, k);
+                }
+                {
+                    const int64_t r0 = rowLast;
+                    const int64_t k = rowEnd_ - rowLast;
+                    Compute(r0, k);
+                    CopyOut(r0, k);
+                }
+            }
         }
     }
 
@@ -182,18 +200,18 @@ private:
             for (int64_t g0 = 0; g0 < rowNum_; g0 += G) {
                 const int64_t k = rowNum_ - g0 < G ? rowNum_ - g0 : G;
                 {
+                    SetFlag<HardEvent::V_MTE2>(7);  // resBuf_x: V has read it before MTE2 overwrites it
                     const int64_t oneBurst = ((hidden_ - n_) * sizeof(T) == 0 && rowStride_ == n_) ? 1 : 0;
-                    SetFlag<HardEvent::V_MTE2>(0);  // resBuf_x: V has read it before MTE2 overwrites it
-                    WaitFlag<HardEvent::V_MTE2>(0);
+                    WaitFlag<HardEvent::V_MTE2>(7);
                     DataCopyPad(res_x, gm_x[g0 * hidden_ + c0_],
                                 DataCopyExtParams(static_cast<uint16_t>(oneBurst != 0 ? 1 : k),
                                                   oneBurst != 0 ? k * n_ * sizeof(T) : n_ * sizeof(T),
                                                   (hidden_ - n_) * sizeof(T), GapBlocks(rowStride_, n_, sizeof(T)), 0),
                                 DataCopyPadExtParams<T>(false, 0, 0, T{}));  // spec: ada_layer_norm_v2.py:50
                 }
+                SetFlag<HardEvent::MTE2_V>(7);  // resBuf_x: MTE2 has written it before V reads it
                 // row-reduction level 0: partial results of this core's columns, exchanged through workspace
-                SetFlag<HardEvent::MTE2_V>(0);  // resBuf_x: MTE2 has written it before V reads it
-                WaitFlag<HardEvent::MTE2_V>(0);
+                WaitFlag<HardEvent::MTE2_V>(7);
                 for (int64_t i = 0; i < k; ++i) {
                     const int64_t b = (g0 + i) / seqLen_;
                     if (b != valBatch_) {
@@ -217,9 +235,9 @@ private:
                 DataCopyPad(tots_[0 * groupStride_], ws_[totBase + 0 * groupStride_],
                             DataCopyExtParams(1, k * sizeof(float), 0, 0, 0),
                             DataCopyPadExtParams<float>(false, 0, 0, 0.0f));
+                SetFlag<HardEvent::MTE2_S>(7);  // sumBuf_: MTE2 has written it before S reads it
                 // row-reduction level 1: partial results of this core's columns, exchanged through workspace
-                SetFlag<HardEvent::MTE2_S>(0);  // sumBuf_: MTE2 has written it before S reads it
-                WaitFlag<HardEvent::MTE2_S>(0);
+                WaitFlag<HardEvent::MTE2_S>(7);
                 for (int64_t i = 0; i < k; ++i) {
                     const int64_t b = (g0 + i) / seqLen_;
                     if (b != valBatch_) {
@@ -250,11 +268,11 @@ private:
                 DataCopyPad(tots_[1 * groupStride_], ws_[totBase + 1 * groupStride_],
                             DataCopyExtParams(1, k * sizeof(float), 0, 0, 0),
                             DataCopyPadExtParams<float>(false, 0, 0, 0.0f));
+                SetFlag<HardEvent::MTE2_S>(6);  // sumBuf_: MTE2 has written it before S reads it
                 rowOut_out = rowOutQue_out.template AllocTensor<T>();
                 statStage_mean = statStageBuf_mean.template Get<float>();
                 statStage_rstd = statStageBuf_rstd.template Get<float>();
-                SetFlag<HardEvent::MTE2_S>(0);  // sumBuf_: MTE2 has written it before S reads it
-                WaitFlag<HardEvent::MTE2_S>(0);
+                WaitFlag<HardEvent::MTE2_S>(6);
                 for (int64_t i = 0; i < k; ++i) {
                     const int64_t b = (g0 + i) / seqLen_;
                     if (b != valBatch_) {
@@ -307,9 +325,9 @@ private:
                     rowOutQue_out.FreeTensor(t);
                 }
                 if (core == 0 && c0_ == cBegin) {
+                    SetFlag<HardEvent::S_V>(7);  // statStageBuf_mean: S has written it before V reads it
                     LocalTensor<T> t = statOutQue_mean.template AllocTensor<T>();
-                    SetFlag<HardEvent::S_V>(0);  // statStageBuf_mean: S has written it before V reads it
-                    WaitFlag<HardEvent::S_V>(0);
+                    WaitFlag<HardEvent::S_V>(7);
                     CastTo(t, statStage_mean, RoundMode::CAST_RINT, k);  // spec: ada_layer_norm_v2.py:27
                     statOutQue_mean.EnQue(t);
                     t = statOutQue_mean.template DeQue<T>();
@@ -318,9 +336,9 @@ private:
                     statOutQue_mean.FreeTensor(t);
                 }
                 if (core == 0 && c0_ == cBegin) {
+                    SetFlag<HardEvent::S_V>(6);  // statStageBuf_rstd: S has written it before V reads it
                     LocalTensor<T> t = statOutQue_rstd.template AllocTensor<T>();
-                    SetFlag<HardEvent::S_V>(0);  // statStageBuf_rstd: S has written it before V reads it
-                    WaitFlag<HardEvent::S_V>(0);
+                    WaitFlag<HardEvent::S_V>(6);
                     CastTo(t, statStage_rstd, RoundMode::CAST_RINT, k);  // spec: ada_layer_norm_v2.py:28
                     statOutQue_rstd.EnQue(t);
                     t = statOutQue_rstd.template DeQue<T>();
@@ -530,7 +548,7 @@ private:
     GlobalTensor<U> gm_weight;
     GlobalTensor<U> gm_bias;
     GlobalTensor<float> ws_;
-    TQue<TPosition::VECIN, 1> rowInQue_x;
+    TQue<TPosition::VECIN, 2> rowInQue_x;
     TQue<TPosition::VECOUT, 1> rowOutQue_out;
     TBuf<TPosition::VECCALC> statStageBuf_mean;
     TQue<TPosition::VECOUT, 1> statOutQue_mean;
