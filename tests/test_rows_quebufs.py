@@ -108,7 +108,7 @@ def test_the_pass_loop_copies_the_next_pass_in_before_this_one_is_computed():
     assert top[0] == ("call", "CopyIn", ("rowStart_", "min(pass, rowEnd_ - rowStart_)"))
     assert ("let", "rowLast", ("rowStart_ + (rowEnd_ - rowStart_ - 1) // pass * pass",)) in top
     (loop,) = [s for s in rows.then if isinstance(s, kir.For)]
-    assert (str(loop.lo), str(loop.hi), str(loop.step)) == ("rowStart_", "rowLast", "pass")
+    assert (str(loop.lo), str(loop.hi), str(loop.step)) == ("rowStart_", "rowLast", "pass") and loop.pipelined
     body = _calls(loop.body)
     assert [c for c in body if c[0] != "SetFlag" and c[0] != "WaitFlag"] == [
         ("let", "rowNext", ("r0 + pass",)), ("call", "CopyIn", ("rowNext", "min(pass, rowEnd_ - rowNext)")),

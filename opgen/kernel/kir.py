@@ -728,6 +728,11 @@ class For:
     loop, as it does for constant bounds, instead of joining in the state before it (a loop it must take as
     possibly empty keeps syncs for the path that skips it). The interpreter faults when the loop runs no
     iteration."""
+    pipelined: bool = False
+    """The lowering's mark of a software-pipelined loop (each iteration issues the next one's copy-in before its own
+    work, opgen.kernel.rowsched.pass_loop): the dependency pass hoists the SetFlags of the flag pairs in its body
+    (kir_sync.place_syncs hoist="loops") so a wait does not also wait for the prefetch. No effect on the program's
+    meaning."""
 
 
 @dataclass(frozen=True)
@@ -2101,6 +2106,7 @@ def to_text_stmt(s, indent: str = "") -> str:
         step = f"step {s.step}" if s.step is not None else "step in body"
         tail += " disjoint" if s.disjoint else ""
         tail += " nonempty" if s.nonempty else ""
+        tail += " pipelined" if s.pipelined else ""
         tail += f" apart({', '.join(s.apart)})" if s.apart else ""
         return "\n".join([f"{i}for {s.var} in [{s.lo}, {s.hi}{']' if s.inclusive else ')'} {step}{tail} {{{doc}"]
                          + [to_text_stmt(x, i + "  ") for x in s.body] + [f"{i}}}"])

@@ -1031,8 +1031,9 @@ def place_syncs(k: kir.KernelClass, types: dict | None = None, prune: bool = Tru
     hand-offs of k are honoured (give `strip_syncs(k)` to place all). A position is (function name, index, ...)
     with "b" / "t" / "e" / "s" / "c" stepping into a loop body / then / else / scope / core branch. prune removes
     each placed sync the analysis shows redundant; hoist moves each flag pair's SetFlag as early in its list as
-    the analysis allows (hoist "loops": only the pairs inside a loop body, which wait once per iteration: one
-    analysis per step is too slow for every pair of the rows classes at generation). Raises kir.IRError when k is malformed (the verifier) or a loop has no fixed point."""
+    the analysis allows (hoist "loops": only the pairs inside a software-pipelined loop's body, kir.For.pipelined,
+    right after work of the SetFlag's pipe, which the wait would otherwise cover: one analysis per step is too slow
+    for every pair of the rows classes at generation). Raises kir.IRError when k is malformed (the verifier) or a loop has no fixed point."""
     kir.verify(k)
     types = dict(types or {})
     used = _used_flags(k)
@@ -1370,6 +1371,21 @@ def _loop_body_of(k: kir.KernelClass, base: tuple) -> tuple | None:
     return None
 
 
+def _issues_on(k: kir.KernelClass, stmt, pipe, depth: int = 0) -> bool:
+    """Whether statement `stmt` (the methods it calls followed, a few levels) issues a copy or vector instruction on
+    `pipe`: only then can a SetFlag of that pipe gain by moving above it (the flag fires in the pipe's order)."""
+    for x in kir.walk((stmt,)):
+        if isinstance(x, kir.Copy) and x.pipe is pipe:
+            return True
+        if isinstance(x, kir.Vec) and INSTRS[x.op].pipe is pipe:
+            return True
+        if isinstance(x, kir.Call) and depth < 4:
+            m = next((m for m in k.methods if m.name == x.method), None)
+            if m is not None and any(_issues_on(k, y, pipe, depth + 1) for y in m.body):
+                return True
+    return False
+
+
 def _placed_outside(k, trial: dict, types, used, loop: tuple) -> dict | None:
     """The syncs the placement adds to `trial` (position -> statements appended) for the conflicts it leaves, when
     every one of them lies outside the loop body `loop` (issued once, not per iteration); else None."""
@@ -1396,7 +1412,8 @@ def _hoist(k, inserted: dict, types, used, trials: _Trials | None = None, only_l
     body, where the pair also covers an access after the loop (a software-pipelined loop's prefetch of the pass its
     epilogue computes), the SetFlag may move up anyway once: the placement then adds the syncs that access needs
     outside the loop (issued once), and the move is taken when all of them lie there. `only_loops`: the pairs
-    inside a loop body only."""
+    inside the body of a software-pipelined loop (kir.For.pipelined) right after a statement that issues work on
+    the SetFlag's pipe (the prefetch) only."""
     taken = set(used) | {(x.event, x.id) for v in inserted.values() for x in v if isinstance(x, kir.SetFlag)}
     for pos in sorted(inserted, key=str):
         j = 0
@@ -1413,10 +1430,11 @@ def _hoist(k, inserted: dict, types, used, trials: _Trials | None = None, only_l
                 j += 2
                 continue
             loop = _loop_body_of(k, base)
-            if only_loops and loop is None:
+            body = _body_at(k, base)
+            if only_loops and (loop is None or not _body_at(k, loop[:-2])[loop[-2]].pipelined
+                               or not _issues_on(k, body[idx - 1], s.src)):
                 j += 2
                 continue
-            body = _body_at(k, base)
             nid = free[-1]
             best, cur, funcs = None, inserted, {pos[0]}
             for i in range(idx - 1, -1, -1):

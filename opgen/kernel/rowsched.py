@@ -423,7 +423,8 @@ def pass_loop(copy_in: bool, prefetch: bool, work: tuple, doc: str = "") -> list
             Let("rowNext", add(r0, ps)),
             Call("CopyIn", (nxt, Fn("min", (ps, sub(hi, nxt))))),
         ) + tuple(work), tail="k", doc=(doc + "; " if doc else "") + "every pass but the last: the next pass's "
-                                                                         "copy-in runs beside this pass's compute"),
+                                                                         "copy-in runs beside this pass's compute",
+            pipelined=True),
         Scope((Let("r0", last), Let("k", sub(hi, last))) + tuple(work)),
     ), doc="the first pass copied in before the loop, the last one's work after it")]
     return piped

@@ -149,10 +149,10 @@ private:
                 // every pass but the last: the next pass's copy-in runs beside this pass's compute
                 for (int64_t r0 = rowStart_; r0 < rowLast; r0 += pass) {
                     const int64_t k = rowLast - r0 < pass ? rowLast - r0 : pass;
-                    SetFlag<HardEvent::MTE2_S>(5);  // statInQue_mean: MTE2 has written it before S reads it
+                    SetFlag<HardEvent::MTE2_S>(7);  // statInQue_mean: MTE2 has written it before S reads it
                     const int64_t rowNext = r0 + pass;
                     CopyIn(rowNext, pass < rowEnd_ - rowNext ? pass : rowEnd_ - rowNext);
-                    WaitFlag<HardEvent::MTE2_S>(5);
+                    WaitFlag<HardEvent::MTE2_S>(7);
                     Compute(r0, k);
                     CopyOut(r0, k);
                 }
@@ -260,9 +260,9 @@ private:
             for (int64_t g0 = 0; g0 < rowNum_; g0 += G) {
                 const int64_t k = rowNum_ - g0 < G ? rowNum_ - g0 : G;
                 {
-                    SetFlag<HardEvent::V_MTE2>(7);  // resBuf_dy: V has read it before MTE2 overwrites it
                     const int64_t oneBurst = ((hidden_ - n_) * sizeof(T) == 0 && rowStride_ == n_) ? 1 : 0;
-                    WaitFlag<HardEvent::V_MTE2>(7);
+                    SetFlag<HardEvent::V_MTE2>(0);  // resBuf_dy: V has read it before MTE2 overwrites it
+                    WaitFlag<HardEvent::V_MTE2>(0);
                     DataCopyPad(res_dy, gm_dy[g0 * hidden_ + c0_],
                                 DataCopyExtParams(static_cast<uint16_t>(oneBurst != 0 ? 1 : k),
                                                   oneBurst != 0 ? k * n_ * sizeof(T) : n_ * sizeof(T),
@@ -291,9 +291,9 @@ private:
                     statInQue_mean.EnQue(t);
                     statIn_mean = statInQue_mean.template DeQue<float>();
                 }
-                SetFlag<HardEvent::MTE2_S>(6);  // statInQue_mean: MTE2 has written it before S reads it
                 // row-reduction level 0: partial results of this core's columns, exchanged through workspace
-                WaitFlag<HardEvent::MTE2_S>(6);
+                SetFlag<HardEvent::MTE2_S>(0);  // statInQue_mean: MTE2 has written it before S reads it
+                WaitFlag<HardEvent::MTE2_S>(0);
                 for (int64_t i = 0; i < k; ++i) {
                     const int64_t b = (g0 + i) / seqLen_;
                     if (b != valBatch_) {
@@ -357,9 +357,9 @@ private:
                 DataCopyPad(tots_[1 * groupStride_], ws_[totBase + 1 * groupStride_],
                             DataCopyExtParams(1, k * sizeof(float), 0, 0, 0),
                             DataCopyPadExtParams<float>(false, 0, 0, 0.0f));
-                SetFlag<HardEvent::MTE2_S>(7);  // sumBuf_: MTE2 has written it before S reads it
                 rowOut_pd_x = rowOutQue_pd_x.template AllocTensor<T>();
-                WaitFlag<HardEvent::MTE2_S>(7);
+                SetFlag<HardEvent::MTE2_S>(0);  // sumBuf_: MTE2 has written it before S reads it
+                WaitFlag<HardEvent::MTE2_S>(0);
                 for (int64_t i = 0; i < k; ++i) {
                     const int64_t b = (g0 + i) / seqLen_;
                     if (b != curBatch_) {

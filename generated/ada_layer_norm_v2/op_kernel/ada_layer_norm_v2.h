@@ -200,18 +200,18 @@ private:
             for (int64_t g0 = 0; g0 < rowNum_; g0 += G) {
                 const int64_t k = rowNum_ - g0 < G ? rowNum_ - g0 : G;
                 {
-                    SetFlag<HardEvent::V_MTE2>(7);  // resBuf_x: V has read it before MTE2 overwrites it
                     const int64_t oneBurst = ((hidden_ - n_) * sizeof(T) == 0 && rowStride_ == n_) ? 1 : 0;
-                    WaitFlag<HardEvent::V_MTE2>(7);
+                    SetFlag<HardEvent::V_MTE2>(0);  // resBuf_x: V has read it before MTE2 overwrites it
+                    WaitFlag<HardEvent::V_MTE2>(0);
                     DataCopyPad(res_x, gm_x[g0 * hidden_ + c0_],
                                 DataCopyExtParams(static_cast<uint16_t>(oneBurst != 0 ? 1 : k),
                                                   oneBurst != 0 ? k * n_ * sizeof(T) : n_ * sizeof(T),
                                                   (hidden_ - n_) * sizeof(T), GapBlocks(rowStride_, n_, sizeof(T)), 0),
                                 DataCopyPadExtParams<T>(false, 0, 0, T{}));  // spec: ada_layer_norm_v2.py:50
                 }
-                SetFlag<HardEvent::MTE2_V>(7);  // resBuf_x: MTE2 has written it before V reads it
                 // row-reduction level 0: partial results of this core's columns, exchanged through workspace
-                WaitFlag<HardEvent::MTE2_V>(7);
+                SetFlag<HardEvent::MTE2_V>(0);  // resBuf_x: MTE2 has written it before V reads it
+                WaitFlag<HardEvent::MTE2_V>(0);
                 for (int64_t i = 0; i < k; ++i) {
                     const int64_t b = (g0 + i) / seqLen_;
                     if (b != valBatch_) {
@@ -235,9 +235,9 @@ private:
                 DataCopyPad(tots_[0 * groupStride_], ws_[totBase + 0 * groupStride_],
                             DataCopyExtParams(1, k * sizeof(float), 0, 0, 0),
                             DataCopyPadExtParams<float>(false, 0, 0, 0.0f));
-                SetFlag<HardEvent::MTE2_S>(7);  // sumBuf_: MTE2 has written it before S reads it
                 // row-reduction level 1: partial results of this core's columns, exchanged through workspace
-                WaitFlag<HardEvent::MTE2_S>(7);
+                SetFlag<HardEvent::MTE2_S>(0);  // sumBuf_: MTE2 has written it before S reads it
+                WaitFlag<HardEvent::MTE2_S>(0);
                 for (int64_t i = 0; i < k; ++i) {
                     const int64_t b = (g0 + i) / seqLen_;
                     if (b != valBatch_) {
@@ -268,11 +268,11 @@ private:
                 DataCopyPad(tots_[1 * groupStride_], ws_[totBase + 1 * groupStride_],
                             DataCopyExtParams(1, k * sizeof(float), 0, 0, 0),
                             DataCopyPadExtParams<float>(false, 0, 0, 0.0f));
-                SetFlag<HardEvent::MTE2_S>(6);  // sumBuf_: MTE2 has written it before S reads it
                 rowOut_out = rowOutQue_out.template AllocTensor<T>();
                 statStage_mean = statStageBuf_mean.template Get<float>();
                 statStage_rstd = statStageBuf_rstd.template Get<float>();
-                WaitFlag<HardEvent::MTE2_S>(6);
+                SetFlag<HardEvent::MTE2_S>(0);  // sumBuf_: MTE2 has written it before S reads it
+                WaitFlag<HardEvent::MTE2_S>(0);
                 for (int64_t i = 0; i < k; ++i) {
                     const int64_t b = (g0 + i) / seqLen_;
                     if (b != valBatch_) {
@@ -325,9 +325,9 @@ private:
                     rowOutQue_out.FreeTensor(t);
                 }
                 if (core == 0 && c0_ == cBegin) {
-                    SetFlag<HardEvent::S_V>(7);  // statStageBuf_mean: S has written it before V reads it
                     LocalTensor<T> t = statOutQue_mean.template AllocTensor<T>();
-                    WaitFlag<HardEvent::S_V>(7);
+                    SetFlag<HardEvent::S_V>(0);  // statStageBuf_mean: S has written it before V reads it
+                    WaitFlag<HardEvent::S_V>(0);
                     CastTo(t, statStage_mean, RoundMode::CAST_RINT, k);  // spec: ada_layer_norm_v2.py:27
                     statOutQue_mean.EnQue(t);
                     t = statOutQue_mean.template DeQue<T>();
@@ -336,9 +336,9 @@ private:
                     statOutQue_mean.FreeTensor(t);
                 }
                 if (core == 0 && c0_ == cBegin) {
-                    SetFlag<HardEvent::S_V>(6);  // statStageBuf_rstd: S has written it before V reads it
                     LocalTensor<T> t = statOutQue_rstd.template AllocTensor<T>();
-                    WaitFlag<HardEvent::S_V>(6);
+                    SetFlag<HardEvent::S_V>(0);  // statStageBuf_rstd: S has written it before V reads it
+                    WaitFlag<HardEvent::S_V>(0);
                     CastTo(t, statStage_rstd, RoundMode::CAST_RINT, k);  // spec: ada_layer_norm_v2.py:28
                     statOutQue_rstd.EnQue(t);
                     t = statOutQue_rstd.template DeQue<T>();
