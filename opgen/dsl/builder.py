@@ -413,7 +413,9 @@ class Builder:
             size=as_dim(size))
 
     def matmul(self, a, c, transpose_a=False, transpose_b=False):
-        """Batched matrix product over equal leading dims; optional transposes of the last two axes."""
+        """Matrix product over the last two axes (optionally transposed), the leading batch dims broadcast as NumPy's
+        matmul broadcasts them ([*B, M, K] x [K, N] -> [*B, M, N]); operands of at least two dims (no 1-D form).
+        Raises SpecError (at the spec line) when the shapes do not multiply."""
         return self.emit("matmul", (a, c), transpose_a=transpose_a, transpose_b=transpose_b)
 
 

@@ -126,6 +126,8 @@ def _scatter_add(ctx, idx, src, a, ty):
 
 
 def _matmul(ctx, x, y, a, ty):
+    """NumPy matmul of the operands (each transposed over its last two axes by its attribute): the leading batch
+    dims broadcast as np.matmul broadcasts them (the type rule, opgen.ir.ops._matmul, refuses 1-D operands)."""
     if a["transpose_a"]:
         x = np.swapaxes(x, -1, -2)
     if a["transpose_b"]:

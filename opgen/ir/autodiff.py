@@ -449,7 +449,8 @@ def _matmul(ad, n, g, p):
           ad.emit("matmul", (g, b), transpose_a=False, transpose_b=not tb))
     db = (ad.emit("matmul", (g, a), transpose_a=True, transpose_b=ta) if tb else
           ad.emit("matmul", (a, g), transpose_a=not ta, transpose_b=False))
-    return {0: da, 1: db}
+    # a broadcast batch dim (a 2-D weight against [*B, M, K]) sums its adjoint over the batch
+    return {k: _unbroadcast(ad, v, ad.type(p(n.inputs[k])).shape) for k, v in ((0, da), (1, db))}
 
 
 RULES = {

@@ -21,7 +21,7 @@ Op set:
   concat      concat(x...) {axis}     slice(x) {axis, start, stop, step}
   gather      gather(x, idx) {axis, batch_dims}          out = x[*b, idx[*b, ...], ...]
   scatter_add scatter_add(idx, src) {axis, batch_dims, size}   inverse of gather, duplicates add
-  matmul      matmul(a, b) {transpose_a, transpose_b}    batched over equal leading dims
+  matmul      matmul(a, b) {transpose_a, transpose_b}    batch dims broadcast (NumPy matmul; no 1-D)
 """
 
 from __future__ import annotations
@@ -387,17 +387,24 @@ _register("scatter_add", 2, {"axis": "int", "batch_dims": "int", "size": "dim"},
 
 
 def _matmul(ts, attrs):
+    """Result type of matmul(a, b): NumPy matmul over the last two dims (each operand transposed there by its
+    attribute), the leading batch dims broadcast as NumPy broadcasts them (broadcast_shapes: [*B, M, K] x [K, N],
+    [B, 1, M, K] x [C, K, N], ...). 1-D operands are refused (NumPy's vector forms are not supported: reshape the
+    vector to [1, K] or [K, 1])."""
     a, b = ts
     dt = _unify_dtype(ts, "matmul")
-    if a.rank is None or b.rank is None or a.rank < 2 or a.rank != b.rank:
-        raise IRError("matmul: operands need the same fixed rank >= 2")
-    if a.shape[:-2] != b.shape[:-2]:
-        raise IRError(f"matmul: batch dims differ: {shape_str(a.shape[:-2])} vs {shape_str(b.shape[:-2])}")
+    for name, t in (("a", a), ("b", b)):
+        if sum(1 for d in t.shape if not isinstance(d, Variadic)) < 2:
+            raise IRError(f"matmul: operand {name} of shape {shape_str(t.shape)} has fewer than 2 (fixed) dims; 1-D "
+                          f"operands (NumPy's vector forms) are not supported: reshape it to [1, K] or [K, 1]")
+    if any(isinstance(d, Variadic) for t in ts for d in t.shape[-2:]):
+        raise IRError("matmul: the last two dims of an operand are a variadic group; they must be fixed dims")
+    batch = broadcast_shapes(a.shape[:-2], b.shape[:-2], "matmul (batch dims)")
     m, k = (a.shape[-1], a.shape[-2]) if attrs["transpose_a"] else (a.shape[-2], a.shape[-1])
     k2, n = (b.shape[-1], b.shape[-2]) if attrs["transpose_b"] else (b.shape[-2], b.shape[-1])
     if k != k2:
         raise IRError(f"matmul: contraction dims differ: {k} vs {k2}")
-    return TensorType(dt, tuple(a.shape[:-2]) + (m, n))
+    return TensorType(dt, tuple(batch) + (m, n))
 
 
 _register("matmul", 2, {"transpose_a": "bool", "transpose_b": "bool"}, _matmul)

@@ -1,7 +1,9 @@
 """The cube family: a matrix product [M, K] x [K, N] on the cube unit (AIC), lowered to Kernel IR.
 
 `GemmLayout` is read off the fused graph's structure, never off names: the graph's one `matmul` whose operands are
-(casts of) two 2-D inputs A [M, K] and B [K, N] of one dtype variable, and whose result reaches exactly one output
+(casts of) two inputs A [M, K] and B [K, N] of one dtype variable, either both with the same leading batch dims (one
+product per batch index) or A [*batch, M, K] against a 2-D B (the batch folded into M: one GEMM [prod(batch) * M, K]
+x [K, N], as aclnnMatmul runs a 3-D self against a 2-D mat2; GemmLayout.fold), and whose result reaches exactly one output
 either through at most one cast with round "rint" or "none" (Fixpipe's rounding, once and to nearest even; a chain
 of casts or another round mode is refused), or through a vector epilogue (`_epilogue`, EPI_STEPS): elementwise math
 on [*batch, M, N] and [N] / [1, N] inputs, scalar constants and float attributes, ending in at most one cast. Anything else (a
@@ -52,7 +54,7 @@ from __future__ import annotations
 
 from dataclasses import dataclass, replace
 
-from opgen.ir.dims import Constraint, Fn, Lit, Sym
+from opgen.ir.dims import Constraint, Fn, Lit, Prod, Sym, Variadic
 from opgen.dsl.keys import attr_key
 from opgen.ir.dtypes import DTypeVar, dtype_name
 from opgen.kernel import kir as K
@@ -99,6 +101,8 @@ class GemmLayout:
     served: tuple = ()      # the presences served (each one bool per name of `presence`)
     step_when: tuple = ()   # per step of `steps`, the presences that run it (() = every one served)
     direct: tuple = ()      # the presences with no vector epilogue: Fixpipe writes the output when K is not split
+    fold: tuple = ()        # leading dims of a (and the output) folded into M: [*fold, M, K] x [K, N] is one GEMM of
+                            # [prod(fold) * M, K] x [K, N] (names; a variadic group as "*Bd")
 
     @property
     def mixed(self) -> bool:
@@ -119,6 +123,8 @@ class GemmLayout:
             if self.direct:
                 epi += f"; Fixpipe's cast alone when {_presences_text(self.direct, self.presence)}"
         bt = f"[{', '.join(self.batch)}] x " if self.batch else ""
+        if self.fold:
+            bt = f"[{', '.join(self.fold)}] folded into {m}: "
         return (f"layout cube: {bt}{self.out}[{m}, {n}] = {a} x {b} in {self.dtype}, "
                 f"fp32 accumulate, out {self.out_dtype}; epilogue {epi}")
 
@@ -155,15 +161,23 @@ def gemm_layout(g, spec=None) -> GemmLayout:
     if a is None or b is None or a == b:
         raise Unsupported(mm.result.name, mm.loc, "the matmul operands are not (casts of) two distinct inputs")
     sa, sb, sc = (list(vals[x].type.shape) for x in (a, b, mm.result.name))
-    if len(sa) < 2 or len(sa) != len(sb) or [str(d) for d in sa[:-2]] != [str(d) for d in sb[:-2]]:
+    ba, bb = [str(d) for d in sa[:-2]], [str(d) for d in sb[:-2]]
+    fold: tuple = ()
+    if ba == bb:   # one matrix product per batch index
+        batch = tuple(sa[:-2])
+    elif ba and not bb and not ta:   # [*batch, M, K] x [K, N]: the batch folded into M (one GEMM [batch*M, K])
+        batch, fold = (), tuple(sa[:-2])
+    else:
         raise Unsupported(mm.result.name, mm.loc, f"operands of shapes {[str(d) for d in sa]} and "
-                          f"{[str(d) for d in sb]}: the cube family lowers [*batch, M, K] x [*batch, K, N] with the "
-                          f"same batch dims (a broadcast operand is the next step)")
-    batch = tuple(sa[:-2])
+                          f"{[str(d) for d in sb]} (transposed: {ta}, {tb}): the cube family lowers [*batch, M, K] x "
+                          f"[*batch, K, N] with the same batch dims, or [*batch, M, K] x a 2-D right operand (the batch "
+                          f"folded into M; not with the left operand transposed); other broadcast batch dims are "
+                          f"not lowered")
     (dm, dka), (dkb, dn) = (sa[-2:][::-1] if ta else sa[-2:]), (sb[-2:][::-1] if tb else sb[-2:])
     dims = (dm, dka, dn)
-    if not all(isinstance(d, Sym) for d in dims + batch) or str(dkb) != str(dka) \
-            or len({str(d) for d in dims + batch}) != 3 + len(batch):
+    lead = batch + fold
+    if not all(isinstance(d, Sym) for d in dims) or not all(isinstance(d, (Sym, Variadic)) for d in lead) \
+            or str(dkb) != str(dka) or len({str(d) for d in dims + lead}) != 3 + len(lead):
         raise Unsupported(mm.result.name, mm.loc, f"the shapes {[str(d) for d in sa]} x {[str(d) for d in sb]} "
                           f"(transposed: {ta}, {tb}) are not [M, K] x [K, N] over three distinct plain dims")
     dta, dtb = vals[a].type.dtype, vals[b].type.dtype
@@ -171,7 +185,7 @@ def gemm_layout(g, spec=None) -> GemmLayout:
     if dta != dtb or fixed and dtype_name(dta) not in ("f16", "bf16"):
         raise Unsupported(mm.result.name, mm.loc, "the operands take one dtype (a dtype variable of f16 / bf16 rows, "
                           "or f16 or bf16)")
-    od, odt, out, epi, steps = _epilogue(g, mm, seen, params, dims, batch, dta)
+    od, odt, out, epi, steps = _epilogue(g, mm, seen, params, dims, lead, dta)
     if od != dta and odt != "f32":
         raise Unsupported(out, "", f"output dtype {odt}: the cube kernel writes the operands' dtype or f32")
     name = dtype_name(dta) if fixed else dta.name
@@ -184,7 +198,13 @@ def gemm_layout(g, spec=None) -> GemmLayout:
                 raise Unsupported(a, decl.loc if decl else "", f"dtype row {r} binds {name} to {dt}, but the cube "
                                   f"family reads f16 or bf16 operands")
     return GemmLayout(a, b, out, tuple(str(d) for d in dims), name, odt, tuple(epi), fixed, ta, tb,
-                      tuple(str(d) for d in batch), steps)
+                      tuple(str(d) for d in batch), steps, fold=tuple(str(d) for d in fold))
+
+
+def lead_dim(name: str):
+    """The dim expression of a batch or folded dim name of a GemmLayout: Sym(name), or for a variadic group ("*Bd")
+    the product of its dims (Prod("Bd"))."""
+    return Prod(name[1:]) if name.startswith("*") else Sym(name)
 
 
 EPI_OPS = frozenset(set(VECTOR_BINARY) | set(VECTOR_UNARY) | {"neg"})

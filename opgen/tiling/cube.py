@@ -230,12 +230,13 @@ def cube_tiling(spec, lowered, counts) -> Tiling:
     forms = tuple(dict.fromkeys((x.trans_a, x.trans_b) for x in lays))
     prog, plan = gemm_program(spec.name, lay.trans_a, lay.trans_b, bool(lay.batch), epi, attrs,
                               any(x.mixed for x in lays), counts.out_f32, forms if len(forms) > 1 else ())
-    inputs = {"dimM": Sym(m), "dimK": Sym(k), "dimN": Sym(n), "tBytes": Lit(2) if lay.fixed else ("bytes", lay.dtype),
+    dim_m = functools.reduce(lambda x, y: x * y, [kcube.lead_dim(d) for d in lay.fold], Sym(m))   # fold into M
+    inputs = {"dimM": dim_m, "dimK": Sym(k), "dimN": Sym(n), "tBytes": Lit(2) if lay.fixed else ("bytes", lay.dtype),
               "dtypeKey": ("dtype_key",), "attrKey": ("attr_key",), "aicNum": ("platform", "aicNum"),
               "ubBytes": ("platform", "ubBytes")}
     inputs.update({f"{a}Attr": ("attr_bits", a) for a in attrs})
     if lay.batch:
-        inputs["batch"] = functools.reduce(lambda x, y: x * y, [Sym(d) for d in lay.batch])
+        inputs["batch"] = functools.reduce(lambda x, y: x * y, [kcube.lead_dim(d) for d in lay.batch])
     doc = (f"Tiling of {spec.name}: cube family, one mixed launch (blockDim AI Cores, 1 AIC : 2 AIV); output blocks "
            f"of baseM x baseN over the AI Cores, K in chunks of baseK, fp32 accumulation in L0C, Fixpipe's cast to "
            f"the output; or, when the cost model chooses a K split (kSplit > 1), units (block, k range) over the "
