@@ -164,3 +164,38 @@ def test_every_layout_on_several_blocks_emulated_matches_float64(examples_gen, t
     alternating: with the 37 x 50 x 45 cases above (each layout with and without bias, both dtypes) every
     combination is covered without the whole 16-case matrix (the suite's 10-minute budget)."""
     _emulated(examples_gen, t1, t2, present, dt, {"M": 301, "K": 77, "N": 290})
+
+
+def test_bias_absent_launches_aic_only_unless_k_is_split():
+    """Without the bias (no vector epilogue) and without a K split the AIVs have no work: the tiling key's strategy
+    is 2 (KERNEL_TYPE_AIC_ONLY, no workspace slots); the bias present, or a K split (M 125, K 1999, N 111 on 3 AI
+    Cores: kSplit 3), keeps strategy 1, the mixed launch. The Python twin reads the presence as the TilingFunc reads
+    the bias pointer; the entry declares the strategy-2 keys AIC only."""
+    import opgen.codegen.kernel_cube  # noqa: F401  (installs the cube family's emit stage)
+    from opgen.ir.dtypes import parse_dtype
+    from opgen.platforms import PLATFORMS
+    from opgen.tiling.emit import evaluate
+
+    spec = load_spec(str(SPEC))
+    u = kernel_build(spec)
+    t = u.tiling
+    plat = next(p for p in PLATFORMS.values() if p.aiv == 48 and p.arch == "dav-2201")
+    few = dataclasses.replace(plat, aic=3, aiv=6)
+    f16 = {"T": parse_dtype("float16")}
+    for dims, p, present, strategy, slots in (({"M": 37, "K": 50, "N": 45}, plat, (False,), 2, False),
+                                              ({"M": 37, "K": 50, "N": 45}, plat, (True,), 1, True),
+                                              ({"M": 125, "K": 1999, "N": 111}, few, (False,), 1, False)):
+        v = evaluate(spec, t.program, t.inputs, dims, f16, p, {"transpose_x1": True}, present=present)
+        assert v["tilingKey"] % 10 == strategy, (dims, present, v["tilingKey"])
+        assert u.family.launch_kind(u.lowered, v["tilingKey"]) == ("KERNEL_TYPE_AIC_ONLY" if strategy == 2 else
+                                                                  "KERNEL_TYPE_MIX_AIC_1_2")
+        assert (v["kSplit"] > 1) == (dims["K"] == 1999)
+        if v["kSplit"] == 1:
+            assert (v["workspaceBytes"] > 0) == slots
+    files = u.family.emit(spec, u.lowered, u.tiling)
+    entry = files["op_kernel/mat_mul_v3.cpp"]
+    assert entry.count("KERNEL_TYPE_AIC_ONLY);") == 8   # 4 attrKeys x 2 dtype rows, strategy 2
+    from opgen.codegen.tilingfiles import emit_tiling
+
+    host = emit_tiling(spec, t.program, t.inputs, t.doc)["op_host/mat_mul_v3_tiling.cpp"]
+    assert "noEpilogue=(((biasShapeOpt==nullptr))?1:0);" in re.sub(r"\s+", "", host)

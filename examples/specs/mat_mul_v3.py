@@ -8,7 +8,8 @@ opImplMode; the bias takes the operands' dtype (CANN takes an fp32 bias beside b
 
 The cube family serves every combination: the two static attributes select the operands' layout, one kernel class
 per layout chosen by the tiling key's attrKey; one class serves the bias present and absent (hasInput0_: the bias
-added on the AIVs through the workspace slots, or Fixpipe's cast alone when it is absent).
+added on the AIVs through the workspace slots, or Fixpipe's cast alone when it is absent: that call's tiling
+key launches AIC only unless K is split).
 """
 
 from opgen.dsl import A2, A3, OpSpec, bf16, f16, f32

@@ -116,7 +116,7 @@ def launch(spec, bound, slots: list, platform, deterministic: bool = False) -> K
     out = KirLaunch()
     try:
         tl = evaluate(spec, unit.tiling.program, unit.tiling.inputs, bound.env, _tensor_dtypes(spec, bound),
-                      platform, bound.attrs, deterministic, bound.key.forms)
+                      platform, bound.attrs, deterministic, bound.key.forms, bound.key.present)
     except OpgenError as e:   # the emitted TilingFunc returns GRAPH_FAILED in the same cases
         out.tiling_error = str(e)
         return out

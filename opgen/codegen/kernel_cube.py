@@ -13,6 +13,7 @@ from opgen.ir.dtypes import dtype_name
 from opgen.kernel import cube as kcube
 from opgen.kernel import kir
 from opgen.names import kernel_entry, op_snake, spec_path
+from opgen.tiling.cube import direct_presences
 
 
 def emit_cube_kernel(spec, lowered, tiling) -> dict[str, str]:
@@ -35,9 +36,11 @@ def emit_cube_kernel(spec, lowered, tiling) -> dict[str, str]:
     lay = lowered.layout
     snake = op_snake(spec.name)
     keys, declared, aic_keys = [], [], []
-    # no layout with a vector epilogue: without a K split the AIVs have no work, so that key launches AIC only
-    # (strategy 2, KERNEL_TASK_TYPE(key, KERNEL_TYPE_AIC_ONLY)); a K split keeps the mixed launch (strategy 1)
-    aic = not any(x.mixed for x in kcube.CubeFamily().layouts(lowered))
+    # no layout with a vector epilogue, or presences of the optional inputs without one (direct_presences):
+    # without a K split the AIVs have no work, so that key launches AIC only (strategy 2,
+    # KERNEL_TASK_TYPE(key, KERNEL_TYPE_AIC_ONLY)); a K split or the epilogue keeps the mixed launch (strategy 1)
+    lays = kcube.CubeFamily().layouts(lowered)
+    aic = not any(x.mixed for x in lays) or bool(direct_presences(lays))
     for r, row in enumerate(spec.dtype_rows, start=1):
         dt = lay.dtype if lay.fixed else dtype_name(row[lay.dtype])
         if dt not in ("f16", "bf16"):

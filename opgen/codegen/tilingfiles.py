@@ -18,7 +18,7 @@ from opgen.names import op_snake, spec_path
 from opgen.tiling.pipeline import kernel_build
 from opgen.names import c_printf, cpp_name
 from opgen.tiling.emit import (attr_key_cpp, by_attr_key_cpp, dim_bounds, dim_cpp, exact_products, float_bits,
-                               form_key_cpp, input_label)
+                               form_key_cpp, input_label, presence_cpp)
 from opgen.dsl.keys import LIST_INT
 
 
@@ -27,14 +27,16 @@ def emit_tiling(spec, prog, inputs_map: dict, doc: str, fits_fail: str = "") -> 
     `inputs_map`: {program input name: dim expression | ("bytes", var) | ("dtype_key",) |
     ("platform", "coreNum"|"aicNum"|"ubBytes") | ("attr_key",) | ("attr_bits", float attr) |
     ("attr_dim", int attr, dim) | ("deterministic",) | ("by_attr_key", ((attrKey, dim expression), ...)) |
-    ("form_key",)}; `doc`: one line naming the strategy and its reference.
+    ("form_key",) | ("presence", ((bool per optional input, ...), ...))}; `doc`: one line naming the strategy and
+    its reference.
 
     ("attr_dim", attr, dim) reads an integer attribute that binds a spec dim (spec.attr(..., dim=BS)): the
     C++ reads the attribute (its default when absent), the Python twin takes the dim's value, and both
     fail outside the dim's [min, max] like a dim read from a shape. ("deterministic",) is the framework's
     deterministic-computation flag: TilingContext::GetDeterministic() when the context has it (CANN's does, and so
     does opgen's host stub, set by `opgen check --deterministic`), else 0; the Python twin takes it as
-    `evaluate(..., deterministic=)`."""
+    `evaluate(..., deterministic=)`. ("presence", presences) is 1 when the call's optional inputs are present as one
+    of `presences` (their shape pointers null or not), else 0; the Python twin takes `evaluate(..., present=)`."""
     op = op_snake(spec.name)
     reads = []
     for name in prog.inputs:
@@ -57,6 +59,8 @@ def emit_tiling(spec, prog, inputs_map: dict, doc: str, fits_fail: str = "") -> 
             reads.append((name, "DeterministicOf(context, 0)"))
         elif isinstance(how, tuple) and how[0] == "form_key":
             reads.append((name, form_key_cpp(spec)))
+        elif isinstance(how, tuple) and how[0] == "presence":
+            reads.append((name, presence_cpp(spec, how[1])))
         elif isinstance(how, tuple) and how[0] == "by_attr_key":
             reads.append((name, by_attr_key_cpp(spec, how[1])))
         elif isinstance(how, tuple) and how[0] == "attr_dim":

@@ -133,7 +133,9 @@ def _twin(spec, case: UtCase, platform) -> dict:
 
     t = kernel_build(spec).tiling
     dtypes = {k: next(d for d in DType if d.long_name == v) for k, v in case.dtypes.items()}
-    return evaluate(spec, t.program, t.inputs, case.env, dtypes, platform, case.attrs, forms=case.forms)
+    present = tuple(case.inputs.get(i.name) is not None for i in spec.inputs if i.optional)
+    return evaluate(spec, t.program, t.inputs, case.env, dtypes, platform, case.attrs, forms=case.forms,
+                    present=present)
 
 
 def _key_parts(value: int) -> tuple[int, int, int]:

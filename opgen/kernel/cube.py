@@ -24,7 +24,8 @@ dependency pass (opgen.kernel.kir_sync, the kernel pass `synchronise`) places wh
 queues (M -> FIX and back for the one L0C block, each hoisted out of the loops that do not hold its first access;
 the AIVs' MTE2 / V / MTE3 hand-offs and their PIPE_V barriers). The fractal-row LoadData loops and the epilogue's
 per-row loops are marked `disjoint` (each iteration its own rows). The kernel is launched mixed
-(KERNEL_TYPE_MIX_AIC_1_2, blockDim AI Cores of 1 AIC : 2 AIV). Without a vector epilogue Fixpipe writes the output
+(KERNEL_TYPE_MIX_AIC_1_2, blockDim AI Cores of 1 AIC : 2 AIV), or AIC only for a tiling key whose call
+leaves the AIVs no work (no K split and no vector epilogue in the call's presences; opgen.tiling.cube). Without a vector epilogue Fixpipe writes the output
 and the AIVs have no work (unless K is split). With one, Fixpipe writes the fp32 block to one of two workspace slots of the AI Core, handed to its
 two AIVs and back by cross-core flags (FLAG_READY, FLAG_FREE), and each AIV runs the epilogue on half of the block's
 rows (`_vector_part`; docs/design.md "Cube family"). A Mmad of one row would select GEMV mode on

@@ -125,7 +125,8 @@ def _ksplit(p, M, K, N, bm, bn, mb, nb, tb, ob, blocks, bt, aic, mixed: bool):
 
 
 def gemm_program(name: str, trans_a: bool = False, trans_b: bool = False, batched: bool = False, epi=None,
-                 attrs: tuple = (), mixed: bool = False, out_f32: bool = False, forms: tuple = ()):
+                 attrs: tuple = (), mixed: bool = False, out_f32: bool = False, forms: tuple = (),
+                 direct: bool = False):
     """(TilingProgram, [Buffer]) of the GEMM kernel `name` (module doc): the fields opgen.kernel.cube.FIELDS,
     EPI_FIELDS, KSPLIT_FIELDS, blockDim, fits, tilingKey, workspaceBytes; the buffers are the kernel's L1 / L0 / UB
     allocations. trans_a / trans_b: A stored [K, M] / B stored [N, K] (their row pitches, M / K, are what Nd2Nz
@@ -138,7 +139,9 @@ def gemm_program(name: str, trans_a: bool = False, trans_b: bool = False, batche
     out_f32: the output is fp32 (4 bytes, else tBytes); attrs: the runtime float attributes the epilogue reads
     (inputs <name>Attr, fields <name>Bits: their IEEE-754 bits); forms: ((trans_a, trans_b), ...) of every kernel
     class when the static attributes select the transposes (the fit then holds for each; trans_a / trans_b
-    ignored). The K split (kSplit, kLen: `_ksplit`) sizes the
+    ignored); direct (with mixed): some presences of the optional inputs have no vector epilogue (GemmLayout.direct,
+    the same in every class): a program input `noEpilogue` (1 for such a call) makes that call's key strategy 2, AIC
+    only, and its workspace none, unless K is split. The K split (kSplit, kLen: `_ksplit`) sizes the
     workspace to every unit's fp32 partial block when kSplit > 1."""
     p = TilingProgram(name)
     dm, dk, dn = p.input("dimM", "rows of A and of the output"), p.input("dimK", "A columns = B rows"), \
@@ -204,19 +207,43 @@ def gemm_program(name: str, trans_a: bool = False, trans_b: bool = False, batche
     p.let("fits", fits & (ubb <= ub),
           "1 when the tiles fit L1 / L0, the operands' row pitches fit Nd2Nz and the AIVs' pass fits the UB",
           True)
-    if mixed:
+    if mixed and direct:   # the AIVs have work with a K split or when this call's presences take the epilogue
+        ne = p.input("noEpilogue", "1 when the call's optional inputs are present as a layout without a vector "
+                     "epilogue (Fixpipe's cast alone)")
+        p.let("tilingKey", ak * 100 + key * 10 + select((ksp > 1) | (ne < 1), STRATEGY, STRATEGY_AIC),
+              "attrKey * 100 + dtypeKey * 10 + strategy (1: mixed, K split or the vector epilogue; 2: AIC only)", True)
+    elif mixed:
         p.let("tilingKey", ak * 100 + key * 10 + STRATEGY, "attrKey * 100 + dtypeKey * 10 + strategy", True)
     else:   # the AIVs have work only when K is split: a cube-only launch otherwise
         p.let("tilingKey", ak * 100 + key * 10 + select(ksp > 1, STRATEGY, STRATEGY_AIC),
               "attrKey * 100 + dtypeKey * 10 + strategy (1: mixed, K split; 2: AIC only)", True)
     slots = bd * 2 * bm * bn * 4 if mixed else lit(0)
+    if mixed and direct:
+        slots = select(ne < 1, slots, lit(0))
     p.let("workspaceBytes", select(ksp > 1, units * bm * bn * 4, slots),
-          "K split: one fp32 partial block per unit; else " + ("two fp32 block slots per AI Core" if mixed else
+          "K split: one fp32 partial block per unit; else " + ("two fp32 block slots per AI Core when the call "
+                                                             "takes the vector epilogue, none without it"
+                                                             if mixed and direct else
+                                                             "two fp32 block slots per AI Core" if mixed else
                                                              "none") + " (bytes)", True)
     for a in attrs:
         v = p.input(f"{a}Attr", f"IEEE-754 bits of the attribute {a}")
         p.let(f"{a}Bits", v + 0, f"IEEE-754 bits of {a} (float)", True)
     return p, plan
+
+
+def direct_presences(lays) -> tuple:
+    """The presences of the optional inputs (GemmLayout.direct: one bool per optional input) under which no kernel
+    class of `lays` has a vector epilogue, when some class has one (a mixed layout): those calls launch AIC only
+    unless K is split (gemm_program's `direct`). () when every layout is mixed under every presence or none is."""
+    if not any(x.mixed for x in lays):
+        return ()
+    common = None
+    for x in lays:
+        mine = set(x.direct) if x.presence else (set() if x.mixed else None)   # None: no epilogue under any
+        if mine is not None:
+            common = mine if common is None else common & mine
+    return tuple(sorted(common or ()))
 
 
 def cube_tiling(spec, lowered, counts) -> Tiling:
@@ -228,13 +255,17 @@ def cube_tiling(spec, lowered, counts) -> Tiling:
     epi = (counts.epi_row_bytes, counts.epi_col_bytes)
     attrs = tuple(dict.fromkeys(a for x in lays for a in kcube.epi_attrs(x)))
     forms = tuple(dict.fromkeys((x.trans_a, x.trans_b) for x in lays))
+    direct = direct_presences(lays)
     prog, plan = gemm_program(spec.name, lay.trans_a, lay.trans_b, bool(lay.batch), epi, attrs,
-                              any(x.mixed for x in lays), counts.out_f32, forms if len(forms) > 1 else ())
+                              any(x.mixed for x in lays), counts.out_f32, forms if len(forms) > 1 else (),
+                              bool(direct))
     dim_m = functools.reduce(lambda x, y: x * y, [kcube.lead_dim(d) for d in lay.fold], Sym(m))   # fold into M
     inputs = {"dimM": dim_m, "dimK": Sym(k), "dimN": Sym(n), "tBytes": Lit(2) if lay.fixed else ("bytes", lay.dtype),
               "dtypeKey": ("dtype_key",), "attrKey": ("attr_key",), "aicNum": ("platform", "aicNum"),
               "ubBytes": ("platform", "ubBytes")}
     inputs.update({f"{a}Attr": ("attr_bits", a) for a in attrs})
+    if direct:
+        inputs["noEpilogue"] = ("presence", direct)
     if lay.batch:
         inputs["batch"] = functools.reduce(lambda x, y: x * y, [kcube.lead_dim(d) for d in lay.batch])
     doc = (f"Tiling of {spec.name}: cube family, one mixed launch (blockDim AI Cores, 1 AIC : 2 AIV); output blocks "

@@ -180,16 +180,18 @@ def _attr_index_cpp(a, idx: int) -> str:
 
 
 def evaluate(spec, prog, inputs_map: dict, env: dict, dtypes: dict, platform, attrs: dict | None = None,
-             deterministic: bool = False, forms: tuple | None = None) -> dict:
+             deterministic: bool = False, forms: tuple | None = None, present: tuple | None = None) -> dict:
     """The Python twin: run `prog` for concrete dims `env` ({"Bd": (2,), "S": 7, ...}), dtype binding
     `dtypes` ({"T": DType, ...}; a variable whose tensors are all absent may be missing), a Platform,
     the static attribute values `attrs` (defaults when absent) and the framework's deterministic-computation flag
     (a ("deterministic",) input; CANN's TilingContext::GetDeterministic()) and the shape forms of the call
-    (SpecKey.forms; a ("form_key",) input, opgen.dsl.keys.form_key; None: every form 0).
+    (SpecKey.forms; a ("form_key",) input, opgen.dsl.keys.form_key; None: every form 0) and the presence of the
+    optional inputs (SpecKey.present: one bool per optional input in spec order; a ("presence", ...) input; None:
+    unknown, such an input reads 0).
 
     Raises KeyError for a program input without a mapping; OpgenError when a dim is outside the spec's
     domain or no UB plan fits (the emitted TilingFunc returns GRAPH_FAILED in the same cases)."""
-    vals = program_inputs(spec, prog, inputs_map, env, dtypes, platform, attrs, deterministic, forms)
+    vals = program_inputs(spec, prog, inputs_map, env, dtypes, platform, attrs, deterministic, forms, present)
     for name, lo, hi in dim_bounds(spec, prog, inputs_map):
         if vals[name] < lo or (hi is not None and vals[name] > hi):
             raise OpgenError(f"tiling {prog.name}: {input_label(inputs_map, name)}={vals[name]} outside [{lo}, {hi}]")
@@ -200,11 +202,14 @@ def evaluate(spec, prog, inputs_map: dict, env: dict, dtypes: dict, platform, at
 
 
 def program_inputs(spec, prog, inputs_map: dict, env: dict, dtypes: dict, platform, attrs,
-                   deterministic: bool = False, forms: tuple | None = None) -> dict:
+                   deterministic: bool = False, forms: tuple | None = None, present: tuple | None = None) -> dict:
     """The values of the tiling program's inputs for one call (see `evaluate`)."""
     vals = {}
     for name in prog.inputs:
         how = inputs_map[name]
+        if isinstance(how, tuple) and how[0] == "presence":
+            vals[name] = int(present is not None and tuple(present) in how[1])
+            continue
         if isinstance(how, tuple) and how[0] == "deterministic":
             vals[name] = int(bool(deterministic))
             continue
@@ -294,6 +299,16 @@ def by_attr_key_cpp(spec, picks) -> str:
     for ak, e in reversed(picks[:-1]):
         out = f"(({key}) == {ak} ? {dim_cpp(spec, e)} : {out})"
     return out
+
+
+def presence_cpp(spec, presences: tuple) -> str:
+    """C++ (int64_t) of a ("presence", presences) tiling input in the TilingFunc: 1 when the call's optional inputs
+    are present as one of `presences` (each one bool per optional input, spec order: null or not, as the kernel's
+    hasInput<k>_ reads the pointer), else 0."""
+    opts = [i for i in spec.inputs if i.optional]
+    terms = [" && ".join(f"{i.name}ShapeOpt {'!=' if p else '=='} nullptr" for i, p in zip(opts, pr)) or "true"
+             for pr in presences]
+    return f"(({' || '.join(f'({t})' for t in terms) or 'false'}) ? 1 : 0)"
 
 
 def form_key_cpp(spec) -> str:
