@@ -52,6 +52,7 @@ def test_one_class_per_layout_selected_by_the_attributes_one_for_every_bias_pres
         lay = lays[key]
         assert (lay.trans_a, lay.trans_b) == (t1, t2)
         assert c.presence == (("hasInput0_", "bias"),) and lay.presence == ("bias",)
+        assert c.tparams == ("T", "U")   # the bias staged in its own type U (fp16 or fp32), then to fp32
         assert lay.direct == ((False,),)   # no bias: Fixpipe writes the output when K is not split
         assert all(progs[k2] is c for k2 in progs if k2.static == key.static)
         loads = [s for s in K.walk(c.process) if isinstance(s, K.LoadData)]
@@ -91,9 +92,14 @@ def test_every_layout_with_and_without_bias_on_the_interpreter_equals_float64(dt
 
     for t1, t2 in COMBOS:
         for present in (["bias"], []):
-            r = run_check(str(SPEC), dims={"M": 37, "K": 50, "N": 45}, dtypes={"T": dt}, seed=7, progress=False,
-                          attrs={"transpose_x1": t1, "transpose_x2": t2}, present=present, engine="kir")
+            # the bias fp32 (bf16 operands: CANN's only row), or fp16 / fp32 in turn beside fp16 operands
+            u = "float32" if dt == "bfloat16" or t1 else "float16"
+            r = run_check(str(SPEC), dims={"M": 37, "K": 50, "N": 45}, dtypes={"T": dt, "U": u}, seed=7,
+                          progress=False, attrs={"transpose_x1": t1, "transpose_x2": t2}, present=present,
+                          engine="kir")
             assert not r.faults and r.passed, (t1, t2, present)
+            if present:
+                assert r.inputs["bias"].dtype == np.dtype(u)
             ref = _ref(r.inputs, t1, t2)
             assert ("bias" in r.inputs and r.inputs["bias"] is not None) == bool(present)
             assert _close(r.arrays["y"], ref, dt, 50), (t1, t2, present, np.abs(r.arrays["y"] - ref).max())
@@ -123,19 +129,22 @@ def test_ksplit_with_and_without_bias_on_the_interpreter_equals_float64(present)
     bias = rng.uniform(-1, 1, n).astype(np.float16) if present else None
     out = np.full(m * n, np.nan, np.float16)
     r = kir_interp.run(cls, {f: v[f] for f in cls.fields}, {"x1": x1, "x2": x2, "bias": bias, "y": out},
-                       v["blockDim"], workspace=np.zeros(v["workspaceBytes"] // 4, np.float32), types={"T": "half"},
+                       v["blockDim"], workspace=np.zeros(v["workspaceBytes"] // 4, np.float32),
+                       types={"T": "half", "U": "half"},
                        verify_first=False)
     assert r.ok, r.faults[:1]
     ref = _ref({"x1": x1, "x2": x2, "bias": bias}, True, True)
     assert _close(out.reshape(m, n), ref, "float16", k), np.abs(out.reshape(m, n) - ref).max()
 
 
-def _emulated(examples_gen, t1, t2, present, dt, dims):
+def _emulated(examples_gen, t1, t2, present, dt, dims, u="float32"):
     from opgen.check import run_check
 
-    r = run_check(str(SPEC), dims=dims, dtypes={"T": dt}, gen_dir=examples_gen, seed=3, progress=False,
+    r = run_check(str(SPEC), dims=dims, dtypes={"T": dt, "U": u}, gen_dir=examples_gen, seed=3, progress=False,
                   attrs={"transpose_x1": t1, "transpose_x2": t2}, present=["bias"] if present else [])
     assert not r.faults and r.passed, (t1, t2, present, dt)
+    if present:
+        assert r.inputs["bias"].dtype == np.dtype(u)
     ref = _ref(r.inputs, t1, t2)
     assert _close(r.arrays["y"], ref, dt, dims["K"]), (t1, t2, present, dt)
     return r
@@ -144,15 +153,18 @@ def _emulated(examples_gen, t1, t2, present, dt, dims):
 @pytest.mark.parametrize("t1,t2", COMBOS)
 def test_every_layout_emulated_matches_float64(examples_gen, t1, t2):
     """The emitted C++ on the g++ emulation (one build serves every tiling key): each transpose combination with
-    the bias present in one dtype and absent in the other, odd M 37, K 50, N 45."""
-    _emulated(examples_gen, t1, t2, True, "float16" if t1 == t2 else "bfloat16", {"M": 37, "K": 50, "N": 45})
-    _emulated(examples_gen, t1, t2, False, "bfloat16" if t1 == t2 else "float16", {"M": 37, "K": 50, "N": 45})
+    the bias present in one dtype and absent in the other, odd M 37, K 50, N 45; the bias fp32 beside bf16 (CANN's
+    row), fp16 or fp32 beside fp16."""
+    _emulated(examples_gen, t1, t2, True, "float16" if t1 == t2 else "bfloat16", {"M": 37, "K": 50, "N": 45},
+              "float16" if t1 == t2 and not t1 else "float32")
+    _emulated(examples_gen, t1, t2, False, "bfloat16" if t1 == t2 else "float16", {"M": 37, "K": 50, "N": 45},
+              "float32" if t1 == t2 else "float16")
 
 
 def test_tails_over_cores_emulated_matches_float64(examples_gen):
     """More blocks than AI Cores (M 1700: 14 x 2 blocks of 128 x 256 on 24 AICs; the first cores take two, tails
     on both edges), x1 transposed, bias present."""
-    r = _emulated(examples_gen, True, False, True, "bfloat16", {"M": 1700, "K": 45, "N": 300})
+    r = _emulated(examples_gen, True, False, True, "bfloat16", {"M": 1700, "K": 45, "N": 300}, "float32")
     assert r.block_dim == 24
 
 
@@ -163,7 +175,8 @@ def test_every_layout_on_several_blocks_emulated_matches_float64(examples_gen, t
     """Each layout once at M 301, K 77, N 290 (tails on every edge, several blocks), the dtypes and bias presence
     alternating: with the 37 x 50 x 45 cases above (each layout with and without bias, both dtypes) every
     combination is covered without the whole 16-case matrix (the suite's 10-minute budget)."""
-    _emulated(examples_gen, t1, t2, present, dt, {"M": 301, "K": 77, "N": 290})
+    _emulated(examples_gen, t1, t2, present, dt, {"M": 301, "K": 77, "N": 290},
+              "float16" if dt == "float16" and t2 else "float32")
 
 
 def test_bias_absent_launches_aic_only_unless_k_is_split():
@@ -194,8 +207,23 @@ def test_bias_absent_launches_aic_only_unless_k_is_split():
             assert (v["workspaceBytes"] > 0) == slots
     files = u.family.emit(spec, u.lowered, u.tiling)
     entry = files["op_kernel/mat_mul_v3.cpp"]
-    assert entry.count("KERNEL_TYPE_AIC_ONLY);") == 8   # 4 attrKeys x 2 dtype rows, strategy 2
+    assert entry.count("KERNEL_TYPE_AIC_ONLY);") == 12   # 4 attrKeys x 3 dtype rows, strategy 2
     from opgen.codegen.tilingfiles import emit_tiling
 
     host = emit_tiling(spec, t.program, t.inputs, t.doc)["op_host/mat_mul_v3_tiling.cpp"]
     assert "noEpilogue=(((biasShapeOpt==nullptr))?1:0);" in re.sub(r"\s+", "", host)
+
+
+def test_a_bias_dtype_row_the_epilogue_cannot_read_is_refused_at_the_input_line(tmp_path):
+    """The bias's own dtype variable is read as the operands' type or fp32: a row binding it to bf16 beside fp16
+    operands is refused naming the row, the variable and the bias's spec line."""
+    from opgen.kernel.family import NoKernel
+
+    text = SPEC.read_text().replace("[(f16, f16), (f16, f32), (bf16, f32)]", "[(f16, bf16), (bf16, f32)]")
+    p = tmp_path / "mm_bad_bias.py"
+    p.write_text(text)
+    with pytest.raises(NoKernel) as e:
+        kernel_build(load_spec(str(p)))
+    line = next(k for k, t in enumerate(text.splitlines(), start=1) if t.startswith('spec.input("bias"'))
+    assert "dtype row 1 binds U to bf16: the cube epilogue reads bias as the operands' type (f16) or f32" \
+        in str(e.value) and f"mm_bad_bias.py:{line}" in str(e.value)

@@ -132,13 +132,15 @@ def test_the_linear_form_folds_the_batch_into_m_one_class_per_weight_layout():
 @pytest.mark.parametrize("adj_x2", [False, True])
 def test_linear_form_on_the_interpreter_equals_float64(adj_x2):
     """x1 [2, 3, 37, 50] times the weight [50, 45] (or [45, 50] transposed) with the bias present in one dtype and
-    absent in the other, on the Kernel IR interpreter against float64 NumPy."""
+    absent in the other (fp16 beside fp16 operands, fp32 beside bf16), on the Kernel IR interpreter against float64
+    NumPy."""
     from opgen.check import run_check
 
     for dt, present in (("float16", ["bias"]), ("bfloat16", [])):
         if adj_x2:
             dt = "bfloat16" if dt == "float16" else "float16"
-        r = run_check(str(SPEC), dims={"Bd": (2, 3), "M": 37, "K": 50, "N": 45}, dtypes={"T": dt}, seed=7,
+        u = "float16" if dt == "float16" else "float32"   # the bias fp16 beside fp16, fp32 beside bf16
+        r = run_check(str(SPEC), dims={"Bd": (2, 3), "M": 37, "K": 50, "N": 45}, dtypes={"T": dt, "U": u}, seed=7,
                       progress=False, attrs={"adj_x2": adj_x2}, present=present, engine="kir")
         assert not r.faults and r.passed, (adj_x2, dt, present)
         ref = _ref(r.inputs["x1"], r.inputs["x2"], r.inputs.get("bias"), adj_x2)
@@ -151,10 +153,11 @@ def test_linear_form_on_the_interpreter_equals_float64(adj_x2):
 def test_linear_form_tails_over_cores_emulated_matches_float64(examples_gen, adj_x2, dt, present):
     """The emitted C++ on the g++ emulation: x1 [4, 433, 45] (1732 folded rows: 14 x 2 blocks of 128 x 256 on 24
     AICs, the first cores take two; tails on both edges, the folded blocks crossing batch boundaries) times the
-    weight, each layout once, the dtype and the bias presence alternating."""
+    weight, each layout once, the dtype and the bias presence alternating (an fp32 bias beside bf16)."""
     from opgen.check import run_check
 
-    r = run_check(str(SPEC), dims={"Bd": (4,), "M": 433, "K": 45, "N": 290}, dtypes={"T": dt}, gen_dir=examples_gen,
+    r = run_check(str(SPEC), dims={"Bd": (4,), "M": 433, "K": 45, "N": 290}, dtypes={"T": dt, "U": "float32"},
+                  gen_dir=examples_gen,
                   seed=3, progress=False, attrs={"adj_x2": adj_x2}, present=["bias"] if present else [])
     assert not r.faults and r.passed and r.block_dim == 24
     ref = _ref(r.inputs["x1"], r.inputs["x2"], r.inputs.get("bias"), adj_x2)

@@ -134,6 +134,8 @@ def launch(spec, bound, slots: list, platform, deterministic: bool = False) -> K
         k = next((c for key, c in unit.lowered.programs.items() if key.static == bound.key.static), classes[0])
         lay = unit.lowered.layout
         types = {"T": CTYPE[lay.dtype] if lay.fixed else _ctype(bound.dtypes[lay.dtype])}
+        # an epilogue input's own dtype variable (the class's other template parameters); unbound: float below
+        types.update({t: _ctype(bound.dtypes[t]) for t in k.tparams[1:] if t in _tensor_dtypes(spec, bound)})
         kind = unit.family.launch_kind(unit.lowered, out.tiling_key)
     elif "aclasses" in ex:   # the class serving the call's specialisation; T the data's type; a mixed launch
         k = next((c.kclass for c in ex["aclasses"] if bound.key in c.keys), None)

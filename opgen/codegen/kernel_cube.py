@@ -50,14 +50,17 @@ def emit_cube_kernel(spec, lowered, tiling) -> dict[str, str]:
             tks = [TilingKey(ak, r, 1, "CUBE_GEMM")] + ([TilingKey(ak, r, 2, "CUBE_GEMM_AIC_ONLY")] if aic else [])
             declared.extend(tks)
             aic_keys.extend(t.macro(spec) for t in tks[1:])
-            keys.append(([t.macro(spec) for t in tks], kcube.CTYPE[dt], order[by_ak[ak]].name))
+            cls = order[by_ak[ak]]
+            # T the operands' C++ type; another dtype variable of the class (an epilogue input's) its row's type
+            targs = [kcube.CTYPE[dt]] + [kcube.CTYPE[dtype_name(row[v])] for v in cls.tparams[1:]]
+            keys.append(([t.macro(spec) for t in tks], ", ".join(targs), cls.name))
     env = template_env()
     classes = list(order.values())
     ctx = {"op": spec.name, "op_snake": snake, "entry": kernel_entry(spec.name), "spec_file": spec_path(spec),
            "doc": tiling.doc,
            "class_cpp": "\n\n".join(kir.to_cpp(c) for c in classes), "args": list(classes[0].args), "keys": keys,
            "struct": classes[0].tiling_struct, "kernel_type": kcube.CubeFamily().entry_kernel_type(lowered), "multi": len(classes) > 1,
-           "aic_keys": aic_keys}
+           "aic_keys": aic_keys, "cast_from": any(len(c.tparams) > 1 for c in classes)}
     return {
         f"op_kernel/{snake}.h": env.get_template("op_kernel/cube_kernel.h.j2").render(**ctx),
         f"op_kernel/{snake}.cpp": env.get_template("op_kernel/cube_kernel.cpp.j2").render(**ctx),

@@ -25,8 +25,8 @@ queues (M -> FIX and back for the one L0C block, each hoisted out of the loops t
 the AIVs' MTE2 / V / MTE3 hand-offs and their PIPE_V barriers). The fractal-row LoadData loops and the epilogue's
 per-row loops are marked `disjoint` (each iteration its own rows). The kernel is launched mixed
 (KERNEL_TYPE_MIX_AIC_1_2, blockDim AI Cores of 1 AIC : 2 AIV), or AIC only for a tiling key whose call
-leaves the AIVs no work (no K split and no vector epilogue in the call's presences; opgen.tiling.cube). Without a vector epilogue Fixpipe writes the output
-and the AIVs have no work (unless K is split). With one, Fixpipe writes the fp32 block to one of two workspace slots of the AI Core, handed to its
+leaves the AIVs no work (no K split and no vector epilogue in the call's presences; opgen.tiling.cube). Without a
+vector epilogue Fixpipe writes the output and the AIVs have no work (unless K is split). With one, Fixpipe writes the fp32 block to one of two workspace slots of the AI Core, handed to its
 two AIVs and back by cross-core flags (FLAG_READY, FLAG_FREE), and each AIV runs the epilogue on half of the block's
 rows (`_vector_part`; docs/design.md "Cube family"). A Mmad of one row would select GEMV mode on
 the device, so a tail of one row runs as two (the second row's result is never read).
@@ -198,6 +198,18 @@ def gemm_layout(g, spec=None) -> GemmLayout:
             if dt not in ("f16", "bf16"):
                 raise Unsupported(a, decl.loc if decl else "", f"dtype row {r} binds {name} to {dt}, but the cube "
                                   f"family reads f16 or bf16 operands")
+    for st in steps:   # an epilogue input of its own dtype variable: each row binds it to the operands' type or f32
+        if st[0] == "load" and st[4] not in ("T", "f32"):
+            if fixed:
+                raise Unsupported(st[2], "", f"epilogue input {st[2]} of dtype variable {st[4]} beside fixed-dtype "
+                                  f"operands: declare it f32 or the operands' dtype")
+            if spec is not None:
+                decl = next((i for i in spec.inputs if i.name == st[2]), None)
+                for r, row in enumerate(spec.dtype_rows, start=1):
+                    got, want = dtype_name(row[st[4]]), dtype_name(row[name])
+                    if got not in (want, "f32"):
+                        raise Unsupported(st[2], decl.loc if decl else "", f"dtype row {r} binds {st[4]} to {got}: "
+                                          f"the cube epilogue reads {st[2]} as the operands' type ({want}) or f32")
     return GemmLayout(a, b, out, tuple(str(d) for d in dims), name, odt, tuple(epi), fixed, ta, tb,
                       tuple(str(d) for d in batch), steps, fold=tuple(str(d) for d in fold))
 
@@ -305,10 +317,13 @@ def _epilogue(g, mm, seen, params, dims, batch, dta) -> tuple:
                 raise Unsupported(v, n.loc, "a cast in the matmul's epilogue other than an input's to f32 or the "
                                   "final one to the output")
             sd = vals[src].type.dtype
-            if sd != dta and (isinstance(sd, DTypeVar) or dtype_name(sd) != "f32"):
-                raise Unsupported(src, n.loc, "an epilogue input of another dtype than the matmul operands' or f32")
+            if sd != dta and not isinstance(sd, DTypeVar) and dtype_name(sd) != "f32":
+                raise Unsupported(src, n.loc, "an epilogue input of another dtype than the matmul operands', f32 or "
+                                  "a dtype variable bound to one of them")
             space[v] = space_of(src, n.loc)
-            steps.append(("load", v, src, space[v], "T" if sd == dta else "f32"))
+            # the operands' type T, fp32, or another dtype variable (its rows bind it to T's type or f32: gemm_layout)
+            steps.append(("load", v, src, space[v], "T" if sd == dta else sd.name if isinstance(sd, DTypeVar)
+                          else "f32"))
             continue
         if n.op == "cast" and v == ov:
             mode = n.attr("round") or "none"
@@ -616,7 +631,7 @@ def lower_gemm(spec, lay: GemmLayout, name: str = "") -> K.KernelClass:
         [i.name for i in spec.inputs] + [o.name for o in spec.outputs]),
         gms=gms + (K.GmTensor("wsGm_", "float", workspace=True),) + vec_gms, locals=locs + vec_locs,
         scalars=tuple(K.ScalarVar(m, "bool") for m, _a in members), presence=members,
-        fields=fields, process=process, tparams=("T",), ws_field="workspaceBytes",
+        fields=fields, process=process, tparams=("T",) + prog.tparams(), ws_field="workspaceBytes",
         doc=(f"{spec.name}: [M, K] x [K, N] on the cube" if not (lay.trans_a or lay.trans_b) else
              f"{spec.name}: {a_txt} x {b_txt} on the cube") + ", fp32 accumulation (" + (
             "fp32 blocks to a two-slot workspace, the epilogue on the AIVs" if mixed else
@@ -694,8 +709,9 @@ class _EpiCtx:
 class EpiProgram:
     """The vector epilogue as a row program (opgen.kernel.rowprog, on fp32 UB rows of a block's columns): `instrs`
     after the buffer assignment (row temporaries w<k>, column values `col`), `pre` {value: (space, input)} the
-    fp32 values read straight from GM (the matmul's block: input ""), `loads` ((value, input, space), ...) the
-    inputs read in the operands' type T and cast, `store` (value, round mode or "")."""
+    fp32 values read straight from GM (the matmul's block: input ""), `loads` ((value, input, space, type), ...) the
+    inputs read in their type (the operands' T, or a dtype variable whose rows bind it to T's type or f32: a class
+    template parameter) and converted to fp32, `store` (value, round mode or "")."""
 
     instrs: tuple
     row_temps: int
@@ -709,16 +725,27 @@ class EpiProgram:
 
     def row_bytes(self) -> int:
         """UB bytes per element of one row of a pass (fp32 temporaries and staged rows, T staging, the output
-        staging), T taken as 2 bytes (f16 / bf16) and a cast output as at most 4."""
+        staging), T taken as 2 bytes (f16 / bf16), another dtype variable's staging as 4 (it may be f32) and a cast
+        output as at most 4."""
         nf = self.row_temps + sum(1 for _v, (sp, _i) in self.pre if sp == "row")
-        nt = sum(1 for _v, _i, sp in self.loads if sp == "row")
-        return 4 * nf + 2 * nt + (4 if any(r for _v, r, _w in self.stores) or self.store[1] else 0)
+        nt = sum(_load_bytes(t) for _v, _i, sp, t in self.loads if sp == "row")
+        return 4 * nf + nt + (4 if any(r for _v, r, _w in self.stores) or self.store[1] else 0)
 
     def col_bytes(self) -> int:
         """UB bytes per element of the column rows (kept for a pass: fp32 column values and staged inputs)."""
         nf = len(self.col) + sum(1 for _v, (sp, _i) in self.pre if sp == "col")
-        nt = sum(1 for _v, _i, sp in self.loads if sp == "col")
-        return 4 * nf + 2 * nt
+        nt = sum(_load_bytes(t) for _v, _i, sp, t in self.loads if sp == "col")
+        return 4 * nf + nt
+
+    def tparams(self) -> tuple:
+        """The dtype variables other than T whose inputs the program stages (template parameters of the class)."""
+        return tuple(dict.fromkeys(t for _v, _i, _sp, t in self.loads if t != "T"))
+
+
+def _load_bytes(t: str) -> int:
+    """UB bytes per element of an input staged in type `t`: 2 for the operands' T (f16 / bf16), 4 for another
+    dtype variable (its rows may bind it to f32)."""
+    return 2 if t == "T" else 4
 
 
 def epilogue_program(lay: GemmLayout) -> EpiProgram:
@@ -740,8 +767,8 @@ def epilogue_program(lay: GemmLayout) -> EpiProgram:
             ctx.space[v] = sp
             if dt == "f32":
                 pre[v] = (sp, inp)
-            else:
-                loads.append((v, inp, sp))
+            else:   # staged in its type (T, or a dtype variable of f16 / bf16 / f32 rows), then to fp32
+                loads.append((v, inp, sp, dt))
                 ctx.p.instrs.append(Instr("cast_in", v, gm=inp, space=sp))
         elif st[0] == "const":
             ctx.space[st[1]] = "scalar"
@@ -811,10 +838,11 @@ def _vector_part(lay: GemmLayout, prog: EpiProgram, lets: tuple, out_t: str, off
     row = S("r") * bn    # element offset of row r of a pass in every row buffer (pitch baseN)
     locs, gms, gets, copies_in = [], [], [], []
     col_in = []
-    inputs = sorted({i for _v, (_sp, i) in prog.pre if i} | {i for _v, i, _sp in prog.loads})
+    inputs = sorted({i for _v, (_sp, i) in prog.pre if i} | {i for _v, i, _sp, _t in prog.loads})
     gm_of = {i: f"eGm{k}_" for k, i in enumerate(inputs)}   # member names of the inputs (never a spec name)
+    load_t = {i: t for _v, i, _sp, t in prog.loads}
     for i in inputs:
-        dt = "float" if any(inp == i for _v, (_sp, inp) in prog.pre) else "T"
+        dt = "float" if any(inp == i for _v, (_sp, inp) in prog.pre) else load_t[i]
         gms.append(K.GmTensor(gm_of[i], dt, i))
 
     def buf(name, var, dtype, elems, esz):
@@ -853,11 +881,11 @@ def _vector_part(lay: GemmLayout, prog: EpiProgram, lets: tuple, out_t: str, off
                                  f"columns of {inp}"))
         copies_in[n_in:] = when(v, copies_in[n_in:])
         col_in[n_col:] = when(v, col_in[n_col:])
-    tsz = K.SizeOf("T")
-    for k, (v, inp, sp) in enumerate(prog.loads):
+    for k, (v, inp, sp, lt) in enumerate(prog.loads):
         var = f"et{k}"
+        tsz = K.SizeOf(lt)
         n_in, n_col = len(copies_in), len(col_in)
-        buf(f"epiT{k}_", var, "T", (R if sp == "row" else Lit(1)) * bn, tsz)
+        buf(f"epiT{k}_", var, lt, (R if sp == "row" else Lit(1)) * bn, tsz)
         ref[("in", inp)] = (var, sp == "row")
         if sp == "row":
             copies_in.append(K.Copy(K.Ref(var), K.GmView(gm_of[inp], off(2, (S("m0") + S("c0")) * N + S("n0"))),
@@ -891,7 +919,11 @@ def _vector_part(lay: GemmLayout, prog: EpiProgram, lets: tuple, out_t: str, off
         # an instruction reading no column row runs over the whole pass at once when its rows touch (nt = baseN)
         flat = is_row and not any(is_col(x) for x in i.srcs)
         nt = S("cnt") if flat else S("nt")
-        if i.kind == "cast_in":
+        if i.kind == "cast_in" and load_t[i.gm] != "T":   # a dtype variable that may be f32: opgen's CastFrom
+            var, _ = ref[("in", i.gm)]
+            node = K.vec(Op.CAST_FROM, dst=operand(i.dst, r), src=K.Ref(var, r), count=nt,
+                         doc=f"{i.gm} to fp32 (a copy when it is fp32)")
+        elif i.kind == "cast_in":
             var, _ = ref[("in", i.gm)]
             node = K.vec(Op.CAST, dst=operand(i.dst, r), src=K.Ref(var, r), mode="CAST_NONE", count=nt,
                          doc=f"{i.gm} to fp32")
