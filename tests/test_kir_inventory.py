@@ -31,7 +31,7 @@ IR_THROUGHOUT = {"AdaLayerNormGrad", "AdaLayerNormV2", "AddRmsNorm", "AddRmsNorm
                  "RmsNormGrad", "ScaledMaskedSoftmax", "ScaledTranspose", "SmoothL1Loss", "SoftmaxV2", "SwiGlu",
                  "SwiGluGrad", "Tanh", "ThresholdGradV2D", "KlDiv",
                  "NormRopeConcat", "NormRopeConcatGrad",   # head-rows kernels (opgen.kernel.headsched)
-                 "BatchMatMul", "FusedMatMul", "MatMul", "MatMulV3", "MatmulGelu",   # cube kernels (opgen.kernel.cube)
+                 "BatchMatMul", "BatchMatMulV3", "FusedMatMul", "MatMul", "MatMulV3", "MatmulGelu",   # cube kernels
                  "FlashAttentionScore", "FlashAttentionScoreGrad", "NsaSelectedAttention",
                  "NsaSelectedAttentionGrad"}   # attention (attnclass)
 # Operators of a family the engine does not read yet: none.

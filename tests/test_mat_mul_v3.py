@@ -52,7 +52,7 @@ def test_one_class_per_layout_selected_by_the_attributes_one_for_every_bias_pres
         lay = lays[key]
         assert (lay.trans_a, lay.trans_b) == (t1, t2)
         assert c.presence == (("hasInput0_", "bias"),) and lay.presence == ("bias",)
-        assert c.tparams == ("T", "U")   # the bias staged in its own type U (fp16 or fp32), then to fp32
+        assert c.tparams == ("T", "TU")   # the bias staged in its own type (U: fp16 or fp32), then to fp32
         assert lay.direct == ((False,),)   # no bias: Fixpipe writes the output when K is not split
         assert all(progs[k2] is c for k2 in progs if k2.static == key.static)
         loads = [s for s in K.walk(c.process) if isinstance(s, K.LoadData)]
@@ -130,7 +130,7 @@ def test_ksplit_with_and_without_bias_on_the_interpreter_equals_float64(present)
     out = np.full(m * n, np.nan, np.float16)
     r = kir_interp.run(cls, {f: v[f] for f in cls.fields}, {"x1": x1, "x2": x2, "bias": bias, "y": out},
                        v["blockDim"], workspace=np.zeros(v["workspaceBytes"] // 4, np.float32),
-                       types={"T": "half", "U": "half"},
+                       types={"T": "half", "TU": "half"},
                        verify_first=False)
     assert r.ok, r.faults[:1]
     ref = _ref({"x1": x1, "x2": x2, "bias": bias}, True, True)

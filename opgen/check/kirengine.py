@@ -128,14 +128,15 @@ def launch(spec, bound, slots: list, platform, deterministic: bool = False) -> K
     members: dict = {}
     kind = None
     if unit.family.name == "cube":   # one class, T the operands' type; the entry's kernel type (AIC only or mixed)
-        from opgen.kernel.cube import CTYPE  # lazy: start-up time
+        from opgen.kernel.cube import CTYPE, tparam_var  # lazy: start-up time
 
         # the class of the call's static attributes (its layout; every presence of its optional inputs)
         k = next((c for key, c in unit.lowered.programs.items() if key.static == bound.key.static), classes[0])
         lay = unit.lowered.layout
         types = {"T": CTYPE[lay.dtype] if lay.fixed else _ctype(bound.dtypes[lay.dtype])}
         # an epilogue input's own dtype variable (the class's other template parameters); unbound: float below
-        types.update({t: _ctype(bound.dtypes[t]) for t in k.tparams[1:] if t in _tensor_dtypes(spec, bound)})
+        used = _tensor_dtypes(spec, bound)
+        types.update({t: _ctype(used[tparam_var(t)]) for t in k.tparams[1:] if tparam_var(t) in used})
         kind = unit.family.launch_kind(unit.lowered, out.tiling_key)
     elif "aclasses" in ex:   # the class serving the call's specialisation; T the data's type; a mixed launch
         k = next((c.kclass for c in ex["aclasses"] if bound.key in c.keys), None)

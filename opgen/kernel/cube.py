@@ -199,19 +199,37 @@ def gemm_layout(g, spec=None) -> GemmLayout:
                 raise Unsupported(a, decl.loc if decl else "", f"dtype row {r} binds {name} to {dt}, but the cube "
                                   f"family reads f16 or bf16 operands")
     for st in steps:   # an epilogue input of its own dtype variable: each row binds it to the operands' type or f32
-        if st[0] == "load" and st[4] not in ("T", "f32"):
+        if st[0] == "load" and st[4] not in (OPERAND_T, "f32"):
             if fixed:
-                raise Unsupported(st[2], "", f"epilogue input {st[2]} of dtype variable {st[4]} beside fixed-dtype "
+                raise Unsupported(st[2], "", f"epilogue input {st[2]} of dtype variable {tparam_var(st[4])} beside "
+                                  f"fixed-dtype "
                                   f"operands: declare it f32 or the operands' dtype")
             if spec is not None:
                 decl = next((i for i in spec.inputs if i.name == st[2]), None)
+                var = tparam_var(st[4])
                 for r, row in enumerate(spec.dtype_rows, start=1):
-                    got, want = dtype_name(row[st[4]]), dtype_name(row[name])
+                    got, want = dtype_name(row[var]), dtype_name(row[name])
                     if got not in (want, "f32"):
-                        raise Unsupported(st[2], decl.loc if decl else "", f"dtype row {r} binds {st[4]} to {got}: "
+                        raise Unsupported(st[2], decl.loc if decl else "", f"dtype row {r} binds {var} to {got}: "
                                           f"the cube epilogue reads {st[2]} as the operands' type ({want}) or f32")
     return GemmLayout(a, b, out, tuple(str(d) for d in dims), name, odt, tuple(epi), fixed, ta, tb,
                       tuple(str(d) for d in batch), steps, fold=tuple(str(d) for d in fold))
+
+
+OPERAND_T = "T"
+"""The kernel class's template parameter of the operands' C++ type (a kernel-internal name, whatever the spec calls
+its dtype variable); the load steps' tag of an input read in that type."""
+
+
+def input_tparam(var: str) -> str:
+    """The template parameter of an epilogue input whose dtype is the spec's dtype variable `var` (other than the
+    operands'): OPERAND_T followed by the variable's name, so it never equals OPERAND_T (tparam_var inverts it)."""
+    return OPERAND_T + var
+
+
+def tparam_var(tparam: str) -> str:
+    """The spec dtype variable behind template parameter `tparam` of input_tparam."""
+    return tparam[len(OPERAND_T):]
 
 
 def lead_dim(name: str):
@@ -322,8 +340,8 @@ def _epilogue(g, mm, seen, params, dims, batch, dta) -> tuple:
                                   "a dtype variable bound to one of them")
             space[v] = space_of(src, n.loc)
             # the operands' type T, fp32, or another dtype variable (its rows bind it to T's type or f32: gemm_layout)
-            steps.append(("load", v, src, space[v], "T" if sd == dta else sd.name if isinstance(sd, DTypeVar)
-                          else "f32"))
+            steps.append(("load", v, src, space[v], OPERAND_T if sd == dta else input_tparam(sd.name)
+                          if isinstance(sd, DTypeVar) else "f32"))
             continue
         if n.op == "cast" and v == ov:
             mode = n.attr("round") or "none"
@@ -631,7 +649,7 @@ def lower_gemm(spec, lay: GemmLayout, name: str = "") -> K.KernelClass:
         [i.name for i in spec.inputs] + [o.name for o in spec.outputs]),
         gms=gms + (K.GmTensor("wsGm_", "float", workspace=True),) + vec_gms, locals=locs + vec_locs,
         scalars=tuple(K.ScalarVar(m, "bool") for m, _a in members), presence=members,
-        fields=fields, process=process, tparams=("T",) + prog.tparams(), ws_field="workspaceBytes",
+        fields=fields, process=process, tparams=(OPERAND_T,) + prog.tparams(), ws_field="workspaceBytes",
         doc=(f"{spec.name}: [M, K] x [K, N] on the cube" if not (lay.trans_a or lay.trans_b) else
              f"{spec.name}: {a_txt} x {b_txt} on the cube") + ", fp32 accumulation (" + (
             "fp32 blocks to a two-slot workspace, the epilogue on the AIVs" if mixed else
@@ -739,13 +757,13 @@ class EpiProgram:
 
     def tparams(self) -> tuple:
         """The dtype variables other than T whose inputs the program stages (template parameters of the class)."""
-        return tuple(dict.fromkeys(t for _v, _i, _sp, t in self.loads if t != "T"))
+        return tuple(dict.fromkeys(t for _v, _i, _sp, t in self.loads if t != OPERAND_T))
 
 
 def _load_bytes(t: str) -> int:
     """UB bytes per element of an input staged in type `t`: 2 for the operands' T (f16 / bf16), 4 for another
     dtype variable (its rows may bind it to f32)."""
-    return 2 if t == "T" else 4
+    return 2 if t == OPERAND_T else 4
 
 
 def epilogue_program(lay: GemmLayout) -> EpiProgram:
@@ -919,7 +937,7 @@ def _vector_part(lay: GemmLayout, prog: EpiProgram, lets: tuple, out_t: str, off
         # an instruction reading no column row runs over the whole pass at once when its rows touch (nt = baseN)
         flat = is_row and not any(is_col(x) for x in i.srcs)
         nt = S("cnt") if flat else S("nt")
-        if i.kind == "cast_in" and load_t[i.gm] != "T":   # a dtype variable that may be f32: opgen's CastFrom
+        if i.kind == "cast_in" and load_t[i.gm] != OPERAND_T:   # a dtype variable that may be f32: CastFrom
             var, _ = ref[("in", i.gm)]
             node = K.vec(Op.CAST_FROM, dst=operand(i.dst, r), src=K.Ref(var, r), count=nt,
                          doc=f"{i.gm} to fp32 (a copy when it is fp32)")
