@@ -1,7 +1,7 @@
 """Shape forms told apart at run time: an input declared with several forms whose programs differ (AscendQuantV2's
 scale and offset, [H] per channel or [1] per tensor) gets one kernel class per form combination, and the emitted
-TilingFunc writes the tiling field formKey from the input shapes (opgen.tiling.emit.form_key_cpp) that the kernel
-entry selects the class by (docs/design.md "Shape forms at run time"). Refused before ("the shape forms of the
+TilingFunc computes the form key from the input shapes (opgen.tiling.emit.form_key_cpp) and folds it into the tiling
+key, one class per key (docs/design.md "Shape forms at run time"). Refused before ("the shape forms of the
 specialisation ... lower to different kernels"), found by a new user writing aclnnAscendQuant from CANN's docs.
 
 Values against float64 NumPy written here: y = sat(round_mode(x * s + offset)), s = scale or scale * scale. The
@@ -112,22 +112,31 @@ def test_round_is_half_to_even_as_cann_rounds_it(engine, examples_gen):
     np.testing.assert_array_equal(np.asarray(r.arrays["y"]), [[2, 4, -2, 0, 0, 126, -128, 127, -128, 127, 2, -2]])
 
 
-def test_the_entry_selects_classes_by_the_form_key(examples_gen):
-    """The kernel entry tests tilingData.formKey beside the presence condition only where the class differs by
-    presence (scale [H] / [1] with offset [1]: offset absent is the form key of offset [H]'s class); a form key one
-    class serves under every presence is one test. The form key of a call is the mixed-radix index of its forms
-    (scale fastest), an absent offset counting as its first form."""
+def test_the_tiling_key_selects_one_class_per_form_key(examples_gen):
+    """The form key is a digit of the tiling key, (attrKey * 4 + formKey) * 100 + dtypeKey * 10 + strategy, as CANN
+    keys per-tensor / per-channel quantisation: each TILING_KEY_IS branch runs one class, with no run-time test of a
+    tiling field. The form key of a call is the mixed-radix index of its forms (scale fastest), an absent offset
+    counting as its first form."""
     spec = load_spec(str(EX))
     entry = (Path(examples_gen) / "ascend_quant_v2" / "op_kernel" / "ascend_quant_v2.cpp").read_text()
     tiling = (Path(examples_gen) / "ascend_quant_v2" / "op_host" / "ascend_quant_v2_tiling.cpp").read_text()
-    assert "tiling->formKey = formKey;" in tiling
-    first = entry[entry.index("TILING_KEY_IS("):]
-    first = first[:first.index("return;")]
-    conds = [ln.strip() for ln in first.splitlines() if ln.strip().startswith(("if (tilingData", "if (offset",
-                                                                                  "} else if"))]
-    assert conds == ["if (tilingData.formKey == 0) {", "} else if (offset != nullptr && tilingData.formKey == 2) {",
-                     "} else if (tilingData.formKey == 1) {",
-                     "} else if (offset != nullptr && tilingData.formKey == 3) {"], conds
+    keys = (Path(examples_gen) / "ascend_quant_v2" / "op_kernel" / "ascend_quant_v2_tiling_key.h").read_text()
+    assert "formKey" not in entry.split("{", 1)[1] and "tiling->formKey" not in tiling
+    assert "((attrKey * 4) + formKey) * 100)" in tiling
+    branches = entry.split("if (TILING_KEY_IS(")[1:]
+    # 8 attrKeys (sqrt_mode x round_mode) x 4 form keys x 3 dtypes, the strategies of one class joined
+    assert len(branches) == 8 * 4 * 3
+    assert all(b.count("op.Process();") == 1 and "nullptr" not in b for b in branches)
+    # sqrt_mode False, round_mode "round" (attrKey 0), fp16 (dtypeKey 1), ROW_SPLIT: per form key, by hand
+    for fkey, forms in ((0, "scale [H], offset [H]"), (1, "scale [1], offset [H]"), (2, "scale [H], offset [1]"),
+                        (3, "scale [1], offset [1]")):
+        value = (0 * 4 + fkey) * 100 + 1 * 10 + 1
+        assert f"#define ASCEND_QUANT_V2_TILING_KEY_A0_F{fkey}_D1_S1 {value}\n" in keys
+        assert f"T=float16, {forms}, ROW_SPLIT" in keys
+    # attrKey 1 (sqrt_mode True), form key 3, bf16 (dtypeKey 3), ROW_CHUNK
+    assert "#define ASCEND_QUANT_V2_TILING_KEY_A1_F3_D3_S4 734\n" in keys
+    classes = {b[:b.index(")")]: b.split("op;")[0].split()[-1] for b in branches}
+    assert classes["ASCEND_QUANT_V2_TILING_KEY_A0_F0_D1_S1"] != classes["ASCEND_QUANT_V2_TILING_KEY_A0_F1_D1_S1"]
     # forms (scale, offset) -> key, by hand: scale [1] is 1, offset [1] is 2
     assert [form_key(spec, f, (True,)) for f in ((0, 0), (1, 0), (0, 1), (1, 1))] == [0, 1, 2, 3]
     assert form_key(spec, (1, 1), (False,)) == 1
@@ -143,11 +152,11 @@ def test_a_shape_matching_no_form_fails_the_tiling(examples_gen, tmp_path):
     """Graph mode reaches the TilingFunc without the aclnn layer's shape checks. The emitted TilingFunc, compiled on
     the host with tests/cpp/tiling_driver.cpp (as tests/test_tiling.py runs them, -Wall -Werror): a scale or offset of
     5 values beside H = 77 matches neither [H] nor [1] and the call fails (GRAPH_FAILED, logged), instead of
-    running the per-tensor class on the first value; each good combination of forms tiles with the form key the
-    kernel entry selects its class by. The keys by hand: scale [1] counts 1, offset [1] counts 2 (scale fastest),
-    an absent offset as its first form."""
+    running the per-tensor class on the first value; each good combination of forms tiles with the form key in its
+    tiling key (tilingKey = (attrKey * 4 + formKey) * 100 + dtypeKey * 10 + strategy, the key the kernel entry
+    selects its one class by). The form keys by hand: scale [1] counts 1, offset [1] counts 2 (scale fastest), an
+    absent offset as its first form."""
     from opgen.platforms import PLATFORMS
-    from opgen.tiling.pipeline import kernel_build
 
     op = Path(examples_gen) / "ascend_quant_v2"
     srcs = [str(op / "op_host" / "ascend_quant_v2_tiling.cpp")]
@@ -175,10 +184,9 @@ def test_a_shape_matching_no_form_fails_the_tiling(examples_gen, tmp_path):
     assert out.returncode == 0, out.stderr
     got = out.stdout.splitlines()
     assert len(got) == len(cases), got
-    at = 5 + kernel_build(load_spec(str(EX))).tiling.program.fields.index("formKey")   # "ok blockDim key ws n" first
     for (scale, offset, key), g in zip(cases, got):
         if key is None:
             assert g == "fail", (scale, offset, g)
         else:
-            assert g.startswith("ok ") and int(g.split()[at]) == key, (scale, offset, key, g)
+            assert g.startswith("ok ") and int(g.split()[2]) // 100 % 4 == key, (scale, offset, key, g)  # ok blockDim key
     assert out.stderr.count("a shape matching none of its forms") == 4, out.stderr

@@ -5,8 +5,8 @@ last axis) or per tensor ([1]).
 round_mode as CANN's A2 / A3 kernel rounds (ops-nn quant/ascend_quant_v2: "round" is CAST_RINT there, half to even;
 "floor", "ceil", "trunc" the directed modes; the aclnn layer refuses "rint"). The forms of scale and offset are
 matched against their shapes at run time (aclnnAscendQuant: a 1-D scale's size is x's last dim or 1; offset like
-scale): each combination of forms that lowers to a different kernel class is selected by the tiling field formKey
-(docs/design.md "Shape forms at run time"). CANN also asks offset's shape to equal scale's; this spec takes the two
+scale): each combination of forms that lowers to a different kernel class has its own tiling keys (the form key
+is a digit of the tiling key, as CANN's QuantKey; docs/design.md "Shape forms at run time"). CANN also asks offset's shape to equal scale's; this spec takes the two
 forms independently (a per-tensor offset with a per-channel scale too). opgen's kernel computes x * scale (* scale)
 + offset in fp32 and rounds once to int8 through half (CAST_ODD, then int8 with the mode; docs/reference/ascendc.md
 §1.12); CANN's goes through int32 with the mode, then half: the same integers for every value.

@@ -28,7 +28,7 @@ from opgen.names import cpp_name
 from opgen.kernel import kir
 from opgen.kernel import kir_interp
 from opgen.kernel.kir_interp import NP_TYPES, NotKernelIR, opaque
-from opgen.kernel.rows import FORM_KEY_FIELD, presence_condition, serves_call
+from opgen.kernel.rows import presence_condition, serves_call
 
 
 def kernel_classes(spec) -> list:
@@ -151,7 +151,7 @@ def launch(spec, bound, slots: list, platform, deterministic: bool = False) -> K
         types = {"T": _ctype(bound.dtypes[data_dtype(spec, ex["heads"])])}
     else:
         cond = presence_condition(spec, bound.key.present)
-        fkey = int(tl.get(FORM_KEY_FIELD, 0))
+        fkey = int(tl.get("formKey", 0))   # the tiling key's form digit (opgen.tiling.rowkernel.program's forms)
         serving = [k for v, k in zip(ex["variants"], classes)
                    if serves_call(v, tl["attrKey"], bound.key.present, fkey, spec)]
         if len(serving) != 1:

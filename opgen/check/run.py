@@ -305,17 +305,19 @@ GM_PLAN_ABOVE = 1.10
 
 def _gm_plan(spec, bound, tiling_key: int) -> dict:
     """What the launched rows kernel planned to read more than once (opgen.kernel.rowprog.row_input_reads for the
-    class serving the call's attrKey and optional inputs, strategy = tiling key % 10): {reads, why, inputs: {row
+    class serving the call's attrKey, form key and optional inputs, strategy = tiling key % 10): {reads, why, inputs: {row
     input: its bytes in its declared dtype}}: each is planned to be read `reads` times; {} for another family or a
     schedule that reads each input once."""
-    from opgen.dsl.keys import form_key  # lazy: start-up time
+    from opgen.dsl.keys import form_key, form_key_count  # lazy: start-up time
     from opgen.kernel.rows import serves_call  # lazy: start-up time
     from opgen.kernel.rowprog import row_input_reads  # lazy: start-up time
     from opgen.tiling.pipeline import kernel_build  # lazy: start-up time
 
     ex = kernel_build(spec).lowered.extra
     fkey = form_key(spec, bound.key.forms, bound.key.present)
-    serving = [v for v in ex.get("variants", ()) if serves_call(v, tiling_key // 100, bound.key.present, fkey, spec)]
+    forms = form_key_count(spec) if ex.get("form_key") else 1   # the form key's digit (opgen.codegen.tilingkey)
+    ak = tiling_key // 100 // forms
+    serving = [v for v in ex.get("variants", ()) if serves_call(v, ak, bound.key.present, fkey, spec)]
     if len(serving) != 1:
         return {}
     p = serving[0].prog

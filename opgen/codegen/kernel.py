@@ -25,6 +25,7 @@ from __future__ import annotations
 import dataclasses
 
 from opgen.codegen.tilingkey import TilingKey, emit_tiling_keys
+from opgen.dsl.keys import form_key_count
 from opgen.kernel import kir
 from opgen.kernel.rowclass import CTYPE, Variant
 from opgen.names import cpp_name, kernel_entry, op_snake
@@ -50,37 +51,47 @@ def class_context(v: Variant) -> dict:
 
 def render_kernel(spec, variants: list[Variant], doc: str, spec_file: str) -> dict[str, str]:
     """{path: text} of op_kernel/<op>.h and .cpp for the rows-family classes `variants` (opgen.kernel.rows), each
-    finished (its facts and synchronised Kernel IR class: opgen.tiling.rowfamily.rows_tiling, RowsFamily.synchronise)."""
+    finished (its facts and synchronised Kernel IR class: opgen.tiling.rowfamily.rows_tiling, RowsFamily.synchronise).
+    The entry has a branch per tiling key (joined where the call is the same): per attrKey, per form key where
+    shape forms select the class (opgen.codegen.tilingkey.TilingKey), per dtype row; inside it, the class serving
+    each presence of the optional inputs where one class does not serve them all."""
     from opgen.codegen.env import template_env
 
     snake = op_snake(spec.name)
     dvars = [c.name for c in spec.dtype_table]
     classes = [class_context(v) for v in variants]
     keys, declared = [], []
-    attr_keys = sorted({k for v in variants for k, _c in v.serves})
+    attr_keys = sorted({k for v in variants for k, _f, _c in v.serves})
+    # shape forms selecting the class (opgen.kernel.rows.variants_of): the form key is a digit of the tiling key
+    forms = form_key_count(spec) if any(f is not None for v in variants for _k, f, _c in v.serves) else 1
+    strategies = [(1, "ROW_SPLIT"), (2, "COL_SPLIT")] + (
+        [(3, "COL_STREAM")] if any(v.stream for v in variants) else []) + (
+        [(4, "ROW_CHUNK")] if any(v.chunk or v.resident for v in variants) else [])
     for ak in attr_keys:
-        serving = [(c, cond) for v, c in zip(variants, classes) for k, cond in v.serves if k == ak]
-        if len({c["name"] for c, _cond in serving}) == 1:   # one class serves every presence (rowpresence)
-            serving = [(serving[0][0], "")]
-        for r, row in enumerate(spec.dtype_rows, start=1):
-            types = [CTYPE[str(row[d].value) if hasattr(row[d], "value") else str(row[d])] for d in dvars]
-            strategies = [(1, "ROW_SPLIT"), (2, "COL_SPLIT")] + (
-                [(3, "COL_STREAM")] if any(v.stream for v in variants) else []) + (
-                [(4, "ROW_CHUNK")] if any(v.chunk or v.resident for v in variants) else [])
-            for strategy, name in strategies:
-                tk = TilingKey(ak, r, strategy, name)
-                declared.append(tk)
-                call = (types, [(c["name"], cond) for c, cond in serving])
-                if keys and keys[-1][1:] == call:   # the class reads the strategy itself: one call, the keys joined
-                    keys[-1][0].append(tk.macro(spec))
-                else:
-                    keys.append(([tk.macro(spec)], *call))
+        for fk in range(forms) if forms > 1 else (None,):
+            serving = [(c, cond) for v, c in zip(variants, classes) for k, f, cond in v.serves
+                       if k == ak and f in (fk, None)]
+            if not serving:   # no call has these forms (not reached: every form key has a specialisation)
+                continue
+            if len({c["name"] for c, _cond in serving}) == 1:   # one class serves every presence (rowpresence)
+                serving = [(serving[0][0], "")]
+            for r, row in enumerate(spec.dtype_rows, start=1):
+                types = [CTYPE[str(row[d].value) if hasattr(row[d], "value") else str(row[d])] for d in dvars]
+                for strategy, name in strategies:
+                    tk = TilingKey(ak, r, strategy, name, fk, forms)
+                    declared.append(tk)
+                    call = (types, [(c["name"], cond) for c, cond in serving])
+                    if keys and keys[-1][1:] == call:   # the class reads the strategy itself: one call, keys joined
+                        keys[-1][0].append(tk.macro(spec))
+                    else:
+                        keys.append(([tk.macro(spec)], *call))
     ctx = {
         "op": spec.name, "op_snake": snake, "spec_file": spec_file, "dvars": dvars, "classes": classes,
         "entry": kernel_entry(spec.name),
         "inputs": [cpp_name(i.name) for i in spec.inputs], "outputs": [cpp_name(o.name) for o in spec.outputs], "keys": keys,
         "struct": f"optiling::{spec.name}TilingData", "doc": doc,
         "gm_scalar": any(kir.reads_gm_scalar(c["row_split_ir"]) for c in classes),
+        "forms": forms,
     }
     env = template_env()
     return {

@@ -77,9 +77,9 @@ def form_key(spec, forms, present=None) -> int:
     """Mixed-radix index of the shape forms the free-form inputs (free_form_inputs) take, first input fastest:
     sum_i form_i * prod_{j<i} len(shapes_j). `forms` is SpecKey.forms (one form index per multi-form input, in spec
     order, form_by inputs included) or None (every form 0); `present` (SpecKey.present: one bool per optional input,
-    in spec order) counts an absent input's form as 0, as the TilingFunc does. What the emitted TilingFunc writes to
-    the tiling field formKey (opgen.tiling.emit.form_key_cpp), read by the kernel entry when shape forms lower to
-    different classes."""
+    in spec order) counts an absent input's form as 0, as the TilingFunc does. What the emitted TilingFunc computes
+    (opgen.tiling.emit.form_key_cpp) and folds into the tiling key when shape forms lower to different classes
+    (opgen.codegen.tilingkey.TilingKey: one key, one class, per form key)."""
     multi = [i for i in spec.inputs if len(i.shapes) > 1]
     picked = dict(zip((i.name for i in multi), forms or ()))
     absent = {i.name for i, p in zip([i for i in spec.inputs if i.optional], present or ()) if not p}
@@ -89,3 +89,12 @@ def form_key(spec, forms, present=None) -> int:
         key += picked.get(i.name, 0) * radix
         radix *= len(i.shapes)
     return key
+
+
+def form_key_count(spec) -> int:
+    """The number of form keys: the product of the free-form inputs' form counts (form_key's radix; 1 for a spec
+    without free-form inputs)."""
+    n = 1
+    for i in free_form_inputs(spec):
+        n *= len(i.shapes)
+    return n

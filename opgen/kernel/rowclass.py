@@ -52,9 +52,10 @@ CTYPE = {"f32": "float", "f16": "half", "bf16": "bfloat16_t", "i32": "int32_t", 
 
 @dataclass
 class Variant:
-    """One class of the kernel: the lowered row program, the specialisations it serves ([(attrKey, presence
-    condition in C++)]), its class name and a one-line description; `also`: the programs of the other
-    specialisations it serves (the same text; the spec lines of their instructions are cited too)."""
+    """One class of the kernel: the lowered row program, the specialisations it serves ([(attrKey, form key or None
+    for every form, presence condition in C++)]: opgen.kernel.rows.variants_of), its class name and a one-line
+    description; `also`: the programs of the other specialisations it serves (the same text; the spec lines of
+    their instructions are cited too)."""
 
     cls: str
     doc: str

@@ -1548,31 +1548,24 @@ def presence_condition(spec, present) -> str:
     return " && ".join(f"{cpp_name(n)} {'!=' if p else '=='} nullptr" for n, p in zip(opts, present)) or "true"
 
 
-FORM_KEY_FIELD = "formKey"   # the tiling field the kernel entry reads when shape forms lower to different classes
-
-
-def form_condition(cond: str, fkey: int) -> str:
-    """Presence condition `cond` (presence_condition) narrowed to the calls whose free-form inputs take the forms
-    of form key `fkey` (opgen.dsl.keys.form_key): the kernel entry tests the tiling field the TilingFunc set from
-    the input shapes (docs/design.md "Shape forms at run time")."""
-    test = f"tilingData.{FORM_KEY_FIELD} == {fkey}"
-    return test if cond == "true" else f"{cond} && {test}"
-
-
 def serves_call(v, ak: int, present: tuple, fkey: int, spec) -> bool:
     """Whether class `v` (a Variant of variants_of) serves a call of attrKey `ak`, optional inputs present as
-    `present` and form key `fkey`: the condition the kernel entry tests, as the Kernel-IR engine picks a class."""
+    `present` and form key `fkey` (opgen.dsl.keys.form_key): the tiling key's branch and the presence condition
+    the kernel entry tests, as the Kernel-IR engine picks a class."""
     cond = presence_condition(spec, present)
-    return any((ak, c) in v.serves for c in (cond, form_condition(cond, fkey), form_condition("true", fkey)))
+    return any((ak, f, cond) in v.serves for f in (fkey, None))
 
 
 def variants_of(spec, lowered) -> list:
-    """The kernel classes of a rows lowering: equal programs share a class; each serves the (attrKey, C++
-    condition) pairs of its specialisations, the condition on the optional inputs' pointers (presence_condition).
-    When the shape forms of one specialisation (AscendQuantV2's scale [H] or [1]) lower to different programs, each
-    class serves its forms under form_condition: the TilingFunc sets the tiling field formKey from the input
-    shapes (opgen.tiling.emit.form_key_cpp) and lowered.extra["form_key"] is set True so the tiling stage adds it
-    (docs/design.md "Shape forms at run time")."""
+    """The kernel classes of a rows lowering: equal programs share a class; each serves the (attrKey, form key,
+    C++ condition) triples of its specialisations, the condition on the optional inputs' pointers
+    (presence_condition) and the form key None (every form). When the shape forms of one attrKey (AscendQuantV2's
+    scale [H] or [1]) lower to different programs, each of its classes serves its form keys (opgen.dsl.keys.form_key)
+    instead, and lowered.extra["form_key"] is set True: the TilingFunc computes the form key from the input shapes
+    (opgen.tiling.emit.form_key_cpp) and folds it into the tiling key, so one tiling key runs one class
+    (opgen.codegen.tilingkey.TilingKey; docs/design.md "Shape forms at run time"). Raises Unsupported when two
+    specialisations of one attrKey, form key and presence lower to different programs (not reached: one form key is
+    one combination of forms)."""
     names = [a.name for a in spec.static_attrs]
     opts = [i for i in spec.inputs if i.optional]
     by_text: dict[str, Variant] = {}
@@ -1584,17 +1577,14 @@ def variants_of(spec, lowered) -> list:
         cond = presence_condition(spec, key.present)
         text = canonical_values(rowprog.print_program(prog))   # equal up to the traced values' names: one class
         groups.setdefault((ak, cond), []).append((key, prog, text))
-    split = {g for g, members in groups.items() if len({t for _k, _p, t in members}) > 1}
-    if split:   # a form key any presence splits: every presence of that attrKey tests the form key too
-        split |= {g for g in groups if g[0] in {ak for ak, _c in split}}
-    lowered.extra["form_key"] = bool(split)
-    formed: dict = {}   # (attrKey, form key) -> {presence condition: the class serving it}
+    split = {ak for (ak, _c), members in groups.items() if len({t for _k, _p, t in members}) > 1}
+    lowered.extra["form_key"] = bool(split)   # a form key any presence splits: every presence of its attrKey too
     for (ak, cond), members in groups.items():
-        served: dict[str, str] = {}   # the condition -> its program's text
+        served: dict[tuple, str] = {}   # (attrKey, form key, condition) -> its program's text
         for key, prog, text in members:
-            serve = form_condition(cond, form_key(spec, key.forms, key.present)) if (ak, cond) in split else cond
+            serve = (ak, form_key(spec, key.forms, key.present) if ak in split else None, cond)
             if serve in served:   # forms lowering alike: one condition, one class
-                if served[serve] != text:   # not reached: one form key is one combination of forms
+                if served[serve] != text:
                     raise Unsupported(prog.gm[0].name if prog.gm else spec.name, "",
                                       f"the shape forms of the specialisation {spec.key_text(key)} lower to "
                                       f"different kernels")
@@ -1608,7 +1598,7 @@ def variants_of(spec, lowered) -> list:
                 doc += ("; " if doc and pres else "") + (
                     f"every presence of {', '.join(prog.presence)} (hasInput<k>_)" if prog.presence else
                     ", ".join(f"{n} {'present' if p else 'absent'}" for n, p in pres.items()))
-                if (ak, cond) in split:
+                if ak in split:
                     free = {i.name for i in free_form_inputs(spec)}
                     multi = [i for i in spec.inputs if len(i.shapes) > 1]
                     doc += ("; " if doc else "") + ", ".join(
@@ -1618,17 +1608,5 @@ def variants_of(spec, lowered) -> list:
                 out.append(v)
             elif prog is not by_text[text].prog:
                 by_text[text].also.append(prog)   # its spec lines are cited beside the first program's
-            by_text[text].serves.append((ak, serve))
-            if (ak, cond) in split:
-                formed.setdefault((ak, form_key(spec, key.forms, key.present)), {})[cond] = by_text[text]
-    conds_of: dict = {}
-    for ak, cond in split:
-        conds_of.setdefault(ak, set()).add(cond)
-    for (ak, fkey), by_cond in formed.items():   # one class for a form key under every presence: one condition
-        v = next(iter(by_cond.values()))
-        if set(by_cond) == conds_of[ak] and all(w is v for w in by_cond.values()) and len(by_cond) > 1:
-            drop = {(ak, form_condition(c, fkey)) for c in by_cond}
-            at = min(k for k, s in enumerate(v.serves) if s in drop)
-            v.serves[:] = [s for s in v.serves if s not in drop]
-            v.serves.insert(at, (ak, form_condition("true", fkey)))
+            by_text[text].serves.append(serve)
     return out

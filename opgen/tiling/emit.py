@@ -14,7 +14,7 @@ from opgen.names import c_string
 
 from opgen.dsl.dimsource import group_location, read_dim, sym_locations, wrapped
 from opgen.dsl.keys import attr_key  # noqa: F401  (the tiling key's attrKey; its users import it from here too)
-from opgen.dsl.keys import form_key, free_form_inputs
+from opgen.dsl.keys import form_key, form_key_count, free_form_inputs
 from opgen.errors import OpgenError, SpecError
 from opgen.ir.dims import Bin, DimExpr, Lit, Prod, Sym, Variadic, as_dim
 from opgen.ir.dimprint import dim_cpp as print_cpp
@@ -332,14 +332,6 @@ def form_key_cpp(spec) -> str:
         terms.append(idx if radix == 1 else f"{idx} * {radix}")
         radix *= len(i.shapes)
     return " + ".join(terms) or "0"
-
-
-def form_key_count(spec) -> int:
-    """The number of form keys: the product of the free-form inputs' form counts (opgen.dsl.keys.form_key)."""
-    n = 1
-    for i in free_form_inputs(spec):
-        n *= len(i.shapes)
-    return n
 
 
 def _form_match_cpp(spec, shape, ref: str) -> str:

@@ -12,13 +12,13 @@ the strategies the tiling program decides. Units: elements unless a name ends in
 
 from __future__ import annotations
 
-from opgen.dsl.keys import attr_key, free_form_inputs
+from opgen.dsl.keys import attr_key, form_key_count
 from opgen.ir.dims import Lit
 from opgen.kernel import rowprog
 from opgen.kernel.family import Tiling
 from opgen.kernel.rowclass import DimFields, class_ir
 from opgen.kernel.rowlayout import RowLayout, Unsupported
-from opgen.kernel.rows import FORM_KEY_FIELD, RowsFamily, variants_of
+from opgen.kernel.rows import RowsFamily, variants_of
 from opgen.kernel.rowsched import queue_overlap
 from opgen.tiling.headkernel import head_tiling, spec_counts
 from opgen.tiling.rowkernel import chunkable, program, row_resident, streamable, with_streaming
@@ -51,13 +51,11 @@ def rows_tiling(spec, lowered, counts):
                               f"family takes float attributes")
     dvars = tuple(c.name for c in spec.dtype_table)
     extra = tuple((n, f"{doc}: {e}") for n, e, doc in dims.items())
-    if lowered.extra.get("form_key"):   # shape forms lowering to different classes: the entry reads formKey
-        names = ", ".join(i.name for i in free_form_inputs(spec))
-        extra += ((FORM_KEY_FIELD, f"index of the shape forms {names} take (first fastest; the entry picks the "
-                                   f"class by it)"),)
+    # shape forms lowering to different classes: the form key is a digit of the tiling key (one class per key)
+    forms = form_key_count(spec) if lowered.extra.get("form_key") else 1
     doc = f"Tiling of {spec.name}: rows family, {lay.text()}; ROW_SPLIT / COL_SPLIT."
     overlap = _overlap(variants)
-    prog, plans = program(spec.name, counts, dvars, tuple(attrs), extra, overlap=overlap)
+    prog, plans = program(spec.name, counts, dvars, tuple(attrs), extra, overlap=overlap, forms=forms)
     inputs = {"rows": lay.rows_extent(), "seq": lay.seq_extent(), "batch": lay.batch_extent(),
               "hidden": lay.hidden_extent(), "dtypeKey": ("dtype_key",), "attrKey": ("attr_key",),
               "coreNum": ("platform", "coreNum"), "ubBytes": ("platform", "ubBytes")}
@@ -79,12 +77,12 @@ def rows_tiling(spec, lowered, counts):
         inputs[f"{a}Attr"] = ("attr_bits", a)
     for n, e, _doc in dims.items():
         inputs[f"{n}Dim"] = e
-    if lowered.extra.get("form_key"):
-        inputs[f"{FORM_KEY_FIELD}Dim"] = ("form_key",)
+    if forms > 1:
+        inputs["formKey"] = ("form_key",)
     if layouts:   # a field only some domains address is read for their attrKeys only (0 for the others)
         users = {}
         for v in variants:
-            for ak, _cond in v.serves:
+            for ak, _fkey, _cond in v.serves:
                 users.setdefault(ak, set()).update(v.dims.used)
         for n, e, _doc in dims.items():
             if not all(n in used for used in users.values()):
@@ -92,7 +90,7 @@ def rows_tiling(spec, lowered, counts):
                                                           for ak, used in sorted(users.items())))
     if streamable(counts):
         prog, plans, proven = with_streaming(spec, inputs, prog, plans, lambda: program(
-            spec.name, counts, dvars, tuple(attrs), extra, stream=True, overlap=overlap))
+            spec.name, counts, dvars, tuple(attrs), extra, stream=True, overlap=overlap, forms=forms))
         if proven is None:   # the spec's rows can outgrow UB: every class has COL_STREAM
             doc = doc.removesuffix("; ROW_SPLIT / COL_SPLIT.") + "; ROW_SPLIT / COL_SPLIT / COL_STREAM."
             for v in variants:

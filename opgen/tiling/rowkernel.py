@@ -248,7 +248,7 @@ def with_streaming(spec, inputs: dict, prog, plans: dict, streaming) -> tuple:
 
 def program(name: str, c: RowCounts, dvars: tuple[str, ...], float_attrs: tuple[str, ...] = (),
             extra: tuple[tuple[str, str], ...] = (), stream: bool = False,
-            overlap: tuple | None = None) -> tuple[TilingProgram, dict]:
+            overlap: tuple | None = None, forms: int = 1) -> tuple[TilingProgram, dict]:
     """The tiling program of rows kernel `name` (module docstring) for counts `c`, and its buffer plans
     {strategy: [Buffer]}. With `stream` (only when `streamable(c)`; raises ValueError otherwise) the program has a
     third strategy, COL_STREAM, chosen when neither a row nor a core's resident slice of one row fits UB.
@@ -259,7 +259,9 @@ def program(name: str, c: RowCounts, dvars: tuple[str, ...], float_attrs: tuple[
     (view strides, pitches and offsets, leading extents: opgen.kernel.rowclass). `overlap`: (a, b, s), where ROW_SPLIT's
     Compute frees its row inputs, allocates its row outputs and last waits for PIPE_V on the scalar unit
     (opgen.kernel.rowsched.queue_overlap; None: held throughout), which prices one buffer per row queue against two
-    (rows.row_split)."""
+    (rows.row_split). `forms` > 1: the shape forms lower to different classes (opgen.kernel.rows.variants_of), and
+    an input formKey (opgen.dsl.keys.form_key, 0 .. forms - 1) is folded into the tiling key:
+    (attrKey * forms + formKey) * 100 + dtypeKey * 10 + strategy (opgen.codegen.tilingkey.TilingKey)."""
     p = TilingProgram(name)
     R = p.input("rows", "rows of the anchor domain (product of its leading axes)")
     S = p.input("seq", "rows per batch (product of the leading axes after the batch axes)")
@@ -268,6 +270,10 @@ def program(name: str, c: RowCounts, dvars: tuple[str, ...], float_attrs: tuple[
     sizes = {v: p.input(f"{v}Bytes", f"bytes per element of dtype variable {v}") for v in dvars}
     dk = p.input("dtypeKey", "1-based row of the dtype table")
     ak = p.input("attrKey", "mixed-radix index of the static attribute values (first attribute fastest)")
+    key = (ak, "attrKey")   # the tiling key's digits above dtypeKey
+    if forms > 1:
+        fk = p.input("formKey", f"index of the shape forms the inputs take (0 .. {forms - 1}; one class each)")
+        key = (ak * forms + fk, f"(attrKey * {forms} + formKey)")
     cores = p.input("coreNum", "AIV cores of the platform")
     ub = p.input("ubBytes", "UB bytes per AIV core")
     attrs = [p.input(f"{a}Attr", f"IEEE-754 bits of the float attribute {a}") for a in float_attrs]
@@ -323,7 +329,7 @@ def program(name: str, c: RowCounts, dvars: tuple[str, ...], float_attrs: tuple[
             cols_pass = p.let("colsPerPass", emax(lanes, emin(cols_core, cols_fit)),
                               "columns per COL_SPLIT pass (no row reduction: the slice is walked in chunks)", True)
     if stream:
-        return _stream_program(p, c, R, S, B, H, ak, dk, cores, ub, lanes, col_align, cols_core, col_cores, rows_fit,
+        return _stream_program(p, c, R, S, B, H, key, dk, cores, ub, lanes, col_align, cols_core, col_cores, rows_fit,
                                row_cores, plans, bytes_of, float_attrs, attrs, extras, cs_rows)
     if resident:   # COL_SPLIT's groups are sized by its slice; ROW_CHUNK's by its own plan
         grp_fit, _cc, group_rows, plans[COL_SPLIT] = col_split(
@@ -360,7 +366,7 @@ def program(name: str, c: RowCounts, dvars: tuple[str, ...], float_attrs: tuple[
     rows_over_cores = (strategy.eq(ROW_SPLIT) | strategy.eq(ROW_CHUNK)) if chunkable(c) or resident \
         else strategy.eq(ROW_SPLIT)
     block_dim = p.let("blockDim", select(rows_over_cores, row_cores, col_cores), "AIV cores launched", True)
-    p.let("tilingKey", ak * 100 + dk * 10 + strategy, "attrKey * 100 + dtypeKey * 10 + strategy", True)
+    _tiling_key(p, key, dk, strategy)
     per_core = c.col_acc + 2 * c.brow_acc + c.total_acc
     ws_rows = p.let("wsRowBytes", (block_dim * (per_core * col_align * 4) if per_core else 0 * block_dim)
                     + ((c.acc_reads - c.brow_reads + B * c.brow_reads) * col_align * 4 if c.acc_reads else 0),
@@ -534,6 +540,12 @@ def _resident_or_slice(p, c, R, H, lanes, col_align, cols_core, col_cores, row_c
     return chunk, group, fit, use
 
 
+def _tiling_key(p, key: tuple, dk, strategy) -> None:
+    """The let tilingKey = <key> * 100 + dtypeKey * 10 + strategy; `key`: (the digits above dtypeKey, their doc):
+    attrKey, or attrKey and formKey (`program`'s `forms`)."""
+    p.let("tilingKey", key[0] * 100 + dk * 10 + strategy, f"{key[1]} * 100 + dtypeKey * 10 + strategy", True)
+
+
 def _tail_fields(p, S, B, H, R, float_attrs, attrs, extras) -> None:
     """The fields every rows tiling ends with: the extents, the float attributes' bits, the view dims."""
     p.let("seqLen", S + 0, "rows per batch", True)
@@ -546,7 +558,7 @@ def _tail_fields(p, S, B, H, R, float_attrs, attrs, extras) -> None:
         p.let(n, v + 0, d, True)
 
 
-def _stream_program(p, c, R, S, B, H, ak, dk, cores, ub, lanes, col_align, cols_core, col_cores, rows_fit, row_cores,
+def _stream_program(p, c, R, S, B, H, key, dk, cores, ub, lanes, col_align, cols_core, col_cores, rows_fit, row_cores,
                     plans, bytes_of, float_attrs, attrs, extras, cs_rows=None):
     """The strategies of a streaming rows tiling (`program` with stream): ROW_SPLIT when a row fits, else ROW_CHUNK
     with the row's inputs resident when that fits and is estimated no slower than COL_SPLIT (`_resident_or_slice`),
@@ -601,7 +613,7 @@ def _stream_program(p, c, R, S, B, H, ak, dk, cores, ub, lanes, col_align, cols_
           "1 when the chosen plan fits UB", True)
     block_dim = p.let("blockDim", select(strategy.eq(ROW_SPLIT) | strategy.eq(ROW_CHUNK), row_cores, col_cores),
                       "AIV cores launched", True)
-    p.let("tilingKey", ak * 100 + dk * 10 + strategy, "attrKey * 100 + dtypeKey * 10 + strategy", True)
+    _tiling_key(p, key, dk, strategy)
     ws_rows = p.let("wsRowBytes", 0 * block_dim, "ROW_SPLIT and ROW_CHUNK: no cross-core sums")
     ws_cols = p.let("wsColBytes", (block_dim * c.rsums_per_level + c.rsums) * align_up(group_rows, 8) * 4,
                     "COL_SPLIT / COL_STREAM: partial row reductions of every core and their totals (fp32), each slot "
