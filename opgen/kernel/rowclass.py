@@ -36,7 +36,7 @@ from opgen.kernel.rowprog import (ACC_INIT, MASK_KINDS, MASK_LANES, SELECT_KINDS
                                   PER_ROW_SCALAR_KINDS, attr_names, batchable, batched, gathered_stat,
                                   names_in, instr_op, per_row, row_passes, row_scalar_chain)
 from opgen.kernel.rowsched import GmRows, RowSchedule, row_split_class
-from opgen.kernel.rowprog import MAX_DIM_VALUES, online_pair, reduction_slot_counts, reduction_slots
+from opgen.kernel.rowprog import MAX_DIM_VALUES, online_pair, reduction_slot_counts, reduction_slots, var_bindings
 from opgen.kernel.rowpresence import cover, output_guard
 from opgen.kernel.rowsched import mul as _kmul
 from opgen.kernel.rowsched import sub as _ksub
@@ -587,6 +587,25 @@ class _Printer:
             return kir.Ref("rv_", slot=Lit(self.rsum_index[d.dst])), bool(m.group(1))
         return None
 
+    def _scalar_slots(self, loose: list, again_of, src: dict, what: str, entry_of) -> list:
+        """The scalar loop (`i` over the k rows of a pass, after `again_of(loose)`: the per-row values they read) that
+        writes each instruction of `loose` its k per-row scalars into slot j of BLOCK_SLOTS in rowsRed_ (at (8 + j) *
+        align8(k)), for `_block_scalar_nodes` and `_block_mask_nodes`; records src[id(instruction)] =
+        entry_of(the slot's Ref). Returns [that loop] ([] when `loose` is empty); `what` names the instructions in the
+        loop's doc."""
+        if not loose:
+            return []
+        A = Fn("align_up", (Sym("k"), Lit(8)))
+        slot = lambda j: _kmul(_ksum(Lit(8), Lit(j)), A)  # noqa: E731
+        loop = list(again_of(loose))
+        for j, i in enumerate(loose):
+            src[id(i)] = entry_of(kir.Ref("rowsRed_", slot(j)))
+            loop += guarded(i, [kir.SetValue(kir.Ref("rowsRed_", _ksum(slot(j), Sym("i"))),
+                                             parse_scalar(i.arg, INT_MEMBERS), doc=spec_doc(self.cites.instr(i)))],
+                            self.p)
+        return [kir.For("i", Lit(0), Sym("k"), Lit(1), tuple(merge_guards(loop)),
+                        doc=f"the per-row scalars of the {what} below, one slot each")]
+
     def _block_scalar_nodes(self, group: list, again_of) -> list:
         """Scalar ops by per-row scalars (`_block_scalar_op`) over the k rows of a pass, eight rows a repeat: each op's
         k scalars broadcast by Brcb to one 32-byte block a row (rowsRed_[0, 8 align8(k))), then the op's binary mask
@@ -597,8 +616,6 @@ class _Printer:
         rowsRed_ (slot j at (8 + j) * align8(k)). The same fp32 operation on every lane as Adds / Muls / Maxs / Mins /
         Duplicate (x + -(m) is x - m); ceil(k / 8) + 1 vector instructions for k."""
         k, g = Sym("k"), Sym("g")
-        A = Fn("align_up", (k, Lit(8)))
-        slot = lambda j: _kmul(_ksum(Lit(8), Lit(j)), A)  # noqa: E731
         R = Bin("//", Sym("rowStride_"), Lit(8))
         src: dict = {}
         for i in group:
@@ -606,16 +623,7 @@ class _Printer:
             if ub is not None and (not ub[1] or (i.kind == "vscalar" and i.op == "Adds")):
                 src[id(i)] = ub
         loose = [i for i in group if id(i) not in src]
-        out: list = []
-        if loose:
-            loop = list(again_of(loose))
-            for j, i in enumerate(loose):
-                src[id(i)] = (kir.Ref("rowsRed_", slot(j)), False)
-                loop += guarded(i, [kir.SetValue(kir.Ref("rowsRed_", _ksum(slot(j), Sym("i"))),
-                                                 parse_scalar(i.arg, INT_MEMBERS), doc=spec_doc(self.cites.instr(i)))],
-                                self.p)
-            out.append(kir.For("i", Lit(0), k, Lit(1), tuple(merge_guards(loop)),
-                               doc="the per-row scalars of the ops below, one slot each"))
+        out = self._scalar_slots(loose, again_of, src, "ops", lambda ref: (ref, False))
         for i in group:
             doc = spec_doc(self.cites.instr(i))
             bc = kir.Ref("rowsRed_", _kmul(g, Lit(64)))
@@ -651,8 +659,6 @@ class _Printer:
         comparison and choice of each lane as Compares / Select row by row (docs/reference/ascendc.md §1.9);
         ceil(k / 8) + 1 instructions a compare and ceil(k / 8) a select where row by row issues k each."""
         k, g = Sym("k"), Sym("g")
-        A = Fn("align_up", (k, Lit(8)))
-        slot = lambda j: _kmul(_ksum(Lit(8), Lit(j)), A)  # noqa: E731
         R = Bin("//", Sym("rowStride_"), Lit(8))
         bits = lambda x: dataclasses.replace(self._block_rows(x, g), as_dtype="uint8_t")  # noqa: E731
         src: dict = {}
@@ -662,16 +668,7 @@ class _Printer:
                 if ub is not None and not ub[1]:
                     src[id(i)] = ub[0]
         loose = [i for i in group if i.kind == "vcmps" and id(i) not in src]
-        out: list = []
-        if loose:
-            loop = list(again_of(loose))
-            for j, i in enumerate(loose):
-                src[id(i)] = kir.Ref("rowsRed_", slot(j))
-                loop += guarded(i, [kir.SetValue(kir.Ref("rowsRed_", _ksum(slot(j), Sym("i"))),
-                                                 parse_scalar(i.arg, INT_MEMBERS), doc=spec_doc(self.cites.instr(i)))],
-                                self.p)
-            out.append(kir.For("i", Lit(0), k, Lit(1), tuple(merge_guards(loop)),
-                               doc="the per-row scalars of the compares below, one slot each"))
+        out = self._scalar_slots(loose, again_of, src, "compares", lambda ref: ref)
         for i in group:
             doc = spec_doc(self.cites.instr(i))
             x = i.srcs[0] if i.kind == "vcmps" else i.srcs[1]
@@ -1596,8 +1593,7 @@ def row_split_ir(spec, v: Variant, dims: DimFields, ctx: dict) -> kir.KernelClas
         batch_stores=bool(p.batch_stores),
         cross_core=tuple(ctx["cross_core"]), strided=tuple(ctx["off_nodes"]),
         fields=dims.field_names(), tparams=tuple(c.name for c in spec.dtype_table),
-        tparam_bytes=tuple((c.name, spec.dtype_rows[0][c.name].itemsize) for c in spec.dtype_table if spec.dtype_rows
-                           and len({r[c.name].itemsize for r in spec.dtype_rows}) == 1),
+        tparam_bytes=tuple((v, *b) for v, b in var_bindings(spec, lambda d: d.itemsize).items() if len(b) == 1),
         bufs_col=dict(ctx["bufs"]["col"]), levels=tuple((lv, tuple(b), tuple(sl)) for lv, b, sl in ctx["levels"]),
         nlevel=ctx["nlevel"], nsums=ctx["nsums"], final_body=tuple(ctx["final_nodes"]),
         col_segments=tuple((lv, tuple((kind, tuple(nodes)) for kind, nodes in segs))

@@ -95,6 +95,13 @@ maximum, +inf for a minimum: `__builtin_inff` is the compiler built-in both g++ 
 provide; device code has no std::numeric_limits, docs/reference/ascendc.md §1.4)."""
 
 
+def var_bindings(spec, of=lambda d: d) -> dict:
+    """{dtype variable: the set of of(its binding) over the rows of `spec`'s dtype table} ({} without a table):
+    what opgen.kernel.rows.half_variables (of = dtype_name) and a class's byte-size-fixed template parameters
+    (opgen.kernel.rowclass, of = itemsize) read."""
+    return {c.name: {of(r[c.name]) for r in spec.dtype_rows} for c in spec.dtype_table if spec.dtype_rows}
+
+
 def instr_op(i) -> Op | None:
     """The instruction-table entry printed for row-program instruction `i` (opgen.kernel.isa), None for the kinds
     printed otherwise (GM loads and stores of stats, row reductions, scalar expressions). Raises KeyError for an

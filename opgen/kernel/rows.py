@@ -1284,8 +1284,7 @@ def _batch_flat(view, lay: RowLayout) -> bool:
 def half_variables(spec) -> dict:
     """{dtype variable: the set of its bindings} for the variables of `spec` that every row of its dtype table binds
     to fp16 or bf16: a cast to one of them inside a row rounds through a 16-bit temporary (_Lowering.round_trip)."""
-    out = {c.name: {dtype_name(r[c.name]) for r in spec.dtype_rows} for c in spec.dtype_table if spec.dtype_rows}
-    return {v: b for v, b in out.items() if b <= {"f16", "bf16"}}
+    return {v: b for v, b in rowprog.var_bindings(spec, dtype_name).items() if b <= {"f16", "bf16"}}
 
 
 def lower(g: Graph, layout: RowLayout, passes=None, half_vars: dict | None = None) -> RowProgram:

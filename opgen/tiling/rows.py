@@ -48,26 +48,15 @@ def row_split(p: TilingProgram, rows, cores, ub, plan, prefix: str = "", max_pas
     if cap < 4095:
         why = "one repeat-form instruction takes them, repeatTime is 0..255"
     if single is None or price is None:
-        row_bytes = p.let(f"{prefix}rowBytes", buffer_row_bytes(plan), "UB bytes per resident row")
-        fixed = p.let(f"{prefix}fixedBytes", buffer_fixed_bytes(plan), "UB bytes held once")
-        fit = p.let(f"{prefix}rowsFit", select(ub > fixed, (ub - fixed) // row_bytes, 0),
-                    "rows per UB pass that fit")
+        _row_bytes, _fixed, fit = _fit_lets(p, prefix, "", buffer_row_bytes(plan), buffer_fixed_bytes(plan), ub)
         used = p.let(f"{prefix}rowCores", emax(1, emin(cores, rows)), "cores used by the row split")
         if single is not None:
             p.let(f"{prefix}rowQueBufs", lit(2) + 0, "buffers per row queue of ROW_SPLIT (not priced: two)", True)
     else:
-        row2 = p.let(f"{prefix}rowBytesTwoBufs", buffer_row_bytes(plan),
-                     "UB bytes per resident row, two buffers per row queue")
-        fixed2 = p.let(f"{prefix}fixedBytesTwoBufs", buffer_fixed_bytes(plan),
-                       "UB bytes held once, two buffers per row queue")
-        fit2 = p.let(f"{prefix}rowsFitTwoBufs", select(ub > fixed2, (ub - fixed2) // row2, 0),
-                     "rows per UB pass that fit with two buffers per row queue")
-        row1 = p.let(f"{prefix}rowBytesOneBuf", buffer_row_bytes(single),
-                     "UB bytes per resident row, one buffer per row queue")
-        fixed1 = p.let(f"{prefix}fixedBytesOneBuf", buffer_fixed_bytes(single),
-                       "UB bytes held once, one buffer per row queue")
-        fit1 = p.let(f"{prefix}rowsFitOneBuf", select(ub > fixed1, (ub - fixed1) // row1, 0),
-                     "rows per UB pass that fit with one buffer per row queue")
+        row2, fixed2, fit2 = _fit_lets(p, prefix, "TwoBufs", buffer_row_bytes(plan), buffer_fixed_bytes(plan), ub,
+                                       "two buffers per row queue")
+        row1, fixed1, fit1 = _fit_lets(p, prefix, "OneBuf", buffer_row_bytes(single), buffer_fixed_bytes(single), ub,
+                                       "one buffer per row queue")
         used = p.let(f"{prefix}rowCores", emax(1, emin(cores, rows)), "cores used by the row split")
         want = emin(lit(cap), ceil_div(rows, used))
         a, b, s = overlap if overlap is not None else (Fraction(1), Fraction(0), Fraction(1))
@@ -90,15 +79,24 @@ def row_split(p: TilingProgram, rows, cores, ub, plan, prefix: str = "", max_pas
                      f"buffers per row queue of ROW_SPLIT: 1 where one is priced {ONE_BUFFER_MARGIN} faster, else 2",
                      True)
         one = bufs.eq(1)
-        row_bytes = p.let(f"{prefix}rowBytes", select(one, row1, row2), "UB bytes per resident row")
-        fixed = p.let(f"{prefix}fixedBytes", select(one, fixed1, fixed2), "UB bytes held once")
-        fit = p.let(f"{prefix}rowsFit", select(ub > fixed, (ub - fixed) // row_bytes, 0),   # the chosen plan's
-                    "rows per UB pass that fit")
+        _row_bytes, _fixed, fit = _fit_lets(p, prefix, "", select(one, row1, row2), select(one, fixed1, fixed2),
+                                            ub)   # the chosen plan's
     p.let(f"{prefix}rowsPerCore", rows // used, "rows of every core", True)
     p.let(f"{prefix}rowsTail", rows % used, "the first rowsTail cores take one more row", True)
     p.let(f"{prefix}rowsPerPass", emax(1, emin(emin(fit, cap), ceil_div(rows, used))),
           f"rows per UB pass (at most {cap}: {why})", True)
     return fit, used
+
+
+def _fit_lets(p: TilingProgram, prefix: str, tag: str, row, fixed, ub, what: str = ""):
+    """The lets <prefix>rowBytes<tag> (`row`: UB bytes per resident row), <prefix>fixedBytes<tag> (`fixed`: UB bytes
+    held once) and <prefix>rowsFit<tag> (rows per UB pass that fit in `ub` bytes, 0 when not one does) of one buffer
+    plan of `row_split` (`what`: the plan, in their docs); returns the three variables."""
+    row = p.let(f"{prefix}rowBytes{tag}", row, "UB bytes per resident row" + (f", {what}" if what else ""))
+    fixed = p.let(f"{prefix}fixedBytes{tag}", fixed, "UB bytes held once" + (f", {what}" if what else ""))
+    fit = p.let(f"{prefix}rowsFit{tag}", select(ub > fixed, (ub - fixed) // row, 0),
+                "rows per UB pass that fit" + (f" with {what}" if what else ""))
+    return row, fixed, fit
 
 
 def col_split(p: TilingProgram, cols_total, rows, cores, ub, plan_for, cols=None, col_cores=None, cols_pass=None,
