@@ -52,13 +52,31 @@ def test_one_class_per_layout_selected_by_the_attributes_one_for_every_bias_pres
         lay = lays[key]
         assert (lay.trans_a, lay.trans_b) == (t1, t2)
         assert c.presence == (("hasInput0_", "bias"),) and lay.presence == ("bias",)
-        assert c.tparams == ("T", "TU")   # the bias staged in its own type (U: fp16 or fp32), then to fp32
+        assert c.tparams == ("T", "T1_")   # the bias staged in its own type (U: fp16 or fp32), then to fp32
         assert lay.direct == ((False,),)   # no bias: Fixpipe writes the output when K is not split
         assert all(progs[k2] is c for k2 in progs if k2.static == key.static)
         loads = [s for s in K.walk(c.process) if isinstance(s, K.LoadData)]
         assert {(s.dst.tensor, s.transpose) for s in loads} == {("a2", t1), ("b2", not t2)}
     names = sorted(c.name for c in {id(c): c for c in progs.values()}.values())
     assert names == [f"MatMulV3CubeKernel{i}" for i in range(4)]
+
+
+def test_a_dtype_variable_named_like_an_ascendc_type_never_reaches_the_cpp(tmp_path):
+    """The bias's dtype variable renamed Buf (with T: "TBuf" would be AscendC's TBuf template): the class's template
+    parameters are internal names by position (T, T1_), the emitted kernel header names no spec dtype variable, and
+    the entry binds T1_ to each row's bias type."""
+    from opgen.codegen import write_ops
+
+    p = tmp_path / "mm_buf.py"
+    p.write_text(SPEC.read_text().replace('T, U = spec.dtype_vars("T U")', 'T, Buf = spec.dtype_vars("T Buf")')
+                 .replace("(T, U)", "(T, Buf)").replace("U)", "Buf)").replace("(U,", "(Buf,").replace(", U,", ", Buf,"))
+    u = kernel_build(load_spec(str(p)))
+    assert {c.tparams for c in u.lowered.programs.values()} == {("T", "T1_")}
+    write_ops([str(p)], tmp_path / "gen")
+    head = (tmp_path / "gen/mat_mul_v3/op_kernel/mat_mul_v3.h").read_text()
+    assert "TBuf<TPosition::CO1>" in head and not re.search(r"\bTBuf\b(?!<)", head)   # AscendC's TBuf only
+    entry = (tmp_path / "gen/mat_mul_v3/op_kernel/mat_mul_v3.cpp").read_text()
+    assert re.search(r"<bfloat16_t, float>", entry) and re.search(r"<half, half>", entry), entry[:2000]
 
 
 def test_renamed_spec_gets_the_same_kernels(tmp_path):
@@ -130,7 +148,7 @@ def test_ksplit_with_and_without_bias_on_the_interpreter_equals_float64(present)
     out = np.full(m * n, np.nan, np.float16)
     r = kir_interp.run(cls, {f: v[f] for f in cls.fields}, {"x1": x1, "x2": x2, "bias": bias, "y": out},
                        v["blockDim"], workspace=np.zeros(v["workspaceBytes"] // 4, np.float32),
-                       types={"T": "half", "TU": "half"},
+                       types={"T": "half", "T1_": "half"},
                        verify_first=False)
     assert r.ok, r.faults[:1]
     ref = _ref({"x1": x1, "x2": x2, "bias": bias}, True, True)

@@ -21,8 +21,8 @@ from opgen.dsl import A2, A3, OpSpec, bf16, f16, f32
 spec = OpSpec("BatchMatMulV3", aclnn="aclnnBatchMatMulV3", socs=(A2, A3), round="rint",
               doc="Batched activations times a 2-D weight (the Linear form), the weight optionally transposed, plus "
                   "an optional bias.")
-Bd = spec.variadic("Bd", max_rank=5)
-M = spec.dim("M", max=65535)
+Bd = spec.variadic("Bd", max_rank=4)   # x1 2- to 6-D, as CANN's infershape takes it
+M = spec.dim("M")   # no cap: the batch dims fold into M, whose pitch (K) is what Nd2Nz bounds
 K = spec.dim("K", max=65535)
 N = spec.dim("N", max=65535)
 T, U = spec.dtype_vars("T U")

@@ -136,7 +136,7 @@ def launch(spec, bound, slots: list, platform, deterministic: bool = False) -> K
         types = {"T": CTYPE[lay.dtype] if lay.fixed else _ctype(bound.dtypes[lay.dtype])}
         # an epilogue input's own dtype variable (the class's other template parameters); unbound: float below
         used = _tensor_dtypes(spec, bound)
-        types.update({t: _ctype(used[tparam_var(t)]) for t in k.tparams[1:] if tparam_var(t) in used})
+        types.update({t: _ctype(used[tparam_var(spec, t)]) for t in k.tparams[1:] if tparam_var(spec, t) in used})
         kind = unit.family.launch_kind(unit.lowered, out.tiling_key)
     elif "aclasses" in ex:   # the class serving the call's specialisation; T the data's type; a mixed launch
         k = next((c.kclass for c in ex["aclasses"] if bound.key in c.keys), None)

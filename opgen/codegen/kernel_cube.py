@@ -52,7 +52,7 @@ def emit_cube_kernel(spec, lowered, tiling) -> dict[str, str]:
             aic_keys.extend(t.macro(spec) for t in tks[1:])
             cls = order[by_ak[ak]]
             # T the operands' C++ type; another dtype variable of the class (an epilogue input's) its row's type
-            targs = [kcube.CTYPE[dt]] + [kcube.CTYPE[dtype_name(row[kcube.tparam_var(v)])] for v in cls.tparams[1:]]
+            targs = [kcube.CTYPE[dt]] + [kcube.CTYPE[dtype_name(row[kcube.tparam_var(spec, v)])] for v in cls.tparams[1:]]
             keys.append(([t.macro(spec) for t in tks], ", ".join(targs), cls.name))
     env = template_env()
     classes = list(order.values())

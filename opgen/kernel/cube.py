@@ -199,19 +199,24 @@ def gemm_layout(g, spec=None) -> GemmLayout:
                 raise Unsupported(a, decl.loc if decl else "", f"dtype row {r} binds {name} to {dt}, but the cube "
                                   f"family reads f16 or bf16 operands")
     for st in steps:   # an epilogue input of its own dtype variable: each row binds it to the operands' type or f32
-        if st[0] == "load" and st[4] not in (OPERAND_T, "f32"):
+        if st[0] == "load" and st[4].startswith(_VAR_TAG):
+            var = st[4][len(_VAR_TAG):]
             if fixed:
-                raise Unsupported(st[2], "", f"epilogue input {st[2]} of dtype variable {tparam_var(st[4])} beside "
-                                  f"fixed-dtype "
+                raise Unsupported(st[2], "", f"epilogue input {st[2]} of dtype variable {var} beside fixed-dtype "
                                   f"operands: declare it f32 or the operands' dtype")
             if spec is not None:
                 decl = next((i for i in spec.inputs if i.name == st[2]), None)
-                var = tparam_var(st[4])
                 for r, row in enumerate(spec.dtype_rows, start=1):
                     got, want = dtype_name(row[var]), dtype_name(row[name])
                     if got not in (want, "f32"):
                         raise Unsupported(st[2], decl.loc if decl else "", f"dtype row {r} binds {var} to {got}: "
                                           f"the cube epilogue reads {st[2]} as the operands' type ({want}) or f32")
+    # the template parameter of each such variable: its number among the spec's dtype variables (first appearance
+    # without a spec), never its name
+    order = list(spec.dtype_vars_) if spec is not None else list(dict.fromkeys(
+        st[4][len(_VAR_TAG):] for st in steps if st[0] == "load" and st[4].startswith(_VAR_TAG)))
+    steps = tuple(st[:4] + (input_tparam(order.index(st[4][len(_VAR_TAG):])),) + st[5:]
+                  if st[0] == "load" and st[4].startswith(_VAR_TAG) else st for st in steps)
     return GemmLayout(a, b, out, tuple(str(d) for d in dims), name, odt, tuple(epi), fixed, ta, tb,
                       tuple(str(d) for d in batch), steps, fold=tuple(str(d) for d in fold))
 
@@ -220,16 +225,24 @@ OPERAND_T = "T"
 """The kernel class's template parameter of the operands' C++ type (a kernel-internal name, whatever the spec calls
 its dtype variable); the load steps' tag of an input read in that type."""
 
-
-def input_tparam(var: str) -> str:
-    """The template parameter of an epilogue input whose dtype is the spec's dtype variable `var` (other than the
-    operands'): OPERAND_T followed by the variable's name, so it never equals OPERAND_T (tparam_var inverts it)."""
-    return OPERAND_T + var
+_VAR_TAG = "$"
+"""Prefix of a load step's tag naming the spec dtype variable of an epilogue input, until gemm_layout replaces it by
+the template parameter (input_tparam): never printed."""
 
 
-def tparam_var(tparam: str) -> str:
-    """The spec dtype variable behind template parameter `tparam` of input_tparam."""
-    return tparam[len(OPERAND_T):]
+def input_tparam(index: int) -> str:
+    """The template parameter of an epilogue input whose dtype is the spec's dtype variable number `index` (0-based,
+    in declaration order): a kernel-internal name made of OPERAND_T, the number and an underscore (T1_, T2_, ...),
+    so no name a spec chooses reaches the C++ and it never equals OPERAND_T or an AscendC type."""
+    return f"{OPERAND_T}{index}_"
+
+
+def tparam_var(spec, tparam: str) -> str:
+    """The name of the spec dtype variable behind template parameter `tparam` (input_tparam's inverse over the
+    spec's declared dtype variables). Raises KeyError for a name input_tparam did not make."""
+    if not (tparam.startswith(OPERAND_T) and tparam.endswith("_") and tparam[len(OPERAND_T):-1].isdigit()):
+        raise KeyError(tparam)
+    return list(spec.dtype_vars_)[int(tparam[len(OPERAND_T):-1])]
 
 
 def lead_dim(name: str):
@@ -340,7 +353,7 @@ def _epilogue(g, mm, seen, params, dims, batch, dta) -> tuple:
                                   "a dtype variable bound to one of them")
             space[v] = space_of(src, n.loc)
             # the operands' type T, fp32, or another dtype variable (its rows bind it to T's type or f32: gemm_layout)
-            steps.append(("load", v, src, space[v], OPERAND_T if sd == dta else input_tparam(sd.name)
+            steps.append(("load", v, src, space[v], OPERAND_T if sd == dta else _VAR_TAG + sd.name
                           if isinstance(sd, DTypeVar) else "f32"))
             continue
         if n.op == "cast" and v == ov:
