@@ -75,6 +75,7 @@ import dataclasses
 import enum
 import functools
 import hashlib
+import itertools
 import json
 import os
 from dataclasses import dataclass, replace
@@ -847,8 +848,9 @@ class _Analysis:
         """If `s` testing presence literals `lits` (of self.split members) on each disjunct: only the then-branch
         where the disjunct's facts make every literal true and the condition has no other term, only the
         else-branch where a fact contradicts one; else both, the then-branch's disjuncts learning `lits`, the
-        else-branch's the negation of a lone literal (a presence is fixed from Init on: paths of different
-        presences never meet)."""
+        else-branch's one disjunct per assignment of the literals' unknown members that makes one of them false
+        (when the condition has no other term; a presence is fixed from Init on: paths of different presences never
+        meet)."""
         only = len(lits) == len(s.cond)
         then_in, else_in = {}, {}
         for d in ds.values():
@@ -862,11 +864,18 @@ class _Analysis:
             t = d.copy()
             t.facts = frozenset({**facts, **lits}.items())
             then_in[t.sig()] = t
-            e = d.copy()
-            if only and len(lits) == 1:
-                (m, v), = lits.items()
-                e.facts = frozenset({**facts, m: not v}.items())
-            else_in[e.sig()] = e
+            if not only:   # another term may make the condition false: the else-branch learns nothing
+                else_in[d.sig()] = d.copy()
+                continue
+            # the else-branch: one disjunct per assignment of the unknown members that makes a literal false
+            unknown = [m for m in lits if m not in facts]
+            for vals in itertools.product((True, False), repeat=len(unknown)):
+                got = {**facts, **dict(zip(unknown, vals))}
+                if all(got[m] == v for m, v in lits.items()):
+                    continue
+                e = d.copy()
+                e.facts = frozenset(got.items())
+                else_in[e.sig()] = e
         a = self.block(then_in, s.then, pos + ("t",), dict(scope)) if then_in else {}
         b = self.block(else_in, s.orelse, pos + ("e",), dict(scope)) if else_in else {}
         return _join(a, b)
