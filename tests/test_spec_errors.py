@@ -338,6 +338,10 @@ CASES = [
      [(_REQ, _REQ + '\nspec.replaces("norm/tiny", " ")')],
      "spec.replaces(", '" "', "replaces('norm/tiny'): the reason ' ' is not a non-empty string",
      "say why in a sentence", 1, False),
+    ("body-absent-optional-input",
+     [("    if gamma is not None:\n        y = y * gamma", "    y = y * gamma")],
+     "y = y * gamma", "y * gamma", "cannot use None as a tensor: an optional input (optional=True) is None in the "
+     "body when the call does not give it", "test it first (`if bias is not None:`), or drop optional=True", 1, True),
     ("body-python-error",
      [("y = y * gamma", "y = y * gamma.transpose()")],
      "y = y * gamma", "transpose", "AttributeError: 'Tensor' object has no attribute 'transpose'",

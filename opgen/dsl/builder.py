@@ -166,6 +166,10 @@ class Builder:
         if isinstance(x, DimExpr):
             dt = like.dtype if like is not None and isinstance(like.dtype, DType) else F32
             return self.emit("dimval", (), n=x, dtype=dt)
+        if x is None:   # the body's argument of an optional input absent in this specialisation
+            raise spec_error(caller_loc(), "cannot use None as a tensor: an optional input (optional=True) is None "
+                             "in the body when the call does not give it", "test it first (`if bias is not None:`), "
+                             "or drop optional=True")
         raise spec_error(caller_loc(), f"cannot use {x!r} as a tensor",
                          "use a tensor, a number, or a dim expression")
 
