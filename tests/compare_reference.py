@@ -38,7 +38,7 @@ def _compare(name, actual, exact, device, dtype, rounded_intermediate) -> Output
         neither = int(np.sum(~((a == d) | (a == g) | (np.isnan(a) & np.isnan(d)))))
         if dev["mismatches"] == 0 or neither == 0:
             return OutputComparison(name, dtype, l2, linf, mere, mare, True,
-                                    "exact" if dev["mismatches"] == 0 else "float64", "", dev)
+                                    "device" if dev["mismatches"] == 0 else "float64", "", dev)
         return OutputComparison(name, dtype, l2, linf, mere, mare, False, "",
                                 f"{neither} elements differ from both device mode and exact mode "
                                 f"({dev['mismatches']} from device mode)", dev)

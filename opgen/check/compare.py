@@ -257,7 +257,7 @@ class OutputComparison:
     name: spec output name; dtype: its dtype long name; rel_l2 / rel_linf / mere / mare: float64 metrics of
     the kernel's output against the interpreter's exact (float64) mode (NaN when the output has non-finite
     values); passed: the verdict; rule: "plain", "floored" or "small-value" (the first rule that holds) or
-    "exact" / "float64" (integer outputs: equal to device mode, or where not, to exact mode; _integer_verdict),
+    "device" / "float64" (integer outputs: equal to device mode, or where not, to exact mode; _integer_verdict),
     "" when failed; reason: why it failed
     ("" when passed); device: metrics against the interpreter's device mode (rel_l2, rel_linf, max_abs,
     mismatches = elements that differ, and device_passed = whether the device-mode interpreter itself meets
@@ -624,13 +624,13 @@ def _chunked_verdict(acc: _Acc, second, dtype: str, rounded: bool) -> tuple[str,
 
 
 def _integer_verdict(name, dtype, l2, linf, mere, mare, mismatches: int, neither: int, dev: dict) -> OutputComparison:
-    """The verdict on an integer output: "exact" when every element equals the device-mode interpretation's;
+    """The verdict on an integer output: "device" when every element equals the device-mode interpretation's;
     "float64" when each element that differs from it equals the exact (float64) interpretation's instead -- the
     value before the final cast lies at a rounding boundary where the fp32 sums of the kernel and of the device
     mode, taken in different orders, fall on different sides (a quantised norm's int8 off by one), and the kernel
     agrees with the spec's math there; failed when an element equals neither (docs/design.md "Integer outputs")."""
     if mismatches == 0:
-        return OutputComparison(name, dtype, l2, linf, mere, mare, True, "exact", "", dev)
+        return OutputComparison(name, dtype, l2, linf, mere, mare, True, "device", "", dev)
     if neither == 0:
         return OutputComparison(name, dtype, l2, linf, mere, mare, True, "float64", "", dev)
     return OutputComparison(name, dtype, l2, linf, mere, mare, False, "",
