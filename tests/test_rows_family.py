@@ -1069,12 +1069,13 @@ def test_an_optional_input_before_every_reduction_in_one_class(tmp_path, engine)
     from opgen.codegen import write_ops
 
     path = _spec(tmp_path, "biased_rms", _BIASED_RMS)
-    write_ops([str(path)], tmp_path / "gen")
-    assert len(re.findall(r"^class \w+ \{", (tmp_path / "gen/biased_rms/op_kernel/biased_rms.h").read_text(),
-                          re.M)) == 1
+    if engine == "emu":   # the Kernel-IR engine needs no package
+        write_ops([str(path)], tmp_path / "gen")
+        assert len(re.findall(r"^class \w+ \{", (tmp_path / "gen/biased_rms/op_kernel/biased_rms.h").read_text(),
+                              re.M)) == 1
     for present, (bd, h, strategy) in ((p, s) for p in (["bias"], []) for s in ((3, 40, 1), (2, 20000, 2))):
         r = run_check(str(path), dims={"Bd": (bd,), "H": h}, dtypes={"T": "float32"}, present=present,
-                      gen_dir=tmp_path / "gen", seed=h, progress=False, engine=engine)
+                      gen_dir=tmp_path / "gen" if engine == "emu" else None, seed=h, progress=False, engine=engine)
         assert not r.faults and r.passed and r.tiling_key % 10 == strategy, (present, h, r.faults[:2])
         a = {k: np.asarray(v, np.float64) for k, v in r.inputs.items()}
         x = a["x1"] + a["x2"]
