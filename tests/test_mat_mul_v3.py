@@ -239,3 +239,19 @@ def test_a_bias_dtype_row_the_epilogue_cannot_read_is_refused_at_the_input_line(
     line = next(k for k, t in enumerate(text.splitlines(), start=1) if t.startswith('spec.input("bias"'))
     assert "dtype row 1 binds U to bf16: the cube epilogue reads bias as the operands' type (f16) or f32" \
         in str(e.value) and f"mm_bad_bias.py:{line}" in str(e.value)
+
+
+def test_a_dtype_variable_of_absent_inputs_only_is_reported_as_selecting_nothing():
+    """U types only the optional bias: with the bias absent, `--dtype U=float16` binds a variable no tensor of the call
+    has, so the report says the binding selects nothing (the TilingFunc picks the dtype row) instead of printing it
+    as the launched binding (a new user's report); with the bias given it is an ordinary binding."""
+    from opgen.check import run_check
+    from opgen.check.report import format_text
+
+    dims = {"M": 9, "K": 16, "N": 17}
+    for present, unused in (([], ("U",)), (["bias"], ())):
+        r = run_check(str(SPEC), dims=dims, dtypes={"T": "float16", "U": "float16"}, present=present, seed=3,
+                      progress=False, engine="kir")
+        assert r.passed and r.dtypes == {"T": "float16", "U": "float16"} and r.dtypes_unused == unused
+        line = next(x for x in format_text(r).splitlines() if "dtypes:" in x)
+        assert ("U=float16 (no tensor of it given" in line) == bool(unused), line

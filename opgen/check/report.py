@@ -22,7 +22,10 @@ def format_text(res) -> str:
     out = [f"{res.op} on {res.soc} ({how}): blockDim {res.block_dim}, tilingKey {res.tiling_key}, "
            f"workspace {res.workspace_bytes} B"]
     if getattr(res, "dtypes", None):
-        out.append("  dtypes: " + ", ".join(f"{k}={v}" for k, v in res.dtypes.items()))
+        unused = getattr(res, "dtypes_unused", ())
+        out.append("  dtypes: " + ", ".join(f"{k}={v}" + (" (no tensor of it given: the binding selects nothing, "
+                                                          "the TilingFunc picks the dtype row)" if k in unused else "")
+                                            for k, v in res.dtypes.items()))
     if res.tiling_ok and not res.launched and res.arrays and all(getattr(a, "size", 1) == 0
                                                                    for a in res.arrays.values()):
         out.append("  empty tensors: the aclnn layer returned success with workspace 0 and launched nothing; "

@@ -61,7 +61,9 @@ class CheckResult:
     passed: TilingFunc ok, launched, no fault, every produced output passes (compare_output).
     outputs: {output name: OutputComparison} of the outputs the kernel produced (spec order).
     arrays: {output name: kernel output in its declared dtype}; inputs: the inputs used (arrays by name; None
-    = absent); attrs: every attribute's value after validation; dtypes: {dtype variable: dtype name} bound.
+    = absent); attrs: every attribute's value after validation; dtypes: {dtype variable: dtype name} bound;
+    dtypes_unused: the variables of `dtypes` that type only optional inputs the call does not give (the binding
+    selects nothing: the TilingFunc picks the dtype row, docs/design.md "Optional inputs").
     gm: {buffer name: caseio.GmStat} (inputs, outputs, "workspace", "tiling"; bytes moved in the launch);
     gm_bytes: bytes read + written over all buffers; gm_bytes_min: each present device input the specialisation reads (its graph consumes it) read once plus each
     produced output written once (bytes, from the tensors' sizes; a table read only through row picks by an index
@@ -83,6 +85,7 @@ class CheckResult:
     inputs: dict = field(default_factory=dict)
     attrs: dict = field(default_factory=dict)
     dtypes: dict = field(default_factory=dict)
+    dtypes_unused: tuple = ()
     gm: dict = field(default_factory=dict)
     gm_bytes: int = 0
     gm_bytes_min: int = 0
@@ -410,8 +413,7 @@ def _empty_call_result(spec, res: CheckResult, bound, inputs: dict, attrs: dict,
 
     bound = bound if bound is not None else spec.bind(inputs, attrs, dtypes)
     res.attrs = dict(bound.attrs)
-    res.dtypes = {k: v.long_name for k, v in bound.dtypes.items()}
-    res.dtypes = {k: v.long_name for k, v in bound.dtypes.items()}
+    _set_dtypes(res, spec, bound, inputs)
     out = run_graph(spec.graph(bound.key), bound, "device")
     full = [n for n, a in out.items() if np.size(a) != 0]
     if full:
@@ -465,6 +467,20 @@ def aclnn_runner(op, *, gen_dir=None, build_root=None, progress: bool = False):
                       build_root, progress)
     builder.build("aclnn/runner")
     return m, builder.dir / "aclnn" / "runner"
+
+
+def _set_dtypes(res: "CheckResult", spec, bound, inputs: dict) -> None:
+    """res.dtypes from the call's binding, and res.dtypes_unused: the variables every tensor of which is an optional
+    input absent from `inputs` (no output, no given input has that dtype variable)."""
+    res.dtypes = {k: v.long_name for k, v in bound.dtypes.items()}
+    typed = {}
+    for d in (*spec.inputs, *spec.outputs):
+        name = getattr(d.dtype, "name", None)
+        if name in res.dtypes:
+            typed.setdefault(name, []).append(d)
+    outs = {o.name for o in spec.outputs}
+    res.dtypes_unused = tuple(v for v, ds in typed.items()
+                              if all(d.name not in outs and inputs.get(d.name) is None for d in ds))
 
 
 def run_check(op, inputs: dict | None = None, attrs: dict | None = None, dtypes: dict | None = None, *,
@@ -573,7 +589,7 @@ def run_check(op, inputs: dict | None = None, attrs: dict | None = None, dtypes:
         violation = e
         bound = spec.bind(inputs, attrs, dtypes, skip=device_reqs)
     res.attrs = dict(bound.attrs)
-    res.dtypes = {k: v.long_name for k, v in bound.dtypes.items()}
+    _set_dtypes(res, spec, bound, inputs)
     g = spec.graph(bound.key)
     golden_out = {}
 
@@ -696,7 +712,7 @@ def _run_check_kir(spec, inputs: dict, attrs: dict, dtypes: dict, plat, determin
     res = CheckResult(spec.name, plat.name, "kir", inputs=inputs)
     bound = spec.bind(inputs, attrs, dtypes)
     res.attrs = dict(bound.attrs)
-    res.dtypes = {k: v.long_name for k, v in bound.dtypes.items()}
+    _set_dtypes(res, spec, bound, inputs)
     g = spec.graph(bound.key)
     slots = _output_slots(spec, bound)
     empty = [i.name for i in spec.inputs if not i.host and bound.arrays.get(i.name) is not None
