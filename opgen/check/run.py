@@ -63,7 +63,7 @@ class CheckResult:
     arrays: {output name: kernel output in its declared dtype}; inputs: the inputs used (arrays by name; None
     = absent); attrs: every attribute's value after validation; dtypes: {dtype variable: dtype name} bound;
     dtypes_unused: the variables of `dtypes` that type only optional inputs the call does not give (the binding
-    selects nothing: the TilingFunc picks the dtype row, docs/design.md "Optional inputs").
+    selects nothing: the TilingFunc picks the dtype row, docs/design.md "Host-side checks").
     gm: {buffer name: caseio.GmStat} (inputs, outputs, "workspace", "tiling"; bytes moved in the launch);
     gm_bytes: bytes read + written over all buffers; gm_bytes_min: each present device input the specialisation reads (its graph consumes it) read once plus each
     produced output written once (bytes, from the tensors' sizes; a table read only through row picks by an index
