@@ -426,8 +426,8 @@ def test_an_f32_dtype_row_is_refused_at_the_input_line(tmp_path):
     with pytest.raises(NoKernel) as e:
         kernel_build(load_spec(str(p)))
     line = next(i for i, t in enumerate(p.read_text().splitlines(), 1) if 'spec.input("x"' in t)
-    cube = str(e.value).split("; ")[-1]
-    assert "dtype row 2 binds U to f32" in cube and f"gemm.py:{line})" in cube and cube.startswith("%x ")
+    cube = str(e.value).split(" [cube family]")[0]   # the family that recognised a plain matmul speaks first
+    assert "dtype row 2 binds U to f32" in cube and f"gemm.py:{line})" in cube and "lowers %x (" in cube
 
 
 def test_spec_names_equal_to_the_kernels_old_member_names_do_not_collide(tmp_path):
@@ -969,3 +969,28 @@ def test_ksplit_matmul_gelu_emulated_matches_float64_is_bit_identical_and_races_
     h.write_text(text.replace(f"CrossCoreWaitFlag({FLAG_PART});", "/* deleted */"))
     r = check(tmp_path / "gen")
     assert not r.passed and r.faults, r.faults[:2]
+
+
+@pytest.mark.parametrize("change, words", [
+    # a shape form the cube family refuses: the right operand's batch dims broadcast against the left's
+    ({"spec.input(\"x\", U, [M, K])": "spec.input(\"x\", U, [2, M, K])",
+      "spec.input(\"w\", U, [K, N])": "spec.input(\"w\", U, [2, 1, K, N])",
+      "spec.output(\"y\", U, [M, N])": "spec.output(\"y\", U, [2, 2, M, N])"}, "other broadcast batch dims"),
+    # a dtype row the cube does not read, refused at an input (a parameter: no IR node to rank by position)
+    ({"[(f16,), (bf16,)]": "[(f16,), (f32,)]", "bf16, f16": "bf16, f16, f32"}, "binds U to f32"),
+])
+def test_a_plain_matmul_no_family_lowers_is_refused_with_the_cube_familys_reason_first(tmp_path, change, words):
+    # the attention family does not find its score matmul reaching a softmax in a plain matmul: the spec is not of
+    # its kind, so its reason follows the cube family's (docs/design.md "Kernel families")
+    text = SPEC.format(op="Gemm", m="M", k="K", n="N", a="x", b="w", c="y", body="bb.matmul(x, w).cast(U, 'rint')")
+    for old, new in change.items():
+        assert old in text
+        text = text.replace(old, new)
+    p = tmp_path / "gemm.py"
+    p.write_text(textwrap.dedent(text))
+    with pytest.raises(NoKernel) as e:
+        kernel_build(load_spec(str(p)))
+    msg = str(e.value)
+    first, _, rest = msg.partition(" [cube family]; ")
+    assert words in first and "[attention family]" not in first, msg
+    assert "no score matmul" in rest and rest.endswith("[attention family]"), msg

@@ -102,7 +102,7 @@ def attention_layout(g) -> AttentionLayout:
     params = {p.value.name: p for p in g.params}
     mms = [n for n in g.nodes if n.op == "matmul"]
     if not mms:
-        raise Unsupported(g.outputs[0][1] if g.outputs else g.name, "", "no matmul")
+        raise Unsupported(g.outputs[0][1] if g.outputs else g.name, "", "no matmul", foreign=True)
 
     def root(v):   # the input a value is a view / cast of
         while v not in params and v in prod and prod[v].op in ("reshape", "cast", "permute", "broadcast"):
@@ -120,7 +120,8 @@ def attention_layout(g) -> AttentionLayout:
 
     scores = [n for n in mms if reaches_exp(n.result.name) and n.attr("transpose_b")]
     if not scores:
-        raise Unsupported(mms[0].result.name, mms[0].loc, "no score matmul Q Kselᵀ whose result reaches a softmax exp")
+        raise Unsupported(mms[0].result.name, mms[0].loc, "no score matmul Q Kselᵀ whose result reaches a softmax exp",
+                          foreign=True)
     s = scores[0]
     q = root(s.inputs[0])
     gsel = prod.get(s.inputs[1])

@@ -191,8 +191,10 @@ def choose(spec, g, plan) -> tuple[Family, object]:
     whose match returns a layout, and the layout. Raises NoKernel with the rule of every family that claims the
     plan on one line, the family that got furthest first: the one refused at the latest IR value of the graph
     (its reason is about the construct that stops the spec, where the others stop at what they never take); a
-    rule about the whole graph (Unsupported.whole: "2 matmuls") counts as getting nowhere; ties in the order of
-    the list."""
+    rule about the whole graph (Unsupported.whole: "2 matmuls") counts as getting nowhere, and a family that did
+    not find the construct it is built around (Unsupported.foreign: attention without a score matmul reaching a
+    softmax) as less than that: the spec is closest to the family that recognised its kind (a plain matmul: the
+    cube family). Ties in the order of the list."""
     fams = families()
     failures = []
     for fam in fams:
@@ -222,7 +224,10 @@ def choose(spec, g, plan) -> tuple[Family, object]:
 
 def _progress(g, e) -> int:
     """How far a family got in graph `g` before refusing with Unsupported `e`: the position of the node defining
-    its value (-1 for a parameter, a value not in the graph, or a rule about the graph as a whole, `e.whole`)."""
+    its value (-1 for a parameter, a value not in the graph, or a rule about the graph as a whole, `e.whole`; -2 for
+    a graph not of the family's kind, `e.foreign`)."""
+    if getattr(e, "foreign", False):
+        return -2
     if getattr(e, "whole", False):
         return -1
     for k, n in enumerate(g.nodes):

@@ -42,10 +42,12 @@ from opgen.ir.dims import Bounds, DimExpr, Lit, Prod, Sym, Variadic, as_dim
 class Unsupported(IRError):
     """A graph outside a family: `value` (IR value name), `loc` (spec file:line or "") and the rule. `whole`: the
     rule is about the graph as a whole (how many matmuls or outputs it has), not a construct at `value`: the family
-    got nowhere in it (opgen.kernel.family.choose puts such a reason after the others)."""
+    got nowhere in it (opgen.kernel.family.choose puts such a reason after the others). `foreign`: the graph lacks
+    the construct the family is built around (attention: a score matmul reaching a softmax), so it is not of the
+    family's kind at all; choose puts such a reason after every other, even one about the graph as a whole."""
 
-    def __init__(self, value: str, loc: str, why: str, whole: bool = False):
-        self.value, self.loc, self.why, self.whole = value, loc, why, whole
+    def __init__(self, value: str, loc: str, why: str, whole: bool = False, foreign: bool = False):
+        self.value, self.loc, self.why, self.whole, self.foreign = value, loc, why, whole, foreign
         super().__init__(f"%{value}: {why}")
 
 
