@@ -8,6 +8,7 @@ from __future__ import annotations
 
 import dataclasses
 import functools
+import json
 import re
 from pathlib import Path
 
@@ -253,5 +254,7 @@ def test_a_dtype_variable_of_absent_inputs_only_is_reported_as_selecting_nothing
         r = run_check(str(SPEC), dims=dims, dtypes={"T": "float16", "U": "float16"}, present=present, seed=3,
                       progress=False, engine="kir")
         assert r.passed and r.dtypes == {"T": "float16", "U": "float16"} and r.dtypes_unused == unused
+        js = json.loads(json.dumps(r.to_json()))   # `opgen check --json` carries it too (a JSON list)
+        assert js["dtypes"] == {"T": "float16", "U": "float16"} and js["dtypes_unused"] == list(unused)
         line = next(x for x in format_text(r).splitlines() if "dtypes:" in x)
         assert ("U=float16 (no tensor of it given" in line) == bool(unused), line

@@ -124,7 +124,8 @@ class CheckResult:
         gm_bytes, gm_bytes_min, gm_ratio, gm{name: {bytes, read, written}}, block_dim, tiling_key,
         workspace_bytes, faults, plus op, soc, variant, tiling_ok, tiling_error, launched, gm_reference,
         gm_reference_source, cycles and cost (the cost model's estimate, floor and bound: opgen.check.cost), dtypes
-        ({variable: dtype name}), gm_plan (above GM_PLAN_ABOVE: {reads, why, inputs: {name: bytes}}; {} otherwise),
+        ({variable: dtype name}), dtypes_unused (the variables of dtypes that type only optional inputs the call does
+        not give: [name, ...], docs/design.md "Host-side checks"), gm_plan (above GM_PLAN_ABOVE: {reads, why, inputs: {name: bytes}}; {} otherwise),
         ub_peak (the UB bytes the kernel's buffers held at once, max over the AIV cores)."""
         return {"op": self.op, "soc": self.soc, "variant": self.variant, "passed": self.passed,
                 "outputs": {k: c.to_json() for k, c in self.outputs.items()},
@@ -134,7 +135,8 @@ class CheckResult:
                 "faults": list(self.faults), "traps": list(self.traps), "tiling_ok": self.tiling_ok, "tiling_error": self.tiling_error,
                 "launched": self.launched, "seconds": dict(self.seconds), "gm_reference": self.gm_reference,
                 "gm_reference_source": self.gm_reference_source, "cycles": dict(self.cycles),
-                "cost": dict(self.cost), "dtypes": dict(self.dtypes), "gm_plan": dict(self.gm_plan),
+                "cost": dict(self.cost), "dtypes": dict(self.dtypes),
+                "dtypes_unused": list(self.dtypes_unused), "gm_plan": dict(self.gm_plan),
                 "ub_peak": self.ub_peak}
 
 
