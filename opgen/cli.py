@@ -414,31 +414,31 @@ def cmd_graph(args) -> int:
         until = args.dump_after or {"kernel": "lower", "tiled": "plan_buffers"}[args.stage]   # kernel: + the schedule
         u = compile_unit(spec, key=key, until=until, only_key0=until in ("select_family", "lower"),
                          instruments=timing)
+        # the whole text is made before any of it is written: a refusal (NoKernel of another specialisation the
+        # kernel is built with, a tiling error) exits 2 with its one line and nothing on stdout
         if args.dump_after is not None:
-            sys.stdout.write(print_unit(until, u))
+            text = print_unit(until, u)
         elif args.stage == "kernel":
-            sys.stdout.write(f"family {u.family.name}: {u.family.layout_text(u.layout)}\n")
-            sys.stdout.write(u.family.program_text(u.lowered, u.key0))
             from opgen.codegen.kernel import schedule_text  # lazy: start-up time
             from opgen.tiling.pipeline import kernel_build
 
             from opgen.codegen.headkernel import schedule_text as head_schedule_text  # lazy: start-up time
-
-            unit = kernel_build(spec)
-            sched = schedule_text(spec, unit, u.key0) or head_schedule_text(spec, unit)
-            if sched:
-                sys.stdout.write("schedule (Kernel IR; the op_kernel class is printed from it):\n" + sched)
             from opgen.kernel.ubplan import plan_text  # lazy: start-up time
 
-            sys.stdout.write(plan_text(unit.lowered, u.key0))
+            unit = kernel_build(spec)   # the schedule and buffer plan come from the whole kernel (every key)
+            sched = schedule_text(spec, unit, u.key0) or head_schedule_text(spec, unit)
+            text = (f"family {u.family.name}: {u.family.layout_text(u.layout)}\n"
+                    + u.family.program_text(u.lowered, u.key0)
+                    + ("schedule (Kernel IR; the op_kernel class is printed from it):\n" + sched if sched else "")
+                    + plan_text(unit.lowered, u.key0))
         else:
             from opgen.kernel import print_plan  # lazy: start-up time
             from opgen.passes.pipeline import plan  # lazy: start-up time
 
-            sys.stdout.write(print_plan(plan(g, u.tiling.program)))
-            sys.stdout.write(f"family {u.family.name}: {u.family.layout_text(u.layout)}\n")
-            sys.stdout.write(print_unit("plan_buffers", u))
-            sys.stdout.write(print_unit("tile", u))
+            text = (print_plan(plan(g, u.tiling.program))
+                    + f"family {u.family.name}: {u.family.layout_text(u.layout)}\n"
+                    + print_unit("plan_buffers", u) + print_unit("tile", u))
+        sys.stdout.write(text)
         if timing:
             sys.stderr.write(timing[0].report())
         return 0
