@@ -61,7 +61,8 @@ def test_renamed_spec_gets_the_same_kernel(tmp_path):
     assert u1.family.name == u2.family.name == "cube"
     t1 = K.to_text(next(iter(u1.lowered.programs.values())))
     t2 = K.to_text(next(iter(u2.lowered.programs.values())))
-    norm = {"GemmCubeKernel": "X", "OtherCubeKernel": "X", "GemmTilingData": "S", "OtherTilingData": "S", "x": "A", "lhs": "A", "w": "B", "rhs": "B", "y": "C", "res": "C"}
+    norm = {"GemmCubeKernel": "X", "OtherCubeKernel": "X", "GemmTilingData": "S", "OtherTilingData": "S", "x": "A", "lhs": "A", "w": "B", "rhs": "B", "y": "C", "res": "C",
+            "gemm": "F", "other": "F"}   # the spec file's name in the `// spec:` traces
     def canon(t):
         return re.sub(r"\b(\w+)\b", lambda m: norm.get(m.group(1), m.group(1)), t)
 
@@ -78,7 +79,7 @@ def test_renamed_spec_with_an_epilogue_gets_the_same_kernel(tmp_path):
     u2 = kernel_build(_spec(tmp_path / "two", body=body, op="Other", m="Rows", k="Red", n="Cols", a="lhs", b="rhs",
                             c="res"))
     norm = {"GemmCubeKernel": "X", "OtherCubeKernel": "X", "GemmTilingData": "S", "OtherTilingData": "S", "x": "A",
-            "lhs": "A", "w": "B", "rhs": "B", "y": "C", "res": "C"}
+            "lhs": "A", "w": "B", "rhs": "B", "y": "C", "res": "C", "gemm": "F", "other": "F"}
     t1, t2 = (re.sub(r"\b(\w+)\b", lambda m: norm.get(m.group(1), m.group(1)),
                      K.to_text(next(iter(u.lowered.programs.values())))) for u in (u1, u2))
     assert t1 == t2 and "cross_wait" in t1
@@ -994,3 +995,26 @@ def test_a_plain_matmul_no_family_lowers_is_refused_with_the_cube_familys_reason
     first, _, rest = msg.partition(" [cube family]; ")
     assert words in first and "[attention family]" not in first, msg
     assert "no score matmul" in rest and rest.endswith("[attention family]"), msg
+
+
+def test_cube_kernel_statements_carry_the_spec_lines_they_come_from(tmp_path):
+    # the `// spec: file.py:N` traces the rows and attention kernels carry (docs/design.md "Reviewing generated
+    # code"): the cube's copies, loads and Mmad cite the matmul's line, each epilogue step its own, the store the
+    # output cast's; the line numbers are read off the spec text
+    text = SPEC.format(op="Gemm", m="M", k="K", n="N", a="x", b="w", c="y", body="t.cast(U, 'rint')")
+    text = text.replace("def _(bb, x, w):\n", "def _(bb, x, w):\n    s = bb.matmul(x, w)\n    t = s * 0.5 - 1.0\n")
+    p = tmp_path / "gemm.py"
+    p.write_text(textwrap.dedent(text))
+    lines = p.read_text().splitlines()
+    at = {k: next(i for i, t in enumerate(lines, 1) if t.strip().startswith(k)) for k in ("s =", "t =", "return")}
+    cls = next(iter(kernel_build(load_spec(str(p))).lowered.programs.values()))
+    cpp = K.to_cpp(cls).splitlines()
+    for stmt in ("DataCopy(a1, ", "DataCopy(b1, ", "LoadData(a2", "LoadData(b2", "Mmad(", "Fixpipe<"):
+        hits = [t for t in cpp if t.strip().startswith(stmt)]
+        assert hits and all(t.endswith(f"// spec: gemm.py:{at['s =']}") for t in hits), (stmt, hits)
+    for stmt in ("Muls(", "Adds("):   # s * 0.5 - 1.0
+        hits = [t for t in cpp if t.strip().startswith(stmt)]
+        assert hits and all(t.endswith(f"// spec: gemm.py:{at['t =']}") for t in hits), (stmt, hits)
+    for stmt in ("Cast(eo", "DataCopyPad(cGm_"):
+        hits = [t for t in cpp if t.strip().startswith(stmt)]
+        assert hits and all(t.endswith(f"// spec: gemm.py:{at['return']}") for t in hits), (stmt, hits)

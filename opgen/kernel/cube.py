@@ -42,6 +42,10 @@ key's attrKey (CubeFamily.lower); the presences of the optional inputs of one at
 (merge_presences: the epilogue's steps guarded by hasInput<k>_, Fixpipe writing the output directly under the
 presences without a vector epilogue).
 
+Provenance: each statement's comment ends in the `// spec: file.py:N` trace of the spec line it comes from (the
+matmul's line for the copies, loads, Mmad and Fixpipe; each epilogue step's own line; the output cast's for the
+store), as the rows and attention kernels carry (opgen.ir.locs; GemmLayout.mm_loc / out_loc / cites).
+
 The class's own members (GM tensors aGm_ / bGm_ / cGm_, buffers l1A_ ... l0C_) end in '_', which no spec name may
 (opgen.dsl.spec), so an input or output of any valid name never collides with them.
 
@@ -53,11 +57,12 @@ family when their packages are imported (the kernel stage must not import later 
 
 from __future__ import annotations
 
-from dataclasses import dataclass, replace
+from dataclasses import dataclass, field, replace
 
 from opgen.ir.dims import Constraint, Fn, Lit, Prod, Sym, Variadic
 from opgen.dsl.keys import attr_key
 from opgen.ir.dtypes import DTypeVar, dtype_name
+from opgen.ir.locs import spec_comment, spec_doc, stamp
 from opgen.kernel import kir as K
 from opgen.kernel.kir_sync import place_syncs_memo
 from opgen.kernel.family import Family, Lowered, register
@@ -104,6 +109,10 @@ class GemmLayout:
     direct: tuple = ()      # the presences with no vector epilogue: Fixpipe writes the output when K is not split
     fold: tuple = ()        # leading dims of a (and the output) folded into M: [*fold, M, K] x [K, N] is one GEMM of
                             # [prod(fold) * M, K] x [K, N] (names; a variadic group as "*Bd")
+    # Provenance (spec "file.py:line", not compared: the emitted `// spec:` traces, opgen.ir.locs):
+    mm_loc: str = field(default="", compare=False)    # the matmul's line: the cube's copies, loads, Mmad and Fixpipe
+    out_loc: str = field(default="", compare=False)   # the output cast's line (Fixpipe's cast or the epilogue's store)
+    cites: tuple = field(default=(), compare=False)   # ((step value, its line), ...) of the epilogue's load / op steps
 
     @property
     def mixed(self) -> bool:
@@ -186,7 +195,7 @@ def gemm_layout(g, spec=None) -> GemmLayout:
     if dta != dtb or fixed and dtype_name(dta) not in ("f16", "bf16"):
         raise Unsupported(mm.result.name, mm.loc, "the operands take one dtype (a dtype variable of f16 / bf16 rows, "
                           "or f16 or bf16)")
-    od, odt, out, epi, steps = _epilogue(g, mm, seen, params, dims, lead, dta)
+    od, odt, out, epi, steps, cites, out_loc = _epilogue(g, mm, seen, params, dims, lead, dta)
     if od != dta and odt != "f32":
         raise Unsupported(out, "", f"output dtype {odt}: the cube kernel writes the operands' dtype or f32")
     name = dtype_name(dta) if fixed else dta.name
@@ -218,7 +227,8 @@ def gemm_layout(g, spec=None) -> GemmLayout:
     steps = tuple(st[:4] + (input_tparam(order.index(st[4][len(_VAR_TAG):])),) + st[5:]
                   if st[0] == "load" and st[4].startswith(_VAR_TAG) else st for st in steps)
     return GemmLayout(a, b, out, tuple(str(d) for d in dims), name, odt, tuple(epi), fixed, ta, tb,
-                      tuple(str(d) for d in batch), steps, fold=tuple(str(d) for d in fold))
+                      tuple(str(d) for d in batch), steps, fold=tuple(str(d) for d in fold), mm_loc=mm.loc,
+                      out_loc=out_loc or mm.loc, cites=cites)
 
 
 OPERAND_T = "T"
@@ -280,7 +290,8 @@ def _step_text(st) -> str:
 
 
 def _epilogue(g, mm, seen, params, dims, batch, dta) -> tuple:
-    """(output dtype, its name, output name, Fixpipe epilogue, vector steps) of the ops after matmul `mm` in `g`:
+    """(output dtype, its name, output name, Fixpipe epilogue, vector steps, ((step value, spec line), ...) of the
+    load / op steps, the output cast's spec line or "") of the ops after matmul `mm` in `g`:
     a matmul result only cast to the output is Fixpipe's (steps ()); anything else must be elementwise math on
     [*batch, M, N] rows, [N] / [1, N] column inputs and constants ending in at most one cast (EPI_STEPS). Raises
     Unsupported naming the value and the construct."""
@@ -298,7 +309,7 @@ def _epilogue(g, mm, seen, params, dims, batch, dta) -> tuple:
                 stack.append(n.result.name)
     rest = [n for n in g.nodes if n.result.name not in seen]
     if all(n.op == "cast" and n.result.name in down for n in rest):   # Fixpipe's cast (or nothing)
-        v, epi = r, []
+        v, epi, cast_loc = r, [], ""
         while True:
             us = uses.get(v, [])
             if v == ov and not us:
@@ -315,10 +326,10 @@ def _epilogue(g, mm, seen, params, dims, batch, dta) -> tuple:
             if mode not in ("rint", "none"):
                 raise Unsupported(c.result.name, c.loc, f"cast of the matmul result with round={mode!r}: Fixpipe "
                                   f"rounds to nearest even only (round 'rint', or 'none' for an exact cast)")
-            v = c.result.name
+            v, cast_loc = c.result.name, c.loc
             epi.append("cast")
         od = vals[v].type.dtype
-        return od, (od.name if isinstance(od, DTypeVar) else dtype_name(od)), out, epi, ()
+        return od, (od.name if isinstance(od, DTypeVar) else dtype_name(od)), out, epi, (), (), cast_loc
     dm, dn = str(dims[0]), str(dims[2])
     row_shape = [str(d) for d in batch] + [dm, dn]
     attrs = {p.value.name for p in g.params if p.kind != "input"}
@@ -332,9 +343,10 @@ def _epilogue(g, mm, seen, params, dims, batch, dta) -> tuple:
         raise Unsupported(v, loc, f"an operand of shape [{', '.join(shp)}] in the matmul's epilogue: it reads "
                           f"[{', '.join(row_shape)}] tensors, [{dn}] / [1, {dn}] column vectors and constants")
 
-    space, steps, stored = {r: "row"}, [("acc", r)], False
+    space, steps, stored, cites, out_loc = {r: "row"}, [("acc", r)], False, {}, ""
     for n in rest:
         v = n.result.name
+        cites[v] = n.loc
         if n.op == "const":
             if list(vals[v].type.shape):
                 raise Unsupported(v, n.loc, "a constant tensor in the matmul's epilogue (a scalar constant only)")
@@ -362,7 +374,7 @@ def _epilogue(g, mm, seen, params, dims, batch, dta) -> tuple:
             if space.get(src) != "row" or mode not in ROUND_MODES:
                 raise Unsupported(v, n.loc, f"the output cast (round={mode!r}) of a value that is not an [M, N] row")
             steps.append(("store", src, ROUND_MODES[mode]))
-            stored = True
+            stored, out_loc = True, n.loc
             continue
         if n.op in EPI_OPS:
             for x in n.inputs:
@@ -379,6 +391,7 @@ def _epilogue(g, mm, seen, params, dims, batch, dta) -> tuple:
                         raise Unsupported(x, n.loc, "an epilogue input used without a cast to f32")
                     space[x] = space_of(x, n.loc)
                     steps.append(("load", x, x, space[x], "f32"))
+                    cites[x] = n.loc   # an fp32 input read as it is: the line of the op that reads it
                 if x in seen and x not in space:
                     raise Unsupported(v, n.loc, f"a matmul operand (%{x}) read again in the matmul's epilogue, "
                                       f"which reads [M, N] tensors, [N] column vectors and constants")
@@ -405,7 +418,9 @@ def _epilogue(g, mm, seen, params, dims, batch, dta) -> tuple:
             raise Unsupported(ov, "", "the output is not computed from the matmul result")
         steps.append(("store", ov, ""))
     od = vals[ov].type.dtype
-    return od, (od.name if isinstance(od, DTypeVar) else dtype_name(od)), out, ["vector"], tuple(steps)
+    named = tuple((st[1], cites[st[1]]) for st in steps if st[0] in ("load", "op") and cites.get(st[1]))
+    return od, (od.name if isinstance(od, DTypeVar) else dtype_name(od)), out, ["vector"], tuple(steps), named, \
+        out_loc
 
 
 def merge_presences(spec, items: list) -> GemmLayout:
@@ -434,8 +449,10 @@ def merge_presences(spec, items: list) -> GemmLayout:
     taken = {st[1] for _pr, lay in items for st in lay.steps if st[0] == "attr"}
     joined: dict = {}   # step key -> [step with joined names, presences]
     vname: dict = {}    # value key -> joined name
+    cites: dict = {}    # joined name -> spec line (the first presence's that has the step)
     for pr, lay in items:
         kmap: dict = {}
+        lines = dict(lay.cites)
         for st in (lay.steps or _cast_only(lay).steps):
             kind = st[0]
             if kind == "acc":
@@ -461,6 +478,8 @@ def merge_presences(spec, items: list) -> GemmLayout:
                 vname[key] = nm
             if kind != "store":
                 kmap[st[1]] = key
+                if lines.get(st[1]):
+                    cites.setdefault(vname[key], lines[st[1]])
             if key not in joined:
                 if kind == "op":
                     new = ("op", vname[key], st[2], tuple(vname[kmap[x]] for x in st[3]), st[4])
@@ -474,7 +493,8 @@ def merge_presences(spec, items: list) -> GemmLayout:
     when = tuple(() if w == set(served) else tuple(sorted(w)) for _st, w in joined.values())
     direct = tuple(pr for pr, lay in items if not lay.steps)
     return replace(first, epilogue=("vector",), steps=steps, presence=names, served=served, step_when=when,
-                   direct=direct)
+                   direct=direct, cites=tuple(cites.items()),
+                   out_loc=next((lay.out_loc for _pr, lay in items if lay.steps), first.out_loc))
 
 
 def lower_gemm(spec, lay: GemmLayout, name: str = "") -> K.KernelClass:
@@ -489,6 +509,9 @@ def lower_gemm(spec, lay: GemmLayout, name: str = "") -> K.KernelClass:
     locs = (K.Local("l1A_", K.TPos.A1, True, 2), K.Local("l1B_", K.TPos.B1, True, 2),
             K.Local("l0A_", K.TPos.A2, True, 2), K.Local("l0B_", K.TPos.B2, True, 2), K.Local("l0C_", K.TPos.CO1))
     sz = K.SizeOf("T")
+
+    def mm_cite(text):   # a statement of the matrix product: its comment and the matmul's spec line
+        return _cite(text, lay.mm_loc)
 
     def fn(f, a, b):
         return Fn(f, (a, b))
@@ -507,27 +530,27 @@ def lower_gemm(spec, lay: GemmLayout, name: str = "") -> K.KernelClass:
     k1, kp1, kf0 = S("kPad") // 16, S("kPad1") // 16, S("kk") // 16   # chunk, panel, the chunk's first K fractal
     if lay.trans_a:   # Aᵀ panel [kt1, mt] in L1: fractal (kf, mf) at mf * kp1 + kf; A's ZZ fractal (mf, kf) is it
         a_in = (K.Nd2Nz(K.Ref("a1"), K.GmView("aGm_", off(0, S("k0") * M + S("m0"))), S("kt1"), S("mt"), M,
-                        S("kPad1"), "Aᵀ panel [kt1, mt] -> L1 NZ"),)
+                        S("kPad1"), mm_cite("Aᵀ panel [kt1, mt] -> L1 NZ")),)
         a_load = (K.For("r", Lit(0), m1, Lit(1), (
             K.LoadData(K.Ref("a2", S("r") * k1 * 256), K.Ref("a1"), S("r") * kp1 + kf0, k1, Lit(1), True,
-                       "A fractal row r of the chunk: Aᵀ's fractals transposed"),), disjoint=True),)
+                       mm_cite("A fractal row r of the chunk: Aᵀ's fractals transposed")),), disjoint=True),)
     else:   # A panel [mt, kt1] in L1: fractal (mf, kf) at kf * m1 + mf
         a_in = (K.Nd2Nz(K.Ref("a1"), K.GmView("aGm_", off(0, S("m0") * Kd + S("k0"))), S("mt"), S("kt1"), Kd,
-                        S("mPad"), "A panel [mt, kt1] -> L1 NZ"),)
+                        S("mPad"), mm_cite("A panel [mt, kt1] -> L1 NZ")),)
         a_load = (K.For("r", Lit(0), m1, Lit(1), (
             K.LoadData(K.Ref("a2", S("r") * k1 * 256), K.Ref("a1", kf0 * S("mPad") * 16), S("r"), k1, m1, False,
-                       "A fractal row r of the chunk: NZ -> ZZ"),), disjoint=True),)
+                       mm_cite("A fractal row r of the chunk: NZ -> ZZ")),), disjoint=True),)
     if lay.trans_b:   # Bᵀ panel [nt, kt1] in L1: fractal (nf, kf) at kf * n1 + nf, B's ZN order already
         b_in = (K.Nd2Nz(K.Ref("b1"), K.GmView("bGm_", off(1, S("n0") * Kd + S("k0"))), S("nt"), S("kt1"), Kd,
-                        S("nPad"), "Bᵀ panel [nt, kt1] -> L1 NZ"),)
+                        S("nPad"), mm_cite("Bᵀ panel [nt, kt1] -> L1 NZ")),)
         b_load = (K.LoadData(K.Ref("b2"), K.Ref("b1"), kf0 * n1, k1 * n1, Lit(1), False,
-                             "the chunk's fractals of Bᵀ NZ = B ZN: one load"),)
+                             mm_cite("the chunk's fractals of Bᵀ NZ = B ZN: one load")),)
     else:   # B panel [kt1, nt] in L1: fractal (kf, nf) at nf * kp1 + kf
         b_in = (K.Nd2Nz(K.Ref("b1"), K.GmView("bGm_", off(1, S("k0") * N + S("n0"))), S("kt1"), S("nt"), N,
-                        S("kPad1"), "B panel [kt1, nt] -> L1 NZ"),)
+                        S("kPad1"), mm_cite("B panel [kt1, nt] -> L1 NZ")),)
         b_load = (K.For("r", Lit(0), k1, Lit(1), (
             K.LoadData(K.Ref("b2", S("r") * S("nPad") * 16), K.Ref("b1"), kf0 + S("r"), n1, kp1, True,
-                       "B fractal row r of the chunk: NZ -> ZN (each fractal transposed)"),), disjoint=True),)
+                       mm_cite("B fractal row r of the chunk: NZ -> ZN (each fractal transposed)")),), disjoint=True),)
     chunk = (   # one L0 chunk of the panel: L1 -> L0A / L0B (double buffered), then Mmad
         K.Let("kPad", fn("align_up", S("kt"), Lit(16))),
         K.Alloc("a2", "l0A_", "T"), K.Alloc("b2", "l0B_", "T"),
@@ -535,7 +558,7 @@ def lower_gemm(spec, lay: GemmLayout, name: str = "") -> K.KernelClass:
         K.EnQue("l0A_", "a2"), K.EnQue("l0B_", "b2"),
         K.DeQue("a2", "l0A_", "T"), K.DeQue("b2", "l0B_", "T"),
         K.Mmad(K.Ref("c1"), K.Ref("a2"), K.Ref("b2"), S("mm"), S("nt"), S("kt"),
-               (Constraint("==", S("k0") + S("kk"), S("kb")),), "fp32 accumulate over K (this range's)"),
+               (Constraint("==", S("k0") + S("kk"), S("kb")),), mm_cite("fp32 accumulate over K (this range's)")),
         K.Free("l0A_", "a2"), K.Free("l0B_", "b2"),
     )
     kloop = (   # one L1 panel: GM -> L1 (double buffered: the next panel's copy overlaps this one's chunks)
@@ -575,12 +598,12 @@ def lower_gemm(spec, lay: GemmLayout, name: str = "") -> K.KernelClass:
             free = (K.If((Constraint(">=", S("j"), Lit(2)),), (_by_slot(lambda i: K.CrossCoreWaitFlag(
                 FLAG_FREE + i, "the AIVs have read this slot's previous block")),)),)
             fix = K.Fixpipe(K.GmView("wsGm_", S("wsOff")), K.Ref("c1"), S("mt"), S("nt"), S("mPad"), S("nt"),
-                            "L0C -> workspace slot s, fp32")
+                            mm_cite("L0C -> workspace slot s, fp32"))
             ready = (_by_slot(lambda i: K.CrossCoreSetFlag(2, Pipe.FIX, FLAG_READY + i, "slot s holds the block")),)
         else:
             slot, free, ready = (), (), ()
             fix = K.Fixpipe(K.GmView("cGm_", off(2, S("m0") * N + S("n0"))), K.Ref("c1"), S("mt"), S("nt"),
-                            S("mPad"), N, "L0C -> GM with the cast to the output type")
+                            S("mPad"), N, _cite("L0C -> GM with the cast to the output type", lay.mm_loc, lay.out_loc))
         block = (
             *lets,
             *pads,
@@ -621,7 +644,7 @@ def lower_gemm(spec, lay: GemmLayout, name: str = "") -> K.KernelClass:
         K.For("k0", S("kb"), fn("min", Kd, S("kb") + S("kLen")), S("baseKL1"), kloop, tail="kt1",
               doc="K panels of this unit's range (the last a tail)"),
         K.Fixpipe(K.GmView("wsGm_", (S("blk") * S("kSplit") + S("kr")) * bm * bn), K.Ref("c1"), S("mt"), S("nt"),
-                  S("mPad"), bn, "L0C -> the unit's partial block in the workspace, fp32"),
+                  S("mPad"), bn, mm_cite("L0C -> the unit's partial block in the workspace, fp32")),
     )
     split = (
         K.Let("uFirst", K.BLOCK_IDX * S("unitsPerCore") + Fn("min", (K.BLOCK_IDX, S("unitsTail")))),
@@ -710,6 +733,12 @@ def epi_attrs(lay: GemmLayout) -> tuple:
     return tuple(st[1] for st in lay.steps if st[0] == "attr")
 
 
+def _cite(text: str, *locs: str) -> str:
+    """A statement's comment `text` followed by the `// spec:` trace of the spec lines `locs` it comes from
+    (opgen.ir.locs.spec_comment: "A panel -> L1 NZ  // spec: mm.py:15"; `text` alone when no line is known)."""
+    return text + spec_comment(locs)
+
+
 def _by_slot(make) -> K.If:
     """make(0) when the slot s (a Let) is 0, else make(1): the flag of each slot has its own constant id."""
     return K.If((Constraint("==", Sym("s"), Lit(0)),), (make(0),), (make(1),))
@@ -785,6 +814,7 @@ def epilogue_program(lay: GemmLayout) -> EpiProgram:
     ctx = _EpiCtx(lay.out)
     pre, loads, store = {}, [], None
     guard = {}
+    lines = dict(lay.cites)
     whens = lay.step_when or ((),) * len(lay.steps)
     for st, when in zip(lay.steps, whens):
         n0 = len(ctx.p.instrs)
@@ -814,6 +844,7 @@ def epilogue_program(lay: GemmLayout) -> EpiProgram:
         else:
             store = (st[1], st[2])
             ctx.p.instrs.append(Instr("store", "", (st[1],), arg=st[2], gm=lay.out, space="row"))
+        stamp(ctx.p.instrs, n0, lay.out_loc if st[0] == "store" else lines.get(st[1], ""))   # the `// spec:` traces
         if when:   # the instructions of a step some presences run only (merge_presences)
             ctx.p.instrs[n0:] = [replace(i, when=when) for i in ctx.p.instrs[n0:]]
     p = ctx.p
@@ -866,6 +897,10 @@ def _vector_part(lay: GemmLayout, prog: EpiProgram, lets: tuple, out_t: str, off
     first), then the epilogue, cast and store as above."""
     S = Sym
     bn, N, R = S("baseN"), S("N"), S("epiRows")
+    lines = dict(lay.cites)
+
+    def mm_cite(text):   # the matmul's fp32 block or partial: its comment and the matmul's spec line
+        return _cite(text, lay.mm_loc)
     row = S("r") * bn    # element offset of row r of a pass in every row buffer (pitch baseN)
     locs, gms, gets, copies_in = [], [], [], []
     col_in = []
@@ -899,17 +934,17 @@ def _vector_part(lay: GemmLayout, prog: EpiProgram, lets: tuple, out_t: str, off
             acc_var = var
             part = S("pOff") + S("c0") * bn
             copies_in.append(K.Copy(K.Ref(var), K.GmView("wsGm_", part), S("rows"), S("nt") * 4, (bn - S("nt")) * 4,
-                                    _gap(S("nt"), 4, bn), "fp32 rows of partial 0 of the block"))
+                                    _gap(S("nt"), 4, bn), mm_cite("fp32 rows of partial 0 of the block")))
         elif not inp:
             src = K.GmView("wsGm_", S("wsOff") + S("c0") * S("nt"))
             copies_in.append(K.Copy(K.Ref(var), src, S("rows"), S("nt") * 4, Lit(0), _gap(S("nt"), 4, bn),
-                                    "fp32 rows of the block from the workspace slot"))
+                                    mm_cite("fp32 rows of the block from the workspace slot")))
         elif sp == "row":
             copies_in.append(K.Copy(K.Ref(var), K.GmView(gm_of[inp], off(2, (S("m0") + S("c0")) * N + S("n0"))),
-                                    S("rows"), S("nt") * 4, (N - S("nt")) * 4, _gap(S("nt"), 4, bn), f"rows of {inp}"))
+                                    S("rows"), S("nt") * 4, (N - S("nt")) * 4, _gap(S("nt"), 4, bn), _cite(f"rows of {inp}", lines.get(v, ""))))
         else:
             col_in.append(K.Copy(K.Ref(var), K.GmView(gm_of[inp], S("n0")), Lit(1), S("nt") * 4, Lit(0), Lit(0),
-                                 f"columns of {inp}"))
+                                 _cite(f"columns of {inp}", lines.get(v, ""))))
         copies_in[n_in:] = when(v, copies_in[n_in:])
         col_in[n_col:] = when(v, col_in[n_col:])
     for k, (v, inp, sp, lt) in enumerate(prog.loads):
@@ -921,10 +956,10 @@ def _vector_part(lay: GemmLayout, prog: EpiProgram, lets: tuple, out_t: str, off
         if sp == "row":
             copies_in.append(K.Copy(K.Ref(var), K.GmView(gm_of[inp], off(2, (S("m0") + S("c0")) * N + S("n0"))),
                                     S("rows"), S("nt") * tsz, (N - S("nt")) * tsz, _gap(S("nt"), tsz, bn),
-                                    f"rows of {inp}"))
+                                    _cite(f"rows of {inp}", lines.get(v, ""))))
         else:
             col_in.append(K.Copy(K.Ref(var), K.GmView(gm_of[inp], S("n0")), Lit(1), S("nt") * tsz, Lit(0), Lit(0),
-                                 f"columns of {inp}"))
+                                 _cite(f"columns of {inp}", lines.get(v, ""))))
         copies_in[n_in:] = when(v, copies_in[n_in:])
         col_in[n_col:] = when(v, col_in[n_col:])
     stores = prog.stores or ((*prog.store, ()),)
@@ -953,23 +988,23 @@ def _vector_part(lay: GemmLayout, prog: EpiProgram, lets: tuple, out_t: str, off
         if i.kind == "cast_in" and load_t[i.gm] != OPERAND_T:   # a dtype variable that may be f32: CastFrom
             var, _ = ref[("in", i.gm)]
             node = K.vec(Op.CAST_FROM, dst=operand(i.dst, r), src=K.Ref(var, r), count=nt,
-                         doc=f"{i.gm} to fp32 (a copy when it is fp32)")
+                         doc=_cite(f"{i.gm} to fp32 (a copy when it is fp32)", i.loc))
         elif i.kind == "cast_in":
             var, _ = ref[("in", i.gm)]
             node = K.vec(Op.CAST, dst=operand(i.dst, r), src=K.Ref(var, r), mode="CAST_NONE", count=nt,
-                         doc=f"{i.gm} to fp32")
+                         doc=_cite(f"{i.gm} to fp32", i.loc))
         elif i.kind == "store":
             if not i.arg:
                 continue
             node = K.vec(Op.CAST, dst=K.Ref("eo", r), src=operand(i.srcs[0], r), mode=i.arg, count=nt,
-                         doc=f"to the output type ({i.arg})")
+                         doc=_cite(f"to the output type ({i.arg})", i.loc))
         else:
             args = {"dst": operand(i.dst, r), "count": nt}
             for j, x in enumerate(i.srcs):
                 args[f"src{j}"] = operand(x, r)
             if i.kind in ("vscalar", "vdup"):
                 args["scalar"] = parse_scalar(i.arg)
-            node = K.vec(instr_op(i), **args)
+            node = K.vec(instr_op(i), doc=spec_doc(i.loc), **args)
         if is_row:   # each iteration its own row of every row operand: no dependence between iterations
             row_ops.extend(_guarded((K.For("r", Lit(0), S("iters") if flat else S("rows"), Lit(1), (node,),
                                            disjoint=True),), i.when, prog.presence))
@@ -978,7 +1013,7 @@ def _vector_part(lay: GemmLayout, prog: EpiProgram, lets: tuple, out_t: str, off
 
     def out_copy(src_out):
         return K.Copy(K.GmView("cGm_", off(2, (S("m0") + S("c0")) * N + S("n0"))), src_out, S("rows"),
-                      S("nt") * osz, _gap(S("nt"), osz, bn), (N - S("nt")) * osz, "the pass's output rows")
+                      S("nt") * osz, _gap(S("nt"), osz, bn), (N - S("nt")) * osz, _cite("the pass's output rows", lay.out_loc))
 
     if all(r for _v, r, _w in stores):   # every presence's store cast into eo: one copy out
         store = (out_copy(K.Ref("eo")),)
@@ -993,7 +1028,7 @@ def _vector_part(lay: GemmLayout, prog: EpiProgram, lets: tuple, out_t: str, off
                     count=S("cnt"), doc="the running sum plus partial kr")
         reduce_ = (K.For("kr", Lit(1), S("kSplit"), Lit(1), (
             K.Copy(K.Ref("es"), K.GmView("wsGm_", S("pOff") + (S("kr") * S("baseM") + S("c0")) * bn), S("rows"),
-                   S("nt") * 4, (bn - S("nt")) * 4, _gap(S("nt"), 4, bn), "fp32 rows of partial kr"),
+                   S("nt") * 4, (bn - S("nt")) * 4, _gap(S("nt"), 4, bn), mm_cite("fp32 rows of partial kr")),
             K.For("r", Lit(0), S("iters"), Lit(1), (add,), disjoint=True),
         ), doc="the other partials in k order (deterministic: independent of the cores' timing)", nonempty=True),)
     chunk = (
