@@ -80,7 +80,7 @@ def test_renamed_spec_gets_the_same_kernels(tmp_path):
                  ('"M"', '"Rows"'), ('"K"', '"Red"'), ('"N"', '"Cols"'), ('T, U = spec.dtype_vars("T U")',
                  'T, Buf = spec.dtype_vars("T Buf")'), ("(T, U)", "(T, Buf)"), ('"shift", U,', '"shift", Buf,')):
         text = text.replace(a, b)
-    p = tmp_path / "renamed.py"
+    p = tmp_path / SPEC.name   # the same file name and lines: the `// spec:` traces name the same statements
     p.write_text(text)
     assert "Buf" in text and "(T, Buf)" in text and " U" not in text.split("@spec.body")[0].split('"""', 2)[2]
     u1, u2 = _unit(), kernel_build(load_spec(str(p)))
