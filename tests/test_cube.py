@@ -998,9 +998,9 @@ def test_a_plain_matmul_no_family_lowers_is_refused_with_the_cube_familys_reason
 
 
 def test_cube_kernel_statements_carry_the_spec_lines_they_come_from(tmp_path):
-    # the `// spec: file.py:N` traces the rows and attention kernels carry (docs/design.md "Reviewing generated
-    # code"): the cube's copies, loads and Mmad cite the matmul's line, each epilogue step its own, the store the
-    # output cast's; the line numbers are read off the spec text
+    # the `// spec: file.py:N` traces the rows and attention kernels carry
+    # (docs/design.md "Reviewing generated code"): the cube's copies, loads and Mmad cite the matmul's line, each
+    # epilogue step its own, the store the output cast's; the line numbers are read off the spec text
     text = SPEC.format(op="Gemm", m="M", k="K", n="N", a="x", b="w", c="y", body="t.cast(U, 'rint')")
     text = text.replace("def _(bb, x, w):\n", "def _(bb, x, w):\n    s = bb.matmul(x, w)\n    t = s * 0.5 - 1.0\n")
     p = tmp_path / "gemm.py"
