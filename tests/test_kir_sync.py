@@ -832,7 +832,7 @@ def test_the_memo_key_tells_apart_classes_the_placement_may_tell_apart():
     functions' names (the prune and the hoist visit positions in that order) each give another key; the renamed
     copy of the test above gives the same."""
     def key(k, types=None):
-        return ks._memo_key(k, {"T": "half"} if types is None else types, True, True)[0]
+        return ks._memo_key(k, {"T": "half"} if types is None else types, True, ks.Hoist.ALL)[0]
 
     k = _memo_class()
     base = key(k)
