@@ -59,7 +59,7 @@ def placed_body(row, uses_p=False) -> tuple:
     """Body0's statements (one row `row` inside the loop over a pass's rows) in a head class of two part slots both
     running it, after the dependency pass (opgen.kernel.kir_sync) placed the class's syncs."""
     cls = _class([body_func(0, "test", tuple(row), uses_p)], [uses_p], temps=4, parts=2)
-    k, _ = ks.place_syncs(ks.strip_syncs(cls), hoist=False)
+    k, _ = ks.place_syncs(ks.strip_syncs(cls), hoist=ks.Hoist.NONE)
     return next(m for m in k.methods if m.name == "Body0").body
 
 
@@ -186,7 +186,7 @@ def test_prepare_lanes_writes_the_tables_by_the_scalar_unit_then_flags():
             in text)
     assert "sign_[1].SetValue(l, static_cast<float>(l < headDim_ / 2 ? -1 : 1));" in text
     assert "SetFlag" not in text   # the schedule writes none
-    placed, _ = ks.place_syncs(ks.strip_syncs(cls), hoist=False)
+    placed, _ = ks.place_syncs(ks.strip_syncs(cls), hoist=ks.Hoist.NONE)
     run = kir.methods_cpp(placed, ["RunPart"])
     call = run.index("PrepareLanes(p);")
     assert run.rindex("SetFlag<HardEvent::V_S>", 0, call) < call < run.index("SetFlag<HardEvent::S_V>", call)

@@ -353,7 +353,7 @@ def test_an_output_guarded_by_a_presence_verifies_per_presence_and_a_half_guard_
     k = _guarded_output(rows_kernel())
     assert kir.presence_split(k) == ("hasBias_",)
     verify(k)
-    placed, _where = kir_sync.place_syncs(kir_sync.strip_syncs(k), prune=True, hoist=False)
+    placed, _where = kir_sync.place_syncs(kir_sync.strip_syncs(k), prune=True, hoist=kir_sync.Hoist.NONE)
     assert kir_sync.conflicts(placed) == []
     rows, hid = 5, 8
     tiling = {"rows": rows, "hidden": hid, "colAlign": hid, "rowsPerCore": rows, "pass": 2}

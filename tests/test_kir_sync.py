@@ -250,7 +250,7 @@ def test_the_hand_synchronised_rows_kernel_has_no_conflict_and_stripped_it_has_e
 
 
 def test_the_pass_places_what_the_rows_kernel_needs_and_no_loop_edge_barrier():
-    k, ins = ks.place_syncs(ks.strip_syncs(rows_kernel()), hoist=False)
+    k, ins = ks.place_syncs(ks.strip_syncs(rows_kernel()), hoist=ks.Hoist.NONE)
     got = {p: [type(s).__name__ + (f" {s.event}" if hasattr(s, "event") else f" {s.pipe.name}") for s in v]
            for p, v in ins.items()}
     assert got == {("Compute", 2, "b", 1): ["Barrier V"],                      # Adds reads Muls' o
@@ -619,7 +619,7 @@ def test_a_trial_s_verdict_is_the_full_analysis_s_on_every_one_sync_deletion(see
     agree = 0
     for s in range(seed, seed + 20):
         k = _fuzz_program(s) if s % 2 else _call_program(s)
-        _, inserted = ks.place_syncs(k, hoist=False)
+        _, inserted = ks.place_syncs(k, hoist=ks.Hoist.NONE)
         trials = ks._Trials(k)
         for which in ks.placed(inserted):
             drop = set(which)
@@ -832,7 +832,7 @@ def test_the_memo_key_tells_apart_classes_the_placement_may_tell_apart():
     functions' names (the prune and the hoist visit positions in that order) each give another key; the renamed
     copy of the test above gives the same."""
     def key(k, types=None):
-        return ks._memo_key(k, {"T": "half"} if types is None else types, True, True)[0]
+        return ks._memo_key(k, {"T": "half"} if types is None else types, True, ks.Hoist.ALL)[0]
 
     k = _memo_class()
     base = key(k)
@@ -944,7 +944,7 @@ def test_a_loop_claimed_to_run_drops_the_syncs_of_the_path_that_skips_it_and_a_f
         assert " nonempty {" in kir.to_text(k)
         unclaimed = ks._map_bodies(ks.strip_syncs(k), lambda stmts, pos: [
             (j, replace(x, nonempty=False) if isinstance(x, For) else x) for j, x in enumerate(stmts)])
-        again, _ = ks.place_syncs(unclaimed, hoist=False)
+        again, _ = ks.place_syncs(unclaimed, hoist=ks.Hoist.NONE)
         extra = collections.Counter(_flags(again)) - collections.Counter(_flags(k))
         assert extra == collections.Counter({"FIX_M": 1, "MTE1_MTE2": 1}), extra
         assert not collections.Counter(_flags(k)) - collections.Counter(_flags(again))

@@ -10,6 +10,8 @@ import dataclasses
 import functools
 import json
 import re
+import shutil
+import subprocess
 from pathlib import Path
 
 import numpy as np
@@ -19,7 +21,8 @@ from opgen.kernel import kir as K
 from opgen.registry import load_spec
 from opgen.tiling.pipeline import kernel_build
 
-EXAMPLES = Path(__file__).resolve().parents[1] / "examples" / "specs"
+ROOT = Path(__file__).resolve().parents[1]
+EXAMPLES = ROOT / "examples" / "specs"
 SPEC = EXAMPLES / "mat_mul_v3.py"
 
 
@@ -221,10 +224,55 @@ def test_bias_absent_launches_aic_only_unless_k_is_split():
     files = u.family.emit(spec, u.lowered, u.tiling)
     entry = files["op_kernel/mat_mul_v3.cpp"]
     assert entry.count("KERNEL_TYPE_AIC_ONLY);") == 12   # 4 attrKeys x 3 dtype rows, strategy 2
-    from opgen.codegen.tilingfiles import emit_tiling
 
-    host = emit_tiling(spec, t.program, t.inputs, t.doc)["op_host/mat_mul_v3_tiling.cpp"]
-    assert "noEpilogue=(((biasShapeOpt==nullptr))?1:0);" in re.sub(r"\s+", "", host)
+
+GE_DT = {"float16": 1, "float32": 0, "bfloat16": 27}
+"""ge::DataType values the tiling driver passes (ge::DT_FLOAT16, ge::DT_FLOAT, ge::DT_BF16)."""
+
+
+@pytest.mark.slow
+@pytest.mark.skipif(shutil.which("g++") is None, reason="g++ is needed to compile the emitted TilingFunc")
+def test_the_emitted_tiling_func_reads_the_bias_pointer(examples_gen, tmp_path):
+    """The emitted TilingFunc, compiled on the host with tests/cpp/tiling_driver.cpp (-Wall -Werror, as
+    tests/test_shape_forms_runtime.py runs AscendQuantV2's) and run on 37 x 50 x 45 (48 AIVs, 24 AI Cores, no K
+    split): the bias absent (its shape pointer null), the tiling key's strategy is 2 (CUBE_GEMM_AIC_ONLY, the key
+    the entry declares KERNEL_TYPE_AIC_ONLY) and the workspace is the platform's system workspace alone (no slots);
+    the bias given (fp16 or fp32 beside fp16 operands, fp32 beside bf16), strategy 1 (the mixed launch whose AIVs add
+    the bias) with workspace slots beyond it. Each layout (transpose_x1 / transpose_x2) alike."""
+    op = Path(examples_gen) / "mat_mul_v3"
+    exe = tmp_path / "driver"
+    cmd = ["g++", "-std=c++17", "-O0", "-Wall", "-Werror", "-I", str(ROOT / "opgen/emu/include"), "-I",
+           str(op / "op_host"), str(ROOT / "tests/cpp/tiling_driver.cpp"),
+           str(op / "op_host" / "mat_mul_v3_tiling.cpp"), "-o", str(exe)]
+    r = subprocess.run(cmd, capture_output=True, text=True)
+    assert r.returncode == 0, r.stderr
+    sys_ws = 16 * 1024 * 1024   # the emulated platform's GetLibApiWorkSpaceSize (register/op_impl_registry.h)
+    m, k, n = 37, 50, 45
+
+    def line(t1, t2, dt, bias_dt):
+        """Driver input: x1 / x2 of dtype dt in their layouts, bias [N] of bias_dt (None: absent); the two
+        transpose attributes; y of dtype dt."""
+        parts = ["MatMulV3", "48", "196608", "3"]
+        for shape in ((k, m) if t1 else (m, k), (n, k) if t2 else (k, n)):
+            parts += ["1", str(GE_DT[dt]), "2", *map(str, shape)]
+        parts += ["0", "0", "0"] if bias_dt is None else ["1", str(GE_DT[bias_dt]), "1", str(n)]
+        return " ".join(parts + ["2", str(int(t1)), str(int(t2)), "1", str(GE_DT[dt])])
+
+    cases = [(t1, t2, dt, b) for t1, t2 in COMBOS for dt, b in
+             (("float16", None), ("float16", "float16"), ("float16", "float32"), ("bfloat16", None),
+              ("bfloat16", "float32"))]
+    out = subprocess.run([str(exe)], input="\n".join(line(*c) for c in cases) + "\n", capture_output=True,
+                         text=True, timeout=60)
+    assert out.returncode == 0, out.stderr
+    got = out.stdout.splitlines()
+    assert len(got) == len(cases), (got, out.stderr)
+    for c, g in zip(cases, got):
+        assert g.startswith("ok "), (c, g, out.stderr)
+        key, ws = int(g.split()[2]), int(g.split()[3])
+        if c[3] is None:
+            assert key % 10 == 2 and ws == sys_ws, (c, g)
+        else:
+            assert key % 10 == 1 and ws > sys_ws, (c, g)
 
 
 def test_a_bias_dtype_row_the_epilogue_cannot_read_is_refused_at_the_input_line(tmp_path):

@@ -78,6 +78,8 @@ def _calls(stmts) -> list:
             out.append(("let", s.name, (str(s.value),)))
         elif isinstance(s, (kir.SetFlag, kir.WaitFlag)):
             out.append((type(s).__name__, s.event, (str(s.id),)))
+        elif isinstance(s, kir.DeQue):
+            out.append(("DeQue", s.queue, (s.var,)))
         elif isinstance(s, kir.Scope):
             out.append(("scope", "", ()))
     return out
@@ -85,12 +87,14 @@ def _calls(stmts) -> list:
 
 def test_the_pass_loop_copies_the_next_pass_in_before_this_one_is_computed():
     """LayerNormGradV3's RowSplit in the Kernel IR (synchronised): with two buffers per row queue (rowQueBufs 2) the
-    first pass is copied in before the loop; the loop runs every pass but the last, each iteration copying the next
-    pass (rowNext, min(pass, rowEnd_ - rowNext) rows) in before Compute / CopyOut of this one; the last pass (its
-    rowEnd_ - rowLast rows) is computed after the loop. The MTE2 -> S flag that orders the statistics' copy-in before
-    the scalar unit reads them is set at the top of the iteration, before the next pass's copy-in, and waited before
-    the compute (so the scalar unit waits for this pass's copy-in, not the next one's); the last pass has a pair
-    of its own. With one buffer (rowQueBufs 1) each pass is copied in right before its compute."""
+    first pass is copied in before the loop; one loop runs every pass (its work, Compute / CopyOut, written once),
+    each iteration dequeuing this pass's buffers before it copies the next pass (rowNext, min(pass, rowEnd_ -
+    rowNext) rows, none past rowEnd_) in, so no queue holds two enqueued buffers (TQue depth 1; double buffering is
+    the InitBuffer count, docs/reference/ascendc.md §1.5); the buffer enqueued past the last pass is dequeued and
+    freed after the loop. The MTE2 -> S flag that orders the statistics' copy-in before the scalar unit reads them is
+    set at the top of the iteration, before the next pass's copy-in, and waited before the compute (so the scalar
+    unit waits for this pass's copy-in, not the next one's); no pair before the loop. With one buffer (rowQueBufs 1)
+    each pass is copied in and dequeued right before its compute."""
     from opgen.check.kirengine import kernel_classes
 
     (k,) = kernel_classes(load_spec(str(EX / "layer_norm_grad.py")))
@@ -98,33 +102,31 @@ def test_the_pass_loop_copies_the_next_pass_in_before_this_one_is_computed():
     (split,) = [s for s in rs if isinstance(s, kir.If) and "rowQueBufs" in str(s.cond)]
     assert [str(c) for c in split.cond] == ["rowQueBufs == 1"]
     one = [s for s in split.then if isinstance(s, kir.For)]
-    assert len(one) == 1 and [c[:2] for c in _calls(one[0].body) if c[0] == "call"] == [
-        ("call", "CopyIn"), ("call", "Compute"), ("call", "CopyOut")]
+    assert len(one) == 1 and [c[:2] for c in _calls(one[0].body) if c[0] in ("call", "DeQue")] == [
+        ("call", "CopyIn"), ("DeQue", "rowInQue_dy"), ("DeQue", "rowInQue_x"), ("DeQue", "statInQue_rstd"),
+        ("DeQue", "statInQue_mean"), ("call", "Compute"), ("call", "CopyOut")]
     assert [s.num for s in split.then if isinstance(s, kir.InitBuffer)] == [1, 1, 1]
+    two = [s for s in split.orelse if not isinstance(s, kir.InitBuffer)]
     assert [s.num for s in split.orelse if isinstance(s, kir.InitBuffer)] == [2, 2, 2]
-    (rows,) = [s for s in split.orelse if isinstance(s, kir.If)]
-    assert [str(c) for c in rows.cond] == ["rowStart_ < rowEnd_"]
-    top = _calls(rows.then)
+    top = _calls(two)
     assert top[0] == ("call", "CopyIn", ("rowStart_", "min(pass, rowEnd_ - rowStart_)"))
-    assert ("let", "rowLast", ("rowStart_ + (rowEnd_ - rowStart_ - 1) // pass * pass",)) in top
-    (loop,) = [s for s in rows.then if isinstance(s, kir.For)]
-    assert (str(loop.lo), str(loop.hi), str(loop.step)) == ("rowStart_", "rowLast", "pass") and loop.pipelined
+    assert top[1] == ("for", "r0", ("rowStart_", "rowEnd_")) and not any(c[0] == "SetFlag" for c in top)
+    (loop,) = [s for s in two if isinstance(s, kir.For)]
+    assert str(loop.step) == "pass" and loop.tail == "k" and loop.pipelined
     body = _calls(loop.body)
-    assert [c for c in body if c[0] != "SetFlag" and c[0] != "WaitFlag"] == [
-        ("let", "rowNext", ("r0 + pass",)), ("call", "CopyIn", ("rowNext", "min(pass, rowEnd_ - rowNext)")),
-        ("call", "Compute", ("r0", "k")), ("call", "CopyOut", ("r0", "k"))]
     kinds = [c[0] if c[0] in ("SetFlag", "WaitFlag") else c[1] for c in body]
-    assert kinds == ["SetFlag", "rowNext", "CopyIn", "WaitFlag", "Compute", "CopyOut"], body
-    assert body[0][1] == body[3][1] == "MTE2_S"
-    (last,) = [s for s in rows.then if isinstance(s, kir.Scope)]
-    tail = _calls(last.body)
-    assert [c for c in tail if c[0] in ("let", "call")] == [
-        ("let", "r0", ("rowLast",)), ("let", "k", ("rowEnd_ - rowLast",)),
-        ("call", "Compute", ("r0", "k")), ("call", "CopyOut", ("r0", "k"))]
-    assert [c[0] for c in tail if c[0] in ("SetFlag", "WaitFlag")] == ["SetFlag", "WaitFlag"]
-    # the queues CopyIn fills hold two passes at once: TQue depth 2
-    assert {b.name: b.depth for b in k.locals if b.name.startswith(("rowInQue_", "statInQue_"))} == {
-        "rowInQue_dy": 2, "rowInQue_x": 2, "statInQue_rstd": 2, "statInQue_mean": 2}
+    assert kinds == ["SetFlag", "rowInQue_dy", "rowInQue_x", "statInQue_rstd", "statInQue_mean", "rowNext",
+                     "CopyIn", "WaitFlag", "Compute", "CopyOut"], body
+    assert body[0][1] == body[7][1] == "MTE2_S"
+    assert body[5] == ("let", "rowNext", ("r0 + pass",))
+    assert body[6] == ("call", "CopyIn", ("rowNext", "min(pass, rowEnd_ - rowNext)"))
+    # after the loop: the buffer enqueued past the last pass, dequeued and freed; nothing else
+    after = [s for s in two[two.index(loop) + 1:]]
+    assert [[type(x).__name__ for x in s.body] for s in after] == [["DeQue", "Free"]] * 4
+    # the work once in RowSplit
+    assert [c.method for c in kir.walk(rs) if isinstance(c, kir.Call) and c.method == "Compute"] == ["Compute"] * 2
+    # every queue depth 1: no pass enqueues a buffer while another is enqueued
+    assert {b.name: b.depth for b in k.locals if b.queue} == {b.name: 1 for b in k.locals if b.queue}
 
 
 def test_two_buffers_stay_where_the_rows_fit_or_one_buys_no_row():

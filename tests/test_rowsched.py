@@ -49,11 +49,13 @@ def test_row_split_ir_has_one_copy_scope_per_operand_and_verifies(name, n_in, n_
         path = kir.walk(k.method("RowSplit").body + k.method("Compute").body)
         flags = [s for s in path if isinstance(s, kir.SetFlag)]
         assert any(f.src is Pipe.MTE2 and f.dst is Pipe.S for f in flags) == stats
-        # the pass loops (one buffer a row queue: every pass; two: every pass but the last, computed after the
-        # loop, rowsched.pass_loop), each pass's rows k
+        # the pass loops (one buffer a row queue, and two, the next pass prefetched: rowsched.pass_loop), each over
+        # every pass, its rows k, the work written once in each
         loops = [s for s in kir.walk(k.method("RowSplit").body) if isinstance(s, kir.For) and s.var == "r0"]
         assert len(loops) == 2 and all(x.tail == "k" for x in loops)
-        assert [str(x.hi) for x in loops] == ["rowEnd_", "rowLast"]
+        assert [str(x.hi) for x in loops] == ["rowEnd_", "rowEnd_"] and [x.pipelined for x in loops] == [False, True]
+        assert [c.method for c in kir.walk(k.method("RowSplit").body) if isinstance(c, kir.Call)
+                and c.method == "Compute"] == ["Compute"] * 2
         chunks = [s for s in k.method("ColSplit").body if isinstance(s, kir.For)][-1]
         groups = [s for s in chunks.body if isinstance(s, kir.For)][-1]
         assert chunks.var == "c0_" and groups.var == "g0" and groups.tail == "k"

@@ -32,7 +32,7 @@ from opgen.ir.dims import Sym, as_dim
 from opgen.ir.dtypes import DTypeVar, dtype_name
 from opgen.kernel import kir
 from opgen.kernel.family import Family, Lowered, register
-from opgen.kernel.kir_sync import place_syncs_memo, strip_syncs
+from opgen.kernel.kir_sync import Hoist, place_syncs_memo, strip_syncs
 from opgen.kernel.rowlayout import Unsupported
 
 ROLES = ("T1", "N1", "D", "T2", "N2", "Dv", "CNT", "BS", "Bn")
@@ -412,7 +412,7 @@ class AttentionFamily(Family):
         (opgen.kernel.kir_sync: every barrier and flag between the pipes of the AIC and of the AIVs; the cross-core
         flags and SyncAll are the schedule's)."""
         for c in lowered.extra.get("aclasses", ()):
-            c.kclass = place_syncs_memo(strip_syncs(c.kclass), hoist=False)[0]
+            c.kclass = place_syncs_memo(strip_syncs(c.kclass), hoist=Hoist.NONE)[0]
         return lowered
 
     def synchronised_text(self, lowered, key) -> str:

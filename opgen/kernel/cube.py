@@ -145,6 +145,21 @@ def _presences_text(when: tuple, names: tuple) -> str:
                        for pr in when)
 
 
+def _row_dtype(row: dict, var: str) -> str:
+    """The short dtype name (f16, bf16, f32, ...) a dtype-table row binds variable `var` to; "?" when it binds none."""
+    return dtype_name(row[var]) if row.get(var) is not None else "?"
+
+
+def _refuse_rows(spec, inp: str, why) -> None:
+    """Raises Unsupported at input `inp`'s spec line for the first row of the spec's dtype table (1-based) that
+    `why(row)` refuses: `why` returns the rest of the message ("<var> to <dtype>: <the rule>") or None."""
+    decl = next((i for i in spec.inputs if i.name == inp), None)
+    for r, row in enumerate(spec.dtype_rows, start=1):
+        msg = why(row)
+        if msg:
+            raise Unsupported(inp, decl.loc if decl else "", f"dtype row {r} binds {msg}")
+
+
 def gemm_layout(g, spec=None) -> GemmLayout:
     """The GemmLayout of fused graph `g` (module docstring). With `spec`, every dtype row must bind the operands'
     dtype variable to f16 or bf16 (the cube reads no other type). Raises Unsupported naming the value (or the
@@ -200,13 +215,8 @@ def gemm_layout(g, spec=None) -> GemmLayout:
         raise Unsupported(out, "", f"output dtype {odt}: the cube kernel writes the operands' dtype or f32")
     name = dtype_name(dta) if fixed else dta.name
     if spec is not None and not fixed:
-        decl = next((i for i in spec.inputs if i.name == a), None)
-        for r, row in enumerate(spec.dtype_rows, start=1):
-            dt = row.get(name)
-            dt = dtype_name(dt) if dt is not None else "?"
-            if dt not in ("f16", "bf16"):
-                raise Unsupported(a, decl.loc if decl else "", f"dtype row {r} binds {name} to {dt}, but the cube "
-                                  f"family reads f16 or bf16 operands")
+        _refuse_rows(spec, a, lambda row: f"{name} to {_row_dtype(row, name)}, but the cube family reads f16 or "
+                     "bf16 operands" if _row_dtype(row, name) not in ("f16", "bf16") else None)
     for st in steps:   # an epilogue input of its own dtype variable: each row binds it to the operands' type or f32
         if st[0] == "load" and st[4].startswith(_VAR_TAG):
             var = st[4][len(_VAR_TAG):]
@@ -214,12 +224,10 @@ def gemm_layout(g, spec=None) -> GemmLayout:
                 raise Unsupported(st[2], "", f"epilogue input {st[2]} of dtype variable {var} beside fixed-dtype "
                                   f"operands: declare it f32 or the operands' dtype")
             if spec is not None:
-                decl = next((i for i in spec.inputs if i.name == st[2]), None)
-                for r, row in enumerate(spec.dtype_rows, start=1):
-                    got, want = dtype_name(row[var]), dtype_name(row[name])
-                    if got not in (want, "f32"):
-                        raise Unsupported(st[2], decl.loc if decl else "", f"dtype row {r} binds {var} to {got}: "
-                                          f"the cube epilogue reads {st[2]} as the operands' type ({want}) or f32")
+                _refuse_rows(spec, st[2], lambda row, inp=st[2], var=var: (
+                    f"{var} to {_row_dtype(row, var)}: the cube epilogue reads {inp} as the operands' type "
+                    f"({_row_dtype(row, name)}) or f32")
+                    if _row_dtype(row, var) not in (_row_dtype(row, name), "f32") else None)
     # the template parameter of each such variable: its number among the spec's dtype variables (first appearance
     # without a spec), never its name
     order = list(spec.dtype_vars_) if spec is not None else list(dict.fromkeys(

@@ -731,7 +731,7 @@ class For:
     pipelined: bool = False
     """The lowering's mark of a software-pipelined loop (each iteration issues the next one's copy-in before its own
     work, opgen.kernel.rowsched.pass_loop): the dependency pass hoists the SetFlags of the flag pairs in its body
-    (kir_sync.place_syncs hoist="loops") so a wait does not also wait for the prefetch. No effect on the program's
+    (kir_sync.place_syncs hoist=Hoist.LOOPS) so a wait does not also wait for the prefetch. No effect on the program's
     meaning."""
 
 

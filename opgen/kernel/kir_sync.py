@@ -1035,19 +1035,39 @@ def conflicts(k: kir.KernelClass, types: dict | None = None) -> list:
     return out
 
 
-def place_syncs(k: kir.KernelClass, types: dict | None = None, prune: bool = True, hoist: bool | str = True) -> tuple:
+PLACE_ROUNDS = 100
+"""Rounds of the placement's analysis before `place_syncs` gives up (each round adds the syncs its conflicts need;
+a fixed point comes in a few)."""
+OUTSIDE_ROUNDS = 20
+"""Rounds of the analysis `_placed_outside` runs for the syncs a hoisted SetFlag leaves outside its loop."""
+CALL_DEPTH = 4
+"""How deep `_issues_on` follows method calls into their bodies."""
+EVENT_IDS = 8
+"""Event ids of one HardEvent a hoisted pair may take (0..7; docs/reference/ascendc.md §1.5)."""
+
+
+class Hoist(enum.Enum):
+    """Which flag pairs `place_syncs` moves up (its SetFlag as early in its list as the analysis allows, `_hoist`):
+    NONE none, ALL every pair, LOOPS only the pairs inside the body of a software-pipelined loop (kir.For.pipelined)
+    right after work of the SetFlag's pipe (the prefetch the wait would otherwise cover)."""
+    NONE = "none"
+    ALL = "all"
+    LOOPS = "loops"
+
+
+def place_syncs(k: kir.KernelClass, types: dict | None = None, prune: bool = True, hoist: Hoist = Hoist.ALL) -> tuple:
     """The pass: (k with syncs placed, {position: [sync statements placed before it]}). Existing syncs and queue
     hand-offs of k are honoured (give `strip_syncs(k)` to place all). A position is (function name, index, ...)
     with "b" / "t" / "e" / "s" / "c" stepping into a loop body / then / else / scope / core branch. prune removes
-    each placed sync the analysis shows redundant; hoist moves each flag pair's SetFlag as early in its list as
-    the analysis allows (hoist "loops": only the pairs inside a software-pipelined loop's body, kir.For.pipelined,
+    each placed sync the analysis shows redundant; hoist (`Hoist`) moves each flag pair's SetFlag as early in its list as
+    the analysis allows (Hoist.LOOPS: only the pairs inside a software-pipelined loop's body, kir.For.pipelined,
     right after work of the SetFlag's pipe, which the wait would otherwise cover: one analysis per step is too slow
     for every pair of the rows classes at generation). Raises kir.IRError when k is malformed (the verifier) or a loop has no fixed point."""
     kir.verify(k)
     types = dict(types or {})
     used = _used_flags(k)
     inserted: dict = {}
-    for _ in range(100):
+    for _ in range(PLACE_ROUNDS):
         a = _Analysis(k, inserted, True, types, used)
         a.run()
         if a.new == 0:
@@ -1059,8 +1079,8 @@ def place_syncs(k: kir.KernelClass, types: dict | None = None, prune: bool = Tru
     trials = _Trials(k)
     if prune:
         inserted = _prune(k, inserted, types, used, trials)
-    if hoist:
-        inserted = _hoist(k, inserted, types, used, trials, only_loops=hoist == "loops")
+    if hoist is not Hoist.NONE:
+        inserted = _hoist(k, inserted, types, used, trials, only_loops=hoist is Hoist.LOOPS)
     out = _with(k, inserted)
     kir.verify(out)
     return out, inserted
@@ -1218,7 +1238,7 @@ def _memo_key(k: kir.KernelClass, types: dict | None, prune, hoist) -> tuple:
     order = [f if f in _FUNCS else c.name(f) for f in funcs]
     binds = sorted(repr((c.type(t), c.type(v))) for t, v in (types or {}).items())
     key = hashlib.sha256(json.dumps([_code_digest(), repr((tree, order)), binds, str(prune),
-                                     hoist]).encode()).hexdigest()
+                                     hoist.value]).encode()).hexdigest()
     return key, c
 
 
@@ -1283,7 +1303,7 @@ def _pos_of(v, k: kir.KernelClass, names: list) -> tuple:
 
 
 def place_syncs_memo(k: kir.KernelClass, types: dict | None = None, prune: bool | str = True,
-                     hoist: bool | str = True) -> tuple:
+                     hoist: Hoist = Hoist.ALL) -> tuple:
     """`place_syncs` memoised on disk (memo_dir(), one JSON file per key), so one kernel class is placed once
     however many processes build it (the test suite's workers, a regeneration). The key (_memo_key) is the sha256
     of the class up to docs, comment texts and a consistent renaming of its names (_Canon: a spec's edited comment
@@ -1388,7 +1408,7 @@ def _issues_on(k: kir.KernelClass, stmt, pipe, depth: int = 0) -> bool:
             return True
         if isinstance(x, kir.Vec) and INSTRS[x.op].pipe is pipe:
             return True
-        if isinstance(x, kir.Call) and depth < 4:
+        if isinstance(x, kir.Call) and depth < CALL_DEPTH:
             m = next((m for m in k.methods if m.name == x.method), None)
             if m is not None and any(_issues_on(k, y, pipe, depth + 1) for y in m.body):
                 return True
@@ -1399,7 +1419,7 @@ def _placed_outside(k, trial: dict, types, used, loop: tuple) -> dict | None:
     """The syncs the placement adds to `trial` (position -> statements appended) for the conflicts it leaves, when
     every one of them lies outside the loop body `loop` (issued once, not per iteration); else None."""
     t = {p: list(v) for p, v in trial.items()}
-    for _ in range(20):
+    for _ in range(OUTSIDE_ROUNDS):
         a = _Analysis(k, t, True, types, used)
         a.run()
         if a.new == 0:
@@ -1433,7 +1453,7 @@ def _hoist(k, inserted: dict, types, used, trials: _Trials | None = None, only_l
                     and lst[j + 1].event == s.event and lst[j + 1].id == s.id):
                 j += 1
                 continue
-            free = [i for i in range(8) if (s.event, i) not in taken]
+            free = [i for i in range(EVENT_IDS) if (s.event, i) not in taken]
             base, idx = pos[:-1], pos[-1]
             if not free or not isinstance(idx, int) or idx == 0:
                 j += 2

@@ -1300,7 +1300,7 @@ def lower(g: Graph, layout: RowLayout, passes=None, half_vars: dict | None = Non
 
 # ------------------------------------------------------------------------------------------------ the family
 from opgen.kernel.family import Family, register  # noqa: E402
-from opgen.kernel.kir_sync import place_syncs_memo, strip_syncs  # noqa: E402
+from opgen.kernel.kir_sync import Hoist, place_syncs_memo, strip_syncs  # noqa: E402
 from opgen.kernel.rowclass import Variant  # noqa: E402
 from opgen.kernel.rowcounts import counts_of  # noqa: E402
 
@@ -1399,10 +1399,10 @@ class RowsFamily(Family):
         once the tiling has decided their strategies (rows_tiling) or planned the parts' counts (head_tiling)."""
         for v in lowered.extra.get("variants", ()):
             if v.kclass is not None:
-                v.kclass = place_syncs_memo(strip_syncs(v.kclass), hoist="loops")[0]
+                v.kclass = place_syncs_memo(strip_syncs(v.kclass), hoist=Hoist.LOOPS)[0]
         hc = lowered.extra.get("hclass")
         if hc is not None:
-            hc.sched = place_syncs_memo(strip_syncs(hc.sched), hoist=False)[0]
+            hc.sched = place_syncs_memo(strip_syncs(hc.sched), hoist=Hoist.NONE)[0]
         return lowered
 
     def synchronised_text(self, lowered, key) -> str:

@@ -248,6 +248,15 @@ def guard(t: GmRows, stmts) -> tuple:
     return (If(t.guard, stmts, doc=t.guard_doc),)
 
 
+def _store_out(t: GmRows, copy: tuple, enqueue: bool = False) -> tuple:
+    """Output t's rows handed to MTE3 and stored, inside `guard(t)`: with `enqueue` its buffer rowOut_<operand>
+    enqueued first; then a buffer of rowOutQue_<operand> dequeued as LocalTensor t, copied to GM by `copy` (the
+    statements storing from t: _copy_rows_out, _col_copy_out) and freed."""
+    q = f"rowOutQue_{t.op}"
+    head = (EnQue(q, f"rowOut_{t.op}"),) if enqueue else ()
+    return guard(t, head + (Scope((DeQue("t", q, t.ctype),) + tuple(copy) + (Free(q, "t"),)),))
+
+
 def _alloc_guarded(body: tuple, t: GmRows) -> tuple:
     """`body` with output t's AllocTensor placed before its first write (alloc_before_first_use); a guarded output's
     (GmRows.guard) in its own If before the first top-level statement naming it, so the branches of the If that
@@ -354,14 +363,13 @@ def _row_split(s: RowSchedule) -> Func:
     if s.load_cols:
         body.append(Call("LoadColumns"))
     body += [Assign("curBatch_", Lit(-1)), Assign("valBatch_", Lit(-1))]
-    copy_in = bool(s.row_in or s.stat_in)
     if not s.row_in:   # CopyIn fills statistic queues only (two buffers each): every pass prefetched
-        return Func("RowSplit", (), tuple(body + _passes(s, copy_in, True) + _after(s)))
+        return Func("RowSplit", (), tuple(body + _passes(s, True) + _after(s)))
     # the row queues initialised with the passes that use them: where they have two buffers the next pass is copied
     # in before this one is computed (pass_loop), where one, right before its own work
     after = [] if s.acc_body else _after(s)   # a two-pass kernel's exchange lies between its passes
-    body.append(If((Constraint("==", Sym("rowQueBufs"), Lit(1)),), inits(1) + tuple(_passes(s, copy_in, False)),
-                   inits(2) + tuple(_passes(s, copy_in, True)), doc=why))
+    body.append(If((Constraint("==", Sym("rowQueBufs"), Lit(1)),), inits(1) + tuple(_passes(s, False)),
+                   inits(2) + tuple(_passes(s, True)), doc=why))
     return Func("RowSplit", (), tuple(body + after))
 
 
@@ -373,12 +381,12 @@ def _after(s: RowSchedule) -> list:
     return out + list(s.cross_core)
 
 
-def _passes(s: RowSchedule, copy_in: bool, prefetch: bool) -> list:
+def _passes(s: RowSchedule, prefetch: bool) -> list:
     """RowSplit's passes over this core's rows after its buffers (pass_loop: prefetched or not), with a two-pass
     kernel's exchange between them (a one-pass kernel's flush and exchange follow: `_after`)."""
     body: list = []
     if s.acc_body:   # the first pass over this core's rows accumulates; the exchange completes the reductions
-        body += pass_loop(copy_in, prefetch, (Call("Accumulate", (Sym("r0"), _K)),),
+        body += pass_loop(s, prefetch, (Call("Accumulate", (Sym("r0"), _K)),),
                           "first pass: the reductions over rows")
         if s.flush_row:
             body.append(If((Constraint(">=", Sym("curBatch_"), Lit(0)),), (Call("FlushRow"),)))
@@ -394,40 +402,58 @@ def _passes(s: RowSchedule, copy_in: bool, prefetch: bool) -> list:
     loop: list = [Call("Compute", (Sym("r0"), _K))]
     if s.row_out or s.stat_out:
         loop.append(Call("CopyOut", (Sym("r0"), _K)))
-    body += pass_loop(copy_in, prefetch, tuple(loop),
+    body += pass_loop(s, prefetch, tuple(loop),
                       "second pass: the per-row arithmetic reading them complete" if s.acc_body else "")
     return body
 
 
-def pass_loop(copy_in: bool, prefetch: bool, work: tuple, doc: str = "") -> list:
+def _take_in(s: RowSchedule) -> tuple:
+    """The DeQue of every queue CopyIn fills (a pass's row and statistic inputs, into their member tensors
+    rowIn_<operand> / statIn_<operand>): issued by the pass loop before its Compute / Accumulate reads them."""
+    return tuple([DeQue(f"rowIn_{t.op}", f"rowInQue_{t.op}", t.ctype) for t in s.row_in]
+                 + [DeQue(f"statIn_{t.op}", f"statInQue_{t.op}", _qtype(t)) for t in s.stat_in])
+
+
+def _copy_in_queues(s: RowSchedule) -> tuple:
+    """(queue, element type) of every queue CopyIn fills."""
+    return tuple([(f"rowInQue_{t.op}", t.ctype) for t in s.row_in]
+                 + [(f"statInQue_{t.op}", _qtype(t)) for t in s.stat_in])
+
+
+def pass_loop(s: RowSchedule, prefetch: bool, work: tuple, doc: str = "") -> list:
     """ROW_SPLIT's loop over this core's rows [rowStart_, rowEnd_), `pass` rows an iteration (k the last one's
-    fewer): `work` (the Compute / Accumulate and CopyOut calls of the pass at r0, k), each pass's rows copied in
-    first (CopyIn(r0, k)) when `copy_in`. With `prefetch` (every queue CopyIn fills has two buffers) the loop is
-    software-pipelined (docs/design.md "Copy/compute overlap", the prefetched pass): on a core with rows, CopyIn of the first pass,
-    then a loop over every pass but the last (rowLast = the last one's first row) issuing the next pass's CopyIn
-    before this pass's work, then the last pass's work (its k rows) -- so the copy-in of pass i + 1 is issued
-    before the scalar unit waits in Compute(i) and runs beside it. At most two buffers of a queue are ever
-    allocated: pass i's (enqueued by the previous iteration) and pass i + 1's; Compute(i) frees pass i's before
-    CopyIn(i + 2) allocates again. Each loop iteration and the whole leave the queues as they found them (the
-    Kernel IR's verifier). Without `prefetch` each pass is copied in right before its work (a queue of one buffer
-    cannot hold the next pass while this one is computed). Returns the statements."""
+    fewer): `work` (the Compute / Accumulate and CopyOut calls of the pass at r0, k), printed once. Where CopyIn
+    fills queues, each pass's rows are copied in (CopyIn(r0, k)) and dequeued (`_take_in`) before its work. With
+    `prefetch` (every queue CopyIn fills has two buffers) the loop is software-pipelined (docs/design.md
+    "Copy/compute overlap", the prefetched pass): the first pass is copied in before the loop; each iteration
+    dequeues this pass's buffers, then issues the next pass's CopyIn (rowNext = r0 + pass, nothing copied past
+    rowEnd_: CopyIn copies k > 0 rows only), then this pass's work -- so the copy-in of pass i + 1 is issued before
+    the scalar unit waits in Compute(i) and runs beside it. This pass's buffer is dequeued before the next one is
+    enqueued, so a queue never holds more than one enqueued buffer (TQue depth 1, docs/reference/ascendc.md §1.5:
+    double buffering is the InitBuffer count, not the depth) and at most two are allocated: pass i's, dequeued, and
+    pass i + 1's; Compute(i) frees pass i's before CopyIn(i + 2) allocates again. The buffer enqueued past the last
+    pass (nothing copied into it) is dequeued and freed after the loop, so each iteration and the whole leave the
+    queues as they found them (the Kernel IR's verifier). Without `prefetch` each pass is copied in right before
+    its work (a queue of one buffer cannot hold the next pass while this one is computed). Returns the
+    statements."""
     r0, lo, hi, ps = Sym("r0"), Sym("rowStart_"), Sym("rowEnd_"), Sym("pass")
-    plain = For("r0", lo, hi, ps, ((Call("CopyIn", (r0, _K)),) if copy_in else ()) + tuple(work), tail="k", doc=doc)
-    if not (copy_in and prefetch):
-        return [plain]
-    last, nxt = Sym("rowLast"), Sym("rowNext")
-    piped = [If((Constraint("<", lo, hi),), (
+    queues = _copy_in_queues(s)
+    if not queues:
+        return [For("r0", lo, hi, ps, tuple(work), tail="k", doc=doc)]
+    take = _take_in(s)
+    if not prefetch:
+        return [For("r0", lo, hi, ps, (Call("CopyIn", (r0, _K)),) + take + tuple(work), tail="k", doc=doc)]
+    nxt = Sym("rowNext")
+    return [
         Call("CopyIn", (lo, Fn("min", (ps, sub(hi, lo))))),
-        Let("rowLast", add(lo, mul(div(sub(sub(hi, lo), 1), ps), ps))),
-        For("r0", lo, last, ps, (
+        For("r0", lo, hi, ps, take + (
             Let("rowNext", add(r0, ps)),
             Call("CopyIn", (nxt, Fn("min", (ps, sub(hi, nxt))))),
-        ) + tuple(work), tail="k", doc=(doc + "; " if doc else "") + "every pass but the last: the next pass's "
-                                                                         "copy-in runs beside this pass's compute",
-            pipelined=True),
-        Scope((Let("r0", last), Let("k", sub(hi, last))) + tuple(work)),
-    ), doc="the first pass copied in before the loop, the last one's work after it")]
-    return piped
+        ) + tuple(work), tail="k", pipelined=True,
+            doc=(doc + "; " if doc else "") + "the next pass's copy-in (none past rowEnd_) runs beside this pass's "
+                                              "compute"),
+        *(Scope((DeQue("t", q, ct), Free(q, "t"))) for q, ct in queues),
+    ]
 
 
 def _gather_stat(t: GmRows, at: DimExpr) -> For:
@@ -446,24 +472,27 @@ def _qtype(t) -> str:
 
 
 def _copy_in(s: RowSchedule) -> Func:
+    """ROW_SPLIT's CopyIn of the k rows at r0: a buffer of every queue it fills allocated, the rows copied into it
+    (none when k <= 0: the prefetching pass loop's copy past the core's last row, `pass_loop`) and enqueued."""
     body: list = []
+    some = (Constraint(">", _K, Lit(0)),)
     for t in s.row_in:
-        body.append(Scope((Alloc("t", f"rowInQue_{t.op}", t.ctype),) + _copy_rows_in(t)
-                          + (EnQue(f"rowInQue_{t.op}", "t"),)))
+        body.append(Scope((Alloc("t", f"rowInQue_{t.op}", t.ctype), If(some, _copy_rows_in(t)),
+                           EnQue(f"rowInQue_{t.op}", "t"))))
     for t in s.stat_in:
         body.append(Scope((
             Alloc("t", f"statInQue_{t.op}", _qtype(t)),
-            _gather_stat(t, t.at) if t.layout == "gather" else
-            Copy(Ref("t"), GmView(f"gm_{t.gm}", t.off_r0), Lit(1), mul(_K, SizeOf(t.ctype)), doc=_spec(t.spec),
-                 pad_value=FConst(0.0) if t.ctype == "float" else None),
+            If(some, (_gather_stat(t, t.at) if t.layout == "gather" else
+                      Copy(Ref("t"), GmView(f"gm_{t.gm}", t.off_r0), Lit(1), mul(_K, SizeOf(t.ctype)),
+                           doc=_spec(t.spec), pad_value=FConst(0.0) if t.ctype == "float" else None),)),
             EnQue(f"statInQue_{t.op}", "t"))))
     return Func("CopyIn", (Param("r0"), Param("k")), tuple(body))
 
 
 def _accumulate(s: RowSchedule) -> Func:
-    """The first pass of a two-pass ROW_SPLIT (RowSchedule.acc_body): the rows' accumulates, no outputs."""
-    body: list = [DeQue(f"rowIn_{t.op}", f"rowInQue_{t.op}", t.ctype) for t in s.row_in]
-    body += [DeQue(f"statIn_{t.op}", f"statInQue_{t.op}", _qtype(t)) for t in s.stat_in]
+    """The first pass of a two-pass ROW_SPLIT (RowSchedule.acc_body): the rows' accumulates, no outputs (its inputs
+    dequeued by the pass loop, `pass_loop`)."""
+    body: list = []
     row: list = []
     if s.batch_index:
         row += _batch_steps(s, Sym("r0"), "FlushRow" if s.flush_row else None)
@@ -584,13 +613,11 @@ def alloc_before_first_use(stmts: tuple, name: str, alloc) -> tuple:
 
 
 def _compute(s: RowSchedule) -> Func:
-    """ROW_SPLIT's Compute of a pass of k rows at r0: the inputs dequeued, the per-row (or all-rows) instruction
-    stream, the outputs enqueued. Each row input is freed right after its last read and each row output allocated
+    """ROW_SPLIT's Compute of a pass of k rows at r0 (its inputs dequeued by the pass loop, `pass_loop`): the per-row
+    (or all-rows) instruction stream, the outputs enqueued. Each row input is freed right after its last read and each row output allocated
     right before its first write (`free_after_last_use`, `alloc_before_first_use`), so a queue of one buffer
     (rowQueBufs = 1) still lets the next pass's copy-in and this pass's copy-out run beside the compute."""
-    body: list = [DeQue(f"rowIn_{t.op}", f"rowInQue_{t.op}", t.ctype) for t in s.row_in]
-    body += [DeQue(f"statIn_{t.op}", f"statInQue_{t.op}", _qtype(t)) for t in s.stat_in]
-    body += [Get(f"statStage_{t.op}", f"statStageBuf_{t.op}", "float") for t in s.stat_out]
+    body: list = [Get(f"statStage_{t.op}", f"statStageBuf_{t.op}", "float") for t in s.stat_out]
     row: list = []
     if s.batch_index:   # a two-pass kernel flushes its batch sums in the first pass, reads them in the second
         row += _batch_steps(s, Sym("r0"), "FlushRow" if s.flush_row and not s.acc_body else None, bool(s.acc_body))
@@ -751,8 +778,7 @@ def _rows_reduce_blocks(name: str, comb: Op, whole: Op, fallback: str) -> Func:
 def _copy_out(s: RowSchedule) -> Func:
     body: list = []
     for t in s.row_out:
-        body += guard(t, (Scope((DeQue("t", f"rowOutQue_{t.op}", t.ctype),) + _copy_rows_out(t)
-                                + (Free(f"rowOutQue_{t.op}", "t"),)),))
+        body += _store_out(t, _copy_rows_out(t))
     for t in s.stat_out:
         body += guard(t, (Scope((
             DeQue("t", f"statOutQue_{t.op}", t.ctype),
@@ -868,9 +894,7 @@ def _col_split(s: RowSchedule) -> Func:
     final += list(s.final_body)
     grp.append(_col_rows(s, batched.get(-1), blocks.get(-1), (For("i", Lit(0), _K, Lit(1), tuple(final)),)))
     for t in s.row_out:
-        grp += guard(t, (EnQue(f"rowOutQue_{t.op}", f"rowOut_{t.op}"),
-                         Scope((DeQue("t", f"rowOutQue_{t.op}", t.ctype),) + _col_copy_out(t)
-                               + (Free(f"rowOutQue_{t.op}", "t"),))))
+        grp += _store_out(t, _col_copy_out(t), enqueue=True)
     for t in s.stat_out:
         grp += guard(t, (If((Constraint("==", core, Lit(0)), Constraint("==", Sym("c0_"), Sym("cBegin"))), (
             Alloc("t", f"statOutQue_{t.op}", t.ctype),
@@ -1239,9 +1263,7 @@ def _output_chunk(s: RowSchedule, head: list, body) -> list:
     per_row = (_batch_steps(s, Sym("g0"), None) if s.load_batch else []) + list(body)
     out.append(For("i", Lit(0), _K, Lit(1), tuple(per_row)))
     for t in s.row_out:
-        out += guard(t, (EnQue(f"rowOutQue_{t.op}", f"rowOut_{t.op}"),
-                         Scope((DeQue("t", f"rowOutQue_{t.op}", t.ctype),) + _col_copy_out(t)
-                               + (Free(f"rowOutQue_{t.op}", "t"),))))
+        out += _store_out(t, _col_copy_out(t), enqueue=True)
     return out
 
 
@@ -1608,10 +1630,10 @@ def row_split_class(name: str, s: RowSchedule) -> KernelClass:
             gms.setdefault(t.gm, GmTensor(f"gm_{t.gm}", t.ctype, cpp_name(t.gm)))
     for gm, ct in s.gm_all:   # the column operands LoadColumns reads
         gms.setdefault(gm, GmTensor(f"gm_{gm}", ct, cpp_name(gm)))
-    # the queues CopyIn fills hold two passes enqueued at once where the pass loop prefetches (pass_loop): depth 2
-    locals_ = [Local(f"rowInQue_{t.op}", TPos.VECIN, True, 2) for t in s.row_in]
+    # every queue depth 1: the prefetching pass loop dequeues a pass before it enqueues the next (pass_loop)
+    locals_ = [Local(f"rowInQue_{t.op}", TPos.VECIN, True) for t in s.row_in]
     locals_ += [Local(f"rowOutQue_{t.op}", TPos.VECOUT, True) for t in s.row_out]
-    locals_ += [Local(f"statInQue_{t.op}", TPos.VECIN, True, 2) for t in s.stat_in]
+    locals_ += [Local(f"statInQue_{t.op}", TPos.VECIN, True) for t in s.stat_in]
     for t in s.stat_out:
         locals_ += [Local(f"statStageBuf_{t.op}"), Local(f"statOutQue_{t.op}", TPos.VECOUT, True)]
     locals_ += [Local(f"resBuf_{t.op}") for t in s.row_in] + [Local("sumBuf_")]

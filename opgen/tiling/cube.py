@@ -27,6 +27,7 @@ blocks * kSplit, unitsPerCore / unitsTail as the blocks'; the AIVs' reduction in
 from __future__ import annotations
 
 import functools
+import operator
 from fractions import Fraction
 
 from opgen.ir.dims import Lit, Sym
@@ -119,7 +120,8 @@ def _ksplit(p, M, K, N, bm, bn, mb, nb, tb, ob, blocks, bt, aic, mixed: bool):
                        f"1 when {c} ranges are estimated faster than the best before")
         best = p.let(f"kBest{c}", select(better, ks, best), "k ranges of the best so far")
         best_len = p.let(f"kBestLen{c}", select(better, kl, best_len), "its kLen")
-        best_cost = p.let(f"kBestCost{c}", select(better, cost, best_cost), "its estimated cycles")
+        if c != KSPLIT_CANDIDATES[-1]:   # the last candidate's is read by none (-Wall -Werror: unused variable)
+            best_cost = p.let(f"kBestCost{c}", select(better, cost, best_cost), "its estimated cycles")
     return (p.let("kSplit", best, "k ranges (1: no K split)", True),
             p.let("kLen", best_len, "elements of a k range (the last a tail)", True))
 
@@ -246,6 +248,13 @@ def direct_presences(lays) -> tuple:
     return tuple(sorted(common or ()))
 
 
+def _lead_product(dims: tuple, first=None):
+    """The product (a dim expression) of `first` (when given) and the layout's leading dims `dims` (names, each read
+    by opgen.kernel.cube.lead_dim); `dims` must not be empty without `first`."""
+    factors = ([first] if first is not None else []) + [kcube.lead_dim(d) for d in dims]
+    return functools.reduce(operator.mul, factors)
+
+
 def cube_tiling(spec, lowered, counts) -> Tiling:
     """The Tiling of a cube-family lowering: gemm_program, its inputs read from the layout's dims (the A input's
     shape), the dtype variable's size (2 for a fixed f16 / bf16) and key, the platform's cores; the L1 / L0 plan."""
@@ -259,7 +268,7 @@ def cube_tiling(spec, lowered, counts) -> Tiling:
     prog, plan = gemm_program(spec.name, lay.trans_a, lay.trans_b, bool(lay.batch), epi, attrs,
                               any(x.mixed for x in lays), counts.out_f32, forms if len(forms) > 1 else (),
                               bool(direct))
-    dim_m = functools.reduce(lambda x, y: x * y, [kcube.lead_dim(d) for d in lay.fold], Sym(m))   # fold into M
+    dim_m = _lead_product(lay.fold, Sym(m))   # the folded batch dims into M
     inputs = {"dimM": dim_m, "dimK": Sym(k), "dimN": Sym(n), "tBytes": Lit(2) if lay.fixed else ("bytes", lay.dtype),
               "dtypeKey": ("dtype_key",), "attrKey": ("attr_key",), "aicNum": ("platform", "aicNum"),
               "ubBytes": ("platform", "ubBytes")}
@@ -267,7 +276,7 @@ def cube_tiling(spec, lowered, counts) -> Tiling:
     if direct:
         inputs["noEpilogue"] = ("presence", direct)
     if lay.batch:
-        inputs["batch"] = functools.reduce(lambda x, y: x * y, [kcube.lead_dim(d) for d in lay.batch])
+        inputs["batch"] = _lead_product(lay.batch)
     doc = (f"Tiling of {spec.name}: cube family, one mixed launch (blockDim AI Cores, 1 AIC : 2 AIV); output blocks "
            f"of baseM x baseN over the AI Cores, K in chunks of baseK, fp32 accumulation in L0C, Fixpipe's cast to "
            f"the output; or, when the cost model chooses a K split (kSplit > 1), units (block, k range) over the "

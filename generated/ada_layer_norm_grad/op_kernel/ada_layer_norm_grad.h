@@ -132,6 +132,10 @@ private:
             for (int64_t r0 = rowStart_; r0 < rowEnd_; r0 += pass) {
                 const int64_t k = rowEnd_ - r0 < pass ? rowEnd_ - r0 : pass;
                 CopyIn(r0, k);
+                rowIn_dy = rowInQue_dy.template DeQue<T>();
+                rowIn_x = rowInQue_x.template DeQue<T>();
+                statIn_rstd = statInQue_rstd.template DeQue<float>();
+                statIn_mean = statInQue_mean.template DeQue<float>();
                 SetFlag<HardEvent::MTE2_S>(0);  // statInQue_mean: MTE2 has written it before S reads it
                 WaitFlag<HardEvent::MTE2_S>(0);
                 Compute(r0, k);
@@ -141,29 +145,36 @@ private:
             pipe_.InitBuffer(rowInQue_dy, 2, pass * colAlign_ * sizeof(T));
             pipe_.InitBuffer(rowInQue_x, 2, pass * colAlign_ * sizeof(T));
             pipe_.InitBuffer(rowOutQue_pd_x, 2, pass * colAlign_ * sizeof(T));
-            if (rowStart_ < rowEnd_) {  // the first pass copied in before the loop, the last one's work after it
-                CopyIn(rowStart_, pass < rowEnd_ - rowStart_ ? pass : rowEnd_ - rowStart_);
-                const int64_t rowLast = rowStart_ + (rowEnd_ - rowStart_ - 1) / pass * pass;
-                SetFlag<HardEvent::MTE2_S>(0);  // statInQue_mean: MTE2 has written it before S reads it
-                WaitFlag<HardEvent::MTE2_S>(0);
-                // every pass but the last: the next pass's copy-in runs beside this pass's compute
-                for (int64_t r0 = rowStart_; r0 < rowLast; r0 += pass) {
-                    const int64_t k = rowLast - r0 < pass ? rowLast - r0 : pass;
-                    SetFlag<HardEvent::MTE2_S>(7);  // statInQue_mean: MTE2 has written it before S reads it
-                    const int64_t rowNext = r0 + pass;
-                    CopyIn(rowNext, pass < rowEnd_ - rowNext ? pass : rowEnd_ - rowNext);
-                    WaitFlag<HardEvent::MTE2_S>(7);
-                    Compute(r0, k);
-                    CopyOut(r0, k);
-                }
-                {
-                    const int64_t r0 = rowLast;
-                    const int64_t k = rowEnd_ - rowLast;
-                    SetFlag<HardEvent::MTE2_S>(0);  // statInQue_mean: MTE2 has written it before S reads it
-                    WaitFlag<HardEvent::MTE2_S>(0);
-                    Compute(r0, k);
-                    CopyOut(r0, k);
-                }
+            CopyIn(rowStart_, pass < rowEnd_ - rowStart_ ? pass : rowEnd_ - rowStart_);
+            // the next pass's copy-in (none past rowEnd_) runs beside this pass's compute
+            for (int64_t r0 = rowStart_; r0 < rowEnd_; r0 += pass) {
+                const int64_t k = rowEnd_ - r0 < pass ? rowEnd_ - r0 : pass;
+                SetFlag<HardEvent::MTE2_S>(7);  // statInQue_mean: MTE2 has written it before S reads it
+                rowIn_dy = rowInQue_dy.template DeQue<T>();
+                rowIn_x = rowInQue_x.template DeQue<T>();
+                statIn_rstd = statInQue_rstd.template DeQue<float>();
+                statIn_mean = statInQue_mean.template DeQue<float>();
+                const int64_t rowNext = r0 + pass;
+                CopyIn(rowNext, pass < rowEnd_ - rowNext ? pass : rowEnd_ - rowNext);
+                WaitFlag<HardEvent::MTE2_S>(7);
+                Compute(r0, k);
+                CopyOut(r0, k);
+            }
+            {
+                LocalTensor<T> t = rowInQue_dy.template DeQue<T>();
+                rowInQue_dy.FreeTensor(t);
+            }
+            {
+                LocalTensor<T> t = rowInQue_x.template DeQue<T>();
+                rowInQue_x.FreeTensor(t);
+            }
+            {
+                LocalTensor<float> t = statInQue_rstd.template DeQue<float>();
+                statInQue_rstd.FreeTensor(t);
+            }
+            {
+                LocalTensor<float> t = statInQue_mean.template DeQue<float>();
+                statInQue_mean.FreeTensor(t);
             }
         }
         if (curBatch_ >= 0) {
@@ -593,48 +604,52 @@ private:
     {
         {
             LocalTensor<T> t = rowInQue_dy.template AllocTensor<T>();
-            {
-                const int64_t oneBurst = colAlign_ == hidden_ ? 1 : 0;
-                DataCopyPad(t, gm_dy[r0 * hidden_],
-                            DataCopyExtParams(static_cast<uint16_t>(oneBurst != 0 ? 1 : k),
-                                              oneBurst != 0 ? k * hidden_ * sizeof(T) : hidden_ * sizeof(T), 0,
-                                              GapBlocks(colAlign_, hidden_, sizeof(T)), 0),
-                            DataCopyPadExtParams<T>(false, 0, 0, T{}));  // spec: ada_layer_norm_grad.py:60
+            if (k > 0) {
+                {
+                    const int64_t oneBurst = colAlign_ == hidden_ ? 1 : 0;
+                    DataCopyPad(t, gm_dy[r0 * hidden_],
+                                DataCopyExtParams(static_cast<uint16_t>(oneBurst != 0 ? 1 : k),
+                                                  oneBurst != 0 ? k * hidden_ * sizeof(T) : hidden_ * sizeof(T), 0,
+                                                  GapBlocks(colAlign_, hidden_, sizeof(T)), 0),
+                                DataCopyPadExtParams<T>(false, 0, 0, T{}));  // spec: ada_layer_norm_grad.py:60
+                }
             }
             rowInQue_dy.EnQue(t);
         }
         {
             LocalTensor<T> t = rowInQue_x.template AllocTensor<T>();
-            {
-                const int64_t oneBurst = colAlign_ == hidden_ ? 1 : 0;
-                DataCopyPad(t, gm_x[r0 * hidden_],
-                            DataCopyExtParams(static_cast<uint16_t>(oneBurst != 0 ? 1 : k),
-                                              oneBurst != 0 ? k * hidden_ * sizeof(T) : hidden_ * sizeof(T), 0,
-                                              GapBlocks(colAlign_, hidden_, sizeof(T)), 0),
-                            DataCopyPadExtParams<T>(false, 0, 0, T{}));  // spec: ada_layer_norm_grad.py:61
+            if (k > 0) {
+                {
+                    const int64_t oneBurst = colAlign_ == hidden_ ? 1 : 0;
+                    DataCopyPad(t, gm_x[r0 * hidden_],
+                                DataCopyExtParams(static_cast<uint16_t>(oneBurst != 0 ? 1 : k),
+                                                  oneBurst != 0 ? k * hidden_ * sizeof(T) : hidden_ * sizeof(T), 0,
+                                                  GapBlocks(colAlign_, hidden_, sizeof(T)), 0),
+                                DataCopyPadExtParams<T>(false, 0, 0, T{}));  // spec: ada_layer_norm_grad.py:61
+                }
             }
             rowInQue_x.EnQue(t);
         }
         {
             LocalTensor<float> t = statInQue_rstd.template AllocTensor<float>();
-            DataCopyPad(t, gm_rstd[r0], DataCopyExtParams(1, k * sizeof(float), 0, 0, 0),
-                        DataCopyPadExtParams<float>(false, 0, 0, 0.0f));  // spec: ada_layer_norm_grad.py:62
+            if (k > 0) {
+                DataCopyPad(t, gm_rstd[r0], DataCopyExtParams(1, k * sizeof(float), 0, 0, 0),
+                            DataCopyPadExtParams<float>(false, 0, 0, 0.0f));  // spec: ada_layer_norm_grad.py:62
+            }
             statInQue_rstd.EnQue(t);
         }
         {
             LocalTensor<float> t = statInQue_mean.template AllocTensor<float>();
-            DataCopyPad(t, gm_mean[r0], DataCopyExtParams(1, k * sizeof(float), 0, 0, 0),
-                        DataCopyPadExtParams<float>(false, 0, 0, 0.0f));  // spec: ada_layer_norm_grad.py:63
+            if (k > 0) {
+                DataCopyPad(t, gm_mean[r0], DataCopyExtParams(1, k * sizeof(float), 0, 0, 0),
+                            DataCopyPadExtParams<float>(false, 0, 0, 0.0f));  // spec: ada_layer_norm_grad.py:63
+            }
             statInQue_mean.EnQue(t);
         }
     }
 
     __aicore__ inline void Compute(int64_t r0, int64_t k)
     {
-        rowIn_dy = rowInQue_dy.template DeQue<T>();
-        rowIn_x = rowInQue_x.template DeQue<T>();
-        statIn_rstd = statInQue_rstd.template DeQue<float>();
-        statIn_mean = statInQue_mean.template DeQue<float>();
         rowOut_pd_x = rowOutQue_pd_x.template AllocTensor<T>();
         for (int64_t i = 0; i < k; ++i) {
             const int64_t b = (r0 + i) / seqLen_;
@@ -841,11 +856,11 @@ private:
     GlobalTensor<U> gm_pd_gamma;
     GlobalTensor<U> gm_pd_beta;
     GlobalTensor<float> ws_;
-    TQue<TPosition::VECIN, 2> rowInQue_dy;
-    TQue<TPosition::VECIN, 2> rowInQue_x;
+    TQue<TPosition::VECIN, 1> rowInQue_dy;
+    TQue<TPosition::VECIN, 1> rowInQue_x;
     TQue<TPosition::VECOUT, 1> rowOutQue_pd_x;
-    TQue<TPosition::VECIN, 2> statInQue_rstd;
-    TQue<TPosition::VECIN, 2> statInQue_mean;
+    TQue<TPosition::VECIN, 1> statInQue_rstd;
+    TQue<TPosition::VECIN, 1> statInQue_mean;
     TBuf<TPosition::VECCALC> resBuf_dy;
     TBuf<TPosition::VECCALC> resBuf_x;
     TBuf<TPosition::VECCALC> sumBuf_;

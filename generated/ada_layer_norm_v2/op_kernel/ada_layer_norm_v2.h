@@ -126,29 +126,26 @@ private:
             for (int64_t r0 = rowStart_; r0 < rowEnd_; r0 += pass) {
                 const int64_t k = rowEnd_ - r0 < pass ? rowEnd_ - r0 : pass;
                 CopyIn(r0, k);
+                rowIn_x = rowInQue_x.template DeQue<T>();
                 Compute(r0, k);
                 CopyOut(r0, k);
             }
         } else {
             pipe_.InitBuffer(rowInQue_x, 2, pass * colAlign_ * sizeof(T));
             pipe_.InitBuffer(rowOutQue_out, 2, pass * colAlign_ * sizeof(T));
-            if (rowStart_ < rowEnd_) {  // the first pass copied in before the loop, the last one's work after it
-                CopyIn(rowStart_, pass < rowEnd_ - rowStart_ ? pass : rowEnd_ - rowStart_);
-                const int64_t rowLast = rowStart_ + (rowEnd_ - rowStart_ - 1) / pass * pass;
-                // every pass but the last: the next pass's copy-in runs beside this pass's compute
-                for (int64_t r0 = rowStart_; r0 < rowLast; r0 += pass) {
-                    const int64_t k = rowLast - r0 < pass ? rowLast - r0 : pass;
-                    const int64_t rowNext = r0 + pass;
-                    CopyIn(rowNext, pass < rowEnd_ - rowNext ? pass : rowEnd_ - rowNext);
-                    Compute(r0, k);
-                    CopyOut(r0, k);
-                }
-                {
-                    const int64_t r0 = rowLast;
-                    const int64_t k = rowEnd_ - rowLast;
-                    Compute(r0, k);
-                    CopyOut(r0, k);
-                }
+            CopyIn(rowStart_, pass < rowEnd_ - rowStart_ ? pass : rowEnd_ - rowStart_);
+            // the next pass's copy-in (none past rowEnd_) runs beside this pass's compute
+            for (int64_t r0 = rowStart_; r0 < rowEnd_; r0 += pass) {
+                const int64_t k = rowEnd_ - r0 < pass ? rowEnd_ - r0 : pass;
+                rowIn_x = rowInQue_x.template DeQue<T>();
+                const int64_t rowNext = r0 + pass;
+                CopyIn(rowNext, pass < rowEnd_ - rowNext ? pass : rowEnd_ - rowNext);
+                Compute(r0, k);
+                CopyOut(r0, k);
+            }
+            {
+                LocalTensor<T> t = rowInQue_x.template DeQue<T>();
+                rowInQue_x.FreeTensor(t);
             }
         }
     }
@@ -420,13 +417,15 @@ private:
     {
         {
             LocalTensor<T> t = rowInQue_x.template AllocTensor<T>();
-            {
-                const int64_t oneBurst = colAlign_ == hidden_ ? 1 : 0;
-                DataCopyPad(t, gm_x[r0 * hidden_],
-                            DataCopyExtParams(static_cast<uint16_t>(oneBurst != 0 ? 1 : k),
-                                              oneBurst != 0 ? k * hidden_ * sizeof(T) : hidden_ * sizeof(T), 0,
-                                              GapBlocks(colAlign_, hidden_, sizeof(T)), 0),
-                            DataCopyPadExtParams<T>(false, 0, 0, T{}));  // spec: ada_layer_norm_v2.py:50
+            if (k > 0) {
+                {
+                    const int64_t oneBurst = colAlign_ == hidden_ ? 1 : 0;
+                    DataCopyPad(t, gm_x[r0 * hidden_],
+                                DataCopyExtParams(static_cast<uint16_t>(oneBurst != 0 ? 1 : k),
+                                                  oneBurst != 0 ? k * hidden_ * sizeof(T) : hidden_ * sizeof(T), 0,
+                                                  GapBlocks(colAlign_, hidden_, sizeof(T)), 0),
+                                DataCopyPadExtParams<T>(false, 0, 0, T{}));  // spec: ada_layer_norm_v2.py:50
+                }
             }
             rowInQue_x.EnQue(t);
         }
@@ -434,7 +433,6 @@ private:
 
     __aicore__ inline void Compute(int64_t r0, int64_t k)
     {
-        rowIn_x = rowInQue_x.template DeQue<T>();
         statStage_mean = statStageBuf_mean.template Get<float>();
         statStage_rstd = statStageBuf_rstd.template Get<float>();
         rowOut_out = rowOutQue_out.template AllocTensor<T>();
@@ -548,7 +546,7 @@ private:
     GlobalTensor<U> gm_weight;
     GlobalTensor<U> gm_bias;
     GlobalTensor<float> ws_;
-    TQue<TPosition::VECIN, 2> rowInQue_x;
+    TQue<TPosition::VECIN, 1> rowInQue_x;
     TQue<TPosition::VECOUT, 1> rowOutQue_out;
     TBuf<TPosition::VECCALC> statStageBuf_mean;
     TQue<TPosition::VECOUT, 1> statOutQue_mean;
