@@ -28,7 +28,10 @@ per-row loops are marked `disjoint` (each iteration its own rows). The kernel is
 leaves the AIVs no work (no K split and no vector epilogue in the call's presences; opgen.tiling.cube). Without a
 vector epilogue Fixpipe writes the output and the AIVs have no work (unless K is split). With one, Fixpipe writes the fp32 block to one of two workspace slots of the AI Core, handed to its
 two AIVs and back by cross-core flags (FLAG_READY, FLAG_FREE), and each AIV runs the epilogue on half of the block's
-rows (`_vector_part`; docs/design.md "Cube family"). A Mmad of one row would select GEMV mode on
+rows (`_vector_part`; docs/design.md "Cube family"). An epilogue that begins by adding a [N] bias row has that add
+on the cube (`_cube_bias`, GemmLayout.bias): the row GM -> L1 (C1) -> bias table (C2, fp32) per block and the
+first K chunk's Mmad starting at it (docs/design.md "Cube family: bias on the cube"); a bias alone then needs no
+vector epilogue. A Mmad of one row would select GEMV mode on
 the device, so a tail of one row runs as two (the second row's result is never read).
 
 K split (`if kSplit > 1`, the tiling's choice by estimated time; docs/design.md "Cube family: the K split"): units
@@ -104,6 +107,8 @@ class GemmLayout:
     direct: tuple = ()      # the presences with no vector epilogue: Fixpipe writes the output when K is not split
     fold: tuple = ()        # leading dims of a (and the output) folded into M: [*fold, M, K] x [K, N] is one GEMM of
                             # [prod(fold) * M, K] x [K, N] (names; a variadic group as "*Bd")
+    bias: tuple = ()        # (input, type tag) of a bias row [N] the cube adds (Mmad from the bias table; `_cube_bias`)
+    bias_when: tuple = ()   # the presences whose calls have that bias (() = every one served)
 
     @property
     def mixed(self) -> bool:
@@ -123,6 +128,10 @@ class GemmLayout:
                                              for st, w in zip(self.steps, self.step_when))
             if self.direct:
                 epi += f"; Fixpipe's cast alone when {_presences_text(self.direct, self.presence)}"
+        if self.bias:
+            when = f" when {_presences_text(self.bias_when, self.presence)}" if self.bias_when else ""
+            epi = f"bias {self.bias[0]} on the cube (bias table){when}; " + (
+                epi if self.steps else " -> ".join(self.epilogue) or "none")
         bt = f"[{', '.join(self.batch)}] x " if self.batch else ""
         if self.fold:
             bt = f"[{', '.join(self.fold)}] folded into {m}: "
@@ -187,6 +196,7 @@ def gemm_layout(g, spec=None) -> GemmLayout:
         raise Unsupported(mm.result.name, mm.loc, "the operands take one dtype (a dtype variable of f16 / bf16 rows, "
                           "or f16 or bf16)")
     od, odt, out, epi, steps = _epilogue(g, mm, seen, params, dims, lead, dta)
+    bias, steps, epi = _cube_bias(steps, epi, spec, dta)
     if od != dta and odt != "f32":
         raise Unsupported(out, "", f"output dtype {odt}: the cube kernel writes the operands' dtype or f32")
     name = dtype_name(dta) if fixed else dta.name
@@ -217,8 +227,64 @@ def gemm_layout(g, spec=None) -> GemmLayout:
         st[4][len(_VAR_TAG):] for st in steps if st[0] == "load" and st[4].startswith(_VAR_TAG)))
     steps = tuple(st[:4] + (input_tparam(order.index(st[4][len(_VAR_TAG):])),) + st[5:]
                   if st[0] == "load" and st[4].startswith(_VAR_TAG) else st for st in steps)
+    if bias and bias[1].startswith(_VAR_TAG):
+        bias = (bias[0], input_tparam(order.index(bias[1][len(_VAR_TAG):])))
     return GemmLayout(a, b, out, tuple(str(d) for d in dims), name, odt, tuple(epi), fixed, ta, tb,
-                      tuple(str(d) for d in batch), steps, fold=tuple(str(d) for d in fold))
+                      tuple(str(d) for d in batch), steps, fold=tuple(str(d) for d in fold), bias=bias)
+
+
+BIAS_TYPES = ("f16", "f32")
+"""The bias types the cube's bias path takes on arch 2201: L1 -> bias table copies fp32 or converts fp16 to fp32
+(bf16 only on arch 3510; docs/reference/ascendc.md §1.10 "Bias on the cube")."""
+
+
+def _cube_bias(steps: tuple, epi, spec, dta) -> tuple:
+    """(bias, steps, epilogue): a vector epilogue that starts by adding a column vector [N] to the matmul result
+    (("acc", r), ("load", v, input, "col", tag), ("op", x, "add", {r, v}, "row"), each of r and v read by that add
+    only, the input loaded once) has that add moved onto the cube: bias = (input, tag), the Mmad of the first K
+    chunk starting at the bias row in the bias table (docs/design.md "Cube family: bias on the cube"), the steps
+    continuing from ("acc", x). When what is left is the store alone (a cast rounding to nearest even, or an fp32
+    output), Fixpipe does it: steps (), epilogue ("cast",) or (). The add stays on the AIVs ((), steps, epi) when
+    some dtype row types the bias other than BIAS_TYPES (an fp32 input, the operands' dtype, or a dtype variable
+    of the spec's rows); without `spec` only an fp32 bias or fixed fp16 operands qualify."""
+    if not steps or steps[0][0] != "acc":
+        return (), steps, epi
+    r = steps[0][1]
+    loads = {st[1]: st for st in steps if st[0] == "load"}
+    reads: dict = {}
+    for st in steps:
+        for x in (st[3] if st[0] == "op" else (st[1],) if st[0] == "store" else ()):
+            reads[x] = reads.get(x, 0) + 1
+    add = next((st for st in steps if st[0] == "op" and st[2] == "add" and r in st[3] and len(st[3]) == 2
+                and st[3][0] != st[3][1]), None)
+    if add is None:
+        return (), steps, epi
+    v = add[3][1] if add[3][0] == r else add[3][0]
+    ld = loads.get(v)
+    if ld is None or ld[3] != "col" or reads.get(r) != 1 or reads.get(v) != 1 \
+            or sum(1 for st in loads.values() if st[2] == ld[2]) != 1:
+        return (), steps, epi
+    tag = ld[4]
+
+    def types_ok(var):
+        if spec is None:
+            return False
+        return all(row.get(var) is not None and dtype_name(row[var]) in BIAS_TYPES for row in spec.dtype_rows)
+
+    if tag == OPERAND_T:
+        ok = dtype_name(dta) == "f16" if not isinstance(dta, DTypeVar) else types_ok(dta.name)
+    elif tag.startswith(_VAR_TAG):
+        ok = types_ok(tag[len(_VAR_TAG):])
+    else:
+        ok = tag == "f32"
+    if not ok:
+        return (), steps, epi
+    rest = tuple(st for st in steps[1:] if st is not ld and st is not add)
+    rest = (("acc", add[1]),) + rest
+    if len(rest) == 2 and rest[1][0] == "store" and rest[1][1] == add[1] \
+            and rest[1][2] in ("", ROUND_MODES["rint"], ROUND_MODES["none"]):
+        return (ld[2], tag), (), ["cast"] if rest[1][2] else []
+    return (ld[2], tag), rest, epi
 
 
 OPERAND_T = "T"
@@ -422,7 +488,7 @@ def merge_presences(spec, items: list) -> GemmLayout:
         return first
 
     def core(lay):
-        return replace(lay, epilogue=(), steps=())
+        return replace(lay, epilogue=(), steps=(), bias=())
 
     for _pr, lay in items[1:]:
         if core(lay) != core(first):
@@ -431,6 +497,16 @@ def merge_presences(spec, items: list) -> GemmLayout:
                               f"attribute combination, so they may differ in the epilogue only")
     served = tuple(pr for pr, _lay in items)
     names = tuple(i.name for i in spec.inputs if i.optional)
+    biases = {lay.bias for _pr, lay in items if lay.bias}
+    if len(biases) > 1:
+        raise Unsupported(first.out, "", f"the presences of the optional inputs add different bias rows on the cube "
+                          f"({', '.join(sorted(b[0] for b in biases))}): one kernel class serves every presence")
+    bias = biases.pop() if biases else ()
+    with_bias = tuple(pr for pr, lay in items if lay.bias)
+    bias_when = () if len(with_bias) == len(items) else with_bias
+    if all(replace(lay, bias=()) == replace(first, bias=()) for _pr, lay in items):   # they differ in the bias only
+        return replace(first, bias=bias, bias_when=bias_when, presence=names, served=served,
+                       direct=served if not first.steps else ())
     taken = {st[1] for _pr, lay in items for st in lay.steps if st[0] == "attr"}
     joined: dict = {}   # step key -> [step with joined names, presences]
     vname: dict = {}    # value key -> joined name
@@ -474,7 +550,7 @@ def merge_presences(spec, items: list) -> GemmLayout:
     when = tuple(() if w == set(served) else tuple(sorted(w)) for _st, w in joined.values())
     direct = tuple(pr for pr, lay in items if not lay.steps)
     return replace(first, epilogue=("vector",), steps=steps, presence=names, served=served, step_when=when,
-                   direct=direct)
+                   direct=direct, bias=bias, bias_when=bias_when)
 
 
 def lower_gemm(spec, lay: GemmLayout, name: str = "") -> K.KernelClass:
@@ -489,6 +565,11 @@ def lower_gemm(spec, lay: GemmLayout, name: str = "") -> K.KernelClass:
     locs = (K.Local("l1A_", K.TPos.A1, True, 2), K.Local("l1B_", K.TPos.B1, True, 2),
             K.Local("l0A_", K.TPos.A2, True, 2), K.Local("l0B_", K.TPos.B2, True, 2), K.Local("l0C_", K.TPos.CO1))
     sz = K.SizeOf("T")
+    bias_t = bias_ctype(lay)
+    if lay.bias:   # the bias row: GM -> L1 (C1) -> bias table (C2, fp32), read by the first chunk's Mmad
+        gms += (K.GmTensor("biasGm_", bias_t, lay.bias[0]),)
+        locs += (K.Local("l1Bias_", K.TPos.C1), K.Local("bt_", K.TPos.C2))
+    bias_when = tuple(pr for pr in lay.served if pr not in lay.bias_when) if lay.bias_when else ()
 
     def fn(f, a, b):
         return Fn(f, (a, b))
@@ -534,8 +615,9 @@ def lower_gemm(spec, lay: GemmLayout, name: str = "") -> K.KernelClass:
         *a_load, *b_load,
         K.EnQue("l0A_", "a2"), K.EnQue("l0B_", "b2"),
         K.DeQue("a2", "l0A_", "T"), K.DeQue("b2", "l0B_", "T"),
-        K.Mmad(K.Ref("c1"), K.Ref("a2"), K.Ref("b2"), S("mm"), S("nt"), S("kt"),
-               (Constraint("==", S("k0") + S("kk"), S("kb")),), "fp32 accumulate over K (this range's)"),
+        *_bias_mmad(lay, K.Mmad(K.Ref("c1"), K.Ref("a2"), K.Ref("b2"), S("mm"), S("nt"), S("kt"),
+                                (Constraint("==", S("k0") + S("kk"), S("kb")),),
+                                "fp32 accumulate over K (this range's)"), bias_when),
         K.Free("l0A_", "a2"), K.Free("l0B_", "b2"),
     )
     kloop = (   # one L1 panel: GM -> L1 (double buffered: the next panel's copy overlaps this one's chunks)
@@ -567,6 +649,15 @@ def lower_gemm(spec, lay: GemmLayout, name: str = "") -> K.KernelClass:
         K.InitBuffer("l0C_", bm * bn * 4),
         K.Get("c1", "l0C_", "float"),
     )
+    bias_in = ()
+    if lay.bias:   # baseN rounded to 32 fp32 (the fp16 row's 64-B blocks convert to whole 128-B blocks)
+        init += (K.InitBuffer("l1Bias_", fn("align_up", bn, Lit(32)) * 4), K.InitBuffer("bt_", fn("align_up", bn, Lit(32)) * 4),
+                 K.Get("lb", "l1Bias_", bias_t), K.Get("bt", "bt_", "float"))
+        bias_in = _guarded((
+            K.Nd2Nz(K.Ref("lb"), K.GmView("biasGm_", S("n0")), Lit(1), S("nt"), S("nt"), Lit(1),
+                    f"the block's columns of {lay.bias[0]} -> L1 (one row, contiguous)"),
+            K.LoadBias(K.Ref("bt"), K.Ref("lb"), (S("nt") * K.SizeOf(bias_t) + 63) // 64,
+                       "L1 -> bias table, fp32 (64-B blocks of the row)")), lay.bias_when, lay.presence)
 
     def plain_of(mixed: bool) -> tuple:   # the AIC's blocks when K is not split: to the slots (mixed) or the output
         if mixed:   # the fp32 block to this AI Core's workspace slot s (the AIVs finish it), dense rows of nt
@@ -585,6 +676,7 @@ def lower_gemm(spec, lay: GemmLayout, name: str = "") -> K.KernelClass:
             *lets,
             *pads,
             *slot,
+            *bias_in,
             K.Let("kb", Lit(0)),
             K.For("k0", Lit(0), Kd, S("baseKL1"), kloop, tail="kt1", doc="K panels (the last a tail)"),
             *free,   # only the Fixpipe writes the slot: the loads and Mmads of this block overlap the AIVs' work
@@ -617,6 +709,7 @@ def lower_gemm(spec, lay: GemmLayout, name: str = "") -> K.KernelClass:
         K.Let("kr", S("u") % S("kSplit")),
         *lets,
         *pads,
+        *bias_in,
         K.Let("kb", S("kr") * S("kLen")),
         K.For("k0", S("kb"), fn("min", Kd, S("kb") + S("kLen")), S("baseKL1"), kloop, tail="kt1",
               doc="K panels of this unit's range (the last a tail)"),
@@ -662,13 +755,37 @@ def lower_gemm(spec, lay: GemmLayout, name: str = "") -> K.KernelClass:
         [i.name for i in spec.inputs] + [o.name for o in spec.outputs]),
         gms=gms + (K.GmTensor("wsGm_", "float", workspace=True),) + vec_gms, locals=locs + vec_locs,
         scalars=tuple(K.ScalarVar(m, "bool") for m, _a in members), presence=members,
-        fields=fields, process=process, tparams=(OPERAND_T,) + prog.tparams(), ws_field="workspaceBytes",
+        fields=fields, process=process, ws_field="workspaceBytes",
+        tparams=(OPERAND_T,) + tuple(dict.fromkeys(prog.tparams() + (
+            (bias_t,) if bias_t not in ("", OPERAND_T, "float") else ()))),
         doc=(f"{spec.name}: [M, K] x [K, N] on the cube" if not (lay.trans_a or lay.trans_b) else
              f"{spec.name}: {a_txt} x {b_txt} on the cube") + ", fp32 accumulation (" + (
             "fp32 blocks to a two-slot workspace, the epilogue on the AIVs" if mixed else
             "Fixpipe's cast") + f"; K split over the AI Cores when the tiling chooses it), output {out_t}"
         + (f"; every presence of {', '.join(lay.presence)} (hasInput<k>_)" if members else ""))
     return K.verify(cls)
+
+
+def bias_ctype(lay: GemmLayout) -> str:
+    """The C++ type the bias row of `lay` is staged in (L1): float for an fp32 input, the operands' T, or the class
+    template parameter of its dtype variable (input_tparam); "" without a cube bias."""
+    if not lay.bias:
+        return ""
+    return "float" if lay.bias[1] == "f32" else lay.bias[1]
+
+
+def _bias_mmad(lay: GemmLayout, mm: K.Mmad, without: tuple) -> tuple:
+    """The chunk's Mmad `mm` with the layout's cube bias: the first chunk of K (k0 + kk == 0, in the K split the
+    first range's) starts C at the bias-table row instead of 0, under the presences with the bias (`lay.bias_when`);
+    `mm` itself under the others (`without`) and for every later chunk."""
+    if not lay.bias:
+        return (mm,)
+    seeded = K.If((Constraint("==", Sym("k0") + Sym("kk"), Lit(0)),), (
+        replace(mm, init=(), bias=K.Ref("bt"), doc="the first chunk: C starts at the bias row, fp32 accumulate"),),
+        (mm,))
+    if not lay.bias_when:
+        return (seeded,)
+    return _guarded((seeded,), lay.bias_when, lay.presence) + _guarded((mm,), without, lay.presence)
 
 
 def _restrict(lay: GemmLayout, prs: tuple) -> GemmLayout:
@@ -1119,7 +1236,7 @@ class CubeFamily(Family):
                 lays[key] = merged
             classes.setdefault(merged, None)
         core = {replace(x, epilogue=(), steps=(), trans_a=False, trans_b=False, presence=(), served=(), step_when=(),
-                        direct=()) for x in classes}
+                        direct=(), bias=(), bias_when=()) for x in classes}
         outs = {x.out_dtype for x in classes}
         if len(core) > 1 or len(outs) > 1:
             a, b = list(classes)[:2]
