@@ -3,8 +3,9 @@
 `GemmLayout` is read off the fused graph's structure, never off names: the graph's one `matmul` whose operands are
 (casts of) two inputs A [M, K] and B [K, N] of one dtype variable, either both with the same leading batch dims (one
 product per batch index) or A [*batch, M, K] against a 2-D B (the batch folded into M: one GEMM [prod(batch) * M, K]
-x [K, N], as aclnnMatmul runs a 3-D self against a 2-D mat2; GemmLayout.fold), and whose result reaches exactly one output
-either through at most one cast with round "rint" or "none" (Fixpipe's rounding, once and to nearest even; a chain
+x [K, N], as aclnnMatmul runs a 3-D self against a 2-D mat2; GemmLayout.fold), or one 2-D operand against the
+other's batch that does not fold (A 2-D, or A transposed against a 2-D B: that operand's one matrix read for every
+batch index, GemmLayout.shared), and whose result reaches exactly one output either through at most one cast with round "rint" or "none" (Fixpipe's rounding, once and to nearest even; a chain
 of casts or another round mode is refused), or through a vector epilogue (`_epilogue`, EPI_STEPS): elementwise math
 on [*batch, M, N] and [N] / [1, N] inputs, scalar constants and float attributes, ending in at most one cast. Anything else (a
 reduction, another shape, a non-float attribute) is refused naming the construct (Unsupported).
@@ -107,6 +108,7 @@ class GemmLayout:
     direct: tuple = ()      # the presences with no vector epilogue: Fixpipe writes the output when K is not split
     fold: tuple = ()        # leading dims of a (and the output) folded into M: [*fold, M, K] x [K, N] is one GEMM of
                             # [prod(fold) * M, K] x [K, N] (names; a variadic group as "*Bd")
+    shared: str = ""        # "a" / "b": that operand has no batch dims, its one matrix read for every batch index
     bias: tuple = ()        # (input, type tag) of a bias row [N] the cube adds (Mmad from the bias table; `_cube_bias`)
     bias_when: tuple = ()   # the presences whose calls have that bias (() = every one served)
 
@@ -133,6 +135,8 @@ class GemmLayout:
             epi = f"bias {self.bias[0]} on the cube (bias table){when}; " + (
                 epi if self.steps else " -> ".join(self.epilogue) or "none")
         bt = f"[{', '.join(self.batch)}] x " if self.batch else ""
+        if self.shared:
+            bt += f"({self.a if self.shared == 'a' else self.b} shared by the batch) "
         if self.fold:
             bt = f"[{', '.join(self.fold)}] folded into {m}: "
         return (f"layout cube: {bt}{self.out}[{m}, {n}] = {a} x {b} in {self.dtype}, "
@@ -173,16 +177,20 @@ def gemm_layout(g, spec=None) -> GemmLayout:
     sa, sb, sc = (list(vals[x].type.shape) for x in (a, b, mm.result.name))
     ba, bb = [str(d) for d in sa[:-2]], [str(d) for d in sb[:-2]]
     fold: tuple = ()
+    shared = ""
     if ba == bb:   # one matrix product per batch index
         batch = tuple(sa[:-2])
     elif ba and not bb and not ta:   # [*batch, M, K] x [K, N]: the batch folded into M (one GEMM [batch*M, K])
         batch, fold = (), tuple(sa[:-2])
+    elif ba and not bb:   # [*batch, K, M]ᵀ x [K, N]: one product per batch index, B's one matrix for each
+        batch, shared = tuple(sa[:-2]), "b"
+    elif bb and not ba:   # [M, K] x [*batch, K, N]: A's one matrix for each batch index (a broadcast left operand)
+        batch, shared = tuple(sb[:-2]), "a"
     else:
         raise Unsupported(mm.result.name, mm.loc, f"operands of shapes {[str(d) for d in sa]} and "
                           f"{[str(d) for d in sb]} (transposed: {ta}, {tb}): the cube family lowers [*batch, M, K] x "
-                          f"[*batch, K, N] with the same batch dims, or [*batch, M, K] x a 2-D right operand (the batch "
-                          f"folded into M; not with the left operand transposed); other broadcast batch dims are "
-                          f"not lowered")
+                          f"[*batch, K, N] with the same batch dims, or one operand 2-D against the other's batch "
+                          f"(a 2-D right operand folded into M); batch dims broadcast otherwise are not lowered")
     (dm, dka), (dkb, dn) = (sa[-2:][::-1] if ta else sa[-2:]), (sb[-2:][::-1] if tb else sb[-2:])
     dims = (dm, dka, dn)
     lead = batch + fold
@@ -230,7 +238,8 @@ def gemm_layout(g, spec=None) -> GemmLayout:
     if bias and bias[1].startswith(_VAR_TAG):
         bias = (bias[0], input_tparam(order.index(bias[1][len(_VAR_TAG):])))
     return GemmLayout(a, b, out, tuple(str(d) for d in dims), name, odt, tuple(epi), fixed, ta, tb,
-                      tuple(str(d) for d in batch), steps, fold=tuple(str(d) for d in fold), bias=bias)
+                      tuple(str(d) for d in batch), steps, fold=tuple(str(d) for d in fold), bias=bias,
+                      shared=shared)
 
 
 BIAS_TYPES = ("f16", "f32")
@@ -576,7 +585,8 @@ def lower_gemm(spec, lay: GemmLayout, name: str = "") -> K.KernelClass:
 
     if lay.batch:   # block = (batch index, block of that matrix); each operand's matrices are contiguous
         at = (K.Let("bi", S("blk") // S("mnBlocks")), K.Let("bb", S("blk") % S("mnBlocks")))
-        offs = (S("bi") * M * Kd, S("bi") * Kd * N, S("bi") * M * N)
+        offs = (Lit(0) if lay.shared == "a" else S("bi") * M * Kd, Lit(0) if lay.shared == "b" else S("bi") * Kd * N,
+                S("bi") * M * N)   # a shared operand (no batch dims): its one matrix for every batch index
     else:
         at, offs = (K.Let("bb", S("blk")),), None
 
