@@ -976,7 +976,7 @@ def test_ksplit_matmul_gelu_emulated_matches_float64_is_bit_identical_and_races_
     # a shape form the cube family refuses: the right operand's batch dims broadcast against the left's
     ({"spec.input(\"x\", U, [M, K])": "spec.input(\"x\", U, [2, M, K])",
       "spec.input(\"w\", U, [K, N])": "spec.input(\"w\", U, [2, 1, K, N])",
-      "spec.output(\"y\", U, [M, N])": "spec.output(\"y\", U, [2, 2, M, N])"}, "other broadcast batch dims"),
+      "spec.output(\"y\", U, [M, N])": "spec.output(\"y\", U, [2, 2, M, N])"}, "batch dims broadcast otherwise"),
     # a dtype row the cube does not read, refused at an input (a parameter: no IR node to rank by position)
     ({"[(f16,), (bf16,)]": "[(f16,), (f32,)]", "bf16, f16": "bf16, f16, f32"}, "binds U to f32"),
 ])

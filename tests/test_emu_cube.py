@@ -259,6 +259,9 @@ FAULTS = {
                      "L0A is 65536 bytes"],
     "l1_overflow": ["L1 overflow: InitBuffer(TBuf<B1>", "at L1 offset 307200", "L1 is 524288 bytes"],
     "l0c_overflow": ["L0C overflow", "needs 131104 bytes", "L0C is 131072 bytes"],
+    "bt_overflow": ["BiasTable overflow: InitBuffer(TBuf<C2>", "BiasTable is 1024 bytes"],
+    "bias_bf16": ["DataCopy(L1 -> BiasTable): 2-byte source into a 4-byte bias table: arch 2201 copies one type or "
+                  "converts half to float"],
     "misaligned_fractal": ["LoadData: L0A destination address 32 in L0A is not 512-byte aligned"],
     "misaligned_mmad": ["Mmad: dst (L0C) address 256 in L0C is not 1024-byte aligned"],
     "mmad_wrong_buffer": ["Mmad: fm (left matrix A) must be in L0A (TPosition A2) but lives in L1"],
@@ -287,6 +290,24 @@ FAULTS = {
     "syncall_aic_true": ["SyncAll<true> (isAIVOnly) called on an AIC core"],
 }
 DEADLOCKS = {"deadlock_wait": 4, "deadlock_cycle": 3, "deadlock_half_set": 1, "deadlock_syncall_vs_flag": 3}
+
+
+@pytest.mark.parametrize("kind", ["h", "f"])
+def test_mmad_starts_at_the_bias_table_row(bins, kind):
+    """A fp16 (converted on the L1 -> bias-table copy) or fp32 bias row of 32 through C1 -> C2, then Mmad with the
+    bias operand (cmatrixSource, docs/reference/ascendc.md §1.10): C = bias broadcast over the rows + A @ B, against
+    float64 over the scenario's inputs (A = x[0:16, 0:32], B stored [n][k] = w[0:32, 0:32] of emu_cube_scen.cpp)."""
+    out = scen(bins, "mmad_bias", kind)
+    assert out["ok"] is True, out["faults"]
+    i = np.arange(64 * 64)
+    x = ((i % 7) - 3).astype(np.float64).reshape(64, 64) * 0.25
+    w = ((i % 5) - 2).astype(np.float64).reshape(64, 64) * 0.5
+    bias = np.array([float(v) for v in out["val"]["bias"]])
+    j = np.arange(32)
+    assert np.array_equal(bias, (j - 16) * (0.125 if kind == "h" else 0.375))
+    ref = x[:16, :32] @ w[:32, :32].T + bias[None, :]
+    got = np.array([float(v) for v in out["val"]["c"]]).reshape(16, 32)
+    assert np.array_equal(got, ref)   # small integers times quarters: every sum exact in fp32
 
 
 @pytest.mark.parametrize("name", sorted(FAULTS))

@@ -64,7 +64,9 @@ def test_one_class_per_layout_selected_by_the_attributes_one_for_every_bias_pres
         assert (lay.trans_a, lay.trans_b) == (t1, t2)
         assert c.presence == (("hasInput0_", "bias"),) and lay.presence == ("bias",)
         assert c.tparams == ("T", "T1_")   # the bias staged in its own type (U: fp16 or fp32), then to fp32
-        assert lay.direct == ((False,),)   # no bias: Fixpipe writes the output when K is not split
+        # the bias added on the cube (bias table) when present: no presence takes a vector epilogue
+        assert lay.bias == ("bias", "T1_") and lay.bias_when == ((True,),) and not lay.mixed and not lay.steps
+        assert set(lay.direct) == {(True,), (False,)}
         assert all(progs[k2] is c for k2 in progs if k2.static == key.static)
         loads = [s for s in K.walk(c.process) if isinstance(s, K.LoadData)]
         assert {(s.dst.tensor, s.transpose) for s in loads} == {("a2", t1), ("b2", not t2)}
@@ -124,8 +126,8 @@ def test_every_layout_with_and_without_bias_on_the_interpreter_equals_float64(dt
 @pytest.mark.parametrize("present", [True, False])
 def test_ksplit_with_and_without_bias_on_the_interpreter_equals_float64(present):
     """The K split (3 AI Cores, M 125, K 1999, N 111: kSplit 3) of the transposed-x1, transposed-x2 class: the
-    AIVs' ordered sum of the partials, then the bias add (present) or the cast alone (absent: the same class,
-    hasInput0_ false), against float64 NumPy."""
+    AIVs' ordered sum of the partials, then the cast; the bias (present) seeds the first k range's first Mmad
+    only, so the sum adds it once (absent: the same class, hasInput0_ false), against float64 NumPy."""
     from opgen.ir.dtypes import parse_dtype
     from opgen.kernel import kir_interp
     from opgen.platforms import PLATFORMS
@@ -195,11 +197,11 @@ def test_every_layout_on_several_blocks_emulated_matches_float64(examples_gen, t
               "float16" if dt == "float16" and t2 else "float32")
 
 
-def test_bias_absent_launches_aic_only_unless_k_is_split():
-    """Without the bias (no vector epilogue) and without a K split the AIVs have no work: the tiling key's strategy
-    is 2 (KERNEL_TYPE_AIC_ONLY, no workspace slots); the bias present, or a K split (M 125, K 1999, N 111 on 3 AI
-    Cores: kSplit 3), keeps strategy 1, the mixed launch. The Python twin reads the presence as the TilingFunc reads
-    the bias pointer; the entry declares the strategy-2 keys AIC only."""
+def test_bias_present_or_absent_launches_aic_only_unless_k_is_split():
+    """The bias is added on the cube (the bias table seeds the first Mmad), so with or without it and without a K
+    split the AIVs have no work: the tiling key's strategy is 2 (KERNEL_TYPE_AIC_ONLY, no workspace); a K split (M
+    125, K 1999, N 111 on 3 AI Cores: kSplit 3) keeps strategy 1, the mixed launch, with the bias too. The tiling
+    reads no presence; the entry declares the strategy-2 keys AIC only."""
     import opgen.codegen.kernel_cube  # noqa: F401  (installs the cube family's emit stage)
     from opgen.ir.dtypes import parse_dtype
     from opgen.platforms import PLATFORMS
@@ -212,8 +214,9 @@ def test_bias_absent_launches_aic_only_unless_k_is_split():
     few = dataclasses.replace(plat, aic=3, aiv=6)
     f16 = {"T": parse_dtype("float16")}
     for dims, p, present, strategy, slots in (({"M": 37, "K": 50, "N": 45}, plat, (False,), 2, False),
-                                              ({"M": 37, "K": 50, "N": 45}, plat, (True,), 1, True),
-                                              ({"M": 125, "K": 1999, "N": 111}, few, (False,), 1, False)):
+                                              ({"M": 37, "K": 50, "N": 45}, plat, (True,), 2, False),
+                                              ({"M": 125, "K": 1999, "N": 111}, few, (False,), 1, False),
+                                              ({"M": 125, "K": 1999, "N": 111}, few, (True,), 1, False)):
         v = evaluate(spec, t.program, t.inputs, dims, f16, p, {"transpose_x1": True}, present=present)
         assert v["tilingKey"] % 10 == strategy, (dims, present, v["tilingKey"])
         assert u.family.launch_kind(u.lowered, v["tilingKey"]) == ("KERNEL_TYPE_AIC_ONLY" if strategy == 2 else
@@ -237,8 +240,9 @@ def test_the_emitted_tiling_func_reads_the_bias_pointer(examples_gen, tmp_path):
     tests/test_shape_forms_runtime.py runs AscendQuantV2's) and run on 37 x 50 x 45 (48 AIVs, 24 AI Cores, no K
     split): the bias absent (its shape pointer null), the tiling key's strategy is 2 (CUBE_GEMM_AIC_ONLY, the key
     the entry declares KERNEL_TYPE_AIC_ONLY) and the workspace is the platform's system workspace alone (no slots);
-    the bias given (fp16 or fp32 beside fp16 operands, fp32 beside bf16), strategy 1 (the mixed launch whose AIVs add
-    the bias) with workspace slots beyond it. Each layout (transpose_x1 / transpose_x2) alike."""
+    the bias given (fp16 or fp32 beside fp16 operands, fp32 beside bf16) the same: the bias table adds it on the cube
+    (docs/design.md "Cube family: bias on the cube"), no vector epilogue, no slot. Each layout (transpose_x1 /
+    transpose_x2) alike."""
     op = Path(examples_gen) / "mat_mul_v3"
     exe = tmp_path / "driver"
     cmd = ["g++", "-std=c++17", "-O0", "-Wall", "-Werror", "-I", str(ROOT / "opgen/emu/include"), "-I",
@@ -269,10 +273,7 @@ def test_the_emitted_tiling_func_reads_the_bias_pointer(examples_gen, tmp_path):
     for c, g in zip(cases, got):
         assert g.startswith("ok "), (c, g, out.stderr)
         key, ws = int(g.split()[2]), int(g.split()[3])
-        if c[3] is None:
-            assert key % 10 == 2 and ws == sys_ws, (c, g)
-        else:
-            assert key % 10 == 1 and ws > sys_ws, (c, g)
+        assert key % 10 == 2 and ws == sys_ws, (c, g)   # present or absent, the bias is the cube's (no K split)
 
 
 def test_a_bias_dtype_row_the_epilogue_cannot_read_is_refused_at_the_input_line(tmp_path):
@@ -306,3 +307,54 @@ def test_a_dtype_variable_of_absent_inputs_only_is_reported_as_selecting_nothing
         assert js["dtypes"] == {"T": "float16", "U": "float16"} and js["dtypes_unused"] == list(unused)
         line = next(x for x in format_text(r).splitlines() if "dtypes:" in x)
         assert ("U=float16 (no tensor of it given" in line) == bool(unused), line
+
+
+def test_the_bias_row_goes_through_the_bias_table_and_seeds_the_first_chunk_only():
+    """The bias present: the AIC copies the block's bias columns GM -> L1 (C1) -> bias table (C2, fp32; LoadBias of
+    ceil(nt * sizeof(U) / 64) 64-B blocks) and the Mmad of the first K chunk (k0 + kk == 0) starts at that row
+    (docs/design.md "Cube family: bias on the cube"); the class has no vector epilogue on any presence, so the AIVs'
+    part is only the K split's reduction (no workspace-slot flags)."""
+    u = _unit()
+    for c in {id(c): c for c in u.lowered.programs.values()}.values():
+        stmts = list(K.walk(c.process))
+        loads = [s for s in stmts if isinstance(s, K.LoadBias)]
+        seeded = [s for s in stmts if isinstance(s, K.Mmad) and s.bias is not None]
+        assert len(loads) == 2 and len(seeded) == 2   # the plain path and the K split's units
+        assert all(s.bias == K.Ref("bt") and not s.init for s in seeded)
+        ifs = [s for s in stmts if isinstance(s, K.If) and any(x in s.then for x in seeded)]
+        assert [str(x) for i in ifs for x in i.cond] == ["k0 + kk == 0"] * 2
+        locs = {x.name: x.pos for x in c.locals}
+        assert locs["l1Bias_"] is K.TPos.C1 and locs["bt_"] is K.TPos.C2
+        assert not any(isinstance(s, K.CrossCoreWaitFlag) and s.id in (0, 1, 2, 3) for s in stmts)
+
+
+def test_a_bias_table_smaller_than_the_row_faults_on_the_interpreter():
+    """The bias table is an arena of the platform's size (1 KB on Atlas A2): baseN 256 needs all of it for the fp32
+    row, and the same launch with a 512-byte bias table faults at the InitBuffer as an L1 or UB overflow does."""
+    from opgen.ir.dtypes import parse_dtype
+    from opgen.kernel import kir_interp
+    from opgen.platforms import PLATFORMS
+    from opgen.tiling.emit import program_inputs
+
+    spec, u = load_spec(str(SPEC)), _unit()
+    cls = next(c for key, c in u.lowered.programs.items() if key.static == (False, False))
+    plat = next(p for p in PLATFORMS.values() if p.aiv == 48 and p.arch == "dav-2201")
+    assert plat.bt_bytes == 1024
+    m, k, n = 20, 32, 300
+    v = u.tiling.program.evaluate(program_inputs(spec, u.tiling.program, u.tiling.inputs, {"M": m, "K": k, "N": n},
+                                                 {"T": parse_dtype("float16")}, plat, None))
+    assert v["baseN"] == 256 and v["btBytes"] == 1024 and v["fits"] == 1 and v["kSplit"] == 1
+    rng = np.random.default_rng(2)
+    x1, x2 = rng.uniform(-1, 1, (m, k)).astype(np.float16), rng.uniform(-1, 1, (k, n)).astype(np.float16)
+    bias = rng.uniform(-1, 1, n).astype(np.float32)
+    for bt, ok in ((1024, True), (512, False)):
+        out = np.full(m * n, np.nan, np.float16)
+        r = kir_interp.run(cls, {f: v[f] for f in cls.fields}, {"x1": x1, "x2": x2, "bias": bias, "y": out},
+                           v["blockDim"], types={"T": "half", "T1_": "float"}, verify_first=False,
+                           launch="KERNEL_TYPE_AIC_ONLY", cube_bytes={"BiasTable": bt})
+        assert r.ok == ok, r.faults[:1]
+        if ok:
+            ref = _ref({"x1": x1, "x2": x2, "bias": bias}, False, False)
+            assert _close(out.reshape(m, n), ref, "float16", k)
+        else:
+            assert "BiasTable overflow: InitBuffer(bt_" in r.faults[0] and "BiasTable is 512 bytes" in r.faults[0], r.faults[0]

@@ -33,13 +33,13 @@ spec.dtypes((T,), [(f16,), (bf16,)])
 
 @spec.body
 def _(b, a, w):
-    return {{"y": b.matmul(a, w, transpose_b={tb}).cast(T, "rint")}}
+    return {{"y": b.matmul(a, w, transpose_a={ta}, transpose_b={tb}).cast(T, "rint")}}
 """
 
 
-def _bcast(tmp_path, a, w, y, tb=False):
+def _bcast(tmp_path, a, w, y, tb=False, ta=False):
     p = tmp_path / "bcast.py"
-    p.write_text(textwrap.dedent(BCAST.format(a=a, w=w, y=y, tb=tb)))
+    p.write_text(textwrap.dedent(BCAST.format(a=a, w=w, y=y, tb=tb, ta=ta)))
     return load_spec(str(p))
 
 
@@ -86,12 +86,47 @@ def test_a_1d_operand_and_unbroadcastable_batches_are_refused_with_the_rule(tmp_
         trace(_bcast(tmp_path, "[B, M, K]", "[C, K, N]", "[B, M, N]"))
 
 
-def test_the_cube_family_refuses_a_broadcast_it_does_not_fold_naming_the_shapes(tmp_path):
-    """Only equal batch dims or a 2-D right operand (folded into M) are lowered; a broadcast left operand is named."""
-    spec = _bcast(tmp_path, "[M, K]", "[B, K, N]", "[B, M, N]")
+def test_the_cube_family_refuses_a_broadcast_it_does_not_lower_naming_the_shapes(tmp_path):
+    """Equal batch dims, or one 2-D operand against the other's batch, are lowered; batch dims that broadcast
+    against each other ([B, M, K] x [1, K, N] -> a batch of B from two batched operands) are refused naming the
+    shapes."""
+    spec = _bcast(tmp_path, "[B, M, K]", "[1, K, N]", "[B, M, N]")
     with pytest.raises(NoKernel) as e:
         kernel_build(spec)
-    assert "or [*batch, M, K] x a 2-D right operand (the batch folded into M" in str(e.value)
+    assert "operands of shapes ['B', 'M', 'K'] and ['1', 'K', 'N']" in str(e.value)
+    assert "batch dims broadcast otherwise are not lowered" in str(e.value)
+
+
+# (a's shape, w's shape, transpose_a, transpose_b): a broadcast left operand, a transposed left operand batched, the
+# transposed left operand against a 2-D weight (BatchMatMulV3's adj_x1 over a 2-D x2), both broadcast and transposed
+BROADCAST_FORMS = {
+    "a_2d": ("[M, K]", "[B, K, N]", False, False),
+    "a_t_batched": ("[B, K, M]", "[B, K, N]", True, False),
+    "a_t_w_2d": ("[B, K, M]", "[K, N]", True, False),
+    "a_t_2d_w_t": ("[K, M]", "[B, N, K]", True, True),
+}
+
+
+@pytest.mark.parametrize("form", sorted(BROADCAST_FORMS))
+def test_a_broadcast_or_transposed_left_operand_on_the_interpreter_equals_float64(tmp_path, form):
+    """Each form at B 3, M 37, K 50, N 45 (odd edges, several matrices) on the Kernel IR interpreter against float64
+    NumPy matmul (its broadcasting): a 2-D operand is read as the one matrix of every batch index
+    (GemmLayout.shared), a transposed left operand by the Aᵀ loads."""
+    from opgen.check import run_check
+
+    a, w, ta, tb = BROADCAST_FORMS[form]
+    spec = _bcast(tmp_path, a, w, "[B, M, N]", tb=tb, ta=ta)
+    lay = kernel_build(spec).layout
+    assert lay.batch == ("B",) and lay.trans_a == ta and lay.shared == ("a" if a.count(",") == 1 else
+                                                                      "b" if w.count(",") == 1 else "")
+    dt = "float16" if tb else "bfloat16"
+    r = run_check(str(tmp_path / "bcast.py"), dims={"B": 3, "M": 37, "K": 50, "N": 45}, dtypes={"T": dt}, seed=5,
+                  progress=False, engine="kir")
+    assert not r.faults and r.passed, r.faults[:1]
+    x, y = (np.asarray(r.inputs[n], np.float64) for n in ("a", "w"))
+    ref = np.matmul(np.swapaxes(x, -1, -2) if ta else x, np.swapaxes(y, -1, -2) if tb else y)
+    assert ref.shape == (3, 37, 45)
+    assert _close(r.arrays["y"], ref, dt, 50), np.abs(r.arrays["y"] - ref).max()
 
 
 def test_gradient_of_a_broadcast_weight_sums_over_the_batch(tmp_path):
@@ -100,7 +135,8 @@ def test_gradient_of_a_broadcast_weight_sums_over_the_batch(tmp_path):
     from opgen.dsl.grad import derive_grad
     from opgen.interp import interpret
 
-    src = BCAST.replace('b.matmul(a, w, transpose_b={tb}).cast(T, "rint")', 'b.matmul(a.cast(f32), w.cast(f32))')
+    src = BCAST.replace('b.matmul(a, w, transpose_a={ta}, transpose_b={tb}).cast(T, "rint")',
+                        'b.matmul(a.cast(f32), w.cast(f32))')
     src = src.replace('spec.output("y", T, {y})', 'spec.output("y", f32, {y})')
     p = tmp_path / "lin.py"
     p.write_text(textwrap.dedent(src.format(a="[B, M, K]", w="[K, N]", y="[B, M, N]", tb=False)))

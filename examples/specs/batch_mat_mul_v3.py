@@ -13,7 +13,7 @@ fp32 operands), no fp32 output beside fp16 / bf16 operands; Atlas A2 / A3 only.
 
 The cube family folds the batch dims into M (GemmLayout.fold): the kernel is MatMulV3's, its M the product of the
 batch dims and M; one kernel class per x2 layout (adj_x2, by the tiling key's attrKey), each serving the bias present
-(added on the AIVs through the workspace slots) and absent.
+(added on the cube: the bias table seeds the first K chunk's Mmad) and absent.
 """
 
 from opgen.dsl import A2, A3, OpSpec, bf16, f16, f32

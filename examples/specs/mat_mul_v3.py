@@ -9,9 +9,9 @@ opImplMode, no fp32 operands (the cube reads f16 / bf16 here); Atlas A2 / A3 onl
 
 The cube family serves every combination: the two static attributes select the operands' layout, one kernel class
 per layout chosen by the tiling key's attrKey, templated on the operands' type T and the bias's U (staged in U, then
-converted to fp32: a copy when U is fp32); one class serves the bias present and absent (hasInput0_: the bias
-added on the AIVs through the workspace slots, or Fixpipe's cast alone when it is absent: that call's tiling
-key launches AIC only unless K is split).
+converted to fp32 on its way to the bias table); one class serves the bias present and absent (hasInput0_: the
+bias row seeds the first K chunk's Mmad from the bias table, as CANN's MatMulV3 adds it on the cube; either way
+Fixpipe's cast is the whole epilogue, so the call launches AIC only unless K is split).
 """
 
 from opgen.dsl import A2, A3, OpSpec, bf16, f16, f32

@@ -178,7 +178,8 @@ def launch(spec, bound, slots: list, platform, deterministic: bool = False) -> K
     for t in k.tparams:   # a variable whose tensors are all absent: float, as the TilingFunc's dtype key takes it
         types.setdefault(t, "float")
     ws = np.zeros(-(-user_ws // 4), np.float32)
-    cube = {"L1": platform.l1_bytes, "L0A": platform.l0a_bytes, "L0B": platform.l0b_bytes, "L0C": platform.l0c_bytes}
+    cube = {"L1": platform.l1_bytes, "L0A": platform.l0a_bytes, "L0B": platform.l0b_bytes, "L0C": platform.l0c_bytes,
+            "BiasTable": platform.bt_bytes}
     r = kir_interp.run(k, {f: int(v) for f, v in tl.items()}, gm, out.block_dim, platform.ub_bytes, workspace=ws,
                        types=types, members=members, launch=kind, cube_bytes=cube, deterministic=deterministic)
     out.launched = True

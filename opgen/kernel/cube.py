@@ -3,8 +3,9 @@
 `GemmLayout` is read off the fused graph's structure, never off names: the graph's one `matmul` whose operands are
 (casts of) two inputs A [M, K] and B [K, N] of one dtype variable, either both with the same leading batch dims (one
 product per batch index) or A [*batch, M, K] against a 2-D B (the batch folded into M: one GEMM [prod(batch) * M, K]
-x [K, N], as aclnnMatmul runs a 3-D self against a 2-D mat2; GemmLayout.fold), and whose result reaches exactly one output
-either through at most one cast with round "rint" or "none" (Fixpipe's rounding, once and to nearest even; a chain
+x [K, N], as aclnnMatmul runs a 3-D self against a 2-D mat2; GemmLayout.fold), or one 2-D operand against the
+other's batch that does not fold (A 2-D, or A transposed against a 2-D B: that operand's one matrix read for every
+batch index, GemmLayout.shared), and whose result reaches exactly one output either through at most one cast with round "rint" or "none" (Fixpipe's rounding, once and to nearest even; a chain
 of casts or another round mode is refused), or through a vector epilogue (`_epilogue`, EPI_STEPS): elementwise math
 on [*batch, M, N] and [N] / [1, N] inputs, scalar constants and float attributes, ending in at most one cast. Anything else (a
 reduction, another shape, a non-float attribute) is refused naming the construct (Unsupported).
@@ -28,7 +29,10 @@ per-row loops are marked `disjoint` (each iteration its own rows). The kernel is
 leaves the AIVs no work (no K split and no vector epilogue in the call's presences; opgen.tiling.cube). Without a
 vector epilogue Fixpipe writes the output and the AIVs have no work (unless K is split). With one, Fixpipe writes the fp32 block to one of two workspace slots of the AI Core, handed to its
 two AIVs and back by cross-core flags (FLAG_READY, FLAG_FREE), and each AIV runs the epilogue on half of the block's
-rows (`_vector_part`; docs/design.md "Cube family"). A Mmad of one row would select GEMV mode on
+rows (`_vector_part`; docs/design.md "Cube family"). An epilogue that begins by adding a [N] bias row has that add
+on the cube (`_cube_bias`, GemmLayout.bias): the row GM -> L1 (C1) -> bias table (C2, fp32) per block and the
+first K chunk's Mmad starting at it (docs/design.md "Cube family: bias on the cube"); a bias alone then needs no
+vector epilogue. A Mmad of one row would select GEMV mode on
 the device, so a tail of one row runs as two (the second row's result is never read).
 
 K split (`if kSplit > 1`, the tiling's choice by estimated time; docs/design.md "Cube family: the K split"): units
@@ -113,6 +117,9 @@ class GemmLayout:
     mm_loc: str = field(default="", compare=False)    # the matmul's line: the cube's copies, loads, Mmad and Fixpipe
     out_loc: str = field(default="", compare=False)   # the output cast's line (Fixpipe's cast or the epilogue's store)
     cites: tuple = field(default=(), compare=False)   # ((step value, its line), ...) of the epilogue's load / op steps
+    shared: str = ""        # "a" / "b": that operand has no batch dims, its one matrix read for every batch index
+    bias: tuple = ()        # (input, type tag) of a bias row [N] the cube adds (Mmad from the bias table; `_cube_bias`)
+    bias_when: tuple = ()   # the presences whose calls have that bias (() = every one served)
 
     @property
     def mixed(self) -> bool:
@@ -132,7 +139,13 @@ class GemmLayout:
                                              for st, w in zip(self.steps, self.step_when))
             if self.direct:
                 epi += f"; Fixpipe's cast alone when {_presences_text(self.direct, self.presence)}"
+        if self.bias:
+            when = f" when {_presences_text(self.bias_when, self.presence)}" if self.bias_when else ""
+            epi = f"bias {self.bias[0]} on the cube (bias table){when}; " + (
+                epi if self.steps else " -> ".join(self.epilogue) or "none")
         bt = f"[{', '.join(self.batch)}] x " if self.batch else ""
+        if self.shared:
+            bt += f"({self.a if self.shared == 'a' else self.b} shared by the batch) "
         if self.fold:
             bt = f"[{', '.join(self.fold)}] folded into {m}: "
         return (f"layout cube: {bt}{self.out}[{m}, {n}] = {a} x {b} in {self.dtype}, "
@@ -188,16 +201,20 @@ def gemm_layout(g, spec=None) -> GemmLayout:
     sa, sb, sc = (list(vals[x].type.shape) for x in (a, b, mm.result.name))
     ba, bb = [str(d) for d in sa[:-2]], [str(d) for d in sb[:-2]]
     fold: tuple = ()
+    shared = ""
     if ba == bb:   # one matrix product per batch index
         batch = tuple(sa[:-2])
     elif ba and not bb and not ta:   # [*batch, M, K] x [K, N]: the batch folded into M (one GEMM [batch*M, K])
         batch, fold = (), tuple(sa[:-2])
+    elif ba and not bb:   # [*batch, K, M]ᵀ x [K, N]: one product per batch index, B's one matrix for each
+        batch, shared = tuple(sa[:-2]), "b"
+    elif bb and not ba:   # [M, K] x [*batch, K, N]: A's one matrix for each batch index (a broadcast left operand)
+        batch, shared = tuple(sb[:-2]), "a"
     else:
         raise Unsupported(mm.result.name, mm.loc, f"operands of shapes {[str(d) for d in sa]} and "
                           f"{[str(d) for d in sb]} (transposed: {ta}, {tb}): the cube family lowers [*batch, M, K] x "
-                          f"[*batch, K, N] with the same batch dims, or [*batch, M, K] x a 2-D right operand (the batch "
-                          f"folded into M; not with the left operand transposed); other broadcast batch dims are "
-                          f"not lowered")
+                          f"[*batch, K, N] with the same batch dims, or one operand 2-D against the other's batch "
+                          f"(a 2-D right operand folded into M); batch dims broadcast otherwise are not lowered")
     (dm, dka), (dkb, dn) = (sa[-2:][::-1] if ta else sa[-2:]), (sb[-2:][::-1] if tb else sb[-2:])
     dims = (dm, dka, dn)
     lead = batch + fold
@@ -211,6 +228,7 @@ def gemm_layout(g, spec=None) -> GemmLayout:
         raise Unsupported(mm.result.name, mm.loc, "the operands take one dtype (a dtype variable of f16 / bf16 rows, "
                           "or f16 or bf16)")
     od, odt, out, epi, steps, cites, out_loc = _epilogue(g, mm, seen, params, dims, lead, dta)
+    bias, steps, epi = _cube_bias(steps, epi, spec, dta)
     if od != dta and odt != "f32":
         raise Unsupported(out, "", f"output dtype {odt}: the cube kernel writes the operands' dtype or f32")
     name = dtype_name(dta) if fixed else dta.name
@@ -234,9 +252,65 @@ def gemm_layout(g, spec=None) -> GemmLayout:
         st[4][len(_VAR_TAG):] for st in steps if st[0] == "load" and st[4].startswith(_VAR_TAG)))
     steps = tuple(st[:4] + (input_tparam(order.index(st[4][len(_VAR_TAG):])),) + st[5:]
                   if st[0] == "load" and st[4].startswith(_VAR_TAG) else st for st in steps)
+    if bias and bias[1].startswith(_VAR_TAG):
+        bias = (bias[0], input_tparam(order.index(bias[1][len(_VAR_TAG):])))
     return GemmLayout(a, b, out, tuple(str(d) for d in dims), name, odt, tuple(epi), fixed, ta, tb,
-                      tuple(str(d) for d in batch), steps, fold=tuple(str(d) for d in fold), mm_loc=mm.loc,
-                      out_loc=out_loc or mm.loc, cites=cites)
+                      tuple(str(d) for d in batch), steps, fold=tuple(str(d) for d in fold), bias=bias,
+                      shared=shared, mm_loc=mm.loc, out_loc=out_loc or mm.loc, cites=cites)
+
+
+BIAS_TYPES = ("f16", "f32")
+"""The bias types the cube's bias path takes on arch 2201: L1 -> bias table copies fp32 or converts fp16 to fp32
+(bf16 only on arch 3510; docs/reference/ascendc.md §1.10 "Bias on the cube")."""
+
+
+def _cube_bias(steps: tuple, epi, spec, dta) -> tuple:
+    """(bias, steps, epilogue): a vector epilogue that starts by adding a column vector [N] to the matmul result
+    (("acc", r), ("load", v, input, "col", tag), ("op", x, "add", {r, v}, "row"), each of r and v read by that add
+    only, the input loaded once) has that add moved onto the cube: bias = (input, tag), the Mmad of the first K
+    chunk starting at the bias row in the bias table (docs/design.md "Cube family: bias on the cube"), the steps
+    continuing from ("acc", x). When what is left is the store alone (a cast rounding to nearest even, or an fp32
+    output), Fixpipe does it: steps (), epilogue ("cast",) or (). The add stays on the AIVs ((), steps, epi) when
+    some dtype row types the bias other than BIAS_TYPES (an fp32 input, the operands' dtype, or a dtype variable
+    of the spec's rows); without `spec` only an fp32 bias or fixed fp16 operands qualify."""
+    if not steps or steps[0][0] != "acc":
+        return (), steps, epi
+    r = steps[0][1]
+    loads = {st[1]: st for st in steps if st[0] == "load"}
+    reads: dict = {}
+    for st in steps:
+        for x in (st[3] if st[0] == "op" else (st[1],) if st[0] == "store" else ()):
+            reads[x] = reads.get(x, 0) + 1
+    add = next((st for st in steps if st[0] == "op" and st[2] == "add" and r in st[3] and len(st[3]) == 2
+                and st[3][0] != st[3][1]), None)
+    if add is None:
+        return (), steps, epi
+    v = add[3][1] if add[3][0] == r else add[3][0]
+    ld = loads.get(v)
+    if ld is None or ld[3] != "col" or reads.get(r) != 1 or reads.get(v) != 1 \
+            or sum(1 for st in loads.values() if st[2] == ld[2]) != 1:
+        return (), steps, epi
+    tag = ld[4]
+
+    def types_ok(var):
+        if spec is None:
+            return False
+        return all(row.get(var) is not None and dtype_name(row[var]) in BIAS_TYPES for row in spec.dtype_rows)
+
+    if tag == OPERAND_T:
+        ok = dtype_name(dta) == "f16" if not isinstance(dta, DTypeVar) else types_ok(dta.name)
+    elif tag.startswith(_VAR_TAG):
+        ok = types_ok(tag[len(_VAR_TAG):])
+    else:
+        ok = tag == "f32"
+    if not ok:
+        return (), steps, epi
+    rest = tuple(st for st in steps[1:] if st is not ld and st is not add)
+    rest = (("acc", add[1]),) + rest
+    if len(rest) == 2 and rest[1][0] == "store" and rest[1][1] == add[1] \
+            and rest[1][2] in ("", ROUND_MODES["rint"], ROUND_MODES["none"]):
+        return (ld[2], tag), (), ["cast"] if rest[1][2] else []
+    return (ld[2], tag), rest, epi
 
 
 OPERAND_T = "T"
@@ -445,7 +519,7 @@ def merge_presences(spec, items: list) -> GemmLayout:
         return first
 
     def core(lay):
-        return replace(lay, epilogue=(), steps=())
+        return replace(lay, epilogue=(), steps=(), bias=())
 
     for _pr, lay in items[1:]:
         if core(lay) != core(first):
@@ -454,6 +528,16 @@ def merge_presences(spec, items: list) -> GemmLayout:
                               f"attribute combination, so they may differ in the epilogue only")
     served = tuple(pr for pr, _lay in items)
     names = tuple(i.name for i in spec.inputs if i.optional)
+    biases = {lay.bias for _pr, lay in items if lay.bias}
+    if len(biases) > 1:
+        raise Unsupported(first.out, "", f"the presences of the optional inputs add different bias rows on the cube "
+                          f"({', '.join(sorted(b[0] for b in biases))}): one kernel class serves every presence")
+    bias = biases.pop() if biases else ()
+    with_bias = tuple(pr for pr, lay in items if lay.bias)
+    bias_when = () if len(with_bias) == len(items) else with_bias
+    if all(replace(lay, bias=()) == replace(first, bias=()) for _pr, lay in items):   # they differ in the bias only
+        return replace(first, bias=bias, bias_when=bias_when, presence=names, served=served,
+                       direct=served if not first.steps else ())
     taken = {st[1] for _pr, lay in items for st in lay.steps if st[0] == "attr"}
     joined: dict = {}   # step key -> [step with joined names, presences]
     vname: dict = {}    # value key -> joined name
@@ -501,7 +585,7 @@ def merge_presences(spec, items: list) -> GemmLayout:
     when = tuple(() if w == set(served) else tuple(sorted(w)) for _st, w in joined.values())
     direct = tuple(pr for pr, lay in items if not lay.steps)
     return replace(first, epilogue=("vector",), steps=steps, presence=names, served=served, step_when=when,
-                   direct=direct, cites=tuple(cites.items()),
+                   direct=direct, bias=bias, bias_when=bias_when, cites=tuple(cites.items()),
                    out_loc=next((lay.out_loc for _pr, lay in items if lay.steps), first.out_loc))
 
 
@@ -517,6 +601,11 @@ def lower_gemm(spec, lay: GemmLayout, name: str = "") -> K.KernelClass:
     locs = (K.Local("l1A_", K.TPos.A1, True, 2), K.Local("l1B_", K.TPos.B1, True, 2),
             K.Local("l0A_", K.TPos.A2, True, 2), K.Local("l0B_", K.TPos.B2, True, 2), K.Local("l0C_", K.TPos.CO1))
     sz = K.SizeOf("T")
+    bias_t = bias_ctype(lay)
+    if lay.bias:   # the bias row: GM -> L1 (C1) -> bias table (C2, fp32), read by the first chunk's Mmad
+        gms += (K.GmTensor("biasGm_", bias_t, lay.bias[0]),)
+        locs += (K.Local("l1Bias_", K.TPos.C1), K.Local("bt_", K.TPos.C2))
+    bias_when = tuple(pr for pr in lay.served if pr not in lay.bias_when) if lay.bias_when else ()
 
     def mm_cite(text):   # a statement of the matrix product: its comment and the matmul's spec line
         return _cite(text, lay.mm_loc)
@@ -526,7 +615,8 @@ def lower_gemm(spec, lay: GemmLayout, name: str = "") -> K.KernelClass:
 
     if lay.batch:   # block = (batch index, block of that matrix); each operand's matrices are contiguous
         at = (K.Let("bi", S("blk") // S("mnBlocks")), K.Let("bb", S("blk") % S("mnBlocks")))
-        offs = (S("bi") * M * Kd, S("bi") * Kd * N, S("bi") * M * N)
+        offs = (Lit(0) if lay.shared == "a" else S("bi") * M * Kd, Lit(0) if lay.shared == "b" else S("bi") * Kd * N,
+                S("bi") * M * N)   # a shared operand (no batch dims): its one matrix for every batch index
     else:
         at, offs = (K.Let("bb", S("blk")),), None
 
@@ -565,8 +655,9 @@ def lower_gemm(spec, lay: GemmLayout, name: str = "") -> K.KernelClass:
         *a_load, *b_load,
         K.EnQue("l0A_", "a2"), K.EnQue("l0B_", "b2"),
         K.DeQue("a2", "l0A_", "T"), K.DeQue("b2", "l0B_", "T"),
-        K.Mmad(K.Ref("c1"), K.Ref("a2"), K.Ref("b2"), S("mm"), S("nt"), S("kt"),
-               (Constraint("==", S("k0") + S("kk"), S("kb")),), mm_cite("fp32 accumulate over K (this range's)")),
+        *_bias_mmad(lay, K.Mmad(K.Ref("c1"), K.Ref("a2"), K.Ref("b2"), S("mm"), S("nt"), S("kt"),
+                                (Constraint("==", S("k0") + S("kk"), S("kb")),),
+                                mm_cite("fp32 accumulate over K (this range's)")), bias_when),
         K.Free("l0A_", "a2"), K.Free("l0B_", "b2"),
     )
     kloop = (   # one L1 panel: GM -> L1 (double buffered: the next panel's copy overlaps this one's chunks)
@@ -598,6 +689,15 @@ def lower_gemm(spec, lay: GemmLayout, name: str = "") -> K.KernelClass:
         K.InitBuffer("l0C_", bm * bn * 4),
         K.Get("c1", "l0C_", "float"),
     )
+    bias_in = ()
+    if lay.bias:   # baseN rounded to 32 fp32 (the fp16 row's 64-B blocks convert to whole 128-B blocks)
+        init += (K.InitBuffer("l1Bias_", fn("align_up", bn, Lit(32)) * 4), K.InitBuffer("bt_", fn("align_up", bn, Lit(32)) * 4),
+                 K.Get("lb", "l1Bias_", bias_t), K.Get("bt", "bt_", "float"))
+        bias_in = _guarded((
+            K.Nd2Nz(K.Ref("lb"), K.GmView("biasGm_", S("n0")), Lit(1), S("nt"), S("nt"), Lit(1),
+                    f"the block's columns of {lay.bias[0]} -> L1 (one row, contiguous)"),
+            K.LoadBias(K.Ref("bt"), K.Ref("lb"), (S("nt") * K.SizeOf(bias_t) + 63) // 64,
+                       "L1 -> bias table, fp32 (64-B blocks of the row)")), lay.bias_when, lay.presence)
 
     def plain_of(mixed: bool) -> tuple:   # the AIC's blocks when K is not split: to the slots (mixed) or the output
         if mixed:   # the fp32 block to this AI Core's workspace slot s (the AIVs finish it), dense rows of nt
@@ -616,6 +716,7 @@ def lower_gemm(spec, lay: GemmLayout, name: str = "") -> K.KernelClass:
             *lets,
             *pads,
             *slot,
+            *bias_in,
             K.Let("kb", Lit(0)),
             K.For("k0", Lit(0), Kd, S("baseKL1"), kloop, tail="kt1", doc="K panels (the last a tail)"),
             *free,   # only the Fixpipe writes the slot: the loads and Mmads of this block overlap the AIVs' work
@@ -648,6 +749,7 @@ def lower_gemm(spec, lay: GemmLayout, name: str = "") -> K.KernelClass:
         K.Let("kr", S("u") % S("kSplit")),
         *lets,
         *pads,
+        *bias_in,
         K.Let("kb", S("kr") * S("kLen")),
         K.For("k0", S("kb"), fn("min", Kd, S("kb") + S("kLen")), S("baseKL1"), kloop, tail="kt1",
               doc="K panels of this unit's range (the last a tail)"),
@@ -693,13 +795,37 @@ def lower_gemm(spec, lay: GemmLayout, name: str = "") -> K.KernelClass:
         [i.name for i in spec.inputs] + [o.name for o in spec.outputs]),
         gms=gms + (K.GmTensor("wsGm_", "float", workspace=True),) + vec_gms, locals=locs + vec_locs,
         scalars=tuple(K.ScalarVar(m, "bool") for m, _a in members), presence=members,
-        fields=fields, process=process, tparams=(OPERAND_T,) + prog.tparams(), ws_field="workspaceBytes",
+        fields=fields, process=process, ws_field="workspaceBytes",
+        tparams=(OPERAND_T,) + tuple(dict.fromkeys(prog.tparams() + (
+            (bias_t,) if bias_t not in ("", OPERAND_T, "float") else ()))),
         doc=(f"{spec.name}: [M, K] x [K, N] on the cube" if not (lay.trans_a or lay.trans_b) else
              f"{spec.name}: {a_txt} x {b_txt} on the cube") + ", fp32 accumulation (" + (
             "fp32 blocks to a two-slot workspace, the epilogue on the AIVs" if mixed else
             "Fixpipe's cast") + f"; K split over the AI Cores when the tiling chooses it), output {out_t}"
         + (f"; every presence of {', '.join(lay.presence)} (hasInput<k>_)" if members else ""))
     return K.verify(cls)
+
+
+def bias_ctype(lay: GemmLayout) -> str:
+    """The C++ type the bias row of `lay` is staged in (L1): float for an fp32 input, the operands' T, or the class
+    template parameter of its dtype variable (input_tparam); "" without a cube bias."""
+    if not lay.bias:
+        return ""
+    return "float" if lay.bias[1] == "f32" else lay.bias[1]
+
+
+def _bias_mmad(lay: GemmLayout, mm: K.Mmad, without: tuple) -> tuple:
+    """The chunk's Mmad `mm` with the layout's cube bias: the first chunk of K (k0 + kk == 0, in the K split the
+    first range's) starts C at the bias-table row instead of 0, under the presences with the bias (`lay.bias_when`);
+    `mm` itself under the others (`without`) and for every later chunk."""
+    if not lay.bias:
+        return (mm,)
+    seeded = K.If((Constraint("==", Sym("k0") + Sym("kk"), Lit(0)),), (
+        replace(mm, init=(), bias=K.Ref("bt"), doc="the first chunk: C starts at the bias row; " + mm.doc),),
+        (mm,))
+    if not lay.bias_when:
+        return (seeded,)
+    return _guarded((seeded,), lay.bias_when, lay.presence) + _guarded((mm,), without, lay.presence)
 
 
 def _restrict(lay: GemmLayout, prs: tuple) -> GemmLayout:
@@ -1162,7 +1288,7 @@ class CubeFamily(Family):
                 lays[key] = merged
             classes.setdefault(merged, None)
         core = {replace(x, epilogue=(), steps=(), trans_a=False, trans_b=False, presence=(), served=(), step_when=(),
-                        direct=()) for x in classes}
+                        direct=(), bias=(), bias_when=()) for x in classes}
         outs = {x.out_dtype for x in classes}
         if len(core) > 1 or len(outs) > 1:
             a, b = list(classes)[:2]

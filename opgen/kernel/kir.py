@@ -92,8 +92,12 @@ Statements (a Func body is a tuple of them, run in order by the scalar unit, whi
   LoadData(dst, src, start, repeat, src_stride, transpose)
                                     MTE1: `repeat` 512-B fractals L1 -> L0A/L0B, source fractal start + r *
                                     src_stride, destination contiguous; transpose each 16 x 16 fractal (LoadData2D).
-  Mmad(dst, a, b, m, n, k, init)    M: L0C (CO1, fp32) [+]= L0A (A2) x L0B (B2); init (a conjunction) = the
-                                    cmatrixInitVal flag (true: C starts at 0, false: accumulate).
+  Mmad(dst, a, b, m, n, k, init, bias)
+                                    M: L0C (CO1, fp32) [+]= L0A (A2) x L0B (B2); init (a conjunction) = the
+                                    cmatrixInitVal flag (true: C starts at 0, false: accumulate); `bias` (a C2 Ref):
+                                    C starts at the bias-table row broadcast over the m rows (cmatrixSource).
+  LoadBias(dst, src, blocks)        MTE1: L1 (C1) -> bias table (C2, fp32): `blocks` 64-B blocks of src, half
+                                    converted to float on the way (DataCopy with DataCopyParams).
   Fixpipe(dst, src, rows, cols, src_rows, dst_pitch)
                                     FIX: L0C NZ (src_rows = the Mmad's ceil16(m)) -> GM ND rows x cols (row pitch
                                     dst_pitch elements), cast to dst's element type (NoQuant / F322F16 / F322BF16);
@@ -179,13 +183,16 @@ SCALAR_CTYPES = ("int64_t", "float", "bool", "uint32_t", "int32_t")
 
 class TPos(enum.Enum):
     """TPosition of a Local (docs/reference/ascendc.md §1.5): where its memory lies (VECIN / VECOUT / VECCALC: UB;
-    A1 / B1: L1; A2: L0A; B2: L0B; CO1: L0C; CO2: UB, fixpipe output)."""
+    A1 / B1 / C1: L1 (C1: a bias row on its way to the bias table); A2: L0A; B2: L0B; C2: the bias table (BiasTable);
+    CO1: L0C; CO2: UB, fixpipe output)."""
 
     VECIN = "VECIN"
     VECOUT = "VECOUT"
     VECCALC = "VECCALC"
     A1 = "A1"
     B1 = "B1"
+    C1 = "C1"
+    C2 = "C2"
     A2 = "A2"
     B2 = "B2"
     CO1 = "CO1"
@@ -1075,7 +1082,22 @@ class Mmad:
     k: DimExpr
     init: tuple = ()
     doc: str = ""
+    bias: Ref | None = None   # a C2 (bias table) Ref: C starts at its fp32 row, broadcast over the m rows (init ())
     pipe = Pipe.M
+
+
+@dataclass(frozen=True)
+class LoadBias:
+    """MTE1: L1 -> bias table (DataCopy(C2 tensor, C1 tensor, DataCopyParams{1, blocks, 0, 0}), docs/reference/
+    ascendc.md §1.10 "Bias on the cube"): `blocks` 64-B blocks of `src` (a C1 Ref of half or float) into `dst` (a
+    C2 Ref of float, 64-B aligned), half converted to float on the way (the destination then twice the bytes); arch
+    2201 converts half only (bfloat16_t is refused). Reads src; writes dst. blocks <= 65535."""
+
+    dst: Ref
+    src: Ref
+    blocks: DimExpr
+    doc: str = ""
+    pipe = Pipe.MTE1
 
 
 @dataclass(frozen=True)
@@ -1108,7 +1130,7 @@ class CoreIf:
     doc: str = ""
 
 
-CUBE_STMTS = (Nd2Nz, LoadData, Mmad, Fixpipe)
+CUBE_STMTS = (Nd2Nz, LoadData, Mmad, Fixpipe, LoadBias)
 """The cube statement types (their `pipe` is a class attribute)."""
 
 
@@ -1497,8 +1519,8 @@ class _Verifier:
                           f"element(s)", node)
         return t
 
-    _CUBE_POS = {"l1": (TPos.A1, TPos.B1), "l0": (TPos.A2, TPos.B2), "a2": (TPos.A2,), "b2": (TPos.B2,),
-                 "co1": (TPos.CO1,)}
+    _CUBE_POS = {"l1": (TPos.A1, TPos.B1, TPos.C1), "l0": (TPos.A2, TPos.B2), "a2": (TPos.A2,), "b2": (TPos.B2,),
+                 "co1": (TPos.CO1,), "c1": (TPos.C1,), "c2": (TPos.C2,)}
 
     def cube_operand(self, r, where, st, node) -> _Tensor:
         """A cube operand Ref whose buffer lies in the memory `where` names (_CUBE_POS)."""
@@ -1531,9 +1553,18 @@ class _Verifier:
             if c.dtype != "float" or a.dtype != b.dtype:
                 raise IRError(f"Mmad {a.dtype} x {b.dtype} -> {c.dtype}: fp32 result of equal input types", s)
             exprs = (s.m, s.n, s.k)
+            if s.bias is not None:
+                bt = self.cube_operand(s.bias, "c2", st, s)
+                if bt.dtype != "float" or s.init:
+                    raise IRError("Mmad with a bias: an fp32 bias-table row and no init (C starts at the bias)", s)
             for x in s.init:
                 for e in ((x,) if isinstance(x, Sym) else (x.lhs, x.rhs)):
                     self.expr(e, st, s)
+        elif isinstance(s, LoadBias):
+            d, b = self.cube_operand(s.dst, "c2", st, s), self.cube_operand(s.src, "c1", st, s)
+            if d.dtype != "float" or b.dtype not in ("half", "float") and b.dtype not in self.k.tparams:
+                raise IRError(f"LoadBias from {b.dtype} L1 into {d.dtype}: half or float into the fp32 bias table", s)
+            exprs = (s.blocks,)
         else:
             c, g = self.cube_operand(s.src, "co1", st, s), self.gm(s.dst, st, s)
             if c.dtype != "float" or (g.dtype not in _QUANT and g.dtype not in self.k.tparams):
@@ -1545,6 +1576,7 @@ class _Verifier:
             self.expr(e, st, s)
         for e, lim in zip(exprs, (16384, 65535, 65535, 65535) if isinstance(s, Nd2Nz) else
                           (65535, 255, 65535) if isinstance(s, LoadData) else (4095, 4095, 4095) if isinstance(s, Mmad)
+                          else (65535,) if isinstance(s, LoadBias)
                           else (8192, 4095, 65535, 2 ** 32 - 1)):
             v = const_value(e)
             if v is not None and not 0 <= v <= lim:
@@ -2187,7 +2219,9 @@ def to_text_stmt(s, indent: str = "") -> str:
                  + (" transpose" if s.transpose else ""))
         elif isinstance(s, Mmad):
             a = (f"{_t_ref(s.dst)} <- {_t_ref(s.a)} x {_t_ref(s.b)} m={s.m} n={s.n} k={s.k} "
-                 f"init={_t_cond(s.init) if s.init else 'false'}")
+                 f"init={_t_cond(s.init) if s.init else 'false'}" + (f" bias={_t_ref(s.bias)}" if s.bias else ""))
+        elif isinstance(s, LoadBias):
+            a = f"{_t_ref(s.dst)} <- {_t_ref(s.src)} blocks={s.blocks}"
         else:
             a = f"{_t_ref(s.dst)} <- {_t_ref(s.src)} rows={s.rows} cols={s.cols} src_rows={s.src_rows} pitch={s.dst_pitch}"
             a += " atomic_add" if s.atomic else ""
@@ -2522,8 +2556,11 @@ class CppPrinter:
                     f"{u(s.src_stride)}, 0, 0, {'true' if s.transpose else 'false'}, 0));")
         if isinstance(s, Mmad):
             init = self.cond(s.init) if s.init else "false"
-            return (f"Mmad({self.ref(s.dst)}, {self.ref(s.a)}, {self.ref(s.b)}, MmadParams({u(s.m)}, {u(s.n)}, "
+            bias = f"{self.ref(s.bias)}, " if s.bias is not None else ""   # its position sets cmatrixSource
+            return (f"Mmad({self.ref(s.dst)}, {self.ref(s.a)}, {self.ref(s.b)}, {bias}MmadParams({u(s.m)}, {u(s.n)}, "
                     f"{u(s.k)}, 0, false, {init}));")
+        if isinstance(s, LoadBias):
+            return f"DataCopy({self.ref(s.dst)}, {self.ref(s.src)}, DataCopyParams(1, {u(s.blocks)}, 0, 0));"
         dt = self.dtype_of(s.dst, scope)
         quant = _QUANT.get(dt, f"CubeQuantOf<{dt}>()")
         pitch = self.e(s.dst_pitch) if const_value(s.dst_pitch) is not None else \

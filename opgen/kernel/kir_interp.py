@@ -81,16 +81,18 @@ NP_TYPES = {"float": np.dtype(np.float32), "half": np.dtype(np.float16), "bfloat
 """NumPy element type of each KIR element type (kir.ELEM_BYTES)."""
 
 _PROD = {kir.TPos.VECIN: PIDX[Pipe.MTE2], kir.TPos.VECOUT: PIDX[Pipe.V], kir.TPos.A1: PIDX[Pipe.MTE2],
-         kir.TPos.B1: PIDX[Pipe.MTE2], kir.TPos.A2: PIDX[Pipe.MTE1], kir.TPos.B2: PIDX[Pipe.MTE1],
-         kir.TPos.CO1: PIDX[Pipe.M]}
+         kir.TPos.B1: PIDX[Pipe.MTE2], kir.TPos.C1: PIDX[Pipe.MTE2], kir.TPos.A2: PIDX[Pipe.MTE1],
+         kir.TPos.B2: PIDX[Pipe.MTE1], kir.TPos.C2: PIDX[Pipe.MTE1], kir.TPos.CO1: PIDX[Pipe.M]}
 _CONS = {kir.TPos.VECIN: PIDX[Pipe.V], kir.TPos.VECOUT: PIDX[Pipe.MTE3], kir.TPos.A1: PIDX[Pipe.MTE1],
-         kir.TPos.B1: PIDX[Pipe.MTE1], kir.TPos.A2: PIDX[Pipe.M], kir.TPos.B2: PIDX[Pipe.M],
-         kir.TPos.CO1: PIDX[Pipe.FIX]}
+         kir.TPos.B1: PIDX[Pipe.MTE1], kir.TPos.C1: PIDX[Pipe.MTE1], kir.TPos.A2: PIDX[Pipe.M],
+         kir.TPos.B2: PIDX[Pipe.M], kir.TPos.C2: PIDX[Pipe.M], kir.TPos.CO1: PIDX[Pipe.FIX]}
 """Producer / consumer pipe of a queue's hand-off by position (§1.5, EMU.md "Queues"; VECCALC carries none)."""
 _MEM_OF = {kir.TPos.VECIN: "UB", kir.TPos.VECOUT: "UB", kir.TPos.VECCALC: "UB", kir.TPos.CO2: "UB",
-           kir.TPos.A1: "L1", kir.TPos.B1: "L1", kir.TPos.A2: "L0A", kir.TPos.B2: "L0B", kir.TPos.CO1: "L0C"}
-"""The on-chip memory of each TPosition (§1.2, §1.5): UB on an AIV, L1 / L0A / L0B / L0C on an AIC."""
-CUBE_MEM_910B = {"L1": 524288, "L0A": 65536, "L0B": 65536, "L0C": 131072}
+           kir.TPos.A1: "L1", kir.TPos.B1: "L1", kir.TPos.C1: "L1", kir.TPos.A2: "L0A", kir.TPos.B2: "L0B",
+           kir.TPos.CO1: "L0C", kir.TPos.C2: "BiasTable"}
+"""The on-chip memory of each TPosition (§1.2, §1.5): UB on an AIV, L1 / L0A / L0B / L0C / the bias table
+(BiasTable) on an AIC."""
+CUBE_MEM_910B = {"L1": 524288, "L0A": 65536, "L0B": 65536, "L0C": 131072, "BiasTable": 1024}
 """The AIC's buffer sizes of Atlas A2 / A3 in bytes (opgen/platforms/platforms.json, §1.2): `run`'s default."""
 
 
@@ -435,7 +437,7 @@ class _Core:
         self.slot = idx if slot is None else slot
         self.label = label or f"core {idx}"
         self.launch = launch
-        names = ("UB",) if kind == "AIV" else ("L1", "L0A", "L0B", "L0C")
+        names = ("UB",) if kind == "AIV" else ("L1", "L0A", "L0B", "L0C", "BiasTable")
         self.mem = {n: Arena(mem[n], n) for n in names}
         self.ub = self.mem.get("UB")
         self.types = types
@@ -948,6 +950,8 @@ class _Core:
             self.load_data(s, frame)
         elif isinstance(s, kir.Mmad):
             self.mmad(s, frame)
+        elif isinstance(s, kir.LoadBias):
+            self.load_bias(s, frame)
         elif isinstance(s, kir.Fixpipe):
             self.fixpipe(s, frame)
         elif isinstance(s, kir.CrossCoreSetFlag):
@@ -1298,7 +1302,9 @@ class _Core:
         b, ba = self.cube_operand(s.b, frame, ("L0B",), 512, what, "filter (L0B)")
         m, n, k = (self.ival(x, frame) for x in (s.m, s.n, s.k))
         env = self.env(frame)
-        accumulate = not all(self.holds(x, env) for x in s.init)
+        accumulate = s.bias is None and not all(self.holds(x, env) for x in s.init)
+        if s.bias is not None:
+            bt, bta = self.cube_operand(s.bias, frame, ("BiasTable",), 64, what, "bias (bias table)")
         ins = self.issue(PIDX[Pipe.M], s)
         if not (0 <= m <= 4095 and 0 <= n <= 4095 and 0 <= k <= 4095):
             raise KirFault(f"Mmad in {self.where}: m/n/k = {m}/{n}/{k} outside [0, 4095]")
@@ -1315,6 +1321,9 @@ class _Core:
         self.touch(ins, b.off, be * 2, False, ba)
         if accumulate:
             self.touch(ins, c.off, ce * 4, False, ca)
+        if s.bias is not None:   # cmatrixSource: C starts at the bias row, broadcast over the m rows
+            self.span(bt, n * 4, what, "bias (bias table)")
+            self.touch(ins, bt.off, n * 4, False, bta)
         self.touch(ins, c.off, ce * 4, True, ca)
         av, aok = self.elems(aa, a, ae)
         bv, bok = self.elems(ba, b, be)
@@ -1325,6 +1334,10 @@ class _Core:
         ok = aok[ia].all(axis=1)[:, None] & bok[ib].all(axis=0)[None, :]
         if accumulate:
             ok = ok & cok[ic]
+        if s.bias is not None:
+            rv, rok = self.elems(bta, bt, n)
+            prev = np.broadcast_to(rv, (m, n)).astype(np.float32)
+            ok = ok & rok[None, :]
         with np.errstate(all="ignore"):
             res = cubesem.mmad_accumulate(av[ia], bv[ib], prev)
         out = cv.copy()
@@ -1333,6 +1346,31 @@ class _Core:
         w = cok.copy()
         w[ic] = ok
         ca.written[c.off:c.off + ce * 4] = np.repeat(w, 4)
+
+    def load_bias(self, s: kir.LoadBias, frame):
+        """DataCopy L1 (C1) -> bias table (C2) on MTE1: `blocks` 64-B blocks of the source, half converted to float
+        (docs/reference/ascendc.md §1.10 "Bias on the cube"); the written map along, per element."""
+        what = "DataCopy(L1 -> BiasTable)"
+        d, da = self.cube_operand(s.dst, frame, ("BiasTable",), 64, what, "destination (bias table)")
+        t, sa = self.cube_operand(s.src, frame, ("L1",), BLOCK, what, "source (L1)")
+        blocks = self.ival(s.blocks, frame)
+        ins = self.issue(PIDX[Pipe.MTE1], s)
+        st, dtn = self.dt(t.dtype), self.dt(d.dtype)
+        if dtn != "float" or st not in ("half", "float"):
+            raise KirFault(f"{what} in {self.where}: {st} into {dtn}; arch 2201 copies float or converts half to "
+                           "float (bfloat16_t only on arch 3510)")
+        if not 0 <= blocks <= 65535:
+            raise KirFault(f"{what} in {self.where}: blockLen {blocks} outside [0, 65535]")
+        if blocks == 0:
+            return
+        n = blocks * 64 // NP_TYPES[st].itemsize
+        self.span(t, blocks * 64, what, "source (L1)")
+        self.span(d, n * 4, what, "destination (bias table)")
+        self.touch(ins, t.off, blocks * 64, False, sa)
+        self.touch(ins, d.off, n * 4, True, da)
+        v, ok = self.elems(sa, t, n)
+        da.data[d.off:d.off + n * 4] = v.astype(np.float32).view(np.uint8)
+        da.written[d.off:d.off + n * 4] = np.repeat(ok, 4)
 
     def fixpipe(self, s: kir.Fixpipe, frame):
         """Fixpipe L0C -> GM on FIX (row-major): rows x cols floats converted to the GM type (round to nearest
@@ -1851,7 +1889,8 @@ def run(k: kir.KernelClass, tiling: dict, gm: dict, block_dim: int, ub_bytes: in
     UB of each AIV in bytes (the platform's, opgen.platforms); launch: one of KERNEL_TYPES (default `kernel_type(k)`):
     AIV_ONLY runs block_dim AIVs, AIC_ONLY block_dim AICs, MIX_AIC_1_2 block_dim AI Cores of one AIC (GetBlockIdx() =
     c) and two AIVs (GetBlockIdx() = 2c + GetSubBlockIdx(), GetTaskRatio() = 2), as the emulation's launches do
-    (EMU.md "Launch"); cube_bytes: {"L1", "L0A", "L0B", "L0C": bytes} of each AIC (default CUBE_MEM_910B);
+    (EMU.md "Launch"); cube_bytes: {"L1", "L0A", "L0B", "L0C", "BiasTable": bytes} of each AIC (default
+    CUBE_MEM_910B);
     deterministic: the framework asked for deterministic computation: fp32 atomic adds of different cores to the same
     bytes with nothing ordering them are a fault (as emu::DeterministicAdds in the emulation).
 

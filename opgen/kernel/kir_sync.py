@@ -52,7 +52,7 @@ The analysis is an abstract interpretation of the program (Init, then Process, m
   is analysed for one iteration: no dependence is carried between its iterations.
 * A CoreIf body runs on one core kind: it is analysed like an If with an empty else, and its accesses never conflict
   with those of a CoreIf of the other kind (other cores, ordered by cross-core flags, which order no pipe here).
-  Cube statements: Nd2Nz on MTE2 (GM -> L1), LoadData on MTE1 (L1 -> L0A / L0B), Mmad on M (reads C unless it
+  Cube statements: Nd2Nz on MTE2 (GM -> L1), LoadData on MTE1 (L1 -> L0A / L0B), LoadBias on MTE1 (L1 -> bias table), Mmad on M (reads C unless it
   provably initialises it), Fixpipe on FIX (L0C -> GM); MTE1, M and FIX complete in order like MTE2.
 * After placement, each placed sync is removed in turn and kept removed when the analysis then finds no conflict.
   Each such trial stops at its first conflict, and reuses the output state of a method call an earlier trial
@@ -100,9 +100,10 @@ _BIT = {p: 1 << i for i, p in enumerate(PIPES)}
 """A pipe's bit in the analysis's pipe sets (ints: set operations without hashing)."""
 _ALL = (1 << len(PIPES)) - 1
 _PROD = {kir.TPos.VECIN: Pipe.MTE2, kir.TPos.VECOUT: Pipe.V, kir.TPos.A1: Pipe.MTE2, kir.TPos.B1: Pipe.MTE2,
-         kir.TPos.A2: Pipe.MTE1, kir.TPos.B2: Pipe.MTE1, kir.TPos.CO1: Pipe.M}
+         kir.TPos.C1: Pipe.MTE2, kir.TPos.A2: Pipe.MTE1, kir.TPos.B2: Pipe.MTE1, kir.TPos.C2: Pipe.MTE1,
+         kir.TPos.CO1: Pipe.M}
 _CONS = {kir.TPos.VECIN: Pipe.V, kir.TPos.VECOUT: Pipe.MTE3, kir.TPos.A1: Pipe.MTE1, kir.TPos.B1: Pipe.MTE1,
-         kir.TPos.A2: Pipe.M, kir.TPos.B2: Pipe.M, kir.TPos.CO1: Pipe.FIX}
+         kir.TPos.C1: Pipe.MTE1, kir.TPos.A2: Pipe.M, kir.TPos.B2: Pipe.M, kir.TPos.C2: Pipe.M, kir.TPos.CO1: Pipe.FIX}
 """The pipes a queue's EnQue -> DeQue hands over (producer -> consumer) by TPosition, as the emulation's TQue
 (opgen/emu/include/emu/tensor.h ProducerPipe / ConsumerPipe) and the interpreter (opgen.kernel.kir_interp): L1
 MTE2 -> MTE1, L0A / L0B MTE1 -> M, L0C M -> FIX; FreeTensor -> the next AllocTensor of the block the reverse."""
@@ -268,7 +269,8 @@ class _D:
             self.grant([a for a in self.records if a.pipe is pipe], pipe)
 
 
-_CUBE_PIPES = {kir.Nd2Nz: Pipe.MTE2, kir.LoadData: Pipe.MTE1, kir.Mmad: Pipe.M, kir.Fixpipe: Pipe.FIX}
+_CUBE_PIPES = {kir.Nd2Nz: Pipe.MTE2, kir.LoadData: Pipe.MTE1, kir.Mmad: Pipe.M, kir.Fixpipe: Pipe.FIX,
+               kir.LoadBias: Pipe.MTE1}
 
 
 def _absent_pipes(k: kir.KernelClass) -> int:
@@ -634,11 +636,12 @@ class _Analysis:
         if isinstance(s, kir.Nd2Nz):
             self.access(ds, pos, Pipe.MTE2, [(s.src, None)], [(s.dst, None)], scope)
             return ds
-        if isinstance(s, kir.LoadData):
+        if isinstance(s, (kir.LoadData, kir.LoadBias)):
             self.access(ds, pos, Pipe.MTE1, [(s.src, None)], [(s.dst, None)], scope)
             return ds
-        if isinstance(s, kir.Mmad):   # reads C too unless provably initialising it
+        if isinstance(s, kir.Mmad):   # reads C too unless provably initialising it; the bias-table row
             acc = [] if not s.init else [(s.dst, None)]
+            acc += [(s.bias, None)] if s.bias is not None else []
             self.access(ds, pos, Pipe.M, [(s.a, None), (s.b, None)] + acc, [(s.dst, None)], scope)
             return ds
         if isinstance(s, kir.Fixpipe):

@@ -30,6 +30,7 @@ class Platform:
     l0a_bytes: int
     l0b_bytes: int
     l0c_bytes: int
+    bt_bytes: int      # the bias table (TPosition C2) of each AIC
     block_bytes: int
     repeat_bytes: int
     hbm_bytes_per_s: float

@@ -60,11 +60,13 @@ def _sizes() -> dict:
     sizes = {(p.l1_bytes, p.l0a_bytes, p.l0b_bytes, p.l0c_bytes) for p in plats}
     assert len(sizes) == 1, "Atlas A2/A3 platforms disagree on L1/L0 sizes"
     l1, l0a, l0b, l0c = sizes.pop()
-    return {"l1": l1, "l0a": l0a, "l0b": l0b, "l0c": l0c}
+    bts = {p.bt_bytes for p in plats}
+    assert len(bts) == 1, "Atlas A2/A3 platforms disagree on the bias table's size"
+    return {"l1": l1, "l0a": l0a, "l0b": l0b, "l0c": l0c, "bt": bts.pop()}
 
 
 CUBE = _sizes()
-"""On-chip bytes of the AIC: l1, l0a, l0b, l0c."""
+"""On-chip bytes of the AIC: l1, l0a, l0b, l0c, bt (the bias table)."""
 
 
 KSPLIT_CANDIDATES = (1, 2, 3, 4, 5, 6, 8, 10, 12, 16, 20, 24, 32)
@@ -128,7 +130,7 @@ def _ksplit(p, M, K, N, bm, bn, mb, nb, tb, ob, blocks, bt, aic, mixed: bool):
 
 def gemm_program(name: str, trans_a: bool = False, trans_b: bool = False, batched: bool = False, epi=None,
                  attrs: tuple = (), mixed: bool = False, out_f32: bool = False, forms: tuple = (),
-                 direct: bool = False):
+                 direct: bool = False, bias: bool = False):
     """(TilingProgram, [Buffer]) of the GEMM kernel `name` (module doc): the fields opgen.kernel.cube.FIELDS,
     EPI_FIELDS, KSPLIT_FIELDS, blockDim, fits, tilingKey, workspaceBytes; the buffers are the kernel's L1 / L0 / UB
     allocations. trans_a / trans_b: A stored [K, M] / B stored [N, K] (their row pitches, M / K, are what Nd2Nz
@@ -144,7 +146,9 @@ def gemm_program(name: str, trans_a: bool = False, trans_b: bool = False, batche
     ignored); direct (with mixed): some presences of the optional inputs have no vector epilogue (GemmLayout.direct,
     the same in every class): a program input `noEpilogue` (1 for such a call) makes that call's key strategy 2, AIC
     only, and its workspace none, unless K is split. The K split (kSplit, kLen: `_ksplit`) sizes the
-    workspace to every unit's fp32 partial block when kSplit > 1."""
+    workspace to every unit's fp32 partial block when kSplit > 1. bias: a layout adds a bias row on the cube
+    (GemmLayout.bias): its L1 staging row and the bias table each hold align_up(baseN, 32) fp32, and the bias table
+    must hold them (CUBE["bt"], 1 KB: baseN <= 256)."""
     p = TilingProgram(name)
     dm, dk, dn = p.input("dimM", "rows of A and of the output"), p.input("dimK", "A columns = B rows"), \
         p.input("dimN", "columns of B and of the output")
@@ -187,6 +191,12 @@ def gemm_program(name: str, trans_a: bool = False, trans_b: bool = False, batche
     l0b = p.let("l0bBytes", plan[3].bytes(), "L0B bytes")
     l0c = p.let("l0cBytes", plan[4].bytes(), "L0C bytes")
     fits = (l1 <= CUBE["l1"]) & (l0a <= CUBE["l0a"]) & (l0b <= CUBE["l0b"]) & (l0c <= CUBE["l0c"])
+    if bias:   # the bias row in L1 beside the panels, and in the bias table
+        bplan = [Buffer("l1Bias", "TBuf<C1>", 1, False, align_up(bn, 32), 4, "bias row (staged in its type)"),
+                 Buffer("biasTable", "TBuf<C2>", 1, False, align_up(bn, 32), 4, "bias row, fp32")]
+        btb = p.let("btBytes", bplan[1].bytes(), "bias-table bytes")
+        fits = (l1 + bplan[0].bytes() <= CUBE["l1"]) & (l0a <= CUBE["l0a"]) & (l0b <= CUBE["l0b"]) \
+            & (l0c <= CUBE["l0c"]) & (btb <= CUBE["bt"])
     for ta, tb in forms or ((trans_a, trans_b),):   # the Nd2Nz source row pitch of each class's operands
         fits = fits & ((M if ta else K) <= ND2NZ_MAX) & ((K if tb else N) <= ND2NZ_MAX)
     rb, cb = epi
@@ -206,6 +216,8 @@ def gemm_program(name: str, trans_a: bool = False, trans_b: bool = False, batche
                     "the pass's fp32 / T / output rows and the K split's scratch row"),
              Buffer("epiCols", "TBuf<VECCALC>", 1, False, bn, cb, "the column rows (bias)")]
     ubb = p.let("ubEpiBytes", fixed_bytes(plan[5:]), "UB bytes of the AIVs' passes")
+    if bias:
+        plan += bplan
     p.let("fits", fits & (ubb <= ub),
           "1 when the tiles fit L1 / L0, the operands' row pitches fit Nd2Nz and the AIVs' pass fits the UB",
           True)
@@ -267,7 +279,7 @@ def cube_tiling(spec, lowered, counts) -> Tiling:
     direct = direct_presences(lays)
     prog, plan = gemm_program(spec.name, lay.trans_a, lay.trans_b, bool(lay.batch), epi, attrs,
                               any(x.mixed for x in lays), counts.out_f32, forms if len(forms) > 1 else (),
-                              bool(direct))
+                              bool(direct), any(x.bias for x in lays))
     dim_m = _lead_product(lay.fold, Sym(m))   # the folded batch dims into M
     inputs = {"dimM": dim_m, "dimK": Sym(k), "dimN": Sym(n), "tBytes": Lit(2) if lay.fixed else ("bytes", lay.dtype),
               "dtypeKey": ("dtype_key",), "attrKey": ("attr_key",), "aicNum": ("platform", "aicNum"),

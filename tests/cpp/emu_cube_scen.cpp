@@ -140,6 +140,55 @@ int main(int argc, char** argv)
         r = emu::LaunchCube(1, kMem, [&] {
             TPipe pipe; TBuf<TPosition::CO1> c; pipe.InitBuffer(c, 128 * 1024 + 32);
         });
+    } else if (s == "bt_overflow") {   // the bias table is 1 KB per AIC on arch 2201
+        r = emu::LaunchCube(1, kMem, [&] {
+            TPipe pipe; TBuf<TPosition::C2> bt; pipe.InitBuffer(bt, 1024 + 64);
+        });
+    } else if (s == "bias_bf16") {   // arch 2201's L1 -> bias table converts half only
+        r = emu::LaunchCube(1, kMem, [&] {
+            TPipe pipe; TBuf<TPosition::C1> c1; TBuf<TPosition::C2> c2;
+            pipe.InitBuffer(c1, 256); pipe.InitBuffer(c2, 256);
+            DataCopy(c2.Get<float>(), c1.Get<bfloat16_t>(), DataCopyParams(1, 1, 0, 0));
+        });
+    } else if (s == "mmad_bias") {   // mmad_bias BIASKIND(h|f): 16 x 32 x 32 f16 + a bias row of 32 through C1 -> C2
+        const bool halfBias = argv[2][0] == 'h';
+        std::vector<half> bh(32);
+        std::vector<float> bf(32);
+        for (int j = 0; j < 32; ++j) { bh[j] = half(float(j - 16) * 0.125f); bf[j] = float(j - 16) * 0.375f; }
+        emu::RegisterGm(bh.data(), bh.size() * 2, "bh");
+        emu::RegisterGm(bf.data(), bf.size() * 4, "bf");
+        bind();
+        r = emu::LaunchCube(1, kMem, [&] {
+            TPipe pipe; TBuf<TPosition::A1> a1; TBuf<TPosition::B1> b1; TBuf<TPosition::A2> a2;
+            TBuf<TPosition::B2> b2; TBuf<TPosition::CO1> c1; TBuf<TPosition::C1> l1b; TBuf<TPosition::C2> bt;
+            pipe.InitBuffer(a1, 4096); pipe.InitBuffer(b1, 4096); pipe.InitBuffer(a2, 4096);
+            pipe.InitBuffer(b2, 4096); pipe.InitBuffer(c1, 8192); pipe.InitBuffer(l1b, 128); pipe.InitBuffer(bt, 128);
+            auto l1a = a1.Get<half>(), l1w = b1.Get<half>(), l0a = a2.Get<half>(), l0b = b2.Get<half>();
+            DataCopy(l1a, gx, Nd2NzParams(1, 16, 32, 0, 64, 16, 1, 0));   // A = x[0:16, 0:32]
+            DataCopy(l1w, gw, Nd2NzParams(1, 32, 32, 0, 64, 32, 1, 0));   // B stored [n][k] = w[0:32, 0:32]
+            if (halfBias) {
+                GlobalTensor<half> g; g.SetGlobalBuffer(bh.data(), bh.size());
+                DataCopy(l1b.Get<half>(), g, Nd2NzParams(1, 1, 32, 0, 32, 1, 1, 0));
+            } else {
+                GlobalTensor<float> g; g.SetGlobalBuffer(bf.data(), bf.size());
+                DataCopy(l1b.Get<float>(), g, Nd2NzParams(1, 1, 32, 0, 32, 1, 1, 0));
+            }
+            Sync<HardEvent::MTE2_MTE1>();
+            LoadData(l0a, l1a, LoadData2DParams(0, 2, 1, 0, 0, false, 0));
+            LoadData(l0b, l1w, LoadData2DParams(0, 4, 1, 0, 0, false, 0));
+            if (halfBias) DataCopy(bt.Get<float>(), l1b.Get<half>(), DataCopyParams(1, 1, 0, 0));    // 64 B of half
+            else DataCopy(bt.Get<float>(), l1b.Get<float>(), DataCopyParams(1, 2, 0, 0));            // 128 B of float
+            Sync<HardEvent::MTE1_M>();
+            Mmad(c1.Get<float>(), l0a, l0b, bt.Get<float>(), MmadParams(16, 32, 32, 0, false, false));
+            Sync<HardEvent::M_FIX>();
+            Fixpipe<float, float, CFG_ROW_MAJOR>(gout, c1.Get<float>(), FixpipeParamsV220(32, 16, 16, 32, false));
+            PipeBarrier<PIPE_ALL>();
+            std::vector<float> o(out.begin(), out.begin() + 16 * 32);
+            Vals("c", o);
+            std::vector<float> b(32);
+            for (int j = 0; j < 32; ++j) b[j] = halfBias ? float(bh[j]) : bf[j];
+            Vals("bias", b);
+        });
     } else if (s == "l0c_fits_950") {
         r = emu::LaunchCube(1, emu::CoreMem::Ascend950(), [&] {
             TPipe pipe; TBuf<TPosition::CO1> c; pipe.InitBuffer(c, 256 * 1024);

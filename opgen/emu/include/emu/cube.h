@@ -26,7 +26,11 @@
 // Deliberately strict (faults): operands in the wrong buffer (Mmad fm not in L0A, ...), misaligned addresses
 // (L0A/L0B 512 B, Mmad L0C destination 1024 B, Fixpipe L0C source 64 B, L1 32 B), parameters outside the
 // documented ranges, Nd2Nz writes that overlap inside one instruction, a Fixpipe dtype/quantPre mismatch, and
-// features not emulated (bias table, channel split, int quantisation, COLUMN_MAJOR, LoadData addrMode 1, arch 3510).
+// features not emulated (channel split, int quantisation, COLUMN_MAJOR, LoadData addrMode 1, arch 3510).
+// Bias table (C2, BiasTable: 1 KB per AIC on 2201, its arena; an InitBuffer past it faults like the UB's):
+// DataCopy(C2 float, C1 half/float, DataCopyParams) fills it on MTE1, blockLen counting 64-B blocks of the source,
+// half converted to float (bfloat16_t faults: arch 3510 only); Mmad(dst, fm, filter, bias, params) starts C at the
+// bias row broadcast over the m rows (cmatrixSource; docs/reference/ascendc.md §1.10 "Bias on the cube").
 // Accumulation: products are exact (fp16/bf16 products fit fp32); each C0-wide k chunk is summed in double and
 // added to the fp32 accumulator with one rounding (the hardware's internal order is not documented; results agree
 // with a float64 reference to fp32 accuracy, not bit-exactly with the device). Fixpipe fp32 -> fp16/bf16 rounds to
@@ -88,7 +92,8 @@ using LoadData2dParams = LoadData2DParams;
 
 // Mmad: C (m x n, L0C) = A (m x k, L0A) * B (k x n, L0B) [+ C]. m, n, k in ELEMENTS, each <= 4095 (any 0 = NOP).
 // cmatrixInitVal true: C starts at 0; false: accumulate into L0C (cmatrixSource false) — the deprecated isBias=true
-// also accumulates. cmatrixSource true (bias table) is not emulated. unitFlag 0/2/3 accepted (no timing).
+// also accumulates. cmatrixSource true is set by the bias overload of Mmad (a C2 bias tensor: C starts at its row);
+// set by hand in the 4-argument form it faults. unitFlag 0/2/3 accepted (no timing).
 // kDirectionAlign (float inputs only): k padded to 16 instead of 8 in L0A/L0B.
 struct MmadParams {
     uint16_t m = 0;
@@ -311,9 +316,40 @@ void LoadData(const LocalTensor<T>& dst, const LocalTensor<T>& src, const LoadDa
 // Reference §1.10 step 5, layouts in the header comment. Types: (half, half) -> float, (bfloat16_t, bfloat16_t)
 // -> float, (float, float) -> float. dst (L0C, CO1) 1024-B aligned, fm (L0A, A2) and filter (L0B, B2) 512-B
 // aligned.
+namespace emu_detail {
+// The bias row of a Mmad with a bias-table operand: its arena and byte offset (arena null: no bias).
+struct BiasRow { emu::UbArena* a = nullptr; uint64_t off = 0; };
+template <typename T, typename U, typename S>
+void MmadImpl(const LocalTensor<T>& dst, const LocalTensor<U>& fm, const LocalTensor<S>& filter, const MmadParams& p,
+              BiasRow bias, emu::Site site);
+}  // namespace emu_detail
+
 template <typename T, typename U, typename S>
 void Mmad(const LocalTensor<T>& dst, const LocalTensor<U>& fm, const LocalTensor<S>& filter, const MmadParams& p,
           emu::Site site = emu::Site::Here())
+{
+    if (p.cmatrixSource)
+        emu::Fault("Mmad: cmatrixSource=true without a bias tensor (use the Mmad overload taking the C2 bias)");
+    emu_detail::MmadImpl(dst, fm, filter, p, emu_detail::BiasRow{}, site);
+}
+
+// Mmad with a bias (reference §1.10 "Bias on the cube"): the bias tensor lies in the bias table (C2, float,
+// 64-B aligned); C starts at its first n floats broadcast over the m rows (cmatrixSource = true; the bias replaces
+// cmatrixInitVal's zero or L0C's value), then A x B is added. A bias in L0C (CO1) is not emulated.
+template <typename T, typename U, typename S, typename V>
+void Mmad(const LocalTensor<T>& dst, const LocalTensor<U>& fm, const LocalTensor<S>& filter, const LocalTensor<V>& bias,
+          const MmadParams& p, emu::Site site = emu::Site::Here())
+{
+    static_assert(std::is_same<V, float>::value, "Mmad: the emulated bias-table type is float");
+    emu::UbArena* ba = emu_detail::CubeOperand(bias, emu::MemKind::BT, "Mmad", "bias", "C2");
+    emu_detail::CubeAlign(bias, 64, "Mmad", "bias (bias table)");
+    emu_detail::CubeSpan(bias, uint64_t(p.n) * sizeof(float), "Mmad", "bias (bias table)");
+    emu_detail::MmadImpl(dst, fm, filter, p, emu_detail::BiasRow{ba, bias.Offset()}, site);
+}
+
+template <typename T, typename U, typename S>
+void emu_detail::MmadImpl(const LocalTensor<T>& dst, const LocalTensor<U>& fm, const LocalTensor<S>& filter,
+                          const MmadParams& p, BiasRow bias, emu::Site site)
 {
     static_assert(std::is_same<U, S>::value, "Mmad: fm and filter must have the same type");
     static_assert(std::is_same<T, float>::value &&
@@ -330,12 +366,10 @@ void Mmad(const LocalTensor<T>& dst, const LocalTensor<U>& fm, const LocalTensor
     emu_detail::CubeAlign(filter, 512, what, "filter (L0B)");
     if (p.m > 4095 || p.n > 4095 || p.k > 4095)
         emu::Fault(emu::Cat(what, ": m/n/k = ", p.m, "/", p.n, "/", p.k, " outside [0, 4095]"));
-    if (p.cmatrixSource)
-        emu::Fault(emu::Cat(what, ": cmatrixSource=true (C initialised from the bias table C2) is not emulated"));
     if (p.unitFlag != 0 && p.unitFlag != 2 && p.unitFlag != 3)
         emu::Fault(emu::Cat(what, ": unitFlag ", int(p.unitFlag), " (valid: 0, 2, 3)"));
     if (!p.m || !p.n || !p.k) return;
-    const bool accumulate = !p.cmatrixInitVal || p.isBias;
+    const bool accumulate = !bias.a && (!p.cmatrixInitVal || p.isBias);
     const uint64_t m = p.m, n = p.n, k = p.k;
     constexpr uint64_t C0 = emu::kBlock / sizeof(U);
     const uint64_t kAlign = sizeof(U) == 4 ? (p.kDirectionAlign ? 16 : 8) : C0;
@@ -351,6 +385,7 @@ void Mmad(const LocalTensor<T>& dst, const LocalTensor<U>& fm, const LocalTensor
         emu::Touch(in, aa, fm.Offset(), aElems * sizeof(U), false);
         emu::Touch(in, ba, filter.Offset(), bElems * sizeof(U), false);
         if (accumulate) emu::Touch(in, ca, dst.Offset(), cElems * sizeof(float), false);
+        if (bias.a) emu::Touch(in, bias.a, bias.off, n * sizeof(float), false);
         emu::Touch(in, ca, dst.Offset(), cElems * sizeof(float), true);
     }
     auto load = [](const emu::UbArena* ar, uint64_t base, uint64_t e, bool& ok) -> double {
@@ -389,6 +424,9 @@ void Mmad(const LocalTensor<T>& dst, const LocalTensor<U>& fm, const LocalTensor
             if (accumulate) {
                 std::memcpy(&acc, cd + at, sizeof(float));
                 ok = ok && ca->IsWritten(dst.Offset() + at, sizeof(float));
+            } else if (bias.a) {   // the bias row, broadcast over the rows
+                std::memcpy(&acc, bias.a->data.data() + bias.off + j * sizeof(float), sizeof(float));
+                ok = ok && bias.a->IsWritten(bias.off + j * sizeof(float), sizeof(float));
             }
             for (uint64_t k0 = 0; k0 < k; k0 += C0) {
                 double part = 0.0;
@@ -398,6 +436,46 @@ void Mmad(const LocalTensor<T>& dst, const LocalTensor<U>& fm, const LocalTensor
             }
             std::memcpy(cd + at, &acc, sizeof(float));
             std::memset(cw + at, ok ? 1 : 0, sizeof(float));
+        }
+    }
+}
+
+// ---------------------------------------------------------------- L1 -> bias table (PIPE_MTE1)
+// Reference §1.10 "Bias on the cube". dst in the bias table (C2, float, 64-B aligned), src in L1 (C1 / A1 / B1,
+// 32-B aligned): blockCount x blockLen 64-B blocks of the SOURCE (the count CANN's matmul computes for either type),
+// gaps srcStride / dstStride in 64-B blocks; U = T copies, half -> float converts (the destination twice the
+// bytes); any other pair (bfloat16_t -> float is arch 3510's) faults. Poison travels per element.
+template <typename T, typename U>
+void DataCopy(const LocalTensor<T>& dst, const LocalTensor<U>& src, const DataCopyParams& p,
+              emu::Site site = emu::Site::Here())
+{
+    const char* what = "DataCopy(L1 -> BiasTable)";
+    emu::UbArena* da = emu_detail::CubeOperand(dst, emu::MemKind::BT, what, "destination", "C2");
+    emu::UbArena* sa = emu_detail::CubeOperand(src, emu::MemKind::L1, what, "source", "C1");
+    emu_detail::CubeAlign(dst, 64, what, "destination (bias table)");
+    emu_detail::CubeAlign(src, emu::kBlock, what, "source (L1)");
+    constexpr bool same = std::is_same<T, U>::value, conv = std::is_same<T, float>::value && std::is_same<U, half>::value;
+    if constexpr (!same && !conv) {
+        emu::Fault(emu::Cat(what, ": ", sizeof(U), "-byte source into a ", sizeof(T), "-byte bias table: arch 2201 "
+                            "copies one type or converts half to float (bfloat16_t -> float is arch 3510's)"));
+    } else {
+        const emu::Instr in = emu::Issue(emu::kPipeMTE1, what, site);
+        const uint64_t len = uint64_t(p.blockLen) * 64, dlen = len / sizeof(U) * sizeof(T);
+        uint64_t s = 0, d = 0;
+        for (uint32_t b = 0; b < p.blockCount; ++b) {
+            emu_detail::CubeSpan(src, s + len, what, "source (L1)");
+            emu_detail::CubeSpan(dst, d + dlen, what, "destination (bias table)");
+            emu::Touch(in, sa, src.Offset() + s, len, false);
+            emu::Touch(in, da, dst.Offset() + d, dlen, true);
+            for (uint64_t e = 0; e < len / sizeof(U); ++e) {
+                U v; std::memcpy(&v, sa->data.data() + src.Offset() + s + e * sizeof(U), sizeof(U));
+                T w = static_cast<T>(emu_detail::CubeToFloat(v));
+                std::memcpy(da->data.data() + dst.Offset() + d + e * sizeof(T), &w, sizeof(T));
+                da->MarkWritten(dst.Offset() + d + e * sizeof(T), sizeof(T),
+                                sa->IsWritten(src.Offset() + s + e * sizeof(U), sizeof(U)));
+            }
+            s += len + uint64_t(p.srcStride) * 64;
+            d += dlen + uint64_t(p.dstStride) * 64;
         }
     }
 }
