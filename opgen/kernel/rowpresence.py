@@ -189,6 +189,11 @@ def join_copies(p: RowProgram) -> int:
     every presence the program serves), so a chain after a presence-dependent value (`if (hasBeta) Add(...)`
     followed by the cast of every presence) is printed once instead of once per presence under guards.
 
+    Two copies defining scalars (a row sum, a scalar expression: SCALAR_KINDS) join too when they differ only in the
+    scalar's name: the later one's name is then the earlier one's everywhere (its readers run under its presences
+    only, where the earlier one's scalar is never defined: each scalar has one definition), so the chain downstream
+    (AddLayerNorm's mean and rstd of x with or without the bias) joins step by step.
+
     Sound by construction: the later copy j moves up to the earlier copy i only when no instruction between them
     runs under j's presences (for those presences the buffers at i are those at j), or i moves down to j when none
     between runs under i's presences; for every other presence nothing moves. Returns how many copies were joined
@@ -201,13 +206,20 @@ def join_copies(p: RowProgram) -> int:
     changed = True
     while changed:
         changed = False
+        defs: dict = {}
+        for x in instrs:
+            if x.dst:
+                defs[x.dst] = defs.get(x.dst, 0) + 1
         for a in range(len(instrs)):
             i = instrs[a]
             if not i.when:
                 continue
             for b in range(a + 1, len(instrs)):
                 j = instrs[b]
-                if not j.when or set(i.when) & set(j.when) or dataclasses.replace(j, when=i.when) != i:
+                if not j.when or set(i.when) & set(j.when):
+                    continue
+                rename = i.kind in SCALAR_KINDS and j.dst != i.dst and defs.get(i.dst) == 1 and defs.get(j.dst) == 1
+                if dataclasses.replace(j, when=i.when, dst=i.dst if rename else j.dst) != i:
                     continue
                 between = instrs[a + 1:b]
                 up = all(x.when and not set(x.when) & set(j.when) for x in between)
@@ -222,6 +234,8 @@ def join_copies(p: RowProgram) -> int:
                 else:
                     instrs[b] = merged
                     del instrs[a]
+                if rename:
+                    instrs = [_renamed(x, j.dst, i.dst) for x in instrs]
                 joined += 1
                 changed = True
                 break
@@ -229,3 +243,15 @@ def join_copies(p: RowProgram) -> int:
                 break
     p.instrs = instrs
     return joined
+
+
+SCALAR_KINDS = ("rsum", "rmax", "sexpr")
+"""Kinds defining one scalar per row (a named float on the scalar unit) that join_copies may rename."""
+
+
+def _renamed(i, old: str, new: str):
+    """Instruction `i` reading scalar `new` where it read `old` (its operands and its scalar text)."""
+    srcs = tuple(new if x == old else x for x in i.srcs)
+    arg = _NAME.sub(lambda m: new if m.group(0) == old else m.group(0), i.arg) \
+        if i.kind in SCALAR_ARG_KINDS and i.arg else i.arg
+    return i if (srcs, arg) == (i.srcs, i.arg) else dataclasses.replace(i, srcs=srcs, arg=arg)
