@@ -18,10 +18,16 @@ An output written under some presences only (AddRmsNormQuant's y2, when scales2 
 cube of presence literals names those presences (`output_guard`): the class allocates, hands over and copies out its
 queue under that condition (opgen.kernel.rowsched `GmRows.guard`), as its Compute stores it only there (Instr.when).
 
+An optional input read per row (BinaryCrossEntropy's weight) joins too: its queue's protocol runs under every
+presence and only the copy from its GM sits in an If of its presence (`input_guard`); its instructions run under its
+presence (Instr.when), so the unfilled buffer of an absent input is never read. An accumulator's finishing
+instructions (a mean's division by the count of rows: RowProgram.acc_post) join when every presence finishes it
+alike.
+
 What the join does not cover (it returns None with the reason, and the family keeps one class per presence): an
-optional input read per row (its CopyIn runs outside the instructions), an output written under presences that no
-one cube names (or an accumulated one), programs with a second pass over the rows, per-batch values or finishing
-instructions (their side tables are not joined), programs on other layouts.
+optional input read as a per-row statistic or a segment value, an output written under presences that no one cube
+names (or an accumulated one), programs with a second pass over the rows or per-batch values (their side tables are
+not joined), programs on other layouts.
 
 Facts: docs/design.md "Optional inputs: one class for every presence" (what is joined, what it costs); the
 presences are the kernel entry's (opgen.kernel.rows `presence_condition`)."""
@@ -53,6 +59,7 @@ def merge_presences(progs: list, optional: tuple) -> tuple[RowProgram | None, st
     gm: dict = {}
     accs: dict = {}
     kinds: dict = {}
+    posts: dict = {}       # joined accumulator -> its finishing instructions (over placeholder rows x, t)
     for v, (_pr, p) in enumerate(progs):
         for t in p.gm:
             if gm.setdefault(t.name, t) != t:
@@ -75,7 +82,8 @@ def merge_presences(progs: list, optional: tuple) -> tuple[RowProgram | None, st
                     names[acc_key] = _fresh(i.dst, taken)
                 name = names[acc_key]
                 if accs.setdefault(name, (sp, out, rnd)) != (sp, out, rnd) or \
-                        kinds.setdefault(name, p.acc_kinds.get(i.dst)) != p.acc_kinds.get(i.dst):
+                        kinds.setdefault(name, p.acc_kinds.get(i.dst)) != p.acc_kinds.get(i.dst) or \
+                        posts.setdefault(name, p.acc_post.get(i.dst, ())) != p.acc_post.get(i.dst, ()):
                     return None, f"output {out} accumulates two ways"
                 ren[i.dst] = name
                 key = ("acc", i.op, acc_key, srcs)
@@ -99,6 +107,7 @@ def merge_presences(progs: list, optional: tuple) -> tuple[RowProgram | None, st
     out = RowProgram(first.name, first.layout, gm=sorted(gm.values(), key=lambda t: (t.role != "in", order.get(
                          t.name, len(order)), t.name)),
                      instrs=instrs, accs=accs, acc_kinds={a: k for a, k in kinds.items() if k is not None},
+                     acc_post={a: post for a, post in posts.items() if post},
                      int_cast_modes={k: m for _pr, p in progs for k, m in p.int_cast_modes.items()},
                      presence=tuple(optional), served=tuple(pr for pr, _p in progs), bnames={},
                      gm_scalars=list(dict.fromkeys(g for _pr, p in progs for g in p.gm_scalars)))
@@ -124,12 +133,11 @@ def _unjoinable(progs: list, optional: tuple) -> str:
     for _pr, p in progs:
         if p.layout is not lay and p.layout != lay:
             return "the presences lower on different layouts"
-        if p.late or p.late_stores or p.btotals or p.batch_stores or p.acc_reads or p.acc_post or p.consts or \
-                p.dim_values:
+        if p.late or p.late_stores or p.btotals or p.batch_stores or p.acc_reads or p.consts or p.dim_values:
             return "a program with values after the exchange, per-batch values or finishing instructions"
         for t in p.gm:
-            if t.gm in optional and t.space not in ("col", "brow"):
-                return f"optional input {t.gm} is read per row"
+            if t.gm in optional and t.space not in ("col", "brow", "row"):
+                return f"optional input {t.gm} is read per row as a statistic or segment value"
     outs = [{t.name for t in p.gm if t.role == "out"} for _pr, p in progs]
     for name in sorted(set.union(*outs) - set.intersection(*outs)):   # written under some presences only
         where = [pr for (pr, p), o in zip(progs, outs) if name in o]
@@ -162,6 +170,17 @@ def output_guard(p: RowProgram, name: str) -> tuple:
     if len(cubes) != 1:
         raise ValueError(f"output {name} of {p.name}: presences {sorted(runs)} are not one cube")
     return cubes[0]
+
+
+def input_guard(p: RowProgram, gm: str) -> tuple:
+    """The presence cube under which joined program `p` copies GM input `gm` in: its own literal (present) when it
+    is one of the optional inputs `p` serves several presences of, else () (always). Its queue's protocol (Alloc,
+    EnQue, DeQue, Free) runs under every presence, only the copy from its GM sits in the If (opgen.kernel.rowsched
+    `_copy_rows_in`, `_col_copy_in`): an absent input's GM is never read, and its instructions run under its
+    presence only (Instr.when), so the unfilled buffer is never read either."""
+    if gm not in p.presence or len(p.served) < 2:
+        return ()
+    return tuple(True if n == gm else None for n in p.presence)
 
 
 def cover(when: tuple, n: int) -> list[tuple]:
