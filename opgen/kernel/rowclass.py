@@ -1327,11 +1327,16 @@ def _scaled(x, k) -> DimExpr:
     return Lit(0) if k == Lit(0) else x if k == Lit(1) else _kmul(x, k)
 
 
-def _store(prog: RowProgram, dst: kir.GmView, name: str | None, src: kir.Ref, rm: str, n, doc: str) -> kir.Call:
+def _store(prog: RowProgram, dst: kir.GmView, name: str | None, src: kir.Ref, rm: str, n, doc: str):
     """StoreRow<T>(dst, src, rm, n): fp32 row `src` cast to output `name`'s type (fp32 to workspace when `name` is
-    None) and written to GM."""
+    None) and written to GM; inside If(the output's presence cube) when the class writes `name` under some
+    presences only (opgen.kernel.rowpresence.output_guard: an accumulated column output)."""
     ct = "float" if name is None else _ctype(prog.tensor(name).dtype)
-    return kir.Call("StoreRow", (dst, src, rm if name is not None else "CAST_NONE", n), targs=(ct,), doc=doc)
+    call = kir.Call("StoreRow", (dst, src, rm if name is not None else "CAST_NONE", n), targs=(ct,), doc=doc)
+    cube = output_guard(prog, name) if name is not None else ()
+    if not cube:
+        return call
+    return kir.If(presence_conds(cube), (call,), doc=f"when {_when_text(cube, prog.presence)}")
 
 
 def _ws_row(j) -> DimExpr:

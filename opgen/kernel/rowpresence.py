@@ -24,9 +24,13 @@ presence (Instr.when), so the unfilled buffer of an absent input is never read. 
 instructions (a mean's division by the count of rows: RowProgram.acc_post) join when every presence finishes it
 alike.
 
+A column sum over the rows written under some presences only (the derived AdaLayerNormGrad's pd_beta, when bias is
+given) joins too: it accumulates under its presences (its steps' Instr.when; under the others it stays zero, never
+read) and only its store to GM after the exchange is guarded (`output_guard`).
+
 What the join does not cover (it returns None with the reason, and the family keeps one class per presence): an
 optional input read as a per-row statistic or a segment value, an output written under presences that no one cube
-names (or an accumulated one), programs with a second pass over the rows or per-batch values (their side tables are
+names (or a per-batch accumulated one), programs with a second pass over the rows or per-batch values (their side tables are
 not joined), programs on other layouts.
 
 Facts: docs/design.md "Optional inputs: one class for every presence" (what is joined, what it costs); the
@@ -144,9 +148,11 @@ def _unjoinable(progs: list, optional: tuple) -> str:
         if len(cover(tuple(where), len(optional))) != 1:
             return f"output {name} is written under presences no one condition names"
         for pr, p in progs:
-            if name in {o for _s, o, _r in p.accs.values()} or \
-                    any(t.name == name and t.space not in ("row", "stat") for t in p.gm):
-                return f"output {name}, written under some presences only, is not a row or per-row output"
+            col_acc = name in {o for sp, o, _r in p.accs.values() if sp == "col"}
+            if name in {o for sp, o, _r in p.accs.values() if sp != "col"} or \
+                    any(t.name == name and t.space not in ("row", "stat") and not col_acc for t in p.gm):
+                return f"output {name}, written under some presences only, is not a row, per-row or column-sum " \
+                       f"output"
     return ""
 
 
@@ -154,13 +160,16 @@ def output_guard(p: RowProgram, name: str) -> tuple:
     """The presences under which joined program `p` writes output operand `name`: () when every presence it serves
     does (or `p` serves one), else one cube of presence literals (opgen.kernel.rowpresence.cover: True present,
     False absent, None either; merge_presences admits only outputs whose presences one cube names). The union of
-    the `when` of the instructions storing it: its queue's allocation, hand-off and CopyOut run under that
-    condition (opgen.kernel.rowsched `GmRows.guard`), so an absent output is never touched."""
+    the `when` of the instructions storing it (of an accumulated column output: of its accumulating steps): its
+    queue's allocation, hand-off and CopyOut run under that condition (opgen.kernel.rowsched `GmRows.guard`), and
+    so does an accumulated output's store after the exchange (opgen.kernel.rowclass `_store`), so an absent output
+    is never touched."""
     if not p.presence:
         return ()
     runs: set = set()
+    stores = {a for a, (_sp, out, _r) in p.accs.items() if out == name}   # an accumulated output: its acc steps
     for i in p.instrs:
-        if i.kind in ("store", "sstore") and i.gm == name:
+        if (i.kind in ("store", "sstore") and i.gm == name) or (i.kind == "acc" and i.dst in stores):
             if not i.when:
                 return ()
             runs |= set(i.when)
