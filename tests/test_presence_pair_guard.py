@@ -96,10 +96,14 @@ def test_every_presence_on_the_kernel_ir_engine(rows, h, tmp_path):
 @pytest.mark.slow
 def test_every_presence_in_the_emulation(tmp_path, session_build_root):
     """The emitted C++ (g++ emulation, pipes asynchronous), ROW_SPLIT, the four presences."""
+    from opgen.codegen import write_ops
+
     spec = _write(tmp_path / "s")
+    write_ops([spec], tmp_path / "gen", jobs=1)
     for a, b in PRESENCES:
         inp = _inputs(29, 300, a, b)
-        r = run_check(spec, inputs=inp, dtypes={"T": "float32"}, build_root=session_build_root, progress=False)
+        r = run_check(spec, inputs=inp, dtypes={"T": "float32"}, gen_dir=tmp_path / "gen",
+                      build_root=session_build_root, progress=False)
         _check_values(r, inp)
 
 
