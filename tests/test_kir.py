@@ -4,6 +4,7 @@ node named; deleting a synchronisation from the IR makes the emulation report a 
 
 from __future__ import annotations
 
+import dataclasses
 import shutil
 import subprocess
 
@@ -12,7 +13,7 @@ import pytest
 
 from opgen.codegen.env import template_env
 from opgen.ir.dims import Constraint, Lit, Sym, fn
-from opgen.kernel import kir
+from opgen.kernel import kir, kir_sync
 from opgen.kernel.isa import Op, Pipe
 from opgen.kernel.kir import (BLOCK_IDX, Alloc, Assign, Barrier, Call, Comment, Copy, DeQue, E, EnQue,
                               For, Free, FRef, Func, Get, GetValue, GmTensor, GmView, If, InitBuffer, IRError,
@@ -370,3 +371,72 @@ def test_an_output_guarded_by_a_presence_verifies_per_presence_and_a_half_guard_
         verify(_guarded_output(rows_kernel(), copy_out=False))
     with pytest.raises(IRError, match="hasBias_ = false"):
         verify(_guarded_output(rows_kernel(), enque=False))
+
+
+def _per_presence_copies(k: KernelClass, second: bool = False) -> KernelClass:
+    """rows_kernel serving both presences of an optional input `bias` (presence member hasBias_) as the joined
+    row program prints one before kirguard: the per-row loop body once under `if (hasBias_)` (y = 2 x + 1) and once
+    under `if (hasBias_ == 0)` (y = 2 x + 3), without syncs; second=True adds a presence member hasG_ (input g) and
+    guards the copies by (hasBias_, hasG_) and (hasBias_, !hasG_) instead."""
+    from opgen.kernel.kir import ScalarVar
+
+    def body(add):
+        return (vec(Op.MULS, dst=Ref("o", E("i") * E("colAlign")), src0=Ref("t", E("i") * E("colAlign")), scalar=2.0,
+                    count=E("hidden")),
+                vec(Op.ADDS, dst=Ref("o", E("i") * E("colAlign")), src0=Ref("o", E("i") * E("colAlign")),
+                    scalar=add, count=E("hidden")),
+                vec(Op.REDUCE_SUM, dst=Ref("red"), src=Ref("o", E("i") * E("colAlign")), tmp=Ref("redTmp"),
+                    count=E("hidden")),
+                GetValue("sum", Ref("red")), SetValue(Ref("stage", E("i")), FRef("sum")))
+
+    has, hasnt = Sym("hasBias_"), Constraint("==", Sym("hasBias_"), Lit(0))
+    g, nog = Sym("hasG_"), Constraint("==", Sym("hasG_"), Lit(0))
+    conds = ((has, g), (has, nog)) if second else ((has,), (hasnt,))
+
+    def compute(b):
+        loop = b[2]
+        return b[:2] + (dataclasses.replace(loop, body=(If(conds[0], body(1.0), doc="when bias present"),
+                                                       If(conds[1], body(3.0), doc="when bias absent"))),) + b[3:]
+
+    k = kir_sync.strip_syncs(_replace(rows_kernel(), "Compute", compute))
+    pres = (("hasBias_", "bias"),) + ((("hasG_", "g"),) if second else ())
+    return KernelClass(**{**k.__dict__, "args": k.args + tuple(a for _m, a in pres),
+                          "scalars": tuple(ScalarVar(m, "bool") for m, _a in pres), "presence": pres})
+
+
+def test_hoist_guards_leaves_only_what_differs_under_the_presence_guard():
+    """kirguard.hoist_guards on two guarded copies of a row's work that differ in one Adds: the Muls before it and
+    the ReduceSum, GetValue and SetValue after it move out of the guards, one If(hasBias_) holds the two Adds
+    (then / else); the class verifies, the dependency pass leaves no conflict, and the interpreter gives
+    y = 2 x + 1 with bias, 2 x + 3 without, s the row sums (by hand). Two guards of two members, (bias, g) and
+    (bias, !g), join to one of bias holding If(g) of the Adds."""
+    from opgen.kernel import kir_interp
+    from opgen.kernel.kirguard import hoist_guards
+
+    k = hoist_guards(_per_presence_copies(rows_kernel()))
+    loop = k.method("Compute").body[2]
+    kinds = [type(s).__name__ if not isinstance(s, kir.Vec) else s.op.name for s in loop.body]
+    assert kinds == ["MULS", "If", "REDUCE_SUM", "GetValue", "SetValue"], kinds
+    guard = loop.body[1]
+    assert guard.cond == (Sym("hasBias_"),) and [s.arg("scalar") for s in guard.then + guard.orelse] == [kir.FConst(1.0), kir.FConst(3.0)]
+    verify(k)
+    placed, _where = kir_sync.place_syncs(k, prune=True, hoist=False)
+    assert kir_sync.conflicts(placed) == []
+    rows, hid = 5, 8
+    tiling = {"rows": rows, "hidden": hid, "colAlign": hid, "rowsPerCore": rows, "pass": 2}
+    x = np.arange(rows * hid, dtype=np.float32)
+    for given, add in ((True, 1), (False, 3)):
+        gm = {"x": x.copy(), "y": np.zeros(rows * hid, np.float32), "s": np.zeros(rows, np.float32),
+              "bias": np.zeros(hid, np.float32) if given else None}
+        r = kir_interp.run(placed, tiling, gm, 1)
+        assert r.ok, r.faults
+        np.testing.assert_array_equal(gm["y"], 2 * x + add)
+        np.testing.assert_array_equal(gm["s"], (2 * x + add).reshape(rows, hid).sum(1))
+    k2 = hoist_guards(_per_presence_copies(rows_kernel(), second=True))
+    loop = k2.method("Compute").body[2]
+    assert [type(s).__name__ for s in loop.body] == ["If"]
+    outer = loop.body[0]
+    assert outer.cond == (Sym("hasBias_"),) and not outer.orelse
+    inner = [s for s in outer.then if isinstance(s, If)]
+    assert len(inner) == 1 and inner[0].cond == (Sym("hasG_"),) and len(outer.then) == 5
+    verify(k2)

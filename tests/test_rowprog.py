@@ -217,6 +217,34 @@ def test_copies_of_an_instruction_under_other_presences_are_joined_only_where_or
     assert join_copies(p) == 0
 
 
+def test_scalar_copies_under_other_presences_join_under_one_name():
+    """rowpresence.join_copies renames a scalar: AddLayerNorm's row sum of x + bias (bias present) and of x (absent)
+    read the same row buffer after allocation, so the two ReduceSums are one instruction under one name, and the
+    chain below them (the mean, the centring Adds) follows, the readers of the renamed scalar reading the kept one:
+    one unguarded instruction per step, as a kernel written by hand without the bias. Sums of different rows stay
+    apart, and so do two definitions of one name (no single definition to rename)."""
+    from opgen.kernel.rowpresence import join_copies
+
+    P, Q = (True,), (False,)
+
+    def prog(*instrs):
+        return RowProgram("P", None, instrs=list(instrs), presence=("bias",), served=(P, Q))
+
+    def chain(when, s, m):
+        return [Instr("sexpr", m, (), "", f"{s} / 4.0f", space="stat", when=when),
+                Instr("vscalar", "w0", ("w0",), "Adds", f"-({m})", when=when)]
+
+    rsum = lambda when, dst, src="w0": Instr("rsum", dst, (src,), space="stat", when=when)  # noqa: E731
+    p = prog(rsum((P,), "s0"), rsum((Q,), "s1"), *chain((Q,), "s1", "s2"), *chain((P,), "s0", "s3"))
+    assert join_copies(p) == 3
+    assert p.instrs == [rsum((), "s0"), *chain((), "s0", "s2")]
+    p = prog(rsum((P,), "s0"), rsum((Q,), "s1", "w1"))
+    assert join_copies(p) == 0
+    twice = Instr("sexpr", "s0", (), "", "s0 * 2.0f", space="stat", when=(P,))
+    p = prog(rsum((P,), "s0"), twice, rsum((Q,), "s1"))
+    assert join_copies(p) == 0
+
+
 def test_layer_norm_v4_runs_each_optional_step_under_its_own_input_and_the_rest_once():
     """LayerNormV4 (examples/specs/layer_norm_v4.py: y = (x - mean) * rstd [* gamma] [+ beta]), one class for the
     four presences of gamma / beta: after the join of copies the product by gamma runs when gamma is present (two

@@ -37,7 +37,7 @@ from opgen.kernel.rowprog import (ACC_INIT, MASK_KINDS, MASK_LANES, SELECT_KINDS
                                   names_in, instr_op, per_row, row_passes, row_scalar_chain)
 from opgen.kernel.rowsched import GmRows, RowSchedule, row_split_class
 from opgen.kernel.rowprog import MAX_DIM_VALUES, online_pair, reduction_slot_counts, reduction_slots, var_bindings
-from opgen.kernel.rowpresence import cover, output_guard
+from opgen.kernel.rowpresence import cover, input_guard, output_guard
 from opgen.kernel.rowsched import mul as _kmul
 from opgen.kernel.rowsched import sub as _ksub
 from opgen.kernel.rowsched import add as _ksum
@@ -1327,11 +1327,16 @@ def _scaled(x, k) -> DimExpr:
     return Lit(0) if k == Lit(0) else x if k == Lit(1) else _kmul(x, k)
 
 
-def _store(prog: RowProgram, dst: kir.GmView, name: str | None, src: kir.Ref, rm: str, n, doc: str) -> kir.Call:
+def _store(prog: RowProgram, dst: kir.GmView, name: str | None, src: kir.Ref, rm: str, n, doc: str):
     """StoreRow<T>(dst, src, rm, n): fp32 row `src` cast to output `name`'s type (fp32 to workspace when `name` is
-    None) and written to GM."""
+    None) and written to GM; inside If(the output's presence cube) when the class writes `name` under some
+    presences only (opgen.kernel.rowpresence.output_guard: an accumulated column output)."""
     ct = "float" if name is None else _ctype(prog.tensor(name).dtype)
-    return kir.Call("StoreRow", (dst, src, rm if name is not None else "CAST_NONE", n), targs=(ct,), doc=doc)
+    call = kir.Call("StoreRow", (dst, src, rm if name is not None else "CAST_NONE", n), targs=(ct,), doc=doc)
+    cube = output_guard(prog, name) if name is not None else ()
+    if not cube:
+        return call
+    return kir.If(presence_conds(cube), (call,), doc=f"when {_when_text(cube, prog.presence)}")
 
 
 def _ws_row(j) -> DimExpr:
@@ -1540,7 +1545,7 @@ def _gm_rows(prog: RowProgram, addr: _Addr, role: str, space: str, ctx: list[dic
         if t.role != role or t.space != space:
             continue
         c, v, ct = by_op[t.name], t.view, _ctype(t.dtype)
-        cube = output_guard(prog, t.name) if role == "out" else ()   # an output written under some presences only
+        cube = output_guard(prog, t.name) if role == "out" else input_guard(prog, t.gm)   # not under every presence
         when = {"guard": presence_conds(cube), "guard_doc": f"when {_when_text(cube, prog.presence)}"} if cube else {}
         if c["pieces"]:
             out.append(GmRows(t.name, t.gm, ct, "pieces", spec=c["spec"], pieces=tuple(c["copy_row"]),

@@ -1199,7 +1199,8 @@ def finish(p: RowProgram) -> RowProgram:
         raise Unsupported(getattr(e, "value", p.acc_reads[0]), getattr(e, "loc", ""), why) from None
     rowprog._allocate(p)
     _canonical_names(p)
-    join_copies(p)
+    if join_copies(p):   # a joined scalar keeps the first copy's name: number them again in order
+        _canonical_names(p)
     return p
 
 
@@ -1301,6 +1302,7 @@ def lower(g: Graph, layout: RowLayout, passes=None, half_vars: dict | None = Non
 # ------------------------------------------------------------------------------------------------ the family
 from opgen.kernel.family import Family, register  # noqa: E402
 from opgen.kernel.kir_sync import Hoist, place_syncs_memo, strip_syncs  # noqa: E402
+from opgen.kernel.kirguard import hoist_guards  # noqa: E402
 from opgen.kernel.rowclass import Variant  # noqa: E402
 from opgen.kernel.rowcounts import counts_of  # noqa: E402
 
@@ -1399,7 +1401,7 @@ class RowsFamily(Family):
         once the tiling has decided their strategies (rows_tiling) or planned the parts' counts (head_tiling)."""
         for v in lowered.extra.get("variants", ()):
             if v.kclass is not None:
-                v.kclass = place_syncs_memo(strip_syncs(v.kclass), hoist=Hoist.LOOPS)[0]
+                v.kclass = place_syncs_memo(hoist_guards(strip_syncs(v.kclass)), hoist=Hoist.LOOPS)[0]
         hc = lowered.extra.get("hclass")
         if hc is not None:
             hc.sched = place_syncs_memo(strip_syncs(hc.sched), hoist=Hoist.NONE)[0]

@@ -94,7 +94,8 @@ class GmRows:
     at_g0: DimExpr = Lit(0)      # layout "gather": element offset of row g0 + j (COL_SPLIT)
     guard: tuple = ()            # an output written under some presences of the optional inputs only: the If
     #                              condition (hasInput<k>_ literals) its queue's Alloc, EnQue and CopyOut run under
-    #                              (opgen.kernel.rowpresence.output_guard); () = always
+    #                              (opgen.kernel.rowpresence.output_guard); an optional input of a class serving
+    #                              several presences: its copy from GM's (rowpresence.input_guard); () = always
     guard_doc: str = ""          # the guard's words ("when scales2 present")
 
 
@@ -207,7 +208,12 @@ def _rows_copy(ub: Ref, gm: GmView, count, length, ctype: str, gm_gap, ub_stride
 
 
 def _copy_rows_in(t: GmRows) -> tuple:
-    """GM -> UB of k rows of row operand t into LocalTensor t (rows colAlign_ apart)."""
+    """GM -> UB of k rows of row operand t into LocalTensor t (rows colAlign_ apart); inside If(t.guard) for an
+    optional input of a class serving several presences (`guard`)."""
+    return guard(t, _copy_rows_in_always(t))
+
+
+def _copy_rows_in_always(t: GmRows) -> tuple:
     if t.layout == "pieces":
         return tuple(t.pieces)
     if t.layout == "flat":
@@ -239,9 +245,10 @@ def _copy_rows_out(t: GmRows) -> tuple:
 
 
 def guard(t: GmRows, stmts) -> tuple:
-    """Statements `stmts` of output t's queue (its Alloc, EnQue, CopyOut), inside If(t.guard) when t is written
-    under some presences of the optional inputs only (GmRows.guard): an absent output's GM is never touched, as its
-    Compute stores it only under that condition (opgen.kernel.rowclass.guarded); `stmts` itself otherwise."""
+    """Statements `stmts` of output t's queue (its Alloc, EnQue, CopyOut) or of an optional input's copy from GM,
+    inside If(t.guard) when t is written or read under some presences of the optional inputs only (GmRows.guard):
+    an absent operand's GM is never touched, as the Compute stores or reads it only under that condition
+    (opgen.kernel.rowclass.guarded); `stmts` itself otherwise."""
     stmts = tuple(stmts)
     if not t.guard or not stmts:
         return stmts
@@ -824,7 +831,11 @@ def _substituted(x, refs: dict, syms: dict):
 
 def _col_copy_in(t: GmRows, dst: str | None = None) -> tuple:
     """COL_SPLIT: GM -> UB of the column chunk [c0_, c0_ + n_) of rows [g0, g0 + k) of t into res_<op> (or the
-    tensor `dst`)."""
+    tensor `dst`); inside If(t.guard) for an optional input of a class serving several presences (`guard`)."""
+    return guard(t, _col_copy_in_always(t, dst))
+
+
+def _col_copy_in_always(t: GmRows, dst: str | None = None) -> tuple:
     if t.layout == "pieces":
         return tuple(t.pieces_col) if dst is None else _substituted(tuple(t.pieces_col), {f"res_{t.op}": dst}, {})
     rs, n, d = Sym("rowStride_"), Sym("n_"), dst or f"res_{t.op}"

@@ -307,8 +307,8 @@ static ge::graphStatus TilingFunc(gert::TilingContext* context)
     const int64_t copyInCyclesTwoBufs = ((((passRowsTwoBufs * ((hidden * (TBytes * 2)) + 512)) * rowCores) * 9) /
                                          8000);  // estimated cycles of a pass's copy-in with two buffers per row queue
     const int64_t computeCyclesTwoBufs =
-        ((((passRowsTwoBufs * hidden) * 28) / 64) +
-         ((passRowsTwoBufs * 28) * 24));  // estimated cycles of a pass's compute with two buffers per row queue
+        ((((passRowsTwoBufs * hidden) * 27) / 64) +
+         ((passRowsTwoBufs * 27) * 24));  // estimated cycles of a pass's compute with two buffers per row queue
     const int64_t copyOutCyclesTwoBufs =
         ((((passRowsTwoBufs * ((hidden * TBytes) + 256)) * rowCores) * 9) /
          8000);  // estimated cycles of a pass's copy-out with two buffers per row queue
@@ -329,8 +329,8 @@ static ge::graphStatus TilingFunc(gert::TilingContext* context)
     const int64_t copyInCyclesOneBuf = ((((passRowsOneBuf * ((hidden * (TBytes * 2)) + 512)) * rowCores) * 9) /
                                         8000);  // estimated cycles of a pass's copy-in with one buffer per row queue
     const int64_t computeCyclesOneBuf =
-        ((((passRowsOneBuf * hidden) * 28) / 64) +
-         ((passRowsOneBuf * 28) * 24));  // estimated cycles of a pass's compute with one buffer per row queue
+        ((((passRowsOneBuf * hidden) * 27) / 64) +
+         ((passRowsOneBuf * 27) * 24));  // estimated cycles of a pass's compute with one buffer per row queue
     const int64_t copyOutCyclesOneBuf = ((((passRowsOneBuf * ((hidden * TBytes) + 256)) * rowCores) * 9) /
                                          8000);  // estimated cycles of a pass's copy-out with one buffer per row queue
     const int64_t passCyclesOneBuf = std::max<int64_t>(

@@ -313,7 +313,6 @@ private:
                     }
                     const float s_mean = statIn_mean.GetValue(i);  // spec: ada_layer_norm_grad.py:63
                     const float s_rstd = statIn_rstd.GetValue(i);  // spec: ada_layer_norm_grad.py:62
-                    PipeBarrier<PIPE_V>();                         // workBuf_: V has read it before V overwrites it
                     CastFrom(w_[0], res_x[i * rowStride_], n_);    // spec: ada_layer_norm_grad.py:61
                     PipeBarrier<PIPE_V>();                         // workBuf_: V has written it before V reads it
                     Adds(w_[0], w_[0], static_cast<float>(-(s_mean)),
@@ -334,21 +333,14 @@ private:
                     if (hasInput0_) {                                    // when gamma present
                         PipeBarrier<PIPE_V>();  // workBuf_: V has read it before V overwrites it
                         Mul(w_[2], w_[2], colv_[0], static_cast<int32_t>(n_));  // spec: ada_layer_norm_grad.py:68
-                    }
-                    if (!hasInput0_) {                            // when gamma absent
                         PipeBarrier<PIPE_V>();                    // workBuf_: V has written it before V reads it
-                        const float part_s1 = RowSum(w_[3], n_);  // spec: ada_layer_norm_grad.py:69
-                        sums_.SetValue(1 * groupStride_ + i, part_s1);
-                    }
-                    if (hasInput0_) {                             // when gamma present
-                        PipeBarrier<PIPE_V>();                    // workBuf_: V has written it before V reads it
-                        const float part_s2 = RowSum(w_[2], n_);  // spec: ada_layer_norm_grad.py:69
-                        sums_.SetValue(0 * groupStride_ + i, part_s2);
+                        const float part_s1 = RowSum(w_[2], n_);  // spec: ada_layer_norm_grad.py:69
+                        sums_.SetValue(0 * groupStride_ + i, part_s1);
                         Mul(w_[3], w_[2], w_[0], static_cast<int32_t>(n_));  // spec: ada_layer_norm_grad.py:69
-                        PipeBarrier<PIPE_V>();                    // workBuf_: V has written it before V reads it
-                        const float part_s3 = RowSum(w_[3], n_);  // spec: ada_layer_norm_grad.py:69
-                        sums_.SetValue(1 * groupStride_ + i, part_s3);
                     }
+                    PipeBarrier<PIPE_V>();                    // workBuf_: V has written it before V reads it
+                    const float part_s2 = RowSum(w_[3], n_);  // spec: ada_layer_norm_grad.py:69
+                    sums_.SetValue(1 * groupStride_ + i, part_s2);
                 }
                 SetFlag<HardEvent::S_MTE3>(0);  // sumBuf_: S has written it before MTE3 reads it
                 WaitFlag<HardEvent::S_MTE3>(0);
@@ -419,31 +411,27 @@ private:
                     PipeBarrier<PIPE_V>();  // workBuf_: V has written it before V reads it
                     Add(colv_[3], colv_[3], w_[3], static_cast<int32_t>(n_));  // spec: ada_layer_norm_grad.py:77
                     float s1 = 0.0f;
-                    float s2 = 0.0f;
+                    if (hasInput0_) {                                                // when gamma present
+                        const float s1_when = tots_.GetValue(0 * groupStride_ + i);  // spec: ada_layer_norm_grad.py:69
+                        s1 = s1_when;
+                    }
+                    const float s2 = tots_.GetValue(1 * groupStride_ + i);  // spec: ada_layer_norm_grad.py:69
                     float s3 = 0.0f;
                     float s4 = 0.0f;
                     float s5 = 0.0f;
                     float s6 = 0.0f;
-                    float s7 = 0.0f;
-                    if (!hasInput0_) {                                               // when gamma absent
-                        const float s1_when = tots_.GetValue(1 * groupStride_ + i);  // spec: ada_layer_norm_grad.py:69
-                        s1 = s1_when;
-                    }
-                    if (hasInput0_) {                                                // when gamma present
-                        const float s2_when = tots_.GetValue(0 * groupStride_ + i);  // spec: ada_layer_norm_grad.py:69
-                        s2 = s2_when;
-                        const float s3_when = tots_.GetValue(1 * groupStride_ + i);  // spec: ada_layer_norm_grad.py:69
-                        s3 = s3_when;
+                    if (hasInput0_) {           // when gamma present, else absent
                         PipeBarrier<PIPE_V>();  // workBuf_: V has read it before V overwrites it
                         Mul(w_[3], w_[0], colv_[0], static_cast<int32_t>(n_));  // spec: ada_layer_norm_grad.py:70
-                    }
-                    if (hasInput0_ && hasInput1_) {  // when gamma present, beta present
-                        PipeBarrier<PIPE_V>();       // workBuf_: V has written it before V reads it
-                        Add(w_[3], w_[3], colv_[1], static_cast<int32_t>(n_));  // spec: ada_layer_norm_grad.py:71
-                    }
-                    if (!hasInput0_ && hasInput1_) {  // when gamma absent, beta present
-                        PipeBarrier<PIPE_V>();        // workBuf_: V has read it before V overwrites it
-                        Add(w_[3], w_[0], colv_[1], static_cast<int32_t>(n_));  // spec: ada_layer_norm_grad.py:71
+                        if (hasInput1_) {                                       // when beta present
+                            PipeBarrier<PIPE_V>();  // workBuf_: V has written it before V reads it
+                            Add(w_[3], w_[3], colv_[1], static_cast<int32_t>(n_));  // spec: ada_layer_norm_grad.py:71
+                        }
+                    } else {
+                        if (hasInput1_) {           // when beta present
+                            PipeBarrier<PIPE_V>();  // workBuf_: V has read it before V overwrites it
+                            Add(w_[3], w_[0], colv_[1], static_cast<int32_t>(n_));  // spec: ada_layer_norm_grad.py:71
+                        }
                     }
                     if (hasInput1_) {           // when beta present
                         PipeBarrier<PIPE_V>();  // workBuf_: V has written it before V reads it
@@ -457,27 +445,26 @@ private:
                         PipeBarrier<PIPE_V>();  // workBuf_: V has written it before V reads it
                         Add(brow_[3], brow_[3], w_[1], static_cast<int32_t>(n_));  // spec: ada_layer_norm_grad.py:71
                     }
-                    if (hasInput0_ && !hasInput1_) {  // when gamma present, beta absent
-                        PipeBarrier<PIPE_V>();        // browBuf_: V has written it before V reads it
-                        Add(brow_[3], brow_[3], w_[1], static_cast<int32_t>(n_));  // spec: ada_layer_norm_grad.py:71
-                    }
-                    if (hasInput0_) {                           // when gamma present
+                    if (hasInput0_) {               // when gamma present, else absent
+                        if (!hasInput1_) {          // when beta absent
+                            PipeBarrier<PIPE_V>();  // browBuf_: V has written it before V reads it
+                            Add(brow_[3], brow_[3], w_[1],
+                                static_cast<int32_t>(n_));  // spec: ada_layer_norm_grad.py:71
+                        }
+                        s3 = s1 / static_cast<float>(hidden_);  // spec: ada_layer_norm_grad.py:69
+                        Adds(w_[2], w_[2], static_cast<float>(-(s3)),
+                             static_cast<int32_t>(n_));         // spec: ada_layer_norm_grad.py:69
                         s4 = s2 / static_cast<float>(hidden_);  // spec: ada_layer_norm_grad.py:69
-                        Adds(w_[2], w_[2], static_cast<float>(-(s4)),
-                             static_cast<int32_t>(n_));         // spec: ada_layer_norm_grad.py:69
-                        s5 = s3 / static_cast<float>(hidden_);  // spec: ada_layer_norm_grad.py:69
                         PipeBarrier<PIPE_V>();                  // workBuf_: V has written it before V reads it
-                        Axpy(w_[2], w_[0], static_cast<float>(-(s5)),
+                        Axpy(w_[2], w_[0], static_cast<float>(-(s4)),
                              static_cast<int32_t>(n_));  // spec: ada_layer_norm_grad.py:69
-                    }
-                    if (!hasInput0_) {                          // when gamma absent
-                        s6 = s0 / static_cast<float>(hidden_);  // spec: ada_layer_norm_grad.py:69
-                        PipeBarrier<PIPE_V>();                  // workBuf_: V has written it before V reads it
-                        Adds(w_[2], w_[2], static_cast<float>(-(s6)),
+                    } else {
+                        s5 = s0 / static_cast<float>(hidden_);  // spec: ada_layer_norm_grad.py:69
+                        Adds(w_[2], w_[2], static_cast<float>(-(s5)),
                              static_cast<int32_t>(n_));         // spec: ada_layer_norm_grad.py:69
-                        s7 = s1 / static_cast<float>(hidden_);  // spec: ada_layer_norm_grad.py:69
+                        s6 = s2 / static_cast<float>(hidden_);  // spec: ada_layer_norm_grad.py:69
                         PipeBarrier<PIPE_V>();                  // workBuf_: V has written it before V reads it
-                        Axpy(w_[2], w_[0], static_cast<float>(-(s7)),
+                        Axpy(w_[2], w_[0], static_cast<float>(-(s6)),
                              static_cast<int32_t>(n_));  // spec: ada_layer_norm_grad.py:69
                     }
                     PipeBarrier<PIPE_V>();  // workBuf_: V has written it before V reads it
@@ -698,29 +685,26 @@ private:
             PipeBarrier<PIPE_V>();                                     // workBuf_: V has written it before V reads it
             Add(colv_[3], colv_[3], w_[3], static_cast<int32_t>(n_));  // spec: ada_layer_norm_grad.py:77
             float s1 = 0.0f;
-            float s2 = 0.0f;
+            if (hasInput0_) {                                        // when gamma present
+                s1 = RowSum(w_[2], n_);                              // spec: ada_layer_norm_grad.py:69
+                Mul(w_[3], w_[2], w_[0], static_cast<int32_t>(n_));  // spec: ada_layer_norm_grad.py:69
+            }
+            PipeBarrier<PIPE_V>();               // workBuf_: V has written it before V reads it
+            const float s2 = RowSum(w_[3], n_);  // spec: ada_layer_norm_grad.py:69
             float s3 = 0.0f;
             float s4 = 0.0f;
             float s5 = 0.0f;
             float s6 = 0.0f;
-            float s7 = 0.0f;
-            if (!hasInput0_) {           // when gamma absent
-                s1 = RowSum(w_[3], n_);  // spec: ada_layer_norm_grad.py:69
-            }
-            if (hasInput0_) {                                           // when gamma present
-                s2 = RowSum(w_[2], n_);                                 // spec: ada_layer_norm_grad.py:69
-                Mul(w_[3], w_[2], w_[0], static_cast<int32_t>(n_));     // spec: ada_layer_norm_grad.py:69
-                PipeBarrier<PIPE_V>();                                  // workBuf_: V has written it before V reads it
-                s3 = RowSum(w_[3], n_);                                 // spec: ada_layer_norm_grad.py:69
+            if (hasInput0_) {                                           // when gamma present, else absent
                 Mul(w_[3], w_[0], colv_[0], static_cast<int32_t>(n_));  // spec: ada_layer_norm_grad.py:70
-            }
-            if (hasInput0_ && hasInput1_) {                             // when gamma present, beta present
-                PipeBarrier<PIPE_V>();                                  // workBuf_: V has written it before V reads it
-                Add(w_[3], w_[3], colv_[1], static_cast<int32_t>(n_));  // spec: ada_layer_norm_grad.py:71
-            }
-            if (!hasInput0_ && hasInput1_) {                            // when gamma absent, beta present
-                PipeBarrier<PIPE_V>();                                  // workBuf_: V writes after V's write
-                Add(w_[3], w_[0], colv_[1], static_cast<int32_t>(n_));  // spec: ada_layer_norm_grad.py:71
+                if (hasInput1_) {                                       // when beta present
+                    PipeBarrier<PIPE_V>();                              // workBuf_: V has written it before V reads it
+                    Add(w_[3], w_[3], colv_[1], static_cast<int32_t>(n_));  // spec: ada_layer_norm_grad.py:71
+                }
+            } else {
+                if (hasInput1_) {                                           // when beta present
+                    Add(w_[3], w_[0], colv_[1], static_cast<int32_t>(n_));  // spec: ada_layer_norm_grad.py:71
+                }
             }
             if (hasInput1_) {                                        // when beta present
                 PipeBarrier<PIPE_V>();                               // workBuf_: V has written it before V reads it
@@ -734,27 +718,25 @@ private:
                 PipeBarrier<PIPE_V>();  // workBuf_: V has written it before V reads it
                 Add(brow_[3], brow_[3], w_[1], static_cast<int32_t>(n_));  // spec: ada_layer_norm_grad.py:71
             }
-            if (hasInput0_ && !hasInput1_) {  // when gamma present, beta absent
-                PipeBarrier<PIPE_V>();        // browBuf_: V has written it before V reads it
-                Add(brow_[3], brow_[3], w_[1], static_cast<int32_t>(n_));  // spec: ada_layer_norm_grad.py:71
-            }
-            if (hasInput0_) {                           // when gamma present
+            if (hasInput0_) {               // when gamma present, else absent
+                if (!hasInput1_) {          // when beta absent
+                    PipeBarrier<PIPE_V>();  // browBuf_: V has written it before V reads it
+                    Add(brow_[3], brow_[3], w_[1], static_cast<int32_t>(n_));  // spec: ada_layer_norm_grad.py:71
+                }
+                s3 = s1 / static_cast<float>(hidden_);  // spec: ada_layer_norm_grad.py:69
+                Adds(w_[2], w_[2], static_cast<float>(-(s3)),
+                     static_cast<int32_t>(n_));         // spec: ada_layer_norm_grad.py:69
                 s4 = s2 / static_cast<float>(hidden_);  // spec: ada_layer_norm_grad.py:69
-                Adds(w_[2], w_[2], static_cast<float>(-(s4)),
-                     static_cast<int32_t>(n_));         // spec: ada_layer_norm_grad.py:69
-                s5 = s3 / static_cast<float>(hidden_);  // spec: ada_layer_norm_grad.py:69
                 PipeBarrier<PIPE_V>();                  // workBuf_: V has written it before V reads it
-                Axpy(w_[2], w_[0], static_cast<float>(-(s5)),
+                Axpy(w_[2], w_[0], static_cast<float>(-(s4)),
                      static_cast<int32_t>(n_));  // spec: ada_layer_norm_grad.py:69
-            }
-            if (!hasInput0_) {                          // when gamma absent
-                s6 = s0 / static_cast<float>(hidden_);  // spec: ada_layer_norm_grad.py:69
-                PipeBarrier<PIPE_V>();                  // workBuf_: V has written it before V reads it
-                Adds(w_[2], w_[2], static_cast<float>(-(s6)),
+            } else {
+                s5 = s0 / static_cast<float>(hidden_);  // spec: ada_layer_norm_grad.py:69
+                Adds(w_[2], w_[2], static_cast<float>(-(s5)),
                      static_cast<int32_t>(n_));         // spec: ada_layer_norm_grad.py:69
-                s7 = s1 / static_cast<float>(hidden_);  // spec: ada_layer_norm_grad.py:69
+                s6 = s2 / static_cast<float>(hidden_);  // spec: ada_layer_norm_grad.py:69
                 PipeBarrier<PIPE_V>();                  // workBuf_: V has written it before V reads it
-                Axpy(w_[2], w_[0], static_cast<float>(-(s7)),
+                Axpy(w_[2], w_[0], static_cast<float>(-(s6)),
                      static_cast<int32_t>(n_));  // spec: ada_layer_norm_grad.py:69
             }
             PipeBarrier<PIPE_V>();  // workBuf_: V has written it before V reads it

@@ -1,0 +1,89 @@
+"""AddLayerNorm (examples/specs/add_layer_norm.py): x = x1 + x2 (+ bias), LayerNorm of x over the last axis. Its
+optional bias is the case of a presence join whose every later value depends on the optional input (the mean of
+x + bias is not the mean of x): one kernel class serves both presences, and only the bias's load and Add sit
+under its guard (rowpresence.join_copies joins the two presences' copies of the later steps, their scalars
+renamed to one; kirguard.hoist_guards moves what both branches of a guard share out of it). Values against
+float64 NumPy."""
+
+from __future__ import annotations
+
+import re
+from pathlib import Path
+
+import numpy as np
+import pytest
+
+from opgen.check import run_check
+
+EX = Path(__file__).resolve().parent.parent / "examples" / "specs" / "add_layer_norm.py"
+
+
+def _inputs(rows: int, h: int, bias: bool, dtype=np.float32) -> dict:
+    """x1, x2 standard normal (x2 shifted by 3, so the mean is far from 0), gamma in [0.5, 1.5], beta and bias
+    normal."""
+    rng = np.random.default_rng(rows * 7 + h)
+    inp = {"x1": rng.standard_normal((rows, h)).astype(dtype),
+           "x2": (rng.standard_normal((rows, h)) + 3.0).astype(dtype),
+           "gamma": rng.uniform(0.5, 1.5, h).astype(dtype), "beta": rng.standard_normal(h).astype(dtype)}
+    if bias:
+        inp["bias"] = rng.standard_normal(h).astype(dtype)
+    return inp
+
+
+def _float64(inp: dict, eps: float = 1e-5) -> dict:
+    """y, mean, rstd and x of the spec's formula in float64."""
+    x = inp["x1"].astype(np.float64) + inp["x2"].astype(np.float64)
+    if "bias" in inp:
+        x = x + inp["bias"].astype(np.float64)
+    mean = x.mean(-1, keepdims=True)
+    rstd = 1.0 / np.sqrt(((x - mean) ** 2).mean(-1, keepdims=True) + eps)
+    y = (x - mean) * rstd * inp["gamma"].astype(np.float64) + inp["beta"].astype(np.float64)
+    return {"y": y, "mean": mean, "rstd": rstd, "x": x}
+
+
+@pytest.mark.parametrize("rows, h, bias", [
+    (37, 1000, True), (37, 1000, False),      # ROW_SPLIT
+    (3, 16384, True), (3, 16384, False),      # COL_SPLIT: a row's columns over the cores, sums exchanged
+])
+def test_add_layer_norm_both_presences_against_float64(rows, h, bias):
+    """fp32 on the Kernel-IR engine, with and without bias, one class: y, mean, rstd and x within fp32 rounding of
+    float64 (relative 1e-5 of the values' scale)."""
+    inp = _inputs(rows, h, bias)
+    r = run_check(str(EX), inputs=inp, dtypes={"T": "float32"}, engine="kir", progress=False)
+    assert not r.faults and r.passed, r.faults[:2]
+    want = _float64(inp)
+    for name in ("y", "mean", "rstd", "x"):
+        got = np.asarray(r.arrays[name], np.float64).reshape(want[name].shape)
+        np.testing.assert_allclose(got, want[name], rtol=1e-5, atol=1e-5 * np.abs(want[name]).max(), err_msg=name)
+
+
+def test_add_layer_norm_is_one_class_with_only_the_bias_under_its_guard(examples_gen):
+    """The emitted header: one kernel class, Init sets hasInput0_ from bias; every `if (hasInput0_)` holds the
+    bias's load (LoadRow from gm_bias) or its Add of the bias's column row colv_[2], and no row sum, centring or
+    scaling (those run once for both presences); no `if (!hasInput0_)` at all (before join_copies renamed the
+    scalars and hoist_guards joined the guards: 176 guards, 81 of them the absent presence's copies; 16 now)."""
+    h = (examples_gen / "add_layer_norm" / "op_kernel" / "add_layer_norm.h").read_text()
+    assert len(re.findall(r"^class AddLayerNormKernel\d+ \{", h, re.M)) == 1
+    assert "this->hasInput0_ = bias != nullptr;" in h and "!hasInput0_" not in h and "hasInput0_ == 0" not in h
+    lines = h.split("\n")
+    guards = [k for k, ln in enumerate(lines) if ln.lstrip().startswith("if (hasInput0_) {")]
+    assert guards
+    for k in guards:
+        ind = len(lines[k]) - len(lines[k].lstrip())
+        end = next(j for j in range(k + 1, len(lines)) if lines[j] == " " * ind + "}")
+        body = "\n".join(lines[k + 1:end])
+        assert "colv_[2]" in body or "gm_bias" in body, body
+        assert not re.search(r"RowsSum|RowSum|ReduceSum|Adds\(|Muls\(|else", body), body
+
+
+@pytest.mark.slow
+def test_add_layer_norm_emulated_both_presences(examples_gen):
+    """The emitted C++ in the emulation (fp16, ROW_SPLIT), with and without bias: passes its check and x = f16(x1 +
+    x2 (+ bias)) within one fp16 rounding of float64."""
+    for bias in (True, False):
+        inp = _inputs(29, 520, bias, np.float16)
+        r = run_check(str(EX), inputs=inp, dtypes={"T": "float16"}, gen_dir=examples_gen, progress=False)
+        assert not r.faults and r.passed, r.faults[:2]
+        want = _float64(inp)["x"]
+        got = np.asarray(r.arrays["x"], np.float64).reshape(want.shape)
+        np.testing.assert_allclose(got, want, rtol=2.0**-10, atol=0)

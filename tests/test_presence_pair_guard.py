@@ -1,0 +1,140 @@
+"""A presence guard over two optional inputs (kir_sync._Analysis.presence_if with two literals): PairGuard writes
+its output z only when both a and b are given (z = x * a + b; y = 2 x always), so z's queue protocol sits inside
+`if (hasInput0_ && hasInput1_)` (opgen.kernel.rowpresence.output_guard, one cube of two literals) and the
+dependency pass keeps the guard's else-branch as one fact set per falsifying assignment (a absent; a present and
+b absent). Both engines pass every presence against float64 NumPy; a flag the pass placed, removed, fails."""
+
+from __future__ import annotations
+
+import numpy as np
+import pytest
+
+from opgen.check import run_check
+from opgen.kernel import kir, kir_sync
+from opgen.registry import load_spec
+from opgen.tiling.pipeline import kernel_build
+
+SPEC = '''
+from opgen.dsl import A2, A3, OpSpec, f32
+
+spec = OpSpec("PairGuard", aclnn="aclnnPairGuard", socs=(A2, A3), round="rint")
+Bd = spec.variadic("Bd", max_rank=7)
+H = spec.dim("H", max=16384)
+(T,) = spec.dtype_vars("T")
+spec.input("x", T, [Bd, H])
+spec.input("a", T, [H], optional=True)
+spec.input("b", T, [H], optional=True)
+spec.output("y", T, [Bd, H])
+spec.output("z", T, [Bd, H], optional=True, doc="written when a and b are both given")
+spec.dtypes((T,), [(f32,)])
+
+
+@spec.body
+def _(b_, x, a, b):
+    out = {"y": x * 2.0}
+    if a is not None and b is not None:
+        out["z"] = x * a + b
+    return out
+'''
+
+PRESENCES = [(True, True), (True, False), (False, True), (False, False)]
+
+
+def _write(d) -> str:
+    d.mkdir(parents=True, exist_ok=True)
+    (d / "pair_guard.py").write_text(SPEC)
+    return str(d / "pair_guard.py")
+
+
+def _inputs(rows: int, h: int, a: bool, b: bool) -> dict:
+    rng = np.random.default_rng(rows + h)
+    inp = {"x": rng.standard_normal((rows, h)).astype(np.float32)}
+    if a:
+        inp["a"] = rng.standard_normal(h).astype(np.float32)
+    if b:
+        inp["b"] = rng.standard_normal(h).astype(np.float32)
+    return inp
+
+
+def _check_values(r, inp: dict) -> None:
+    """y = 2 x exactly; z = x * a + b (fp32 multiply then add: within one fp32 rounding of float64) when both
+    are given, else not written."""
+    assert not r.faults and r.passed, r.faults[:2]
+    x = inp["x"].astype(np.float64)
+    np.testing.assert_array_equal(np.asarray(r.arrays["y"], np.float64), 2 * x)
+    both = "a" in inp and "b" in inp
+    assert (r.arrays.get("z") is not None) == both
+    if both:
+        want = x * inp["a"] + inp["b"]
+        np.testing.assert_allclose(np.asarray(r.arrays["z"], np.float64), want, rtol=0, atol=4e-7 * np.abs(want).max())
+
+
+def test_the_class_guards_z_by_both_presences(tmp_path):
+    """One class; z's queue operations (AllocTensor, EnQue, DeQue, FreeTensor) sit under Ifs whose condition is the
+    two presence literals (hasInput0_, hasInput1_), and the verifier and the dependency pass split on both members
+    (kir.presence_split)."""
+    unit = kernel_build(load_spec(_write(tmp_path / "s")))
+    ks = [v.kclass for v in unit.lowered.extra["variants"] if v.kclass is not None]
+    assert len(ks) == 1
+    k = ks[0]
+    assert kir.presence_split(k) == ("hasInput0_", "hasInput1_")
+    two = [s for m in k.methods for s in kir.walk(m.body)
+           if isinstance(s, kir.If) and kir.presence_literals(s.cond) == {"hasInput0_": True, "hasInput1_": True}]
+    ops = {type(x).__name__ for s in two for x in kir.walk(s.then) if getattr(x, "queue", "").endswith("_z")}
+    assert {"Alloc", "EnQue", "DeQue", "Free"} <= ops, ops
+
+
+@pytest.mark.parametrize("rows, h", [(37, 300), (3, 16384)])   # ROW_SPLIT; COL_SPLIT
+def test_every_presence_on_the_kernel_ir_engine(rows, h, tmp_path):
+    spec = _write(tmp_path / "s")
+    for a, b in PRESENCES:
+        inp = _inputs(rows, h, a, b)
+        r = run_check(spec, inputs=inp, dtypes={"T": "float32"}, engine="kir", progress=False)
+        _check_values(r, inp)
+
+
+@pytest.mark.slow
+def test_every_presence_in_the_emulation(tmp_path, session_build_root):
+    """The emitted C++ (g++ emulation, pipes asynchronous), ROW_SPLIT, the four presences."""
+    from opgen.codegen import write_ops
+
+    spec = _write(tmp_path / "s")
+    write_ops([spec], tmp_path / "gen", jobs=1)
+    for a, b in PRESENCES:
+        inp = _inputs(29, 300, a, b)
+        r = run_check(spec, inputs=inp, dtypes={"T": "float32"}, gen_dir=tmp_path / "gen",
+                      build_root=session_build_root, progress=False)
+        _check_values(r, inp)
+
+
+def test_a_placed_flag_removed_fails(monkeypatch, tmp_path):
+    """Mutation: the class built with one flag pair the dependency pass placed removed (kir_sync.without over
+    RowsFamily.synchronise's placement), for each flag pair in turn: the Kernel-IR engine reports a fault on some
+    presence (both inputs given first), naming a race or an unordered access; the class with every flag passes
+    (test_every_presence_on_the_kernel_ir_engine)."""
+    import opgen.kernel.rows as rows
+
+    real = kir_sync.place_syncs
+    base = kernel_build(load_spec(_write(tmp_path / "s")))
+    k0 = kir_sync.strip_syncs(next(v.kclass for v in base.lowered.extra["variants"] if v.kclass is not None))
+    flags = [w for w in kir_sync.placed(real(k0, hoist="loops")[1]) if len(w) == 2]
+    assert flags
+    for n in range(len(flags)):
+        def mutated(k, types=None, prune=True, hoist=True, n=n):
+            _good, ins = real(k, types, prune=prune, hoist=hoist)
+            pairs = [w for w in kir_sync.placed(ins) if len(w) == 2]
+            return kir_sync.without(k, ins, pairs[n]), ins
+
+        monkeypatch.setattr(rows, "place_syncs_memo", mutated)
+        spec = _write(tmp_path / f"m{n}")
+        failed = []
+        for rows_, h in ((37, 300), (64, 16384)):   # ROW_SPLIT; COL_SPLIT, several groups of rows per chunk
+            for a, b in PRESENCES:
+                r = run_check(spec, inputs=_inputs(rows_, h, a, b), dtypes={"T": "float32"}, engine="kir",
+                              progress=False)
+                if not r.passed:
+                    failed.append((rows_, h, a, b, r.faults[:1]))
+                    break
+            if failed:
+                break
+        assert failed, f"flag pair {n} removed: every presence passes"
