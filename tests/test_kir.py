@@ -420,7 +420,7 @@ def test_hoist_guards_leaves_only_what_differs_under_the_presence_guard():
     guard = loop.body[1]
     assert guard.cond == (Sym("hasBias_"),) and [s.arg("scalar") for s in guard.then + guard.orelse] == [kir.FConst(1.0), kir.FConst(3.0)]
     verify(k)
-    placed, _where = kir_sync.place_syncs(k, prune=True, hoist=False)
+    placed, _where = kir_sync.place_syncs(k, prune=True, hoist=kir_sync.Hoist.NONE)
     assert kir_sync.conflicts(placed) == []
     rows, hid = 5, 8
     tiling = {"rows": rows, "hidden": hid, "colAlign": hid, "rowsPerCore": rows, "pass": 2}

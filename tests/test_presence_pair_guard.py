@@ -117,10 +117,10 @@ def test_a_placed_flag_removed_fails(monkeypatch, tmp_path):
     real = kir_sync.place_syncs
     base = kernel_build(load_spec(_write(tmp_path / "s")))
     k0 = kir_sync.strip_syncs(next(v.kclass for v in base.lowered.extra["variants"] if v.kclass is not None))
-    flags = [w for w in kir_sync.placed(real(k0, hoist="loops")[1]) if len(w) == 2]
+    flags = [w for w in kir_sync.placed(real(k0, hoist=kir_sync.Hoist.LOOPS)[1]) if len(w) == 2]
     assert flags
     for n in range(len(flags)):
-        def mutated(k, types=None, prune=True, hoist=True, n=n):
+        def mutated(k, types=None, prune=True, hoist=kir_sync.Hoist.ALL, n=n):
             _good, ins = real(k, types, prune=prune, hoist=hoist)
             pairs = [w for w in kir_sync.placed(ins) if len(w) == 2]
             return kir_sync.without(k, ins, pairs[n]), ins
