@@ -191,7 +191,9 @@ def test_check_of_an_empty_mean_loss_is_refused_for_the_empty_input(tmp_path):
     write_ops([str(p)], tmp_path / "gen")
     r = cli("check", str(p), "--dims", "Bd=0,H=5", "--attr", "reduction=1", "--gen-dir", str(tmp_path / "gen"))
     assert r.returncode == 2, (r.stdout, r.stderr)
-    assert r.stderr.strip() == ("opgen: aclnnSoftMarginLoss: 161002 self: is empty, but output out is not (an empty "
-                                "call needs every output empty)"), r.stderr
+    # the last line: a build slower than the progress threshold (a loaded machine) reports its steps above it
+    assert r.stderr.strip().splitlines()[-1] == (
+        "opgen: aclnnSoftMarginLoss: 161002 self: is empty, but output out is not (an empty call needs every output "
+        "empty)"), r.stderr
     r = cli("interpret", str(p), "--dims", "Bd=0,H=5", "--attr", "reduction=1")
     assert r.returncode == 2 and "self: is empty, but output out is not" in r.stderr, r.stderr
