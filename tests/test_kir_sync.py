@@ -577,10 +577,14 @@ def _call_program(seed) -> KernelClass:
 
 
 class _NoCalls(dict):
-    """A call memo that never keeps an entry: every trial analyses every call."""
+    """A call (or snapshot) memo that never keeps an entry: every trial analyses every call and walks every
+    statement list from its top."""
 
     def __setitem__(self, key, value):
         pass
+
+    def setdefault(self, key, default=None):
+        return default
 
 
 @pytest.mark.parametrize("seed", range(0, 60, 20))
@@ -589,7 +593,9 @@ def test_trials_reusing_calls_place_exactly_what_trials_analysing_every_call_pla
     and its loop constants are the same and no changed sync lies in a function it reaches (_Trials): on random
     programs of both review generators (methods with tensor and int parameters called from several sites, in loops
     and branches, nested; syncs placed inside methods and pruned there; hoisted flags), the placements are the same
-    as when no call is reused, and the placed programs run race-free on the interpreter."""
+    as when no call is reused, and the placed programs run race-free on the interpreter. The same for the trials'
+    snapshots (_Trials.snaps: a list holding a trial's one changed position resumed from the state before the
+    statement holding it): disabled too, the same placements."""
     for s in range(seed, seed + 16):
         k = _fuzz_program(s) if s % 2 else _call_program(s)
         placed, fast = ks.place_syncs(k)
@@ -598,12 +604,13 @@ def test_trials_reusing_calls_place_exactly_what_trials_analysing_every_call_pla
                 r = ki.run(placed, {"n": n}, {"x": np.arange(48, dtype=np.float32), "y": np.zeros(48, np.float32)}, 1)
                 assert r.ok or "race" not in r.first_fault, (s, n, r.first_fault)
         with monkeypatch.context() as m:
-            m.setattr(ks._Trials, "accept", lambda self, changed: None)
+            m.setattr(ks._Trials, "accept", lambda self, changed, at=None: None)
             orig = ks._Trials.__init__
 
             def init(self, kc):
                 orig(self, kc)
                 self.calls = _NoCalls()
+                self.snaps = _NoCalls()
             m.setattr(ks._Trials, "__init__", init)
             slow = ks.place_syncs(k)[1]
         assert repr(sorted(fast.items(), key=str)) == repr(sorted(slow.items(), key=str)), s

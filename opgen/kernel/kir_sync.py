@@ -303,6 +303,8 @@ class _Trials:
         self.floads: dict = {}
         self.overlap: dict = {}
         self.calls: dict = {}
+        self.snaps: dict = {}   # (statement list's position, its entry: types, GM scope, loop variables, core kind,
+        #                         state) -> {i: (state, loop variables) before statement i} (_Analysis.block)
         calls = {f: {s.method for s in kir.walk(body) if isinstance(s, kir.Call)}
                  for f, body in [("Init", k.init), ("Process", k.process)] + [(m.name, m.body) for m in k.methods]}
         self.reach: dict = {}
@@ -315,9 +317,19 @@ class _Trials:
                         todo.append(g)
             self.reach[f] = frozenset(seen)
 
-    def accept(self, changed: set):
-        """The base program now differs from the last one at syncs in the functions `changed`."""
+    def accept(self, changed: set, at: tuple | None = None):
+        """The base program now differs from the last one at syncs in the functions `changed`; `at`: at that one
+        position only (of a function of `changed`), so a snapshot of a list of that function stands unless `at` lies
+        in one of the statements before it (the list is a prefix of `at`: the ones after its index go); a list of a
+        function calling it goes whole."""
         self.calls = {key: v for key, v in self.calls.items() if not (self.reach[key[0]] & changed)}
+        for key in list(self.snaps):
+            lp = key[0]
+            if at is not None and lp[0] == at[0]:
+                if len(at) > len(lp) and at[:len(lp)] == lp:
+                    self.snaps[key] = {i: v for i, v in self.snaps[key].items() if i <= at[len(lp)]}
+            elif self.reach[lp[0]] & changed:
+                del self.snaps[key]
 
 
 class _Analysis:
@@ -348,6 +360,8 @@ class _Analysis:
         self.floads: dict = shared.floads       # id of a statement of k -> its FLoads (_floads_of)
         self.overlap: dict = shared.overlap     # (record, access) -> whether they can touch the same bytes (find)
         self.first_only = False           # stop at the first conflict (_clean)
+        self.resume: tuple | None = None  # the one position where this trial differs from the program of the
+        #                                   trials' snapshots (_Trials.snaps; _prune)
         self.stack: tuple = ()            # the positions of the calls being analysed, outermost first
         self.sites: dict = {}             # placing: Access -> the call positions it was last made under
         self.split = kir.presence_split(k)   # presence members a queue's protocol depends on (kir.presence_split)
@@ -522,7 +536,26 @@ class _Analysis:
 
     # -- statements
     def block(self, ds: dict, stmts, pos: tuple, scope: dict) -> dict:
-        for i, s in enumerate(stmts):
+        """The state after statement list `stmts` (at position `pos`) from state ds. In a trial whose one change
+        (`resume`) lies inside statement `upto` of this list, the statements before it are the memo's program's:
+        the walk starts from the latest state the memo holds for this list entered in this state
+        (_Trials.snaps), at an index up to `upto`, and records the ones it passes."""
+        start, snaps, r = 0, None, self.resume
+        if r is not None and len(r) > len(pos) and r[:len(pos)] == pos and self.trials is not None:
+            upto = r[len(pos)]
+            snaps = self.trials.snaps.setdefault(
+                (pos, frozenset(self.types.items()), frozenset(self.gm_scope.items()), frozenset(self.env.items()),
+                 self.unit, _frozen(ds)), {})
+            i0 = max((i for i in snaps if i <= upto), default=None)
+            if i0 is not None:
+                st, env = snaps[i0]
+                ds, start = {key: d.copy() for key, d in st.items()}, i0
+                self.env.clear()
+                self.env.update(env)
+        for i in range(start, len(stmts)):
+            s = stmts[i]
+            if snaps is not None and i <= upto and i not in snaps:
+                snaps[i] = ({key: d.copy() for key, d in ds.items()}, dict(self.env))
             p = pos + (i,)
             for sync in self.inserted.get(p, ()):
                 for d in ds.values():
@@ -1350,12 +1383,16 @@ class _Found(Exception):
     """The first conflict of an analysis that needs only whether there is one (_clean)."""
 
 
-def _clean(k, inserted, types, used, trials: _Trials | None = None, changed: frozenset = frozenset()) -> bool:
+def _clean(k, inserted, types, used, trials: _Trials | None = None, changed: frozenset = frozenset(),
+           resume: tuple | None = None) -> bool:
     """Whether k with `inserted` has no conflict: the analysis stops at the first one (a needed sync's trial
     ends where its dependence is, not at the end of the kernel). trials: the memo of calls shared by the trials of
-    one class, `changed` the functions where `inserted` differs from the program its entries were made on."""
+    one class, `changed` the functions where `inserted` differs from the program its entries were made on;
+    `resume`: the one position where they differ, so each statement list holding it starts from the memo's state
+    before the statement holding it (_Trials.snaps) instead of walking from the top."""
     t = _Analysis(k, inserted, False, types, used, trials, changed)
     t.first_only = True
+    t.resume = resume
     try:
         t.run()
     except _Found:
@@ -1373,9 +1410,9 @@ def _prune(k, inserted: dict, types, used, trials: _Trials) -> dict:
         while j > 0:
             n = 2 if isinstance(lst[j - 1], kir.WaitFlag) else 1
             trial = {**inserted, pos: lst[:j - n] + lst[j:]}
-            if _clean(k, trial, types, used, trials, frozenset({pos[0]})):
+            if _clean(k, trial, types, used, trials, frozenset({pos[0]}), pos):
                 lst = inserted[pos] = lst[:j - n] + lst[j:]
-                trials.accept({pos[0]})
+                trials.accept({pos[0]}, pos)
             j -= n
     return {p: v for p, v in inserted.items() if v}
 
@@ -1476,7 +1513,9 @@ def _hoist(k, inserted: dict, types, used, trials: _Trials | None = None, only_l
                 trial = {**cur, pos: lst[:j] + [waitf] + lst[j + 2:]}
                 at = base + (i,)
                 trial[at] = list(trial.get(at, [])) + [setf]
-                if not _clean(k, trial, types, used, trials, frozenset(funcs | {at[0]})):
+                # the trial differs from the memo's program at `at` first (pos lies later in the same list)
+                if not _clean(k, trial, types, used, trials, frozenset(funcs | {at[0]}),
+                              at if cur is inserted else None):
                     extra = None if loop is None or cur is not inserted else \
                         _placed_outside(k, trial, types, used, loop)
                     if extra is None:
