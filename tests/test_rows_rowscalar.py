@@ -75,8 +75,11 @@ def test_the_programs_batch_and_the_kernel_prints_the_repeat_forms(tmp_path):
     at = grad.index("void ColSplit()")   # its one class serves both presences: guarded row sums over many rows
     gcol = " ".join(grad[at:grad.index("__aicore__ inline void", at)].split())
     assert "b0 += td_->colBatchRows" in gcol
-    assert "if (!hasInput0_) { // when weight absent PipeBarrier<PIPE_V>(); // sumBuf_: V writes after V's write " \
-           "Duplicate(sums_[0 * groupStride_ + b0], 0.0f, static_cast<int32_t>(kb));" in gcol
+    # the weight's row sum, or 0 without it, broadcast over the group's rows: one guard with both branches
+    # (kirguard.hoist_guards keeps only what differs under it)
+    assert "if (hasInput0_) { // when weight present, else absent const float part_s6 = RowSum(colv_[1], n_);" in gcol
+    assert "} else { PipeBarrier<PIPE_V>(); // sumBuf_: V writes after V's write " \
+           "Duplicate(sums_[0 * groupStride_ + b0], 0.0f, static_cast<int32_t>(kb)); }" in gcol
 
 
 def _ce_inputs(n: int, c: int, seed: int):
