@@ -963,3 +963,11 @@ def test_a_loop_claimed_to_run_drops_the_syncs_of_the_path_that_skips_it_and_a_f
         r = ki.run(placed, {"n": n}, gm, 1)
         assert r.ok == ok, r.first_fault
         assert ok or "claimed to run at least once" in r.first_fault, r.first_fault
+
+
+@pytest.mark.parametrize("hoist", [False, True, "loops", None])
+def test_hoist_of_the_old_bool_or_string_signature_is_refused(hoist):
+    """`hoist` is a kir_sync.Hoist: the old signature's False or "loops" would otherwise read as "hoist every pair"
+    (a test written against it placed differently without a word); a TypeError names the parameter."""
+    with pytest.raises(TypeError, match=r"hoist must be a kir_sync\.Hoist"):
+        ks.place_syncs(_call_program(0), hoist=hoist)

@@ -1205,6 +1205,16 @@ def children(s) -> list[tuple]:
     return []
 
 
+def map_children(s, fn):
+    """Statement `s` with each of its nested statement lists (children) replaced by fn(list); `s` itself when it
+    has none."""
+    if isinstance(s, (For, Scope, CoreIf)):
+        return dataclasses.replace(s, body=fn(s.body))
+    if isinstance(s, If):
+        return dataclasses.replace(s, then=fn(s.then), orelse=fn(s.orelse))
+    return s
+
+
 def walk(stmts):
     """Every statement of `stmts`, nested ones included, in program (pre-)order."""
     for s in stmts:

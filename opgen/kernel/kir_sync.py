@@ -57,7 +57,10 @@ The analysis is an abstract interpretation of the program (Init, then Process, m
 * After placement, each placed sync is removed in turn and kept removed when the analysis then finds no conflict.
   Each such trial stops at its first conflict, and reuses the output state of a method call an earlier trial
   analysed from the same input state when no sync it changes lies in a function the call reaches (_Trials): a
-  trial re-analyses only what its change can affect (GroupNorm's prune took 7.6 s before, 2.4 s after).
+  trial re-analyses only what its change can affect (GroupNorm's prune took 7.6 s before, 2.4 s after). Each
+  statement list holding the trial's one change starts from the state an earlier trial saw before the statement
+  holding it, the list entered in the same state (_Trials.snaps): the prefix is the program's own
+  (BatchMatMulV3's class placed in 8.3 s of CPU instead of 17.1).
 * Then each flag pair's SetFlag moves up its statement list, one statement at a time, while the analysis still
   finds no conflict (so it follows the last access it must cover), under an event id of its own: the waiting pipe
   no longer waits for the producing pipe's later, unrelated work (a prefetch, another operand's copy).
@@ -1098,7 +1101,9 @@ def place_syncs(k: kir.KernelClass, types: dict | None = None, prune: bool = Tru
     each placed sync the analysis shows redundant; hoist (`Hoist`) moves each flag pair's SetFlag as early in its list as
     the analysis allows (Hoist.LOOPS: only the pairs inside a software-pipelined loop's body, kir.For.pipelined,
     right after work of the SetFlag's pipe, which the wait would otherwise cover: one analysis per step is too slow
-    for every pair of the rows classes at generation). Raises kir.IRError when k is malformed (the verifier) or a loop has no fixed point."""
+    for every pair of the rows classes at generation). Raises kir.IRError when k is malformed (the verifier) or a loop has no fixed point, TypeError when hoist is not a Hoist."""
+    if not isinstance(hoist, Hoist):   # a bool or string of the old signature would read as "hoist every pair"
+        raise TypeError(f"place_syncs: hoist must be a kir_sync.Hoist, not {hoist!r}")
     kir.verify(k)
     types = dict(types or {})
     used = _used_flags(k)

@@ -76,7 +76,7 @@ class _Rewriter:
 
     def split(self, s):
         """Statement `s` with nested lists split (step 1); a presence guard as nested one-member Ifs."""
-        s = _map_children(s, lambda body: tuple(self.split(x) for x in body))
+        s = kir.map_children(s, lambda body: tuple(self.split(x) for x in body))
         if not isinstance(s, kir.If):
             return s
         lits = [self.literal(c) for c in s.cond]
@@ -103,7 +103,7 @@ class _Rewriter:
     def joined(self, stmts: tuple) -> tuple:
         """`stmts` (split) with consecutive Ifs of one member joined and their common prefix / suffix hoisted, in
         nested lists first, repeated until nothing changes."""
-        stmts = tuple(_map_children(s, self.joined) for s in stmts)
+        stmts = tuple(kir.map_children(s, self.joined) for s in stmts)
         while True:
             out: list = []
             for s in stmts:
@@ -132,7 +132,7 @@ class _Rewriter:
     # step 4
     def printed(self, s):
         """Canonical If `s` in its printed form (step 4), nested lists too; other statements as they are."""
-        s = _map_children(s, lambda body: tuple(self.printed(x) for x in body))
+        s = kir.map_children(s, lambda body: tuple(self.printed(x) for x in body))
         m = self.member(s)
         if m is None:
             return s
@@ -147,11 +147,3 @@ class _Rewriter:
             return kir.If(cond + inner.cond, inner.then, doc=f"when {name} {words}, {inner.doc[len('when '):]}")
         return kir.If(cond, body, doc=f"when {name} {words}")
 
-
-def _map_children(s, fn):
-    """Statement `s` with each nested statement list replaced by fn(list)."""
-    if isinstance(s, kir.If):
-        return dataclasses.replace(s, then=fn(s.then), orelse=fn(s.orelse))
-    if isinstance(s, (kir.For, kir.Scope, kir.CoreIf)):
-        return dataclasses.replace(s, body=fn(s.body))
-    return s

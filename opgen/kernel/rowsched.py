@@ -25,7 +25,7 @@ from dataclasses import dataclass, field
 from opgen.ir.dims import Bin, Constraint, DimExpr, Fn, Lit, Sym, as_dim
 from opgen.kernel.isa import INSTRS, REPEAT_FORMS, Op, Pipe
 from opgen.names import cpp_name
-from opgen.kernel.kir import (BLOCK_IDX, BLOCK_NUM, Alloc, Barrier, Comment, FLoad, Return, Select, SyncAll, Assign, FAssign, FBits, Call, Copy, DeQue, EnQue, FConst, For, Free, Func, Get,
+from opgen.kernel.kir import (map_children, BLOCK_IDX, BLOCK_NUM, Alloc, Barrier, Comment, FLoad, Return, Select, SyncAll, Assign, FAssign, FBits, Call, Copy, DeQue, EnQue, FConst, For, Free, Func, Get,
                               GmTensor, GmView, If, InitBuffer, FNeg, FRef, Invoke, KernelClass, Let, Local, Param, Ref,
                               ScalarVar, Scope, SetValue, SizeOf, TensorVar, TPos, Vec, Verbatim, View, GetValue, FLet, vec,
                               walk)
@@ -1211,7 +1211,7 @@ def hoist_row_functions(grp: list, nlevel: int) -> list:
             if m is None or m[0] not in found:
                 st = body[a]
                 if isinstance(st, (For, If, Scope)):
-                    st = _map_bodies(st, rewrite)
+                    st = map_children(st, rewrite)
                 out.append(st)
                 a += 1
                 continue
@@ -1232,17 +1232,7 @@ def hoist_row_functions(grp: list, nlevel: int) -> list:
                        "(every chunk below reads them broadcast: hoisted out of the chunk loop)")]
         pre += [vec(u, dst=slot, src0=slot, count=_K) for u in chain]
         new[li:li] = pre
-    return [_map_bodies(st, rewrite) if isinstance(st, For) and st.var == "c0_" else st for st in new]
-
-
-def _map_bodies(st, fn):
-    """Statement `st` with fn applied to each of its nested statement lists (a For's body, an If's branches, a
-    Scope's body)."""
-    if isinstance(st, (For, Scope)):
-        return dataclasses.replace(st, body=fn(st.body))
-    if isinstance(st, If):
-        return dataclasses.replace(st, then=fn(st.then), orelse=fn(st.orelse))
-    return st
+    return [map_children(st, rewrite) if isinstance(st, For) and st.var == "c0_" else st for st in new]
 
 
 def _resident_in(s: RowSchedule, start: DimExpr) -> Scope:
