@@ -395,13 +395,46 @@ def _per_presence_copies(k: KernelClass, second: bool = False) -> KernelClass:
 
     def compute(b):
         loop = b[2]
-        return b[:2] + (dataclasses.replace(loop, body=(If(conds[0], body(1.0), doc="when bias present"),
-                                                       If(conds[1], body(3.0), doc="when bias absent"))),) + b[3:]
+        return b[:2] + (dataclasses.replace(loop, body=(If(conds[0], body(1.0), doc="when bias present", guard=True),
+                                                       If(conds[1], body(3.0), doc="when bias absent", guard=True))),) \
+            + b[3:]
 
     k = kir_sync.strip_syncs(_replace(rows_kernel(), "Compute", compute))
     pres = (("hasBias_", "bias"),) + ((("hasG_", "g"),) if second else ())
     return KernelClass(**{**k.__dict__, "args": k.args + tuple(a for _m, a in pres),
                           "scalars": tuple(ScalarVar(m, "bool") for m, _a in pres), "presence": pres})
+
+
+def test_hoist_guards_knows_guards_by_their_mark_not_their_words():
+    """kirguard.hoist_guards rewrites the Ifs the lowering marked as presence guards (kir.If.guard), whatever their
+    comment says: the two marked copies with comments other than kirguard's own words still join into one If whose
+    branches hold only the Adds. An unmarked If testing the same member (a branch on the presence for another
+    purpose) is left as it is, comment and form, where matching by condition rewrote it into a guard. The verifier
+    refuses a mark on a condition that is not presence literals of the class's members."""
+    from opgen.kernel.kirguard import hoist_guards
+
+    k = _per_presence_copies(rows_kernel())
+
+    def redoc(docs, marks):
+        def fn(b):
+            loop = b[2]
+            ifs = tuple(dataclasses.replace(s, doc=d, guard=m) for s, d, m in zip(loop.body, docs, marks))
+            return b[:2] + (dataclasses.replace(loop, body=ifs),) + b[3:]
+        return _replace(k, "Compute", fn)
+
+    out = hoist_guards(redoc(("bias given: + 1", "no bias: + 3"), (True, True)))
+    loop = out.method("Compute").body[2]
+    assert [type(s).__name__ if not isinstance(s, kir.Vec) else s.op.name for s in loop.body] == \
+        ["MULS", "If", "REDUCE_SUM", "GetValue", "SetValue"]
+    assert loop.body[1].guard and loop.body[1].cond == (Sym("hasBias_"),)
+    plain = redoc(("the bias path, by hand", "no bias: + 3"), (False, True))
+    out = hoist_guards(plain)
+    first = out.method("Compute").body[2].body[0]
+    assert first == plain.method("Compute").body[2].body[0], first   # untouched: not a guard
+    bad = _replace(k, "Compute", lambda b: b[:2] + (dataclasses.replace(b[2], body=(
+        If((Constraint(">", Sym("k"), Lit(0)),), b[2].body[0].then, doc="not presence", guard=True),)),) + b[3:])
+    with pytest.raises(IRError, match="presence guard"):
+        verify(bad)
 
 
 def test_hoist_guards_leaves_only_what_differs_under_the_presence_guard():

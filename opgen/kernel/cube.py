@@ -1004,7 +1004,7 @@ def _guarded(nodes, when: tuple, presence: tuple) -> tuple:
         conds = tuple(Sym(presence_member(k)) if lit else Constraint("==", Sym(presence_member(k)), Lit(0))
                       for k, lit in enumerate(c) if lit is not None)
         words = ", ".join(f"{n} {'present' if lit else 'absent'}" for n, lit in zip(presence, c) if lit is not None)
-        out.append(K.If(conds, nodes, doc=f"when {words}"))
+        out.append(K.If(conds, nodes, doc=f"when {words}", guard=True))
     return tuple(out)
 
 

@@ -39,7 +39,8 @@ Statements (a Func body is a tuple of them, run in order by the scalar unit, whi
   FLet / FAssign(name, FExpr)       S: a float scalar.
   For(var, lo, hi, step, body, tail)  S: var = lo; var < hi; var += step; `tail`, when named, is bound each
                                     iteration to min(step, hi - var) (the extent of this iteration).
-  If(cond, then, orelse)            S: the conjunction of the Constraints selects a branch.
+  If(cond, then, orelse)            S: the conjunction of the Constraints selects a branch. guard=True marks a
+                                    presence guard (If.guard: its cond is presence literals only).
   InitBuffer(buf, bytes, num)       S: gives the Local `num` blocks of `bytes` bytes of its position's memory
                                     (UB for VECIN / VECOUT / VECCALC); num = 1 for a TBuf. `pool`: carved from that
                                     TBufPool instead of the pipe; a pool Local: pipe_.InitBufPool, `share` the pool
@@ -119,7 +120,8 @@ for: an undefined symbol, tensor variable, buffer, method or GM tensor; a queue 
 DeQue -> Free order or beyond its InitBuffer block count (a loop body or If branch must leave every queue and flag
 as it found it; a class whose queue protocol runs under presence guards is walked once per value of the presence
 members those guards test, `presence_split`, each guard taking the branch that value runs); a WaitFlag without a pending SetFlag or a SetFlag already pending; a flag still set or a block
-still held at the end; a constant-size region outside its buffer; operands that do not match the table entry.
+still held at the end; a constant-size region outside its buffer; operands that do not match the table entry; a
+presence guard (If.guard) whose condition is not presence literals of the class's members only.
 """
 
 from __future__ import annotations
@@ -750,6 +752,13 @@ class If:
     then: tuple
     orelse: tuple = ()
     doc: str = ""
+    guard: bool = False
+    """A presence guard: `cond` is presence literals only (`hasInput<k>_`, `hasInput<k>_ == 0` of
+    KernelClass.presence members; the verifier checks it), made by the lowering of a class serving several presences
+    (opgen.kernel.rowclass.guarded / presence_guard, rowsched.guard, cube._guarded). The rewrites of guards
+    (opgen.kernel.kirguard.hoist_guards, rowclass.merge_guards) recognise a guard by this mark, never by its
+    condition alone (an If testing a presence member for another purpose keeps its form and comment) nor by its
+    `doc`. No effect on the program's meaning."""
 
 
 @dataclass(frozen=True)
@@ -1299,6 +1308,15 @@ class _Verifier:
         self.reached: set = set()
         self.fixed: dict = {}   # presence member -> bool: the presence being verified (run, `presence_split`)
 
+    def guard_cond(self, s: If) -> None:
+        """A presence guard's (If.guard) condition: one or more presence literals of the class's presence members,
+        nothing else. Raises IRError naming the If."""
+        members = {m for m, _a in self.k.presence}
+        lits = presence_literals(s.cond)
+        if not s.cond or len(lits) != len(s.cond) or not set(lits) <= members:
+            raise IRError(f"a presence guard ({s.doc or 'If.guard'}) tests {s.cond}: only presence literals of the "
+                          f"class's presence members {sorted(members)} (hasInput<k>_, hasInput<k>_ == 0)", s)
+
     def decided(self, cond: tuple) -> bool | None:
         """Whether If condition `cond` holds under the presence being verified (self.fixed): False when one of its
         presence literals is false, True when all of its terms are true presence literals, None otherwise."""
@@ -1746,6 +1764,8 @@ class _Verifier:
             st.inited.update(inner.inited)
         elif isinstance(s, If):
             self.cond(s.cond, st, s)
+            if s.guard:
+                self.guard_cond(s)
             live = self.decided(s.cond) if self.fixed else None
             if live is None:
                 self.branches(s, st)

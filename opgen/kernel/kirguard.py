@@ -6,9 +6,11 @@ instruction downstream of a presence-dependent value appears once per presence, 
 (`if (hasInput0_) {... RowsSum(w_[0], ...)}` then `if (!hasInput0_) {... RowsSum(w_[0], ...)}`), although after
 buffer assignment the two are often the same statement. `hoist_guards` rewrites every statement list of the class:
 
-1. A guard whose condition is presence literals only (`hasInput<k>_`, `hasInput<k>_ == 0`) and has no else-branch
-   is split into one If per literal, nested; an If of one absent literal becomes the If of the present one with the
-   branches swapped, so every such If tests one member and is true when the input is present.
+1. A presence guard (an If the lowering marked kir.If.guard: its condition presence literals only, `hasInput<k>_`,
+   `hasInput<k>_ == 0`) with no else-branch, or with one literal, is split into one If per literal, nested; an If of
+   one absent literal becomes the If of the present one with the branches swapped, so every such If tests one
+   member and is true when the input is present. Guards are known by that mark only: an unmarked If testing a
+   member is left as it is, and a guard's comment (`doc`) is words for the reader, never matched.
 2. Consecutive Ifs testing the same member are joined: then-branches concatenated, else-branches concatenated.
 3. The statements both branches start with (the longest common prefix) move before the If and those both end with
    (the longest common suffix) after it: If(c, A + X + B, A + Y + B) -> A; If(c, X, Y); B. Steps 2 and 3 repeat
@@ -77,7 +79,7 @@ class _Rewriter:
     def split(self, s):
         """Statement `s` with nested lists split (step 1); a presence guard as nested one-member Ifs."""
         s = kir.map_children(s, lambda body: tuple(self.split(x) for x in body))
-        if not isinstance(s, kir.If):
+        if not isinstance(s, kir.If) or not s.guard:
             return s
         lits = [self.literal(c) for c in s.cond]
         if not lits or None in lits or (s.orelse and len(lits) > 1):
@@ -90,12 +92,12 @@ class _Rewriter:
 
     def guard(self, m: str, then: tuple, orelse: tuple) -> kir.If:
         """The canonical If of member `m`: `then` when its input is present, `orelse` when absent."""
-        return kir.If((Sym(m),), tuple(then), tuple(orelse), doc=f"when {self.names[m]} present")
+        return kir.If((Sym(m),), tuple(then), tuple(orelse), doc=f"when {self.names[m]} present", guard=True)
 
     def member(self, s) -> str | None:
-        """The member canonical If `s` tests, else None."""
-        if isinstance(s, kir.If) and len(s.cond) == 1 and isinstance(s.cond[0], Sym) and s.cond[0].name in self.names \
-                and s.doc == f"when {self.names[s.cond[0].name]} present":
+        """The member canonical If `s` tests (a presence guard, kir.If.guard, of one positive literal), else None."""
+        if isinstance(s, kir.If) and s.guard and len(s.cond) == 1 and isinstance(s.cond[0], Sym) \
+                and s.cond[0].name in self.names:
             return s.cond[0].name
         return None
 
@@ -142,8 +144,8 @@ class _Rewriter:
         cond, body, words = ((Sym(m),), s.then, "present") if s.then else \
             ((Constraint("==", Sym(m), Lit(0)),), s.orelse, "absent")
         inner = body[0] if len(body) == 1 else None
-        if isinstance(inner, kir.If) and not inner.orelse and inner.doc.startswith("when ") and \
-                all(self.literal(c) for c in inner.cond):
-            return kir.If(cond + inner.cond, inner.then, doc=f"when {name} {words}, {inner.doc[len('when '):]}")
-        return kir.If(cond, body, doc=f"when {name} {words}")
+        if isinstance(inner, kir.If) and inner.guard and not inner.orelse:
+            return kir.If(cond + inner.cond, inner.then, doc=f"when {name} {words}, {inner.doc.removeprefix('when ')}",
+                          guard=True)
+        return kir.If(cond, body, doc=f"when {name} {words}", guard=True)
 

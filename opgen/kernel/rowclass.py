@@ -861,7 +861,7 @@ def guarded(i: Instr, nodes: list, prog: RowProgram) -> list:
         else:   # a GetValue: its element read into a local, then assigned
             body += [dataclasses.replace(s, name=f"{name}_when"), kir.FAssign(name, kir.FRef(f"{name}_when"))]
     for cube in cover(i.when, len(prog.presence)):
-        out.append(kir.If(presence_conds(cube), tuple(body), doc=f"when {_when_text(cube, prog.presence)}"))
+        out.append(kir.If(presence_conds(cube), tuple(body), doc=f"when {_when_text(cube, prog.presence)}", guard=True))
     return out
 
 
@@ -873,8 +873,8 @@ def presence_conds(cube: tuple) -> tuple:
 
 
 def _is_guard(s) -> bool:
-    """Whether statement `s` is an If `guarded` made."""
-    return isinstance(s, kir.If) and not s.orelse and s.doc.startswith("when ")
+    """Whether statement `s` is a presence guard (kir.If.guard) without an else-branch, as `guarded` makes."""
+    return isinstance(s, kir.If) and s.guard and not s.orelse
 
 
 def merge_guards(stmts: list) -> list:
@@ -1336,7 +1336,7 @@ def _store(prog: RowProgram, dst: kir.GmView, name: str | None, src: kir.Ref, rm
     cube = output_guard(prog, name) if name is not None else ()
     if not cube:
         return call
-    return kir.If(presence_conds(cube), (call,), doc=f"when {_when_text(cube, prog.presence)}")
+    return kir.If(presence_conds(cube), (call,), doc=f"when {_when_text(cube, prog.presence)}", guard=True)
 
 
 def _ws_row(j) -> DimExpr:

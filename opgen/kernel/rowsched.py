@@ -252,7 +252,7 @@ def guard(t: GmRows, stmts) -> tuple:
     stmts = tuple(stmts)
     if not t.guard or not stmts:
         return stmts
-    return (If(t.guard, stmts, doc=t.guard_doc),)
+    return (If(t.guard, stmts, doc=t.guard_doc, guard=True),)
 
 
 def _store_out(t: GmRows, copy: tuple, enqueue: bool = False) -> tuple:
