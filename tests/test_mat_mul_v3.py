@@ -313,7 +313,10 @@ def test_the_bias_row_goes_through_the_bias_table_and_seeds_the_first_chunk_only
     """The bias present: the AIC copies the block's bias columns GM -> L1 (C1) -> bias table (C2, fp32; LoadBias of
     ceil(nt * sizeof(U) / 64) 64-B blocks) and the Mmad of the first K chunk (k0 + kk == 0) starts at that row
     (docs/design.md "Cube family: bias on the cube"); the class has no vector epilogue on any presence, so the AIVs'
-    part is only the K split's reduction (no workspace-slot flags)."""
+    part is only the K split's reduction (no workspace-slot flags). The presence test and the chunk test are one If
+    whose else-branch is the chunk's plain Mmad: one plain Mmad per path, not one per presence (the review's
+    `if (hasInput0_) {if (first) bias else plain} if (!hasInput0_) {plain}`: six Mmads, now four); in the K split
+    only the first k range's unit (kr == 0) loads the bias row, the only one whose Mmad reads it."""
     u = _unit()
     for c in {id(c): c for c in u.lowered.programs.values()}.values():
         stmts = list(K.walk(c.process))
@@ -322,7 +325,11 @@ def test_the_bias_row_goes_through_the_bias_table_and_seeds_the_first_chunk_only
         assert len(loads) == 2 and len(seeded) == 2   # the plain path and the K split's units
         assert all(s.bias == K.Ref("bt") and not s.init for s in seeded)
         ifs = [s for s in stmts if isinstance(s, K.If) and any(x in s.then for x in seeded)]
-        assert [str(x) for i in ifs for x in i.cond] == ["k0 + kk == 0"] * 2
+        assert [[str(x) for x in i.cond] for i in ifs] == [["hasInput0_", "k0 + kk == 0"]] * 2
+        assert all(len(i.orelse) == 1 and isinstance(i.orelse[0], K.Mmad) and i.orelse[0].bias is None for i in ifs)
+        assert sum(isinstance(s, K.Mmad) for s in stmts) == 4
+        first_range = [s for s in stmts if isinstance(s, K.If) and [str(x) for x in s.cond] == ["kr == 0"]]
+        assert len(first_range) == 1 and sum(isinstance(s, K.LoadBias) for s in K.walk(first_range[0].then)) == 1
         locs = {x.name: x.pos for x in c.locals}
         assert locs["l1Bias_"] is K.TPos.C1 and locs["bt_"] is K.TPos.C2
         assert not any(isinstance(s, K.CrossCoreWaitFlag) and s.id in (0, 1, 2, 3) for s in stmts)

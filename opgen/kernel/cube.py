@@ -749,7 +749,9 @@ def lower_gemm(spec, lay: GemmLayout, name: str = "") -> K.KernelClass:
         K.Let("kr", S("u") % S("kSplit")),
         *lets,
         *pads,
-        *bias_in,
+        # only the first k range's unit reads the bias row (its first chunk's Mmad starts at it: _bias_mmad)
+        *((K.If((Constraint("==", S("kr"), Lit(0)),), bias_in, doc="the first k range adds the bias"),)
+          if bias_in else ()),
         K.Let("kb", S("kr") * S("kLen")),
         K.For("k0", S("kb"), fn("min", Kd, S("kb") + S("kLen")), S("baseKL1"), kloop, tail="kt1",
               doc="K panels of this unit's range (the last a tail)"),
@@ -817,14 +819,19 @@ def bias_ctype(lay: GemmLayout) -> str:
 def _bias_mmad(lay: GemmLayout, mm: K.Mmad, without: tuple) -> tuple:
     """The chunk's Mmad `mm` with the layout's cube bias: the first chunk of K (k0 + kk == 0, in the K split the
     first range's) starts C at the bias-table row instead of 0, under the presences with the bias (`lay.bias_when`);
-    `mm` itself under the others (`without`) and for every later chunk."""
+    `mm` itself under the others (`without`) and for every later chunk. When one cube of presences has the bias
+    (rowpresence.cover), its literals join the chunk test: one If, `mm` printed once
+    (`if (hasInput0_ && k0 + kk == 0) {bias Mmad} else {mm}`)."""
     if not lay.bias:
         return (mm,)
-    seeded = K.If((Constraint("==", Sym("k0") + Sym("kk"), Lit(0)),), (
-        replace(mm, init=(), bias=K.Ref("bt"), doc="the first chunk: C starts at the bias row; " + mm.doc),),
-        (mm,))
-    if not lay.bias_when:
-        return (seeded,)
+    first = (Constraint("==", Sym("k0") + Sym("kk"), Lit(0)),)
+    biased = replace(mm, init=(), bias=K.Ref("bt"), doc="the first chunk: C starts at the bias row; " + mm.doc)
+    cubes = cover(lay.bias_when, len(lay.presence)) if lay.bias_when else ()
+    if len(cubes) <= 1:
+        conds = tuple(Sym(presence_member(k)) if lit else Constraint("==", Sym(presence_member(k)), Lit(0))
+                      for k, lit in enumerate(cubes[0]) if lit is not None) if cubes else ()
+        return (K.If(conds + first, (biased,), (mm,)),)
+    seeded = K.If(first, (biased,), (mm,))
     return _guarded((seeded,), lay.bias_when, lay.presence) + _guarded((mm,), without, lay.presence)
 
 
