@@ -116,10 +116,10 @@ def key_cases(spec, dtypes: dict, seed: int = 1):
             if not present:
                 inputs[name] = None
         env = spec.bind(inputs, attrs, dtypes).env
-        for i, form in zip(multi, key.forms):   # another shape form: the same elements reshaped (or the first ones)
-            if inputs.get(i.name) is not None:
+        for i, form in zip(multi, key.forms):   # another shape form: the same elements reshaped (the first ones of
+            if inputs.get(i.name) is not None:  # a smaller form, repeated for a larger one: AddLayerNorm's bias)
                 shape = eval_shape(i.shapes[form], env)
-                inputs[i.name] = np.reshape(np.ravel(inputs[i.name])[:int(np.prod(shape))], shape)
+                inputs[i.name] = np.resize(np.ravel(inputs[i.name]), shape).astype(inputs[i.name].dtype)
         bound = spec.bind(inputs, attrs, dtypes)
         assert bound.key == key, (spec.name, key, bound.key)
         out.append((key, inputs, bound.attrs))

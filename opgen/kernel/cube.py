@@ -1002,7 +1002,8 @@ def epilogue_program(lay: GemmLayout) -> EpiProgram:
 def _guarded(nodes, when: tuple, presence: tuple) -> tuple:
     """`nodes` inside one If per cube of the presences `when` (Instr.when; opgen.kernel.rowpresence.cover:
     disjoint cubes, so at most one runs), each testing the class's presence members (hasInput<k>_,
-    opgen.kernel.rowclass.presence_member); `nodes` itself when `when` is () (every presence runs them)."""
+    opgen.kernel.rowclass.presence_member), each marked a presence guard (kir.If.guard); `nodes` itself when `when`
+    is () (every presence runs them)."""
     nodes = tuple(nodes)
     if not when or not nodes:
         return nodes

@@ -246,7 +246,8 @@ def _copy_rows_out(t: GmRows) -> tuple:
 
 def guard(t: GmRows, stmts) -> tuple:
     """Statements `stmts` of output t's queue (its Alloc, EnQue, CopyOut) or of an optional input's copy from GM,
-    inside If(t.guard) when t is written or read under some presences of the optional inputs only (GmRows.guard):
+    inside If(t.guard), a presence guard (kir.If.guard), when t is written or read under some presences of the
+    optional inputs only (GmRows.guard):
     an absent operand's GM is never touched, as the Compute stores or reads it only under that condition
     (opgen.kernel.rowclass.guarded); `stmts` itself otherwise."""
     stmts = tuple(stmts)
