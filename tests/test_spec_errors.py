@@ -314,6 +314,10 @@ CASES = [
      "h = x.slice", "x.slice(-1, 0, H // 2) * x.slice(-1, H // 2, H)",
      "mul: cannot broadcast [S, H // 2] with [S, H - H // 2] (dim H // 2 vs H - H // 2)",
      "declare the even extent as twice a dim of its own", 1, True),
+    ("body-float-over-a-dim",   # a dim is a number of the body only next to a tensor
+     [("y = x * 2.0 + eps", "y = x * (2.0 / H) + eps")],
+     "y = x * (2.0 / H)", "2.0 / H", "TypeError: unsupported operand type(s) for /: 'float' and 'Sym'",
+     "is a number of the body only in arithmetic with a tensor (x / N", 1, True),
     ("body-slice-past-the-axis",
      [("y = x * 2.0 + eps", "y = x.slice(-1, 1, H + 1) * 2.0 + eps")],
      "y = x.slice", "x.slice", "slice [1, H + 1) of axis -1 (extent H): H + 1 <= H does not follow from the dims' "
