@@ -618,21 +618,24 @@ def cmd_diff(args) -> int:
         import shutil
 
         from opgen.names import spec_path  # lazy: start-up time
-        from opgen.registry import load_spec  # lazy: start-up time
+        from opgen.registry import load_spec, relocated  # lazy: start-up time
 
         old_spec, new_spec = (load_spec(o) for o in args.op)   # errors name the files as given
         import tempfile
 
         with tempfile.TemporaryDirectory(prefix="opgen-diff-") as td:
             # the old version generated as if it had the new one's file name: banners, `// spec:` comments and
-            # the alignment clang-format gives them compare equal, so only what the edit changes shows
+            # the alignment clang-format gives them compare equal, so only what the edit changes shows; the paths
+            # it names (derive_grad's forward spec) still resolve against its own directory (relocated)
             src = Path(old_spec.file)
             copy = Path(td) / Path(new_spec.file).name
             shutil.copyfile(src, copy)
             for helper in src.parent.glob("_*.py"):
                 shutil.copyfile(helper, Path(td) / helper.name)
-            (a_name, a_files), (b_name, b_files) = generate_all([str(copy), args.op[1]], jobs=args.jobs)
-            names = [(spec_path(load_spec(str(copy))), copy.name), (spec_path(new_spec), Path(new_spec.file).name)]
+            with relocated(copy, src.parent):
+                (a_name, a_files), (b_name, b_files) = generate_all([str(copy), args.op[1]], jobs=args.jobs)
+                names = [(spec_path(load_spec(str(copy))), copy.name),
+                         (spec_path(new_spec), Path(new_spec.file).name)]
             if not args.traces:   # each side's traces resolved against its own spec text
                 sources = (review.spec_sources([copy]), review.spec_sources([Path(new_spec.file)]))
         a_files = review.align_spec_names(a_files, names[0], names[1])

@@ -29,6 +29,36 @@ def specs_dir() -> Path:
     return Path(env) if env else Path(__file__).resolve().parent.parent / "specs"
 
 
+_HOMES: dict = {}
+"""{resolved spec file: directory}: the spec files whose relative paths resolve against another directory than
+their own (relocated)."""
+
+
+def spec_home(file) -> str:
+    """The directory the relative paths a spec file names (derive_grad's forward spec) resolve against: the file's
+    own directory, or the one `relocated` gave a copy of it."""
+    key = str(Path(file).resolve())
+    return _HOMES.get(key, os.path.dirname(key))
+
+
+class relocated:
+    """`with relocated(copy, home):` while it lasts, spec file `copy` (a copy of a spec made to give it another
+    file name: `opgen diff OLD_SPEC NEW_SPEC`) resolves the relative paths it names against directory `home`, the
+    original's (spec_home), as the original does; loads of it inside see that."""
+
+    def __init__(self, copy, home):
+        self.key, self.home = str(Path(copy).resolve()), str(Path(home).resolve())
+
+    def __enter__(self):
+        _HOMES[self.key] = self.home
+        return self
+
+    def __exit__(self, *exc):
+        _HOMES.pop(self.key, None)
+        _CACHE.pop(self.key, None)   # a later load of the path resolves against its own directory again
+        return False
+
+
 def _snapshot(path: Path) -> tuple:
     """((file name, bytes), ...) of a spec file and the shared helpers beside it (`_*.py`): what loading it
     executes, in the order source_digest hashes them."""

@@ -441,11 +441,20 @@ def test_spec_names_equal_to_the_kernels_old_member_names_do_not_collide(tmp_pat
     assert "aGm_.SetGlobalBuffer(reinterpret_cast<__gm__ T*>(aGm));" in cpp
 
 
-def test_a_member_named_like_an_argument_is_refused_with_an_article_that_fits():
-    cls = K.KernelClass("C", "S", args=("a", "c"), gms=(K.GmTensor("a", "half", "a"),), locals=(), fields=(),
+def test_an_argument_named_twice_is_refused_with_an_article_that_fits():
+    cls = K.KernelClass("C", "S", args=("a", "a"), gms=(K.GmTensor("g", "half", "a"),), locals=(), fields=(),
                         process=(), tparams=())
-    with pytest.raises(Exception, match=r"GM tensor name a is also an argument"):
+    with pytest.raises(Exception, match=r"argument name a is also an argument"):
         K.verify(cls)
+
+
+def test_an_argument_named_like_a_member_is_renamed():
+    # the class's own names win: the argument (a spec name) is spelled v_<name>_ in Init and in the bindings
+    cls = K.KernelClass("C", "S", args=("a", "c"), gms=(K.GmTensor("a", "half", "a"), K.GmTensor("g", "half", "c")),
+                        fields=("c",), presence=(("has_", "a"),), scalars=(K.ScalarVar("has_", "bool", False),))
+    assert cls.args == ("v_a_", "v_c_")
+    assert [g.arg for g in cls.gms] == ["v_a_", "v_c_"] and cls.presence == (("has_", "v_a_"),)
+    assert K.kernel_arg(cls, "a") == "v_a_" and K.kernel_arg(cls, "x") == "x"
 
 
 def test_ai_cores_are_read_from_the_platform_and_the_fit_error_names_l1_l0(tmp_path):

@@ -31,6 +31,7 @@ import sys
 import tokenize
 from pathlib import Path
 
+import numpy as np
 import pytest
 
 from opgen.escape import cpp_comment, cpp_string, md_comment, md_text, py_comment, py_literal, py_string
@@ -652,3 +653,53 @@ def test_cann_capital_op_name_glu_generates_and_passes(tmp_path):
         x = np.asarray(r.inputs["x"], np.float64)
         a, c = np.split(x, 2, axis=-1 if dim == -1 else 0)
         assert np.allclose(np.asarray(r.arrays["y"], np.float64), a / (1 + np.exp(-c)), rtol=1e-5, atol=1e-6)
+
+
+MEMBER_SPEC = """from opgen.dsl import A2, OpSpec, f32
+
+spec = OpSpec("Members", aclnn="aclnnMembers", socs=(A2,))
+B = spec.variadic("Bd", max_rank=3)
+H = spec.dim("H", max=4096)
+spec.input("strategy", f32, [B, H])
+spec.input("Process", f32, [H])
+spec.input("CopyIn", f32, [H], optional=True)
+spec.attr("eps", float, 0.5)
+spec.output("rowNum", f32, [B, H])
+spec.output("Init", f32, [B, 1])
+
+
+@spec.body
+def _(b, strategy, Process, CopyIn, eps):
+    r = b.rsqrt((strategy * strategy).mean(-1) + eps)
+    y = strategy * r * Process
+    return {"rowNum": y if CopyIn is None else y + CopyIn, "Init": r}
+"""
+
+
+def test_names_of_kernel_class_members_are_renamed(tmp_path):
+    """Parameters named like members of the rows kernel class -- tiling fields (`strategy`, `rowNum`) and methods
+    (`Process`, `Init`, `CopyIn`) -- are spelled `v_<name>_` as the class's Init arguments (they used to stop
+    generation with "kernel IR: field name strategy is also an argument"); the kernel, run on the Kernel-IR
+    engine with the optional input present and absent, matches float64 NumPy."""
+    from opgen.check import run_check
+    from opgen.codegen import generate
+
+    p = tmp_path / "members.py"
+    p.write_text(MEMBER_SPEC)
+    spec = load_spec(str(p))
+    h = generate(spec)["op_kernel/members.h"]
+    for n in ("strategy", "Process", "CopyIn", "rowNum", "Init"):
+        assert f"GM_ADDR v_{n}_" in h, n
+    rng = np.random.default_rng(5)
+    x = rng.standard_normal((3, 40))
+    g, c = rng.standard_normal(40), rng.standard_normal(40)
+    for copy_in in (c, None):
+        inp = {"strategy": x.astype(np.float32), "Process": g.astype(np.float32)}
+        if copy_in is not None:
+            inp["CopyIn"] = copy_in.astype(np.float32)
+        r = run_check(spec, inputs=inp, engine="kir", progress=False)
+        assert not r.faults and r.passed, r.faults[:2]
+        rstd = 1.0 / np.sqrt((x * x).mean(-1, keepdims=True) + 0.5)
+        y = x * rstd * g + (0.0 if copy_in is None else copy_in)
+        np.testing.assert_allclose(np.asarray(r.arrays["rowNum"], np.float64), y, rtol=1e-5, atol=1e-5)
+        np.testing.assert_allclose(np.asarray(r.arrays["Init"], np.float64), rstd, rtol=1e-5)

@@ -238,3 +238,30 @@ def test_bench_of_some_phases_keeps_the_other_phases_figures(tmp_path, monkeypat
     assert res["measured_by"]["startup"] == "opgen bench --repeat 1 --only startup"
     assert res["measured_by"]["emu"] == base["command"]
     assert "startup by `opgen bench --repeat 1 --only startup`" in (out / "README.md").read_text()
+
+
+# ---- two versions of a spec that names another file ------------------------------------------------------------
+
+GRAD = '''from opgen.dsl import derive_grad
+
+spec = derive_grad("../fwd/gelu.py", "GeluGrad", aclnn="aclnnGeluBackward", wrt=["self"],
+                   grads={{"out": "grad_output"}}, names={{"self": "grad_input"}}, doc={doc!r})
+'''
+
+
+@pytest.mark.parametrize("new_name", ["gelu_grad.py", "gelu_grad_v2.py"])
+def test_diff_of_a_derived_spec_finds_its_forward_spec(tmp_path, capsys, new_name):
+    """`opgen diff OLD NEW` of a derived spec naming its forward spec by a relative path (`../fwd/gelu.py`, as
+    examples/specs/derived/ do): the old side is read where it lies, so the path resolves (it used to be copied
+    to a temporary directory, where the forward spec "does not exist"); the doc edit is what differs."""
+    (tmp_path / "fwd").mkdir()
+    shutil.copyfile(ROOT / "examples" / "specs" / "gelu.py", tmp_path / "fwd" / "gelu.py")
+    for side, doc in (("old", "Gradient of Gelu."), ("new", "Gradient of the tanh Gelu.")):
+        (tmp_path / side).mkdir()
+        (tmp_path / side / ("gelu_grad.py" if side == "old" else new_name)).write_text(GRAD.format(doc=doc))
+    assert main(["diff", str(tmp_path / "old" / "gelu_grad.py"), str(tmp_path / "new" / new_name)]) == 1
+    out, err = capsys.readouterr()
+    assert "-- 接口功能：Gradient of Gelu." in out and "+- 接口功能：Gradient of the tanh Gelu." in out
+    assert "error" not in err
+    # only the doc's lines differ: the kernel, the tiling and the spec names in banners and traces do not
+    assert "op_kernel/" not in out and "gelu_grad_v2" not in out

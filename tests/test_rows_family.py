@@ -28,6 +28,24 @@ def _spec(tmp_path, name, body):
 
 # ------------------------------------------------------------------------------------------------ refusals
 REFUSED = {
+    # RoPE's rotate_half (a concat of computed halves read on) with tables [B, S, 1, D] broadcast over the heads: the
+    # parts schedule took S for the head dim and the tables' extent-1 axis for a sequence, and its kernel read the
+    # tables past their end (the emulation's GM range fault); neither schedule lowers it now
+    "RopeBroadcastTables": ('''
+spec = OpSpec("RopeBroadcastTables", aclnn="aclnnRopeBroadcastTables", socs=(A2, A3))
+B, S, N = spec.dims("B S N")
+D = spec.dim("D", max=1024, multiple_of=2)
+spec.input("query", f32, [B, S, N, D])
+spec.input("cos", f32, [B, S, 1, D])
+spec.input("sin", f32, [B, S, 1, D])
+spec.output("out", f32, [B, S, N, D])
+
+
+@spec.body
+def _(b, query, cos, sin):
+    lo, hi = query.slice(-1, 0, D // 2), query.slice(-1, D // 2, D)
+    return {"out": query * cos + b.concat([-hi, lo], -1) * sin}
+''', "return", "(nor does the head-row parts schedule: a 4-D tensor [B, S, 1, D] broadcasts over axis 2"),
     # a sum over every axis read by per-row arithmetic (only column reductions are read back in a second pass)
     "TotalUse": ('''
 spec = OpSpec("TotalUse", aclnn="aclnnTotalUse", socs=(A2, A3))

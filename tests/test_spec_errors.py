@@ -309,6 +309,15 @@ CASES = [
      [("y = y * gamma", "y = y * gamma.reshape([H, 1])")],
      "y = y * gamma", 'y * gamma.reshape([H, 1])', "mul: cannot broadcast [S, H] with [H, 1]",
      "reshape or broadcast_to", 1, True),
+    ("body-halves-by-floor-division",   # H - H // 2 equals H // 2 only for an even H: not known to the shapes
+     [("y = x * 2.0 + eps", "y = x * 2.0 + eps\n    h = x.slice(-1, 0, H // 2) * x.slice(-1, H // 2, H)")],
+     "h = x.slice", "x.slice(-1, 0, H // 2) * x.slice(-1, H // 2, H)",
+     "mul: cannot broadcast [S, H // 2] with [S, H - H // 2] (dim H // 2 vs H - H // 2)",
+     "declare the even extent as twice a dim of its own", 1, True),
+    ("body-float-over-a-dim",   # a dim is a number of the body only next to a tensor
+     [("y = x * 2.0 + eps", "y = x * (2.0 / H) + eps")],
+     "y = x * (2.0 / H)", "2.0 / H", "TypeError: unsupported operand type(s) for /: 'float' and 'Sym'",
+     "is a number of the body only in arithmetic with a tensor (x / N", 1, True),
     ("body-slice-past-the-axis",
      [("y = x * 2.0 + eps", "y = x.slice(-1, 1, H + 1) * 2.0 + eps")],
      "y = x.slice", "x.slice", "slice [1, H + 1) of axis -1 (extent H): H + 1 <= H does not follow from the dims' "

@@ -160,21 +160,23 @@ def launch(spec, bound, slots: list, platform, deterministic: bool = False) -> K
         k = serving[0]
         types = {t: _ctype(bound.dtypes[t]) for t in k.tparams if t in bound.dtypes}
         # a class serving several presences sets hasInput<k>_ in its Init (KernelClass.presence): the interpreter too
-    gm = {}   # by Init argument name (cpp_name of the spec's); an absent input is nullptr (None)
+    gm = {}   # by Init argument name (cpp_name of the spec's, as the class spells it); an absent input is nullptr
     for i in spec.inputs:
         a = bound.arrays.get(i.name)
         dt = bound.dtypes[i.dtype.name] if hasattr(i.dtype, "name") and i.dtype.name in bound.dtypes else i.dtype
+        arg = kir.kernel_arg(k, cpp_name(i.name))
         if not i.host:
-            gm[cpp_name(i.name)] = None if a is None else np.ascontiguousarray(np.asarray(a).astype(dt.np))
-        elif any(g.arg == cpp_name(i.name) for g in k.gms):   # a host array the aclnn layer copies to the device
-            gm[cpp_name(i.name)] = None if a is None else np.ascontiguousarray(np.asarray(a).astype(dt.np))
+            gm[arg] = None if a is None else np.ascontiguousarray(np.asarray(a).astype(dt.np))
+        elif any(g.arg == arg for g in k.gms):   # a host array the aclnn layer copies to the device
+            gm[arg] = None if a is None else np.ascontiguousarray(np.asarray(a).astype(dt.np))
     outs = {}
     for o, s in zip(spec.outputs, slots):
-        gm[cpp_name(o.name)] = None   # an output this specialisation does not produce: nullptr
+        arg = kir.kernel_arg(k, cpp_name(o.name))
+        gm[arg] = None   # an output this specialisation does not produce: nullptr
         if s is not None:
             dt, shape = s
             outs[o.name] = np.full(shape, np.nan, dt.np) if dt.is_float else np.zeros(shape, dt.np)
-            gm[cpp_name(o.name)] = outs[o.name]
+            gm[arg] = outs[o.name]
     for t in k.tparams:   # a variable whose tensors are all absent: float, as the TilingFunc's dtype key takes it
         types.setdefault(t, "float")
     ws = np.zeros(-(-user_ws // 4), np.float32)

@@ -62,6 +62,11 @@ def _hint(message: str) -> str:
                     f"an output: to round an intermediate to {t} and compute on, write b.quantize(x, {t}, \"rint\") "
                     f"(rounded to {t}, widened back to fp32, as examples/specs/flash_attention_score.py does), or "
                     f"widen the {t} operand with .f32()")
+    m = re.search(r"cannot broadcast .* \(dim (.+) vs (.+)\)$", message)
+    if m and any("//" in g for g in m.groups()):
+        return (f"dims are compared as written, and {m.group(1)} is not known to equal {m.group(2)} (a dim's "
+                f"multiple_of is not used to simplify them): declare the even extent as twice a dim of its own "
+                f"(spec.input(\"x\", T, [..., 2 * Dh]), then x.slice(-1, 0, Dh) and x.slice(-1, Dh, 2 * Dh))")
     for key, hint in _HINTS:
         if key in message:
             return hint

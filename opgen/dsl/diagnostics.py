@@ -543,10 +543,19 @@ def from_exception(exc: BaseException, prefer_dir: str | None = None, what: str 
         token = getattr(exc, "name", None)
         message = f"AttributeError: {exc}"
         hint = "check the name against the DSL (Builder: b.exp, b.where, b.matmul...; Tensor: .sum, .reshape...)"
+    elif isinstance(exc, TypeError) and _DIM_TYPE.search(str(exc)):
+        message = f"TypeError: {exc}"
+        hint = ("a dim is an integer symbol: it takes integer arithmetic with dims and ints (2 * H, H // 2) and is a "
+                "number of the body only in arithmetic with a tensor (x / N, x.sum(-1) / (N * M), b.const(1.0) / N); "
+                "float(N) and 1.0 / N are not defined")
     else:
         message = f"{type(exc).__name__}: {exc}"
         hint = "fix the spec at this line"
     return spec_error(loc, pre + message, hint, token=token)
+
+
+_DIM_TYPE = re.compile(r"'(Sym|Lit|Bin|Fn|Prod|Rank|DimExpr)'")
+"""A TypeError about a dim expression (opgen.ir.dims' classes, as Python names an operand's type)."""
 
 
 __all__ = ["Loc", "parse_loc", "frame_loc", "caller_loc", "traceback_loc", "spec_error", "locate_token",

@@ -56,14 +56,15 @@ def _load_forward(forward, loc) -> OpSpec:
     if isinstance(forward, OpSpec):
         return forward
     if isinstance(forward, (str, os.PathLike)):
+        from opgen.registry import load_spec, spec_home   # lazy: start-up time (the registry loads this module)
+
         path = os.fspath(forward)
         if not os.path.isabs(path):
-            path = os.path.join(os.path.dirname(loc.file), path)
+            path = os.path.join(spec_home(loc.file), path)
         if not os.path.isfile(path):
             raise spec_error(loc, f"derive_grad: forward spec file {os.fspath(forward)!r} does not exist",
                              "name the forward spec file relative to this one (\"rms_norm.py\"), or pass its OpSpec",
                              arg=(0, "forward"))
-        from opgen.registry import load_spec   # lazy: start-up time (the registry loads specs, and this module)
 
         return load_spec(path)
     raise spec_error(loc, f"derive_grad: forward={forward!r} is not an OpSpec or a spec file",

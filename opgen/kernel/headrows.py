@@ -113,6 +113,14 @@ def parts_layout(g: Graph) -> HeadLayout | None:
     """The head-row layout of optimized graph `g` when its 4-D input and output tensors share a batch dim (axis 0),
     a head dim (axis 1 or 2, the other being each tensor's own sequence axis) and a row length (axis 3), and the
     graph lowers on it; None otherwise. Structural: no dim is known by its name."""
+    lay = parts_attempt(g)
+    return lay if isinstance(lay, HeadLayout) else None
+
+
+def parts_attempt(g: Graph) -> HeadLayout | str | None:
+    """parts_layout's answer, or why graph `g` has none although two or more of its operator tensors are 4-D with
+    a batch dim and a row length other than 1 (the tensors the parts schedule is for): one line for the rows
+    family's refusal (docs/design.md "Kernel families"); None for a graph of other tensors."""
     vals = g.values()
     gm = [p.value for p in g.params] + [vals[v] for _o, v in g.outputs]   # the operator's tensors
     shapes = [tuple(str(d) for d in v.type.shape) for v in gm if len(v.type.shape) == 4]
@@ -122,16 +130,24 @@ def parts_layout(g: Graph) -> HeadLayout | None:
     batch = {s[0] for s in shapes}
     rowlen = {s[3] for s in shapes}
     if len(batch) != 1 or len(rowlen) != 1:
-        return None
-    heads = set.intersection(*({s[1], s[2]} for s in shapes)) - {"1"}
+        return (f"its 4-D tensors differ in batch dim ({', '.join(sorted(batch))}) or row length "
+                f"({', '.join(sorted(rowlen))})")
+    for s in shapes:   # a part's rows are read at (b, s + offset, n): an extent-1 axis would be read past its end
+        if "1" in (s[1], s[2]):
+            return (f"a 4-D tensor [{', '.join(s)}] broadcasts over axis {1 + (s[2] == '1')}, which no part addresses "
+                    f"(its rows are read at each sequence and head index)")
+    heads = set.intersection(*({s[1], s[2]} for s in shapes))
     seqs = {x for s in shapes for x in (s[1], s[2])} - heads
-    if len(heads) != 1 or len(seqs) < 2:   # one sequence axis for all is a single anchor domain (rows schedule)
-        return None
+    if len(heads) != 1:
+        return (f"its 4-D tensors share no one head dim at axis 1 or 2 "
+                f"({'; '.join('[' + ', '.join(s) + ']' for s in dict.fromkeys(shapes))})")
+    if len(seqs) < 2:   # one sequence axis for all is a single anchor domain (rows schedule)
+        return f"it needs two sequence axes or more beside head dim {next(iter(heads))}; this graph has one"
     lay = HeadLayout(batch.pop(), heads.pop(), rowlen.pop())
     try:
         lower_heads(g, lay)
-    except IRError:
-        return None
+    except IRError as e:
+        return str(e)
     return lay
 
 

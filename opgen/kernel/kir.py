@@ -1166,6 +1166,19 @@ class Func:
     static: bool = False
 
 
+def renamed_arg(name: str) -> str:
+    """`v_<name>_`, the spelling of an Init argument `name` that is also a name of its class (KernelClass.__post_init__):
+    no spec name ends in '_' and no name of a class starts with `v_` (docs/reference/names.md §1)."""
+    return f"v_{name}_"
+
+
+def kernel_arg(k: "KernelClass", name: str) -> str:
+    """The Init argument of class `k` that the kernel entry's argument `name` (opgen.names.cpp_name of a spec
+    input or output) is passed as: renamed_arg(name) where the class renamed it, else `name` (also when the class
+    takes no such argument)."""
+    return renamed_arg(name) if name not in k.args and renamed_arg(name) in k.args else name
+
+
 @dataclass(frozen=True)
 class KernelClass:
     """The unit both printers print: class `name` (template parameters tparams, type names) whose Init takes one
@@ -1195,6 +1208,28 @@ class KernelClass:
     consts: tuple = ()    # ((name, value, comment), ...): constexpr int64_t constants at namespace scope (namespace_cpp)
     ws_field: str = ""    # a tiling field: Init binds the workspace tensors only when it is > 0 (a user workspace)
     tparam_bytes: tuple = ()   # ((template parameter, element bytes), ...): those whose every binding has one size
+
+    def __post_init__(self):
+        """Spell every Init argument that is also a name of the class (a tiling field, a method, a member, a template
+        parameter: an operator input named `strategy` or `Process`) `v_<argument>_` (renamed_arg), in `args`, the
+        GM tensors' bindings and `presence`. The arguments come from the spec's names (opgen.names.cpp_name), the
+        class's own names from the lowering, so only here are both known; the entry passes the arguments by
+        position, so the spelling is the class's own (kernel_arg finds it). docs/reference/names.md §1."""
+        own = self.member_names()
+        ren = {a: renamed_arg(a) for a in self.args if a in own}
+        if not ren:
+            return
+        object.__setattr__(self, "args", tuple(ren.get(a, a) for a in self.args))
+        object.__setattr__(self, "gms", tuple(g if g.workspace or g.arg not in ren else
+                                              dataclasses.replace(g, arg=ren[g.arg]) for g in self.gms))
+        object.__setattr__(self, "presence", tuple((m, ren.get(a, a)) for m, a in self.presence))
+
+    def member_names(self) -> set:
+        """Every name the class declares besides its Init arguments: template parameters, tiling fields, GM tensors,
+        local buffers, member tensors and scalars, methods (Init and Process included), constants and tables."""
+        return {*self.tparams, *self.fields, *(g.name for g in self.gms), *(b.name for b in self.locals),
+                *(t.name for t in self.tensors), *(s.name for s in self.scalars), *(m.name for m in self.methods),
+                "Init", "Process", *(c[0] for c in self.consts), *(t.name for t in self.tables)}
 
     def method(self, name: str) -> Func:
         """The method `name`. Raises IRError."""

@@ -1331,14 +1331,17 @@ class RowsFamily(Family):
         try:
             return analyse(prepare(g))
         except Unsupported as first:
-            from opgen.kernel.headrows import parts_layout
+            from opgen.kernel.headrows import HeadLayout, parts_attempt
 
-            lay = parts_layout(g)
-            if lay is None:
+            lay = parts_attempt(g)
+            if not isinstance(lay, HeadLayout):
                 _refuse_index_ops(g)
                 why = regroup_blocker(merge_trailing(min_as_max(math_as_steps(g))))
                 if why:   # say what kept a regrouping of the channels from the groups' rows
                     raise Unsupported(first.value, first.loc, f"{first.why} ({why})") from None
+                if lay:   # head-shaped tensors: say why the parts schedule (RoPE lane maps, parts) does not take them
+                    raise Unsupported(first.value, first.loc,
+                                      f"{first.why} (nor does the head-row parts schedule: {lay})") from None
                 raise first from None
             return lay
 
