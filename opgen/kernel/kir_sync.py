@@ -221,28 +221,32 @@ class _D:
                 frozenset(self.binds.items()))
 
     def join(self, o: "_D") -> "_D":
-        # keys in first-seen order (self's, then o's new ones): what a conflict search meets first is fixed
+        # keys in first-seen order (self's, then o's new ones): what a conflict search meets first is fixed; equal
+        # sides (the common case: a branch that touched none of them) are copied as they are
         recs = dict(self.records)
-        for a, s2 in o.records.items():   # ordered before a pipe on both paths only
-            s1 = recs.get(a)
-            if s1 is None:
-                recs[a] = s2
-            elif s1 != s2:
-                recs[a] = s1 & s2
+        if o.records != recs:
+            for a, s2 in o.records.items():   # ordered before a pipe on both paths only
+                s1 = recs.get(a)
+                if s1 is None:
+                    recs[a] = s2
+                elif s1 != s2:
+                    recs[a] = s1 & s2
         toks = dict(self.tokens)
-        for t, t2 in o.tokens.items():   # a token on one side only: the other never used that block
-            t1 = toks.get(t)
-            if t1 is None:
-                toks[t] = t2
-            elif t1 != t2:   # an access the other path never made (or has ordered before every pipe) stays carried
-                toks[t] = (t1 & t2) | t1.difference(o.records) | t2.difference(self.records)
+        if o.tokens != toks:
+            for t, t2 in o.tokens.items():   # a token on one side only: the other never used that block
+                t1 = toks.get(t)
+                if t1 is None:
+                    toks[t] = t2
+                elif t1 != t2:   # an access the other path never made (or has ordered before every pipe) stays
+                    toks[t] = (t1 & t2) | t1.difference(o.records) | t2.difference(self.records)   # carried
         binds = dict(self.binds)
-        for v, b2 in o.binds.items():   # bound on one path only: a use after lies on that path
-            b1 = binds.get(v)
-            if b1 is None:
-                binds[v] = b2
-            elif b1 != b2:
-                binds[v] = (_UNKNOWN, None, b1[2])
+        if o.binds != binds:
+            for v, b2 in o.binds.items():   # bound on one path only: a use after lies on that path
+                b1 = binds.get(v)
+                if b1 is None:
+                    binds[v] = b2
+                elif b1 != b2:
+                    binds[v] = (_UNKNOWN, None, b1[2])
         d = _D.__new__(_D)
         d.records, d.queues, d.tokens, d.binds, d.facts = recs, dict(self.queues), toks, binds, self.facts
         return d
@@ -359,7 +363,7 @@ class _Analysis:
         self.changed = changed            # the functions holding the syncs this trial changes
         shared = trials or _Trials(k)     # the tables; a lone analysis has its own
         self.accesses: dict = shared.accesses   # intern's table
-        self.exprs: dict = shared.exprs         # id of an expression of k -> (its DimExpr, its symbols)
+        self.exprs: dict = shared.exprs         # id of an expression of k -> (it, DimExpr, symbols, constant value)
         self.floads: dict = shared.floads       # id of a statement of k -> its FLoads (_floads_of)
         self.overlap: dict = shared.overlap     # (record, access) -> whether they can touch the same bytes (find)
         self.first_only = False           # stop at the first conflict (_clean)
@@ -385,10 +389,19 @@ class _Analysis:
         if x is None:
             try:
                 d = as_dim(e)
-                x = self.exprs[id(e)] = (e, d, frozenset(d.symbols()))
+                syms = frozenset(d.symbols())
+                x = (e, d, syms, None)
+                if not syms:     # no symbol: its value, once
+                    try:
+                        x = (e, None, syms, d.evaluate({}))
+                    except (OpgenError, KeyError):
+                        x = (e, None, syms, None)
             except (OpgenError, KeyError, TypeError, AttributeError):
-                x = self.exprs[id(e)] = (e, None, frozenset())
-        if x[1] is None or not x[2] <= self.env.keys():
+                x = (e, None, frozenset(), None)
+            self.exprs[id(e)] = x
+        if x[1] is None:
+            return x[3]          # a constant, or None: not an integer expression the analysis reads
+        if not x[2] <= self.env.keys():
             return None          # a name no unrolled loop binds: not constant here
         try:
             return x[1].evaluate(self.env)
@@ -609,7 +622,7 @@ class _Analysis:
         for _ in range(64):
             out = self.block({k: d.copy() for k, d in head.items()}, s.body, pos + ("b",), dict(scope))
             nxt = _join(head, self.mark(out, s, pos) if s.apart else out)
-            if _frozen(nxt) == _frozen(head):
+            if _same_states(nxt, head):
                 break
             head = nxt
         else:
@@ -983,6 +996,19 @@ def _floads_of(s) -> list:
 
 def _frozen(ds: dict):
     return frozenset((k, d.frozen()) for k, d in ds.items())
+
+
+def _same_states(a: dict, b: dict) -> bool:
+    """_frozen(a) == _frozen(b), without building either: the same disjunct keys, each disjunct's records, queues,
+    tokens, bindings and facts equal (dictionaries compare regardless of order, as the frozen sets did)."""
+    if a.keys() != b.keys():
+        return False
+    for key, d in a.items():
+        e = b[key]
+        if d.records != e.records or d.queues != e.queues or d.tokens != e.tokens or d.binds != e.binds \
+                or d.facts != e.facts:
+            return False
+    return True
 
 
 def _join(a: dict, b: dict) -> dict:
