@@ -731,6 +731,14 @@ def cmd_check(args) -> int:
         from opgen.check.kirengine import require_kernel_ir  # lazy: start-up time
 
         require_kernel_ir(spec)
+        # the Kernel-IR engine lowers the kernel from the spec and interprets it: a flag about the emitted C++ would
+        # be ignored (a stale --gen-dir package would pass unseen)
+        if args.gen_dir is not None:
+            raise ValidationError("--gen-dir", "only with --engine emu: the Kernel-IR engine interprets the kernel "
+                                  "opgen lowers from the spec and reads no generated package")
+        if args.asan:
+            raise ValidationError("--asan", "only with --engine emu: AddressSanitizer instruments the emitted C++, "
+                                  "which the Kernel-IR engine does not build")
     if (args.inputs is None) == (args.dims is None):
         raise OpgenError("give exactly one of --inputs FILE.npz or --dims NAME=VALUE,...")
     if args.save_inputs and args.inputs is not None:
@@ -896,7 +904,7 @@ def build_parser() -> argparse.ArgumentParser:
                          "a kernel that is Kernel IR throughout; others are refused with the reason)")
     cp.add_argument("--gen-dir", help="generated tree holding <op_snake>/op_host and op_kernel (the --out of "
                     "`opgen generate`; this op's package directory <op_snake>/ itself is also accepted; default: "
-                    "generated/ at the project root)")
+                    "generated/ at the project root; --engine emu only)")
     cp.set_defaults(fn=cmd_check)
     for name in ("generate", "check", "bench"):
         sub.choices[name].add_argument("--progress", action="store_true", help="print a progress line on standard "

@@ -50,6 +50,17 @@ def test_check_engine_kir_refuses_a_kernel_with_cpp_text_in_one_line(monkeypatch
         in lines[0] and lines[0].endswith("use --engine emu"), lines[0]
 
 
+@pytest.mark.parametrize("flag", [("--gen-dir", "generated"), ("--asan",)])
+def test_check_engine_kir_refuses_a_flag_about_the_emitted_cpp(flag):
+    """--gen-dir and --asan concern the emitted C++, which the Kernel-IR engine neither reads nor builds: refused in
+    one line naming the flag (a stale --gen-dir package passed silently before)."""
+    r = cli("check", "examples/specs/softmax.py", "--dims", "Bd=2,H=8", "--engine", "kir", *flag)
+    assert r.returncode == 2, r.stderr
+    lines = r.stderr.strip().splitlines()
+    assert len(lines) == 1 and lines[0].startswith(f"opgen: error: {flag[0]}: only with --engine emu"), r.stderr
+    assert r.stdout == ""
+
+
 # SoftmaxV2 cases run on both engines (test_both_engines_give_the_same_verdicts): (dims, dtype, strategy digit of the
 # tiling key): ROW_SPLIT with one and many rows a core, COL_SPLIT (a row over the cores, partial maxima and sums
 # through the workspace), fp32 / fp16 / bf16, a leading group of two dims
