@@ -594,7 +594,15 @@ def cmd_diff(args) -> int:
     (opgen.codegen.review), so lines that only moved show no hunks; --traces compares the exact text. The first
     form (the CI staleness check) always compares the exact bytes: a stale trace in generated/ is a difference.
     Raises OpgenError (exit 2): unknown revision, a spec that does not load (its one-line error), bad usage."""
-    from opgen.codegen import generate_all, default_out_dir, diff_ops, op_snake  # lazy: start-up time
+    try:
+        return _diff(args)
+    except ManyErrors as e:   # diff writes nothing: an op that fails to generate means nothing was compared
+        raise ManyErrors(e.errors, e.total, "nothing was compared") from None
+
+
+def _diff(args) -> int:
+    """cmd_diff's work."""
+    from opgen.codegen import default_out_dir, diff_ops, generate_all, op_snake  # lazy: start-up time
     from opgen.codegen import review  # lazy: start-up time
 
     color = _use_color(args.color)
@@ -991,7 +999,7 @@ def _run(args) -> int:
             else:
                 print(f"opgen: error: {one}", file=sys.stderr)
         if isinstance(e, ManyErrors):
-            print(f"opgen: error: {len(e.errors)} of {e.total} ops failed; nothing was written", file=sys.stderr)
+            print(f"opgen: error: {len(e.errors)} of {e.total} ops failed; {e.outcome}", file=sys.stderr)
         return 2
     except MemoryError:
         if args.debug:

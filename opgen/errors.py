@@ -33,12 +33,13 @@ class ValidationError(OpgenError):
 class ManyErrors(OpgenError):
     """Several ops of one command failed (`opgen generate A B C`, `opgen diff`): `errors` holds each op's own
     OpgenError in the order of the ops, `total` the number of ops. The CLI prints each error as it prints a single
-    one, then one summary line; nothing is written. str() (for a library caller): the summary line, then each op's
-    error on its own line(s), indented by two spaces."""
+    one, then one summary line ending in `outcome` (what the command did not do: "nothing was written" for
+    generate, "nothing was compared" for diff). str() (for a library caller): the summary line, then each op's error
+    on its own line(s), indented by two spaces."""
 
-    def __init__(self, errors: list, total: int):
-        self.errors, self.total = list(errors), total
-        lines = [f"{len(self.errors)} of {total} ops failed; nothing was written:"]
+    def __init__(self, errors: list, total: int, outcome: str = "nothing was written"):
+        self.errors, self.total, self.outcome = list(errors), total, outcome
+        lines = [f"{len(self.errors)} of {total} ops failed; {outcome}:"]
         lines += ["  " + line for e in self.errors for line in str(e).splitlines()]
         super().__init__("\n".join(lines))
 

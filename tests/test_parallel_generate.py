@@ -259,3 +259,16 @@ def test_one_failing_op_among_several_says_the_others_were_not_written(empty_cac
     assert "undefined_name_xyz" in err
     assert err.rstrip().splitlines()[-1] == "opgen: error: 1 of 2 ops failed; nothing was written"
     assert not out.exists()
+
+
+def test_a_failing_op_in_diff_says_nothing_was_compared(empty_cache, tmp_path, capsys):
+    """`opgen diff` writes nothing: its summary line after a failing op says nothing was compared (it said
+    "nothing was written", the words of generate; a new user's trial)."""
+    from opgen.cli import main
+
+    bad = tmp_path / "geglu.py"
+    bad.write_text((EX / "geglu.py").read_text().replace("return {", "return {'x': undefined_name_xyz, ", 1))
+    assert main(["diff", SPECS[0], str(bad), "--out", str(tmp_path / "none")]) == 2
+    err = capsys.readouterr().err
+    assert "undefined_name_xyz" in err
+    assert err.rstrip().splitlines()[-1] == "opgen: error: 1 of 2 ops failed; nothing was compared"
