@@ -170,9 +170,12 @@ def fixed_needs(c, strategy: int) -> dict[str, int]:
     browBuf   the batch rows and per-batch sums, when the program has any;
     colBuf    the column rows and column sums, when the program has any;
     paramQue  staging of LoadRow: batch/column loads, and the partial rows read back from workspace (ROW_SPLIT
-              with sums over rows, COL_SPLIT with row reductions);
-    accOutQue staging of StoreRow: sums over rows written out (or to workspace), and COL_SPLIT's row-reduction
-              totals written to workspace;
+              with sums over rows); COL_SPLIT with row reductions still allocates it, though its exchange copies
+              the partials straight into its tile (opgen.kernel.rowsched `_total_owned_rows`): freed, the UB lets a
+              COL_SPLIT of one-row groups displace COL_STREAM where it is slower (SoftmaxV2 [8, 393216] fp32, the
+              emulation's estimate: 60 us against 38 us), as the two are chosen by fit, not by cost;
+    accOutQue staging of StoreRow: sums over rows written out (or to workspace), and the same for COL_SPLIT's
+              row reductions;
     reduceBuf ReduceSum / ReduceMax result and scratch, when the program reduces rows.
 
     Raises ValueError for another strategy."""
