@@ -471,7 +471,7 @@ CASES = [
     ("log_softmax", {"Bd": (2,), "H": 20000}, BF16, {}, 4),                     # ROW_CHUNK, 2 cores
     ("log_softmax", {"Bd": (1,), "H": 100001}, F32, {}, 2),
     ("log_softmax", {"Bd": (7,), "H": 1}, F32, {}, None),
-    ("log_softmax", {"Bd": (3,), "H": 393217}, F32, {}, 3),    # COL_STREAM: rows of 393216 + 1
+    ("log_softmax", {"Bd": (3,), "H": 786433}, F32, {}, 3),    # COL_STREAM: rows of 786432 + 1
     ("log_softmax", {"Bd": (2,), "H": 500001}, F16, {}, 3),
     ("swiglu", {"Bd": (3,), "H": 21}, F32, {}, 1),
     ("swiglu", {"Bd": (2,), "H": 11008}, BF16, {}, 2),                        # column chunks of both halves

@@ -575,6 +575,39 @@ def _resident_or_slice(p, c, R, H, lanes, col_align, cols_core, col_cores, row_c
     return chunk, group, fit, use
 
 
+def _split_or_stream(p, c, R, H, cols_core, col_cores, res_fit, stream_rows, bytes_of):
+    """useColSplit: 1 when COL_SPLIT (the slices resident, groups of up to `res_fit` rows) is estimated no slower
+    than COL_STREAM (groups of `stream_rows` rows, the row inputs re-read for every level and the outputs), each
+    priced by the cost model of docs/reference/kernel_cost.md §2 in AI Core cycles, serially (neither overlaps a
+    group's copies with its work):
+      memory   = R * H * (bytes of the row inputs * reads + bytes of the row outputs) * CLOCK / HBM bandwidth,
+                 reads 1 for COL_SPLIT, levels + 1 for COL_STREAM (an online maximum and sum reads once less: the
+                 estimate is an upper bound there)
+      vector   = R * colsPerCore * vinstrs / (VEC_REPEAT_BYTES / 4) times the reads, and R * vinstrs issues
+      exchange = groups * levels * (two SyncAll, two flag waits, tree_steps(colCores) issues)
+    A COL_SPLIT whose slices leave room for few rows a group pays many exchanges: SoftmaxV2 [8, 393216] fp32, the
+    emulation's estimate, COL_STREAM 38 us; COL_SPLIT 60 us in groups of one row, 40 us in groups of two (the
+    row-reduction exchange staging nothing, one work row: this model takes COL_SPLIT there, GM 1.00x the minimum
+    instead of 1.50x). The online pass is not known here, so COL_STREAM's estimate is high for a softmax."""
+    _elem, _ins, _outs, (num, den), lanes32, per_issue = _cost_terms(c, bytes_of)
+    in_b, out_b = lit(0), lit(0)
+    for d, n in c.row_in:
+        in_b = in_b + bytes_of(d) * n
+    for d, n in c.row_out:
+        out_b = out_b + bytes_of(d) * n
+    vin, levels = max(c.vinstrs, 1), max(c.levels, 1)
+    xchg = levels * (2 * int(SYNC_ALL_CYCLES) + 2 * FLAG_WAIT_CYCLES + tree_steps(col_cores) * per_issue)
+    work = R * cols_core * vin // lanes32 + R * vin * per_issue
+    split_rows = emax(1, emin(emin(res_fit, 1024), R))
+    t_split = p.let("splitCycles", R * H * (in_b + out_b) * num // den + work + ceil_div(R, split_rows) * xchg,
+                    "COL_SPLIT: estimated cycles of a core (memory, vector and issue, exchanges; serial)")
+    t_stream = p.let("streamCycles", R * H * (in_b * (levels + 1) + out_b) * num // den + work * (levels + 1)
+                     + ceil_div(R, stream_rows) * xchg,
+                     "COL_STREAM: estimated cycles of a core (the inputs read levels + 1 times; serial)")
+    return p.let("useColSplit", select(t_split <= t_stream, 1, 0),
+                 "1 when COL_SPLIT is estimated no slower than COL_STREAM")
+
+
 def _tiling_key(p, key: tuple, dk, strategy) -> None:
     """The let tilingKey = <key> * 100 + dtypeKey * 10 + strategy; `key`: (the digits above dtypeKey, their doc):
     attrKey, or attrKey and formKey (`program`'s `forms`)."""
@@ -627,8 +660,10 @@ def _stream_program(p, c, R, S, B, H, key, dk, cores, ub, lanes, col_align, cols
                                                           row_cores, ub, bytes_of, cs_rows)
     use4 = p.let("useRowChunk", select((rows_fit < 1) & (rc_use >= 1), 1, 0),
                  "1 when a row does not fit ROW_SPLIT and ROW_CHUNK (inputs resident) is chosen")
+    split = _split_or_stream(p, c, R, H, cols_core, col_cores, res_fit, want, bytes_of)
     strategy = p.let("strategy", select(use4 >= 1, ROW_CHUNK, select(
-        prefer_rows | (res_fit < 1) & (stream_cols < lanes), ROW_SPLIT, select(res_fit >= 1, COL_SPLIT, COL_STREAM))),
+        prefer_rows | (res_fit < 1) & (stream_cols < lanes), ROW_SPLIT,
+        select((res_fit >= 1) & ((stream_cols < lanes) | (split >= 1)), COL_SPLIT, COL_STREAM))),
         "1 ROW_SPLIT, 2 COL_SPLIT, 3 COL_STREAM (the slice of one row does not fit UB), 4 ROW_CHUNK (inputs "
         "resident)", True)
     cols_pass = p.let("colsPerPass", select(strategy.eq(COL_STREAM), emin(cols_core, emax(lanes, stream_cols)),

@@ -368,7 +368,7 @@ static ge::graphStatus TilingFunc(gert::TilingContext* context)
     const int64_t groupFixedBytes =
         (((((((256 + ((8 * colCores) * 4)) + ((4 * colsPerPass) * 4)) + ((4 * colsPerPass) * 4)) +
             ((4 * colsPerPass) * 4)) +
-           (colsPerPass * std::max<int64_t>(std::max<int64_t>(4, TBytes), UBytes))) +
+           (colsPerPass * std::max<int64_t>(TBytes, UBytes))) +
           (colsPerPass * 4)) +
          ((AlignUp((CeilDiv(colsPerPass, 64) * 2), 8) + 8) * 4));  // UB bytes held once (COL_SPLIT)
     const int64_t groupFit =

@@ -256,9 +256,7 @@ private:
         for (int64_t j = 0; j < 4; ++j) {
             colv_[j] = colBuf_.template Get<float>()[j * rowStride_];
         }
-        pipe_.InitBuffer(
-            paramQue_, 1,
-            rowStride_ * ((4 > sizeof(T) ? 4 : sizeof(T)) > sizeof(U) ? (4 > sizeof(T) ? 4 : sizeof(T)) : sizeof(U)));
+        pipe_.InitBuffer(paramQue_, 1, rowStride_ * (sizeof(T) > sizeof(U) ? sizeof(T) : sizeof(U)));
         pipe_.InitBuffer(accOutQue_, 1, rowStride_ * sizeof(float));
         pipe_.InitBuffer(reduceBuf_, (AlignUp((rowStride_ + 63) / 64 * 2, 8) + 8) * sizeof(float));
         red_ = reduceBuf_.template Get<float>();

@@ -183,10 +183,7 @@ private:
         for (int64_t j = 0; j < 2; ++j) {
             colv_[j] = colBuf_.template Get<float>()[j * rowStride_];
         }
-        pipe_.InitBuffer(
-            paramQue_, 1,
-            rowStride_ * ((4 > sizeof(T) ? 4 : sizeof(T)) > sizeof(U) ? (4 > sizeof(T) ? 4 : sizeof(T)) : sizeof(U)));
-        pipe_.InitBuffer(accOutQue_, 1, rowStride_ * sizeof(float));
+        pipe_.InitBuffer(paramQue_, 1, rowStride_ * (sizeof(T) > sizeof(U) ? sizeof(T) : sizeof(U)));
         pipe_.InitBuffer(reduceBuf_, (AlignUp((rowStride_ + 63) / 64 * 2, 8) + 8) * sizeof(float));
         red_ = reduceBuf_.template Get<float>();
         redTmp_ = red_[8];
@@ -391,18 +388,6 @@ private:
         paramQue_.FreeTensor(t);
     }
 
-    // fp32 UB row -> GM row of D_ with round mode rm, n elements.
-    template <typename D_>
-    __aicore__ inline void StoreRow(const GlobalTensor<D_>& dst, const LocalTensor<float>& src, RoundMode rm, int64_t n)
-    {
-        LocalTensor<D_> t = accOutQue_.template AllocTensor<D_>();
-        CastTo(t, src, rm, n);
-        accOutQue_.EnQue(t);
-        t = accOutQue_.template DeQue<D_>();
-        DataCopyPad(dst, t, DataCopyExtParams(1, n * sizeof(D_), 0, 0, 0));
-        accOutQue_.FreeTensor(t);
-    }
-
     __aicore__ inline float RowSum(const LocalTensor<float>& src, int64_t n)
     {
         ReduceSum(red_, src, redTmp_, static_cast<int32_t>(n));
@@ -569,7 +554,6 @@ private:
     TBuf<TPosition::VECCALC> browBuf_;
     TBuf<TPosition::VECCALC> colBuf_;
     TQue<TPosition::VECIN, 1> paramQue_;
-    TQue<TPosition::VECOUT, 1> accOutQue_;
     TBuf<TPosition::VECCALC> reduceBuf_;
     LocalTensor<T> rowIn_x;
     LocalTensor<T> rowOut_out;
