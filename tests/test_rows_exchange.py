@@ -101,12 +101,13 @@ def _ce_tiling(n: int, c: int, dtype: str, soc: str) -> dict:
 @pytest.mark.slow
 @pytest.mark.skipif(shutil.which("g++") is None, reason="g++ not available")
 @pytest.mark.parametrize("n, c, dtype, soc, cores, group, owner", [
-    # 45 cores, groups of 92 rows: owners of 3 rows, core 30 of 2, cores 31.. of none; a last group of 8 rows
-    (100, 20001, "bfloat16", "ascend910b1", 45, 92, 3),
-    # 36 of the 40 cores of a 910B3, groups of 93 rows, owners of 3, core 31 of none; a last group of 7 rows
-    (100, 16001, "bfloat16", "ascend910b3", 36, 93, 3),
-    # fp32 over 42 cores: groups of 55 rows, owners of 2, core 27 of 1; a last group of 45 rows
-    (100, 16001, "float32", "ascend910b1", 42, 55, 2),
+    # 45 cores, groups of 93 rows: owners of 3 rows, cores 31.. of none; a last group of 7 rows (core 2 owns 1)
+    (100, 20001, "bfloat16", "ascend910b1", 45, 93, 3),
+    # 36 of the 40 cores of a 910B3, groups of 94 rows: owners of 3, core 31 of 1, cores 32.. of none; a last
+    # group of 6 rows
+    (100, 16001, "bfloat16", "ascend910b3", 36, 94, 3),
+    # fp32 over 42 cores: groups of 56 rows, owners of 2, cores 28.. of none; a last group of 44 rows
+    (100, 16001, "float32", "ascend910b1", 42, 56, 2),
 ])
 def test_col_split_exchange_against_float64(n, c, dtype, soc, cores, group, owner, examples_gen):
     """CrossEntropyLoss (a row maximum and a row sum: both the Max and the Add tree) through COL_SPLIT against torch
