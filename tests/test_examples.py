@@ -465,7 +465,7 @@ CASES = [
     ("softmax", {"Bd": (53,), "H": 1000}, BF16, {}, 1),
     ("softmax", {"Bd": (2,), "H": 262144}, F16, {}, 2),                       # SoftmaxV2 over 262144 columns
     ("softmax", {"Bd": (60,), "H": 40000}, F16, {}, 4),        # ROW_CHUNK: the online maximum and sum over chunks
-    ("softmax", {"Bd": (3,), "H": 400001}, F32, {}, 3),        # COL_STREAM: a core's slice in chunks, a tail chunk
+    ("softmax", {"Bd": (3,), "H": 786433}, F32, {}, 3),        # COL_STREAM: a core's slice in chunks, a tail chunk
     ("softmax", {"Bd": (2,), "H": 500001}, BF16, {}, 2),       # a bf16 slice fits since the exchange stages nothing
     ("log_softmax", {"Bd": (3, 5), "H": 45}, F16, {}, 1),                     # the per-row sum's log: a Duplicate
     ("log_softmax", {"Bd": (2,), "H": 20000}, BF16, {}, 4),                     # ROW_CHUNK, 2 cores

@@ -170,7 +170,9 @@ def test_online_max_and_sum_is_found_by_the_program_shape():
 
 
 @pytest.mark.slow
-@pytest.mark.parametrize("dtype,h", [("float32", 400001), ("bfloat16", 500001)])
+# a half-precision row of at most 2^20 elements fits a core's UB slice since the exchange stages nothing (COL_SPLIT):
+# only fp32 rows stream
+@pytest.mark.parametrize("dtype,h", [("float32", 786433)])
 def test_streamed_softmax_with_a_growing_maximum(examples_gen, dtype, h):
     """Rows whose maximum grows chunk after chunk and core after core (x ascending up to 200: exp(200) overflows
     fp32, so a sum not rescaled to the running maximum would be inf) and a row descending from 150: the streamed
@@ -209,7 +211,7 @@ def test_streamed_softmax_with_masked_stretches(examples_gen):
 
     from opgen.check import run_check
 
-    h = 400001
+    h = 786433
     rng = np.random.default_rng(3)
     x = (rng.standard_normal((3, h)) * 4.0).astype(np.float32)
     x[0, : h // 2] = -np.inf
