@@ -228,10 +228,10 @@ GM += [
      "dims": {"Bd": (48,), "H": 262144}, "quick_dims": {"Bd": (2,), "H": 262144}, "dtypes": {"T": "float32"}},
     # a core's slice longer than UB: COL_STREAM reads x twice (the online maximum and sum, then y), bound 1.5
     # (docs/design.md)
-    {"op": str(EXAMPLES / "softmax.py"), "case": "SoftmaxV2 [8, 393216] fp32, streamed (bound 1.5)",
-     "dims": {"Bd": (8,), "H": 393216}, "quick_dims": {"Bd": (2,), "H": 393216}, "dtypes": {"T": "float32"}},
-    {"op": str(EXAMPLES / "log_softmax.py"), "case": "LogSoftmaxV2 [8, 524288] bf16, streamed (bound 1.5)",
-     "dims": {"Bd": (8,), "H": 524288}, "quick_dims": {"Bd": (2,), "H": 524288}, "dtypes": {"T": "bfloat16"}},
+    {"op": str(EXAMPLES / "softmax.py"), "case": "SoftmaxV2 [8, 786432] fp32, streamed (bound 1.5)",
+     "dims": {"Bd": (8,), "H": 786432}, "quick_dims": {"Bd": (2,), "H": 786432}, "dtypes": {"T": "float32"}},
+    {"op": str(EXAMPLES / "log_softmax.py"), "case": "LogSoftmaxV2 [8, 1048576] bf16, streamed (bound 1.5)",
+     "dims": {"Bd": (8,), "H": 1048576}, "quick_dims": {"Bd": (2,), "H": 1048576}, "dtypes": {"T": "bfloat16"}},
     {"op": str(EXAMPLES / "reduce_mean.py"), "case": "ReduceMean [32, 1024, 1024] bf16 over the middle axis",
      "dims": {"Bd": (32,), "M": 1024, "H": 1024}, "quick_dims": {"Bd": (2,), "M": 64, "H": 1024},
      "dtypes": {"T": "bfloat16"}},

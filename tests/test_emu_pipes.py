@@ -280,9 +280,10 @@ def test_deleting_any_one_sync_the_pass_placed_in_rms_norm_is_a_race(rms, tmp_pa
             spans.append((head, next(i for i, u in enumerate(lines, 1) if i > head and u.startswith(" " * depth + "}"))))
     missed = [k for k, _l, _s in sites if k not in reached]
     assert spans and all(any(a < sites[k][1] < b for a, b in spans) for k in missed), [sites[k] for k in missed]
-    # The one sync no run faults: TotalOwnedRows' MTE3 -> MTE2 between its store of a total and the next load of
-    # partials. The analysis takes the workspace as one GM buffer (opgen.kernel.kir_sync, docstring): the bytes
-    # differ (partials below totBase, totals above), so the sync is sound and one more than needed.
+    # A sync no run faults: a GM MTE3 -> MTE2 between a store to workspace and a later load of other bytes of it
+    # (TotalOwnedRows stored its totals row by row between loads before its one strided copy; none is placed now).
+    # The analysis takes the workspace as one GM buffer (opgen.kernel.kir_sync, docstring), so such a sync is sound
+    # and one more than needed.
     # And RowChunk's V -> S before the output phase writes the rstd staging the previous group's Cast read: every
     # group's level pass runs RowSum in between, whose V -> S wait (for its own result) orders all earlier V work
     # too; the pass orders each buffer by its own hand-off, so it is sound and one more than needed.

@@ -465,14 +465,14 @@ CASES = [
     ("softmax", {"Bd": (53,), "H": 1000}, BF16, {}, 1),
     ("softmax", {"Bd": (2,), "H": 262144}, F16, {}, 2),                       # SoftmaxV2 over 262144 columns
     ("softmax", {"Bd": (60,), "H": 40000}, F16, {}, 4),        # ROW_CHUNK: the online maximum and sum over chunks
-    ("softmax", {"Bd": (3,), "H": 400001}, F32, {}, 3),        # COL_STREAM: a core's slice in chunks, a tail chunk
-    ("softmax", {"Bd": (2,), "H": 500001}, BF16, {}, 3),
+    ("softmax", {"Bd": (3,), "H": 786433}, F32, {}, 3),        # COL_STREAM: a core's slice in chunks, a tail chunk
+    ("softmax", {"Bd": (2,), "H": 500001}, BF16, {}, 2),       # a bf16 slice fits since the exchange stages nothing
     ("log_softmax", {"Bd": (3, 5), "H": 45}, F16, {}, 1),                     # the per-row sum's log: a Duplicate
     ("log_softmax", {"Bd": (2,), "H": 20000}, BF16, {}, 4),                     # ROW_CHUNK, 2 cores
     ("log_softmax", {"Bd": (1,), "H": 100001}, F32, {}, 2),
     ("log_softmax", {"Bd": (7,), "H": 1}, F32, {}, None),
-    ("log_softmax", {"Bd": (3,), "H": 393217}, F32, {}, 3),    # COL_STREAM: rows of 393216 + 1
-    ("log_softmax", {"Bd": (2,), "H": 500001}, F16, {}, 3),
+    ("log_softmax", {"Bd": (3,), "H": 786433}, F32, {}, 3),    # COL_STREAM: rows of 786432 + 1
+    ("log_softmax", {"Bd": (2,), "H": 500001}, F16, {}, 2),    # an fp16 slice fits since the exchange stages nothing
     ("swiglu", {"Bd": (3,), "H": 21}, F32, {}, 1),
     ("swiglu", {"Bd": (2,), "H": 11008}, BF16, {}, 2),                        # column chunks of both halves
     ("swiglu", {"Bd": (61,), "H": 1}, F16, {}, None),
@@ -547,7 +547,7 @@ CASES = [
     ("instance_norm", {"N": 10, "C": 5, "H": 100, "W": 201}, F16, {}, 4),       # ROW_CHUNK: two levels over chunks
     ("instance_norm", {"N": 7, "C": 11, "H": 1, "W": 1}, F16, {}, 1),           # H = W = 1; 77 rows: a tail
     ("instance_norm", {"N": 1, "C": 97, "H": 3, "W": 1}, F32, {}, 1),           # the channel wraps within a core
-    ("instance_norm", {"N": 1, "C": 2, "H": 501, "W": 1001}, F16, {}, 3),       # rows of 501501: COL_STREAM
+    ("instance_norm", {"N": 1, "C": 2, "H": 501, "W": 1001}, F16, {}, 2),       # rows of 501501: COL_SPLIT (the slice fits)
     ("layer_norm_v4", {"Bd": (2,), "S": 63, "H": 8001}, {"T": "bfloat16", "U": "float32"}, {}, 3),   # streamed
     ("layer_norm_v4", {"Bd": (3,), "S": 5, "H": 7}, {"T": "float16", "U": "float32"}, {}, 1),
     ("layer_norm_v4", {"Bd": (3,), "S": 5, "H": 7}, {"T": "float16", "U": "float32"}, {}, 1, ["beta"]),

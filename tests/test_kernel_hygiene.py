@@ -141,7 +141,7 @@ def unread_buffers(cls_body: str) -> list[str]:
                 local[m.group(1)] = _source(m.group(2), allocated, members, local)
             elif m is not None and m.group(1) in local:
                 local[m.group(1)] = _source(m.group(2), allocated, members, local) or local[m.group(1)]
-            read |= _reads(st, allocated, members, local)
+            read |= _reads(st, allocated, members, local, set(methods))
     return sorted(allocated - read)
 
 
@@ -176,8 +176,10 @@ def _source(expr: str, allocated: set, members: dict, local: dict) -> set:
     return set()
 
 
-def _reads(st: str, allocated: set, members: dict, local: dict) -> set:
-    """The buffers statement `st` reads: tensors passed after the first operand of a call, or read by GetValue."""
+def _reads(st: str, allocated: set, members: dict, local: dict, own: set = frozenset()) -> set:
+    """The buffers statement `st` reads: tensors passed after the first operand of a call (every operand of a call
+    of one of the class's own methods `own`, which may read its first: RowSum(src, n), RowsSum(src, dst, k)), or read
+    by GetValue."""
     out = set()
 
     def bound(name):
@@ -186,7 +188,7 @@ def _reads(st: str, allocated: set, members: dict, local: dict) -> set:
     for c in _CALL.finditer(st):
         if c.group(1) in ("InitBuffer", "if", "for", "while", "switch", "return", "sizeof", "static_cast"):
             continue
-        for a in _args(st, c.end() - 1)[1:]:
+        for a in _args(st, c.end() - 1)[0 if c.group(1) in own else 1:]:
             r = _ROOT.match(a)
             if r:
                 out |= bound(r.group(1))

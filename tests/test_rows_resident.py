@@ -48,7 +48,7 @@ def test_the_strategy_follows_rows_and_row_length():
     """RmsNorm bf16: rows of 4096 fit UB (ROW_SPLIT); 4096 rows of 16384 do not, and ROW_CHUNK (4) spreads them over
     every core, in chunks shorter than the row, with no workspace; rows of 65536 (a resident row would need more
     than UB twice over) take COL_SPLIT. AddRmsNorm at 8192 and SoftmaxV2 fp16 at 32000 (the bench's shapes) take
-    ROW_CHUNK; SoftmaxV2 fp32 over 8 rows of 393216 still streams (3)."""
+    ROW_CHUNK; SoftmaxV2 fp32 over 8 rows of 786432 still streams (3)."""
     rms, add, sm = EX / "rms_norm.py", EX / "add_rms_norm.py", EX / "softmax.py"
     assert _tiling(rms, 4096, 4096, DType.bf16)["strategy"] == 1
     big = _tiling(rms, 4096, 16384, DType.bf16)
@@ -58,7 +58,7 @@ def test_the_strategy_follows_rows_and_row_length():
     assert _tiling(rms, 4096, 65536, DType.bf16)["strategy"] == 2
     assert _tiling(add, 4096, 8192, DType.bf16)["strategy"] == 4
     assert _tiling(sm, 8192, 32000, DType.f16)["strategy"] == 4
-    assert _tiling(sm, 8, 393216, DType.f32)["strategy"] == 3
+    assert _tiling(sm, 8, 786432, DType.f32)["strategy"] == 3
     # a few rows on a few cores against the row over every core: the choice turns once as rows grow
     seq = [_tiling(sm, r, 40000, DType.f16)["strategy"] for r in (1, 2, 3, 8, 48, 400, 8192)]
     assert seq == sorted(seq, key=lambda s: s == 4) and seq[-1] == 4, seq

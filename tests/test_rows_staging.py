@@ -75,11 +75,12 @@ def test_every_load_row_of_every_example_fits_the_staging_queue():
     assert not bad, bad
 
 
-def test_rms_norm_stages_its_gamma_in_t_and_the_exchange_in_fp32():
-    """By hand from the RmsNorm spec (gamma of dtype T, one row reduction): ROW_SPLIT stages gamma only (sizeof(T)),
-    COL_SPLIT also reads its row-reduction partials back from workspace (fp32: the larger of 4 and sizeof(T))."""
+def test_rms_norm_stages_its_gamma_in_t_and_not_the_exchange():
+    """By hand from the RmsNorm spec (gamma of dtype T, one row reduction): ROW_SPLIT and COL_SPLIT stage gamma only
+    (sizeof(T)): COL_SPLIT's row-reduction partials come from workspace straight into the exchange tile, unstaged
+    (opgen.kernel.rowsched `_total_owned_rows`)."""
     (k,) = kernel_classes(load_spec(str(EX / "rms_norm.py")))
-    for entry, want in (("RowSplit", {2: 2, 4: 4}), ("ColSplit", {2: 4, 4: 4})):
+    for entry, want in (("RowSplit", {2: 2, 4: 4}), ("ColSplit", {2: 2, 4: 4})):
         (init,) = [s for s in _reached(k, entry) if isinstance(s, kir.InitBuffer) and s.buf == "paramQue_"]
         for t, n in want.items():
             assert init.bytes.evaluate({"rowStride_": 16, "sizeof(T)": t}) == 16 * n, (entry, init.bytes)

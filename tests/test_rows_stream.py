@@ -44,13 +44,15 @@ def _tiling(spec, unit, rows: int, h: int, dtype: DType, plat, hname: str = "H",
 def _softmax_ub(tl: dict, tbytes: int) -> int:
     """UB bytes of SoftmaxV2's COL_SPLIT / COL_STREAM buffers for the tiling `tl` (its chunk colsPerPass and group
     groupRows), counted from the kernel's allocations: one resident input and one output slice of T per group
-    row, the partial and total row reductions (1 + 2 slots of align8(groupRows) floats), two fp32 work rows, the
-    LoadRow / StoreRow staging rows (fp32), ReduceMax's scratch (one (value, index) pair per 64 floats, aligned
-    to 8, plus the 8-float result block)."""
-    c, g = tl["colsPerPass"], tl["groupRows"]
+    row, the partial and total row reductions (1 + 2 slots of align8(groupRows) floats), the exchange tile
+    (blockDim rows of align8(ceil(groupRows / blockDim)) floats), one fp32 work row, ReduceMax's scratch (one
+    (value, index) pair per 64 floats, aligned to 8, plus the 8-float result block); no LoadRow / StoreRow staging
+    (SoftmaxV2 loads no column rows and its exchange copies straight into the tile)."""
+    c, g, n = tl["colsPerPass"], tl["groupRows"], tl["blockDim"]
     g8 = -(-g // 8) * 8
+    tile = n * (-(-(-(-g // n)) // 8) * 8) * 4
     red = (-(-(-(-c // 64) * 2) // 8) * 8 + 8) * 4
-    return g * c * tbytes * 2 + 3 * g8 * 4 + 2 * c * 4 + 2 * c * 4 + red
+    return g * c * tbytes * 2 + 3 * g8 * 4 + tile + c * 4 + red
 
 
 @pytest.fixture(scope="module")
@@ -65,10 +67,11 @@ def test_strategy_follows_the_row_length(softmax):
     b1 = PLATFORMS["ascend910b1"]
     assert _tiling(spec, unit, 8, 1000, DType.f32, b1)["strategy"] == 1
     assert _tiling(spec, unit, 2, 65536, DType.f16, b1)["strategy"] == 2
-    # 40000 columns: COL_SPLIT's exchange (two SyncAll and a cast and combine of each of 48 cores' partials per level)
-    # costs more than ROW_CHUNK on 2 cores (the emulation: 6.15 us against 7.4 us), so ROW_CHUNK takes it
-    assert _tiling(spec, unit, 2, 40000, DType.f16, b1)["strategy"] == 4
-    tl = _tiling(spec, unit, 8, 393216, DType.f32, b1)
+    # 40000 columns: COL_SPLIT's exchange (two SyncAll, one strided copy of the 48 cores' partials and a tree of 6
+    # instructions per level) costs a little less than ROW_CHUNK on 2 cores (the emulation's estimate: 6.04 us
+    # against 6.18 us; before the tree, with a cast and combine per core, COL_SPLIT took 7.4 us and ROW_CHUNK won)
+    assert _tiling(spec, unit, 2, 40000, DType.f16, b1)["strategy"] == 2
+    tl = _tiling(spec, unit, 8, 786432, DType.f32, b1)
     assert tl["strategy"] == 3 and tl["tilingKey"] % 10 == 3 and tl["fits"] == 1
     assert tl["colsPerPass"] < tl["colsPerCore"]
     # the resident slice of this shape would need more than UB (the reason it streams)
@@ -167,7 +170,9 @@ def test_online_max_and_sum_is_found_by_the_program_shape():
 
 
 @pytest.mark.slow
-@pytest.mark.parametrize("dtype,h", [("float32", 400001), ("bfloat16", 500001)])
+# a half-precision row of at most 2^20 elements fits a core's UB slice since the exchange stages nothing (COL_SPLIT):
+# only fp32 rows stream
+@pytest.mark.parametrize("dtype,h", [("float32", 786433)])
 def test_streamed_softmax_with_a_growing_maximum(examples_gen, dtype, h):
     """Rows whose maximum grows chunk after chunk and core after core (x ascending up to 200: exp(200) overflows
     fp32, so a sum not rescaled to the running maximum would be inf) and a row descending from 150: the streamed
@@ -206,7 +211,7 @@ def test_streamed_softmax_with_masked_stretches(examples_gen):
 
     from opgen.check import run_check
 
-    h = 400001
+    h = 786433
     rng = np.random.default_rng(3)
     x = (rng.standard_normal((3, h)) * 4.0).astype(np.float32)
     x[0, : h // 2] = -np.inf

@@ -132,15 +132,16 @@ def _getter(c):
 
 
 def _exchange(c, strategy: int) -> tuple[int, int, int]:
-    """(sums over every axis, accumulators exchanged across cores, what `strategy` reads back from workspace: the
-    accumulators' partial rows in ROW_SPLIT, the row-reduction levels' partials and the totals in COL_SPLIT;
-    nothing in ROW_CHUNK, whose core owns its rows whole)."""
+    """(sums over every axis, accumulators exchanged across cores, what `strategy` stages through paramQue /
+    accOutQue from and to workspace: the accumulators' partial rows in ROW_SPLIT, the totals over every axis in
+    COL_SPLIT (its row-reduction levels' partials come straight into the exchange tile and their totals go straight
+    out of it, opgen.kernel.rowsched `_total_owned_rows`); nothing in ROW_CHUNK, whose core owns its rows whole)."""
     get = _getter(c)
     tot = get("total_acc")
     accs = get("brow_acc") + get("col_acc") + tot
     if strategy == ROW_CHUNK:
         return tot, accs, 0
-    return tot, accs, accs if strategy == ROW_SPLIT else get("levels") + tot
+    return tot, accs, accs if strategy == ROW_SPLIT else tot
 
 
 def stage_element(dtypes) -> tuple[int | None, tuple[str, ...]]:
@@ -165,14 +166,16 @@ def fixed_needs(c, strategy: int) -> dict[str, int]:
     0 = not allocated. A buffer is allocated only when that strategy's code reads it (docs/reference/ascendc.md
     §1.5: every TBuf/TQue is carved out of UB by InitBuffer whether read or not):
 
-    workBuf   the fp32 row temporaries, at least two (the cross-core sums read w_[0] and w_[1]) but in ROW_CHUNK,
-              which exchanges nothing (at least one);
+    workBuf   the fp32 row temporaries, at least two where cross-core sums read w_[0] and w_[1] (ROW_SPLIT's
+              SumPartials / MaxPartials, COL_SPLIT's CombineTotals of sums over every axis), at least one in
+              ROW_CHUNK, none beyond the temporaries in another COL_SPLIT (its row-reduction exchange uses its own
+              tile);
     browBuf   the batch rows and per-batch sums, when the program has any;
     colBuf    the column rows and column sums, when the program has any;
     paramQue  staging of LoadRow: batch/column loads, and the partial rows read back from workspace (ROW_SPLIT
-              with sums over rows, COL_SPLIT with row reductions);
-    accOutQue staging of StoreRow: sums over rows written out (or to workspace), and COL_SPLIT's row-reduction
-              totals written to workspace;
+              with sums over rows, COL_SPLIT with sums over every axis; COL_SPLIT's row-reduction levels copy
+              their partials straight into the exchange tile, opgen.kernel.rowsched `_total_owned_rows`);
+    accOutQue staging of StoreRow: sums over rows written out (or to workspace);
     reduceBuf ReduceSum / ReduceMax result and scratch, when the program reduces rows.
 
     Raises ValueError for another strategy."""
@@ -180,7 +183,8 @@ def fixed_needs(c, strategy: int) -> dict[str, int]:
         raise ValueError(f"rows kernel strategy {strategy}: 1 (ROW_SPLIT), 2 (COL_SPLIT) or 4 (ROW_CHUNK)")
     get = _getter(c)
     tot, accs, exchange = _exchange(c, strategy)
-    return {"workBuf": max(get("temps"), 1 if strategy == ROW_CHUNK else 2), "browBuf": get("brow"),
+    floor = {ROW_SPLIT: 2, ROW_CHUNK: 1, COL_SPLIT: 2 if tot else 0}[strategy]
+    return {"workBuf": max(get("temps"), floor), "browBuf": get("brow"),
             "colBuf": get("col"),
             "paramQue": int(bool(get("loads") or exchange)), "accOutQue": int(bool(accs or exchange)),
             "reduceBuf": int(bool(get("rsums") or tot or get("btotals")))}

@@ -1298,8 +1298,8 @@ def _col_views(s: RowSchedule) -> list:
 
 def _exchange(s: RowSchedule, slots) -> list:
     """A row-reduction level's exchange (COL_SPLIT, COL_STREAM): this core's partials of the group's k rows (sums_
-    slots) to workspace, SyncAll, each core totals the rows it owns in core order (TotalOwnedRows), SyncAll, the
-    totals read back into tots_. `slots`: ((slot, j, "Add" / "Max"), ...)."""
+    slots) to workspace, SyncAll, each core totals the rows it owns (TotalOwnedRows: one strided copy of every core's
+    partials, a pairwise tree over the cores), SyncAll, the totals read back into tots_. `slots`: ((slot, j, "Add" / "Max"), ...)."""
     f4, core, gs, ws = SizeOf("float"), Sym("core"), Sym("groupStride_"), "ws_"
     out: list = []
     for slot, _j, _c in slots:
@@ -1354,6 +1354,9 @@ def _col_buffers(s: RowSchedule, sums: bool = True, batch: bool = False) -> list
     if sums:
         body += [InitBuffer("sumBuf_", mul(add(Lit(s.nlevel), Lit(s.nsums)), gs, f4)),
                  Get("sums_", "sumBuf_", "float"), View("tots_", Ref("sums_", mul(Lit(s.nlevel), gs)))]
+        if "TotalOwnedRows" in s.helpers:   # the exchange tile: every core's partials of the owned rows
+            body += [InitBuffer("xchgBuf_", mul(cores, Fn("align_up", (Sym("rowsPerOwner"), Lit(8))), f4)),
+                     Get("xchg_", "xchgBuf_", "float")]
     if batch:   # colBatchRows rows (0: row by row, one row of temporaries)
         body.append(Let("pass", Fn("max", (Sym("colBatchRows"), Lit(1)))))
     body += list(_fixed_buffers(s, s.bufs_col, batch, stage=s.stage_col))
@@ -1400,7 +1403,8 @@ def _col_stream(s: RowSchedule) -> Func:
     rows: for each row-reduction level, the slice is walked in chunks of colsPerPass columns (the last a tail),
     each chunk's inputs re-read from GM and the level's partial row reductions combined over the chunks in chunk
     order (RowSchedule.stream_levels); the core's partials are exchanged through workspace as COL_SPLIT does
-    (SyncAll, each core totals the rows it owns in core order, SyncAll, totals read back); then the output phase
+    (SyncAll, each core totals the rows it owns in a pairwise tree over the cores, SyncAll, totals read back); then
+    the output phase
     walks the chunks again, reads the inputs once more and writes each output chunk. With RowSchedule.online (a
     row maximum and the next level's sum of exponentials of the row minus it) the two levels share one pass:
     the fused stream keeps a running maximum and sum, the core's sums are rescaled to the total maximum between the
@@ -1528,12 +1532,22 @@ def _combines(s: RowSchedule) -> set:
 
 
 def _total_owned_rows(nlevel: int, combines: set) -> Func:
-    """COL_SPLIT's exchange: each core totals the partial row reductions of the group rows it owns, by the
-    combinations the class uses (`combines`: an isMax parameter picks one only when it has both)."""
-    w0, w1, m, k, o0, o = Ref("w_", slot=Lit(0)), Ref("w_", slot=Lit(1)), Sym("m"), Sym("k"), Sym("o0"), Sym("o")
-    per, gr = Sym("rowsPerOwner"), Sym("groupStride_")   # workspace slots start on 32-byte blocks
-    ops = {"Max": vec(Op.MAX, dst=w0, src0=w0, src1=w1, count=m),
-           "Add": vec(Op.ADD, dst=w0, src0=w0, src1=w1, count=m)}
+    """COL_SPLIT's exchange (COL_STREAM's too): each core totals the partial row reductions of the group rows it
+    owns, by the combinations the class uses (`combines`: an isMax parameter picks one only when it has both).
+
+    The owned rows [o0, o0 + on) of every core's partials (workspace slot `slot` of each core, nlevel * groupStride_
+    floats apart) come in with one strided DataCopyPad (blockCount = cores, blockLen = on fp32, the GM gap between
+    cores' slots as srcStride) into the [cores, AlignUp(on, 8)] fp32 tile xchg_ (one 32-byte aligned row a core,
+    opgen.tiling.rowkernel `col_plan` counts it: 4 bytes a group row and 32 a core), then fold in a pairwise tree:
+    with n rows left, the last h = n / 2 (rounded down) rows are combined lane-wise onto the first h (row
+    n - h + i onto row i, one Add / Max over h rows), n becomes n - h, until one row is left: ceil(log2(cores))
+    vector instructions. The tree depends only on the core count, so the totals are deterministic (the same bits on
+    every run), though summed in another order than core order (docs/design.md "COL_SPLIT exchange")."""
+    x, cores, d, h, oa = Ref("xchg_"), Sym("cores"), Sym("d"), Sym("h"), Sym("oa")
+    per, gr, on, o0, f4 = Sym("rowsPerOwner"), Sym("groupStride_"), Sym("on"), Sym("o0"), SizeOf("float")
+    upper = Ref("xchg_", mul(sub(sub(cores, d), h), oa))
+    ops = {"Max": vec(Op.MAX, dst=x, src0=x, src1=upper, count=mul(h, oa)),
+           "Add": vec(Op.ADD, dst=x, src0=x, src1=upper, count=mul(h, oa))}
     both = len(combines) > 1
     combine = (If((Sym("isMax"),), (ops["Max"],), (ops["Add"],)) if both else
                ops["Max" if "Max" in combines else "Add"])
@@ -1541,18 +1555,22 @@ def _total_owned_rows(nlevel: int, combines: set) -> Func:
     return Func("TotalOwnedRows", params, (
         Let("cores", BLOCK_NUM),
         Let("o0", mul(BLOCK_IDX, per)),
-        Let("on", Select(Constraint("<", o0, k), Fn("min", (sub(k, o0), per)), Lit(0))),
-        For("o", Lit(0), Sym("on"), Sym("rowStride_"), (
-            Call("LoadRow", (w0, GmView("ws_", add(mul(Sym("slot"), gr), o0, o)), m), targs=("float",)),
-            For("c", Lit(1), Sym("cores"), Lit(1), (
-                Call("LoadRow", (w1, GmView("ws_", add(mul(add(mul(Sym("c"), Lit(nlevel)), Sym("slot")), gr), o0, o)),
-                                 m), targs=("float",)),
+        Let("on", Select(Constraint("<", o0, Sym("k")), Fn("min", (sub(Sym("k"), o0), per)), Lit(0))),
+        If((Constraint(">", on, Lit(0)),), (
+            Let("oa", Fn("align_up", (on, Lit(8)))),
+            Copy(x, GmView("ws_", add(mul(Sym("slot"), gr), o0)), cores, mul(on, f4),
+                 mul(sub(mul(Lit(nlevel), gr), on), f4), Lit(0),
+                 doc="every core's partials of the owned rows: one row of xchg_ a core"),
+            For("d", Lit(0), sub(cores, Lit(1)), None, (
+                Let("h", div(sub(cores, d), Lit(2))),
                 combine,
-            )),
-            Call("StoreRow", (GmView("ws_", add(Sym("dst"), o0, o)), w0, "CAST_NONE", m), targs=("float",)),
-        ), tail="m"),
-    ), doc="This core's rows [core * rowsPerOwner, ...) of the group: combine the partial row reductions `slot` of "
-           "every\ncore in core order (a sum, or the maximum when isMax) and write the totals to workspace at `dst`.")
+                Assign("d", add(d, h)),
+            ), doc="pairwise tree: the last h of the n = cores - d rows left folded onto the first h"),
+            Copy(GmView("ws_", add(Sym("dst"), o0)), x, Lit(1), mul(on, f4)),
+        )),
+    ), doc="This core's rows [core * rowsPerOwner, ...) of the group: every core's partial row reductions `slot` in "
+           "one strided\ncopy, combined in a pairwise tree over the cores (a sum, or the maximum when isMax), the "
+           "totals written to\nworkspace at `dst`.")
 
 
 def _row_start_of() -> Func:
@@ -1638,7 +1656,7 @@ def row_split_class(name: str, s: RowSchedule) -> KernelClass:
     locals_ += [Local(f"statInQue_{t.op}", TPos.VECIN, True) for t in s.stat_in]
     for t in s.stat_out:
         locals_ += [Local(f"statStageBuf_{t.op}"), Local(f"statOutQue_{t.op}", TPos.VECOUT, True)]
-    locals_ += [Local(f"resBuf_{t.op}") for t in s.row_in] + [Local("sumBuf_")]
+    locals_ += [Local(f"resBuf_{t.op}") for t in s.row_in] + [Local("sumBuf_"), Local("xchgBuf_")]
     locals_ += [Local(f"resQue_{t.op}", TPos.VECIN, True) for t in s.row_in] if s.res_levels else []
     locals_ += [Local("rowsRedBuf_"), Local("rowValBuf_")] if s.reduce_segments else []
     locals_ += [Local("workBuf_"), Local("browBuf_"), Local("colBuf_"), Local("paramQue_", TPos.VECIN, True),
@@ -1649,7 +1667,7 @@ def row_split_class(name: str, s: RowSchedule) -> KernelClass:
     tensors += [TensorVar(f"statStage_{t.op}", "float") for t in s.stat_out]
     tensors += [TensorVar(f"res_{t.op}", t.ctype) for t in s.row_in]
     tensors += [TensorVar("w_", "float", max(s.temps, 1)), TensorVar("red_", "float"), TensorVar("redTmp_", "float"),
-                TensorVar("sums_", "float"), TensorVar("tots_", "float")]
+                TensorVar("sums_", "float"), TensorVar("tots_", "float"), TensorVar("xchg_", "float")]
     if s.reduce_segments:
         tensors += [TensorVar("rowsRed_", "float"), TensorVar("rv_", "float", s.nsums)]
     if s.nbrow:

@@ -20,8 +20,9 @@ COL_SPLIT (strategy 2), when a row does not fit or there are fewer rows than cor
 row axis split over the cores in `colsPerCore` slices (multiples of 16); each core walks its slice in
 `colsPerPass` chunks (the whole slice when the program reduces rows: its slices of a group of `groupRows` rows
 stay resident while, per row-reduction level, partial row sums / maxima are exchanged through workspace — SyncAll,
-each core combines `rowsPerOwner` rows in core order, SyncAll), then computes its output slices. The core owns
-its columns for every row: no cross-core column sums. Inputs are read from GM once.
+each core combines its `rowsPerOwner` rows over the cores in a fixed pairwise tree (`xchg_plan`), SyncAll), then
+computes its output slices. The core owns its columns for every row: no cross-core column sums. Inputs are read
+from GM once.
 
 COL_STREAM (strategy 3; only in a kernel whose spec lets a core's slice outgrow UB: `with_streaming`), when even
 a core's resident slice of one row does not fit: the slice walked in `colsPerPass` chunks (whole 32-byte blocks,
@@ -54,8 +55,8 @@ from fractions import Fraction
 from opgen.errors import SpecError
 from opgen.kernel.rowcounts import (COL_SPLIT, COL_STREAM, ROW_CHUNK, ROW_SPLIT, RowCounts, chunkable,  # noqa: F401
                                     fixed_needs, row_resident, stage_dtypes, stage_element)
-from opgen.platforms.cost import (BARRIER_CYCLES, BURST_OVERHEAD_BYTES, CLOCK_HZ, HBM_BYTES_PER_S, SYNC_ALL_CYCLES,
-                                  VEC_ISSUE_CYCLES, VEC_REPEAT_BYTES)
+from opgen.platforms.cost import (BARRIER_CYCLES, BURST_OVERHEAD_BYTES, CLOCK_HZ, FLAG_WAIT_CYCLES, HBM_BYTES_PER_S,
+                                  SYNC_ALL_CYCLES, VEC_ISSUE_CYCLES, VEC_REPEAT_BYTES)
 from opgen.kernel.rowprog import MASK_LANES
 from opgen.tiling.buffers import Buffer, fixed_bytes, row_bytes
 from opgen.tiling.program import TilingProgram, Var, align_up, ceil_div, emax, emin, lit, select
@@ -124,7 +125,7 @@ def col_batch(c: RowCounts) -> bool:
 COL_BATCH_UB_SHARE = 4
 """COL_SPLIT's sub-batch of rows (`col_batch_rows`) keeps its fp32 row temporaries and RowsSum scratch in at most
 1 / COL_BATCH_UB_SHARE of UB: the rest holds the group's resident slices, whose rows share each exchange's fixed
-cost (SyncAll, TotalOwnedRows' copies of every core's partials)."""
+cost (SyncAll, TotalOwnedRows' copy and tree over every core's partials)."""
 
 
 def col_batch_rows(p, c: RowCounts, cols, R, ub):
@@ -149,6 +150,7 @@ def col_plan(c: RowCounts, cols, bytes_of, batch_rows=None) -> list[Buffer]:
     plan += _by_dtype(c.row_out, bytes_of, 1, "outQue", "TQue<VECOUT>", True, cols, "row-output slices of a group")
     plan += stat_plan(c)
     plan += _sum_plan(c)
+    plan += xchg_plan(c)
     for b in _fixed_plan(c, cols, COL_SPLIT, bytes_of):
         plan.append(dataclasses.replace(b, length=b.length * emax(batch_rows, 1),
                                         doc=b.doc + ", colBatchRows rows of them")
@@ -158,6 +160,30 @@ def col_plan(c: RowCounts, cols, bytes_of, batch_rows=None) -> list[Buffer]:
         plan.append(Buffer("rowsRedBuf", "TBuf<VECCALC>", 1, False, select(fold, batch_rows * 64, 0), 4,
                            "64 fp32 partial sums or maxima a row of a sub-batch (slices of 65 to 2040 columns)"))
     return plan
+
+
+def xchg_plan(c: RowCounts) -> list[Buffer]:
+    """The exchange tile of a COL_SPLIT / COL_STREAM kernel with row reductions (opgen.kernel.rowsched
+    `_total_owned_rows`): every core's fp32 partial of the group rows this core owns, one 32-byte aligned row a core,
+    colCores * AlignUp(rowsPerOwner, 8) floats. With rowsPerOwner = ceil(groupRows / colCores) that is below
+    groupRows + 8 * colCores floats, counted as 4 bytes a group row and 32 bytes a core, so the tile fits whenever
+    the group does and the owned rows are exchanged in one copy and one tree (no chunks). [] without row
+    reductions."""
+    if not c.levels:
+        return []
+    return [Buffer("xchgBuf", "TBuf<VECCALC>", 1, True, 1, 4, "exchange tile: every core's partial of an owned row "
+                   "(fp32)"),
+            Buffer("xchgSlack", "TBuf<VECCALC>", 8, False, Var("colCores"), 4, "exchange tile: its rounding of the "
+                   "owned rows to 8 and up to one more row, per core")]
+
+
+def tree_steps(n):
+    """Folds of the exchange's pairwise tree over `n` cores' partials (opgen.kernel.rowsched `_total_owned_rows`:
+    n -> n - n // 2 until 1): ceil(log2(n)) for n >= 1, as a tiling expression (n up to 4096 cores)."""
+    steps = lit(0)
+    for j in range(12):
+        steps = steps + select(n > (1 << j), 1, 0)
+    return steps
 
 
 def _sum_plan(c: RowCounts) -> list[Buffer]:
@@ -487,10 +513,17 @@ def _resident_or_slice(p, c, R, H, lanes, col_align, cols_core, col_cores, row_c
       ROW_CHUNK  instructions a row = pinstrs per chunk (each phase runs its instructions over every chunk);
                  bursts a row = one per input (the whole row) + one per output chunk
       COL_SPLIT  instructions a row = vinstrs on every core; per group of its rows and row-reduction level,
-                 the exchange: two SyncAll and two instructions per core (TotalOwnedRows' LoadRow cast and
-                 combine of each core's partials). With `batch_rows` (colBatchRows, `col_batch_rows`) >= 1
+                 the exchange (opgen.kernel.rowsched `_total_owned_rows`): two SyncAll, the flag waits of one
+                 strided copy of every core's partials (MTE2 -> V) and of the totals out (V -> MTE3), that copy's
+                 bursts (one a core) and ceil(log2(cores)) tree instructions (`tree_steps`), each with its
+                 barrier. With `batch_rows` (colBatchRows, `col_batch_rows`) >= 1
                  the issues are per sub-batch of that many rows: vinstrs instructions, each row reduction by
                  RowsSum ceil(slice / 64) + 1 of them
+    Times: ROW_CHUNK max(memory, vector + issue) (its resident inputs are double-buffered: the next group's copy
+    runs beside this group's work); COL_SPLIT memory + vector + issue + exchange: its group's slices are single
+    buffers (a TBuf, an output queue of depth 1), so a group's copy-in, its work and exchanges and its copy-out
+    follow one another (RmsNorm 50 x 20001 bf16, the emulation's estimate: COL_SPLIT 8.44 us, ROW_CHUNK 7.48 us,
+    which the overlapped max had reversed once the exchange cost a tree instead of a combine per core).
     useResident is 1 when ROW_CHUNK fits and COL_SPLIT does not, or ROW_CHUNK's time is at most COL_SPLIT's."""
     none = resident_plan(c, col_align, lit(0), bytes_of)
     probe = resident_plan(c, col_align, lit(STREAM_PROBE_COLS), bytes_of)
@@ -530,14 +563,49 @@ def _resident_or_slice(p, c, R, H, lanes, col_align, cols_core, col_cores, row_c
         batches = ceil_div(R, slice_rows) * ceil_div(slice_rows, emax(batch_rows, 1))
         issue_s = select(batch_rows >= 1, batches * ((vin + c.rsums * (ceil_div(cols_core, 64) + 1)) * per_issue),
                          issue_s)
-    exchange = ceil_div(R, slice_rows) * max(c.levels, 1) * (2 * int(SYNC_ALL_CYCLES) + 2 * col_cores * per_issue)
+    exchange = ceil_div(R, slice_rows) * max(c.levels, 1) * (
+        2 * int(SYNC_ALL_CYCLES) + 2 * FLAG_WAIT_CYCLES + tree_steps(col_cores) * per_issue
+        + col_cores * BURST_OVERHEAD_BYTES * num // den)
     run_s = p.let("sliceRunCycles", R * cols_core * vin // lanes32 + issue_s + exchange,
-                  "COL_SPLIT: estimated vector, issue and exchange cycles of a core (two SyncAll and TotalOwnedRows' "
-                  "cast and combine of every core's partials per level and group)")
-    use = p.let("useResident", select((fit >= 1) & ((slice_fit < 1) | (emax(mem_r, run_r) <= emax(mem_s, run_s))),
+                  "COL_SPLIT: estimated vector, issue and exchange cycles of a core (per level and group: two SyncAll, "
+                  "TotalOwnedRows' strided copy of every core's partials and its pairwise tree)")
+    use = p.let("useResident", select((fit >= 1) & ((slice_fit < 1) | (emax(mem_r, run_r) <= mem_s + run_s)),
                                       1, 0),
                 "1 when ROW_CHUNK (inputs resident) fits and is estimated no slower than COL_SPLIT, or only it fits")
     return chunk, group, fit, use
+
+
+def _split_or_stream(p, c, R, H, cols_core, col_cores, res_fit, stream_rows, bytes_of):
+    """useColSplit: 1 when COL_SPLIT (the slices resident, groups of up to `res_fit` rows) is estimated no slower
+    than COL_STREAM (groups of `stream_rows` rows, the row inputs re-read for every level and the outputs), each
+    priced by the cost model of docs/reference/kernel_cost.md §2 in AI Core cycles, serially (neither overlaps a
+    group's copies with its work):
+      memory   = R * H * (bytes of the row inputs * reads + bytes of the row outputs) * CLOCK / HBM bandwidth,
+                 reads 1 for COL_SPLIT, levels + 1 for COL_STREAM (an online maximum and sum reads once less: the
+                 estimate is an upper bound there)
+      vector   = R * colsPerCore * vinstrs / (VEC_REPEAT_BYTES / 4) times the reads, and R * vinstrs issues
+      exchange = groups * levels * (two SyncAll, two flag waits, tree_steps(colCores) issues)
+    A COL_SPLIT whose slices leave room for few rows a group pays many exchanges: SoftmaxV2 [8, 393216] fp32, the
+    emulation's estimate, COL_STREAM 38 us; COL_SPLIT 60 us in groups of one row, 40 us in groups of two (the
+    row-reduction exchange staging nothing, one work row: this model takes COL_SPLIT there, GM 1.00x the minimum
+    instead of 1.50x). The online pass is not known here, so COL_STREAM's estimate is high for a softmax."""
+    _elem, _ins, _outs, (num, den), lanes32, per_issue = _cost_terms(c, bytes_of)
+    in_b, out_b = lit(0), lit(0)
+    for d, n in c.row_in:
+        in_b = in_b + bytes_of(d) * n
+    for d, n in c.row_out:
+        out_b = out_b + bytes_of(d) * n
+    vin, levels = max(c.vinstrs, 1), max(c.levels, 1)
+    xchg = levels * (2 * int(SYNC_ALL_CYCLES) + 2 * FLAG_WAIT_CYCLES + tree_steps(col_cores) * per_issue)
+    work = R * cols_core * vin // lanes32 + R * vin * per_issue
+    split_rows = emax(1, emin(emin(res_fit, 1024), R))
+    t_split = p.let("splitCycles", R * H * (in_b + out_b) * num // den + work + ceil_div(R, split_rows) * xchg,
+                    "COL_SPLIT: estimated cycles of a core (memory, vector and issue, exchanges; serial)")
+    t_stream = p.let("streamCycles", R * H * (in_b * (levels + 1) + out_b) * num // den + work * (levels + 1)
+                     + ceil_div(R, stream_rows) * xchg,
+                     "COL_STREAM: estimated cycles of a core (the inputs read levels + 1 times; serial)")
+    return p.let("useColSplit", select(t_split <= t_stream, 1, 0),
+                 "1 when COL_SPLIT is estimated no slower than COL_STREAM")
 
 
 def _tiling_key(p, key: tuple, dk, strategy) -> None:
@@ -592,8 +660,10 @@ def _stream_program(p, c, R, S, B, H, key, dk, cores, ub, lanes, col_align, cols
                                                           row_cores, ub, bytes_of, cs_rows)
     use4 = p.let("useRowChunk", select((rows_fit < 1) & (rc_use >= 1), 1, 0),
                  "1 when a row does not fit ROW_SPLIT and ROW_CHUNK (inputs resident) is chosen")
+    split = _split_or_stream(p, c, R, H, cols_core, col_cores, res_fit, want, bytes_of)
     strategy = p.let("strategy", select(use4 >= 1, ROW_CHUNK, select(
-        prefer_rows | (res_fit < 1) & (stream_cols < lanes), ROW_SPLIT, select(res_fit >= 1, COL_SPLIT, COL_STREAM))),
+        prefer_rows | (res_fit < 1) & (stream_cols < lanes), ROW_SPLIT,
+        select((res_fit >= 1) & ((stream_cols < lanes) | (split >= 1)), COL_SPLIT, COL_STREAM))),
         "1 ROW_SPLIT, 2 COL_SPLIT, 3 COL_STREAM (the slice of one row does not fit UB), 4 ROW_CHUNK (inputs "
         "resident)", True)
     cols_pass = p.let("colsPerPass", select(strategy.eq(COL_STREAM), emin(cols_core, emax(lanes, stream_cols)),

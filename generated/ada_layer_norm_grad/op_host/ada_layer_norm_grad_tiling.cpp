@@ -363,11 +363,12 @@ static ge::graphStatus TilingFunc(gert::TilingContext* context)
     const int64_t colCores = CeilDiv(hidden, colsPerCore);              // cores used by COL_SPLIT
     const int64_t colsPerPass = colsPerCore;  // columns per COL_SPLIT pass: the whole slice stays resident
     const int64_t colsTail = (hidden - ((colCores - 1) * colsPerCore));  // columns of the last core (COL_SPLIT)
-    const int64_t groupRowBytes =
-        (((((2 * colsPerPass) * TBytes) + (colsPerPass * TBytes)) + 16) + 16);  // UB bytes per resident row (COL_SPLIT)
+    const int64_t groupRowBytes = ((((((2 * colsPerPass) * TBytes) + (colsPerPass * TBytes)) + 16) + 16) +
+                                   4);  // UB bytes per resident row (COL_SPLIT)
     const int64_t groupFixedBytes =
-        ((((((256 + ((4 * colsPerPass) * 4)) + ((4 * colsPerPass) * 4)) + ((4 * colsPerPass) * 4)) +
-           (colsPerPass * std::max<int64_t>(std::max<int64_t>(4, TBytes), UBytes))) +
+        (((((((256 + ((8 * colCores) * 4)) + ((4 * colsPerPass) * 4)) + ((4 * colsPerPass) * 4)) +
+            ((4 * colsPerPass) * 4)) +
+           (colsPerPass * std::max<int64_t>(TBytes, UBytes))) +
           (colsPerPass * 4)) +
          ((AlignUp((CeilDiv(colsPerPass, 64) * 2), 8) + 8) * 4));  // UB bytes held once (COL_SPLIT)
     const int64_t groupFit =

@@ -242,6 +242,8 @@ private:
         pipe_.InitBuffer(sumBuf_, (2 + 2) * groupStride_ * sizeof(float));
         sums_ = sumBuf_.template Get<float>();
         tots_ = sums_[2 * groupStride_];
+        pipe_.InitBuffer(xchgBuf_, cores * AlignUp(td_->rowsPerOwner, 8) * sizeof(float));
+        xchg_ = xchgBuf_.template Get<float>();
         pipe_.InitBuffer(workBuf_, 4 * rowStride_ * sizeof(float));
         for (int64_t j = 0; j < 4; ++j) {
             w_[j] = workBuf_.template Get<float>()[j * rowStride_];
@@ -254,9 +256,7 @@ private:
         for (int64_t j = 0; j < 4; ++j) {
             colv_[j] = colBuf_.template Get<float>()[j * rowStride_];
         }
-        pipe_.InitBuffer(
-            paramQue_, 1,
-            rowStride_ * ((4 > sizeof(T) ? 4 : sizeof(T)) > sizeof(U) ? (4 > sizeof(T) ? 4 : sizeof(T)) : sizeof(U)));
+        pipe_.InitBuffer(paramQue_, 1, rowStride_ * (sizeof(T) > sizeof(U) ? sizeof(T) : sizeof(U)));
         pipe_.InitBuffer(accOutQue_, 1, rowStride_ * sizeof(float));
         pipe_.InitBuffer(reduceBuf_, (AlignUp((rowStride_ + 63) / 64 * 2, 8) + 8) * sizeof(float));
         red_ = reduceBuf_.template Get<float>();
@@ -351,6 +351,8 @@ private:
                 PipeBarrier<PIPE_ALL>();
                 SyncAll();
                 TotalOwnedRows(0, totBase + 0 * groupStride_, k);
+                SetFlag<HardEvent::MTE3_MTE2>(0);  // GM <workspace>: MTE3 has written it before MTE2 reads it
+                WaitFlag<HardEvent::MTE3_MTE2>(0);
                 TotalOwnedRows(1, totBase + 1 * groupStride_, k);
                 PipeBarrier<PIPE_ALL>();
                 SyncAll();
@@ -513,25 +515,33 @@ private:
         }
     }
 
-    // This core's rows [core * rowsPerOwner, ...) of the group: combine the partial row reductions `slot` of every
-    // core in core order (a sum, or the maximum when isMax) and write the totals to workspace at `dst`.
+    // This core's rows [core * rowsPerOwner, ...) of the group: every core's partial row reductions `slot` in one strided
+    // copy, combined in a pairwise tree over the cores (a sum, or the maximum when isMax), the totals written to
+    // workspace at `dst`.
     __aicore__ inline void TotalOwnedRows(int64_t slot, int64_t dst, int64_t k)
     {
         const int64_t cores = GetBlockNum();
         const int64_t o0 = GetBlockIdx() * td_->rowsPerOwner;
         const int64_t on = o0 < k ? (k - o0 < td_->rowsPerOwner ? k - o0 : td_->rowsPerOwner) : 0;
-        for (int64_t o = 0; o < on; o += rowStride_) {
-            const int64_t m = on - o < rowStride_ ? on - o : rowStride_;
-            SetFlag<HardEvent::MTE3_MTE2>(0);  // GM <workspace>: MTE3 has written it before MTE2 reads it
-            WaitFlag<HardEvent::MTE3_MTE2>(0);
-            LoadRow<float>(w_[0], ws_[slot * groupStride_ + o0 + o], m);
-            for (int64_t c = 1; c < cores; ++c) {
-                PipeBarrier<PIPE_V>();  // workBuf_: V has read it before V overwrites it
-                LoadRow<float>(w_[1], ws_[(c * 2 + slot) * groupStride_ + o0 + o], m);
-                Add(w_[0], w_[0], w_[1], static_cast<int32_t>(m));
+        if (on > 0) {
+            const int64_t oa = AlignUp(on, 8);
+            DataCopyPad(xchg_, ws_[slot * groupStride_ + o0],
+                        DataCopyExtParams(static_cast<uint16_t>(cores), on * sizeof(float),
+                                          (2 * groupStride_ - on) * sizeof(float), 0, 0),
+                        DataCopyPadExtParams<float>(
+                            false, 0, 0, float{}));  // every core's partials of the owned rows: one row of xchg_ a core
+            SetFlag<HardEvent::MTE2_V>(0);           // xchgBuf_: MTE2 has written it before V reads it
+            WaitFlag<HardEvent::MTE2_V>(0);
+            // pairwise tree: the last h of the n = cores - d rows left folded onto the first h
+            for (int64_t d = 0; d < cores - 1;) {
+                const int64_t h = (cores - d) / 2;
+                PipeBarrier<PIPE_V>();  // xchgBuf_: V has written it before V reads it
+                Add(xchg_, xchg_, xchg_[(cores - d - h) * oa], static_cast<int32_t>(h * oa));
+                d += h;
             }
-            PipeBarrier<PIPE_V>();  // workBuf_: V has written it before V reads it
-            StoreRow<float>(ws_[dst + o0 + o], w_[0], RoundMode::CAST_NONE, m);
+            SetFlag<HardEvent::V_MTE3>(0);  // xchgBuf_: V has written it before MTE3 reads it
+            WaitFlag<HardEvent::V_MTE3>(0);
+            DataCopyPad(ws_[dst + o0], xchg_, DataCopyExtParams(1, on * sizeof(float), 0, 0, 0));
         }
     }
 
@@ -846,6 +856,7 @@ private:
     TBuf<TPosition::VECCALC> resBuf_dy;
     TBuf<TPosition::VECCALC> resBuf_x;
     TBuf<TPosition::VECCALC> sumBuf_;
+    TBuf<TPosition::VECCALC> xchgBuf_;
     TBuf<TPosition::VECCALC> workBuf_;
     TBuf<TPosition::VECCALC> browBuf_;
     TBuf<TPosition::VECCALC> colBuf_;
@@ -864,6 +875,7 @@ private:
     LocalTensor<float> redTmp_;
     LocalTensor<float> sums_;
     LocalTensor<float> tots_;
+    LocalTensor<float> xchg_;
     LocalTensor<float> brow_[4];
     LocalTensor<float> colv_[4];
     int64_t hidden_ = 0;

@@ -342,12 +342,12 @@ static ge::graphStatus TilingFunc(gert::TilingContext* context)
     const int64_t colCores = CeilDiv(hidden, colsPerCore);              // cores used by COL_SPLIT
     const int64_t colsPerPass = colsPerCore;  // columns per COL_SPLIT pass: the whole slice stays resident
     const int64_t colsTail = (hidden - ((colCores - 1) * colsPerCore));  // columns of the last core (COL_SPLIT)
-    const int64_t groupRowBytes =
-        (((((colsPerPass * TBytes) + (colsPerPass * TBytes)) + 8) + 16) + 12);  // UB bytes per resident row (COL_SPLIT)
+    const int64_t groupRowBytes = ((((((colsPerPass * TBytes) + (colsPerPass * TBytes)) + 8) + 16) + 12) +
+                                   4);  // UB bytes per resident row (COL_SPLIT)
     const int64_t groupFixedBytes =
-        ((((((288 + ((2 * colsPerPass) * 4)) + ((3 * colsPerPass) * 4)) + ((2 * colsPerPass) * 4)) +
-           (colsPerPass * std::max<int64_t>(std::max<int64_t>(4, TBytes), UBytes))) +
-          (colsPerPass * 4)) +
+        ((((((288 + ((8 * colCores) * 4)) + ((2 * colsPerPass) * 4)) + ((3 * colsPerPass) * 4)) +
+           ((2 * colsPerPass) * 4)) +
+          (colsPerPass * std::max<int64_t>(TBytes, UBytes))) +
          ((AlignUp((CeilDiv(colsPerPass, 64) * 2), 8) + 8) * 4));  // UB bytes held once (COL_SPLIT)
     const int64_t groupFit =
         ((ubBytes > groupFixedBytes) ? ((ubBytes - groupFixedBytes) / groupRowBytes) : 0);  // rows per group that fit
