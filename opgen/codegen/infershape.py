@@ -107,6 +107,56 @@ def same_dim_places(spec, access, present, keep=lambda index: True) -> list[dict
     return out
 
 
+def same_group_places(spec, shape, rank, present, pick, form_cond, keep=lambda index: True) -> list[dict]:
+    """Template data of the SameGroup checks (templates/op_host/_same_dim.j2): every kept input whose shape form
+    holds a variadic group (Bd in [*Bd, H]) must carry the group's entries equal to the group as it is read
+    (opgen.dsl.dimsource.group_location: its source input). One {"group", "source", "source_shape",
+    "source_begin", "source_after", "input", "shape", "begin", "after", "cond"} per (input, form holding the
+    group): the shapes are C++ gert::Shape expressions (`shape(i)`), begin / after the group's entries
+    [begin, rank - after) in each, `cond` the C++ condition under which the form applies (None: always):
+    `present(i)` for an optional input (and for an optional source), `form_cond(attr, k)` for a form a static
+    attribute picks, and for a free-form input (several forms, no form_by) its rank `rank(i)` lying within that
+    form's rank bounds and no other form's (a rank two forms share is left to the TilingFunc's form key, which
+    requires the group too: opgen.tiling.emit.form_key_cpp). `pick(attr, [text per form])` selects a form-picked
+    source's bounds. Graph mode reaches InferShape and the TilingFunc without the aclnn layer's cross-input
+    checks, and a kernel tiled from the source's group would read past a shorter input (docs/design.md
+    "Emission")."""
+    out = []
+    for name in spec.variadics:
+        src = group_location(spec, name)
+        if src is None or not keep(src.index):
+            continue
+        sdecl = spec.inputs[src.index]
+        sbegin, safter = src.bounds(pick)
+        for j, decl in enumerate(spec.inputs):
+            if j == src.index or not keep(j):
+                continue
+            bounds = [rank_bounds([s], spec.variadics) for s in decl.shapes]
+            for k, form in enumerate(decl.shapes):
+                v = next((p for p, d in enumerate(form) if isinstance(d, Variadic)), None)
+                if v is None or form[v].name != name:
+                    continue
+                conds = [present(src.index)] if sdecl.optional else []
+                conds += [present(j)] if decl.optional else []
+                if decl.form_by is not None:
+                    conds.append(form_cond(decl.form_by, k))
+                elif len(decl.shapes) > 1:
+                    conds.append(_rank_in(rank(j), *bounds[k]))
+                    conds += [f"!{_rank_in(rank(j), *b)}" for q, b in enumerate(bounds) if q != k]
+                out.append({"group": name, "source": sdecl.name, "source_shape": shape(src.index),
+                            "source_begin": sbegin, "source_after": safter, "input": decl.name, "shape": shape(j),
+                            "begin": v, "after": len(form) - v - 1, "cond": " && ".join(conds) or None})
+    return out
+
+
+def _rank_in(rank: str, lo: int, hi: int | None) -> str:
+    """C++ condition: rank `rank` (a size_t expression) lies in [lo, hi] (hi None: no upper bound)."""
+    if hi == lo:
+        return f"({rank} == {lo})"
+    parts = ([f"{rank} >= {lo}"] if lo > 0 else []) + ([f"{rank} <= {hi}"] if hi is not None else [])
+    return "(" + (" && ".join(parts) or "true") + ")"
+
+
 def _form_selector(m: OpModel, attr: str) -> dict:
     """Template data of the local holding which choice static attribute `attr` has (the index of the shape form
     it picks, InputDecl.form_by / OutputDecl.form_by), checked against the choices; the local is named by the
@@ -282,6 +332,11 @@ def infershape_context(m: OpModel) -> dict:
         pick(attr, ["0", "1"])   # declares the selector
         return f"{selectors[attr]['var']} == {k}"
 
+    # so does a variadic group (Bd) an input it reads carries beside the group's source (same_group_places)
+    equal_groups = same_group_places(spec, lambda i: f"*{_shape_var(m.inputs[i])}",
+                                     lambda i: f"{_shape_var(m.inputs[i])}->GetDimNum()",
+                                     lambda i: f"{_shape_var(m.inputs[i])} != nullptr", pick, form_cond,
+                                     keep=lambda i: m.inputs[i].name in used_inputs)
     # graph mode meets no aclnn layer: a size the known factors do not divide fails here
     exact = [d.check(m.inputs[d.index].name, form_cond) for d in divides]
     dtypes = []
@@ -312,6 +367,7 @@ def infershape_context(m: OpModel) -> dict:
     return {"banner": m.banner(), "op": m.op, "inputs": inputs, "dims": dims, "outputs": outputs, "dtypes": dtypes,
             "attrs_needed": bool(attrs_needed), "fn_suffix": upper_camel(m.op), "needs_prod": needs_prod,
             "selectors": list(selectors.values()), "form_ranks": form_ranks, "equal_dims": equal_dims,
+            "equal_groups": equal_groups, "same_group": bool(equal_groups),
             "dim_attrs": [dim_attrs[k] for k in sorted(dim_attrs)], "exact_products": exact}
 
 
