@@ -449,7 +449,11 @@ def test_a_dim_two_inputs_carry_must_agree_in_the_tiling_func(driver):
     plat = PLATFORMS["ascend910b1"]
     dt = {"T": DType.f16, "U": DType.f16}
     cases = [({}, {}, True), ({"scale": (2, 7)}, {}, False), ({"weight": (9,)}, {"weight": True}, False),
-             ({"weight": (8,), "bias": (8,)}, {"weight": True, "bias": True}, True)]
+             ({"weight": (8,), "bias": (8,)}, {"weight": True, "bias": True}, True),
+             # the variadic group Bd (SameGroup): scale's forms [*Bd, H] and [*Bd, 1, H] share ranks 2 to 7, so
+             # the first form fitting the rank names the differing dim when neither carries x's Bd
+             ({"scale": (5, 8)}, {}, False), ({"scale": (2, 1, 8), "shift": (2, 1, 8)}, {}, True),
+             ({"shift": (3, 1, 8)}, {}, False)]
     lines = [_case_line(spec, env, dt, present, plat, shapes=shapes) for shapes, present, _ok in cases]
     out = subprocess.run([str(driver)], input="\n".join(lines) + "\n", capture_output=True, text=True, timeout=60)
     assert out.returncode == 0, out.stderr
@@ -457,6 +461,8 @@ def test_a_dim_two_inputs_carry_must_agree_in_the_tiling_func(driver):
     assert [g != "fail" for g in got] == [ok for *_, ok in cases], got
     assert "H: x has 8 but scale has 7; they must be equal" in out.stderr
     assert "H: x has 8 but weight has 9; they must be equal" in out.stderr
+    assert "Bd: x has 2 at dim 0 but scale has 5 at dim 0; they must be equal" in out.stderr
+    assert "Bd: x has 1 dims of it but shift has 2; they must be equal" in out.stderr
 
 
 def _standalone_driver(tmp_path, spec):

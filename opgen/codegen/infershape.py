@@ -110,17 +110,18 @@ def same_dim_places(spec, access, present, keep=lambda index: True) -> list[dict
 def same_group_places(spec, shape, rank, present, pick, form_cond, keep=lambda index: True) -> list[dict]:
     """Template data of the SameGroup checks (templates/op_host/_same_dim.j2): every kept input whose shape form
     holds a variadic group (Bd in [*Bd, H]) must carry the group's entries equal to the group as it is read
-    (opgen.dsl.dimsource.group_location: its source input). One {"group", "source", "source_shape",
-    "source_begin", "source_after", "input", "shape", "begin", "after", "cond"} per (input, form holding the
-    group): the shapes are C++ gert::Shape expressions (`shape(i)`), begin / after the group's entries
-    [begin, rank - after) in each, `cond` the C++ condition under which the form applies (None: always):
-    `present(i)` for an optional input (and for an optional source), `form_cond(attr, k)` for a form a static
-    attribute picks, and for a free-form input (several forms, no form_by) its rank `rank(i)` lying within that
-    form's rank bounds and no other form's (a rank two forms share is left to the TilingFunc's form key, which
-    requires the group too: opgen.tiling.emit.form_key_cpp). `pick(attr, [text per form])` selects a form-picked
-    source's bounds. Graph mode reaches InferShape and the TilingFunc without the aclnn layer's cross-input
-    checks, and a kernel tiled from the source's group would read past a shorter input (docs/design.md
-    "Emission")."""
+    (opgen.dsl.dimsource.group_location: its source input). One {"group", "input", "cond", "check"} per (input,
+    group): `check` the C++ of the SameGroup call(s) filling `dimMismatch` (false: refuse), `cond` the C++ condition
+    under which the check applies (None: always). Shapes are printed by `shape(i)` (a gert::Shape expression),
+    ranks by `rank(i)`; an optional input (or an optional source) is checked when `present(i)`.
+    - a single-form input: always;
+    - an input whose form static attribute `attr` picks: the form of choice k when `form_cond(attr, k)`;
+    - a free-form input (several forms, no form_by): unless its rank fits a form without the group (left to the
+      TilingFunc's form key, opgen.tiling.emit.form_key_cpp), some form holding the group must both fit its rank and
+      carry the group equal to the source's; else the first form fitting its rank names the differing dim.
+    `pick(attr, [text per form])` selects a form-picked source's bounds. Graph mode reaches InferShape and the
+    TilingFunc without the aclnn layer's cross-input checks, and a kernel tiled from the source's group would read
+    past a shorter input (docs/design.md "Emission")."""
     out = []
     for name in spec.variadics:
         src = group_location(spec, name)
@@ -131,21 +132,36 @@ def same_group_places(spec, shape, rank, present, pick, form_cond, keep=lambda i
         for j, decl in enumerate(spec.inputs):
             if j == src.index or not keep(j):
                 continue
-            bounds = [rank_bounds([s], spec.variadics) for s in decl.shapes]
-            for k, form in enumerate(decl.shapes):
-                v = next((p for p, d in enumerate(form) if isinstance(d, Variadic)), None)
-                if v is None or form[v].name != name:
-                    continue
-                conds = [present(src.index)] if sdecl.optional else []
-                conds += [present(j)] if decl.optional else []
-                if decl.form_by is not None:
-                    conds.append(form_cond(decl.form_by, k))
-                elif len(decl.shapes) > 1:
-                    conds.append(_rank_in(rank(j), *bounds[k]))
-                    conds += [f"!{_rank_in(rank(j), *b)}" for q, b in enumerate(bounds) if q != k]
-                out.append({"group": name, "source": sdecl.name, "source_shape": shape(src.index),
-                            "source_begin": sbegin, "source_after": safter, "input": decl.name, "shape": shape(j),
-                            "begin": v, "after": len(form) - v - 1, "cond": " && ".join(conds) or None})
+
+            def call(why, form):
+                v = next(p for p, d in enumerate(form) if isinstance(d, Variadic))
+                return (f"SameGroup({why}, {c_string(name)}, {c_string(sdecl.name)}, {shape(src.index)}, {sbegin}, "
+                        f"{safter}, {c_string(decl.name)}, {shape(j)}, {v}, {len(form) - v - 1})")
+
+            holds = [next((d.name == name for d in form if isinstance(d, Variadic)), False) for form in decl.shapes]
+            if not any(holds):
+                continue
+            base = ([present(src.index)] if sdecl.optional else []) + ([present(j)] if decl.optional else [])
+            if len(decl.shapes) == 1:
+                out.append({"group": name, "input": decl.name, "cond": " && ".join(base) or None,
+                            "check": call("&dimMismatch", decl.shapes[0])})
+                continue
+            if decl.form_by is not None:
+                for k, form in enumerate(decl.shapes):
+                    if holds[k]:
+                        out.append({"group": name, "input": decl.name,
+                                    "cond": " && ".join(base + [form_cond(decl.form_by, k)]),
+                                    "check": call("&dimMismatch", form)})
+                continue
+            fits = [_rank_in(rank(j), *rank_bounds([form], spec.variadics)) for form in decl.shapes]
+            conds = base + [f"!{f}" for f, h in zip(fits, holds) if not h]
+            conds.append("!(" + " || ".join(f"({f} && {call('nullptr', form)})"
+                                            for f, h, form in zip(fits, holds, decl.shapes) if h) + ")")
+            check = "true"
+            for f, h, form in reversed(list(zip(fits, holds, decl.shapes))):
+                if h:
+                    check = f"({f} ? {call('&dimMismatch', form)} : {check})"
+            out.append({"group": name, "input": decl.name, "cond": " && ".join(conds), "check": check})
     return out
 
 
