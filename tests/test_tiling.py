@@ -162,10 +162,12 @@ def test_unsupported_dtype_combination_fails_in_cpp(driver):
 @pytest.mark.parametrize("x_shape", [(8,), (2, 3, 4, 5, 8), (1,) * 9], ids=["rank1", "rank5", "rank9"])
 def test_wrong_rank_fails_in_cpp(driver, x_shape):
     """AdaLayerNormV2's x is [*Bd, S, H] with Bd of 0..6 axes (specs/ada_layer_norm_v2.py): rank 2..8. A rank-1 x
-    must fail before the TilingFunc reads dim GetDimNum() - 2 (it would underflow); rank 9 exceeds the group."""
+    must fail before the TilingFunc reads dim GetDimNum() - 2 (it would underflow); rank 9 exceeds the group. scale
+    and shift ([*Bd, H]) carry x's Bd (SameGroup refuses any other)."""
     spec = load_spec("AdaLayerNormV2")
+    rows = x_shape[:-2] + (8,) if len(x_shape) >= 2 else (8,)
     line = _case_line(spec, {"Bd": (2,), "S": 3, "H": 8}, {"T": DType.f16, "U": DType.f16},
-                      {}, PLATFORMS["ascend910b1"], shapes={"x": x_shape})
+                      {}, PLATFORMS["ascend910b1"], shapes={"x": x_shape, "scale": rows, "shift": rows})
     out = subprocess.run([str(driver)], input=line + "\n", capture_output=True, text=True)
     assert out.returncode == 0, out.stderr
     assert (out.stdout.strip() == "fail") == (not 2 <= len(x_shape) <= 8)
