@@ -162,10 +162,12 @@ def test_unsupported_dtype_combination_fails_in_cpp(driver):
 @pytest.mark.parametrize("x_shape", [(8,), (2, 3, 4, 5, 8), (1,) * 9], ids=["rank1", "rank5", "rank9"])
 def test_wrong_rank_fails_in_cpp(driver, x_shape):
     """AdaLayerNormV2's x is [*Bd, S, H] with Bd of 0..6 axes (specs/ada_layer_norm_v2.py): rank 2..8. A rank-1 x
-    must fail before the TilingFunc reads dim GetDimNum() - 2 (it would underflow); rank 9 exceeds the group."""
+    must fail before the TilingFunc reads dim GetDimNum() - 2 (it would underflow); rank 9 exceeds the group. scale
+    and shift ([*Bd, H]) carry x's Bd (SameGroup refuses any other)."""
     spec = load_spec("AdaLayerNormV2")
+    rows = x_shape[:-2] + (8,) if len(x_shape) >= 2 else (8,)
     line = _case_line(spec, {"Bd": (2,), "S": 3, "H": 8}, {"T": DType.f16, "U": DType.f16},
-                      {}, PLATFORMS["ascend910b1"], shapes={"x": x_shape})
+                      {}, PLATFORMS["ascend910b1"], shapes={"x": x_shape, "scale": rows, "shift": rows})
     out = subprocess.run([str(driver)], input=line + "\n", capture_output=True, text=True)
     assert out.returncode == 0, out.stderr
     assert (out.stdout.strip() == "fail") == (not 2 <= len(x_shape) <= 8)
@@ -449,7 +451,11 @@ def test_a_dim_two_inputs_carry_must_agree_in_the_tiling_func(driver):
     plat = PLATFORMS["ascend910b1"]
     dt = {"T": DType.f16, "U": DType.f16}
     cases = [({}, {}, True), ({"scale": (2, 7)}, {}, False), ({"weight": (9,)}, {"weight": True}, False),
-             ({"weight": (8,), "bias": (8,)}, {"weight": True, "bias": True}, True)]
+             ({"weight": (8,), "bias": (8,)}, {"weight": True, "bias": True}, True),
+             # the variadic group Bd (SameGroup): scale's forms [*Bd, H] and [*Bd, 1, H] share ranks 2 to 7, so
+             # the first form fitting the rank names the differing dim when neither carries x's Bd
+             ({"scale": (5, 8)}, {}, False), ({"scale": (2, 1, 8), "shift": (2, 1, 8)}, {}, True),
+             ({"shift": (3, 1, 8)}, {}, False)]
     lines = [_case_line(spec, env, dt, present, plat, shapes=shapes) for shapes, present, _ok in cases]
     out = subprocess.run([str(driver)], input="\n".join(lines) + "\n", capture_output=True, text=True, timeout=60)
     assert out.returncode == 0, out.stderr
@@ -457,6 +463,70 @@ def test_a_dim_two_inputs_carry_must_agree_in_the_tiling_func(driver):
     assert [g != "fail" for g in got] == [ok for *_, ok in cases], got
     assert "H: x has 8 but scale has 7; they must be equal" in out.stderr
     assert "H: x has 8 but weight has 9; they must be equal" in out.stderr
+    assert "Bd: x has 2 at dim 0 but scale has 5 at dim 0; they must be equal" in out.stderr
+    assert "Bd: x has 1 dims of it but shift has 2; they must be equal" in out.stderr
+
+
+def _standalone_driver(tmp_path, spec):
+    """The tiling driver (tests/cpp/tiling_driver.cpp) with `spec`'s emitted TilingFunc alone linked in
+    (-Wall -Werror against the host emulation)."""
+    from opgen.tiling.pipeline import kernel_build
+
+    t = kernel_build(spec).tiling
+    srcs = []
+    for rel, text in emit_tiling(spec, t.program, t.inputs, t.doc).items():
+        (tmp_path / rel).parent.mkdir(parents=True, exist_ok=True)
+        (tmp_path / rel).write_text(text)
+        srcs += [str(tmp_path / rel)] if rel.endswith(".cpp") else []
+    exe = tmp_path / "driver"
+    cmd = ["g++", "-std=c++17", "-O0", "-Wall", "-Werror", "-I", str(ROOT / "opgen/emu/include"), "-I", str(tmp_path),
+           str(ROOT / "tests/cpp/tiling_driver.cpp"), *srcs, "-o", str(exe)]
+    r = subprocess.run(cmd, capture_output=True, text=True)
+    assert r.returncode == 0, r.stderr
+    return exe
+
+
+@pytest.mark.slow
+def test_a_variadic_group_two_inputs_carry_must_agree_in_the_tiling_func(tmp_path):
+    """Graph mode calls the TilingFunc without the aclnn layer's cross-input checks: AddLayerNorm's Bd, carried by
+    x1 (the group's source), x2 and bias in its [*Bd, H] form, must be the same entries in each (SameGroup), else
+    the TilingFunc fails naming the group, both inputs and the first differing dim, before a kernel tiled from x1's
+    37 rows reads past x2's or bias's 5 (review finding). A bias [H] and matching shapes tile; expected outcomes
+    by hand from the spec's shapes (x1, x2 [*Bd, H], bias [H] or [*Bd, H])."""
+    spec = load_spec(str(ROOT / "examples/specs/add_layer_norm.py"))
+    exe = _standalone_driver(tmp_path, spec)
+    plat = PLATFORMS["ascend910b1"]
+    env = {"Bd": (37,), "H": 8}
+    dt = {"T": DType.f32}
+    cases = [({}, {}, True),
+             ({"x2": (5, 8)}, {}, False),
+             ({"bias": (5, 8)}, {"bias": True}, False),
+             ({"bias": (37, 8)}, {"bias": True}, True),
+             ({"bias": (8,)}, {"bias": True}, True),
+             ({"x2": (1, 37, 8)}, {}, False),
+             ({"x1": (2, 3, 8), "x2": (2, 4, 8)}, {}, False),
+             ({"x1": (2, 3, 8), "x2": (2, 3, 8), "bias": (2, 3, 8)}, {"bias": True}, True)]
+    lines = [_case_line(spec, env, dt, present, plat, shapes=shapes) for shapes, present, _ok in cases]
+    out = subprocess.run([str(exe)], input="\n".join(lines) + "\n", capture_output=True, text=True, timeout=60)
+    assert out.returncode == 0, out.stderr
+    got = out.stdout.splitlines()
+    assert [g != "fail" for g in got] == [ok for *_, ok in cases], (got, out.stderr)
+    err = out.stderr
+    assert "Bd: x1 has 37 at dim 0 but x2 has 5 at dim 0; they must be equal" in err, err
+    assert "Bd: x1 has 37 at dim 0 but bias has 5 at dim 0; they must be equal" in err, err
+    assert "Bd: x1 has 1 dims of it but x2 has 2; they must be equal" in err, err
+    assert "Bd: x1 has 3 at dim 1 but x2 has 4 at dim 1; they must be equal" in err, err
+    assert err.count("Bd: ") == 4, err
+
+
+def test_the_form_key_requires_a_variadic_group_to_agree():
+    """The shape-form match of the TilingFunc's form key (opgen.tiling.emit.form_key_cpp) compares a form's
+    variadic group with the group's source input, so a bias [5, H] beside x1 [37, H] matches no form of AddLayerNorm
+    (a negative form key, refused) instead of picking [*Bd, H]."""
+    from opgen.tiling.emit import form_key_cpp
+
+    key = form_key_cpp(load_spec(str(ROOT / "examples/specs/add_layer_norm.py")))
+    assert 'SameGroup(nullptr, "", "", x1Shape, 0, 1, "", biasShapeOpt->GetStorageShape(), 0, 1)' in key, key
 
 
 def _run_infer_shape(tmp_path, spec, main_src: str):
@@ -586,3 +656,47 @@ int main()
     assert "N: a dim -2 has 4 but a dim -1 has 5; they must be equal" in err, err
     assert "N: a dim -1 has 4 but v has 5; they must be equal" in err, err
     assert "N: a dim -2 has 4 but v has 5; they must be equal" in err, err
+
+
+def test_a_variadic_group_two_inputs_carry_must_agree_in_infer_shape(tmp_path):
+    """Graph mode's InferShape compares a variadic group an input it reads carries with the group's source (x holds
+    Bd for y, v is read for M and carries Bd too): a differing entry or group rank fails naming the group, both
+    inputs and the dim; an unknown entry (-1) is left to later. Expected outcomes by hand."""
+    path = tmp_path / "group_pair.py"
+    path.write_text('''from opgen.dsl import A2, OpSpec, f32
+spec = OpSpec("GroupPair", aclnn="aclnnGroupPair", socs=(A2,))
+Bd = spec.variadic("Bd", max_rank=4)
+N = spec.dim("N")
+M = spec.dim("M")
+spec.input("x", f32, [Bd, N])
+spec.input("v", f32, [Bd, M])
+spec.output("y", f32, [Bd, N])
+spec.output("z", f32, [Bd, M])
+spec.dtypes((), [()])
+
+
+@spec.body
+def _(b, x, v):
+    return {"y": x * 2.0, "z": v * 2.0}
+''')
+    out = _run_infer_shape(tmp_path, load_spec(str(path)), '''#include <cstdio>
+#include "register/op_impl_registry.h"
+int main()
+{
+    // x = [2, c0, 4], v = [2, c1, 5] or (c2 == 0) [c1, 5]
+    const long long cases[][3] = {{3, 3, 1}, {3, 6, 1}, {3, 3, 0}, {-1, 3, 1}};
+    for (const auto& c : cases) {
+        gert::Shape x({2, c[0], 4}), v, y, z;
+        v = c[2] != 0 ? gert::Shape({2, c[1], 5}) : gert::Shape({c[1], 5});
+        gert::InferShapeContext ctx;
+        ctx.inputShapes = {&x, &v};
+        ctx.outputShapes = {&y, &z};
+        const bool ok = gert::InferShapeRegistry().at("GroupPair")(&ctx) == ge::GRAPH_SUCCESS;
+        std::printf("%d\\n", ok ? 1 : 0);
+    }
+    return 0;
+}
+''')
+    assert out.stdout.split() == ["1", "0", "0", "1"], (out.stdout, out.stderr)
+    assert "Bd: x has 3 at dim 1 but v has 6 at dim 1; they must be equal" in out.stderr, out.stderr
+    assert "Bd: x has 2 dims of it but v has 1; they must be equal" in out.stderr, out.stderr

@@ -107,6 +107,72 @@ def same_dim_places(spec, access, present, keep=lambda index: True) -> list[dict
     return out
 
 
+def same_group_places(spec, shape, rank, present, pick, form_cond, keep=lambda index: True) -> list[dict]:
+    """Template data of the SameGroup checks (templates/op_host/_same_dim.j2): every kept input whose shape form
+    holds a variadic group (Bd in [*Bd, H]) must carry the group's entries equal to the group as it is read
+    (opgen.dsl.dimsource.group_location: its source input). One {"group", "input", "cond", "check"} per (input,
+    group): `check` the C++ of the SameGroup call(s) filling `dimMismatch` (false: refuse), `cond` the C++ condition
+    under which the check applies (None: always). Shapes are printed by `shape(i)` (a gert::Shape expression),
+    ranks by `rank(i)`; an optional input (or an optional source) is checked when `present(i)`.
+    - a single-form input: always;
+    - an input whose form static attribute `attr` picks: the form of choice k when `form_cond(attr, k)`;
+    - a free-form input (several forms, no form_by): unless its rank fits a form without the group (left to the
+      TilingFunc's form key, opgen.tiling.emit.form_key_cpp), some form holding the group must both fit its rank and
+      carry the group equal to the source's; else the first form fitting its rank names the differing dim.
+    `pick(attr, [text per form])` selects a form-picked source's bounds. Graph mode reaches InferShape and the
+    TilingFunc without the aclnn layer's cross-input checks, and a kernel tiled from the source's group would read
+    past a shorter input (docs/design.md "Emission")."""
+    out = []
+    for name in spec.variadics:
+        src = group_location(spec, name)
+        if src is None or not keep(src.index):
+            continue
+        sdecl = spec.inputs[src.index]
+        sbegin, safter = src.bounds(pick)
+        for j, decl in enumerate(spec.inputs):
+            if j == src.index or not keep(j):
+                continue
+
+            def call(why, form):
+                v = next(p for p, d in enumerate(form) if isinstance(d, Variadic))
+                return (f"SameGroup({why}, {c_string(name)}, {c_string(sdecl.name)}, {shape(src.index)}, {sbegin}, "
+                        f"{safter}, {c_string(decl.name)}, {shape(j)}, {v}, {len(form) - v - 1})")
+
+            holds = [next((d.name == name for d in form if isinstance(d, Variadic)), False) for form in decl.shapes]
+            if not any(holds):
+                continue
+            base = ([present(src.index)] if sdecl.optional else []) + ([present(j)] if decl.optional else [])
+            if len(decl.shapes) == 1:
+                out.append({"group": name, "input": decl.name, "cond": " && ".join(base) or None,
+                            "check": call("&dimMismatch", decl.shapes[0])})
+                continue
+            if decl.form_by is not None:
+                for k, form in enumerate(decl.shapes):
+                    if holds[k]:
+                        out.append({"group": name, "input": decl.name,
+                                    "cond": " && ".join(base + [form_cond(decl.form_by, k)]),
+                                    "check": call("&dimMismatch", form)})
+                continue
+            fits = [_rank_in(rank(j), *rank_bounds([form], spec.variadics)) for form in decl.shapes]
+            conds = base + [f"!{f}" for f, h in zip(fits, holds) if not h]
+            conds.append("!(" + " || ".join(f"({f} && {call('nullptr', form)})"
+                                            for f, h, form in zip(fits, holds, decl.shapes) if h) + ")")
+            check = "true"
+            for f, h, form in reversed(list(zip(fits, holds, decl.shapes))):
+                if h:
+                    check = f"({f} ? {call('&dimMismatch', form)} : {check})"
+            out.append({"group": name, "input": decl.name, "cond": " && ".join(conds), "check": check})
+    return out
+
+
+def _rank_in(rank: str, lo: int, hi: int | None) -> str:
+    """C++ condition: rank `rank` (a size_t expression) lies in [lo, hi] (hi None: no upper bound)."""
+    if hi == lo:
+        return f"({rank} == {lo})"
+    parts = ([f"{rank} >= {lo}"] if lo > 0 else []) + ([f"{rank} <= {hi}"] if hi is not None else [])
+    return "(" + (" && ".join(parts) or "true") + ")"
+
+
 def _form_selector(m: OpModel, attr: str) -> dict:
     """Template data of the local holding which choice static attribute `attr` has (the index of the shape form
     it picks, InputDecl.form_by / OutputDecl.form_by), checked against the choices; the local is named by the
@@ -282,6 +348,11 @@ def infershape_context(m: OpModel) -> dict:
         pick(attr, ["0", "1"])   # declares the selector
         return f"{selectors[attr]['var']} == {k}"
 
+    # so does a variadic group (Bd) an input it reads carries beside the group's source (same_group_places)
+    equal_groups = same_group_places(spec, lambda i: f"*{_shape_var(m.inputs[i])}",
+                                     lambda i: f"{_shape_var(m.inputs[i])}->GetDimNum()",
+                                     lambda i: f"{_shape_var(m.inputs[i])} != nullptr", pick, form_cond,
+                                     keep=lambda i: m.inputs[i].name in used_inputs)
     # graph mode meets no aclnn layer: a size the known factors do not divide fails here
     exact = [d.check(m.inputs[d.index].name, form_cond) for d in divides]
     dtypes = []
@@ -312,6 +383,7 @@ def infershape_context(m: OpModel) -> dict:
     return {"banner": m.banner(), "op": m.op, "inputs": inputs, "dims": dims, "outputs": outputs, "dtypes": dtypes,
             "attrs_needed": bool(attrs_needed), "fn_suffix": upper_camel(m.op), "needs_prod": needs_prod,
             "selectors": list(selectors.values()), "form_ranks": form_ranks, "equal_dims": equal_dims,
+            "equal_groups": equal_groups, "same_group": bool(equal_groups),
             "dim_attrs": [dim_attrs[k] for k in sorted(dim_attrs)], "exact_products": exact}
 
 

@@ -9,7 +9,7 @@ from __future__ import annotations
 import re
 
 from opgen.codegen.env import template_env
-from opgen.codegen.infershape import rank_bounds, same_dim_places
+from opgen.codegen.infershape import rank_bounds, same_dim_places, same_group_places
 from opgen.dsl.dimsource import attr_dim_min
 from opgen.errors import SpecError
 from opgen.ir.dims import shape_str
@@ -18,7 +18,7 @@ from opgen.names import op_snake, spec_path
 from opgen.tiling.pipeline import kernel_build
 from opgen.names import c_printf, cpp_name
 from opgen.tiling.emit import (attr_key_cpp, by_attr_key_cpp, dim_bounds, dim_cpp, exact_products, float_bits,
-                               form_key_cpp, input_label, presence_cpp)
+                               form_cond_cpp, form_key_cpp, input_label, pick_form_cpp, presence_cpp, shape_ref)
 from opgen.dsl.keys import LIST_INT
 
 
@@ -74,6 +74,8 @@ def emit_tiling(spec, prog, inputs_map: dict, doc: str, fits_fail: str = "") -> 
     consts = {n: int(e) for n, e in reads if re.fullmatch(r"-?\d+", e.strip())}   # inputs the spec fixes
     equal = _equal_dims(spec)
     equal_reads = [("", p["extent"]) for e in equal for p in e["places"]]
+    groups = _equal_groups(spec)
+    equal_reads += [("", f"{g['check']} {g['cond'] or ''}") for g in groups]
     exact = exact_products(spec)
     equal_reads += [("", c["cond"]) for c in exact]   # the shapes the exactness checks read are declared too
     env = template_env()
@@ -83,7 +85,8 @@ def emit_tiling(spec, prog, inputs_map: dict, doc: str, fits_fail: str = "") -> 
         "fields": [(n, doc) for n, _, doc in prog.stmts if n in prog.fields],
         "inputs": [(n, expr, prog.inputs[n]) for n, expr in reads],
         "storages": [_storage(spec, n, i, o) for n, i, o in _shape_refs(spec, reads + equal_reads)],
-        "equal_dims": equal,
+        "equal_dims": equal, "equal_groups": groups,
+        "same_group": bool(groups) or any("SameGroup(" in e for _n, e in reads),
         "descs": descs, "has_attrs": bool(spec.attrs),
         "bounds": [_bound(n, lo, hi, input_label(inputs_map, n)) for n, lo, hi in dim_bounds(spec, prog, inputs_map)
                    if not _holds(consts.get(n), lo, hi)],
@@ -119,6 +122,17 @@ def _equal_dims(spec) -> list[dict]:
         return f"{i.name}ShapeOpt->GetStorageShape()." if i.optional else f"{i.name}Shape."
 
     return same_dim_places(spec, access, lambda k: f"{spec.inputs[k].name}ShapeOpt != nullptr")
+
+
+def _equal_groups(spec) -> list[dict]:
+    """A variadic group (Bd) every input holding it carries must equal the group as the TilingFunc reads it
+    (infershape.same_group_places, in the TilingFunc's words): graph mode calls the TilingFunc without the aclnn
+    layer's cross-input checks, and a kernel tiled from the source's rows would read past a shorter input."""
+    return same_group_places(spec, lambda k: shape_ref(spec.inputs[k]),
+                             lambda k: f"{shape_ref(spec.inputs[k])}.GetDimNum()",
+                             lambda k: f"{spec.inputs[k].name}ShapeOpt != nullptr",
+                             lambda attr, exprs: pick_form_cpp(spec, attr, exprs),
+                             lambda attr, k: form_cond_cpp(spec, attr, k))
 
 
 def _dim_attrs(spec, reads) -> list[dict]:

@@ -123,6 +123,25 @@ def _paren(x: str) -> str:
     return f"({x})" if " ? " in x and not wrapped(x) else x
 
 
+def shape_ref(i) -> str:
+    """C++ of input declaration `i`'s gert::Shape in the TilingFunc (an optional input's through its StorageShape
+    pointer, which the caller checks for null first)."""
+    return _shape_ref(i)
+
+
+def pick_form_cpp(spec, attr: str, exprs: list[str]) -> str:
+    """C++ selecting exprs[k] when static attribute `attr` of `spec` holds its k-th choice, in the TilingFunc (an
+    input's shape form picked by the attribute, InputDecl.form_by)."""
+    return _pick_form(spec, attr, exprs)
+
+
+def form_cond_cpp(spec, attr: str, k: int) -> str:
+    """C++ condition, in the TilingFunc: static attribute `attr` of `spec` holds its choice number `k` (false when
+    absent or not one of its choices)."""
+    idx = next(j for j, a in enumerate(spec.attrs) if a.name == attr)
+    return f"{_attr_index_cpp(spec.attrs[idx], idx)} == {k}"
+
+
 def _shape_ref(i) -> str:
     """C++ of input declaration `i`'s shape in the TilingFunc (a gert::Shape; an optional input's through its
     StorageShape pointer)."""
@@ -313,8 +332,8 @@ def presence_cpp(spec, presences: tuple) -> str:
 
 def form_key_cpp(spec) -> str:
     """C++ (int64_t) of opgen.dsl.keys.form_key in the TilingFunc: per free-form input, the index of the first of
-    its shape forms its shape agrees with (rank, and every entry that is not a variadic group equal to its dim's
-    value as the TilingFunc reads it), 0 for an absent optional input; summed mixed-radix, first input fastest.
+    its shape forms its shape agrees with (rank, every entry that is not a variadic group equal to its dim's
+    value as the TilingFunc reads it, a variadic group's entries equal to the group's source input's), 0 for an absent optional input; summed mixed-radix, first input fastest.
     A shape agreeing with none of its forms (graph mode reaches the TilingFunc without the aclnn layer's shape
     checks) makes the whole key negative (that input counts -(product of every input's form count)), which the
     TilingFunc refuses (dim_bounds: [0, count - 1]). The first agreeing form is the one the interpreter picks
@@ -336,7 +355,9 @@ def form_key_cpp(spec) -> str:
 
 def _form_match_cpp(spec, shape, ref: str) -> str:
     """C++ condition: gert::Shape `ref` agrees with spec shape form `shape` (rank; entries other than a variadic
-    group equal to their dims' values; a group's rank within its declared bounds)."""
+    group equal to their dims' values; a group's rank within its declared bounds and its entries equal to the
+    group as the TilingFunc reads it, from its source input (SameGroup, templates/op_host/_same_dim.j2; an absent
+    optional source is not compared))."""
     vpos = next((k for k, d in enumerate(shape) if isinstance(d, Variadic)), None)
     fixed = len(shape) - (vpos is not None)
     if vpos is None:
@@ -352,4 +373,11 @@ def _form_match_cpp(spec, shape, ref: str) -> str:
             continue
         at = f"{ref}.GetDim({k})" if vpos is None or k < vpos else f"{ref}.GetDim({ref}.GetDimNum() - {len(shape) - k})"
         out.append(f"{at} == {dim_cpp(spec, as_dim(d))}")
+    src = group_location(spec, shape[vpos].name) if vpos is not None else None
+    if src is not None:   # the group's entries equal the group as the TilingFunc reads it (its source input)
+        s = spec.inputs[src.index]
+        begin, after = src.bounds(lambda attr, exprs: _pick_form(spec, attr, exprs))
+        same = (f'SameGroup(nullptr, "", "", {_shape_ref(s)}, {begin}, {after}, "", {ref}, {vpos}, '
+                f'{len(shape) - vpos - 1})')
+        out.append(f"({s.name}ShapeOpt == nullptr || {same})" if s.optional else same)
     return "(" + " && ".join(out) + ")"

@@ -90,6 +90,43 @@ inline bool SameDim(std::string& why, const char* dim, std::initializer_list<Dim
     return true;
 }
 
+// A variadic group two inputs carry (entries [begin, rank - after) of each shape, the first input's the group as it
+// is read): true when both hold as many entries and the entries are equal (a negative entry, a dim not known yet,
+// is not compared); else false, with *why (when not null) naming the group, both inputs and the first differing dim.
+inline bool SameGroup(std::string* why, const char* group, const char* source, const gert::Shape& sourceShape,
+                      int64_t sourceBegin, int64_t sourceAfter, const char* input, const gert::Shape& shape,
+                      int64_t begin, int64_t after)
+{
+    const int64_t sourceEnd = static_cast<int64_t>(sourceShape.GetDimNum()) - sourceAfter;
+    const int64_t end = static_cast<int64_t>(shape.GetDimNum()) - after;
+    char text[256];
+    if (sourceEnd - sourceBegin != end - begin) {
+        if (why != nullptr) {
+            std::snprintf(text, sizeof(text), "%s: %s has %lld dims of it but %s has %lld; they must be equal", group,
+                          source, static_cast<long long>(sourceEnd - sourceBegin), input,
+                          static_cast<long long>(end - begin));
+            *why = text;
+        }
+        return false;
+    }
+    for (int64_t k = 0; sourceBegin + k < sourceEnd; ++k) {
+        const int64_t want = sourceShape.GetDim(static_cast<size_t>(sourceBegin + k));
+        const int64_t got = shape.GetDim(static_cast<size_t>(begin + k));
+        if (want >= 0 && got >= 0 && want != got) {
+            if (why != nullptr) {
+                std::snprintf(text, sizeof(text),
+                              "%s: %s has %lld at dim %lld but %s has %lld at dim %lld; they must "
+                              "be equal",
+                              group, source, static_cast<long long>(want), static_cast<long long>(sourceBegin + k),
+                              input, static_cast<long long>(got), static_cast<long long>(begin + k));
+                *why = text;
+            }
+            return false;
+        }
+    }
+    return true;
+}
+
 // Bytes per element of a dtype; DT_UNDEFINED (a dtype variable whose tensors are all absent)
 // counts as float32, the row a free variable prefers.
 inline int64_t DTypeBytes(ge::DataType dt)
@@ -206,6 +243,26 @@ static ge::graphStatus TilingFunc(gert::TilingContext* context)
                           {"shift", shiftShape.GetDim(shiftShape.GetDimNum() - 1)},
                           {"weight", weightShapeOpt != nullptr ? weightShapeOpt->GetStorageShape().GetDim(0) : -1},
                           {"bias", biasShapeOpt != nullptr ? biasShapeOpt->GetStorageShape().GetDim(0) : -1}}),
+                OP_LOGE(context->GetNodeName(), "%s", dimMismatch.c_str()), return ge::GRAPH_FAILED);
+    OP_CHECK_IF((!(((scaleShape.GetDimNum() >= 1 && scaleShape.GetDimNum() <= 7) &&
+                    SameGroup(nullptr, "Bd", "x", xShape, 0, 2, "scale", scaleShape, 0, 1)) ||
+                   ((scaleShape.GetDimNum() >= 2 && scaleShape.GetDimNum() <= 8) &&
+                    SameGroup(nullptr, "Bd", "x", xShape, 0, 2, "scale", scaleShape, 0, 2)))) &&
+                    !((scaleShape.GetDimNum() >= 1 && scaleShape.GetDimNum() <= 7)
+                          ? SameGroup(&dimMismatch, "Bd", "x", xShape, 0, 2, "scale", scaleShape, 0, 1)
+                          : ((scaleShape.GetDimNum() >= 2 && scaleShape.GetDimNum() <= 8)
+                                 ? SameGroup(&dimMismatch, "Bd", "x", xShape, 0, 2, "scale", scaleShape, 0, 2)
+                                 : true)),
+                OP_LOGE(context->GetNodeName(), "%s", dimMismatch.c_str()), return ge::GRAPH_FAILED);
+    OP_CHECK_IF((!(((shiftShape.GetDimNum() >= 1 && shiftShape.GetDimNum() <= 7) &&
+                    SameGroup(nullptr, "Bd", "x", xShape, 0, 2, "shift", shiftShape, 0, 1)) ||
+                   ((shiftShape.GetDimNum() >= 2 && shiftShape.GetDimNum() <= 8) &&
+                    SameGroup(nullptr, "Bd", "x", xShape, 0, 2, "shift", shiftShape, 0, 2)))) &&
+                    !((shiftShape.GetDimNum() >= 1 && shiftShape.GetDimNum() <= 7)
+                          ? SameGroup(&dimMismatch, "Bd", "x", xShape, 0, 2, "shift", shiftShape, 0, 1)
+                          : ((shiftShape.GetDimNum() >= 2 && shiftShape.GetDimNum() <= 8)
+                                 ? SameGroup(&dimMismatch, "Bd", "x", xShape, 0, 2, "shift", shiftShape, 0, 2)
+                                 : true)),
                 OP_LOGE(context->GetNodeName(), "%s", dimMismatch.c_str()), return ge::GRAPH_FAILED);
     const gert::CompileTimeTensorDesc* xDesc = context->GetInputDesc(0);
     OP_CHECK_NULL_WITH_CONTEXT(context, xDesc);
