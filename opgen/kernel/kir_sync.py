@@ -1044,33 +1044,36 @@ def _with(k: kir.KernelClass, inserted: dict, pooled: bool = False) -> kir.Kerne
     """k with the syncs of `inserted` placed; `pooled`: each placed flag pair whose set and wait lie in one statement
     list takes its event id from the TPipe's pool at run time (`_pool_ids`)."""
     count: dict = {}
+    fixed = {e for e, _ in _used_flags(k)} if pooled else set()
 
     def fn(stmts, pos):
         out = []
         for i, s in enumerate(stmts):
             out += [(None, x) for x in inserted.get(pos + (i,), ())]
             out.append((i, s))
-        return _pool_ids(out, pos[0], count) if pooled else out
+        return _pool_ids(out, pos[0], count, fixed) if pooled else out
     return _map_bodies(k, fn)
 
 
-def _pool_ids(out: list, func: str, count: dict) -> list:
+def _pool_ids(out: list, func: str, count: dict, fixed: set = frozenset()) -> list:
     """The (index, statement) list `out` of one statement list with each placed flag pair (index None) given a run
     time event id (kir.SetFlag.pool): "fetch" (GetTPipePtr()->FetchEventID) when the wait follows the set at once,
     "alloc" (AllocEventID before the set, ReleaseEventID after the wait) when work lies between. A fixed id may be
     one a TQue holds at that point (its EnQue / FreeTensor took the pool's lowest free id, docs/reference/ascendc.md
     §1.5), and the set would be lost; the pool hands out only free ones. The pass's ids stay as slots (the
-    analysis pairs by them); each pair's var is numbered in its function (`count`: function -> next number)."""
+    analysis pairs by them); each pair's var is numbered per event in its function (`count`: (function, event) -> next number). The
+    events in `fixed` (ones the input's own flags use with fixed ids, which the pool does not know of) keep the
+    pass's fixed ids, which avoid the input's."""
     out = list(out)
     for j, (i, x) in enumerate(out):
-        if i is not None or not isinstance(x, kir.SetFlag) or x.pool:
+        if i is not None or not isinstance(x, kir.SetFlag) or x.pool or x.event in fixed:
             continue
         m = next((m for m in range(j + 1, len(out)) if out[m][0] is None and isinstance(out[m][1], kir.WaitFlag)
                   and not out[m][1].pool and (out[m][1].event, out[m][1].id) == (x.event, x.id)), None)
         if m is None:
             continue
-        n = count.get(func, 0)
-        count[func] = n + 1
+        n = count.get((func, x.event), 0)
+        count[func, x.event] = n + 1
         var = f"{kir.EVENT_VAR_PREFIX}{x.event}_{n}"
         pool = "fetch" if m == j + 1 else "alloc"
         out[j] = (None, replace(x, pool=pool, var=var))
