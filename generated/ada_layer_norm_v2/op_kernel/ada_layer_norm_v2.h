@@ -198,8 +198,9 @@ private:
                 const int64_t k = rowNum_ - g0 < G ? rowNum_ - g0 : G;
                 {
                     const int64_t oneBurst = ((hidden_ - n_) * sizeof(T) == 0 && rowStride_ == n_) ? 1 : 0;
-                    SetFlag<HardEvent::V_MTE2>(0);  // resBuf_x: V has read it before MTE2 overwrites it
-                    WaitFlag<HardEvent::V_MTE2>(0);
+                    event_t eventId_V_MTE2_0 = static_cast<event_t>(GetTPipePtr()->FetchEventID(HardEvent::V_MTE2));
+                    SetFlag<HardEvent::V_MTE2>(eventId_V_MTE2_0);  // resBuf_x: V has read it before MTE2 overwrites it
+                    WaitFlag<HardEvent::V_MTE2>(eventId_V_MTE2_0);
                     DataCopyPad(res_x, gm_x[g0 * hidden_ + c0_],
                                 DataCopyExtParams(static_cast<uint16_t>(oneBurst != 0 ? 1 : k),
                                                   oneBurst != 0 ? k * n_ * sizeof(T) : n_ * sizeof(T),
@@ -207,8 +208,9 @@ private:
                                 DataCopyPadExtParams<T>(false, 0, 0, T{}));  // spec: ada_layer_norm_v2.py:50
                 }
                 // row-reduction level 0: partial results of this core's columns, exchanged through workspace
-                SetFlag<HardEvent::MTE2_V>(0);  // resBuf_x: MTE2 has written it before V reads it
-                WaitFlag<HardEvent::MTE2_V>(0);
+                event_t eventId_MTE2_V_0 = static_cast<event_t>(GetTPipePtr()->FetchEventID(HardEvent::MTE2_V));
+                SetFlag<HardEvent::MTE2_V>(eventId_MTE2_V_0);  // resBuf_x: MTE2 has written it before V reads it
+                WaitFlag<HardEvent::MTE2_V>(eventId_MTE2_V_0);
                 for (int64_t i = 0; i < k; ++i) {
                     const int64_t b = (g0 + i) / seqLen_;
                     if (b != valBatch_) {
@@ -220,8 +222,9 @@ private:
                     const float part_s0 = RowSum(w_[0], n_);     // spec: ada_layer_norm_v2.py:51
                     sums_.SetValue(0 * groupStride_ + i, part_s0);
                 }
-                SetFlag<HardEvent::S_MTE3>(0);  // sumBuf_: S has written it before MTE3 reads it
-                WaitFlag<HardEvent::S_MTE3>(0);
+                event_t eventId_S_MTE3_0 = static_cast<event_t>(GetTPipePtr()->FetchEventID(HardEvent::S_MTE3));
+                SetFlag<HardEvent::S_MTE3>(eventId_S_MTE3_0);  // sumBuf_: S has written it before MTE3 reads it
+                WaitFlag<HardEvent::S_MTE3>(eventId_S_MTE3_0);
                 DataCopyPad(ws_[(core * 1 + 0) * groupStride_], sums_[0 * groupStride_],
                             DataCopyExtParams(1, k * sizeof(float), 0, 0, 0));
                 PipeBarrier<PIPE_ALL>();
@@ -233,8 +236,9 @@ private:
                             DataCopyExtParams(1, k * sizeof(float), 0, 0, 0),
                             DataCopyPadExtParams<float>(false, 0, 0, 0.0f));
                 // row-reduction level 1: partial results of this core's columns, exchanged through workspace
-                SetFlag<HardEvent::MTE2_S>(0);  // sumBuf_: MTE2 has written it before S reads it
-                WaitFlag<HardEvent::MTE2_S>(0);
+                event_t eventId_MTE2_S_0 = static_cast<event_t>(GetTPipePtr()->FetchEventID(HardEvent::MTE2_S));
+                SetFlag<HardEvent::MTE2_S>(eventId_MTE2_S_0);  // sumBuf_: MTE2 has written it before S reads it
+                WaitFlag<HardEvent::MTE2_S>(eventId_MTE2_S_0);
                 for (int64_t i = 0; i < k; ++i) {
                     const int64_t b = (g0 + i) / seqLen_;
                     if (b != valBatch_) {
@@ -253,8 +257,9 @@ private:
                     const float part_s2 = RowSum(w_[1], n_);             // spec: ada_layer_norm_v2.py:53
                     sums_.SetValue(0 * groupStride_ + i, part_s2);
                 }
-                SetFlag<HardEvent::S_MTE3>(0);  // sumBuf_: S has written it before MTE3 reads it
-                WaitFlag<HardEvent::S_MTE3>(0);
+                event_t eventId_S_MTE3_1 = static_cast<event_t>(GetTPipePtr()->FetchEventID(HardEvent::S_MTE3));
+                SetFlag<HardEvent::S_MTE3>(eventId_S_MTE3_1);  // sumBuf_: S has written it before MTE3 reads it
+                WaitFlag<HardEvent::S_MTE3>(eventId_S_MTE3_1);
                 DataCopyPad(ws_[(core * 1 + 0) * groupStride_], sums_[0 * groupStride_],
                             DataCopyExtParams(1, k * sizeof(float), 0, 0, 0));
                 PipeBarrier<PIPE_ALL>();
@@ -268,8 +273,9 @@ private:
                 rowOut_out = rowOutQue_out.template AllocTensor<T>();
                 statStage_mean = statStageBuf_mean.template Get<float>();
                 statStage_rstd = statStageBuf_rstd.template Get<float>();
-                SetFlag<HardEvent::MTE2_S>(0);  // sumBuf_: MTE2 has written it before S reads it
-                WaitFlag<HardEvent::MTE2_S>(0);
+                event_t eventId_MTE2_S_1 = static_cast<event_t>(GetTPipePtr()->FetchEventID(HardEvent::MTE2_S));
+                SetFlag<HardEvent::MTE2_S>(eventId_MTE2_S_1);  // sumBuf_: MTE2 has written it before S reads it
+                WaitFlag<HardEvent::MTE2_S>(eventId_MTE2_S_1);
                 for (int64_t i = 0; i < k; ++i) {
                     const int64_t b = (g0 + i) / seqLen_;
                     if (b != valBatch_) {
@@ -323,8 +329,9 @@ private:
                 }
                 if (core == 0 && c0_ == cBegin) {
                     LocalTensor<T> t = statOutQue_mean.template AllocTensor<T>();
-                    SetFlag<HardEvent::S_V>(0);  // statStageBuf_mean: S has written it before V reads it
-                    WaitFlag<HardEvent::S_V>(0);
+                    event_t eventId_S_V_0 = static_cast<event_t>(GetTPipePtr()->FetchEventID(HardEvent::S_V));
+                    SetFlag<HardEvent::S_V>(eventId_S_V_0);  // statStageBuf_mean: S has written it before V reads it
+                    WaitFlag<HardEvent::S_V>(eventId_S_V_0);
                     CastTo(t, statStage_mean, RoundMode::CAST_RINT, k);  // spec: ada_layer_norm_v2.py:27
                     statOutQue_mean.EnQue(t);
                     t = statOutQue_mean.template DeQue<T>();
@@ -334,8 +341,9 @@ private:
                 }
                 if (core == 0 && c0_ == cBegin) {
                     LocalTensor<T> t = statOutQue_rstd.template AllocTensor<T>();
-                    SetFlag<HardEvent::S_V>(0);  // statStageBuf_rstd: S has written it before V reads it
-                    WaitFlag<HardEvent::S_V>(0);
+                    event_t eventId_S_V_1 = static_cast<event_t>(GetTPipePtr()->FetchEventID(HardEvent::S_V));
+                    SetFlag<HardEvent::S_V>(eventId_S_V_1);  // statStageBuf_rstd: S has written it before V reads it
+                    WaitFlag<HardEvent::S_V>(eventId_S_V_1);
                     CastTo(t, statStage_rstd, RoundMode::CAST_RINT, k);  // spec: ada_layer_norm_v2.py:28
                     statOutQue_rstd.EnQue(t);
                     t = statOutQue_rstd.template DeQue<T>();
@@ -356,8 +364,10 @@ private:
         const int64_t on = o0 < k ? (k - o0 < td_->rowsPerOwner ? k - o0 : td_->rowsPerOwner) : 0;
         for (int64_t o = 0; o < on; o += rowStride_) {
             const int64_t m = on - o < rowStride_ ? on - o : rowStride_;
-            SetFlag<HardEvent::MTE3_MTE2>(0);  // GM <workspace>: MTE3 has written it before MTE2 reads it
-            WaitFlag<HardEvent::MTE3_MTE2>(0);
+            event_t eventId_MTE3_MTE2_0 = static_cast<event_t>(GetTPipePtr()->FetchEventID(HardEvent::MTE3_MTE2));
+            SetFlag<HardEvent::MTE3_MTE2>(
+                eventId_MTE3_MTE2_0);  // GM <workspace>: MTE3 has written it before MTE2 reads it
+            WaitFlag<HardEvent::MTE3_MTE2>(eventId_MTE3_MTE2_0);
             LoadRow<float>(w_[0], ws_[slot * groupStride_ + o0 + o], m);
             for (int64_t c = 1; c < cores; ++c) {
                 PipeBarrier<PIPE_V>();  // workBuf_: V has read it before V overwrites it
@@ -396,8 +406,9 @@ private:
     __aicore__ inline float RowSum(const LocalTensor<float>& src, int64_t n)
     {
         ReduceSum(red_, src, redTmp_, static_cast<int32_t>(n));
-        SetFlag<HardEvent::V_S>(0);  // reduceBuf_: V has written it before S reads it
-        WaitFlag<HardEvent::V_S>(0);
+        event_t eventId_V_S_0 = static_cast<event_t>(GetTPipePtr()->FetchEventID(HardEvent::V_S));
+        SetFlag<HardEvent::V_S>(eventId_V_S_0);  // reduceBuf_: V has written it before S reads it
+        WaitFlag<HardEvent::V_S>(eventId_V_S_0);
         return red_.GetValue(0);
     }
 
@@ -477,8 +488,9 @@ private:
         rowOutQue_out.EnQue(rowOut_out);
         {
             LocalTensor<T> t = statOutQue_mean.template AllocTensor<T>();
-            SetFlag<HardEvent::S_V>(0);  // statStageBuf_mean: S has written it before V reads it
-            WaitFlag<HardEvent::S_V>(0);
+            event_t eventId_S_V_0 = static_cast<event_t>(GetTPipePtr()->FetchEventID(HardEvent::S_V));
+            SetFlag<HardEvent::S_V>(eventId_S_V_0);  // statStageBuf_mean: S has written it before V reads it
+            WaitFlag<HardEvent::S_V>(eventId_S_V_0);
             CastTo(t, statStage_mean, RoundMode::CAST_RINT, k);  // spec: ada_layer_norm_v2.py:27
             statOutQue_mean.EnQue(t);
         }
