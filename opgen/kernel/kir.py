@@ -68,7 +68,11 @@ Statements (a Func body is a tuple of them, run in order by the scalar unit, whi
   Barrier(pipe)                     PipeBarrier<pipe>: later instructions of that pipe wait for earlier ones
                                     (PIPE_ALL: every pipe).
   SetFlag(src, dst, id) / WaitFlag  HardEvent src_dst: `dst` pipe waits until `src` pipe's work issued before the
-                                    SetFlag is done. A flag is set once before it is waited once.
+                                    SetFlag is done. A flag is set once before it is waited once. `pool`: the id
+                                    from the TPipe's pool at run time (FetchEventID for a back-to-back pair,
+                                    AllocEventID / ReleaseEventID around one with work between), kept in the local
+                                    `var` (EVENT_VAR_PREFIX...; SetFlag's docstring): the queues take ids from the
+                                    same pool, so a fixed id may be one a queue holds.
   CrossCoreSetFlag(mode, pipe, id) / CrossCoreWaitFlag(id)
                                     cross-core flag counters of a mixed launch (docs/reference/ascendc.md §1.6):
                                     the set is issued on `pipe` after that pipe's earlier work; mode 2 raises the

@@ -31,7 +31,9 @@ instructions):
 * Faults (KirFault, the message as the emulation words it): UB overflow, GM / UB out of bounds, unaligned UB
   operands, queue misuse (AllocTensor with every block in use, EnQue beyond depth, DeQue of an empty queue,
   FreeTensor of a free block, a tensor not from the queue), a WaitFlag with no SetFlag, a SetFlag still set, a flag
-  set at the end, races, SyncAll deadlock (a core returned while others wait), operands overlapping against the
+  set at the end, a SetFlag on an event id a queue holds or a queue taking an id a SetFlag holds set (the TPipe's
+  event-id pool as the emulation models it, EMU.md "Event ids": queues take the lowest free id at EnQue /
+  FreeTensor until DeQue / AllocTensor; a pool flag, kir.SetFlag.pool, fetches or allocates one), races, SyncAll deadlock (a core returned while others wait), operands overlapping against the
   device's address-overlap rules (a repeat form's partial overlap or read of an earlier repeat's write, Brcb's
   aliased src, an in-place Gather: as the emulation's OverlapGuard and checks, emu/vector.h).
 
