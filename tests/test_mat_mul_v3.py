@@ -362,7 +362,7 @@ def test_a_bias_table_smaller_than_the_row_faults_on_the_interpreter():
 
 
 def test_the_bias_pairs_take_pool_ids_and_the_fixed_ids_hang_on_the_interpreter(monkeypatch):
-    """Issue 19: at M 1700 K 45 N 300 with bias (x1 transposed) the bias row's MTE1_MTE2 pair ran with the fixed id
+    """At M 1700 K 45 N 300 with bias (x1 transposed) the bias row's MTE1_MTE2 pair ran with the fixed id
     0 while l1A_'s FreeTensor held id 0 of the TPipe's pool (a TQue takes the lowest free id until its next
     AllocTensor, docs/reference/ascendc.md §1.5): the set is lost on the device. With the ids from the pool
     (FetchEventID / AllocEventID) the Kernel-IR engine runs it and matches float64; the classes built with the

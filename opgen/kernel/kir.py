@@ -1720,7 +1720,7 @@ class _Verifier:
             else:
                 st = decl.get(s.var)
                 if st is None:
-                    raise IRError(f"WaitFlag {s.event} ({s.pool}, {s.var}) has no SetFlag of that var before it "
+                    raise IRError(f"WaitFlag {s.event} ({s.pool}, {s.var}) without a SetFlag of that var before it "
                                   "in its list", s)
                 if (st.event, st.pool) != (s.event, s.pool):
                     raise IRError(f"WaitFlag {s.event} ({s.pool}, {s.var}) pairs with SetFlag {st.event} "

@@ -1162,6 +1162,8 @@ class _Core:
         ev = f"{PIPES[a].name}_{PIPES[b].name}"
         if ev not in kir.HARD_EVENTS:
             return None
+        if all((ev, j) in self.held for j in range(8)):
+            return None   # all 8 held: untracked, as the emulation (EMU.md "Event ids": open)
         i = self.pool_free(ev, f"TQue {q.local.name}::{what}")
         if (ev, i) in self.flags:
             raise KirFault(f"TQue {q.local.name}::{what} in {self.where} takes HardEvent::{ev} id {i} (the pool's "
