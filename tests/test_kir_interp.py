@@ -226,7 +226,7 @@ def test_the_event_id_pool_as_the_emulation_models_it():
                                   r.first_fault), r.first_fault
     r = _run_tiny(_tiny(head + fixed[:1] + (EnQue("q", "t"),) + fixed[1:] + tail, _Q))
     assert not r.ok and "TQue q::EnQue in Process takes HardEvent::MTE2_V id 0" in r.first_fault, r.first_fault
-    var = kir.EVENT_VAR_PREFIX + "MTE2_V_0"
+    var = kir.EVENT_VAR_PREFIX + "0"
     fetch = (SetFlag(Pipe.MTE2, Pipe.V, 0, pool="fetch", var=var), WaitFlag(Pipe.MTE2, Pipe.V, 0, pool="fetch", var=var))
     assert _run_tiny(_tiny(head + (EnQue("q", "t"),) + fetch + tail, _Q), verify=True).ok
     alloc = (SetFlag(Pipe.MTE2, Pipe.V, 0, pool="alloc", var=var), EnQue("q", "t"),

@@ -969,7 +969,7 @@ class WaitFlag:
 FLAG_POOLS = ("", "fetch", "alloc")
 """Where a SetFlag / WaitFlag's event id comes from (SetFlag): a fixed id, FetchEventID, AllocEventID /
 ReleaseEventID."""
-EVENT_VAR_PREFIX = "eventId_"
+EVENT_VAR_PREFIX = "evt_"
 """Prefix of the local event_t a pool flag keeps its id in (SetFlag.var): reserved, no KIR name may start with it
 (check_name)."""
 

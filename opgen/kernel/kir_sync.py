@@ -1061,7 +1061,7 @@ def _pool_ids(out: list, func: str, count: dict, fixed: set = frozenset()) -> li
     "alloc" (AllocEventID before the set, ReleaseEventID after the wait) when work lies between. A fixed id may be
     one a TQue holds at that point (its EnQue / FreeTensor took the pool's lowest free id, docs/reference/ascendc.md
     §1.5), and the set would be lost; the pool hands out only free ones. The pass's ids stay as slots (the
-    analysis pairs by them); each pair's var is numbered per event in its function (`count`: (function, event) -> next number). The
+    analysis pairs by them); each pair's var is numbered in its function (`count`: function -> next number). The
     events in `fixed` (ones the input's own flags use with fixed ids, which the pool does not know of) keep the
     pass's fixed ids, which avoid the input's."""
     out = list(out)
@@ -1072,9 +1072,9 @@ def _pool_ids(out: list, func: str, count: dict, fixed: set = frozenset()) -> li
                   and not out[m][1].pool and (out[m][1].event, out[m][1].id) == (x.event, x.id)), None)
         if m is None:
             continue
-        n = count.get((func, x.event), 0)
-        count[func, x.event] = n + 1
-        var = f"{kir.EVENT_VAR_PREFIX}{x.event}_{n}"
+        n = count.get(func, 0)
+        count[func] = n + 1
+        var = f"{kir.EVENT_VAR_PREFIX}{n}"   # short: the pair's line keeps its comment (the printer's width)
         pool = "fetch" if m == j + 1 else "alloc"
         out[j] = (None, replace(x, pool=pool, var=var))
         out[m] = (None, replace(out[m][1], pool=pool, var=var))

@@ -136,9 +136,9 @@ private:
                 rowIn_x = rowInQue_x.template DeQue<T>();
                 statIn_rstd = statInQue_rstd.template DeQue<float>();
                 statIn_mean = statInQue_mean.template DeQue<float>();
-                event_t eventId_MTE2_S_0 = static_cast<event_t>(GetTPipePtr()->FetchEventID(HardEvent::MTE2_S));
-                SetFlag<HardEvent::MTE2_S>(eventId_MTE2_S_0);  // statInQue_mean: MTE2 has written it before S reads it
-                WaitFlag<HardEvent::MTE2_S>(eventId_MTE2_S_0);
+                event_t evt_0 = static_cast<event_t>(GetTPipePtr()->FetchEventID(HardEvent::MTE2_S));
+                SetFlag<HardEvent::MTE2_S>(evt_0);  // statInQue_mean: MTE2 has written it before S reads it
+                WaitFlag<HardEvent::MTE2_S>(evt_0);
                 Compute(r0, k);
                 CopyOut(r0, k);
             }
@@ -150,16 +150,16 @@ private:
             // the next pass's copy-in (none past rowEnd_) runs beside this pass's compute
             for (int64_t r0 = rowStart_; r0 < rowEnd_; r0 += pass) {
                 const int64_t k = rowEnd_ - r0 < pass ? rowEnd_ - r0 : pass;
-                event_t eventId_MTE2_S_1 = static_cast<event_t>(GetTPipePtr()->AllocEventID<HardEvent::MTE2_S>());
-                SetFlag<HardEvent::MTE2_S>(eventId_MTE2_S_1);  // statInQue_mean: MTE2 has written it before S reads it
+                event_t evt_1 = static_cast<event_t>(GetTPipePtr()->AllocEventID<HardEvent::MTE2_S>());
+                SetFlag<HardEvent::MTE2_S>(evt_1);  // statInQue_mean: MTE2 has written it before S reads it
                 rowIn_dy = rowInQue_dy.template DeQue<T>();
                 rowIn_x = rowInQue_x.template DeQue<T>();
                 statIn_rstd = statInQue_rstd.template DeQue<float>();
                 statIn_mean = statInQue_mean.template DeQue<float>();
                 const int64_t rowNext = r0 + pass;
                 CopyIn(rowNext, pass < rowEnd_ - rowNext ? pass : rowEnd_ - rowNext);
-                WaitFlag<HardEvent::MTE2_S>(eventId_MTE2_S_1);
-                GetTPipePtr()->ReleaseEventID<HardEvent::MTE2_S>(eventId_MTE2_S_1);
+                WaitFlag<HardEvent::MTE2_S>(evt_1);
+                GetTPipePtr()->ReleaseEventID<HardEvent::MTE2_S>(evt_1);
                 Compute(r0, k);
                 CopyOut(r0, k);
             }
@@ -275,9 +275,9 @@ private:
                 const int64_t k = rowNum_ - g0 < G ? rowNum_ - g0 : G;
                 {
                     const int64_t oneBurst = ((hidden_ - n_) * sizeof(T) == 0 && rowStride_ == n_) ? 1 : 0;
-                    event_t eventId_V_MTE2_0 = static_cast<event_t>(GetTPipePtr()->FetchEventID(HardEvent::V_MTE2));
-                    SetFlag<HardEvent::V_MTE2>(eventId_V_MTE2_0);  // resBuf_dy: V has read it before MTE2 overwrites it
-                    WaitFlag<HardEvent::V_MTE2>(eventId_V_MTE2_0);
+                    event_t evt_3 = static_cast<event_t>(GetTPipePtr()->FetchEventID(HardEvent::V_MTE2));
+                    SetFlag<HardEvent::V_MTE2>(evt_3);  // resBuf_dy: V has read it before MTE2 overwrites it
+                    WaitFlag<HardEvent::V_MTE2>(evt_3);
                     DataCopyPad(res_dy, gm_dy[g0 * hidden_ + c0_],
                                 DataCopyExtParams(static_cast<uint16_t>(oneBurst != 0 ? 1 : k),
                                                   oneBurst != 0 ? k * n_ * sizeof(T) : n_ * sizeof(T),
@@ -307,9 +307,9 @@ private:
                     statIn_mean = statInQue_mean.template DeQue<float>();
                 }
                 // row-reduction level 0: partial results of this core's columns, exchanged through workspace
-                event_t eventId_MTE2_S_0 = static_cast<event_t>(GetTPipePtr()->FetchEventID(HardEvent::MTE2_S));
-                SetFlag<HardEvent::MTE2_S>(eventId_MTE2_S_0);  // statInQue_mean: MTE2 has written it before S reads it
-                WaitFlag<HardEvent::MTE2_S>(eventId_MTE2_S_0);
+                event_t evt_0 = static_cast<event_t>(GetTPipePtr()->FetchEventID(HardEvent::MTE2_S));
+                SetFlag<HardEvent::MTE2_S>(evt_0);  // statInQue_mean: MTE2 has written it before S reads it
+                WaitFlag<HardEvent::MTE2_S>(evt_0);
                 for (int64_t i = 0; i < k; ++i) {
                     const int64_t b = (g0 + i) / seqLen_;
                     if (b != valBatch_) {
@@ -347,9 +347,9 @@ private:
                     const float part_s2 = RowSum(w_[3], n_);  // spec: ada_layer_norm_grad.py:69
                     sums_.SetValue(1 * groupStride_ + i, part_s2);
                 }
-                event_t eventId_S_MTE3_0 = static_cast<event_t>(GetTPipePtr()->FetchEventID(HardEvent::S_MTE3));
-                SetFlag<HardEvent::S_MTE3>(eventId_S_MTE3_0);  // sumBuf_: S has written it before MTE3 reads it
-                WaitFlag<HardEvent::S_MTE3>(eventId_S_MTE3_0);
+                event_t evt_1 = static_cast<event_t>(GetTPipePtr()->FetchEventID(HardEvent::S_MTE3));
+                SetFlag<HardEvent::S_MTE3>(evt_1);  // sumBuf_: S has written it before MTE3 reads it
+                WaitFlag<HardEvent::S_MTE3>(evt_1);
                 DataCopyPad(ws_[(core * 2 + 0) * groupStride_], sums_[0 * groupStride_],
                             DataCopyExtParams(1, k * sizeof(float), 0, 0, 0));
                 DataCopyPad(ws_[(core * 2 + 1) * groupStride_], sums_[1 * groupStride_],
@@ -367,9 +367,9 @@ private:
                             DataCopyExtParams(1, k * sizeof(float), 0, 0, 0),
                             DataCopyPadExtParams<float>(false, 0, 0, 0.0f));
                 rowOut_pd_x = rowOutQue_pd_x.template AllocTensor<T>();
-                event_t eventId_MTE2_S_1 = static_cast<event_t>(GetTPipePtr()->FetchEventID(HardEvent::MTE2_S));
-                SetFlag<HardEvent::MTE2_S>(eventId_MTE2_S_1);  // sumBuf_: MTE2 has written it before S reads it
-                WaitFlag<HardEvent::MTE2_S>(eventId_MTE2_S_1);
+                event_t evt_2 = static_cast<event_t>(GetTPipePtr()->FetchEventID(HardEvent::MTE2_S));
+                SetFlag<HardEvent::MTE2_S>(evt_2);  // sumBuf_: MTE2 has written it before S reads it
+                WaitFlag<HardEvent::MTE2_S>(evt_2);
                 for (int64_t i = 0; i < k; ++i) {
                     const int64_t b = (g0 + i) / seqLen_;
                     if (b != curBatch_) {
@@ -529,10 +529,9 @@ private:
         const int64_t on = o0 < k ? (k - o0 < td_->rowsPerOwner ? k - o0 : td_->rowsPerOwner) : 0;
         for (int64_t o = 0; o < on; o += rowStride_) {
             const int64_t m = on - o < rowStride_ ? on - o : rowStride_;
-            event_t eventId_MTE3_MTE2_0 = static_cast<event_t>(GetTPipePtr()->FetchEventID(HardEvent::MTE3_MTE2));
-            SetFlag<HardEvent::MTE3_MTE2>(
-                eventId_MTE3_MTE2_0);  // GM <workspace>: MTE3 has written it before MTE2 reads it
-            WaitFlag<HardEvent::MTE3_MTE2>(eventId_MTE3_MTE2_0);
+            event_t evt_0 = static_cast<event_t>(GetTPipePtr()->FetchEventID(HardEvent::MTE3_MTE2));
+            SetFlag<HardEvent::MTE3_MTE2>(evt_0);  // GM <workspace>: MTE3 has written it before MTE2 reads it
+            WaitFlag<HardEvent::MTE3_MTE2>(evt_0);
             LoadRow<float>(w_[0], ws_[slot * groupStride_ + o0 + o], m);
             for (int64_t c = 1; c < cores; ++c) {
                 PipeBarrier<PIPE_V>();  // workBuf_: V has read it before V overwrites it
@@ -571,9 +570,9 @@ private:
     __aicore__ inline float RowSum(const LocalTensor<float>& src, int64_t n)
     {
         ReduceSum(red_, src, redTmp_, static_cast<int32_t>(n));
-        event_t eventId_V_S_0 = static_cast<event_t>(GetTPipePtr()->FetchEventID(HardEvent::V_S));
-        SetFlag<HardEvent::V_S>(eventId_V_S_0);  // reduceBuf_: V has written it before S reads it
-        WaitFlag<HardEvent::V_S>(eventId_V_S_0);
+        event_t evt_0 = static_cast<event_t>(GetTPipePtr()->FetchEventID(HardEvent::V_S));
+        SetFlag<HardEvent::V_S>(evt_0);  // reduceBuf_: V has written it before S reads it
+        WaitFlag<HardEvent::V_S>(evt_0);
         return red_.GetValue(0);
     }
 
