@@ -165,6 +165,29 @@ def test_second_set_of_a_set_flag(races):
             f"emu_races.cpp:{first}") in faults[0]
 
 
+def test_the_event_id_pool_gives_free_ids_and_faults_on_a_queue_held_one(races):
+    """The TPipe's event-id pool (emu/pipes.h PoolFree; docs/reference/ascendc.md §1.5-§1.6): a VECIN queue's
+    EnQue holds MTE2_V id 0 (the lowest free) until its DeQue, so a fixed SetFlag<MTE2_V>(0) then is a fault (the
+    set would be lost on the device); FetchEventID returns the next free id, 1, and takes nothing; AllocEventID
+    takes ids (0 before the EnQue, then 2 past the queue's 1) until ReleaseEventID; a fixed SetFlag the queue's
+    EnQue meets set is a fault naming that SetFlag; releasing an id never allocated is a fault."""
+    ok, faults, out = run(races, "pool_queue_holds_id")
+    assert not ok
+    line = tag_line("pool_queue_holds_id", "set")
+    assert f"SetFlag<HardEvent::MTE2_V>(0) at emu_races.cpp:{line}: a queue holds this event id" in faults[0]
+    ok, faults, out = run(races, "pool_fetch")
+    assert ok and not faults and "val ids 1 -1 -1" in out, out
+    ok, faults, out = run(races, "pool_alloc")
+    assert ok and not faults and "val ids -1 0 2" in out, out
+    ok, faults, out = run(races, "pool_set_then_queue")
+    assert not ok
+    line = tag_line("pool_set_then_queue", "setfirst")
+    assert (f"a TQue takes HardEvent::MTE2_V id 0 (the lowest its pool has free) while the SetFlag at "
+            f"emu_races.cpp:{line} holds that flag set") in faults[0], faults
+    ok, faults, out = run(races, "pool_release_unalloc")
+    assert not ok and "ReleaseEventID<HardEvent::MTE2_V>(3): the id was not taken by AllocEventID" in faults[0]
+
+
 # ------------------------------------------------------------------ emitted kernels
 
 

@@ -14,6 +14,7 @@ import numpy as np
 import pytest
 
 from opgen.ir.dims import Constraint, Lit
+from opgen.kernel import kir
 from opgen.kernel import kir_interp as ki
 from opgen.kernel import kir_sync as ks
 from opgen.kernel.isa import Op, Pipe
@@ -209,6 +210,34 @@ def test_a_race_through_a_queue_needs_no_flag_but_a_tbuf_does():
     ok = _INIT + (Copy(Ref("t"), GmView("gmX"), Lit(1), Lit(32)), SetFlag(Pipe.MTE2, Pipe.V),
                   WaitFlag(Pipe.MTE2, Pipe.V), vec(Op.ADDS, dst="t", src0="t", scalar=FConst(1.0), count=E("n")))
     assert _run_tiny(_tiny(ok)).ok
+
+
+def test_the_event_id_pool_as_the_emulation_models_it():
+    """The TPipe's event-id pool (EMU.md "Event ids"; the emulation's pool_* scenarios in tests/cpp/emu_races.cpp):
+    a VECIN queue's EnQue holds MTE2_V id 0 until its DeQue, so a fixed SetFlag<MTE2_V>(0) between them faults
+    naming the queue, and a fixed SetFlag still set when the queue takes id 0 faults naming the SetFlag; a
+    fetched pair (id 1) and an allocated pair around work run; the verifier refuses a fetch pair with a statement
+    between set and wait, and a pool wait whose var no set of its list declares."""
+    head = (InitBuffer("q", Lit(64), 1), Alloc("t", "q", "float"), Copy(Ref("t"), GmView("gmX"), Lit(1), Lit(32)))
+    tail = (DeQue("t", "q", "float"), Free("q", "t"))
+    fixed = (SetFlag(Pipe.MTE2, Pipe.V, 0), WaitFlag(Pipe.MTE2, Pipe.V, 0))
+    r = _run_tiny(_tiny(head + (EnQue("q", "t"),) + fixed + tail, _Q))
+    assert not r.ok and re.search(r"SetFlag<HardEvent::MTE2_V>\(0\) in Process: TQue q::EnQue holds event id 0",
+                                  r.first_fault), r.first_fault
+    r = _run_tiny(_tiny(head + fixed[:1] + (EnQue("q", "t"),) + fixed[1:] + tail, _Q))
+    assert not r.ok and "TQue q::EnQue in Process takes HardEvent::MTE2_V id 0" in r.first_fault, r.first_fault
+    var = kir.EVENT_VAR_PREFIX + "0"
+    fetch = (SetFlag(Pipe.MTE2, Pipe.V, 0, pool="fetch", var=var), WaitFlag(Pipe.MTE2, Pipe.V, 0, pool="fetch", var=var))
+    assert _run_tiny(_tiny(head + (EnQue("q", "t"),) + fetch + tail, _Q), verify=True).ok
+    alloc = (SetFlag(Pipe.MTE2, Pipe.V, 0, pool="alloc", var=var), EnQue("q", "t"),
+             WaitFlag(Pipe.MTE2, Pipe.V, 0, pool="alloc", var=var))
+    assert _run_tiny(_tiny(head + alloc + tail, _Q), verify=True).ok
+    with pytest.raises(kir.IRError, match="must follow it at once"):
+        kir.verify(_tiny(head + fetch[:1] + (EnQue("q", "t"),) + fetch[1:] + tail, _Q))
+    with pytest.raises(kir.IRError, match="without a SetFlag of that var"):
+        kir.verify(_tiny(head + (EnQue("q", "t"), fetch[1]) + tail, _Q))
+    with pytest.raises(kir.IRError, match="reserved for the printer's event ids"):
+        kir.check_name(var, "scalar")
 
 
 # ------------------------------------------------------------------------------------------------ exact WAR, GM hazards

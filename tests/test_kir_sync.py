@@ -823,7 +823,7 @@ def test_the_memo_gives_a_renamed_or_redocumented_class_the_program_a_fresh_plac
             assert kir.to_cpp(got) == kir.to_cpp(want) and got_ins == want_ins, (k.name, what)
             printed[k.name, what] = kir.to_cpp(got)
     cpp = printed["MemoDemo", "both"]
-    for line in ("SetFlag<HardEvent::MTE3_MTE2>(0);  // GM field part.src: MTE3 has written it before MTE2 reads it",
+    for line in ("SetFlag<HardEvent::MTE3_MTE2>(evt_2);  // GM field part.src: MTE3 has written it before MTE2 reads it",
                  "// GM yout: MTE3 has written it before MTE2 reads it",
                  "// buf: MTE2 has written it before V reads it",
                  "PipeBarrier<PIPE_V>();  // halfBuf: V has written it before V reads it",

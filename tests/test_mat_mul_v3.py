@@ -365,3 +365,28 @@ def test_a_bias_table_smaller_than_the_row_faults_on_the_interpreter():
             assert _close(out.reshape(m, n), ref, "float16", k)
         else:
             assert "BiasTable overflow: InitBuffer(bt_" in r.faults[0] and "BiasTable is 512 bytes" in r.faults[0], r.faults[0]
+
+
+
+def test_the_bias_pairs_take_pool_ids_and_the_fixed_ids_hang_on_the_interpreter(monkeypatch):
+    """At M 1700 K 45 N 300 with bias (x1 transposed) the bias row's MTE1_MTE2 pair ran with the fixed id
+    0 while l1A_'s FreeTensor held id 0 of the TPipe's pool (a TQue takes the lowest free id until its next
+    AllocTensor, docs/reference/ascendc.md §1.5): the set is lost on the device. With the ids from the pool
+    (FetchEventID / AllocEventID) the Kernel-IR engine runs it and matches float64; the classes built with the
+    dependency pass's fixed ids (its pool step off) fault naming the SetFlag and the queue that holds its id."""
+    from opgen.check import run_check
+    from opgen.kernel import kir_sync
+
+    def go():
+        return run_check(str(SPEC), dims={"M": 1700, "K": 45, "N": 300}, dtypes={"T": "bfloat16", "U": "float32"},
+                         seed=3, progress=False, attrs={"transpose_x1": True, "transpose_x2": False},
+                         present=["bias"], engine="kir")
+
+    r = go()
+    assert r.passed and not r.faults, r.faults[:2]
+    assert _close(r.arrays["y"], _ref(r.inputs, True, False), "bfloat16", 45)
+    monkeypatch.setattr(kir_sync, "_pool_ids", lambda out, *args: out)
+    monkeypatch.delattr(load_spec(str(SPEC)), "_opgen_kernel_build", raising=False)   # built again, fixed ids
+    r = go()
+    assert r.faults and "SetFlag<HardEvent::MTE1_MTE2>(0)" in r.faults[0] and \
+        "TQue l1A_::FreeTensor holds event id 0" in r.faults[0], r.faults[:2]

@@ -69,7 +69,11 @@ Statements (a Func body is a tuple of them, run in order by the scalar unit, whi
   Barrier(pipe)                     PipeBarrier<pipe>: later instructions of that pipe wait for earlier ones
                                     (PIPE_ALL: every pipe).
   SetFlag(src, dst, id) / WaitFlag  HardEvent src_dst: `dst` pipe waits until `src` pipe's work issued before the
-                                    SetFlag is done. A flag is set once before it is waited once.
+                                    SetFlag is done. A flag is set once before it is waited once. `pool`: the id
+                                    from the TPipe's pool at run time (FetchEventID for a back-to-back pair,
+                                    AllocEventID / ReleaseEventID around one with work between), kept in the local
+                                    `var` (EVENT_VAR_PREFIX...; SetFlag's docstring): the queues take ids from the
+                                    same pool, so a fixed id may be one a queue holds.
   CrossCoreSetFlag(mode, pipe, id) / CrossCoreWaitFlag(id)
                                     cross-core flag counters of a mixed launch (docs/reference/ascendc.md §1.6):
                                     the set is issued on `pipe` after that pipe's earlier work; mode 2 raises the
@@ -172,6 +176,8 @@ def check_name(name: str, what: str) -> str:
     `what`. Every KIR name becomes C++ text, so nothing else may pass (the project's rule for spec strings)."""
     if not isinstance(name, str) or not _IDENT.match(name) or name in _CPP_RESERVED:
         raise IRError(f"{what} name {name!r} is not a usable C++ identifier")
+    if name.startswith(EVENT_VAR_PREFIX):
+        raise IRError(f"{what} name {name!r} starts with {EVENT_VAR_PREFIX!r}, reserved for the printer's event ids")
     return name
 
 
@@ -930,12 +936,20 @@ class Barrier:
 
 @dataclass(frozen=True)
 class SetFlag:
-    """SetFlag<HardEvent::src_dst>(id)."""
+    """SetFlag<HardEvent::src_dst>(id). `pool` (FLAG_POOLS) says where the id comes from: "" the fixed id `id`;
+    "fetch" the TPipe's lowest free id of the event at run time (FetchEventID, which takes nothing: only for a
+    SetFlag its WaitFlag follows at once); "alloc" an id taken from the pool before the set (AllocEventID) and given
+    back after the wait (ReleaseEventID), for a pair with work between its set and wait. A pool flag keeps its id
+    in the local event_t `var` (EVENT_VAR_PREFIX...), declared at the set: the wait names the same var and lies
+    later in the same statement list; `id` is then only a slot number (docs/reference/ascendc.md §1.5-§1.6: the
+    queues take their ids from the same pool, so a fixed id may be one a queue holds)."""
 
     src: Pipe
     dst: Pipe
     id: int = 0
     doc: str = ""
+    pool: str = ""
+    var: str = ""
 
     @property
     def event(self) -> str:
@@ -945,17 +959,33 @@ class SetFlag:
 
 @dataclass(frozen=True)
 class WaitFlag:
-    """WaitFlag<HardEvent::src_dst>(id)."""
+    """WaitFlag<HardEvent::src_dst>(id); `pool` / `var` as its SetFlag's (an "alloc" wait also gives the id back to
+    the TPipe's pool: ReleaseEventID)."""
 
     src: Pipe
     dst: Pipe
     id: int = 0
     doc: str = ""
+    pool: str = ""
+    var: str = ""
 
     @property
     def event(self) -> str:
         """The HardEvent name (MTE2_V, ...)."""
         return f"{self.src.name}_{self.dst.name}"
+
+
+FLAG_POOLS = ("", "fetch", "alloc")
+"""Where a SetFlag / WaitFlag's event id comes from (SetFlag): a fixed id, FetchEventID, AllocEventID /
+ReleaseEventID."""
+EVENT_VAR_PREFIX = "evt_"
+"""Prefix of the local event_t a pool flag keeps its id in (SetFlag.var): reserved, no KIR name may start with it
+(check_name)."""
+
+
+def flag_key(s) -> tuple:
+    """The key a SetFlag / WaitFlag pairs by: (event, id) for a fixed id, (event, var) for a pool one."""
+    return (s.event, s.var) if s.pool else (s.event, s.id)
 
 
 CROSS_FLAG_IDS = range(0, 11)
@@ -1713,8 +1743,41 @@ class _Verifier:
     def block(self, stmts, st: _State, where: str):
         if not isinstance(stmts, tuple):
             raise IRError(f"the body of {where} is not a tuple of statements")
+        self.pool_flags(stmts)
         for s in stmts:
             self.stmt(s, st)
+
+    @staticmethod
+    def pool_flags(stmts) -> None:
+        """The pool flags of one statement list (SetFlag.pool): a SetFlag declares its var once in the list and its
+        WaitFlag names it later in the same list (the C++ local's scope), right after it for "fetch"
+        (FetchEventID takes no id: nothing may run between); set and wait agree on event and pool."""
+        decl = {}
+        for j, s in enumerate(stmts):
+            if not isinstance(s, (SetFlag, WaitFlag)) or not s.pool:
+                continue
+            if s.pool not in FLAG_POOLS:
+                raise IRError(f"flag pool {s.pool!r} is none of {FLAG_POOLS}", s)
+            if not (isinstance(s.var, str) and s.var.startswith(EVENT_VAR_PREFIX) and _IDENT.match(s.var)):
+                raise IRError(f"a pool flag's var {s.var!r} is no identifier starting with {EVENT_VAR_PREFIX!r}", s)
+            if isinstance(s, SetFlag):
+                if s.var in decl:
+                    raise IRError(f"event id var {s.var} declared twice in one statement list", s)
+                decl[s.var] = s
+                later = [x for x in stmts[j + 1:] if isinstance(x, WaitFlag) and x.pool and x.var == s.var]
+                if not later:
+                    raise IRError(f"SetFlag {s.event} ({s.pool}, {s.var}) has no WaitFlag later in its list", s)
+                if s.pool == "fetch" and later[0] is not (stmts[j + 1] if j + 1 < len(stmts) else None):
+                    raise IRError(f"SetFlag {s.event} (fetch, {s.var}): its WaitFlag must follow it at once "
+                                  "(FetchEventID takes no id)", s)
+            else:
+                st = decl.get(s.var)
+                if st is None:
+                    raise IRError(f"WaitFlag {s.event} ({s.pool}, {s.var}) without a SetFlag of that var before it "
+                                  "in its list", s)
+                if (st.event, st.pool) != (s.event, s.pool):
+                    raise IRError(f"WaitFlag {s.event} ({s.pool}, {s.var}) pairs with SetFlag {st.event} "
+                                  f"({st.pool})", s)
 
     @staticmethod
     def _same(before: _State, after: _State) -> bool:
@@ -1913,7 +1976,7 @@ class _Verifier:
                 raise IRError(f"HardEvent {s.event} does not exist", s)
             if not 0 <= s.id < 8:
                 raise IRError(f"event id {s.id} outside 0..7", s)
-            key = (s.event, s.id)
+            key = flag_key(s)
             if isinstance(s, SetFlag):
                 if key in st.flags:
                     raise IRError(f"flag {s.event} #{s.id} set again before it was waited", s)
@@ -2247,9 +2310,9 @@ def to_text_stmt(s, indent: str = "") -> str:
     if isinstance(s, Barrier):
         return f"{i}barrier {s.pipe.name}"
     if isinstance(s, SetFlag):
-        return f"{i}set_flag {s.src.name}->{s.dst.name} #{s.id}"
+        return f"{i}set_flag {s.src.name}->{s.dst.name} " + (f"{s.pool} {s.var}" if s.pool else f"#{s.id}")
     if isinstance(s, WaitFlag):
-        return f"{i}wait_flag {s.src.name}->{s.dst.name} #{s.id}"
+        return f"{i}wait_flag {s.src.name}->{s.dst.name} " + (f"{s.pool} {s.var}" if s.pool else f"#{s.id}")
     if isinstance(s, SyncAll):
         return f"{i}sync_all"
     if isinstance(s, CrossCoreSetFlag):
@@ -2560,9 +2623,19 @@ class CppPrinter:
         if isinstance(s, Barrier):
             return [f"{p}PipeBarrier<{s.pipe.value}>();" + (f"  // {_comment(s.doc)}" if s.doc else "")]
         if isinstance(s, SetFlag):
-            return [f"{p}SetFlag<HardEvent::{s.event}>({s.id});" + (f"  // {_comment(s.doc)}" if s.doc else "")]
+            doc = f"  // {_comment(s.doc)}" if s.doc else ""
+            if not s.pool:
+                return [f"{p}SetFlag<HardEvent::{s.event}>({s.id});" + doc]
+            take = (f"FetchEventID(HardEvent::{s.event})" if s.pool == "fetch"
+                    else f"AllocEventID<HardEvent::{s.event}>()")
+            return [f"{p}event_t {s.var} = static_cast<event_t>(GetTPipePtr()->{take});",
+                    f"{p}SetFlag<HardEvent::{s.event}>({s.var});" + doc]
         if isinstance(s, WaitFlag):
-            return [f"{p}WaitFlag<HardEvent::{s.event}>({s.id});" + (f"  // {_comment(s.doc)}" if s.doc else "")]
+            doc = f"  // {_comment(s.doc)}" if s.doc else ""
+            if not s.pool:
+                return [f"{p}WaitFlag<HardEvent::{s.event}>({s.id});" + doc]
+            return [f"{p}WaitFlag<HardEvent::{s.event}>({s.var});" + doc] + \
+                ([f"{p}GetTPipePtr()->ReleaseEventID<HardEvent::{s.event}>({s.var});"] if s.pool == "alloc" else [])
         if isinstance(s, SyncAll):
             return [f"{p}SyncAll();" + (f"  // {_comment(s.doc)}" if s.doc else "")]
         if isinstance(s, CrossCoreSetFlag):

@@ -31,7 +31,9 @@ instructions):
 * Faults (KirFault, the message as the emulation words it): UB overflow, GM / UB out of bounds, unaligned UB
   operands, queue misuse (AllocTensor with every block in use, EnQue beyond depth, DeQue of an empty queue,
   FreeTensor of a free block, a tensor not from the queue), a WaitFlag with no SetFlag, a SetFlag still set, a flag
-  set at the end, races, SyncAll deadlock (a core returned while others wait), operands overlapping against the
+  set at the end, a SetFlag on an event id a queue holds or a queue taking an id a SetFlag holds set (the TPipe's
+  event-id pool as the emulation models it, EMU.md "Event ids": queues take the lowest free id at EnQue /
+  FreeTensor until DeQue / AllocTensor; a pool flag, kir.SetFlag.pool, fetches or allocates one), races, SyncAll deadlock (a core returned while others wait), operands overlapping against the
   device's address-overlap rules (a repeat form's partial overlap or read of an earlier repeat's write, Brcb's
   aliased src, an in-place Gather: as the emulation's OverlapGuard and checks, emu/vector.h).
 
@@ -200,6 +202,8 @@ class _Queue:
     free_tok: list = field(default_factory=list)
     mem: str = "UB"
     pool: int = 0
+    enq_id: list = field(default_factory=list)    # per block: the event id its EnQue holds (None: none)
+    free_id: list = field(default_factory=list)   # per block: the event id its FreeTensor holds
 
 
 @dataclass
@@ -464,6 +468,7 @@ class _Core:
         self.clk = np.zeros(_NP, dtype=np.int64)
         self.know = np.zeros((_NP, _NP), dtype=np.int64)
         self.flags: dict = {}
+        self.held: dict = {}           # the TPipe's event-id pool: (event, id) -> who holds it (a queue, AllocEventID)
         self.gm_shadow: dict = {}      # (GM buffer address, page) -> Shadow (this core's GM accesses)
         self.stmts: list = []
         self.stmt_ids: dict = {}
@@ -879,6 +884,7 @@ class _Core:
             prod = _PROD.get(q.local.pos)
             if prod is not None:
                 q.enq_tok[t.tag] = self.token(prod)
+            q.enq_id[t.tag] = self.queue_take(q, _PROD, _CONS, "EnQue")
         elif isinstance(s, kir.DeQue):
             q = self.queue(s.queue)
             if not q.queued:
@@ -887,6 +893,8 @@ class _Core:
             cons = _CONS.get(q.local.pos)
             if cons is not None:
                 self.join(cons, q.enq_tok[b])
+            self.queue_give(q, _PROD, _CONS, q.enq_id[b])
+            q.enq_id[b] = None
             sz = NP_TYPES[self.dt(s.dtype)].itemsize
             self.bind(s.var, LT(q.offs[b], q.length // sz, self.dt(s.dtype), s.queue, b, q.mem, q.pool), frame)
         elif isinstance(s, kir.Free):
@@ -899,6 +907,7 @@ class _Core:
             cons = _CONS.get(q.local.pos)
             if cons is not None:
                 q.free_tok[t.tag] = self.token(cons)
+            q.free_id[t.tag] = self.queue_take(q, _CONS, _PROD, "FreeTensor")
         elif isinstance(s, kir.Copy):
             self.copy(s, frame)
         elif isinstance(s, kir.Vec):
@@ -922,19 +931,34 @@ class _Core:
         elif isinstance(s, kir.Barrier):
             self.barrier(s.pipe)
         elif isinstance(s, kir.SetFlag):
-            key = (s.event, s.id)
+            i = s.id
+            if s.pool:
+                i = self.pool_free(s.event, f"GetTPipePtr()->{'FetchEventID' if s.pool == 'fetch' else 'AllocEventID'}"
+                                   f"<HardEvent::{s.event}> in {self.where}")
+                if s.pool == "alloc":
+                    self.held[(s.event, i)] = f"AllocEventID ({s.var}) in {self.where}"
+                _define(frame["ints"], s.var, i)
+            key = (s.event, i)
+            who = self.held.get(key)
+            if who is not None and who.startswith("TQue"):
+                raise KirFault(f"SetFlag<HardEvent::{s.event}>({i}) in {self.where}: {who} holds event id {i} (a "
+                               "TQue takes the TPipe pool's lowest free id until its DeQue / next AllocTensor, "
+                               "docs/reference/ascendc.md §1.5): the set is lost and a wait would hang")
             if key in self.flags:
-                raise KirFault(f"SetFlag<HardEvent::{s.event}>({s.id}) in {self.where}: the flag is still set by an "
-                               "earlier SetFlag (no WaitFlag consumed it); an event flag is one bit "
+                raise KirFault(f"SetFlag<HardEvent::{s.event}>({i}) in {self.where}: the flag is still set by the "
+                               f"SetFlag in {self.flags[key][1]} (no WaitFlag consumed it); an event flag is one bit "
                                "(docs/reference/ascendc.md §1.6)")
-            self.flags[key] = self.token(PIDX[s.src])
+            self.flags[key] = (self.token(PIDX[s.src]), self.where)
         elif isinstance(s, kir.WaitFlag):
-            key = (s.event, s.id)
+            i = frame["ints"][s.var] if s.pool else s.id
+            key = (s.event, i)
             if key not in self.flags:
-                raise KirFault(f"WaitFlag<HardEvent::{s.event}>({s.id}) in {self.where} has no earlier "
-                               f"SetFlag<HardEvent::{s.event}>({s.id}) to consume: {s.dst.value} would wait forever "
+                raise KirFault(f"WaitFlag<HardEvent::{s.event}>({i}) in {self.where} has no earlier "
+                               f"SetFlag<HardEvent::{s.event}>({i}) to consume: {s.dst.value} would wait forever "
                                "on the device (docs/reference/ascendc.md §1.6)")
-            self.join(PIDX[s.dst], self.flags.pop(key))
+            self.join(PIDX[s.dst], self.flags.pop(key)[0])
+            if s.pool == "alloc":
+                self.held.pop(key, None)
         elif isinstance(s, kir.SyncAll):
             if self.kind == "AIC" and self.launch is not None and self.launch.mix:
                 raise KirFault(f"SyncAll() in {self.where} on an AIC of a mixed launch: SyncAll<true> meets the AIVs "
@@ -1104,7 +1128,7 @@ class _Core:
         a.written[start:start + need] = False
         if b.queue:
             self.queues[s.buf] = _Queue(b, offs, rounded, [False] * s.num, deque(), 0, [None] * s.num,
-                                        [None] * s.num, name, pool)
+                                        [None] * s.num, name, pool, [None] * s.num, [None] * s.num)
         else:
             self.tbufs[s.buf] = (offs[0], rounded, name, pool)
 
@@ -1118,6 +1142,43 @@ class _Core:
         if t.queue != q.local.name or t.tag < 0 or t.off != q.offs[t.tag]:
             raise KirFault(f"TQue::{what}: tensor was not allocated from this queue (or is an offset view)")
 
+    # -- the TPipe's event-id pool (docs/reference/ascendc.md §1.5-§1.6; emu/pipes.h PoolFree)
+    def pool_free(self, event: str, what: str) -> int:
+        """The lowest id of HardEvent `event` no queue and no AllocEventID holds (FetchEventID; AllocEventID then
+        takes it). KirFault when all 8 are held."""
+        for i in range(8):
+            if (event, i) not in self.held:
+                return i
+        raise KirFault(f"{what}: all 8 ids of HardEvent::{event} are held ("
+                       + "; ".join(self.held[(event, i)] for i in range(8)) + ")")
+
+    def queue_take(self, q: _Queue, src: dict, dst: dict, what: str):
+        """A queue's EnQue / FreeTensor: it takes the pool's lowest free id of its hand-off's HardEvent (src pipe of
+        its position -> dst pipe) and sets that flag; None when the hand-off has no event. KirFault when a
+        SetFlag of the program holds that flag set (the queue's set would be lost)."""
+        a, b = src.get(q.local.pos), dst.get(q.local.pos)
+        if a is None or b is None:
+            return None
+        ev = f"{PIPES[a].name}_{PIPES[b].name}"
+        if ev not in kir.HARD_EVENTS:
+            return None
+        if all((ev, j) in self.held for j in range(8)):
+            return None   # all 8 held: untracked, as the emulation (EMU.md "Event ids": open)
+        i = self.pool_free(ev, f"TQue {q.local.name}::{what}")
+        if (ev, i) in self.flags:
+            raise KirFault(f"TQue {q.local.name}::{what} in {self.where} takes HardEvent::{ev} id {i} (the pool's "
+                           f"lowest free id) while the SetFlag in {self.flags[(ev, i)][1]} holds that flag set: the "
+                           "queue's set is lost and its wait would hang")
+        self.held[(ev, i)] = f"TQue {q.local.name}::{what}"
+        return i
+
+    def queue_give(self, q: _Queue, src: dict, dst: dict, i) -> None:
+        """The matching DeQue / AllocTensor: the queue's id back to the pool."""
+        if i is None:
+            return
+        a, b = src.get(q.local.pos), dst.get(q.local.pos)
+        self.held.pop((f"{PIPES[a].name}_{PIPES[b].name}", i), None)
+
     def alloc(self, s: kir.Alloc, frame):
         q = self.queue(s.queue)
         n = len(q.offs)
@@ -1129,6 +1190,8 @@ class _Core:
                 prod = _PROD.get(q.local.pos)
                 if prod is not None:
                     self.join(prod, q.free_tok[b])
+                self.queue_give(q, _CONS, _PROD, q.free_id[b])
+                q.free_id[b] = None
                 self.mem[q.mem].written[q.offs[b]:q.offs[b] + q.length] = False
                 sz = NP_TYPES[self.dt(s.dtype)].itemsize
                 self.bind(s.var, LT(q.offs[b], q.length // sz, self.dt(s.dtype), s.queue, b, q.mem, q.pool), frame)

@@ -546,9 +546,9 @@ class _Analysis:
         if isinstance(s, kir.Barrier):
             d.barrier(s.pipe)
         elif isinstance(s, kir.SetFlag):
-            d.tokens[("flag", s.event, s.id)] = d.known(s.src)
+            d.tokens[("flag",) + kir.flag_key(s)] = d.known(s.src)
         elif isinstance(s, kir.WaitFlag):
-            d.grant(d.tokens.pop(("flag", s.event, s.id), frozenset()), s.dst)
+            d.grant(d.tokens.pop(("flag",) + kir.flag_key(s), frozenset()), s.dst)
 
     # -- statements
     def block(self, ds: dict, stmts, pos: tuple, scope: dict) -> dict:
@@ -1066,21 +1066,52 @@ def strip_syncs(k: kir.KernelClass) -> kir.KernelClass:
     return _map_bodies(k, fn)
 
 
-def _with(k: kir.KernelClass, inserted: dict) -> kir.KernelClass:
+def _with(k: kir.KernelClass, inserted: dict, pooled: bool = False) -> kir.KernelClass:
+    """k with the syncs of `inserted` placed; `pooled`: each placed flag pair whose set and wait lie in one statement
+    list takes its event id from the TPipe's pool at run time (`_pool_ids`)."""
+    count: dict = {}
+    fixed = {e for e, _ in _used_flags(k)} if pooled else set()
+
     def fn(stmts, pos):
         out = []
         for i, s in enumerate(stmts):
             out += [(None, x) for x in inserted.get(pos + (i,), ())]
             out.append((i, s))
-        return out
+        return _pool_ids(out, pos[0], count, fixed) if pooled else out
     return _map_bodies(k, fn)
+
+
+def _pool_ids(out: list, func: str, count: dict, fixed: set = frozenset()) -> list:
+    """The (index, statement) list `out` of one statement list with each placed flag pair (index None) given a run
+    time event id (kir.SetFlag.pool): "fetch" (GetTPipePtr()->FetchEventID) when the wait follows the set at once,
+    "alloc" (AllocEventID before the set, ReleaseEventID after the wait) when work lies between. A fixed id may be
+    one a TQue holds at that point (its EnQue / FreeTensor took the pool's lowest free id, docs/reference/ascendc.md
+    §1.5), and the set would be lost; the pool hands out only free ones. The pass's ids stay as slots (the
+    analysis pairs by them); each pair's var is numbered in its function (`count`: function -> next number). The
+    events in `fixed` (ones the input's own flags use with fixed ids, which the pool does not know of) keep the
+    pass's fixed ids, which avoid the input's."""
+    out = list(out)
+    for j, (i, x) in enumerate(out):
+        if i is not None or not isinstance(x, kir.SetFlag) or x.pool or x.event in fixed:
+            continue
+        m = next((m for m in range(j + 1, len(out)) if out[m][0] is None and isinstance(out[m][1], kir.WaitFlag)
+                  and not out[m][1].pool and (out[m][1].event, out[m][1].id) == (x.event, x.id)), None)
+        if m is None:
+            continue
+        n = count.get(func, 0)
+        count[func] = n + 1
+        var = f"{kir.EVENT_VAR_PREFIX}{n}"   # short: the pair's line keeps its comment (the printer's width)
+        pool = "fetch" if m == j + 1 else "alloc"
+        out[j] = (None, replace(x, pool=pool, var=var))
+        out[m] = (None, replace(out[m][1], pool=pool, var=var))
+    return out
 
 
 def _used_flags(k: kir.KernelClass) -> set:
     used = set()
     for body in [k.init, k.process] + [m.body for m in k.methods]:
         for s in kir.walk(body):
-            if isinstance(s, (kir.SetFlag, kir.WaitFlag)):
+            if isinstance(s, (kir.SetFlag, kir.WaitFlag)) and not s.pool:
                 used.add((s.event, s.id))
     return used
 
@@ -1148,7 +1179,7 @@ def place_syncs(k: kir.KernelClass, types: dict | None = None, prune: bool = Tru
         inserted = _prune(k, inserted, types, used, trials)
     if hoist is not Hoist.NONE:
         inserted = _hoist(k, inserted, types, used, trials, only_loops=hoist is Hoist.LOOPS)
-    out = _with(k, inserted)
+    out = _with(k, inserted, pooled=True)
     kir.verify(out)
     return out, inserted
 
@@ -1389,7 +1420,7 @@ def place_syncs_memo(k: kir.KernelClass, types: dict | None = None, prune: bool 
         entry = json.loads(path.read_text(encoding="utf-8"))
         if isinstance(entry, dict) and entry.get("key") == key:
             inserted = {_pos_of(p, k, c.names): [_sync_of(x, c.names) for x in v] for p, v in entry["inserted"]}
-            out = _with(k, inserted)
+            out = _with(k, inserted, pooled=True)
             kir.verify(out)
             if _nsyncs(out) == _nsyncs(k) + sum(len(v) for v in inserted.values()):   # every position exists
                 return out, inserted
@@ -1639,4 +1670,4 @@ def placed(inserted: dict) -> list:
 def without(k: kir.KernelClass, inserted: dict, which: tuple) -> kir.KernelClass:
     """k (the pass's input) with every placed sync but `which` (an entry of `placed`): the mutation of a test."""
     drop = set(which)
-    return _with(k, {p: [x for j, x in enumerate(v) if (p, j) not in drop] for p, v in inserted.items()})
+    return _with(k, {p: [x for j, x in enumerate(v) if (p, j) not in drop] for p, v in inserted.items()}, pooled=True)

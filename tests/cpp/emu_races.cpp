@@ -284,6 +284,43 @@ int main(int argc, char** argv)
             SetFlag<HardEvent::S_V>(EVENT_ID5);  // @set2
             WaitFlag<HardEvent::S_V>(EVENT_ID5);
         });
+
+    // ------------------------------------------------------------ the TPipe's event-id pool
+    } else if (s == "pool_queue_holds_id" || s == "pool_fetch" || s == "pool_alloc" || s == "pool_set_then_queue" ||
+               s == "pool_release_unalloc") {
+        // A VECIN queue's EnQue takes the lowest free MTE2_V id of the pool (0) until its DeQue; a fixed
+        // SetFlag<MTE2_V>(0) then is lost on the device; FetchEventID returns the next free id (1) and takes
+        // nothing; AllocEventID takes one until ReleaseEventID.
+        int fetched = -1, alloc0 = -1, alloc1 = -1;
+        vec([&](TPipe& pipe, GlobalTensor<float>& gx, GlobalTensor<float>&) {
+            TQue<QuePosition::VECIN, 1> qi; pipe.InitBuffer(qi, 1, 256);
+            LocalTensor<float> a = qi.AllocTensor<float>();
+            DataCopy(a, gx, 64);
+            if (s == "pool_set_then_queue") SetFlag<HardEvent::MTE2_V>(EVENT_ID0);  // @setfirst
+            if (s == "pool_alloc") alloc0 = GetTPipePtr()->AllocEventID<HardEvent::MTE2_V>();
+            qi.EnQue(a);  // @enque
+            if (s == "pool_queue_holds_id") {
+                SetFlag<HardEvent::MTE2_V>(EVENT_ID0);  // @set
+                WaitFlag<HardEvent::MTE2_V>(EVENT_ID0);
+            } else if (s == "pool_fetch") {
+                event_t e = static_cast<event_t>(GetTPipePtr()->FetchEventID(HardEvent::MTE2_V));
+                fetched = e;
+                SetFlag<HardEvent::MTE2_V>(e);
+                WaitFlag<HardEvent::MTE2_V>(e);
+            } else if (s == "pool_alloc") {
+                alloc1 = GetTPipePtr()->AllocEventID<HardEvent::MTE2_V>();
+                SetFlag<HardEvent::MTE2_V>(alloc1);
+                WaitFlag<HardEvent::MTE2_V>(alloc1);
+                GetTPipePtr()->ReleaseEventID<HardEvent::MTE2_V>(alloc1);
+                GetTPipePtr()->ReleaseEventID<HardEvent::MTE2_V>(alloc0);
+            } else if (s == "pool_release_unalloc") {
+                GetTPipePtr()->ReleaseEventID<HardEvent::MTE2_V>(3);  // @release
+            }
+            if (s == "pool_set_then_queue") WaitFlag<HardEvent::MTE2_V>(EVENT_ID0);
+            a = qi.DeQue<float>();
+            qi.FreeTensor(a);
+        });
+        std::printf("val ids %d %d %d\n", fetched, alloc0, alloc1);
     } else if (s == "syncall_barrier") {
         // SyncAll is a full in-core barrier too (EMU.md "Pipes and races").
         r = emu::Launch(2, kUb, [&] {

@@ -136,8 +136,9 @@ private:
                 rowIn_x = rowInQue_x.template DeQue<T>();
                 statIn_rstd = statInQue_rstd.template DeQue<float>();
                 statIn_mean = statInQue_mean.template DeQue<float>();
-                SetFlag<HardEvent::MTE2_S>(0);  // statInQue_mean: MTE2 has written it before S reads it
-                WaitFlag<HardEvent::MTE2_S>(0);
+                event_t evt_0 = static_cast<event_t>(GetTPipePtr()->FetchEventID(HardEvent::MTE2_S));
+                SetFlag<HardEvent::MTE2_S>(evt_0);  // statInQue_mean: MTE2 has written it before S reads it
+                WaitFlag<HardEvent::MTE2_S>(evt_0);
                 Compute(r0, k);
                 CopyOut(r0, k);
             }
@@ -149,14 +150,16 @@ private:
             // the next pass's copy-in (none past rowEnd_) runs beside this pass's compute
             for (int64_t r0 = rowStart_; r0 < rowEnd_; r0 += pass) {
                 const int64_t k = rowEnd_ - r0 < pass ? rowEnd_ - r0 : pass;
-                SetFlag<HardEvent::MTE2_S>(7);  // statInQue_mean: MTE2 has written it before S reads it
+                event_t evt_1 = static_cast<event_t>(GetTPipePtr()->AllocEventID<HardEvent::MTE2_S>());
+                SetFlag<HardEvent::MTE2_S>(evt_1);  // statInQue_mean: MTE2 has written it before S reads it
                 rowIn_dy = rowInQue_dy.template DeQue<T>();
                 rowIn_x = rowInQue_x.template DeQue<T>();
                 statIn_rstd = statInQue_rstd.template DeQue<float>();
                 statIn_mean = statInQue_mean.template DeQue<float>();
                 const int64_t rowNext = r0 + pass;
                 CopyIn(rowNext, pass < rowEnd_ - rowNext ? pass : rowEnd_ - rowNext);
-                WaitFlag<HardEvent::MTE2_S>(7);
+                WaitFlag<HardEvent::MTE2_S>(evt_1);
+                GetTPipePtr()->ReleaseEventID<HardEvent::MTE2_S>(evt_1);
                 Compute(r0, k);
                 CopyOut(r0, k);
             }
@@ -272,8 +275,9 @@ private:
                 const int64_t k = rowNum_ - g0 < G ? rowNum_ - g0 : G;
                 {
                     const int64_t oneBurst = ((hidden_ - n_) * sizeof(T) == 0 && rowStride_ == n_) ? 1 : 0;
-                    SetFlag<HardEvent::V_MTE2>(0);  // resBuf_dy: V has read it before MTE2 overwrites it
-                    WaitFlag<HardEvent::V_MTE2>(0);
+                    event_t evt_4 = static_cast<event_t>(GetTPipePtr()->FetchEventID(HardEvent::V_MTE2));
+                    SetFlag<HardEvent::V_MTE2>(evt_4);  // resBuf_dy: V has read it before MTE2 overwrites it
+                    WaitFlag<HardEvent::V_MTE2>(evt_4);
                     DataCopyPad(res_dy, gm_dy[g0 * hidden_ + c0_],
                                 DataCopyExtParams(static_cast<uint16_t>(oneBurst != 0 ? 1 : k),
                                                   oneBurst != 0 ? k * n_ * sizeof(T) : n_ * sizeof(T),
@@ -303,8 +307,9 @@ private:
                     statIn_mean = statInQue_mean.template DeQue<float>();
                 }
                 // row-reduction level 0: partial results of this core's columns, exchanged through workspace
-                SetFlag<HardEvent::MTE2_S>(0);  // statInQue_mean: MTE2 has written it before S reads it
-                WaitFlag<HardEvent::MTE2_S>(0);
+                event_t evt_0 = static_cast<event_t>(GetTPipePtr()->FetchEventID(HardEvent::MTE2_S));
+                SetFlag<HardEvent::MTE2_S>(evt_0);  // statInQue_mean: MTE2 has written it before S reads it
+                WaitFlag<HardEvent::MTE2_S>(evt_0);
                 for (int64_t i = 0; i < k; ++i) {
                     const int64_t b = (g0 + i) / seqLen_;
                     if (b != valBatch_) {
@@ -342,8 +347,9 @@ private:
                     const float part_s2 = RowSum(w_[3], n_);  // spec: ada_layer_norm_grad.py:69
                     sums_.SetValue(1 * groupStride_ + i, part_s2);
                 }
-                SetFlag<HardEvent::S_MTE3>(0);  // sumBuf_: S has written it before MTE3 reads it
-                WaitFlag<HardEvent::S_MTE3>(0);
+                event_t evt_1 = static_cast<event_t>(GetTPipePtr()->FetchEventID(HardEvent::S_MTE3));
+                SetFlag<HardEvent::S_MTE3>(evt_1);  // sumBuf_: S has written it before MTE3 reads it
+                WaitFlag<HardEvent::S_MTE3>(evt_1);
                 DataCopyPad(ws_[(core * 2 + 0) * groupStride_], sums_[0 * groupStride_],
                             DataCopyExtParams(1, k * sizeof(float), 0, 0, 0));
                 DataCopyPad(ws_[(core * 2 + 1) * groupStride_], sums_[1 * groupStride_],
@@ -351,8 +357,9 @@ private:
                 PipeBarrier<PIPE_ALL>();
                 SyncAll();
                 TotalOwnedRows(0, totBase + 0 * groupStride_, k);
-                SetFlag<HardEvent::MTE3_MTE2>(0);  // GM <workspace>: MTE3 has written it before MTE2 reads it
-                WaitFlag<HardEvent::MTE3_MTE2>(0);
+                event_t evt_2 = static_cast<event_t>(GetTPipePtr()->FetchEventID(HardEvent::MTE3_MTE2));
+                SetFlag<HardEvent::MTE3_MTE2>(evt_2);  // GM <workspace>: MTE3 has written it before MTE2 reads it
+                WaitFlag<HardEvent::MTE3_MTE2>(evt_2);
                 TotalOwnedRows(1, totBase + 1 * groupStride_, k);
                 PipeBarrier<PIPE_ALL>();
                 SyncAll();
@@ -363,8 +370,9 @@ private:
                             DataCopyExtParams(1, k * sizeof(float), 0, 0, 0),
                             DataCopyPadExtParams<float>(false, 0, 0, 0.0f));
                 rowOut_pd_x = rowOutQue_pd_x.template AllocTensor<T>();
-                SetFlag<HardEvent::MTE2_S>(0);  // sumBuf_: MTE2 has written it before S reads it
-                WaitFlag<HardEvent::MTE2_S>(0);
+                event_t evt_3 = static_cast<event_t>(GetTPipePtr()->FetchEventID(HardEvent::MTE2_S));
+                SetFlag<HardEvent::MTE2_S>(evt_3);  // sumBuf_: MTE2 has written it before S reads it
+                WaitFlag<HardEvent::MTE2_S>(evt_3);
                 for (int64_t i = 0; i < k; ++i) {
                     const int64_t b = (g0 + i) / seqLen_;
                     if (b != curBatch_) {
@@ -530,8 +538,9 @@ private:
                                           (2 * groupStride_ - on) * sizeof(float), 0, 0),
                         DataCopyPadExtParams<float>(
                             false, 0, 0, float{}));  // every core's partials of the owned rows: one row of xchg_ a core
-            SetFlag<HardEvent::MTE2_V>(0);           // xchgBuf_: MTE2 has written it before V reads it
-            WaitFlag<HardEvent::MTE2_V>(0);
+            event_t evt_0 = static_cast<event_t>(GetTPipePtr()->FetchEventID(HardEvent::MTE2_V));
+            SetFlag<HardEvent::MTE2_V>(evt_0);  // xchgBuf_: MTE2 has written it before V reads it
+            WaitFlag<HardEvent::MTE2_V>(evt_0);
             // pairwise tree: the last h of the n = cores - d rows left folded onto the first h
             for (int64_t d = 0; d < cores - 1;) {
                 const int64_t h = (cores - d) / 2;
@@ -539,8 +548,9 @@ private:
                 Add(xchg_, xchg_, xchg_[(cores - d - h) * oa], static_cast<int32_t>(h * oa));
                 d += h;
             }
-            SetFlag<HardEvent::V_MTE3>(0);  // xchgBuf_: V has written it before MTE3 reads it
-            WaitFlag<HardEvent::V_MTE3>(0);
+            event_t evt_1 = static_cast<event_t>(GetTPipePtr()->FetchEventID(HardEvent::V_MTE3));
+            SetFlag<HardEvent::V_MTE3>(evt_1);  // xchgBuf_: V has written it before MTE3 reads it
+            WaitFlag<HardEvent::V_MTE3>(evt_1);
             DataCopyPad(ws_[dst + o0], xchg_, DataCopyExtParams(1, on * sizeof(float), 0, 0, 0));
         }
     }
@@ -572,8 +582,9 @@ private:
     __aicore__ inline float RowSum(const LocalTensor<float>& src, int64_t n)
     {
         ReduceSum(red_, src, redTmp_, static_cast<int32_t>(n));
-        SetFlag<HardEvent::V_S>(0);  // reduceBuf_: V has written it before S reads it
-        WaitFlag<HardEvent::V_S>(0);
+        event_t evt_0 = static_cast<event_t>(GetTPipePtr()->FetchEventID(HardEvent::V_S));
+        SetFlag<HardEvent::V_S>(evt_0);  // reduceBuf_: V has written it before S reads it
+        WaitFlag<HardEvent::V_S>(evt_0);
         return red_.GetValue(0);
     }
 

@@ -197,8 +197,9 @@ private:
                 const int64_t k = rowNum_ - g0 < G ? rowNum_ - g0 : G;
                 {
                     const int64_t oneBurst = ((hidden_ - n_) * sizeof(T) == 0 && rowStride_ == n_) ? 1 : 0;
-                    SetFlag<HardEvent::V_MTE2>(0);  // resBuf_x: V has read it before MTE2 overwrites it
-                    WaitFlag<HardEvent::V_MTE2>(0);
+                    event_t evt_5 = static_cast<event_t>(GetTPipePtr()->FetchEventID(HardEvent::V_MTE2));
+                    SetFlag<HardEvent::V_MTE2>(evt_5);  // resBuf_x: V has read it before MTE2 overwrites it
+                    WaitFlag<HardEvent::V_MTE2>(evt_5);
                     DataCopyPad(res_x, gm_x[g0 * hidden_ + c0_],
                                 DataCopyExtParams(static_cast<uint16_t>(oneBurst != 0 ? 1 : k),
                                                   oneBurst != 0 ? k * n_ * sizeof(T) : n_ * sizeof(T),
@@ -206,8 +207,9 @@ private:
                                 DataCopyPadExtParams<T>(false, 0, 0, T{}));  // spec: ada_layer_norm_v2.py:50
                 }
                 // row-reduction level 0: partial results of this core's columns, exchanged through workspace
-                SetFlag<HardEvent::MTE2_V>(0);  // resBuf_x: MTE2 has written it before V reads it
-                WaitFlag<HardEvent::MTE2_V>(0);
+                event_t evt_0 = static_cast<event_t>(GetTPipePtr()->FetchEventID(HardEvent::MTE2_V));
+                SetFlag<HardEvent::MTE2_V>(evt_0);  // resBuf_x: MTE2 has written it before V reads it
+                WaitFlag<HardEvent::MTE2_V>(evt_0);
                 for (int64_t i = 0; i < k; ++i) {
                     const int64_t b = (g0 + i) / seqLen_;
                     if (b != valBatch_) {
@@ -219,8 +221,9 @@ private:
                     const float part_s0 = RowSum(w_[0], n_);     // spec: ada_layer_norm_v2.py:51
                     sums_.SetValue(0 * groupStride_ + i, part_s0);
                 }
-                SetFlag<HardEvent::S_MTE3>(0);  // sumBuf_: S has written it before MTE3 reads it
-                WaitFlag<HardEvent::S_MTE3>(0);
+                event_t evt_1 = static_cast<event_t>(GetTPipePtr()->FetchEventID(HardEvent::S_MTE3));
+                SetFlag<HardEvent::S_MTE3>(evt_1);  // sumBuf_: S has written it before MTE3 reads it
+                WaitFlag<HardEvent::S_MTE3>(evt_1);
                 DataCopyPad(ws_[(core * 1 + 0) * groupStride_], sums_[0 * groupStride_],
                             DataCopyExtParams(1, k * sizeof(float), 0, 0, 0));
                 PipeBarrier<PIPE_ALL>();
@@ -232,8 +235,9 @@ private:
                             DataCopyExtParams(1, k * sizeof(float), 0, 0, 0),
                             DataCopyPadExtParams<float>(false, 0, 0, 0.0f));
                 // row-reduction level 1: partial results of this core's columns, exchanged through workspace
-                SetFlag<HardEvent::MTE2_S>(0);  // sumBuf_: MTE2 has written it before S reads it
-                WaitFlag<HardEvent::MTE2_S>(0);
+                event_t evt_2 = static_cast<event_t>(GetTPipePtr()->FetchEventID(HardEvent::MTE2_S));
+                SetFlag<HardEvent::MTE2_S>(evt_2);  // sumBuf_: MTE2 has written it before S reads it
+                WaitFlag<HardEvent::MTE2_S>(evt_2);
                 for (int64_t i = 0; i < k; ++i) {
                     const int64_t b = (g0 + i) / seqLen_;
                     if (b != valBatch_) {
@@ -252,8 +256,9 @@ private:
                     const float part_s2 = RowSum(w_[1], n_);             // spec: ada_layer_norm_v2.py:53
                     sums_.SetValue(0 * groupStride_ + i, part_s2);
                 }
-                SetFlag<HardEvent::S_MTE3>(0);  // sumBuf_: S has written it before MTE3 reads it
-                WaitFlag<HardEvent::S_MTE3>(0);
+                event_t evt_3 = static_cast<event_t>(GetTPipePtr()->FetchEventID(HardEvent::S_MTE3));
+                SetFlag<HardEvent::S_MTE3>(evt_3);  // sumBuf_: S has written it before MTE3 reads it
+                WaitFlag<HardEvent::S_MTE3>(evt_3);
                 DataCopyPad(ws_[(core * 1 + 0) * groupStride_], sums_[0 * groupStride_],
                             DataCopyExtParams(1, k * sizeof(float), 0, 0, 0));
                 PipeBarrier<PIPE_ALL>();
@@ -267,8 +272,9 @@ private:
                 rowOut_out = rowOutQue_out.template AllocTensor<T>();
                 statStage_mean = statStageBuf_mean.template Get<float>();
                 statStage_rstd = statStageBuf_rstd.template Get<float>();
-                SetFlag<HardEvent::MTE2_S>(0);  // sumBuf_: MTE2 has written it before S reads it
-                WaitFlag<HardEvent::MTE2_S>(0);
+                event_t evt_4 = static_cast<event_t>(GetTPipePtr()->FetchEventID(HardEvent::MTE2_S));
+                SetFlag<HardEvent::MTE2_S>(evt_4);  // sumBuf_: MTE2 has written it before S reads it
+                WaitFlag<HardEvent::MTE2_S>(evt_4);
                 for (int64_t i = 0; i < k; ++i) {
                     const int64_t b = (g0 + i) / seqLen_;
                     if (b != valBatch_) {
@@ -322,8 +328,9 @@ private:
                 }
                 if (core == 0 && c0_ == cBegin) {
                     LocalTensor<T> t = statOutQue_mean.template AllocTensor<T>();
-                    SetFlag<HardEvent::S_V>(0);  // statStageBuf_mean: S has written it before V reads it
-                    WaitFlag<HardEvent::S_V>(0);
+                    event_t evt_6 = static_cast<event_t>(GetTPipePtr()->FetchEventID(HardEvent::S_V));
+                    SetFlag<HardEvent::S_V>(evt_6);  // statStageBuf_mean: S has written it before V reads it
+                    WaitFlag<HardEvent::S_V>(evt_6);
                     CastTo(t, statStage_mean, RoundMode::CAST_RINT, k);  // spec: ada_layer_norm_v2.py:27
                     statOutQue_mean.EnQue(t);
                     t = statOutQue_mean.template DeQue<T>();
@@ -333,8 +340,9 @@ private:
                 }
                 if (core == 0 && c0_ == cBegin) {
                     LocalTensor<T> t = statOutQue_rstd.template AllocTensor<T>();
-                    SetFlag<HardEvent::S_V>(0);  // statStageBuf_rstd: S has written it before V reads it
-                    WaitFlag<HardEvent::S_V>(0);
+                    event_t evt_7 = static_cast<event_t>(GetTPipePtr()->FetchEventID(HardEvent::S_V));
+                    SetFlag<HardEvent::S_V>(evt_7);  // statStageBuf_rstd: S has written it before V reads it
+                    WaitFlag<HardEvent::S_V>(evt_7);
                     CastTo(t, statStage_rstd, RoundMode::CAST_RINT, k);  // spec: ada_layer_norm_v2.py:28
                     statOutQue_rstd.EnQue(t);
                     t = statOutQue_rstd.template DeQue<T>();
@@ -361,8 +369,9 @@ private:
                                           (1 * groupStride_ - on) * sizeof(float), 0, 0),
                         DataCopyPadExtParams<float>(
                             false, 0, 0, float{}));  // every core's partials of the owned rows: one row of xchg_ a core
-            SetFlag<HardEvent::MTE2_V>(0);           // xchgBuf_: MTE2 has written it before V reads it
-            WaitFlag<HardEvent::MTE2_V>(0);
+            event_t evt_0 = static_cast<event_t>(GetTPipePtr()->FetchEventID(HardEvent::MTE2_V));
+            SetFlag<HardEvent::MTE2_V>(evt_0);  // xchgBuf_: MTE2 has written it before V reads it
+            WaitFlag<HardEvent::MTE2_V>(evt_0);
             // pairwise tree: the last h of the n = cores - d rows left folded onto the first h
             for (int64_t d = 0; d < cores - 1;) {
                 const int64_t h = (cores - d) / 2;
@@ -370,8 +379,9 @@ private:
                 Add(xchg_, xchg_, xchg_[(cores - d - h) * oa], static_cast<int32_t>(h * oa));
                 d += h;
             }
-            SetFlag<HardEvent::V_MTE3>(0);  // xchgBuf_: V has written it before MTE3 reads it
-            WaitFlag<HardEvent::V_MTE3>(0);
+            event_t evt_1 = static_cast<event_t>(GetTPipePtr()->FetchEventID(HardEvent::V_MTE3));
+            SetFlag<HardEvent::V_MTE3>(evt_1);  // xchgBuf_: V has written it before MTE3 reads it
+            WaitFlag<HardEvent::V_MTE3>(evt_1);
             DataCopyPad(ws_[dst + o0], xchg_, DataCopyExtParams(1, on * sizeof(float), 0, 0, 0));
         }
     }
@@ -391,8 +401,9 @@ private:
     __aicore__ inline float RowSum(const LocalTensor<float>& src, int64_t n)
     {
         ReduceSum(red_, src, redTmp_, static_cast<int32_t>(n));
-        SetFlag<HardEvent::V_S>(0);  // reduceBuf_: V has written it before S reads it
-        WaitFlag<HardEvent::V_S>(0);
+        event_t evt_0 = static_cast<event_t>(GetTPipePtr()->FetchEventID(HardEvent::V_S));
+        SetFlag<HardEvent::V_S>(evt_0);  // reduceBuf_: V has written it before S reads it
+        WaitFlag<HardEvent::V_S>(evt_0);
         return red_.GetValue(0);
     }
 
@@ -472,8 +483,9 @@ private:
         rowOutQue_out.EnQue(rowOut_out);
         {
             LocalTensor<T> t = statOutQue_mean.template AllocTensor<T>();
-            SetFlag<HardEvent::S_V>(0);  // statStageBuf_mean: S has written it before V reads it
-            WaitFlag<HardEvent::S_V>(0);
+            event_t evt_0 = static_cast<event_t>(GetTPipePtr()->FetchEventID(HardEvent::S_V));
+            SetFlag<HardEvent::S_V>(evt_0);  // statStageBuf_mean: S has written it before V reads it
+            WaitFlag<HardEvent::S_V>(evt_0);
             CastTo(t, statStage_mean, RoundMode::CAST_RINT, k);  // spec: ada_layer_norm_v2.py:27
             statOutQue_mean.EnQue(t);
         }

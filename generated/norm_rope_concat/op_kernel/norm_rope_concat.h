@@ -517,12 +517,14 @@ private:
             }
             tabRow0_ = -1;
             tabRow1_ = -1;
-            SetFlag<HardEvent::V_S>(0);  // laneBuf_: V has read it before S overwrites it
-            WaitFlag<HardEvent::V_S>(0);
+            event_t evt_0 = static_cast<event_t>(GetTPipePtr()->FetchEventID(HardEvent::V_S));
+            SetFlag<HardEvent::V_S>(evt_0);  // laneBuf_: V has read it before S overwrites it
+            WaitFlag<HardEvent::V_S>(evt_0);
             PrepareLanes(p);
             const int64_t pass = td_->rowsPerPass;
-            SetFlag<HardEvent::S_V>(0);  // laneBuf_: S has written it before V reads it
-            WaitFlag<HardEvent::S_V>(0);
+            event_t evt_1 = static_cast<event_t>(GetTPipePtr()->FetchEventID(HardEvent::S_V));
+            SetFlag<HardEvent::S_V>(evt_1);  // laneBuf_: S has written it before V reads it
+            WaitFlag<HardEvent::S_V>(evt_1);
             for (int64_t r = lo; r < hi; r += pass) {
                 const int64_t k = hi - r < pass ? hi - r : pass;
                 CopyIn(p, r, k);
@@ -600,8 +602,9 @@ private:
         {
             LocalTensor<float> t = statOutQue0_.template AllocTensor<float>();
             if (p.useStatOut[0] != 0) {
-                SetFlag<HardEvent::S_V>(0);  // statStageBuf0_: S has written it before V reads it
-                WaitFlag<HardEvent::S_V>(0);
+                event_t evt_0 = static_cast<event_t>(GetTPipePtr()->FetchEventID(HardEvent::S_V));
+                SetFlag<HardEvent::S_V>(evt_0);  // statStageBuf0_: S has written it before V reads it
+                WaitFlag<HardEvent::S_V>(evt_0);
                 CastTo(t, statStage0_, RoundMode::CAST_NONE, k);
             }
             statOutQue0_.EnQue(t);
@@ -609,8 +612,9 @@ private:
         {
             LocalTensor<float> t = statOutQue1_.template AllocTensor<float>();
             if (p.useStatOut[1] != 0) {
-                SetFlag<HardEvent::S_V>(0);  // statStageBuf1_: S has written it before V reads it
-                WaitFlag<HardEvent::S_V>(0);
+                event_t evt_1 = static_cast<event_t>(GetTPipePtr()->FetchEventID(HardEvent::S_V));
+                SetFlag<HardEvent::S_V>(evt_1);  // statStageBuf1_: S has written it before V reads it
+                WaitFlag<HardEvent::S_V>(evt_1);
                 CastTo(t, statStage1_, RoundMode::CAST_NONE, k);
             }
             statOutQue1_.EnQue(t);
@@ -658,8 +662,9 @@ private:
     __aicore__ inline float RowSum(const LocalTensor<float>& src, int64_t n)
     {
         ReduceSum(red_, src, redTmp_, static_cast<int32_t>(n));
-        SetFlag<HardEvent::V_S>(0);  // reduceBuf_: V has written it before S reads it
-        WaitFlag<HardEvent::V_S>(0);
+        event_t evt_0 = static_cast<event_t>(GetTPipePtr()->FetchEventID(HardEvent::V_S));
+        SetFlag<HardEvent::V_S>(evt_0);  // reduceBuf_: V has written it before S reads it
+        WaitFlag<HardEvent::V_S>(evt_0);
         return red_.GetValue(0);
     }
 

@@ -430,17 +430,20 @@ private:
             }
             tabRow0_ = -1;
             tabRow1_ = -1;
-            SetFlag<HardEvent::V_S>(0);  // laneBuf_: V has read it before S overwrites it
-            WaitFlag<HardEvent::V_S>(0);
+            event_t evt_0 = static_cast<event_t>(GetTPipePtr()->FetchEventID(HardEvent::V_S));
+            SetFlag<HardEvent::V_S>(evt_0);  // laneBuf_: V has read it before S overwrites it
+            WaitFlag<HardEvent::V_S>(evt_0);
             PrepareLanes(p);
             const int64_t pass = td_->rowsPerPass;
-            SetFlag<HardEvent::S_V>(0);  // laneBuf_: S has written it before V reads it
-            WaitFlag<HardEvent::S_V>(0);
+            event_t evt_1 = static_cast<event_t>(GetTPipePtr()->FetchEventID(HardEvent::S_V));
+            SetFlag<HardEvent::S_V>(evt_1);  // laneBuf_: S has written it before V reads it
+            WaitFlag<HardEvent::S_V>(evt_1);
             for (int64_t r = lo; r < hi; r += pass) {
                 const int64_t k = hi - r < pass ? hi - r : pass;
                 CopyIn(p, r, k);
-                SetFlag<HardEvent::MTE2_S>(0);  // statInQue1_: MTE2 has written it before S reads it
-                WaitFlag<HardEvent::MTE2_S>(0);
+                event_t evt_2 = static_cast<event_t>(GetTPipePtr()->FetchEventID(HardEvent::MTE2_S));
+                SetFlag<HardEvent::MTE2_S>(evt_2);  // statInQue1_: MTE2 has written it before S reads it
+                WaitFlag<HardEvent::MTE2_S>(evt_2);
                 Compute(p, r, k);
                 CopyOut(p, r, k);
             }
@@ -672,8 +675,9 @@ private:
     __aicore__ inline float RowSum(const LocalTensor<float>& src, int64_t n)
     {
         ReduceSum(red_, src, redTmp_, static_cast<int32_t>(n));
-        SetFlag<HardEvent::V_S>(0);  // reduceBuf_: V has written it before S reads it
-        WaitFlag<HardEvent::V_S>(0);
+        event_t evt_0 = static_cast<event_t>(GetTPipePtr()->FetchEventID(HardEvent::V_S));
+        SetFlag<HardEvent::V_S>(evt_0);  // reduceBuf_: V has written it before S reads it
+        WaitFlag<HardEvent::V_S>(evt_0);
         return red_.GetValue(0);
     }
 

@@ -135,8 +135,9 @@ private:
         for (int64_t k0 = 0; k0 < k; k0 += kt) {  // K in tiles of kt
             const int64_t kk = k - k0 < kt ? k - k0 : kt;
             const int64_t k1 = kk / 16;
-            SetFlag<HardEvent::M_MTE1>(0);  // l0aBuf_: M has read it before MTE1 overwrites it
-            WaitFlag<HardEvent::M_MTE1>(0);
+            event_t evt_0 = static_cast<event_t>(GetTPipePtr()->FetchEventID(HardEvent::M_MTE1));
+            SetFlag<HardEvent::M_MTE1>(evt_0);  // l0aBuf_: M has read it before MTE1 overwrites it
+            WaitFlag<HardEvent::M_MTE1>(evt_0);
             for (int64_t mb = 0; mb < AlignUp(mm, 16) / 16; ++mb) {
                 LoadData(l0a_[256 * (k1 * mb)], a,
                          LoadData2DParams(static_cast<uint16_t>(mb + aPad / 16 * (k0 / 16)), static_cast<uint8_t>(k1),
@@ -145,8 +146,9 @@ private:
             LoadData(l0b_, b,
                      LoadData2DParams(static_cast<uint16_t>(k0 / 16 * (n / 16)), static_cast<uint8_t>(k1 * (n / 16)), 1,
                                       0, 0, false, 0));
-            SetFlag<HardEvent::MTE1_M>(0);  // l0aBuf_: MTE1 has written it before M reads it
-            WaitFlag<HardEvent::MTE1_M>(0);
+            event_t evt_1 = static_cast<event_t>(GetTPipePtr()->FetchEventID(HardEvent::MTE1_M));
+            SetFlag<HardEvent::MTE1_M>(evt_1);  // l0aBuf_: MTE1 has written it before M reads it
+            WaitFlag<HardEvent::MTE1_M>(evt_1);
             Mmad(c, l0a_, l0b_,
                  MmadParams(static_cast<uint16_t>(mm), static_cast<uint16_t>(n), static_cast<uint16_t>(16 * k1), 0,
                             false, init && k0 == 0));
@@ -161,8 +163,9 @@ private:
         for (int64_t k0 = 0; k0 < k; k0 += kt) {  // K in tiles of kt
             const int64_t kk = k - k0 < kt ? k - k0 : kt;
             const int64_t k1 = kk / 16;
-            SetFlag<HardEvent::M_MTE1>(0);  // l0aBuf_: M has read it before MTE1 overwrites it
-            WaitFlag<HardEvent::M_MTE1>(0);
+            event_t evt_0 = static_cast<event_t>(GetTPipePtr()->FetchEventID(HardEvent::M_MTE1));
+            SetFlag<HardEvent::M_MTE1>(evt_0);  // l0aBuf_: M has read it before MTE1 overwrites it
+            WaitFlag<HardEvent::M_MTE1>(evt_0);
             for (int64_t mb = 0; mb < AlignUp(mm, 16) / 16; ++mb) {
                 LoadData(l0a_[256 * (k1 * mb)], a,
                          LoadData2DParams(static_cast<uint16_t>(mb + aPad / 16 * (k0 / 16)), static_cast<uint8_t>(k1),
@@ -173,8 +176,9 @@ private:
                          LoadData2DParams(static_cast<uint16_t>(k0 / 16 + kb), static_cast<uint8_t>(n / 16),
                                           static_cast<uint16_t>(bPad / 16), 0, 0, true, 0));
             }
-            SetFlag<HardEvent::MTE1_M>(0);  // l0aBuf_: MTE1 has written it before M reads it
-            WaitFlag<HardEvent::MTE1_M>(0);
+            event_t evt_1 = static_cast<event_t>(GetTPipePtr()->FetchEventID(HardEvent::MTE1_M));
+            SetFlag<HardEvent::MTE1_M>(evt_1);  // l0aBuf_: MTE1 has written it before M reads it
+            WaitFlag<HardEvent::MTE1_M>(evt_1);
             Mmad(c, l0a_, l0b_,
                  MmadParams(static_cast<uint16_t>(mm), static_cast<uint16_t>(n), static_cast<uint16_t>(16 * k1), 0,
                             false, init && k0 == 0));
@@ -211,8 +215,9 @@ private:
     __aicore__ inline float RowSum(const LocalTensor<float>& src, int64_t n)
     {
         ReduceSum(reduce_, src, reduce_[8], static_cast<int32_t>(n));
-        SetFlag<HardEvent::V_S>(0);  // reduceBuf_: V has written it before S reads it
-        WaitFlag<HardEvent::V_S>(0);
+        event_t evt_0 = static_cast<event_t>(GetTPipePtr()->FetchEventID(HardEvent::V_S));
+        SetFlag<HardEvent::V_S>(evt_0);  // reduceBuf_: V has written it before S reads it
+        WaitFlag<HardEvent::V_S>(evt_0);
         const float r = reduce_.GetValue(0);
         return r;
     }
@@ -221,8 +226,9 @@ private:
     __aicore__ inline float RowMax(const LocalTensor<float>& src, int64_t n)
     {
         ReduceMax(reduce_, src, scratch_, static_cast<int32_t>(n), false);
-        SetFlag<HardEvent::V_S>(0);  // reduceBuf_: V has written it before S reads it
-        WaitFlag<HardEvent::V_S>(0);
+        event_t evt_0 = static_cast<event_t>(GetTPipePtr()->FetchEventID(HardEvent::V_S));
+        SetFlag<HardEvent::V_S>(evt_0);  // reduceBuf_: V has written it before S reads it
+        WaitFlag<HardEvent::V_S>(evt_0);
         const float r = reduce_.GetValue(0);
         return r;
     }
@@ -230,24 +236,29 @@ private:
     // The matmuls of an item before its vector stage.
     __aicore__ inline void CubePhase1(const Unit& x, [[maybe_unused]] int64_t c, int64_t slot)
     {
-        SetFlag<HardEvent::MTE1_MTE2>(0);  // headL1_0Buf_: MTE1 has read it before MTE2 overwrites it
-        WaitFlag<HardEvent::MTE1_MTE2>(0);
+        event_t evt_0 = static_cast<event_t>(GetTPipePtr()->FetchEventID(HardEvent::MTE1_MTE2));
+        SetFlag<HardEvent::MTE1_MTE2>(evt_0);  // headL1_0Buf_: MTE1 has read it before MTE2 overwrites it
+        WaitFlag<HardEvent::MTE1_MTE2>(evt_0);
         Heads(headL1_0_, gm_query, td_->headDim, x);    // spec: nsa_selected_attention.py:90
         for (int64_t cc = 0; cc < td_->chunks; ++cc) {  // the unit's key chunks
             const int64_t keys = td_->blockSize * (td_->blocksPerChunk < td_->blockCount - td_->blocksPerChunk * cc
                                                        ? td_->blocksPerChunk
                                                        : td_->blockCount - td_->blocksPerChunk * cc);
-            SetFlag<HardEvent::MTE1_MTE2>(0);  // gatherL1_0Buf_: MTE1 has read it before MTE2 overwrites it
-            WaitFlag<HardEvent::MTE1_MTE2>(0);
+            event_t evt_1 = static_cast<event_t>(GetTPipePtr()->FetchEventID(HardEvent::MTE1_MTE2));
+            SetFlag<HardEvent::MTE1_MTE2>(evt_1);  // gatherL1_0Buf_: MTE1 has read it before MTE2 overwrites it
+            WaitFlag<HardEvent::MTE1_MTE2>(evt_1);
             Gather(gatherL1_0_, gm_key, td_->headDim, x, cc, keys);  // spec: nsa_selected_attention.py:90
-            SetFlag<HardEvent::MTE2_MTE1>(0);  // gatherL1_0Buf_: MTE2 has written it before MTE1 reads it
-            WaitFlag<HardEvent::MTE2_MTE1>(0);
-            SetFlag<HardEvent::FIX_M>(0);  // l0cTileBuf_: FIX has read it before M overwrites it
-            WaitFlag<HardEvent::FIX_M>(0);
+            event_t evt_2 = static_cast<event_t>(GetTPipePtr()->FetchEventID(HardEvent::MTE2_MTE1));
+            SetFlag<HardEvent::MTE2_MTE1>(evt_2);  // gatherL1_0Buf_: MTE2 has written it before MTE1 reads it
+            WaitFlag<HardEvent::MTE2_MTE1>(evt_2);
+            event_t evt_3 = static_cast<event_t>(GetTPipePtr()->FetchEventID(HardEvent::FIX_M));
+            SetFlag<HardEvent::FIX_M>(evt_3);  // l0cTileBuf_: FIX has read it before M overwrites it
+            WaitFlag<HardEvent::FIX_M>(evt_3);
             MmadNT(tile_, headL1_0_, gatherL1_0_, x.mPad, td_->gTile, keys, td_->headDim, td_->baseKs,
-                   1);                     // spec: nsa_selected_attention.py:90
-            SetFlag<HardEvent::M_FIX>(0);  // l0cTileBuf_: M has written it before FIX reads it
-            WaitFlag<HardEvent::M_FIX>(0);
+                   1);  // spec: nsa_selected_attention.py:90
+            event_t evt_4 = static_cast<event_t>(GetTPipePtr()->FetchEventID(HardEvent::M_FIX));
+            SetFlag<HardEvent::M_FIX>(evt_4);  // l0cTileBuf_: M has written it before FIX reads it
+            WaitFlag<HardEvent::M_FIX>(evt_4);
             Fixpipe<float, float, CFG_ROW_MAJOR>(
                 wsTile0_[2 * (core_ * td_->wsSlotBytes) / 4 + cc * td_->chunkKeys + slot * (td_->wsSlotBytes / 4)],
                 tile_,
@@ -260,27 +271,31 @@ private:
     // The matmuls of an item after its vector stage.
     __aicore__ inline void CubePhase2(const Unit& x, [[maybe_unused]] int64_t c, int64_t slot)
     {
-        SetFlag<HardEvent::FIX_M>(0);  // l0cAccBuf_: FIX has read it before M overwrites it
-        WaitFlag<HardEvent::FIX_M>(0);
+        event_t evt_0 = static_cast<event_t>(GetTPipePtr()->FetchEventID(HardEvent::FIX_M));
+        SetFlag<HardEvent::FIX_M>(evt_0);  // l0cAccBuf_: FIX has read it before M overwrites it
+        WaitFlag<HardEvent::FIX_M>(evt_0);
         for (int64_t cc = 0; cc < td_->chunks; ++cc) {  // the unit's key chunks
             const int64_t keys = td_->blockSize * (td_->blocksPerChunk < td_->blockCount - td_->blocksPerChunk * cc
                                                        ? td_->blocksPerChunk
                                                        : td_->blockCount - td_->blocksPerChunk * cc);
-            SetFlag<HardEvent::MTE1_MTE2>(0);  // tileL1_0Buf_: MTE1 has read it before MTE2 overwrites it
-            WaitFlag<HardEvent::MTE1_MTE2>(0);
+            event_t evt_2 = static_cast<event_t>(GetTPipePtr()->FetchEventID(HardEvent::MTE1_MTE2));
+            SetFlag<HardEvent::MTE1_MTE2>(evt_2);  // tileL1_0Buf_: MTE1 has read it before MTE2 overwrites it
+            WaitFlag<HardEvent::MTE1_MTE2>(evt_2);
             TileIn(
                 tileL1_0_,
                 wsTile1_[(AlignUp(4 * (td_->gRows * td_->selKeys), 512) + 2 * (core_ * td_->wsSlotBytes)) / sizeof(T) +
                          cc * td_->chunkKeys + slot * (td_->wsSlotBytes / sizeof(T))],
                 x, keys, td_->selKeys);                                 // spec: nsa_selected_attention.py:101
             Gather(gatherL1_0_, gm_value, td_->valueDim, x, cc, keys);  // spec: nsa_selected_attention.py:101
-            SetFlag<HardEvent::MTE2_MTE1>(0);  // tileL1_0Buf_: MTE2 has written it before MTE1 reads it
-            WaitFlag<HardEvent::MTE2_MTE1>(0);
+            event_t evt_3 = static_cast<event_t>(GetTPipePtr()->FetchEventID(HardEvent::MTE2_MTE1));
+            SetFlag<HardEvent::MTE2_MTE1>(evt_3);  // tileL1_0Buf_: MTE2 has written it before MTE1 reads it
+            WaitFlag<HardEvent::MTE2_MTE1>(evt_3);
             MmadNN(acc_, tileL1_0_, gatherL1_0_, x.mPad, td_->gTile, td_->valueDim, keys, keys, td_->baseKo,
                    cc == 0 ? 1 : 0);  // spec: nsa_selected_attention.py:101
         }
-        SetFlag<HardEvent::M_FIX>(0);  // l0cAccBuf_: M has written it before FIX reads it
-        WaitFlag<HardEvent::M_FIX>(0);
+        event_t evt_1 = static_cast<event_t>(GetTPipePtr()->FetchEventID(HardEvent::M_FIX));
+        SetFlag<HardEvent::M_FIX>(evt_1);  // l0cAccBuf_: M has written it before FIX reads it
+        WaitFlag<HardEvent::M_FIX>(evt_1);
         Fixpipe<T, float, CFG_ROW_MAJOR>(
             gm_attention_out[td_->valueDim * x.h0 + td_->qHeads * td_->valueDim * x.t], acc_,
             FixpipeParamsV220(static_cast<uint16_t>(td_->valueDim), static_cast<uint16_t>(x.rows),
@@ -295,8 +310,9 @@ private:
         const int64_t keys = td_->selKeys;
         for (int64_t p0 = rBegin; p0 < rEnd; p0 += td_->vecRows) {  // UB passes of vecRows rows
             const int64_t k = rEnd - p0 < td_->vecRows ? rEnd - p0 : td_->vecRows;
-            SetFlag<HardEvent::V_MTE2>(0);  // rowBuf_: V has read it before MTE2 overwrites it
-            WaitFlag<HardEvent::V_MTE2>(0);
+            event_t evt_0 = static_cast<event_t>(GetTPipePtr()->FetchEventID(HardEvent::V_MTE2));
+            SetFlag<HardEvent::V_MTE2>(evt_0);  // rowBuf_: V has read it before MTE2 overwrites it
+            WaitFlag<HardEvent::V_MTE2>(evt_0);
             DataCopyPad(rows_[0],
                         wsTile0_[2 * (core_ * td_->wsSlotBytes) / 4 + keys * p0 + slot * (td_->wsSlotBytes / 4)],
                         DataCopyExtParams(1, 4 * (k * keys), 0, 0, 0),
@@ -304,8 +320,9 @@ private:
             LocalTensor<T> tileQue0T = tileQue0.template AllocTensor<T>();
             LocalTensor<float> statQue0T = statQue0.template AllocTensor<float>();
             LocalTensor<float> statQue1T = statQue1.template AllocTensor<float>();
-            SetFlag<HardEvent::MTE2_V>(0);  // rowBuf_: MTE2 has written it before V reads it
-            WaitFlag<HardEvent::MTE2_V>(0);
+            event_t evt_1 = static_cast<event_t>(GetTPipePtr()->FetchEventID(HardEvent::MTE2_V));
+            SetFlag<HardEvent::MTE2_V>(evt_1);  // rowBuf_: MTE2 has written it before V reads it
+            WaitFlag<HardEvent::MTE2_V>(evt_1);
             for (int64_t i = 0; i < k; ++i) {  // the pass's rows
                 Muls(rows_[0][i * keys], rows_[0][i * keys], static_cast<float>(scale_),
                      static_cast<int32_t>(keys));                       // spec: nsa_selected_attention.py:94
@@ -560,8 +577,9 @@ private:
         for (int64_t k0 = 0; k0 < k; k0 += kt) {  // K in tiles of kt
             const int64_t kk = k - k0 < kt ? k - k0 : kt;
             const int64_t k1 = kk / 16;
-            SetFlag<HardEvent::M_MTE1>(0);  // l0aBuf_: M has read it before MTE1 overwrites it
-            WaitFlag<HardEvent::M_MTE1>(0);
+            event_t evt_0 = static_cast<event_t>(GetTPipePtr()->FetchEventID(HardEvent::M_MTE1));
+            SetFlag<HardEvent::M_MTE1>(evt_0);  // l0aBuf_: M has read it before MTE1 overwrites it
+            WaitFlag<HardEvent::M_MTE1>(evt_0);
             for (int64_t mb = 0; mb < AlignUp(mm, 16) / 16; ++mb) {
                 LoadData(l0a_[256 * (k1 * mb)], a,
                          LoadData2DParams(static_cast<uint16_t>(mb + aPad / 16 * (k0 / 16)), static_cast<uint8_t>(k1),
@@ -570,8 +588,9 @@ private:
             LoadData(l0b_, b,
                      LoadData2DParams(static_cast<uint16_t>(k0 / 16 * (n / 16)), static_cast<uint8_t>(k1 * (n / 16)), 1,
                                       0, 0, false, 0));
-            SetFlag<HardEvent::MTE1_M>(0);  // l0aBuf_: MTE1 has written it before M reads it
-            WaitFlag<HardEvent::MTE1_M>(0);
+            event_t evt_1 = static_cast<event_t>(GetTPipePtr()->FetchEventID(HardEvent::MTE1_M));
+            SetFlag<HardEvent::MTE1_M>(evt_1);  // l0aBuf_: MTE1 has written it before M reads it
+            WaitFlag<HardEvent::MTE1_M>(evt_1);
             Mmad(c, l0a_, l0b_,
                  MmadParams(static_cast<uint16_t>(mm), static_cast<uint16_t>(n), static_cast<uint16_t>(16 * k1), 0,
                             false, init && k0 == 0));
@@ -586,8 +605,9 @@ private:
         for (int64_t k0 = 0; k0 < k; k0 += kt) {  // K in tiles of kt
             const int64_t kk = k - k0 < kt ? k - k0 : kt;
             const int64_t k1 = kk / 16;
-            SetFlag<HardEvent::M_MTE1>(0);  // l0aBuf_: M has read it before MTE1 overwrites it
-            WaitFlag<HardEvent::M_MTE1>(0);
+            event_t evt_0 = static_cast<event_t>(GetTPipePtr()->FetchEventID(HardEvent::M_MTE1));
+            SetFlag<HardEvent::M_MTE1>(evt_0);  // l0aBuf_: M has read it before MTE1 overwrites it
+            WaitFlag<HardEvent::M_MTE1>(evt_0);
             for (int64_t mb = 0; mb < AlignUp(mm, 16) / 16; ++mb) {
                 LoadData(l0a_[256 * (k1 * mb)], a,
                          LoadData2DParams(static_cast<uint16_t>(mb + aPad / 16 * (k0 / 16)), static_cast<uint8_t>(k1),
@@ -598,8 +618,9 @@ private:
                          LoadData2DParams(static_cast<uint16_t>(k0 / 16 + kb), static_cast<uint8_t>(n / 16),
                                           static_cast<uint16_t>(bPad / 16), 0, 0, true, 0));
             }
-            SetFlag<HardEvent::MTE1_M>(0);  // l0aBuf_: MTE1 has written it before M reads it
-            WaitFlag<HardEvent::MTE1_M>(0);
+            event_t evt_1 = static_cast<event_t>(GetTPipePtr()->FetchEventID(HardEvent::MTE1_M));
+            SetFlag<HardEvent::MTE1_M>(evt_1);  // l0aBuf_: MTE1 has written it before M reads it
+            WaitFlag<HardEvent::MTE1_M>(evt_1);
             Mmad(c, l0a_, l0b_,
                  MmadParams(static_cast<uint16_t>(mm), static_cast<uint16_t>(n), static_cast<uint16_t>(16 * k1), 0,
                             false, init && k0 == 0));
@@ -636,8 +657,9 @@ private:
     __aicore__ inline float RowSum(const LocalTensor<float>& src, int64_t n)
     {
         ReduceSum(reduce_, src, reduce_[8], static_cast<int32_t>(n));
-        SetFlag<HardEvent::V_S>(0);  // reduceBuf_: V has written it before S reads it
-        WaitFlag<HardEvent::V_S>(0);
+        event_t evt_0 = static_cast<event_t>(GetTPipePtr()->FetchEventID(HardEvent::V_S));
+        SetFlag<HardEvent::V_S>(evt_0);  // reduceBuf_: V has written it before S reads it
+        WaitFlag<HardEvent::V_S>(evt_0);
         const float r = reduce_.GetValue(0);
         return r;
     }
@@ -646,8 +668,9 @@ private:
     __aicore__ inline float RowMax(const LocalTensor<float>& src, int64_t n)
     {
         ReduceMax(reduce_, src, scratch_, static_cast<int32_t>(n), false);
-        SetFlag<HardEvent::V_S>(0);  // reduceBuf_: V has written it before S reads it
-        WaitFlag<HardEvent::V_S>(0);
+        event_t evt_0 = static_cast<event_t>(GetTPipePtr()->FetchEventID(HardEvent::V_S));
+        SetFlag<HardEvent::V_S>(evt_0);  // reduceBuf_: V has written it before S reads it
+        WaitFlag<HardEvent::V_S>(evt_0);
         const float r = reduce_.GetValue(0);
         return r;
     }
@@ -670,8 +693,9 @@ private:
                         dst.SetValue(j + b * td_->blockSize, fill);
                     }
                     if (ja < td_->blockSize) {
-                        SetFlag<HardEvent::S_V>(0);  // rowBuf_: V writes after S's write
-                        WaitFlag<HardEvent::S_V>(0);
+                        event_t evt_0 = static_cast<event_t>(GetTPipePtr()->FetchEventID(HardEvent::S_V));
+                        SetFlag<HardEvent::S_V>(evt_0);  // rowBuf_: V writes after S's write
+                        WaitFlag<HardEvent::S_V>(evt_0);
                         Duplicate(dst[ja + b * td_->blockSize], static_cast<float>(fill),
                                   static_cast<int32_t>(td_->blockSize - ja));
                     }
@@ -683,24 +707,29 @@ private:
     // The matmuls of an item before its vector stage.
     __aicore__ inline void CubePhase1(const Unit& x, [[maybe_unused]] int64_t c, int64_t slot)
     {
-        SetFlag<HardEvent::MTE1_MTE2>(0);  // headL1_0Buf_: MTE1 has read it before MTE2 overwrites it
-        WaitFlag<HardEvent::MTE1_MTE2>(0);
+        event_t evt_0 = static_cast<event_t>(GetTPipePtr()->FetchEventID(HardEvent::MTE1_MTE2));
+        SetFlag<HardEvent::MTE1_MTE2>(evt_0);  // headL1_0Buf_: MTE1 has read it before MTE2 overwrites it
+        WaitFlag<HardEvent::MTE1_MTE2>(evt_0);
         Heads(headL1_0_, gm_query, td_->headDim, x);    // spec: nsa_selected_attention.py:90
         for (int64_t cc = 0; cc < td_->chunks; ++cc) {  // the unit's key chunks
             const int64_t keys = td_->blockSize * (td_->blocksPerChunk < td_->blockCount - td_->blocksPerChunk * cc
                                                        ? td_->blocksPerChunk
                                                        : td_->blockCount - td_->blocksPerChunk * cc);
-            SetFlag<HardEvent::MTE1_MTE2>(0);  // gatherL1_0Buf_: MTE1 has read it before MTE2 overwrites it
-            WaitFlag<HardEvent::MTE1_MTE2>(0);
+            event_t evt_1 = static_cast<event_t>(GetTPipePtr()->FetchEventID(HardEvent::MTE1_MTE2));
+            SetFlag<HardEvent::MTE1_MTE2>(evt_1);  // gatherL1_0Buf_: MTE1 has read it before MTE2 overwrites it
+            WaitFlag<HardEvent::MTE1_MTE2>(evt_1);
             Gather(gatherL1_0_, gm_key, td_->headDim, x, cc, keys);  // spec: nsa_selected_attention.py:90
-            SetFlag<HardEvent::MTE2_MTE1>(0);  // gatherL1_0Buf_: MTE2 has written it before MTE1 reads it
-            WaitFlag<HardEvent::MTE2_MTE1>(0);
-            SetFlag<HardEvent::FIX_M>(0);  // l0cTileBuf_: FIX has read it before M overwrites it
-            WaitFlag<HardEvent::FIX_M>(0);
+            event_t evt_2 = static_cast<event_t>(GetTPipePtr()->FetchEventID(HardEvent::MTE2_MTE1));
+            SetFlag<HardEvent::MTE2_MTE1>(evt_2);  // gatherL1_0Buf_: MTE2 has written it before MTE1 reads it
+            WaitFlag<HardEvent::MTE2_MTE1>(evt_2);
+            event_t evt_3 = static_cast<event_t>(GetTPipePtr()->FetchEventID(HardEvent::FIX_M));
+            SetFlag<HardEvent::FIX_M>(evt_3);  // l0cTileBuf_: FIX has read it before M overwrites it
+            WaitFlag<HardEvent::FIX_M>(evt_3);
             MmadNT(tile_, headL1_0_, gatherL1_0_, x.mPad, td_->gTile, keys, td_->headDim, td_->baseKs,
-                   1);                     // spec: nsa_selected_attention.py:90
-            SetFlag<HardEvent::M_FIX>(0);  // l0cTileBuf_: M has written it before FIX reads it
-            WaitFlag<HardEvent::M_FIX>(0);
+                   1);  // spec: nsa_selected_attention.py:90
+            event_t evt_4 = static_cast<event_t>(GetTPipePtr()->FetchEventID(HardEvent::M_FIX));
+            SetFlag<HardEvent::M_FIX>(evt_4);  // l0cTileBuf_: M has written it before FIX reads it
+            WaitFlag<HardEvent::M_FIX>(evt_4);
             Fixpipe<float, float, CFG_ROW_MAJOR>(
                 wsTile0_[2 * (core_ * td_->wsSlotBytes) / 4 + cc * td_->chunkKeys + slot * (td_->wsSlotBytes / 4)],
                 tile_,
@@ -713,27 +742,31 @@ private:
     // The matmuls of an item after its vector stage.
     __aicore__ inline void CubePhase2(const Unit& x, [[maybe_unused]] int64_t c, int64_t slot)
     {
-        SetFlag<HardEvent::FIX_M>(0);  // l0cAccBuf_: FIX has read it before M overwrites it
-        WaitFlag<HardEvent::FIX_M>(0);
+        event_t evt_0 = static_cast<event_t>(GetTPipePtr()->FetchEventID(HardEvent::FIX_M));
+        SetFlag<HardEvent::FIX_M>(evt_0);  // l0cAccBuf_: FIX has read it before M overwrites it
+        WaitFlag<HardEvent::FIX_M>(evt_0);
         for (int64_t cc = 0; cc < td_->chunks; ++cc) {  // the unit's key chunks
             const int64_t keys = td_->blockSize * (td_->blocksPerChunk < td_->blockCount - td_->blocksPerChunk * cc
                                                        ? td_->blocksPerChunk
                                                        : td_->blockCount - td_->blocksPerChunk * cc);
-            SetFlag<HardEvent::MTE1_MTE2>(0);  // tileL1_0Buf_: MTE1 has read it before MTE2 overwrites it
-            WaitFlag<HardEvent::MTE1_MTE2>(0);
+            event_t evt_2 = static_cast<event_t>(GetTPipePtr()->FetchEventID(HardEvent::MTE1_MTE2));
+            SetFlag<HardEvent::MTE1_MTE2>(evt_2);  // tileL1_0Buf_: MTE1 has read it before MTE2 overwrites it
+            WaitFlag<HardEvent::MTE1_MTE2>(evt_2);
             TileIn(
                 tileL1_0_,
                 wsTile1_[(AlignUp(4 * (td_->gRows * td_->selKeys), 512) + 2 * (core_ * td_->wsSlotBytes)) / sizeof(T) +
                          cc * td_->chunkKeys + slot * (td_->wsSlotBytes / sizeof(T))],
                 x, keys, td_->selKeys);                                 // spec: nsa_selected_attention.py:101
             Gather(gatherL1_0_, gm_value, td_->valueDim, x, cc, keys);  // spec: nsa_selected_attention.py:101
-            SetFlag<HardEvent::MTE2_MTE1>(0);  // tileL1_0Buf_: MTE2 has written it before MTE1 reads it
-            WaitFlag<HardEvent::MTE2_MTE1>(0);
+            event_t evt_3 = static_cast<event_t>(GetTPipePtr()->FetchEventID(HardEvent::MTE2_MTE1));
+            SetFlag<HardEvent::MTE2_MTE1>(evt_3);  // tileL1_0Buf_: MTE2 has written it before MTE1 reads it
+            WaitFlag<HardEvent::MTE2_MTE1>(evt_3);
             MmadNN(acc_, tileL1_0_, gatherL1_0_, x.mPad, td_->gTile, td_->valueDim, keys, keys, td_->baseKo,
                    cc == 0 ? 1 : 0);  // spec: nsa_selected_attention.py:101
         }
-        SetFlag<HardEvent::M_FIX>(0);  // l0cAccBuf_: M has written it before FIX reads it
-        WaitFlag<HardEvent::M_FIX>(0);
+        event_t evt_1 = static_cast<event_t>(GetTPipePtr()->FetchEventID(HardEvent::M_FIX));
+        SetFlag<HardEvent::M_FIX>(evt_1);  // l0cAccBuf_: M has written it before FIX reads it
+        WaitFlag<HardEvent::M_FIX>(evt_1);
         Fixpipe<T, float, CFG_ROW_MAJOR>(
             gm_attention_out[td_->valueDim * x.h0 + td_->qHeads * td_->valueDim * x.t], acc_,
             FixpipeParamsV220(static_cast<uint16_t>(td_->valueDim), static_cast<uint16_t>(x.rows),
@@ -747,8 +780,9 @@ private:
         const int64_t keys = td_->selKeys;
         for (int64_t p0 = rBegin; p0 < rEnd; p0 += td_->vecRows) {  // UB passes of vecRows rows
             const int64_t k = rEnd - p0 < td_->vecRows ? rEnd - p0 : td_->vecRows;
-            SetFlag<HardEvent::V_MTE2>(0);  // rowBuf_: V has read it before MTE2 overwrites it
-            WaitFlag<HardEvent::V_MTE2>(0);
+            event_t evt_0 = static_cast<event_t>(GetTPipePtr()->FetchEventID(HardEvent::V_MTE2));
+            SetFlag<HardEvent::V_MTE2>(evt_0);  // rowBuf_: V has read it before MTE2 overwrites it
+            WaitFlag<HardEvent::V_MTE2>(evt_0);
             DataCopyPad(rows_[0],
                         wsTile0_[2 * (core_ * td_->wsSlotBytes) / 4 + keys * p0 + slot * (td_->wsSlotBytes / 4)],
                         DataCopyExtParams(1, 4 * (k * keys), 0, 0, 0),
@@ -756,14 +790,16 @@ private:
             LocalTensor<T> tileQue0T = tileQue0.template AllocTensor<T>();
             LocalTensor<float> statQue0T = statQue0.template AllocTensor<float>();
             LocalTensor<float> statQue1T = statQue1.template AllocTensor<float>();
-            SetFlag<HardEvent::MTE2_S>(0);  // rowBuf_: S writes after MTE2's write
-            WaitFlag<HardEvent::MTE2_S>(0);
+            event_t evt_1 = static_cast<event_t>(GetTPipePtr()->FetchEventID(HardEvent::MTE2_S));
+            SetFlag<HardEvent::MTE2_S>(evt_1);  // rowBuf_: S writes after MTE2's write
+            WaitFlag<HardEvent::MTE2_S>(evt_1);
             for (int64_t i = 0; i < k; ++i) {  // the pass's rows
                 MaskFuture(rows_[0][i * keys], keys, x, c,
                            -3.4028234663852886e+38f);  // spec: nsa_selected_attention.py:93
                 PipeBarrier<PIPE_V>();                 // rowBuf_: V has written it before V reads it
-                SetFlag<HardEvent::S_V>(0);            // rowBuf_: S has written it before V reads it
-                WaitFlag<HardEvent::S_V>(0);
+                event_t evt_2 = static_cast<event_t>(GetTPipePtr()->FetchEventID(HardEvent::S_V));
+                SetFlag<HardEvent::S_V>(evt_2);  // rowBuf_: S has written it before V reads it
+                WaitFlag<HardEvent::S_V>(evt_2);
                 Muls(rows_[0][i * keys], rows_[0][i * keys], static_cast<float>(scale_),
                      static_cast<int32_t>(keys));                       // spec: nsa_selected_attention.py:94
                 PipeBarrier<PIPE_V>();                                  // rowBuf_: V has written it before V reads it

@@ -156,8 +156,9 @@ private:
         for (int64_t k0 = 0; k0 < k; k0 += kt) {  // K in tiles of kt
             const int64_t kk = k - k0 < kt ? k - k0 : kt;
             const int64_t k1 = kk / 16;
-            SetFlag<HardEvent::M_MTE1>(0);  // l0aBuf_: M has read it before MTE1 overwrites it
-            WaitFlag<HardEvent::M_MTE1>(0);
+            event_t evt_0 = static_cast<event_t>(GetTPipePtr()->FetchEventID(HardEvent::M_MTE1));
+            SetFlag<HardEvent::M_MTE1>(evt_0);  // l0aBuf_: M has read it before MTE1 overwrites it
+            WaitFlag<HardEvent::M_MTE1>(evt_0);
             for (int64_t mb = 0; mb < AlignUp(mm, 16) / 16; ++mb) {
                 LoadData(l0a_[256 * (k1 * mb)], a,
                          LoadData2DParams(static_cast<uint16_t>(mb + aPad / 16 * (k0 / 16)), static_cast<uint8_t>(k1),
@@ -166,8 +167,9 @@ private:
             LoadData(l0b_, b,
                      LoadData2DParams(static_cast<uint16_t>(k0 / 16 * (n / 16)), static_cast<uint8_t>(k1 * (n / 16)), 1,
                                       0, 0, false, 0));
-            SetFlag<HardEvent::MTE1_M>(0);  // l0aBuf_: MTE1 has written it before M reads it
-            WaitFlag<HardEvent::MTE1_M>(0);
+            event_t evt_1 = static_cast<event_t>(GetTPipePtr()->FetchEventID(HardEvent::MTE1_M));
+            SetFlag<HardEvent::MTE1_M>(evt_1);  // l0aBuf_: MTE1 has written it before M reads it
+            WaitFlag<HardEvent::MTE1_M>(evt_1);
             Mmad(c, l0a_, l0b_,
                  MmadParams(static_cast<uint16_t>(mm), static_cast<uint16_t>(n), static_cast<uint16_t>(16 * k1), 0,
                             false, init && k0 == 0));
@@ -182,8 +184,9 @@ private:
         for (int64_t k0 = 0; k0 < k; k0 += kt) {  // K in tiles of kt
             const int64_t kk = k - k0 < kt ? k - k0 : kt;
             const int64_t k1 = kk / 16;
-            SetFlag<HardEvent::M_MTE1>(0);  // l0aBuf_: M has read it before MTE1 overwrites it
-            WaitFlag<HardEvent::M_MTE1>(0);
+            event_t evt_0 = static_cast<event_t>(GetTPipePtr()->FetchEventID(HardEvent::M_MTE1));
+            SetFlag<HardEvent::M_MTE1>(evt_0);  // l0aBuf_: M has read it before MTE1 overwrites it
+            WaitFlag<HardEvent::M_MTE1>(evt_0);
             for (int64_t mb = 0; mb < AlignUp(mm, 16) / 16; ++mb) {
                 LoadData(l0a_[256 * (k1 * mb)], a,
                          LoadData2DParams(static_cast<uint16_t>(mb + aPad / 16 * (k0 / 16)), static_cast<uint8_t>(k1),
@@ -194,8 +197,9 @@ private:
                          LoadData2DParams(static_cast<uint16_t>(k0 / 16 + kb), static_cast<uint8_t>(n / 16),
                                           static_cast<uint16_t>(bPad / 16), 0, 0, true, 0));
             }
-            SetFlag<HardEvent::MTE1_M>(0);  // l0aBuf_: MTE1 has written it before M reads it
-            WaitFlag<HardEvent::MTE1_M>(0);
+            event_t evt_1 = static_cast<event_t>(GetTPipePtr()->FetchEventID(HardEvent::MTE1_M));
+            SetFlag<HardEvent::MTE1_M>(evt_1);  // l0aBuf_: MTE1 has written it before M reads it
+            WaitFlag<HardEvent::MTE1_M>(evt_1);
             Mmad(c, l0a_, l0b_,
                  MmadParams(static_cast<uint16_t>(mm), static_cast<uint16_t>(n), static_cast<uint16_t>(16 * k1), 0,
                             false, init && k0 == 0));
@@ -206,8 +210,9 @@ private:
     __aicore__ inline void MmadTN(const LocalTensor<float>& c, const LocalTensor<T>& a, const LocalTensor<T>& b,
                                   int64_t m, int64_t aPad, int64_t n0, int64_t nn, int64_t k, int64_t bPad)
     {
-        SetFlag<HardEvent::M_MTE1>(0);  // l0aBuf_: M has read it before MTE1 overwrites it
-        WaitFlag<HardEvent::M_MTE1>(0);
+        event_t evt_0 = static_cast<event_t>(GetTPipePtr()->FetchEventID(HardEvent::M_MTE1));
+        SetFlag<HardEvent::M_MTE1>(evt_0);  // l0aBuf_: M has read it before MTE1 overwrites it
+        WaitFlag<HardEvent::M_MTE1>(evt_0);
         for (int64_t mb = 0; mb < m / 16; ++mb) {
             LoadData(l0a_[256 * (AlignUp(k, 16) / 16 * mb)], a,
                      LoadData2DParams(static_cast<uint16_t>(aPad / 16 * mb), static_cast<uint8_t>(AlignUp(k, 16) / 16),
@@ -218,8 +223,9 @@ private:
                      LoadData2DParams(static_cast<uint16_t>(kb + bPad / 16 * (n0 / 16)), static_cast<uint8_t>(nn / 16),
                                       static_cast<uint16_t>(bPad / 16), 0, 0, true, 0));
         }
-        SetFlag<HardEvent::MTE1_M>(0);  // l0aBuf_: MTE1 has written it before M reads it
-        WaitFlag<HardEvent::MTE1_M>(0);
+        event_t evt_1 = static_cast<event_t>(GetTPipePtr()->FetchEventID(HardEvent::MTE1_M));
+        SetFlag<HardEvent::MTE1_M>(evt_1);  // l0aBuf_: MTE1 has written it before M reads it
+        WaitFlag<HardEvent::MTE1_M>(evt_1);
         Mmad(c, l0a_, l0b_,
              MmadParams(static_cast<uint16_t>(m), static_cast<uint16_t>(nn), static_cast<uint16_t>(k), 0, false,
                         0 == 0));
@@ -273,8 +279,9 @@ private:
     __aicore__ inline float RowSum(const LocalTensor<float>& src, int64_t n)
     {
         ReduceSum(reduce_, src, reduce_[8], static_cast<int32_t>(n));
-        SetFlag<HardEvent::V_S>(0);  // reduceBuf_: V has written it before S reads it
-        WaitFlag<HardEvent::V_S>(0);
+        event_t evt_0 = static_cast<event_t>(GetTPipePtr()->FetchEventID(HardEvent::V_S));
+        SetFlag<HardEvent::V_S>(evt_0);  // reduceBuf_: V has written it before S reads it
+        WaitFlag<HardEvent::V_S>(evt_0);
         const float r = reduce_.GetValue(0);
         return r;
     }
@@ -297,34 +304,41 @@ private:
                                                    ? td_->blocksPerChunk
                                                    : td_->blockCount - td_->blocksPerChunk * c);
         if (c == 0) {
-            SetFlag<HardEvent::MTE1_MTE2>(0);  // headL1_0Buf_: MTE1 has read it before MTE2 overwrites it
-            WaitFlag<HardEvent::MTE1_MTE2>(0);
+            event_t evt_6 = static_cast<event_t>(GetTPipePtr()->FetchEventID(HardEvent::MTE1_MTE2));
+            SetFlag<HardEvent::MTE1_MTE2>(evt_6);  // headL1_0Buf_: MTE1 has read it before MTE2 overwrites it
+            WaitFlag<HardEvent::MTE1_MTE2>(evt_6);
             Heads(headL1_0_, gm_query, td_->headDim, x);              // spec: nsa_selected_attention_grad.py:94
             Heads(headL1_1_, gm_attentionOutGrad, td_->valueDim, x);  // spec: nsa_selected_attention_grad.py:101
         }
-        SetFlag<HardEvent::MTE1_MTE2>(0);  // gatherL1_0Buf_: MTE1 has read it before MTE2 overwrites it
-        WaitFlag<HardEvent::MTE1_MTE2>(0);
+        event_t evt_0 = static_cast<event_t>(GetTPipePtr()->FetchEventID(HardEvent::MTE1_MTE2));
+        SetFlag<HardEvent::MTE1_MTE2>(evt_0);  // gatherL1_0Buf_: MTE1 has read it before MTE2 overwrites it
+        WaitFlag<HardEvent::MTE1_MTE2>(evt_0);
         Gather(gatherL1_0_, gm_key, td_->headDim, x, c, keys);     // spec: nsa_selected_attention_grad.py:94
         Gather(gatherL1_1_, gm_value, td_->valueDim, x, c, keys);  // spec: nsa_selected_attention_grad.py:101
-        SetFlag<HardEvent::MTE2_MTE1>(0);  // headL1_0Buf_: MTE2 has written it before MTE1 reads it
-        WaitFlag<HardEvent::MTE2_MTE1>(0);
-        SetFlag<HardEvent::FIX_M>(0);  // l0cTileBuf_: FIX has read it before M overwrites it
-        WaitFlag<HardEvent::FIX_M>(0);
+        event_t evt_1 = static_cast<event_t>(GetTPipePtr()->FetchEventID(HardEvent::MTE2_MTE1));
+        SetFlag<HardEvent::MTE2_MTE1>(evt_1);  // headL1_0Buf_: MTE2 has written it before MTE1 reads it
+        WaitFlag<HardEvent::MTE2_MTE1>(evt_1);
+        event_t evt_2 = static_cast<event_t>(GetTPipePtr()->FetchEventID(HardEvent::FIX_M));
+        SetFlag<HardEvent::FIX_M>(evt_2);  // l0cTileBuf_: FIX has read it before M overwrites it
+        WaitFlag<HardEvent::FIX_M>(evt_2);
         MmadNT(tile_, headL1_0_, gatherL1_0_, x.mPad, td_->gTile, keys, td_->headDim, td_->baseKs,
-               1);                     // spec: nsa_selected_attention_grad.py:94
-        SetFlag<HardEvent::M_FIX>(0);  // l0cTileBuf_: M has written it before FIX reads it
-        WaitFlag<HardEvent::M_FIX>(0);
+               1);  // spec: nsa_selected_attention_grad.py:94
+        event_t evt_3 = static_cast<event_t>(GetTPipePtr()->FetchEventID(HardEvent::M_FIX));
+        SetFlag<HardEvent::M_FIX>(evt_3);  // l0cTileBuf_: M has written it before FIX reads it
+        WaitFlag<HardEvent::M_FIX>(evt_3);
         Fixpipe<float, float, CFG_ROW_MAJOR>(
             wsTile0_[core_ * td_->wsSlotBytes / 4 + slot * (td_->wsSlotBytes / 4)], tile_,
             FixpipeParamsV220(static_cast<uint16_t>(keys), static_cast<uint16_t>(x.rows), static_cast<uint16_t>(x.mPad),
                               static_cast<uint32_t>(keys), false, QuantMode_t::NoQuant, 0, 1, 0, 0,
-                              0));     // spec: nsa_selected_attention_grad.py:94
-        SetFlag<HardEvent::FIX_M>(0);  // l0cTileBuf_: FIX has read it before M overwrites it
-        WaitFlag<HardEvent::FIX_M>(0);
+                              0));  // spec: nsa_selected_attention_grad.py:94
+        event_t evt_4 = static_cast<event_t>(GetTPipePtr()->FetchEventID(HardEvent::FIX_M));
+        SetFlag<HardEvent::FIX_M>(evt_4);  // l0cTileBuf_: FIX has read it before M overwrites it
+        WaitFlag<HardEvent::FIX_M>(evt_4);
         MmadNT(tile_, headL1_1_, gatherL1_1_, x.mPad, td_->gTile, keys, td_->valueDim, td_->baseKp,
-               1);                     // spec: nsa_selected_attention_grad.py:101
-        SetFlag<HardEvent::M_FIX>(0);  // l0cTileBuf_: M has written it before FIX reads it
-        WaitFlag<HardEvent::M_FIX>(0);
+               1);  // spec: nsa_selected_attention_grad.py:101
+        event_t evt_5 = static_cast<event_t>(GetTPipePtr()->FetchEventID(HardEvent::M_FIX));
+        SetFlag<HardEvent::M_FIX>(evt_5);  // l0cTileBuf_: M has written it before FIX reads it
+        WaitFlag<HardEvent::M_FIX>(evt_5);
         Fixpipe<float, float, CFG_ROW_MAJOR>(
             wsTile1_[(AlignUp(4 * (td_->chunkKeys * td_->gRows), 512) + core_ * td_->wsSlotBytes) / 4 +
                      slot * (td_->wsSlotBytes / 4)],
@@ -349,14 +363,16 @@ private:
                          AlignUp(td_->chunkKeys * td_->gRows * sizeof(T), 512) + core_ * td_->wsSlotBytes) /
                             sizeof(T) +
                         slot * (td_->wsSlotBytes / sizeof(T))],
-               x, keys, keys);             // spec: nsa_selected_attention_grad.py:107
-        SetFlag<HardEvent::MTE2_MTE1>(0);  // tileL1_0Buf_: MTE2 has written it before MTE1 reads it
-        WaitFlag<HardEvent::MTE2_MTE1>(0);
+               x, keys, keys);  // spec: nsa_selected_attention_grad.py:107
+        event_t evt_0 = static_cast<event_t>(GetTPipePtr()->FetchEventID(HardEvent::MTE2_MTE1));
+        SetFlag<HardEvent::MTE2_MTE1>(evt_0);  // tileL1_0Buf_: MTE2 has written it before MTE1 reads it
+        WaitFlag<HardEvent::MTE2_MTE1>(evt_0);
         MmadNN(acc_, tileL1_0_, gatherL1_0_, x.mPad, td_->gTile, td_->headDim, keys, keys, td_->baseKq,
                c == 0 ? 1 : 0);  // spec: nsa_selected_attention_grad.py:105
         if (c == td_->chunks - 1) {
-            SetFlag<HardEvent::M_FIX>(0);  // l0cAccBuf_: M has written it before FIX reads it
-            WaitFlag<HardEvent::M_FIX>(0);
+            event_t evt_1 = static_cast<event_t>(GetTPipePtr()->FetchEventID(HardEvent::M_FIX));
+            SetFlag<HardEvent::M_FIX>(evt_1);  // l0cAccBuf_: M has written it before FIX reads it
+            WaitFlag<HardEvent::M_FIX>(evt_1);
             Fixpipe<float, float, CFG_ROW_MAJOR>(
                 wsOut0_[td_->wsDqOffset / 4 + td_->headDim * x.h0 + td_->headDim * td_->qHeads * x.t], acc_,
                 FixpipeParamsV220(static_cast<uint16_t>(td_->headDim), static_cast<uint16_t>(x.rows),
@@ -373,23 +389,27 @@ private:
                                                    : td_->blockCount - td_->blocksPerChunk * c);
         for (int64_t n0 = 0; n0 < td_->headDim; n0 += td_->baseNk) {
             const int64_t nn = td_->headDim - n0 < td_->baseNk ? td_->headDim - n0 : td_->baseNk;
-            SetFlag<HardEvent::FIX_M>(0);  // l0cTileBuf_: FIX has read it before M overwrites it
-            WaitFlag<HardEvent::FIX_M>(0);
+            event_t evt_0 = static_cast<event_t>(GetTPipePtr()->FetchEventID(HardEvent::FIX_M));
+            SetFlag<HardEvent::FIX_M>(evt_0);  // l0cTileBuf_: FIX has read it before M overwrites it
+            WaitFlag<HardEvent::FIX_M>(evt_0);
             MmadTN(tile_, tileL1_0_, headL1_0_, keys, td_->gTile, n0, nn, x.rows,
-                   td_->gTile);            // spec: nsa_selected_attention_grad.py:106
-            SetFlag<HardEvent::M_FIX>(0);  // l0cTileBuf_: M has written it before FIX reads it
-            WaitFlag<HardEvent::M_FIX>(0);
+                   td_->gTile);  // spec: nsa_selected_attention_grad.py:106
+            event_t evt_1 = static_cast<event_t>(GetTPipePtr()->FetchEventID(HardEvent::M_FIX));
+            SetFlag<HardEvent::M_FIX>(evt_1);  // l0cTileBuf_: M has written it before FIX reads it
+            WaitFlag<HardEvent::M_FIX>(evt_1);
             ScatterAdd(wsOut1_[td_->wsDkOffset / 4], tile_, td_->headDim, x, c, keys, n0,
                        nn);  // spec: nsa_selected_attention_grad.py:106
         }
         for (int64_t n0 = 0; n0 < td_->valueDim; n0 += td_->baseNv) {
             const int64_t nn = td_->valueDim - n0 < td_->baseNv ? td_->valueDim - n0 : td_->baseNv;
-            SetFlag<HardEvent::FIX_M>(0);  // l0cTileBuf_: FIX has read it before M overwrites it
-            WaitFlag<HardEvent::FIX_M>(0);
+            event_t evt_2 = static_cast<event_t>(GetTPipePtr()->FetchEventID(HardEvent::FIX_M));
+            SetFlag<HardEvent::FIX_M>(evt_2);  // l0cTileBuf_: FIX has read it before M overwrites it
+            WaitFlag<HardEvent::FIX_M>(evt_2);
             MmadTN(tile_, tileL1_1_, headL1_1_, keys, td_->gTile, n0, nn, x.rows,
-                   td_->gTile);            // spec: nsa_selected_attention_grad.py:107
-            SetFlag<HardEvent::M_FIX>(0);  // l0cTileBuf_: M has written it before FIX reads it
-            WaitFlag<HardEvent::M_FIX>(0);
+                   td_->gTile);  // spec: nsa_selected_attention_grad.py:107
+            event_t evt_3 = static_cast<event_t>(GetTPipePtr()->FetchEventID(HardEvent::M_FIX));
+            SetFlag<HardEvent::M_FIX>(evt_3);  // l0cTileBuf_: M has written it before FIX reads it
+            WaitFlag<HardEvent::M_FIX>(evt_3);
             ScatterAdd(wsOut2_[td_->wsDvOffset / 4], tile_, td_->valueDim, x, c, keys, n0,
                        nn);  // spec: nsa_selected_attention_grad.py:107
         }
@@ -432,8 +452,9 @@ private:
         const int64_t end1 = e0 + td_->postPerCore < b1 + td_->headDim * td_->kvHeads * td_->kvTokens
                                  ? e0 + td_->postPerCore
                                  : b1 + td_->headDim * td_->kvHeads * td_->kvTokens;
-        SetFlag<HardEvent::V_MTE3>(0);  // postInQue_: V has written it before MTE3 reads it
-        WaitFlag<HardEvent::V_MTE3>(0);
+        event_t evt_0 = static_cast<event_t>(GetTPipePtr()->FetchEventID(HardEvent::V_MTE3));
+        SetFlag<HardEvent::V_MTE3>(evt_0);  // postInQue_: V has written it before MTE3 reads it
+        WaitFlag<HardEvent::V_MTE3>(evt_0);
         for (int64_t a = e0 > b1 ? e0 : b1; a < end1; a += td_->postElems) {  // this AIV's slice of ws_dk
             const int64_t cnt = end1 - a < td_->postElems ? end1 - a : td_->postElems;
             DataCopyPad(wsOut1_[a + td_->wsDkOffset / 4 - b1], z, DataCopyExtParams(1, 4 * cnt, 0, 0, 0));
@@ -551,8 +572,9 @@ private:
                                                    : td_->blockCount - td_->blocksPerChunk * c);
         for (int64_t p0 = rBegin; p0 < rEnd; p0 += td_->vecRows) {  // UB passes of vecRows rows
             const int64_t k = rEnd - p0 < td_->vecRows ? rEnd - p0 : td_->vecRows;
-            SetFlag<HardEvent::V_MTE2>(0);  // rowBuf_: V has read it before MTE2 overwrites it
-            WaitFlag<HardEvent::V_MTE2>(0);
+            event_t evt_0 = static_cast<event_t>(GetTPipePtr()->FetchEventID(HardEvent::V_MTE2));
+            SetFlag<HardEvent::V_MTE2>(evt_0);  // rowBuf_: V has read it before MTE2 overwrites it
+            WaitFlag<HardEvent::V_MTE2>(evt_0);
             DataCopyPad(rows_[0], wsTile0_[core_ * td_->wsSlotBytes / 4 + keys * p0 + slot * (td_->wsSlotBytes / 4)],
                         DataCopyExtParams(1, 4 * (k * keys), 0, 0, 0),
                         DataCopyPadExtParams<float>(false, 0, 0, float{}));  // spec: nsa_selected_attention_grad.py:94
@@ -563,8 +585,9 @@ private:
                         DataCopyPadExtParams<float>(false, 0, 0, float{}));  // spec: nsa_selected_attention_grad.py:101
             LocalTensor<T> tileQue0T = tileQue0.template AllocTensor<T>();
             LocalTensor<T> tileQue1T = tileQue1.template AllocTensor<T>();
-            SetFlag<HardEvent::MTE2_V>(0);  // rowBuf_: MTE2 has written it before V reads it
-            WaitFlag<HardEvent::MTE2_V>(0);
+            event_t evt_1 = static_cast<event_t>(GetTPipePtr()->FetchEventID(HardEvent::MTE2_V));
+            SetFlag<HardEvent::MTE2_V>(evt_1);  // rowBuf_: MTE2 has written it before V reads it
+            WaitFlag<HardEvent::MTE2_V>(evt_1);
             for (int64_t i = 0; i < k; ++i) {  // the pass's rows
                 const int64_t row = i + p0;
                 const float st_v44 = unitStat_.GetValue(row - rBegin);  // spec: nsa_selected_attention_grad.py:98
@@ -882,8 +905,9 @@ private:
         for (int64_t k0 = 0; k0 < k; k0 += kt) {  // K in tiles of kt
             const int64_t kk = k - k0 < kt ? k - k0 : kt;
             const int64_t k1 = kk / 16;
-            SetFlag<HardEvent::M_MTE1>(0);  // l0aBuf_: M has read it before MTE1 overwrites it
-            WaitFlag<HardEvent::M_MTE1>(0);
+            event_t evt_0 = static_cast<event_t>(GetTPipePtr()->FetchEventID(HardEvent::M_MTE1));
+            SetFlag<HardEvent::M_MTE1>(evt_0);  // l0aBuf_: M has read it before MTE1 overwrites it
+            WaitFlag<HardEvent::M_MTE1>(evt_0);
             for (int64_t mb = 0; mb < AlignUp(mm, 16) / 16; ++mb) {
                 LoadData(l0a_[256 * (k1 * mb)], a,
                          LoadData2DParams(static_cast<uint16_t>(mb + aPad / 16 * (k0 / 16)), static_cast<uint8_t>(k1),
@@ -892,8 +916,9 @@ private:
             LoadData(l0b_, b,
                      LoadData2DParams(static_cast<uint16_t>(k0 / 16 * (n / 16)), static_cast<uint8_t>(k1 * (n / 16)), 1,
                                       0, 0, false, 0));
-            SetFlag<HardEvent::MTE1_M>(0);  // l0aBuf_: MTE1 has written it before M reads it
-            WaitFlag<HardEvent::MTE1_M>(0);
+            event_t evt_1 = static_cast<event_t>(GetTPipePtr()->FetchEventID(HardEvent::MTE1_M));
+            SetFlag<HardEvent::MTE1_M>(evt_1);  // l0aBuf_: MTE1 has written it before M reads it
+            WaitFlag<HardEvent::MTE1_M>(evt_1);
             Mmad(c, l0a_, l0b_,
                  MmadParams(static_cast<uint16_t>(mm), static_cast<uint16_t>(n), static_cast<uint16_t>(16 * k1), 0,
                             false, init && k0 == 0));
@@ -908,8 +933,9 @@ private:
         for (int64_t k0 = 0; k0 < k; k0 += kt) {  // K in tiles of kt
             const int64_t kk = k - k0 < kt ? k - k0 : kt;
             const int64_t k1 = kk / 16;
-            SetFlag<HardEvent::M_MTE1>(0);  // l0aBuf_: M has read it before MTE1 overwrites it
-            WaitFlag<HardEvent::M_MTE1>(0);
+            event_t evt_0 = static_cast<event_t>(GetTPipePtr()->FetchEventID(HardEvent::M_MTE1));
+            SetFlag<HardEvent::M_MTE1>(evt_0);  // l0aBuf_: M has read it before MTE1 overwrites it
+            WaitFlag<HardEvent::M_MTE1>(evt_0);
             for (int64_t mb = 0; mb < AlignUp(mm, 16) / 16; ++mb) {
                 LoadData(l0a_[256 * (k1 * mb)], a,
                          LoadData2DParams(static_cast<uint16_t>(mb + aPad / 16 * (k0 / 16)), static_cast<uint8_t>(k1),
@@ -920,8 +946,9 @@ private:
                          LoadData2DParams(static_cast<uint16_t>(k0 / 16 + kb), static_cast<uint8_t>(n / 16),
                                           static_cast<uint16_t>(bPad / 16), 0, 0, true, 0));
             }
-            SetFlag<HardEvent::MTE1_M>(0);  // l0aBuf_: MTE1 has written it before M reads it
-            WaitFlag<HardEvent::MTE1_M>(0);
+            event_t evt_1 = static_cast<event_t>(GetTPipePtr()->FetchEventID(HardEvent::MTE1_M));
+            SetFlag<HardEvent::MTE1_M>(evt_1);  // l0aBuf_: MTE1 has written it before M reads it
+            WaitFlag<HardEvent::MTE1_M>(evt_1);
             Mmad(c, l0a_, l0b_,
                  MmadParams(static_cast<uint16_t>(mm), static_cast<uint16_t>(n), static_cast<uint16_t>(16 * k1), 0,
                             false, init && k0 == 0));
@@ -932,8 +959,9 @@ private:
     __aicore__ inline void MmadTN(const LocalTensor<float>& c, const LocalTensor<T>& a, const LocalTensor<T>& b,
                                   int64_t m, int64_t aPad, int64_t n0, int64_t nn, int64_t k, int64_t bPad)
     {
-        SetFlag<HardEvent::M_MTE1>(0);  // l0aBuf_: M has read it before MTE1 overwrites it
-        WaitFlag<HardEvent::M_MTE1>(0);
+        event_t evt_0 = static_cast<event_t>(GetTPipePtr()->FetchEventID(HardEvent::M_MTE1));
+        SetFlag<HardEvent::M_MTE1>(evt_0);  // l0aBuf_: M has read it before MTE1 overwrites it
+        WaitFlag<HardEvent::M_MTE1>(evt_0);
         for (int64_t mb = 0; mb < m / 16; ++mb) {
             LoadData(l0a_[256 * (AlignUp(k, 16) / 16 * mb)], a,
                      LoadData2DParams(static_cast<uint16_t>(aPad / 16 * mb), static_cast<uint8_t>(AlignUp(k, 16) / 16),
@@ -944,8 +972,9 @@ private:
                      LoadData2DParams(static_cast<uint16_t>(kb + bPad / 16 * (n0 / 16)), static_cast<uint8_t>(nn / 16),
                                       static_cast<uint16_t>(bPad / 16), 0, 0, true, 0));
         }
-        SetFlag<HardEvent::MTE1_M>(0);  // l0aBuf_: MTE1 has written it before M reads it
-        WaitFlag<HardEvent::MTE1_M>(0);
+        event_t evt_1 = static_cast<event_t>(GetTPipePtr()->FetchEventID(HardEvent::MTE1_M));
+        SetFlag<HardEvent::MTE1_M>(evt_1);  // l0aBuf_: MTE1 has written it before M reads it
+        WaitFlag<HardEvent::MTE1_M>(evt_1);
         Mmad(c, l0a_, l0b_,
              MmadParams(static_cast<uint16_t>(m), static_cast<uint16_t>(nn), static_cast<uint16_t>(k), 0, false,
                         0 == 0));
@@ -999,8 +1028,9 @@ private:
     __aicore__ inline float RowSum(const LocalTensor<float>& src, int64_t n)
     {
         ReduceSum(reduce_, src, reduce_[8], static_cast<int32_t>(n));
-        SetFlag<HardEvent::V_S>(0);  // reduceBuf_: V has written it before S reads it
-        WaitFlag<HardEvent::V_S>(0);
+        event_t evt_0 = static_cast<event_t>(GetTPipePtr()->FetchEventID(HardEvent::V_S));
+        SetFlag<HardEvent::V_S>(evt_0);  // reduceBuf_: V has written it before S reads it
+        WaitFlag<HardEvent::V_S>(evt_0);
         const float r = reduce_.GetValue(0);
         return r;
     }
@@ -1023,8 +1053,9 @@ private:
                         dst.SetValue(j + b * td_->blockSize, fill);
                     }
                     if (ja < td_->blockSize) {
-                        SetFlag<HardEvent::S_V>(0);  // rowBuf_: V writes after S's write
-                        WaitFlag<HardEvent::S_V>(0);
+                        event_t evt_0 = static_cast<event_t>(GetTPipePtr()->FetchEventID(HardEvent::S_V));
+                        SetFlag<HardEvent::S_V>(evt_0);  // rowBuf_: V writes after S's write
+                        WaitFlag<HardEvent::S_V>(evt_0);
                         Duplicate(dst[ja + b * td_->blockSize], static_cast<float>(fill),
                                   static_cast<int32_t>(td_->blockSize - ja));
                     }
@@ -1051,34 +1082,41 @@ private:
                                                    ? td_->blocksPerChunk
                                                    : td_->blockCount - td_->blocksPerChunk * c);
         if (c == 0) {
-            SetFlag<HardEvent::MTE1_MTE2>(0);  // headL1_0Buf_: MTE1 has read it before MTE2 overwrites it
-            WaitFlag<HardEvent::MTE1_MTE2>(0);
+            event_t evt_6 = static_cast<event_t>(GetTPipePtr()->FetchEventID(HardEvent::MTE1_MTE2));
+            SetFlag<HardEvent::MTE1_MTE2>(evt_6);  // headL1_0Buf_: MTE1 has read it before MTE2 overwrites it
+            WaitFlag<HardEvent::MTE1_MTE2>(evt_6);
             Heads(headL1_0_, gm_query, td_->headDim, x);              // spec: nsa_selected_attention_grad.py:94
             Heads(headL1_1_, gm_attentionOutGrad, td_->valueDim, x);  // spec: nsa_selected_attention_grad.py:101
         }
-        SetFlag<HardEvent::MTE1_MTE2>(0);  // gatherL1_0Buf_: MTE1 has read it before MTE2 overwrites it
-        WaitFlag<HardEvent::MTE1_MTE2>(0);
+        event_t evt_0 = static_cast<event_t>(GetTPipePtr()->FetchEventID(HardEvent::MTE1_MTE2));
+        SetFlag<HardEvent::MTE1_MTE2>(evt_0);  // gatherL1_0Buf_: MTE1 has read it before MTE2 overwrites it
+        WaitFlag<HardEvent::MTE1_MTE2>(evt_0);
         Gather(gatherL1_0_, gm_key, td_->headDim, x, c, keys);     // spec: nsa_selected_attention_grad.py:94
         Gather(gatherL1_1_, gm_value, td_->valueDim, x, c, keys);  // spec: nsa_selected_attention_grad.py:101
-        SetFlag<HardEvent::MTE2_MTE1>(0);  // headL1_0Buf_: MTE2 has written it before MTE1 reads it
-        WaitFlag<HardEvent::MTE2_MTE1>(0);
-        SetFlag<HardEvent::FIX_M>(0);  // l0cTileBuf_: FIX has read it before M overwrites it
-        WaitFlag<HardEvent::FIX_M>(0);
+        event_t evt_1 = static_cast<event_t>(GetTPipePtr()->FetchEventID(HardEvent::MTE2_MTE1));
+        SetFlag<HardEvent::MTE2_MTE1>(evt_1);  // headL1_0Buf_: MTE2 has written it before MTE1 reads it
+        WaitFlag<HardEvent::MTE2_MTE1>(evt_1);
+        event_t evt_2 = static_cast<event_t>(GetTPipePtr()->FetchEventID(HardEvent::FIX_M));
+        SetFlag<HardEvent::FIX_M>(evt_2);  // l0cTileBuf_: FIX has read it before M overwrites it
+        WaitFlag<HardEvent::FIX_M>(evt_2);
         MmadNT(tile_, headL1_0_, gatherL1_0_, x.mPad, td_->gTile, keys, td_->headDim, td_->baseKs,
-               1);                     // spec: nsa_selected_attention_grad.py:94
-        SetFlag<HardEvent::M_FIX>(0);  // l0cTileBuf_: M has written it before FIX reads it
-        WaitFlag<HardEvent::M_FIX>(0);
+               1);  // spec: nsa_selected_attention_grad.py:94
+        event_t evt_3 = static_cast<event_t>(GetTPipePtr()->FetchEventID(HardEvent::M_FIX));
+        SetFlag<HardEvent::M_FIX>(evt_3);  // l0cTileBuf_: M has written it before FIX reads it
+        WaitFlag<HardEvent::M_FIX>(evt_3);
         Fixpipe<float, float, CFG_ROW_MAJOR>(
             wsTile0_[core_ * td_->wsSlotBytes / 4 + slot * (td_->wsSlotBytes / 4)], tile_,
             FixpipeParamsV220(static_cast<uint16_t>(keys), static_cast<uint16_t>(x.rows), static_cast<uint16_t>(x.mPad),
                               static_cast<uint32_t>(keys), false, QuantMode_t::NoQuant, 0, 1, 0, 0,
-                              0));     // spec: nsa_selected_attention_grad.py:94
-        SetFlag<HardEvent::FIX_M>(0);  // l0cTileBuf_: FIX has read it before M overwrites it
-        WaitFlag<HardEvent::FIX_M>(0);
+                              0));  // spec: nsa_selected_attention_grad.py:94
+        event_t evt_4 = static_cast<event_t>(GetTPipePtr()->FetchEventID(HardEvent::FIX_M));
+        SetFlag<HardEvent::FIX_M>(evt_4);  // l0cTileBuf_: FIX has read it before M overwrites it
+        WaitFlag<HardEvent::FIX_M>(evt_4);
         MmadNT(tile_, headL1_1_, gatherL1_1_, x.mPad, td_->gTile, keys, td_->valueDim, td_->baseKp,
-               1);                     // spec: nsa_selected_attention_grad.py:101
-        SetFlag<HardEvent::M_FIX>(0);  // l0cTileBuf_: M has written it before FIX reads it
-        WaitFlag<HardEvent::M_FIX>(0);
+               1);  // spec: nsa_selected_attention_grad.py:101
+        event_t evt_5 = static_cast<event_t>(GetTPipePtr()->FetchEventID(HardEvent::M_FIX));
+        SetFlag<HardEvent::M_FIX>(evt_5);  // l0cTileBuf_: M has written it before FIX reads it
+        WaitFlag<HardEvent::M_FIX>(evt_5);
         Fixpipe<float, float, CFG_ROW_MAJOR>(
             wsTile1_[(AlignUp(4 * (td_->chunkKeys * td_->gRows), 512) + core_ * td_->wsSlotBytes) / 4 +
                      slot * (td_->wsSlotBytes / 4)],
@@ -1103,14 +1141,16 @@ private:
                          AlignUp(td_->chunkKeys * td_->gRows * sizeof(T), 512) + core_ * td_->wsSlotBytes) /
                             sizeof(T) +
                         slot * (td_->wsSlotBytes / sizeof(T))],
-               x, keys, keys);             // spec: nsa_selected_attention_grad.py:107
-        SetFlag<HardEvent::MTE2_MTE1>(0);  // tileL1_0Buf_: MTE2 has written it before MTE1 reads it
-        WaitFlag<HardEvent::MTE2_MTE1>(0);
+               x, keys, keys);  // spec: nsa_selected_attention_grad.py:107
+        event_t evt_0 = static_cast<event_t>(GetTPipePtr()->FetchEventID(HardEvent::MTE2_MTE1));
+        SetFlag<HardEvent::MTE2_MTE1>(evt_0);  // tileL1_0Buf_: MTE2 has written it before MTE1 reads it
+        WaitFlag<HardEvent::MTE2_MTE1>(evt_0);
         MmadNN(acc_, tileL1_0_, gatherL1_0_, x.mPad, td_->gTile, td_->headDim, keys, keys, td_->baseKq,
                c == 0 ? 1 : 0);  // spec: nsa_selected_attention_grad.py:105
         if (c == td_->chunks - 1) {
-            SetFlag<HardEvent::M_FIX>(0);  // l0cAccBuf_: M has written it before FIX reads it
-            WaitFlag<HardEvent::M_FIX>(0);
+            event_t evt_1 = static_cast<event_t>(GetTPipePtr()->FetchEventID(HardEvent::M_FIX));
+            SetFlag<HardEvent::M_FIX>(evt_1);  // l0cAccBuf_: M has written it before FIX reads it
+            WaitFlag<HardEvent::M_FIX>(evt_1);
             Fixpipe<float, float, CFG_ROW_MAJOR>(
                 wsOut0_[td_->wsDqOffset / 4 + td_->headDim * x.h0 + td_->headDim * td_->qHeads * x.t], acc_,
                 FixpipeParamsV220(static_cast<uint16_t>(td_->headDim), static_cast<uint16_t>(x.rows),
@@ -1127,23 +1167,27 @@ private:
                                                    : td_->blockCount - td_->blocksPerChunk * c);
         for (int64_t n0 = 0; n0 < td_->headDim; n0 += td_->baseNk) {
             const int64_t nn = td_->headDim - n0 < td_->baseNk ? td_->headDim - n0 : td_->baseNk;
-            SetFlag<HardEvent::FIX_M>(0);  // l0cTileBuf_: FIX has read it before M overwrites it
-            WaitFlag<HardEvent::FIX_M>(0);
+            event_t evt_0 = static_cast<event_t>(GetTPipePtr()->FetchEventID(HardEvent::FIX_M));
+            SetFlag<HardEvent::FIX_M>(evt_0);  // l0cTileBuf_: FIX has read it before M overwrites it
+            WaitFlag<HardEvent::FIX_M>(evt_0);
             MmadTN(tile_, tileL1_0_, headL1_0_, keys, td_->gTile, n0, nn, x.rows,
-                   td_->gTile);            // spec: nsa_selected_attention_grad.py:106
-            SetFlag<HardEvent::M_FIX>(0);  // l0cTileBuf_: M has written it before FIX reads it
-            WaitFlag<HardEvent::M_FIX>(0);
+                   td_->gTile);  // spec: nsa_selected_attention_grad.py:106
+            event_t evt_1 = static_cast<event_t>(GetTPipePtr()->FetchEventID(HardEvent::M_FIX));
+            SetFlag<HardEvent::M_FIX>(evt_1);  // l0cTileBuf_: M has written it before FIX reads it
+            WaitFlag<HardEvent::M_FIX>(evt_1);
             ScatterAdd(wsOut1_[td_->wsDkOffset / 4], tile_, td_->headDim, x, c, keys, n0,
                        nn);  // spec: nsa_selected_attention_grad.py:106
         }
         for (int64_t n0 = 0; n0 < td_->valueDim; n0 += td_->baseNv) {
             const int64_t nn = td_->valueDim - n0 < td_->baseNv ? td_->valueDim - n0 : td_->baseNv;
-            SetFlag<HardEvent::FIX_M>(0);  // l0cTileBuf_: FIX has read it before M overwrites it
-            WaitFlag<HardEvent::FIX_M>(0);
+            event_t evt_2 = static_cast<event_t>(GetTPipePtr()->FetchEventID(HardEvent::FIX_M));
+            SetFlag<HardEvent::FIX_M>(evt_2);  // l0cTileBuf_: FIX has read it before M overwrites it
+            WaitFlag<HardEvent::FIX_M>(evt_2);
             MmadTN(tile_, tileL1_1_, headL1_1_, keys, td_->gTile, n0, nn, x.rows,
-                   td_->gTile);            // spec: nsa_selected_attention_grad.py:107
-            SetFlag<HardEvent::M_FIX>(0);  // l0cTileBuf_: M has written it before FIX reads it
-            WaitFlag<HardEvent::M_FIX>(0);
+                   td_->gTile);  // spec: nsa_selected_attention_grad.py:107
+            event_t evt_3 = static_cast<event_t>(GetTPipePtr()->FetchEventID(HardEvent::M_FIX));
+            SetFlag<HardEvent::M_FIX>(evt_3);  // l0cTileBuf_: M has written it before FIX reads it
+            WaitFlag<HardEvent::M_FIX>(evt_3);
             ScatterAdd(wsOut2_[td_->wsDvOffset / 4], tile_, td_->valueDim, x, c, keys, n0,
                        nn);  // spec: nsa_selected_attention_grad.py:107
         }
@@ -1186,8 +1230,9 @@ private:
         const int64_t end1 = e0 + td_->postPerCore < b1 + td_->headDim * td_->kvHeads * td_->kvTokens
                                  ? e0 + td_->postPerCore
                                  : b1 + td_->headDim * td_->kvHeads * td_->kvTokens;
-        SetFlag<HardEvent::V_MTE3>(0);  // postInQue_: V has written it before MTE3 reads it
-        WaitFlag<HardEvent::V_MTE3>(0);
+        event_t evt_0 = static_cast<event_t>(GetTPipePtr()->FetchEventID(HardEvent::V_MTE3));
+        SetFlag<HardEvent::V_MTE3>(evt_0);  // postInQue_: V has written it before MTE3 reads it
+        WaitFlag<HardEvent::V_MTE3>(evt_0);
         for (int64_t a = e0 > b1 ? e0 : b1; a < end1; a += td_->postElems) {  // this AIV's slice of ws_dk
             const int64_t cnt = end1 - a < td_->postElems ? end1 - a : td_->postElems;
             DataCopyPad(wsOut1_[a + td_->wsDkOffset / 4 - b1], z, DataCopyExtParams(1, 4 * cnt, 0, 0, 0));
@@ -1304,8 +1349,9 @@ private:
                                                    : td_->blockCount - td_->blocksPerChunk * c);
         for (int64_t p0 = rBegin; p0 < rEnd; p0 += td_->vecRows) {  // UB passes of vecRows rows
             const int64_t k = rEnd - p0 < td_->vecRows ? rEnd - p0 : td_->vecRows;
-            SetFlag<HardEvent::V_MTE2>(0);  // rowBuf_: V has read it before MTE2 overwrites it
-            WaitFlag<HardEvent::V_MTE2>(0);
+            event_t evt_0 = static_cast<event_t>(GetTPipePtr()->FetchEventID(HardEvent::V_MTE2));
+            SetFlag<HardEvent::V_MTE2>(evt_0);  // rowBuf_: V has read it before MTE2 overwrites it
+            WaitFlag<HardEvent::V_MTE2>(evt_0);
             DataCopyPad(rows_[0], wsTile0_[core_ * td_->wsSlotBytes / 4 + keys * p0 + slot * (td_->wsSlotBytes / 4)],
                         DataCopyExtParams(1, 4 * (k * keys), 0, 0, 0),
                         DataCopyPadExtParams<float>(false, 0, 0, float{}));  // spec: nsa_selected_attention_grad.py:94
@@ -1316,8 +1362,9 @@ private:
                         DataCopyPadExtParams<float>(false, 0, 0, float{}));  // spec: nsa_selected_attention_grad.py:101
             LocalTensor<T> tileQue0T = tileQue0.template AllocTensor<T>();
             LocalTensor<T> tileQue1T = tileQue1.template AllocTensor<T>();
-            SetFlag<HardEvent::MTE2_V>(0);  // rowBuf_: MTE2 has written it before V reads it
-            WaitFlag<HardEvent::MTE2_V>(0);
+            event_t evt_1 = static_cast<event_t>(GetTPipePtr()->FetchEventID(HardEvent::MTE2_V));
+            SetFlag<HardEvent::MTE2_V>(evt_1);  // rowBuf_: MTE2 has written it before V reads it
+            WaitFlag<HardEvent::MTE2_V>(evt_1);
             for (int64_t i = 0; i < k; ++i) {  // the pass's rows
                 const int64_t row = i + p0;
                 const float st_v49 = unitStat_.GetValue(row - rBegin);  // spec: nsa_selected_attention_grad.py:98
@@ -1327,13 +1374,15 @@ private:
                                                         rBegin);  // spec: nsa_selected_attention_grad.py:102
                 Muls(rows_[0][i * keys], rows_[0][i * keys], static_cast<float>(scale_),
                      static_cast<int32_t>(keys));  // spec: nsa_selected_attention_grad.py:94
-                SetFlag<HardEvent::V_S>(0);        // rowBuf_: V has read it before S overwrites it
-                WaitFlag<HardEvent::V_S>(0);
+                event_t evt_2 = static_cast<event_t>(GetTPipePtr()->FetchEventID(HardEvent::V_S));
+                SetFlag<HardEvent::V_S>(evt_2);  // rowBuf_: V has read it before S overwrites it
+                WaitFlag<HardEvent::V_S>(evt_2);
                 MaskFuture(rows_[0][i * keys], keys, x, c,
                            -3.4028234663852886e+38f);  // spec: nsa_selected_attention_grad.py:97
                 PipeBarrier<PIPE_V>();                 // rowBuf_: V has written it before V reads it
-                SetFlag<HardEvent::S_V>(0);            // rowBuf_: S has written it before V reads it
-                WaitFlag<HardEvent::S_V>(0);
+                event_t evt_3 = static_cast<event_t>(GetTPipePtr()->FetchEventID(HardEvent::S_V));
+                SetFlag<HardEvent::S_V>(evt_3);  // rowBuf_: S has written it before V reads it
+                WaitFlag<HardEvent::S_V>(evt_3);
                 Adds(rows_[0][i * keys], rows_[0][i * keys], static_cast<float>(-(st_v49)),
                      static_cast<int32_t>(keys));  // spec: nsa_selected_attention_grad.py:100
                 PipeBarrier<PIPE_V>();             // rowBuf_: V has written it before V reads it

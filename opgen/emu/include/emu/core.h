@@ -208,9 +208,12 @@ struct PipeState {
         uint32_t tok[kPipes] = {};
         double time = 0;   // the setting pipe's time (tm) at the SetFlag
         int32_t stmt = -1;
+        bool queue = false;   // set by a TQue's EnQue / FreeTensor (its event id from the pool: QueueTakeFlag)
     };
     static constexpr int kEvents = 35;
     Flag flags[kEvents][8];
+    uint8_t queueHeld[kEvents] = {};   // per event: the ids the queues hold (TPipe::AllocEventID, lowest free first)
+    uint8_t allocHeld[kEvents] = {};   // per event: the ids the kernel took by TPipe::AllocEventID (ReleaseEventID)
     std::vector<Stmt> stmts;
     struct Key {
         const char* file; unsigned line; const char* name;
@@ -272,6 +275,7 @@ enum class CoreKind : int { AIV = 0, AIC = 1 };
 enum class LaunchKind : int { AIV_ONLY = 0, AIC_ONLY = 1, MIX_AIC_1_2 = 2 };
 
 struct CoreContext {
+    void* tpipe = nullptr;   // the core's live AscendC::TPipe (GetTPipePtr), set by its constructor
     int64_t blockIdx = 0;
     int64_t blockNum = 1;
     uint64_t tilingKey = 0;

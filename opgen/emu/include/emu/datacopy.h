@@ -249,13 +249,7 @@ inline void DisableDmaAtomic() { SetAtomicNone(); }
 // ---- synchronisation (docs/reference/ascendc.md §1.6): every instruction executes synchronously; PipeBarrier,
 // SetFlag and WaitFlag feed the race detector's happens-before model (emu/pipes.h).
 enum pipe_t : int { PIPE_S, PIPE_V, PIPE_M, PIPE_MTE1, PIPE_MTE2, PIPE_MTE3, PIPE_ALL, PIPE_FIX };
-enum class HardEvent : int {
-    MTE2_V, V_MTE2, MTE3_V, V_MTE3, MTE2_MTE3, MTE3_MTE2, S_V, V_S, S_MTE2, MTE2_S, S_MTE3, MTE3_S,
-    MTE2_MTE1, MTE1_MTE2, MTE1_M, M_MTE1, M_FIX, FIX_M, MTE2_FIX, FIX_MTE2, FIX_MTE3, FIX_S, M_S, MTE1_FIX,
-    FIX_MTE1, M_V, V_M, V_V, MTE3_MTE1, MTE1_MTE3, MTE1_V, MTE2_M, M_MTE2, V_MTE1, FIX_FIX
-};
-using TEventID = int8_t;
-enum : int { EVENT_ID0, EVENT_ID1, EVENT_ID2, EVENT_ID3, EVENT_ID4, EVENT_ID5, EVENT_ID6, EVENT_ID7 };
+// HardEvent, TEventID and event_t: emu/tensor.h (the TPipe's event-id pool uses them).
 
 template <pipe_t p> inline void PipeBarrier(emu::Site site = emu::Site::Here())
 {

@@ -424,6 +424,10 @@ inline void EventPipes(int e, int& src, int& dst)
     EventPipes(e, src, dst);
     PipeState::Flag& f = ps.flags[e][id];
     const int32_t stmt = InternStmt(ps, "SetFlag", s, src);
+    if (f.set && f.queue)
+        Fault(Cat("SetFlag<", EventText(e), ">(", id, ") at ", Basename(s.file), ":", s.line,
+                  ": a queue holds this event id (a TQue's EnQue / FreeTensor took it from the TPipe's pool, lowest "
+                  "free id first, until its DeQue / next AllocTensor); the set is lost and that wait would hang"));
     if (f.set)
         Fault(Cat("SetFlag<", EventText(e), ">(", id, ") at ", Basename(s.file), ":", s.line,
                   ": the flag is still set by the SetFlag at ", ps.stmts[f.stmt].file, ":", ps.stmts[f.stmt].line,
@@ -444,6 +448,10 @@ inline void EventPipes(int e, int& src, int& dst)
     int src, dst;
     EventPipes(e, src, dst);
     PipeState::Flag& f = ps.flags[e][id];
+    if (f.set && f.queue)
+        Fault(Cat("WaitFlag<", EventText(e), ">(", id, ") at ", Basename(s.file), ":", s.line,
+                  " consumes the flag a queue set under this event id (TQue EnQue / FreeTensor): the queue's own "
+                  "wait would hang"));
     if (!f.set)
         Fault(Cat("WaitFlag<", EventText(e), ">(", id, ") at ", Basename(s.file), ":", s.line,
                   " has no earlier SetFlag<", EventText(e), ">(", id, ") to consume: PIPE_", PipeEventName(dst),
@@ -454,6 +462,80 @@ inline void EventPipes(int e, int& src, int& dst)
     for (int q = 0; q < kPipes; ++q)   // the hand-off's cost on the waiting pipe (every pipe for a scalar wait)
         if (q == dst || dst == kPipeS) ps.tm[q] += kTlFlagWaitCycles;
 }
+// The HardEvent from pipe src to pipe dst, -1 when none.
+[[gnu::noinline]] inline int EventOf(int src, int dst)
+{
+    for (int e = 0; e < PipeState::kEvents; ++e) {
+        int s, d;
+        EventPipes(e, s, d);
+        if (s == src && d == dst) return e;
+    }
+    return -1;
+}
+// The TPipe's event-id pool of HardEvent e (docs/reference/ascendc.md §1.5-§1.6): the lowest id neither a queue
+// nor an AllocEventID holds (TPipe::FetchEventID; it takes nothing). `what` names the caller for the fault when
+// all 8 are held.
+[[gnu::noinline]] inline int PoolFree(int e, const char* what)
+{
+    PipeState& ps = Core().pipes;
+    const unsigned held = unsigned(ps.queueHeld[e]) | unsigned(ps.allocHeld[e]);
+    int id = 0;
+    while (id < 8 && (held >> id & 1)) ++id;
+    if (id == 8)
+        Fault(Cat(what, ": all 8 ids of ", EventText(e), " are held (queues: mask ", unsigned(ps.queueHeld[e]),
+                  ", AllocEventID: mask ", unsigned(ps.allocHeld[e]), ")"));
+    return id;
+}
+// TPipe::AllocEventID<e>(): the pool's lowest free id, taken until ReleaseEventID.
+[[gnu::noinline]] inline int PoolAlloc(int e)
+{
+    const int id = PoolFree(e, "TPipe::AllocEventID");
+    Core().pipes.allocHeld[e] = uint8_t(Core().pipes.allocHeld[e] | (1u << id));
+    return id;
+}
+// TPipe::ReleaseEventID<e>(id): an id AllocEventID took back to the pool; any other id is a fault.
+[[gnu::noinline]] inline void PoolRelease(int e, int id)
+{
+    PipeState& ps = Core().pipes;
+    if (id < 0 || id > 7 || !(ps.allocHeld[e] >> id & 1))
+        Fault(Cat("TPipe::ReleaseEventID<", EventText(e), ">(", id, "): the id was not taken by AllocEventID"));
+    if (ps.flags[e][id].set)
+        Fault(Cat("TPipe::ReleaseEventID<", EventText(e), ">(", id, "): its flag is still set (no WaitFlag yet)"));
+    ps.allocHeld[e] = uint8_t(ps.allocHeld[e] & ~(1u << id));
+}
+// A TQue's EnQue / FreeTensor (depth > 0): TPipe::AllocEventID's id (the lowest the pool has free) set.
+[[gnu::noinline]] inline int QueueTakeFlag(int e)
+{
+    CoreContext* c = CurrentCorePtr();
+    if (!c || e < 0) return -1;
+    PipeState& ps = c->pipes;
+    if ((unsigned(ps.queueHeld[e]) | unsigned(ps.allocHeld[e])) == 0xFFu)
+        return -1;   // all 8 held: the device's AllocEventID asserts in debug builds only (EMU.md "Event ids": open)
+    const int id = PoolFree(e, "a TQue's EnQue / FreeTensor (TPipe::AllocEventID)");
+    PipeState::Flag& f = ps.flags[e][id];
+    if (f.set) {
+        const Stmt& st = ps.stmts[f.stmt];
+        Fault(Cat("a TQue takes ", EventText(e), " id ", id, " (the lowest its pool has free) while the SetFlag at ",
+                  st.file, ":", st.line, " holds that flag set: the queue's set is lost and its wait would hang"));
+    }
+    ps.queueHeld[e] = uint8_t(ps.queueHeld[e] | (1u << id));
+    f.set = true;
+    f.queue = true;
+    return id;
+}
+// The matching DeQue / AllocTensor: the queue's flag consumed and its id released.
+[[gnu::noinline]] inline void QueueWaitFlag(int e, int id)
+{
+    CoreContext* c = CurrentCorePtr();
+    if (!c || e < 0 || id < 0) return;
+    PipeState& ps = c->pipes;
+    PipeState::Flag& f = ps.flags[e][id];
+    if (!f.set || !f.queue)
+        Fault(Cat("a TQue waits on ", EventText(e), " id ", id, " but a hand-placed WaitFlag consumed it (hang)"));
+    f.set = false;
+    f.queue = false;
+    ps.queueHeld[e] = uint8_t(ps.queueHeld[e] & ~(1u << id));
+}
 // At kernel end (emu/launch.h): a flag still set was never waited for (§1.6: SetFlag and WaitFlag pair).
 [[gnu::noinline]] inline void PipesAtKernelEnd()
 {
@@ -462,7 +544,7 @@ inline void EventPipes(int e, int& src, int& dst)
     PipeState& ps = c->pipes;
     for (int e = 0; e < PipeState::kEvents; ++e)
         for (int id = 0; id < 8; ++id)
-            if (ps.flags[e][id].set) {
+            if (ps.flags[e][id].set && !ps.flags[e][id].queue) {
                 const Stmt& st = ps.stmts[ps.flags[e][id].stmt];
                 Fault(Cat("SetFlag<", EventText(e), ">(", id, ") at ", st.file, ":", st.line,
                           " is never consumed by a WaitFlag before the kernel returns: SetFlag and WaitFlag must pair "

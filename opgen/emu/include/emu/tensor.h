@@ -256,6 +256,8 @@ public:
                 inUse_[b] = true;
                 next_ = (b + 1) % n;
                 if (prod_ >= 0) emu::JoinToken(prod_, freeTok_[b]);   // WAR: the previous user's reads are done
+                if (freeId_[b] >= 0) emu::QueueWaitFlag(emu::EventOf(cons_, prod_), freeId_[b]);
+                freeId_[b] = -1;
                 // A fresh allocation holds the previous tile's data on hardware: treat it as undefined.
                 set_.ub->Poison(set_.offs[b], set_.len);
                 return LocalTensor<T>(set_.ub, set_.offs[b], set_.len / sizeof(T), int(b), set_.pool);
@@ -272,6 +274,7 @@ public:
             emu::Fault(emu::Cat("TQue::EnQue: more than depth=", depth, " tensors enqueued without DeQue"));
         queued_.push_back(t.Tag());
         if (prod_ >= 0) enqTok_[t.Tag()] = emu::MakeToken(prod_);
+        if (prod_ >= 0 && depth > 0) enqId_[t.Tag()] = emu::QueueTakeFlag(emu::EventOf(prod_, cons_));
         return true;
     }
     template <typename T>
@@ -282,6 +285,8 @@ public:
         int b = queued_.front();
         queued_.pop_front();
         if (cons_ >= 0) emu::JoinToken(cons_, enqTok_[b]);
+        if (enqId_[b] >= 0) emu::QueueWaitFlag(emu::EventOf(prod_, cons_), enqId_[b]);
+        enqId_[b] = -1;
         return LocalTensor<T>(set_.ub, set_.offs[b], set_.len / sizeof(T), b, set_.pool);
     }
     template <typename T>
@@ -292,6 +297,7 @@ public:
         if (!inUse_[t.Tag()]) emu::Fault("TQue::FreeTensor of a buffer that is not allocated (double free)");
         inUse_[t.Tag()] = false;
         if (cons_ >= 0) freeTok_[t.Tag()] = emu::MakeToken(cons_);
+        if (cons_ >= 0 && depth > 0) freeId_[t.Tag()] = emu::QueueTakeFlag(emu::EventOf(cons_, prod_));
     }
     bool VacantInQue() const { return int32_t(queued_.size()) < (depth > 0 ? depth : 1 << 30); }
     bool HasTensorInQue() const { return !queued_.empty(); }
@@ -316,6 +322,8 @@ private:
         next_ = 0;
         enqTok_.assign(num, emu::Token{});
         freeTok_.assign(num, emu::Token{});
+        enqId_.assign(num, -1);
+        freeId_.assign(num, -1);
     }
     void CheckOwned(int tag, uint64_t off, const char* what) const
     {
@@ -328,6 +336,7 @@ private:
     size_t next_ = 0;
     int prod_ = -1, cons_ = -1;
     std::vector<emu::Token> enqTok_, freeTok_;   // per buffer: the EnQue and FreeTensor hand-offs
+    std::vector<int> enqId_, freeId_;             // per buffer: the event id its EnQue / FreeTensor holds (-1: none)
 };
 
 template <TPosition pos, TPosition dst, int32_t depth, auto mask = 0>
@@ -474,6 +483,14 @@ private:
 // A core only has its own unit's buffers: an AIV allocating A1/A2/B2/CO1/... or an AIC allocating VECIN/... is a
 // fault, as is exceeding a buffer's capacity. Destroy() or destruction returns the memory; a later TPipe
 // re-partitions.
+enum class HardEvent : int {
+    MTE2_V, V_MTE2, MTE3_V, V_MTE3, MTE2_MTE3, MTE3_MTE2, S_V, V_S, S_MTE2, MTE2_S, S_MTE3, MTE3_S,
+    MTE2_MTE1, MTE1_MTE2, MTE1_M, M_MTE1, M_FIX, FIX_M, MTE2_FIX, FIX_MTE2, FIX_MTE3, FIX_S, M_S, MTE1_FIX,
+    FIX_MTE1, M_V, V_M, V_V, MTE3_MTE1, MTE1_MTE3, MTE1_V, MTE2_M, M_MTE2, V_MTE1, FIX_FIX
+};
+using TEventID = int8_t;
+enum event_t : int { EVENT_ID0, EVENT_ID1, EVENT_ID2, EVENT_ID3, EVENT_ID4, EVENT_ID5, EVENT_ID6, EVENT_ID7 };  // as CCE's event_t
+
 class TPipe {
 public:
     static constexpr int kMems = 7;
@@ -483,8 +500,24 @@ public:
             emu::UbArena* a = emu_detail::CoreArena(*core_, emu::MemKind(k));
             start_[k] = a ? a->used : 0;
         }
+        core_->tpipe = this;
     }
-    ~TPipe() { Release(); }
+    ~TPipe()
+    {
+        Release();
+        if (core_->tpipe == this) core_->tpipe = nullptr;
+    }
+    // The TPipe's event-id pool per HardEvent (emu/pipes.h PoolFree; docs/reference/ascendc.md §1.5-§1.6): the
+    // queues take the lowest free id at EnQue / FreeTensor and hold it until DeQue / the next AllocTensor.
+    // AllocEventID takes the lowest free id until ReleaseEventID; FetchEventID returns it and takes nothing (for a
+    // SetFlag its WaitFlag follows at once).
+    template <HardEvent evt>
+    TEventID AllocEventID() { return TEventID(emu::PoolAlloc(int(evt))); }
+    template <HardEvent evt>
+    void ReleaseEventID(TEventID id) { emu::PoolRelease(int(evt), id); }
+    TEventID FetchEventID(HardEvent evt) { return TEventID(emu::PoolFree(int(evt), "TPipe::FetchEventID")); }
+    template <HardEvent evt>
+    TEventID FetchEventID() { return FetchEventID(evt); }
     TPipe(const TPipe&) = delete;
     TPipe& operator=(const TPipe&) = delete;
 
@@ -584,5 +617,13 @@ private:
     emu::CoreContext* core_;
     uint64_t start_[kMems] = {};
 };
+
+// The core's live TPipe (the one its kernel constructed); a fault when there is none.
+inline TPipe* GetTPipePtr()
+{
+    void* p = emu::Core().tpipe;
+    if (!p) emu::Fault("GetTPipePtr(): no TPipe is alive on this core");
+    return static_cast<TPipe*>(p);
+}
 
 }  // namespace AscendC
