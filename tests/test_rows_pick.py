@@ -454,7 +454,7 @@ def test_an_index_outside_the_table_stops_the_kernel(examples_gen):
 @pytest.mark.parametrize("dims, dt, key", [({"N": 97, "V": 50, "H": 33}, "bfloat16", 1),
                                            ({"N": 3, "V": 5, "H": 40000}, "float32", 2),
                                            ({"N": 100, "V": 7, "H": 20000}, "bfloat16", 4),   # rows resident
-                                           ({"N": 2, "V": 3, "H": 400001}, "float16", 3),
+                                           ({"N": 2, "V": 3, "H": 524289}, "float16", 3),   # streamed
                                            ({"N": 5, "V": 2, "H": 1}, "float16", None)])
 def test_embedding_then_rms_norm(dims, dt, key, gen):
     out, src = gen
