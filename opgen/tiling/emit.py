@@ -28,7 +28,7 @@ def _dim_in(spec, index: int, sym: str, ref: str):
     """C++ reading dim (or variadic group product) `sym` from input number `index` whose gert::Shape is
     `ref`, or None when that input does not carry it (opgen.dsl.dimsource)."""
 
-    pick = lambda attr, exprs: _pick_form(spec, attr, exprs)   # noqa: E731
+    pick = lambda attr, exprs: pick_form_cpp(spec, attr, exprs)   # noqa: E731
     if sym in spec.variadics:
         g = group_location(spec, sym)
         if g is None or g.index != index:
@@ -42,7 +42,7 @@ def _dim_in(spec, index: int, sym: str, ref: str):
     return None
 
 
-def _pick_form(spec, attr: str, exprs: list[str]) -> str:
+def pick_form_cpp(spec, attr: str, exprs: list[str]) -> str:
     """C++ selecting exprs[k] when static attribute `attr` holds its k-th choice (an input's shape form picked
     by the attribute, InputDecl.form_by); the TilingFunc rejects a value outside the choices before it reads a
     dim (its attrKey check)."""
@@ -69,14 +69,14 @@ def _dim_access(spec, sym: str) -> str:
             [k for k, i in enumerate(spec.inputs) if i.optional]
         for k in order:
             i = spec.inputs[k]
-            got = _dim_in(spec, k, sym, _shape_ref(i))
+            got = _dim_in(spec, k, sym, shape_ref(i))
             if got and not i.optional:
                 return got
             if got:
                 return f"({i.name}ShapeOpt != nullptr ? {got} : 0)"
         raise SpecError(f"{spec.file}: dim {sym} is not carried by any input; the tiling cannot read it")
 
-    got = read_dim(spec, sym, lambda i, w, k: _entry_cpp(spec, i, w, k), lambda a, exprs: _pick_form(spec, a, exprs),
+    got = read_dim(spec, sym, lambda i, w, k: _entry_cpp(spec, i, w, k), lambda a, exprs: pick_form_cpp(spec, a, exprs),
                    lambda i: f"{spec.inputs[i].name}ShapeOpt != nullptr", lambda n: _tail_cpp(spec, n))
     if got is None:
         raise SpecError(f"{spec.file}: dim {sym} is not carried by any input; the tiling cannot read it")
@@ -92,17 +92,14 @@ def exact_products(spec) -> list[dict]:
     for sym in spec.dims_:
         if not any(q for q in sym_locations(spec, sym)):
             continue
-        read_dim(spec, sym, lambda i, w, k: _entry_cpp(spec, i, w, k), lambda a, exprs: _pick_form(spec, a, exprs),
+        read_dim(spec, sym, lambda i, w, k: _entry_cpp(spec, i, w, k), lambda a, exprs: pick_form_cpp(spec, a, exprs),
                  lambda i: f"{spec.inputs[i].name}ShapeOpt != nullptr", lambda n: _tail_cpp(spec, n), divides=found)
-    index = {a.name: k for k, a in enumerate(spec.attrs)}
-    return [d.check(spec.inputs[d.index].name,
-                    lambda attr, k: f"{_attr_index_cpp(spec.attrs[index[attr]], index[attr])} == {k}")
-            for d in found]
+    return [d.check(spec.inputs[d.index].name, lambda attr, k: form_cond_cpp(spec, attr, k)) for d in found]
 
 
 def _entry_cpp(spec, index: int, where: str, k: int) -> str:
     """C++ of shape entry (where, k) of input number `index` in the TilingFunc."""
-    ref = _shape_ref(spec.inputs[index])
+    ref = shape_ref(spec.inputs[index])
     return f"{ref}.GetDim({k})" if where == "front" else f"{ref}.GetDim({ref}.GetDimNum() - {k})"
 
 
@@ -123,18 +120,6 @@ def _paren(x: str) -> str:
     return f"({x})" if " ? " in x and not wrapped(x) else x
 
 
-def shape_ref(i) -> str:
-    """C++ of input declaration `i`'s gert::Shape in the TilingFunc (an optional input's through its StorageShape
-    pointer, which the caller checks for null first)."""
-    return _shape_ref(i)
-
-
-def pick_form_cpp(spec, attr: str, exprs: list[str]) -> str:
-    """C++ selecting exprs[k] when static attribute `attr` of `spec` holds its k-th choice, in the TilingFunc (an
-    input's shape form picked by the attribute, InputDecl.form_by)."""
-    return _pick_form(spec, attr, exprs)
-
-
 def form_cond_cpp(spec, attr: str, k: int) -> str:
     """C++ condition, in the TilingFunc: static attribute `attr` of `spec` holds its choice number `k` (false when
     absent or not one of its choices)."""
@@ -142,9 +127,9 @@ def form_cond_cpp(spec, attr: str, k: int) -> str:
     return f"{_attr_index_cpp(spec.attrs[idx], idx)} == {k}"
 
 
-def _shape_ref(i) -> str:
+def shape_ref(i) -> str:
     """C++ of input declaration `i`'s shape in the TilingFunc (a gert::Shape; an optional input's through its
-    StorageShape pointer)."""
+    StorageShape pointer, which the caller checks for null first)."""
     return f"{i.name}Shape" if not i.optional else f"{i.name}ShapeOpt->GetStorageShape()"
 
 
@@ -333,7 +318,8 @@ def presence_cpp(spec, presences: tuple) -> str:
 def form_key_cpp(spec) -> str:
     """C++ (int64_t) of opgen.dsl.keys.form_key in the TilingFunc: per free-form input, the index of the first of
     its shape forms its shape agrees with (rank, every entry that is not a variadic group equal to its dim's
-    value as the TilingFunc reads it, a variadic group's entries equal to the group's source input's), 0 for an absent optional input; summed mixed-radix, first input fastest.
+    value as the TilingFunc reads it, a variadic group's entries equal to the group's source input's), 0 for an
+    absent optional input; summed mixed-radix, first input fastest.
     A shape agreeing with none of its forms (graph mode reaches the TilingFunc without the aclnn layer's shape
     checks) makes the whole key negative (that input counts -(product of every input's form count)), which the
     TilingFunc refuses (dim_bounds: [0, count - 1]). The first agreeing form is the one the interpreter picks
@@ -341,7 +327,7 @@ def form_key_cpp(spec) -> str:
     terms, radix = [], 1
     total = form_key_count(spec)
     for i in free_form_inputs(spec):
-        ref = _shape_ref(i)
+        ref = shape_ref(i)
         conds = [_form_match_cpp(spec, shape, ref) for shape in i.shapes]
         idx = str(-total)
         for k in range(len(i.shapes) - 1, -1, -1):
@@ -376,8 +362,8 @@ def _form_match_cpp(spec, shape, ref: str) -> str:
     src = group_location(spec, shape[vpos].name) if vpos is not None else None
     if src is not None:   # the group's entries equal the group as the TilingFunc reads it (its source input)
         s = spec.inputs[src.index]
-        begin, after = src.bounds(lambda attr, exprs: _pick_form(spec, attr, exprs))
-        same = (f'SameGroup(nullptr, "", "", {_shape_ref(s)}, {begin}, {after}, "", {ref}, {vpos}, '
+        begin, after = src.bounds(lambda attr, exprs: pick_form_cpp(spec, attr, exprs))
+        same = (f'SameGroup(nullptr, "", "", {shape_ref(s)}, {begin}, {after}, "", {ref}, {vpos}, '
                 f'{len(shape) - vpos - 1})')
         out.append(f"({s.name}ShapeOpt == nullptr || {same})" if s.optional else same)
     return "(" + " && ".join(out) + ")"
