@@ -417,20 +417,8 @@ def test_a_dim_read_from_an_attribute_is_checked_before_use(tmp_path):
     """GroupNorm's C // G reads G from the attribute `group`: graph mode calls the TilingFunc without the aclnn
     layer's checks in front, so group = 0 (or a negative one) must fail there, not divide by zero in the host
     process; group = 3 with C = 6 tiles."""
-    from opgen.tiling.pipeline import kernel_build
-
     spec = load_spec(str(ROOT / "examples/specs/group_norm.py"))
-    t = kernel_build(spec).tiling
-    srcs = []
-    for rel, text in emit_tiling(spec, t.program, t.inputs, t.doc).items():
-        (tmp_path / rel).parent.mkdir(parents=True, exist_ok=True)
-        (tmp_path / rel).write_text(text)
-        srcs += [str(tmp_path / rel)] if rel.endswith(".cpp") else []
-    exe = tmp_path / "driver"
-    cmd = ["g++", "-std=c++17", "-O0", "-Wall", "-Werror", "-I", str(ROOT / "opgen/emu/include"), "-I", str(tmp_path),
-           str(ROOT / "tests/cpp/tiling_driver.cpp"), *srcs, "-o", str(exe)]
-    r = subprocess.run(cmd, capture_output=True, text=True)
-    assert r.returncode == 0, r.stderr
+    exe = _standalone_driver(tmp_path, spec)
     plat = PLATFORMS["ascend910b1"]
     env = {"N": 2, "C": 6, "HxW": 5, "G": 3}
     lines = [_case_line(spec, env, {"T": DType.f32}, {}, plat, {"N": 2, "C": 6, "HxW": 5, "group": g})
