@@ -426,6 +426,17 @@ def _group_rows_fit(p, c, cols, ub, bytes_of, name: str, what: str, batch_rows=N
     return p.let(name, select(ub > fixed, (ub - fixed) // per_row, 0), f"rows of a group that fit ({what})")
 
 
+def _row_bytes(c: RowCounts, bytes_of) -> tuple:
+    """(bytes the row inputs read, bytes the row outputs write) per column of a row, as tiling expressions:
+    the sum over c.row_in / c.row_out of an element's bytes (bytes_of(dtype)) times the count of that dtype."""
+    in_b, out_b = lit(0), lit(0)
+    for d, n in c.row_in:
+        in_b = in_b + bytes_of(d) * n
+    for d, n in c.row_out:
+        out_b = out_b + bytes_of(d) * n
+    return in_b, out_b
+
+
 def _cost_terms(c: RowCounts, bytes_of) -> tuple:
     """What the strategy prices share (docs/reference/kernel_cost.md §2, opgen.platforms.cost): (bytes an element of
     every row operand moves together, row inputs, row outputs, (num, den) with num / den the AI Core cycles a byte of
@@ -447,11 +458,7 @@ def _pass_price(c: RowCounts, H, bytes_of):
       compute  = k * H * vinstrs / (VEC_REPEAT_BYTES / 4)  +  issues * (VEC_ISSUE + BARRIER), issues = vinstrs a
                  pass when its instructions run over all its rows (`batch`), vinstrs a row otherwise."""
     _elem, ins, outs, (num, den), lanes32, per_issue = _cost_terms(c, bytes_of)
-    in_b, out_b = lit(0), lit(0)
-    for d, n in c.row_in:
-        in_b = in_b + bytes_of(d) * n
-    for d, n in c.row_out:
-        out_b = out_b + bytes_of(d) * n
+    in_b, out_b = _row_bytes(c, bytes_of)
     instrs = max(c.vinstrs, 1)
     batch = bool(getattr(c, "batch", 0))
 
@@ -590,11 +597,7 @@ def _split_or_stream(p, c, R, H, cols_core, col_cores, res_fit, stream_rows, byt
     row-reduction exchange staging nothing, one work row: this model takes COL_SPLIT there, GM 1.00x the minimum
     instead of 1.50x). The online pass is not known here, so COL_STREAM's estimate is high for a softmax."""
     _elem, _ins, _outs, (num, den), lanes32, per_issue = _cost_terms(c, bytes_of)
-    in_b, out_b = lit(0), lit(0)
-    for d, n in c.row_in:
-        in_b = in_b + bytes_of(d) * n
-    for d, n in c.row_out:
-        out_b = out_b + bytes_of(d) * n
+    in_b, out_b = _row_bytes(c, bytes_of)
     vin, levels = max(c.vinstrs, 1), max(c.levels, 1)
     xchg = levels * (2 * int(SYNC_ALL_CYCLES) + 2 * FLAG_WAIT_CYCLES + tree_steps(col_cores) * per_issue)
     work = R * cols_core * vin // lanes32 + R * vin * per_issue
