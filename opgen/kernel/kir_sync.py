@@ -1536,24 +1536,32 @@ def _placed_outside(k, trial: dict, types, used, loop: tuple) -> dict | None:
     return extra
 
 
+def _moved(prog: dict, pos: tuple, j: int, lst: list, at: tuple, nid: int) -> dict:
+    """`prog` (position -> placed syncs) with the flag pair lst[j], lst[j + 1] placed before `pos` given event id
+    `nid` and its SetFlag moved to the end of the syncs placed before position `at` (its WaitFlag stays)."""
+    out = {**prog, pos: lst[:j] + [replace(lst[j + 1], id=nid)] + lst[j + 2:]}
+    out[at] = list(out.get(at, [])) + [replace(lst[j], id=nid)]
+    return out
+
+
 def _highest_move(k, inserted: dict, pos: tuple, j: int, lst: list, body, idx: int, nid: int, types, used,
-                  trials) -> int:
+                  trials) -> tuple:
     """The lowest index i of the statement list `body` (up to a Return) such that the flag pair lst[j], lst[j + 1]
     placed before statement idx (at `pos`) has its SetFlag moved before statement i with no conflict, searched
     galloping (i = idx - 1, idx - 2, idx - 4, ...) then by bisection; idx when even idx - 1 conflicts. A SetFlag
     moved earlier carries a subset of what it carried later (the accesses its pipe issued or is ordered after only
     grow along a list, and a join keeps an order both paths have), so the clean indices are the ones from the result
     up: the one-step walk of _hoist would reach the same index, in idx - i analyses where this takes about 2 log2 of
-    that (BatchMatMulV3's pairs move 13 and 15 statements)."""
-    s, base = lst[j], pos[:-1]
+    that (BatchMatMulV3's pairs move 13 and 15 statements). Returns (that index, the program with the SetFlag
+    there, _moved; None when the index is idx)."""
+    base = pos[:-1]
     lo = idx
     while lo > 0 and not any(isinstance(x, kir.Return) for x in kir.walk(body[lo - 1:idx])):
         lo -= 1
 
     def clean(i: int) -> bool:
-        trial = {**inserted, pos: lst[:j] + [replace(lst[j + 1], id=nid)] + lst[j + 2:]}
-        trial[base + (i,)] = list(trial.get(base + (i,), [])) + [replace(s, id=nid)]
-        return _clean(k, trial, types, used, trials, frozenset({pos[0]}), base + (i,))
+        return _clean(k, _moved(inserted, pos, j, lst, base + (i,), nid), types, used, trials, frozenset({pos[0]}),
+                      base + (i,))
 
     good, bad, step = idx, lo - 1, 1
     while idx - step > bad:
@@ -1571,7 +1579,7 @@ def _highest_move(k, inserted: dict, pos: tuple, j: int, lst: list, body, idx: i
             good = mid
         else:
             bad = mid
-    return good
+    return good, (_moved(inserted, pos, j, lst, base + (good,), nid) if good < idx else None)
 
 
 def _hoist(k, inserted: dict, types, used, trials: _Trials | None = None, only_loops: bool = False) -> dict:
@@ -1605,21 +1613,14 @@ def _hoist(k, inserted: dict, types, used, trials: _Trials | None = None, only_l
                 j += 2
                 continue
             nid = free[-1]
-            best, cur, funcs = None, inserted, {pos[0]}
-            start = idx - 1
-            good = _highest_move(k, inserted, pos, j, lst, body, idx, nid, types, used, trials)
-            if good < idx:   # the search's lowest clean index: the one-step walk goes on from the first failing one
-                setf, waitf = replace(s, id=nid), replace(lst[j + 1], id=nid)
-                best = {**inserted, pos: lst[:j] + [waitf] + lst[j + 2:]}
-                best[base + (good,)] = list(best.get(base + (good,), [])) + [setf]
-                start = good - 1
-            for i in range(start, -1, -1):
+            cur, funcs = inserted, {pos[0]}
+            # the search's lowest clean index; the one-step walk goes on from the first failing one
+            good, best = _highest_move(k, inserted, pos, j, lst, body, idx, nid, types, used, trials)
+            for i in range(good - 1, -1, -1):
                 if any(isinstance(x, kir.Return) for x in kir.walk(body[i:idx])):
                     break
-                setf, waitf = replace(s, id=nid), replace(lst[j + 1], id=nid)
-                trial = {**cur, pos: lst[:j] + [waitf] + lst[j + 2:]}
                 at = base + (i,)
-                trial[at] = list(trial.get(at, [])) + [setf]
+                trial = _moved(cur, pos, j, lst, at, nid)
                 # the trial differs from the memo's program at `at` first (pos lies later in the same list)
                 if not _clean(k, trial, types, used, trials, frozenset(funcs | {at[0]}),
                               at if cur is inserted else None):
@@ -1629,8 +1630,7 @@ def _hoist(k, inserted: dict, types, used, trials: _Trials | None = None, only_l
                         break
                     cur = {**inserted, **{p: list(inserted.get(p, ())) + v for p, v in extra.items()}}
                     funcs |= {p[0] for p in extra}
-                    trial = {**cur, pos: lst[:j] + [waitf] + lst[j + 2:]}
-                    trial[at] = list(trial.get(at, [])) + [setf]
+                    trial = _moved(cur, pos, j, lst, at, nid)
                     if not _clean(k, trial, types, used, None):
                         break
                 best = trial
