@@ -693,6 +693,31 @@ def test_a_shifted_position_is_not_taken_for_the_causal_mask(tmp_path):
     r = cli("graph", str(p), "--stage", "kernel", "--attr", "sparse_mode=2", "--attr", "input_layout=BNSD",
             "--present", "atten_mask")
     assert r.returncode == 2 and "a mask other than the causal one" in r.stderr, r.stderr
+    assert "(fas_window.py:" in r.stderr.split("a mask other")[0], r.stderr   # the select's spec line
+
+
+UNREAD_ATTRS = (('spec.attr("scale", float, 1.0)',
+                 'spec.attr("scale", float, 1.0)\nspec.attr("keep_prob", float, 1.0)\n'
+                 'spec.attr("num_key_value_heads", int, 0)'),
+                ("def _(b, q, k, v, scale):", "def _(b, q, k, v, scale, keep_prob, num_key_value_heads):"))
+"""The MHA spec with two attributes of CANN's API its body does not read (a float and an int)."""
+
+
+def test_attributes_the_body_does_not_read_leave_the_scale_to_the_one_it_reads(tmp_path):
+    """Declared attributes the body never reads (PromptFlashAttention's num_key_value_heads, a keep_prob) are no
+    part of the kernel: the tiling reads the score scale from the float attribute the body reads (trial 29: they
+    stopped generate with "takes one float attribute (the scale), got scale, num_key_value_heads"). An int
+    attribute the body does read is refused on one line naming it and its spec line."""
+    from inproc import cli
+
+    r = cli("graph", str(_edited(UNREAD_ATTRS, tmp_path)), "--stage", "tiled")
+    assert r.returncode == 0, r.stderr
+    assert "input scaleAttr = attr_bits scale\n" in r.stdout, r.stdout
+    reads = UNREAD_ATTRS + (("s = b.matmul(q, k, transpose_b=True) * scale",
+                             "s = b.matmul(q, k, transpose_b=True) * (scale * num_key_value_heads.f32())"),)
+    r = cli("graph", str(_edited(reads, tmp_path, "reads.py")), "--stage", "tiled")
+    assert r.returncode == 2 and len(r.stderr.strip().splitlines()) == 1, r.stderr
+    assert "(reads.py:" in r.stderr and "the i64 attribute num_key_value_heads" in r.stderr, r.stderr
 
 
 def test_the_attention_reason_leads_when_the_cube_family_refuses_the_whole_graph(tmp_path):
