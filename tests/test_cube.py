@@ -1027,3 +1027,17 @@ def test_cube_kernel_statements_carry_the_spec_lines_they_come_from(tmp_path):
     for stmt in ("Cast(eo", "DataCopyPad(cGm_"):
         hits = [t for t in cpp if t.strip().startswith(stmt)]
         assert hits and all(t.endswith(f"// spec: gemm.py:{at['return']}") for t in hits), (stmt, hits)
+
+
+def test_operands_named_like_cpp_keywords_are_renamed_as_in_the_other_families(tmp_path):
+    """Inputs and outputs named `int`, `float`, `half` (an operand, the output, an epilogue input) lower: the cube
+    class takes them as Init arguments `v_<name>_` (opgen.names.cpp_name), as the rows and attention classes do,
+    instead of stopping in the Kernel IR verifier (a new user's FusedMatMul with an input named `int`, trial 29)."""
+    spec = _spec(tmp_path, body="(bb.matmul({a}, {b}) + double.cast(f32)).cast(U, 'rint')", a="int", b="half",
+                 c="float")
+    src = Path(spec.file).read_text()
+    src = src.replace('spec.output("float"', 'spec.input("double", U, [M, N])\nspec.output("float"')
+    Path(spec.file).write_text(src.replace("def _(bb, int, half):", "def _(bb, int, half, double):"))
+    u = kernel_build(load_spec(spec.file))
+    cls = next(iter(u.lowered.programs.values()))
+    assert u.family.name == "cube" and cls.args == ("v_int_", "v_half_", "v_double_", "v_float_")

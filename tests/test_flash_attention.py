@@ -26,6 +26,7 @@ import pytest
 sys.path.insert(0, os.path.dirname(os.path.abspath(__file__)))
 
 from opgen.check import run_check  # noqa: E402
+from opgen.errors import ValidationError  # noqa: E402
 
 ROOT = Path(__file__).resolve().parent.parent
 SPEC = ROOT / "examples" / "specs" / "flash_attention_score.py"
@@ -693,6 +694,31 @@ def test_a_shifted_position_is_not_taken_for_the_causal_mask(tmp_path):
     r = cli("graph", str(p), "--stage", "kernel", "--attr", "sparse_mode=2", "--attr", "input_layout=BNSD",
             "--present", "atten_mask")
     assert r.returncode == 2 and "a mask other than the causal one" in r.stderr, r.stderr
+    assert "(fas_window.py:" in r.stderr.split("a mask other")[0], r.stderr   # the select's spec line
+
+
+UNREAD_ATTRS = (('spec.attr("scale", float, 1.0)',
+                 'spec.attr("scale", float, 1.0)\nspec.attr("keep_prob", float, 1.0)\n'
+                 'spec.attr("num_key_value_heads", int, 0)'),
+                ("def _(b, q, k, v, scale):", "def _(b, q, k, v, scale, keep_prob, num_key_value_heads):"))
+"""The MHA spec with two attributes of CANN's API its body does not read (a float and an int)."""
+
+
+def test_attributes_the_body_does_not_read_leave_the_scale_to_the_one_it_reads(tmp_path):
+    """Declared attributes the body never reads (PromptFlashAttention's num_key_value_heads, a keep_prob) are no
+    part of the kernel: the tiling reads the score scale from the float attribute the body reads (trial 29: they
+    stopped generate with "takes one float attribute (the scale), got scale, num_key_value_heads"). An int
+    attribute the body does read is refused on one line naming it and its spec line."""
+    from inproc import cli
+
+    r = cli("graph", str(_edited(UNREAD_ATTRS, tmp_path)), "--stage", "tiled")
+    assert r.returncode == 0, r.stderr
+    assert "input scaleAttr = attr_bits scale\n" in r.stdout, r.stdout
+    reads = UNREAD_ATTRS + (("s = b.matmul(q, k, transpose_b=True) * scale",
+                             "s = b.matmul(q, k, transpose_b=True) * (scale * num_key_value_heads.f32())"),)
+    r = cli("graph", str(_edited(reads, tmp_path, "reads.py")), "--stage", "tiled")
+    assert r.returncode == 2 and len(r.stderr.strip().splitlines()) == 1, r.stderr
+    assert "(reads.py:" in r.stderr and "the i64 attribute num_key_value_heads" in r.stderr, r.stderr
 
 
 def test_the_attention_reason_leads_when_the_cube_family_refuses_the_whole_graph(tmp_path):
@@ -999,3 +1025,27 @@ def test_deleting_any_one_placed_sync_of_the_kernel_is_a_race(gen, tmp_path, mon
     assert len(reached) >= 86 and {"MTE2_MTE1", "MTE1_M", "M_MTE1", "M_FIX", "FIX_M", "MTE1_MTE2", "MTE2_V", "V_MTE2",
                                    "V_S", "S_V"} <= flags, (len(reached), flags)
     assert collections.Counter(site_key(orig, ln, stmt) for ln, stmt, _f in survivors) == REDUNDANT, survivors
+
+
+def test_the_check_harness_sizes_outputs_by_a_dimension_bound_attribute_when_the_call_does_not_validate():
+    """`opgen check` allocates the outputs before the spec's validation (the emitted aclnn layer judges the call
+    first). For a call that does not validate (rightDownCausal with more query rows than keys), the best effort
+    binds the dim a dimension-bound attribute gives (N1 = head_num, which the BSH shapes do not hold alone) as the
+    interpreter's validation does: softmax_max is [B, N1, S1, 8], not [1] (trial 29: a PromptFlashAttention mask
+    of 0 / 2 values was reported by the aclnn layer as `attentionOut: shape [1] must be [2, 33, 128]` instead of
+    the interpreter's `expected bool values (0/1)`)."""
+    from opgen.check.aclnn import call_outputs, device_dtypes
+    from opgen.registry import load_spec
+
+    spec = load_spec(str(SPEC))
+    rng = np.random.default_rng(0)
+    inputs = {"query": rng.standard_normal((1, 9, 64)).astype(np.float16),
+              "key": rng.standard_normal((1, 7, 32)).astype(np.float16),
+              "value": rng.standard_normal((1, 7, 32)).astype(np.float16),
+              "atten_mask": np.zeros((9, 7), np.uint8)}
+    attrs = {"head_num": "2", "input_layout": "BSH", "sparse_mode": "3"}
+    with pytest.raises(ValidationError, match="S1 <= S2"):
+        spec.bind(inputs, attrs, {})
+    got = call_outputs(spec, inputs, attrs, {}, device_dtypes(spec, inputs, {}), None)
+    assert got == {"softmax_max": ("float32", (1, 2, 9, 8)), "softmax_sum": ("float32", (1, 2, 9, 8)),
+                   "attention_out": ("float16", (1, 9, 64))}

@@ -705,3 +705,18 @@ def test_names_of_kernel_class_members_are_renamed(tmp_path):
         y = x * rstd * g + (0.0 if copy_in is None else copy_in)
         np.testing.assert_allclose(np.asarray(r.arrays["rowNum"], np.float64), y, rtol=1e-5, atol=1e-5)
         np.testing.assert_allclose(np.asarray(r.arrays["Init"], np.float64), rstd, rtol=1e-5)
+
+
+def test_names_differing_in_case_that_meet_in_one_aclnn_name_are_refused_at_the_spec_line(tmp_path):
+    """An input `X` beside an attribute `x` share the public (lowerCamelCase) aclnn name `x`: generate's error is
+    located at the later declaration, names both parameters and says how to separate them (trial 29: it said
+    "parameters map to the same aclnn name x" with no parameter, line or fix)."""
+    from opgen.codegen.model import OpModel
+
+    spec = _load(tmp_path, inp="X", attr="x")
+    with pytest.raises(SpecError) as e:
+        OpModel(spec)
+    msg = str(e.value)
+    attr_line = next(k for k, t in enumerate(Path(spec.file).read_text().splitlines(), 1) if "spec.attr(" in t)
+    assert e.value.located and e.value.line == attr_line, msg   # the later of the two declarations
+    assert "input 'X' and attribute 'x' map to one aclnn parameter name, 'x'" in msg and "aclnn_signature" in msg

@@ -341,7 +341,8 @@ def _typed(a, v):
 def call_outputs(spec, inputs: dict, attrs: dict, dtypes: dict, dev: dict, bound=False) -> dict:
     """{output name: (dtype long name, shape)} the caller allocates: from the interpreter's binding when the
     inputs validate (only the outputs the specialisation produces), else a best effort (dtypes of `dev`,
-    shapes from the inputs that unify) so that the aclnn layer reports the input's own fault. bound: the
+    shapes from the inputs that unify and the dims dimension-bound attributes give, as the validation binds them)
+    so that the aclnn layer reports the input's own fault. bound: the
     caller's spec.bind(inputs, attrs, dtypes) (None when it raised), so that large inputs are converted once;
     False (default): bind here. Attribute values may be CLI text (`reduction="1"`): a form_by output's shape is
     picked by the parsed value, so an empty call's out is [] for reduction=1, not a fallback [1]."""
@@ -365,18 +366,30 @@ def call_outputs(spec, inputs: dict, attrs: dict, dtypes: dict, dev: dict, bound
     binder: dict = {}
     var_dt = {}
     static = {a.name: _typed(a, attrs.get(a.name, a.default)) for a in spec.static_attrs}   # CLI text: "1" -> 1
+    def unify(i, a):
+        picked = i.form_of(static)
+        for shape in (i.shapes if picked is None else [i.shapes[picked]]):
+            trial, tb = dict(env), dict(binder)
+            if unify_shape(spec, i.name, shape, np.shape(a), trial, tb) is None:
+                env.update(trial)
+                binder.update(tb)
+                return True
+        return False
+
     for i in spec.inputs:
         a = inputs.get(i.name)
         if a is None:
             continue
         if isinstance(i.dtype, DTypeVar) and isinstance(dev.get(i.name), DType):
             var_dt.setdefault(i.dtype.name, dev[i.name])
-        picked = i.form_of(static)
-        for shape in (i.shapes if picked is None else [i.shapes[picked]]):
-            trial, tb = dict(env), dict(binder)
-            if unify_shape(spec, i.name, shape, np.shape(a), trial, tb) is None:
-                env, binder = trial, tb
-                break
+        unify(i, a)
+    for a in spec.attrs:   # a dim an attribute gives (head_num = N1), as the validation binds it (opgen.dsl.validate)
+        v = _typed(a, attrs.get(a.name, a.default))
+        if a.dim is not None and a.dim.name not in env and isinstance(v, int) and not isinstance(v, bool):
+            env[a.dim.name] = v
+            for i in spec.inputs:   # a product the attribute completes (query [B, S, N1 * D]: D now)
+                if inputs.get(i.name) is not None:
+                    unify(i, inputs[i.name])
     for d in spec.dims_.values():
         if d.name not in env and d.absent is not None:
             env[d.name] = d.absent

@@ -13,6 +13,7 @@ from dataclasses import dataclass, field
 from pathlib import Path
 
 from opgen.dsl.aclnn import ENUM_CTYPE, RESERVED, SCALAR_CTYPE, enum_accepted
+from opgen.dsl.diagnostics import spec_error
 from opgen.dsl.keys import LIST_INT
 from opgen.errors import OpgenError, SpecError
 from opgen.escape import cpp_comment, py_comment
@@ -124,6 +125,26 @@ class ApiParam:
         return self.param.name if self.param is not None else self.cpp
 
 
+_ROLE_WORD = {"input": "input", "optional": "input", "output": "output", "attr": "attribute"}
+
+
+def _clash(spec, params: list) -> SpecError:
+    """The SpecError for public aclnn parameters `params` (ApiParam, two or more) sharing one C++ name: names the
+    spec parameters, points at the later declaration and says how to separate them (a rename, or public names of
+    their own in spec.aclnn_signature). Names that differ only in the case of their first letter (`X`, `x`) meet
+    so: the derived public name is lowerCamelCase (derived_cpp)."""
+    n = params[0].cpp
+    what = " and ".join(f"{_ROLE_WORD.get(p.param.role, p.param.role) if p.param else p.kind} {p.name!r}"
+                        for p in params)
+    named = [p for p in params if p.param is not None and getattr(p.param.decl, "loc", "")]
+    last = named[-1] if named else None
+    hint = ("rename one, or give them public names of their own with spec.aclnn_signature (e.g. "
+            f"api.param(\"{n}2\", \"{params[-1].name}\"), every parameter listed once)")
+    return spec_error(last.param.decl.loc if last else None,
+                      f"{spec.name}: {what} map to one aclnn parameter name, {n!r} (the public name is the spec "
+                      "name in lowerCamelCase, CANN's style)", hint, token=last.name if last else None)
+
+
 def _dtype_of(p: ParamInfo):
     return getattr(p.decl, "dtype", None) if p.role != "attr" else None
 
@@ -169,8 +190,8 @@ def cpp_literal(v, t: type) -> str:
 class OpModel:
     """Facts about `spec` shared by the emitters (see the attributes set in __init__).
 
-    Raises OpgenError when the spec names a SoC opgen does not generate for, or when two parameters map
-    to the same aclnn C++ name."""
+    Raises OpgenError when the spec names a SoC opgen does not generate for, and SpecError (at the later
+    declaration) when two parameters map to the same aclnn C++ name."""
 
     def __init__(self, spec):
         self.spec = spec
@@ -213,7 +234,7 @@ class OpModel:
         names = [p.cpp for p in self.api_params]
         dup = sorted({n for n in names if names.count(n) > 1})
         if dup:
-            raise OpgenError(f"{spec.name}: parameters map to the same aclnn name {', '.join(dup)}")
+            raise _clash(spec, [p for p in self.api_params if p.cpp == dup[0]])
 
     def _api_params(self) -> list["ApiParam"]:
         """The public aclnn parameters in order: the spec's aclnn_signature, else inputs, attributes, outputs."""

@@ -375,6 +375,8 @@ class AttentionFamily(Family):
 
         try:
             attnprog.lower(g, lay.tokens, lay.dtype, lay.keyset, lay.form)
+        except Unsupported:   # names the node, its spec line and the rule
+            raise
         except IRError as e:
             raise Unsupported(getattr(e, "value", g.outputs[0][1]), "", str(e)) from None
         return lay

@@ -64,6 +64,7 @@ from opgen.ir.dims import as_dim
 from opgen.ir.dtypes import dtype_name
 from opgen.ir.locs import at_suffix, stamp
 from opgen.kernel.isa import FP32_MAX
+from opgen.kernel.rowlayout import Unsupported
 from opgen.kernel.rowprog import ROUND_MODES
 
 FORMS = {(False, True): "NT", (False, False): "NN", (True, False): "TN"}
@@ -183,7 +184,7 @@ class AttentionProgram:
     regs: dict = field(default_factory=dict)
     nregs: dict = field(default_factory=dict)
     stats: list[str] = field(default_factory=list)
-    scalars: dict = field(default_factory=dict)   # float attribute name -> IR param
+    scalars: dict = field(default_factory=dict)   # float attribute the body reads: name -> IR param
     keyset: str = "selected"   # "dense": every key of the unit's batch and kv head; "selected": gathered blocks
     form: str = "TND"          # how the head-row tensors are stored: TND (selected), BNSD or BSND (dense)
     causal_offset: object = None   # dense: the mask `key > query + offset` (a dim expression; None: offset 0)
@@ -273,16 +274,25 @@ class _Lowering:
         return shape_key(self.vals[v].type.shape, self.tokens)
 
     def err(self, n, why: str):
-        """IRError naming node n."""
-        return IRError(f"attention kernel {self.g.name}: %{n.result.name} = {n.op}(...): {why}")
+        """Unsupported (an IRError) naming node n, its spec line and the rule: the attention family's reason when no
+        family lowers the graph (opgen.kernel.family.NoKernel prints `%v28 (my_attn.py:38): select: <why>`)."""
+        return Unsupported(n.result.name, n.loc, f"{n.op}: {why}")
 
     # ---------------------------------------------------------------- driver
     def run(self) -> AttentionProgram:
         """Classify the parameters, lower every node and output, finish and verify the program."""
+        uses = self.g.uses()
         for pr in self.g.params:
             v = pr.value
             if pr.kind == "attr":
                 self.kind[v.name] = ("scalar", f"attr_{v.name}")
+                if v.name not in uses:   # declared, never read by the body: nothing of the kernel's
+                    continue
+                if dtype_name(v.type.dtype) != "f32":
+                    n = uses[v.name][0]
+                    raise Unsupported(n.result.name, n.loc, f"{n.op} reads the {dtype_name(v.type.dtype)} attribute "
+                                      f"{v.name}; the attention kernel reads one runtime attribute, the float score "
+                                      "scale")
                 self.p.scalars[v.name] = v.name
             elif dtype_name(v.type.dtype) in ("i32", "i64", "bool", "u8"):
                 self.kind[v.name] = ("idx",)

@@ -78,6 +78,7 @@ from opgen.kernel.rowpresence import cover, join_copies
 from opgen.kernel.rowfexpr import parse as parse_scalar
 from opgen.kernel.rowprog import (ROUND_MODES, VECTOR_BINARY, VECTOR_UNARY, Instr, RowProgram, _allocate,
                                   _float_literal, instr_op, lower_elementwise)
+from opgen.names import cpp_name
 
 CTYPE = {"f32": "float", "f16": "half", "bf16": "bfloat16_t"}
 """C++ element type of each dtype the cube kernel reads (f16 / bf16) or writes (also f32)."""
@@ -597,13 +598,14 @@ def lower_gemm(spec, lay: GemmLayout, name: str = "") -> K.KernelClass:
     M, Kd, N = S("M"), S("K"), S("N")
     bm, bn, bk = S("baseM"), S("baseN"), S("baseK")
     out_t = "T" if lay.out_dtype == lay.dtype else CTYPE[lay.out_dtype]   # the operands' type or f32
-    gms = (K.GmTensor("aGm_", "T", lay.a), K.GmTensor("bGm_", "T", lay.b), K.GmTensor("cGm_", out_t, lay.out))
+    gms = (K.GmTensor("aGm_", "T", cpp_name(lay.a)), K.GmTensor("bGm_", "T", cpp_name(lay.b)),
+           K.GmTensor("cGm_", out_t, cpp_name(lay.out)))
     locs = (K.Local("l1A_", K.TPos.A1, True, 2), K.Local("l1B_", K.TPos.B1, True, 2),
             K.Local("l0A_", K.TPos.A2, True, 2), K.Local("l0B_", K.TPos.B2, True, 2), K.Local("l0C_", K.TPos.CO1))
     sz = K.SizeOf("T")
     bias_t = bias_ctype(lay)
     if lay.bias:   # the bias row: GM -> L1 (C1) -> bias table (C2, fp32), read by the first chunk's Mmad
-        gms += (K.GmTensor("biasGm_", bias_t, lay.bias[0]),)
+        gms += (K.GmTensor("biasGm_", bias_t, cpp_name(lay.bias[0])),)
         locs += (K.Local("l1Bias_", K.TPos.C1), K.Local("bt_", K.TPos.C2))
     bias_when = tuple(pr for pr in lay.served if pr not in lay.bias_when) if lay.bias_when else ()
 
@@ -790,11 +792,11 @@ def lower_gemm(spec, lay: GemmLayout, name: str = "") -> K.KernelClass:
                         f"the AIVs: the K split's reduction, else {doc_plain}"))
     fields = FIELDS + (BATCH_FIELDS if lay.batch else ()) + EPI_FIELDS + KSPLIT_FIELDS \
         + tuple(f"{a}Bits" for a in epi_attrs(lay))
-    members = tuple((presence_member(k), n) for k, n in enumerate(lay.presence)) if lay.presence else ()
+    members = tuple((presence_member(k), cpp_name(n)) for k, n in enumerate(lay.presence)) if lay.presence else ()
     a_txt = f"{lay.a}ᵀ [K, M]" if lay.trans_a else f"{lay.a} [M, K]"
     b_txt = f"{lay.b}ᵀ [N, K]" if lay.trans_b else f"{lay.b} [K, N]"
     cls = K.KernelClass(name or f"{spec.name}CubeKernel", f"optiling::{spec.name}TilingData", args=tuple(
-        [i.name for i in spec.inputs] + [o.name for o in spec.outputs]),
+        cpp_name(t.name) for t in [*spec.inputs, *spec.outputs]),
         gms=gms + (K.GmTensor("wsGm_", "float", workspace=True),) + vec_gms, locals=locs + vec_locs,
         scalars=tuple(K.ScalarVar(m, "bool") for m, _a in members), presence=members,
         fields=fields, process=process, ws_field="workspaceBytes",
@@ -1051,7 +1053,7 @@ def _vector_part(lay: GemmLayout, prog: EpiProgram, lets: tuple, out_t: str, off
     load_t = {i: t for _v, i, _sp, t in prog.loads}
     for i in inputs:
         dt = "float" if any(inp == i for _v, (_sp, inp) in prog.pre) else load_t[i]
-        gms.append(K.GmTensor(gm_of[i], dt, i))
+        gms.append(K.GmTensor(gm_of[i], dt, cpp_name(i)))
 
     def buf(name, var, dtype, elems, esz):
         locs.append(K.Local(name, K.TPos.VECCALC))

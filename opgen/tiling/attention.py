@@ -443,11 +443,15 @@ def bwd_program(name: str, c: AttentionCounts, shared=frozenset()):
     return p, {"ub": ub, "l1": l1}
 
 
-def program_inputs(layout, spec, deterministic: bool = False) -> dict:
+def program_inputs(layout, spec, deterministic: bool = False, read=()) -> dict:
     """How the emitted TilingFunc reads each program input (opgen.tiling.emit): the role dims of the attention
     layout (opgen.kernel.attention.AttentionLayout), the block size through the integer attribute that binds it,
-    the dtype, key, platform and scale inputs; `deterministic`: the framework's flag (the backward)."""
-    scale = [a.name for a in spec.runtime_attrs if a.type is float]
+    the dtype, key, platform and scale inputs; `deterministic`: the framework's flag (the backward). The scale is
+    the runtime float attribute of `read` (the ones the lowered programs read, AttentionProgram.scalars), else the
+    spec's one runtime float attribute; attributes the body never reads (a keep_prob declared for the API) are not
+    program inputs. Raises SpecError unless that names exactly one."""
+    floats = [a.name for a in spec.runtime_attrs if a.type is float]
+    scale = [n for n in floats if n in read] or floats
     dvar = layout.dtype
     out = {"deterministic": ("deterministic",)} if deterministic else {}
     if layout.keyset == "dense":
@@ -519,7 +523,8 @@ def _tile(spec, lowered, counts: AttentionCounts) -> Tiling:
     workspace by a final pass), its inputs read by role from the layout, the UB + L1 plan; builds the kernel
     classes (opgen.kernel.attnclass.attention_classes) from the plan, into lowered.extra["aclasses"]."""
     backward = counts.post
-    inputs = program_inputs(lowered.layout, spec, deterministic=backward)
+    read = {a for p in lowered.programs.values() for a in p.scalars}
+    inputs = program_inputs(lowered.layout, spec, deterministic=backward, read=read)
     classes = attention_classes(spec, lowered, attn_plan(spec, lowered, counts, inputs))
     lowered.extra["aclasses"] = classes
     prog, plans = (bwd_program if backward else fwd_program)(spec.name, counts, shared_buffers(classes))
