@@ -9,6 +9,7 @@ default) saying whether x is written. Values against float64 NumPy."""
 from __future__ import annotations
 
 import re
+import shutil
 from pathlib import Path
 
 import numpy as np
@@ -120,3 +121,43 @@ def test_add_layer_norm_emulated_both_presences(examples_gen):
         want = _float64(inp)["x"]
         got = np.asarray(r.arrays["x"], np.float64).reshape(want.shape)
         np.testing.assert_allclose(got, want, rtol=2.0**-10, atol=0)
+
+
+@pytest.mark.skipif(shutil.which("g++") is None, reason="g++ not available")
+def test_x_is_a_required_output_written_only_under_additional_output(examples_gen):
+    """CANN's AddLayerNorm declares x REQUIRED (ops-nn norm/add_layer_norm op_host def; aclnnAddLayerNorm.md
+    lists xOut among the outputs whose shape must equal x1's): the spec's param_type="REQUIRED" on an optional=True
+    output. Through the emitted aclnn layer in the emulation: a null xOut is 161001 with opbase's text whatever
+    additional_output says; a given xOut is accepted and the kernel launched for both values. The caller's xOut is
+    copied into only where the kernel writes it (additional_output true): the copy-back sits under that test, and
+    the OpDef keeps it REQUIRED."""
+    from opgen.check.aclnn import call_attrs, call_outputs, device_dtypes, encode_call, run_runner
+    from opgen.check.run import aclnn_runner
+    from opgen.codegen.model import OpModel
+    from opgen.registry import load_spec
+
+    spec = load_spec(str(EX))
+    m = OpModel(spec)
+    k = next(i for i, a in enumerate(m.api_params) if a.cpp == "xOut")
+    _, runner = aclnn_runner(spec, gen_dir=examples_gen)
+    lines, want = [], []
+    for add in (False, True):
+        inputs = _inputs(5, 40, True)
+        attrs = {"additional_output": add, "epsilon": 1e-5}
+        dev = device_dtypes(spec, inputs, {})
+        outs = call_outputs(spec, inputs, attrs, {}, dev)
+        assert outs["x"] == ("float32", (5, 40)), outs   # passed though unwritten when add is false
+        toks = encode_call(m, inputs, call_attrs(spec, inputs, attrs), outs,
+                           {n: v.long_name for n, v in dev.items()}).split(" ")
+        lines.append(" ".join(toks))
+        want.append((0, "", 1))
+        toks[k] = "null"
+        lines.append(" ".join(toks))
+        want.append((161001, "Expected a proper Tensor but got null for argument xOut.", 0))
+    got = [(c, msg, n) for c, msg, n, _ in run_runner(runner, lines, launches=True)]
+    assert got == want
+    pkg = examples_gen / "add_layer_norm"
+    api = (pkg / "op_host" / "op_api" / "aclnn_add_layer_norm.cpp").read_text()
+    assert re.search(r"if \(p\.additionalOutput\) \{\s+CHECK_RET\(result\.x != nullptr", api), "copy-back of x"
+    assert re.search(r'Output\("x"\)\s+\.ParamType\(REQUIRED\)', (pkg / "op_host" / "add_layer_norm_def.cpp")
+                     .read_text())

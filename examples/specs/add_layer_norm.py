@@ -3,8 +3,8 @@ mean = E[x], rstd = 1 / sqrt(E[(x - mean)^2] + epsilon), y = (x - mean) * rstd *
 statistics mean and rstd ([*Bd, 1]) and, when additional_output is true, the sum x. CANN's interface: x1, x2,
 gamma, beta, biasOptional ([H] like gamma, or x1's shape), epsilon, additionalOutput (false by default: xOut is not
 written), yOut, meanOut, rstdOut, xOut (ops-nn norm/add_layer_norm). Not here: CANN's mixed dtype rows (fp16 / bf16
-x1 or x2 beside fp32 gamma and beta); CANN declares x a required output, opgen's OpDef an optional one (written
-only under additional_output).
+x1 or x2 beside fp32 gamma and beta). As in CANN, x is a REQUIRED output (the caller always passes xOut) that the
+kernel writes only under additional_output (param_type="REQUIRED" on an optional=True output).
 
 One kernel class per value of additional_output and form of bias: the [H] class serves both presences of bias (the
 statements that do not depend on it are printed once, only the bias add sits under its guard; docs/design.md
@@ -30,7 +30,8 @@ spec.attr("additional_output", bool, False, choices=(False, True), static=True, 
 spec.output("y", T, [Bd, H])
 spec.output("mean", f32, [Bd, 1])
 spec.output("rstd", f32, [Bd, 1])
-spec.output("x", T, [Bd, H], optional=True, doc="x1 + x2 (+ bias), written when additional_output is true")
+spec.output("x", T, [Bd, H], optional=True, param_type="REQUIRED",
+            doc="x1 + x2 (+ bias), written when additional_output is true")
 spec.dtypes((T,), [(f32,), (f16,), (bf16,)])
 spec.package("ops-nn", "norm")
 

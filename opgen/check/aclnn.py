@@ -340,9 +340,10 @@ def _typed(a, v):
 
 def call_outputs(spec, inputs: dict, attrs: dict, dtypes: dict, dev: dict, bound=False) -> dict:
     """{output name: (dtype long name, shape)} the caller allocates: from the interpreter's binding when the
-    inputs validate (only the outputs the specialisation produces), else a best effort (dtypes of `dev`,
-    shapes from the inputs that unify and the dims dimension-bound attributes give, as the validation binds them)
-    so that the aclnn layer reports the input's own fault. bound: the
+    inputs validate (the outputs the specialisation produces, and those the OpDef declares REQUIRED though the
+    body leaves them unwritten: OutputDecl.opdef_optional), else a best effort (dtypes of `dev`, shapes from the
+    inputs that unify and the dims dimension-bound attributes give, as the validation binds them) so that the
+    aclnn layer reports the input's own fault. bound: the
     caller's spec.bind(inputs, attrs, dtypes) (None when it raised), so that large inputs are converted once;
     False (default): bind here. Attribute values may be CLI text (`reduction="1"`): a form_by output's shape is
     picked by the parsed value, so an empty call's out is [] for reduction=1, not a fallback [1]."""
@@ -355,7 +356,7 @@ def call_outputs(spec, inputs: dict, attrs: dict, dtypes: dict, dev: dict, bound
         produced = {n for n, _ in spec.graph(bound.key).outputs}
         out = {}
         for o in spec.outputs:
-            if o.name not in produced:
+            if o.name not in produced and o.opdef_optional:   # an OpDef-REQUIRED one is passed though unwritten
                 continue
             dt = bound.dtypes[o.dtype.name] if isinstance(o.dtype, DTypeVar) else o.dtype
             shape = np.shape(inputs[o.like]) if o.like else eval_shape(
@@ -400,7 +401,7 @@ def call_outputs(spec, inputs: dict, attrs: dict, dtypes: dict, dev: dict, bound
             pass
     out = {}
     for o in spec.outputs:
-        if o.optional:
+        if o.opdef_optional:
             continue
         dt = var_dt.get(o.dtype.name, DType.f32) if isinstance(o.dtype, DTypeVar) else o.dtype
         try:

@@ -36,7 +36,7 @@ import textwrap
 from dataclasses import dataclass, field
 
 from opgen.codegen.env import render
-from opgen.codegen.logic import cpp_condition, failing_cubes, true_cubes
+from opgen.codegen.logic import cpp_condition, failing_cubes, true_cubes, written_cubes
 from opgen.codegen.model import SOC_ENUM, OpModel, attr_cpp_type, attr_kernel_type, cpp_literal
 from opgen.dsl.aclnn import INT_CTYPES, SCALAR_CTYPE, SCALAR_READ, dims_of
 from opgen.dsl.keys import LIST_INT
@@ -851,10 +851,34 @@ class AclnnPlan:
                          "value": f"static_cast<float>(p.{p.cpp})" if p.decl.type is float else f"p.{p.cpp}"}
                         for p in m.attrs]
         kernel_outs = []
+        types = {a.name: a.type for a in self.spec.attrs}
+
+        def attr_value(prefix):
+            def expr(n):   # an attribute the API does not take (m.fixed_attrs) is its fixed value
+                return cpp_literal(m.fixed_attrs[n], types[n]) if n in m.fixed_attrs else f"{prefix}{m.param(n).cpp}"
+            return expr
+
         for p in m.outputs:
             a = self._api(p.name)
+            written = written_cubes(self.spec, p.name) if p.decl.optional else None
+            # copy_if: when the aclnn layer copies the kernel's tensor into the caller's (None: always); l0_null:
+            # when the L0 wrapper passes no device tensor (None: never). An output the body may leave unwritten is
+            # copied back only where the kernel writes it (the condition over the call's static attributes and
+            # optional inputs, written_cubes), so a caller's tensor is never overwritten with what the kernel left
+            # alone; its device tensor is not allocated there unless the OpDef declares it REQUIRED.
+            copy_if = [f"p.{p.cpp} != nullptr"] if a.optional else []
+            l0_null = [f"{p.cpp} == nullptr"] if a.optional else []
+            written = written_cubes(self.spec, p.name) if p.decl.optional else None
+            if written is not None:
+                copy_if.append(cpp_condition(*written, attr_value("p."), lambda n: f"p.{m.param(n).cpp}", types.get))
+                if p.optional:
+                    l0_null.append("!(" + cpp_condition(*written, attr_value(""), lambda n: m.param(n).cpp,
+                                                        types.get) + ")")
+            wrap = (lambda c: c if len(c) == 1 else [f"({x})" if " " in x and not x.startswith("!(") else x
+                                                     for x in c])
             o = {"cpp": p.cpp, "name": p.name, "field": c_ident(p.name), "optional": a.optional,
-                 "local": f"{p.cpp}Kernel", "scratch": None}
+                 "local": f"{p.cpp}Kernel", "scratch": None,
+                 "copy_if": " && ".join(wrap(copy_if)) or None, "l0_null": " || ".join(wrap(l0_null)) or None}
             if a.scratch:
                 shape = (f"ShapeOf(p.{m.param(p.decl.like).cpp})" if p.decl.like else self._splice(p.decl.shape)[0])
                 o["scratch"] = {"shape": shape, "dtype": self._dtype_expr(a, p.decl.dtype)}

@@ -121,7 +121,7 @@ def docs_context(spec) -> dict:
     shapes = [{"name": i.name, "kind": ("optional " if i.optional else "") + ("host array" if i.host else "input"),
                "shape": _md(i.shape_text()), "dtype": _md(_dtype_text(spec, i.dtype))}
               for i in spec.inputs]
-    shapes += [{"name": o.name, "kind": ("optional " if o.optional else "") + "output",
+    shapes += [{"name": o.name, "kind": ("optional " if o.opdef_optional else "") + "output",
                 "shape": _md(o.shape_text()),
                 "dtype": _md(_dtype_text(spec, o.dtype))} for o in spec.outputs]
     # what the aclnn layer null-checks, by the public names a caller passes (161001)

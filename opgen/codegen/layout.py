@@ -135,7 +135,7 @@ def binary_entries(spec) -> list[dict]:
                         "paramType": "optional" if i.optional else "required", "shape": [-2]}
                        for k, i in enumerate(spec.inputs)],
             "outputs": [{"name": o.name, "index": k, "dtype": dtype_of(o.dtype, row), "format": "ND",
-                         "paramType": "optional" if o.optional else "required", "shape": [-2]}
+                         "paramType": "optional" if o.opdef_optional else "required", "shape": [-2]}
                         for k, o in enumerate(spec.outputs)],
         }
         if spec.attrs:

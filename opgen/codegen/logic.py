@@ -232,3 +232,68 @@ def true_cubes(spec, fn, what: str) -> tuple[list[Var], list[dict]]:
     """For a predicate `fn(attrs, present) -> bool`: (variables, cubes where it is true)."""
     variables, table = truth_table(spec, fn, what)
     return variables, cover(variables, [c for c, r in table.items() if r])
+
+
+def written_cubes(spec, output: str) -> tuple[list[Var], list[dict]] | None:
+    """Where the body returns `output`: (variables, cubes over the static attributes and the optional inputs'
+    presence) covering the specialisations whose traced graph has it, or None when every specialisation does
+    (a required output, or an optional one no specialisation leaves out). The rows are the specialisations of
+    spec.keys(), so a combination no key has (a failing static check) is never a row.
+
+    Whether an output is written may depend only on what the host knows before the launch (README "Optional
+    outputs"): raises SpecError when two keys differing only in shape forms disagree (a form is picked from the
+    shapes inside the TilingFunc, which the aclnn layer does not repeat)."""
+    opts = [i for i in spec.inputs if i.optional]
+    variables = ([Var("attr", a.name, tuple(a.choices)) for a in spec.static_attrs]
+                 + [Var("present", i.name, (True, False)) for i in opts])
+    seen: dict = {}
+    for key in spec.keys():
+        row = tuple(key.static) + tuple(key.present)
+        has = any(n == output for n, _ in spec.graph(key).outputs)
+        if seen.setdefault(row, has) != has:
+            raise SpecError(f"{spec.file}: whether output {output!r} is written depends on an input's shape form "
+                            f"({spec.key_text(key)}); it may depend only on static attributes and the presence of "
+                            f"optional inputs")
+    if all(seen.values()):
+        return None
+    return variables, expand_cover(variables, [r for r, has in seen.items() if has],
+                                   [r for r, has in seen.items() if not has])
+
+
+def expand_cover(variables: list[Var], on: list[tuple], off: list[tuple]) -> list[dict]:
+    """Cubes {variable index: frozenset of values} true on every row of `on` and on no row of `off`; a row in
+    neither (a combination no specialisation has) is a don't-care, so the cubes may take it. Each `on` row is
+    widened one variable at a time, in order, to the variable's whole domain while the cube takes no `off` row;
+    cubes another contains are dropped (the expand and irredundant steps of two-level minimisation, greedy).
+    Deterministic: the result depends only on the order of the rows and variables."""
+    def takes(cube, row):
+        return all(v in s for v, s in zip(row, cube))
+
+    cubes: list = []
+    order = [k for k, v in enumerate(variables) if v.kind == "present"] + \
+        [k for k, v in enumerate(variables) if v.kind != "present"]   # presence first: the attributes stay named
+    for r in on:
+        cube = [frozenset([v]) for v in r]
+        for k in order:
+            trial = cube[:k] + [frozenset(variables[k].domain)] + cube[k + 1:]
+            if not any(takes(trial, o) for o in off):
+                cube = trial
+        if tuple(cube) not in cubes:
+            cubes.append(tuple(cube))
+    merged = True
+    while merged:   # two cubes differing in one variable are their union (normType 1 or 2)
+        merged = False
+        for i, a in enumerate(cubes):
+            for j in range(i + 1, len(cubes)):
+                b = cubes[j]
+                diff = [k for k in range(len(a)) if a[k] != b[k]]
+                if len(diff) == 1:
+                    k = diff[0]
+                    cubes[i] = a[:k] + (a[k] | b[k],) + a[k + 1:]
+                    del cubes[j]
+                    merged = True
+                    break
+            if merged:
+                break
+    kept = [c for c in cubes if not any(d != c and all(a <= b for a, b in zip(c, d)) for d in cubes)]
+    return [{k: s for k, s in enumerate(c) if set(s) != set(variables[k].domain)} for c in kept]

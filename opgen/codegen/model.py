@@ -65,8 +65,9 @@ class ParamInfo:
 
     @property
     def optional(self) -> bool:
-        """Whether the parameter may be absent (optional input or output)."""
-        return getattr(self.decl, "optional", False)
+        """Whether the parameter may be absent: an optional input, or an output the OpDef declares OPTIONAL
+        (OutputDecl.opdef_optional; an output the body may leave unwritten can still be REQUIRED)."""
+        return getattr(self.decl, "opdef_optional", getattr(self.decl, "optional", False))
 
 
 @dataclass

@@ -51,7 +51,7 @@ def proto_context(spec) -> dict:
     for o in spec.outputs:
         shape = o.shape_text() if o.like else f"shape {o.shape_text()}"
         outs.append({"macro": "OUTPUT", "name": o.name, "types": tensor_types(spec, o.dtype), "kind": "output",
-                     "doc": _comment(f"{o.name}: {'optional ' if o.optional else ''}output, {shape}"
+                     "doc": _comment(f"{o.name}: {'optional ' if o.opdef_optional else ''}output, {shape}"
                                      f"{'. ' + o.doc if o.doc else ''}")})
     attrs = []
     for a in spec.attrs:

@@ -225,7 +225,7 @@ def _first_desc(spec, var):
     chain = [f"context->GetOptionalInputDesc({idx})" for idx, i in enumerate(spec.inputs)
              if i.optional and isinstance(i.dtype, DTypeVar) and i.dtype.name == var]
     outs = [f"context->GetOutputDesc({idx})" for idx, o in enumerate(spec.outputs)
-            if not o.optional and isinstance(o.dtype, DTypeVar) and o.dtype.name == var]
+            if not o.opdef_optional and isinstance(o.dtype, DTypeVar) and o.dtype.name == var]
     if not chain and not outs:
         raise SpecError(f"{spec.file}: dtype variable {var} has no tensor to read it from")
     # no required tensor: all optional ones absent leaves the variable free (any row matches)

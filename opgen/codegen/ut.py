@@ -87,7 +87,8 @@ def _float_literal(v: float) -> str:
 @dataclasses.dataclass
 class UtCase:
     """The example call as the UTs need it: dtype row index (1-based), dtypes, attrs, input arrays (None: absent),
-    output shapes (None: not produced by this specialisation), env, the shape forms (SpecKey.forms)."""
+    outputs: {name: (shape or None, made)} (made: the caller passes a tensor for it), env, the shape forms
+    (SpecKey.forms)."""
 
     row: int
     dtypes: dict
@@ -120,10 +121,9 @@ def ut_cases(spec) -> list[UtCase]:
                 outputs[o.name] = None if src is None else tuple(np.shape(src))
             else:
                 outputs[o.name] = tuple(eval_shape(o.shape_for(spec.static_values(bound.key)), bound.env))
-            if o.name not in produced:
-                outputs[o.name] = (outputs[o.name], False)
-            else:
-                outputs[o.name] = (outputs[o.name], True)
+            # made: the caller passes a tensor (the body writes it, or the OpDef declares it REQUIRED though this
+            # specialisation leaves it unwritten: OutputDecl.opdef_optional)
+            outputs[o.name] = (outputs[o.name], o.name in produced or not o.opdef_optional)
         out.append(UtCase(r, dtypes, bound.attrs, inputs, outputs, bound.env, tuple(bound.key.forms)))
     return out
 

@@ -216,6 +216,15 @@ class OutputDecl:
     form_by: str | None = None
     shapes: list | None = None
     choices: tuple = ()
+    param_type: str | None = None
+
+    @property
+    def opdef_optional(self) -> bool:
+        """Whether the OpDef declares the output OPTIONAL (the caller may pass no tensor for it). `optional` says
+        whether the body may leave it unwritten; `param_type="REQUIRED"` keeps such an output REQUIRED in the OpDef
+        and the aclnn API (CANN's AddLayerNorm x: always passed, written only when additional_output is true;
+        docs/dsl.md "Outputs")."""
+        return self.optional if self.param_type is None else self.param_type == "OPTIONAL"
 
     def shape_text(self) -> str:
         """The declared shape in words (`the shape of x` for like=; one per choice when an attribute picks it)."""
@@ -615,12 +624,24 @@ class OpSpec:
                              'write e.g. when=lambda a, pr: a["norm_type"] == 2', arg="when")
         self.inputs.append(InputDecl(name, dtype, shapes, optional, host, doc, loc, when))
 
-    def output(self, name, dtype, shape=None, *, like=None, optional=False, doc="", form_by=None) -> None:
+    def output(self, name, dtype, shape=None, *, like=None, optional=False, doc="", form_by=None,
+               param_type=None) -> None:
         """Declare an output with a shape, or `like=` an input whose (chosen form of the) shape it takes, or, with
-        `form_by` (a static attribute declared before), a dict from each of its choices to the shape."""
+        `form_by` (a static attribute declared before), a dict from each of its choices to the shape.
+        optional: the body may leave it unwritten (it returns it only in some specialisations). param_type: how
+        the OpDef and the aclnn API declare it, "REQUIRED" or "OPTIONAL" (default: OPTIONAL when optional, else
+        REQUIRED); "REQUIRED" with optional=True is an output the caller always passes and the kernel writes only
+        where the body returns it (docs/dsl.md "Outputs"). Raises SpecError."""
         loc = _loc()
         self._check_param_name(name, loc, "output")
         self._check_dtype(dtype, loc)
+        if param_type is not None and param_type not in ("REQUIRED", "OPTIONAL"):
+            raise spec_error(loc, f"output {name}: param_type={param_type!r} is not an OpDef parameter type",
+                             'give param_type="REQUIRED" or "OPTIONAL"', arg="param_type")
+        if param_type == "OPTIONAL" and not optional:
+            raise spec_error(loc, f"output {name}: param_type=\"OPTIONAL\" needs optional=True (the body returns "
+                             f"a required output in every specialisation, so no caller may leave it out)",
+                             'declare it optional=True, or drop param_type=', arg="param_type")
         if form_by is not None and like is not None:
             raise spec_error(loc, f"output {name}: give form_by= with shapes, or like=, not both",
                              "drop like= and give a shape per value of the attribute", arg="like")
@@ -629,7 +650,7 @@ class OpSpec:
             for s in by_shapes:
                 self._check_shape(s, loc, f"output {name}", form_by)
             self.outputs.append(OutputDecl(name, dtype, None, None, optional, doc, loc, form_by,
-                                           [_norm_shape(s) for s in by_shapes], choices))
+                                           [_norm_shape(s) for s in by_shapes], choices, param_type))
             return
         if (shape is None) == (like is None):
             raise spec_error(loc, f"output {name}: give exactly one of shape= or like=",
@@ -647,7 +668,7 @@ class OpSpec:
             shape = tuple(shape)
             self._check_shape(shape, loc, f"output {name}")
             shape = _norm_shape(shape)
-        self.outputs.append(OutputDecl(name, dtype, shape, like, optional, doc, loc))
+        self.outputs.append(OutputDecl(name, dtype, shape, like, optional, doc, loc, param_type=param_type))
 
     def attr(self, name, type_, default=None, *, choices=None, static=False, dim=None, required=False, doc="",
              attr_type=None, gt=None, ge=None, lt=None, le=None):

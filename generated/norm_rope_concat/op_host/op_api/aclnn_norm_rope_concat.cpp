@@ -1677,44 +1677,48 @@ aclnnStatus aclnnNormRopeConcatGetWorkspaceSize(
         const aclTensor* copied = l0op::ViewCopy(result.value_output, p.valueOutput, uniqueExecutor.get());
         CHECK_RET(copied != nullptr, ACLNN_ERR_INNER_NULLPTR);
     }
-    if (p.normQueryMean != nullptr) {
+    if ((p.normQueryMean != nullptr) && ((p.normType == 1 || p.normType == 2) && p.isTraining)) {
         CHECK_RET(result.norm_query_mean != nullptr, ACLNN_ERR_INNER_NULLPTR);
         const aclTensor* copied = l0op::ViewCopy(result.norm_query_mean, p.normQueryMean, uniqueExecutor.get());
         CHECK_RET(copied != nullptr, ACLNN_ERR_INNER_NULLPTR);
     }
-    if (p.normQueryRstd != nullptr) {
+    if ((p.normQueryRstd != nullptr) && ((p.normType == 1 || p.normType == 2) && p.isTraining)) {
         CHECK_RET(result.norm_query_rstd != nullptr, ACLNN_ERR_INNER_NULLPTR);
         const aclTensor* copied = l0op::ViewCopy(result.norm_query_rstd, p.normQueryRstd, uniqueExecutor.get());
         CHECK_RET(copied != nullptr, ACLNN_ERR_INNER_NULLPTR);
     }
-    if (p.normKeyMean != nullptr) {
+    if ((p.normKeyMean != nullptr) && ((p.normType == 1 || p.normType == 2) && p.isTraining)) {
         CHECK_RET(result.norm_key_mean != nullptr, ACLNN_ERR_INNER_NULLPTR);
         const aclTensor* copied = l0op::ViewCopy(result.norm_key_mean, p.normKeyMean, uniqueExecutor.get());
         CHECK_RET(copied != nullptr, ACLNN_ERR_INNER_NULLPTR);
     }
-    if (p.normKeyRstd != nullptr) {
+    if ((p.normKeyRstd != nullptr) && ((p.normType == 1 || p.normType == 2) && p.isTraining)) {
         CHECK_RET(result.norm_key_rstd != nullptr, ACLNN_ERR_INNER_NULLPTR);
         const aclTensor* copied = l0op::ViewCopy(result.norm_key_rstd, p.normKeyRstd, uniqueExecutor.get());
         CHECK_RET(copied != nullptr, ACLNN_ERR_INNER_NULLPTR);
     }
-    if (p.normAddedQueryMean != nullptr) {
+    if ((p.normAddedQueryMean != nullptr) && ((p.normAddedType == 1 && p.isTraining && p.encoderQuery != nullptr) ||
+                                              (p.isTraining && p.normAddedQueryBias != nullptr))) {
         CHECK_RET(result.norm_added_query_mean != nullptr, ACLNN_ERR_INNER_NULLPTR);
         const aclTensor* copied =
             l0op::ViewCopy(result.norm_added_query_mean, p.normAddedQueryMean, uniqueExecutor.get());
         CHECK_RET(copied != nullptr, ACLNN_ERR_INNER_NULLPTR);
     }
-    if (p.normAddedQueryRstd != nullptr) {
+    if ((p.normAddedQueryRstd != nullptr) && ((p.normAddedType == 1 && p.isTraining && p.encoderQuery != nullptr) ||
+                                              (p.isTraining && p.normAddedQueryBias != nullptr))) {
         CHECK_RET(result.norm_added_query_rstd != nullptr, ACLNN_ERR_INNER_NULLPTR);
         const aclTensor* copied =
             l0op::ViewCopy(result.norm_added_query_rstd, p.normAddedQueryRstd, uniqueExecutor.get());
         CHECK_RET(copied != nullptr, ACLNN_ERR_INNER_NULLPTR);
     }
-    if (p.normAddedKeyMean != nullptr) {
+    if ((p.normAddedKeyMean != nullptr) && ((p.normAddedType == 1 && p.isTraining && p.encoderValue != nullptr) ||
+                                            (p.isTraining && p.normAddedKeyBias != nullptr))) {
         CHECK_RET(result.norm_added_key_mean != nullptr, ACLNN_ERR_INNER_NULLPTR);
         const aclTensor* copied = l0op::ViewCopy(result.norm_added_key_mean, p.normAddedKeyMean, uniqueExecutor.get());
         CHECK_RET(copied != nullptr, ACLNN_ERR_INNER_NULLPTR);
     }
-    if (p.normAddedKeyRstd != nullptr) {
+    if ((p.normAddedKeyRstd != nullptr) && ((p.normAddedType == 1 && p.isTraining && p.encoderValue != nullptr) ||
+                                            (p.isTraining && p.normAddedKeyBias != nullptr))) {
         CHECK_RET(result.norm_added_key_rstd != nullptr, ACLNN_ERR_INNER_NULLPTR);
         const aclTensor* copied = l0op::ViewCopy(result.norm_added_key_rstd, p.normAddedKeyRstd, uniqueExecutor.get());
         CHECK_RET(copied != nullptr, ACLNN_ERR_INNER_NULLPTR);

@@ -37,37 +37,45 @@ NormRopeConcatResult NormRopeConcat(
     aclTensor* valueOutputKernel =
         executor->AllocTensor(valueOutput->GetViewShape(), valueOutput->GetDataType(), op::Format::FORMAT_ND);
     aclTensor* normQueryMeanKernel =
-        normQueryMean == nullptr
+        (normQueryMean == nullptr) || !((normType == 1 || normType == 2) && isTraining)
             ? nullptr
             : executor->AllocTensor(normQueryMean->GetViewShape(), normQueryMean->GetDataType(), op::Format::FORMAT_ND);
     aclTensor* normQueryRstdKernel =
-        normQueryRstd == nullptr
+        (normQueryRstd == nullptr) || !((normType == 1 || normType == 2) && isTraining)
             ? nullptr
             : executor->AllocTensor(normQueryRstd->GetViewShape(), normQueryRstd->GetDataType(), op::Format::FORMAT_ND);
     aclTensor* normKeyMeanKernel =
-        normKeyMean == nullptr
+        (normKeyMean == nullptr) || !((normType == 1 || normType == 2) && isTraining)
             ? nullptr
             : executor->AllocTensor(normKeyMean->GetViewShape(), normKeyMean->GetDataType(), op::Format::FORMAT_ND);
     aclTensor* normKeyRstdKernel =
-        normKeyRstd == nullptr
+        (normKeyRstd == nullptr) || !((normType == 1 || normType == 2) && isTraining)
             ? nullptr
             : executor->AllocTensor(normKeyRstd->GetViewShape(), normKeyRstd->GetDataType(), op::Format::FORMAT_ND);
     aclTensor* normAddedQueryMeanKernel =
-        normAddedQueryMean == nullptr ? nullptr
-                                      : executor->AllocTensor(normAddedQueryMean->GetViewShape(),
-                                                              normAddedQueryMean->GetDataType(), op::Format::FORMAT_ND);
+        (normAddedQueryMean == nullptr) || !((normAddedType == 1 && isTraining && encoderQuery != nullptr) ||
+                                             (isTraining && normAddedQueryBias != nullptr))
+            ? nullptr
+            : executor->AllocTensor(normAddedQueryMean->GetViewShape(), normAddedQueryMean->GetDataType(),
+                                    op::Format::FORMAT_ND);
     aclTensor* normAddedQueryRstdKernel =
-        normAddedQueryRstd == nullptr ? nullptr
-                                      : executor->AllocTensor(normAddedQueryRstd->GetViewShape(),
-                                                              normAddedQueryRstd->GetDataType(), op::Format::FORMAT_ND);
+        (normAddedQueryRstd == nullptr) || !((normAddedType == 1 && isTraining && encoderQuery != nullptr) ||
+                                             (isTraining && normAddedQueryBias != nullptr))
+            ? nullptr
+            : executor->AllocTensor(normAddedQueryRstd->GetViewShape(), normAddedQueryRstd->GetDataType(),
+                                    op::Format::FORMAT_ND);
     aclTensor* normAddedKeyMeanKernel =
-        normAddedKeyMean == nullptr ? nullptr
-                                    : executor->AllocTensor(normAddedKeyMean->GetViewShape(),
-                                                            normAddedKeyMean->GetDataType(), op::Format::FORMAT_ND);
+        (normAddedKeyMean == nullptr) || !((normAddedType == 1 && isTraining && encoderValue != nullptr) ||
+                                           (isTraining && normAddedKeyBias != nullptr))
+            ? nullptr
+            : executor->AllocTensor(normAddedKeyMean->GetViewShape(), normAddedKeyMean->GetDataType(),
+                                    op::Format::FORMAT_ND);
     aclTensor* normAddedKeyRstdKernel =
-        normAddedKeyRstd == nullptr ? nullptr
-                                    : executor->AllocTensor(normAddedKeyRstd->GetViewShape(),
-                                                            normAddedKeyRstd->GetDataType(), op::Format::FORMAT_ND);
+        (normAddedKeyRstd == nullptr) || !((normAddedType == 1 && isTraining && encoderValue != nullptr) ||
+                                           (isTraining && normAddedKeyBias != nullptr))
+            ? nullptr
+            : executor->AllocTensor(normAddedKeyRstd->GetViewShape(), normAddedKeyRstd->GetDataType(),
+                                    op::Format::FORMAT_ND);
     NormRopeConcatResult result;
     auto ret = ADD_TO_LAUNCHER_LIST_AICORE(
         NormRopeConcat,

@@ -2108,63 +2108,63 @@ aclnnStatus aclnnNormRopeConcatBackwardGetWorkspaceSize(
         const aclTensor* copied = l0op::ViewCopy(result.grad_value, p.gradValue, uniqueExecutor.get());
         CHECK_RET(copied != nullptr, ACLNN_ERR_INNER_NULLPTR);
     }
-    if (p.gradEncoderQuery != nullptr) {
+    if ((p.gradEncoderQuery != nullptr) && ((p.encoderQuery != nullptr) || (p.normAddedQueryRstd != nullptr))) {
         CHECK_RET(result.grad_encoder_query != nullptr, ACLNN_ERR_INNER_NULLPTR);
         const aclTensor* copied = l0op::ViewCopy(result.grad_encoder_query, p.gradEncoderQuery, uniqueExecutor.get());
         CHECK_RET(copied != nullptr, ACLNN_ERR_INNER_NULLPTR);
     }
-    if (p.gradEncoderKey != nullptr) {
+    if ((p.gradEncoderKey != nullptr) && ((p.encoderKey != nullptr) || (p.normAddedKeyRstd != nullptr))) {
         CHECK_RET(result.grad_encoder_key != nullptr, ACLNN_ERR_INNER_NULLPTR);
         const aclTensor* copied = l0op::ViewCopy(result.grad_encoder_key, p.gradEncoderKey, uniqueExecutor.get());
         CHECK_RET(copied != nullptr, ACLNN_ERR_INNER_NULLPTR);
     }
-    if (p.gradEncoderValue != nullptr) {
+    if ((p.gradEncoderValue != nullptr) && ((p.encoderKey != nullptr) || (p.normAddedKeyRstd != nullptr))) {
         CHECK_RET(result.grad_encoder_value != nullptr, ACLNN_ERR_INNER_NULLPTR);
         const aclTensor* copied = l0op::ViewCopy(result.grad_encoder_value, p.gradEncoderValue, uniqueExecutor.get());
         CHECK_RET(copied != nullptr, ACLNN_ERR_INNER_NULLPTR);
     }
-    if (p.gradNormQueryWeight != nullptr) {
+    if ((p.gradNormQueryWeight != nullptr) && (p.normType == 2)) {
         CHECK_RET(result.grad_norm_query_weight != nullptr, ACLNN_ERR_INNER_NULLPTR);
         const aclTensor* copied =
             l0op::ViewCopy(result.grad_norm_query_weight, p.gradNormQueryWeight, uniqueExecutor.get());
         CHECK_RET(copied != nullptr, ACLNN_ERR_INNER_NULLPTR);
     }
-    if (p.gradNormQueryBias != nullptr) {
+    if ((p.gradNormQueryBias != nullptr) && (p.normType == 2)) {
         CHECK_RET(result.grad_norm_query_bias != nullptr, ACLNN_ERR_INNER_NULLPTR);
         const aclTensor* copied =
             l0op::ViewCopy(result.grad_norm_query_bias, p.gradNormQueryBias, uniqueExecutor.get());
         CHECK_RET(copied != nullptr, ACLNN_ERR_INNER_NULLPTR);
     }
-    if (p.gradNormKeyWeight != nullptr) {
+    if ((p.gradNormKeyWeight != nullptr) && (p.normType == 2)) {
         CHECK_RET(result.grad_norm_key_weight != nullptr, ACLNN_ERR_INNER_NULLPTR);
         const aclTensor* copied =
             l0op::ViewCopy(result.grad_norm_key_weight, p.gradNormKeyWeight, uniqueExecutor.get());
         CHECK_RET(copied != nullptr, ACLNN_ERR_INNER_NULLPTR);
     }
-    if (p.gradNormKeyBias != nullptr) {
+    if ((p.gradNormKeyBias != nullptr) && (p.normType == 2)) {
         CHECK_RET(result.grad_norm_key_bias != nullptr, ACLNN_ERR_INNER_NULLPTR);
         const aclTensor* copied = l0op::ViewCopy(result.grad_norm_key_bias, p.gradNormKeyBias, uniqueExecutor.get());
         CHECK_RET(copied != nullptr, ACLNN_ERR_INNER_NULLPTR);
     }
-    if (p.gradNormAddedQueryWeight != nullptr) {
+    if ((p.gradNormAddedQueryWeight != nullptr) && (p.normAddedType == 2)) {
         CHECK_RET(result.grad_norm_added_query_weight != nullptr, ACLNN_ERR_INNER_NULLPTR);
         const aclTensor* copied =
             l0op::ViewCopy(result.grad_norm_added_query_weight, p.gradNormAddedQueryWeight, uniqueExecutor.get());
         CHECK_RET(copied != nullptr, ACLNN_ERR_INNER_NULLPTR);
     }
-    if (p.gradNormAddedQueryBias != nullptr) {
+    if ((p.gradNormAddedQueryBias != nullptr) && (p.normAddedType == 2)) {
         CHECK_RET(result.grad_norm_added_query_bias != nullptr, ACLNN_ERR_INNER_NULLPTR);
         const aclTensor* copied =
             l0op::ViewCopy(result.grad_norm_added_query_bias, p.gradNormAddedQueryBias, uniqueExecutor.get());
         CHECK_RET(copied != nullptr, ACLNN_ERR_INNER_NULLPTR);
     }
-    if (p.gradNormAddedKeyWeight != nullptr) {
+    if ((p.gradNormAddedKeyWeight != nullptr) && (p.normAddedType == 2)) {
         CHECK_RET(result.grad_norm_added_key_weight != nullptr, ACLNN_ERR_INNER_NULLPTR);
         const aclTensor* copied =
             l0op::ViewCopy(result.grad_norm_added_key_weight, p.gradNormAddedKeyWeight, uniqueExecutor.get());
         CHECK_RET(copied != nullptr, ACLNN_ERR_INNER_NULLPTR);
     }
-    if (p.gradNormAddedKeyBias != nullptr) {
+    if ((p.gradNormAddedKeyBias != nullptr) && (p.normAddedType == 2)) {
         CHECK_RET(result.grad_norm_added_key_bias != nullptr, ACLNN_ERR_INNER_NULLPTR);
         const aclTensor* copied =
             l0op::ViewCopy(result.grad_norm_added_key_bias, p.gradNormAddedKeyBias, uniqueExecutor.get());

@@ -1,0 +1,121 @@
+"""Outputs the body writes in some specialisations only (README "Optional outputs"): where the kernel writes one is
+a condition over the static attributes and the optional inputs' presence (opgen.codegen.logic.written_cubes), and
+the emitted aclnn layer copies the kernel's tensor into the caller's only there; an OpDef-REQUIRED one
+(param_type="REQUIRED", as CANN's AddLayerNorm x) is always passed. The expected conditions are the rules stated
+in the spec texts below, evaluated by hand over every combination."""
+
+from __future__ import annotations
+
+import itertools
+import re
+
+import pytest
+
+from opgen.codegen import emit_aclnn, emit_def
+from opgen.codegen.logic import py_condition, written_cubes
+from opgen.errors import SpecError
+from opgen.registry import load_spec
+
+SPEC = '''"""z is written when mode is "b", or when mode is "a" and w is given; q whenever w is given."""
+from opgen.dsl import A2, OpSpec, f16, f32
+
+spec = OpSpec("WrittenWhen", aclnn="aclnnWrittenWhen", socs=(A2,))
+S, H = spec.dims("S H")
+(T,) = spec.dtype_vars("T")
+
+spec.input("x", T, [S, H])
+spec.input("w", T, [H], optional=True)
+spec.attr("mode", str, "a", choices=("a", "b", "c"), static=True)
+spec.output("y", T, [S, H])
+spec.output("z", T, [S, H], optional=True{z_type})
+spec.output("q", T, [S, H], optional=True)
+spec.dtypes((T,), [(f32,), (f16,)])
+
+
+@spec.body
+def _(b, x, w, mode):
+    out = {{"y": x * 2.0}}
+    if mode == "b" or (mode == "a" and w is not None):
+        out["z"] = x + 1.0
+    if w is not None:
+        out["q"] = x * w
+    return out
+'''
+
+
+def _spec(tmp_path, z_type=""):
+    path = tmp_path / "written_when.py"
+    path.write_text(SPEC.format(z_type=z_type))
+    return load_spec(str(path))
+
+
+def _files(spec) -> dict:
+    """The OpDef and the aclnn / L0 files of `spec` (unformatted: the checks below allow any line breaks)."""
+    return {**emit_def(spec), **emit_aclnn(spec)}
+
+
+def test_the_condition_is_true_exactly_where_the_body_writes(tmp_path):
+    spec = _spec(tmp_path)
+    assert written_cubes(spec, "y") is None   # every specialisation writes it
+    rules = {"z": lambda mode, w: mode == "b" or (mode == "a" and w), "q": lambda mode, w: w}
+    for name, rule in rules.items():
+        cond = py_condition(*written_cubes(spec, name), lambda n: n, lambda n: n)
+        for mode, w in itertools.product("abc", (True, False)):
+            got = eval(cond, {}, {"mode": mode, "w": object() if w else None})
+            assert got == rule(mode, w), (name, cond, mode, w)
+
+
+def test_the_aclnn_layer_copies_back_and_allocates_only_where_written(tmp_path):
+    """z OPTIONAL (the default for optional=True): copied back only when the caller passed it and the kernel
+    writes it; the L0 wrapper allocates no device tensor elsewhere. With param_type="REQUIRED" the OpDef says
+    REQUIRED, a null zOut is refused and the device tensor is always allocated, the copy-back still guarded."""
+    files = _files(_spec(tmp_path))
+    api = files["op_host/op_api/aclnn_written_when.cpp"]
+    l0 = files["op_host/op_api/written_when.cpp"]
+    copy = re.search(r"if \((.*)\) \{\s+CHECK_RET\(result\.z != nullptr", api).group(1)
+    assert "p.zOut != nullptr" in copy and 'std::strcmp(p.mode, "b") == 0' in copy and \
+        "p.wOptional != nullptr" in copy, copy
+    alloc = re.search(r"zOutKernel =\s+(.*?)\s+\? nullptr", l0, re.S).group(1)
+    assert alloc.startswith("(zOut == nullptr) || !(") and 'std::strcmp(mode, "b") == 0' in alloc, alloc
+    assert re.search(r'Output\("z"\)\s+\.ParamType\(OPTIONAL\)', files["op_host/written_when_def.cpp"])
+
+    req = _files(_spec(tmp_path, ', param_type="REQUIRED"'))
+    assert re.search(r'Output\("z"\)\s+\.ParamType\(REQUIRED\)', req["op_host/written_when_def.cpp"])
+    api = req["op_host/op_api/aclnn_written_when.cpp"]
+    assert "OP_CHECK_NULL(zOut, return ACLNN_ERR_PARAM_NULLPTR);" in api
+    copy = re.search(r"if \((.*)\) \{\s+CHECK_RET\(result\.z != nullptr", api).group(1)
+    assert "zOut != nullptr" not in copy and 'std::strcmp(p.mode, "b") == 0' in copy, copy
+    assert re.search(r"zOutKernel = executor->AllocTensor", req["op_host/op_api/written_when.cpp"])
+
+
+@pytest.mark.parametrize("z_type, says", [
+    (', param_type="required"', "param_type='required' is not an OpDef parameter type"),
+])
+def test_a_bad_param_type_is_a_spec_error(tmp_path, z_type, says):
+    with pytest.raises(SpecError) as ei:
+        _spec(tmp_path, z_type)
+    assert says in str(ei.value) and ":12:" in str(ei.value), str(ei.value)
+
+
+def test_optional_param_type_on_a_required_output_is_a_spec_error(tmp_path):
+    path = tmp_path / "req.py"
+    path.write_text(SPEC.format(z_type="").replace('spec.output("y", T, [S, H])',
+                                                   'spec.output("y", T, [S, H], param_type="OPTIONAL")'))
+    with pytest.raises(SpecError) as ei:
+        load_spec(str(path))
+    assert 'output y: param_type="OPTIONAL" needs optional=True' in str(ei.value), str(ei.value)
+
+
+def test_combinations_no_specialisation_has_are_dont_cares():
+    """NormRopeConcat (specs/norm_rope_concat.py): the norm statistics of the query are written in training with a
+    norm (norm_type 1 or 2, is_training). Its static checks tie the optional weights to norm_type, so many
+    combinations of attributes and presences are no specialisation; the condition may take them, and reads as
+    the rule: on every specialisation it agrees with the rule and names no presence."""
+    spec = load_spec("NormRopeConcat")
+    variables, cubes = written_cubes(spec, "norm_query_mean")
+    assert all(variables[k].kind == "attr" for c in cubes for k in c), cubes
+    cond = py_condition(variables, cubes, lambda n: n, lambda n: n)
+    names = [a.name for a in spec.static_attrs]
+    for key in spec.keys():
+        env = dict(zip(names, key.static))
+        assert eval(cond, {}, env) == (env["norm_type"] in (1, 2) and env["is_training"]), (cond, env)
