@@ -875,7 +875,9 @@ def _col_split(s: RowSchedule) -> Func:
     the rows it owns, SyncAll, totals read back), then the final per-row stream and the outputs. A two-pass kernel
     (RowSchedule.acc_body) runs ROW_SPLIT here: its tiling always selects it (opgen.tiling.rowkernel). With
     `s.chunk` the method serves ROW_CHUNK too (strategy 4): the slice is the whole row and the rows this core's
-    (RowStartOf), the program having nothing to exchange."""
+    (RowStartOf), the program having nothing to exchange; its items (a group of a chunk) are then prefetched: row
+    inputs through two-buffer queues resQue_<operand>, the next item's copy issued right after this item's DeQue
+    (`_chunk_in`), outputs double-buffered (docs/design.md "Copy/compute overlap")."""
     if s.acc_body:
         return Func("ColSplit", (), (Call("RowSplit", doc="two passes over the rows: ROW_SPLIT only"),))
     core, g, rs = Sym("core"), Sym("G"), Sym("rowStride_")
@@ -950,8 +952,8 @@ def _chunk_in(s: RowSchedule, g0, c0, lo, hi) -> Scope:
     i + 1 runs on MTE2 while item i computes (docs/design.md "Copy/compute overlap": two buffers, prefetched)."""
     nk, nn = Sym("inK"), Sym("inN")
     out: list = [Let("inG0", g0), Let("inC0", c0),
-                 Let("inK", Select(Constraint("<", Sym("inC0"), Sym("cEnd")), Fn("min", (Sym("G"), sub(hi, Sym("inG0")))),
-                                   Lit(0))),
+                 Let("inK", Select(Constraint("<", Sym("inC0"), Sym("cEnd")),
+                                   Fn("min", (Sym("G"), sub(hi, Sym("inG0")))), Lit(0))),
                  Let("inN", Fn("min", (sub(Sym("cEnd"), Sym("inC0")), Sym("rowStride_"))))]
     for t in s.row_in:
         copy = _substituted(_col_copy_in(t, "t"), {}, {"g0": Sym("inG0"), "k": nk, "c0_": Sym("inC0"), "n_": nn})

@@ -32,7 +32,9 @@ more for the outputs: the row inputs are read at most (levels + 1) times (docs/d
 
 ROW_CHUNK (strategy 4; for a `chunkable` program: nothing combined across a row's columns or across rows, no
 per-row output): rows split over the cores as in ROW_SPLIT, each row walked in `colsPerPass` column chunks of
-`groupRows` rows (COL_SPLIT's chunk loop over this core's rows and the whole row). Where a row does not fit UB it
+`groupRows` rows (COL_SPLIT's chunk loop over this core's rows and the whole row; for such a program both run with
+two buffers of every row input and output, the next chunk's copy issued before this one's compute, and the row or
+slice cut into the fewest chunks that fit, of even width: `_even_chunks`). Where a row does not fit UB it
 competes with COL_SPLIT by estimated time (`_chunk_or_slice`: the cost model's memory, vector and issue terms,
 docs/reference/kernel_cost.md §2): few rows leave cores idle in ROW_CHUNK, many rows make COL_SPLIT issue every
 instruction once per row on every core. For a `row_resident` program (row reductions, nothing summed over rows)
@@ -143,9 +145,9 @@ def col_batch_rows(p, c: RowCounts, cols, R, ub):
 
 def col_plan(c: RowCounts, cols, bytes_of, batch_rows=None) -> list[Buffer]:
     """COL_SPLIT buffers for `cols` columns per pass: the group's slices scale with groupRows (two buffers of each
-    row input and output for a `chunkable` program, whose ColSplit prefetches the next item; one otherwise). With `batch_rows` (a
-    tiling expression: colBatchRows where COL_SPLIT runs, `col_batch_rows`; 0 for COL_STREAM, which shares the
-    plan) the fp32 row temporaries hold max(batch_rows, 1) rows and RowsSum's scratch 64 fp32 a row of them (slices
+    row input and output for a `chunkable` program, whose ColSplit prefetches the next item: docs/design.md "Rows
+    family", ROW_CHUNK; one otherwise). With `batch_rows` (a tiling expression: colBatchRows where COL_SPLIT runs,
+    `col_batch_rows`; 0 for COL_STREAM, which shares the plan) the fp32 row temporaries hold max(batch_rows, 1) rows and RowsSum's scratch 64 fp32 a row of them (slices
     of 65 to 2040 columns; opgen.kernel.rowsched `_col_buffers`)."""
     if chunkable(c):   # items prefetched through two buffers (opgen.kernel.rowsched `_chunk_in`)
         plan = _by_dtype(c.row_in, bytes_of, 2, "resQue", "TQue<VECIN>", True, cols, "row-input chunks of a group")
