@@ -145,10 +145,11 @@ def col_batch_rows(p, c: RowCounts, cols, R, ub):
 
 def col_plan(c: RowCounts, cols, bytes_of, batch_rows=None) -> list[Buffer]:
     """COL_SPLIT buffers for `cols` columns per pass: the group's slices scale with groupRows (two buffers of each
-    row input and output for a `chunkable` program, whose ColSplit prefetches the next item: docs/design.md "Rows
-    family", ROW_CHUNK; one otherwise). With `batch_rows` (a tiling expression: colBatchRows where COL_SPLIT runs,
-    `col_batch_rows`; 0 for COL_STREAM, which shares the plan) the fp32 row temporaries hold max(batch_rows, 1) rows and RowsSum's scratch 64 fp32 a row of them (slices
-    of 65 to 2040 columns; opgen.kernel.rowsched `_col_buffers`)."""
+    row input and output for a `chunkable` program, whose ColSplit prefetches the next item: docs/design.md "Kernel
+    IR", ROW_CHUNK; one otherwise). With `batch_rows` (a tiling expression: colBatchRows where COL_SPLIT runs,
+    `col_batch_rows`; 0 for COL_STREAM, which shares the plan) the fp32 row temporaries hold max(batch_rows, 1)
+    rows and RowsSum's scratch 64 fp32 a row of them (slices of 65 to 2040 columns; opgen.kernel.rowsched
+    `_col_buffers`)."""
     if chunkable(c):   # items prefetched through two buffers (opgen.kernel.rowsched `_chunk_in`)
         plan = _by_dtype(c.row_in, bytes_of, 2, "resQue", "TQue<VECIN>", True, cols, "row-input chunks of a group")
     else:
