@@ -451,7 +451,9 @@ def test_a_strided_view_copies_runs_of_rows():
     assert x.view.runs and not x.view.flat
     h = generate(spec)["op_kernel/scaled_transpose.h"]
     assert "const int64_t m = 1;" not in h
-    assert h.count("const int64_t m = RunRows(r, k - j);") == 2     # x's copy-in in ROW_SPLIT and in COL_SPLIT
+    assert h.count("const int64_t m = RunRows(r, k - j);") == 1     # x's copy-in in ROW_SPLIT
+    # and in COL_SPLIT, whose items are prefetched (rowsched._chunk_in: the first before the loops, then the next)
+    assert h.count("const int64_t m = RunRows(r, inK - j);") == 2
 
 
 _OPT_INT = '''

@@ -875,7 +875,9 @@ def _col_split(s: RowSchedule) -> Func:
     the rows it owns, SyncAll, totals read back), then the final per-row stream and the outputs. A two-pass kernel
     (RowSchedule.acc_body) runs ROW_SPLIT here: its tiling always selects it (opgen.tiling.rowkernel). With
     `s.chunk` the method serves ROW_CHUNK too (strategy 4): the slice is the whole row and the rows this core's
-    (RowStartOf), the program having nothing to exchange."""
+    (RowStartOf), the program having nothing to exchange; its items (a group of a chunk) are then prefetched: row
+    inputs through two-buffer queues resQue_<operand>, the next item's copy issued right after this item's DeQue
+    (`_chunk_in`), outputs double-buffered (docs/design.md "Copy/compute overlap")."""
     if s.acc_body:
         return Func("ColSplit", (), (Call("RowSplit", doc="two passes over the rows: ROW_SPLIT only"),))
     core, g, rs = Sym("core"), Sym("G"), Sym("rowStride_")
@@ -888,8 +890,15 @@ def _col_split(s: RowSchedule) -> Func:
         chunk.append(Call("LoadColumns"))
     chunk += [Assign("curBatch_", Lit(-1)), Assign("valBatch_", Lit(-1))]
     grp: list = []
-    for t in s.row_in:
-        grp += list(_col_copy_in(t))
+    lo, hi = (Sym("rBegin"), Sym("rEnd")) if s.chunk else (Lit(0), Sym("rowNum_"))
+    if s.chunk and s.row_in:   # prefetched: this item's buffers dequeued, the next item's copy issued
+        grp += [DeQue(f"res_{t.op}", f"resQue_{t.op}", t.ctype) for t in s.row_in]
+        grp += [Let("gNext", add(Sym("g0"), g)),
+                Let("cNext", Select(Constraint(">=", Sym("gNext"), hi), add(Sym("c0_"), rs), Sym("c0_"))),
+                _chunk_in(s, Select(Constraint(">=", Sym("gNext"), hi), lo, Sym("gNext")), Sym("cNext"), lo, hi)]
+    else:
+        for t in s.row_in:
+            grp += list(_col_copy_in(t))
     grp += _group_stat_loads(s)
     for lv, lines, slots in s.levels:
         per_row = (_batch_steps(s, Sym("g0"), None) if s.load_batch else []) + list(lines)
@@ -916,15 +925,42 @@ def _col_split(s: RowSchedule) -> Func:
             Copy(GmView(f"gm_{t.gm}", t.off_g0), Ref("t"), Lit(1), mul(_K, SizeOf(t.ctype)), doc=_spec(t.spec)),
             Free(f"statOutQue_{t.op}", "t"))),))
     grp += [Free(f"statInQue_{t.op}", f"statIn_{t.op}") for t in s.stat_in]
-    lo, hi = (Sym("rBegin"), Sym("rEnd")) if s.chunk else (Lit(0), Sym("rowNum_"))
-    chunk.append(For("g0", lo, hi, g, tuple(grp), tail="k"))
+    if s.chunk and s.row_in:
+        grp += [Free(f"resQue_{t.op}", f"res_{t.op}") for t in s.row_in]
+        body.append(_chunk_in(s, lo, Sym("cBegin"), lo, hi))
+    chunk.append(For("g0", lo, hi, g, tuple(grp), tail="k",
+                     doc="the next item's copy-in (the next group, or the next chunk's first) runs beside this "
+                         "group's compute" if s.chunk and s.row_in else ""))
     if s.flush_col:
         chunk.append(If((Constraint(">=", Sym("curBatch_"), Lit(0)),), (Call("FlushCol"),)))
     chunk += list(s.col_final)
     body += list(s.col_total_init)
     body.append(For("c0_", Sym("cBegin"), Sym("cEnd"), rs, tuple(chunk), doc="column chunks of this core's slice"))
+    if s.chunk:   # the buffer enqueued past the last item (nothing copied into it)
+        body += [Scope((DeQue("t", f"resQue_{t.op}", t.ctype), Free(f"resQue_{t.op}", "t"))) for t in s.row_in]
     body += list(s.col_total_end)
     return Func("ColSplit", (), tuple(body))
+
+
+def _chunk_in(s: RowSchedule, g0, c0, lo, hi) -> Scope:
+    """ColSplit of a `chunkable` class (RowSchedule.chunk; COL_SPLIT and ROW_CHUNK): the copy-in of the item at
+    group row `g0`, column `c0` (tiling expressions; `lo`, `hi` this core's rows): rows [g0, g0 + min(G, hi - g0))
+    of the chunk [c0, c0 + min(cEnd - c0, rowStride_)) of every row input into a buffer of its resQue_ (two buffers,
+    rowStride_ apart) and enqueued -- nothing copied past the slice's last chunk (c0 >= cEnd), so every item finds a
+    buffer enqueued and ColSplit dequeues and frees the one past the last after its loops. ColSplit issues the first
+    item's before its loops and, in each item, the next one's right after DeQue-ing its own, so the copy of item
+    i + 1 runs on MTE2 while item i computes (docs/design.md "Copy/compute overlap": two buffers, prefetched)."""
+    nk, nn = Sym("inK"), Sym("inN")
+    out: list = [Let("inG0", g0), Let("inC0", c0),
+                 Let("inK", Select(Constraint("<", Sym("inC0"), Sym("cEnd")),
+                                   Fn("min", (Sym("G"), sub(hi, Sym("inG0")))), Lit(0))),
+                 Let("inN", Fn("min", (sub(Sym("cEnd"), Sym("inC0")), Sym("rowStride_"))))]
+    for t in s.row_in:
+        copy = _substituted(_col_copy_in(t, "t"), {}, {"g0": Sym("inG0"), "k": nk, "c0_": Sym("inC0"), "n_": nn})
+        out.append(Scope((Alloc("t", f"resQue_{t.op}", t.ctype),
+                          If((Constraint(">", nk, Lit(0)),), tuple(copy)),
+                          EnQue(f"resQue_{t.op}", "t"))))
+    return Scope(tuple(out))
 
 
 COL_ROWS_FITS = (Constraint(">=", Sym("colBatchRows"), Lit(1)),) + ROWS_REDUCE_STRIDE
@@ -1343,10 +1379,11 @@ def _col_buffers(s: RowSchedule, sums: bool = True, batch: bool = False) -> list
         Let("G", Sym("groupRows")),
         Assign("groupStride_", Fn("align_up", (g, Lit(8)))),
     ]
-    for t in s.row_in:
-        body += [InitBuffer(f"resBuf_{t.op}", mul(g, rs, SizeOf(t.ctype))),
-                 Get(f"res_{t.op}", f"resBuf_{t.op}", t.ctype)]
-    body += [InitBuffer(f"rowOutQue_{t.op}", mul(g, rs, SizeOf(t.ctype)), 1) for t in s.row_out]
+    for t in s.row_in:   # a chunkable class's items are prefetched through two buffers (`_chunk_in`)
+        body += ([InitBuffer(f"resQue_{t.op}", mul(g, rs, SizeOf(t.ctype)), 2)] if s.chunk else
+                 [InitBuffer(f"resBuf_{t.op}", mul(g, rs, SizeOf(t.ctype))),
+                  Get(f"res_{t.op}", f"resBuf_{t.op}", t.ctype)])
+    body += [InitBuffer(f"rowOutQue_{t.op}", mul(g, rs, SizeOf(t.ctype)), 2 if s.chunk else 1) for t in s.row_out]
     body += [InitBuffer(f"statInQue_{t.op}", mul(gs, SizeOf(_qtype(t))), 2) for t in s.stat_in]
     for t in s.stat_out:
         body += [InitBuffer(f"statStageBuf_{t.op}", mul(gs, f4)),
@@ -1657,7 +1694,7 @@ def row_split_class(name: str, s: RowSchedule) -> KernelClass:
     for t in s.stat_out:
         locals_ += [Local(f"statStageBuf_{t.op}"), Local(f"statOutQue_{t.op}", TPos.VECOUT, True)]
     locals_ += [Local(f"resBuf_{t.op}") for t in s.row_in] + [Local("sumBuf_"), Local("xchgBuf_")]
-    locals_ += [Local(f"resQue_{t.op}", TPos.VECIN, True) for t in s.row_in] if s.res_levels else []
+    locals_ += [Local(f"resQue_{t.op}", TPos.VECIN, True) for t in s.row_in] if s.res_levels or s.chunk else []
     locals_ += [Local("rowsRedBuf_"), Local("rowValBuf_")] if s.reduce_segments else []
     locals_ += [Local("workBuf_"), Local("browBuf_"), Local("colBuf_"), Local("paramQue_", TPos.VECIN, True),
                 Local("accOutQue_", TPos.VECOUT, True), Local("reduceBuf_")]

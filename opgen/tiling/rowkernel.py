@@ -32,7 +32,9 @@ more for the outputs: the row inputs are read at most (levels + 1) times (docs/d
 
 ROW_CHUNK (strategy 4; for a `chunkable` program: nothing combined across a row's columns or across rows, no
 per-row output): rows split over the cores as in ROW_SPLIT, each row walked in `colsPerPass` column chunks of
-`groupRows` rows (COL_SPLIT's chunk loop over this core's rows and the whole row). Where a row does not fit UB it
+`groupRows` rows (COL_SPLIT's chunk loop over this core's rows and the whole row; for such a program both run with
+two buffers of every row input and output, the next chunk's copy issued before this one's compute, and the row or
+slice cut into the fewest chunks that fit, of even width: `_even_chunks`). Where a row does not fit UB it
 competes with COL_SPLIT by estimated time (`_chunk_or_slice`: the cost model's memory, vector and issue terms,
 docs/reference/kernel_cost.md §2): few rows leave cores idle in ROW_CHUNK, many rows make COL_SPLIT issue every
 instruction once per row on every core. For a `row_resident` program (row reductions, nothing summed over rows)
@@ -142,12 +144,18 @@ def col_batch_rows(p, c: RowCounts, cols, R, ub):
 
 
 def col_plan(c: RowCounts, cols, bytes_of, batch_rows=None) -> list[Buffer]:
-    """COL_SPLIT buffers for `cols` columns per pass: the group's slices scale with groupRows. With `batch_rows` (a
-    tiling expression: colBatchRows where COL_SPLIT runs, `col_batch_rows`; 0 for COL_STREAM, which shares the
-    plan) the fp32 row temporaries hold max(batch_rows, 1) rows and RowsSum's scratch 64 fp32 a row of them (slices
-    of 65 to 2040 columns; opgen.kernel.rowsched `_col_buffers`)."""
-    plan = _by_dtype(c.row_in, bytes_of, 1, "resBuf", "TBuf<VECCALC>", True, cols, "row-input slices of a group")
-    plan += _by_dtype(c.row_out, bytes_of, 1, "outQue", "TQue<VECOUT>", True, cols, "row-output slices of a group")
+    """COL_SPLIT buffers for `cols` columns per pass: the group's slices scale with groupRows (two buffers of each
+    row input and output for a `chunkable` program, whose ColSplit prefetches the next item: docs/design.md "Kernel
+    IR", ROW_CHUNK; one otherwise). With `batch_rows` (a tiling expression: colBatchRows where COL_SPLIT runs,
+    `col_batch_rows`; 0 for COL_STREAM, which shares the plan) the fp32 row temporaries hold max(batch_rows, 1)
+    rows and RowsSum's scratch 64 fp32 a row of them (slices of 65 to 2040 columns; opgen.kernel.rowsched
+    `_col_buffers`)."""
+    if chunkable(c):   # items prefetched through two buffers (opgen.kernel.rowsched `_chunk_in`)
+        plan = _by_dtype(c.row_in, bytes_of, 2, "resQue", "TQue<VECIN>", True, cols, "row-input chunks of a group")
+    else:
+        plan = _by_dtype(c.row_in, bytes_of, 1, "resBuf", "TBuf<VECCALC>", True, cols, "row-input slices of a group")
+    plan += _by_dtype(c.row_out, bytes_of, 2 if chunkable(c) else 1, "outQue", "TQue<VECOUT>", True, cols,
+                      "row-output slices of a group")
     plan += stat_plan(c)
     plan += _sum_plan(c)
     plan += xchg_plan(c)
@@ -470,6 +478,15 @@ def _pass_price(c: RowCounts, H, bytes_of):
     return price
 
 
+def _even_chunks(n, n_align, cols_fit, lanes):
+    """Columns of a chunk when `n` columns (`n_align`: n rounded up to `lanes`) are walked in the fewest chunks of at
+    most `cols_fit` columns (a multiple of `lanes`): ceil(n / chunks) rounded up to `lanes`, so the chunks are of one
+    width but the last (no short tail chunk paying a whole chunk's issue cost); at least `lanes`, at most n_align.
+    It fits: n / chunks <= cols_fit, and cols_fit is a multiple of lanes."""
+    chunks = ceil_div(n_align, emax(cols_fit, lanes))
+    return emax(lanes, emin(n_align, align_up(ceil_div(n, chunks), lanes)))
+
+
 def _chunk_or_slice(p, c, R, H, lanes, col_align, cols_core, col_cores, cols_fit, row_cores, ub, bytes_of):
     """(colsPerPass, useChunks) of a `chunkable` program whose row may not fit UB: ROW_CHUNK (this core's rows, the
     whole row in chunks of up to `cols_fit` columns) against COL_SPLIT (every row, this core's column slice), each
@@ -485,10 +502,10 @@ def _chunk_or_slice(p, c, R, H, lanes, col_align, cols_core, col_cores, cols_fit
     ops = ins + outs
     instrs = max(c.vinstrs, 1)
     per_issue = instrs * issue
-    chunk = p.let("chunkCols", emax(lanes, emin(col_align, cols_fit)), "columns per ROW_CHUNK pass (whole rows "
-                  "when they fit)")
-    slice_ = p.let("sliceCols", emax(lanes, emin(cols_core, cols_fit)), "columns per COL_SPLIT pass (no row "
-                   "reduction: the slice is walked in chunks)")
+    chunk = p.let("chunkCols", _even_chunks(H, col_align, cols_fit, lanes), "columns per ROW_CHUNK pass (whole "
+                  "rows when they fit; else the row in the fewest chunks that fit, of even width)")
+    slice_ = p.let("sliceCols", _even_chunks(cols_core, cols_core, cols_fit, lanes), "columns per COL_SPLIT pass (no "
+                   "row reduction: the slice in the fewest chunks that fit, of even width)")
     moved = R * H * elem
     rows_core = ceil_div(R, row_cores)
     chunks = ceil_div(H, chunk)
