@@ -188,6 +188,20 @@ def test_the_event_id_pool_gives_free_ids_and_faults_on_a_queue_held_one(races):
     assert not ok and "ReleaseEventID<HardEvent::MTE2_V>(3): the id was not taken by AllocEventID" in faults[0]
 
 
+def test_a_ninth_freed_buffer_exhausts_the_pool(races):
+    """Nine VECIN buffers freed and none allocated again (three queues of three): each FreeTensor holds a V_MTE2 id
+    of the TPipe's pool of 8 until the buffer's next AllocTensor (docs/reference/ascendc.md §1.5), so the ninth
+    finds none. The device's AllocEventID checks that by a debug assertion only (a release build hands out an id
+    past 7): the emulation faults, with the Kernel-IR interpreter's text (tests/test_kir_interp.py
+    test_a_ninth_freed_buffer_exhausts_the_pool, the same kernel as Kernel IR)."""
+    ok, faults, _ = run(races, "pool_exhausted")
+    assert not ok and len(faults) == 1
+    assert faults[0].endswith(
+        "TQue::FreeTensor: all 8 ids of HardEvent::V_MTE2 are held (queues: mask 255, AllocEventID: mask 0): the "
+        "device's pool has no id to give (a release build hands out one past EVENT_ID7; docs/reference/ascendc.md "
+        "§1.5)"), faults
+
+
 # ------------------------------------------------------------------ emitted kernels
 
 

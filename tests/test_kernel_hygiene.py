@@ -348,11 +348,11 @@ def test_layer_norm_grad_at_4096_is_row_split():
         name = args[0].strip()
         num, length = (int(args[1]), args[2]) if len(args) == 3 else (1, args[1])
         sizes[name] = num * ((_bytes(length, env) + 31) // 32 * 32)   # InitBuffer rounds each buffer to 32 B
-    assert set(sizes) == {"rowInQue_dy", "rowInQue_x", "rowOutQue_pd_x", "statInQue_rstd", "statInQue_mean",
+    assert set(sizes) == {"rowInQue_dy", "rowInQue_x", "rowOutQue_pd_x", "statInQue_rstd_mean",
                           "workBuf_", "colBuf_", "paramQue_", "accOutQue_", "reduceBuf_"}, sizes
     want = (2 * (2 * H * T_BYTES)        # dy, x: two buffers each
             + 2 * H * T_BYTES            # pd_x
-            + 2 * (2 * 32)               # rstd, mean: two 32-byte buffers each
+            + 2 * (2 * 32)               # rstd and mean in one queue: two buffers of two 32-byte rows each
             + 3 * H * 4                  # fp32 temporaries
             + 3 * H * 4                  # gamma, sum(dy * z), sum(dy)
             + 2 * H * 4                  # paramQue, accOutQue

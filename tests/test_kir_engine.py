@@ -396,3 +396,23 @@ def test_a_dtype_variable_whose_tensors_are_all_absent_takes_the_float32_row_on_
         assert r.passed and not r.faults, (engine, r.faults[:3])
         keys.add(r.tiling_key)
     assert keys == {want * 10 + 1}, keys   # attrKey 0, ROW_SPLIT
+
+
+_ALL_SPECS = sorted([*(ROOT / "examples" / "specs").glob("*.py"), *(ROOT / "examples" / "specs" / "derived").glob(
+    "*.py"), *(p for p in (ROOT / "specs").glob("*.py") if not p.name.startswith("_"))])
+
+
+@pytest.mark.slow
+@pytest.mark.parametrize("path", _ALL_SPECS, ids=lambda p: f"{p.parent.name}/{p.stem}")
+def test_every_class_keeps_its_queues_within_the_event_id_pool(path):
+    """Every kernel class of every example, derived and bundled spec: its queues of one hand-off hold at most the
+    TPipe's 8 ids of the FreeTensor's (and the EnQue's) HardEvent at once (kir.check_event_ids; docs/design.md "Event
+    ids of the queues"): a buffer freed and not yet allocated again holds one, and after the passes every buffer is
+    freed. Both engines fault past it (tests/test_kir_interp.py test_a_ninth_freed_buffer_exhausts_the_pool)."""
+    from opgen.check.kirengine import kernel_classes
+    from opgen.kernel import kir
+    from opgen.registry import load_spec
+
+    for k in kernel_classes(load_spec(str(path))):
+        kir.check_event_ids(k)
+        assert all(n <= kir.POOL_IDS for n, _qs in kir.queue_event_buffers(k).values())

@@ -240,6 +240,42 @@ def test_the_event_id_pool_as_the_emulation_models_it():
         kir.check_name(var, "scalar")
 
 
+POOL_EXHAUSTED = ("TQue::FreeTensor: all 8 ids of HardEvent::V_MTE2 are held (queues: mask 255, AllocEventID: mask 0): "
+                  "the device's pool has no id to give (a release build hands out one past EVENT_ID7; "
+                  "docs/reference/ascendc.md §1.5)")
+"""The fault both engines give a queue hand-off that finds the TPipe's 8 ids of its HardEvent held (the emulation's
+text in tests/test_emu_pipes.py test_a_ninth_freed_buffer_exhausts_the_pool, written out there too)."""
+
+
+def _nine_freed_buffers() -> KernelClass:
+    """Three VECIN queues of three buffers each: every buffer allocated, filled, handed to V and freed, none
+    allocated again, so each FreeTensor holds a V_MTE2 id until the kernel ends; the ninth finds none free."""
+    qs = ("qa", "qb", "qc")
+    body: list = [InitBuffer(q, Lit(64), 3) for q in qs]
+    for q in qs:
+        for j in range(3):
+            body += [Alloc(f"t{j}", q, "float"), Copy(Ref(f"t{j}"), GmView("gmX"), Lit(1), Lit(32))]
+        for j in range(3):
+            body += [EnQue(q, f"t{j}"), DeQue(f"t{j}", q, "float")]
+        body += [Free(q, f"t{j}") for j in range(3)]
+    return _tiny(body, tuple(Local(q, TPos.VECIN, True, 1) for q in qs),
+                 tuple(TensorVar(f"t{j}", "float") for j in range(3)))
+
+
+def test_a_ninth_freed_buffer_exhausts_the_pool():
+    """A queue's FreeTensor takes an id of its hand-off's HardEvent (V_MTE2 for VECIN) from the TPipe's pool of 8
+    until the buffer's next AllocTensor (docs/reference/ascendc.md §1.5): nine buffers freed and not allocated
+    again leave the ninth none. The device's AllocEventID checks that by a debug assertion only, so the interpreter
+    faults (never more permissive than the device), with the emulation's text; the static count refuses the class
+    before it runs (kir.check_event_ids: the queues' buffers of one event past the pool)."""
+    r = _run_tiny(_nine_freed_buffers())
+    assert not r.ok and r.first_fault.endswith(POOL_EXHAUSTED), r.first_fault
+    with pytest.raises(kir.IRError, match=r"queues hold up to 9 ids of HardEvent::V_MTE2 at once \(qa \(3\), "
+                                          r"qb \(3\), qc \(3\)\), more than the TPipe's pool of 8"):
+        kir.check_event_ids(_nine_freed_buffers())
+    assert kir.queue_event_buffers(_nine_freed_buffers())["MTE2_V"][0] == 3   # one enqueued buffer a queue (depth 1)
+
+
 # ------------------------------------------------------------------------------------------------ exact WAR, GM hazards
 def _flags(src, dst):
     return (SetFlag(src, dst), WaitFlag(src, dst))

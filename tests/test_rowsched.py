@@ -32,7 +32,8 @@ def _scopes(k: kir.KernelClass, method: str) -> list:
 
 # (spec, row/stat inputs copied per pass, outputs copied per pass, statistics read by the scalar unit)
 CASES = [("rms_norm", 1, 2, False),            # x; y and rstd (gamma is a column row, loaded once)
-         ("layer_norm_grad", 4, 1, True),      # dy, x, rstd, mean; pd_x (pd_gamma, pd_beta: column sums)
+         ("layer_norm_grad", 3, 1, True),      # dy, x, rstd and mean in one queue; pd_x (pd_gamma, pd_beta:
+         #                                       column sums). Why one queue: docs/design.md "Event ids of the queues"
          ("scaled_transpose", 1, 1, False),
          ("joint_concat", 1, 1, False)]        # the concat of txt and img is one row operand
 
@@ -65,7 +66,7 @@ def test_row_split_ir_has_one_copy_scope_per_operand_and_verifies(name, n_in, n_
         # ... or, for a program that combines nothing across a row (scaled_transpose), prefetched through a
         # two-buffer queue resQue_<operand> (rowsched._chunk_in): a buffer of each allocated per group
         copies += [s for s in kir.walk(groups.body) if isinstance(s, kir.Alloc) and s.queue.startswith("resQue_")]
-        assert len(copies) == (n_in - (2 if stats else 0)) or name == "joint_concat"
+        assert len(copies) == (n_in - (1 if stats else 0)) or name == "joint_concat"
 
 
 def test_strided_and_concat_operands_copy_per_run_and_per_piece():

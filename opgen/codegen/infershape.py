@@ -26,6 +26,7 @@ from opgen.names import c_printf, c_string, upper_camel
 from opgen.errors import SpecError
 from opgen.ir.dims import Sym, Variadic, as_dim, shape_str
 from opgen.ir.dtypes import DType, DTypeVar
+from opgen.tiling.emit import rank_cond_cpp
 from opgen.dsl.keys import LIST_INT
 
 
@@ -153,7 +154,7 @@ def same_group_places(spec, shape, rank, present, pick, form_cond, keep=lambda i
                                     "cond": " && ".join(base + [form_cond(decl.form_by, k)]),
                                     "check": call("&dimMismatch", form)})
                 continue
-            fits = [_rank_in(rank(j), *rank_bounds([form], spec.variadics)) for form in decl.shapes]
+            fits = [rank_cond_cpp(rank(j), *rank_bounds([form], spec.variadics)) for form in decl.shapes]
             conds = base + [f"!{f}" for f, h in zip(fits, holds) if not h]
             conds.append("!(" + " || ".join(f"({f} && {call('nullptr', form)})"
                                             for f, h, form in zip(fits, holds, decl.shapes) if h) + ")")
@@ -163,14 +164,6 @@ def same_group_places(spec, shape, rank, present, pick, form_cond, keep=lambda i
                     check = f"({f} ? {call('&dimMismatch', form)} : {check})"
             out.append({"group": name, "input": decl.name, "cond": " && ".join(conds), "check": check})
     return out
-
-
-def _rank_in(rank: str, lo: int, hi: int | None) -> str:
-    """C++ condition: rank `rank` (a size_t expression) lies in [lo, hi] (hi None: no upper bound)."""
-    if hi == lo:
-        return f"({rank} == {lo})"
-    parts = ([f"{rank} >= {lo}"] if lo > 0 else []) + ([f"{rank} <= {hi}"] if hi is not None else [])
-    return "(" + (" && ".join(parts) or "true") + ")"
 
 
 def _form_selector(m: OpModel, attr: str) -> dict:

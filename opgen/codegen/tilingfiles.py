@@ -18,7 +18,8 @@ from opgen.names import op_snake, spec_path
 from opgen.tiling.pipeline import kernel_build
 from opgen.names import c_printf, cpp_name
 from opgen.tiling.emit import (attr_key_cpp, by_attr_key_cpp, dim_bounds, dim_cpp, exact_products, float_bits,
-                               form_cond_cpp, form_key_cpp, input_label, pick_form_cpp, presence_cpp, shape_ref)
+                               form_cond_cpp, form_key_cpp, input_label, pick_form_cpp, presence_cpp, rank_cond_cpp,
+                               shape_ref)
 from opgen.dsl.keys import LIST_INT
 
 
@@ -180,9 +181,9 @@ def _storage(spec, name: str, idx: int, optional: bool) -> dict:
     var = name   # the locals opgen.tiling.emit.dim_cpp reads: <input>Shape, <input>ShapeOpt
     lo, hi = rank_bounds(spec.inputs[idx].shapes, spec.variadics)
     dims = f"{var}Shape.GetDimNum()" if not optional else f"{var}ShapeOpt->GetStorageShape().GetDimNum()"
-    cond = f"{dims} < {lo}" if hi is None else (f"{dims} != {lo}" if lo == hi else f"{dims} < {lo} || {dims} > {hi}")
+    cond = f"!{rank_cond_cpp(dims, lo, hi)}"
     if optional:
-        cond = f"{var}ShapeOpt != nullptr && ({cond})"
+        cond = f"{var}ShapeOpt != nullptr && {cond}"
     rule = f"at least {lo}" if hi is None else (f"{lo}" if lo == hi else f"in [{lo}, {hi}]")
     shapes = " or ".join(shape_str(s) for s in spec.inputs[idx].shapes)
     return {"name": name, "idx": idx, "optional": optional, "getter": _required_getter(spec, idx, "Shape"),

@@ -35,7 +35,7 @@ from __future__ import annotations
 
 from dataclasses import dataclass, field
 
-from opgen.ir.dims import Bin, Constraint, Fn, Lit, Sym
+from opgen.ir.dims import Bin, Constraint, DimExpr, Fn, Lit, Sym
 from opgen.kernel.headrows import PERMS, SIGNS
 from opgen.kernel.isa import Op, Pipe
 from opgen.kernel.kir import (BLOCK_IDX, BLOCK_NUM, Alloc, Assign, Barrier, Call, Copy, DeQue, EnQue, FAssign, FBits,
@@ -198,13 +198,36 @@ def _copy_rows(to_gm: bool) -> Func:
                 "BSND tensor, the whole pass\nwhen the tensor is the part itself).")
 
 
+def _stat_in_names(c: dict) -> tuple:
+    """(queues, dequeued tensors) of the per-row statistic inputs: one slot, statInQue0_ / statIn0_; several, one
+    queue statInQue_ whose buffer holds slot j's values at element _stat_at(j) (each slot's statIn<j>_ a view of
+    statIn_). One queue: a queue buffer freed and not yet allocated again holds one id of its hand-off's HardEvent
+    from the TPipe's pool of 8, and after a part's passes every buffer of every queue is freed; one queue per slot
+    kept NormRopeConcatGrad at 9 VECIN buffers (V_MTE2 ids; docs/design.md "Event ids of the queues")."""
+    n = c.get("kStatIn", 0)
+    if n > 1:
+        return ("statInQue_",), ("statIn_",)
+    return tuple(f"statInQue{j}_" for j in range(n)), tuple(f"statIn{j}_" for j in range(n))
+
+
+def _stat_at(j: int) -> DimExpr:
+    """Element offset of statistic slot j in the shared statistic buffer: j passes' rows, each aligned to 8."""
+    stride = Fn("align_up", (Sym("rowsPerPass"), Lit(8)))
+    return Lit(0) if j == 0 else stride if j == 1 else mul(Lit(j), stride)
+
+
 def _copy_in(c: dict) -> Func:
     body: list = []
     for j in range(c.get("kIn", 0)):
         copy = Call("CopyRowsIn", (GmView(f"p.in[{j}]"), Sym(f"p.inExtent[{j}]"), Sym(f"p.inOffset[{j}]"),
                                    Sym(f"p.inBnsd[{j}]"), Ref("t"), _P, _R0, _K))
         body.append(Scope((Alloc("t", f"inQue{j}_", "T"), If(_use("useIn", j), (copy,)), EnQue(f"inQue{j}_", "t"))))
-    for j in range(c.get("kStatIn", 0)):
+    nsi = c.get("kStatIn", 0)
+    if nsi > 1:   # one queue, one buffer holding every slot's values (_stat_in_names)
+        copies = tuple(If(_use("useStatIn", j), (Copy(Ref("t", _stat_at(j)), GmView(f"p.statIn[{j}]", _R0), Lit(1),
+                                                       mul(_K, SizeOf("float"))),)) for j in range(nsi))
+        body.append(Scope((Alloc("t", "statInQue_", "float"),) + copies + (EnQue("statInQue_", "t"),)))
+    for j in range(nsi if nsi == 1 else 0):
         copy = Copy(Ref("t"), GmView(f"p.statIn[{j}]", _R0), Lit(1), mul(_K, SizeOf("float")))
         body.append(Scope((Alloc("t", f"statInQue{j}_", "float"), If(_use("useStatIn", j), (copy,)),
                            EnQue(f"statInQue{j}_", "t"))))
@@ -215,7 +238,10 @@ def _copy_in(c: dict) -> Func:
 
 def _compute(c: dict, s: HeadSchedule) -> Func:
     body: list = [DeQue(f"rowIn{j}_", f"inQue{j}_", "T") for j in range(c.get("kIn", 0))]
-    body += [DeQue(f"statIn{j}_", f"statInQue{j}_", "float") for j in range(c.get("kStatIn", 0))]
+    que, ten = _stat_in_names(c)
+    body += [DeQue(t, q, "float") for q, t in zip(que, ten)]
+    if c.get("kStatIn", 0) > 1:
+        body += [View(f"statIn{j}_", Ref("statIn_", _stat_at(j))) for j in range(c["kStatIn"])]
     body += [Alloc(f"rowOut{j}_", f"outQue{j}_", "T") for j in range(c.get("kOut", 0))]
     body += [Get(f"statStage{j}_", f"statStageBuf{j}_", "float") for j in range(c.get("kStatOut", 0))]
     for k, (f, uses_p) in enumerate(zip(s.bodies, s.body_uses_p)):
@@ -229,7 +255,7 @@ def _compute(c: dict, s: HeadSchedule) -> Func:
                 vec(Op.CAST_TO, dst=Ref("t"), src=Ref(f"statStage{j}_"), mode="CAST_NONE", count=_K),)),
             EnQue(f"statOutQue{j}_", "t"))))
     body += [Free(f"inQue{j}_", f"rowIn{j}_") for j in range(c.get("kIn", 0))]
-    body += [Free(f"statInQue{j}_", f"statIn{j}_") for j in range(c.get("kStatIn", 0))]
+    body += [Free(q, t) for q, t in zip(que, ten)]
     return Func("Compute", (Param("p", "struct", PART), Param("r0"), Param("k")), tuple(body),
                 doc="The queue hand-offs around the part's body (its rows one at a time in fp32).")
 
@@ -312,7 +338,9 @@ def _init_buffers(c: dict, s: HeadSchedule) -> Func:
     body: list = [Let("pass", Sym("rowsPerPass"))]
     body += [InitBuffer(f"inQue{j}_", mul(ps, _DA, SizeOf("T")), 2) for j in range(c.get("kIn", 0))]
     body += [InitBuffer(f"outQue{j}_", mul(ps, _DA, SizeOf("T")), 2) for j in range(c.get("kOut", 0))]
-    body += [InitBuffer(f"statInQue{j}_", stat, 2) for j in range(c.get("kStatIn", 0))]
+    nsi = c.get("kStatIn", 0)
+    body += [InitBuffer(q, mul(Lit(nsi), Fn("align_up", (ps, Lit(8))), f4) if nsi > 1 else stat, 2)
+             for q in _stat_in_names(c)[0]]
     for j in range(c.get("kStatOut", 0)):
         body += [InitBuffer(f"statStageBuf{j}_", stat), InitBuffer(f"statOutQue{j}_", stat, 2)]
     for buf, arr, k in (("workBuf_", "w_", "kTemps"), ("tabBuf_", "tab_", "kTab"), ("colBuf_", "col_", "kCol"),
@@ -344,7 +372,7 @@ def _members(c: dict, s: HeadSchedule) -> tuple:
     """(locals, tensors, scalars) of the class."""
     locals_ = [Local(f"inQue{j}_", TPos.VECIN, True) for j in range(c.get("kIn", 0))]
     locals_ += [Local(f"outQue{j}_", TPos.VECOUT, True) for j in range(c.get("kOut", 0))]
-    locals_ += [Local(f"statInQue{j}_", TPos.VECIN, True) for j in range(c.get("kStatIn", 0))]
+    locals_ += [Local(q, TPos.VECIN, True) for q in _stat_in_names(c)[0]]
     for j in range(c.get("kStatOut", 0)):
         locals_ += [Local(f"statStageBuf{j}_"), Local(f"statOutQue{j}_", TPos.VECOUT, True)]
     locals_ += [Local(b) for b, k in (("workBuf_", "kTemps"), ("tabBuf_", "kTab"), ("colBuf_", "kCol"),
@@ -359,6 +387,7 @@ def _members(c: dict, s: HeadSchedule) -> tuple:
         locals_.append(Local("reduceBuf_"))
     tensors = [TensorVar(f"rowIn{j}_", "T") for j in range(c.get("kIn", 0))]
     tensors += [TensorVar(f"rowOut{j}_", "T") for j in range(c.get("kOut", 0))]
+    tensors += [TensorVar("statIn_", "float")] if c.get("kStatIn", 0) > 1 else []
     tensors += [TensorVar(f"statIn{j}_", "float") for j in range(c.get("kStatIn", 0))]
     tensors += [TensorVar(f"statStage{j}_", "float") for j in range(c.get("kStatOut", 0))]
     tensors += [TensorVar(a, "float", c[k]) for a, k in (("w_", "kTemps"), ("tab_", "kTab"), ("col_", "kCol"),

@@ -214,6 +214,66 @@ HARD_EVENTS = frozenset({
     "V_MTE1"})
 """HardEvent names a SetFlag / WaitFlag may use (docs/reference/ascendc.md §1.6; src_dst pipes)."""
 
+POOL_IDS = 8
+"""Event ids the TPipe's pool holds per HardEvent (EVENT_ID0..7, docs/reference/ascendc.md §1.5)."""
+QUEUE_HANDOFF = {TPos.VECIN: (Pipe.MTE2, Pipe.V), TPos.VECOUT: (Pipe.V, Pipe.MTE3), TPos.A1: (Pipe.MTE2, Pipe.MTE1),
+                 TPos.B1: (Pipe.MTE2, Pipe.MTE1), TPos.C1: (Pipe.MTE2, Pipe.MTE1), TPos.A2: (Pipe.MTE1, Pipe.M),
+                 TPos.B2: (Pipe.MTE1, Pipe.M), TPos.C2: (Pipe.MTE1, Pipe.M), TPos.CO1: (Pipe.M, Pipe.FIX)}
+"""(producer, consumer) pipe of a queue's EnQue -> DeQue hand-off by TPosition (§1.5; EMU.md "Queues"); FreeTensor ->
+the next AllocTensor hands the reverse. VECCALC and CO2 queues carry none."""
+
+
+def queue_event_buffers(k) -> dict:
+    """{HardEvent name: (ids, queues)}: per HardEvent of a queue hand-off, the most ids of it the queues of class `k`
+    may hold at once, with the queues named as 'name (ids)'. A buffer holds one id of its FreeTensor's event
+    (consumer -> producer) from FreeTensor until its next AllocTensor, and after a loop over passes every buffer of
+    a queue is freed: `num` ids per InitBuffer; the EnQue event (producer -> consumer) one per enqueued buffer until
+    its DeQue: min(num, depth). The two branches of an If are alternatives, and so are the methods (the strategies).
+    docs/design.md "Event ids of the queues"."""
+    loc = {b.name: b for b in k.locals if b.queue}
+
+    def count(stmts) -> dict:
+        out: dict = {}
+        for st in stmts:
+            if isinstance(st, InitBuffer) and st.buf in loc and loc[st.buf].pos in QUEUE_HANDOFF:
+                a, b = QUEUE_HANDOFF[loc[st.buf].pos]
+                for ev, ids in ((f"{b.name}_{a.name}", st.num), (f"{a.name}_{b.name}", min(st.num, loc[st.buf].depth))):
+                    n, qs = out.get(ev, (0, ()))
+                    out[ev] = (n + ids, qs + (f"{st.buf} ({ids})",))
+            elif isinstance(st, If):
+                t, e = count(st.then), count(st.orelse)
+                for ev in set(t) | set(e):
+                    n, qs = max(t.get(ev, (0, ())), e.get(ev, (0, ())), key=lambda x: x[0])
+                    m, ps = out.get(ev, (0, ()))
+                    out[ev] = (m + n, ps + qs)
+            else:
+                for body in children(st):
+                    for ev, (n, qs) in count(body).items():
+                        m, ps = out.get(ev, (0, ()))
+                        out[ev] = (m + n, ps + qs)
+        return out
+
+    best: dict = {}
+    for body in [k.init, k.process] + [m.body for m in k.methods if not m.extern]:
+        for ev, v in count(body).items():
+            if v[0] > best.get(ev, (0, ()))[0]:
+                best[ev] = v
+    return best
+
+
+def check_event_ids(k) -> None:
+    """IRError when the queues of class `k` may hold more ids of one HardEvent than the TPipe's pool has
+    (queue_event_buffers > POOL_IDS): the device's AllocEventID has none to give (a release build hands out one past
+    EVENT_ID7). Not a rule of `verify` yet: the rows family's statistic outputs still take a VECOUT queue each
+    (docs/design.md "Event ids of the queues": open); tests/test_kir_engine.py holds every example and bundled
+    class to it."""
+    for ev, (n, qs) in sorted(queue_event_buffers(k).items()):
+        if n > POOL_IDS:
+            raise IRError(f"class {k.name}: its queues hold up to {n} ids of HardEvent::{ev} at once ("
+                          + ", ".join(qs) + f"), more than the TPipe's pool of {POOL_IDS}: plan fewer queue buffers "
+                          "of that hand-off (docs/design.md \"Event ids of the queues\")")
+
+
 BLOCK_IDX = Sym("blockIdx")
 """This core's index, 0 .. BLOCK_NUM - 1 (GetBlockIdx(), docs/reference/ascendc.md §1.3)."""
 BLOCK_NUM = Sym("blockNum")

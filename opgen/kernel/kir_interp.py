@@ -82,13 +82,9 @@ NP_TYPES = {"float": np.dtype(np.float32), "half": np.dtype(np.float16), "bfloat
             "int64_t": np.dtype(np.int64)}
 """NumPy element type of each KIR element type (kir.ELEM_BYTES)."""
 
-_PROD = {kir.TPos.VECIN: PIDX[Pipe.MTE2], kir.TPos.VECOUT: PIDX[Pipe.V], kir.TPos.A1: PIDX[Pipe.MTE2],
-         kir.TPos.B1: PIDX[Pipe.MTE2], kir.TPos.C1: PIDX[Pipe.MTE2], kir.TPos.A2: PIDX[Pipe.MTE1],
-         kir.TPos.B2: PIDX[Pipe.MTE1], kir.TPos.C2: PIDX[Pipe.MTE1], kir.TPos.CO1: PIDX[Pipe.M]}
-_CONS = {kir.TPos.VECIN: PIDX[Pipe.V], kir.TPos.VECOUT: PIDX[Pipe.MTE3], kir.TPos.A1: PIDX[Pipe.MTE1],
-         kir.TPos.B1: PIDX[Pipe.MTE1], kir.TPos.C1: PIDX[Pipe.MTE1], kir.TPos.A2: PIDX[Pipe.M],
-         kir.TPos.B2: PIDX[Pipe.M], kir.TPos.C2: PIDX[Pipe.M], kir.TPos.CO1: PIDX[Pipe.FIX]}
-"""Producer / consumer pipe of a queue's hand-off by position (§1.5, EMU.md "Queues"; VECCALC carries none)."""
+_PROD = {pos: PIDX[prod] for pos, (prod, _cons) in kir.QUEUE_HANDOFF.items()}
+_CONS = {pos: PIDX[cons] for pos, (_prod, cons) in kir.QUEUE_HANDOFF.items()}
+"""Producer / consumer pipe (index) of a queue's hand-off by position (kir.QUEUE_HANDOFF; VECCALC carries none)."""
 _MEM_OF = {kir.TPos.VECIN: "UB", kir.TPos.VECOUT: "UB", kir.TPos.VECCALC: "UB", kir.TPos.CO2: "UB",
            kir.TPos.A1: "L1", kir.TPos.B1: "L1", kir.TPos.C1: "L1", kir.TPos.A2: "L0A", kir.TPos.B2: "L0B",
            kir.TPos.CO1: "L0C", kir.TPos.C2: "BiasTable"}
@@ -933,8 +929,7 @@ class _Core:
         elif isinstance(s, kir.SetFlag):
             i = s.id
             if s.pool:
-                i = self.pool_free(s.event, f"GetTPipePtr()->{'FetchEventID' if s.pool == 'fetch' else 'AllocEventID'}"
-                                   f"<HardEvent::{s.event}> in {self.where}")
+                i = self.pool_free(s.event, "TPipe::FetchEventID" if s.pool == "fetch" else "TPipe::AllocEventID")
                 if s.pool == "alloc":
                     self.held[(s.event, i)] = f"AllocEventID ({s.var}) in {self.where}"
                 _define(frame["ints"], s.var, i)
@@ -1145,26 +1140,28 @@ class _Core:
     # -- the TPipe's event-id pool (docs/reference/ascendc.md §1.5-§1.6; emu/pipes.h PoolFree)
     def pool_free(self, event: str, what: str) -> int:
         """The lowest id of HardEvent `event` no queue and no AllocEventID holds (FetchEventID; AllocEventID then
-        takes it). KirFault when all 8 are held."""
+        takes it). `what` names the caller: TPipe::FetchEventID, TPipe::AllocEventID, TQue::EnQue or
+        TQue::FreeTensor. KirFault when all 8 are held, with the emulation's text (emu/pipes.h PoolFree: the
+        device's AllocEventID checks it by a debug assertion only; a release build hands out an id past 7)."""
         for i in range(8):
             if (event, i) not in self.held:
                 return i
-        raise KirFault(f"{what}: all 8 ids of HardEvent::{event} are held ("
-                       + "; ".join(self.held[(event, i)] for i in range(8)) + ")")
+        queues = sum(1 << i for i in range(8) if self.held[(event, i)].startswith("TQue"))
+        raise KirFault(f"{what}: all 8 ids of HardEvent::{event} are held (queues: mask {queues}, AllocEventID: "
+                       f"mask {255 & ~queues}): the device's pool has no id to give (a release build hands out one "
+                       "past EVENT_ID7; docs/reference/ascendc.md §1.5)")
 
     def queue_take(self, q: _Queue, src: dict, dst: dict, what: str):
         """A queue's EnQue / FreeTensor: it takes the pool's lowest free id of its hand-off's HardEvent (src pipe of
-        its position -> dst pipe) and sets that flag; None when the hand-off has no event. KirFault when a
-        SetFlag of the program holds that flag set (the queue's set would be lost)."""
+        its position -> dst pipe) and sets that flag; None when the hand-off has no event. KirFault when all 8 ids
+        are held (pool_free) or a SetFlag of the program holds that flag set (the queue's set would be lost)."""
         a, b = src.get(q.local.pos), dst.get(q.local.pos)
         if a is None or b is None:
             return None
         ev = f"{PIPES[a].name}_{PIPES[b].name}"
         if ev not in kir.HARD_EVENTS:
             return None
-        if all((ev, j) in self.held for j in range(8)):
-            return None   # all 8 held: untracked, as the emulation (EMU.md "Event ids": open)
-        i = self.pool_free(ev, f"TQue {q.local.name}::{what}")
+        i = self.pool_free(ev, f"TQue::{what}")
         if (ev, i) in self.flags:
             raise KirFault(f"TQue {q.local.name}::{what} in {self.where} takes HardEvent::{ev} id {i} (the pool's "
                            f"lowest free id) while the SetFlag in {self.flags[(ev, i)][1]} holds that flag set: the "

@@ -102,11 +102,8 @@ PIPES = (Pipe.S, Pipe.V, Pipe.M, Pipe.MTE1, Pipe.MTE2, Pipe.MTE3, Pipe.FIX)
 _BIT = {p: 1 << i for i, p in enumerate(PIPES)}
 """A pipe's bit in the analysis's pipe sets (ints: set operations without hashing)."""
 _ALL = (1 << len(PIPES)) - 1
-_PROD = {kir.TPos.VECIN: Pipe.MTE2, kir.TPos.VECOUT: Pipe.V, kir.TPos.A1: Pipe.MTE2, kir.TPos.B1: Pipe.MTE2,
-         kir.TPos.C1: Pipe.MTE2, kir.TPos.A2: Pipe.MTE1, kir.TPos.B2: Pipe.MTE1, kir.TPos.C2: Pipe.MTE1,
-         kir.TPos.CO1: Pipe.M}
-_CONS = {kir.TPos.VECIN: Pipe.V, kir.TPos.VECOUT: Pipe.MTE3, kir.TPos.A1: Pipe.MTE1, kir.TPos.B1: Pipe.MTE1,
-         kir.TPos.C1: Pipe.MTE1, kir.TPos.A2: Pipe.M, kir.TPos.B2: Pipe.M, kir.TPos.C2: Pipe.M, kir.TPos.CO1: Pipe.FIX}
+_PROD = {pos: prod for pos, (prod, _cons) in kir.QUEUE_HANDOFF.items()}
+_CONS = {pos: cons for pos, (_prod, cons) in kir.QUEUE_HANDOFF.items()}
 """The pipes a queue's EnQue -> DeQue hands over (producer -> consumer) by TPosition, as the emulation's TQue
 (opgen/emu/include/emu/tensor.h ProducerPipe / ConsumerPipe) and the interpreter (opgen.kernel.kir_interp): L1
 MTE2 -> MTE1, L0A / L0B MTE1 -> M, L0C M -> FIX; FreeTensor -> the next AllocTensor of the block the reverse."""

@@ -352,7 +352,7 @@ def _row_split(s: RowSchedule) -> Func:
     if queues and not s.row_in:   # buffers per row queue: the tiling's rowQueBufs (opgen.tiling.rows.row_split)
         body.append(If((Constraint("==", Sym("rowQueBufs"), Lit(1)),), inits(1), inits(2), doc=why))
     stat_bytes = mul(_align8(ps), f4)
-    body += [InitBuffer(f"statInQue_{t.op}", mul(_align8(ps), SizeOf(_qtype(t))), 2) for t in s.stat_in]
+    body += [InitBuffer(g.queue, g.bytes(_align8(ps)), 2) for g in stat_groups(s)]
     for t in s.stat_out:
         body += [InitBuffer(f"statStageBuf_{t.op}", stat_bytes),
                  InitBuffer(f"statOutQue_{t.op}", mul(_align8(ps), _stat_out_bytes(t)), 2)]
@@ -419,13 +419,12 @@ def _take_in(s: RowSchedule) -> tuple:
     """The DeQue of every queue CopyIn fills (a pass's row and statistic inputs, into their member tensors
     rowIn_<operand> / statIn_<operand>): issued by the pass loop before its Compute / Accumulate reads them."""
     return tuple([DeQue(f"rowIn_{t.op}", f"rowInQue_{t.op}", t.ctype) for t in s.row_in]
-                 + [DeQue(f"statIn_{t.op}", f"statInQue_{t.op}", _qtype(t)) for t in s.stat_in])
+                 + [x for g in stat_groups(s) for x in (DeQue(g.tensor, g.queue, g.dtype),) + g.views(ROW_STAT_STRIDE)])
 
 
 def _copy_in_queues(s: RowSchedule) -> tuple:
     """(queue, element type) of every queue CopyIn fills."""
-    return tuple([(f"rowInQue_{t.op}", t.ctype) for t in s.row_in]
-                 + [(f"statInQue_{t.op}", _qtype(t)) for t in s.stat_in])
+    return tuple([(f"rowInQue_{t.op}", t.ctype) for t in s.row_in] + [(g.queue, g.dtype) for g in stat_groups(s)])
 
 
 def pass_loop(s: RowSchedule, prefetch: bool, work: tuple, doc: str = "") -> list:
@@ -464,12 +463,13 @@ def pass_loop(s: RowSchedule, prefetch: bool, work: tuple, doc: str = "") -> lis
     ]
 
 
-def _gather_stat(t: GmRows, at: DimExpr) -> For:
+def _gather_stat(t: GmRows, at: DimExpr, dst: Ref = Ref("t")) -> For:
     """The per-row values of the k rows of a CopyIn (`j` the row within them, `at` its GM element offset) read by the
-    scalar unit from GM tensor gm_<gm> and converted to float into the statistic buffer `t` (layout "gather": a
+    scalar unit from GM tensor gm_<gm> and converted to float into the statistic buffer at `dst` (layout "gather": a
     weight over some leading axes, or a statistic of another dtype than fp32)."""
     cite = f"; {_spec(t.spec)}" if t.spec else ""
-    return For("j", Lit(0), _K, Lit(1), (SetValue(Ref("t", Sym("j")), FLoad(GmView(f"gm_{t.gm}", at))),),
+    return For("j", Lit(0), _K, Lit(1), (SetValue(Ref(dst.tensor, add(dst.offset, Sym("j")) if dst.offset != Lit(0)
+                                                      else Sym("j")), FLoad(GmView(f"gm_{t.gm}", at))),),
                doc=f"{t.op}: one value per row at its coordinates{cite}")
 
 
@@ -477,6 +477,76 @@ def _qtype(t) -> str:
     """The element type of a per-row input's UB queue: float for one the scalar unit gathers and converts (layout
     "gather"), else the tensor's own type (fp32 statistics, int32 / int64 indices copied as they are)."""
     return "float" if t.layout == "gather" else t.ctype
+
+
+@dataclass(frozen=True)
+class StatGroup:
+    """The per-row statistic inputs of one queue element type (`dtype`, `_qtype`), in s.stat_in order: one VECIN
+    queue `queue` whose buffer holds each member's values one after another, `stride` elements apart (the group's
+    aligned row count: align_up(pass, 8) in ROW_SPLIT, groupStride_ in the column strategies), dequeued as tensor
+    `tensor`; member j is the view statIn_<op> at element j * stride. A group of one member keeps its own names
+    (statInQue_<op>, statIn_<op>) and has no view. Why one queue (docs/design.md "Event ids of the queues"): a
+    queue buffer freed and not yet allocated again holds one id of its hand-off's HardEvent from the TPipe's pool of
+    8, and after a pass loop every buffer of every queue is freed; one queue per statistic kept LayerNormGradV3's
+    ROW_SPLIT at 9 VECIN buffers (V_MTE2 ids)."""
+
+    queue: str
+    tensor: str
+    dtype: str
+    members: tuple   # GmRows
+
+    def views(self, stride) -> tuple:
+        """statIn_<op> = the group's tensor at member j's offset (none for a group of one)."""
+        if len(self.members) == 1:
+            return ()
+        return tuple(View(f"statIn_{t.op}", Ref(self.tensor, _member_at(j, stride)))
+                     for j, t in enumerate(self.members))
+
+    def bytes(self, stride) -> DimExpr:
+        """One buffer: every member's `stride` elements."""
+        return mul(Lit(len(self.members)), stride, SizeOf(self.dtype)) if len(self.members) > 1 else \
+            mul(stride, SizeOf(self.dtype))
+
+    def at(self, j: int, stride) -> Ref:
+        """Member j's values in the allocated buffer `t`."""
+        return Ref("t", _member_at(j, stride))
+
+
+def _member_at(j: int, stride) -> DimExpr:
+    return Lit(0) if j == 0 else stride if j == 1 else mul(Lit(j), stride)
+
+
+ROW_STAT_STRIDE = Fn("align_up", (Sym("rowsPerPass"), Lit(8)))
+"""ROW_SPLIT's StatGroup stride: the pass's rows, aligned to a 32-B block of fp32 (CopyIn and the pass loop name the
+tiling field, RowSplit's `pass` is the same value)."""
+
+
+def stat_groups(s: RowSchedule) -> tuple:
+    """The StatGroups of s.stat_in: one per queue element type, in the order of their first member."""
+    by: dict = {}
+    for t in s.stat_in:
+        by.setdefault(_qtype(t), []).append(t)
+    out = []
+    for dt, ts in by.items():
+        if len(ts) == 1:
+            out.append(StatGroup(f"statInQue_{ts[0].op}", f"statIn_{ts[0].op}", dt, (ts[0],)))
+        else:
+            ops = "_".join(t.op for t in ts)
+            out.append(StatGroup(f"statInQue_{ops}", f"statIn_{ops}", dt, tuple(ts)))
+    return tuple(out)
+
+
+def _stat_copy(t, dst: Ref, at: DimExpr, off: DimExpr):
+    """Statistic `t`'s k values (from GM element `off`, or gathered at `at`) into `dst` of the allocated buffer."""
+    if t.layout == "gather":
+        return _gather_stat(t, at, dst)
+    return Copy(dst, GmView(f"gm_{t.gm}", off), Lit(1), mul(_K, SizeOf(t.ctype)), doc=_spec(t.spec),
+                pad_value=FConst(0.0) if t.ctype == "float" else None)
+
+
+def _stat_frees(s: RowSchedule) -> list:
+    """The FreeTensor of every statistic queue's dequeued tensor."""
+    return [Free(g.queue, g.tensor) for g in stat_groups(s)]
 
 
 def _copy_in(s: RowSchedule) -> Func:
@@ -487,13 +557,12 @@ def _copy_in(s: RowSchedule) -> Func:
     for t in s.row_in:
         body.append(Scope((Alloc("t", f"rowInQue_{t.op}", t.ctype), If(some, _copy_rows_in(t)),
                            EnQue(f"rowInQue_{t.op}", "t"))))
-    for t in s.stat_in:
+    for g in stat_groups(s):
         body.append(Scope((
-            Alloc("t", f"statInQue_{t.op}", _qtype(t)),
-            If(some, (_gather_stat(t, t.at) if t.layout == "gather" else
-                      Copy(Ref("t"), GmView(f"gm_{t.gm}", t.off_r0), Lit(1), mul(_K, SizeOf(t.ctype)),
-                           doc=_spec(t.spec), pad_value=FConst(0.0) if t.ctype == "float" else None),)),
-            EnQue(f"statInQue_{t.op}", "t"))))
+            Alloc("t", g.queue, g.dtype),
+            If(some, tuple(_stat_copy(t, g.at(j, ROW_STAT_STRIDE), t.at, t.off_r0)
+                           for j, t in enumerate(g.members))),
+            EnQue(g.queue, "t"))))
     return Func("CopyIn", (Param("r0"), Param("k")), tuple(body))
 
 
@@ -507,7 +576,7 @@ def _accumulate(s: RowSchedule) -> Func:
     row += list(s.acc_body)
     body.append(For("i", Lit(0), _K, Lit(1), tuple(row)))
     body += [Free(f"rowInQue_{t.op}", f"rowIn_{t.op}") for t in s.row_in]
-    body += [Free(f"statInQue_{t.op}", f"statIn_{t.op}") for t in s.stat_in]
+    body += _stat_frees(s)
     return Func("Accumulate", (Param("r0"), Param("k")), tuple(body))
 
 
@@ -658,7 +727,7 @@ def _compute(s: RowSchedule) -> Func:
             EnQue(f"statOutQue_{t.op}", "t"))),))
     for t in s.row_in:
         body = list(free_after_last_use(tuple(body), f"rowIn_{t.op}", Free(f"rowInQue_{t.op}", f"rowIn_{t.op}")))
-    body += [Free(f"statInQue_{t.op}", f"statIn_{t.op}") for t in s.stat_in]
+    body += _stat_frees(s)
     return Func("Compute", (Param("r0"), Param("k")), tuple(body))
 
 
@@ -924,7 +993,7 @@ def _col_split(s: RowSchedule) -> Func:
             DeQue("t", f"statOutQue_{t.op}", t.ctype),
             Copy(GmView(f"gm_{t.gm}", t.off_g0), Ref("t"), Lit(1), mul(_K, SizeOf(t.ctype)), doc=_spec(t.spec)),
             Free(f"statOutQue_{t.op}", "t"))),))
-    grp += [Free(f"statInQue_{t.op}", f"statIn_{t.op}") for t in s.stat_in]
+    grp += _stat_frees(s)
     if s.chunk and s.row_in:
         grp += [Free(f"resQue_{t.op}", f"res_{t.op}") for t in s.row_in]
         body.append(_chunk_in(s, lo, Sym("cBegin"), lo, hi))
@@ -1049,7 +1118,7 @@ def _row_chunk(s: RowSchedule) -> Func:
     ]
     body += [InitBuffer(f"resQue_{t.op}", mul(g, _COLA, SizeOf(t.ctype)), 2) for t in s.row_in]
     body += [InitBuffer(f"rowOutQue_{t.op}", mul(g, rs, SizeOf(t.ctype)), 2) for t in s.row_out]
-    body += [InitBuffer(f"statInQue_{t.op}", mul(gs, SizeOf(_qtype(t))), 2) for t in s.stat_in]
+    body += [InitBuffer(sg.queue, sg.bytes(gs), 2) for sg in stat_groups(s)]
     for t in s.stat_out:
         body += [InitBuffer(f"statStageBuf_{t.op}", mul(gs, f4)),
                  InitBuffer(f"statOutQue_{t.op}", mul(gs, _stat_out_bytes(t)), 2)]
@@ -1082,7 +1151,7 @@ def _row_chunk(s: RowSchedule) -> Func:
             For("c0_", Sym("cBegin"), Sym("cEnd"), rs, tuple(_output_chunk(s, _chunk_head(s, -1), s.res_final)),
                 doc="column chunks of the resident rows")]
     grp += [x for t in s.stat_out for x in guard(t, (Scope(_stat_out(t)),))]
-    grp += [Free(f"statInQue_{t.op}", f"statIn_{t.op}") for t in s.stat_in]
+    grp += _stat_frees(s)
     grp += [Free(f"resQue_{t.op}", f"res_{t.op}") for t in s.row_in]
     grp = hoist_row_functions(grp, s.nlevel)   # a function of a row's total, once per group (not per chunk)
     body.append(For("g0", Sym("rBegin"), Sym("rEnd"), g, tuple(grp), tail="k"))
@@ -1384,7 +1453,7 @@ def _col_buffers(s: RowSchedule, sums: bool = True, batch: bool = False) -> list
                  [InitBuffer(f"resBuf_{t.op}", mul(g, rs, SizeOf(t.ctype))),
                   Get(f"res_{t.op}", f"resBuf_{t.op}", t.ctype)])
     body += [InitBuffer(f"rowOutQue_{t.op}", mul(g, rs, SizeOf(t.ctype)), 2 if s.chunk else 1) for t in s.row_out]
-    body += [InitBuffer(f"statInQue_{t.op}", mul(gs, SizeOf(_qtype(t))), 2) for t in s.stat_in]
+    body += [InitBuffer(sg.queue, sg.bytes(gs), 2) for sg in stat_groups(s)]
     for t in s.stat_out:
         body += [InitBuffer(f"statStageBuf_{t.op}", mul(gs, f4)),
                  InitBuffer(f"statOutQue_{t.op}", mul(gs, _stat_out_bytes(t)), 2)]
@@ -1426,13 +1495,10 @@ def _group_stat_loads(s) -> list:
     """The group's per-row statistics inputs (s.stat_in) loaded into their queues at the group's first row (g0):
     one Copy of _K values (a gather for a gathered one), padded with 0.0 for float, then EnQue / DeQue. COL_SPLIT and
     COL_STREAM load them alike."""
-    return [Scope((
-        Alloc("t", f"statInQue_{t.op}", _qtype(t)),
-        _gather_stat(t, t.at_g0) if t.layout == "gather" else
-        Copy(Ref("t"), GmView(f"gm_{t.gm}", t.off_g0), Lit(1), mul(_K, SizeOf(t.ctype)), doc=_spec(t.spec),
-             pad_value=FConst(0.0) if t.ctype == "float" else None),
-        EnQue(f"statInQue_{t.op}", "t"),
-        DeQue(f"statIn_{t.op}", f"statInQue_{t.op}", _qtype(t)))) for t in s.stat_in]
+    gs = Sym("groupStride_")
+    return [Scope((Alloc("t", g.queue, g.dtype),)
+                  + tuple(_stat_copy(t, g.at(j, gs), t.at_g0, t.off_g0) for j, t in enumerate(g.members))
+                  + (EnQue(g.queue, "t"), DeQue(g.tensor, g.queue, g.dtype)) + g.views(gs)) for g in stat_groups(s)]
 
 
 def _col_stream(s: RowSchedule) -> Func:
@@ -1472,7 +1538,7 @@ def _col_stream(s: RowSchedule) -> Func:
             For("c0_", Sym("cBegin"), Sym("cEnd"), rs, tuple(_output_chunk(s, _stream_chunk_in(s, -1), s.final_body)),
                 doc="column chunks of this core's slice")]
     grp += [x for t in s.stat_out for x in guard(t, (If((Constraint("==", core, Lit(0)),), _stat_out(t)),))]
-    grp += [Free(f"statInQue_{t.op}", f"statIn_{t.op}") for t in s.stat_in]
+    grp += _stat_frees(s)
     body.append(For("g0", Lit(0), Sym("rowNum_"), Sym("G"), tuple(grp), tail="k"))
     return Func("ColStream", (), tuple(body))
 
@@ -1690,7 +1756,7 @@ def row_split_class(name: str, s: RowSchedule) -> KernelClass:
     # every queue depth 1: the prefetching pass loop dequeues a pass before it enqueues the next (pass_loop)
     locals_ = [Local(f"rowInQue_{t.op}", TPos.VECIN, True) for t in s.row_in]
     locals_ += [Local(f"rowOutQue_{t.op}", TPos.VECOUT, True) for t in s.row_out]
-    locals_ += [Local(f"statInQue_{t.op}", TPos.VECIN, True) for t in s.stat_in]
+    locals_ += [Local(g.queue, TPos.VECIN, True) for g in stat_groups(s)]
     for t in s.stat_out:
         locals_ += [Local(f"statStageBuf_{t.op}"), Local(f"statOutQue_{t.op}", TPos.VECOUT, True)]
     locals_ += [Local(f"resBuf_{t.op}") for t in s.row_in] + [Local("sumBuf_"), Local("xchgBuf_")]
@@ -1700,6 +1766,7 @@ def row_split_class(name: str, s: RowSchedule) -> KernelClass:
                 Local("accOutQue_", TPos.VECOUT, True), Local("reduceBuf_")]
     tensors = [TensorVar(f"rowIn_{t.op}", t.ctype) for t in s.row_in]
     tensors += [TensorVar(f"rowOut_{t.op}", t.ctype) for t in s.row_out]
+    tensors += [TensorVar(g.tensor, g.dtype) for g in stat_groups(s) if len(g.members) > 1]
     tensors += [TensorVar(f"statIn_{t.op}", _qtype(t)) for t in s.stat_in]
     tensors += [TensorVar(f"statStage_{t.op}", "float") for t in s.stat_out]
     tensors += [TensorVar(f"res_{t.op}", t.ctype) for t in s.row_in]

@@ -339,6 +339,17 @@ def form_key_cpp(spec) -> str:
     return " + ".join(terms) or "0"
 
 
+def rank_cond_cpp(rank: str, lo: int, hi: int | None) -> str:
+    """C++ condition, parenthesised: rank `rank` (a size_t expression such as `xShape.GetDimNum()`) lies in [lo, hi]
+    (hi None: no upper bound; lo 0 is not tested, a size_t is never negative). The one printer of a rank test: the
+    InferShape's form choice (opgen.codegen.infershape), the TilingFunc's rank check (opgen.codegen.tilingfiles,
+    negated) and the form key (`_form_match_cpp`) (docs/design.md "Host-side checks")."""
+    if hi == lo:
+        return f"({rank} == {lo})"
+    parts = ([f"{rank} >= {lo}"] if lo > 0 else []) + ([f"{rank} <= {hi}"] if hi is not None else [])
+    return "(" + (" && ".join(parts) or "true") + ")"
+
+
 def _form_match_cpp(spec, shape, ref: str) -> str:
     """C++ condition: gert::Shape `ref` agrees with spec shape form `shape` (rank; entries other than a variadic
     group equal to their dims' values; a group's rank within its declared bounds and its entries equal to the
@@ -347,13 +358,11 @@ def _form_match_cpp(spec, shape, ref: str) -> str:
     vpos = next((k for k, d in enumerate(shape) if isinstance(d, Variadic)), None)
     fixed = len(shape) - (vpos is not None)
     if vpos is None:
-        out = [f"{ref}.GetDimNum() == {fixed}"]
+        out = [rank_cond_cpp(f"{ref}.GetDimNum()", fixed, fixed)]
     else:
         decl = spec.variadics.get(shape[vpos].name)
-        lo = fixed + (decl.min_rank if decl is not None else 0)
-        out = [f"{ref}.GetDimNum() >= {lo}"]
-        if decl is not None:
-            out.append(f"{ref}.GetDimNum() <= {fixed + decl.max_rank}")
+        out = [rank_cond_cpp(f"{ref}.GetDimNum()", fixed + (decl.min_rank if decl is not None else 0),
+                             fixed + decl.max_rank if decl is not None else None)]
     for k, d in enumerate(shape):
         if isinstance(d, Variadic):
             continue

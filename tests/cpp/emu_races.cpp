@@ -321,6 +321,26 @@ int main(int argc, char** argv)
             qi.FreeTensor(a);
         });
         std::printf("val ids %d %d %d\n", fetched, alloc0, alloc1);
+    } else if (s == "pool_exhausted") {
+        // Three VECIN queues of three buffers: every buffer allocated, handed to V and freed, none allocated again;
+        // each FreeTensor holds a V_MTE2 id of the pool until the buffer's next AllocTensor, so the ninth finds
+        // all 8 held.
+        vec([&](TPipe& pipe, GlobalTensor<float>& gx, GlobalTensor<float>&) {
+            TQue<QuePosition::VECIN, 1> q[3];
+            for (auto& qi : q) {
+                pipe.InitBuffer(qi, 3, 256);
+                LocalTensor<float> t[3];
+                for (auto& tj : t) {
+                    tj = qi.AllocTensor<float>();
+                    DataCopy(tj, gx, 64);
+                }
+                for (auto& tj : t) {
+                    qi.EnQue(tj);
+                    tj = qi.DeQue<float>();
+                }
+                for (auto& tj : t) qi.FreeTensor(tj);
+            }
+        });
     } else if (s == "syncall_barrier") {
         // SyncAll is a full in-core barrier too (EMU.md "Pipes and races").
         r = emu::Launch(2, kUb, [&] {

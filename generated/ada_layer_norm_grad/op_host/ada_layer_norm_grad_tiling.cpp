@@ -208,45 +208,45 @@ static ge::graphStatus TilingFunc(gert::TilingContext* context)
     const gert::StorageShape* dyStorage = context->GetInputShape(0);
     OP_CHECK_NULL_WITH_CONTEXT(context, dyStorage);
     const gert::Shape& dyShape = dyStorage->GetStorageShape();
-    OP_CHECK_IF(dyShape.GetDimNum() < 2 || dyShape.GetDimNum() > 8,
+    OP_CHECK_IF(!(dyShape.GetDimNum() >= 2 && dyShape.GetDimNum() <= 8),
                 OP_LOGE(context->GetNodeName(), "dy: rank %zu, expected in [2, 8] for [*Bd, S, H]",
                         static_cast<size_t>(dyShape.GetDimNum())),
                 return ge::GRAPH_FAILED);
     const gert::StorageShape* xStorage = context->GetInputShape(1);
     OP_CHECK_NULL_WITH_CONTEXT(context, xStorage);
     const gert::Shape& xShape = xStorage->GetStorageShape();
-    OP_CHECK_IF(xShape.GetDimNum() < 2 || xShape.GetDimNum() > 8,
+    OP_CHECK_IF(!(xShape.GetDimNum() >= 2 && xShape.GetDimNum() <= 8),
                 OP_LOGE(context->GetNodeName(), "x: rank %zu, expected in [2, 8] for [*Bd, S, H]",
                         static_cast<size_t>(xShape.GetDimNum())),
                 return ge::GRAPH_FAILED);
     const gert::StorageShape* rstdStorage = context->GetInputShape(2);
     OP_CHECK_NULL_WITH_CONTEXT(context, rstdStorage);
     const gert::Shape& rstdShape = rstdStorage->GetStorageShape();
-    OP_CHECK_IF(rstdShape.GetDimNum() < 2 || rstdShape.GetDimNum() > 8,
+    OP_CHECK_IF(!(rstdShape.GetDimNum() >= 2 && rstdShape.GetDimNum() <= 8),
                 OP_LOGE(context->GetNodeName(), "rstd: rank %zu, expected in [2, 8] for [*Bd, S, 1]",
                         static_cast<size_t>(rstdShape.GetDimNum())),
                 return ge::GRAPH_FAILED);
     const gert::StorageShape* meanStorage = context->GetInputShape(3);
     OP_CHECK_NULL_WITH_CONTEXT(context, meanStorage);
     const gert::Shape& meanShape = meanStorage->GetStorageShape();
-    OP_CHECK_IF(meanShape.GetDimNum() < 2 || meanShape.GetDimNum() > 8,
+    OP_CHECK_IF(!(meanShape.GetDimNum() >= 2 && meanShape.GetDimNum() <= 8),
                 OP_LOGE(context->GetNodeName(), "mean: rank %zu, expected in [2, 8] for [*Bd, S, 1]",
                         static_cast<size_t>(meanShape.GetDimNum())),
                 return ge::GRAPH_FAILED);
     const gert::StorageShape* scaleStorage = context->GetInputShape(4);
     OP_CHECK_NULL_WITH_CONTEXT(context, scaleStorage);
     const gert::Shape& scaleShape = scaleStorage->GetStorageShape();
-    OP_CHECK_IF(scaleShape.GetDimNum() < 1 || scaleShape.GetDimNum() > 8,
+    OP_CHECK_IF(!(scaleShape.GetDimNum() >= 1 && scaleShape.GetDimNum() <= 8),
                 OP_LOGE(context->GetNodeName(), "scale: rank %zu, expected in [1, 8] for [*Bd, H] or [*Bd, 1, H]",
                         static_cast<size_t>(scaleShape.GetDimNum())),
                 return ge::GRAPH_FAILED);
     const gert::StorageShape* gammaShapeOpt = context->GetOptionalInputShape(5);
-    OP_CHECK_IF(gammaShapeOpt != nullptr && (gammaShapeOpt->GetStorageShape().GetDimNum() != 1),
+    OP_CHECK_IF(gammaShapeOpt != nullptr && !(gammaShapeOpt->GetStorageShape().GetDimNum() == 1),
                 OP_LOGE(context->GetNodeName(), "gamma: rank %zu, expected 1 for [H]",
                         static_cast<size_t>(gammaShapeOpt->GetStorageShape().GetDimNum())),
                 return ge::GRAPH_FAILED);
     const gert::StorageShape* betaShapeOpt = context->GetOptionalInputShape(6);
-    OP_CHECK_IF(betaShapeOpt != nullptr && (betaShapeOpt->GetStorageShape().GetDimNum() != 1),
+    OP_CHECK_IF(betaShapeOpt != nullptr && !(betaShapeOpt->GetStorageShape().GetDimNum() == 1),
                 OP_LOGE(context->GetNodeName(), "beta: rank %zu, expected 1 for [H]",
                         static_cast<size_t>(betaShapeOpt->GetStorageShape().GetDimNum())),
                 return ge::GRAPH_FAILED);

@@ -99,8 +99,7 @@ private:
         n_ = hidden_;
         rowStride_ = colAlign_;
         const int64_t pass = td_->rowsPerPass;
-        pipe_.InitBuffer(statInQue_rstd, 2, AlignUp(pass, 8) * sizeof(float));
-        pipe_.InitBuffer(statInQue_mean, 2, AlignUp(pass, 8) * sizeof(float));
+        pipe_.InitBuffer(statInQue_rstd_mean, 2, 2 * AlignUp(pass, 8) * sizeof(float));
         pipe_.InitBuffer(workBuf_, 4 * rowStride_ * sizeof(float));
         for (int64_t j = 0; j < 4; ++j) {
             w_[j] = workBuf_.template Get<float>()[j * rowStride_];
@@ -134,10 +133,11 @@ private:
                 CopyIn(r0, k);
                 rowIn_dy = rowInQue_dy.template DeQue<T>();
                 rowIn_x = rowInQue_x.template DeQue<T>();
-                statIn_rstd = statInQue_rstd.template DeQue<float>();
-                statIn_mean = statInQue_mean.template DeQue<float>();
+                statIn_rstd_mean = statInQue_rstd_mean.template DeQue<float>();
+                statIn_rstd = statIn_rstd_mean;
+                statIn_mean = statIn_rstd_mean[AlignUp(td_->rowsPerPass, 8)];
                 event_t evt_0 = static_cast<event_t>(GetTPipePtr()->FetchEventID(HardEvent::MTE2_S));
-                SetFlag<HardEvent::MTE2_S>(evt_0);  // statInQue_mean: MTE2 has written it before S reads it
+                SetFlag<HardEvent::MTE2_S>(evt_0);  // statInQue_rstd_mean: MTE2 has written it before S reads it
                 WaitFlag<HardEvent::MTE2_S>(evt_0);
                 Compute(r0, k);
                 CopyOut(r0, k);
@@ -151,11 +151,12 @@ private:
             for (int64_t r0 = rowStart_; r0 < rowEnd_; r0 += pass) {
                 const int64_t k = rowEnd_ - r0 < pass ? rowEnd_ - r0 : pass;
                 event_t evt_1 = static_cast<event_t>(GetTPipePtr()->AllocEventID<HardEvent::MTE2_S>());
-                SetFlag<HardEvent::MTE2_S>(evt_1);  // statInQue_mean: MTE2 has written it before S reads it
+                SetFlag<HardEvent::MTE2_S>(evt_1);  // statInQue_rstd_mean: MTE2 has written it before S reads it
                 rowIn_dy = rowInQue_dy.template DeQue<T>();
                 rowIn_x = rowInQue_x.template DeQue<T>();
-                statIn_rstd = statInQue_rstd.template DeQue<float>();
-                statIn_mean = statInQue_mean.template DeQue<float>();
+                statIn_rstd_mean = statInQue_rstd_mean.template DeQue<float>();
+                statIn_rstd = statIn_rstd_mean;
+                statIn_mean = statIn_rstd_mean[AlignUp(td_->rowsPerPass, 8)];
                 const int64_t rowNext = r0 + pass;
                 CopyIn(rowNext, pass < rowEnd_ - rowNext ? pass : rowEnd_ - rowNext);
                 WaitFlag<HardEvent::MTE2_S>(evt_1);
@@ -172,12 +173,8 @@ private:
                 rowInQue_x.FreeTensor(t);
             }
             {
-                LocalTensor<float> t = statInQue_rstd.template DeQue<float>();
-                statInQue_rstd.FreeTensor(t);
-            }
-            {
-                LocalTensor<float> t = statInQue_mean.template DeQue<float>();
-                statInQue_mean.FreeTensor(t);
+                LocalTensor<float> t = statInQue_rstd_mean.template DeQue<float>();
+                statInQue_rstd_mean.FreeTensor(t);
             }
         }
         if (curBatch_ >= 0) {
@@ -240,8 +237,7 @@ private:
         pipe_.InitBuffer(resBuf_x, G * rowStride_ * sizeof(T));
         res_x = resBuf_x.template Get<T>();
         pipe_.InitBuffer(rowOutQue_pd_x, 1, G * rowStride_ * sizeof(T));
-        pipe_.InitBuffer(statInQue_rstd, 2, groupStride_ * sizeof(float));
-        pipe_.InitBuffer(statInQue_mean, 2, groupStride_ * sizeof(float));
+        pipe_.InitBuffer(statInQue_rstd_mean, 2, 2 * groupStride_ * sizeof(float));
         pipe_.InitBuffer(sumBuf_, (2 + 2) * groupStride_ * sizeof(float));
         sums_ = sumBuf_.template Get<float>();
         tots_ = sums_[2 * groupStride_];
@@ -293,22 +289,19 @@ private:
                                 DataCopyPadExtParams<T>(false, 0, 0, T{}));  // spec: ada_layer_norm_grad.py:61
                 }
                 {
-                    LocalTensor<float> t = statInQue_rstd.template AllocTensor<float>();
+                    LocalTensor<float> t = statInQue_rstd_mean.template AllocTensor<float>();
                     DataCopyPad(t, gm_rstd[g0], DataCopyExtParams(1, k * sizeof(float), 0, 0, 0),
                                 DataCopyPadExtParams<float>(false, 0, 0, 0.0f));  // spec: ada_layer_norm_grad.py:62
-                    statInQue_rstd.EnQue(t);
-                    statIn_rstd = statInQue_rstd.template DeQue<float>();
-                }
-                {
-                    LocalTensor<float> t = statInQue_mean.template AllocTensor<float>();
-                    DataCopyPad(t, gm_mean[g0], DataCopyExtParams(1, k * sizeof(float), 0, 0, 0),
+                    DataCopyPad(t[groupStride_], gm_mean[g0], DataCopyExtParams(1, k * sizeof(float), 0, 0, 0),
                                 DataCopyPadExtParams<float>(false, 0, 0, 0.0f));  // spec: ada_layer_norm_grad.py:63
-                    statInQue_mean.EnQue(t);
-                    statIn_mean = statInQue_mean.template DeQue<float>();
+                    statInQue_rstd_mean.EnQue(t);
+                    statIn_rstd_mean = statInQue_rstd_mean.template DeQue<float>();
+                    statIn_rstd = statIn_rstd_mean;
+                    statIn_mean = statIn_rstd_mean[groupStride_];
                 }
                 // row-reduction level 0: partial results of this core's columns, exchanged through workspace
                 event_t evt_0 = static_cast<event_t>(GetTPipePtr()->FetchEventID(HardEvent::MTE2_S));
-                SetFlag<HardEvent::MTE2_S>(evt_0);  // statInQue_mean: MTE2 has written it before S reads it
+                SetFlag<HardEvent::MTE2_S>(evt_0);  // statInQue_rstd_mean: MTE2 has written it before S reads it
                 WaitFlag<HardEvent::MTE2_S>(evt_0);
                 for (int64_t i = 0; i < k; ++i) {
                     const int64_t b = (g0 + i) / seqLen_;
@@ -497,8 +490,7 @@ private:
                     }
                     rowOutQue_pd_x.FreeTensor(t);
                 }
-                statInQue_rstd.FreeTensor(statIn_rstd);
-                statInQue_mean.FreeTensor(statIn_mean);
+                statInQue_rstd_mean.FreeTensor(statIn_rstd_mean);
             }
             if (curBatch_ >= 0) {
                 FlushCol();
@@ -639,20 +631,15 @@ private:
             rowInQue_x.EnQue(t);
         }
         {
-            LocalTensor<float> t = statInQue_rstd.template AllocTensor<float>();
+            LocalTensor<float> t = statInQue_rstd_mean.template AllocTensor<float>();
             if (k > 0) {
                 DataCopyPad(t, gm_rstd[r0], DataCopyExtParams(1, k * sizeof(float), 0, 0, 0),
                             DataCopyPadExtParams<float>(false, 0, 0, 0.0f));  // spec: ada_layer_norm_grad.py:62
-            }
-            statInQue_rstd.EnQue(t);
-        }
-        {
-            LocalTensor<float> t = statInQue_mean.template AllocTensor<float>();
-            if (k > 0) {
-                DataCopyPad(t, gm_mean[r0], DataCopyExtParams(1, k * sizeof(float), 0, 0, 0),
+                DataCopyPad(t[AlignUp(td_->rowsPerPass, 8)], gm_mean[r0],
+                            DataCopyExtParams(1, k * sizeof(float), 0, 0, 0),
                             DataCopyPadExtParams<float>(false, 0, 0, 0.0f));  // spec: ada_layer_norm_grad.py:63
             }
-            statInQue_mean.EnQue(t);
+            statInQue_rstd_mean.EnQue(t);
         }
     }
 
@@ -769,8 +756,7 @@ private:
         rowInQue_x.FreeTensor(rowIn_x);
         rowInQue_dy.FreeTensor(rowIn_dy);
         rowOutQue_pd_x.EnQue(rowOut_pd_x);
-        statInQue_rstd.FreeTensor(statIn_rstd);
-        statInQue_mean.FreeTensor(statIn_mean);
+        statInQue_rstd_mean.FreeTensor(statIn_rstd_mean);
     }
 
     __aicore__ inline void CopyOut(int64_t r0, int64_t k)
@@ -862,8 +848,7 @@ private:
     TQue<TPosition::VECIN, 1> rowInQue_dy;
     TQue<TPosition::VECIN, 1> rowInQue_x;
     TQue<TPosition::VECOUT, 1> rowOutQue_pd_x;
-    TQue<TPosition::VECIN, 1> statInQue_rstd;
-    TQue<TPosition::VECIN, 1> statInQue_mean;
+    TQue<TPosition::VECIN, 1> statInQue_rstd_mean;
     TBuf<TPosition::VECCALC> resBuf_dy;
     TBuf<TPosition::VECCALC> resBuf_x;
     TBuf<TPosition::VECCALC> sumBuf_;
@@ -877,6 +862,7 @@ private:
     LocalTensor<T> rowIn_dy;
     LocalTensor<T> rowIn_x;
     LocalTensor<T> rowOut_pd_x;
+    LocalTensor<float> statIn_rstd_mean;
     LocalTensor<float> statIn_rstd;
     LocalTensor<float> statIn_mean;
     LocalTensor<T> res_dy;

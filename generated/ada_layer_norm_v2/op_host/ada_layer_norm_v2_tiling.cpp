@@ -208,31 +208,31 @@ static ge::graphStatus TilingFunc(gert::TilingContext* context)
     const gert::StorageShape* xStorage = context->GetInputShape(0);
     OP_CHECK_NULL_WITH_CONTEXT(context, xStorage);
     const gert::Shape& xShape = xStorage->GetStorageShape();
-    OP_CHECK_IF(xShape.GetDimNum() < 2 || xShape.GetDimNum() > 8,
+    OP_CHECK_IF(!(xShape.GetDimNum() >= 2 && xShape.GetDimNum() <= 8),
                 OP_LOGE(context->GetNodeName(), "x: rank %zu, expected in [2, 8] for [*Bd, S, H]",
                         static_cast<size_t>(xShape.GetDimNum())),
                 return ge::GRAPH_FAILED);
     const gert::StorageShape* scaleStorage = context->GetInputShape(1);
     OP_CHECK_NULL_WITH_CONTEXT(context, scaleStorage);
     const gert::Shape& scaleShape = scaleStorage->GetStorageShape();
-    OP_CHECK_IF(scaleShape.GetDimNum() < 1 || scaleShape.GetDimNum() > 8,
+    OP_CHECK_IF(!(scaleShape.GetDimNum() >= 1 && scaleShape.GetDimNum() <= 8),
                 OP_LOGE(context->GetNodeName(), "scale: rank %zu, expected in [1, 8] for [*Bd, H] or [*Bd, 1, H]",
                         static_cast<size_t>(scaleShape.GetDimNum())),
                 return ge::GRAPH_FAILED);
     const gert::StorageShape* shiftStorage = context->GetInputShape(2);
     OP_CHECK_NULL_WITH_CONTEXT(context, shiftStorage);
     const gert::Shape& shiftShape = shiftStorage->GetStorageShape();
-    OP_CHECK_IF(shiftShape.GetDimNum() < 1 || shiftShape.GetDimNum() > 8,
+    OP_CHECK_IF(!(shiftShape.GetDimNum() >= 1 && shiftShape.GetDimNum() <= 8),
                 OP_LOGE(context->GetNodeName(), "shift: rank %zu, expected in [1, 8] for [*Bd, H] or [*Bd, 1, H]",
                         static_cast<size_t>(shiftShape.GetDimNum())),
                 return ge::GRAPH_FAILED);
     const gert::StorageShape* weightShapeOpt = context->GetOptionalInputShape(3);
-    OP_CHECK_IF(weightShapeOpt != nullptr && (weightShapeOpt->GetStorageShape().GetDimNum() != 1),
+    OP_CHECK_IF(weightShapeOpt != nullptr && !(weightShapeOpt->GetStorageShape().GetDimNum() == 1),
                 OP_LOGE(context->GetNodeName(), "weight: rank %zu, expected 1 for [H]",
                         static_cast<size_t>(weightShapeOpt->GetStorageShape().GetDimNum())),
                 return ge::GRAPH_FAILED);
     const gert::StorageShape* biasShapeOpt = context->GetOptionalInputShape(4);
-    OP_CHECK_IF(biasShapeOpt != nullptr && (biasShapeOpt->GetStorageShape().GetDimNum() != 1),
+    OP_CHECK_IF(biasShapeOpt != nullptr && !(biasShapeOpt->GetStorageShape().GetDimNum() == 1),
                 OP_LOGE(context->GetNodeName(), "bias: rank %zu, expected 1 for [H]",
                         static_cast<size_t>(biasShapeOpt->GetStorageShape().GetDimNum())),
                 return ge::GRAPH_FAILED);

@@ -171,90 +171,91 @@ static ge::graphStatus TilingFunc(gert::TilingContext* context)
     const gert::StorageShape* queryStorage = context->GetInputShape(0);
     OP_CHECK_NULL_WITH_CONTEXT(context, queryStorage);
     const gert::Shape& queryShape = queryStorage->GetStorageShape();
-    OP_CHECK_IF(queryShape.GetDimNum() != 4,
+    OP_CHECK_IF(!(queryShape.GetDimNum() == 4),
                 OP_LOGE(context->GetNodeName(), "query: rank %zu, expected 4 for [B, Sq, N, D]",
                         static_cast<size_t>(queryShape.GetDimNum())),
                 return ge::GRAPH_FAILED);
     const gert::StorageShape* keyStorage = context->GetInputShape(1);
     OP_CHECK_NULL_WITH_CONTEXT(context, keyStorage);
     const gert::Shape& keyShape = keyStorage->GetStorageShape();
-    OP_CHECK_IF(keyShape.GetDimNum() != 4,
+    OP_CHECK_IF(!(keyShape.GetDimNum() == 4),
                 OP_LOGE(context->GetNodeName(), "key: rank %zu, expected 4 for [B, Sk, N, D]",
                         static_cast<size_t>(keyShape.GetDimNum())),
                 return ge::GRAPH_FAILED);
     const gert::StorageShape* valueStorage = context->GetInputShape(2);
     OP_CHECK_NULL_WITH_CONTEXT(context, valueStorage);
     const gert::Shape& valueShape = valueStorage->GetStorageShape();
-    OP_CHECK_IF(valueShape.GetDimNum() != 4,
+    OP_CHECK_IF(!(valueShape.GetDimNum() == 4),
                 OP_LOGE(context->GetNodeName(), "value: rank %zu, expected 4 for [B, Sk, N, D]",
                         static_cast<size_t>(valueShape.GetDimNum())),
                 return ge::GRAPH_FAILED);
     const gert::StorageShape* encoder_queryShapeOpt = context->GetOptionalInputShape(3);
-    OP_CHECK_IF(encoder_queryShapeOpt != nullptr && (encoder_queryShapeOpt->GetStorageShape().GetDimNum() != 4),
+    OP_CHECK_IF(encoder_queryShapeOpt != nullptr && !(encoder_queryShapeOpt->GetStorageShape().GetDimNum() == 4),
                 OP_LOGE(context->GetNodeName(), "encoder_query: rank %zu, expected 4 for [B, Seq, N, D]",
                         static_cast<size_t>(encoder_queryShapeOpt->GetStorageShape().GetDimNum())),
                 return ge::GRAPH_FAILED);
     const gert::StorageShape* encoder_keyShapeOpt = context->GetOptionalInputShape(4);
-    OP_CHECK_IF(encoder_keyShapeOpt != nullptr && (encoder_keyShapeOpt->GetStorageShape().GetDimNum() != 4),
+    OP_CHECK_IF(encoder_keyShapeOpt != nullptr && !(encoder_keyShapeOpt->GetStorageShape().GetDimNum() == 4),
                 OP_LOGE(context->GetNodeName(), "encoder_key: rank %zu, expected 4 for [B, Sek, N, D]",
                         static_cast<size_t>(encoder_keyShapeOpt->GetStorageShape().GetDimNum())),
                 return ge::GRAPH_FAILED);
     const gert::StorageShape* encoder_valueShapeOpt = context->GetOptionalInputShape(5);
-    OP_CHECK_IF(encoder_valueShapeOpt != nullptr && (encoder_valueShapeOpt->GetStorageShape().GetDimNum() != 4),
+    OP_CHECK_IF(encoder_valueShapeOpt != nullptr && !(encoder_valueShapeOpt->GetStorageShape().GetDimNum() == 4),
                 OP_LOGE(context->GetNodeName(), "encoder_value: rank %zu, expected 4 for [B, Sek, N, D]",
                         static_cast<size_t>(encoder_valueShapeOpt->GetStorageShape().GetDimNum())),
                 return ge::GRAPH_FAILED);
     const gert::StorageShape* norm_query_weightShapeOpt = context->GetOptionalInputShape(6);
-    OP_CHECK_IF(norm_query_weightShapeOpt != nullptr && (norm_query_weightShapeOpt->GetStorageShape().GetDimNum() != 1),
-                OP_LOGE(context->GetNodeName(), "norm_query_weight: rank %zu, expected 1 for [D]",
-                        static_cast<size_t>(norm_query_weightShapeOpt->GetStorageShape().GetDimNum())),
-                return ge::GRAPH_FAILED);
+    OP_CHECK_IF(
+        norm_query_weightShapeOpt != nullptr && !(norm_query_weightShapeOpt->GetStorageShape().GetDimNum() == 1),
+        OP_LOGE(context->GetNodeName(), "norm_query_weight: rank %zu, expected 1 for [D]",
+                static_cast<size_t>(norm_query_weightShapeOpt->GetStorageShape().GetDimNum())),
+        return ge::GRAPH_FAILED);
     const gert::StorageShape* norm_query_biasShapeOpt = context->GetOptionalInputShape(7);
-    OP_CHECK_IF(norm_query_biasShapeOpt != nullptr && (norm_query_biasShapeOpt->GetStorageShape().GetDimNum() != 1),
+    OP_CHECK_IF(norm_query_biasShapeOpt != nullptr && !(norm_query_biasShapeOpt->GetStorageShape().GetDimNum() == 1),
                 OP_LOGE(context->GetNodeName(), "norm_query_bias: rank %zu, expected 1 for [D]",
                         static_cast<size_t>(norm_query_biasShapeOpt->GetStorageShape().GetDimNum())),
                 return ge::GRAPH_FAILED);
     const gert::StorageShape* norm_key_weightShapeOpt = context->GetOptionalInputShape(8);
-    OP_CHECK_IF(norm_key_weightShapeOpt != nullptr && (norm_key_weightShapeOpt->GetStorageShape().GetDimNum() != 1),
+    OP_CHECK_IF(norm_key_weightShapeOpt != nullptr && !(norm_key_weightShapeOpt->GetStorageShape().GetDimNum() == 1),
                 OP_LOGE(context->GetNodeName(), "norm_key_weight: rank %zu, expected 1 for [D]",
                         static_cast<size_t>(norm_key_weightShapeOpt->GetStorageShape().GetDimNum())),
                 return ge::GRAPH_FAILED);
     const gert::StorageShape* norm_key_biasShapeOpt = context->GetOptionalInputShape(9);
-    OP_CHECK_IF(norm_key_biasShapeOpt != nullptr && (norm_key_biasShapeOpt->GetStorageShape().GetDimNum() != 1),
+    OP_CHECK_IF(norm_key_biasShapeOpt != nullptr && !(norm_key_biasShapeOpt->GetStorageShape().GetDimNum() == 1),
                 OP_LOGE(context->GetNodeName(), "norm_key_bias: rank %zu, expected 1 for [D]",
                         static_cast<size_t>(norm_key_biasShapeOpt->GetStorageShape().GetDimNum())),
                 return ge::GRAPH_FAILED);
     const gert::StorageShape* norm_added_query_weightShapeOpt = context->GetOptionalInputShape(10);
     OP_CHECK_IF(norm_added_query_weightShapeOpt != nullptr &&
-                    (norm_added_query_weightShapeOpt->GetStorageShape().GetDimNum() != 1),
+                    !(norm_added_query_weightShapeOpt->GetStorageShape().GetDimNum() == 1),
                 OP_LOGE(context->GetNodeName(), "norm_added_query_weight: rank %zu, expected 1 for [D]",
                         static_cast<size_t>(norm_added_query_weightShapeOpt->GetStorageShape().GetDimNum())),
                 return ge::GRAPH_FAILED);
     const gert::StorageShape* norm_added_query_biasShapeOpt = context->GetOptionalInputShape(11);
-    OP_CHECK_IF(
-        norm_added_query_biasShapeOpt != nullptr && (norm_added_query_biasShapeOpt->GetStorageShape().GetDimNum() != 1),
-        OP_LOGE(context->GetNodeName(), "norm_added_query_bias: rank %zu, expected 1 for [D]",
-                static_cast<size_t>(norm_added_query_biasShapeOpt->GetStorageShape().GetDimNum())),
-        return ge::GRAPH_FAILED);
+    OP_CHECK_IF(norm_added_query_biasShapeOpt != nullptr &&
+                    !(norm_added_query_biasShapeOpt->GetStorageShape().GetDimNum() == 1),
+                OP_LOGE(context->GetNodeName(), "norm_added_query_bias: rank %zu, expected 1 for [D]",
+                        static_cast<size_t>(norm_added_query_biasShapeOpt->GetStorageShape().GetDimNum())),
+                return ge::GRAPH_FAILED);
     const gert::StorageShape* norm_added_key_weightShapeOpt = context->GetOptionalInputShape(12);
-    OP_CHECK_IF(
-        norm_added_key_weightShapeOpt != nullptr && (norm_added_key_weightShapeOpt->GetStorageShape().GetDimNum() != 1),
-        OP_LOGE(context->GetNodeName(), "norm_added_key_weight: rank %zu, expected 1 for [D]",
-                static_cast<size_t>(norm_added_key_weightShapeOpt->GetStorageShape().GetDimNum())),
-        return ge::GRAPH_FAILED);
+    OP_CHECK_IF(norm_added_key_weightShapeOpt != nullptr &&
+                    !(norm_added_key_weightShapeOpt->GetStorageShape().GetDimNum() == 1),
+                OP_LOGE(context->GetNodeName(), "norm_added_key_weight: rank %zu, expected 1 for [D]",
+                        static_cast<size_t>(norm_added_key_weightShapeOpt->GetStorageShape().GetDimNum())),
+                return ge::GRAPH_FAILED);
     const gert::StorageShape* norm_added_key_biasShapeOpt = context->GetOptionalInputShape(13);
     OP_CHECK_IF(
-        norm_added_key_biasShapeOpt != nullptr && (norm_added_key_biasShapeOpt->GetStorageShape().GetDimNum() != 1),
+        norm_added_key_biasShapeOpt != nullptr && !(norm_added_key_biasShapeOpt->GetStorageShape().GetDimNum() == 1),
         OP_LOGE(context->GetNodeName(), "norm_added_key_bias: rank %zu, expected 1 for [D]",
                 static_cast<size_t>(norm_added_key_biasShapeOpt->GetStorageShape().GetDimNum())),
         return ge::GRAPH_FAILED);
     const gert::StorageShape* rope_sinShapeOpt = context->GetOptionalInputShape(14);
-    OP_CHECK_IF(rope_sinShapeOpt != nullptr && (rope_sinShapeOpt->GetStorageShape().GetDimNum() != 2),
+    OP_CHECK_IF(rope_sinShapeOpt != nullptr && !(rope_sinShapeOpt->GetStorageShape().GetDimNum() == 2),
                 OP_LOGE(context->GetNodeName(), "rope_sin: rank %zu, expected 2 for [R, D]",
                         static_cast<size_t>(rope_sinShapeOpt->GetStorageShape().GetDimNum())),
                 return ge::GRAPH_FAILED);
     const gert::StorageShape* rope_cosShapeOpt = context->GetOptionalInputShape(15);
-    OP_CHECK_IF(rope_cosShapeOpt != nullptr && (rope_cosShapeOpt->GetStorageShape().GetDimNum() != 2),
+    OP_CHECK_IF(rope_cosShapeOpt != nullptr && !(rope_cosShapeOpt->GetStorageShape().GetDimNum() == 2),
                 OP_LOGE(context->GetNodeName(), "rope_cos: rank %zu, expected 2 for [R, D]",
                         static_cast<size_t>(rope_cosShapeOpt->GetStorageShape().GetDimNum())),
                 return ge::GRAPH_FAILED);

@@ -171,121 +171,122 @@ static ge::graphStatus TilingFunc(gert::TilingContext* context)
     const gert::StorageShape* grad_query_outputStorage = context->GetInputShape(0);
     OP_CHECK_NULL_WITH_CONTEXT(context, grad_query_outputStorage);
     const gert::Shape& grad_query_outputShape = grad_query_outputStorage->GetStorageShape();
-    OP_CHECK_IF(grad_query_outputShape.GetDimNum() != 4,
+    OP_CHECK_IF(!(grad_query_outputShape.GetDimNum() == 4),
                 OP_LOGE(context->GetNodeName(), "grad_query_output: rank %zu, expected 4 for [B, N, Seq + Sq, D]",
                         static_cast<size_t>(grad_query_outputShape.GetDimNum())),
                 return ge::GRAPH_FAILED);
     const gert::StorageShape* grad_key_outputStorage = context->GetInputShape(1);
     OP_CHECK_NULL_WITH_CONTEXT(context, grad_key_outputStorage);
     const gert::Shape& grad_key_outputShape = grad_key_outputStorage->GetStorageShape();
-    OP_CHECK_IF(grad_key_outputShape.GetDimNum() != 4,
+    OP_CHECK_IF(!(grad_key_outputShape.GetDimNum() == 4),
                 OP_LOGE(context->GetNodeName(), "grad_key_output: rank %zu, expected 4 for [B, N, Sek + Sk, D]",
                         static_cast<size_t>(grad_key_outputShape.GetDimNum())),
                 return ge::GRAPH_FAILED);
     const gert::StorageShape* grad_value_outputStorage = context->GetInputShape(2);
     OP_CHECK_NULL_WITH_CONTEXT(context, grad_value_outputStorage);
     const gert::Shape& grad_value_outputShape = grad_value_outputStorage->GetStorageShape();
-    OP_CHECK_IF(grad_value_outputShape.GetDimNum() != 4,
+    OP_CHECK_IF(!(grad_value_outputShape.GetDimNum() == 4),
                 OP_LOGE(context->GetNodeName(), "grad_value_output: rank %zu, expected 4 for [B, N, Sek + Sk, D]",
                         static_cast<size_t>(grad_value_outputShape.GetDimNum())),
                 return ge::GRAPH_FAILED);
     const gert::StorageShape* queryStorage = context->GetInputShape(3);
     OP_CHECK_NULL_WITH_CONTEXT(context, queryStorage);
     const gert::Shape& queryShape = queryStorage->GetStorageShape();
-    OP_CHECK_IF(queryShape.GetDimNum() != 4,
+    OP_CHECK_IF(!(queryShape.GetDimNum() == 4),
                 OP_LOGE(context->GetNodeName(), "query: rank %zu, expected 4 for [B, Sq, N, D]",
                         static_cast<size_t>(queryShape.GetDimNum())),
                 return ge::GRAPH_FAILED);
     const gert::StorageShape* keyStorage = context->GetInputShape(4);
     OP_CHECK_NULL_WITH_CONTEXT(context, keyStorage);
     const gert::Shape& keyShape = keyStorage->GetStorageShape();
-    OP_CHECK_IF(keyShape.GetDimNum() != 4,
+    OP_CHECK_IF(!(keyShape.GetDimNum() == 4),
                 OP_LOGE(context->GetNodeName(), "key: rank %zu, expected 4 for [B, Sk, N, D]",
                         static_cast<size_t>(keyShape.GetDimNum())),
                 return ge::GRAPH_FAILED);
     const gert::StorageShape* encoder_queryShapeOpt = context->GetOptionalInputShape(5);
-    OP_CHECK_IF(encoder_queryShapeOpt != nullptr && (encoder_queryShapeOpt->GetStorageShape().GetDimNum() != 4),
+    OP_CHECK_IF(encoder_queryShapeOpt != nullptr && !(encoder_queryShapeOpt->GetStorageShape().GetDimNum() == 4),
                 OP_LOGE(context->GetNodeName(), "encoder_query: rank %zu, expected 4 for [B, Seq, N, D]",
                         static_cast<size_t>(encoder_queryShapeOpt->GetStorageShape().GetDimNum())),
                 return ge::GRAPH_FAILED);
     const gert::StorageShape* encoder_keyShapeOpt = context->GetOptionalInputShape(6);
-    OP_CHECK_IF(encoder_keyShapeOpt != nullptr && (encoder_keyShapeOpt->GetStorageShape().GetDimNum() != 4),
+    OP_CHECK_IF(encoder_keyShapeOpt != nullptr && !(encoder_keyShapeOpt->GetStorageShape().GetDimNum() == 4),
                 OP_LOGE(context->GetNodeName(), "encoder_key: rank %zu, expected 4 for [B, Sek, N, D]",
                         static_cast<size_t>(encoder_keyShapeOpt->GetStorageShape().GetDimNum())),
                 return ge::GRAPH_FAILED);
     const gert::StorageShape* norm_query_weightShapeOpt = context->GetOptionalInputShape(7);
-    OP_CHECK_IF(norm_query_weightShapeOpt != nullptr && (norm_query_weightShapeOpt->GetStorageShape().GetDimNum() != 1),
-                OP_LOGE(context->GetNodeName(), "norm_query_weight: rank %zu, expected 1 for [D]",
-                        static_cast<size_t>(norm_query_weightShapeOpt->GetStorageShape().GetDimNum())),
-                return ge::GRAPH_FAILED);
+    OP_CHECK_IF(
+        norm_query_weightShapeOpt != nullptr && !(norm_query_weightShapeOpt->GetStorageShape().GetDimNum() == 1),
+        OP_LOGE(context->GetNodeName(), "norm_query_weight: rank %zu, expected 1 for [D]",
+                static_cast<size_t>(norm_query_weightShapeOpt->GetStorageShape().GetDimNum())),
+        return ge::GRAPH_FAILED);
     const gert::StorageShape* norm_query_meanShapeOpt = context->GetOptionalInputShape(8);
-    OP_CHECK_IF(norm_query_meanShapeOpt != nullptr && (norm_query_meanShapeOpt->GetStorageShape().GetDimNum() != 4),
+    OP_CHECK_IF(norm_query_meanShapeOpt != nullptr && !(norm_query_meanShapeOpt->GetStorageShape().GetDimNum() == 4),
                 OP_LOGE(context->GetNodeName(), "norm_query_mean: rank %zu, expected 4 for [B, Sq, N, 1]",
                         static_cast<size_t>(norm_query_meanShapeOpt->GetStorageShape().GetDimNum())),
                 return ge::GRAPH_FAILED);
     const gert::StorageShape* norm_query_rstdShapeOpt = context->GetOptionalInputShape(9);
-    OP_CHECK_IF(norm_query_rstdShapeOpt != nullptr && (norm_query_rstdShapeOpt->GetStorageShape().GetDimNum() != 4),
+    OP_CHECK_IF(norm_query_rstdShapeOpt != nullptr && !(norm_query_rstdShapeOpt->GetStorageShape().GetDimNum() == 4),
                 OP_LOGE(context->GetNodeName(), "norm_query_rstd: rank %zu, expected 4 for [B, Sq, N, 1]",
                         static_cast<size_t>(norm_query_rstdShapeOpt->GetStorageShape().GetDimNum())),
                 return ge::GRAPH_FAILED);
     const gert::StorageShape* norm_key_weightShapeOpt = context->GetOptionalInputShape(10);
-    OP_CHECK_IF(norm_key_weightShapeOpt != nullptr && (norm_key_weightShapeOpt->GetStorageShape().GetDimNum() != 1),
+    OP_CHECK_IF(norm_key_weightShapeOpt != nullptr && !(norm_key_weightShapeOpt->GetStorageShape().GetDimNum() == 1),
                 OP_LOGE(context->GetNodeName(), "norm_key_weight: rank %zu, expected 1 for [D]",
                         static_cast<size_t>(norm_key_weightShapeOpt->GetStorageShape().GetDimNum())),
                 return ge::GRAPH_FAILED);
     const gert::StorageShape* norm_key_meanShapeOpt = context->GetOptionalInputShape(11);
-    OP_CHECK_IF(norm_key_meanShapeOpt != nullptr && (norm_key_meanShapeOpt->GetStorageShape().GetDimNum() != 4),
+    OP_CHECK_IF(norm_key_meanShapeOpt != nullptr && !(norm_key_meanShapeOpt->GetStorageShape().GetDimNum() == 4),
                 OP_LOGE(context->GetNodeName(), "norm_key_mean: rank %zu, expected 4 for [B, Sk, N, 1]",
                         static_cast<size_t>(norm_key_meanShapeOpt->GetStorageShape().GetDimNum())),
                 return ge::GRAPH_FAILED);
     const gert::StorageShape* norm_key_rstdShapeOpt = context->GetOptionalInputShape(12);
-    OP_CHECK_IF(norm_key_rstdShapeOpt != nullptr && (norm_key_rstdShapeOpt->GetStorageShape().GetDimNum() != 4),
+    OP_CHECK_IF(norm_key_rstdShapeOpt != nullptr && !(norm_key_rstdShapeOpt->GetStorageShape().GetDimNum() == 4),
                 OP_LOGE(context->GetNodeName(), "norm_key_rstd: rank %zu, expected 4 for [B, Sk, N, 1]",
                         static_cast<size_t>(norm_key_rstdShapeOpt->GetStorageShape().GetDimNum())),
                 return ge::GRAPH_FAILED);
     const gert::StorageShape* norm_added_query_weightShapeOpt = context->GetOptionalInputShape(13);
     OP_CHECK_IF(norm_added_query_weightShapeOpt != nullptr &&
-                    (norm_added_query_weightShapeOpt->GetStorageShape().GetDimNum() != 1),
+                    !(norm_added_query_weightShapeOpt->GetStorageShape().GetDimNum() == 1),
                 OP_LOGE(context->GetNodeName(), "norm_added_query_weight: rank %zu, expected 1 for [D]",
                         static_cast<size_t>(norm_added_query_weightShapeOpt->GetStorageShape().GetDimNum())),
                 return ge::GRAPH_FAILED);
     const gert::StorageShape* norm_added_query_meanShapeOpt = context->GetOptionalInputShape(14);
-    OP_CHECK_IF(
-        norm_added_query_meanShapeOpt != nullptr && (norm_added_query_meanShapeOpt->GetStorageShape().GetDimNum() != 4),
-        OP_LOGE(context->GetNodeName(), "norm_added_query_mean: rank %zu, expected 4 for [B, Seq, N, 1]",
-                static_cast<size_t>(norm_added_query_meanShapeOpt->GetStorageShape().GetDimNum())),
-        return ge::GRAPH_FAILED);
+    OP_CHECK_IF(norm_added_query_meanShapeOpt != nullptr &&
+                    !(norm_added_query_meanShapeOpt->GetStorageShape().GetDimNum() == 4),
+                OP_LOGE(context->GetNodeName(), "norm_added_query_mean: rank %zu, expected 4 for [B, Seq, N, 1]",
+                        static_cast<size_t>(norm_added_query_meanShapeOpt->GetStorageShape().GetDimNum())),
+                return ge::GRAPH_FAILED);
     const gert::StorageShape* norm_added_query_rstdShapeOpt = context->GetOptionalInputShape(15);
-    OP_CHECK_IF(
-        norm_added_query_rstdShapeOpt != nullptr && (norm_added_query_rstdShapeOpt->GetStorageShape().GetDimNum() != 4),
-        OP_LOGE(context->GetNodeName(), "norm_added_query_rstd: rank %zu, expected 4 for [B, Seq, N, 1]",
-                static_cast<size_t>(norm_added_query_rstdShapeOpt->GetStorageShape().GetDimNum())),
-        return ge::GRAPH_FAILED);
+    OP_CHECK_IF(norm_added_query_rstdShapeOpt != nullptr &&
+                    !(norm_added_query_rstdShapeOpt->GetStorageShape().GetDimNum() == 4),
+                OP_LOGE(context->GetNodeName(), "norm_added_query_rstd: rank %zu, expected 4 for [B, Seq, N, 1]",
+                        static_cast<size_t>(norm_added_query_rstdShapeOpt->GetStorageShape().GetDimNum())),
+                return ge::GRAPH_FAILED);
     const gert::StorageShape* norm_added_key_weightShapeOpt = context->GetOptionalInputShape(16);
-    OP_CHECK_IF(
-        norm_added_key_weightShapeOpt != nullptr && (norm_added_key_weightShapeOpt->GetStorageShape().GetDimNum() != 1),
-        OP_LOGE(context->GetNodeName(), "norm_added_key_weight: rank %zu, expected 1 for [D]",
-                static_cast<size_t>(norm_added_key_weightShapeOpt->GetStorageShape().GetDimNum())),
-        return ge::GRAPH_FAILED);
+    OP_CHECK_IF(norm_added_key_weightShapeOpt != nullptr &&
+                    !(norm_added_key_weightShapeOpt->GetStorageShape().GetDimNum() == 1),
+                OP_LOGE(context->GetNodeName(), "norm_added_key_weight: rank %zu, expected 1 for [D]",
+                        static_cast<size_t>(norm_added_key_weightShapeOpt->GetStorageShape().GetDimNum())),
+                return ge::GRAPH_FAILED);
     const gert::StorageShape* norm_added_key_meanShapeOpt = context->GetOptionalInputShape(17);
     OP_CHECK_IF(
-        norm_added_key_meanShapeOpt != nullptr && (norm_added_key_meanShapeOpt->GetStorageShape().GetDimNum() != 4),
+        norm_added_key_meanShapeOpt != nullptr && !(norm_added_key_meanShapeOpt->GetStorageShape().GetDimNum() == 4),
         OP_LOGE(context->GetNodeName(), "norm_added_key_mean: rank %zu, expected 4 for [B, Sek, N, 1]",
                 static_cast<size_t>(norm_added_key_meanShapeOpt->GetStorageShape().GetDimNum())),
         return ge::GRAPH_FAILED);
     const gert::StorageShape* norm_added_key_rstdShapeOpt = context->GetOptionalInputShape(18);
     OP_CHECK_IF(
-        norm_added_key_rstdShapeOpt != nullptr && (norm_added_key_rstdShapeOpt->GetStorageShape().GetDimNum() != 4),
+        norm_added_key_rstdShapeOpt != nullptr && !(norm_added_key_rstdShapeOpt->GetStorageShape().GetDimNum() == 4),
         OP_LOGE(context->GetNodeName(), "norm_added_key_rstd: rank %zu, expected 4 for [B, Sek, N, 1]",
                 static_cast<size_t>(norm_added_key_rstdShapeOpt->GetStorageShape().GetDimNum())),
         return ge::GRAPH_FAILED);
     const gert::StorageShape* rope_sinShapeOpt = context->GetOptionalInputShape(19);
-    OP_CHECK_IF(rope_sinShapeOpt != nullptr && (rope_sinShapeOpt->GetStorageShape().GetDimNum() != 2),
+    OP_CHECK_IF(rope_sinShapeOpt != nullptr && !(rope_sinShapeOpt->GetStorageShape().GetDimNum() == 2),
                 OP_LOGE(context->GetNodeName(), "rope_sin: rank %zu, expected 2 for [R, D]",
                         static_cast<size_t>(rope_sinShapeOpt->GetStorageShape().GetDimNum())),
                 return ge::GRAPH_FAILED);
     const gert::StorageShape* rope_cosShapeOpt = context->GetOptionalInputShape(20);
-    OP_CHECK_IF(rope_cosShapeOpt != nullptr && (rope_cosShapeOpt->GetStorageShape().GetDimNum() != 2),
+    OP_CHECK_IF(rope_cosShapeOpt != nullptr && !(rope_cosShapeOpt->GetStorageShape().GetDimNum() == 2),
                 OP_LOGE(context->GetNodeName(), "rope_cos: rank %zu, expected 2 for [R, D]",
                         static_cast<size_t>(rope_cosShapeOpt->GetStorageShape().GetDimNum())),
                 return ge::GRAPH_FAILED);

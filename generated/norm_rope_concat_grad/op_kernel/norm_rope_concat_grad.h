@@ -378,8 +378,7 @@ private:
         pipe_.InitBuffer(inQue0_, 2, pass * dAlign_ * sizeof(T));
         pipe_.InitBuffer(inQue1_, 2, pass * dAlign_ * sizeof(T));
         pipe_.InitBuffer(outQue0_, 2, pass * dAlign_ * sizeof(T));
-        pipe_.InitBuffer(statInQue0_, 2, AlignUp(pass, 8) * sizeof(float));
-        pipe_.InitBuffer(statInQue1_, 2, AlignUp(pass, 8) * sizeof(float));
+        pipe_.InitBuffer(statInQue_, 2, 2 * AlignUp(pass, 8) * sizeof(float));
         pipe_.InitBuffer(workBuf_, 3 * dAlign_ * sizeof(float));
         for (int64_t j = 0; j < 3; ++j) {
             w_[j] = workBuf_.template Get<float>()[j * dAlign_];
@@ -442,7 +441,7 @@ private:
                 const int64_t k = hi - r < pass ? hi - r : pass;
                 CopyIn(p, r, k);
                 event_t evt_2 = static_cast<event_t>(GetTPipePtr()->FetchEventID(HardEvent::MTE2_S));
-                SetFlag<HardEvent::MTE2_S>(evt_2);  // statInQue1_: MTE2 has written it before S reads it
+                SetFlag<HardEvent::MTE2_S>(evt_2);  // statInQue_: MTE2 has written it before S reads it
                 WaitFlag<HardEvent::MTE2_S>(evt_2);
                 Compute(p, r, k);
                 CopyOut(p, r, k);
@@ -476,20 +475,17 @@ private:
             inQue1_.EnQue(t);
         }
         {
-            LocalTensor<float> t = statInQue0_.template AllocTensor<float>();
+            LocalTensor<float> t = statInQue_.template AllocTensor<float>();
             if (p.useStatIn[0] != 0) {
                 DataCopyPad(t, p.statIn[0][r0], DataCopyExtParams(1, k * sizeof(float), 0, 0, 0),
                             DataCopyPadExtParams<float>(false, 0, 0, float{}));
             }
-            statInQue0_.EnQue(t);
-        }
-        {
-            LocalTensor<float> t = statInQue1_.template AllocTensor<float>();
             if (p.useStatIn[1] != 0) {
-                DataCopyPad(t, p.statIn[1][r0], DataCopyExtParams(1, k * sizeof(float), 0, 0, 0),
+                DataCopyPad(t[AlignUp(td_->rowsPerPass, 8)], p.statIn[1][r0],
+                            DataCopyExtParams(1, k * sizeof(float), 0, 0, 0),
                             DataCopyPadExtParams<float>(false, 0, 0, float{}));
             }
-            statInQue1_.EnQue(t);
+            statInQue_.EnQue(t);
         }
     }
 
@@ -498,8 +494,9 @@ private:
     {
         rowIn0_ = inQue0_.template DeQue<T>();
         rowIn1_ = inQue1_.template DeQue<T>();
-        statIn0_ = statInQue0_.template DeQue<float>();
-        statIn1_ = statInQue1_.template DeQue<float>();
+        statIn_ = statInQue_.template DeQue<float>();
+        statIn0_ = statIn_;
+        statIn1_ = statIn_[AlignUp(td_->rowsPerPass, 8)];
         rowOut0_ = outQue0_.template AllocTensor<T>();
         if (p.body == 0) {
             Body0(k);
@@ -532,8 +529,7 @@ private:
         outQue0_.EnQue(rowOut0_);
         inQue0_.FreeTensor(rowIn0_);
         inQue1_.FreeTensor(rowIn1_);
-        statInQue0_.FreeTensor(statIn0_);
-        statInQue1_.FreeTensor(statIn1_);
+        statInQue_.FreeTensor(statIn_);
     }
 
     __aicore__ inline void CopyOut(const Part& p, int64_t r0, int64_t k)
@@ -1687,8 +1683,7 @@ private:
     TQue<TPosition::VECIN, 1> inQue0_;
     TQue<TPosition::VECIN, 1> inQue1_;
     TQue<TPosition::VECOUT, 1> outQue0_;
-    TQue<TPosition::VECIN, 1> statInQue0_;
-    TQue<TPosition::VECIN, 1> statInQue1_;
+    TQue<TPosition::VECIN, 1> statInQue_;
     TBuf<TPosition::VECCALC> workBuf_;
     TBuf<TPosition::VECCALC> tabBuf_;
     TBuf<TPosition::VECCALC> colBuf_;
@@ -1700,6 +1695,7 @@ private:
     LocalTensor<T> rowIn0_;
     LocalTensor<T> rowIn1_;
     LocalTensor<T> rowOut0_;
+    LocalTensor<float> statIn_;
     LocalTensor<float> statIn0_;
     LocalTensor<float> statIn1_;
     LocalTensor<float> w_[3];

@@ -181,38 +181,38 @@ static ge::graphStatus TilingFunc(gert::TilingContext* context)
     const gert::StorageShape* queryStorage = context->GetInputShape(0);
     OP_CHECK_NULL_WITH_CONTEXT(context, queryStorage);
     const gert::Shape& queryShape = queryStorage->GetStorageShape();
-    OP_CHECK_IF(queryShape.GetDimNum() != 3,
+    OP_CHECK_IF(!(queryShape.GetDimNum() == 3),
                 OP_LOGE(context->GetNodeName(), "query: rank %zu, expected 3 for [T1, N1, D]",
                         static_cast<size_t>(queryShape.GetDimNum())),
                 return ge::GRAPH_FAILED);
     const gert::StorageShape* keyStorage = context->GetInputShape(1);
     OP_CHECK_NULL_WITH_CONTEXT(context, keyStorage);
     const gert::Shape& keyShape = keyStorage->GetStorageShape();
-    OP_CHECK_IF(keyShape.GetDimNum() != 3,
+    OP_CHECK_IF(!(keyShape.GetDimNum() == 3),
                 OP_LOGE(context->GetNodeName(), "key: rank %zu, expected 3 for [T2, N2, D]",
                         static_cast<size_t>(keyShape.GetDimNum())),
                 return ge::GRAPH_FAILED);
     const gert::StorageShape* valueStorage = context->GetInputShape(2);
     OP_CHECK_NULL_WITH_CONTEXT(context, valueStorage);
     const gert::Shape& valueShape = valueStorage->GetStorageShape();
-    OP_CHECK_IF(valueShape.GetDimNum() != 3,
+    OP_CHECK_IF(!(valueShape.GetDimNum() == 3),
                 OP_LOGE(context->GetNodeName(), "value: rank %zu, expected 3 for [T2, N2, Dv]",
                         static_cast<size_t>(valueShape.GetDimNum())),
                 return ge::GRAPH_FAILED);
     const gert::StorageShape* topk_indicesStorage = context->GetInputShape(3);
     OP_CHECK_NULL_WITH_CONTEXT(context, topk_indicesStorage);
     const gert::Shape& topk_indicesShape = topk_indicesStorage->GetStorageShape();
-    OP_CHECK_IF(topk_indicesShape.GetDimNum() != 3,
+    OP_CHECK_IF(!(topk_indicesShape.GetDimNum() == 3),
                 OP_LOGE(context->GetNodeName(), "topk_indices: rank %zu, expected 3 for [T1, N2, CNT]",
                         static_cast<size_t>(topk_indicesShape.GetDimNum())),
                 return ge::GRAPH_FAILED);
     const gert::StorageShape* actual_seq_qlenShapeOpt = context->GetOptionalInputShape(5);
-    OP_CHECK_IF(actual_seq_qlenShapeOpt != nullptr && (actual_seq_qlenShapeOpt->GetStorageShape().GetDimNum() != 1),
+    OP_CHECK_IF(actual_seq_qlenShapeOpt != nullptr && !(actual_seq_qlenShapeOpt->GetStorageShape().GetDimNum() == 1),
                 OP_LOGE(context->GetNodeName(), "actual_seq_qlen: rank %zu, expected 1 for [Bn]",
                         static_cast<size_t>(actual_seq_qlenShapeOpt->GetStorageShape().GetDimNum())),
                 return ge::GRAPH_FAILED);
     const gert::StorageShape* actual_seq_kvlenShapeOpt = context->GetOptionalInputShape(6);
-    OP_CHECK_IF(actual_seq_kvlenShapeOpt != nullptr && (actual_seq_kvlenShapeOpt->GetStorageShape().GetDimNum() != 1),
+    OP_CHECK_IF(actual_seq_kvlenShapeOpt != nullptr && !(actual_seq_kvlenShapeOpt->GetStorageShape().GetDimNum() == 1),
                 OP_LOGE(context->GetNodeName(), "actual_seq_kvlen: rank %zu, expected 1 for [Bn]",
                         static_cast<size_t>(actual_seq_kvlenShapeOpt->GetStorageShape().GetDimNum())),
                 return ge::GRAPH_FAILED);

@@ -192,66 +192,66 @@ static ge::graphStatus TilingFunc(gert::TilingContext* context)
     const gert::StorageShape* queryStorage = context->GetInputShape(0);
     OP_CHECK_NULL_WITH_CONTEXT(context, queryStorage);
     const gert::Shape& queryShape = queryStorage->GetStorageShape();
-    OP_CHECK_IF(queryShape.GetDimNum() != 3,
+    OP_CHECK_IF(!(queryShape.GetDimNum() == 3),
                 OP_LOGE(context->GetNodeName(), "query: rank %zu, expected 3 for [T1, N1, D]",
                         static_cast<size_t>(queryShape.GetDimNum())),
                 return ge::GRAPH_FAILED);
     const gert::StorageShape* keyStorage = context->GetInputShape(1);
     OP_CHECK_NULL_WITH_CONTEXT(context, keyStorage);
     const gert::Shape& keyShape = keyStorage->GetStorageShape();
-    OP_CHECK_IF(keyShape.GetDimNum() != 3,
+    OP_CHECK_IF(!(keyShape.GetDimNum() == 3),
                 OP_LOGE(context->GetNodeName(), "key: rank %zu, expected 3 for [T2, N2, D]",
                         static_cast<size_t>(keyShape.GetDimNum())),
                 return ge::GRAPH_FAILED);
     const gert::StorageShape* valueStorage = context->GetInputShape(2);
     OP_CHECK_NULL_WITH_CONTEXT(context, valueStorage);
     const gert::Shape& valueShape = valueStorage->GetStorageShape();
-    OP_CHECK_IF(valueShape.GetDimNum() != 3,
+    OP_CHECK_IF(!(valueShape.GetDimNum() == 3),
                 OP_LOGE(context->GetNodeName(), "value: rank %zu, expected 3 for [T2, N2, Dv]",
                         static_cast<size_t>(valueShape.GetDimNum())),
                 return ge::GRAPH_FAILED);
     const gert::StorageShape* attentionOutStorage = context->GetInputShape(3);
     OP_CHECK_NULL_WITH_CONTEXT(context, attentionOutStorage);
     const gert::Shape& attentionOutShape = attentionOutStorage->GetStorageShape();
-    OP_CHECK_IF(attentionOutShape.GetDimNum() != 3,
+    OP_CHECK_IF(!(attentionOutShape.GetDimNum() == 3),
                 OP_LOGE(context->GetNodeName(), "attentionOut: rank %zu, expected 3 for [T1, N1, Dv]",
                         static_cast<size_t>(attentionOutShape.GetDimNum())),
                 return ge::GRAPH_FAILED);
     const gert::StorageShape* attentionOutGradStorage = context->GetInputShape(4);
     OP_CHECK_NULL_WITH_CONTEXT(context, attentionOutGradStorage);
     const gert::Shape& attentionOutGradShape = attentionOutGradStorage->GetStorageShape();
-    OP_CHECK_IF(attentionOutGradShape.GetDimNum() != 3,
+    OP_CHECK_IF(!(attentionOutGradShape.GetDimNum() == 3),
                 OP_LOGE(context->GetNodeName(), "attentionOutGrad: rank %zu, expected 3 for [T1, N1, Dv]",
                         static_cast<size_t>(attentionOutGradShape.GetDimNum())),
                 return ge::GRAPH_FAILED);
     const gert::StorageShape* softmaxMaxStorage = context->GetInputShape(5);
     OP_CHECK_NULL_WITH_CONTEXT(context, softmaxMaxStorage);
     const gert::Shape& softmaxMaxShape = softmaxMaxStorage->GetStorageShape();
-    OP_CHECK_IF(softmaxMaxShape.GetDimNum() != 3,
+    OP_CHECK_IF(!(softmaxMaxShape.GetDimNum() == 3),
                 OP_LOGE(context->GetNodeName(), "softmaxMax: rank %zu, expected 3 for [T1, N1, 8]",
                         static_cast<size_t>(softmaxMaxShape.GetDimNum())),
                 return ge::GRAPH_FAILED);
     const gert::StorageShape* softmaxSumStorage = context->GetInputShape(6);
     OP_CHECK_NULL_WITH_CONTEXT(context, softmaxSumStorage);
     const gert::Shape& softmaxSumShape = softmaxSumStorage->GetStorageShape();
-    OP_CHECK_IF(softmaxSumShape.GetDimNum() != 3,
+    OP_CHECK_IF(!(softmaxSumShape.GetDimNum() == 3),
                 OP_LOGE(context->GetNodeName(), "softmaxSum: rank %zu, expected 3 for [T1, N1, 8]",
                         static_cast<size_t>(softmaxSumShape.GetDimNum())),
                 return ge::GRAPH_FAILED);
     const gert::StorageShape* topkIndicesStorage = context->GetInputShape(7);
     OP_CHECK_NULL_WITH_CONTEXT(context, topkIndicesStorage);
     const gert::Shape& topkIndicesShape = topkIndicesStorage->GetStorageShape();
-    OP_CHECK_IF(topkIndicesShape.GetDimNum() != 3,
+    OP_CHECK_IF(!(topkIndicesShape.GetDimNum() == 3),
                 OP_LOGE(context->GetNodeName(), "topkIndices: rank %zu, expected 3 for [T1, N2, CNT]",
                         static_cast<size_t>(topkIndicesShape.GetDimNum())),
                 return ge::GRAPH_FAILED);
     const gert::StorageShape* actualSeqQLenShapeOpt = context->GetOptionalInputShape(8);
-    OP_CHECK_IF(actualSeqQLenShapeOpt != nullptr && (actualSeqQLenShapeOpt->GetStorageShape().GetDimNum() != 1),
+    OP_CHECK_IF(actualSeqQLenShapeOpt != nullptr && !(actualSeqQLenShapeOpt->GetStorageShape().GetDimNum() == 1),
                 OP_LOGE(context->GetNodeName(), "actualSeqQLen: rank %zu, expected 1 for [Bn]",
                         static_cast<size_t>(actualSeqQLenShapeOpt->GetStorageShape().GetDimNum())),
                 return ge::GRAPH_FAILED);
     const gert::StorageShape* actualSeqKVLlenShapeOpt = context->GetOptionalInputShape(9);
-    OP_CHECK_IF(actualSeqKVLlenShapeOpt != nullptr && (actualSeqKVLlenShapeOpt->GetStorageShape().GetDimNum() != 1),
+    OP_CHECK_IF(actualSeqKVLlenShapeOpt != nullptr && !(actualSeqKVLlenShapeOpt->GetStorageShape().GetDimNum() == 1),
                 OP_LOGE(context->GetNodeName(), "actualSeqKVLlen: rank %zu, expected 1 for [Bn]",
                         static_cast<size_t>(actualSeqKVLlenShapeOpt->GetStorageShape().GetDimNum())),
                 return ge::GRAPH_FAILED);

@@ -473,8 +473,10 @@ inline void EventPipes(int e, int& src, int& dst)
     return -1;
 }
 // The TPipe's event-id pool of HardEvent e (docs/reference/ascendc.md §1.5-§1.6): the lowest id neither a queue
-// nor an AllocEventID holds (TPipe::FetchEventID; it takes nothing). `what` names the caller for the fault when
-// all 8 are held.
+// nor an AllocEventID holds (TPipe::FetchEventID; it takes nothing). `what` names the caller (TPipe::FetchEventID,
+// TPipe::AllocEventID, TQue::EnQue, TQue::FreeTensor) for the fault when all 8 are held: the device's AllocEventID
+// checks that by a debug assertion only, a release build hands out an id past 7 (EMU.md "Event ids"). The Kernel-IR
+// interpreter (opgen/kernel/kir_interp.py pool_free) faults with the same text.
 [[gnu::noinline]] inline int PoolFree(int e, const char* what)
 {
     PipeState& ps = Core().pipes;
@@ -483,7 +485,8 @@ inline void EventPipes(int e, int& src, int& dst)
     while (id < 8 && (held >> id & 1)) ++id;
     if (id == 8)
         Fault(Cat(what, ": all 8 ids of ", EventText(e), " are held (queues: mask ", unsigned(ps.queueHeld[e]),
-                  ", AllocEventID: mask ", unsigned(ps.allocHeld[e]), ")"));
+                  ", AllocEventID: mask ", unsigned(ps.allocHeld[e]), "): the device's pool has no id to give "
+                  "(a release build hands out one past EVENT_ID7; docs/reference/ascendc.md §1.5)"));
     return id;
 }
 // TPipe::AllocEventID<e>(): the pool's lowest free id, taken until ReleaseEventID.
@@ -503,15 +506,14 @@ inline void EventPipes(int e, int& src, int& dst)
         Fault(Cat("TPipe::ReleaseEventID<", EventText(e), ">(", id, "): its flag is still set (no WaitFlag yet)"));
     ps.allocHeld[e] = uint8_t(ps.allocHeld[e] & ~(1u << id));
 }
-// A TQue's EnQue / FreeTensor (depth > 0): TPipe::AllocEventID's id (the lowest the pool has free) set.
-[[gnu::noinline]] inline int QueueTakeFlag(int e)
+// A TQue's EnQue / FreeTensor (depth > 0; `what` names which): TPipe::AllocEventID's id (the lowest the pool has
+// free) set; all 8 held is a fault (PoolFree).
+[[gnu::noinline]] inline int QueueTakeFlag(int e, const char* what)
 {
     CoreContext* c = CurrentCorePtr();
     if (!c || e < 0) return -1;
     PipeState& ps = c->pipes;
-    if ((unsigned(ps.queueHeld[e]) | unsigned(ps.allocHeld[e])) == 0xFFu)
-        return -1;   // all 8 held: the device's AllocEventID asserts in debug builds only (EMU.md "Event ids": open)
-    const int id = PoolFree(e, "a TQue's EnQue / FreeTensor (TPipe::AllocEventID)");
+    const int id = PoolFree(e, what);
     PipeState::Flag& f = ps.flags[e][id];
     if (f.set) {
         const Stmt& st = ps.stmts[f.stmt];

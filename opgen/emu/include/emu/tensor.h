@@ -274,7 +274,8 @@ public:
             emu::Fault(emu::Cat("TQue::EnQue: more than depth=", depth, " tensors enqueued without DeQue"));
         queued_.push_back(t.Tag());
         if (prod_ >= 0) enqTok_[t.Tag()] = emu::MakeToken(prod_);
-        if (prod_ >= 0 && depth > 0) enqId_[t.Tag()] = emu::QueueTakeFlag(emu::EventOf(prod_, cons_));
+        if (prod_ >= 0 && depth > 0)
+            enqId_[t.Tag()] = emu::QueueTakeFlag(emu::EventOf(prod_, cons_), "TQue::EnQue");
         return true;
     }
     template <typename T>
@@ -297,7 +298,8 @@ public:
         if (!inUse_[t.Tag()]) emu::Fault("TQue::FreeTensor of a buffer that is not allocated (double free)");
         inUse_[t.Tag()] = false;
         if (cons_ >= 0) freeTok_[t.Tag()] = emu::MakeToken(cons_);
-        if (cons_ >= 0 && depth > 0) freeId_[t.Tag()] = emu::QueueTakeFlag(emu::EventOf(cons_, prod_));
+        if (cons_ >= 0 && depth > 0)
+            freeId_[t.Tag()] = emu::QueueTakeFlag(emu::EventOf(cons_, prod_), "TQue::FreeTensor");
     }
     bool VacantInQue() const { return int32_t(queued_.size()) < (depth > 0 ? depth : 1 << 30); }
     bool HasTensorInQue() const { return !queued_.empty(); }
