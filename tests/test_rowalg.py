@@ -261,6 +261,7 @@ def test_a_negation_read_once_is_taken_into_its_reader():
         assert rowalg.fold_negation(p) == 1, reader
         assert [(i.kind, i.op, i.srcs, i.arg) for i in p.instrs[2:3]] == [want] and len(p.instrs) == 4
     assert rowalg.fold_negation(prog(Instr("vbin", "r", ("n", "b"), "Sub"))) == 0
+    assert rowalg.fold_negation(prog(Instr("vbin", "r", ("n", "n"), "Add"))) == 0   # read twice by one instruction
     assert rowalg.fold_negation(prog(Instr("vbin", "r", ("n", "b"), "Add"), (Instr("vbin", "q", ("n", "n"), "Add"),))) == 0
     p = _hand([Instr("cast_in", "a", gm="x"), Instr("vscalar", "t", ("a",), "Muls", "0.851f"),
                Instr("vscalar", "r", ("t",), "Muls", "(-1.0f)"), Instr("store", srcs=("r",), gm="y")])
