@@ -161,3 +161,59 @@ def test_derived_kernels_against_torch_autograd(op, dims, dtypes, derived_tree):
         bound = 2.0**-24 * 16 * max(terms[name], 8) * (np.abs(w) + np.abs(w).mean())
         assert np.all(np.abs(got - w) <= bound), (name, float(np.abs(got - w).max()))
     assert r.gm_bytes <= 1.10 * r.gm_bytes_min, (r.gm_bytes, r.gm_bytes_min)
+
+
+_FAST_GELU = '''"""FastGelu (tests only): y = x / (1 + exp(-1.702 |x|)) * exp(0.851 (x - |x|))."""
+from opgen.dsl import A2, A3, OpSpec, f32
+
+spec = OpSpec("FastGelu", aclnn="aclnnFastGelu", socs=(A2, A3), round="rint", doc="FastGelu.")
+Bd = spec.variadic("Bd", max_rank=8)
+(T,) = spec.dtype_vars("T")
+spec.input("x", T, [Bd])
+spec.output("y", T, [Bd])
+spec.dtypes((T,), [(f32,)])
+
+
+@spec.body
+def _(b, x):
+    a = b.abs(x)
+    return {"y": x / (1.0 + b.exp(-1.702 * a)) * b.exp(0.851 * (x - a))}
+'''
+
+
+def test_derived_fast_gelu_grad_reuses_the_forward_exp(tmp_path):
+    """FastGeluGrad derived from FastGelu: its sigmoid factor 1 / (1 + exp(1.702 |x|)) is taken from the forward's
+    exp(-1.702 |x|) (rowalg.sigmoid_from_exp; -1.702 |x| <= 0 is proven) and its negations folded (fold_negation):
+    32 -> 28 vector instructions a row. The emulated kernel against torch autograd of FastGelu in float64, on inputs
+    up to |x| = 60 (exp(1.702 |x|) past fp32's range: the replaced form's own overflow), within the few fp32
+    roundings a term makes (the interpreter's check passes too)."""
+    torch = pytest.importorskip("torch")
+    from opgen.kernel import rowalg
+    from opgen.tiling.pipeline import compile_unit
+    from opgen.registry import load_spec
+
+    (tmp_path / "fast_gelu.py").write_text(_FAST_GELU)
+    grad = tmp_path / "fast_gelu_grad.py"
+    grad.write_text('from opgen.dsl import derive_grad\n\nspec = derive_grad("fast_gelu.py", "FastGeluGrad", aclnn="aclnnFastGeluBackward", '
+                    'wrt=["x"], grads={"y": "dy"}, names={"x": "dx"})\n')
+    u = compile_unit(load_spec(str(grad)), until="lower", only_key0=True)
+    p = u.lowered.programs[u.key0]
+    assert rowalg.vector_instrs_per_row(p) == 28
+    assert sum(1 for i in p.instrs if i.op == "Exp") == 2
+    rng = np.random.default_rng(4)
+    x = (rng.standard_normal((37, 129)) * 3).astype(np.float32)
+    x.flat[:8] = [0.0, -0.0, 60.0, -60.0, 1e-30, -1e-30, 20.0, -20.0]
+    dy = rng.standard_normal(x.shape).astype(np.float32)
+    from opgen.codegen import write_ops
+
+    write_ops([str(grad)], tmp_path / "gen", jobs=1)
+    r = run_check(str(grad), {"dy": dy, "x": x}, dtypes={"T": "float32"}, gen_dir=tmp_path / "gen", progress=False)
+    assert not r.faults and r.passed, (r.faults[:3], {k: c.to_json() for k, c in r.outputs.items() if not c.passed})
+    t = torch.tensor(x.astype(np.float64), requires_grad=True)
+    a = t.abs()
+    (t / (1 + torch.exp(-1.702 * a)) * torch.exp(0.851 * (t - a))).backward(torch.tensor(dy.astype(np.float64)))
+    want = t.grad.numpy()
+    got = np.asarray(r.arrays["dx"], dtype=np.float64)
+    # fp32: each of the three terms of dx carries a few roundings of its size (|dy| (1 + 1.702 |x|) bounds them)
+    bound = 2.0**-24 * 64 * np.abs(dy) * (1 + 1.702 * np.abs(x))
+    assert np.all(np.abs(got - want) <= bound), float(np.max(np.abs(got - want) / (np.abs(dy) * (1 + np.abs(x)))))

@@ -240,3 +240,91 @@ def test_instructions_per_row_before_and_after_on_example_specs():
     soft = _prog("examples/specs/softmax.py", rowalg.FAST_ROW_PASSES)
     assert [i.op for i in soft.instrs if i.kind in ("vbin", "vscalar", "vunary", "vdup")] == ["Adds", "Exp", "Muls"]
     assert soft.row_temps == 1
+
+
+def test_a_negation_read_once_is_taken_into_its_reader():
+    """Muls(-x, c) -> Muls(x, -(c)), -x + b and b + -x -> Sub(b, x), b - -x -> Add(b, x), Axpy(b, -x, s) -> Axpy(b, x,
+    -(s)), Muls(Muls(x, c), -1) -> Muls(x, -(c)); not -x - b, nor a negation read twice. Each pair gives the same
+    fp32 bits on random rows with signed zeros, infinities and NaN (the IEEE identities the rewrite rests on)."""
+    def prog(reader, extra=()):
+        return _hand([Instr("cast_in", "a", gm="x"), Instr("cast_in", "b", gm="x"),
+                      Instr("vscalar", "n", ("a",), "Muls", "-1.0f"), reader, *extra,
+                      Instr("store", srcs=("r",), gm="y")])
+
+    cases = [(Instr("vscalar", "r", ("n",), "Muls", "2.5f"), ("vscalar", "Muls", ("a",), "-(2.5f)")),
+             (Instr("vbin", "r", ("n", "b"), "Add"), ("vbin", "Sub", ("b", "a"), "")),
+             (Instr("vbin", "r", ("b", "n"), "Add"), ("vbin", "Sub", ("b", "a"), "")),
+             (Instr("vbin", "r", ("b", "n"), "Sub"), ("vbin", "Add", ("b", "a"), "")),
+             (Instr("vaxpy", "r", ("b", "n"), arg="s"), ("vaxpy", "", ("b", "a"), "-(s)"))]
+    for reader, want in cases:
+        p = prog(reader)
+        assert rowalg.fold_negation(p) == 1, reader
+        assert [(i.kind, i.op, i.srcs, i.arg) for i in p.instrs[2:3]] == [want] and len(p.instrs) == 4
+    assert rowalg.fold_negation(prog(Instr("vbin", "r", ("n", "b"), "Sub"))) == 0
+    assert rowalg.fold_negation(prog(Instr("vbin", "r", ("n", "n"), "Add"))) == 0   # read twice by one instruction
+    assert rowalg.fold_negation(prog(Instr("vbin", "r", ("n", "b"), "Add"), (Instr("vbin", "q", ("n", "n"), "Add"),))) == 0
+    p = _hand([Instr("cast_in", "a", gm="x"), Instr("vscalar", "t", ("a",), "Muls", "0.851f"),
+               Instr("vscalar", "r", ("t",), "Muls", "(-1.0f)"), Instr("store", srcs=("r",), gm="y")])
+    assert rowalg.fold_negation(p) == 1 and [(i.srcs, i.arg) for i in p.instrs[1:2]] == [(("a",), "-(0.851f)")]
+    verify_program(p)
+
+    rng = np.random.default_rng(11)
+    x, b = ((rng.standard_normal(4096) * 2.0 ** rng.integers(-60, 60, 4096)).astype(np.float32) for _ in range(2))
+    x[:6], b[:6] = [0.0, -0.0, np.inf, -np.inf, np.nan, 3e38], [-0.0, 0.0, np.inf, 1.0, 2.0, 3e38]
+    c = np.float32(-1.702)
+    def same(u, v):   # the same bits, NaN where NaN (a NaN's sign is no value)
+        nan = np.isnan(u)
+        return np.array_equal(nan, np.isnan(v)) and np.array_equal(u[~nan].view(np.uint32), v[~nan].view(np.uint32))
+
+    with np.errstate(all="ignore"):
+        assert same((-x) * c, x * -c) and same(-(x * c), x * -c)
+        assert same((-x) + b, b - x) and same(b - (-x), b + x)
+        assert same(b + ((-x) * c), b + (x * -c))
+
+
+def test_sign_of_row_values():
+    """_sign from the defining instructions: |x|, exp, x * x, Muls by literals, x - |x|; unknown otherwise."""
+    p = _hand([Instr("cast_in", "a", gm="x"), Instr("vunary", "m", ("a",), "Abs"),
+               Instr("vscalar", "w", ("m",), "Muls", "-1.702f"), Instr("vbin", "q", ("a", "a"), "Mul"),
+               Instr("vscalar", "v", ("q",), "Muls", "(-0.5f)"), Instr("vbin", "d", ("a", "m"), "Sub"),
+               Instr("vbin", "s", ("w", "d"), "Add"), Instr("vscalar", "z", ("a",), "Muls", "-2.0f"),
+               Instr("vscalar", "k", ("m",), "Muls", "s0")])
+    defs = {i.dst: i for i in p.instrs}
+    assert [rowalg._sign(defs, n) for n in ("a", "m", "w", "q", "v", "d", "s", "z", "k")] == [0, 1, -1, 1, -1, -1, -1,
+                                                                                          0, 0]
+
+
+def _sigmoid_hand(w_def):
+    return _hand([Instr("cast_in", "a", gm="x"), Instr("vunary", "m", ("a",), "Abs"), w_def,
+                  Instr("vunary", "e", ("w",), "Exp"), Instr("vscalar", "d", ("e",), "Adds", "1.0f"),
+                  Instr("vbin", "y", ("a", "d"), "Div"),
+                  Instr("vscalar", "n", ("w",), "Muls", "-1.0f"), Instr("vunary", "e2", ("n",), "Exp"),
+                  Instr("vscalar", "d2", ("e2",), "Adds", "1.0f"), Instr("vunary", "t", ("d2",), "Reciprocal"),
+                  Instr("vbin", "r", ("y", "t"), "Mul"), Instr("store", srcs=("r",), gm="y")])
+
+
+def test_sigmoid_from_the_forward_exp_where_its_exponent_is_not_positive():
+    """1 / (1 + exp(-w)) -> exp(w) / (1 + exp(w)) from the values the forward computed, when w <= 0 is proven
+    (-1.702 |x|); not for w = -1.702 x (its exp may overflow: inf / inf). The fp32 quotient is within 8u of the
+    float64 sigmoid, as is the fp32 1 / (1 + exp(-w)) (docs/reference/kernel_cost.md §4), over w in [-87.3, 0];
+    below, both are within 2^-126 of it (subnormal or 0)."""
+    p = _sigmoid_hand(Instr("vscalar", "w", ("m",), "Muls", "-1.702f"))
+    before = rowalg.vector_instrs_per_row(p)
+    assert rowalg.sigmoid_from_exp(p) == 1 and rowalg.remove_dead_values(p) == 3
+    assert (p.instrs[-3].kind, p.instrs[-3].op, p.instrs[-3].srcs) == ("vbin", "Div", ("e", "d"))
+    verify_program(p)
+    assert rowalg.vector_instrs_per_row(p) == before - 3   # Muls, Exp, Adds, Reciprocal -> Div
+    assert rowalg.sigmoid_from_exp(_sigmoid_hand(Instr("vscalar", "w", ("a",), "Muls", "-1.702f"))) == 0
+
+    u = 2.0 ** -24
+    w = np.concatenate([-np.geomspace(1e-30, 104.0, 200000), [0.0, -0.0, -np.inf]]).astype(np.float32)
+    with np.errstate(all="ignore"):
+        exact = np.exp(w.astype(np.float64)) / (1.0 + np.exp(w.astype(np.float64)))
+        e = np.exp(w)                                                   # fp32, one rounding (the table's Exp)
+        new = e / (e + np.float32(1.0))
+        old = np.float32(1.0) / (np.exp(-w) + np.float32(1.0))
+    normal = exact >= 2.0 ** -126   # below, both are under the normal range (the device flushes them to 0)
+    for got in (new, old):
+        assert np.all(np.abs(got[normal] - exact[normal]) <= 8 * u * exact[normal])
+        assert np.all(np.abs(got[~normal] - exact[~normal]) <= 2.0 ** -126)
+    assert new[-1] == old[-1] == 0.0

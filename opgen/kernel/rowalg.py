@@ -3,7 +3,7 @@
 The rows family lowers a specialisation's tensor IR to a row program (opgen.kernel.rowprog) one node at a time, so
 the instruction stream can hold what no tensor pass sees: a per-row scalar broadcast with Duplicate only to divide
 by it, two Muls by per-row scalars in a row, an instruction computed twice, a scalar copied. `ROW_PASSES` is the
-default list of rewrites (the exact ones and one inexact rewrite on a proven range; `FAST_ROW_PASSES` adds the
+default list of rewrites (the exact ones and two inexact rewrites on proven ranges; `FAST_ROW_PASSES` adds the
 inexact, opt-in ones); `optimize` (the pass manager of this level) runs them in order on the program as lowered
 (single-assignment names, graph order: before scheduling, phases and buffer allocation) and returns what each
 changed. Every rewrite is a function `rewrite(p: RowProgram) -> int` (the number of rewrites made) that keeps the
@@ -372,17 +372,162 @@ def sum_of_negation(p: RowProgram) -> int:
     return done
 
 
+def fold_negation(p: RowProgram) -> int:
+    """A negation (Muls(x, -1), the lowering of neg) read by one instruction is taken into that instruction, a vector
+    pass less a row: Muls(-x, c) -> Muls(x, -(c)); -x + b and b + -x -> Sub(b, x); b - -x -> Add(b, x);
+    Axpy(b, -x, s) -> Axpy(b, x, -(s)); and a Muls(x, c) read only by a negation -> Muls(x, -(c)). The negation must
+    be a row value read by that instruction only, both in one space and presence (the Axpy's addend, whose row is
+    its destination, is never the negation).
+
+    Exact: negation flips the sign bit only and round-to-nearest is symmetric, so RN(-x c) = RN(x (-c)) =
+    -RN(x c), RN(b + (-x)) = RN(b - x) and RN(b - (-x)) = RN(b + x) (IEEE 754 defines x - y as x + (-y)), for
+    every input (signed zeros, infinities and NaN included; docs/reference/kernel_cost.md §4). Returns the number of
+    negations taken."""
+    done = 0
+    while True:
+        uses = _uses(p)
+        defs = {i.dst: k for k, i in enumerate(p.instrs) if i.dst}
+        hit = None
+        for k, i in enumerate(p.instrs):
+            if i.space != "row" or not i.srcs:
+                continue
+            if i.kind == "vscalar" and i.op == "Muls" and _MINUS_ONE.fullmatch(i.arg or ""):
+                j = defs.get(i.srcs[0])   # Muls(Muls(x, c), -1), the inner product read only here
+                inner = p.instrs[j] if j is not None else None
+                if inner is not None and inner.kind == "vscalar" and inner.op == "Muls" and inner.space == "row" \
+                        and inner.when == i.when and uses.get(inner.dst) == 1:
+                    hit = (j, k, evolve(i, srcs=inner.srcs, arg=f"-({inner.arg})"))
+                    break
+            for t, x in enumerate(i.srcs):
+                j = defs.get(x)
+                m = p.instrs[j] if j is not None else None
+                if m is None or not (m.kind == "vscalar" and m.op == "Muls" and m.space == "row"
+                                     and m.when == i.when and _MINUS_ONE.fullmatch(m.arg or "")
+                                     and uses.get(m.dst) == 1):
+                    continue
+                y = m.srcs[0]
+                if i.kind == "vscalar" and i.op == "Muls":
+                    new = evolve(i, srcs=(y,), arg=f"-({i.arg})")
+                elif i.kind == "vbin" and i.op == "Add" and len(i.srcs) == 2:
+                    new = evolve(i, op="Sub", srcs=(i.srcs[1 - t], y))
+                elif i.kind == "vbin" and i.op == "Sub" and t == 1:
+                    new = evolve(i, op="Add", srcs=(i.srcs[0], y))
+                elif i.kind == "vaxpy" and t == 1:
+                    new = evolve(i, srcs=(i.srcs[0], y), arg=f"-({i.arg})")
+                else:
+                    continue
+                hit = (j, k, new)
+                break
+            if hit:
+                break
+        if hit is None:
+            return done
+        j, k, new = hit
+        p.instrs = p.instrs[:j] + p.instrs[j + 1:k] + [new] + p.instrs[k + 1:]
+        done += 1
+
+
+def _literal(text: str | None) -> float | None:
+    """The value of scalar text `text` when it is a float literal (1.0f, (-1.702f)), else None."""
+    m = _LITERAL.fullmatch((text or "").strip())
+    return float(m.group(1)) if m else None
+
+
+def _sign(defs: dict, name: str, depth: int = 0) -> int:
+    """-1 when every non-NaN value of row value `name` is <= 0, 1 when every one is >= 0, else 0, from its defining
+    instructions (`defs`: name -> Instr of a single-assignment program): |x| and Exp are >= 0; x * x, and a sum of
+    two values of one sign, keep it (round-to-nearest keeps signs: RN(a) <= 0 for a <= 0); a Muls by a literal
+    gives or flips it; x - |x| <= 0 <= |x| - x, and a difference of values of opposite signs has the first one's;
+    Mins by a literal <= 0 and Maxs by one >= 0 set it. Anything else (or a chain deeper than 16): 0."""
+    i = defs.get(name)
+    if i is None or depth > 16 or i.space != "row":
+        return 0
+    sub = lambda x: _sign(defs, x, depth + 1)  # noqa: E731
+    if i.kind == "vunary" and i.op in ("Abs", "Exp", "Relu", "Sqrt"):
+        return 1
+    if i.kind == "vscalar" and i.op in ("Muls", "Mins", "Maxs"):
+        c = _literal(i.arg)
+        if c is None:
+            return 0
+        if i.op == "Mins":
+            return -1 if c <= 0 else 0
+        if i.op == "Maxs":
+            return 1 if c >= 0 else 0
+        return sub(i.srcs[0]) * (1 if c > 0 else -1 if c < 0 else 0) if c != 0 else 0
+    if i.kind == "vbin" and len(i.srcs) == 2:
+        a, b = i.srcs
+        if i.op == "Mul":
+            return 1 if a == b else sub(a) * sub(b)
+        if i.op == "Add":
+            sa = sub(a)
+            return sa if sa != 0 and sa == sub(b) else 0
+        if i.op == "Sub":
+            abs_of = lambda v, x: (defs.get(v) is not None and defs[v].kind == "vunary"  # noqa: E731
+                                   and defs[v].op == "Abs" and defs[v].srcs == (x,))
+            if abs_of(b, a):
+                return -1
+            if abs_of(a, b):
+                return 1
+            sa, sb = sub(a), sub(b)
+            return sa if sa != 0 and sa == -sb else 0
+    return 0
+
+
+def sigmoid_from_exp(p: RowProgram) -> int:
+    """1 / (1 + exp(-w)) -> e / d where e = Exp(w) and d = e + 1 are computed already (the derived gradient of a
+    sigmoid form a / (1 + exp(w)) multiplies by 1 / (1 + exp(-w)), opgen.ir.autodiff._composite_rule, next to the
+    forward's exp(w)): Muls(w, -1), Exp, Adds(1) and Reciprocal become one Div, a transcendental less a row. Taken
+    only where w <= 0 is proven from the program (_sign: FastGelu's -1.702 |x|, a -x^2), so e lies in [0, 1] and
+    d in [1, 2]: no overflow, no inf / inf.
+
+    Precision (docs/reference/kernel_cost.md §4): with e = exp(w)(1 + ε) (the table's Exp: one rounding, 1 device
+    ulp), e / (1 + e) has relative sensitivity 1 / (1 + e) <= 1 to ε, so RN(e / RN(1 + e)) is within |ε| + 2u of
+    the exact sigmoid; 1 / RN(1 + exp(-w)(1 + ε')) within |ε'| + 2u: the two differ by at most 8u (2^-21) with
+    1-ulp exponentials, 2^8 below CANN's tightest criterion (2^-13). w = -inf gives 0 both ways, NaN gives NaN.
+    Returns the number of reciprocals rewritten."""
+    defs = {i.dst: i for i in p.instrs if i.dst}
+    exp_of = {i.srcs[0]: i.dst for i in p.instrs if i.kind == "vunary" and i.op == "Exp" and i.space == "row"}
+    plus_one = {i.srcs[0]: i.dst for i in p.instrs
+                if i.kind == "vscalar" and i.op == "Adds" and i.space == "row" and _literal(i.arg) == 1.0}
+    first = {}
+    for k, i in enumerate(p.instrs):
+        if i.dst:
+            first.setdefault(i.dst, k)
+    done = 0
+    out = []
+    for k, i in enumerate(p.instrs):
+        if i.kind == "vunary" and i.op == "Reciprocal" and i.space == "row":
+            a = defs.get(i.srcs[0])
+            e2 = defs.get(a.srcs[0]) if a is not None and a.kind == "vscalar" and a.op == "Adds" \
+                and _literal(a.arg) == 1.0 else None
+            n = defs.get(e2.srcs[0]) if e2 is not None and e2.kind == "vunary" and e2.op == "Exp" else None
+            if n is not None and n.kind == "vscalar" and n.op == "Muls" and _MINUS_ONE.fullmatch(n.arg or ""):
+                w = n.srcs[0]
+                e = exp_of.get(w)
+                d = plus_one.get(e) if e is not None else None
+                if d is not None and first[d] < k and defs[d].when == i.when and defs[e].when == i.when \
+                        and _sign(defs, w) < 0:
+                    out.append(evolve(i, kind="vbin", op="Div", srcs=(e, d)))
+                    done += 1
+                    continue
+        out.append(i)
+    p.instrs = out
+    return done
+
+
 RowPass = Callable[[RowProgram], int]
 
 ROW_PASSES: list[RowPass] = [propagate_scalar_copies, reuse_computed_values, select_with_scalar,
-                             compare_before_widening, sum_of_negation, reciprocal_of_softmax_sum, fuse_axpy,
-                             remove_dead_values]
+                             compare_before_widening, sum_of_negation, fold_negation, reciprocal_of_softmax_sum,
+                             sigmoid_from_exp, fuse_axpy, remove_dead_values]
 """The kernel-level algebra run on every row program of the rows family, in order (module docstring): the exact
-rewrites, and the one inexact rewrite whose operand's range is proven (reciprocal_of_softmax_sum: within 2 fp32 ulp
-of the interpreter's device-mode quotient); every other rewrite keeps the interpreter's device-mode values."""
+rewrites, and the two inexact rewrites whose operands' ranges are proven (reciprocal_of_softmax_sum: within 2 fp32
+ulp of the interpreter's device-mode quotient; sigmoid_from_exp: within 8u relative of its sigmoid); every other
+rewrite keeps the interpreter's device-mode values."""
 
 FAST_ROW_PASSES: list[RowPass] = [propagate_scalar_copies, reuse_computed_values, select_with_scalar,
-                                  compare_before_widening, sum_of_negation, reciprocal_of_broadcast_divisor, fold_multiply_chains, reuse_computed_values,
+                                  compare_before_widening, sum_of_negation, fold_negation, reciprocal_of_broadcast_divisor,
+                                  sigmoid_from_exp, fold_multiply_chains, reuse_computed_values,
                                   fuse_axpy, remove_dead_values]
 """Opt-in (pass as `passes`): ROW_PASSES plus the inexact rewrites reciprocal_of_broadcast_divisor and
 fold_multiply_chains. Their relative bounds hold only while 1/s and a*b stay normal fp32: for |s| > 2^126 the
