@@ -233,6 +233,13 @@ def test_ub_overflow_is_a_spec_error_at_the_dim_line(tmp_path):
     assert f"{path}:{line}" in msg and "UB overflow" in msg and "lower max= of H to" in msg
     largest = int(msg.split("lower max= of H to ")[1].split()[0])
     assert 65536 <= largest < 400000
+    # without the suggestion (what the rows family's streaming fallback asks): the same error up to the fix, which
+    # names no bound
+    with pytest.raises(SpecError) as quick:
+        prove_ub(spec, prog, inputs, suggest=False)
+    head = msg.split("the tiling plan does not fit")[0]
+    assert str(quick.value).startswith(head) and "UB overflow" in str(quick.value)
+    assert "lower max= of H or give the tiling" in str(quick.value) and str(largest) not in str(quick.value)
     # the suggested bound holds on every platform and dtype row of the spec: the proof accepts it, and one more
     # is refused somewhere
     fixed = tmp_path / "ada_layer_norm_grad_suggested.py"

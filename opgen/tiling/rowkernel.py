@@ -273,7 +273,7 @@ def with_streaming(spec, inputs: dict, prog, plans: dict, streaming) -> tuple:
     pipeline proves that one). So a kernel whose rows fit at the spec's bounds has no streaming schedule. Another
     SpecError of the proof: (prog, plans, None), the pipeline's proof reports it."""
     try:
-        return prog, plans, prove_ub(spec, prog, inputs)
+        return prog, plans, prove_ub(spec, prog, inputs, suggest=False)   # the error's suggestion is not read
     except SpecError as e:
         if "UB overflow" not in str(e):
             return prog, plans, None

@@ -99,10 +99,14 @@ def _limit(prog, plat) -> str:
     return f"tiling limit: on {plat.name}, where the plan requires that {why},"
 
 
-def prove_ub(spec, prog, inputs_map) -> list[str]:
+def prove_ub(spec, prog, inputs_map, suggest: bool = True) -> list[str]:
     """Check the plan for every platform/dtype row/probe; returns the checked cases (for reports).
 
-    Raises SpecError (spec file:line of the dim, the bound and the largest value that fits)."""
+    Raises SpecError (spec file:line of the dim, the bound and the largest value that fits). `suggest`: False for a
+    caller that only asks whether the plan fits and discards the error (opgen.tiling.rowkernel.with_streaming): the
+    failure is the same SpecError at the same line with the same first sentence, but without the searches for the
+    largest bound that fits (_largest_fit, _largest_product: most of a failing proof's time), so its fix names no
+    number."""
     socs = set(spec.socs)
     plats = [p for p in PLATFORMS.values() if p.soc_key in socs]
     bounded = {n: d for n, d in spec.dims_.items() if d.max is not None}
@@ -143,7 +147,7 @@ def prove_ub(spec, prog, inputs_map) -> list[str]:
                         continue   # a call the spec's relations refuse (C % G == 0 with G > C) has no plan
                     tl = _eval(spec, prog, inputs_map, _env(spec, {name: v}), dict(row), plat)
                     if not tl.get("fits", 1):
-                        lo = _largest_fit(spec, prog, inputs_map, plats, name, v - 1, d.multiple_of)
+                        lo = _largest_fit(spec, prog, inputs_map, plats, name, v - 1, d.multiple_of) if suggest else 0
                         combo = "".join(f" with {k}={t.long_name}" if not i else f", {k}={t.long_name}"
                                         for i, (k, t) in enumerate(row.items()))
                         raise spec_error(
@@ -151,6 +155,7 @@ def prove_ub(spec, prog, inputs_map) -> list[str]:
                                    f"plan does not fit for {name}={v} (declared max={d.max})",
                             f"lower max= of {name} to {lo} or give the tiling a plan for longer rows"
                             if lo >= max(1, d.min) else
+                            f"lower max= of {name} or give the tiling a plan for longer rows" if not suggest else
                             f"no max= of {name} helps (its smallest values do not fit either): declare {name} so that "
                             f"the requirement holds (multiple_of=, min=)", arg="max")
                     checked.append(f"{plat.name} {row} {name}={v}")
@@ -161,7 +166,7 @@ def prove_ub(spec, prog, inputs_map) -> list[str]:
                 if not tl.get("fits", 1):
                     combo = "".join(f" with {k}={t.long_name}" if not i else f", {k}={t.long_name}"
                                         for i, (k, t) in enumerate(row.items()))
-                    n = _largest_product(spec, prog, inputs_map, plats, bounded, a, b)
+                    n = _largest_product(spec, prog, inputs_map, plats, bounded, a, b) if suggest else 0
                     rel = (f"spec.require({a} * {b} <= {n}, \"{_param_of(spec, a, b)}\", "
                            f"\"{a} * {b} must be at most {n}\")")
                     fix = (f"bound what they make together: {rel} (the largest that fits), or lower max= of {a} or {b}"
