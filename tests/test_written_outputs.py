@@ -1,6 +1,7 @@
 """Outputs the body writes in some specialisations only (README "Optional outputs"): where the kernel writes one is
 a condition over the static attributes and the optional inputs' presence (opgen.codegen.logic.written_cubes), and
-the emitted aclnn layer copies the kernel's tensor into the caller's only there; an OpDef-REQUIRED one
+the emitted aclnn layer copies the kernel's tensor into the caller's only there (and hands the L0 wrapper no
+tensor elsewhere); an OpDef-REQUIRED one
 (param_type="REQUIRED", as CANN's AddLayerNorm x) is always passed. The expected conditions are the rules stated
 in the spec texts below, evaluated by hand over every combination."""
 
@@ -67,7 +68,7 @@ def test_the_condition_is_true_exactly_where_the_body_writes(tmp_path):
 
 def test_the_aclnn_layer_copies_back_and_allocates_only_where_written(tmp_path):
     """z OPTIONAL (the default for optional=True): copied back only when the caller passed it and the kernel
-    writes it; the L0 wrapper allocates no device tensor elsewhere. With param_type="REQUIRED" the OpDef says
+    writes it; elsewhere the aclnn layer hands the L0 wrapper null, so it allocates no device tensor. With param_type="REQUIRED" the OpDef says
     REQUIRED, a null zOut is refused and the device tensor is always allocated, the copy-back still guarded."""
     files = _files(_spec(tmp_path))
     api = files["op_host/op_api/aclnn_written_when.cpp"]
@@ -75,8 +76,9 @@ def test_the_aclnn_layer_copies_back_and_allocates_only_where_written(tmp_path):
     copy = re.search(r"if \((.*)\) \{\s+CHECK_RET\(result\.z != nullptr", api).group(1)
     assert "p.zOut != nullptr" in copy and 'std::strcmp(p.mode, "b") == 0' in copy and \
         "p.wOptional != nullptr" in copy, copy
-    alloc = re.search(r"zOutKernel =\s+(.*?)\s+\? nullptr", l0, re.S).group(1)
-    assert alloc.startswith("(zOut == nullptr) || !(") and 'std::strcmp(mode, "b") == 0' in alloc, alloc
+    arg = re.search(r"l0op::WrittenWhen\((.*?)uniqueExecutor", api, re.S).group(1)
+    assert re.search(r'\(\(?std::strcmp\(p\.mode, "b"\) == 0.*\) \? p\.zOut : nullptr,', arg), arg
+    assert re.search(r"zOutKernel = zOut == nullptr \? nullptr : executor->AllocTensor", l0), l0
     assert re.search(r'Output\("z"\)\s+\.ParamType\(OPTIONAL\)', files["op_host/written_when_def.cpp"])
 
     req = _files(_spec(tmp_path, ', param_type="REQUIRED"'))
@@ -119,3 +121,30 @@ def test_combinations_no_specialisation_has_are_dont_cares():
     for key in spec.keys():
         env = dict(zip(names, key.static))
         assert eval(cond, {}, env) == (env["norm_type"] in (1, 2) and env["is_training"]), (cond, env)
+
+
+def test_the_l0_wrapper_calls_no_helper_of_the_aclnn_layer(tmp_path):
+    """A list-int static attribute deciding whether z is written: the condition compares the aclIntArray with
+    IntArrayChoice, a helper of the aclnn file only (and a str one with std::strcmp, which the L0 file does not
+    include). The aclnn layer evaluates it and hands the L0 wrapper null where the kernel does not write z; the
+    L0 file only tests its tensor for null (it printed the condition itself, calling IntArrayChoice it does not
+    have, so it did not compile)."""
+    src = SPEC.format(z_type="").replace(
+        'spec.attr("mode", str, "a", choices=("a", "b", "c"), static=True)',
+        'spec.attr("mode", list[int], [1], choices=([1], [2], [3]), static=True)')
+    src = src.replace('mode == "b"', "list(mode) == [2]").replace('mode == "a"', "list(mode) == [1]")
+    path = tmp_path / "written_when.py"
+    path.write_text(src)
+    spec = load_spec(str(path))
+    variables, cubes = written_cubes(spec, "z")
+    cond = py_condition(variables, cubes, lambda n: n, lambda n: n)
+    for mode, w in itertools.product(((1,), (2,), (3,)), (True, False)):   # the body's rule, by hand
+        assert eval(cond, {}, {"mode": mode, "w": object() if w else None}) == (mode == (2,) or
+                                                                                (mode == (1,) and w)), cond
+    files = _files(spec)
+    l0 = files["op_host/op_api/written_when.cpp"]
+    assert "IntArrayChoice" not in l0 and "strcmp" not in l0, l0
+    api = files["op_host/op_api/aclnn_written_when.cpp"]
+    assert "int64_t IntArrayChoice(" in api
+    arg = re.search(r"l0op::WrittenWhen\((.*?)uniqueExecutor", api, re.S).group(1)
+    assert re.search(r"IntArrayChoice\(p\.mode, \{\{2\}\}\) == 0.*\? p\.zOut : nullptr,", arg, re.S), arg

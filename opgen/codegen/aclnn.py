@@ -860,25 +860,25 @@ class AclnnPlan:
 
         for p in m.outputs:
             a = self._api(p.name)
-            written = written_cubes(self.spec, p.name) if p.decl.optional else None
-            # copy_if: when the aclnn layer copies the kernel's tensor into the caller's (None: always); l0_null:
-            # when the L0 wrapper passes no device tensor (None: never). An output the body may leave unwritten is
-            # copied back only where the kernel writes it (the condition over the call's static attributes and
-            # optional inputs, written_cubes), so a caller's tensor is never overwritten with what the kernel left
-            # alone; its device tensor is not allocated there unless the OpDef declares it REQUIRED.
+            # copy_if: when the aclnn layer copies the kernel's tensor into the caller's (None: always); arg: the
+            # tensor it hands the L0 wrapper, which allocates a device tensor for a non-null one. An output the
+            # body may leave unwritten is copied back only where the kernel writes it (the condition over the
+            # call's static attributes and optional inputs, written_cubes), so a caller's tensor is never
+            # overwritten with what the kernel left alone; elsewhere the L0 wrapper gets null (no device tensor)
+            # unless the OpDef declares it REQUIRED. The condition is printed here only: it may call the aclnn
+            # layer's helpers (IntArrayChoice, std::strcmp), which the L0 file does not have.
             copy_if = [f"p.{p.cpp} != nullptr"] if a.optional else []
-            l0_null = [f"{p.cpp} == nullptr"] if a.optional else []
+            arg = f"p.{p.cpp}"
             written = written_cubes(self.spec, p.name) if p.decl.optional else None
             if written is not None:
-                copy_if.append(cpp_condition(*written, attr_value("p."), lambda n: f"p.{m.param(n).cpp}", types.get))
+                cond = cpp_condition(*written, attr_value("p."), lambda n: f"p.{m.param(n).cpp}", types.get)
+                copy_if.append(cond)
                 if p.optional:
-                    l0_null.append("!(" + cpp_condition(*written, attr_value(""), lambda n: m.param(n).cpp,
-                                                        types.get) + ")")
-            wrap = (lambda c: c if len(c) == 1 else [f"({x})" if " " in x and not x.startswith("!(") else x
-                                                     for x in c])
+                    arg = f"({cond}) ? p.{p.cpp} : nullptr"
+            wrap = (lambda c: c if len(c) == 1 else [f"({x})" if " " in x else x for x in c])
             o = {"cpp": p.cpp, "name": p.name, "field": c_ident(p.name), "optional": a.optional,
-                 "local": f"{p.cpp}Kernel", "scratch": None,
-                 "copy_if": " && ".join(wrap(copy_if)) or None, "l0_null": " || ".join(wrap(l0_null)) or None}
+                 "local": f"{p.cpp}Kernel", "scratch": None, "arg": arg,
+                 "copy_if": " && ".join(wrap(copy_if)) or None}
             if a.scratch:
                 shape = (f"ShapeOf(p.{m.param(p.decl.like).cpp})" if p.decl.like else self._splice(p.decl.shape)[0])
                 o["scratch"] = {"shape": shape, "dtype": self._dtype_expr(a, p.decl.dtype)}

@@ -1658,8 +1658,27 @@ aclnnStatus aclnnNormRopeConcatGetWorkspaceSize(
         normQueryWeightKernel, normQueryBiasKernel, normKeyWeightKernel, normKeyBiasKernel, normAddedQueryWeightKernel,
         normAddedQueryBiasKernel, normAddedKeyWeightKernel, normAddedKeyBiasKernel, ropeSinKernel, ropeCosKernel,
         p.normType, p.normAddedType, p.ropeType, p.concatOrder, static_cast<float>(p.eps), p.isTraining, p.queryOutput,
-        p.keyOutput, p.valueOutput, p.normQueryMean, p.normQueryRstd, p.normKeyMean, p.normKeyRstd,
-        p.normAddedQueryMean, p.normAddedQueryRstd, p.normAddedKeyMean, p.normAddedKeyRstd, uniqueExecutor.get());
+        p.keyOutput, p.valueOutput, ((p.normType == 1 || p.normType == 2) && p.isTraining) ? p.normQueryMean : nullptr,
+        ((p.normType == 1 || p.normType == 2) && p.isTraining) ? p.normQueryRstd : nullptr,
+        ((p.normType == 1 || p.normType == 2) && p.isTraining) ? p.normKeyMean : nullptr,
+        ((p.normType == 1 || p.normType == 2) && p.isTraining) ? p.normKeyRstd : nullptr,
+        ((p.normAddedType == 1 && p.isTraining && p.encoderQuery != nullptr) ||
+         (p.isTraining && p.normAddedQueryBias != nullptr))
+            ? p.normAddedQueryMean
+            : nullptr,
+        ((p.normAddedType == 1 && p.isTraining && p.encoderQuery != nullptr) ||
+         (p.isTraining && p.normAddedQueryBias != nullptr))
+            ? p.normAddedQueryRstd
+            : nullptr,
+        ((p.normAddedType == 1 && p.isTraining && p.encoderValue != nullptr) ||
+         (p.isTraining && p.normAddedKeyBias != nullptr))
+            ? p.normAddedKeyMean
+            : nullptr,
+        ((p.normAddedType == 1 && p.isTraining && p.encoderValue != nullptr) ||
+         (p.isTraining && p.normAddedKeyBias != nullptr))
+            ? p.normAddedKeyRstd
+            : nullptr,
+        uniqueExecutor.get());
 
     // Outputs.
     {

@@ -37,45 +37,37 @@ NormRopeConcatResult NormRopeConcat(
     aclTensor* valueOutputKernel =
         executor->AllocTensor(valueOutput->GetViewShape(), valueOutput->GetDataType(), op::Format::FORMAT_ND);
     aclTensor* normQueryMeanKernel =
-        (normQueryMean == nullptr) || !((normType == 1 || normType == 2) && isTraining)
+        normQueryMean == nullptr
             ? nullptr
             : executor->AllocTensor(normQueryMean->GetViewShape(), normQueryMean->GetDataType(), op::Format::FORMAT_ND);
     aclTensor* normQueryRstdKernel =
-        (normQueryRstd == nullptr) || !((normType == 1 || normType == 2) && isTraining)
+        normQueryRstd == nullptr
             ? nullptr
             : executor->AllocTensor(normQueryRstd->GetViewShape(), normQueryRstd->GetDataType(), op::Format::FORMAT_ND);
     aclTensor* normKeyMeanKernel =
-        (normKeyMean == nullptr) || !((normType == 1 || normType == 2) && isTraining)
+        normKeyMean == nullptr
             ? nullptr
             : executor->AllocTensor(normKeyMean->GetViewShape(), normKeyMean->GetDataType(), op::Format::FORMAT_ND);
     aclTensor* normKeyRstdKernel =
-        (normKeyRstd == nullptr) || !((normType == 1 || normType == 2) && isTraining)
+        normKeyRstd == nullptr
             ? nullptr
             : executor->AllocTensor(normKeyRstd->GetViewShape(), normKeyRstd->GetDataType(), op::Format::FORMAT_ND);
     aclTensor* normAddedQueryMeanKernel =
-        (normAddedQueryMean == nullptr) || !((normAddedType == 1 && isTraining && encoderQuery != nullptr) ||
-                                             (isTraining && normAddedQueryBias != nullptr))
-            ? nullptr
-            : executor->AllocTensor(normAddedQueryMean->GetViewShape(), normAddedQueryMean->GetDataType(),
-                                    op::Format::FORMAT_ND);
+        normAddedQueryMean == nullptr ? nullptr
+                                      : executor->AllocTensor(normAddedQueryMean->GetViewShape(),
+                                                              normAddedQueryMean->GetDataType(), op::Format::FORMAT_ND);
     aclTensor* normAddedQueryRstdKernel =
-        (normAddedQueryRstd == nullptr) || !((normAddedType == 1 && isTraining && encoderQuery != nullptr) ||
-                                             (isTraining && normAddedQueryBias != nullptr))
-            ? nullptr
-            : executor->AllocTensor(normAddedQueryRstd->GetViewShape(), normAddedQueryRstd->GetDataType(),
-                                    op::Format::FORMAT_ND);
+        normAddedQueryRstd == nullptr ? nullptr
+                                      : executor->AllocTensor(normAddedQueryRstd->GetViewShape(),
+                                                              normAddedQueryRstd->GetDataType(), op::Format::FORMAT_ND);
     aclTensor* normAddedKeyMeanKernel =
-        (normAddedKeyMean == nullptr) || !((normAddedType == 1 && isTraining && encoderValue != nullptr) ||
-                                           (isTraining && normAddedKeyBias != nullptr))
-            ? nullptr
-            : executor->AllocTensor(normAddedKeyMean->GetViewShape(), normAddedKeyMean->GetDataType(),
-                                    op::Format::FORMAT_ND);
+        normAddedKeyMean == nullptr ? nullptr
+                                    : executor->AllocTensor(normAddedKeyMean->GetViewShape(),
+                                                            normAddedKeyMean->GetDataType(), op::Format::FORMAT_ND);
     aclTensor* normAddedKeyRstdKernel =
-        (normAddedKeyRstd == nullptr) || !((normAddedType == 1 && isTraining && encoderValue != nullptr) ||
-                                           (isTraining && normAddedKeyBias != nullptr))
-            ? nullptr
-            : executor->AllocTensor(normAddedKeyRstd->GetViewShape(), normAddedKeyRstd->GetDataType(),
-                                    op::Format::FORMAT_ND);
+        normAddedKeyRstd == nullptr ? nullptr
+                                    : executor->AllocTensor(normAddedKeyRstd->GetViewShape(),
+                                                            normAddedKeyRstd->GetDataType(), op::Format::FORMAT_ND);
     NormRopeConcatResult result;
     auto ret = ADD_TO_LAUNCHER_LIST_AICORE(
         NormRopeConcat,

@@ -2088,9 +2088,15 @@ aclnnStatus aclnnNormRopeConcatBackwardGetWorkspaceSize(
         normKeyMeanKernel, normKeyRstdKernel, normAddedQueryWeightKernel, normAddedQueryMeanKernel,
         normAddedQueryRstdKernel, normAddedKeyWeightKernel, normAddedKeyMeanKernel, normAddedKeyRstdKernel,
         ropeSinKernel, ropeCosKernel, p.normType, p.normAddedType, p.ropeType, p.concatOrder, p.gradQuery, p.gradKey,
-        p.gradValue, p.gradEncoderQuery, p.gradEncoderKey, p.gradEncoderValue, p.gradNormQueryWeight,
-        p.gradNormQueryBias, p.gradNormKeyWeight, p.gradNormKeyBias, p.gradNormAddedQueryWeight,
-        p.gradNormAddedQueryBias, p.gradNormAddedKeyWeight, p.gradNormAddedKeyBias, uniqueExecutor.get());
+        p.gradValue, ((p.encoderQuery != nullptr) || (p.normAddedQueryRstd != nullptr)) ? p.gradEncoderQuery : nullptr,
+        ((p.encoderKey != nullptr) || (p.normAddedKeyRstd != nullptr)) ? p.gradEncoderKey : nullptr,
+        ((p.encoderKey != nullptr) || (p.normAddedKeyRstd != nullptr)) ? p.gradEncoderValue : nullptr,
+        (p.normType == 2) ? p.gradNormQueryWeight : nullptr, (p.normType == 2) ? p.gradNormQueryBias : nullptr,
+        (p.normType == 2) ? p.gradNormKeyWeight : nullptr, (p.normType == 2) ? p.gradNormKeyBias : nullptr,
+        (p.normAddedType == 2) ? p.gradNormAddedQueryWeight : nullptr,
+        (p.normAddedType == 2) ? p.gradNormAddedQueryBias : nullptr,
+        (p.normAddedType == 2) ? p.gradNormAddedKeyWeight : nullptr,
+        (p.normAddedType == 2) ? p.gradNormAddedKeyBias : nullptr, uniqueExecutor.get());
 
     // Outputs.
     {

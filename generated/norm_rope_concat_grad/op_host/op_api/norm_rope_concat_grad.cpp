@@ -41,57 +41,51 @@ NormRopeConcatGradResult NormRopeConcatGrad(
     aclTensor* gradValueKernel =
         executor->AllocTensor(gradValue->GetViewShape(), gradValue->GetDataType(), op::Format::FORMAT_ND);
     aclTensor* gradEncoderQueryKernel =
-        (gradEncoderQuery == nullptr) || !((encoderQuery != nullptr) || (normAddedQueryRstd != nullptr))
-            ? nullptr
-            : executor->AllocTensor(gradEncoderQuery->GetViewShape(), gradEncoderQuery->GetDataType(),
-                                    op::Format::FORMAT_ND);
-    aclTensor* gradEncoderKeyKernel =
-        (gradEncoderKey == nullptr) || !((encoderKey != nullptr) || (normAddedKeyRstd != nullptr))
-            ? nullptr
-            : executor->AllocTensor(gradEncoderKey->GetViewShape(), gradEncoderKey->GetDataType(),
-                                    op::Format::FORMAT_ND);
+        gradEncoderQuery == nullptr ? nullptr
+                                    : executor->AllocTensor(gradEncoderQuery->GetViewShape(),
+                                                            gradEncoderQuery->GetDataType(), op::Format::FORMAT_ND);
+    aclTensor* gradEncoderKeyKernel = gradEncoderKey == nullptr
+                                          ? nullptr
+                                          : executor->AllocTensor(gradEncoderKey->GetViewShape(),
+                                                                  gradEncoderKey->GetDataType(), op::Format::FORMAT_ND);
     aclTensor* gradEncoderValueKernel =
-        (gradEncoderValue == nullptr) || !((encoderKey != nullptr) || (normAddedKeyRstd != nullptr))
-            ? nullptr
-            : executor->AllocTensor(gradEncoderValue->GetViewShape(), gradEncoderValue->GetDataType(),
-                                    op::Format::FORMAT_ND);
+        gradEncoderValue == nullptr ? nullptr
+                                    : executor->AllocTensor(gradEncoderValue->GetViewShape(),
+                                                            gradEncoderValue->GetDataType(), op::Format::FORMAT_ND);
     aclTensor* gradNormQueryWeightKernel =
-        (gradNormQueryWeight == nullptr) || !(normType == 2)
+        gradNormQueryWeight == nullptr
             ? nullptr
             : executor->AllocTensor(gradNormQueryWeight->GetViewShape(), gradNormQueryWeight->GetDataType(),
                                     op::Format::FORMAT_ND);
     aclTensor* gradNormQueryBiasKernel =
-        (gradNormQueryBias == nullptr) || !(normType == 2)
-            ? nullptr
-            : executor->AllocTensor(gradNormQueryBias->GetViewShape(), gradNormQueryBias->GetDataType(),
-                                    op::Format::FORMAT_ND);
+        gradNormQueryBias == nullptr ? nullptr
+                                     : executor->AllocTensor(gradNormQueryBias->GetViewShape(),
+                                                             gradNormQueryBias->GetDataType(), op::Format::FORMAT_ND);
     aclTensor* gradNormKeyWeightKernel =
-        (gradNormKeyWeight == nullptr) || !(normType == 2)
-            ? nullptr
-            : executor->AllocTensor(gradNormKeyWeight->GetViewShape(), gradNormKeyWeight->GetDataType(),
-                                    op::Format::FORMAT_ND);
+        gradNormKeyWeight == nullptr ? nullptr
+                                     : executor->AllocTensor(gradNormKeyWeight->GetViewShape(),
+                                                             gradNormKeyWeight->GetDataType(), op::Format::FORMAT_ND);
     aclTensor* gradNormKeyBiasKernel =
-        (gradNormKeyBias == nullptr) || !(normType == 2)
-            ? nullptr
-            : executor->AllocTensor(gradNormKeyBias->GetViewShape(), gradNormKeyBias->GetDataType(),
-                                    op::Format::FORMAT_ND);
+        gradNormKeyBias == nullptr ? nullptr
+                                   : executor->AllocTensor(gradNormKeyBias->GetViewShape(),
+                                                           gradNormKeyBias->GetDataType(), op::Format::FORMAT_ND);
     aclTensor* gradNormAddedQueryWeightKernel =
-        (gradNormAddedQueryWeight == nullptr) || !(normAddedType == 2)
+        gradNormAddedQueryWeight == nullptr
             ? nullptr
             : executor->AllocTensor(gradNormAddedQueryWeight->GetViewShape(), gradNormAddedQueryWeight->GetDataType(),
                                     op::Format::FORMAT_ND);
     aclTensor* gradNormAddedQueryBiasKernel =
-        (gradNormAddedQueryBias == nullptr) || !(normAddedType == 2)
+        gradNormAddedQueryBias == nullptr
             ? nullptr
             : executor->AllocTensor(gradNormAddedQueryBias->GetViewShape(), gradNormAddedQueryBias->GetDataType(),
                                     op::Format::FORMAT_ND);
     aclTensor* gradNormAddedKeyWeightKernel =
-        (gradNormAddedKeyWeight == nullptr) || !(normAddedType == 2)
+        gradNormAddedKeyWeight == nullptr
             ? nullptr
             : executor->AllocTensor(gradNormAddedKeyWeight->GetViewShape(), gradNormAddedKeyWeight->GetDataType(),
                                     op::Format::FORMAT_ND);
     aclTensor* gradNormAddedKeyBiasKernel =
-        (gradNormAddedKeyBias == nullptr) || !(normAddedType == 2)
+        gradNormAddedKeyBias == nullptr
             ? nullptr
             : executor->AllocTensor(gradNormAddedKeyBias->GetViewShape(), gradNormAddedKeyBias->GetDataType(),
                                     op::Format::FORMAT_ND);
