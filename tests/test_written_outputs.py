@@ -148,3 +148,23 @@ def test_the_l0_wrapper_calls_no_helper_of_the_aclnn_layer(tmp_path):
     assert "int64_t IntArrayChoice(" in api
     arg = re.search(r"l0op::WrittenWhen\((.*?)uniqueExecutor", api, re.S).group(1)
     assert re.search(r"IntArrayChoice\(p\.mode, \{\{2\}\}\) == 0.*\? p\.zOut : nullptr,", arg, re.S), arg
+
+
+def test_an_output_written_by_shape_form_is_a_spec_error(tmp_path):
+    """Whether the kernel writes an output may depend only on what the aclnn layer knows before the launch (static
+    attributes, optional inputs' presence); a body that returns z for one shape form of w only ([S, H] or [H], the
+    form the TilingFunc picks from the shapes) is refused naming the output and the rule (README "Optional
+    outputs")."""
+    src = SPEC.format(z_type="").replace('spec.input("w", T, [H], optional=True)',
+                                         'spec.input("w", T, [[S, H], [H]], optional=True)')
+    src = src.replace('if mode == "b" or (mode == "a" and w is not None):', "if w is not None and len(w.shape) == 2:")
+    src = src.replace("x * w", "x + 1.0")
+    path = tmp_path / "by_form.py"
+    path.write_text(src)
+    spec = load_spec(str(path))
+    with pytest.raises(SpecError) as ei:
+        written_cubes(spec, "z")
+    msg = str(ei.value)
+    assert "whether output 'z' is written depends on an input's shape form" in msg and \
+        "static attributes and the presence of optional inputs" in msg, msg
+    assert written_cubes(spec, "q") is not None   # q follows w's presence alone: no error
