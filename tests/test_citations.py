@@ -1,7 +1,8 @@
 """The repository stands alone: every citation in the code, templates, specs, tests, benchmarks and the README points
 into `docs/` and resolves (docs/README.md: `docs/reference/<file>.md §<n>` with a numbered heading `<n> Title`, a
 range `§a-b` with both ends; a bare `§n` after a file citation in the same text refers to that file;
-`docs/design.md "<title>"` with a heading of that title). Nothing cites the notes outside the repository
+`docs/design.md "<title>"` with a heading of that title; any other `docs/<name>.md` is a file of docs/, except
+`docs/aclnn<Api>.md`, the API document inside a generated package). Nothing cites the notes outside the repository
 (`reference/*.md`, `DESIGN.md`), and docstrings and comments cite no issue numbers."""
 
 from __future__ import annotations
@@ -15,7 +16,8 @@ ROOT = Path(__file__).resolve().parent.parent
 SCANNED = ["opgen", "templates", "specs", "tests", "bench", "examples", "README.md", ".ci"]
 SUFFIXES = {".py", ".j2", ".h", ".cpp", ".md", ".txt", ".json", ".cfg", ".toml", ""}
 
-TOKEN = re.compile(r"(?P<file>(?:\.\./shared/|docs/)?(?:reference/[A-Za-z_]+\.md|DESIGN\.md|design\.md))"
+TOKEN = re.compile(r"(?P<file>(?:\.\./shared/|docs/)?(?:reference/[A-Za-z_]+\.md|DESIGN\.md|design\.md)"
+                   r"|(?<![\w/.-])docs/(?!aclnn)[A-Za-z][\w-]*\.md)"
                    r"|(?P<sec>§\s?\d+(?:\.\d+)*(?:\s?[-–]\s?\d+(?:\.\d+)*)?)")
 TITLE = re.compile(r'\s*"([^"]{1,80})"')   # a title may wrap onto the next comment line
 

@@ -223,7 +223,7 @@ class OutputDecl:
         """Whether the OpDef declares the output OPTIONAL (the caller may pass no tensor for it). `optional` says
         whether the body may leave it unwritten; `param_type="REQUIRED"` keeps such an output REQUIRED in the OpDef
         and the aclnn API (CANN's AddLayerNorm x: always passed, written only when additional_output is true;
-        docs/dsl.md "Outputs")."""
+        README "Optional outputs")."""
         return self.optional if self.param_type is None else self.param_type == "OPTIONAL"
 
     def shape_text(self) -> str:
@@ -631,7 +631,7 @@ class OpSpec:
         optional: the body may leave it unwritten (it returns it only in some specialisations). param_type: how
         the OpDef and the aclnn API declare it, "REQUIRED" or "OPTIONAL" (default: OPTIONAL when optional, else
         REQUIRED); "REQUIRED" with optional=True is an output the caller always passes and the kernel writes only
-        where the body returns it (docs/dsl.md "Outputs"). Raises SpecError."""
+        where the body returns it (README "Optional outputs"). Raises SpecError."""
         loc = _loc()
         self._check_param_name(name, loc, "output")
         self._check_dtype(dtype, loc)
