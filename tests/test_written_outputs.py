@@ -9,7 +9,10 @@ from __future__ import annotations
 
 import itertools
 import re
+import shutil
+import subprocess
 
+import numpy as np
 import pytest
 
 from opgen.codegen import emit_aclnn, emit_def
@@ -68,8 +71,9 @@ def test_the_condition_is_true_exactly_where_the_body_writes(tmp_path):
 
 def test_the_aclnn_layer_copies_back_and_allocates_only_where_written(tmp_path):
     """z OPTIONAL (the default for optional=True): copied back only when the caller passed it and the kernel
-    writes it; elsewhere the aclnn layer hands the L0 wrapper null, so it allocates no device tensor. With param_type="REQUIRED" the OpDef says
-    REQUIRED, a null zOut is refused and the device tensor is always allocated, the copy-back still guarded."""
+    writes it; elsewhere the aclnn layer hands the L0 wrapper null, so it allocates no device tensor. With
+    param_type="REQUIRED" the OpDef says REQUIRED, a null zOut is refused and the device tensor is always allocated,
+    the copy-back still guarded."""
     files = _files(_spec(tmp_path))
     api = files["op_host/op_api/aclnn_written_when.cpp"]
     l0 = files["op_host/op_api/written_when.cpp"]
@@ -168,3 +172,50 @@ def test_an_output_written_by_shape_form_is_a_spec_error(tmp_path):
     assert "whether output 'z' is written depends on an input's shape form" in msg and \
         "static attributes and the presence of optional inputs" in msg, msg
     assert written_cubes(spec, "q") is not None   # q follows w's presence alone: no error
+
+
+GATED = SPEC.format(z_type="").replace(
+    'spec.attr("mode"', 'spec.input("v", T, [H], optional=True, when=lambda a, pr: a["mode"] == "c", '
+    'doc="used in mode c")\nspec.attr("mode"').replace(
+    'spec.output("q", T, [S, H], optional=True)',
+    'spec.output("q", T, [S, H], optional=True)\nspec.output("r", T, [S, H], optional=True)').replace(
+    "def _(b, x, w, mode):", "def _(b, x, w, v, mode):").replace(
+    "    return out", "    if v is not None:\n        out[\"r\"] = x * v\n    return out")
+
+
+@pytest.mark.skipif(shutil.which("g++") is None, reason="g++ not available")
+def test_an_input_given_where_its_mode_ignores_it_does_not_count_as_present(tmp_path):
+    """v is used in mode c only (when=); given in mode a or b the call ignores it (no specialisation has it) and the
+    kernel does not write r. The emitted copy-back condition of r, compiled with g++ and evaluated on every
+    combination of mode and the presence of w and v, is true exactly where the interpreter's specialisation of the
+    call (spec.bind) returns r (and z, q likewise). Before, the presence of v was the caller's pointer, and the rows
+    no specialisation has (v given in mode a or b) don't-cares, so the condition read `v given` and a caller's rOut
+    was overwritten with a device tensor the kernel never wrote."""
+    path = tmp_path / "gated.py"
+    path.write_text(GATED)
+    spec = load_spec(str(path))
+    api = emit_aclnn(spec)["op_host/op_api/aclnn_written_when.cpp"]
+    combos = list(itertools.product("abc", (False, True), (False, True)))
+    lines = []
+    for name in ("z", "q", "r"):
+        cond = re.search(rf"if \((.*)\) \{{\s+CHECK_RET\(result\.{name} != nullptr", api).group(1)
+        lines.append(f"    std::printf(\"%d\", ({cond}) ? 1 : 0);")
+    fields = sorted(set(re.findall(r"p\.(\w+)", "\n".join(lines))))
+    assert set(fields) <= {"mode", "wOptional", "vOptional", "zOut", "qOut", "rOut"}, fields
+    decl = "".join(f"    const char* {f};\n" if f == "mode" else f"    const void* {f};\n" for f in fields)
+    main = ["int main()", "{", "    static const int one = 1;", "    P p{};"]
+    for mode, w, v in combos:
+        null = {"wOptional": not w, "vOptional": not v}
+        sets = " ".join(f"p.{f} = {'nullptr' if null.get(f) else '&one'};" for f in fields if f != "mode")
+        main += [f'    {sets} p.mode = "{mode}";', *lines, '    std::printf("\\n");']
+    src = ("#include <cstdio>\n#include <cstring>\nstruct P {\n" + decl + "};\n" + "\n".join(main)
+           + "\n    return 0;\n}\n")
+    (tmp_path / "cond.cpp").write_text(src)
+    exe = tmp_path / "cond"
+    subprocess.run(["g++", "-std=c++17", "-o", str(exe), str(tmp_path / "cond.cpp")], check=True)
+    got = subprocess.run([str(exe)], check=True, capture_output=True, text=True).stdout.split()
+    x, h = np.ones((2, 4), np.float32), np.ones(4, np.float32)
+    for (mode, w, v), row in zip(combos, got):
+        bound = spec.bind({"x": x, "w": h if w else None, "v": h if v else None}, {"mode": mode})
+        made = {n for n, _ in spec.graph(bound.key).outputs}
+        assert row == "".join("1" if n in made else "0" for n in ("z", "q", "r")), (mode, w, v, row, made)

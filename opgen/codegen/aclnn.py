@@ -858,6 +858,18 @@ class AclnnPlan:
                 return cpp_literal(m.fixed_attrs[n], types[n]) if n in m.fixed_attrs else f"{prefix}{m.param(n).cpp}"
             return expr
 
+        gated = {i.name: i.when for i in self.spec.inputs if i.optional and i.when is not None}
+
+        def used(n):
+            # the pointer whose nullness is input n's presence in written_cubes' rows: an input given in a mode its
+            # when= excludes is ignored (opgen.dsl.validate: no specialisation has it), so it counts as absent there
+            raw = f"p.{m.param(n).cpp}"
+            if n not in gated:
+                return raw
+            when = cpp_condition(*true_cubes(self.spec, gated[n], f"when= of input {n}"), attr_value("p."),
+                                 lambda k: f"p.{m.param(k).cpp}", types.get)
+            return f"(({when}) ? {raw} : nullptr)"
+
         for p in m.outputs:
             a = self._api(p.name)
             # copy_if: when the aclnn layer copies the kernel's tensor into the caller's (None: always); arg: the
@@ -871,7 +883,7 @@ class AclnnPlan:
             arg = f"p.{p.cpp}"
             written = written_cubes(self.spec, p.name) if p.decl.optional else None
             if written is not None:
-                cond = cpp_condition(*written, attr_value("p."), lambda n: f"p.{m.param(n).cpp}", types.get)
+                cond = cpp_condition(*written, attr_value("p."), used, types.get)
                 copy_if.append(cond)
                 if p.optional:
                     arg = f"({cond}) ? p.{p.cpp} : nullptr"

@@ -238,7 +238,10 @@ def written_cubes(spec, output: str) -> tuple[list[Var], list[dict]] | None:
     """Where the body returns `output`: (variables, cubes over the static attributes and the optional inputs'
     presence) covering the specialisations whose traced graph has it, or None when every specialisation does
     (a required output, or an optional one no specialisation leaves out). The rows are the specialisations of
-    spec.keys(), so a combination no key has (a failing static check) is never a row.
+    spec.keys(), so a combination no key has (a failing static check) is never a row. An input with `when=`
+    is present in a row only where it is used: given in a mode its when= excludes, the call ignores it
+    (opgen.dsl.validate) and its specialisation is the one without it, so the emitted test of its presence must
+    include the when= condition (codegen/aclnn: `used`), else the cubes' don't-cares would take such a call.
 
     Whether an output is written may depend only on what the host knows before the launch (README "Optional
     outputs"): raises SpecError when two keys differing only in shape forms disagree (a form is picked from the

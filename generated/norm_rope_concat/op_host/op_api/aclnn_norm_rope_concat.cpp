@@ -1663,19 +1663,23 @@ aclnnStatus aclnnNormRopeConcatGetWorkspaceSize(
         ((p.normType == 1 || p.normType == 2) && p.isTraining) ? p.normKeyMean : nullptr,
         ((p.normType == 1 || p.normType == 2) && p.isTraining) ? p.normKeyRstd : nullptr,
         ((p.normAddedType == 1 && p.isTraining && p.encoderQuery != nullptr) ||
-         (p.isTraining && p.normAddedQueryBias != nullptr))
+         (p.isTraining &&
+          ((p.normAddedType == 2 && p.encoderQuery != nullptr) ? p.normAddedQueryBias : nullptr) != nullptr))
             ? p.normAddedQueryMean
             : nullptr,
         ((p.normAddedType == 1 && p.isTraining && p.encoderQuery != nullptr) ||
-         (p.isTraining && p.normAddedQueryBias != nullptr))
+         (p.isTraining &&
+          ((p.normAddedType == 2 && p.encoderQuery != nullptr) ? p.normAddedQueryBias : nullptr) != nullptr))
             ? p.normAddedQueryRstd
             : nullptr,
         ((p.normAddedType == 1 && p.isTraining && p.encoderValue != nullptr) ||
-         (p.isTraining && p.normAddedKeyBias != nullptr))
+         (p.isTraining &&
+          ((p.normAddedType == 2 && p.encoderKey != nullptr) ? p.normAddedKeyBias : nullptr) != nullptr))
             ? p.normAddedKeyMean
             : nullptr,
         ((p.normAddedType == 1 && p.isTraining && p.encoderValue != nullptr) ||
-         (p.isTraining && p.normAddedKeyBias != nullptr))
+         (p.isTraining &&
+          ((p.normAddedType == 2 && p.encoderKey != nullptr) ? p.normAddedKeyBias : nullptr) != nullptr))
             ? p.normAddedKeyRstd
             : nullptr,
         uniqueExecutor.get());
@@ -1716,28 +1720,36 @@ aclnnStatus aclnnNormRopeConcatGetWorkspaceSize(
         const aclTensor* copied = l0op::ViewCopy(result.norm_key_rstd, p.normKeyRstd, uniqueExecutor.get());
         CHECK_RET(copied != nullptr, ACLNN_ERR_INNER_NULLPTR);
     }
-    if ((p.normAddedQueryMean != nullptr) && ((p.normAddedType == 1 && p.isTraining && p.encoderQuery != nullptr) ||
-                                              (p.isTraining && p.normAddedQueryBias != nullptr))) {
+    if ((p.normAddedQueryMean != nullptr) &&
+        ((p.normAddedType == 1 && p.isTraining && p.encoderQuery != nullptr) ||
+         (p.isTraining &&
+          ((p.normAddedType == 2 && p.encoderQuery != nullptr) ? p.normAddedQueryBias : nullptr) != nullptr))) {
         CHECK_RET(result.norm_added_query_mean != nullptr, ACLNN_ERR_INNER_NULLPTR);
         const aclTensor* copied =
             l0op::ViewCopy(result.norm_added_query_mean, p.normAddedQueryMean, uniqueExecutor.get());
         CHECK_RET(copied != nullptr, ACLNN_ERR_INNER_NULLPTR);
     }
-    if ((p.normAddedQueryRstd != nullptr) && ((p.normAddedType == 1 && p.isTraining && p.encoderQuery != nullptr) ||
-                                              (p.isTraining && p.normAddedQueryBias != nullptr))) {
+    if ((p.normAddedQueryRstd != nullptr) &&
+        ((p.normAddedType == 1 && p.isTraining && p.encoderQuery != nullptr) ||
+         (p.isTraining &&
+          ((p.normAddedType == 2 && p.encoderQuery != nullptr) ? p.normAddedQueryBias : nullptr) != nullptr))) {
         CHECK_RET(result.norm_added_query_rstd != nullptr, ACLNN_ERR_INNER_NULLPTR);
         const aclTensor* copied =
             l0op::ViewCopy(result.norm_added_query_rstd, p.normAddedQueryRstd, uniqueExecutor.get());
         CHECK_RET(copied != nullptr, ACLNN_ERR_INNER_NULLPTR);
     }
-    if ((p.normAddedKeyMean != nullptr) && ((p.normAddedType == 1 && p.isTraining && p.encoderValue != nullptr) ||
-                                            (p.isTraining && p.normAddedKeyBias != nullptr))) {
+    if ((p.normAddedKeyMean != nullptr) &&
+        ((p.normAddedType == 1 && p.isTraining && p.encoderValue != nullptr) ||
+         (p.isTraining &&
+          ((p.normAddedType == 2 && p.encoderKey != nullptr) ? p.normAddedKeyBias : nullptr) != nullptr))) {
         CHECK_RET(result.norm_added_key_mean != nullptr, ACLNN_ERR_INNER_NULLPTR);
         const aclTensor* copied = l0op::ViewCopy(result.norm_added_key_mean, p.normAddedKeyMean, uniqueExecutor.get());
         CHECK_RET(copied != nullptr, ACLNN_ERR_INNER_NULLPTR);
     }
-    if ((p.normAddedKeyRstd != nullptr) && ((p.normAddedType == 1 && p.isTraining && p.encoderValue != nullptr) ||
-                                            (p.isTraining && p.normAddedKeyBias != nullptr))) {
+    if ((p.normAddedKeyRstd != nullptr) &&
+        ((p.normAddedType == 1 && p.isTraining && p.encoderValue != nullptr) ||
+         (p.isTraining &&
+          ((p.normAddedType == 2 && p.encoderKey != nullptr) ? p.normAddedKeyBias : nullptr) != nullptr))) {
         CHECK_RET(result.norm_added_key_rstd != nullptr, ACLNN_ERR_INNER_NULLPTR);
         const aclTensor* copied = l0op::ViewCopy(result.norm_added_key_rstd, p.normAddedKeyRstd, uniqueExecutor.get());
         CHECK_RET(copied != nullptr, ACLNN_ERR_INNER_NULLPTR);

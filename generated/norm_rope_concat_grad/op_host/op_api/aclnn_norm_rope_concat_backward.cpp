@@ -2088,9 +2088,22 @@ aclnnStatus aclnnNormRopeConcatBackwardGetWorkspaceSize(
         normKeyMeanKernel, normKeyRstdKernel, normAddedQueryWeightKernel, normAddedQueryMeanKernel,
         normAddedQueryRstdKernel, normAddedKeyWeightKernel, normAddedKeyMeanKernel, normAddedKeyRstdKernel,
         ropeSinKernel, ropeCosKernel, p.normType, p.normAddedType, p.ropeType, p.concatOrder, p.gradQuery, p.gradKey,
-        p.gradValue, ((p.encoderQuery != nullptr) || (p.normAddedQueryRstd != nullptr)) ? p.gradEncoderQuery : nullptr,
-        ((p.encoderKey != nullptr) || (p.normAddedKeyRstd != nullptr)) ? p.gradEncoderKey : nullptr,
-        ((p.encoderKey != nullptr) || (p.normAddedKeyRstd != nullptr)) ? p.gradEncoderValue : nullptr,
+        p.gradValue,
+        ((p.encoderQuery != nullptr) ||
+         ((((p.normAddedType == 1 || p.normAddedType == 2) && p.encoderQuery != nullptr) ? p.normAddedQueryRstd
+                                                                                         : nullptr) != nullptr))
+            ? p.gradEncoderQuery
+            : nullptr,
+        ((p.encoderKey != nullptr) ||
+         ((((p.normAddedType == 1 || p.normAddedType == 2) && p.encoderKey != nullptr) ? p.normAddedKeyRstd
+                                                                                       : nullptr) != nullptr))
+            ? p.gradEncoderKey
+            : nullptr,
+        ((p.encoderKey != nullptr) ||
+         ((((p.normAddedType == 1 || p.normAddedType == 2) && p.encoderKey != nullptr) ? p.normAddedKeyRstd
+                                                                                       : nullptr) != nullptr))
+            ? p.gradEncoderValue
+            : nullptr,
         (p.normType == 2) ? p.gradNormQueryWeight : nullptr, (p.normType == 2) ? p.gradNormQueryBias : nullptr,
         (p.normType == 2) ? p.gradNormKeyWeight : nullptr, (p.normType == 2) ? p.gradNormKeyBias : nullptr,
         (p.normAddedType == 2) ? p.gradNormAddedQueryWeight : nullptr,
@@ -2114,17 +2127,26 @@ aclnnStatus aclnnNormRopeConcatBackwardGetWorkspaceSize(
         const aclTensor* copied = l0op::ViewCopy(result.grad_value, p.gradValue, uniqueExecutor.get());
         CHECK_RET(copied != nullptr, ACLNN_ERR_INNER_NULLPTR);
     }
-    if ((p.gradEncoderQuery != nullptr) && ((p.encoderQuery != nullptr) || (p.normAddedQueryRstd != nullptr))) {
+    if ((p.gradEncoderQuery != nullptr) &&
+        ((p.encoderQuery != nullptr) ||
+         ((((p.normAddedType == 1 || p.normAddedType == 2) && p.encoderQuery != nullptr) ? p.normAddedQueryRstd
+                                                                                         : nullptr) != nullptr))) {
         CHECK_RET(result.grad_encoder_query != nullptr, ACLNN_ERR_INNER_NULLPTR);
         const aclTensor* copied = l0op::ViewCopy(result.grad_encoder_query, p.gradEncoderQuery, uniqueExecutor.get());
         CHECK_RET(copied != nullptr, ACLNN_ERR_INNER_NULLPTR);
     }
-    if ((p.gradEncoderKey != nullptr) && ((p.encoderKey != nullptr) || (p.normAddedKeyRstd != nullptr))) {
+    if ((p.gradEncoderKey != nullptr) &&
+        ((p.encoderKey != nullptr) ||
+         ((((p.normAddedType == 1 || p.normAddedType == 2) && p.encoderKey != nullptr) ? p.normAddedKeyRstd
+                                                                                       : nullptr) != nullptr))) {
         CHECK_RET(result.grad_encoder_key != nullptr, ACLNN_ERR_INNER_NULLPTR);
         const aclTensor* copied = l0op::ViewCopy(result.grad_encoder_key, p.gradEncoderKey, uniqueExecutor.get());
         CHECK_RET(copied != nullptr, ACLNN_ERR_INNER_NULLPTR);
     }
-    if ((p.gradEncoderValue != nullptr) && ((p.encoderKey != nullptr) || (p.normAddedKeyRstd != nullptr))) {
+    if ((p.gradEncoderValue != nullptr) &&
+        ((p.encoderKey != nullptr) ||
+         ((((p.normAddedType == 1 || p.normAddedType == 2) && p.encoderKey != nullptr) ? p.normAddedKeyRstd
+                                                                                       : nullptr) != nullptr))) {
         CHECK_RET(result.grad_encoder_value != nullptr, ACLNN_ERR_INNER_NULLPTR);
         const aclTensor* copied = l0op::ViewCopy(result.grad_encoder_value, p.gradEncoderValue, uniqueExecutor.get());
         CHECK_RET(copied != nullptr, ACLNN_ERR_INNER_NULLPTR);
