@@ -158,6 +158,7 @@ def test_x_is_a_required_output_written_only_under_additional_output(examples_ge
     assert got == want
     pkg = examples_gen / "add_layer_norm"
     api = (pkg / "op_host" / "op_api" / "aclnn_add_layer_norm.cpp").read_text()
-    assert re.search(r"if \(p\.additionalOutput\) \{\s+CHECK_RET\(result\.x != nullptr", api), "copy-back of x"
+    assert re.search(r"const bool xOutWritten_ = p\.additionalOutput;", api) and \
+        re.search(r"if \(xOutWritten_\) \{\s+CHECK_RET\(result\.x != nullptr", api), "copy-back of x"
     assert re.search(r'Output\("x"\)\s+\.ParamType\(REQUIRED\)', (pkg / "op_host" / "add_layer_norm_def.cpp")
                      .read_text())

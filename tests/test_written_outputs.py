@@ -58,6 +58,19 @@ def _files(spec) -> dict:
     return {**emit_def(spec), **emit_aclnn(spec)}
 
 
+def _resolved(api: str, text: str) -> str:
+    """`text` of the aclnn file `api` with each `<name>Written_` flag replaced by its definition (parenthesised)."""
+    flags = dict(re.findall(r"const bool (\w+Written_) = (.*?);\n", api, re.S))
+    return re.sub(r"\b\w+Written_\b", lambda m: f"({flags[m.group(0)]})" if m.group(0) in flags else m.group(0),
+                  text)
+
+
+def _copy_cond(api: str, name: str) -> str:
+    """The condition under which the aclnn file `api` copies output `name` back, the flags resolved."""
+    cond = re.search(rf"if \((.*)\) \{{\s+CHECK_RET\(result\.{name} != nullptr", api).group(1)
+    return _resolved(api, cond)
+
+
 def test_the_condition_is_true_exactly_where_the_body_writes(tmp_path):
     spec = _spec(tmp_path)
     assert written_cubes(spec, "y") is None   # every specialisation writes it
@@ -77,10 +90,10 @@ def test_the_aclnn_layer_copies_back_and_allocates_only_where_written(tmp_path):
     files = _files(_spec(tmp_path))
     api = files["op_host/op_api/aclnn_written_when.cpp"]
     l0 = files["op_host/op_api/written_when.cpp"]
-    copy = re.search(r"if \((.*)\) \{\s+CHECK_RET\(result\.z != nullptr", api).group(1)
+    copy = _copy_cond(api, "z")
     assert "p.zOut != nullptr" in copy and 'std::strcmp(p.mode, "b") == 0' in copy and \
         "p.wOptional != nullptr" in copy, copy
-    arg = re.search(r"l0op::WrittenWhen\((.*?)uniqueExecutor", api, re.S).group(1)
+    arg = _resolved(api, re.search(r"l0op::WrittenWhen\((.*?)uniqueExecutor", api, re.S).group(1))
     assert re.search(r'\(\(?std::strcmp\(p\.mode, "b"\) == 0.*\) \? p\.zOut : nullptr,', arg), arg
     assert re.search(r"zOutKernel = zOut == nullptr \? nullptr : executor->AllocTensor", l0), l0
     assert re.search(r'Output\("z"\)\s+\.ParamType\(OPTIONAL\)', files["op_host/written_when_def.cpp"])
@@ -89,7 +102,7 @@ def test_the_aclnn_layer_copies_back_and_allocates_only_where_written(tmp_path):
     assert re.search(r'Output\("z"\)\s+\.ParamType\(REQUIRED\)', req["op_host/written_when_def.cpp"])
     api = req["op_host/op_api/aclnn_written_when.cpp"]
     assert "OP_CHECK_NULL(zOut, return ACLNN_ERR_PARAM_NULLPTR);" in api
-    copy = re.search(r"if \((.*)\) \{\s+CHECK_RET\(result\.z != nullptr", api).group(1)
+    copy = _copy_cond(api, "z")
     assert "zOut != nullptr" not in copy and 'std::strcmp(p.mode, "b") == 0' in copy, copy
     assert re.search(r"zOutKernel = executor->AllocTensor", req["op_host/op_api/written_when.cpp"])
 
@@ -150,7 +163,7 @@ def test_the_l0_wrapper_calls_no_helper_of_the_aclnn_layer(tmp_path):
     assert "IntArrayChoice" not in l0 and "strcmp" not in l0, l0
     api = files["op_host/op_api/aclnn_written_when.cpp"]
     assert "int64_t IntArrayChoice(" in api
-    arg = re.search(r"l0op::WrittenWhen\((.*?)uniqueExecutor", api, re.S).group(1)
+    arg = _resolved(api, re.search(r"l0op::WrittenWhen\((.*?)uniqueExecutor", api, re.S).group(1))
     assert re.search(r"IntArrayChoice\(p\.mode, \{\{2\}\}\) == 0.*\? p\.zOut : nullptr,", arg, re.S), arg
 
 
@@ -198,7 +211,7 @@ def test_an_input_given_where_its_mode_ignores_it_does_not_count_as_present(tmp_
     combos = list(itertools.product("abc", (False, True), (False, True)))
     lines = []
     for name in ("z", "q", "r"):
-        cond = re.search(rf"if \((.*)\) \{{\s+CHECK_RET\(result\.{name} != nullptr", api).group(1)
+        cond = _copy_cond(api, name)
         lines.append(f"    std::printf(\"%d\", ({cond}) ? 1 : 0);")
     fields = sorted(set(re.findall(r"p\.(\w+)", "\n".join(lines))))
     assert set(fields) <= {"mode", "wOptional", "vOptional", "zOut", "qOut", "rOut"}, fields

@@ -879,17 +879,18 @@ class AclnnPlan:
             # overwritten with what the kernel left alone; elsewhere the L0 wrapper gets null (no device tensor)
             # unless the OpDef declares it REQUIRED. The condition is printed here only: it may call the aclnn
             # layer's helpers (IntArrayChoice, std::strcmp), which the L0 file does not have.
+            # It is computed once, into the local `<public name>Written_` (no spec name ends in '_').
             copy_if = [f"p.{p.cpp} != nullptr"] if a.optional else []
-            arg = f"p.{p.cpp}"
+            arg, flag = f"p.{p.cpp}", None
             written = written_cubes(self.spec, p.name) if p.decl.optional else None
             if written is not None:
-                cond = cpp_condition(*written, attr_value("p."), used, types.get)
-                copy_if.append(cond)
+                flag = {"name": f"{p.cpp}Written_", "cond": cpp_condition(*written, attr_value("p."), used, types.get)}
+                copy_if.append(flag["name"])
                 if p.optional:
-                    arg = f"({cond}) ? p.{p.cpp} : nullptr"
+                    arg = f"{flag['name']} ? p.{p.cpp} : nullptr"
             wrap = (lambda c: c if len(c) == 1 else [f"({x})" if " " in x else x for x in c])
             o = {"cpp": p.cpp, "name": p.name, "field": c_ident(p.name), "optional": a.optional,
-                 "local": f"{p.cpp}Kernel", "scratch": None, "arg": arg,
+                 "local": f"{p.cpp}Kernel", "scratch": None, "arg": arg, "written": flag,
                  "copy_if": " && ".join(wrap(copy_if)) or None}
             if a.scratch:
                 shape = (f"ShapeOf(p.{m.param(p.decl.like).cpp})" if p.decl.like else self._splice(p.decl.shape)[0])

@@ -1652,37 +1652,39 @@ aclnnStatus aclnnNormRopeConcatGetWorkspaceSize(
         CHECK_RET(ropeCosKernel != nullptr, ACLNN_ERR_INNER_NULLPTR);
     }
 
+    // Where the kernel writes the outputs some specialisations leave unwritten (the static attributes and the
+    // optional inputs it uses decide): only there is a device tensor made and the caller's tensor copied into.
+    const bool normQueryMeanWritten_ = (p.normType == 1 || p.normType == 2) && p.isTraining;
+    const bool normQueryRstdWritten_ = (p.normType == 1 || p.normType == 2) && p.isTraining;
+    const bool normKeyMeanWritten_ = (p.normType == 1 || p.normType == 2) && p.isTraining;
+    const bool normKeyRstdWritten_ = (p.normType == 1 || p.normType == 2) && p.isTraining;
+    const bool normAddedQueryMeanWritten_ =
+        (p.normAddedType == 1 && p.isTraining && p.encoderQuery != nullptr) ||
+        (p.isTraining &&
+         ((p.normAddedType == 2 && p.encoderQuery != nullptr) ? p.normAddedQueryBias : nullptr) != nullptr);
+    const bool normAddedQueryRstdWritten_ =
+        (p.normAddedType == 1 && p.isTraining && p.encoderQuery != nullptr) ||
+        (p.isTraining &&
+         ((p.normAddedType == 2 && p.encoderQuery != nullptr) ? p.normAddedQueryBias : nullptr) != nullptr);
+    const bool normAddedKeyMeanWritten_ =
+        (p.normAddedType == 1 && p.isTraining && p.encoderValue != nullptr) ||
+        (p.isTraining && ((p.normAddedType == 2 && p.encoderKey != nullptr) ? p.normAddedKeyBias : nullptr) != nullptr);
+    const bool normAddedKeyRstdWritten_ =
+        (p.normAddedType == 1 && p.isTraining && p.encoderValue != nullptr) ||
+        (p.isTraining && ((p.normAddedType == 2 && p.encoderKey != nullptr) ? p.normAddedKeyBias : nullptr) != nullptr);
+
     // The kernel.
     const l0op::NormRopeConcatResult result = l0op::NormRopeConcat(
         queryKernel, keyKernel, valueKernel, encoderQueryKernel, encoderKeyKernel, encoderValueKernel,
         normQueryWeightKernel, normQueryBiasKernel, normKeyWeightKernel, normKeyBiasKernel, normAddedQueryWeightKernel,
         normAddedQueryBiasKernel, normAddedKeyWeightKernel, normAddedKeyBiasKernel, ropeSinKernel, ropeCosKernel,
         p.normType, p.normAddedType, p.ropeType, p.concatOrder, static_cast<float>(p.eps), p.isTraining, p.queryOutput,
-        p.keyOutput, p.valueOutput, ((p.normType == 1 || p.normType == 2) && p.isTraining) ? p.normQueryMean : nullptr,
-        ((p.normType == 1 || p.normType == 2) && p.isTraining) ? p.normQueryRstd : nullptr,
-        ((p.normType == 1 || p.normType == 2) && p.isTraining) ? p.normKeyMean : nullptr,
-        ((p.normType == 1 || p.normType == 2) && p.isTraining) ? p.normKeyRstd : nullptr,
-        ((p.normAddedType == 1 && p.isTraining && p.encoderQuery != nullptr) ||
-         (p.isTraining &&
-          ((p.normAddedType == 2 && p.encoderQuery != nullptr) ? p.normAddedQueryBias : nullptr) != nullptr))
-            ? p.normAddedQueryMean
-            : nullptr,
-        ((p.normAddedType == 1 && p.isTraining && p.encoderQuery != nullptr) ||
-         (p.isTraining &&
-          ((p.normAddedType == 2 && p.encoderQuery != nullptr) ? p.normAddedQueryBias : nullptr) != nullptr))
-            ? p.normAddedQueryRstd
-            : nullptr,
-        ((p.normAddedType == 1 && p.isTraining && p.encoderValue != nullptr) ||
-         (p.isTraining &&
-          ((p.normAddedType == 2 && p.encoderKey != nullptr) ? p.normAddedKeyBias : nullptr) != nullptr))
-            ? p.normAddedKeyMean
-            : nullptr,
-        ((p.normAddedType == 1 && p.isTraining && p.encoderValue != nullptr) ||
-         (p.isTraining &&
-          ((p.normAddedType == 2 && p.encoderKey != nullptr) ? p.normAddedKeyBias : nullptr) != nullptr))
-            ? p.normAddedKeyRstd
-            : nullptr,
-        uniqueExecutor.get());
+        p.keyOutput, p.valueOutput, normQueryMeanWritten_ ? p.normQueryMean : nullptr,
+        normQueryRstdWritten_ ? p.normQueryRstd : nullptr, normKeyMeanWritten_ ? p.normKeyMean : nullptr,
+        normKeyRstdWritten_ ? p.normKeyRstd : nullptr, normAddedQueryMeanWritten_ ? p.normAddedQueryMean : nullptr,
+        normAddedQueryRstdWritten_ ? p.normAddedQueryRstd : nullptr,
+        normAddedKeyMeanWritten_ ? p.normAddedKeyMean : nullptr,
+        normAddedKeyRstdWritten_ ? p.normAddedKeyRstd : nullptr, uniqueExecutor.get());
 
     // Outputs.
     {
@@ -1700,56 +1702,44 @@ aclnnStatus aclnnNormRopeConcatGetWorkspaceSize(
         const aclTensor* copied = l0op::ViewCopy(result.value_output, p.valueOutput, uniqueExecutor.get());
         CHECK_RET(copied != nullptr, ACLNN_ERR_INNER_NULLPTR);
     }
-    if ((p.normQueryMean != nullptr) && ((p.normType == 1 || p.normType == 2) && p.isTraining)) {
+    if ((p.normQueryMean != nullptr) && normQueryMeanWritten_) {
         CHECK_RET(result.norm_query_mean != nullptr, ACLNN_ERR_INNER_NULLPTR);
         const aclTensor* copied = l0op::ViewCopy(result.norm_query_mean, p.normQueryMean, uniqueExecutor.get());
         CHECK_RET(copied != nullptr, ACLNN_ERR_INNER_NULLPTR);
     }
-    if ((p.normQueryRstd != nullptr) && ((p.normType == 1 || p.normType == 2) && p.isTraining)) {
+    if ((p.normQueryRstd != nullptr) && normQueryRstdWritten_) {
         CHECK_RET(result.norm_query_rstd != nullptr, ACLNN_ERR_INNER_NULLPTR);
         const aclTensor* copied = l0op::ViewCopy(result.norm_query_rstd, p.normQueryRstd, uniqueExecutor.get());
         CHECK_RET(copied != nullptr, ACLNN_ERR_INNER_NULLPTR);
     }
-    if ((p.normKeyMean != nullptr) && ((p.normType == 1 || p.normType == 2) && p.isTraining)) {
+    if ((p.normKeyMean != nullptr) && normKeyMeanWritten_) {
         CHECK_RET(result.norm_key_mean != nullptr, ACLNN_ERR_INNER_NULLPTR);
         const aclTensor* copied = l0op::ViewCopy(result.norm_key_mean, p.normKeyMean, uniqueExecutor.get());
         CHECK_RET(copied != nullptr, ACLNN_ERR_INNER_NULLPTR);
     }
-    if ((p.normKeyRstd != nullptr) && ((p.normType == 1 || p.normType == 2) && p.isTraining)) {
+    if ((p.normKeyRstd != nullptr) && normKeyRstdWritten_) {
         CHECK_RET(result.norm_key_rstd != nullptr, ACLNN_ERR_INNER_NULLPTR);
         const aclTensor* copied = l0op::ViewCopy(result.norm_key_rstd, p.normKeyRstd, uniqueExecutor.get());
         CHECK_RET(copied != nullptr, ACLNN_ERR_INNER_NULLPTR);
     }
-    if ((p.normAddedQueryMean != nullptr) &&
-        ((p.normAddedType == 1 && p.isTraining && p.encoderQuery != nullptr) ||
-         (p.isTraining &&
-          ((p.normAddedType == 2 && p.encoderQuery != nullptr) ? p.normAddedQueryBias : nullptr) != nullptr))) {
+    if ((p.normAddedQueryMean != nullptr) && normAddedQueryMeanWritten_) {
         CHECK_RET(result.norm_added_query_mean != nullptr, ACLNN_ERR_INNER_NULLPTR);
         const aclTensor* copied =
             l0op::ViewCopy(result.norm_added_query_mean, p.normAddedQueryMean, uniqueExecutor.get());
         CHECK_RET(copied != nullptr, ACLNN_ERR_INNER_NULLPTR);
     }
-    if ((p.normAddedQueryRstd != nullptr) &&
-        ((p.normAddedType == 1 && p.isTraining && p.encoderQuery != nullptr) ||
-         (p.isTraining &&
-          ((p.normAddedType == 2 && p.encoderQuery != nullptr) ? p.normAddedQueryBias : nullptr) != nullptr))) {
+    if ((p.normAddedQueryRstd != nullptr) && normAddedQueryRstdWritten_) {
         CHECK_RET(result.norm_added_query_rstd != nullptr, ACLNN_ERR_INNER_NULLPTR);
         const aclTensor* copied =
             l0op::ViewCopy(result.norm_added_query_rstd, p.normAddedQueryRstd, uniqueExecutor.get());
         CHECK_RET(copied != nullptr, ACLNN_ERR_INNER_NULLPTR);
     }
-    if ((p.normAddedKeyMean != nullptr) &&
-        ((p.normAddedType == 1 && p.isTraining && p.encoderValue != nullptr) ||
-         (p.isTraining &&
-          ((p.normAddedType == 2 && p.encoderKey != nullptr) ? p.normAddedKeyBias : nullptr) != nullptr))) {
+    if ((p.normAddedKeyMean != nullptr) && normAddedKeyMeanWritten_) {
         CHECK_RET(result.norm_added_key_mean != nullptr, ACLNN_ERR_INNER_NULLPTR);
         const aclTensor* copied = l0op::ViewCopy(result.norm_added_key_mean, p.normAddedKeyMean, uniqueExecutor.get());
         CHECK_RET(copied != nullptr, ACLNN_ERR_INNER_NULLPTR);
     }
-    if ((p.normAddedKeyRstd != nullptr) &&
-        ((p.normAddedType == 1 && p.isTraining && p.encoderValue != nullptr) ||
-         (p.isTraining &&
-          ((p.normAddedType == 2 && p.encoderKey != nullptr) ? p.normAddedKeyBias : nullptr) != nullptr))) {
+    if ((p.normAddedKeyRstd != nullptr) && normAddedKeyRstdWritten_) {
         CHECK_RET(result.norm_added_key_rstd != nullptr, ACLNN_ERR_INNER_NULLPTR);
         const aclTensor* copied = l0op::ViewCopy(result.norm_added_key_rstd, p.normAddedKeyRstd, uniqueExecutor.get());
         CHECK_RET(copied != nullptr, ACLNN_ERR_INNER_NULLPTR);

@@ -2081,6 +2081,29 @@ aclnnStatus aclnnNormRopeConcatBackwardGetWorkspaceSize(
         CHECK_RET(ropeCosKernel != nullptr, ACLNN_ERR_INNER_NULLPTR);
     }
 
+    // Where the kernel writes the outputs some specialisations leave unwritten (the static attributes and the
+    // optional inputs it uses decide): only there is a device tensor made and the caller's tensor copied into.
+    const bool gradEncoderQueryWritten_ =
+        (p.encoderQuery != nullptr) ||
+        ((((p.normAddedType == 1 || p.normAddedType == 2) && p.encoderQuery != nullptr) ? p.normAddedQueryRstd
+                                                                                        : nullptr) != nullptr);
+    const bool gradEncoderKeyWritten_ =
+        (p.encoderKey != nullptr) ||
+        ((((p.normAddedType == 1 || p.normAddedType == 2) && p.encoderKey != nullptr) ? p.normAddedKeyRstd : nullptr) !=
+         nullptr);
+    const bool gradEncoderValueWritten_ =
+        (p.encoderKey != nullptr) ||
+        ((((p.normAddedType == 1 || p.normAddedType == 2) && p.encoderKey != nullptr) ? p.normAddedKeyRstd : nullptr) !=
+         nullptr);
+    const bool gradNormQueryWeightWritten_ = p.normType == 2;
+    const bool gradNormQueryBiasWritten_ = p.normType == 2;
+    const bool gradNormKeyWeightWritten_ = p.normType == 2;
+    const bool gradNormKeyBiasWritten_ = p.normType == 2;
+    const bool gradNormAddedQueryWeightWritten_ = p.normAddedType == 2;
+    const bool gradNormAddedQueryBiasWritten_ = p.normAddedType == 2;
+    const bool gradNormAddedKeyWeightWritten_ = p.normAddedType == 2;
+    const bool gradNormAddedKeyBiasWritten_ = p.normAddedType == 2;
+
     // The kernel.
     const l0op::NormRopeConcatGradResult result = l0op::NormRopeConcatGrad(
         gradQueryOutputKernel, gradKeyOutputKernel, gradValueOutputKernel, queryKernel, keyKernel, encoderQueryKernel,
@@ -2088,28 +2111,16 @@ aclnnStatus aclnnNormRopeConcatBackwardGetWorkspaceSize(
         normKeyMeanKernel, normKeyRstdKernel, normAddedQueryWeightKernel, normAddedQueryMeanKernel,
         normAddedQueryRstdKernel, normAddedKeyWeightKernel, normAddedKeyMeanKernel, normAddedKeyRstdKernel,
         ropeSinKernel, ropeCosKernel, p.normType, p.normAddedType, p.ropeType, p.concatOrder, p.gradQuery, p.gradKey,
-        p.gradValue,
-        ((p.encoderQuery != nullptr) ||
-         ((((p.normAddedType == 1 || p.normAddedType == 2) && p.encoderQuery != nullptr) ? p.normAddedQueryRstd
-                                                                                         : nullptr) != nullptr))
-            ? p.gradEncoderQuery
-            : nullptr,
-        ((p.encoderKey != nullptr) ||
-         ((((p.normAddedType == 1 || p.normAddedType == 2) && p.encoderKey != nullptr) ? p.normAddedKeyRstd
-                                                                                       : nullptr) != nullptr))
-            ? p.gradEncoderKey
-            : nullptr,
-        ((p.encoderKey != nullptr) ||
-         ((((p.normAddedType == 1 || p.normAddedType == 2) && p.encoderKey != nullptr) ? p.normAddedKeyRstd
-                                                                                       : nullptr) != nullptr))
-            ? p.gradEncoderValue
-            : nullptr,
-        (p.normType == 2) ? p.gradNormQueryWeight : nullptr, (p.normType == 2) ? p.gradNormQueryBias : nullptr,
-        (p.normType == 2) ? p.gradNormKeyWeight : nullptr, (p.normType == 2) ? p.gradNormKeyBias : nullptr,
-        (p.normAddedType == 2) ? p.gradNormAddedQueryWeight : nullptr,
-        (p.normAddedType == 2) ? p.gradNormAddedQueryBias : nullptr,
-        (p.normAddedType == 2) ? p.gradNormAddedKeyWeight : nullptr,
-        (p.normAddedType == 2) ? p.gradNormAddedKeyBias : nullptr, uniqueExecutor.get());
+        p.gradValue, gradEncoderQueryWritten_ ? p.gradEncoderQuery : nullptr,
+        gradEncoderKeyWritten_ ? p.gradEncoderKey : nullptr, gradEncoderValueWritten_ ? p.gradEncoderValue : nullptr,
+        gradNormQueryWeightWritten_ ? p.gradNormQueryWeight : nullptr,
+        gradNormQueryBiasWritten_ ? p.gradNormQueryBias : nullptr,
+        gradNormKeyWeightWritten_ ? p.gradNormKeyWeight : nullptr,
+        gradNormKeyBiasWritten_ ? p.gradNormKeyBias : nullptr,
+        gradNormAddedQueryWeightWritten_ ? p.gradNormAddedQueryWeight : nullptr,
+        gradNormAddedQueryBiasWritten_ ? p.gradNormAddedQueryBias : nullptr,
+        gradNormAddedKeyWeightWritten_ ? p.gradNormAddedKeyWeight : nullptr,
+        gradNormAddedKeyBiasWritten_ ? p.gradNormAddedKeyBias : nullptr, uniqueExecutor.get());
 
     // Outputs.
     {
@@ -2127,72 +2138,63 @@ aclnnStatus aclnnNormRopeConcatBackwardGetWorkspaceSize(
         const aclTensor* copied = l0op::ViewCopy(result.grad_value, p.gradValue, uniqueExecutor.get());
         CHECK_RET(copied != nullptr, ACLNN_ERR_INNER_NULLPTR);
     }
-    if ((p.gradEncoderQuery != nullptr) &&
-        ((p.encoderQuery != nullptr) ||
-         ((((p.normAddedType == 1 || p.normAddedType == 2) && p.encoderQuery != nullptr) ? p.normAddedQueryRstd
-                                                                                         : nullptr) != nullptr))) {
+    if ((p.gradEncoderQuery != nullptr) && gradEncoderQueryWritten_) {
         CHECK_RET(result.grad_encoder_query != nullptr, ACLNN_ERR_INNER_NULLPTR);
         const aclTensor* copied = l0op::ViewCopy(result.grad_encoder_query, p.gradEncoderQuery, uniqueExecutor.get());
         CHECK_RET(copied != nullptr, ACLNN_ERR_INNER_NULLPTR);
     }
-    if ((p.gradEncoderKey != nullptr) &&
-        ((p.encoderKey != nullptr) ||
-         ((((p.normAddedType == 1 || p.normAddedType == 2) && p.encoderKey != nullptr) ? p.normAddedKeyRstd
-                                                                                       : nullptr) != nullptr))) {
+    if ((p.gradEncoderKey != nullptr) && gradEncoderKeyWritten_) {
         CHECK_RET(result.grad_encoder_key != nullptr, ACLNN_ERR_INNER_NULLPTR);
         const aclTensor* copied = l0op::ViewCopy(result.grad_encoder_key, p.gradEncoderKey, uniqueExecutor.get());
         CHECK_RET(copied != nullptr, ACLNN_ERR_INNER_NULLPTR);
     }
-    if ((p.gradEncoderValue != nullptr) &&
-        ((p.encoderKey != nullptr) ||
-         ((((p.normAddedType == 1 || p.normAddedType == 2) && p.encoderKey != nullptr) ? p.normAddedKeyRstd
-                                                                                       : nullptr) != nullptr))) {
+    if ((p.gradEncoderValue != nullptr) && gradEncoderValueWritten_) {
         CHECK_RET(result.grad_encoder_value != nullptr, ACLNN_ERR_INNER_NULLPTR);
         const aclTensor* copied = l0op::ViewCopy(result.grad_encoder_value, p.gradEncoderValue, uniqueExecutor.get());
         CHECK_RET(copied != nullptr, ACLNN_ERR_INNER_NULLPTR);
     }
-    if ((p.gradNormQueryWeight != nullptr) && (p.normType == 2)) {
+    if ((p.gradNormQueryWeight != nullptr) && gradNormQueryWeightWritten_) {
         CHECK_RET(result.grad_norm_query_weight != nullptr, ACLNN_ERR_INNER_NULLPTR);
         const aclTensor* copied =
             l0op::ViewCopy(result.grad_norm_query_weight, p.gradNormQueryWeight, uniqueExecutor.get());
         CHECK_RET(copied != nullptr, ACLNN_ERR_INNER_NULLPTR);
     }
-    if ((p.gradNormQueryBias != nullptr) && (p.normType == 2)) {
+    if ((p.gradNormQueryBias != nullptr) && gradNormQueryBiasWritten_) {
         CHECK_RET(result.grad_norm_query_bias != nullptr, ACLNN_ERR_INNER_NULLPTR);
         const aclTensor* copied =
             l0op::ViewCopy(result.grad_norm_query_bias, p.gradNormQueryBias, uniqueExecutor.get());
         CHECK_RET(copied != nullptr, ACLNN_ERR_INNER_NULLPTR);
     }
-    if ((p.gradNormKeyWeight != nullptr) && (p.normType == 2)) {
+    if ((p.gradNormKeyWeight != nullptr) && gradNormKeyWeightWritten_) {
         CHECK_RET(result.grad_norm_key_weight != nullptr, ACLNN_ERR_INNER_NULLPTR);
         const aclTensor* copied =
             l0op::ViewCopy(result.grad_norm_key_weight, p.gradNormKeyWeight, uniqueExecutor.get());
         CHECK_RET(copied != nullptr, ACLNN_ERR_INNER_NULLPTR);
     }
-    if ((p.gradNormKeyBias != nullptr) && (p.normType == 2)) {
+    if ((p.gradNormKeyBias != nullptr) && gradNormKeyBiasWritten_) {
         CHECK_RET(result.grad_norm_key_bias != nullptr, ACLNN_ERR_INNER_NULLPTR);
         const aclTensor* copied = l0op::ViewCopy(result.grad_norm_key_bias, p.gradNormKeyBias, uniqueExecutor.get());
         CHECK_RET(copied != nullptr, ACLNN_ERR_INNER_NULLPTR);
     }
-    if ((p.gradNormAddedQueryWeight != nullptr) && (p.normAddedType == 2)) {
+    if ((p.gradNormAddedQueryWeight != nullptr) && gradNormAddedQueryWeightWritten_) {
         CHECK_RET(result.grad_norm_added_query_weight != nullptr, ACLNN_ERR_INNER_NULLPTR);
         const aclTensor* copied =
             l0op::ViewCopy(result.grad_norm_added_query_weight, p.gradNormAddedQueryWeight, uniqueExecutor.get());
         CHECK_RET(copied != nullptr, ACLNN_ERR_INNER_NULLPTR);
     }
-    if ((p.gradNormAddedQueryBias != nullptr) && (p.normAddedType == 2)) {
+    if ((p.gradNormAddedQueryBias != nullptr) && gradNormAddedQueryBiasWritten_) {
         CHECK_RET(result.grad_norm_added_query_bias != nullptr, ACLNN_ERR_INNER_NULLPTR);
         const aclTensor* copied =
             l0op::ViewCopy(result.grad_norm_added_query_bias, p.gradNormAddedQueryBias, uniqueExecutor.get());
         CHECK_RET(copied != nullptr, ACLNN_ERR_INNER_NULLPTR);
     }
-    if ((p.gradNormAddedKeyWeight != nullptr) && (p.normAddedType == 2)) {
+    if ((p.gradNormAddedKeyWeight != nullptr) && gradNormAddedKeyWeightWritten_) {
         CHECK_RET(result.grad_norm_added_key_weight != nullptr, ACLNN_ERR_INNER_NULLPTR);
         const aclTensor* copied =
             l0op::ViewCopy(result.grad_norm_added_key_weight, p.gradNormAddedKeyWeight, uniqueExecutor.get());
         CHECK_RET(copied != nullptr, ACLNN_ERR_INNER_NULLPTR);
     }
-    if ((p.gradNormAddedKeyBias != nullptr) && (p.normAddedType == 2)) {
+    if ((p.gradNormAddedKeyBias != nullptr) && gradNormAddedKeyBiasWritten_) {
         CHECK_RET(result.grad_norm_added_key_bias != nullptr, ACLNN_ERR_INNER_NULLPTR);
         const aclTensor* copied =
             l0op::ViewCopy(result.grad_norm_added_key_bias, p.gradNormAddedKeyBias, uniqueExecutor.get());
