@@ -232,3 +232,13 @@ def test_an_input_given_where_its_mode_ignores_it_does_not_count_as_present(tmp_
         bound = spec.bind({"x": x, "w": h if w else None, "v": h if v else None}, {"mode": mode})
         made = {n for n, _ in spec.graph(bound.key).outputs}
         assert row == "".join("1" if n in made else "0" for n in ("z", "q", "r")), (mode, w, v, row, made)
+
+
+def test_an_input_its_when_excludes_reaches_the_kernel_as_null():
+    """NormRopeConcat's norm weights are read only under norm_type 2 (their when=): the interpreter ignores one
+    given in another mode (opgen.dsl.validate), so the aclnn layer hands the kernel null for it there; an input
+    without when= is passed whenever given."""
+    api = emit_aclnn(load_spec("NormRopeConcat"))["op_host/op_api/aclnn_norm_rope_concat.cpp"]
+    assert re.search(r"if \(p\.normQueryWeight != nullptr && \(p\.normType == 2\)\) \{\s+normQueryWeightKernel = "
+                     r"l0op::Contiguous", api), "normQueryWeight"
+    assert re.search(r"if \(p\.encoderQuery != nullptr\) \{\s+encoderQueryKernel = l0op::Contiguous", api)

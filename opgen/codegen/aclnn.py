@@ -842,11 +842,6 @@ class AclnnPlan:
         docs = [self._param_doc(a) for a in m.api_params]
         for d in docs:
             d["lines"] = _wrap(f"@param [{d['dir']}] {d['cpp']}: {d['text']}.", 112, "    ")
-        kernel_ins = []
-        for p in m.inputs:
-            a = self._api(p.name)
-            kernel_ins.append({"cpp": p.cpp, "local": f"{p.cpp}Kernel", "optional": p.optional, "host": p.decl.host,
-                               "name": p.name, "cast": self._cast_target(a) if a.cast else None})
         kernel_attrs = [{"cpp": p.cpp, "type": attr_kernel_type(p.decl.type),
                          "value": f"static_cast<float>(p.{p.cpp})" if p.decl.type is float else f"p.{p.cpp}"}
                         for p in m.attrs]
@@ -860,15 +855,30 @@ class AclnnPlan:
 
         gated = {i.name: i.when for i in self.spec.inputs if i.optional and i.when is not None}
 
-        def used(n):
-            # the pointer whose nullness is input n's presence in written_cubes' rows: an input given in a mode its
-            # when= excludes is ignored (opgen.dsl.validate: no specialisation has it), so it counts as absent there
-            raw = f"p.{m.param(n).cpp}"
+        def when_of(n):
+            # C++ of input n's when= (None without one): given in a mode it excludes, the input is ignored
+            # (opgen.dsl.validate: no specialisation has it)
             if n not in gated:
-                return raw
-            when = cpp_condition(*true_cubes(self.spec, gated[n], f"when= of input {n}"), attr_value("p."),
+                return None
+            return cpp_condition(*true_cubes(self.spec, gated[n], f"when= of input {n}"), attr_value("p."),
                                  lambda k: f"p.{m.param(k).cpp}", types.get)
-            return f"(({when}) ? {raw} : nullptr)"
+
+        def used(n):
+            # the pointer whose nullness is input n's presence in written_cubes' rows: null where its when= excludes it
+            raw, when = f"p.{m.param(n).cpp}", when_of(n)
+            return raw if when is None else f"(({when}) ? {raw} : nullptr)"
+
+        kernel_ins = []
+        for p in m.inputs:
+            a = self._api(p.name)
+            # present_if: when the kernel gets the caller's tensor; an optional input given in a mode its when=
+            # excludes is passed as null, as the interpreter ignores it (opgen.dsl.validate)
+            when = when_of(p.name)
+            present = (None if not p.optional else f"p.{p.cpp} != nullptr" if when is None else
+                       f"p.{p.cpp} != nullptr && ({when})")
+            kernel_ins.append({"cpp": p.cpp, "local": f"{p.cpp}Kernel", "optional": p.optional, "host": p.decl.host,
+                               "name": p.name, "cast": self._cast_target(a) if a.cast else None,
+                               "present_if": present})
 
         for p in m.outputs:
             a = self._api(p.name)

@@ -1602,42 +1602,42 @@ aclnnStatus aclnnNormRopeConcatGetWorkspaceSize(
         CHECK_RET(encoderValueKernel != nullptr, ACLNN_ERR_INNER_NULLPTR);
     }
     const aclTensor* normQueryWeightKernel = nullptr;
-    if (p.normQueryWeight != nullptr) {
+    if (p.normQueryWeight != nullptr && (p.normType == 2)) {
         normQueryWeightKernel = l0op::Contiguous(p.normQueryWeight, uniqueExecutor.get());
         CHECK_RET(normQueryWeightKernel != nullptr, ACLNN_ERR_INNER_NULLPTR);
     }
     const aclTensor* normQueryBiasKernel = nullptr;
-    if (p.normQueryBias != nullptr) {
+    if (p.normQueryBias != nullptr && (p.normType == 2)) {
         normQueryBiasKernel = l0op::Contiguous(p.normQueryBias, uniqueExecutor.get());
         CHECK_RET(normQueryBiasKernel != nullptr, ACLNN_ERR_INNER_NULLPTR);
     }
     const aclTensor* normKeyWeightKernel = nullptr;
-    if (p.normKeyWeight != nullptr) {
+    if (p.normKeyWeight != nullptr && (p.normType == 2)) {
         normKeyWeightKernel = l0op::Contiguous(p.normKeyWeight, uniqueExecutor.get());
         CHECK_RET(normKeyWeightKernel != nullptr, ACLNN_ERR_INNER_NULLPTR);
     }
     const aclTensor* normKeyBiasKernel = nullptr;
-    if (p.normKeyBias != nullptr) {
+    if (p.normKeyBias != nullptr && (p.normType == 2)) {
         normKeyBiasKernel = l0op::Contiguous(p.normKeyBias, uniqueExecutor.get());
         CHECK_RET(normKeyBiasKernel != nullptr, ACLNN_ERR_INNER_NULLPTR);
     }
     const aclTensor* normAddedQueryWeightKernel = nullptr;
-    if (p.normAddedQueryWeight != nullptr) {
+    if (p.normAddedQueryWeight != nullptr && (p.normAddedType == 2 && p.encoderQuery != nullptr)) {
         normAddedQueryWeightKernel = l0op::Contiguous(p.normAddedQueryWeight, uniqueExecutor.get());
         CHECK_RET(normAddedQueryWeightKernel != nullptr, ACLNN_ERR_INNER_NULLPTR);
     }
     const aclTensor* normAddedQueryBiasKernel = nullptr;
-    if (p.normAddedQueryBias != nullptr) {
+    if (p.normAddedQueryBias != nullptr && (p.normAddedType == 2 && p.encoderQuery != nullptr)) {
         normAddedQueryBiasKernel = l0op::Contiguous(p.normAddedQueryBias, uniqueExecutor.get());
         CHECK_RET(normAddedQueryBiasKernel != nullptr, ACLNN_ERR_INNER_NULLPTR);
     }
     const aclTensor* normAddedKeyWeightKernel = nullptr;
-    if (p.normAddedKeyWeight != nullptr) {
+    if (p.normAddedKeyWeight != nullptr && (p.normAddedType == 2 && p.encoderKey != nullptr)) {
         normAddedKeyWeightKernel = l0op::Contiguous(p.normAddedKeyWeight, uniqueExecutor.get());
         CHECK_RET(normAddedKeyWeightKernel != nullptr, ACLNN_ERR_INNER_NULLPTR);
     }
     const aclTensor* normAddedKeyBiasKernel = nullptr;
-    if (p.normAddedKeyBias != nullptr) {
+    if (p.normAddedKeyBias != nullptr && (p.normAddedType == 2 && p.encoderKey != nullptr)) {
         normAddedKeyBiasKernel = l0op::Contiguous(p.normAddedKeyBias, uniqueExecutor.get());
         CHECK_RET(normAddedKeyBiasKernel != nullptr, ACLNN_ERR_INNER_NULLPTR);
     }

@@ -2011,62 +2011,64 @@ aclnnStatus aclnnNormRopeConcatBackwardGetWorkspaceSize(
         CHECK_RET(encoderKeyKernel != nullptr, ACLNN_ERR_INNER_NULLPTR);
     }
     const aclTensor* normQueryWeightKernel = nullptr;
-    if (p.normQueryWeight != nullptr) {
+    if (p.normQueryWeight != nullptr && (p.normType == 2)) {
         normQueryWeightKernel = l0op::Contiguous(p.normQueryWeight, uniqueExecutor.get());
         CHECK_RET(normQueryWeightKernel != nullptr, ACLNN_ERR_INNER_NULLPTR);
     }
     const aclTensor* normQueryMeanKernel = nullptr;
-    if (p.normQueryMean != nullptr) {
+    if (p.normQueryMean != nullptr && ((p.normType == 1 || p.normType == 2))) {
         normQueryMeanKernel = l0op::Contiguous(p.normQueryMean, uniqueExecutor.get());
         CHECK_RET(normQueryMeanKernel != nullptr, ACLNN_ERR_INNER_NULLPTR);
     }
     const aclTensor* normQueryRstdKernel = nullptr;
-    if (p.normQueryRstd != nullptr) {
+    if (p.normQueryRstd != nullptr && ((p.normType == 1 || p.normType == 2))) {
         normQueryRstdKernel = l0op::Contiguous(p.normQueryRstd, uniqueExecutor.get());
         CHECK_RET(normQueryRstdKernel != nullptr, ACLNN_ERR_INNER_NULLPTR);
     }
     const aclTensor* normKeyWeightKernel = nullptr;
-    if (p.normKeyWeight != nullptr) {
+    if (p.normKeyWeight != nullptr && (p.normType == 2)) {
         normKeyWeightKernel = l0op::Contiguous(p.normKeyWeight, uniqueExecutor.get());
         CHECK_RET(normKeyWeightKernel != nullptr, ACLNN_ERR_INNER_NULLPTR);
     }
     const aclTensor* normKeyMeanKernel = nullptr;
-    if (p.normKeyMean != nullptr) {
+    if (p.normKeyMean != nullptr && ((p.normType == 1 || p.normType == 2))) {
         normKeyMeanKernel = l0op::Contiguous(p.normKeyMean, uniqueExecutor.get());
         CHECK_RET(normKeyMeanKernel != nullptr, ACLNN_ERR_INNER_NULLPTR);
     }
     const aclTensor* normKeyRstdKernel = nullptr;
-    if (p.normKeyRstd != nullptr) {
+    if (p.normKeyRstd != nullptr && ((p.normType == 1 || p.normType == 2))) {
         normKeyRstdKernel = l0op::Contiguous(p.normKeyRstd, uniqueExecutor.get());
         CHECK_RET(normKeyRstdKernel != nullptr, ACLNN_ERR_INNER_NULLPTR);
     }
     const aclTensor* normAddedQueryWeightKernel = nullptr;
-    if (p.normAddedQueryWeight != nullptr) {
+    if (p.normAddedQueryWeight != nullptr && (p.normAddedType == 2 && p.encoderQuery != nullptr)) {
         normAddedQueryWeightKernel = l0op::Contiguous(p.normAddedQueryWeight, uniqueExecutor.get());
         CHECK_RET(normAddedQueryWeightKernel != nullptr, ACLNN_ERR_INNER_NULLPTR);
     }
     const aclTensor* normAddedQueryMeanKernel = nullptr;
-    if (p.normAddedQueryMean != nullptr) {
+    if (p.normAddedQueryMean != nullptr &&
+        ((p.normAddedType == 1 || p.normAddedType == 2) && p.encoderQuery != nullptr)) {
         normAddedQueryMeanKernel = l0op::Contiguous(p.normAddedQueryMean, uniqueExecutor.get());
         CHECK_RET(normAddedQueryMeanKernel != nullptr, ACLNN_ERR_INNER_NULLPTR);
     }
     const aclTensor* normAddedQueryRstdKernel = nullptr;
-    if (p.normAddedQueryRstd != nullptr) {
+    if (p.normAddedQueryRstd != nullptr &&
+        ((p.normAddedType == 1 || p.normAddedType == 2) && p.encoderQuery != nullptr)) {
         normAddedQueryRstdKernel = l0op::Contiguous(p.normAddedQueryRstd, uniqueExecutor.get());
         CHECK_RET(normAddedQueryRstdKernel != nullptr, ACLNN_ERR_INNER_NULLPTR);
     }
     const aclTensor* normAddedKeyWeightKernel = nullptr;
-    if (p.normAddedKeyWeight != nullptr) {
+    if (p.normAddedKeyWeight != nullptr && (p.normAddedType == 2 && p.encoderKey != nullptr)) {
         normAddedKeyWeightKernel = l0op::Contiguous(p.normAddedKeyWeight, uniqueExecutor.get());
         CHECK_RET(normAddedKeyWeightKernel != nullptr, ACLNN_ERR_INNER_NULLPTR);
     }
     const aclTensor* normAddedKeyMeanKernel = nullptr;
-    if (p.normAddedKeyMean != nullptr) {
+    if (p.normAddedKeyMean != nullptr && ((p.normAddedType == 1 || p.normAddedType == 2) && p.encoderKey != nullptr)) {
         normAddedKeyMeanKernel = l0op::Contiguous(p.normAddedKeyMean, uniqueExecutor.get());
         CHECK_RET(normAddedKeyMeanKernel != nullptr, ACLNN_ERR_INNER_NULLPTR);
     }
     const aclTensor* normAddedKeyRstdKernel = nullptr;
-    if (p.normAddedKeyRstd != nullptr) {
+    if (p.normAddedKeyRstd != nullptr && ((p.normAddedType == 1 || p.normAddedType == 2) && p.encoderKey != nullptr)) {
         normAddedKeyRstdKernel = l0op::Contiguous(p.normAddedKeyRstd, uniqueExecutor.get());
         CHECK_RET(normAddedKeyRstdKernel != nullptr, ACLNN_ERR_INNER_NULLPTR);
     }

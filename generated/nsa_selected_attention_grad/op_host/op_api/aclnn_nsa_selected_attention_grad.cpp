@@ -1275,7 +1275,7 @@ aclnnStatus aclnnNsaSelectedAttentionGradGetWorkspaceSize(
         CHECK_RET(actualSeqKvLenOptionalKernel != nullptr, ACLNN_ERR_INNER_NULLPTR);
     }
     const aclTensor* attenMaskOptionalKernel = nullptr;
-    if (p.attenMaskOptional != nullptr) {
+    if (p.attenMaskOptional != nullptr && (false)) {
         attenMaskOptionalKernel = l0op::Contiguous(p.attenMaskOptional, uniqueExecutor.get());
         CHECK_RET(attenMaskOptionalKernel != nullptr, ACLNN_ERR_INNER_NULLPTR);
     }
