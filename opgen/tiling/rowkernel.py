@@ -60,6 +60,7 @@ from opgen.kernel.rowcounts import (COL_SPLIT, COL_STREAM, ROW_CHUNK, ROW_SPLIT,
 from opgen.platforms.cost import (BARRIER_CYCLES, BURST_OVERHEAD_BYTES, CLOCK_HZ, FLAG_WAIT_CYCLES, HBM_BYTES_PER_S,
                                   SYNC_ALL_CYCLES, VEC_ISSUE_CYCLES, VEC_REPEAT_BYTES)
 from opgen.kernel.rowprog import MASK_LANES
+from opgen.kernel.kir import POOL_IDS
 from opgen.tiling.buffers import Buffer, fixed_bytes, row_bytes
 from opgen.tiling.program import TilingProgram, Var, align_up, ceil_div, emax, emin, lit, select
 from opgen.tiling.rows import col_split, row_split
@@ -96,6 +97,17 @@ def row_reduce_elems(cols):
 def _by_dtype(counts, bytes_of, num: int, name: str, kind: str, per_row: bool, length, doc: str) -> list[Buffer]:
     return [Buffer(f"{name}{d}", kind, num * n, per_row, length, bytes_of(d), f"{doc} ({d})")
             for d, n in counts if n]
+
+
+def _vecin_ids_two_bufs(c: RowCounts) -> int:
+    """Event ids (HardEvent::V_MTE2) ROW_SPLIT's VECIN queues hold at most with two buffers per row queue, counted
+    from below: two a row input, two for the statistic inputs (one queue per element type shares them,
+    opgen.kernel.rowsched.StatGroup; counted as one type) and the fixed VECIN buffers (paramQue). More than the
+    pool's POOL_IDS and the row queues take one buffer each (rows.row_split's pool_bound; docs/design.md "Event ids
+    of the queues")."""
+    fixed = sum(b.num for b in _fixed_plan(c, 1, ROW_SPLIT, lambda d: 1)
+                if b.kind == "TQue<VECIN>" and isinstance(b.num, int))
+    return 2 * sum(n for _d, n in c.row_in) + (2 if c.stat_in else 0) + fixed
 
 
 def row_plan(c: RowCounts, col_align, bytes_of, bufs=2) -> list[Buffer]:
@@ -332,7 +344,8 @@ def program(name: str, c: RowCounts, dvars: tuple[str, ...], float_attrs: tuple[
     rows_fit, row_cores = row_split(p, R, cores, ub, row_plan(c, col_align, bytes_of),
                                     max_pass=255 if batch and c.rsums else 4095,
                                     single=row_plan(c, col_align, bytes_of, 1),
-                                    price=_pass_price(c, H, bytes_of), overlap=overlap)
+                                    price=_pass_price(c, H, bytes_of), overlap=overlap,
+                                    pool_bound=_vecin_ids_two_bufs(c) > POOL_IDS)
     plans = {ROW_SPLIT: row_plan(c, col_align, bytes_of, Var("rowQueBufs"))}
     cols_core = p.let("colsPerCore", align_up(ceil_div(H, cores), lanes), "columns per core (COL_SPLIT)", True)
     col_cores = p.let("colCores", ceil_div(H, cols_core), "cores used by COL_SPLIT")

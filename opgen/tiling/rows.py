@@ -24,7 +24,7 @@ LayerNormGradV3 4096 x 1152 is priced 2.7 % faster and runs 8 % faster there (32
 
 
 def row_split(p: TilingProgram, rows, cores, ub, plan, prefix: str = "", max_pass: int = 4095, single=None,
-              price=None, overlap=None):
+              price=None, overlap=None, pool_bound: bool = False):
     """Add the row split with UB buffer `plan` ([Buffer], opgen.tiling.buffers) to `p`; returns
     (rowsFit, usedCores). Variables: rowBytes, fixedBytes (from the plan), rowsFit (0 when not one row
     fits: the caller needs another plan), rowCores; fields rowsPerCore, rowsTail (the first rowsTail
@@ -43,11 +43,18 @@ def row_split(p: TilingProgram, rows, cores, ub, plan, prefix: str = "", max_pas
     fit no row the caller's other strategies decide, as before); rowBytes, fixedBytes and rowsFit are then the
     chosen plan's, rowsFit computed from the two (the two plans' own are rowBytesTwoBufs / rowBytesOneBuf, ...). The kernel allocates its row queues with
     that many buffers (opgen.kernel.rowsched `_row_split`), each input freed right after its last read and each
-    output allocated right before its first write (docs/design.md "Copy/compute overlap")."""
+    output allocated right before its first write (docs/design.md "Copy/compute overlap"). pool_bound: two buffers
+    per row queue would hold more event ids than the TPipe's pool (docs/design.md "Event ids of the queues"), so
+    rowQueBufs is 1 and `single` the plan, unpriced."""
     cap, why = min(max_pass, 4095), "one DataCopyPad moves them, blockCount is 12 bits"
     if cap < 4095:
         why = "one repeat-form instruction takes them, repeatTime is 0..255"
-    if single is None or price is None:
+    if pool_bound and single is not None:
+        _row_bytes, _fixed, fit = _fit_lets(p, prefix, "", buffer_row_bytes(single), buffer_fixed_bytes(single), ub)
+        used = p.let(f"{prefix}rowCores", emax(1, emin(cores, rows)), "cores used by the row split")
+        p.let(f"{prefix}rowQueBufs", lit(1) + 0, "buffers per row queue of ROW_SPLIT: one (two would hold more "
+              "event ids than the TPipe's pool)", True)
+    elif single is None or price is None:
         _row_bytes, _fixed, fit = _fit_lets(p, prefix, "", buffer_row_bytes(plan), buffer_fixed_bytes(plan), ub)
         used = p.let(f"{prefix}rowCores", emax(1, emin(cores, rows)), "cores used by the row split")
         if single is not None:
