@@ -116,7 +116,12 @@ def cover(variables: list[Var], rows: list[tuple]) -> list[dict]:
 
     Two cubes merge when they differ in one variable only; a variable whose set covers its domain is
     dropped (don't care). The result covers exactly the given rows. Deterministic order."""
-    cubes = [tuple(frozenset([v]) for v in r) for r in rows]
+    return _as_dicts(variables, _merge([tuple(frozenset([v]) for v in r) for r in rows]))
+
+
+def _merge(cubes: list[tuple]) -> list[tuple]:
+    """Cubes (tuples of value sets) with any two that differ in one variable replaced by their union, repeated
+    until none do; duplicates dropped, first-seen order."""
     changed = True
     while changed:
         changed = False
@@ -138,10 +143,12 @@ def cover(variables: list[Var], rows: list[tuple]) -> list[dict]:
             out.append(a)
             used[i] = True
         cubes = list(dict.fromkeys(out))
-    result = []
-    for c in cubes:
-        result.append({k: s for k, s in enumerate(c) if set(s) != set(variables[k].domain)})
-    return result
+    return cubes
+
+
+def _as_dicts(variables: list[Var], cubes: list[tuple]) -> list[dict]:
+    """Cubes as {variable index: frozenset of values}, a variable whose set is its whole domain left out."""
+    return [{k: s for k, s in enumerate(c) if set(s) != set(variables[k].domain)} for c in cubes]
 
 
 def _order(values, var: Var):
@@ -283,20 +290,6 @@ def expand_cover(variables: list[Var], on: list[tuple], off: list[tuple]) -> lis
                 cube = trial
         if tuple(cube) not in cubes:
             cubes.append(tuple(cube))
-    merged = True
-    while merged:   # two cubes differing in one variable are their union (normType 1 or 2)
-        merged = False
-        for i, a in enumerate(cubes):
-            for j in range(i + 1, len(cubes)):
-                b = cubes[j]
-                diff = [k for k in range(len(a)) if a[k] != b[k]]
-                if len(diff) == 1:
-                    k = diff[0]
-                    cubes[i] = a[:k] + (a[k] | b[k],) + a[k + 1:]
-                    del cubes[j]
-                    merged = True
-                    break
-            if merged:
-                break
+    cubes = _merge(cubes)   # two cubes differing in one variable are their union (normType 1 or 2)
     kept = [c for c in cubes if not any(d != c and all(a <= b for a, b in zip(c, d)) for d in cubes)]
-    return [{k: s for k, s in enumerate(c) if set(s) != set(variables[k].domain)} for c in kept]
+    return _as_dicts(variables, kept)
