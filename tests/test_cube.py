@@ -833,8 +833,8 @@ def _ksplit_gelu_launch(dt: str):
     u = kernel_build(spec)
     cls = next(iter(u.lowered.programs.values()))
     bare = ks.strip_syncs(cls)
-    again, ins = ks.place_syncs_memo(bare)
-    assert again == cls
+    _again, ins = ks.place_syncs_memo(bare)   # the memo kernel_build read: that it equals a fresh placement is the
+    # mixed kernel's test above (a comparison here would compare the memo with itself)
     plat = dataclasses.replace(next(p for p in PLATFORMS.values() if p.aiv == 48 and p.arch == "dav-2201"), aic=3,
                                aiv=6)
     m, k, n = 125, 1999, 111
