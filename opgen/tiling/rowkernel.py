@@ -99,14 +99,13 @@ def _by_dtype(counts, bytes_of, num: int, name: str, kind: str, per_row: bool, l
             for d, n in counts if n]
 
 
-def _vecin_ids_two_bufs(c: RowCounts) -> int:
+def _vecin_ids_two_bufs(c: RowCounts, plan: list[Buffer]) -> int:
     """Event ids (HardEvent::V_MTE2) ROW_SPLIT's VECIN queues hold at most with two buffers per row queue, counted
     from below: two a row input, two for the statistic inputs (one queue per element type shares them,
     opgen.kernel.rowsched.StatGroup; counted as one type) and the fixed VECIN buffers (paramQue). More than the
     pool's POOL_IDS and the row queues take one buffer each (rows.row_split's pool_bound; docs/design.md "Event ids
-    of the queues")."""
-    fixed = sum(b.num for b in _fixed_plan(c, 1, ROW_SPLIT, lambda d: 1)
-                if b.kind == "TQue<VECIN>" and isinstance(b.num, int))
+    of the queues"). `plan`: row_plan's two-buffer plan, whose fixed VECIN buffers are counted."""
+    fixed = sum(b.num for b in plan if b.kind == "TQue<VECIN>" and not b.per_row and isinstance(b.num, int))
     return 2 * sum(n for _d, n in c.row_in) + (2 if c.stat_in else 0) + fixed
 
 
@@ -341,11 +340,11 @@ def program(name: str, c: RowCounts, dvars: tuple[str, ...], float_attrs: tuple[
     # buffer per row queue where that lets a pass take more rows and the cost model prices it faster (rows.row_split,
     # the field rowQueBufs; `overlap`: where the Kernel IR's Compute frees its inputs and allocates its outputs)
     batch = bool(getattr(c, "batch", 0))
-    rows_fit, row_cores = row_split(p, R, cores, ub, row_plan(c, col_align, bytes_of),
-                                    max_pass=255 if batch and c.rsums else 4095,
+    two = row_plan(c, col_align, bytes_of)
+    rows_fit, row_cores = row_split(p, R, cores, ub, two, max_pass=255 if batch and c.rsums else 4095,
                                     single=row_plan(c, col_align, bytes_of, 1),
                                     price=_pass_price(c, H, bytes_of), overlap=overlap,
-                                    pool_bound=_vecin_ids_two_bufs(c) > POOL_IDS)
+                                    pool_bound=_vecin_ids_two_bufs(c, two) > POOL_IDS)
     plans = {ROW_SPLIT: row_plan(c, col_align, bytes_of, Var("rowQueBufs"))}
     cols_core = p.let("colsPerCore", align_up(ceil_div(H, cores), lanes), "columns per core (COL_SPLIT)", True)
     col_cores = p.let("colCores", ceil_div(H, cols_core), "cores used by COL_SPLIT")
