@@ -134,6 +134,7 @@ import enum
 import itertools
 import re
 import dataclasses
+import weakref
 from dataclasses import dataclass, field
 from typing import Union
 
@@ -2253,11 +2254,21 @@ def presence_split(k: KernelClass) -> tuple:
     return tuple(sorted(found))
 
 
+# The classes `verify` found well formed, by identity (an entry goes when its class is collected, so an id is never
+# taken for a later object's). A KernelClass and every node in it are frozen dataclasses of tuples, and the verdict
+# reads `k` alone, so a class once verified stays well formed: a check verifies the class it launches each time.
+_VERIFIED: "weakref.WeakValueDictionary[int, KernelClass]" = weakref.WeakValueDictionary()
+
+
 def verify(k: KernelClass) -> KernelClass:
-    """`k` when it is well formed (module docstring lists the rules); else IRError naming the node."""
+    """`k` when it is well formed (module docstring lists the rules); else IRError naming the node. The verdict for
+    one class object is computed once (`_VERIFIED`): a class and its nodes are frozen, so it cannot change."""
     if not isinstance(k, KernelClass):
         raise IRError(f"not a KernelClass: {type(k).__name__}")
+    if _VERIFIED.get(id(k)) is k:
+        return k
     _Verifier(k).run()
+    _VERIFIED[id(k)] = k
     return k
 
 
