@@ -275,21 +275,34 @@ def expand_cover(variables: list[Var], on: list[tuple], off: list[tuple]) -> lis
     neither (a combination no specialisation has) is a don't-care, so the cubes may take it. Each `on` row is
     widened one variable at a time, in order, to the variable's whole domain while the cube takes no `off` row;
     cubes another contains are dropped (the expand and irredundant steps of two-level minimisation, greedy).
-    Deterministic: the result depends only on the order of the rows and variables."""
-    def takes(cube, row):
-        return all(v in s for v, s in zip(row, cube))
+    Deterministic: the result depends only on the order of the rows and variables.
+
+    A cube here is a row with some variables widened to their whole domain, so it takes an `off` row exactly when
+    the two agree on every variable not widened and the off row's values of the widened ones lie in their domains:
+    each set of widened variables looks the `off` rows up by their values on the others (`blocked`), once per set."""
+    domains = [frozenset(v.domain) for v in variables]
+    blocked: dict = {}   # widened variable indices -> {the off rows' values on the rest}
+
+    def takes_some_off(row, wide: frozenset) -> bool:
+        keep = tuple(j for j in range(len(variables)) if j not in wide)
+        got = blocked.get(wide)
+        if got is None:
+            got = blocked[wide] = {tuple(o[j] for j in keep) for o in off if all(o[j] in domains[j] for j in wide)}
+        return tuple(row[j] for j in keep) in got
 
     cubes: list = []
+    made: set = set()
     order = [k for k, v in enumerate(variables) if v.kind == "present"] + \
         [k for k, v in enumerate(variables) if v.kind != "present"]   # presence first: the attributes stay named
     for r in on:
-        cube = [frozenset([v]) for v in r]
+        wide: frozenset = frozenset()
         for k in order:
-            trial = cube[:k] + [frozenset(variables[k].domain)] + cube[k + 1:]
-            if not any(takes(trial, o) for o in off):
-                cube = trial
-        if tuple(cube) not in cubes:
-            cubes.append(tuple(cube))
+            if not takes_some_off(r, wide | {k}):
+                wide = wide | {k}
+        cube = tuple(domains[j] if j in wide else frozenset([v]) for j, v in enumerate(r))
+        if cube not in made:
+            made.add(cube)
+            cubes.append(cube)
     cubes = _merge(cubes)   # two cubes differing in one variable are their union (normType 1 or 2)
     kept = [c for c in cubes if not any(d != c and all(a <= b for a, b in zip(c, d)) for d in cubes)]
     return _as_dicts(variables, kept)
