@@ -447,8 +447,9 @@ def test_hazard_names_compile_and_check(tmp_path):
     spec = tmp_path / "main_op.py"
     spec.write_text(NAMES_SPEC)
     out = tmp_path / "gen"
-    r = subprocess.run([sys.executable, "-m", "opgen.cli", "generate", str(spec), "--out", str(out)],
-                       capture_output=True, text=True, timeout=120)
+    from inproc import cli   # in-process: generate and check share one kernel build of the spec (no start-ups)
+
+    r = cli("generate", spec, "--out", out)
     assert r.returncode == 0, r.stderr
     pkg = out / "main"
     assert 'ExtendCfgInfo("opInterface.value", "main_entry")' in (pkg / "op_host/main_def.cpp").read_text()
@@ -463,8 +464,7 @@ def test_hazard_names_compile_and_check(tmp_path):
                             f"-I{pkg / 'op_host'}", f"-I{pkg / 'op_host/op_api'}", f"-I{pkg / 'op_kernel'}",
                             "-x", "c++", str(pkg / rel)], capture_output=True, text=True)
         assert r.returncode == 0, (rel, r.stderr[:3000])
-    r = subprocess.run([sys.executable, "-m", "opgen.cli", "check", str(spec), "--dims", "errno=2x3,EOF=40",
-                        "--gen-dir", str(out)], capture_output=True, text=True, timeout=600)
+    r = cli("check", spec, "--dims", "errno=2x3,EOF=40", "--gen-dir", out)
     assert r.returncode == 0 and "PASS" in r.stdout, r.stdout[-2000:] + r.stderr[-2000:]
 
 
