@@ -150,6 +150,23 @@ def test_the_verifier_names_the_rule_a_malformed_program_breaks(mutate, rule):
         verify(mutate(rows_kernel()))
 
 
+def test_the_verdict_is_remembered_for_a_well_formed_class_only():
+    """kir.verify remembers a class object it found well formed (kir._VERIFIED: the nodes are frozen, so the
+    verdict cannot change) and verifies an equal but distinct object afresh; a malformed class is never
+    remembered: it raises on every call."""
+    k = rows_kernel()
+    assert verify(k) is k and kir._VERIFIED.get(id(k)) is k
+    assert verify(k) is k
+    bad = _replace(k, "CopyIn", lambda b: b[:2])
+    for _ in range(2):
+        with pytest.raises(IRError, match="nothing enqueued"):
+            verify(bad)
+    assert kir._VERIFIED.get(id(bad)) is None
+    twin = rows_kernel()
+    assert twin == k and kir._VERIFIED.get(id(twin)) is None
+    assert verify(twin) is twin
+
+
 def test_a_reinterpreted_region_inside_its_block_verifies():
     """16 halves from float 56 end exactly at the 64-float block's end: accepted (the bound is in bytes)."""
     k = _replace(rows_kernel(), "Compute", lambda b: b + (vec(Op.DUPLICATE, dst=Ref("red", Lit(56), as_dtype="half"),

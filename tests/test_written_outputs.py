@@ -125,6 +125,34 @@ def test_optional_param_type_on_a_required_output_is_a_spec_error(tmp_path):
     assert 'output y: param_type="OPTIONAL" needs optional=True' in str(ei.value), str(ei.value)
 
 
+def test_the_cover_takes_every_on_row_and_no_off_row():
+    """expand_cover over random truth tables (1-5 variables of 1-4 values, rows shuffled, some rows neither on nor
+    off: don't-cares), against the rows themselves: every `on` row lies in some cube and no `off` row in any (a
+    cube's missing variable takes every value of its domain); the cubes are irredundant (none inside another)."""
+    import random
+
+    from opgen.codegen.logic import Var, expand_cover
+
+    rng = random.Random(7)
+    for _ in range(400):
+        variables = [Var("present", f"p{i}", (True, False)) if rng.random() < 0.4 else
+                     Var("attr", f"a{i}", tuple(range(rng.randint(1, 4)))) for i in range(rng.randint(1, 5))]
+        rows = list(itertools.product(*[v.domain for v in variables]))
+        rng.shuffle(rows)
+        k1 = rng.randint(0, len(rows))
+        k2 = rng.randint(k1, len(rows))
+        on, off = rows[:k1], rows[k1:k2]
+        cubes = expand_cover(variables, on, off)
+
+        def takes(c, row):
+            return all(row[j] in c.get(j, variables[j].domain) for j in range(len(variables)))
+
+        assert all(any(takes(c, r) for c in cubes) for r in on), (variables, on, off, cubes)
+        assert not any(takes(c, r) for c in cubes for r in off), (variables, on, off, cubes)
+        sets = [tuple(frozenset(c.get(j, variables[j].domain)) for j in range(len(variables))) for c in cubes]
+        assert not any(a != b and all(x <= y for x, y in zip(a, b)) for a in sets for b in sets), cubes
+
+
 def test_combinations_no_specialisation_has_are_dont_cares():
     """NormRopeConcat (specs/norm_rope_concat.py): the norm statistics of the query are written in training with a
     norm (norm_type 1 or 2, is_training). Its static checks tie the optional weights to norm_type, so many
