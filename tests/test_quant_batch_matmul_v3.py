@@ -183,3 +183,35 @@ def test_the_example_emulated_equals_float64(examples_gen, dims, bias, dt):
     assert _close(r.arrays["y"], _ref(x), dt)
     if dims[0] == 1700:
         assert r.block_dim == 24
+
+
+def test_a_bf16_scale_read_before_the_product_on_the_kernel_ir(tmp_path):
+    """The int32 result's cast to f32 need not be the first op after the matmul (a bf16 scale cast first, the
+    product on the right of the multiply), and a fixed bf16 epilogue input is staged as bf16 and Cast to fp32
+    (CANN's bf16 scale rows): fp32 output against float64, odd M 19, K 70, N 33."""
+    from opgen.check import run_check
+
+    p = tmp_path / "int8_scale_bf16.py"
+    p.write_text(textwrap.dedent('''
+        from opgen.dsl import A2, A3, OpSpec, bf16, f32, i8, i32
+        spec = OpSpec("Int8ScaleBf16", aclnn="aclnnInt8ScaleBf16", socs=(A2, A3), round="rint")
+        M = spec.dim("M", max=65535)
+        K = spec.dim("K", max=65535)
+        N = spec.dim("N", max=65535)
+        spec.input("x1", i8, [M, K])
+        spec.input("x2", i8, [N, K])
+        spec.input("scale", bf16, [N])
+        spec.output("y", f32, [M, N])
+        spec.example_call({"M": 5, "K": 40, "N": 7})
+
+
+        @spec.body
+        def _(b, x1, x2, scale):
+            s = scale.cast(f32)
+            return {"y": s * b.matmul(x1.cast(i32), x2.cast(i32), transpose_b=True).cast(f32)}
+    '''))
+    r = run_check(str(p), dims={"M": 19, "K": 70, "N": 33}, seed=1, progress=False, engine="kir")
+    assert not r.faults and r.passed
+    x1, x2, s = (np.asarray(r.inputs[n], np.float64) for n in ("x1", "x2", "scale"))
+    ref = (x1 @ x2.T) * s
+    assert np.all(np.abs(np.asarray(r.arrays["y"], np.float64) - ref) <= 2.0 ** -22 * np.abs(ref))

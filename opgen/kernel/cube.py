@@ -438,13 +438,14 @@ def _epilogue(g, mm, seen, params, dims, batch, dta, acc: str = "f32") -> tuple:
                 down.add(n.result.name)
                 stack.append(n.result.name)
     rest = [n for n in g.nodes if n.result.name not in seen]
-    if acc == "i32" and rest and rest[0].op == "cast" and rest[0].inputs[0] == r:
-        c = rest[0]
-        if dtype_name(c.attr("to")) != "f32" or len(uses.get(r, [])) != 1:
-            raise Unsupported(c.result.name, c.loc, "the int32 result of an int8 product is converted to f32 once "
-                              "(its one use) before the epilogue's math")
-    elif acc == "i32" and rest:
-        raise Unsupported(r, mm.loc, "the int32 result of an int8 product feeds the epilogue through one cast to f32")
+    to_f32 = None   # an int8 product's one cast of its int32 result to f32: where the vector epilogue starts
+    if acc == "i32" and rest:
+        us = uses.get(r, [])
+        if len(us) != 1 or us[0].op != "cast" or dtype_name(us[0].attr("to")) != "f32":
+            raise Unsupported(us[0].result.name if us else r, us[0].loc if us else mm.loc,
+                              "the int32 result of an int8 product is converted to f32 once (its one use) before "
+                              "the epilogue's math")
+        to_f32 = us[0]
     if all(n.op == "cast" and n.result.name in down for n in rest) and not (acc == "i32" and rest):
         # Fixpipe's cast (or nothing)
         v, epi, cast_loc = r, [], ""
@@ -482,9 +483,9 @@ def _epilogue(g, mm, seen, params, dims, batch, dta, acc: str = "f32") -> tuple:
                           f"[{', '.join(row_shape)}] tensors, [{dn}] / [1, {dn}] column vectors and constants")
 
     space, steps, stored, cites, out_loc = {r: "row"}, [("acc", r)], False, {}, ""
-    if acc == "i32":   # the cast of the int32 result to f32 is the fp32 block the epilogue starts from
-        first = rest.pop(0)
-        space, steps = {first.result.name: "row"}, [("acc", first.result.name)]
+    if to_f32 is not None:   # the cast of the int32 result to f32 is the fp32 block the epilogue starts from
+        rest = [n for n in rest if n is not to_f32]
+        space, steps = {to_f32.result.name: "row"}, [("acc", to_f32.result.name)]
     for n in rest:
         v = n.result.name
         cites[v] = n.loc
@@ -501,13 +502,16 @@ def _epilogue(g, mm, seen, params, dims, batch, dta, acc: str = "f32") -> tuple:
                 raise Unsupported(v, n.loc, "a cast in the matmul's epilogue other than an input's to f32 or the "
                                   "final one to the output")
             sd = vals[src].type.dtype
-            if sd != dta and not isinstance(sd, DTypeVar) and dtype_name(sd) != "f32":
-                raise Unsupported(src, n.loc, "an epilogue input of another dtype than the matmul operands', f32 or "
-                                  "a dtype variable bound to one of them")
+            fixed16 = not isinstance(sd, DTypeVar) and dtype_name(sd) in ("f16", "bf16")
+            if sd == dta and acc == "i32" or sd != dta and not isinstance(sd, DTypeVar) \
+                    and dtype_name(sd) != "f32" and not fixed16:
+                raise Unsupported(src, n.loc, "an epilogue input of another dtype than the matmul operands' (f16 / "
+                                  "bf16), f16, bf16, f32 or a dtype variable bound to one of them")
             space[v] = space_of(src, n.loc)
-            # the operands' type T, fp32, or another dtype variable (its rows bind it to T's type or f32: gemm_layout)
+            # the operands' type T, fp32, a fixed f16 / bf16 (its C++ type), or another dtype variable (its rows
+            # bind it to T's type or f32: gemm_layout)
             steps.append(("load", v, src, space[v], OPERAND_T if sd == dta else _VAR_TAG + sd.name
-                          if isinstance(sd, DTypeVar) else "f32"))
+                          if isinstance(sd, DTypeVar) else CTYPE[dtype_name(sd)] if fixed16 else "f32"))
             continue
         if n.op == "cast" and v == ov:
             mode = n.attr("round") or "none"
@@ -1016,13 +1020,17 @@ class EpiProgram:
 
     def tparams(self) -> tuple:
         """The dtype variables other than T whose inputs the program stages (template parameters of the class)."""
-        return tuple(dict.fromkeys(t for _v, _i, _sp, t in self.loads if t != OPERAND_T))
+        return tuple(dict.fromkeys(t for _v, _i, _sp, t in self.loads if t not in (OPERAND_T,) + FIXED16))
+
+
+FIXED16 = ("half", "bfloat16_t")
+"""Load tags of epilogue inputs of a fixed 2-byte float dtype (their C++ types): staged as they are, Cast to fp32."""
 
 
 def _load_bytes(t: str) -> int:
-    """UB bytes per element of an input staged in type `t`: 2 for the operands' T (f16 / bf16), 4 for another
-    dtype variable (its rows may bind it to f32)."""
-    return 2 if t == OPERAND_T else 4
+    """UB bytes per element of an input staged in type `t`: 2 for the operands' T (f16 / bf16) or a fixed f16 /
+    bf16 input, 4 for another dtype variable (its rows may bind it to f32)."""
+    return 2 if t in (OPERAND_T,) + FIXED16 else 4
 
 
 def epilogue_program(lay: GemmLayout) -> EpiProgram:
@@ -1213,7 +1221,7 @@ def _vector_part(lay: GemmLayout, prog: EpiProgram, lets: tuple, out_t: str, off
         # an instruction reading no column row runs over the whole pass at once when its rows touch (nt = baseN)
         flat = is_row and not any(is_col(x) for x in i.srcs)
         nt = S("cnt") if flat else S("nt")
-        if i.kind == "cast_in" and load_t[i.gm] != OPERAND_T:   # a dtype variable that may be f32: CastFrom
+        if i.kind == "cast_in" and load_t[i.gm] not in (OPERAND_T,) + FIXED16:   # a variable that may be f32
             var, _ = ref[("in", i.gm)]
             node = K.vec(Op.CAST_FROM, dst=operand(i.dst, r), src=K.Ref(var, r), count=nt,
                          doc=_cite(f"{i.gm} to fp32 (a copy when it is fp32)", i.loc))
