@@ -848,7 +848,8 @@ def lower_gemm(spec, lay: GemmLayout, name: str = "") -> K.KernelClass:
     else:   # the reduction's own epilogue: the cast Fixpipe does when K is not split
         prog = epilogue_program(_cast_only(lay))
         doc_plain = "the AIVs have no work: Fixpipe wrote the output"
-    vec_locs, vec_gms, gets, vector_ks = _vector_part(lay, prog, lets, out_t, off, ksplit=True)
+    # (an int8 product has no K split: its buffers are the plain part's, no reduction scratch row)
+    vec_locs, vec_gms, gets, vector_ks = _vector_part(lay, prog, lets, out_t, off, ksplit=lay.acc == "f32")
     if via_slots:   # the slot path's epilogue only under the presences that take it (their steps, unguarded if one)
         rl, rg, rgets, vector_plain = _vector_part(lay, epilogue_program(_restrict(lay, via_slots)), lets, out_t, off)
         if not (set(rl) <= set(vec_locs) and set(rg) <= set(vec_gms) and set(rgets) <= set(gets)):
