@@ -29,7 +29,7 @@ ASAN = ["-fsanitize=address,undefined", "-fno-sanitize-recover=all", "-fno-omit-
 TSAN = ["-fsanitize=thread"]
 
 BF16 = ml_dtypes.bfloat16
-NPT = {"f16": np.float16, "bf16": BF16, "f32": np.float32}
+NPT = {"f16": np.float16, "bf16": BF16, "f32": np.float32, "s8": np.int8, "s32": np.int32}
 
 
 @pytest.fixture(scope="module")
@@ -152,6 +152,42 @@ def test_matmul_exact_on_integers(bins, tmp_path):
     rep, _, _, c = run_mm(bins, tmp_path, "f16", "f32", m, n, k, "N", "N", 64, 32, 2, m, a=a, b=b)
     assert rep["ok"], rep["faults"]
     np.testing.assert_array_equal(c.astype(np.float64), a.astype(np.float64) @ b.astype(np.float64))
+
+
+# (m, n, k, kt, nt, blockDim, mmadM): int8 x int8 -> int32 with k tails (k not a multiple of 32, a last k step
+# shorter than the others), n tiles over two AICs, m padded to 16 (a tail of one row run as two)
+INT8_CASES = {"k_tail": (20, 40, 200, 64, 32, 2, 20), "one_step": (16, 48, 96, 96, 48, 1, 16),
+              "m1_padded": (1, 33, 77, 32, 16, 2, 2), "big_k": (5, 17, 4000, 512, 16, 1, 5)}
+
+
+@pytest.mark.parametrize("case", sorted(INT8_CASES))
+def test_int8_matmul_accumulates_exactly_in_int32(bins, tmp_path, case):
+    """int8 A [m, k] x B stored [n, k] (plain LoadData: Bᵀ's NZ is B's ZN): fractals 16 x 32 (C0 = 32 int8), k
+    padded to 32, Mmad into an int32 L0C, Fixpipe NoQuant to int32 GM -- equal to NumPy's int64 matmul, element for
+    element (docs/reference/ascendc.md §1.10; |A @ B| < 2^31 here)."""
+    m, n, k, kt, nt, bd, mm = INT8_CASES[case]
+    rng = np.random.default_rng(11)
+    a = rng.integers(-128, 128, (m, k)).astype(np.int8)
+    b = rng.integers(-128, 128, (k, n)).astype(np.int8)
+    b[0, 0], a[0, 0] = -128, -128   # the extreme product (2^14)
+    rep, _, _, c = run_mm(bins, tmp_path, "s8", "s32", m, n, k, "N", "T", kt, nt, bd, mm, a=a, b=b)
+    assert rep["ok"], rep["faults"]
+    np.testing.assert_array_equal(c.astype(np.int64), a.astype(np.int64) @ b.astype(np.int64))
+    assert rep["gm"]["b"] == (k * n, 0) and rep["gm"]["c"] == (0, m * n * 4)
+
+
+def test_int8_b_stored_k_by_n_needs_a_transposing_load_which_faults(bins, tmp_path):
+    """An int8 B stored [k, n] would need its fractals transposed on the way to L0B; LoadData's ifTranspose moves 2-byte
+    16 x 16 fractals only (the device transposes int8 with LoadDataWithTranspose, not emulated): the emulation faults
+    rather than transposing 1-byte fractals it has no definition for."""
+    rng = np.random.default_rng(3)
+    a = rng.integers(-128, 128, (16, 64)).astype(np.int8)
+    b = rng.integers(-128, 128, (64, 16)).astype(np.int8)
+    fin, fout = tmp_path / "in.bin", tmp_path / "out.bin"
+    fin.write_bytes(a.tobytes() + b.tobytes())
+    r = subprocess.run([str(bins["mm"]), "s8", "s32", "16", "16", "64", "N", "N", "64", "16", "1", "16", str(fin),
+                        str(fout)], capture_output=True, text=True, timeout=60)
+    assert "ifTranspose needs a 2-byte type" in r.stdout + r.stderr
 
 
 def test_gemv_mode_reads_l0a_as_a_vector(bins, tmp_path):

@@ -43,9 +43,9 @@ def emit_cube_kernel(spec, lowered, tiling) -> dict[str, str]:
     aic = not any(x.mixed for x in lays) or bool(direct_presences(lays))
     for r, row in enumerate(spec.dtype_rows, start=1):
         dt = lay.dtype if lay.fixed else dtype_name(row[lay.dtype])
-        if dt not in ("f16", "bf16"):
+        if dt not in ("f16", "bf16") and not (dt == "i8" and lay.acc == "i32"):
             raise SpecError(f"{spec.name}: dtype row {r} binds {lay.dtype} to {dt}; the cube kernel takes f16 or "
-                            f"bf16 operands")
+                            f"bf16 operands (or int8 cast to int32)")
         for ak in sorted(by_ak):
             tks = [TilingKey(ak, r, 1, "CUBE_GEMM")] + ([TilingKey(ak, r, 2, "CUBE_GEMM_AIC_ONLY")] if aic else [])
             declared.extend(tks)

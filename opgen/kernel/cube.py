@@ -46,6 +46,13 @@ key's attrKey (CubeFamily.lower); the presences of the optional inputs of one at
 (merge_presences: the epilogue's steps guarded by hasInput<k>_, Fixpipe writing the output directly under the
 presences without a vector epilogue).
 
+int8 operands (`GemmLayout.acc` "i32"; docs/design.md "Cube family: int8 operands"): a matmul of two int8 inputs
+each cast once to i32 (`_int8_product`; A [M, K], B stored [N, K]) runs the same schedule on int8 fractals (16 x 32:
+C0 = 32 along K, kPad a multiple of 32) into an int32 L0C; Fixpipe writes the int32 sums to the output, or to the
+workspace slot, whose int32 rows the AIVs cast to fp32 (CAST_RINT) before the epilogue (whose first step is the
+spec's cast of the int32 result to f32). No K split, no bias on the cube; the output may have its own dtype
+variable (a class template parameter, input_tparam).
+
 Provenance: each statement's comment ends in the `// spec: file.py:N` trace of the spec line it comes from (the
 matmul's line for the copies, loads, Mmad and Fixpipe; each epilogue step's own line; the output cast's for the
 store), as the rows and attention kernels carry (opgen.ir.locs; GemmLayout.mm_loc / out_loc / cites).
@@ -80,8 +87,8 @@ from opgen.kernel.rowprog import (ROUND_MODES, VECTOR_BINARY, VECTOR_UNARY, Inst
                                   _float_literal, instr_op, lower_elementwise)
 from opgen.names import cpp_name
 
-CTYPE = {"f32": "float", "f16": "half", "bf16": "bfloat16_t"}
-"""C++ element type of each dtype the cube kernel reads (f16 / bf16) or writes (also f32)."""
+CTYPE = {"f32": "float", "f16": "half", "bf16": "bfloat16_t", "i8": "int8_t", "i32": "int32_t"}
+"""C++ element type of each dtype the cube kernel reads (f16 / bf16, int8) or writes (also f32, int32)."""
 
 FIELDS = ("M", "K", "N", "baseM", "baseN", "baseK", "baseKL1", "nBlocks", "blocksPerCore", "blocksTail")
 """Tiling-data fields the kernel reads (opgen.tiling.cube computes them; elements and block counts)."""
@@ -93,7 +100,9 @@ BATCH_FIELDS = ("mnBlocks",)
 class GemmLayout:
     """The roles of a plain matrix product: inputs a [M, K] and b [K, N], output `out` [M, N]; dims (M, K, N) as
     spec dim names; `dtype` the dtype variable of a and b (or their fixed dtype's name when `fixed`); `out_dtype`
-    the output's dtype variable name or fixed dtype name (the operands' or "f32"); `epilogue` the ops between the matmul and the output (at most one cast, round rint / none)."""
+    the output's dtype variable name or fixed dtype name (the operands' or "f32"; for int8 operands f16 / bf16 / f32 /
+    i32 or a dtype variable of such rows); `epilogue` the ops between the matmul and the output (at most one cast,
+    round rint / none); `acc` the L0C accumulator ("f32", or "i32" for int8 operands cast to i32)."""
 
     a: str
     b: str
@@ -121,6 +130,7 @@ class GemmLayout:
     shared: str = ""        # "a" / "b": that operand has no batch dims, its one matrix read for every batch index
     bias: tuple = ()        # (input, type tag) of a bias row [N] the cube adds (Mmad from the bias table; `_cube_bias`)
     bias_when: tuple = ()   # the presences whose calls have that bias (() = every one served)
+    acc: str = "f32"        # the L0C accumulator: "f32" (f16 / bf16 operands) or "i32" (int8 operands cast to i32)
 
     @property
     def mixed(self) -> bool:
@@ -149,8 +159,9 @@ class GemmLayout:
             bt += f"({self.a if self.shared == 'a' else self.b} shared by the batch) "
         if self.fold:
             bt = f"[{', '.join(self.fold)}] folded into {m}: "
+        acc = "int32 accumulate (exact)" if self.acc == "i32" else "fp32 accumulate"
         return (f"layout cube: {bt}{self.out}[{m}, {n}] = {a} x {b} in {self.dtype}, "
-                f"fp32 accumulate, out {self.out_dtype}; epilogue {epi}")
+                f"{acc}, out {self.out_dtype}; epilogue {epi}")
 
 
 def _presences_text(when: tuple, names: tuple) -> str:
@@ -225,12 +236,27 @@ def gemm_layout(g, spec=None) -> GemmLayout:
                           f"(transposed: {ta}, {tb}) are not [M, K] x [K, N] over three distinct plain dims")
     dta, dtb = vals[a].type.dtype, vals[b].type.dtype
     fixed = not isinstance(dta, DTypeVar)
-    if dta != dtb or fixed and dtype_name(dta) not in ("f16", "bf16"):
+    acc = _int8_product(mm, vals, prod, a, b, ta, tb) if fixed and dtype_name(dta) == "i8" else "f32"
+    if dta != dtb or fixed and dtype_name(dta) not in ("f16", "bf16", "i8"):
         raise Unsupported(mm.result.name, mm.loc, "the operands take one dtype (a dtype variable of f16 / bf16 rows, "
-                          "or f16 or bf16)")
-    od, odt, out, epi, steps, cites, out_loc = _epilogue(g, mm, seen, params, dims, lead, dta)
-    bias, steps, epi = _cube_bias(steps, epi, spec, dta)
-    if od != dta and odt != "f32":
+                          "or f16 or bf16; or int8 cast to int32: the int8 product)")
+    od, odt, out, epi, steps, cites, out_loc = _epilogue(g, mm, seen, params, dims, lead, dta, acc)
+    if acc == "f32":   # an int8 product's L0C is int32: its bias stays on the AIVs (after the conversion to fp32)
+        bias, steps, epi = _cube_bias(steps, epi, spec, dta)
+    else:
+        bias = ()
+    if acc == "i32" and isinstance(od, DTypeVar):   # the output's own dtype variable: each row binds f16 / bf16 / f32
+        if not steps:
+            raise Unsupported(out, "", f"output dtype variable {odt} of an int8 product without a vector epilogue: "
+                              f"Fixpipe writes the int32 sums (declare the output i32)")
+        if spec is not None:
+            _refuse_rows(spec, a, lambda row: f"{odt} to {_row_dtype(row, odt)}, but the output of an int8 product's "
+                         f"epilogue is f16, bf16 or f32" if _row_dtype(row, odt) not in ("f16", "bf16", "f32")
+                         else None)
+    elif acc == "i32" and (odt not in ("f16", "bf16", "f32", "i32") or odt == "i32" and steps):
+        raise Unsupported(out, "", f"output dtype {odt} of an int8 product: the cube kernel writes f16, bf16 or f32 "
+                          f"from its vector epilogue, or the int32 sum itself (Fixpipe)")
+    if acc == "f32" and od != dta and odt != "f32":
         raise Unsupported(out, "", f"output dtype {odt}: the cube kernel writes the operands' dtype or f32")
     name = dtype_name(dta) if fixed else dta.name
     if spec is not None and not fixed:
@@ -257,7 +283,26 @@ def gemm_layout(g, spec=None) -> GemmLayout:
         bias = (bias[0], input_tparam(order.index(bias[1][len(_VAR_TAG):])))
     return GemmLayout(a, b, out, tuple(str(d) for d in dims), name, odt, tuple(epi), fixed, ta, tb,
                       tuple(str(d) for d in batch), steps, fold=tuple(str(d) for d in fold), bias=bias,
-                      shared=shared, mm_loc=mm.loc, out_loc=out_loc or mm.loc, cites=cites)
+                      shared=shared, acc=acc, mm_loc=mm.loc, out_loc=out_loc or mm.loc, cites=cites)
+
+
+def _int8_product(mm, vals, prod, a, b, ta, tb) -> str:
+    """"i32" when matmul `mm` of int8 inputs `a` and `b` is the int8 product with an int32 accumulator, as a spec
+    writes it (docs/design.md "Cube family: int8 operands"): each operand one cast of its input to i32 (the matmul's
+    result i32: exact for K < 2^17), A [M, K] (not transposed) and B stored [N, K] (transposed: its L1 NZ is the
+    L0B ZN already; an int8 B [K, N] would need a transposing load of 16 x 32 fractals, which LoadData's ifTranspose
+    does not do). Raises Unsupported naming the rule."""
+    for x, inp in zip(mm.inputs, (a, b)):
+        src = prod.get(x)
+        if src is None or src.op != "cast" or src.inputs[0] != inp or dtype_name(vals[x].type.dtype) != "i32":
+            raise Unsupported(mm.result.name, mm.loc, f"a matmul of int8 {inp}: the cube multiplies int8 into an "
+                              f"int32 accumulator, written b.matmul(x1.cast(i32), x2.cast(i32)) (each operand one "
+                              f"cast of its int8 input to i32)")
+    if ta or not tb:
+        raise Unsupported(mm.result.name, mm.loc, f"int8 operands {'A transposed' if ta else 'B [K, N]'}: the cube "
+                          f"family lowers the int8 product A [M, K] x B stored [N, K] (transpose_b) only; the other "
+                          f"layouts need a transposing load of int8 fractals (LoadDataWithTranspose), not modelled")
+    return "i32"
 
 
 BIAS_TYPES = ("f16", "f32")
@@ -372,12 +417,14 @@ def _step_text(st) -> str:
     return f"store {st[1]}" + (f" ({st[2]})" if st[2] else "")
 
 
-def _epilogue(g, mm, seen, params, dims, batch, dta) -> tuple:
+def _epilogue(g, mm, seen, params, dims, batch, dta, acc: str = "f32") -> tuple:
     """(output dtype, its name, output name, Fixpipe epilogue, vector steps, ((step value, spec line), ...) of the
     load / op steps, the output cast's spec line or "") of the ops after matmul `mm` in `g`:
     a matmul result only cast to the output is Fixpipe's (steps ()); anything else must be elementwise math on
     [*batch, M, N] rows, [N] / [1, N] column inputs and constants ending in at most one cast (EPI_STEPS). Raises
-    Unsupported naming the value and the construct."""
+    Unsupported naming the value and the construct. acc "i32" (an int8 product): the int32 result either is the
+    output itself (Fixpipe writes it) or is first cast to f32 -- that cast is the vector epilogue's ("acc", value),
+    the AIVs converting the int32 block (docs/design.md "Cube family: int8 operands")."""
     vals, prod, uses, outs = g.values(), g.producers(), g.uses(), g.outputs
     r = mm.result.name
     if len(outs) != 1:
@@ -391,7 +438,16 @@ def _epilogue(g, mm, seen, params, dims, batch, dta) -> tuple:
                 down.add(n.result.name)
                 stack.append(n.result.name)
     rest = [n for n in g.nodes if n.result.name not in seen]
-    if all(n.op == "cast" and n.result.name in down for n in rest):   # Fixpipe's cast (or nothing)
+    to_f32 = None   # an int8 product's one cast of its int32 result to f32: where the vector epilogue starts
+    if acc == "i32" and rest:
+        us = uses.get(r, [])
+        if len(us) != 1 or us[0].op != "cast" or dtype_name(us[0].attr("to")) != "f32":
+            raise Unsupported(us[0].result.name if us else r, us[0].loc if us else mm.loc,
+                              "the int32 result of an int8 product is converted to f32 once (its one use) before "
+                              "the epilogue's math")
+        to_f32 = us[0]
+    if all(n.op == "cast" and n.result.name in down for n in rest) and not (acc == "i32" and rest):
+        # Fixpipe's cast (or nothing)
         v, epi, cast_loc = r, [], ""
         while True:
             us = uses.get(v, [])
@@ -427,6 +483,9 @@ def _epilogue(g, mm, seen, params, dims, batch, dta) -> tuple:
                           f"[{', '.join(row_shape)}] tensors, [{dn}] / [1, {dn}] column vectors and constants")
 
     space, steps, stored, cites, out_loc = {r: "row"}, [("acc", r)], False, {}, ""
+    if to_f32 is not None:   # the cast of the int32 result to f32 is the fp32 block the epilogue starts from
+        rest = [n for n in rest if n is not to_f32]
+        space, steps = {to_f32.result.name: "row"}, [("acc", to_f32.result.name)]
     for n in rest:
         v = n.result.name
         cites[v] = n.loc
@@ -443,13 +502,16 @@ def _epilogue(g, mm, seen, params, dims, batch, dta) -> tuple:
                 raise Unsupported(v, n.loc, "a cast in the matmul's epilogue other than an input's to f32 or the "
                                   "final one to the output")
             sd = vals[src].type.dtype
-            if sd != dta and not isinstance(sd, DTypeVar) and dtype_name(sd) != "f32":
-                raise Unsupported(src, n.loc, "an epilogue input of another dtype than the matmul operands', f32 or "
-                                  "a dtype variable bound to one of them")
+            fixed16 = not isinstance(sd, DTypeVar) and dtype_name(sd) in ("f16", "bf16")
+            if sd == dta and acc == "i32" or sd != dta and not isinstance(sd, DTypeVar) \
+                    and dtype_name(sd) != "f32" and not fixed16:
+                raise Unsupported(src, n.loc, "an epilogue input of another dtype than the matmul operands' (f16 / "
+                                  "bf16), f16, bf16, f32 or a dtype variable bound to one of them")
             space[v] = space_of(src, n.loc)
-            # the operands' type T, fp32, or another dtype variable (its rows bind it to T's type or f32: gemm_layout)
+            # the operands' type T, fp32, a fixed f16 / bf16 (its C++ type), or another dtype variable (its rows
+            # bind it to T's type or f32: gemm_layout)
             steps.append(("load", v, src, space[v], OPERAND_T if sd == dta else _VAR_TAG + sd.name
-                          if isinstance(sd, DTypeVar) else "f32"))
+                          if isinstance(sd, DTypeVar) else CTYPE[dtype_name(sd)] if fixed16 else "f32"))
             continue
         if n.op == "cast" and v == ov:
             mode = n.attr("round") or "none"
@@ -597,12 +659,20 @@ def lower_gemm(spec, lay: GemmLayout, name: str = "") -> K.KernelClass:
     S = Sym
     M, Kd, N = S("M"), S("K"), S("N")
     bm, bn, bk = S("baseM"), S("baseN"), S("baseK")
-    out_t = "T" if lay.out_dtype == lay.dtype else CTYPE[lay.out_dtype]   # the operands' type or f32
-    gms = (K.GmTensor("aGm_", "T", cpp_name(lay.a)), K.GmTensor("bGm_", "T", cpp_name(lay.b)),
+    out_t = "T" if lay.out_dtype == lay.dtype else CTYPE.get(lay.out_dtype, "")   # the operands' type or f32
+    if not out_t:   # an int8 product's output of its own dtype variable: a class template parameter (input_tparam)
+        out_t = input_tparam(list(spec.dtype_vars_).index(lay.out_dtype))
+    # the operands' C++ type: the class's T, or int8_t for an int8 product (whose L0C is int32; T is then int8_t)
+    opd = "int8_t" if lay.acc == "i32" else "T"
+    gms = (K.GmTensor("aGm_", opd, cpp_name(lay.a)), K.GmTensor("bGm_", opd, cpp_name(lay.b)),
            K.GmTensor("cGm_", out_t, cpp_name(lay.out)))
     locs = (K.Local("l1A_", K.TPos.A1, True, 2), K.Local("l1B_", K.TPos.B1, True, 2),
             K.Local("l0A_", K.TPos.A2, True, 2), K.Local("l0B_", K.TPos.B2, True, 2), K.Local("l0C_", K.TPos.CO1))
-    sz = K.SizeOf("T")
+    sz = K.SizeOf(opd)
+    # C0: the operand elements of one 32-B block, a fractal's width along K (16 for f16 / bf16; 32 for int8, whose
+    # 512-B fractals are 16 x 32); the L0C accumulator fp32 or int32 (docs/reference/ascendc.md §1.10)
+    c0, acc_t = (32, "int32_t") if lay.acc == "i32" else (16, "float")
+    frac = 16 * c0   # elements of one L0A / L0B fractal
     bias_t = bias_ctype(lay)
     if lay.bias:   # the bias row: GM -> L1 (C1) -> bias table (C2, fp32), read by the first chunk's Mmad
         gms += (K.GmTensor("biasGm_", bias_t, cpp_name(lay.bias[0])),)
@@ -627,18 +697,18 @@ def lower_gemm(spec, lay: GemmLayout, name: str = "") -> K.KernelClass:
 
     # K in L1 panels of baseKL1 (kt1 in the tail), each in L0 chunks of baseK (kt): fractal counts along each edge
     m1, n1 = S("mPad") // 16, S("nPad") // 16
-    k1, kp1, kf0 = S("kPad") // 16, S("kPad1") // 16, S("kk") // 16   # chunk, panel, the chunk's first K fractal
+    k1, kp1, kf0 = S("kPad") // c0, S("kPad1") // c0, S("kk") // c0   # chunk, panel, the chunk's first K fractal
     if lay.trans_a:   # Aᵀ panel [kt1, mt] in L1: fractal (kf, mf) at mf * kp1 + kf; A's ZZ fractal (mf, kf) is it
         a_in = (K.Nd2Nz(K.Ref("a1"), K.GmView("aGm_", off(0, S("k0") * M + S("m0"))), S("kt1"), S("mt"), M,
                         S("kPad1"), mm_cite("Aᵀ panel [kt1, mt] -> L1 NZ")),)
         a_load = (K.For("r", Lit(0), m1, Lit(1), (
-            K.LoadData(K.Ref("a2", S("r") * k1 * 256), K.Ref("a1"), S("r") * kp1 + kf0, k1, Lit(1), True,
+            K.LoadData(K.Ref("a2", S("r") * k1 * frac), K.Ref("a1"), S("r") * kp1 + kf0, k1, Lit(1), True,
                        mm_cite("A fractal row r of the chunk: Aᵀ's fractals transposed")),), disjoint=True),)
     else:   # A panel [mt, kt1] in L1: fractal (mf, kf) at kf * m1 + mf
         a_in = (K.Nd2Nz(K.Ref("a1"), K.GmView("aGm_", off(0, S("m0") * Kd + S("k0"))), S("mt"), S("kt1"), Kd,
                         S("mPad"), mm_cite("A panel [mt, kt1] -> L1 NZ")),)
         a_load = (K.For("r", Lit(0), m1, Lit(1), (
-            K.LoadData(K.Ref("a2", S("r") * k1 * 256), K.Ref("a1", kf0 * S("mPad") * 16), S("r"), k1, m1, False,
+            K.LoadData(K.Ref("a2", S("r") * k1 * frac), K.Ref("a1", kf0 * S("mPad") * c0), S("r"), k1, m1, False,
                        mm_cite("A fractal row r of the chunk: NZ -> ZZ")),), disjoint=True),)
     if lay.trans_b:   # Bᵀ panel [nt, kt1] in L1: fractal (nf, kf) at kf * n1 + nf, B's ZN order already
         b_in = (K.Nd2Nz(K.Ref("b1"), K.GmView("bGm_", off(1, S("n0") * Kd + S("k0"))), S("nt"), S("kt1"), Kd,
@@ -652,22 +722,22 @@ def lower_gemm(spec, lay: GemmLayout, name: str = "") -> K.KernelClass:
             K.LoadData(K.Ref("b2", S("r") * S("nPad") * 16), K.Ref("b1"), kf0 + S("r"), n1, kp1, True,
                        mm_cite("B fractal row r of the chunk: NZ -> ZN (each fractal transposed)")),), disjoint=True),)
     chunk = (   # one L0 chunk of the panel: L1 -> L0A / L0B (double buffered), then Mmad
-        K.Let("kPad", fn("align_up", S("kt"), Lit(16))),
-        K.Alloc("a2", "l0A_", "T"), K.Alloc("b2", "l0B_", "T"),
+        K.Let("kPad", fn("align_up", S("kt"), Lit(c0))),
+        K.Alloc("a2", "l0A_", opd), K.Alloc("b2", "l0B_", opd),
         *a_load, *b_load,
         K.EnQue("l0A_", "a2"), K.EnQue("l0B_", "b2"),
-        K.DeQue("a2", "l0A_", "T"), K.DeQue("b2", "l0B_", "T"),
+        K.DeQue("a2", "l0A_", opd), K.DeQue("b2", "l0B_", opd),
         *_bias_mmad(lay, K.Mmad(K.Ref("c1"), K.Ref("a2"), K.Ref("b2"), S("mm"), S("nt"), S("kt"),
                                 (Constraint("==", S("k0") + S("kk"), S("kb")),),
                                 mm_cite("fp32 accumulate over K (this range's)")), bias_when),
         K.Free("l0A_", "a2"), K.Free("l0B_", "b2"),
     )
     kloop = (   # one L1 panel: GM -> L1 (double buffered: the next panel's copy overlaps this one's chunks)
-        K.Let("kPad1", fn("align_up", S("kt1"), Lit(16))),
-        K.Alloc("a1", "l1A_", "T"), K.Alloc("b1", "l1B_", "T"),
+        K.Let("kPad1", fn("align_up", S("kt1"), Lit(c0))),
+        K.Alloc("a1", "l1A_", opd), K.Alloc("b1", "l1B_", opd),
         *a_in, *b_in,
         K.EnQue("l1A_", "a1"), K.EnQue("l1B_", "b1"),
-        K.DeQue("a1", "l1A_", "T"), K.DeQue("b1", "l1B_", "T"),
+        K.DeQue("a1", "l1A_", opd), K.DeQue("b1", "l1B_", opd),
         K.For("kk", Lit(0), S("kt1"), bk, chunk, tail="kt", doc="L0 chunks of the panel (the last a tail)"),
         K.Free("l1A_", "a1"), K.Free("l1B_", "b1"),
     )
@@ -689,7 +759,7 @@ def lower_gemm(spec, lay: GemmLayout, name: str = "") -> K.KernelClass:
         K.InitBuffer("l1A_", bm * S("baseKL1") * sz, 2), K.InitBuffer("l1B_", S("baseKL1") * bn * sz, 2),
         K.InitBuffer("l0A_", bm * bk * sz, 2), K.InitBuffer("l0B_", bk * bn * sz, 2),
         K.InitBuffer("l0C_", bm * bn * 4),
-        K.Get("c1", "l0C_", "float"),
+        K.Get("c1", "l0C_", acc_t),
     )
     bias_in = ()
     if lay.bias:   # baseN rounded to 32 fp32 (the fp16 row's 64-B blocks convert to whole 128-B blocks)
@@ -708,7 +778,7 @@ def lower_gemm(spec, lay: GemmLayout, name: str = "") -> K.KernelClass:
             free = (K.If((Constraint(">=", S("j"), Lit(2)),), (_by_slot(lambda i: K.CrossCoreWaitFlag(
                 FLAG_FREE + i, "the AIVs have read this slot's previous block")),)),)
             fix = K.Fixpipe(K.GmView("wsGm_", S("wsOff")), K.Ref("c1"), S("mt"), S("nt"), S("mPad"), S("nt"),
-                            mm_cite("L0C -> workspace slot s, fp32"))
+                            mm_cite("L0C -> workspace slot s, " + ("int32" if lay.acc == "i32" else "fp32")))
             ready = (_by_slot(lambda i: K.CrossCoreSetFlag(2, Pipe.FIX, FLAG_READY + i, "slot s holds the block")),)
         else:
             slot, free, ready = (), (), ()
@@ -768,7 +838,8 @@ def lower_gemm(spec, lay: GemmLayout, name: str = "") -> K.KernelClass:
         K.CrossCoreSetFlag(2, Pipe.FIX, FLAG_PART, "this AI Core's partial blocks are written"),
     )
     ks = (Constraint(">", S("kSplit"), Lit(1)),)
-    cube = (*init, K.If(ks, split, plain))
+    # an int8 product never splits K (the tiling's kSplit is 1): its partials would be int32 sums to add exactly
+    cube = (*init, K.If(ks, split, plain)) if lay.acc == "f32" else (*init, *plain)
     if mixed:
         prog = epilogue_program(lay)
         doc_plain = "the two AIVs: half of each block's rows each, the epilogue, the output"
@@ -777,7 +848,8 @@ def lower_gemm(spec, lay: GemmLayout, name: str = "") -> K.KernelClass:
     else:   # the reduction's own epilogue: the cast Fixpipe does when K is not split
         prog = epilogue_program(_cast_only(lay))
         doc_plain = "the AIVs have no work: Fixpipe wrote the output"
-    vec_locs, vec_gms, gets, vector_ks = _vector_part(lay, prog, lets, out_t, off, ksplit=True)
+    # (an int8 product has no K split: its buffers are the plain part's, no reduction scratch row)
+    vec_locs, vec_gms, gets, vector_ks = _vector_part(lay, prog, lets, out_t, off, ksplit=lay.acc == "f32")
     if via_slots:   # the slot path's epilogue only under the presences that take it (their steps, unguarded if one)
         rl, rg, rgets, vector_plain = _vector_part(lay, epilogue_program(_restrict(lay, via_slots)), lets, out_t, off)
         if not (set(rl) <= set(vec_locs) and set(rg) <= set(vec_gms) and set(rgets) <= set(gets)):
@@ -788,7 +860,8 @@ def lower_gemm(spec, lay: GemmLayout, name: str = "") -> K.KernelClass:
     process = (K.CoreIf("cube", (K.Let("core", K.BLOCK_IDX), *cube),
                         "the AIC: the fp32 blocks of this AI Core (to the output, the two workspace slots in turn, "
                         "or the K split's partial blocks)"),
-               K.CoreIf("vector", (*gets, K.If(ks, vector_ks, vector_plain)),
+               K.CoreIf("vector", (*gets, K.If(ks, vector_ks, vector_plain)) if lay.acc == "f32" else
+                        (*gets, *vector_plain),
                         f"the AIVs: the K split's reduction, else {doc_plain}"))
     fields = FIELDS + (BATCH_FIELDS if lay.batch else ()) + EPI_FIELDS + KSPLIT_FIELDS \
         + tuple(f"{a}Bits" for a in epi_attrs(lay))
@@ -797,16 +870,20 @@ def lower_gemm(spec, lay: GemmLayout, name: str = "") -> K.KernelClass:
     b_txt = f"{lay.b}ᵀ [N, K]" if lay.trans_b else f"{lay.b} [K, N]"
     cls = K.KernelClass(name or f"{spec.name}CubeKernel", f"optiling::{spec.name}TilingData", args=tuple(
         cpp_name(t.name) for t in [*spec.inputs, *spec.outputs]),
-        gms=gms + (K.GmTensor("wsGm_", "float", workspace=True),) + vec_gms, locals=locs + vec_locs,
+        gms=gms + (K.GmTensor("wsGm_", acc_t, workspace=True),) + vec_gms, locals=locs + vec_locs,
         scalars=tuple(K.ScalarVar(m, "bool") for m, _a in members), presence=members,
         fields=fields, process=process, ws_field="workspaceBytes",
         tparams=(OPERAND_T,) + tuple(dict.fromkeys(prog.tparams() + (
-            (bias_t,) if bias_t not in ("", OPERAND_T, "float") else ()))),
+            (bias_t,) if bias_t not in ("", OPERAND_T, "float") else ()) + (
+            (out_t,) if out_t not in (OPERAND_T,) and out_t not in CTYPE.values() else ()))),
         doc=(f"{spec.name}: [M, K] x [K, N] on the cube" if not (lay.trans_a or lay.trans_b) else
-             f"{spec.name}: {a_txt} x {b_txt} on the cube") + ", fp32 accumulation (" + (
-            "fp32 blocks to a two-slot workspace, the epilogue on the AIVs" if mixed else
-            "Fixpipe's cast") + f"; K split over the AI Cores when the tiling chooses it), output {out_t}"
-        + (f"; every presence of {', '.join(lay.presence)} (hasInput<k>_)" if members else ""))
+             f"{spec.name}: {a_txt} x {b_txt} on the cube") + (
+            (", int8 operands, int32 accumulation (" + ("int32 blocks to a two-slot workspace, the AIVs' conversion "
+             "to fp32 and epilogue" if mixed else "Fixpipe writes the int32 sums") + "; no K split)")
+            if lay.acc == "i32" else
+            (", fp32 accumulation (" + ("fp32 blocks to a two-slot workspace, the epilogue on the AIVs" if mixed else
+                                        "Fixpipe's cast") + "; K split over the AI Cores when the tiling chooses it)"))
+        + f", output {out_t}" + (f"; every presence of {', '.join(lay.presence)} (hasInput<k>_)" if members else ""))
     return K.verify(cls)
 
 
@@ -925,14 +1002,16 @@ class EpiProgram:
     guard: tuple = ()    # ((pre or load value, presences), ...): an input read only under those presences
     stores: tuple = ()   # ((value, round mode or "", presences), ...): every store (one per presence group)
     presence: tuple = ()  # the optional inputs the presences range over (GemmLayout.presence)
+    acc_i32: bool = False  # the block is int32 (an int8 product): staged as int32 rows, then cast to the fp32 rows
 
     def row_bytes(self) -> int:
         """UB bytes per element of one row of a pass (fp32 temporaries and staged rows, T staging, the output
-        staging), T taken as 2 bytes (f16 / bf16), another dtype variable's staging as 4 (it may be f32) and a cast
-        output as at most 4."""
+        staging), T taken as 2 bytes (f16 / bf16), another dtype variable's staging as 4 (it may be f32), a cast
+        output as at most 4 and an int32 block's staging row (acc_i32) as 4."""
         nf = self.row_temps + sum(1 for _v, (sp, _i) in self.pre if sp == "row")
         nt = sum(_load_bytes(t) for _v, _i, sp, t in self.loads if sp == "row")
-        return 4 * nf + nt + (4 if any(r for _v, r, _w in self.stores) or self.store[1] else 0)
+        return 4 * nf + nt + (4 if any(r for _v, r, _w in self.stores) or self.store[1] else 0) \
+            + (4 if self.acc_i32 else 0)
 
     def col_bytes(self) -> int:
         """UB bytes per element of the column rows (kept for a pass: fp32 column values and staged inputs)."""
@@ -942,13 +1021,17 @@ class EpiProgram:
 
     def tparams(self) -> tuple:
         """The dtype variables other than T whose inputs the program stages (template parameters of the class)."""
-        return tuple(dict.fromkeys(t for _v, _i, _sp, t in self.loads if t != OPERAND_T))
+        return tuple(dict.fromkeys(t for _v, _i, _sp, t in self.loads if t not in (OPERAND_T,) + FIXED16))
+
+
+FIXED16 = ("half", "bfloat16_t")
+"""Load tags of epilogue inputs of a fixed 2-byte float dtype (their C++ types): staged as they are, Cast to fp32."""
 
 
 def _load_bytes(t: str) -> int:
-    """UB bytes per element of an input staged in type `t`: 2 for the operands' T (f16 / bf16), 4 for another
-    dtype variable (its rows may bind it to f32)."""
-    return 2 if t == OPERAND_T else 4
+    """UB bytes per element of an input staged in type `t`: 2 for the operands' T (f16 / bf16) or a fixed f16 /
+    bf16 input, 4 for another dtype variable (its rows may bind it to f32)."""
+    return 2 if t in (OPERAND_T,) + FIXED16 else 4
 
 
 def epilogue_program(lay: GemmLayout) -> EpiProgram:
@@ -997,7 +1080,7 @@ def epilogue_program(lay: GemmLayout) -> EpiProgram:
         join_copies(p)
     stores = tuple((i.srcs[0], i.arg, i.when) for i in p.instrs if i.kind == "store")
     return EpiProgram(tuple(p.instrs), p.row_temps, tuple(p.col), tuple(pre.items()), tuple(loads),
-                      stores[0][:2], tuple(guard.items()), stores, tuple(lay.presence))
+                      stores[0][:2], tuple(guard.items()), stores, tuple(lay.presence), lay.acc == "i32")
 
 
 
@@ -1065,6 +1148,9 @@ def _vector_part(lay: GemmLayout, prog: EpiProgram, lets: tuple, out_t: str, off
         buf("epiC_", "ec", "float", Lit(len(prog.col)) * bn, 4)
     ref = {}   # value or staged input -> (tensor var, is a row buffer)
     guard = dict(prog.guard)
+    to_f32 = []   # an int8 product: the int32 rows converted into the block's fp32 rows, before the epilogue
+    if prog.acc_i32:
+        buf("epiI_", "ei", "int32_t", R * bn, 4)
 
     def when(v, nodes):   # the copy of an input read only under some presences, guarded by them
         return _guarded(nodes, guard.get(v, ()), prog.presence)
@@ -1079,6 +1165,13 @@ def _vector_part(lay: GemmLayout, prog: EpiProgram, lets: tuple, out_t: str, off
             part = S("pOff") + S("c0") * bn
             copies_in.append(K.Copy(K.Ref(var), K.GmView("wsGm_", part), S("rows"), S("nt") * 4, (bn - S("nt")) * 4,
                                     _gap(S("nt"), 4, bn), mm_cite("fp32 rows of partial 0 of the block")))
+        elif not inp and prog.acc_i32:   # int32 rows (rounded to fp32 to nearest even: exact below 2^24)
+            src = K.GmView("wsGm_", S("wsOff") + S("c0") * S("nt"))
+            copies_in.append(K.Copy(K.Ref("ei"), src, S("rows"), S("nt") * 4, Lit(0), _gap(S("nt"), 4, bn),
+                                    mm_cite("int32 rows of the block from the workspace slot")))
+            to_f32.append(K.For("r", Lit(0), S("iters"), Lit(1), (
+                K.vec(Op.CAST, dst=K.Ref(var, row), src=K.Ref("ei", row), mode="CAST_RINT", count=S("cnt"),
+                      doc=mm_cite("the int32 sums to fp32")),), disjoint=True))
         elif not inp:
             src = K.GmView("wsGm_", S("wsOff") + S("c0") * S("nt"))
             copies_in.append(K.Copy(K.Ref(var), src, S("rows"), S("nt") * 4, Lit(0), _gap(S("nt"), 4, bn),
@@ -1129,7 +1222,7 @@ def _vector_part(lay: GemmLayout, prog: EpiProgram, lets: tuple, out_t: str, off
         # an instruction reading no column row runs over the whole pass at once when its rows touch (nt = baseN)
         flat = is_row and not any(is_col(x) for x in i.srcs)
         nt = S("cnt") if flat else S("nt")
-        if i.kind == "cast_in" and load_t[i.gm] != OPERAND_T:   # a dtype variable that may be f32: CastFrom
+        if i.kind == "cast_in" and load_t[i.gm] not in (OPERAND_T,) + FIXED16:   # a variable that may be f32
             var, _ = ref[("in", i.gm)]
             node = K.vec(Op.CAST_FROM, dst=operand(i.dst, r), src=K.Ref(var, r), count=nt,
                          doc=_cite(f"{i.gm} to fp32 (a copy when it is fp32)", i.loc))
@@ -1178,7 +1271,7 @@ def _vector_part(lay: GemmLayout, prog: EpiProgram, lets: tuple, out_t: str, off
     chunk = (
         K.Let("iters", K.Select(whole, Lit(1), S("rows"))),
         K.Let("cnt", K.Select(whole, S("rows") * S("nt"), S("nt"))),
-        *merge_guards([*copies_in, *reduce_, *row_ops, *store]),
+        *merge_guards([*copies_in, *reduce_, *to_f32, *row_ops, *store]),
     )
     # the column rows (a bias) once per block: loaded and finished before the passes, free after them
     cols = tuple(merge_guards([*col_in, *col_ops]))

@@ -1704,8 +1704,9 @@ class _Verifier:
         elif isinstance(s, Mmad):
             c = self.cube_operand(s.dst, "co1", st, s)
             a, b = self.cube_operand(s.a, "a2", st, s), self.cube_operand(s.b, "b2", st, s)
-            if c.dtype != "float" or a.dtype != b.dtype:
-                raise IRError(f"Mmad {a.dtype} x {b.dtype} -> {c.dtype}: fp32 result of equal input types", s)
+            if c.dtype != ("int32_t" if a.dtype == "int8_t" else "float") or a.dtype != b.dtype:
+                raise IRError(f"Mmad {a.dtype} x {b.dtype} -> {c.dtype}: fp32 result of equal input types, int32_t "
+                              "of int8_t ones", s)
             exprs = (s.m, s.n, s.k)
             if s.bias is not None:
                 bt = self.cube_operand(s.bias, "c2", st, s)
@@ -1721,8 +1722,10 @@ class _Verifier:
             exprs = (s.blocks,)
         else:
             c, g = self.cube_operand(s.src, "co1", st, s), self.gm(s.dst, st, s)
-            if c.dtype != "float" or (g.dtype not in _QUANT and g.dtype not in self.k.tparams):
-                raise IRError(f"Fixpipe of {c.dtype} L0C into {g.dtype} GM", s)
+            if c.dtype == "int32_t" and g.dtype != "int32_t" or c.dtype not in ("float", "int32_t") \
+                    or c.dtype == "float" and g.dtype not in _QUANT and g.dtype not in self.k.tparams:
+                raise IRError(f"Fixpipe of {c.dtype} L0C into {g.dtype} GM (float into float / half / bfloat16_t, "
+                              "int32_t into int32_t)", s)
             if s.atomic and g.dtype != "float":
                 raise IRError(f"an atomic Fixpipe adds fp32 into fp32 GM, not {g.dtype}", s)
             exprs = (s.rows, s.cols, s.src_rows, s.dst_pitch)
@@ -2774,7 +2777,7 @@ class CppPrinter:
         quant = _QUANT.get(dt, f"CubeQuantOf<{dt}>()")
         pitch = self.e(s.dst_pitch) if const_value(s.dst_pitch) is not None else \
             f"static_cast<uint32_t>({self.e(s.dst_pitch)})"
-        return (f"Fixpipe<{dt}, float, CFG_ROW_MAJOR>({self.ref(s.dst)}, {self.ref(s.src)}, FixpipeParamsV220("
+        return (f"Fixpipe<{dt}, {self.dtype_of(s.src, scope)}, CFG_ROW_MAJOR>({self.ref(s.dst)}, {self.ref(s.src)}, FixpipeParamsV220("
                 f"{u(s.cols)}, {u(s.rows)}, {u(s.src_rows)}, {pitch}, false, {quant}, 0, 1, 0, 0, 0));")
 
     def copy(self, s: Copy, p: str, scope) -> list[str]:
@@ -2962,7 +2965,7 @@ class CppPrinter:
         return out
 
 
-_QUANT = {"float": "QuantMode_t::NoQuant", "half": "QuantMode_t::F322F16", "bfloat16_t": "QuantMode_t::F322BF16"}
+_QUANT = {"float": "QuantMode_t::NoQuant", "int32_t": "QuantMode_t::NoQuant", "half": "QuantMode_t::F322F16", "bfloat16_t": "QuantMode_t::F322BF16"}
 """Fixpipe's quantPre by destination element type (a template parameter prints CubeQuantOf<T>(), a helper the
 cube family's file skeleton defines)."""
 _STRUCTS = {(Op.BRCB, "params"): "BrcbRepeatParams",

@@ -1368,17 +1368,23 @@ class _Core:
         ins = self.issue(PIDX[Pipe.M], s)
         if not (0 <= m <= 4095 and 0 <= n <= 4095 and 0 <= k <= 4095):
             raise KirFault(f"Mmad in {self.where}: m/n/k = {m}/{n}/{k} outside [0, 4095]")
-        if NP_TYPES[self.dt(a.dtype)].itemsize != 2 or self.dt(a.dtype) != self.dt(b.dtype):
-            raise KirFault(f"Mmad in {self.where}: operands {self.dt(a.dtype)} x {self.dt(b.dtype)}; the interpreter "
-                           "models 2-byte operands of one type (half, bfloat16_t), as the cube family emits")
+        ta, tb, tc = self.dt(a.dtype), self.dt(b.dtype), self.dt(c.dtype)
+        if ta != tb or ta not in ("half", "bfloat16_t", "int8_t") \
+                or tc != ("int32_t" if ta == "int8_t" else "float"):
+            raise KirFault(f"Mmad in {self.where}: operands {ta} x {tb} into {tc} L0C; the interpreter models half / "
+                           "bfloat16_t into float and int8_t into int32_t (docs/reference/ascendc.md §1.10)")
         if m == 0 or n == 0 or k == 0:
             return
-        ae, be, ce = cubesem.l0a_elems(m, k), cubesem.l0b_elems(k, n), cubesem.l0c_elems(m, n)
-        self.span(a, ae * 2, what, "fm (L0A)")
-        self.span(b, be * 2, what, "filter (L0B)")
+        isz = NP_TYPES[ta].itemsize
+        c0 = cubesem.c0_of(isz)   # 16 for the 2-byte types, 32 for int8: fractals 16 x c0 of 512 B
+        if ta == "int8_t" and s.bias is not None:
+            raise KirFault(f"Mmad in {self.where}: a bias-table row with int8 operands is not modelled")
+        ae, be, ce = cubesem.l0a_elems(m, k, c0), cubesem.l0b_elems(k, n, c0), cubesem.l0c_elems(m, n)
+        self.span(a, ae * isz, what, "fm (L0A)")
+        self.span(b, be * isz, what, "filter (L0B)")
         self.span(c, ce * 4, what, "dst (L0C)")
-        self.touch(ins, a.off, ae * 2, False, aa)
-        self.touch(ins, b.off, be * 2, False, ba)
+        self.touch(ins, a.off, ae * isz, False, aa)
+        self.touch(ins, b.off, be * isz, False, ba)
         if accumulate:
             self.touch(ins, c.off, ce * 4, False, ca)
         if s.bias is not None:   # cmatrixSource: C starts at the bias row, broadcast over the m rows
@@ -1387,7 +1393,7 @@ class _Core:
         self.touch(ins, c.off, ce * 4, True, ca)
         av, aok = self.elems(aa, a, ae)
         bv, bok = self.elems(ba, b, be)
-        ia, ib = cubesem.zz_index(m, k), cubesem.zn_index(k, n)
+        ia, ib = cubesem.zz_index(m, k, c0), cubesem.zn_index(k, n, c0)
         ic = cubesem.l0c_index(m, n, 16 * -(-m // 16))
         cv, cok = self.elems(ca, c, ce)
         prev = cv[ic] if accumulate else None
@@ -1434,7 +1440,7 @@ class _Core:
 
     def fixpipe(self, s: kir.Fixpipe, frame):
         """Fixpipe L0C -> GM on FIX (row-major): rows x cols floats converted to the GM type (round to nearest
-        even); reading an unwritten L0C element faults."""
+        even), or int32 into int32 GM unchanged (NoQuant); reading an unwritten L0C element faults."""
         what = "Fixpipe"
         c, ca = self.cube_operand(s.src, frame, ("L0C",), 64, what, "source (L0C)")
         g, gbyte = self.gm(s.dst, frame)
@@ -1459,6 +1465,10 @@ class _Core:
                            f"L0C byte address {c.off + int(ic[i, j]) * 4}: no Mmad produced it from fully written "
                            "operands")
         dt = NP_TYPES[self.dt(g.dtype)]
+        if (self.dt(c.dtype) == "int32_t") != (self.dt(g.dtype) == "int32_t") or s.atomic and dt != np.float32:
+            raise KirFault(f"Fixpipe in {self.where}: {self.dt(c.dtype)} L0C into {self.dt(g.dtype)} GM"
+                           f"{' (atomic)' if s.atomic else ''}: float L0C into float / half / bfloat16_t, int32_t "
+                           "into int32_t (NoQuant; the dequantising modes are not modelled), atomic adds fp32 only")
         at = self.gm_tile(ins, what, g, gbyte, rows, cols, pitch, dt, True, s.atomic)
         if s.atomic:   # SetAtomicAdd<float>: every element added to what GM holds (fp32)
             g.data.view(dt)[at] += cv[ic].astype(dt)

@@ -130,7 +130,7 @@ def _ksplit(p, M, K, N, bm, bn, mb, nb, tb, ob, blocks, bt, aic, mixed: bool):
 
 def gemm_program(name: str, trans_a: bool = False, trans_b: bool = False, batched: bool = False, epi=None,
                  attrs: tuple = (), mixed: bool = False, out_f32: bool = False, forms: tuple = (),
-                 direct: bool = False, bias: bool = False):
+                 direct: bool = False, bias: bool = False, k_align: int = 16, ksplit: bool = True):
     """(TilingProgram, [Buffer]) of the GEMM kernel `name` (module doc): the fields opgen.kernel.cube.FIELDS,
     EPI_FIELDS, KSPLIT_FIELDS, blockDim, fits, tilingKey, workspaceBytes; the buffers are the kernel's L1 / L0 / UB
     allocations. trans_a / trans_b: A stored [K, M] / B stored [N, K] (their row pitches, M / K, are what Nd2Nz
@@ -148,7 +148,9 @@ def gemm_program(name: str, trans_a: bool = False, trans_b: bool = False, batche
     only, and its workspace none, unless K is split. The K split (kSplit, kLen: `_ksplit`) sizes the
     workspace to every unit's fp32 partial block when kSplit > 1. bias: a layout adds a bias row on the cube
     (GemmLayout.bias): its L1 staging row and the bias table each hold align_up(baseN, 32) fp32, and the bias table
-    must hold them (CUBE["bt"], 1 KB: baseN <= 256)."""
+    must hold them (CUBE["bt"], 1 KB: baseN <= 256). k_align: baseK and baseKL1 are multiples of it (C0 of the
+    operands: 16 for f16 / bf16, 32 for int8, whose fractals are 16 x 32); ksplit False: kSplit is 1 (an int8
+    product's int32 partials are not split; docs/design.md "Cube family: int8 operands")."""
     p = TilingProgram(name)
     dm, dk, dn = p.input("dimM", "rows of A and of the output"), p.input("dimK", "A columns = B rows"), \
         p.input("dimN", "columns of B and of the output")
@@ -161,9 +163,10 @@ def gemm_program(name: str, trans_a: bool = False, trans_b: bool = False, batche
     N = p.let("N", dn + 0, "output columns (elements)", True)
     bm = p.let("baseM", emin(BASE_M, align_up(M, 16)), "rows of a block (elements, a multiple of 16)", True)
     bn = p.let("baseN", emin(BASE_N, align_up(N, 16)), "columns of a block (elements, a multiple of 16)", True)
-    bk = p.let("baseK", emin(BASE_K, align_up(K, 16)), "K chunk of L0A / L0B (elements, a multiple of 16)", True)
-    bk1 = p.let("baseKL1", emin(BASE_K_L1, align_up(K, 16)),
-                "K panel of L1 (elements, a multiple of 16; baseK chunks of it go to L0)", True)
+    bk = p.let("baseK", emin(BASE_K, align_up(K, k_align)), f"K chunk of L0A / L0B (elements, a multiple of {k_align})",
+               True)
+    bk1 = p.let("baseKL1", emin(BASE_K_L1, align_up(K, k_align)),
+                f"K panel of L1 (elements, a multiple of {k_align}; baseK chunks of it go to L0)", True)
     mb = p.let("mBlocks", ceil_div(M, bm), "blocks along M (the last a tail)")
     nb = p.let("nBlocks", ceil_div(N, bn), "blocks along N (the last a tail)", True)
     if batched:
@@ -174,7 +177,11 @@ def gemm_program(name: str, trans_a: bool = False, trans_b: bool = False, batche
         bt = lit(1)
         blocks = p.let("blocks", mb * nb, "output blocks")
     ob = lit(4) if out_f32 else tb
-    ksp, _klen = _ksplit(p, M, K, N, bm, bn, mb, nb, tb, ob, blocks, bt, aic, mixed)
+    if ksplit:
+        ksp, _klen = _ksplit(p, M, K, N, bm, bn, mb, nb, tb, ob, blocks, bt, aic, mixed)
+    else:
+        ksp = p.let("kSplit", lit(1), "k ranges (1: no K split)", True)
+        p.let("kLen", K + 0, "elements of a k range (the whole K)", True)
     units = p.let("units", blocks * ksp, "units of work: (output block, k range)")
     bd = p.let("blockDim", emax(1, emin(aic, units)), "AI Cores launched", True)
     p.let("blocksPerCore", blocks // bd, "blocks of every AI Core (no K split)", True)
@@ -279,9 +286,10 @@ def cube_tiling(spec, lowered, counts) -> Tiling:
     direct = direct_presences(lays)
     prog, plan = gemm_program(spec.name, lay.trans_a, lay.trans_b, bool(lay.batch), epi, attrs,
                               any(x.mixed for x in lays), counts.out_f32, forms if len(forms) > 1 else (),
-                              bool(direct), any(x.bias for x in lays))
+                              bool(direct), any(x.bias for x in lays), 32 if lay.acc == "i32" else 16,
+                              lay.acc == "f32")
     dim_m = _lead_product(lay.fold, Sym(m))   # the folded batch dims into M
-    inputs = {"dimM": dim_m, "dimK": Sym(k), "dimN": Sym(n), "tBytes": Lit(2) if lay.fixed else ("bytes", lay.dtype),
+    inputs = {"dimM": dim_m, "dimK": Sym(k), "dimN": Sym(n), "tBytes": Lit(1 if lay.dtype == "i8" else 2) if lay.fixed else ("bytes", lay.dtype),
               "dtypeKey": ("dtype_key",), "attrKey": ("attr_key",), "aicNum": ("platform", "aicNum"),
               "ubBytes": ("platform", "ubBytes")}
     inputs.update({f"{a}Attr": ("attr_bits", a) for a in attrs})

@@ -3,7 +3,8 @@
 // -(Mmad)-> L0C NZ -(Fixpipe)-> GM ND, the way the NSA kernels do (docs/reference/ascendc.md §1.10).
 //
 //   emu_cube_mm DT OT M N K TA TB KT NT BLOCKDIM MMADM IN OUT
-//     DT   f16 | bf16            input type;   OT  f32 | f16 | bf16  output type (Fixpipe quantPre)
+//     DT   f16 | bf16 | s8       input type;   OT  f32 | f16 | bf16  output type (Fixpipe quantPre), s32 for s8
+//          (int8 x int8 -> int32 L0C -> int32 NoQuant: C0 = 32, fractals 16 x 32, k padded to 32)
 //     M N K                      logical sizes; C is M x N
 //     TA   N: A stored [M][K]    T: A stored [K][M] (Aᵀ·B, the Pᵀ·dO / dSᵀ·Q case)
 //          V: M = 1, A laid out as a plain vector in L0A (GEMV mode, see MMADM)
@@ -33,8 +34,12 @@ struct Args {
 
 static uint32_t Up16(uint32_t x) { return (x + 15) / 16 * 16; }
 static uint32_t Div16(uint32_t x) { return (x + 15) / 16; }
+template <typename T> constexpr uint32_t kC0 = 32 / sizeof(T);        // elements of one 32-B block: a fractal's width
+template <typename T> constexpr uint32_t kFrac = 16 * kC0<T>;         // elements of one 512-B L0A / L0B fractal
+template <typename T> static uint32_t UpC0(uint32_t x) { return (x + kC0<T> - 1) / kC0<T> * kC0<T>; }
+template <typename T> static uint32_t DivC0(uint32_t x) { return (x + kC0<T> - 1) / kC0<T>; }
 
-template <typename T, typename O>
+template <typename T, typename O, typename Acc = float>   // Acc: the L0C type (int32_t for int8 operands)
 static emu::LaunchResult Run(const Args& a, uint8_t* gmA, uint8_t* gmB, uint8_t* gmC)
 {
     return emu::LaunchCube(a.blockDim, emu::CoreMem::Ascend910B(), [&] {
@@ -45,7 +50,7 @@ static emu::LaunchResult Run(const Args& a, uint8_t* gmA, uint8_t* gmB, uint8_t*
         A.SetGlobalBuffer(reinterpret_cast<T*>(gmA), uint64_t(m) * k);
         B.SetGlobalBuffer(reinterpret_cast<T*>(gmB), uint64_t(k) * n);
         C.SetGlobalBuffer(reinterpret_cast<O*>(gmC), uint64_t(m) * n);
-        const uint32_t mA = Up16(mm), ktA = Up16(a.kt), ntA = Up16(a.nt);
+        const uint32_t mA = Up16(mm), ktA = std::max(Up16(a.kt), UpC0<T>(a.kt)), ntA = std::max(Up16(a.nt), UpC0<T>(a.nt));
         TPipe pipe;
         TBuf<TPosition::A1> a1; TBuf<TPosition::B1> b1;
         TBuf<TPosition::A2> a2; TBuf<TPosition::B2> b2;
@@ -54,14 +59,14 @@ static emu::LaunchResult Run(const Args& a, uint8_t* gmA, uint8_t* gmB, uint8_t*
         pipe.InitBuffer(b1, ktA * ntA * sizeof(T));
         pipe.InitBuffer(a2, mA * ktA * sizeof(T));
         pipe.InitBuffer(b2, ktA * ntA * sizeof(T));
-        pipe.InitBuffer(c1, mA * ntA * sizeof(float));
+        pipe.InitBuffer(c1, mA * ntA * sizeof(Acc));
         LocalTensor<T> l1a = a1.Get<T>(), l1b = b1.Get<T>(), l0a = a2.Get<T>(), l0b = b2.Get<T>();
-        LocalTensor<float> l0c = c1.Get<float>();
+        LocalTensor<Acc> l0c = c1.Get<Acc>();
         const uint32_t tiles = (n + a.nt - 1) / a.nt;
         for (uint32_t t = GetBlockIdx(); t < tiles; t += GetBlockNum()) {
             const uint32_t n0 = t * a.nt, nt = std::min<uint32_t>(a.nt, n - n0), N1 = Div16(nt);
             for (uint32_t k0 = 0; k0 < k; k0 += a.kt) {
-                const uint32_t kt = std::min<uint32_t>(a.kt, k - k0), K1 = Div16(kt), M1 = Div16(mm);
+                const uint32_t kt = std::min<uint32_t>(a.kt, k - k0), K1 = DivC0<T>(kt), M1 = Div16(mm);
                 // ---- GM -> L1 (MTE2)
                 if (a.ta == 'N')        // A [m][k]: tile rows 0..m, cols k0..k0+kt -> NZ with ceil16(mm) rows
                     DataCopy(l1a, A[k0], Nd2NzParams(1, m, kt, 0, k, mA, 1, 0));
@@ -78,20 +83,20 @@ static emu::LaunchResult Run(const Args& a, uint8_t* gmA, uint8_t* gmB, uint8_t*
                 // ---- L1 -> L0A (ZZ: fractal (m1, k1) at m1*K1 + k1)
                 if (a.ta == 'N') {
                     for (uint32_t m1 = 0; m1 < M1; ++m1)   // NZ fractal (m1, k1) sits at k1*M1 + m1
-                        LoadData(l0a[m1 * K1 * 256], l1a, LoadData2DParams(m1, K1, M1, 0, 0, false, 0));
+                        LoadData(l0a[m1 * K1 * kFrac<T>], l1a, LoadData2DParams(m1, K1, M1, 0, 0, false, 0));
                 } else if (a.ta == 'T') {
                     for (uint32_t m1 = 0; m1 < M1; ++m1)   // NZ of Aᵀ: fractal (k1, m1) at m1*K1 + k1, transposed
-                        LoadData(l0a[m1 * K1 * 256], l1a, LoadData2DParams(m1 * K1, K1, 1, 0, 0, true, 0));
+                        LoadData(l0a[m1 * K1 * kFrac<T>], l1a, LoadData2DParams(m1 * K1, K1, 1, 0, 0, true, 0));
                 } else {
                     LoadData(l0a, l1a, LoadData2DParams(0, (kt * sizeof(T) + 511) / 512, 1, 0, 0, false, 0));
                 }
                 // ---- L1 -> L0B (ZN: fractal (k1, n1) at k1*N1 + n1, column-major inside)
                 if (a.tb == 'N') {
                     for (uint32_t k1 = 0; k1 < K1; ++k1)   // NZ fractal (k1, n1) at n1*K1 + k1, transposed
-                        LoadData(l0b[k1 * N1 * 256], l1b, LoadData2DParams(k1, N1, K1, 0, 0, true, 0));
+                        LoadData(l0b[k1 * N1 * kFrac<T>], l1b, LoadData2DParams(k1, N1, K1, 0, 0, true, 0));
                 } else {
                     for (uint32_t f = 0; f < K1 * N1; f += 255)   // already ZN: contiguous
-                        LoadData(l0b[f * 256], l1b, LoadData2DParams(f, std::min<uint32_t>(255, K1 * N1 - f), 1, 0, 0, false, 0));
+                        LoadData(l0b[f * kFrac<T>], l1b, LoadData2DParams(f, std::min<uint32_t>(255, K1 * N1 - f), 1, 0, 0, false, 0));
                 }
                 SetFlag<HardEvent::MTE1_M>(EVENT_ID0);
                 WaitFlag<HardEvent::MTE1_M>(EVENT_ID0);
@@ -109,7 +114,7 @@ static emu::LaunchResult Run(const Args& a, uint8_t* gmA, uint8_t* gmB, uint8_t*
             FixpipeParamsV220 fp(nt, m, Up16(mm), n, false);
             if (std::is_same<O, half>::value) fp.quantPre = QuantMode_t::F322F16;
             if (std::is_same<O, bfloat16_t>::value) fp.quantPre = QuantMode_t::F322BF16;
-            Fixpipe<O, float, CFG_ROW_MAJOR>(C[n0], l0c, fp);
+            Fixpipe<O, Acc, CFG_ROW_MAJOR>(C[n0], l0c, fp);
             SetFlag<HardEvent::FIX_M>(EVENT_ID0);
             WaitFlag<HardEvent::FIX_M>(EVENT_ID0);
         }
@@ -127,16 +132,19 @@ int main(int argc, char** argv)
            std::atoi(argv[10]), std::atoi(argv[11]), argv[6][0], argv[7][0]};
     std::ifstream f(argv[12], std::ios::binary);
     std::vector<uint8_t> in((std::istreambuf_iterator<char>(f)), std::istreambuf_iterator<char>());
-    const size_t aBytes = size_t(a.m) * a.k * 2, bBytes = size_t(a.k) * a.n * 2;
+    const size_t isz = dt == "s8" ? 1 : 2;
+    const size_t aBytes = size_t(a.m) * a.k * isz, bBytes = size_t(a.k) * a.n * isz;
     if (in.size() != aBytes + bBytes) { std::fprintf(stderr, "input size %zu != %zu\n", in.size(), aBytes + bBytes); return 2; }
     std::vector<uint8_t> A(in.begin(), in.begin() + aBytes), B(in.begin() + aBytes, in.end());
-    const size_t osz = ot == "f32" ? 4 : 2;
+    const size_t osz = ot == "f32" || ot == "s32" ? 4 : 2;
     std::vector<uint8_t> C(size_t(a.m) * a.n * osz, 0xEE);
     emu::RegisterGm(A.data(), A.size(), "a");
     emu::RegisterGm(B.data(), B.size(), "b");
     emu::RegisterGm(C.data(), C.size(), "c");
     emu::LaunchResult r;
-    if (dt == "f16") {
+    if (dt == "s8") {
+        r = Run<int8_t, int32_t, int32_t>(a, A.data(), B.data(), C.data());
+    } else if (dt == "f16") {
         if (ot == "f32") r = Run<half, float>(a, A.data(), B.data(), C.data());
         else if (ot == "f16") r = Run<half, half>(a, A.data(), B.data(), C.data());
         else r = Run<half, bfloat16_t>(a, A.data(), B.data(), C.data());

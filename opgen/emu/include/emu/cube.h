@@ -31,6 +31,9 @@
 // DataCopy(C2 float, C1 half/float, DataCopyParams) fills it on MTE1, blockLen counting 64-B blocks of the source,
 // half converted to float (bfloat16_t faults: arch 3510 only); Mmad(dst, fm, filter, bias, params) starts C at the
 // bias row broadcast over the m rows (cmatrixSource; docs/reference/ascendc.md §1.10 "Bias on the cube").
+// int8_t operands (C0 = 32, a fractal 16 x 32 = 512 B) accumulate exactly into an int32_t L0C (ops-nn
+// quant_batch_matmul_v3 arch20 kernel: int32_t l0c, k rounded to 32); Fixpipe writes such an L0C only as int32_t
+// with NoQuant (the DEQF16 / VDEQF16 / REQ8 dequantising modes are not emulated: they fault).
 // Accumulation: products are exact (fp16/bf16 products fit fp32); each C0-wide k chunk is summed in double and
 // added to the fp32 accumulator with one rounding (the hardware's internal order is not documented; results agree
 // with a float64 reference to fp32 accuracy, not bit-exactly with the device). Fixpipe fp32 -> fp16/bf16 rounds to
@@ -46,7 +49,8 @@
 #include "emu/tensor.h"
 #include "emu/types.h"
 
-// Fixpipe quantisation modes (CANN: QuantMode_t). Only NoQuant, F322F16 and F322BF16 are emulated.
+// Fixpipe quantisation modes (CANN: QuantMode_t). Only NoQuant (float -> float, int32 -> int32), F322F16 and
+// F322BF16 are emulated.
 enum class QuantMode_t : int { NoQuant = 0, F322F16, F322BF16, DEQF16, VDEQF16, QF322B8_PRE, VQF322B8_PRE, REQ8, VREQ8 };
 
 namespace AscendC {
@@ -314,7 +318,9 @@ void LoadData(const LocalTensor<T>& dst, const LocalTensor<T>& src, const LoadDa
 
 // ---------------------------------------------------------------- Mmad (PIPE_M)
 // Reference §1.10 step 5, layouts in the header comment. Types: (half, half) -> float, (bfloat16_t, bfloat16_t)
-// -> float, (float, float) -> float. dst (L0C, CO1) 1024-B aligned, fm (L0A, A2) and filter (L0B, B2) 512-B
+// -> float, (float, float) -> float, (int8_t, int8_t) -> int32_t (C0 = 32: a 16 x 32 fractal of 512 B in L0A / L0B,
+// k padded to 32; the products summed exactly in int64 and the int32 result wrapping on overflow, which the docs
+// leave open -- |sum| < 2^31 for K < 2^17, where it is exact either way). dst (L0C, CO1) 1024-B aligned, fm (L0A, A2) and filter (L0B, B2) 512-B
 // aligned.
 namespace emu_detail {
 // The bias row of a Mmad with a bias-table operand: its arena and byte offset (arena null: no bias).
@@ -352,9 +358,15 @@ void emu_detail::MmadImpl(const LocalTensor<T>& dst, const LocalTensor<U>& fm, c
                           const MmadParams& p, BiasRow bias, emu::Site site)
 {
     static_assert(std::is_same<U, S>::value, "Mmad: fm and filter must have the same type");
-    static_assert(std::is_same<T, float>::value &&
-                      (std::is_same<U, half>::value || std::is_same<U, bfloat16_t>::value || std::is_same<U, float>::value),
-                  "Mmad: emulated type combinations are half/bfloat16_t/float inputs with a float result");
+    static_assert((std::is_same<T, float>::value &&
+                   (std::is_same<U, half>::value || std::is_same<U, bfloat16_t>::value || std::is_same<U, float>::value)) ||
+                      (std::is_same<T, int32_t>::value && std::is_same<U, int8_t>::value),
+                  "Mmad: emulated type combinations are half/bfloat16_t/float inputs with a float result and int8_t "
+                  "inputs with an int32_t result");
+    constexpr bool integral = std::is_same<T, int32_t>::value;   // int8 x int8 -> int32: exact integer sums
+    if (integral && bias.a)
+        emu::Fault("Mmad: an int32 bias-table row for int8 operands is not emulated (only a float bias with "
+                   "half/bfloat16_t/float operands)");
     const char* what = "Mmad";
     emu_detail::RequireCubeArch(what);
     emu::CountCube(p.m, p.n, p.k);
@@ -379,14 +391,14 @@ void emu_detail::MmadImpl(const LocalTensor<T>& dst, const LocalTensor<U>& fm, c
     const uint64_t aElems = gemv ? k : M1 * K1 * 16 * C0, bElems = K1 * N1 * C0 * 16, cElems = M1 * N1 * 256;
     emu_detail::CubeSpan(fm, aElems * sizeof(U), what, gemv ? "fm (GEMV vector, m = 1)" : "fm (L0A)");
     emu_detail::CubeSpan(filter, bElems * sizeof(U), what, "filter (L0B)");
-    emu_detail::CubeSpan(dst, cElems * sizeof(float), what, "dst (L0C)");
+    emu_detail::CubeSpan(dst, cElems * sizeof(T), what, "dst (L0C)");
     {
         const emu::Instr in = emu::Issue(emu::kPipeM, what, site);
         emu::Touch(in, aa, fm.Offset(), aElems * sizeof(U), false);
         emu::Touch(in, ba, filter.Offset(), bElems * sizeof(U), false);
-        if (accumulate) emu::Touch(in, ca, dst.Offset(), cElems * sizeof(float), false);
+        if (accumulate) emu::Touch(in, ca, dst.Offset(), cElems * sizeof(T), false);
         if (bias.a) emu::Touch(in, bias.a, bias.off, n * sizeof(float), false);
-        emu::Touch(in, ca, dst.Offset(), cElems * sizeof(float), true);
+        emu::Touch(in, ca, dst.Offset(), cElems * sizeof(T), true);
     }
     auto load = [](const emu::UbArena* ar, uint64_t base, uint64_t e, bool& ok) -> double {
         const uint64_t at = base + e * sizeof(U);
@@ -418,24 +430,32 @@ void emu_detail::MmadImpl(const LocalTensor<T>& dst, const LocalTensor<U>& fm, c
         const double* ar = &av[i * k];
         for (uint64_t j = 0; j < n; ++j) {
             const double* br = &bt[j * k];
-            const uint64_t at = (((j / 16) * M1 + i / 16) * 256 + (i % 16) * 16 + j % 16) * sizeof(float);
-            float acc = 0.0f;
+            const uint64_t at = (((j / 16) * M1 + i / 16) * 256 + (i % 16) * 16 + j % 16) * sizeof(T);
+            T acc = T(0);
             bool ok = rowOk[i] && colOk[j];
             if (accumulate) {
-                std::memcpy(&acc, cd + at, sizeof(float));
-                ok = ok && ca->IsWritten(dst.Offset() + at, sizeof(float));
+                std::memcpy(&acc, cd + at, sizeof(T));
+                ok = ok && ca->IsWritten(dst.Offset() + at, sizeof(T));
             } else if (bias.a) {   // the bias row, broadcast over the rows
-                std::memcpy(&acc, bias.a->data.data() + bias.off + j * sizeof(float), sizeof(float));
+                float b0;
+                std::memcpy(&b0, bias.a->data.data() + bias.off + j * sizeof(float), sizeof(float));
+                acc = T(b0);
                 ok = ok && bias.a->IsWritten(bias.off + j * sizeof(float), sizeof(float));
             }
-            for (uint64_t k0 = 0; k0 < k; k0 += C0) {
-                double part = 0.0;
-                const uint64_t k1 = std::min(k, k0 + C0);
-                for (uint64_t kk = k0; kk < k1; ++kk) part += ar[kk] * br[kk];
-                acc = static_cast<float>(double(acc) + part);
+            if constexpr (integral) {   // int8 products summed exactly; the int32 sum wraps (two's complement)
+                int64_t sum = acc;
+                for (uint64_t kk = 0; kk < k; ++kk) sum += int64_t(ar[kk]) * int64_t(br[kk]);
+                acc = T(int32_t(uint32_t(uint64_t(sum))));
+            } else {
+                for (uint64_t k0 = 0; k0 < k; k0 += C0) {
+                    double part = 0.0;
+                    const uint64_t k1 = std::min(k, k0 + C0);
+                    for (uint64_t kk = k0; kk < k1; ++kk) part += ar[kk] * br[kk];
+                    acc = static_cast<float>(double(acc) + part);
+                }
             }
-            std::memcpy(cd + at, &acc, sizeof(float));
-            std::memset(cw + at, ok ? 1 : 0, sizeof(float));
+            std::memcpy(cd + at, &acc, sizeof(T));
+            std::memset(cw + at, ok ? 1 : 0, sizeof(T));
         }
     }
 }
@@ -491,18 +511,24 @@ void Fixpipe(const GlobalTensor<T>& dst, const LocalTensor<U>& src, const Fixpip
              emu::Site site = emu::Site::Here())
 {
     const char* what = "Fixpipe";
-    static_assert(std::is_same<U, float>::value, "Fixpipe: the emulated L0C type is float");
+    static_assert(std::is_same<U, float>::value || std::is_same<U, int32_t>::value,
+                  "Fixpipe: the emulated L0C types are float and int32_t");
+    constexpr bool intC = std::is_same<U, int32_t>::value;   // an int8 Mmad's int32 L0C: NoQuant into int32_t only
     emu::UbArena* ca = emu_detail::CubeOperand(src, emu::MemKind::L0C, what, "src", "CO1");
     emu_detail::CubeAlign(src, 64, what, "src (L0C)");
     const bool toHalf = std::is_same<T, half>::value, toBf16 = std::is_same<T, bfloat16_t>::value,
                toFloat = std::is_same<T, float>::value;
-    switch (p.quantPre) {
+    if (intC && (p.quantPre != QuantMode_t::NoQuant || !std::is_same<T, int32_t>::value))
+        emu::Fault(emu::Cat(what, ": an int32_t L0C is written as int32_t with quantPre NoQuant here (quantPre ",
+                            int(p.quantPre), ", a ", sizeof(T), "-byte destination: the dequantising modes DEQF16 / "
+                            "VDEQF16 / REQ8 / VREQ8 are not emulated)"));
+    switch (intC ? QuantMode_t::F322F16 : p.quantPre) {   // (int32 -> int32 checked above)
     case QuantMode_t::NoQuant:
         if (!toFloat) emu::Fault(emu::Cat(what, ": quantPre NoQuant keeps float but the destination is a ", sizeof(T),
                                           "-byte type (use QuantMode_t::F322F16 / F322BF16)"));
         break;
     case QuantMode_t::F322F16:
-        if (!toHalf) emu::Fault(emu::Cat(what, ": quantPre F322F16 needs a half destination"));
+        if (!toHalf && !intC) emu::Fault(emu::Cat(what, ": quantPre F322F16 needs a half destination"));
         break;
     case QuantMode_t::F322BF16:
         if (!toBf16) emu::Fault(emu::Cat(what, ": quantPre F322BF16 needs a bfloat16_t destination"));
@@ -542,22 +568,22 @@ void Fixpipe(const GlobalTensor<T>& dst, const LocalTensor<U>& src, const Fixpip
         if (endElem > srcElems) endElem = srcElems;   // readC faults on the first element past the end
         emu::Touch(fin, ca, src.Offset(), endElem * sizeof(U), false);
     }
-    auto readC = [&](uint64_t e, uint64_t row, uint64_t col) -> float {
+    auto readC = [&](uint64_t e, uint64_t row, uint64_t col) -> U {
         if (e >= srcElems)
             emu::Fault(emu::Cat(what, ": L0C read of element ", e, " past the end of the ", srcElems,
                                 "-element src tensor (row ", row, ", column ", col, ")"));
-        const uint64_t at = src.Offset() + e * sizeof(float);
-        if (!ca->IsWritten(at, sizeof(float)))
+        const uint64_t at = src.Offset() + e * sizeof(U);
+        if (!ca->IsWritten(at, sizeof(U)))
             emu::Fault(emu::Cat(what, ": reads unwritten (poisoned) L0C element (row ", row, ", column ", col,
                                 ") at L0C byte address ", at, ": no Mmad produced it from fully written operands "
                                 "(mSize/nSize beyond the Mmad's m/n, a srcStride that differs from the Mmad's "
                                 "ceil16(m), an L0A/L0B element never loaded, or cmatrixInitVal=false accumulation into "
                                 "an L0C never initialised)"));
-        float v; std::memcpy(&v, ca->data.data() + at, sizeof(float));
-        return p.reluEn && v < 0.0f ? 0.0f : v;
+        U v; std::memcpy(&v, ca->data.data() + at, sizeof(U));
+        return p.reluEn && v < U(0) ? U(0) : v;
     };
-    auto conv = [](float v) -> T {
-        if constexpr (std::is_same<T, float>::value) return v;
+    auto conv = [](U v) -> T {
+        if constexpr (std::is_same<T, U>::value) return v;
         else return T(v);   // half / bfloat16_t: round to nearest even (emu/types.h)
     };
     std::vector<T> row;
@@ -569,7 +595,9 @@ void Fixpipe(const GlobalTensor<T>& dst, const LocalTensor<U>& src, const Fixpip
             std::lock_guard<std::mutex> l(emu::GmRegistry::Get().atomicMu);
             for (uint64_t e = 0; e < cnt; ++e) {
                 T a; std::memcpy(&a, g + e * sizeof(T), sizeof(T));
-                T s = conv(float(a) + float(vals[e]));
+                T s;
+                if constexpr (intC) s = T(int32_t(uint32_t(a) + uint32_t(vals[e])));   // int32 adds wrap
+                else s = conv(U(float(a) + float(vals[e])));
                 std::memcpy(g + e * sizeof(T), &s, sizeof(T));
             }
         }

@@ -1,0 +1,217 @@
+"""The int8 product on the cube (docs/design.md "Cube family: int8 operands"): b.matmul(x1.cast(i32), x2.cast(i32))
+of int8 inputs is exact in the interpreter and lowers to int8 fractals (16 x 32) with an int32 L0C; the example
+QuantBatchMatmulV3 (examples/specs/quant_batch_matmul_v3.py) dequantises on the AIVs. Every value is checked against
+NumPy written here: int64 matmul for the int32 sums, float64 (x1 @ x2ᵀ) * scale (+ bias) for the bf16 output."""
+
+from __future__ import annotations
+
+import re
+import textwrap
+from pathlib import Path
+
+import numpy as np
+import pytest
+
+from opgen.kernel.family import NoKernel
+from opgen.registry import load_spec
+from opgen.tiling.pipeline import kernel_build
+
+ROOT = Path(__file__).resolve().parents[1]
+SPEC = ROOT / "examples" / "specs" / "quant_batch_matmul_v3.py"
+
+
+def _spec(tmp_path, body: str, x2: str = "[N, K]", out: str = "i32") -> str:
+    """A spec file of int8 x1 [M, K], x2 `x2`, output y `out` [M, N] whose body returns `body` (x1, x2 in scope)."""
+    p = tmp_path / "int8_mm.py"
+    p.write_text(textwrap.dedent(f'''
+        from opgen.dsl import A2, A3, OpSpec, bf16, f32, i8, i32
+        spec = OpSpec("Int8Mm", aclnn="aclnnInt8Mm", socs=(A2, A3), round="rint")
+        M = spec.dim("M", max=65535)
+        K = spec.dim("K", max=65535)
+        N = spec.dim("N", max=65535)
+        spec.input("x1", i8, [M, K])
+        spec.input("x2", i8, {x2})
+        spec.output("y", {out}, [M, N])
+        spec.example_call({{"M": 5, "K": 40, "N": 7}})
+
+
+        @spec.body
+        def _(b, x1, x2):
+            return {{"y": {body}}}
+    '''))
+    return str(p)
+
+
+def _int8(rng, shape):
+    """Random int8 values over the whole range, the extreme -128 included."""
+    x = rng.integers(-128, 128, shape).astype(np.int8)
+    x.flat[0] = -128
+    return x
+
+
+@pytest.mark.parametrize("k", [1, 33, 4099, 65535])
+def test_the_interpreter_multiplies_int8_exactly_in_int32(tmp_path, k):
+    """b.matmul(x1.cast(i32), x2.cast(i32)): int64 NumPy matmul, element for element, in both interpreter modes
+    (|sum| <= 2^14 K < 2^31 for K < 2^17: the int32 result wraps nowhere)."""
+    from opgen.interp.run import interpret
+
+    path = _spec(tmp_path, "b.matmul(x1.cast(i32), x2.cast(i32), transpose_b=True)")
+    rng = np.random.default_rng(k)
+    x1, x2 = _int8(rng, (3, k)), _int8(rng, (4, k))
+    x1[:] = -128   # the largest magnitude: -128 * -128 * K in one row
+    x2[0] = -128
+    ref = x1.astype(np.int64) @ x2.astype(np.int64).T
+    for mode in ("device", "exact"):
+        y = interpret(path, {"x1": x1, "x2": x2}, mode=mode)["y"]
+        assert y.dtype == np.int32
+        np.testing.assert_array_equal(y.astype(np.int64), ref)
+
+
+def test_the_int32_sums_are_fixpipes_output_on_the_kernel_ir(tmp_path):
+    """An int32 output straight from the int8 product: Fixpipe NoQuant of the int32 L0C (no vector epilogue, AIC
+    only), odd M / K / N, on the Kernel IR interpreter: equal to NumPy's int64 matmul."""
+    from opgen.check import run_check
+
+    path = _spec(tmp_path, "b.matmul(x1.cast(i32), x2.cast(i32), transpose_b=True)")
+    u = kernel_build(load_spec(path))
+    lay = u.lowered.layout
+    assert lay.acc == "i32" and not lay.steps and not lay.mixed
+    r = run_check(path, dims={"M": 37, "K": 77, "N": 45}, seed=3, progress=False, engine="kir")
+    assert not r.faults and r.passed
+    x1, x2 = (np.asarray(r.inputs[n], np.int64) for n in ("x1", "x2"))
+    np.testing.assert_array_equal(np.asarray(r.arrays["y"], np.int64), x1 @ x2.T)
+
+
+@pytest.mark.parametrize("body,x2,why", [
+    ("b.matmul(x1, x2, transpose_b=True)", "[N, K]", "written b.matmul(x1.cast(i32), x2.cast(i32))"),
+    ("b.matmul(x1.cast(i32), x2.cast(i32))", "[K, N]", "int8 operands B [K, N]"),
+    ("b.matmul(x1.cast(i32), x2.cast(i32), transpose_b=True).cast(bf16)", "[N, K]",
+     "converted to f32 once"),
+])
+def test_int8_forms_the_cube_does_not_lower_are_refused_naming_the_rule(tmp_path, body, x2, why):
+    """A plain int8 matmul (an int8 result), an int8 B [K, N] (a transposing load of int8 fractals) and an int32
+    result cast straight to bf16 are refused, each naming the rule."""
+    path = _spec(tmp_path, body, x2, "i32" if "cast(bf16)" not in body and "x1, x2," not in body else
+                 "bf16" if "bf16" in body else "i8")
+    with pytest.raises(NoKernel, match=re.escape(why)):
+        kernel_build(load_spec(path))
+
+
+def _inputs(m: int, k: int, n: int, bias: bool, seed: int) -> dict:
+    """int8 x1 [m, k] and x2 [n, k] over the whole range, a dequantising scale [n] in [1e-4, 2e-3] (the size of
+    CANN's per-channel scales: the fp16 output stays finite), an fp32 bias [n] or None."""
+    rng = np.random.default_rng(seed)
+    return {"x1": _int8(rng, (m, k)), "x2": _int8(rng, (n, k)),
+            "scale": rng.uniform(1e-4, 2e-3, n).astype(np.float32),
+            "bias": rng.uniform(-4, 4, n).astype(np.float32) if bias else None}
+
+
+def _ref(inputs: dict) -> np.ndarray:
+    """float64 (x1 @ x2ᵀ) * scale (+ bias)."""
+    x1, x2, s = (np.asarray(inputs[n], np.float64) for n in ("x1", "x2", "scale"))
+    y = (x1 @ x2.T) * s
+    if inputs.get("bias") is not None:
+        y = y + np.asarray(inputs["bias"], np.float64)
+    return y
+
+
+ULP = {"bfloat16": 2.0 ** -8, "float16": 2.0 ** -11}
+
+
+def _close(got, ref, dt: str) -> bool:
+    """Within one rounding of the output type of the float64 value (the int32 sums are exact; their fp32
+    conversion and the scale's and bias's fp32 arithmetic add a few 2^-24 relative)."""
+    got = np.asarray(got, np.float64)
+    return got.shape == ref.shape and bool(np.all(np.isfinite(got)) and np.all(
+        np.abs(got - ref) <= ULP[dt] * np.abs(ref) + 2.0 ** -20 * (np.abs(ref).max() + 1e-30)))
+
+
+def test_the_example_layout_int8_fractals_and_the_epilogue():
+    """QuantBatchMatmulV3: one class for the bias present and absent; int8 operands (K padded to 32, C0 of int8), an
+    int32 L0C and workspace, the AIVs' int32 -> fp32 Cast before the scale; no K split (kSplit 1 even where the
+    fp16 tiling would split: few blocks, long K), baseK and baseKL1 multiples of 32."""
+    import dataclasses
+
+    from opgen.kernel import kir as K
+    from opgen.platforms import PLATFORMS
+    from opgen.tiling.emit import program_inputs
+
+    spec = load_spec(str(SPEC))
+    u = kernel_build(spec)
+    lay = u.lowered.layout
+    assert lay.acc == "i32" and lay.trans_b and not lay.trans_a and lay.mixed and not lay.bias
+    classes = {id(c): c for c in u.lowered.programs.values()}
+    assert len(classes) == 1
+    c = next(iter(classes.values()))
+    lets = {s.name: s.value for s in K.walk(c.process) if isinstance(s, K.Let)}
+    assert str(lets["kPad"]) == str(lets["kPad"]).replace("16", "32") and "32" in str(lets["kPad"])
+    text = K.to_cpp(c)
+    assert "LocalTensor<int32_t> c1" in text and "Fixpipe<int32_t, int32_t, CFG_ROW_MAJOR>" in text
+    assert "LocalTensor<int8_t> a2" in text and "RoundMode::CAST_RINT" in text
+    plat = dataclasses.replace(next(p for p in PLATFORMS.values() if p.aiv == 48 and p.arch == "dav-2201"), aic=3,
+                               aiv=6)
+    for m, k, n in ((125, 1999, 111), (16, 65535, 16), (33, 50, 45)):
+        v = u.tiling.program.evaluate(program_inputs(spec, u.tiling.program, u.tiling.inputs,
+                                                     {"M": m, "K": k, "N": n}, {}, plat, None))
+        assert v["kSplit"] == 1 and v["baseK"] % 32 == 0 and v["baseKL1"] % 32 == 0 and v["fits"] == 1
+
+
+@pytest.mark.parametrize("dt", ["bfloat16", "float16"])
+@pytest.mark.parametrize("bias", [True, False])
+def test_the_example_on_the_kernel_ir_equals_float64(dt, bias):
+    """Odd M 37, K 50 (a K tail inside one 64-wide chunk), N 45, bias present and absent, bf16 and fp16 outputs (the
+    dtype rows), on the Kernel IR interpreter."""
+    from opgen.check import run_check
+
+    x = _inputs(37, 50, 45, bias, 7)
+    r = run_check(str(SPEC), x, dtypes={"Y": dt}, progress=False, engine="kir")
+    assert not r.faults and r.passed
+    assert str(r.arrays["y"].dtype) == dt
+    assert _close(r.arrays["y"], _ref(x), dt)
+
+
+@pytest.mark.parametrize("dims,bias,dt", [((37, 50, 45), True, "float16"), ((1700, 333, 300), False, "bfloat16")])
+def test_the_example_emulated_equals_float64(examples_gen, dims, bias, dt):
+    """The emitted C++ on the g++ emulation: odd M / K / N with the bias (fp16 out), and more blocks than AI Cores
+    (M 1700, N 300: 14 x 2 blocks on 24 AICs, tails on both edges, K 333 in two L1 panels and several L0 chunks,
+    bf16 out) without it."""
+    from opgen.check import run_check
+
+    x = _inputs(*dims, bias, 3)
+    r = run_check(str(SPEC), x, dtypes={"Y": dt}, gen_dir=examples_gen, progress=False)
+    assert not r.faults and r.passed
+    assert _close(r.arrays["y"], _ref(x), dt)
+    if dims[0] == 1700:
+        assert r.block_dim == 24
+
+
+def test_a_bf16_scale_read_before_the_product_on_the_kernel_ir(tmp_path):
+    """The int32 result's cast to f32 need not be the first op after the matmul (a bf16 scale cast first, the
+    product on the right of the multiply), and a fixed bf16 epilogue input is staged as bf16 and Cast to fp32
+    (CANN's bf16 scale rows): fp32 output against float64, odd M 19, K 70, N 33."""
+    from opgen.check import run_check
+
+    p = tmp_path / "int8_scale_bf16.py"
+    p.write_text(textwrap.dedent('''
+        from opgen.dsl import A2, A3, OpSpec, bf16, f32, i8, i32
+        spec = OpSpec("Int8ScaleBf16", aclnn="aclnnInt8ScaleBf16", socs=(A2, A3), round="rint")
+        M = spec.dim("M", max=65535)
+        K = spec.dim("K", max=65535)
+        N = spec.dim("N", max=65535)
+        spec.input("x1", i8, [M, K])
+        spec.input("x2", i8, [N, K])
+        spec.input("scale", bf16, [N])
+        spec.output("y", f32, [M, N])
+        spec.example_call({"M": 5, "K": 40, "N": 7})
+
+
+        @spec.body
+        def _(b, x1, x2, scale):
+            s = scale.cast(f32)
+            return {"y": s * b.matmul(x1.cast(i32), x2.cast(i32), transpose_b=True).cast(f32)}
+    '''))
+    r = run_check(str(p), dims={"M": 19, "K": 70, "N": 33}, seed=1, progress=False, engine="kir")
+    assert not r.faults and r.passed
+    x1, x2, s = (np.asarray(r.inputs[n], np.float64) for n in ("x1", "x2", "scale"))
+    ref = (x1 @ x2.T) * s
+    assert np.all(np.abs(np.asarray(r.arrays["y"], np.float64) - ref) <= 2.0 ** -22 * np.abs(ref))
