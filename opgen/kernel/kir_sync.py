@@ -320,7 +320,6 @@ class _Trials:
         self.exprs: dict = {}
         self.floads: dict = {}
         self.overlap: dict = {}
-        self.calls: dict = {}
         self.states: dict = {}
         self.pending: dict = {}         # the current trial's states of its own program: id(table) -> (table, {i: ..})
         self.bodies: dict = {}          # statement list's position -> (the list, its span's memo)
@@ -372,7 +371,6 @@ class _Trials:
         the last clean trial join when it analysed `prog`."""
         diffs = _diff_positions(self.base, prog)
         changed = frozenset(d[0] for d in diffs)
-        self.calls = {key: v for key, v in self.calls.items() if not (self.reach[key[0]] & changed)}
         firsts: dict = {}
         for key, tables in self.states.items():
             lp = key[0]
@@ -914,16 +912,8 @@ class _Analysis:
             outer_types = self.types   # a template method's type parameters: its call's arguments
             self.types = {**self.types, **{p: self.types.get(a, a) for p, a in zip(m.tparams, s.targs)}}
             try:
-                t = self.trials
-                if t is None or self.place or self.diffs is None or t.reach[s.method] & self.changed:
-                    return self.block(ds, m.body, (s.method,), inner)
-                key = (s.method, frozenset(self.types.items()), frozenset(gms.items()),
-                       frozenset(self.env.items()), self.unit, _frozen(ds))
-                hit = t.calls.get(key)
-                if hit is None:
-                    out = self.block(ds, m.body, (s.method,), inner)
-                    t.calls[key] = hit = {k: d.copy() for k, d in out.items()}
-                return {k: d.copy() for k, d in hit.items()}
+                # a trial: the body's list, entered in a state the base's walk met, ends as it did (_Trials)
+                return self.block(ds, m.body, (s.method,), inner)
             finally:
                 self.gm_scope, self.env, self.stack, self.types = outer_gm, outer_env, outer_stack, outer_types
         return ds
@@ -1255,8 +1245,13 @@ def place_syncs(k: kir.KernelClass, types: dict | None = None, prune: bool = Tru
     types = dict(types or {})
     used = _used_flags(k)
     inserted: dict = {}
-    for _ in range(PLACE_ROUNDS):
-        a = _Analysis(k, inserted, True, types, used)
+    for r in range(PLACE_ROUNDS):
+        # from the second round on (the first one places what most classes need), the round records its states for
+        # the trials: when it places nothing, they are the placed program's (_Trials.start, without a run of its own)
+        trials = _Trials(k)
+        if r:
+            trials.base = inserted
+        a = _Analysis(k, inserted, True, types, used, trials, () if r else None)
         a.run()
         if a.new == 0:
             if a.dup:   # every sync was there from the start of this run and a conflict remains
@@ -1264,7 +1259,8 @@ def place_syncs(k: kir.KernelClass, types: dict | None = None, prune: bool = Tru
             break
     else:
         raise kir.IRError("the dependency pass did not converge")
-    trials = _Trials(k)
+    if not r:
+        trials = _Trials(k)
     if prune:
         inserted = _prune(k, inserted, types, used, trials)
     if hoist is not Hoist.NONE:
