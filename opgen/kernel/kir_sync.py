@@ -64,7 +64,7 @@ The analysis is an abstract interpretation of the program (Init, then Process, m
   no conflict). So a trial walks from its change until its state rejoins the program's, in its own list, in each
   enclosing one and in each fixed-point iteration of a loop holding it; a method body entered in a state the base
   met costs a lookup. Over the 135 classes the suite places (the examples, derived specs and bundled operators),
-  place_syncs took 96 s of CPU before and 55 s after (under heavier load), with the same placements; the
+  place_syncs took 109.7 s of CPU before and 59.4 s after (back to back), with the same placements; the
   prefix-only version of this memo had halved BatchMatMulV3's placement (17.1 -> 8.3 s).
 * Then each flag pair's SetFlag moves up its statement list, one statement at a time, while the analysis still
   finds no conflict (so it follows the last access it must cover), under an event id of its own: the waiting pipe
