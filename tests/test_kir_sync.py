@@ -577,7 +577,7 @@ def _call_program(seed) -> KernelClass:
 
 
 class _NoCalls(dict):
-    """A call (or snapshot) memo that never keeps an entry: every trial analyses every call and walks every
+    """A call (or states) memo that never keeps an entry: every trial analyses every call and walks every
     statement list from its top."""
 
     def __setitem__(self, key, value):
@@ -593,9 +593,10 @@ def test_trials_reusing_calls_place_exactly_what_trials_analysing_every_call_pla
     and its loop constants are the same and no changed sync lies in a function it reaches (_Trials): on random
     programs of both review generators (methods with tensor and int parameters called from several sites, in loops
     and branches, nested; syncs placed inside methods and pruned there; hoisted flags), the placements are the same
-    as when no call is reused, and the placed programs run race-free on the interpreter. The same for the trials'
-    snapshots (_Trials.snaps: a list holding a trial's one changed position resumed from the state before the
-    statement holding it): disabled too, the same placements."""
+    as when no call is reused, and the placed programs run race-free on the interpreter. The same for the base
+    program's states (_Trials.states: a list walked from the base's state before the first statement a trial
+    changes, and left with the base's state after it where the trial's state meets the base's past the last one):
+    disabled too, the same placements."""
     for s in range(seed, seed + 16):
         k = _fuzz_program(s) if s % 2 else _call_program(s)
         placed, fast = ks.place_syncs(k)
@@ -604,14 +605,15 @@ def test_trials_reusing_calls_place_exactly_what_trials_analysing_every_call_pla
                 r = ki.run(placed, {"n": n}, {"x": np.arange(48, dtype=np.float32), "y": np.zeros(48, np.float32)}, 1)
                 assert r.ok or "race" not in r.first_fault, (s, n, r.first_fault)
         with monkeypatch.context() as m:
-            m.setattr(ks._Trials, "accept", lambda self, changed, at=None: None)
+            m.setattr(ks._Trials, "accept", lambda self, prog: None)
             orig = ks._Trials.__init__
 
             def init(self, kc):
                 orig(self, kc)
                 self.calls = _NoCalls()
-                self.snaps = _NoCalls()
+                self.states = _NoCalls()
             m.setattr(ks._Trials, "__init__", init)
+            m.setattr(ks._Trials, "start", lambda self, prog, types, used: setattr(self, "base", prog))
             slow = ks.place_syncs(k)[1]
         assert repr(sorted(fast.items(), key=str)) == repr(sorted(slow.items(), key=str)), s
 
@@ -628,12 +630,12 @@ def test_a_trial_s_verdict_is_the_full_analysis_s_on_every_one_sync_deletion(see
         k = _fuzz_program(s) if s % 2 else _call_program(s)
         _, inserted = ks.place_syncs(k, hoist=ks.Hoist.NONE)
         trials = ks._Trials(k)
+        trials.start(inserted, {}, ks._used_flags(k))
         for which in ks.placed(inserted):
             drop = set(which)
             trial = {p: [x for j, x in enumerate(v) if (p, j) not in drop] for p, v in inserted.items()}
             full = ks.conflicts(ks.without(k, inserted, which)) == []
-            changed = frozenset(p[0] for p, _j in which)
-            assert ks._clean(k, trial, {}, ks._used_flags(k), trials, changed) == full, (s, which)
+            assert ks._clean(k, trial, {}, ks._used_flags(k), trials) == full, (s, which)
             agree += 1
     assert agree > 20
 

@@ -55,12 +55,17 @@ The analysis is an abstract interpretation of the program (Init, then Process, m
   Cube statements: Nd2Nz on MTE2 (GM -> L1), LoadData on MTE1 (L1 -> L0A / L0B), LoadBias on MTE1 (L1 -> bias table), Mmad on M (reads C unless it
   provably initialises it), Fixpipe on FIX (L0C -> GM); MTE1, M and FIX complete in order like MTE2.
 * After placement, each placed sync is removed in turn and kept removed when the analysis then finds no conflict.
-  Each such trial stops at its first conflict, and reuses the output state of a method call an earlier trial
-  analysed from the same input state when no sync it changes lies in a function the call reaches (_Trials): a
-  trial re-analyses only what its change can affect (GroupNorm's prune took 7.6 s before, 2.4 s after). Each
-  statement list holding the trial's one change starts from the state an earlier trial saw before the statement
-  holding it, the list entered in the same state (_Trials.snaps): the prefix is the program's own
-  (BatchMatMulV3's class placed in 8.3 s of CPU instead of 17.1).
+  Each such trial stops at its first conflict and reuses the base program's walk (the program the trials change,
+  conflict-free; _Trials.states: per statement list, entered in a given state, the state before each statement
+  and after the list, recorded by the placement's last round and by the trials): a list starts from the base's
+  state before the first statement holding or calling the trial's change (its prefix is the base's code), and
+  past the last such statement, as soon as the trial's state equals the base's there, it ends with the base's
+  state after the list (the rest is the base's code from the base's state: the same deterministic walk, which met
+  no conflict). So a trial walks from its change until its state rejoins the program's, in its own list, in each
+  enclosing one and in each fixed-point iteration of a loop holding it; a method body entered in a state the base
+  met costs a lookup. Over the 135 classes the suite places (the examples, derived specs and bundled operators),
+  place_syncs took 109.7 s of CPU before and 59.4 s after (back to back), with the same placements; the
+  prefix-only version of this memo had halved BatchMatMulV3's placement (17.1 -> 8.3 s).
 * Then each flag pair's SetFlag moves up its statement list, one statement at a time, while the analysis still
   finds no conflict (so it follows the last access it must cover), under an event id of its own: the waiting pipe
   no longer waits for the producing pipe's later, unrelated work (a prefetch, another operand's copy).
@@ -213,10 +218,6 @@ class _D:
     def sig(self):
         return tuple(sorted(self.queues.items())) + ((("?facts", tuple(sorted(self.facts))),) if self.facts else ())
 
-    def frozen(self):
-        return (frozenset(self.records.items()), self.sig(), frozenset(self.tokens.items()),
-                frozenset(self.binds.items()))
-
     def join(self, o: "_D") -> "_D":
         # keys in first-seen order (self's, then o's new ones): what a conflict search meets first is fixed; equal
         # sides (the common case: a branch that touched none of them) are copied as they are
@@ -296,19 +297,38 @@ def _absent_pipes(k: kir.KernelClass) -> int:
 # ------------------------------------------------------------------------------------------------ the analysis
 class _Trials:
     """What the prune's and the hoist's trial analyses of one class share: the interned accesses (so states of
-    different trials compare), the integer expressions' symbols, and the output states of method calls that
-    completed without a conflict. A call's output is a function of its input state, its bindings and the syncs
-    placed inside the functions it reaches (`reach`), so a trial reuses it unless a sync it changes lies there
-    (`_clean`'s `changed`); an accepted change drops the entries it touches (`accept`)."""
+    different trials compare), the integer expressions' symbols, and the states of the base program (`base`: the
+    placed program the trials change, conflict-free) per statement list (`states`), which also stand for a method
+    call's output (the body's list entered in the call's state: a lookup where the base met that state; `reach`: the
+    functions a function calls, so a list calling a changed one is not the base's code); an accepted change
+    (`accept`) drops the states it can touch.
+
+    `states`: (statement list's position, its entry's types, GM scope, loop variables, core kind and the shape of
+    its state: `_shape`) -> tables, each {i: (state, loop variables) before statement i; i = len(list): after the
+    list} of the list entered in the state of its entry 0 (found by _same_states), each a fact about the base
+    program: that list, entered in that state, reaches that state there (every analysis is deterministic). A trial
+    differs from the base at a few positions (`diffs`, _diff_positions); in a list whose statements before i hold
+    none of them and call no function holding one, the state before i is the base's (recorded there, and a walk
+    starts from the latest one recorded); from a statement i on which the list holds none and calls none, the
+    rest of the list is the base's code, so when the trial's state before i equals the base's there (_same_states,
+    the loop variables too) the rest of the walk is the base's: no conflict (the base has none on any path it
+    walked to the list's end) and the base's state after the list (_Analysis.block). Equal states give equal
+    walks whatever their dictionaries' order: a trial's verdict is whether a conflict exists, which no order
+    changes. The other states a trial meets are the trial program's (`pending`); accepting the program the last
+    clean trial analysed keeps them (a rejected trial's are dropped)."""
 
     def __init__(self, k: kir.KernelClass):
+        self.k = k
         self.accesses: dict = {}
         self.exprs: dict = {}
         self.floads: dict = {}
         self.overlap: dict = {}
-        self.calls: dict = {}
-        self.snaps: dict = {}   # (statement list's position, its entry: types, GM scope, loop variables, core kind,
-        #                         state) -> {i: (state, loop variables) before statement i} (_Analysis.block)
+        self.states: dict = {}
+        self.pending: dict = {}         # the current trial's states of its own program: id(table) -> (table, {i: ..})
+        self.bodies: dict = {}          # statement list's position -> (the list, its span's memo)
+        self.clean: tuple = (None, {})  # (program, pending) of the last trial that found no conflict
+        self.base: dict | None = None   # the program the entries describe (position -> placed syncs)
+        self.callsets: dict = {}        # statement list's position -> per statement, the functions its calls reach
         calls = {f: {s.method for s in kir.walk(body) if isinstance(s, kir.Call)}
                  for f, body in [("Init", k.init), ("Process", k.process)] + [(m.name, m.body) for m in k.methods]}
         self.reach: dict = {}
@@ -321,24 +341,64 @@ class _Trials:
                         todo.append(g)
             self.reach[f] = frozenset(seen)
 
-    def accept(self, changed: set, at: tuple | None = None):
-        """The base program now differs from the last one at syncs in the functions `changed`; `at`: at that one
-        position only (of a function of `changed`), so a snapshot of a list of that function stands unless `at` lies
-        in one of the statements before it (the list is a prefix of `at`: the ones after its index go); a list of a
-        function calling it goes whole."""
-        self.calls = {key: v for key, v in self.calls.items() if not (self.reach[key[0]] & changed)}
-        for key in list(self.snaps):
+    def span(self, pos: tuple, stmts, diffs, changed) -> tuple:
+        """(first, last): the lowest and highest index of a statement of list `stmts` (at `pos`) that holds a
+        position of `diffs` (a sync placed before it or inside it) or calls a function reaching one of `changed`;
+        (len(stmts) + 1, -1) when none does."""
+        first, last, n = len(stmts) + 1, -1, len(pos)
+        for d in diffs:
+            if len(d) > n and d[:n] == pos:
+                first, last = min(first, d[n]), max(last, d[n])
+        if changed:
+            cs = self.callsets.get(pos)
+            if cs is None:
+                cs = self.callsets[pos] = tuple(
+                    frozenset().union(*(self.reach[x.method] for x in kir.walk((s,)) if isinstance(x, kir.Call)))
+                    for s in stmts)
+            for j, r in enumerate(cs):
+                if r & changed:
+                    first, last = min(first, j), max(last, j)
+        return first, last
+
+    def start(self, prog: dict, types: dict, used: set):
+        """Make `prog` (conflict-free) the base program: one analysis records its states. Raises kir.IRError when
+        prog has a conflict."""
+        self.base, self.states, self.pending, self.clean, self.bodies = None, {}, {}, (None, {}), {}
+        self.base = prog
+        if not _clean(self.k, prog, types, used, self):
+            raise kir.IRError("the dependency pass placed syncs that leave a conflict")
+
+    def accept(self, prog: dict):
+        """The base program is now `prog`: each list keeps its states before the first statement holding or calling
+        a change (`span`: what comes after may differ), and the states of the last clean trial join when it
+        analysed `prog` (the new base's own)."""
+        diffs = _diff_positions(self.base, prog)
+        changed = frozenset(d[0] for d in diffs)
+        firsts: dict = {}
+        for key, tables in self.states.items():
             lp = key[0]
-            if at is not None and lp[0] == at[0]:
-                if len(at) > len(lp) and at[:len(lp)] == lp:
-                    self.snaps[key] = {i: v for i, v in self.snaps[key].items() if i <= at[len(lp)]}
-            elif self.reach[lp[0]] & changed:
-                del self.snaps[key]
+            first = firsts.get(lp)
+            if first is None:
+                first = firsts[lp] = self.span(lp, _body_at(self.k, lp), diffs, changed)[0]
+            for v in tables:
+                if v and max(v) > first:
+                    for i in [i for i in v if i > first]:
+                        del v[i]
+        got, pend = self.clean
+        if got is not None and got == prog:
+            for v, more in pend.values():
+                v.update(more)
+        self.clean, self.pending, self.base = (None, {}), {}, prog
+
+
+def _diff_positions(a: dict, b: dict) -> tuple:
+    """The positions where programs a and b (position -> placed syncs) place different syncs."""
+    return tuple(p for p in {**a, **b} if list(a.get(p, ())) != list(b.get(p, ())))
 
 
 class _Analysis:
     def __init__(self, k: kir.KernelClass, inserted: dict, place: bool, types: dict, used_flags: set,
-                 trials: _Trials | None = None, changed: frozenset = frozenset()):
+                 trials: _Trials | None = None, diffs: tuple | None = None):
         self.k = k
         self.inserted = inserted          # position -> list of sync statements placed before it
         self.place = place
@@ -357,15 +417,15 @@ class _Analysis:
         self.gm_scope: dict = {}          # a called method's GM parameters: their arguments' GM bases
         self.absent = _absent_pipes(k)    # the pipes no statement of k uses: every access is ordered before them
         self.trials = trials              # a trial of the prune or the hoist: the memo of method calls
-        self.changed = changed            # the functions holding the syncs this trial changes
+        self.diffs = diffs                # a trial: the positions where it differs from trials.base (None: not
+        #                                   known, the states table unused)
+        self.changed = frozenset(d[0] for d in diffs or ())   # the functions holding them
         shared = trials or _Trials(k)     # the tables; a lone analysis has its own
         self.accesses: dict = shared.accesses   # intern's table
         self.exprs: dict = shared.exprs         # id of an expression of k -> (it, DimExpr, symbols, constant value)
         self.floads: dict = shared.floads       # id of a statement of k -> its FLoads (_floads_of)
         self.overlap: dict = shared.overlap     # (record, access) -> whether they can touch the same bytes (find)
         self.first_only = False           # stop at the first conflict (_clean)
-        self.resume: tuple | None = None  # the one position where this trial differs from the program of the
-        #                                   trials' snapshots (_Trials.snaps; _prune)
         self.stack: tuple = ()            # the positions of the calls being analysed, outermost first
         self.sites: dict = {}             # placing: Access -> the call positions it was last made under
         self.split = kir.presence_split(k)   # presence members a queue's protocol depends on (kir.presence_split)
@@ -549,37 +609,65 @@ class _Analysis:
 
     # -- statements
     def block(self, ds: dict, stmts, pos: tuple, scope: dict) -> dict:
-        """The state after statement list `stmts` (at position `pos`) from state ds. In a trial whose one change
-        (`resume`) lies inside statement `upto` of this list, the statements before it are the memo's program's:
-        the walk starts from the latest state the memo holds for this list entered in this state
-        (_Trials.snaps), at an index up to `upto`, and records the ones it passes."""
-        start, snaps, r = 0, None, self.resume
-        if r is not None and len(r) > len(pos) and r[:len(pos)] == pos and self.trials is not None:
-            upto = r[len(pos)]
-            snaps = self.trials.snaps.setdefault(
-                (pos, frozenset(self.types.items()), frozenset(self.gm_scope.items()), frozenset(self.env.items()),
-                 self.unit, _frozen(ds)), {})
-            i0 = max((i for i in snaps if i <= upto), default=None)
-            if i0 is not None:
-                st, env = snaps[i0]
-                ds, start = {key: d.copy() for key, d in st.items()}, i0
-                self.env.clear()
-                self.env.update(env)
-        for i in range(start, len(stmts)):
-            s = stmts[i]
-            if snaps is not None and i <= upto and i not in snaps:
-                snaps[i] = ({key: d.copy() for key, d in ds.items()}, dict(self.env))
-            p = pos + (i,)
-            for sync in self.inserted.get(p, ()):
-                for d in ds.values():
-                    self.effect(d, sync)
-            loads = self.floads.get(id(s))
-            if loads is None:
-                loads = self.floads[id(s)] = _floads_of(s)
-            if loads:            # FLoad: scalar reads of UB inside the statement's float expressions
-                self.access(ds, p, Pipe.S, [(r, 1) for r in loads], [], scope)
-            ds = self.stmt(ds, s, p, scope)
+        """The state after statement list `stmts` (at position `pos`) from state ds. In a trial (`diffs`), with the
+        base program's states of this list entered in this state (_Trials.states): the walk starts from the latest
+        one recorded before the first statement holding or calling a change (`_Trials.span`: the prefix is the
+        base's code), and from a statement after the last such one, where the state equals the base's there, it
+        ends with the base's state after the list (the rest is the base's code from the base's state: the same walk,
+        conflict-free). Exact: each state used is one the same code reaches from the same state."""
+        t = self.trials
+        if t is None or self.diffs is None:
+            for i in range(len(stmts)):
+                ds = self.step(ds, stmts[i], pos, i, scope)
+            return ds
+        n = len(stmts)
+        first, last = t.span(pos, stmts, self.diffs, self.changed)
+        key = (pos, frozenset(self.types.items()), frozenset(self.gm_scope.items()), frozenset(self.env.items()),
+               self.unit, _shape(ds))
+        tables = t.states.setdefault(key, [])
+        base = next((v for v in tables if _same_states(ds, v[0][0])), None)
+        if base is None:
+            base = {}
+            tables.append(base)
+        pend = t.pending.setdefault(id(base), (base, {}))[1] if last >= 0 else None
+        start = max((i for i in base if i <= first), default=None)
+        if start is None:
+            start = 0
+        else:
+            st, env = base[start]
+            ds = {k: d.copy() for k, d in st.items()}
+            self.env.clear()
+            self.env.update(env)
+        for i in range(start, n + 1):
+            if i <= first:
+                if i not in base:
+                    base[i] = ({k: d.copy() for k, d in ds.items()}, dict(self.env))
+            else:
+                got = base.get(i) if i > last and n in base else None
+                if got is not None and got[1] == self.env and _same_states(ds, got[0]):
+                    # the rest is the base's walk: its states, its end (module docstring, _Trials)
+                    pend.update((j, x) for j, x in base.items() if j >= i)
+                    st, env = base[n]
+                    self.env.clear()
+                    self.env.update(env)
+                    return {k: d.copy() for k, d in st.items()}
+                pend[i] = ({k: d.copy() for k, d in ds.items()}, dict(self.env))
+            if i < n:
+                ds = self.step(ds, stmts[i], pos, i, scope)
         return ds
+
+    def step(self, ds: dict, s, pos: tuple, i: int, scope: dict) -> dict:
+        """The state after statement s, the i-th of the list at `pos`, and the syncs placed before it."""
+        p = pos + (i,)
+        for sync in self.inserted.get(p, ()):
+            for d in ds.values():
+                self.effect(d, sync)
+        loads = self.floads.get(id(s))
+        if loads is None:
+            loads = self.floads[id(s)] = _floads_of(s)
+        if loads:            # FLoad: scalar reads of UB inside the statement's float expressions
+            self.access(ds, p, Pipe.S, [(r, 1) for r in loads], [], scope)
+        return self.stmt(ds, s, p, scope)
 
     def stmt(self, ds: dict, s, pos, scope) -> dict:  # noqa: C901 - one case per node type
         if type(s) is kir.Vec:       # the commonest statement first
@@ -827,16 +915,8 @@ class _Analysis:
             outer_types = self.types   # a template method's type parameters: its call's arguments
             self.types = {**self.types, **{p: self.types.get(a, a) for p, a in zip(m.tparams, s.targs)}}
             try:
-                t = self.trials
-                if t is None or self.place or t.reach[s.method] & self.changed:
-                    return self.block(ds, m.body, (s.method,), inner)
-                key = (s.method, frozenset(self.types.items()), frozenset(gms.items()),
-                       frozenset(self.env.items()), self.unit, _frozen(ds))
-                hit = t.calls.get(key)
-                if hit is None:
-                    out = self.block(ds, m.body, (s.method,), inner)
-                    t.calls[key] = hit = {k: d.copy() for k, d in out.items()}
-                return {k: d.copy() for k, d in hit.items()}
+                # a trial: the body's list, entered in a state the base's walk met, ends as it did (_Trials)
+                return self.block(ds, m.body, (s.method,), inner)
             finally:
                 self.gm_scope, self.env, self.stack, self.types = outer_gm, outer_env, outer_stack, outer_types
         return ds
@@ -991,13 +1071,15 @@ def _floads_of(s) -> list:
     return out
 
 
-def _frozen(ds: dict):
-    return frozenset((k, d.frozen()) for k, d in ds.items())
+def _shape(ds: dict) -> frozenset:
+    """What a state's equal states share, cheap to hash: each disjunct's key and its numbers of records, tokens and
+    bindings."""
+    return frozenset((k, len(d.records), len(d.tokens), len(d.binds)) for k, d in ds.items())
 
 
 def _same_states(a: dict, b: dict) -> bool:
-    """_frozen(a) == _frozen(b), without building either: the same disjunct keys, each disjunct's records, queues,
-    tokens, bindings and facts equal (dictionaries compare regardless of order, as the frozen sets did)."""
+    """Whether states a and b are equal: the same disjunct keys, each disjunct's records, queues,
+    tokens, bindings and facts equal (dictionaries compare regardless of order)."""
     if a.keys() != b.keys():
         return False
     for key, d in a.items():
@@ -1162,8 +1244,13 @@ def place_syncs(k: kir.KernelClass, types: dict | None = None, prune: bool = Tru
     types = dict(types or {})
     used = _used_flags(k)
     inserted: dict = {}
-    for _ in range(PLACE_ROUNDS):
-        a = _Analysis(k, inserted, True, types, used)
+    for r in range(PLACE_ROUNDS):
+        # from the second round on (the first one places what most classes need), the round records its states for
+        # the trials: when it places nothing, they are the placed program's (_Trials.start, without a run of its own)
+        trials = _Trials(k)
+        if r:
+            trials.base = inserted
+        a = _Analysis(k, inserted, True, types, used, trials, () if r else None)
         a.run()
         if a.new == 0:
             if a.dup:   # every sync was there from the start of this run and a conflict remains
@@ -1171,7 +1258,8 @@ def place_syncs(k: kir.KernelClass, types: dict | None = None, prune: bool = Tru
             break
     else:
         raise kir.IRError("the dependency pass did not converge")
-    trials = _Trials(k)
+    if not r:
+        trials = _Trials(k)
     if prune:
         inserted = _prune(k, inserted, types, used, trials)
     if hoist is not Hoist.NONE:
@@ -1442,20 +1530,22 @@ class _Found(Exception):
     """The first conflict of an analysis that needs only whether there is one (_clean)."""
 
 
-def _clean(k, inserted, types, used, trials: _Trials | None = None, changed: frozenset = frozenset(),
-           resume: tuple | None = None) -> bool:
+def _clean(k, inserted, types, used, trials: _Trials | None = None) -> bool:
     """Whether k with `inserted` has no conflict: the analysis stops at the first one (a needed sync's trial
-    ends where its dependence is, not at the end of the kernel). trials: the memo of calls shared by the trials of
-    one class, `changed` the functions where `inserted` differs from the program its entries were made on;
-    `resume`: the one position where they differ, so each statement list holding it starts from the memo's state
-    before the statement holding it (_Trials.snaps) instead of walking from the top."""
-    t = _Analysis(k, inserted, False, types, used, trials, changed)
+    ends where its dependence is, not at the end of the kernel). trials: what the trials of one class share
+    (_Trials): the memo of calls, and the base program's states, from which a walk starts and with which it ends
+    where this program's code and state are the base's (_Analysis.block)."""
+    diffs = None if trials is None or trials.base is None else _diff_positions(trials.base, inserted)
+    t = _Analysis(k, inserted, False, types, used, trials, diffs)
     t.first_only = True
-    t.resume = resume
+    if trials is not None:
+        trials.pending = {}
     try:
         t.run()
     except _Found:
         return False
+    if trials is not None:
+        trials.clean = (inserted, trials.pending)
     return True
 
 
@@ -1463,15 +1553,18 @@ def _prune(k, inserted: dict, types, used, trials: _Trials) -> dict:
     """`inserted` less each sync (a barrier, a flag pair) whose removal leaves k with no conflict, tried one by
     one from the last position (in text order) to the first, each trial on the program the earlier ones left."""
     inserted = dict(inserted)
+    if trials.base is None:
+        trials.start(inserted, types, used)
     for pos in sorted(inserted, key=str, reverse=True):
         lst = inserted[pos]
         j = len(lst)
         while j > 0:
             n = 2 if isinstance(lst[j - 1], kir.WaitFlag) else 1
             trial = {**inserted, pos: lst[:j - n] + lst[j:]}
-            if _clean(k, trial, types, used, trials, frozenset({pos[0]}), pos):
-                lst = inserted[pos] = lst[:j - n] + lst[j:]
-                trials.accept({pos[0]}, pos)
+            if _clean(k, trial, types, used, trials):
+                inserted = trial
+                lst = inserted[pos]
+                trials.accept(inserted)
             j -= n
     return {p: v for p, v in inserted.items() if v}
 
@@ -1557,8 +1650,7 @@ def _highest_move(k, inserted: dict, pos: tuple, j: int, lst: list, body, idx: i
         lo -= 1
 
     def clean(i: int) -> bool:
-        return _clean(k, _moved(inserted, pos, j, lst, base + (i,), nid), types, used, trials, frozenset({pos[0]}),
-                      base + (i,))
+        return _clean(k, _moved(inserted, pos, j, lst, base + (i,), nid), types, used, trials)
 
     good, bad, step = idx, lo - 1, 1
     while idx - step > bad:
@@ -1588,6 +1680,8 @@ def _hoist(k, inserted: dict, types, used, trials: _Trials | None = None, only_l
     outside the loop (issued once), and the move is taken when all of them lie there. `only_loops`: the pairs
     inside the body of a software-pipelined loop (kir.For.pipelined) right after a statement that issues work on
     the SetFlag's pipe (the prefetch) only."""
+    if trials is not None and trials.base is None:
+        trials.start(inserted, types, used)
     taken = set(used) | {(x.event, x.id) for v in inserted.values() for x in v if isinstance(x, kir.SetFlag)}
     for pos in sorted(inserted, key=str):
         j = 0
@@ -1610,7 +1704,7 @@ def _hoist(k, inserted: dict, types, used, trials: _Trials | None = None, only_l
                 j += 2
                 continue
             nid = free[-1]
-            cur, funcs = inserted, {pos[0]}
+            cur = inserted
             # the search's lowest clean index; the one-step walk goes on from the first failing one
             good, best = _highest_move(k, inserted, pos, j, lst, body, idx, nid, types, used, trials)
             for i in range(good - 1, -1, -1):
@@ -1618,15 +1712,12 @@ def _hoist(k, inserted: dict, types, used, trials: _Trials | None = None, only_l
                     break
                 at = base + (i,)
                 trial = _moved(cur, pos, j, lst, at, nid)
-                # the trial differs from the memo's program at `at` first (pos lies later in the same list)
-                if not _clean(k, trial, types, used, trials, frozenset(funcs | {at[0]}),
-                              at if cur is inserted else None):
+                if not _clean(k, trial, types, used, trials):
                     extra = None if loop is None or cur is not inserted else \
                         _placed_outside(k, trial, types, used, loop)
                     if extra is None:
                         break
                     cur = {**inserted, **{p: list(inserted.get(p, ())) + v for p, v in extra.items()}}
-                    funcs |= {p[0] for p in extra}
                     trial = _moved(cur, pos, j, lst, at, nid)
                     if not _clean(k, trial, types, used, None):
                         break
@@ -1635,7 +1726,7 @@ def _hoist(k, inserted: dict, types, used, trials: _Trials | None = None, only_l
                 j += 2
                 continue
             if trials is not None:
-                trials.accept(funcs)
+                trials.accept(best)
             taken.add((s.event, nid))
             inserted = best
             j += 1
