@@ -846,6 +846,11 @@ def test_the_memo_key_tells_apart_classes_the_placement_may_tell_apart():
     k = _memo_class()
     base = key(k)
     assert key(_renamed(k, _MEMO_NAMES), {"DT": "half"}) == base == key(_renamed(k, {}, _edited))
+    # a namespace constant's comment may name the spec's inputs (NormRopeConcat's kParts): a renamed spec's class
+    # reads the entry; the constant's value stays in the key
+    with_const = key(replace(k, consts=(("kParts", 3, "part slots: query, key"),)))
+    assert with_const == key(replace(k, consts=(("kParts", 3, "part slots: q2, k2"),))) != base
+    assert with_const != key(replace(k, consts=(("kParts", 4, "part slots: query, key"),)))
     loop = k.process[9]
     add = loop.body[1]
     swapped = replace(add, args=(("dst", add.arg("src0")), ("src0", add.arg("dst"))) + add.args[2:])

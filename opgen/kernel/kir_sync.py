@@ -1345,7 +1345,8 @@ class _Name:
 
 
 class _Canon:
-    """The canonical form of class k (`tree`): docs (every `doc` field) and comment texts dropped (a Comment stays
+    """The canonical form of class k (`tree`): docs (every `doc` field), comment texts and the comments of the
+    namespace constants (KernelClass.consts: they may name the spec's inputs) dropped (a Comment stays
     as a placeholder: the memo stores positions, which count it); every name (_NAME_FIELDS) replaced by its number
     in order of first appearance, the same name by the same number throughout the class (`num`; `names` maps a
     number back to the class's own name); the template parameters the class and its methods declare likewise, in
@@ -1397,6 +1398,9 @@ class _Canon:
             if f.name == "doc":
                 continue
             v = getattr(x, f.name)
+            if f.name == "consts" and isinstance(x, kir.KernelClass):
+                out.append(tuple((n, val) for n, val, _comment in v))   # a constant's comment may name inputs
+                continue
             if f.name in names:
                 fn = self.name
             elif f.name in _TYPE_FIELDS and not (isinstance(x, kir.Param) and x.kind == "struct"):
