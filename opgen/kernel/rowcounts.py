@@ -13,6 +13,7 @@ from __future__ import annotations
 from dataclasses import dataclass, fields
 
 from opgen.ir.dtypes import DType
+from opgen.kernel.kir import POOL_IDS
 from opgen.kernel.rowalg import phase_instrs_per_row, vector_instrs_per_row
 from opgen.kernel.rowprog import BYTE_DTYPES, MASK_KINDS, SELECT_KINDS, batchable, reduction_slot_counts
 
@@ -198,6 +199,51 @@ def chunkable(c) -> bool:
     get = _getter(c)
     return not any(get(k) for k in ("levels", "rsums", "col_acc", "brow_acc", "total_acc", "acc_reads", "stat_out",
                                     "btotals"))
+
+
+def row_queue_ids(c) -> dict:
+    """{HardEvent: ids} ROW_SPLIT's queues of counts `c` may hold at once with two buffers per row queue, counted
+    from below (kir.queue_event_buffers counts the class itself): V_MTE2, two a row input, two for the statistic
+    inputs (one queue per element type, opgen.kernel.rowsched.StatGroup; counted as one type) and paramQue's one;
+    MTE3_V, two a row output, two for the statistic outputs (StatOutGroup, counted as one type) and accOutQue's one
+    (docs/design.md "Event ids of the queues")."""
+    get = _getter(c)
+
+    def total(x) -> int:
+        return sum(x.values()) if isinstance(x, dict) else sum(n for _d, n in x) if x else 0
+
+    fixed = fixed_needs(c, ROW_SPLIT)
+    return {"V_MTE2": 2 * total(get("row_in")) + (2 if get("stat_in") else 0) + fixed["paramQue"],
+            "MTE3_V": 2 * total(get("row_out")) + (2 if get("stat_out") else 0) + fixed["accOutQue"]}
+
+
+def row_pool_bound(c) -> bool:
+    """Whether two buffers per ROW_SPLIT row queue would hold more ids of a HardEvent than the TPipe's pool
+    (row_queue_ids > POOL_IDS): the kernel then allocates one buffer per row queue only (opgen.kernel.rowsched
+    `_row_split`) and the tiling's rowQueBufs is 1 (opgen.tiling.rows.row_split's pool_bound)."""
+    return any(n > POOL_IDS for n in row_queue_ids(c).values())
+
+
+def chunk_prefetch(c) -> bool:
+    """Whether a `chunkable` program's ColSplit (COL_SPLIT and ROW_CHUNK) prefetches its items: each row input
+    through a queue of two buffers (resQue_<operand>, the next item's copy issued while this one computes:
+    opgen.kernel.rowsched `_chunk_in`) and each row output through two. Only while the queues stay within the TPipe's
+    pool of POOL_IDS event ids (docs/design.md "Event ids of the queues": after the loop every buffer is freed and
+    holds one): HardEvent::V_MTE2, two a row input, two for the statistic inputs (one queue per element type,
+    counted as one) and paramQue's one where COL_SPLIT or ROW_CHUNK allocates it; MTE3_V, two a row output. Else
+    each row input is one buffer copied into per item and each output one buffer (COL_SPLIT's plain form): five
+    [B, H] inputs of an elementwise program held 10 V_MTE2 ids prefetched. The tiling's plan (opgen.tiling.rowkernel
+    col_plan) counts the buffers the same way."""
+    if not chunkable(c):
+        return False
+    get = _getter(c)
+
+    def total(x) -> int:
+        return sum(x.values()) if isinstance(x, dict) else sum(n for _d, n in x) if x else 0
+
+    param = max(fixed_needs(c, COL_SPLIT)["paramQue"], fixed_needs(c, ROW_CHUNK)["paramQue"])
+    vecin = 2 * total(get("row_in")) + (2 if get("stat_in") else 0) + param
+    return vecin <= POOL_IDS and 2 * total(get("row_out")) <= POOL_IDS
 
 
 def row_resident(c) -> bool:
