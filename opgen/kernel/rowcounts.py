@@ -201,20 +201,30 @@ def chunkable(c) -> bool:
                                     "btotals"))
 
 
-def row_queue_ids(c) -> dict:
-    """{HardEvent: ids} ROW_SPLIT's queues of counts `c` may hold at once with two buffers per row queue, counted
-    from below (kir.queue_event_buffers counts the class itself): V_MTE2, two a row input, two for the statistic
-    inputs (one queue per element type, opgen.kernel.rowsched.StatGroup; counted as one type) and paramQue's one;
-    MTE3_V, two a row output, two for the statistic outputs (StatOutGroup, counted as one type) and accOutQue's one
-    (docs/design.md "Event ids of the queues")."""
+def two_buffer_ids(c, strategy: int) -> dict:
+    """{HardEvent: ids} the queues of `strategy` (ROW_SPLIT, COL_SPLIT or ROW_CHUNK) may hold at once for counts `c`
+    with two buffers per row queue, counted from below (kir.queue_event_buffers counts the class itself): V_MTE2,
+    two a row input, two for the statistic inputs (one queue per element type, opgen.kernel.rowsched.StatGroup;
+    counted as one type) and paramQue's one where `strategy` allocates it; MTE3_V, two a row output, two for the
+    statistic outputs (StatOutGroup, counted as one type) and accOutQue's one (docs/design.md "Event ids of the
+    queues")."""
     get = _getter(c)
 
     def total(x) -> int:
         return sum(x.values()) if isinstance(x, dict) else sum(n for _d, n in x) if x else 0
 
-    fixed = fixed_needs(c, ROW_SPLIT)
+    fixed = fixed_needs(c, strategy)
     return {"V_MTE2": 2 * total(get("row_in")) + (2 if get("stat_in") else 0) + fixed["paramQue"],
             "MTE3_V": 2 * total(get("row_out")) + (2 if get("stat_out") else 0) + fixed["accOutQue"]}
+
+
+def _within_pool(c, *strategies) -> bool:
+    return all(n <= POOL_IDS for st in strategies for n in two_buffer_ids(c, st).values())
+
+
+def row_queue_ids(c) -> dict:
+    """ROW_SPLIT's two_buffer_ids."""
+    return two_buffer_ids(c, ROW_SPLIT)
 
 
 def row_pool_bound(c) -> bool:
@@ -229,21 +239,11 @@ def chunk_prefetch(c) -> bool:
     through a queue of two buffers (resQue_<operand>, the next item's copy issued while this one computes:
     opgen.kernel.rowsched `_chunk_in`) and each row output through two. Only while the queues stay within the TPipe's
     pool of POOL_IDS event ids (docs/design.md "Event ids of the queues": after the loop every buffer is freed and
-    holds one): HardEvent::V_MTE2, two a row input, two for the statistic inputs (one queue per element type,
-    counted as one) and paramQue's one where COL_SPLIT or ROW_CHUNK allocates it; MTE3_V, two a row output. Else
+    holds one; `two_buffer_ids` of COL_SPLIT and ROW_CHUNK). Else
     each row input is one buffer copied into per item and each output one buffer (COL_SPLIT's plain form): five
     [B, H] inputs of an elementwise program held 10 V_MTE2 ids prefetched. The tiling's plan (opgen.tiling.rowkernel
     col_plan) counts the buffers the same way."""
-    if not chunkable(c):
-        return False
-    get = _getter(c)
-
-    def total(x) -> int:
-        return sum(x.values()) if isinstance(x, dict) else sum(n for _d, n in x) if x else 0
-
-    param = max(fixed_needs(c, COL_SPLIT)["paramQue"], fixed_needs(c, ROW_CHUNK)["paramQue"])
-    vecin = 2 * total(get("row_in")) + (2 if get("stat_in") else 0) + param
-    return vecin <= POOL_IDS and 2 * total(get("row_out")) <= POOL_IDS
+    return chunkable(c) and _within_pool(c, COL_SPLIT, ROW_CHUNK)
 
 
 def row_resident(c) -> bool:
@@ -252,9 +252,14 @@ def row_resident(c) -> bool:
     over every axis, no two-pass reductions) -- the core that owns a row then holds the row's inputs in UB as they
     are stored in GM and runs each level, then the outputs, over the row's column chunks, its row reductions
     complete without any exchange. Column rows are then held whole too (loaded once per core); batch rows, which
-    would be reloaded for every group, are not served. The same programs can stream (COL_STREAM)."""
+    would be reloaded for every group, are not served. The same programs can stream (COL_STREAM). Not where its
+    queues (two buffers a row input and output, the next group's copy prefetched: opgen.kernel.rowsched
+    `_row_chunk`) would hold more event ids than the TPipe's pool (`two_buffer_ids` of ROW_CHUNK; docs/design.md
+    "Event ids of the queues"): four [B, H] inputs beside a column input's paramQue held 9 V_MTE2 ids; COL_SPLIT
+    serves such a program."""
     get = _getter(c)
-    return bool(get("levels")) and not any(get(k) for k in ("acc_reads", "col_acc", "brow_acc", "total_acc", "brow"))
+    return (bool(get("levels")) and not any(get(k) for k in ("acc_reads", "col_acc", "brow_acc", "total_acc", "brow"))
+            and _within_pool(c, ROW_CHUNK))
 
 
 def stage_dtypes(c, strategy: int) -> tuple[str, ...]:
