@@ -267,12 +267,16 @@ def test_a_ninth_freed_buffer_exhausts_the_pool():
     until the buffer's next AllocTensor (docs/reference/ascendc.md §1.5): nine buffers freed and not allocated
     again leave the ninth none. The device's AllocEventID checks that by a debug assertion only, so the interpreter
     faults (never more permissive than the device), with the emulation's text; the static count refuses the class
-    before it runs (kir.check_event_ids: the queues' buffers of one event past the pool)."""
+    before it runs (kir.check_event_ids: the queues' buffers of one event past the pool), as a rule of kir.verify."""
     r = _run_tiny(_nine_freed_buffers())
     assert not r.ok and r.first_fault.endswith(POOL_EXHAUSTED), r.first_fault
     with pytest.raises(kir.IRError, match=r"queues hold up to 9 ids of HardEvent::V_MTE2 at once \(qa \(3\), "
                                           r"qb \(3\), qc \(3\)\), more than the TPipe's pool of 8"):
         kir.check_event_ids(_nine_freed_buffers())
+    with pytest.raises(kir.IRError, match=r"class \w+: its queues hold up to 9 ids of HardEvent::V_MTE2"):
+        kir.verify(_nine_freed_buffers())   # a rule of the verifier: such a class is never printed or run
+    with pytest.raises(kir.IRError, match=r"9 ids of HardEvent::V_MTE2"):
+        kir.to_cpp(_nine_freed_buffers())   # every emitted class is verified first: none past the pool is printed
     assert kir.queue_event_buffers(_nine_freed_buffers())["MTE2_V"][0] == 3   # one enqueued buffer a queue (depth 1)
 
 

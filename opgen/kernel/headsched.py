@@ -210,6 +210,17 @@ def _stat_in_names(c: dict) -> tuple:
     return tuple(f"statInQue{j}_" for j in range(n)), tuple(f"statIn{j}_" for j in range(n))
 
 
+def _stat_out_queues(c: dict) -> tuple:
+    """((queue, slots), ...) of the per-row statistic outputs: one slot, statOutQue0_; several, one queue
+    statOutQue_ whose buffer holds slot j's values at element _stat_at(j) (cast into it in Compute, copied out of
+    it in CopyOut, each under its slot's use flag). One queue for the reason of _stat_in_names: a freed VECOUT
+    buffer holds one MTE3_V id until its next AllocTensor (docs/design.md "Event ids of the queues")."""
+    n = c.get("kStatOut", 0)
+    if n > 1:
+        return (("statOutQue_", tuple(range(n))),)
+    return tuple((f"statOutQue{j}_", (j,)) for j in range(n))
+
+
 def _stat_at(j: int) -> DimExpr:
     """Element offset of statistic slot j in the shared statistic buffer: j passes' rows, each aligned to 8."""
     stride = Fn("align_up", (Sym("rowsPerPass"), Lit(8)))
@@ -248,12 +259,10 @@ def _compute(c: dict, s: HeadSchedule) -> Func:
         body.append(If((Constraint("==", Sym("p.body"), Lit(k)),), (Call(f.name, (_P, _R0, _K) if uses_p else (_K,)),)))
     body += [EnQue(f"outQue{j}_", f"rowOut{j}_") for j in range(c.get("kOut", 0))]
     nso = c.get("kStatOut", 0)
-    for j in range(nso):
-        body.append(Scope((
-            Alloc("t", f"statOutQue{j}_", "float"),
-            If(_use("useStatOut", j), (
-                vec(Op.CAST_TO, dst=Ref("t"), src=Ref(f"statStage{j}_"), mode="CAST_NONE", count=_K),)),
-            EnQue(f"statOutQue{j}_", "t"))))
+    for q, slots in _stat_out_queues(c):   # one queue for several slots, each slot's values at _stat_at(j)
+        body.append(Scope((Alloc("t", q, "float"),) + tuple(If(_use("useStatOut", j), (
+            vec(Op.CAST_TO, dst=Ref("t", _stat_at(j)) if nso > 1 else Ref("t"), src=Ref(f"statStage{j}_"),
+                mode="CAST_NONE", count=_K),)) for j in slots) + (EnQue(q, "t"),)))
     body += [Free(f"inQue{j}_", f"rowIn{j}_") for j in range(c.get("kIn", 0))]
     body += [Free(q, t) for q, t in zip(que, ten)]
     return Func("Compute", (Param("p", "struct", PART), Param("r0"), Param("k")), tuple(body),
@@ -267,10 +276,11 @@ def _copy_out(c: dict) -> Func:
                                     Sym(f"p.outBnsd[{j}]"), Ref("t"), _P, _R0, _K))
         body.append(Scope((DeQue("t", f"outQue{j}_", "T"), If(_use("useOut", j), (copy,)),
                            Free(f"outQue{j}_", "t"))))
-    for j in range(c.get("kStatOut", 0)):
-        copy = Copy(GmView(f"p.statOut[{j}]", _R0), Ref("t"), Lit(1), mul(_K, SizeOf("float")))
-        body.append(Scope((DeQue("t", f"statOutQue{j}_", "float"), If(_use("useStatOut", j), (copy,)),
-                           Free(f"statOutQue{j}_", "t"))))
+    nso = c.get("kStatOut", 0)
+    for q, slots in _stat_out_queues(c):
+        body.append(Scope((DeQue("t", q, "float"),) + tuple(If(_use("useStatOut", j), (
+            Copy(GmView(f"p.statOut[{j}]", _R0), Ref("t", _stat_at(j)) if nso > 1 else Ref("t"), Lit(1),
+                 mul(_K, SizeOf("float"))),)) for j in slots) + (Free(q, "t"),)))
     return Func("CopyOut", (Param("p", "struct", PART), Param("r0"), Param("k")), tuple(body))
 
 
@@ -341,8 +351,10 @@ def _init_buffers(c: dict, s: HeadSchedule) -> Func:
     nsi = c.get("kStatIn", 0)
     body += [InitBuffer(q, mul(Lit(nsi), Fn("align_up", (ps, Lit(8))), f4) if nsi > 1 else stat, 2)
              for q in _stat_in_names(c)[0]]
-    for j in range(c.get("kStatOut", 0)):
-        body += [InitBuffer(f"statStageBuf{j}_", stat), InitBuffer(f"statOutQue{j}_", stat, 2)]
+    nso = c.get("kStatOut", 0)
+    body += [InitBuffer(f"statStageBuf{j}_", stat) for j in range(nso)]
+    body += [InitBuffer(q, mul(Lit(nso), Fn("align_up", (ps, Lit(8))), f4) if nso > 1 else stat, 2)
+             for q, _slots in _stat_out_queues(c)]
     for buf, arr, k in (("workBuf_", "w_", "kTemps"), ("tabBuf_", "tab_", "kTab"), ("colBuf_", "col_", "kCol"),
                         ("accBuf_", "acc_", "kAcc")):
         if c.get(k, 0):
@@ -373,8 +385,8 @@ def _members(c: dict, s: HeadSchedule) -> tuple:
     locals_ = [Local(f"inQue{j}_", TPos.VECIN, True) for j in range(c.get("kIn", 0))]
     locals_ += [Local(f"outQue{j}_", TPos.VECOUT, True) for j in range(c.get("kOut", 0))]
     locals_ += [Local(q, TPos.VECIN, True) for q in _stat_in_names(c)[0]]
-    for j in range(c.get("kStatOut", 0)):
-        locals_ += [Local(f"statStageBuf{j}_"), Local(f"statOutQue{j}_", TPos.VECOUT, True)]
+    locals_ += [Local(f"statStageBuf{j}_") for j in range(c.get("kStatOut", 0))]
+    locals_ += [Local(q, TPos.VECOUT, True) for q, _slots in _stat_out_queues(c)]
     locals_ += [Local(b) for b, k in (("workBuf_", "kTemps"), ("tabBuf_", "kTab"), ("colBuf_", "kCol"),
                                       ("accBuf_", "kAcc")) if c.get(k, 0)]
     if s.lanes:

@@ -125,7 +125,8 @@ DeQue -> Free order or beyond its InitBuffer block count (a loop body or If bran
 as it found it; a class whose queue protocol runs under presence guards is walked once per value of the presence
 members those guards test, `presence_split`, each guard taking the branch that value runs); a WaitFlag without a pending SetFlag or a SetFlag already pending; a flag still set or a block
 still held at the end; a constant-size region outside its buffer; operands that do not match the table entry; a
-presence guard (If.guard) whose condition is not presence literals of the class's members only.
+presence guard (If.guard) whose condition is not presence literals of the class's members only; queues that may
+hold more ids of one HardEvent at once than the TPipe's pool of 8 (`check_event_ids`, after the walk).
 """
 
 from __future__ import annotations
@@ -265,9 +266,9 @@ def queue_event_buffers(k) -> dict:
 def check_event_ids(k) -> None:
     """IRError when the queues of class `k` may hold more ids of one HardEvent than the TPipe's pool has
     (queue_event_buffers > POOL_IDS): the device's AllocEventID has none to give (a release build hands out one past
-    EVENT_ID7). Not a rule of `verify` yet: the rows family's statistic outputs still take a VECOUT queue each
-    (docs/design.md "Event ids of the queues": open); tests/test_kir_engine.py holds every example and bundled
-    class to it."""
+    EVENT_ID7). A rule of `verify`, so no class that would exhaust the pool on the device is printed or run; the
+    error names the class, the HardEvent, the count and the queues holding the ids (docs/design.md "Event ids of
+    the queues")."""
     for ev, (n, qs) in sorted(queue_event_buffers(k).items()):
         if n > POOL_IDS:
             raise IRError(f"class {k.name}: its queues hold up to {n} ids of HardEvent::{ev} at once ("
@@ -2271,6 +2272,7 @@ def verify(k: KernelClass) -> KernelClass:
     if _VERIFIED.get(id(k)) is k:
         return k
     _Verifier(k).run()
+    check_event_ids(k)
     _VERIFIED[id(k)] = k
     return k
 

@@ -13,6 +13,7 @@ from __future__ import annotations
 from dataclasses import dataclass, fields
 
 from opgen.ir.dtypes import DType
+from opgen.kernel.kir import POOL_IDS
 from opgen.kernel.rowalg import phase_instrs_per_row, vector_instrs_per_row
 from opgen.kernel.rowprog import BYTE_DTYPES, MASK_KINDS, SELECT_KINDS, batchable, reduction_slot_counts
 
@@ -200,15 +201,65 @@ def chunkable(c) -> bool:
                                     "btotals"))
 
 
+def two_buffer_ids(c, strategy: int) -> dict:
+    """{HardEvent: ids} the queues of `strategy` (ROW_SPLIT, COL_SPLIT or ROW_CHUNK) may hold at once for counts `c`
+    with two buffers per row queue, counted from below (kir.queue_event_buffers counts the class itself): V_MTE2,
+    two a row input, two for the statistic inputs (one queue per element type, opgen.kernel.rowsched.StatGroup;
+    counted as one type) and paramQue's one where `strategy` allocates it; MTE3_V, two a row output, two for the
+    statistic outputs (StatOutGroup, counted as one type) and accOutQue's one (docs/design.md "Event ids of the
+    queues")."""
+    get = _getter(c)
+
+    def total(x) -> int:
+        return sum(x.values()) if isinstance(x, dict) else sum(n for _d, n in x) if x else 0
+
+    fixed = fixed_needs(c, strategy)
+    return {"V_MTE2": 2 * total(get("row_in")) + (2 if get("stat_in") else 0) + fixed["paramQue"],
+            "MTE3_V": 2 * total(get("row_out")) + (2 if get("stat_out") else 0) + fixed["accOutQue"]}
+
+
+def _within_pool(c, *strategies) -> bool:
+    return all(n <= POOL_IDS for st in strategies for n in two_buffer_ids(c, st).values())
+
+
+def row_queue_ids(c) -> dict:
+    """ROW_SPLIT's two_buffer_ids."""
+    return two_buffer_ids(c, ROW_SPLIT)
+
+
+def row_pool_bound(c) -> bool:
+    """Whether two buffers per ROW_SPLIT row queue would hold more ids of a HardEvent than the TPipe's pool
+    (row_queue_ids > POOL_IDS): the kernel then allocates one buffer per row queue only (opgen.kernel.rowsched
+    `_row_split`) and the tiling's rowQueBufs is 1 (opgen.tiling.rows.row_split's pool_bound)."""
+    return any(n > POOL_IDS for n in row_queue_ids(c).values())
+
+
+def chunk_prefetch(c) -> bool:
+    """Whether a `chunkable` program's ColSplit (COL_SPLIT and ROW_CHUNK) prefetches its items: each row input
+    through a queue of two buffers (resQue_<operand>, the next item's copy issued while this one computes:
+    opgen.kernel.rowsched `_chunk_in`) and each row output through two. Only while the queues stay within the TPipe's
+    pool of POOL_IDS event ids (docs/design.md "Event ids of the queues": after the loop every buffer is freed and
+    holds one; `two_buffer_ids` of COL_SPLIT and ROW_CHUNK). Else
+    each row input is one buffer copied into per item and each output one buffer (COL_SPLIT's plain form): five
+    [B, H] inputs of an elementwise program held 10 V_MTE2 ids prefetched. The tiling's plan (opgen.tiling.rowkernel
+    col_plan) counts the buffers the same way."""
+    return chunkable(c) and _within_pool(c, COL_SPLIT, ROW_CHUNK)
+
+
 def row_resident(c) -> bool:
     """Whether a rows kernel of counts `c` can run ROW_CHUNK with its rows resident (opgen.tiling.rowkernel): it
     reduces rows (levels; a program without is `chunkable`) and combines nothing across rows (no sums over rows or
     over every axis, no two-pass reductions) -- the core that owns a row then holds the row's inputs in UB as they
     are stored in GM and runs each level, then the outputs, over the row's column chunks, its row reductions
     complete without any exchange. Column rows are then held whole too (loaded once per core); batch rows, which
-    would be reloaded for every group, are not served. The same programs can stream (COL_STREAM)."""
+    would be reloaded for every group, are not served. The same programs can stream (COL_STREAM). Not where its
+    queues (two buffers a row input and output, the next group's copy prefetched: opgen.kernel.rowsched
+    `_row_chunk`) would hold more event ids than the TPipe's pool (`two_buffer_ids` of ROW_CHUNK; docs/design.md
+    "Event ids of the queues"): four [B, H] inputs beside a column input's paramQue held 9 V_MTE2 ids; COL_SPLIT
+    serves such a program."""
     get = _getter(c)
-    return bool(get("levels")) and not any(get(k) for k in ("acc_reads", "col_acc", "brow_acc", "total_acc", "brow"))
+    return (bool(get("levels")) and not any(get(k) for k in ("acc_reads", "col_acc", "brow_acc", "total_acc", "brow"))
+            and _within_pool(c, ROW_CHUNK))
 
 
 def stage_dtypes(c, strategy: int) -> tuple[str, ...]:

@@ -25,7 +25,7 @@ from dataclasses import dataclass, field
 from opgen.ir.dims import Bin, Constraint, DimExpr, Fn, Lit, Sym, as_dim
 from opgen.kernel.isa import INSTRS, REPEAT_FORMS, Op, Pipe
 from opgen.names import cpp_name
-from opgen.kernel.kir import (map_children, BLOCK_IDX, BLOCK_NUM, Alloc, Barrier, Comment, FLoad, Return, Select, SyncAll, Assign, FAssign, FBits, Call, Copy, DeQue, EnQue, FConst, For, Free, Func, Get,
+from opgen.kernel.kir import (map_children, ELEM_BYTES, BLOCK_IDX, BLOCK_NUM, Alloc, Barrier, Comment, FLoad, Return, Select, SyncAll, Assign, FAssign, FBits, Call, Copy, DeQue, EnQue, FConst, For, Free, Func, Get,
                               GmTensor, GmView, If, InitBuffer, FNeg, FRef, Invoke, KernelClass, Let, Local, Param, Ref,
                               ScalarVar, Scope, SetValue, SizeOf, TensorVar, TPos, Vec, Verbatim, View, GetValue, FLet, vec,
                               walk)
@@ -145,6 +145,8 @@ class RowSchedule:
     bufs_col: dict = field(default_factory=dict)   # COL_SPLIT's fixed buffers ({FIXED_BUFS name: allocated})
     stage: tuple = (4, ())  # ROW_SPLIT's paramQue element: (largest fixed bytes or None, C types of dtype variables)
     chunk: bool = False     # ColSplit serves ROW_CHUNK too (strategy 4): this core's rows, each whole row in chunks
+    prefetch: bool = False  # ColSplit prefetches its items through two-buffer queues (rowcounts.chunk_prefetch)
+    pool_bound: bool = False   # ROW_SPLIT's row queues take one buffer each (rowcounts.row_pool_bound)
     stage_col: tuple = (4, ())   # COL_SPLIT's (opgen.kernel.rowcounts.stage_element)
     levels: tuple = ()         # COL_SPLIT row-reduction levels: ((level, body statements, ((slot, j, "Add"/"Max"), ...)))
     nlevel: int = 1            # partial reductions per level (the widest level)
@@ -349,13 +351,14 @@ def _row_split(s: RowSchedule) -> Func:
 
     why = ("one buffer per row queue where two would leave fewer rows a pass (each input freed after its last read, "
            "each output allocated before its first write: Compute)")
-    if queues and not s.row_in:   # buffers per row queue: the tiling's rowQueBufs (opgen.tiling.rows.row_split)
+    pool = ("one buffer per row queue: two would hold more event ids than the TPipe's pool (the tiling's rowQueBufs "
+            "is 1; docs/design.md \"Event ids of the queues\")")
+    if queues and not s.row_in and s.pool_bound:
+        body += [Comment(pool)] + list(inits(1))
+    elif queues and not s.row_in:   # buffers per row queue: the tiling's rowQueBufs (opgen.tiling.rows.row_split)
         body.append(If((Constraint("==", Sym("rowQueBufs"), Lit(1)),), inits(1), inits(2), doc=why))
-    stat_bytes = mul(_align8(ps), f4)
     body += [InitBuffer(g.queue, g.bytes(_align8(ps)), 2) for g in stat_groups(s)]
-    for t in s.stat_out:
-        body += [InitBuffer(f"statStageBuf_{t.op}", stat_bytes),
-                 InitBuffer(f"statOutQue_{t.op}", mul(_align8(ps), _stat_out_bytes(t)), 2)]
+    body += [x for g in stat_out_groups(s) for x in g.inits(_align8(ps))]
     body += list(_fixed_buffers(s, s.bufs, bool(s.row_segments), s.stage))
     if s.reduce_segments:   # RowsSum / RowsMax: a [pass, 64] scratch and one value per row of each row reduction
         body.append(If(ROWS_REDUCE_STRIDE, (
@@ -376,8 +379,11 @@ def _row_split(s: RowSchedule) -> Func:
     # the row queues initialised with the passes that use them: where they have two buffers the next pass is copied
     # in before this one is computed (pass_loop), where one, right before its own work
     after = [] if s.acc_body else _after(s)   # a two-pass kernel's exchange lies between its passes
-    body.append(If((Constraint("==", Sym("rowQueBufs"), Lit(1)),), inits(1) + tuple(_passes(s, False)),
-                   inits(2) + tuple(_passes(s, True)), doc=why))
+    if s.pool_bound:
+        body += [Comment(pool)] + list(inits(1)) + list(_passes(s, False))
+    else:
+        body.append(If((Constraint("==", Sym("rowQueBufs"), Lit(1)),), inits(1) + tuple(_passes(s, False)),
+                       inits(2) + tuple(_passes(s, True)), doc=why))
     return Func("RowSplit", (), tuple(body + after))
 
 
@@ -534,6 +540,96 @@ def stat_groups(s: RowSchedule) -> tuple:
             ops = "_".join(t.op for t in ts)
             out.append(StatGroup(f"statInQue_{ops}", f"statIn_{ops}", dt, tuple(ts)))
     return tuple(out)
+
+
+@dataclass(frozen=True)
+class StatOutGroup:
+    """The per-row statistic outputs of one element type (`ctype`), in s.stat_out order: one VECOUT queue `queue`
+    of two buffers, each holding every member's k values one after another; member j's values start j * stride
+    rows of _stat_out_bytes into the buffer (stride: the group's aligned row count, ROW_STAT_STRIDE in ROW_SPLIT,
+    groupStride_ in the column strategies and ROW_CHUNK; a row's bytes are at least the fp32 the value is staged
+    in, `at`), so each member starts on a 32-B block and the buffer's bytes are the sum of the members' former
+    queues'. A group of one member keeps its own queue statOutQue_<op> and its output's presence
+    guard around the whole hand-off; a shared queue's AllocTensor / EnQue / DeQue / FreeTensor run always and each
+    member's Cast and CopyOut under its own guard (GmRows.guard). Why one queue (docs/design.md "Event ids of the
+    queues"): a freed VECOUT buffer holds one MTE3_V id of the TPipe's pool of 8 until its next AllocTensor, so three
+    statistic outputs of their own queues beside two row outputs held 10."""
+
+    queue: str
+    ctype: str
+    members: tuple   # GmRows
+
+    def at(self, j: int, stride) -> Ref:
+        """Member j's values in the allocated buffer `t`: j * stride rows of _stat_out_bytes, in elements of
+        `ctype` (a template type's size is known to the C++ only: sizeof(T))."""
+        if j == 0:
+            return Ref("t", Lit(0))
+        words = _stat_out_words(self.members[0])
+        if self.ctype in ELEM_BYTES:
+            ratio = words * 4 // ELEM_BYTES[self.ctype]
+            return Ref("t", _member_at(j, stride) if ratio == 1 else mul(Lit(j * ratio), stride))
+        return Ref("t", div(mul(Lit(j * words * 4), stride), SizeOf(self.ctype)))
+
+    def bytes(self, stride) -> DimExpr:
+        """One buffer: every member's `stride` rows of _stat_out_bytes."""
+        n = len(self.members)
+        return mul(Lit(n), stride, _stat_out_bytes(self.members[0])) if n > 1 else \
+            mul(stride, _stat_out_bytes(self.members[0]))
+
+    def inits(self, stride) -> list:
+        """Each member's fp32 staging buffer (`stride` rows) and the group's queue of two buffers."""
+        return ([InitBuffer(f"statStageBuf_{t.op}", mul(stride, SizeOf("float"))) for t in self.members]
+                + [InitBuffer(self.queue, self.bytes(stride), 2)])
+
+    def _each(self, stmts) -> tuple:
+        """stmts(j, t) of every member, each under its output's guard in a shared queue (a group of one: the
+        guard is around the whole hand-off, `_scope`)."""
+        if len(self.members) == 1:
+            return tuple(stmts(0, self.members[0]))
+        return tuple(x for j, t in enumerate(self.members) for x in guard(t, stmts(j, t)))
+
+    def _scope(self, body: tuple) -> tuple:
+        return guard(self.members[0], (Scope(body),)) if len(self.members) == 1 else (Scope(body),)
+
+    def _cast(self, stride) -> tuple:
+        return ((Alloc("t", self.queue, self.ctype),) + self._each(lambda j, t: (
+            vec(Op.CAST_TO, dst=self.at(j, stride), src=Ref(f"statStage_{t.op}"), mode=t.rm, count=_K,
+                doc=_spec(t.spec)),)) + (EnQue(self.queue, "t"),))
+
+    def _copy(self, stride, off: str) -> tuple:
+        return ((DeQue("t", self.queue, self.ctype),) + self._each(lambda j, t: (
+            Copy(GmView(f"gm_{t.gm}", getattr(t, off)), self.at(j, stride), Lit(1), mul(_K, SizeOf(t.ctype)),
+                 doc=_spec(t.spec)),)) + (Free(self.queue, "t"),))
+
+    def cast_in(self, stride) -> tuple:
+        """AllocTensor, each member's staged fp32 (statStage_<op>, k rows) cast to its type at its offset, EnQue."""
+        return self._scope(self._cast(stride))
+
+    def copy_out(self, stride, off: str) -> tuple:
+        """DeQue, each member's k values copied to GM at its row offset (GmRows attribute `off`: off_r0 / off_g0),
+        FreeTensor."""
+        return self._scope(self._copy(stride, off))
+
+    def both(self, stride, off: str, when: tuple = ()) -> tuple:
+        """cast_in then copy_out in one scope (the column strategies and ROW_CHUNK: once per group of rows), inside
+        If(when) when given (the core and chunk that write the statistics)."""
+        body = self._cast(stride) + self._copy(stride, off)
+        if not when:
+            return self._scope(body)
+        return guard(self.members[0], (If(when, body),)) if len(self.members) == 1 else (If(when, body),)
+
+
+def _stat_out_words(t: GmRows) -> int:
+    """4-byte words a row of output t takes in its queue (_stat_out_bytes / 4)."""
+    return 2 if t.ctype == "int64_t" else 1
+
+
+def stat_out_groups(s: RowSchedule) -> tuple:
+    """The StatOutGroups of s.stat_out: one per element type, in the order of their first member."""
+    by: dict = {}
+    for t in s.stat_out:
+        by.setdefault(t.ctype, []).append(t)
+    return tuple(StatOutGroup(f"statOutQue_{'_'.join(t.op for t in ts)}", ct, tuple(ts)) for ct, ts in by.items())
 
 
 def _stat_copy(t, dst: Ref, at: DimExpr, off: DimExpr):
@@ -720,11 +816,8 @@ def _compute(s: RowSchedule) -> Func:
         body = list(_alloc_guarded(tuple(body), t))
     for t in s.row_out:
         body += guard(t, (EnQue(f"rowOutQue_{t.op}", f"rowOut_{t.op}"),))
-    for t in s.stat_out:
-        body += guard(t, (Scope((
-            Alloc("t", f"statOutQue_{t.op}", t.ctype),
-            vec(Op.CAST_TO, dst=Ref("t"), src=Ref(f"statStage_{t.op}"), mode=t.rm, count=_K, doc=_spec(t.spec)),
-            EnQue(f"statOutQue_{t.op}", "t"))),))
+    for og in stat_out_groups(s):
+        body += og.cast_in(ROW_STAT_STRIDE)
     for t in s.row_in:
         body = list(free_after_last_use(tuple(body), f"rowIn_{t.op}", Free(f"rowInQue_{t.op}", f"rowIn_{t.op}")))
     body += _stat_frees(s)
@@ -856,11 +949,8 @@ def _copy_out(s: RowSchedule) -> Func:
     body: list = []
     for t in s.row_out:
         body += _store_out(t, _copy_rows_out(t))
-    for t in s.stat_out:
-        body += guard(t, (Scope((
-            DeQue("t", f"statOutQue_{t.op}", t.ctype),
-            Copy(GmView(f"gm_{t.gm}", t.off_r0), Ref("t"), Lit(1), mul(_K, SizeOf(t.ctype)), doc=_spec(t.spec)),
-            Free(f"statOutQue_{t.op}", "t"))),))
+    for og in stat_out_groups(s):
+        body += og.copy_out(ROW_STAT_STRIDE, "off_r0")
     return Func("CopyOut", (Param("r0"), Param("k")), tuple(body))
 
 
@@ -944,7 +1034,8 @@ def _col_split(s: RowSchedule) -> Func:
     the rows it owns, SyncAll, totals read back), then the final per-row stream and the outputs. A two-pass kernel
     (RowSchedule.acc_body) runs ROW_SPLIT here: its tiling always selects it (opgen.tiling.rowkernel). With
     `s.chunk` the method serves ROW_CHUNK too (strategy 4): the slice is the whole row and the rows this core's
-    (RowStartOf), the program having nothing to exchange; its items (a group of a chunk) are then prefetched: row
+    (RowStartOf), the program having nothing to exchange; its items (a group of a chunk) are then prefetched
+    (`s.prefetch`: where the queues stay within the event-id pool, opgen.kernel.rowcounts.chunk_prefetch): row
     inputs through two-buffer queues resQue_<operand>, the next item's copy issued right after this item's DeQue
     (`_chunk_in`), outputs double-buffered (docs/design.md "Copy/compute overlap")."""
     if s.acc_body:
@@ -960,7 +1051,7 @@ def _col_split(s: RowSchedule) -> Func:
     chunk += [Assign("curBatch_", Lit(-1)), Assign("valBatch_", Lit(-1))]
     grp: list = []
     lo, hi = (Sym("rBegin"), Sym("rEnd")) if s.chunk else (Lit(0), Sym("rowNum_"))
-    if s.chunk and s.row_in:   # prefetched: this item's buffers dequeued, the next item's copy issued
+    if s.prefetch and s.row_in:   # prefetched: this item's buffers dequeued, the next item's copy issued
         grp += [DeQue(f"res_{t.op}", f"resQue_{t.op}", t.ctype) for t in s.row_in]
         grp += [Let("gNext", add(Sym("g0"), g)),
                 Let("cNext", Select(Constraint(">=", Sym("gNext"), hi), add(Sym("c0_"), rs), Sym("c0_"))),
@@ -985,27 +1076,22 @@ def _col_split(s: RowSchedule) -> Func:
     grp.append(_col_rows(s, batched.get(-1), blocks.get(-1), (For("i", Lit(0), _K, Lit(1), tuple(final)),)))
     for t in s.row_out:
         grp += _store_out(t, _col_copy_out(t), enqueue=True)
-    for t in s.stat_out:
-        grp += guard(t, (If((Constraint("==", core, Lit(0)), Constraint("==", Sym("c0_"), Sym("cBegin"))), (
-            Alloc("t", f"statOutQue_{t.op}", t.ctype),
-            vec(Op.CAST_TO, dst=Ref("t"), src=Ref(f"statStage_{t.op}"), mode=t.rm, count=_K, doc=_spec(t.spec)),
-            EnQue(f"statOutQue_{t.op}", "t"),
-            DeQue("t", f"statOutQue_{t.op}", t.ctype),
-            Copy(GmView(f"gm_{t.gm}", t.off_g0), Ref("t"), Lit(1), mul(_K, SizeOf(t.ctype)), doc=_spec(t.spec)),
-            Free(f"statOutQue_{t.op}", "t"))),))
+    for og in stat_out_groups(s):
+        grp += og.both(Sym("groupStride_"), "off_g0",
+                      (Constraint("==", core, Lit(0)), Constraint("==", Sym("c0_"), Sym("cBegin"))))
     grp += _stat_frees(s)
-    if s.chunk and s.row_in:
+    if s.prefetch and s.row_in:
         grp += [Free(f"resQue_{t.op}", f"res_{t.op}") for t in s.row_in]
         body.append(_chunk_in(s, lo, Sym("cBegin"), lo, hi))
     chunk.append(For("g0", lo, hi, g, tuple(grp), tail="k",
                      doc="the next item's copy-in (the next group, or the next chunk's first) runs beside this "
-                         "group's compute" if s.chunk and s.row_in else ""))
+                         "group's compute" if s.prefetch and s.row_in else ""))
     if s.flush_col:
         chunk.append(If((Constraint(">=", Sym("curBatch_"), Lit(0)),), (Call("FlushCol"),)))
     chunk += list(s.col_final)
     body += list(s.col_total_init)
     body.append(For("c0_", Sym("cBegin"), Sym("cEnd"), rs, tuple(chunk), doc="column chunks of this core's slice"))
-    if s.chunk:   # the buffer enqueued past the last item (nothing copied into it)
+    if s.prefetch:   # the buffer enqueued past the last item (nothing copied into it)
         body += [Scope((DeQue("t", f"resQue_{t.op}", t.ctype), Free(f"resQue_{t.op}", "t"))) for t in s.row_in]
     body += list(s.col_total_end)
     return Func("ColSplit", (), tuple(body))
@@ -1119,9 +1205,7 @@ def _row_chunk(s: RowSchedule) -> Func:
     body += [InitBuffer(f"resQue_{t.op}", mul(g, _COLA, SizeOf(t.ctype)), 2) for t in s.row_in]
     body += [InitBuffer(f"rowOutQue_{t.op}", mul(g, rs, SizeOf(t.ctype)), 2) for t in s.row_out]
     body += [InitBuffer(sg.queue, sg.bytes(gs), 2) for sg in stat_groups(s)]
-    for t in s.stat_out:
-        body += [InitBuffer(f"statStageBuf_{t.op}", mul(gs, f4)),
-                 InitBuffer(f"statOutQue_{t.op}", mul(gs, _stat_out_bytes(t)), 2)]
+    body += [x for og in stat_out_groups(s) for x in og.inits(gs)]
     body += [InitBuffer("sumBuf_", mul(add(Lit(s.nlevel), Lit(s.nsums)), gs, f4)),
              Get("sums_", "sumBuf_", "float"), View("tots_", Ref("sums_", mul(Lit(s.nlevel), gs)))]
     body += list(_fixed_buffers(s, s.bufs_res, stage=s.stage_res, whole_cols=True))
@@ -1150,7 +1234,7 @@ def _row_chunk(s: RowSchedule) -> Func:
     grp += [Comment("the outputs, chunk by chunk"),
             For("c0_", Sym("cBegin"), Sym("cEnd"), rs, tuple(_output_chunk(s, _chunk_head(s, -1), s.res_final)),
                 doc="column chunks of the resident rows")]
-    grp += [x for t in s.stat_out for x in guard(t, (Scope(_stat_out(t)),))]
+    grp += [x for og in stat_out_groups(s) for x in og.both(gs, "off_g0")]
     grp += _stat_frees(s)
     grp += [Free(f"resQue_{t.op}", f"res_{t.op}") for t in s.row_in]
     grp = hoist_row_functions(grp, s.nlevel)   # a function of a row's total, once per group (not per chunk)
@@ -1374,16 +1458,6 @@ def _output_chunk(s: RowSchedule, head: list, body) -> list:
     return out
 
 
-def _stat_out(t: GmRows) -> tuple:
-    """The group's k per-row statistics of output t: staged fp32 cast to its type, copied to GM at row g0."""
-    return (Alloc("t", f"statOutQue_{t.op}", t.ctype),
-            vec(Op.CAST_TO, dst=Ref("t"), src=Ref(f"statStage_{t.op}"), mode=t.rm, count=_K, doc=_spec(t.spec)),
-            EnQue(f"statOutQue_{t.op}", "t"),
-            DeQue("t", f"statOutQue_{t.op}", t.ctype),
-            Copy(GmView(f"gm_{t.gm}", t.off_g0), Ref("t"), Lit(1), mul(_K, SizeOf(t.ctype)), doc=_spec(t.spec)),
-            Free(f"statOutQue_{t.op}", "t"))
-
-
 def _chunk_head(s: RowSchedule, phase: int) -> list:
     """ROW_CHUNK (inputs resident): the head of column chunk [c0_, c0_ + n_) in `phase` (a level, -1 the output
     phase): its width and, when the phase reads column rows, their views at the chunk (the column rows are whole in
@@ -1449,14 +1523,13 @@ def _col_buffers(s: RowSchedule, sums: bool = True, batch: bool = False) -> list
         Assign("groupStride_", Fn("align_up", (g, Lit(8)))),
     ]
     for t in s.row_in:   # a chunkable class's items are prefetched through two buffers (`_chunk_in`)
-        body += ([InitBuffer(f"resQue_{t.op}", mul(g, rs, SizeOf(t.ctype)), 2)] if s.chunk else
+        body += ([InitBuffer(f"resQue_{t.op}", mul(g, rs, SizeOf(t.ctype)), 2)] if s.prefetch else
                  [InitBuffer(f"resBuf_{t.op}", mul(g, rs, SizeOf(t.ctype))),
                   Get(f"res_{t.op}", f"resBuf_{t.op}", t.ctype)])
-    body += [InitBuffer(f"rowOutQue_{t.op}", mul(g, rs, SizeOf(t.ctype)), 2 if s.chunk else 1) for t in s.row_out]
+    body += [InitBuffer(f"rowOutQue_{t.op}", mul(g, rs, SizeOf(t.ctype)), 2 if s.prefetch else 1)
+             for t in s.row_out]
     body += [InitBuffer(sg.queue, sg.bytes(gs), 2) for sg in stat_groups(s)]
-    for t in s.stat_out:
-        body += [InitBuffer(f"statStageBuf_{t.op}", mul(gs, f4)),
-                 InitBuffer(f"statOutQue_{t.op}", mul(gs, _stat_out_bytes(t)), 2)]
+    body += [x for og in stat_out_groups(s) for x in og.inits(gs)]
     if sums:
         body += [InitBuffer("sumBuf_", mul(add(Lit(s.nlevel), Lit(s.nsums)), gs, f4)),
                  Get("sums_", "sumBuf_", "float"), View("tots_", Ref("sums_", mul(Lit(s.nlevel), gs)))]
@@ -1537,7 +1610,8 @@ def _col_stream(s: RowSchedule) -> Func:
     grp += [Comment("the output phase: the inputs re-read chunk by chunk, each output chunk written"),
             For("c0_", Sym("cBegin"), Sym("cEnd"), rs, tuple(_output_chunk(s, _stream_chunk_in(s, -1), s.final_body)),
                 doc="column chunks of this core's slice")]
-    grp += [x for t in s.stat_out for x in guard(t, (If((Constraint("==", core, Lit(0)),), _stat_out(t)),))]
+    grp += [x for og in stat_out_groups(s) for x in og.both(Sym("groupStride_"), "off_g0",
+                                                             (Constraint("==", core, Lit(0)),))]
     grp += _stat_frees(s)
     body.append(For("g0", Lit(0), Sym("rowNum_"), Sym("G"), tuple(grp), tail="k"))
     return Func("ColStream", (), tuple(body))
@@ -1757,10 +1831,10 @@ def row_split_class(name: str, s: RowSchedule) -> KernelClass:
     locals_ = [Local(f"rowInQue_{t.op}", TPos.VECIN, True) for t in s.row_in]
     locals_ += [Local(f"rowOutQue_{t.op}", TPos.VECOUT, True) for t in s.row_out]
     locals_ += [Local(g.queue, TPos.VECIN, True) for g in stat_groups(s)]
-    for t in s.stat_out:
-        locals_ += [Local(f"statStageBuf_{t.op}"), Local(f"statOutQue_{t.op}", TPos.VECOUT, True)]
+    locals_ += [Local(f"statStageBuf_{t.op}") for t in s.stat_out]
+    locals_ += [Local(g.queue, TPos.VECOUT, True) for g in stat_out_groups(s)]
     locals_ += [Local(f"resBuf_{t.op}") for t in s.row_in] + [Local("sumBuf_"), Local("xchgBuf_")]
-    locals_ += [Local(f"resQue_{t.op}", TPos.VECIN, True) for t in s.row_in] if s.res_levels or s.chunk else []
+    locals_ += [Local(f"resQue_{t.op}", TPos.VECIN, True) for t in s.row_in] if s.res_levels or s.prefetch else []
     locals_ += [Local("rowsRedBuf_"), Local("rowValBuf_")] if s.reduce_segments else []
     locals_ += [Local("workBuf_"), Local("browBuf_"), Local("colBuf_"), Local("paramQue_", TPos.VECIN, True),
                 Local("accOutQue_", TPos.VECOUT, True), Local("reduceBuf_")]

@@ -55,12 +55,11 @@ import dataclasses
 from fractions import Fraction
 
 from opgen.errors import SpecError
-from opgen.kernel.rowcounts import (COL_SPLIT, COL_STREAM, ROW_CHUNK, ROW_SPLIT, RowCounts, chunkable,  # noqa: F401
-                                    fixed_needs, row_resident, stage_dtypes, stage_element)
+from opgen.kernel.rowcounts import (COL_SPLIT, COL_STREAM, ROW_CHUNK, ROW_SPLIT, RowCounts, chunk_prefetch, chunkable,  # noqa: F401
+                                    fixed_needs, row_pool_bound, row_resident, stage_dtypes, stage_element)
 from opgen.platforms.cost import (BARRIER_CYCLES, BURST_OVERHEAD_BYTES, CLOCK_HZ, FLAG_WAIT_CYCLES, HBM_BYTES_PER_S,
                                   SYNC_ALL_CYCLES, VEC_ISSUE_CYCLES, VEC_REPEAT_BYTES)
 from opgen.kernel.rowprog import MASK_LANES
-from opgen.kernel.kir import POOL_IDS
 from opgen.tiling.buffers import Buffer, fixed_bytes, row_bytes
 from opgen.tiling.program import TilingProgram, Var, align_up, ceil_div, emax, emin, lit, select
 from opgen.tiling.rows import col_split, row_split
@@ -97,16 +96,6 @@ def row_reduce_elems(cols):
 def _by_dtype(counts, bytes_of, num: int, name: str, kind: str, per_row: bool, length, doc: str) -> list[Buffer]:
     return [Buffer(f"{name}{d}", kind, num * n, per_row, length, bytes_of(d), f"{doc} ({d})")
             for d, n in counts if n]
-
-
-def _vecin_ids_two_bufs(c: RowCounts, plan: list[Buffer]) -> int:
-    """Event ids (HardEvent::V_MTE2) ROW_SPLIT's VECIN queues hold at most with two buffers per row queue, counted
-    from below: two a row input, two for the statistic inputs (one queue per element type shares them,
-    opgen.kernel.rowsched.StatGroup; counted as one type) and the fixed VECIN buffers (paramQue). More than the
-    pool's POOL_IDS and the row queues take one buffer each (rows.row_split's pool_bound; docs/design.md "Event ids
-    of the queues"). `plan`: row_plan's two-buffer plan, whose fixed VECIN buffers are counted."""
-    fixed = sum(b.num for b in plan if b.kind == "TQue<VECIN>" and not b.per_row and isinstance(b.num, int))
-    return 2 * sum(n for _d, n in c.row_in) + (2 if c.stat_in else 0) + fixed
 
 
 def row_plan(c: RowCounts, col_align, bytes_of, bufs=2) -> list[Buffer]:
@@ -157,15 +146,15 @@ def col_batch_rows(p, c: RowCounts, cols, R, ub):
 def col_plan(c: RowCounts, cols, bytes_of, batch_rows=None) -> list[Buffer]:
     """COL_SPLIT buffers for `cols` columns per pass: the group's slices scale with groupRows (two buffers of each
     row input and output for a `chunkable` program, whose ColSplit prefetches the next item: docs/design.md "Kernel
-    IR", ROW_CHUNK; one otherwise). With `batch_rows` (a tiling expression: colBatchRows where COL_SPLIT runs,
+    IR", ROW_CHUNK; one otherwise, and where two would pass the event-id pool: rowcounts.chunk_prefetch). With `batch_rows` (a tiling expression: colBatchRows where COL_SPLIT runs,
     `col_batch_rows`; 0 for COL_STREAM, which shares the plan) the fp32 row temporaries hold max(batch_rows, 1)
     rows and RowsSum's scratch 64 fp32 a row of them (slices of 65 to 2040 columns; opgen.kernel.rowsched
     `_col_buffers`)."""
-    if chunkable(c):   # items prefetched through two buffers (opgen.kernel.rowsched `_chunk_in`)
+    if chunk_prefetch(c):   # items prefetched through two buffers (opgen.kernel.rowsched `_chunk_in`)
         plan = _by_dtype(c.row_in, bytes_of, 2, "resQue", "TQue<VECIN>", True, cols, "row-input chunks of a group")
     else:
         plan = _by_dtype(c.row_in, bytes_of, 1, "resBuf", "TBuf<VECCALC>", True, cols, "row-input slices of a group")
-    plan += _by_dtype(c.row_out, bytes_of, 2 if chunkable(c) else 1, "outQue", "TQue<VECOUT>", True, cols,
+    plan += _by_dtype(c.row_out, bytes_of, 2 if chunk_prefetch(c) else 1, "outQue", "TQue<VECOUT>", True, cols,
                       "row-output slices of a group")
     plan += stat_plan(c)
     plan += _sum_plan(c)
@@ -344,7 +333,7 @@ def program(name: str, c: RowCounts, dvars: tuple[str, ...], float_attrs: tuple[
     rows_fit, row_cores = row_split(p, R, cores, ub, two, max_pass=255 if batch and c.rsums else 4095,
                                     single=row_plan(c, col_align, bytes_of, 1),
                                     price=_pass_price(c, H, bytes_of), overlap=overlap,
-                                    pool_bound=_vecin_ids_two_bufs(c, two) > POOL_IDS)
+                                    pool_bound=row_pool_bound(c))
     plans = {ROW_SPLIT: row_plan(c, col_align, bytes_of, Var("rowQueBufs"))}
     cols_core = p.let("colsPerCore", align_up(ceil_div(H, cores), lanes), "columns per core (COL_SPLIT)", True)
     col_cores = p.let("colCores", ceil_div(H, cols_core), "cores used by COL_SPLIT")

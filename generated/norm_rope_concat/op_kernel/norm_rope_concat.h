@@ -474,9 +474,8 @@ private:
         pipe_.InitBuffer(inQue0_, 2, pass * dAlign_ * sizeof(T));
         pipe_.InitBuffer(outQue0_, 2, pass * dAlign_ * sizeof(T));
         pipe_.InitBuffer(statStageBuf0_, AlignUp(pass, 8) * sizeof(float));
-        pipe_.InitBuffer(statOutQue0_, 2, AlignUp(pass, 8) * sizeof(float));
         pipe_.InitBuffer(statStageBuf1_, AlignUp(pass, 8) * sizeof(float));
-        pipe_.InitBuffer(statOutQue1_, 2, AlignUp(pass, 8) * sizeof(float));
+        pipe_.InitBuffer(statOutQue_, 2, 2 * AlignUp(pass, 8) * sizeof(float));
         pipe_.InitBuffer(workBuf_, 3 * dAlign_ * sizeof(float));
         for (int64_t j = 0; j < 3; ++j) {
             w_[j] = workBuf_.template Get<float>()[j * dAlign_];
@@ -600,24 +599,20 @@ private:
         }
         outQue0_.EnQue(rowOut0_);
         {
-            LocalTensor<float> t = statOutQue0_.template AllocTensor<float>();
+            LocalTensor<float> t = statOutQue_.template AllocTensor<float>();
             if (p.useStatOut[0] != 0) {
                 event_t evt_0 = static_cast<event_t>(GetTPipePtr()->FetchEventID(HardEvent::S_V));
                 SetFlag<HardEvent::S_V>(evt_0);  // statStageBuf0_: S has written it before V reads it
                 WaitFlag<HardEvent::S_V>(evt_0);
                 CastTo(t, statStage0_, RoundMode::CAST_NONE, k);
             }
-            statOutQue0_.EnQue(t);
-        }
-        {
-            LocalTensor<float> t = statOutQue1_.template AllocTensor<float>();
             if (p.useStatOut[1] != 0) {
                 event_t evt_1 = static_cast<event_t>(GetTPipePtr()->FetchEventID(HardEvent::S_V));
                 SetFlag<HardEvent::S_V>(evt_1);  // statStageBuf1_: S has written it before V reads it
                 WaitFlag<HardEvent::S_V>(evt_1);
-                CastTo(t, statStage1_, RoundMode::CAST_NONE, k);
+                CastTo(t[AlignUp(td_->rowsPerPass, 8)], statStage1_, RoundMode::CAST_NONE, k);
             }
-            statOutQue1_.EnQue(t);
+            statOutQue_.EnQue(t);
         }
         inQue0_.FreeTensor(rowIn0_);
     }
@@ -632,18 +627,15 @@ private:
             outQue0_.FreeTensor(t);
         }
         {
-            LocalTensor<float> t = statOutQue0_.template DeQue<float>();
+            LocalTensor<float> t = statOutQue_.template DeQue<float>();
             if (p.useStatOut[0] != 0) {
                 DataCopyPad(p.statOut[0][r0], t, DataCopyExtParams(1, k * sizeof(float), 0, 0, 0));
             }
-            statOutQue0_.FreeTensor(t);
-        }
-        {
-            LocalTensor<float> t = statOutQue1_.template DeQue<float>();
             if (p.useStatOut[1] != 0) {
-                DataCopyPad(p.statOut[1][r0], t, DataCopyExtParams(1, k * sizeof(float), 0, 0, 0));
+                DataCopyPad(p.statOut[1][r0], t[AlignUp(td_->rowsPerPass, 8)],
+                            DataCopyExtParams(1, k * sizeof(float), 0, 0, 0));
             }
-            statOutQue1_.FreeTensor(t);
+            statOutQue_.FreeTensor(t);
         }
     }
 
@@ -1890,9 +1882,8 @@ private:
     TQue<TPosition::VECIN, 1> inQue0_;
     TQue<TPosition::VECOUT, 1> outQue0_;
     TBuf<TPosition::VECCALC> statStageBuf0_;
-    TQue<TPosition::VECOUT, 1> statOutQue0_;
     TBuf<TPosition::VECCALC> statStageBuf1_;
-    TQue<TPosition::VECOUT, 1> statOutQue1_;
+    TQue<TPosition::VECOUT, 1> statOutQue_;
     TBuf<TPosition::VECCALC> workBuf_;
     TBuf<TPosition::VECCALC> tabBuf_;
     TBuf<TPosition::VECCALC> colBuf_;
