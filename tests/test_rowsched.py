@@ -159,11 +159,11 @@ def test_the_cross_core_exchanges_and_row_helpers_are_ir():
 
 def test_row_split_exchange_is_one_copy_and_a_pairwise_tree():
     """ROW_SPLIT's cross-core sum (SumPartials) reads the cores' partial rows with one strided DataCopyPad and folds
-    them in a pairwise tree where the [cores, AlignUp(rn, 8)] tile fits in w_[0..1] (docs/design.md "Kernel IR of
-    the rows family"): under that branch one Copy of `cn` blocks (a core a block) and one Add inside the fold loop;
-    the core-order loop (a LoadRow and an Add a core) stays the else branch. Hand count of the fold: with n rows
+    them in a pairwise tree where the [cores, AlignUp(rn, 8)] tile fits in w_[0..1] (docs/design.md "Kernel IR
+    interpreter and synchronisation by dependency"): under that branch one Copy of `cn` blocks (a core a block)
+    and one Add inside the fold loop; the core-order loop (a LoadRow and an Add a core) stays the else branch. Hand count of the fold: with n rows
     left the last n // 2 are added onto the first, so 48 cores take 24 + 12 + 6 + 3 + 1 + 1 rows in 6 Adds =
-    ceil(log2 48), where the core-order loop issues 48."""
+    ceil(log2 48), where the core-order loop takes 48 Adds."""
     k = _irs("layer_norm_grad")[2][0]
     sp = k.method("SumPartials")
     tree = next(s for s in kir.walk(sp.body) if isinstance(s, kir.If) and "pairwise tree" in s.doc)
