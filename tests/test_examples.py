@@ -670,6 +670,23 @@ def test_kernel_matches_the_float64_oracle(case, examples_gen):
         assert np.all(err <= bound), (name, float(err.max()), float(bound[np.unravel_index(err.argmax(), err.shape)]))
 
 
+@pytest.mark.parametrize("engine", ["emu", "kir"])
+def test_layer_norm_grad_tree_exchange_matches_the_float64_oracle(engine, examples_gen):
+    """LayerNormGradV3 on 97 rows of 1152 (bf16, fp32 gamma) over 48 cores: ROW_SPLIT's pd_gamma / pd_beta partial
+    rows are combined by one strided copy and a pairwise tree (opgen.kernel.rowsched `_tree_partials`: 48 rows of
+    AlignUp(24, 8) fit in w_[0..1]); both engines equal the float64 closed form within the rounding bound."""
+    dims, dtypes = {"Bd": (97,), "H": 1152}, {"T": "bfloat16", "U": "float32"}
+    r = run_check(str(EX / "layer_norm_grad.py"), dims=dims, dtypes=dtypes, gen_dir=examples_gen if engine == "emu"
+                  else None, seed=3, progress=False, engine=engine)
+    assert not r.faults and r.passed, (r.faults[:3], {k: c.to_json() for k, c in r.outputs.items() if not c.passed})
+    assert r.tiling_key % 10 == 1, r.tiling_key
+    for name, (ref, scale) in ORACLES["layer_norm_grad"](r.inputs, {}).items():
+        got = _f(r.arrays[name])
+        err = np.abs(got - ref)
+        bound = _bound(ref, str(r.arrays[name].dtype), _terms("layer_norm_grad", name, dims), scale)
+        assert np.all(err <= bound), (name, float(err.max()))
+
+
 def test_backward_closed_forms_equal_torch_autograd():
     """The closed forms the backward oracles use (saved statistics as inputs) equal torch autograd of the forward
     when the statistics are the forward's own (float64)."""

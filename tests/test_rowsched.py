@@ -5,12 +5,14 @@ spec files, not the code), is what the op_kernel header prints, and a dropped fl
 from __future__ import annotations
 
 import functools
+import math
 from pathlib import Path
 
 import pytest
 
 from opgen.kernel import kir
-from opgen.kernel.isa import Pipe
+from opgen.ir.dims import Sym
+from opgen.kernel.isa import Op, Pipe
 from opgen.tiling.pipeline import kernel_build
 from opgen.registry import load_spec
 
@@ -153,3 +155,27 @@ def test_the_cross_core_exchanges_and_row_helpers_are_ir():
     bad = kir.KernelClass(**{**k.__dict__, "methods": tuple(broken if m.name == "LoadRow" else m for m in k.methods)})
     with pytest.raises(kir.IRError, match="nothing enqueued"):
         kir.verify(bad)
+
+
+def test_row_split_exchange_is_one_copy_and_a_pairwise_tree():
+    """ROW_SPLIT's cross-core sum (SumPartials) reads the cores' partial rows with one strided DataCopyPad and folds
+    them in a pairwise tree where the [cores, AlignUp(rn, 8)] tile fits in w_[0..1] (docs/design.md "Kernel IR
+    interpreter and synchronisation by dependency"): under that branch one Copy of `cn` blocks (a core a block)
+    and one Add inside the fold loop; the core-order loop (a LoadRow and an Add a core) stays the else branch. Hand count of the fold: with n rows
+    left the last n // 2 are added onto the first, so 48 cores take 24 + 12 + 6 + 3 + 1 + 1 rows in 6 Adds =
+    ceil(log2 48), where the core-order loop takes 48 Adds."""
+    k = _irs("layer_norm_grad")[2][0]
+    sp = k.method("SumPartials")
+    tree = next(s for s in kir.walk(sp.body) if isinstance(s, kir.If) and "pairwise tree" in s.doc)
+    copies = [s for s in kir.walk(tree.then) if isinstance(s, kir.Copy)]
+    assert len(copies) == 1 and copies[0].block_count == Sym("cn") and isinstance(copies[0].src, kir.GmView)
+    loops = [s for s in tree.then if isinstance(s, kir.For)]
+    assert len(loops) == 1 and [v.op for v in kir.walk(loops[0].body) if isinstance(v, kir.Vec)] == [Op.ADD]
+    assert any(isinstance(c, kir.Call) and c.method == "LoadRow" for c in kir.walk(tree.orelse))
+    # the fold's iteration count, stepped as the loop's Let / Assign say (h = (n - d) / 2, d += h)
+    for cores, adds in ((48, 6), (40, 6), (20, 5), (2, 1), (1, 0)):
+        d = steps = 0
+        while d < cores - 1:
+            d += (cores - d) // 2
+            steps += 1
+        assert steps == adds == math.ceil(math.log2(cores)), cores

@@ -1651,40 +1651,80 @@ def _row_reduce(name: str, op: Op) -> Func:
     ), ret="float")
 
 
+def _tree_partials(op: Op, fallback: tuple) -> tuple:
+    """The one-copy form of ROW_SPLIT's cross-core exchange (SumPartials / MaxPartials / MinPartials): when every
+    core's partial row of this exchange sits at the same workspace slot (b < 0: no per-batch slot choice) and the
+    [cores, AlignUp(rn, 8)] fp32 tile fits in w_[0] and w_[1] (contiguous, each at least rowStride_ floats:
+    `_fixed_buffers`), the partial rows of cores cFirst..cLast come in with one strided DataCopyPad (blockCount =
+    the cores, blockLen = rn fp32, the GM gap between two cores' rows wsRowsPerCore_ * colAlign_ - rn floats as
+    srcStride; one 32-byte aligned row a core) and fold in a pairwise tree, as COL_SPLIT's TotalOwnedRows does: with
+    n rows left the last h = n / 2 (rounded down) are combined lane-wise onto the first h (one `op` over h rows),
+    n becomes n - h, until one row is left in w_[0]: ceil(log2(cores)) vector instructions and one copy instead of
+    one copy and one instruction a core. The tree depends only on the core count, so the result is deterministic
+    (a sum in another order than core order; a maximum or minimum is the same value either way: docs/design.md
+    "COL_SPLIT exchange"). Returns the statements: the tile's Lets and an If whose else branch is `fallback` (the
+    core-order loop)."""
+    w0, rn, d, h, n, ra = Ref("w_", slot=Lit(0)), Sym("rn"), Sym("d"), Sym("h"), Sym("cn"), Sym("ra")
+    f4 = SizeOf("float")
+    src = add(mul(add(mul(Sym("cFirst"), Sym("wsRowsPerCore_")), Sym("row")), _COLA), Sym("r0"))
+    upper = Ref("w_", mul(sub(sub(n, d), h), ra), slot=Lit(0))
+    return (
+        Let("cn", add(sub(Sym("cLast"), Sym("cFirst")), Lit(1))),
+        Let("ra", Fn("align_up", (rn, Lit(8)))),
+        If((Constraint("<", Sym("b"), Lit(0)), Constraint("<=", mul(n, ra), mul(Lit(2), Sym("rowStride_")))), (
+            Copy(w0, GmView("ws_", src), n, mul(rn, f4), mul(sub(mul(Sym("wsRowsPerCore_"), _COLA), rn), f4),
+                 Lit(0), doc="the partial rows of cores cFirst..cLast: one row of w_ a core"),
+            For("d", Lit(0), sub(n, Lit(1)), None, (
+                Let("h", div(sub(n, d), Lit(2))),
+                vec(op, dst=w0, src0=w0, src1=upper, count=mul(h, ra)),
+                Assign("d", add(d, h)),
+            ), doc="pairwise tree: the last h of the n = cn - d rows left folded onto the first h"),
+        ), tuple(fallback), doc="one strided copy and a pairwise tree where the tile fits; else core by core"),
+    )
+
+
 def _sum_partials() -> Func:
-    """The cross-core sum of ROW_SPLIT's partial rows (exchanged through workspace after a SyncAll)."""
+    """The cross-core sum of ROW_SPLIT's partial rows (exchanged through workspace after a SyncAll): one strided
+    copy and a pairwise tree where the tile fits (`_tree_partials`), else core by core in core order."""
     w0, w1, rn, c = Ref("w_", slot=Lit(0)), Ref("w_", slot=Lit(1)), Sym("rn"), Sym("c")
     slot = Select((Constraint(">=", Sym("b"), Lit(0)),
                    Constraint("!=", Sym("b"), div(Invoke("RowStartOf", (c,)), Sym("seqLen_")))), Lit(1), Lit(0))
     row = add(mul(add(mul(c, Sym("wsRowsPerCore_")), Sym("row"), mul(Sym("slot"), Sym("slotStride"))), _COLA), Sym("r0"))
     return Func("SumPartials", tuple(Param(n) for n in ("row", "slotStride", "r0", "rn", "cFirst", "cLast", "b")), (
-        vec(Op.DUPLICATE, dst=w0, scalar=0.0, count=rn),
-        For("c", Sym("cFirst"), Sym("cLast"), Lit(1), (
-            Let("slot", slot),
-            Call("LoadRow", (w1, GmView("ws_", row), rn), targs=("float",)),
-            vec(Op.ADD, dst=w0, src0=w0, src1=w1, count=rn),
-        ), inclusive=True),
+        *_tree_partials(Op.ADD, (
+            vec(Op.DUPLICATE, dst=w0, scalar=0.0, count=rn),
+            For("c", Sym("cFirst"), Sym("cLast"), Lit(1), (
+                Let("slot", slot),
+                Call("LoadRow", (w1, GmView("ws_", row), rn), targs=("float",)),
+                vec(Op.ADD, dst=w0, src0=w0, src1=w1, count=rn),
+            ), inclusive=True),
+        )),
     ), doc="Sum of the fp32 partial rows `row` (+ slotStride for a core whose last batch is b) of cores\n"
-           "cFirst..cLast, columns [r0, r0 + rn), in core order, into w_[0].")
+           "cFirst..cLast, columns [r0, r0 + rn), into w_[0]: one strided copy and a pairwise tree where the\n"
+           "[cores, AlignUp(rn, 8)] tile fits in w_[0..1] and b < 0, else in core order.")
 
 
 def _max_partials(name: str = "MaxPartials", op: Op = Op.MAX, what: str = "Maximum") -> Func:
     """The cross-core maximum (or, with name MinPartials and op Min, minimum) of ROW_SPLIT's partial rows
     (SumPartials' exchange with Max / Min): the first core's row is taken as it is (the op of a row with itself),
-    then each later core's in core order, so no identity is needed."""
+    then each later core's in core order, so no identity is needed; one strided copy and a pairwise tree where the
+    tile fits (`_tree_partials`)."""
     w0, w1, rn, c = Ref("w_", slot=Lit(0)), Ref("w_", slot=Lit(1)), Sym("rn"), Sym("c")
     slot = Select((Constraint(">=", Sym("b"), Lit(0)),
                    Constraint("!=", Sym("b"), div(Invoke("RowStartOf", (c,)), Sym("seqLen_")))), Lit(1), Lit(0))
     row = add(mul(add(mul(c, Sym("wsRowsPerCore_")), Sym("row"), mul(Sym("slot"), Sym("slotStride"))), _COLA), Sym("r0"))
     return Func(name, tuple(Param(n) for n in ("row", "slotStride", "r0", "rn", "cFirst", "cLast", "b")), (
-        For("c", Sym("cFirst"), Sym("cLast"), Lit(1), (
-            Let("slot", slot),
-            Call("LoadRow", (w1, GmView("ws_", row), rn), targs=("float",)),
-            If((Constraint("==", c, Sym("cFirst")),), (vec(op, dst=w0, src0=w1, src1=w1, count=rn),),
-               (vec(op, dst=w0, src0=w0, src1=w1, count=rn),)),
-        ), inclusive=True),
+        *_tree_partials(op, (
+            For("c", Sym("cFirst"), Sym("cLast"), Lit(1), (
+                Let("slot", slot),
+                Call("LoadRow", (w1, GmView("ws_", row), rn), targs=("float",)),
+                If((Constraint("==", c, Sym("cFirst")),), (vec(op, dst=w0, src0=w1, src1=w1, count=rn),),
+                   (vec(op, dst=w0, src0=w0, src1=w1, count=rn),)),
+            ), inclusive=True),
+        )),
     ), doc=f"{what} of the fp32 partial rows `row` (+ slotStride for a core whose last batch is b) of cores\n"
-           "cFirst..cLast, columns [r0, r0 + rn), in core order, into w_[0].")
+           "cFirst..cLast, columns [r0, r0 + rn), into w_[0]: one strided copy and a pairwise tree where the\n"
+           "[cores, AlignUp(rn, 8)] tile fits in w_[0..1] and b < 0, else in core order (the same value).")
 
 
 def _combine_totals() -> Func:

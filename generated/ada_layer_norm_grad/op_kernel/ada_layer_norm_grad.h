@@ -195,6 +195,9 @@ private:
                 SumPartials(0, 0, r0, rn, 0, GetBlockNum() - 1, -1);
                 PipeBarrier<PIPE_V>();  // workBuf_: V has written it before V reads it
                 StoreRow<U>(gm_pd_gamma[r0], w_[0], RoundMode::CAST_RINT, rn);  // spec: ada_layer_norm_grad.py:77
+                event_t evt_2 = static_cast<event_t>(GetTPipePtr()->FetchEventID(HardEvent::V_MTE2));
+                SetFlag<HardEvent::V_MTE2>(evt_2);  // workBuf_: V has read it before MTE2 overwrites it
+                WaitFlag<HardEvent::V_MTE2>(evt_2);
                 PipeBarrier<PIPE_V>();  // workBuf_: V has read it before V overwrites it
                 SumPartials(1, 0, r0, rn, 0, GetBlockNum() - 1, -1);
                 PipeBarrier<PIPE_V>();  // workBuf_: V has written it before V reads it
@@ -207,11 +210,17 @@ private:
                         const int64_t b = start / seqLen_;
                         lastBatch = b;
                         const int64_t last = (b + 1) * seqLen_ < rowNum_ ? (b + 1) * seqLen_ - 1 : rowNum_ - 1;
+                        event_t evt_3 = static_cast<event_t>(GetTPipePtr()->FetchEventID(HardEvent::V_MTE2));
+                        SetFlag<HardEvent::V_MTE2>(evt_3);  // workBuf_: V has read it before MTE2 overwrites it
+                        WaitFlag<HardEvent::V_MTE2>(evt_3);
                         PipeBarrier<PIPE_V>();  // workBuf_: V has read it before V overwrites it
                         SumPartials(2, 2, r0, rn, CoreOfRow(b * seqLen_), CoreOfRow(last), b);
                         PipeBarrier<PIPE_V>();  // workBuf_: V has written it before V reads it
                         StoreRow<T>(gm_pd_scale[b * hidden_ + r0], w_[0], RoundMode::CAST_RINT,
-                                    rn);        // spec: ada_layer_norm_grad.py:71
+                                    rn);  // spec: ada_layer_norm_grad.py:71
+                        event_t evt_4 = static_cast<event_t>(GetTPipePtr()->FetchEventID(HardEvent::V_MTE2));
+                        SetFlag<HardEvent::V_MTE2>(evt_4);  // workBuf_: V has read it before MTE2 overwrites it
+                        WaitFlag<HardEvent::V_MTE2>(evt_4);
                         PipeBarrier<PIPE_V>();  // workBuf_: V has read it before V overwrites it
                         SumPartials(3, 2, r0, rn, CoreOfRow(b * seqLen_), CoreOfRow(last), b);
                         PipeBarrier<PIPE_V>();  // workBuf_: V has written it before V reads it
@@ -502,16 +511,38 @@ private:
     }
 
     // Sum of the fp32 partial rows `row` (+ slotStride for a core whose last batch is b) of cores
-    // cFirst..cLast, columns [r0, r0 + rn), in core order, into w_[0].
+    // cFirst..cLast, columns [r0, r0 + rn), into w_[0]: one strided copy and a pairwise tree where the
+    // [cores, AlignUp(rn, 8)] tile fits in w_[0..1] and b < 0, else in core order.
     __aicore__ inline void SumPartials(int64_t row, int64_t slotStride, int64_t r0, int64_t rn, int64_t cFirst,
                                        int64_t cLast, int64_t b)
     {
-        Duplicate(w_[0], 0.0f, static_cast<int32_t>(rn));
-        for (int64_t c = cFirst; c <= cLast; ++c) {
-            const int64_t slot = (b >= 0 && b != RowStartOf(c) / seqLen_) ? 1 : 0;
-            PipeBarrier<PIPE_V>();  // workBuf_: V has read it before V overwrites it
-            LoadRow<float>(w_[1], ws_[(c * wsRowsPerCore_ + row + slot * slotStride) * colAlign_ + r0], rn);
-            Add(w_[0], w_[0], w_[1], static_cast<int32_t>(rn));
+        const int64_t cn = cLast - cFirst + 1;
+        const int64_t ra = AlignUp(rn, 8);
+        // one strided copy and a pairwise tree where the tile fits; else core by core
+        if (b < 0 && cn * ra <= 2 * rowStride_) {
+            DataCopyPad(w_[0], ws_[(cFirst * wsRowsPerCore_ + row) * colAlign_ + r0],
+                        DataCopyExtParams(static_cast<uint16_t>(cn), rn * sizeof(float),
+                                          (wsRowsPerCore_ * colAlign_ - rn) * sizeof(float), 0, 0),
+                        DataCopyPadExtParams<float>(
+                            false, 0, 0, float{}));  // the partial rows of cores cFirst..cLast: one row of w_ a core
+            event_t evt_0 = static_cast<event_t>(GetTPipePtr()->FetchEventID(HardEvent::MTE2_V));
+            SetFlag<HardEvent::MTE2_V>(evt_0);  // workBuf_: MTE2 has written it before V reads it
+            WaitFlag<HardEvent::MTE2_V>(evt_0);
+            // pairwise tree: the last h of the n = cn - d rows left folded onto the first h
+            for (int64_t d = 0; d < cn - 1;) {
+                const int64_t h = (cn - d) / 2;
+                PipeBarrier<PIPE_V>();  // workBuf_: V has written it before V reads it
+                Add(w_[0], w_[0], w_[0][(cn - d - h) * ra], static_cast<int32_t>(h * ra));
+                d += h;
+            }
+        } else {
+            Duplicate(w_[0], 0.0f, static_cast<int32_t>(rn));
+            for (int64_t c = cFirst; c <= cLast; ++c) {
+                const int64_t slot = (b >= 0 && b != RowStartOf(c) / seqLen_) ? 1 : 0;
+                PipeBarrier<PIPE_V>();  // workBuf_: V has read it before V overwrites it
+                LoadRow<float>(w_[1], ws_[(c * wsRowsPerCore_ + row + slot * slotStride) * colAlign_ + r0], rn);
+                Add(w_[0], w_[0], w_[1], static_cast<int32_t>(rn));
+            }
         }
     }
 
