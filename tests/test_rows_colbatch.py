@@ -35,18 +35,50 @@ def _tiling(name: str, rows: int, h: int, dtype: DType) -> dict:
                                              {}))
 
 
-def test_the_sub_batch_is_whole_blocks_of_rows_within_a_quarter_of_ub():
+def test_the_sub_batch_is_whole_blocks_of_rows_within_a_quarter_of_ub_else_priced():
     """RmsNorm fp16, 33 rows of 30001: COL_SPLIT with colBatchRows a multiple of 8 (each sub-batch starts a 32-byte
     block of the per-row buffers) whose two fp32 row temporaries of the slice and 64-float scratch a row take at
-    most a quarter of UB; 60 rows of 40000 bf16: a slice of 848 columns leaves room for fewer than 8 such rows, so
-    0 (row by row)."""
+    most a quarter of UB; 60 rows of 40000 bf16: a slice of 848 columns leaves room for fewer than 8 such rows in a
+    quarter, and 8 rows (56 KB) are taken from the group (53 rows row by row, 39 with them: one group either way, no
+    more exchanges), priced below row by row."""
     tl = _tiling("rms_norm.py", 33, 30001, DType.f16)
     assert tl["strategy"] == 2
     b, cols = tl["colBatchRows"], tl["colsPerPass"]
     assert b >= 8 and b % 8 == 0 and b <= 248
     assert b * (2 * 4 * cols + 64 * 4) <= B1.ub_bytes // 4 < (b + 8) * (2 * 4 * cols + 64 * 4)
     tl = _tiling("rms_norm.py", 60, 40000, DType.bf16)
-    assert tl["strategy"] == 2 and tl["colBatchRows"] == 0
+    cols = tl["colsPerPass"]
+    assert tl["strategy"] == 2 and cols == 848 and tl["colBatchRows"] == 8 and tl["groupRows"] == 39
+    assert 8 * (2 * 4 * cols + 64 * 4) > B1.ub_bytes // 4
+    assert tl["colBatchCost8"] < tl["colBatchCost0"]
+
+
+def test_the_sub_batch_is_priced_by_issues_and_exchanges():
+    """CrossEntropyLoss bf16 [1024, 32000] (the bench's case, weights present): 46 cores take slices of 704 columns;
+    the tiling prices row by row against sub-batches of 8 rows by hand-countable terms of docs/reference/kernel_cost.md
+    §2 (an instruction 8 + 16 cycles with its barrier, a V -> S wait 32, a SyncAll 1800, a burst 256 bytes at
+    1.8 GHz / 1.6 TB/s), with the program's 17 vector instructions a row, 5 row reductions, 3 levels:
+      row by row: 1024 rows x (17 x 24 + 5 x (24 + 32)) = 704512, plus 18 groups of 57 rows x 3 levels x
+        (2 x 1800 + 2 x 32 + 6 tree steps x 24 + 46 bursts x 256 x 9 / 8000 = 13) = 206334
+      8 rows at once: 36 groups of 29 rows (8 rows of temporaries leave room for 29), each 4 sub-batches
+        (8, 8, 8, 5) of 17 instructions and 5 RowsSum of 11 + 1, plus 36 exchanges
+    and takes the cheaper sub-batch of 8 rows; a quarter of UB (the rule before) held only 4 rows of temporaries,
+    so the kernel ran row by row with a scalar round trip a row reduction."""
+    from opgen.tiling.pipeline import kernel_build
+
+    spec = _load_file(EX / "cross_entropy_loss.py")
+    t = kernel_build(spec).tiling
+    tl = t.program.evaluate(program_inputs(spec, t.program, t.inputs, {"N": 1024, "C": 32000}, {"T": DType.bf16},
+                                           B1, {}))
+    assert (tl["strategy"], tl["colsPerPass"], tl["colBatchRows"]) == (2, 704, 8)
+    xchg = 3 * (2 * 1800 + 2 * 32 + 6 * 24 + 46 * 256 * 9 // 8000)
+    assert tl["colBatchCost0"] == 1024 * (17 * 24 + 5 * (24 + 32)) + 18 * xchg == 910846
+    groups, rows = 36, tl["groupRows"]
+    assert rows == 29 and -(-1024 // rows) == groups
+    # a group of 29 rows is 4 sub-batches (8, 8, 8, 5); each issues 17 instructions and 5 RowsSum of 11 + 1
+    assert tl["colBatchCost8"] == groups * 4 * (17 + 5 * 12) * 24 + groups * xchg
+    assert tl["colBatchCost8"] < tl["colBatchCost0"]
+    assert 4 * (4 * 4 * 704 + 64 * 4) <= B1.ub_bytes // 4 < 8 * (4 * 4 * 704 + 64 * 4)
 
 
 def test_the_kernel_runs_sub_batches_and_row_sums_into_the_exchange_slots(tmp_path):

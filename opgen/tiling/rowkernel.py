@@ -126,20 +126,65 @@ def col_batch(c: RowCounts) -> bool:
 
 COL_BATCH_UB_SHARE = 4
 """COL_SPLIT's sub-batch of rows (`col_batch_rows`) keeps its fp32 row temporaries and RowsSum scratch in at most
-1 / COL_BATCH_UB_SHARE of UB: the rest holds the group's resident slices, whose rows share each exchange's fixed
-cost (SyncAll, TotalOwnedRows' copy and tree over every core's partials)."""
+1 / COL_BATCH_UB_SHARE of UB where 8 rows fit there: the rest holds the group's resident slices, whose rows share
+each exchange's fixed cost (SyncAll, TotalOwnedRows' copy and tree over every core's partials)."""
 
 
-def col_batch_rows(p, c: RowCounts, cols, R, ub):
+def _exchange_cycles(c: RowCounts, col_cores, bytes_of):
+    """AI Core cycles of one group's cross-core exchanges in COL_SPLIT (opgen.kernel.rowsched `_total_owned_rows`;
+    docs/reference/kernel_cost.md §2): per row-reduction level two SyncAll, the flag waits of the strided copy of
+    every core's partials (MTE2 -> V) and of the totals out (V -> MTE3), that copy's bursts (one a core) and
+    ceil(log2(cores)) tree instructions (`tree_steps`), each with its barrier. A tiling expression."""
+    _elem, _ins, _outs, (num, den), _lanes32, per_issue = _cost_terms(c, bytes_of)
+    return max(c.levels, 1) * (2 * int(SYNC_ALL_CYCLES) + 2 * FLAG_WAIT_CYCLES + tree_steps(col_cores) * per_issue
+                               + col_cores * BURST_OVERHEAD_BYTES * num // den)
+
+
+def _slice_issue_cycles(c: RowCounts, R, cols, group_rows, batch_rows):
+    """Issue cycles (docs/reference/kernel_cost.md §2: VEC_ISSUE + BARRIER an instruction, FLAG_WAIT a hand-off) of
+    one core's COL_SPLIT instructions over R rows of `cols` columns in groups of `group_rows`:
+      batch_rows = 0  row by row: vinstrs instructions a row, and each of its rsums row reductions one more (the
+                      second pass of ReduceSum / ReduceMax) and a V -> S wait (RowSum's scalar result, then SetValue)
+      batch_rows = b  per sub-batch of b rows of a group: vinstrs instructions, each row reduction by RowsSum
+                      ceil(cols / 64) + 1 of them (eight rows a repeat: no scalar round trip)
+    `batch_rows` a Python int, the others tiling expressions."""
+    per_issue = VEC_ISSUE_CYCLES + BARRIER_CYCLES
+    vin = max(c.vinstrs, 1)
+    if isinstance(batch_rows, int) and batch_rows == 0:
+        return R * (vin * per_issue + c.rsums * (per_issue + FLAG_WAIT_CYCLES))
+    batches = ceil_div(R, group_rows) * ceil_div(group_rows, batch_rows)
+    return batches * ((vin + c.rsums * (ceil_div(cols, 64) + 1)) * per_issue)
+
+
+def col_batch_rows(p, c: RowCounts, cols, R, ub, col_cores, bytes_of):
     """The tiling field colBatchRows (opgen.kernel.rowsched `_col_rows`): rows of a COL_SPLIT group run at once, a
     multiple of 8 (each sub-batch's first row starts a 32-byte block of the per-row buffers, eight rows fill a
-    repeat of RowsSumB and the Brcb forms) of at most 248 (one instruction's repeatTime) and at most the rows rounded
-    up to 8, whose fp32 row temporaries (`cols` columns) and 64-float RowsSum scratch a row fit 1 / COL_BATCH_UB_SHARE
-    of UB; 0 (row by row) when not 8 rows fit or a slice is longer than 2040 columns (RowsSum's repeat stride)."""
+    repeat of RowsSumB and the Brcb forms), or 0 (row by row); 0 whenever a slice is longer than 2040 columns
+    (RowsSum's repeat stride). Where 8 or more rows' fp32 row temporaries (`cols` columns a row) and 64-float
+    RowsSum scratch fit 1 / COL_BATCH_UB_SHARE of UB: the most that do, at most 248 (one instruction's repeatTime)
+    and at most the rows rounded up to 8. Else (a wide slice) 8 rows, taking more than that share from the group's
+    resident slices, where their group still takes a row and the cost model (docs/reference/kernel_cost.md §2)
+    prices them below row by row: each as its instruction issues (`_slice_issue_cycles`) plus its groups'
+    exchanges (`_exchange_cycles`), the groups those of `col_plan` with its temporaries."""
     temps = fixed_needs(c, COL_SPLIT)["workBuf"]
     per = lit(temps * 4) * cols + 64 * 4
-    rows = emin(emin(lit(248), align_up(R, 8)), (ub // COL_BATCH_UB_SHARE) // per) // 8 * 8
-    return p.let("colBatchRows", select(cols <= 8 * 255, rows, 0),
+    share = p.let("colBatchShareRows", emin(emin(lit(248), align_up(R, 8)), (ub // COL_BATCH_UB_SHARE) // per) // 8 * 8,
+                  f"COL_SPLIT: rows of temporaries that fit 1 / {COL_BATCH_UB_SHARE} of UB (a multiple of 8)")
+    xchg = _exchange_cycles(c, col_cores, bytes_of)
+
+    def group(b):
+        plan = col_plan(c, cols, bytes_of, lit(b))
+        fit = select(ub > fixed_bytes(plan), (ub - fixed_bytes(plan)) // row_bytes(plan), 0)
+        return fit, emax(1, emin(emin(fit, 1024), R))
+
+    _fit0, rows0 = group(0)
+    fit8, rows8 = group(8)
+    cost0 = p.let("colBatchCost0", _slice_issue_cycles(c, R, cols, rows0, 0) + ceil_div(R, rows0) * xchg,
+                  "COL_SPLIT row by row: estimated issue and exchange cycles of a core")
+    cost8 = p.let("colBatchCost8", _slice_issue_cycles(c, R, cols, rows8, 8) + ceil_div(R, rows8) * xchg,
+                  "COL_SPLIT in sub-batches of 8 rows: estimated issue and exchange cycles of a core")
+    wide = select((fit8 >= 1) & (cost8 < cost0), 8, 0)
+    return p.let("colBatchRows", select(cols <= 8 * 255, select(share >= 8, share, wide), 0),
                  "COL_SPLIT: rows of a group run at once (a multiple of 8; 0: row by row)", True)
 
 
@@ -337,7 +382,7 @@ def program(name: str, c: RowCounts, dvars: tuple[str, ...], float_attrs: tuple[
     plans = {ROW_SPLIT: row_plan(c, col_align, bytes_of, Var("rowQueBufs"))}
     cols_core = p.let("colsPerCore", align_up(ceil_div(H, cores), lanes), "columns per core (COL_SPLIT)", True)
     col_cores = p.let("colCores", ceil_div(H, cols_core), "cores used by COL_SPLIT")
-    cs_rows = col_batch_rows(p, c, cols_core, R, ub) if col_batch(c) else None   # colBatchRows
+    cs_rows = col_batch_rows(p, c, cols_core, R, ub, col_cores, bytes_of) if col_batch(c) else None   # colBatchRows
     if stream:
         cols_pass = None   # after the strategy: the resident slice (COL_SPLIT) or the streaming chunk (COL_STREAM)
     elif resident:
@@ -583,14 +628,11 @@ def _resident_or_slice(p, c, R, H, lanes, col_align, cols_core, col_cores, row_c
     vin = max(c.vinstrs, 1)
     mem_s = p.let("sliceMemCycles", (moved + R * col_cores * (ins + outs) * BURST_OVERHEAD_BYTES) * num // den,
                   "COL_SPLIT: estimated HBM cycles (bytes and bursts)")
-    issue_s = R * (vin * per_issue)
+    issue_s = _slice_issue_cycles(c, R, cols_core, slice_rows, 0)
     if batch_rows is not None:   # per sub-batch of a group
-        batches = ceil_div(R, slice_rows) * ceil_div(slice_rows, emax(batch_rows, 1))
-        issue_s = select(batch_rows >= 1, batches * ((vin + c.rsums * (ceil_div(cols_core, 64) + 1)) * per_issue),
+        issue_s = select(batch_rows >= 1, _slice_issue_cycles(c, R, cols_core, slice_rows, emax(batch_rows, 1)),
                          issue_s)
-    exchange = ceil_div(R, slice_rows) * max(c.levels, 1) * (
-        2 * int(SYNC_ALL_CYCLES) + 2 * FLAG_WAIT_CYCLES + tree_steps(col_cores) * per_issue
-        + col_cores * BURST_OVERHEAD_BYTES * num // den)
+    exchange = ceil_div(R, slice_rows) * _exchange_cycles(c, col_cores, bytes_of)
     run_s = p.let("sliceRunCycles", R * cols_core * vin // lanes32 + issue_s + exchange,
                   "COL_SPLIT: estimated vector, issue and exchange cycles of a core (per level and group: two SyncAll, "
                   "TotalOwnedRows' strided copy of every core's partials and its pairwise tree)")
