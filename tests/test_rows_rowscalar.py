@@ -166,6 +166,36 @@ def test_cross_entropy_and_grad_with_many_rows_a_compare_against_float64(n, c, d
         float(np.abs(got - ref).max())
 
 
+
+@pytest.mark.slow
+@pytest.mark.skipif(shutil.which("g++") is None, reason="g++ not available")
+def test_cross_entropy_wide_slices_run_eight_rows_at_once(examples_gen):
+    """CrossEntropyLoss bf16 [64, 32000] with weights (the bench's row length): 46 cores take slices of 704 columns,
+    too wide for 8 rows of its four fp32 temporaries in a quarter of UB, and the tiling takes 8 rows at once
+    (opgen.tiling.rowkernel.col_batch_rows, priced below row by row) in groups of 29 rows. Counted by the emulation
+    against hand counts: ceil(64 / 29) = 3 groups x 3 row-reduction levels x 2 SyncAll = 18 on every core; the
+    busiest core issues fewer vector instructions than 64 rows x the program's 17 (row by row issues each of them for
+    every row, plus a second instruction and a V -> S wait per row reduction: 5 a row); lossOut and logProb against
+    float64 as in the test above."""
+    n, c, eps = 64, 32000, 0.1
+    tl = _tiling("cross_entropy_loss.py", n, c, "bfloat16")
+    assert (tl["strategy"], tl["colsPerPass"], tl["colBatchRows"], tl["groupRows"]) == (2, 704, 8, 29)
+    x, t, w = _ce_inputs(n, c, 7)
+    r = run_check(str(EX / "cross_entropy_loss.py"), {"input": x, "target": t, "weight": w},
+                  {"labelSmoothing": eps}, dtypes={"T": "bfloat16"}, gen_dir=examples_gen, progress=False)
+    assert not r.faults and r.passed, r.faults[:3]
+    assert r.cost["sync_alls"] == 3 * 3 * 2
+    assert r.cost["vec_issues"] < n * 17, r.cost["vec_issues"]
+    assert r.cost["flag_waits"] < n * 5, r.cost["flag_waits"]
+    loss, lp = _ce_reference(_f(r.inputs["input"]), t, _f(w), eps)
+    terms = 2.0**-24 * 4 * c
+    scale = np.abs(_f(r.inputs["input"])).max(-1, keepdims=True) + np.abs(lp).max(-1, keepdims=True)
+    assert np.all(np.abs(_f(r.arrays["logProb"]) - lp) <= 4 * ULP["bfloat16"] * np.abs(lp) + terms * scale)
+    lscale = np.abs(lp).max(-1) * w.max() + scale[:, 0]
+    got = _f(r.arrays["lossOut"])
+    assert np.all(np.abs(got - loss) <= 4 * ULP["bfloat16"] * np.abs(loss) + terms * lscale)
+
+
 ARG = '''
 from opgen.dsl import A2, A3, OpSpec, bf16, f16, f32, i64
 
