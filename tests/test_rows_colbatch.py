@@ -75,7 +75,7 @@ def test_the_sub_batch_is_priced_by_issues_and_exchanges():
     assert tl["colBatchCost0"] == 1024 * (17 * 24 + 5 * (24 + 32)) + 18 * xchg == 910846
     groups, rows = 36, tl["groupRows"]
     assert rows == 29 and -(-1024 // rows) == groups
-    # a group of 29 rows is 4 sub-batches (8, 8, 8, 5); each issues 17 instructions and 5 RowsSum of 11 + 1
+    # a group of 29 rows is 4 sub-batches (8, 8, 8, 5), each of 17 instructions and 5 RowsSum of 11 + 1
     assert tl["colBatchCost8"] == groups * 4 * (17 + 5 * 12) * 24 + groups * xchg
     assert tl["colBatchCost8"] < tl["colBatchCost0"]
     assert 4 * (4 * 4 * 704 + 64 * 4) <= B1.ub_bytes // 4 < 8 * (4 * 4 * 704 + 64 * 4)
