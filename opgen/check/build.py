@@ -5,7 +5,8 @@ $OPGEN_BUILD_DIR or ~/.cache/opgen/build. It holds build.ninja, the generated dr
 aclnn_harness.cpp (rewritten only when their text changes, so a second build is a no-op) and the targets:
 
     aclnn/runner   aclnn case runner: op_host/op_api/aclnn_<api>.cpp + L0 <op>.cpp + runtime.cpp + harness (-O0 -g;
-                   without -g when OPGEN_CHECK_OPT=0, aclnn_flags)
+                   without -g when OPGEN_CHECK_OPT=0, aclnn_flags; the L0, API and harness files as one translation
+                   unit, aclnn_one_tu.cpp, when OPGEN_CHECK_ACLNN_ONE_TU=1, ONE_TU_ENV)
     debug/check    launch driver: driver.cpp + op_host/<op>_tiling.cpp + op_kernel/<op>.cpp (-O1 -g)
     quick/check    the same at -O0 without -g: about a quarter of the compiler's CPU, slower kernels (launch_variant():
                    OPGEN_CHECK_OPT=0, which the test suite sets; its cases are small)
