@@ -8,6 +8,9 @@ from pathlib import Path
 # opgen/check/build.py launch_variant), a third of the compiler CPU of the default -O1. Subprocesses inherit it.
 # An explicit OPGEN_CHECK_OPT in the environment wins (OPGEN_CHECK_OPT=1 runs the suite on the -O1 drivers).
 os.environ.setdefault("OPGEN_CHECK_OPT", "0")
+# The aclnn case runner as one translation unit (opgen.check.build.ONE_TU_ENV): one compiler process instead of three;
+# tests/test_codegen.py compiles every emitted file on its own, tests/test_build_variants.py a runner both ways.
+os.environ.setdefault("OPGEN_CHECK_ACLNN_ONE_TU", "1")
 
 # One BLAS / OpenMP thread a process. The suite runs one xdist worker per CPU, so NumPy's OpenBLAS (the interpreter's
 # matmuls, the oracles) and torch's intra-op pool in each worker only contended for the CPUs the other worker uses,

@@ -14,8 +14,8 @@ sys.path.insert(0, str(Path(__file__).resolve().parent))
 
 from inproc import cli  # noqa: E402
 
-from opgen.check.build import (HARNESS_HEAD, INSTANCES_MACRO, ONLY_KEY_MACRO, OPT_ENV, VARIANTS, Sources,  # noqa: E402
-                               instances_target, kernel_flags, kernel_keys, key_kernel_source, launch_variant,
+from opgen.check.build import (HARNESS_HEAD, INSTANCES_MACRO, ONE_TU_ENV, ONLY_KEY_MACRO, OPT_ENV, VARIANTS,  # noqa: E402
+                               Sources, instances_target, kernel_flags, kernel_keys, key_kernel_source, launch_variant,
                                ninja_file, pch_target)
 from opgen.errors import OpgenError  # noqa: E402
 
@@ -151,6 +151,7 @@ def test_the_aclnn_runner_drops_debug_information_with_the_quick_builds(tmp_path
         monkeypatch.delenv(OPT_ENV, raising=False)
     else:
         monkeypatch.setenv(OPT_ENV, value)
+    monkeypatch.delenv(ONE_TU_ENV, raising=False)   # each file on its own (the one-unit runner: below)
     assert aclnn_flags() == want and ACLNN_FLAGS == "-O0 -g"
     op = tmp_path / "op"
     (op / "op_host" / "op_api").mkdir(parents=True)
@@ -162,6 +163,84 @@ def test_the_aclnn_runner_drops_debug_information_with_the_quick_builds(tmp_path
     pchs = host_pchs(src, "/usr/bin/g++")
     assert pchs["aclnn/api.o"].flags == want and pchs["aclnn/harness.o"].flags == want
     assert _statements(shared_ninja_file("/usr/bin/g++"))["runtime.o"][2] == ACLNN_FLAGS
+
+
+@pytest.mark.parametrize("value", ["2", "yes", ""])
+def test_a_bad_one_unit_value_names_the_variable(monkeypatch, value):
+    from opgen.check.build import aclnn_one_tu
+
+    monkeypatch.setenv(ONE_TU_ENV, value)
+    with pytest.raises(OpgenError, match=f"^{ONE_TU_ENV}=.*must be 1 .* or 0 "):
+        aclnn_one_tu()
+
+
+def test_the_one_unit_runner_compiles_the_api_l0_and_harness_together_with_the_apis_precompiled_header(
+        tmp_path, monkeypatch):
+    """$OPGEN_CHECK_ACLNN_ONE_TU=1 (opgen/check/build.py ONE_TU_ENV): the runner links runtime.o and one object,
+    compiled from the build directory's wrapper, which includes the L0 file, the API file (absolute paths) and the
+    harness in that order, forced first with the API file's precompiled header; 0 compiles the three on their
+    own."""
+    from opgen.check.build import ACLNN_ONE_TU, aclnn_one_tu_source, host_pch, host_pchs, _aclnn_inc_dirs
+
+    op = tmp_path / "op"
+    (op / "op_host" / "op_api").mkdir(parents=True)
+    (op / "op_host" / "op_api" / "aclnn_op.cpp").write_text('#include <cstdint>\n#include "aclnn/aclnn_base.h"\n')
+    src = Sources("Op", "op", "aclnn_op", op)
+    shared = tmp_path / "shared"
+    monkeypatch.setenv(ONE_TU_ENV, "1")
+    st = _statements(ninja_file(src, "/usr/bin/g++", shared))
+    assert not {"aclnn/api.o", "aclnn/l0.o", "aclnn/harness.o"} & set(st)
+    assert st["aclnn/runner"][1] == [f"{shared}/runtime.o", "aclnn/one_tu.o"]
+    pch = host_pchs(src, "/usr/bin/g++")["aclnn/one_tu.o"]
+    assert pch == host_pch(src.aclnn_cpp, _aclnn_inc_dirs(src), pch.flags, "/usr/bin/g++")
+    rule, ins, flags = st["aclnn/one_tu.o"]
+    assert ins == [ACLNN_ONE_TU, "|", f"{shared}/{pch.gch}"] and "-include" in shlex.split(flags)
+    lines = [ln for ln in aclnn_one_tu_source(src).splitlines() if not ln.startswith("//")]
+    assert lines == [f'#include "{op}/op_host/op_api/op.cpp"', f'#include "{op}/op_host/op_api/aclnn_op.cpp"',
+                     '#include "aclnn_harness.cpp"']
+    monkeypatch.setenv(ONE_TU_ENV, "0")
+    st = _statements(ninja_file(src, "/usr/bin/g++", shared))
+    assert "aclnn/one_tu.o" not in st and st["aclnn/runner"][1][1:] == ["aclnn/api.o", "aclnn/l0.o", "aclnn/harness.o"]
+    assert aclnn_one_tu_source(Sources("Op", "op", "aclnn_op", tmp_path / 'a"b')) is None   # then file by file
+
+
+@pytest.mark.slow
+def test_the_one_unit_and_the_file_by_file_runner_judge_calls_alike(tmp_path, monkeypatch):
+    """AdaLayerNormV2's emitted aclnn layer (generated/) built both ways gives the same status, message and launch
+    for a valid call, one with both optional statistics null, and two with a wrong statistics shape / dtype
+    (161002, docs/reference/ada_layer_norm.md §2.2)."""
+    import shutil
+
+    from opgen.check.aclnn import call_attrs, call_outputs, device_dtypes, encode_call, run_runner
+    from opgen.check.run import aclnn_runner
+    from opgen.codegen.model import OpModel
+    from opgen.dsl.examples import random_inputs
+    from opgen.registry import load_spec
+
+    if shutil.which("g++") is None:
+        pytest.skip("g++ not installed")
+    spec = load_spec("AdaLayerNormV2")
+    dims, dtypes = {"Bd": (2,), "S": 3, "H": 16}, {"T": "float16", "U": "float32"}
+    inputs = {k: v for k, v in random_inputs(spec, dims, {}, dtypes).items() if v is not None}
+    m = OpModel(spec)
+    dev = device_dtypes(spec, inputs, dict(dtypes))
+    names = {k: getattr(v, "long_name", v) for k, v in dev.items()}
+    base = encode_call(m, inputs, call_attrs(spec, inputs, {}), call_outputs(spec, inputs, {}, dtypes, dev),
+                       names).split(" ")
+    at = {a.cpp: k for k, a in enumerate(m.api_params)}
+    calls = [list(base) for _ in range(4)]
+    calls[1][at["meanOutOptional"]] = calls[1][at["rstdOutOptional"]] = "null"
+    calls[2][at["meanOutOptional"]] = "float16:2,3,2"
+    calls[3][at["rstdOutOptional"]] = "float32:2,3,1"
+    got = {}
+    for value in ("0", "1"):
+        monkeypatch.setenv(ONE_TU_ENV, value)
+        _, runner = aclnn_runner(spec, build_root=tmp_path / f"build{value}")
+        objs = {p.name for p in (runner.parent).glob("*.o")}
+        assert objs == ({"one_tu.o"} if value == "1" else {"api.o", "l0.o", "harness.o"}), objs
+        got[value] = run_runner(runner, [" ".join(c) for c in calls], launches=True)
+    assert [r[0] for r in got["1"]] == [0, 0, 161002, 161002], got["1"]
+    assert got["1"] == got["0"]
 
 
 @pytest.fixture(scope="module")
@@ -257,7 +336,7 @@ def test_the_precompiled_header_is_used_and_changes_no_instruction(tmp_path, lea
     assert code(b.dir / "quick" / "tiling.o") == code(plain("quick/tiling.o", lambda a: a in ("-include", "-MF")))
 
 
-def test_a_host_file_precompiles_the_emulation_and_library_headers_its_leading_includes_name(tmp_path):
+def test_a_host_file_precompiles_the_emulation_and_library_headers_its_leading_includes_name(tmp_path, monkeypatch):
     """docs/design.md "Build variants": a host file's precompiled header (opgen/check/build.py host_pch) holds, in
     order, the leading `#include`s that resolve to opgen/emu/include or to the C++ library; an include of the op's
     own tree (found first in the file's directory or an earlier `-I` directory) is left out, and nothing after the
@@ -289,6 +368,7 @@ def test_a_host_file_precompiles_the_emulation_and_library_headers_its_leading_i
 
     src = Sources("Op", "op", "aclnn_op", op)
     shared = tmp_path / "shared"
+    monkeypatch.delenv(ONE_TU_ENV, raising=False)   # the runner's files each on its own
     host = host_pchs(src, "/usr/bin/g++")
     # no aclnn API file, l0 has none; the runner's main leads with HARNESS_HEAD, both found in the emulation
     assert set(host) == {"debug/tiling.o", "quick/tiling.o", "asan/tiling.o", "aclnn/harness.o"}
