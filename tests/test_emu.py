@@ -383,6 +383,13 @@ def test_cast_float_int32(bins, tmp_path, mode):
     np.testing.assert_array_equal(got, want)
 
 
+def test_cast_int32_to_float_has_no_round_to_odd(bins, tmp_path):
+    """int32 -> float takes the rounding modes and CAST_NONE but not CAST_ODD (asc-devkit dav_c220 CastIntrinsicsImpl
+    asserts it unsupported; docs/reference/ascendc.md §1.9, opgen.kernel.isa.CAST_MODES): the emulation faults."""
+    r, _ = run_num(bins, tmp_path, "i2f", MODES["ODD"], np.array([2**24 + 1, 3, -5], np.int32))
+    assert r.returncode == 1 and "Cast int32 -> float: CAST_ODD is not supported" in r.stdout, r.stdout
+
+
 def test_vector_ops_float(bins, tmp_path):
     rng = np.random.default_rng(4)
     n = 1003

@@ -104,7 +104,41 @@ def test_the_statistics_of_one_type_share_a_queue(spec_path):
 
     for k in kernel_classes(load_spec(str(spec_path))):
         n, qs = kir.queue_event_buffers(k)["MTE3_V"]
-        assert n == 8 and "statOutQue_mean_rstd_var (2)" in qs and "statOutQue_amax_xmax (2)" in qs, (n, qs)
+        assert n == 8 and "statOutQue0_mean_rstd_var (2)" in qs and "statOutQue1_amax_xmax (2)" in qs, (n, qs)
+
+
+def test_a_shared_queue_name_is_no_outputs_own(tmp_path):
+    """Statistic outputs mean and rstd (fp32) share a queue beside an fp16 statistic output named mean_rstd, whose
+    own queue is statOutQue_mean_rstd: the shared one is statOutQue0_mean_rstd (rowsched.stat_out_groups), and the
+    class is well formed (the two names were one local buffer: kir.verify refused the class)."""
+    from opgen.check.kirengine import kernel_classes
+    from opgen.registry import load_spec
+
+    p = tmp_path / "stat_names.py"
+    p.write_text('''
+from opgen.dsl import A2, OpSpec, f16, f32
+
+spec = OpSpec("StatNames", aclnn="aclnnStatNames", socs=(A2,), round="rint")
+R = spec.dim("R", max=4096)
+H = spec.dim("H", max=8192)
+spec.input("x", f32, [R, H])
+spec.output("y", f32, [R, H])
+spec.output("mean", f32, [R])
+spec.output("rstd", f32, [R])
+spec.output("mean_rstd", f16, [R])
+
+
+@spec.body
+def _(b, x):
+    mean = x.mean(-1)
+    d = x - mean
+    rstd = b.rsqrt((d * d).mean(-1) + 1e-5)
+    return {"y": d * rstd, "mean": mean.reshape([R]), "rstd": rstd.reshape([R]),
+            "mean_rstd": (mean * rstd).reshape([R]).cast(f16, "rint")}
+''')
+    for k in kernel_classes(load_spec(str(p))):
+        names = [b.name for b in k.locals if b.name.startswith("statOutQue")]
+        assert sorted(names) == ["statOutQue0_mean_rstd", "statOutQue_mean_rstd"], names
 
 
 @pytest.mark.parametrize("shape, dt, strategy", [

@@ -625,11 +625,16 @@ def _stat_out_words(t: GmRows) -> int:
 
 
 def stat_out_groups(s: RowSchedule) -> tuple:
-    """The StatOutGroups of s.stat_out: one per element type, in the order of their first member."""
+    """The StatOutGroups of s.stat_out: one per element type, in the order of their first member; the queue of
+    group g of several members is statOutQue<g>_<op>_<op>..., of one member statOutQue_<op>."""
     by: dict = {}
     for t in s.stat_out:
         by.setdefault(t.ctype, []).append(t)
-    return tuple(StatOutGroup(f"statOutQue_{'_'.join(t.op for t in ts)}", ct, tuple(ts)) for ct, ts in by.items())
+    # a shared queue's name starts statOutQue<g>_ (g: the group's index): a digit no output's own statOutQue_<op>
+    # has, so no output name (mean_rstd beside a mean and an rstd) or other split of the joined names repeats it
+    return tuple(StatOutGroup(f"statOutQue_{ts[0].op}" if len(ts) == 1 else
+                              f"statOutQue{g}_{'_'.join(t.op for t in ts)}", ct, tuple(ts))
+                 for g, (ct, ts) in enumerate(by.items()))
 
 
 def _stat_copy(t, dst: Ref, at: DimExpr, off: DimExpr):

@@ -98,7 +98,7 @@ private:
         const int64_t pass = td_->rowsPerPass;
         pipe_.InitBuffer(statStageBuf_mean, AlignUp(pass, 8) * sizeof(float));
         pipe_.InitBuffer(statStageBuf_rstd, AlignUp(pass, 8) * sizeof(float));
-        pipe_.InitBuffer(statOutQue_mean_rstd, 2, 2 * AlignUp(pass, 8) * sizeof(float));
+        pipe_.InitBuffer(statOutQue0_mean_rstd, 2, 2 * AlignUp(pass, 8) * sizeof(float));
         pipe_.InitBuffer(workBuf_, 2 * rowStride_ * sizeof(float));
         for (int64_t j = 0; j < 2; ++j) {
             w_[j] = workBuf_.template Get<float>()[j * rowStride_];
@@ -163,7 +163,7 @@ private:
         pipe_.InitBuffer(rowOutQue_out, 1, G * rowStride_ * sizeof(T));
         pipe_.InitBuffer(statStageBuf_mean, groupStride_ * sizeof(float));
         pipe_.InitBuffer(statStageBuf_rstd, groupStride_ * sizeof(float));
-        pipe_.InitBuffer(statOutQue_mean_rstd, 2, 2 * groupStride_ * sizeof(float));
+        pipe_.InitBuffer(statOutQue0_mean_rstd, 2, 2 * groupStride_ * sizeof(float));
         pipe_.InitBuffer(sumBuf_, (1 + 2) * groupStride_ * sizeof(float));
         sums_ = sumBuf_.template Get<float>();
         tots_ = sums_[1 * groupStride_];
@@ -325,21 +325,21 @@ private:
                     rowOutQue_out.FreeTensor(t);
                 }
                 if (core == 0 && c0_ == cBegin) {
-                    LocalTensor<T> t = statOutQue_mean_rstd.template AllocTensor<T>();
+                    LocalTensor<T> t = statOutQue0_mean_rstd.template AllocTensor<T>();
                     event_t evt_6 = static_cast<event_t>(GetTPipePtr()->FetchEventID(HardEvent::S_V));
                     SetFlag<HardEvent::S_V>(evt_6);  // statStageBuf_mean: S has written it before V reads it
                     WaitFlag<HardEvent::S_V>(evt_6);
                     CastTo(t, statStage_mean, RoundMode::CAST_RINT, k);  // spec: ada_layer_norm_v2.py:27
-                    PipeBarrier<PIPE_V>();  // statOutQue_mean_rstd: V writes after V's write
+                    PipeBarrier<PIPE_V>();  // statOutQue0_mean_rstd: V writes after V's write
                     CastTo(t[4 * groupStride_ / sizeof(T)], statStage_rstd, RoundMode::CAST_RINT,
                            k);  // spec: ada_layer_norm_v2.py:28
-                    statOutQue_mean_rstd.EnQue(t);
-                    t = statOutQue_mean_rstd.template DeQue<T>();
+                    statOutQue0_mean_rstd.EnQue(t);
+                    t = statOutQue0_mean_rstd.template DeQue<T>();
                     DataCopyPad(gm_mean[g0], t,
                                 DataCopyExtParams(1, k * sizeof(T), 0, 0, 0));  // spec: ada_layer_norm_v2.py:27
                     DataCopyPad(gm_rstd[g0], t[4 * groupStride_ / sizeof(T)],
                                 DataCopyExtParams(1, k * sizeof(T), 0, 0, 0));  // spec: ada_layer_norm_v2.py:28
-                    statOutQue_mean_rstd.FreeTensor(t);
+                    statOutQue0_mean_rstd.FreeTensor(t);
                 }
             }
         }
@@ -473,15 +473,15 @@ private:
         rowInQue_x.FreeTensor(rowIn_x);
         rowOutQue_out.EnQue(rowOut_out);
         {
-            LocalTensor<T> t = statOutQue_mean_rstd.template AllocTensor<T>();
+            LocalTensor<T> t = statOutQue0_mean_rstd.template AllocTensor<T>();
             event_t evt_0 = static_cast<event_t>(GetTPipePtr()->FetchEventID(HardEvent::S_V));
             SetFlag<HardEvent::S_V>(evt_0);  // statStageBuf_mean: S has written it before V reads it
             WaitFlag<HardEvent::S_V>(evt_0);
             CastTo(t, statStage_mean, RoundMode::CAST_RINT, k);  // spec: ada_layer_norm_v2.py:27
-            PipeBarrier<PIPE_V>();                               // statOutQue_mean_rstd: V writes after V's write
+            PipeBarrier<PIPE_V>();                               // statOutQue0_mean_rstd: V writes after V's write
             CastTo(t[4 * AlignUp(td_->rowsPerPass, 8) / sizeof(T)], statStage_rstd, RoundMode::CAST_RINT,
                    k);  // spec: ada_layer_norm_v2.py:28
-            statOutQue_mean_rstd.EnQue(t);
+            statOutQue0_mean_rstd.EnQue(t);
         }
     }
 
@@ -500,11 +500,11 @@ private:
             rowOutQue_out.FreeTensor(t);
         }
         {
-            LocalTensor<T> t = statOutQue_mean_rstd.template DeQue<T>();
+            LocalTensor<T> t = statOutQue0_mean_rstd.template DeQue<T>();
             DataCopyPad(gm_mean[r0], t, DataCopyExtParams(1, k * sizeof(T), 0, 0, 0));  // spec: ada_layer_norm_v2.py:27
             DataCopyPad(gm_rstd[r0], t[4 * AlignUp(td_->rowsPerPass, 8) / sizeof(T)],
                         DataCopyExtParams(1, k * sizeof(T), 0, 0, 0));  // spec: ada_layer_norm_v2.py:28
-            statOutQue_mean_rstd.FreeTensor(t);
+            statOutQue0_mean_rstd.FreeTensor(t);
         }
     }
 
@@ -543,7 +543,7 @@ private:
     TQue<TPosition::VECOUT, 1> rowOutQue_out;
     TBuf<TPosition::VECCALC> statStageBuf_mean;
     TBuf<TPosition::VECCALC> statStageBuf_rstd;
-    TQue<TPosition::VECOUT, 1> statOutQue_mean_rstd;
+    TQue<TPosition::VECOUT, 1> statOutQue0_mean_rstd;
     TBuf<TPosition::VECCALC> resBuf_x;
     TBuf<TPosition::VECCALC> sumBuf_;
     TBuf<TPosition::VECCALC> xchgBuf_;

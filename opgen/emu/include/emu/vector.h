@@ -279,7 +279,7 @@ void CreateVecIndex(LocalTensor<T> dst, const T& firstValue, uint32_t count, emu
 
 // ---- Cast. Supported pairs (A2/A3 rules, docs/reference/ascendc.md §1.9): half/bf16->float (CAST_NONE only),
 // float->half (all modes; NONE = RINT), float->bf16 (no CAST_NONE), float<->int32 (float->int32 needs an
-// explicit mode; out-of-range saturates, NaN -> 0 [assumption]), int32->float (NONE = RINT), half->int8/uint8
+// explicit mode; out-of-range saturates, NaN -> 0 [assumption]), int32->float (NONE = RINT, no ODD), half->int8/uint8
 // (every mode but ODD, NONE = RINT, saturating: §1.12), int16->float (CAST_NONE only, exact), float->int16 and
 // float->int64 (RINT / FLOOR / CEIL / ROUND / TRUNC, saturating as float->int32), int64->float (RINT / FLOOR /
 // CEIL / ROUND / TRUNC, rounded once). Anything else is a fault.
@@ -361,6 +361,9 @@ void Cast(const LocalTensor<D>& dst, const LocalTensor<S>& src, const RoundMode&
     if constexpr (!sF && dF && !std::is_same<S, int32_t>::value && !std::is_same<S, int64_t>::value) {
         if (mode != RoundMode::CAST_NONE)
             emu::Fault("Cast half/bf16/int16 -> float: only CAST_NONE is supported on A2/A3");
+    }
+    if constexpr (std::is_same<S, int32_t>::value && dF) {   // asc-devkit dav_c220 vconv: no s322f32 round-to-odd
+        if (mode == RoundMode::CAST_ODD) emu::Fault("Cast int32 -> float: CAST_ODD is not supported on A2/A3");
     }
     if constexpr (std::is_same<S, int64_t>::value && dF) {
         if (mode == RoundMode::CAST_NONE || mode == RoundMode::CAST_ODD)
