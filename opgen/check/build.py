@@ -100,6 +100,8 @@ def aclnn_flags() -> str:
     the debug information: 0.15 s of compiler CPU a package, RmsNorm's API object 0.36 s against 0.44). A change of the
     variable rebuilds the runner (its build file's commands change)."""
     return "-O0" if os.environ.get(OPT_ENV, "1").strip() == "0" else ACLNN_FLAGS
+
+
 ONE_TU_ENV = "OPGEN_CHECK_ACLNN_ONE_TU"
 """Environment variable: "1" compiles the aclnn case runner's three sources (the emitted L0 and API files and the
 harness) as one translation unit (ACLNN_ONE_TU, aclnn_one_tu_source), "0" or unset each on its own as CANN builds
