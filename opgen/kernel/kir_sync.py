@@ -630,7 +630,9 @@ class _Analysis:
             base = {}
             tables.append(base)
         pend = t.pending.setdefault(id(base), (base, {}))[1] if last >= 0 else None
-        start = max((i for i in base if i <= first), default=None)
+        # placing (self.place): every walk from its first statement, so each call site's accesses record their
+        # own call path (self.sites, where a sync goes); the states are still recorded for the trials
+        start = None if self.place else max((i for i in base if i <= first), default=None)
         if start is None:
             start = 0
         else:
