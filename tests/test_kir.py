@@ -142,6 +142,8 @@ def _replace(k: KernelClass, method: str, body) -> KernelClass:
                                                          scalar=0.0, count=Lit(24)),)), "outside its buffer"),
     (lambda k: _replace(k, "Compute", lambda b: b + (SetFlag(Pipe.V, Pipe.V),)), "V_V does not exist"),
     (lambda k: KernelClass(**{**k.__dict__, "name": "Bad Name"}), "not a usable C\\+\\+ identifier"),
+    # a local named like an element type would shadow it (a later sizeof(half) would read the int64's 8 bytes)
+    (lambda k: _replace(k, "Compute", lambda b: (Let("half", Lit(1)),) + b), "element type the printer emits"),
     (lambda k: KernelClass(**{**k.__dict__, "process": k.process[:2] + k.process[3:]}), "before its InitBuffer"),
     (lambda k: _replace(k, "CopyOut", lambda b: b[:2]), "loop over r0 leaves"),              # never freed
 ])

@@ -215,3 +215,36 @@ def test_a_bf16_scale_read_before_the_product_on_the_kernel_ir(tmp_path):
     x1, x2, s = (np.asarray(r.inputs[n], np.float64) for n in ("x1", "x2", "scale"))
     ref = (x1 @ x2.T) * s
     assert np.all(np.abs(np.asarray(r.arrays["y"], np.float64) - ref) <= 2.0 ** -22 * np.abs(ref))
+
+
+def test_a_fixed_half_output_is_written_with_sizeof_the_type_not_a_local_named_half(tmp_path):
+    """An fp16 output declared without a dtype variable prints `half` in the AIVs' block, whose rows were once split
+    by a local `int64_t half`: the copy-out's `sizeof(half)` then read 8 bytes and `opgen check` saw poisoned UB
+    bytes reach y. No KIR scalar may take an element type's name (kir.check_name), and the rows' split is named
+    otherwise; an element of y is 2 bytes, as IEEE binary16 stores it."""
+    from opgen.kernel import kir as K
+
+    p = tmp_path / "int8_mm_f16.py"
+    p.write_text(textwrap.dedent('''
+        from opgen.dsl import A2, A3, OpSpec, f16, f32, i8, i32
+        spec = OpSpec("Int8MmHalf", aclnn="aclnnInt8MmHalf", socs=(A2, A3), round="rint")
+        M = spec.dim("M", max=4096)
+        K = spec.dim("K", max=4096)
+        N = spec.dim("N", max=4096)
+        spec.input("x1", i8, [M, K])
+        spec.input("x2", i8, [N, K])
+        spec.input("scale", f32, [N])
+        spec.output("y", f16, [M, N])
+
+
+        @spec.body
+        def _(b, x1, x2, scale):
+            return {"y": (b.matmul(x1.cast(i32), x2.cast(i32), transpose_b=True).cast(f32) * scale).cast(f16, "rint")}
+    '''))
+    u = kernel_build(load_spec(str(p)))
+    (c,) = {id(c): c for c in u.lowered.programs.values()}.values()
+    names = {s.name for s in K.walk(c.process) if isinstance(s, (K.Let, K.FLet))}
+    assert not names & set(K.ELEM_BYTES)
+    text = K.to_cpp(c)
+    assert "sizeof(half)" in text and not re.search(r"\bhalf\s*=", text)
+    assert np.dtype(np.float16).itemsize == K.ELEM_BYTES["half"] == 2

@@ -1201,9 +1201,9 @@ class AttnBuilder:
             last = (K.Call("VecLast", (S(X), Lit(0), S("slot"), S("rBegin"), S("rEnd"))),)
         loop = K.For("u", S("unitBegin"), S("unitEnd"), Lit(1), (
             K.Call("Decode", (S("u"), S(X))),
-            K.Let("half", (xf("rows") + 1) // 2),
-            K.Let("rBegin", K.Select((C("==", K.SUB_BLOCK_IDX, Lit(0)),), Lit(0), S("half"))),
-            K.Let("rEnd", K.Select((C("==", K.SUB_BLOCK_IDX, Lit(0)),), S("half"), xf("rows"))),
+            K.Let("halfRows", (xf("rows") + 1) // 2),
+            K.Let("rBegin", K.Select((C("==", K.SUB_BLOCK_IDX, Lit(0)),), Lit(0), S("halfRows"))),
+            K.Let("rEnd", K.Select((C("==", K.SUB_BLOCK_IDX, Lit(0)),), S("halfRows"), xf("rows"))),
             K.Let("slot", slot),
             *_items_loop(items, item),
             *last), doc="this AI Core's units; this AIV's half of each unit's rows")

@@ -174,10 +174,12 @@ _CPP_RESERVED = frozenset({
 
 
 def check_name(name: str, what: str) -> str:
-    """`name` when it is a C++ identifier that is no keyword and no printer-reserved name; else IRError naming
-    `what`. Every KIR name becomes C++ text, so nothing else may pass (the project's rule for spec strings)."""
+    """`name` when it is a C++ identifier that is no keyword, no printer-reserved name and no element type the
+    printer emits (`half`, `int8_t`, ...: ELEM_BYTES); else IRError naming `what`. Every KIR name becomes C++ text, so nothing else may pass (the project's rule for spec strings)."""
     if not isinstance(name, str) or not _IDENT.match(name) or name in _CPP_RESERVED:
         raise IRError(f"{what} name {name!r} is not a usable C++ identifier")
+    if name in ELEM_BYTES:   # a local `half` would shadow the type: a later sizeof(half) reads the int64's 8 bytes
+        raise IRError(f"{what} name {name!r} is a C++ element type the printer emits (ELEM_BYTES); it would shadow it")
     if name.startswith(EVENT_VAR_PREFIX):
         raise IRError(f"{what} name {name!r} starts with {EVENT_VAR_PREFIX!r}, reserved for the printer's event ids")
     return name

@@ -432,9 +432,9 @@ private:
         Unit x;
         for (int64_t u = unitBegin; u < unitEnd; ++u) {  // this AI Core's units; this AIV's half of each unit's rows
             Decode(u, x);
-            const int64_t half = (x.rows + 1) / 2;
-            const int64_t rBegin = GetSubBlockIdx() == 0 ? 0 : half;
-            const int64_t rEnd = GetSubBlockIdx() == 0 ? half : x.rows;
+            const int64_t halfRows = (x.rows + 1) / 2;
+            const int64_t rBegin = GetSubBlockIdx() == 0 ? 0 : halfRows;
+            const int64_t rEnd = GetSubBlockIdx() == 0 ? halfRows : x.rows;
             const int64_t slot = (u - unitBegin) % 2;
             const int64_t c = 0;
             CrossCoreWaitFlag(1);  // the item's cube results are in the workspace
@@ -908,9 +908,9 @@ private:
         Unit x;
         for (int64_t u = unitBegin; u < unitEnd; ++u) {  // this AI Core's units; this AIV's half of each unit's rows
             Decode(u, x);
-            const int64_t half = (x.rows + 1) / 2;
-            const int64_t rBegin = GetSubBlockIdx() == 0 ? 0 : half;
-            const int64_t rEnd = GetSubBlockIdx() == 0 ? half : x.rows;
+            const int64_t halfRows = (x.rows + 1) / 2;
+            const int64_t rBegin = GetSubBlockIdx() == 0 ? 0 : halfRows;
+            const int64_t rEnd = GetSubBlockIdx() == 0 ? halfRows : x.rows;
             const int64_t slot = (u - unitBegin) % 2;
             const int64_t c = 0;
             CrossCoreWaitFlag(1);  // the item's cube results are in the workspace
