@@ -197,11 +197,13 @@ def test_isolated_golden_equals_the_interpreter_on_every_specialisation(tmp_path
                 if r is None:
                     continue
                 r = np.asarray(r)
-                if r.dtype.name == "bfloat16":
+                if r.dtype.name == "bfloat16" and g.dtype == np.float32:
+                    r = r.astype(np.float32)   # no bfloat16 input to take the dtype from: bf16 values in float32
+                elif r.dtype.name == "bfloat16":
                     r = r.view(np.uint16)
                 assert g.shape == r.shape and np.array_equal(g, r, equal_nan=True), (spec.name, key, o.name)
                 checked += 1
-    assert sum(len(cases) for *_x, cases in jobs) == sum(len(s.keys()) for s in _specs()) + 4 == 846   # the bundled and example specs' specialisations, pinned so none is skipped
+    assert sum(len(cases) for *_x, cases in jobs) == sum(len(s.keys()) for s in _specs()) + 4 == 848   # the bundled and example specs' specialisations, pinned so none is skipped
     assert checked > 1500
 
 
