@@ -20,23 +20,27 @@ ROOT = Path(__file__).resolve().parents[1]
 SPEC = ROOT / "examples" / "specs" / "quant_batch_matmul_v3.py"
 
 
-def _spec(tmp_path, body: str, x2: str = "[N, K]", out: str = "i32") -> str:
-    """A spec file of int8 x1 [M, K], x2 `x2`, output y `out` [M, N] whose body returns `body` (x1, x2 in scope)."""
+def _spec(tmp_path, body: str, x2: str = "[N, K]", out: str = "i32", scale: str | None = None) -> str:
+    """A spec file of int8 x1 [M, K], x2 `x2`, output y `out` [M, N] whose body returns `body` (x1, x2 in scope;
+    with `scale`, a dtype name, also an input scale of that dtype [N])."""
     p = tmp_path / "int8_mm.py"
+    scale_decl = f'spec.input("scale", {scale}, [N])' if scale else ""
+    params = "b, x1, x2, scale" if scale else "b, x1, x2"
     p.write_text(textwrap.dedent(f'''
-        from opgen.dsl import A2, A3, OpSpec, bf16, f32, i8, i32
+        from opgen.dsl import A2, A3, OpSpec, bf16, f16, f32, i8, i32
         spec = OpSpec("Int8Mm", aclnn="aclnnInt8Mm", socs=(A2, A3), round="rint")
         M = spec.dim("M", max=65535)
         K = spec.dim("K", max=65535)
         N = spec.dim("N", max=65535)
         spec.input("x1", i8, [M, K])
         spec.input("x2", i8, {x2})
+        {scale_decl}
         spec.output("y", {out}, [M, N])
         spec.example_call({{"M": 5, "K": 40, "N": 7}})
 
 
         @spec.body
-        def _(b, x1, x2):
+        def _({params}):
             return {{"y": {body}}}
     '''))
     return str(p)
@@ -191,26 +195,9 @@ def test_a_bf16_scale_read_before_the_product_on_the_kernel_ir(tmp_path):
     (CANN's bf16 scale rows): fp32 output against float64, odd M 19, K 70, N 33."""
     from opgen.check import run_check
 
-    p = tmp_path / "int8_scale_bf16.py"
-    p.write_text(textwrap.dedent('''
-        from opgen.dsl import A2, A3, OpSpec, bf16, f32, i8, i32
-        spec = OpSpec("Int8ScaleBf16", aclnn="aclnnInt8ScaleBf16", socs=(A2, A3), round="rint")
-        M = spec.dim("M", max=65535)
-        K = spec.dim("K", max=65535)
-        N = spec.dim("N", max=65535)
-        spec.input("x1", i8, [M, K])
-        spec.input("x2", i8, [N, K])
-        spec.input("scale", bf16, [N])
-        spec.output("y", f32, [M, N])
-        spec.example_call({"M": 5, "K": 40, "N": 7})
-
-
-        @spec.body
-        def _(b, x1, x2, scale):
-            s = scale.cast(f32)
-            return {"y": s * b.matmul(x1.cast(i32), x2.cast(i32), transpose_b=True).cast(f32)}
-    '''))
-    r = run_check(str(p), dims={"M": 19, "K": 70, "N": 33}, seed=1, progress=False, engine="kir")
+    p = _spec(tmp_path, "scale.cast(f32) * b.matmul(x1.cast(i32), x2.cast(i32), transpose_b=True).cast(f32)",
+              out="f32", scale="bf16")
+    r = run_check(p, dims={"M": 19, "K": 70, "N": 33}, seed=1, progress=False, engine="kir")
     assert not r.faults and r.passed
     x1, x2, s = (np.asarray(r.inputs[n], np.float64) for n in ("x1", "x2", "scale"))
     ref = (x1 @ x2.T) * s
@@ -224,24 +211,9 @@ def test_a_fixed_half_output_is_written_with_sizeof_the_type_not_a_local_named_h
     otherwise; an element of y is 2 bytes, as IEEE binary16 stores it."""
     from opgen.kernel import kir as K
 
-    p = tmp_path / "int8_mm_f16.py"
-    p.write_text(textwrap.dedent('''
-        from opgen.dsl import A2, A3, OpSpec, f16, f32, i8, i32
-        spec = OpSpec("Int8MmHalf", aclnn="aclnnInt8MmHalf", socs=(A2, A3), round="rint")
-        M = spec.dim("M", max=4096)
-        K = spec.dim("K", max=4096)
-        N = spec.dim("N", max=4096)
-        spec.input("x1", i8, [M, K])
-        spec.input("x2", i8, [N, K])
-        spec.input("scale", f32, [N])
-        spec.output("y", f16, [M, N])
-
-
-        @spec.body
-        def _(b, x1, x2, scale):
-            return {"y": (b.matmul(x1.cast(i32), x2.cast(i32), transpose_b=True).cast(f32) * scale).cast(f16, "rint")}
-    '''))
-    u = kernel_build(load_spec(str(p)))
+    p = _spec(tmp_path, '(b.matmul(x1.cast(i32), x2.cast(i32), transpose_b=True).cast(f32) * scale).cast(f16, "rint")',
+              out="f16", scale="f32")
+    u = kernel_build(load_spec(p))
     (c,) = {id(c): c for c in u.lowered.programs.values()}.values()
     names = {s.name for s in K.walk(c.process) if isinstance(s, (K.Let, K.FLet))}
     assert not names & set(K.ELEM_BYTES)
