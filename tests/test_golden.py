@@ -188,7 +188,7 @@ def test_isolated_golden_equals_the_interpreter_on_every_specialisation(tmp_path
     jobs.append((bf16, emit_golden(bf16)[GOLDEN_PATH], {"T": "bfloat16"}, key_cases(bf16, {"T": "bfloat16"})))
     got = run_isolated(tmp_path, jobs)
     checked = 0
-    for j, (spec, _text, dtypes, cases) in enumerate(jobs):
+    for j, (spec, text, dtypes, cases) in enumerate(jobs):
         for c, (key, inputs, attrs) in enumerate(cases):
             ref = interpret(spec, inputs, attrs, dtypes, "device")
             for o in spec.outputs:
@@ -197,7 +197,8 @@ def test_isolated_golden_equals_the_interpreter_on_every_specialisation(tmp_path
                 if r is None:
                     continue
                 r = np.asarray(r)
-                if r.dtype.name == "bfloat16" and g.dtype == np.float32:
+                if r.dtype.name == "bfloat16" and g.dtype == np.float32:   # as the golden's docstring says
+                    assert f"A bfloat16 {o.name} comes back as float32" in " ".join(text.split()), (spec.name, o.name)
                     r = r.astype(np.float32)   # no bfloat16 input to take the dtype from: bf16 values in float32
                 elif r.dtype.name == "bfloat16":
                     r = r.view(np.uint16)

@@ -463,6 +463,13 @@ def golden_context(spec) -> dict:
                "dtype": i.dtype.name if isinstance(i.dtype, DTypeVar) else None} for k, i in enumerate(spec.inputs)]
     outputs = [o.name for o in spec.outputs]
     shapes = {i.name: [_pattern(s, spec) for s in i.shapes] for i in spec.inputs}
+    in_vars = {i.dtype.name for i in spec.inputs if isinstance(i.dtype, DTypeVar)}
+    bf16_held = [o.name for o in spec.outputs   # bf16 outputs no input's array can lend the bfloat16 dtype to
+                 if (isinstance(o.dtype, DTypeVar) and o.dtype.name not in in_vars
+                     and "bfloat16" in (d.long_name for d in m.allowed(o.dtype.name)))
+                 or (isinstance(o.dtype, DType) and o.dtype.long_name == "bfloat16")]
+    held = (f" A bfloat16 {', '.join(bf16_held)} comes back as float32 arrays holding the bfloat16 values: no input "
+            "carries the bfloat16 dtype (ml_dtypes) to return it in." if bf16_held else "")
     return {
         "banner": m.banner("#"), "op": m.op, "op_snake": m.snake, "api": m.api, "round": spec.round,
         "api_golden": _api_golden(spec, m),
@@ -477,7 +484,7 @@ def golden_context(spec) -> dict:
             f"{', '.join(e for e, _d in prog.variables) or 'nothing: there is one'}). The math is the device mode "
             "of opgen's interpreter, bit for bit: float inputs widened to float32, float32 compute, outputs (and "
             f"intermediates the spec rounds) rounded to their dtype with round mode {spec.round!r}. Needs only NumPy "
-            "(no opgen).", width=110, break_on_hyphens=False),
+            f"(no opgen).{held}", width=110, break_on_hyphens=False),
         "static": [a.name for a in spec.static_attrs], "optional": [i.name for i in opts],
         "multi": [i.name for i in multi], "shapes": _pformat(shapes),
         "form_by": _pformat({i.name: (i.form_by, list(i.choices)) for i in spec.inputs if i.form_by is not None}),
