@@ -506,7 +506,7 @@ def stat_pairs(pairs, sources=None) -> str:
             tag = " (new)" if p not in o else " (deleted)" if p not in n else ""
             rows.append((p, f"+{ad} -{rm}{tag}"))
         tot_a, tot_r, tot_f = tot_a + sa, tot_r + sr, tot_f + len(changed)
-        what = "added" if old is None else "removed" if new is None else f"{len(changed)} files changed"
+        what = "added" if old is None else "removed" if new is None else f"{len(changed)} file{'s' if len(changed) != 1 else ''} changed"
         out.append(f"{label}: {what}, +{sa} -{sr}")
         width = max(len(p) for p, _ in rows)
         out += [f"  {p.ljust(width)} | {c}" for p, c in rows]
@@ -514,7 +514,7 @@ def stat_pairs(pairs, sources=None) -> str:
         if delta:
             out.append("  substance:")
             out += [f"    {d}" for d in delta]
-    out.append(f"{n_ops} op{'s' if n_ops != 1 else ''} differ, {tot_f} file{'s' if tot_f != 1 else ''} changed, "
+    out.append(f"{n_ops} op{'s differ' if n_ops != 1 else ' differs'}, {tot_f} file{'s' if tot_f != 1 else ''} changed, "
                f"+{tot_a} -{tot_r}")
     hidden = trace_only_files(pairs, sources) if sources is not None else 0
     if hidden:
