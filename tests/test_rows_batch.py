@@ -484,13 +484,13 @@ def test_column_sums_of_a_pass_halve_its_rows_in_a_dead_row_temporary():
 def test_column_sums_by_halving_issue_the_hand_count_and_match_float64(examples_gen, engine):
     """LayerNormGradV3 T bf16, U fp32, rows of 1152 (18 chunks of 64 lanes, 144 blocks: the eight-rows branch) on 48
     cores, one pass a core: 6 rows a core (rowsPerPass 6, 18 >= 2 k) and 3 rows a core. Compute's vector issues by
-    hand (docs/design.md "Many rows per instruction"): x widened, mean's Brcb, Sub, rstd's Brcb, Mul, dy widened (6),
-    dy * gamma and dy * z (2), two RowsSumB (rows of whole blocks, one group of eight: Max, Add, WholeReduceSum: 6),
-    the Brcb and Add of -mean(g) (2), the rstd Brcb and Mul (2), the narrowing (1): 19, plus k Axpy, plus the two
-    column sums: row by row k each (k = 3: 3 + 3), by halving (k = 6 >= 4): [0, 3) + [3, 6), [0] + [2], [0] + [1],
-    the column row + [0]: 4 each. Compute(6) - Compute(3) = (19 + 6 + 8) - (19 + 3 + 6) = 5 issues, every other
-    instruction of the launch the same in both (row by row it was 9). The column sums (another order of additions,
-    docs/reference/kernel_cost.md §4) and dx against float64."""
+    hand (docs/design.md "Kernel IR", many rows per instruction): x widened, mean's Brcb, Sub, rstd's Brcb, Mul, dy
+    widened (6), dy * gamma and dy * z (2), two RowsSumB (rows of whole blocks, one group of eight: Max, Add,
+    WholeReduceSum: 6), the Brcb and Add of -mean(g) (2), the rstd Brcb and Mul (2), the narrowing (1): 19, plus k
+    Axpy, plus the two column sums: row by row k each (k = 3: 3 + 3), by halving (k = 6 >= 4): [0, 3) + [3, 6),
+    [0] + [2], [0] + [1], the column row + [0]: 4 each. Compute(6) - Compute(3) = (19 + 6 + 8) - (19 + 3 + 6) = 5
+    issues, every other instruction of the launch the same in both (row by row it was 9). The column sums (another
+    order of additions, docs/reference/kernel_cost.md §4) and dx against float64."""
     from opgen.check import run_check
 
     issues = {}

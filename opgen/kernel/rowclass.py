@@ -533,10 +533,10 @@ class _Printer:
         (the row's repeat stride rowStride_ / 8 blocks), the column row both dst and src1 with repeat stride 0 (the
         device's accumulation exception, docs/reference/ascendc.md §1.9 operand rules): ceil(rowStride_ / 64)
         independent instructions where the row-by-row loop issues k dependent ones, each after a barrier. Each lane
-        adds (combines) the rows in row order, as the loop does: the same fp32 result. Else, in ROW_SPLIT, the rows
-        sums halved in a row temporary no later instruction reads (`after`: the pass's instructions that follow the group;
-        the source itself where it dies here, `_rows_tree_nodes`): about log2(k) + 2 instructions instead of k;
-        otherwise the per-row loop."""
+        adds (combines) the rows in row order, as the loop does: the same fp32 result. Else, in ROW_SPLIT with at
+        least 4 rows an accumulation of the group, sums by halving the rows in a row temporary no later instruction
+        reads (`after`: the pass's instructions that follow the group; the source itself where it dies here,
+        `_tree_temp`, `_rows_tree_nodes`): about log2(k) + 2 instructions instead of k; otherwise the per-row loop."""
         rs, k, c = Sym("rowStride_"), Sym("k"), Sym("c")
         chunks = Bin("//", _ksum(Sym("n_"), Lit(63)), Lit(64))
         at = _kmul(c, Lit(64))
