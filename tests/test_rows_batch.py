@@ -446,3 +446,73 @@ def test_the_table_meaning_of_a_repeat_form_refuses_a_destination_block_stride_0
         INSTRS[Op.ADD_REP].meaning({**env, "params": (0, 1, 1, 8, 8, 8)})
     got = INSTRS[Op.ADD_REP].meaning({**env, "params": (1, 1, 1, 8, 8, 8)})["dst"]
     assert np.array_equal(got[:64], 2 * np.arange(64.0)) and not got[64:].any()
+
+
+def _tree_adds(stmts) -> list:
+    """The halving branches (`rowclass._rows_tree_nodes`: an If on k == 1 whose else holds the For over accDone)."""
+    from opgen.ir.dims import Constraint, Lit
+
+    return [s for s in kir.walk(stmts) if isinstance(s, kir.If) and s.cond == (Constraint("==", Sym("k"), Lit(1)),)
+            and any(isinstance(x, kir.For) and x.var == "accDone" for x in kir.walk(s.orelse))]
+
+
+def test_column_sums_of_a_pass_halve_its_rows_in_a_dead_row_temporary():
+    # LayerNormGradV3 (examples/specs/layer_norm_grad.py): dbeta += dy while dy (w1) is read again (dy * gamma,
+    # dy * z) and w2 is written next (dy * gamma): the halving writes w2, the odd middle row straight into the column
+    # row; dgamma += dy * z (w1, overwritten next by g * z) halves w1 in place, no odd-row Add. Where the rows make
+    # fewer chunks than 2 k the chunk form stays, under 4 rows the row loop.
+    (k,) = kernel_classes(load_spec(str(EX / "layer_norm_grad.py")))
+    (blocks,) = [s for s in k.method("Compute").body if isinstance(s, kir.If)]
+    trees = _tree_adds(blocks.then)
+    assert len(trees) == 2
+    firsts = []
+    for t in trees:
+        first = next(s for s in t.orelse if isinstance(s, kir.Vec))
+        firsts.append((first.arg("dst").slot, first.arg("src0").slot))
+        odd = [s for s in t.orelse if isinstance(s, kir.If)]
+        assert len(odd) == (0 if first.arg("dst").slot == first.arg("src0").slot else 1)
+        last = [s for s in t.orelse if isinstance(s, kir.Vec)][-1]
+        assert last.arg("dst").tensor == "colv_" and last.arg("count") == Sym("n_")
+    assert firsts == [(kir.Lit(2), kir.Lit(1)), (kir.Lit(1), kir.Lit(1))]
+    guards = [s for s in kir.walk(blocks.then) if isinstance(s, kir.If) and any(t is x for t in trees for x in s.then)]
+    assert len(guards) == 2 and all("4" in repr(g.cond) for g in guards)
+
+
+@pytest.mark.slow
+@pytest.mark.skipif(shutil.which("g++") is None, reason="g++ not available")
+@pytest.mark.parametrize("engine", ["emu", "kir"])
+def test_column_sums_by_halving_issue_the_hand_count_and_match_float64(examples_gen, engine):
+    """LayerNormGradV3 T bf16, U fp32, rows of 1152 (18 chunks of 64 lanes, 144 blocks: the eight-rows branch) on 48
+    cores, one pass a core: 6, 5 and 3 rows a core (rowsPerPass 6; 18 chunks >= 2 k). Compute's vector issues by
+    hand (docs/design.md "Kernel IR", many rows per instruction): x widened, mean's Brcb, Sub, rstd's Brcb, Mul, dy
+    widened (6), dy * gamma, dy * z and g * z (3), two RowsSumB (rows of whole blocks, one group of eight: Max, Add,
+    WholeReduceSum: 6), the Brcb and Add of -mean(g) (2), the rstd Brcb and Mul (2), the narrowing (1): 20, plus k
+    Axpy, plus the two column sums: row by row k each (k = 3: 3 + 3), by halving (k >= 4): k = 6 [0, 3) + [3, 6),
+    [0] + [2], [0] + [1], the column row + [0]: 4 each; k = 5 dbeta into w2: [0, 2) + [3, 5), the middle row 2 into
+    the column row, [0] + [1], the column row + [0] (4), dgamma in place: [0, 2) + [3, 5), [0] + [2], [0] + [1],
+    the column row + [0] (4). Compute(6) - Compute(3) = (20 + 6 + 8) - (20 + 3 + 6) = 5 issues, Compute(5) -
+    Compute(3) = 4, every other instruction of the launch the same (row by row it was 9 and 6). The column sums
+    (another order of additions, docs/reference/kernel_cost.md §4) and dx against float64."""
+    from opgen.check import run_check
+
+    issues = {}
+    for per_core, seed in ((6, 21), (5, 23), (3, 22)):
+        rows = 48 * per_core
+        r = run_check(str(EX / "layer_norm_grad.py"), dims={"Bd": (rows,), "H": 1152},
+                      dtypes={"T": "bfloat16", "U": "float32"}, gen_dir=examples_gen, seed=seed, progress=False,
+                      engine=engine)
+        assert r.passed and not r.faults and r.tiling_key % 10 == 1
+        issues[per_core] = r.cost.get("vec_issues")   # the emulation's counters (none on the interpreter)
+        dy, x = (np.asarray(r.inputs[n], np.float64) for n in ("dy", "x"))
+        mean, rstd = (np.asarray(r.inputs[n], np.float64).reshape(rows, 1) for n in ("mean", "rstd"))
+        z = (x - mean) * rstd
+        for name, want, mag in (("pd_gamma", (dy * z).sum(0), np.abs(dy * z).sum(0)),
+                                ("pd_beta", dy.sum(0), np.abs(dy).sum(0))):
+            got = np.asarray(r.arrays[name], np.float64)
+            assert np.all(np.abs(got - want) <= rows * 2.0**-22 * mag + 2.0**-30), name
+        g = dy * np.asarray(r.inputs["gamma"], np.float64)
+        dx = rstd * (g - g.mean(-1, keepdims=True) - z * (g * z).mean(-1, keepdims=True))
+        got = np.asarray(r.arrays["pd_x"], np.float64).reshape(dx.shape)
+        assert np.all(np.abs(got - dx) <= 2.0**-8 * np.abs(dx) + 2.0**-14 * np.abs(dx).max())
+    if engine == "emu":
+        assert (issues[6] - issues[3], issues[5] - issues[3]) == (5, 4)

@@ -467,7 +467,8 @@ class _Printer:
             elif kind == "bcol":
                 nodes = self._block_column_nodes(group)
             elif kind == "bacc":
-                nodes = self._block_acc_nodes(group)
+                end = max(k for k, j in enumerate(instrs) if j is group[-1])
+                nodes = self._block_acc_nodes(group, instrs[end + 1:])
             elif kind == "bsc":
                 nodes = self._block_scalar_nodes(group, lambda ops: self._again(ops, instrs, remat, red))
             elif kind == "bmask":
@@ -525,14 +526,17 @@ class _Printer:
         return kir.For("g", Lit(0), Bin("//", _ksum(k, Lit(7)), Lit(8)), Lit(1), tuple(body_of(mask, reps)),
                        doc=doc, disjoint=True)
 
-    def _block_acc_nodes(self, group: list) -> list:
+    def _block_acc_nodes(self, group: list, after: list = ()) -> list:
         """Accumulations of the pass's rows into column rows (`acc`: a sum, or Max / Min) over all k rows: when the
         row's n_ lanes make fewer 64-lane chunks than 2 k, per chunk (its lanes the mask) one mask / repeat-form
         Add / Max / Min with a repeat a row
         (the row's repeat stride rowStride_ / 8 blocks), the column row both dst and src1 with repeat stride 0 (the
         device's accumulation exception, docs/reference/ascendc.md §1.9 operand rules): ceil(rowStride_ / 64)
         independent instructions where the row-by-row loop issues k dependent ones, each after a barrier. Each lane
-        adds (combines) the rows in row order, as the loop does: the same fp32 result. Else the per-row loop."""
+        adds (combines) the rows in row order, as the loop does: the same fp32 result. Else, in ROW_SPLIT with at
+        least 4 rows an accumulation of the group, sums by halving the rows in a row temporary no later instruction
+        reads (`after`: the pass's instructions that follow the group; the source itself where it dies here,
+        `_tree_temp`, `_rows_tree_nodes`): about log2(k) + 2 instructions instead of k; otherwise the per-row loop."""
         rs, k, c = Sym("rowStride_"), Sym("k"), Sym("c")
         chunks = Bin("//", _ksum(Sym("n_"), Lit(63)), Lit(64))
         at = _kmul(c, Lit(64))
@@ -548,8 +552,76 @@ class _Printer:
                         doc=spec_doc(self.cites.instr(i))),),
                 doc="a 64-lane chunk of every row into the column row's chunk", disjoint=True)], self.p)
         slow = [kir.For("i", Lit(0), k, Lit(1), tuple(self.nodes(group, None, batch="row")))]
+        if self._col_phase is None:
+            tree: list = []
+            for n, i in enumerate(group):
+                tmp = self._tree_temp(i, list(group[n + 1:]) + list(after)) if (i.op or "Add") == "Add" else None
+                if tmp is None:
+                    tree = None
+                    break
+                tree += guarded(i, self._rows_tree_nodes(i, tmp), self.p)
+            if tree is not None:   # dearer than the row loop's k issues of the group and k barriers below 4 rows an op
+                slow = [kir.If((Constraint(">=", k, Lit(4 * len(group))),), tuple(merge_guards(tree)), tuple(slow),
+                               doc="at least four rows an accumulation: by halving, else row by row")]
         return [kir.If((Constraint("<", chunks, _kmul(Lit(2), k)),), tuple(merge_guards(fast)), tuple(slow),
                        doc="fewer chunks than twice the rows: the column rows chunk by chunk")]
+
+    def _tree_temp(self, i: Instr, later: list) -> str | None:
+        """A row temporary (`w<j>`) that accumulation `i` may overwrite over the pass's rows: its source when no
+        instruction of `later` (those that follow it in the pass) reads the source before writing it whole, else
+        the first other row temporary of that kind; None when there is none. A write under presences (Instr.when)
+        other than i's, or that also reads the temporary, does not end its life."""
+        temp = lambda x: x.startswith("w") and x[1:].isdigit()  # noqa: E731
+
+        def dead(x: str) -> bool:
+            for j in later:
+                if x in names_in(j):
+                    return False
+                if j.dst == x and j.space == "row" and j.when == i.when:
+                    return True
+            return True
+
+        src = i.srcs[0]
+        if not temp(src):
+            return None
+        if dead(src):
+            return src
+        return next((f"w{j}" for j in range(self.p.row_temps) if f"w{j}" != src and dead(f"w{j}")), None)
+
+    def _rows_tree_nodes(self, i: Instr, tmp: str) -> list:
+        """Accumulation `i` (column row dst op= row temporary src over the pass's k rows, op Add) by
+        halving: with f = k // 2, rows [0, f) of `tmp` = src rows [0, f) op rows [k - f, k) (one instruction over f
+        rows); where tmp is not src and k is odd the middle row goes into the column row at once; then rows [0, f')
+        op= rows [m - f', m) of tmp while m > 1 rows are left (f' = m // 2), then the column row op= tmp's row 0:
+        1 + ceil(log2 k) + 1 dependent instructions where the row-by-row loop issues k (k = 1: one). The sum adds in
+        another order than the row loop (docs/reference/kernel_cost.md §4: a column sum by halving); Max / Min
+        accumulations are left to the row loop (their NaN rules need not commute)."""
+        rs, k = Sym("rowStride_"), Sym("k")
+        op = entry(i.op or "Add").op
+        acc = _operand_ref(i.dst, self.p)
+        src = _operand_ref(i.srcs[0], self.p)
+        t = _operand_ref(tmp, self.p)
+        row = lambda r, at: _row_of(r, _kmul(at, rs))  # noqa: E731
+        doc = spec_doc(self.cites.instr(i))
+        f0, d, m, f = Sym("accHalf0"), Sym("accDone"), Sym("accLeft"), Sym("accHalf")
+        body = [kir.Let("accHalf0", Bin("//", k, Lit(2))),
+                kir.vec(op, dst=t, src0=src, src1=row(src, _ksub(k, f0)), count=_kmul(f0, rs), doc=doc)]
+        if tmp != i.srcs[0]:
+            body.append(kir.If((Constraint("==", Bin("%", k, Lit(2)), Lit(1)),), (
+                kir.vec(op, dst=acc, src0=acc, src1=row(src, f0), count=Sym("n_"), doc=doc),),
+                doc="an odd number of rows: the middle one straight into the column row"))
+            lo = _ksub(k, f0)
+        else:
+            lo = f0
+        body.append(kir.For("accDone", lo, _ksub(k, Lit(1)), None, (
+            kir.Let("accLeft", _ksub(k, d)),
+            kir.Let("accHalf", Bin("//", m, Lit(2))),
+            kir.vec(op, dst=t, src0=t, src1=row(t, _ksub(m, f)), count=_kmul(f, rs), doc=doc),
+            kir.Assign("accDone", _ksum(d, f))), doc="halve the rows left until one is"))
+        body.append(kir.vec(op, dst=acc, src0=acc, src1=t, count=Sym("n_"), doc=doc))
+        return [kir.If((Constraint("==", k, Lit(1)),), (
+            kir.vec(op, dst=acc, src0=acc, src1=src, count=Sym("n_"), doc=doc),), tuple(body),
+            doc="the pass's rows into the column row by halving")]
 
     def _block_column_nodes(self, group: list) -> list:
         """Column-row instructions (`_column_op`) over the k rows of a pass eight rows a repeat: block j of a repeat
