@@ -62,7 +62,7 @@ def test_the_header_and_opdef_are_canns():
 
 
 def test_the_interpreter_refuses_what_is_not_implemented():
-    """offset / pertoken_scale given, transpose_x1 true, transpose_x2 false (CANN's default, so also when left out),
+    """offset given, transpose_x1 true, transpose_x2 false (CANN's default, so also when left out),
     group_size 3: one ValidationError naming the parameter and the rule."""
     from opgen.interp.run import interpret
 
@@ -70,7 +70,6 @@ def test_the_interpreter_refuses_what_is_not_implemented():
     ok = {"transpose_x2": True}
     cases = [
         (_x(offset=np.ones(7, np.float32)), ok, "offset", "must be null: not implemented by this kernel"),
-        (_x(pertoken_scale=np.ones(5, np.float32)), ok, "pertoken_scale", "must be null: not implemented"),
         (_x(), {**ok, "transpose_x1": True}, "transpose_x1",
          "must be false: other values are not implemented by this kernel (x1 stored [K, M]), got true"),
         (_x(), {"transpose_x2": False}, "transpose_x2", "must be true: other values are not implemented"),
@@ -208,8 +207,8 @@ def test_the_aclnn_layer_refuses_with_canns_code(examples_gen):
         (with_(out="float16:5,7"), 0, "", "1"),
         (with_(offset="float32:7"), 161002, "offset: must be null: not implemented by this kernel "
                                             "(offset of an int8 output)", None),
-        (with_(pertokenScaleOptional="float32:5"), 161002,
-         "pertokenScaleOptional: must be null: not implemented by this kernel (a per-row scale)", None),
+        (with_(pertokenScaleOptional="float32:5"), 0, "", "27"),   # implemented: a per-row scale [M]
+        (with_(pertokenScaleOptional="float32:7"), 161002, "pertokenScaleOptional: shape [7]", None),
         (with_(transposeX1="1"), 161002, "transposeX1: must be false: other values are not implemented by this "
                                          "kernel (x1 stored [K, M]), got true", None),
         (with_(transposeX2="0"), 161002, "transposeX2: must be true: other values are not implemented by this kernel "
