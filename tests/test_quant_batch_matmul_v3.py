@@ -18,6 +18,7 @@ from opgen.tiling.pipeline import kernel_build
 
 ROOT = Path(__file__).resolve().parents[1]
 SPEC = ROOT / "examples" / "specs" / "quant_batch_matmul_v3.py"
+ATTRS = {"transpose_x2": True}   # x2 stored [N, K]: the one layout the example implements (CANN's default is false)
 
 
 def _spec(tmp_path, body: str, x2: str = "[N, K]", out: str = "i32", scale: str | None = None) -> str:
@@ -101,19 +102,28 @@ def test_int8_forms_the_cube_does_not_lower_are_refused_naming_the_rule(tmp_path
         kernel_build(load_spec(path))
 
 
-def _inputs(m: int, k: int, n: int, bias: bool, seed: int) -> dict:
+def _inputs(m: int, k: int, n: int, bias: bool, seed: int, pertoken: bool = False) -> dict:
     """int8 x1 [m, k] and x2 [n, k] over the whole range, a dequantising scale [n] in [1e-4, 2e-3] (the size of
-    CANN's per-channel scales: the fp16 output stays finite), an fp32 bias [n] or None."""
+    CANN's per-channel scales: the fp16 output stays finite), an fp32 bias [n] or None, a per-row pertoken_scale [m]
+    in [0.25, 4] (sign flipped on every third row) or None."""
     rng = np.random.default_rng(seed)
-    return {"x1": _int8(rng, (m, k)), "x2": _int8(rng, (n, k)),
-            "scale": rng.uniform(1e-4, 2e-3, n).astype(np.float32),
-            "bias": rng.uniform(-4, 4, n).astype(np.float32) if bias else None}
+    out = {"x1": _int8(rng, (m, k)), "x2": _int8(rng, (n, k)),
+           "scale": rng.uniform(1e-4, 2e-3, n).astype(np.float32),
+           "bias": rng.uniform(-4, 4, n).astype(np.float32) if bias else None}
+    if pertoken:
+        p = rng.uniform(0.25, 4, m)
+        p[::3] *= -1
+        out["pertoken_scale"] = p.astype(np.float32)
+    return out
 
 
 def _ref(inputs: dict) -> np.ndarray:
-    """float64 (x1 @ x2ᵀ) * scale (+ bias)."""
+    """float64 (x1 @ x2ᵀ) * scale (* pertoken_scale[:, None]) (+ bias): aclnnQuantMatmulV4's formula with a pertoken
+    scale and a float bias (ops-nn quant_batch_matmul_v3 docs/aclnnQuantMatmulV4.md: the bias after both scales)."""
     x1, x2, s = (np.asarray(inputs[n], np.float64) for n in ("x1", "x2", "scale"))
     y = (x1 @ x2.T) * s
+    if inputs.get("pertoken_scale") is not None:
+        y = y * np.asarray(inputs["pertoken_scale"], np.float64)[:, None]
     if inputs.get("bias") is not None:
         y = y + np.asarray(inputs["bias"], np.float64)
     return y
@@ -168,7 +178,7 @@ def test_the_example_on_the_kernel_ir_equals_float64(dt, bias):
     from opgen.check import run_check
 
     x = _inputs(37, 50, 45, bias, 7)
-    r = run_check(str(SPEC), x, dtypes={"Y": dt}, progress=False, engine="kir")
+    r = run_check(str(SPEC), x, ATTRS, dtypes={"Y": dt}, progress=False, engine="kir")
     assert not r.faults and r.passed
     assert str(r.arrays["y"].dtype) == dt
     assert _close(r.arrays["y"], _ref(x), dt)
@@ -182,7 +192,7 @@ def test_the_example_emulated_equals_float64(examples_gen, dims, bias, dt):
     from opgen.check import run_check
 
     x = _inputs(*dims, bias, 3)
-    r = run_check(str(SPEC), x, dtypes={"Y": dt}, gen_dir=examples_gen, progress=False)
+    r = run_check(str(SPEC), x, ATTRS, dtypes={"Y": dt}, gen_dir=examples_gen, progress=False)
     assert not r.faults and r.passed
     assert _close(r.arrays["y"], _ref(x), dt)
     if dims[0] == 1700:
@@ -220,3 +230,30 @@ def test_a_fixed_half_output_is_written_with_sizeof_the_type_not_a_local_named_h
     text = K.to_cpp(c)
     assert "sizeof(half)" in text and not re.search(r"\bhalf\s*=", text)
     assert np.dtype(np.float16).itemsize == K.ELEM_BYTES["half"] == 2
+
+
+@pytest.mark.parametrize("dt", ["bfloat16", "float16"])
+@pytest.mark.parametrize("bias", [True, False])
+def test_a_pertoken_scale_on_the_kernel_ir_equals_float64(dt, bias):
+    """pertoken_scale [M] (one value per row, read by the AIVs' scalar unit per row of a pass): odd M 37, K 50,
+    N 45, with and without the bias (added after both scales), on the Kernel IR interpreter."""
+    from opgen.check import run_check
+
+    x = _inputs(37, 50, 45, bias, 11, pertoken=True)
+    r = run_check(str(SPEC), x, ATTRS, dtypes={"Y": dt}, progress=False, engine="kir")
+    assert not r.faults and r.passed
+    assert _close(r.arrays["y"], _ref(x), dt)
+
+
+@pytest.mark.parametrize("dims,bias,dt", [((37, 50, 45), True, "float16"), ((1700, 333, 300), True, "bfloat16")])
+def test_a_pertoken_scale_emulated_equals_float64(examples_gen, dims, bias, dt):
+    """The emitted C++ with pertoken_scale: odd M / K / N, and more blocks than AI Cores (tails on both edges, the
+    per-row values of each AIV's half of a block), both with the bias after the scales."""
+    from opgen.check import run_check
+
+    x = _inputs(*dims, bias, 13, pertoken=True)
+    r = run_check(str(SPEC), x, ATTRS, dtypes={"Y": dt}, gen_dir=examples_gen, progress=False)
+    assert not r.faults and r.passed
+    assert _close(r.arrays["y"], _ref(x), dt)
+    if dims[0] == 1700:
+        assert r.block_dim == 24

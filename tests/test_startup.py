@@ -18,11 +18,12 @@ ROOT = Path(__file__).resolve().parent.parent
 
 
 def _brute_force_keys(spec) -> list:
-    """Every combination of static attributes x presence x shape forms (an absent input's first form only), in
+    """Every combination of static attributes x presence x shape forms (an absent input's first form only; an
+    accepts="absent" input never present), in
     keys()' documented order, kept when no static check fails: the definition of keys(), walked exhaustively."""
     opts = [i for i in spec.inputs if i.optional]
-    free = [i for i in opts if i.when is None]
-    gated = [i for i in opts if i.when is not None]
+    free = [i for i in opts if i.when is None and not i.absent_only]
+    gated = [i for i in opts if i.when is not None or i.absent_only]   # accepts="absent": never present
     multi = [i for i in spec.inputs if len(i.shapes) > 1]
     out = []
     for st in itertools.product(*[a.choices for a in spec.static_attrs]):
@@ -30,7 +31,7 @@ def _brute_force_keys(spec) -> list:
         for pres in itertools.product((True, False), repeat=len(free)):
             base = {i.name: True for i in spec.inputs if not i.optional}
             base.update({i.name: p for i, p in zip(free, pres)})
-            used = [i.when(attrs, base) for i in gated]
+            used = [not i.absent_only and i.when(attrs, base) for i in gated]
             for gp in itertools.product(*[(True, False) if u else (False,) for u in used]):
                 present = {**base, **{i.name: p for i, p in zip(gated, gp)}}
                 if any(r.fn(attrs, present) for r in spec.requirements if r.kind == "static"):

@@ -1,24 +1,28 @@
 """QuantBatchMatmulV3 (ops-nn matmul/quant_batch_matmul_v3; aclnnQuantMatmulV4): y[M, N] = cast((x1 @ x2ᵀ) * scale
-(+ bias)), x1 int8 [M, K], x2 int8 stored [N, K] (CANN's transpose_x2 = true layout), the product accumulated
-exactly in int32 on the cube, converted to fp32 on the vector cores, multiplied by the per-channel scale [N], the
-optional fp32 bias [N] added after the scale, rounded once to the output dtype (bf16 or fp16).
+(* pertoken_scale) (+ bias)), x1 int8 [M, K], x2 int8 stored [N, K] (CANN's transpose_x2 = true layout), the
+product accumulated exactly in int32 on the cube, converted to fp32 on the vector cores, multiplied by the
+per-channel scale [N], then by the optional per-row pertoken_scale [M] (y[m, n] = acc[m, n] * scale[n] *
+pertoken[m]), the optional fp32 bias [N] added after the scales (aclnnQuantMatmulV4's formula for a pertoken scale
+and a float bias: x1 @ x2 * scale * pertokenScaleOptional + bias), rounded once to the output dtype (bf16 or fp16).
 
-The operator of ops-nn matmul/quant_batch_matmul_v3 (inputs x1, x2, scale, offset, bias, pertoken_scale; output y;
-attributes dtype, transpose_x1, transpose_x2, group_size). What differs: x2 only as [N, K] and x1 only as [M, K] (no
-transpose attributes: an int8 B [K, N] needs a transposing load of 16 x 32 fractals, not modelled), the output
-dtype a dtype row (bf16 or fp16) rather than the `dtype` attribute (no int8 output, no offset), the scale fp32 [N] (no per-tensor [1], no bf16 or
-int64 scale), the bias fp32 only (no int32 bias added before the scale), no pertoken_scale (a per-row [M] input the
-cube epilogue does not read yet), no batch dims; Atlas A2 / A3 only.
+The parameters are CANN's (OpDef QuantBatchMatmulV3: inputs x1, x2, scale, offset, bias, pertoken_scale; output
+y; attributes dtype, transpose_x1, transpose_x2, group_size; aclnnQuantMatmulV4(x1, x2, scale, offset,
+pertokenScaleOptional, bias, transposeX1, transposeX2, out)); those this kernel does not implement are declared with
+the values it accepts (docs/design.md "Parameters a kernel does not implement"): offset must be null (no int8
+output), transpose_x1 false (x1 as [M, K]), transpose_x2 true (x2 as [N, K]: an int8 B [K, N] needs a transposing
+load of 32 x 32 int8 fractals, not modelled), group_size 0 (aclnnQuantMatmulV4 does not pass it). dtype is the
+ge::DataType of y (DT_BF16 27 or DT_FLOAT16 1): the aclnn API derives it from out. What else differs: the scale fp32 [N] (no per-tensor [1], no bf16 or int64
+scale), the bias fp32 only (no int32 bias added before the scale), no batch dims; Atlas A2 / A3 only.
 
 The int8 product is written as the interpreter computes it exactly: b.matmul(x1.cast(i32), x2.cast(i32)) (an int32
 accumulator: exact while K < 2^17, docs/design.md "Cube family: int8 operands").
 """
 
-from opgen.dsl import A2, A3, OpSpec, bf16, f16, f32, i8, i32
+from opgen.dsl import A2, A3, OpSpec, api, bf16, f16, f32, i8, i32
 
 spec = OpSpec("QuantBatchMatmulV3", aclnn="aclnnQuantMatmulV4", socs=(A2, A3), round="rint",
-              doc="int8 matrix product, int32 accumulation, dequantised by a per-channel scale (and an optional "
-                  "bias) to bf16 or fp16.")
+              doc="int8 matrix product, int32 accumulation, dequantised by a per-channel scale (an optional "
+                  "per-row scale, an optional bias) to bf16 or fp16.")
 M = spec.dim("M", max=65535)
 K = spec.dim("K", max=65535)
 N = spec.dim("N", max=65535)
@@ -27,18 +31,30 @@ N = spec.dim("N", max=65535)
 spec.input("x1", i8, [M, K])
 spec.input("x2", i8, [N, K])
 spec.input("scale", f32, [N])
+spec.input("offset", f32, [[N], [1]], optional=True, accepts="absent", unsupported="offset of an int8 output")
 spec.input("bias", f32, [N], optional=True)
+spec.input("pertoken_scale", f32, [M], optional=True, doc="pertokenScaleOptional: a per-row scale [M]")
 spec.output("y", Y, [M, N])
-spec.dtypes((Y,), [(bf16,), (f16,)])   # CANN's `dtype` attribute values DT_BF16 and DT_FLOAT16
+spec.attr("dtype", int, dtype_of=Y, doc="ge::DataType of y: DT_BF16 (27) or DT_FLOAT16 (1)")
+spec.attr("transpose_x1", bool, False, accepts=(False,), unsupported="x1 stored [K, M]")
+spec.attr("transpose_x2", bool, False, accepts=(True,), unsupported="x2 stored [K, N]")
+spec.attr("group_size", int, 0, accepts=(0,), unsupported="grouped quantisation")
+spec.dtypes((Y,), [(bf16,), (f16,)])
+spec.aclnn_signature(api.param("x1"), api.param("x2"), api.param("scale"), api.param("offset"),
+                     api.param("pertokenScaleOptional", "pertoken_scale"), api.param("bias"),
+                     api.param("transposeX1", "transpose_x1"), api.param("transposeX2", "transpose_x2"),
+                     api.fixed("group_size", 0), api.param("out", "y"), const_outputs=True)
 
 spec.package("ops-nn", "matmul")  # where the package goes: ops-nn matmul/<op_snake>
-spec.example_call({"M": 37, "K": 50, "N": 45})
+spec.example_call({"M": 37, "K": 50, "N": 45}, {"transpose_x2": True})
 
 
 @spec.body
-def _(b, x1, x2, scale, bias):
-    acc = b.matmul(x1.cast(i32), x2.cast(i32), transpose_b=True)   # int8 x int8, int32 accumulation
+def _(b, x1, x2, scale, offset, bias, pertoken_scale, dtype, transpose_x1, transpose_x2, group_size):
+    acc = b.matmul(x1.cast(i32), x2.cast(i32), transpose_a=transpose_x1, transpose_b=transpose_x2)   # int32 sums
     y = acc.cast(f32) * scale
+    if pertoken_scale is not None:   # CANN: x1 @ x2 * scale * pertokenScaleOptional + bias
+        y = y * pertoken_scale.reshape([M, 1])
     if bias is not None:
         y = y + bias
     return {"y": y.cast(Y, "rint")}

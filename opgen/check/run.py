@@ -571,7 +571,10 @@ def run_check(op, inputs: dict | None = None, attrs: dict | None = None, dtypes:
     res.seconds["aclnn"] = time.perf_counter() - t_phase
     if code != 0:
         raise AclnnRejected(spec.aclnn, code, msg)
-    wrong = launched_attr_mismatches(spec, call_attrs(spec, inputs, attrs), launched) if launches else []
+    want = call_attrs(spec, inputs, attrs)
+    if bound0 is not None:   # a dtype attribute (OpSpec.attr(dtype_of=)): the code of the dtype the call binds
+        want.update({a.name: bound0.attrs[a.name] for a in spec.attrs if a.dtype_of is not None})
+    wrong = launched_attr_mismatches(spec, want, launched) if launches else []
     if wrong:   # the kernel below is launched with the call's attributes directly: the aclnn layer's are checked here
         raise OpgenError(f"{spec.aclnn}: the aclnn layer passes the kernel " + "; ".join(wrong) +
                          " — a fault of the emitted aclnn layer (op_host/op_api)")

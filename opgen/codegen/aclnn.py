@@ -217,7 +217,12 @@ class AclnnPlan:
             if p.name in self.m.fixed_attrs:
                 t = p.decl.type
                 out.append({"name": p.name, "cpp": p.cpp, "store": attr_cpp_type(t),
-                            "init": cpp_literal(self.m.fixed_attrs[p.name], t)})
+                            "init": cpp_literal(self.m.fixed_attrs[p.name], t), "what": "always this value"})
+            elif p.name in self.m.derived_attrs:   # OpSpec.attr(dtype_of=): the ge::DataType of a checked tensor
+                src = self.m.derived_attrs[p.name]
+                out.append({"name": p.name, "cpp": p.cpp, "store": attr_cpp_type(p.decl.type),
+                            "init": f"static_cast<int64_t>({src.cpp}->GetDataType())",
+                            "what": f"the ge::DataType of {src.cpp}"})
         return out
 
     def _enums(self) -> list[dict]:
@@ -306,8 +311,8 @@ class AclnnPlan:
                                  c_printf(f"{said}: must be one of {allowed}, got ", "%ld"),
                                  [f"p.{self.enum_member(e)}"]))
                 continue
-            if a.choices is None or (a.type is bool and set(a.choices) == {False, True}):
-                continue
+            if a.choices is None or (a.type is bool and set(a.choices) == {False, True}) or a.dtype_of is not None:
+                continue   # a dtype attribute (OpSpec.attr(dtype_of=)) is its tensor's checked dtype
             allowed = ", ".join(map(repr, a.choices))
             v = f"p.{p.cpp}"
             said = self._say(a.name)
@@ -334,6 +339,40 @@ class AclnnPlan:
                 fmt = c_printf(f"{said}: must be one of {allowed}, got ", "%g")
                 args = [f"static_cast<double>({v})" if fp32 else v]
             out.append(Check(a.name, "attr_choice", cond, fmt, args))
+        out += self._accepts_checks()
+        return out
+
+    def _accepts_checks(self) -> list[Check]:
+        """161002 for a parameter this kernel does not implement (docs/design.md "Parameters a kernel does not
+        implement"): an attribute outside its `accepts` values (after CANN's own choices), then an input declared
+        accepts="absent" given a tensor; the messages are the interpreter's (AttrDecl.accepts_rule,
+        InputDecl.absent_rule) under the public names."""
+        out = []
+        for p in self.m.attrs:
+            a = p.decl
+            if a.accepts is None or self._api_of(p.name) is None:   # api.fixed: the value is checked at generation
+                continue
+            v, said = f"p.{p.cpp}", self._say(a.name)
+            if a.type is str:
+                cond = " && ".join(f"std::strcmp({v}, {c_string(c)}) != 0" for c in a.accepts)
+                fmt, args = c_printf(f"{said}: {a.accepts_rule()}, got '", "%s", "'"), [v]
+            elif a.type is bool:
+                cond = " && ".join(f"{v} != {cpp_literal(c, bool)}" for c in a.accepts)
+                fmt, args = c_printf(f"{said}: {a.accepts_rule()}, got ", "%s"), [f'{v} ? "true" : "false"']
+            elif a.type is int:
+                cond = " && ".join(f"{v} != {c}" for c in a.accepts)
+                fmt, args = c_printf(f"{said}: {a.accepts_rule()}, got ", "%ld"), [v]
+            else:
+                fp32 = any(x.scalar for x in self.m.api_params if x.param is p)
+                cond = " && ".join(f"{v} != {cpp_literal(c, float)}{'f' if fp32 else ''}" for c in a.accepts)
+                fmt, args = c_printf(f"{said}: {a.accepts_rule()}, got ", "%g"), [f"static_cast<double>({v})"]
+            out.append(Check(a.name, "attr_accepts", cond, fmt, args))
+        for p in self.m.inputs:
+            i = p.decl
+            if i.absent_only:
+                a = self._api(p.name)
+                out.append(Check(i.name, "input_absent", f"p.{a.cpp} != nullptr",
+                                 c_printf(f"{self._say(i.name)}: {i.absent_rule()}")))
         return out
 
     # -- static mode rules -------------------------------------------------------------------------------
@@ -838,6 +877,8 @@ class AclnnPlan:
         m = self.m
         fixed = [f"OpDef attribute \"{n}\" is not a parameter: the kernel always receives "
                  f"{cpp_literal(v, next(a.type for a in self.spec.attrs if a.name == n))}." for n, v in m.fixed_attrs.items()]
+        fixed += [f"OpDef attribute \"{n}\" is not a parameter: the kernel receives the ge::DataType of {src.cpp}."
+                  for n, src in m.derived_attrs.items()]
         notes = [ln for n in list(self.spec.aclnn_notes) + fixed for ln in _wrap(" ".join(n.split()), 110)]
         docs = [self._param_doc(a) for a in m.api_params]
         for d in docs:

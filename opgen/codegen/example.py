@@ -87,7 +87,7 @@ def example_case(spec) -> dict:
             continue
         if a.dim is not None and a.dim.name in dims:
             attrs[a.name] = dims[a.dim.name]
-        elif a.default is None and a.choices:
+        elif a.default is None and a.choices and a.dtype_of is None:   # a dtype attribute follows the row
             attrs[a.name] = a.choices[0]
     try:
         inputs = random_inputs(spec, dims, attrs, dtypes, seed=0)
@@ -96,7 +96,8 @@ def example_case(spec) -> dict:
         raise SpecError(f"{spec.file}: the call example's dims {dims} are not valid for {spec.name}: {e}") from None
     graph = spec.graph(bound.key)
     produced = {name for name, _ in graph.outputs}
-    return {"dims": dims, "attrs": bound.attrs, "row": row, "inputs": inputs, "bound": bound, "produced": produced}
+    derived = {a.name for a in spec.attrs if a.dtype_of is not None}   # follow each row's dtypes (OpSpec.attr)
+    return {"dims": dims, "attrs": {k: v for k, v in bound.attrs.items() if k not in derived}, "row": row, "inputs": inputs, "bound": bound, "produced": produced}
 
 
 def example_context(spec) -> dict:

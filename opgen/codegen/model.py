@@ -232,10 +232,22 @@ class OpModel:
         self.api_params = self._api_params()
         # attributes the public API leaves out (api.fixed): {attribute name: the value the aclnn layer passes}
         self.fixed_attrs = {e.of: e.value for e in (spec.aclnn_signature_ or []) if e.kind == "fixed"}
+        # dtype attributes (OpSpec.attr(dtype_of=)): {attribute name: the public tensor whose dtype code it takes}
+        self.derived_attrs = {a.name: self._dtype_tensor(a) for a in spec.attrs if a.dtype_of is not None}
         names = [p.cpp for p in self.api_params]
         dup = sorted({n for n in names if names.count(n) > 1})
         if dup:
             raise _clash(spec, [p for p in self.api_params if p.cpp == dup[0]])
+
+    def _dtype_tensor(self, a) -> "ApiParam":
+        """The public tensor a dtype attribute (`a`, OpSpec.attr(dtype_of=)) takes its value from: the first
+        required one typed by its dtype variable (an output when no input is). Raises SpecError when there is none."""
+        for x in self.api_params:
+            if x.kind in ("input", "output") and not x.optional and isinstance(x.dtype, DTypeVar) \
+                    and x.dtype.name == a.dtype_of:
+                return x
+        raise SpecError(f"{self.spec.name}: attribute {a.name} holds the dtype of {a.dtype_of}, but no required "
+                        f"tensor of the aclnn API has that dtype")
 
     def _api_params(self) -> list["ApiParam"]:
         """The public aclnn parameters in order: the spec's aclnn_signature, else inputs, attributes, outputs."""
@@ -244,6 +256,8 @@ class OpModel:
         entries = self.spec.aclnn_signature_
         if entries is None:
             for p in self.params:
+                if p.role == "attr" and p.decl.dtype_of is not None:   # derived from a tensor's dtype
+                    continue
                 out.append(ApiParam(p.cpp, p.role, p, None, self._ctype(p), _dtype_of(p)))
             return out
         for e in entries:

@@ -178,6 +178,11 @@ def check_signature(spec, entries, ident_problem, suggest) -> list[ApiEntry]:
                 raise spec_error(e.loc, f"aclnn parameter {e.name}: OpDef parameter {e.of!r} is already passed as "
                                  f"{ofs[e.of].name!r}", "list every OpDef parameter once", arg=1)
             ofs[e.of] = e
+            if getattr(params[e.of], "dtype_of", None) is not None:
+                raise spec_error(e.loc, f"aclnn parameter {e.name}: attribute {e.of!r} holds the dtype of "
+                                 f"{params[e.of].dtype_of}, which the aclnn layer takes from the tensor",
+                                 "leave it out of the signature (CANN's API derives it from the output's dtype)",
+                                 arg=1)
             if e.ctype == SCALAR_CTYPE:
                 if params[e.of] not in spec.attrs or params[e.of].type not in SCALAR_READ:
                     raise spec_error(e.loc, f"aclnn parameter {e.name}: {e.of!r} is not a float, int or bool "
@@ -285,6 +290,9 @@ def _check_fixed(spec, e: ApiEntry, params: dict, ofs: dict, suggest) -> None:
     if a.choices is not None and v not in a.choices:
         raise spec_error(e.loc, f"api.fixed: {v!r} is not one of {a.name}'s choices {list(a.choices)}",
                          "fix the attribute at one of its choices", arg=1)
+    if a.accepts is not None and v not in a.accepts:
+        raise spec_error(e.loc, f"api.fixed: {v!r} is not a value the kernel accepts for {a.name} "
+                         f"({list(a.accepts)})", "fix the attribute at an accepted value", arg=1)
     object.__setattr__(e, "value", v)
 
 
@@ -294,7 +302,7 @@ def complete_signature(spec) -> None:
     sig = spec.aclnn_signature_
     if sig is None:
         return
-    passed = {e.of for e in sig if e.kind in ("param", "fixed")}
+    passed = {e.of for e in sig if e.kind in ("param", "fixed")} | {a.name for a in spec.attrs if a.dtype_of}
     missing = [p.name for p in spec.inputs + spec.attrs + spec.outputs if p.name not in passed]
     if missing:
         raise spec_error(spec._signature_loc, "aclnn_signature does not pass " + ", ".join(missing),

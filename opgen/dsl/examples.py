@@ -114,7 +114,7 @@ def random_inputs(spec, dims: dict, attrs: dict | None = None, dtypes: dict | No
     Raises ValidationError naming `--dims` when a required dim is missing or unknown, a dim's value is empty,
     a group or negative, and naming `--seed` when the seed is not a non-negative integer.
     """
-    from opgen.dsl.validate import resolve_attrs, resolve_dtypes
+    from opgen.dsl.validate import dtype_attr_bindings, resolve_attrs, resolve_dtypes
 
     known = set(spec.dims_) | set(spec.variadics)
     for k in dims:
@@ -132,7 +132,7 @@ def random_inputs(spec, dims: dict, attrs: dict | None = None, dtypes: dict | No
             attr_vals[a.name] = env[a.dim.name]
         elif a.dim.name not in env and attr_vals.get(a.name) is not None:
             env[a.dim.name] = attr_vals[a.name]
-    row = resolve_dtypes(spec, {}, dtypes or {}, prefer_f32=False)  # generated weights follow T's first row
+    row = resolve_dtypes(spec, {}, dtype_attr_bindings(spec, attr_vals, dtypes or {}), prefer_f32=False)  # generated weights follow T's first row
     static = {a.name: attr_vals[a.name] for a in spec.static_attrs}
     rng = np.random.default_rng(seed)
     side = np.random.default_rng([seed, 1])   # bools and integers: the float and hook draws stay those of `seed`
@@ -146,7 +146,7 @@ def random_inputs(spec, dims: dict, attrs: dict | None = None, dtypes: dict | No
         for d in _form(i, static):
             syms |= {d.name} if isinstance(d, Variadic) else as_dim(d).symbols()
         if i.optional:
-            present[i.name] = syms <= given
+            present[i.name] = syms <= given and not i.absent_only   # accepts="absent": never made
             continue
         missing = [s for s in sorted(syms) if s not in env]
         if missing:

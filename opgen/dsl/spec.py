@@ -186,6 +186,13 @@ class InputDecl:
     when: Callable | None = None
     form_by: str | None = None   # a static attribute whose value picks the form: shapes[choices.index(value)]
     choices: tuple = ()          # that attribute's choices
+    absent_only: bool = False    # accepts="absent": CANN's optional input this kernel does not implement
+    unsupported: str = ""        # what the kernel does not implement (the rule's reason), for accepts=
+
+    def absent_rule(self) -> str:
+        """The rule a present accepts="absent" input breaks, as every layer prints it after "<name>: "."""
+        return "must be null: not implemented by this kernel" + (f" ({self.unsupported})" if self.unsupported
+                                                                   else "")
 
     def shape_text(self) -> str:
         """The declared shape(s) in words: `[Bd, H]`, `[S, H] or [H]`, `[Bd, 2 * H] when dim=-1; [2 * H, Bd] when
@@ -265,6 +272,16 @@ class AttrDecl:
     loc: str = ""
     attr_type: str | None = None   # the OpDef AttrType when given (REQUIRED / OPTIONAL)
     bounds: tuple = ()             # ((">" | ">=" | "<" | "<=", number), ...): the value's declared range
+    accepts: tuple | None = None   # the values this kernel implements (CANN's attribute may take others)
+    unsupported: str = ""          # what the kernel does not implement (the rule's reason), for accepts=
+    dtype_of: str | None = None    # a dtype variable whose ge::DataType value the attribute holds (CANN's `dtype`)
+
+    def accepts_rule(self) -> str:
+        """The rule a value outside `accepts` breaks, as every layer prints it after "<name>: " (the layer appends
+        ", got <value>")."""
+        vals = " or ".join(choice_text(v) for v in self.accepts)
+        return f"must be {vals}: other values are not implemented by this kernel" + (
+            f" ({self.unsupported})" if self.unsupported else "")
 
     def bound_text(self) -> str:
         """The declared range as a rule, "> 0 and <= 1" ("" without bounds)."""
@@ -312,6 +329,11 @@ CHECK_CONTRACT = {
 """What a spec's check or when= function must be: the hint of `user_error`."""
 EXAMPLE_CONTRACT = ("an example hook takes (rng, inputs, env, attrs) -- attrs holds the spec's own attributes -- "
                     "changes the arrays of inputs in place and does not raise")
+
+
+def _one_accepted(a: AttrDecl) -> bool:
+    """Whether attribute `a` accepts exactly one value (OpSpec.attr(accepts=(v,))): the body receives v itself."""
+    return a.accepts is not None and len(a.accepts) == 1
 
 
 def user_error(e: BaseException, loc, what: str, contract: str, prefer_dir: str | None = None) -> SpecError:
@@ -585,16 +607,35 @@ class OpSpec:
                                  "([[C], [1]]: the tensor's shape picks one at run time)", arg=(2, "shape"))
         return [tuple(shape[c]) for c in a.choices], tuple(a.choices)
 
-    def input(self, name, dtype, shape, *, optional=False, host=False, when=None, doc="", form_by=None) -> None:
+    def input(self, name, dtype, shape, *, optional=False, host=False, when=None, doc="", form_by=None,
+              accepts=None, unsupported="") -> None:
         """Declare an input (OpDef spelling). `shape` is one shape or a list of alternative forms (the first one
         the tensor matches is taken), or, with `form_by` (a static attribute declared before), a dict from each of
         that attribute's choices to the shape the input has then (an axis chosen by an attribute: a GLU halving
         dim -1 or dim 0; docs/design.md "Shapes an attribute picks").
 
         `when(static_attrs, present) -> bool` marks an optional input used only in some modes (LayerNorm
-        weights only for normType 2); elsewhere a given tensor is validated, then ignored."""
+        weights only for normType 2); elsewhere a given tensor is validated, then ignored.
+
+        accepts="absent": an optional input of CANN's operator that this kernel does not implement (CANN's
+        QuantBatchMatmulV3 offset): it keeps its place and name in the OpDef, the aclnn signature and the docs,
+        every layer refuses a call that passes it -- the interpreter with a ValidationError naming it, the emitted
+        aclnn layer with 161002 ACLNN_ERR_PARAM_INVALID -- with the rule `absent_rule` (unsupported: what is not
+        implemented, a few words for the message); the body always receives None (docs/design.md "Parameters a
+        kernel does not implement"). Raises SpecError."""
         loc = _loc()
         self._check_param_name(name, loc, "input")
+        if accepts is not None and accepts != "absent":
+            raise spec_error(loc, f"input {name}: accepts={accepts!r} is not supported",
+                             'an input takes accepts="absent" (an optional input this kernel does not implement)',
+                             arg="accepts")
+        if accepts is not None and (not optional or host or when is not None or form_by is not None):
+            raise spec_error(loc, f"input {name}: accepts=\"absent\" is for an optional device input without when=",
+                             "declare it optional=True (CANN's OPTIONAL input), without host= or when=", arg="accepts")
+        if not isinstance(unsupported, str) or unsupported and accepts is None:
+            raise spec_error(loc, f"input {name}: unsupported={unsupported!r} is the reason of accepts=\"absent\", a "
+                             "string", 'give accepts="absent" and a few words saying what is not implemented',
+                             arg="unsupported")
         self._check_dtype(dtype, loc)
         by_shapes, choices = self._forms_by("input", name, shape, form_by, loc)
         if form_by is not None:
@@ -622,7 +663,8 @@ class OpSpec:
         if when is not None and not callable(when):
             raise spec_error(loc, f"input {name}: when= must be a function (static_attrs, present) -> bool",
                              'write e.g. when=lambda a, pr: a["norm_type"] == 2', arg="when")
-        self.inputs.append(InputDecl(name, dtype, shapes, optional, host, doc, loc, when))
+        self.inputs.append(InputDecl(name, dtype, shapes, optional, host, doc, loc, when,
+                                     absent_only=accepts is not None, unsupported=" ".join(unsupported.split())))
 
     def output(self, name, dtype, shape=None, *, like=None, optional=False, doc="", form_by=None,
                param_type=None) -> None:
@@ -671,14 +713,39 @@ class OpSpec:
         self.outputs.append(OutputDecl(name, dtype, shape, like, optional, doc, loc, param_type=param_type))
 
     def attr(self, name, type_, default=None, *, choices=None, static=False, dim=None, required=False, doc="",
-             attr_type=None, gt=None, ge=None, lt=None, le=None):
+             attr_type=None, gt=None, ge=None, lt=None, le=None, accepts=None, unsupported="", dtype_of=None):
         """Declare an attribute. Static attributes (behaviour selectors) need `choices`. required: the interpreter
         rejects a call without it. attr_type: how the OpDef declares it, "REQUIRED" or "OPTIONAL" (default:
         REQUIRED without a default value or when required, else OPTIONAL); CANN declares some attributes REQUIRED
         with a default (docs/reference/ops_package.md §4). gt / ge / lt / le: the range of an int or float
         attribute (value > gt, >= ge, < lt, <= le; NaN is in no range), checked by the interpreter and by the
-        emitted aclnn layer (161002 ACLNN_ERR_PARAM_INVALID), e.g. `ge=0.0` for an epsilon. Raises SpecError."""
+        emitted aclnn layer (161002 ACLNN_ERR_PARAM_INVALID), e.g. `ge=0.0` for an epsilon.
+
+        accepts: the values this kernel implements, where CANN's attribute takes more (its default among them or
+        not: QuantBatchMatmulV3's transpose_x2 defaults to false, the kernel implements true). The OpDef keeps
+        CANN's declaration (type, default); the interpreter and the emitted aclnn layer (161002) refuse another
+        value with `AttrDecl.accepts_rule` (unsupported: what is not implemented, a few words). A default outside
+        `accepts` is refused as a given value is: the call must pass an accepted one.
+        dtype_of: a dtype variable (declared with spec.dtype_vars) whose ge::DataType value this int attribute
+        holds, as CANN's `dtype` attribute names the output dtype (DT_BF16 27, DT_FLOAT16 1): the interpreter binds
+        the variable from a given value (refusing a value no dtype row binds it to, or one contradicting its other
+        binding) and passes the variable's code otherwise; the public aclnn API leaves it out (CANN derives it from
+        the tensor's dtype) and passes the code of the dtype it checked. docs/design.md "Parameters a kernel does
+        not implement". Raises SpecError."""
         loc = _loc()
+        if dtype_of is not None:
+            if not isinstance(dtype_of, DTypeVar) or dtype_of.name not in self.dtype_vars_:
+                raise spec_error(loc, f"attribute {name}: dtype_of={dtype_of!r} is not a declared dtype variable",
+                                 'declare it first: (Y,) = spec.dtype_vars("Y"), then dtype_of=Y', arg="dtype_of")
+            if type_ is not int or default is not None or choices is not None or static or dim is not None \
+                    or accepts is not None:
+                raise spec_error(loc, f"attribute {name}: dtype_of= is an int attribute whose values follow the "
+                                 "dtype table", "declare it spec.attr(name, int, dtype_of=Y) without default=, "
+                                 "choices=, static=, dim= or accepts=", arg="dtype_of")
+        if not isinstance(unsupported, str) or unsupported and accepts is None:
+            raise spec_error(loc, f"attribute {name}: unsupported={unsupported!r} is the reason of accepts=, a string",
+                             "give accepts=(values...) and a few words saying what is not implemented",
+                             arg="unsupported")
         bounds = tuple((op, b) for op, b in ((">", gt), (">=", ge), ("<", lt), ("<=", le)) if b is not None)
         if bounds and type_ not in (int, float):
             raise spec_error(loc, f"attribute {name}: a range (gt= / ge= / lt= / le=) needs an int or float attribute",
@@ -737,6 +804,19 @@ class OpSpec:
                 raise spec_error(loc, f"attribute {name}: {what} {v!r} is outside its range ({probe.bound_text()})",
                                  "make the default and every choice satisfy the range", arg=(2, "default")
                                  if what == "default" else "choices")
+        if accepts is not None:
+            if isinstance(accepts, (str, bytes)) or not isinstance(accepts, (list, tuple)) or not accepts:
+                raise spec_error(loc, f"attribute {name}: accepts={accepts!r} is not a non-empty tuple of values",
+                                 "list the values this kernel implements, e.g. accepts=(False,)", arg="accepts")
+            if static or dim is not None or type_ is LIST_INT:
+                raise spec_error(loc, f"attribute {name}: accepts= is for a runtime int, float, bool or str "
+                                 "attribute", "drop static= / dim= (a kernel that implements one value needs no "
+                                 "specialisation), or use choices=", arg="accepts")
+            for c in accepts:
+                if not self._is_a(c, type_) or choices is not None and c not in choices:
+                    raise spec_error(loc, f"attribute {name}: accepted value {c!r} is not "
+                                     f"{'one of its choices' if self._is_a(c, type_) else 'a ' + type_.__name__}",
+                                     "accept values the attribute can take", arg="accepts", token=repr(c))
         if dim is not None and not isinstance(dim, Sym):
             raise spec_error(loc, f"attribute {name}: dim={dim!r} is not a dim",
                              'pass a declared dim: dim=N1 where N1 = spec.dim("N1")', arg="dim")
@@ -744,7 +824,8 @@ class OpSpec:
             raise spec_error(loc, f"attribute {name}: dim {dim.name} is not declared",
                              f'declare it first: {dim.name} = spec.dim("{dim.name}")', arg="dim")
         self.attrs.append(AttrDecl(name, type_, default, tuple(choices) if choices else None, static, dim, required,
-                                   doc, loc, attr_type, bounds))
+                                   doc, loc, attr_type, bounds, tuple(accepts) if accepts is not None else None,
+                                   " ".join(unsupported.split()), dtype_of.name if dtype_of is not None else None))
 
     def dtypes(self, columns, rows) -> None:
         """The dtype-combination table: one column per dtype variable, one row per supported binary."""
@@ -1297,8 +1378,8 @@ class OpSpec:
         (a check that reads an input not yet assigned is undetermined there: _PartialPresence), so a spec with
         many optional inputs costs about its valid keys, not 2^inputs."""
         opts = [i for i in self.inputs if i.optional]
-        free = [i for i in opts if i.when is None]
-        gated = [i for i in opts if i.when is not None]
+        free = [i for i in opts if i.when is None and not i.absent_only]
+        gated = [i for i in opts if i.when is not None or i.absent_only]   # accepts="absent": never present
         multi = [i for i in self.inputs if len(i.shapes) > 1]
         static_reqs = [r for r in self.requirements if r.kind == "static"]
         opt_names = frozenset(i.name for i in opts)
@@ -1320,8 +1401,8 @@ class OpSpec:
                 for p in (True, False):
                     leaves(st, attrs, {**base, free[k].name: p}, k + 1)
                 return
-            used = [self._call_user(i.when, i.loc, f"when= of input {i.name}", attrs, base,
-                                    contract=CHECK_CONTRACT["when"]) for i in gated]
+            used = [not i.absent_only and self._call_user(i.when, i.loc, f"when= of input {i.name}", attrs, base,
+                                                          contract=CHECK_CONTRACT["when"]) for i in gated]
             gated_leaves(st, attrs, base, used, 0)
 
         def gated_leaves(st, attrs, present, used, k):
@@ -1369,9 +1450,11 @@ class OpSpec:
 
     def _body_args(self) -> list:
         """Names the body is called with: every input, static attribute, numeric runtime attribute
-        (as a scalar tensor) and dim-bound attribute (as its dim)."""
+        (as a scalar tensor), dim-bound attribute (as its dim) and attribute of one accepted value (as that
+        value: OpSpec.attr(accepts=))."""
         out = [i.name for i in self.inputs] + [a.name for a in self.static_attrs]
-        return out + [a.name for a in self.runtime_attrs if a.dim is not None or a.type in (int, float)]
+        return out + [a.name for a in self.runtime_attrs if a.dim is not None or a.type in (int, float)
+                      or _one_accepted(a)]
 
     def _check_body_signature(self) -> None:
         """The body takes the builder first, then every input and attribute by name."""
@@ -1476,6 +1559,13 @@ class OpSpec:
                                  f"the dtype table (at {self._where(self._dtypes_loc)})",
                                  f"add a {v.name} column to spec.dtypes(...), or use one of its columns",
                                  arg=(1, "dtype"), token=v.name)
+        for a in self.attrs:   # a dtype attribute (dtype_of=): its values are the codes of its column's dtypes
+            if a.dtype_of is None:
+                continue
+            if a.dtype_of not in [c.name for c in self.dtype_table or ()]:
+                raise spec_error(a.loc, f"attribute {a.name}: dtype_of={a.dtype_of} is not a column of the dtype "
+                                 "table", f"add a {a.dtype_of} column to spec.dtypes(...)", arg="dtype_of")
+            a.choices = tuple(dict.fromkeys(r[a.dtype_of].ge_code for r in self.dtype_rows))
         names = [i.name for i in self.inputs] + [a.name for a in self.attrs]
         blamed = [(r.loc, r.param, (1, "param")) for r in self.relations]
         blamed += [(r.loc, r.param, (0, "param")) for r in self.requirements]
@@ -1534,7 +1624,9 @@ class OpSpec:
         for a, v in zip(self.static_attrs, key.static):
             kwargs[a.name] = v
         for a in self.runtime_attrs:
-            if a.type in (int, float) and a.dim is None:
+            if _one_accepted(a):   # the kernel implements one value: the body is written for it
+                kwargs[a.name] = a.accepts[0]
+            elif a.type in (int, float) and a.dim is None:
                 dt = F32 if a.type is float else DType.i64
                 v = Value(a.name, TensorType(dt, ()))
                 params.append(Param(v, "attr"))

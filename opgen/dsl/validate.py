@@ -125,18 +125,50 @@ def resolve_attrs(spec, attrs, require: bool = True):
     for a in spec.attrs:
         if a.name in attrs and attrs[a.name] is not None:
             v = coerce_attr(a, attrs[a.name])
-        elif require and (a.required or (a.default is None and a.dim is None)):
+        elif require and (a.required or (a.default is None and a.dim is None)) and a.dtype_of is None:
             raise ValidationError(a.name, "required attribute is missing")
         else:
             v = a.default
-        if v is not None and a.choices is not None and v not in a.choices:
+        if v is not None and a.choices is not None and v not in a.choices and a.dtype_of is None:
             if a.type is LIST_INT:
                 show = lambda t: "[" + ",".join(map(str, t)) + "]"   # noqa: E731 - the CLI's own spelling
                 raise ValidationError(a.name, f"must be one of {' '.join(map(show, a.choices))}, got {show(v)}")
             raise ValidationError(a.name, f"must be one of {', '.join(map(repr, a.choices))}, got {v!r}")
         if v is not None and a.bounds and a.out_of_bounds(v):
             raise ValidationError(a.name, f"must be {a.bound_text()}, got {v!r}")
+        given = a.name in attrs and attrs[a.name] is not None
+        if v is not None and a.accepts is not None and v not in a.accepts and (require or given):
+            given = "" if given else " (the default)"   # OpSpec.attr(accepts=); graph mode takes any default
+            shown = ("true" if v else "false") if isinstance(v, bool) else repr(v)   # spec.choice_text's spelling
+            raise ValidationError(a.name, f"{a.accepts_rule()}, got {shown}{given}")
         out[a.name] = v
+    return out
+
+
+def dtype_attr_bindings(spec, attr_vals: dict, dtypes: dict) -> dict:
+    """`dtypes` ({variable: dtype or name}) with the variables that given dtype attributes bind (OpSpec.attr(
+    dtype_of=): the attribute holds the ge::DataType value of its variable, CANN's `dtype`). Raises
+    ValidationError naming the attribute for a value that no row of the dtype table binds the variable to, or one
+    that contradicts an explicit binding of the variable (--dtype) or another dtype attribute."""
+    out = dict(dtypes)
+    for a in spec.attrs:
+        v = attr_vals.get(a.name)
+        if a.dtype_of is None or v is None:
+            continue
+        by_code = {r[a.dtype_of].ge_code: r[a.dtype_of] for r in spec.dtype_rows}
+        if v not in by_code:
+            allowed = ", ".join(f"{c} ({d.long_name})" for c, d in by_code.items())
+            raise ValidationError(a.name, f"must be one of {allowed} (the ge::DataType of {a.dtype_of}), got {v}")
+        have = out.get(a.dtype_of)
+        if have is not None:
+            try:
+                have_d = parse_dtype(have) if isinstance(have, str) else have
+            except KeyError:
+                have_d = None
+            if have_d is not None and have_d != by_code[v]:
+                raise ValidationError(a.name, f"is {v} ({by_code[v].long_name}), but {a.dtype_of} is "
+                                              f"{have_d.long_name if isinstance(have_d, DType) else have_d}")
+        out[a.dtype_of] = by_code[v]
     return out
 
 
@@ -383,13 +415,20 @@ def bind(spec, inputs, attrs, dtypes, skip=()):
     for i in spec.inputs:
         if not i.optional and not present[i.name]:
             raise ValidationError(i.name, "required input is missing (null)")
+    for i in spec.inputs:   # OpSpec.input(accepts="absent"): an input this kernel does not implement
+        if i.absent_only and present[i.name]:
+            raise ValidationError(i.name, i.absent_rule())
     static_vals = {a.name: attr_vals[a.name] for a in spec.static_attrs}
     for r in spec.requirements:
         if r.kind == "static":
             rule = r.evaluate(static_vals, present)
             if rule:
                 raise ValidationError(r.param, spec.rule_text(rule, loc=r.loc))
+    dtypes = dtype_attr_bindings(spec, attr_vals, dtypes)
     dt = resolve_dtypes(spec, inputs, dtypes)
+    for a in spec.attrs:   # a dtype attribute not given: the code of its variable as bound
+        if a.dtype_of is not None and attr_vals[a.name] is None:
+            attr_vals[a.name] = dt[a.dtype_of].ge_code
     arrays = {}
     for i in spec.inputs:
         a = inputs.get(i.name)

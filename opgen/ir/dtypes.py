@@ -61,6 +61,12 @@ class DType(Enum):
         return _CANN[self]
 
     @property
+    def ge_code(self) -> int:
+        """CANN's ge::DataType value (metadef graph/c_types.h: DT_FLOAT 0, DT_FLOAT16 1, DT_INT8 2, DT_INT32 3,
+        DT_UINT8 4, DT_INT16 6, DT_INT64 9, DT_BOOL 12, DT_BF16 27): the int an OpDef `dtype` attribute holds."""
+        return _GE_CODE[self]
+
+    @property
     def long_name(self) -> str:
         """The name used on the command line (float32, float16, bfloat16, int8, uint8, int16, int32, int64, bool)."""
         return _LONG[self]
@@ -91,6 +97,8 @@ _CANN = {
     DType.i64: "DT_INT64",
     DType.bool: "DT_BOOL",
 }
+_GE_CODE = {DType.f32: 0, DType.f16: 1, DType.i8: 2, DType.i32: 3, DType.u8: 4, DType.i16: 6, DType.i64: 9,
+            DType.bool: 12, DType.bf16: 27}
 _LONG = {
     DType.f32: "float32",
     DType.f16: "float16",

@@ -7,7 +7,8 @@ x [K, N], as aclnnMatmul runs a 3-D self against a 2-D mat2; GemmLayout.fold), o
 other's batch that does not fold (A 2-D, or A transposed against a 2-D B: that operand's one matrix read for every
 batch index, GemmLayout.shared), and whose result reaches exactly one output either through at most one cast with round "rint" or "none" (Fixpipe's rounding, once and to nearest even; a chain
 of casts or another round mode is refused), or through a vector epilogue (`_epilogue`, EPI_STEPS): elementwise math
-on [*batch, M, N] and [N] / [1, N] inputs, scalar constants and float attributes, ending in at most one cast. Anything else (a
+on [*batch, M, N] and [N] / [1, N] inputs, [M] inputs reshaped to [M, 1] (a value per row, read with GetValue),
+scalar constants and float attributes, ending in at most one cast. Anything else (a
 reduction, another shape, a non-float attribute) is refused naming the construct (Unsupported).
 
 Schedule (one Kernel IR class, `lower`; facts: docs/reference/ascendc.md §1.10 cube path and layouts, §1.6 pipes
@@ -394,7 +395,8 @@ EPI_OPS = frozenset(set(VECTOR_BINARY) | set(VECTOR_UNARY) | {"neg"})
 (opgen.kernel.rowprog.lower_elementwise); `tanh` and `erf` are rewritten into them first
 (opgen.kernel.rowmerge.math_as_steps)."""
 EPI_STEPS = """The vector epilogue as steps (GemmLayout.steps), in graph order: ("acc", value) the matmul's fp32 result,
-("load", value, input, space, dtype) an input read as fp32 (space "row": [*batch, M, N], "col": [N] or [1, N]),
+("load", value, input, space, dtype) an input read as fp32 (space "row": [*batch, M, N], "col": [N] or [1, N],
+"stat": an [M] input reshaped to [M, 1], one value per row, without batch dims),
 ("const", value, C++ float literal), ("attr", name) a runtime float attribute, ("op", result, op, inputs, space) an elementwise op, ("store", value, round)
 the output written from `value` (round: the cast's round mode; "" for an fp32 output)."""
 _CONSTRUCTS = {"reduce": "a reduction", "matmul": "a second matmul",
@@ -421,7 +423,8 @@ def _epilogue(g, mm, seen, params, dims, batch, dta, acc: str = "f32") -> tuple:
     """(output dtype, its name, output name, Fixpipe epilogue, vector steps, ((step value, spec line), ...) of the
     load / op steps, the output cast's spec line or "") of the ops after matmul `mm` in `g`:
     a matmul result only cast to the output is Fixpipe's (steps ()); anything else must be elementwise math on
-    [*batch, M, N] rows, [N] / [1, N] column inputs and constants ending in at most one cast (EPI_STEPS). Raises
+    [*batch, M, N] rows, [N] / [1, N] column inputs, [M] inputs as [M, 1] per-row values and constants ending in at
+    most one cast (EPI_STEPS). Raises
     Unsupported naming the value and the construct. acc "i32" (an int8 product): the int32 result either is the
     output itself (Fixpipe writes it) or is first cast to f32 -- that cast is the vector epilogue's ("acc", value),
     the AIVs converting the int32 block (docs/design.md "Cube family: int8 operands")."""
@@ -479,8 +482,11 @@ def _epilogue(g, mm, seen, params, dims, batch, dta, acc: str = "f32") -> tuple:
             return "row"
         if shp and shp[-1] == dn and all(d == "1" for d in shp[:-1]):
             return "col"
+        if not batch and shp == [dm, "1"]:
+            return "stat"
         raise Unsupported(v, loc, f"an operand of shape [{', '.join(shp)}] in the matmul's epilogue: it reads "
-                          f"[{', '.join(row_shape)}] tensors, [{dn}] / [1, {dn}] column vectors and constants")
+                          f"[{', '.join(row_shape)}] tensors, [{dn}] / [1, {dn}] column vectors, [{dm}, 1] per-row "
+                          f"values and constants")
 
     space, steps, stored, cites, out_loc = {r: "row"}, [("acc", r)], False, {}, ""
     if to_f32 is not None:   # the cast of the int32 result to f32 is the fp32 block the epilogue starts from
@@ -513,6 +519,15 @@ def _epilogue(g, mm, seen, params, dims, batch, dta, acc: str = "f32") -> tuple:
             steps.append(("load", v, src, space[v], OPERAND_T if sd == dta else _VAR_TAG + sd.name
                           if isinstance(sd, DTypeVar) else CTYPE[dtype_name(sd)] if fixed16 else "f32"))
             continue
+        if n.op == "reshape" and n.inputs[0] in params and space_of(v, n.loc) == "stat":
+            src = n.inputs[0]   # an fp32 [M] input as [M, 1]: one value per row of the block (a pertoken scale)
+            if [str(d) for d in vals[src].type.shape] != [dm] or isinstance(vals[src].type.dtype, DTypeVar) \
+                    or dtype_name(vals[src].type.dtype) != "f32":
+                raise Unsupported(v, n.loc, f"a per-row value of the matmul's epilogue is an fp32 [{dm}] input "
+                                  f"reshaped to [{dm}, 1]")
+            space[v] = "stat"
+            steps.append(("load", v, src, "stat", "f32"))
+            continue
         if n.op == "cast" and v == ov:
             mode = n.attr("round") or "none"
             src = n.inputs[0]
@@ -544,6 +559,9 @@ def _epilogue(g, mm, seen, params, dims, batch, dta, acc: str = "f32") -> tuple:
                     raise Unsupported(v, n.loc, f"%{x} in the matmul's epilogue is not an input, a constant or "
                                       f"elementwise math on them")
             sps = {space[x] for x in n.inputs}
+            if "stat" in sps and "row" not in sps:
+                raise Unsupported(v, n.loc, "a per-row value of the matmul's epilogue is used with an [M, N] row "
+                                  "operand only (it multiplies or offsets the block's rows)")
             space[v] = "row" if "row" in sps else "col" if "col" in sps else "scalar"
             if space[v] != "scalar" and space_of(v, n.loc) != space[v]:
                 raise Unsupported(v, n.loc, "a broadcast in the matmul's epilogue other than a column vector over "
@@ -1008,7 +1026,7 @@ class EpiProgram:
         """UB bytes per element of one row of a pass (fp32 temporaries and staged rows, T staging, the output
         staging), T taken as 2 bytes (f16 / bf16), another dtype variable's staging as 4 (it may be f32), a cast
         output as at most 4 and an int32 block's staging row (acc_i32) as 4."""
-        nf = self.row_temps + sum(1 for _v, (sp, _i) in self.pre if sp == "row")
+        nf = self.row_temps + sum(1 for _v, (sp, _i) in self.pre if sp in ("row", "stat"))   # stat: a bound
         nt = sum(_load_bytes(t) for _v, _i, sp, t in self.loads if sp == "row")
         return 4 * nf + nt + (4 if any(r for _v, r, _w in self.stores) or self.store[1] else 0) \
             + (4 if self.acc_i32 else 0)
@@ -1052,6 +1070,8 @@ def epilogue_program(lay: GemmLayout) -> EpiProgram:
         elif st[0] == "load":
             _k, v, inp, sp, dt = st
             ctx.space[v] = sp
+            if sp == "stat":   # read per row by the scalar unit (GetValue) into the scalar st_<value>
+                ctx.scalar_text[v] = f"st_{v}"
             if dt == "f32":
                 pre[v] = (sp, inp)
             else:   # staged in its type (T, or a dtype variable of f16 / bf16 / f32 rows), then to fp32
@@ -1155,11 +1175,19 @@ def _vector_part(lay: GemmLayout, prog: EpiProgram, lets: tuple, out_t: str, off
     def when(v, nodes):   # the copy of an input read only under some presences, guarded by them
         return _guarded(nodes, guard.get(v, ()), prog.presence)
 
+    stats = {}   # per-row value -> its UB buffer (the pass's rows of an [M] input, read with GetValue)
     for k, (v, (sp, inp)) in enumerate(prog.pre):
         var = f"ep{k}"
+        n_in, n_col = len(copies_in), len(col_in)
+        if sp == "stat":   # the pass's rows of the [M] input: rows fp32 values (DataCopyPad rounds up to 32 B)
+            buf(f"epiP{k}_", var, "float", R + Lit(8), 4)
+            stats[v] = var
+            copies_in.append(K.Copy(K.Ref(var), K.GmView(gm_of[inp], S("m0") + S("c0")), Lit(1), S("rows") * 4,
+                                    Lit(0), Lit(0), _cite(f"the pass's rows of {inp}", lines.get(v, ""))))
+            copies_in[n_in:] = when(v, copies_in[n_in:])
+            continue
         buf(f"epiP{k}_", var, "float", (R if sp == "row" else Lit(1)) * bn, 4)
         ref[v] = (var, sp == "row")
-        n_in, n_col = len(copies_in), len(col_in)
         if not inp and ksplit:   # partial 0, then the others added in order k = 1 .. kSplit - 1
             acc_var = var
             part = S("pOff") + S("c0") * bn
@@ -1220,7 +1248,8 @@ def _vector_part(lay: GemmLayout, prog: EpiProgram, lets: tuple, out_t: str, off
         is_row = i.space == "row"
         r = row if is_row else Lit(0)
         # an instruction reading no column row runs over the whole pass at once when its rows touch (nt = baseN)
-        flat = is_row and not any(is_col(x) for x in i.srcs)
+        reads = [x for x in stats if i.arg == f"st_{x}" or i.arg and f"st_{x}" in str(i.arg)]   # per-row scalars
+        flat = is_row and not any(is_col(x) for x in i.srcs) and not reads
         nt = S("cnt") if flat else S("nt")
         if i.kind == "cast_in" and load_t[i.gm] not in (OPERAND_T,) + FIXED16:   # a variable that may be f32
             var, _ = ref[("in", i.gm)]
@@ -1243,7 +1272,9 @@ def _vector_part(lay: GemmLayout, prog: EpiProgram, lets: tuple, out_t: str, off
                 args["scalar"] = parse_scalar(i.arg)
             node = K.vec(instr_op(i), doc=spec_doc(i.loc), **args)
         if is_row:   # each iteration its own row of every row operand: no dependence between iterations
-            row_ops.extend(_guarded((K.For("r", Lit(0), S("iters") if flat else S("rows"), Lit(1), (node,),
+            body = tuple(K.GetValue(f"st_{x}", K.Ref(stats[x], S("r")), _cite(f"row r's value of {x}", lines.get(x, "")))
+                         for x in reads) + (node,)
+            row_ops.extend(_guarded((K.For("r", Lit(0), S("iters") if flat else S("rows"), Lit(1), body,
                                            disjoint=True),), i.when, prog.presence))
         else:
             col_ops.extend(_guarded((node,), i.when, prog.presence))

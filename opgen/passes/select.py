@@ -35,6 +35,9 @@ def select_key(spec, attrs: dict | None = None, present=()):
                                                f"(optional inputs: {', '.join(optional) or 'none'})")
         if p not in optional:
             raise ValidationError("--present", f"{p} is a required input (always present)")
+        decl = next(i for i in spec.inputs if i.name == p)
+        if decl.absent_only:   # OpSpec.input(accepts="absent")
+            raise ValidationError(p, decl.absent_rule())
     pres = {i.name: (not i.optional) or i.name in present for i in spec.inputs}
     static = spec.static_attrs
     want_static = [values[a.name] for a in static]
