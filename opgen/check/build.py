@@ -30,7 +30,9 @@ variant's TilingFunc, the aclnn API and L0 files) are compiled with a precompile
 library headers their own leading includes name (host_pch), forced first with -include: hostpch-<hash>/ of the shared
 directory, one per distinct header list and flag set, each with its own build.ninja and lock. For the -O0 variants
 (quick, asan) it also holds emu-<variant>.o, the emulation's common template specializations compiled once
-(SHARED_INSTANCES), which their kernels declare extern and their executables link.
+(SHARED_INSTANCES), which their kernels declare extern and their executables link. Every variant's TilingFunc is
+compiled with -D<REGISTRY_MACRO> (tiling_flags): the IMPL_OP_OPTILING registries are then defined once, in
+check_main.o, not in each TilingFunc object.
 
 All with `g++ -std=c++17 -pthread -I opgen/emu/include -I generated/<op>/op_host -I generated/<op>/op_kernel ...`
 (the tiling-data struct is op_kernel/<op>_tiling_data.h: the TilingFunc includes it as ../op_kernel/...); header dependencies

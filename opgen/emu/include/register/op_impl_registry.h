@@ -322,7 +322,7 @@ using InferDataTypeFunc = ge::graphStatus (*)(InferDataTypeContext*);
 // Registries by OpDef name, filled by IMPL_OP_OPTILING / IMPL_OP_INFERSHAPE at static initialisation.
 //
 // Linkage of the registries and of OpImplRegister's registering methods: by default inline here (the header alone
-// is enough: a test's own driver, `opgen codegen` compiling a TilingFunc on its own). With EMU_SHARED_REGISTRY
+// is enough: a test's own driver, tests/test_codegen.py compiling each emitted file). With EMU_SHARED_REGISTRY
 // defined (opgen check's TilingFunc objects, opgen/check/build.py tiling_flags) they are only declared, and
 // defined once, out of line, by the translation unit that defines EMU_SHARED_REGISTRY_DEFINE before including
 // this header (opgen/check/cpp/check_main.cpp, which every launch driver links): a TilingFunc object then holds no
