@@ -141,6 +141,32 @@ def test_the_O0_variants_share_the_emulation_instances_and_debug_keeps_its_own(t
     assert f"{shared}/{instances_target('asan')}" not in st["asan/probe"][1]   # the stub kernel needs none
 
 
+def test_every_tiling_func_object_declares_the_registries_and_check_main_defines_them(tmp_path):
+    """opgen/check/build.py REGISTRY_MACRO: every launch-driver variant's TilingFunc object, and the host precompiled
+    header it is compiled with (GCC takes a .gch only when the macros match), get -D<REGISTRY_MACRO>, so
+    register/op_impl_registry.h only declares the registries; check_main.cpp, which every launch driver and the
+    tiling probe link, defines EMU_SHARED_REGISTRY_DEFINE before its includes (the one out-of-line definition); the
+    aclnn runner, which links no TilingFunc, keeps the header's inline registries (no macro)."""
+    from opgen.check.build import REGISTRY_MACRO, CHECK_CPP, host_pchs, tiling_flags
+
+    src = Sources("Op", "op", "aclnn_op", tmp_path / "op")
+    shared = tmp_path / "shared"
+    st = _statements(ninja_file(src, "/usr/bin/g++", shared))
+    for variant in VARIANTS:
+        assert tiling_flags(variant) == f"{VARIANTS[variant]} -D{REGISTRY_MACRO}"
+        assert f"-D{REGISTRY_MACRO}" in shlex.split(st[f"{variant}/tiling.o"][2])
+        assert f"{shared}/check_main.o" in st[f"{variant}/check"][1]
+    assert f"{shared}/check_main.o" in st["asan/probe"][1]
+    assert not any(REGISTRY_MACRO in st[o][2] for o in st if o.startswith("aclnn/"))
+    text = (CHECK_CPP / "check_main.cpp").read_text()
+    assert text.index("#define EMU_SHARED_REGISTRY_DEFINE") < text.index("#include")
+    op = Path(__file__).resolve().parents[1] / "generated" / "ada_layer_norm_grad"
+    real = Sources("AdaLayerNormGrad", "ada_layer_norm_grad", "aclnn_ada_layer_norm_grad", op)
+    for variant, p in host_pchs(real, "/usr/bin/g++").items():
+        if variant.endswith("/tiling.o"):
+            assert p.flags == tiling_flags(variant.split("/")[0]), (variant, p.flags)
+
+
 @pytest.mark.parametrize("value, want", [("0", "-O0"), ("1", "-O0 -g"), (None, "-O0 -g")])
 def test_the_aclnn_runner_drops_debug_information_with_the_quick_builds(tmp_path, monkeypatch, value, want):
     """aclnn_flags: the aclnn case runner's objects, their precompiled headers and its link are -O0 -g, -O0 when
@@ -334,6 +360,12 @@ def test_the_precompiled_header_is_used_and_changes_no_instruction(tmp_path, lea
     # dependencies; -Winvalid-pch would have said why not), and the code is the same without it
     assert "/emu/include/" not in deps("quick/tiling.o"), deps("quick/tiling.o")
     assert code(b.dir / "quick" / "tiling.o") == code(plain("quick/tiling.o", lambda a: a in ("-include", "-MF")))
+    # REGISTRY_MACRO: the TilingFunc object holds no code of the registries' std::map and calls the registering
+    # method check_main.o defines (the launch drivers link, tests/test_kernels.py and every check)
+    syms = subprocess.run(["nm", "-C", str(b.dir / "quick" / "tiling.o")], capture_output=True, text=True,
+                          check=True).stdout.splitlines()
+    assert not [s for s in syms if "_Rb_tree" in s or "std::map" in s], [s for s in syms if "_Rb_tree" in s][:3]
+    assert any(s.split()[0] == "U" and "gert::OpImplRegister::Tiling(" in s for s in syms), syms
 
 
 def test_a_host_file_precompiles_the_emulation_and_library_headers_its_leading_includes_name(tmp_path, monkeypatch):

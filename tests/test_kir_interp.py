@@ -840,3 +840,42 @@ def test_an_integer_index_check_compares_as_integers(index, traps):
     r = ki.run(k, {"n": 8}, {"x": np.zeros(16, np.float32), "y": np.zeros(16, np.float32)}, 1)
     assert r.ok != traps and (not traps or re.search(rf"Trap\(\).*index {index} outside \[0, 8\)", r.faults[0]))
     assert "if (!(idx >= 0 && idx < td_->n)) {" in to_cpp(k)
+
+
+def test_the_array_overlap_check_agrees_with_the_lane_by_lane_walk():
+    """kir_interp._overlap_clean (the repeat-form overlap rules on whole arrays, Interp.overlap's first step) is True
+    exactly when the lane-by-lane walk (_overlap_walk) raises nothing: 3000 random instructions (binary forms with
+    and without accumulation, WholeReduces; offsets, block and repeat strides drawn small so that operands overlap
+    often, half of them with src1 at dst's offset), about as many faulting as clean."""
+    from types import SimpleNamespace
+
+    from opgen.kernel.isa import lane_grid
+    from opgen.kernel.kir_interp import KirFault, _overlap_clean, _overlap_walk
+
+    rng = np.random.default_rng(7)
+    verdicts = {True: 0, False: 0}
+    for _ in range(3000):
+        sz = int(rng.choice([2, 4]))
+        whole = bool(rng.random() < 0.3)
+        rep, mask = int(rng.integers(1, 6)), int(rng.integers(1, 256 // sz + 1))
+        off = {n: int(rng.integers(0, 4)) * 32 for n in ("dst", "src0", "src1")}
+        blk = {n: int(rng.integers(0, 3)) for n in off}
+        rst = {n: int(rng.integers(0, 10)) for n in off}
+        if rng.random() < 0.5:
+            off["src1"], blk["src1"], rst["src1"] = off["dst"], blk["dst"], rst["dst"]
+        names = ("dst", "src") if whole else ("dst", "src0", "src1")
+        tens = {n: SimpleNamespace(off=off["src0" if n == "src" else n]) for n in names}
+        if whole:
+            idx = {"src": lane_grid(rep, mask, blk["src0"], rst["src0"], sz).tolist(),
+                   "dst": [r * rst["dst"] for r in range(rep)]}
+        else:
+            idx = {n: lane_grid(rep, mask, blk[n], rst[n], sz).tolist() for n in names}
+        acc1 = not whole and bool(rng.random() < 0.3)
+        try:
+            _overlap_walk("Op", tens, idx, sz, mask, rep, whole, acc1)
+            walked = True
+        except KirFault:
+            walked = False
+        assert _overlap_clean(tens, idx, sz, rep, whole, acc1) == walked, (tens, idx, sz, mask, rep, whole, acc1)
+        verdicts[walked] += 1
+    assert min(verdicts.values()) > 500, verdicts

@@ -695,3 +695,23 @@ int main()
     assert out.stdout.split() == ["1", "0", "0", "1"], (out.stdout, out.stderr)
     assert "Bd: x has 3 at dim 1 but v has 6 at dim 1; they must be equal" in out.stderr, out.stderr
     assert "Bd: x has 2 dims of it but v has 1; they must be equal" in out.stderr, out.stderr
+
+
+def test_the_compiled_forms_helpers_are_the_trees_arithmetic():
+    """opgen.tiling.program's helpers of the compiled form (_mod, _ceil, _align: one Python call each) give the
+    value, or raise the error, of Op.ev's definitions through _div (a - (a // b) * b, (a + b - 1) // b, its
+    multiple of b) for every a, b in [-5, 40] x [-4, 9], zero and negative operands included."""
+    from opgen.errors import OpgenError
+    from opgen.tiling.program import _align, _ceil, _div, _mod
+
+    def outcome(f, *args):
+        try:
+            return f(*args)
+        except OpgenError as e:
+            return str(e)
+
+    for a in range(-5, 41):
+        for b in range(-4, 10):
+            assert outcome(_mod, a, b) == outcome(lambda x, y: x - _div(x, y) * y, a, b), (a, b)
+            assert outcome(_ceil, a, b) == outcome(lambda x, y: _div(x + y - 1, y), a, b), (a, b)
+            assert outcome(_align, a, b) == outcome(lambda x, y: _div(x + y - 1, y) * y, a, b), (a, b)

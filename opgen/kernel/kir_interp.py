@@ -104,6 +104,68 @@ class NotKernelIR(OpgenError):
     the message names the part."""
 
 
+def _overlap_clean(tens: dict, idx: dict, sz: int, rep: int, whole: bool, acc1: bool) -> bool:
+    """Whether one repeat-form instruction keeps the overlap rules of Interp.overlap (the same operands: `tens`
+    name -> tensor with a byte offset `off`, `idx` name -> element indices repeat-major, `rep` repeats; `whole`: a
+    WholeReduce, one destination element a repeat; `acc1`: src1 may read earlier repeats' writes), on whole arrays:
+    (1) no source lane of repeat r (but src1 when acc1) reads a byte whose first write by dst is in a repeat before
+    r; (2) in each repeat, a source whose lanes are not dst's own lanes (always, for a WholeReduce) shares no byte
+    with dst's. True exactly when Interp.overlap's lane-by-lane walk raises nothing (tests/test_kir_interp.py
+    compares the two on random strides)."""
+    d = (np.asarray(idx["dst"], dtype=np.int64) * sz + tens["dst"].off).reshape(rep, -1)
+    d_lo, d_hi = int(d.min()), int(d.max())
+    srcs = {n: (np.asarray(idx[n], dtype=np.int64) * sz + t.off).reshape(rep, -1)
+            for n, t in tens.items() if n != "dst"}
+    if all(int(s.max()) < d_lo or int(s.min()) > d_hi for s in srcs.values()):
+        return True   # no source byte in dst's span: neither rule can break (the common case, separate buffers)
+    rows = np.repeat(np.arange(rep, dtype=np.int64), d.shape[1])
+    uniq, first = np.unique(d.reshape(-1), return_index=True)   # each dst byte's first writer: its lowest repeat
+    first_rep = rows[first]
+    for n, s in srcs.items():
+        if not (n == "src1" and acc1):
+            pos = np.minimum(np.searchsorted(uniq, s), uniq.size - 1)
+            hit = (uniq[pos] == s) & (first_rep[pos] < np.arange(rep, dtype=np.int64)[:, None])
+            if hit.any():
+                return False
+        keep = np.ones(rep, dtype=bool) if whole else ~(s == d).all(axis=1)
+        if keep.any():
+            r = np.arange(rep, dtype=np.int64)[keep][:, None]   # (repeat, byte) pairs as one key each
+            lo = min(d_lo, int(s.min()))
+            span = max(d_hi, int(s.max())) - lo + 1
+            if np.isin((r * span + d[keep] - lo).reshape(-1), (r * span + s[keep] - lo).reshape(-1)).any():
+                return False
+    return True
+
+
+def _overlap_walk(what: str, tens: dict, idx: dict, sz: int, mask: int, rep: int, whole: bool, acc1: bool) -> None:
+    """Interp.overlap's rules lane by lane (the arguments as _overlap_clean's; `mask` lanes a repeat; `what` the
+    instruction's API name): raises KirFault for the first broken rule in repeat, operand and lane order."""
+    dst = tens["dst"]
+    lane = lambda n, r: [tens[n].off + i * sz for i in idx[n][r * mask:(r + 1) * mask]]  # noqa: E731
+    dlane = (lambda r: [dst.off + idx["dst"][r] * sz]) if whole else (lambda r: lane("dst", r))  # noqa: E731
+    written: dict = {}
+    for r in range(rep):
+        ld = dlane(r)
+        for n in [x for x in tens if x != "dst"]:
+            ls = lane(n, r)
+            if not (n == "src1" and acc1):
+                for a in ls:
+                    if a in written:
+                        raise KirFault(f"{what}: repeat {r} of {n} (byte {a}) reads what repeat {written[a]} of "
+                                       "the same instruction wrote (undefined on the device: "
+                                       "docs/reference/ascendc.md §1.9 operand rules)")
+            if not whole and ls == ld:
+                continue
+            lanes = set(ls)
+            for a in ld:
+                if a in lanes:
+                    raise KirFault(f"{what}: in repeat {r} dst "
+                                   f"{'overlaps the lanes of ' if whole else 'partly overlaps '}{n} at byte {a} "
+                                   "(only a 100 % overlap of a repeat's lanes is allowed)")
+        for a in ld:
+            written.setdefault(a, r)
+
+
 class KirFault(OpgenError):
     """A fault of an interpreted kernel: the device would hang, race or read garbage. `core` is the core index."""
 
@@ -659,10 +721,14 @@ class _Core:
         the same bytes as one touch an element, touched one contiguous run of elements at a time (a block touched
         twice by one instruction is checked and recorded as once, so the verdicts are those of per-element
         touches, at a run's cost instead of an element's)."""
-        u = np.unique(np.asarray(idx, dtype=np.int64))
+        u = np.asarray(idx, dtype=np.int64)
         if u.size == 0:
             return
-        cut = np.flatnonzero(np.diff(u) != 1) + 1
+        step = np.diff(u)
+        if not (step > 0).all():   # else already strictly increasing (most lane grids): unique as it is
+            u = np.unique(u)
+            step = np.diff(u)
+        cut = np.flatnonzero(step != 1) + 1
         for a, b in zip(np.concatenate(([0], cut)), np.concatenate((cut, [u.size]))):
             self.touch(ins, off + int(u[a]) * sz, int(u[b - 1] - u[a] + 1) * sz, write, pool=pool)
 
@@ -1777,33 +1843,13 @@ class _Core:
         (emu/vector.h; docs/reference/ascendc.md §1.9 operand rules): within a repeat a source and dst overlap
         100 % (the same byte for every lane; never for a WholeReduce) or not at all; no repeat reads a byte an
         earlier repeat of the same instruction wrote, except src1 of Add / Sub / Mul / Max / Min with dst's or
-        src1's repeat stride 0 (accumulation). KirFault otherwise, worded as the emulation's fault."""
-        dst = tens["dst"]
-        lane = lambda n, r: [tens[n].off + i * sz for i in idx[n][r * mask:(r + 1) * mask]]  # noqa: E731
-        dlane = (lambda r: [dst.off + idx["dst"][r] * sz]) if whole else (lambda r: lane("dst", r))  # noqa: E731
+        src1's repeat stride 0 (accumulation). KirFault otherwise, worded as the emulation's fault. The rules are
+        first checked on whole arrays (_overlap_clean); only an instruction that breaks one is walked lane by lane,
+        for the first broken rule in repeat, operand and lane order (the fault's wording)."""
         acc1 = (not whole and op in (Op.ADD_REP, Op.SUB_REP, Op.MUL_REP, Op.MAX_REP, Op.MIN_REP)
                 and (params[3] == 0 or params[5] == 0))
-        written: dict = {}
-        for r in range(rep):
-            ld = dlane(r)
-            for n in [x for x in tens if x != "dst"]:
-                ls = lane(n, r)
-                if not (n == "src1" and acc1):
-                    for a in ls:
-                        if a in written:
-                            raise KirFault(f"{what}: repeat {r} of {n} (byte {a}) reads what repeat {written[a]} of "
-                                           "the same instruction wrote (undefined on the device: "
-                                           "docs/reference/ascendc.md §1.9 operand rules)")
-                if not whole and ls == ld:
-                    continue
-                lanes = set(ls)
-                for a in ld:
-                    if a in lanes:
-                        raise KirFault(f"{what}: in repeat {r} dst "
-                                       f"{'overlaps the lanes of ' if whole else 'partly overlaps '}{n} at byte {a} "
-                                       "(only a 100 % overlap of a repeat's lanes is allowed)")
-            for a in ld:
-                written.setdefault(a, r)
+        if not _overlap_clean(tens, idx, sz, rep, whole, acc1):
+            _overlap_walk(what, tens, idx, sz, mask, rep, whole, acc1)
 
     def brcb(self, s, frame, tens):
         args = dict(s.args)

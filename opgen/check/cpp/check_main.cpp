@@ -1,4 +1,7 @@
 // opgen check: opgen_check::Main compiled once for every op's launch driver (check_main.h). Our own code.
+// The registries behind IMPL_OP_OPTILING are defined here, once for every launch driver: the TilingFunc objects
+// opgen check links are compiled with EMU_SHARED_REGISTRY, which only declares them (register/op_impl_registry.h).
+#define EMU_SHARED_REGISTRY_DEFINE
 #include "check_driver.h"
 #include "check_main.h"
 

@@ -320,58 +320,94 @@ using InferShapeFunc = ge::graphStatus (*)(InferShapeContext*);
 using InferDataTypeFunc = ge::graphStatus (*)(InferDataTypeContext*);
 
 // Registries by OpDef name, filled by IMPL_OP_OPTILING / IMPL_OP_INFERSHAPE at static initialisation.
-inline std::map<std::string, TilingFunc>& TilingRegistry()
-{
-    static std::map<std::string, TilingFunc> registry;
-    return registry;
-}
-inline std::map<std::string, TilingParseEntry>& TilingParseRegistry()
-{
-    static std::map<std::string, TilingParseEntry> registry;
-    return registry;
-}
-inline std::map<std::string, InferShapeFunc>& InferShapeRegistry()
-{
-    static std::map<std::string, InferShapeFunc> registry;
-    return registry;
-}
-inline std::map<std::string, InferDataTypeFunc>& InferDataTypeRegistry()
-{
-    static std::map<std::string, InferDataTypeFunc> registry;
-    return registry;
-}
+//
+// Linkage of the registries and of OpImplRegister's registering methods: by default inline here (the header alone
+// is enough: a test's own driver, tests/test_codegen.py compiling each emitted file). With EMU_SHARED_REGISTRY
+// defined (opgen check's TilingFunc objects, opgen/check/build.py tiling_flags) they are only declared, and
+// defined once, out of line, by the translation unit that defines EMU_SHARED_REGISTRY_DEFINE before including
+// this header (opgen/check/cpp/check_main.cpp, which every launch driver links): a TilingFunc object then holds no
+// copy of std::map's code for the four registries (about 0.1 s of the compiler's 0.23 s for a TilingFunc at -O0).
+// Every object of one program must see the same mode (the launch drivers' TilingFuncs all get the macro).
+#if defined(EMU_SHARED_REGISTRY_DEFINE)
+#define OPGEN_REGISTRY_LINKAGE
+#define OPGEN_REGISTRY_DEFINED 1
+#elif defined(EMU_SHARED_REGISTRY)
+#define OPGEN_REGISTRY_LINKAGE
+#define OPGEN_REGISTRY_DEFINED 0
+#else
+#define OPGEN_REGISTRY_LINKAGE inline
+#define OPGEN_REGISTRY_DEFINED 1
+#endif
+OPGEN_REGISTRY_LINKAGE std::map<std::string, TilingFunc>& TilingRegistry();
+OPGEN_REGISTRY_LINKAGE std::map<std::string, TilingParseEntry>& TilingParseRegistry();
+OPGEN_REGISTRY_LINKAGE std::map<std::string, InferShapeFunc>& InferShapeRegistry();
+OPGEN_REGISTRY_LINKAGE std::map<std::string, InferDataTypeFunc>& InferDataTypeRegistry();
 
 class OpImplRegister {
 public:
     explicit OpImplRegister(const char* type) : type_(type) {}
-    OpImplRegister& Tiling(TilingFunc fn)
-    {
-        TilingRegistry()[type_] = fn;
-        return *this;
-    }
+    OPGEN_REGISTRY_LINKAGE OpImplRegister& Tiling(TilingFunc fn);
     template <typename CompileInfo>
     OpImplRegister& TilingParse(TilingParseFunc parse)
     {
-        TilingParseEntry& e = TilingParseRegistry()[type_];
+        TilingParseEntry e;
         e.parse = parse;
         e.create = []() -> void* { return new CompileInfo(); };
         e.destroy = [](void* p) { delete static_cast<CompileInfo*>(p); };
-        return *this;
+        return SetTilingParse(e);
     }
-    OpImplRegister& InferShape(InferShapeFunc fn)
-    {
-        InferShapeRegistry()[type_] = fn;
-        return *this;
-    }
-    OpImplRegister& InferDataType(InferDataTypeFunc fn)
-    {
-        InferDataTypeRegistry()[type_] = fn;
-        return *this;
-    }
+    OPGEN_REGISTRY_LINKAGE OpImplRegister& InferShape(InferShapeFunc fn);
+    OPGEN_REGISTRY_LINKAGE OpImplRegister& InferDataType(InferDataTypeFunc fn);
 
 private:
+    OPGEN_REGISTRY_LINKAGE OpImplRegister& SetTilingParse(const TilingParseEntry& e);
     std::string type_;
 };
+
+#if OPGEN_REGISTRY_DEFINED
+OPGEN_REGISTRY_LINKAGE std::map<std::string, TilingFunc>& TilingRegistry()
+{
+    static std::map<std::string, TilingFunc> registry;
+    return registry;
+}
+OPGEN_REGISTRY_LINKAGE std::map<std::string, TilingParseEntry>& TilingParseRegistry()
+{
+    static std::map<std::string, TilingParseEntry> registry;
+    return registry;
+}
+OPGEN_REGISTRY_LINKAGE std::map<std::string, InferShapeFunc>& InferShapeRegistry()
+{
+    static std::map<std::string, InferShapeFunc> registry;
+    return registry;
+}
+OPGEN_REGISTRY_LINKAGE std::map<std::string, InferDataTypeFunc>& InferDataTypeRegistry()
+{
+    static std::map<std::string, InferDataTypeFunc> registry;
+    return registry;
+}
+OPGEN_REGISTRY_LINKAGE OpImplRegister& OpImplRegister::Tiling(TilingFunc fn)
+{
+    TilingRegistry()[type_] = fn;
+    return *this;
+}
+OPGEN_REGISTRY_LINKAGE OpImplRegister& OpImplRegister::SetTilingParse(const TilingParseEntry& e)
+{
+    TilingParseRegistry()[type_] = e;
+    return *this;
+}
+OPGEN_REGISTRY_LINKAGE OpImplRegister& OpImplRegister::InferShape(InferShapeFunc fn)
+{
+    InferShapeRegistry()[type_] = fn;
+    return *this;
+}
+OPGEN_REGISTRY_LINKAGE OpImplRegister& OpImplRegister::InferDataType(InferDataTypeFunc fn)
+{
+    InferDataTypeRegistry()[type_] = fn;
+    return *this;
+}
+#endif
+#undef OPGEN_REGISTRY_DEFINED
+#undef OPGEN_REGISTRY_LINKAGE
 }  // namespace gert
 
 #define OPGEN_IMPL_CAT2(a, b) a##b
