@@ -31,8 +31,12 @@ os.environ.pop("PYTHONDONTWRITEBYTECODE", None)
 _root = os.environ.get("OPGEN_BUILD_DIR") or str(Path.home() / ".cache" / "opgen" / "build")
 os.environ.setdefault("PYTHONPYCACHEPREFIX", str(Path(_root) / "pycache"))
 # The dependency pass's placements (opgen.kernel.kir_sync.place_syncs_memo) are shared the same way: a kernel class
-# placed by one worker or one `opgen` subprocess is read by the others, whatever generate cache a test isolates.
-os.environ.setdefault("OPGEN_SYNC_DIR", str(Path(_root) / "syncs"))
+# placed by one worker or one `opgen` subprocess is read by the others, whatever generate cache a test isolates. The
+# directory is the one `opgen` itself uses in this environment (memo_dir(): `syncs/` of $OPGEN_CACHE_DIR, else of
+# ~/.cache/opgen/generate), fixed here before any test isolates its generate cache, so an `opgen generate` or
+# `opgen diff` run after the suite (.ci/run) reads the placements the suite made instead of placing them again.
+_gen_root = os.environ.get("OPGEN_CACHE_DIR") or str(Path.home() / ".cache" / "opgen" / "generate")
+os.environ.setdefault("OPGEN_SYNC_DIR", str(Path(_gen_root) / "syncs"))
 sys.pycache_prefix = os.environ["PYTHONPYCACHEPREFIX"]
 sys.dont_write_bytecode = False
 
