@@ -294,6 +294,27 @@ def _absent_pipes(k: kir.KernelClass) -> int:
     return sum(_BIT[p] for p in PIPES if p not in used)
 
 
+_FACTS: dict = {}
+"""id of a class -> (the class, its _class_facts): the last few classes analysed (the class is kept, so its id is
+not another object's)."""
+
+
+def _class_facts(k: kir.KernelClass) -> tuple:
+    """What every analysis of class k reads of it, computed once per class (a KernelClass is frozen): its buffers and
+    methods by name, its member tensors' element types, its GM tensors' bases (gm_region), the pipes no statement
+    uses (_absent_pipes) and the presence members a queue's protocol depends on (kir.presence_split)."""
+    got = _FACTS.get(id(k))
+    if got is not None and got[0] is k:
+        return got[1]
+    facts = ({b.name: b for b in k.locals}, {m.name: m for m in k.methods}, {t.name: t.dtype for t in k.tensors},
+             {g.name: ("gm", (f"<workspace {g.region}>" if g.region else "<workspace>") if g.workspace else g.arg)
+              for g in k.gms}, _absent_pipes(k), kir.presence_split(k))
+    if len(_FACTS) >= 8:
+        _FACTS.clear()
+    _FACTS[id(k)] = (k, facts)
+    return facts
+
+
 # ------------------------------------------------------------------------------------------------ the analysis
 class _Trials:
     """What the prune's and the hoist's trial analyses of one class share: the interned accesses (so states of
@@ -407,15 +428,11 @@ class _Analysis:
         self.conflicts: list = []
         self.new = 0
         self.dup = 0                      # conflicts whose sync was already placed (put)
-        self.locals = {b.name: b for b in k.locals}
-        self.methods = {m.name: m for m in k.methods}
-        self.member_dtypes = {t.name: t.dtype for t in k.tensors}
-        self.gm_bases = {g.name: ("gm", (f"<workspace {g.region}>" if g.region else "<workspace>") if g.workspace
-                                  else g.arg) for g in k.gms}
+        (self.locals, self.methods, self.member_dtypes, self.gm_bases, self.absent,
+         self.split) = _class_facts(k)
         self.unit: str | None = None      # the CoreIf being analysed
         self.env: dict = {}               # loop variables of unrolled loops (UNROLL) and their current values
         self.gm_scope: dict = {}          # a called method's GM parameters: their arguments' GM bases
-        self.absent = _absent_pipes(k)    # the pipes no statement of k uses: every access is ordered before them
         self.trials = trials              # a trial of the prune or the hoist: the memo of method calls
         self.diffs = diffs                # a trial: the positions where it differs from trials.base (None: not
         #                                   known, the states table unused)
@@ -428,7 +445,7 @@ class _Analysis:
         self.first_only = False           # stop at the first conflict (_clean)
         self.stack: tuple = ()            # the positions of the calls being analysed, outermost first
         self.sites: dict = {}             # placing: Access -> the call positions it was last made under
-        self.split = kir.presence_split(k)   # presence members a queue's protocol depends on (kir.presence_split)
+        self.forbid: tuple | None = None  # placing (_placed_outside): a new sync in this statement list ends the run
 
     def intern(self, pos, pipe: Pipe, write: bool, region: Region) -> Access:
         """The one Access object of these fields (and the current core kind) in this analysis."""
@@ -595,6 +612,8 @@ class _Analysis:
         if len(lst) >= len(sync) and all(_same(x, y) for x, y in zip(lst[-len(sync):], sync)):
             self.dup += 1
             return
+        if self.forbid is not None and pos[:len(self.forbid)] == self.forbid:
+            raise _Found   # _placed_outside's answer is None already (its syncs only grow)
         for s in sync:
             lst.append(s)
         self.new += 1
@@ -1615,11 +1634,17 @@ def _issues_on(k: kir.KernelClass, stmt, pipe, depth: int = 0) -> bool:
 
 def _placed_outside(k, trial: dict, types, used, loop: tuple) -> dict | None:
     """The syncs the placement adds to `trial` (position -> statements appended) for the conflicts it leaves, when
-    every one of them lies outside the loop body `loop` (issued once, not per iteration); else None."""
+    every one of them lies outside the loop body `loop` (issued once, not per iteration); else None. A round stops
+    at the first sync it would place inside `loop` (_Analysis.forbid): the rounds only append to the lists, so that
+    sync would be in the result, which is None then (exact; over the suite's classes every call so far ends so)."""
     t = {p: list(v) for p, v in trial.items()}
     for _ in range(OUTSIDE_ROUNDS):
         a = _Analysis(k, t, True, types, used)
-        a.run()
+        a.forbid = loop
+        try:
+            a.run()
+        except _Found:   # a sync placed inside the loop body: it stays in `extra` whatever the later rounds do
+            return None
         if a.new == 0:
             if a.dup:
                 return None
