@@ -213,7 +213,11 @@ class _D:
         self.facts = facts
 
     def copy(self) -> "_D":
-        return _D(self.records, self.queues, self.tokens, self.binds, self.facts)
+        d = _D.__new__(_D)
+        d.records, d.queues, d.tokens, d.binds = \
+            self.records.copy(), self.queues.copy(), self.tokens.copy(), self.binds.copy()
+        d.facts = self.facts
+        return d
 
     def sig(self):
         return tuple(sorted(self.queues.items())) + ((("?facts", tuple(sorted(self.facts))),) if self.facts else ())
@@ -447,18 +451,21 @@ class _Analysis:
         self.sites: dict = {}             # placing: Access -> the call positions it was last made under
         self.forbid: tuple | None = None  # placing (_placed_outside): a new sync in this statement list ends the run
 
-    def intern(self, pos, pipe: Pipe, write: bool, region: Region) -> Access:
-        """The one Access object of these fields (and the current core kind) in this analysis."""
-        key = (pos, pipe, write, region, self.unit)
+    def intern(self, pos, pipe: Pipe, bit: int, write: bool, rk: tuple) -> Access:
+        """The one Access object of these fields (bit: _BIT[pipe]; rk: its region's (base, lo, hi), unmarked) and the
+        current core kind in this analysis (keyed by plain tuples: a Region is made once per access)."""
+        key = (pos, bit, write, rk, (), self.unit)
         a = self.accesses.get(key)
         if a is None:
-            a = self.accesses[key] = Access(pos, pipe, write, region, self.unit, _BIT[pipe])
+            a = self.accesses[key] = Access(pos, pipe, write, Region(*rk), self.unit, bit)
         return a
 
     def cv(self, e) -> int | None:
         """The value of integer expression e with the unrolled loops' variables known (None: not constant)."""
         if e is None:
             return None
+        if type(e) is int:
+            return e
         x = self.exprs.get(id(e))
         if x is None:
             try:
@@ -515,23 +522,27 @@ class _Analysis:
             base = ("gm", "field " + v.tensor.split("[")[0])
         return Region(base or _GM_UNKNOWN, None, None)
 
-    def region(self, d: _D, r, scope: dict, elems) -> Region:
-        if isinstance(r, kir.GmView):
-            return self.gm_region(r)
+    def region(self, d: _D, r, scope: dict, elems) -> tuple:
+        """The (base, lo, hi) of the Region that `r` (a Ref, or a GmView: gm_region) covering `elems` elements
+        touches in disjunct d."""
+        if type(r) is kir.GmView:
+            return (self.gm_region(r).base, None, None)
         base, start, dt = self.bind_of(d, r, scope)
-        n = self.cv(elems) if elems is not None else None
-        sz = self.size(dt)
         if start is None:
-            return Region(base, None, None)
-        return Region(base, start, None if n is None or sz is None else start + max(n, 1) * sz)
+            return (base, None, None)
+        n = self.cv(elems) if elems is not None else None
+        sz = kir.ELEM_BYTES.get(self.types.get(dt, dt))
+        return (base, start, None if n is None or sz is None else start + max(n, 1) * sz)
 
     # -- accesses
     def access(self, ds: dict, pos, pipe: Pipe, reads, writes, scope):
         """Checks then records the accesses of one statement in every disjunct (reads / writes: lists of
         (Ref, elements or None))."""
+        bit = _BIT[pipe]
+        intern, region = self.intern, self.region
         for key, d in list(ds.items()):
-            acc = [self.intern(pos, pipe, False, self.region(d, r, scope, n)) for r, n in reads] + \
-                  [self.intern(pos, pipe, True, self.region(d, r, scope, n)) for r, n in writes]
+            acc = [intern(pos, pipe, bit, False, region(d, r, scope, n)) for r, n in reads] + \
+                  [intern(pos, pipe, bit, True, region(d, r, scope, n)) for r, n in writes]
             for a in acc:          # every access is checked before any is recorded: in place is no self-race
                 while True:
                     c = self.find(d, a)
@@ -552,7 +563,7 @@ class _Analysis:
                     continue          # a scalar read is synchronous: nothing can overtake it
                 if any(a in t for t in d.tokens.values()):   # a later run of the same access: no earlier set or
                     d.tokens = {t: (v - {a}) if a in v else v for t, v in d.tokens.items()}   # hand-off covers it
-                seen = (0 if pipe is Pipe.V else _BIT[pipe]) | self.absent
+                seen = (0 if pipe is Pipe.V else bit) | self.absent
                 old = d.records.get(a)
                 d.records[a] = seen = seen if old is None else old & seen
 
@@ -752,10 +763,11 @@ class _Analysis:
         return out
 
     def _with_mark(self, a: Access, mark: tuple) -> Access:
-        key = (a.pos, a.pipe, a.write, replace(a.region, mark=mark), a.unit)
+        r = a.region
+        key = (a.pos, a.bit, a.write, (r.base, r.lo, r.hi), mark, a.unit)   # intern's key when mark is ()
         got = self.accesses.get(key)
         if got is None:
-            got = self.accesses[key] = Access(a.pos, a.pipe, a.write, key[3], a.unit, a.bit)
+            got = self.accesses[key] = Access(a.pos, a.pipe, a.write, replace(r, mark=mark), a.unit, a.bit)
         return got
 
     def mark(self, ds: dict, s: kir.For, pos: tuple) -> dict:
