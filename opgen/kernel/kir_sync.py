@@ -181,6 +181,18 @@ class Conflict:
                 f"{_pos_text(self.later.pos)} on {self.later.region.base}")
 
 
+def _conflicting(rec: Access, a: Access) -> bool:
+    """Whether access `a` conflicts with the earlier record `rec` unless an order between them is known: one of them
+    a write, not both on one in-order pipe (a pipe other than V completes its own work in order), not an earlier
+    iteration's record of its own bytes of a base its loop keeps apart (For.apart, Region.mark), the same core kind
+    (another kind's access is the other side of a mixed kernel: no conflict here) and the regions overlapping."""
+    if not (a.write or rec.write) or (a.pipe is not Pipe.V and rec.pipe is a.pipe):
+        return False
+    if rec.region.mark and rec.region.base == a.region.base:
+        return False
+    return (rec.unit is None or a.unit is None or rec.unit == a.unit) and rec.region.overlaps(a.region)
+
+
 def _why(earlier: Access, later: Access) -> str:
     """The comment of the sync ordering `later` after `earlier`: what it protects, in the kernel's own names."""
     b = later.region.base
@@ -225,7 +237,7 @@ class _D:
     def join(self, o: "_D") -> "_D":
         # keys in first-seen order (self's, then o's new ones): what a conflict search meets first is fixed; equal
         # sides (the common case: a branch that touched none of them) are copied as they are
-        recs = dict(self.records)
+        recs = self.records.copy()
         if o.records != recs:
             for a, s2 in o.records.items():   # ordered before a pipe on both paths only
                 s1 = recs.get(a)
@@ -233,7 +245,7 @@ class _D:
                     recs[a] = s2
                 elif s1 != s2:
                     recs[a] = s1 & s2
-        toks = dict(self.tokens)
+        toks = self.tokens.copy()
         if o.tokens != toks:
             for t, t2 in o.tokens.items():   # a token on one side only: the other never used that block
                 t1 = toks.get(t)
@@ -241,7 +253,7 @@ class _D:
                     toks[t] = t2
                 elif t1 != t2:   # an access the other path never made (or has ordered before every pipe) stays
                     toks[t] = (t1 & t2) | t1.difference(o.records) | t2.difference(self.records)   # carried
-        binds = dict(self.binds)
+        binds = self.binds.copy()
         if o.binds != binds:
             for v, b2 in o.binds.items():   # bound on one path only: a use after lies on that path
                 b1 = binds.get(v)
@@ -250,7 +262,7 @@ class _D:
                 elif b1 != b2:
                     binds[v] = (_UNKNOWN, None, b1[2])
         d = _D.__new__(_D)
-        d.records, d.queues, d.tokens, d.binds, d.facts = recs, dict(self.queues), toks, binds, self.facts
+        d.records, d.queues, d.tokens, d.binds, d.facts = recs, self.queues.copy(), toks, binds, self.facts
         return d
 
     # -- ordering
@@ -258,24 +270,27 @@ class _D:
         """The accesses pipe `pipe` issued or is ordered after (what a SetFlag / EnQue / FreeTensor from it
         carries)."""
         b = _BIT[pipe]
-        return frozenset(a for a, s in self.records.items() if a.pipe is pipe or s & b)
+        return frozenset([a for a, s in self.records.items() if (s | a.bit) & b])
 
     def grant(self, accesses, pipe: Pipe):
         """`pipe` (every pipe when it is S: the scalar unit stops) is now ordered after `accesses`."""
         add = _ALL if pipe is Pipe.S else _BIT[pipe]
+        recs = self.records
         for a in accesses:
-            if a in self.records:
-                s = self.records[a] | add
+            s = recs.get(a)
+            if s is not None:
+                s |= add
                 if s == _ALL:
-                    del self.records[a]
+                    del recs[a]
                 else:
-                    self.records[a] = s
+                    recs[a] = s
 
     def barrier(self, pipe: Pipe):
         if pipe is Pipe.ALL:
             self.records.clear()
         else:
-            self.grant([a for a in self.records if a.pipe is pipe], pipe)
+            b = _BIT[pipe]
+            self.grant([a for a in self.records if a.bit == b], pipe)
 
 
 _CUBE_PIPES = {kir.Nd2Nz: Pipe.MTE2, kir.LoadData: Pipe.MTE1, kir.Mmad: Pipe.M, kir.Fixpipe: Pipe.FIX,
@@ -445,7 +460,7 @@ class _Analysis:
         self.accesses: dict = shared.accesses   # intern's table
         self.exprs: dict = shared.exprs         # id of an expression of k -> (it, DimExpr, symbols, constant value)
         self.floads: dict = shared.floads       # id of a statement of k -> its FLoads (_floads_of)
-        self.overlap: dict = shared.overlap     # (record, access) -> whether they can touch the same bytes (find)
+        self.overlap: dict = shared.overlap     # access -> {record: whether they conflict unless ordered} (find)
         self.first_only = False           # stop at the first conflict (_clean)
         self.stack: tuple = ()            # the positions of the calls being analysed, outermost first
         self.sites: dict = {}             # placing: Access -> the call positions it was last made under
@@ -587,21 +602,20 @@ class _Analysis:
 
     def find(self, d: _D, a: Access):
         """The first record of d that a conflicts with (unordered, one of them a write, the same core kind, their
-        regions overlapping), as a Conflict; None."""
-        aw, abit, ap, au = a.write, a.bit, a.pipe, a.unit
-        in_order = ap is not Pipe.V   # a pipe other than V completes in order: its own earlier work is done
-        ov = self.overlap
+        regions overlapping), as a Conflict; None. Whether a record and a conflict unless ordered reads the two
+        accesses alone: it is computed once per pair (`overlap`, shared by a class's analyses)."""
+        abit = a.bit
+        ova = self.overlap.get(a)
+        if ova is None:
+            ova = self.overlap[a] = {}
         for rec, seen in d.records.items():
-            if seen & abit or not (aw or rec.write) or (in_order and rec.pipe is ap):
+            if seen & abit:
                 continue
-            if rec.region.mark and rec.region.base == a.region.base:
-                continue   # an earlier iteration's own bytes of a base its loop keeps apart (For.apart)
-            key = (rec, a)
-            o = ov.get(key)
-            if o is None:   # another core kind's access is the other side of a mixed kernel: no conflict here
-                o = ov[key] = (rec.unit is None or au is None or rec.unit == au) and rec.region.overlaps(a.region)
+            o = ova.get(rec)
+            if o is None:
+                o = ova[rec] = _conflicting(rec, a)
             if o:
-                return Conflict(rec, a, self.sync_for(rec.pipe, ap, _why(rec, a)))
+                return Conflict(rec, a, self.sync_for(rec.pipe, a.pipe, _why(rec, a)))
         return None
 
     def sync_for(self, q: Pipe, p: Pipe, doc: str = "") -> tuple:
