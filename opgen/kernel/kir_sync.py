@@ -334,6 +334,22 @@ def _class_facts(k: kir.KernelClass) -> tuple:
     return facts
 
 
+_SIMPLE_CLASSES = (kir.Scope, kir.CoreIf, kir.Nd2Nz, kir.LoadData, kir.LoadBias, kir.Mmad, kir.Fixpipe,
+                   kir.CrossCoreSetFlag, kir.CrossCoreWaitFlag, kir.Verbatim, kir.If, kir.InitBuffer, kir.Get,
+                   kir.View, kir.Alloc, kir.EnQue, kir.DeQue, kir.Free, kir.Copy, kir.Vec, kir.GetValue,
+                   kir.SetValue, kir.TrapUnless, *_SYNC_TYPES, kir.SyncAll, kir.Call)
+"""The node classes _Analysis.simple tells apart, in the order of its cases."""
+_NODE_CLASS: dict = {}
+"""A statement's type -> the first of _SIMPLE_CLASSES it is a subclass of (None: none)."""
+
+
+def _node_class(t: type):
+    """The first class of _SIMPLE_CLASSES that type t is (a subclass of): what isinstance tests in simple's order
+    find, once per type."""
+    c = _NODE_CLASS[t] = next((c for c in _SIMPLE_CLASSES if issubclass(t, c)), None)
+    return c
+
+
 # ------------------------------------------------------------------------------------------------ the analysis
 class _Trials:
     """What the prune's and the hoist's trial analyses of one class share: the interned accesses (so states of
@@ -576,8 +592,10 @@ class _Analysis:
                     self.sites[a] = self.stack
                 if a.pipe is Pipe.S and not a.write:
                     continue          # a scalar read is synchronous: nothing can overtake it
-                if any(a in t for t in d.tokens.values()):   # a later run of the same access: no earlier set or
-                    d.tokens = {t: (v - {a}) if a in v else v for t, v in d.tokens.items()}   # hand-off covers it
+                for v in d.tokens.values():
+                    if a in v:   # a later run of the same access: no earlier set or hand-off covers it
+                        d.tokens = {t: (v - {a}) if a in v else v for t, v in d.tokens.items()}
+                        break
                 seen = (0 if pipe is Pipe.V else bit) | self.absent
                 old = d.records.get(a)
                 d.records[a] = seen = seen if old is None else old & seen
@@ -806,40 +824,42 @@ class _Analysis:
         return self._remap(ds, lambda a: self._with_mark(a, ()) if a.region.mark == pos else None)
 
     def simple(self, ds: dict, s, pos, scope) -> dict:  # noqa: C901 - one case per node type
-        """Every statement but a For, a Let and an Assign (stmt)."""
-        if isinstance(s, kir.Scope):
+        """Every statement but a For, a Let and an Assign (stmt). `c`: the node class s is an instance of
+        (_node_class: the cases test it by identity, in their order of isinstance tests)."""
+        c = _NODE_CLASS.get(type(s)) or _node_class(type(s))
+        if c is kir.Scope:
             return self.block(ds, s.body, pos + ("s",), dict(scope))
-        if isinstance(s, kir.CoreIf):   # runs on one core kind only: an If whose other branch is empty
+        if c is kir.CoreIf:   # runs on one core kind only: an If whose other branch is empty
             outer, self.unit = self.unit, s.unit
             body = self.block({k: d.copy() for k, d in ds.items()}, s.body, pos + ("c",), dict(scope))
             self.unit = outer
             return _join(body, ds)
-        if isinstance(s, kir.Nd2Nz):
+        if c is kir.Nd2Nz:
             self.access(ds, pos, Pipe.MTE2, [(s.src, None)], [(s.dst, None)], scope)
             return ds
-        if isinstance(s, (kir.LoadData, kir.LoadBias)):
+        if (c is kir.LoadData or c is kir.LoadBias):
             self.access(ds, pos, Pipe.MTE1, [(s.src, None)], [(s.dst, None)], scope)
             return ds
-        if isinstance(s, kir.Mmad):   # reads C too unless provably initialising it; the bias-table row
+        if c is kir.Mmad:   # reads C too unless provably initialising it; the bias-table row
             acc = [] if not s.init else [(s.dst, None)]
             acc += [(s.bias, None)] if s.bias is not None else []
             self.access(ds, pos, Pipe.M, [(s.a, None), (s.b, None)] + acc, [(s.dst, None)], scope)
             return ds
-        if isinstance(s, kir.Fixpipe):
+        if c is kir.Fixpipe:
             self.access(ds, pos, Pipe.FIX, [(s.src, None)], [(s.dst, None)], scope)
             return ds
-        if isinstance(s, (kir.CrossCoreSetFlag, kir.CrossCoreWaitFlag)):
+        if (c is kir.CrossCoreSetFlag or c is kir.CrossCoreWaitFlag):
             return ds                   # they order cores, not this core's pipes (EMU.md)
-        if isinstance(s, kir.Verbatim):
+        if c is kir.Verbatim:
             raise kir.IRError("the dependency pass needs Kernel IR throughout; C++ text is opaque", s)
-        if isinstance(s, kir.If):
+        if c is kir.If:
             lits = {m: v for m, v in kir.presence_literals(s.cond).items() if m in self.split}
             if lits:   # a presence guard of a queue's protocol: each disjunct runs the branches its facts allow
                 return self.presence_if(ds, s, pos, scope, lits)
             a = self.block({k: d.copy() for k, d in ds.items()}, s.then, pos + ("t",), dict(scope))
             b = self.block({k: d.copy() for k, d in ds.items()}, s.orelse, pos + ("e",), dict(scope))
             return _join(a, b)
-        if isinstance(s, kir.InitBuffer):
+        if c is kir.InitBuffer:
             b = self.locals[s.buf]
             out = {}
             for d in ds.values():
@@ -847,7 +867,7 @@ class _Analysis:
                     d.queues[s.buf] = ((False,) * s.num, 0, ())
                 out.setdefault(d.sig(), []).append(d)
             return _merge(out)
-        if isinstance(s, kir.Get):
+        if c is kir.Get:
             sz = self.size(s.dtype)
             off = self.cv(s.offset)
             name = scope.get(s.var, s.var)
@@ -860,12 +880,12 @@ class _Analysis:
                 else:
                     d.binds[name] = (("b", s.buf), None if off is None or sz is None else off * sz, s.dtype)
             return ds
-        if isinstance(s, kir.View):
+        if c is kir.View:
             for d in ds.values():
                 base, start, dt = self.bind_of(d, s.src, scope)
                 d.binds[scope.get(s.var, s.var)] = (base, start, dt)
             return ds
-        if isinstance(s, kir.Alloc):
+        if c is kir.Alloc:
             q = self.locals[s.queue]
             out = {}
             for d in ds.values():
@@ -880,7 +900,7 @@ class _Analysis:
                 d.binds[scope.get(s.var, s.var)] = (("q", s.queue, blk), 0, s.dtype)
                 out.setdefault(d.sig(), []).append(d)
             return _merge(out)
-        if isinstance(s, kir.EnQue):
+        if c is kir.EnQue:
             q = self.locals[s.queue]
             out = {}
             for d in ds.values():
@@ -892,7 +912,7 @@ class _Analysis:
                     d.tokens[("enq", s.queue, blk)] = d.known(_PROD[q.pos])
                 out.setdefault(d.sig(), []).append(d)
             return _merge(out)
-        if isinstance(s, kir.DeQue):
+        if c is kir.DeQue:
             q = self.locals[s.queue]
             out = {}
             for d in ds.values():
@@ -905,7 +925,7 @@ class _Analysis:
                                                     s.dtype)
                 out.setdefault(d.sig(), []).append(d)
             return _merge(out)
-        if isinstance(s, kir.Free):
+        if c is kir.Free:
             q = self.locals[s.queue]
             out = {}
             for d in ds.values():
@@ -918,32 +938,32 @@ class _Analysis:
                         d.tokens[("free", s.queue, blk)] = d.known(_CONS[q.pos])
                 out.setdefault(d.sig(), []).append(d)
             return _merge(out)
-        if isinstance(s, kir.Copy):
+        if c is kir.Copy:
             if isinstance(s.src, kir.GmView):
                 self.access(ds, pos, Pipe.MTE2, [(s.src, None)], [(s.dst, self.copy_elems(s, ds, scope))], scope)
             else:
                 self.access(ds, pos, Pipe.MTE3, [(s.src, self.copy_elems(s, ds, scope))], [(s.dst, None)], scope)
             return ds
-        if isinstance(s, kir.Vec):
+        if c is kir.Vec:
             self.vec(ds, s, pos, scope)
             return ds
-        if isinstance(s, kir.GetValue):
+        if c is kir.GetValue:
             self.access(ds, pos, Pipe.S, [(s.src, 1)], [], scope)
             return ds
-        if isinstance(s, kir.SetValue):
+        if c is kir.SetValue:
             self.access(ds, pos, Pipe.S, [], [(s.dst, 1)], scope)
             return ds
-        if isinstance(s, kir.TrapUnless):   # scalar values only
+        if c is kir.TrapUnless:   # scalar values only
             return ds
-        if isinstance(s, _SYNC_TYPES):
+        if c in _SYNC_TYPES:
             for d in ds.values():
                 self.effect(d, s)
             return ds
-        if isinstance(s, kir.SyncAll):
+        if c is kir.SyncAll:
             for d in ds.values():
                 d.barrier(Pipe.ALL)
             return ds
-        if isinstance(s, kir.Call):
+        if c is kir.Call:
             m = self.methods[s.method]
             if m.extern:
                 raise kir.IRError(f"the dependency pass needs Kernel IR throughout; {s.method} is C++ text", s)
