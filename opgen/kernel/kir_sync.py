@@ -350,6 +350,29 @@ def _node_class(t: type):
     return c
 
 
+def _vec_operands(s: kir.Vec) -> tuple:
+    """(the instruction's INSTRS entry, its arguments by name, its count argument or None, reads, writes) of vector
+    statement s: reads / writes the (Ref, elements or None) of its UB operands (a reduction's dst one element; a tmp
+    operand, Brcb's and Gather's src the whole rest of their buffer)."""
+    d0 = INSTRS[s.op]
+    args = dict(s.args)
+    count = args.get("count")
+    reads, writes = [], []
+    for o in d0.operands:
+        if o.kind != "ub":
+            continue
+        n = count
+        if s.op in (Op.REDUCE_SUM, Op.REDUCE_MAX) and o.name == "dst":
+            n = 1
+        elif o.name == "tmp" or s.op in (Op.BRCB,) or (s.op is Op.GATHER and o.name == "src"):
+            n = None
+        if "r" in o.access:
+            reads.append((args[o.name], n))
+        if "w" in o.access:
+            writes.append((args[o.name], n))
+    return d0, args, count, reads, writes
+
+
 # ------------------------------------------------------------------------------------------------ the analysis
 class _Trials:
     """What the prune's and the hoist's trial analyses of one class share: the interned accesses (so states of
@@ -378,6 +401,7 @@ class _Trials:
         self.accesses: dict = {}
         self.exprs: dict = {}
         self.floads: dict = {}
+        self.vecs: dict = {}
         self.overlap: dict = {}
         self.states: dict = {}
         self.pending: dict = {}         # the current trial's states of its own program: id(table) -> (table, {i: ..})
@@ -476,6 +500,7 @@ class _Analysis:
         self.accesses: dict = shared.accesses   # intern's table
         self.exprs: dict = shared.exprs         # id of an expression of k -> (it, DimExpr, symbols, constant value)
         self.floads: dict = shared.floads       # id of a statement of k -> its FLoads (_floads_of)
+        self.vecs: dict = shared.vecs           # id of a Vec of k -> (it, *_vec_operands)
         self.overlap: dict = shared.overlap     # access -> {record: whether they conflict unless ordered} (find)
         self.first_only = False           # stop at the first conflict (_clean)
         self.stack: tuple = ()            # the positions of the calls being analysed, outermost first
@@ -1004,22 +1029,10 @@ class _Analysis:
         return -(-span // sz)
 
     def vec(self, ds, s: kir.Vec, pos, scope):
-        d0 = INSTRS[s.op]
-        args = dict(s.args)
-        count = args.get("count")
-        reads, writes = [], []
-        for o in d0.operands:
-            if o.kind != "ub":
-                continue
-            n = count
-            if s.op in (Op.REDUCE_SUM, Op.REDUCE_MAX) and o.name == "dst":
-                n = 1
-            elif o.name == "tmp" or s.op in (Op.BRCB,) or (s.op is Op.GATHER and o.name == "src"):
-                n = None
-            if "r" in o.access:
-                reads.append((args[o.name], n))
-            if "w" in o.access:
-                writes.append((args[o.name], n))
+        got = self.vecs.get(id(s))
+        if got is None:   # what the instruction reads and writes: a statement is frozen, so once per class
+            got = self.vecs[id(s)] = (s, *_vec_operands(s))
+        _s, d0, args, count, reads, writes = got
         if self.cv(count) == 0 if count is not None else False:
             return
         if d0.scalar_head:   # dst's first 32-B block written by the scalar unit, then the instruction's own S -> V
