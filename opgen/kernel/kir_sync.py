@@ -321,13 +321,26 @@ not another object's)."""
 def _class_facts(k: kir.KernelClass) -> tuple:
     """What every analysis of class k reads of it, computed once per class (a KernelClass is frozen): its buffers and
     methods by name, its member tensors' element types, its GM tensors' bases (gm_region), the pipes no statement
-    uses (_absent_pipes) and the presence members a queue's protocol depends on (kir.presence_split)."""
+    uses (_absent_pipes) and the presence members a queue's protocol depends on (kir.presence_split); and the
+    tables every analysis of k shares (_Trials: interned accesses, expressions, FLoads, vector operands, conflicting
+    pairs, the functions each calls, each list's call sets), each entry a function of k's frozen nodes alone."""
     got = _FACTS.get(id(k))
     if got is not None and got[0] is k:
         return got[1]
+    calls = {f: {s.method for s in kir.walk(body) if isinstance(s, kir.Call)}
+             for f, body in [("Init", k.init), ("Process", k.process)] + [(m.name, m.body) for m in k.methods]}
+    reach: dict = {}
+    for f in calls:
+        seen, todo = {f}, [f]
+        while todo:
+            for g in calls.get(todo.pop(), ()):
+                if g not in seen:
+                    seen.add(g)
+                    todo.append(g)
+        reach[f] = frozenset(seen)
     facts = ({b.name: b for b in k.locals}, {m.name: m for m in k.methods}, {t.name: t.dtype for t in k.tensors},
              {g.name: ("gm", (f"<workspace {g.region}>" if g.region else "<workspace>") if g.workspace else g.arg)
-              for g in k.gms}, _absent_pipes(k), kir.presence_split(k))
+              for g in k.gms}, _absent_pipes(k), kir.presence_split(k), ({}, {}, {}, {}, {}, reach, {}))
     if len(_FACTS) >= 8:
         _FACTS.clear()
     _FACTS[id(k)] = (k, facts)
@@ -398,28 +411,15 @@ class _Trials:
 
     def __init__(self, k: kir.KernelClass):
         self.k = k
-        self.accesses: dict = {}
-        self.exprs: dict = {}
-        self.floads: dict = {}
-        self.vecs: dict = {}
-        self.overlap: dict = {}
+        self.accesses, self.exprs, self.floads, self.vecs, self.overlap, self.reach, self.callsets = \
+            _class_facts(k)[-1]   # the class's (_class_facts): every analysis of k shares them
         self.states: dict = {}
         self.pending: dict = {}         # the current trial's states of its own program: id(table) -> (table, {i: ..})
         self.bodies: dict = {}          # statement list's position -> (the list, its span's memo)
         self.clean: tuple = (None, {})  # (program, pending) of the last trial that found no conflict
         self.base: dict | None = None   # the program the entries describe (position -> placed syncs)
-        self.callsets: dict = {}        # statement list's position -> per statement, the functions its calls reach
-        calls = {f: {s.method for s in kir.walk(body) if isinstance(s, kir.Call)}
-                 for f, body in [("Init", k.init), ("Process", k.process)] + [(m.name, m.body) for m in k.methods]}
-        self.reach: dict = {}
-        for f in calls:
-            seen, todo = {f}, [f]
-            while todo:
-                for g in calls.get(todo.pop(), ()):
-                    if g not in seen:
-                        seen.add(g)
-                        todo.append(g)
-            self.reach[f] = frozenset(seen)
+        # callsets: statement list's position -> per statement, the functions its calls reach; reach: function ->
+        # the functions it calls (itself included)
 
     def span(self, pos: tuple, stmts, diffs, changed) -> tuple:
         """(first, last): the lowest and highest index of a statement of list `stmts` (at `pos`) that holds a
@@ -488,7 +488,7 @@ class _Analysis:
         self.new = 0
         self.dup = 0                      # conflicts whose sync was already placed (put)
         (self.locals, self.methods, self.member_dtypes, self.gm_bases, self.absent,
-         self.split) = _class_facts(k)
+         self.split, _tables) = _class_facts(k)
         self.unit: str | None = None      # the CoreIf being analysed
         self.env: dict = {}               # loop variables of unrolled loops (UNROLL) and their current values
         self.gm_scope: dict = {}          # a called method's GM parameters: their arguments' GM bases
