@@ -215,7 +215,7 @@ class _D:
     var: (base, byte start or None, dtype)}; facts: frozenset of (presence member, bool) the path took (a presence
     guard of a queue's protocol, _Analysis.split): part of the key, so each presence's queues stay apart."""
 
-    __slots__ = ("records", "queues", "tokens", "binds", "facts")
+    __slots__ = ("records", "queues", "tokens", "binds", "facts", "shared")
 
     def __init__(self, records=None, queues=None, tokens=None, binds=None, facts=frozenset()):
         self.records = dict(records or {})
@@ -223,13 +223,22 @@ class _D:
         self.tokens = dict(tokens or {})
         self.binds = dict(binds or {})
         self.facts = facts
+        self.shared = False
 
     def copy(self) -> "_D":
+        """An equal disjunct: its own records; queues, tokens and bindings shared with self until either changes
+        them (`own`: every statement that does calls it first; most change only records)."""
         d = _D.__new__(_D)
-        d.records, d.queues, d.tokens, d.binds = \
-            self.records.copy(), self.queues.copy(), self.tokens.copy(), self.binds.copy()
-        d.facts = self.facts
+        d.records, d.queues, d.tokens, d.binds, d.facts = \
+            self.records.copy(), self.queues, self.tokens, self.binds, self.facts
+        d.shared = self.shared = True
         return d
+
+    def own(self):
+        """Makes the queues, tokens and bindings self's own (copied when `copy` shared them) before a change."""
+        if self.shared:
+            self.queues, self.tokens, self.binds = self.queues.copy(), self.tokens.copy(), self.binds.copy()
+            self.shared = False
 
     def sig(self):
         return tuple(sorted(self.queues.items())) + ((("?facts", tuple(sorted(self.facts))),) if self.facts else ())
@@ -263,6 +272,7 @@ class _D:
                     binds[v] = (_UNKNOWN, None, b1[2])
         d = _D.__new__(_D)
         d.records, d.queues, d.tokens, d.binds, d.facts = recs, self.queues.copy(), toks, binds, self.facts
+        d.shared = False
         return d
 
     # -- ordering
@@ -690,8 +700,10 @@ class _Analysis:
         if isinstance(s, kir.Barrier):
             d.barrier(s.pipe)
         elif isinstance(s, kir.SetFlag):
+            d.own()
             d.tokens[("flag",) + kir.flag_key(s)] = d.known(s.src)
         elif isinstance(s, kir.WaitFlag):
+            d.own()
             d.grant(d.tokens.pop(("flag",) + kir.flag_key(s), frozenset()), s.dst)
 
     # -- statements
@@ -888,6 +900,7 @@ class _Analysis:
             b = self.locals[s.buf]
             out = {}
             for d in ds.values():
+                d.own()
                 if b.queue:
                     d.queues[s.buf] = ((False,) * s.num, 0, ())
                 out.setdefault(d.sig(), []).append(d)
@@ -900,6 +913,7 @@ class _Analysis:
             if s.slot is not None:
                 name = f"{name}[{slot if slot is not None else '?'}]"
             for d in ds.values():
+                d.own()
                 if slot is not None:   # slot k of a member tensor array: bytes of its own (docstring), slot 0 too
                     d.binds[name] = (("b", s.buf, "slot", s.var, slot), 0, s.dtype)
                 else:
@@ -907,6 +921,7 @@ class _Analysis:
             return ds
         if c is kir.View:
             for d in ds.values():
+                d.own()
                 base, start, dt = self.bind_of(d, s.src, scope)
                 d.binds[scope.get(s.var, s.var)] = (base, start, dt)
             return ds
@@ -914,6 +929,7 @@ class _Analysis:
             q = self.locals[s.queue]
             out = {}
             for d in ds.values():
+                d.own()
                 in_use, nxt, queued = d.queues[s.queue]
                 n = len(in_use)
                 blk = next(((nxt + j) % n for j in range(n) if not in_use[(nxt + j) % n]), None)
@@ -929,6 +945,7 @@ class _Analysis:
             q = self.locals[s.queue]
             out = {}
             for d in ds.values():
+                d.own()
                 base = d.binds.get(scope.get(s.var, s.var), (_UNKNOWN,))[0]
                 blk = base[2] if base[0] == "q" else None
                 in_use, nxt, queued = d.queues[s.queue]
@@ -941,6 +958,7 @@ class _Analysis:
             q = self.locals[s.queue]
             out = {}
             for d in ds.values():
+                d.own()
                 in_use, nxt, queued = d.queues[s.queue]
                 blk, rest = (queued[0], queued[1:]) if queued else (None, ())
                 d.queues[s.queue] = (in_use, nxt, rest)
@@ -954,6 +972,7 @@ class _Analysis:
             q = self.locals[s.queue]
             out = {}
             for d in ds.values():
+                d.own()
                 base = d.binds.get(scope.get(s.var, s.var), (_UNKNOWN,))[0]
                 in_use, nxt, queued = d.queues[s.queue]
                 if base[0] == "q":
@@ -996,6 +1015,7 @@ class _Analysis:
             for p, a in zip(m.params, s.args):
                 if p.kind == "tensor":
                     for d in ds.values():
+                        d.own()
                         d.binds[f"{s.method}.{p.name}"] = self.bind_of(d, a, scope)
                     inner[p.name] = f"{s.method}.{p.name}"
                 elif p.kind == "gm" and isinstance(a, kir.GmView):
