@@ -467,9 +467,14 @@ class _Trials:
         firsts: dict = {}
         for key, tables in self.states.items():
             lp = key[0]
-            first = firsts.get(lp)
+            first = firsts.get(lp, firsts)
+            if first is firsts:
+                body = _body_at(self.k, lp)
+                first = firsts[lp] = self.span(lp, body, diffs, changed)[0]
+                if first > len(body):   # no change in or under the list: every state stays (no index is past it)
+                    firsts[lp] = first = None
             if first is None:
-                first = firsts[lp] = self.span(lp, _body_at(self.k, lp), diffs, changed)[0]
+                continue
             for v in tables:
                 if v and max(v) > first:
                     for i in [i for i in v if i > first]:
