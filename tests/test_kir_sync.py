@@ -978,3 +978,52 @@ def test_hoist_of_the_old_bool_or_string_signature_is_refused(hoist):
     (a test written against it placed differently without a word); a TypeError names the parameter."""
     with pytest.raises(TypeError, match=r"hoist must be a kir_sync\.Hoist"):
         ks.place_syncs(_call_program(0), hoist=hoist)
+
+
+@pytest.mark.parametrize("seed", range(0, 40, 20))
+def test_the_pass_s_shortcuts_place_what_it_places_without_them(seed, monkeypatch):
+    """The placement's shortcuts (kir_sync module docstring, "What the pass spends"): a copied disjunct sharing its
+    queues, tokens and bindings until a statement changes them (_D.own); _placed_outside stopping at the first sync it
+    would place inside the loop; the class's tables shared by all its analyses (_class_facts). On random programs of
+    both generators, with every shortcut disabled (a deep copy, rounds run to the end, the tables made afresh for
+    each analysis) the pass places the same syncs at the same positions, and the placed programs of the method
+    generator run race-free on the interpreter."""
+    def deep_copy(self):
+        d = ks._D.__new__(ks._D)
+        d.records, d.queues, d.tokens, d.binds = (self.records.copy(), self.queues.copy(), self.tokens.copy(),
+                                                  self.binds.copy())
+        d.facts, d.shared = self.facts, False
+        return d
+    orig_put, orig_facts = ks._Analysis.put, ks._class_facts
+
+    def put(self, pos, sync):
+        self.forbid = None
+        return orig_put(self, pos, sync)
+    for s in range(seed, seed + 20):
+        k = _fuzz_program(s) if s % 2 else _call_program(s)
+        placed, fast = ks.place_syncs(k)
+        if not s % 2:
+            for n in (1, 3):
+                r = ki.run(placed, {"n": n}, {"x": np.arange(48, dtype=np.float32), "y": np.zeros(48, np.float32)}, 1)
+                assert r.ok or "race" not in r.first_fault, (s, n, r.first_fault)
+        with monkeypatch.context() as m:
+            m.setattr(ks._D, "copy", deep_copy)
+            m.setattr(ks._Analysis, "put", put)
+            m.setattr(ks, "_class_facts", lambda kc: (ks._FACTS.clear(), orig_facts(kc))[1])
+            slow = ks.place_syncs(k)[1]
+        assert repr(sorted(fast.items(), key=str)) == repr(sorted(slow.items(), key=str)), s
+
+
+def test_a_copied_disjunct_changes_apart_from_its_original():
+    """_D.copy shares the queues, tokens and bindings until one side changes them (_D.own): a binding, a queue and a
+    token set on the copy leave the original's as they were, and the original's later change leaves the copy's."""
+    d = ks._D(queues={"q": ((False,), 0, ())}, binds={"x": (("b", "t"), 0, "float")})
+    c = d.copy()
+    c.own()
+    c.binds["y"] = (("b", "u"), 32, "half")
+    c.queues["q"] = ((True,), 0, ())
+    c.tokens[("flag", "V_MTE3", 0)] = frozenset()
+    assert d.binds == {"x": (("b", "t"), 0, "float")} and d.queues == {"q": ((False,), 0, ())} and d.tokens == {}
+    d.own()
+    d.binds["x"] = (("b", "v"), 0, "float")
+    assert c.binds["x"] == (("b", "t"), 0, "float") and set(c.binds) == {"x", "y"}

@@ -70,6 +70,20 @@ The analysis is an abstract interpretation of the program (Init, then Process, m
   finds no conflict (so it follows the last access it must cover), under an event id of its own: the waiting pipe
   no longer waits for the producing pipe's later, unrelated work (a prefetch, another operand's copy).
 
+What the pass spends (the same placements with or without each of these; tests/test_kir_sync.py runs the pass with
+the copy, the early stop and the class's tables disabled): what every analysis of a class reads of it and the tables
+its analyses share (interned accesses, expressions, FLoads, a vector statement's operands, whether two accesses
+conflict unless ordered, call reach) are made once per class (_class_facts; a KernelClass and its nodes are frozen,
+so each entry is a function of them alone). A copied disjunct (_D.copy, made before every statement a trial or the
+last round records) copies its records and shares its queues, tokens and bindings until a statement changes one of
+them (_D.own, called by every statement that does: the queue operations, Get, View, a call's tensor parameters, a
+SetFlag / WaitFlag), so neither side sees the other's change. _placed_outside's placement stops at the first sync it
+would place inside the loop: its rounds only append to the lists, so that sync would be in its result, which is None
+then. Accepting a change scans only the lists holding or calling it (the others keep every state). Over the 117
+classes `opgen generate -j 1 examples/specs/*.py` places (their inputs pickled from that run, /tmp/sync5/rec, kept
+out of the repository), place_syncs took 34.8 s of CPU before these and 24.0 s after (1.45x; both versions in one
+process, class by class interleaved, load 13-20), with the same placements.
+
 Public: `strip_syncs` (a program without Barrier / SetFlag / WaitFlag), `conflicts` (the unordered conflicting
 pairs of a program: empty when it is synchronised), `place_syncs` (the pass), `place_syncs_memo` (the pass
 memoised on disk, `memo_dir`, keyed by the class up to docs, comment texts and a one-to-one renaming of its names),
@@ -181,6 +195,18 @@ class Conflict:
                 f"{_pos_text(self.later.pos)} on {self.later.region.base}")
 
 
+def _conflicting(rec: Access, a: Access) -> bool:
+    """Whether access `a` conflicts with the earlier record `rec` unless an order between them is known: one of them
+    a write, not both on one in-order pipe (a pipe other than V completes its own work in order), not an earlier
+    iteration's record of its own bytes of a base its loop keeps apart (For.apart, Region.mark), the same core kind
+    (another kind's access is the other side of a mixed kernel: no conflict here) and the regions overlapping."""
+    if not (a.write or rec.write) or (a.pipe is not Pipe.V and rec.pipe is a.pipe):
+        return False
+    if rec.region.mark and rec.region.base == a.region.base:
+        return False
+    return (rec.unit is None or a.unit is None or rec.unit == a.unit) and rec.region.overlaps(a.region)
+
+
 def _why(earlier: Access, later: Access) -> str:
     """The comment of the sync ordering `later` after `earlier`: what it protects, in the kernel's own names."""
     b = later.region.base
@@ -203,7 +229,7 @@ class _D:
     var: (base, byte start or None, dtype)}; facts: frozenset of (presence member, bool) the path took (a presence
     guard of a queue's protocol, _Analysis.split): part of the key, so each presence's queues stay apart."""
 
-    __slots__ = ("records", "queues", "tokens", "binds", "facts")
+    __slots__ = ("records", "queues", "tokens", "binds", "facts", "shared")
 
     def __init__(self, records=None, queues=None, tokens=None, binds=None, facts=frozenset()):
         self.records = dict(records or {})
@@ -211,9 +237,22 @@ class _D:
         self.tokens = dict(tokens or {})
         self.binds = dict(binds or {})
         self.facts = facts
+        self.shared = False
 
     def copy(self) -> "_D":
-        return _D(self.records, self.queues, self.tokens, self.binds, self.facts)
+        """An equal disjunct: its own records; queues, tokens and bindings shared with self until either changes
+        them (`own`: every statement that does calls it first; most change only records)."""
+        d = _D.__new__(_D)
+        d.records, d.queues, d.tokens, d.binds, d.facts = \
+            self.records.copy(), self.queues, self.tokens, self.binds, self.facts
+        d.shared = self.shared = True
+        return d
+
+    def own(self):
+        """Makes the queues, tokens and bindings self's own (copied when `copy` shared them) before a change."""
+        if self.shared:
+            self.queues, self.tokens, self.binds = self.queues.copy(), self.tokens.copy(), self.binds.copy()
+            self.shared = False
 
     def sig(self):
         return tuple(sorted(self.queues.items())) + ((("?facts", tuple(sorted(self.facts))),) if self.facts else ())
@@ -221,7 +260,7 @@ class _D:
     def join(self, o: "_D") -> "_D":
         # keys in first-seen order (self's, then o's new ones): what a conflict search meets first is fixed; equal
         # sides (the common case: a branch that touched none of them) are copied as they are
-        recs = dict(self.records)
+        recs = self.records.copy()
         if o.records != recs:
             for a, s2 in o.records.items():   # ordered before a pipe on both paths only
                 s1 = recs.get(a)
@@ -229,7 +268,7 @@ class _D:
                     recs[a] = s2
                 elif s1 != s2:
                     recs[a] = s1 & s2
-        toks = dict(self.tokens)
+        toks = self.tokens.copy()
         if o.tokens != toks:
             for t, t2 in o.tokens.items():   # a token on one side only: the other never used that block
                 t1 = toks.get(t)
@@ -237,7 +276,7 @@ class _D:
                     toks[t] = t2
                 elif t1 != t2:   # an access the other path never made (or has ordered before every pipe) stays
                     toks[t] = (t1 & t2) | t1.difference(o.records) | t2.difference(self.records)   # carried
-        binds = dict(self.binds)
+        binds = self.binds.copy()
         if o.binds != binds:
             for v, b2 in o.binds.items():   # bound on one path only: a use after lies on that path
                 b1 = binds.get(v)
@@ -246,7 +285,8 @@ class _D:
                 elif b1 != b2:
                     binds[v] = (_UNKNOWN, None, b1[2])
         d = _D.__new__(_D)
-        d.records, d.queues, d.tokens, d.binds, d.facts = recs, dict(self.queues), toks, binds, self.facts
+        d.records, d.queues, d.tokens, d.binds, d.facts = recs, self.queues.copy(), toks, binds, self.facts
+        d.shared = False
         return d
 
     # -- ordering
@@ -254,24 +294,27 @@ class _D:
         """The accesses pipe `pipe` issued or is ordered after (what a SetFlag / EnQue / FreeTensor from it
         carries)."""
         b = _BIT[pipe]
-        return frozenset(a for a, s in self.records.items() if a.pipe is pipe or s & b)
+        return frozenset([a for a, s in self.records.items() if (s | a.bit) & b])
 
     def grant(self, accesses, pipe: Pipe):
         """`pipe` (every pipe when it is S: the scalar unit stops) is now ordered after `accesses`."""
         add = _ALL if pipe is Pipe.S else _BIT[pipe]
+        recs = self.records
         for a in accesses:
-            if a in self.records:
-                s = self.records[a] | add
+            s = recs.get(a)
+            if s is not None:
+                s |= add
                 if s == _ALL:
-                    del self.records[a]
+                    del recs[a]
                 else:
-                    self.records[a] = s
+                    recs[a] = s
 
     def barrier(self, pipe: Pipe):
         if pipe is Pipe.ALL:
             self.records.clear()
         else:
-            self.grant([a for a in self.records if a.pipe is pipe], pipe)
+            b = _BIT[pipe]
+            self.grant([a for a in self.records if a.bit == b], pipe)
 
 
 _CUBE_PIPES = {kir.Nd2Nz: Pipe.MTE2, kir.LoadData: Pipe.MTE1, kir.Mmad: Pipe.M, kir.Fixpipe: Pipe.FIX,
@@ -292,6 +335,79 @@ def _absent_pipes(k: kir.KernelClass) -> int:
             elif type(x) in _CUBE_PIPES:
                 used.add(_CUBE_PIPES[type(x)])
     return sum(_BIT[p] for p in PIPES if p not in used)
+
+
+_FACTS: dict = {}
+"""id of a class -> (the class, its _class_facts): the last few classes analysed (the class is kept, so its id is
+not another object's)."""
+
+
+def _class_facts(k: kir.KernelClass) -> tuple:
+    """What every analysis of class k reads of it, computed once per class (a KernelClass is frozen): its buffers and
+    methods by name, its member tensors' element types, its GM tensors' bases (gm_region), the pipes no statement
+    uses (_absent_pipes) and the presence members a queue's protocol depends on (kir.presence_split); and the
+    tables every analysis of k shares (_Trials: interned accesses, expressions, FLoads, vector operands, conflicting
+    pairs, the functions each calls, each list's call sets), each entry a function of k's frozen nodes alone."""
+    got = _FACTS.get(id(k))
+    if got is not None and got[0] is k:
+        return got[1]
+    calls = {f: {s.method for s in kir.walk(body) if isinstance(s, kir.Call)}
+             for f, body in [("Init", k.init), ("Process", k.process)] + [(m.name, m.body) for m in k.methods]}
+    reach: dict = {}
+    for f in calls:
+        seen, todo = {f}, [f]
+        while todo:
+            for g in calls.get(todo.pop(), ()):
+                if g not in seen:
+                    seen.add(g)
+                    todo.append(g)
+        reach[f] = frozenset(seen)
+    facts = ({b.name: b for b in k.locals}, {m.name: m for m in k.methods}, {t.name: t.dtype for t in k.tensors},
+             {g.name: ("gm", (f"<workspace {g.region}>" if g.region else "<workspace>") if g.workspace else g.arg)
+              for g in k.gms}, _absent_pipes(k), kir.presence_split(k), ({}, {}, {}, {}, {}, reach, {}))
+    if len(_FACTS) >= 8:
+        _FACTS.clear()
+    _FACTS[id(k)] = (k, facts)
+    return facts
+
+
+_SIMPLE_CLASSES = (kir.Scope, kir.CoreIf, kir.Nd2Nz, kir.LoadData, kir.LoadBias, kir.Mmad, kir.Fixpipe,
+                   kir.CrossCoreSetFlag, kir.CrossCoreWaitFlag, kir.Verbatim, kir.If, kir.InitBuffer, kir.Get,
+                   kir.View, kir.Alloc, kir.EnQue, kir.DeQue, kir.Free, kir.Copy, kir.Vec, kir.GetValue,
+                   kir.SetValue, kir.TrapUnless, *_SYNC_TYPES, kir.SyncAll, kir.Call)
+"""The node classes _Analysis.simple tells apart, in the order of its cases."""
+_NODE_CLASS: dict = {}
+"""A statement's type -> the first of _SIMPLE_CLASSES it is a subclass of (None: none)."""
+
+
+def _node_class(t: type):
+    """The first class of _SIMPLE_CLASSES that type t is (a subclass of): what isinstance tests in simple's order
+    find, once per type."""
+    c = _NODE_CLASS[t] = next((c for c in _SIMPLE_CLASSES if issubclass(t, c)), None)
+    return c
+
+
+def _vec_operands(s: kir.Vec) -> tuple:
+    """(the instruction's INSTRS entry, its arguments by name, its count argument or None, reads, writes) of vector
+    statement s: reads / writes the (Ref, elements or None) of its UB operands (a reduction's dst one element; a tmp
+    operand, Brcb's and Gather's src the whole rest of their buffer)."""
+    d0 = INSTRS[s.op]
+    args = dict(s.args)
+    count = args.get("count")
+    reads, writes = [], []
+    for o in d0.operands:
+        if o.kind != "ub":
+            continue
+        n = count
+        if s.op in (Op.REDUCE_SUM, Op.REDUCE_MAX) and o.name == "dst":
+            n = 1
+        elif o.name == "tmp" or s.op in (Op.BRCB,) or (s.op is Op.GATHER and o.name == "src"):
+            n = None
+        if "r" in o.access:
+            reads.append((args[o.name], n))
+        if "w" in o.access:
+            writes.append((args[o.name], n))
+    return d0, args, count, reads, writes
 
 
 # ------------------------------------------------------------------------------------------------ the analysis
@@ -319,27 +435,15 @@ class _Trials:
 
     def __init__(self, k: kir.KernelClass):
         self.k = k
-        self.accesses: dict = {}
-        self.exprs: dict = {}
-        self.floads: dict = {}
-        self.overlap: dict = {}
+        self.accesses, self.exprs, self.floads, self.vecs, self.overlap, self.reach, self.callsets = \
+            _class_facts(k)[-1]   # the class's (_class_facts): every analysis of k shares them
         self.states: dict = {}
         self.pending: dict = {}         # the current trial's states of its own program: id(table) -> (table, {i: ..})
         self.bodies: dict = {}          # statement list's position -> (the list, its span's memo)
         self.clean: tuple = (None, {})  # (program, pending) of the last trial that found no conflict
         self.base: dict | None = None   # the program the entries describe (position -> placed syncs)
-        self.callsets: dict = {}        # statement list's position -> per statement, the functions its calls reach
-        calls = {f: {s.method for s in kir.walk(body) if isinstance(s, kir.Call)}
-                 for f, body in [("Init", k.init), ("Process", k.process)] + [(m.name, m.body) for m in k.methods]}
-        self.reach: dict = {}
-        for f in calls:
-            seen, todo = {f}, [f]
-            while todo:
-                for g in calls.get(todo.pop(), ()):
-                    if g not in seen:
-                        seen.add(g)
-                        todo.append(g)
-            self.reach[f] = frozenset(seen)
+        # callsets: statement list's position -> per statement, the functions its calls reach; reach: function ->
+        # the functions it calls (itself included)
 
     def span(self, pos: tuple, stmts, diffs, changed) -> tuple:
         """(first, last): the lowest and highest index of a statement of list `stmts` (at `pos`) that holds a
@@ -377,9 +481,14 @@ class _Trials:
         firsts: dict = {}
         for key, tables in self.states.items():
             lp = key[0]
-            first = firsts.get(lp)
+            first = firsts.get(lp, firsts)
+            if first is firsts:
+                body = _body_at(self.k, lp)
+                first = firsts[lp] = self.span(lp, body, diffs, changed)[0]
+                if first > len(body):   # no change in or under the list: every state stays (no index is past it)
+                    firsts[lp] = first = None
             if first is None:
-                first = firsts[lp] = self.span(lp, _body_at(self.k, lp), diffs, changed)[0]
+                continue
             for v in tables:
                 if v and max(v) > first:
                     for i in [i for i in v if i > first]:
@@ -407,15 +516,11 @@ class _Analysis:
         self.conflicts: list = []
         self.new = 0
         self.dup = 0                      # conflicts whose sync was already placed (put)
-        self.locals = {b.name: b for b in k.locals}
-        self.methods = {m.name: m for m in k.methods}
-        self.member_dtypes = {t.name: t.dtype for t in k.tensors}
-        self.gm_bases = {g.name: ("gm", (f"<workspace {g.region}>" if g.region else "<workspace>") if g.workspace
-                                  else g.arg) for g in k.gms}
+        (self.locals, self.methods, self.member_dtypes, self.gm_bases, self.absent,
+         self.split, _tables) = _class_facts(k)
         self.unit: str | None = None      # the CoreIf being analysed
         self.env: dict = {}               # loop variables of unrolled loops (UNROLL) and their current values
         self.gm_scope: dict = {}          # a called method's GM parameters: their arguments' GM bases
-        self.absent = _absent_pipes(k)    # the pipes no statement of k uses: every access is ordered before them
         self.trials = trials              # a trial of the prune or the hoist: the memo of method calls
         self.diffs = diffs                # a trial: the positions where it differs from trials.base (None: not
         #                                   known, the states table unused)
@@ -424,24 +529,28 @@ class _Analysis:
         self.accesses: dict = shared.accesses   # intern's table
         self.exprs: dict = shared.exprs         # id of an expression of k -> (it, DimExpr, symbols, constant value)
         self.floads: dict = shared.floads       # id of a statement of k -> its FLoads (_floads_of)
-        self.overlap: dict = shared.overlap     # (record, access) -> whether they can touch the same bytes (find)
+        self.vecs: dict = shared.vecs           # id of a Vec of k -> (it, *_vec_operands)
+        self.overlap: dict = shared.overlap     # access -> {record: whether they conflict unless ordered} (find)
         self.first_only = False           # stop at the first conflict (_clean)
         self.stack: tuple = ()            # the positions of the calls being analysed, outermost first
         self.sites: dict = {}             # placing: Access -> the call positions it was last made under
-        self.split = kir.presence_split(k)   # presence members a queue's protocol depends on (kir.presence_split)
+        self.forbid: tuple | None = None  # placing (_placed_outside): a new sync in this statement list ends the run
 
-    def intern(self, pos, pipe: Pipe, write: bool, region: Region) -> Access:
-        """The one Access object of these fields (and the current core kind) in this analysis."""
-        key = (pos, pipe, write, region, self.unit)
+    def intern(self, pos, pipe: Pipe, bit: int, write: bool, rk: tuple) -> Access:
+        """The one Access object of these fields (bit: _BIT[pipe]; rk: its region's (base, lo, hi), unmarked) and the
+        current core kind in this analysis (keyed by plain tuples: a Region is made once per access)."""
+        key = (pos, bit, write, rk, (), self.unit)
         a = self.accesses.get(key)
         if a is None:
-            a = self.accesses[key] = Access(pos, pipe, write, region, self.unit, _BIT[pipe])
+            a = self.accesses[key] = Access(pos, pipe, write, Region(*rk), self.unit, bit)
         return a
 
     def cv(self, e) -> int | None:
         """The value of integer expression e with the unrolled loops' variables known (None: not constant)."""
         if e is None:
             return None
+        if type(e) is int:
+            return e
         x = self.exprs.get(id(e))
         if x is None:
             try:
@@ -498,23 +607,27 @@ class _Analysis:
             base = ("gm", "field " + v.tensor.split("[")[0])
         return Region(base or _GM_UNKNOWN, None, None)
 
-    def region(self, d: _D, r, scope: dict, elems) -> Region:
-        if isinstance(r, kir.GmView):
-            return self.gm_region(r)
+    def region(self, d: _D, r, scope: dict, elems) -> tuple:
+        """The (base, lo, hi) of the Region that `r` (a Ref, or a GmView: gm_region) covering `elems` elements
+        touches in disjunct d."""
+        if type(r) is kir.GmView:
+            return (self.gm_region(r).base, None, None)
         base, start, dt = self.bind_of(d, r, scope)
-        n = self.cv(elems) if elems is not None else None
-        sz = self.size(dt)
         if start is None:
-            return Region(base, None, None)
-        return Region(base, start, None if n is None or sz is None else start + max(n, 1) * sz)
+            return (base, None, None)
+        n = self.cv(elems) if elems is not None else None
+        sz = kir.ELEM_BYTES.get(self.types.get(dt, dt))
+        return (base, start, None if n is None or sz is None else start + max(n, 1) * sz)
 
     # -- accesses
     def access(self, ds: dict, pos, pipe: Pipe, reads, writes, scope):
         """Checks then records the accesses of one statement in every disjunct (reads / writes: lists of
         (Ref, elements or None))."""
+        bit = _BIT[pipe]
+        intern, region = self.intern, self.region
         for key, d in list(ds.items()):
-            acc = [self.intern(pos, pipe, False, self.region(d, r, scope, n)) for r, n in reads] + \
-                  [self.intern(pos, pipe, True, self.region(d, r, scope, n)) for r, n in writes]
+            acc = [intern(pos, pipe, bit, False, region(d, r, scope, n)) for r, n in reads] + \
+                  [intern(pos, pipe, bit, True, region(d, r, scope, n)) for r, n in writes]
             for a in acc:          # every access is checked before any is recorded: in place is no self-race
                 while True:
                     c = self.find(d, a)
@@ -533,9 +646,11 @@ class _Analysis:
                     self.sites[a] = self.stack
                 if a.pipe is Pipe.S and not a.write:
                     continue          # a scalar read is synchronous: nothing can overtake it
-                if any(a in t for t in d.tokens.values()):   # a later run of the same access: no earlier set or
-                    d.tokens = {t: (v - {a}) if a in v else v for t, v in d.tokens.items()}   # hand-off covers it
-                seen = (0 if pipe is Pipe.V else _BIT[pipe]) | self.absent
+                for v in d.tokens.values():
+                    if a in v:   # a later run of the same access: no earlier set or hand-off covers it
+                        d.tokens = {t: (v - {a}) if a in v else v for t, v in d.tokens.items()}
+                        break
+                seen = (0 if pipe is Pipe.V else bit) | self.absent
                 old = d.records.get(a)
                 d.records[a] = seen = seen if old is None else old & seen
 
@@ -559,21 +674,20 @@ class _Analysis:
 
     def find(self, d: _D, a: Access):
         """The first record of d that a conflicts with (unordered, one of them a write, the same core kind, their
-        regions overlapping), as a Conflict; None."""
-        aw, abit, ap, au = a.write, a.bit, a.pipe, a.unit
-        in_order = ap is not Pipe.V   # a pipe other than V completes in order: its own earlier work is done
-        ov = self.overlap
+        regions overlapping), as a Conflict; None. Whether a record and a conflict unless ordered reads the two
+        accesses alone: it is computed once per pair (`overlap`, shared by a class's analyses)."""
+        abit = a.bit
+        ova = self.overlap.get(a)
+        if ova is None:
+            ova = self.overlap[a] = {}
         for rec, seen in d.records.items():
-            if seen & abit or not (aw or rec.write) or (in_order and rec.pipe is ap):
+            if seen & abit:
                 continue
-            if rec.region.mark and rec.region.base == a.region.base:
-                continue   # an earlier iteration's own bytes of a base its loop keeps apart (For.apart)
-            key = (rec, a)
-            o = ov.get(key)
-            if o is None:   # another core kind's access is the other side of a mixed kernel: no conflict here
-                o = ov[key] = (rec.unit is None or au is None or rec.unit == au) and rec.region.overlaps(a.region)
+            o = ova.get(rec)
+            if o is None:
+                o = ova[rec] = _conflicting(rec, a)
             if o:
-                return Conflict(rec, a, self.sync_for(rec.pipe, ap, _why(rec, a)))
+                return Conflict(rec, a, self.sync_for(rec.pipe, a.pipe, _why(rec, a)))
         return None
 
     def sync_for(self, q: Pipe, p: Pipe, doc: str = "") -> tuple:
@@ -595,6 +709,8 @@ class _Analysis:
         if len(lst) >= len(sync) and all(_same(x, y) for x, y in zip(lst[-len(sync):], sync)):
             self.dup += 1
             return
+        if self.forbid is not None and pos[:len(self.forbid)] == self.forbid:
+            raise _Found   # _placed_outside's answer is None already (its syncs only grow)
         for s in sync:
             lst.append(s)
         self.new += 1
@@ -603,8 +719,10 @@ class _Analysis:
         if isinstance(s, kir.Barrier):
             d.barrier(s.pipe)
         elif isinstance(s, kir.SetFlag):
+            d.own()
             d.tokens[("flag",) + kir.flag_key(s)] = d.known(s.src)
         elif isinstance(s, kir.WaitFlag):
+            d.own()
             d.grant(d.tokens.pop(("flag",) + kir.flag_key(s), frozenset()), s.dst)
 
     # -- statements
@@ -733,10 +851,11 @@ class _Analysis:
         return out
 
     def _with_mark(self, a: Access, mark: tuple) -> Access:
-        key = (a.pos, a.pipe, a.write, replace(a.region, mark=mark), a.unit)
+        r = a.region
+        key = (a.pos, a.bit, a.write, (r.base, r.lo, r.hi), mark, a.unit)   # intern's key when mark is ()
         got = self.accesses.get(key)
         if got is None:
-            got = self.accesses[key] = Access(a.pos, a.pipe, a.write, key[3], a.unit, a.bit)
+            got = self.accesses[key] = Access(a.pos, a.pipe, a.write, replace(r, mark=mark), a.unit, a.bit)
         return got
 
     def mark(self, ds: dict, s: kir.For, pos: tuple) -> dict:
@@ -761,48 +880,51 @@ class _Analysis:
         return self._remap(ds, lambda a: self._with_mark(a, ()) if a.region.mark == pos else None)
 
     def simple(self, ds: dict, s, pos, scope) -> dict:  # noqa: C901 - one case per node type
-        """Every statement but a For, a Let and an Assign (stmt)."""
-        if isinstance(s, kir.Scope):
+        """Every statement but a For, a Let and an Assign (stmt). `c`: the node class s is an instance of
+        (_node_class: the cases test it by identity, in their order of isinstance tests)."""
+        c = _NODE_CLASS.get(type(s)) or _node_class(type(s))
+        if c is kir.Scope:
             return self.block(ds, s.body, pos + ("s",), dict(scope))
-        if isinstance(s, kir.CoreIf):   # runs on one core kind only: an If whose other branch is empty
+        if c is kir.CoreIf:   # runs on one core kind only: an If whose other branch is empty
             outer, self.unit = self.unit, s.unit
             body = self.block({k: d.copy() for k, d in ds.items()}, s.body, pos + ("c",), dict(scope))
             self.unit = outer
             return _join(body, ds)
-        if isinstance(s, kir.Nd2Nz):
+        if c is kir.Nd2Nz:
             self.access(ds, pos, Pipe.MTE2, [(s.src, None)], [(s.dst, None)], scope)
             return ds
-        if isinstance(s, (kir.LoadData, kir.LoadBias)):
+        if (c is kir.LoadData or c is kir.LoadBias):
             self.access(ds, pos, Pipe.MTE1, [(s.src, None)], [(s.dst, None)], scope)
             return ds
-        if isinstance(s, kir.Mmad):   # reads C too unless provably initialising it; the bias-table row
+        if c is kir.Mmad:   # reads C too unless provably initialising it; the bias-table row
             acc = [] if not s.init else [(s.dst, None)]
             acc += [(s.bias, None)] if s.bias is not None else []
             self.access(ds, pos, Pipe.M, [(s.a, None), (s.b, None)] + acc, [(s.dst, None)], scope)
             return ds
-        if isinstance(s, kir.Fixpipe):
+        if c is kir.Fixpipe:
             self.access(ds, pos, Pipe.FIX, [(s.src, None)], [(s.dst, None)], scope)
             return ds
-        if isinstance(s, (kir.CrossCoreSetFlag, kir.CrossCoreWaitFlag)):
+        if (c is kir.CrossCoreSetFlag or c is kir.CrossCoreWaitFlag):
             return ds                   # they order cores, not this core's pipes (EMU.md)
-        if isinstance(s, kir.Verbatim):
+        if c is kir.Verbatim:
             raise kir.IRError("the dependency pass needs Kernel IR throughout; C++ text is opaque", s)
-        if isinstance(s, kir.If):
+        if c is kir.If:
             lits = {m: v for m, v in kir.presence_literals(s.cond).items() if m in self.split}
             if lits:   # a presence guard of a queue's protocol: each disjunct runs the branches its facts allow
                 return self.presence_if(ds, s, pos, scope, lits)
             a = self.block({k: d.copy() for k, d in ds.items()}, s.then, pos + ("t",), dict(scope))
             b = self.block({k: d.copy() for k, d in ds.items()}, s.orelse, pos + ("e",), dict(scope))
             return _join(a, b)
-        if isinstance(s, kir.InitBuffer):
+        if c is kir.InitBuffer:
             b = self.locals[s.buf]
             out = {}
             for d in ds.values():
+                d.own()
                 if b.queue:
                     d.queues[s.buf] = ((False,) * s.num, 0, ())
                 out.setdefault(d.sig(), []).append(d)
             return _merge(out)
-        if isinstance(s, kir.Get):
+        if c is kir.Get:
             sz = self.size(s.dtype)
             off = self.cv(s.offset)
             name = scope.get(s.var, s.var)
@@ -810,20 +932,23 @@ class _Analysis:
             if s.slot is not None:
                 name = f"{name}[{slot if slot is not None else '?'}]"
             for d in ds.values():
+                d.own()
                 if slot is not None:   # slot k of a member tensor array: bytes of its own (docstring), slot 0 too
                     d.binds[name] = (("b", s.buf, "slot", s.var, slot), 0, s.dtype)
                 else:
                     d.binds[name] = (("b", s.buf), None if off is None or sz is None else off * sz, s.dtype)
             return ds
-        if isinstance(s, kir.View):
+        if c is kir.View:
             for d in ds.values():
+                d.own()
                 base, start, dt = self.bind_of(d, s.src, scope)
                 d.binds[scope.get(s.var, s.var)] = (base, start, dt)
             return ds
-        if isinstance(s, kir.Alloc):
+        if c is kir.Alloc:
             q = self.locals[s.queue]
             out = {}
             for d in ds.values():
+                d.own()
                 in_use, nxt, queued = d.queues[s.queue]
                 n = len(in_use)
                 blk = next(((nxt + j) % n for j in range(n) if not in_use[(nxt + j) % n]), None)
@@ -835,10 +960,11 @@ class _Analysis:
                 d.binds[scope.get(s.var, s.var)] = (("q", s.queue, blk), 0, s.dtype)
                 out.setdefault(d.sig(), []).append(d)
             return _merge(out)
-        if isinstance(s, kir.EnQue):
+        if c is kir.EnQue:
             q = self.locals[s.queue]
             out = {}
             for d in ds.values():
+                d.own()
                 base = d.binds.get(scope.get(s.var, s.var), (_UNKNOWN,))[0]
                 blk = base[2] if base[0] == "q" else None
                 in_use, nxt, queued = d.queues[s.queue]
@@ -847,10 +973,11 @@ class _Analysis:
                     d.tokens[("enq", s.queue, blk)] = d.known(_PROD[q.pos])
                 out.setdefault(d.sig(), []).append(d)
             return _merge(out)
-        if isinstance(s, kir.DeQue):
+        if c is kir.DeQue:
             q = self.locals[s.queue]
             out = {}
             for d in ds.values():
+                d.own()
                 in_use, nxt, queued = d.queues[s.queue]
                 blk, rest = (queued[0], queued[1:]) if queued else (None, ())
                 d.queues[s.queue] = (in_use, nxt, rest)
@@ -860,10 +987,11 @@ class _Analysis:
                                                     s.dtype)
                 out.setdefault(d.sig(), []).append(d)
             return _merge(out)
-        if isinstance(s, kir.Free):
+        if c is kir.Free:
             q = self.locals[s.queue]
             out = {}
             for d in ds.values():
+                d.own()
                 base = d.binds.get(scope.get(s.var, s.var), (_UNKNOWN,))[0]
                 in_use, nxt, queued = d.queues[s.queue]
                 if base[0] == "q":
@@ -873,32 +1001,32 @@ class _Analysis:
                         d.tokens[("free", s.queue, blk)] = d.known(_CONS[q.pos])
                 out.setdefault(d.sig(), []).append(d)
             return _merge(out)
-        if isinstance(s, kir.Copy):
+        if c is kir.Copy:
             if isinstance(s.src, kir.GmView):
                 self.access(ds, pos, Pipe.MTE2, [(s.src, None)], [(s.dst, self.copy_elems(s, ds, scope))], scope)
             else:
                 self.access(ds, pos, Pipe.MTE3, [(s.src, self.copy_elems(s, ds, scope))], [(s.dst, None)], scope)
             return ds
-        if isinstance(s, kir.Vec):
+        if c is kir.Vec:
             self.vec(ds, s, pos, scope)
             return ds
-        if isinstance(s, kir.GetValue):
+        if c is kir.GetValue:
             self.access(ds, pos, Pipe.S, [(s.src, 1)], [], scope)
             return ds
-        if isinstance(s, kir.SetValue):
+        if c is kir.SetValue:
             self.access(ds, pos, Pipe.S, [], [(s.dst, 1)], scope)
             return ds
-        if isinstance(s, kir.TrapUnless):   # scalar values only
+        if c is kir.TrapUnless:   # scalar values only
             return ds
-        if isinstance(s, _SYNC_TYPES):
+        if c in _SYNC_TYPES:
             for d in ds.values():
                 self.effect(d, s)
             return ds
-        if isinstance(s, kir.SyncAll):
+        if c is kir.SyncAll:
             for d in ds.values():
                 d.barrier(Pipe.ALL)
             return ds
-        if isinstance(s, kir.Call):
+        if c is kir.Call:
             m = self.methods[s.method]
             if m.extern:
                 raise kir.IRError(f"the dependency pass needs Kernel IR throughout; {s.method} is C++ text", s)
@@ -906,6 +1034,7 @@ class _Analysis:
             for p, a in zip(m.params, s.args):
                 if p.kind == "tensor":
                     for d in ds.values():
+                        d.own()
                         d.binds[f"{s.method}.{p.name}"] = self.bind_of(d, a, scope)
                     inner[p.name] = f"{s.method}.{p.name}"
                 elif p.kind == "gm" and isinstance(a, kir.GmView):
@@ -939,22 +1068,10 @@ class _Analysis:
         return -(-span // sz)
 
     def vec(self, ds, s: kir.Vec, pos, scope):
-        d0 = INSTRS[s.op]
-        args = dict(s.args)
-        count = args.get("count")
-        reads, writes = [], []
-        for o in d0.operands:
-            if o.kind != "ub":
-                continue
-            n = count
-            if s.op in (Op.REDUCE_SUM, Op.REDUCE_MAX) and o.name == "dst":
-                n = 1
-            elif o.name == "tmp" or s.op in (Op.BRCB,) or (s.op is Op.GATHER and o.name == "src"):
-                n = None
-            if "r" in o.access:
-                reads.append((args[o.name], n))
-            if "w" in o.access:
-                writes.append((args[o.name], n))
+        got = self.vecs.get(id(s))
+        if got is None:   # what the instruction reads and writes: a statement is frozen, so once per class
+            got = self.vecs[id(s)] = (s, *_vec_operands(s))
+        _s, d0, args, count, reads, writes = got
         if self.cv(count) == 0 if count is not None else False:
             return
         if d0.scalar_head:   # dst's first 32-B block written by the scalar unit, then the instruction's own S -> V
@@ -1615,11 +1732,17 @@ def _issues_on(k: kir.KernelClass, stmt, pipe, depth: int = 0) -> bool:
 
 def _placed_outside(k, trial: dict, types, used, loop: tuple) -> dict | None:
     """The syncs the placement adds to `trial` (position -> statements appended) for the conflicts it leaves, when
-    every one of them lies outside the loop body `loop` (issued once, not per iteration); else None."""
+    every one of them lies outside the loop body `loop` (issued once, not per iteration); else None. A round stops
+    at the first sync it would place inside `loop` (_Analysis.forbid): the rounds only append to the lists, so that
+    sync would be in the result, which is None then (exact; over the suite's classes every call so far ends so)."""
     t = {p: list(v) for p, v in trial.items()}
     for _ in range(OUTSIDE_ROUNDS):
         a = _Analysis(k, t, True, types, used)
-        a.run()
+        a.forbid = loop
+        try:
+            a.run()
+        except _Found:   # a sync placed inside the loop body: it stays in `extra` whatever the later rounds do
+            return None
         if a.new == 0:
             if a.dup:
                 return None
