@@ -74,6 +74,25 @@ def test_the_emulated_time_line_of_a_prefetched_pass_loop(tmp_path):
         assert out.split() == ["span", mode, str(round(want))], out
 
 
+@pytest.mark.slow
+@pytest.mark.skipif(shutil.which("g++") is None, reason="g++ not available")
+def test_an_l2_hit_pays_its_burst_overhead_at_the_l2_rate(tmp_path):
+    """tests/cpp/emu_overlap.cpp "reread": one core, one buffer, four passes copying the same 128 bursts of 512 B.
+    By hand (docs/reference/kernel_cost.md §3, the memory term: an L2 hit's bytes and its share of the bursts'
+    overhead at the L2 rate): the first copy-in from HBM, t = 128 (512 + 256) / (1.6e12 / 1.8e9) = 110.59 cycles;
+    the other three from the L2, t2 = 128 (512 + 256) / (1.6e12 * 110 / 32 / 1.8e9) = 32.17; compute c = 170 as
+    above, each copy-in waiting for the previous pass's free: t + 3 t2 + 4 c = 887.1 (the overhead of a hit at the
+    HBM rate, as before, gave t2 = 58.31 and 965.5)."""
+    exe = tmp_path / "overlap"
+    subprocess.run(["g++", "-std=c++17", "-O1", "-pthread", "-Wall", "-Werror", f"-I{INC}",
+                    str(ROOT / "tests" / "cpp" / "emu_overlap.cpp"), "-o", str(exe)], check=True)
+    t = 128 * (512 + BURST) / (HBM / CLOCK)
+    t2 = 128 * (512 + BURST) / (HBM * 110 / 32 / CLOCK)
+    c = BARRIER + (1 + ISSUE) + (128 + ISSUE) + (1 + ISSUE)
+    out = subprocess.run([str(exe), "1", "reread"], capture_output=True, text=True, check=True, timeout=60).stdout
+    assert out.split() == ["span", "reread", str(round(t + 3 * t2 + 4 * c))], out
+
+
 def test_the_estimate_takes_the_time_line_when_it_is_longest():
     """opgen.check.cost.estimate: the longest core's span over the clock is the overlap term; when it exceeds
     memory, vector + issue and cube, it is the estimate and the bound is "overlap"."""

@@ -147,8 +147,9 @@ def test_transposed_operands_are_layouts_not_copies(tmp_path):
     # (twice: the K split's units and the plain blocks run the same panel loop)
     assert [(s.dst.tensor, s.transpose) for s in loads] == [("a2", True), ("b2", False)] * 2
     copies = [s for s in K.walk(k.process) if isinstance(s, K.Nd2Nz)]
-    # the stored layouts copied as they are: Aᵀ panel [kt1, mt] of row pitch M, Bᵀ panel [nt, kt1] of pitch K
-    assert [(c.rows, c.cols, c.src_pitch) for c in copies] == [(Sym("kt1"), Sym("mt"), Sym("M")),
+    # the stored layouts copied as they are: Aᵀ panel [ktA, mt] of row pitch M (A's panels baseKL1A deep), Bᵀ panel
+    # [nt, kt1] of pitch K
+    assert [(c.rows, c.cols, c.src_pitch) for c in copies] == [(Sym("ktA"), Sym("mt"), Sym("M")),
                                                                (Sym("nt"), Sym("kt1"), Sym("K"))] * 2
 
 
@@ -308,6 +309,36 @@ def test_every_block_has_one_owner_and_tiles_fit_the_cube_memories(tmp_path, m, 
     assert v["tilingKey"] % 10 == (1 if v["kSplit"] > 1 else 2)   # mixed for a K split, else AIC only
 
 
+def test_a_panels_are_twice_as_deep_as_b_panels_where_l1_holds_them(tmp_path):
+    """docs/design.md "Cube family: A panels deeper than B's". By hand (L1 512 KB = 524288 B, bf16): two A panels
+    128 x 512 and two B panels 256 x 256 take 2 (65536 + 65536) 2 = 524288 B, all of L1, so at 4096^3 A is 512 deep
+    and B 256; beside a 1 KB bias row they do not fit and B goes to 128 (2 (65536 + 32768) 2 + 1024 = 394240 B);
+    K = 300 gives one A panel of 304 (K rounded to 16) holding B panels of 256 and 48; K = 200 one of each. In the
+    IR the B panel's copy sits in a loop inside the A panel's, so per block of K = 4096 the AIC copies 8 A panels
+    and 16 B panels (a 512-element, 1 KB, GM burst per A row: half the bursts of 256-deep panels)."""
+    from opgen.tiling.cube import gemm_program
+
+    u = kernel_build(_spec(tmp_path))
+    v = _tiling(u, 4096, 4096, 4096)
+    assert (v["baseKL1A"], v["baseKL1"], v["l1Bytes"]) == (512, 256, 524288)
+    assert (_tiling(u, 100, 300, 100)["baseKL1A"], _tiling(u, 100, 300, 100)["baseKL1"]) == (304, 256)
+    assert (_tiling(u, 100, 200, 100)["baseKL1A"], _tiling(u, 100, 200, 100)["baseKL1"]) == (208, 208)
+    p, _plan = gemm_program("G", epi=(12, 4), bias=True)
+    b = p.evaluate({"dimM": 4096, "dimK": 4096, "dimN": 4096, "tBytes": 2, "dtypeKey": 1, "attrKey": 0,
+                    "aicNum": 24, "ubBytes": 196608})
+    assert (b["baseKL1A"], b["baseKL1"], b["l1Bytes"], b["fits"]) == (512, 128, 393216, 1)
+    cls = next(iter(u.lowered.programs.values()))
+    a_loops = [s for s in K.walk(cls.process) if isinstance(s, K.For) and s.var == "k0a"]
+    assert len(a_loops) == 2   # the K split's units and the plain blocks
+    for lp in a_loops:
+        inner = [s for s in K.walk(lp.body) if isinstance(s, K.For) and s.var == "k0"]
+        assert len(inner) == 1 and inner[0].step == Sym("baseKL1") and lp.step == Sym("baseKL1A")
+        copies = [c.dst.tensor for c in K.walk(lp.body) if isinstance(c, K.Nd2Nz)]
+        assert copies == ["a1", "b1"] and [c.dst.tensor for c in K.walk(inner[0].body)
+                                           if isinstance(c, K.Nd2Nz)] == ["b1"]
+        assert 4096 // v["baseKL1A"] == 8 and 4096 // v["baseKL1"] == 16
+
+
 def test_layout_is_read_off_the_graph(tmp_path):
     lay = kernel_build(_spec(tmp_path)).layout
     assert (lay.a, lay.b, lay.out, lay.dims, lay.dtype, lay.out_dtype) == ("x", "w", "y", ("M", "K", "N"), "U", "U")
@@ -336,7 +367,8 @@ def _run_cube(cls, values: dict, arrays: dict):
 
 
 @pytest.mark.parametrize("trans, batch, m, k, n", [(False, 0, 37, 50, 45), (False, 0, 300, 130, 270),
-                                                   (True, 0, 150, 70, 33), (False, 3, 20, 40, 140)])
+                                                   (True, 0, 150, 70, 33), (False, 3, 20, 40, 140),
+                                                   (False, 0, 150, 700, 90), (True, 0, 150, 600, 33)])
 def test_cube_schedule_interpreted_in_numpy_equals_float64_matmul(tmp_path, trans, batch, m, k, n):
     """The schedule's copies, fractal loads, Mmads and Fixpipes run on the Kernel IR interpreter (opgen.kernel.
     kir_interp with opgen.kernel.cubesem's layouts; an unwritten L1 / L0 element read is a fault, so is a race between
@@ -936,9 +968,10 @@ def test_ksplit_kernel_on_the_interpreter_every_sync_and_exchange_is_checked():
 def test_ksplit_matmul_gelu_emulated_matches_float64_is_bit_identical_and_races_without_its_syncall(
         tmp_path, dt, session_build_root):
     """MatmulGelu at M 50, K 12347 (odd; not a multiple of the 256-element L1 panel), N 70 on Atlas A2: one output
-    block for 24 AI Cores, and the tiling's cost model splits K in two (k ranges of 6208, the last 6139). The
+    block for 24 AI Cores, and the tiling's cost model splits K in three (k ranges of 4160, the last 4027; two
+    before A's L1 panels were 512 deep, whose fewer bursts make a third range's extra panels cheaper). The
     emulated kernel (g++) equals float64 gelu(x @ w + bias) to one rounding of the output type; the workspace holds
-    one fp32 partial of every element per k range (2 x M x N x 4 bytes written, read once each); a second run with
+    one fp32 partial of every element per k range (3 x M x N x 4 bytes written, read once each); a second run with
     the cores' interleaving perturbed (OPGEN_EMU_SCHED_SEED) gives bit-identical outputs. With the SyncAll deleted from the emitted kernel, an AIV's read of the other AI Core's
     partial is a race between cores (the emulation's cross-core check, emu/pipes.h XTouchGm), whichever of the
     read and the write the threads happen to run first; with the AIVs' FLAG_PART wait deleted the launch faults.""" 
@@ -955,7 +988,7 @@ def test_ksplit_matmul_gelu_emulated_matches_float64_is_bit_identical_and_races_
 
     r1 = check(tmp_path / "gen")
     assert r1.passed and not r1.faults, r1.faults[:2]
-    assert r1.block_dim == 2 and r1.gm["workspace"].written == 2 * m * n * 4 == r1.gm["workspace"].read
+    assert r1.block_dim == 3 and r1.gm["workspace"].written == 3 * m * n * 4 == r1.gm["workspace"].read
     x, w, b = (np.asarray(r1.inputs[v], dtype=np.float64) for v in ("x", "weight", "bias"))
     ref = _gelu_tanh(x @ w + b)
     got = np.asarray(r1.arrays["output"], dtype=np.float64)

@@ -371,7 +371,9 @@ def test_a_bias_table_smaller_than_the_row_faults_on_the_interpreter():
 def test_the_bias_pairs_take_pool_ids_and_the_fixed_ids_hang_on_the_interpreter(monkeypatch):
     """At M 1700 K 45 N 300 with bias (x1 transposed) the bias row's MTE1_MTE2 pair ran with the fixed id
     0 while l1A_'s FreeTensor held id 0 of the TPipe's pool (a TQue takes the lowest free id until its next
-    AllocTensor, docs/reference/ascendc.md §1.5): the set is lost on the device. With the ids from the pool
+    AllocTensor, docs/reference/ascendc.md §1.5): the set is lost on the device. (Since A's panels hold their B
+    panels, docs/design.md "Cube family: A panels deeper than B's", the queue freed last before the bias pair is
+    l1B_, which then holds id 0.) With the ids from the pool
     (FetchEventID / AllocEventID) the Kernel-IR engine runs it and matches float64; the classes built with the
     dependency pass's fixed ids (its pool step off) fault naming the SetFlag and the queue that holds its id."""
     from opgen.check import run_check
@@ -389,4 +391,4 @@ def test_the_bias_pairs_take_pool_ids_and_the_fixed_ids_hang_on_the_interpreter(
     monkeypatch.delattr(load_spec(str(SPEC)), "_opgen_kernel_build", raising=False)   # built again, fixed ids
     r = go()
     assert r.faults and "SetFlag<HardEvent::MTE1_MTE2>(0)" in r.faults[0] and \
-        "TQue l1A_::FreeTensor holds event id 0" in r.faults[0], r.faults[:2]
+        "TQue l1B_::FreeTensor holds event id 0" in r.faults[0], r.faults[:2]

@@ -91,7 +91,7 @@ from opgen.names import cpp_name
 CTYPE = {"f32": "float", "f16": "half", "bf16": "bfloat16_t", "i8": "int8_t", "i32": "int32_t"}
 """C++ element type of each dtype the cube kernel reads (f16 / bf16, int8) or writes (also f32, int32)."""
 
-FIELDS = ("M", "K", "N", "baseM", "baseN", "baseK", "baseKL1", "nBlocks", "blocksPerCore", "blocksTail")
+FIELDS = ("M", "K", "N", "baseM", "baseN", "baseK", "baseKL1", "baseKL1A", "nBlocks", "blocksPerCore", "blocksTail")
 """Tiling-data fields the kernel reads (opgen.tiling.cube computes them; elements and block counts)."""
 BATCH_FIELDS = ("mnBlocks",)
 """The fields a batched kernel reads too: output blocks per matrix (its batch index is block // mnBlocks)."""
@@ -715,18 +715,21 @@ def lower_gemm(spec, lay: GemmLayout, name: str = "") -> K.KernelClass:
 
     # K in L1 panels of baseKL1 (kt1 in the tail), each in L0 chunks of baseK (kt): fractal counts along each edge
     m1, n1 = S("mPad") // 16, S("nPad") // 16
-    k1, kp1, kf0 = S("kPad") // c0, S("kPad1") // c0, S("kk") // c0   # chunk, panel, the chunk's first K fractal
+    k1, kp1, kf0 = S("kPad") // c0, S("kPad1") // c0, S("kk") // c0   # chunk, B panel, the chunk's first K fractal
+    # A's L1 panels are baseKL1A deep (a multiple of baseKL1: each holds whole B panels), so the chunk's first K
+    # fractal within the A panel is (k0 - k0a + kk) / c0, and kpa the A panel's fractals along K
+    kpa, kfa = S("kPadA") // c0, (S("k0") - S("k0a") + S("kk")) // c0
     if lay.trans_a:   # Aᵀ panel [kt1, mt] in L1: fractal (kf, mf) at mf * kp1 + kf; A's ZZ fractal (mf, kf) is it
-        a_in = (K.Nd2Nz(K.Ref("a1"), K.GmView("aGm_", off(0, S("k0") * M + S("m0"))), S("kt1"), S("mt"), M,
-                        S("kPad1"), mm_cite("Aᵀ panel [kt1, mt] -> L1 NZ")),)
+        a_in = (K.Nd2Nz(K.Ref("a1"), K.GmView("aGm_", off(0, S("k0a") * M + S("m0"))), S("ktA"), S("mt"), M,
+                        S("kPadA"), mm_cite("Aᵀ panel [ktA, mt] -> L1 NZ")),)
         a_load = (K.For("r", Lit(0), m1, Lit(1), (
-            K.LoadData(K.Ref("a2", S("r") * k1 * frac), K.Ref("a1"), S("r") * kp1 + kf0, k1, Lit(1), True,
+            K.LoadData(K.Ref("a2", S("r") * k1 * frac), K.Ref("a1"), S("r") * kpa + kfa, k1, Lit(1), True,
                        mm_cite("A fractal row r of the chunk: Aᵀ's fractals transposed")),), disjoint=True),)
     else:   # A panel [mt, kt1] in L1: fractal (mf, kf) at kf * m1 + mf
-        a_in = (K.Nd2Nz(K.Ref("a1"), K.GmView("aGm_", off(0, S("m0") * Kd + S("k0"))), S("mt"), S("kt1"), Kd,
-                        S("mPad"), mm_cite("A panel [mt, kt1] -> L1 NZ")),)
+        a_in = (K.Nd2Nz(K.Ref("a1"), K.GmView("aGm_", off(0, S("m0") * Kd + S("k0a"))), S("mt"), S("ktA"), Kd,
+                        S("mPad"), mm_cite("A panel [mt, ktA] -> L1 NZ")),)
         a_load = (K.For("r", Lit(0), m1, Lit(1), (
-            K.LoadData(K.Ref("a2", S("r") * k1 * frac), K.Ref("a1", kf0 * S("mPad") * c0), S("r"), k1, m1, False,
+            K.LoadData(K.Ref("a2", S("r") * k1 * frac), K.Ref("a1", kfa * S("mPad") * c0), S("r"), k1, m1, False,
                        mm_cite("A fractal row r of the chunk: NZ -> ZZ")),), disjoint=True),)
     if lay.trans_b:   # Bᵀ panel [nt, kt1] in L1: fractal (nf, kf) at kf * n1 + nf, B's ZN order already
         b_in = (K.Nd2Nz(K.Ref("b1"), K.GmView("bGm_", off(1, S("n0") * Kd + S("k0"))), S("nt"), S("kt1"), Kd,
@@ -750,15 +753,27 @@ def lower_gemm(spec, lay: GemmLayout, name: str = "") -> K.KernelClass:
                                 mm_cite("fp32 accumulate over K (this range's)")), bias_when),
         K.Free("l0A_", "a2"), K.Free("l0B_", "b2"),
     )
-    kloop = (   # one L1 panel: GM -> L1 (double buffered: the next panel's copy overlaps this one's chunks)
+    bloop = (   # one B panel in L1: GM -> L1 (double buffered: the next panel's copy overlaps this one's chunks)
         K.Let("kPad1", fn("align_up", S("kt1"), Lit(c0))),
-        K.Alloc("a1", "l1A_", opd), K.Alloc("b1", "l1B_", opd),
-        *a_in, *b_in,
-        K.EnQue("l1A_", "a1"), K.EnQue("l1B_", "b1"),
-        K.DeQue("a1", "l1A_", opd), K.DeQue("b1", "l1B_", opd),
+        K.Alloc("b1", "l1B_", opd),
+        *b_in,
+        K.EnQue("l1B_", "b1"),
+        K.DeQue("b1", "l1B_", opd),
         K.For("kk", Lit(0), S("kt1"), bk, chunk, tail="kt", doc="L0 chunks of the panel (the last a tail)"),
-        K.Free("l1A_", "a1"), K.Free("l1B_", "b1"),
+        K.Free("l1B_", "b1"),
     )
+
+    def kloop_of(first, end, doc):   # A panels of baseKL1A over [first, end), each over its B panels of baseKL1
+        return K.For("k0a", first, end, S("baseKL1A"), (
+            K.Let("kPadA", fn("align_up", S("ktA"), Lit(c0))),
+            K.Alloc("a1", "l1A_", opd),
+            *a_in,
+            K.EnQue("l1A_", "a1"),
+            K.DeQue("a1", "l1A_", opd),
+            K.For("k0", S("k0a"), S("k0a") + S("ktA"), S("baseKL1"), bloop, tail="kt1",
+                  doc="B panels of this A panel (the last a tail)"),
+            K.Free("l1A_", "a1"),
+        ), tail="ktA", doc=doc)
     lets = (
         *at,
         K.Let("mi", S("bb") // S("nBlocks")),
@@ -774,7 +789,7 @@ def lower_gemm(spec, lay: GemmLayout, name: str = "") -> K.KernelClass:
         K.Let("mm", fn("max", S("mt"), Lit(2))),
     )
     init = (
-        K.InitBuffer("l1A_", bm * S("baseKL1") * sz, 2), K.InitBuffer("l1B_", S("baseKL1") * bn * sz, 2),
+        K.InitBuffer("l1A_", bm * S("baseKL1A") * sz, 2), K.InitBuffer("l1B_", S("baseKL1") * bn * sz, 2),
         K.InitBuffer("l0A_", bm * bk * sz, 2), K.InitBuffer("l0B_", bk * bn * sz, 2),
         K.InitBuffer("l0C_", bm * bn * 4),
         K.Get("c1", "l0C_", acc_t),
@@ -808,7 +823,7 @@ def lower_gemm(spec, lay: GemmLayout, name: str = "") -> K.KernelClass:
             *slot,
             *bias_in,
             K.Let("kb", Lit(0)),
-            K.For("k0", Lit(0), Kd, S("baseKL1"), kloop, tail="kt1", doc="K panels (the last a tail)"),
+            kloop_of(Lit(0), Kd, "A panels of K (the last a tail)"),
             *free,   # only the Fixpipe writes the slot: the loads and Mmads of this block overlap the AIVs' work
             fix,
             *ready,
@@ -843,8 +858,7 @@ def lower_gemm(spec, lay: GemmLayout, name: str = "") -> K.KernelClass:
         *((K.If((Constraint("==", S("kr"), Lit(0)),), bias_in, doc="the first k range adds the bias"),)
           if bias_in else ()),
         K.Let("kb", S("kr") * S("kLen")),
-        K.For("k0", S("kb"), fn("min", Kd, S("kb") + S("kLen")), S("baseKL1"), kloop, tail="kt1",
-              doc="K panels of this unit's range (the last a tail)"),
+        kloop_of(S("kb"), fn("min", Kd, S("kb") + S("kLen")), "A panels of this unit's range (the last a tail)"),
         K.Fixpipe(K.GmView("wsGm_", (S("blk") * S("kSplit") + S("kr")) * bm * bn), K.Ref("c1"), S("mt"), S("nt"),
                   S("mPad"), bn, mm_cite("L0C -> the unit's partial block in the workspace, fp32")),
     )

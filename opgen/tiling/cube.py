@@ -6,12 +6,14 @@ L0C 128 KB on Atlas A2/A3, from opgen/platforms), §1.3 (blockDim of the cube-on
 from the platform's GetCoreNumAic), §1.10 (16 x 16 fractals; Nd2Nz counts are uint16: a source row pitch K or N <= 65535; Mmad m / n /
 k <= 4095; LoadData repeats <= 255).
 
-Base tiles: baseM = min(128, ceil16(M)), baseN = min(256, ceil16(N)), baseK = min(64, ceil16(K)), baseKL1 =
-min(256, ceil16(K)) elements — so two A panels baseM x baseKL1 and two B panels baseKL1 x baseN (T) fit L1, two A
+Base tiles: baseM = min(128, ceil16(M)), baseN = min(256, ceil16(N)), baseK = min(64, ceil16(K)); L1 panels
+baseKL1A (A, K depth) and baseKL1 (B): A 2 * 256 deep with B 256 or 128 where two of each fit L1 (beside a bias
+row), else both min(256, ceil16(K)), none deeper than K (docs/design.md "Cube family: A panels deeper than B's") —
+so two A panels baseM x baseKL1A and two B panels baseKL1 x baseN (T) fit L1, two A
 chunks baseM x baseK L0A, two B chunks baseK x baseN L0B, and the fp32 baseM x baseN block
 fits L0C (one block: the next block's first Mmad waits for this one's Fixpipe). `fits` states every bound for the
 shapes the spec allows, and opgen.tiling.ub_proof evaluates it over the spec's dim domain (the static L1 / L0
-proof). A transposed operand's panel and chunk are the same size (Aᵀ: baseKL1 x baseM, Bᵀ: baseN x baseKL1).
+proof). A transposed operand's panel and chunk are the same size (Aᵀ: baseKL1A x baseM, Bᵀ: baseN x baseKL1).
 
 A vector epilogue (opgen.kernel.cube.EpiProgram) adds epiRows (rows of an AIV pass: at most half a block, as many
 as the AIV's UB holds), its UB bytes to `fits`, and a workspace of two fp32 block slots per AI Core (bytes).
@@ -42,9 +44,10 @@ from opgen.tiling.program import TilingProgram, align_up, ceil_div, emax, emin, 
 BASE_M, BASE_N, BASE_K, BASE_K_L1 = 128, 256, 64, 256
 """Largest base tile edges (elements): L0 chunks A 128 x 64 (16 KB in fp16 / bf16) and B 64 x 256 (32 KB), two of
 each (double buffered: all 64 KB of L0B); fp32 block 128 x 256 (all 128 KB of L0C: the wider block reads A half as
-often); L1 panels A 128 x 256 (64 KB) and B 256 x 256 (128 KB), two of each (384 KB of L1's 512). The panel's
-256 columns make each of A's rows one 512-byte GM burst (a 64-column chunk copied alone gives 128 B: four times the
-bursts, each paying the per-burst overhead of docs/reference/kernel_cost.md §2)."""
+often); L1 panels B 256 x 256 (128 KB) and A 128 x 512 (128 KB, twice BASE_K_L1 where it fits), two of each (all
+512 KB of L1; with a bias row, B 128 deep: 384 KB). The A panel's 512 columns make each of A's rows one 1 KB GM
+burst (a 64-column chunk copied alone gives 128 B: eight times the bursts, each paying the per-burst overhead of
+docs/reference/kernel_cost.md §2)."""
 STRATEGY = 1
 """The tiling key's strategy digit of the mixed launch (KERNEL_TYPE_MIX_AIC_1_2: a K split or a vector epilogue)."""
 STRATEGY_AIC = 2
@@ -76,7 +79,7 @@ KSPLIT_GRAIN = 64
 """Elements a k range is a multiple of (BASE_K: whole L0 chunks, so only the last range has a K tail)."""
 
 
-def _ksplit(p, M, K, N, bm, bn, mb, nb, tb, ob, blocks, bt, aic, mixed: bool):
+def _ksplit(p, M, K, N, bm, bn, mb, nb, tb, ob, blocks, bt, aic, mixed: bool, bka=BASE_K_L1):
     """(kSplit, kLen) lets of the K split chosen by estimated time (docs/design.md "Cube family: the K split"; the
     constants of opgen.platforms.cost, docs/reference/kernel_cost.md §2), in AI Core cycles, for each candidate c of
     KSPLIT_CANDIDATES not above the AI Cores: kLen = align_up(ceil(K / c), KSPLIT_GRAIN), ranges ks = ceil(K / kLen),
@@ -96,7 +99,7 @@ def _ksplit(p, M, K, N, bm, bn, mb, nb, tb, ob, blocks, bt, aic, mixed: bool):
     again = bt * ((nb - 1) * M * K + (mb - 1) * K * N) * tb   # L2: the re-reads
     ov = BURST_OVERHEAD_BYTES
     # every source row of a panel is one burst (A: each block column's panels, B: each block's), an output row one
-    bursts = bt * (nb * M * ceil_div(K, BASE_K_L1) + mb * nb * K) + bt * M * nb
+    bursts = bt * (nb * M * ceil_div(K, bka) + mb * nb * K) + bt * M * nb
     base = p.let("gemmMemCycles", (first + bursts * ov) * r.numerator // r.denominator
                  + again * r2.numerator // r2.denominator + (mn * 8 * r.numerator // r.denominator if mixed else 0),
                  "estimated memory cycles without a K split (HBM first reads, output and bursts, L2 re-reads)")
@@ -111,7 +114,7 @@ def _ksplit(p, M, K, N, bm, bn, mb, nb, tb, ob, blocks, bt, aic, mixed: bool):
             continue
         ws = blocks * ks * bm * bn * 4
         # more panels (each range starts its own), the partials' rows written and read back
-        extra = (bt * nb * M * (ks * ceil_div(kl, BASE_K_L1) - ceil_div(K, BASE_K_L1)) + blocks * ks * bm) * ov
+        extra = (bt * nb * M * (ks * ceil_div(kl, bka) - ceil_div(K, bka)) + blocks * ks * bm) * ov
         red = emax((ws + blocks * ks * bm * ov) * r2.numerator // r2.denominator
                    + mn * ob * r.numerator // r.denominator,
                    ceil_div(blocks * ks * bm * bn, aic * 2 * (VEC_REPEAT_BYTES // 4)))
@@ -165,8 +168,24 @@ def gemm_program(name: str, trans_a: bool = False, trans_b: bool = False, batche
     bn = p.let("baseN", emin(BASE_N, align_up(N, 16)), "columns of a block (elements, a multiple of 16)", True)
     bk = p.let("baseK", emin(BASE_K, align_up(K, k_align)), f"K chunk of L0A / L0B (elements, a multiple of {k_align})",
                True)
-    bk1 = p.let("baseKL1", emin(BASE_K_L1, align_up(K, k_align)),
-                f"K panel of L1 (elements, a multiple of {k_align}; baseK chunks of it go to L0)", True)
+    # L1 panels (docs/design.md "Cube family: A panels deeper than B's"): A's panel 2 * BASE_K_L1 deep where L1
+    # holds two of them beside two B panels (A's source rows, one GM burst each, twice as long: half A's bursts),
+    # B's BASE_K_L1 deep, or half that when only so do two deep A panels fit (B's bursts are one a K row whatever
+    # its depth); else both BASE_K_L1. Never deeper than K.
+    kal = align_up(K, k_align)
+    extra_l1 = (align_up(bn, 32) * 4) if bias else 0   # the bias row staged in L1 beside the panels
+
+    def l1_fits(ka, kb):
+        return 2 * (bm * ka + kb * bn) * tb + extra_l1 <= CUBE["l1"]
+
+    deep_a, full_b, half_b = emin(2 * BASE_K_L1, kal), emin(BASE_K_L1, kal), emin(BASE_K_L1 // 2, kal)
+    fit_full = p.let("l1DeepFull", l1_fits(deep_a, full_b), "1 when two deep A panels fit beside two B panels")
+    fit_half = p.let("l1DeepHalf", l1_fits(deep_a, half_b),
+                     "1 when two deep A panels fit beside two B panels of half the depth")
+    bk1 = p.let("baseKL1", select(fit_full, full_b, select(fit_half, half_b, full_b)),
+                f"K depth of a B panel in L1 (elements, a multiple of {k_align}; baseK chunks of it go to L0)", True)
+    bka = p.let("baseKL1A", select(fit_full | fit_half, deep_a, full_b),
+                "K depth of an A panel in L1 (elements; its B panels of baseKL1 in turn, the last a tail)", True)
     mb = p.let("mBlocks", ceil_div(M, bm), "blocks along M (the last a tail)")
     nb = p.let("nBlocks", ceil_div(N, bn), "blocks along N (the last a tail)", True)
     if batched:
@@ -178,7 +197,7 @@ def gemm_program(name: str, trans_a: bool = False, trans_b: bool = False, batche
         blocks = p.let("blocks", mb * nb, "output blocks")
     ob = lit(4) if out_f32 else tb
     if ksplit:
-        ksp, _klen = _ksplit(p, M, K, N, bm, bn, mb, nb, tb, ob, blocks, bt, aic, mixed)
+        ksp, _klen = _ksplit(p, M, K, N, bm, bn, mb, nb, tb, ob, blocks, bt, aic, mixed, bka)
     else:
         ksp = p.let("kSplit", lit(1), "k ranges (1: no K split)", True)
         p.let("kLen", K + 0, "elements of a k range (the whole K)", True)
@@ -188,7 +207,7 @@ def gemm_program(name: str, trans_a: bool = False, trans_b: bool = False, batche
     p.let("blocksTail", blocks % bd, "the first blocksTail AI Cores take one more block", True)
     p.let("unitsPerCore", units // bd, "units of every AI Core (K split)", True)
     p.let("unitsTail", units % bd, "the first unitsTail AI Cores take one more unit", True)
-    plan = [Buffer("l1A", "TQue<A1>", 2, False, bm * bk1, tb, "A panel, NZ (double buffered)"),
+    plan = [Buffer("l1A", "TQue<A1>", 2, False, bm * bka, tb, "A panel, NZ (double buffered)"),
             Buffer("l1B", "TQue<B1>", 2, False, bk1 * bn, tb, "B panel, NZ (double buffered)"),
             Buffer("l0A", "TQue<A2>", 2, False, bm * bk, tb, "A chunk, ZZ (double buffered)"),
             Buffer("l0B", "TQue<B2>", 2, False, bk * bn, tb, "B chunk, ZN (double buffered)"),

@@ -7,6 +7,9 @@
 // (SetFlag / WaitFlag<V_S>, as a GetValue of a row reduction); "wait" copies each pass in right before its
 // compute, "prefetch" copies the first pass in before the loop and, in each pass, dequeues this pass's buffer, then
 // copies the next pass in, then computes (opgen.kernel.rowsched.pass_loop's order). Prints "span <mode> <spanCycles>".
+// argv[2] = "reread" (argv[1] buffers): four passes as without argv[2], each copying the same 128 bursts of 512 B
+// (every other 512 B of the first 128 KB of x: DataCopyParams blockCount 128, blockLen 16, srcStride 16), so the
+// first copy-in reads HBM and the other three are L2 hits (emu/core.h CountBurstAt). Prints "span reread <spanCycles>".
 #include <cstdio>
 #include <cstdlib>
 #include <string>
@@ -23,7 +26,7 @@ constexpr int kUbBytes = 196608;       // UB of an AIV (ascend910b1)
 constexpr int kPlainPasses = 4;
 constexpr int kWaitPasses = 3;
 
-enum class Order { kPlain, kWait, kPrefetch };
+enum class Order { kPlain, kWait, kPrefetch, kReread };
 
 int Run(int num, int passes, Order order, const std::string& label)
 {
@@ -40,7 +43,10 @@ int Run(int num, int passes, Order order, const std::string& label)
         gx.SetGlobalBuffer(x.data(), x.size());
         auto copyIn = [&](int i) {
             LocalTensor<float> t = inQue.AllocTensor<float>();
-            DataCopy(t, gx[size_t(i) * kPass], kPass);
+            if (order == Order::kReread)
+                DataCopy(t, gx, DataCopyParams(128, 16, 16, 0));   // 128 bursts of 512 B, 64 KB into t
+            else
+                DataCopy(t, gx[size_t(i) * kPass], kPass);
             inQue.EnQue(t);
         };
         auto compute = [&](LocalTensor<float>& s) {
@@ -49,7 +55,7 @@ int Run(int num, int passes, Order order, const std::string& label)
             Duplicate(b, 1.0f, 8192);                      // 128 repeats + 1 issue: 136 cycles
             Muls(c, s, 3.0f, 64);                          // 9 cycles: the last read of s
             inQue.FreeTensor(s);
-            if (order != Order::kPlain) {
+            if (order == Order::kWait || order == Order::kPrefetch) {
                 SetFlag<HardEvent::V_S>(0);                // the scalar unit waits for PIPE_V: 32 cycles on every pipe
                 WaitFlag<HardEvent::V_S>(0);
             }
@@ -75,6 +81,7 @@ int main(int argc, char** argv)
 {
     if (argc > 2) {
         const std::string mode = argv[2];
+        if (mode == "reread") return Run(std::atoi(argv[1]), kPlainPasses, Order::kReread, mode);
         return Run(2, kWaitPasses, mode == "prefetch" ? Order::kPrefetch : Order::kWait, mode);
     }
     const std::string num = argc > 1 ? argv[1] : "2";

@@ -392,9 +392,11 @@ inline void CountBurstAt(GmBuffer* buf, uint64_t off, uint64_t bytes)
     for (uint64_t b = first; b < last; ++b)
         if (buf->touched[b].exchange(1, std::memory_order_relaxed)) ++again;
     c->issue.retouchBytes32 += std::min(again, counted) * 32;
-    // the time line: retouched bytes come from the L2 (docs/reference/kernel_cost.md §3, the L2 taken to hold them)
+    // the time line: retouched bytes come from the L2 (docs/reference/kernel_cost.md §3, the L2 taken to hold them),
+    // and so does their share of the burst's overhead, as the memory term shares it out by bytes
     const double l2 = double(std::min(again, counted) * 32), share = TlShare(*c);
-    c->pipes.tm[c->pipes.cur >= 0 ? c->pipes.cur : 0] -= l2 / (kTlHbmBytesPerCycle * share) - l2 / (kTlL2BytesPerCycle * share);
+    const double moved = l2 * (1.0 + kTlBurstOverheadBytes / double(counted * 32));
+    c->pipes.tm[c->pipes.cur >= 0 ? c->pipes.cur : 0] -= moved / (kTlHbmBytesPerCycle * share) - moved / (kTlL2BytesPerCycle * share);
 }
 // Cost of one Mmad of m x n x k: 16x16x16 fractal MACs (4096 MAC/cycle per AIC, docs/reference/ascendc.md §3).
 inline void CountCube(uint64_t m, uint64_t n, uint64_t k)
