@@ -573,6 +573,16 @@ def test_derived_cross_entropy_grad_reads_the_saved_log_prob(weighted, eps):
     np.testing.assert_allclose(got, hand, rtol=1e-12, atol=1e-14)
 
 
+def test_a_derived_operator_keeps_the_call_examples_attributes_it_declares():
+    """The forward's call example (CrossEntropyLoss: N 7, C 37, reduction "none") carries over to the derived
+    operator without the attributes it does not declare (reduction: one accepted value, read by no derivative), so
+    the derived package's aclnn example binds."""
+    fwd = load_spec(str(EX / "cross_entropy_loss.py"))
+    assert fwd.example_call_ == {"dims": {"N": 7, "C": 37}, "attrs": {"reduction": "none"}}
+    spec = load_spec(str(DER / "cross_entropy_loss_grad.py"))
+    assert spec.example_call_ == {"dims": {"N": 7, "C": 37}, "attrs": {}}
+
+
 def test_derived_grad_of_a_saved_softmax_reads_only_dy_and_y():
     """SoftmaxV2 differentiated with y saved (examples/specs/derived/softmax_grad.py): the derived operator is
     aclnnSoftmaxBackward's (gradOutput, output), dx = y (dy - sum(dy y)), and equals torch autograd of softmax in
