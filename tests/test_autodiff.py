@@ -555,21 +555,32 @@ def _ce_case(n, c, seed):
 
 @pytest.mark.parametrize("weighted, eps", [(False, 0.0), (True, 0.0), (True, 0.2)])
 def test_derived_cross_entropy_grad_reads_the_saved_log_prob(weighted, eps):
-    """derive_grad of CrossEntropyLoss with the saved logProb (examples/specs/derived/cross_entropy_loss_grad.py)
-    takes CANN's inputs (gradLoss, target, weight, logProb — not the logits) and equals torch autograd of
+    """derive_grad of CrossEntropyLoss with the saved log_prob (examples/specs/derived/cross_entropy_loss_grad.py)
+    takes CANN's inputs (gradLoss, target, weight, log_prob — not the logits) and equals torch autograd of
     cross_entropy and the hand-written CrossEntropyLossGrad in float64 (weights, label smoothing, an ignored row)."""
     spec = load_spec(str(DER / "cross_entropy_loss_grad.py"))
-    assert [i.name for i in spec.inputs] == ["gradLoss", "target", "weight", "logProb"]
+    assert [i.name for i in spec.inputs] == ["gradLoss", "target", "weight", "log_prob"]
+    assert [a.name for a in spec.attrs] == ["ignore_index", "label_smoothing"]   # reduction, z-loss: one value each
     x, t, w, g, lp = _ce_case(6, 9, 4)
-    inputs = {"gradLoss": g, "target": t, "logProb": lp, **({"weight": w} if weighted else {})}
-    attrs = {"labelSmoothing": eps}
-    got = interpret(spec, inputs, attrs, mode="exact")["xGrad"]
+    inputs = {"gradLoss": g, "target": t, "log_prob": lp, **({"weight": w} if weighted else {})}
+    got = interpret(spec, inputs, {"label_smoothing": eps}, mode="exact")["xGrad"]
     want = _autograd(lambda input, weight: torch.nn.functional.cross_entropy(
         input, torch.tensor(t), weight=weight if weighted else None, reduction="none", ignore_index=-100,
         label_smoothing=eps), {"input": x, "weight": w}, ["input"], g)["input"]
     _close(got, want, saved=True)
-    hand = interpret(str(EX / "cross_entropy_loss_grad.py"), inputs, attrs, mode="exact")["xGrad"]
+    inputs["logProb"] = inputs.pop("log_prob")   # the hand-written grad keeps its own names
+    hand = interpret(str(EX / "cross_entropy_loss_grad.py"), inputs, {"labelSmoothing": eps}, mode="exact")["xGrad"]
     np.testing.assert_allclose(got, hand, rtol=1e-12, atol=1e-14)
+
+
+def test_a_derived_operator_keeps_the_call_examples_attributes_it_declares():
+    """The forward's call example (CrossEntropyLoss: N 7, C 37, reduction "none") carries over to the derived
+    operator without the attributes it does not declare (reduction: one accepted value, read by no derivative), so
+    the derived package's aclnn example binds."""
+    fwd = load_spec(str(EX / "cross_entropy_loss.py"))
+    assert fwd.example_call_ == {"dims": {"N": 7, "C": 37}, "attrs": {"reduction": "none"}}
+    spec = load_spec(str(DER / "cross_entropy_loss_grad.py"))
+    assert spec.example_call_ == {"dims": {"N": 7, "C": 37}, "attrs": {}}
 
 
 def test_derived_grad_of_a_saved_softmax_reads_only_dy_and_y():
@@ -723,7 +734,7 @@ def test_an_exp_sum_broadcast_wider_takes_the_ordinary_rules(tmp_path, expr, tor
 
 def test_a_derived_operator_keeps_the_forwards_device_check_of_an_input_it_takes():
     """The derived CrossEntropyLossGrad takes the forward's target: the forward's device check (0 <= t < C or
-    ignoreIndex) comes with it, blaming target; the ignored index passes."""
+    ignore_index) comes with it, blaming target; the ignored index passes."""
     from opgen.errors import ValidationError
 
     spec = load_spec(str(DER / "cross_entropy_loss_grad.py"))
@@ -731,10 +742,10 @@ def test_a_derived_operator_keeps_the_forwards_device_check_of_an_input_it_takes
     _x, t, _w, g, lp = _ce_case(5, 7, 2)
     t[0] = 7
     with pytest.raises(ValidationError) as e:
-        interpret(spec, {"gradLoss": g, "target": t, "logProb": lp}, mode="exact")
-    assert str(e.value) == "target: target[0] = 7 is outside [0, 7) and is not ignoreIndex -100", str(e.value)
+        interpret(spec, {"gradLoss": g, "target": t, "log_prob": lp}, mode="exact")
+    assert str(e.value) == "target: target[0] = 7 is outside [0, 7) and is not ignore_index -100", str(e.value)
     t[0] = -100
-    interpret(spec, {"gradLoss": g, "target": t, "logProb": lp}, mode="exact")
+    interpret(spec, {"gradLoss": g, "target": t, "log_prob": lp}, mode="exact")
 
 
 def test_a_kept_check_that_reads_an_input_the_backward_lacks_is_a_spec_error(tmp_path):

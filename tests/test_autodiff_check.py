@@ -78,7 +78,7 @@ def test_derived_softmax_grad_kernel(dims, strategy, softmax_grad_tree):
 
 
 def test_derived_cross_entropy_grad_kernel_reads_log_prob(derived_gen, examples_gen):
-    """The derived CrossEntropyLossGrad (examples/specs/derived/, logProb saved) emulated against torch autograd of
+    """The derived CrossEntropyLossGrad (examples/specs/derived/, log_prob saved) emulated against torch autograd of
     cross_entropy in float64 (weights, label smoothing, an ignored row, a tail over the cores), and its GM traffic
     within 5% of the hand-written CrossEntropyLossGrad's on the same case (the target for derived kernels)."""
     torch = pytest.importorskip("torch")
@@ -92,9 +92,8 @@ def test_derived_cross_entropy_grad_kernel_reads_log_prob(derived_gen, examples_
     g = rng.normal(0.0, 1.0, n).astype(np.float32)
     z = x - x.max(-1, keepdims=True)
     lp = (z - np.log(np.exp(z).sum(-1, keepdims=True))).astype(np.float32)
-    inputs = {"gradLoss": g, "target": t, "weight": w, "logProb": lp}
-    attrs = {"labelSmoothing": eps}
-    r = run_check(str(derived), inputs, attrs=attrs, dtypes={"T": "float32"}, gen_dir=derived_gen, progress=False)
+    inputs = {"gradLoss": g, "target": t, "weight": w, "log_prob": lp}
+    r = run_check(str(derived), inputs, attrs={"label_smoothing": eps}, dtypes={"T": "float32"}, gen_dir=derived_gen, progress=False)
     assert not r.faults and r.passed, (r.faults[:3], {k: v.to_json() for k, v in r.outputs.items()})
     xt = torch.tensor(x, dtype=torch.float64, requires_grad=True)
     torch.nn.functional.cross_entropy(xt, torch.tensor(t), weight=torch.tensor(w, dtype=torch.float64),
@@ -102,10 +101,11 @@ def test_derived_cross_entropy_grad_kernel_reads_log_prob(derived_gen, examples_
         torch.tensor(g, dtype=torch.float64))
     want = xt.grad.numpy()
     got = np.asarray(r.arrays["xGrad"], dtype=np.float64)
-    # the kernel reads logProb rounded to fp32 (exp of it: 2^-24 relative) and sums C terms in fp32
+    # the kernel reads log_prob rounded to fp32 (exp of it: 2^-24 relative) and sums C terms in fp32
     scale = np.abs(g)[:, None] * 2.0 * w.max()
     assert np.all(np.abs(got - want) <= 2.0**-24 * 8 * c * scale), float(np.abs(got - want).max())
-    h = run_check(str(hand), inputs, attrs=attrs, dtypes={"T": "float32"}, gen_dir=examples_gen, progress=False)
+    inputs["logProb"] = inputs.pop("log_prob")   # the hand-written grad keeps its own names
+    h = run_check(str(hand), inputs, attrs={"labelSmoothing": eps}, dtypes={"T": "float32"}, gen_dir=examples_gen, progress=False)
     assert h.passed and r.gm_bytes <= 1.05 * h.gm_bytes, (r.gm_bytes, h.gm_bytes)
 
 

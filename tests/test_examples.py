@@ -836,8 +836,8 @@ def _ce_inputs(n, c, seed):
 ])
 def test_cross_entropy_loss_and_its_grad_match_torch(n, c, dtype, strategy, weighted, eps, examples_gen):
     """CrossEntropyLoss (reduction none, label smoothing) against torch.nn.functional.cross_entropy / log_softmax in
-    float64 on the kernel's own inputs; CrossEntropyLossGrad from the forward kernel's logProb against the closed form
-    g * w[t] * (exp(logProb) - onehot(t)) (0 on ignored rows), which equals torch autograd of the forward (checked
+    float64 on the kernel's own inputs; CrossEntropyLossGrad from the forward kernel's log_prob against the closed form
+    g * w[t] * (exp(log_prob) - onehot(t)) (0 on ignored rows), which equals torch autograd of the forward (checked
     here in float64)."""
     import torch
 
@@ -845,22 +845,23 @@ def test_cross_entropy_loss_and_its_grad_match_torch(n, c, dtype, strategy, weig
     if not weighted:
         w = np.ones_like(w)   # the oracle's weights; the kernels get none
     r = run_check(str(EX / "cross_entropy_loss.py"), {"input": x, "target": t, "weight": w if weighted else None},
-                  {"labelSmoothing": eps}, dtypes={"T": dtype}, gen_dir=examples_gen, progress=False)
+                  {"reduction": "none", "label_smoothing": eps}, dtypes={"T": dtype}, gen_dir=examples_gen,
+                  progress=False)
     assert not r.faults and r.passed, (r.faults[:3], {k: v.to_json() for k, v in r.outputs.items() if not v.passed})
     if strategy is not None:
         assert r.tiling_key % 10 == strategy, r.tiling_key
     x64, w64, tt = _t(r.inputs["input"]), _t(w), torch.tensor(t)
-    want = {"lossOut": torch.nn.functional.cross_entropy(x64, tt, weight=w64, reduction="none", ignore_index=-100,
-                                                         label_smoothing=eps).numpy(),
-            "logProb": torch.log_softmax(x64, -1).numpy()}
+    want = {"loss": torch.nn.functional.cross_entropy(x64, tt, weight=w64, reduction="none", ignore_index=-100,
+                                                      label_smoothing=eps).numpy(),
+            "log_prob": torch.log_softmax(x64, -1).numpy()}
     for name, ref in want.items():
         got = _f(r.arrays[name])
-        bound = _bound(ref, dtype, c, np.abs(want["logProb"]).max(-1) if name == "lossOut" else None)
+        bound = _bound(ref, dtype, c, np.abs(want["log_prob"]).max(-1) if name == "loss" else None)
         assert np.all(np.abs(got - ref) <= bound), (name, float(np.abs(got - ref).max()))
-    assert np.all(_f(r.arrays["lossOut"])[t == -100] == 0.0)
+    assert np.all(_f(r.arrays["loss"])[t == -100] == 0.0)
 
     g = np.random.default_rng(c).normal(0.0, 1.0, n).astype(np.float32)
-    lp = np.asarray(r.arrays["logProb"], np.float32)
+    lp = np.asarray(r.arrays["log_prob"], np.float32)
     rg = run_check(str(EX / "cross_entropy_loss_grad.py"), {"gradLoss": g, "logProb": lp, "target": t,
                                                              "weight": w if weighted else None},
                    {"labelSmoothing": eps}, dtypes={"T": dtype}, gen_dir=examples_gen, progress=False)
@@ -887,7 +888,7 @@ def test_cross_entropy_loss_and_its_grad_match_torch(n, c, dtype, strategy, weig
 
 
 def test_cross_entropy_targets_out_of_range_stop_the_kernel(examples_gen):
-    """A target outside [0, C) that is not ignoreIndex (device data, which the aclnn layer cannot read): both
+    """A target outside [0, C) that is not ignore_index (device data, which the aclnn layer cannot read): both
     kernels stop themselves with AscendC::Trap() on the core holding that row (run_check raises KernelTrapped
     naming the rule); -100 and C - 1 are legal."""
     from opgen.check import KernelTrapped
@@ -898,7 +899,7 @@ def test_cross_entropy_targets_out_of_range_stop_the_kernel(examples_gen):
         t2[7] = bad
         with pytest.raises(KernelTrapped) as e:
             run_check(str(EX / "cross_entropy_loss.py"), {"input": x, "target": t2, "weight": w},
-                      dtypes={"T": "float32"}, gen_dir=examples_gen, progress=False)
+                      {"reduction": "none"}, dtypes={"T": "float32"}, gen_dir=examples_gen, progress=False)
         assert e.value.traps and "target[7]" in str(e.value), e.value
     lp = x - np.log(np.exp(x).sum(-1, keepdims=True))
     t2 = t.copy()
@@ -908,14 +909,15 @@ def test_cross_entropy_targets_out_of_range_stop_the_kernel(examples_gen):
                                                             "weight": w}, dtypes={"T": "float32"}, gen_dir=examples_gen,
                   progress=False)
     t2[3] = 39
-    r = run_check(str(EX / "cross_entropy_loss.py"), {"input": x, "target": t2, "weight": w},
+    r = run_check(str(EX / "cross_entropy_loss.py"), {"input": x, "target": t2, "weight": w}, {"reduction": "none"},
                   dtypes={"T": "float32"}, gen_dir=examples_gen, progress=False)
     assert r.passed and not r.faults
-    # a non-integer ignoreIndex matches no target: every row counts (the per-row .ne is exact, not |t - 0.5|)
+    # a non-integer ignore_index matches no target: every row counts (the per-row .ne is exact, not |t - 0.5|)
     t3 = np.where(t2 < 0, 0, t2)
-    r = run_check(str(EX / "cross_entropy_loss.py"), {"input": x, "target": t3, "weight": w}, {"ignoreIndex": 0.5},
-                  dtypes={"T": "float32"}, gen_dir=examples_gen, progress=False)
-    assert r.passed and not r.faults and np.all(_f(r.arrays["lossOut"]) > 0)
+    r = run_check(str(EX / "cross_entropy_loss.py"), {"input": x, "target": t3, "weight": w},
+                  {"reduction": "none", "ignore_index": 0.5}, dtypes={"T": "float32"}, gen_dir=examples_gen,
+                  progress=False)
+    assert r.passed and not r.faults and np.all(_f(r.arrays["loss"]) > 0)
 
 
 @pytest.mark.parametrize("n, c, dtype, strategy", [
@@ -962,7 +964,7 @@ def test_derived_cross_entropy_grad_scatters_along_the_row(tmp_path):
     path = tmp_path / "derived" / "ce_grad.py"
     path.write_text('from opgen.dsl import derive_grad\n\nspec = derive_grad("../cross_entropy_loss.py", '
                     '"CrossEntropyLossGradDerived", aclnn="aclnnCrossEntropyLossGradDerived", wrt=["input"], '
-                    'grads={"lossOut": "gradLoss"}, names={"input": "xGrad"})\n')
+                    'grads={"loss": "gradLoss"}, names={"input": "xGrad"})\n')
     x, t, w = _ce_inputs(53, 70, 3)
     g = np.random.default_rng(5).normal(0.0, 1.0, 53).astype(np.float32)
     r = run_check(str(path), {"input": x, "target": t, "weight": w, "gradLoss": g}, dtypes={"T": "float32"},

@@ -118,16 +118,17 @@ def test_col_split_exchange_against_float64(n, c, dtype, soc, cores, group, owne
     t = rng.integers(0, c, n).astype(np.int64)
     t[::7] = -100
     eps = 0.1
-    r = run_check(str(EX / "cross_entropy_loss.py"), {"input": x, "target": t}, {"labelSmoothing": eps},
+    r = run_check(str(EX / "cross_entropy_loss.py"), {"input": x, "target": t},
+                  {"reduction": "none", "label_smoothing": eps},
                   dtypes={"T": dtype}, soc=soc, gen_dir=examples_gen, progress=False)
     assert not r.faults and r.passed, r.faults[:3]
     assert r.tiling_key % 10 == 2 and r.block_dim == cores, (r.tiling_key, r.block_dim)
     tl = _ce_tiling(n, c, dtype, soc)
     assert (tl["blockDim"], tl["groupRows"], tl["rowsPerOwner"]) == (cores, group, owner), tl
     loss, lp = _ce_oracle(r.inputs["input"], t, eps)
-    for name, ref in (("lossOut", loss), ("logProb", lp)):
+    for name, ref in (("loss", loss), ("log_prob", lp)):
         got = np.asarray(r.arrays[name], np.float64)
-        scale = np.abs(lp).max(-1) if name == "lossOut" else np.abs(ref)
+        scale = np.abs(lp).max(-1) if name == "loss" else np.abs(ref)
         bound = (UNIT[dtype] * 4 + 2.0**-24 * 4 * c) * (scale + scale.mean())
         assert np.all(np.abs(got - ref) <= bound), (name, float(np.abs(got - ref).max()))
 

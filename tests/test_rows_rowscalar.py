@@ -93,7 +93,7 @@ def _ce_inputs(n: int, c: int, seed: int):
 
 
 def _ce_reference(x, t, w, eps):
-    """float64: logProb = x - logsumexp(x); loss = -((1 - eps) w[t] logProb[t] + eps / C sum_c w_c logProb_c), 0
+    """float64: log_prob = x - logsumexp(x); loss = -((1 - eps) w[t] log_prob[t] + eps / C sum_c w_c log_prob_c), 0
     where t is ignored (-100)."""
     c = x.shape[1]
     m = x.max(-1, keepdims=True)
@@ -119,8 +119,8 @@ def test_cross_entropy_and_grad_with_many_rows_a_compare_against_float64(n, c, d
                                                                           examples_gen):
     """CrossEntropyLoss and CrossEntropyLossGrad (weights or none (ones), label smoothing 0.1, every fifth row
     ignored) against
-    float64: logProb and lossOut within a few roundings of the dtype (fp32 sums of C terms: C * 2^-24 relative to the
-    terms' magnitude), xGrad = g ((1 - eps) w_t (p - onehot(t)) + eps / C (p sum w - w)) on p = exp(logProb) from the
+    float64: log_prob and loss within a few roundings of the dtype (fp32 sums of C terms: C * 2^-24 relative to the
+    terms' magnitude), xGrad = g ((1 - eps) w_t (p - onehot(t)) + eps / C (p sum w - w)) on p = exp(log_prob) from the
     forward kernel's output (0 on ignored rows) likewise."""
     eps = 0.1
     if strategy == 2:
@@ -130,24 +130,25 @@ def test_cross_entropy_and_grad_with_many_rows_a_compare_against_float64(n, c, d
     if not weighted:
         w = np.ones_like(w)   # the reference's weights; the kernels get none
     r = run_check(str(EX / "cross_entropy_loss.py"), {"input": x, "target": t, "weight": w if weighted else None},
-                  {"labelSmoothing": eps}, dtypes={"T": dtype}, gen_dir=examples_gen, progress=False, engine=engine)
+                  {"reduction": "none", "label_smoothing": eps}, dtypes={"T": dtype}, gen_dir=examples_gen,
+                  progress=False, engine=engine)
     assert not r.faults and r.passed, r.faults[:3]
     assert r.tiling_key % 10 == strategy, r.tiling_key
     x64, w64 = _f(r.inputs["input"]), _f(w)
     loss, lp = _ce_reference(x64, t, w64, eps)
     terms = 2.0**-24 * 4 * c
-    got_lp = _f(r.arrays["logProb"])
+    got_lp = _f(r.arrays["log_prob"])
     scale = np.abs(x64).max(-1, keepdims=True) + np.abs(lp).max(-1, keepdims=True)
     assert np.all(np.abs(got_lp - lp) <= 4 * ULP[dtype] * np.abs(lp) + terms * scale), \
         float(np.abs(got_lp - lp).max())
-    got_loss = _f(r.arrays["lossOut"])
+    got_loss = _f(r.arrays["loss"])
     lscale = np.abs(lp).max(-1) * w64.max() + scale[:, 0]
     assert np.all(np.abs(got_loss - loss) <= 4 * ULP[dtype] * np.abs(loss) + terms * lscale), \
         float(np.abs(got_loss - loss).max())
     assert np.all(got_loss[t == -100] == 0.0)
 
     g = np.random.default_rng(c).normal(0.0, 1.0, n).astype(np.float32)
-    lpin = np.asarray(r.arrays["logProb"])
+    lpin = np.asarray(r.arrays["log_prob"])
     rg = run_check(str(EX / "cross_entropy_loss_grad.py"), {"gradLoss": g, "logProb": lpin, "target": t,
                                                              "weight": w if weighted else None},
                    {"labelSmoothing": eps}, dtypes={"T": dtype}, gen_dir=examples_gen, progress=False, engine=engine)
@@ -175,14 +176,15 @@ def test_cross_entropy_wide_slices_run_eight_rows_at_once(examples_gen):
     (opgen.tiling.rowkernel.col_batch_rows, priced below row by row) in groups of 29 rows. Counted by the emulation
     against hand counts: ceil(64 / 29) = 3 groups x 3 row-reduction levels x 2 SyncAll = 18 on every core; the
     busiest core issues fewer vector instructions than 64 rows x the program's 17 (row by row issues each of them for
-    every row, plus a second instruction and a V -> S wait per row reduction: 5 a row); lossOut and logProb against
+    every row, plus a second instruction and a V -> S wait per row reduction: 5 a row); loss and log_prob against
     float64 as in the test above."""
     n, c, eps = 64, 32000, 0.1
     tl = _tiling("cross_entropy_loss.py", n, c, "bfloat16")
     assert (tl["strategy"], tl["colsPerPass"], tl["colBatchRows"], tl["groupRows"]) == (2, 704, 8, 29)
     x, t, w = _ce_inputs(n, c, 7)
     r = run_check(str(EX / "cross_entropy_loss.py"), {"input": x, "target": t, "weight": w},
-                  {"labelSmoothing": eps}, dtypes={"T": "bfloat16"}, gen_dir=examples_gen, progress=False)
+                  {"reduction": "none", "label_smoothing": eps}, dtypes={"T": "bfloat16"}, gen_dir=examples_gen,
+                  progress=False)
     assert not r.faults and r.passed, r.faults[:3]
     assert r.cost["sync_alls"] == 3 * 3 * 2
     assert r.cost["vec_issues"] < n * 17, r.cost["vec_issues"]
@@ -190,9 +192,9 @@ def test_cross_entropy_wide_slices_run_eight_rows_at_once(examples_gen):
     loss, lp = _ce_reference(_f(r.inputs["input"]), t, _f(w), eps)
     terms = 2.0**-24 * 4 * c
     scale = np.abs(_f(r.inputs["input"])).max(-1, keepdims=True) + np.abs(lp).max(-1, keepdims=True)
-    assert np.all(np.abs(_f(r.arrays["logProb"]) - lp) <= 4 * ULP["bfloat16"] * np.abs(lp) + terms * scale)
+    assert np.all(np.abs(_f(r.arrays["log_prob"]) - lp) <= 4 * ULP["bfloat16"] * np.abs(lp) + terms * scale)
     lscale = np.abs(lp).max(-1) * w.max() + scale[:, 0]
-    got = _f(r.arrays["lossOut"])
+    got = _f(r.arrays["loss"])
     assert np.all(np.abs(got - loss) <= 4 * ULP["bfloat16"] * np.abs(loss) + terms * lscale)
 
 

@@ -1,17 +1,26 @@
-"""CrossEntropyLoss (aclnnCrossEntropyLoss) with class-index targets, reduction 'none': per row n of input [N, C],
-logProb[n, c] = x[n, c] - lse_n with lse_n = log(sum_c exp(x[n, c])), and
-lossOut[n] = -(1 - eps) * weight[target[n]] * logProb[n, target[n]] - eps / C * sum_c weight[c] * logProb[n, c]
-(eps = labelSmoothing; weight absent: 1), 0 where target[n] == ignoreIndex.
+"""CrossEntropyLoss (ops-nn loss/cross_entropy_loss, aclnnCrossEntropyLoss) with class-index targets, reduction
+'none': per row n of input [N, C], log_prob[n, c] = x[n, c] - lse_n with lse_n = log(sum_c exp(x[n, c])), and
+loss[n] = -(1 - eps) * weight[target[n]] * log_prob[n, target[n]] - eps / C * sum_c weight[c] * log_prob[n, c]
+(eps = label_smoothing; weight absent: 1), 0 where target[n] == ignore_index.
+
+The OpDef and the aclnn signature are CANN's: inputs input, target, weight (optional); outputs loss, log_prob,
+zloss, lse_for_zloss; attributes reduction ("mean"), ignore_index (-100), label_smoothing (0.0),
+lse_square_scale_for_zloss (0.0), return_zloss (false); aclnnCrossEntropyLoss's 12 parameters (input, target,
+weightOptional, reductionOptional, ignoreIndex, labelSmoothing, lseSquareScaleForZloss, returnZloss, lossOut,
+logProbOut, zlossOut, lseForZlossOut). What the kernel implements (docs/design.md "Parameters a kernel does not
+implement"): reduction 'none' only — CANN's default 'mean' and 'sum' (a [1] loss) are refused, so a call passes
+reduction="none"; the z-loss attributes at 0.0 / false only; zloss and lse_for_zloss are not written (CANN's
+README: the z-loss is not supported yet).
 
 The target is one int64 index per row: the kernel reads it on the scalar unit, checks 0 <= target < C or the
 ignored index (the spec's device check: Trap() otherwise; the aclnn layer cannot read device data) and picks
-logProb[n, target[n]] and weight[target[n]] by comparing the row's lane indices (CreateVecIndex) with it. An ignored row gathers at class 0 and is multiplied by 0 (a row whose
-logProb there is -inf would give NaN, not 0). Not declared here: reduction 'mean' / 'sum' (a 0-d lossOut), the
-z-loss outputs (zloss, lseForZloss). ignoreIndex is a float attribute here (CANN: int64; the
-rows kernel reads float attributes), compared exactly for integers below 2^24.
+log_prob[n, target[n]] and weight[target[n]] by comparing the row's lane indices (CreateVecIndex) with it. An
+ignored row gathers at class 0 and is multiplied by 0 (a row whose log_prob there is -inf would give NaN, not 0).
+ignore_index is a float attribute here (CANN: int64; the rows kernel reads float attributes), compared exactly for
+integers below 2^24.
 """
 
-from opgen.dsl import A2, A3, OpSpec, bf16, f16, f32, i64
+from opgen.dsl import A2, A3, OpSpec, api, bf16, f16, f32, i64
 
 spec = OpSpec("CrossEntropyLoss", aclnn="aclnnCrossEntropyLoss", socs=(A2, A3), round="rint",
               doc="Cross-entropy loss of logits against class-index targets (reduction none).")
@@ -22,21 +31,35 @@ C = spec.dim("C", max=131072)
 spec.input("input", T, [N, C])
 spec.input("target", i64, [N])
 spec.input("weight", f32, [C], optional=True, doc="weightOptional: per-class weights; absent = ones")
-spec.attr("ignoreIndex", float, -100.0, doc="a target value that contributes no loss (an integer)")
-spec.attr("labelSmoothing", float, 0.0, doc="epsilon: the target's share 1 - epsilon, every class's epsilon / C")
-spec.output("lossOut", T, [N])
-spec.output("logProb", T, [N, C])
+spec.attr("reduction", str, "mean", choices=("none", "mean", "sum"), accepts=("none",),
+          unsupported="a reduced [1] loss")
+spec.attr("ignore_index", float, -100.0, doc="a target value that contributes no loss (an integer)")
+spec.attr("label_smoothing", float, 0.0, doc="epsilon: the target's share 1 - epsilon, every class's epsilon / C")
+spec.attr("lse_square_scale_for_zloss", float, 0.0, accepts=(0.0,), unsupported="the z-loss")
+spec.attr("return_zloss", bool, False, accepts=(False,), unsupported="the z-loss")
+spec.output("loss", T, [N])
+spec.output("log_prob", T, [N, C])
+spec.output("zloss", T, [N], optional=True, param_type="REQUIRED", doc="not written (CANN: no z-loss yet)")
+spec.output("lse_for_zloss", T, [N], optional=True, param_type="REQUIRED", doc="not written")
 spec.dtypes((T,), [(f32,), (f16,), (bf16,)])
+spec.aclnn_signature(api.param("input"), api.param("target"), api.param("weightOptional", "weight"),
+                     api.param("reductionOptional", "reduction", ctype="char*"),
+                     api.param("ignoreIndex", "ignore_index"), api.param("labelSmoothing", "label_smoothing"),
+                     api.param("lseSquareScaleForZloss", "lse_square_scale_for_zloss"),
+                     api.param("returnZloss", "return_zloss"), api.param("lossOut", "loss"),
+                     api.param("logProbOut", "log_prob"), api.param("zlossOut", "zloss"),
+                     api.param("lseForZlossOut", "lse_for_zloss"), const_outputs=True)
 spec.package("ops-nn", "loss")
+spec.example_call({"N": 7, "C": 37}, {"reduction": "none"})
 
 
 def _targets_in_range(arrays, env, attrs):
     """Every target is a class index 0 <= t < C or the ignored index (device data: the kernel traps otherwise)."""
-    t, c, skip = arrays["target"], env["C"], attrs["ignoreIndex"]
+    t, c, skip = arrays["target"], env["C"], attrs["ignore_index"]
     bad = ((t < 0) | (t >= c)) & (t != skip)
     if bad.any():
         n = int(bad.nonzero()[0][0])
-        return f"target[{n}] = {int(t[n])} is outside [0, {c}) and is not ignoreIndex {skip:g}"
+        return f"target[{n}] = {int(t[n])} is outside [0, {c}) and is not ignore_index {skip:g}"
     return None
 
 
@@ -44,16 +67,16 @@ spec.check("target", _targets_in_range, on="device")
 
 
 @spec.body
-def _(b, input, target, weight, ignoreIndex, labelSmoothing):
+def _(b, input, target, weight, reduction, ignore_index, label_smoothing, lse_square_scale_for_zloss, return_zloss):
     x = input.f32()
     z = x - x.max(-1)
     lp = z - b.log(b.exp(z).sum(-1).broadcast_to([N, C]))
-    keep = target.f32().ne(ignoreIndex).cast(i64)
+    keep = target.f32().ne(ignore_index).cast(i64)
     t = target * keep                       # an ignored row reads class 0, then counts 0
     picked = b.gather(lp, t, axis=1)
     every = (lp if weight is None else lp * weight).sum(-1, keepdims=False)
     if weight is not None:                  # absent: every class weighs 1
         picked = picked * b.gather(weight, t, axis=0)
-    smooth = labelSmoothing / C             # torch / CANN: (1 - eps) * nll + eps / C * sum_c -w_c logProb_c
-    loss = -(picked * (1.0 - labelSmoothing) + every * smooth) * keep.f32()
-    return {"lossOut": loss.cast(T, "rint"), "logProb": lp.cast(T, "rint")}
+    smooth = label_smoothing / C             # torch / CANN: (1 - eps) * nll + eps / C * sum_c -w_c logProb_c
+    loss = -(picked * (1.0 - label_smoothing) + every * smooth) * keep.f32()
+    return {"loss": loss.cast(T, "rint"), "log_prob": lp.cast(T, "rint")}

@@ -262,6 +262,9 @@ class _Derivation:
                 od = OutputDecl(self.names[x], dt, i.shapes[0], None, i.optional, f"gradient of {x}", str(self.loc))
             spec.outputs.append(od)
         spec.attrs = [copy.copy(a) for a in fwd.attrs if a.static or a.dim is not None or a.name in read]
+        if spec.example_call_:   # the forward's call example, less the attributes this operator does not declare
+            spec.example_call_["attrs"] = {k: v for k, v in spec.example_call_["attrs"].items()
+                                           if any(a.name == k for a in spec.attrs)}
         names = kept_names | {a.name for a in spec.attrs}
         blame = next(iter(self.grads.values()))   # a relation whose blamed input is gone blames the gradient
         ruled = spec.rule_names()   # a copied rule text keeps {name} of this spec's names, spells out the rest
