@@ -442,24 +442,27 @@ spec.input("GetUserWorkspace", U, [H])
 spec.input("aclOpExecutor", U, [H])
 spec.attr("stdin", float, 2.0)
 spec.attr("BitsToFloat", float, 0.5)
+spec.attr("aclrtStream", float, 1.5)
 spec.output("size_t", U, [B, H])
 spec.output("NULL", f32, [B, 1])
 spec.dtypes((U,), [(f32,), (f16,)])
 
 
 @spec.body
-def _(b, stdin, BitsToFloat, MAIN_TILING_KEY_A0_D1_S1, NAN, half, T, GetUserWorkspace, float=None, **kw):
+def _(b, stdin, BitsToFloat, aclrtStream, MAIN_TILING_KEY_A0_D1_S1, NAN, half, T, GetUserWorkspace, float=None,
+      **kw):
     x = kw["int"] * MAIN_TILING_KEY_A0_D1_S1 + NAN * half * BitsToFloat + T - GetUserWorkspace * kw["aclOpExecutor"]
     if float is not None:
         x = x + float
-    return {"size_t": x * stdin, "NULL": x.f32().sum(-1)}
+    return {"size_t": x * stdin * aclrtStream, "NULL": x.f32().sum(-1)}
 """
 
 
 @pytest.mark.slow
 @pytest.mark.skipif(GXX is None, reason="needs g++")
 def test_hazard_names_compile_and_check(tmp_path):
-    """One package whose op (Main: the entry would be `main`) and every parameter and dim carry a hazard: each
+    """One package whose op (Main: the entry would be `main`) and every parameter and dim carry a hazard (a float
+    attribute's tiling field `aclrtStreamBits` too, which the kernel reads by the struct's spelling): each
     C++ file compiles with g++ against the emulation headers, the OpDef names the renamed entry, and `opgen
     check` (emulated kernel vs the interpreter) passes."""
     spec = tmp_path / "main_op.py"
