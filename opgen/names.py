@@ -50,6 +50,12 @@ FILE DIR jmp_buf va_list div_t ldiv_t lldiv_t fenv_t fexcept_t T""".split())
 AscendC's `half`, `bfloat16_t`, ...; C's `FILE`, `jmp_buf`, ...; names ending in `_t` are POSIX's
 (docs/reference/names.md §1)."""
 
+_ACL_API = re.compile(r"acl(?:nn|rt|op)?[A-Z]\w*")
+"""The names of CANN's acl C API, which the emitted aclnn layer, its L0 op, the call example and the UT name bare
+beside the public parameters: types (`aclTensor`, `aclScalar`, `aclIntArray`, `aclOpExecutor`, `aclnnStatus`,
+`aclrtStream`, `aclDataType`) and functions (`aclCreateTensor`, `aclrtMalloc`) all begin with `acl`, `aclnn`,
+`aclrt` or `aclop` and a capital (docs/reference/names.md §1)."""
+
 EMITTED_SCOPE_NAMES = frozenset("""BitsToFloat GetUserWorkspace GetBlockIdx GetTaskRatio Min64 CeilDiv AlignUp ProdDims
 AttrIndex AttrListIndex AttrStrIndex IntArrayChoice ListIntChoice AttrFloatBits AttrInt DeterministicOf DTypeBytes DTypeKey TilingFunc TilingParse FillCompileInfo platform ubSize
 fromPlatform compileInfo attrs IsNullptr CheckType SameDim DimPlace SameGroup dimMismatch""".split())
@@ -133,6 +139,8 @@ def cpp_hazard(name: str) -> str | None:
       whose first word before a '_' is in capitals (`M_PIf`, `L_tmpnam`), or one of the C library's lower-case
       macros (`errno`, `assert`, `stdin`, `si_pid`, ...);
     - a type name of the emitted code or its headers (`half`, `bfloat16_t`, `T`, anything ending in `_t`);
+    - a name of CANN's acl C API (`aclTensor`, `aclOpExecutor`, `aclnnStatus`, `aclrtStream`: `acl`, `aclnn`,
+      `aclrt` or `aclop` and a capital), which the aclnn layer names beside the public parameters;
     - a function or local the emitted code uses unqualified where spec names stand bare (EMITTED_SCOPE_NAMES).
 
     docs/reference/names.md §1 gives the sources."""
@@ -142,6 +150,8 @@ def cpp_hazard(name: str) -> str | None:
         return "a possible macro of the C library, CANN's headers or the emitted tiling keys"
     if name in C_TYPE_NAMES or name.endswith("_t"):
         return "a type name of AscendC, the C library or POSIX"
+    if _ACL_API.fullmatch(name):
+        return "a type or function name of CANN's acl C API (acl, aclnn, aclrt or aclop and a capital)"
     if name in EMITTED_SCOPE_NAMES:
         return "a function or local the emitted kernel Init, TilingFunc or aclnn checks use"
     return None

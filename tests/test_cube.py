@@ -1076,3 +1076,43 @@ def test_operands_named_like_cpp_keywords_are_renamed_as_in_the_other_families(t
     u = kernel_build(load_spec(spec.file))
     cls = next(iter(u.lowered.programs.values()))
     assert u.family.name == "cube" and cls.args == ("v_int_", "v_half_", "v_double_", "v_float_")
+
+
+ROWSCALE_SPEC = """
+from opgen.dsl import A2, OpSpec, f16, f32
+
+spec = OpSpec("RowScaledGemm", aclnn="aclnnRowScaledGemm", socs=(A2,), round="rint")
+M, K, N = spec.dims("M K N")
+spec.input("x", f16, [M, K])
+spec.input("w", f16, [K, N])
+spec.input("rs", f32, [M], optional=True)
+spec.output("y", f16, [M, N])
+
+
+@spec.body
+def _(bb, x, w, rs):
+    y = bb.matmul(x, w)
+    if rs is not None:
+        y = y * rs.reshape([M, 1])
+    return {"y": y.cast(f16, "rint")}
+"""
+
+
+def test_a_refusal_names_the_specialisation_when_the_spec_has_several(tmp_path):
+    # one kernel serves every specialisation: the one without rs lowers alone (graph --present ""), while the kernel
+    # (generate, graph --stage kernel of any specialisation) stops at rs's reshape, and the message says which
+    # specialisation that reshape belongs to (it is not the one `graph --present ""` asked for)
+    from opgen.tiling.pipeline import compile_unit
+
+    p = tmp_path / "row_scaled_gemm.py"
+    p.write_text(ROWSCALE_SPEC)
+    spec = load_spec(str(p))
+    without = next(k for k in spec.keys() if not any(k.present))
+    assert compile_unit(spec, key=without, until="lower", only_key0=True).lowered is not None
+    with pytest.raises(NoKernel) as e:
+        kernel_build(spec)
+    line = next(i for i, t in enumerate(ROWSCALE_SPEC.splitlines(), 1) if "rs.reshape" in t)
+    assert f"(row_scaled_gemm.py:{line}) in the specialisation rs present: a reshape" in str(e.value), str(e.value)
+    with pytest.raises(NoKernel) as e:   # that specialisation lowered alone (graph --present rs) names it too
+        compile_unit(spec, key=next(k for k in spec.keys() if any(k.present)), until="lower", only_key0=True)
+    assert f"(row_scaled_gemm.py:{line}) in the specialisation rs present: a reshape" in str(e.value), str(e.value)

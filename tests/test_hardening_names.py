@@ -342,6 +342,23 @@ def test_cpp_name_spellings():
         assert cpp_name(name) == name
 
 
+def test_acl_api_names_of_the_aclnn_layer_are_hazards():
+    """Every acl C API name (type or function) the aclnn layer, L0 op, call example, UT and check runtime templates
+    write is a hazard (docs/reference/names.md §1): a spec input `aclTensor` or `aclOpExecutor` used bare as the
+    public parameter name made `const aclTensor* aclTensor` and broke the build of the emitted aclnn layer."""
+    import re
+
+    from opgen.codegen.model import derived_cpp
+
+    files = [*(ROOT / "templates/op_api").glob("*.j2"), ROOT / "templates/examples/test_aclnn.cpp.j2",
+             ROOT / "templates/tests/ut/op_api_test.cpp.j2", ROOT / "opgen/check/cpp/runtime.h"]
+    names = {n for f in files for n in re.findall(r"\b(acl[A-Za-z0-9]*[A-Z][A-Za-z0-9]*)\b", f.read_text())}
+    assert {"aclTensor", "aclOpExecutor", "aclnnStatus", "aclIntArray", "aclrtStream"} <= names, names
+    assert not sorted(n for n in names if not cpp_hazard(n))
+    assert derived_cpp("aclTensor", "input") == "aclTensorValue" and cpp_name("aclScalar") == "v_aclScalar_"
+    assert cpp_hazard("acl") is None and cpp_hazard("aclx") is None and cpp_hazard("acli") is None
+
+
 def test_template_scopes_helpers_are_hazards():
     """Every function called unqualified inside the host TilingFunc (read from its template) is a hazard, so a spec
     name never shadows it there. (Every kernel class's Init is printed by the Kernel IR printer, opgen/kernel/kir.py,
@@ -422,26 +439,30 @@ spec.input("NAN", U, [B, H])
 spec.input("half", U, [B, H])
 spec.input("T", U, [H])
 spec.input("GetUserWorkspace", U, [H])
+spec.input("aclOpExecutor", U, [H])
 spec.attr("stdin", float, 2.0)
 spec.attr("BitsToFloat", float, 0.5)
+spec.attr("aclrtStream", float, 1.5)
 spec.output("size_t", U, [B, H])
 spec.output("NULL", f32, [B, 1])
 spec.dtypes((U,), [(f32,), (f16,)])
 
 
 @spec.body
-def _(b, stdin, BitsToFloat, MAIN_TILING_KEY_A0_D1_S1, NAN, half, T, GetUserWorkspace, float=None, **kw):
-    x = kw["int"] * MAIN_TILING_KEY_A0_D1_S1 + NAN * half * BitsToFloat + T - GetUserWorkspace
+def _(b, stdin, BitsToFloat, aclrtStream, MAIN_TILING_KEY_A0_D1_S1, NAN, half, T, GetUserWorkspace, float=None,
+      **kw):
+    x = kw["int"] * MAIN_TILING_KEY_A0_D1_S1 + NAN * half * BitsToFloat + T - GetUserWorkspace * kw["aclOpExecutor"]
     if float is not None:
         x = x + float
-    return {"size_t": x * stdin, "NULL": x.f32().sum(-1)}
+    return {"size_t": x * stdin * aclrtStream, "NULL": x.f32().sum(-1)}
 """
 
 
 @pytest.mark.slow
 @pytest.mark.skipif(GXX is None, reason="needs g++")
 def test_hazard_names_compile_and_check(tmp_path):
-    """One package whose op (Main: the entry would be `main`) and every parameter and dim carry a hazard: each
+    """One package whose op (Main: the entry would be `main`) and every parameter and dim carry a hazard (a float
+    attribute's tiling field `aclrtStreamBits` too, which the kernel reads by the struct's spelling): each
     C++ file compiles with g++ against the emulation headers, the OpDef names the renamed entry, and `opgen
     check` (emulated kernel vs the interpreter) passes."""
     spec = tmp_path / "main_op.py"

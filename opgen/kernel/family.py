@@ -36,11 +36,14 @@ from opgen.kernel.rowlayout import Unsupported
 
 class NoKernel(OpgenError):
     """No kernel family lowers a specialisation of a spec: names the op, the IR value, its spec line and what is
-    unsupported (`opgen generate`, `check`, `graph --stage tiled|kernel` exit 2 with this one line)."""
+    unsupported (`opgen generate`, `check`, `graph --stage tiled|kernel` exit 2 with this one line). `key`: the
+    specialisation in words (OpSpec.key_text) when the spec has several and the refusal is known to be about this
+    one, printed after the location (`... %v6 (my_op.py:24) in the specialisation bias present: ...`): one kernel
+    serves every specialisation, so a refusal of another one than `graph --present` asked for stops it too."""
 
-    def __init__(self, op: str, value: str, loc: str, why: str, family: str):
-        self.op, self.value, self.loc, self.why, self.family = op, value, loc, why, family
-        where = f" ({loc})" if loc else ""
+    def __init__(self, op: str, value: str, loc: str, why: str, family: str, key: str = ""):
+        self.op, self.value, self.loc, self.why, self.family, self.key = op, value, loc, why, family, key
+        where = (f" ({loc})" if loc else "") + (f" in the specialisation {key}" if key else "")
         super().__init__(f"{op}: no kernel family lowers %{value}{where}: {why} [{family} family]")
 
 

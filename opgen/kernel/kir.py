@@ -142,6 +142,7 @@ from typing import Union
 from opgen.errors import OpgenError
 from opgen.ir.dims import Bin, Constraint, DimExpr, Fn, Lit, Sym, as_dim
 from opgen.kernel.isa import CMP_MODES, INSTR_T, INSTRS, ROUND_MODES, TYPE_PARAMS, Op, Pipe
+from opgen.names import cpp_name
 
 
 class IRError(OpgenError):
@@ -2482,7 +2483,9 @@ _PREC = {"+": 1, "-": 1, "*": 2, "//": 2, "%": 2}
 
 class CppPrinter:
     """Prints a verified KernelClass as AscendC C++ (docs/reference/ascendc.md §1.5-§1.9). Symbols print as
-    td_->field for tiling fields, GetBlockIdx() / GetBlockNum() for BLOCK_IDX / BLOCK_NUM, else their name."""
+    td_->field for tiling fields (the struct's spelling, opgen.names.cpp_name: an attribute `aclrtStream`'s field
+    aclrtStreamBits is `v_aclrtStreamBits_`), GetBlockIdx() / GetBlockNum() for BLOCK_IDX / BLOCK_NUM, else their
+    name."""
 
     def __init__(self, k: KernelClass, indent: str = "    "):
         self.k = k
@@ -2504,7 +2507,8 @@ class CppPrinter:
         if isinstance(x, Sym):
             if x.name in _SPECIAL:
                 return _SPECIAL[x.name]
-            return f"td_->{x.name}" if x.name in self.fields else x.name
+            # a field has the tiling-data struct's spelling (tiling_data.h.j2: cpp_name), `v_<name>_` for a hazard
+            return f"td_->{cpp_name(x.name)}" if x.name in self.fields else x.name
         if isinstance(x, SizeOf):
             return f"sizeof({x.ctype})"
         if isinstance(x, Invoke):

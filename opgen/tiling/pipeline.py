@@ -78,9 +78,15 @@ def _fused(unit: Unit, key) -> nx.DiGraph:
 
 def select_family(unit: Unit) -> Unit:
     """Choose the family by matching the first specialisation's fused graph; add the specialisations the family
-    builds the kernel from. Raises opgen.kernel.family.NoKernel."""
+    builds the kernel from. Raises opgen.kernel.family.NoKernel, naming that specialisation when the spec has
+    several."""
     G0 = unit.graphs[unit.key0]
-    fam, lay = choose(unit.spec, from_nx(G0), G0.graph["plan"])
+    try:
+        fam, lay = choose(unit.spec, from_nx(G0), G0.graph["plan"])
+    except NoKernel as e:
+        if len(unit.spec.keys()) < 2 or e.key:
+            raise
+        raise NoKernel(e.op, e.value, e.loc, e.why, e.family, unit.spec.key_text(unit.key0)) from None
     unit.family, unit.layout = fam, lay
     if not unit.only_key0:
         for k in fam.keys(unit.spec, lay):
@@ -103,8 +109,9 @@ def lower(unit: Unit) -> Unit:
     graphs = {k: from_nx(unit.graphs[k]) for k in keys}
     try:
         unit.lowered = fam.lower(unit.spec, unit.layout, graphs, only=unit.key0 if unit.only_key0 else None)
-    except Unsupported as e:
-        raise NoKernel(unit.spec.name, e.value, _rel(e.loc), e.why, fam.name) from None
+    except Unsupported as e:   # lowering one specialisation alone (graph --present): its refusal names it
+        key = unit.spec.key_text(unit.key0) if unit.only_key0 and len(unit.spec.keys()) > 1 else ""
+        raise NoKernel(unit.spec.name, e.value, _rel(e.loc), e.why, fam.name, key) from None
     return unit
 
 
