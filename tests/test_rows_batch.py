@@ -496,7 +496,8 @@ def test_column_sums_by_halving_issue_the_hand_count_and_match_float64(examples_
     from opgen.check import run_check
 
     issues = {}
-    for per_core, seed in ((6, 21), (5, 23), (3, 22)):
+    # the Kernel-IR engine counts no issues: it runs the two halving forms (even and odd k), not the row loop of k = 3
+    for per_core, seed in ((6, 21), (5, 23), (3, 22)) if engine == "emu" else ((6, 21), (5, 23)):
         rows = 48 * per_core
         r = run_check(str(EX / "layer_norm_grad.py"), dims={"Bd": (rows,), "H": 1152},
                       dtypes={"T": "bfloat16", "U": "float32"}, gen_dir=examples_gen, seed=seed, progress=False,
