@@ -143,6 +143,15 @@ def _at(m, name):
     return next(k for k, a in enumerate(m.api_params) if a.cpp == name)
 
 
+def _with_tokens(base: list, at: dict, **tok) -> list:
+    """A copy of the call tokens `base` with the token of each public parameter named in `tok` replaced (at: name ->
+    its index in the call, _at)."""
+    t = list(base)
+    for n, v in tok.items():
+        t[at[n]] = v
+    return t
+
+
 @pytestmark_gxx
 def test_ada_grad_extra_parameters_and_casts():
     """normalizedShape must be [H] (docs/reference/ada_layer_norm.md §2.3 steps 1, 19, 21); shift is required and checked
@@ -359,10 +368,7 @@ def test_signature_on_an_example_spec(examples_gen):
     assert base[k["biasOptional"]] == "float32:32"
 
     def with_(**tok):
-        t = list(base)
-        for n, v in tok.items():
-            t[k[n]] = v
-        return t
+        return _with_tokens(base, k, **tok)
 
     cases = [
         (with_(), 0, ""),
@@ -418,10 +424,7 @@ def test_scalar_operands_through_the_emitted_aclnn_layer(examples_gen):
     assert base[k["min"]] == f"float32:{(-0.5).hex()}" and base[k["max"]] == f"float32:{0.75.hex()}"
 
     def with_(**tok):
-        t = list(base)
-        for n, v in tok.items():
-            t[k[n]] = v
-        return t
+        return _with_tokens(base, k, **tok)
 
     cases = [
         (with_(), 0, "", {"minVal": -0.5, "maxVal": 0.75}),

@@ -190,17 +190,14 @@ def test_the_aclnn_layer_refuses_with_canns_code(examples_gen):
     violated rule is 161002 ACLNN_ERR_PARAM_INVALID with the interpreter's message under the public names; a null x1
     is still 161001 first."""
     from opgen.check.aclnn import run_runner
-    from tests.test_aclnn_api import _at, _call
+    from tests.test_aclnn_api import _at, _call, _with_tokens
 
     m, runner, base, _ = _call(QBMM, {"M": 5, "K": 40, "N": 7}, attrs={"transpose_x2": True}, gen_dir=examples_gen)
     k = {n: _at(m, n) for n in ("x1", "offset", "pertokenScaleOptional", "transposeX1", "transposeX2", "out")}
     assert base[k["transposeX2"]] == "1" and base[k["offset"]] == "null"
 
     def with_(**tok):
-        t = list(base)
-        for n, v in tok.items():
-            t[k[n]] = v
-        return t
+        return _with_tokens(base, k, **tok)
 
     cases = [
         (with_(), 0, "", "27"),
