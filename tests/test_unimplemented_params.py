@@ -158,6 +158,23 @@ def test_declaration_errors(tmp_path, decl, want):
     assert want in str(ei.value) and "acc.py:6" in str(ei.value), str(ei.value)
 
 
+@pytest.mark.parametrize("decl,out,want", [
+    ('(U,) = spec.dtype_vars("U")\nspec.attr("a", int, dtype_of=U)', 'T, [H])', "dtype_of=U is not a column of "
+     "the dtype table"),
+    ('spec.input("w", T, [H], optional=True)\nspec.attr("a", int, dtype_of=T)', 'f32, [H])',
+     "dtype_of=T, but no required input or output has dtype T"),
+])
+def test_dtype_attribute_errors_at_its_line(tmp_path, decl, out, want):
+    """A dtype attribute whose variable is no column of the table, or types no required tensor (the aclnn layer
+    would have no tensor to read the ge::DataType from), is a SpecError at the attribute's line."""
+    f = tmp_path / "dt.py"
+    f.write_text(HEAD + decl + '\nspec.output("y", ' + out + '\nspec.dtypes((T,), [(f16,)])\n\n@spec.body\n'
+                 'def _(b, x, **kw):\n    return {"y": x}\n')
+    with pytest.raises(OpgenError) as ei:
+        load_spec(str(f))
+    assert want in str(ei.value) and "dt.py:7" in str(ei.value), str(ei.value)
+
+
 def test_signature_errors_of_dtype_and_accepted_attributes(tmp_path):
     """A dtype attribute is not a public parameter (CANN derives it from the tensor); api.fixed of an accepts=
     attribute must fix it at an accepted value."""
