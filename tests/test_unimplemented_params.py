@@ -42,7 +42,8 @@ def _x(m=5, k=40, n=7, seed=0, **extra):
 
 def test_the_header_and_opdef_are_canns():
     """aclnnQuantMatmulV4's parameters in CANN's order and C types; the OpDef's inputs, output and attributes with
-    CANN's names, parameter types and defaults; the header says where dtype comes from."""
+    CANN's names, parameter types and defaults; the header says where dtype comes from and what offset and
+    transposeX2 must be."""
     from opgen.codegen import generate_cached
     from tests.test_aclnn_api import _header_params
 
@@ -59,6 +60,12 @@ def test_the_header_and_opdef_are_canns():
         assert line in opdef
     header = files[f"op_host/op_api/{OpModel(spec).api_snake}.h"]
     assert 'attribute "dtype" is not a parameter: the kernel receives the ge::DataType of out.' in header
+    flat = " ".join(" ".join(ln.removeprefix(" * ").split()) for ln in header.splitlines())   # @param lines unwrapped
+    for want in ('@param [in] offset: optional input "offset", dtype float32, shape [N] or [1]; must be null: not '
+                 'implemented by this kernel (offset of an int8 output).',
+                 '@param [in] transposeX2: attribute "transpose_x2" (bool, default false; must be true: other values '
+                 'are not implemented by this kernel (x2 stored [K, N])).'):
+        assert want in flat, flat   # the caller reads what a call must pass, not only CANN's default
 
 
 def test_the_interpreter_refuses_what_is_not_implemented():
