@@ -42,7 +42,8 @@ def _x(m=5, k=40, n=7, seed=0, **extra):
 
 def test_the_header_and_opdef_are_canns():
     """aclnnQuantMatmulV4's parameters in CANN's order and C types; the OpDef's inputs, output and attributes with
-    CANN's names, parameter types and defaults; the header says where dtype comes from."""
+    CANN's names, parameter types and defaults; the header says where dtype comes from and what offset and
+    transposeX2 must be."""
     from opgen.codegen import generate_cached
     from tests.test_aclnn_api import _header_params
 
@@ -59,6 +60,12 @@ def test_the_header_and_opdef_are_canns():
         assert line in opdef
     header = files[f"op_host/op_api/{OpModel(spec).api_snake}.h"]
     assert 'attribute "dtype" is not a parameter: the kernel receives the ge::DataType of out.' in header
+    flat = " ".join(" ".join(ln.removeprefix(" * ").split()) for ln in header.splitlines())   # @param lines unwrapped
+    for want in ('@param [in] offset: optional input "offset", dtype float32, shape [N] or [1]; must be null: not '
+                 'implemented by this kernel (offset of an int8 output).',
+                 '@param [in] transposeX2: attribute "transpose_x2" (bool, default false; must be true: other values '
+                 'are not implemented by this kernel (x2 stored [K, N])).'):
+        assert want in flat, flat   # the caller reads what a call must pass, not only CANN's default
 
 
 def test_the_interpreter_refuses_what_is_not_implemented():
@@ -156,6 +163,23 @@ def test_declaration_errors(tmp_path, decl, want):
     with pytest.raises(OpgenError) as ei:
         load_spec(str(f))
     assert want in str(ei.value) and "acc.py:6" in str(ei.value), str(ei.value)
+
+
+@pytest.mark.parametrize("decl,out,want", [
+    ('(U,) = spec.dtype_vars("U")\nspec.attr("a", int, dtype_of=U)', 'T, [H])', "dtype_of=U is not a column of "
+     "the dtype table"),
+    ('spec.input("w", T, [H], optional=True)\nspec.attr("a", int, dtype_of=T)', 'f32, [H])',
+     "dtype_of=T, but no required input or output has dtype T"),
+])
+def test_dtype_attribute_errors_at_its_line(tmp_path, decl, out, want):
+    """A dtype attribute whose variable is no column of the table, or types no required tensor (the aclnn layer
+    would have no tensor to read the ge::DataType from), is a SpecError at the attribute's line."""
+    f = tmp_path / "dt.py"
+    f.write_text(HEAD + decl + '\nspec.output("y", ' + out + '\nspec.dtypes((T,), [(f16,)])\n\n@spec.body\n'
+                 'def _(b, x, **kw):\n    return {"y": x}\n')
+    with pytest.raises(OpgenError) as ei:
+        load_spec(str(f))
+    assert want in str(ei.value) and "dt.py:7" in str(ei.value), str(ei.value)
 
 
 def test_signature_errors_of_dtype_and_accepted_attributes(tmp_path):

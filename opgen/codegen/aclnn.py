@@ -1001,7 +1001,8 @@ class AclnnPlan:
         return _wrap(text, 110)
 
     def _param_doc(self, a) -> dict:
-        """@param line data of public parameter `a`: direction and text (OpDef name, dtype, shape, role)."""
+        """@param line data of public parameter `a`: direction and text (OpDef name, dtype, shape, role; the rule of
+        a value or input the kernel does not implement, AttrDecl.accepts_rule / InputDecl.absent_rule)."""
         if a.kind == "int_array":
 
             return {"cpp": a.cpp, "dir": "in", "text": f"host array of int64 equal to {shape_str(dims_of(a.entry))} "
@@ -1019,9 +1020,11 @@ class AclnnPlan:
             extra += f", {at.bound_text()}" if at.bounds else ""
             dflt = f", default {lit(at.default)}" if at.default is not None else ", required"
             bind = f", equals dim {at.dim.name}" if at.dim is not None else ""
+            bind += f"; {at.accepts_rule()}" if at.accepts is not None else ""   # what a call must pass (161002)
             if a.enum is not None:
                 pairs = ", ".join(f"{k} = {c_string(v)}" for k, v in a.enum)
-                return {"cpp": a.cpp, "dir": "in", "text": f"index of attribute \"{at.name}\" (string): {pairs}"}
+                return {"cpp": a.cpp, "dir": "in", "text": f"index of attribute \"{at.name}\" (string): {pairs}"
+                        + (f" ({bind.removeprefix('; ')})" if at.accepts is not None else "")}
             held = f"scalar holding attribute \"{at.name}\" (read as {at.type.__name__}" if a.scalar else \
                 f"attribute \"{at.name}\" ({'list of int64 (aclIntArray)' if at.type is LIST_INT else at.type.__name__}"
             dflt = ", required" if a.scalar else dflt   # a null scalar is refused; no default applies
@@ -1036,7 +1039,7 @@ class AclnnPlan:
             cast = f", cast to {self._dtype_doc(p.decl.dtype)} for the kernel"
         return {"cpp": a.cpp, "dir": "in", "text": f"{'optional ' if p.optional else ''}"
                 f"{'host array' if p.decl.host else 'input'} \"{p.name}\", {self._dtype_doc(a.dtype)}{cast}, "
-                f"shape {p.decl.shape_text()}"}
+                f"shape {p.decl.shape_text()}{'; ' + p.decl.absent_rule() if p.decl.absent_only else ''}"}
 
     def _cast_target(self, a) -> str:
         """C++ op::DataType the kernel takes for input `a`, whose public dtype differs (api.param(dtype=)): the

@@ -730,8 +730,8 @@ class OpSpec:
         holds, as CANN's `dtype` attribute names the output dtype (DT_BF16 27, DT_FLOAT16 1): the interpreter binds
         the variable from a given value (refusing a value no dtype row binds it to, or one contradicting its other
         binding) and passes the variable's code otherwise; the public aclnn API leaves it out (CANN derives it from
-        the tensor's dtype) and passes the code of the dtype it checked. docs/design.md "Parameters a kernel does
-        not implement". Raises SpecError."""
+        the tensor's dtype) and passes the code of the dtype it checked, so a required input or output must be
+        typed by the variable. docs/design.md "Parameters a kernel does not implement". Raises SpecError."""
         loc = _loc()
         if dtype_of is not None:
             if not isinstance(dtype_of, DTypeVar) or dtype_of.name not in self.dtype_vars_:
@@ -1565,6 +1565,12 @@ class OpSpec:
             if a.dtype_of not in [c.name for c in self.dtype_table or ()]:
                 raise spec_error(a.loc, f"attribute {a.name}: dtype_of={a.dtype_of} is not a column of the dtype "
                                  "table", f"add a {a.dtype_of} column to spec.dtypes(...)", arg="dtype_of")
+            if not any(isinstance(t.dtype, DTypeVar) and t.dtype.name == a.dtype_of and not t.optional
+                       for t in self.inputs + self.outputs):   # the aclnn layer reads the code from that tensor
+                raise spec_error(a.loc, f"attribute {a.name}: dtype_of={a.dtype_of}, but no required input or "
+                                 f"output has dtype {a.dtype_of}", "type a required input or output by "
+                                 f"{a.dtype_of} (the emitted aclnn layer passes that tensor's ge::DataType)",
+                                 arg="dtype_of")
             a.choices = tuple(dict.fromkeys(r[a.dtype_of].ge_code for r in self.dtype_rows))
         names = [i.name for i in self.inputs] + [a.name for a in self.attrs]
         blamed = [(r.loc, r.param, (1, "param")) for r in self.relations]
