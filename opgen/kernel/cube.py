@@ -69,6 +69,7 @@ family when their packages are imported (the kernel stage must not import later 
 
 from __future__ import annotations
 
+import re
 from dataclasses import dataclass, field, replace
 
 from opgen.ir.dims import Constraint, Fn, Lit, Prod, Sym, Variadic
@@ -1262,7 +1263,8 @@ def _vector_part(lay: GemmLayout, prog: EpiProgram, lets: tuple, out_t: str, off
         is_row = i.space == "row"
         r = row if is_row else Lit(0)
         # an instruction reading no column row runs over the whole pass at once when its rows touch (nt = baseN)
-        reads = [x for x in stats if i.arg == f"st_{x}" or i.arg and f"st_{x}" in str(i.arg)]   # per-row scalars
+        # the per-row scalars it reads: st_<name> as a whole word (st_v6 is not read by an argument naming st_v60)
+        reads = [x for x in stats if i.arg and re.search(rf"\bst_{re.escape(x)}\b", str(i.arg))]
         flat = is_row and not any(is_col(x) for x in i.srcs) and not reads
         nt = S("cnt") if flat else S("nt")
         if i.kind == "cast_in" and load_t[i.gm] not in (OPERAND_T,) + FIXED16:   # a variable that may be f32

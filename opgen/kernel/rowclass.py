@@ -593,7 +593,9 @@ class _Printer:
         halving: with f = k // 2, rows [0, f) of `tmp` = src rows [0, f) op rows [k - f, k) (one instruction over f
         rows); where tmp is not src and k is odd the middle row goes into the column row at once; then rows [0, f')
         op= rows [m - f', m) of tmp while m > 1 rows are left (f' = m // 2), then the column row op= tmp's row 0:
-        1 + ceil(log2 k) + 1 dependent instructions where the row-by-row loop issues k (k = 1: one). The sum adds in
+        ceil(log2 k) + 1 dependent instructions (k = 4: 3, k = 6: 4), where tmp is not src and k is odd
+        3 + ceil(log2 (k // 2)) with the middle row's (k = 5: 4, k = 7: 5), where the row-by-row loop issues k (k = 1:
+        one). The sum adds in
         another order than the row loop (docs/reference/kernel_cost.md §4: a column sum by halving); Max / Min
         accumulations are left to the row loop (their NaN rules need not commute)."""
         rs, k = Sym("rowStride_"), Sym("k")
