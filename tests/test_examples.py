@@ -912,12 +912,23 @@ def test_cross_entropy_targets_out_of_range_stop_the_kernel(examples_gen):
     r = run_check(str(EX / "cross_entropy_loss.py"), {"input": x, "target": t2, "weight": w}, {"reduction": "none"},
                   dtypes={"T": "float32"}, gen_dir=examples_gen, progress=False)
     assert r.passed and not r.faults
-    # a non-integer ignore_index matches no target: every row counts (the per-row .ne is exact, not |t - 0.5|)
+    # ignore_index is int64: 2^24 + 1 rounds to 2^24 in fp32 and matches no target (C <= 2^24 keeps the targets
+    # exact), so every row counts; a valid class as ignore_index drops exactly its rows (torch, float64); the C++
+    # TilingFunc (emu) and its Python twin (kir) round the attribute alike
+    import torch
+
     t3 = np.where(t2 < 0, 0, t2)
-    r = run_check(str(EX / "cross_entropy_loss.py"), {"input": x, "target": t3, "weight": w},
-                  {"reduction": "none", "ignore_index": 0.5}, dtypes={"T": "float32"}, gen_dir=examples_gen,
-                  progress=False)
-    assert r.passed and not r.faults and np.all(_f(r.arrays["loss"]) > 0)
+    for skip, engine in ((2 ** 24 + 1, "emu"), (2 ** 24 + 1, "kir"), (-2 ** 63, "emu"), (int(t3[0]), "emu"),
+                         (int(t3[0]), "kir")):
+        r = run_check(str(EX / "cross_entropy_loss.py"), {"input": x, "target": t3, "weight": w},
+                      {"reduction": "none", "ignore_index": skip}, dtypes={"T": "float32"}, gen_dir=examples_gen,
+                      progress=False, engine=engine)
+        want = torch.nn.functional.cross_entropy(torch.tensor(x, dtype=torch.float64), torch.tensor(t3),
+                                                 weight=torch.tensor(w, dtype=torch.float64), reduction="none",
+                                                 ignore_index=skip).numpy()
+        assert r.passed and not r.faults, skip
+        np.testing.assert_allclose(_f(r.arrays["loss"]), want, rtol=1e-5, atol=1e-6)
+        assert np.all((_f(r.arrays["loss"]) == 0) == (t3 == skip)), skip
 
 
 @pytest.mark.parametrize("n, c, dtype, strategy", [

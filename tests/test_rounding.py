@@ -494,3 +494,23 @@ def test_transposed_inputs_round_like_contiguous_ones(dt, mode):
         want = round_float(np.ascontiguousarray(m), dt, mode).astype(np.float64)
         np.testing.assert_array_equal(got, want)
         np.testing.assert_array_equal(got, ref_round(np.ascontiguousarray(m), dt, mode))
+
+
+def test_an_int_attribute_rounds_once_to_fp32():
+    """An int attribute a rows kernel reads travels as its value rounded once to fp32, ties to even
+    (opgen.tiling.emit.int_float_bits; docs/design.md "Rows family: integer attributes"). Values by the IEEE-754
+    rule worked by hand: 2^24 + 1 is a tie between 2^24 and 2^24 + 2 (even mantissa: 2^24); 2^24 + 3 ties up to
+    2^24 + 4; 2^53 + 2^29 + 1 lies above the midpoint of 2^53 and 2^53 + 2^30 and rounds up, where rounding
+    through double first would make it the tie 2^53 + 2^29 and give 2^53."""
+    from opgen.tiling.emit import int_float_bits
+
+    def bits(sign, exp, frac):   # sign, unbiased exponent, 23-bit fraction
+        return (sign << 31) | ((exp + 127) << 23) | frac
+
+    assert int_float_bits(-100) == bits(1, 6, 0x480000)          # -1.5625 * 2^6
+    assert int_float_bits(0) == 0
+    assert int_float_bits(2 ** 24 + 1) == bits(0, 24, 0)
+    assert int_float_bits(2 ** 24 + 3) == bits(0, 24, 2)
+    assert int_float_bits(2 ** 53 + 2 ** 29 + 1) == bits(0, 53, 1)
+    assert int_float_bits(-2 ** 63) == bits(1, 63, 0)
+    assert int_float_bits(2 ** 63 - 1) == bits(0, 63, 0)         # rounds up to 2^63

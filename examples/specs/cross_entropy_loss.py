@@ -16,8 +16,9 @@ The target is one int64 index per row: the kernel reads it on the scalar unit, c
 ignored index (the spec's device check: Trap() otherwise; the aclnn layer cannot read device data) and picks
 log_prob[n, target[n]] and weight[target[n]] by comparing the row's lane indices (CreateVecIndex) with it. An
 ignored row gathers at class 0 and is multiplied by 0 (a row whose log_prob there is -inf would give NaN, not 0).
-ignore_index is a float attribute here (CANN: int64; the rows kernel reads float attributes), compared exactly for
-integers below 2^24.
+ignore_index is CANN's int64 (OpDef Int, aclnn int64_t): the kernel reads it as its value rounded once to fp32 and
+compares it with the target read as fp32, which is exact for any int64 ignore_index while C <= 2^24 (docs/design.md
+"Rows family: integer attributes").
 """
 
 from opgen.dsl import A2, A3, OpSpec, api, bf16, f16, f32, i64
@@ -33,7 +34,7 @@ spec.input("target", i64, [N])
 spec.input("weight", f32, [C], optional=True, doc="weightOptional: per-class weights; absent = ones")
 spec.attr("reduction", str, "mean", choices=("none", "mean", "sum"), accepts=("none",),
           unsupported="a reduced [1] loss")
-spec.attr("ignore_index", float, -100.0, doc="a target value that contributes no loss (an integer)")
+spec.attr("ignore_index", int, -100, doc="a target value that contributes no loss (an integer)")
 spec.attr("label_smoothing", float, 0.0, doc="epsilon: the target's share 1 - epsilon, every class's epsilon / C")
 spec.attr("lse_square_scale_for_zloss", float, 0.0, accepts=(0.0,), unsupported="the z-loss")
 spec.attr("return_zloss", bool, False, accepts=(False,), unsupported="the z-loss")
@@ -59,7 +60,7 @@ def _targets_in_range(arrays, env, attrs):
     bad = ((t < 0) | (t >= c)) & (t != skip)
     if bad.any():
         n = int(bad.nonzero()[0][0])
-        return f"target[{n}] = {int(t[n])} is outside [0, {c}) and is not ignore_index {skip:g}"
+        return f"target[{n}] = {int(t[n])} is outside [0, {c}) and is not ignore_index {skip}"
     return None
 
 
@@ -71,7 +72,7 @@ def _(b, input, target, weight, reduction, ignore_index, label_smoothing, lse_sq
     x = input.f32()
     z = x - x.max(-1)
     lp = z - b.log(b.exp(z).sum(-1).broadcast_to([N, C]))
-    keep = target.f32().ne(ignore_index).cast(i64)
+    keep = target.ne(ignore_index).cast(i64)
     t = target * keep                       # an ignored row reads class 0, then counts 0
     picked = b.gather(lp, t, axis=1)
     every = (lp if weight is None else lp * weight).sum(-1, keepdims=False)

@@ -6,8 +6,8 @@ absent: 1), and 0 on a row whose target is ignoreIndex.
 
 The second term is a scatter-add along the row (one index per row): the kernel checks 0 <= target < C (Trap()
 otherwise), compares the row's lane indices (CreateVecIndex) with the target and selects s_n there. Not declared
-here: reduction 'mean' / 'sum' (a 0-d gradLoss), the z-loss gradient inputs. ignoreIndex is a
-float attribute here (CANN: int64).
+here: reduction 'mean' / 'sum' (a 0-d gradLoss), the z-loss gradient inputs. ignoreIndex is
+CANN's int64, read by the kernel as fp32 (exact while C <= 2^24: docs/design.md "Rows family: integer attributes").
 """
 
 from opgen.dsl import A2, A3, OpSpec, bf16, f16, f32, i64
@@ -22,7 +22,7 @@ spec.input("gradLoss", T, [N])
 spec.input("logProb", T, [N, C])
 spec.input("target", i64, [N])
 spec.input("weight", f32, [C], optional=True, doc="weightOptional: per-class weights; absent = ones")
-spec.attr("ignoreIndex", float, -100.0, doc="a target value whose row gets no gradient (an integer)")
+spec.attr("ignoreIndex", int, -100, doc="a target value whose row gets no gradient (an integer)")
 spec.attr("labelSmoothing", float, 0.0, doc="epsilon of the forward: the target's share 1 - epsilon, every class's "
           "epsilon / C")
 spec.output("xGrad", T, [N, C])
@@ -36,7 +36,7 @@ def _targets_in_range(arrays, env, attrs):
     bad = ((t < 0) | (t >= c)) & (t != skip)
     if bad.any():
         n = int(bad.nonzero()[0][0])
-        return f"target[{n}] = {int(t[n])} is outside [0, {c}) and is not ignoreIndex {skip:g}"
+        return f"target[{n}] = {int(t[n])} is outside [0, {c}) and is not ignoreIndex {skip}"
     return None
 
 
@@ -45,7 +45,7 @@ spec.check("target", _targets_in_range, on="device")
 
 @spec.body
 def _(b, gradLoss, logProb, target, weight, ignoreIndex, labelSmoothing):
-    keep = target.f32().ne(ignoreIndex).cast(i64)
+    keep = target.ne(ignoreIndex).cast(i64)
     t = target * keep                       # an ignored row reads class 0, then counts 0
     g = gradLoss.f32() * keep.f32()
     p = b.exp(logProb.f32())

@@ -5,8 +5,8 @@ whose target is not ignoreIndex (0-d outputs).
 Each row's term is a gather along the row by its int64 target (checked 0 <= target < C on the device: Trap()
 otherwise), and the two sums over the rows are reductions of per-row values to one element (each core's rows
 summed in lane 0 of a column row, the cores' partials added in core order). Not declared here: reduction 'none'
-(an [N] output) and 'mean' (out / totalWeight: the rows family finishes one reduction at a time). ignoreIndex is a
-float attribute here (CANN: int64).
+(an [N] output) and 'mean' (out / totalWeight: the rows family finishes one reduction at a time). ignoreIndex is
+CANN's int64, read by the kernel as fp32 (exact while C <= 2^24: docs/design.md "Rows family: integer attributes").
 """
 
 from opgen.dsl import A2, A3, OpSpec, bf16, f16, f32, i64
@@ -20,7 +20,7 @@ C = spec.dim("C", max=131072)
 spec.input("self", T, [N, C])
 spec.input("target", i64, [N])
 spec.input("weight", T, [C])
-spec.attr("ignoreIndex", float, -100.0, doc="a target value whose row counts nothing (an integer)")
+spec.attr("ignoreIndex", int, -100, doc="a target value whose row counts nothing (an integer)")
 spec.output("out", T, [])
 spec.output("totalWeight", T, [])
 spec.dtypes((T,), [(f32,), (f16,), (bf16,)])
@@ -33,7 +33,7 @@ def _targets_in_range(arrays, env, attrs):
     bad = ((t < 0) | (t >= c)) & (t != skip)
     if bad.any():
         k = int(bad.nonzero()[0][0])
-        return f"target[{k}] = {int(t[k])} is outside [0, {c}) and is not ignoreIndex {skip:g}"
+        return f"target[{k}] = {int(t[k])} is outside [0, {c}) and is not ignoreIndex {skip}"
     return None
 
 
@@ -42,7 +42,7 @@ spec.check("target", _targets_in_range, on="device")
 
 @spec.body
 def _(b, self, target, weight, ignoreIndex):
-    keep = target.f32().ne(ignoreIndex).cast(i64)
+    keep = target.ne(ignoreIndex).cast(i64)
     t = target * keep                       # an ignored row reads class 0, then counts 0
     w = b.gather(weight.f32(), t, axis=0) * keep.f32()
     loss = -(b.gather(self.f32(), t, axis=1) * w)

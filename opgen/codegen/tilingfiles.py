@@ -56,6 +56,10 @@ def emit_tiling(spec, prog, inputs_map: dict, doc: str, fits_fail: str = "") -> 
             index = [a.name for a in spec.attrs].index(how[1])
             default = spec.attrs[index].default
             reads.append((name, f"AttrFloatBits(context, {index}, {float_bits(default)})"))
+        elif isinstance(how, tuple) and how[0] == "attr_int_bits":
+            index = [a.name for a in spec.attrs].index(how[1])
+            default = spec.attrs[index].default
+            reads.append((name, f"AttrIntFloatBits(context, {index}, {int(default) if default is not None else 0})"))
         elif isinstance(how, tuple) and how[0] == "deterministic":
             reads.append((name, "DeterministicOf(context, 0)"))
         elif isinstance(how, tuple) and how[0] == "form_key":
@@ -102,6 +106,7 @@ def emit_tiling(spec, prog, inputs_map: dict, doc: str, fits_fail: str = "") -> 
         "source": doc,
         "attr_int": any(isinstance(h, tuple) and h[0] == "attr_dim" for h in inputs_map.values())
         or any("AttrInt(" in e for _n, e in reads),
+        "attr_int_float": any(isinstance(h, tuple) and h[0] == "attr_int_bits" for h in inputs_map.values()),
         "deterministic": any(isinstance(h, tuple) and h[0] == "deterministic" for h in inputs_map.values()),
         "attr_list": any(a.type is LIST_INT for a in spec.static_attrs),
         "attr_str": any(a.type is str and len(a.choices) > 1 for a in spec.static_attrs),

@@ -148,6 +148,16 @@ def float_bits(v: float) -> int:
     return struct.unpack("<I", struct.pack("<f", float(v)))[0]
 
 
+def int_float_bits(v: int) -> int:
+    """IEEE-754 single-precision bits of integer `v` (int64 range) rounded once to fp32, to nearest with ties to even
+    (as C++'s static_cast<float>(int64_t) on the host and AscendC's Cast int64 -> fp32 with CAST_RINT): how an int
+    attribute a rows kernel reads travels in the tiling data (docs/design.md "Rows family: integer attributes"). Not
+    float_bits(float(v)), which rounds twice (to double, then to fp32). Raises OverflowError outside int64."""
+    import numpy as np
+
+    return int(np.array([v], dtype=np.int64).astype(np.float32).view(np.uint32)[0])
+
+
 def _attr_value(spec, name: str, attrs: dict | None):
     """Value of attribute `name` in `attrs`, else its declared default."""
     a = next(a for a in spec.attrs if a.name == name)
@@ -233,6 +243,8 @@ def program_inputs(spec, prog, inputs_map: dict, env: dict, dtypes: dict, platfo
             vals[name] = attr_key(spec, attrs or {})
         elif isinstance(how, tuple) and how[0] == "attr_bits":
             vals[name] = float_bits(_attr_value(spec, how[1], attrs))
+        elif isinstance(how, tuple) and how[0] == "attr_int_bits":
+            vals[name] = int_float_bits(_attr_value(spec, how[1], attrs))
         elif isinstance(how, tuple) and how[0] == "attr_dim":
             vals[name] = int(env[how[2]])  # the dim the integer attribute binds (spec.attr(..., dim=...))
         elif isinstance(how, tuple) and how[0] == "by_attr_key":

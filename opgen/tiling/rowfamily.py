@@ -26,9 +26,11 @@ from opgen.tiling.rowkernel import chunk_prefetch, chunkable, row_pool_bound, pr
 
 def rows_tiling(spec, lowered, counts):
     """The Tiling of a rows kernel: opgen.tiling.rowkernel's program for `counts`, its inputs read from the layout's
-    extents, the dtype variables, the float attributes the programs use and the dim fields of the views; builds
-    each variant's Kernel IR class into lowered.extra["variants"]. Raises Unsupported for a runtime attribute the
-    kernel reads that is not a float, SpecError when a buffer plan cannot be proven to fit."""
+    extents, the dtype variables, the runtime attributes the programs use (a float attribute's IEEE-754 bits; an int
+    attribute's value rounded once to fp32, its bits: the rows kernel reads integers as fp32, exact below 2^24, docs/design.md
+    "Rows family: integer attributes") and the dim fields of the views; builds each variant's Kernel IR class into
+    lowered.extra["variants"]. Raises Unsupported for a runtime attribute the kernel reads that is neither a float
+    nor an int, SpecError when a buffer plan cannot be proven to fit."""
     lay = lowered.layout
     variants = variants_of(spec, lowered)
     dims = DimFields(lay)
@@ -47,17 +49,18 @@ def rows_tiling(spec, lowered, counts):
     attrs = sorted({a for v in variants for i in rowprog.all_instrs(v.prog) for a in rowprog.attr_names(i.arg)})
     decl = {a.name: a for a in spec.attrs}
     for a in attrs:
-        if decl[a].type is not float:
+        if decl[a].type not in (float, int):
             raise Unsupported(a, decl[a].loc if hasattr(decl[a], "loc") else "",
                               f"runtime attribute {a} of type {decl[a].type.__name__} inside the kernel; the rows "
-                              f"family takes float attributes")
+                              f"family takes float and int attributes")
+    ints = frozenset(a for a in attrs if decl[a].type is int)
     dvars = tuple(c.name for c in spec.dtype_table)
     extra = tuple((n, f"{doc}: {e}") for n, e, doc in dims.items())
     # shape forms lowering to different classes: the form key is a digit of the tiling key (one class per key)
     forms = form_key_count(spec) if lowered.extra.get("form_key") else 1
     doc = f"Tiling of {spec.name}: rows family, {lay.text()}; ROW_SPLIT / COL_SPLIT."
     overlap = _overlap(variants)
-    prog, plans = program(spec.name, counts, dvars, tuple(attrs), extra, overlap=overlap, forms=forms)
+    prog, plans = program(spec.name, counts, dvars, tuple(attrs), extra, overlap=overlap, forms=forms, int_attrs=ints)
     inputs = {"rows": lay.rows_extent(), "seq": lay.seq_extent(), "batch": lay.batch_extent(),
               "hidden": lay.hidden_extent(), "dtypeKey": ("dtype_key",), "attrKey": ("attr_key",),
               "coreNum": ("platform", "coreNum"), "ubBytes": ("platform", "ubBytes")}
@@ -75,8 +78,8 @@ def rows_tiling(spec, lowered, counts):
                 inputs[name] = ("by_attr_key", picks)
     for v in dvars:
         inputs[f"{v}Bytes"] = ("bytes", v)
-    for a in attrs:
-        inputs[f"{a}Attr"] = ("attr_bits", a)
+    for a in attrs:   # an int attribute as its value rounded once to fp32, as the rows kernel reads integers
+        inputs[f"{a}Attr"] = ("attr_bits", a) if decl[a].type is float else ("attr_int_bits", a)
     for n, e, _doc in dims.items():
         inputs[f"{n}Dim"] = e
     if forms > 1:
@@ -92,7 +95,7 @@ def rows_tiling(spec, lowered, counts):
                                                           for ak, used in sorted(users.items())))
     if streamable(counts):
         prog, plans, proven = with_streaming(spec, inputs, prog, plans, lambda: program(
-            spec.name, counts, dvars, tuple(attrs), extra, stream=True, overlap=overlap, forms=forms))
+            spec.name, counts, dvars, tuple(attrs), extra, stream=True, overlap=overlap, forms=forms, int_attrs=ints))
         if proven is None:   # the spec's rows can outgrow UB: every class has COL_STREAM
             doc = doc.removesuffix("; ROW_SPLIT / COL_SPLIT.") + "; ROW_SPLIT / COL_SPLIT / COL_STREAM."
             for v in variants:

@@ -327,13 +327,15 @@ def with_streaming(spec, inputs: dict, prog, plans: dict, streaming) -> tuple:
 
 def program(name: str, c: RowCounts, dvars: tuple[str, ...], float_attrs: tuple[str, ...] = (),
             extra: tuple[tuple[str, str], ...] = (), stream: bool = False,
-            overlap: tuple | None = None, forms: int = 1) -> tuple[TilingProgram, dict]:
+            overlap: tuple | None = None, forms: int = 1, int_attrs: frozenset = frozenset()
+            ) -> tuple[TilingProgram, dict]:
     """The tiling program of rows kernel `name` (module docstring) for counts `c`, and its buffer plans
     {strategy: [Buffer]}. With `stream` (only when `streamable(c)`; raises ValueError otherwise) the program has a
     third strategy, COL_STREAM, chosen when neither a row nor a core's resident slice of one row fits UB.
 
     Inputs: rows, seq, batch, hidden (from the layout), `<var>Bytes` per dtype variable in `dvars`, dtypeKey,
-    attrKey, coreNum, ubBytes, one `<attr>Attr` per float attribute (its IEEE-754 bits, copied to the tiling field
+    attrKey, coreNum, ubBytes, one `<attr>Attr` per runtime attribute in `float_attrs` (its fp32 IEEE-754 bits; of
+    those in `int_attrs`, the int value rounded once to fp32; copied to the tiling field
     `<attr>Bits` the kernel decodes) and one `<name>Dim` input per `extra` (name, doc), copied to the field `name`
     (view strides, pitches and offsets, leading extents: opgen.kernel.rowclass). `overlap`: (a, b, s), where ROW_SPLIT's
     Compute frees its row inputs, allocates its row outputs and last waits for PIPE_V on the scalar unit
@@ -355,7 +357,10 @@ def program(name: str, c: RowCounts, dvars: tuple[str, ...], float_attrs: tuple[
         key = (ak * forms + fk, f"(attrKey * {forms} + formKey)")
     cores = p.input("coreNum", "AIV cores of the platform")
     ub = p.input("ubBytes", "UB bytes per AIV core")
-    attrs = [p.input(f"{a}Attr", f"IEEE-754 bits of the float attribute {a}") for a in float_attrs]
+    attrs = [(p.input(f"{a}Attr", f"IEEE-754 bits of the int attribute {a} rounded to fp32" if a in int_attrs
+                      else f"IEEE-754 bits of the float attribute {a}"),
+              f"IEEE-754 bits of {a} (int, rounded once to float)" if a in int_attrs
+              else f"IEEE-754 bits of {a} (float)") for a in float_attrs]
     extras = [(p.input(f"{n}Dim", d), n, d) for n, d in extra]
 
     def bytes_of(d: str):
@@ -678,13 +683,14 @@ def _tiling_key(p, key: tuple, dk, strategy) -> None:
 
 
 def _tail_fields(p, S, B, H, R, float_attrs, attrs, extras) -> None:
-    """The fields every rows tiling ends with: the extents, the float attributes' bits, the view dims."""
+    """The fields every rows tiling ends with: the extents, the runtime attributes' fp32 bits (`attrs`: (input,
+    field doc) per name of `float_attrs`), the view dims."""
     p.let("seqLen", S + 0, "rows per batch", True)
     p.let("batchNum", B + 0, "batches", True)
     p.let("hiddenDim", H + 0, "elements of a row", True)
     p.let("rowNum", R + 0, "rows", True)
-    for a, v in zip(float_attrs, attrs):
-        p.let(f"{a}Bits", v + 0, f"IEEE-754 bits of {a} (float)", True)
+    for a, (v, doc) in zip(float_attrs, attrs):
+        p.let(f"{a}Bits", v + 0, doc, True)
     for v, n, d in extras:
         p.let(n, v + 0, d, True)
 
