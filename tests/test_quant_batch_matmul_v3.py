@@ -21,8 +21,9 @@ SPEC = ROOT / "examples" / "specs" / "quant_batch_matmul_v3.py"
 ATTRS = {"transpose_x2": True}   # x2 stored [N, K]: the one layout the example implements (CANN's default is false)
 
 
-def _spec(tmp_path, body: str, x2: str = "[N, K]", out: str = "i32", scale: str | None = None) -> str:
-    """A spec file of int8 x1 [M, K], x2 `x2`, output y `out` [M, N] whose body returns `body` (x1, x2 in scope;
+def _spec(tmp_path, body: str, x2: str = "[N, K]", out: str = "i32", scale: str | None = None,
+          x1: str = "[M, K]") -> str:
+    """A spec file of int8 x1 `x1`, x2 `x2`, output y `out` [M, N] whose body returns `body` (x1, x2 in scope;
     with `scale`, a dtype name, also an input scale of that dtype [N])."""
     p = tmp_path / "int8_mm.py"
     scale_decl = f'spec.input("scale", {scale}, [N])' if scale else ""
@@ -33,7 +34,7 @@ def _spec(tmp_path, body: str, x2: str = "[N, K]", out: str = "i32", scale: str 
         M = spec.dim("M", max=65535)
         K = spec.dim("K", max=65535)
         N = spec.dim("N", max=65535)
-        spec.input("x1", i8, [M, K])
+        spec.input("x1", i8, {x1})
         spec.input("x2", i8, {x2})
         {scale_decl}
         spec.output("y", {out}, [M, N])
@@ -89,15 +90,15 @@ def test_the_int32_sums_are_fixpipes_output_on_the_kernel_ir(tmp_path):
 
 @pytest.mark.parametrize("body,x2,why", [
     ("b.matmul(x1, x2, transpose_b=True)", "[N, K]", "written b.matmul(x1.cast(i32), x2.cast(i32))"),
-    ("b.matmul(x1.cast(i32), x2.cast(i32))", "[K, N]", "int8 operands B [K, N]"),
+    ("b.matmul(x1.cast(i32), x2.cast(i32), transpose_a=True)", "[K, N]", "int8 operands A transposed"),
     ("b.matmul(x1.cast(i32), x2.cast(i32), transpose_b=True).cast(bf16)", "[N, K]",
      "converted to f32 once"),
 ])
 def test_int8_forms_the_cube_does_not_lower_are_refused_naming_the_rule(tmp_path, body, x2, why):
-    """A plain int8 matmul (an int8 result), an int8 B [K, N] (a transposing load of int8 fractals) and an int32
+    """A plain int8 matmul (an int8 result), an int8 Aᵀ (a transposing load into L0A, not lowered) and an int32
     result cast straight to bf16 are refused, each naming the rule."""
     path = _spec(tmp_path, body, x2, "i32" if "cast(bf16)" not in body and "x1, x2," not in body else
-                 "bf16" if "bf16" in body else "i8")
+                 "bf16" if "bf16" in body else "i8", x1="[K, M]" if "transpose_a" in body else "[M, K]")
     with pytest.raises(NoKernel, match=re.escape(why)):
         kernel_build(load_spec(path))
 
