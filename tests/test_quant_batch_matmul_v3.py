@@ -5,6 +5,7 @@ NumPy written here: int64 matmul for the int32 sums, float64 (x1 @ x2ᵀ) * scal
 
 from __future__ import annotations
 
+import itertools
 import re
 import textwrap
 from pathlib import Path
@@ -176,11 +177,12 @@ def test_the_example_layout_int8_fractals_and_the_epilogue():
         assert kn == (lets["nPad"] == K.Fn("align_up", (K.Sym("nt"), K.Lit(32))))
     plat = dataclasses.replace(next(p for p in PLATFORMS.values() if p.aiv == 48 and p.arch == "dav-2201"), aic=3,
                                aiv=6)
-    for m, k, n in ((125, 1999, 111), (16, 65535, 16), (33, 50, 45)):
+    for (m, k, n), tx2 in itertools.product(((125, 1999, 111), (16, 65535, 16), (33, 50, 45)), (False, True)):
         v = u.tiling.program.evaluate(program_inputs(spec, u.tiling.program, u.tiling.inputs,
-                                                     {"M": m, "K": k, "N": n}, {}, plat, None))
+                                                     {"M": m, "K": k, "N": n}, {}, plat, {"transpose_x2": tx2}))
         assert v["kSplit"] == 1 and v["baseK"] % 32 == 0 and v["baseKL1"] % 32 == 0 and v["fits"] == 1
-        assert v["baseN"] % 32 == 0
+        # whole int8 squares in L0B rows for x2 [K, N]; the [N, K] class keeps its 16-aligned blocks
+        assert v["baseN"] == min(256, -(-n // (16 if tx2 else 32)) * (16 if tx2 else 32))
 
 
 @pytest.mark.parametrize("tx2", [True, False])
