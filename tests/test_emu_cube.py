@@ -84,7 +84,7 @@ def run_mm(bins, tmp_path, dt, ot, m, n, k, ta, tb, kt, nt, bd, mm, a=None, b=No
     if b is None:
         b = rng.normal(0, 1, (k, n)).astype(NPT[dt])
     a_st = a.T.copy() if ta == "T" else a
-    b_st = b if tb in ("N", "X") else b.T.copy()
+    b_st = b if tb in ("N", "X", "W") else b.T.copy()
     fin, fout = tmp_path / f"in_{ot}.bin", tmp_path / f"out_{ot}.bin"
     fin.write_bytes(np.ascontiguousarray(a_st).tobytes() + np.ascontiguousarray(b_st).tobytes())
     args = [dt, ot, m, n, k, ta, tb, kt, nt, bd, mm, fin, fout]
@@ -176,10 +176,25 @@ def test_int8_matmul_accumulates_exactly_in_int32(bins, tmp_path, case):
     assert rep["gm"]["b"] == (k * n, 0) and rep["gm"]["c"] == (0, m * n * 4)
 
 
-def test_int8_b_stored_k_by_n_needs_a_transposing_load_which_faults(bins, tmp_path):
-    """An int8 B stored [k, n] would need its fractals transposed on the way to L0B; LoadData's ifTranspose moves 2-byte
-    16 x 16 fractals only (the device transposes int8 with LoadDataWithTranspose, not emulated): the emulation faults
-    rather than transposing 1-byte fractals it has no definition for."""
+@pytest.mark.parametrize("case", sorted(INT8_CASES))
+def test_int8_b_stored_k_by_n_through_load_data_with_transpose(bins, tmp_path, case):
+    """int8 A [m, k] x B stored [k, n]: B's L1 NZ (ceil32(kt) rows per 32-column piece) moved to L0B by
+    LoadDataWithTranspose, each 32 x 32 int8 square transposed into two ZN fractals (asc-devkit load_data_l12l0's
+    int8 B case: repeats along n, srcStride ceil32(k) / 32 squares, dstGap 1, dstFracGap 0), Mmad n = ceil32(nt):
+    equal to NumPy's int64 matmul, element for element, with k and n tails."""
+    m, n, k, kt, nt, bd, mm = INT8_CASES[case]
+    rng = np.random.default_rng(12)
+    a = rng.integers(-128, 128, (m, k)).astype(np.int8)
+    b = rng.integers(-128, 128, (k, n)).astype(np.int8)
+    b[-1, -1], a[-1, -1] = -128, -128
+    rep, _, _, c = run_mm(bins, tmp_path, "s8", "s32", m, n, k, "N", "W", kt, nt, bd, mm, a=a, b=b)
+    assert rep["ok"], rep["faults"]
+    np.testing.assert_array_equal(c.astype(np.int64), a.astype(np.int64) @ b.astype(np.int64))
+
+
+def test_int8_b_stored_k_by_n_faults_through_loaddata_iftranspose(bins, tmp_path):
+    """LoadData's ifTranspose moves 2-byte 16 x 16 fractals only (an int8 B [k, n] takes LoadDataWithTranspose,
+    above): the emulation faults rather than transposing 1-byte fractals it has no definition for."""
     rng = np.random.default_rng(3)
     a = rng.integers(-128, 128, (16, 64)).astype(np.int8)
     b = rng.integers(-128, 128, (64, 16)).astype(np.int8)
@@ -307,6 +322,9 @@ FAULTS = {
                       "dstNzC0Stride 8"],
     "fixpipe_quant": ["Fixpipe: quantPre NoQuant keeps float but the destination is a 2-byte type"],
     "transpose_float": ["LoadData: ifTranspose needs a 2-byte type"],
+    "transpose_square_half": ["LoadDataWithTranspose: 2-byte elements; the emulation models int8_t / uint8_t"],
+    "transpose_square_gap0": ["LoadDataWithTranspose: dstGap 0 puts the next square's first fractal on this"],
+    "transpose_square_misaligned": ["LoadDataWithTranspose: L0B destination address 32 in L0B is not 512-byte aligned"],
     "aiv_touches_l1": ["[AIV 0] TPipe::InitBuffer(TBuf<A1>): an AIV core has no L1 (TPosition A1)"],
     "aic_touches_ub": ["[AIC 0] TPipe::InitBuffer(TQue<VECIN>): an AIC core has no UB (TPosition VECIN)"],
     "aiv_launch_l0a": ["[core 0] TPipe::InitBuffer(TBuf<A2>): an AIV core has no L0A"],

@@ -5,6 +5,7 @@ NumPy written here: int64 matmul for the int32 sums, float64 (x1 @ x2ᵀ) * scal
 
 from __future__ import annotations
 
+import itertools
 import re
 import textwrap
 from pathlib import Path
@@ -18,11 +19,12 @@ from opgen.tiling.pipeline import kernel_build
 
 ROOT = Path(__file__).resolve().parents[1]
 SPEC = ROOT / "examples" / "specs" / "quant_batch_matmul_v3.py"
-ATTRS = {"transpose_x2": True}   # x2 stored [N, K]: the one layout the example implements (CANN's default is false)
+ATTRS = {"transpose_x2": True}   # x2 stored [N, K] (CANN's default false: x2 [K, N], both implemented)
 
 
-def _spec(tmp_path, body: str, x2: str = "[N, K]", out: str = "i32", scale: str | None = None) -> str:
-    """A spec file of int8 x1 [M, K], x2 `x2`, output y `out` [M, N] whose body returns `body` (x1, x2 in scope;
+def _spec(tmp_path, body: str, x2: str = "[N, K]", out: str = "i32", scale: str | None = None,
+          x1: str = "[M, K]") -> str:
+    """A spec file of int8 x1 `x1`, x2 `x2`, output y `out` [M, N] whose body returns `body` (x1, x2 in scope;
     with `scale`, a dtype name, also an input scale of that dtype [N])."""
     p = tmp_path / "int8_mm.py"
     scale_decl = f'spec.input("scale", {scale}, [N])' if scale else ""
@@ -33,7 +35,7 @@ def _spec(tmp_path, body: str, x2: str = "[N, K]", out: str = "i32", scale: str 
         M = spec.dim("M", max=65535)
         K = spec.dim("K", max=65535)
         N = spec.dim("N", max=65535)
-        spec.input("x1", i8, [M, K])
+        spec.input("x1", i8, {x1})
         spec.input("x2", i8, {x2})
         {scale_decl}
         spec.output("y", {out}, [M, N])
@@ -72,42 +74,46 @@ def test_the_interpreter_multiplies_int8_exactly_in_int32(tmp_path, k):
         np.testing.assert_array_equal(y.astype(np.int64), ref)
 
 
-def test_the_int32_sums_are_fixpipes_output_on_the_kernel_ir(tmp_path):
+@pytest.mark.parametrize("tb", [True, False])
+@pytest.mark.parametrize("dims", [(37, 77, 45), (300, 333, 301)])
+def test_the_int32_sums_are_fixpipes_output_on_the_kernel_ir(tmp_path, tb, dims):
     """An int32 output straight from the int8 product: Fixpipe NoQuant of the int32 L0C (no vector epilogue, AIC
-    only), odd M / K / N, on the Kernel IR interpreter: equal to NumPy's int64 matmul."""
+    only), odd M / K / N (and 3 x 2 blocks with tails on both edges), B stored [N, K] or [K, N] (the latter through
+    LoadDataWithTranspose of 32 x 32 int8 squares, baseN a multiple of 32), on the Kernel IR interpreter: equal to
+    NumPy's int64 matmul."""
     from opgen.check import run_check
 
-    path = _spec(tmp_path, "b.matmul(x1.cast(i32), x2.cast(i32), transpose_b=True)")
+    path = _spec(tmp_path, f"b.matmul(x1.cast(i32), x2.cast(i32), transpose_b={tb})", "[N, K]" if tb else "[K, N]")
     u = kernel_build(load_spec(path))
     lay = u.lowered.layout
-    assert lay.acc == "i32" and not lay.steps and not lay.mixed
-    r = run_check(path, dims={"M": 37, "K": 77, "N": 45}, seed=3, progress=False, engine="kir")
+    assert lay.acc == "i32" and not lay.steps and not lay.mixed and lay.trans_b == tb
+    r = run_check(path, dims=dict(zip("MKN", dims)), seed=3, progress=False, engine="kir")
     assert not r.faults and r.passed
     x1, x2 = (np.asarray(r.inputs[n], np.int64) for n in ("x1", "x2"))
-    np.testing.assert_array_equal(np.asarray(r.arrays["y"], np.int64), x1 @ x2.T)
+    np.testing.assert_array_equal(np.asarray(r.arrays["y"], np.int64), x1 @ (x2.T if tb else x2))
 
 
 @pytest.mark.parametrize("body,x2,why", [
     ("b.matmul(x1, x2, transpose_b=True)", "[N, K]", "written b.matmul(x1.cast(i32), x2.cast(i32))"),
-    ("b.matmul(x1.cast(i32), x2.cast(i32))", "[K, N]", "int8 operands B [K, N]"),
+    ("b.matmul(x1.cast(i32), x2.cast(i32), transpose_a=True)", "[K, N]", "int8 operands A transposed"),
     ("b.matmul(x1.cast(i32), x2.cast(i32), transpose_b=True).cast(bf16)", "[N, K]",
      "converted to f32 once"),
 ])
 def test_int8_forms_the_cube_does_not_lower_are_refused_naming_the_rule(tmp_path, body, x2, why):
-    """A plain int8 matmul (an int8 result), an int8 B [K, N] (a transposing load of int8 fractals) and an int32
+    """A plain int8 matmul (an int8 result), an int8 Aᵀ (a transposing load into L0A, not lowered) and an int32
     result cast straight to bf16 are refused, each naming the rule."""
     path = _spec(tmp_path, body, x2, "i32" if "cast(bf16)" not in body and "x1, x2," not in body else
-                 "bf16" if "bf16" in body else "i8")
+                 "bf16" if "bf16" in body else "i8", x1="[K, M]" if "transpose_a" in body else "[M, K]")
     with pytest.raises(NoKernel, match=re.escape(why)):
         kernel_build(load_spec(path))
 
 
-def _inputs(m: int, k: int, n: int, bias: bool, seed: int, pertoken: bool = False) -> dict:
-    """int8 x1 [m, k] and x2 [n, k] over the whole range, a dequantising scale [n] in [1e-4, 2e-3] (the size of
+def _inputs(m: int, k: int, n: int, bias: bool, seed: int, pertoken: bool = False, tx2: bool = True) -> dict:
+    """int8 x1 [m, k] and x2 [n, k] (tx2, CANN's transpose_x2 true) or [k, n] over the whole range, a dequantising scale [n] in [1e-4, 2e-3] (the size of
     CANN's per-channel scales: the fp16 output stays finite), an fp32 bias [n] or None, a per-row pertoken_scale [m]
     in [0.25, 4] (sign flipped on every third row) or None."""
     rng = np.random.default_rng(seed)
-    out = {"x1": _int8(rng, (m, k)), "x2": _int8(rng, (n, k)),
+    out = {"x1": _int8(rng, (m, k)), "x2": _int8(rng, (n, k) if tx2 else (k, n)),
            "scale": rng.uniform(1e-4, 2e-3, n).astype(np.float32),
            "bias": rng.uniform(-4, 4, n).astype(np.float32) if bias else None}
     if pertoken:
@@ -117,11 +123,12 @@ def _inputs(m: int, k: int, n: int, bias: bool, seed: int, pertoken: bool = Fals
     return out
 
 
-def _ref(inputs: dict) -> np.ndarray:
-    """float64 (x1 @ x2ᵀ) * scale (* pertoken_scale[:, None]) (+ bias): aclnnQuantMatmulV4's formula with a pertoken
-    scale and a float bias (ops-nn quant_batch_matmul_v3 docs/aclnnQuantMatmulV4.md: the bias after both scales)."""
+def _ref(inputs: dict, tx2: bool = True) -> np.ndarray:
+    """float64 (x1 @ x2ᵀ) * scale (or x1 @ x2 with tx2 false: x2 stored [K, N]) (* pertoken_scale[:, None]) (+ bias):
+    aclnnQuantMatmulV4's formula with a pertoken scale and a float bias (ops-nn quant_batch_matmul_v3
+    docs/aclnnQuantMatmulV4.md: the bias after both scales)."""
     x1, x2, s = (np.asarray(inputs[n], np.float64) for n in ("x1", "x2", "scale"))
-    y = (x1 @ x2.T) * s
+    y = (x1 @ (x2.T if tx2 else x2)) * s
     if inputs.get("pertoken_scale") is not None:
         y = y * np.asarray(inputs["pertoken_scale"], np.float64)[:, None]
     if inputs.get("bias") is not None:
@@ -141,9 +148,10 @@ def _close(got, ref, dt: str) -> bool:
 
 
 def test_the_example_layout_int8_fractals_and_the_epilogue():
-    """QuantBatchMatmulV3: one class for the bias present and absent; int8 operands (K padded to 32, C0 of int8), an
-    int32 L0C and workspace, the AIVs' int32 -> fp32 Cast before the scale; no K split (kSplit 1 even where the
-    fp16 tiling would split: few blocks, long K), baseK and baseKL1 multiples of 32."""
+    """QuantBatchMatmulV3: one class per transpose_x2 value (x2 [K, N]: LoadDataWithTranspose and Mmad n = nPad,
+    32-aligned; x2 [N, K]: one plain LoadData), each for the bias present and absent; int8 operands (K padded to
+    32, C0 of int8), an int32 L0C and workspace, the AIVs' int32 -> fp32 Cast before the scale; no K split (kSplit
+    1 even where the fp16 tiling would split: few blocks, long K), baseK, baseKL1 and baseN multiples of 32."""
     import dataclasses
 
     from opgen.kernel import kir as K
@@ -152,49 +160,62 @@ def test_the_example_layout_int8_fractals_and_the_epilogue():
 
     spec = load_spec(str(SPEC))
     u = kernel_build(spec)
-    lay = u.lowered.layout
-    assert lay.acc == "i32" and lay.trans_b and not lay.trans_a and lay.mixed and not lay.bias
+    from opgen.kernel.cube import CubeFamily
+
+    lays = CubeFamily().layouts(u.lowered)
+    assert [x.trans_b for x in lays] == [False, True]
+    assert all(x.acc == "i32" and not x.trans_a and x.mixed and not x.bias for x in lays)
     classes = {id(c): c for c in u.lowered.programs.values()}
-    assert len(classes) == 1
-    c = next(iter(classes.values()))
-    lets = {s.name: s.value for s in K.walk(c.process) if isinstance(s, K.Let)}
-    assert lets["kPad"] == K.Fn("align_up", (K.Sym("kt"), K.Lit(32)))   # int8's C0: K padded to 32, not 16
-    text = K.to_cpp(c)
-    assert "LocalTensor<int32_t> c1" in text and "Fixpipe<int32_t, int32_t, CFG_ROW_MAJOR>" in text
-    assert "LocalTensor<int8_t> a2" in text and "RoundMode::CAST_RINT" in text
+    assert len(classes) == 2
+    for c in classes.values():
+        lets = {s.name: s.value for s in K.walk(c.process) if isinstance(s, K.Let)}
+        assert lets["kPad"] == K.Fn("align_up", (K.Sym("kt"), K.Lit(32)))   # int8's C0: K padded to 32, not 16
+        text = K.to_cpp(c)
+        assert "LocalTensor<int32_t> c1" in text and "Fixpipe<int32_t, int32_t, CFG_ROW_MAJOR>" in text
+        assert "LocalTensor<int8_t> a2" in text and "RoundMode::CAST_RINT" in text
+        kn = "LoadDataWithTranspose(" in text
+        assert kn == (lets["nPad"] == K.Fn("align_up", (K.Sym("nt"), K.Lit(32))))
     plat = dataclasses.replace(next(p for p in PLATFORMS.values() if p.aiv == 48 and p.arch == "dav-2201"), aic=3,
                                aiv=6)
-    for m, k, n in ((125, 1999, 111), (16, 65535, 16), (33, 50, 45)):
+    for (m, k, n), tx2 in itertools.product(((125, 1999, 111), (16, 65535, 16), (33, 50, 45)), (False, True)):
         v = u.tiling.program.evaluate(program_inputs(spec, u.tiling.program, u.tiling.inputs,
-                                                     {"M": m, "K": k, "N": n}, {}, plat, None))
+                                                     {"M": m, "K": k, "N": n}, {}, plat, {"transpose_x2": tx2}))
         assert v["kSplit"] == 1 and v["baseK"] % 32 == 0 and v["baseKL1"] % 32 == 0 and v["fits"] == 1
+        # whole int8 squares in L0B rows for x2 [K, N]; the [N, K] class keeps its 16-aligned blocks
+        assert v["baseN"] == min(256, -(-n // (16 if tx2 else 32)) * (16 if tx2 else 32))
 
 
+@pytest.mark.parametrize("tx2", [True, False])
 @pytest.mark.parametrize("dt", ["bfloat16", "float16"])
 @pytest.mark.parametrize("bias", [True, False])
-def test_the_example_on_the_kernel_ir_equals_float64(dt, bias):
+def test_the_example_on_the_kernel_ir_equals_float64(dt, bias, tx2):
     """Odd M 37, K 50 (a K tail inside one 64-wide chunk), N 45, bias present and absent, bf16 and fp16 outputs (the
-    dtype rows), on the Kernel IR interpreter."""
+    dtype rows), x2 stored [N, K] (transpose_x2 true) or [K, N] (CANN's default false: LoadDataWithTranspose), on
+    the Kernel IR interpreter."""
     from opgen.check import run_check
 
-    x = _inputs(37, 50, 45, bias, 7)
-    r = run_check(str(SPEC), x, ATTRS, dtypes={"Y": dt}, progress=False, engine="kir")
+    x = _inputs(37, 50, 45, bias, 7, tx2=tx2)
+    r = run_check(str(SPEC), x, {"transpose_x2": tx2}, dtypes={"Y": dt}, progress=False, engine="kir")
     assert not r.faults and r.passed
     assert str(r.arrays["y"].dtype) == dt
-    assert _close(r.arrays["y"], _ref(x), dt)
+    assert _close(r.arrays["y"], _ref(x, tx2), dt)
 
 
-@pytest.mark.parametrize("dims,bias,dt", [((37, 50, 45), True, "float16"), ((1700, 333, 300), False, "bfloat16")])
-def test_the_example_emulated_equals_float64(examples_gen, dims, bias, dt):
-    """The emitted C++ on the g++ emulation: odd M / K / N with the bias (fp16 out), and more blocks than AI Cores
-    (M 1700, N 300: 14 x 2 blocks on 24 AICs, tails on both edges, K 333 in two L1 panels and several L0 chunks,
-    bf16 out) without it."""
+@pytest.mark.parametrize("dims,bias,dt,tx2", [((37, 50, 45), True, "float16", True),
+                                              ((1700, 333, 300), False, "bfloat16", True),
+                                              ((37, 50, 45), True, "bfloat16", False),
+                                              ((1700, 333, 301), False, "float16", False)])
+def test_the_example_emulated_equals_float64(examples_gen, dims, bias, dt, tx2):
+    """The emitted C++ on the g++ emulation: odd M / K / N with the bias, and more blocks than AI Cores
+    (M 1700, N 300 / 301: 14 x 2 blocks on 24 AICs, tails on both edges, K 333 in two L1 panels and several L0
+    chunks) without it; x2 stored [N, K] (transpose_x2 true) or [K, N] (false: LoadDataWithTranspose of int8
+    squares), fp16 and bf16 outputs on each."""
     from opgen.check import run_check
 
-    x = _inputs(*dims, bias, 3)
-    r = run_check(str(SPEC), x, ATTRS, dtypes={"Y": dt}, gen_dir=examples_gen, progress=False)
+    x = _inputs(*dims, bias, 3, tx2=tx2)
+    r = run_check(str(SPEC), x, {"transpose_x2": tx2}, dtypes={"Y": dt}, gen_dir=examples_gen, progress=False)
     assert not r.faults and r.passed
-    assert _close(r.arrays["y"], _ref(x), dt)
+    assert _close(r.arrays["y"], _ref(x, tx2), dt)
     if dims[0] == 1700:
         assert r.block_dim == 24
 
@@ -257,3 +278,21 @@ def test_a_pertoken_scale_emulated_equals_float64(examples_gen, dims, bias, dt):
     assert _close(r.arrays["y"], _ref(x), dt)
     if dims[0] == 1700:
         assert r.block_dim == 24
+
+
+def test_a_transposing_load_of_a_2_byte_type_is_refused_by_the_verifier_and_faults_in_the_interpreter():
+    """kir.LoadData(with_transpose=True) models int8 squares of 32 x 32 only: the verifier refuses it on half
+    operands, and cubesem.transpose_squares is the transpose of each 32 x 32 square (element (i, j) to (j, i))."""
+    from opgen.kernel import cubesem
+    from opgen.kernel import kir as K
+
+    sq = np.arange(2 * 1024)
+    t = cubesem.transpose_squares(sq).reshape(2, 32, 32)
+    np.testing.assert_array_equal(t, sq.reshape(2, 32, 32).transpose(0, 2, 1))
+    cls = K.KernelClass("T", "optiling::TD", args=(), gms=(), locals=(
+        K.Local("l1B_", K.TPos.B1), K.Local("l0B_", K.TPos.B2)), process=(K.CoreIf("cube", (
+            K.InitBuffer("l1B_", K.Lit(4096)), K.InitBuffer("l0B_", K.Lit(4096)),
+            K.Get("b1", "l1B_", "half"), K.Get("b2", "l0B_", "half"),
+            K.LoadData(K.Ref("b2"), K.Ref("b1"), K.Lit(0), K.Lit(1), K.Lit(1), with_transpose=True)), "cube"),))
+    with pytest.raises(K.IRError, match="LoadDataWithTranspose of half"):
+        K.verify(cls)

@@ -722,7 +722,7 @@ class OpSpec:
         emitted aclnn layer (161002 ACLNN_ERR_PARAM_INVALID), e.g. `ge=0.0` for an epsilon.
 
         accepts: the values this kernel implements, where CANN's attribute takes more (its default among them or
-        not: QuantBatchMatmulV3's transpose_x2 defaults to false, the kernel implements true). The OpDef keeps
+        not: CrossEntropyLoss's reduction defaults to "mean", the kernel implements "none"). The OpDef keeps
         CANN's declaration (type, default); the interpreter and the emitted aclnn layer (161002) refuse another
         value with `AttrDecl.accepts_rule` (unsupported: what is not implemented, a few words). A default outside
         `accepts` is refused as a given value is: the call must pass an accepted one.

@@ -292,18 +292,18 @@ def _int8_product(mm, vals, prod, a, b, ta, tb) -> str:
     """"i32" when matmul `mm` of int8 inputs `a` and `b` is the int8 product with an int32 accumulator, as a spec
     writes it (docs/design.md "Cube family: int8 operands"): each operand one cast of its input to i32 (the matmul's
     result i32: exact for K < 2^17), A [M, K] (not transposed) and B stored [N, K] (transposed: its L1 NZ is the
-    L0B ZN already; an int8 B [K, N] would need a transposing load of 16 x 32 fractals, which LoadData's ifTranspose
-    does not do). Raises Unsupported naming the rule."""
+    L0B ZN already) or B [K, N] (its 32 x 32 int8 squares transposed into ZN by LoadDataWithTranspose; LoadData's
+    ifTranspose moves 2-byte fractals only). Raises Unsupported naming the rule."""
     for x, inp in zip(mm.inputs, (a, b)):
         src = prod.get(x)
         if src is None or src.op != "cast" or src.inputs[0] != inp or dtype_name(vals[x].type.dtype) != "i32":
             raise Unsupported(mm.result.name, mm.loc, f"a matmul of int8 {inp}: the cube multiplies int8 into an "
                               f"int32 accumulator, written b.matmul(x1.cast(i32), x2.cast(i32)) (each operand one "
                               f"cast of its int8 input to i32)")
-    if ta or not tb:
-        raise Unsupported(mm.result.name, mm.loc, f"int8 operands {'A transposed' if ta else 'B [K, N]'}: the cube "
-                          f"family lowers the int8 product A [M, K] x B stored [N, K] (transpose_b) only; the other "
-                          f"layouts need a transposing load of int8 fractals (LoadDataWithTranspose), not modelled")
+    if ta:
+        raise Unsupported(mm.result.name, mm.loc, "int8 operands A transposed: the cube family lowers the int8 "
+                          "product A [M, K] x B [K, N] or B stored [N, K] (transpose_b); an int8 Aᵀ [K, M] needs "
+                          "LoadDataWithTranspose into L0A, not lowered")
     return "i32"
 
 
@@ -740,16 +740,27 @@ def lower_gemm(spec, lay: GemmLayout, name: str = "") -> K.KernelClass:
     else:   # B panel [kt1, nt] in L1: fractal (kf, nf) at nf * kp1 + kf
         b_in = (K.Nd2Nz(K.Ref("b1"), K.GmView("bGm_", off(1, S("k0") * N + S("n0"))), S("kt1"), S("nt"), N,
                         S("kPad1"), mm_cite("B panel [kt1, nt] -> L1 NZ")),)
-        b_load = (K.For("r", Lit(0), k1, Lit(1), (
-            K.LoadData(K.Ref("b2", S("r") * S("nPad") * 16), K.Ref("b1"), kf0 + S("r"), n1, kp1, True,
-                       mm_cite("B fractal row r of the chunk: NZ -> ZN (each fractal transposed)")),), disjoint=True),)
+        if lay.acc == "i32":   # int8: 32 x 32 squares (32 K rows of a 32-column piece, square (kf, nb) at nb * kp1 +
+            # kf) transposed into ZN by LoadDataWithTranspose, nPad / 32 squares per K fractal row (nPad 32-aligned)
+            b_load = (K.For("r", Lit(0), k1, Lit(1), (
+                K.LoadData(K.Ref("b2", S("r") * S("nPad") * c0), K.Ref("b1"), kf0 + S("r"), S("nPad") // 32, kp1,
+                           doc=mm_cite("B square row r of the chunk: NZ -> ZN (each 32 x 32 int8 square transposed)"),
+                           with_transpose=True),), disjoint=True),)
+        else:
+            b_load = (K.For("r", Lit(0), k1, Lit(1), (
+                K.LoadData(K.Ref("b2", S("r") * S("nPad") * 16), K.Ref("b1"), kf0 + S("r"), n1, kp1, True,
+                           mm_cite("B fractal row r of the chunk: NZ -> ZN (each fractal transposed)")),),
+                disjoint=True),)
+    # an int8 B [K, N]'s L0B rows hold whole squares: nPad 32-aligned, and Mmad reads all nPad / 16 fractals of each
+    # (n = nPad: the columns past nt come from Nd2Nz's zero fill and are never stored; asc-devkit load_data_l12l0)
+    n_pad, mm_n = (32, S("nPad")) if lay.acc == "i32" and not lay.trans_b else (16, S("nt"))
     chunk = (   # one L0 chunk of the panel: L1 -> L0A / L0B (double buffered), then Mmad
         K.Let("kPad", fn("align_up", S("kt"), Lit(c0))),
         K.Alloc("a2", "l0A_", opd), K.Alloc("b2", "l0B_", opd),
         *a_load, *b_load,
         K.EnQue("l0A_", "a2"), K.EnQue("l0B_", "b2"),
         K.DeQue("a2", "l0A_", opd), K.DeQue("b2", "l0B_", opd),
-        *_bias_mmad(lay, K.Mmad(K.Ref("c1"), K.Ref("a2"), K.Ref("b2"), S("mm"), S("nt"), S("kt"),
+        *_bias_mmad(lay, K.Mmad(K.Ref("c1"), K.Ref("a2"), K.Ref("b2"), S("mm"), mm_n, S("kt"),
                                 (Constraint("==", S("k0") + S("kk"), S("kb")),),
                                 mm_cite("fp32 accumulate over K (this range's)")), bias_when),
         K.Free("l0A_", "a2"), K.Free("l0B_", "b2"),
@@ -786,7 +797,7 @@ def lower_gemm(spec, lay: GemmLayout, name: str = "") -> K.KernelClass:
     )
     pads = (
         K.Let("mPad", fn("align_up", S("mt"), Lit(16))),
-        K.Let("nPad", fn("align_up", S("nt"), Lit(16))),
+        K.Let("nPad", fn("align_up", S("nt"), Lit(n_pad))),
         K.Let("mm", fn("max", S("mt"), Lit(2))),
     )
     init = (

@@ -18,7 +18,7 @@ order is not documented, so results agree with a float64 reference to fp32 accur
 int8 x int8 accumulates into int32: the products summed exactly (int64) and the sum wrapped to int32 (the device's
 overflow is not documented; |sum| < 2^31 for K < 2^17, exact either way), as the emulation's Mmad
 (opgen/emu/include/emu/cube.h; ops-nn quant_batch_matmul_v3's int32_t L0C). LoadData transposes 2-byte fractals
-only (`transpose_fractals`).
+only (`transpose_fractals`); LoadDataWithTranspose int8 squares of 32 x 32 (`transpose_squares`).
 Fixpipe converts float32 to the destination type rounding to nearest even (§1.10 step 6); an int32 L0C goes to int32
 GM unchanged (NoQuant).
 """
@@ -89,6 +89,18 @@ def l0c_elems(m: int, n: int) -> int:
 def transpose_fractals(x: np.ndarray) -> np.ndarray:
     """Each 256-element fractal of flat `x` (a whole number of them) transposed (LoadData ifTranspose)."""
     return x.reshape(-1, 16, 16).transpose(0, 2, 1).reshape(-1)
+
+
+SQUARE_B8 = 1024
+"""Bytes of one square of LoadDataWithTranspose for a 1-byte type: 32 x 32 int8, two consecutive 16 x 32 fractals
+(asc-devkit's load_data_l12l0 example: fractalNum 2 for B8)."""
+
+
+def transpose_squares(x: np.ndarray) -> np.ndarray:
+    """Each 32 x 32 square (1024 elements: two 16 x 32 fractals, rows 0-15 then 16-31) of flat `x` (a whole number
+    of them) transposed, element (i, j) to (j, i): LoadDataWithTranspose of int8. Square rows of an int8 B [K, N]
+    in L1 NZ (32 k-rows of one 32-column piece) become two ZN fractals of 16 n-rows x 32 k (zn_index)."""
+    return x.reshape(-1, 32, 32).transpose(0, 2, 1).reshape(-1)
 
 
 def mmad_accumulate(a: np.ndarray, b: np.ndarray, prev: np.ndarray | None) -> np.ndarray:

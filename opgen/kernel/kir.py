@@ -94,9 +94,10 @@ Statements (a Func body is a tuple of them, run in order by the scalar unit, whi
   Nd2Nz(dst, src, rows, cols, src_pitch, pad_rows)
                                     MTE2: GM ND rows x cols (pitch src_pitch elements) -> L1 (A1/B1) NZ fractals,
                                     pad_rows (a multiple of 16) rows per fractal column (DataCopy + Nd2NzParams).
-  LoadData(dst, src, start, repeat, src_stride, transpose)
+  LoadData(dst, src, start, repeat, src_stride, transpose, with_transpose)
                                     MTE1: `repeat` 512-B fractals L1 -> L0A/L0B, source fractal start + r *
-                                    src_stride, destination contiguous; transpose each 16 x 16 fractal (LoadData2D).
+                                    src_stride, destination contiguous; transpose each 16 x 16 fractal (LoadData2D);
+                                    with_transpose: LoadDataWithTranspose of int8 32 x 32 squares (2 fractals each).
   Mmad(dst, a, b, m, n, k, init, bias)
                                     M: L0C (CO1, fp32) [+]= L0A (A2) x L0B (B2); init (a conjunction) = the
                                     cmatrixInitVal flag (true: C starts at 0, false: accumulate); `bias` (a C2 Ref):
@@ -1159,7 +1160,14 @@ class Nd2Nz:
 class LoadData:
     """MTE1: L1 -> L0A / L0B (LoadData with LoadData2DParams, §1.10 step 3): `repeat` 512-B fractals from `src`
     (an A1 / B1 Ref), fractal r from src fractal start + r * src_stride, to dst (an A2 / B2 Ref) fractal r
-    (contiguous); `transpose` transposes each 16 x 16 fractal (2-byte types). Units: fractals; repeat <= 255."""
+    (contiguous); `transpose` transposes each 16 x 16 fractal (2-byte types). Units: fractals; repeat <= 255.
+
+    `with_transpose` (transpose False) is the other instruction form, LoadDataWithTranspose with
+    LoadData2dTransposeParams (docs/reference/ascendc.md §1.10 "Transposing load of int8 fractals"), int8_t only
+    here: `repeat` squares of 32 x 32 int8 (two consecutive 512-B fractals of 16 x 32, 1024 B) from src square
+    start + r * src_stride (units: 1024-B squares), each transposed (element (i, j) of the square to (j, i)) and
+    written to dst bytes r * 1024 .. + 1024 (dstGap 1, dstFracGap 0: the squares' fractals contiguous). An int8
+    B [K, N] in L1 NZ (32 rows of a 32-column piece = one square) becomes B's L0B ZN that way."""
 
     dst: Ref
     src: Ref
@@ -1168,6 +1176,7 @@ class LoadData:
     src_stride: DimExpr
     transpose: bool = False
     doc: str = ""
+    with_transpose: bool = False
     pipe = Pipe.MTE1
 
 
@@ -1704,6 +1713,9 @@ class _Verifier:
                 raise IRError(f"LoadData from {b.dtype} into {a.dtype}", s)
             if s.transpose and ELEM_BYTES.get(a.dtype, 2) != 2:
                 raise IRError("LoadData transposes 2-byte fractals only", s)
+            if s.with_transpose and (s.transpose or a.dtype != "int8_t"):
+                raise IRError(f"LoadDataWithTranspose of {a.dtype}{' with ifTranspose' if s.transpose else ''}: "
+                              "the Kernel IR models int8_t squares of 32 x 32 only", s)
             exprs = (s.start, s.repeat, s.src_stride)
         elif isinstance(s, Mmad):
             c = self.cube_operand(s.dst, "co1", st, s)
@@ -2423,7 +2435,7 @@ def to_text_stmt(s, indent: str = "") -> str:
             a = f"{_t_ref(s.dst)} <- {_t_ref(s.src)} rows={s.rows} cols={s.cols} pitch={s.src_pitch} pad_rows={s.pad_rows}"
         elif isinstance(s, LoadData):
             a = (f"{_t_ref(s.dst)} <- {_t_ref(s.src)} start={s.start} repeat={s.repeat} src_stride={s.src_stride}"
-                 + (" transpose" if s.transpose else ""))
+                 + (" transpose" if s.transpose else "") + (" with_transpose" if s.with_transpose else ""))
         elif isinstance(s, Mmad):
             a = (f"{_t_ref(s.dst)} <- {_t_ref(s.a)} x {_t_ref(s.b)} m={s.m} n={s.n} k={s.k} "
                  f"init={_t_cond(s.init) if s.init else 'false'}" + (f" bias={_t_ref(s.bias)}" if s.bias else ""))
@@ -2772,6 +2784,9 @@ class CppPrinter:
                     f"{u(s.src_pitch)}, {u(s.pad_rows)}, 1, 0));")
         if isinstance(s, LoadData):
             rep = self.e(s.repeat) if const_value(s.repeat) is not None else f"static_cast<uint8_t>({self.e(s.repeat)})"
+            if s.with_transpose:   # startIndex, repeatTimes, srcStride, dstGap 1, dstFracGap 0: squares contiguous
+                return (f"LoadDataWithTranspose({self.ref(s.dst)}, {self.ref(s.src)}, LoadData2dTransposeParams("
+                        f"{u(s.start)}, {rep}, {u(s.src_stride)}, 1, 0));")
             return (f"LoadData({self.ref(s.dst)}, {self.ref(s.src)}, LoadData2DParams({u(s.start)}, {rep}, "
                     f"{u(s.src_stride)}, 0, 0, {'true' if s.transpose else 'false'}, 0));")
         if isinstance(s, Mmad):

@@ -1400,6 +1400,9 @@ class _Core:
         sz = NP_TYPES[self.dt(t.dtype)].itemsize
         if s.transpose and sz != 2:
             raise KirFault(f"LoadData in {self.where}: ifTranspose needs a 2-byte type, got {self.dt(t.dtype)}")
+        if s.with_transpose:
+            self.load_squares(s, frame, d, da, t, sa, start, rep, stride, ins)
+            return
         if rep == 0:
             return
         self.span(d, rep * 512, what, "destination")
@@ -1418,6 +1421,29 @@ class _Core:
             ok = ok.reshape(-1, 2)[e].reshape(-1)
         da.data[d.off:d.off + rep * 512] = raw
         da.written[d.off:d.off + rep * 512] = ok
+
+    def load_squares(self, s: kir.LoadData, frame, d, da, t, sa, start, rep, stride, ins):
+        """LoadDataWithTranspose (LoadData2dTransposeParams, dstGap 1, dstFracGap 0) on MTE1: `rep` int8 squares of
+        32 x 32 (1024 B, two 16 x 32 fractals), square r from source square start + r * stride, each transposed
+        (cubesem.transpose_squares) to destination bytes r * 1024; the written map along. Faults as the emulation:
+        a type other than int8_t / uint8_t (the other widths' squares are not modelled)."""
+        what = "LoadDataWithTranspose"
+        if self.dt(t.dtype) not in ("int8_t", "uint8_t") or self.dt(d.dtype) != self.dt(t.dtype):
+            raise KirFault(f"{what} in {self.where}: {self.dt(t.dtype)} -> {self.dt(d.dtype)}; the interpreter models "
+                           "int8_t / uint8_t squares of 32 x 32 only")
+        if rep == 0:
+            return
+        sq = cubesem.SQUARE_B8
+        self.span(d, rep * sq, what, "destination")
+        srcs = [(start + r * stride) * sq for r in range(rep)]
+        self.span(t, max(srcs) + sq, what, "source")
+        for r, sb in enumerate(srcs):
+            self.touch(ins, t.off + sb, sq, False, sa)
+            self.touch(ins, d.off + r * sq, sq, True, da)
+        idx = (t.off + np.asarray(srcs)[:, None] + np.arange(sq)[None, :]).reshape(-1)
+        e = cubesem.transpose_squares(np.arange(rep * sq))
+        da.data[d.off:d.off + rep * sq] = sa.data[idx][e]
+        da.written[d.off:d.off + rep * sq] = sa.written[idx][e]
 
     def mmad(self, s: kir.Mmad, frame):
         """Mmad on M: C (L0C NZ) = A (L0A ZZ) x B (L0B ZN) [+ C]; an element is written only from written rows and

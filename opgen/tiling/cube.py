@@ -32,6 +32,7 @@ import functools
 import operator
 from fractions import Fraction
 
+from opgen.dsl.keys import attr_key
 from opgen.ir.dims import Lit, Sym
 from opgen.kernel import cube as kcube
 from opgen.kernel.family import Tiling
@@ -133,7 +134,8 @@ def _ksplit(p, M, K, N, bm, bn, mb, nb, tb, ob, blocks, bt, aic, mixed: bool, bk
 
 def gemm_program(name: str, trans_a: bool = False, trans_b: bool = False, batched: bool = False, epi=None,
                  attrs: tuple = (), mixed: bool = False, out_f32: bool = False, forms: tuple = (),
-                 direct: bool = False, bias: bool = False, k_align: int = 16, ksplit: bool = True):
+                 direct: bool = False, bias: bool = False, k_align: int = 16, ksplit: bool = True,
+                 n32_keys: tuple | None = None):
     """(TilingProgram, [Buffer]) of the GEMM kernel `name` (module doc): the fields opgen.kernel.cube.FIELDS,
     EPI_FIELDS, KSPLIT_FIELDS, blockDim, fits, tilingKey, workspaceBytes; the buffers are the kernel's L1 / L0 / UB
     allocations. trans_a / trans_b: A stored [K, M] / B stored [N, K] (their row pitches, M / K, are what Nd2Nz
@@ -153,7 +155,10 @@ def gemm_program(name: str, trans_a: bool = False, trans_b: bool = False, batche
     (GemmLayout.bias): its L1 staging row and the bias table each hold align_up(baseN, 32) fp32, and the bias table
     must hold them (CUBE["bt"], 1 KB: baseN <= 256). k_align: baseK and baseKL1 are multiples of it (C0 of the
     operands: 16 for f16 / bf16, 32 for int8, whose fractals are 16 x 32); ksplit False: kSplit is 1 (an int8
-    product's int32 partials are not split; docs/design.md "Cube family: int8 operands")."""
+    product's int32 partials are not split; docs/design.md "Cube family: int8 operands"); n32_keys: the attrKeys
+    whose class loads an int8 B [K, N] (LoadDataWithTranspose: its L0B rows hold whole 32 x 32 squares, so nPad =
+    align_up(nt, 32) must fit the block): baseN is a multiple of 32 for those keys, of 16 for the others (None:
+    16 for every key; a tuple holding None: 32 for every key)."""
     p = TilingProgram(name)
     dm, dk, dn = p.input("dimM", "rows of A and of the output"), p.input("dimK", "A columns = B rows"), \
         p.input("dimN", "columns of B and of the output")
@@ -165,7 +170,16 @@ def gemm_program(name: str, trans_a: bool = False, trans_b: bool = False, batche
     K = p.let("K", dk + 0, "reduction length (elements)", True)
     N = p.let("N", dn + 0, "output columns (elements)", True)
     bm = p.let("baseM", emin(BASE_M, align_up(M, 16)), "rows of a block (elements, a multiple of 16)", True)
-    bn = p.let("baseN", emin(BASE_N, align_up(N, 16)), "columns of a block (elements, a multiple of 16)", True)
+    bn16, bn32 = emin(BASE_N, align_up(N, 16)), emin(BASE_N, align_up(N, 32))
+    if not n32_keys:
+        bn = p.let("baseN", bn16, "columns of a block (elements, a multiple of 16)", True)
+    elif None in n32_keys:
+        bn = p.let("baseN", bn32, "columns of a block (elements, a multiple of 32: whole int8 squares)", True)
+    else:
+        n32 = functools.reduce(operator.or_, (ak.eq(k) for k in n32_keys))
+        bn = p.let("baseN", select(n32, bn32, bn16), "columns of a block (elements, a multiple of 16; of 32 for the "
+                   f"attrKeys {', '.join(map(str, n32_keys))}, whose int8 B [K, N] fills L0B rows by 32 x 32 squares)",
+                   True)
     bk = p.let("baseK", emin(BASE_K, align_up(K, k_align)), f"K chunk of L0A / L0B (elements, a multiple of {k_align})",
                True)
     # L1 panels (docs/design.md "Cube family: A panels deeper than B's"): A's panel 2 * BASE_K_L1 deep where L1
@@ -293,6 +307,18 @@ def _lead_product(dims: tuple, first=None):
     return functools.reduce(operator.mul, factors)
 
 
+def _n32_keys(spec, lowered) -> tuple:
+    """The attrKeys (sorted) whose class loads an int8 B [K, N] (GemmLayout acc "i32", not trans_b: baseN a multiple
+    of 32); (None,) when every key's does (one baseN rule, no attrKey test); () when none does."""
+    names = [a.name for a in spec.static_attrs]
+    lays = lowered.extra.get("layouts") or {}
+    keys = {attr_key(spec, dict(zip(names, key.static))): x.acc == "i32" and not x.trans_b for key, x in lays.items()}
+    if not keys:   # a lowering without its per-key layouts: the one layout decides
+        keys = {0: lowered.layout.acc == "i32" and not lowered.layout.trans_b}
+    n32 = tuple(sorted(k for k, v in keys.items() if v))
+    return () if not n32 else (None,) if len(n32) == len(keys) else n32
+
+
 def cube_tiling(spec, lowered, counts) -> Tiling:
     """The Tiling of a cube-family lowering: gemm_program, its inputs read from the layout's dims (the A input's
     shape), the dtype variable's size (2 for a fixed f16 / bf16) and key, the platform's cores; the L1 / L0 plan."""
@@ -306,7 +332,7 @@ def cube_tiling(spec, lowered, counts) -> Tiling:
     prog, plan = gemm_program(spec.name, lay.trans_a, lay.trans_b, bool(lay.batch), epi, attrs,
                               any(x.mixed for x in lays), counts.out_f32, forms if len(forms) > 1 else (),
                               bool(direct), any(x.bias for x in lays), 32 if lay.acc == "i32" else 16,
-                              lay.acc == "f32")
+                              lay.acc == "f32", _n32_keys(spec, lowered))
     dim_m = _lead_product(lay.fold, Sym(m))   # the folded batch dims into M
     inputs = {"dimM": dim_m, "dimK": Sym(k), "dimN": Sym(n), "tBytes": Lit(1 if lay.dtype == "i8" else 2) if lay.fixed else ("bytes", lay.dtype),
               "dtypeKey": ("dtype_key",), "attrKey": ("attr_key",), "aicNum": ("platform", "aicNum"),

@@ -11,6 +11,8 @@
 //     TB   N: B stored [K][N] (dS·K case, needs LoadData ifTranspose)
 //          T: B stored [N][K] (Q·Kᵀ case: K rows in L1 NZ are already the ZN fractals of Kᵀ)
 //          X: B stored [K][N] but loaded like T (a layout bug: no fault, wrong numbers)
+//          W: B stored [K][N], int8: L1 NZ with ceil32(kt) rows, LoadDataWithTranspose of 32 x 32 squares into ZN
+//             (ceil32(nt) columns: Mmad n = ceil32(nt), asc-devkit's load_data_l12l0 int8 B case)
 //     KT NT                      k step (accumulated in L0C with cmatrixInitVal=false after the first) and n tile
 //     BLOCKDIM                   AIC cores; core c takes n tiles c, c+BLOCKDIM, ...
 //     MMADM                      m passed to Mmad (>= M; 2 for M = 1 is the NSA "G == 1" padding; 1 = GEMV)
@@ -74,7 +76,9 @@ static emu::LaunchResult Run(const Args& a, uint8_t* gmA, uint8_t* gmB, uint8_t*
                     DataCopy(l1a, A[uint64_t(k0) * m], Nd2NzParams(1, kt, m, 0, m, Up16(kt), 1, 0));
                 else                    // 'V': one row, pieces at consecutive 32-B blocks = ND vector
                     DataCopy(l1a, A[k0], Nd2NzParams(1, 1, kt, 0, k, 1, 1, 0));
-                if (a.tb != 'T')        // B [k][n]: kt x nt tile -> NZ with ceil16(kt) rows
+                if (a.tb == 'W')        // B [k][n] int8: kt x nt tile -> NZ with ceil32(kt) rows (whole squares)
+                    DataCopy(l1b, B[uint64_t(k0) * n + n0], Nd2NzParams(1, kt, nt, 0, n, UpC0<T>(kt), 1, 0));
+                else if (a.tb != 'T')   // B [k][n]: kt x nt tile -> NZ with ceil16(kt) rows
                     DataCopy(l1b, B[uint64_t(k0) * n + n0], Nd2NzParams(1, kt, nt, 0, n, Up16(kt), 1, 0));
                 else                    // B stored [n][k]: nt x kt tile -> NZ with ceil16(nt) rows
                     DataCopy(l1b, B[uint64_t(n0) * k + k0], Nd2NzParams(1, nt, kt, 0, k, Up16(nt), 1, 0));
@@ -94,6 +98,12 @@ static emu::LaunchResult Run(const Args& a, uint8_t* gmA, uint8_t* gmB, uint8_t*
                 if (a.tb == 'N') {
                     for (uint32_t k1 = 0; k1 < K1; ++k1)   // NZ fractal (k1, n1) at n1*K1 + k1, transposed
                         LoadData(l0b[k1 * N1 * kFrac<T>], l1b, LoadData2DParams(k1, N1, K1, 0, 0, true, 0));
+                } else if (a.tb == 'W') {
+                    // NZ square (k1, s) at s*K1 + k1 (32 rows of a 32-column piece: 1024 B), transposed into two ZN
+                    // fractals; a k row of ZN holds ceil32(nt) / 16 fractals
+                    for (uint32_t k1 = 0; k1 < K1; ++k1)
+                        LoadDataWithTranspose(l0b[k1 * (UpC0<T>(nt) / 16) * kFrac<T>], l1b,
+                                              LoadData2dTransposeParams(k1, UpC0<T>(nt) / 32, K1, 1, 0));
                 } else {
                     for (uint32_t f = 0; f < K1 * N1; f += 255)   // already ZN: contiguous
                         LoadData(l0b[f * kFrac<T>], l1b, LoadData2DParams(f, std::min<uint32_t>(255, K1 * N1 - f), 1, 0, 0, false, 0));
@@ -103,7 +113,7 @@ static emu::LaunchResult Run(const Args& a, uint8_t* gmA, uint8_t* gmB, uint8_t*
                 SetFlag<HardEvent::MTE1_MTE2>(EVENT_ID0);   // L1 read: the next k step may overwrite it
                 WaitFlag<HardEvent::MTE1_MTE2>(EVENT_ID0);
                 // ---- Mmad: first k step initialises L0C, the others accumulate
-                Mmad(l0c, l0a, l0b, MmadParams(mm, nt, kt, 0, false, k0 == 0));
+                Mmad(l0c, l0a, l0b, MmadParams(mm, a.tb == 'W' ? UpC0<T>(nt) : nt, kt, 0, false, k0 == 0));
                 PipeBarrier<PIPE_M>();
                 SetFlag<HardEvent::M_MTE1>(EVENT_ID0);   // L0A/L0B read: the next k step may overwrite them
                 WaitFlag<HardEvent::M_MTE1>(EVENT_ID0);

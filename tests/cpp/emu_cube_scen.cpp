@@ -256,6 +256,24 @@ int main(int argc, char** argv)
             pipe.InitBuffer(a1, 4096); pipe.InitBuffer(b2, 4096);
             LoadData(b2.Get<float>(), a1.Get<float>(), LoadData2DParams(0, 1, 1, 0, 0, true, 0));
         });
+    } else if (s == "transpose_square_half") {   // LoadDataWithTranspose: int8 squares only are modelled
+        r = emu::LaunchCube(1, kMem, [&] {
+            TPipe pipe; TBuf<TPosition::B1> b1; TBuf<TPosition::B2> b2;
+            pipe.InitBuffer(b1, 4096); pipe.InitBuffer(b2, 4096);
+            LoadDataWithTranspose(b2.Get<half>(), b1.Get<half>(), LoadData2dTransposeParams(0, 1, 1, 0, 0));
+        });
+    } else if (s == "transpose_square_gap0") {   // a square is two fractals: dstGap 0 overlaps the next square
+        r = emu::LaunchCube(1, kMem, [&] {
+            TPipe pipe; TBuf<TPosition::B1> b1; TBuf<TPosition::B2> b2;
+            pipe.InitBuffer(b1, 4096); pipe.InitBuffer(b2, 4096);
+            LoadDataWithTranspose(b2.Get<int8_t>(), b1.Get<int8_t>(), LoadData2dTransposeParams(0, 2, 1, 0, 0));
+        });
+    } else if (s == "transpose_square_misaligned") {
+        r = emu::LaunchCube(1, kMem, [&] {
+            TPipe pipe; TBuf<TPosition::B1> b1; TBuf<TPosition::B2> b2;
+            pipe.InitBuffer(b1, 4096); pipe.InitBuffer(b2, 4096);
+            LoadDataWithTranspose(b2.Get<int8_t>()[32], b1.Get<int8_t>(), LoadData2dTransposeParams(0, 1, 1, 1, 0));
+        });
     } else if (s == "aiv_touches_l1") {
         r = emu::LaunchMix(1, kMem, [&] {
             TPipe pipe; TBuf<TPosition::A1> a1;

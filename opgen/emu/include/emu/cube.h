@@ -94,6 +94,30 @@ struct LoadData2DParams {
 };
 using LoadData2dParams = LoadData2DParams;
 
+// LoadDataWithTranspose L1 -> L0A/L0B (field order = CANN's kernel_struct_mm.h). Units: startIndex and srcStride
+// (start-to-start) in SQUARES (1024 B for int8: 32 x 32, two consecutive 16 x 32 fractals, asc-devkit's
+// load_data_l12l0 example, fractalNum 2 for B8); dstGap in 512-B fractals, the distance from one repeat's first
+// destination fractal to the next one's is (1 + dstGap) * 512 B (CANN's matmul passes dstGap 1 for int8 squares,
+// 3 for int4's four fractals: contiguous squares); dstFracGap the gap between a square's fractals (only 0 is
+// modelled). repeatTimes = squares moved (0 = NOP, <= 255). addrMode must be 0.
+struct LoadData2dTransposeParams {
+    uint16_t startIndex = 0;
+    uint8_t repeatTimes = 0;
+    uint16_t srcStride = 0;
+    uint16_t dstGap = 0;
+    uint16_t dstFracGap = 0;
+    uint8_t addrMode = 0;
+    LoadData2dTransposeParams() = default;
+    LoadData2dTransposeParams(uint16_t startIndexIn, uint8_t repeatTimesIn, uint16_t srcStrideIn, uint16_t dstGapIn,
+                              uint16_t dstFracGapIn, uint8_t addrModeIn)
+        : startIndex(startIndexIn), repeatTimes(repeatTimesIn), srcStride(srcStrideIn), dstGap(dstGapIn),
+          dstFracGap(dstFracGapIn), addrMode(addrModeIn) {}
+    LoadData2dTransposeParams(uint16_t startIndexIn, uint8_t repeatTimesIn, uint16_t srcStrideIn, uint16_t dstGapIn,
+                              uint16_t dstFracGapIn)
+        : startIndex(startIndexIn), repeatTimes(repeatTimesIn), srcStride(srcStrideIn), dstGap(dstGapIn),
+          dstFracGap(dstFracGapIn) {}
+};
+
 // Mmad: C (m x n, L0C) = A (m x k, L0A) * B (k x n, L0B) [+ C]. m, n, k in ELEMENTS, each <= 4095 (any 0 = NOP).
 // cmatrixInitVal true: C starts at 0; false: accumulate into L0C (cmatrixSource false) — the deprecated isBias=true
 // also accumulates. cmatrixSource true is set by the bias overload of Mmad (a C2 bias tensor: C starts at its row);
@@ -313,6 +337,59 @@ void LoadData(const LocalTensor<T>& dst, const LocalTensor<T>& src, const LoadDa
             std::memcpy(dd, tmp, F);
             std::memcpy(dw, tw, F);
         }
+    }
+}
+
+// ---------------------------------------------------------------- L1 -> L0A / L0B with transpose (MTE1)
+// LoadDataWithTranspose(dst, src, LoadData2dTransposeParams): int8_t / uint8_t only here (the b16 / b32 / b4 squares
+// are not modelled: a fault). Square r (r < repeatTimes): the 1024 B from src byte (startIndex + r*srcStride)*1024,
+// a 32 x 32 byte matrix (rows 0-15 its first fractal, 16-31 its second), transposed (element (i, j) -> (j, i)) to dst
+// bytes r*(1 + dstGap)*512 .. + 1024. An int8 B [K, N] in L1 NZ (32 k-rows of a 32-column piece are one square)
+// becomes B's L0B ZN (fractals of 16 n-rows x 32 k). src in L1 (32-B aligned), dst in L0A or L0B (512-B aligned:
+// CANN's CheckLoadDataWithTranspose); dstGap 0 (a square's second fractal overwritten by the next square's first),
+// dstFracGap != 0 and addrMode != 0 fault.
+template <typename T>
+void LoadDataWithTranspose(const LocalTensor<T>& dst, const LocalTensor<T>& src, const LoadData2dTransposeParams& p,
+                           emu::Site site = emu::Site::Here())
+{
+    const char* what = "LoadDataWithTranspose";
+    emu::UbArena* sa = emu_detail::CubeOperand(src, emu::MemKind::L1, what, "source", "A1/B1");
+    emu::UbArena* da = dst.Arena();
+    if (!da) emu::Fault(emu::Cat(what, ": destination LocalTensor is not allocated"));
+    dst.CheckOwner(what);
+    if (da->kind != emu::MemKind::L0A && da->kind != emu::MemKind::L0B)
+        emu::Fault(emu::Cat(what, ": destination must be in L0A (TPosition A2) or L0B (TPosition B2), not ", da->name));
+    emu_detail::CubeAlign(src, emu::kBlock, what, "L1 source");
+    emu_detail::CubeAlign(dst, 512, what, da->kind == emu::MemKind::L0A ? "L0A destination" : "L0B destination");
+    if (sizeof(T) != 1)
+        emu::Fault(emu::Cat(what, ": ", sizeof(T), "-byte elements; the emulation models int8_t / uint8_t squares of "
+                            "32 x 32 only"));
+    if (p.addrMode != 0) emu::Fault(emu::Cat(what, ": addrMode ", int(p.addrMode), " not modelled; use 0"));
+    if (p.repeatTimes == 0) return;
+    if (p.dstFracGap != 0)
+        emu::Fault(emu::Cat(what, ": dstFracGap ", p.dstFracGap, " not modelled (a square's two fractals contiguous: 0)"));
+    if (p.dstGap < 1)
+        emu::Fault(emu::Cat(what, ": dstGap ", p.dstGap, " puts the next square's first fractal on this square's "
+                            "second (a 32 x 32 int8 square is two 512-B fractals: dstGap >= 1)"));
+    const uint64_t SQ = 1024;
+    const emu::Instr in = emu::Issue(emu::kPipeMTE1, what, site);
+    for (uint64_t r = 0; r < p.repeatTimes; ++r) {
+        uint64_t s = (uint64_t(p.startIndex) + r * p.srcStride) * SQ;
+        uint64_t d = r * (1 + uint64_t(p.dstGap)) * 512;
+        emu_detail::CubeSpan(src, s + SQ, what, "L1 source");
+        emu_detail::CubeSpan(dst, d + SQ, what, "destination");
+        emu::Touch(in, sa, src.Offset() + s, SQ, false);
+        emu::Touch(in, da, dst.Offset() + d, SQ, true);
+        const uint8_t* sd = sa->data.data() + src.Offset() + s;
+        const uint8_t* sw = sa->written.data() + src.Offset() + s;
+        uint8_t tmp[1024], tw[1024];
+        for (int i = 0; i < 32; ++i)
+            for (int j = 0; j < 32; ++j) {
+                tmp[j * 32 + i] = sd[i * 32 + j];
+                tw[j * 32 + i] = sw[i * 32 + j];
+            }
+        std::memcpy(da->data.data() + dst.Offset() + d, tmp, SQ);
+        std::memcpy(da->written.data() + dst.Offset() + d, tw, SQ);
     }
 }
 
