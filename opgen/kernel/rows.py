@@ -119,6 +119,7 @@ class _Lowering:
             if pr.kind == "attr":
                 self.space[v.name] = "scalar"
                 self.scalar_text[v.name] = f"attr_{v.name}"
+        self._int_attrs_compared_only()
         for n in self.g.nodes:
             r = n.result.name
             if self.ch.is_load(r) or r in self.ch.store_only:
@@ -554,6 +555,21 @@ class _Lowering:
             emit(Instr("vcmps", r, (self.operand(b),), rowprog.CMP_SWAP[mode], sa, space=sp))
         self.space[r] = sp
         self.masks.add(r)
+
+    def _int_attrs_compared_only(self) -> None:
+        """Raise Unsupported (the consuming node's value and spec line) when a runtime integer attribute feeds anything
+        but `.eq` / `.ne`: the kernel reads it as its value rounded once to fp32, which docs/design.md "Rows family:
+        integer attributes" proves exact for those comparisons with a per-row index below 2^24 only; in arithmetic
+        (`target + k`) or a cast an int64 attribute at or above 2^24 would be computed otherwise than the
+        interpreter's int64."""
+        ints = {pr.value.name for pr in self.g.params if pr.kind == "attr"
+                and isinstance(pr.value.type.dtype, DType) and dtype_name(pr.value.type.dtype) in INDEX_DTYPES}
+        for n in self.g.nodes:
+            used = [x for x in n.inputs if x in ints]
+            if used and n.op not in ("eq", "ne"):
+                raise self.err(n.result.name, f"the int attribute {used[0]} in `{n.op}`: the rows family reads it "
+                               f"as fp32, exact only in .eq / .ne with a per-row index (an ignored index); other "
+                               f"uses of an int64 attribute are not lowered")
 
     def _int_const(self, x: str) -> bool:
         """Whether value x is a scalar constant or attribute of an integer dtype."""
