@@ -57,7 +57,9 @@ def rows_tiling(spec, lowered, counts):
     forms = form_key_count(spec) if lowered.extra.get("form_key") else 1
     doc = f"Tiling of {spec.name}: rows family, {lay.text()}; ROW_SPLIT / COL_SPLIT."
     overlap = _overlap(variants)
-    prog, plans = program(spec.name, counts, dvars, tuple(attrs), extra, overlap=overlap, forms=forms)
+    col_presence = _col_load_presences(spec, lowered)
+    prog, plans = program(spec.name, counts, dvars, tuple(attrs), extra, overlap=overlap, forms=forms,
+                          col_presence=bool(col_presence))
     inputs = {"rows": lay.rows_extent(), "seq": lay.seq_extent(), "batch": lay.batch_extent(),
               "hidden": lay.hidden_extent(), "dtypeKey": ("dtype_key",), "attrKey": ("attr_key",),
               "coreNum": ("platform", "coreNum"), "ubBytes": ("platform", "ubBytes")}
@@ -73,6 +75,8 @@ def rows_tiling(spec, lowered, counts):
             picks = tuple((ak, ext(kl)) for ak, kl in sorted(by_ak.items()))
             if len({str(e) for _ak, e in picks}) > 1:
                 inputs[name] = ("by_attr_key", picks)
+    if col_presence:
+        inputs["colLoadsPresent"] = ("presence", col_presence)
     for v in dvars:
         inputs[f"{v}Bytes"] = ("bytes", v)
     for a in attrs:
@@ -92,7 +96,8 @@ def rows_tiling(spec, lowered, counts):
                                                           for ak, used in sorted(users.items())))
     if streamable(counts):
         prog, plans, proven = with_streaming(spec, inputs, prog, plans, lambda: program(
-            spec.name, counts, dvars, tuple(attrs), extra, stream=True, overlap=overlap, forms=forms))
+            spec.name, counts, dvars, tuple(attrs), extra, stream=True, overlap=overlap, forms=forms,
+            col_presence=bool(col_presence)))
         if proven is None:   # the spec's rows can outgrow UB: every class has COL_STREAM
             doc = doc.removesuffix("; ROW_SPLIT / COL_SPLIT.") + "; ROW_SPLIT / COL_SPLIT / COL_STREAM."
             for v in variants:
@@ -104,6 +109,21 @@ def rows_tiling(spec, lowered, counts):
         v.kclass = v.ctx["row_split_ir"]
     lowered.extra.update(variants=variants, dims=dims)
     return Tiling(prog, inputs, plans, doc, proven=proven)
+
+
+def _col_load_presences(spec, lowered) -> tuple:
+    """The presences (one bool per optional input, spec order: opgen.tiling.emit.presence_cpp) under which a row
+    program loads a column row from GM, when every input its column rows load from is optional (a weight): the
+    tiling then prices ROW_CHUNK's re-reads of them (opgen.tiling.rowkernel `_resident_or_slice`) only when one is
+    present. () when no column row is loaded, or one is loaded from a required input (always priced)."""
+    from itertools import product
+
+    loaded = {t.name for p in lowered.programs.values() for t in p.gm if t.space == "col" and t.role == "in"}
+    opts = [i.name for i in spec.inputs if i.optional]
+    if not loaded or not loaded <= set(opts) or len(opts) > 8:
+        return ()
+    return tuple(pr for pr in product((False, True), repeat=len(opts))
+                 if any(on and n in loaded for n, on in zip(opts, pr)))
 
 
 def _overlap(variants):
