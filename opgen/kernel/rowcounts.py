@@ -255,7 +255,8 @@ def row_resident(c) -> bool:
     reduces rows (levels; a program without is `chunkable`) and combines nothing across rows (no sums over rows or
     over every axis, no two-pass reductions) -- the core that owns a row then holds the row's inputs in UB as they
     are stored in GM and runs each level, then the outputs, over the row's column chunks, its row reductions
-    complete without any exchange. Column rows are then held whole too (loaded once per core); batch rows, which
+    complete without any exchange. Column rows are then held whole too (loaded once per core), or one chunk of them
+    loaded per chunk where whole ones do not fit (the tiling field colChunkLoads); batch rows, which
     would be reloaded for every group, are not served. The same programs can stream (COL_STREAM). Not where its
     queues (two buffers a row input and output, the next group's copy prefetched: opgen.kernel.rowsched
     `_row_chunk`) would hold more event ids than the TPipe's pool (`two_buffer_ids` of ROW_CHUNK; docs/design.md

@@ -57,7 +57,8 @@ def rows_tiling(spec, lowered, counts):
     forms = form_key_count(spec) if lowered.extra.get("form_key") else 1
     doc = f"Tiling of {spec.name}: rows family, {lay.text()}; ROW_SPLIT / COL_SPLIT."
     overlap = _overlap(variants)
-    col_presence = _col_load_presences(spec, lowered)
+    # ROW_CHUNK's per-chunk column rows (a resident program's only): their re-reads priced when their inputs are present
+    col_presence = _col_load_presences(spec, lowered) if row_resident(counts) and counts.col else ()
     prog, plans = program(spec.name, counts, dvars, tuple(attrs), extra, overlap=overlap, forms=forms,
                           col_presence=bool(col_presence))
     inputs = {"rows": lay.rows_extent(), "seq": lay.seq_extent(), "batch": lay.batch_extent(),
