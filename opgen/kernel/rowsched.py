@@ -1358,6 +1358,12 @@ def mentions(x, name: str) -> bool:
     return False
 
 
+HOIST_SAFE_CALLS = ("RowSum", "RowMax", "LoadColumns")
+"""Methods a ROW_CHUNK group body may call after a hoisted total (`hoist_row_functions`): the row reductions write
+a scalar, LoadColumns (the column rows of a chunk, colChunkLoads) writes the column rows and the staging queue;
+none reads or writes the totals (tots_, sums_)."""
+
+
 def hoist_row_functions(grp: list, nlevel: int) -> list:
     """Loop-invariant code motion of ROW_CHUNK's group body `grp` (Kernel IR, before the dependency pass): a
     function of a row's completed total broadcast over every chunk of the row — `Duplicate(W, s)`, then Ln / Exp /
@@ -1367,7 +1373,7 @@ def hoist_row_functions(grp: list, nlevel: int) -> list:
     them (one instruction each over k lanes), and in every chunk `D = A + (-f(s))` (Adds; A * f(s): Muls). Exact:
     f is lane-wise (the same value on every lane), and a - b is a + (-b) in IEEE fp32. Done only when every later
     read of slot j (tots_ or its sums_ alias) is such a pattern with the same f, nothing later writes it, and no
-    statement after the hoist point calls a method other than RowSum / RowMax (which touch neither). Returns the
+    statement after the hoist point calls a method other than HOIST_SAFE_CALLS (which touch neither). Returns the
     new body (the same list when nothing matches)."""
     found: dict = {}   # slot j -> (chain, first loop index)
     for li, st in enumerate(grp):
@@ -1387,7 +1393,7 @@ def hoist_row_functions(grp: list, nlevel: int) -> list:
     if not found:
         return grp
     start = min(li for _c, li in found.values())
-    if any(isinstance(x, Call) and x.method not in ("RowSum", "RowMax") for st in grp[start:] for x in walk((st,))):
+    if any(isinstance(x, Call) and x.method not in HOIST_SAFE_CALLS for st in grp[start:] for x in walk((st,))):
         return grp
     # every Ref of slot j from its hoist point on is a matched GetValue (and no Ref of an unknown slot)
     matched: set = set()

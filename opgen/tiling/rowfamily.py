@@ -77,7 +77,7 @@ def rows_tiling(spec, lowered, counts):
             if len({str(e) for _ak, e in picks}) > 1:
                 inputs[name] = ("by_attr_key", picks)
     if col_presence:
-        inputs["colLoadsPresent"] = ("presence", col_presence)
+        inputs["colLoadsAbsent"] = ("presence", col_presence)
     for v in dvars:
         inputs[f"{v}Bytes"] = ("bytes", v)
     for a in attrs:
@@ -113,10 +113,11 @@ def rows_tiling(spec, lowered, counts):
 
 
 def _col_load_presences(spec, lowered) -> tuple:
-    """The presences (one bool per optional input, spec order: opgen.tiling.emit.presence_cpp) under which a row
+    """The presences (one bool per optional input, spec order: opgen.tiling.emit.presence_cpp) under which no row
     program loads a column row from GM, when every input its column rows load from is optional (a weight): the
-    tiling then prices ROW_CHUNK's re-reads of them (opgen.tiling.rowkernel `_resident_or_slice`) only when one is
-    present. () when no column row is loaded, or one is loaded from a required input (always priced)."""
+    tiling then prices ROW_CHUNK's re-reads of them (opgen.tiling.rowkernel `_resident_or_slice`) except under
+    those (a presence not known, as opgen.tiling.emit.evaluate without one, counts them). () when no column row is
+    loaded, or one is loaded from a required input (always priced)."""
     from itertools import product
 
     loaded = {t.name for p in lowered.programs.values() for t in p.gm if t.space == "col" and t.role == "in"}
@@ -124,7 +125,7 @@ def _col_load_presences(spec, lowered) -> tuple:
     if not loaded or not loaded <= set(opts) or len(opts) > 8:
         return ()
     return tuple(pr for pr in product((False, True), repeat=len(opts))
-                 if any(on and n in loaded for n, on in zip(opts, pr)))
+                 if not any(on and n in loaded for n, on in zip(opts, pr)))
 
 
 def _overlap(variants):

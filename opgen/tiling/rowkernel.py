@@ -359,8 +359,8 @@ def program(name: str, c: RowCounts, dvars: tuple[str, ...], float_attrs: tuple[
         fk = p.input("formKey", f"index of the shape forms the inputs take (0 .. {forms - 1}; one class each)")
         key = (ak * forms + fk, f"(attrKey * {forms} + formKey)")
     cores = p.input("coreNum", "AIV cores of the platform")
-    col_on = p.input("colLoadsPresent", "1 when an optional input the column rows load from is present (a "
-                     "presence)") if col_presence else lit(1)
+    col_on = 1 - p.input("colLoadsAbsent", "1 when every optional input the column rows load from is absent (a "
+                         "presence; 0 when unknown: their re-reads counted)") if col_presence else lit(1)
     ub = p.input("ubBytes", "UB bytes per AIV core")
     attrs = [p.input(f"{a}Attr", f"IEEE-754 bits of the float attribute {a}") for a in float_attrs]
     extras = [(p.input(f"{n}Dim", d), n, d) for n, d in extra]
@@ -608,7 +608,7 @@ def _resident_or_slice(p, c, R, H, lanes, col_align, cols_core, col_cores, row_c
     where whole fp32 column rows do not fit beside it (CrossEntropyLoss [N, 32000]: its lane-index row alone is
     128 KB). The per-chunk form re-reads the GM column rows every group and phase, priced at the L2's bandwidth
     (opgen.platforms.cost.L2_BYTES_PER_S: a column row read by every core stays in the L2), and is a candidate only
-    while those re-reads stay within 1 / GM_REREAD_SHARE of the row operands' bytes (`colLoadsPresent`: not counted
+    while those re-reads stay within 1 / GM_REREAD_SHARE of the row operands' bytes (`colLoadsAbsent`: not counted
     when the optional inputs they load from are absent); the cheaper form that fits is taken."""
     elem, ins, outs, (num, den), lanes32, per_issue = _cost_terms(c, bytes_of)
     moved = R * H * elem
