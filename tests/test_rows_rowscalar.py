@@ -108,7 +108,7 @@ def _ce_reference(x, t, w, eps):
 @pytest.mark.skipif(shutil.which("g++") is None, reason="g++ not available")
 @pytest.mark.parametrize("n, c, dtype, strategy, engine, weighted", [
     (33, 14001, "float32", 2, "emu", True),    # COL_SPLIT: sub-batches 8 x 4 + 1; last slice 241 columns (not 8k)
-    (9, 15001, "float16", 2, "emu", False),    # COL_SPLIT: a sub-batch of 8 and one of 1; last slice 281 columns
+    (9, 15001, "float16", 4, "emu", False),    # no weight: ROW_CHUNK, the lane index per chunk (test_rows_colchunk)
     (9, 15001, "bfloat16", 2, "kir", True),    # the same in the Kernel-IR interpreter
     (97, 1000, "float32", 1, "emu", True),     # ROW_SPLIT: rows of 16 repeats eight rows a repeat, a tail over cores
     (50, 333, "bfloat16", 1, "kir", False),    # ROW_SPLIT: rows not a multiple of 8 lanes

@@ -15,7 +15,7 @@ from dataclasses import dataclass, fields
 from opgen.ir.dtypes import DType
 from opgen.kernel.kir import POOL_IDS
 from opgen.kernel.rowalg import phase_instrs_per_row, vector_instrs_per_row
-from opgen.kernel.rowprog import BYTE_DTYPES, MASK_KINDS, SELECT_KINDS, batchable, reduction_slot_counts
+from opgen.kernel.rowprog import BYTE_DTYPES, MASK_KINDS, SELECT_KINDS, batchable, per_row, reduction_slot_counts
 
 ROW_SPLIT, COL_SPLIT, COL_STREAM, ROW_CHUNK = 1, 2, 3, 4
 
@@ -38,7 +38,9 @@ class RowCounts:
     (their dtypes size paramQue, `stage_dtypes`); vinstrs: vector instructions issued per row
     (opgen.kernel.rowalg.vector_instrs_per_row: the tiling prices a strategy's issue time with it); pinstrs: the
     same when the row's phases run one after the other over column chunks (rowalg.phase_instrs_per_row: what
-    COL_STREAM and a row-reduction program's ROW_CHUNK issue per chunk)."""
+    COL_STREAM and a row-reduction program's ROW_CHUNK issue per chunk); col_phases: the COL_SPLIT phases (levels
+    and the final one) whose instructions read column rows (what ROW_CHUNK reloads per chunk where the column rows
+    do not stay whole: opgen.tiling.rowkernel `_resident_or_slice`)."""
 
     row_in: tuple
     row_out: tuple
@@ -64,6 +66,7 @@ class RowCounts:
     vinstrs: int = 0
     pinstrs: int = 0
     stat_out_words: int = 0
+    col_phases: int = 0
 
     def as_dict(self) -> dict:
         """{field: value} (row_in/row_out/staged as {dtype: count})."""
@@ -107,6 +110,7 @@ def program_counts(p) -> dict:
         "btotals": sum(1 for _n, _s, k in p.btotals if k != "expr"),
         "vinstrs": vector_instrs_per_row(p),
         "pinstrs": phase_instrs_per_row(p),
+        "col_phases": len({ph for i in p.instrs if per_row(i) and set(i.srcs) & set(p.col) for ph in i.phases}),
     }
 
 
@@ -251,7 +255,8 @@ def row_resident(c) -> bool:
     reduces rows (levels; a program without is `chunkable`) and combines nothing across rows (no sums over rows or
     over every axis, no two-pass reductions) -- the core that owns a row then holds the row's inputs in UB as they
     are stored in GM and runs each level, then the outputs, over the row's column chunks, its row reductions
-    complete without any exchange. Column rows are then held whole too (loaded once per core); batch rows, which
+    complete without any exchange. Column rows are then held whole too (loaded once per core), or one chunk of them
+    loaded per chunk where whole ones do not fit (the tiling field colChunkLoads); batch rows, which
     would be reloaded for every group, are not served. The same programs can stream (COL_STREAM). Not where its
     queues (two buffers a row input and output, the next group's copy prefetched: opgen.kernel.rowsched
     `_row_chunk`) would hold more event ids than the TPipe's pool (`two_buffer_ids` of ROW_CHUNK; docs/design.md

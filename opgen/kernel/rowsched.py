@@ -186,6 +186,12 @@ def _spec(text: str) -> str:
 
 
 _HID, _COLA, _K = Sym("hidden_"), Sym("colAlign_"), Sym("k")
+_COL_CHUNKS = Constraint("==", Sym("colChunkLoads"), Lit(1))
+"""ROW_CHUNK with resident rows: the column rows are loaded (or computed) per column chunk of each phase that reads
+them, in buffers of one chunk, where whole ones do not fit beside the resident row (the tiling field colChunkLoads,
+opgen.tiling.rowkernel `_resident_or_slice`); else whole, once per core."""
+_RES_COL_LEN = Select(_COL_CHUNKS, Sym("rowStride_"), _COLA)
+"""Elements of one column row in ROW_CHUNK's colBuf_: a chunk (colChunkLoads 1) or the whole row."""
 
 
 def _gap_blocks(stride, length, ctype) -> DimExpr:
@@ -299,7 +305,8 @@ def _fixed_buffers(s: RowSchedule, bufs: dict, batch: bool = False, stage: tuple
                    whole_cols: bool = False) -> tuple:
     """A strategy's fixed UB buffers (`bufs`: only those it reads) and the views into them; with `batch` (ROW_SPLIT's
     `row_segments`) each row temporary holds the pass's rows (`pass` rows of rowStride_); with `whole_cols` each
-    column row holds the whole row (colAlign_ elements; ROW_CHUNK with resident rows points colv_ at a chunk of it);
+    column row holds the whole row (colAlign_ elements; ROW_CHUNK with resident rows points colv_ at a chunk of it)
+    unless the tiling field colChunkLoads is 1 (then one chunk, rowStride_, reloaded per chunk: `_chunk_head`);
     paramQue's element is `stage_bytes(stage)`."""
     out: list = []
     f4 = SizeOf("float")
@@ -309,7 +316,7 @@ def _fixed_buffers(s: RowSchedule, bufs: dict, batch: bool = False, stage: tuple
             if buf == "workBuf":   # the strategy's count (opgen.kernel.rowcounts.fixed_needs)
                 n = bufs[buf]
             per = mul(Sym("pass"), Sym("rowStride_")) if batch and buf == "workBuf" else \
-                _COLA if whole_cols and buf == "colBuf" else Sym("rowStride_")
+                (_RES_COL_LEN if s.load_cols else _COLA) if whole_cols and buf == "colBuf" else Sym("rowStride_")
             out.append(InitBuffer(f"{buf}_", mul(n, per, f4)))
             out.append(For("j", Lit(0), Lit(n), Lit(1), (
                 Get(arr, f"{buf}_", "float", mul(Sym("j"), per), slot=Sym("j")),)))
@@ -1215,10 +1222,11 @@ def _row_chunk(s: RowSchedule) -> Func:
              Get("sums_", "sumBuf_", "float"), View("tots_", Ref("sums_", mul(Lit(s.nlevel), gs)))]
     body += list(_fixed_buffers(s, s.bufs_res, stage=s.stage_res, whole_cols=True))
     if s.load_cols:   # whole column rows, computed once per core (a chunk at a time through the staging queue)
-        body += [Comment("the column rows, whole, once"),
-                 For("c0_", Sym("cBegin"), Sym("cEnd"), rs, (
-                     Assign("n_", Fn("min", (sub(Sym("cEnd"), Sym("c0_")), rs))),
-                     *_col_views(s), Call("LoadColumns")), doc="column chunks of the row")]
+        body += [Comment("the column rows, whole, once (unless they are loaded per chunk: colChunkLoads)"),
+                 If((Constraint("==", Sym("colChunkLoads"), Lit(0)),), (
+                     For("c0_", Sym("cBegin"), Sym("cEnd"), rs, (
+                         Assign("n_", Fn("min", (sub(Sym("cEnd"), Sym("c0_")), rs))),
+                         *_col_views(s), Call("LoadColumns")), doc="column chunks of the row"),))]
     grp: list = list(_group_stat_loads(s))
     if s.row_in:   # the first group's copy before the loop; each group's DeQue, then the next group's copy
         body.append(_resident_in(s, Sym("rBegin")))
@@ -1350,6 +1358,12 @@ def mentions(x, name: str) -> bool:
     return False
 
 
+HOIST_SAFE_CALLS = ("RowSum", "RowMax", "LoadColumns")
+"""Methods a ROW_CHUNK group body may call after a hoisted total (`hoist_row_functions`): the row reductions write
+a scalar, LoadColumns (the column rows of a chunk, colChunkLoads) writes the column rows and the staging queue;
+none reads or writes the totals (tots_, sums_)."""
+
+
 def hoist_row_functions(grp: list, nlevel: int) -> list:
     """Loop-invariant code motion of ROW_CHUNK's group body `grp` (Kernel IR, before the dependency pass): a
     function of a row's completed total broadcast over every chunk of the row — `Duplicate(W, s)`, then Ln / Exp /
@@ -1359,7 +1373,7 @@ def hoist_row_functions(grp: list, nlevel: int) -> list:
     them (one instruction each over k lanes), and in every chunk `D = A + (-f(s))` (Adds; A * f(s): Muls). Exact:
     f is lane-wise (the same value on every lane), and a - b is a + (-b) in IEEE fp32. Done only when every later
     read of slot j (tots_ or its sums_ alias) is such a pattern with the same f, nothing later writes it, and no
-    statement after the hoist point calls a method other than RowSum / RowMax (which touch neither). Returns the
+    statement after the hoist point calls a method other than HOIST_SAFE_CALLS (which touch neither). Returns the
     new body (the same list when nothing matches)."""
     found: dict = {}   # slot j -> (chain, first loop index)
     for li, st in enumerate(grp):
@@ -1379,7 +1393,7 @@ def hoist_row_functions(grp: list, nlevel: int) -> list:
     if not found:
         return grp
     start = min(li for _c, li in found.values())
-    if any(isinstance(x, Call) and x.method not in ("RowSum", "RowMax") for st in grp[start:] for x in walk((st,))):
+    if any(isinstance(x, Call) and x.method not in HOIST_SAFE_CALLS for st in grp[start:] for x in walk((st,))):
         return grp
     # every Ref of slot j from its hoist point on is a matched GetValue (and no Ref of an unknown slot)
     matched: set = set()
@@ -1466,16 +1480,21 @@ def _output_chunk(s: RowSchedule, head: list, body) -> list:
 def _chunk_head(s: RowSchedule, phase: int) -> list:
     """ROW_CHUNK (inputs resident): the head of column chunk [c0_, c0_ + n_) in `phase` (a level, -1 the output
     phase): its width and, when the phase reads column rows, their views at the chunk (the column rows are whole in
-    UB, loaded once). The row inputs are in UB already."""
+    UB, loaded once) or, with the tiling field colChunkLoads 1, the chunk's column rows loaded (LoadColumns: GM
+    columns copied in, computed ones such as a lane index computed at c0_) into buffers of one chunk. The row inputs
+    are in UB already."""
     out: list = [Assign("n_", Fn("min", (sub(Sym("cEnd"), Sym("c0_")), Sym("rowStride_"))))]
     if s.ncol and phase in s.col_phases:
-        out += _col_views(s)
+        if s.load_cols:
+            out.append(If((_COL_CHUNKS,), (Call("LoadColumns"),), tuple(_col_views(s))))
+        else:
+            out += _col_views(s)
     return out
 
 
 def _col_views(s: RowSchedule) -> list:
     """colv_[j] pointed at column c0_ of whole column row j (ROW_CHUNK with resident rows: colBuf_ holds
-    the column rows whole, colAlign_ apart)."""
+    the column rows whole, colAlign_ apart; not read where colChunkLoads is 1)."""
     return [For("j", Lit(0), Lit(s.ncol), Lit(1), (
         Get("colv_", "colBuf_", "float", add(mul(Sym("j"), _COLA), Sym("c0_")), slot=Sym("j")),))]
 
@@ -1949,6 +1968,7 @@ def row_split_class(name: str, s: RowSchedule) -> KernelClass:
         fields=COL_FIELDS + ("rowsPerOwner", "rowsPerCore", "rowsTail")
         + (("rowQueBufs",) if s.row_in or s.row_out else ()) + (("colsPerReduceCore",) if s.cross_core else ())
         + (("colBatchRows",) if s.col_segments else ())
+        + (("colChunkLoads",) if s.res_levels and s.ncol and s.load_cols else ())
         + tuple(s.fields)
         + tuple(f for _m, f in INIT_MEMBERS if f not in s.fields)
         + tuple(f"{a[len('attr_'):]}Bits" for a in s.float_scalars if a.startswith("attr_")),

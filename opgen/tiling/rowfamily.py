@@ -60,7 +60,10 @@ def rows_tiling(spec, lowered, counts):
     forms = form_key_count(spec) if lowered.extra.get("form_key") else 1
     doc = f"Tiling of {spec.name}: rows family, {lay.text()}; ROW_SPLIT / COL_SPLIT."
     overlap = _overlap(variants)
-    prog, plans = program(spec.name, counts, dvars, tuple(attrs), extra, overlap=overlap, forms=forms, int_attrs=ints)
+    # ROW_CHUNK's per-chunk column rows (a resident program's only): their re-reads priced when their inputs are present
+    col_presence = _col_load_presences(spec, lowered) if row_resident(counts) and counts.col else ()
+    prog, plans = program(spec.name, counts, dvars, tuple(attrs), extra, overlap=overlap, forms=forms,
+                          col_presence=bool(col_presence), int_attrs=ints)
     inputs = {"rows": lay.rows_extent(), "seq": lay.seq_extent(), "batch": lay.batch_extent(),
               "hidden": lay.hidden_extent(), "dtypeKey": ("dtype_key",), "attrKey": ("attr_key",),
               "coreNum": ("platform", "coreNum"), "ubBytes": ("platform", "ubBytes")}
@@ -76,6 +79,8 @@ def rows_tiling(spec, lowered, counts):
             picks = tuple((ak, ext(kl)) for ak, kl in sorted(by_ak.items()))
             if len({str(e) for _ak, e in picks}) > 1:
                 inputs[name] = ("by_attr_key", picks)
+    if col_presence:
+        inputs["colLoadsAbsent"] = ("presence", col_presence)
     for v in dvars:
         inputs[f"{v}Bytes"] = ("bytes", v)
     for a in attrs:   # an int attribute as its value rounded once to fp32, as the rows kernel reads integers
@@ -95,7 +100,8 @@ def rows_tiling(spec, lowered, counts):
                                                           for ak, used in sorted(users.items())))
     if streamable(counts):
         prog, plans, proven = with_streaming(spec, inputs, prog, plans, lambda: program(
-            spec.name, counts, dvars, tuple(attrs), extra, stream=True, overlap=overlap, forms=forms, int_attrs=ints))
+            spec.name, counts, dvars, tuple(attrs), extra, stream=True, overlap=overlap, forms=forms,
+            col_presence=bool(col_presence), int_attrs=ints))
         if proven is None:   # the spec's rows can outgrow UB: every class has COL_STREAM
             doc = doc.removesuffix("; ROW_SPLIT / COL_SPLIT.") + "; ROW_SPLIT / COL_SPLIT / COL_STREAM."
             for v in variants:
@@ -107,6 +113,22 @@ def rows_tiling(spec, lowered, counts):
         v.kclass = v.ctx["row_split_ir"]
     lowered.extra.update(variants=variants, dims=dims)
     return Tiling(prog, inputs, plans, doc, proven=proven)
+
+
+def _col_load_presences(spec, lowered) -> tuple:
+    """The presences (one bool per optional input, spec order: opgen.tiling.emit.presence_cpp) under which no row
+    program loads a column row from GM, when every input its column rows load from is optional (a weight): the
+    tiling then prices ROW_CHUNK's re-reads of them (opgen.tiling.rowkernel `_resident_or_slice`) except under
+    those (a presence not known, as opgen.tiling.emit.evaluate without one, counts them). () when no column row is
+    loaded, or one is loaded from a required input (always priced)."""
+    from itertools import product
+
+    loaded = {t.name for p in lowered.programs.values() for t in p.gm if t.space == "col" and t.role == "in"}
+    opts = [i.name for i in spec.inputs if i.optional]
+    if not loaded or not loaded <= set(opts) or len(opts) > 8:
+        return ()
+    return tuple(pr for pr in product((False, True), repeat=len(opts))
+                 if not any(on and n in loaded for n, on in zip(opts, pr)))
 
 
 def _overlap(variants):

@@ -58,7 +58,7 @@ from opgen.errors import SpecError
 from opgen.kernel.rowcounts import (COL_SPLIT, COL_STREAM, ROW_CHUNK, ROW_SPLIT, RowCounts, chunk_prefetch, chunkable,  # noqa: F401
                                     fixed_needs, row_pool_bound, row_resident, stage_dtypes, stage_element)
 from opgen.platforms.cost import (BARRIER_CYCLES, BURST_OVERHEAD_BYTES, CLOCK_HZ, FLAG_WAIT_CYCLES, HBM_BYTES_PER_S,
-                                  SYNC_ALL_CYCLES, VEC_ISSUE_CYCLES, VEC_REPEAT_BYTES)
+                                  L2_BYTES_PER_S, SYNC_ALL_CYCLES, VEC_ISSUE_CYCLES, VEC_REPEAT_BYTES)
 from opgen.kernel.rowprog import MASK_LANES
 from opgen.tiling.buffers import Buffer, fixed_bytes, row_bytes
 from opgen.tiling.program import TilingProgram, Var, align_up, ceil_div, emax, emin, lit, select
@@ -246,18 +246,23 @@ def _sum_plan(c: RowCounts) -> list[Buffer]:
             Buffer("sumSlack", "TBuf<VECCALC>", n, False, 8, 4, "32-byte rounding of the sum buffers")]
 
 
-def resident_plan(c: RowCounts, col_align, cols, bytes_of) -> list[Buffer]:
+def resident_plan(c: RowCounts, col_align, cols, bytes_of, col_chunks=None) -> list[Buffer]:
     """ROW_CHUNK buffers of a `row_resident` program with chunks of `cols` columns: per row of a group, its inputs
     whole (`col_align` elements as stored in GM, two buffers), its output chunks (two buffers), its statistics and
     row reductions; fixed, the fp32 temporaries of one chunk and the fp32 column rows whole (no exchange: no partial
-    rows staged)."""
+    rows staged) -- or, with `col_chunks` (a tiling expression, the field colChunkLoads: 1 where the column rows are
+    loaded per chunk, opgen.kernel.rowsched `_chunk_head`), column rows of one chunk where it is 1."""
     plan = _by_dtype(c.row_in, bytes_of, 2, "resQue", "TQue<VECIN>", True, col_align, "whole row inputs of a group")
     plan += _by_dtype(c.row_out, bytes_of, 2, "outQue", "TQue<VECOUT>", True, cols, "row-output chunks of a group")
     plan += stat_plan(c)
     plan += _sum_plan(c)
     for b in _fixed_plan(c, cols, ROW_CHUNK, bytes_of):   # the column rows whole, loaded once per core
-        plan.append(dataclasses.replace(b, length=col_align, doc=b.doc + ", whole rows")
-                    if b.name == "colBuf" else b)
+        if b.name == "colBuf" and col_chunks is None:
+            b = dataclasses.replace(b, length=col_align, doc=b.doc + ", whole rows")
+        elif b.name == "colBuf":
+            b = dataclasses.replace(b, length=select(col_chunks >= 1, cols, col_align),
+                                    doc=b.doc + ", whole rows (colChunkLoads 0) or one chunk (1)")
+        plan.append(b)
     return plan
 
 
@@ -327,8 +332,8 @@ def with_streaming(spec, inputs: dict, prog, plans: dict, streaming) -> tuple:
 
 def program(name: str, c: RowCounts, dvars: tuple[str, ...], float_attrs: tuple[str, ...] = (),
             extra: tuple[tuple[str, str], ...] = (), stream: bool = False,
-            overlap: tuple | None = None, forms: int = 1, int_attrs: frozenset = frozenset()
-            ) -> tuple[TilingProgram, dict]:
+            overlap: tuple | None = None, forms: int = 1, col_presence: bool = False,
+            int_attrs: frozenset = frozenset()) -> tuple[TilingProgram, dict]:
     """The tiling program of rows kernel `name` (module docstring) for counts `c`, and its buffer plans
     {strategy: [Buffer]}. With `stream` (only when `streamable(c)`; raises ValueError otherwise) the program has a
     third strategy, COL_STREAM, chosen when neither a row nor a core's resident slice of one row fits UB.
@@ -342,7 +347,9 @@ def program(name: str, c: RowCounts, dvars: tuple[str, ...], float_attrs: tuple[
     (opgen.kernel.rowsched.queue_overlap; None: held throughout), which prices one buffer per row queue against two
     (rows.row_split). `forms` > 1: the shape forms lower to different classes (opgen.kernel.rows.variants_of), and
     an input formKey (opgen.dsl.keys.form_key, 0 .. forms - 1) is folded into the tiling key:
-    (attrKey * forms + formKey) * 100 + dtypeKey * 10 + strategy (opgen.codegen.tilingkey.TilingKey)."""
+    (attrKey * forms + formKey) * 100 + dtypeKey * 10 + strategy (opgen.codegen.tilingkey.TilingKey).
+    `col_presence`: the program reads an input colLoadsAbsent (1 when every optional input ROW_CHUNK's per-chunk
+    column rows load from is absent; their re-reads are then not priced)."""
     p = TilingProgram(name)
     R = p.input("rows", "rows of the anchor domain (product of its leading axes)")
     S = p.input("seq", "rows per batch (product of the leading axes after the batch axes)")
@@ -356,6 +363,8 @@ def program(name: str, c: RowCounts, dvars: tuple[str, ...], float_attrs: tuple[
         fk = p.input("formKey", f"index of the shape forms the inputs take (0 .. {forms - 1}; one class each)")
         key = (ak * forms + fk, f"(attrKey * {forms} + formKey)")
     cores = p.input("coreNum", "AIV cores of the platform")
+    col_on = 1 - p.input("colLoadsAbsent", "1 when every optional input the column rows load from is absent (a "
+                         "presence; 0 when unknown: their re-reads counted)") if col_presence else lit(1)
     ub = p.input("ubBytes", "UB bytes per AIV core")
     attrs = [(p.input(f"{a}Attr", f"IEEE-754 bits of the int attribute {a} rounded to fp32" if a in int_attrs
                       else f"IEEE-754 bits of the float attribute {a}"),
@@ -391,8 +400,8 @@ def program(name: str, c: RowCounts, dvars: tuple[str, ...], float_attrs: tuple[
     if stream:
         cols_pass = None   # after the strategy: the resident slice (COL_SPLIT) or the streaming chunk (COL_STREAM)
     elif resident:
-        res_cols, res_rows, res_fit, use_res = _resident_or_slice(p, c, R, H, lanes, col_align, cols_core, col_cores,
-                                                                  row_cores, ub, bytes_of, cs_rows)
+        res_cols, res_rows, res_fit, use_res, res_cc = _resident_or_slice(
+            p, c, R, H, lanes, col_align, cols_core, col_cores, row_cores, ub, bytes_of, cs_rows, col_on)
         use4 = p.let("useRowChunk", select((rows_fit < 1) & (use_res >= 1), 1, 0),
                      "1 when a row does not fit ROW_SPLIT and ROW_CHUNK (inputs resident) is chosen")
         cols_pass = p.let("colsPerPass", select(use4 >= 1, res_cols, cols_core), "columns per pass (COL_SPLIT: the "
@@ -415,12 +424,12 @@ def program(name: str, c: RowCounts, dvars: tuple[str, ...], float_attrs: tuple[
                               "columns per COL_SPLIT pass (no row reduction: the slice is walked in chunks)", True)
     if stream:
         return _stream_program(p, c, R, S, B, H, key, dk, cores, ub, lanes, col_align, cols_core, col_cores, rows_fit,
-                               row_cores, plans, bytes_of, float_attrs, attrs, extras, cs_rows)
+                               row_cores, plans, bytes_of, float_attrs, attrs, extras, cs_rows, col_on)
     if resident:   # COL_SPLIT's groups are sized by its slice; ROW_CHUNK's by its own plan
         grp_fit, _cc, group_rows, plans[COL_SPLIT] = col_split(
             p, H, R, cores, ub, lambda cols: col_plan(c, cols, bytes_of, cs_rows), cols_core, col_cores, cols_core,
             group_alt=(use4 >= 1, res_rows))
-        plans[ROW_CHUNK] = resident_plan(c, col_align, res_cols, bytes_of)
+        plans[ROW_CHUNK] = resident_plan(c, col_align, res_cols, bytes_of, res_cc)
     else:
         grp_fit, _cc, group_rows, plans[COL_SPLIT] = col_split(
             p, H, R, cores, ub, lambda cols: col_plan(c, cols, bytes_of, cs_rows), cols_core, col_cores, cols_pass)
@@ -578,7 +587,7 @@ def _chunk_or_slice(p, c, R, H, lanes, col_align, cols_core, col_cores, cols_fit
 
 
 def _resident_or_slice(p, c, R, H, lanes, col_align, cols_core, col_cores, row_cores, ub, bytes_of,
-                       batch_rows=None):
+                       batch_rows=None, col_on=None):
     """ROW_CHUNK of a `row_resident` program (module docstring) against COL_SPLIT, for a row that does not fit
     ROW_SPLIT: (colsPerPass of ROW_CHUNK, its group rows, its fit, useResident). The chunk is the widest that fits
     beside one group row's resident inputs (a multiple of the row's lane quantum, at most the row); the group as many
@@ -599,34 +608,80 @@ def _resident_or_slice(p, c, R, H, lanes, col_align, cols_core, col_cores, row_c
     buffers (a TBuf, an output queue of depth 1), so a group's copy-in, its work and exchanges and its copy-out
     follow one another (RmsNorm 50 x 20001 bf16, the emulation's estimate: COL_SPLIT 8.44 us, ROW_CHUNK 7.48 us,
     which the overlapped max had reversed once the exchange cost a tree instead of a combine per core).
-    useResident is 1 when ROW_CHUNK fits and COL_SPLIT does not, or ROW_CHUNK's time is at most COL_SPLIT's."""
-    none = resident_plan(c, col_align, lit(0), bytes_of)
-    probe = resident_plan(c, col_align, lit(STREAM_PROBE_COLS), bytes_of)
-    # + 64: the reduction scratch grows by 8 floats at a time (row_reduce_elems), which the probe's linear rate
-    # can miss by up to that: the chunk then still fits beside the slack rowChunkFit keeps
-    base = row_bytes(none) + fixed_bytes(none) + PASS_SLACK_BYTES + 64
-    per_probe = p.let("rowChunkProbeBytes", row_bytes(probe) + fixed_bytes(probe) - row_bytes(none) - fixed_bytes(none),
-                      f"UB bytes of {STREAM_PROBE_COLS} chunk columns of a one-row ROW_CHUNK group (row reductions: "
-                      f"inputs resident)")
-    cols_fit = p.let("rowChunkColsFit", select(ub > base, (ub - base) * STREAM_PROBE_COLS // per_probe, 0)
-                     // lanes * lanes, f"chunk columns that fit beside one resident row (multiple of {lanes})")
-    chunk = p.let("rowChunkCols", emax(lanes, emin(col_align, cols_fit)),
-                  "columns per ROW_CHUNK chunk (row reductions: the row's inputs resident)")
-    plan = resident_plan(c, col_align, chunk, bytes_of)
-    fixed = fixed_bytes(plan)
-    fixed = fixed + PASS_SLACK_BYTES   # as the chunk was sized: the proof counts the same bytes
-    fit = p.let("rowChunkFit", select(ub > fixed, (ub - fixed) // row_bytes(plan), 0),
-                "rows of a ROW_CHUNK group that fit beside PASS_SLACK_BYTES (row reductions: inputs resident)")
-    rows_core = ceil_div(R, row_cores)
-    group = p.let("rowChunkRows", emax(1, emin(emin(fit, 1024), rows_core)), "rows per ROW_CHUNK group")
+    useResident is 1 when ROW_CHUNK fits and COL_SPLIT does not, or ROW_CHUNK's time is at most COL_SPLIT's.
+    A program with column rows has two ROW_CHUNK forms (the tiling field colChunkLoads, returned last; None without
+    column rows): the column rows whole in UB, loaded once per core, or one chunk of them loaded (a lane index
+    computed) in every chunk of each phase that reads them (RowCounts.col_phases), which leaves the resident row room
+    where whole fp32 column rows do not fit beside it (CrossEntropyLoss [N, 32000]: its lane-index row alone is
+    128 KB). The per-chunk form re-reads the GM column rows every group and phase, priced at the L2's bandwidth
+    (opgen.platforms.cost.L2_BYTES_PER_S: a column row read by every core stays in the L2), and is a candidate only
+    while those re-reads stay within 1 / GM_REREAD_SHARE of the row operands' bytes (`colLoadsAbsent`: not counted
+    when the optional inputs they load from are absent); the cheaper form that fits is taken."""
     elem, ins, outs, (num, den), lanes32, per_issue = _cost_terms(c, bytes_of)
     moved = R * H * elem
-    chunks = ceil_div(H, chunk)
-    mem_r = p.let("rowChunkMemCycles", (moved + R * (chunks * outs + ins) * BURST_OVERHEAD_BYTES) * num // den,
-                  "ROW_CHUNK: estimated HBM cycles (bytes and bursts)")
+    rows_core = ceil_div(R, row_cores)
     pin = max(c.pinstrs, c.vinstrs, 1)
-    run_r = p.let("rowChunkRunCycles", rows_core * H * pin // lanes32 + rows_core * chunks * (pin * per_issue),
-                  "ROW_CHUNK: estimated vector and issue cycles of a core")
+
+    def variant(chunked: bool, tag: str, what: str):
+        """(chunk, group, fit, memory cycles, run cycles) of ROW_CHUNK with the column rows whole (`chunked` False)
+        or loaded per chunk (True), its lets suffixed by `tag`."""
+        cc = lit(1) if chunked else None
+        none = resident_plan(c, col_align, lit(0), bytes_of, cc)
+        probe = resident_plan(c, col_align, lit(STREAM_PROBE_COLS), bytes_of, cc)
+        # + 64: the reduction scratch grows by 8 floats at a time (row_reduce_elems), which the probe's linear rate
+        # can miss by up to that: the chunk then still fits beside the slack rowChunkFit keeps
+        base = row_bytes(none) + fixed_bytes(none) + PASS_SLACK_BYTES + 64
+        per_probe = p.let(f"rowChunkProbeBytes{tag}",
+                          row_bytes(probe) + fixed_bytes(probe) - row_bytes(none) - fixed_bytes(none),
+                          f"UB bytes of {STREAM_PROBE_COLS} chunk columns of a one-row ROW_CHUNK group (row "
+                          f"reductions: inputs resident; {what})")
+        cols_fit = p.let(f"rowChunkColsFit{tag}", select(ub > base, (ub - base) * STREAM_PROBE_COLS // per_probe, 0)
+                         // lanes * lanes, f"chunk columns that fit beside one resident row (multiple of {lanes}; "
+                         f"{what})")
+        chunk = p.let(f"rowChunkCols{tag}", emax(lanes, emin(col_align, cols_fit)),
+                      f"columns per ROW_CHUNK chunk (row reductions: the row's inputs resident; {what})")
+        plan = resident_plan(c, col_align, chunk, bytes_of, cc)
+        fixed = fixed_bytes(plan) + PASS_SLACK_BYTES   # as the chunk was sized: the proof counts the same bytes
+        fit = p.let(f"rowChunkFit{tag}", select(ub > fixed, (ub - fixed) // row_bytes(plan), 0),
+                    f"rows of a ROW_CHUNK group that fit beside PASS_SLACK_BYTES (inputs resident; {what})")
+        group = p.let(f"rowChunkRows{tag}", emax(1, emin(emin(fit, 1024), rows_core)),
+                      f"rows per ROW_CHUNK group ({what})")
+        chunks = ceil_div(H, chunk)
+        mem = (moved + R * (chunks * outs + ins) * BURST_OVERHEAD_BYTES) * num // den
+        run = rows_core * H * pin // lanes32 + rows_core * chunks * (pin * per_issue)
+        reread = lit(0)
+        if chunked:   # every group re-reads its loaded column rows in each phase that reads them, from the L2
+            groups = ceil_div(rows_core, group)
+            reread = p.let("colReloadBytes", groups * row_cores * c.col_phases * H * _col_load_bytes(c, bytes_of)
+                           * on,
+                           "ROW_CHUNK with column rows per chunk: GM bytes of the column rows re-read (every group, "
+                           "every phase reading them)")
+            mem = mem + (reread + groups * row_cores * c.col_phases * chunks * c.loads * BURST_OVERHEAD_BYTES * on) \
+                * l2_num // l2_den
+            run = run + groups * c.col_phases * (H * c.col // lanes32 + chunks * c.col * per_issue)
+        mem = p.let(f"rowChunkMemCycles{tag}", mem, f"ROW_CHUNK: estimated HBM cycles (bytes and bursts; {what})")
+        run = p.let(f"rowChunkRunCycles{tag}", run, f"ROW_CHUNK: estimated vector and issue cycles of a core ({what})")
+        return chunk, group, fit, mem, run, reread
+
+    on = lit(1) if col_on is None else col_on   # the column rows' loads happen (their inputs present)
+    l2 = Fraction(int(CLOCK_HZ), int(L2_BYTES_PER_S))
+    l2_num, l2_den = l2.numerator, l2.denominator
+    chunk, group, fit, mem_r, run_r, _none = variant(False, "Whole" if c.col else "", "column rows whole")
+    per_chunk = None
+    if c.col:   # column rows per chunk where whole ones do not fit beside the resident row or cost more
+        chunk_c, group_c, fit_c, mem_c, run_c, reread = variant(True, "ColLoads", "column rows loaded per chunk")
+        within = reread * GM_REREAD_SHARE <= moved   # the GM goal: no more than 1 / GM_REREAD_SHARE re-read
+        per_chunk = p.let("colChunkLoads", select((fit_c >= 1) & within & ((fit < 1) | (emax(mem_c, run_c)
+                                                                                       < emax(mem_r, run_r))), 1, 0),
+                          "ROW_CHUNK: 1 when the column rows are loaded per chunk of each phase reading them (they "
+                          "do not fit whole beside the resident row, or that is estimated faster, and their re-reads "
+                          f"stay within 1/{GM_REREAD_SHARE} of the row operands' bytes), 0 whole once", True)
+        pick = lambda a, b: select(per_chunk >= 1, b, a)   # noqa: E731
+        chunk = p.let("rowChunkCols", pick(chunk, chunk_c), "columns per ROW_CHUNK chunk (row reductions: the row's "
+                      "inputs resident)")
+        fit = p.let("rowChunkFit", pick(fit, fit_c), "rows of a ROW_CHUNK group that fit (inputs resident)")
+        group = p.let("rowChunkRows", pick(group, group_c), "rows per ROW_CHUNK group")
+        mem_r, run_r = pick(mem_r, mem_c), pick(run_r, run_c)
     slice_fit = _group_rows_fit(p, c, cols_core, ub, bytes_of, "sliceGroupFit", "COL_SPLIT's resident slices",
                                 batch_rows)
     slice_rows = emax(1, emin(emin(slice_fit, 1024), R))
@@ -644,7 +699,23 @@ def _resident_or_slice(p, c, R, H, lanes, col_align, cols_core, col_cores, row_c
     use = p.let("useResident", select((fit >= 1) & ((slice_fit < 1) | (emax(mem_r, run_r) <= mem_s + run_s)),
                                       1, 0),
                 "1 when ROW_CHUNK (inputs resident) fits and is estimated no slower than COL_SPLIT, or only it fits")
-    return chunk, group, fit, use
+    return chunk, group, fit, use, per_chunk
+
+
+GM_REREAD_SHARE = 10
+"""A ROW_CHUNK whose column rows are re-read per chunk (`_resident_or_slice`) is a candidate only while the re-reads
+stay within 1 / GM_REREAD_SHARE of the row operands' bytes: the project's GM goal for the vector kernels is 1.10 of
+the minimum (bench/results/README.md), which the cost model's time alone does not protect (a [1024, 32000] weighted
+cross-entropy would re-read its fp32 weight row per row and phase: 3x the minimum from the L2, estimated faster)."""
+
+
+def _col_load_bytes(c: RowCounts, bytes_of):
+    """GM bytes a column of the column rows loaded from GM takes (RowCounts.staged: the loads' dtypes; a resident
+    program loads column rows only), as a tiling expression."""
+    total = lit(0)
+    for d, n in c.staged:
+        total = total + bytes_of(d) * n
+    return total
 
 
 def _split_or_stream(p, c, R, H, cols_core, col_cores, res_fit, stream_rows, bytes_of):
@@ -696,7 +767,7 @@ def _tail_fields(p, S, B, H, R, float_attrs, attrs, extras) -> None:
 
 
 def _stream_program(p, c, R, S, B, H, key, dk, cores, ub, lanes, col_align, cols_core, col_cores, rows_fit, row_cores,
-                    plans, bytes_of, float_attrs, attrs, extras, cs_rows=None):
+                    plans, bytes_of, float_attrs, attrs, extras, cs_rows=None, col_on=None):
     """The strategies of a streaming rows tiling (`program` with stream): ROW_SPLIT when a row fits, else ROW_CHUNK
     with the row's inputs resident when that fits and is estimated no slower than COL_SPLIT (`_resident_or_slice`),
     else COL_SPLIT when a core's resident slice of one row fits, else COL_STREAM — the slice walked in chunks of
@@ -725,8 +796,8 @@ def _stream_program(p, c, R, S, B, H, key, dk, cores, ub, lanes, col_align, cols
                         f"columns of a COL_STREAM chunk: streamRows rows at once unless that leaves fewer than "
                         f"{STREAM_MIN_COLS}")
     prefer_rows = rows_fit >= 1
-    rc_cols, rc_rows, rc_fit, rc_use = _resident_or_slice(p, c, R, H, lanes, col_align, cols_core, col_cores,
-                                                          row_cores, ub, bytes_of, cs_rows)
+    rc_cols, rc_rows, rc_fit, rc_use, rc_cc = _resident_or_slice(p, c, R, H, lanes, col_align, cols_core, col_cores,
+                                                                 row_cores, ub, bytes_of, cs_rows, col_on)
     use4 = p.let("useRowChunk", select((rows_fit < 1) & (rc_use >= 1), 1, 0),
                  "1 when a row does not fit ROW_SPLIT and ROW_CHUNK (inputs resident) is chosen")
     split = _split_or_stream(p, c, R, H, cols_core, col_cores, res_fit, want, bytes_of)
@@ -744,7 +815,7 @@ def _stream_program(p, c, R, S, B, H, key, dk, cores, ub, lanes, col_align, cols
         p, H, R, cores, ub, lambda cols: col_plan(c, cols, bytes_of, slice_rows), cols_core, col_cores,
         select(strategy.eq(ROW_CHUNK), cols_core, cols_pass), group_alt=(use4 >= 1, rc_rows))
     plans[COL_STREAM] = plans[COL_SPLIT]
-    plans[ROW_CHUNK] = resident_plan(c, col_align, rc_cols, bytes_of)
+    plans[ROW_CHUNK] = resident_plan(c, col_align, rc_cols, bytes_of, rc_cc)
     p.let("colsPerReduceCore", align_up(ceil_div(H, row_cores), 16),
           "columns each core sums in the cross-core reduction (ROW_SPLIT)", True)
     p.let("fits", select(strategy.eq(ROW_SPLIT), rows_fit >= 1, select(strategy.eq(ROW_CHUNK), rc_fit >= 1,
