@@ -198,9 +198,9 @@ def test_a_placed_flag_removed_fails(monkeypatch, tmp_path):
         # here fails first), so a pair that a bigger shape shows is not first tried at every presence of the
         # smaller ones. Shapes: ROW_SPLIT (more rows than a pass, a tail: pairs 0 and 1 need it); COL_SPLIT,
         # several groups per chunk. The case that failed the previous pair is tried first (pairs next to each
-        # other in the pass's order sit in the same method: the seven of ColSplit and TotalOwnedRows fail at 64 x 16384, which
-        # they reached after a passing 37 x 300 and a passing 300 x 1000, 1.8 s of CPU a pair): the same cases,
-        # each pair must still fail one of them, only the order of the search differs.
+        # other in the pass's order sit in the same method: the seven of ColSplit and TotalOwnedRows fail at
+        # 64 x 16384, which they reached after a passing 37 x 300 and a passing 300 x 1000, 1.8 s of CPU a pair):
+        # the same cases, each pair must still fail one of them, only the order of the search differs.
         cases = [(a, b, rows_, h) for a, b in PRESENCES for rows_, h in ((37, 300), (300, 1000), (64, 16384))]
         for a, b, rows_, h in sorted(cases, key=lambda c: c != last_failed):
             r = run_check(str(dm / "pgn.py"), inputs=_inputs(rows_, h, a, b), dtypes={"T": "float32"},
