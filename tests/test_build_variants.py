@@ -141,6 +141,25 @@ def test_the_O0_variants_share_the_emulation_instances_and_debug_keeps_its_own(t
     assert f"{shared}/{instances_target('asan')}" not in st["asan/probe"][1]   # the stub kernel needs none
 
 
+def test_shared_objects_builds_the_named_objects_of_the_shared_directory_and_refuses_others():
+    """shared_objects (what the suite's own emulation programs link: tests/conftest.py emu_instances) brings the
+    named objects of the shared directory up to date and returns that directory; a name the directory does not build
+    is an OpgenError naming it and the ones it does, as is an empty list."""
+    import shutil
+
+    from opgen.check.build import compiler, shared_dir, shared_objects
+
+    with pytest.raises(OpgenError, match=r"\['emu-debug\.o'\].*emu-quick\.o, emu-asan\.o"):
+        shared_objects(["emu-debug.o"])
+    with pytest.raises(OpgenError, match="at least one"):
+        shared_objects([])
+    if shutil.which("g++") is None:
+        pytest.skip("g++ not available")
+    d = shared_objects([instances_target("quick")])
+    assert d == shared_dir(compiler()) and (d / instances_target("quick")).is_file()
+    assert "emu_instances.cpp" in (d / "build.ninja").read_text()
+
+
 def test_every_tiling_func_object_declares_the_registries_and_check_main_defines_them(tmp_path):
     """opgen/check/build.py REGISTRY_MACRO: every launch-driver variant's TilingFunc object, and the host precompiled
     header it is compiled with (GCC takes a .gch only when the macros match), get -D<REGISTRY_MACRO>, so

@@ -966,7 +966,7 @@ def test_ksplit_kernel_on_the_interpreter_every_sync_and_exchange_is_checked():
 @pytest.mark.skipif(shutil.which("g++") is None, reason="g++ not available")
 @pytest.mark.parametrize("dt", ["float16", "bfloat16"])
 def test_ksplit_matmul_gelu_emulated_matches_float64_is_bit_identical_and_races_without_its_syncall(
-        tmp_path, dt, session_build_root):
+        tmp_path, dt, session_build_root, examples_gen):
     """MatmulGelu at M 50, K 12347 (odd; not a multiple of the 256-element L1 panel), N 70 on Atlas A2: one output
     block for 24 AI Cores, and the tiling's cost model splits K in three (k ranges of 4160, the last 4027; two
     before A's L1 panels were 512 deep, whose fewer bursts make a third range's extra panels cheaper). The
@@ -976,17 +976,17 @@ def test_ksplit_matmul_gelu_emulated_matches_float64_is_bit_identical_and_races_
     partial is a race between cores (the emulation's cross-core check, emu/pipes.h XTouchGm), whichever of the
     read and the write the threads happen to run first; with the AIVs' FLAG_PART wait deleted the launch faults.""" 
     from opgen.check import run_check
-    from opgen.codegen import write_ops
 
     spec = str(EXAMPLES / "matmul_gelu.py")
-    write_ops([spec], tmp_path / "gen")
     m, k, n = 50, 12347, 70
 
-    def check(gen):
+    def check(gen, root=session_build_root):
         return run_check(spec, dims={"M": m, "K": k, "N": n}, dtypes={"T": dt}, gen_dir=gen, seed=4,
-                         build_root=session_build_root, progress=False)
+                         build_root=root, progress=False)
 
-    r1 = check(tmp_path / "gen")
+    # the example as generated: the run's tree and its build (tests/conftest.py examples_gen; test_examples checks
+    # the same package), not a copy generated and built per dtype; the deletions below edit a copy of it
+    r1 = check(examples_gen, None)
     assert r1.passed and not r1.faults, r1.faults[:2]
     assert r1.block_dim == 3 and r1.gm["workspace"].written == 3 * m * n * 4 == r1.gm["workspace"].read
     x, w, b = (np.asarray(r1.inputs[v], dtype=np.float64) for v in ("x", "weight", "bias"))
@@ -996,11 +996,12 @@ def test_ksplit_matmul_gelu_emulated_matches_float64_is_bit_identical_and_races_
     assert np.all(np.abs(got - ref) <= ulp * np.abs(ref) + 2.0 ** -22 * k * 4), np.abs(got - ref).max()
     with pytest.MonkeyPatch.context() as mp:   # another interleaving of the cores (emu/core.h SchedJitter)
         mp.setenv("OPGEN_EMU_SCHED_SEED", "7")
-        r2 = check(tmp_path / "gen")
+        r2 = check(examples_gen, None)
     a1, a2 = np.asarray(r1.arrays["output"]), np.asarray(r2.arrays["output"])
     assert r2.passed and a1.tobytes() == a2.tobytes()
     if dt == "bfloat16":
         return
+    shutil.copytree(examples_gen / "matmul_gelu", tmp_path / "gen" / "matmul_gelu")
     h = tmp_path / "gen" / "matmul_gelu" / "op_kernel" / "matmul_gelu.h"
     text = h.read_text()
     assert text.count("SyncAll();") == 1

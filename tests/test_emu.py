@@ -26,14 +26,17 @@ SAN = ["-fsanitize=address,undefined", "-fno-sanitize-recover=all", "-fno-omit-f
 
 
 @pytest.fixture(scope="module")
-def bins(tmp_path_factory):
+def bins(tmp_path_factory, emu_instances):
+    """The scenario driver (-O1, and -O0 with AddressSanitizer + UBSan) and the numeric driver, each linking the
+    emulation's shared specializations of its flags (tests/conftest.py emu_instances)."""
     d = tmp_path_factory.mktemp("emu")
+    quick, asan = emu_instances("quick"), emu_instances("asan")
     jobs = {
-        "scen": BASE + [str(CPP / "emu_scenarios.cpp"), "-o", str(d / "scen")],
+        "scen": BASE + [str(CPP / "emu_scenarios.cpp"), *quick, "-o", str(d / "scen")],
         # -O0 for the sanitizer build (as tests/test_emu_cube.py): 8.6 s of compiler CPU against 14.3 s at -O1, and
         # no access optimised away from its checks; "scen" keeps -O1
-        "scen_asan": BASE + ["-O0"] + SAN + [str(CPP / "emu_scenarios.cpp"), "-o", str(d / "scen_asan")],
-        "num": BASE + [str(CPP / "emu_numeric.cpp"), "-o", str(d / "num")],
+        "scen_asan": BASE + ["-O0"] + SAN + [str(CPP / "emu_scenarios.cpp"), *asan, "-o", str(d / "scen_asan")],
+        "num": BASE + [str(CPP / "emu_numeric.cpp"), *quick, "-o", str(d / "num")],
     }
     with ThreadPoolExecutor(3) as ex:
         res = dict(zip(jobs, ex.map(lambda c: subprocess.run(c, capture_output=True, text=True), jobs.values())))

@@ -27,10 +27,11 @@ POISON = re.compile(r"(\w[\w >-]*) \(emu_bufpool\.cpp:(\d+), PIPE_(\w+)\): reads
 
 
 @pytest.fixture(scope="module")
-def exe(tmp_path_factory):
+def exe(tmp_path_factory, emu_instances):
+    """emu_bufpool.cpp at -O1, linking the emulation's shared specializations (tests/conftest.py emu_instances)."""
     out = tmp_path_factory.mktemp("bufpool") / "bufpool"
-    subprocess.run(["g++", "-std=c++17", "-O1", "-pthread", "-Wall", "-Werror", f"-I{INC}", str(SRC), "-o", str(out)],
-                   check=True, capture_output=True, text=True)
+    subprocess.run(["g++", "-std=c++17", "-O1", "-pthread", "-Wall", "-Werror", f"-I{INC}", str(SRC),
+                    *emu_instances("quick"), "-o", str(out)], check=True, capture_output=True, text=True)
     return out
 
 

@@ -33,12 +33,14 @@ NPT = {"f16": np.float16, "bf16": BF16, "f32": np.float32, "s8": np.int8, "s32":
 
 
 @pytest.fixture(scope="module")
-def bins(tmp_path_factory):
+def bins(tmp_path_factory, emu_instances):
+    """The cube drivers; the -O1 and the ASan ones link the emulation's shared specializations of their flags
+    (tests/conftest.py emu_instances; ThreadSanitizer has no shared object: its build compiles its own)."""
     d = tmp_path_factory.mktemp("emu_cube")
     # -O0 for the sanitizer builds: they compile 2-3x faster and still run every case in well under a second.
     jobs = {
-        "mm": BASE + ["-O0"] + ASAN + [str(CPP / "emu_cube_mm.cpp"), "-o", str(d / "mm")],
-        "scen": BASE + [str(CPP / "emu_cube_scen.cpp"), "-o", str(d / "scen")],
+        "mm": BASE + ["-O0"] + ASAN + [str(CPP / "emu_cube_mm.cpp"), *emu_instances("asan"), "-o", str(d / "mm")],
+        "scen": BASE + [str(CPP / "emu_cube_scen.cpp"), *emu_instances("quick"), "-o", str(d / "scen")],
         "scen_tsan": BASE + ["-O0"] + TSAN + [str(CPP / "emu_cube_scen.cpp"), "-o", str(d / "scen_tsan")],
     }
     with ThreadPoolExecutor(3) as ex:

@@ -56,11 +56,12 @@ def tag_line(scenario: str, tag: str) -> int:
 
 
 @pytest.fixture(scope="module")
-def races(tmp_path_factory):
-    """emu_races.cpp built once for the module (the flags of tests/test_emu.py)."""
+def races(tmp_path_factory, emu_instances):
+    """emu_races.cpp built once for the module (the flags of tests/test_emu.py, linking the emulation's shared
+    specializations: tests/conftest.py emu_instances)."""
     exe = tmp_path_factory.mktemp("races") / "races"
-    subprocess.run(["g++", "-std=c++17", "-O1", "-pthread", "-Wall", "-Werror", f"-I{INC}", str(SRC), "-o", str(exe)],
-                   check=True, capture_output=True, text=True)
+    subprocess.run(["g++", "-std=c++17", "-O1", "-pthread", "-Wall", "-Werror", f"-I{INC}", str(SRC),
+                    *emu_instances("quick"), "-o", str(exe)], check=True, capture_output=True, text=True)
     return exe
 
 

@@ -368,7 +368,7 @@ def program(cases: list[Case]) -> tuple[str, dict]:
 
 
 @pytest.fixture(scope="module")
-def emulated(tmp_path_factory):
+def emulated(tmp_path_factory, emu_instances):
     """(cases, {case index: {operand: array after the run}}, {case index: fault or ""}): the table's C++ forms run in
     the emulation (one g++ build)."""
     if shutil.which("g++") is None:
@@ -377,7 +377,8 @@ def emulated(tmp_path_factory):
     src, (layout, size) = program(cases)
     d = tmp_path_factory.mktemp("isa")
     (d / "isa.cpp").write_text(src)
-    r = subprocess.run(BASE + [str(d / "isa.cpp"), "-o", str(d / "isa")], capture_output=True, text=True)
+    r = subprocess.run(BASE + [str(d / "isa.cpp"), *emu_instances("quick"), "-o", str(d / "isa")], capture_output=True,
+                       text=True)   # the emulation's shared specializations (tests/conftest.py emu_instances)
     assert r.returncode == 0, r.stderr[-4000:]
     image = bytearray(size)
     for (_k, _n), (o, arr) in layout.items():

@@ -18,11 +18,15 @@ ARG_MAX = ARG.format(name="ArgMaxV2", api="ArgMax", red="max", cmp=">=")   # the
 
 
 @pytest.fixture(scope="module")
-def arg_max(tmp_path_factory):
-    d = tmp_path_factory.mktemp("argmax")
-    p = d / "arg_max.py"
-    p.write_text(ARG_MAX)
-    return p
+def arg_max(run_shared):
+    """The spec file and its generated package (gen/), made once per run for both xdist workers (run_shared): the
+    emulated cases below check the one package, so its kernel is built once, not once per case."""
+    from opgen.codegen import write_ops
+
+    def fill(d):
+        (d / "arg_max.py").write_text(ARG_MAX)
+        write_ops([str(d / "arg_max.py")], d / "gen")
+    return run_shared("argmax-i64", fill) / "arg_max.py"
 
 
 def test_an_int64_per_row_output_queue_holds_eight_bytes_a_row(arg_max):
@@ -46,14 +50,15 @@ def test_an_int64_per_row_output_queue_holds_eight_bytes_a_row(arg_max):
 @pytest.mark.parametrize("dims, key", [({"N": 1000, "H": 33}, 1), ({"N": 9, "H": 20000}, 2),
                                        ({"N": 200, "H": 30000}, 2), ({"N": 3, "H": 1}, 1)])
 @pytest.mark.parametrize("dt", ["float32", "bfloat16"])
-def test_arg_max_emulated_equals_numpy(arg_max, tmp_path, dims, key, dt):
+def test_arg_max_emulated_equals_numpy(arg_max, dims, key, dt):
+    """The eight cases share one generated package (the `arg_max` fixture; the same spec each time: one kernel
+    build, where each case generated and built its own copy)."""
     from opgen.check import run_check
-    from opgen.codegen import write_ops
 
-    write_ops([str(arg_max)], tmp_path)
     rng = np.random.default_rng(dims["N"] + dims["H"])
     x = rng.integers(-50, 50, (dims["N"], dims["H"])).astype(np.float32)   # ties: the first index wins
-    r = run_check(str(arg_max), inputs={"x": x}, dtypes={"T": dt}, gen_dir=tmp_path, progress=False)
+    r = run_check(str(arg_max), inputs={"x": x}, dtypes={"T": dt}, gen_dir=arg_max.parent / "gen",
+                  progress=False)
     assert r.passed and not r.faults, r.faults[:2]
     if dt == "float32":
         assert r.tiling_key % 10 == key, r.tiling_key

@@ -979,3 +979,28 @@ class Builder:
                       and not ln.startswith(("ninja:", "FAILED:"))), None)
         first = first or next((ln.strip() for ln in out.splitlines() if ln.strip()), "no output")
         return f"build of {self.src.op} {target} failed: {first} (full compiler output: {log})"
+
+
+def shared_objects(targets, root: Path | None = None, progress: bool = False) -> Path:
+    """Bring `targets` (paths in the shared directory: SHARED_TARGETS, instances_target(variant), pch_target(variant))
+    up to date, as an op's build does before it links them, and return the shared directory (shared_dir of the
+    compiler and `root`). For a program compiled outside an op's build directory that links the same objects: the
+    test suite's emulation programs (tests/conftest.py `emu_instances`) compile with -D<INSTANCES_MACRO> and link
+    instances_target(variant), whose flags (INSTANCES_FLAGS) they must match in optimisation level and sanitizers.
+    The directory's lock is released on return: its objects change only when the emulation or the harness sources
+    change. Raises OpgenError for a target the shared directory does not build (naming it and the ones it does),
+    BuildError on a compile error, OpgenError when g++ or ninja is missing."""
+    cxx = compiler()
+    known = list(SHARED_TARGETS) + [instances_target(v) for v in SHARED_INSTANCES]
+    if pch_wrapper() is not None:
+        known += [pch_target(v) for v in VARIANTS]
+    bad = [t for t in targets if t not in known]
+    if bad or not targets:
+        raise OpgenError(f"targets {list(targets)!r}: each must be one the shared directory builds "
+                         f"({', '.join(known)}), and at least one")
+    builder = Builder(Sources("(shared objects)", "shared", "shared", Path(".")), {}, root, progress)
+    builder._sources = _sources_stamp()
+    shared = shared_dir(cxx, root)
+    with builder._shared_built(shared, cxx, ninja_binary(), list(targets)):
+        pass
+    return shared
