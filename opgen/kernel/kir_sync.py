@@ -535,6 +535,8 @@ class _Analysis:
         self.stack: tuple = ()            # the positions of the calls being analysed, outermost first
         self.sites: dict = {}             # placing: Access -> the call positions it was last made under
         self.forbid: tuple | None = None  # placing (_placed_outside): a new sync in this statement list ends the run
+        self.probe: tuple | None = None   # checking (_first_put_inside): the loop body whose first sync is asked
+        self.inside: bool | None = None   # its answer, set at the first conflict (_first_put_inside)
 
     def intern(self, pos, pipe: Pipe, bit: int, write: bool, rk: tuple) -> Access:
         """The one Access object of these fields (bit: _BIT[pipe]; rk: its region's (base, lo, hi), unmarked) and the
@@ -625,7 +627,8 @@ class _Analysis:
         (Ref, elements or None))."""
         bit = _BIT[pipe]
         intern, region = self.intern, self.region
-        for key, d in list(ds.items()):
+        items = list(ds.values())
+        for di, d in enumerate(items):
             acc = [intern(pos, pipe, bit, False, region(d, r, scope, n)) for r, n in reads] + \
                   [intern(pos, pipe, bit, True, region(d, r, scope, n)) for r, n in writes]
             for a in acc:          # every access is checked before any is recorded: in place is no self-race
@@ -634,6 +637,9 @@ class _Analysis:
                     if c is None:
                         break
                     if not self.place:
+                        if self.probe is not None:
+                            self.inside = self.all_inside(items[di:], pos, pipe, reads, writes, scope)
+                            raise _Found
                         self.conflicts.append(c)
                         if self.first_only:
                             raise _Found
@@ -653,6 +659,38 @@ class _Analysis:
                 seen = (0 if pipe is Pipe.V else bit) | self.absent
                 old = d.records.get(a)
                 d.records[a] = seen = seen if old is None else old & seen
+
+    def all_inside(self, ds: list, pos, pipe: Pipe, reads, writes, scope) -> bool:
+        """At the first conflict of a walk (_first_put_inside), met in disjunct ds[0] (ds: it and the disjuncts after
+        it, not yet checked: the ones before have no conflict here, in any order): whether the placement, meeting it
+        in an equal state
+        whatever the order of its dictionaries, would put its first sync in the statement list `probe` (its put
+        raises: inside `probe`, not the same sync the list ends with there). The placement handles the disjuncts, a
+        statement's accesses and a disjunct's records in their order and places the first conflicting record's sync
+        of the first conflicting access of the first disjunct holding one: so every disjunct with a conflict, its
+        first conflicting access (that order is the statement's) and every record it conflicts with must put inside.
+        False also where an earlier access lies in a method's body (its call path, `sites`, is the full walk's
+        alone: a trial skips walks)."""
+        bit = _BIT[pipe]
+        n = len(self.probe)
+        for d in ds:
+            for r, w in [(r, False) for r in reads] + [(r, True) for r in writes]:
+                a = self.intern(pos, pipe, bit, w, self.region(d, r[0], scope, r[1]))
+                recs = [rec for rec, seen in d.records.items() if not seen & a.bit and _conflicting(rec, a)]
+                if not recs:
+                    continue
+                for rec in recs:
+                    if rec.pos[0] not in ("Init", "Process"):
+                        return False
+                    at = self.where(rec, pos)
+                    if at[:n] != self.probe:
+                        return False
+                    sync = self.sync_for(rec.pipe, a.pipe)
+                    lst = self.inserted.get(at, ())
+                    if len(lst) >= len(sync) and all(_same(x, y) for x, y in zip(lst[-len(sync):], sync)):
+                        return False
+                break
+        return True
 
     def where(self, earlier: Access, pos: tuple) -> tuple:
         """Where the sync ordering `earlier` before the access at `pos` (in the current call) goes: in the function
@@ -1730,11 +1768,33 @@ def _issues_on(k: kir.KernelClass, stmt, pipe, depth: int = 0) -> bool:
     return False
 
 
-def _placed_outside(k, trial: dict, types, used, loop: tuple) -> dict | None:
+def _first_put_inside(k, trial: dict, types, used, loop: tuple, trials: _Trials) -> bool:
+    """Whether the placement's first round on `trial` (a program with a conflict) puts its first sync inside the
+    statement list `loop`, decided without that round: a trial's walk (from the base program's states, _clean)
+    meets the first conflict a walk from the start meets, in an equal state (the placement puts nothing before
+    it: the walks agree up to there), and _Analysis.all_inside answers for every order the placement could meet
+    its disjuncts and records in. False: not known so (the round decides)."""
+    if trials.base is None:
+        return False
+    t = _Analysis(k, trial, False, types, used, trials, _diff_positions(trials.base, trial))
+    t.probe = loop
+    trials.pending = {}
+    try:
+        t.run()
+    except _Found:
+        return bool(t.inside)
+    return False
+
+
+def _placed_outside(k, trial: dict, types, used, loop: tuple, trials: _Trials | None = None) -> dict | None:
     """The syncs the placement adds to `trial` (position -> statements appended) for the conflicts it leaves, when
     every one of them lies outside the loop body `loop` (issued once, not per iteration); else None. A round stops
     at the first sync it would place inside `loop` (_Analysis.forbid): the rounds only append to the lists, so that
-    sync would be in the result, which is None then (exact; over the suite's classes every call so far ends so)."""
+    sync would be in the result, which is None then (exact; over the suite's classes every call so far ends so).
+    trials: the class's _Trials, whose base `trial` changes: when _first_put_inside shows that the first round's first
+    sync lies inside `loop`, None at once (its rounds walked the whole nest from the start)."""
+    if trials is not None and _first_put_inside(k, trial, types, used, loop, trials):
+        return None
     t = {p: list(v) for p, v in trial.items()}
     for _ in range(OUTSIDE_ROUNDS):
         a = _Analysis(k, t, True, types, used)
@@ -1843,7 +1903,7 @@ def _hoist(k, inserted: dict, types, used, trials: _Trials | None = None, only_l
                 trial = _moved(cur, pos, j, lst, at, nid)
                 if not _clean(k, trial, types, used, trials):
                     extra = None if loop is None or cur is not inserted else \
-                        _placed_outside(k, trial, types, used, loop)
+                        _placed_outside(k, trial, types, used, loop, trials)
                     if extra is None:
                         break
                     cur = {**inserted, **{p: list(inserted.get(p, ())) + v for p, v in extra.items()}}
