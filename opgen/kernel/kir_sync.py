@@ -57,7 +57,7 @@ The analysis is an abstract interpretation of the program (Init, then Process, m
 * After placement, each placed sync is removed in turn and kept removed when the analysis then finds no conflict.
   Each such trial stops at its first conflict and reuses the base program's walk (the program the trials change,
   conflict-free; _Trials.states: per statement list, entered in a given state, the state before each statement
-  and after the list, recorded by the placement's last round and by the trials): a list starts from the base's
+  and after the list, recorded by the check that ends the placement and by the trials): a list starts from the base's
   state before the first statement holding or calling the trial's change (its prefix is the base's code), and
   past the last such statement, as soon as the trial's state equals the base's there, it ends with the base's
   state after the list (the rest is the base's code from the base's state: the same deterministic walk, which met
@@ -75,14 +75,29 @@ the copy, the early stop and the class's tables disabled): what every analysis o
 its analyses share (interned accesses, expressions, FLoads, a vector statement's operands, whether two accesses
 conflict unless ordered, call reach) are made once per class (_class_facts; a KernelClass and its nodes are frozen,
 so each entry is a function of them alone). A copied disjunct (_D.copy, made before every statement a trial or the
-last round records) copies its records and shares its queues, tokens and bindings until a statement changes one of
-them (_D.own, called by every statement that does: the queue operations, Get, View, a call's tensor parameters, a
-SetFlag / WaitFlag), so neither side sees the other's change. _placed_outside's placement stops at the first sync it
+check ending the placement records) copies its records and shares its queues, tokens and bindings until a statement
+changes one of them (_D.own, called by every statement that does: the queue operations, Get, View, a call's tensor
+parameters, a SetFlag / WaitFlag), so neither side sees the other's change. _placed_outside's placement stops at the first sync it
 would place inside the loop: its rounds only append to the lists, so that sync would be in its result, which is None
-then. Accepting a change scans only the lists holding or calling it (the others keep every state). Over the 117
+then; and before any round, a trial's walk of the moved program (_first_put_inside: from the base program's states,
+_Trials) runs to its first conflict, which is the first round's first (the round puts nothing before it, so the two
+walks agree up to there, in equal states): when every disjunct with a conflict there, its first conflicting access
+and each record that access conflicts with would put the sync inside the loop (_Analysis.all_inside: whatever order
+the round's dictionaries hold them in, its first put is one of those), the answer is None with no round (an earlier
+access in a method's body, whose call path only a walk from the start knows, leaves it to the rounds). Accepting a
+change scans only the lists holding or calling it (the others keep every state). From the second round on, the
+placement first checks the program (_clean, recording the states for the trials): a round placing nothing meets no
+conflict, and the check's walk, unlike a placing one (which records each access's call path for `where`), skips a
+list entered again in a state it met in the same walk; the placing round runs only when the check meets a conflict,
+so the rounds are the same. Over the 117
 classes `opgen generate -j 1 examples/specs/*.py` places (their inputs pickled from that run, /tmp/sync5/rec, kept
 out of the repository), place_syncs took 34.8 s of CPU before these and 24.0 s after (1.45x; both versions in one
-process, class by class interleaved, load 13-20), with the same placements.
+process, class by class interleaved, load 13-20), with the same placements. Since the cube classes' A-panel loop
+holds the B-panel loop (commit "mm2"), their 51 _placed_outside calls took 6.7 s, each a walk of the nest from the
+start; _first_put_inside answers all 51 (None) from a trial's walk (0.02 s), and the check that ends the placement
+saves a third of that round: over the 117 classes of that run (re-recorded, /tmp/sync6-rec), place_syncs took
+36.8 s of CPU before and 27.9 s after (1.32x, interleaved as above, load 13), the 9 cube classes 14.7 -> 7.0 s
+(2.1x), with the same placements.
 
 Public: `strip_syncs` (a program without Barrier / SetFlag / WaitFlag), `conflicts` (the unordered conflicting
 pairs of a program: empty when it is synchronised), `place_syncs` (the pass), `place_syncs_memo` (the pass
@@ -1402,10 +1417,17 @@ def place_syncs(k: kir.KernelClass, types: dict | None = None, prune: bool = Tru
     used = _used_flags(k)
     inserted: dict = {}
     for r in range(PLACE_ROUNDS):
-        # from the second round on (the first one places what most classes need), the round records its states for
-        # the trials: when it places nothing, they are the placed program's (_Trials.start, without a run of its own)
+        # from the second round on (the first one places what most classes need), the program is checked first,
+        # recording its states for the trials (_Trials.start); a round follows only when it has a conflict
         trials = _Trials(k)
         if r:
+            # a round that places nothing is a walk that meets no conflict: _clean's walk says whether there is one,
+            # skipping a list entered again in a state it met (_Trials.states) where a placing walk, which records
+            # each access's call path, goes through it again; the placing round follows only when there is one
+            trials.base = inserted
+            if _clean(k, inserted, types, used, trials):
+                break
+            trials = _Trials(k)
             trials.base = inserted
         a = _Analysis(k, inserted, True, types, used, trials, () if r else None)
         a.run()
