@@ -78,8 +78,8 @@ so each entry is a function of them alone). A copied disjunct (_D.copy, made bef
 check ending the placement records) copies its records and shares its queues, tokens and bindings until a statement
 changes one of them (_D.own, called by every statement that does: the queue operations, Get, View, a call's tensor
 parameters, a SetFlag / WaitFlag), so neither side sees the other's change. _placed_outside's placement stops at
-the first sync it would place inside the loop: its rounds only append to the lists, so that sync would be in its result, which is None
-then; and before any round, a trial's walk of the moved program (_first_put_inside: from the base program's states,
+the first sync it would place inside the loop: its rounds only append to the lists, so that sync would be in its
+result, which is None then; and before any round, a trial's walk of the moved program (_first_put_inside: from the base program's states,
 _Trials) runs to its first conflict, which is the first round's first (the round puts nothing before it, so the two
 walks agree up to there, in equal states): when every disjunct with a conflict there, its first conflicting access
 and each record that access conflicts with would put the sync inside the loop (_Analysis.all_inside: whatever order
