@@ -77,27 +77,27 @@ conflict unless ordered, call reach) are made once per class (_class_facts; a Ke
 so each entry is a function of them alone). A copied disjunct (_D.copy, made before every statement a trial or the
 check ending the placement records) copies its records and shares its queues, tokens and bindings until a statement
 changes one of them (_D.own, called by every statement that does: the queue operations, Get, View, a call's tensor
-parameters, a SetFlag / WaitFlag), so neither side sees the other's change. _placed_outside's placement stops at
-the first sync it would place inside the loop: its rounds only append to the lists, so that sync would be in its
-result, which is None then; and before any round, a trial's walk of the moved program (_first_put_inside: from the base program's states,
-_Trials) runs to its first conflict, which is the first round's first (the round puts nothing before it, so the two
-walks agree up to there, in equal states): when every disjunct with a conflict there, its first conflicting access
-and each record that access conflicts with would put the sync inside the loop (_Analysis.all_inside: whatever order
-the round's dictionaries hold them in, its first put is one of those), the answer is None with no round (an earlier
-access in a method's body, whose call path only a walk from the start knows, leaves it to the rounds). Accepting a
-change scans only the lists holding or calling it (the others keep every state). From the second round on, the
-placement first checks the program (_clean, recording the states for the trials): a round placing nothing meets no
-conflict, and the check's walk, unlike a placing one (which records each access's call path for `where`), skips a
-list entered again in a state it met in the same walk; the placing round runs only when the check meets a conflict,
-so the rounds are the same. Over the 117
-classes `opgen generate -j 1 examples/specs/*.py` places (their inputs pickled from that run, /tmp/sync5/rec, kept
-out of the repository), place_syncs took 34.8 s of CPU before these and 24.0 s after (1.45x; both versions in one
-process, class by class interleaved, load 13-20), with the same placements. Since the cube classes' A-panel loop
-holds the B-panel loop (commit "mm2"), their 51 _placed_outside calls took 6.7 s, each a walk of the nest from the
-start; _first_put_inside answers all 51 (None) from a trial's walk (0.02 s), and the check that ends the placement
-saves a third of that round: over the 117 classes of that run (re-recorded, /tmp/sync6-rec), place_syncs took
-36.8 s of CPU before and 27.9 s after (1.32x, interleaved as above, load 13), the 9 cube classes 14.7 -> 7.0 s
-(2.1x), with the same placements.
+parameters, a SetFlag / WaitFlag), so neither side sees the other's change. _placed_outside's placement stops at the
+first sync it would place inside the loop: its rounds only append to the lists, so that sync would be in its result,
+which is None then; and before any round, a trial's walk of the moved program (_first_put_inside: from the base
+program's states, _Trials) runs to its first conflict, which is the first round's first (the round puts nothing
+before it, so the two walks agree up to there, in equal states): when every disjunct with a conflict there, its
+first conflicting access and each record that access conflicts with would put the sync inside the loop
+(_Analysis.all_inside: whatever order the round's dictionaries hold them in, its first put is one of those), the
+answer is None with no round (an earlier access in a method's body, whose call path only a walk from the start
+knows, leaves it to the rounds). Accepting a change scans only the lists holding or calling it (the others keep
+every state). From the second round on, the placement first checks the program (_clean, recording the states for the
+trials): a round placing nothing meets no conflict, and the check's walk, unlike a placing one (which records each
+access's call path for `where`), skips a list entered again in a state it met in the same walk; the placing round
+runs only when the check meets a conflict, so the rounds are the same. Over the 117 classes `opgen generate -j 1
+examples/specs/*.py` places (their inputs pickled from that run, /tmp/sync5/rec, kept out of the repository),
+place_syncs took 34.8 s of CPU before these and 24.0 s after (1.45x; both versions in one process, class by class
+interleaved, load 13-20), with the same placements. Since the cube classes' A-panel loop holds the B-panel loop
+(commit "mm2"), their 51 _placed_outside calls took 6.7 s, each a walk of the nest from the start; _first_put_inside
+answers all 51 (None) from a trial's walk (0.02 s), and the check that ends the placement saves a third of that
+round: over the 117 classes of that run (re-recorded, /tmp/sync6-rec), place_syncs took 36.8 s of CPU before and
+27.9 s after (1.32x, interleaved as above, load 13), the 9 cube classes 14.7 -> 7.0 s (2.1x), with the same
+placements.
 
 Public: `strip_syncs` (a program without Barrier / SetFlag / WaitFlag), `conflicts` (the unordered conflicting
 pairs of a program: empty when it is synchronised), `place_syncs` (the pass), `place_syncs_memo` (the pass
