@@ -1007,6 +1007,7 @@ def test_the_pass_s_shortcuts_place_what_it_places_without_them(seed, monkeypatc
                 r = ki.run(placed, {"n": n}, {"x": np.arange(48, dtype=np.float32), "y": np.zeros(48, np.float32)}, 1)
                 assert r.ok or "race" not in r.first_fault, (s, n, r.first_fault)
         with monkeypatch.context() as m:
+            m.setattr(ks, "_first_put_inside", lambda *a, **kw: False)   # _placed_outside's probe off too
             m.setattr(ks._D, "copy", deep_copy)
             m.setattr(ks._Analysis, "put", put)
             m.setattr(ks, "_class_facts", lambda kc: (ks._FACTS.clear(), orig_facts(kc))[1])

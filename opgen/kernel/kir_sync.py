@@ -57,7 +57,7 @@ The analysis is an abstract interpretation of the program (Init, then Process, m
 * After placement, each placed sync is removed in turn and kept removed when the analysis then finds no conflict.
   Each such trial stops at its first conflict and reuses the base program's walk (the program the trials change,
   conflict-free; _Trials.states: per statement list, entered in a given state, the state before each statement
-  and after the list, recorded by the placement's last round and by the trials): a list starts from the base's
+  and after the list, recorded by the check that ends the placement and by the trials): a list starts from the base's
   state before the first statement holding or calling the trial's change (its prefix is the base's code), and
   past the last such statement, as soon as the trial's state equals the base's there, it ends with the base's
   state after the list (the rest is the base's code from the base's state: the same deterministic walk, which met
@@ -75,14 +75,29 @@ the copy, the early stop and the class's tables disabled): what every analysis o
 its analyses share (interned accesses, expressions, FLoads, a vector statement's operands, whether two accesses
 conflict unless ordered, call reach) are made once per class (_class_facts; a KernelClass and its nodes are frozen,
 so each entry is a function of them alone). A copied disjunct (_D.copy, made before every statement a trial or the
-last round records) copies its records and shares its queues, tokens and bindings until a statement changes one of
-them (_D.own, called by every statement that does: the queue operations, Get, View, a call's tensor parameters, a
-SetFlag / WaitFlag), so neither side sees the other's change. _placed_outside's placement stops at the first sync it
-would place inside the loop: its rounds only append to the lists, so that sync would be in its result, which is None
-then. Accepting a change scans only the lists holding or calling it (the others keep every state). Over the 117
-classes `opgen generate -j 1 examples/specs/*.py` places (their inputs pickled from that run, /tmp/sync5/rec, kept
-out of the repository), place_syncs took 34.8 s of CPU before these and 24.0 s after (1.45x; both versions in one
-process, class by class interleaved, load 13-20), with the same placements.
+check ending the placement records) copies its records and shares its queues, tokens and bindings until a statement
+changes one of them (_D.own, called by every statement that does: the queue operations, Get, View, a call's tensor
+parameters, a SetFlag / WaitFlag), so neither side sees the other's change. _placed_outside's placement stops at the
+first sync it would place inside the loop: its rounds only append to the lists, so that sync would be in its result,
+which is None then; and before any round, a trial's walk of the moved program (_first_put_inside: from the base
+program's states, _Trials) runs to its first conflict, which is the first round's first (the round puts nothing
+before it, so the two walks agree up to there, in equal states): when every disjunct with a conflict there, its
+first conflicting access and each record that access conflicts with would put the sync inside the loop
+(_Analysis.all_inside: whatever order the round's dictionaries hold them in, its first put is one of those), the
+answer is None with no round (an earlier access in a method's body, whose call path only a walk from the start
+knows, leaves it to the rounds). Accepting a change scans only the lists holding or calling it (the others keep
+every state). From the second round on, the placement first checks the program (_clean, recording the states for the
+trials): a round placing nothing meets no conflict, and the check's walk, unlike a placing one (which records each
+access's call path for `where`), skips a list entered again in a state it met in the same walk; the placing round
+runs only when the check meets a conflict, so the rounds are the same. Over the 117 classes `opgen generate -j 1
+examples/specs/*.py` places (their inputs pickled from that run, /tmp/sync5/rec, kept out of the repository),
+place_syncs took 34.8 s of CPU before these and 24.0 s after (1.45x; both versions in one process, class by class
+interleaved, load 13-20), with the same placements. Since the cube classes' A-panel loop holds the B-panel loop
+(commit "mm2"), their 51 _placed_outside calls took 6.7 s, each a walk of the nest from the start; _first_put_inside
+answers all 51 (None) from a trial's walk (0.02 s), and the check that ends the placement saves a third of that
+round: over the 117 classes of that run (re-recorded, /tmp/sync6-rec), place_syncs took 36.8 s of CPU before and
+27.9 s after (1.32x, interleaved as above, load 13), the 9 cube classes 14.7 -> 7.0 s (2.1x), with the same
+placements.
 
 Public: `strip_syncs` (a program without Barrier / SetFlag / WaitFlag), `conflicts` (the unordered conflicting
 pairs of a program: empty when it is synchronised), `place_syncs` (the pass), `place_syncs_memo` (the pass
@@ -535,6 +550,8 @@ class _Analysis:
         self.stack: tuple = ()            # the positions of the calls being analysed, outermost first
         self.sites: dict = {}             # placing: Access -> the call positions it was last made under
         self.forbid: tuple | None = None  # placing (_placed_outside): a new sync in this statement list ends the run
+        self.probe: tuple | None = None   # checking (_first_put_inside): the loop body whose first sync is asked
+        self.inside: bool | None = None   # its answer, set at the first conflict (_first_put_inside)
 
     def intern(self, pos, pipe: Pipe, bit: int, write: bool, rk: tuple) -> Access:
         """The one Access object of these fields (bit: _BIT[pipe]; rk: its region's (base, lo, hi), unmarked) and the
@@ -625,7 +642,8 @@ class _Analysis:
         (Ref, elements or None))."""
         bit = _BIT[pipe]
         intern, region = self.intern, self.region
-        for key, d in list(ds.items()):
+        items = list(ds.values())
+        for di, d in enumerate(items):
             acc = [intern(pos, pipe, bit, False, region(d, r, scope, n)) for r, n in reads] + \
                   [intern(pos, pipe, bit, True, region(d, r, scope, n)) for r, n in writes]
             for a in acc:          # every access is checked before any is recorded: in place is no self-race
@@ -634,6 +652,9 @@ class _Analysis:
                     if c is None:
                         break
                     if not self.place:
+                        if self.probe is not None:
+                            self.inside = self.all_inside(items[di:], pos, pipe, reads, writes, scope)
+                            raise _Found
                         self.conflicts.append(c)
                         if self.first_only:
                             raise _Found
@@ -653,6 +674,38 @@ class _Analysis:
                 seen = (0 if pipe is Pipe.V else bit) | self.absent
                 old = d.records.get(a)
                 d.records[a] = seen = seen if old is None else old & seen
+
+    def all_inside(self, ds: list, pos, pipe: Pipe, reads, writes, scope) -> bool:
+        """At the first conflict of a walk (_first_put_inside), met in disjunct ds[0] (ds: it and the disjuncts after
+        it, not yet checked: the ones before have no conflict here, in any order): whether the placement, meeting it
+        in an equal state
+        whatever the order of its dictionaries, would put its first sync in the statement list `probe` (its put
+        raises: inside `probe`, not the same sync the list ends with there). The placement handles the disjuncts, a
+        statement's accesses and a disjunct's records in their order and places the first conflicting record's sync
+        of the first conflicting access of the first disjunct holding one: so every disjunct with a conflict, its
+        first conflicting access (that order is the statement's) and every record it conflicts with must put inside.
+        False also where an earlier access lies in a method's body (its call path, `sites`, is the full walk's
+        alone: a trial skips walks)."""
+        bit = _BIT[pipe]
+        n = len(self.probe)
+        for d in ds:
+            for r, w in [(r, False) for r in reads] + [(r, True) for r in writes]:
+                a = self.intern(pos, pipe, bit, w, self.region(d, r[0], scope, r[1]))
+                recs = [rec for rec, seen in d.records.items() if not seen & a.bit and _conflicting(rec, a)]
+                if not recs:
+                    continue
+                for rec in recs:
+                    if rec.pos[0] not in ("Init", "Process"):
+                        return False
+                    at = self.where(rec, pos)
+                    if at[:n] != self.probe:
+                        return False
+                    sync = self.sync_for(rec.pipe, a.pipe)
+                    lst = self.inserted.get(at, ())
+                    if len(lst) >= len(sync) and all(_same(x, y) for x, y in zip(lst[-len(sync):], sync)):
+                        return False
+                break
+        return True
 
     def where(self, earlier: Access, pos: tuple) -> tuple:
         """Where the sync ordering `earlier` before the access at `pos` (in the current call) goes: in the function
@@ -1364,10 +1417,17 @@ def place_syncs(k: kir.KernelClass, types: dict | None = None, prune: bool = Tru
     used = _used_flags(k)
     inserted: dict = {}
     for r in range(PLACE_ROUNDS):
-        # from the second round on (the first one places what most classes need), the round records its states for
-        # the trials: when it places nothing, they are the placed program's (_Trials.start, without a run of its own)
+        # from the second round on (the first one places what most classes need), the program is checked first,
+        # recording its states for the trials (_Trials.start); a round follows only when it has a conflict
         trials = _Trials(k)
         if r:
+            # a round that places nothing is a walk that meets no conflict: _clean's walk says whether there is one,
+            # skipping a list entered again in a state it met (_Trials.states) where a placing walk, which records
+            # each access's call path, goes through it again; the placing round follows only when there is one
+            trials.base = inserted
+            if _clean(k, inserted, types, used, trials):
+                break
+            trials = _Trials(k)
             trials.base = inserted
         a = _Analysis(k, inserted, True, types, used, trials, () if r else None)
         a.run()
@@ -1730,11 +1790,33 @@ def _issues_on(k: kir.KernelClass, stmt, pipe, depth: int = 0) -> bool:
     return False
 
 
-def _placed_outside(k, trial: dict, types, used, loop: tuple) -> dict | None:
+def _first_put_inside(k, trial: dict, types, used, loop: tuple, trials: _Trials) -> bool:
+    """Whether the placement's first round on `trial` (a program with a conflict) puts its first sync inside the
+    statement list `loop`, decided without that round: a trial's walk (from the base program's states, _clean)
+    meets the first conflict a walk from the start meets, in an equal state (the placement puts nothing before
+    it: the walks agree up to there), and _Analysis.all_inside answers for every order the placement could meet
+    its disjuncts and records in. False: not known so (the round decides)."""
+    if trials.base is None:
+        return False
+    t = _Analysis(k, trial, False, types, used, trials, _diff_positions(trials.base, trial))
+    t.probe = loop
+    trials.pending = {}
+    try:
+        t.run()
+    except _Found:
+        return bool(t.inside)
+    return False
+
+
+def _placed_outside(k, trial: dict, types, used, loop: tuple, trials: _Trials | None = None) -> dict | None:
     """The syncs the placement adds to `trial` (position -> statements appended) for the conflicts it leaves, when
     every one of them lies outside the loop body `loop` (issued once, not per iteration); else None. A round stops
     at the first sync it would place inside `loop` (_Analysis.forbid): the rounds only append to the lists, so that
-    sync would be in the result, which is None then (exact; over the suite's classes every call so far ends so)."""
+    sync would be in the result, which is None then (exact; over the suite's classes every call so far ends so).
+    trials: the class's _Trials, whose base `trial` changes: when _first_put_inside shows that the first round's first
+    sync lies inside `loop`, None at once (its rounds walked the whole nest from the start)."""
+    if trials is not None and _first_put_inside(k, trial, types, used, loop, trials):
+        return None
     t = {p: list(v) for p, v in trial.items()}
     for _ in range(OUTSIDE_ROUNDS):
         a = _Analysis(k, t, True, types, used)
@@ -1843,7 +1925,7 @@ def _hoist(k, inserted: dict, types, used, trials: _Trials | None = None, only_l
                 trial = _moved(cur, pos, j, lst, at, nid)
                 if not _clean(k, trial, types, used, trials):
                     extra = None if loop is None or cur is not inserted else \
-                        _placed_outside(k, trial, types, used, loop)
+                        _placed_outside(k, trial, types, used, loop, trials)
                     if extra is None:
                         break
                     cur = {**inserted, **{p: list(inserted.get(p, ())) + v for p, v in extra.items()}}
