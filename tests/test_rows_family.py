@@ -339,8 +339,9 @@ def _(b, dy, x):
     return {"dx": dy * s * (1.0 + x * (1.0 - s))}
 ''', 'spec.input("dy"', "input dy has dtype i8 (dtype variable T); the rows family reads f32, f16, bf16, i32, "
                          "i16, i64 inputs through a dtype variable (a byte dtype goes through half"),
-    # an int runtime attribute is read as fp32, exact only in .eq / .ne (docs/design.md "Rows family: integer
-    # attributes"): in index arithmetic k = 2^24 + 1 would shift by 2^24 where the interpreter shifts by 2^24 + 1
+    # an int runtime attribute is read as fp32, exact only in .eq / .ne
+    # (docs/design.md "Rows family: integer attributes"): in index arithmetic k = 2^24 + 1 would shift by 2^24
+    # where the interpreter shifts by 2^24 + 1
     "IntAttrShift": ('''
 spec = OpSpec("IntAttrShift", aclnn="aclnnIntAttrShift", socs=(A2, A3))
 N, C = spec.dims("N C")
