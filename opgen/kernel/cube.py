@@ -72,6 +72,7 @@ from __future__ import annotations
 import re
 from dataclasses import dataclass, field, replace
 
+from opgen.errors import IRError
 from opgen.ir.dims import Constraint, Fn, Lit, Prod, Sym, Variadic
 from opgen.dsl.keys import attr_key
 from opgen.ir.dtypes import DTypeVar, dtype_name
@@ -1121,7 +1122,12 @@ def epilogue_program(lay: GemmLayout) -> EpiProgram:
         elif st[0] == "op":
             _k, v, op, ins, sp = st
             ctx.space[v] = sp
-            lower_elementwise(ctx, v, sp, op, ins)
+            try:
+                lower_elementwise(ctx, v, sp, op, ins)
+            except Unsupported:
+                raise
+            except IRError as e:   # an op the vector lowering refuses (a scalar exp): named at its spec line
+                raise Unsupported(v, lines.get(v, ""), str(e).removeprefix("row kernel: ")) from None
         else:
             store = (st[1], st[2])
             ctx.p.instrs.append(Instr("store", "", (st[1],), arg=st[2], gm=lay.out, space="row"))
