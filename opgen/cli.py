@@ -219,8 +219,8 @@ def _load_inputs(path: str) -> tuple[dict, dict]:
 
 
 def _merge_binding(given: dict, recorded: dict, path: str) -> dict:
-    """The dtype binding of a run: --dtype `given` plus the binding `recorded` in the --inputs file `path`.
-    Raises ValidationError naming --dtype when the two bind one variable to different dtypes."""
+    """The dtype binding of a run: --dtype `given` plus the binding `recorded` in the --inputs file `path` (its
+    values RecordedDtype, so a contradicting array's error names the file, not --dtype). Raises ValidationError naming --dtype when the two bind one variable to different dtypes."""
     from opgen.ir.dtypes import parse_dtype  # lazy: start-up time
 
     def same(a, b):
@@ -233,7 +233,9 @@ def _merge_binding(given: dict, recorded: dict, path: str) -> dict:
         if k in recorded and not same(v, recorded[k]):
             raise ValidationError("--dtype", f"{k}={v} conflicts with {k}={recorded[k]} recorded in --inputs {path} "
                                   f"(the binding its inputs were saved for); drop --dtype {k} or give {k}={recorded[k]}")
-    return {**recorded, **given}
+    from opgen.dsl.validate import RecordedDtype  # lazy: start-up time
+
+    return {**{k: RecordedDtype(v, f"recorded in --inputs {path}") for k, v in recorded.items()}, **given}
 
 
 def _binding_text(binding: dict) -> str:

@@ -514,6 +514,24 @@ def test_dtype_entry_name_is_reserved_and_validated(tmp_path):
                            interpret("AdaLayerNormGrad", dict(inputs), {}, {"T": "float16", "U": "float32"}))
 
 
+def test_an_array_against_a_recorded_binding_names_the_file(tmp_path):
+    """An array whose dtype contradicts the binding recorded in the --inputs file is refused naming that file as
+    the binding's origin (`recorded in --inputs ...`), not as a --dtype the user never gave; with --dtype given
+    the words say so (`given explicitly`)."""
+    from opgen.cli import DTYPES_ENTRY
+
+    inputs = ada_grad_inputs()
+    inputs["dy"] = inputs["dy"].astype(np.float16)   # T is recorded float32: dy float16 contradicts it
+    path = tmp_path / "in.npz"
+    np.savez(path, **inputs, **{DTYPES_ENTRY: np.array(["T=float32", "U=float32"])})
+    p = opgen("interpret", "AdaLayerNormGrad", "--inputs", path)
+    assert p.returncode == 2 and p.stderr.splitlines() == [
+        f"opgen: error: dy: dtype float16 conflicts with T=float32 (recorded in --inputs {path})"], p.stderr
+    p = opgen("interpret", "AdaLayerNormGrad", "--inputs", path, "--dtype", "T=float32")
+    assert p.returncode == 2 and p.stderr.splitlines() == [
+        "opgen: error: dy: dtype float16 conflicts with T=float32 (given explicitly)"], p.stderr
+
+
 @pytest.mark.parametrize("present,kept", [("gamma", {"gamma"}), ("", set()), ("gamma,beta", {"gamma", "beta"})])
 def test_interpret_present_drops_the_other_optionals(tmp_path, present, kept):
     """`interpret --present` keeps only the named optional inputs (`--present ""` none), as `check --present`: the

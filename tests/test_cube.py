@@ -1086,7 +1086,7 @@ spec = OpSpec("RowScaledGemm", aclnn="aclnnRowScaledGemm", socs=(A2,), round="ri
 M, K, N = spec.dims("M K N")
 spec.input("x", f16, [M, K])
 spec.input("w", f16, [K, N])
-spec.input("rs", f32, [1], optional=True)
+spec.input("rs", f32, [K], optional=True)
 spec.output("y", f16, [M, N])
 
 
@@ -1094,16 +1094,16 @@ spec.output("y", f16, [M, N])
 def _(bb, x, w, rs):
     y = bb.matmul(x, w)
     if rs is not None:
-        y = y * rs
+        y = y * rs.sum(0, keepdims=False)
     return {"y": y.cast(f16, "rint")}
 """
 
 
 def test_a_refusal_names_the_specialisation_when_the_spec_has_several(tmp_path):
     # one kernel serves every specialisation: the one without rs lowers alone (graph --present ""), while the kernel
-    # (generate, graph --stage kernel of any specialisation) stops at rs, a per-tensor [1] operand the epilogue does not
-    # read (per-row [M, 1] values it does), and the message says which specialisation that operand belongs to (it is
-    # not the one `graph --present ""` asked for)
+    # (generate, graph --stage kernel of any specialisation) stops at the sum of rs, a reduction the epilogue does not
+    # run (elementwise math only), and the message says which specialisation that operand belongs to (it is not the
+    # one `graph --present ""` asked for)
     from opgen.tiling.pipeline import compile_unit
 
     p = tmp_path / "row_scaled_gemm.py"
@@ -1114,8 +1114,34 @@ def test_a_refusal_names_the_specialisation_when_the_spec_has_several(tmp_path):
     with pytest.raises(NoKernel) as e:
         kernel_build(spec)
     line = next(i for i, t in enumerate(ROWSCALE_SPEC.splitlines(), 1) if "y * rs" in t)
-    want = f"(row_scaled_gemm.py:{line}) in the specialisation rs present: an operand of shape [1]"
+    want = f"(row_scaled_gemm.py:{line}) in the specialisation rs present: a reduction (sum over K)"
     assert want in str(e.value), str(e.value)
     with pytest.raises(NoKernel) as e:   # that specialisation lowered alone (graph --present rs) names it too
         compile_unit(spec, key=next(k for k in spec.keys() if any(k.present)), until="lower", only_key0=True)
     assert want in str(e.value), str(e.value)
+
+
+def test_an_epilogue_op_the_vector_lowering_refuses_is_a_refusal_at_its_spec_line(tmp_path):
+    """A scalar exp of a float attribute in the epilogue (the AIV scalar unit has no exp) is refused as every other
+    construct of the family: `no kernel family lowers %v (file:line): a scalar exp ... [cube family]`, not an
+    error of the rows family's lowering without a spec line."""
+    p = tmp_path / "exp_scaled_gemm.py"
+    p.write_text('''
+from opgen.dsl import A2, OpSpec, f16
+
+spec = OpSpec("ExpScaledGemm", aclnn="aclnnExpScaledGemm", socs=(A2,), round="rint")
+M, K, N = spec.dims("M K N")
+spec.input("x", f16, [M, K])
+spec.input("w", f16, [K, N])
+spec.attr("alpha", float, 1.0)
+spec.output("y", f16, [M, N])
+
+
+@spec.body
+def _(bb, x, w, alpha):
+    return {"y": (bb.matmul(x, w) * bb.exp(alpha)).cast(f16, "rint")}
+''')
+    with pytest.raises(NoKernel) as e:
+        kernel_build(load_spec(str(p)))
+    assert "(exp_scaled_gemm.py:14): a scalar exp" in str(e.value) and "[cube family]" in str(e.value), str(e.value)
+    assert "row kernel" not in str(e.value)

@@ -296,3 +296,90 @@ def test_a_transposing_load_of_a_2_byte_type_is_refused_by_the_verifier_and_faul
             K.LoadData(K.Ref("b2"), K.Ref("b1"), K.Lit(0), K.Lit(1), K.Lit(1), with_transpose=True)), "cube"),))
     with pytest.raises(K.IRError, match="LoadDataWithTranspose of half"):
         K.verify(cls)
+
+
+PER_TENSOR = '''
+from opgen.dsl import A2, OpSpec, bf16, f16, f32, i8, i32
+spec = OpSpec("Int8MmPerTensor", aclnn="aclnnInt8MmPerTensor", socs=(A2,), round="rint")
+M = spec.dim("M", max=4096)
+K = spec.dim("K", max=4096)
+N = spec.dim("N", max=4096)
+(Y,) = spec.dtype_vars("Y")
+spec.input("x1", i8, [M, K])
+spec.input("x2", i8, [N, K])
+spec.input("scale", {scale_t}, [1])
+spec.input("bias", f32, [N], optional=True)
+spec.input("offset", f32, [], optional=True)
+spec.output("y", Y, [M, N])
+spec.dtypes((Y,), [(f16,), (bf16,)])
+spec.example_call({{"M": 5, "K": 40, "N": 7}})
+
+
+@spec.body
+def _(b, x1, x2, scale, bias, offset):
+    y = b.matmul(x1.cast(i32), x2.cast(i32), transpose_b=True).cast(f32) * (scale{widen} * 0.5)
+    if bias is not None:
+        y = y + bias
+    if offset is not None:
+        y = y + offset
+    return {{"y": y.cast(Y, "rint")}}
+'''
+
+
+def _per_tensor_inputs(m, k, n, bias: bool, offset: bool, seed: int) -> dict:
+    """_inputs with a per-tensor scale [1] (in [1e-4, 2e-3]) and an optional fp32 offset [] in [-2, 2]."""
+    rng = np.random.default_rng(seed)
+    x = _inputs(m, k, n, bias, seed)
+    x["scale"] = rng.uniform(1e-4, 2e-3, 1).astype(np.float32)
+    x["offset"] = np.asarray(rng.uniform(-2, 2), np.float32) if offset else None
+    return x
+
+
+def _per_tensor_ref(x: dict) -> np.ndarray:
+    """float64 (x1 @ x2ᵀ) * (scale * 0.5) (+ bias) (+ offset)."""
+    y = (np.asarray(x["x1"], np.float64) @ np.asarray(x["x2"], np.float64).T) * (float(x["scale"][0]) * 0.5)
+    for name in ("bias", "offset"):
+        if x.get(name) is not None:
+            y = y + np.asarray(x[name], np.float64)
+    return y
+
+
+@pytest.mark.parametrize("bias,offset,dt", [(True, True, "float16"), (False, False, "bfloat16"),
+                                            (False, True, "float16")])
+def test_a_per_tensor_scale_and_offset_on_the_kernel_ir_equal_float64(tmp_path, bias, offset, dt):
+    """Epilogue inputs of one value (a scale [1], an optional offset []) are read once per AIV by the scalar unit
+    (an FLoad of GM element 0; the optional one under its presence guard, 0 otherwise) and used as scalars of the
+    epilogue's math (Muls / Adds): odd M 37, K 50, N 45 on the Kernel IR interpreter against float64."""
+    from opgen.check import run_check
+
+    p = tmp_path / "pt.py"
+    p.write_text(PER_TENSOR.format(scale_t="f32", widen=""))
+    x = _per_tensor_inputs(37, 50, 45, bias, offset, 5)
+    r = run_check(str(p), x, {}, dtypes={"Y": dt}, progress=False, engine="kir")
+    assert not r.faults and r.passed
+    assert _close(r.arrays["y"], _per_tensor_ref(x), dt)
+
+
+def test_a_per_tensor_input_of_another_dtype_is_refused_naming_the_rule(tmp_path):
+    """A one-value epilogue input that is not fp32 (a bf16 scale [1] widened in the body) is refused with the rule
+    (the scalar unit reads an fp32 input), not as an unknown shape."""
+    p = tmp_path / "pt.py"
+    p.write_text(PER_TENSOR.format(scale_t="bf16", widen=".f32()"))
+    with pytest.raises(NoKernel, match=re.escape("an epilogue input of one value ([] / [1]) that is not fp32")):
+        kernel_build(load_spec(str(p)))
+
+
+@pytest.mark.slow
+def test_a_per_tensor_scale_and_offset_emulated_equal_float64(tmp_path):
+    """The emitted C++ (GmScalar in the cube kernel's skeleton, the offset's guarded read): both present, fp16,
+    more blocks than AI Cores (M 300, K 333, N 70)."""
+    from opgen.check import run_check
+    from opgen.codegen import write_ops
+
+    p = tmp_path / "pt.py"
+    p.write_text(PER_TENSOR.format(scale_t="f32", widen=""))
+    write_ops([str(p)], tmp_path / "gen", jobs=1)
+    x = _per_tensor_inputs(300, 333, 70, True, True, 9)
+    r = run_check(str(p), x, {}, dtypes={"Y": "float16"}, gen_dir=str(tmp_path / "gen"), progress=False)
+    assert not r.faults and r.passed
+    assert _close(r.arrays["y"], _per_tensor_ref(x), "float16")

@@ -60,7 +60,8 @@ def emit_cube_kernel(spec, lowered, tiling) -> dict[str, str]:
            "doc": tiling.doc,
            "class_cpp": "\n\n".join(kir.to_cpp(c) for c in classes), "args": list(classes[0].args), "keys": keys,
            "struct": classes[0].tiling_struct, "kernel_type": kcube.CubeFamily().entry_kernel_type(lowered), "multi": len(classes) > 1,
-           "aic_keys": aic_keys, "cast_from": any(len(c.tparams) > 1 for c in classes)}
+           "aic_keys": aic_keys, "cast_from": any(len(c.tparams) > 1 for c in classes),
+           "gm_scalar": any(kir.reads_gm_scalar(c) for c in classes)}   # an epilogue input of one value
     return {
         f"op_kernel/{snake}.h": env.get_template("op_kernel/cube_kernel.h.j2").render(**ctx),
         f"op_kernel/{snake}.cpp": env.get_template("op_kernel/cube_kernel.cpp.j2").render(**ctx),

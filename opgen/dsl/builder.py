@@ -82,6 +82,7 @@ class Builder:
         self._cse: dict = {}
         self.types: dict = {}   # value name -> TensorType of every value an emitted node read
         self.bounds = None   # opgen.ir.dims.Bounds of the spec's dims (slice bounds are proven against them)
+        self.param_kinds: dict = {}   # parameter value name -> "input" / "attribute" (named in type-rule hints)
 
     # -- core -------------------------------------------------------------------------------
     def emit(self, op: str, inputs, **attrs) -> "Tensor":
@@ -101,7 +102,7 @@ class Builder:
             ty = OPS[op].infer([t.value.type for t in ins], dict(cattrs))
         except IRError as e:
             msg = str(e) if str(e).startswith(f"{op}:") else f"{op}: {e}"
-            raise spec_error(caller_loc(), msg, _hint(msg)) from None
+            raise spec_error(caller_loc(), msg, self._int_param_hint(ins) or _hint(msg)) from None
         self._n += 1
         v = Value(f"v{self._n}", ty)
         self.nodes.append(Node(op, key[1], v, cattrs, _caller_loc()))
@@ -141,6 +142,23 @@ class Builder:
                                      f"only when {q.lhs % q.rhs} == 0, which does not follow from the spec",
                                      f"declare it: spec.require(({q.lhs % q.rhs}).eq(0), \"<the attribute or input "
                                      f"that sets {q.rhs}>\"), or multiple_of= on the dim")
+
+    def _int_param_hint(self, ins) -> str:
+        """The hint for float and integer operands mixed where one integer operand is a parameter of the spec (an
+        int runtime attribute, an i64 scalar in the body; or an integer input): name it and its widening, e.g.
+        `lo is an int attribute (an i64 scalar in the body): widen it with lo.f32()`. "" when that is not the case
+        (the generic _hint applies)."""
+        dts = [t.value.type.dtype for t in ins]
+        if not any(isinstance(d, DType) and d.is_float for d in dts) and not any(isinstance(d, DTypeVar) for d in dts):
+            return ""
+        for t in ins:
+            d, name = t.value.type.dtype, t.value.name
+            if isinstance(d, DType) and d.is_int and name in self.param_kinds:
+                kind = self.param_kinds[name]
+                what = "an int attribute (an i64 scalar in the body)" if kind == "attribute" else \
+                    f"an {d.name} input"
+                return f"{name} is {what}: widen it with {name}.f32() (exact below 2^24) to compute with floats"
+        return ""
 
     def _as_tensor(self, x):
         if isinstance(x, Tensor):

@@ -1621,6 +1621,7 @@ class OpSpec:
             shapes[i.name] = shape
             v = Value(i.name, TensorType(i.dtype, tuple(d if isinstance(d, Variadic) else as_dim(d) for d in shape)))
             params.append(Param(v, "input"))
+            b.param_kinds[i.name] = "input"
             t = Tensor(b, v)
             if isinstance(i.dtype, DTypeVar) or (i.dtype.is_float and i.dtype != F32):
                 t = b.cast(t, F32)
@@ -1636,6 +1637,7 @@ class OpSpec:
                 dt = F32 if a.type is float else DType.i64
                 v = Value(a.name, TensorType(dt, ()))
                 params.append(Param(v, "attr"))
+                b.param_kinds[a.name] = "attribute"
                 kwargs[a.name] = Tensor(b, v)
             elif a.dim is not None:
                 kwargs[a.name] = a.dim

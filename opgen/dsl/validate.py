@@ -172,6 +172,19 @@ def dtype_attr_bindings(spec, attr_vals: dict, dtypes: dict) -> dict:
     return out
 
 
+class RecordedDtype(str):
+    """A dtype name of a binding recorded elsewhere than the call itself (the `_opgen_dtypes` entry of an --inputs
+    .npz, docs/design.md "Command line"): a str as any other binding value, with `origin` the words naming where it
+    came from (`recorded in --inputs in.npz`), which resolve_dtypes uses when an array contradicts it."""
+
+    origin: str = "given explicitly"
+
+    def __new__(cls, name: str, origin: str = "given explicitly"):
+        s = super().__new__(cls, name)
+        s.origin = origin
+        return s
+
+
 def resolve_dtypes(spec, arrays, dtypes, prefer_f32: bool = True):
     """Bind the dtype variables: explicit `dtypes` first, then the arrays of inputs typed by a variable.
 
@@ -183,7 +196,7 @@ def resolve_dtypes(spec, arrays, dtypes, prefer_f32: bool = True):
     row of the dtype table blames the parameter it came from. A variable that nothing binds takes float32
     where a row allows it (prefer_f32; CANN fills absent weights in fp32), else the first matching row.
     Raises ValidationError."""
-    assign, source = {}, {}
+    assign, source, origin = {}, {}, {}
     for k, v in dtypes.items():
         if k not in spec.dtype_vars_:
             if not spec.dtype_vars_:
@@ -199,6 +212,7 @@ def resolve_dtypes(spec, arrays, dtypes, prefer_f32: bool = True):
         if not isinstance(assign[k], DType):
             raise ValidationError(k, f"expected a dtype name such as float16, got {v!r}")
         source[k] = k
+        origin[k] = getattr(v, "origin", "given explicitly")   # --dtype / dtypes=, or a RecordedDtype
         allowed = sorted({r[k] for r in spec.dtype_rows}, key=lambda x: x.value)
         if assign[k] not in allowed:
             raise ValidationError(k, f"dtype {assign[k].long_name} is not supported for {k} "
@@ -215,9 +229,9 @@ def resolve_dtypes(spec, arrays, dtypes, prefer_f32: bool = True):
         container = d == DType.f32 and source.get(var) == var   # float32 data for an explicit --dtype binding
         if var in assign:
             if d != assign[var] and not container:
-                origin = "given explicitly" if source[var] == var else f"from {source[var]}"   # --dtype / dtypes=
+                whence = origin[var] if source[var] == var else f"from {source[var]}"
                 raise ValidationError(i.name, f"dtype {d.long_name} conflicts with {var}={assign[var].long_name} "
-                                              f"({origin})")
+                                              f"({whence})")
         elif d in allowed:
             assign[var], source[var] = d, i.name
             _check_rows(spec, assign, source)

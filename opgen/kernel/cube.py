@@ -72,6 +72,7 @@ from __future__ import annotations
 import re
 from dataclasses import dataclass, field, replace
 
+from opgen.errors import IRError
 from opgen.ir.dims import Constraint, Fn, Lit, Prod, Sym, Variadic
 from opgen.dsl.keys import attr_key
 from opgen.ir.dtypes import DTypeVar, dtype_name
@@ -485,9 +486,11 @@ def _epilogue(g, mm, seen, params, dims, batch, dta, acc: str = "f32") -> tuple:
             return "col"
         if not batch and shp == [dm, "1"]:
             return "stat"
+        if all(d == "1" for d in shp):   # [] or [1]: one value (a per-tensor scale), read by the scalar unit
+            return "one"
         raise Unsupported(v, loc, f"an operand of shape [{', '.join(shp)}] in the matmul's epilogue: it reads "
                           f"[{', '.join(row_shape)}] tensors, [{dn}] / [1, {dn}] column vectors, [{dm}, 1] per-row "
-                          f"values and constants")
+                          f"values, fp32 inputs of one value ([] / [1]) and constants")
 
     space, steps, stored, cites, out_loc = {r: "row"}, [("acc", r)], False, {}, ""
     if to_f32 is not None:   # the cast of the int32 result to f32 is the fp32 block the epilogue starts from
@@ -515,6 +518,9 @@ def _epilogue(g, mm, seen, params, dims, batch, dta, acc: str = "f32") -> tuple:
                 raise Unsupported(src, n.loc, "an epilogue input of another dtype than the matmul operands' (f16 / "
                                   "bf16), f16, bf16, f32 or a dtype variable bound to one of them")
             space[v] = space_of(src, n.loc)
+            if space[v] == "one":
+                raise Unsupported(src, n.loc, "an epilogue input of one value ([] / [1]) that is not fp32: the "
+                                  "scalar unit reads it as an fp32 input (declare it f32)")
             # the operands' type T, fp32, a fixed f16 / bf16 (its C++ type), or another dtype variable (its rows
             # bind it to T's type or f32: gemm_layout)
             steps.append(("load", v, src, space[v], OPERAND_T if sd == dta else _VAR_TAG + sd.name
@@ -550,8 +556,9 @@ def _epilogue(g, mm, seen, params, dims, batch, dta, acc: str = "f32") -> tuple:
                     sd = vals[x].type.dtype
                     if isinstance(sd, DTypeVar) or dtype_name(sd) != "f32":
                         raise Unsupported(x, n.loc, "an epilogue input used without a cast to f32")
-                    space[x] = space_of(x, n.loc)
-                    steps.append(("load", x, x, space[x], "f32"))
+                    sp = space_of(x, n.loc)
+                    steps.append(("load", x, x, sp, "f32"))
+                    space[x] = "scalar" if sp == "one" else sp   # one value: a scalar operand of the math
                     cites[x] = n.loc   # an fp32 input read as it is: the line of the op that reads it
                 if x in seen and x not in space:
                     raise Unsupported(v, n.loc, f"a matmul operand (%{x}) read again in the matmul's epilogue, "
@@ -1098,6 +1105,9 @@ def epilogue_program(lay: GemmLayout) -> EpiProgram:
             ctx.space[v] = sp
             if sp == "stat":   # read per row by the scalar unit (GetValue) into the scalar st_<value>
                 ctx.scalar_text[v] = f"st_{v}"
+            if sp == "one":   # one value, read once per AIV by the scalar unit into the scalar one_<value>_
+                ctx.space[v] = "scalar"
+                ctx.scalar_text[v] = f"one_{v}_"
             if dt == "f32":
                 pre[v] = (sp, inp)
             else:   # staged in its type (T, or a dtype variable of f16 / bf16 / f32 rows), then to fp32
@@ -1112,7 +1122,12 @@ def epilogue_program(lay: GemmLayout) -> EpiProgram:
         elif st[0] == "op":
             _k, v, op, ins, sp = st
             ctx.space[v] = sp
-            lower_elementwise(ctx, v, sp, op, ins)
+            try:
+                lower_elementwise(ctx, v, sp, op, ins)
+            except Unsupported:
+                raise
+            except IRError as e:   # an op the vector lowering refuses (a scalar exp): named at its spec line
+                raise Unsupported(v, lines.get(v, ""), str(e).removeprefix("row kernel: ")) from None
         else:
             store = (st[1], st[2])
             ctx.p.instrs.append(Instr("store", "", (st[1],), arg=st[2], gm=lay.out, space="row"))
@@ -1202,9 +1217,19 @@ def _vector_part(lay: GemmLayout, prog: EpiProgram, lets: tuple, out_t: str, off
         return _guarded(nodes, guard.get(v, ()), prog.presence)
 
     stats = {}   # per-row value -> its UB buffer (the pass's rows of an [M] input, read with GetValue)
+    ones = []    # inputs of one value: read once per AIV from GM by the scalar unit, before the blocks
     for k, (v, (sp, inp)) in enumerate(prog.pre):
         var = f"ep{k}"
         n_in, n_col = len(copies_in), len(col_in)
+        if sp == "one":   # an absent optional input reads nothing: the scalar stays 0 (its steps do not run)
+            read = K.FLoad(K.GmView(gm_of[inp], Lit(0)))
+            doc = _cite(f"the one value of {inp}", lines.get(v, ""))
+            if guard.get(v):
+                ones += [K.FLet(f"one_{v}_", K.FConst(0.0), mutable=True, doc=doc),
+                         *_guarded((K.FAssign(f"one_{v}_", read, doc=doc),), guard[v], prog.presence)]
+            else:
+                ones.append(K.FLet(f"one_{v}_", read, doc=doc))
+            continue
         if sp == "stat":   # the pass's rows of the [M] input: rows fp32 values (DataCopyPad rounds up to 32 B)
             buf(f"epiP{k}_", var, "float", R + Lit(8), 4)
             stats[v] = var
@@ -1357,7 +1382,7 @@ def _vector_part(lay: GemmLayout, prog: EpiProgram, lets: tuple, out_t: str, off
             K.For("c0", S("pi") * rr, Fn("min", (S("mt"), S("pi") * rr + rr)), rr, chunk, tail="rows",
                   doc="this item's rows of the block (none when the block has fewer)"),
         )
-        vector = (*attrs,
+        vector = (*attrs, *ones,
                   K.CrossCoreWaitFlag(FLAG_PART, "the AIC of this AI Core has written its partial blocks"),
                   K.SyncAll("every AIV past its wait: every AIC's partial blocks are written"),
                   K.Let("iFirst", K.BLOCK_IDX * S("itemsPerAiv") + Fn("min", (K.BLOCK_IDX, S("itemsTail")))),
@@ -1365,7 +1390,7 @@ def _vector_part(lay: GemmLayout, prog: EpiProgram, lets: tuple, out_t: str, off
                         + K.Select((Constraint("<", K.BLOCK_IDX, S("itemsTail")),), Lit(1), Lit(0))),
                   K.For("it", S("iFirst"), S("iLast"), Lit(1), item, doc="this AIV's pass items"))
         return tuple(locs), tuple(gms), tuple(gets), vector
-    vector = (*attrs, K.Let("core", K.BLOCK_IDX // K.TASK_RATIO), *_range(S("core")),
+    vector = (*attrs, *ones, K.Let("core", K.BLOCK_IDX // K.TASK_RATIO), *_range(S("core")),
               K.For("blk", S("first"), S("last"), Lit(1), block, doc="this AI Core's output blocks"))
     return tuple(locs), tuple(gms), tuple(gets), vector
 
