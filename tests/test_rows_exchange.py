@@ -112,13 +112,15 @@ def _ce_tiling(n: int, c: int, dtype: str, soc: str) -> dict:
 ])
 def test_col_split_exchange_against_float64(n, c, dtype, soc, cores, group, owner, examples_gen):
     """CrossEntropyLoss (a row maximum and a row sum: both the Max and the Add tree) through COL_SPLIT against torch
-    in float64; the tiling's core count, group and owned rows are the ones the case names."""
+    in float64; the tiling's core count, group and owned rows are the ones the case names. The weight is present
+    (all ones: the oracle's unweighted loss) because a present weight keeps these shapes in COL_SPLIT; without one
+    they take ROW_CHUNK with per-chunk column rows (tests/test_rows_colchunk.py)."""
     rng = np.random.default_rng(n + c)
     x = rng.normal(0.0, 3.0, (n, c)).astype(np.float32)
     t = rng.integers(0, c, n).astype(np.int64)
     t[::7] = -100
     eps = 0.1
-    r = run_check(str(EX / "cross_entropy_loss.py"), {"input": x, "target": t},
+    r = run_check(str(EX / "cross_entropy_loss.py"), {"input": x, "target": t, "weight": np.ones(c, np.float32)},
                   {"reduction": "none", "label_smoothing": eps},
                   dtypes={"T": dtype}, soc=soc, gen_dir=examples_gen, progress=False)
     assert not r.faults and r.passed, r.faults[:3]
