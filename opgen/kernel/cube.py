@@ -430,7 +430,7 @@ def _epilogue(g, mm, seen, params, dims, batch, dta, acc: str = "f32") -> tuple:
     Unsupported naming the value and the construct. acc "i32" (an int8 product): the int32 result either is the
     output itself (Fixpipe writes it) or is first cast to f32 -- that cast is the vector epilogue's ("acc", value),
     the AIVs converting the int32 block (docs/design.md "Cube family: int8 operands")."""
-    vals, prod, uses, outs = g.values(), g.producers(), g.uses(), g.outputs
+    vals, uses, outs = g.values(), g.uses(), g.outputs
     r = mm.result.name
     if len(outs) != 1:
         raise Unsupported(outs[-1][1] if outs else r, "", f"{len(outs)} outputs; the cube family writes one",
@@ -1089,7 +1089,7 @@ def epilogue_program(lay: GemmLayout) -> EpiProgram:
     """The EpiProgram of the layout's vector steps: each op through the rows family's instruction lowering
     (rowprog.lower_elementwise), the rows' buffers by its liveness assignment (rowprog._allocate)."""
     ctx = _EpiCtx(lay.out)
-    pre, loads, store = {}, [], None
+    pre, loads = {}, []
     guard = {}
     lines = dict(lay.cites)
     whens = lay.step_when or ((),) * len(lay.steps)
@@ -1129,7 +1129,6 @@ def epilogue_program(lay: GemmLayout) -> EpiProgram:
             except IRError as e:   # an op the vector lowering refuses (a scalar exp): named at its spec line
                 raise Unsupported(v, lines.get(v, ""), str(e).removeprefix("row kernel: ")) from None
         else:
-            store = (st[1], st[2])
             ctx.p.instrs.append(Instr("store", "", (st[1],), arg=st[2], gm=lay.out, space="row"))
         stamp(ctx.p.instrs, n0, lay.out_loc if st[0] == "store" else lines.get(st[1], ""))   # the `// spec:` traces
         if when:   # the instructions of a step some presences run only (merge_presences)

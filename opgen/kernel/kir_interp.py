@@ -1389,13 +1389,13 @@ class _Core:
 
     def load_data(self, s: kir.LoadData, frame):
         """LoadData L1 -> L0A / L0B on MTE1: whole 512-B fractals (transposed when asked), written map along."""
-        what = "LoadData"
+        what = "LoadDataWithTranspose" if s.with_transpose else "LoadData"
         d, da = self.cube_operand(s.dst, frame, ("L0A", "L0B"), 512, what, "destination")
         t, sa = self.cube_operand(s.src, frame, ("L1",), BLOCK, what, "source")
         start, rep, stride = (self.ival(x, frame) for x in (s.start, s.repeat, s.src_stride))
         ins = self.issue(PIDX[Pipe.MTE1], s)
         if not 0 <= rep <= 255 or not 0 <= start <= 65535 or not 0 <= stride <= 65535:
-            raise KirFault(f"LoadData in {self.where}: repeatTimes {rep} / startIndex {start} / srcStride {stride} "
+            raise KirFault(f"{what} in {self.where}: repeatTimes {rep} / startIndex {start} / srcStride {stride} "
                            "outside [0, 255] / [0, 65535] / [0, 65535] (the device's fields)")
         sz = NP_TYPES[self.dt(t.dtype)].itemsize
         if s.transpose and sz != 2:
