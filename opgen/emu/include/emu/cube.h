@@ -212,6 +212,19 @@ void CubeSpan(const LocalTensor<T>& t, uint64_t endByte, const char* what, const
         emu::Fault(emu::Cat(what, ": ", role, " access up to byte ", endByte, " past the end of the ", have,
                             "-byte tensor at ", t.Arena()->name, " address ", t.Offset()));
 }
+// The destination of an L1 -> L0A / L0B load (LoadData, LoadDataWithTranspose): allocated, owned by this core, in
+// L0A (TPosition A2) or L0B (TPosition B2) and 512-B aligned; its arena.
+template <typename T>
+emu::UbArena* L0Destination(const LocalTensor<T>& dst, const char* what)
+{
+    emu::UbArena* da = dst.Arena();
+    if (!da) emu::Fault(emu::Cat(what, ": destination LocalTensor is not allocated"));
+    dst.CheckOwner(what);
+    if (da->kind != emu::MemKind::L0A && da->kind != emu::MemKind::L0B)
+        emu::Fault(emu::Cat(what, ": destination must be in L0A (TPosition A2) or L0B (TPosition B2), not ", da->name));
+    CubeAlign(dst, 512, what, da->kind == emu::MemKind::L0A ? "L0A destination" : "L0B destination");
+    return da;
+}
 inline void RequireCubeArch(const char* what)
 {
     if (emu::Core().arch != 2201)
@@ -297,13 +310,8 @@ void LoadData(const LocalTensor<T>& dst, const LocalTensor<T>& src, const LoadDa
 {
     const char* what = "LoadData";
     emu::UbArena* sa = emu_detail::CubeOperand(src, emu::MemKind::L1, what, "source", "A1/B1");
-    emu::UbArena* da = dst.Arena();
-    if (!da) emu::Fault(emu::Cat(what, ": destination LocalTensor is not allocated"));
-    dst.CheckOwner(what);
-    if (da->kind != emu::MemKind::L0A && da->kind != emu::MemKind::L0B)
-        emu::Fault(emu::Cat(what, ": destination must be in L0A (TPosition A2) or L0B (TPosition B2), not ", da->name));
+    emu::UbArena* da = emu_detail::L0Destination(dst, what);
     emu_detail::CubeAlign(src, emu::kBlock, what, "L1 source");
-    emu_detail::CubeAlign(dst, 512, what, da->kind == emu::MemKind::L0A ? "L0A destination" : "L0B destination");
     if (p.addrMode != 0)
         emu::Fault(emu::Cat(what, ": addrMode ", int(p.addrMode), " (decrementing) is only for GM->L1; use 0"));
     if (p.repeatTimes == 0) return;
@@ -354,13 +362,8 @@ void LoadDataWithTranspose(const LocalTensor<T>& dst, const LocalTensor<T>& src,
 {
     const char* what = "LoadDataWithTranspose";
     emu::UbArena* sa = emu_detail::CubeOperand(src, emu::MemKind::L1, what, "source", "A1/B1");
-    emu::UbArena* da = dst.Arena();
-    if (!da) emu::Fault(emu::Cat(what, ": destination LocalTensor is not allocated"));
-    dst.CheckOwner(what);
-    if (da->kind != emu::MemKind::L0A && da->kind != emu::MemKind::L0B)
-        emu::Fault(emu::Cat(what, ": destination must be in L0A (TPosition A2) or L0B (TPosition B2), not ", da->name));
+    emu::UbArena* da = emu_detail::L0Destination(dst, what);
     emu_detail::CubeAlign(src, emu::kBlock, what, "L1 source");
-    emu_detail::CubeAlign(dst, 512, what, da->kind == emu::MemKind::L0A ? "L0A destination" : "L0B destination");
     if (sizeof(T) != 1)
         emu::Fault(emu::Cat(what, ": ", sizeof(T), "-byte elements; the emulation models int8_t / uint8_t squares of "
                             "32 x 32 only"));
