@@ -12,7 +12,6 @@ ignored rows, label smoothing, bf16 and fp32), including a weighted run forced t
 
 from __future__ import annotations
 
-import re
 import shutil
 from pathlib import Path
 
@@ -25,6 +24,8 @@ from opgen.ir.dtypes import DType
 from opgen.platforms import PLATFORMS
 from opgen.registry import _load_file
 from opgen.tiling.emit import program_inputs
+
+from forced_tiling import forced_package
 
 ROOT = Path(__file__).resolve().parent.parent
 EX = ROOT / "examples" / "specs"
@@ -149,21 +150,8 @@ def test_cross_entropy_grad_per_chunk_columns_against_float64(engine, examples_g
 def _forced_col_chunks(tmp_path: Path, name: str) -> Path:
     """Spec `name`'s package generated into tmp_path with its tiling function patched to run ROW_CHUNK (strategy 4)
     with its column rows per chunk (colChunkLoads 1) whatever the tiling would choose."""
-    from opgen.codegen import write_ops
-
-    write_ops([str(EX / f"{name}.py")], tmp_path)
-    (tiling,) = list(tmp_path.glob("*/op_host/*_tiling.cpp"))
-    text = tiling.read_text()
-    text, n = re.subn(r"(    const int64_t strategy =)[^;]*;", r"\1 4;", text)
-    assert n == 1
-    text, n = re.subn(r"(    const int64_t colChunkLoads =)[^;]*;", r"\1 1;", text)
-    assert n == 1
-    for field, value in (("colsPerPass", "rowChunkColsColLoads"), ("groupRows", "rowChunkRowsColLoads")):
-        line = f"    tiling->{field} = {field};\n"
-        assert text.count(line) == 1, field
-        text = text.replace(line, f"    tiling->{field} = {value};\n")
-    tiling.write_text(text)
-    return tmp_path
+    return forced_package(tmp_path, EX / f"{name}.py", lets={"strategy": "4", "colChunkLoads": "1"},
+                          fields={"colsPerPass": "rowChunkColsColLoads", "groupRows": "rowChunkRowsColLoads"})
 
 
 @pytest.mark.skipif(shutil.which("g++") is None, reason="g++ not available")

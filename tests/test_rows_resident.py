@@ -25,6 +25,8 @@ from opgen.platforms import PLATFORMS
 from opgen.registry import _load_file
 from opgen.tiling.emit import program_inputs
 
+from forced_tiling import forced_package
+
 ROOT = Path(__file__).resolve().parent.parent
 EX = ROOT / "examples" / "specs"
 B1 = PLATFORMS["ascend910b1"]
@@ -244,22 +246,9 @@ def _forced_groups(tmp_path: Path, name: str, group: int, cols: int, always: boo
     runs `group` rows a group in chunks of `cols` columns (the tiling sizes the chunk for one resident row, so it
     never picks more than one row a group at the lengths where ROW_CHUNK wins); `always`: ROW_CHUNK whatever the
     tiling would choose."""
-    import re
-
-    from opgen.codegen import write_ops
-
-    write_ops([str(EX / f"{name}.py")], tmp_path)
-    (tiling,) = [p for p in tmp_path.glob("*/op_host/*_tiling.cpp")]
-    text = tiling.read_text()
-    if always:
-        text, n = re.subn(r"(    const int64_t strategy =)[^;]*;", r"\1 4;", text)
-        assert n == 1
-    for field, value in (("groupRows", group), ("colsPerPass", cols)):
-        line = f"    tiling->{field} = {field};\n"
-        assert text.count(line) == 1, field
-        text = text.replace(line, f"    tiling->{field} = strategy == 4 ? {value} : {field};\n")
-    tiling.write_text(text)
-    return tmp_path
+    return forced_package(tmp_path, EX / f"{name}.py", lets={"strategy": "4"} if always else None,
+                          fields={"groupRows": f"strategy == 4 ? {group} : groupRows",
+                                  "colsPerPass": f"strategy == 4 ? {cols} : colsPerPass"})
 
 
 @pytest.mark.skipif(shutil.which("g++") is None, reason="g++ not available")
