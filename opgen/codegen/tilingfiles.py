@@ -104,7 +104,7 @@ def emit_tiling(spec, prog, inputs_map: dict, doc: str, fits_fail: str = "") -> 
         "statements": prog.to_cpp(indent="    "),
         "dtype_rows": rows, "n_vars": len(spec.dtype_table),
         "source": doc,
-        "attr_int": any(isinstance(h, tuple) and h[0] == "attr_dim" for h in inputs_map.values())
+        "attr_int": any(isinstance(h, tuple) and h[0] in ("attr_dim", "attr_int_bits") for h in inputs_map.values())
         or any("AttrInt(" in e for _n, e in reads),
         "attr_int_float": any(isinstance(h, tuple) and h[0] == "attr_int_bits" for h in inputs_map.values()),
         "deterministic": any(isinstance(h, tuple) and h[0] == "deterministic" for h in inputs_map.values()),

@@ -150,8 +150,8 @@ def float_bits(v: float) -> int:
 
 def int_float_bits(v: int) -> int:
     """IEEE-754 single-precision bits of integer `v` (int64 range) rounded once to fp32, to nearest with ties to even
-    (as C++'s static_cast<float>(int64_t) on the host and AscendC's Cast int64 -> fp32 with CAST_RINT): how an int
-    attribute a rows kernel reads travels in the tiling data (docs/design.md "Rows family: integer attributes"). Not
+    (as the TilingFunc's static_cast<float>(int64_t) does on the host, AttrIntFloatBits): how an int attribute a rows
+    kernel reads travels in the tiling data (docs/design.md "Rows family: integer attributes"). Not
     float_bits(float(v)), which rounds twice (to double, then to fp32). Raises OverflowError outside int64."""
     import numpy as np
 
