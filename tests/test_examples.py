@@ -1021,3 +1021,23 @@ def test_where_of_two_numbers_kernel_matches_numpy(tmp_path):
     hit = np.arange(5)[None, :] == idx[:, None]
     np.testing.assert_array_equal(np.asarray(r.arrays["out"]), np.where(hit, 1.0, 0.0).astype(np.float32))
     np.testing.assert_array_equal(np.asarray(r.arrays["sign"]), np.where(hit, 2.0, -1.0).astype(np.float32))
+
+
+def test_every_tiling_key_macro_a_ut_names_is_defined_by_its_tiling_key_header(examples_gen):
+    """The emitted UTs (tests/ut/op_host/*_tiling.cpp, tests/ut/op_kernel/*.cpp) name the tiling key their case runs
+    by its macro; every such macro is one op_kernel/<op>_tiling_key.h defines. A spec whose shape forms select the
+    class (AscendQuantV2's and QuantBatchMatmulV3's scale [N] / [1]) has a form digit in its macros
+    (`_A<a>_F<f>_D<d>_S<s>`): its UTs once named `_A<a>_D<d>_S<s>`, which no header defines (a compile error the CPU
+    emulation does not see: the UT sources compile only against CANN's UT frameworks)."""
+    import re
+
+    named = 0
+    for pkg in sorted(p for p in Path(examples_gen).iterdir() if (p / "op_kernel").is_dir()):
+        defined = set()
+        for h in (pkg / "op_kernel").glob("*_tiling_key.h"):
+            defined |= set(re.findall(r"#define\s+(\w+_TILING_KEY_\w+)\s", h.read_text()))
+        for src in sorted((pkg / "tests" / "ut").rglob("*.cpp")):
+            for m in set(re.findall(r"\b(\w+_TILING_KEY_A\w+)\b", src.read_text())):
+                named += 1
+                assert m in defined, (pkg.name, src.name, m)
+    assert named > 50

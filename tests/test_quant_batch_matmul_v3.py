@@ -108,13 +108,15 @@ def test_int8_forms_the_cube_does_not_lower_are_refused_naming_the_rule(tmp_path
         kernel_build(load_spec(path))
 
 
-def _inputs(m: int, k: int, n: int, bias: bool, seed: int, pertoken: bool = False, tx2: bool = True) -> dict:
-    """int8 x1 [m, k] and x2 [n, k] (tx2, CANN's transpose_x2 true) or [k, n] over the whole range, a dequantising scale [n] in [1e-4, 2e-3] (the size of
-    CANN's per-channel scales: the fp16 output stays finite), an fp32 bias [n] or None, a per-row pertoken_scale [m]
-    in [0.25, 4] (sign flipped on every third row) or None."""
+def _inputs(m: int, k: int, n: int, bias: bool, seed: int, pertoken: bool = False, tx2: bool = True,
+            per_tensor: bool = False) -> dict:
+    """int8 x1 [m, k] and x2 [n, k] (tx2, CANN's transpose_x2 true) or [k, n] over the whole range, a dequantising
+    scale [n] (per_tensor: [1]) in [1e-4, 2e-3] (the size of CANN's per-channel scales: the fp16 output stays
+    finite), an fp32 bias [n] or None, a per-row pertoken_scale [m] in [0.25, 4] (sign flipped on every third row) or
+    None."""
     rng = np.random.default_rng(seed)
     out = {"x1": _int8(rng, (m, k)), "x2": _int8(rng, (n, k) if tx2 else (k, n)),
-           "scale": rng.uniform(1e-4, 2e-3, n).astype(np.float32),
+           "scale": rng.uniform(1e-4, 2e-3, 1 if per_tensor else n).astype(np.float32),
            "bias": rng.uniform(-4, 4, n).astype(np.float32) if bias else None}
     if pertoken:
         p = rng.uniform(0.25, 4, m)
@@ -163,10 +165,13 @@ def test_the_example_layout_int8_fractals_and_the_epilogue():
     from opgen.kernel.cube import CubeFamily
 
     lays = CubeFamily().layouts(u.lowered)
-    assert [x.trans_b for x in lays] == [False, True]
+    # per transpose_x2, a class per scale form: [N] a column row of each pass, [1] one value read by the scalar unit
+    assert [x.trans_b for x in lays] == [False, False, True, True]
     assert all(x.acc == "i32" and not x.trans_a and x.mixed and not x.bias for x in lays)
+    assert u.lowered.extra["form_key"]
     classes = {id(c): c for c in u.lowered.programs.values()}
-    assert len(classes) == 2
+    assert len(classes) == 4
+    assert sum(K.reads_gm_scalar(c) for c in classes.values()) == 2
     for c in classes.values():
         lets = {s.name: s.value for s in K.walk(c.process) if isinstance(s, K.Let)}
         assert lets["kPad"] == K.Fn("align_up", (K.Sym("kt"), K.Lit(32)))   # int8's C0: K padded to 32, not 16
@@ -218,6 +223,39 @@ def test_the_example_emulated_equals_float64(examples_gen, dims, bias, dt, tx2):
     assert _close(r.arrays["y"], _ref(x, tx2), dt)
     if dims[0] == 1700:
         assert r.block_dim == 24
+
+
+@pytest.mark.parametrize("tx2,dt,pertoken", [(False, "bfloat16", True), (True, "float16", False)])
+def test_a_per_tensor_scale_of_the_example_on_the_kernel_ir_equals_float64(tx2, dt, pertoken):
+    """QuantBatchMatmulV3's scale [1] (per tensor: the second shape form beside [N]) on the Kernel IR interpreter
+    against float64, odd M 37, K 50, N 45, with the bias, x2 in both stored shapes; the form key is the tiling key's
+    digit above the dtype row: (attrKey * 4 + formKey) * 100 + ..., formKey 1 for scale [1] (offset absent: its
+    form 0), and a scale [N] call of the same attributes takes formKey 0."""
+    from opgen.check import run_check
+
+    x = _inputs(37, 50, 45, True, 17, pertoken=pertoken, tx2=tx2, per_tensor=True)
+    r = run_check(str(SPEC), x, {"transpose_x2": tx2}, dtypes={"Y": dt}, progress=False, engine="kir")
+    assert not r.faults and r.passed
+    assert _close(r.arrays["y"], _ref(x, tx2), dt)
+    assert r.tiling_key // 100 == int(tx2) * 4 + 1
+    x["scale"] = np.repeat(x["scale"], 45)   # the same values per channel: form 0, the same result
+    r0 = run_check(str(SPEC), x, {"transpose_x2": tx2}, dtypes={"Y": dt}, progress=False, engine="kir")
+    assert r0.passed and r0.tiling_key // 100 == int(tx2) * 4
+    np.testing.assert_array_equal(np.asarray(r0.arrays["y"], np.float64), np.asarray(r.arrays["y"], np.float64))
+
+
+def test_a_per_tensor_scale_of_the_example_emulated_equals_float64(examples_gen):
+    """The emitted C++ with scale [1]: the TilingFunc computes the form key from the scale's shape and the entry
+    runs that key's class (GmScalar read of the scale); more blocks than AI Cores (M 1700, N 301: tails on both
+    edges), x2 [K, N], bf16, with pertoken_scale and the bias."""
+    from opgen.check import run_check
+
+    x = _inputs(1700, 333, 301, True, 19, pertoken=True, tx2=False, per_tensor=True)
+    r = run_check(str(SPEC), x, {"transpose_x2": False}, dtypes={"Y": "bfloat16"}, gen_dir=examples_gen,
+                  progress=False)
+    assert not r.faults and r.passed
+    assert _close(r.arrays["y"], _ref(x, False), "bfloat16")
+    assert r.tiling_key // 100 == 1 and r.block_dim == 24
 
 
 def test_a_bf16_scale_read_before_the_product_on_the_kernel_ir(tmp_path):

@@ -1,8 +1,8 @@
 """QuantBatchMatmulV3 (ops-nn matmul/quant_batch_matmul_v3; aclnnQuantMatmulV4): y[M, N] = cast((x1 @ x2) * scale
 (* pertoken_scale) (+ bias)), x1 int8 [M, K], x2 int8 stored [K, N] (CANN's default transpose_x2 = false) or [N, K]
 (transpose_x2 = true: the product x1 @ x2ᵀ), the product accumulated exactly in int32 on the cube, converted to fp32
-on the vector cores, multiplied by the per-channel scale [N], then by the optional per-row pertoken_scale [M]
-(y[m, n] = acc[m, n] * scale[n] * pertoken[m]), the optional fp32 bias [N] added after the scales
+on the vector cores, multiplied by the scale (per channel [N] or per tensor [1]), then by the optional per-row
+pertoken_scale [M] (y[m, n] = acc[m, n] * scale[n] * pertoken[m]), the optional fp32 bias [N] added after the scales
 (aclnnQuantMatmulV4's formula for a pertoken scale and a float bias: x1 @ x2 * scale * pertokenScaleOptional +
 bias), rounded once to the output dtype (bf16 or fp16).
 
@@ -14,8 +14,10 @@ plain LoadData, docs/design.md "Cube family: int8 operands"). Those this kernel 
 the values it accepts (docs/design.md "Parameters a kernel does not implement"): offset must be null (no int8
 output), transpose_x1 false (x1 as [M, K]: an int8 Aᵀ would need LoadDataWithTranspose into L0A, not lowered),
 group_size 0 (aclnnQuantMatmulV4 does not pass it). dtype is the ge::DataType of y (DT_BF16 27 or DT_FLOAT16 1):
-the aclnn API derives it from out. What else differs: the scale fp32 [N] (no per-tensor [1], no bf16 or int64
-scale), the bias fp32 only (no int32 bias added before the scale), no batch dims; Atlas A2 / A3 only.
+the aclnn API derives it from out. The scale's two shapes are shape forms the tensor picks at run
+time (a [1] scale is read once per AIV by the scalar unit; each form its own class and form-key digit of the tiling
+key, docs/design.md "Shape forms at run time"). What else differs: the scale fp32 only (no bf16 or int64 scale),
+the bias fp32 only (no int32 bias added before the scale), no batch dims; Atlas A2 / A3 only.
 
 The int8 product is written as the interpreter computes it exactly: b.matmul(x1.cast(i32), x2.cast(i32)) (an int32
 accumulator: exact while K < 2^17, docs/design.md "Cube family: int8 operands").
@@ -38,7 +40,7 @@ spec.attr("transpose_x2", bool, False, static=True)
 spec.attr("group_size", int, 0, accepts=(0,), unsupported="grouped quantisation")
 spec.input("x1", i8, [M, K])
 spec.input("x2", i8, {False: [K, N], True: [N, K]}, form_by="transpose_x2")
-spec.input("scale", f32, [N])
+spec.input("scale", f32, [[N], [1]], doc="per-channel [N] or per-tensor [1]")
 spec.input("offset", f32, [[N], [1]], optional=True, accepts="absent", unsupported="offset of an int8 output")
 spec.input("bias", f32, [N], optional=True)
 spec.input("pertoken_scale", f32, [M], optional=True, doc="pertokenScaleOptional: a per-row scale [M]")

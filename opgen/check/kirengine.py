@@ -130,8 +130,11 @@ def launch(spec, bound, slots: list, platform, deterministic: bool = False) -> K
     if unit.family.name == "cube":   # one class, T the operands' type; the entry's kernel type (AIC only or mixed)
         from opgen.kernel.cube import CTYPE, tparam_var  # lazy: start-up time
 
-        # the class of the call's static attributes (its layout; every presence of its optional inputs)
-        k = next((c for key, c in unit.lowered.programs.items() if key.static == bound.key.static), classes[0])
+        # the class of the call's static attributes and, where they select it, its inputs' shape forms (its layout;
+        # every presence of its optional inputs)
+        forms = unit.lowered.extra.get("form_key")
+        k = next((c for key, c in unit.lowered.programs.items() if key.static == bound.key.static
+                  and (not forms or key.forms == bound.key.forms)), classes[0])
         lay = unit.lowered.layout
         types = {"T": CTYPE[lay.dtype] if lay.fixed else _ctype(bound.dtypes[lay.dtype])}
         # an epilogue input's own dtype variable (the class's other template parameters); unbound: float below

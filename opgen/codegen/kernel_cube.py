@@ -7,7 +7,7 @@ from __future__ import annotations
 
 from opgen.codegen.env import template_env
 from opgen.codegen.tilingkey import TilingKey, emit_tiling_keys
-from opgen.dsl.keys import attr_key
+from opgen.dsl.keys import attr_key, form_key, form_key_count
 from opgen.errors import SpecError
 from opgen.ir.dtypes import dtype_name
 from opgen.kernel import cube as kcube
@@ -19,20 +19,24 @@ from opgen.tiling.cube import direct_presences
 def emit_cube_kernel(spec, lowered, tiling) -> dict[str, str]:
     """{path: text} of op_kernel/<op>.h, op_kernel/<op>.cpp and the tiling-key header of a cube-family lowering
     (`lowered`: the layouts and {key: KernelClass}): every class printed, and the entry testing each tiling key
-    (attrKey x dtype row) to instantiate the class of its attrKey (the static attributes select the layout; one
-    class serves every presence of the optional inputs). Raises SpecError when two keys of one attrKey have
+    (attrKey x dtype row; x form key where the inputs' shape forms select the class, CubeFamily.lower) to
+    instantiate the class of its attrKey (the static attributes select the layout; one class serves every presence
+    of the optional inputs). Raises SpecError when two keys of one attrKey have
     different classes (CubeFamily.lower joins them) or a dtype row binds the operands to a type the cube does not
     take (a guard: gemm_layout refuses such a row as Unsupported at the input's line while matching)."""
     names = [a.name for a in spec.static_attrs]
-    by_ak: dict = {}
+    split = bool(lowered.extra.get("form_key"))   # the inputs' shape forms select the class (CubeFamily.lower)
+    forms = form_key_count(spec) if split else 1
+    by_ak: dict = {}   # (attrKey, form key or None) -> class text
     order: dict = {}   # class text -> class, in the lowering's order
     for key, c in lowered.programs.items():
         ak = attr_key(spec, dict(zip(names, key.static)))
+        fk = form_key(spec, key.forms, key.present) if split else None
         text = kir.to_text(c)
         order.setdefault(text, c)
-        if by_ak.setdefault(ak, text) != text:
+        if by_ak.setdefault((ak, fk), text) != text:
             raise SpecError(f"{spec.name}: the cube family expects one kernel class per attribute combination "
-                            f"(attrKey {ak}), got two")
+                            f"(attrKey {ak}" + ("" if fk is None else f", form key {fk}") + "), got two")
     lay = lowered.layout
     snake = op_snake(spec.name)
     keys, declared, aic_keys = [], [], []
@@ -46,11 +50,12 @@ def emit_cube_kernel(spec, lowered, tiling) -> dict[str, str]:
         if dt not in ("f16", "bf16") and not (dt == "i8" and lay.acc == "i32"):
             raise SpecError(f"{spec.name}: dtype row {r} binds {lay.dtype} to {dt}; the cube kernel takes f16 or "
                             f"bf16 operands (or int8 cast to int32)")
-        for ak in sorted(by_ak):
-            tks = [TilingKey(ak, r, 1, "CUBE_GEMM")] + ([TilingKey(ak, r, 2, "CUBE_GEMM_AIC_ONLY")] if aic else [])
+        for ak, fk in sorted(by_ak):
+            tks = [TilingKey(ak, r, 1, "CUBE_GEMM", fk, forms)] + (
+                [TilingKey(ak, r, 2, "CUBE_GEMM_AIC_ONLY", fk, forms)] if aic else [])
             declared.extend(tks)
             aic_keys.extend(t.macro(spec) for t in tks[1:])
-            cls = order[by_ak[ak]]
+            cls = order[by_ak[(ak, fk)]]
             # T the operands' C++ type; another dtype variable of the class (an epilogue input's) its row's type
             targs = [kcube.CTYPE[dt]] + [kcube.CTYPE[dtype_name(row[kcube.tparam_var(spec, v)])] for v in cls.tparams[1:]]
             keys.append(([t.macro(spec) for t in tks], ", ".join(targs), cls.name))
@@ -59,7 +64,7 @@ def emit_cube_kernel(spec, lowered, tiling) -> dict[str, str]:
     ctx = {"op": spec.name, "op_snake": snake, "entry": kernel_entry(spec.name), "spec_file": spec_path(spec),
            "doc": tiling.doc,
            "class_cpp": "\n\n".join(kir.to_cpp(c) for c in classes), "args": list(classes[0].args), "keys": keys,
-           "struct": classes[0].tiling_struct, "kernel_type": kcube.CubeFamily().entry_kernel_type(lowered), "multi": len(classes) > 1,
+           "struct": classes[0].tiling_struct, "kernel_type": kcube.CubeFamily().entry_kernel_type(lowered), "multi": len(classes) > 1, "forms": forms,
            "aic_keys": aic_keys, "cast_from": any(len(c.tparams) > 1 for c in classes),
            "gm_scalar": any(kir.reads_gm_scalar(c) for c in classes)}   # an epilogue input of one value
     return {

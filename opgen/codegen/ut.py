@@ -43,7 +43,7 @@ from opgen.codegen.example import int_array_values
 from opgen.codegen.model import ACL_DTYPE, OpModel, cpp_literal
 from opgen.codegen.tilingkey import TilingKey
 from opgen.dsl.examples import random_inputs
-from opgen.dsl.keys import LIST_INT
+from opgen.dsl.keys import LIST_INT, form_key_count
 from opgen.errors import OpgenError
 from opgen.ir.dims import eval_shape
 from opgen.ir.dtypes import DType, DTypeVar
@@ -138,8 +138,13 @@ def _twin(spec, case: UtCase, platform) -> dict:
                     present=present)
 
 
-def _key_parts(value: int) -> tuple[int, int, int]:
-    return value // 100, value // 10 % 10, value % 10
+def _tiling_key(spec, value: int) -> TilingKey:
+    """The TilingKey whose value is `value` (opgen.codegen.tilingkey: (attrKey * forms + formKey) * 100 + dtypeKey *
+    10 + strategy; the form key a digit only when the tiling program reads formKey, the inputs' shape forms
+    selecting the class), so that its macro is one the tiling-key header defines."""
+    forms = form_key_count(spec) if "formKey" in kernel_build(spec).tiling.program.inputs else 1
+    high = value // 100
+    return TilingKey(high // forms, value // 10 % 10, value % 10, "", high % forms if forms > 1 else None, forms)
 
 
 def ut_context(spec) -> dict:
@@ -196,12 +201,12 @@ def ut_context(spec) -> dict:
         for cores in (platform.aiv // 2, platform.aiv, platform.aiv * 2):
             keys.add(int(_twin(spec, c, dataclasses.replace(platform, aiv=cores))["tilingKey"]))
         key = int(_twin(spec, c, platform)["tilingKey"])
-        a, d, s = _key_parts(key)
+        tk = _tiling_key(spec, key)
         tiling_cases.append({
             "name": "_".join(["example"] + [v for v in c.dtypes.values()]) if c.dtypes else "example",
             "row": c.row, "inputs": ins, "outputs": outs, "tail": tail, "infer_tail": infer_tail,
-            "attr_key": a, "dtype_key": d, "exact": len(keys) == 1,
-            "macro": TilingKey(a, d, s, "").macro(spec), "combo": ", ".join(f"{k}={v}" for k, v in c.dtypes.items())
+            "attr_key": key // 100, "dtype_key": tk.dtype_key, "exact": len(keys) == 1, "forms": tk.forms,
+            "macro": tk.macro(spec), "combo": ", ".join(f"{k}={v}" for k, v in c.dtypes.items())
             or "fixed dtypes"})
     # a dtype outside the table: every tensor typed by a dtype variable as int32 (no row has it)
     bad = None
@@ -249,12 +254,12 @@ def ut_context(spec) -> dict:
     kinds = {kt} if kt else \
         {k.kernel_type for g in u.graphs.values() for k in g.graph["plan"].kernels}
     mix = any("MIX" in k for k in kinds)
-    a, d, s = _key_parts(int(twin["tilingKey"]))
+    ktk = _tiling_key(spec, int(twin["tilingKey"]))
     dims = ", ".join(f"{k}={list(v) if isinstance(v, tuple) else v}" for k, v in c0.env.items())
     kernel_intro = textwrap.wrap(
         f"Kernel UT of {m.op}: the kernel entry in the CPU-debug build ({ut_soc}) on the spec's example ({dims}; "
         f"{tiling_cases[0]['combo']}), with the tiling data the TilingFunc writes for it on {platform.name} "
-        f"(blockDim {int(twin['blockDim'])}, tiling key {TilingKey(a, d, s, '').macro(spec)}).", width=110,
+        f"(blockDim {int(twin['blockDim'])}, tiling key {ktk.macro(spec)}).", width=110,
         break_on_hyphens=False)
     return {
         "kernel_intro": kernel_intro,
@@ -266,7 +271,7 @@ def ut_context(spec) -> dict:
         "workspace": int(twin["workspaceBytes"]) + SYS_WORKSPACE_BYTES, "buffers": buffers,
         "kernel_mode": ("KernelMode::AIC_MODE" if kinds == {"KERNEL_TYPE_AIC_ONLY"} else "KernelMode::MIX_MODE" if mix
                         else "KernelMode::AIV_MODE"),
-        "kernel_key": TilingKey(a, d, s, "").macro(spec), "tiling_header": repo.kernel_ut_tiling_header.format(op=m.snake),
+        "kernel_key": ktk.macro(spec), "tiling_header": repo.kernel_ut_tiling_header.format(op=m.snake),
         "guard": f"{m.snake.upper()}_UT_TILING_DEF_H_", "combo": tiling_cases[0]["combo"],
         "dims": ", ".join(f"{k}={list(v) if isinstance(v, tuple) else v}" for k, v in c0.env.items()),
     }

@@ -74,7 +74,7 @@ from dataclasses import dataclass, field, replace
 
 from opgen.errors import IRError
 from opgen.ir.dims import Constraint, Fn, Lit, Prod, Sym, Variadic
-from opgen.dsl.keys import attr_key
+from opgen.dsl.keys import attr_key, form_key
 from opgen.ir.dtypes import DTypeVar, dtype_name
 from opgen.ir.locs import spec_comment, spec_doc, stamp
 from opgen.kernel import kir as K
@@ -1448,8 +1448,11 @@ class CubeFamily(Family):
         key) share one layout, their optional inputs' presences joined into it (merge_presences: the class tests
         hasInput<k>_); equal layouts share one class. Different layouts (operands transposed by a static attribute,
         an epilogue an attribute selects) each get a class of their own, `<Op>CubeKernel<n>` (one class:
-        `<Op>CubeKernel`), which the kernel entry selects by the tiling key's attrKey. `extra["layouts"]`: {key: the
-        layout its class serves}. Raises Unsupported when the specialisations of one attrKey differ in more than
+        `<Op>CubeKernel`), which the kernel entry selects by the tiling key's attrKey. Where the shape forms the
+        inputs take at run time give one presence other layouts (a per-channel [N] or per-tensor [1] scale), each
+        (attrKey, form key) has its class and `extra["form_key"]` is True: the TilingFunc folds the form key into the
+        tiling key (docs/design.md "Shape forms at run time"). `extra["layouts"]`: {key: the layout its class
+        serves}. Raises Unsupported when the specialisations of one attrKey differ in more than
         their epilogue, or their layouts disagree in dims, dtypes, batch or output (one tiling program)."""
 
         names = [a.name for a in spec.static_attrs]
@@ -1460,18 +1463,27 @@ class CubeFamily(Family):
         if only is not None:
             ak0 = attr_key(spec, dict(zip(names, only.static)))
             by_ak = {ak0: by_ak[ak0]}
+        # shape forms the tensors pick at run time (a per-channel [N] or per-tensor [1] scale) lowering to other
+        # layouts: the form key is a digit of the tiling key, one class per (attrKey, form key); else one class
+        # per attrKey serves every form (docs/design.md "Shape forms at run time")
+        split = any(len({lay for k, lay in items if k.present == pr}) > 1
+                    for items in by_ak.values() for pr in {k.present for k, _lay in items})
         progs, lays, classes = {}, {}, {}
         for ak, items in sorted(by_ak.items()):
-            seen: dict = {}
-            for key, lay in items:   # shape forms of one presence: one layout (the kernel cannot tell them apart)
-                if seen.setdefault(key.present, lay) != lay:
-                    raise Unsupported(lay.out, "", f"the specialisation {spec.key_text(key)} has another layout "
-                                      f"({lay.text()}) than another shape form of its attributes and optional inputs "
-                                      f"({seen[key.present].text()}): the kernel cannot tell them apart at run time")
-            merged = merge_presences(spec, list(seen.items()))
-            for key, _lay in items:
-                lays[key] = merged
-            classes.setdefault(merged, None)
+            groups: dict = {}
+            for key, lay in items:
+                groups.setdefault(form_key(spec, key.forms, key.present) if split else None, []).append((key, lay))
+            for _fk, members in sorted(groups.items(), key=lambda kv: -1 if kv[0] is None else kv[0]):
+                seen: dict = {}
+                for key, lay in members:   # one form key and presence: one combination of forms, one layout
+                    if seen.setdefault(key.present, lay) != lay:   # not reached: a guard
+                        raise Unsupported(lay.out, "", f"the specialisation {spec.key_text(key)} has another "
+                                          f"layout ({lay.text()}) than another of its form key and presence "
+                                          f"({seen[key.present].text()})")
+                merged = merge_presences(spec, list(seen.items()))
+                for key, _lay in members:
+                    lays[key] = merged
+                classes.setdefault(merged, None)
         core = {replace(x, epilogue=(), steps=(), trans_a=False, trans_b=False, presence=(), served=(), step_when=(),
                         direct=(), bias=(), bias_when=()) for x in classes}
         outs = {x.out_dtype for x in classes}
@@ -1485,7 +1497,7 @@ class CubeFamily(Family):
             if only is None or key == only:
                 progs[key] = classes[x]
         first = lays.get(only) if only is not None else next(iter(classes))
-        return Lowered(self.name, first, progs, {"layouts": lays})
+        return Lowered(self.name, first, progs, {"layouts": lays, "form_key": split})
 
     def synchronise(self, lowered) -> Lowered:
         """Every key's class through the dependency pass (opgen.kernel.kir_sync.place_syncs): the lowering places

@@ -32,7 +32,7 @@ import functools
 import operator
 from fractions import Fraction
 
-from opgen.dsl.keys import attr_key
+from opgen.dsl.keys import attr_key, form_key_count
 from opgen.ir.dims import Lit, Sym
 from opgen.kernel import cube as kcube
 from opgen.kernel.family import Tiling
@@ -135,7 +135,7 @@ def _ksplit(p, M, K, N, bm, bn, mb, nb, tb, ob, blocks, bt, aic, mixed: bool, bk
 def gemm_program(name: str, trans_a: bool = False, trans_b: bool = False, batched: bool = False, epi=None,
                  attrs: tuple = (), mixed: bool = False, out_f32: bool = False, forms: tuple = (),
                  direct: bool = False, bias: bool = False, k_align: int = 16, ksplit: bool = True,
-                 n32_keys: tuple | None = None):
+                 n32_keys: tuple | None = None, form_keys: int = 1):
     """(TilingProgram, [Buffer]) of the GEMM kernel `name` (module doc): the fields opgen.kernel.cube.FIELDS,
     EPI_FIELDS, KSPLIT_FIELDS, blockDim, fits, tilingKey, workspaceBytes; the buffers are the kernel's L1 / L0 / UB
     allocations. trans_a / trans_b: A stored [K, M] / B stored [N, K] (their row pitches, M / K, are what Nd2Nz
@@ -158,7 +158,10 @@ def gemm_program(name: str, trans_a: bool = False, trans_b: bool = False, batche
     product's int32 partials are not split; docs/design.md "Cube family: int8 operands"); n32_keys: the attrKeys
     whose class loads an int8 B [K, N] (LoadDataWithTranspose: its L0B rows hold whole 32 x 32 squares, so nPad =
     align_up(nt, 32) must fit the block): baseN is a multiple of 32 for those keys, of 16 for the others (None:
-    16 for every key; a tuple holding None: 32 for every key)."""
+    16 for every key; a tuple holding None: 32 for every key). form_keys: the number of form keys when the shape
+    forms of the inputs select the class (opgen.kernel.cube.CubeFamily.lower): a program input formKey folded into
+    the tiling key, (attrKey * form_keys + formKey) * 100 + dtypeKey * 10 + strategy (opgen.codegen.tilingkey);
+    1: attrKey * 100 + ...."""
     p = TilingProgram(name)
     dm, dk, dn = p.input("dimM", "rows of A and of the output"), p.input("dimK", "A columns = B rows"), \
         p.input("dimN", "columns of B and of the output")
@@ -166,6 +169,11 @@ def gemm_program(name: str, trans_a: bool = False, trans_b: bool = False, batche
     key = p.input("dtypeKey", "1-based row of the dtype table")
     ak = p.input("attrKey", "mixed-radix index of the static attribute values")
     aic = p.input("aicNum", "AI Cores (AIC) of the platform (GetCoreNumAic)")
+    if form_keys > 1:   # shape forms select the class: the form key is a digit of the tiling key
+        fk = p.input("formKey", f"index of the shape forms the inputs take (0 .. {form_keys - 1}; one class each)")
+        kk, kdoc = ak * form_keys + fk, f"(attrKey * {form_keys} + formKey)"
+    else:
+        kk, kdoc = ak, "attrKey"
     M = p.let("M", dm + 0, "output rows (elements)", True)
     K = p.let("K", dk + 0, "reduction length (elements)", True)
     N = p.let("N", dn + 0, "output columns (elements)", True)
@@ -264,13 +272,13 @@ def gemm_program(name: str, trans_a: bool = False, trans_b: bool = False, batche
     if mixed and direct:   # the AIVs have work with a K split or when this call's presences take the epilogue
         ne = p.input("noEpilogue", "1 when the call's optional inputs are present as a layout without a vector "
                      "epilogue (Fixpipe's cast alone)")
-        p.let("tilingKey", ak * 100 + key * 10 + select((ksp > 1) | (ne < 1), STRATEGY, STRATEGY_AIC),
-              "attrKey * 100 + dtypeKey * 10 + strategy (1: mixed, K split or the vector epilogue; 2: AIC only)", True)
+        p.let("tilingKey", kk * 100 + key * 10 + select((ksp > 1) | (ne < 1), STRATEGY, STRATEGY_AIC),
+              f"{kdoc} * 100 + dtypeKey * 10 + strategy (1: mixed, K split or the vector epilogue; 2: AIC only)", True)
     elif mixed:
-        p.let("tilingKey", ak * 100 + key * 10 + STRATEGY, "attrKey * 100 + dtypeKey * 10 + strategy", True)
+        p.let("tilingKey", kk * 100 + key * 10 + STRATEGY, f"{kdoc} * 100 + dtypeKey * 10 + strategy", True)
     else:   # the AIVs have work only when K is split: a cube-only launch otherwise
-        p.let("tilingKey", ak * 100 + key * 10 + select(ksp > 1, STRATEGY, STRATEGY_AIC),
-              "attrKey * 100 + dtypeKey * 10 + strategy (1: mixed, K split; 2: AIC only)", True)
+        p.let("tilingKey", kk * 100 + key * 10 + select(ksp > 1, STRATEGY, STRATEGY_AIC),
+              f"{kdoc} * 100 + dtypeKey * 10 + strategy (1: mixed, K split; 2: AIC only)", True)
     slots = bd * 2 * bm * bn * 4 if mixed else lit(0)
     if mixed and direct:
         slots = select(ne < 1, slots, lit(0))
@@ -329,10 +337,11 @@ def cube_tiling(spec, lowered, counts) -> Tiling:
     attrs = tuple(dict.fromkeys(a for x in lays for a in kcube.epi_attrs(x)))
     forms = tuple(dict.fromkeys((x.trans_a, x.trans_b) for x in lays))
     direct = direct_presences(lays)
+    nforms = form_key_count(spec) if lowered.extra.get("form_key") else 1   # shape forms selecting the class
     prog, plan = gemm_program(spec.name, lay.trans_a, lay.trans_b, bool(lay.batch), epi, attrs,
                               any(x.mixed for x in lays), counts.out_f32, forms if len(forms) > 1 else (),
                               bool(direct), any(x.bias for x in lays), 32 if lay.acc == "i32" else 16,
-                              lay.acc == "f32", _n32_keys(spec, lowered))
+                              lay.acc == "f32", _n32_keys(spec, lowered), nforms)
     dim_m = _lead_product(lay.fold, Sym(m))   # the folded batch dims into M
     inputs = {"dimM": dim_m, "dimK": Sym(k), "dimN": Sym(n), "tBytes": Lit(1 if lay.dtype == "i8" else 2) if lay.fixed else ("bytes", lay.dtype),
               "dtypeKey": ("dtype_key",), "attrKey": ("attr_key",), "aicNum": ("platform", "aicNum"),
@@ -340,6 +349,8 @@ def cube_tiling(spec, lowered, counts) -> Tiling:
     inputs.update({f"{a}Attr": ("attr_bits", a) for a in attrs})
     if direct:
         inputs["noEpilogue"] = ("presence", direct)
+    if nforms > 1:
+        inputs["formKey"] = ("form_key",)
     if lay.batch:
         inputs["batch"] = _lead_product(lay.batch)
     doc = (f"Tiling of {spec.name}: cube family, one mixed launch (blockDim AI Cores, 1 AIC : 2 AIV); output blocks "
