@@ -38,8 +38,8 @@ from dataclasses import dataclass, field
 from opgen.ir.dims import Bin, Constraint, DimExpr, Fn, Lit, Sym
 from opgen.kernel.headrows import PERMS, SIGNS
 from opgen.kernel.isa import Op, Pipe
-from opgen.kernel.kir import (BLOCK_IDX, BLOCK_NUM, Alloc, Assign, Barrier, Call, Copy, DeQue, EnQue, FAssign, FBits,
-                              FConst, For, FInt, Free, Func, Get, GmTensor, GmView, If, InitBuffer, Invoke, KernelClass,
+from opgen.kernel.kir import (BLOCK_IDX, BLOCK_NUM, POOL_IDS, Alloc, Assign, Barrier, Call, Copy, DeQue, EnQue,
+                              FAssign, FBits, FConst, For, FInt, Free, Func, Get, GmTensor, GmView, If, InitBuffer, Invoke, KernelClass,
                               Let, Local, Param, Ref, ScalarVar, Scope, Select, SetValue, SizeOf, StructDecl, StructLet,
                               SyncAll, TableAt, TensorVar, TPos, View, vec)
 from opgen.kernel.rowsched import (_gap_blocks_func, _load_row, _row_reduce, _row_start_of, _store_row, add, div,
@@ -198,6 +198,22 @@ def _copy_rows(to_gm: bool) -> Func:
                 "BSND tensor, the whole pass\nwhen the tensor is the part itself).")
 
 
+def row_queue_bufs(n_in: int, n_out: int, stat_in: int, stat_out: int, param_que: bool,
+                   acc_out_que: bool) -> tuple[int, int]:
+    """(buffers of each head-row input queue inQue<j>_, of each output queue outQue<j>_) for a class of `n_in` row
+    inputs and `n_out` row outputs per part, `stat_in` / `stat_out` statistic slots (one shared queue of two buffers
+    each side: _stat_in_names, _stat_out_queues) and the one-buffer staging queues paramQue_ / accOutQue_: two (the
+    next pass's copy may wait on this pass's free only) where the queues' ids of that hand-off stay within the TPipe's
+    pool (kir.POOL_IDS per HardEvent: V_MTE2 for the inputs, MTE3_V for the outputs; a buffer holds one from its
+    FreeTensor to its next AllocTensor, kir.queue_event_buffers), else one. Five row inputs held 10 V_MTE2 ids with
+    two buffers each (docs/design.md "Event ids of the queues"); the tiling plans the same count
+    (opgen.tiling.headkernel.head_plan). A class whose queues exceed the pool with one buffer each is refused by the
+    verifier (kir.check_event_ids)."""
+    ins = 2 if 2 * n_in + (2 if stat_in else 0) + int(param_que) <= POOL_IDS else 1
+    outs = 2 if 2 * n_out + (2 if stat_out else 0) + int(acc_out_que) <= POOL_IDS else 1
+    return ins, outs
+
+
 def _stat_in_names(c: dict) -> tuple:
     """(queues, dequeued tensors) of the per-row statistic inputs: one slot, statInQue0_ / statIn0_; several, one
     queue statInQue_ whose buffer holds slot j's values at element _stat_at(j) (each slot's statIn<j>_ a view of
@@ -346,8 +362,10 @@ def _init_buffers(c: dict, s: HeadSchedule) -> Func:
     f4, ps = SizeOf("float"), Sym("pass")
     stat = mul(Fn("align_up", (ps, Lit(8))), f4)
     body: list = [Let("pass", Sym("rowsPerPass"))]
-    body += [InitBuffer(f"inQue{j}_", mul(ps, _DA, SizeOf("T")), 2) for j in range(c.get("kIn", 0))]
-    body += [InitBuffer(f"outQue{j}_", mul(ps, _DA, SizeOf("T")), 2) for j in range(c.get("kOut", 0))]
+    nin, nout = row_queue_bufs(c.get("kIn", 0), c.get("kOut", 0), c.get("kStatIn", 0), c.get("kStatOut", 0),
+                               bool(s.needs.get("paramQue")), bool(s.needs.get("accOutQue")))
+    body += [InitBuffer(f"inQue{j}_", mul(ps, _DA, SizeOf("T")), nin) for j in range(c.get("kIn", 0))]
+    body += [InitBuffer(f"outQue{j}_", mul(ps, _DA, SizeOf("T")), nout) for j in range(c.get("kOut", 0))]
     nsi = c.get("kStatIn", 0)
     body += [InitBuffer(q, mul(Lit(nsi), Fn("align_up", (ps, Lit(8))), f4) if nsi > 1 else stat, 2)
              for q in _stat_in_names(c)[0]]

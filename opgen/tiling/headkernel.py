@@ -23,6 +23,7 @@ from dataclasses import dataclass, fields
 from opgen.ir.dims import Bin, Lit, Sym, as_dim
 from opgen.kernel.family import Tiling
 from opgen.kernel.headclass import head_class_ir
+from opgen.kernel.headsched import row_queue_bufs
 from opgen.kernel.headlower import accumulated_outputs, addressing_dims, bind_slots, data_dtype
 from opgen.tiling.buffers import Buffer
 from opgen.tiling.rowkernel import reduce_tmp_elems, stat_plan
@@ -62,10 +63,13 @@ def head_plan(c: HeadCounts, d_align, t_bytes) -> list[Buffer]:
     """The buffers of a head-row kernel for counts `c` (d_align: row stride in elements, t_bytes: bytes of
     T; tiling expressions). Per-row buffers scale with rowsPerPass."""
     plan = []
+    need = head_needs(c)
+    # two buffers per row queue where the TPipe's pool of event ids allows, else one (the kernel's InitBuffers)
+    nin, nout = row_queue_bufs(c.row_in, c.row_out, c.stat_in, c.stat_out, need["paramQue"], need["accOutQue"])
     if c.row_in:
-        plan.append(Buffer("inQue", "TQue<VECIN>", 2 * c.row_in, True, d_align, t_bytes, "head-row inputs (T)"))
+        plan.append(Buffer("inQue", "TQue<VECIN>", nin * c.row_in, True, d_align, t_bytes, "head-row inputs (T)"))
     if c.row_out:
-        plan.append(Buffer("outQue", "TQue<VECOUT>", 2 * c.row_out, True, d_align, t_bytes, "head-row outputs (T)"))
+        plan.append(Buffer("outQue", "TQue<VECOUT>", nout * c.row_out, True, d_align, t_bytes, "head-row outputs (T)"))
     plan += stat_plan(c, "per-row fp32 outputs")
     plan.append(Buffer("workBuf", "TBuf<VECCALC>", max(c.temps, 2), False, d_align, 4, "fp32 row temporaries"))
     if c.tables:
@@ -77,7 +81,6 @@ def head_plan(c: HeadCounts, d_align, t_bytes) -> list[Buffer]:
     if c.perms + c.signs:
         plan.append(Buffer("laneBuf", "TBuf<VECCALC>", c.perms + c.signs, False, d_align, 4,
                            "Gather byte offsets (uint32) and sign rows (fp32)"))
-    need = head_needs(c)
     if need["paramQue"]:
         plan.append(Buffer("paramQue", "TQue<VECIN>", 1, False, d_align, 4,
                            "staging of table/column/partial rows (T or fp32)"))
