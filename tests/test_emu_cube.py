@@ -85,7 +85,7 @@ def run_mm(bins, tmp_path, dt, ot, m, n, k, ta, tb, kt, nt, bd, mm, a=None, b=No
         a = rng.normal(0, 1, (m, k)).astype(NPT[dt])
     if b is None:
         b = rng.normal(0, 1, (k, n)).astype(NPT[dt])
-    a_st = a.T.copy() if ta == "T" else a
+    a_st = a.T.copy() if ta in ("T", "W") else a
     b_st = b if tb in ("N", "X", "W") else b.T.copy()
     fin, fout = tmp_path / f"in_{ot}.bin", tmp_path / f"out_{ot}.bin"
     fin.write_bytes(np.ascontiguousarray(a_st).tobytes() + np.ascontiguousarray(b_st).tobytes())
@@ -190,6 +190,27 @@ def test_int8_b_stored_k_by_n_through_load_data_with_transpose(bins, tmp_path, c
     b = rng.integers(-128, 128, (k, n)).astype(np.int8)
     b[-1, -1], a[-1, -1] = -128, -128
     rep, _, _, c = run_mm(bins, tmp_path, "s8", "s32", m, n, k, "N", "W", kt, nt, bd, mm, a=a, b=b)
+    assert rep["ok"], rep["faults"]
+    np.testing.assert_array_equal(c.astype(np.int64), a.astype(np.int64) @ b.astype(np.int64))
+
+
+INT8_AT_CASES = {"m_tail": (37, 40, 200, 64, 32, 2, 37), "one_piece": (20, 16, 96, 96, 16, 1, 20),
+                 "m_pieces_k_tail": (70, 33, 77, 64, 33, 1, 70)}
+
+
+@pytest.mark.parametrize("case", sorted(INT8_AT_CASES))
+def test_int8_a_stored_k_by_m_through_load_data_with_transpose(bins, tmp_path, case):
+    """int8 Aᵀ: A stored [k, m] in L1 NZ (ceil32(kt) rows per 32-column piece of m), each piece's K1 squares moved
+    into L0A by one LoadDataWithTranspose with dstGap 0 and dstFracGap K1 - 1 (asc-devkit's Matmul API for an int8
+    transposed A: square k1's two transposed fractals land on ZZ fractals (2p, k1) and (2p + 1, k1)), times B
+    stored [n, k]: equal to NumPy's int64 matmul, element for element, with m, n and k tails (m not a multiple of
+    32: the last piece's rows past m come from Nd2Nz's zero fill and are never stored)."""
+    m, n, k, kt, nt, bd, mm = INT8_AT_CASES[case]
+    rng = np.random.default_rng(14)
+    a = rng.integers(-128, 128, (m, k)).astype(np.int8)
+    b = rng.integers(-128, 128, (k, n)).astype(np.int8)
+    a[-1, -1], b[-1, -1] = -128, -128
+    rep, _, _, c = run_mm(bins, tmp_path, "s8", "s32", m, n, k, "W", "T", kt, nt, bd, mm, a=a, b=b)
     assert rep["ok"], rep["faults"]
     np.testing.assert_array_equal(c.astype(np.int64), a.astype(np.int64) @ b.astype(np.int64))
 
@@ -325,7 +346,7 @@ FAULTS = {
     "fixpipe_quant": ["Fixpipe: quantPre NoQuant keeps float but the destination is a 2-byte type"],
     "transpose_float": ["LoadData: ifTranspose needs a 2-byte type"],
     "transpose_square_half": ["LoadDataWithTranspose: 2-byte elements; the emulation models int8_t / uint8_t"],
-    "transpose_square_gap0": ["LoadDataWithTranspose: dstGap 0 puts the next square's first fractal on this"],
+    "transpose_square_gap0": ["LoadDataWithTranspose: dstGap 0 with dstFracGap 0 writes two fractals of 2 squares to one"],
     "transpose_square_misaligned": ["LoadDataWithTranspose: L0B destination address 32 in L0B is not 512-byte aligned"],
     "aiv_touches_l1": ["[AIV 0] TPipe::InitBuffer(TBuf<A1>): an AIV core has no L1 (TPosition A1)"],
     "aic_touches_ub": ["[AIC 0] TPipe::InitBuffer(TQue<VECIN>): an AIC core has no UB (TPosition VECIN)"],

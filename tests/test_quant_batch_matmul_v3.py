@@ -93,15 +93,37 @@ def test_the_int32_sums_are_fixpipes_output_on_the_kernel_ir(tmp_path, tb, dims)
     np.testing.assert_array_equal(np.asarray(r.arrays["y"], np.int64), x1 @ (x2.T if tb else x2))
 
 
+@pytest.mark.parametrize("tb,dims", [(True, (37, 77, 45)), (False, (300, 333, 301)), (True, (70, 40, 33))])
+def test_an_int8_a_stored_k_by_m_on_the_kernel_ir(tmp_path, tb, dims):
+    """x1 int8 stored [K, M] (transpose_a): Aᵀ's L1 NZ moved to L0A by LoadDataWithTranspose, one per 32-row piece
+    of the block's m (dstGap 0, dstFracGap k1 - 1: two ZZ fractal rows per piece), baseM a multiple of 32; with B
+    stored [N, K] or [K, N] (both operands transposing), odd M / K / N, tails on both edges over 3 x 2 blocks; the
+    int32 output on the Kernel IR interpreter against NumPy's int64 (x1ᵀ) @ x2."""
+    from opgen.check import run_check
+    from opgen.kernel import kir as K
+
+    path = _spec(tmp_path, f"b.matmul(x1.cast(i32), x2.cast(i32), transpose_a=True, transpose_b={tb})",
+                 "[N, K]" if tb else "[K, N]", x1="[K, M]")
+    u = kernel_build(load_spec(path))
+    assert u.lowered.layout.trans_a and u.lowered.layout.acc == "i32"
+    (c,) = {id(c): c for c in u.lowered.programs.values()}.values()
+    loads = [s for s in K.walk(c.process) if isinstance(s, K.LoadData) and s.with_transpose]
+    assert any(s.dst_gap == K.Lit(0) for s in loads)
+    r = run_check(path, dims=dict(zip("MKN", dims)), seed=4, progress=False, engine="kir")
+    assert not r.faults and r.passed
+    assert r.tiling_key and r.block_dim >= 1
+    x1, x2 = (np.asarray(r.inputs[n], np.int64) for n in ("x1", "x2"))
+    np.testing.assert_array_equal(np.asarray(r.arrays["y"], np.int64), x1.T @ (x2.T if tb else x2))
+
+
 @pytest.mark.parametrize("body,x2,why", [
     ("b.matmul(x1, x2, transpose_b=True)", "[N, K]", "written b.matmul(x1.cast(i32), x2.cast(i32))"),
-    ("b.matmul(x1.cast(i32), x2.cast(i32), transpose_a=True)", "[K, N]", "int8 operands A transposed"),
     ("b.matmul(x1.cast(i32), x2.cast(i32), transpose_b=True).cast(bf16)", "[N, K]",
      "converted to f32 once"),
 ])
 def test_int8_forms_the_cube_does_not_lower_are_refused_naming_the_rule(tmp_path, body, x2, why):
-    """A plain int8 matmul (an int8 result), an int8 Aᵀ (a transposing load into L0A, not lowered) and an int32
-    result cast straight to bf16 are refused, each naming the rule."""
+    """A plain int8 matmul (an int8 result) and an int32 result cast straight to bf16 are refused, each naming the
+    rule."""
     path = _spec(tmp_path, body, x2, "i32" if "cast(bf16)" not in body and "x1, x2," not in body else
                  "bf16" if "bf16" in body else "i8", x1="[K, M]" if "transpose_a" in body else "[M, K]")
     with pytest.raises(NoKernel, match=re.escape(why)):
@@ -109,13 +131,14 @@ def test_int8_forms_the_cube_does_not_lower_are_refused_naming_the_rule(tmp_path
 
 
 def _inputs(m: int, k: int, n: int, bias: bool, seed: int, pertoken: bool = False, tx2: bool = True,
-            per_tensor: bool = False) -> dict:
-    """int8 x1 [m, k] and x2 [n, k] (tx2, CANN's transpose_x2 true) or [k, n] over the whole range, a dequantising
+            per_tensor: bool = False, tx1: bool = False) -> dict:
+    """int8 x1 [m, k] (tx1, CANN's transpose_x1 true: [k, m]) and x2 [n, k] (tx2, CANN's transpose_x2 true) or
+    [k, n] over the whole range, a dequantising
     scale [n] (per_tensor: [1]) in [1e-4, 2e-3] (the size of CANN's per-channel scales: the fp16 output stays
     finite), an fp32 bias [n] or None, a per-row pertoken_scale [m] in [0.25, 4] (sign flipped on every third row) or
     None."""
     rng = np.random.default_rng(seed)
-    out = {"x1": _int8(rng, (m, k)), "x2": _int8(rng, (n, k) if tx2 else (k, n)),
+    out = {"x1": _int8(rng, (k, m) if tx1 else (m, k)), "x2": _int8(rng, (n, k) if tx2 else (k, n)),
            "scale": rng.uniform(1e-4, 2e-3, 1 if per_tensor else n).astype(np.float32),
            "bias": rng.uniform(-4, 4, n).astype(np.float32) if bias else None}
     if pertoken:
@@ -125,12 +148,12 @@ def _inputs(m: int, k: int, n: int, bias: bool, seed: int, pertoken: bool = Fals
     return out
 
 
-def _ref(inputs: dict, tx2: bool = True) -> np.ndarray:
+def _ref(inputs: dict, tx2: bool = True, tx1: bool = False) -> np.ndarray:
     """float64 (x1 @ x2ᵀ) * scale (or x1 @ x2 with tx2 false: x2 stored [K, N]) (* pertoken_scale[:, None]) (+ bias):
     aclnnQuantMatmulV4's formula with a pertoken scale and a float bias (ops-nn quant_batch_matmul_v3
     docs/aclnnQuantMatmulV4.md: the bias after both scales)."""
     x1, x2, s = (np.asarray(inputs[n], np.float64) for n in ("x1", "x2", "scale"))
-    y = (x1 @ (x2.T if tx2 else x2)) * s
+    y = ((x1.T if tx1 else x1) @ (x2.T if tx2 else x2)) * s
     if inputs.get("pertoken_scale") is not None:
         y = y * np.asarray(inputs["pertoken_scale"], np.float64)[:, None]
     if inputs.get("bias") is not None:
@@ -165,29 +188,37 @@ def test_the_example_layout_int8_fractals_and_the_epilogue():
     from opgen.kernel.cube import CubeFamily
 
     lays = CubeFamily().layouts(u.lowered)
-    # per transpose_x2, a class per scale form: [N] a column row of each pass, [1] one value read by the scalar unit
-    assert [x.trans_b for x in lays] == [False, False, True, True]
-    assert all(x.acc == "i32" and not x.trans_a and x.mixed and not x.bias for x in lays)
+    # per (transpose_x1, transpose_x2) a class per scale form: [N] a column row of each pass, [1] one value read by
+    # the scalar unit; attrKey = index(transpose_x1) + 2 index(transpose_x2), the form key the fastest
+    assert [x.trans_b for x in lays] == [False] * 4 + [True] * 4
+    assert [x.trans_a for x in lays] == [False, False, True, True] * 2
+    assert all(x.acc == "i32" and x.mixed and not x.bias for x in lays)
     assert u.lowered.extra["form_key"]
     classes = {id(c): c for c in u.lowered.programs.values()}
-    assert len(classes) == 4
-    assert sum(K.reads_gm_scalar(c) for c in classes.values()) == 2
+    assert len(classes) == 8
+    assert sum(K.reads_gm_scalar(c) for c in classes.values()) == 4
     for c in classes.values():
         lets = {s.name: s.value for s in K.walk(c.process) if isinstance(s, K.Let)}
         assert lets["kPad"] == K.Fn("align_up", (K.Sym("kt"), K.Lit(32)))   # int8's C0: K padded to 32, not 16
         text = K.to_cpp(c)
         assert "LocalTensor<int32_t> c1" in text and "Fixpipe<int32_t, int32_t, CFG_ROW_MAJOR>" in text
         assert "LocalTensor<int8_t> a2" in text and "RoundMode::CAST_RINT" in text
-        kn = "LoadDataWithTranspose(" in text
+        kn = "LoadDataWithTranspose(b2" in text   # x2 [K, N]: its squares into L0B
         assert kn == (lets["nPad"] == K.Fn("align_up", (K.Sym("nt"), K.Lit(32))))
+        km = "LoadDataWithTranspose(a2" in text   # x1 [K, M]: its squares into L0A, 32-row pieces of m
+        assert km == ("mPadA" in lets) and (not km or lets["mPadA"] == K.Fn("align_up", (K.Sym("mt"), K.Lit(32))))
     plat = dataclasses.replace(next(p for p in PLATFORMS.values() if p.aiv == 48 and p.arch == "dav-2201"), aic=3,
                                aiv=6)
-    for (m, k, n), tx2 in itertools.product(((125, 1999, 111), (16, 65535, 16), (33, 50, 45)), (False, True)):
+    for (m, k, n), tx1, tx2 in itertools.product(((125, 1999, 111), (16, 65535, 16), (33, 50, 45)), (False, True),
+                                                 (False, True)):
         v = u.tiling.program.evaluate(program_inputs(spec, u.tiling.program, u.tiling.inputs,
-                                                     {"M": m, "K": k, "N": n}, {}, plat, {"transpose_x2": tx2}))
+                                                     {"M": m, "K": k, "N": n}, {}, plat,
+                                                     {"transpose_x1": tx1, "transpose_x2": tx2}))
         assert v["kSplit"] == 1 and v["baseK"] % 32 == 0 and v["baseKL1"] % 32 == 0 and v["fits"] == 1
         # whole int8 squares in L0B rows for x2 [K, N]; the [N, K] class keeps its 16-aligned blocks
         assert v["baseN"] == min(256, -(-n // (16 if tx2 else 32)) * (16 if tx2 else 32))
+        # x1 [K, M]: whole squares along m in L0A (pieces of 32 rows); x1 [M, K] 16-aligned
+        assert v["baseM"] == min(128, -(-m // (32 if tx1 else 16)) * (32 if tx1 else 16))
 
 
 @pytest.mark.parametrize("tx2", [True, False])
@@ -230,18 +261,47 @@ def test_a_per_tensor_scale_of_the_example_on_the_kernel_ir_equals_float64(tx2, 
     """QuantBatchMatmulV3's scale [1] (per tensor: the second shape form beside [N]) on the Kernel IR interpreter
     against float64, odd M 37, K 50, N 45, with the bias, x2 in both stored shapes; the form key is the tiling key's
     digit above the dtype row: (attrKey * 4 + formKey) * 100 + ..., formKey 1 for scale [1] (offset absent: its
-    form 0), and a scale [N] call of the same attributes takes formKey 0."""
+    form 0), and a scale [N] call of the same attributes takes formKey 0 (attrKey = index(transpose_x1) +
+    2 index(transpose_x2))."""
     from opgen.check import run_check
 
     x = _inputs(37, 50, 45, True, 17, pertoken=pertoken, tx2=tx2, per_tensor=True)
     r = run_check(str(SPEC), x, {"transpose_x2": tx2}, dtypes={"Y": dt}, progress=False, engine="kir")
     assert not r.faults and r.passed
     assert _close(r.arrays["y"], _ref(x, tx2), dt)
-    assert r.tiling_key // 100 == int(tx2) * 4 + 1
+    assert r.tiling_key // 100 == int(tx2) * 2 * 4 + 1   # attrKey = index(transpose_x1) + 2 index(transpose_x2)
     x["scale"] = np.repeat(x["scale"], 45)   # the same values per channel: form 0, the same result
     r0 = run_check(str(SPEC), x, {"transpose_x2": tx2}, dtypes={"Y": dt}, progress=False, engine="kir")
-    assert r0.passed and r0.tiling_key // 100 == int(tx2) * 4
+    assert r0.passed and r0.tiling_key // 100 == int(tx2) * 2 * 4
     np.testing.assert_array_equal(np.asarray(r0.arrays["y"], np.float64), np.asarray(r.arrays["y"], np.float64))
+
+
+@pytest.mark.parametrize("tx2,dt,dims", [(True, "bfloat16", (37, 50, 45)), (False, "float16", (300, 333, 301))])
+def test_an_x1_stored_k_by_m_of_the_example_on_the_kernel_ir_equals_float64(tx2, dt, dims):
+    """QuantBatchMatmulV3 with transpose_x1 true (x1 stored [K, M]: its int8 squares into L0A by
+    LoadDataWithTranspose), x2 in both stored shapes, pertoken_scale and the bias, odd M / K / N and tails over
+    blocks, on the Kernel IR interpreter against float64 (x1ᵀ @ x2) * scale * pertoken + bias."""
+    from opgen.check import run_check
+
+    x = _inputs(*dims, True, 21, pertoken=True, tx2=tx2, tx1=True)
+    r = run_check(str(SPEC), x, {"transpose_x1": True, "transpose_x2": tx2}, dtypes={"Y": dt}, progress=False,
+                  engine="kir")
+    assert not r.faults and r.passed
+    assert _close(r.arrays["y"], _ref(x, tx2, tx1=True), dt)
+
+
+def test_an_x1_stored_k_by_m_of_the_example_emulated_equals_float64(examples_gen):
+    """The emitted C++ with transpose_x1 true: M 1700 (14 blocks of 128 rows, a 36-row tail: two 32-row pieces of m
+    with the second's rows past M zero-filled), N 301, K 333, x2 [K, N] (both operands transposing), a per-tensor
+    scale, bf16."""
+    from opgen.check import run_check
+
+    x = _inputs(1700, 333, 301, True, 23, tx2=False, per_tensor=True, tx1=True)
+    r = run_check(str(SPEC), x, {"transpose_x1": True, "transpose_x2": False}, dtypes={"Y": "bfloat16"},
+                  gen_dir=examples_gen, progress=False)
+    assert not r.faults and r.passed
+    assert _close(r.arrays["y"], _ref(x, False, tx1=True), "bfloat16")
+    assert r.block_dim == 24
 
 
 def test_a_per_tensor_scale_of_the_example_emulated_equals_float64(examples_gen):
@@ -334,6 +394,22 @@ def test_a_transposing_load_of_a_2_byte_type_is_refused_by_the_verifier_and_faul
             K.LoadData(K.Ref("b2"), K.Ref("b1"), K.Lit(0), K.Lit(1), K.Lit(1), with_transpose=True)), "cube"),))
     with pytest.raises(K.IRError, match="LoadDataWithTranspose of half"):
         K.verify(cls)
+
+
+def test_square_destinations_follow_dst_gap_and_dst_frac_gap():
+    """LoadDataWithTranspose's destinations (512-B fractals): square r's first fractal at r (1 + dstGap), its
+    second 1 + dstFracGap after it. B [K, N] (dstGap 1, dstFracGap 0): contiguous squares; Aᵀ [K, M] (dstGap 0,
+    dstFracGap k1 - 1 = 2 for three squares): ZZ rows 0 and 1 of a piece, fractals 0-2 then 3-5; dstGap 0 with
+    dstFracGap 0 puts square 0's second fractal on square 1's first: refused (the emulation faults the same)."""
+    from opgen.kernel import cubesem
+
+    assert cubesem.square_destinations(3, 1, 0) == [(0, 1), (2, 3), (4, 5)]
+    assert cubesem.square_destinations(3, 0, 2) == [(0, 3), (1, 4), (2, 5)]
+    assert cubesem.square_destinations(1, 0, 0) == [(0, 1)]
+    with pytest.raises(ValueError, match="two fractals of 2 squares to one destination fractal"):
+        cubesem.square_destinations(2, 0, 0)
+    with pytest.raises(ValueError):
+        cubesem.square_destinations(3, 1, 1)   # square 0's second fractal (2) is square 1's first
 
 
 PER_TENSOR = '''

@@ -43,8 +43,8 @@ def _x(m=5, k=40, n=7, seed=0, **extra):
 def test_the_header_and_opdef_are_canns():
     """aclnnQuantMatmulV4's parameters in CANN's order and C types; the OpDef's inputs, output and attributes with
     CANN's names, parameter types and defaults (dtype, transpose_x1, transpose_x2, group_size in CANN's order); the
-    header says where dtype comes from, what offset and transposeX1 must be, and that transposeX2 takes both values
-    (x2 [K, N] or [N, K])."""
+    header says where dtype comes from, what offset must be, and that transposeX1 and transposeX2 take both values
+    (x1 [M, K] or [K, M], x2 [K, N] or [N, K])."""
     from opgen.codegen import generate_cached
     from tests.test_aclnn_api import _header_params
 
@@ -65,23 +65,20 @@ def test_the_header_and_opdef_are_canns():
     flat = " ".join(" ".join(ln.removeprefix(" * ").split()) for ln in header.splitlines())   # @param lines unwrapped
     for want in ('@param [in] offset: optional input "offset", dtype float32, shape [N] or [1]; must be null: not '
                  'implemented by this kernel (offset of an int8 output).',
-                 '@param [in] transposeX1: attribute "transpose_x1" (bool, default false; must be false: other values '
-                 'are not implemented by this kernel (x1 stored [K, M])).',
+                 '@param [in] transposeX1: attribute "transpose_x1" (bool, default false, one of false, true).',
                  '@param [in] transposeX2: attribute "transpose_x2" (bool, default false, one of false, true).'):
         assert want in flat, flat   # the caller reads what a call must pass, not only CANN's default
 
 
 def test_the_interpreter_refuses_what_is_not_implemented():
-    """offset given, transpose_x1 true, group_size 3: one ValidationError naming the parameter and the rule; x2
-    stored [N, K] under CANN's default transpose_x2 false (which wants [K, N]) is refused naming x2's shape."""
+    """offset given, group_size 3: one ValidationError naming the parameter and the rule; x2 stored [N, K] under
+    CANN's default transpose_x2 false (which wants [K, N]) is refused naming x2's shape."""
     from opgen.interp.run import interpret
 
     spec = load_spec(QBMM)
     ok = {"transpose_x2": True}
     cases = [
         (_x(offset=np.ones(7, np.float32)), ok, "offset", "must be null: not implemented by this kernel"),
-        (_x(), {**ok, "transpose_x1": True}, "transpose_x1",
-         "must be false: other values are not implemented by this kernel (x1 stored [K, M]), got true"),
         (_x(), {}, "x2", "[K, N]"),
         (_x(), {**ok, "group_size": 3}, "group_size", "must be 0: other values are not implemented"),
     ]
@@ -214,7 +211,7 @@ def test_signature_errors_of_dtype_and_accepted_attributes(tmp_path):
 def test_the_aclnn_layer_refuses_with_canns_code(examples_gen):
     """A valid call succeeds and the kernel receives dtype = the ge::DataType of out (27 for bf16, 1 for fp16); both
     transposeX2 values are taken (x2 [N, K] with true, [K, N] with CANN's default false: a [N, K] x2 under false is
-    a shape error), transposeX1 true is not; each violated rule is 161002 ACLNN_ERR_PARAM_INVALID with the
+    a shape error), so are both transposeX1 values (x1 [M, K] or [K, M]); each violated rule is 161002 ACLNN_ERR_PARAM_INVALID with the
     interpreter's message under the public names; a null x1 is still 161001 first."""
     from opgen.check.aclnn import run_runner
     from tests.test_aclnn_api import _at, _call, _with_tokens
@@ -233,8 +230,8 @@ def test_the_aclnn_layer_refuses_with_canns_code(examples_gen):
                                             "(offset of an int8 output)", None),
         (with_(pertokenScaleOptional="float32:5"), 0, "", "27"),   # implemented: a per-row scale [M]
         (with_(pertokenScaleOptional="float32:7"), 161002, "pertokenScaleOptional: shape [7]", None),
-        (with_(transposeX1="1"), 161002, "transposeX1: must be false: other values are not implemented by this "
-                                         "kernel (x1 stored [K, M]), got true", None),
+        (with_(transposeX1="1", x1=base[k["x1"]].replace("5,40", "40,5")), 0, "", "27"),   # x1 stored [K, M]
+        (with_(transposeX1="1"), 161002, "x", None),   # x1 [5, 40] read as [K, M]: K 5 against x2's 40
         (with_(transposeX2="0"), 161002, "x2: shape [7, 40] (the shape for transposeX2=false)", None),
         (with_(transposeX2="0", x2=base[k["x2"]].replace("7,40", "40,7")), 0, "", "27"),   # CANN's default: [K, N]
         (with_(out="float32:5,7"), 161002, "Tensor out not implemented for DT_FLOAT", None),   # opbase's text
@@ -244,4 +241,4 @@ def test_the_aclnn_layer_refuses_with_canns_code(examples_gen):
     for (tok, code, msg, dtype), (rc, text, launches, launched) in zip(cases, got):
         assert rc == code and text.startswith(msg), (code, msg, rc, text)
         if dtype is not None:   # OpDef order: dtype, transpose_x1, transpose_x2, group_size
-            assert launches == 1 and launched == [dtype, "0", tok[k["transposeX2"]], "0"], launched
+            assert launches == 1 and launched == [dtype, tok[k["transposeX1"]], tok[k["transposeX2"]], "0"], launched

@@ -1,6 +1,7 @@
 """QuantBatchMatmulV3 (ops-nn matmul/quant_batch_matmul_v3; aclnnQuantMatmulV4): y[M, N] = cast((x1 @ x2) * scale
-(* pertoken_scale) (+ bias)), x1 int8 [M, K], x2 int8 stored [K, N] (CANN's default transpose_x2 = false) or [N, K]
-(transpose_x2 = true: the product x1 @ x2ᵀ), the product accumulated exactly in int32 on the cube, converted to fp32
+(* pertoken_scale) (+ bias)), x1 int8 stored [M, K] (CANN's default transpose_x1 = false) or [K, M] (transpose_x1 =
+true: the product x1ᵀ @ x2), x2 int8 stored [K, N] (CANN's default transpose_x2 = false) or [N, K] (transpose_x2 =
+true: the product x1 @ x2ᵀ), the product accumulated exactly in int32 on the cube, converted to fp32
 on the vector cores, multiplied by the scale (per channel [N] or per tensor [1]), then by the optional per-row
 pertoken_scale [M] (y[m, n] = acc[m, n] * scale[n] * pertoken[m]), the optional fp32 bias [N] added after the scales
 (aclnnQuantMatmulV4's formula for a pertoken scale and a float bias: x1 @ x2 * scale * pertokenScaleOptional +
@@ -8,13 +9,13 @@ bias), rounded once to the output dtype (bf16 or fp16).
 
 The parameters are CANN's (OpDef QuantBatchMatmulV3: inputs x1, x2, scale, offset, bias, pertoken_scale; output
 y; attributes dtype, transpose_x1, transpose_x2, group_size; aclnnQuantMatmulV4(x1, x2, scale, offset,
-pertokenScaleOptional, bias, transposeX1, transposeX2, out)). transpose_x2 is static: it picks x2's stored shape and
-the kernel class (x2 [K, N]: its 32 x 32 int8 squares transposed into L0B by LoadDataWithTranspose; x2 [N, K]: one
-plain LoadData, docs/design.md "Cube family: int8 operands"). Those this kernel does not implement are declared with
-the values it accepts (docs/design.md "Parameters a kernel does not implement"): offset must be null (no int8
-output), transpose_x1 false (x1 as [M, K]: an int8 Aᵀ would need LoadDataWithTranspose into L0A, not lowered),
-group_size 0 (aclnnQuantMatmulV4 does not pass it). dtype is the ge::DataType of y (DT_BF16 27 or DT_FLOAT16 1):
-the aclnn API derives it from out. The scale's two shapes are shape forms the tensor picks at run
+pertokenScaleOptional, bias, transposeX1, transposeX2, out)). transpose_x1 and transpose_x2 are static: each picks its
+operand's stored shape and the kernel class (x2 [K, N]: its 32 x 32 int8 squares transposed into L0B by
+LoadDataWithTranspose; x2 [N, K]: one plain LoadData; x1 [K, M]: its squares transposed into L0A by
+LoadDataWithTranspose, two fractal rows per 32 rows of m; docs/design.md "Cube family: int8 operands"). Those this
+kernel does not implement are declared with the values it accepts (docs/design.md "Parameters a kernel does not
+implement"): offset must be null (no int8 output), group_size 0 (aclnnQuantMatmulV4 does not pass it). dtype is
+the ge::DataType of y (DT_BF16 27 or DT_FLOAT16 1): the aclnn API derives it from out. The scale's two shapes are shape forms the tensor picks at run
 time (a [1] scale is read once per AIV by the scalar unit; each form its own class and form-key digit of the tiling
 key, docs/design.md "Shape forms at run time"). What else differs: the scale fp32 only (no bf16 or int64 scale),
 the bias fp32 only (no int32 bias added before the scale), no batch dims; Atlas A2 / A3 only.
@@ -33,12 +34,12 @@ K = spec.dim("K", max=65535)
 N = spec.dim("N", max=65535)
 (Y,) = spec.dtype_vars("Y")
 
-# the attributes in CANN's OpDef order, before the inputs: transpose_x2 picks x2's stored shape
+# the attributes in CANN's OpDef order, before the inputs: transpose_x1 / transpose_x2 pick x1's / x2's stored shape
 spec.attr("dtype", int, dtype_of=Y, doc="ge::DataType of y: DT_BF16 (27) or DT_FLOAT16 (1)")
-spec.attr("transpose_x1", bool, False, accepts=(False,), unsupported="x1 stored [K, M]")
+spec.attr("transpose_x1", bool, False, static=True)
 spec.attr("transpose_x2", bool, False, static=True)
 spec.attr("group_size", int, 0, accepts=(0,), unsupported="grouped quantisation")
-spec.input("x1", i8, [M, K])
+spec.input("x1", i8, {False: [M, K], True: [K, M]}, form_by="transpose_x1")
 spec.input("x2", i8, {False: [K, N], True: [N, K]}, form_by="transpose_x2")
 spec.input("scale", f32, [[N], [1]], doc="per-channel [N] or per-tensor [1]")
 spec.input("offset", f32, [[N], [1]], optional=True, accepts="absent", unsupported="offset of an int8 output")

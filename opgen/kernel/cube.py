@@ -292,19 +292,16 @@ def gemm_layout(g, spec=None) -> GemmLayout:
 def _int8_product(mm, vals, prod, a, b, ta, tb) -> str:
     """"i32" when matmul `mm` of int8 inputs `a` and `b` is the int8 product with an int32 accumulator, as a spec
     writes it (docs/design.md "Cube family: int8 operands"): each operand one cast of its input to i32 (the matmul's
-    result i32: exact for K < 2^17), A [M, K] (not transposed) and B stored [N, K] (transposed: its L1 NZ is the
-    L0B ZN already) or B [K, N] (its 32 x 32 int8 squares transposed into ZN by LoadDataWithTranspose; LoadData's
-    ifTranspose moves 2-byte fractals only). Raises Unsupported naming the rule."""
+    result i32: exact for K < 2^17), A [M, K] or stored [K, M] (transpose_a: its 32 x 32 int8 squares transposed
+    into L0A's ZZ by LoadDataWithTranspose) and B stored [N, K] (transposed: its L1 NZ is the L0B ZN already) or
+    B [K, N] (its squares transposed into ZN the same way; LoadData's ifTranspose moves 2-byte fractals only).
+    Raises Unsupported naming the rule."""
     for x, inp in zip(mm.inputs, (a, b)):
         src = prod.get(x)
         if src is None or src.op != "cast" or src.inputs[0] != inp or dtype_name(vals[x].type.dtype) != "i32":
             raise Unsupported(mm.result.name, mm.loc, f"a matmul of int8 {inp}: the cube multiplies int8 into an "
                               f"int32 accumulator, written b.matmul(x1.cast(i32), x2.cast(i32)) (each operand one "
                               f"cast of its int8 input to i32)")
-    if ta:
-        raise Unsupported(mm.result.name, mm.loc, "int8 operands A transposed: the cube family lowers the int8 "
-                          "product A [M, K] x B [K, N] or B stored [N, K] (transpose_b); an int8 Aᵀ [K, M] needs "
-                          "LoadDataWithTranspose into L0A, not lowered")
     return "i32"
 
 
@@ -730,9 +727,18 @@ def lower_gemm(spec, lay: GemmLayout, name: str = "") -> K.KernelClass:
     if lay.trans_a:   # Aᵀ panel [kt1, mt] in L1: fractal (kf, mf) at mf * kp1 + kf; A's ZZ fractal (mf, kf) is it
         a_in = (K.Nd2Nz(K.Ref("a1"), K.GmView("aGm_", off(0, S("k0a") * M + S("m0"))), S("ktA"), S("mt"), M,
                         S("kPadA"), mm_cite("Aᵀ panel [ktA, mt] -> L1 NZ")),)
-        a_load = (K.For("r", Lit(0), m1, Lit(1), (
-            K.LoadData(K.Ref("a2", S("r") * k1 * frac), K.Ref("a1"), S("r") * kpa + kfa, k1, Lit(1), True,
-                       mm_cite("A fractal row r of the chunk: Aᵀ's fractals transposed")),), disjoint=True),)
+        if lay.acc == "i32":   # int8: Aᵀ's L1 NZ in 32-column pieces of m, kpa squares of 32 k-rows each (square
+            # (kq, p) at p * kpa + kq); one LoadDataWithTranspose per piece moves the chunk's k1 squares, square kq's
+            # two transposed fractals to ZZ fractals (2p, kq) and (2p + 1, kq): dstGap 0, dstFracGap k1 - 1
+            a_load = (K.For("p", Lit(0), S("mPadA") // 32, Lit(1), (
+                K.LoadData(K.Ref("a2", S("p") * 2 * k1 * frac), K.Ref("a1"), S("p") * kpa + kfa, k1, Lit(1),
+                           doc=mm_cite("A piece p of the chunk (32 rows of m): Aᵀ's 32 x 32 int8 squares transposed "
+                                       "into two ZZ fractal rows"),
+                           with_transpose=True, dst_gap=Lit(0), dst_frac_gap=k1 - 1),), disjoint=True),)
+        else:
+            a_load = (K.For("r", Lit(0), m1, Lit(1), (
+                K.LoadData(K.Ref("a2", S("r") * k1 * frac), K.Ref("a1"), S("r") * kpa + kfa, k1, Lit(1), True,
+                           mm_cite("A fractal row r of the chunk: Aᵀ's fractals transposed")),), disjoint=True),)
     else:   # A panel [mt, kt1] in L1: fractal (mf, kf) at kf * m1 + mf
         a_in = (K.Nd2Nz(K.Ref("a1"), K.GmView("aGm_", off(0, S("m0") * Kd + S("k0a"))), S("mt"), S("ktA"), Kd,
                         S("mPad"), mm_cite("A panel [mt, ktA] -> L1 NZ")),)
@@ -807,6 +813,8 @@ def lower_gemm(spec, lay: GemmLayout, name: str = "") -> K.KernelClass:
         K.Let("nPad", fn("align_up", S("nt"), Lit(n_pad))),
         K.Let("mm", fn("max", S("mt"), Lit(2))),
     )
+    if lay.acc == "i32" and lay.trans_a:   # an int8 Aᵀ fills L0A by whole 32 x 32 squares: pieces of 32 rows of m
+        pads += (K.Let("mPadA", fn("align_up", S("mt"), Lit(32))),)
     init = (
         K.InitBuffer("l1A_", bm * S("baseKL1A") * sz, 2), K.InitBuffer("l1B_", S("baseKL1") * bn * sz, 2),
         K.InitBuffer("l0A_", bm * bk * sz, 2), K.InitBuffer("l0B_", bk * bn * sz, 2),

@@ -103,6 +103,20 @@ def transpose_squares(x: np.ndarray) -> np.ndarray:
     return x.reshape(-1, 32, 32).transpose(0, 2, 1).reshape(-1)
 
 
+def square_destinations(rep: int, dst_gap: int, dst_frac_gap: int) -> list[tuple[int, int]]:
+    """(first, second) destination fractal (512-B units) of each of the `rep` squares of a LoadDataWithTranspose of
+    int8 (kir.LoadData with_transpose): square r's first fractal at r * (1 + dst_gap), its second 1 + dst_frac_gap
+    fractals after it (docs/reference/ascendc.md §1.10 "Transposing load of int8 fractals": dstGap and dstFracGap
+    in 512-B units). Raises ValueError when two fractals of the instruction land on one destination fractal (a
+    square's second fractal overwritten by the next square's first: dstGap 0 with dstFracGap 0)."""
+    out = [(r * (1 + dst_gap), r * (1 + dst_gap) + 1 + dst_frac_gap) for r in range(rep)]
+    flat = [f for pair in out for f in pair]
+    if len(set(flat)) != len(flat):
+        raise ValueError(f"dstGap {dst_gap} with dstFracGap {dst_frac_gap} writes two fractals of {rep} squares to "
+                         "one destination fractal")
+    return out
+
+
 def mmad_accumulate(a: np.ndarray, b: np.ndarray, prev: np.ndarray | None) -> np.ndarray:
     """float32 [m, n] of A [m, k] x B [k, n] (any float type) added chunk by chunk of C0 k-values to `prev` (float32
     [m, n], None: zeros), each chunk summed in float64 and added with one fp32 rounding. int8 A and B: int32 [m, n],

@@ -1165,9 +1165,13 @@ class LoadData:
     `with_transpose` (transpose False) is the other instruction form, LoadDataWithTranspose with
     LoadData2dTransposeParams (docs/reference/ascendc.md §1.10 "Transposing load of int8 fractals"), int8_t only
     here: `repeat` squares of 32 x 32 int8 (two consecutive 512-B fractals of 16 x 32, 1024 B) from src square
-    start + r * src_stride (units: 1024-B squares), each transposed (element (i, j) of the square to (j, i)) and
-    written to dst bytes r * 1024 .. + 1024 (dstGap 1, dstFracGap 0: the squares' fractals contiguous). An int8
-    B [K, N] in L1 NZ (32 rows of a 32-column piece = one square) becomes B's L0B ZN that way."""
+    start + r * src_stride (units: 1024-B squares), each transposed (element (i, j) of the square to (j, i)), its
+    first fractal (rows 0-15 of the transposed square) written at dst fractal r * (1 + dst_gap) and its second at
+    that + 1 + dst_frac_gap (units: 512-B fractals; cubesem.square_destinations). dst_gap 1, dst_frac_gap 0 (the
+    defaults) lay the squares' fractals contiguous: an int8 B [K, N] in L1 NZ (32 rows of a 32-column piece = one
+    square) becomes B's L0B ZN that way. dst_gap 0, dst_frac_gap k1 - 1 put the two fractals of square r k1
+    fractals apart: the k1 squares of one 32-column piece of an int8 Aᵀ [K, M] become two ZZ fractal rows of L0A
+    (16 m-rows each, k1 fractals along K)."""
 
     dst: Ref
     src: Ref
@@ -1177,6 +1181,8 @@ class LoadData:
     transpose: bool = False
     doc: str = ""
     with_transpose: bool = False
+    dst_gap: DimExpr = Lit(1)
+    dst_frac_gap: DimExpr = Lit(0)
     pipe = Pipe.MTE1
 
 
@@ -1716,7 +1722,7 @@ class _Verifier:
             if s.with_transpose and (s.transpose or a.dtype != "int8_t"):
                 raise IRError(f"LoadDataWithTranspose of {a.dtype}{' with ifTranspose' if s.transpose else ''}: "
                               "the Kernel IR models int8_t squares of 32 x 32 only", s)
-            exprs = (s.start, s.repeat, s.src_stride)
+            exprs = (s.start, s.repeat, s.src_stride) + ((s.dst_gap, s.dst_frac_gap) if s.with_transpose else ())
         elif isinstance(s, Mmad):
             c = self.cube_operand(s.dst, "co1", st, s)
             a, b = self.cube_operand(s.a, "a2", st, s), self.cube_operand(s.b, "b2", st, s)
@@ -1748,7 +1754,7 @@ class _Verifier:
         for e in exprs:
             self.expr(e, st, s)
         for e, lim in zip(exprs, (16384, 65535, 65535, 65535) if isinstance(s, Nd2Nz) else
-                          (65535, 255, 65535) if isinstance(s, LoadData) else (4095, 4095, 4095) if isinstance(s, Mmad)
+                          (65535, 255, 65535, 65535, 65535) if isinstance(s, LoadData) else (4095, 4095, 4095) if isinstance(s, Mmad)
                           else (65535,) if isinstance(s, LoadBias)
                           else (8192, 4095, 65535, 2 ** 32 - 1)):
             v = const_value(e)
@@ -2435,7 +2441,9 @@ def to_text_stmt(s, indent: str = "") -> str:
             a = f"{_t_ref(s.dst)} <- {_t_ref(s.src)} rows={s.rows} cols={s.cols} pitch={s.src_pitch} pad_rows={s.pad_rows}"
         elif isinstance(s, LoadData):
             a = (f"{_t_ref(s.dst)} <- {_t_ref(s.src)} start={s.start} repeat={s.repeat} src_stride={s.src_stride}"
-                 + (" transpose" if s.transpose else "") + (" with_transpose" if s.with_transpose else ""))
+                 + (" transpose" if s.transpose else "") + (" with_transpose" if s.with_transpose else "")
+                 + (f" dst_gap={s.dst_gap} dst_frac_gap={s.dst_frac_gap}"
+                    if s.with_transpose and (s.dst_gap, s.dst_frac_gap) != (Lit(1), Lit(0)) else ""))
         elif isinstance(s, Mmad):
             a = (f"{_t_ref(s.dst)} <- {_t_ref(s.a)} x {_t_ref(s.b)} m={s.m} n={s.n} k={s.k} "
                  f"init={_t_cond(s.init) if s.init else 'false'}" + (f" bias={_t_ref(s.bias)}" if s.bias else ""))
@@ -2784,9 +2792,9 @@ class CppPrinter:
                     f"{u(s.src_pitch)}, {u(s.pad_rows)}, 1, 0));")
         if isinstance(s, LoadData):
             rep = self.e(s.repeat) if const_value(s.repeat) is not None else f"static_cast<uint8_t>({self.e(s.repeat)})"
-            if s.with_transpose:   # startIndex, repeatTimes, srcStride, dstGap 1, dstFracGap 0: squares contiguous
+            if s.with_transpose:   # startIndex, repeatTimes, srcStride, dstGap, dstFracGap (addrMode 0)
                 return (f"LoadDataWithTranspose({self.ref(s.dst)}, {self.ref(s.src)}, LoadData2dTransposeParams("
-                        f"{u(s.start)}, {rep}, {u(s.src_stride)}, 1, 0));")
+                        f"{u(s.start)}, {rep}, {u(s.src_stride)}, {u(s.dst_gap)}, {u(s.dst_frac_gap)}));")
             return (f"LoadData({self.ref(s.dst)}, {self.ref(s.src)}, LoadData2DParams({u(s.start)}, {rep}, "
                     f"{u(s.src_stride)}, 0, 0, {'true' if s.transpose else 'false'}, 0));")
         if isinstance(s, Mmad):

@@ -1423,27 +1423,39 @@ class _Core:
         da.written[d.off:d.off + rep * 512] = ok
 
     def load_squares(self, s: kir.LoadData, frame, d, da, t, sa, start, rep, stride, ins):
-        """LoadDataWithTranspose (LoadData2dTransposeParams, dstGap 1, dstFracGap 0) on MTE1: `rep` int8 squares of
-        32 x 32 (1024 B, two 16 x 32 fractals), square r from source square start + r * stride, each transposed
-        (cubesem.transpose_squares) to destination bytes r * 1024; the written map along. Faults as the emulation:
+        """LoadDataWithTranspose (LoadData2dTransposeParams) on MTE1: `rep` int8 squares of 32 x 32 (1024 B, two
+        16 x 32 fractals), square r from source square start + r * stride, each transposed
+        (cubesem.transpose_squares), its two fractals to the destination fractals cubesem.square_destinations gives
+        for dstGap / dstFracGap; the written map along; a fault where two fractals land on one. Faults as the emulation:
         a type other than int8_t / uint8_t (the other widths' squares are not modelled)."""
         what = "LoadDataWithTranspose"
         if self.dt(t.dtype) not in ("int8_t", "uint8_t") or self.dt(d.dtype) != self.dt(t.dtype):
             raise KirFault(f"{what} in {self.where}: {self.dt(t.dtype)} -> {self.dt(d.dtype)}; the interpreter models "
                            "int8_t / uint8_t squares of 32 x 32 only")
+        gap, fgap = self.ival(s.dst_gap, frame), self.ival(s.dst_frac_gap, frame)
+        if not 0 <= gap <= 65535 or not 0 <= fgap <= 65535:
+            raise KirFault(f"{what} in {self.where}: dstGap {gap} / dstFracGap {fgap} outside [0, 65535]")
         if rep == 0:
             return
-        sq = cubesem.SQUARE_B8
-        self.span(d, rep * sq, what, "destination")
+        try:
+            dests = cubesem.square_destinations(rep, gap, fgap)
+        except ValueError as e:
+            raise KirFault(f"{what} in {self.where}: {e}") from None
+        sq, fr = cubesem.SQUARE_B8, cubesem.SQUARE_B8 // 2
+        self.span(d, max(b for _a, b in dests) * fr + fr, what, "destination")
         srcs = [(start + r * stride) * sq for r in range(rep)]
         self.span(t, max(srcs) + sq, what, "source")
         for r, sb in enumerate(srcs):
             self.touch(ins, t.off + sb, sq, False, sa)
-            self.touch(ins, d.off + r * sq, sq, True, da)
+            for f in dests[r]:
+                self.touch(ins, d.off + f * fr, fr, True, da)
         idx = (t.off + np.asarray(srcs)[:, None] + np.arange(sq)[None, :]).reshape(-1)
         e = cubesem.transpose_squares(np.arange(rep * sq))
-        da.data[d.off:d.off + rep * sq] = sa.data[idx][e]
-        da.written[d.off:d.off + rep * sq] = sa.written[idx][e]
+        data, ok = sa.data[idx][e].reshape(rep, 2, fr), sa.written[idx][e].reshape(rep, 2, fr)
+        for r, pair in enumerate(dests):
+            for h, f in enumerate(pair):
+                da.data[d.off + f * fr:d.off + f * fr + fr] = data[r, h]
+                da.written[d.off + f * fr:d.off + f * fr + fr] = ok[r, h]
 
     def mmad(self, s: kir.Mmad, frame):
         """Mmad on M: C (L0C NZ) = A (L0A ZZ) x B (L0B ZN) [+ C]; an element is written only from written rows and

@@ -135,7 +135,7 @@ def _ksplit(p, M, K, N, bm, bn, mb, nb, tb, ob, blocks, bt, aic, mixed: bool, bk
 def gemm_program(name: str, trans_a: bool = False, trans_b: bool = False, batched: bool = False, epi=None,
                  attrs: tuple = (), mixed: bool = False, out_f32: bool = False, forms: tuple = (),
                  direct: bool = False, bias: bool = False, k_align: int = 16, ksplit: bool = True,
-                 n32_keys: tuple | None = None, form_keys: int = 1):
+                 n32_keys: tuple | None = None, form_keys: int = 1, m32_keys: tuple | None = None):
     """(TilingProgram, [Buffer]) of the GEMM kernel `name` (module doc): the fields opgen.kernel.cube.FIELDS,
     EPI_FIELDS, KSPLIT_FIELDS, blockDim, fits, tilingKey, workspaceBytes; the buffers are the kernel's L1 / L0 / UB
     allocations. trans_a / trans_b: A stored [K, M] / B stored [N, K] (their row pitches, M / K, are what Nd2Nz
@@ -158,7 +158,8 @@ def gemm_program(name: str, trans_a: bool = False, trans_b: bool = False, batche
     product's int32 partials are not split; docs/design.md "Cube family: int8 operands"); n32_keys: the attrKeys
     whose class loads an int8 B [K, N] (LoadDataWithTranspose: its L0B rows hold whole 32 x 32 squares, so nPad =
     align_up(nt, 32) must fit the block): baseN is a multiple of 32 for those keys, of 16 for the others (None:
-    16 for every key; a tuple holding None: 32 for every key). form_keys: the number of form keys when the shape
+    16 for every key; a tuple holding None: 32 for every key); m32_keys the same for baseM and the attrKeys whose
+    class loads an int8 Aᵀ [K, M] (LoadDataWithTranspose into L0A: pieces of 32 rows of m, mPadA). form_keys: the number of form keys when the shape
     forms of the inputs select the class (opgen.kernel.cube.CubeFamily.lower): a program input formKey folded into
     the tiling key, (attrKey * form_keys + formKey) * 100 + dtypeKey * 10 + strategy (opgen.codegen.tilingkey);
     1: attrKey * 100 + ...."""
@@ -177,7 +178,16 @@ def gemm_program(name: str, trans_a: bool = False, trans_b: bool = False, batche
     M = p.let("M", dm + 0, "output rows (elements)", True)
     K = p.let("K", dk + 0, "reduction length (elements)", True)
     N = p.let("N", dn + 0, "output columns (elements)", True)
-    bm = p.let("baseM", emin(BASE_M, align_up(M, 16)), "rows of a block (elements, a multiple of 16)", True)
+    bm16, bm32 = emin(BASE_M, align_up(M, 16)), emin(BASE_M, align_up(M, 32))
+    if not m32_keys:
+        bm = p.let("baseM", bm16, "rows of a block (elements, a multiple of 16)", True)
+    elif None in m32_keys:
+        bm = p.let("baseM", bm32, "rows of a block (elements, a multiple of 32: whole int8 squares)", True)
+    else:
+        m32 = functools.reduce(operator.or_, (ak.eq(k) for k in m32_keys))
+        bm = p.let("baseM", select(m32, bm32, bm16), "rows of a block (elements, a multiple of 16; of 32 for the "
+                   f"attrKeys {', '.join(map(str, m32_keys))}, whose int8 Aᵀ [K, M] fills L0A by 32 x 32 squares)",
+                   True)
     bn16, bn32 = emin(BASE_N, align_up(N, 16)), emin(BASE_N, align_up(N, 32))
     if not n32_keys:
         bn = p.let("baseN", bn16, "columns of a block (elements, a multiple of 16)", True)
@@ -315,16 +325,22 @@ def _lead_product(dims: tuple, first=None):
     return functools.reduce(operator.mul, factors)
 
 
-def _n32_keys(spec, lowered) -> tuple:
+def _n32_keys(spec, lowered, pick=lambda x: x.acc == "i32" and not x.trans_b) -> tuple:
     """The attrKeys (sorted) whose class loads an int8 B [K, N] (GemmLayout acc "i32", not trans_b: baseN a multiple
-    of 32); (None,) when every key's does (one baseN rule, no attrKey test); () when none does."""
+    of 32), or whose layout satisfies `pick` (_m32_keys); (None,) when every key's does (one rule, no attrKey
+    test); () when none does."""
     names = [a.name for a in spec.static_attrs]
     lays = lowered.extra.get("layouts") or {}
-    keys = {attr_key(spec, dict(zip(names, key.static))): x.acc == "i32" and not x.trans_b for key, x in lays.items()}
+    keys = {attr_key(spec, dict(zip(names, key.static))): pick(x) for key, x in lays.items()}
     if not keys:   # a lowering without its per-key layouts: the one layout decides
-        keys = {0: lowered.layout.acc == "i32" and not lowered.layout.trans_b}
+        keys = {0: pick(lowered.layout)}
     n32 = tuple(sorted(k for k, v in keys.items() if v))
     return () if not n32 else (None,) if len(n32) == len(keys) else n32
+
+
+def _m32_keys(spec, lowered) -> tuple:
+    """_n32_keys for baseM: the attrKeys whose class loads an int8 Aᵀ [K, M] (acc "i32", trans_a)."""
+    return _n32_keys(spec, lowered, lambda x: x.acc == "i32" and x.trans_a)
 
 
 def cube_tiling(spec, lowered, counts) -> Tiling:
@@ -341,7 +357,7 @@ def cube_tiling(spec, lowered, counts) -> Tiling:
     prog, plan = gemm_program(spec.name, lay.trans_a, lay.trans_b, bool(lay.batch), epi, attrs,
                               any(x.mixed for x in lays), counts.out_f32, forms if len(forms) > 1 else (),
                               bool(direct), any(x.bias for x in lays), 32 if lay.acc == "i32" else 16,
-                              lay.acc == "f32", _n32_keys(spec, lowered), nforms)
+                              lay.acc == "f32", _n32_keys(spec, lowered), nforms, _m32_keys(spec, lowered))
     dim_m = _lead_product(lay.fold, Sym(m))   # the folded batch dims into M
     inputs = {"dimM": dim_m, "dimK": Sym(k), "dimN": Sym(n), "tBytes": Lit(1 if lay.dtype == "i8" else 2) if lay.fixed else ("bytes", lay.dtype),
               "dtypeKey": ("dtype_key",), "attrKey": ("attr_key",), "aicNum": ("platform", "aicNum"),

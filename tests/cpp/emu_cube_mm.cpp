@@ -8,6 +8,8 @@
 //     M N K                      logical sizes; C is M x N
 //     TA   N: A stored [M][K]    T: A stored [K][M] (Aᵀ·B, the Pᵀ·dO / dSᵀ·Q case)
 //          V: M = 1, A laid out as a plain vector in L0A (GEMV mode, see MMADM)
+//          W: A stored [K][M], int8: L1 NZ of Aᵀ with ceil32(kt) rows, each 32-column piece's squares moved to L0A
+//             by one LoadDataWithTranspose (dstGap 0, dstFracGap K1 - 1: two ZZ fractal rows per piece)
 //     TB   N: B stored [K][N] (dS·K case, needs LoadData ifTranspose)
 //          T: B stored [N][K] (Q·Kᵀ case: K rows in L1 NZ are already the ZN fractals of Kᵀ)
 //          X: B stored [K][N] but loaded like T (a layout bug: no fault, wrong numbers)
@@ -52,7 +54,7 @@ static emu::LaunchResult Run(const Args& a, uint8_t* gmA, uint8_t* gmB, uint8_t*
         A.SetGlobalBuffer(reinterpret_cast<T*>(gmA), uint64_t(m) * k);
         B.SetGlobalBuffer(reinterpret_cast<T*>(gmB), uint64_t(k) * n);
         C.SetGlobalBuffer(reinterpret_cast<O*>(gmC), uint64_t(m) * n);
-        const uint32_t mA = Up16(mm), ktA = std::max(Up16(a.kt), UpC0<T>(a.kt)), ntA = std::max(Up16(a.nt), UpC0<T>(a.nt));
+        const uint32_t mA = a.ta == 'W' ? UpC0<T>(mm) : Up16(mm), ktA = std::max(Up16(a.kt), UpC0<T>(a.kt)), ntA = std::max(Up16(a.nt), UpC0<T>(a.nt));
         TPipe pipe;
         TBuf<TPosition::A1> a1; TBuf<TPosition::B1> b1;
         TBuf<TPosition::A2> a2; TBuf<TPosition::B2> b2;
@@ -74,6 +76,8 @@ static emu::LaunchResult Run(const Args& a, uint8_t* gmA, uint8_t* gmB, uint8_t*
                     DataCopy(l1a, A[k0], Nd2NzParams(1, m, kt, 0, k, mA, 1, 0));
                 else if (a.ta == 'T')   // A stored [k][m]: tile rows k0..k0+kt -> NZ of Aᵀ (kt x m)
                     DataCopy(l1a, A[uint64_t(k0) * m], Nd2NzParams(1, kt, m, 0, m, Up16(kt), 1, 0));
+                else if (a.ta == 'W')   // A stored [k][m] int8: NZ of Aᵀ with ceil32(kt) rows (whole squares)
+                    DataCopy(l1a, A[uint64_t(k0) * m], Nd2NzParams(1, kt, m, 0, m, UpC0<T>(kt), 1, 0));
                 else                    // 'V': one row, pieces at consecutive 32-B blocks = ND vector
                     DataCopy(l1a, A[k0], Nd2NzParams(1, 1, kt, 0, k, 1, 1, 0));
                 if (a.tb == 'W')        // B [k][n] int8: kt x nt tile -> NZ with ceil32(kt) rows (whole squares)
@@ -91,6 +95,12 @@ static emu::LaunchResult Run(const Args& a, uint8_t* gmA, uint8_t* gmB, uint8_t*
                 } else if (a.ta == 'T') {
                     for (uint32_t m1 = 0; m1 < M1; ++m1)   // NZ of Aᵀ: fractal (k1, m1) at m1*K1 + k1, transposed
                         LoadData(l0a[m1 * K1 * kFrac<T>], l1a, LoadData2DParams(m1 * K1, K1, 1, 0, 0, true, 0));
+                } else if (a.ta == 'W') {
+                    // NZ square (k1, p) of Aᵀ at p*K1 + k1 (32 k-rows of a 32-column m piece), transposed: its first
+                    // fractal is ZZ fractal (2p, k1), its second (2p + 1, k1), K1 fractals on
+                    for (uint32_t p = 0; p < UpC0<T>(mm) / 32; ++p)
+                        LoadDataWithTranspose(l0a[p * 2 * K1 * kFrac<T>], l1a,
+                                              LoadData2dTransposeParams(p * K1, K1, 1, 0, K1 - 1));
                 } else {
                     LoadData(l0a, l1a, LoadData2DParams(0, (kt * sizeof(T) + 511) / 512, 1, 0, 0, false, 0));
                 }

@@ -351,11 +351,13 @@ void LoadData(const LocalTensor<T>& dst, const LocalTensor<T>& src, const LoadDa
 // ---------------------------------------------------------------- L1 -> L0A / L0B with transpose (MTE1)
 // LoadDataWithTranspose(dst, src, LoadData2dTransposeParams): int8_t / uint8_t only here (the b16 / b32 / b4 squares
 // are not modelled: a fault). Square r (r < repeatTimes): the 1024 B from src byte (startIndex + r*srcStride)*1024,
-// a 32 x 32 byte matrix (rows 0-15 its first fractal, 16-31 its second), transposed (element (i, j) -> (j, i)) to dst
-// bytes r*(1 + dstGap)*512 .. + 1024. An int8 B [K, N] in L1 NZ (32 k-rows of a 32-column piece are one square)
-// becomes B's L0B ZN (fractals of 16 n-rows x 32 k). src in L1 (32-B aligned), dst in L0A or L0B (512-B aligned:
-// CANN's CheckLoadDataWithTranspose); dstGap 0 (a square's second fractal overwritten by the next square's first),
-// dstFracGap != 0 and addrMode != 0 fault.
+// a 32 x 32 byte matrix, transposed (element (i, j) -> (j, i)); rows 0-15 of the result (its first fractal) go to
+// dst byte r*(1 + dstGap)*512, rows 16-31 (its second) 1 + dstFracGap fractals after that (512-B units; reference
+// §1.10). dstGap 1, dstFracGap 0: the squares contiguous (an int8 B [K, N] in L1 NZ becomes B's L0B ZN); dstGap 0,
+// dstFracGap k1 - 1: the k1 squares of a 32-column piece of an int8 Aᵀ [K, M] become two L0A ZZ fractal rows.
+// src in L1 (32-B aligned), dst in L0A or L0B (512-B aligned: CANN's CheckLoadDataWithTranspose); two fractals of
+// one instruction on one destination fractal (dstGap 0 with dstFracGap 0: a square's second fractal overwritten by
+// the next square's first) and addrMode != 0 fault.
 template <typename T>
 void LoadDataWithTranspose(const LocalTensor<T>& dst, const LocalTensor<T>& src, const LoadData2dTransposeParams& p,
                            emu::Site site = emu::Site::Here())
@@ -369,20 +371,20 @@ void LoadDataWithTranspose(const LocalTensor<T>& dst, const LocalTensor<T>& src,
                             "32 x 32 only"));
     if (p.addrMode != 0) emu::Fault(emu::Cat(what, ": addrMode ", int(p.addrMode), " not modelled; use 0"));
     if (p.repeatTimes == 0) return;
-    if (p.dstFracGap != 0)
-        emu::Fault(emu::Cat(what, ": dstFracGap ", p.dstFracGap, " not modelled (a square's two fractals contiguous: 0)"));
-    if (p.dstGap < 1)
-        emu::Fault(emu::Cat(what, ": dstGap ", p.dstGap, " puts the next square's first fractal on this square's "
-                            "second (a 32 x 32 int8 square is two 512-B fractals: dstGap >= 1)"));
-    const uint64_t SQ = 1024;
+    const uint64_t step = 1 + uint64_t(p.dstGap), apart = 1 + uint64_t(p.dstFracGap);
+    if (apart % step == 0 && apart / step < p.repeatTimes)   // square r's second fractal is square r + apart/step's first
+        emu::Fault(emu::Cat(what, ": dstGap ", p.dstGap, " with dstFracGap ", p.dstFracGap, " writes two fractals of ",
+                            int(p.repeatTimes), " squares to one destination fractal"));
+    const uint64_t SQ = 1024, FR = 512;
     const emu::Instr in = emu::Issue(emu::kPipeMTE1, what, site);
     for (uint64_t r = 0; r < p.repeatTimes; ++r) {
         uint64_t s = (uint64_t(p.startIndex) + r * p.srcStride) * SQ;
-        uint64_t d = r * (1 + uint64_t(p.dstGap)) * 512;
+        uint64_t d0 = r * step * FR, d1 = d0 + apart * FR;
         emu_detail::CubeSpan(src, s + SQ, what, "L1 source");
-        emu_detail::CubeSpan(dst, d + SQ, what, "destination");
+        emu_detail::CubeSpan(dst, d1 + FR, what, "destination");
         emu::Touch(in, sa, src.Offset() + s, SQ, false);
-        emu::Touch(in, da, dst.Offset() + d, SQ, true);
+        emu::Touch(in, da, dst.Offset() + d0, FR, true);
+        emu::Touch(in, da, dst.Offset() + d1, FR, true);
         const uint8_t* sd = sa->data.data() + src.Offset() + s;
         const uint8_t* sw = sa->written.data() + src.Offset() + s;
         uint8_t tmp[1024], tw[1024];
@@ -391,8 +393,10 @@ void LoadDataWithTranspose(const LocalTensor<T>& dst, const LocalTensor<T>& src,
                 tmp[j * 32 + i] = sd[i * 32 + j];
                 tw[j * 32 + i] = sw[i * 32 + j];
             }
-        std::memcpy(da->data.data() + dst.Offset() + d, tmp, SQ);
-        std::memcpy(da->written.data() + dst.Offset() + d, tw, SQ);
+        std::memcpy(da->data.data() + dst.Offset() + d0, tmp, FR);
+        std::memcpy(da->written.data() + dst.Offset() + d0, tw, FR);
+        std::memcpy(da->data.data() + dst.Offset() + d1, tmp + FR, FR);
+        std::memcpy(da->written.data() + dst.Offset() + d1, tw + FR, FR);
     }
 }
 
