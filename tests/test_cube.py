@@ -102,6 +102,22 @@ def test_a_matmul_operand_read_again_in_the_epilogue_is_refused(tmp_path):
     assert "a matmul operand (%v1) read again in the matmul's epilogue" in str(e.value)
 
 
+@pytest.mark.parametrize("body, words", [
+    # TransposeBatchMatMul's form: the left operand's M and batch axes swapped in the kernel
+    ("bb.matmul({a}.reshape([1, M, K]).permute(1, 0, 2).reshape([M, K]), {b}).cast(U, 'rint')",
+     "the left operand is a reshape (%v"),
+    ("bb.matmul({a}.f32(), {b} * 2.0).cast(U, 'rint')", "the right operand is a mul (%v"),
+])
+def test_an_operand_computed_in_the_kernel_is_refused_naming_its_op_and_line(tmp_path, body, words):
+    # the cube family reads its operands from GM as inputs lay them out: the refusal names the operand, the op that
+    # computes it and that op's spec line (was "the matmul operands are not (casts of) two distinct inputs")
+    spec = _spec(tmp_path, body=body)
+    with pytest.raises(NoKernel) as e:
+        kernel_build(spec)
+    cube = str(e.value).split(" [cube family]")[0]
+    assert words in cube and "gemm.py:17)" in cube and "not an input" in cube, cube
+
+
 def test_an_elementwise_epilogue_is_lowered_on_the_aivs(tmp_path):
     u = kernel_build(_spec(tmp_path, body="bb.silu(bb.matmul({a}, {b}) * 0.5 + 1.0).cast(U, 'rint')"))
     assert u.family.name == "cube" and u.family.entry_kernel_type(u.lowered) == "KERNEL_TYPE_MIX_AIC_1_2"

@@ -144,6 +144,24 @@ def test_bad_arguments_are_one_line_spec_errors(tmp_path):
         assert "bad.py:12" in str(e.value)
 
 
+def test_a_dim_is_a_number_on_either_side_of_a_tensor(tmp_path):
+    """README "Writing a spec": a dim is a number of the body in arithmetic with a tensor, written before it (N * x,
+    N + x, N - x) as after it (x * N); against float64 NumPy. A dim floor-divided by a tensor stays a one-line
+    SpecError with the dims hint."""
+    p = tmp_path / "dim_left.py"
+    p.write_text(textwrap.dedent(HEAD.format(expr="N * x + (N + x) - (N - x) * x + x / N")))
+    x = _inputs()
+    n = x.shape[0]
+    x64 = x.astype(np.float64)
+    got = interpret(load_spec(str(p)), {"x": x}, mode="exact")["y"]
+    np.testing.assert_allclose(got, n * x64 + (n + x64) - (n - x64) * x64 + x64 / n, rtol=1e-12, atol=1e-300)
+    p.write_text(textwrap.dedent(HEAD.format(expr="N // x")))
+    spec = load_spec(str(p))
+    with pytest.raises(SpecError, match="unsupported operand type.*a dim is an integer symbol") as e:
+        spec.graph(spec.keys()[0])
+    assert "dim_left.py:12" in str(e.value) and "\n" not in e.value.message
+
+
 def test_softplus_takes_a_runtime_attribute(tmp_path):
     """b.softplus(x, beta) with beta a float attribute (a tensor, not a Python number) against float64 math."""
     p = tmp_path / "softplus_attr.py"

@@ -201,6 +201,16 @@ def test_reserved_or_derived_name_refused(tmp_path, name):
     assert e.value.located and repr(name) in str(e.value)
 
 
+@pytest.mark.parametrize("name", ["_S", "S_", "__aicore__", "__H", "_GLIBCXX_ASSERTIONS"])
+@pytest.mark.parametrize("field", ["dim", "var"])
+def test_dim_and_dtype_variable_names_follow_the_underscore_rule(tmp_path, field, name):
+    # README "Writing a spec", names: none starts or ends with '_'. Dims and dtype variables stand bare in the
+    # emitted C++ (the aclnn layer's Dims struct: `DimVar __aicore__;`), where a leading '_' is the implementation's
+    with pytest.raises(SpecError) as e:
+        _load(tmp_path, **{field: name})
+    assert e.value.located and f"name {name!r} starts or ends with '_'" in str(e.value)
+
+
 def test_keyword_hint_is_valid(tmp_path):
     with pytest.raises(SpecError) as e:
         _load(tmp_path, inp="class")

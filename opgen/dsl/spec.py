@@ -118,6 +118,17 @@ def param_name_problem(name, param: bool = True) -> str | None:
     return None
 
 
+def _edge_underscore(name: str) -> str | None:
+    """Why a dim, variadic or dtype-variable name may not start or end with '_' (README "Writing a spec", names: the
+    rule parameters follow), or None. Such names stand bare in the emitted C++ (the aclnn layer's Dims struct, the
+    kernel classes' template parameters): a leading '_' or '__' is the implementation's ([lex.name]: `__aicore__`,
+    `_GLIBCXX_...`), a trailing '_' the emitted classes' members' (`hiddenDim_`)."""
+    if name.startswith("_") or name.endswith("_"):
+        return ("starts or ends with '_' (a leading '_' is reserved to the C++ implementation and its macros, a "
+                "trailing one to names the emitted code derives)")
+    return None
+
+
 def did_you_mean(name, choices) -> str:
     """` (did you mean 'x'?)` for the closest of `choices` (names) to `name` by difflib's ratio (cutoff 0.6), else
     "" — the suffix of an unknown-name error (docs/design.md "Specs and the Tensor IR", errors). Never raises."""
@@ -555,8 +566,8 @@ class OpSpec:
                              'write them separated by spaces: T, U = spec.dtype_vars("T U")', arg=0)
         out = []
         for n in names.split():
-            if ident_problem(n):
-                raise spec_error(loc, f"dtype variable name {n!r} {ident_problem(n)}",
+            if ident_problem(n) or _edge_underscore(n):
+                raise spec_error(loc, f"dtype variable name {n!r} {ident_problem(n) or _edge_underscore(n)}",
                                  "use a short name such as T or U", arg=0, token=n)
             if n in self.dtype_vars_:
                 first = self._where(self._dtype_var_locs[n])
@@ -1249,6 +1260,9 @@ class OpSpec:
             raise spec_error(loc, f"{kind} name {name!r} {ident_problem(name)}",
                              "use letters, digits and '_', not starting with a digit", arg=0,
                              token=name if isinstance(name, str) else None)
+        if _edge_underscore(name):
+            raise spec_error(loc, f"{kind} name {name!r} {_edge_underscore(name)}",
+                             f"rename it, e.g. {name.strip('_') or 'D'!r}", arg=0, token=name)
         if name in self.dims_ or name in self.variadics:
             first = (self.dims_.get(name) or self.variadics.get(name)).loc
             raise spec_error(loc, f"dim {name} is declared twice (first at {self._where(first)})",

@@ -23,31 +23,36 @@ Env = Mapping[str, Union[int, tuple]]
 
 
 class DimExpr:
-    """Base of dim expressions; supports + - * // % with ints and other DimExprs."""
+    """Base of dim expressions; supports + - * // % with ints and other DimExprs.
+
+    An operand that is neither (a traced tensor of the spec body: `N * x`) makes the operator return
+    NotImplemented, so Python asks that operand's reflected method (`Tensor.__rmul__`): a dim is a number of the
+    body in arithmetic with a tensor on either side, as `x * N` (README "Writing a spec"). A float or bool operand
+    still raises SpecError ("not a dim"): a dim is an integer symbol."""
 
     def __add__(self, o):
-        return dim_bin("+", self, o)
+        return dim_bin("+", self, o) if _dim_operand(o) else NotImplemented
 
     def __radd__(self, o):
-        return dim_bin("+", o, self)
+        return dim_bin("+", o, self) if _dim_operand(o) else NotImplemented
 
     def __sub__(self, o):
-        return dim_bin("-", self, o)
+        return dim_bin("-", self, o) if _dim_operand(o) else NotImplemented
 
     def __rsub__(self, o):
-        return dim_bin("-", o, self)
+        return dim_bin("-", o, self) if _dim_operand(o) else NotImplemented
 
     def __mul__(self, o):
-        return dim_bin("*", self, o)
+        return dim_bin("*", self, o) if _dim_operand(o) else NotImplemented
 
     def __rmul__(self, o):
-        return dim_bin("*", o, self)
+        return dim_bin("*", o, self) if _dim_operand(o) else NotImplemented
 
     def __floordiv__(self, o):
-        return dim_bin("//", self, o)
+        return dim_bin("//", self, o) if _dim_operand(o) else NotImplemented
 
     def __mod__(self, o):
-        return dim_bin("%", self, o)
+        return dim_bin("%", self, o) if _dim_operand(o) else NotImplemented
 
     # comparisons build constraints (never use them in a boolean context)
     def __le__(self, o):
@@ -251,6 +256,13 @@ class Variadic:
     def symbols(self):
         """Names of the dims (and variadic groups) this expression mentions."""
         return {self.name}
+
+
+def _dim_operand(x) -> bool:
+    """Whether DimExpr's arithmetic takes `x` itself: a DimExpr or a number (an int becomes a literal; a float or
+    bool is refused by as_dim with SpecError). Anything else (a tensor of the spec body) is left to its own
+    reflected operator."""
+    return isinstance(x, (DimExpr, numbers.Number))
 
 
 def as_dim(x) -> DimExpr:

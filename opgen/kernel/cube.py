@@ -188,6 +188,22 @@ def _refuse_rows(spec, inp: str, why) -> None:
             raise Unsupported(inp, decl.loc if decl else "", f"dtype row {r} binds {msg}")
 
 
+def _operand_rule(mm, a, b, prod) -> str:
+    """The rule a matmul whose operands are not two distinct inputs (each through casts only) breaks, in the spec's
+    terms: which operand, the op that computes it and its spec line (`the left operand is a permute (%v3,
+    my_op.py:20)`), or the one input both read. `a` / `b`: the input each operand is a cast chain of, or None."""
+    if a is not None and a == b:
+        return f"both matmul operands are input {a}: the cube family multiplies two distinct inputs"
+    side, v = ("left", mm.inputs[0]) if a is None else ("right", mm.inputs[1])
+    while v in prod and prod[v].op == "cast":
+        v = prod[v].inputs[0]
+    node = prod.get(v)
+    what = (f"a {node.op} (%{v}" + (f", {node.loc}" if node.loc else "") + ")") if node is not None else f"%{v}"
+    return (f"the {side} operand is {what}, not an input: the cube family reads each operand from GM as an input "
+            f"lays it out (casts aside; the last two axes swapped by transpose_a / transpose_b), so an operand "
+            f"computed in the kernel (a permute of the batch axes, a slice, arithmetic) is not lowered")
+
+
 def gemm_layout(g, spec=None) -> GemmLayout:
     """The GemmLayout of fused graph `g` (module docstring). With `spec`, every dtype row must bind the operands'
     dtype variable to f16 or bf16 (the cube reads no other type). Raises Unsupported naming the value (or the
@@ -212,7 +228,7 @@ def gemm_layout(g, spec=None) -> GemmLayout:
 
     a, b = root(mm.inputs[0]), root(mm.inputs[1])
     if a is None or b is None or a == b:
-        raise Unsupported(mm.result.name, mm.loc, "the matmul operands are not (casts of) two distinct inputs")
+        raise Unsupported(mm.result.name, mm.loc, _operand_rule(mm, a, b, prod))
     sa, sb, sc = (list(vals[x].type.shape) for x in (a, b, mm.result.name))
     ba, bb = [str(d) for d in sa[:-2]], [str(d) for d in sb[:-2]]
     fold: tuple = ()
