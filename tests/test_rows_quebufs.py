@@ -6,6 +6,7 @@ and the emulated kernel's values against float64."""
 
 from __future__ import annotations
 
+import dataclasses
 import shutil
 from pathlib import Path
 
@@ -48,21 +49,21 @@ def _lngv3_fixed_bytes(H: int, u_bytes: int) -> int:
 
 
 @pytest.mark.parametrize("u", ["float32", "bfloat16"])
-def test_layer_norm_grad_at_1152_keeps_two_buffers_that_prefetch(u):
+def test_layer_norm_grad_at_1152_takes_one_buffer_that_compute_fetches(u):
     """LayerNormGradV3 4096 x 1152 (T bf16; the bench's row) on 48 cores: 86 rows a core. With two buffers per
-    row queue (UB - fixed) // 27928 = 6 rows a pass fit; with one (UB - 23424) // 21016 = 8. One buffer was taken
-    while the pass loop copied each pass in after the previous compute (11 passes instead of 15); now that two
-    buffers copy the next pass in before this one is computed they are priced lower (tests/test_cost_overlap.py)
-    and taken, 6 rows a pass."""
+    row queue (UB - fixed) // 27928 = 6 rows a pass fit; with one (UB - 23424) // 21016 = 8. Two buffers were taken
+    while the one-buffer loop copied each pass in after the previous compute; now that its Compute issues the next
+    pass's copy-in right after it frees the row inputs (ComputeFetch) one buffer is priced lower
+    (tests/test_cost_overlap.py) and taken: 8 rows a pass, 11 passes instead of 15."""
     H = 1152
     tl = _tiling("layer_norm_grad.py", {"Bd": (4096,), "H": H}, {"T": "bfloat16", "U": u})
     fixed = _lngv3_fixed_bytes(H, 4 if u == "float32" else 2)
     two, one = _lngv3_row_bytes(H, 2), _lngv3_row_bytes(H, 1)
     assert (fixed, two, one) == (23424, 27928, 21016)
     assert (UB - fixed) // two == 6 and (UB - fixed) // one == 8
-    assert tl["strategy"] == 1 and tl["blockDim"] == 48 and tl["rowQueBufs"] == 2, tl
-    assert (tl["fixedBytes"], tl["rowBytes"], tl["rowBytesOneBuf"]) == (fixed, two, one)
-    assert tl["rowsPerPass"] == 6 and tl["passCyclesTwoBufs"] < tl["passCyclesOneBuf"]
+    assert tl["strategy"] == 1 and tl["blockDim"] == 48 and tl["rowQueBufs"] == 1, tl
+    assert (tl["fixedBytes"], tl["rowBytes"], tl["rowBytesTwoBufs"]) == (fixed, one, two)
+    assert tl["rowsPerPass"] == 8 and tl["passCyclesOneBuf"] < tl["passCyclesTwoBufs"]
     assert tl["fixedBytes"] + tl["rowsPerPass"] * tl["rowBytes"] <= UB
 
 
@@ -94,7 +95,8 @@ def test_the_pass_loop_copies_the_next_pass_in_before_this_one_is_computed():
     freed after the loop. The MTE2 -> S flag that orders the statistics' copy-in before the scalar unit reads them is
     set at the top of the iteration, before the next pass's copy-in, and waited before the compute (so the scalar
     unit waits for this pass's copy-in, not the next one's); no pair before the loop. With one buffer (rowQueBufs 1)
-    each pass is copied in and dequeued right before its compute."""
+    the first pass is copied in before the loop, each iteration dequeues its buffers and calls ComputeFetch, which
+    copies the next pass in (tests below), and the buffers enqueued past the last pass are drained after it."""
     from opgen.check.kirengine import kernel_classes
 
     (k,) = kernel_classes(load_spec(str(EX / "layer_norm_grad.py")))
@@ -103,9 +105,13 @@ def test_the_pass_loop_copies_the_next_pass_in_before_this_one_is_computed():
     assert [str(c) for c in split.cond] == ["rowQueBufs == 1"]
     one = [s for s in split.then if isinstance(s, kir.For)]
     assert len(one) == 1 and [c[:2] for c in _calls(one[0].body) if c[0] in ("call", "DeQue")] == [
-        ("call", "CopyIn"), ("DeQue", "rowInQue_dy"), ("DeQue", "rowInQue_x"), ("DeQue", "statInQue_rstd_mean"),
-        ("call", "Compute"), ("call", "CopyOut")]
+        ("DeQue", "rowInQue_dy"), ("DeQue", "rowInQue_x"), ("DeQue", "statInQue_rstd_mean"),
+        ("call", "ComputeFetch"), ("call", "CopyOut")]
     assert [s.num for s in split.then if isinstance(s, kir.InitBuffer)] == [1, 1, 1]
+    first = _calls(split.then)
+    assert ("call", "CopyIn", ("rowStart_", "min(pass, rowEnd_ - rowStart_)")) in first
+    assert [[type(x).__name__ for x in s.body] for s in split.then[split.then.index(one[0]) + 1:]] == [
+        ["DeQue", "Free"]] * 3
     two = [s for s in split.orelse if not isinstance(s, kir.InitBuffer)]
     assert [s.num for s in split.orelse if isinstance(s, kir.InitBuffer)] == [2, 2, 2]
     top = _calls(two)
@@ -125,7 +131,8 @@ def test_the_pass_loop_copies_the_next_pass_in_before_this_one_is_computed():
     after = [s for s in two[two.index(loop) + 1:]]
     assert [[type(x).__name__ for x in s.body] for s in after] == [["DeQue", "Free"]] * 3
     # the work once in RowSplit
-    assert [c.method for c in kir.walk(rs) if isinstance(c, kir.Call) and c.method == "Compute"] == ["Compute"] * 2
+    assert [c.method for c in kir.walk(rs) if isinstance(c, kir.Call) and c.method.startswith("Compute")] == [
+        "ComputeFetch", "Compute"]
     # every queue depth 1: no pass enqueues a buffer while another is enqueued
     assert {b.name: b.depth for b in k.locals if b.queue} == {b.name: 1 for b in k.locals if b.queue}
 
@@ -210,3 +217,119 @@ def test_the_statistics_share_one_queue_so_the_freed_buffers_fit_the_pool(path, 
     n, qs = kir.queue_event_buffers(k)["V_MTE2"]
     assert n == 7 and sorted(qs) == sorted(queues), (n, qs)
     assert n <= kir.POOL_IDS
+
+
+def _no_fetch(stmts) -> tuple:
+    """`stmts` without the CopyIn calls and the synchronisation the dependency pass placed (flags, PIPE_V
+    barriers), nested statements included."""
+    out = []
+    for s in stmts:
+        if isinstance(s, kir.Call) and s.method == "CopyIn" or isinstance(s, (kir.SetFlag, kir.WaitFlag, kir.Barrier)):
+            continue
+        if isinstance(s, kir.If):
+            s = dataclasses.replace(s, then=_no_fetch(s.then), orelse=_no_fetch(s.orelse))
+        out.append(s)
+    return tuple(out)
+
+
+def test_compute_fetch_copies_the_next_pass_in_right_after_the_last_input_is_freed():
+    """LayerNormGradV3's ComputeFetch (the one-buffer pass loop's, rowsched.fetch_loop) is Compute with one more
+    statement in each of its three forms (eight rows a repeat, the row reductions over all rows, row by row): the
+    next pass's CopyIn(r0 + rowsPerPass, min(rowsPerPass, rowEnd_ - (r0 + rowsPerPass))) right after the FreeTensor
+    of dy, the later of the two row inputs freed, so the copy runs beside the rest of the pass."""
+    from opgen.check.kirengine import kernel_classes
+
+    (k,) = kernel_classes(load_spec(str(EX / "layer_norm_grad.py")))
+    comp, fetch = k.method("Compute").body, k.method("ComputeFetch").body
+    assert _no_fetch(fetch) == _no_fetch(comp)
+    (top,) = [s for s in fetch if isinstance(s, kir.If)]
+    (inner,) = [s for s in top.orelse if isinstance(s, kir.If)]
+    for b in (top.then, inner.then, inner.orelse):
+        (at,) = [j for j, s in enumerate(b) if isinstance(s, kir.Call) and s.method == "CopyIn"]
+        assert isinstance(b[at - 1], kir.Free) and b[at - 1].var == "rowIn_dy", b[at - 1]
+        assert [str(a) for a in b[at].args] == ["r0 + rowsPerPass",
+                                                 "min(rowsPerPass, rowEnd_ - (r0 + rowsPerPass))"]
+        assert not any(isinstance(s, kir.Free) and s.queue.startswith("rowInQue_") for s in b[at:])
+
+
+def _lngv3_float64(r):
+    """LayerNormGradV3's outputs in float64 NumPy from the check's inputs (the spec's formulas): dx, dgamma, dbeta,
+    and the sums of |dy * z| and |dy| (the column sums' error scale)."""
+    f = {n: np.asarray(r.inputs[n], np.float64) for n in ("dy", "x", "rstd", "mean", "gamma")}
+    h = f["x"].shape[-1]
+    f = {n: v.reshape(-1, v.shape[-1]) if n != "gamma" else v for n, v in f.items()}
+    z = (f["x"] - f["mean"]) * f["rstd"]
+    g = f["dy"] * f["gamma"]
+    dx = f["rstd"] * (g - g.mean(-1, keepdims=True) - z * (g * z).mean(-1, keepdims=True))
+    assert dx.shape[-1] == h
+    return dx, (f["dy"] * z).sum(0), f["dy"].sum(0), np.abs(f["dy"] * z).sum(0), np.abs(f["dy"]).sum(0)
+
+
+def _assert_lngv3(r, t: str):
+    """The check's outputs within `t`'s rounding of dx (bf16 / fp16 / fp32) and fp32 sums over the rows."""
+    dx, dgamma, dbeta, sgz, sb = _lngv3_float64(r)
+    out = {n: np.asarray(r.arrays[n], np.float64).reshape(-1, dx.shape[-1]) if n == "pd_x" else
+           np.asarray(r.arrays[n], np.float64) for n in ("pd_x", "pd_gamma", "pd_beta")}
+    u = {"bfloat16": 2.0**-8, "float16": 2.0**-11, "float32": 2.0**-20}[t]
+    assert np.all(np.abs(out["pd_x"] - dx) <= 2 * u * np.abs(dx) + 2.0**-10 * u * 256 * np.abs(dx).max())
+    ug = max(u, 2.0**-14)   # the column sums are stored as U (bf16 / fp32 in these cases)
+    assert np.all(np.abs(out["pd_gamma"] - dgamma) <= 2 * ug * np.abs(dgamma) + 2.0**-16 * sgz)
+    assert np.all(np.abs(out["pd_beta"] - dbeta) <= 2 * ug * np.abs(dbeta) + 2.0**-16 * sb)
+
+
+@pytest.mark.skipif(shutil.which("g++") is None, reason="g++ not available")
+def test_layer_norm_grad_fetched_passes_against_float64(examples_gen):
+    """LayerNormGradV3 4096 x 1152 (T bf16, U fp32; the bench's size) takes one buffer a row queue and ComputeFetch
+    (8 rows a pass; 86 or 85 rows a core: passes of 8 and a last of 6 or 5): no fault in the emulation (strict UB
+    bounds, queue depths and pipe races), outputs equal to float64 NumPy within bf16's rounding (dx) and fp32 sums
+    over 4096 rows (dgamma, dbeta). (The Kernel IR interpreter takes minutes at this size: both engines run the
+    forced cases below.)"""
+    from opgen.check import run_check
+
+    r = run_check(str(EX / "layer_norm_grad.py"), dims={"Bd": (4096,), "H": 1152},
+                  dtypes={"T": "bfloat16", "U": "float32"}, gen_dir=examples_gen, seed=7, progress=False)
+    assert r.passed and not r.faults and r.tiling_key % 10 == 1, r.faults[:3]
+    tl = _tiling("layer_norm_grad.py", {"Bd": (4096,), "H": 1152}, {"T": "bfloat16", "U": "float32"})
+    assert tl["rowQueBufs"] == 1 and tl["rowsPerPass"] == 8
+    _assert_lngv3(r, "bfloat16")
+
+
+@pytest.mark.skipif(shutil.which("g++") is None, reason="g++ not available")
+@pytest.mark.parametrize("engine", ["emu", "kir"])
+@pytest.mark.parametrize("rows, h, t, u, per_pass", [
+    (245, 1152, "float16", "float32", 4),     # eight rows a repeat; 5 or 6 rows a core: passes of 4 and 1 or 2
+    (245, 37, "float32", "float32", 2),       # odd rows of one repeat: the row reductions over all rows
+    (245, 2051, "bfloat16", "bfloat16", 0),   # odd rows past 2040 elements: row by row (4 rows a pass fit)
+])
+def test_forced_one_buffer_fetched_passes_against_float64(engine, rows, h, t, u, per_pass, tmp_path, monkeypatch):
+    """ComputeFetch in each of Compute's three forms, the tiling made to take one buffer a row queue (rowQueBufs 1;
+    and, where given, fewer rows a pass than fit, for several passes a core with a shorter last one): 245 rows on
+    48 cores (5 or 6 a core), odd H, fp16 / fp32 / bf16 rows, both engines (emu: the generated TilingFunc patched,
+    tests/forced_tiling.py; kir: the tiling program's evaluation, which that engine launches with, patched alike).
+    No fault, and the outputs equal float64 NumPy of the spec's formulas."""
+    from forced_tiling import forced_package
+
+    from opgen.check import run_check
+    from opgen.tiling import emit
+
+    gen = None
+    if engine == "emu":
+        gen = forced_package(tmp_path, EX / "layer_norm_grad.py", lets={"rowQueBufs": "1"},
+                             fields={"rowsPerPass": str(per_pass)} if per_pass else None)
+    else:
+        real, seen = emit.evaluate, []
+
+        def forced(*a, **k):
+            tl = real(*a, **k)
+            if tl.get("strategy") == 1:
+                seen.append(tl["rowsFitOneBuf"])
+                fit = tl["rowsFitOneBuf"]
+                tl = {**tl, "rowQueBufs": 1, "rowsPerPass": min(per_pass or fit, fit, tl["rowsPerPass"] if
+                                                                    tl["rowQueBufs"] == 1 else fit)}
+            return tl
+        monkeypatch.setattr(emit, "evaluate", forced)
+    r = run_check(str(EX / "layer_norm_grad.py"), dims={"Bd": (rows,), "H": h}, dtypes={"T": t, "U": u},
+                  gen_dir=gen, seed=h, progress=False, engine=engine)
+    assert r.passed and not r.faults and r.tiling_key % 10 == 1, r.faults[:3]
+    assert engine == "emu" or seen
+    _assert_lngv3(r, t)

@@ -52,13 +52,14 @@ def test_row_split_ir_has_one_copy_scope_per_operand_and_verifies(name, n_in, n_
         path = kir.walk(k.method("RowSplit").body + k.method("Compute").body)
         flags = [s for s in path if isinstance(s, kir.SetFlag)]
         assert any(f.src is Pipe.MTE2 and f.dst is Pipe.S for f in flags) == stats
-        # the pass loops (one buffer a row queue, and two, the next pass prefetched: rowsched.pass_loop), each over
-        # every pass, its rows k, the work written once in each
+        # the pass loops (one buffer a row queue, the next pass fetched by ComputeFetch, and two, the next pass
+        # prefetched: rowsched.pass_loop), each over every pass, its rows k, the work written once in each
         loops = [s for s in kir.walk(k.method("RowSplit").body) if isinstance(s, kir.For) and s.var == "r0"]
         assert len(loops) == 2 and all(x.tail == "k" for x in loops)
         assert [str(x.hi) for x in loops] == ["rowEnd_", "rowEnd_"] and [x.pipelined for x in loops] == [False, True]
+        # (the one-buffer loop's ComputeFetch: Compute issuing the next pass's copy-in, rowsched.fetch_loop)
         assert [c.method for c in kir.walk(k.method("RowSplit").body) if isinstance(c, kir.Call)
-                and c.method == "Compute"] == ["Compute"] * 2
+                and c.method in ("Compute", "ComputeFetch")] == ["ComputeFetch", "Compute"]
         chunks = [s for s in k.method("ColSplit").body if isinstance(s, kir.For)][-1]
         groups = [s for s in chunks.body if isinstance(s, kir.For)][-1]
         assert chunks.var == "c0_" and groups.var == "g0" and groups.tail == "k"

@@ -389,7 +389,8 @@ def _row_split(s: RowSchedule) -> Func:
     if s.pool_bound:
         body += [Comment(pool)] + list(inits(1)) + list(_passes(s, False))
     else:
-        body.append(If((Constraint("==", Sym("rowQueBufs"), Lit(1)),), inits(1) + tuple(_passes(s, False)),
+        body.append(If((Constraint("==", Sym("rowQueBufs"), Lit(1)),),
+                       inits(1) + tuple(_passes(s, False, fetch=fetch_loop(s))),
                        inits(2) + tuple(_passes(s, True)), doc=why))
     return Func("RowSplit", (), tuple(body + after))
 
@@ -402,9 +403,17 @@ def _after(s: RowSchedule) -> list:
     return out + list(s.cross_core)
 
 
-def _passes(s: RowSchedule, prefetch: bool) -> list:
-    """RowSplit's passes over this core's rows after its buffers (pass_loop: prefetched or not), with a two-pass
-    kernel's exchange between them (a one-pass kernel's flush and exchange follow: `_after`)."""
+def fetch_loop(s: RowSchedule) -> bool:
+    """Whether ROW_SPLIT's one-buffer pass loop (rowQueBufs 1) lets Compute issue the next pass's copy-in
+    (ComputeFetch, `pass_loop` with fetch): a one-pass kernel with row inputs (a two-pass kernel's Accumulate holds
+    its inputs to its end) whose row queues are not held to one buffer by the event-id pool."""
+    return bool(s.row_in) and not s.acc_body and not s.pool_bound
+
+
+def _passes(s: RowSchedule, prefetch: bool, fetch: bool = False) -> list:
+    """RowSplit's passes over this core's rows after its buffers (pass_loop: prefetched, fetched by ComputeFetch
+    or neither), with a two-pass kernel's exchange between them (a one-pass kernel's flush and exchange follow:
+    `_after`)."""
     body: list = []
     if s.acc_body:   # the first pass over this core's rows accumulates; the exchange completes the reductions
         body += pass_loop(s, prefetch, (Call("Accumulate", (Sym("r0"), _K)),),
@@ -420,11 +429,11 @@ def _passes(s: RowSchedule, prefetch: bool) -> list:
                                 doc="the per-batch values of the batches starting in this core's rows"))
             return body
         body.append(Assign("valBatch_", Lit(-1)))
-    loop: list = [Call("Compute", (Sym("r0"), _K))]
+    loop: list = [Call("ComputeFetch" if fetch else "Compute", (Sym("r0"), _K))]
     if s.row_out or s.stat_out:
         loop.append(Call("CopyOut", (Sym("r0"), _K)))
     body += pass_loop(s, prefetch, tuple(loop),
-                      "second pass: the per-row arithmetic reading them complete" if s.acc_body else "")
+                      "second pass: the per-row arithmetic reading them complete" if s.acc_body else "", fetch)
     return body
 
 
@@ -440,7 +449,7 @@ def _copy_in_queues(s: RowSchedule) -> tuple:
     return tuple([(f"rowInQue_{t.op}", t.ctype) for t in s.row_in] + [(g.queue, g.dtype) for g in stat_groups(s)])
 
 
-def pass_loop(s: RowSchedule, prefetch: bool, work: tuple, doc: str = "") -> list:
+def pass_loop(s: RowSchedule, prefetch: bool, work: tuple, doc: str = "", fetch: bool = False) -> list:
     """ROW_SPLIT's loop over this core's rows [rowStart_, rowEnd_), `pass` rows an iteration (k the last one's
     fewer): `work` (the Compute / Accumulate and CopyOut calls of the pass at r0, k), printed once. Where CopyIn
     fills queues, each pass's rows are copied in (CopyIn(r0, k)) and dequeued (`_take_in`) before its work. With
@@ -454,13 +463,24 @@ def pass_loop(s: RowSchedule, prefetch: bool, work: tuple, doc: str = "") -> lis
     pass i + 1's; Compute(i) frees pass i's before CopyIn(i + 2) allocates again. The buffer enqueued past the last
     pass (nothing copied into it) is dequeued and freed after the loop, so each iteration and the whole leave the
     queues as they found them (the Kernel IR's verifier). Without `prefetch` each pass is copied in right before
-    its work (a queue of one buffer cannot hold the next pass while this one is computed). Returns the
-    statements."""
+    its work (a queue of one buffer cannot hold the next pass while this one is computed), unless `fetch` (one
+    buffer a row queue, `work` calling ComputeFetch, `_compute`): the first pass is copied in before the loop, each
+    iteration dequeues its buffers and runs its work, whose ComputeFetch issues the next pass's CopyIn right after
+    it frees this pass's row inputs (the buffer each reuses; the statistics' queues have two buffers), and the
+    buffers enqueued past the last pass are dequeued and freed after the loop. Returns the statements."""
     r0, lo, hi, ps = Sym("r0"), Sym("rowStart_"), Sym("rowEnd_"), Sym("pass")
     queues = _copy_in_queues(s)
     if not queues:
         return [For("r0", lo, hi, ps, tuple(work), tail="k", doc=doc)]
     take = _take_in(s)
+    if fetch:   # one buffer a row queue: the next pass's CopyIn is issued by ComputeFetch (`_compute`)
+        return [
+            Call("CopyIn", (lo, Fn("min", (ps, sub(hi, lo))))),
+            For("r0", lo, hi, ps, take + tuple(work), tail="k",
+                doc=(doc + "; " if doc else "") + "the next pass's copy-in (none past rowEnd_) is issued by "
+                                                  "ComputeFetch right after it frees this pass's row inputs"),
+            *(Scope((DeQue("t", q, ct), Free(q, "t"))) for q, ct in queues),
+        ]
     if not prefetch:
         return [For("r0", lo, hi, ps, (Call("CopyIn", (r0, _K)),) + take + tuple(work), tail="k", doc=doc)]
     nxt = Sym("rowNext")
@@ -705,8 +725,10 @@ def free_after_last_use(stmts: tuple, name: str, free) -> tuple:
     return tuple(stmts[:last + 1]) + (free,) + tuple(stmts[last + 1:])
 
 
-MAX_OVERLAP_PATHS = 256
-"""Paths through a Compute's ifs that `queue_overlap` follows at most (beyond them: no overlap assumed)."""
+MAX_OVERLAP_PATHS = 4096
+"""Paths through a Compute's ifs that `queue_overlap` follows at most (beyond them: no overlap assumed).
+LayerNormGradV3's Compute has between 256 and 1024 (its three forms, the column sums' halving branches), walked in
+about 0.02 s."""
 
 
 def queue_overlap(compute: Func, methods: tuple = ()) -> tuple:
@@ -797,11 +819,14 @@ def alloc_before_first_use(stmts: tuple, name: str, alloc) -> tuple:
     return tuple(stmts[:first]) + (alloc,) + tuple(stmts[first:])
 
 
-def _compute(s: RowSchedule) -> Func:
+def _compute(s: RowSchedule, fetch: bool = False) -> Func:
     """ROW_SPLIT's Compute of a pass of k rows at r0 (its inputs dequeued by the pass loop, `pass_loop`): the per-row
     (or all-rows) instruction stream, the outputs enqueued. Each row input is freed right after its last read and each row output allocated
     right before its first write (`free_after_last_use`, `alloc_before_first_use`), so a queue of one buffer
-    (rowQueBufs = 1) still lets the next pass's copy-in and this pass's copy-out run beside the compute."""
+    (rowQueBufs = 1) still lets the next pass's copy-in and this pass's copy-out run beside the compute. With
+    `fetch`, ComputeFetch: the same, and the next pass's CopyIn (r0 + rowsPerPass) issued right after the last row
+    input is freed (`after_frees`), so with one buffer a row queue that copy-in runs beside the rest of this pass's
+    compute (docs/design.md "Copy/compute overlap")."""
     body: list = [Get(f"statStage_{t.op}", f"statStageBuf_{t.op}", "float") for t in s.stat_out]
     row: list = []
     if s.batch_index:   # a two-pass kernel flushes its batch sums in the first pass, reads them in the second
@@ -832,8 +857,32 @@ def _compute(s: RowSchedule) -> Func:
         body += og.cast_in(ROW_STAT_STRIDE)
     for t in s.row_in:
         body = list(free_after_last_use(tuple(body), f"rowIn_{t.op}", Free(f"rowInQue_{t.op}", f"rowIn_{t.op}")))
+    if fetch:   # the next pass's rows into the buffers just freed (none past rowEnd_: CopyIn copies k > 0 only)
+        nxt, ps = add(Sym("r0"), Sym("rowsPerPass")), Sym("rowsPerPass")
+        body = list(after_frees(tuple(body), {f"rowInQue_{t.op}" for t in s.row_in},
+                                Call("CopyIn", (nxt, Fn("min", (ps, sub(Sym("rowEnd_"), nxt)))))))
     body += _stat_frees(s)
-    return Func("Compute", (Param("r0"), Param("k")), tuple(body))
+    return Func("ComputeFetch" if fetch else "Compute", (Param("r0"), Param("k")), tuple(body))
+
+
+def after_frees(stmts: tuple, queues: set, stmt) -> tuple:
+    """`stmts` with `stmt` placed right after the last FreeTensor of any queue in `queues`: after the last statement
+    holding one, inside it when that is an If (in each branch, by the same rule; at the start of a branch holding
+    none). Frees are placed outside loops (`free_after_last_use`), so a loop is not entered."""
+    def holds(st) -> bool:
+        if isinstance(st, Free):
+            return st.queue in queues
+        if isinstance(st, If):
+            return any(holds(x) for x in st.then + st.orelse)
+        return isinstance(st, Scope) and any(holds(x) for x in st.body)
+    last = max((k for k, st in enumerate(stmts) if holds(st)), default=None)
+    if last is None:
+        return (stmt,) + tuple(stmts)
+    st = stmts[last]
+    if isinstance(st, If):
+        st = dataclasses.replace(st, then=after_frees(st.then, queues, stmt), orelse=after_frees(st.orelse, queues, stmt))
+        return tuple(stmts[:last]) + (st,) + tuple(stmts[last + 1:])
+    return tuple(stmts[:last + 1]) + (stmt,) + tuple(stmts[last + 1:])
 
 
 ROWS_REDUCE_STRIDE = (Constraint("<=", Sym("rowStride_"), Lit(8 * 255)),)
@@ -1871,7 +1920,7 @@ HELPER_METHODS = ("SumPartials", "MaxPartials", "MinPartials", "CombineTotals", 
                   "StoreRow", "RowSum", "RowMax", "RowStartOf", "CoreOfRow", "RunRows", "GapBlocks")
 """The helper methods of a rows kernel that are Kernel IR (each present only where the class uses it)."""
 
-ROW_SPLIT_METHODS = ("RowSplit", "CopyIn", "Accumulate", "Compute", "CopyOut", "RowsSum", "RowsMax")
+ROW_SPLIT_METHODS = ("RowSplit", "CopyIn", "Accumulate", "Compute", "ComputeFetch", "CopyOut", "RowsSum", "RowsMax")
 """The methods of the ROW_SPLIT schedule, in the order a class prints them."""
 COL_FIELDS = ("strategy", "rowsPerPass", "colsPerCore", "colsTail", "colsPerPass", "groupRows")
 """The tiling-data fields the schedule reads (opgen.tiling.rowkernel)."""
@@ -1955,6 +2004,8 @@ def row_split_class(name: str, s: RowSchedule) -> KernelClass:
         methods.append(_accumulate(s))
     if not s.acc_body or s.row_out or s.stat_out:   # a two-pass kernel without row outputs has no second pass
         methods.append(_compute(s))
+    if fetch_loop(s):   # the one-buffer pass loop's (RowSplit)
+        methods.append(_compute(s, fetch=True))
     if s.row_out or s.stat_out:
         methods.append(_copy_out(s))
     return KernelClass(

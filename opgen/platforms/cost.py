@@ -31,7 +31,8 @@ VEC_REPEAT_BYTES = 256
 vector cycle count: docs/reference/kernel_cost.md §1)."""
 
 
-def pass_cycles(t_in, t_c, t_out, depth: int, a, b, mx=max, scale=None, s=0, prefetch: bool = False):
+def pass_cycles(t_in, t_c, t_out, depth: int, a, b, mx=max, scale=None, s=0, prefetch: bool = False,
+                fetch: bool = False):
     """Steady-state cycles of one pass of a queue-fed kernel (docs/design.md "Copy/compute overlap"): a pass copies
     in for `t_in` cycles (MTE2), computes for `t_c` (PIPE_V: lanes, issues, barriers) and copies out for `t_out`
     (MTE3), all at this core's share of the bandwidth.
@@ -50,6 +51,9 @@ def pass_cycles(t_in, t_c, t_out, depth: int, a, b, mx=max, scale=None, s=0, pre
     (after b) is the one the copy-out of pass i, started when Compute(i) ends, empties -- two passes cover each:
     2 pass >= max(a, s) t_c + t_in and 2 pass >= (1 - b) t_c + t_out, which max(t_c, t_in, t_out) always meets
     (a, b, s in [0, 1]), so a pass is max(t_c, t_in, t_out): the slowest stage.
+    `fetch` (depth 1 only: Compute issues the next pass's copy-in right after it frees the row inputs,
+    opgen.kernel.rowsched ComputeFetch): that copy-in starts after the fraction `a` whatever the scalar waits after
+    it: max(t_c, a * t_c + t_in, (1 - b) * t_c + t_out).
     `a`, `b`, `s`: Fractions in [0, 1] (opgen.kernel.rowsched.queue_overlap reads them from the Kernel IR's Compute).
     Works on ints and on tiling expressions: `mx` is the maximum (emax for those), `scale(x, f)` x * f (default
     x * f.numerator // f.denominator, integer cycles)."""
@@ -60,13 +64,14 @@ def pass_cycles(t_in, t_c, t_out, depth: int, a, b, mx=max, scale=None, s=0, pre
         return mx(mx(t_c, t_in), t_out)
     if depth >= 2:
         return mx(mx(t_c, (scale(t_c, s) if s else 0) + t_in), t_out)
-    return mx(mx(t_c, scale(t_c, max(a, s)) + t_in), scale(t_c, 1 - b) + t_out)
+    return mx(mx(t_c, scale(t_c, a if fetch else max(a, s)) + t_in), scale(t_c, 1 - b) + t_out)
 
 
-def pipeline_cycles(passes, t_in, t_c, t_out, depth: int, a, b, mx=max, scale=None, s=0, prefetch: bool = False):
+def pipeline_cycles(passes, t_in, t_c, t_out, depth: int, a, b, mx=max, scale=None, s=0, prefetch: bool = False,
+                    fetch: bool = False):
     """Cycles of `passes` passes of a queue-fed kernel on one core: the first copy-in (fill), `passes` steady-state
     passes (`pass_cycles`) and the last copy-out (drain), and at least the copies themselves,
     passes * (t_in + t_out): this core's share of the bandwidth is shared by its copy-in and copy-out
     (docs/design.md "Copy/compute overlap"). Same arguments as `pass_cycles`."""
-    steady = pass_cycles(t_in, t_c, t_out, depth, a, b, mx, scale, s, prefetch)
+    steady = pass_cycles(t_in, t_c, t_out, depth, a, b, mx, scale, s, prefetch, fetch)
     return mx(t_in + passes * steady + t_out, passes * (t_in + t_out))

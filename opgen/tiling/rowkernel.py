@@ -392,7 +392,7 @@ def program(name: str, c: RowCounts, dvars: tuple[str, ...], float_attrs: tuple[
     rows_fit, row_cores = row_split(p, R, cores, ub, two, max_pass=255 if batch and c.rsums else 4095,
                                     single=row_plan(c, col_align, bytes_of, 1),
                                     price=_pass_price(c, H, bytes_of), overlap=overlap,
-                                    pool_bound=row_pool_bound(c))
+                                    pool_bound=row_pool_bound(c), fetch=bool(c.row_in) and not c.acc_reads)
     plans = {ROW_SPLIT: row_plan(c, col_align, bytes_of, Var("rowQueBufs"))}
     cols_core = p.let("colsPerCore", align_up(ceil_div(H, cores), lanes), "columns per core (COL_SPLIT)", True)
     col_cores = p.let("colCores", ceil_div(H, cols_core), "cores used by COL_SPLIT")

@@ -24,7 +24,7 @@ LayerNormGradV3 4096 x 1152 is priced 2.7 % faster and runs 8 % faster there (32
 
 
 def row_split(p: TilingProgram, rows, cores, ub, plan, prefix: str = "", max_pass: int = 4095, single=None,
-              price=None, overlap=None, pool_bound: bool = False):
+              price=None, overlap=None, pool_bound: bool = False, fetch: bool = False):
     """Add the row split with UB buffer `plan` ([Buffer], opgen.tiling.buffers) to `p`; returns
     (rowsFit, usedCores). Variables: rowBytes, fixedBytes (from the plan), rowsFit (0 when not one row
     fits: the caller needs another plan), rowCores; fields rowsPerCore, rowsTail (the first rowsTail
@@ -45,7 +45,9 @@ def row_split(p: TilingProgram, rows, cores, ub, plan, prefix: str = "", max_pas
     that many buffers (opgen.kernel.rowsched `_row_split`), each input freed right after its last read and each
     output allocated right before its first write (docs/design.md "Copy/compute overlap"). pool_bound: two buffers
     per row queue would hold more event ids than the TPipe's pool (docs/design.md "Event ids of the queues"), so
-    rowQueBufs is 1 and `single` the plan, unpriced."""
+    rowQueBufs is 1 and `single` the plan, unpriced. `fetch`: the one-buffer loop's Compute issues the next
+    pass's copy-in right after it frees the row inputs (opgen.kernel.rowsched.fetch_loop), priced by
+    pipeline_cycles with `fetch` (no scalar-wait term)."""
     cap, why = min(max_pass, 4095), "one DataCopyPad moves them, blockCount is 12 bits"
     if cap < 4095:
         why = "one repeat-form instruction takes them, repeatTime is 0..255"
@@ -77,9 +79,11 @@ def row_split(p: TilingProgram, rows, cores, ub, plan, prefix: str = "", max_pas
             t_c = p.let(f"{prefix}computeCycles{tag}", t_c, f"estimated cycles of a pass's compute {what}")
             t_out = p.let(f"{prefix}copyOutCycles{tag}", t_out, f"estimated cycles of a pass's copy-out {what}")
             cost[depth] = p.let(f"{prefix}passCycles{tag}", pipeline_cycles(
-                passes, t_in, t_c, t_out, depth, a, b, mx=emax, s=s, prefetch=depth == 2),
+                passes, t_in, t_c, t_out, depth, a, b, mx=emax, s=s, prefetch=depth == 2,
+                fetch=fetch and depth == 1),
                 f"estimated cycles of a core's passes {what} (pipeline_cycles, a = {a}, b = {b}, s = {s}"
-                + (", the next pass prefetched)" if depth == 2 else ")"))
+                + (", the next pass prefetched)" if depth == 2 else
+                   ", the next pass's copy-in issued by Compute after its frees)" if fetch else ")"))
         num, den = ONE_BUFFER_MARGIN.numerator, ONE_BUFFER_MARGIN.denominator
         bufs = p.let(f"{prefix}rowQueBufs", select((fit2 >= 1) & (fit1 > fit2)
                                                    & (cost[1] * den < cost[2] * (den - num)), 1, 2),

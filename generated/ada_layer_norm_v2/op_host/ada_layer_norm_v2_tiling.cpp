@@ -377,7 +377,7 @@ static ge::graphStatus TilingFunc(gert::TilingContext* context)
          copyOutCyclesOneBuf),
         (passesOneBuf *
          (copyInCyclesOneBuf +
-          copyOutCyclesOneBuf)));  // estimated cycles of a core's passes with one buffer per row queue (pipeline_cycles, a = 7/8, b = 0, s = 0)
+          copyOutCyclesOneBuf)));  // estimated cycles of a core's passes with one buffer per row queue (pipeline_cycles, a = 7/8, b = 0, s = 0, the next pass's copy-in issued by Compute after its frees)
     const int64_t rowQueBufs =
         ((((rowsFitTwoBufs >= 1) && (rowsFitOneBuf > rowsFitTwoBufs)) &&
           ((passCyclesOneBuf * 64) < (passCyclesTwoBufs * 63)))
