@@ -431,7 +431,8 @@ class _Printer:
         remat: set = set()   # per-row scalars any per-row loop can compute again from UB: no loop has to hold them
         for i in instrs:   # (an index check too: its Trap() is repeated where a loop computes it again)
             if i.kind == "sload" or i.kind in red or (
-                    i.kind in ("sexpr", "scheck") and all(x in remat or x not in defs for x in names_in(i))):
+                    i.kind in ("sexpr", "scheck", "sgather") and all(x in remat or x not in defs
+                                                                     for x in names_in(i))):
                 remat.add(i.dst)
         scal = {i.dst: k for k, i in enumerate(instrs) if i.dst in defs and i.dst not in remat}
         last = {x: k for k, i in enumerate(instrs) for x in names_in(i) if x in scal}
@@ -858,6 +859,11 @@ class _Printer:
         elif k == "scheck":   # an index into the row: Trap() outside [0, hidden_), then its checked value
             out += [kir.TrapUnless(kir.FRef(i.srcs[0]), Sym("hidden_"), doc=doc),
                     kir.FLet(i.dst, kir.FRef(i.srcs[0]))]
+        elif k == "sgather":   # a column row input's element at a checked per-row index: one GM read (scalar unit)
+            if self.addr is None:
+                raise SpecError(f"row kernel {self.p.name}: a GM element at an index needs the addressing")
+            at = self.addr.at(i.gm, None, kir.FIndex(i.srcs[0]))
+            out.append(kir.FLet(i.dst, kir.FLoad(kir.GmView(f"gm_{self.p.tensor(i.gm).gm}", at)), doc=doc))
         elif k in ("rsum", "rmax") and batch == "all" and i.srcs[0] in self.p.col:   # a column row's: one value
             part = f"part_{i.dst}"                                                      # for every row, set k times
             at = (kir.Ref("sums_", self._at(_kmul(self.level_slot[i.dst], gs))) if self._col_phase is not None
