@@ -994,10 +994,22 @@ def _exchange_slots(pr: "_Printer", rsums: list, combine: dict) -> list:
 
 
 def _with_rows_reduce(segs: list) -> list:
-    """`segs` (_Printer.batch_segments with reduce) when a row reduction runs over all rows in them, else [] (every
-    one of them reads a per-row value another per-row loop holds: the plain segments serve)."""
-    calls = [s for _k, nodes in segs for s in kir.walk(nodes) if isinstance(s, kir.Call)]
-    return segs if any(c.method in ("RowsSum", "RowsMax", "RowsSumB", "RowsMaxB") for c in calls) else []
+    """`segs` (_Printer.batch_segments with reduce) when a row reduction runs over all rows in them -- RowsSum /
+    RowsMax, or a column row's reduction set once for every row of the pass (a Duplicate into rv_) --, else []
+    (every one of them reads a per-row value another per-row loop holds: the plain segments serve)."""
+    nodes = [s for _k, ns in segs for s in kir.walk(ns)]
+    rows = any(isinstance(c, kir.Call) and c.method in ("RowsSum", "RowsMax", "RowsSumB", "RowsMaxB") for c in nodes)
+    col = any(isinstance(v, kir.Vec) and v.op == Op.DUPLICATE and getattr(_vec_dst(v), "tensor", None) == "rv_"
+              for v in nodes)
+    return segs if rows or col else []
+
+
+def _vec_dst(v: kir.Vec):
+    """The dst operand of Vec `v` (None without one)."""
+    try:
+        return v.arg("dst")
+    except KeyError:
+        return None
 
 
 BLOCK_SCALAR_OPS = {"Adds": Op.ADD_REP, "Muls": Op.MUL_REP, "Maxs": Op.MAX_REP, "Mins": Op.MIN_REP}
