@@ -5,8 +5,8 @@ them instead, loaded (or computed at the chunk's first column) in every chunk of
 
 CrossEntropyLoss [1024, 32000] bf16 picks its target with a lane-index row: 128 KB of fp32 whole, so before this
 ROW_CHUNK did not fit and COL_SPLIT ran with its exchanges (two SyncAll a level and group). Checked here: the
-strategy the tiling picks (per chunk without a weight; COL_SPLIT with one, whose re-read per row and phase would be
-3x the minimum GM traffic), and the emulated kernel and the Kernel-IR interpreter against float64 NumPy written from
+strategy the tiling picks (per chunk without a weight; COL_SPLIT with one, whose re-read per row in the smoothing sum
+would be 2x the minimum GM traffic), and the emulated kernel and the Kernel-IR interpreter against float64 NumPy written from
 the operators' formulas (CrossEntropyLoss and its hand-written gradient; a chunk tail, rows over cores with tails,
 ignored rows, label smoothing, bf16 and fp32), including a weighted run forced through the per-chunk form."""
 

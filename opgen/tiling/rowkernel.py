@@ -706,7 +706,7 @@ GM_REREAD_SHARE = 10
 """A ROW_CHUNK whose column rows are re-read per chunk (`_resident_or_slice`) is a candidate only while the re-reads
 stay within 1 / GM_REREAD_SHARE of the row operands' bytes: the project's GM goal for the vector kernels is 1.10 of
 the minimum (bench/results/README.md), which the cost model's time alone does not protect (a [1024, 32000] weighted
-cross-entropy would re-read its fp32 weight row per row and phase: 3x the minimum from the L2, estimated faster)."""
+cross-entropy would re-read its fp32 weight row per row in its label-smoothing sum: 2x the minimum from the L2)."""
 
 
 def _col_load_bytes(c: RowCounts, bytes_of):
