@@ -159,3 +159,21 @@ def test_cross_entropy_with_a_weight_against_float64(engine, n, c, dtype, eps, e
     _close(r.arrays["log_prob"], lp, dtype)
     _close(r.arrays["loss"], loss, dtype)
     assert np.all(np.asarray(r.arrays["loss"])[t == -100] == 0)
+
+
+@pytest.mark.parametrize("weight, strategy", [(False, 4), (True, 2)])
+def test_derived_grad_prices_only_the_column_rows_it_makes(weight, strategy):
+    """The derived CrossEntropyLossGrad [1024, 32000] bf16: without a weight its ROW_CHUNK chunks make only the lane
+    index (the weight's per-chunk load is priced only while the weight is present: `colLoadsAbsent`), so ROW_CHUNK
+    (4) is taken over COL_SPLIT (2), as the emulation's estimate orders them (2.85x against 3.72x its floor); with a
+    weight the smoothing terms re-read it per row beyond GM_REREAD_SHARE and COL_SPLIT stays."""
+    from opgen.ir.dtypes import DType
+    from opgen.platforms import PLATFORMS
+    from opgen.tiling.emit import program_inputs
+    from opgen.tiling.pipeline import kernel_build
+
+    spec = _load_file(ROOT / "examples" / "specs" / "derived" / "cross_entropy_loss_grad.py")
+    t = kernel_build(spec).tiling
+    tl = t.program.evaluate(program_inputs(spec, t.program, t.inputs, {"N": 1024, "C": 32000}, {"T": DType.bf16},
+                                           PLATFORMS["ascend910b1"], {}, present=(weight,)))
+    assert tl["strategy"] == strategy, {k: v for k, v in tl.items() if "Cycles" in k}
