@@ -57,11 +57,12 @@ def test_the_sub_batch_is_priced_by_issues_and_exchanges():
     """CrossEntropyLoss bf16 [1024, 32000] (the bench's case, weights present): 46 cores take slices of 704 columns;
     the tiling prices row by row against sub-batches of 8 rows by hand-countable terms of docs/reference/kernel_cost.md
     §2 (an instruction 8 + 16 cycles with its barrier, a V -> S wait 32, a SyncAll 1800, a burst 256 bytes at
-    1.8 GHz / 1.6 TB/s), with the program's 17 vector instructions a row, 5 row reductions, 3 levels:
-      row by row: 1024 rows x (17 x 24 + 5 x (24 + 32)) = 704512, plus 18 groups of 57 rows x 3 levels x
+    1.8 GHz / 1.6 TB/s), with the program's 14 vector instructions a row, 4 row reductions, 3 levels (the weight's
+    gather is one GM element a row: opgen.kernel.rowalg.gather_column_inputs):
+      row by row: 1024 rows x (14 x 24 + 4 x (24 + 32)) = 573440, plus 18 groups of 57 rows x 3 levels x
         (2 x 1800 + 2 x 32 + 6 tree steps x 24 + 46 bursts x 256 x 9 / 8000 = 13) = 206334
-      8 rows at once: 36 groups of 29 rows (8 rows of temporaries leave room for 29), each 4 sub-batches
-        (8, 8, 8, 5) of 17 instructions and 5 RowsSum of 11 + 1, plus 36 exchanges
+      8 rows at once: 28 groups of 37 rows (8 rows of temporaries leave room for 37), each 5 sub-batches
+        (8, 8, 8, 8, 5) of 14 instructions and 4 RowsSum of 11 + 1, plus 28 exchanges
     and takes the cheaper sub-batch of 8 rows; a quarter of UB (the rule before) held only 4 rows of temporaries,
     so the kernel ran row by row with a scalar round trip a row reduction."""
     from opgen.tiling.pipeline import kernel_build
@@ -72,11 +73,11 @@ def test_the_sub_batch_is_priced_by_issues_and_exchanges():
                                            B1, {}))
     assert (tl["strategy"], tl["colsPerPass"], tl["colBatchRows"]) == (2, 704, 8)
     xchg = 3 * (2 * 1800 + 2 * 32 + 6 * 24 + 46 * 256 * 9 // 8000)
-    assert tl["colBatchCost0"] == 1024 * (17 * 24 + 5 * (24 + 32)) + 18 * xchg == 910846
-    groups, rows = 36, tl["groupRows"]
-    assert rows == 29 and -(-1024 // rows) == groups
-    # a group of 29 rows is 4 sub-batches (8, 8, 8, 5), each of 17 instructions and 5 RowsSum of 11 + 1
-    assert tl["colBatchCost8"] == groups * 4 * (17 + 5 * 12) * 24 + groups * xchg
+    assert tl["colBatchCost0"] == 1024 * (14 * 24 + 4 * (24 + 32)) + 18 * xchg == 779774
+    groups, rows = 28, tl["groupRows"]
+    assert rows == 37 and -(-1024 // rows) == groups
+    # a group of 37 rows is 5 sub-batches (8, 8, 8, 8, 5), each of 14 instructions and 4 RowsSum of 11 + 1
+    assert tl["colBatchCost8"] == groups * 5 * (14 + 4 * 12) * 24 + groups * xchg
     assert tl["colBatchCost8"] < tl["colBatchCost0"]
     assert 4 * (4 * 4 * 704 + 64 * 4) <= B1.ub_bytes // 4 < 8 * (4 * 4 * 704 + 64 * 4)
 

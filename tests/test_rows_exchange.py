@@ -102,13 +102,14 @@ def _ce_tiling(n: int, c: int, dtype: str, soc: str) -> dict:
 @pytest.mark.skipif(shutil.which("g++") is None, reason="g++ not available")
 @pytest.mark.parametrize("n, c, dtype, soc, cores, group, owner", [
     # (the groups hold 8-row sub-batches' temporaries since COL_SPLIT prices 8 rows at once: docs/design.md)
-    # 45 cores, groups of 65 rows: owners of 2 rows, core 32 of 1, cores 33.. of none; a last group of 35 rows
-    (100, 20001, "bfloat16", "ascend910b1", 45, 65, 2),
-    # 36 of the 40 cores of a 910B3, groups of 65 rows: owners of 2, core 32 of 1, cores 33.. of none; a last
-    # group of 35 rows
-    (100, 16001, "bfloat16", "ascend910b3", 36, 65, 2),
-    # fp32 over 42 cores: groups of 41 rows, owners of 1, core 41 of none; a last group of 18 rows
-    (100, 16001, "float32", "ascend910b1", 42, 41, 1),
+    # (the weight's gather is one GM element a row, no exchanged partial: opgen.kernel.rowalg.gather_column_inputs)
+    # 45 cores, groups of 73 rows: owners of 2 rows, core 36 of 1, cores 37.. of none; a last group of 27 rows
+    (100, 20001, "bfloat16", "ascend910b1", 45, 73, 2),
+    # 36 of the 40 cores of a 910B3, groups of 73 rows: owners of 3, core 24 of 1, cores 25.. of none; a last
+    # group of 27 rows
+    (100, 16001, "bfloat16", "ascend910b3", 36, 73, 3),
+    # fp32 over 42 cores: groups of 45 rows, owners of 2, core 22 of 1, cores 23.. of none; a last group of 10 rows
+    (100, 16001, "float32", "ascend910b1", 42, 45, 2),
 ])
 def test_col_split_exchange_against_float64(n, c, dtype, soc, cores, group, owner, examples_gen):
     """CrossEntropyLoss (a row maximum and a row sum: both the Max and the Add tree) through COL_SPLIT against torch

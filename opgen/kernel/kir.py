@@ -114,7 +114,8 @@ Statements (a Func body is a tuple of them, run in order by the scalar unit, whi
                                     read or write anything in it; the verifier does not look inside.
 Integer expressions may call an int64 method of the class: Invoke(method, args) (an address helper; not
 statically evaluable), and read one element of an int32 / int64 GM input on the scalar unit: GmAt(tensor, index)
-(an index table, cumulative lengths: device data). A For with step None lets its body advance the variable (run-length loops). A Func with
+(an index table, cumulative lengths: device data); and take the integer a float scalar holds: FIndex(name) (an index
+read as fp32 and checked by a TrapUnless, used as a GM element offset). A For with step None lets its body advance the variable (run-length loops). A Func with
 extern=True is printed by the file skeleton (its body is not IR yet): a Call of it has unknown effects.
 Functions: Func(name, params, body, ret, const); KernelClass(name, tparams, tiling_struct, args, gms, locals,
 tensors, scalars, fields, init, process, methods, doc) is the unit both printers print (public Init(args...,
@@ -389,6 +390,30 @@ class GmAt(DimExpr):
 
 
 @dataclass(frozen=True, eq=True)
+class FIndex(DimExpr):
+    """The int64 value of float scalar `name` (an FLet / FAssign local or a float member) that holds an exact
+    non-negative integer: an index read as fp32 (exact below 2^24, docs/design.md "Rows family: integer attributes")
+    and checked by a TrapUnless before use, e.g. the element offset of a GM read by the scalar unit (a column row's
+    element picked by a per-row index: opgen.kernel.rowclass, `sgather`). Printed `static_cast<int64_t>(name)` (C++
+    truncation, exact for such a value); the interpreter faults on a value that is not a non-negative integer. Its
+    `symbols()` are empty (no int64 symbol is read); the verifier checks that `name` is a float scalar; not evaluable
+    statically (its value is the data's)."""
+
+    name: str
+
+    def __str__(self):
+        return f"int({self.name})"
+
+    def symbols(self):
+        """No int64 symbol: the float scalar is checked by the verifier apart (float_indices)."""
+        return ()
+
+    def evaluate(self, env):
+        """Not evaluable from an env: raises IRError."""
+        raise IRError(f"{self} needs the float scalar's value to evaluate")
+
+
+@dataclass(frozen=True, eq=True)
 class Select(DimExpr):
     """cond ? a : b with cond a Constraint or a tuple of them (their conjunction): an integer choice, e.g. the last
     core's share."""
@@ -451,6 +476,11 @@ def invokes(e) -> list:
 def gm_reads(e) -> list:
     """Every GmAt inside integer expression `e`."""
     return [x for x in subexprs(e) if isinstance(x, GmAt)]
+
+
+def float_indices(e) -> list:
+    """Every FIndex inside integer expression `e`."""
+    return [x for x in subexprs(e) if isinstance(x, FIndex)]
 
 
 def E(x) -> DimExpr:
@@ -1631,6 +1661,10 @@ class _Verifier:
                 c = const_value(i)
                 if c is not None and not 0 <= c < n:
                     raise IRError(f"{t}: index {c} outside the table's dimension of {n}", node)
+        for x in float_indices(e):
+            if st.scalars.get(x.name) != "float":
+                what = "defined" if x.name not in st.scalars else "a float scalar"
+                raise IRError(f"{x}: scalar {x.name} used before it is {what}", node)
         for g in gm_reads(e):
             t = self.gms.get(g.tensor) or st.gmp.get(g.tensor)
             if t is None or t.workspace or t.dtype not in ("int32_t", "int64_t"):
@@ -2537,6 +2571,8 @@ class CppPrinter:
             return x.table + "".join(f"[{self.e(i)}]" for i in x.index)
         if isinstance(x, GmAt):
             return f"static_cast<int64_t>({x.tensor}.GetValue({self.e(x.index)}))"
+        if isinstance(x, FIndex):
+            return f"static_cast<int64_t>({x.name})"
         if isinstance(x, Select):
             c = " && ".join(f"{self.e(y.lhs, False)} {y.op} {self.e(y.rhs, False)}" for y in x.conds)
             t = f"{c if len(x.conds) == 1 else '(' + c + ')'} ? {self.e(x.a, False)} : {self.e(x.b, False)}"

@@ -545,6 +545,7 @@ class _Core:
             if ct in NP_TYPES:
                 out[f"sizeof({t})"] = NP_TYPES[ct].itemsize
         out.update(_flat(frame["ints"]))
+        out[_FLOATS] = frame["floats"]   # the float scalars' scope, which FIndex reads (ev)
         for var, st in _flat(frame.get("structs", {})).items():   # a struct's int fields: their initialiser until set
             for key, kind, init in self.struct_keys[st["__struct__"]]:
                 if kind != "gm":
@@ -586,6 +587,13 @@ class _Core:
             return self.ev(as_dim(e.a), env) if all(self.holds(c, env) for c in conds) else self.ev(as_dim(e.b), env)
         if isinstance(e, kir.Invoke):
             return self.invoke(e.method, [self.ev(as_dim(a), env) for a in e.args])
+        if isinstance(e, kir.FIndex):   # the integer a float scalar holds (a checked index)
+            v = _flat(env[_FLOATS]).get(e.name, self.members.get(e.name)) if _FLOATS in env else None
+            if v is None:
+                raise KirFault(f"{self.where}: {e}: float scalar {e.name} is not bound")
+            if not (np.isfinite(v) and v >= 0 and float(v) == int(v)):
+                raise KirFault(f"{self.where}: {e}: {e.name} = {v} is not a non-negative integer")
+            return int(v)
         if isinstance(e, kir.GmAt):   # an int GM element read by the scalar unit (a member tensor: inputs only)
             g = self.gms.get(e.tensor)
             i = self.ev(as_dim(e.index), env)
@@ -1958,6 +1966,10 @@ class _Scope(dict):
 
     def get(self, key, default=None):
         return self[key] if key in self else default
+
+
+_FLOATS = ("floats",)
+"""The key of an integer env (Interp.env) holding the frame's float scalars' scope, which FIndex reads."""
 
 
 def _flat(scope) -> dict:

@@ -217,6 +217,44 @@ def reuse_computed_values(p: RowProgram) -> int:
     return len(where)
 
 
+def gather_column_inputs(p: RowProgram) -> int:
+    """A gather of a column row loaded from a GM input by a checked per-row index (opgen.kernel.rows `gather`:
+    Compares of the lane indices with the index, Select of the hit lane, ReduceSum) -> one GM element read by the
+    scalar unit at that index (`sgather`): sum(select(lane == i, col, 0)) = col[i] for 0 <= i < the row length, which
+    the index's `scheck` has trapped otherwise. The loaded column row becomes dead where nothing else reads it, and
+    its `load` is dropped: ROW_CHUNK then reloads no column chunk for the gather, COL_SPLIT exchanges no partial for
+    it, and the row's three vector instructions and their reduction go. Exact (the element is converted to fp32 as
+    the column load converts it) up to the sign of a zero element: the sum of -0 and the +0 lanes is +0, the read
+    -0. Matched where the lane indices are the program's `viota` of the column row from c0_ (index j at column j),
+    the select's other branch is 0, the selected row is read only by the sum and all three share one presence.
+    Returns the number of gathers rewritten."""
+    defs = {i.dst: i for i in p.instrs if i.dst}
+    uses = _uses(p)
+    lane = lambda x: (x in defs and defs[x].kind == "viota" and defs[x].space == "col"  # noqa: E731
+                      and defs[x].arg.replace(" ", "") == "static_cast<float>(c0_)")
+    col_input = lambda x: (x in defs and defs[x].kind == "load" and defs[x].space == "col"  # noqa: E731
+                           and p.tensor(defs[x].gm).role == "in")
+    out, done = [], 0
+    for i in p.instrs:
+        pick = defs.get(i.srcs[0]) if i.kind == "rsum" and i.srcs else None
+        if pick is not None and pick.kind == "vsels" and pick.arg.strip() in ("0.0f", "0.0") \
+                and uses.get(pick.dst) == 1 and col_input(pick.srcs[1]) and pick.when == i.when:
+            hit = defs.get(pick.srcs[0])
+            chk = defs.get((hit.arg or "").strip()) if hit is not None else None
+            if hit is not None and hit.kind == "vcmps" and hit.op == "EQ" and lane(hit.srcs[0]) \
+                    and chk is not None and chk.kind == "scheck" and hit.when == i.when:
+                out.append(evolve(i, kind="sgather", srcs=(chk.dst,), gm=defs[pick.srcs[1]].gm, op="", arg=""))
+                done += 1
+                continue
+        out.append(i)
+    if done:
+        p.instrs = out
+        remove_dead_values(p)   # the selects and compares nothing reads now
+        uses = _uses(p)
+        p.instrs = [i for i in p.instrs if not (i.kind == "load" and i.space == "col" and not uses.get(i.dst))]
+    return done
+
+
 def remove_dead_values(p: RowProgram) -> int:
     """Drop pure instructions (see reuse_computed_values) whose result nothing reads, repeatedly. Exact. Returns the
     number removed."""
@@ -517,16 +555,16 @@ def sigmoid_from_exp(p: RowProgram) -> int:
 
 RowPass = Callable[[RowProgram], int]
 
-ROW_PASSES: list[RowPass] = [propagate_scalar_copies, reuse_computed_values, select_with_scalar,
-                             compare_before_widening, sum_of_negation, fold_negation, reciprocal_of_softmax_sum,
+ROW_PASSES: list[RowPass] = [propagate_scalar_copies, reuse_computed_values, gather_column_inputs,
+                             select_with_scalar, compare_before_widening, sum_of_negation, fold_negation, reciprocal_of_softmax_sum,
                              sigmoid_from_exp, fuse_axpy, remove_dead_values]
 """The kernel-level algebra run on every row program of the rows family, in order (module docstring): the exact
 rewrites, and the two inexact rewrites whose operands' ranges are proven (reciprocal_of_softmax_sum: within 2 fp32
 ulp of the interpreter's device-mode quotient; sigmoid_from_exp: within 8u relative of its sigmoid); every other
 rewrite keeps the interpreter's device-mode values."""
 
-FAST_ROW_PASSES: list[RowPass] = [propagate_scalar_copies, reuse_computed_values, select_with_scalar,
-                                  compare_before_widening, sum_of_negation, fold_negation, reciprocal_of_broadcast_divisor,
+FAST_ROW_PASSES: list[RowPass] = [propagate_scalar_copies, reuse_computed_values, gather_column_inputs,
+                                  select_with_scalar, compare_before_widening, sum_of_negation, fold_negation, reciprocal_of_broadcast_divisor,
                                   sigmoid_from_exp, fold_multiply_chains, reuse_computed_values,
                                   fuse_axpy, remove_dead_values]
 """Opt-in (pass as `passes`): ROW_PASSES plus the inexact rewrites reciprocal_of_broadcast_divisor and

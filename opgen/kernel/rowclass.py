@@ -431,7 +431,8 @@ class _Printer:
         remat: set = set()   # per-row scalars any per-row loop can compute again from UB: no loop has to hold them
         for i in instrs:   # (an index check too: its Trap() is repeated where a loop computes it again)
             if i.kind == "sload" or i.kind in red or (
-                    i.kind in ("sexpr", "scheck") and all(x in remat or x not in defs for x in names_in(i))):
+                    i.kind in ("sexpr", "scheck", "sgather") and all(x in remat or x not in defs
+                                                                     for x in names_in(i))):
                 remat.add(i.dst)
         scal = {i.dst: k for k, i in enumerate(instrs) if i.dst in defs and i.dst not in remat}
         last = {x: k for k, i in enumerate(instrs) for x in names_in(i) if x in scal}
@@ -858,6 +859,11 @@ class _Printer:
         elif k == "scheck":   # an index into the row: Trap() outside [0, hidden_), then its checked value
             out += [kir.TrapUnless(kir.FRef(i.srcs[0]), Sym("hidden_"), doc=doc),
                     kir.FLet(i.dst, kir.FRef(i.srcs[0]))]
+        elif k == "sgather":   # a column row input's element at a checked per-row index: one GM read (scalar unit)
+            if self.addr is None:
+                raise SpecError(f"row kernel {self.p.name}: a GM element at an index needs the addressing")
+            at = self.addr.at(i.gm, None, kir.FIndex(i.srcs[0]))
+            out.append(kir.FLet(i.dst, kir.FLoad(kir.GmView(f"gm_{self.p.tensor(i.gm).gm}", at)), doc=doc))
         elif k in ("rsum", "rmax") and batch == "all" and i.srcs[0] in self.p.col:   # a column row's: one value
             part = f"part_{i.dst}"                                                      # for every row, set k times
             at = (kir.Ref("sums_", self._at(_kmul(self.level_slot[i.dst], gs))) if self._col_phase is not None
@@ -988,10 +994,22 @@ def _exchange_slots(pr: "_Printer", rsums: list, combine: dict) -> list:
 
 
 def _with_rows_reduce(segs: list) -> list:
-    """`segs` (_Printer.batch_segments with reduce) when a row reduction runs over all rows in them, else [] (every
-    one of them reads a per-row value another per-row loop holds: the plain segments serve)."""
-    calls = [s for _k, nodes in segs for s in kir.walk(nodes) if isinstance(s, kir.Call)]
-    return segs if any(c.method in ("RowsSum", "RowsMax", "RowsSumB", "RowsMaxB") for c in calls) else []
+    """`segs` (_Printer.batch_segments with reduce) when a row reduction runs over all rows in them -- RowsSum /
+    RowsMax, or a column row's reduction set once for every row of the pass (a Duplicate into rv_) --, else []
+    (every one of them reads a per-row value another per-row loop holds: the plain segments serve)."""
+    nodes = [s for _k, ns in segs for s in kir.walk(ns)]
+    rows = any(isinstance(c, kir.Call) and c.method in ("RowsSum", "RowsMax", "RowsSumB", "RowsMaxB") for c in nodes)
+    col = any(isinstance(v, kir.Vec) and v.op == Op.DUPLICATE and getattr(_vec_dst(v), "tensor", None) == "rv_"
+              for v in nodes)
+    return segs if rows or col else []
+
+
+def _vec_dst(v: kir.Vec):
+    """The dst operand of Vec `v` (None without one)."""
+    try:
+        return v.arg("dst")
+    except KeyError:
+        return None
 
 
 BLOCK_SCALAR_OPS = {"Adds": Op.ADD_REP, "Muls": Op.MUL_REP, "Maxs": Op.MAX_REP, "Mins": Op.MIN_REP}

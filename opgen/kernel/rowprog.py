@@ -210,6 +210,9 @@ class Instr:
     sexpr       scalar dst = C++ float expression arg over scalar names
     sload       scalar dst = GM stat tensor `gm` at this row (an int32 / int64 index converted to fp32)
     scheck      Trap() unless 0 <= scalar srcs[0] < the row length (an index into the row, checked on the scalar unit)
+    sgather     scalar dst = element srcs[0] of the column row of GM input `gm` (space "col": the element at the
+                column index a checked per-row index holds, read by the scalar unit and converted to fp32;
+                opgen.kernel.rowalg.gather_column_inputs)
     acc         accumulator dst += srcs[0]                   (brow: per batch, col: per kernel; op "Max" / "Min":
                                                              dst = Max / Min(dst, srcs[0]), RowProgram.acc_kinds)
     store       GM row tensor `gm` <- srcs[0] cast to its dtype with round mode arg (op "half": srcs[0] holds halves,
@@ -389,7 +392,7 @@ NO_BATCH_KINDS = ("viota", "vgather", "vseg")
 """Kinds whose lanes depend on the column or on a per-row layout (an index per column, a permutation, a per-segment
 value): a program holding one runs row by row (a viota of a column row excepted: computed once per column chunk,
 read as a column row, `batchable`)."""
-PER_ROW_SCALAR_KINDS = ("sexpr", "sload", "scheck", "rsum", "rmax")
+PER_ROW_SCALAR_KINDS = ("sexpr", "sload", "scheck", "sgather", "rsum", "rmax")
 """Kinds whose result is a per-row scalar (one value for each row: read on the scalar unit row by row)."""
 
 
@@ -433,11 +436,12 @@ def batchable(p: RowProgram) -> bool:
 
 def _remat_scalars(rows: list) -> set:
     """The per-row scalars of `rows` every per-row loop can compute again from UB: a statistic, and a scalar
-    expression or an index check (scheck: its Trap() repeated) of those and of non-per-row values."""
+    expression, an index check (scheck: its Trap() repeated) or a GM element at an index (sgather: GM read again) of
+    those and of non-per-row values."""
     defs = _scalar_defs(rows)
     remat: set = set()
     for i in rows:
-        if i.kind == "sload" or (i.kind in ("sexpr", "scheck") and all(x in remat or x not in defs
+        if i.kind == "sload" or (i.kind in ("sexpr", "scheck", "sgather") and all(x in remat or x not in defs
                                                                        for x in _names_in(i))):
             remat.add(i.dst)
     return remat
@@ -865,6 +869,8 @@ def _instr_text(i: Instr) -> str:
         return f"{i.dst} = CreateVecIndex({i.arg})"
     if i.kind == "scheck":
         return f"check 0 <= {a} < row length"
+    if i.kind == "sgather":
+        return f"{i.dst} = {i.gm}[{a}]"
     if i.kind == "vcmp":
         return f"{i.dst} = Compare({', '.join(i.srcs)}, {i.op})"
     if i.kind == "vcmps":

@@ -1948,7 +1948,8 @@ def row_split_class(name: str, s: RowSchedule) -> KernelClass:
     locals_ += [Local(g.queue, TPos.VECOUT, True) for g in stat_out_groups(s)]
     locals_ += [Local(f"resBuf_{t.op}") for t in s.row_in] + [Local("sumBuf_"), Local("xchgBuf_")]
     locals_ += [Local(f"resQue_{t.op}", TPos.VECIN, True) for t in s.row_in] if s.res_levels or s.prefetch else []
-    locals_ += [Local("rowsRedBuf_"), Local("rowValBuf_")] if s.reduce_segments else []
+    # the reductions over all rows of ROW_SPLIT or of a COL_SPLIT group (the scratch: _col_setup)
+    locals_ += [Local("rowsRedBuf_"), Local("rowValBuf_")] if s.reduce_segments or s.col_segments else []
     locals_ += [Local("workBuf_"), Local("browBuf_"), Local("colBuf_"), Local("paramQue_", TPos.VECIN, True),
                 Local("accOutQue_", TPos.VECOUT, True), Local("reduceBuf_")]
     tensors = [TensorVar(f"rowIn_{t.op}", t.ctype) for t in s.row_in]
@@ -1959,7 +1960,7 @@ def row_split_class(name: str, s: RowSchedule) -> KernelClass:
     tensors += [TensorVar(f"res_{t.op}", t.ctype) for t in s.row_in]
     tensors += [TensorVar("w_", "float", max(s.temps, 1)), TensorVar("red_", "float"), TensorVar("redTmp_", "float"),
                 TensorVar("sums_", "float"), TensorVar("tots_", "float"), TensorVar("xchg_", "float")]
-    if s.reduce_segments:
+    if s.reduce_segments or s.col_segments:
         tensors += [TensorVar("rowsRed_", "float"), TensorVar("rv_", "float", s.nsums)]
     if s.nbrow:
         tensors.append(TensorVar("brow_", "float", s.nbrow))

@@ -616,7 +616,8 @@ def _resident_or_slice(p, c, R, H, lanes, col_align, cols_core, col_cores, row_c
     128 KB). The per-chunk form re-reads the GM column rows every group and phase, priced at the L2's bandwidth
     (opgen.platforms.cost.L2_BYTES_PER_S: a column row read by every core stays in the L2), and is a candidate only
     while those re-reads stay within 1 / GM_REREAD_SHARE of the row operands' bytes (`colLoadsAbsent`: not counted
-    when the optional inputs they load from are absent); the cheaper form that fits is taken."""
+    when the optional inputs they load from are absent, nor the vector work of loading them in each chunk); the
+    cheaper form that fits is taken."""
     elem, ins, outs, (num, den), lanes32, per_issue = _cost_terms(c, bytes_of)
     moved = R * H * elem
     rows_core = ceil_div(R, row_cores)
@@ -658,7 +659,10 @@ def _resident_or_slice(p, c, R, H, lanes, col_align, cols_core, col_cores, row_c
                            "every phase reading them)")
             mem = mem + (reread + groups * row_cores * c.col_phases * chunks * c.loads * BURST_OVERHEAD_BYTES * on) \
                 * l2_num // l2_den
-            run = run + groups * c.col_phases * (H * c.col // lanes32 + chunks * c.col * per_issue)
+            # the column rows a chunk makes: the loaded ones only while their inputs are present (`on`), the
+            # computed ones (a lane index) always
+            cols = c.col - c.loads + c.loads * on if c.loads <= c.col else c.col
+            run = run + groups * c.col_phases * (H * cols // lanes32 + chunks * cols * per_issue)
         mem = p.let(f"rowChunkMemCycles{tag}", mem, f"ROW_CHUNK: estimated HBM cycles (bytes and bursts; {what})")
         run = p.let(f"rowChunkRunCycles{tag}", run, f"ROW_CHUNK: estimated vector and issue cycles of a core ({what})")
         return chunk, group, fit, mem, run, reread
@@ -706,7 +710,7 @@ GM_REREAD_SHARE = 10
 """A ROW_CHUNK whose column rows are re-read per chunk (`_resident_or_slice`) is a candidate only while the re-reads
 stay within 1 / GM_REREAD_SHARE of the row operands' bytes: the project's GM goal for the vector kernels is 1.10 of
 the minimum (bench/results/README.md), which the cost model's time alone does not protect (a [1024, 32000] weighted
-cross-entropy would re-read its fp32 weight row per row and phase: 3x the minimum from the L2, estimated faster)."""
+cross-entropy would re-read its fp32 weight row per row in its label-smoothing sum: 2x the minimum from the L2)."""
 
 
 def _col_load_bytes(c: RowCounts, bytes_of):
