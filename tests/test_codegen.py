@@ -33,7 +33,7 @@ import numpy as np
 import pytest
 
 from opgen.check.aclnn import encode_call, harness_source
-from opgen.codegen import EMITTERS, diff_ops, generate, write_ops
+from opgen.codegen import EMITTERS, diff_ops, generate, generate_cached, write_ops
 from opgen.codegen.aclnn import AclnnPlan
 
 from opgen.codegen.fmt import format_cpp, is_cpp
@@ -64,17 +64,21 @@ OPGEN = [_SCRIPT] if _SCRIPT else [sys.executable, "-m", "opgen.cli"]
 
 @pytest.fixture(scope="module")
 def packages():
-    """One generation of every op: {op name: {path: text}}."""
-    return {s.name: generate(s) for s in all_specs()}
+    """One generation of every op as `opgen generate` makes it (opgen.codegen.generate_cached: from the generation
+    cache when a run already generated the spec with these sources, e.g. tests/test_aclnn_api.py's header tests;
+    test_two_generations_are_byte_identical generates each afresh and compares): {op name: {path: text}}."""
+    return {s.name: generate_cached(s)[1] for s in all_specs()}
 
 
 def _cpp_files(files):
     return {p: t for p, t in files.items() if is_cpp(p)}
 
 
-def run_cli(*args, hash_seed="0"):
-    """Run the CLI in a fresh process (PYTHONHASHSEED varied by callers to catch set-order dependence)."""
-    env = {**os.environ, "PYTHONHASHSEED": hash_seed}
+def run_cli(*args, hash_seed="0", cache_dir=None):
+    """Run the CLI in a fresh process (PYTHONHASHSEED varied by callers to catch set-order dependence; cache_dir: the
+    generation cache it uses, OPGEN_CACHE_DIR, e.g. an empty one so that it renders with that seed instead of
+    reading what another process rendered)."""
+    env = {**os.environ, "PYTHONHASHSEED": hash_seed, **({"OPGEN_CACHE_DIR": str(cache_dir)} if cache_dir else {})}
     return subprocess.run([*OPGEN, *map(str, args)], capture_output=True, text=True, timeout=300, cwd=ROOT, env=env)
 
 
@@ -112,9 +116,11 @@ def test_cli_generate_then_diff_is_clean_and_stale_files_show(tmp_path):
     keep = out / "unrelated" / "keep.txt"  # not an op directory of the generated ops: left alone
     keep.parent.mkdir(parents=True)
     keep.write_text("mine\n")
-    r = run_cli("generate", *ops, "--out", out, hash_seed="1")
+    # each process renders with its own hash seed: an empty generation cache each (the run's cache may hold these
+    # packages already, and the diff would read what the generate stored); another process, another seed: same bytes
+    r = run_cli("generate", *ops, "--out", out, hash_seed="1", cache_dir=tmp_path / "cache1")
     assert r.returncode == 0, r.stderr
-    r = run_cli("diff", *ops, "--out", out, hash_seed="2")  # another process, another hash seed: same bytes
+    r = run_cli("diff", *ops, "--out", out, hash_seed="2", cache_dir=tmp_path / "cache2")
     assert (r.returncode, r.stdout) == (0, ""), r.stdout + r.stderr
     assert r.stderr == f"opgen diff: {out} is up to date\n"   # said, on standard error
 

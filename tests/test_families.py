@@ -380,9 +380,9 @@ def test_a_dim_only_in_an_affine_shape_is_bound_from_the_array(tmp_path):
     with pytest.raises(ValidationError) as e:
         spec.bind({"x": np.zeros((3, 15), np.float32)})
     assert e.value.param == "x" and "dim 1 is 15, not 2 * H for any whole H" in str(e.value)
-    from opgen.codegen import generate
+    from opgen.codegen import generate_cached
 
-    files = generate(spec)
+    files = generate_cached(spec)[1]
     assert "xShape.GetDim(xShape.GetDimNum() - 1) / 2" in files["op_host/swi_glu_tiling.cpp"]
     infer = files["op_host/swi_glu_infershape.cpp"]
     assert "GetDimNum() - 1) / 2" in infer

@@ -458,14 +458,14 @@ def _(b, x, group):
 def test_a_strided_view_copies_runs_of_rows():
     """ScaledTranspose's x (BSND read in BNSD order) has rows D apart along S: N * D - D >= D - D holds for N >= 1,
     so a run of rows along S is one DataCopyPad (the view's `runs`), not one copy per row."""
-    from opgen.codegen import generate
+    from opgen.codegen import generate_cached
 
     spec = load_spec("examples/specs/scaled_transpose.py")
     u = compile_unit(spec, until="lower")
     (prog,) = u.lowered.programs.values()
     x = prog.tensor("x")
     assert x.view.runs and not x.view.flat
-    h = generate(spec)["op_kernel/scaled_transpose.h"]
+    h = generate_cached(spec)[1]["op_kernel/scaled_transpose.h"]
     assert "const int64_t m = 1;" not in h
     assert h.count("const int64_t m = RunRows(r, k - j);") == 1     # x's copy-in in ROW_SPLIT
     # and in COL_SPLIT, whose items are prefetched (rowsched._chunk_in: the first before the loops, then the next)

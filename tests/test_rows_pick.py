@@ -174,9 +174,9 @@ def test_the_picked_rows_are_read_at_the_row_their_index_names(tmp_path):
 def test_the_kernel_reads_each_index_on_the_scalar_unit_and_traps_outside_the_table():
     """The emitted kernel's address method of the picked rows: the index read from GM (GetValue), Trap() unless
     0 <= index < V, the row at index * H; the index tensor is bound in Init though no copy reads it."""
-    from opgen.codegen import generate
+    from opgen.codegen import generate_cached
 
-    files = generate(load_spec(str(EMB)))
+    files = generate_cached(EMB)[1]
     cpp = "\n".join(t for p, t in files.items() if p.startswith("op_kernel/"))
     m = re.search(r"int64_t Off_weight\(int64_t r\) const\s*\{(.*?)\n    \}", cpp, re.S)
     assert m, cpp[:2000]
@@ -189,7 +189,7 @@ def test_the_kernel_reads_each_index_on_the_scalar_unit_and_traps_outside_the_ta
 def test_renaming_the_op_its_dims_and_inputs_changes_nothing_but_names(tmp_path):
     """Embedding renamed (OpDef, aclnn API, dims, variadic group, inputs, output, dtype variable): the emitted kernel
     and tiling files equal the original's once the names are mapped back."""
-    from opgen.codegen import generate
+    from opgen.codegen import generate, generate_cached
 
     names = {"Embedding": "Lookupqq", "weight": "tableqq", "indices": "idsqq", "out": "yqq", "V": "Vqq", "H": "Hqq",
              "Bd": "Bqq", "T": "Xqq"}
@@ -198,7 +198,7 @@ def test_renaming_the_op_its_dims_and_inputs_changes_nothing_but_names(tmp_path)
         src = re.sub(rf"(?<![\w.]){old}(?!\w)", new, src)
     path = tmp_path / "lookupqq.py"
     path.write_text(src)
-    a, b = generate(load_spec(str(EMB))), generate(load_spec(str(path)))
+    a, b = generate_cached(EMB)[1], generate(load_spec(str(path)))
     back = {**{new: old for old, new in names.items()}, "lookupqq": "embedding", "LOOKUPQQ": "EMBEDDING"}
 
     def norm(t):

@@ -98,14 +98,13 @@ def test_the_resident_plan_fits_on_every_soc(plat, rows, h):
 def test_sums_over_rows_and_batch_rows_are_not_served():
     """A program that sums over rows (LayerNormGradV3's dgamma, dbeta) or reads batch rows (AdaLayerNormV2's scale
     and shift, reloaded per group) has no resident ROW_CHUNK: its generated kernel has no RowChunk method."""
-    from opgen.codegen import generate
+    from opgen.codegen import generate_cached
     from opgen.kernel.rowcounts import row_resident
-    from opgen.registry import load_spec
 
     for path in (EX / "layer_norm_grad.py", ROOT / "specs" / "ada_layer_norm_v2.py"):
         spec, unit = _unit(path)
         assert not row_resident(unit.counts), path
-        assert not any("RowChunk" in text for text in generate(load_spec(str(path))).values()), path
+        assert not any("RowChunk" in text for text in generate_cached(path)[1].values()), path
     for name in ("rms_norm", "add_rms_norm", "softmax", "group_norm", "cross_entropy_loss"):
         assert row_resident(_unit(EX / f"{name}.py")[1].counts), name
 
@@ -215,10 +214,9 @@ def test_rows_that_touch_are_copied_in_one_burst(examples_gen):
 
 def _row_chunk_text(path: Path) -> str:
     """The C++ of the RowChunk method of the generated kernel of spec `path` (to its closing brace at 4 spaces)."""
-    from opgen.codegen import generate
-    from opgen.registry import load_spec
+    from opgen.codegen import generate_cached
 
-    text = next(t for t in generate(load_spec(str(path))).values() if "void RowChunk()" in t)
+    text = next(t for t in generate_cached(path)[1].values() if "void RowChunk()" in t)
     body = text[text.index("void RowChunk()"):]
     return body[:body.index("\n    }\n")]
 
@@ -374,10 +372,9 @@ def test_the_one_burst_condition_is_bound_once_per_copy(name):
     """A copy of rows that may go in one burst (rows touching in GM and in UB) binds that condition once (oneBurst) and
     reads it for both blockCount and blockLen: the kernel's every `... == n_` / `== hidden_` merge test stands in a
     oneBurst binding, none inside DataCopyExtParams."""
-    from opgen.codegen import generate
-    from opgen.registry import load_spec
+    from opgen.codegen import generate_cached
 
-    text = next(t for t in generate(load_spec(str(EX / f"{name}.py"))).values() if "void RowChunk()" in t)
+    text = next(t for t in generate_cached(EX / f"{name}.py")[1].values() if "void RowChunk()" in t)
     binds = [ln for ln in text.split("\n") if "const int64_t oneBurst = " in ln]
     assert binds, name
     for call in text.split("DataCopyExtParams(")[1:]:

@@ -555,6 +555,18 @@ class _Core:
     def ival(self, e, frame) -> int:
         if isinstance(e, bool):
             return int(e)
+        # a literal or a plain name needs no environment (env builds one of every name: a quarter of a launch's
+        # time when every index paid for it); what env would give: a frame's int (inner scopes first) over a member
+        if isinstance(e, int):
+            return e
+        if isinstance(e, Lit):
+            return int(e.value)
+        if isinstance(e, Sym) and "." not in e.name and "(" not in e.name:
+            ints = frame["ints"]
+            if e.name in ints:
+                return int(ints[e.name])
+            if e.name in self.members:
+                return int(self.members[e.name])
         env = self.env(frame)
         try:
             return int(self.ev(as_dim(e), env))
@@ -758,22 +770,31 @@ class _Core:
         b0, b1 = off // BLOCK, min((off + n - 1) // BLOCK, a.w_clock.size - 1)
         sl = slice(b0, b1 + 1)
         wc, wp = a.w_clock[sl], a.w_pipe[sl]
-        bad = (wc > 0) & ~((wp == pipe) & (wc == clock)) & ~self.ordered(pipe, wp, wc)
+        # the last writer unless `ordered`: a write at clock > 0 that `pipe` does not know completed, not an in-order
+        # pipe's own earlier write, not V's own instruction's
+        bad = wc > np.maximum(self.know[pipe][wp], 0)
+        bad &= (wp != pipe) if pipe != _V else ~((wp == pipe) & (wc == clock))
         if bad.any():
             j = int(np.argmax(bad))
             self.race(a, b0 + j, ins, write, int(wp[j]), int(a.w_stmt[b0 + j]), True)
         if write:
             rc, rs = a.r_clock[sl], a.r_stmt[sl]
-            for q in range(1, _NP):   # q = 0 (S): scalar reads are synchronous, never overtaken
-                c, st = rc[:, q], rs[:, q]
-                if q == pipe:         # its own read: V's read before it (in-order pipes: ordered anyway)
-                    own = c == clock
-                    c = np.where(own, a.p_clock[sl] if q == _V else 0, c)
-                    st = np.where(own, a.p_stmt[sl] if q == _V else -1, st)
-                badr = (c > 0) & ~self.ordered(pipe, np.full(c.shape, q), c)
-                if badr.any():
-                    j = int(np.argmax(badr))
-                    self.race(a, b0 + j, ins, write, q, int(st[j]), False)
+            # each pipe q's latest reads since the last write, all pipes at once (`ordered`): a read at clock > 0 is
+            # unordered unless `pipe` knows q's clock reached it; S's reads (q = 0) are synchronous, never
+            # overtaken, and an in-order pipe's own reads are ordered before its write; V's own read of the block
+            # (in place) is checked by V's read before it
+            over = rc > np.maximum(self.know[pipe], 0)
+            over[:, 0] = False
+            if pipe == _V:
+                own = rc[:, _V] == clock
+                over[:, _V] = np.where(own, a.p_clock[sl], rc[:, _V]) > max(int(self.know[_V, _V]), 0)
+            else:
+                over[:, pipe] = False
+            if over.any():   # the first pipe, then the first block, with an unordered read
+                q = int(np.argmax(over.any(axis=0)))
+                j = int(np.argmax(over[:, q]))
+                st = np.where(own, a.p_stmt[sl], rs[:, _V]) if q == _V == pipe else rs[:, q]
+                self.race(a, b0 + j, ins, write, q, int(st[j]), False)
             a.w_clock[sl] = clock
             a.w_stmt[sl] = sid
             a.w_pipe[sl] = pipe
