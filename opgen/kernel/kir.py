@@ -1563,7 +1563,7 @@ class _Verifier:
                 if a or e or d:
                     raise IRError(f"queue {q} still holds {a + e + d} block(s) at the end of Process{where}")
             if st.flags:
-                ev, i = sorted(st.flags)[0]
+                ev, i = sorted(st.flags, key=str)[0][:2]
                 raise IRError(f"flag {ev} #{i} is set and never waited{where}")
         # a method only opaque code calls: on its own, every buffer initialised as Process left it, its type
         # parameters taken as float, every flag and queue as it must leave them
@@ -2056,7 +2056,9 @@ class _Verifier:
                 raise IRError(f"HardEvent {s.event} does not exist", s)
             if not 0 <= s.id < 8:
                 raise IRError(f"event id {s.id} outside 0..7", s)
-            key = flag_key(s)
+            # a pool flag's var is a local of the function it lies in (the pass numbers them per function), and a
+            # method is never on the stack twice (no recursion): (function, var) names one flag of one activation
+            key = flag_key(s) + ((self.stack[-1] if self.stack else "",) if s.pool else ())
             if isinstance(s, SetFlag):
                 if key in st.flags:
                     raise IRError(f"flag {s.event} #{s.id} set again before it was waited", s)
