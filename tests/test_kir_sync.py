@@ -972,6 +972,20 @@ def test_a_loop_claimed_to_run_drops_the_syncs_of_the_path_that_skips_it_and_a_f
         assert ok or "claimed to run at least once" in r.first_fault, r.first_fault
 
 
+def test_a_method_s_pool_flag_may_share_its_var_name_with_a_pending_flag_of_its_caller():
+    """The pass names a pool flag's event_t per function (evt_0, evt_1, ...: a local of that function), so a method
+    called while its caller's pair of the same HardEvent is pending may use the same var name: two C++ locals, two
+    event ids from the TPipe's pool. The verifier keys a pool flag by its function and var (kir.verify once took
+    them for one flag: "flag MTE3_S #0 set again", _call_program(75) hoisted). The placed program verifies, holds
+    that situation, and runs race-free on the interpreter."""
+    placed, _ = ks.place_syncs(_call_program(75))
+    pool = lambda body: {(x.event, x.var) for x in kir.walk(body) if isinstance(x, SetFlag) and x.pool}  # noqa: E731
+    assert pool(placed.process) & set().union(*(pool(m.body) for m in placed.methods))
+    for n in (1, 2, 3):
+        r = ki.run(placed, {"n": n}, {"x": np.arange(48, dtype=np.float32), "y": np.zeros(48, np.float32)}, 1)
+        assert r.ok or "race" not in r.first_fault, (n, r.first_fault)
+
+
 @pytest.mark.parametrize("hoist", [False, True, "loops", None])
 def test_hoist_of_the_old_bool_or_string_signature_is_refused(hoist):
     """`hoist` is a kir_sync.Hoist: the old signature's False or "loops" would otherwise read as "hoist every pair"

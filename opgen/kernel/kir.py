@@ -1482,6 +1482,9 @@ class _Verifier:
         self.stack: list[str] = []
         self.reached: set = set()
         self.fixed: dict = {}   # presence member -> bool: the presence being verified (run, `presence_split`)
+        self.parts = _EXPR_PARTS   # id of an integer expression -> (it, symbols, Invokes, TableAts, GmAts): `expr`
+        if len(_EXPR_PARTS) > 200_000:
+            _EXPR_PARTS.clear()
 
     def guard_cond(self, s: If) -> None:
         """A presence guard's (If.guard) condition: one or more presence literals of the class's presence members,
@@ -1599,7 +1602,7 @@ class _Verifier:
                 if a or e or d:
                     raise IRError(f"queue {q} still holds {a + e + d} block(s) at the end of Process{where}")
             if st.flags:
-                ev, i = sorted(st.flags)[0]
+                ev, i = sorted(st.flags, key=str)[0][:2]
                 raise IRError(f"flag {ev} #{i} is set and never waited{where}")
         # a method only opaque code calls: on its own, every buffer initialised as Process left it, its type
         # parameters taken as float, every flag and queue as it must leave them
@@ -1642,18 +1645,27 @@ class _Verifier:
             return
         if not isinstance(e, DimExpr):
             raise IRError(f"not an expression: {e!r}", node)
-        for n in e.symbols():
+        # what the checks read of e, found once per expression object (frozen; kept in the entry, so its id is not
+        # another object's): one walk of its subexpressions where each check walked them again at every use
+        got = self.parts.get(id(e))
+        if got is None or got[0] is not e:
+            subs = subexprs(e)
+            got = self.parts[id(e)] = (e, tuple(e.symbols()), [x for x in subs if isinstance(x, Invoke)],
+                                       [x for x in subs if isinstance(x, TableAt)],
+                                       [x for x in subs if isinstance(x, GmAt)])
+        _e, syms, invs, tabs, gmrs = got
+        for n in syms:
             if STRUCT_FIELD.match(n):   # an int64 / bool field of a struct parameter
                 self.struct_field(n, ("int", "bool"), st, node)
                 continue
             if st.scalars.get(n) not in ("int", "bool"):
                 what = "defined" if n not in st.scalars else "an integer"
                 raise IRError(f"symbol {n} used before it is {what}", node)
-        for inv in invokes(e):
+        for inv in invs:
             m = self.methods.get(inv.method)
             if m is None or m.ret not in ("int64_t", "uint32_t") or len(m.params) != len(inv.args):
                 raise IRError(f"{inv.method} is not an int64_t method of {len(inv.args)} argument(s)", node)
-        for t in table_refs(e):
+        for t in tabs:
             d = self.tables.get(t.table)
             if d is None or len(d.shape) != len(t.index):
                 raise IRError(f"{t} is not an element of a table of the class (KernelClass.tables)", node)
@@ -1665,7 +1677,7 @@ class _Verifier:
             if st.scalars.get(x.name) != "float":
                 what = "defined" if x.name not in st.scalars else "a float scalar"
                 raise IRError(f"{x}: scalar {x.name} used before it is {what}", node)
-        for g in gm_reads(e):
+        for g in gmrs:
             t = self.gms.get(g.tensor) or st.gmp.get(g.tensor)
             if t is None or t.workspace or t.dtype not in ("int32_t", "int64_t"):
                 raise IRError(f"{g}: {g.tensor} is not an int32_t / int64_t GM input of the class", node)
@@ -2096,7 +2108,9 @@ class _Verifier:
                 raise IRError(f"HardEvent {s.event} does not exist", s)
             if not 0 <= s.id < 8:
                 raise IRError(f"event id {s.id} outside 0..7", s)
-            key = flag_key(s)
+            # a pool flag's var is a local of the function it lies in (the pass numbers them per function), and a
+            # method is never on the stack twice (no recursion): (function, var) names one flag of one activation
+            key = flag_key(s) + ((self.stack[-1] if self.stack else "",) if s.pool else ())
             if isinstance(s, SetFlag):
                 if key in st.flags:
                     raise IRError(f"flag {s.event} #{s.id} set again before it was waited", s)
@@ -2311,6 +2325,12 @@ def presence_split(k: KernelClass) -> tuple:
             if isinstance(s, If) and any(isinstance(x, (Alloc, EnQue, DeQue, Free)) for x in walk(s.then + s.orelse)):
                 found |= {m for m in members if m in presence_literals(s.cond)}
     return tuple(sorted(found))
+
+
+_EXPR_PARTS: dict = {}
+"""The verifier's table (_Verifier.expr): id of an integer expression -> (the expression, its symbols, Invokes,
+TableAts, GmAts), each a function of the frozen expression alone, kept with it (so the id is not another
+object's); shared by every verification, as a placed class (kir_sync) shares its unplaced one's expressions."""
 
 
 # The classes `verify` found well formed, by identity (an entry goes when its class is collected, so an id is never
