@@ -69,4 +69,9 @@ def describe(buffers, rows_field: str) -> list[str]:
 
 
 def _txt(e) -> str:
-    return e.cpp() if hasattr(e, "cpp") else str(e)
+    """An expression of a plan as C++, parenthesised when it is an operation printed with an operator (it stands
+    beside the 'x' of describe's products)."""
+    if not hasattr(e, "cpp"):
+        return str(e)
+    t = e.cpp()
+    return f"({t})" if getattr(e, "op", None) not in (None, "min", "max", "ceil_div", "align_up") else t

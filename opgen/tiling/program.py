@@ -192,10 +192,16 @@ class Op(E):
         raise OpgenError(f"tiling: unknown op {self.op}")
 
     def cpp(self):
-        a = [x.cpp() for x in self.args]
+        """This expression as C++ (int64_t arithmetic), with the parentheses C++'s precedence needs to parse back
+        the same tree and no more (_cpp_operand): `(attrKey * 4 + formKey) * 100 + dtypeKey * 10 + 1`, not one pair
+        per operation (clang-format's time grows with the nesting: a fully parenthesised TilingFunc of a rows
+        kernel took it 1.8 s). A comparison or a `&&` inside another comparison or `||` keeps its parentheses (g++'s
+        -Wparentheses), a `?:` inside any operation too."""
         if self.op in _BIN or self.op in ("//", "%"):
             op = "/" if self.op == "//" else self.op
-            return f"({a[0]} {op} {a[1]})"
+            p = _CPP_PREC[self.op]
+            return f"{_cpp_operand(self.args[0], p, False, op)} {op} {_cpp_operand(self.args[1], p, True, op)}"
+        a = [x.cpp() for x in self.args]
         if self.op in ("min", "max"):
             return f"std::{self.op}<int64_t>({a[0]}, {a[1]})"
         if self.op == "ceil_div":
@@ -203,8 +209,30 @@ class Op(E):
         if self.op == "align_up":
             return f"AlignUp({a[0]}, {a[1]})"
         if self.op == "select":
-            return f"({a[0]} ? {a[1]} : {a[2]})"
+            return " ".join((_cpp_operand(self.args[0], 1, True, "?"), "?", _cpp_operand(self.args[1], 1, True, "?"),
+                             ":", _cpp_operand(self.args[2], 1, True, "?")))
         raise OpgenError(f"tiling: unknown op {self.op}")
+
+
+_CPP_PREC = {"*": 6, "//": 6, "%": 6, "+": 5, "-": 5, "<": 4, "<=": 4, ">": 4, ">=": 4, "==": 3, "&&": 2, "||": 1}
+"""C++ precedence of the program's binary operations (higher binds tighter; all left-associative); ?: is 0."""
+_CMP = ("<", "<=", ">", ">=", "==")
+
+
+def _cpp_operand(x: E, prec: int, right: bool, parent: str) -> str:
+    """The C++ of operand `x` of an operation of precedence `prec` (C++ spelling `parent`): parenthesised where C++
+    would otherwise parse another tree (a looser operation; an equally tight one on the right, since `a - (b - c)`
+    and `a / (b * c)` are not their unparenthesised forms), where g++'s -Wparentheses asks for them (a comparison
+    inside a comparison, `&&` inside `||`), around a `?:` in any operand and around a negative literal."""
+    text = x.cpp()
+    if isinstance(x, Lit):
+        return f"({text})" if x.value < 0 else text
+    if not isinstance(x, Op) or x.op not in _CPP_PREC:
+        return f"({text})" if isinstance(x, Op) and x.op == "select" else text
+    p = _CPP_PREC[x.op]
+    loose = p < prec or (right and p == prec)
+    warned = (x.op in _CMP and parent in ("<", "<=", ">", ">=", "==")) or (x.op == "&&" and parent == "||")
+    return f"({text})" if loose or warned or parent == "?" and p <= 2 else text
 
 
 def fold(e: E) -> E:

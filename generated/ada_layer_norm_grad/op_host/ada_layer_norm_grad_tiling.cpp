@@ -330,26 +330,24 @@ static ge::graphStatus TilingFunc(gert::TilingContext* context)
                         static_cast<long>(hidden)),
                 return ge::GRAPH_FAILED);
     const int64_t colAlign = AlignUp(hidden, 16);  // row stride in UB (elements; 32-byte aligned)
-    const int64_t rowBytesTwoBufs = ((((4 * colAlign) * TBytes) + ((2 * colAlign) * TBytes)) +
-                                     16);  // UB bytes per resident row, two buffers per row queue
+    const int64_t rowBytesTwoBufs =
+        4 * colAlign * TBytes + 2 * colAlign * TBytes + 16;  // UB bytes per resident row, two buffers per row queue
     const int64_t fixedBytesTwoBufs =
-        ((((((128 + ((4 * colAlign) * 4)) + ((4 * colAlign) * 4)) + ((4 * colAlign) * 4)) +
-           (colAlign * std::max<int64_t>(std::max<int64_t>(4, TBytes), UBytes))) +
-          (colAlign * 4)) +
-         ((AlignUp((CeilDiv(colAlign, 64) * 2), 8) + 8) * 4));  // UB bytes held once, two buffers per row queue
-    const int64_t rowsFitTwoBufs =
-        ((ubBytes > fixedBytesTwoBufs) ? ((ubBytes - fixedBytesTwoBufs) / rowBytesTwoBufs)
-                                       : 0);  // rows per UB pass that fit with two buffers per row queue
-    const int64_t rowBytesOneBuf = ((((2 * colAlign) * TBytes) + (colAlign * TBytes)) +
-                                    16);  // UB bytes per resident row, one buffer per row queue
+        128 + 4 * colAlign * 4 + 4 * colAlign * 4 + 4 * colAlign * 4 +
+        colAlign * std::max<int64_t>(std::max<int64_t>(4, TBytes), UBytes) + colAlign * 4 +
+        (AlignUp(CeilDiv(colAlign, 64) * 2, 8) + 8) * 4;  // UB bytes held once, two buffers per row queue
+    const int64_t rowsFitTwoBufs = ubBytes > fixedBytesTwoBufs
+                                       ? (ubBytes - fixedBytesTwoBufs) / rowBytesTwoBufs
+                                       : 0;  // rows per UB pass that fit with two buffers per row queue
+    const int64_t rowBytesOneBuf =
+        2 * colAlign * TBytes + colAlign * TBytes + 16;  // UB bytes per resident row, one buffer per row queue
     const int64_t fixedBytesOneBuf =
-        ((((((128 + ((4 * colAlign) * 4)) + ((4 * colAlign) * 4)) + ((4 * colAlign) * 4)) +
-           (colAlign * std::max<int64_t>(std::max<int64_t>(4, TBytes), UBytes))) +
-          (colAlign * 4)) +
-         ((AlignUp((CeilDiv(colAlign, 64) * 2), 8) + 8) * 4));  // UB bytes held once, one buffer per row queue
-    const int64_t rowsFitOneBuf =
-        ((ubBytes > fixedBytesOneBuf) ? ((ubBytes - fixedBytesOneBuf) / rowBytesOneBuf)
-                                      : 0);  // rows per UB pass that fit with one buffer per row queue
+        128 + 4 * colAlign * 4 + 4 * colAlign * 4 + 4 * colAlign * 4 +
+        colAlign * std::max<int64_t>(std::max<int64_t>(4, TBytes), UBytes) + colAlign * 4 +
+        (AlignUp(CeilDiv(colAlign, 64) * 2, 8) + 8) * 4;  // UB bytes held once, one buffer per row queue
+    const int64_t rowsFitOneBuf = ubBytes > fixedBytesOneBuf
+                                      ? (ubBytes - fixedBytesOneBuf) / rowBytesOneBuf
+                                      : 0;  // rows per UB pass that fit with one buffer per row queue
     const int64_t rowCores = std::max<int64_t>(1, std::min<int64_t>(coreNum, rows));  // cores used by the row split
     const int64_t passRowsTwoBufs = std::max<int64_t>(
         1, std::min<int64_t>(
@@ -357,55 +355,52 @@ static ge::graphStatus TilingFunc(gert::TilingContext* context)
                std::min<int64_t>(4095, CeilDiv(rows, rowCores))));  // rows a pass with two buffers per row queue
     const int64_t passesTwoBufs =
         CeilDiv(CeilDiv(rows, rowCores), passRowsTwoBufs);  // passes of a core with two buffers per row queue
-    const int64_t copyInCyclesTwoBufs = ((((passRowsTwoBufs * ((hidden * (TBytes * 2)) + 512)) * rowCores) * 9) /
-                                         8000);  // estimated cycles of a pass's copy-in with two buffers per row queue
+    const int64_t copyInCyclesTwoBufs = passRowsTwoBufs * (hidden * (TBytes * 2) + 512) * rowCores * 9 /
+                                        8000;  // estimated cycles of a pass's copy-in with two buffers per row queue
     const int64_t computeCyclesTwoBufs =
-        ((((passRowsTwoBufs * hidden) * 27) / 64) +
-         ((passRowsTwoBufs * 27) * 24));  // estimated cycles of a pass's compute with two buffers per row queue
-    const int64_t copyOutCyclesTwoBufs =
-        ((((passRowsTwoBufs * ((hidden * TBytes) + 256)) * rowCores) * 9) /
-         8000);  // estimated cycles of a pass's copy-out with two buffers per row queue
+        passRowsTwoBufs * hidden * 27 / 64 +
+        passRowsTwoBufs * 27 * 24;  // estimated cycles of a pass's compute with two buffers per row queue
+    const int64_t copyOutCyclesTwoBufs = passRowsTwoBufs * (hidden * TBytes + 256) * rowCores * 9 /
+                                         8000;  // estimated cycles of a pass's copy-out with two buffers per row queue
     const int64_t passCyclesTwoBufs = std::max<int64_t>(
-        ((copyInCyclesTwoBufs +
-          (passesTwoBufs *
-           std::max<int64_t>(std::max<int64_t>(computeCyclesTwoBufs, copyInCyclesTwoBufs), copyOutCyclesTwoBufs))) +
-         copyOutCyclesTwoBufs),
-        (passesTwoBufs *
-         (copyInCyclesTwoBufs +
-          copyOutCyclesTwoBufs)));  // estimated cycles of a core's passes with two buffers per row queue (pipeline_cycles, a = 1, b = 0, s = 1, the next pass prefetched)
+        copyInCyclesTwoBufs +
+            passesTwoBufs *
+                std::max<int64_t>(std::max<int64_t>(computeCyclesTwoBufs, copyInCyclesTwoBufs), copyOutCyclesTwoBufs) +
+            copyOutCyclesTwoBufs,
+        passesTwoBufs *
+            (copyInCyclesTwoBufs +
+             copyOutCyclesTwoBufs));  // estimated cycles of a core's passes with two buffers per row queue (pipeline_cycles, a = 1, b = 0, s = 1, the next pass prefetched)
     const int64_t passRowsOneBuf = std::max<int64_t>(
         1, std::min<int64_t>(
                rowsFitOneBuf,
                std::min<int64_t>(4095, CeilDiv(rows, rowCores))));  // rows a pass with one buffer per row queue
     const int64_t passesOneBuf =
         CeilDiv(CeilDiv(rows, rowCores), passRowsOneBuf);  // passes of a core with one buffer per row queue
-    const int64_t copyInCyclesOneBuf = ((((passRowsOneBuf * ((hidden * (TBytes * 2)) + 512)) * rowCores) * 9) /
-                                        8000);  // estimated cycles of a pass's copy-in with one buffer per row queue
+    const int64_t copyInCyclesOneBuf = passRowsOneBuf * (hidden * (TBytes * 2) + 512) * rowCores * 9 /
+                                       8000;  // estimated cycles of a pass's copy-in with one buffer per row queue
     const int64_t computeCyclesOneBuf =
-        ((((passRowsOneBuf * hidden) * 27) / 64) +
-         ((passRowsOneBuf * 27) * 24));  // estimated cycles of a pass's compute with one buffer per row queue
-    const int64_t copyOutCyclesOneBuf = ((((passRowsOneBuf * ((hidden * TBytes) + 256)) * rowCores) * 9) /
-                                         8000);  // estimated cycles of a pass's copy-out with one buffer per row queue
+        passRowsOneBuf * hidden * 27 / 64 +
+        passRowsOneBuf * 27 * 24;  // estimated cycles of a pass's compute with one buffer per row queue
+    const int64_t copyOutCyclesOneBuf = passRowsOneBuf * (hidden * TBytes + 256) * rowCores * 9 /
+                                        8000;  // estimated cycles of a pass's copy-out with one buffer per row queue
     const int64_t passCyclesOneBuf = std::max<int64_t>(
-        ((copyInCyclesOneBuf +
-          (passesOneBuf *
-           std::max<int64_t>(std::max<int64_t>(computeCyclesOneBuf, (computeCyclesOneBuf + copyInCyclesOneBuf)),
-                             (computeCyclesOneBuf + copyOutCyclesOneBuf)))) +
-         copyOutCyclesOneBuf),
-        (passesOneBuf *
-         (copyInCyclesOneBuf +
-          copyOutCyclesOneBuf)));  // estimated cycles of a core's passes with one buffer per row queue (pipeline_cycles, a = 1, b = 0, s = 1, the next pass's copy-in issued by Compute after its frees)
+        copyInCyclesOneBuf +
+            passesOneBuf *
+                std::max<int64_t>(std::max<int64_t>(computeCyclesOneBuf, computeCyclesOneBuf + copyInCyclesOneBuf),
+                                  computeCyclesOneBuf + copyOutCyclesOneBuf) +
+            copyOutCyclesOneBuf,
+        passesOneBuf *
+            (copyInCyclesOneBuf +
+             copyOutCyclesOneBuf));  // estimated cycles of a core's passes with one buffer per row queue (pipeline_cycles, a = 1, b = 0, s = 1, the next pass's copy-in issued by Compute after its frees)
     const int64_t rowQueBufs =
-        ((((rowsFitTwoBufs >= 1) && (rowsFitOneBuf > rowsFitTwoBufs)) &&
-          ((passCyclesOneBuf * 64) < (passCyclesTwoBufs * 63)))
-             ? 1
-             : 2);  // buffers per row queue of ROW_SPLIT: 1 where one is priced 1/64 faster, else 2
-    const int64_t rowBytes = ((rowQueBufs == 1) ? rowBytesOneBuf : rowBytesTwoBufs);        // UB bytes per resident row
-    const int64_t fixedBytes = ((rowQueBufs == 1) ? fixedBytesOneBuf : fixedBytesTwoBufs);  // UB bytes held once
-    const int64_t rowsFit =
-        ((ubBytes > fixedBytes) ? ((ubBytes - fixedBytes) / rowBytes) : 0);  // rows per UB pass that fit
-    const int64_t rowsPerCore = (rows / rowCores);                           // rows of every core
-    const int64_t rowsTail = (rows % rowCores);  // the first rowsTail cores take one more row
+        (rowsFitTwoBufs >= 1 && rowsFitOneBuf > rowsFitTwoBufs && passCyclesOneBuf * 64 < passCyclesTwoBufs * 63)
+            ? 1
+            : 2;  // buffers per row queue of ROW_SPLIT: 1 where one is priced 1/64 faster, else 2
+    const int64_t rowBytes = rowQueBufs == 1 ? rowBytesOneBuf : rowBytesTwoBufs;           // UB bytes per resident row
+    const int64_t fixedBytes = rowQueBufs == 1 ? fixedBytesOneBuf : fixedBytesTwoBufs;     // UB bytes held once
+    const int64_t rowsFit = ubBytes > fixedBytes ? (ubBytes - fixedBytes) / rowBytes : 0;  // rows per UB pass that fit
+    const int64_t rowsPerCore = rows / rowCores;                                           // rows of every core
+    const int64_t rowsTail = rows % rowCores;  // the first rowsTail cores take one more row
     const int64_t rowsPerPass = std::max<int64_t>(
         1,
         std::min<int64_t>(
@@ -415,38 +410,35 @@ static ge::graphStatus TilingFunc(gert::TilingContext* context)
     const int64_t colsPerCore = AlignUp(CeilDiv(hidden, coreNum), 16);  // columns per core (COL_SPLIT)
     const int64_t colCores = CeilDiv(hidden, colsPerCore);              // cores used by COL_SPLIT
     const int64_t colsPerPass = colsPerCore;  // columns per COL_SPLIT pass: the whole slice stays resident
-    const int64_t colsTail = (hidden - ((colCores - 1) * colsPerCore));  // columns of the last core (COL_SPLIT)
-    const int64_t groupRowBytes = ((((((2 * colsPerPass) * TBytes) + (colsPerPass * TBytes)) + 16) + 16) +
-                                   4);  // UB bytes per resident row (COL_SPLIT)
+    const int64_t colsTail = hidden - (colCores - 1) * colsPerCore;  // columns of the last core (COL_SPLIT)
+    const int64_t groupRowBytes =
+        2 * colsPerPass * TBytes + colsPerPass * TBytes + 16 + 16 + 4;  // UB bytes per resident row (COL_SPLIT)
     const int64_t groupFixedBytes =
-        (((((((256 + ((8 * colCores) * 4)) + ((4 * colsPerPass) * 4)) + ((4 * colsPerPass) * 4)) +
-            ((4 * colsPerPass) * 4)) +
-           (colsPerPass * std::max<int64_t>(TBytes, UBytes))) +
-          (colsPerPass * 4)) +
-         ((AlignUp((CeilDiv(colsPerPass, 64) * 2), 8) + 8) * 4));  // UB bytes held once (COL_SPLIT)
+        256 + 8 * colCores * 4 + 4 * colsPerPass * 4 + 4 * colsPerPass * 4 + 4 * colsPerPass * 4 +
+        colsPerPass * std::max<int64_t>(TBytes, UBytes) + colsPerPass * 4 +
+        (AlignUp(CeilDiv(colsPerPass, 64) * 2, 8) + 8) * 4;  // UB bytes held once (COL_SPLIT)
     const int64_t groupFit =
-        ((ubBytes > groupFixedBytes) ? ((ubBytes - groupFixedBytes) / groupRowBytes) : 0);  // rows per group that fit
+        ubBytes > groupFixedBytes ? (ubBytes - groupFixedBytes) / groupRowBytes : 0;  // rows per group that fit
     const int64_t groupRows =
         std::max<int64_t>(1, std::min<int64_t>(std::min<int64_t>(groupFit, 1024), rows));  // rows per group (COL_SPLIT)
-    const int64_t rowsPerOwner = CeilDiv(groupRows, colCores);  // rows each core totals per group (COL_SPLIT)
-    const int64_t strategy = (((rowsFit >= 1) || (groupFit < 1)) ? 1 : 2);  // 1 ROW_SPLIT, 2 COL_SPLIT
+    const int64_t rowsPerOwner = CeilDiv(groupRows, colCores);        // rows each core totals per group (COL_SPLIT)
+    const int64_t strategy = (rowsFit >= 1 || groupFit < 1) ? 1 : 2;  // 1 ROW_SPLIT, 2 COL_SPLIT
     const int64_t colsPerReduceCore =
         AlignUp(CeilDiv(hidden, rowCores), 16);  // columns each core sums in the cross-core reduction (ROW_SPLIT)
-    const int64_t fits = ((strategy == 1) ? (rowsFit >= 1) : (groupFit >= 1));  // 1 when the chosen plan fits UB
-    const int64_t blockDim = ((strategy == 1) ? rowCores : colCores);           // AIV cores launched
-    const int64_t tilingKey =
-        (((attrKey * 100) + (dtypeKey * 10)) + strategy);  // attrKey * 100 + dtypeKey * 10 + strategy
+    const int64_t fits = strategy == 1 ? rowsFit >= 1 : groupFit >= 1;   // 1 when the chosen plan fits UB
+    const int64_t blockDim = strategy == 1 ? rowCores : colCores;        // AIV cores launched
+    const int64_t tilingKey = attrKey * 100 + dtypeKey * 10 + strategy;  // attrKey * 100 + dtypeKey * 10 + strategy
     const int64_t wsRowBytes =
-        (blockDim * ((6 * colAlign) *
-                     4));  // ROW_SPLIT: per core, fp32 partial rows of the column sums and of its first/last batch sums
+        blockDim * (6 * colAlign *
+                    4);  // ROW_SPLIT: per core, fp32 partial rows of the column sums and of its first/last batch sums
     const int64_t wsColBytes =
-        ((((blockDim * 2) + 2) * AlignUp(groupRows, 8)) *
-         4);  // COL_SPLIT: partial row reductions of every core and their totals (fp32), each slot 32-byte aligned
-    const int64_t workspaceBytes = ((strategy == 1) ? wsRowBytes : wsColBytes);  // user workspace (bytes)
-    const int64_t seqLen = seq;                                                  // rows per batch
-    const int64_t batchNum = batch;                                              // batches
-    const int64_t hiddenDim = hidden;                                            // elements of a row
-    const int64_t rowNum = rows;                                                 // rows
+        (blockDim * 2 + 2) * AlignUp(groupRows, 8) *
+        4;  // COL_SPLIT: partial row reductions of every core and their totals (fp32), each slot 32-byte aligned
+    const int64_t workspaceBytes = strategy == 1 ? wsRowBytes : wsColBytes;  // user workspace (bytes)
+    const int64_t seqLen = seq;                                              // rows per batch
+    const int64_t batchNum = batch;                                          // batches
+    const int64_t hiddenDim = hidden;                                        // elements of a row
+    const int64_t rowNum = rows;                                             // rows
     OP_CHECK_IF(fits == 0, OP_LOGE(context->GetNodeName(), "no UB plan of AdaLayerNormGrad holds this shape"),
                 return ge::GRAPH_FAILED);
     AdaLayerNormGradTilingData* tiling = context->GetTilingData<AdaLayerNormGradTilingData>();
