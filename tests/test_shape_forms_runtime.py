@@ -122,7 +122,7 @@ def test_the_tiling_key_selects_one_class_per_form_key(examples_gen):
     tiling = (Path(examples_gen) / "ascend_quant_v2" / "op_host" / "ascend_quant_v2_tiling.cpp").read_text()
     keys = (Path(examples_gen) / "ascend_quant_v2" / "op_kernel" / "ascend_quant_v2_tiling_key.h").read_text()
     assert "formKey" not in entry.split("{", 1)[1] and "tiling->formKey" not in tiling
-    assert "((attrKey * 4) + formKey) * 100)" in tiling
+    assert "(attrKey * 4 + formKey) * 100" in tiling
     branches = entry.split("if (TILING_KEY_IS(")[1:]
     # 8 attrKeys (sqrt_mode x round_mode) x 4 form keys x 3 dtypes, the strategies of one class joined
     assert len(branches) == 8 * 4 * 3
