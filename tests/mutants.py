@@ -80,12 +80,12 @@ def guard_package(src: Path, gen: Path, snake: str, waw: bool = True) -> tuple[s
     return orig, sites
 
 
-def reach_then_mutate(sites: list, cases, check, monkeypatch, log) -> tuple[list, list]:
+def reach_then_mutate(sites: list, cases, check, monkeypatch, log, skip=()) -> tuple[list, list]:
     """Run `check(case)` (an opgen.check.run_check of the guarded package) on each case of `cases` unmutated (each
     must pass without a fault) with OPGEN_MUTANT_LOG set to `log`, then each site some case reached with only that
     site skipped (OPGEN_MUTANT), on the cases that reach it in order until one fails with a race fault. Returns (the
     reached site indices, the survivors as [(line, statement, first faults of its last run)]); `sites` as
-    guard_placed returns them.
+    guard_placed returns them. `skip`: site indices another run already mutated (reached, never mutated again).
 
     A mutant runs the launch driver and the case file of its case's unmutated check again (_Launches: the same
     executable, since one build serves every mutant, and the same inputs, attributes, platform and schedule), not
@@ -103,7 +103,7 @@ def reach_then_mutate(sites: list, cases, check, monkeypatch, log) -> tuple[list
     monkeypatch.delenv("OPGEN_MUTANT_LOG")
     reached = sorted({k for v in by_case.values() for k in v})
     survivors = []
-    for k in reached:
+    for k in (k for k in reached if k not in set(skip)):
         faults: list = []
         for n in (n for n, v in by_case.items() if k in v):
             faults = launches.relaunch(n, k)

@@ -29,6 +29,7 @@ import pytest
 from opgen.check import run_check
 from opgen.cli import main as cli_main
 
+from forced_tiling import forced_package  # noqa: E402
 from mutants import guard_package, reach_then_mutate  # noqa: E402
 
 ROOT = Path(__file__).resolve().parents[1]
@@ -291,6 +292,10 @@ RMS_CASES = (dict(Bd=(150,), H=100), dict(Bd=(150,), H=256), dict(Bd=(150,), H=2
 #                                                                     case that reaches it
 
 
+FETCH_CASES = (dict(Bd=(150,), H=256), dict(Bd=(150,), H=40), dict(Bd=(150,), H=4000))
+"""RmsNorm shapes of the three forms of ROW_SPLIT's Compute (and ComputeFetch) under a forced one-buffer tiling."""
+
+
 def test_deleting_any_one_sync_the_pass_placed_in_rms_norm_is_a_race(rms, tmp_path, monkeypatch,
                                                                        session_build_root):
     """RmsNorm's emitted kernel (a rows kernel: ROW_SPLIT, ROW_CHUNK, COL_SPLIT and COL_STREAM; every flag and barrier placed
@@ -307,6 +312,23 @@ def test_deleting_any_one_sync_the_pass_placed_in_rms_norm_is_a_race(rms, tmp_pa
                          progress=False, golden=False)   # a race is a fault: launch only
 
     reached, survivors = reach_then_mutate(sites, RMS_CASES, check, monkeypatch, tmp_path / "reached.txt")
+    # ComputeFetch (ROW_SPLIT with one buffer a row queue, the next pass copied in inside Compute) runs where the
+    # tiling takes rowQueBufs 1, which it does by cost at sizes the emulation runs slowly: a copy whose TilingFunc is
+    # made to (tests/forced_tiling.py, 2 rows a pass: 2 passes a core for 150 rows) runs each of its three forms
+    # (eight rows a repeat, short rows, rows past 2040 elements); its kernel header is the same text, so its sites
+    # are the same and those the cases above reached are not mutated again
+    forced_package(tmp_path / "forced", spec, lets={"rowQueBufs": "1"}, fields={"rowsPerPass": "2"})
+    forig, fsites = guard_package(tmp_path / "forced" / "rms_norm", tmp_path / "fgen", "rms_norm")
+    assert forig == orig and fsites == sites
+
+    def fcheck(dims):
+        return run_check(str(spec), dims=dims, dtypes={"T": "float16"}, gen_dir=tmp_path / "fgen",
+                         build_root=session_build_root, progress=False, golden=False)
+
+    freached, fsurvivors = reach_then_mutate(sites, FETCH_CASES, fcheck, monkeypatch, tmp_path / "freached.txt",
+                                             skip=reached)
+    assert any(k not in reached for k in freached)   # ComputeFetch's sites: reached only here
+    reached, survivors = sorted(set(reached) | set(freached)), survivors + fsurvivors
     # Every site is reached but those of COL_SPLIT's sub-batch branch for slices of at most 64 columns (RowsSum one
     # repeat a row): RmsNorm takes COL_SPLIT only for rows that do not fit ROW_SPLIT, whose slices over 48 cores are
     # wider than 64 columns, so no shape reaches that branch of this kernel

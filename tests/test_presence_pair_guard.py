@@ -129,14 +129,30 @@ NORM_SPEC = SPEC.replace("PairGuard", "PairGuardNorm").replace('out["z"] = x * a
 # pairs the pass placed but no order needs (a pruning gap in kir_sync, reported, not hidden): the test names them
 # and skips exactly them, and fails if the pass stops placing one (the set then shrinks).
 UNNEEDED = {
-    2: "Compute, else-branch of the presence guard: rowValBuf_ V -> S",
-    5: "ColSplit, else-branch (a given, b absent): resBuf_x MTE2 -> V",
-    6: "ColSplit, else-branch (a absent): resBuf_x MTE2 -> V",
-    8: "ColSplit: sumBuf_ S -> MTE3 (beside pair 7, its V -> MTE3, which is needed)",
-    14: "ColSplit, else-branch (a given, b absent): sumBuf_ MTE2 -> S",
-    15: "ColSplit, else-branch (a absent): sumBuf_ MTE2 -> S",
-    16: "ColSplit: resBuf_x V -> MTE2 (write-after-read across groups)",
+    2: "ComputeFetch, else-branch of the presence guard: rowValBuf_ V -> S (as Compute's, pair 6)",
+    6: "Compute, else-branch of the presence guard: rowValBuf_ V -> S",
+    8: "ColSplit, else-branch (a given, b absent): resBuf_x MTE2 -> V",
+    9: "ColSplit, else-branch (a absent): resBuf_x MTE2 -> V",
+    11: "ColSplit: sumBuf_ S -> MTE3 (beside pair 10, its V -> MTE3, which is needed)",
+    17: "ColSplit, else-branch (a given, b absent): sumBuf_ MTE2 -> S",
+    18: "ColSplit, else-branch (a absent): sumBuf_ MTE2 -> S",
+    19: "ColSplit: resBuf_x V -> MTE2 (write-after-read across groups)",
 }
+
+
+def _one_buffer(mp, per_pass: int) -> None:
+    """Make the Kernel-IR engine's tiling take ROW_SPLIT's one-buffer plan (rowQueBufs 1, `per_pass` rows a pass at
+    most): opgen.tiling.emit.evaluate, which that engine launches with, patched on `mp` (a monkeypatch context)."""
+    from opgen.tiling import emit
+
+    real = emit.evaluate
+
+    def forced(*a, **k):
+        tl = real(*a, **k)
+        if tl.get("strategy") == 1:
+            tl = {**tl, "rowQueBufs": 1, "rowsPerPass": min(per_pass, tl["rowsFitOneBuf"])}
+        return tl
+    mp.setattr(emit, "evaluate", forced)
 
 
 @pytest.mark.slow
@@ -163,6 +179,14 @@ def test_a_placed_flag_removed_fails(monkeypatch, tmp_path):
                                        atol=1e-5 * np.abs(want).max())
         else:
             assert r.arrays.get("z") is None
+    with monkeypatch.context() as mp:   # the one-buffer ROW_SPLIT (ComputeFetch) the mutants run too
+        _one_buffer(mp, 2)
+        inp = _inputs(300, 1000, True, True)
+        r = run_check(spec, inputs=inp, dtypes={"T": "float32"}, engine="kir", progress=False)
+    assert not r.faults and r.passed and r.tiling_key % 10 == 1, r.faults[:2]
+    x = inp["x"].astype(np.float64)
+    want = (x - x.mean(-1, keepdims=True)) * inp["a"] + inp["b"]
+    np.testing.assert_allclose(np.asarray(r.arrays["z"], np.float64), want, rtol=0, atol=1e-5 * np.abs(want).max())
 
     real = kir_sync.place_syncs
     base = kernel_build(load_spec(spec))
@@ -196,15 +220,22 @@ def test_a_placed_flag_removed_fails(monkeypatch, tmp_path):
         # the same presences and shapes, every pair, as before; presence-major, so the search stops at the first
         # failing case sooner: both inputs given runs z's guarded code too (the most code, where every needed pair
         # here fails first), so a pair that a bigger shape shows is not first tried at every presence of the
-        # smaller ones. Shapes: ROW_SPLIT (more rows than a pass, a tail: pairs 0 and 1 need it); COL_SPLIT,
+        # smaller ones. Shapes: ROW_SPLIT (more rows than a pass, a tail: Compute's pairs 4 and 5 need it); COL_SPLIT,
         # several groups per chunk. The case that failed the previous pair is tried first (pairs next to each
         # other in the pass's order sit in the same method: the seven of ColSplit and TotalOwnedRows fail at
         # 64 x 16384, which they reached after a passing 37 x 300 and a passing 300 x 1000, 1.8 s of CPU a pair):
         # the same cases, each pair must still fail one of them, only the order of the search differs.
-        cases = [(a, b, rows_, h) for a, b in PRESENCES for rows_, h in ((37, 300), (300, 1000), (64, 16384))]
+        # The last shapes (negative H) run ROW_SPLIT with one buffer a row queue (rowQueBufs 1, 2 rows a pass:
+        # ComputeFetch, the next pass's copy issued inside Compute, in each of its three forms; the tiling takes it by
+        # cost only at larger shapes, _one_buffer).
+        cases = [(a, b, rows_, h) for a, b in PRESENCES
+                 for rows_, h in ((37, 300), (300, 1000), (64, 16384), (300, -1000), (100, -40), (100, -3000))]
         for a, b, rows_, h in sorted(cases, key=lambda c: c != last_failed):
-            r = run_check(str(dm / "pgn.py"), inputs=_inputs(rows_, h, a, b), dtypes={"T": "float32"},
-                          engine="kir", progress=False)
+            with monkeypatch.context() as mp:
+                if h < 0:
+                    _one_buffer(mp, 2)
+                r = run_check(str(dm / "pgn.py"), inputs=_inputs(rows_, abs(h), a, b), dtypes={"T": "float32"},
+                              engine="kir", progress=False)
             if not r.passed:
                 failed.append((rows_, h, a, b, r.faults[:1]))
                 last_failed = (a, b, rows_, h)
