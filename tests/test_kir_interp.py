@@ -842,6 +842,41 @@ def test_an_integer_index_check_compares_as_integers(index, traps):
     assert "if (!(idx >= 0 && idx < td_->n)) {" in to_cpp(k)
 
 
+@pytest.mark.parametrize("value, fault", [(3.0, None), (0.0, None), (2.5, "= 2.5 is not a non-negative integer"),
+                                          (-1.0, "= -1.0 is not a non-negative integer")])
+def test_a_float_index_is_the_integer_its_scalar_holds(value, fault):
+    """kir.FIndex (an index read as fp32, the rows family's `sgather` offset): the interpreter takes the integer a
+    float scalar holds -- here 3.0 -> 3, which a TrapUnless with bound 4 passes and bound 3 traps -- and faults on a
+    value that is not a non-negative integer (the C++ static_cast would truncate 2.5 to 2 and read another
+    element); the C++ form is `static_cast<int64_t>(v)`."""
+    from opgen.ir.dims import Sym
+    from opgen.kernel.kir import FLet, FIndex, Let, TrapUnless, to_cpp
+
+    def run(bound):
+        k = _tiny((FLet("v", FConst(value)), Let("i", FIndex("v")), TrapUnless(Sym("i"), E("n"))))
+        return k, ki.run(k, {"n": bound}, {"x": np.zeros(16, np.float32), "y": np.zeros(16, np.float32)}, 1)
+
+    k, r = run(int(value) + 1 if value >= 0 else 1)
+    if fault:
+        assert not r.ok and fault in r.faults[0] and "int(v)" in r.faults[0], r.faults
+        return
+    assert r.ok, r.faults
+    _k, r = run(int(value))   # the integer itself is outside [0, value)
+    assert not r.ok and f"index {int(value)} outside [0, {int(value)})" in r.faults[0], r.faults
+    assert "static_cast<int64_t>(v)" in to_cpp(k)
+
+
+def test_a_float_index_of_a_scalar_not_a_float_is_refused_by_the_verifier():
+    """kir.verify: FIndex names a float scalar (FLet / FAssign or a float member); an undefined name or an int64
+    local is refused naming the scalar."""
+    from opgen.kernel.kir import FIndex, IRError, Let, verify
+
+    with pytest.raises(IRError, match=r"int\(w\): scalar w used before it is defined"):
+        verify(_tiny((Let("i", FIndex("w")),)))
+    with pytest.raises(IRError, match=r"int\(j\): scalar j used before it is a float scalar"):
+        verify(_tiny((Let("j", Lit(2)), Let("i", FIndex("j")))))
+
+
 def test_the_array_overlap_check_agrees_with_the_lane_by_lane_walk():
     """kir_interp._overlap_clean (the repeat-form overlap rules on whole arrays, Interp.overlap's first step) is True
     exactly when the lane-by-lane walk (_overlap_walk) raises nothing: 3000 random instructions (binary forms with

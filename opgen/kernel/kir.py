@@ -94,10 +94,11 @@ Statements (a Func body is a tuple of them, run in order by the scalar unit, whi
   Nd2Nz(dst, src, rows, cols, src_pitch, pad_rows)
                                     MTE2: GM ND rows x cols (pitch src_pitch elements) -> L1 (A1/B1) NZ fractals,
                                     pad_rows (a multiple of 16) rows per fractal column (DataCopy + Nd2NzParams).
-  LoadData(dst, src, start, repeat, src_stride, transpose, with_transpose)
+  LoadData(dst, src, start, repeat, src_stride, transpose, with_transpose, dst_gap, dst_frac_gap)
                                     MTE1: `repeat` 512-B fractals L1 -> L0A/L0B, source fractal start + r *
                                     src_stride, destination contiguous; transpose each 16 x 16 fractal (LoadData2D);
-                                    with_transpose: LoadDataWithTranspose of int8 32 x 32 squares (2 fractals each).
+                                    with_transpose: LoadDataWithTranspose of int8 32 x 32 squares (2 fractals each),
+                                    square r's fractals at r * (1 + dst_gap) and 1 + dst_frac_gap after it (512-B).
   Mmad(dst, a, b, m, n, k, init, bias)
                                     M: L0C (CO1, fp32) [+]= L0A (A2) x L0B (B2); init (a conjunction) = the
                                     cmatrixInitVal flag (true: C starts at 0, false: accumulate); `bias` (a C2 Ref):
