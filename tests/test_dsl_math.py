@@ -160,6 +160,10 @@ def test_a_dim_is_a_number_on_either_side_of_a_tensor(tmp_path):
     with pytest.raises(SpecError, match="unsupported operand type.*a dim is an integer symbol") as e:
         spec.graph(spec.keys()[0])
     assert "dim_left.py:12" in str(e.value) and "\n" not in e.value.message
+    from opgen.ir.dims import Sym
+    for bad in ([2], "x", 2.5):   # not a tensor: a SpecError naming the operand, not a bare TypeError
+        with pytest.raises(SpecError, match="not a dim"):
+            Sym("N") * bad
 
 
 def test_softplus_takes_a_runtime_attribute(tmp_path):

@@ -452,6 +452,8 @@ class Tensor:
     Comparisons (`<`, `<=`, `>`, `>=`) build bool tensors; use `.eq()` / `.ne()` for equality.
     """
 
+    DIM_REFLECTED = True   # `N * x`: a dim's operators leave a tensor operand to this class (opgen.ir.dims)
+
     __array_priority__ = 1000
 
     def __init__(self, b: Builder, value: Value):

@@ -259,10 +259,11 @@ class Variadic:
 
 
 def _dim_operand(x) -> bool:
-    """Whether DimExpr's arithmetic takes `x` itself: a DimExpr or a number (an int becomes a literal; a float or
-    bool is refused by as_dim with SpecError). Anything else (a tensor of the spec body) is left to its own
-    reflected operator."""
-    return isinstance(x, (DimExpr, numbers.Number))
+    """Whether DimExpr's arithmetic takes `x` itself: anything but an object whose type sets DIM_REFLECTED (a tensor
+    of the spec body, opgen.dsl.builder.Tensor), which is left to its own reflected operator. An int becomes a
+    literal; anything else (a float, a bool, a list, a string) is refused by as_dim with SpecError ("not a dim"),
+    not a bare TypeError."""
+    return not getattr(type(x), "DIM_REFLECTED", False)
 
 
 def as_dim(x) -> DimExpr:
