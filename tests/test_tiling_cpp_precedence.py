@@ -167,3 +167,11 @@ def test_printed_trees_compile_without_parentheses_warnings_and_keep_their_value
     run = subprocess.run([str(exe)], capture_output=True, text=True)
     bad = [cases[int(x.split()[0])][0] + " = " + x.split()[1] for x in run.stdout.splitlines()]
     assert run.returncode == 0 and not bad, bad[:5]
+
+
+def test_an_integer_condition_of_a_select_keeps_its_parentheses():
+    """`(a + b) ? a : b`: clang's -Wparentheses asks for parentheses around an arithmetic ?: condition (a comparison
+    needs none: `a < b ? a : b`)."""
+    a, b = Var("a"), Var("b")
+    assert Op("select", (a + b, a, b)).cpp() == "(a + b) ? a : b"
+    assert Op("select", (Op("<", (a, b)), a, b)).cpp() == "a < b ? a : b"

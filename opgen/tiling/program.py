@@ -209,8 +209,12 @@ class Op(E):
         if self.op == "align_up":
             return f"AlignUp({a[0]}, {a[1]})"
         if self.op == "select":
-            return " ".join((_cpp_operand(self.args[0], 1, True, "?"), "?", _cpp_operand(self.args[1], 1, True, "?"),
-                             ":", _cpp_operand(self.args[2], 1, True, "?")))
+            c = self.args[0]
+            cond = _cpp_operand(c, 1, True, "?")
+            if isinstance(c, Op) and c.op in ("+", "-", "*", "//", "%"):   # an integer as the condition: clang's
+                cond = f"({cond})"                                          # -Wparentheses asks for them
+            return " ".join((cond, "?", _cpp_operand(self.args[1], 1, True, "?"), ":",
+                             _cpp_operand(self.args[2], 1, True, "?")))
         raise OpgenError(f"tiling: unknown op {self.op}")
 
 
