@@ -178,26 +178,9 @@ def gemm_program(name: str, trans_a: bool = False, trans_b: bool = False, batche
     M = p.let("M", dm + 0, "output rows (elements)", True)
     K = p.let("K", dk + 0, "reduction length (elements)", True)
     N = p.let("N", dn + 0, "output columns (elements)", True)
-    bm16, bm32 = emin(BASE_M, align_up(M, 16)), emin(BASE_M, align_up(M, 32))
-    if not m32_keys:
-        bm = p.let("baseM", bm16, "rows of a block (elements, a multiple of 16)", True)
-    elif None in m32_keys:
-        bm = p.let("baseM", bm32, "rows of a block (elements, a multiple of 32: whole int8 squares)", True)
-    else:
-        m32 = functools.reduce(operator.or_, (ak.eq(k) for k in m32_keys))
-        bm = p.let("baseM", select(m32, bm32, bm16), "rows of a block (elements, a multiple of 16; of 32 for the "
-                   f"attrKeys {', '.join(map(str, m32_keys))}, whose int8 Aᵀ [K, M] fills L0A by 32 x 32 squares)",
-                   True)
-    bn16, bn32 = emin(BASE_N, align_up(N, 16)), emin(BASE_N, align_up(N, 32))
-    if not n32_keys:
-        bn = p.let("baseN", bn16, "columns of a block (elements, a multiple of 16)", True)
-    elif None in n32_keys:
-        bn = p.let("baseN", bn32, "columns of a block (elements, a multiple of 32: whole int8 squares)", True)
-    else:
-        n32 = functools.reduce(operator.or_, (ak.eq(k) for k in n32_keys))
-        bn = p.let("baseN", select(n32, bn32, bn16), "columns of a block (elements, a multiple of 16; of 32 for the "
-                   f"attrKeys {', '.join(map(str, n32_keys))}, whose int8 B [K, N] fills L0B rows by 32 x 32 squares)",
-                   True)
+    bm = _block_edge(p, "baseM", M, BASE_M, ak, m32_keys, "rows", "int8 Aᵀ [K, M] fills L0A by 32 x 32 squares")
+    bn = _block_edge(p, "baseN", N, BASE_N, ak, n32_keys, "columns",
+                     "int8 B [K, N] fills L0B rows by 32 x 32 squares")
     bk = p.let("baseK", emin(BASE_K, align_up(K, k_align)), f"K chunk of L0A / L0B (elements, a multiple of {k_align})",
                True)
     # L1 panels (docs/design.md "Cube family: A panels deeper than B's"): A's panel 2 * BASE_K_L1 deep where L1
@@ -302,6 +285,20 @@ def gemm_program(name: str, trans_a: bool = False, trans_b: bool = False, batche
         v = p.input(f"{a}Attr", f"IEEE-754 bits of the attribute {a}")
         p.let(f"{a}Bits", v + 0, f"IEEE-754 bits of {a} (float)", True)
     return p, plan
+
+
+def _block_edge(p, name: str, extent, base: int, ak, keys32, what: str, why: str):
+    """The tiling field `name` (baseM or baseN, elements): min(base, align_up(extent, 16)), or a multiple of 32
+    (whole int8 squares) for the attrKeys `keys32` (() none, a tuple holding None every key: no attrKey test; else
+    a select on attrKey); `what` names the edge (rows / columns), `why` the loads that need the 32."""
+    e16, e32 = emin(base, align_up(extent, 16)), emin(base, align_up(extent, 32))
+    if not keys32:
+        return p.let(name, e16, f"{what} of a block (elements, a multiple of 16)", True)
+    if None in keys32:
+        return p.let(name, e32, f"{what} of a block (elements, a multiple of 32: whole int8 squares)", True)
+    k32 = functools.reduce(operator.or_, (ak.eq(k) for k in keys32))
+    return p.let(name, select(k32, e32, e16), f"{what} of a block (elements, a multiple of 16; of 32 for the "
+                 f"attrKeys {', '.join(map(str, keys32))}, whose {why})", True)
 
 
 def direct_presences(lays) -> tuple:
