@@ -178,39 +178,30 @@ def test_int8_matmul_accumulates_exactly_in_int32(bins, tmp_path, case):
     assert rep["gm"]["b"] == (k * n, 0) and rep["gm"]["c"] == (0, m * n * 4)
 
 
-@pytest.mark.parametrize("case", sorted(INT8_CASES))
-def test_int8_b_stored_k_by_n_through_load_data_with_transpose(bins, tmp_path, case):
-    """int8 A [m, k] x B stored [k, n]: B's L1 NZ (ceil32(kt) rows per 32-column piece) moved to L0B by
-    LoadDataWithTranspose, each 32 x 32 int8 square transposed into two ZN fractals (asc-devkit load_data_l12l0's
-    int8 B case: repeats along n, srcStride ceil32(k) / 32 squares, dstGap 1, dstFracGap 0), Mmad n = ceil32(nt):
-    equal to NumPy's int64 matmul, element for element, with k and n tails."""
-    m, n, k, kt, nt, bd, mm = INT8_CASES[case]
-    rng = np.random.default_rng(12)
-    a = rng.integers(-128, 128, (m, k)).astype(np.int8)
-    b = rng.integers(-128, 128, (k, n)).astype(np.int8)
-    b[-1, -1], a[-1, -1] = -128, -128
-    rep, _, _, c = run_mm(bins, tmp_path, "s8", "s32", m, n, k, "N", "W", kt, nt, bd, mm, a=a, b=b)
-    assert rep["ok"], rep["faults"]
-    np.testing.assert_array_equal(c.astype(np.int64), a.astype(np.int64) @ b.astype(np.int64))
-
-
+# (m, n, k, kt, nt, blockDim, mmadM) for an int8 A stored [k, m]: m tails (m not a multiple of 32), several 32-row
+# pieces of m, k tails
 INT8_AT_CASES = {"m_tail": (37, 40, 200, 64, 32, 2, 37), "one_piece": (20, 16, 96, 96, 16, 1, 20),
                  "m_pieces_k_tail": (70, 33, 77, 64, 33, 1, 70)}
 
 
-@pytest.mark.parametrize("case", sorted(INT8_AT_CASES))
-def test_int8_a_stored_k_by_m_through_load_data_with_transpose(bins, tmp_path, case):
-    """int8 Aᵀ: A stored [k, m] in L1 NZ (ceil32(kt) rows per 32-column piece of m), each piece's K1 squares moved
-    into L0A by one LoadDataWithTranspose with dstGap 0 and dstFracGap K1 - 1 (asc-devkit's Matmul API for an int8
-    transposed A: square k1's two transposed fractals land on ZZ fractals (2p, k1) and (2p + 1, k1)), times B
-    stored [n, k]: equal to NumPy's int64 matmul, element for element, with m, n and k tails (m not a multiple of
-    32: the last piece's rows past m come from Nd2Nz's zero fill and are never stored)."""
-    m, n, k, kt, nt, bd, mm = INT8_AT_CASES[case]
-    rng = np.random.default_rng(14)
+@pytest.mark.parametrize("ta, tb, case, seed", [("N", "W", c, 12) for c in sorted(INT8_CASES)]
+                         + [("W", "T", c, 14) for c in sorted(INT8_AT_CASES)])
+def test_int8_operand_stored_transposed_through_load_data_with_transpose(bins, tmp_path, ta, tb, case, seed):
+    """An int8 operand whose L0 layout is the transpose of its L1 NZ, moved by LoadDataWithTranspose (32 x 32 int8
+    squares, each transposed into two 16 x 32 fractals), against NumPy's int64 matmul, element for element, with
+    m, n and k tails:
+    - B stored [k, n] (tb W, A [m, k]): B's L1 NZ of ceil32(kt) rows per 32-column piece into L0B ZN (asc-devkit
+      load_data_l12l0's int8 B case: repeats along n, srcStride ceil32(k) / 32 squares, dstGap 1, dstFracGap 0),
+      Mmad n = ceil32(nt);
+    - A stored [k, m] (ta W, B stored [n, k]): each 32-column piece of m's K1 squares into L0A by one load with
+      dstGap 0 and dstFracGap K1 - 1 (the Matmul API's int8 transposed A: square k1's two fractals land on ZZ
+      fractals (2p, k1) and (2p + 1, k1)); the last piece's rows past m are Nd2Nz's zero fill, never stored."""
+    m, n, k, kt, nt, bd, mm = (INT8_CASES if ta == "N" else INT8_AT_CASES)[case]
+    rng = np.random.default_rng(seed)
     a = rng.integers(-128, 128, (m, k)).astype(np.int8)
     b = rng.integers(-128, 128, (k, n)).astype(np.int8)
-    a[-1, -1], b[-1, -1] = -128, -128
-    rep, _, _, c = run_mm(bins, tmp_path, "s8", "s32", m, n, k, "W", "T", kt, nt, bd, mm, a=a, b=b)
+    a[-1, -1], b[-1, -1] = -128, -128   # the extreme product (2^14)
+    rep, _, _, c = run_mm(bins, tmp_path, "s8", "s32", m, n, k, ta, tb, kt, nt, bd, mm, a=a, b=b)
     assert rep["ok"], rep["faults"]
     np.testing.assert_array_equal(c.astype(np.int64), a.astype(np.int64) @ b.astype(np.int64))
 
