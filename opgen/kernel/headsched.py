@@ -41,7 +41,7 @@ from opgen.kernel.isa import Op, Pipe
 from opgen.kernel.kir import (BLOCK_IDX, BLOCK_NUM, POOL_IDS, Alloc, Assign, Barrier, Call, Copy, DeQue, EnQue,
                               FAssign, FBits, FConst, For, FInt, Free, Func, Get, GmTensor, GmView, If, InitBuffer, Invoke, KernelClass,
                               Let, Local, Param, Ref, ScalarVar, Scope, Select, SetValue, SizeOf, StructDecl, StructLet,
-                              SyncAll, TableAt, TensorVar, TPos, View, vec)
+                              SyncAll, TableAt, TensorVar, TPos, View, handoff_ids, vec)
 from opgen.kernel.rowsched import (_gap_blocks_func, _load_row, _row_reduce, _row_start_of, _store_row, add, div,
                                    mul, sub)
 from opgen.names import cpp_name
@@ -209,8 +209,8 @@ def row_queue_bufs(n_in: int, n_out: int, stat_in: int, stat_out: int, param_que
     two buffers each (docs/design.md "Event ids of the queues"); the tiling plans the same count
     (opgen.tiling.headkernel.head_plan). A class whose queues exceed the pool with one buffer each is refused by the
     verifier (kir.check_event_ids)."""
-    ins = 2 if 2 * n_in + (2 if stat_in else 0) + int(param_que) <= POOL_IDS else 1
-    outs = 2 if 2 * n_out + (2 if stat_out else 0) + int(acc_out_que) <= POOL_IDS else 1
+    ins = 2 if handoff_ids(n_in, bool(stat_in), int(param_que)) <= POOL_IDS else 1
+    outs = 2 if handoff_ids(n_out, bool(stat_out), int(acc_out_que)) <= POOL_IDS else 1
     return ins, outs
 
 

@@ -224,6 +224,16 @@ HARD_EVENTS = frozenset({
 
 POOL_IDS = 8
 """Event ids the TPipe's pool holds per HardEvent (EVENT_ID0..7, docs/reference/ascendc.md §1.5)."""
+
+
+def handoff_ids(row_queues: int, stat_queue: bool, staging: int, bufs: int = 2) -> int:
+    """Ids of one hand-off's HardEvent (V_MTE2 for the inputs, MTE3_V for the outputs) that a vector kernel's queues
+    may hold at once, counted from below: `bufs` for each of `row_queues` row queues, two for the statistics' one
+    shared queue (`stat_queue`), one for each of `staging` one-buffer staging queues (paramQue_ / accOutQue_). A
+    freed buffer holds its FreeTensor id until its next AllocTensor and after a loop over passes every buffer is
+    freed (queue_event_buffers counts the class itself; docs/design.md "Event ids of the queues"). The planning
+    rule of the rows family (rowcounts.two_buffer_ids) and the head rows (headsched.row_queue_bufs)."""
+    return bufs * row_queues + (2 if stat_queue else 0) + staging
 QUEUE_HANDOFF = {TPos.VECIN: (Pipe.MTE2, Pipe.V), TPos.VECOUT: (Pipe.V, Pipe.MTE3), TPos.A1: (Pipe.MTE2, Pipe.MTE1),
                  TPos.B1: (Pipe.MTE2, Pipe.MTE1), TPos.C1: (Pipe.MTE2, Pipe.MTE1), TPos.A2: (Pipe.MTE1, Pipe.M),
                  TPos.B2: (Pipe.MTE1, Pipe.M), TPos.C2: (Pipe.MTE1, Pipe.M), TPos.CO1: (Pipe.M, Pipe.FIX)}

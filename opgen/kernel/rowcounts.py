@@ -13,7 +13,7 @@ from __future__ import annotations
 from dataclasses import dataclass, fields
 
 from opgen.ir.dtypes import DType
-from opgen.kernel.kir import POOL_IDS
+from opgen.kernel.kir import POOL_IDS, handoff_ids
 from opgen.kernel.rowalg import phase_instrs_per_row, vector_instrs_per_row
 from opgen.kernel.rowprog import BYTE_DTYPES, MASK_KINDS, SELECT_KINDS, batchable, per_row, reduction_slot_counts
 
@@ -218,8 +218,8 @@ def two_buffer_ids(c, strategy: int) -> dict:
         return sum(x.values()) if isinstance(x, dict) else sum(n for _d, n in x) if x else 0
 
     fixed = fixed_needs(c, strategy)
-    return {"V_MTE2": 2 * total(get("row_in")) + (2 if get("stat_in") else 0) + fixed["paramQue"],
-            "MTE3_V": 2 * total(get("row_out")) + (2 if get("stat_out") else 0) + fixed["accOutQue"]}
+    return {"V_MTE2": handoff_ids(total(get("row_in")), bool(get("stat_in")), fixed["paramQue"]),
+            "MTE3_V": handoff_ids(total(get("row_out")), bool(get("stat_out")), fixed["accOutQue"])}
 
 
 def _within_pool(c, *strategies) -> bool:
