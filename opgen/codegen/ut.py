@@ -140,9 +140,10 @@ def _twin(spec, case: UtCase, platform) -> dict:
 
 def _tiling_key(spec, value: int) -> TilingKey:
     """The TilingKey whose value is `value` (opgen.codegen.tilingkey: (attrKey * forms + formKey) * 100 + dtypeKey *
-    10 + strategy; the form key a digit only when the tiling program reads formKey, the inputs' shape forms
-    selecting the class), so that its macro is one the tiling-key header defines."""
-    forms = form_key_count(spec) if "formKey" in kernel_build(spec).tiling.program.inputs else 1
+    10 + strategy; the form key a digit only where the family's lowering says the inputs' shape forms select the
+    class, lowered.extra["form_key"], as opgen.check.run reads it), so that its macro is one the tiling-key header
+    defines."""
+    forms = form_key_count(spec) if kernel_build(spec).lowered.extra.get("form_key") else 1
     high = value // 100
     return TilingKey(high // forms, value // 10 % 10, value % 10, "", high % forms if forms > 1 else None, forms)
 
