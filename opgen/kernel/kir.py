@@ -1290,6 +1290,17 @@ class CoreIf:
     doc: str = ""
 
 
+@dataclass(frozen=True)
+class IfConst:
+    """`if constexpr (flag) then else orelse` over a bool template parameter: printing only. `merge_variant` makes it
+    when the C++ printer joins a method and its variant (Func.variant_of); it is never part of a program the
+    verifier, the sync pass or an interpreter sees (not in STMT_TYPES)."""
+
+    flag: str
+    then: tuple
+    orelse: tuple = ()
+
+
 CUBE_STMTS = (Nd2Nz, LoadData, Mmad, Fixpipe, LoadBias)
 """The cube statement types (their `pipe` is a class attribute)."""
 
@@ -1315,6 +1326,12 @@ class Func:
     extern: bool = False
     tparams: tuple = ()   # a template method's type parameters
     static: bool = False
+    variant_of: tuple = ()
+    """(base method, flag): this method is method `base` with one compile-time bool `flag` true (ComputeFetch is
+    Compute issuing the next pass's copy-in). The IR keeps both methods (the verifier, the sync pass, the counts and
+    the Kernel-IR interpreter see two plain methods); the C++ printer prints them as one member template
+    `base<bool flag>` whose differing statements sit in `if constexpr (flag)` blocks, where `merge_variant` can
+    (docs/design.md "Variants of a method")."""
 
 
 def renamed_arg(name: str) -> str:
@@ -1555,6 +1572,13 @@ class _Verifier:
                 check_name(t, "template parameter")
                 if t in k.tparams:
                     raise IRError(f"{m.name}: template parameter {t} shadows the class's template parameter {t}", m)
+            if m.variant_of:   # (base, flag): the flag a bool template parameter of the printed base method
+                base, flag = m.variant_of
+                check_name(flag, "template parameter")
+                if base not in {x.name for x in k.methods} or flag in k.member_names() or \
+                        flag in {x for x in m.tparams} | {q.name for q in m.params}:
+                    raise IRError(f"{m.name}: variant of {base!r} with flag {flag!r}: the base must be a method and "
+                                  f"the flag a name of neither the class nor the method", m)
             for p in m.params:
                 if p.kind == "struct" and p.dtype not in self.structs:
                     raise IRError(f"{m.name}: parameter {p.name} has struct type {p.dtype}, which no StructDecl "
@@ -2566,6 +2590,176 @@ def to_text(k: KernelClass) -> str:
 _PREC = {"+": 1, "-": 1, "*": 2, "//": 2, "%": 2}
 
 
+# ------------------------------------------------------------------------------------------- variants of a method
+_NESTED_BODIES = ((For, ("body",)), (Scope, ("body",)), (CoreIf, ("body",)), (If, ("then", "orelse")))
+
+
+def _declared(s) -> set:
+    """The names statement `s` may declare in its own block (a local the printer declares at its first binding)."""
+    if isinstance(s, (Let, FLet, GetValue, StructLet)):
+        return {s.name}
+    if isinstance(s, Get):
+        return set() if s.slot is not None else {s.var}
+    if isinstance(s, (View, Alloc, DeQue)):
+        return {s.var}
+    if isinstance(s, Call):
+        return {s.result} if s.result and not s.assign else set()
+    if isinstance(s, SetFlag):
+        return {s.var} if s.pool else set()
+    return set()
+
+
+def _erase_events(s):
+    """Statement `s` with every pool flag's local event variable and slot erased (their numbering is per method:
+    a method and its variant number the same flag differently when one has a flag more before it)."""
+    if isinstance(s, (SetFlag, WaitFlag)) and s.pool:
+        return dataclasses.replace(s, var="", id=0)
+    return map_children(s, lambda b: tuple(_erase_events(x) for x in b))
+
+
+def _align(base: tuple, variant: tuple) -> list:
+    """difflib's opcodes of `base` against `variant` compared with their pool flags' names erased."""
+    import difflib   # the standard library's longest-matching-blocks alignment
+    a, b = [_erase_events(x) for x in base], [_erase_events(x) for x in variant]
+    try:
+        return difflib.SequenceMatcher(None, a, b, autojunk=False).get_opcodes()
+    except TypeError:   # an unhashable node: align by printed form
+        return difflib.SequenceMatcher(None, [repr(x) for x in a], [repr(x) for x in b], autojunk=False).get_opcodes()
+
+
+def _nested_pair(x, y):
+    """The nested-body fields of compound statements x and y of one type that differ in those bodies only, or None."""
+    if type(x) is not type(y):
+        return None
+    fields = next((f for t, f in _NESTED_BODIES if isinstance(x, t)), None)
+    if fields and _erase_events(dataclasses.replace(x, **{f: getattr(y, f) for f in fields})) == _erase_events(y):
+        return fields
+    return None
+
+
+def _event_pairs(base: tuple, variant: tuple, out: dict) -> dict:
+    """{variant's (event var, slot): base's} of the pool flags the alignment matches (equal but for their names)."""
+    for tag, i1, i2, j1, j2 in _align(base, variant):
+        ra, rb = base[i1:i2], variant[j1:j2]
+        if tag == "equal":
+            for x, y in zip(walk(ra), walk(rb)):
+                if isinstance(x, SetFlag) and x.pool:
+                    out[(y.var, y.id)] = (x.var, x.id)
+        elif len(ra) == len(rb) == 1 and _nested_pair(ra[0], rb[0]):
+            for f in _nested_pair(ra[0], rb[0]):
+                _event_pairs(getattr(ra[0], f), getattr(rb[0], f), out)
+    return out
+
+
+def _renamed_events(stmts: tuple, names: dict) -> tuple:
+    """`stmts` with each pool flag's (var, id) renamed by `names` (a flag's set and wait alike)."""
+    def one(s):
+        if isinstance(s, (SetFlag, WaitFlag)) and s.pool and (s.var, s.id) in names:
+            var, slot = names[(s.var, s.id)]
+            return dataclasses.replace(s, var=var, id=slot)
+        return map_children(s, lambda b: _renamed_events(b, names))
+    return tuple(one(s) for s in stmts)
+
+
+def _merge_stmts(base: tuple, variant: tuple, flag: str) -> tuple:
+    """`base` and `variant` as one statement list: runs equal in both once, a pair of compound statements that
+    differ only in their nested bodies (the same For header, If condition, ...) as one statement with merged
+    bodies, every other differing run as IfConst(flag, variant's run, base's run)."""
+    out: list = []
+    for tag, i1, i2, j1, j2 in _align(base, variant):
+        ra, rb = base[i1:i2], variant[j1:j2]
+        if tag == "equal" and ra == rb:
+            out += ra
+            continue
+        fields = _nested_pair(ra[0], rb[0]) if len(ra) == len(rb) == 1 else None
+        if fields:
+            out.append(dataclasses.replace(ra[0], **{f: _merge_stmts(getattr(ra[0], f), getattr(rb[0], f), flag)
+                                                     for f in fields}))
+        else:
+            out.append(IfConst(flag, rb, ra))
+    return tuple(out)
+
+
+def resolve_flag(stmts: tuple, flag: str, value: bool) -> tuple:
+    """`stmts` with every IfConst of `flag` replaced by its arm for `value` (what the C++ compiler keeps of an
+    instantiation), nested bodies included."""
+    out: list = []
+    for s in stmts:
+        if isinstance(s, IfConst) and s.flag == flag:
+            out += resolve_flag(s.then if value else s.orelse, flag, value)
+        else:
+            out.append(map_children(s, lambda b: resolve_flag(b, flag, value)))
+    return tuple(out)
+
+
+def merge_variant(base: tuple, variant: tuple, flag: str, members=frozenset()) -> tuple | None:
+    """The body of a member template `<bool flag>` that is statements `base` where `flag` is false and `variant`
+    where it is true (Func.variant_of; docs/design.md "Variants of a method"), or None where one body would not
+    compile as the two do: a name an `if constexpr` block declares (a local; `members` are assigned, not declared)
+    is named outside the block. Each instantiation of the result is checked to resolve to its method's statements
+    exactly (resolve_flag), the variant's up to the names of its pool flags' local event variables. Raises
+    nothing."""
+    base, variant = tuple(base), tuple(variant)
+    # the variant's pool flags named as the base's where they match (a local event variable's name means nothing
+    # beyond its set and wait: renamed together, the variant's instantiation is the same program), its own flags
+    # under names neither method uses
+    pairs = _event_pairs(base, variant, {})
+    own = [(s.var, s.id) for s in walk(variant) if isinstance(s, SetFlag) and s.pool]
+    if len(set(own)) != len(own) or len(set(pairs.values())) != len(pairs):
+        return None   # a name set twice in one method: no one-to-one renaming
+    used = {s.var for s in walk(base + variant) if isinstance(s, (SetFlag, WaitFlag)) and s.pool}
+    fresh = (f"{EVENT_VAR_PREFIX}{n}" for n in itertools.count() if f"{EVENT_VAR_PREFIX}{n}" not in used)
+    names = {v: pairs.get(v) or (next(fresh), v[1]) for v in own}
+    variant = _renamed_events(variant, names)
+    merged = _merge_stmts(base, variant, flag)
+    text = repr(merged)
+
+    def scoped(stmts) -> bool:
+        for s in stmts:
+            if isinstance(s, IfConst):
+                inner = repr(s)
+                for name in {n for x in s.then + s.orelse for n in _declared(x)} - set(members):
+                    if text.count(repr(name)) > inner.count(repr(name)):
+                        return False
+            elif not all(scoped(b) for b in children(s)):
+                return False
+        return True
+
+    if not scoped(merged) or resolve_flag(merged, flag, False) != tuple(base) or \
+            resolve_flag(merged, flag, True) != tuple(variant):
+        return None
+    return merged
+
+
+def printed_methods(k: "KernelClass") -> tuple[list, dict]:
+    """The methods the C++ printer prints for class `k` -- (Func, bool template parameters) each, a method and its
+    variant joined into one member template where `merge_variant` can, each other as it is -- and the calls it
+    renames: {method: (printed method, template argument)}."""
+    by_name = {m.name: m for m in k.methods}
+    joined: dict = {}
+    renames: dict = {}
+    for m in k.methods:
+        if not m.variant_of:
+            continue
+        base, flag = m.variant_of
+        b = by_name.get(base)
+        if b is None or b.variant_of or base in joined or (b.params, b.ret, b.tparams) != (m.params, m.ret, m.tparams):
+            continue
+        body = merge_variant(b.body, m.body, flag, k.member_names())
+        if body is None:
+            continue
+        doc = "\n".join(x for x in (b.doc, f"{flag}: {m.doc}" if m.doc else "") if x)
+        joined[base] = (dataclasses.replace(b, body=body, doc=doc), (flag,))
+        joined[m.name] = None
+        renames[base], renames[m.name] = (base, "false"), (base, "true")
+    out = []
+    for m in k.methods:
+        j = joined.get(m.name, (m, ()))
+        if j is not None:
+            out.append(j)
+    return out, renames
+
+
 class CppPrinter:
     """Prints a verified KernelClass as AscendC C++ (docs/reference/ascendc.md §1.5-§1.9). Symbols print as
     td_->field for tiling fields (the struct's spelling, opgen.names.cpp_name: an attribute `aclrtStream`'s field
@@ -2582,6 +2776,7 @@ class CppPrinter:
         self.member_scalars = {s.name for s in k.scalars}
         self.bool_members = {s.name for s in k.scalars if s.ctype == "bool"}
         self.structs = {d.name: d for d in k.structs}
+        self.methods, self.renames = printed_methods(k)
 
     # -- expressions
     def e(self, x, top: bool = True) -> str:
@@ -2818,8 +3013,10 @@ class CppPrinter:
             v = self.ref(s.value) if isinstance(s.value, GmView) else self.e(s.value)
             return [f"{p}{s.target} = {v};" + (f"  // {_comment(s.doc)}" if s.doc else "")]
         if isinstance(s, Call):
-            ta = f"<{', '.join(s.targs)}>" if s.targs else ""
-            call = f"{s.method}{ta}({', '.join(self.arg(a) for a in s.args)})"
+            method, flag = self.renames.get(s.method, (s.method, None))
+            targs = tuple(s.targs) + ((flag,) if flag else ())
+            ta = f"<{', '.join(targs)}>" if targs else ""
+            call = f"{method}{ta}({', '.join(self.arg(a) for a in s.args)})"
             if s.result and s.assign:
                 return [f"{p}{s.result} = {call};{_doc(s)}"]
             if s.result:
@@ -2834,6 +3031,12 @@ class CppPrinter:
             return [f"{p}// {_comment(s.text)}"]
         if isinstance(s, Scope):
             return [f"{p}{{"] + self.body(s.body, depth + 1, dict(scope)) + [f"{p}}}"]
+        if isinstance(s, IfConst):   # a method and its variant printed as one template (printed_methods)
+            then, orelse = (s.then, s.orelse) if s.then else (s.orelse, ())
+            out = [f"{p}if constexpr ({'' if s.then else '!'}{s.flag}) {{"] + self.body(then, depth + 1, dict(scope))
+            if orelse:
+                out += [f"{p}}} else {{"] + self.body(orelse, depth + 1, dict(scope))
+            return out + [f"{p}}}"]
         if isinstance(s, Verbatim):
             return [f"{p}{ln}" for ln in s.lines]
         if isinstance(s, CoreIf):
@@ -2948,7 +3151,7 @@ class CppPrinter:
 
     # -- the class
     def func(self, name, params, body, ret="void", const=False, doc="", depth=1, tparams=(),
-             static=False) -> list[str]:
+             static=False, bparams=()) -> list[str]:
         """The C++ lines of one method (its doc as // lines, the signature, the body at `depth`)."""
         p = self.ind * depth
         self._ret = ret
@@ -2969,8 +3172,8 @@ class CppPrinter:
         # a parameter the body never names (one specialisation's phase that ignores its chunk index) is marked so
         ps = [x if re.search(rf"\b{q.name}\b", code) else f"[[maybe_unused]] {x}" for q, x in zip(params, ps)]
         out = [f"{p}// {_comment(line)}" for line in doc.split("\n")] if doc else []
-        if tparams:
-            out.append(f"{p}template <{', '.join('typename ' + t for t in tparams)}>")
+        if tparams or bparams:
+            out.append(f"{p}template <{', '.join(['typename ' + t for t in tparams] + ['bool ' + b for b in bparams])}>")
         out.append(f"{p}{'static ' if static else ''}__aicore__ inline {ret} {name}({', '.join(ps)})"
                    f"{' const' if const else ''}")
         out.append(f"{p}{{")
@@ -3013,10 +3216,11 @@ class CppPrinter:
         out.append("")
         out += self.func("Process", (), k.process)
         out += ["", "private:"]
-        for m in k.methods:
+        for m, flags in self.methods:
             if m.extern:
                 continue
-            out += self.func(m.name, m.params, m.body, m.ret, m.const, m.doc, tparams=m.tparams, static=m.static)
+            out += self.func(m.name, m.params, m.body, m.ret, m.const, m.doc, tparams=m.tparams, static=m.static,
+                             bparams=flags)
             out.append("")
         out.append(f"{p}const {k.tiling_struct}* td_ = nullptr;")
         out += self.members()
@@ -3173,11 +3377,15 @@ def methods_cpp(k: KernelClass, names, verify_first: bool = True) -> str:
         verify(k)
     pr = CppPrinter(k)
     out: list[str] = []
+    printed = {m.name: (m, flags) for m, flags in pr.methods}
     for n in names:
-        m = k.method(n)
-        if m.extern:
+        if k.method(n).extern:
             raise IRError(f"method {n} is printed by the skeleton")
-        out += pr.func(m.name, m.params, m.body, m.ret, m.const, m.doc, tparams=m.tparams, static=m.static) + [""]
+        if n not in printed:   # a variant printed as its base method's template (printed_methods)
+            continue
+        m, flags = printed[n]
+        out += pr.func(m.name, m.params, m.body, m.ret, m.const, m.doc, tparams=m.tparams, static=m.static,
+                       bparams=flags) + [""]
     return "\n".join(out[:-1]) + "\n" if out else ""
 
 

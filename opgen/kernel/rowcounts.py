@@ -238,6 +238,16 @@ def row_pool_bound(c) -> bool:
     return any(n > POOL_IDS for n in row_queue_ids(c).values())
 
 
+def fetches_next_pass(row_inputs: bool, two_pass: bool, pool_bound: bool) -> bool:
+    """Whether ROW_SPLIT's one-buffer pass loop (rowQueBufs 1) has Compute issue the next pass's copy-in right after
+    it frees this pass's row inputs (opgen.kernel.rowsched `_compute` with fetch, printed Compute<true>): a kernel
+    with row inputs (`row_inputs`) that runs one pass over its rows (a two-pass kernel's Accumulate holds its inputs
+    to its end: `two_pass`) and whose row queues the event-id pool does not hold to one buffer (`pool_bound`,
+    row_pool_bound). The one rule the kernel (rowsched.fetch_loop) and the tiling's price (opgen.tiling.rows
+    .row_split's `fetch`) both read (docs/design.md "Copy/compute overlap")."""
+    return row_inputs and not two_pass and not pool_bound
+
+
 def chunk_prefetch(c) -> bool:
     """Whether a `chunkable` program's ColSplit (COL_SPLIT and ROW_CHUNK) prefetches its items: each row input
     through a queue of two buffers (resQue_<operand>, the next item's copy issued while this one computes:

@@ -25,6 +25,7 @@ from dataclasses import dataclass, field
 from opgen.ir.dims import Bin, Constraint, DimExpr, Fn, Lit, Sym, as_dim
 from opgen.kernel.isa import INSTRS, REPEAT_FORMS, Op, Pipe
 from opgen.names import cpp_name
+from opgen.kernel.rowcounts import fetches_next_pass
 from opgen.kernel.kir import (map_children, ELEM_BYTES, BLOCK_IDX, BLOCK_NUM, Alloc, Barrier, Comment, FLoad, Return, Select, SyncAll, Assign, FAssign, FBits, Call, Copy, DeQue, EnQue, FConst, For, Free, Func, Get,
                               GmTensor, GmView, If, InitBuffer, FNeg, FRef, Invoke, KernelClass, Let, Local, Param, Ref,
                               ScalarVar, Scope, SetValue, SizeOf, TensorVar, TPos, Vec, Verbatim, View, GetValue, FLet, vec,
@@ -407,7 +408,7 @@ def fetch_loop(s: RowSchedule) -> bool:
     """Whether ROW_SPLIT's one-buffer pass loop (rowQueBufs 1) lets Compute issue the next pass's copy-in
     (ComputeFetch, `pass_loop` with fetch): a one-pass kernel with row inputs (a two-pass kernel's Accumulate holds
     its inputs to its end) whose row queues are not held to one buffer by the event-id pool."""
-    return bool(s.row_in) and not s.acc_body and not s.pool_bound
+    return fetches_next_pass(bool(s.row_in), bool(s.acc_body), s.pool_bound)
 
 
 def _passes(s: RowSchedule, prefetch: bool, fetch: bool = False) -> list:
@@ -477,8 +478,8 @@ def pass_loop(s: RowSchedule, prefetch: bool, work: tuple, doc: str = "", fetch:
         return [
             Call("CopyIn", (lo, Fn("min", (ps, sub(hi, lo))))),
             For("r0", lo, hi, ps, take + tuple(work), tail="k",
-                doc=(doc + "; " if doc else "") + "the next pass's copy-in (none past rowEnd_) is issued by "
-                                                  "ComputeFetch right after it frees this pass's row inputs"),
+                doc=(doc + "; " if doc else "") + "the next pass's copy-in (none past rowEnd_) is issued inside "
+                                                  "Compute right after it frees this pass's row inputs"),
             *(Scope((DeQue("t", q, ct), Free(q, "t"))) for q, ct in queues),
         ]
     if not prefetch:
@@ -862,7 +863,9 @@ def _compute(s: RowSchedule, fetch: bool = False) -> Func:
         body = list(after_frees(tuple(body), {f"rowInQue_{t.op}" for t in s.row_in},
                                 Call("CopyIn", (nxt, Fn("min", (ps, sub(Sym("rowEnd_"), nxt)))))))
     body += _stat_frees(s)
-    return Func("ComputeFetch" if fetch else "Compute", (Param("r0"), Param("k")), tuple(body))
+    if fetch:   # printed as Compute<true> of one member template (kir.printed_methods)
+        return Func("ComputeFetch", (Param("r0"), Param("k")), tuple(body), variant_of=("Compute", "fetchNext_"))
+    return Func("Compute", (Param("r0"), Param("k")), tuple(body))
 
 
 def after_frees(stmts: tuple, queues: set, stmt) -> tuple:

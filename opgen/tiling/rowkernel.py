@@ -56,7 +56,7 @@ from fractions import Fraction
 
 from opgen.errors import SpecError
 from opgen.kernel.rowcounts import (COL_SPLIT, COL_STREAM, ROW_CHUNK, ROW_SPLIT, RowCounts, chunk_prefetch, chunkable,  # noqa: F401
-                                    fixed_needs, row_pool_bound, row_resident, stage_dtypes, stage_element)
+                                    fetches_next_pass, fixed_needs, row_pool_bound, row_resident, stage_dtypes, stage_element)
 from opgen.platforms.cost import (BARRIER_CYCLES, BURST_OVERHEAD_BYTES, CLOCK_HZ, FLAG_WAIT_CYCLES, HBM_BYTES_PER_S,
                                   L2_BYTES_PER_S, SYNC_ALL_CYCLES, VEC_ISSUE_CYCLES, VEC_REPEAT_BYTES)
 from opgen.kernel.rowprog import MASK_LANES
@@ -392,7 +392,8 @@ def program(name: str, c: RowCounts, dvars: tuple[str, ...], float_attrs: tuple[
     rows_fit, row_cores = row_split(p, R, cores, ub, two, max_pass=255 if batch and c.rsums else 4095,
                                     single=row_plan(c, col_align, bytes_of, 1),
                                     price=_pass_price(c, H, bytes_of), overlap=overlap,
-                                    pool_bound=row_pool_bound(c), fetch=bool(c.row_in) and not c.acc_reads)
+                                    pool_bound=row_pool_bound(c),
+                                    fetch=fetches_next_pass(bool(c.row_in), bool(c.acc_reads), row_pool_bound(c)))
     plans = {ROW_SPLIT: row_plan(c, col_align, bytes_of, Var("rowQueBufs"))}
     cols_core = p.let("colsPerCore", align_up(ceil_div(H, cores), lanes), "columns per core (COL_SPLIT)", True)
     col_cores = p.let("colCores", ceil_div(H, cols_core), "cores used by COL_SPLIT")

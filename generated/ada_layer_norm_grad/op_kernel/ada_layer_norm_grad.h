@@ -129,7 +129,7 @@ private:
             pipe_.InitBuffer(rowInQue_x, 1, pass * colAlign_ * sizeof(T));
             pipe_.InitBuffer(rowOutQue_pd_x, 1, pass * colAlign_ * sizeof(T));
             CopyIn(rowStart_, pass < rowEnd_ - rowStart_ ? pass : rowEnd_ - rowStart_);
-            // the next pass's copy-in (none past rowEnd_) is issued by ComputeFetch right after it frees this pass's row inputs
+            // the next pass's copy-in (none past rowEnd_) is issued inside Compute right after it frees this pass's row inputs
             for (int64_t r0 = rowStart_; r0 < rowEnd_; r0 += pass) {
                 const int64_t k = rowEnd_ - r0 < pass ? rowEnd_ - r0 : pass;
                 rowIn_dy = rowInQue_dy.template DeQue<T>();
@@ -137,7 +137,7 @@ private:
                 statIn_rstd_mean = statInQue_rstd_mean.template DeQue<float>();
                 statIn_rstd = statIn_rstd_mean;
                 statIn_mean = statIn_rstd_mean[AlignUp(td_->rowsPerPass, 8)];
-                ComputeFetch(r0, k);
+                Compute<true>(r0, k);
                 CopyOut(r0, k);
             }
             {
@@ -171,7 +171,7 @@ private:
                 CopyIn(rowNext, pass < rowEnd_ - rowNext ? pass : rowEnd_ - rowNext);
                 WaitFlag<HardEvent::MTE2_S>(evt_0);
                 GetTPipePtr()->ReleaseEventID<HardEvent::MTE2_S>(evt_0);
-                Compute(r0, k);
+                Compute<false>(r0, k);
                 CopyOut(r0, k);
             }
             {
@@ -684,9 +684,15 @@ private:
         }
     }
 
+    template <bool fetchNext_>
     __aicore__ inline void Compute(int64_t r0, int64_t k)
     {
         rowOut_pd_x = rowOutQue_pd_x.template AllocTensor<T>();
+        if constexpr (fetchNext_) {
+            event_t evt_1 = static_cast<event_t>(GetTPipePtr()->FetchEventID(HardEvent::MTE2_S));
+            SetFlag<HardEvent::MTE2_S>(evt_1);  // statInQue_rstd_mean: MTE2 has written it before S reads it
+            WaitFlag<HardEvent::MTE2_S>(evt_1);
+        }
         for (int64_t i = 0; i < k; ++i) {
             const int64_t b = (r0 + i) / seqLen_;
             if (b != curBatch_) {
@@ -796,128 +802,11 @@ private:
         }
         rowInQue_x.FreeTensor(rowIn_x);
         rowInQue_dy.FreeTensor(rowIn_dy);
-        rowOutQue_pd_x.EnQue(rowOut_pd_x);
-        statInQue_rstd_mean.FreeTensor(statIn_rstd_mean);
-    }
-
-    __aicore__ inline void ComputeFetch(int64_t r0, int64_t k)
-    {
-        rowOut_pd_x = rowOutQue_pd_x.template AllocTensor<T>();
-        event_t evt_0 = static_cast<event_t>(GetTPipePtr()->FetchEventID(HardEvent::MTE2_S));
-        SetFlag<HardEvent::MTE2_S>(evt_0);  // statInQue_rstd_mean: MTE2 has written it before S reads it
-        WaitFlag<HardEvent::MTE2_S>(evt_0);
-        for (int64_t i = 0; i < k; ++i) {
-            const int64_t b = (r0 + i) / seqLen_;
-            if (b != curBatch_) {
-                if (curBatch_ >= 0) {
-                    FlushRow();
-                }
-                curBatch_ = b;
-                PipeBarrier<PIPE_V>();  // browBuf_: V has read it before V overwrites it
-                ZeroBatchSums();
-            }
-            if (b != valBatch_) {
-                valBatch_ = b;
-                LoadBatch(b);
-            }
-            const float s_mean = statIn_mean.GetValue(i);  // spec: ada_layer_norm_grad.py:63
-            const float s_rstd = statIn_rstd.GetValue(i);  // spec: ada_layer_norm_grad.py:62
-            CastFrom(w_[0], rowIn_x[i * rowStride_], n_);  // spec: ada_layer_norm_grad.py:61
-            PipeBarrier<PIPE_V>();                         // workBuf_: V has written it before V reads it
-            Adds(w_[0], w_[0], static_cast<float>(-(s_mean)),
-                 static_cast<int32_t>(n_));  // spec: ada_layer_norm_grad.py:66
-            PipeBarrier<PIPE_V>();           // workBuf_: V has written it before V reads it
-            Muls(w_[0], w_[0], static_cast<float>(s_rstd),
-                 static_cast<int32_t>(n_));                            // spec: ada_layer_norm_grad.py:66
-            CastFrom(w_[1], rowIn_dy[i * rowStride_], n_);             // spec: ada_layer_norm_grad.py:60
-            PipeBarrier<PIPE_V>();                                     // workBuf_: V has written it before V reads it
-            Add(brow_[2], brow_[2], w_[1], static_cast<int32_t>(n_));  // spec: ada_layer_norm_grad.py:72
-            Mul(w_[2], w_[1], brow_[1], static_cast<int32_t>(n_));     // spec: ada_layer_norm_grad.py:67
-            if (!hasInput0_ && !hasInput1_) {                          // when gamma absent, beta absent
-                PipeBarrier<PIPE_V>();                                 // workBuf_: V has read it before V overwrites it
-                Mul(w_[1], w_[1], w_[0], static_cast<int32_t>(n_));    // spec: ada_layer_norm_grad.py:71
-                PipeBarrier<PIPE_V>();                                 // workBuf_: V has written it before V reads it
-                Add(brow_[3], brow_[3], w_[1], static_cast<int32_t>(n_));  // spec: ada_layer_norm_grad.py:71
-            }
-            PipeBarrier<PIPE_V>();                                     // workBuf_: V has written it before V reads it
-            Add(colv_[2], colv_[2], w_[2], static_cast<int32_t>(n_));  // spec: ada_layer_norm_grad.py:78
-            float s0 = 0.0f;
-            if (!hasInput0_) {           // when gamma absent
-                s0 = RowSum(w_[2], n_);  // spec: ada_layer_norm_grad.py:69
-            }
-            Mul(w_[3], w_[2], w_[0], static_cast<int32_t>(n_));  // spec: ada_layer_norm_grad.py:77
-            if (hasInput0_) {                                    // when gamma present
-                PipeBarrier<PIPE_V>();                           // workBuf_: V has read it before V overwrites it
-                Mul(w_[2], w_[2], colv_[0], static_cast<int32_t>(n_));  // spec: ada_layer_norm_grad.py:68
-            }
-            PipeBarrier<PIPE_V>();                                     // workBuf_: V has written it before V reads it
-            Add(colv_[3], colv_[3], w_[3], static_cast<int32_t>(n_));  // spec: ada_layer_norm_grad.py:77
-            float s1 = 0.0f;
-            if (hasInput0_) {                                        // when gamma present
-                s1 = RowSum(w_[2], n_);                              // spec: ada_layer_norm_grad.py:69
-                Mul(w_[3], w_[2], w_[0], static_cast<int32_t>(n_));  // spec: ada_layer_norm_grad.py:69
-            }
-            PipeBarrier<PIPE_V>();               // workBuf_: V has written it before V reads it
-            const float s2 = RowSum(w_[3], n_);  // spec: ada_layer_norm_grad.py:69
-            float s3 = 0.0f;
-            float s4 = 0.0f;
-            float s5 = 0.0f;
-            float s6 = 0.0f;
-            if (hasInput0_) {                                           // when gamma present, else absent
-                Mul(w_[3], w_[0], colv_[0], static_cast<int32_t>(n_));  // spec: ada_layer_norm_grad.py:70
-                if (hasInput1_) {                                       // when beta present
-                    PipeBarrier<PIPE_V>();                              // workBuf_: V has written it before V reads it
-                    Add(w_[3], w_[3], colv_[1], static_cast<int32_t>(n_));  // spec: ada_layer_norm_grad.py:71
-                }
-            } else {
-                if (hasInput1_) {                                           // when beta present
-                    Add(w_[3], w_[0], colv_[1], static_cast<int32_t>(n_));  // spec: ada_layer_norm_grad.py:71
-                }
-            }
-            if (hasInput1_) {                                        // when beta present
-                PipeBarrier<PIPE_V>();                               // workBuf_: V has written it before V reads it
-                Mul(w_[1], w_[1], w_[3], static_cast<int32_t>(n_));  // spec: ada_layer_norm_grad.py:71
-            }
-            if (hasInput0_ && !hasInput1_) {                         // when gamma present, beta absent
-                PipeBarrier<PIPE_V>();                               // workBuf_: V has written it before V reads it
-                Mul(w_[1], w_[1], w_[3], static_cast<int32_t>(n_));  // spec: ada_layer_norm_grad.py:71
-            }
-            if (hasInput1_) {           // when beta present
-                PipeBarrier<PIPE_V>();  // workBuf_: V has written it before V reads it
-                Add(brow_[3], brow_[3], w_[1], static_cast<int32_t>(n_));  // spec: ada_layer_norm_grad.py:71
-            }
-            if (hasInput0_) {               // when gamma present, else absent
-                if (!hasInput1_) {          // when beta absent
-                    PipeBarrier<PIPE_V>();  // browBuf_: V has written it before V reads it
-                    Add(brow_[3], brow_[3], w_[1], static_cast<int32_t>(n_));  // spec: ada_layer_norm_grad.py:71
-                }
-                s3 = s1 / static_cast<float>(hidden_);  // spec: ada_layer_norm_grad.py:69
-                Adds(w_[2], w_[2], static_cast<float>(-(s3)),
-                     static_cast<int32_t>(n_));         // spec: ada_layer_norm_grad.py:69
-                s4 = s2 / static_cast<float>(hidden_);  // spec: ada_layer_norm_grad.py:69
-                PipeBarrier<PIPE_V>();                  // workBuf_: V has written it before V reads it
-                Axpy(w_[2], w_[0], static_cast<float>(-(s4)),
-                     static_cast<int32_t>(n_));  // spec: ada_layer_norm_grad.py:69
-            } else {
-                s5 = s0 / static_cast<float>(hidden_);  // spec: ada_layer_norm_grad.py:69
-                Adds(w_[2], w_[2], static_cast<float>(-(s5)),
-                     static_cast<int32_t>(n_));         // spec: ada_layer_norm_grad.py:69
-                s6 = s2 / static_cast<float>(hidden_);  // spec: ada_layer_norm_grad.py:69
-                PipeBarrier<PIPE_V>();                  // workBuf_: V has written it before V reads it
-                Axpy(w_[2], w_[0], static_cast<float>(-(s6)),
-                     static_cast<int32_t>(n_));  // spec: ada_layer_norm_grad.py:69
-            }
-            PipeBarrier<PIPE_V>();  // workBuf_: V has written it before V reads it
-            Muls(w_[2], w_[2], static_cast<float>(s_rstd),
-                 static_cast<int32_t>(n_));  // spec: ada_layer_norm_grad.py:69
-            PipeBarrier<PIPE_V>();           // workBuf_: V has written it before V reads it
-            CastTo(rowOut_pd_x[i * rowStride_], w_[2], RoundMode::CAST_RINT, n_);  // spec: ada_layer_norm_grad.py:27
+        if constexpr (fetchNext_) {
+            CopyIn(r0 + td_->rowsPerPass, td_->rowsPerPass < rowEnd_ - (r0 + td_->rowsPerPass)
+                                              ? td_->rowsPerPass
+                                              : rowEnd_ - (r0 + td_->rowsPerPass));
         }
-        rowInQue_x.FreeTensor(rowIn_x);
-        rowInQue_dy.FreeTensor(rowIn_dy);
-        CopyIn(r0 + td_->rowsPerPass, td_->rowsPerPass < rowEnd_ - (r0 + td_->rowsPerPass)
-                                          ? td_->rowsPerPass
-                                          : rowEnd_ - (r0 + td_->rowsPerPass));
         rowOutQue_pd_x.EnQue(rowOut_pd_x);
         statInQue_rstd_mean.FreeTensor(statIn_rstd_mean);
     }

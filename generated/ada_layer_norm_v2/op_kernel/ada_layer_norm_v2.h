@@ -123,11 +123,11 @@ private:
             pipe_.InitBuffer(rowInQue_x, 1, pass * colAlign_ * sizeof(T));
             pipe_.InitBuffer(rowOutQue_out, 1, pass * colAlign_ * sizeof(T));
             CopyIn(rowStart_, pass < rowEnd_ - rowStart_ ? pass : rowEnd_ - rowStart_);
-            // the next pass's copy-in (none past rowEnd_) is issued by ComputeFetch right after it frees this pass's row inputs
+            // the next pass's copy-in (none past rowEnd_) is issued inside Compute right after it frees this pass's row inputs
             for (int64_t r0 = rowStart_; r0 < rowEnd_; r0 += pass) {
                 const int64_t k = rowEnd_ - r0 < pass ? rowEnd_ - r0 : pass;
                 rowIn_x = rowInQue_x.template DeQue<T>();
-                ComputeFetch(r0, k);
+                Compute<true>(r0, k);
                 CopyOut(r0, k);
             }
             {
@@ -144,7 +144,7 @@ private:
                 rowIn_x = rowInQue_x.template DeQue<T>();
                 const int64_t rowNext = r0 + pass;
                 CopyIn(rowNext, pass < rowEnd_ - rowNext ? pass : rowEnd_ - rowNext);
-                Compute(r0, k);
+                Compute<false>(r0, k);
                 CopyOut(r0, k);
             }
             {
@@ -433,6 +433,7 @@ private:
         }
     }
 
+    template <bool fetchNext_>
     __aicore__ inline void Compute(int64_t r0, int64_t k)
     {
         statStage_mean = statStageBuf_mean.template Get<float>();
@@ -476,66 +477,11 @@ private:
             statStage_rstd.SetValue(i, s5);                                       // spec: ada_layer_norm_v2.py:28
         }
         rowInQue_x.FreeTensor(rowIn_x);
-        rowOutQue_out.EnQue(rowOut_out);
-        {
-            LocalTensor<T> t = statOutQue0_mean_rstd.template AllocTensor<T>();
-            event_t evt_0 = static_cast<event_t>(GetTPipePtr()->FetchEventID(HardEvent::S_V));
-            SetFlag<HardEvent::S_V>(evt_0);  // statStageBuf_mean: S has written it before V reads it
-            WaitFlag<HardEvent::S_V>(evt_0);
-            CastTo(t, statStage_mean, RoundMode::CAST_RINT, k);  // spec: ada_layer_norm_v2.py:27
-            PipeBarrier<PIPE_V>();                               // statOutQue0_mean_rstd: V writes after V's write
-            CastTo(t[4 * AlignUp(td_->rowsPerPass, 8) / sizeof(T)], statStage_rstd, RoundMode::CAST_RINT,
-                   k);  // spec: ada_layer_norm_v2.py:28
-            statOutQue0_mean_rstd.EnQue(t);
+        if constexpr (fetchNext_) {
+            CopyIn(r0 + td_->rowsPerPass, td_->rowsPerPass < rowEnd_ - (r0 + td_->rowsPerPass)
+                                              ? td_->rowsPerPass
+                                              : rowEnd_ - (r0 + td_->rowsPerPass));
         }
-    }
-
-    __aicore__ inline void ComputeFetch(int64_t r0, int64_t k)
-    {
-        statStage_mean = statStageBuf_mean.template Get<float>();
-        statStage_rstd = statStageBuf_rstd.template Get<float>();
-        rowOut_out = rowOutQue_out.template AllocTensor<T>();
-        for (int64_t i = 0; i < k; ++i) {
-            const int64_t b = (r0 + i) / seqLen_;
-            if (b != valBatch_) {
-                valBatch_ = b;
-                LoadBatch(b);
-            }
-            PipeBarrier<PIPE_V>();                              // workBuf_: V has read it before V overwrites it
-            CastFrom(w_[0], rowIn_x[i * rowStride_], n_);       // spec: ada_layer_norm_v2.py:50
-            PipeBarrier<PIPE_V>();                              // workBuf_: V has written it before V reads it
-            const float s0 = RowSum(w_[0], n_);                 // spec: ada_layer_norm_v2.py:51
-            const float s1 = s0 / static_cast<float>(hidden_);  // spec: ada_layer_norm_v2.py:51
-            Adds(w_[0], w_[0], static_cast<float>(-(s1)), static_cast<int32_t>(n_));  // spec: ada_layer_norm_v2.py:52
-            statStage_mean.SetValue(i, s1);                                           // spec: ada_layer_norm_v2.py:27
-            PipeBarrier<PIPE_V>();                               // workBuf_: V has written it before V reads it
-            Mul(w_[1], w_[0], w_[0], static_cast<int32_t>(n_));  // spec: ada_layer_norm_v2.py:53
-            PipeBarrier<PIPE_V>();                               // workBuf_: V has written it before V reads it
-            const float s2 = RowSum(w_[1], n_);                  // spec: ada_layer_norm_v2.py:53
-            const float s3 = s2 / static_cast<float>(hidden_);   // spec: ada_layer_norm_v2.py:53
-            const float s4 = (s3 + attr_epsilon);                // spec: ada_layer_norm_v2.py:54
-            const float s5 = 1.0f / Std::sqrt(s4);               // spec: ada_layer_norm_v2.py:54
-            Muls(w_[0], w_[0], static_cast<float>(s5), static_cast<int32_t>(n_));  // spec: ada_layer_norm_v2.py:55
-            if (hasInput0_) {                                                      // when weight present
-                PipeBarrier<PIPE_V>();                                  // workBuf_: V has written it before V reads it
-                Mul(w_[0], w_[0], colv_[0], static_cast<int32_t>(n_));  // spec: ada_layer_norm_v2.py:57
-            }
-            if (hasInput1_) {                                           // when bias present
-                PipeBarrier<PIPE_V>();                                  // workBuf_: V has written it before V reads it
-                Add(w_[0], w_[0], colv_[1], static_cast<int32_t>(n_));  // spec: ada_layer_norm_v2.py:59
-            }
-            PipeBarrier<PIPE_V>();                                  // workBuf_: V has written it before V reads it
-            Mul(w_[0], w_[0], brow_[1], static_cast<int32_t>(n_));  // spec: ada_layer_norm_v2.py:60
-            PipeBarrier<PIPE_V>();                                  // workBuf_: V has written it before V reads it
-            Add(w_[0], w_[0], brow_[2], static_cast<int32_t>(n_));  // spec: ada_layer_norm_v2.py:60
-            PipeBarrier<PIPE_V>();                                  // workBuf_: V has written it before V reads it
-            CastTo(rowOut_out[i * rowStride_], w_[0], RoundMode::CAST_RINT, n_);  // spec: ada_layer_norm_v2.py:26
-            statStage_rstd.SetValue(i, s5);                                       // spec: ada_layer_norm_v2.py:28
-        }
-        rowInQue_x.FreeTensor(rowIn_x);
-        CopyIn(r0 + td_->rowsPerPass, td_->rowsPerPass < rowEnd_ - (r0 + td_->rowsPerPass)
-                                          ? td_->rowsPerPass
-                                          : rowEnd_ - (r0 + td_->rowsPerPass));
         rowOutQue_out.EnQue(rowOut_out);
         {
             LocalTensor<T> t = statOutQue0_mean_rstd.template AllocTensor<T>();
