@@ -89,8 +89,9 @@ def test_which_instructions_run_over_all_rows():
     p = _prog([cast, sq, rs, by_row, by_attr, by_col, out])
     assert batchable(p)
     assert [batched(i, p) for i in p.instrs] == [True, True, False, False, True, False, True]
-    # per-batch rows (the batch bookkeeping runs row by row), column-dependent lanes: row by row throughout
-    assert not batchable(_prog([cast, out], brow=["b0"]))
+    # per-batch rows: a pass's rows one batch at a time (tests/test_rows_batch_runs.py); column-dependent lanes: row
+    # by row throughout
+    assert batchable(_prog([cast, out], brow=["b0"]))
     assert not batchable(_prog([cast, Instr("viota", "w1", arg="0.0f"), out]))
     # masks packed over all rows of a pass: batched when every compare / select is, not one inside a row loop
     cmp = Instr("vcmps", "w1", ("w0",), "GT", "0.0f")

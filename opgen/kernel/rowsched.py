@@ -831,7 +831,8 @@ def _compute(s: RowSchedule, fetch: bool = False) -> Func:
     row: list = []
     if s.batch_index:   # a two-pass kernel flushes its batch sums in the first pass, reads them in the second
         row += _batch_steps(s, Sym("r0"), "FlushRow" if s.flush_row and not s.acc_body else None, bool(s.acc_body))
-    if s.row_segments and not s.batch_index:   # instructions over all k rows, the others in per-row loops
+    if s.row_segments and not (s.batch_index and s.acc_body):   # instructions over all k rows, the others in
+        #                                                            per-row loops
         plain = _segments(s.row_segments)
         if s.reduce_segments:
             plain = (If(ROWS_REDUCE_FITS, _segments(s.reduce_segments), plain,
@@ -839,6 +840,8 @@ def _compute(s: RowSchedule, fetch: bool = False) -> Func:
         if s.block_segments:
             plain = (If(BLOCK_FITS, _segments(s.block_segments), plain,
                         doc="rows of 9 to 255 blocks, 2 to 255 rows a pass: eight rows a repeat"),)
+        if s.batch_index:   # per-batch rows: the pass's rows one batch at a time
+            plain = _batch_runs(s, plain)
         if s.packed_lanes:
             body.append(If((Constraint("==", Bin("%", Sym("n_"), Lit(s.packed_lanes)), Lit(0)),), plain,
                            (For("i", Lit(0), _K, Lit(1), tuple(row) + tuple(s.row_body)),),
@@ -863,6 +866,23 @@ def _compute(s: RowSchedule, fetch: bool = False) -> Func:
                                 Call("CopyIn", (nxt, Fn("min", (ps, sub(Sym("rowEnd_"), nxt)))))))
     body += _stat_frees(s)
     return Func("ComputeFetch" if fetch else "Compute", (Param("r0"), Param("k")), tuple(body))
+
+
+def _batch_runs(s: RowSchedule, segs: tuple) -> tuple:
+    """ROW_SPLIT's Compute statements `segs` (the pass's segments over k rows, opgen.kernel.rowclass `_run_segments`:
+    its queue buffers read from row b0) run once for each batch the pass's rows [r0, r0 + k) meet: rows [b0, b0 +
+    kb) of batch b, after the batch bookkeeping (`_batch_steps`: the last batch flushed and the new one's sums
+    zeroed, its batch rows loaded) that the per-row loop does at each row. Within a run every row reads the same
+    batch rows, which the segments read as column rows (one UB row for every row: repeat or block stride 0) and
+    accumulate into as column sums. Rows of one batch are contiguous (b = row / seqLen_), so a pass meets at most
+    ceil(k / seqLen_) + 1 batches: one run where a batch holds many rows, k runs of one row where seqLen_ is 1."""
+    b, seq, r0 = Sym("b"), Sym("seqLen_"), Sym("r0")
+    run: list = [Let("b0", Fn("max", (sub(mul(b, seq), r0), Lit(0)))),
+                 Let("kb", sub(Fn("min", (sub(mul(add(b, 1), seq), r0), _K)), Sym("b0")))]
+    run += _batch_steps(s, None, "FlushRow" if s.flush_row else None, batch=b)
+    run += list(_rename_k(tuple(segs)))
+    return (For("b", div(r0, seq), div(add(r0, sub(_K, 1)), seq), Lit(1), tuple(run), inclusive=True,
+                nonempty=True, doc="the pass's rows one batch at a time (rows b0 .. b0 + kb of the pass)"),)
 
 
 def after_frees(stmts: tuple, queues: set, stmt) -> tuple:
@@ -1015,12 +1035,14 @@ def _copy_out(s: RowSchedule) -> Func:
     return Func("CopyOut", (Param("r0"), Param("k")), tuple(body))
 
 
-def _batch_steps(s: RowSchedule, row0, flush: str | None, reload: bool = False) -> list:
+def _batch_steps(s: RowSchedule, row0, flush: str | None, reload: bool = False, batch=None) -> list:
     """The batch bookkeeping at the top of a per-row loop: b = (row0 + i) / seqLen_; a new batch flushes the last
     (method `flush`) and zeroes its sums; a new batch's rows are loaded (and with `reload`, in a two-pass kernel's
-    second pass, its complete per-batch reductions read back: RowSchedule.reload_batch)."""
+    second pass, its complete per-batch reductions read back: RowSchedule.reload_batch). With `batch` (a symbol
+    already holding the batch: `_batch_runs`) no b is computed."""
     b, cur, val = Sym("b"), Sym("curBatch_"), Sym("valBatch_")
-    out: list = [Let("b", div(add(row0, Sym("i")), Sym("seqLen_")))]
+    out: list = [] if batch is not None else [Let("b", div(add(row0, Sym("i")), Sym("seqLen_")))]
+    b = batch if batch is not None else b
     if flush:
         then: list = [If((Constraint(">=", cur, Lit(0)),), (Call(flush),)), Assign("curBatch_", b)]
         if s.zero_batch:

@@ -119,9 +119,9 @@ def row_plan(c: RowCounts, col_align, bytes_of, bufs=2) -> list[Buffer]:
 
 def col_batch(c: RowCounts) -> bool:
     """Whether a COL_SPLIT kernel class may run a group's rows several at a time (opgen.kernel.rowclass
-    `_col_batchable`: a `batchable` program with row reductions; the kernel decides per class, never where this is
+    `_col_batchable`: a `batchable` program without per-batch rows, with row reductions; the kernel decides per class, never where this is
     False): the tiling then has the field colBatchRows (`col_batch_rows`)."""
-    return bool(getattr(c, "batch", 0) and c.rsums and c.levels)
+    return bool(getattr(c, "col_batch", 0) and c.rsums and c.levels)
 
 
 COL_BATCH_UB_SHARE = 4

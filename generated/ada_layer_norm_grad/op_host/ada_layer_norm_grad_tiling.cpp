@@ -331,18 +331,20 @@ static ge::graphStatus TilingFunc(gert::TilingContext* context)
                 return ge::GRAPH_FAILED);
     const int64_t colAlign = AlignUp(hidden, 16);  // row stride in UB (elements; 32-byte aligned)
     const int64_t rowBytesTwoBufs =
-        4 * colAlign * TBytes + 2 * colAlign * TBytes + 16;  // UB bytes per resident row, two buffers per row queue
+        4 * colAlign * TBytes + 2 * colAlign * TBytes + 16 + ((colAlign <= 2040 && colAlign > 64) ? 64 : 0) * 4 +
+        2 * (colAlign <= 2040 ? 1 : 0) * 4 + 4 * colAlign * 4;  // UB bytes per resident row, two buffers per row queue
     const int64_t fixedBytesTwoBufs =
-        128 + 4 * colAlign * 4 + 4 * colAlign * 4 + 4 * colAlign * 4 +
+        128 + 2 * (colAlign <= 2040 ? 8 : 0) * 4 + 4 * colAlign * 4 + 4 * colAlign * 4 +
         colAlign * std::max<int64_t>(std::max<int64_t>(4, TBytes), UBytes) + colAlign * 4 +
         (AlignUp(CeilDiv(colAlign, 64) * 2, 8) + 8) * 4;  // UB bytes held once, two buffers per row queue
     const int64_t rowsFitTwoBufs = ubBytes > fixedBytesTwoBufs
                                        ? (ubBytes - fixedBytesTwoBufs) / rowBytesTwoBufs
                                        : 0;  // rows per UB pass that fit with two buffers per row queue
     const int64_t rowBytesOneBuf =
-        2 * colAlign * TBytes + colAlign * TBytes + 16;  // UB bytes per resident row, one buffer per row queue
+        2 * colAlign * TBytes + colAlign * TBytes + 16 + ((colAlign <= 2040 && colAlign > 64) ? 64 : 0) * 4 +
+        2 * (colAlign <= 2040 ? 1 : 0) * 4 + 4 * colAlign * 4;  // UB bytes per resident row, one buffer per row queue
     const int64_t fixedBytesOneBuf =
-        128 + 4 * colAlign * 4 + 4 * colAlign * 4 + 4 * colAlign * 4 +
+        128 + 2 * (colAlign <= 2040 ? 8 : 0) * 4 + 4 * colAlign * 4 + 4 * colAlign * 4 +
         colAlign * std::max<int64_t>(std::max<int64_t>(4, TBytes), UBytes) + colAlign * 4 +
         (AlignUp(CeilDiv(colAlign, 64) * 2, 8) + 8) * 4;  // UB bytes held once, one buffer per row queue
     const int64_t rowsFitOneBuf = ubBytes > fixedBytesOneBuf
@@ -352,14 +354,13 @@ static ge::graphStatus TilingFunc(gert::TilingContext* context)
     const int64_t passRowsTwoBufs = std::max<int64_t>(
         1, std::min<int64_t>(
                rowsFitTwoBufs,
-               std::min<int64_t>(4095, CeilDiv(rows, rowCores))));  // rows a pass with two buffers per row queue
+               std::min<int64_t>(255, CeilDiv(rows, rowCores))));  // rows a pass with two buffers per row queue
     const int64_t passesTwoBufs =
         CeilDiv(CeilDiv(rows, rowCores), passRowsTwoBufs);  // passes of a core with two buffers per row queue
     const int64_t copyInCyclesTwoBufs = passRowsTwoBufs * (hidden * (TBytes * 2) + 512) * rowCores * 9 /
                                         8000;  // estimated cycles of a pass's copy-in with two buffers per row queue
-    const int64_t computeCyclesTwoBufs =
-        passRowsTwoBufs * hidden * 27 / 64 +
-        passRowsTwoBufs * 27 * 24;  // estimated cycles of a pass's compute with two buffers per row queue
+    const int64_t computeCyclesTwoBufs = passRowsTwoBufs * hidden * 27 / 64 +
+                                         648;  // estimated cycles of a pass's compute with two buffers per row queue
     const int64_t copyOutCyclesTwoBufs = passRowsTwoBufs * (hidden * TBytes + 256) * rowCores * 9 /
                                          8000;  // estimated cycles of a pass's copy-out with two buffers per row queue
     const int64_t passCyclesTwoBufs = std::max<int64_t>(
@@ -373,14 +374,13 @@ static ge::graphStatus TilingFunc(gert::TilingContext* context)
     const int64_t passRowsOneBuf = std::max<int64_t>(
         1, std::min<int64_t>(
                rowsFitOneBuf,
-               std::min<int64_t>(4095, CeilDiv(rows, rowCores))));  // rows a pass with one buffer per row queue
+               std::min<int64_t>(255, CeilDiv(rows, rowCores))));  // rows a pass with one buffer per row queue
     const int64_t passesOneBuf =
         CeilDiv(CeilDiv(rows, rowCores), passRowsOneBuf);  // passes of a core with one buffer per row queue
     const int64_t copyInCyclesOneBuf = passRowsOneBuf * (hidden * (TBytes * 2) + 512) * rowCores * 9 /
                                        8000;  // estimated cycles of a pass's copy-in with one buffer per row queue
     const int64_t computeCyclesOneBuf =
-        passRowsOneBuf * hidden * 27 / 64 +
-        passRowsOneBuf * 27 * 24;  // estimated cycles of a pass's compute with one buffer per row queue
+        passRowsOneBuf * hidden * 27 / 64 + 648;  // estimated cycles of a pass's compute with one buffer per row queue
     const int64_t copyOutCyclesOneBuf = passRowsOneBuf * (hidden * TBytes + 256) * rowCores * 9 /
                                         8000;  // estimated cycles of a pass's copy-out with one buffer per row queue
     const int64_t passCyclesOneBuf = std::max<int64_t>(
@@ -404,9 +404,10 @@ static ge::graphStatus TilingFunc(gert::TilingContext* context)
     const int64_t rowsPerPass = std::max<int64_t>(
         1,
         std::min<int64_t>(
-            std::min<int64_t>(rowsFit, 4095),
-            CeilDiv(rows,
-                    rowCores)));  // rows per UB pass (at most 4095: one DataCopyPad moves them, blockCount is 12 bits)
+            std::min<int64_t>(rowsFit, 255),
+            CeilDiv(
+                rows,
+                rowCores)));  // rows per UB pass (at most 255: one repeat-form instruction takes them, repeatTime is 0..255)
     const int64_t colsPerCore = AlignUp(CeilDiv(hidden, coreNum), 16);  // columns per core (COL_SPLIT)
     const int64_t colCores = CeilDiv(hidden, colsPerCore);              // cores used by COL_SPLIT
     const int64_t colsPerPass = colsPerCore;  // columns per COL_SPLIT pass: the whole slice stays resident

@@ -100,9 +100,9 @@ private:
         rowStride_ = colAlign_;
         const int64_t pass = td_->rowsPerPass;
         pipe_.InitBuffer(statInQue_rstd_mean, 2, 2 * AlignUp(pass, 8) * sizeof(float));
-        pipe_.InitBuffer(workBuf_, 4 * rowStride_ * sizeof(float));
+        pipe_.InitBuffer(workBuf_, 4 * (pass * rowStride_) * sizeof(float));
         for (int64_t j = 0; j < 4; ++j) {
-            w_[j] = workBuf_.template Get<float>()[j * rowStride_];
+            w_[j] = workBuf_.template Get<float>()[j * (pass * rowStride_)];
         }
         pipe_.InitBuffer(browBuf_, 4 * rowStride_ * sizeof(float));
         for (int64_t j = 0; j < 4; ++j) {
@@ -119,6 +119,16 @@ private:
         pipe_.InitBuffer(reduceBuf_, (AlignUp((rowStride_ + 63) / 64 * 2, 8) + 8) * sizeof(float));
         red_ = reduceBuf_.template Get<float>();
         redTmp_ = red_[8];
+        if (rowStride_ <= 2040) {   // rows RowsSum / RowsMax can take (ROWS_REDUCE_FITS)
+            if (rowStride_ > 64) {  // rows longer than one repeat fold into the scratch (RowsSum / RowsMax)
+                pipe_.InitBuffer(rowsRedBuf_, pass * 64 * sizeof(float));
+                rowsRed_ = rowsRedBuf_.template Get<float>();
+            }
+            pipe_.InitBuffer(rowValBuf_, 2 * AlignUp(pass, 8) * sizeof(float));
+            for (int64_t j = 0; j < 2; ++j) {
+                rv_[j] = rowValBuf_.template Get<float>()[j * AlignUp(pass, 8)];
+            }
+        }
         wsRowsPerCore_ = 6;
         LoadColumns();
         curBatch_ = -1;
@@ -641,6 +651,61 @@ private:
         return static_cast<uint32_t>((stride * bytes - AlignUp(len * bytes, 32)) / 32);
     }
 
+    // Sum of each of the k rows of src (n_ lanes, rowStride_ apart) into dst[0 .. k).
+    __aicore__ inline void RowsSum(const LocalTensor<float>& src, const LocalTensor<float>& dst, int64_t k)
+    {
+        if (n_ <= 64) {
+            WholeReduceSum(dst, src, static_cast<int32_t>(n_), static_cast<int32_t>(k), 1, 1,
+                           static_cast<int32_t>(rowStride_ / 8));
+        } else {
+            if (n_ >= 128) {
+                Add(rowsRed_, src, src[64], 64, static_cast<uint8_t>(k),
+                    BinaryRepeatParams(
+                        1, 1, 1, 8, static_cast<uint8_t>(rowStride_ / 8),
+                        static_cast<uint8_t>(rowStride_ / 8)));  // the first two 64-lane chunks of each row
+            } else {
+                Max(rowsRed_, src, src, 64, static_cast<uint8_t>(k),
+                    BinaryRepeatParams(1, 1, 1, 8, static_cast<uint8_t>(rowStride_ / 8),
+                                       static_cast<uint8_t>(rowStride_ / 8)));  // the first 64 lanes of each row
+            }
+            for (int64_t c = 2 < n_ / 64 ? 2 : n_ / 64; c < n_ / 64; ++c) {
+                PipeBarrier<PIPE_V>();  // rowsRedBuf_: V has written it before V reads it
+                Add(rowsRed_, rowsRed_, src[c * 64], 64, static_cast<uint8_t>(k),
+                    BinaryRepeatParams(1, 1, 1, 8, 8, static_cast<uint8_t>(rowStride_ / 8)));
+            }
+            if (n_ % 64 > 0) {
+                PipeBarrier<PIPE_V>();  // rowsRedBuf_: V has written it before V reads it
+                Add(rowsRed_, rowsRed_, src[n_ / 64 * 64], static_cast<uint64_t>(n_ % 64), static_cast<uint8_t>(k),
+                    BinaryRepeatParams(1, 1, 1, 8, 8,
+                                       static_cast<uint8_t>(rowStride_ / 8)));  // the tail chunk: its lanes only
+            }
+            PipeBarrier<PIPE_V>();  // rowsRedBuf_: V has written it before V reads it
+            WholeReduceSum(dst, rowsRed_, 64, static_cast<int32_t>(k), 1, 1, 8);
+        }
+    }
+
+    // Sum of each of the k rows of src (n_ lanes, rowStride_ apart) into dst[0 .. k), eight rows a repeat.
+    __aicore__ inline void RowsSumB(const LocalTensor<float>& src, const LocalTensor<float>& dst, int64_t k)
+    {
+        if (n_ % 8 == 0) {
+            for (int64_t g = 0; g < (k + 7) / 8; ++g) {  // eight rows a repeat
+                Max(rowsRed_[g * 64], src[g * 8 * rowStride_], src[g * 8 * rowStride_],
+                    static_cast<uint64_t>(8 * (8 < k - g * 8 ? 8 : k - g * 8)), 1,
+                    BinaryRepeatParams(1, static_cast<uint8_t>(rowStride_ / 8), static_cast<uint8_t>(rowStride_ / 8), 8,
+                                       8, 8));  // each row's first block
+                PipeBarrier<PIPE_V>();          // rowsRedBuf_: V has written it before V reads it
+                Add(rowsRed_[g * 64], src[g * 8 * rowStride_ + 8], rowsRed_[g * 64],
+                    static_cast<uint64_t>(8 * (8 < k - g * 8 ? 8 : k - g * 8)), static_cast<uint8_t>(n_ / 8 - 1),
+                    BinaryRepeatParams(1, static_cast<uint8_t>(rowStride_ / 8), 1, 0, 1,
+                                       0));  // each further column block combined into it
+            }
+            PipeBarrier<PIPE_V>();  // rowsRedBuf_: V has written it before V reads it
+            WholeReduceSum(dst, rowsRed_, 8, static_cast<int32_t>(k), 1, 1, 1);
+        } else {
+            RowsSum(src, dst, k);
+        }
+    }
+
     __aicore__ inline void CopyIn(int64_t r0, int64_t k)
     {
         {
@@ -687,8 +752,10 @@ private:
     __aicore__ inline void Compute(int64_t r0, int64_t k)
     {
         rowOut_pd_x = rowOutQue_pd_x.template AllocTensor<T>();
-        for (int64_t i = 0; i < k; ++i) {
-            const int64_t b = (r0 + i) / seqLen_;
+        // the pass's rows one batch at a time (rows b0 .. b0 + kb of the pass)
+        for (int64_t b = r0 / seqLen_; b <= (r0 + (k - 1)) / seqLen_; ++b) {
+            const int64_t b0 = b * seqLen_ - r0 > 0 ? b * seqLen_ - r0 : 0;
+            const int64_t kb = ((b + 1) * seqLen_ - r0 < k ? (b + 1) * seqLen_ - r0 : k) - b0;
             if (b != curBatch_) {
                 if (curBatch_ >= 0) {
                     FlushRow();
@@ -701,98 +768,713 @@ private:
                 valBatch_ = b;
                 LoadBatch(b);
             }
-            const float s_mean = statIn_mean.GetValue(i);  // spec: ada_layer_norm_grad.py:63
-            const float s_rstd = statIn_rstd.GetValue(i);  // spec: ada_layer_norm_grad.py:62
-            CastFrom(w_[0], rowIn_x[i * rowStride_], n_);  // spec: ada_layer_norm_grad.py:61
-            PipeBarrier<PIPE_V>();                         // workBuf_: V has written it before V reads it
-            Adds(w_[0], w_[0], static_cast<float>(-(s_mean)),
-                 static_cast<int32_t>(n_));  // spec: ada_layer_norm_grad.py:66
-            PipeBarrier<PIPE_V>();           // workBuf_: V has written it before V reads it
-            Muls(w_[0], w_[0], static_cast<float>(s_rstd),
-                 static_cast<int32_t>(n_));                            // spec: ada_layer_norm_grad.py:66
-            CastFrom(w_[1], rowIn_dy[i * rowStride_], n_);             // spec: ada_layer_norm_grad.py:60
-            PipeBarrier<PIPE_V>();                                     // workBuf_: V has written it before V reads it
-            Add(brow_[2], brow_[2], w_[1], static_cast<int32_t>(n_));  // spec: ada_layer_norm_grad.py:72
-            Mul(w_[2], w_[1], brow_[1], static_cast<int32_t>(n_));     // spec: ada_layer_norm_grad.py:67
-            if (!hasInput0_ && !hasInput1_) {                          // when gamma absent, beta absent
-                PipeBarrier<PIPE_V>();                                 // workBuf_: V has read it before V overwrites it
-                Mul(w_[1], w_[1], w_[0], static_cast<int32_t>(n_));    // spec: ada_layer_norm_grad.py:71
-                PipeBarrier<PIPE_V>();                                 // workBuf_: V has written it before V reads it
-                Add(brow_[3], brow_[3], w_[1], static_cast<int32_t>(n_));  // spec: ada_layer_norm_grad.py:71
-            }
-            PipeBarrier<PIPE_V>();                                     // workBuf_: V has written it before V reads it
-            Add(colv_[2], colv_[2], w_[2], static_cast<int32_t>(n_));  // spec: ada_layer_norm_grad.py:78
-            float s0 = 0.0f;
-            if (!hasInput0_) {           // when gamma absent
-                s0 = RowSum(w_[2], n_);  // spec: ada_layer_norm_grad.py:69
-            }
-            Mul(w_[3], w_[2], w_[0], static_cast<int32_t>(n_));  // spec: ada_layer_norm_grad.py:77
-            if (hasInput0_) {                                    // when gamma present
-                PipeBarrier<PIPE_V>();                           // workBuf_: V has read it before V overwrites it
-                Mul(w_[2], w_[2], colv_[0], static_cast<int32_t>(n_));  // spec: ada_layer_norm_grad.py:68
-            }
-            PipeBarrier<PIPE_V>();                                     // workBuf_: V has written it before V reads it
-            Add(colv_[3], colv_[3], w_[3], static_cast<int32_t>(n_));  // spec: ada_layer_norm_grad.py:77
-            float s1 = 0.0f;
-            if (hasInput0_) {                                        // when gamma present
-                s1 = RowSum(w_[2], n_);                              // spec: ada_layer_norm_grad.py:69
-                Mul(w_[3], w_[2], w_[0], static_cast<int32_t>(n_));  // spec: ada_layer_norm_grad.py:69
-            }
-            PipeBarrier<PIPE_V>();               // workBuf_: V has written it before V reads it
-            const float s2 = RowSum(w_[3], n_);  // spec: ada_layer_norm_grad.py:69
-            float s3 = 0.0f;
-            float s4 = 0.0f;
-            float s5 = 0.0f;
-            float s6 = 0.0f;
-            if (hasInput0_) {                                           // when gamma present, else absent
-                Mul(w_[3], w_[0], colv_[0], static_cast<int32_t>(n_));  // spec: ada_layer_norm_grad.py:70
-                if (hasInput1_) {                                       // when beta present
-                    PipeBarrier<PIPE_V>();                              // workBuf_: V has written it before V reads it
-                    Add(w_[3], w_[3], colv_[1], static_cast<int32_t>(n_));  // spec: ada_layer_norm_grad.py:71
+            // rows of 9 to 255 blocks, 2 to 255 rows a pass: eight rows a repeat
+            if (rowStride_ <= 2040 && rowStride_ > 64 && kb <= 255 && td_->rowsPerPass >= 2) {
+                CastFrom(w_[0], rowIn_x[b0 * rowStride_], kb * rowStride_);  // spec: ada_layer_norm_grad.py:61
+                event_t evt_0 = static_cast<event_t>(GetTPipePtr()->FetchEventID(HardEvent::V_S));
+                SetFlag<HardEvent::V_S>(evt_0);  // rowsRedBuf_: V has read it before S overwrites it
+                WaitFlag<HardEvent::V_S>(evt_0);
+                for (int64_t i = 0; i < kb; ++i) {  // the per-row scalars of the ops below, one slot each
+                    const float s_mean = statIn_mean.GetValue(i + b0);           // spec: ada_layer_norm_grad.py:63
+                    const float s_rstd = statIn_rstd.GetValue(i + b0);           // spec: ada_layer_norm_grad.py:62
+                    rowsRed_.SetValue((8 + 0) * AlignUp(kb, 8) + i, -(s_mean));  // spec: ada_layer_norm_grad.py:66
+                    rowsRed_.SetValue((8 + 1) * AlignUp(kb, 8) + i, s_rstd);     // spec: ada_layer_norm_grad.py:66
                 }
-            } else {
-                if (hasInput1_) {                                           // when beta present
-                    Add(w_[3], w_[0], colv_[1], static_cast<int32_t>(n_));  // spec: ada_layer_norm_grad.py:71
+                event_t evt_1 = static_cast<event_t>(GetTPipePtr()->FetchEventID(HardEvent::S_V));
+                SetFlag<HardEvent::S_V>(evt_1);  // rowsRedBuf_: S has written it before V reads it
+                WaitFlag<HardEvent::S_V>(evt_1);
+                Brcb(rowsRed_, rowsRed_[(8 + 0) * AlignUp(kb, 8)], (kb + 7) / 8,
+                     BrcbRepeatParams(1, 8));  // spec: ada_layer_norm_grad.py:66
+                PipeBarrier<PIPE_V>();         // workBuf_: V has written it before V reads it
+                // eight rows a repeat, a column block a repeat; each row's scalar block
+                for (int64_t g = 0; g < (kb + 7) / 8; ++g) {
+                    Add(w_[0][g * 8 * rowStride_], w_[0][g * 8 * rowStride_], rowsRed_[g * 64],
+                        static_cast<uint64_t>(8 * (8 < kb - g * 8 ? 8 : kb - g * 8)),
+                        static_cast<uint8_t>((n_ + 7) / 8),
+                        BinaryRepeatParams(static_cast<uint8_t>(rowStride_ / 8), static_cast<uint8_t>(rowStride_ / 8),
+                                           1, 1, 1, 0));  // spec: ada_layer_norm_grad.py:66
                 }
-            }
-            if (hasInput1_) {                                        // when beta present
-                PipeBarrier<PIPE_V>();                               // workBuf_: V has written it before V reads it
-                Mul(w_[1], w_[1], w_[3], static_cast<int32_t>(n_));  // spec: ada_layer_norm_grad.py:71
-            }
-            if (hasInput0_ && !hasInput1_) {                         // when gamma present, beta absent
-                PipeBarrier<PIPE_V>();                               // workBuf_: V has written it before V reads it
-                Mul(w_[1], w_[1], w_[3], static_cast<int32_t>(n_));  // spec: ada_layer_norm_grad.py:71
-            }
-            if (hasInput1_) {           // when beta present
+                PipeBarrier<PIPE_V>();  // rowsRedBuf_: V has written it before V reads it
+                Brcb(rowsRed_, rowsRed_[(8 + 1) * AlignUp(kb, 8)], (kb + 7) / 8,
+                     BrcbRepeatParams(1, 8));  // spec: ada_layer_norm_grad.py:66
+                PipeBarrier<PIPE_V>();         // rowsRedBuf_: V has written it before V reads it
+                // eight rows a repeat, a column block a repeat; each row's scalar block
+                for (int64_t g = 0; g < (kb + 7) / 8; ++g) {
+                    Mul(w_[0][g * 8 * rowStride_], w_[0][g * 8 * rowStride_], rowsRed_[g * 64],
+                        static_cast<uint64_t>(8 * (8 < kb - g * 8 ? 8 : kb - g * 8)),
+                        static_cast<uint8_t>((n_ + 7) / 8),
+                        BinaryRepeatParams(static_cast<uint8_t>(rowStride_ / 8), static_cast<uint8_t>(rowStride_ / 8),
+                                           1, 1, 1, 0));  // spec: ada_layer_norm_grad.py:66
+                }
+                CastFrom(w_[1], rowIn_dy[b0 * rowStride_], kb * rowStride_);  // spec: ada_layer_norm_grad.py:60
+                if ((n_ + 63) / 64 < 2 * kb) {  // fewer chunks than twice the rows: the column rows chunk by chunk
+                    PipeBarrier<PIPE_V>();      // workBuf_: V has written it before V reads it
+                    // a 64-lane chunk of every row into the column row's chunk
+                    for (int64_t c = 0; c < (n_ + 63) / 64; ++c) {
+                        Add(brow_[2][c * 64], w_[1][c * 64], brow_[2][c * 64],
+                            static_cast<uint64_t>(64 < n_ - c * 64 ? 64 : n_ - c * 64), static_cast<uint8_t>(kb),
+                            BinaryRepeatParams(1, 1, 1, 0, static_cast<uint8_t>(rowStride_ / 8),
+                                               0));  // spec: ada_layer_norm_grad.py:72
+                    }
+                } else {
+                    if (kb >= 4) {                  // at least four rows an accumulation: by halving, else row by row
+                        if (kb == 1) {              // the pass's rows into the column row by halving
+                            PipeBarrier<PIPE_V>();  // workBuf_: V has written it before V reads it
+                            Add(brow_[2], brow_[2], w_[1],
+                                static_cast<int32_t>(n_));  // spec: ada_layer_norm_grad.py:72
+                        } else {
+                            const int64_t accHalf0 = kb / 2;
+                            PipeBarrier<PIPE_V>();  // workBuf_: V has written it before V reads it
+                            Add(w_[2], w_[1], w_[1][(kb - accHalf0) * rowStride_],
+                                static_cast<int32_t>(accHalf0 * rowStride_));  // spec: ada_layer_norm_grad.py:72
+                            if (kb % 2 == 1) {  // an odd number of rows: the middle one straight into the column row
+                                Add(brow_[2], brow_[2], w_[1][accHalf0 * rowStride_],
+                                    static_cast<int32_t>(n_));  // spec: ada_layer_norm_grad.py:72
+                            }
+                            // halve the rows left until one is
+                            for (int64_t accDone = kb - accHalf0; accDone < kb - 1;) {
+                                const int64_t accLeft = kb - accDone;
+                                const int64_t accHalf = accLeft / 2;
+                                PipeBarrier<PIPE_V>();  // workBuf_: V has written it before V reads it
+                                Add(w_[2], w_[2], w_[2][(accLeft - accHalf) * rowStride_],
+                                    static_cast<int32_t>(accHalf * rowStride_));  // spec: ada_layer_norm_grad.py:72
+                                accDone += accHalf;
+                            }
+                            PipeBarrier<PIPE_V>();  // browBuf_: V has written it before V reads it
+                            Add(brow_[2], brow_[2], w_[2],
+                                static_cast<int32_t>(n_));  // spec: ada_layer_norm_grad.py:72
+                        }
+                    } else {
+                        for (int64_t i = 0; i < kb; ++i) {
+                            PipeBarrier<PIPE_V>();  // browBuf_: V has written it before V reads it
+                            Add(brow_[2], brow_[2], w_[1][i * rowStride_],
+                                static_cast<int32_t>(n_));  // spec: ada_layer_norm_grad.py:72
+                        }
+                    }
+                }
                 PipeBarrier<PIPE_V>();  // workBuf_: V has written it before V reads it
-                Add(brow_[3], brow_[3], w_[1], static_cast<int32_t>(n_));  // spec: ada_layer_norm_grad.py:71
-            }
-            if (hasInput0_) {               // when gamma present, else absent
-                if (!hasInput1_) {          // when beta absent
-                    PipeBarrier<PIPE_V>();  // browBuf_: V has written it before V reads it
-                    Add(brow_[3], brow_[3], w_[1], static_cast<int32_t>(n_));  // spec: ada_layer_norm_grad.py:71
+                // eight rows a repeat, a column block a repeat; the column row's block for each
+                for (int64_t g = 0; g < (kb + 7) / 8; ++g) {
+                    Mul(w_[2][g * 8 * rowStride_], w_[1][g * 8 * rowStride_], brow_[1],
+                        static_cast<uint64_t>(8 * (8 < kb - g * 8 ? 8 : kb - g * 8)),
+                        static_cast<uint8_t>((n_ + 7) / 8),
+                        BinaryRepeatParams(static_cast<uint8_t>(rowStride_ / 8), static_cast<uint8_t>(rowStride_ / 8),
+                                           0, 1, 1, 1));  // spec: ada_layer_norm_grad.py:67
                 }
-                s3 = s1 / static_cast<float>(hidden_);  // spec: ada_layer_norm_grad.py:69
-                Adds(w_[2], w_[2], static_cast<float>(-(s3)),
-                     static_cast<int32_t>(n_));         // spec: ada_layer_norm_grad.py:69
-                s4 = s2 / static_cast<float>(hidden_);  // spec: ada_layer_norm_grad.py:69
-                PipeBarrier<PIPE_V>();                  // workBuf_: V has written it before V reads it
-                Axpy(w_[2], w_[0], static_cast<float>(-(s4)),
-                     static_cast<int32_t>(n_));  // spec: ada_layer_norm_grad.py:69
+                if (!hasInput0_ && !hasInput1_) {  // when gamma absent, beta absent
+                    PipeBarrier<PIPE_V>();         // workBuf_: V has written it before V reads it
+                    Mul(w_[1], w_[1], w_[0], static_cast<int32_t>(kb * rowStride_));  // spec: ada_layer_norm_grad.py:71
+                }
+                if ((n_ + 63) / 64 < 2 * kb) {  // fewer chunks than twice the rows: the column rows chunk by chunk
+                    if (!hasInput0_ && !hasInput1_) {  // when gamma absent, beta absent
+                        PipeBarrier<PIPE_V>();         // workBuf_: V has written it before V reads it
+                        // a 64-lane chunk of every row into the column row's chunk
+                        for (int64_t c = 0; c < (n_ + 63) / 64; ++c) {
+                            Add(brow_[3][c * 64], w_[1][c * 64], brow_[3][c * 64],
+                                static_cast<uint64_t>(64 < n_ - c * 64 ? 64 : n_ - c * 64), static_cast<uint8_t>(kb),
+                                BinaryRepeatParams(1, 1, 1, 0, static_cast<uint8_t>(rowStride_ / 8),
+                                                   0));  // spec: ada_layer_norm_grad.py:71
+                        }
+                    }
+                    PipeBarrier<PIPE_V>();  // workBuf_: V has written it before V reads it
+                    // a 64-lane chunk of every row into the column row's chunk
+                    for (int64_t c = 0; c < (n_ + 63) / 64; ++c) {
+                        Add(colv_[2][c * 64], w_[2][c * 64], colv_[2][c * 64],
+                            static_cast<uint64_t>(64 < n_ - c * 64 ? 64 : n_ - c * 64), static_cast<uint8_t>(kb),
+                            BinaryRepeatParams(1, 1, 1, 0, static_cast<uint8_t>(rowStride_ / 8),
+                                               0));  // spec: ada_layer_norm_grad.py:78
+                    }
+                } else {
+                    PipeBarrier<PIPE_V>();  // workBuf_: V has written it before V reads it
+                    for (int64_t i = 0; i < kb; ++i) {
+                        if (!hasInput0_ && !hasInput1_) {  // when gamma absent, beta absent
+                            Add(brow_[3], brow_[3], w_[1][i * rowStride_],
+                                static_cast<int32_t>(n_));  // spec: ada_layer_norm_grad.py:71
+                        }
+                        PipeBarrier<PIPE_V>();  // colBuf_: V has written it before V reads it
+                        Add(colv_[2], colv_[2], w_[2][i * rowStride_],
+                            static_cast<int32_t>(n_));  // spec: ada_layer_norm_grad.py:78
+                    }
+                }
+                if (!hasInput0_) {                // when gamma absent
+                    RowsSumB(w_[2], rv_[0], kb);  // spec: ada_layer_norm_grad.py:69
+                }
+                Mul(w_[3], w_[2], w_[0], static_cast<int32_t>(kb * rowStride_));  // spec: ada_layer_norm_grad.py:77
+                if (hasInput0_) {                                                 // when gamma present
+                    PipeBarrier<PIPE_V>();  // workBuf_: V has read it before V overwrites it
+                    // eight rows a repeat, a column block a repeat; the column row's block for each
+                    for (int64_t g = 0; g < (kb + 7) / 8; ++g) {
+                        Mul(w_[2][g * 8 * rowStride_], w_[2][g * 8 * rowStride_], colv_[0],
+                            static_cast<uint64_t>(8 * (8 < kb - g * 8 ? 8 : kb - g * 8)),
+                            static_cast<uint8_t>((n_ + 7) / 8),
+                            BinaryRepeatParams(static_cast<uint8_t>(rowStride_ / 8),
+                                               static_cast<uint8_t>(rowStride_ / 8), 0, 1, 1,
+                                               1));  // spec: ada_layer_norm_grad.py:68
+                    }
+                }
+                if ((n_ + 63) / 64 < 2 * kb) {  // fewer chunks than twice the rows: the column rows chunk by chunk
+                    PipeBarrier<PIPE_V>();      // workBuf_: V has written it before V reads it
+                    // a 64-lane chunk of every row into the column row's chunk
+                    for (int64_t c = 0; c < (n_ + 63) / 64; ++c) {
+                        Add(colv_[3][c * 64], w_[3][c * 64], colv_[3][c * 64],
+                            static_cast<uint64_t>(64 < n_ - c * 64 ? 64 : n_ - c * 64), static_cast<uint8_t>(kb),
+                            BinaryRepeatParams(1, 1, 1, 0, static_cast<uint8_t>(rowStride_ / 8),
+                                               0));  // spec: ada_layer_norm_grad.py:77
+                    }
+                } else {
+                    for (int64_t i = 0; i < kb; ++i) {
+                        PipeBarrier<PIPE_V>();  // colBuf_: V has written it before V reads it
+                        Add(colv_[3], colv_[3], w_[3][i * rowStride_],
+                            static_cast<int32_t>(n_));  // spec: ada_layer_norm_grad.py:77
+                    }
+                }
+                if (hasInput0_) {                 // when gamma present
+                    PipeBarrier<PIPE_V>();        // workBuf_: V has written it before V reads it
+                    RowsSumB(w_[2], rv_[0], kb);  // spec: ada_layer_norm_grad.py:69
+                    Mul(w_[3], w_[2], w_[0], static_cast<int32_t>(kb * rowStride_));  // spec: ada_layer_norm_grad.py:69
+                }
+                PipeBarrier<PIPE_V>();        // workBuf_: V has written it before V reads it
+                RowsSumB(w_[3], rv_[1], kb);  // spec: ada_layer_norm_grad.py:69
+                if (hasInput0_) {             // when gamma present, else absent
+                    PipeBarrier<PIPE_V>();    // workBuf_: V has read it before V overwrites it
+                    // eight rows a repeat, a column block a repeat; the column row's block for each
+                    for (int64_t g = 0; g < (kb + 7) / 8; ++g) {
+                        Mul(w_[3][g * 8 * rowStride_], w_[0][g * 8 * rowStride_], colv_[0],
+                            static_cast<uint64_t>(8 * (8 < kb - g * 8 ? 8 : kb - g * 8)),
+                            static_cast<uint8_t>((n_ + 7) / 8),
+                            BinaryRepeatParams(static_cast<uint8_t>(rowStride_ / 8),
+                                               static_cast<uint8_t>(rowStride_ / 8), 0, 1, 1,
+                                               1));  // spec: ada_layer_norm_grad.py:70
+                    }
+                    if (hasInput1_) {           // when beta present
+                        PipeBarrier<PIPE_V>();  // workBuf_: V has written it before V reads it
+                        // eight rows a repeat, a column block a repeat; the column row's block for each
+                        for (int64_t g = 0; g < (kb + 7) / 8; ++g) {
+                            Add(w_[3][g * 8 * rowStride_], w_[3][g * 8 * rowStride_], colv_[1],
+                                static_cast<uint64_t>(8 * (8 < kb - g * 8 ? 8 : kb - g * 8)),
+                                static_cast<uint8_t>((n_ + 7) / 8),
+                                BinaryRepeatParams(static_cast<uint8_t>(rowStride_ / 8),
+                                                   static_cast<uint8_t>(rowStride_ / 8), 0, 1, 1,
+                                                   1));  // spec: ada_layer_norm_grad.py:71
+                        }
+                    }
+                } else {
+                    if (hasInput1_) {           // when beta present
+                        PipeBarrier<PIPE_V>();  // workBuf_: V has read it before V overwrites it
+                        // eight rows a repeat, a column block a repeat; the column row's block for each
+                        for (int64_t g = 0; g < (kb + 7) / 8; ++g) {
+                            Add(w_[3][g * 8 * rowStride_], w_[0][g * 8 * rowStride_], colv_[1],
+                                static_cast<uint64_t>(8 * (8 < kb - g * 8 ? 8 : kb - g * 8)),
+                                static_cast<uint8_t>((n_ + 7) / 8),
+                                BinaryRepeatParams(static_cast<uint8_t>(rowStride_ / 8),
+                                                   static_cast<uint8_t>(rowStride_ / 8), 0, 1, 1,
+                                                   1));  // spec: ada_layer_norm_grad.py:71
+                        }
+                    }
+                }
+                if (hasInput1_) {           // when beta present
+                    PipeBarrier<PIPE_V>();  // workBuf_: V has written it before V reads it
+                    Mul(w_[1], w_[1], w_[3], static_cast<int32_t>(kb * rowStride_));  // spec: ada_layer_norm_grad.py:71
+                }
+                if (hasInput0_ && !hasInput1_) {  // when gamma present, beta absent
+                    PipeBarrier<PIPE_V>();        // workBuf_: V has written it before V reads it
+                    Mul(w_[1], w_[1], w_[3], static_cast<int32_t>(kb * rowStride_));  // spec: ada_layer_norm_grad.py:71
+                }
+                if ((n_ + 63) / 64 < 2 * kb) {  // fewer chunks than twice the rows: the column rows chunk by chunk
+                    if (hasInput1_) {           // when beta present
+                        PipeBarrier<PIPE_V>();  // workBuf_: V has written it before V reads it
+                        // a 64-lane chunk of every row into the column row's chunk
+                        for (int64_t c = 0; c < (n_ + 63) / 64; ++c) {
+                            Add(brow_[3][c * 64], w_[1][c * 64], brow_[3][c * 64],
+                                static_cast<uint64_t>(64 < n_ - c * 64 ? 64 : n_ - c * 64), static_cast<uint8_t>(kb),
+                                BinaryRepeatParams(1, 1, 1, 0, static_cast<uint8_t>(rowStride_ / 8),
+                                                   0));  // spec: ada_layer_norm_grad.py:71
+                        }
+                    }
+                    if (hasInput0_ && !hasInput1_) {  // when gamma present, beta absent
+                        PipeBarrier<PIPE_V>();        // workBuf_: V has written it before V reads it
+                        // a 64-lane chunk of every row into the column row's chunk
+                        for (int64_t c = 0; c < (n_ + 63) / 64; ++c) {
+                            Add(brow_[3][c * 64], w_[1][c * 64], brow_[3][c * 64],
+                                static_cast<uint64_t>(64 < n_ - c * 64 ? 64 : n_ - c * 64), static_cast<uint8_t>(kb),
+                                BinaryRepeatParams(1, 1, 1, 0, static_cast<uint8_t>(rowStride_ / 8),
+                                                   0));  // spec: ada_layer_norm_grad.py:71
+                        }
+                    }
+                } else {
+                    if (kb >= 4) {          // at least four rows an accumulation: by halving, else row by row
+                        if (hasInput1_) {   // when beta present
+                            if (kb == 1) {  // the pass's rows into the column row by halving
+                                PipeBarrier<PIPE_V>();  // workBuf_: V has written it before V reads it
+                                Add(brow_[3], brow_[3], w_[1],
+                                    static_cast<int32_t>(n_));  // spec: ada_layer_norm_grad.py:71
+                            } else {
+                                const int64_t accHalf0 = kb / 2;
+                                PipeBarrier<PIPE_V>();  // workBuf_: V has written it before V reads it
+                                Add(w_[1], w_[1], w_[1][(kb - accHalf0) * rowStride_],
+                                    static_cast<int32_t>(accHalf0 * rowStride_));  // spec: ada_layer_norm_grad.py:71
+                                // halve the rows left until one is
+                                for (int64_t accDone = accHalf0; accDone < kb - 1;) {
+                                    const int64_t accLeft = kb - accDone;
+                                    const int64_t accHalf = accLeft / 2;
+                                    PipeBarrier<PIPE_V>();  // workBuf_: V has written it before V reads it
+                                    Add(w_[1], w_[1], w_[1][(accLeft - accHalf) * rowStride_],
+                                        static_cast<int32_t>(accHalf * rowStride_));  // spec: ada_layer_norm_grad.py:71
+                                    accDone += accHalf;
+                                }
+                                PipeBarrier<PIPE_V>();  // workBuf_: V has written it before V reads it
+                                Add(brow_[3], brow_[3], w_[1],
+                                    static_cast<int32_t>(n_));  // spec: ada_layer_norm_grad.py:71
+                            }
+                        }
+                        if (hasInput0_ && !hasInput1_) {  // when gamma present, beta absent
+                            if (kb == 1) {                // the pass's rows into the column row by halving
+                                PipeBarrier<PIPE_V>();    // browBuf_: V has written it before V reads it
+                                Add(brow_[3], brow_[3], w_[1],
+                                    static_cast<int32_t>(n_));  // spec: ada_layer_norm_grad.py:71
+                            } else {
+                                const int64_t accHalf0 = kb / 2;
+                                PipeBarrier<PIPE_V>();  // workBuf_: V has written it before V reads it
+                                Add(w_[1], w_[1], w_[1][(kb - accHalf0) * rowStride_],
+                                    static_cast<int32_t>(accHalf0 * rowStride_));  // spec: ada_layer_norm_grad.py:71
+                                // halve the rows left until one is
+                                for (int64_t accDone = accHalf0; accDone < kb - 1;) {
+                                    const int64_t accLeft = kb - accDone;
+                                    const int64_t accHalf = accLeft / 2;
+                                    PipeBarrier<PIPE_V>();  // workBuf_: V has written it before V reads it
+                                    Add(w_[1], w_[1], w_[1][(accLeft - accHalf) * rowStride_],
+                                        static_cast<int32_t>(accHalf * rowStride_));  // spec: ada_layer_norm_grad.py:71
+                                    accDone += accHalf;
+                                }
+                                PipeBarrier<PIPE_V>();  // workBuf_: V has written it before V reads it
+                                Add(brow_[3], brow_[3], w_[1],
+                                    static_cast<int32_t>(n_));  // spec: ada_layer_norm_grad.py:71
+                            }
+                        }
+                    } else {
+                        for (int64_t i = 0; i < kb; ++i) {
+                            if (hasInput1_) {           // when beta present
+                                PipeBarrier<PIPE_V>();  // browBuf_: V has written it before V reads it
+                                Add(brow_[3], brow_[3], w_[1][i * rowStride_],
+                                    static_cast<int32_t>(n_));  // spec: ada_layer_norm_grad.py:71
+                            }
+                            if (hasInput0_ && !hasInput1_) {  // when gamma present, beta absent
+                                PipeBarrier<PIPE_V>();        // browBuf_: V has written it before V reads it
+                                Add(brow_[3], brow_[3], w_[1][i * rowStride_],
+                                    static_cast<int32_t>(n_));  // spec: ada_layer_norm_grad.py:71
+                            }
+                        }
+                    }
+                }
+                event_t evt_2 = static_cast<event_t>(GetTPipePtr()->FetchEventID(HardEvent::V_S));
+                SetFlag<HardEvent::V_S>(evt_2);  // rowValBuf_: V has written it before S reads it
+                WaitFlag<HardEvent::V_S>(evt_2);
+                for (int64_t i = 0; i < kb; ++i) {  // the per-row scalars of the ops below, one slot each
+                    float s1 = 0.0f;
+                    float s3 = 0.0f;
+                    if (hasInput0_) {  // when gamma present
+                        const float s1_when = rv_[0].GetValue(i);
+                        s1 = s1_when;
+                        s3 = s1 / static_cast<float>(hidden_);                   // spec: ada_layer_norm_grad.py:69
+                        rowsRed_.SetValue((8 + 0) * AlignUp(kb, 8) + i, -(s3));  // spec: ada_layer_norm_grad.py:69
+                    }
+                }
+                if (hasInput0_) {  // when gamma present
+                    event_t evt_6 = static_cast<event_t>(GetTPipePtr()->FetchEventID(HardEvent::S_V));
+                    SetFlag<HardEvent::S_V>(evt_6);  // rowsRedBuf_: S has written it before V reads it
+                    WaitFlag<HardEvent::S_V>(evt_6);
+                    Brcb(rowsRed_, rowsRed_[(8 + 0) * AlignUp(kb, 8)], (kb + 7) / 8,
+                         BrcbRepeatParams(1, 8));  // spec: ada_layer_norm_grad.py:69
+                    PipeBarrier<PIPE_V>();         // rowsRedBuf_: V has written it before V reads it
+                    // eight rows a repeat, a column block a repeat; each row's scalar block
+                    for (int64_t g = 0; g < (kb + 7) / 8; ++g) {
+                        Add(w_[2][g * 8 * rowStride_], w_[2][g * 8 * rowStride_], rowsRed_[g * 64],
+                            static_cast<uint64_t>(8 * (8 < kb - g * 8 ? 8 : kb - g * 8)),
+                            static_cast<uint8_t>((n_ + 7) / 8),
+                            BinaryRepeatParams(static_cast<uint8_t>(rowStride_ / 8),
+                                               static_cast<uint8_t>(rowStride_ / 8), 1, 1, 1,
+                                               0));  // spec: ada_layer_norm_grad.py:69
+                    }
+                }
+                event_t evt_3 = static_cast<event_t>(GetTPipePtr()->FetchEventID(HardEvent::V_S));
+                SetFlag<HardEvent::V_S>(evt_3);  // rowValBuf_: V has written it before S reads it
+                WaitFlag<HardEvent::V_S>(evt_3);
+                for (int64_t i = 0; i < kb; ++i) {
+                    const float s2 = rv_[1].GetValue(i);
+                    float s4 = 0.0f;
+                    if (hasInput0_) {                           // when gamma present
+                        s4 = s2 / static_cast<float>(hidden_);  // spec: ada_layer_norm_grad.py:69
+                        PipeBarrier<PIPE_V>();                  // workBuf_: V has written it before V reads it
+                        Axpy(w_[2][i * rowStride_], w_[0][i * rowStride_], static_cast<float>(-(s4)),
+                             static_cast<int32_t>(n_));  // spec: ada_layer_norm_grad.py:69
+                    }
+                }
+                for (int64_t i = 0; i < kb; ++i) {  // the per-row scalars of the ops below, one slot each
+                    float s0 = 0.0f;
+                    float s5 = 0.0f;
+                    if (!hasInput0_) {  // when gamma absent
+                        const float s0_when = rv_[0].GetValue(i);
+                        s0 = s0_when;
+                        s5 = s0 / static_cast<float>(hidden_);                   // spec: ada_layer_norm_grad.py:69
+                        rowsRed_.SetValue((8 + 0) * AlignUp(kb, 8) + i, -(s5));  // spec: ada_layer_norm_grad.py:69
+                    }
+                }
+                if (!hasInput0_) {  // when gamma absent
+                    event_t evt_7 = static_cast<event_t>(GetTPipePtr()->FetchEventID(HardEvent::S_V));
+                    SetFlag<HardEvent::S_V>(evt_7);  // rowsRedBuf_: S has written it before V reads it
+                    WaitFlag<HardEvent::S_V>(evt_7);
+                    Brcb(rowsRed_, rowsRed_[(8 + 0) * AlignUp(kb, 8)], (kb + 7) / 8,
+                         BrcbRepeatParams(1, 8));  // spec: ada_layer_norm_grad.py:69
+                    PipeBarrier<PIPE_V>();         // rowsRedBuf_: V has written it before V reads it
+                    // eight rows a repeat, a column block a repeat; each row's scalar block
+                    for (int64_t g = 0; g < (kb + 7) / 8; ++g) {
+                        Add(w_[2][g * 8 * rowStride_], w_[2][g * 8 * rowStride_], rowsRed_[g * 64],
+                            static_cast<uint64_t>(8 * (8 < kb - g * 8 ? 8 : kb - g * 8)),
+                            static_cast<uint8_t>((n_ + 7) / 8),
+                            BinaryRepeatParams(static_cast<uint8_t>(rowStride_ / 8),
+                                               static_cast<uint8_t>(rowStride_ / 8), 1, 1, 1,
+                                               0));  // spec: ada_layer_norm_grad.py:69
+                    }
+                }
+                event_t evt_4 = static_cast<event_t>(GetTPipePtr()->FetchEventID(HardEvent::V_S));
+                SetFlag<HardEvent::V_S>(evt_4);  // rowValBuf_: V has written it before S reads it
+                WaitFlag<HardEvent::V_S>(evt_4);
+                for (int64_t i = 0; i < kb; ++i) {
+                    const float s2 = rv_[1].GetValue(i);
+                    float s6 = 0.0f;
+                    if (!hasInput0_) {                          // when gamma absent
+                        s6 = s2 / static_cast<float>(hidden_);  // spec: ada_layer_norm_grad.py:69
+                        PipeBarrier<PIPE_V>();                  // workBuf_: V has written it before V reads it
+                        Axpy(w_[2][i * rowStride_], w_[0][i * rowStride_], static_cast<float>(-(s6)),
+                             static_cast<int32_t>(n_));  // spec: ada_layer_norm_grad.py:69
+                    }
+                }
+                for (int64_t i = 0; i < kb; ++i) {  // the per-row scalars of the ops below, one slot each
+                    const float s_rstd = statIn_rstd.GetValue(i + b0);        // spec: ada_layer_norm_grad.py:62
+                    rowsRed_.SetValue((8 + 0) * AlignUp(kb, 8) + i, s_rstd);  // spec: ada_layer_norm_grad.py:69
+                }
+                event_t evt_5 = static_cast<event_t>(GetTPipePtr()->FetchEventID(HardEvent::S_V));
+                SetFlag<HardEvent::S_V>(evt_5);  // rowsRedBuf_: S has written it before V reads it
+                WaitFlag<HardEvent::S_V>(evt_5);
+                Brcb(rowsRed_, rowsRed_[(8 + 0) * AlignUp(kb, 8)], (kb + 7) / 8,
+                     BrcbRepeatParams(1, 8));  // spec: ada_layer_norm_grad.py:69
+                PipeBarrier<PIPE_V>();         // rowsRedBuf_: V has written it before V reads it
+                // eight rows a repeat, a column block a repeat; each row's scalar block
+                for (int64_t g = 0; g < (kb + 7) / 8; ++g) {
+                    Mul(w_[2][g * 8 * rowStride_], w_[2][g * 8 * rowStride_], rowsRed_[g * 64],
+                        static_cast<uint64_t>(8 * (8 < kb - g * 8 ? 8 : kb - g * 8)),
+                        static_cast<uint8_t>((n_ + 7) / 8),
+                        BinaryRepeatParams(static_cast<uint8_t>(rowStride_ / 8), static_cast<uint8_t>(rowStride_ / 8),
+                                           1, 1, 1, 0));  // spec: ada_layer_norm_grad.py:69
+                }
+                PipeBarrier<PIPE_V>();  // workBuf_: V has written it before V reads it
+                CastTo(rowOut_pd_x[b0 * rowStride_], w_[2], RoundMode::CAST_RINT,
+                       kb * rowStride_);  // spec: ada_layer_norm_grad.py:27
             } else {
-                s5 = s0 / static_cast<float>(hidden_);  // spec: ada_layer_norm_grad.py:69
-                Adds(w_[2], w_[2], static_cast<float>(-(s5)),
-                     static_cast<int32_t>(n_));         // spec: ada_layer_norm_grad.py:69
-                s6 = s2 / static_cast<float>(hidden_);  // spec: ada_layer_norm_grad.py:69
-                PipeBarrier<PIPE_V>();                  // workBuf_: V has written it before V reads it
-                Axpy(w_[2], w_[0], static_cast<float>(-(s6)),
-                     static_cast<int32_t>(n_));  // spec: ada_layer_norm_grad.py:69
+                // rows of at most 255 blocks, at most 255 rows: the row reductions over all rows
+                if (rowStride_ <= 2040 && kb <= 255 && (n_ + 63) / 64 < 2 * kb) {
+                    CastFrom(w_[0], rowIn_x[b0 * rowStride_], kb * rowStride_);  // spec: ada_layer_norm_grad.py:61
+                    PipeBarrier<PIPE_V>();  // workBuf_: V has written it before V reads it
+                    for (int64_t i = 0; i < kb; ++i) {
+                        const float s_mean = statIn_mean.GetValue(i + b0);  // spec: ada_layer_norm_grad.py:63
+                        const float s_rstd = statIn_rstd.GetValue(i + b0);  // spec: ada_layer_norm_grad.py:62
+                        Adds(w_[0][i * rowStride_], w_[0][i * rowStride_], static_cast<float>(-(s_mean)),
+                             static_cast<int32_t>(n_));  // spec: ada_layer_norm_grad.py:66
+                        PipeBarrier<PIPE_V>();           // workBuf_: V has written it before V reads it
+                        Muls(w_[0][i * rowStride_], w_[0][i * rowStride_], static_cast<float>(s_rstd),
+                             static_cast<int32_t>(n_));  // spec: ada_layer_norm_grad.py:66
+                    }
+                    CastFrom(w_[1], rowIn_dy[b0 * rowStride_], kb * rowStride_);  // spec: ada_layer_norm_grad.py:60
+                    PipeBarrier<PIPE_V>();  // browBuf_: V has written it before V reads it
+                    for (int64_t i = 0; i < kb; ++i) {
+                        PipeBarrier<PIPE_V>();  // browBuf_: V has written it before V reads it
+                        Add(brow_[2], brow_[2], w_[1][i * rowStride_],
+                            static_cast<int32_t>(n_));  // spec: ada_layer_norm_grad.py:72
+                    }
+                    // a 64-lane chunk of every row at once; the column row's chunk for each
+                    for (int64_t c = 0; c < (rowStride_ + 63) / 64; ++c) {
+                        Mul(w_[2][c * 64], w_[1][c * 64], brow_[1][c * 64],
+                            static_cast<uint64_t>(64 < rowStride_ - c * 64 ? 64 : rowStride_ - c * 64),
+                            static_cast<uint8_t>(kb),
+                            BinaryRepeatParams(1, 1, 1, static_cast<uint8_t>(rowStride_ / 8),
+                                               static_cast<uint8_t>(rowStride_ / 8),
+                                               0));  // spec: ada_layer_norm_grad.py:67
+                    }
+                    if (!hasInput0_ && !hasInput1_) {  // when gamma absent, beta absent
+                        PipeBarrier<PIPE_V>();         // workBuf_: V has written it before V reads it
+                        Mul(w_[1], w_[1], w_[0],
+                            static_cast<int32_t>(kb * rowStride_));  // spec: ada_layer_norm_grad.py:71
+                    }
+                    PipeBarrier<PIPE_V>();  // workBuf_: V has written it before V reads it
+                    for (int64_t i = 0; i < kb; ++i) {
+                        if (!hasInput0_ && !hasInput1_) {  // when gamma absent, beta absent
+                            Add(brow_[3], brow_[3], w_[1][i * rowStride_],
+                                static_cast<int32_t>(n_));  // spec: ada_layer_norm_grad.py:71
+                        }
+                        PipeBarrier<PIPE_V>();  // colBuf_: V has written it before V reads it
+                        Add(colv_[2], colv_[2], w_[2][i * rowStride_],
+                            static_cast<int32_t>(n_));  // spec: ada_layer_norm_grad.py:78
+                    }
+                    if (!hasInput0_) {               // when gamma absent
+                        RowsSum(w_[2], rv_[0], kb);  // spec: ada_layer_norm_grad.py:69
+                    }
+                    Mul(w_[3], w_[2], w_[0], static_cast<int32_t>(kb * rowStride_));  // spec: ada_layer_norm_grad.py:77
+                    if (hasInput0_) {                                                 // when gamma present
+                        PipeBarrier<PIPE_V>();  // workBuf_: V has read it before V overwrites it
+                        // a 64-lane chunk of every row at once; the column row's chunk for each
+                        for (int64_t c = 0; c < (rowStride_ + 63) / 64; ++c) {
+                            Mul(w_[2][c * 64], w_[2][c * 64], colv_[0][c * 64],
+                                static_cast<uint64_t>(64 < rowStride_ - c * 64 ? 64 : rowStride_ - c * 64),
+                                static_cast<uint8_t>(kb),
+                                BinaryRepeatParams(1, 1, 1, static_cast<uint8_t>(rowStride_ / 8),
+                                                   static_cast<uint8_t>(rowStride_ / 8),
+                                                   0));  // spec: ada_layer_norm_grad.py:68
+                        }
+                    }
+                    for (int64_t i = 0; i < kb; ++i) {
+                        PipeBarrier<PIPE_V>();  // colBuf_: V has written it before V reads it
+                        Add(colv_[3], colv_[3], w_[3][i * rowStride_],
+                            static_cast<int32_t>(n_));  // spec: ada_layer_norm_grad.py:77
+                    }
+                    if (hasInput0_) {                // when gamma present
+                        PipeBarrier<PIPE_V>();       // workBuf_: V has written it before V reads it
+                        RowsSum(w_[2], rv_[0], kb);  // spec: ada_layer_norm_grad.py:69
+                        Mul(w_[3], w_[2], w_[0],
+                            static_cast<int32_t>(kb * rowStride_));  // spec: ada_layer_norm_grad.py:69
+                    }
+                    PipeBarrier<PIPE_V>();       // workBuf_: V has written it before V reads it
+                    RowsSum(w_[3], rv_[1], kb);  // spec: ada_layer_norm_grad.py:69
+                    if (hasInput0_) {            // when gamma present, else absent
+                        PipeBarrier<PIPE_V>();   // workBuf_: V has read it before V overwrites it
+                        // a 64-lane chunk of every row at once; the column row's chunk for each
+                        for (int64_t c = 0; c < (rowStride_ + 63) / 64; ++c) {
+                            Mul(w_[3][c * 64], w_[0][c * 64], colv_[0][c * 64],
+                                static_cast<uint64_t>(64 < rowStride_ - c * 64 ? 64 : rowStride_ - c * 64),
+                                static_cast<uint8_t>(kb),
+                                BinaryRepeatParams(1, 1, 1, static_cast<uint8_t>(rowStride_ / 8),
+                                                   static_cast<uint8_t>(rowStride_ / 8),
+                                                   0));  // spec: ada_layer_norm_grad.py:70
+                        }
+                        if (hasInput1_) {           // when beta present
+                            PipeBarrier<PIPE_V>();  // workBuf_: V has written it before V reads it
+                            // a 64-lane chunk of every row at once; the column row's chunk for each
+                            for (int64_t c = 0; c < (rowStride_ + 63) / 64; ++c) {
+                                Add(w_[3][c * 64], w_[3][c * 64], colv_[1][c * 64],
+                                    static_cast<uint64_t>(64 < rowStride_ - c * 64 ? 64 : rowStride_ - c * 64),
+                                    static_cast<uint8_t>(kb),
+                                    BinaryRepeatParams(1, 1, 1, static_cast<uint8_t>(rowStride_ / 8),
+                                                       static_cast<uint8_t>(rowStride_ / 8),
+                                                       0));  // spec: ada_layer_norm_grad.py:71
+                            }
+                        }
+                    } else {
+                        if (hasInput1_) {           // when beta present
+                            PipeBarrier<PIPE_V>();  // workBuf_: V has read it before V overwrites it
+                            // a 64-lane chunk of every row at once; the column row's chunk for each
+                            for (int64_t c = 0; c < (rowStride_ + 63) / 64; ++c) {
+                                Add(w_[3][c * 64], w_[0][c * 64], colv_[1][c * 64],
+                                    static_cast<uint64_t>(64 < rowStride_ - c * 64 ? 64 : rowStride_ - c * 64),
+                                    static_cast<uint8_t>(kb),
+                                    BinaryRepeatParams(1, 1, 1, static_cast<uint8_t>(rowStride_ / 8),
+                                                       static_cast<uint8_t>(rowStride_ / 8),
+                                                       0));  // spec: ada_layer_norm_grad.py:71
+                            }
+                        }
+                    }
+                    if (hasInput1_) {           // when beta present
+                        PipeBarrier<PIPE_V>();  // workBuf_: V has written it before V reads it
+                        Mul(w_[1], w_[1], w_[3],
+                            static_cast<int32_t>(kb * rowStride_));  // spec: ada_layer_norm_grad.py:71
+                    }
+                    if (hasInput0_ && !hasInput1_) {  // when gamma present, beta absent
+                        PipeBarrier<PIPE_V>();        // workBuf_: V has written it before V reads it
+                        Mul(w_[1], w_[1], w_[3],
+                            static_cast<int32_t>(kb * rowStride_));  // spec: ada_layer_norm_grad.py:71
+                    }
+                    event_t evt_8 = static_cast<event_t>(GetTPipePtr()->FetchEventID(HardEvent::V_S));
+                    SetFlag<HardEvent::V_S>(evt_8);  // rowValBuf_: V has written it before S reads it
+                    WaitFlag<HardEvent::V_S>(evt_8);
+                    for (int64_t i = 0; i < kb; ++i) {
+                        const float s_rstd = statIn_rstd.GetValue(i + b0);  // spec: ada_layer_norm_grad.py:62
+                        float s0 = 0.0f;
+                        if (!hasInput0_) {  // when gamma absent
+                            const float s0_when = rv_[0].GetValue(i);
+                            s0 = s0_when;
+                        }
+                        float s1 = 0.0f;
+                        if (hasInput0_) {  // when gamma present
+                            const float s1_when = rv_[0].GetValue(i);
+                            s1 = s1_when;
+                        }
+                        const float s2 = rv_[1].GetValue(i);
+                        float s3 = 0.0f;
+                        if (hasInput0_) {                           // when gamma present
+                            s3 = s1 / static_cast<float>(hidden_);  // spec: ada_layer_norm_grad.py:69
+                        }
+                        float s4 = 0.0f;
+                        if (hasInput0_) {                           // when gamma present
+                            s4 = s2 / static_cast<float>(hidden_);  // spec: ada_layer_norm_grad.py:69
+                        }
+                        float s5 = 0.0f;
+                        if (!hasInput0_) {                          // when gamma absent
+                            s5 = s0 / static_cast<float>(hidden_);  // spec: ada_layer_norm_grad.py:69
+                        }
+                        float s6 = 0.0f;
+                        if (!hasInput0_) {                          // when gamma absent
+                            s6 = s2 / static_cast<float>(hidden_);  // spec: ada_layer_norm_grad.py:69
+                        }
+                        if (hasInput1_) {  // when beta present
+                            Add(brow_[3], brow_[3], w_[1][i * rowStride_],
+                                static_cast<int32_t>(n_));  // spec: ada_layer_norm_grad.py:71
+                        }
+                        if (hasInput0_) {               // when gamma present, else absent
+                            if (!hasInput1_) {          // when beta absent
+                                PipeBarrier<PIPE_V>();  // browBuf_: V has written it before V reads it
+                                Add(brow_[3], brow_[3], w_[1][i * rowStride_],
+                                    static_cast<int32_t>(n_));  // spec: ada_layer_norm_grad.py:71
+                            }
+                            PipeBarrier<PIPE_V>();  // workBuf_: V has written it before V reads it
+                            Adds(w_[2][i * rowStride_], w_[2][i * rowStride_], static_cast<float>(-(s3)),
+                                 static_cast<int32_t>(n_));  // spec: ada_layer_norm_grad.py:69
+                            PipeBarrier<PIPE_V>();           // workBuf_: V has written it before V reads it
+                            Axpy(w_[2][i * rowStride_], w_[0][i * rowStride_], static_cast<float>(-(s4)),
+                                 static_cast<int32_t>(n_));  // spec: ada_layer_norm_grad.py:69
+                        } else {
+                            PipeBarrier<PIPE_V>();  // workBuf_: V has written it before V reads it
+                            Adds(w_[2][i * rowStride_], w_[2][i * rowStride_], static_cast<float>(-(s5)),
+                                 static_cast<int32_t>(n_));  // spec: ada_layer_norm_grad.py:69
+                            PipeBarrier<PIPE_V>();           // workBuf_: V has written it before V reads it
+                            Axpy(w_[2][i * rowStride_], w_[0][i * rowStride_], static_cast<float>(-(s6)),
+                                 static_cast<int32_t>(n_));  // spec: ada_layer_norm_grad.py:69
+                        }
+                        PipeBarrier<PIPE_V>();  // workBuf_: V has written it before V reads it
+                        Muls(w_[2][i * rowStride_], w_[2][i * rowStride_], static_cast<float>(s_rstd),
+                             static_cast<int32_t>(n_));  // spec: ada_layer_norm_grad.py:69
+                    }
+                    PipeBarrier<PIPE_V>();  // workBuf_: V has written it before V reads it
+                    CastTo(rowOut_pd_x[b0 * rowStride_], w_[2], RoundMode::CAST_RINT,
+                           kb * rowStride_);  // spec: ada_layer_norm_grad.py:27
+                } else {
+                    CastFrom(w_[0], rowIn_x[b0 * rowStride_], kb * rowStride_);  // spec: ada_layer_norm_grad.py:61
+                    PipeBarrier<PIPE_V>();  // workBuf_: V has written it before V reads it
+                    for (int64_t i = 0; i < kb; ++i) {
+                        const float s_mean = statIn_mean.GetValue(i + b0);  // spec: ada_layer_norm_grad.py:63
+                        const float s_rstd = statIn_rstd.GetValue(i + b0);  // spec: ada_layer_norm_grad.py:62
+                        Adds(w_[0][i * rowStride_], w_[0][i * rowStride_], static_cast<float>(-(s_mean)),
+                             static_cast<int32_t>(n_));  // spec: ada_layer_norm_grad.py:66
+                        PipeBarrier<PIPE_V>();           // workBuf_: V has written it before V reads it
+                        Muls(w_[0][i * rowStride_], w_[0][i * rowStride_], static_cast<float>(s_rstd),
+                             static_cast<int32_t>(n_));  // spec: ada_layer_norm_grad.py:66
+                    }
+                    CastFrom(w_[1], rowIn_dy[b0 * rowStride_], kb * rowStride_);  // spec: ada_layer_norm_grad.py:60
+                    for (int64_t i = 0; i < kb; ++i) {
+                        PipeBarrier<PIPE_V>();  // browBuf_: V has written it before V reads it
+                        Add(brow_[2], brow_[2], w_[1][i * rowStride_],
+                            static_cast<int32_t>(n_));  // spec: ada_layer_norm_grad.py:72
+                        Mul(w_[2][i * rowStride_], w_[1][i * rowStride_], brow_[1],
+                            static_cast<int32_t>(n_));  // spec: ada_layer_norm_grad.py:67
+                    }
+                    if (!hasInput0_ && !hasInput1_) {  // when gamma absent, beta absent
+                        PipeBarrier<PIPE_V>();         // workBuf_: V has written it before V reads it
+                        Mul(w_[1], w_[1], w_[0],
+                            static_cast<int32_t>(kb * rowStride_));  // spec: ada_layer_norm_grad.py:71
+                    }
+                    PipeBarrier<PIPE_V>();  // workBuf_: V has written it before V reads it
+                    for (int64_t i = 0; i < kb; ++i) {
+                        const float s_rstd = statIn_rstd.GetValue(i + b0);  // spec: ada_layer_norm_grad.py:62
+                        if (!hasInput0_ && !hasInput1_) {                   // when gamma absent, beta absent
+                            Add(brow_[3], brow_[3], w_[1][i * rowStride_],
+                                static_cast<int32_t>(n_));  // spec: ada_layer_norm_grad.py:71
+                        }
+                        PipeBarrier<PIPE_V>();  // workBuf_: V has written it before V reads it
+                        Add(colv_[2], colv_[2], w_[2][i * rowStride_],
+                            static_cast<int32_t>(n_));  // spec: ada_layer_norm_grad.py:78
+                        float s0 = 0.0f;
+                        if (!hasInput0_) {                           // when gamma absent
+                            s0 = RowSum(w_[2][i * rowStride_], n_);  // spec: ada_layer_norm_grad.py:69
+                        }
+                        Mul(w_[3][i * rowStride_], w_[2][i * rowStride_], w_[0][i * rowStride_],
+                            static_cast<int32_t>(n_));  // spec: ada_layer_norm_grad.py:77
+                        if (hasInput0_) {               // when gamma present
+                            PipeBarrier<PIPE_V>();      // workBuf_: V has read it before V overwrites it
+                            Mul(w_[2][i * rowStride_], w_[2][i * rowStride_], colv_[0],
+                                static_cast<int32_t>(n_));  // spec: ada_layer_norm_grad.py:68
+                        }
+                        PipeBarrier<PIPE_V>();  // workBuf_: V has written it before V reads it
+                        Add(colv_[3], colv_[3], w_[3][i * rowStride_],
+                            static_cast<int32_t>(n_));  // spec: ada_layer_norm_grad.py:77
+                        float s1 = 0.0f;
+                        if (hasInput0_) {                            // when gamma present
+                            s1 = RowSum(w_[2][i * rowStride_], n_);  // spec: ada_layer_norm_grad.py:69
+                            Mul(w_[3][i * rowStride_], w_[2][i * rowStride_], w_[0][i * rowStride_],
+                                static_cast<int32_t>(n_));  // spec: ada_layer_norm_grad.py:69
+                        }
+                        PipeBarrier<PIPE_V>();  // workBuf_: V has written it before V reads it
+                        const float s2 = RowSum(w_[3][i * rowStride_], n_);  // spec: ada_layer_norm_grad.py:69
+                        float s3 = 0.0f;
+                        float s4 = 0.0f;
+                        float s5 = 0.0f;
+                        float s6 = 0.0f;
+                        if (hasInput0_) {  // when gamma present, else absent
+                            Mul(w_[3][i * rowStride_], w_[0][i * rowStride_], colv_[0],
+                                static_cast<int32_t>(n_));  // spec: ada_layer_norm_grad.py:70
+                            if (hasInput1_) {               // when beta present
+                                PipeBarrier<PIPE_V>();      // workBuf_: V has written it before V reads it
+                                Add(w_[3][i * rowStride_], w_[3][i * rowStride_], colv_[1],
+                                    static_cast<int32_t>(n_));  // spec: ada_layer_norm_grad.py:71
+                            }
+                        } else {
+                            if (hasInput1_) {  // when beta present
+                                Add(w_[3][i * rowStride_], w_[0][i * rowStride_], colv_[1],
+                                    static_cast<int32_t>(n_));  // spec: ada_layer_norm_grad.py:71
+                            }
+                        }
+                        if (hasInput1_) {           // when beta present
+                            PipeBarrier<PIPE_V>();  // workBuf_: V has written it before V reads it
+                            Mul(w_[1][i * rowStride_], w_[1][i * rowStride_], w_[3][i * rowStride_],
+                                static_cast<int32_t>(n_));  // spec: ada_layer_norm_grad.py:71
+                        }
+                        if (hasInput0_ && !hasInput1_) {  // when gamma present, beta absent
+                            PipeBarrier<PIPE_V>();        // workBuf_: V has written it before V reads it
+                            Mul(w_[1][i * rowStride_], w_[1][i * rowStride_], w_[3][i * rowStride_],
+                                static_cast<int32_t>(n_));  // spec: ada_layer_norm_grad.py:71
+                        }
+                        if (hasInput1_) {           // when beta present
+                            PipeBarrier<PIPE_V>();  // workBuf_: V has written it before V reads it
+                            Add(brow_[3], brow_[3], w_[1][i * rowStride_],
+                                static_cast<int32_t>(n_));  // spec: ada_layer_norm_grad.py:71
+                        }
+                        if (hasInput0_) {               // when gamma present, else absent
+                            if (!hasInput1_) {          // when beta absent
+                                PipeBarrier<PIPE_V>();  // browBuf_: V has written it before V reads it
+                                Add(brow_[3], brow_[3], w_[1][i * rowStride_],
+                                    static_cast<int32_t>(n_));  // spec: ada_layer_norm_grad.py:71
+                            }
+                            s3 = s1 / static_cast<float>(hidden_);  // spec: ada_layer_norm_grad.py:69
+                            Adds(w_[2][i * rowStride_], w_[2][i * rowStride_], static_cast<float>(-(s3)),
+                                 static_cast<int32_t>(n_));         // spec: ada_layer_norm_grad.py:69
+                            s4 = s2 / static_cast<float>(hidden_);  // spec: ada_layer_norm_grad.py:69
+                            PipeBarrier<PIPE_V>();                  // workBuf_: V has written it before V reads it
+                            Axpy(w_[2][i * rowStride_], w_[0][i * rowStride_], static_cast<float>(-(s4)),
+                                 static_cast<int32_t>(n_));  // spec: ada_layer_norm_grad.py:69
+                        } else {
+                            s5 = s0 / static_cast<float>(hidden_);  // spec: ada_layer_norm_grad.py:69
+                            Adds(w_[2][i * rowStride_], w_[2][i * rowStride_], static_cast<float>(-(s5)),
+                                 static_cast<int32_t>(n_));         // spec: ada_layer_norm_grad.py:69
+                            s6 = s2 / static_cast<float>(hidden_);  // spec: ada_layer_norm_grad.py:69
+                            PipeBarrier<PIPE_V>();                  // workBuf_: V has written it before V reads it
+                            Axpy(w_[2][i * rowStride_], w_[0][i * rowStride_], static_cast<float>(-(s6)),
+                                 static_cast<int32_t>(n_));  // spec: ada_layer_norm_grad.py:69
+                        }
+                        PipeBarrier<PIPE_V>();  // workBuf_: V has written it before V reads it
+                        Muls(w_[2][i * rowStride_], w_[2][i * rowStride_], static_cast<float>(s_rstd),
+                             static_cast<int32_t>(n_));  // spec: ada_layer_norm_grad.py:69
+                    }
+                    PipeBarrier<PIPE_V>();  // workBuf_: V has written it before V reads it
+                    CastTo(rowOut_pd_x[b0 * rowStride_], w_[2], RoundMode::CAST_RINT,
+                           kb * rowStride_);  // spec: ada_layer_norm_grad.py:27
+                }
             }
-            PipeBarrier<PIPE_V>();  // workBuf_: V has written it before V reads it
-            Muls(w_[2], w_[2], static_cast<float>(s_rstd),
-                 static_cast<int32_t>(n_));  // spec: ada_layer_norm_grad.py:69
-            PipeBarrier<PIPE_V>();           // workBuf_: V has written it before V reads it
-            CastTo(rowOut_pd_x[i * rowStride_], w_[2], RoundMode::CAST_RINT, n_);  // spec: ada_layer_norm_grad.py:27
         }
         rowInQue_x.FreeTensor(rowIn_x);
         rowInQue_dy.FreeTensor(rowIn_dy);
@@ -806,8 +1488,10 @@ private:
         event_t evt_0 = static_cast<event_t>(GetTPipePtr()->FetchEventID(HardEvent::MTE2_S));
         SetFlag<HardEvent::MTE2_S>(evt_0);  // statInQue_rstd_mean: MTE2 has written it before S reads it
         WaitFlag<HardEvent::MTE2_S>(evt_0);
-        for (int64_t i = 0; i < k; ++i) {
-            const int64_t b = (r0 + i) / seqLen_;
+        // the pass's rows one batch at a time (rows b0 .. b0 + kb of the pass)
+        for (int64_t b = r0 / seqLen_; b <= (r0 + (k - 1)) / seqLen_; ++b) {
+            const int64_t b0 = b * seqLen_ - r0 > 0 ? b * seqLen_ - r0 : 0;
+            const int64_t kb = ((b + 1) * seqLen_ - r0 < k ? (b + 1) * seqLen_ - r0 : k) - b0;
             if (b != curBatch_) {
                 if (curBatch_ >= 0) {
                     FlushRow();
@@ -820,98 +1504,713 @@ private:
                 valBatch_ = b;
                 LoadBatch(b);
             }
-            const float s_mean = statIn_mean.GetValue(i);  // spec: ada_layer_norm_grad.py:63
-            const float s_rstd = statIn_rstd.GetValue(i);  // spec: ada_layer_norm_grad.py:62
-            CastFrom(w_[0], rowIn_x[i * rowStride_], n_);  // spec: ada_layer_norm_grad.py:61
-            PipeBarrier<PIPE_V>();                         // workBuf_: V has written it before V reads it
-            Adds(w_[0], w_[0], static_cast<float>(-(s_mean)),
-                 static_cast<int32_t>(n_));  // spec: ada_layer_norm_grad.py:66
-            PipeBarrier<PIPE_V>();           // workBuf_: V has written it before V reads it
-            Muls(w_[0], w_[0], static_cast<float>(s_rstd),
-                 static_cast<int32_t>(n_));                            // spec: ada_layer_norm_grad.py:66
-            CastFrom(w_[1], rowIn_dy[i * rowStride_], n_);             // spec: ada_layer_norm_grad.py:60
-            PipeBarrier<PIPE_V>();                                     // workBuf_: V has written it before V reads it
-            Add(brow_[2], brow_[2], w_[1], static_cast<int32_t>(n_));  // spec: ada_layer_norm_grad.py:72
-            Mul(w_[2], w_[1], brow_[1], static_cast<int32_t>(n_));     // spec: ada_layer_norm_grad.py:67
-            if (!hasInput0_ && !hasInput1_) {                          // when gamma absent, beta absent
-                PipeBarrier<PIPE_V>();                                 // workBuf_: V has read it before V overwrites it
-                Mul(w_[1], w_[1], w_[0], static_cast<int32_t>(n_));    // spec: ada_layer_norm_grad.py:71
-                PipeBarrier<PIPE_V>();                                 // workBuf_: V has written it before V reads it
-                Add(brow_[3], brow_[3], w_[1], static_cast<int32_t>(n_));  // spec: ada_layer_norm_grad.py:71
-            }
-            PipeBarrier<PIPE_V>();                                     // workBuf_: V has written it before V reads it
-            Add(colv_[2], colv_[2], w_[2], static_cast<int32_t>(n_));  // spec: ada_layer_norm_grad.py:78
-            float s0 = 0.0f;
-            if (!hasInput0_) {           // when gamma absent
-                s0 = RowSum(w_[2], n_);  // spec: ada_layer_norm_grad.py:69
-            }
-            Mul(w_[3], w_[2], w_[0], static_cast<int32_t>(n_));  // spec: ada_layer_norm_grad.py:77
-            if (hasInput0_) {                                    // when gamma present
-                PipeBarrier<PIPE_V>();                           // workBuf_: V has read it before V overwrites it
-                Mul(w_[2], w_[2], colv_[0], static_cast<int32_t>(n_));  // spec: ada_layer_norm_grad.py:68
-            }
-            PipeBarrier<PIPE_V>();                                     // workBuf_: V has written it before V reads it
-            Add(colv_[3], colv_[3], w_[3], static_cast<int32_t>(n_));  // spec: ada_layer_norm_grad.py:77
-            float s1 = 0.0f;
-            if (hasInput0_) {                                        // when gamma present
-                s1 = RowSum(w_[2], n_);                              // spec: ada_layer_norm_grad.py:69
-                Mul(w_[3], w_[2], w_[0], static_cast<int32_t>(n_));  // spec: ada_layer_norm_grad.py:69
-            }
-            PipeBarrier<PIPE_V>();               // workBuf_: V has written it before V reads it
-            const float s2 = RowSum(w_[3], n_);  // spec: ada_layer_norm_grad.py:69
-            float s3 = 0.0f;
-            float s4 = 0.0f;
-            float s5 = 0.0f;
-            float s6 = 0.0f;
-            if (hasInput0_) {                                           // when gamma present, else absent
-                Mul(w_[3], w_[0], colv_[0], static_cast<int32_t>(n_));  // spec: ada_layer_norm_grad.py:70
-                if (hasInput1_) {                                       // when beta present
-                    PipeBarrier<PIPE_V>();                              // workBuf_: V has written it before V reads it
-                    Add(w_[3], w_[3], colv_[1], static_cast<int32_t>(n_));  // spec: ada_layer_norm_grad.py:71
+            // rows of 9 to 255 blocks, 2 to 255 rows a pass: eight rows a repeat
+            if (rowStride_ <= 2040 && rowStride_ > 64 && kb <= 255 && td_->rowsPerPass >= 2) {
+                CastFrom(w_[0], rowIn_x[b0 * rowStride_], kb * rowStride_);  // spec: ada_layer_norm_grad.py:61
+                event_t evt_1 = static_cast<event_t>(GetTPipePtr()->FetchEventID(HardEvent::V_S));
+                SetFlag<HardEvent::V_S>(evt_1);  // rowsRedBuf_: V has read it before S overwrites it
+                WaitFlag<HardEvent::V_S>(evt_1);
+                for (int64_t i = 0; i < kb; ++i) {  // the per-row scalars of the ops below, one slot each
+                    const float s_mean = statIn_mean.GetValue(i + b0);           // spec: ada_layer_norm_grad.py:63
+                    const float s_rstd = statIn_rstd.GetValue(i + b0);           // spec: ada_layer_norm_grad.py:62
+                    rowsRed_.SetValue((8 + 0) * AlignUp(kb, 8) + i, -(s_mean));  // spec: ada_layer_norm_grad.py:66
+                    rowsRed_.SetValue((8 + 1) * AlignUp(kb, 8) + i, s_rstd);     // spec: ada_layer_norm_grad.py:66
                 }
-            } else {
-                if (hasInput1_) {                                           // when beta present
-                    Add(w_[3], w_[0], colv_[1], static_cast<int32_t>(n_));  // spec: ada_layer_norm_grad.py:71
+                event_t evt_2 = static_cast<event_t>(GetTPipePtr()->FetchEventID(HardEvent::S_V));
+                SetFlag<HardEvent::S_V>(evt_2);  // rowsRedBuf_: S has written it before V reads it
+                WaitFlag<HardEvent::S_V>(evt_2);
+                Brcb(rowsRed_, rowsRed_[(8 + 0) * AlignUp(kb, 8)], (kb + 7) / 8,
+                     BrcbRepeatParams(1, 8));  // spec: ada_layer_norm_grad.py:66
+                PipeBarrier<PIPE_V>();         // workBuf_: V has written it before V reads it
+                // eight rows a repeat, a column block a repeat; each row's scalar block
+                for (int64_t g = 0; g < (kb + 7) / 8; ++g) {
+                    Add(w_[0][g * 8 * rowStride_], w_[0][g * 8 * rowStride_], rowsRed_[g * 64],
+                        static_cast<uint64_t>(8 * (8 < kb - g * 8 ? 8 : kb - g * 8)),
+                        static_cast<uint8_t>((n_ + 7) / 8),
+                        BinaryRepeatParams(static_cast<uint8_t>(rowStride_ / 8), static_cast<uint8_t>(rowStride_ / 8),
+                                           1, 1, 1, 0));  // spec: ada_layer_norm_grad.py:66
                 }
-            }
-            if (hasInput1_) {                                        // when beta present
-                PipeBarrier<PIPE_V>();                               // workBuf_: V has written it before V reads it
-                Mul(w_[1], w_[1], w_[3], static_cast<int32_t>(n_));  // spec: ada_layer_norm_grad.py:71
-            }
-            if (hasInput0_ && !hasInput1_) {                         // when gamma present, beta absent
-                PipeBarrier<PIPE_V>();                               // workBuf_: V has written it before V reads it
-                Mul(w_[1], w_[1], w_[3], static_cast<int32_t>(n_));  // spec: ada_layer_norm_grad.py:71
-            }
-            if (hasInput1_) {           // when beta present
+                PipeBarrier<PIPE_V>();  // rowsRedBuf_: V has written it before V reads it
+                Brcb(rowsRed_, rowsRed_[(8 + 1) * AlignUp(kb, 8)], (kb + 7) / 8,
+                     BrcbRepeatParams(1, 8));  // spec: ada_layer_norm_grad.py:66
+                PipeBarrier<PIPE_V>();         // rowsRedBuf_: V has written it before V reads it
+                // eight rows a repeat, a column block a repeat; each row's scalar block
+                for (int64_t g = 0; g < (kb + 7) / 8; ++g) {
+                    Mul(w_[0][g * 8 * rowStride_], w_[0][g * 8 * rowStride_], rowsRed_[g * 64],
+                        static_cast<uint64_t>(8 * (8 < kb - g * 8 ? 8 : kb - g * 8)),
+                        static_cast<uint8_t>((n_ + 7) / 8),
+                        BinaryRepeatParams(static_cast<uint8_t>(rowStride_ / 8), static_cast<uint8_t>(rowStride_ / 8),
+                                           1, 1, 1, 0));  // spec: ada_layer_norm_grad.py:66
+                }
+                CastFrom(w_[1], rowIn_dy[b0 * rowStride_], kb * rowStride_);  // spec: ada_layer_norm_grad.py:60
+                if ((n_ + 63) / 64 < 2 * kb) {  // fewer chunks than twice the rows: the column rows chunk by chunk
+                    PipeBarrier<PIPE_V>();      // workBuf_: V has written it before V reads it
+                    // a 64-lane chunk of every row into the column row's chunk
+                    for (int64_t c = 0; c < (n_ + 63) / 64; ++c) {
+                        Add(brow_[2][c * 64], w_[1][c * 64], brow_[2][c * 64],
+                            static_cast<uint64_t>(64 < n_ - c * 64 ? 64 : n_ - c * 64), static_cast<uint8_t>(kb),
+                            BinaryRepeatParams(1, 1, 1, 0, static_cast<uint8_t>(rowStride_ / 8),
+                                               0));  // spec: ada_layer_norm_grad.py:72
+                    }
+                } else {
+                    if (kb >= 4) {                  // at least four rows an accumulation: by halving, else row by row
+                        if (kb == 1) {              // the pass's rows into the column row by halving
+                            PipeBarrier<PIPE_V>();  // workBuf_: V has written it before V reads it
+                            Add(brow_[2], brow_[2], w_[1],
+                                static_cast<int32_t>(n_));  // spec: ada_layer_norm_grad.py:72
+                        } else {
+                            const int64_t accHalf0 = kb / 2;
+                            PipeBarrier<PIPE_V>();  // workBuf_: V has written it before V reads it
+                            Add(w_[2], w_[1], w_[1][(kb - accHalf0) * rowStride_],
+                                static_cast<int32_t>(accHalf0 * rowStride_));  // spec: ada_layer_norm_grad.py:72
+                            if (kb % 2 == 1) {  // an odd number of rows: the middle one straight into the column row
+                                Add(brow_[2], brow_[2], w_[1][accHalf0 * rowStride_],
+                                    static_cast<int32_t>(n_));  // spec: ada_layer_norm_grad.py:72
+                            }
+                            // halve the rows left until one is
+                            for (int64_t accDone = kb - accHalf0; accDone < kb - 1;) {
+                                const int64_t accLeft = kb - accDone;
+                                const int64_t accHalf = accLeft / 2;
+                                PipeBarrier<PIPE_V>();  // workBuf_: V has written it before V reads it
+                                Add(w_[2], w_[2], w_[2][(accLeft - accHalf) * rowStride_],
+                                    static_cast<int32_t>(accHalf * rowStride_));  // spec: ada_layer_norm_grad.py:72
+                                accDone += accHalf;
+                            }
+                            PipeBarrier<PIPE_V>();  // browBuf_: V has written it before V reads it
+                            Add(brow_[2], brow_[2], w_[2],
+                                static_cast<int32_t>(n_));  // spec: ada_layer_norm_grad.py:72
+                        }
+                    } else {
+                        for (int64_t i = 0; i < kb; ++i) {
+                            PipeBarrier<PIPE_V>();  // browBuf_: V has written it before V reads it
+                            Add(brow_[2], brow_[2], w_[1][i * rowStride_],
+                                static_cast<int32_t>(n_));  // spec: ada_layer_norm_grad.py:72
+                        }
+                    }
+                }
                 PipeBarrier<PIPE_V>();  // workBuf_: V has written it before V reads it
-                Add(brow_[3], brow_[3], w_[1], static_cast<int32_t>(n_));  // spec: ada_layer_norm_grad.py:71
-            }
-            if (hasInput0_) {               // when gamma present, else absent
-                if (!hasInput1_) {          // when beta absent
-                    PipeBarrier<PIPE_V>();  // browBuf_: V has written it before V reads it
-                    Add(brow_[3], brow_[3], w_[1], static_cast<int32_t>(n_));  // spec: ada_layer_norm_grad.py:71
+                // eight rows a repeat, a column block a repeat; the column row's block for each
+                for (int64_t g = 0; g < (kb + 7) / 8; ++g) {
+                    Mul(w_[2][g * 8 * rowStride_], w_[1][g * 8 * rowStride_], brow_[1],
+                        static_cast<uint64_t>(8 * (8 < kb - g * 8 ? 8 : kb - g * 8)),
+                        static_cast<uint8_t>((n_ + 7) / 8),
+                        BinaryRepeatParams(static_cast<uint8_t>(rowStride_ / 8), static_cast<uint8_t>(rowStride_ / 8),
+                                           0, 1, 1, 1));  // spec: ada_layer_norm_grad.py:67
                 }
-                s3 = s1 / static_cast<float>(hidden_);  // spec: ada_layer_norm_grad.py:69
-                Adds(w_[2], w_[2], static_cast<float>(-(s3)),
-                     static_cast<int32_t>(n_));         // spec: ada_layer_norm_grad.py:69
-                s4 = s2 / static_cast<float>(hidden_);  // spec: ada_layer_norm_grad.py:69
-                PipeBarrier<PIPE_V>();                  // workBuf_: V has written it before V reads it
-                Axpy(w_[2], w_[0], static_cast<float>(-(s4)),
-                     static_cast<int32_t>(n_));  // spec: ada_layer_norm_grad.py:69
+                if (!hasInput0_ && !hasInput1_) {  // when gamma absent, beta absent
+                    PipeBarrier<PIPE_V>();         // workBuf_: V has written it before V reads it
+                    Mul(w_[1], w_[1], w_[0], static_cast<int32_t>(kb * rowStride_));  // spec: ada_layer_norm_grad.py:71
+                }
+                if ((n_ + 63) / 64 < 2 * kb) {  // fewer chunks than twice the rows: the column rows chunk by chunk
+                    if (!hasInput0_ && !hasInput1_) {  // when gamma absent, beta absent
+                        PipeBarrier<PIPE_V>();         // workBuf_: V has written it before V reads it
+                        // a 64-lane chunk of every row into the column row's chunk
+                        for (int64_t c = 0; c < (n_ + 63) / 64; ++c) {
+                            Add(brow_[3][c * 64], w_[1][c * 64], brow_[3][c * 64],
+                                static_cast<uint64_t>(64 < n_ - c * 64 ? 64 : n_ - c * 64), static_cast<uint8_t>(kb),
+                                BinaryRepeatParams(1, 1, 1, 0, static_cast<uint8_t>(rowStride_ / 8),
+                                                   0));  // spec: ada_layer_norm_grad.py:71
+                        }
+                    }
+                    PipeBarrier<PIPE_V>();  // workBuf_: V has written it before V reads it
+                    // a 64-lane chunk of every row into the column row's chunk
+                    for (int64_t c = 0; c < (n_ + 63) / 64; ++c) {
+                        Add(colv_[2][c * 64], w_[2][c * 64], colv_[2][c * 64],
+                            static_cast<uint64_t>(64 < n_ - c * 64 ? 64 : n_ - c * 64), static_cast<uint8_t>(kb),
+                            BinaryRepeatParams(1, 1, 1, 0, static_cast<uint8_t>(rowStride_ / 8),
+                                               0));  // spec: ada_layer_norm_grad.py:78
+                    }
+                } else {
+                    PipeBarrier<PIPE_V>();  // workBuf_: V has written it before V reads it
+                    for (int64_t i = 0; i < kb; ++i) {
+                        if (!hasInput0_ && !hasInput1_) {  // when gamma absent, beta absent
+                            Add(brow_[3], brow_[3], w_[1][i * rowStride_],
+                                static_cast<int32_t>(n_));  // spec: ada_layer_norm_grad.py:71
+                        }
+                        PipeBarrier<PIPE_V>();  // colBuf_: V has written it before V reads it
+                        Add(colv_[2], colv_[2], w_[2][i * rowStride_],
+                            static_cast<int32_t>(n_));  // spec: ada_layer_norm_grad.py:78
+                    }
+                }
+                if (!hasInput0_) {                // when gamma absent
+                    RowsSumB(w_[2], rv_[0], kb);  // spec: ada_layer_norm_grad.py:69
+                }
+                Mul(w_[3], w_[2], w_[0], static_cast<int32_t>(kb * rowStride_));  // spec: ada_layer_norm_grad.py:77
+                if (hasInput0_) {                                                 // when gamma present
+                    PipeBarrier<PIPE_V>();  // workBuf_: V has read it before V overwrites it
+                    // eight rows a repeat, a column block a repeat; the column row's block for each
+                    for (int64_t g = 0; g < (kb + 7) / 8; ++g) {
+                        Mul(w_[2][g * 8 * rowStride_], w_[2][g * 8 * rowStride_], colv_[0],
+                            static_cast<uint64_t>(8 * (8 < kb - g * 8 ? 8 : kb - g * 8)),
+                            static_cast<uint8_t>((n_ + 7) / 8),
+                            BinaryRepeatParams(static_cast<uint8_t>(rowStride_ / 8),
+                                               static_cast<uint8_t>(rowStride_ / 8), 0, 1, 1,
+                                               1));  // spec: ada_layer_norm_grad.py:68
+                    }
+                }
+                if ((n_ + 63) / 64 < 2 * kb) {  // fewer chunks than twice the rows: the column rows chunk by chunk
+                    PipeBarrier<PIPE_V>();      // workBuf_: V has written it before V reads it
+                    // a 64-lane chunk of every row into the column row's chunk
+                    for (int64_t c = 0; c < (n_ + 63) / 64; ++c) {
+                        Add(colv_[3][c * 64], w_[3][c * 64], colv_[3][c * 64],
+                            static_cast<uint64_t>(64 < n_ - c * 64 ? 64 : n_ - c * 64), static_cast<uint8_t>(kb),
+                            BinaryRepeatParams(1, 1, 1, 0, static_cast<uint8_t>(rowStride_ / 8),
+                                               0));  // spec: ada_layer_norm_grad.py:77
+                    }
+                } else {
+                    for (int64_t i = 0; i < kb; ++i) {
+                        PipeBarrier<PIPE_V>();  // colBuf_: V has written it before V reads it
+                        Add(colv_[3], colv_[3], w_[3][i * rowStride_],
+                            static_cast<int32_t>(n_));  // spec: ada_layer_norm_grad.py:77
+                    }
+                }
+                if (hasInput0_) {                 // when gamma present
+                    PipeBarrier<PIPE_V>();        // workBuf_: V has written it before V reads it
+                    RowsSumB(w_[2], rv_[0], kb);  // spec: ada_layer_norm_grad.py:69
+                    Mul(w_[3], w_[2], w_[0], static_cast<int32_t>(kb * rowStride_));  // spec: ada_layer_norm_grad.py:69
+                }
+                PipeBarrier<PIPE_V>();        // workBuf_: V has written it before V reads it
+                RowsSumB(w_[3], rv_[1], kb);  // spec: ada_layer_norm_grad.py:69
+                if (hasInput0_) {             // when gamma present, else absent
+                    PipeBarrier<PIPE_V>();    // workBuf_: V has read it before V overwrites it
+                    // eight rows a repeat, a column block a repeat; the column row's block for each
+                    for (int64_t g = 0; g < (kb + 7) / 8; ++g) {
+                        Mul(w_[3][g * 8 * rowStride_], w_[0][g * 8 * rowStride_], colv_[0],
+                            static_cast<uint64_t>(8 * (8 < kb - g * 8 ? 8 : kb - g * 8)),
+                            static_cast<uint8_t>((n_ + 7) / 8),
+                            BinaryRepeatParams(static_cast<uint8_t>(rowStride_ / 8),
+                                               static_cast<uint8_t>(rowStride_ / 8), 0, 1, 1,
+                                               1));  // spec: ada_layer_norm_grad.py:70
+                    }
+                    if (hasInput1_) {           // when beta present
+                        PipeBarrier<PIPE_V>();  // workBuf_: V has written it before V reads it
+                        // eight rows a repeat, a column block a repeat; the column row's block for each
+                        for (int64_t g = 0; g < (kb + 7) / 8; ++g) {
+                            Add(w_[3][g * 8 * rowStride_], w_[3][g * 8 * rowStride_], colv_[1],
+                                static_cast<uint64_t>(8 * (8 < kb - g * 8 ? 8 : kb - g * 8)),
+                                static_cast<uint8_t>((n_ + 7) / 8),
+                                BinaryRepeatParams(static_cast<uint8_t>(rowStride_ / 8),
+                                                   static_cast<uint8_t>(rowStride_ / 8), 0, 1, 1,
+                                                   1));  // spec: ada_layer_norm_grad.py:71
+                        }
+                    }
+                } else {
+                    if (hasInput1_) {           // when beta present
+                        PipeBarrier<PIPE_V>();  // workBuf_: V has read it before V overwrites it
+                        // eight rows a repeat, a column block a repeat; the column row's block for each
+                        for (int64_t g = 0; g < (kb + 7) / 8; ++g) {
+                            Add(w_[3][g * 8 * rowStride_], w_[0][g * 8 * rowStride_], colv_[1],
+                                static_cast<uint64_t>(8 * (8 < kb - g * 8 ? 8 : kb - g * 8)),
+                                static_cast<uint8_t>((n_ + 7) / 8),
+                                BinaryRepeatParams(static_cast<uint8_t>(rowStride_ / 8),
+                                                   static_cast<uint8_t>(rowStride_ / 8), 0, 1, 1,
+                                                   1));  // spec: ada_layer_norm_grad.py:71
+                        }
+                    }
+                }
+                if (hasInput1_) {           // when beta present
+                    PipeBarrier<PIPE_V>();  // workBuf_: V has written it before V reads it
+                    Mul(w_[1], w_[1], w_[3], static_cast<int32_t>(kb * rowStride_));  // spec: ada_layer_norm_grad.py:71
+                }
+                if (hasInput0_ && !hasInput1_) {  // when gamma present, beta absent
+                    PipeBarrier<PIPE_V>();        // workBuf_: V has written it before V reads it
+                    Mul(w_[1], w_[1], w_[3], static_cast<int32_t>(kb * rowStride_));  // spec: ada_layer_norm_grad.py:71
+                }
+                if ((n_ + 63) / 64 < 2 * kb) {  // fewer chunks than twice the rows: the column rows chunk by chunk
+                    if (hasInput1_) {           // when beta present
+                        PipeBarrier<PIPE_V>();  // workBuf_: V has written it before V reads it
+                        // a 64-lane chunk of every row into the column row's chunk
+                        for (int64_t c = 0; c < (n_ + 63) / 64; ++c) {
+                            Add(brow_[3][c * 64], w_[1][c * 64], brow_[3][c * 64],
+                                static_cast<uint64_t>(64 < n_ - c * 64 ? 64 : n_ - c * 64), static_cast<uint8_t>(kb),
+                                BinaryRepeatParams(1, 1, 1, 0, static_cast<uint8_t>(rowStride_ / 8),
+                                                   0));  // spec: ada_layer_norm_grad.py:71
+                        }
+                    }
+                    if (hasInput0_ && !hasInput1_) {  // when gamma present, beta absent
+                        PipeBarrier<PIPE_V>();        // workBuf_: V has written it before V reads it
+                        // a 64-lane chunk of every row into the column row's chunk
+                        for (int64_t c = 0; c < (n_ + 63) / 64; ++c) {
+                            Add(brow_[3][c * 64], w_[1][c * 64], brow_[3][c * 64],
+                                static_cast<uint64_t>(64 < n_ - c * 64 ? 64 : n_ - c * 64), static_cast<uint8_t>(kb),
+                                BinaryRepeatParams(1, 1, 1, 0, static_cast<uint8_t>(rowStride_ / 8),
+                                                   0));  // spec: ada_layer_norm_grad.py:71
+                        }
+                    }
+                } else {
+                    if (kb >= 4) {          // at least four rows an accumulation: by halving, else row by row
+                        if (hasInput1_) {   // when beta present
+                            if (kb == 1) {  // the pass's rows into the column row by halving
+                                PipeBarrier<PIPE_V>();  // workBuf_: V has written it before V reads it
+                                Add(brow_[3], brow_[3], w_[1],
+                                    static_cast<int32_t>(n_));  // spec: ada_layer_norm_grad.py:71
+                            } else {
+                                const int64_t accHalf0 = kb / 2;
+                                PipeBarrier<PIPE_V>();  // workBuf_: V has written it before V reads it
+                                Add(w_[1], w_[1], w_[1][(kb - accHalf0) * rowStride_],
+                                    static_cast<int32_t>(accHalf0 * rowStride_));  // spec: ada_layer_norm_grad.py:71
+                                // halve the rows left until one is
+                                for (int64_t accDone = accHalf0; accDone < kb - 1;) {
+                                    const int64_t accLeft = kb - accDone;
+                                    const int64_t accHalf = accLeft / 2;
+                                    PipeBarrier<PIPE_V>();  // workBuf_: V has written it before V reads it
+                                    Add(w_[1], w_[1], w_[1][(accLeft - accHalf) * rowStride_],
+                                        static_cast<int32_t>(accHalf * rowStride_));  // spec: ada_layer_norm_grad.py:71
+                                    accDone += accHalf;
+                                }
+                                PipeBarrier<PIPE_V>();  // workBuf_: V has written it before V reads it
+                                Add(brow_[3], brow_[3], w_[1],
+                                    static_cast<int32_t>(n_));  // spec: ada_layer_norm_grad.py:71
+                            }
+                        }
+                        if (hasInput0_ && !hasInput1_) {  // when gamma present, beta absent
+                            if (kb == 1) {                // the pass's rows into the column row by halving
+                                PipeBarrier<PIPE_V>();    // browBuf_: V has written it before V reads it
+                                Add(brow_[3], brow_[3], w_[1],
+                                    static_cast<int32_t>(n_));  // spec: ada_layer_norm_grad.py:71
+                            } else {
+                                const int64_t accHalf0 = kb / 2;
+                                PipeBarrier<PIPE_V>();  // workBuf_: V has written it before V reads it
+                                Add(w_[1], w_[1], w_[1][(kb - accHalf0) * rowStride_],
+                                    static_cast<int32_t>(accHalf0 * rowStride_));  // spec: ada_layer_norm_grad.py:71
+                                // halve the rows left until one is
+                                for (int64_t accDone = accHalf0; accDone < kb - 1;) {
+                                    const int64_t accLeft = kb - accDone;
+                                    const int64_t accHalf = accLeft / 2;
+                                    PipeBarrier<PIPE_V>();  // workBuf_: V has written it before V reads it
+                                    Add(w_[1], w_[1], w_[1][(accLeft - accHalf) * rowStride_],
+                                        static_cast<int32_t>(accHalf * rowStride_));  // spec: ada_layer_norm_grad.py:71
+                                    accDone += accHalf;
+                                }
+                                PipeBarrier<PIPE_V>();  // workBuf_: V has written it before V reads it
+                                Add(brow_[3], brow_[3], w_[1],
+                                    static_cast<int32_t>(n_));  // spec: ada_layer_norm_grad.py:71
+                            }
+                        }
+                    } else {
+                        for (int64_t i = 0; i < kb; ++i) {
+                            if (hasInput1_) {           // when beta present
+                                PipeBarrier<PIPE_V>();  // browBuf_: V has written it before V reads it
+                                Add(brow_[3], brow_[3], w_[1][i * rowStride_],
+                                    static_cast<int32_t>(n_));  // spec: ada_layer_norm_grad.py:71
+                            }
+                            if (hasInput0_ && !hasInput1_) {  // when gamma present, beta absent
+                                PipeBarrier<PIPE_V>();        // browBuf_: V has written it before V reads it
+                                Add(brow_[3], brow_[3], w_[1][i * rowStride_],
+                                    static_cast<int32_t>(n_));  // spec: ada_layer_norm_grad.py:71
+                            }
+                        }
+                    }
+                }
+                event_t evt_3 = static_cast<event_t>(GetTPipePtr()->FetchEventID(HardEvent::V_S));
+                SetFlag<HardEvent::V_S>(evt_3);  // rowValBuf_: V has written it before S reads it
+                WaitFlag<HardEvent::V_S>(evt_3);
+                for (int64_t i = 0; i < kb; ++i) {  // the per-row scalars of the ops below, one slot each
+                    float s1 = 0.0f;
+                    float s3 = 0.0f;
+                    if (hasInput0_) {  // when gamma present
+                        const float s1_when = rv_[0].GetValue(i);
+                        s1 = s1_when;
+                        s3 = s1 / static_cast<float>(hidden_);                   // spec: ada_layer_norm_grad.py:69
+                        rowsRed_.SetValue((8 + 0) * AlignUp(kb, 8) + i, -(s3));  // spec: ada_layer_norm_grad.py:69
+                    }
+                }
+                if (hasInput0_) {  // when gamma present
+                    event_t evt_7 = static_cast<event_t>(GetTPipePtr()->FetchEventID(HardEvent::S_V));
+                    SetFlag<HardEvent::S_V>(evt_7);  // rowsRedBuf_: S has written it before V reads it
+                    WaitFlag<HardEvent::S_V>(evt_7);
+                    Brcb(rowsRed_, rowsRed_[(8 + 0) * AlignUp(kb, 8)], (kb + 7) / 8,
+                         BrcbRepeatParams(1, 8));  // spec: ada_layer_norm_grad.py:69
+                    PipeBarrier<PIPE_V>();         // rowsRedBuf_: V has written it before V reads it
+                    // eight rows a repeat, a column block a repeat; each row's scalar block
+                    for (int64_t g = 0; g < (kb + 7) / 8; ++g) {
+                        Add(w_[2][g * 8 * rowStride_], w_[2][g * 8 * rowStride_], rowsRed_[g * 64],
+                            static_cast<uint64_t>(8 * (8 < kb - g * 8 ? 8 : kb - g * 8)),
+                            static_cast<uint8_t>((n_ + 7) / 8),
+                            BinaryRepeatParams(static_cast<uint8_t>(rowStride_ / 8),
+                                               static_cast<uint8_t>(rowStride_ / 8), 1, 1, 1,
+                                               0));  // spec: ada_layer_norm_grad.py:69
+                    }
+                }
+                event_t evt_4 = static_cast<event_t>(GetTPipePtr()->FetchEventID(HardEvent::V_S));
+                SetFlag<HardEvent::V_S>(evt_4);  // rowValBuf_: V has written it before S reads it
+                WaitFlag<HardEvent::V_S>(evt_4);
+                for (int64_t i = 0; i < kb; ++i) {
+                    const float s2 = rv_[1].GetValue(i);
+                    float s4 = 0.0f;
+                    if (hasInput0_) {                           // when gamma present
+                        s4 = s2 / static_cast<float>(hidden_);  // spec: ada_layer_norm_grad.py:69
+                        PipeBarrier<PIPE_V>();                  // workBuf_: V has written it before V reads it
+                        Axpy(w_[2][i * rowStride_], w_[0][i * rowStride_], static_cast<float>(-(s4)),
+                             static_cast<int32_t>(n_));  // spec: ada_layer_norm_grad.py:69
+                    }
+                }
+                for (int64_t i = 0; i < kb; ++i) {  // the per-row scalars of the ops below, one slot each
+                    float s0 = 0.0f;
+                    float s5 = 0.0f;
+                    if (!hasInput0_) {  // when gamma absent
+                        const float s0_when = rv_[0].GetValue(i);
+                        s0 = s0_when;
+                        s5 = s0 / static_cast<float>(hidden_);                   // spec: ada_layer_norm_grad.py:69
+                        rowsRed_.SetValue((8 + 0) * AlignUp(kb, 8) + i, -(s5));  // spec: ada_layer_norm_grad.py:69
+                    }
+                }
+                if (!hasInput0_) {  // when gamma absent
+                    event_t evt_8 = static_cast<event_t>(GetTPipePtr()->FetchEventID(HardEvent::S_V));
+                    SetFlag<HardEvent::S_V>(evt_8);  // rowsRedBuf_: S has written it before V reads it
+                    WaitFlag<HardEvent::S_V>(evt_8);
+                    Brcb(rowsRed_, rowsRed_[(8 + 0) * AlignUp(kb, 8)], (kb + 7) / 8,
+                         BrcbRepeatParams(1, 8));  // spec: ada_layer_norm_grad.py:69
+                    PipeBarrier<PIPE_V>();         // rowsRedBuf_: V has written it before V reads it
+                    // eight rows a repeat, a column block a repeat; each row's scalar block
+                    for (int64_t g = 0; g < (kb + 7) / 8; ++g) {
+                        Add(w_[2][g * 8 * rowStride_], w_[2][g * 8 * rowStride_], rowsRed_[g * 64],
+                            static_cast<uint64_t>(8 * (8 < kb - g * 8 ? 8 : kb - g * 8)),
+                            static_cast<uint8_t>((n_ + 7) / 8),
+                            BinaryRepeatParams(static_cast<uint8_t>(rowStride_ / 8),
+                                               static_cast<uint8_t>(rowStride_ / 8), 1, 1, 1,
+                                               0));  // spec: ada_layer_norm_grad.py:69
+                    }
+                }
+                event_t evt_5 = static_cast<event_t>(GetTPipePtr()->FetchEventID(HardEvent::V_S));
+                SetFlag<HardEvent::V_S>(evt_5);  // rowValBuf_: V has written it before S reads it
+                WaitFlag<HardEvent::V_S>(evt_5);
+                for (int64_t i = 0; i < kb; ++i) {
+                    const float s2 = rv_[1].GetValue(i);
+                    float s6 = 0.0f;
+                    if (!hasInput0_) {                          // when gamma absent
+                        s6 = s2 / static_cast<float>(hidden_);  // spec: ada_layer_norm_grad.py:69
+                        PipeBarrier<PIPE_V>();                  // workBuf_: V has written it before V reads it
+                        Axpy(w_[2][i * rowStride_], w_[0][i * rowStride_], static_cast<float>(-(s6)),
+                             static_cast<int32_t>(n_));  // spec: ada_layer_norm_grad.py:69
+                    }
+                }
+                for (int64_t i = 0; i < kb; ++i) {  // the per-row scalars of the ops below, one slot each
+                    const float s_rstd = statIn_rstd.GetValue(i + b0);        // spec: ada_layer_norm_grad.py:62
+                    rowsRed_.SetValue((8 + 0) * AlignUp(kb, 8) + i, s_rstd);  // spec: ada_layer_norm_grad.py:69
+                }
+                event_t evt_6 = static_cast<event_t>(GetTPipePtr()->FetchEventID(HardEvent::S_V));
+                SetFlag<HardEvent::S_V>(evt_6);  // rowsRedBuf_: S has written it before V reads it
+                WaitFlag<HardEvent::S_V>(evt_6);
+                Brcb(rowsRed_, rowsRed_[(8 + 0) * AlignUp(kb, 8)], (kb + 7) / 8,
+                     BrcbRepeatParams(1, 8));  // spec: ada_layer_norm_grad.py:69
+                PipeBarrier<PIPE_V>();         // rowsRedBuf_: V has written it before V reads it
+                // eight rows a repeat, a column block a repeat; each row's scalar block
+                for (int64_t g = 0; g < (kb + 7) / 8; ++g) {
+                    Mul(w_[2][g * 8 * rowStride_], w_[2][g * 8 * rowStride_], rowsRed_[g * 64],
+                        static_cast<uint64_t>(8 * (8 < kb - g * 8 ? 8 : kb - g * 8)),
+                        static_cast<uint8_t>((n_ + 7) / 8),
+                        BinaryRepeatParams(static_cast<uint8_t>(rowStride_ / 8), static_cast<uint8_t>(rowStride_ / 8),
+                                           1, 1, 1, 0));  // spec: ada_layer_norm_grad.py:69
+                }
+                PipeBarrier<PIPE_V>();  // workBuf_: V has written it before V reads it
+                CastTo(rowOut_pd_x[b0 * rowStride_], w_[2], RoundMode::CAST_RINT,
+                       kb * rowStride_);  // spec: ada_layer_norm_grad.py:27
             } else {
-                s5 = s0 / static_cast<float>(hidden_);  // spec: ada_layer_norm_grad.py:69
-                Adds(w_[2], w_[2], static_cast<float>(-(s5)),
-                     static_cast<int32_t>(n_));         // spec: ada_layer_norm_grad.py:69
-                s6 = s2 / static_cast<float>(hidden_);  // spec: ada_layer_norm_grad.py:69
-                PipeBarrier<PIPE_V>();                  // workBuf_: V has written it before V reads it
-                Axpy(w_[2], w_[0], static_cast<float>(-(s6)),
-                     static_cast<int32_t>(n_));  // spec: ada_layer_norm_grad.py:69
+                // rows of at most 255 blocks, at most 255 rows: the row reductions over all rows
+                if (rowStride_ <= 2040 && kb <= 255 && (n_ + 63) / 64 < 2 * kb) {
+                    CastFrom(w_[0], rowIn_x[b0 * rowStride_], kb * rowStride_);  // spec: ada_layer_norm_grad.py:61
+                    PipeBarrier<PIPE_V>();  // workBuf_: V has written it before V reads it
+                    for (int64_t i = 0; i < kb; ++i) {
+                        const float s_mean = statIn_mean.GetValue(i + b0);  // spec: ada_layer_norm_grad.py:63
+                        const float s_rstd = statIn_rstd.GetValue(i + b0);  // spec: ada_layer_norm_grad.py:62
+                        Adds(w_[0][i * rowStride_], w_[0][i * rowStride_], static_cast<float>(-(s_mean)),
+                             static_cast<int32_t>(n_));  // spec: ada_layer_norm_grad.py:66
+                        PipeBarrier<PIPE_V>();           // workBuf_: V has written it before V reads it
+                        Muls(w_[0][i * rowStride_], w_[0][i * rowStride_], static_cast<float>(s_rstd),
+                             static_cast<int32_t>(n_));  // spec: ada_layer_norm_grad.py:66
+                    }
+                    CastFrom(w_[1], rowIn_dy[b0 * rowStride_], kb * rowStride_);  // spec: ada_layer_norm_grad.py:60
+                    PipeBarrier<PIPE_V>();  // browBuf_: V has written it before V reads it
+                    for (int64_t i = 0; i < kb; ++i) {
+                        PipeBarrier<PIPE_V>();  // browBuf_: V has written it before V reads it
+                        Add(brow_[2], brow_[2], w_[1][i * rowStride_],
+                            static_cast<int32_t>(n_));  // spec: ada_layer_norm_grad.py:72
+                    }
+                    // a 64-lane chunk of every row at once; the column row's chunk for each
+                    for (int64_t c = 0; c < (rowStride_ + 63) / 64; ++c) {
+                        Mul(w_[2][c * 64], w_[1][c * 64], brow_[1][c * 64],
+                            static_cast<uint64_t>(64 < rowStride_ - c * 64 ? 64 : rowStride_ - c * 64),
+                            static_cast<uint8_t>(kb),
+                            BinaryRepeatParams(1, 1, 1, static_cast<uint8_t>(rowStride_ / 8),
+                                               static_cast<uint8_t>(rowStride_ / 8),
+                                               0));  // spec: ada_layer_norm_grad.py:67
+                    }
+                    if (!hasInput0_ && !hasInput1_) {  // when gamma absent, beta absent
+                        PipeBarrier<PIPE_V>();         // workBuf_: V has written it before V reads it
+                        Mul(w_[1], w_[1], w_[0],
+                            static_cast<int32_t>(kb * rowStride_));  // spec: ada_layer_norm_grad.py:71
+                    }
+                    PipeBarrier<PIPE_V>();  // workBuf_: V has written it before V reads it
+                    for (int64_t i = 0; i < kb; ++i) {
+                        if (!hasInput0_ && !hasInput1_) {  // when gamma absent, beta absent
+                            Add(brow_[3], brow_[3], w_[1][i * rowStride_],
+                                static_cast<int32_t>(n_));  // spec: ada_layer_norm_grad.py:71
+                        }
+                        PipeBarrier<PIPE_V>();  // colBuf_: V has written it before V reads it
+                        Add(colv_[2], colv_[2], w_[2][i * rowStride_],
+                            static_cast<int32_t>(n_));  // spec: ada_layer_norm_grad.py:78
+                    }
+                    if (!hasInput0_) {               // when gamma absent
+                        RowsSum(w_[2], rv_[0], kb);  // spec: ada_layer_norm_grad.py:69
+                    }
+                    Mul(w_[3], w_[2], w_[0], static_cast<int32_t>(kb * rowStride_));  // spec: ada_layer_norm_grad.py:77
+                    if (hasInput0_) {                                                 // when gamma present
+                        PipeBarrier<PIPE_V>();  // workBuf_: V has read it before V overwrites it
+                        // a 64-lane chunk of every row at once; the column row's chunk for each
+                        for (int64_t c = 0; c < (rowStride_ + 63) / 64; ++c) {
+                            Mul(w_[2][c * 64], w_[2][c * 64], colv_[0][c * 64],
+                                static_cast<uint64_t>(64 < rowStride_ - c * 64 ? 64 : rowStride_ - c * 64),
+                                static_cast<uint8_t>(kb),
+                                BinaryRepeatParams(1, 1, 1, static_cast<uint8_t>(rowStride_ / 8),
+                                                   static_cast<uint8_t>(rowStride_ / 8),
+                                                   0));  // spec: ada_layer_norm_grad.py:68
+                        }
+                    }
+                    for (int64_t i = 0; i < kb; ++i) {
+                        PipeBarrier<PIPE_V>();  // colBuf_: V has written it before V reads it
+                        Add(colv_[3], colv_[3], w_[3][i * rowStride_],
+                            static_cast<int32_t>(n_));  // spec: ada_layer_norm_grad.py:77
+                    }
+                    if (hasInput0_) {                // when gamma present
+                        PipeBarrier<PIPE_V>();       // workBuf_: V has written it before V reads it
+                        RowsSum(w_[2], rv_[0], kb);  // spec: ada_layer_norm_grad.py:69
+                        Mul(w_[3], w_[2], w_[0],
+                            static_cast<int32_t>(kb * rowStride_));  // spec: ada_layer_norm_grad.py:69
+                    }
+                    PipeBarrier<PIPE_V>();       // workBuf_: V has written it before V reads it
+                    RowsSum(w_[3], rv_[1], kb);  // spec: ada_layer_norm_grad.py:69
+                    if (hasInput0_) {            // when gamma present, else absent
+                        PipeBarrier<PIPE_V>();   // workBuf_: V has read it before V overwrites it
+                        // a 64-lane chunk of every row at once; the column row's chunk for each
+                        for (int64_t c = 0; c < (rowStride_ + 63) / 64; ++c) {
+                            Mul(w_[3][c * 64], w_[0][c * 64], colv_[0][c * 64],
+                                static_cast<uint64_t>(64 < rowStride_ - c * 64 ? 64 : rowStride_ - c * 64),
+                                static_cast<uint8_t>(kb),
+                                BinaryRepeatParams(1, 1, 1, static_cast<uint8_t>(rowStride_ / 8),
+                                                   static_cast<uint8_t>(rowStride_ / 8),
+                                                   0));  // spec: ada_layer_norm_grad.py:70
+                        }
+                        if (hasInput1_) {           // when beta present
+                            PipeBarrier<PIPE_V>();  // workBuf_: V has written it before V reads it
+                            // a 64-lane chunk of every row at once; the column row's chunk for each
+                            for (int64_t c = 0; c < (rowStride_ + 63) / 64; ++c) {
+                                Add(w_[3][c * 64], w_[3][c * 64], colv_[1][c * 64],
+                                    static_cast<uint64_t>(64 < rowStride_ - c * 64 ? 64 : rowStride_ - c * 64),
+                                    static_cast<uint8_t>(kb),
+                                    BinaryRepeatParams(1, 1, 1, static_cast<uint8_t>(rowStride_ / 8),
+                                                       static_cast<uint8_t>(rowStride_ / 8),
+                                                       0));  // spec: ada_layer_norm_grad.py:71
+                            }
+                        }
+                    } else {
+                        if (hasInput1_) {           // when beta present
+                            PipeBarrier<PIPE_V>();  // workBuf_: V has read it before V overwrites it
+                            // a 64-lane chunk of every row at once; the column row's chunk for each
+                            for (int64_t c = 0; c < (rowStride_ + 63) / 64; ++c) {
+                                Add(w_[3][c * 64], w_[0][c * 64], colv_[1][c * 64],
+                                    static_cast<uint64_t>(64 < rowStride_ - c * 64 ? 64 : rowStride_ - c * 64),
+                                    static_cast<uint8_t>(kb),
+                                    BinaryRepeatParams(1, 1, 1, static_cast<uint8_t>(rowStride_ / 8),
+                                                       static_cast<uint8_t>(rowStride_ / 8),
+                                                       0));  // spec: ada_layer_norm_grad.py:71
+                            }
+                        }
+                    }
+                    if (hasInput1_) {           // when beta present
+                        PipeBarrier<PIPE_V>();  // workBuf_: V has written it before V reads it
+                        Mul(w_[1], w_[1], w_[3],
+                            static_cast<int32_t>(kb * rowStride_));  // spec: ada_layer_norm_grad.py:71
+                    }
+                    if (hasInput0_ && !hasInput1_) {  // when gamma present, beta absent
+                        PipeBarrier<PIPE_V>();        // workBuf_: V has written it before V reads it
+                        Mul(w_[1], w_[1], w_[3],
+                            static_cast<int32_t>(kb * rowStride_));  // spec: ada_layer_norm_grad.py:71
+                    }
+                    event_t evt_9 = static_cast<event_t>(GetTPipePtr()->FetchEventID(HardEvent::V_S));
+                    SetFlag<HardEvent::V_S>(evt_9);  // rowValBuf_: V has written it before S reads it
+                    WaitFlag<HardEvent::V_S>(evt_9);
+                    for (int64_t i = 0; i < kb; ++i) {
+                        const float s_rstd = statIn_rstd.GetValue(i + b0);  // spec: ada_layer_norm_grad.py:62
+                        float s0 = 0.0f;
+                        if (!hasInput0_) {  // when gamma absent
+                            const float s0_when = rv_[0].GetValue(i);
+                            s0 = s0_when;
+                        }
+                        float s1 = 0.0f;
+                        if (hasInput0_) {  // when gamma present
+                            const float s1_when = rv_[0].GetValue(i);
+                            s1 = s1_when;
+                        }
+                        const float s2 = rv_[1].GetValue(i);
+                        float s3 = 0.0f;
+                        if (hasInput0_) {                           // when gamma present
+                            s3 = s1 / static_cast<float>(hidden_);  // spec: ada_layer_norm_grad.py:69
+                        }
+                        float s4 = 0.0f;
+                        if (hasInput0_) {                           // when gamma present
+                            s4 = s2 / static_cast<float>(hidden_);  // spec: ada_layer_norm_grad.py:69
+                        }
+                        float s5 = 0.0f;
+                        if (!hasInput0_) {                          // when gamma absent
+                            s5 = s0 / static_cast<float>(hidden_);  // spec: ada_layer_norm_grad.py:69
+                        }
+                        float s6 = 0.0f;
+                        if (!hasInput0_) {                          // when gamma absent
+                            s6 = s2 / static_cast<float>(hidden_);  // spec: ada_layer_norm_grad.py:69
+                        }
+                        if (hasInput1_) {  // when beta present
+                            Add(brow_[3], brow_[3], w_[1][i * rowStride_],
+                                static_cast<int32_t>(n_));  // spec: ada_layer_norm_grad.py:71
+                        }
+                        if (hasInput0_) {               // when gamma present, else absent
+                            if (!hasInput1_) {          // when beta absent
+                                PipeBarrier<PIPE_V>();  // browBuf_: V has written it before V reads it
+                                Add(brow_[3], brow_[3], w_[1][i * rowStride_],
+                                    static_cast<int32_t>(n_));  // spec: ada_layer_norm_grad.py:71
+                            }
+                            PipeBarrier<PIPE_V>();  // workBuf_: V has written it before V reads it
+                            Adds(w_[2][i * rowStride_], w_[2][i * rowStride_], static_cast<float>(-(s3)),
+                                 static_cast<int32_t>(n_));  // spec: ada_layer_norm_grad.py:69
+                            PipeBarrier<PIPE_V>();           // workBuf_: V has written it before V reads it
+                            Axpy(w_[2][i * rowStride_], w_[0][i * rowStride_], static_cast<float>(-(s4)),
+                                 static_cast<int32_t>(n_));  // spec: ada_layer_norm_grad.py:69
+                        } else {
+                            PipeBarrier<PIPE_V>();  // workBuf_: V has written it before V reads it
+                            Adds(w_[2][i * rowStride_], w_[2][i * rowStride_], static_cast<float>(-(s5)),
+                                 static_cast<int32_t>(n_));  // spec: ada_layer_norm_grad.py:69
+                            PipeBarrier<PIPE_V>();           // workBuf_: V has written it before V reads it
+                            Axpy(w_[2][i * rowStride_], w_[0][i * rowStride_], static_cast<float>(-(s6)),
+                                 static_cast<int32_t>(n_));  // spec: ada_layer_norm_grad.py:69
+                        }
+                        PipeBarrier<PIPE_V>();  // workBuf_: V has written it before V reads it
+                        Muls(w_[2][i * rowStride_], w_[2][i * rowStride_], static_cast<float>(s_rstd),
+                             static_cast<int32_t>(n_));  // spec: ada_layer_norm_grad.py:69
+                    }
+                    PipeBarrier<PIPE_V>();  // workBuf_: V has written it before V reads it
+                    CastTo(rowOut_pd_x[b0 * rowStride_], w_[2], RoundMode::CAST_RINT,
+                           kb * rowStride_);  // spec: ada_layer_norm_grad.py:27
+                } else {
+                    CastFrom(w_[0], rowIn_x[b0 * rowStride_], kb * rowStride_);  // spec: ada_layer_norm_grad.py:61
+                    PipeBarrier<PIPE_V>();  // workBuf_: V has written it before V reads it
+                    for (int64_t i = 0; i < kb; ++i) {
+                        const float s_mean = statIn_mean.GetValue(i + b0);  // spec: ada_layer_norm_grad.py:63
+                        const float s_rstd = statIn_rstd.GetValue(i + b0);  // spec: ada_layer_norm_grad.py:62
+                        Adds(w_[0][i * rowStride_], w_[0][i * rowStride_], static_cast<float>(-(s_mean)),
+                             static_cast<int32_t>(n_));  // spec: ada_layer_norm_grad.py:66
+                        PipeBarrier<PIPE_V>();           // workBuf_: V has written it before V reads it
+                        Muls(w_[0][i * rowStride_], w_[0][i * rowStride_], static_cast<float>(s_rstd),
+                             static_cast<int32_t>(n_));  // spec: ada_layer_norm_grad.py:66
+                    }
+                    CastFrom(w_[1], rowIn_dy[b0 * rowStride_], kb * rowStride_);  // spec: ada_layer_norm_grad.py:60
+                    for (int64_t i = 0; i < kb; ++i) {
+                        PipeBarrier<PIPE_V>();  // browBuf_: V has written it before V reads it
+                        Add(brow_[2], brow_[2], w_[1][i * rowStride_],
+                            static_cast<int32_t>(n_));  // spec: ada_layer_norm_grad.py:72
+                        Mul(w_[2][i * rowStride_], w_[1][i * rowStride_], brow_[1],
+                            static_cast<int32_t>(n_));  // spec: ada_layer_norm_grad.py:67
+                    }
+                    if (!hasInput0_ && !hasInput1_) {  // when gamma absent, beta absent
+                        PipeBarrier<PIPE_V>();         // workBuf_: V has written it before V reads it
+                        Mul(w_[1], w_[1], w_[0],
+                            static_cast<int32_t>(kb * rowStride_));  // spec: ada_layer_norm_grad.py:71
+                    }
+                    PipeBarrier<PIPE_V>();  // workBuf_: V has written it before V reads it
+                    for (int64_t i = 0; i < kb; ++i) {
+                        const float s_rstd = statIn_rstd.GetValue(i + b0);  // spec: ada_layer_norm_grad.py:62
+                        if (!hasInput0_ && !hasInput1_) {                   // when gamma absent, beta absent
+                            Add(brow_[3], brow_[3], w_[1][i * rowStride_],
+                                static_cast<int32_t>(n_));  // spec: ada_layer_norm_grad.py:71
+                        }
+                        PipeBarrier<PIPE_V>();  // workBuf_: V has written it before V reads it
+                        Add(colv_[2], colv_[2], w_[2][i * rowStride_],
+                            static_cast<int32_t>(n_));  // spec: ada_layer_norm_grad.py:78
+                        float s0 = 0.0f;
+                        if (!hasInput0_) {                           // when gamma absent
+                            s0 = RowSum(w_[2][i * rowStride_], n_);  // spec: ada_layer_norm_grad.py:69
+                        }
+                        Mul(w_[3][i * rowStride_], w_[2][i * rowStride_], w_[0][i * rowStride_],
+                            static_cast<int32_t>(n_));  // spec: ada_layer_norm_grad.py:77
+                        if (hasInput0_) {               // when gamma present
+                            PipeBarrier<PIPE_V>();      // workBuf_: V has read it before V overwrites it
+                            Mul(w_[2][i * rowStride_], w_[2][i * rowStride_], colv_[0],
+                                static_cast<int32_t>(n_));  // spec: ada_layer_norm_grad.py:68
+                        }
+                        PipeBarrier<PIPE_V>();  // workBuf_: V has written it before V reads it
+                        Add(colv_[3], colv_[3], w_[3][i * rowStride_],
+                            static_cast<int32_t>(n_));  // spec: ada_layer_norm_grad.py:77
+                        float s1 = 0.0f;
+                        if (hasInput0_) {                            // when gamma present
+                            s1 = RowSum(w_[2][i * rowStride_], n_);  // spec: ada_layer_norm_grad.py:69
+                            Mul(w_[3][i * rowStride_], w_[2][i * rowStride_], w_[0][i * rowStride_],
+                                static_cast<int32_t>(n_));  // spec: ada_layer_norm_grad.py:69
+                        }
+                        PipeBarrier<PIPE_V>();  // workBuf_: V has written it before V reads it
+                        const float s2 = RowSum(w_[3][i * rowStride_], n_);  // spec: ada_layer_norm_grad.py:69
+                        float s3 = 0.0f;
+                        float s4 = 0.0f;
+                        float s5 = 0.0f;
+                        float s6 = 0.0f;
+                        if (hasInput0_) {  // when gamma present, else absent
+                            Mul(w_[3][i * rowStride_], w_[0][i * rowStride_], colv_[0],
+                                static_cast<int32_t>(n_));  // spec: ada_layer_norm_grad.py:70
+                            if (hasInput1_) {               // when beta present
+                                PipeBarrier<PIPE_V>();      // workBuf_: V has written it before V reads it
+                                Add(w_[3][i * rowStride_], w_[3][i * rowStride_], colv_[1],
+                                    static_cast<int32_t>(n_));  // spec: ada_layer_norm_grad.py:71
+                            }
+                        } else {
+                            if (hasInput1_) {  // when beta present
+                                Add(w_[3][i * rowStride_], w_[0][i * rowStride_], colv_[1],
+                                    static_cast<int32_t>(n_));  // spec: ada_layer_norm_grad.py:71
+                            }
+                        }
+                        if (hasInput1_) {           // when beta present
+                            PipeBarrier<PIPE_V>();  // workBuf_: V has written it before V reads it
+                            Mul(w_[1][i * rowStride_], w_[1][i * rowStride_], w_[3][i * rowStride_],
+                                static_cast<int32_t>(n_));  // spec: ada_layer_norm_grad.py:71
+                        }
+                        if (hasInput0_ && !hasInput1_) {  // when gamma present, beta absent
+                            PipeBarrier<PIPE_V>();        // workBuf_: V has written it before V reads it
+                            Mul(w_[1][i * rowStride_], w_[1][i * rowStride_], w_[3][i * rowStride_],
+                                static_cast<int32_t>(n_));  // spec: ada_layer_norm_grad.py:71
+                        }
+                        if (hasInput1_) {           // when beta present
+                            PipeBarrier<PIPE_V>();  // workBuf_: V has written it before V reads it
+                            Add(brow_[3], brow_[3], w_[1][i * rowStride_],
+                                static_cast<int32_t>(n_));  // spec: ada_layer_norm_grad.py:71
+                        }
+                        if (hasInput0_) {               // when gamma present, else absent
+                            if (!hasInput1_) {          // when beta absent
+                                PipeBarrier<PIPE_V>();  // browBuf_: V has written it before V reads it
+                                Add(brow_[3], brow_[3], w_[1][i * rowStride_],
+                                    static_cast<int32_t>(n_));  // spec: ada_layer_norm_grad.py:71
+                            }
+                            s3 = s1 / static_cast<float>(hidden_);  // spec: ada_layer_norm_grad.py:69
+                            Adds(w_[2][i * rowStride_], w_[2][i * rowStride_], static_cast<float>(-(s3)),
+                                 static_cast<int32_t>(n_));         // spec: ada_layer_norm_grad.py:69
+                            s4 = s2 / static_cast<float>(hidden_);  // spec: ada_layer_norm_grad.py:69
+                            PipeBarrier<PIPE_V>();                  // workBuf_: V has written it before V reads it
+                            Axpy(w_[2][i * rowStride_], w_[0][i * rowStride_], static_cast<float>(-(s4)),
+                                 static_cast<int32_t>(n_));  // spec: ada_layer_norm_grad.py:69
+                        } else {
+                            s5 = s0 / static_cast<float>(hidden_);  // spec: ada_layer_norm_grad.py:69
+                            Adds(w_[2][i * rowStride_], w_[2][i * rowStride_], static_cast<float>(-(s5)),
+                                 static_cast<int32_t>(n_));         // spec: ada_layer_norm_grad.py:69
+                            s6 = s2 / static_cast<float>(hidden_);  // spec: ada_layer_norm_grad.py:69
+                            PipeBarrier<PIPE_V>();                  // workBuf_: V has written it before V reads it
+                            Axpy(w_[2][i * rowStride_], w_[0][i * rowStride_], static_cast<float>(-(s6)),
+                                 static_cast<int32_t>(n_));  // spec: ada_layer_norm_grad.py:69
+                        }
+                        PipeBarrier<PIPE_V>();  // workBuf_: V has written it before V reads it
+                        Muls(w_[2][i * rowStride_], w_[2][i * rowStride_], static_cast<float>(s_rstd),
+                             static_cast<int32_t>(n_));  // spec: ada_layer_norm_grad.py:69
+                    }
+                    PipeBarrier<PIPE_V>();  // workBuf_: V has written it before V reads it
+                    CastTo(rowOut_pd_x[b0 * rowStride_], w_[2], RoundMode::CAST_RINT,
+                           kb * rowStride_);  // spec: ada_layer_norm_grad.py:27
+                }
             }
-            PipeBarrier<PIPE_V>();  // workBuf_: V has written it before V reads it
-            Muls(w_[2], w_[2], static_cast<float>(s_rstd),
-                 static_cast<int32_t>(n_));  // spec: ada_layer_norm_grad.py:69
-            PipeBarrier<PIPE_V>();           // workBuf_: V has written it before V reads it
-            CastTo(rowOut_pd_x[i * rowStride_], w_[2], RoundMode::CAST_RINT, n_);  // spec: ada_layer_norm_grad.py:27
         }
         rowInQue_x.FreeTensor(rowIn_x);
         rowInQue_dy.FreeTensor(rowIn_dy);
@@ -1016,6 +2315,8 @@ private:
     TBuf<TPosition::VECCALC> resBuf_x;
     TBuf<TPosition::VECCALC> sumBuf_;
     TBuf<TPosition::VECCALC> xchgBuf_;
+    TBuf<TPosition::VECCALC> rowsRedBuf_;
+    TBuf<TPosition::VECCALC> rowValBuf_;
     TBuf<TPosition::VECCALC> workBuf_;
     TBuf<TPosition::VECCALC> browBuf_;
     TBuf<TPosition::VECCALC> colBuf_;
@@ -1036,6 +2337,8 @@ private:
     LocalTensor<float> sums_;
     LocalTensor<float> tots_;
     LocalTensor<float> xchg_;
+    LocalTensor<float> rowsRed_;
+    LocalTensor<float> rv_[2];
     LocalTensor<float> brow_[4];
     LocalTensor<float> colv_[4];
     int64_t hidden_ = 0;

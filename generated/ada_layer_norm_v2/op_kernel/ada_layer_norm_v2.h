@@ -99,9 +99,9 @@ private:
         pipe_.InitBuffer(statStageBuf_mean, AlignUp(pass, 8) * sizeof(float));
         pipe_.InitBuffer(statStageBuf_rstd, AlignUp(pass, 8) * sizeof(float));
         pipe_.InitBuffer(statOutQue0_mean_rstd, 2, 2 * AlignUp(pass, 8) * sizeof(float));
-        pipe_.InitBuffer(workBuf_, 2 * rowStride_ * sizeof(float));
+        pipe_.InitBuffer(workBuf_, 2 * (pass * rowStride_) * sizeof(float));
         for (int64_t j = 0; j < 2; ++j) {
-            w_[j] = workBuf_.template Get<float>()[j * rowStride_];
+            w_[j] = workBuf_.template Get<float>()[j * (pass * rowStride_)];
         }
         pipe_.InitBuffer(browBuf_, 3 * rowStride_ * sizeof(float));
         for (int64_t j = 0; j < 3; ++j) {
@@ -115,6 +115,16 @@ private:
         pipe_.InitBuffer(reduceBuf_, (AlignUp((rowStride_ + 63) / 64 * 2, 8) + 8) * sizeof(float));
         red_ = reduceBuf_.template Get<float>();
         redTmp_ = red_[8];
+        if (rowStride_ <= 2040) {   // rows RowsSum / RowsMax can take (ROWS_REDUCE_FITS)
+            if (rowStride_ > 64) {  // rows longer than one repeat fold into the scratch (RowsSum / RowsMax)
+                pipe_.InitBuffer(rowsRedBuf_, pass * 64 * sizeof(float));
+                rowsRed_ = rowsRedBuf_.template Get<float>();
+            }
+            pipe_.InitBuffer(rowValBuf_, 2 * AlignUp(pass, 8) * sizeof(float));
+            for (int64_t j = 0; j < 2; ++j) {
+                rv_[j] = rowValBuf_.template Get<float>()[j * AlignUp(pass, 8)];
+            }
+        }
         LoadColumns();
         curBatch_ = -1;
         valBatch_ = -1;
@@ -415,6 +425,61 @@ private:
         return static_cast<uint32_t>((stride * bytes - AlignUp(len * bytes, 32)) / 32);
     }
 
+    // Sum of each of the k rows of src (n_ lanes, rowStride_ apart) into dst[0 .. k).
+    __aicore__ inline void RowsSum(const LocalTensor<float>& src, const LocalTensor<float>& dst, int64_t k)
+    {
+        if (n_ <= 64) {
+            WholeReduceSum(dst, src, static_cast<int32_t>(n_), static_cast<int32_t>(k), 1, 1,
+                           static_cast<int32_t>(rowStride_ / 8));
+        } else {
+            if (n_ >= 128) {
+                Add(rowsRed_, src, src[64], 64, static_cast<uint8_t>(k),
+                    BinaryRepeatParams(
+                        1, 1, 1, 8, static_cast<uint8_t>(rowStride_ / 8),
+                        static_cast<uint8_t>(rowStride_ / 8)));  // the first two 64-lane chunks of each row
+            } else {
+                Max(rowsRed_, src, src, 64, static_cast<uint8_t>(k),
+                    BinaryRepeatParams(1, 1, 1, 8, static_cast<uint8_t>(rowStride_ / 8),
+                                       static_cast<uint8_t>(rowStride_ / 8)));  // the first 64 lanes of each row
+            }
+            for (int64_t c = 2 < n_ / 64 ? 2 : n_ / 64; c < n_ / 64; ++c) {
+                PipeBarrier<PIPE_V>();  // rowsRedBuf_: V has written it before V reads it
+                Add(rowsRed_, rowsRed_, src[c * 64], 64, static_cast<uint8_t>(k),
+                    BinaryRepeatParams(1, 1, 1, 8, 8, static_cast<uint8_t>(rowStride_ / 8)));
+            }
+            if (n_ % 64 > 0) {
+                PipeBarrier<PIPE_V>();  // rowsRedBuf_: V has written it before V reads it
+                Add(rowsRed_, rowsRed_, src[n_ / 64 * 64], static_cast<uint64_t>(n_ % 64), static_cast<uint8_t>(k),
+                    BinaryRepeatParams(1, 1, 1, 8, 8,
+                                       static_cast<uint8_t>(rowStride_ / 8)));  // the tail chunk: its lanes only
+            }
+            PipeBarrier<PIPE_V>();  // rowsRedBuf_: V has written it before V reads it
+            WholeReduceSum(dst, rowsRed_, 64, static_cast<int32_t>(k), 1, 1, 8);
+        }
+    }
+
+    // Sum of each of the k rows of src (n_ lanes, rowStride_ apart) into dst[0 .. k), eight rows a repeat.
+    __aicore__ inline void RowsSumB(const LocalTensor<float>& src, const LocalTensor<float>& dst, int64_t k)
+    {
+        if (n_ % 8 == 0) {
+            for (int64_t g = 0; g < (k + 7) / 8; ++g) {  // eight rows a repeat
+                Max(rowsRed_[g * 64], src[g * 8 * rowStride_], src[g * 8 * rowStride_],
+                    static_cast<uint64_t>(8 * (8 < k - g * 8 ? 8 : k - g * 8)), 1,
+                    BinaryRepeatParams(1, static_cast<uint8_t>(rowStride_ / 8), static_cast<uint8_t>(rowStride_ / 8), 8,
+                                       8, 8));  // each row's first block
+                PipeBarrier<PIPE_V>();          // rowsRedBuf_: V has written it before V reads it
+                Add(rowsRed_[g * 64], src[g * 8 * rowStride_ + 8], rowsRed_[g * 64],
+                    static_cast<uint64_t>(8 * (8 < k - g * 8 ? 8 : k - g * 8)), static_cast<uint8_t>(n_ / 8 - 1),
+                    BinaryRepeatParams(1, static_cast<uint8_t>(rowStride_ / 8), 1, 0, 1,
+                                       0));  // each further column block combined into it
+            }
+            PipeBarrier<PIPE_V>();  // rowsRedBuf_: V has written it before V reads it
+            WholeReduceSum(dst, rowsRed_, 8, static_cast<int32_t>(k), 1, 1, 1);
+        } else {
+            RowsSum(src, dst, k);
+        }
+    }
+
     __aicore__ inline void CopyIn(int64_t r0, int64_t k)
     {
         {
@@ -438,50 +503,259 @@ private:
         statStage_mean = statStageBuf_mean.template Get<float>();
         statStage_rstd = statStageBuf_rstd.template Get<float>();
         rowOut_out = rowOutQue_out.template AllocTensor<T>();
-        for (int64_t i = 0; i < k; ++i) {
-            const int64_t b = (r0 + i) / seqLen_;
+        // the pass's rows one batch at a time (rows b0 .. b0 + kb of the pass)
+        for (int64_t b = r0 / seqLen_; b <= (r0 + (k - 1)) / seqLen_; ++b) {
+            const int64_t b0 = b * seqLen_ - r0 > 0 ? b * seqLen_ - r0 : 0;
+            const int64_t kb = ((b + 1) * seqLen_ - r0 < k ? (b + 1) * seqLen_ - r0 : k) - b0;
             if (b != valBatch_) {
                 valBatch_ = b;
                 LoadBatch(b);
             }
-            PipeBarrier<PIPE_V>();                              // workBuf_: V has read it before V overwrites it
-            CastFrom(w_[0], rowIn_x[i * rowStride_], n_);       // spec: ada_layer_norm_v2.py:50
-            PipeBarrier<PIPE_V>();                              // workBuf_: V has written it before V reads it
-            const float s0 = RowSum(w_[0], n_);                 // spec: ada_layer_norm_v2.py:51
-            const float s1 = s0 / static_cast<float>(hidden_);  // spec: ada_layer_norm_v2.py:51
-            Adds(w_[0], w_[0], static_cast<float>(-(s1)), static_cast<int32_t>(n_));  // spec: ada_layer_norm_v2.py:52
-            statStage_mean.SetValue(i, s1);                                           // spec: ada_layer_norm_v2.py:27
-            PipeBarrier<PIPE_V>();                               // workBuf_: V has written it before V reads it
-            Mul(w_[1], w_[0], w_[0], static_cast<int32_t>(n_));  // spec: ada_layer_norm_v2.py:53
-            PipeBarrier<PIPE_V>();                               // workBuf_: V has written it before V reads it
-            const float s2 = RowSum(w_[1], n_);                  // spec: ada_layer_norm_v2.py:53
-            const float s3 = s2 / static_cast<float>(hidden_);   // spec: ada_layer_norm_v2.py:53
-            const float s4 = (s3 + attr_epsilon);                // spec: ada_layer_norm_v2.py:54
-            const float s5 = 1.0f / Std::sqrt(s4);               // spec: ada_layer_norm_v2.py:54
-            Muls(w_[0], w_[0], static_cast<float>(s5), static_cast<int32_t>(n_));  // spec: ada_layer_norm_v2.py:55
-            if (hasInput0_) {                                                      // when weight present
-                PipeBarrier<PIPE_V>();                                  // workBuf_: V has written it before V reads it
-                Mul(w_[0], w_[0], colv_[0], static_cast<int32_t>(n_));  // spec: ada_layer_norm_v2.py:57
+            // rows of 9 to 255 blocks, 2 to 255 rows a pass: eight rows a repeat
+            if (rowStride_ <= 2040 && rowStride_ > 64 && kb <= 255 && td_->rowsPerPass >= 2) {
+                PipeBarrier<PIPE_V>();  // workBuf_: V has read it before V overwrites it
+                CastFrom(w_[0], rowIn_x[b0 * rowStride_], kb * rowStride_);  // spec: ada_layer_norm_v2.py:50
+                PipeBarrier<PIPE_V>();        // workBuf_: V has written it before V reads it
+                RowsSumB(w_[0], rv_[0], kb);  // spec: ada_layer_norm_v2.py:51
+                event_t evt_0 = static_cast<event_t>(GetTPipePtr()->FetchEventID(HardEvent::V_S));
+                SetFlag<HardEvent::V_S>(evt_0);  // rowValBuf_: V has written it before S reads it
+                WaitFlag<HardEvent::V_S>(evt_0);
+                for (int64_t i = 0; i < kb; ++i) {
+                    const float s0 = rv_[0].GetValue(i);
+                    const float s1 = s0 / static_cast<float>(hidden_);  // spec: ada_layer_norm_v2.py:51
+                    statStage_mean.SetValue(i + b0, s1);                // spec: ada_layer_norm_v2.py:27
+                }
+                for (int64_t i = 0; i < kb; ++i) {  // the per-row scalars of the ops below, one slot each
+                    const float s0 = rv_[0].GetValue(i);
+                    const float s1 = s0 / static_cast<float>(hidden_);       // spec: ada_layer_norm_v2.py:51
+                    rowsRed_.SetValue((8 + 0) * AlignUp(kb, 8) + i, -(s1));  // spec: ada_layer_norm_v2.py:52
+                }
+                event_t evt_1 = static_cast<event_t>(GetTPipePtr()->FetchEventID(HardEvent::S_V));
+                SetFlag<HardEvent::S_V>(evt_1);  // rowsRedBuf_: S has written it before V reads it
+                WaitFlag<HardEvent::S_V>(evt_1);
+                Brcb(rowsRed_, rowsRed_[(8 + 0) * AlignUp(kb, 8)], (kb + 7) / 8,
+                     BrcbRepeatParams(1, 8));  // spec: ada_layer_norm_v2.py:52
+                PipeBarrier<PIPE_V>();         // rowsRedBuf_: V has written it before V reads it
+                // eight rows a repeat, a column block a repeat; each row's scalar block
+                for (int64_t g = 0; g < (kb + 7) / 8; ++g) {
+                    Add(w_[0][g * 8 * rowStride_], w_[0][g * 8 * rowStride_], rowsRed_[g * 64],
+                        static_cast<uint64_t>(8 * (8 < kb - g * 8 ? 8 : kb - g * 8)),
+                        static_cast<uint8_t>((n_ + 7) / 8),
+                        BinaryRepeatParams(static_cast<uint8_t>(rowStride_ / 8), static_cast<uint8_t>(rowStride_ / 8),
+                                           1, 1, 1, 0));  // spec: ada_layer_norm_v2.py:52
+                }
+                PipeBarrier<PIPE_V>();  // workBuf_: V has written it before V reads it
+                Mul(w_[1], w_[0], w_[0], static_cast<int32_t>(kb * rowStride_));  // spec: ada_layer_norm_v2.py:53
+                PipeBarrier<PIPE_V>();        // workBuf_: V has written it before V reads it
+                RowsSumB(w_[1], rv_[1], kb);  // spec: ada_layer_norm_v2.py:53
+                event_t evt_2 = static_cast<event_t>(GetTPipePtr()->FetchEventID(HardEvent::V_S));
+                SetFlag<HardEvent::V_S>(evt_2);  // rowValBuf_: V has written it before S reads it
+                WaitFlag<HardEvent::V_S>(evt_2);
+                for (int64_t i = 0; i < kb; ++i) {
+                    const float s2 = rv_[1].GetValue(i);
+                    const float s3 = s2 / static_cast<float>(hidden_);  // spec: ada_layer_norm_v2.py:53
+                    const float s4 = (s3 + attr_epsilon);               // spec: ada_layer_norm_v2.py:54
+                    const float s5 = 1.0f / Std::sqrt(s4);              // spec: ada_layer_norm_v2.py:54
+                    statStage_rstd.SetValue(i + b0, s5);                // spec: ada_layer_norm_v2.py:28
+                }
+                for (int64_t i = 0; i < kb; ++i) {  // the per-row scalars of the ops below, one slot each
+                    const float s2 = rv_[1].GetValue(i);
+                    const float s3 = s2 / static_cast<float>(hidden_);    // spec: ada_layer_norm_v2.py:53
+                    const float s4 = (s3 + attr_epsilon);                 // spec: ada_layer_norm_v2.py:54
+                    const float s5 = 1.0f / Std::sqrt(s4);                // spec: ada_layer_norm_v2.py:54
+                    rowsRed_.SetValue((8 + 0) * AlignUp(kb, 8) + i, s5);  // spec: ada_layer_norm_v2.py:55
+                }
+                event_t evt_3 = static_cast<event_t>(GetTPipePtr()->FetchEventID(HardEvent::S_V));
+                SetFlag<HardEvent::S_V>(evt_3);  // rowsRedBuf_: S has written it before V reads it
+                WaitFlag<HardEvent::S_V>(evt_3);
+                Brcb(rowsRed_, rowsRed_[(8 + 0) * AlignUp(kb, 8)], (kb + 7) / 8,
+                     BrcbRepeatParams(1, 8));  // spec: ada_layer_norm_v2.py:55
+                PipeBarrier<PIPE_V>();         // rowsRedBuf_: V has written it before V reads it
+                // eight rows a repeat, a column block a repeat; each row's scalar block
+                for (int64_t g = 0; g < (kb + 7) / 8; ++g) {
+                    Mul(w_[0][g * 8 * rowStride_], w_[0][g * 8 * rowStride_], rowsRed_[g * 64],
+                        static_cast<uint64_t>(8 * (8 < kb - g * 8 ? 8 : kb - g * 8)),
+                        static_cast<uint8_t>((n_ + 7) / 8),
+                        BinaryRepeatParams(static_cast<uint8_t>(rowStride_ / 8), static_cast<uint8_t>(rowStride_ / 8),
+                                           1, 1, 1, 0));  // spec: ada_layer_norm_v2.py:55
+                }
+                if (hasInput0_) {           // when weight present
+                    PipeBarrier<PIPE_V>();  // workBuf_: V has written it before V reads it
+                    // eight rows a repeat, a column block a repeat; the column row's block for each
+                    for (int64_t g = 0; g < (kb + 7) / 8; ++g) {
+                        Mul(w_[0][g * 8 * rowStride_], w_[0][g * 8 * rowStride_], colv_[0],
+                            static_cast<uint64_t>(8 * (8 < kb - g * 8 ? 8 : kb - g * 8)),
+                            static_cast<uint8_t>((n_ + 7) / 8),
+                            BinaryRepeatParams(static_cast<uint8_t>(rowStride_ / 8),
+                                               static_cast<uint8_t>(rowStride_ / 8), 0, 1, 1,
+                                               1));  // spec: ada_layer_norm_v2.py:57
+                    }
+                }
+                if (hasInput1_) {           // when bias present
+                    PipeBarrier<PIPE_V>();  // workBuf_: V has written it before V reads it
+                    // eight rows a repeat, a column block a repeat; the column row's block for each
+                    for (int64_t g = 0; g < (kb + 7) / 8; ++g) {
+                        Add(w_[0][g * 8 * rowStride_], w_[0][g * 8 * rowStride_], colv_[1],
+                            static_cast<uint64_t>(8 * (8 < kb - g * 8 ? 8 : kb - g * 8)),
+                            static_cast<uint8_t>((n_ + 7) / 8),
+                            BinaryRepeatParams(static_cast<uint8_t>(rowStride_ / 8),
+                                               static_cast<uint8_t>(rowStride_ / 8), 0, 1, 1,
+                                               1));  // spec: ada_layer_norm_v2.py:59
+                    }
+                }
+                PipeBarrier<PIPE_V>();  // workBuf_: V has written it before V reads it
+                // eight rows a repeat, a column block a repeat; the column row's block for each
+                for (int64_t g = 0; g < (kb + 7) / 8; ++g) {
+                    Mul(w_[0][g * 8 * rowStride_], w_[0][g * 8 * rowStride_], brow_[1],
+                        static_cast<uint64_t>(8 * (8 < kb - g * 8 ? 8 : kb - g * 8)),
+                        static_cast<uint8_t>((n_ + 7) / 8),
+                        BinaryRepeatParams(static_cast<uint8_t>(rowStride_ / 8), static_cast<uint8_t>(rowStride_ / 8),
+                                           0, 1, 1, 1));  // spec: ada_layer_norm_v2.py:60
+                }
+                PipeBarrier<PIPE_V>();  // workBuf_: V has written it before V reads it
+                // eight rows a repeat, a column block a repeat; the column row's block for each
+                for (int64_t g = 0; g < (kb + 7) / 8; ++g) {
+                    Add(w_[0][g * 8 * rowStride_], w_[0][g * 8 * rowStride_], brow_[2],
+                        static_cast<uint64_t>(8 * (8 < kb - g * 8 ? 8 : kb - g * 8)),
+                        static_cast<uint8_t>((n_ + 7) / 8),
+                        BinaryRepeatParams(static_cast<uint8_t>(rowStride_ / 8), static_cast<uint8_t>(rowStride_ / 8),
+                                           0, 1, 1, 1));  // spec: ada_layer_norm_v2.py:60
+                }
+                PipeBarrier<PIPE_V>();  // workBuf_: V has written it before V reads it
+                CastTo(rowOut_out[b0 * rowStride_], w_[0], RoundMode::CAST_RINT,
+                       kb * rowStride_);  // spec: ada_layer_norm_v2.py:26
+            } else {
+                // rows of at most 255 blocks, at most 255 rows: the row reductions over all rows
+                if (rowStride_ <= 2040 && kb <= 255 && (n_ + 63) / 64 < 2 * kb) {
+                    PipeBarrier<PIPE_V>();  // workBuf_: V has read it before V overwrites it
+                    CastFrom(w_[0], rowIn_x[b0 * rowStride_], kb * rowStride_);  // spec: ada_layer_norm_v2.py:50
+                    PipeBarrier<PIPE_V>();       // workBuf_: V has written it before V reads it
+                    RowsSum(w_[0], rv_[0], kb);  // spec: ada_layer_norm_v2.py:51
+                    event_t evt_4 = static_cast<event_t>(GetTPipePtr()->FetchEventID(HardEvent::V_S));
+                    SetFlag<HardEvent::V_S>(evt_4);  // rowValBuf_: V has written it before S reads it
+                    WaitFlag<HardEvent::V_S>(evt_4);
+                    for (int64_t i = 0; i < kb; ++i) {
+                        const float s0 = rv_[0].GetValue(i);
+                        const float s1 = s0 / static_cast<float>(hidden_);  // spec: ada_layer_norm_v2.py:51
+                        statStage_mean.SetValue(i + b0, s1);                // spec: ada_layer_norm_v2.py:27
+                        Adds(w_[0][i * rowStride_], w_[0][i * rowStride_], static_cast<float>(-(s1)),
+                             static_cast<int32_t>(n_));  // spec: ada_layer_norm_v2.py:52
+                    }
+                    PipeBarrier<PIPE_V>();  // workBuf_: V has written it before V reads it
+                    Mul(w_[1], w_[0], w_[0], static_cast<int32_t>(kb * rowStride_));  // spec: ada_layer_norm_v2.py:53
+                    PipeBarrier<PIPE_V>();       // workBuf_: V has written it before V reads it
+                    RowsSum(w_[1], rv_[1], kb);  // spec: ada_layer_norm_v2.py:53
+                    event_t evt_5 = static_cast<event_t>(GetTPipePtr()->FetchEventID(HardEvent::V_S));
+                    SetFlag<HardEvent::V_S>(evt_5);  // rowValBuf_: V has written it before S reads it
+                    WaitFlag<HardEvent::V_S>(evt_5);
+                    for (int64_t i = 0; i < kb; ++i) {
+                        const float s2 = rv_[1].GetValue(i);
+                        const float s3 = s2 / static_cast<float>(hidden_);  // spec: ada_layer_norm_v2.py:53
+                        const float s4 = (s3 + attr_epsilon);               // spec: ada_layer_norm_v2.py:54
+                        const float s5 = 1.0f / Std::sqrt(s4);              // spec: ada_layer_norm_v2.py:54
+                        statStage_rstd.SetValue(i + b0, s5);                // spec: ada_layer_norm_v2.py:28
+                        Muls(w_[0][i * rowStride_], w_[0][i * rowStride_], static_cast<float>(s5),
+                             static_cast<int32_t>(n_));  // spec: ada_layer_norm_v2.py:55
+                    }
+                    if (hasInput0_) {           // when weight present
+                        PipeBarrier<PIPE_V>();  // workBuf_: V has written it before V reads it
+                        // a 64-lane chunk of every row at once; the column row's chunk for each
+                        for (int64_t c = 0; c < (rowStride_ + 63) / 64; ++c) {
+                            Mul(w_[0][c * 64], w_[0][c * 64], colv_[0][c * 64],
+                                static_cast<uint64_t>(64 < rowStride_ - c * 64 ? 64 : rowStride_ - c * 64),
+                                static_cast<uint8_t>(kb),
+                                BinaryRepeatParams(1, 1, 1, static_cast<uint8_t>(rowStride_ / 8),
+                                                   static_cast<uint8_t>(rowStride_ / 8),
+                                                   0));  // spec: ada_layer_norm_v2.py:57
+                        }
+                    }
+                    if (hasInput1_) {           // when bias present
+                        PipeBarrier<PIPE_V>();  // workBuf_: V has written it before V reads it
+                        // a 64-lane chunk of every row at once; the column row's chunk for each
+                        for (int64_t c = 0; c < (rowStride_ + 63) / 64; ++c) {
+                            Add(w_[0][c * 64], w_[0][c * 64], colv_[1][c * 64],
+                                static_cast<uint64_t>(64 < rowStride_ - c * 64 ? 64 : rowStride_ - c * 64),
+                                static_cast<uint8_t>(kb),
+                                BinaryRepeatParams(1, 1, 1, static_cast<uint8_t>(rowStride_ / 8),
+                                                   static_cast<uint8_t>(rowStride_ / 8),
+                                                   0));  // spec: ada_layer_norm_v2.py:59
+                        }
+                    }
+                    PipeBarrier<PIPE_V>();  // workBuf_: V has written it before V reads it
+                    // a 64-lane chunk of every row at once; the column row's chunk for each
+                    for (int64_t c = 0; c < (rowStride_ + 63) / 64; ++c) {
+                        Mul(w_[0][c * 64], w_[0][c * 64], brow_[1][c * 64],
+                            static_cast<uint64_t>(64 < rowStride_ - c * 64 ? 64 : rowStride_ - c * 64),
+                            static_cast<uint8_t>(kb),
+                            BinaryRepeatParams(1, 1, 1, static_cast<uint8_t>(rowStride_ / 8),
+                                               static_cast<uint8_t>(rowStride_ / 8),
+                                               0));  // spec: ada_layer_norm_v2.py:60
+                    }
+                    PipeBarrier<PIPE_V>();  // workBuf_: V has written it before V reads it
+                    // a 64-lane chunk of every row at once; the column row's chunk for each
+                    for (int64_t c = 0; c < (rowStride_ + 63) / 64; ++c) {
+                        Add(w_[0][c * 64], w_[0][c * 64], brow_[2][c * 64],
+                            static_cast<uint64_t>(64 < rowStride_ - c * 64 ? 64 : rowStride_ - c * 64),
+                            static_cast<uint8_t>(kb),
+                            BinaryRepeatParams(1, 1, 1, static_cast<uint8_t>(rowStride_ / 8),
+                                               static_cast<uint8_t>(rowStride_ / 8),
+                                               0));  // spec: ada_layer_norm_v2.py:60
+                    }
+                    PipeBarrier<PIPE_V>();  // workBuf_: V has written it before V reads it
+                    CastTo(rowOut_out[b0 * rowStride_], w_[0], RoundMode::CAST_RINT,
+                           kb * rowStride_);  // spec: ada_layer_norm_v2.py:26
+                } else {
+                    PipeBarrier<PIPE_V>();  // workBuf_: V has read it before V overwrites it
+                    CastFrom(w_[0], rowIn_x[b0 * rowStride_], kb * rowStride_);  // spec: ada_layer_norm_v2.py:50
+                    for (int64_t i = 0; i < kb; ++i) {
+                        PipeBarrier<PIPE_V>();  // workBuf_: V has written it before V reads it
+                        const float s0 = RowSum(w_[0][i * rowStride_], n_);  // spec: ada_layer_norm_v2.py:51
+                        const float s1 = s0 / static_cast<float>(hidden_);   // spec: ada_layer_norm_v2.py:51
+                        statStage_mean.SetValue(i + b0, s1);                 // spec: ada_layer_norm_v2.py:27
+                        Adds(w_[0][i * rowStride_], w_[0][i * rowStride_], static_cast<float>(-(s1)),
+                             static_cast<int32_t>(n_));  // spec: ada_layer_norm_v2.py:52
+                    }
+                    PipeBarrier<PIPE_V>();  // workBuf_: V has written it before V reads it
+                    Mul(w_[1], w_[0], w_[0], static_cast<int32_t>(kb * rowStride_));  // spec: ada_layer_norm_v2.py:53
+                    PipeBarrier<PIPE_V>();  // workBuf_: V has written it before V reads it
+                    for (int64_t i = 0; i < kb; ++i) {
+                        const float s2 = RowSum(w_[1][i * rowStride_], n_);  // spec: ada_layer_norm_v2.py:53
+                        const float s3 = s2 / static_cast<float>(hidden_);   // spec: ada_layer_norm_v2.py:53
+                        const float s4 = (s3 + attr_epsilon);                // spec: ada_layer_norm_v2.py:54
+                        const float s5 = 1.0f / Std::sqrt(s4);               // spec: ada_layer_norm_v2.py:54
+                        statStage_rstd.SetValue(i + b0, s5);                 // spec: ada_layer_norm_v2.py:28
+                        Muls(w_[0][i * rowStride_], w_[0][i * rowStride_], static_cast<float>(s5),
+                             static_cast<int32_t>(n_));  // spec: ada_layer_norm_v2.py:55
+                        if (hasInput0_) {                // when weight present
+                            PipeBarrier<PIPE_V>();       // workBuf_: V has written it before V reads it
+                            Mul(w_[0][i * rowStride_], w_[0][i * rowStride_], colv_[0],
+                                static_cast<int32_t>(n_));  // spec: ada_layer_norm_v2.py:57
+                        }
+                        if (hasInput1_) {           // when bias present
+                            PipeBarrier<PIPE_V>();  // workBuf_: V has written it before V reads it
+                            Add(w_[0][i * rowStride_], w_[0][i * rowStride_], colv_[1],
+                                static_cast<int32_t>(n_));  // spec: ada_layer_norm_v2.py:59
+                        }
+                        PipeBarrier<PIPE_V>();  // workBuf_: V has written it before V reads it
+                        Mul(w_[0][i * rowStride_], w_[0][i * rowStride_], brow_[1],
+                            static_cast<int32_t>(n_));  // spec: ada_layer_norm_v2.py:60
+                        PipeBarrier<PIPE_V>();          // workBuf_: V has written it before V reads it
+                        Add(w_[0][i * rowStride_], w_[0][i * rowStride_], brow_[2],
+                            static_cast<int32_t>(n_));  // spec: ada_layer_norm_v2.py:60
+                    }
+                    PipeBarrier<PIPE_V>();  // workBuf_: V has written it before V reads it
+                    CastTo(rowOut_out[b0 * rowStride_], w_[0], RoundMode::CAST_RINT,
+                           kb * rowStride_);  // spec: ada_layer_norm_v2.py:26
+                }
             }
-            if (hasInput1_) {                                           // when bias present
-                PipeBarrier<PIPE_V>();                                  // workBuf_: V has written it before V reads it
-                Add(w_[0], w_[0], colv_[1], static_cast<int32_t>(n_));  // spec: ada_layer_norm_v2.py:59
-            }
-            PipeBarrier<PIPE_V>();                                  // workBuf_: V has written it before V reads it
-            Mul(w_[0], w_[0], brow_[1], static_cast<int32_t>(n_));  // spec: ada_layer_norm_v2.py:60
-            PipeBarrier<PIPE_V>();                                  // workBuf_: V has written it before V reads it
-            Add(w_[0], w_[0], brow_[2], static_cast<int32_t>(n_));  // spec: ada_layer_norm_v2.py:60
-            PipeBarrier<PIPE_V>();                                  // workBuf_: V has written it before V reads it
-            CastTo(rowOut_out[i * rowStride_], w_[0], RoundMode::CAST_RINT, n_);  // spec: ada_layer_norm_v2.py:26
-            statStage_rstd.SetValue(i, s5);                                       // spec: ada_layer_norm_v2.py:28
         }
         rowInQue_x.FreeTensor(rowIn_x);
         rowOutQue_out.EnQue(rowOut_out);
         {
             LocalTensor<T> t = statOutQue0_mean_rstd.template AllocTensor<T>();
-            event_t evt_0 = static_cast<event_t>(GetTPipePtr()->FetchEventID(HardEvent::S_V));
-            SetFlag<HardEvent::S_V>(evt_0);  // statStageBuf_mean: S has written it before V reads it
-            WaitFlag<HardEvent::S_V>(evt_0);
+            event_t evt_6 = static_cast<event_t>(GetTPipePtr()->FetchEventID(HardEvent::S_V));
+            SetFlag<HardEvent::S_V>(evt_6);  // statStageBuf_mean: S has written it before V reads it
+            WaitFlag<HardEvent::S_V>(evt_6);
             CastTo(t, statStage_mean, RoundMode::CAST_RINT, k);  // spec: ada_layer_norm_v2.py:27
             PipeBarrier<PIPE_V>();                               // statOutQue0_mean_rstd: V writes after V's write
             CastTo(t[4 * AlignUp(td_->rowsPerPass, 8) / sizeof(T)], statStage_rstd, RoundMode::CAST_RINT,
@@ -495,42 +769,251 @@ private:
         statStage_mean = statStageBuf_mean.template Get<float>();
         statStage_rstd = statStageBuf_rstd.template Get<float>();
         rowOut_out = rowOutQue_out.template AllocTensor<T>();
-        for (int64_t i = 0; i < k; ++i) {
-            const int64_t b = (r0 + i) / seqLen_;
+        // the pass's rows one batch at a time (rows b0 .. b0 + kb of the pass)
+        for (int64_t b = r0 / seqLen_; b <= (r0 + (k - 1)) / seqLen_; ++b) {
+            const int64_t b0 = b * seqLen_ - r0 > 0 ? b * seqLen_ - r0 : 0;
+            const int64_t kb = ((b + 1) * seqLen_ - r0 < k ? (b + 1) * seqLen_ - r0 : k) - b0;
             if (b != valBatch_) {
                 valBatch_ = b;
                 LoadBatch(b);
             }
-            PipeBarrier<PIPE_V>();                              // workBuf_: V has read it before V overwrites it
-            CastFrom(w_[0], rowIn_x[i * rowStride_], n_);       // spec: ada_layer_norm_v2.py:50
-            PipeBarrier<PIPE_V>();                              // workBuf_: V has written it before V reads it
-            const float s0 = RowSum(w_[0], n_);                 // spec: ada_layer_norm_v2.py:51
-            const float s1 = s0 / static_cast<float>(hidden_);  // spec: ada_layer_norm_v2.py:51
-            Adds(w_[0], w_[0], static_cast<float>(-(s1)), static_cast<int32_t>(n_));  // spec: ada_layer_norm_v2.py:52
-            statStage_mean.SetValue(i, s1);                                           // spec: ada_layer_norm_v2.py:27
-            PipeBarrier<PIPE_V>();                               // workBuf_: V has written it before V reads it
-            Mul(w_[1], w_[0], w_[0], static_cast<int32_t>(n_));  // spec: ada_layer_norm_v2.py:53
-            PipeBarrier<PIPE_V>();                               // workBuf_: V has written it before V reads it
-            const float s2 = RowSum(w_[1], n_);                  // spec: ada_layer_norm_v2.py:53
-            const float s3 = s2 / static_cast<float>(hidden_);   // spec: ada_layer_norm_v2.py:53
-            const float s4 = (s3 + attr_epsilon);                // spec: ada_layer_norm_v2.py:54
-            const float s5 = 1.0f / Std::sqrt(s4);               // spec: ada_layer_norm_v2.py:54
-            Muls(w_[0], w_[0], static_cast<float>(s5), static_cast<int32_t>(n_));  // spec: ada_layer_norm_v2.py:55
-            if (hasInput0_) {                                                      // when weight present
-                PipeBarrier<PIPE_V>();                                  // workBuf_: V has written it before V reads it
-                Mul(w_[0], w_[0], colv_[0], static_cast<int32_t>(n_));  // spec: ada_layer_norm_v2.py:57
+            // rows of 9 to 255 blocks, 2 to 255 rows a pass: eight rows a repeat
+            if (rowStride_ <= 2040 && rowStride_ > 64 && kb <= 255 && td_->rowsPerPass >= 2) {
+                PipeBarrier<PIPE_V>();  // workBuf_: V has read it before V overwrites it
+                CastFrom(w_[0], rowIn_x[b0 * rowStride_], kb * rowStride_);  // spec: ada_layer_norm_v2.py:50
+                PipeBarrier<PIPE_V>();        // workBuf_: V has written it before V reads it
+                RowsSumB(w_[0], rv_[0], kb);  // spec: ada_layer_norm_v2.py:51
+                event_t evt_0 = static_cast<event_t>(GetTPipePtr()->FetchEventID(HardEvent::V_S));
+                SetFlag<HardEvent::V_S>(evt_0);  // rowValBuf_: V has written it before S reads it
+                WaitFlag<HardEvent::V_S>(evt_0);
+                for (int64_t i = 0; i < kb; ++i) {
+                    const float s0 = rv_[0].GetValue(i);
+                    const float s1 = s0 / static_cast<float>(hidden_);  // spec: ada_layer_norm_v2.py:51
+                    statStage_mean.SetValue(i + b0, s1);                // spec: ada_layer_norm_v2.py:27
+                }
+                for (int64_t i = 0; i < kb; ++i) {  // the per-row scalars of the ops below, one slot each
+                    const float s0 = rv_[0].GetValue(i);
+                    const float s1 = s0 / static_cast<float>(hidden_);       // spec: ada_layer_norm_v2.py:51
+                    rowsRed_.SetValue((8 + 0) * AlignUp(kb, 8) + i, -(s1));  // spec: ada_layer_norm_v2.py:52
+                }
+                event_t evt_1 = static_cast<event_t>(GetTPipePtr()->FetchEventID(HardEvent::S_V));
+                SetFlag<HardEvent::S_V>(evt_1);  // rowsRedBuf_: S has written it before V reads it
+                WaitFlag<HardEvent::S_V>(evt_1);
+                Brcb(rowsRed_, rowsRed_[(8 + 0) * AlignUp(kb, 8)], (kb + 7) / 8,
+                     BrcbRepeatParams(1, 8));  // spec: ada_layer_norm_v2.py:52
+                PipeBarrier<PIPE_V>();         // rowsRedBuf_: V has written it before V reads it
+                // eight rows a repeat, a column block a repeat; each row's scalar block
+                for (int64_t g = 0; g < (kb + 7) / 8; ++g) {
+                    Add(w_[0][g * 8 * rowStride_], w_[0][g * 8 * rowStride_], rowsRed_[g * 64],
+                        static_cast<uint64_t>(8 * (8 < kb - g * 8 ? 8 : kb - g * 8)),
+                        static_cast<uint8_t>((n_ + 7) / 8),
+                        BinaryRepeatParams(static_cast<uint8_t>(rowStride_ / 8), static_cast<uint8_t>(rowStride_ / 8),
+                                           1, 1, 1, 0));  // spec: ada_layer_norm_v2.py:52
+                }
+                PipeBarrier<PIPE_V>();  // workBuf_: V has written it before V reads it
+                Mul(w_[1], w_[0], w_[0], static_cast<int32_t>(kb * rowStride_));  // spec: ada_layer_norm_v2.py:53
+                PipeBarrier<PIPE_V>();        // workBuf_: V has written it before V reads it
+                RowsSumB(w_[1], rv_[1], kb);  // spec: ada_layer_norm_v2.py:53
+                event_t evt_2 = static_cast<event_t>(GetTPipePtr()->FetchEventID(HardEvent::V_S));
+                SetFlag<HardEvent::V_S>(evt_2);  // rowValBuf_: V has written it before S reads it
+                WaitFlag<HardEvent::V_S>(evt_2);
+                for (int64_t i = 0; i < kb; ++i) {
+                    const float s2 = rv_[1].GetValue(i);
+                    const float s3 = s2 / static_cast<float>(hidden_);  // spec: ada_layer_norm_v2.py:53
+                    const float s4 = (s3 + attr_epsilon);               // spec: ada_layer_norm_v2.py:54
+                    const float s5 = 1.0f / Std::sqrt(s4);              // spec: ada_layer_norm_v2.py:54
+                    statStage_rstd.SetValue(i + b0, s5);                // spec: ada_layer_norm_v2.py:28
+                }
+                for (int64_t i = 0; i < kb; ++i) {  // the per-row scalars of the ops below, one slot each
+                    const float s2 = rv_[1].GetValue(i);
+                    const float s3 = s2 / static_cast<float>(hidden_);    // spec: ada_layer_norm_v2.py:53
+                    const float s4 = (s3 + attr_epsilon);                 // spec: ada_layer_norm_v2.py:54
+                    const float s5 = 1.0f / Std::sqrt(s4);                // spec: ada_layer_norm_v2.py:54
+                    rowsRed_.SetValue((8 + 0) * AlignUp(kb, 8) + i, s5);  // spec: ada_layer_norm_v2.py:55
+                }
+                event_t evt_3 = static_cast<event_t>(GetTPipePtr()->FetchEventID(HardEvent::S_V));
+                SetFlag<HardEvent::S_V>(evt_3);  // rowsRedBuf_: S has written it before V reads it
+                WaitFlag<HardEvent::S_V>(evt_3);
+                Brcb(rowsRed_, rowsRed_[(8 + 0) * AlignUp(kb, 8)], (kb + 7) / 8,
+                     BrcbRepeatParams(1, 8));  // spec: ada_layer_norm_v2.py:55
+                PipeBarrier<PIPE_V>();         // rowsRedBuf_: V has written it before V reads it
+                // eight rows a repeat, a column block a repeat; each row's scalar block
+                for (int64_t g = 0; g < (kb + 7) / 8; ++g) {
+                    Mul(w_[0][g * 8 * rowStride_], w_[0][g * 8 * rowStride_], rowsRed_[g * 64],
+                        static_cast<uint64_t>(8 * (8 < kb - g * 8 ? 8 : kb - g * 8)),
+                        static_cast<uint8_t>((n_ + 7) / 8),
+                        BinaryRepeatParams(static_cast<uint8_t>(rowStride_ / 8), static_cast<uint8_t>(rowStride_ / 8),
+                                           1, 1, 1, 0));  // spec: ada_layer_norm_v2.py:55
+                }
+                if (hasInput0_) {           // when weight present
+                    PipeBarrier<PIPE_V>();  // workBuf_: V has written it before V reads it
+                    // eight rows a repeat, a column block a repeat; the column row's block for each
+                    for (int64_t g = 0; g < (kb + 7) / 8; ++g) {
+                        Mul(w_[0][g * 8 * rowStride_], w_[0][g * 8 * rowStride_], colv_[0],
+                            static_cast<uint64_t>(8 * (8 < kb - g * 8 ? 8 : kb - g * 8)),
+                            static_cast<uint8_t>((n_ + 7) / 8),
+                            BinaryRepeatParams(static_cast<uint8_t>(rowStride_ / 8),
+                                               static_cast<uint8_t>(rowStride_ / 8), 0, 1, 1,
+                                               1));  // spec: ada_layer_norm_v2.py:57
+                    }
+                }
+                if (hasInput1_) {           // when bias present
+                    PipeBarrier<PIPE_V>();  // workBuf_: V has written it before V reads it
+                    // eight rows a repeat, a column block a repeat; the column row's block for each
+                    for (int64_t g = 0; g < (kb + 7) / 8; ++g) {
+                        Add(w_[0][g * 8 * rowStride_], w_[0][g * 8 * rowStride_], colv_[1],
+                            static_cast<uint64_t>(8 * (8 < kb - g * 8 ? 8 : kb - g * 8)),
+                            static_cast<uint8_t>((n_ + 7) / 8),
+                            BinaryRepeatParams(static_cast<uint8_t>(rowStride_ / 8),
+                                               static_cast<uint8_t>(rowStride_ / 8), 0, 1, 1,
+                                               1));  // spec: ada_layer_norm_v2.py:59
+                    }
+                }
+                PipeBarrier<PIPE_V>();  // workBuf_: V has written it before V reads it
+                // eight rows a repeat, a column block a repeat; the column row's block for each
+                for (int64_t g = 0; g < (kb + 7) / 8; ++g) {
+                    Mul(w_[0][g * 8 * rowStride_], w_[0][g * 8 * rowStride_], brow_[1],
+                        static_cast<uint64_t>(8 * (8 < kb - g * 8 ? 8 : kb - g * 8)),
+                        static_cast<uint8_t>((n_ + 7) / 8),
+                        BinaryRepeatParams(static_cast<uint8_t>(rowStride_ / 8), static_cast<uint8_t>(rowStride_ / 8),
+                                           0, 1, 1, 1));  // spec: ada_layer_norm_v2.py:60
+                }
+                PipeBarrier<PIPE_V>();  // workBuf_: V has written it before V reads it
+                // eight rows a repeat, a column block a repeat; the column row's block for each
+                for (int64_t g = 0; g < (kb + 7) / 8; ++g) {
+                    Add(w_[0][g * 8 * rowStride_], w_[0][g * 8 * rowStride_], brow_[2],
+                        static_cast<uint64_t>(8 * (8 < kb - g * 8 ? 8 : kb - g * 8)),
+                        static_cast<uint8_t>((n_ + 7) / 8),
+                        BinaryRepeatParams(static_cast<uint8_t>(rowStride_ / 8), static_cast<uint8_t>(rowStride_ / 8),
+                                           0, 1, 1, 1));  // spec: ada_layer_norm_v2.py:60
+                }
+                PipeBarrier<PIPE_V>();  // workBuf_: V has written it before V reads it
+                CastTo(rowOut_out[b0 * rowStride_], w_[0], RoundMode::CAST_RINT,
+                       kb * rowStride_);  // spec: ada_layer_norm_v2.py:26
+            } else {
+                // rows of at most 255 blocks, at most 255 rows: the row reductions over all rows
+                if (rowStride_ <= 2040 && kb <= 255 && (n_ + 63) / 64 < 2 * kb) {
+                    PipeBarrier<PIPE_V>();  // workBuf_: V has read it before V overwrites it
+                    CastFrom(w_[0], rowIn_x[b0 * rowStride_], kb * rowStride_);  // spec: ada_layer_norm_v2.py:50
+                    PipeBarrier<PIPE_V>();       // workBuf_: V has written it before V reads it
+                    RowsSum(w_[0], rv_[0], kb);  // spec: ada_layer_norm_v2.py:51
+                    event_t evt_4 = static_cast<event_t>(GetTPipePtr()->FetchEventID(HardEvent::V_S));
+                    SetFlag<HardEvent::V_S>(evt_4);  // rowValBuf_: V has written it before S reads it
+                    WaitFlag<HardEvent::V_S>(evt_4);
+                    for (int64_t i = 0; i < kb; ++i) {
+                        const float s0 = rv_[0].GetValue(i);
+                        const float s1 = s0 / static_cast<float>(hidden_);  // spec: ada_layer_norm_v2.py:51
+                        statStage_mean.SetValue(i + b0, s1);                // spec: ada_layer_norm_v2.py:27
+                        Adds(w_[0][i * rowStride_], w_[0][i * rowStride_], static_cast<float>(-(s1)),
+                             static_cast<int32_t>(n_));  // spec: ada_layer_norm_v2.py:52
+                    }
+                    PipeBarrier<PIPE_V>();  // workBuf_: V has written it before V reads it
+                    Mul(w_[1], w_[0], w_[0], static_cast<int32_t>(kb * rowStride_));  // spec: ada_layer_norm_v2.py:53
+                    PipeBarrier<PIPE_V>();       // workBuf_: V has written it before V reads it
+                    RowsSum(w_[1], rv_[1], kb);  // spec: ada_layer_norm_v2.py:53
+                    event_t evt_5 = static_cast<event_t>(GetTPipePtr()->FetchEventID(HardEvent::V_S));
+                    SetFlag<HardEvent::V_S>(evt_5);  // rowValBuf_: V has written it before S reads it
+                    WaitFlag<HardEvent::V_S>(evt_5);
+                    for (int64_t i = 0; i < kb; ++i) {
+                        const float s2 = rv_[1].GetValue(i);
+                        const float s3 = s2 / static_cast<float>(hidden_);  // spec: ada_layer_norm_v2.py:53
+                        const float s4 = (s3 + attr_epsilon);               // spec: ada_layer_norm_v2.py:54
+                        const float s5 = 1.0f / Std::sqrt(s4);              // spec: ada_layer_norm_v2.py:54
+                        statStage_rstd.SetValue(i + b0, s5);                // spec: ada_layer_norm_v2.py:28
+                        Muls(w_[0][i * rowStride_], w_[0][i * rowStride_], static_cast<float>(s5),
+                             static_cast<int32_t>(n_));  // spec: ada_layer_norm_v2.py:55
+                    }
+                    if (hasInput0_) {           // when weight present
+                        PipeBarrier<PIPE_V>();  // workBuf_: V has written it before V reads it
+                        // a 64-lane chunk of every row at once; the column row's chunk for each
+                        for (int64_t c = 0; c < (rowStride_ + 63) / 64; ++c) {
+                            Mul(w_[0][c * 64], w_[0][c * 64], colv_[0][c * 64],
+                                static_cast<uint64_t>(64 < rowStride_ - c * 64 ? 64 : rowStride_ - c * 64),
+                                static_cast<uint8_t>(kb),
+                                BinaryRepeatParams(1, 1, 1, static_cast<uint8_t>(rowStride_ / 8),
+                                                   static_cast<uint8_t>(rowStride_ / 8),
+                                                   0));  // spec: ada_layer_norm_v2.py:57
+                        }
+                    }
+                    if (hasInput1_) {           // when bias present
+                        PipeBarrier<PIPE_V>();  // workBuf_: V has written it before V reads it
+                        // a 64-lane chunk of every row at once; the column row's chunk for each
+                        for (int64_t c = 0; c < (rowStride_ + 63) / 64; ++c) {
+                            Add(w_[0][c * 64], w_[0][c * 64], colv_[1][c * 64],
+                                static_cast<uint64_t>(64 < rowStride_ - c * 64 ? 64 : rowStride_ - c * 64),
+                                static_cast<uint8_t>(kb),
+                                BinaryRepeatParams(1, 1, 1, static_cast<uint8_t>(rowStride_ / 8),
+                                                   static_cast<uint8_t>(rowStride_ / 8),
+                                                   0));  // spec: ada_layer_norm_v2.py:59
+                        }
+                    }
+                    PipeBarrier<PIPE_V>();  // workBuf_: V has written it before V reads it
+                    // a 64-lane chunk of every row at once; the column row's chunk for each
+                    for (int64_t c = 0; c < (rowStride_ + 63) / 64; ++c) {
+                        Mul(w_[0][c * 64], w_[0][c * 64], brow_[1][c * 64],
+                            static_cast<uint64_t>(64 < rowStride_ - c * 64 ? 64 : rowStride_ - c * 64),
+                            static_cast<uint8_t>(kb),
+                            BinaryRepeatParams(1, 1, 1, static_cast<uint8_t>(rowStride_ / 8),
+                                               static_cast<uint8_t>(rowStride_ / 8),
+                                               0));  // spec: ada_layer_norm_v2.py:60
+                    }
+                    PipeBarrier<PIPE_V>();  // workBuf_: V has written it before V reads it
+                    // a 64-lane chunk of every row at once; the column row's chunk for each
+                    for (int64_t c = 0; c < (rowStride_ + 63) / 64; ++c) {
+                        Add(w_[0][c * 64], w_[0][c * 64], brow_[2][c * 64],
+                            static_cast<uint64_t>(64 < rowStride_ - c * 64 ? 64 : rowStride_ - c * 64),
+                            static_cast<uint8_t>(kb),
+                            BinaryRepeatParams(1, 1, 1, static_cast<uint8_t>(rowStride_ / 8),
+                                               static_cast<uint8_t>(rowStride_ / 8),
+                                               0));  // spec: ada_layer_norm_v2.py:60
+                    }
+                    PipeBarrier<PIPE_V>();  // workBuf_: V has written it before V reads it
+                    CastTo(rowOut_out[b0 * rowStride_], w_[0], RoundMode::CAST_RINT,
+                           kb * rowStride_);  // spec: ada_layer_norm_v2.py:26
+                } else {
+                    PipeBarrier<PIPE_V>();  // workBuf_: V has read it before V overwrites it
+                    CastFrom(w_[0], rowIn_x[b0 * rowStride_], kb * rowStride_);  // spec: ada_layer_norm_v2.py:50
+                    for (int64_t i = 0; i < kb; ++i) {
+                        PipeBarrier<PIPE_V>();  // workBuf_: V has written it before V reads it
+                        const float s0 = RowSum(w_[0][i * rowStride_], n_);  // spec: ada_layer_norm_v2.py:51
+                        const float s1 = s0 / static_cast<float>(hidden_);   // spec: ada_layer_norm_v2.py:51
+                        statStage_mean.SetValue(i + b0, s1);                 // spec: ada_layer_norm_v2.py:27
+                        Adds(w_[0][i * rowStride_], w_[0][i * rowStride_], static_cast<float>(-(s1)),
+                             static_cast<int32_t>(n_));  // spec: ada_layer_norm_v2.py:52
+                    }
+                    PipeBarrier<PIPE_V>();  // workBuf_: V has written it before V reads it
+                    Mul(w_[1], w_[0], w_[0], static_cast<int32_t>(kb * rowStride_));  // spec: ada_layer_norm_v2.py:53
+                    PipeBarrier<PIPE_V>();  // workBuf_: V has written it before V reads it
+                    for (int64_t i = 0; i < kb; ++i) {
+                        const float s2 = RowSum(w_[1][i * rowStride_], n_);  // spec: ada_layer_norm_v2.py:53
+                        const float s3 = s2 / static_cast<float>(hidden_);   // spec: ada_layer_norm_v2.py:53
+                        const float s4 = (s3 + attr_epsilon);                // spec: ada_layer_norm_v2.py:54
+                        const float s5 = 1.0f / Std::sqrt(s4);               // spec: ada_layer_norm_v2.py:54
+                        statStage_rstd.SetValue(i + b0, s5);                 // spec: ada_layer_norm_v2.py:28
+                        Muls(w_[0][i * rowStride_], w_[0][i * rowStride_], static_cast<float>(s5),
+                             static_cast<int32_t>(n_));  // spec: ada_layer_norm_v2.py:55
+                        if (hasInput0_) {                // when weight present
+                            PipeBarrier<PIPE_V>();       // workBuf_: V has written it before V reads it
+                            Mul(w_[0][i * rowStride_], w_[0][i * rowStride_], colv_[0],
+                                static_cast<int32_t>(n_));  // spec: ada_layer_norm_v2.py:57
+                        }
+                        if (hasInput1_) {           // when bias present
+                            PipeBarrier<PIPE_V>();  // workBuf_: V has written it before V reads it
+                            Add(w_[0][i * rowStride_], w_[0][i * rowStride_], colv_[1],
+                                static_cast<int32_t>(n_));  // spec: ada_layer_norm_v2.py:59
+                        }
+                        PipeBarrier<PIPE_V>();  // workBuf_: V has written it before V reads it
+                        Mul(w_[0][i * rowStride_], w_[0][i * rowStride_], brow_[1],
+                            static_cast<int32_t>(n_));  // spec: ada_layer_norm_v2.py:60
+                        PipeBarrier<PIPE_V>();          // workBuf_: V has written it before V reads it
+                        Add(w_[0][i * rowStride_], w_[0][i * rowStride_], brow_[2],
+                            static_cast<int32_t>(n_));  // spec: ada_layer_norm_v2.py:60
+                    }
+                    PipeBarrier<PIPE_V>();  // workBuf_: V has written it before V reads it
+                    CastTo(rowOut_out[b0 * rowStride_], w_[0], RoundMode::CAST_RINT,
+                           kb * rowStride_);  // spec: ada_layer_norm_v2.py:26
+                }
             }
-            if (hasInput1_) {                                           // when bias present
-                PipeBarrier<PIPE_V>();                                  // workBuf_: V has written it before V reads it
-                Add(w_[0], w_[0], colv_[1], static_cast<int32_t>(n_));  // spec: ada_layer_norm_v2.py:59
-            }
-            PipeBarrier<PIPE_V>();                                  // workBuf_: V has written it before V reads it
-            Mul(w_[0], w_[0], brow_[1], static_cast<int32_t>(n_));  // spec: ada_layer_norm_v2.py:60
-            PipeBarrier<PIPE_V>();                                  // workBuf_: V has written it before V reads it
-            Add(w_[0], w_[0], brow_[2], static_cast<int32_t>(n_));  // spec: ada_layer_norm_v2.py:60
-            PipeBarrier<PIPE_V>();                                  // workBuf_: V has written it before V reads it
-            CastTo(rowOut_out[i * rowStride_], w_[0], RoundMode::CAST_RINT, n_);  // spec: ada_layer_norm_v2.py:26
-            statStage_rstd.SetValue(i, s5);                                       // spec: ada_layer_norm_v2.py:28
         }
         rowInQue_x.FreeTensor(rowIn_x);
         CopyIn(r0 + td_->rowsPerPass, td_->rowsPerPass < rowEnd_ - (r0 + td_->rowsPerPass)
@@ -539,9 +1022,9 @@ private:
         rowOutQue_out.EnQue(rowOut_out);
         {
             LocalTensor<T> t = statOutQue0_mean_rstd.template AllocTensor<T>();
-            event_t evt_0 = static_cast<event_t>(GetTPipePtr()->FetchEventID(HardEvent::S_V));
-            SetFlag<HardEvent::S_V>(evt_0);  // statStageBuf_mean: S has written it before V reads it
-            WaitFlag<HardEvent::S_V>(evt_0);
+            event_t evt_6 = static_cast<event_t>(GetTPipePtr()->FetchEventID(HardEvent::S_V));
+            SetFlag<HardEvent::S_V>(evt_6);  // statStageBuf_mean: S has written it before V reads it
+            WaitFlag<HardEvent::S_V>(evt_6);
             CastTo(t, statStage_mean, RoundMode::CAST_RINT, k);  // spec: ada_layer_norm_v2.py:27
             PipeBarrier<PIPE_V>();                               // statOutQue0_mean_rstd: V writes after V's write
             CastTo(t[4 * AlignUp(td_->rowsPerPass, 8) / sizeof(T)], statStage_rstd, RoundMode::CAST_RINT,
@@ -612,6 +1095,8 @@ private:
     TBuf<TPosition::VECCALC> resBuf_x;
     TBuf<TPosition::VECCALC> sumBuf_;
     TBuf<TPosition::VECCALC> xchgBuf_;
+    TBuf<TPosition::VECCALC> rowsRedBuf_;
+    TBuf<TPosition::VECCALC> rowValBuf_;
     TBuf<TPosition::VECCALC> workBuf_;
     TBuf<TPosition::VECCALC> browBuf_;
     TBuf<TPosition::VECCALC> colBuf_;
@@ -628,6 +1113,8 @@ private:
     LocalTensor<float> sums_;
     LocalTensor<float> tots_;
     LocalTensor<float> xchg_;
+    LocalTensor<float> rowsRed_;
+    LocalTensor<float> rv_[2];
     LocalTensor<float> brow_[3];
     LocalTensor<float> colv_[2];
     int64_t hidden_ = 0;
