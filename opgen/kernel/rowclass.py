@@ -778,9 +778,9 @@ class _Printer:
 
     def _whole(self, x: str) -> bool:
         """Whether operand `x` is one UB row for every row of the rows an instruction covers: a column row
-        (`RowProgram.col`), or in ROW_SPLIT a batch row (`RowProgram.brow`: the pass's rows are run one batch at a
-        time, opgen.kernel.rowsched `_batch_runs`)."""
-        return x in self.p.col or (self.mode == "row" and x in self.p.brow)
+        (`RowProgram.col`) or a batch row (`RowProgram.brow`: ROW_SPLIT runs a pass's rows one batch at a time,
+        opgen.kernel.rowsched `_batch_runs`; COL_SPLIT's sub-batches run in groups within one batch, `_col_split`)."""
+        return x in self.p.col or x in self.p.brow
 
     def _column_nodes(self, group: list) -> list:
         """Column-row instructions (`_column_op`) over the k rows of a pass: for each 64-lane chunk c of the row, the
@@ -1042,11 +1042,11 @@ def _col_batchable(p: RowProgram, v, flush_col, load_batch) -> bool:
     """Whether COL_SPLIT runs row program `p` (of kernel class `v`) over a group's resident rows at once
     (_Printer.col_batch_segments): a `batchable` program with row reductions (a presence-guarded one's exchange
     slot set to 0 first where no reduction sharing it runs, `_Printer._zero_unwritten`), no two-pass reductions
-    (ColSplit runs ROW_SPLIT), no per-batch rows or bookkeeping in the row loop (FlushCol, LoadBatch), and a class without
-    ROW_CHUNK in ColSplit. The tiling sizes
-    COL_SPLIT's row temporaries a group's rows each for every such program (opgen.tiling.rowkernel.col_batch)."""
-    return (batchable(p) and bool(p.rsums()) and not p.acc_reads and not p.brow
-            and not flush_col and not load_batch and not v.chunk)
+    (ColSplit runs ROW_SPLIT), and a class without ROW_CHUNK in ColSplit; with per-batch rows its groups then lie
+    within one batch (opgen.kernel.rowsched `_col_split`: the batch bookkeeping once a group, the batch rows read as
+    column rows). The tiling sizes COL_SPLIT's row temporaries a group's rows each for every such program
+    (opgen.tiling.rowkernel.col_batch). `flush_col` and `load_batch` are not read."""
+    return batchable(p) and bool(p.rsums()) and not p.acc_reads and not v.chunk
 
 
 def _packed_lanes(p: RowProgram) -> int:

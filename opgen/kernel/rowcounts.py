@@ -34,8 +34,7 @@ class RowCounts:
     256-B repeats, so row strides and column slices are multiples of 64 elements: opgen.kernel.rowprog.MASK_LANES);
     selects: Selects (their tensor-scalar / tensor-tensor modes use UB above SELECT_SCRATCH_BYTES as scratch); batch: 1
     when a program runs ROW_SPLIT over the pass's rows at once (opgen.kernel.rowprog.batchable: its row temporaries
-    hold rowsPerPass rows each); col_batch: 1 when it may run COL_SPLIT's groups several rows at a time too (a
-    batchable program without per-batch rows: opgen.kernel.rowclass `_col_batchable`); staged: ((IR dtype name, count), ...) of the batch and column rows loaded from GM
+    hold rowsPerPass rows each); staged: ((IR dtype name, count), ...) of the batch and column rows loaded from GM
     (their dtypes size paramQue, `stage_dtypes`); vinstrs: vector instructions issued per row
     (opgen.kernel.rowalg.vector_instrs_per_row: the tiling prices a strategy's issue time with it); pinstrs: the
     same when the row's phases run one after the other over column chunks (rowalg.phase_instrs_per_row: what
@@ -62,7 +61,6 @@ class RowCounts:
     acc_reads: int = 0
     brow_reads: int = 0
     batch: int = 0
-    col_batch: int = 0
     btotals: int = 0
     staged: tuple = ()
     vinstrs: int = 0
@@ -109,7 +107,6 @@ def program_counts(p) -> dict:
         "acc_reads": len(p.acc_reads),
         "brow_reads": sum(1 for a in p.acc_reads if a in p.brow),
         "batch": int(batchable(p)),
-        "col_batch": int(batchable(p) and not p.brow),
         "btotals": sum(1 for _n, _s, k in p.btotals if k != "expr"),
         "vinstrs": vector_instrs_per_row(p),
         "pinstrs": phase_instrs_per_row(p),

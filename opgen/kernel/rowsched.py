@@ -1143,6 +1143,10 @@ def _col_split(s: RowSchedule) -> Func:
         for t in s.row_in:
             grp += list(_col_copy_in(t))
     grp += _group_stat_loads(s)
+    runs = bool(s.col_segments) and bool(s.load_batch or s.flush_col)   # per-batch rows: groups within one batch
+    if runs:   # the batch bookkeeping once a group (the per-row loops' own find the batch unchanged)
+        grp += [Let("bg", div(Sym("g0"), Sym("seqLen_")))]
+        grp += _batch_steps(s, None, "FlushCol" if s.flush_col else None, batch=Sym("bg"))
     for lv, lines, slots in s.levels:
         per_row = (_batch_steps(s, Sym("g0"), None) if s.load_batch else []) + list(lines)
         grp += [Comment(f"row-reduction level {lv}: partial results of this core's columns, exchanged through "
@@ -1166,9 +1170,16 @@ def _col_split(s: RowSchedule) -> Func:
     if s.prefetch and s.row_in:
         grp += [Free(f"resQue_{t.op}", f"res_{t.op}") for t in s.row_in]
         body.append(_chunk_in(s, lo, Sym("cBegin"), lo, hi))
-    chunk.append(For("g0", lo, hi, g, tuple(grp), tail="k",
-                     doc="the next item's copy-in (the next group, or the next chunk's first) runs beside this "
-                         "group's compute" if s.prefetch and s.row_in else ""))
+    if runs:   # sub-batches: a group ends at its batch's last row, so every row of it reads the same batch rows
+        end = Select(Constraint(">=", Sym("colBatchRows"), Lit(1)),
+                     sub(mul(add(div(Sym("g0"), Sym("seqLen_")), 1), Sym("seqLen_")), Sym("g0")), g)
+        chunk.append(For("g0", lo, hi, None, (Let("k", Fn("min", (Fn("min", (g, sub(hi, Sym("g0")))), end))),)
+                         + tuple(grp) + (Assign("g0", add(Sym("g0"), _K)),),
+                         doc="groups of groupRows rows; with sub-batches none across a batch's end"))
+    else:
+        chunk.append(For("g0", lo, hi, g, tuple(grp), tail="k",
+                         doc="the next item's copy-in (the next group, or the next chunk's first) runs beside this "
+                             "group's compute" if s.prefetch and s.row_in else ""))
     if s.flush_col:
         chunk.append(If((Constraint(">=", Sym("curBatch_"), Lit(0)),), (Call("FlushCol"),)))
     chunk += list(s.col_final)

@@ -119,9 +119,9 @@ def row_plan(c: RowCounts, col_align, bytes_of, bufs=2) -> list[Buffer]:
 
 def col_batch(c: RowCounts) -> bool:
     """Whether a COL_SPLIT kernel class may run a group's rows several at a time (opgen.kernel.rowclass
-    `_col_batchable`: a `batchable` program without per-batch rows, with row reductions; the kernel decides per class, never where this is
+    `_col_batchable`: a `batchable` program with row reductions; the kernel decides per class, never where this is
     False): the tiling then has the field colBatchRows (`col_batch_rows`)."""
-    return bool(getattr(c, "col_batch", 0) and c.rsums and c.levels)
+    return bool(getattr(c, "batch", 0) and c.rsums and c.levels)
 
 
 COL_BATCH_UB_SHARE = 4
@@ -156,7 +156,7 @@ def _slice_issue_cycles(c: RowCounts, R, cols, group_rows, batch_rows):
     return batches * ((vin + c.rsums * (ceil_div(cols, 64) + 1)) * per_issue)
 
 
-def col_batch_rows(p, c: RowCounts, cols, R, ub, col_cores, bytes_of):
+def col_batch_rows(p, c: RowCounts, cols, R, ub, col_cores, bytes_of, S=None, B=None):
     """The tiling field colBatchRows (opgen.kernel.rowsched `_col_rows`): rows of a COL_SPLIT group run at once, a
     multiple of 8 (each sub-batch's first row starts a 32-byte block of the per-row buffers, eight rows fill a
     repeat of RowsSumB and the Brcb forms), or 0 (row by row); 0 whenever a slice is longer than 2040 columns
@@ -165,7 +165,13 @@ def col_batch_rows(p, c: RowCounts, cols, R, ub, col_cores, bytes_of):
     and at most the rows rounded up to 8. Else (a wide slice) 8 rows, taking more than that share from the group's
     resident slices, where their group still takes a row and the cost model (docs/reference/kernel_cost.md §2)
     prices them below row by row: each as its instruction issues (`_slice_issue_cycles`) plus its groups'
-    exchanges (`_exchange_cycles`), the groups those of `col_plan` with its temporaries."""
+    exchanges (`_exchange_cycles`), the groups those of `col_plan` with its temporaries.
+
+    A program with per-batch rows (c.brow; `S` rows a batch, `B` batches) runs its groups within one batch when it
+    runs sub-batches (opgen.kernel.rowsched `_col_split`: a group ends at its batch's last row, so the sub-batches
+    read the batch rows as column rows), which adds up to a group a batch: colBatchRows (the share's rows, else 8)
+    is taken only where the cost model prices those groups (B ceil(S / groupRows) of them, each with its exchange,
+    its sub-batches' issues) below row by row's ceil(R / groupRows); else 0."""
     temps = fixed_needs(c, COL_SPLIT)["workBuf"]
     per = lit(temps * 4) * cols + 64 * 4
     share = p.let("colBatchShareRows", emin(emin(lit(248), align_up(R, 8)), (ub // COL_BATCH_UB_SHARE) // per) // 8 * 8,
@@ -183,6 +189,16 @@ def col_batch_rows(p, c: RowCounts, cols, R, ub, col_cores, bytes_of):
                   "COL_SPLIT row by row: estimated issue and exchange cycles of a core")
     cost8 = p.let("colBatchCost8", _slice_issue_cycles(c, R, cols, rows8, 8) + ceil_div(R, rows8) * xchg,
                   "COL_SPLIT in sub-batches of 8 rows: estimated issue and exchange cycles of a core")
+    if getattr(c, "brow", 0):   # groups within one batch (docstring)
+        b = p.let("colBatchPick", select(share >= 8, share, 8), "COL_SPLIT: rows of a sub-batch when sub-batches run")
+        fitb, rowsb = group(b)
+        groups = p.let("colBatchGroups", B * ceil_div(S, rowsb), "COL_SPLIT in sub-batches: groups, one batch each")
+        per = (max(c.vinstrs, 1) + c.rsums * (ceil_div(cols, 64) + 1)) * (VEC_ISSUE_CYCLES + BARRIER_CYCLES)
+        costb = p.let("colBatchCostRuns", groups * ceil_div(emin(rowsb, S), b) * per + groups * xchg,
+                      "COL_SPLIT in sub-batches of groups within one batch: estimated issue and exchange cycles of a "
+                      "core")
+        return p.let("colBatchRows", select((cols <= 8 * 255) & (fitb >= 1) & (costb < cost0), b, 0),
+                     "COL_SPLIT: rows of a group run at once (a multiple of 8; 0: row by row)", True)
     wide = select((fit8 >= 1) & (cost8 < cost0), 8, 0)
     return p.let("colBatchRows", select(cols <= 8 * 255, select(share >= 8, share, wide), 0),
                  "COL_SPLIT: rows of a group run at once (a multiple of 8; 0: row by row)", True)
@@ -396,7 +412,7 @@ def program(name: str, c: RowCounts, dvars: tuple[str, ...], float_attrs: tuple[
     plans = {ROW_SPLIT: row_plan(c, col_align, bytes_of, Var("rowQueBufs"))}
     cols_core = p.let("colsPerCore", align_up(ceil_div(H, cores), lanes), "columns per core (COL_SPLIT)", True)
     col_cores = p.let("colCores", ceil_div(H, cols_core), "cores used by COL_SPLIT")
-    cs_rows = col_batch_rows(p, c, cols_core, R, ub, col_cores, bytes_of) if col_batch(c) else None   # colBatchRows
+    cs_rows = col_batch_rows(p, c, cols_core, R, ub, col_cores, bytes_of, S, B) if col_batch(c) else None
     if stream:
         cols_pass = None   # after the strategy: the resident slice (COL_SPLIT) or the streaming chunk (COL_STREAM)
     elif resident:

@@ -16,6 +16,7 @@ struct AdaLayerNormGradTilingData {
     int64_t rowsPerPass =
         0;  // rows per UB pass (at most 255: one repeat-form instruction takes them, repeatTime is 0..255)
     int64_t colsPerCore = 0;        // columns per core (COL_SPLIT)
+    int64_t colBatchRows = 0;       // COL_SPLIT: rows of a group run at once (a multiple of 8; 0: row by row)
     int64_t colsPerPass = 0;        // columns per COL_SPLIT pass: the whole slice stays resident
     int64_t colsTail = 0;           // columns of the last core (COL_SPLIT)
     int64_t groupRows = 0;          // rows per group (COL_SPLIT)
