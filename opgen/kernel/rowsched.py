@@ -368,10 +368,11 @@ def _row_split(s: RowSchedule) -> Func:
     body += [x for g in stat_out_groups(s) for x in g.inits(_align8(ps))]
     body += list(_fixed_buffers(s, s.bufs, bool(s.row_segments), s.stage))
     if s.reduce_segments:   # RowsSum / RowsMax: a [pass, 64] scratch and one value per row of each row reduction
+        scratch = (InitBuffer("rowsRedBuf_", mul(ps, 64, f4)), Get("rowsRed_", "rowsRedBuf_", "float"))
         body.append(If(ROWS_REDUCE_STRIDE, (
-            If((Constraint(">", Sym("rowStride_"), Lit(64)),), (
-                InitBuffer("rowsRedBuf_", mul(ps, 64, f4)), Get("rowsRed_", "rowsRedBuf_", "float")),
-               doc="rows longer than one repeat fold into the scratch (RowsSum / RowsMax)"),
+            *(scratch if s.block_segments else (If((Constraint(">", Sym("rowStride_"), Lit(64)),), scratch,
+                                                   doc="rows longer than one repeat fold into the scratch "
+                                                       "(RowsSum / RowsMax)"),)),
             InitBuffer("rowValBuf_", mul(s.nsums, _align8(ps), f4)),
             For("j", Lit(0), Lit(s.nsums), Lit(1), (
                 Get("rv_", "rowValBuf_", "float", mul(Sym("j"), _align8(ps)), slot=Sym("j")),))),
@@ -839,7 +840,7 @@ def _compute(s: RowSchedule, fetch: bool = False) -> Func:
                         doc="rows of at most 255 blocks, at most 255 rows: the row reductions over all rows"),)
         if s.block_segments:
             plain = (If(BLOCK_FITS, _segments(s.block_segments), plain,
-                        doc="rows of 9 to 255 blocks, 2 to 255 rows a pass: eight rows a repeat"),)
+                        doc="rows of at most 255 blocks, 2 to 255 rows a pass: eight rows a repeat"),)
         if s.batch_index:   # per-batch rows: the pass's rows one batch at a time
             plain = _batch_runs(s, plain)
         if s.packed_lanes:
@@ -918,15 +919,16 @@ row by row a reduction is two issues and a V->S wait (16 + 32 cycles) a row, so 
 ceil(n_ / 64) < 2 k."""
 
 
-BLOCK_FITS = ROWS_REDUCE_STRIDE + (Constraint(">", Sym("rowStride_"), Lit(64)), Constraint("<=", _K, Lit(255)),
-                                   Constraint(">=", Sym("rowsPerPass"), Lit(2)))
+BLOCK_FITS = ROWS_REDUCE_STRIDE + (Constraint("<=", _K, Lit(255)), Constraint(">=", Sym("rowsPerPass"), Lit(2)))
 """When the block segments run (RowSchedule.block_segments, opgen.kernel.rowclass._Printer.batch_segments with
 `block`): a row's 32-byte blocks (rowStride_ / 8) fit BinaryRepeatParams' uint8 block stride and a repeatTime,
-the scratch rowsRed_ is allocated (rows longer than one repeat: rowsPerPass * 64 floats, the tiling's UB plan,
-opgen.tiling.rowkernel.row_plan) and holds the Brcb blocks and the per-row scalar slots (rowsPerPass >= 2,
+the scratch rowsRed_ is allocated (rowsPerPass * 64 floats wherever the block segments may run, rows of one
+repeat or less too; the tiling's UB plan, opgen.tiling.rowkernel.row_plan) and holds the Brcb blocks and the per-row scalar slots (rowsPerPass >= 2,
 rowclass.BLOCK_SLOTS), and the pass's rows fit WholeReduce's repeatTime. Eight rows a repeat issue ceil(k / 8)
 instructions where the row by row loop issues k and the 64-lane chunks ceil(rowStride_ / 64); a repeat computes
-8 lanes of each of its rows (of 64: the k rows' lanes in 8 k / 8 ceil(k / 8) of the repeats' lanes)."""
+8 lanes of each of its rows (of 64: the k rows' lanes in 8 k / 8 ceil(k / 8) of the repeats' lanes). Rows of one
+repeat or less (rowStride_ <= 64) take them too: an op by a per-row scalar or an accumulation is then
+ceil(k / 8) instructions of ceil(n_ / 8) repeats (or one chunk's), where row by row it is k of one."""
 
 
 def _segments(segs) -> tuple:
@@ -1004,14 +1006,15 @@ def _rows_reduce_blocks(name: str, comb: Op, whole: Op, fallback: str) -> Func:
     accumulation exception, docs/reference/ascendc.md §1.9 operand rules); then one WholeReduce of 8 lanes a row over
     all k rows. 2 ceil(k / 8) + 1 instructions; lane l of a row combines its elements l, l + 8, ... in order, then
     the 8 lanes by WholeReduce's halving tree. Rows of whole blocks only (n_ % 8 == 0: a block's pad lanes are never
-    read); other rows by `fallback` (RowsSum / RowsMax). The caller checks BLOCK_FITS."""
+    read) longer than one repeat; other rows by `fallback` (RowsSum / RowsMax: a row of at most 64 lanes in one
+    WholeReduce). The caller checks BLOCK_FITS."""
     n, rs, k, g = Sym("n_"), Sym("rowStride_"), Sym("k"), Sym("g")
     R = div(rs, 8)
     acc = Ref("rowsRed_", mul(g, 64))
     rows = Ref("src", mul(g, 8, rs))
     mask = mul(8, Fn("min", (Lit(8), sub(k, mul(g, 8)))))
     return Func(name, (Param("src", "tensor", "float"), Param("dst", "tensor", "float"), Param("k")), (
-        If((Constraint("==", Bin("%", n, Lit(8)), Lit(0)),), (
+        If((Constraint("==", Bin("%", n, Lit(8)), Lit(0)), Constraint(">", n, Lit(64))), (
             For("g", Lit(0), div(add(k, 7), 8), Lit(1), (
                 vec(REPEAT_FORMS[Op.MAX], dst=acc, src0=rows, src1=rows, mask=mask, repeat=Lit(1),
                     params=(Lit(1), R, R, Lit(8), Lit(8), Lit(8)), doc="each row's first block"),
@@ -1220,10 +1223,10 @@ them and each sub-batch's first row starts a 32-byte block of the per-row buffer
 docs/reference/ascendc.md §1.9); a longer slice runs row by row."""
 
 
-COL_BLOCK_FITS = COL_ROWS_FITS + (Constraint(">", Sym("rowStride_"), Lit(64)),)
+COL_BLOCK_FITS = COL_ROWS_FITS
 """When COL_SPLIT runs a phase eight rows a repeat (RowSchedule.col_block_segments), as BLOCK_FITS for ROW_SPLIT: a
 row's 32-byte blocks fit the uint8 block stride and the scratch rowsRed_ ([colBatchRows, 64] fp32, allocated for
-slices longer than one repeat) holds the Brcb blocks and the per-row scalar slots (colBatchRows >= 8,
+every slice where the block segments may run) holds the Brcb blocks and the per-row scalar slots (colBatchRows >= 8,
 rowclass.BLOCK_SLOTS)."""
 
 
@@ -1238,7 +1241,7 @@ def _col_rows(s: RowSchedule, segs, bsegs, per_row: tuple):
                   "by row"),)
     if bsegs:
         out = (If(COL_BLOCK_FITS, _sub_batches(bsegs), out,
-                  doc="slices of 9 to 255 blocks: eight rows a repeat"),)
+                  doc="slices of at most 255 blocks: eight rows a repeat"),)
     if s.packed_lanes:
         out = (If((Constraint("==", Bin("%", Sym("n_"), Lit(s.packed_lanes)), Lit(0)),), out, per_row,
                   doc=f"slices of whole {s.packed_lanes}-lane groups: no mask bit or word of a row's lanes packed "
@@ -1647,7 +1650,7 @@ def _col_buffers(s: RowSchedule, sums: bool = True, batch: bool = False) -> list
     body += list(_fixed_buffers(s, s.bufs_col, batch, stage=s.stage_col))
     if batch:
         body.append(If((Constraint(">=", Sym("colBatchRows"), Lit(1)),) + ROWS_REDUCE_STRIDE
-                       + (Constraint(">", rs, Lit(64)),), (
+                       + (() if s.col_block_segments else (Constraint(">", rs, Lit(64)),)), (
             InitBuffer("rowsRedBuf_", mul(Sym("colBatchRows"), 64, f4)), Get("rowsRed_", "rowsRedBuf_", "float")),
             doc="rows longer than one repeat fold into the scratch (RowsSum / RowsMax)"))
     body.append(Let("totBase", mul(cores, Lit(s.nlevel), gs)))

@@ -106,9 +106,10 @@ def row_plan(c: RowCounts, col_align, bytes_of, bufs=2) -> list[Buffer]:
     plan += stat_plan(c)
     if getattr(c, "batch", 0) and c.rsums:   # row reductions over all rows of a pass (rowsched._rows_reduce)
         fits = col_align <= 8 * 255   # rowsched.ROWS_REDUCE_STRIDE: allocated only then
-        fold = fits & (col_align > 64)   # a row of at most 64 lanes: one WholeReduce straight from the row
-        plan.append(Buffer("rowsRedBuf", "TBuf<VECCALC>", 1, True, select(fold, 64, 0), 4,
-                           "per row: 64 fp32 partial sums or maxima (rows of 65 to 2040 elements)"))
+        # rows of 65 to 2040 elements fold into it (RowsSum / RowsMax); the eight-rows forms (rowsched.BLOCK_FITS)
+        # hold their Brcb blocks and per-row scalar slots in it at every row length
+        plan.append(Buffer("rowsRedBuf", "TBuf<VECCALC>", 1, True, select(fits, 64, 0), 4,
+                           "per row: 64 fp32 partial sums or maxima, Brcb blocks and scalar slots"))
         plan.append(Buffer("rowValBuf", "TBuf<VECCALC>", c.rsums, True, select(fits, 1, 0), 4,
                            "per row: its row reductions (fp32)"))
         plan.append(Buffer("rowValSlack", "TBuf<VECCALC>", c.rsums, False, select(fits, 8, 0), 4,
@@ -225,9 +226,9 @@ def col_plan(c: RowCounts, cols, bytes_of, batch_rows=None) -> list[Buffer]:
                                         doc=b.doc + ", colBatchRows rows of them")
                     if batch_rows is not None and b.name == "workBuf" else b)
     if batch_rows is not None:
-        fold = (cols <= 8 * 255) & (cols > 64) & (batch_rows >= 1)   # rowsched `_col_buffers`
+        fold = (cols <= 8 * 255) & (batch_rows >= 1)   # rowsched `_col_buffers` (the eight-rows forms: any slice)
         plan.append(Buffer("rowsRedBuf", "TBuf<VECCALC>", 1, False, select(fold, batch_rows * 64, 0), 4,
-                           "64 fp32 partial sums or maxima a row of a sub-batch (slices of 65 to 2040 columns)"))
+                           "64 fp32 partial sums, Brcb blocks or scalar slots a row of a sub-batch"))
     return plan
 
 

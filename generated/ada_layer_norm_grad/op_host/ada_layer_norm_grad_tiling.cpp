@@ -330,9 +330,9 @@ static ge::graphStatus TilingFunc(gert::TilingContext* context)
                         static_cast<long>(hidden)),
                 return ge::GRAPH_FAILED);
     const int64_t colAlign = AlignUp(hidden, 16);  // row stride in UB (elements; 32-byte aligned)
-    const int64_t rowBytesTwoBufs =
-        4 * colAlign * TBytes + 2 * colAlign * TBytes + 16 + ((colAlign <= 2040 && colAlign > 64) ? 64 : 0) * 4 +
-        2 * (colAlign <= 2040 ? 1 : 0) * 4 + 4 * colAlign * 4;  // UB bytes per resident row, two buffers per row queue
+    const int64_t rowBytesTwoBufs = 4 * colAlign * TBytes + 2 * colAlign * TBytes + 16 +
+                                    (colAlign <= 2040 ? 64 : 0) * 4 + 2 * (colAlign <= 2040 ? 1 : 0) * 4 +
+                                    4 * colAlign * 4;  // UB bytes per resident row, two buffers per row queue
     const int64_t fixedBytesTwoBufs =
         128 + 2 * (colAlign <= 2040 ? 8 : 0) * 4 + 4 * colAlign * 4 + 4 * colAlign * 4 +
         colAlign * std::max<int64_t>(std::max<int64_t>(4, TBytes), UBytes) + colAlign * 4 +
@@ -340,9 +340,9 @@ static ge::graphStatus TilingFunc(gert::TilingContext* context)
     const int64_t rowsFitTwoBufs = ubBytes > fixedBytesTwoBufs
                                        ? (ubBytes - fixedBytesTwoBufs) / rowBytesTwoBufs
                                        : 0;  // rows per UB pass that fit with two buffers per row queue
-    const int64_t rowBytesOneBuf =
-        2 * colAlign * TBytes + colAlign * TBytes + 16 + ((colAlign <= 2040 && colAlign > 64) ? 64 : 0) * 4 +
-        2 * (colAlign <= 2040 ? 1 : 0) * 4 + 4 * colAlign * 4;  // UB bytes per resident row, one buffer per row queue
+    const int64_t rowBytesOneBuf = 2 * colAlign * TBytes + colAlign * TBytes + 16 + (colAlign <= 2040 ? 64 : 0) * 4 +
+                                   2 * (colAlign <= 2040 ? 1 : 0) * 4 +
+                                   4 * colAlign * 4;  // UB bytes per resident row, one buffer per row queue
     const int64_t fixedBytesOneBuf =
         128 + 2 * (colAlign <= 2040 ? 8 : 0) * 4 + 4 * colAlign * 4 + 4 * colAlign * 4 +
         colAlign * std::max<int64_t>(std::max<int64_t>(4, TBytes), UBytes) + colAlign * 4 +
@@ -422,11 +422,11 @@ static ge::graphStatus TilingFunc(gert::TilingContext* context)
                                ubBytes > 256 + 8 * colCores * 4 + 4 * colsPerCore * 4 + 4 * colsPerCore * 4 +
                                              4 * colsPerCore * 4 + colsPerCore * std::max<int64_t>(TBytes, UBytes) +
                                              colsPerCore * 4 + (AlignUp(CeilDiv(colsPerCore, 64) * 2, 8) + 8) * 4 +
-                                             ((colsPerCore <= 2040 && colsPerCore > 64 && 0) ? 0 : 0) * 4
+                                             ((colsPerCore <= 2040 && 0) ? 0 : 0) * 4
                                    ? (ubBytes - (256 + 8 * colCores * 4 + 4 * colsPerCore * 4 + 4 * colsPerCore * 4 +
                                                  4 * colsPerCore * 4 + colsPerCore * std::max<int64_t>(TBytes, UBytes) +
                                                  colsPerCore * 4 + (AlignUp(CeilDiv(colsPerCore, 64) * 2, 8) + 8) * 4 +
-                                                 ((colsPerCore <= 2040 && colsPerCore > 64 && 0) ? 0 : 0) * 4)) /
+                                                 ((colsPerCore <= 2040 && 0) ? 0 : 0) * 4)) /
                                          (2 * colsPerCore * TBytes + colsPerCore * TBytes + 16 + 16 + 4)
                                    : 0,
                                1024),
@@ -447,11 +447,11 @@ static ge::graphStatus TilingFunc(gert::TilingContext* context)
                            ubBytes > 256 + 8 * colCores * 4 + 4 * (colsPerCore * 8) * 4 + 4 * colsPerCore * 4 +
                                          4 * colsPerCore * 4 + colsPerCore * std::max<int64_t>(TBytes, UBytes) +
                                          colsPerCore * 4 + (AlignUp(CeilDiv(colsPerCore, 64) * 2, 8) + 8) * 4 +
-                                         ((colsPerCore <= 2040 && colsPerCore > 64 && 1) ? 512 : 0) * 4
+                                         ((colsPerCore <= 2040 && 1) ? 512 : 0) * 4
                                ? (ubBytes - (256 + 8 * colCores * 4 + 4 * (colsPerCore * 8) * 4 + 4 * colsPerCore * 4 +
                                              4 * colsPerCore * 4 + colsPerCore * std::max<int64_t>(TBytes, UBytes) +
                                              colsPerCore * 4 + (AlignUp(CeilDiv(colsPerCore, 64) * 2, 8) + 8) * 4 +
-                                             ((colsPerCore <= 2040 && colsPerCore > 64 && 1) ? 512 : 0) * 4)) /
+                                             ((colsPerCore <= 2040 && 1) ? 512 : 0) * 4)) /
                                      (2 * colsPerCore * TBytes + colsPerCore * TBytes + 16 + 16 + 4)
                                : 0,
                            1024),
@@ -462,12 +462,12 @@ static ge::graphStatus TilingFunc(gert::TilingContext* context)
                                    ubBytes > 256 + 8 * colCores * 4 + 4 * (colsPerCore * 8) * 4 + 4 * colsPerCore * 4 +
                                                  4 * colsPerCore * 4 + colsPerCore * std::max<int64_t>(TBytes, UBytes) +
                                                  colsPerCore * 4 + (AlignUp(CeilDiv(colsPerCore, 64) * 2, 8) + 8) * 4 +
-                                                 ((colsPerCore <= 2040 && colsPerCore > 64 && 1) ? 512 : 0) * 4
+                                                 ((colsPerCore <= 2040 && 1) ? 512 : 0) * 4
                                        ? (ubBytes -
                                           (256 + 8 * colCores * 4 + 4 * (colsPerCore * 8) * 4 + 4 * colsPerCore * 4 +
                                            4 * colsPerCore * 4 + colsPerCore * std::max<int64_t>(TBytes, UBytes) +
                                            colsPerCore * 4 + (AlignUp(CeilDiv(colsPerCore, 64) * 2, 8) + 8) * 4 +
-                                           ((colsPerCore <= 2040 && colsPerCore > 64 && 1) ? 512 : 0) * 4)) /
+                                           ((colsPerCore <= 2040 && 1) ? 512 : 0) * 4)) /
                                              (2 * colsPerCore * TBytes + colsPerCore * TBytes + 16 + 16 + 4)
                                        : 0,
                                    1024),
@@ -481,12 +481,12 @@ static ge::graphStatus TilingFunc(gert::TilingContext* context)
                                ubBytes > 256 + 8 * colCores * 4 + 4 * (colsPerCore * 8) * 4 + 4 * colsPerCore * 4 +
                                              4 * colsPerCore * 4 + colsPerCore * std::max<int64_t>(TBytes, UBytes) +
                                              colsPerCore * 4 + (AlignUp(CeilDiv(colsPerCore, 64) * 2, 8) + 8) * 4 +
-                                             ((colsPerCore <= 2040 && colsPerCore > 64 && 1) ? 512 : 0) * 4
+                                             ((colsPerCore <= 2040 && 1) ? 512 : 0) * 4
                                    ? (ubBytes -
                                       (256 + 8 * colCores * 4 + 4 * (colsPerCore * 8) * 4 + 4 * colsPerCore * 4 +
                                        4 * colsPerCore * 4 + colsPerCore * std::max<int64_t>(TBytes, UBytes) +
                                        colsPerCore * 4 + (AlignUp(CeilDiv(colsPerCore, 64) * 2, 8) + 8) * 4 +
-                                       ((colsPerCore <= 2040 && colsPerCore > 64 && 1) ? 512 : 0) * 4)) /
+                                       ((colsPerCore <= 2040 && 1) ? 512 : 0) * 4)) /
                                          (2 * colsPerCore * TBytes + colsPerCore * TBytes + 16 + 16 + 4)
                                    : 0,
                                1024),
@@ -513,18 +513,13 @@ static ge::graphStatus TilingFunc(gert::TilingContext* context)
                                          4 * colsPerCore * 4 + 4 * colsPerCore * 4 +
                                          colsPerCore * std::max<int64_t>(TBytes, UBytes) + colsPerCore * 4 +
                                          (AlignUp(CeilDiv(colsPerCore, 64) * 2, 8) + 8) * 4 +
-                                         ((colsPerCore <= 2040 && colsPerCore > 64 && colBatchPick >= 1)
-                                              ? colBatchPick * 64
-                                              : 0) *
-                                             4
+                                         ((colsPerCore <= 2040 && colBatchPick >= 1) ? colBatchPick * 64 : 0) * 4
                                ? (ubBytes -
                                   (256 + 8 * colCores * 4 + 4 * (colsPerCore * std::max<int64_t>(colBatchPick, 1)) * 4 +
                                    4 * colsPerCore * 4 + 4 * colsPerCore * 4 +
                                    colsPerCore * std::max<int64_t>(TBytes, UBytes) + colsPerCore * 4 +
                                    (AlignUp(CeilDiv(colsPerCore, 64) * 2, 8) + 8) * 4 +
-                                   ((colsPerCore <= 2040 && colsPerCore > 64 && colBatchPick >= 1) ? colBatchPick * 64
-                                                                                                   : 0) *
-                                       4)) /
+                                   ((colsPerCore <= 2040 && colBatchPick >= 1) ? colBatchPick * 64 : 0) * 4)) /
                                      (2 * colsPerCore * TBytes + colsPerCore * TBytes + 16 + 16 + 4)
                                : 0,
                            1024),
@@ -534,30 +529,26 @@ static ge::graphStatus TilingFunc(gert::TilingContext* context)
             CeilDiv(
                 std::min<int64_t>(
                     std::max<int64_t>(
-                        1, std::min<int64_t>(
-                               std::min<int64_t>(
-                                   ubBytes > 256 + 8 * colCores * 4 +
-                                                 4 * (colsPerCore * std::max<int64_t>(colBatchPick, 1)) * 4 +
-                                                 4 * colsPerCore * 4 + 4 * colsPerCore * 4 +
-                                                 colsPerCore * std::max<int64_t>(TBytes, UBytes) + colsPerCore * 4 +
-                                                 (AlignUp(CeilDiv(colsPerCore, 64) * 2, 8) + 8) * 4 +
-                                                 ((colsPerCore <= 2040 && colsPerCore > 64 && colBatchPick >= 1)
-                                                      ? colBatchPick * 64
-                                                      : 0) *
-                                                     4
-                                       ? (ubBytes - (256 + 8 * colCores * 4 +
-                                                     4 * (colsPerCore * std::max<int64_t>(colBatchPick, 1)) * 4 +
-                                                     4 * colsPerCore * 4 + 4 * colsPerCore * 4 +
-                                                     colsPerCore * std::max<int64_t>(TBytes, UBytes) + colsPerCore * 4 +
-                                                     (AlignUp(CeilDiv(colsPerCore, 64) * 2, 8) + 8) * 4 +
-                                                     ((colsPerCore <= 2040 && colsPerCore > 64 && colBatchPick >= 1)
-                                                          ? colBatchPick * 64
-                                                          : 0) *
-                                                         4)) /
-                                             (2 * colsPerCore * TBytes + colsPerCore * TBytes + 16 + 16 + 4)
-                                       : 0,
-                                   1024),
-                               rows)),
+                        1,
+                        std::min<int64_t>(
+                            std::min<int64_t>(
+                                ubBytes > 256 + 8 * colCores * 4 +
+                                              4 * (colsPerCore * std::max<int64_t>(colBatchPick, 1)) * 4 +
+                                              4 * colsPerCore * 4 + 4 * colsPerCore * 4 +
+                                              colsPerCore * std::max<int64_t>(TBytes, UBytes) + colsPerCore * 4 +
+                                              (AlignUp(CeilDiv(colsPerCore, 64) * 2, 8) + 8) * 4 +
+                                              ((colsPerCore <= 2040 && colBatchPick >= 1) ? colBatchPick * 64 : 0) * 4
+                                    ? (ubBytes -
+                                       (256 + 8 * colCores * 4 +
+                                        4 * (colsPerCore * std::max<int64_t>(colBatchPick, 1)) * 4 +
+                                        4 * colsPerCore * 4 + 4 * colsPerCore * 4 +
+                                        colsPerCore * std::max<int64_t>(TBytes, UBytes) + colsPerCore * 4 +
+                                        (AlignUp(CeilDiv(colsPerCore, 64) * 2, 8) + 8) * 4 +
+                                        ((colsPerCore <= 2040 && colBatchPick >= 1) ? colBatchPick * 64 : 0) * 4)) /
+                                          (2 * colsPerCore * TBytes + colsPerCore * TBytes + 16 + 16 + 4)
+                                    : 0,
+                                1024),
+                            rows)),
                     seq),
                 colBatchPick) *
             ((27 + 2 * (CeilDiv(colsPerCore, 64) + 1)) * 24) +
@@ -575,12 +566,12 @@ static ge::graphStatus TilingFunc(gert::TilingContext* context)
          (ubBytes > 256 + 8 * colCores * 4 + 4 * (colsPerCore * std::max<int64_t>(colBatchPick, 1)) * 4 +
                         4 * colsPerCore * 4 + 4 * colsPerCore * 4 + colsPerCore * std::max<int64_t>(TBytes, UBytes) +
                         colsPerCore * 4 + (AlignUp(CeilDiv(colsPerCore, 64) * 2, 8) + 8) * 4 +
-                        ((colsPerCore <= 2040 && colsPerCore > 64 && colBatchPick >= 1) ? colBatchPick * 64 : 0) * 4
+                        ((colsPerCore <= 2040 && colBatchPick >= 1) ? colBatchPick * 64 : 0) * 4
               ? (ubBytes -
                  (256 + 8 * colCores * 4 + 4 * (colsPerCore * std::max<int64_t>(colBatchPick, 1)) * 4 +
                   4 * colsPerCore * 4 + 4 * colsPerCore * 4 + colsPerCore * std::max<int64_t>(TBytes, UBytes) +
                   colsPerCore * 4 + (AlignUp(CeilDiv(colsPerCore, 64) * 2, 8) + 8) * 4 +
-                  ((colsPerCore <= 2040 && colsPerCore > 64 && colBatchPick >= 1) ? colBatchPick * 64 : 0) * 4)) /
+                  ((colsPerCore <= 2040 && colBatchPick >= 1) ? colBatchPick * 64 : 0) * 4)) /
                     (2 * colsPerCore * TBytes + colsPerCore * TBytes + 16 + 16 + 4)
               : 0) >= 1 &&
          colBatchCostRuns < colBatchCost0)
@@ -594,8 +585,7 @@ static ge::graphStatus TilingFunc(gert::TilingContext* context)
         256 + 8 * colCores * 4 + 4 * (colsPerPass * std::max<int64_t>(colBatchRows, 1)) * 4 + 4 * colsPerPass * 4 +
         4 * colsPerPass * 4 + colsPerPass * std::max<int64_t>(TBytes, UBytes) + colsPerPass * 4 +
         (AlignUp(CeilDiv(colsPerPass, 64) * 2, 8) + 8) * 4 +
-        ((colsPerPass <= 2040 && colsPerPass > 64 && colBatchRows >= 1) ? colBatchRows * 64 : 0) *
-            4;  // UB bytes held once (COL_SPLIT)
+        ((colsPerPass <= 2040 && colBatchRows >= 1) ? colBatchRows * 64 : 0) * 4;  // UB bytes held once (COL_SPLIT)
     const int64_t groupFit =
         ubBytes > groupFixedBytes ? (ubBytes - groupFixedBytes) / groupRowBytes : 0;  // rows per group that fit
     const int64_t groupRows =

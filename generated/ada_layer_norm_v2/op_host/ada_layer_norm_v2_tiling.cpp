@@ -315,9 +315,9 @@ static ge::graphStatus TilingFunc(gert::TilingContext* context)
                         static_cast<long>(hidden)),
                 return ge::GRAPH_FAILED);
     const int64_t colAlign = AlignUp(hidden, 16);  // row stride in UB (elements; 32-byte aligned)
-    const int64_t rowBytesTwoBufs =
-        2 * colAlign * TBytes + 2 * colAlign * TBytes + 8 + 16 + ((colAlign <= 2040 && colAlign > 64) ? 64 : 0) * 4 +
-        2 * (colAlign <= 2040 ? 1 : 0) * 4 + 2 * colAlign * 4;  // UB bytes per resident row, two buffers per row queue
+    const int64_t rowBytesTwoBufs = 2 * colAlign * TBytes + 2 * colAlign * TBytes + 8 + 16 +
+                                    (colAlign <= 2040 ? 64 : 0) * 4 + 2 * (colAlign <= 2040 ? 1 : 0) * 4 +
+                                    2 * colAlign * 4;  // UB bytes per resident row, two buffers per row queue
     const int64_t fixedBytesTwoBufs =
         192 + 2 * (colAlign <= 2040 ? 8 : 0) * 4 + 3 * colAlign * 4 + 2 * colAlign * 4 +
         colAlign * std::max<int64_t>(TBytes, UBytes) +
@@ -325,9 +325,9 @@ static ge::graphStatus TilingFunc(gert::TilingContext* context)
     const int64_t rowsFitTwoBufs = ubBytes > fixedBytesTwoBufs
                                        ? (ubBytes - fixedBytesTwoBufs) / rowBytesTwoBufs
                                        : 0;  // rows per UB pass that fit with two buffers per row queue
-    const int64_t rowBytesOneBuf =
-        colAlign * TBytes + colAlign * TBytes + 8 + 16 + ((colAlign <= 2040 && colAlign > 64) ? 64 : 0) * 4 +
-        2 * (colAlign <= 2040 ? 1 : 0) * 4 + 2 * colAlign * 4;  // UB bytes per resident row, one buffer per row queue
+    const int64_t rowBytesOneBuf = colAlign * TBytes + colAlign * TBytes + 8 + 16 + (colAlign <= 2040 ? 64 : 0) * 4 +
+                                   2 * (colAlign <= 2040 ? 1 : 0) * 4 +
+                                   2 * colAlign * 4;  // UB bytes per resident row, one buffer per row queue
     const int64_t fixedBytesOneBuf =
         192 + 2 * (colAlign <= 2040 ? 8 : 0) * 4 + 3 * colAlign * 4 + 2 * colAlign * 4 +
         colAlign * std::max<int64_t>(TBytes, UBytes) +
@@ -407,11 +407,11 @@ static ge::graphStatus TilingFunc(gert::TilingContext* context)
                                ubBytes > 288 + 8 * colCores * 4 + 2 * colsPerCore * 4 + 3 * colsPerCore * 4 +
                                              2 * colsPerCore * 4 + colsPerCore * std::max<int64_t>(TBytes, UBytes) +
                                              (AlignUp(CeilDiv(colsPerCore, 64) * 2, 8) + 8) * 4 +
-                                             ((colsPerCore <= 2040 && colsPerCore > 64 && 0) ? 0 : 0) * 4
+                                             ((colsPerCore <= 2040 && 0) ? 0 : 0) * 4
                                    ? (ubBytes - (288 + 8 * colCores * 4 + 2 * colsPerCore * 4 + 3 * colsPerCore * 4 +
                                                  2 * colsPerCore * 4 + colsPerCore * std::max<int64_t>(TBytes, UBytes) +
                                                  (AlignUp(CeilDiv(colsPerCore, 64) * 2, 8) + 8) * 4 +
-                                                 ((colsPerCore <= 2040 && colsPerCore > 64 && 0) ? 0 : 0) * 4)) /
+                                                 ((colsPerCore <= 2040 && 0) ? 0 : 0) * 4)) /
                                          (colsPerCore * TBytes + colsPerCore * TBytes + 8 + 16 + 12 + 4)
                                    : 0,
                                1024),
@@ -432,11 +432,11 @@ static ge::graphStatus TilingFunc(gert::TilingContext* context)
                            ubBytes > 288 + 8 * colCores * 4 + 2 * (colsPerCore * 8) * 4 + 3 * colsPerCore * 4 +
                                          2 * colsPerCore * 4 + colsPerCore * std::max<int64_t>(TBytes, UBytes) +
                                          (AlignUp(CeilDiv(colsPerCore, 64) * 2, 8) + 8) * 4 +
-                                         ((colsPerCore <= 2040 && colsPerCore > 64 && 1) ? 512 : 0) * 4
+                                         ((colsPerCore <= 2040 && 1) ? 512 : 0) * 4
                                ? (ubBytes - (288 + 8 * colCores * 4 + 2 * (colsPerCore * 8) * 4 + 3 * colsPerCore * 4 +
                                              2 * colsPerCore * 4 + colsPerCore * std::max<int64_t>(TBytes, UBytes) +
                                              (AlignUp(CeilDiv(colsPerCore, 64) * 2, 8) + 8) * 4 +
-                                             ((colsPerCore <= 2040 && colsPerCore > 64 && 1) ? 512 : 0) * 4)) /
+                                             ((colsPerCore <= 2040 && 1) ? 512 : 0) * 4)) /
                                      (colsPerCore * TBytes + colsPerCore * TBytes + 8 + 16 + 12 + 4)
                                : 0,
                            1024),
@@ -447,12 +447,12 @@ static ge::graphStatus TilingFunc(gert::TilingContext* context)
                                    ubBytes > 288 + 8 * colCores * 4 + 2 * (colsPerCore * 8) * 4 + 3 * colsPerCore * 4 +
                                                  2 * colsPerCore * 4 + colsPerCore * std::max<int64_t>(TBytes, UBytes) +
                                                  (AlignUp(CeilDiv(colsPerCore, 64) * 2, 8) + 8) * 4 +
-                                                 ((colsPerCore <= 2040 && colsPerCore > 64 && 1) ? 512 : 0) * 4
+                                                 ((colsPerCore <= 2040 && 1) ? 512 : 0) * 4
                                        ? (ubBytes -
                                           (288 + 8 * colCores * 4 + 2 * (colsPerCore * 8) * 4 + 3 * colsPerCore * 4 +
                                            2 * colsPerCore * 4 + colsPerCore * std::max<int64_t>(TBytes, UBytes) +
                                            (AlignUp(CeilDiv(colsPerCore, 64) * 2, 8) + 8) * 4 +
-                                           ((colsPerCore <= 2040 && colsPerCore > 64 && 1) ? 512 : 0) * 4)) /
+                                           ((colsPerCore <= 2040 && 1) ? 512 : 0) * 4)) /
                                              (colsPerCore * TBytes + colsPerCore * TBytes + 8 + 16 + 12 + 4)
                                        : 0,
                                    1024),
@@ -466,12 +466,12 @@ static ge::graphStatus TilingFunc(gert::TilingContext* context)
                                ubBytes > 288 + 8 * colCores * 4 + 2 * (colsPerCore * 8) * 4 + 3 * colsPerCore * 4 +
                                              2 * colsPerCore * 4 + colsPerCore * std::max<int64_t>(TBytes, UBytes) +
                                              (AlignUp(CeilDiv(colsPerCore, 64) * 2, 8) + 8) * 4 +
-                                             ((colsPerCore <= 2040 && colsPerCore > 64 && 1) ? 512 : 0) * 4
+                                             ((colsPerCore <= 2040 && 1) ? 512 : 0) * 4
                                    ? (ubBytes -
                                       (288 + 8 * colCores * 4 + 2 * (colsPerCore * 8) * 4 + 3 * colsPerCore * 4 +
                                        2 * colsPerCore * 4 + colsPerCore * std::max<int64_t>(TBytes, UBytes) +
                                        (AlignUp(CeilDiv(colsPerCore, 64) * 2, 8) + 8) * 4 +
-                                       ((colsPerCore <= 2040 && colsPerCore > 64 && 1) ? 512 : 0) * 4)) /
+                                       ((colsPerCore <= 2040 && 1) ? 512 : 0) * 4)) /
                                          (colsPerCore * TBytes + colsPerCore * TBytes + 8 + 16 + 12 + 4)
                                    : 0,
                                1024),
@@ -498,52 +498,44 @@ static ge::graphStatus TilingFunc(gert::TilingContext* context)
                                          3 * colsPerCore * 4 + 2 * colsPerCore * 4 +
                                          colsPerCore * std::max<int64_t>(TBytes, UBytes) +
                                          (AlignUp(CeilDiv(colsPerCore, 64) * 2, 8) + 8) * 4 +
-                                         ((colsPerCore <= 2040 && colsPerCore > 64 && colBatchPick >= 1)
-                                              ? colBatchPick * 64
-                                              : 0) *
-                                             4
+                                         ((colsPerCore <= 2040 && colBatchPick >= 1) ? colBatchPick * 64 : 0) * 4
                                ? (ubBytes -
                                   (288 + 8 * colCores * 4 + 2 * (colsPerCore * std::max<int64_t>(colBatchPick, 1)) * 4 +
                                    3 * colsPerCore * 4 + 2 * colsPerCore * 4 +
                                    colsPerCore * std::max<int64_t>(TBytes, UBytes) +
                                    (AlignUp(CeilDiv(colsPerCore, 64) * 2, 8) + 8) * 4 +
-                                   ((colsPerCore <= 2040 && colsPerCore > 64 && colBatchPick >= 1) ? colBatchPick * 64
-                                                                                                   : 0) *
-                                       4)) /
+                                   ((colsPerCore <= 2040 && colBatchPick >= 1) ? colBatchPick * 64 : 0) * 4)) /
                                      (colsPerCore * TBytes + colsPerCore * TBytes + 8 + 16 + 12 + 4)
                                : 0,
                            1024),
                        rows)));  // COL_SPLIT in sub-batches: groups, one batch each
     const int64_t colBatchCostRuns =
         colBatchGroups *
-            CeilDiv(std::min<int64_t>(
-                        std::max<int64_t>(
-                            1, std::min<int64_t>(
-                                   std::min<int64_t>(
-                                       ubBytes > 288 + 8 * colCores * 4 +
-                                                     2 * (colsPerCore * std::max<int64_t>(colBatchPick, 1)) * 4 +
-                                                     3 * colsPerCore * 4 + 2 * colsPerCore * 4 +
-                                                     colsPerCore * std::max<int64_t>(TBytes, UBytes) +
-                                                     (AlignUp(CeilDiv(colsPerCore, 64) * 2, 8) + 8) * 4 +
-                                                     ((colsPerCore <= 2040 && colsPerCore > 64 && colBatchPick >= 1)
-                                                          ? colBatchPick * 64
-                                                          : 0) *
-                                                         4
-                                           ? (ubBytes - (288 + 8 * colCores * 4 +
-                                                         2 * (colsPerCore * std::max<int64_t>(colBatchPick, 1)) * 4 +
-                                                         3 * colsPerCore * 4 + 2 * colsPerCore * 4 +
-                                                         colsPerCore * std::max<int64_t>(TBytes, UBytes) +
-                                                         (AlignUp(CeilDiv(colsPerCore, 64) * 2, 8) + 8) * 4 +
-                                                         ((colsPerCore <= 2040 && colsPerCore > 64 && colBatchPick >= 1)
-                                                              ? colBatchPick * 64
-                                                              : 0) *
-                                                             4)) /
-                                                 (colsPerCore * TBytes + colsPerCore * TBytes + 8 + 16 + 12 + 4)
-                                           : 0,
-                                       1024),
-                                   rows)),
-                        seq),
-                    colBatchPick) *
+            CeilDiv(
+                std::min<int64_t>(
+                    std::max<int64_t>(
+                        1,
+                        std::min<int64_t>(
+                            std::min<int64_t>(
+                                ubBytes > 288 + 8 * colCores * 4 +
+                                              2 * (colsPerCore * std::max<int64_t>(colBatchPick, 1)) * 4 +
+                                              3 * colsPerCore * 4 + 2 * colsPerCore * 4 +
+                                              colsPerCore * std::max<int64_t>(TBytes, UBytes) +
+                                              (AlignUp(CeilDiv(colsPerCore, 64) * 2, 8) + 8) * 4 +
+                                              ((colsPerCore <= 2040 && colBatchPick >= 1) ? colBatchPick * 64 : 0) * 4
+                                    ? (ubBytes -
+                                       (288 + 8 * colCores * 4 +
+                                        2 * (colsPerCore * std::max<int64_t>(colBatchPick, 1)) * 4 +
+                                        3 * colsPerCore * 4 + 2 * colsPerCore * 4 +
+                                        colsPerCore * std::max<int64_t>(TBytes, UBytes) +
+                                        (AlignUp(CeilDiv(colsPerCore, 64) * 2, 8) + 8) * 4 +
+                                        ((colsPerCore <= 2040 && colBatchPick >= 1) ? colBatchPick * 64 : 0) * 4)) /
+                                          (colsPerCore * TBytes + colsPerCore * TBytes + 8 + 16 + 12 + 4)
+                                    : 0,
+                                1024),
+                            rows)),
+                    seq),
+                colBatchPick) *
             ((11 + 2 * (CeilDiv(colsPerCore, 64) + 1)) * 24) +
         colBatchGroups *
             (2 *
@@ -560,12 +552,12 @@ static ge::graphStatus TilingFunc(gert::TilingContext* context)
          (ubBytes > 288 + 8 * colCores * 4 + 2 * (colsPerCore * std::max<int64_t>(colBatchPick, 1)) * 4 +
                         3 * colsPerCore * 4 + 2 * colsPerCore * 4 + colsPerCore * std::max<int64_t>(TBytes, UBytes) +
                         (AlignUp(CeilDiv(colsPerCore, 64) * 2, 8) + 8) * 4 +
-                        ((colsPerCore <= 2040 && colsPerCore > 64 && colBatchPick >= 1) ? colBatchPick * 64 : 0) * 4
+                        ((colsPerCore <= 2040 && colBatchPick >= 1) ? colBatchPick * 64 : 0) * 4
               ? (ubBytes -
                  (288 + 8 * colCores * 4 + 2 * (colsPerCore * std::max<int64_t>(colBatchPick, 1)) * 4 +
                   3 * colsPerCore * 4 + 2 * colsPerCore * 4 + colsPerCore * std::max<int64_t>(TBytes, UBytes) +
                   (AlignUp(CeilDiv(colsPerCore, 64) * 2, 8) + 8) * 4 +
-                  ((colsPerCore <= 2040 && colsPerCore > 64 && colBatchPick >= 1) ? colBatchPick * 64 : 0) * 4)) /
+                  ((colsPerCore <= 2040 && colBatchPick >= 1) ? colBatchPick * 64 : 0) * 4)) /
                     (colsPerCore * TBytes + colsPerCore * TBytes + 8 + 16 + 12 + 4)
               : 0) >= 1 &&
          colBatchCostRuns < colBatchCost0)
@@ -579,8 +571,7 @@ static ge::graphStatus TilingFunc(gert::TilingContext* context)
         288 + 8 * colCores * 4 + 2 * (colsPerPass * std::max<int64_t>(colBatchRows, 1)) * 4 + 3 * colsPerPass * 4 +
         2 * colsPerPass * 4 + colsPerPass * std::max<int64_t>(TBytes, UBytes) +
         (AlignUp(CeilDiv(colsPerPass, 64) * 2, 8) + 8) * 4 +
-        ((colsPerPass <= 2040 && colsPerPass > 64 && colBatchRows >= 1) ? colBatchRows * 64 : 0) *
-            4;  // UB bytes held once (COL_SPLIT)
+        ((colsPerPass <= 2040 && colBatchRows >= 1) ? colBatchRows * 64 : 0) * 4;  // UB bytes held once (COL_SPLIT)
     const int64_t groupFit =
         ubBytes > groupFixedBytes ? (ubBytes - groupFixedBytes) / groupRowBytes : 0;  // rows per group that fit
     const int64_t groupRows =

@@ -115,11 +115,9 @@ private:
         pipe_.InitBuffer(reduceBuf_, (AlignUp((rowStride_ + 63) / 64 * 2, 8) + 8) * sizeof(float));
         red_ = reduceBuf_.template Get<float>();
         redTmp_ = red_[8];
-        if (rowStride_ <= 2040) {   // rows RowsSum / RowsMax can take (ROWS_REDUCE_FITS)
-            if (rowStride_ > 64) {  // rows longer than one repeat fold into the scratch (RowsSum / RowsMax)
-                pipe_.InitBuffer(rowsRedBuf_, pass * 64 * sizeof(float));
-                rowsRed_ = rowsRedBuf_.template Get<float>();
-            }
+        if (rowStride_ <= 2040) {  // rows RowsSum / RowsMax can take (ROWS_REDUCE_FITS)
+            pipe_.InitBuffer(rowsRedBuf_, pass * 64 * sizeof(float));
+            rowsRed_ = rowsRedBuf_.template Get<float>();
             pipe_.InitBuffer(rowValBuf_, 2 * AlignUp(pass, 8) * sizeof(float));
             for (int64_t j = 0; j < 2; ++j) {
                 rv_[j] = rowValBuf_.template Get<float>()[j * AlignUp(pass, 8)];
@@ -202,7 +200,7 @@ private:
         red_ = reduceBuf_.template Get<float>();
         redTmp_ = red_[8];
         // rows longer than one repeat fold into the scratch (RowsSum / RowsMax)
-        if (td_->colBatchRows >= 1 && rowStride_ <= 2040 && rowStride_ > 64) {
+        if (td_->colBatchRows >= 1 && rowStride_ <= 2040) {
             pipe_.InitBuffer(rowsRedBuf_, td_->colBatchRows * 64 * sizeof(float));
             rowsRed_ = rowsRedBuf_.template Get<float>();
         }
@@ -235,8 +233,8 @@ private:
                     LoadBatch(bg);
                 }
                 // row-reduction level 0: partial results of this core's columns, exchanged through workspace
-                // slices of 9 to 255 blocks: eight rows a repeat
-                if (td_->colBatchRows >= 1 && rowStride_ <= 2040 && rowStride_ > 64) {
+                // slices of at most 255 blocks: eight rows a repeat
+                if (td_->colBatchRows >= 1 && rowStride_ <= 2040) {
                     event_t evt_5 = static_cast<event_t>(GetTPipePtr()->FetchEventID(HardEvent::MTE2_V));
                     SetFlag<HardEvent::MTE2_V>(evt_5);  // resBuf_x: MTE2 has written it before V reads it
                     WaitFlag<HardEvent::MTE2_V>(evt_5);
@@ -295,8 +293,8 @@ private:
                             DataCopyExtParams(1, k * sizeof(float), 0, 0, 0),
                             DataCopyPadExtParams<float>(false, 0, 0, 0.0f));
                 // row-reduction level 1: partial results of this core's columns, exchanged through workspace
-                // slices of 9 to 255 blocks: eight rows a repeat
-                if (td_->colBatchRows >= 1 && rowStride_ <= 2040 && rowStride_ > 64) {
+                // slices of at most 255 blocks: eight rows a repeat
+                if (td_->colBatchRows >= 1 && rowStride_ <= 2040) {
                     event_t evt_8 = static_cast<event_t>(GetTPipePtr()->FetchEventID(HardEvent::MTE2_S));
                     SetFlag<HardEvent::MTE2_S>(evt_8);  // sumBuf_: MTE2 has written it before S reads it
                     WaitFlag<HardEvent::MTE2_S>(evt_8);
@@ -400,8 +398,8 @@ private:
                 rowOut_out = rowOutQue_out.template AllocTensor<T>();
                 statStage_mean = statStageBuf_mean.template Get<float>();
                 statStage_rstd = statStageBuf_rstd.template Get<float>();
-                // slices of 9 to 255 blocks: eight rows a repeat
-                if (td_->colBatchRows >= 1 && rowStride_ <= 2040 && rowStride_ > 64) {
+                // slices of at most 255 blocks: eight rows a repeat
+                if (td_->colBatchRows >= 1 && rowStride_ <= 2040) {
                     event_t evt_14 = static_cast<event_t>(GetTPipePtr()->FetchEventID(HardEvent::MTE2_S));
                     SetFlag<HardEvent::MTE2_S>(evt_14);  // sumBuf_: MTE2 has written it before S reads it
                     WaitFlag<HardEvent::MTE2_S>(evt_14);
@@ -772,7 +770,7 @@ private:
     // Sum of each of the k rows of src (n_ lanes, rowStride_ apart) into dst[0 .. k), eight rows a repeat.
     __aicore__ inline void RowsSumB(const LocalTensor<float>& src, const LocalTensor<float>& dst, int64_t k)
     {
-        if (n_ % 8 == 0) {
+        if (n_ % 8 == 0 && n_ > 64) {
             for (int64_t g = 0; g < (k + 7) / 8; ++g) {  // eight rows a repeat
                 Max(rowsRed_[g * 64], src[g * 8 * rowStride_], src[g * 8 * rowStride_],
                     static_cast<uint64_t>(8 * (8 < k - g * 8 ? 8 : k - g * 8)), 1,
@@ -822,8 +820,8 @@ private:
                 valBatch_ = b;
                 LoadBatch(b);
             }
-            // rows of 9 to 255 blocks, 2 to 255 rows a pass: eight rows a repeat
-            if (rowStride_ <= 2040 && rowStride_ > 64 && kb <= 255 && td_->rowsPerPass >= 2) {
+            // rows of at most 255 blocks, 2 to 255 rows a pass: eight rows a repeat
+            if (rowStride_ <= 2040 && kb <= 255 && td_->rowsPerPass >= 2) {
                 PipeBarrier<PIPE_V>();  // workBuf_: V has read it before V overwrites it
                 CastFrom(w_[0], rowIn_x[b0 * rowStride_], kb * rowStride_);  // spec: ada_layer_norm_v2.py:50
                 PipeBarrier<PIPE_V>();        // workBuf_: V has written it before V reads it
@@ -1088,8 +1086,8 @@ private:
                 valBatch_ = b;
                 LoadBatch(b);
             }
-            // rows of 9 to 255 blocks, 2 to 255 rows a pass: eight rows a repeat
-            if (rowStride_ <= 2040 && rowStride_ > 64 && kb <= 255 && td_->rowsPerPass >= 2) {
+            // rows of at most 255 blocks, 2 to 255 rows a pass: eight rows a repeat
+            if (rowStride_ <= 2040 && kb <= 255 && td_->rowsPerPass >= 2) {
                 PipeBarrier<PIPE_V>();  // workBuf_: V has read it before V overwrites it
                 CastFrom(w_[0], rowIn_x[b0 * rowStride_], kb * rowStride_);  // spec: ada_layer_norm_v2.py:50
                 PipeBarrier<PIPE_V>();        // workBuf_: V has written it before V reads it
