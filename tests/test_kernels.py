@@ -209,11 +209,13 @@ MUTATIONS = {
                      r"oneBurst != 0 \? 1 : k\),\s*oneBurst != 0 \? )k \* hidden_ \* sizeof\(T\) : "
                      r"hidden_ \* sizeof\(T\)", r"\1(k * hidden_ - 1) * sizeof(T) : (hidden_ - 1) * sizeof(T)", "pd_x"),
     # a row input read one element off its 32-byte aligned UB row
-    "misaligned copy": (r"CastFrom\(w_\[(\d)\], rowIn_dy\[i \* rowStride_\]", r"CastFrom(w_[\1], rowIn_dy[i * rowStride_ + 1]",
-                        "32-byte aligned"),
+    # (a pass's rows of one batch at once: the run's first row b0, opgen.kernel.rowsched `_batch_runs`)
+    "misaligned copy": (r"CastFrom\(w_\[(\d)\], rowIn_dy\[b0 \* rowStride_\]",
+                        r"CastFrom(w_[\1], rowIn_dy[b0 * rowStride_ + 1]", "32-byte aligned"),
     # the work buffer asks for 64x its size: past the core's UB
-    "UB overflow": (r"pipe_\.InitBuffer\(workBuf_, (\d+) \* rowStride_", r"pipe_.InitBuffer(workBuf_, 4096 * \1 * rowStride_",
-                    "UB overflow"),
+    # (the row temporaries hold the pass's rows)
+    "UB overflow": (r"pipe_\.InitBuffer\(workBuf_, (\d+) \* \(pass \* rowStride_\)",
+                    r"pipe_.InitBuffer(workBuf_, 4096 * \1 * (pass * rowStride_)", "UB overflow"),
 }
 
 

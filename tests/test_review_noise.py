@@ -120,7 +120,9 @@ def test_plain_diff_of_a_directory_stays_exact(tmp_path, capsys):
 def _c_eval(expr: str, env: dict) -> int:
     """A C++ integer expression of the TilingFunc in Python: / is integer division of non-negative values."""
     py = re.sub(r"(?<![/])/(?![/])", "//", expr).replace("std::max<int64_t>", "max").replace("&&", " and ")
-    py = re.sub(r"(\S+) \? (\S+) : (\S+)", r"(\2 if \1 else \3)", py)
+    # c ? a : b with c a word, a parenthesised condition, or the whole conditional parenthesised
+    py = re.sub(r"\(([^()?]+?) \? ([^()\s]+) : ([^()\s]+)\)", r"(\2 if \1 else \3)", py)
+    py = re.sub(r"(\([^()]*\)|\S+) \? (\S+) : (\S+)", r"(\2 if \1 else \3)", py)
     return eval(py, {"max": max, "AlignUp": lambda a, b: -(-a // b) * b, "CeilDiv": lambda a, b: -(-a // b)}, env)
 
 

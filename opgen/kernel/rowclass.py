@@ -454,7 +454,7 @@ class _Printer:
                 kind = "bcol" if block else "col"
             elif kind == "row" and block and not inside and self._block_scalar_op(i, remat):
                 kind = "bsc"
-            elif kind == "row" and block and not inside and i.kind == "acc" and i.dst in self.p.col \
+            elif kind == "row" and block and not inside and i.kind == "acc" and self._whole(i.dst) \
                     and len(i.srcs) == 1 and i.srcs[0].startswith("w"):
                 kind = "bacc"
             if segs and segs[-1][0] == kind and not (kind in ("bsc", "bmask") and len(segs[-1][1]) == BLOCK_SLOTS):
@@ -636,8 +636,8 @@ class _Printer:
         g = Sym("g")
         for i in group:
             doc = spec_doc(self.cites.instr(i))
-            refs = [_operand_ref(x, self.p) if x in self.p.col else self._block_rows(x, g) for x in (i.dst, *i.srcs)]
-            blk = [R] + [Lit(0) if x in self.p.col else R for x in i.srcs]
+            refs = [_operand_ref(x, self.p) if self._whole(x) else self._block_rows(x, g) for x in (i.dst, *i.srcs)]
+            blk = [R] + [Lit(0) if self._whole(x) else R for x in i.srcs]
             op = REPEAT_FORMS[entry(i.op).op]
             out += guarded(i, [self._block_for(lambda mask, reps: (kir.vec(
                 op, dst=refs[0], src0=refs[1], src1=refs[2], mask=mask, repeat=reps,
@@ -653,7 +653,8 @@ class _Printer:
         if not m:
             return None
         d = next((j for j in self.p.instrs if j.dst == m.group(2)), None)
-        if d is not None and d.kind == "sload":
+        if d is not None and d.kind == "sload" and not (self.mode == "row" and self._base is not None):
+            # (a ROW_SPLIT run of one batch starts at any row b0 of the pass: Brcb's source must start a 32-byte block)
             t = self.p.tensor(d.gm)
             if t.dtype == "f32" or gathered_stat(t):
                 return (kir.Ref(f"statIn_{d.gm}") if self._base is None else kir.Ref(f"statIn_{d.gm}", self._base),
@@ -769,11 +770,17 @@ class _Printer:
 
     def _column_op(self, i: Instr) -> bool:
         """Whether `i` is a binary row instruction of a row temporary and a column row (one UB row for every row,
-        `RowProgram.col`) into a row temporary: over all rows by its mask / repeat form (`_column_nodes`)."""
+        `_whole`) into a row temporary: over all rows by its mask / repeat form (`_column_nodes`)."""
         temp = lambda x: x.startswith("w") and x[1:].isdigit()  # noqa: E731
         return (i.kind == "vbin" and i.space == "row" and temp(i.dst) and len(i.srcs) == 2
-                and sum(temp(x) for x in i.srcs) == 1 and sum(x in self.p.col for x in i.srcs) == 1
+                and sum(temp(x) for x in i.srcs) == 1 and sum(self._whole(x) for x in i.srcs) == 1
                 and entry(i.op).op in REPEAT_FORMS)
+
+    def _whole(self, x: str) -> bool:
+        """Whether operand `x` is one UB row for every row of the rows an instruction covers: a column row
+        (`RowProgram.col`) or a batch row (`RowProgram.brow`: ROW_SPLIT runs a pass's rows one batch at a time,
+        opgen.kernel.rowsched `_batch_runs`; COL_SPLIT's sub-batches run in groups within one batch, `_col_split`)."""
+        return x in self.p.col or x in self.p.brow
 
     def _column_nodes(self, group: list) -> list:
         """Column-row instructions (`_column_op`) over the k rows of a pass: for each 64-lane chunk c of the row, the
@@ -787,7 +794,7 @@ class _Printer:
         for i in group:
             doc = spec_doc(self.cites.instr(i))
             refs = [dataclasses.replace(_operand_ref(x, self.p), offset=at) for x in (i.dst, *i.srcs)]
-            reps = [R] + [Lit(0) if x in self.p.col else R for x in i.srcs]
+            reps = [R] + [Lit(0) if self._whole(x) else R for x in i.srcs]
             out += guarded(i, [kir.For("c", Lit(0), Bin("//", _ksum(rs, Lit(63)), Lit(64)), Lit(1), (
                 kir.vec(REPEAT_FORMS[entry(i.op).op], dst=refs[0], src0=refs[1], src1=refs[2],
                         mask=Fn("min", (Lit(64), _ksub(rs, at))), repeat=Sym("k"),
@@ -864,7 +871,7 @@ class _Printer:
                 raise SpecError(f"row kernel {self.p.name}: a GM element at an index needs the addressing")
             at = self.addr.at(i.gm, None, kir.FIndex(i.srcs[0]))
             out.append(kir.FLet(i.dst, kir.FLoad(kir.GmView(f"gm_{self.p.tensor(i.gm).gm}", at)), doc=doc))
-        elif k in ("rsum", "rmax") and batch == "all" and i.srcs[0] in self.p.col:   # a column row's: one value
+        elif k in ("rsum", "rmax") and batch == "all" and self._whole(i.srcs[0]):   # a column row's: one value
             part = f"part_{i.dst}"                                                      # for every row, set k times
             at = (kir.Ref("sums_", self._at(_kmul(self.level_slot[i.dst], gs))) if self._col_phase is not None
                   else kir.Ref("rv_", slot=Lit(self.rsum_index[i.dst])))
@@ -1020,15 +1027,26 @@ BLOCK_SLOTS = 8
 pass, and 8 align8(k) (the Brcb blocks) + 8 align8(k) <= 64 rowsPerPass for rowsPerPass >= 2 (rowsched.BLOCK_FITS)."""
 
 
+def _run_segments(pr: "_Printer", instrs: list, reduce: bool = False, block: bool = False) -> list:
+    """ROW_SPLIT's `_Printer.batch_segments` of `instrs` (printer `pr`, mode "row"). For a program with per-batch
+    rows they cover one run of a pass's rows of one batch (opgen.kernel.rowsched `_batch_runs`): its k rows from row
+    b0 of the pass's queue buffers (rowIn_, rowOut_, statIn_), the row temporaries from their row 0."""
+    pr._base = Sym("b0") if pr.p.brow else None
+    try:
+        return pr.batch_segments(instrs, reduce=reduce, block=block)
+    finally:
+        pr._base = None
+
+
 def _col_batchable(p: RowProgram, v, flush_col, load_batch) -> bool:
     """Whether COL_SPLIT runs row program `p` (of kernel class `v`) over a group's resident rows at once
     (_Printer.col_batch_segments): a `batchable` program with row reductions (a presence-guarded one's exchange
     slot set to 0 first where no reduction sharing it runs, `_Printer._zero_unwritten`), no two-pass reductions
-    (ColSplit runs ROW_SPLIT), no per-batch bookkeeping in the row loop (FlushCol, LoadBatch), and a class without
-    ROW_CHUNK in ColSplit. The tiling sizes
-    COL_SPLIT's row temporaries a group's rows each for every such program (opgen.tiling.rowkernel.col_batch)."""
-    return (batchable(p) and bool(p.rsums()) and not p.acc_reads
-            and not flush_col and not load_batch and not v.chunk)
+    (ColSplit runs ROW_SPLIT), and a class without ROW_CHUNK in ColSplit; with per-batch rows its groups then lie
+    within one batch (opgen.kernel.rowsched `_col_split`: the batch bookkeeping once a group, the batch rows read as
+    column rows). The tiling sizes COL_SPLIT's row temporaries a group's rows each for every such program
+    (opgen.tiling.rowkernel.col_batch). `flush_col` and `load_batch` are not read."""
+    return batchable(p) and bool(p.rsums()) and not p.acc_reads and not v.chunk
 
 
 def _packed_lanes(p: RowProgram) -> int:
@@ -1786,13 +1804,13 @@ def class_ir(spec, v: Variant, dims: DimFields) -> dict:
         "load_cols": _setup_nodes(p, "col", addr, cites),
         "flush_row": flush_row, "flush_col": flush_col,
         "row_nodes": row_pr.nodes(passes[1], None) if p.acc_reads else row_pr.row_nodes(),
-        "row_segments": (row_pr.batch_segments(passes[1] if p.acc_reads else [i for i in p.instrs if per_row(i)])
+        "row_segments": (_run_segments(row_pr, passes[1] if p.acc_reads else [i for i in p.instrs if per_row(i)])
                          if batchable(p) else []),
-        "reduce_segments": (_with_rows_reduce(row_pr.batch_segments(
-            passes[1] if p.acc_reads else [i for i in p.instrs if per_row(i)], reduce=True))
+        "reduce_segments": (_with_rows_reduce(_run_segments(
+            row_pr, passes[1] if p.acc_reads else [i for i in p.instrs if per_row(i)], reduce=True))
             if batchable(p) and p.rsums() else []),
-        "block_segments": (_with_rows_reduce(row_pr.batch_segments(
-            passes[1] if p.acc_reads else [i for i in p.instrs if per_row(i)], reduce=True, block=True))
+        "block_segments": (_with_rows_reduce(_run_segments(
+            row_pr, passes[1] if p.acc_reads else [i for i in p.instrs if per_row(i)], reduce=True, block=True))
             if batchable(p) and p.rsums() else []),
         "acc_nodes": row_pr.nodes(passes[0], None) if p.acc_reads else [],
         "reload_batch": _reload_nodes(p, cites, addr), "cross_core": _cross_core_nodes(p, addr, cites),

@@ -408,8 +408,11 @@ def batchable(p: RowProgram) -> bool:
     """Whether ROW_SPLIT runs row program `p` with its row temporaries [rowsPerPass, colAlign] (one fp32 UB row per
     row of the pass, rows colAlign elements apart as the queues hold them) so that its elementwise row instructions
     (`batched`) cover every row of the pass with one instruction of count k * colAlign (docs/design.md, the rows
-    family: many rows per instruction). Not for a program with a kind of NO_BATCH_KINDS or per-batch rows (the
-    batch bookkeeping runs once per row). A program with packed values (`packed`: masks, halves) is batchable when
+    family: many rows per instruction). Not for a program with a kind of NO_BATCH_KINDS, nor for one with per-batch
+    rows (`brow`) that also reads reductions over rows in a second pass or keeps per-batch values (acc_reads,
+    btotals: their bookkeeping runs once per row); a one-pass program with per-batch rows runs a pass's rows of one
+    batch at a time (opgen.kernel.rowsched `_batch_runs`: the batch bookkeeping once a run, the batch rows read as
+    column rows are). A program with packed values (`packed`: masks, halves) is batchable when
     every packed instruction is issued over all rows: each is `batched` and none lies inside the live range of a
     per-row scalar that a per-row loop holds (a row reduction read row by row, an index check, a scalar of those:
     opgen.kernel.rowclass._Printer.batch_segments keeps the instructions between its definition and its last use in
@@ -417,7 +420,9 @@ def batchable(p: RowProgram) -> bool:
     a per-row scalar and the selects reading its mask (`row_scalar_chain`) are exempt, the printer issuing them
     together eight rows a repeat or row by row (a compare of a row temporary by one is not: `row_scalar_chain`). A byte row is read with a 32-byte-aligned row stride (colAlign a multiple of
     MASK_LANES, opgen.kernel.rowcounts `masks`)."""
-    if any(i.kind in NO_BATCH_KINDS and not (i.kind == "viota" and i.space == "col") for i in p.instrs) or p.brow:
+    if any(i.kind in NO_BATCH_KINDS and not (i.kind == "viota" and i.space == "col") for i in p.instrs):
+        return False
+    if p.brow and (p.acc_reads or p.btotals or p.batch_stores):
         return False
     rows = [i for i in p.instrs if per_row(i)]
     if not any(packed(i) for i in rows):

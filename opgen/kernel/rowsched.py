@@ -369,10 +369,11 @@ def _row_split(s: RowSchedule) -> Func:
     body += [x for g in stat_out_groups(s) for x in g.inits(_align8(ps))]
     body += list(_fixed_buffers(s, s.bufs, bool(s.row_segments), s.stage))
     if s.reduce_segments:   # RowsSum / RowsMax: a [pass, 64] scratch and one value per row of each row reduction
+        scratch = (InitBuffer("rowsRedBuf_", mul(ps, 64, f4)), Get("rowsRed_", "rowsRedBuf_", "float"))
         body.append(If(ROWS_REDUCE_STRIDE, (
-            If((Constraint(">", Sym("rowStride_"), Lit(64)),), (
-                InitBuffer("rowsRedBuf_", mul(ps, 64, f4)), Get("rowsRed_", "rowsRedBuf_", "float")),
-               doc="rows longer than one repeat fold into the scratch (RowsSum / RowsMax)"),
+            *(scratch if s.block_segments else (If((Constraint(">", Sym("rowStride_"), Lit(64)),), scratch,
+                                                   doc="rows longer than one repeat fold into the scratch "
+                                                       "(RowsSum / RowsMax)"),)),
             InitBuffer("rowValBuf_", mul(s.nsums, _align8(ps), f4)),
             For("j", Lit(0), Lit(s.nsums), Lit(1), (
                 Get("rv_", "rowValBuf_", "float", mul(Sym("j"), _align8(ps)), slot=Sym("j")),))),
@@ -832,14 +833,17 @@ def _compute(s: RowSchedule, fetch: bool = False) -> Func:
     row: list = []
     if s.batch_index:   # a two-pass kernel flushes its batch sums in the first pass, reads them in the second
         row += _batch_steps(s, Sym("r0"), "FlushRow" if s.flush_row and not s.acc_body else None, bool(s.acc_body))
-    if s.row_segments and not s.batch_index:   # instructions over all k rows, the others in per-row loops
+    if s.row_segments and not (s.batch_index and s.acc_body):   # instructions over all k rows, the others in
+        #                                                            per-row loops
         plain = _segments(s.row_segments)
         if s.reduce_segments:
             plain = (If(ROWS_REDUCE_FITS, _segments(s.reduce_segments), plain,
                         doc="rows of at most 255 blocks, at most 255 rows: the row reductions over all rows"),)
         if s.block_segments:
             plain = (If(BLOCK_FITS, _segments(s.block_segments), plain,
-                        doc="rows of 9 to 255 blocks, 2 to 255 rows a pass: eight rows a repeat"),)
+                        doc="rows of at most 255 blocks, 2 to 255 rows a pass: eight rows a repeat"),)
+        if s.batch_index:   # per-batch rows: the pass's rows one batch at a time
+            plain = _batch_runs(s, plain)
         if s.packed_lanes:
             body.append(If((Constraint("==", Bin("%", Sym("n_"), Lit(s.packed_lanes)), Lit(0)),), plain,
                            (For("i", Lit(0), _K, Lit(1), tuple(row) + tuple(s.row_body)),),
@@ -866,6 +870,23 @@ def _compute(s: RowSchedule, fetch: bool = False) -> Func:
     if fetch:   # printed as Compute<true> of one member template (kir.printed_methods)
         return Func("ComputeFetch", (Param("r0"), Param("k")), tuple(body), variant_of=("Compute", "fetchNext_"))
     return Func("Compute", (Param("r0"), Param("k")), tuple(body))
+
+
+def _batch_runs(s: RowSchedule, segs: tuple) -> tuple:
+    """ROW_SPLIT's Compute statements `segs` (the pass's segments over k rows, opgen.kernel.rowclass `_run_segments`:
+    its queue buffers read from row b0) run once for each batch the pass's rows [r0, r0 + k) meet: rows [b0, b0 +
+    kb) of batch b, after the batch bookkeeping (`_batch_steps`: the last batch flushed and the new one's sums
+    zeroed, its batch rows loaded) that the per-row loop does at each row. Within a run every row reads the same
+    batch rows, which the segments read as column rows (one UB row for every row: repeat or block stride 0) and
+    accumulate into as column sums. Rows of one batch are contiguous (b = row / seqLen_), so a pass meets at most
+    ceil(k / seqLen_) + 1 batches: one run where a batch holds many rows, k runs of one row where seqLen_ is 1."""
+    b, seq, r0 = Sym("b"), Sym("seqLen_"), Sym("r0")
+    run: list = [Let("b0", Fn("max", (sub(mul(b, seq), r0), Lit(0)))),
+                 Let("kb", sub(Fn("min", (sub(mul(add(b, 1), seq), r0), _K)), Sym("b0")))]
+    run += _batch_steps(s, None, "FlushRow" if s.flush_row else None, batch=b)
+    run += list(_rename_k(tuple(segs)))
+    return (For("b", div(r0, seq), div(add(r0, sub(_K, 1)), seq), Lit(1), tuple(run), inclusive=True,
+                nonempty=True, doc="the pass's rows one batch at a time (rows b0 .. b0 + kb of the pass)"),)
 
 
 def after_frees(stmts: tuple, queues: set, stmt) -> tuple:
@@ -901,15 +922,16 @@ row by row a reduction is two issues and a V->S wait (16 + 32 cycles) a row, so 
 ceil(n_ / 64) < 2 k."""
 
 
-BLOCK_FITS = ROWS_REDUCE_STRIDE + (Constraint(">", Sym("rowStride_"), Lit(64)), Constraint("<=", _K, Lit(255)),
-                                   Constraint(">=", Sym("rowsPerPass"), Lit(2)))
+BLOCK_FITS = ROWS_REDUCE_STRIDE + (Constraint("<=", _K, Lit(255)), Constraint(">=", Sym("rowsPerPass"), Lit(2)))
 """When the block segments run (RowSchedule.block_segments, opgen.kernel.rowclass._Printer.batch_segments with
 `block`): a row's 32-byte blocks (rowStride_ / 8) fit BinaryRepeatParams' uint8 block stride and a repeatTime,
-the scratch rowsRed_ is allocated (rows longer than one repeat: rowsPerPass * 64 floats, the tiling's UB plan,
-opgen.tiling.rowkernel.row_plan) and holds the Brcb blocks and the per-row scalar slots (rowsPerPass >= 2,
+the scratch rowsRed_ is allocated (rowsPerPass * 64 floats wherever the block segments may run, rows of one
+repeat or less too; the tiling's UB plan, opgen.tiling.rowkernel.row_plan) and holds the Brcb blocks and the per-row scalar slots (rowsPerPass >= 2,
 rowclass.BLOCK_SLOTS), and the pass's rows fit WholeReduce's repeatTime. Eight rows a repeat issue ceil(k / 8)
 instructions where the row by row loop issues k and the 64-lane chunks ceil(rowStride_ / 64); a repeat computes
-8 lanes of each of its rows (of 64: the k rows' lanes in 8 k / 8 ceil(k / 8) of the repeats' lanes)."""
+8 lanes of each of its rows (of 64: the k rows' lanes in 8 k / 8 ceil(k / 8) of the repeats' lanes). Rows of one
+repeat or less (rowStride_ <= 64) take them too: an op by a per-row scalar or an accumulation is then
+ceil(k / 8) instructions of ceil(n_ / 8) repeats (or one chunk's), where row by row it is k of one."""
 
 
 def _segments(segs) -> tuple:
@@ -987,14 +1009,15 @@ def _rows_reduce_blocks(name: str, comb: Op, whole: Op, fallback: str) -> Func:
     accumulation exception, docs/reference/ascendc.md §1.9 operand rules); then one WholeReduce of 8 lanes a row over
     all k rows. 2 ceil(k / 8) + 1 instructions; lane l of a row combines its elements l, l + 8, ... in order, then
     the 8 lanes by WholeReduce's halving tree. Rows of whole blocks only (n_ % 8 == 0: a block's pad lanes are never
-    read); other rows by `fallback` (RowsSum / RowsMax). The caller checks BLOCK_FITS."""
+    read) longer than one repeat; other rows by `fallback` (RowsSum / RowsMax: a row of at most 64 lanes in one
+    WholeReduce). The caller checks BLOCK_FITS."""
     n, rs, k, g = Sym("n_"), Sym("rowStride_"), Sym("k"), Sym("g")
     R = div(rs, 8)
     acc = Ref("rowsRed_", mul(g, 64))
     rows = Ref("src", mul(g, 8, rs))
     mask = mul(8, Fn("min", (Lit(8), sub(k, mul(g, 8)))))
     return Func(name, (Param("src", "tensor", "float"), Param("dst", "tensor", "float"), Param("k")), (
-        If((Constraint("==", Bin("%", n, Lit(8)), Lit(0)),), (
+        If((Constraint("==", Bin("%", n, Lit(8)), Lit(0)), Constraint(">", n, Lit(64))), (
             For("g", Lit(0), div(add(k, 7), 8), Lit(1), (
                 vec(REPEAT_FORMS[Op.MAX], dst=acc, src0=rows, src1=rows, mask=mask, repeat=Lit(1),
                     params=(Lit(1), R, R, Lit(8), Lit(8), Lit(8)), doc="each row's first block"),
@@ -1018,12 +1041,14 @@ def _copy_out(s: RowSchedule) -> Func:
     return Func("CopyOut", (Param("r0"), Param("k")), tuple(body))
 
 
-def _batch_steps(s: RowSchedule, row0, flush: str | None, reload: bool = False) -> list:
+def _batch_steps(s: RowSchedule, row0, flush: str | None, reload: bool = False, batch=None) -> list:
     """The batch bookkeeping at the top of a per-row loop: b = (row0 + i) / seqLen_; a new batch flushes the last
     (method `flush`) and zeroes its sums; a new batch's rows are loaded (and with `reload`, in a two-pass kernel's
-    second pass, its complete per-batch reductions read back: RowSchedule.reload_batch)."""
+    second pass, its complete per-batch reductions read back: RowSchedule.reload_batch). With `batch` (a symbol
+    already holding the batch: `_batch_runs`) no b is computed."""
     b, cur, val = Sym("b"), Sym("curBatch_"), Sym("valBatch_")
-    out: list = [Let("b", div(add(row0, Sym("i")), Sym("seqLen_")))]
+    out: list = [] if batch is not None else [Let("b", div(add(row0, Sym("i")), Sym("seqLen_")))]
+    b = batch if batch is not None else b
     if flush:
         then: list = [If((Constraint(">=", cur, Lit(0)),), (Call(flush),)), Assign("curBatch_", b)]
         if s.zero_batch:
@@ -1124,6 +1149,10 @@ def _col_split(s: RowSchedule) -> Func:
         for t in s.row_in:
             grp += list(_col_copy_in(t))
     grp += _group_stat_loads(s)
+    runs = bool(s.col_segments) and bool(s.load_batch or s.flush_col)   # per-batch rows: groups within one batch
+    if runs:   # the batch bookkeeping once a group (the per-row loops' own find the batch unchanged)
+        grp += [Let("bg", div(Sym("g0"), Sym("seqLen_")))]
+        grp += _batch_steps(s, None, "FlushCol" if s.flush_col else None, batch=Sym("bg"))
     for lv, lines, slots in s.levels:
         per_row = (_batch_steps(s, Sym("g0"), None) if s.load_batch else []) + list(lines)
         grp += [Comment(f"row-reduction level {lv}: partial results of this core's columns, exchanged through "
@@ -1147,9 +1176,16 @@ def _col_split(s: RowSchedule) -> Func:
     if s.prefetch and s.row_in:
         grp += [Free(f"resQue_{t.op}", f"res_{t.op}") for t in s.row_in]
         body.append(_chunk_in(s, lo, Sym("cBegin"), lo, hi))
-    chunk.append(For("g0", lo, hi, g, tuple(grp), tail="k",
-                     doc="the next item's copy-in (the next group, or the next chunk's first) runs beside this "
-                         "group's compute" if s.prefetch and s.row_in else ""))
+    if runs:   # sub-batches: a group ends at its batch's last row, so every row of it reads the same batch rows
+        end = Select(Constraint(">=", Sym("colBatchRows"), Lit(1)),
+                     sub(mul(add(div(Sym("g0"), Sym("seqLen_")), 1), Sym("seqLen_")), Sym("g0")), g)
+        chunk.append(For("g0", lo, hi, None, (Let("k", Fn("min", (Fn("min", (g, sub(hi, Sym("g0")))), end))),)
+                         + tuple(grp) + (Assign("g0", add(Sym("g0"), _K)),),
+                         doc="groups of groupRows rows; with sub-batches none across a batch's end"))
+    else:
+        chunk.append(For("g0", lo, hi, g, tuple(grp), tail="k",
+                         doc="the next item's copy-in (the next group, or the next chunk's first) runs beside this "
+                             "group's compute" if s.prefetch and s.row_in else ""))
     if s.flush_col:
         chunk.append(If((Constraint(">=", Sym("curBatch_"), Lit(0)),), (Call("FlushCol"),)))
     chunk += list(s.col_final)
@@ -1190,10 +1226,10 @@ them and each sub-batch's first row starts a 32-byte block of the per-row buffer
 docs/reference/ascendc.md §1.9); a longer slice runs row by row."""
 
 
-COL_BLOCK_FITS = COL_ROWS_FITS + (Constraint(">", Sym("rowStride_"), Lit(64)),)
+COL_BLOCK_FITS = COL_ROWS_FITS
 """When COL_SPLIT runs a phase eight rows a repeat (RowSchedule.col_block_segments), as BLOCK_FITS for ROW_SPLIT: a
 row's 32-byte blocks fit the uint8 block stride and the scratch rowsRed_ ([colBatchRows, 64] fp32, allocated for
-slices longer than one repeat) holds the Brcb blocks and the per-row scalar slots (colBatchRows >= 8,
+every slice where the block segments may run) holds the Brcb blocks and the per-row scalar slots (colBatchRows >= 8,
 rowclass.BLOCK_SLOTS)."""
 
 
@@ -1208,7 +1244,7 @@ def _col_rows(s: RowSchedule, segs, bsegs, per_row: tuple):
                   "by row"),)
     if bsegs:
         out = (If(COL_BLOCK_FITS, _sub_batches(bsegs), out,
-                  doc="slices of 9 to 255 blocks: eight rows a repeat"),)
+                  doc="slices of at most 255 blocks: eight rows a repeat"),)
     if s.packed_lanes:
         out = (If((Constraint("==", Bin("%", Sym("n_"), Lit(s.packed_lanes)), Lit(0)),), out, per_row,
                   doc=f"slices of whole {s.packed_lanes}-lane groups: no mask bit or word of a row's lanes packed "
@@ -1617,7 +1653,7 @@ def _col_buffers(s: RowSchedule, sums: bool = True, batch: bool = False) -> list
     body += list(_fixed_buffers(s, s.bufs_col, batch, stage=s.stage_col))
     if batch:
         body.append(If((Constraint(">=", Sym("colBatchRows"), Lit(1)),) + ROWS_REDUCE_STRIDE
-                       + (Constraint(">", rs, Lit(64)),), (
+                       + (() if s.col_block_segments else (Constraint(">", rs, Lit(64)),)), (
             InitBuffer("rowsRedBuf_", mul(Sym("colBatchRows"), 64, f4)), Get("rowsRed_", "rowsRedBuf_", "float")),
             doc="rows longer than one repeat fold into the scratch (RowsSum / RowsMax)"))
     body.append(Let("totBase", mul(cores, Lit(s.nlevel), gs)))

@@ -106,9 +106,10 @@ def row_plan(c: RowCounts, col_align, bytes_of, bufs=2) -> list[Buffer]:
     plan += stat_plan(c)
     if getattr(c, "batch", 0) and c.rsums:   # row reductions over all rows of a pass (rowsched._rows_reduce)
         fits = col_align <= 8 * 255   # rowsched.ROWS_REDUCE_STRIDE: allocated only then
-        fold = fits & (col_align > 64)   # a row of at most 64 lanes: one WholeReduce straight from the row
-        plan.append(Buffer("rowsRedBuf", "TBuf<VECCALC>", 1, True, select(fold, 64, 0), 4,
-                           "per row: 64 fp32 partial sums or maxima (rows of 65 to 2040 elements)"))
+        # rows of 65 to 2040 elements fold into it (RowsSum / RowsMax); the eight-rows forms (rowsched.BLOCK_FITS)
+        # hold their Brcb blocks and per-row scalar slots in it at every row length
+        plan.append(Buffer("rowsRedBuf", "TBuf<VECCALC>", 1, True, select(fits, 64, 0), 4,
+                           "per row: 64 fp32 partial sums or maxima, Brcb blocks and scalar slots"))
         plan.append(Buffer("rowValBuf", "TBuf<VECCALC>", c.rsums, True, select(fits, 1, 0), 4,
                            "per row: its row reductions (fp32)"))
         plan.append(Buffer("rowValSlack", "TBuf<VECCALC>", c.rsums, False, select(fits, 8, 0), 4,
@@ -156,7 +157,7 @@ def _slice_issue_cycles(c: RowCounts, R, cols, group_rows, batch_rows):
     return batches * ((vin + c.rsums * (ceil_div(cols, 64) + 1)) * per_issue)
 
 
-def col_batch_rows(p, c: RowCounts, cols, R, ub, col_cores, bytes_of):
+def col_batch_rows(p, c: RowCounts, cols, R, ub, col_cores, bytes_of, S=None, B=None):
     """The tiling field colBatchRows (opgen.kernel.rowsched `_col_rows`): rows of a COL_SPLIT group run at once, a
     multiple of 8 (each sub-batch's first row starts a 32-byte block of the per-row buffers, eight rows fill a
     repeat of RowsSumB and the Brcb forms), or 0 (row by row); 0 whenever a slice is longer than 2040 columns
@@ -165,7 +166,13 @@ def col_batch_rows(p, c: RowCounts, cols, R, ub, col_cores, bytes_of):
     and at most the rows rounded up to 8. Else (a wide slice) 8 rows, taking more than that share from the group's
     resident slices, where their group still takes a row and the cost model (docs/reference/kernel_cost.md §2)
     prices them below row by row: each as its instruction issues (`_slice_issue_cycles`) plus its groups'
-    exchanges (`_exchange_cycles`), the groups those of `col_plan` with its temporaries."""
+    exchanges (`_exchange_cycles`), the groups those of `col_plan` with its temporaries.
+
+    A program with per-batch rows (c.brow; `S` rows a batch, `B` batches) runs its groups within one batch when it
+    runs sub-batches (opgen.kernel.rowsched `_col_split`: a group ends at its batch's last row, so the sub-batches
+    read the batch rows as column rows), which adds up to a group a batch: colBatchRows (the share's rows, else 8)
+    is taken only where the cost model prices those groups (B ceil(S / groupRows) of them, each with its exchange,
+    its sub-batches' issues) below row by row's ceil(R / groupRows); else 0."""
     temps = fixed_needs(c, COL_SPLIT)["workBuf"]
     per = lit(temps * 4) * cols + 64 * 4
     share = p.let("colBatchShareRows", emin(emin(lit(248), align_up(R, 8)), (ub // COL_BATCH_UB_SHARE) // per) // 8 * 8,
@@ -183,6 +190,16 @@ def col_batch_rows(p, c: RowCounts, cols, R, ub, col_cores, bytes_of):
                   "COL_SPLIT row by row: estimated issue and exchange cycles of a core")
     cost8 = p.let("colBatchCost8", _slice_issue_cycles(c, R, cols, rows8, 8) + ceil_div(R, rows8) * xchg,
                   "COL_SPLIT in sub-batches of 8 rows: estimated issue and exchange cycles of a core")
+    if getattr(c, "brow", 0):   # groups within one batch (docstring)
+        b = p.let("colBatchPick", select(share >= 8, share, 8), "COL_SPLIT: rows of a sub-batch when sub-batches run")
+        fitb, rowsb = group(b)
+        groups = p.let("colBatchGroups", B * ceil_div(S, rowsb), "COL_SPLIT in sub-batches: groups, one batch each")
+        per = (max(c.vinstrs, 1) + c.rsums * (ceil_div(cols, 64) + 1)) * (VEC_ISSUE_CYCLES + BARRIER_CYCLES)
+        costb = p.let("colBatchCostRuns", groups * ceil_div(emin(rowsb, S), b) * per + groups * xchg,
+                      "COL_SPLIT in sub-batches of groups within one batch: estimated issue and exchange cycles of a "
+                      "core")
+        return p.let("colBatchRows", select((cols <= 8 * 255) & (fitb >= 1) & (costb < cost0), b, 0),
+                     "COL_SPLIT: rows of a group run at once (a multiple of 8; 0: row by row)", True)
     wide = select((fit8 >= 1) & (cost8 < cost0), 8, 0)
     return p.let("colBatchRows", select(cols <= 8 * 255, select(share >= 8, share, wide), 0),
                  "COL_SPLIT: rows of a group run at once (a multiple of 8; 0: row by row)", True)
@@ -209,9 +226,9 @@ def col_plan(c: RowCounts, cols, bytes_of, batch_rows=None) -> list[Buffer]:
                                         doc=b.doc + ", colBatchRows rows of them")
                     if batch_rows is not None and b.name == "workBuf" else b)
     if batch_rows is not None:
-        fold = (cols <= 8 * 255) & (cols > 64) & (batch_rows >= 1)   # rowsched `_col_buffers`
+        fold = (cols <= 8 * 255) & (batch_rows >= 1)   # rowsched `_col_buffers` (the eight-rows forms: any slice)
         plan.append(Buffer("rowsRedBuf", "TBuf<VECCALC>", 1, False, select(fold, batch_rows * 64, 0), 4,
-                           "64 fp32 partial sums or maxima a row of a sub-batch (slices of 65 to 2040 columns)"))
+                           "64 fp32 partial sums, Brcb blocks or scalar slots a row of a sub-batch"))
     return plan
 
 
@@ -397,7 +414,7 @@ def program(name: str, c: RowCounts, dvars: tuple[str, ...], float_attrs: tuple[
     plans = {ROW_SPLIT: row_plan(c, col_align, bytes_of, Var("rowQueBufs"))}
     cols_core = p.let("colsPerCore", align_up(ceil_div(H, cores), lanes), "columns per core (COL_SPLIT)", True)
     col_cores = p.let("colCores", ceil_div(H, cols_core), "cores used by COL_SPLIT")
-    cs_rows = col_batch_rows(p, c, cols_core, R, ub, col_cores, bytes_of) if col_batch(c) else None   # colBatchRows
+    cs_rows = col_batch_rows(p, c, cols_core, R, ub, col_cores, bytes_of, S, B) if col_batch(c) else None
     if stream:
         cols_pass = None   # after the strategy: the resident slice (COL_SPLIT) or the streaming chunk (COL_STREAM)
     elif resident:

@@ -100,9 +100,9 @@ private:
         rowStride_ = colAlign_;
         const int64_t pass = td_->rowsPerPass;
         pipe_.InitBuffer(statInQue_rstd_mean, 2, 2 * AlignUp(pass, 8) * sizeof(float));
-        pipe_.InitBuffer(workBuf_, 4 * rowStride_ * sizeof(float));
+        pipe_.InitBuffer(workBuf_, 4 * (pass * rowStride_) * sizeof(float));
         for (int64_t j = 0; j < 4; ++j) {
-            w_[j] = workBuf_.template Get<float>()[j * rowStride_];
+            w_[j] = workBuf_.template Get<float>()[j * (pass * rowStride_)];
         }
         pipe_.InitBuffer(browBuf_, 4 * rowStride_ * sizeof(float));
         for (int64_t j = 0; j < 4; ++j) {
@@ -119,6 +119,14 @@ private:
         pipe_.InitBuffer(reduceBuf_, (AlignUp((rowStride_ + 63) / 64 * 2, 8) + 8) * sizeof(float));
         red_ = reduceBuf_.template Get<float>();
         redTmp_ = red_[8];
+        if (rowStride_ <= 2040) {  // rows RowsSum / RowsMax can take (ROWS_REDUCE_FITS)
+            pipe_.InitBuffer(rowsRedBuf_, pass * 64 * sizeof(float));
+            rowsRed_ = rowsRedBuf_.template Get<float>();
+            pipe_.InitBuffer(rowValBuf_, 2 * AlignUp(pass, 8) * sizeof(float));
+            for (int64_t j = 0; j < 2; ++j) {
+                rv_[j] = rowValBuf_.template Get<float>()[j * AlignUp(pass, 8)];
+            }
+        }
         wsRowsPerCore_ = 6;
         LoadColumns();
         curBatch_ = -1;
@@ -262,9 +270,10 @@ private:
         tots_ = sums_[2 * groupStride_];
         pipe_.InitBuffer(xchgBuf_, cores * AlignUp(td_->rowsPerOwner, 8) * sizeof(float));
         xchg_ = xchgBuf_.template Get<float>();
-        pipe_.InitBuffer(workBuf_, 4 * rowStride_ * sizeof(float));
+        const int64_t pass = td_->colBatchRows > 1 ? td_->colBatchRows : 1;
+        pipe_.InitBuffer(workBuf_, 4 * (pass * rowStride_) * sizeof(float));
         for (int64_t j = 0; j < 4; ++j) {
-            w_[j] = workBuf_.template Get<float>()[j * rowStride_];
+            w_[j] = workBuf_.template Get<float>()[j * (pass * rowStride_)];
         }
         pipe_.InitBuffer(browBuf_, 4 * rowStride_ * sizeof(float));
         for (int64_t j = 0; j < 4; ++j) {
@@ -279,6 +288,11 @@ private:
         pipe_.InitBuffer(reduceBuf_, (AlignUp((rowStride_ + 63) / 64 * 2, 8) + 8) * sizeof(float));
         red_ = reduceBuf_.template Get<float>();
         redTmp_ = red_[8];
+        // rows longer than one repeat fold into the scratch (RowsSum / RowsMax)
+        if (td_->colBatchRows >= 1 && rowStride_ <= 2040) {
+            pipe_.InitBuffer(rowsRedBuf_, td_->colBatchRows * 64 * sizeof(float));
+            rowsRed_ = rowsRedBuf_.template Get<float>();
+        }
         const int64_t totBase = cores * 2 * groupStride_;
         for (c0_ = cBegin; c0_ < cEnd; c0_ += rowStride_) {  // column chunks of this core's slice
             n_ = cEnd - c0_ < rowStride_ ? cEnd - c0_ : rowStride_;
@@ -286,13 +300,17 @@ private:
             LoadColumns();
             curBatch_ = -1;
             valBatch_ = -1;
-            for (int64_t g0 = 0; g0 < rowNum_; g0 += G) {
-                const int64_t k = rowNum_ - g0 < G ? rowNum_ - g0 : G;
+            // groups of groupRows rows; with sub-batches none across a batch's end
+            for (int64_t g0 = 0; g0 < rowNum_;) {
+                const int64_t k = (G < rowNum_ - g0 ? G : rowNum_ - g0) <
+                                          (td_->colBatchRows >= 1 ? (g0 / seqLen_ + 1) * seqLen_ - g0 : G)
+                                      ? (G < rowNum_ - g0 ? G : rowNum_ - g0)
+                                      : (td_->colBatchRows >= 1 ? (g0 / seqLen_ + 1) * seqLen_ - g0 : G);
                 {
                     const int64_t oneBurst = ((hidden_ - n_) * sizeof(T) == 0 && rowStride_ == n_) ? 1 : 0;
-                    event_t evt_4 = static_cast<event_t>(GetTPipePtr()->FetchEventID(HardEvent::V_MTE2));
-                    SetFlag<HardEvent::V_MTE2>(evt_4);  // resBuf_dy: V has read it before MTE2 overwrites it
-                    WaitFlag<HardEvent::V_MTE2>(evt_4);
+                    event_t evt_3 = static_cast<event_t>(GetTPipePtr()->FetchEventID(HardEvent::V_MTE2));
+                    SetFlag<HardEvent::V_MTE2>(evt_3);  // resBuf_dy: V has read it before MTE2 overwrites it
+                    WaitFlag<HardEvent::V_MTE2>(evt_3);
                     DataCopyPad(res_dy, gm_dy[g0 * hidden_ + c0_],
                                 DataCopyExtParams(static_cast<uint16_t>(oneBurst != 0 ? 1 : k),
                                                   oneBurst != 0 ? k * n_ * sizeof(T) : n_ * sizeof(T),
@@ -318,47 +336,197 @@ private:
                     statIn_rstd = statIn_rstd_mean;
                     statIn_mean = statIn_rstd_mean[groupStride_];
                 }
-                // row-reduction level 0: partial results of this core's columns, exchanged through workspace
-                event_t evt_0 = static_cast<event_t>(GetTPipePtr()->FetchEventID(HardEvent::MTE2_S));
-                SetFlag<HardEvent::MTE2_S>(evt_0);  // statInQue_rstd_mean: MTE2 has written it before S reads it
-                WaitFlag<HardEvent::MTE2_S>(evt_0);
-                for (int64_t i = 0; i < k; ++i) {
-                    const int64_t b = (g0 + i) / seqLen_;
-                    if (b != valBatch_) {
-                        valBatch_ = b;
-                        LoadBatch(b);
+                const int64_t bg = g0 / seqLen_;
+                if (bg != curBatch_) {
+                    if (curBatch_ >= 0) {
+                        FlushCol();
                     }
-                    const float s_mean = statIn_mean.GetValue(i);  // spec: ada_layer_norm_grad.py:63
-                    const float s_rstd = statIn_rstd.GetValue(i);  // spec: ada_layer_norm_grad.py:62
-                    CastFrom(w_[0], res_x[i * rowStride_], n_);    // spec: ada_layer_norm_grad.py:61
-                    PipeBarrier<PIPE_V>();                         // workBuf_: V has written it before V reads it
-                    Adds(w_[0], w_[0], static_cast<float>(-(s_mean)),
-                         static_cast<int32_t>(n_));  // spec: ada_layer_norm_grad.py:66
-                    PipeBarrier<PIPE_V>();           // workBuf_: V has written it before V reads it
-                    Muls(w_[0], w_[0], static_cast<float>(s_rstd),
-                         static_cast<int32_t>(n_));               // spec: ada_layer_norm_grad.py:66
-                    CastFrom(w_[1], res_dy[i * rowStride_], n_);  // spec: ada_layer_norm_grad.py:60
-                    PipeBarrier<PIPE_V>();                        // workBuf_: V has written it before V reads it
-                    Mul(w_[2], w_[1], brow_[1], static_cast<int32_t>(n_));  // spec: ada_layer_norm_grad.py:67
-                    if (!hasInput0_) {                                      // when gamma absent
-                        PipeBarrier<PIPE_V>();                    // workBuf_: V has written it before V reads it
-                        const float part_s0 = RowSum(w_[2], n_);  // spec: ada_layer_norm_grad.py:69
-                        sums_.SetValue(0 * groupStride_ + i, part_s0);
-                    }
-                    PipeBarrier<PIPE_V>();                               // workBuf_: V has written it before V reads it
-                    Mul(w_[3], w_[2], w_[0], static_cast<int32_t>(n_));  // spec: ada_layer_norm_grad.py:77
-                    if (hasInput0_) {                                    // when gamma present
-                        PipeBarrier<PIPE_V>();  // workBuf_: V has read it before V overwrites it
-                        Mul(w_[2], w_[2], colv_[0], static_cast<int32_t>(n_));  // spec: ada_layer_norm_grad.py:68
-                        PipeBarrier<PIPE_V>();                    // workBuf_: V has written it before V reads it
-                        const float part_s1 = RowSum(w_[2], n_);  // spec: ada_layer_norm_grad.py:69
-                        sums_.SetValue(0 * groupStride_ + i, part_s1);
-                        Mul(w_[3], w_[2], w_[0], static_cast<int32_t>(n_));  // spec: ada_layer_norm_grad.py:69
-                    }
-                    PipeBarrier<PIPE_V>();                    // workBuf_: V has written it before V reads it
-                    const float part_s2 = RowSum(w_[3], n_);  // spec: ada_layer_norm_grad.py:69
-                    sums_.SetValue(1 * groupStride_ + i, part_s2);
+                    curBatch_ = bg;
+                    PipeBarrier<PIPE_V>();  // browBuf_: V has read it before V overwrites it
+                    ZeroBatchSums();
                 }
+                if (bg != valBatch_) {
+                    valBatch_ = bg;
+                    LoadBatch(bg);
+                }
+                // row-reduction level 0: partial results of this core's columns, exchanged through workspace
+                // slices of at most 255 blocks: eight rows a repeat
+                if (td_->colBatchRows >= 1 && rowStride_ <= 2040) {
+                    for (int64_t b0 = 0; b0 < k; b0 += td_->colBatchRows) {  // the group's rows, colBatchRows at a time
+                        const int64_t kb = k - b0 < td_->colBatchRows ? k - b0 : td_->colBatchRows;
+                        CastFrom(w_[0], res_x[b0 * rowStride_], kb * rowStride_);  // spec: ada_layer_norm_grad.py:61
+                        PipeBarrier<PIPE_V>();  // rowsRedBuf_: V has read it before V overwrites it
+                        Brcb(rowsRed_, statIn_mean[b0], (kb + 7) / 8,
+                             BrcbRepeatParams(1, 8));  // spec: ada_layer_norm_grad.py:66
+                        PipeBarrier<PIPE_V>();         // workBuf_: V has written it before V reads it
+                        // eight rows a repeat, a column block a repeat; each row's scalar block
+                        for (int64_t g = 0; g < (kb + 7) / 8; ++g) {
+                            Sub(w_[0][g * 8 * rowStride_], w_[0][g * 8 * rowStride_], rowsRed_[g * 64],
+                                static_cast<uint64_t>(8 * (8 < kb - g * 8 ? 8 : kb - g * 8)),
+                                static_cast<uint8_t>((n_ + 7) / 8),
+                                BinaryRepeatParams(static_cast<uint8_t>(rowStride_ / 8),
+                                                   static_cast<uint8_t>(rowStride_ / 8), 1, 1, 1,
+                                                   0));  // spec: ada_layer_norm_grad.py:66
+                        }
+                        PipeBarrier<PIPE_V>();  // rowsRedBuf_: V writes after V's write
+                        Brcb(rowsRed_, statIn_rstd[b0], (kb + 7) / 8,
+                             BrcbRepeatParams(1, 8));  // spec: ada_layer_norm_grad.py:66
+                        PipeBarrier<PIPE_V>();         // rowsRedBuf_: V has written it before V reads it
+                        // eight rows a repeat, a column block a repeat; each row's scalar block
+                        for (int64_t g = 0; g < (kb + 7) / 8; ++g) {
+                            Mul(w_[0][g * 8 * rowStride_], w_[0][g * 8 * rowStride_], rowsRed_[g * 64],
+                                static_cast<uint64_t>(8 * (8 < kb - g * 8 ? 8 : kb - g * 8)),
+                                static_cast<uint8_t>((n_ + 7) / 8),
+                                BinaryRepeatParams(static_cast<uint8_t>(rowStride_ / 8),
+                                                   static_cast<uint8_t>(rowStride_ / 8), 1, 1, 1,
+                                                   0));  // spec: ada_layer_norm_grad.py:66
+                        }
+                        CastFrom(w_[1], res_dy[b0 * rowStride_], kb * rowStride_);  // spec: ada_layer_norm_grad.py:60
+                        PipeBarrier<PIPE_V>();  // workBuf_: V has written it before V reads it
+                        // eight rows a repeat, a column block a repeat; the column row's block for each
+                        for (int64_t g = 0; g < (kb + 7) / 8; ++g) {
+                            Mul(w_[2][g * 8 * rowStride_], w_[1][g * 8 * rowStride_], brow_[1],
+                                static_cast<uint64_t>(8 * (8 < kb - g * 8 ? 8 : kb - g * 8)),
+                                static_cast<uint8_t>((n_ + 7) / 8),
+                                BinaryRepeatParams(static_cast<uint8_t>(rowStride_ / 8),
+                                                   static_cast<uint8_t>(rowStride_ / 8), 0, 1, 1,
+                                                   1));  // spec: ada_layer_norm_grad.py:67
+                        }
+                        if (!hasInput0_) {          // when gamma absent
+                            PipeBarrier<PIPE_V>();  // workBuf_: V has written it before V reads it
+                            RowsSumB(w_[2], sums_[0 * groupStride_ + b0], kb);  // spec: ada_layer_norm_grad.py:69
+                        }
+                        PipeBarrier<PIPE_V>();  // workBuf_: V has written it before V reads it
+                        Mul(w_[3], w_[2], w_[0],
+                            static_cast<int32_t>(kb * rowStride_));  // spec: ada_layer_norm_grad.py:77
+                        if (hasInput0_) {                            // when gamma present
+                            PipeBarrier<PIPE_V>();                   // workBuf_: V has read it before V overwrites it
+                            // eight rows a repeat, a column block a repeat; the column row's block for each
+                            for (int64_t g = 0; g < (kb + 7) / 8; ++g) {
+                                Mul(w_[2][g * 8 * rowStride_], w_[2][g * 8 * rowStride_], colv_[0],
+                                    static_cast<uint64_t>(8 * (8 < kb - g * 8 ? 8 : kb - g * 8)),
+                                    static_cast<uint8_t>((n_ + 7) / 8),
+                                    BinaryRepeatParams(static_cast<uint8_t>(rowStride_ / 8),
+                                                       static_cast<uint8_t>(rowStride_ / 8), 0, 1, 1,
+                                                       1));  // spec: ada_layer_norm_grad.py:68
+                            }
+                            PipeBarrier<PIPE_V>();  // workBuf_: V has written it before V reads it
+                            RowsSumB(w_[2], sums_[0 * groupStride_ + b0], kb);  // spec: ada_layer_norm_grad.py:69
+                            Mul(w_[3], w_[2], w_[0],
+                                static_cast<int32_t>(kb * rowStride_));  // spec: ada_layer_norm_grad.py:69
+                        }
+                        PipeBarrier<PIPE_V>();  // workBuf_: V has written it before V reads it
+                        RowsSumB(w_[3], sums_[1 * groupStride_ + b0], kb);  // spec: ada_layer_norm_grad.py:69
+                    }
+                } else {
+                    // the group's rows at once (one instruction over every row, row reductions by RowsSum); else row by row
+                    if (td_->colBatchRows >= 1 && rowStride_ <= 2040) {
+                        event_t evt_4 = static_cast<event_t>(GetTPipePtr()->FetchEventID(HardEvent::MTE2_S));
+                        SetFlag<HardEvent::MTE2_S>(
+                            evt_4);  // statInQue_rstd_mean: MTE2 has written it before S reads it
+                        WaitFlag<HardEvent::MTE2_S>(evt_4);
+                        // the group's rows, colBatchRows at a time
+                        for (int64_t b0 = 0; b0 < k; b0 += td_->colBatchRows) {
+                            const int64_t kb = k - b0 < td_->colBatchRows ? k - b0 : td_->colBatchRows;
+                            CastFrom(w_[0], res_x[b0 * rowStride_],
+                                     kb * rowStride_);  // spec: ada_layer_norm_grad.py:61
+                            PipeBarrier<PIPE_V>();      // workBuf_: V has written it before V reads it
+                            for (int64_t i = 0; i < kb; ++i) {
+                                const float s_mean = statIn_mean.GetValue(i + b0);  // spec: ada_layer_norm_grad.py:63
+                                const float s_rstd = statIn_rstd.GetValue(i + b0);  // spec: ada_layer_norm_grad.py:62
+                                Adds(w_[0][i * rowStride_], w_[0][i * rowStride_], static_cast<float>(-(s_mean)),
+                                     static_cast<int32_t>(n_));  // spec: ada_layer_norm_grad.py:66
+                                PipeBarrier<PIPE_V>();           // workBuf_: V has written it before V reads it
+                                Muls(w_[0][i * rowStride_], w_[0][i * rowStride_], static_cast<float>(s_rstd),
+                                     static_cast<int32_t>(n_));  // spec: ada_layer_norm_grad.py:66
+                            }
+                            CastFrom(w_[1], res_dy[b0 * rowStride_],
+                                     kb * rowStride_);  // spec: ada_layer_norm_grad.py:60
+                            PipeBarrier<PIPE_V>();      // workBuf_: V has written it before V reads it
+                            // a 64-lane chunk of every row at once; the column row's chunk for each
+                            for (int64_t c = 0; c < (rowStride_ + 63) / 64; ++c) {
+                                Mul(w_[2][c * 64], w_[1][c * 64], brow_[1][c * 64],
+                                    static_cast<uint64_t>(64 < rowStride_ - c * 64 ? 64 : rowStride_ - c * 64),
+                                    static_cast<uint8_t>(kb),
+                                    BinaryRepeatParams(1, 1, 1, static_cast<uint8_t>(rowStride_ / 8),
+                                                       static_cast<uint8_t>(rowStride_ / 8),
+                                                       0));  // spec: ada_layer_norm_grad.py:67
+                            }
+                            if (!hasInput0_) {          // when gamma absent
+                                PipeBarrier<PIPE_V>();  // workBuf_: V has written it before V reads it
+                                RowsSum(w_[2], sums_[0 * groupStride_ + b0], kb);  // spec: ada_layer_norm_grad.py:69
+                            }
+                            PipeBarrier<PIPE_V>();  // workBuf_: V has written it before V reads it
+                            Mul(w_[3], w_[2], w_[0],
+                                static_cast<int32_t>(kb * rowStride_));  // spec: ada_layer_norm_grad.py:77
+                            if (hasInput0_) {                            // when gamma present
+                                PipeBarrier<PIPE_V>();  // workBuf_: V has read it before V overwrites it
+                                // a 64-lane chunk of every row at once; the column row's chunk for each
+                                for (int64_t c = 0; c < (rowStride_ + 63) / 64; ++c) {
+                                    Mul(w_[2][c * 64], w_[2][c * 64], colv_[0][c * 64],
+                                        static_cast<uint64_t>(64 < rowStride_ - c * 64 ? 64 : rowStride_ - c * 64),
+                                        static_cast<uint8_t>(kb),
+                                        BinaryRepeatParams(1, 1, 1, static_cast<uint8_t>(rowStride_ / 8),
+                                                           static_cast<uint8_t>(rowStride_ / 8),
+                                                           0));  // spec: ada_layer_norm_grad.py:68
+                                }
+                                PipeBarrier<PIPE_V>();  // workBuf_: V has written it before V reads it
+                                RowsSum(w_[2], sums_[0 * groupStride_ + b0], kb);  // spec: ada_layer_norm_grad.py:69
+                                Mul(w_[3], w_[2], w_[0],
+                                    static_cast<int32_t>(kb * rowStride_));  // spec: ada_layer_norm_grad.py:69
+                            }
+                            PipeBarrier<PIPE_V>();  // workBuf_: V has written it before V reads it
+                            RowsSum(w_[3], sums_[1 * groupStride_ + b0], kb);  // spec: ada_layer_norm_grad.py:69
+                        }
+                    } else {
+                        PipeBarrier<PIPE_V>();  // browBuf_: V has read it before V overwrites it
+                        event_t evt_5 = static_cast<event_t>(GetTPipePtr()->FetchEventID(HardEvent::MTE2_S));
+                        SetFlag<HardEvent::MTE2_S>(
+                            evt_5);  // statInQue_rstd_mean: MTE2 has written it before S reads it
+                        WaitFlag<HardEvent::MTE2_S>(evt_5);
+                        for (int64_t i = 0; i < k; ++i) {
+                            const int64_t b = (g0 + i) / seqLen_;
+                            if (b != valBatch_) {
+                                valBatch_ = b;
+                                LoadBatch(b);
+                            }
+                            const float s_mean = statIn_mean.GetValue(i);  // spec: ada_layer_norm_grad.py:63
+                            const float s_rstd = statIn_rstd.GetValue(i);  // spec: ada_layer_norm_grad.py:62
+                            CastFrom(w_[0], res_x[i * rowStride_], n_);    // spec: ada_layer_norm_grad.py:61
+                            PipeBarrier<PIPE_V>();  // workBuf_: V has written it before V reads it
+                            Adds(w_[0], w_[0], static_cast<float>(-(s_mean)),
+                                 static_cast<int32_t>(n_));  // spec: ada_layer_norm_grad.py:66
+                            PipeBarrier<PIPE_V>();           // workBuf_: V has written it before V reads it
+                            Muls(w_[0], w_[0], static_cast<float>(s_rstd),
+                                 static_cast<int32_t>(n_));               // spec: ada_layer_norm_grad.py:66
+                            CastFrom(w_[1], res_dy[i * rowStride_], n_);  // spec: ada_layer_norm_grad.py:60
+                            PipeBarrier<PIPE_V>();  // workBuf_: V has written it before V reads it
+                            Mul(w_[2], w_[1], brow_[1], static_cast<int32_t>(n_));  // spec: ada_layer_norm_grad.py:67
+                            if (!hasInput0_) {                                      // when gamma absent
+                                PipeBarrier<PIPE_V>();  // workBuf_: V has written it before V reads it
+                                const float part_s0 = RowSum(w_[2], n_);  // spec: ada_layer_norm_grad.py:69
+                                sums_.SetValue(0 * groupStride_ + i, part_s0);
+                            }
+                            PipeBarrier<PIPE_V>();  // workBuf_: V has written it before V reads it
+                            Mul(w_[3], w_[2], w_[0], static_cast<int32_t>(n_));  // spec: ada_layer_norm_grad.py:77
+                            if (hasInput0_) {                                    // when gamma present
+                                PipeBarrier<PIPE_V>();  // workBuf_: V has read it before V overwrites it
+                                Mul(w_[2], w_[2], colv_[0],
+                                    static_cast<int32_t>(n_));  // spec: ada_layer_norm_grad.py:68
+                                PipeBarrier<PIPE_V>();          // workBuf_: V has written it before V reads it
+                                const float part_s1 = RowSum(w_[2], n_);  // spec: ada_layer_norm_grad.py:69
+                                sums_.SetValue(0 * groupStride_ + i, part_s1);
+                                Mul(w_[3], w_[2], w_[0], static_cast<int32_t>(n_));  // spec: ada_layer_norm_grad.py:69
+                            }
+                            PipeBarrier<PIPE_V>();                    // workBuf_: V has written it before V reads it
+                            const float part_s2 = RowSum(w_[3], n_);  // spec: ada_layer_norm_grad.py:69
+                            sums_.SetValue(1 * groupStride_ + i, part_s2);
+                        }
+                    }
+                }
+                event_t evt_0 = static_cast<event_t>(GetTPipePtr()->FetchEventID(HardEvent::V_MTE3));
+                SetFlag<HardEvent::V_MTE3>(evt_0);  // sumBuf_: V has written it before MTE3 reads it
+                WaitFlag<HardEvent::V_MTE3>(evt_0);
                 event_t evt_1 = static_cast<event_t>(GetTPipePtr()->FetchEventID(HardEvent::S_MTE3));
                 SetFlag<HardEvent::S_MTE3>(evt_1);  // sumBuf_: S has written it before MTE3 reads it
                 WaitFlag<HardEvent::S_MTE3>(evt_1);
@@ -382,119 +550,634 @@ private:
                             DataCopyExtParams(1, k * sizeof(float), 0, 0, 0),
                             DataCopyPadExtParams<float>(false, 0, 0, 0.0f));
                 rowOut_pd_x = rowOutQue_pd_x.template AllocTensor<T>();
-                event_t evt_3 = static_cast<event_t>(GetTPipePtr()->FetchEventID(HardEvent::MTE2_S));
-                SetFlag<HardEvent::MTE2_S>(evt_3);  // sumBuf_: MTE2 has written it before S reads it
-                WaitFlag<HardEvent::MTE2_S>(evt_3);
-                for (int64_t i = 0; i < k; ++i) {
-                    const int64_t b = (g0 + i) / seqLen_;
-                    if (b != curBatch_) {
-                        if (curBatch_ >= 0) {
-                            FlushCol();
+                // slices of at most 255 blocks: eight rows a repeat
+                if (td_->colBatchRows >= 1 && rowStride_ <= 2040) {
+                    event_t evt_6 = static_cast<event_t>(GetTPipePtr()->FetchEventID(HardEvent::MTE2_S));
+                    SetFlag<HardEvent::MTE2_S>(evt_6);  // sumBuf_: MTE2 has written it before S reads it
+                    WaitFlag<HardEvent::MTE2_S>(evt_6);
+                    for (int64_t b0 = 0; b0 < k; b0 += td_->colBatchRows) {  // the group's rows, colBatchRows at a time
+                        const int64_t kb = k - b0 < td_->colBatchRows ? k - b0 : td_->colBatchRows;
+                        CastFrom(w_[0], res_x[b0 * rowStride_], kb * rowStride_);  // spec: ada_layer_norm_grad.py:61
+                        Brcb(rowsRed_, statIn_mean[b0], (kb + 7) / 8,
+                             BrcbRepeatParams(1, 8));  // spec: ada_layer_norm_grad.py:66
+                        PipeBarrier<PIPE_V>();         // workBuf_: V has written it before V reads it
+                        // eight rows a repeat, a column block a repeat; each row's scalar block
+                        for (int64_t g = 0; g < (kb + 7) / 8; ++g) {
+                            Sub(w_[0][g * 8 * rowStride_], w_[0][g * 8 * rowStride_], rowsRed_[g * 64],
+                                static_cast<uint64_t>(8 * (8 < kb - g * 8 ? 8 : kb - g * 8)),
+                                static_cast<uint8_t>((n_ + 7) / 8),
+                                BinaryRepeatParams(static_cast<uint8_t>(rowStride_ / 8),
+                                                   static_cast<uint8_t>(rowStride_ / 8), 1, 1, 1,
+                                                   0));  // spec: ada_layer_norm_grad.py:66
                         }
-                        curBatch_ = b;
-                        PipeBarrier<PIPE_V>();  // browBuf_: V has read it before V overwrites it
-                        ZeroBatchSums();
-                    }
-                    if (b != valBatch_) {
-                        valBatch_ = b;
-                        LoadBatch(b);
-                    }
-                    const float s_mean = statIn_mean.GetValue(i);  // spec: ada_layer_norm_grad.py:63
-                    const float s_rstd = statIn_rstd.GetValue(i);  // spec: ada_layer_norm_grad.py:62
-                    CastFrom(w_[0], res_x[i * rowStride_], n_);    // spec: ada_layer_norm_grad.py:61
-                    PipeBarrier<PIPE_V>();                         // workBuf_: V has written it before V reads it
-                    Adds(w_[0], w_[0], static_cast<float>(-(s_mean)),
-                         static_cast<int32_t>(n_));  // spec: ada_layer_norm_grad.py:66
-                    PipeBarrier<PIPE_V>();           // workBuf_: V has written it before V reads it
-                    Muls(w_[0], w_[0], static_cast<float>(s_rstd),
-                         static_cast<int32_t>(n_));               // spec: ada_layer_norm_grad.py:66
-                    CastFrom(w_[1], res_dy[i * rowStride_], n_);  // spec: ada_layer_norm_grad.py:60
-                    PipeBarrier<PIPE_V>();                        // workBuf_: V has written it before V reads it
-                    Add(brow_[2], brow_[2], w_[1], static_cast<int32_t>(n_));  // spec: ada_layer_norm_grad.py:72
-                    Mul(w_[2], w_[1], brow_[1], static_cast<int32_t>(n_));     // spec: ada_layer_norm_grad.py:67
-                    if (!hasInput0_ && !hasInput1_) {                          // when gamma absent, beta absent
-                        PipeBarrier<PIPE_V>();  // workBuf_: V has read it before V overwrites it
-                        Mul(w_[1], w_[1], w_[0], static_cast<int32_t>(n_));  // spec: ada_layer_norm_grad.py:71
-                        PipeBarrier<PIPE_V>();  // workBuf_: V has written it before V reads it
-                        Add(brow_[3], brow_[3], w_[1], static_cast<int32_t>(n_));  // spec: ada_layer_norm_grad.py:71
-                    }
-                    PipeBarrier<PIPE_V>();  // workBuf_: V has written it before V reads it
-                    Add(colv_[2], colv_[2], w_[2], static_cast<int32_t>(n_));  // spec: ada_layer_norm_grad.py:78
-                    float s0 = 0.0f;
-                    if (!hasInput0_) {                                               // when gamma absent
-                        const float s0_when = tots_.GetValue(0 * groupStride_ + i);  // spec: ada_layer_norm_grad.py:69
-                        s0 = s0_when;
-                    }
-                    Mul(w_[3], w_[2], w_[0], static_cast<int32_t>(n_));  // spec: ada_layer_norm_grad.py:77
-                    if (hasInput0_) {                                    // when gamma present
-                        PipeBarrier<PIPE_V>();  // workBuf_: V has read it before V overwrites it
-                        Mul(w_[2], w_[2], colv_[0], static_cast<int32_t>(n_));  // spec: ada_layer_norm_grad.py:68
-                    }
-                    PipeBarrier<PIPE_V>();  // workBuf_: V has written it before V reads it
-                    Add(colv_[3], colv_[3], w_[3], static_cast<int32_t>(n_));  // spec: ada_layer_norm_grad.py:77
-                    float s1 = 0.0f;
-                    if (hasInput0_) {                                                // when gamma present
-                        const float s1_when = tots_.GetValue(0 * groupStride_ + i);  // spec: ada_layer_norm_grad.py:69
-                        s1 = s1_when;
-                    }
-                    const float s2 = tots_.GetValue(1 * groupStride_ + i);  // spec: ada_layer_norm_grad.py:69
-                    float s3 = 0.0f;
-                    float s4 = 0.0f;
-                    float s5 = 0.0f;
-                    float s6 = 0.0f;
-                    if (hasInput0_) {           // when gamma present, else absent
-                        PipeBarrier<PIPE_V>();  // workBuf_: V has read it before V overwrites it
-                        Mul(w_[3], w_[0], colv_[0], static_cast<int32_t>(n_));  // spec: ada_layer_norm_grad.py:70
-                        if (hasInput1_) {                                       // when beta present
+                        PipeBarrier<PIPE_V>();  // rowsRedBuf_: V writes after V's write
+                        Brcb(rowsRed_, statIn_rstd[b0], (kb + 7) / 8,
+                             BrcbRepeatParams(1, 8));  // spec: ada_layer_norm_grad.py:66
+                        PipeBarrier<PIPE_V>();         // rowsRedBuf_: V has written it before V reads it
+                        // eight rows a repeat, a column block a repeat; each row's scalar block
+                        for (int64_t g = 0; g < (kb + 7) / 8; ++g) {
+                            Mul(w_[0][g * 8 * rowStride_], w_[0][g * 8 * rowStride_], rowsRed_[g * 64],
+                                static_cast<uint64_t>(8 * (8 < kb - g * 8 ? 8 : kb - g * 8)),
+                                static_cast<uint8_t>((n_ + 7) / 8),
+                                BinaryRepeatParams(static_cast<uint8_t>(rowStride_ / 8),
+                                                   static_cast<uint8_t>(rowStride_ / 8), 1, 1, 1,
+                                                   0));  // spec: ada_layer_norm_grad.py:66
+                        }
+                        CastFrom(w_[1], res_dy[b0 * rowStride_], kb * rowStride_);  // spec: ada_layer_norm_grad.py:60
+                        // fewer chunks than twice the rows: the column rows chunk by chunk
+                        if ((n_ + 63) / 64 < 2 * kb) {
                             PipeBarrier<PIPE_V>();  // workBuf_: V has written it before V reads it
-                            Add(w_[3], w_[3], colv_[1], static_cast<int32_t>(n_));  // spec: ada_layer_norm_grad.py:71
+                            // a 64-lane chunk of every row into the column row's chunk
+                            for (int64_t c = 0; c < (n_ + 63) / 64; ++c) {
+                                Add(brow_[2][c * 64], w_[1][c * 64], brow_[2][c * 64],
+                                    static_cast<uint64_t>(64 < n_ - c * 64 ? 64 : n_ - c * 64),
+                                    static_cast<uint8_t>(kb),
+                                    BinaryRepeatParams(1, 1, 1, 0, static_cast<uint8_t>(rowStride_ / 8),
+                                                       0));  // spec: ada_layer_norm_grad.py:72
+                            }
+                        } else {
+                            PipeBarrier<PIPE_V>();  // workBuf_: V has written it before V reads it
+                            for (int64_t i = 0; i < kb; ++i) {
+                                PipeBarrier<PIPE_V>();  // browBuf_: V has written it before V reads it
+                                Add(brow_[2], brow_[2], w_[1][i * rowStride_],
+                                    static_cast<int32_t>(n_));  // spec: ada_layer_norm_grad.py:72
+                            }
                         }
-                    } else {
+                        // eight rows a repeat, a column block a repeat; the column row's block for each
+                        for (int64_t g = 0; g < (kb + 7) / 8; ++g) {
+                            Mul(w_[2][g * 8 * rowStride_], w_[1][g * 8 * rowStride_], brow_[1],
+                                static_cast<uint64_t>(8 * (8 < kb - g * 8 ? 8 : kb - g * 8)),
+                                static_cast<uint8_t>((n_ + 7) / 8),
+                                BinaryRepeatParams(static_cast<uint8_t>(rowStride_ / 8),
+                                                   static_cast<uint8_t>(rowStride_ / 8), 0, 1, 1,
+                                                   1));  // spec: ada_layer_norm_grad.py:67
+                        }
+                        if (!hasInput0_ && !hasInput1_) {  // when gamma absent, beta absent
+                            PipeBarrier<PIPE_V>();         // workBuf_: V has written it before V reads it
+                            Mul(w_[1], w_[1], w_[0],
+                                static_cast<int32_t>(kb * rowStride_));  // spec: ada_layer_norm_grad.py:71
+                        }
+                        // fewer chunks than twice the rows: the column rows chunk by chunk
+                        if ((n_ + 63) / 64 < 2 * kb) {
+                            if (!hasInput0_ && !hasInput1_) {  // when gamma absent, beta absent
+                                PipeBarrier<PIPE_V>();         // workBuf_: V has written it before V reads it
+                                // a 64-lane chunk of every row into the column row's chunk
+                                for (int64_t c = 0; c < (n_ + 63) / 64; ++c) {
+                                    Add(brow_[3][c * 64], w_[1][c * 64], brow_[3][c * 64],
+                                        static_cast<uint64_t>(64 < n_ - c * 64 ? 64 : n_ - c * 64),
+                                        static_cast<uint8_t>(kb),
+                                        BinaryRepeatParams(1, 1, 1, 0, static_cast<uint8_t>(rowStride_ / 8),
+                                                           0));  // spec: ada_layer_norm_grad.py:71
+                                }
+                            }
+                            PipeBarrier<PIPE_V>();  // workBuf_: V has written it before V reads it
+                            // a 64-lane chunk of every row into the column row's chunk
+                            for (int64_t c = 0; c < (n_ + 63) / 64; ++c) {
+                                Add(colv_[2][c * 64], w_[2][c * 64], colv_[2][c * 64],
+                                    static_cast<uint64_t>(64 < n_ - c * 64 ? 64 : n_ - c * 64),
+                                    static_cast<uint8_t>(kb),
+                                    BinaryRepeatParams(1, 1, 1, 0, static_cast<uint8_t>(rowStride_ / 8),
+                                                       0));  // spec: ada_layer_norm_grad.py:78
+                            }
+                        } else {
+                            PipeBarrier<PIPE_V>();  // workBuf_: V has written it before V reads it
+                            for (int64_t i = 0; i < kb; ++i) {
+                                if (!hasInput0_ && !hasInput1_) {  // when gamma absent, beta absent
+                                    Add(brow_[3], brow_[3], w_[1][i * rowStride_],
+                                        static_cast<int32_t>(n_));  // spec: ada_layer_norm_grad.py:71
+                                }
+                                PipeBarrier<PIPE_V>();  // colBuf_: V has written it before V reads it
+                                Add(colv_[2], colv_[2], w_[2][i * rowStride_],
+                                    static_cast<int32_t>(n_));  // spec: ada_layer_norm_grad.py:78
+                            }
+                        }
+                        Mul(w_[3], w_[2], w_[0],
+                            static_cast<int32_t>(kb * rowStride_));  // spec: ada_layer_norm_grad.py:77
+                        if (hasInput0_) {                            // when gamma present
+                            PipeBarrier<PIPE_V>();                   // workBuf_: V has read it before V overwrites it
+                            // eight rows a repeat, a column block a repeat; the column row's block for each
+                            for (int64_t g = 0; g < (kb + 7) / 8; ++g) {
+                                Mul(w_[2][g * 8 * rowStride_], w_[2][g * 8 * rowStride_], colv_[0],
+                                    static_cast<uint64_t>(8 * (8 < kb - g * 8 ? 8 : kb - g * 8)),
+                                    static_cast<uint8_t>((n_ + 7) / 8),
+                                    BinaryRepeatParams(static_cast<uint8_t>(rowStride_ / 8),
+                                                       static_cast<uint8_t>(rowStride_ / 8), 0, 1, 1,
+                                                       1));  // spec: ada_layer_norm_grad.py:68
+                            }
+                        }
+                        // fewer chunks than twice the rows: the column rows chunk by chunk
+                        if ((n_ + 63) / 64 < 2 * kb) {
+                            PipeBarrier<PIPE_V>();  // workBuf_: V has written it before V reads it
+                            // a 64-lane chunk of every row into the column row's chunk
+                            for (int64_t c = 0; c < (n_ + 63) / 64; ++c) {
+                                Add(colv_[3][c * 64], w_[3][c * 64], colv_[3][c * 64],
+                                    static_cast<uint64_t>(64 < n_ - c * 64 ? 64 : n_ - c * 64),
+                                    static_cast<uint8_t>(kb),
+                                    BinaryRepeatParams(1, 1, 1, 0, static_cast<uint8_t>(rowStride_ / 8),
+                                                       0));  // spec: ada_layer_norm_grad.py:77
+                            }
+                        } else {
+                            for (int64_t i = 0; i < kb; ++i) {
+                                PipeBarrier<PIPE_V>();  // colBuf_: V has written it before V reads it
+                                Add(colv_[3], colv_[3], w_[3][i * rowStride_],
+                                    static_cast<int32_t>(n_));  // spec: ada_layer_norm_grad.py:77
+                            }
+                        }
+                        if (hasInput0_) {           // when gamma present, else absent
+                            PipeBarrier<PIPE_V>();  // workBuf_: V writes after V's write
+                            // eight rows a repeat, a column block a repeat; the column row's block for each
+                            for (int64_t g = 0; g < (kb + 7) / 8; ++g) {
+                                Mul(w_[3][g * 8 * rowStride_], w_[0][g * 8 * rowStride_], colv_[0],
+                                    static_cast<uint64_t>(8 * (8 < kb - g * 8 ? 8 : kb - g * 8)),
+                                    static_cast<uint8_t>((n_ + 7) / 8),
+                                    BinaryRepeatParams(static_cast<uint8_t>(rowStride_ / 8),
+                                                       static_cast<uint8_t>(rowStride_ / 8), 0, 1, 1,
+                                                       1));  // spec: ada_layer_norm_grad.py:70
+                            }
+                            if (hasInput1_) {           // when beta present
+                                PipeBarrier<PIPE_V>();  // workBuf_: V has written it before V reads it
+                                // eight rows a repeat, a column block a repeat; the column row's block for each
+                                for (int64_t g = 0; g < (kb + 7) / 8; ++g) {
+                                    Add(w_[3][g * 8 * rowStride_], w_[3][g * 8 * rowStride_], colv_[1],
+                                        static_cast<uint64_t>(8 * (8 < kb - g * 8 ? 8 : kb - g * 8)),
+                                        static_cast<uint8_t>((n_ + 7) / 8),
+                                        BinaryRepeatParams(static_cast<uint8_t>(rowStride_ / 8),
+                                                           static_cast<uint8_t>(rowStride_ / 8), 0, 1, 1,
+                                                           1));  // spec: ada_layer_norm_grad.py:71
+                                }
+                            }
+                        } else {
+                            if (hasInput1_) {           // when beta present
+                                PipeBarrier<PIPE_V>();  // workBuf_: V writes after V's write
+                                // eight rows a repeat, a column block a repeat; the column row's block for each
+                                for (int64_t g = 0; g < (kb + 7) / 8; ++g) {
+                                    Add(w_[3][g * 8 * rowStride_], w_[0][g * 8 * rowStride_], colv_[1],
+                                        static_cast<uint64_t>(8 * (8 < kb - g * 8 ? 8 : kb - g * 8)),
+                                        static_cast<uint8_t>((n_ + 7) / 8),
+                                        BinaryRepeatParams(static_cast<uint8_t>(rowStride_ / 8),
+                                                           static_cast<uint8_t>(rowStride_ / 8), 0, 1, 1,
+                                                           1));  // spec: ada_layer_norm_grad.py:71
+                                }
+                            }
+                        }
                         if (hasInput1_) {           // when beta present
-                            PipeBarrier<PIPE_V>();  // workBuf_: V has read it before V overwrites it
-                            Add(w_[3], w_[0], colv_[1], static_cast<int32_t>(n_));  // spec: ada_layer_norm_grad.py:71
+                            PipeBarrier<PIPE_V>();  // workBuf_: V has written it before V reads it
+                            Mul(w_[1], w_[1], w_[3],
+                                static_cast<int32_t>(kb * rowStride_));  // spec: ada_layer_norm_grad.py:71
                         }
-                    }
-                    if (hasInput1_) {           // when beta present
-                        PipeBarrier<PIPE_V>();  // workBuf_: V has written it before V reads it
-                        Mul(w_[1], w_[1], w_[3], static_cast<int32_t>(n_));  // spec: ada_layer_norm_grad.py:71
-                    }
-                    if (hasInput0_ && !hasInput1_) {  // when gamma present, beta absent
-                        PipeBarrier<PIPE_V>();        // workBuf_: V has written it before V reads it
-                        Mul(w_[1], w_[1], w_[3], static_cast<int32_t>(n_));  // spec: ada_layer_norm_grad.py:71
-                    }
-                    if (hasInput1_) {           // when beta present
-                        PipeBarrier<PIPE_V>();  // workBuf_: V has written it before V reads it
-                        Add(brow_[3], brow_[3], w_[1], static_cast<int32_t>(n_));  // spec: ada_layer_norm_grad.py:71
-                    }
-                    if (hasInput0_) {               // when gamma present, else absent
-                        if (!hasInput1_) {          // when beta absent
-                            PipeBarrier<PIPE_V>();  // browBuf_: V has written it before V reads it
-                            Add(brow_[3], brow_[3], w_[1],
-                                static_cast<int32_t>(n_));  // spec: ada_layer_norm_grad.py:71
+                        if (hasInput0_ && !hasInput1_) {  // when gamma present, beta absent
+                            PipeBarrier<PIPE_V>();        // workBuf_: V has written it before V reads it
+                            Mul(w_[1], w_[1], w_[3],
+                                static_cast<int32_t>(kb * rowStride_));  // spec: ada_layer_norm_grad.py:71
                         }
-                        s3 = s1 / static_cast<float>(hidden_);  // spec: ada_layer_norm_grad.py:69
-                        Adds(w_[2], w_[2], static_cast<float>(-(s3)),
-                             static_cast<int32_t>(n_));         // spec: ada_layer_norm_grad.py:69
-                        s4 = s2 / static_cast<float>(hidden_);  // spec: ada_layer_norm_grad.py:69
-                        PipeBarrier<PIPE_V>();                  // workBuf_: V has written it before V reads it
-                        Axpy(w_[2], w_[0], static_cast<float>(-(s4)),
-                             static_cast<int32_t>(n_));  // spec: ada_layer_norm_grad.py:69
+                        // fewer chunks than twice the rows: the column rows chunk by chunk
+                        if ((n_ + 63) / 64 < 2 * kb) {
+                            if (hasInput1_) {           // when beta present
+                                PipeBarrier<PIPE_V>();  // workBuf_: V has written it before V reads it
+                                // a 64-lane chunk of every row into the column row's chunk
+                                for (int64_t c = 0; c < (n_ + 63) / 64; ++c) {
+                                    Add(brow_[3][c * 64], w_[1][c * 64], brow_[3][c * 64],
+                                        static_cast<uint64_t>(64 < n_ - c * 64 ? 64 : n_ - c * 64),
+                                        static_cast<uint8_t>(kb),
+                                        BinaryRepeatParams(1, 1, 1, 0, static_cast<uint8_t>(rowStride_ / 8),
+                                                           0));  // spec: ada_layer_norm_grad.py:71
+                                }
+                            }
+                            if (hasInput0_ && !hasInput1_) {  // when gamma present, beta absent
+                                PipeBarrier<PIPE_V>();        // workBuf_: V has written it before V reads it
+                                // a 64-lane chunk of every row into the column row's chunk
+                                for (int64_t c = 0; c < (n_ + 63) / 64; ++c) {
+                                    Add(brow_[3][c * 64], w_[1][c * 64], brow_[3][c * 64],
+                                        static_cast<uint64_t>(64 < n_ - c * 64 ? 64 : n_ - c * 64),
+                                        static_cast<uint8_t>(kb),
+                                        BinaryRepeatParams(1, 1, 1, 0, static_cast<uint8_t>(rowStride_ / 8),
+                                                           0));  // spec: ada_layer_norm_grad.py:71
+                                }
+                            }
+                        } else {
+                            for (int64_t i = 0; i < kb; ++i) {
+                                if (hasInput1_) {           // when beta present
+                                    PipeBarrier<PIPE_V>();  // browBuf_: V has written it before V reads it
+                                    Add(brow_[3], brow_[3], w_[1][i * rowStride_],
+                                        static_cast<int32_t>(n_));  // spec: ada_layer_norm_grad.py:71
+                                }
+                                if (hasInput0_ && !hasInput1_) {  // when gamma present, beta absent
+                                    PipeBarrier<PIPE_V>();        // browBuf_: V has written it before V reads it
+                                    Add(brow_[3], brow_[3], w_[1][i * rowStride_],
+                                        static_cast<int32_t>(n_));  // spec: ada_layer_norm_grad.py:71
+                                }
+                            }
+                        }
+                        event_t evt_7 = static_cast<event_t>(GetTPipePtr()->FetchEventID(HardEvent::V_S));
+                        SetFlag<HardEvent::V_S>(evt_7);  // rowsRedBuf_: S writes after V's write
+                        WaitFlag<HardEvent::V_S>(evt_7);
+                        for (int64_t i = 0; i < kb; ++i) {  // the per-row scalars of the ops below, one slot each
+                            float s1 = 0.0f;
+                            float s3 = 0.0f;
+                            if (hasInput0_) {  // when gamma present
+                                const float s1_when = tots_.GetValue(0 * groupStride_ + i + b0);
+                                s1 = s1_when;
+                                s3 = s1 / static_cast<float>(hidden_);  // spec: ada_layer_norm_grad.py:69
+                                rowsRed_.SetValue((8 + 0) * AlignUp(kb, 8) + i,
+                                                  -(s3));  // spec: ada_layer_norm_grad.py:69
+                            }
+                        }
+                        if (hasInput0_) {  // when gamma present
+                            event_t evt_10 = static_cast<event_t>(GetTPipePtr()->FetchEventID(HardEvent::S_V));
+                            SetFlag<HardEvent::S_V>(evt_10);  // rowsRedBuf_: S has written it before V reads it
+                            WaitFlag<HardEvent::S_V>(evt_10);
+                            Brcb(rowsRed_, rowsRed_[(8 + 0) * AlignUp(kb, 8)], (kb + 7) / 8,
+                                 BrcbRepeatParams(1, 8));  // spec: ada_layer_norm_grad.py:69
+                            PipeBarrier<PIPE_V>();         // workBuf_: V has written it before V reads it
+                            // eight rows a repeat, a column block a repeat; each row's scalar block
+                            for (int64_t g = 0; g < (kb + 7) / 8; ++g) {
+                                Add(w_[2][g * 8 * rowStride_], w_[2][g * 8 * rowStride_], rowsRed_[g * 64],
+                                    static_cast<uint64_t>(8 * (8 < kb - g * 8 ? 8 : kb - g * 8)),
+                                    static_cast<uint8_t>((n_ + 7) / 8),
+                                    BinaryRepeatParams(static_cast<uint8_t>(rowStride_ / 8),
+                                                       static_cast<uint8_t>(rowStride_ / 8), 1, 1, 1,
+                                                       0));  // spec: ada_layer_norm_grad.py:69
+                            }
+                        }
+                        for (int64_t i = 0; i < kb; ++i) {
+                            const float s2 = tots_.GetValue(1 * groupStride_ + i + b0);
+                            float s4 = 0.0f;
+                            if (hasInput0_) {                           // when gamma present
+                                s4 = s2 / static_cast<float>(hidden_);  // spec: ada_layer_norm_grad.py:69
+                                PipeBarrier<PIPE_V>();                  // workBuf_: V has written it before V reads it
+                                Axpy(w_[2][i * rowStride_], w_[0][i * rowStride_], static_cast<float>(-(s4)),
+                                     static_cast<int32_t>(n_));  // spec: ada_layer_norm_grad.py:69
+                            }
+                        }
+                        event_t evt_8 = static_cast<event_t>(GetTPipePtr()->FetchEventID(HardEvent::V_S));
+                        SetFlag<HardEvent::V_S>(evt_8);  // rowsRedBuf_: S writes after V's write
+                        WaitFlag<HardEvent::V_S>(evt_8);
+                        for (int64_t i = 0; i < kb; ++i) {  // the per-row scalars of the ops below, one slot each
+                            float s0 = 0.0f;
+                            float s5 = 0.0f;
+                            if (!hasInput0_) {  // when gamma absent
+                                const float s0_when = tots_.GetValue(0 * groupStride_ + i + b0);
+                                s0 = s0_when;
+                                s5 = s0 / static_cast<float>(hidden_);  // spec: ada_layer_norm_grad.py:69
+                                rowsRed_.SetValue((8 + 0) * AlignUp(kb, 8) + i,
+                                                  -(s5));  // spec: ada_layer_norm_grad.py:69
+                            }
+                        }
+                        if (!hasInput0_) {  // when gamma absent
+                            event_t evt_11 = static_cast<event_t>(GetTPipePtr()->FetchEventID(HardEvent::S_V));
+                            SetFlag<HardEvent::S_V>(evt_11);  // rowsRedBuf_: S has written it before V reads it
+                            WaitFlag<HardEvent::S_V>(evt_11);
+                            Brcb(rowsRed_, rowsRed_[(8 + 0) * AlignUp(kb, 8)], (kb + 7) / 8,
+                                 BrcbRepeatParams(1, 8));  // spec: ada_layer_norm_grad.py:69
+                            PipeBarrier<PIPE_V>();         // rowsRedBuf_: V has written it before V reads it
+                            // eight rows a repeat, a column block a repeat; each row's scalar block
+                            for (int64_t g = 0; g < (kb + 7) / 8; ++g) {
+                                Add(w_[2][g * 8 * rowStride_], w_[2][g * 8 * rowStride_], rowsRed_[g * 64],
+                                    static_cast<uint64_t>(8 * (8 < kb - g * 8 ? 8 : kb - g * 8)),
+                                    static_cast<uint8_t>((n_ + 7) / 8),
+                                    BinaryRepeatParams(static_cast<uint8_t>(rowStride_ / 8),
+                                                       static_cast<uint8_t>(rowStride_ / 8), 1, 1, 1,
+                                                       0));  // spec: ada_layer_norm_grad.py:69
+                            }
+                        }
+                        PipeBarrier<PIPE_V>();  // workBuf_: V has written it before V reads it
+                        for (int64_t i = 0; i < kb; ++i) {
+                            const float s2 = tots_.GetValue(1 * groupStride_ + i + b0);
+                            float s6 = 0.0f;
+                            if (!hasInput0_) {                          // when gamma absent
+                                s6 = s2 / static_cast<float>(hidden_);  // spec: ada_layer_norm_grad.py:69
+                                PipeBarrier<PIPE_V>();                  // workBuf_: V has written it before V reads it
+                                Axpy(w_[2][i * rowStride_], w_[0][i * rowStride_], static_cast<float>(-(s6)),
+                                     static_cast<int32_t>(n_));  // spec: ada_layer_norm_grad.py:69
+                            }
+                        }
+                        event_t evt_9 = static_cast<event_t>(GetTPipePtr()->FetchEventID(HardEvent::S_V));
+                        SetFlag<HardEvent::S_V>(evt_9);  // rowsRedBuf_: V writes after S's write
+                        WaitFlag<HardEvent::S_V>(evt_9);
+                        Brcb(rowsRed_, statIn_rstd[b0], (kb + 7) / 8,
+                             BrcbRepeatParams(1, 8));  // spec: ada_layer_norm_grad.py:69
+                        PipeBarrier<PIPE_V>();         // rowsRedBuf_: V has written it before V reads it
+                        // eight rows a repeat, a column block a repeat; each row's scalar block
+                        for (int64_t g = 0; g < (kb + 7) / 8; ++g) {
+                            Mul(w_[2][g * 8 * rowStride_], w_[2][g * 8 * rowStride_], rowsRed_[g * 64],
+                                static_cast<uint64_t>(8 * (8 < kb - g * 8 ? 8 : kb - g * 8)),
+                                static_cast<uint8_t>((n_ + 7) / 8),
+                                BinaryRepeatParams(static_cast<uint8_t>(rowStride_ / 8),
+                                                   static_cast<uint8_t>(rowStride_ / 8), 1, 1, 1,
+                                                   0));  // spec: ada_layer_norm_grad.py:69
+                        }
+                        PipeBarrier<PIPE_V>();  // workBuf_: V has written it before V reads it
+                        CastTo(rowOut_pd_x[b0 * rowStride_], w_[2], RoundMode::CAST_RINT,
+                               kb * rowStride_);  // spec: ada_layer_norm_grad.py:27
+                    }
+                } else {
+                    // the group's rows at once (one instruction over every row, row reductions by RowsSum); else row by row
+                    if (td_->colBatchRows >= 1 && rowStride_ <= 2040) {
+                        event_t evt_12 = static_cast<event_t>(GetTPipePtr()->FetchEventID(HardEvent::MTE2_S));
+                        SetFlag<HardEvent::MTE2_S>(evt_12);  // sumBuf_: MTE2 has written it before S reads it
+                        WaitFlag<HardEvent::MTE2_S>(evt_12);
+                        // the group's rows, colBatchRows at a time
+                        for (int64_t b0 = 0; b0 < k; b0 += td_->colBatchRows) {
+                            const int64_t kb = k - b0 < td_->colBatchRows ? k - b0 : td_->colBatchRows;
+                            CastFrom(w_[0], res_x[b0 * rowStride_],
+                                     kb * rowStride_);  // spec: ada_layer_norm_grad.py:61
+                            PipeBarrier<PIPE_V>();      // workBuf_: V has written it before V reads it
+                            for (int64_t i = 0; i < kb; ++i) {
+                                const float s_mean = statIn_mean.GetValue(i + b0);  // spec: ada_layer_norm_grad.py:63
+                                const float s_rstd = statIn_rstd.GetValue(i + b0);  // spec: ada_layer_norm_grad.py:62
+                                Adds(w_[0][i * rowStride_], w_[0][i * rowStride_], static_cast<float>(-(s_mean)),
+                                     static_cast<int32_t>(n_));  // spec: ada_layer_norm_grad.py:66
+                                PipeBarrier<PIPE_V>();           // workBuf_: V has written it before V reads it
+                                Muls(w_[0][i * rowStride_], w_[0][i * rowStride_], static_cast<float>(s_rstd),
+                                     static_cast<int32_t>(n_));  // spec: ada_layer_norm_grad.py:66
+                            }
+                            CastFrom(w_[1], res_dy[b0 * rowStride_],
+                                     kb * rowStride_);  // spec: ada_layer_norm_grad.py:60
+                            PipeBarrier<PIPE_V>();      // workBuf_: V has written it before V reads it
+                            for (int64_t i = 0; i < kb; ++i) {
+                                PipeBarrier<PIPE_V>();  // browBuf_: V has written it before V reads it
+                                Add(brow_[2], brow_[2], w_[1][i * rowStride_],
+                                    static_cast<int32_t>(n_));  // spec: ada_layer_norm_grad.py:72
+                            }
+                            // a 64-lane chunk of every row at once; the column row's chunk for each
+                            for (int64_t c = 0; c < (rowStride_ + 63) / 64; ++c) {
+                                Mul(w_[2][c * 64], w_[1][c * 64], brow_[1][c * 64],
+                                    static_cast<uint64_t>(64 < rowStride_ - c * 64 ? 64 : rowStride_ - c * 64),
+                                    static_cast<uint8_t>(kb),
+                                    BinaryRepeatParams(1, 1, 1, static_cast<uint8_t>(rowStride_ / 8),
+                                                       static_cast<uint8_t>(rowStride_ / 8),
+                                                       0));  // spec: ada_layer_norm_grad.py:67
+                            }
+                            if (!hasInput0_ && !hasInput1_) {  // when gamma absent, beta absent
+                                PipeBarrier<PIPE_V>();         // workBuf_: V has written it before V reads it
+                                Mul(w_[1], w_[1], w_[0],
+                                    static_cast<int32_t>(kb * rowStride_));  // spec: ada_layer_norm_grad.py:71
+                            }
+                            PipeBarrier<PIPE_V>();  // workBuf_: V has written it before V reads it
+                            for (int64_t i = 0; i < kb; ++i) {
+                                if (!hasInput0_ && !hasInput1_) {  // when gamma absent, beta absent
+                                    Add(brow_[3], brow_[3], w_[1][i * rowStride_],
+                                        static_cast<int32_t>(n_));  // spec: ada_layer_norm_grad.py:71
+                                }
+                                PipeBarrier<PIPE_V>();  // colBuf_: V has written it before V reads it
+                                Add(colv_[2], colv_[2], w_[2][i * rowStride_],
+                                    static_cast<int32_t>(n_));  // spec: ada_layer_norm_grad.py:78
+                            }
+                            Mul(w_[3], w_[2], w_[0],
+                                static_cast<int32_t>(kb * rowStride_));  // spec: ada_layer_norm_grad.py:77
+                            if (hasInput0_) {                            // when gamma present
+                                PipeBarrier<PIPE_V>();  // workBuf_: V has read it before V overwrites it
+                                // a 64-lane chunk of every row at once; the column row's chunk for each
+                                for (int64_t c = 0; c < (rowStride_ + 63) / 64; ++c) {
+                                    Mul(w_[2][c * 64], w_[2][c * 64], colv_[0][c * 64],
+                                        static_cast<uint64_t>(64 < rowStride_ - c * 64 ? 64 : rowStride_ - c * 64),
+                                        static_cast<uint8_t>(kb),
+                                        BinaryRepeatParams(1, 1, 1, static_cast<uint8_t>(rowStride_ / 8),
+                                                           static_cast<uint8_t>(rowStride_ / 8),
+                                                           0));  // spec: ada_layer_norm_grad.py:68
+                                }
+                            }
+                            for (int64_t i = 0; i < kb; ++i) {
+                                PipeBarrier<PIPE_V>();  // colBuf_: V has written it before V reads it
+                                Add(colv_[3], colv_[3], w_[3][i * rowStride_],
+                                    static_cast<int32_t>(n_));  // spec: ada_layer_norm_grad.py:77
+                            }
+                            if (hasInput0_) {           // when gamma present, else absent
+                                PipeBarrier<PIPE_V>();  // workBuf_: V writes after V's write
+                                // a 64-lane chunk of every row at once; the column row's chunk for each
+                                for (int64_t c = 0; c < (rowStride_ + 63) / 64; ++c) {
+                                    Mul(w_[3][c * 64], w_[0][c * 64], colv_[0][c * 64],
+                                        static_cast<uint64_t>(64 < rowStride_ - c * 64 ? 64 : rowStride_ - c * 64),
+                                        static_cast<uint8_t>(kb),
+                                        BinaryRepeatParams(1, 1, 1, static_cast<uint8_t>(rowStride_ / 8),
+                                                           static_cast<uint8_t>(rowStride_ / 8),
+                                                           0));  // spec: ada_layer_norm_grad.py:70
+                                }
+                                if (hasInput1_) {           // when beta present
+                                    PipeBarrier<PIPE_V>();  // workBuf_: V has written it before V reads it
+                                    // a 64-lane chunk of every row at once; the column row's chunk for each
+                                    for (int64_t c = 0; c < (rowStride_ + 63) / 64; ++c) {
+                                        Add(w_[3][c * 64], w_[3][c * 64], colv_[1][c * 64],
+                                            static_cast<uint64_t>(64 < rowStride_ - c * 64 ? 64 : rowStride_ - c * 64),
+                                            static_cast<uint8_t>(kb),
+                                            BinaryRepeatParams(1, 1, 1, static_cast<uint8_t>(rowStride_ / 8),
+                                                               static_cast<uint8_t>(rowStride_ / 8),
+                                                               0));  // spec: ada_layer_norm_grad.py:71
+                                    }
+                                }
+                            } else {
+                                if (hasInput1_) {           // when beta present
+                                    PipeBarrier<PIPE_V>();  // workBuf_: V writes after V's write
+                                    // a 64-lane chunk of every row at once; the column row's chunk for each
+                                    for (int64_t c = 0; c < (rowStride_ + 63) / 64; ++c) {
+                                        Add(w_[3][c * 64], w_[0][c * 64], colv_[1][c * 64],
+                                            static_cast<uint64_t>(64 < rowStride_ - c * 64 ? 64 : rowStride_ - c * 64),
+                                            static_cast<uint8_t>(kb),
+                                            BinaryRepeatParams(1, 1, 1, static_cast<uint8_t>(rowStride_ / 8),
+                                                               static_cast<uint8_t>(rowStride_ / 8),
+                                                               0));  // spec: ada_layer_norm_grad.py:71
+                                    }
+                                }
+                            }
+                            if (hasInput1_) {           // when beta present
+                                PipeBarrier<PIPE_V>();  // workBuf_: V has written it before V reads it
+                                Mul(w_[1], w_[1], w_[3],
+                                    static_cast<int32_t>(kb * rowStride_));  // spec: ada_layer_norm_grad.py:71
+                            }
+                            if (hasInput0_ && !hasInput1_) {  // when gamma present, beta absent
+                                PipeBarrier<PIPE_V>();        // workBuf_: V has written it before V reads it
+                                Mul(w_[1], w_[1], w_[3],
+                                    static_cast<int32_t>(kb * rowStride_));  // spec: ada_layer_norm_grad.py:71
+                            }
+                            PipeBarrier<PIPE_V>();  // workBuf_: V has written it before V reads it
+                            for (int64_t i = 0; i < kb; ++i) {
+                                const float s_rstd = statIn_rstd.GetValue(i + b0);  // spec: ada_layer_norm_grad.py:62
+                                float s0 = 0.0f;
+                                if (!hasInput0_) {  // when gamma absent
+                                    const float s0_when = tots_.GetValue(0 * groupStride_ + i + b0);
+                                    s0 = s0_when;
+                                }
+                                float s1 = 0.0f;
+                                if (hasInput0_) {  // when gamma present
+                                    const float s1_when = tots_.GetValue(0 * groupStride_ + i + b0);
+                                    s1 = s1_when;
+                                }
+                                const float s2 = tots_.GetValue(1 * groupStride_ + i + b0);
+                                float s3 = 0.0f;
+                                if (hasInput0_) {                           // when gamma present
+                                    s3 = s1 / static_cast<float>(hidden_);  // spec: ada_layer_norm_grad.py:69
+                                }
+                                float s4 = 0.0f;
+                                if (hasInput0_) {                           // when gamma present
+                                    s4 = s2 / static_cast<float>(hidden_);  // spec: ada_layer_norm_grad.py:69
+                                }
+                                float s5 = 0.0f;
+                                if (!hasInput0_) {                          // when gamma absent
+                                    s5 = s0 / static_cast<float>(hidden_);  // spec: ada_layer_norm_grad.py:69
+                                }
+                                float s6 = 0.0f;
+                                if (!hasInput0_) {                          // when gamma absent
+                                    s6 = s2 / static_cast<float>(hidden_);  // spec: ada_layer_norm_grad.py:69
+                                }
+                                if (hasInput1_) {  // when beta present
+                                    Add(brow_[3], brow_[3], w_[1][i * rowStride_],
+                                        static_cast<int32_t>(n_));  // spec: ada_layer_norm_grad.py:71
+                                }
+                                if (hasInput0_) {               // when gamma present, else absent
+                                    if (!hasInput1_) {          // when beta absent
+                                        PipeBarrier<PIPE_V>();  // browBuf_: V has written it before V reads it
+                                        Add(brow_[3], brow_[3], w_[1][i * rowStride_],
+                                            static_cast<int32_t>(n_));  // spec: ada_layer_norm_grad.py:71
+                                    }
+                                    PipeBarrier<PIPE_V>();  // workBuf_: V has written it before V reads it
+                                    Adds(w_[2][i * rowStride_], w_[2][i * rowStride_], static_cast<float>(-(s3)),
+                                         static_cast<int32_t>(n_));  // spec: ada_layer_norm_grad.py:69
+                                    PipeBarrier<PIPE_V>();           // workBuf_: V has written it before V reads it
+                                    Axpy(w_[2][i * rowStride_], w_[0][i * rowStride_], static_cast<float>(-(s4)),
+                                         static_cast<int32_t>(n_));  // spec: ada_layer_norm_grad.py:69
+                                } else {
+                                    PipeBarrier<PIPE_V>();  // workBuf_: V has written it before V reads it
+                                    Adds(w_[2][i * rowStride_], w_[2][i * rowStride_], static_cast<float>(-(s5)),
+                                         static_cast<int32_t>(n_));  // spec: ada_layer_norm_grad.py:69
+                                    PipeBarrier<PIPE_V>();           // workBuf_: V has written it before V reads it
+                                    Axpy(w_[2][i * rowStride_], w_[0][i * rowStride_], static_cast<float>(-(s6)),
+                                         static_cast<int32_t>(n_));  // spec: ada_layer_norm_grad.py:69
+                                }
+                                PipeBarrier<PIPE_V>();  // workBuf_: V has written it before V reads it
+                                Muls(w_[2][i * rowStride_], w_[2][i * rowStride_], static_cast<float>(s_rstd),
+                                     static_cast<int32_t>(n_));  // spec: ada_layer_norm_grad.py:69
+                            }
+                            PipeBarrier<PIPE_V>();  // workBuf_: V has written it before V reads it
+                            CastTo(rowOut_pd_x[b0 * rowStride_], w_[2], RoundMode::CAST_RINT,
+                                   kb * rowStride_);  // spec: ada_layer_norm_grad.py:27
+                        }
                     } else {
-                        s5 = s0 / static_cast<float>(hidden_);  // spec: ada_layer_norm_grad.py:69
-                        Adds(w_[2], w_[2], static_cast<float>(-(s5)),
-                             static_cast<int32_t>(n_));         // spec: ada_layer_norm_grad.py:69
-                        s6 = s2 / static_cast<float>(hidden_);  // spec: ada_layer_norm_grad.py:69
-                        PipeBarrier<PIPE_V>();                  // workBuf_: V has written it before V reads it
-                        Axpy(w_[2], w_[0], static_cast<float>(-(s6)),
-                             static_cast<int32_t>(n_));  // spec: ada_layer_norm_grad.py:69
+                        event_t evt_13 = static_cast<event_t>(GetTPipePtr()->FetchEventID(HardEvent::MTE2_S));
+                        SetFlag<HardEvent::MTE2_S>(evt_13);  // sumBuf_: MTE2 has written it before S reads it
+                        WaitFlag<HardEvent::MTE2_S>(evt_13);
+                        for (int64_t i = 0; i < k; ++i) {
+                            const int64_t b = (g0 + i) / seqLen_;
+                            if (b != curBatch_) {
+                                if (curBatch_ >= 0) {
+                                    FlushCol();
+                                }
+                                curBatch_ = b;
+                                PipeBarrier<PIPE_V>();  // browBuf_: V has read it before V overwrites it
+                                ZeroBatchSums();
+                            }
+                            if (b != valBatch_) {
+                                valBatch_ = b;
+                                LoadBatch(b);
+                            }
+                            const float s_mean = statIn_mean.GetValue(i);  // spec: ada_layer_norm_grad.py:63
+                            const float s_rstd = statIn_rstd.GetValue(i);  // spec: ada_layer_norm_grad.py:62
+                            CastFrom(w_[0], res_x[i * rowStride_], n_);    // spec: ada_layer_norm_grad.py:61
+                            PipeBarrier<PIPE_V>();  // workBuf_: V has written it before V reads it
+                            Adds(w_[0], w_[0], static_cast<float>(-(s_mean)),
+                                 static_cast<int32_t>(n_));  // spec: ada_layer_norm_grad.py:66
+                            PipeBarrier<PIPE_V>();           // workBuf_: V has written it before V reads it
+                            Muls(w_[0], w_[0], static_cast<float>(s_rstd),
+                                 static_cast<int32_t>(n_));               // spec: ada_layer_norm_grad.py:66
+                            CastFrom(w_[1], res_dy[i * rowStride_], n_);  // spec: ada_layer_norm_grad.py:60
+                            PipeBarrier<PIPE_V>();  // workBuf_: V has written it before V reads it
+                            Add(brow_[2], brow_[2], w_[1],
+                                static_cast<int32_t>(n_));                          // spec: ada_layer_norm_grad.py:72
+                            Mul(w_[2], w_[1], brow_[1], static_cast<int32_t>(n_));  // spec: ada_layer_norm_grad.py:67
+                            if (!hasInput0_ && !hasInput1_) {                       // when gamma absent, beta absent
+                                PipeBarrier<PIPE_V>();  // workBuf_: V has read it before V overwrites it
+                                Mul(w_[1], w_[1], w_[0], static_cast<int32_t>(n_));  // spec: ada_layer_norm_grad.py:71
+                                PipeBarrier<PIPE_V>();  // workBuf_: V has written it before V reads it
+                                Add(brow_[3], brow_[3], w_[1],
+                                    static_cast<int32_t>(n_));  // spec: ada_layer_norm_grad.py:71
+                            }
+                            PipeBarrier<PIPE_V>();  // workBuf_: V has written it before V reads it
+                            Add(colv_[2], colv_[2], w_[2],
+                                static_cast<int32_t>(n_));  // spec: ada_layer_norm_grad.py:78
+                            float s0 = 0.0f;
+                            if (!hasInput0_) {  // when gamma absent
+                                const float s0_when =
+                                    tots_.GetValue(0 * groupStride_ + i);  // spec: ada_layer_norm_grad.py:69
+                                s0 = s0_when;
+                            }
+                            Mul(w_[3], w_[2], w_[0], static_cast<int32_t>(n_));  // spec: ada_layer_norm_grad.py:77
+                            if (hasInput0_) {                                    // when gamma present
+                                PipeBarrier<PIPE_V>();  // workBuf_: V has read it before V overwrites it
+                                Mul(w_[2], w_[2], colv_[0],
+                                    static_cast<int32_t>(n_));  // spec: ada_layer_norm_grad.py:68
+                            }
+                            PipeBarrier<PIPE_V>();  // workBuf_: V has written it before V reads it
+                            Add(colv_[3], colv_[3], w_[3],
+                                static_cast<int32_t>(n_));  // spec: ada_layer_norm_grad.py:77
+                            float s1 = 0.0f;
+                            if (hasInput0_) {  // when gamma present
+                                const float s1_when =
+                                    tots_.GetValue(0 * groupStride_ + i);  // spec: ada_layer_norm_grad.py:69
+                                s1 = s1_when;
+                            }
+                            const float s2 = tots_.GetValue(1 * groupStride_ + i);  // spec: ada_layer_norm_grad.py:69
+                            float s3 = 0.0f;
+                            float s4 = 0.0f;
+                            float s5 = 0.0f;
+                            float s6 = 0.0f;
+                            if (hasInput0_) {           // when gamma present, else absent
+                                PipeBarrier<PIPE_V>();  // workBuf_: V has read it before V overwrites it
+                                Mul(w_[3], w_[0], colv_[0],
+                                    static_cast<int32_t>(n_));  // spec: ada_layer_norm_grad.py:70
+                                if (hasInput1_) {               // when beta present
+                                    PipeBarrier<PIPE_V>();      // workBuf_: V has written it before V reads it
+                                    Add(w_[3], w_[3], colv_[1],
+                                        static_cast<int32_t>(n_));  // spec: ada_layer_norm_grad.py:71
+                                }
+                            } else {
+                                if (hasInput1_) {           // when beta present
+                                    PipeBarrier<PIPE_V>();  // workBuf_: V has read it before V overwrites it
+                                    Add(w_[3], w_[0], colv_[1],
+                                        static_cast<int32_t>(n_));  // spec: ada_layer_norm_grad.py:71
+                                }
+                            }
+                            if (hasInput1_) {           // when beta present
+                                PipeBarrier<PIPE_V>();  // workBuf_: V has written it before V reads it
+                                Mul(w_[1], w_[1], w_[3], static_cast<int32_t>(n_));  // spec: ada_layer_norm_grad.py:71
+                            }
+                            if (hasInput0_ && !hasInput1_) {  // when gamma present, beta absent
+                                PipeBarrier<PIPE_V>();        // workBuf_: V has written it before V reads it
+                                Mul(w_[1], w_[1], w_[3], static_cast<int32_t>(n_));  // spec: ada_layer_norm_grad.py:71
+                            }
+                            if (hasInput1_) {           // when beta present
+                                PipeBarrier<PIPE_V>();  // workBuf_: V has written it before V reads it
+                                Add(brow_[3], brow_[3], w_[1],
+                                    static_cast<int32_t>(n_));  // spec: ada_layer_norm_grad.py:71
+                            }
+                            if (hasInput0_) {               // when gamma present, else absent
+                                if (!hasInput1_) {          // when beta absent
+                                    PipeBarrier<PIPE_V>();  // browBuf_: V has written it before V reads it
+                                    Add(brow_[3], brow_[3], w_[1],
+                                        static_cast<int32_t>(n_));  // spec: ada_layer_norm_grad.py:71
+                                }
+                                s3 = s1 / static_cast<float>(hidden_);  // spec: ada_layer_norm_grad.py:69
+                                Adds(w_[2], w_[2], static_cast<float>(-(s3)),
+                                     static_cast<int32_t>(n_));         // spec: ada_layer_norm_grad.py:69
+                                s4 = s2 / static_cast<float>(hidden_);  // spec: ada_layer_norm_grad.py:69
+                                PipeBarrier<PIPE_V>();                  // workBuf_: V has written it before V reads it
+                                Axpy(w_[2], w_[0], static_cast<float>(-(s4)),
+                                     static_cast<int32_t>(n_));  // spec: ada_layer_norm_grad.py:69
+                            } else {
+                                s5 = s0 / static_cast<float>(hidden_);  // spec: ada_layer_norm_grad.py:69
+                                Adds(w_[2], w_[2], static_cast<float>(-(s5)),
+                                     static_cast<int32_t>(n_));         // spec: ada_layer_norm_grad.py:69
+                                s6 = s2 / static_cast<float>(hidden_);  // spec: ada_layer_norm_grad.py:69
+                                PipeBarrier<PIPE_V>();                  // workBuf_: V has written it before V reads it
+                                Axpy(w_[2], w_[0], static_cast<float>(-(s6)),
+                                     static_cast<int32_t>(n_));  // spec: ada_layer_norm_grad.py:69
+                            }
+                            PipeBarrier<PIPE_V>();  // workBuf_: V has written it before V reads it
+                            Muls(w_[2], w_[2], static_cast<float>(s_rstd),
+                                 static_cast<int32_t>(n_));  // spec: ada_layer_norm_grad.py:69
+                            PipeBarrier<PIPE_V>();           // workBuf_: V has written it before V reads it
+                            CastTo(rowOut_pd_x[i * rowStride_], w_[2], RoundMode::CAST_RINT,
+                                   n_);  // spec: ada_layer_norm_grad.py:27
+                        }
                     }
-                    PipeBarrier<PIPE_V>();  // workBuf_: V has written it before V reads it
-                    Muls(w_[2], w_[2], static_cast<float>(s_rstd),
-                         static_cast<int32_t>(n_));  // spec: ada_layer_norm_grad.py:69
-                    PipeBarrier<PIPE_V>();           // workBuf_: V has written it before V reads it
-                    CastTo(rowOut_pd_x[i * rowStride_], w_[2], RoundMode::CAST_RINT,
-                           n_);  // spec: ada_layer_norm_grad.py:27
                 }
                 rowOutQue_pd_x.EnQue(rowOut_pd_x);
                 {
@@ -510,6 +1193,7 @@ private:
                     rowOutQue_pd_x.FreeTensor(t);
                 }
                 statInQue_rstd_mean.FreeTensor(statIn_rstd_mean);
+                g0 += k;
             }
             if (curBatch_ >= 0) {
                 FlushCol();
@@ -641,6 +1325,61 @@ private:
         return static_cast<uint32_t>((stride * bytes - AlignUp(len * bytes, 32)) / 32);
     }
 
+    // Sum of each of the k rows of src (n_ lanes, rowStride_ apart) into dst[0 .. k).
+    __aicore__ inline void RowsSum(const LocalTensor<float>& src, const LocalTensor<float>& dst, int64_t k)
+    {
+        if (n_ <= 64) {
+            WholeReduceSum(dst, src, static_cast<int32_t>(n_), static_cast<int32_t>(k), 1, 1,
+                           static_cast<int32_t>(rowStride_ / 8));
+        } else {
+            if (n_ >= 128) {
+                Add(rowsRed_, src, src[64], 64, static_cast<uint8_t>(k),
+                    BinaryRepeatParams(
+                        1, 1, 1, 8, static_cast<uint8_t>(rowStride_ / 8),
+                        static_cast<uint8_t>(rowStride_ / 8)));  // the first two 64-lane chunks of each row
+            } else {
+                Max(rowsRed_, src, src, 64, static_cast<uint8_t>(k),
+                    BinaryRepeatParams(1, 1, 1, 8, static_cast<uint8_t>(rowStride_ / 8),
+                                       static_cast<uint8_t>(rowStride_ / 8)));  // the first 64 lanes of each row
+            }
+            for (int64_t c = 2 < n_ / 64 ? 2 : n_ / 64; c < n_ / 64; ++c) {
+                PipeBarrier<PIPE_V>();  // rowsRedBuf_: V has written it before V reads it
+                Add(rowsRed_, rowsRed_, src[c * 64], 64, static_cast<uint8_t>(k),
+                    BinaryRepeatParams(1, 1, 1, 8, 8, static_cast<uint8_t>(rowStride_ / 8)));
+            }
+            if (n_ % 64 > 0) {
+                PipeBarrier<PIPE_V>();  // rowsRedBuf_: V has written it before V reads it
+                Add(rowsRed_, rowsRed_, src[n_ / 64 * 64], static_cast<uint64_t>(n_ % 64), static_cast<uint8_t>(k),
+                    BinaryRepeatParams(1, 1, 1, 8, 8,
+                                       static_cast<uint8_t>(rowStride_ / 8)));  // the tail chunk: its lanes only
+            }
+            PipeBarrier<PIPE_V>();  // rowsRedBuf_: V has written it before V reads it
+            WholeReduceSum(dst, rowsRed_, 64, static_cast<int32_t>(k), 1, 1, 8);
+        }
+    }
+
+    // Sum of each of the k rows of src (n_ lanes, rowStride_ apart) into dst[0 .. k), eight rows a repeat.
+    __aicore__ inline void RowsSumB(const LocalTensor<float>& src, const LocalTensor<float>& dst, int64_t k)
+    {
+        if (n_ % 8 == 0 && n_ > 64) {
+            for (int64_t g = 0; g < (k + 7) / 8; ++g) {  // eight rows a repeat
+                Max(rowsRed_[g * 64], src[g * 8 * rowStride_], src[g * 8 * rowStride_],
+                    static_cast<uint64_t>(8 * (8 < k - g * 8 ? 8 : k - g * 8)), 1,
+                    BinaryRepeatParams(1, static_cast<uint8_t>(rowStride_ / 8), static_cast<uint8_t>(rowStride_ / 8), 8,
+                                       8, 8));  // each row's first block
+                PipeBarrier<PIPE_V>();          // rowsRedBuf_: V has written it before V reads it
+                Add(rowsRed_[g * 64], src[g * 8 * rowStride_ + 8], rowsRed_[g * 64],
+                    static_cast<uint64_t>(8 * (8 < k - g * 8 ? 8 : k - g * 8)), static_cast<uint8_t>(n_ / 8 - 1),
+                    BinaryRepeatParams(1, static_cast<uint8_t>(rowStride_ / 8), 1, 0, 1,
+                                       0));  // each further column block combined into it
+            }
+            PipeBarrier<PIPE_V>();  // rowsRedBuf_: V has written it before V reads it
+            WholeReduceSum(dst, rowsRed_, 8, static_cast<int32_t>(k), 1, 1, 1);
+        } else {
+            RowsSum(src, dst, k);
+        }
+    }
+
     __aicore__ inline void CopyIn(int64_t r0, int64_t k)
     {
         {
@@ -689,12 +1428,14 @@ private:
     {
         rowOut_pd_x = rowOutQue_pd_x.template AllocTensor<T>();
         if constexpr (fetchNext_) {
-            event_t evt_1 = static_cast<event_t>(GetTPipePtr()->FetchEventID(HardEvent::MTE2_S));
-            SetFlag<HardEvent::MTE2_S>(evt_1);  // statInQue_rstd_mean: MTE2 has written it before S reads it
-            WaitFlag<HardEvent::MTE2_S>(evt_1);
+            event_t evt_10 = static_cast<event_t>(GetTPipePtr()->FetchEventID(HardEvent::MTE2_S));
+            SetFlag<HardEvent::MTE2_S>(evt_10);  // statInQue_rstd_mean: MTE2 has written it before S reads it
+            WaitFlag<HardEvent::MTE2_S>(evt_10);
         }
-        for (int64_t i = 0; i < k; ++i) {
-            const int64_t b = (r0 + i) / seqLen_;
+        // the pass's rows one batch at a time (rows b0 .. b0 + kb of the pass)
+        for (int64_t b = r0 / seqLen_; b <= (r0 + (k - 1)) / seqLen_; ++b) {
+            const int64_t b0 = b * seqLen_ - r0 > 0 ? b * seqLen_ - r0 : 0;
+            const int64_t kb = ((b + 1) * seqLen_ - r0 < k ? (b + 1) * seqLen_ - r0 : k) - b0;
             if (b != curBatch_) {
                 if (curBatch_ >= 0) {
                     FlushRow();
@@ -707,98 +1448,713 @@ private:
                 valBatch_ = b;
                 LoadBatch(b);
             }
-            const float s_mean = statIn_mean.GetValue(i);  // spec: ada_layer_norm_grad.py:63
-            const float s_rstd = statIn_rstd.GetValue(i);  // spec: ada_layer_norm_grad.py:62
-            CastFrom(w_[0], rowIn_x[i * rowStride_], n_);  // spec: ada_layer_norm_grad.py:61
-            PipeBarrier<PIPE_V>();                         // workBuf_: V has written it before V reads it
-            Adds(w_[0], w_[0], static_cast<float>(-(s_mean)),
-                 static_cast<int32_t>(n_));  // spec: ada_layer_norm_grad.py:66
-            PipeBarrier<PIPE_V>();           // workBuf_: V has written it before V reads it
-            Muls(w_[0], w_[0], static_cast<float>(s_rstd),
-                 static_cast<int32_t>(n_));                            // spec: ada_layer_norm_grad.py:66
-            CastFrom(w_[1], rowIn_dy[i * rowStride_], n_);             // spec: ada_layer_norm_grad.py:60
-            PipeBarrier<PIPE_V>();                                     // workBuf_: V has written it before V reads it
-            Add(brow_[2], brow_[2], w_[1], static_cast<int32_t>(n_));  // spec: ada_layer_norm_grad.py:72
-            Mul(w_[2], w_[1], brow_[1], static_cast<int32_t>(n_));     // spec: ada_layer_norm_grad.py:67
-            if (!hasInput0_ && !hasInput1_) {                          // when gamma absent, beta absent
-                PipeBarrier<PIPE_V>();                                 // workBuf_: V has read it before V overwrites it
-                Mul(w_[1], w_[1], w_[0], static_cast<int32_t>(n_));    // spec: ada_layer_norm_grad.py:71
-                PipeBarrier<PIPE_V>();                                 // workBuf_: V has written it before V reads it
-                Add(brow_[3], brow_[3], w_[1], static_cast<int32_t>(n_));  // spec: ada_layer_norm_grad.py:71
-            }
-            PipeBarrier<PIPE_V>();                                     // workBuf_: V has written it before V reads it
-            Add(colv_[2], colv_[2], w_[2], static_cast<int32_t>(n_));  // spec: ada_layer_norm_grad.py:78
-            float s0 = 0.0f;
-            if (!hasInput0_) {           // when gamma absent
-                s0 = RowSum(w_[2], n_);  // spec: ada_layer_norm_grad.py:69
-            }
-            Mul(w_[3], w_[2], w_[0], static_cast<int32_t>(n_));  // spec: ada_layer_norm_grad.py:77
-            if (hasInput0_) {                                    // when gamma present
-                PipeBarrier<PIPE_V>();                           // workBuf_: V has read it before V overwrites it
-                Mul(w_[2], w_[2], colv_[0], static_cast<int32_t>(n_));  // spec: ada_layer_norm_grad.py:68
-            }
-            PipeBarrier<PIPE_V>();                                     // workBuf_: V has written it before V reads it
-            Add(colv_[3], colv_[3], w_[3], static_cast<int32_t>(n_));  // spec: ada_layer_norm_grad.py:77
-            float s1 = 0.0f;
-            if (hasInput0_) {                                        // when gamma present
-                s1 = RowSum(w_[2], n_);                              // spec: ada_layer_norm_grad.py:69
-                Mul(w_[3], w_[2], w_[0], static_cast<int32_t>(n_));  // spec: ada_layer_norm_grad.py:69
-            }
-            PipeBarrier<PIPE_V>();               // workBuf_: V has written it before V reads it
-            const float s2 = RowSum(w_[3], n_);  // spec: ada_layer_norm_grad.py:69
-            float s3 = 0.0f;
-            float s4 = 0.0f;
-            float s5 = 0.0f;
-            float s6 = 0.0f;
-            if (hasInput0_) {                                           // when gamma present, else absent
-                Mul(w_[3], w_[0], colv_[0], static_cast<int32_t>(n_));  // spec: ada_layer_norm_grad.py:70
-                if (hasInput1_) {                                       // when beta present
-                    PipeBarrier<PIPE_V>();                              // workBuf_: V has written it before V reads it
-                    Add(w_[3], w_[3], colv_[1], static_cast<int32_t>(n_));  // spec: ada_layer_norm_grad.py:71
+            // rows of at most 255 blocks, 2 to 255 rows a pass: eight rows a repeat
+            if (rowStride_ <= 2040 && kb <= 255 && td_->rowsPerPass >= 2) {
+                CastFrom(w_[0], rowIn_x[b0 * rowStride_], kb * rowStride_);  // spec: ada_layer_norm_grad.py:61
+                event_t evt_0 = static_cast<event_t>(GetTPipePtr()->FetchEventID(HardEvent::V_S));
+                SetFlag<HardEvent::V_S>(evt_0);  // rowsRedBuf_: V has read it before S overwrites it
+                WaitFlag<HardEvent::V_S>(evt_0);
+                for (int64_t i = 0; i < kb; ++i) {  // the per-row scalars of the ops below, one slot each
+                    const float s_mean = statIn_mean.GetValue(i + b0);           // spec: ada_layer_norm_grad.py:63
+                    const float s_rstd = statIn_rstd.GetValue(i + b0);           // spec: ada_layer_norm_grad.py:62
+                    rowsRed_.SetValue((8 + 0) * AlignUp(kb, 8) + i, -(s_mean));  // spec: ada_layer_norm_grad.py:66
+                    rowsRed_.SetValue((8 + 1) * AlignUp(kb, 8) + i, s_rstd);     // spec: ada_layer_norm_grad.py:66
                 }
-            } else {
-                if (hasInput1_) {                                           // when beta present
-                    Add(w_[3], w_[0], colv_[1], static_cast<int32_t>(n_));  // spec: ada_layer_norm_grad.py:71
+                event_t evt_1 = static_cast<event_t>(GetTPipePtr()->FetchEventID(HardEvent::S_V));
+                SetFlag<HardEvent::S_V>(evt_1);  // rowsRedBuf_: S has written it before V reads it
+                WaitFlag<HardEvent::S_V>(evt_1);
+                Brcb(rowsRed_, rowsRed_[(8 + 0) * AlignUp(kb, 8)], (kb + 7) / 8,
+                     BrcbRepeatParams(1, 8));  // spec: ada_layer_norm_grad.py:66
+                PipeBarrier<PIPE_V>();         // workBuf_: V has written it before V reads it
+                // eight rows a repeat, a column block a repeat; each row's scalar block
+                for (int64_t g = 0; g < (kb + 7) / 8; ++g) {
+                    Add(w_[0][g * 8 * rowStride_], w_[0][g * 8 * rowStride_], rowsRed_[g * 64],
+                        static_cast<uint64_t>(8 * (8 < kb - g * 8 ? 8 : kb - g * 8)),
+                        static_cast<uint8_t>((n_ + 7) / 8),
+                        BinaryRepeatParams(static_cast<uint8_t>(rowStride_ / 8), static_cast<uint8_t>(rowStride_ / 8),
+                                           1, 1, 1, 0));  // spec: ada_layer_norm_grad.py:66
                 }
-            }
-            if (hasInput1_) {                                        // when beta present
-                PipeBarrier<PIPE_V>();                               // workBuf_: V has written it before V reads it
-                Mul(w_[1], w_[1], w_[3], static_cast<int32_t>(n_));  // spec: ada_layer_norm_grad.py:71
-            }
-            if (hasInput0_ && !hasInput1_) {                         // when gamma present, beta absent
-                PipeBarrier<PIPE_V>();                               // workBuf_: V has written it before V reads it
-                Mul(w_[1], w_[1], w_[3], static_cast<int32_t>(n_));  // spec: ada_layer_norm_grad.py:71
-            }
-            if (hasInput1_) {           // when beta present
+                PipeBarrier<PIPE_V>();  // rowsRedBuf_: V has written it before V reads it
+                Brcb(rowsRed_, rowsRed_[(8 + 1) * AlignUp(kb, 8)], (kb + 7) / 8,
+                     BrcbRepeatParams(1, 8));  // spec: ada_layer_norm_grad.py:66
+                PipeBarrier<PIPE_V>();         // rowsRedBuf_: V has written it before V reads it
+                // eight rows a repeat, a column block a repeat; each row's scalar block
+                for (int64_t g = 0; g < (kb + 7) / 8; ++g) {
+                    Mul(w_[0][g * 8 * rowStride_], w_[0][g * 8 * rowStride_], rowsRed_[g * 64],
+                        static_cast<uint64_t>(8 * (8 < kb - g * 8 ? 8 : kb - g * 8)),
+                        static_cast<uint8_t>((n_ + 7) / 8),
+                        BinaryRepeatParams(static_cast<uint8_t>(rowStride_ / 8), static_cast<uint8_t>(rowStride_ / 8),
+                                           1, 1, 1, 0));  // spec: ada_layer_norm_grad.py:66
+                }
+                CastFrom(w_[1], rowIn_dy[b0 * rowStride_], kb * rowStride_);  // spec: ada_layer_norm_grad.py:60
+                if ((n_ + 63) / 64 < 2 * kb) {  // fewer chunks than twice the rows: the column rows chunk by chunk
+                    PipeBarrier<PIPE_V>();      // workBuf_: V has written it before V reads it
+                    // a 64-lane chunk of every row into the column row's chunk
+                    for (int64_t c = 0; c < (n_ + 63) / 64; ++c) {
+                        Add(brow_[2][c * 64], w_[1][c * 64], brow_[2][c * 64],
+                            static_cast<uint64_t>(64 < n_ - c * 64 ? 64 : n_ - c * 64), static_cast<uint8_t>(kb),
+                            BinaryRepeatParams(1, 1, 1, 0, static_cast<uint8_t>(rowStride_ / 8),
+                                               0));  // spec: ada_layer_norm_grad.py:72
+                    }
+                } else {
+                    if (kb >= 4) {                  // at least four rows an accumulation: by halving, else row by row
+                        if (kb == 1) {              // the pass's rows into the column row by halving
+                            PipeBarrier<PIPE_V>();  // workBuf_: V has written it before V reads it
+                            Add(brow_[2], brow_[2], w_[1],
+                                static_cast<int32_t>(n_));  // spec: ada_layer_norm_grad.py:72
+                        } else {
+                            const int64_t accHalf0 = kb / 2;
+                            PipeBarrier<PIPE_V>();  // workBuf_: V has written it before V reads it
+                            Add(w_[2], w_[1], w_[1][(kb - accHalf0) * rowStride_],
+                                static_cast<int32_t>(accHalf0 * rowStride_));  // spec: ada_layer_norm_grad.py:72
+                            if (kb % 2 == 1) {  // an odd number of rows: the middle one straight into the column row
+                                Add(brow_[2], brow_[2], w_[1][accHalf0 * rowStride_],
+                                    static_cast<int32_t>(n_));  // spec: ada_layer_norm_grad.py:72
+                            }
+                            // halve the rows left until one is
+                            for (int64_t accDone = kb - accHalf0; accDone < kb - 1;) {
+                                const int64_t accLeft = kb - accDone;
+                                const int64_t accHalf = accLeft / 2;
+                                PipeBarrier<PIPE_V>();  // workBuf_: V has written it before V reads it
+                                Add(w_[2], w_[2], w_[2][(accLeft - accHalf) * rowStride_],
+                                    static_cast<int32_t>(accHalf * rowStride_));  // spec: ada_layer_norm_grad.py:72
+                                accDone += accHalf;
+                            }
+                            PipeBarrier<PIPE_V>();  // browBuf_: V has written it before V reads it
+                            Add(brow_[2], brow_[2], w_[2],
+                                static_cast<int32_t>(n_));  // spec: ada_layer_norm_grad.py:72
+                        }
+                    } else {
+                        for (int64_t i = 0; i < kb; ++i) {
+                            PipeBarrier<PIPE_V>();  // browBuf_: V has written it before V reads it
+                            Add(brow_[2], brow_[2], w_[1][i * rowStride_],
+                                static_cast<int32_t>(n_));  // spec: ada_layer_norm_grad.py:72
+                        }
+                    }
+                }
                 PipeBarrier<PIPE_V>();  // workBuf_: V has written it before V reads it
-                Add(brow_[3], brow_[3], w_[1], static_cast<int32_t>(n_));  // spec: ada_layer_norm_grad.py:71
-            }
-            if (hasInput0_) {               // when gamma present, else absent
-                if (!hasInput1_) {          // when beta absent
-                    PipeBarrier<PIPE_V>();  // browBuf_: V has written it before V reads it
-                    Add(brow_[3], brow_[3], w_[1], static_cast<int32_t>(n_));  // spec: ada_layer_norm_grad.py:71
+                // eight rows a repeat, a column block a repeat; the column row's block for each
+                for (int64_t g = 0; g < (kb + 7) / 8; ++g) {
+                    Mul(w_[2][g * 8 * rowStride_], w_[1][g * 8 * rowStride_], brow_[1],
+                        static_cast<uint64_t>(8 * (8 < kb - g * 8 ? 8 : kb - g * 8)),
+                        static_cast<uint8_t>((n_ + 7) / 8),
+                        BinaryRepeatParams(static_cast<uint8_t>(rowStride_ / 8), static_cast<uint8_t>(rowStride_ / 8),
+                                           0, 1, 1, 1));  // spec: ada_layer_norm_grad.py:67
                 }
-                s3 = s1 / static_cast<float>(hidden_);  // spec: ada_layer_norm_grad.py:69
-                Adds(w_[2], w_[2], static_cast<float>(-(s3)),
-                     static_cast<int32_t>(n_));         // spec: ada_layer_norm_grad.py:69
-                s4 = s2 / static_cast<float>(hidden_);  // spec: ada_layer_norm_grad.py:69
-                PipeBarrier<PIPE_V>();                  // workBuf_: V has written it before V reads it
-                Axpy(w_[2], w_[0], static_cast<float>(-(s4)),
-                     static_cast<int32_t>(n_));  // spec: ada_layer_norm_grad.py:69
+                if (!hasInput0_ && !hasInput1_) {  // when gamma absent, beta absent
+                    PipeBarrier<PIPE_V>();         // workBuf_: V has written it before V reads it
+                    Mul(w_[1], w_[1], w_[0], static_cast<int32_t>(kb * rowStride_));  // spec: ada_layer_norm_grad.py:71
+                }
+                if ((n_ + 63) / 64 < 2 * kb) {  // fewer chunks than twice the rows: the column rows chunk by chunk
+                    if (!hasInput0_ && !hasInput1_) {  // when gamma absent, beta absent
+                        PipeBarrier<PIPE_V>();         // workBuf_: V has written it before V reads it
+                        // a 64-lane chunk of every row into the column row's chunk
+                        for (int64_t c = 0; c < (n_ + 63) / 64; ++c) {
+                            Add(brow_[3][c * 64], w_[1][c * 64], brow_[3][c * 64],
+                                static_cast<uint64_t>(64 < n_ - c * 64 ? 64 : n_ - c * 64), static_cast<uint8_t>(kb),
+                                BinaryRepeatParams(1, 1, 1, 0, static_cast<uint8_t>(rowStride_ / 8),
+                                                   0));  // spec: ada_layer_norm_grad.py:71
+                        }
+                    }
+                    PipeBarrier<PIPE_V>();  // workBuf_: V has written it before V reads it
+                    // a 64-lane chunk of every row into the column row's chunk
+                    for (int64_t c = 0; c < (n_ + 63) / 64; ++c) {
+                        Add(colv_[2][c * 64], w_[2][c * 64], colv_[2][c * 64],
+                            static_cast<uint64_t>(64 < n_ - c * 64 ? 64 : n_ - c * 64), static_cast<uint8_t>(kb),
+                            BinaryRepeatParams(1, 1, 1, 0, static_cast<uint8_t>(rowStride_ / 8),
+                                               0));  // spec: ada_layer_norm_grad.py:78
+                    }
+                } else {
+                    PipeBarrier<PIPE_V>();  // workBuf_: V has written it before V reads it
+                    for (int64_t i = 0; i < kb; ++i) {
+                        if (!hasInput0_ && !hasInput1_) {  // when gamma absent, beta absent
+                            Add(brow_[3], brow_[3], w_[1][i * rowStride_],
+                                static_cast<int32_t>(n_));  // spec: ada_layer_norm_grad.py:71
+                        }
+                        PipeBarrier<PIPE_V>();  // colBuf_: V has written it before V reads it
+                        Add(colv_[2], colv_[2], w_[2][i * rowStride_],
+                            static_cast<int32_t>(n_));  // spec: ada_layer_norm_grad.py:78
+                    }
+                }
+                if (!hasInput0_) {                // when gamma absent
+                    RowsSumB(w_[2], rv_[0], kb);  // spec: ada_layer_norm_grad.py:69
+                }
+                Mul(w_[3], w_[2], w_[0], static_cast<int32_t>(kb * rowStride_));  // spec: ada_layer_norm_grad.py:77
+                if (hasInput0_) {                                                 // when gamma present
+                    PipeBarrier<PIPE_V>();  // workBuf_: V has read it before V overwrites it
+                    // eight rows a repeat, a column block a repeat; the column row's block for each
+                    for (int64_t g = 0; g < (kb + 7) / 8; ++g) {
+                        Mul(w_[2][g * 8 * rowStride_], w_[2][g * 8 * rowStride_], colv_[0],
+                            static_cast<uint64_t>(8 * (8 < kb - g * 8 ? 8 : kb - g * 8)),
+                            static_cast<uint8_t>((n_ + 7) / 8),
+                            BinaryRepeatParams(static_cast<uint8_t>(rowStride_ / 8),
+                                               static_cast<uint8_t>(rowStride_ / 8), 0, 1, 1,
+                                               1));  // spec: ada_layer_norm_grad.py:68
+                    }
+                }
+                if ((n_ + 63) / 64 < 2 * kb) {  // fewer chunks than twice the rows: the column rows chunk by chunk
+                    PipeBarrier<PIPE_V>();      // workBuf_: V has written it before V reads it
+                    // a 64-lane chunk of every row into the column row's chunk
+                    for (int64_t c = 0; c < (n_ + 63) / 64; ++c) {
+                        Add(colv_[3][c * 64], w_[3][c * 64], colv_[3][c * 64],
+                            static_cast<uint64_t>(64 < n_ - c * 64 ? 64 : n_ - c * 64), static_cast<uint8_t>(kb),
+                            BinaryRepeatParams(1, 1, 1, 0, static_cast<uint8_t>(rowStride_ / 8),
+                                               0));  // spec: ada_layer_norm_grad.py:77
+                    }
+                } else {
+                    for (int64_t i = 0; i < kb; ++i) {
+                        PipeBarrier<PIPE_V>();  // colBuf_: V has written it before V reads it
+                        Add(colv_[3], colv_[3], w_[3][i * rowStride_],
+                            static_cast<int32_t>(n_));  // spec: ada_layer_norm_grad.py:77
+                    }
+                }
+                if (hasInput0_) {                 // when gamma present
+                    PipeBarrier<PIPE_V>();        // workBuf_: V has written it before V reads it
+                    RowsSumB(w_[2], rv_[0], kb);  // spec: ada_layer_norm_grad.py:69
+                    Mul(w_[3], w_[2], w_[0], static_cast<int32_t>(kb * rowStride_));  // spec: ada_layer_norm_grad.py:69
+                }
+                PipeBarrier<PIPE_V>();        // workBuf_: V has written it before V reads it
+                RowsSumB(w_[3], rv_[1], kb);  // spec: ada_layer_norm_grad.py:69
+                if (hasInput0_) {             // when gamma present, else absent
+                    PipeBarrier<PIPE_V>();    // workBuf_: V has read it before V overwrites it
+                    // eight rows a repeat, a column block a repeat; the column row's block for each
+                    for (int64_t g = 0; g < (kb + 7) / 8; ++g) {
+                        Mul(w_[3][g * 8 * rowStride_], w_[0][g * 8 * rowStride_], colv_[0],
+                            static_cast<uint64_t>(8 * (8 < kb - g * 8 ? 8 : kb - g * 8)),
+                            static_cast<uint8_t>((n_ + 7) / 8),
+                            BinaryRepeatParams(static_cast<uint8_t>(rowStride_ / 8),
+                                               static_cast<uint8_t>(rowStride_ / 8), 0, 1, 1,
+                                               1));  // spec: ada_layer_norm_grad.py:70
+                    }
+                    if (hasInput1_) {           // when beta present
+                        PipeBarrier<PIPE_V>();  // workBuf_: V has written it before V reads it
+                        // eight rows a repeat, a column block a repeat; the column row's block for each
+                        for (int64_t g = 0; g < (kb + 7) / 8; ++g) {
+                            Add(w_[3][g * 8 * rowStride_], w_[3][g * 8 * rowStride_], colv_[1],
+                                static_cast<uint64_t>(8 * (8 < kb - g * 8 ? 8 : kb - g * 8)),
+                                static_cast<uint8_t>((n_ + 7) / 8),
+                                BinaryRepeatParams(static_cast<uint8_t>(rowStride_ / 8),
+                                                   static_cast<uint8_t>(rowStride_ / 8), 0, 1, 1,
+                                                   1));  // spec: ada_layer_norm_grad.py:71
+                        }
+                    }
+                } else {
+                    if (hasInput1_) {           // when beta present
+                        PipeBarrier<PIPE_V>();  // workBuf_: V has read it before V overwrites it
+                        // eight rows a repeat, a column block a repeat; the column row's block for each
+                        for (int64_t g = 0; g < (kb + 7) / 8; ++g) {
+                            Add(w_[3][g * 8 * rowStride_], w_[0][g * 8 * rowStride_], colv_[1],
+                                static_cast<uint64_t>(8 * (8 < kb - g * 8 ? 8 : kb - g * 8)),
+                                static_cast<uint8_t>((n_ + 7) / 8),
+                                BinaryRepeatParams(static_cast<uint8_t>(rowStride_ / 8),
+                                                   static_cast<uint8_t>(rowStride_ / 8), 0, 1, 1,
+                                                   1));  // spec: ada_layer_norm_grad.py:71
+                        }
+                    }
+                }
+                if (hasInput1_) {           // when beta present
+                    PipeBarrier<PIPE_V>();  // workBuf_: V has written it before V reads it
+                    Mul(w_[1], w_[1], w_[3], static_cast<int32_t>(kb * rowStride_));  // spec: ada_layer_norm_grad.py:71
+                }
+                if (hasInput0_ && !hasInput1_) {  // when gamma present, beta absent
+                    PipeBarrier<PIPE_V>();        // workBuf_: V has written it before V reads it
+                    Mul(w_[1], w_[1], w_[3], static_cast<int32_t>(kb * rowStride_));  // spec: ada_layer_norm_grad.py:71
+                }
+                if ((n_ + 63) / 64 < 2 * kb) {  // fewer chunks than twice the rows: the column rows chunk by chunk
+                    if (hasInput1_) {           // when beta present
+                        PipeBarrier<PIPE_V>();  // workBuf_: V has written it before V reads it
+                        // a 64-lane chunk of every row into the column row's chunk
+                        for (int64_t c = 0; c < (n_ + 63) / 64; ++c) {
+                            Add(brow_[3][c * 64], w_[1][c * 64], brow_[3][c * 64],
+                                static_cast<uint64_t>(64 < n_ - c * 64 ? 64 : n_ - c * 64), static_cast<uint8_t>(kb),
+                                BinaryRepeatParams(1, 1, 1, 0, static_cast<uint8_t>(rowStride_ / 8),
+                                                   0));  // spec: ada_layer_norm_grad.py:71
+                        }
+                    }
+                    if (hasInput0_ && !hasInput1_) {  // when gamma present, beta absent
+                        PipeBarrier<PIPE_V>();        // workBuf_: V has written it before V reads it
+                        // a 64-lane chunk of every row into the column row's chunk
+                        for (int64_t c = 0; c < (n_ + 63) / 64; ++c) {
+                            Add(brow_[3][c * 64], w_[1][c * 64], brow_[3][c * 64],
+                                static_cast<uint64_t>(64 < n_ - c * 64 ? 64 : n_ - c * 64), static_cast<uint8_t>(kb),
+                                BinaryRepeatParams(1, 1, 1, 0, static_cast<uint8_t>(rowStride_ / 8),
+                                                   0));  // spec: ada_layer_norm_grad.py:71
+                        }
+                    }
+                } else {
+                    if (kb >= 4) {          // at least four rows an accumulation: by halving, else row by row
+                        if (hasInput1_) {   // when beta present
+                            if (kb == 1) {  // the pass's rows into the column row by halving
+                                PipeBarrier<PIPE_V>();  // workBuf_: V has written it before V reads it
+                                Add(brow_[3], brow_[3], w_[1],
+                                    static_cast<int32_t>(n_));  // spec: ada_layer_norm_grad.py:71
+                            } else {
+                                const int64_t accHalf0 = kb / 2;
+                                PipeBarrier<PIPE_V>();  // workBuf_: V has written it before V reads it
+                                Add(w_[1], w_[1], w_[1][(kb - accHalf0) * rowStride_],
+                                    static_cast<int32_t>(accHalf0 * rowStride_));  // spec: ada_layer_norm_grad.py:71
+                                // halve the rows left until one is
+                                for (int64_t accDone = accHalf0; accDone < kb - 1;) {
+                                    const int64_t accLeft = kb - accDone;
+                                    const int64_t accHalf = accLeft / 2;
+                                    PipeBarrier<PIPE_V>();  // workBuf_: V has written it before V reads it
+                                    Add(w_[1], w_[1], w_[1][(accLeft - accHalf) * rowStride_],
+                                        static_cast<int32_t>(accHalf * rowStride_));  // spec: ada_layer_norm_grad.py:71
+                                    accDone += accHalf;
+                                }
+                                PipeBarrier<PIPE_V>();  // workBuf_: V has written it before V reads it
+                                Add(brow_[3], brow_[3], w_[1],
+                                    static_cast<int32_t>(n_));  // spec: ada_layer_norm_grad.py:71
+                            }
+                        }
+                        if (hasInput0_ && !hasInput1_) {  // when gamma present, beta absent
+                            if (kb == 1) {                // the pass's rows into the column row by halving
+                                PipeBarrier<PIPE_V>();    // browBuf_: V has written it before V reads it
+                                Add(brow_[3], brow_[3], w_[1],
+                                    static_cast<int32_t>(n_));  // spec: ada_layer_norm_grad.py:71
+                            } else {
+                                const int64_t accHalf0 = kb / 2;
+                                PipeBarrier<PIPE_V>();  // workBuf_: V has written it before V reads it
+                                Add(w_[1], w_[1], w_[1][(kb - accHalf0) * rowStride_],
+                                    static_cast<int32_t>(accHalf0 * rowStride_));  // spec: ada_layer_norm_grad.py:71
+                                // halve the rows left until one is
+                                for (int64_t accDone = accHalf0; accDone < kb - 1;) {
+                                    const int64_t accLeft = kb - accDone;
+                                    const int64_t accHalf = accLeft / 2;
+                                    PipeBarrier<PIPE_V>();  // workBuf_: V has written it before V reads it
+                                    Add(w_[1], w_[1], w_[1][(accLeft - accHalf) * rowStride_],
+                                        static_cast<int32_t>(accHalf * rowStride_));  // spec: ada_layer_norm_grad.py:71
+                                    accDone += accHalf;
+                                }
+                                PipeBarrier<PIPE_V>();  // workBuf_: V has written it before V reads it
+                                Add(brow_[3], brow_[3], w_[1],
+                                    static_cast<int32_t>(n_));  // spec: ada_layer_norm_grad.py:71
+                            }
+                        }
+                    } else {
+                        for (int64_t i = 0; i < kb; ++i) {
+                            if (hasInput1_) {           // when beta present
+                                PipeBarrier<PIPE_V>();  // browBuf_: V has written it before V reads it
+                                Add(brow_[3], brow_[3], w_[1][i * rowStride_],
+                                    static_cast<int32_t>(n_));  // spec: ada_layer_norm_grad.py:71
+                            }
+                            if (hasInput0_ && !hasInput1_) {  // when gamma present, beta absent
+                                PipeBarrier<PIPE_V>();        // browBuf_: V has written it before V reads it
+                                Add(brow_[3], brow_[3], w_[1][i * rowStride_],
+                                    static_cast<int32_t>(n_));  // spec: ada_layer_norm_grad.py:71
+                            }
+                        }
+                    }
+                }
+                event_t evt_2 = static_cast<event_t>(GetTPipePtr()->FetchEventID(HardEvent::V_S));
+                SetFlag<HardEvent::V_S>(evt_2);  // rowValBuf_: V has written it before S reads it
+                WaitFlag<HardEvent::V_S>(evt_2);
+                for (int64_t i = 0; i < kb; ++i) {  // the per-row scalars of the ops below, one slot each
+                    float s1 = 0.0f;
+                    float s3 = 0.0f;
+                    if (hasInput0_) {  // when gamma present
+                        const float s1_when = rv_[0].GetValue(i);
+                        s1 = s1_when;
+                        s3 = s1 / static_cast<float>(hidden_);                   // spec: ada_layer_norm_grad.py:69
+                        rowsRed_.SetValue((8 + 0) * AlignUp(kb, 8) + i, -(s3));  // spec: ada_layer_norm_grad.py:69
+                    }
+                }
+                if (hasInput0_) {  // when gamma present
+                    event_t evt_6 = static_cast<event_t>(GetTPipePtr()->FetchEventID(HardEvent::S_V));
+                    SetFlag<HardEvent::S_V>(evt_6);  // rowsRedBuf_: S has written it before V reads it
+                    WaitFlag<HardEvent::S_V>(evt_6);
+                    Brcb(rowsRed_, rowsRed_[(8 + 0) * AlignUp(kb, 8)], (kb + 7) / 8,
+                         BrcbRepeatParams(1, 8));  // spec: ada_layer_norm_grad.py:69
+                    PipeBarrier<PIPE_V>();         // rowsRedBuf_: V has written it before V reads it
+                    // eight rows a repeat, a column block a repeat; each row's scalar block
+                    for (int64_t g = 0; g < (kb + 7) / 8; ++g) {
+                        Add(w_[2][g * 8 * rowStride_], w_[2][g * 8 * rowStride_], rowsRed_[g * 64],
+                            static_cast<uint64_t>(8 * (8 < kb - g * 8 ? 8 : kb - g * 8)),
+                            static_cast<uint8_t>((n_ + 7) / 8),
+                            BinaryRepeatParams(static_cast<uint8_t>(rowStride_ / 8),
+                                               static_cast<uint8_t>(rowStride_ / 8), 1, 1, 1,
+                                               0));  // spec: ada_layer_norm_grad.py:69
+                    }
+                }
+                event_t evt_3 = static_cast<event_t>(GetTPipePtr()->FetchEventID(HardEvent::V_S));
+                SetFlag<HardEvent::V_S>(evt_3);  // rowValBuf_: V has written it before S reads it
+                WaitFlag<HardEvent::V_S>(evt_3);
+                for (int64_t i = 0; i < kb; ++i) {
+                    const float s2 = rv_[1].GetValue(i);
+                    float s4 = 0.0f;
+                    if (hasInput0_) {                           // when gamma present
+                        s4 = s2 / static_cast<float>(hidden_);  // spec: ada_layer_norm_grad.py:69
+                        PipeBarrier<PIPE_V>();                  // workBuf_: V has written it before V reads it
+                        Axpy(w_[2][i * rowStride_], w_[0][i * rowStride_], static_cast<float>(-(s4)),
+                             static_cast<int32_t>(n_));  // spec: ada_layer_norm_grad.py:69
+                    }
+                }
+                for (int64_t i = 0; i < kb; ++i) {  // the per-row scalars of the ops below, one slot each
+                    float s0 = 0.0f;
+                    float s5 = 0.0f;
+                    if (!hasInput0_) {  // when gamma absent
+                        const float s0_when = rv_[0].GetValue(i);
+                        s0 = s0_when;
+                        s5 = s0 / static_cast<float>(hidden_);                   // spec: ada_layer_norm_grad.py:69
+                        rowsRed_.SetValue((8 + 0) * AlignUp(kb, 8) + i, -(s5));  // spec: ada_layer_norm_grad.py:69
+                    }
+                }
+                if (!hasInput0_) {  // when gamma absent
+                    event_t evt_7 = static_cast<event_t>(GetTPipePtr()->FetchEventID(HardEvent::S_V));
+                    SetFlag<HardEvent::S_V>(evt_7);  // rowsRedBuf_: S has written it before V reads it
+                    WaitFlag<HardEvent::S_V>(evt_7);
+                    Brcb(rowsRed_, rowsRed_[(8 + 0) * AlignUp(kb, 8)], (kb + 7) / 8,
+                         BrcbRepeatParams(1, 8));  // spec: ada_layer_norm_grad.py:69
+                    PipeBarrier<PIPE_V>();         // rowsRedBuf_: V has written it before V reads it
+                    // eight rows a repeat, a column block a repeat; each row's scalar block
+                    for (int64_t g = 0; g < (kb + 7) / 8; ++g) {
+                        Add(w_[2][g * 8 * rowStride_], w_[2][g * 8 * rowStride_], rowsRed_[g * 64],
+                            static_cast<uint64_t>(8 * (8 < kb - g * 8 ? 8 : kb - g * 8)),
+                            static_cast<uint8_t>((n_ + 7) / 8),
+                            BinaryRepeatParams(static_cast<uint8_t>(rowStride_ / 8),
+                                               static_cast<uint8_t>(rowStride_ / 8), 1, 1, 1,
+                                               0));  // spec: ada_layer_norm_grad.py:69
+                    }
+                }
+                event_t evt_4 = static_cast<event_t>(GetTPipePtr()->FetchEventID(HardEvent::V_S));
+                SetFlag<HardEvent::V_S>(evt_4);  // rowValBuf_: V has written it before S reads it
+                WaitFlag<HardEvent::V_S>(evt_4);
+                for (int64_t i = 0; i < kb; ++i) {
+                    const float s2 = rv_[1].GetValue(i);
+                    float s6 = 0.0f;
+                    if (!hasInput0_) {                          // when gamma absent
+                        s6 = s2 / static_cast<float>(hidden_);  // spec: ada_layer_norm_grad.py:69
+                        PipeBarrier<PIPE_V>();                  // workBuf_: V has written it before V reads it
+                        Axpy(w_[2][i * rowStride_], w_[0][i * rowStride_], static_cast<float>(-(s6)),
+                             static_cast<int32_t>(n_));  // spec: ada_layer_norm_grad.py:69
+                    }
+                }
+                for (int64_t i = 0; i < kb; ++i) {  // the per-row scalars of the ops below, one slot each
+                    const float s_rstd = statIn_rstd.GetValue(i + b0);        // spec: ada_layer_norm_grad.py:62
+                    rowsRed_.SetValue((8 + 0) * AlignUp(kb, 8) + i, s_rstd);  // spec: ada_layer_norm_grad.py:69
+                }
+                event_t evt_5 = static_cast<event_t>(GetTPipePtr()->FetchEventID(HardEvent::S_V));
+                SetFlag<HardEvent::S_V>(evt_5);  // rowsRedBuf_: S has written it before V reads it
+                WaitFlag<HardEvent::S_V>(evt_5);
+                Brcb(rowsRed_, rowsRed_[(8 + 0) * AlignUp(kb, 8)], (kb + 7) / 8,
+                     BrcbRepeatParams(1, 8));  // spec: ada_layer_norm_grad.py:69
+                PipeBarrier<PIPE_V>();         // rowsRedBuf_: V has written it before V reads it
+                // eight rows a repeat, a column block a repeat; each row's scalar block
+                for (int64_t g = 0; g < (kb + 7) / 8; ++g) {
+                    Mul(w_[2][g * 8 * rowStride_], w_[2][g * 8 * rowStride_], rowsRed_[g * 64],
+                        static_cast<uint64_t>(8 * (8 < kb - g * 8 ? 8 : kb - g * 8)),
+                        static_cast<uint8_t>((n_ + 7) / 8),
+                        BinaryRepeatParams(static_cast<uint8_t>(rowStride_ / 8), static_cast<uint8_t>(rowStride_ / 8),
+                                           1, 1, 1, 0));  // spec: ada_layer_norm_grad.py:69
+                }
+                PipeBarrier<PIPE_V>();  // workBuf_: V has written it before V reads it
+                CastTo(rowOut_pd_x[b0 * rowStride_], w_[2], RoundMode::CAST_RINT,
+                       kb * rowStride_);  // spec: ada_layer_norm_grad.py:27
             } else {
-                s5 = s0 / static_cast<float>(hidden_);  // spec: ada_layer_norm_grad.py:69
-                Adds(w_[2], w_[2], static_cast<float>(-(s5)),
-                     static_cast<int32_t>(n_));         // spec: ada_layer_norm_grad.py:69
-                s6 = s2 / static_cast<float>(hidden_);  // spec: ada_layer_norm_grad.py:69
-                PipeBarrier<PIPE_V>();                  // workBuf_: V has written it before V reads it
-                Axpy(w_[2], w_[0], static_cast<float>(-(s6)),
-                     static_cast<int32_t>(n_));  // spec: ada_layer_norm_grad.py:69
+                // rows of at most 255 blocks, at most 255 rows: the row reductions over all rows
+                if (rowStride_ <= 2040 && kb <= 255 && (n_ + 63) / 64 < 2 * kb) {
+                    CastFrom(w_[0], rowIn_x[b0 * rowStride_], kb * rowStride_);  // spec: ada_layer_norm_grad.py:61
+                    PipeBarrier<PIPE_V>();  // workBuf_: V has written it before V reads it
+                    for (int64_t i = 0; i < kb; ++i) {
+                        const float s_mean = statIn_mean.GetValue(i + b0);  // spec: ada_layer_norm_grad.py:63
+                        const float s_rstd = statIn_rstd.GetValue(i + b0);  // spec: ada_layer_norm_grad.py:62
+                        Adds(w_[0][i * rowStride_], w_[0][i * rowStride_], static_cast<float>(-(s_mean)),
+                             static_cast<int32_t>(n_));  // spec: ada_layer_norm_grad.py:66
+                        PipeBarrier<PIPE_V>();           // workBuf_: V has written it before V reads it
+                        Muls(w_[0][i * rowStride_], w_[0][i * rowStride_], static_cast<float>(s_rstd),
+                             static_cast<int32_t>(n_));  // spec: ada_layer_norm_grad.py:66
+                    }
+                    CastFrom(w_[1], rowIn_dy[b0 * rowStride_], kb * rowStride_);  // spec: ada_layer_norm_grad.py:60
+                    PipeBarrier<PIPE_V>();  // browBuf_: V has written it before V reads it
+                    for (int64_t i = 0; i < kb; ++i) {
+                        PipeBarrier<PIPE_V>();  // browBuf_: V has written it before V reads it
+                        Add(brow_[2], brow_[2], w_[1][i * rowStride_],
+                            static_cast<int32_t>(n_));  // spec: ada_layer_norm_grad.py:72
+                    }
+                    // a 64-lane chunk of every row at once; the column row's chunk for each
+                    for (int64_t c = 0; c < (rowStride_ + 63) / 64; ++c) {
+                        Mul(w_[2][c * 64], w_[1][c * 64], brow_[1][c * 64],
+                            static_cast<uint64_t>(64 < rowStride_ - c * 64 ? 64 : rowStride_ - c * 64),
+                            static_cast<uint8_t>(kb),
+                            BinaryRepeatParams(1, 1, 1, static_cast<uint8_t>(rowStride_ / 8),
+                                               static_cast<uint8_t>(rowStride_ / 8),
+                                               0));  // spec: ada_layer_norm_grad.py:67
+                    }
+                    if (!hasInput0_ && !hasInput1_) {  // when gamma absent, beta absent
+                        PipeBarrier<PIPE_V>();         // workBuf_: V has written it before V reads it
+                        Mul(w_[1], w_[1], w_[0],
+                            static_cast<int32_t>(kb * rowStride_));  // spec: ada_layer_norm_grad.py:71
+                    }
+                    PipeBarrier<PIPE_V>();  // workBuf_: V has written it before V reads it
+                    for (int64_t i = 0; i < kb; ++i) {
+                        if (!hasInput0_ && !hasInput1_) {  // when gamma absent, beta absent
+                            Add(brow_[3], brow_[3], w_[1][i * rowStride_],
+                                static_cast<int32_t>(n_));  // spec: ada_layer_norm_grad.py:71
+                        }
+                        PipeBarrier<PIPE_V>();  // colBuf_: V has written it before V reads it
+                        Add(colv_[2], colv_[2], w_[2][i * rowStride_],
+                            static_cast<int32_t>(n_));  // spec: ada_layer_norm_grad.py:78
+                    }
+                    if (!hasInput0_) {               // when gamma absent
+                        RowsSum(w_[2], rv_[0], kb);  // spec: ada_layer_norm_grad.py:69
+                    }
+                    Mul(w_[3], w_[2], w_[0], static_cast<int32_t>(kb * rowStride_));  // spec: ada_layer_norm_grad.py:77
+                    if (hasInput0_) {                                                 // when gamma present
+                        PipeBarrier<PIPE_V>();  // workBuf_: V has read it before V overwrites it
+                        // a 64-lane chunk of every row at once; the column row's chunk for each
+                        for (int64_t c = 0; c < (rowStride_ + 63) / 64; ++c) {
+                            Mul(w_[2][c * 64], w_[2][c * 64], colv_[0][c * 64],
+                                static_cast<uint64_t>(64 < rowStride_ - c * 64 ? 64 : rowStride_ - c * 64),
+                                static_cast<uint8_t>(kb),
+                                BinaryRepeatParams(1, 1, 1, static_cast<uint8_t>(rowStride_ / 8),
+                                                   static_cast<uint8_t>(rowStride_ / 8),
+                                                   0));  // spec: ada_layer_norm_grad.py:68
+                        }
+                    }
+                    for (int64_t i = 0; i < kb; ++i) {
+                        PipeBarrier<PIPE_V>();  // colBuf_: V has written it before V reads it
+                        Add(colv_[3], colv_[3], w_[3][i * rowStride_],
+                            static_cast<int32_t>(n_));  // spec: ada_layer_norm_grad.py:77
+                    }
+                    if (hasInput0_) {                // when gamma present
+                        PipeBarrier<PIPE_V>();       // workBuf_: V has written it before V reads it
+                        RowsSum(w_[2], rv_[0], kb);  // spec: ada_layer_norm_grad.py:69
+                        Mul(w_[3], w_[2], w_[0],
+                            static_cast<int32_t>(kb * rowStride_));  // spec: ada_layer_norm_grad.py:69
+                    }
+                    PipeBarrier<PIPE_V>();       // workBuf_: V has written it before V reads it
+                    RowsSum(w_[3], rv_[1], kb);  // spec: ada_layer_norm_grad.py:69
+                    if (hasInput0_) {            // when gamma present, else absent
+                        PipeBarrier<PIPE_V>();   // workBuf_: V has read it before V overwrites it
+                        // a 64-lane chunk of every row at once; the column row's chunk for each
+                        for (int64_t c = 0; c < (rowStride_ + 63) / 64; ++c) {
+                            Mul(w_[3][c * 64], w_[0][c * 64], colv_[0][c * 64],
+                                static_cast<uint64_t>(64 < rowStride_ - c * 64 ? 64 : rowStride_ - c * 64),
+                                static_cast<uint8_t>(kb),
+                                BinaryRepeatParams(1, 1, 1, static_cast<uint8_t>(rowStride_ / 8),
+                                                   static_cast<uint8_t>(rowStride_ / 8),
+                                                   0));  // spec: ada_layer_norm_grad.py:70
+                        }
+                        if (hasInput1_) {           // when beta present
+                            PipeBarrier<PIPE_V>();  // workBuf_: V has written it before V reads it
+                            // a 64-lane chunk of every row at once; the column row's chunk for each
+                            for (int64_t c = 0; c < (rowStride_ + 63) / 64; ++c) {
+                                Add(w_[3][c * 64], w_[3][c * 64], colv_[1][c * 64],
+                                    static_cast<uint64_t>(64 < rowStride_ - c * 64 ? 64 : rowStride_ - c * 64),
+                                    static_cast<uint8_t>(kb),
+                                    BinaryRepeatParams(1, 1, 1, static_cast<uint8_t>(rowStride_ / 8),
+                                                       static_cast<uint8_t>(rowStride_ / 8),
+                                                       0));  // spec: ada_layer_norm_grad.py:71
+                            }
+                        }
+                    } else {
+                        if (hasInput1_) {           // when beta present
+                            PipeBarrier<PIPE_V>();  // workBuf_: V has read it before V overwrites it
+                            // a 64-lane chunk of every row at once; the column row's chunk for each
+                            for (int64_t c = 0; c < (rowStride_ + 63) / 64; ++c) {
+                                Add(w_[3][c * 64], w_[0][c * 64], colv_[1][c * 64],
+                                    static_cast<uint64_t>(64 < rowStride_ - c * 64 ? 64 : rowStride_ - c * 64),
+                                    static_cast<uint8_t>(kb),
+                                    BinaryRepeatParams(1, 1, 1, static_cast<uint8_t>(rowStride_ / 8),
+                                                       static_cast<uint8_t>(rowStride_ / 8),
+                                                       0));  // spec: ada_layer_norm_grad.py:71
+                            }
+                        }
+                    }
+                    if (hasInput1_) {           // when beta present
+                        PipeBarrier<PIPE_V>();  // workBuf_: V has written it before V reads it
+                        Mul(w_[1], w_[1], w_[3],
+                            static_cast<int32_t>(kb * rowStride_));  // spec: ada_layer_norm_grad.py:71
+                    }
+                    if (hasInput0_ && !hasInput1_) {  // when gamma present, beta absent
+                        PipeBarrier<PIPE_V>();        // workBuf_: V has written it before V reads it
+                        Mul(w_[1], w_[1], w_[3],
+                            static_cast<int32_t>(kb * rowStride_));  // spec: ada_layer_norm_grad.py:71
+                    }
+                    event_t evt_8 = static_cast<event_t>(GetTPipePtr()->FetchEventID(HardEvent::V_S));
+                    SetFlag<HardEvent::V_S>(evt_8);  // rowValBuf_: V has written it before S reads it
+                    WaitFlag<HardEvent::V_S>(evt_8);
+                    for (int64_t i = 0; i < kb; ++i) {
+                        const float s_rstd = statIn_rstd.GetValue(i + b0);  // spec: ada_layer_norm_grad.py:62
+                        float s0 = 0.0f;
+                        if (!hasInput0_) {  // when gamma absent
+                            const float s0_when = rv_[0].GetValue(i);
+                            s0 = s0_when;
+                        }
+                        float s1 = 0.0f;
+                        if (hasInput0_) {  // when gamma present
+                            const float s1_when = rv_[0].GetValue(i);
+                            s1 = s1_when;
+                        }
+                        const float s2 = rv_[1].GetValue(i);
+                        float s3 = 0.0f;
+                        if (hasInput0_) {                           // when gamma present
+                            s3 = s1 / static_cast<float>(hidden_);  // spec: ada_layer_norm_grad.py:69
+                        }
+                        float s4 = 0.0f;
+                        if (hasInput0_) {                           // when gamma present
+                            s4 = s2 / static_cast<float>(hidden_);  // spec: ada_layer_norm_grad.py:69
+                        }
+                        float s5 = 0.0f;
+                        if (!hasInput0_) {                          // when gamma absent
+                            s5 = s0 / static_cast<float>(hidden_);  // spec: ada_layer_norm_grad.py:69
+                        }
+                        float s6 = 0.0f;
+                        if (!hasInput0_) {                          // when gamma absent
+                            s6 = s2 / static_cast<float>(hidden_);  // spec: ada_layer_norm_grad.py:69
+                        }
+                        if (hasInput1_) {  // when beta present
+                            Add(brow_[3], brow_[3], w_[1][i * rowStride_],
+                                static_cast<int32_t>(n_));  // spec: ada_layer_norm_grad.py:71
+                        }
+                        if (hasInput0_) {               // when gamma present, else absent
+                            if (!hasInput1_) {          // when beta absent
+                                PipeBarrier<PIPE_V>();  // browBuf_: V has written it before V reads it
+                                Add(brow_[3], brow_[3], w_[1][i * rowStride_],
+                                    static_cast<int32_t>(n_));  // spec: ada_layer_norm_grad.py:71
+                            }
+                            PipeBarrier<PIPE_V>();  // workBuf_: V has written it before V reads it
+                            Adds(w_[2][i * rowStride_], w_[2][i * rowStride_], static_cast<float>(-(s3)),
+                                 static_cast<int32_t>(n_));  // spec: ada_layer_norm_grad.py:69
+                            PipeBarrier<PIPE_V>();           // workBuf_: V has written it before V reads it
+                            Axpy(w_[2][i * rowStride_], w_[0][i * rowStride_], static_cast<float>(-(s4)),
+                                 static_cast<int32_t>(n_));  // spec: ada_layer_norm_grad.py:69
+                        } else {
+                            PipeBarrier<PIPE_V>();  // workBuf_: V has written it before V reads it
+                            Adds(w_[2][i * rowStride_], w_[2][i * rowStride_], static_cast<float>(-(s5)),
+                                 static_cast<int32_t>(n_));  // spec: ada_layer_norm_grad.py:69
+                            PipeBarrier<PIPE_V>();           // workBuf_: V has written it before V reads it
+                            Axpy(w_[2][i * rowStride_], w_[0][i * rowStride_], static_cast<float>(-(s6)),
+                                 static_cast<int32_t>(n_));  // spec: ada_layer_norm_grad.py:69
+                        }
+                        PipeBarrier<PIPE_V>();  // workBuf_: V has written it before V reads it
+                        Muls(w_[2][i * rowStride_], w_[2][i * rowStride_], static_cast<float>(s_rstd),
+                             static_cast<int32_t>(n_));  // spec: ada_layer_norm_grad.py:69
+                    }
+                    PipeBarrier<PIPE_V>();  // workBuf_: V has written it before V reads it
+                    CastTo(rowOut_pd_x[b0 * rowStride_], w_[2], RoundMode::CAST_RINT,
+                           kb * rowStride_);  // spec: ada_layer_norm_grad.py:27
+                } else {
+                    CastFrom(w_[0], rowIn_x[b0 * rowStride_], kb * rowStride_);  // spec: ada_layer_norm_grad.py:61
+                    PipeBarrier<PIPE_V>();  // workBuf_: V has written it before V reads it
+                    for (int64_t i = 0; i < kb; ++i) {
+                        const float s_mean = statIn_mean.GetValue(i + b0);  // spec: ada_layer_norm_grad.py:63
+                        const float s_rstd = statIn_rstd.GetValue(i + b0);  // spec: ada_layer_norm_grad.py:62
+                        Adds(w_[0][i * rowStride_], w_[0][i * rowStride_], static_cast<float>(-(s_mean)),
+                             static_cast<int32_t>(n_));  // spec: ada_layer_norm_grad.py:66
+                        PipeBarrier<PIPE_V>();           // workBuf_: V has written it before V reads it
+                        Muls(w_[0][i * rowStride_], w_[0][i * rowStride_], static_cast<float>(s_rstd),
+                             static_cast<int32_t>(n_));  // spec: ada_layer_norm_grad.py:66
+                    }
+                    CastFrom(w_[1], rowIn_dy[b0 * rowStride_], kb * rowStride_);  // spec: ada_layer_norm_grad.py:60
+                    for (int64_t i = 0; i < kb; ++i) {
+                        PipeBarrier<PIPE_V>();  // browBuf_: V has written it before V reads it
+                        Add(brow_[2], brow_[2], w_[1][i * rowStride_],
+                            static_cast<int32_t>(n_));  // spec: ada_layer_norm_grad.py:72
+                        Mul(w_[2][i * rowStride_], w_[1][i * rowStride_], brow_[1],
+                            static_cast<int32_t>(n_));  // spec: ada_layer_norm_grad.py:67
+                    }
+                    if (!hasInput0_ && !hasInput1_) {  // when gamma absent, beta absent
+                        PipeBarrier<PIPE_V>();         // workBuf_: V has written it before V reads it
+                        Mul(w_[1], w_[1], w_[0],
+                            static_cast<int32_t>(kb * rowStride_));  // spec: ada_layer_norm_grad.py:71
+                    }
+                    PipeBarrier<PIPE_V>();  // workBuf_: V has written it before V reads it
+                    for (int64_t i = 0; i < kb; ++i) {
+                        const float s_rstd = statIn_rstd.GetValue(i + b0);  // spec: ada_layer_norm_grad.py:62
+                        if (!hasInput0_ && !hasInput1_) {                   // when gamma absent, beta absent
+                            Add(brow_[3], brow_[3], w_[1][i * rowStride_],
+                                static_cast<int32_t>(n_));  // spec: ada_layer_norm_grad.py:71
+                        }
+                        PipeBarrier<PIPE_V>();  // workBuf_: V has written it before V reads it
+                        Add(colv_[2], colv_[2], w_[2][i * rowStride_],
+                            static_cast<int32_t>(n_));  // spec: ada_layer_norm_grad.py:78
+                        float s0 = 0.0f;
+                        if (!hasInput0_) {                           // when gamma absent
+                            s0 = RowSum(w_[2][i * rowStride_], n_);  // spec: ada_layer_norm_grad.py:69
+                        }
+                        Mul(w_[3][i * rowStride_], w_[2][i * rowStride_], w_[0][i * rowStride_],
+                            static_cast<int32_t>(n_));  // spec: ada_layer_norm_grad.py:77
+                        if (hasInput0_) {               // when gamma present
+                            PipeBarrier<PIPE_V>();      // workBuf_: V has read it before V overwrites it
+                            Mul(w_[2][i * rowStride_], w_[2][i * rowStride_], colv_[0],
+                                static_cast<int32_t>(n_));  // spec: ada_layer_norm_grad.py:68
+                        }
+                        PipeBarrier<PIPE_V>();  // workBuf_: V has written it before V reads it
+                        Add(colv_[3], colv_[3], w_[3][i * rowStride_],
+                            static_cast<int32_t>(n_));  // spec: ada_layer_norm_grad.py:77
+                        float s1 = 0.0f;
+                        if (hasInput0_) {                            // when gamma present
+                            s1 = RowSum(w_[2][i * rowStride_], n_);  // spec: ada_layer_norm_grad.py:69
+                            Mul(w_[3][i * rowStride_], w_[2][i * rowStride_], w_[0][i * rowStride_],
+                                static_cast<int32_t>(n_));  // spec: ada_layer_norm_grad.py:69
+                        }
+                        PipeBarrier<PIPE_V>();  // workBuf_: V has written it before V reads it
+                        const float s2 = RowSum(w_[3][i * rowStride_], n_);  // spec: ada_layer_norm_grad.py:69
+                        float s3 = 0.0f;
+                        float s4 = 0.0f;
+                        float s5 = 0.0f;
+                        float s6 = 0.0f;
+                        if (hasInput0_) {  // when gamma present, else absent
+                            Mul(w_[3][i * rowStride_], w_[0][i * rowStride_], colv_[0],
+                                static_cast<int32_t>(n_));  // spec: ada_layer_norm_grad.py:70
+                            if (hasInput1_) {               // when beta present
+                                PipeBarrier<PIPE_V>();      // workBuf_: V has written it before V reads it
+                                Add(w_[3][i * rowStride_], w_[3][i * rowStride_], colv_[1],
+                                    static_cast<int32_t>(n_));  // spec: ada_layer_norm_grad.py:71
+                            }
+                        } else {
+                            if (hasInput1_) {  // when beta present
+                                Add(w_[3][i * rowStride_], w_[0][i * rowStride_], colv_[1],
+                                    static_cast<int32_t>(n_));  // spec: ada_layer_norm_grad.py:71
+                            }
+                        }
+                        if (hasInput1_) {           // when beta present
+                            PipeBarrier<PIPE_V>();  // workBuf_: V has written it before V reads it
+                            Mul(w_[1][i * rowStride_], w_[1][i * rowStride_], w_[3][i * rowStride_],
+                                static_cast<int32_t>(n_));  // spec: ada_layer_norm_grad.py:71
+                        }
+                        if (hasInput0_ && !hasInput1_) {  // when gamma present, beta absent
+                            PipeBarrier<PIPE_V>();        // workBuf_: V has written it before V reads it
+                            Mul(w_[1][i * rowStride_], w_[1][i * rowStride_], w_[3][i * rowStride_],
+                                static_cast<int32_t>(n_));  // spec: ada_layer_norm_grad.py:71
+                        }
+                        if (hasInput1_) {           // when beta present
+                            PipeBarrier<PIPE_V>();  // workBuf_: V has written it before V reads it
+                            Add(brow_[3], brow_[3], w_[1][i * rowStride_],
+                                static_cast<int32_t>(n_));  // spec: ada_layer_norm_grad.py:71
+                        }
+                        if (hasInput0_) {               // when gamma present, else absent
+                            if (!hasInput1_) {          // when beta absent
+                                PipeBarrier<PIPE_V>();  // browBuf_: V has written it before V reads it
+                                Add(brow_[3], brow_[3], w_[1][i * rowStride_],
+                                    static_cast<int32_t>(n_));  // spec: ada_layer_norm_grad.py:71
+                            }
+                            s3 = s1 / static_cast<float>(hidden_);  // spec: ada_layer_norm_grad.py:69
+                            Adds(w_[2][i * rowStride_], w_[2][i * rowStride_], static_cast<float>(-(s3)),
+                                 static_cast<int32_t>(n_));         // spec: ada_layer_norm_grad.py:69
+                            s4 = s2 / static_cast<float>(hidden_);  // spec: ada_layer_norm_grad.py:69
+                            PipeBarrier<PIPE_V>();                  // workBuf_: V has written it before V reads it
+                            Axpy(w_[2][i * rowStride_], w_[0][i * rowStride_], static_cast<float>(-(s4)),
+                                 static_cast<int32_t>(n_));  // spec: ada_layer_norm_grad.py:69
+                        } else {
+                            s5 = s0 / static_cast<float>(hidden_);  // spec: ada_layer_norm_grad.py:69
+                            Adds(w_[2][i * rowStride_], w_[2][i * rowStride_], static_cast<float>(-(s5)),
+                                 static_cast<int32_t>(n_));         // spec: ada_layer_norm_grad.py:69
+                            s6 = s2 / static_cast<float>(hidden_);  // spec: ada_layer_norm_grad.py:69
+                            PipeBarrier<PIPE_V>();                  // workBuf_: V has written it before V reads it
+                            Axpy(w_[2][i * rowStride_], w_[0][i * rowStride_], static_cast<float>(-(s6)),
+                                 static_cast<int32_t>(n_));  // spec: ada_layer_norm_grad.py:69
+                        }
+                        PipeBarrier<PIPE_V>();  // workBuf_: V has written it before V reads it
+                        Muls(w_[2][i * rowStride_], w_[2][i * rowStride_], static_cast<float>(s_rstd),
+                             static_cast<int32_t>(n_));  // spec: ada_layer_norm_grad.py:69
+                    }
+                    PipeBarrier<PIPE_V>();  // workBuf_: V has written it before V reads it
+                    CastTo(rowOut_pd_x[b0 * rowStride_], w_[2], RoundMode::CAST_RINT,
+                           kb * rowStride_);  // spec: ada_layer_norm_grad.py:27
+                }
             }
-            PipeBarrier<PIPE_V>();  // workBuf_: V has written it before V reads it
-            Muls(w_[2], w_[2], static_cast<float>(s_rstd),
-                 static_cast<int32_t>(n_));  // spec: ada_layer_norm_grad.py:69
-            PipeBarrier<PIPE_V>();           // workBuf_: V has written it before V reads it
-            CastTo(rowOut_pd_x[i * rowStride_], w_[2], RoundMode::CAST_RINT, n_);  // spec: ada_layer_norm_grad.py:27
         }
         rowInQue_x.FreeTensor(rowIn_x);
         rowInQue_dy.FreeTensor(rowIn_dy);
@@ -905,6 +2261,8 @@ private:
     TBuf<TPosition::VECCALC> resBuf_x;
     TBuf<TPosition::VECCALC> sumBuf_;
     TBuf<TPosition::VECCALC> xchgBuf_;
+    TBuf<TPosition::VECCALC> rowsRedBuf_;
+    TBuf<TPosition::VECCALC> rowValBuf_;
     TBuf<TPosition::VECCALC> workBuf_;
     TBuf<TPosition::VECCALC> browBuf_;
     TBuf<TPosition::VECCALC> colBuf_;
@@ -925,6 +2283,8 @@ private:
     LocalTensor<float> sums_;
     LocalTensor<float> tots_;
     LocalTensor<float> xchg_;
+    LocalTensor<float> rowsRed_;
+    LocalTensor<float> rv_[2];
     LocalTensor<float> brow_[4];
     LocalTensor<float> colv_[4];
     int64_t hidden_ = 0;

@@ -9,17 +9,19 @@
 
 namespace optiling {
 struct AdaLayerNormGradTilingData {
-    int64_t colAlign = 0;      // row stride in UB (elements; 32-byte aligned)
-    int64_t rowQueBufs = 0;    // buffers per row queue of ROW_SPLIT: 1 where one is priced 1/64 faster, else 2
-    int64_t rowsPerCore = 0;   // rows of every core
-    int64_t rowsTail = 0;      // the first rowsTail cores take one more row
-    int64_t rowsPerPass = 0;   // rows per UB pass (at most 4095: one DataCopyPad moves them, blockCount is 12 bits)
-    int64_t colsPerCore = 0;   // columns per core (COL_SPLIT)
-    int64_t colsPerPass = 0;   // columns per COL_SPLIT pass: the whole slice stays resident
-    int64_t colsTail = 0;      // columns of the last core (COL_SPLIT)
-    int64_t groupRows = 0;     // rows per group (COL_SPLIT)
-    int64_t rowsPerOwner = 0;  // rows each core totals per group (COL_SPLIT)
-    int64_t strategy = 0;      // 1 ROW_SPLIT, 2 COL_SPLIT
+    int64_t colAlign = 0;     // row stride in UB (elements; 32-byte aligned)
+    int64_t rowQueBufs = 0;   // buffers per row queue of ROW_SPLIT: 1 where one is priced 1/64 faster, else 2
+    int64_t rowsPerCore = 0;  // rows of every core
+    int64_t rowsTail = 0;     // the first rowsTail cores take one more row
+    int64_t rowsPerPass =
+        0;  // rows per UB pass (at most 255: one repeat-form instruction takes them, repeatTime is 0..255)
+    int64_t colsPerCore = 0;        // columns per core (COL_SPLIT)
+    int64_t colBatchRows = 0;       // COL_SPLIT: rows of a group run at once (a multiple of 8; 0: row by row)
+    int64_t colsPerPass = 0;        // columns per COL_SPLIT pass: the whole slice stays resident
+    int64_t colsTail = 0;           // columns of the last core (COL_SPLIT)
+    int64_t groupRows = 0;          // rows per group (COL_SPLIT)
+    int64_t rowsPerOwner = 0;       // rows each core totals per group (COL_SPLIT)
+    int64_t strategy = 0;           // 1 ROW_SPLIT, 2 COL_SPLIT
     int64_t colsPerReduceCore = 0;  // columns each core sums in the cross-core reduction (ROW_SPLIT)
     int64_t fits = 0;               // 1 when the chosen plan fits UB
     int64_t blockDim = 0;           // AIV cores launched

@@ -315,18 +315,22 @@ static ge::graphStatus TilingFunc(gert::TilingContext* context)
                         static_cast<long>(hidden)),
                 return ge::GRAPH_FAILED);
     const int64_t colAlign = AlignUp(hidden, 16);  // row stride in UB (elements; 32-byte aligned)
-    const int64_t rowBytesTwoBufs =
-        2 * colAlign * TBytes + 2 * colAlign * TBytes + 8 + 16;  // UB bytes per resident row, two buffers per row queue
+    const int64_t rowBytesTwoBufs = 2 * colAlign * TBytes + 2 * colAlign * TBytes + 8 + 16 +
+                                    (colAlign <= 2040 ? 64 : 0) * 4 + 2 * (colAlign <= 2040 ? 1 : 0) * 4 +
+                                    2 * colAlign * 4;  // UB bytes per resident row, two buffers per row queue
     const int64_t fixedBytesTwoBufs =
-        192 + 2 * colAlign * 4 + 3 * colAlign * 4 + 2 * colAlign * 4 + colAlign * std::max<int64_t>(TBytes, UBytes) +
+        192 + 2 * (colAlign <= 2040 ? 8 : 0) * 4 + 3 * colAlign * 4 + 2 * colAlign * 4 +
+        colAlign * std::max<int64_t>(TBytes, UBytes) +
         (AlignUp(CeilDiv(colAlign, 64) * 2, 8) + 8) * 4;  // UB bytes held once, two buffers per row queue
     const int64_t rowsFitTwoBufs = ubBytes > fixedBytesTwoBufs
                                        ? (ubBytes - fixedBytesTwoBufs) / rowBytesTwoBufs
                                        : 0;  // rows per UB pass that fit with two buffers per row queue
-    const int64_t rowBytesOneBuf =
-        colAlign * TBytes + colAlign * TBytes + 8 + 16;  // UB bytes per resident row, one buffer per row queue
+    const int64_t rowBytesOneBuf = colAlign * TBytes + colAlign * TBytes + 8 + 16 + (colAlign <= 2040 ? 64 : 0) * 4 +
+                                   2 * (colAlign <= 2040 ? 1 : 0) * 4 +
+                                   2 * colAlign * 4;  // UB bytes per resident row, one buffer per row queue
     const int64_t fixedBytesOneBuf =
-        192 + 2 * colAlign * 4 + 3 * colAlign * 4 + 2 * colAlign * 4 + colAlign * std::max<int64_t>(TBytes, UBytes) +
+        192 + 2 * (colAlign <= 2040 ? 8 : 0) * 4 + 3 * colAlign * 4 + 2 * colAlign * 4 +
+        colAlign * std::max<int64_t>(TBytes, UBytes) +
         (AlignUp(CeilDiv(colAlign, 64) * 2, 8) + 8) * 4;  // UB bytes held once, one buffer per row queue
     const int64_t rowsFitOneBuf = ubBytes > fixedBytesOneBuf
                                       ? (ubBytes - fixedBytesOneBuf) / rowBytesOneBuf
@@ -335,14 +339,13 @@ static ge::graphStatus TilingFunc(gert::TilingContext* context)
     const int64_t passRowsTwoBufs = std::max<int64_t>(
         1, std::min<int64_t>(
                rowsFitTwoBufs,
-               std::min<int64_t>(4095, CeilDiv(rows, rowCores))));  // rows a pass with two buffers per row queue
+               std::min<int64_t>(255, CeilDiv(rows, rowCores))));  // rows a pass with two buffers per row queue
     const int64_t passesTwoBufs =
         CeilDiv(CeilDiv(rows, rowCores), passRowsTwoBufs);  // passes of a core with two buffers per row queue
     const int64_t copyInCyclesTwoBufs = passRowsTwoBufs * (hidden * TBytes + 256) * rowCores * 9 /
                                         8000;  // estimated cycles of a pass's copy-in with two buffers per row queue
-    const int64_t computeCyclesTwoBufs =
-        passRowsTwoBufs * hidden * 11 / 64 +
-        passRowsTwoBufs * 11 * 24;  // estimated cycles of a pass's compute with two buffers per row queue
+    const int64_t computeCyclesTwoBufs = passRowsTwoBufs * hidden * 11 / 64 +
+                                         264;  // estimated cycles of a pass's compute with two buffers per row queue
     const int64_t copyOutCyclesTwoBufs = passRowsTwoBufs * (hidden * TBytes + 256) * rowCores * 9 /
                                          8000;  // estimated cycles of a pass's copy-out with two buffers per row queue
     const int64_t passCyclesTwoBufs = std::max<int64_t>(
@@ -352,29 +355,28 @@ static ge::graphStatus TilingFunc(gert::TilingContext* context)
             copyOutCyclesTwoBufs,
         passesTwoBufs *
             (copyInCyclesTwoBufs +
-             copyOutCyclesTwoBufs));  // estimated cycles of a core's passes with two buffers per row queue (pipeline_cycles, a = 7/8, b = 0, s = 0, the next pass prefetched)
+             copyOutCyclesTwoBufs));  // estimated cycles of a core's passes with two buffers per row queue (pipeline_cycles, a = 11/12, b = 0, s = 7/10, the next pass prefetched)
     const int64_t passRowsOneBuf = std::max<int64_t>(
         1, std::min<int64_t>(
                rowsFitOneBuf,
-               std::min<int64_t>(4095, CeilDiv(rows, rowCores))));  // rows a pass with one buffer per row queue
+               std::min<int64_t>(255, CeilDiv(rows, rowCores))));  // rows a pass with one buffer per row queue
     const int64_t passesOneBuf =
         CeilDiv(CeilDiv(rows, rowCores), passRowsOneBuf);  // passes of a core with one buffer per row queue
     const int64_t copyInCyclesOneBuf = passRowsOneBuf * (hidden * TBytes + 256) * rowCores * 9 /
                                        8000;  // estimated cycles of a pass's copy-in with one buffer per row queue
     const int64_t computeCyclesOneBuf =
-        passRowsOneBuf * hidden * 11 / 64 +
-        passRowsOneBuf * 11 * 24;  // estimated cycles of a pass's compute with one buffer per row queue
+        passRowsOneBuf * hidden * 11 / 64 + 264;  // estimated cycles of a pass's compute with one buffer per row queue
     const int64_t copyOutCyclesOneBuf = passRowsOneBuf * (hidden * TBytes + 256) * rowCores * 9 /
                                         8000;  // estimated cycles of a pass's copy-out with one buffer per row queue
     const int64_t passCyclesOneBuf = std::max<int64_t>(
         copyInCyclesOneBuf +
-            passesOneBuf * std::max<int64_t>(
-                               std::max<int64_t>(computeCyclesOneBuf, computeCyclesOneBuf * 7 / 8 + copyInCyclesOneBuf),
-                               computeCyclesOneBuf + copyOutCyclesOneBuf) +
+            passesOneBuf * std::max<int64_t>(std::max<int64_t>(computeCyclesOneBuf,
+                                                               computeCyclesOneBuf * 11 / 12 + copyInCyclesOneBuf),
+                                             computeCyclesOneBuf + copyOutCyclesOneBuf) +
             copyOutCyclesOneBuf,
         passesOneBuf *
             (copyInCyclesOneBuf +
-             copyOutCyclesOneBuf));  // estimated cycles of a core's passes with one buffer per row queue (pipeline_cycles, a = 7/8, b = 0, s = 0, the next pass's copy-in issued by Compute after its frees)
+             copyOutCyclesOneBuf));  // estimated cycles of a core's passes with one buffer per row queue (pipeline_cycles, a = 11/12, b = 0, s = 7/10, the next pass's copy-in issued by Compute after its frees)
     const int64_t rowQueBufs =
         (rowsFitTwoBufs >= 1 && rowsFitOneBuf > rowsFitTwoBufs && passCyclesOneBuf * 64 < passCyclesTwoBufs * 63)
             ? 1
@@ -387,19 +389,189 @@ static ge::graphStatus TilingFunc(gert::TilingContext* context)
     const int64_t rowsPerPass = std::max<int64_t>(
         1,
         std::min<int64_t>(
-            std::min<int64_t>(rowsFit, 4095),
-            CeilDiv(rows,
-                    rowCores)));  // rows per UB pass (at most 4095: one DataCopyPad moves them, blockCount is 12 bits)
+            std::min<int64_t>(rowsFit, 255),
+            CeilDiv(
+                rows,
+                rowCores)));  // rows per UB pass (at most 255: one repeat-form instruction takes them, repeatTime is 0..255)
     const int64_t colsPerCore = AlignUp(CeilDiv(hidden, coreNum), 16);  // columns per core (COL_SPLIT)
     const int64_t colCores = CeilDiv(hidden, colsPerCore);              // cores used by COL_SPLIT
+    const int64_t colBatchShareRows =
+        std::min<int64_t>(std::min<int64_t>(248, AlignUp(rows, 8)), ubBytes / 4 / (8 * colsPerCore + 256)) / 8 *
+        8;  // COL_SPLIT: rows of temporaries that fit 1 / 4 of UB (a multiple of 8)
+    const int64_t colBatchCost0 =
+        rows * 376 +
+        CeilDiv(rows,
+                std::max<int64_t>(
+                    1, std::min<int64_t>(
+                           std::min<int64_t>(
+                               ubBytes > 288 + 8 * colCores * 4 + 2 * colsPerCore * 4 + 3 * colsPerCore * 4 +
+                                             2 * colsPerCore * 4 + colsPerCore * std::max<int64_t>(TBytes, UBytes) +
+                                             (AlignUp(CeilDiv(colsPerCore, 64) * 2, 8) + 8) * 4 +
+                                             ((colsPerCore <= 2040 && 0) ? 0 : 0) * 4
+                                   ? (ubBytes - (288 + 8 * colCores * 4 + 2 * colsPerCore * 4 + 3 * colsPerCore * 4 +
+                                                 2 * colsPerCore * 4 + colsPerCore * std::max<int64_t>(TBytes, UBytes) +
+                                                 (AlignUp(CeilDiv(colsPerCore, 64) * 2, 8) + 8) * 4 +
+                                                 ((colsPerCore <= 2040 && 0) ? 0 : 0) * 4)) /
+                                         (colsPerCore * TBytes + colsPerCore * TBytes + 8 + 16 + 12 + 4)
+                                   : 0,
+                               1024),
+                           rows))) *
+            (2 * (3664 +
+                  ((colCores > 1 ? 1 : 0) + (colCores > 2 ? 1 : 0) + (colCores > 4 ? 1 : 0) + (colCores > 8 ? 1 : 0) +
+                   (colCores > 16 ? 1 : 0) + (colCores > 32 ? 1 : 0) + (colCores > 64 ? 1 : 0) +
+                   (colCores > 128 ? 1 : 0) + (colCores > 256 ? 1 : 0) + (colCores > 512 ? 1 : 0) +
+                   (colCores > 1024 ? 1 : 0) + (colCores > 2048 ? 1 : 0)) *
+                      24 +
+                  colCores * 256 * 9 / 8000));  // COL_SPLIT row by row: estimated issue and exchange cycles of a core
+    const int64_t colBatchCost8 =
+        CeilDiv(
+            rows,
+            std::max<int64_t>(
+                1, std::min<int64_t>(
+                       std::min<int64_t>(
+                           ubBytes > 288 + 8 * colCores * 4 + 2 * (colsPerCore * 8) * 4 + 3 * colsPerCore * 4 +
+                                         2 * colsPerCore * 4 + colsPerCore * std::max<int64_t>(TBytes, UBytes) +
+                                         (AlignUp(CeilDiv(colsPerCore, 64) * 2, 8) + 8) * 4 +
+                                         ((colsPerCore <= 2040 && 1) ? 512 : 0) * 4
+                               ? (ubBytes - (288 + 8 * colCores * 4 + 2 * (colsPerCore * 8) * 4 + 3 * colsPerCore * 4 +
+                                             2 * colsPerCore * 4 + colsPerCore * std::max<int64_t>(TBytes, UBytes) +
+                                             (AlignUp(CeilDiv(colsPerCore, 64) * 2, 8) + 8) * 4 +
+                                             ((colsPerCore <= 2040 && 1) ? 512 : 0) * 4)) /
+                                     (colsPerCore * TBytes + colsPerCore * TBytes + 8 + 16 + 12 + 4)
+                               : 0,
+                           1024),
+                       rows))) *
+            CeilDiv(std::max<int64_t>(
+                        1, std::min<int64_t>(
+                               std::min<int64_t>(
+                                   ubBytes > 288 + 8 * colCores * 4 + 2 * (colsPerCore * 8) * 4 + 3 * colsPerCore * 4 +
+                                                 2 * colsPerCore * 4 + colsPerCore * std::max<int64_t>(TBytes, UBytes) +
+                                                 (AlignUp(CeilDiv(colsPerCore, 64) * 2, 8) + 8) * 4 +
+                                                 ((colsPerCore <= 2040 && 1) ? 512 : 0) * 4
+                                       ? (ubBytes -
+                                          (288 + 8 * colCores * 4 + 2 * (colsPerCore * 8) * 4 + 3 * colsPerCore * 4 +
+                                           2 * colsPerCore * 4 + colsPerCore * std::max<int64_t>(TBytes, UBytes) +
+                                           (AlignUp(CeilDiv(colsPerCore, 64) * 2, 8) + 8) * 4 +
+                                           ((colsPerCore <= 2040 && 1) ? 512 : 0) * 4)) /
+                                             (colsPerCore * TBytes + colsPerCore * TBytes + 8 + 16 + 12 + 4)
+                                       : 0,
+                                   1024),
+                               rows)),
+                    8) *
+            ((11 + 2 * (CeilDiv(colsPerCore, 64) + 1)) * 24) +
+        CeilDiv(rows,
+                std::max<int64_t>(
+                    1, std::min<int64_t>(
+                           std::min<int64_t>(
+                               ubBytes > 288 + 8 * colCores * 4 + 2 * (colsPerCore * 8) * 4 + 3 * colsPerCore * 4 +
+                                             2 * colsPerCore * 4 + colsPerCore * std::max<int64_t>(TBytes, UBytes) +
+                                             (AlignUp(CeilDiv(colsPerCore, 64) * 2, 8) + 8) * 4 +
+                                             ((colsPerCore <= 2040 && 1) ? 512 : 0) * 4
+                                   ? (ubBytes -
+                                      (288 + 8 * colCores * 4 + 2 * (colsPerCore * 8) * 4 + 3 * colsPerCore * 4 +
+                                       2 * colsPerCore * 4 + colsPerCore * std::max<int64_t>(TBytes, UBytes) +
+                                       (AlignUp(CeilDiv(colsPerCore, 64) * 2, 8) + 8) * 4 +
+                                       ((colsPerCore <= 2040 && 1) ? 512 : 0) * 4)) /
+                                         (colsPerCore * TBytes + colsPerCore * TBytes + 8 + 16 + 12 + 4)
+                                   : 0,
+                               1024),
+                           rows))) *
+            (2 * (3664 +
+                  ((colCores > 1 ? 1 : 0) + (colCores > 2 ? 1 : 0) + (colCores > 4 ? 1 : 0) + (colCores > 8 ? 1 : 0) +
+                   (colCores > 16 ? 1 : 0) + (colCores > 32 ? 1 : 0) + (colCores > 64 ? 1 : 0) +
+                   (colCores > 128 ? 1 : 0) + (colCores > 256 ? 1 : 0) + (colCores > 512 ? 1 : 0) +
+                   (colCores > 1024 ? 1 : 0) + (colCores > 2048 ? 1 : 0)) *
+                      24 +
+                  colCores * 256 * 9 /
+                      8000));  // COL_SPLIT in sub-batches of 8 rows: estimated issue and exchange cycles of a core
+    const int64_t colBatchPick =
+        colBatchShareRows >= 8 ? colBatchShareRows : 8;  // COL_SPLIT: rows of a sub-batch when sub-batches run
+    const int64_t colBatchGroups =
+        batch *
+        CeilDiv(
+            seq,
+            std::max<int64_t>(
+                1, std::min<int64_t>(
+                       std::min<int64_t>(
+                           ubBytes > 288 + 8 * colCores * 4 +
+                                         2 * (colsPerCore * std::max<int64_t>(colBatchPick, 1)) * 4 +
+                                         3 * colsPerCore * 4 + 2 * colsPerCore * 4 +
+                                         colsPerCore * std::max<int64_t>(TBytes, UBytes) +
+                                         (AlignUp(CeilDiv(colsPerCore, 64) * 2, 8) + 8) * 4 +
+                                         ((colsPerCore <= 2040 && colBatchPick >= 1) ? colBatchPick * 64 : 0) * 4
+                               ? (ubBytes -
+                                  (288 + 8 * colCores * 4 + 2 * (colsPerCore * std::max<int64_t>(colBatchPick, 1)) * 4 +
+                                   3 * colsPerCore * 4 + 2 * colsPerCore * 4 +
+                                   colsPerCore * std::max<int64_t>(TBytes, UBytes) +
+                                   (AlignUp(CeilDiv(colsPerCore, 64) * 2, 8) + 8) * 4 +
+                                   ((colsPerCore <= 2040 && colBatchPick >= 1) ? colBatchPick * 64 : 0) * 4)) /
+                                     (colsPerCore * TBytes + colsPerCore * TBytes + 8 + 16 + 12 + 4)
+                               : 0,
+                           1024),
+                       rows)));  // COL_SPLIT in sub-batches: groups, one batch each
+    const int64_t colBatchCostRuns =
+        colBatchGroups *
+            CeilDiv(
+                std::min<int64_t>(
+                    std::max<int64_t>(
+                        1,
+                        std::min<int64_t>(
+                            std::min<int64_t>(
+                                ubBytes > 288 + 8 * colCores * 4 +
+                                              2 * (colsPerCore * std::max<int64_t>(colBatchPick, 1)) * 4 +
+                                              3 * colsPerCore * 4 + 2 * colsPerCore * 4 +
+                                              colsPerCore * std::max<int64_t>(TBytes, UBytes) +
+                                              (AlignUp(CeilDiv(colsPerCore, 64) * 2, 8) + 8) * 4 +
+                                              ((colsPerCore <= 2040 && colBatchPick >= 1) ? colBatchPick * 64 : 0) * 4
+                                    ? (ubBytes -
+                                       (288 + 8 * colCores * 4 +
+                                        2 * (colsPerCore * std::max<int64_t>(colBatchPick, 1)) * 4 +
+                                        3 * colsPerCore * 4 + 2 * colsPerCore * 4 +
+                                        colsPerCore * std::max<int64_t>(TBytes, UBytes) +
+                                        (AlignUp(CeilDiv(colsPerCore, 64) * 2, 8) + 8) * 4 +
+                                        ((colsPerCore <= 2040 && colBatchPick >= 1) ? colBatchPick * 64 : 0) * 4)) /
+                                          (colsPerCore * TBytes + colsPerCore * TBytes + 8 + 16 + 12 + 4)
+                                    : 0,
+                                1024),
+                            rows)),
+                    seq),
+                colBatchPick) *
+            ((11 + 2 * (CeilDiv(colsPerCore, 64) + 1)) * 24) +
+        colBatchGroups *
+            (2 *
+             (3664 +
+              ((colCores > 1 ? 1 : 0) + (colCores > 2 ? 1 : 0) + (colCores > 4 ? 1 : 0) + (colCores > 8 ? 1 : 0) +
+               (colCores > 16 ? 1 : 0) + (colCores > 32 ? 1 : 0) + (colCores > 64 ? 1 : 0) + (colCores > 128 ? 1 : 0) +
+               (colCores > 256 ? 1 : 0) + (colCores > 512 ? 1 : 0) + (colCores > 1024 ? 1 : 0) +
+               (colCores > 2048 ? 1 : 0)) *
+                  24 +
+              colCores * 256 * 9 /
+                  8000));  // COL_SPLIT in sub-batches of groups within one batch: estimated issue and exchange cycles of a core
+    const int64_t colBatchRows =
+        (colsPerCore <= 2040 &&
+         (ubBytes > 288 + 8 * colCores * 4 + 2 * (colsPerCore * std::max<int64_t>(colBatchPick, 1)) * 4 +
+                        3 * colsPerCore * 4 + 2 * colsPerCore * 4 + colsPerCore * std::max<int64_t>(TBytes, UBytes) +
+                        (AlignUp(CeilDiv(colsPerCore, 64) * 2, 8) + 8) * 4 +
+                        ((colsPerCore <= 2040 && colBatchPick >= 1) ? colBatchPick * 64 : 0) * 4
+              ? (ubBytes -
+                 (288 + 8 * colCores * 4 + 2 * (colsPerCore * std::max<int64_t>(colBatchPick, 1)) * 4 +
+                  3 * colsPerCore * 4 + 2 * colsPerCore * 4 + colsPerCore * std::max<int64_t>(TBytes, UBytes) +
+                  (AlignUp(CeilDiv(colsPerCore, 64) * 2, 8) + 8) * 4 +
+                  ((colsPerCore <= 2040 && colBatchPick >= 1) ? colBatchPick * 64 : 0) * 4)) /
+                    (colsPerCore * TBytes + colsPerCore * TBytes + 8 + 16 + 12 + 4)
+              : 0) >= 1 &&
+         colBatchCostRuns < colBatchCost0)
+            ? colBatchPick
+            : 0;                              // COL_SPLIT: rows of a group run at once (a multiple of 8; 0: row by row)
     const int64_t colsPerPass = colsPerCore;  // columns per COL_SPLIT pass: the whole slice stays resident
     const int64_t colsTail = hidden - (colCores - 1) * colsPerCore;  // columns of the last core (COL_SPLIT)
     const int64_t groupRowBytes =
         colsPerPass * TBytes + colsPerPass * TBytes + 8 + 16 + 12 + 4;  // UB bytes per resident row (COL_SPLIT)
     const int64_t groupFixedBytes =
-        288 + 8 * colCores * 4 + 2 * colsPerPass * 4 + 3 * colsPerPass * 4 + 2 * colsPerPass * 4 +
-        colsPerPass * std::max<int64_t>(TBytes, UBytes) +
-        (AlignUp(CeilDiv(colsPerPass, 64) * 2, 8) + 8) * 4;  // UB bytes held once (COL_SPLIT)
+        288 + 8 * colCores * 4 + 2 * (colsPerPass * std::max<int64_t>(colBatchRows, 1)) * 4 + 3 * colsPerPass * 4 +
+        2 * colsPerPass * 4 + colsPerPass * std::max<int64_t>(TBytes, UBytes) +
+        (AlignUp(CeilDiv(colsPerPass, 64) * 2, 8) + 8) * 4 +
+        ((colsPerPass <= 2040 && colBatchRows >= 1) ? colBatchRows * 64 : 0) * 4;  // UB bytes held once (COL_SPLIT)
     const int64_t groupFit =
         ubBytes > groupFixedBytes ? (ubBytes - groupFixedBytes) / groupRowBytes : 0;  // rows per group that fit
     const int64_t groupRows =
@@ -432,6 +604,7 @@ static ge::graphStatus TilingFunc(gert::TilingContext* context)
     tiling->rowsTail = rowsTail;
     tiling->rowsPerPass = rowsPerPass;
     tiling->colsPerCore = colsPerCore;
+    tiling->colBatchRows = colBatchRows;
     tiling->colsPerPass = colsPerPass;
     tiling->colsTail = colsTail;
     tiling->groupRows = groupRows;

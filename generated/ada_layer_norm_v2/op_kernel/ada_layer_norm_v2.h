@@ -99,9 +99,9 @@ private:
         pipe_.InitBuffer(statStageBuf_mean, AlignUp(pass, 8) * sizeof(float));
         pipe_.InitBuffer(statStageBuf_rstd, AlignUp(pass, 8) * sizeof(float));
         pipe_.InitBuffer(statOutQue0_mean_rstd, 2, 2 * AlignUp(pass, 8) * sizeof(float));
-        pipe_.InitBuffer(workBuf_, 2 * rowStride_ * sizeof(float));
+        pipe_.InitBuffer(workBuf_, 2 * (pass * rowStride_) * sizeof(float));
         for (int64_t j = 0; j < 2; ++j) {
-            w_[j] = workBuf_.template Get<float>()[j * rowStride_];
+            w_[j] = workBuf_.template Get<float>()[j * (pass * rowStride_)];
         }
         pipe_.InitBuffer(browBuf_, 3 * rowStride_ * sizeof(float));
         for (int64_t j = 0; j < 3; ++j) {
@@ -115,6 +115,14 @@ private:
         pipe_.InitBuffer(reduceBuf_, (AlignUp((rowStride_ + 63) / 64 * 2, 8) + 8) * sizeof(float));
         red_ = reduceBuf_.template Get<float>();
         redTmp_ = red_[8];
+        if (rowStride_ <= 2040) {  // rows RowsSum / RowsMax can take (ROWS_REDUCE_FITS)
+            pipe_.InitBuffer(rowsRedBuf_, pass * 64 * sizeof(float));
+            rowsRed_ = rowsRedBuf_.template Get<float>();
+            pipe_.InitBuffer(rowValBuf_, 2 * AlignUp(pass, 8) * sizeof(float));
+            for (int64_t j = 0; j < 2; ++j) {
+                rv_[j] = rowValBuf_.template Get<float>()[j * AlignUp(pass, 8)];
+            }
+        }
         LoadColumns();
         curBatch_ = -1;
         valBatch_ = -1;
@@ -174,9 +182,10 @@ private:
         tots_ = sums_[1 * groupStride_];
         pipe_.InitBuffer(xchgBuf_, cores * AlignUp(td_->rowsPerOwner, 8) * sizeof(float));
         xchg_ = xchgBuf_.template Get<float>();
-        pipe_.InitBuffer(workBuf_, 2 * rowStride_ * sizeof(float));
+        const int64_t pass = td_->colBatchRows > 1 ? td_->colBatchRows : 1;
+        pipe_.InitBuffer(workBuf_, 2 * (pass * rowStride_) * sizeof(float));
         for (int64_t j = 0; j < 2; ++j) {
-            w_[j] = workBuf_.template Get<float>()[j * rowStride_];
+            w_[j] = workBuf_.template Get<float>()[j * (pass * rowStride_)];
         }
         pipe_.InitBuffer(browBuf_, 3 * rowStride_ * sizeof(float));
         for (int64_t j = 0; j < 3; ++j) {
@@ -190,40 +199,86 @@ private:
         pipe_.InitBuffer(reduceBuf_, (AlignUp((rowStride_ + 63) / 64 * 2, 8) + 8) * sizeof(float));
         red_ = reduceBuf_.template Get<float>();
         redTmp_ = red_[8];
+        // rows longer than one repeat fold into the scratch (RowsSum / RowsMax)
+        if (td_->colBatchRows >= 1 && rowStride_ <= 2040) {
+            pipe_.InitBuffer(rowsRedBuf_, td_->colBatchRows * 64 * sizeof(float));
+            rowsRed_ = rowsRedBuf_.template Get<float>();
+        }
         const int64_t totBase = cores * 1 * groupStride_;
         for (c0_ = cBegin; c0_ < cEnd; c0_ += rowStride_) {  // column chunks of this core's slice
             n_ = cEnd - c0_ < rowStride_ ? cEnd - c0_ : rowStride_;
             LoadColumns();
             curBatch_ = -1;
             valBatch_ = -1;
-            for (int64_t g0 = 0; g0 < rowNum_; g0 += G) {
-                const int64_t k = rowNum_ - g0 < G ? rowNum_ - g0 : G;
+            // groups of groupRows rows; with sub-batches none across a batch's end
+            for (int64_t g0 = 0; g0 < rowNum_;) {
+                const int64_t k = (G < rowNum_ - g0 ? G : rowNum_ - g0) <
+                                          (td_->colBatchRows >= 1 ? (g0 / seqLen_ + 1) * seqLen_ - g0 : G)
+                                      ? (G < rowNum_ - g0 ? G : rowNum_ - g0)
+                                      : (td_->colBatchRows >= 1 ? (g0 / seqLen_ + 1) * seqLen_ - g0 : G);
                 {
                     const int64_t oneBurst = ((hidden_ - n_) * sizeof(T) == 0 && rowStride_ == n_) ? 1 : 0;
-                    event_t evt_5 = static_cast<event_t>(GetTPipePtr()->FetchEventID(HardEvent::V_MTE2));
-                    SetFlag<HardEvent::V_MTE2>(evt_5);  // resBuf_x: V has read it before MTE2 overwrites it
-                    WaitFlag<HardEvent::V_MTE2>(evt_5);
+                    event_t evt_4 = static_cast<event_t>(GetTPipePtr()->FetchEventID(HardEvent::V_MTE2));
+                    SetFlag<HardEvent::V_MTE2>(evt_4);  // resBuf_x: V has read it before MTE2 overwrites it
+                    WaitFlag<HardEvent::V_MTE2>(evt_4);
                     DataCopyPad(res_x, gm_x[g0 * hidden_ + c0_],
                                 DataCopyExtParams(static_cast<uint16_t>(oneBurst != 0 ? 1 : k),
                                                   oneBurst != 0 ? k * n_ * sizeof(T) : n_ * sizeof(T),
                                                   (hidden_ - n_) * sizeof(T), GapBlocks(rowStride_, n_, sizeof(T)), 0),
                                 DataCopyPadExtParams<T>(false, 0, 0, T{}));  // spec: ada_layer_norm_v2.py:50
                 }
-                // row-reduction level 0: partial results of this core's columns, exchanged through workspace
-                event_t evt_0 = static_cast<event_t>(GetTPipePtr()->FetchEventID(HardEvent::MTE2_V));
-                SetFlag<HardEvent::MTE2_V>(evt_0);  // resBuf_x: MTE2 has written it before V reads it
-                WaitFlag<HardEvent::MTE2_V>(evt_0);
-                for (int64_t i = 0; i < k; ++i) {
-                    const int64_t b = (g0 + i) / seqLen_;
-                    if (b != valBatch_) {
-                        valBatch_ = b;
-                        LoadBatch(b);
-                    }
-                    CastFrom(w_[0], res_x[i * rowStride_], n_);  // spec: ada_layer_norm_v2.py:50
-                    PipeBarrier<PIPE_V>();                       // workBuf_: V has written it before V reads it
-                    const float part_s0 = RowSum(w_[0], n_);     // spec: ada_layer_norm_v2.py:51
-                    sums_.SetValue(0 * groupStride_ + i, part_s0);
+                const int64_t bg = g0 / seqLen_;
+                if (bg != valBatch_) {
+                    valBatch_ = bg;
+                    LoadBatch(bg);
                 }
+                // row-reduction level 0: partial results of this core's columns, exchanged through workspace
+                // slices of at most 255 blocks: eight rows a repeat
+                if (td_->colBatchRows >= 1 && rowStride_ <= 2040) {
+                    event_t evt_5 = static_cast<event_t>(GetTPipePtr()->FetchEventID(HardEvent::MTE2_V));
+                    SetFlag<HardEvent::MTE2_V>(evt_5);  // resBuf_x: MTE2 has written it before V reads it
+                    WaitFlag<HardEvent::MTE2_V>(evt_5);
+                    for (int64_t b0 = 0; b0 < k; b0 += td_->colBatchRows) {  // the group's rows, colBatchRows at a time
+                        const int64_t kb = k - b0 < td_->colBatchRows ? k - b0 : td_->colBatchRows;
+                        PipeBarrier<PIPE_V>();  // workBuf_: V has read it before V overwrites it
+                        CastFrom(w_[0], res_x[b0 * rowStride_], kb * rowStride_);  // spec: ada_layer_norm_v2.py:50
+                        PipeBarrier<PIPE_V>();  // workBuf_: V has written it before V reads it
+                        RowsSumB(w_[0], sums_[0 * groupStride_ + b0], kb);  // spec: ada_layer_norm_v2.py:51
+                    }
+                } else {
+                    // the group's rows at once (one instruction over every row, row reductions by RowsSum); else row by row
+                    if (td_->colBatchRows >= 1 && rowStride_ <= 2040) {
+                        event_t evt_6 = static_cast<event_t>(GetTPipePtr()->FetchEventID(HardEvent::MTE2_V));
+                        SetFlag<HardEvent::MTE2_V>(evt_6);  // resBuf_x: MTE2 has written it before V reads it
+                        WaitFlag<HardEvent::MTE2_V>(evt_6);
+                        // the group's rows, colBatchRows at a time
+                        for (int64_t b0 = 0; b0 < k; b0 += td_->colBatchRows) {
+                            const int64_t kb = k - b0 < td_->colBatchRows ? k - b0 : td_->colBatchRows;
+                            PipeBarrier<PIPE_V>();  // workBuf_: V has read it before V overwrites it
+                            CastFrom(w_[0], res_x[b0 * rowStride_], kb * rowStride_);  // spec: ada_layer_norm_v2.py:50
+                            PipeBarrier<PIPE_V>();  // workBuf_: V has written it before V reads it
+                            RowsSum(w_[0], sums_[0 * groupStride_ + b0], kb);  // spec: ada_layer_norm_v2.py:51
+                        }
+                    } else {
+                        event_t evt_7 = static_cast<event_t>(GetTPipePtr()->FetchEventID(HardEvent::MTE2_V));
+                        SetFlag<HardEvent::MTE2_V>(evt_7);  // resBuf_x: MTE2 has written it before V reads it
+                        WaitFlag<HardEvent::MTE2_V>(evt_7);
+                        for (int64_t i = 0; i < k; ++i) {
+                            const int64_t b = (g0 + i) / seqLen_;
+                            if (b != valBatch_) {
+                                valBatch_ = b;
+                                LoadBatch(b);
+                            }
+                            CastFrom(w_[0], res_x[i * rowStride_], n_);  // spec: ada_layer_norm_v2.py:50
+                            PipeBarrier<PIPE_V>();                       // workBuf_: V has written it before V reads it
+                            const float part_s0 = RowSum(w_[0], n_);     // spec: ada_layer_norm_v2.py:51
+                            sums_.SetValue(0 * groupStride_ + i, part_s0);
+                        }
+                    }
+                }
+                event_t evt_0 = static_cast<event_t>(GetTPipePtr()->FetchEventID(HardEvent::V_MTE3));
+                SetFlag<HardEvent::V_MTE3>(evt_0);  // sumBuf_: V has written it before MTE3 reads it
+                WaitFlag<HardEvent::V_MTE3>(evt_0);
                 event_t evt_1 = static_cast<event_t>(GetTPipePtr()->FetchEventID(HardEvent::S_MTE3));
                 SetFlag<HardEvent::S_MTE3>(evt_1);  // sumBuf_: S has written it before MTE3 reads it
                 WaitFlag<HardEvent::S_MTE3>(evt_1);
@@ -238,27 +293,95 @@ private:
                             DataCopyExtParams(1, k * sizeof(float), 0, 0, 0),
                             DataCopyPadExtParams<float>(false, 0, 0, 0.0f));
                 // row-reduction level 1: partial results of this core's columns, exchanged through workspace
-                event_t evt_2 = static_cast<event_t>(GetTPipePtr()->FetchEventID(HardEvent::MTE2_S));
-                SetFlag<HardEvent::MTE2_S>(evt_2);  // sumBuf_: MTE2 has written it before S reads it
-                WaitFlag<HardEvent::MTE2_S>(evt_2);
-                for (int64_t i = 0; i < k; ++i) {
-                    const int64_t b = (g0 + i) / seqLen_;
-                    if (b != valBatch_) {
-                        valBatch_ = b;
-                        LoadBatch(b);
+                // slices of at most 255 blocks: eight rows a repeat
+                if (td_->colBatchRows >= 1 && rowStride_ <= 2040) {
+                    event_t evt_8 = static_cast<event_t>(GetTPipePtr()->FetchEventID(HardEvent::MTE2_S));
+                    SetFlag<HardEvent::MTE2_S>(evt_8);  // sumBuf_: MTE2 has written it before S reads it
+                    WaitFlag<HardEvent::MTE2_S>(evt_8);
+                    for (int64_t b0 = 0; b0 < k; b0 += td_->colBatchRows) {  // the group's rows, colBatchRows at a time
+                        const int64_t kb = k - b0 < td_->colBatchRows ? k - b0 : td_->colBatchRows;
+                        CastFrom(w_[0], res_x[b0 * rowStride_], kb * rowStride_);  // spec: ada_layer_norm_v2.py:50
+                        event_t evt_9 = static_cast<event_t>(GetTPipePtr()->FetchEventID(HardEvent::V_S));
+                        SetFlag<HardEvent::V_S>(evt_9);  // sumBuf_: V has written it before S reads it
+                        WaitFlag<HardEvent::V_S>(evt_9);
+                        for (int64_t i = 0; i < kb; ++i) {  // the per-row scalars of the ops below, one slot each
+                            const float s0 = tots_.GetValue(0 * groupStride_ + i + b0);
+                            const float s1 = s0 / static_cast<float>(hidden_);       // spec: ada_layer_norm_v2.py:51
+                            rowsRed_.SetValue((8 + 0) * AlignUp(kb, 8) + i, -(s1));  // spec: ada_layer_norm_v2.py:52
+                        }
+                        event_t evt_10 = static_cast<event_t>(GetTPipePtr()->FetchEventID(HardEvent::S_V));
+                        SetFlag<HardEvent::S_V>(evt_10);  // rowsRedBuf_: S has written it before V reads it
+                        WaitFlag<HardEvent::S_V>(evt_10);
+                        Brcb(rowsRed_, rowsRed_[(8 + 0) * AlignUp(kb, 8)], (kb + 7) / 8,
+                             BrcbRepeatParams(1, 8));  // spec: ada_layer_norm_v2.py:52
+                        PipeBarrier<PIPE_V>();         // workBuf_: V has written it before V reads it
+                        // eight rows a repeat, a column block a repeat; each row's scalar block
+                        for (int64_t g = 0; g < (kb + 7) / 8; ++g) {
+                            Add(w_[0][g * 8 * rowStride_], w_[0][g * 8 * rowStride_], rowsRed_[g * 64],
+                                static_cast<uint64_t>(8 * (8 < kb - g * 8 ? 8 : kb - g * 8)),
+                                static_cast<uint8_t>((n_ + 7) / 8),
+                                BinaryRepeatParams(static_cast<uint8_t>(rowStride_ / 8),
+                                                   static_cast<uint8_t>(rowStride_ / 8), 1, 1, 1,
+                                                   0));  // spec: ada_layer_norm_v2.py:52
+                        }
+                        PipeBarrier<PIPE_V>();  // workBuf_: V has written it before V reads it
+                        Mul(w_[1], w_[0], w_[0],
+                            static_cast<int32_t>(kb * rowStride_));  // spec: ada_layer_norm_v2.py:53
+                        PipeBarrier<PIPE_V>();                       // workBuf_: V has written it before V reads it
+                        RowsSumB(w_[1], sums_[0 * groupStride_ + b0], kb);  // spec: ada_layer_norm_v2.py:53
                     }
-                    CastFrom(w_[0], res_x[i * rowStride_], n_);             // spec: ada_layer_norm_v2.py:50
-                    const float s0 = tots_.GetValue(0 * groupStride_ + i);  // spec: ada_layer_norm_v2.py:51
-                    const float s1 = s0 / static_cast<float>(hidden_);      // spec: ada_layer_norm_v2.py:51
-                    PipeBarrier<PIPE_V>();  // workBuf_: V has written it before V reads it
-                    Adds(w_[0], w_[0], static_cast<float>(-(s1)),
-                         static_cast<int32_t>(n_));                      // spec: ada_layer_norm_v2.py:52
-                    PipeBarrier<PIPE_V>();                               // workBuf_: V has written it before V reads it
-                    Mul(w_[1], w_[0], w_[0], static_cast<int32_t>(n_));  // spec: ada_layer_norm_v2.py:53
-                    PipeBarrier<PIPE_V>();                               // workBuf_: V has written it before V reads it
-                    const float part_s2 = RowSum(w_[1], n_);             // spec: ada_layer_norm_v2.py:53
-                    sums_.SetValue(0 * groupStride_ + i, part_s2);
+                } else {
+                    // the group's rows at once (one instruction over every row, row reductions by RowsSum); else row by row
+                    if (td_->colBatchRows >= 1 && rowStride_ <= 2040) {
+                        event_t evt_11 = static_cast<event_t>(GetTPipePtr()->FetchEventID(HardEvent::MTE2_S));
+                        SetFlag<HardEvent::MTE2_S>(evt_11);  // sumBuf_: MTE2 has written it before S reads it
+                        WaitFlag<HardEvent::MTE2_S>(evt_11);
+                        // the group's rows, colBatchRows at a time
+                        for (int64_t b0 = 0; b0 < k; b0 += td_->colBatchRows) {
+                            const int64_t kb = k - b0 < td_->colBatchRows ? k - b0 : td_->colBatchRows;
+                            CastFrom(w_[0], res_x[b0 * rowStride_], kb * rowStride_);  // spec: ada_layer_norm_v2.py:50
+                            event_t evt_12 = static_cast<event_t>(GetTPipePtr()->FetchEventID(HardEvent::V_S));
+                            SetFlag<HardEvent::V_S>(evt_12);  // sumBuf_: V has written it before S reads it
+                            WaitFlag<HardEvent::V_S>(evt_12);
+                            for (int64_t i = 0; i < kb; ++i) {
+                                const float s0 = tots_.GetValue(0 * groupStride_ + i + b0);
+                                const float s1 = s0 / static_cast<float>(hidden_);  // spec: ada_layer_norm_v2.py:51
+                                Adds(w_[0][i * rowStride_], w_[0][i * rowStride_], static_cast<float>(-(s1)),
+                                     static_cast<int32_t>(n_));  // spec: ada_layer_norm_v2.py:52
+                            }
+                            PipeBarrier<PIPE_V>();  // workBuf_: V has written it before V reads it
+                            Mul(w_[1], w_[0], w_[0],
+                                static_cast<int32_t>(kb * rowStride_));  // spec: ada_layer_norm_v2.py:53
+                            PipeBarrier<PIPE_V>();                       // workBuf_: V has written it before V reads it
+                            RowsSum(w_[1], sums_[0 * groupStride_ + b0], kb);  // spec: ada_layer_norm_v2.py:53
+                        }
+                    } else {
+                        event_t evt_13 = static_cast<event_t>(GetTPipePtr()->FetchEventID(HardEvent::MTE2_S));
+                        SetFlag<HardEvent::MTE2_S>(evt_13);  // sumBuf_: MTE2 has written it before S reads it
+                        WaitFlag<HardEvent::MTE2_S>(evt_13);
+                        for (int64_t i = 0; i < k; ++i) {
+                            const int64_t b = (g0 + i) / seqLen_;
+                            if (b != valBatch_) {
+                                valBatch_ = b;
+                                LoadBatch(b);
+                            }
+                            CastFrom(w_[0], res_x[i * rowStride_], n_);             // spec: ada_layer_norm_v2.py:50
+                            const float s0 = tots_.GetValue(0 * groupStride_ + i);  // spec: ada_layer_norm_v2.py:51
+                            const float s1 = s0 / static_cast<float>(hidden_);      // spec: ada_layer_norm_v2.py:51
+                            PipeBarrier<PIPE_V>();  // workBuf_: V has written it before V reads it
+                            Adds(w_[0], w_[0], static_cast<float>(-(s1)),
+                                 static_cast<int32_t>(n_));  // spec: ada_layer_norm_v2.py:52
+                            PipeBarrier<PIPE_V>();           // workBuf_: V has written it before V reads it
+                            Mul(w_[1], w_[0], w_[0], static_cast<int32_t>(n_));  // spec: ada_layer_norm_v2.py:53
+                            PipeBarrier<PIPE_V>();                    // workBuf_: V has written it before V reads it
+                            const float part_s2 = RowSum(w_[1], n_);  // spec: ada_layer_norm_v2.py:53
+                            sums_.SetValue(0 * groupStride_ + i, part_s2);
+                        }
+                    }
                 }
+                event_t evt_2 = static_cast<event_t>(GetTPipePtr()->FetchEventID(HardEvent::V_MTE3));
+                SetFlag<HardEvent::V_MTE3>(evt_2);  // sumBuf_: V has written it before MTE3 reads it
+                WaitFlag<HardEvent::V_MTE3>(evt_2);
                 event_t evt_3 = static_cast<event_t>(GetTPipePtr()->FetchEventID(HardEvent::S_MTE3));
                 SetFlag<HardEvent::S_MTE3>(evt_3);  // sumBuf_: S has written it before MTE3 reads it
                 WaitFlag<HardEvent::S_MTE3>(evt_3);
@@ -275,46 +398,241 @@ private:
                 rowOut_out = rowOutQue_out.template AllocTensor<T>();
                 statStage_mean = statStageBuf_mean.template Get<float>();
                 statStage_rstd = statStageBuf_rstd.template Get<float>();
-                event_t evt_4 = static_cast<event_t>(GetTPipePtr()->FetchEventID(HardEvent::MTE2_S));
-                SetFlag<HardEvent::MTE2_S>(evt_4);  // sumBuf_: MTE2 has written it before S reads it
-                WaitFlag<HardEvent::MTE2_S>(evt_4);
-                for (int64_t i = 0; i < k; ++i) {
-                    const int64_t b = (g0 + i) / seqLen_;
-                    if (b != valBatch_) {
-                        valBatch_ = b;
-                        LoadBatch(b);
-                    }
-                    PipeBarrier<PIPE_V>();                       // workBuf_: V has read it before V overwrites it
-                    CastFrom(w_[0], res_x[i * rowStride_], n_);  // spec: ada_layer_norm_v2.py:50
-                    const float s0 = tots_.GetValue(0 * groupStride_ + i);  // spec: ada_layer_norm_v2.py:51
-                    const float s1 = s0 / static_cast<float>(hidden_);      // spec: ada_layer_norm_v2.py:51
-                    PipeBarrier<PIPE_V>();  // workBuf_: V has written it before V reads it
-                    Adds(w_[0], w_[0], static_cast<float>(-(s1)),
-                         static_cast<int32_t>(n_));                         // spec: ada_layer_norm_v2.py:52
-                    statStage_mean.SetValue(i, s1);                         // spec: ada_layer_norm_v2.py:27
-                    const float s2 = tots_.GetValue(1 * groupStride_ + i);  // spec: ada_layer_norm_v2.py:53
-                    const float s3 = s2 / static_cast<float>(hidden_);      // spec: ada_layer_norm_v2.py:53
-                    const float s4 = (s3 + attr_epsilon);                   // spec: ada_layer_norm_v2.py:54
-                    const float s5 = 1.0f / Std::sqrt(s4);                  // spec: ada_layer_norm_v2.py:54
-                    PipeBarrier<PIPE_V>();  // workBuf_: V has written it before V reads it
-                    Muls(w_[0], w_[0], static_cast<float>(s5),
-                         static_cast<int32_t>(n_));  // spec: ada_layer_norm_v2.py:55
-                    if (hasInput0_) {                // when weight present
-                        PipeBarrier<PIPE_V>();       // workBuf_: V has written it before V reads it
-                        Mul(w_[0], w_[0], colv_[0], static_cast<int32_t>(n_));  // spec: ada_layer_norm_v2.py:57
-                    }
-                    if (hasInput1_) {           // when bias present
+                // slices of at most 255 blocks: eight rows a repeat
+                if (td_->colBatchRows >= 1 && rowStride_ <= 2040) {
+                    event_t evt_14 = static_cast<event_t>(GetTPipePtr()->FetchEventID(HardEvent::MTE2_S));
+                    SetFlag<HardEvent::MTE2_S>(evt_14);  // sumBuf_: MTE2 has written it before S reads it
+                    WaitFlag<HardEvent::MTE2_S>(evt_14);
+                    for (int64_t b0 = 0; b0 < k; b0 += td_->colBatchRows) {  // the group's rows, colBatchRows at a time
+                        const int64_t kb = k - b0 < td_->colBatchRows ? k - b0 : td_->colBatchRows;
+                        PipeBarrier<PIPE_V>();  // workBuf_: V has read it before V overwrites it
+                        CastFrom(w_[0], res_x[b0 * rowStride_], kb * rowStride_);  // spec: ada_layer_norm_v2.py:50
+                        for (int64_t i = 0; i < kb; ++i) {
+                            const float s0 = tots_.GetValue(0 * groupStride_ + i + b0);
+                            const float s1 = s0 / static_cast<float>(hidden_);  // spec: ada_layer_norm_v2.py:51
+                            statStage_mean.SetValue(i + b0, s1);                // spec: ada_layer_norm_v2.py:27
+                        }
+                        event_t evt_15 = static_cast<event_t>(GetTPipePtr()->FetchEventID(HardEvent::V_S));
+                        SetFlag<HardEvent::V_S>(evt_15);  // rowsRedBuf_: V has read it before S overwrites it
+                        WaitFlag<HardEvent::V_S>(evt_15);
+                        for (int64_t i = 0; i < kb; ++i) {  // the per-row scalars of the ops below, one slot each
+                            const float s0 = tots_.GetValue(0 * groupStride_ + i + b0);
+                            const float s1 = s0 / static_cast<float>(hidden_);       // spec: ada_layer_norm_v2.py:51
+                            rowsRed_.SetValue((8 + 0) * AlignUp(kb, 8) + i, -(s1));  // spec: ada_layer_norm_v2.py:52
+                        }
+                        event_t evt_16 = static_cast<event_t>(GetTPipePtr()->FetchEventID(HardEvent::S_V));
+                        SetFlag<HardEvent::S_V>(evt_16);  // rowsRedBuf_: S has written it before V reads it
+                        WaitFlag<HardEvent::S_V>(evt_16);
+                        Brcb(rowsRed_, rowsRed_[(8 + 0) * AlignUp(kb, 8)], (kb + 7) / 8,
+                             BrcbRepeatParams(1, 8));  // spec: ada_layer_norm_v2.py:52
+                        PipeBarrier<PIPE_V>();         // workBuf_: V has written it before V reads it
+                        // eight rows a repeat, a column block a repeat; each row's scalar block
+                        for (int64_t g = 0; g < (kb + 7) / 8; ++g) {
+                            Add(w_[0][g * 8 * rowStride_], w_[0][g * 8 * rowStride_], rowsRed_[g * 64],
+                                static_cast<uint64_t>(8 * (8 < kb - g * 8 ? 8 : kb - g * 8)),
+                                static_cast<uint8_t>((n_ + 7) / 8),
+                                BinaryRepeatParams(static_cast<uint8_t>(rowStride_ / 8),
+                                                   static_cast<uint8_t>(rowStride_ / 8), 1, 1, 1,
+                                                   0));  // spec: ada_layer_norm_v2.py:52
+                        }
+                        for (int64_t i = 0; i < kb; ++i) {
+                            const float s2 = tots_.GetValue(1 * groupStride_ + i + b0);
+                            const float s3 = s2 / static_cast<float>(hidden_);  // spec: ada_layer_norm_v2.py:53
+                            const float s4 = (s3 + attr_epsilon);               // spec: ada_layer_norm_v2.py:54
+                            const float s5 = 1.0f / Std::sqrt(s4);              // spec: ada_layer_norm_v2.py:54
+                            statStage_rstd.SetValue(i + b0, s5);                // spec: ada_layer_norm_v2.py:28
+                        }
+                        event_t evt_17 = static_cast<event_t>(GetTPipePtr()->FetchEventID(HardEvent::V_S));
+                        SetFlag<HardEvent::V_S>(evt_17);  // rowsRedBuf_: V has read it before S overwrites it
+                        WaitFlag<HardEvent::V_S>(evt_17);
+                        for (int64_t i = 0; i < kb; ++i) {  // the per-row scalars of the ops below, one slot each
+                            const float s2 = tots_.GetValue(1 * groupStride_ + i + b0);
+                            const float s3 = s2 / static_cast<float>(hidden_);    // spec: ada_layer_norm_v2.py:53
+                            const float s4 = (s3 + attr_epsilon);                 // spec: ada_layer_norm_v2.py:54
+                            const float s5 = 1.0f / Std::sqrt(s4);                // spec: ada_layer_norm_v2.py:54
+                            rowsRed_.SetValue((8 + 0) * AlignUp(kb, 8) + i, s5);  // spec: ada_layer_norm_v2.py:55
+                        }
+                        event_t evt_18 = static_cast<event_t>(GetTPipePtr()->FetchEventID(HardEvent::S_V));
+                        SetFlag<HardEvent::S_V>(evt_18);  // rowsRedBuf_: S has written it before V reads it
+                        WaitFlag<HardEvent::S_V>(evt_18);
+                        Brcb(rowsRed_, rowsRed_[(8 + 0) * AlignUp(kb, 8)], (kb + 7) / 8,
+                             BrcbRepeatParams(1, 8));  // spec: ada_layer_norm_v2.py:55
+                        PipeBarrier<PIPE_V>();         // rowsRedBuf_: V has written it before V reads it
+                        // eight rows a repeat, a column block a repeat; each row's scalar block
+                        for (int64_t g = 0; g < (kb + 7) / 8; ++g) {
+                            Mul(w_[0][g * 8 * rowStride_], w_[0][g * 8 * rowStride_], rowsRed_[g * 64],
+                                static_cast<uint64_t>(8 * (8 < kb - g * 8 ? 8 : kb - g * 8)),
+                                static_cast<uint8_t>((n_ + 7) / 8),
+                                BinaryRepeatParams(static_cast<uint8_t>(rowStride_ / 8),
+                                                   static_cast<uint8_t>(rowStride_ / 8), 1, 1, 1,
+                                                   0));  // spec: ada_layer_norm_v2.py:55
+                        }
+                        if (hasInput0_) {           // when weight present
+                            PipeBarrier<PIPE_V>();  // workBuf_: V has written it before V reads it
+                            // eight rows a repeat, a column block a repeat; the column row's block for each
+                            for (int64_t g = 0; g < (kb + 7) / 8; ++g) {
+                                Mul(w_[0][g * 8 * rowStride_], w_[0][g * 8 * rowStride_], colv_[0],
+                                    static_cast<uint64_t>(8 * (8 < kb - g * 8 ? 8 : kb - g * 8)),
+                                    static_cast<uint8_t>((n_ + 7) / 8),
+                                    BinaryRepeatParams(static_cast<uint8_t>(rowStride_ / 8),
+                                                       static_cast<uint8_t>(rowStride_ / 8), 0, 1, 1,
+                                                       1));  // spec: ada_layer_norm_v2.py:57
+                            }
+                        }
+                        if (hasInput1_) {           // when bias present
+                            PipeBarrier<PIPE_V>();  // workBuf_: V has written it before V reads it
+                            // eight rows a repeat, a column block a repeat; the column row's block for each
+                            for (int64_t g = 0; g < (kb + 7) / 8; ++g) {
+                                Add(w_[0][g * 8 * rowStride_], w_[0][g * 8 * rowStride_], colv_[1],
+                                    static_cast<uint64_t>(8 * (8 < kb - g * 8 ? 8 : kb - g * 8)),
+                                    static_cast<uint8_t>((n_ + 7) / 8),
+                                    BinaryRepeatParams(static_cast<uint8_t>(rowStride_ / 8),
+                                                       static_cast<uint8_t>(rowStride_ / 8), 0, 1, 1,
+                                                       1));  // spec: ada_layer_norm_v2.py:59
+                            }
+                        }
                         PipeBarrier<PIPE_V>();  // workBuf_: V has written it before V reads it
-                        Add(w_[0], w_[0], colv_[1], static_cast<int32_t>(n_));  // spec: ada_layer_norm_v2.py:59
+                        // eight rows a repeat, a column block a repeat; the column row's block for each
+                        for (int64_t g = 0; g < (kb + 7) / 8; ++g) {
+                            Mul(w_[0][g * 8 * rowStride_], w_[0][g * 8 * rowStride_], brow_[1],
+                                static_cast<uint64_t>(8 * (8 < kb - g * 8 ? 8 : kb - g * 8)),
+                                static_cast<uint8_t>((n_ + 7) / 8),
+                                BinaryRepeatParams(static_cast<uint8_t>(rowStride_ / 8),
+                                                   static_cast<uint8_t>(rowStride_ / 8), 0, 1, 1,
+                                                   1));  // spec: ada_layer_norm_v2.py:60
+                        }
+                        PipeBarrier<PIPE_V>();  // workBuf_: V has written it before V reads it
+                        // eight rows a repeat, a column block a repeat; the column row's block for each
+                        for (int64_t g = 0; g < (kb + 7) / 8; ++g) {
+                            Add(w_[0][g * 8 * rowStride_], w_[0][g * 8 * rowStride_], brow_[2],
+                                static_cast<uint64_t>(8 * (8 < kb - g * 8 ? 8 : kb - g * 8)),
+                                static_cast<uint8_t>((n_ + 7) / 8),
+                                BinaryRepeatParams(static_cast<uint8_t>(rowStride_ / 8),
+                                                   static_cast<uint8_t>(rowStride_ / 8), 0, 1, 1,
+                                                   1));  // spec: ada_layer_norm_v2.py:60
+                        }
+                        PipeBarrier<PIPE_V>();  // workBuf_: V has written it before V reads it
+                        CastTo(rowOut_out[b0 * rowStride_], w_[0], RoundMode::CAST_RINT,
+                               kb * rowStride_);  // spec: ada_layer_norm_v2.py:26
                     }
-                    PipeBarrier<PIPE_V>();  // workBuf_: V has written it before V reads it
-                    Mul(w_[0], w_[0], brow_[1], static_cast<int32_t>(n_));  // spec: ada_layer_norm_v2.py:60
-                    PipeBarrier<PIPE_V>();  // workBuf_: V has written it before V reads it
-                    Add(w_[0], w_[0], brow_[2], static_cast<int32_t>(n_));  // spec: ada_layer_norm_v2.py:60
-                    PipeBarrier<PIPE_V>();  // workBuf_: V has written it before V reads it
-                    CastTo(rowOut_out[i * rowStride_], w_[0], RoundMode::CAST_RINT,
-                           n_);                      // spec: ada_layer_norm_v2.py:26
-                    statStage_rstd.SetValue(i, s5);  // spec: ada_layer_norm_v2.py:28
+                } else {
+                    // the group's rows at once (one instruction over every row, row reductions by RowsSum); else row by row
+                    if (td_->colBatchRows >= 1 && rowStride_ <= 2040) {
+                        event_t evt_19 = static_cast<event_t>(GetTPipePtr()->FetchEventID(HardEvent::MTE2_S));
+                        SetFlag<HardEvent::MTE2_S>(evt_19);  // sumBuf_: MTE2 has written it before S reads it
+                        WaitFlag<HardEvent::MTE2_S>(evt_19);
+                        // the group's rows, colBatchRows at a time
+                        for (int64_t b0 = 0; b0 < k; b0 += td_->colBatchRows) {
+                            const int64_t kb = k - b0 < td_->colBatchRows ? k - b0 : td_->colBatchRows;
+                            PipeBarrier<PIPE_V>();  // workBuf_: V has read it before V overwrites it
+                            CastFrom(w_[0], res_x[b0 * rowStride_], kb * rowStride_);  // spec: ada_layer_norm_v2.py:50
+                            PipeBarrier<PIPE_V>();  // workBuf_: V has written it before V reads it
+                            for (int64_t i = 0; i < kb; ++i) {
+                                const float s0 = tots_.GetValue(0 * groupStride_ + i + b0);
+                                const float s1 = s0 / static_cast<float>(hidden_);  // spec: ada_layer_norm_v2.py:51
+                                const float s2 = tots_.GetValue(1 * groupStride_ + i + b0);
+                                const float s3 = s2 / static_cast<float>(hidden_);  // spec: ada_layer_norm_v2.py:53
+                                const float s4 = (s3 + attr_epsilon);               // spec: ada_layer_norm_v2.py:54
+                                const float s5 = 1.0f / Std::sqrt(s4);              // spec: ada_layer_norm_v2.py:54
+                                statStage_mean.SetValue(i + b0, s1);                // spec: ada_layer_norm_v2.py:27
+                                Adds(w_[0][i * rowStride_], w_[0][i * rowStride_], static_cast<float>(-(s1)),
+                                     static_cast<int32_t>(n_));       // spec: ada_layer_norm_v2.py:52
+                                statStage_rstd.SetValue(i + b0, s5);  // spec: ada_layer_norm_v2.py:28
+                                PipeBarrier<PIPE_V>();                // workBuf_: V has written it before V reads it
+                                Muls(w_[0][i * rowStride_], w_[0][i * rowStride_], static_cast<float>(s5),
+                                     static_cast<int32_t>(n_));  // spec: ada_layer_norm_v2.py:55
+                            }
+                            if (hasInput0_) {           // when weight present
+                                PipeBarrier<PIPE_V>();  // workBuf_: V has written it before V reads it
+                                // a 64-lane chunk of every row at once; the column row's chunk for each
+                                for (int64_t c = 0; c < (rowStride_ + 63) / 64; ++c) {
+                                    Mul(w_[0][c * 64], w_[0][c * 64], colv_[0][c * 64],
+                                        static_cast<uint64_t>(64 < rowStride_ - c * 64 ? 64 : rowStride_ - c * 64),
+                                        static_cast<uint8_t>(kb),
+                                        BinaryRepeatParams(1, 1, 1, static_cast<uint8_t>(rowStride_ / 8),
+                                                           static_cast<uint8_t>(rowStride_ / 8),
+                                                           0));  // spec: ada_layer_norm_v2.py:57
+                                }
+                            }
+                            if (hasInput1_) {           // when bias present
+                                PipeBarrier<PIPE_V>();  // workBuf_: V has written it before V reads it
+                                // a 64-lane chunk of every row at once; the column row's chunk for each
+                                for (int64_t c = 0; c < (rowStride_ + 63) / 64; ++c) {
+                                    Add(w_[0][c * 64], w_[0][c * 64], colv_[1][c * 64],
+                                        static_cast<uint64_t>(64 < rowStride_ - c * 64 ? 64 : rowStride_ - c * 64),
+                                        static_cast<uint8_t>(kb),
+                                        BinaryRepeatParams(1, 1, 1, static_cast<uint8_t>(rowStride_ / 8),
+                                                           static_cast<uint8_t>(rowStride_ / 8),
+                                                           0));  // spec: ada_layer_norm_v2.py:59
+                                }
+                            }
+                            PipeBarrier<PIPE_V>();  // workBuf_: V has written it before V reads it
+                            // a 64-lane chunk of every row at once; the column row's chunk for each
+                            for (int64_t c = 0; c < (rowStride_ + 63) / 64; ++c) {
+                                Mul(w_[0][c * 64], w_[0][c * 64], brow_[1][c * 64],
+                                    static_cast<uint64_t>(64 < rowStride_ - c * 64 ? 64 : rowStride_ - c * 64),
+                                    static_cast<uint8_t>(kb),
+                                    BinaryRepeatParams(1, 1, 1, static_cast<uint8_t>(rowStride_ / 8),
+                                                       static_cast<uint8_t>(rowStride_ / 8),
+                                                       0));  // spec: ada_layer_norm_v2.py:60
+                            }
+                            PipeBarrier<PIPE_V>();  // workBuf_: V has written it before V reads it
+                            // a 64-lane chunk of every row at once; the column row's chunk for each
+                            for (int64_t c = 0; c < (rowStride_ + 63) / 64; ++c) {
+                                Add(w_[0][c * 64], w_[0][c * 64], brow_[2][c * 64],
+                                    static_cast<uint64_t>(64 < rowStride_ - c * 64 ? 64 : rowStride_ - c * 64),
+                                    static_cast<uint8_t>(kb),
+                                    BinaryRepeatParams(1, 1, 1, static_cast<uint8_t>(rowStride_ / 8),
+                                                       static_cast<uint8_t>(rowStride_ / 8),
+                                                       0));  // spec: ada_layer_norm_v2.py:60
+                            }
+                            PipeBarrier<PIPE_V>();  // workBuf_: V has written it before V reads it
+                            CastTo(rowOut_out[b0 * rowStride_], w_[0], RoundMode::CAST_RINT,
+                                   kb * rowStride_);  // spec: ada_layer_norm_v2.py:26
+                        }
+                    } else {
+                        event_t evt_20 = static_cast<event_t>(GetTPipePtr()->FetchEventID(HardEvent::MTE2_S));
+                        SetFlag<HardEvent::MTE2_S>(evt_20);  // sumBuf_: MTE2 has written it before S reads it
+                        WaitFlag<HardEvent::MTE2_S>(evt_20);
+                        for (int64_t i = 0; i < k; ++i) {
+                            const int64_t b = (g0 + i) / seqLen_;
+                            if (b != valBatch_) {
+                                valBatch_ = b;
+                                LoadBatch(b);
+                            }
+                            PipeBarrier<PIPE_V>();  // workBuf_: V has read it before V overwrites it
+                            CastFrom(w_[0], res_x[i * rowStride_], n_);             // spec: ada_layer_norm_v2.py:50
+                            const float s0 = tots_.GetValue(0 * groupStride_ + i);  // spec: ada_layer_norm_v2.py:51
+                            const float s1 = s0 / static_cast<float>(hidden_);      // spec: ada_layer_norm_v2.py:51
+                            PipeBarrier<PIPE_V>();  // workBuf_: V has written it before V reads it
+                            Adds(w_[0], w_[0], static_cast<float>(-(s1)),
+                                 static_cast<int32_t>(n_));                         // spec: ada_layer_norm_v2.py:52
+                            statStage_mean.SetValue(i, s1);                         // spec: ada_layer_norm_v2.py:27
+                            const float s2 = tots_.GetValue(1 * groupStride_ + i);  // spec: ada_layer_norm_v2.py:53
+                            const float s3 = s2 / static_cast<float>(hidden_);      // spec: ada_layer_norm_v2.py:53
+                            const float s4 = (s3 + attr_epsilon);                   // spec: ada_layer_norm_v2.py:54
+                            const float s5 = 1.0f / Std::sqrt(s4);                  // spec: ada_layer_norm_v2.py:54
+                            PipeBarrier<PIPE_V>();  // workBuf_: V has written it before V reads it
+                            Muls(w_[0], w_[0], static_cast<float>(s5),
+                                 static_cast<int32_t>(n_));  // spec: ada_layer_norm_v2.py:55
+                            if (hasInput0_) {                // when weight present
+                                PipeBarrier<PIPE_V>();       // workBuf_: V has written it before V reads it
+                                Mul(w_[0], w_[0], colv_[0], static_cast<int32_t>(n_));  // spec: ada_layer_norm_v2.py:57
+                            }
+                            if (hasInput1_) {           // when bias present
+                                PipeBarrier<PIPE_V>();  // workBuf_: V has written it before V reads it
+                                Add(w_[0], w_[0], colv_[1], static_cast<int32_t>(n_));  // spec: ada_layer_norm_v2.py:59
+                            }
+                            PipeBarrier<PIPE_V>();  // workBuf_: V has written it before V reads it
+                            Mul(w_[0], w_[0], brow_[1], static_cast<int32_t>(n_));  // spec: ada_layer_norm_v2.py:60
+                            PipeBarrier<PIPE_V>();  // workBuf_: V has written it before V reads it
+                            Add(w_[0], w_[0], brow_[2], static_cast<int32_t>(n_));  // spec: ada_layer_norm_v2.py:60
+                            PipeBarrier<PIPE_V>();  // workBuf_: V has written it before V reads it
+                            CastTo(rowOut_out[i * rowStride_], w_[0], RoundMode::CAST_RINT,
+                                   n_);                      // spec: ada_layer_norm_v2.py:26
+                            statStage_rstd.SetValue(i, s5);  // spec: ada_layer_norm_v2.py:28
+                        }
+                    }
                 }
                 rowOutQue_out.EnQue(rowOut_out);
                 {
@@ -331,9 +649,9 @@ private:
                 }
                 if (core == 0 && c0_ == cBegin) {
                     LocalTensor<T> t = statOutQue0_mean_rstd.template AllocTensor<T>();
-                    event_t evt_6 = static_cast<event_t>(GetTPipePtr()->FetchEventID(HardEvent::S_V));
-                    SetFlag<HardEvent::S_V>(evt_6);  // statStageBuf_mean: S has written it before V reads it
-                    WaitFlag<HardEvent::S_V>(evt_6);
+                    event_t evt_21 = static_cast<event_t>(GetTPipePtr()->FetchEventID(HardEvent::S_V));
+                    SetFlag<HardEvent::S_V>(evt_21);  // statStageBuf_mean: S has written it before V reads it
+                    WaitFlag<HardEvent::S_V>(evt_21);
                     CastTo(t, statStage_mean, RoundMode::CAST_RINT, k);  // spec: ada_layer_norm_v2.py:27
                     PipeBarrier<PIPE_V>();  // statOutQue0_mean_rstd: V writes after V's write
                     CastTo(t[4 * groupStride_ / sizeof(T)], statStage_rstd, RoundMode::CAST_RINT,
@@ -346,6 +664,7 @@ private:
                                 DataCopyExtParams(1, k * sizeof(T), 0, 0, 0));  // spec: ada_layer_norm_v2.py:28
                     statOutQue0_mean_rstd.FreeTensor(t);
                 }
+                g0 += k;
             }
         }
     }
@@ -415,6 +734,61 @@ private:
         return static_cast<uint32_t>((stride * bytes - AlignUp(len * bytes, 32)) / 32);
     }
 
+    // Sum of each of the k rows of src (n_ lanes, rowStride_ apart) into dst[0 .. k).
+    __aicore__ inline void RowsSum(const LocalTensor<float>& src, const LocalTensor<float>& dst, int64_t k)
+    {
+        if (n_ <= 64) {
+            WholeReduceSum(dst, src, static_cast<int32_t>(n_), static_cast<int32_t>(k), 1, 1,
+                           static_cast<int32_t>(rowStride_ / 8));
+        } else {
+            if (n_ >= 128) {
+                Add(rowsRed_, src, src[64], 64, static_cast<uint8_t>(k),
+                    BinaryRepeatParams(
+                        1, 1, 1, 8, static_cast<uint8_t>(rowStride_ / 8),
+                        static_cast<uint8_t>(rowStride_ / 8)));  // the first two 64-lane chunks of each row
+            } else {
+                Max(rowsRed_, src, src, 64, static_cast<uint8_t>(k),
+                    BinaryRepeatParams(1, 1, 1, 8, static_cast<uint8_t>(rowStride_ / 8),
+                                       static_cast<uint8_t>(rowStride_ / 8)));  // the first 64 lanes of each row
+            }
+            for (int64_t c = 2 < n_ / 64 ? 2 : n_ / 64; c < n_ / 64; ++c) {
+                PipeBarrier<PIPE_V>();  // rowsRedBuf_: V has written it before V reads it
+                Add(rowsRed_, rowsRed_, src[c * 64], 64, static_cast<uint8_t>(k),
+                    BinaryRepeatParams(1, 1, 1, 8, 8, static_cast<uint8_t>(rowStride_ / 8)));
+            }
+            if (n_ % 64 > 0) {
+                PipeBarrier<PIPE_V>();  // rowsRedBuf_: V has written it before V reads it
+                Add(rowsRed_, rowsRed_, src[n_ / 64 * 64], static_cast<uint64_t>(n_ % 64), static_cast<uint8_t>(k),
+                    BinaryRepeatParams(1, 1, 1, 8, 8,
+                                       static_cast<uint8_t>(rowStride_ / 8)));  // the tail chunk: its lanes only
+            }
+            PipeBarrier<PIPE_V>();  // rowsRedBuf_: V has written it before V reads it
+            WholeReduceSum(dst, rowsRed_, 64, static_cast<int32_t>(k), 1, 1, 8);
+        }
+    }
+
+    // Sum of each of the k rows of src (n_ lanes, rowStride_ apart) into dst[0 .. k), eight rows a repeat.
+    __aicore__ inline void RowsSumB(const LocalTensor<float>& src, const LocalTensor<float>& dst, int64_t k)
+    {
+        if (n_ % 8 == 0 && n_ > 64) {
+            for (int64_t g = 0; g < (k + 7) / 8; ++g) {  // eight rows a repeat
+                Max(rowsRed_[g * 64], src[g * 8 * rowStride_], src[g * 8 * rowStride_],
+                    static_cast<uint64_t>(8 * (8 < k - g * 8 ? 8 : k - g * 8)), 1,
+                    BinaryRepeatParams(1, static_cast<uint8_t>(rowStride_ / 8), static_cast<uint8_t>(rowStride_ / 8), 8,
+                                       8, 8));  // each row's first block
+                PipeBarrier<PIPE_V>();          // rowsRedBuf_: V has written it before V reads it
+                Add(rowsRed_[g * 64], src[g * 8 * rowStride_ + 8], rowsRed_[g * 64],
+                    static_cast<uint64_t>(8 * (8 < k - g * 8 ? 8 : k - g * 8)), static_cast<uint8_t>(n_ / 8 - 1),
+                    BinaryRepeatParams(1, static_cast<uint8_t>(rowStride_ / 8), 1, 0, 1,
+                                       0));  // each further column block combined into it
+            }
+            PipeBarrier<PIPE_V>();  // rowsRedBuf_: V has written it before V reads it
+            WholeReduceSum(dst, rowsRed_, 8, static_cast<int32_t>(k), 1, 1, 1);
+        } else {
+            RowsSum(src, dst, k);
+        }
+    }
+
     __aicore__ inline void CopyIn(int64_t r0, int64_t k)
     {
         {
@@ -439,42 +813,251 @@ private:
         statStage_mean = statStageBuf_mean.template Get<float>();
         statStage_rstd = statStageBuf_rstd.template Get<float>();
         rowOut_out = rowOutQue_out.template AllocTensor<T>();
-        for (int64_t i = 0; i < k; ++i) {
-            const int64_t b = (r0 + i) / seqLen_;
+        // the pass's rows one batch at a time (rows b0 .. b0 + kb of the pass)
+        for (int64_t b = r0 / seqLen_; b <= (r0 + (k - 1)) / seqLen_; ++b) {
+            const int64_t b0 = b * seqLen_ - r0 > 0 ? b * seqLen_ - r0 : 0;
+            const int64_t kb = ((b + 1) * seqLen_ - r0 < k ? (b + 1) * seqLen_ - r0 : k) - b0;
             if (b != valBatch_) {
                 valBatch_ = b;
                 LoadBatch(b);
             }
-            PipeBarrier<PIPE_V>();                              // workBuf_: V has read it before V overwrites it
-            CastFrom(w_[0], rowIn_x[i * rowStride_], n_);       // spec: ada_layer_norm_v2.py:50
-            PipeBarrier<PIPE_V>();                              // workBuf_: V has written it before V reads it
-            const float s0 = RowSum(w_[0], n_);                 // spec: ada_layer_norm_v2.py:51
-            const float s1 = s0 / static_cast<float>(hidden_);  // spec: ada_layer_norm_v2.py:51
-            Adds(w_[0], w_[0], static_cast<float>(-(s1)), static_cast<int32_t>(n_));  // spec: ada_layer_norm_v2.py:52
-            statStage_mean.SetValue(i, s1);                                           // spec: ada_layer_norm_v2.py:27
-            PipeBarrier<PIPE_V>();                               // workBuf_: V has written it before V reads it
-            Mul(w_[1], w_[0], w_[0], static_cast<int32_t>(n_));  // spec: ada_layer_norm_v2.py:53
-            PipeBarrier<PIPE_V>();                               // workBuf_: V has written it before V reads it
-            const float s2 = RowSum(w_[1], n_);                  // spec: ada_layer_norm_v2.py:53
-            const float s3 = s2 / static_cast<float>(hidden_);   // spec: ada_layer_norm_v2.py:53
-            const float s4 = (s3 + attr_epsilon);                // spec: ada_layer_norm_v2.py:54
-            const float s5 = 1.0f / Std::sqrt(s4);               // spec: ada_layer_norm_v2.py:54
-            Muls(w_[0], w_[0], static_cast<float>(s5), static_cast<int32_t>(n_));  // spec: ada_layer_norm_v2.py:55
-            if (hasInput0_) {                                                      // when weight present
-                PipeBarrier<PIPE_V>();                                  // workBuf_: V has written it before V reads it
-                Mul(w_[0], w_[0], colv_[0], static_cast<int32_t>(n_));  // spec: ada_layer_norm_v2.py:57
+            // rows of at most 255 blocks, 2 to 255 rows a pass: eight rows a repeat
+            if (rowStride_ <= 2040 && kb <= 255 && td_->rowsPerPass >= 2) {
+                PipeBarrier<PIPE_V>();  // workBuf_: V has read it before V overwrites it
+                CastFrom(w_[0], rowIn_x[b0 * rowStride_], kb * rowStride_);  // spec: ada_layer_norm_v2.py:50
+                PipeBarrier<PIPE_V>();        // workBuf_: V has written it before V reads it
+                RowsSumB(w_[0], rv_[0], kb);  // spec: ada_layer_norm_v2.py:51
+                event_t evt_0 = static_cast<event_t>(GetTPipePtr()->FetchEventID(HardEvent::V_S));
+                SetFlag<HardEvent::V_S>(evt_0);  // rowValBuf_: V has written it before S reads it
+                WaitFlag<HardEvent::V_S>(evt_0);
+                for (int64_t i = 0; i < kb; ++i) {
+                    const float s0 = rv_[0].GetValue(i);
+                    const float s1 = s0 / static_cast<float>(hidden_);  // spec: ada_layer_norm_v2.py:51
+                    statStage_mean.SetValue(i + b0, s1);                // spec: ada_layer_norm_v2.py:27
+                }
+                for (int64_t i = 0; i < kb; ++i) {  // the per-row scalars of the ops below, one slot each
+                    const float s0 = rv_[0].GetValue(i);
+                    const float s1 = s0 / static_cast<float>(hidden_);       // spec: ada_layer_norm_v2.py:51
+                    rowsRed_.SetValue((8 + 0) * AlignUp(kb, 8) + i, -(s1));  // spec: ada_layer_norm_v2.py:52
+                }
+                event_t evt_1 = static_cast<event_t>(GetTPipePtr()->FetchEventID(HardEvent::S_V));
+                SetFlag<HardEvent::S_V>(evt_1);  // rowsRedBuf_: S has written it before V reads it
+                WaitFlag<HardEvent::S_V>(evt_1);
+                Brcb(rowsRed_, rowsRed_[(8 + 0) * AlignUp(kb, 8)], (kb + 7) / 8,
+                     BrcbRepeatParams(1, 8));  // spec: ada_layer_norm_v2.py:52
+                PipeBarrier<PIPE_V>();         // rowsRedBuf_: V has written it before V reads it
+                // eight rows a repeat, a column block a repeat; each row's scalar block
+                for (int64_t g = 0; g < (kb + 7) / 8; ++g) {
+                    Add(w_[0][g * 8 * rowStride_], w_[0][g * 8 * rowStride_], rowsRed_[g * 64],
+                        static_cast<uint64_t>(8 * (8 < kb - g * 8 ? 8 : kb - g * 8)),
+                        static_cast<uint8_t>((n_ + 7) / 8),
+                        BinaryRepeatParams(static_cast<uint8_t>(rowStride_ / 8), static_cast<uint8_t>(rowStride_ / 8),
+                                           1, 1, 1, 0));  // spec: ada_layer_norm_v2.py:52
+                }
+                PipeBarrier<PIPE_V>();  // workBuf_: V has written it before V reads it
+                Mul(w_[1], w_[0], w_[0], static_cast<int32_t>(kb * rowStride_));  // spec: ada_layer_norm_v2.py:53
+                PipeBarrier<PIPE_V>();        // workBuf_: V has written it before V reads it
+                RowsSumB(w_[1], rv_[1], kb);  // spec: ada_layer_norm_v2.py:53
+                event_t evt_2 = static_cast<event_t>(GetTPipePtr()->FetchEventID(HardEvent::V_S));
+                SetFlag<HardEvent::V_S>(evt_2);  // rowValBuf_: V has written it before S reads it
+                WaitFlag<HardEvent::V_S>(evt_2);
+                for (int64_t i = 0; i < kb; ++i) {
+                    const float s2 = rv_[1].GetValue(i);
+                    const float s3 = s2 / static_cast<float>(hidden_);  // spec: ada_layer_norm_v2.py:53
+                    const float s4 = (s3 + attr_epsilon);               // spec: ada_layer_norm_v2.py:54
+                    const float s5 = 1.0f / Std::sqrt(s4);              // spec: ada_layer_norm_v2.py:54
+                    statStage_rstd.SetValue(i + b0, s5);                // spec: ada_layer_norm_v2.py:28
+                }
+                for (int64_t i = 0; i < kb; ++i) {  // the per-row scalars of the ops below, one slot each
+                    const float s2 = rv_[1].GetValue(i);
+                    const float s3 = s2 / static_cast<float>(hidden_);    // spec: ada_layer_norm_v2.py:53
+                    const float s4 = (s3 + attr_epsilon);                 // spec: ada_layer_norm_v2.py:54
+                    const float s5 = 1.0f / Std::sqrt(s4);                // spec: ada_layer_norm_v2.py:54
+                    rowsRed_.SetValue((8 + 0) * AlignUp(kb, 8) + i, s5);  // spec: ada_layer_norm_v2.py:55
+                }
+                event_t evt_3 = static_cast<event_t>(GetTPipePtr()->FetchEventID(HardEvent::S_V));
+                SetFlag<HardEvent::S_V>(evt_3);  // rowsRedBuf_: S has written it before V reads it
+                WaitFlag<HardEvent::S_V>(evt_3);
+                Brcb(rowsRed_, rowsRed_[(8 + 0) * AlignUp(kb, 8)], (kb + 7) / 8,
+                     BrcbRepeatParams(1, 8));  // spec: ada_layer_norm_v2.py:55
+                PipeBarrier<PIPE_V>();         // rowsRedBuf_: V has written it before V reads it
+                // eight rows a repeat, a column block a repeat; each row's scalar block
+                for (int64_t g = 0; g < (kb + 7) / 8; ++g) {
+                    Mul(w_[0][g * 8 * rowStride_], w_[0][g * 8 * rowStride_], rowsRed_[g * 64],
+                        static_cast<uint64_t>(8 * (8 < kb - g * 8 ? 8 : kb - g * 8)),
+                        static_cast<uint8_t>((n_ + 7) / 8),
+                        BinaryRepeatParams(static_cast<uint8_t>(rowStride_ / 8), static_cast<uint8_t>(rowStride_ / 8),
+                                           1, 1, 1, 0));  // spec: ada_layer_norm_v2.py:55
+                }
+                if (hasInput0_) {           // when weight present
+                    PipeBarrier<PIPE_V>();  // workBuf_: V has written it before V reads it
+                    // eight rows a repeat, a column block a repeat; the column row's block for each
+                    for (int64_t g = 0; g < (kb + 7) / 8; ++g) {
+                        Mul(w_[0][g * 8 * rowStride_], w_[0][g * 8 * rowStride_], colv_[0],
+                            static_cast<uint64_t>(8 * (8 < kb - g * 8 ? 8 : kb - g * 8)),
+                            static_cast<uint8_t>((n_ + 7) / 8),
+                            BinaryRepeatParams(static_cast<uint8_t>(rowStride_ / 8),
+                                               static_cast<uint8_t>(rowStride_ / 8), 0, 1, 1,
+                                               1));  // spec: ada_layer_norm_v2.py:57
+                    }
+                }
+                if (hasInput1_) {           // when bias present
+                    PipeBarrier<PIPE_V>();  // workBuf_: V has written it before V reads it
+                    // eight rows a repeat, a column block a repeat; the column row's block for each
+                    for (int64_t g = 0; g < (kb + 7) / 8; ++g) {
+                        Add(w_[0][g * 8 * rowStride_], w_[0][g * 8 * rowStride_], colv_[1],
+                            static_cast<uint64_t>(8 * (8 < kb - g * 8 ? 8 : kb - g * 8)),
+                            static_cast<uint8_t>((n_ + 7) / 8),
+                            BinaryRepeatParams(static_cast<uint8_t>(rowStride_ / 8),
+                                               static_cast<uint8_t>(rowStride_ / 8), 0, 1, 1,
+                                               1));  // spec: ada_layer_norm_v2.py:59
+                    }
+                }
+                PipeBarrier<PIPE_V>();  // workBuf_: V has written it before V reads it
+                // eight rows a repeat, a column block a repeat; the column row's block for each
+                for (int64_t g = 0; g < (kb + 7) / 8; ++g) {
+                    Mul(w_[0][g * 8 * rowStride_], w_[0][g * 8 * rowStride_], brow_[1],
+                        static_cast<uint64_t>(8 * (8 < kb - g * 8 ? 8 : kb - g * 8)),
+                        static_cast<uint8_t>((n_ + 7) / 8),
+                        BinaryRepeatParams(static_cast<uint8_t>(rowStride_ / 8), static_cast<uint8_t>(rowStride_ / 8),
+                                           0, 1, 1, 1));  // spec: ada_layer_norm_v2.py:60
+                }
+                PipeBarrier<PIPE_V>();  // workBuf_: V has written it before V reads it
+                // eight rows a repeat, a column block a repeat; the column row's block for each
+                for (int64_t g = 0; g < (kb + 7) / 8; ++g) {
+                    Add(w_[0][g * 8 * rowStride_], w_[0][g * 8 * rowStride_], brow_[2],
+                        static_cast<uint64_t>(8 * (8 < kb - g * 8 ? 8 : kb - g * 8)),
+                        static_cast<uint8_t>((n_ + 7) / 8),
+                        BinaryRepeatParams(static_cast<uint8_t>(rowStride_ / 8), static_cast<uint8_t>(rowStride_ / 8),
+                                           0, 1, 1, 1));  // spec: ada_layer_norm_v2.py:60
+                }
+                PipeBarrier<PIPE_V>();  // workBuf_: V has written it before V reads it
+                CastTo(rowOut_out[b0 * rowStride_], w_[0], RoundMode::CAST_RINT,
+                       kb * rowStride_);  // spec: ada_layer_norm_v2.py:26
+            } else {
+                // rows of at most 255 blocks, at most 255 rows: the row reductions over all rows
+                if (rowStride_ <= 2040 && kb <= 255 && (n_ + 63) / 64 < 2 * kb) {
+                    PipeBarrier<PIPE_V>();  // workBuf_: V has read it before V overwrites it
+                    CastFrom(w_[0], rowIn_x[b0 * rowStride_], kb * rowStride_);  // spec: ada_layer_norm_v2.py:50
+                    PipeBarrier<PIPE_V>();       // workBuf_: V has written it before V reads it
+                    RowsSum(w_[0], rv_[0], kb);  // spec: ada_layer_norm_v2.py:51
+                    event_t evt_4 = static_cast<event_t>(GetTPipePtr()->FetchEventID(HardEvent::V_S));
+                    SetFlag<HardEvent::V_S>(evt_4);  // rowValBuf_: V has written it before S reads it
+                    WaitFlag<HardEvent::V_S>(evt_4);
+                    for (int64_t i = 0; i < kb; ++i) {
+                        const float s0 = rv_[0].GetValue(i);
+                        const float s1 = s0 / static_cast<float>(hidden_);  // spec: ada_layer_norm_v2.py:51
+                        statStage_mean.SetValue(i + b0, s1);                // spec: ada_layer_norm_v2.py:27
+                        Adds(w_[0][i * rowStride_], w_[0][i * rowStride_], static_cast<float>(-(s1)),
+                             static_cast<int32_t>(n_));  // spec: ada_layer_norm_v2.py:52
+                    }
+                    PipeBarrier<PIPE_V>();  // workBuf_: V has written it before V reads it
+                    Mul(w_[1], w_[0], w_[0], static_cast<int32_t>(kb * rowStride_));  // spec: ada_layer_norm_v2.py:53
+                    PipeBarrier<PIPE_V>();       // workBuf_: V has written it before V reads it
+                    RowsSum(w_[1], rv_[1], kb);  // spec: ada_layer_norm_v2.py:53
+                    event_t evt_5 = static_cast<event_t>(GetTPipePtr()->FetchEventID(HardEvent::V_S));
+                    SetFlag<HardEvent::V_S>(evt_5);  // rowValBuf_: V has written it before S reads it
+                    WaitFlag<HardEvent::V_S>(evt_5);
+                    for (int64_t i = 0; i < kb; ++i) {
+                        const float s2 = rv_[1].GetValue(i);
+                        const float s3 = s2 / static_cast<float>(hidden_);  // spec: ada_layer_norm_v2.py:53
+                        const float s4 = (s3 + attr_epsilon);               // spec: ada_layer_norm_v2.py:54
+                        const float s5 = 1.0f / Std::sqrt(s4);              // spec: ada_layer_norm_v2.py:54
+                        statStage_rstd.SetValue(i + b0, s5);                // spec: ada_layer_norm_v2.py:28
+                        Muls(w_[0][i * rowStride_], w_[0][i * rowStride_], static_cast<float>(s5),
+                             static_cast<int32_t>(n_));  // spec: ada_layer_norm_v2.py:55
+                    }
+                    if (hasInput0_) {           // when weight present
+                        PipeBarrier<PIPE_V>();  // workBuf_: V has written it before V reads it
+                        // a 64-lane chunk of every row at once; the column row's chunk for each
+                        for (int64_t c = 0; c < (rowStride_ + 63) / 64; ++c) {
+                            Mul(w_[0][c * 64], w_[0][c * 64], colv_[0][c * 64],
+                                static_cast<uint64_t>(64 < rowStride_ - c * 64 ? 64 : rowStride_ - c * 64),
+                                static_cast<uint8_t>(kb),
+                                BinaryRepeatParams(1, 1, 1, static_cast<uint8_t>(rowStride_ / 8),
+                                                   static_cast<uint8_t>(rowStride_ / 8),
+                                                   0));  // spec: ada_layer_norm_v2.py:57
+                        }
+                    }
+                    if (hasInput1_) {           // when bias present
+                        PipeBarrier<PIPE_V>();  // workBuf_: V has written it before V reads it
+                        // a 64-lane chunk of every row at once; the column row's chunk for each
+                        for (int64_t c = 0; c < (rowStride_ + 63) / 64; ++c) {
+                            Add(w_[0][c * 64], w_[0][c * 64], colv_[1][c * 64],
+                                static_cast<uint64_t>(64 < rowStride_ - c * 64 ? 64 : rowStride_ - c * 64),
+                                static_cast<uint8_t>(kb),
+                                BinaryRepeatParams(1, 1, 1, static_cast<uint8_t>(rowStride_ / 8),
+                                                   static_cast<uint8_t>(rowStride_ / 8),
+                                                   0));  // spec: ada_layer_norm_v2.py:59
+                        }
+                    }
+                    PipeBarrier<PIPE_V>();  // workBuf_: V has written it before V reads it
+                    // a 64-lane chunk of every row at once; the column row's chunk for each
+                    for (int64_t c = 0; c < (rowStride_ + 63) / 64; ++c) {
+                        Mul(w_[0][c * 64], w_[0][c * 64], brow_[1][c * 64],
+                            static_cast<uint64_t>(64 < rowStride_ - c * 64 ? 64 : rowStride_ - c * 64),
+                            static_cast<uint8_t>(kb),
+                            BinaryRepeatParams(1, 1, 1, static_cast<uint8_t>(rowStride_ / 8),
+                                               static_cast<uint8_t>(rowStride_ / 8),
+                                               0));  // spec: ada_layer_norm_v2.py:60
+                    }
+                    PipeBarrier<PIPE_V>();  // workBuf_: V has written it before V reads it
+                    // a 64-lane chunk of every row at once; the column row's chunk for each
+                    for (int64_t c = 0; c < (rowStride_ + 63) / 64; ++c) {
+                        Add(w_[0][c * 64], w_[0][c * 64], brow_[2][c * 64],
+                            static_cast<uint64_t>(64 < rowStride_ - c * 64 ? 64 : rowStride_ - c * 64),
+                            static_cast<uint8_t>(kb),
+                            BinaryRepeatParams(1, 1, 1, static_cast<uint8_t>(rowStride_ / 8),
+                                               static_cast<uint8_t>(rowStride_ / 8),
+                                               0));  // spec: ada_layer_norm_v2.py:60
+                    }
+                    PipeBarrier<PIPE_V>();  // workBuf_: V has written it before V reads it
+                    CastTo(rowOut_out[b0 * rowStride_], w_[0], RoundMode::CAST_RINT,
+                           kb * rowStride_);  // spec: ada_layer_norm_v2.py:26
+                } else {
+                    PipeBarrier<PIPE_V>();  // workBuf_: V has read it before V overwrites it
+                    CastFrom(w_[0], rowIn_x[b0 * rowStride_], kb * rowStride_);  // spec: ada_layer_norm_v2.py:50
+                    for (int64_t i = 0; i < kb; ++i) {
+                        PipeBarrier<PIPE_V>();  // workBuf_: V has written it before V reads it
+                        const float s0 = RowSum(w_[0][i * rowStride_], n_);  // spec: ada_layer_norm_v2.py:51
+                        const float s1 = s0 / static_cast<float>(hidden_);   // spec: ada_layer_norm_v2.py:51
+                        statStage_mean.SetValue(i + b0, s1);                 // spec: ada_layer_norm_v2.py:27
+                        Adds(w_[0][i * rowStride_], w_[0][i * rowStride_], static_cast<float>(-(s1)),
+                             static_cast<int32_t>(n_));  // spec: ada_layer_norm_v2.py:52
+                    }
+                    PipeBarrier<PIPE_V>();  // workBuf_: V has written it before V reads it
+                    Mul(w_[1], w_[0], w_[0], static_cast<int32_t>(kb * rowStride_));  // spec: ada_layer_norm_v2.py:53
+                    PipeBarrier<PIPE_V>();  // workBuf_: V has written it before V reads it
+                    for (int64_t i = 0; i < kb; ++i) {
+                        const float s2 = RowSum(w_[1][i * rowStride_], n_);  // spec: ada_layer_norm_v2.py:53
+                        const float s3 = s2 / static_cast<float>(hidden_);   // spec: ada_layer_norm_v2.py:53
+                        const float s4 = (s3 + attr_epsilon);                // spec: ada_layer_norm_v2.py:54
+                        const float s5 = 1.0f / Std::sqrt(s4);               // spec: ada_layer_norm_v2.py:54
+                        statStage_rstd.SetValue(i + b0, s5);                 // spec: ada_layer_norm_v2.py:28
+                        Muls(w_[0][i * rowStride_], w_[0][i * rowStride_], static_cast<float>(s5),
+                             static_cast<int32_t>(n_));  // spec: ada_layer_norm_v2.py:55
+                        if (hasInput0_) {                // when weight present
+                            PipeBarrier<PIPE_V>();       // workBuf_: V has written it before V reads it
+                            Mul(w_[0][i * rowStride_], w_[0][i * rowStride_], colv_[0],
+                                static_cast<int32_t>(n_));  // spec: ada_layer_norm_v2.py:57
+                        }
+                        if (hasInput1_) {           // when bias present
+                            PipeBarrier<PIPE_V>();  // workBuf_: V has written it before V reads it
+                            Add(w_[0][i * rowStride_], w_[0][i * rowStride_], colv_[1],
+                                static_cast<int32_t>(n_));  // spec: ada_layer_norm_v2.py:59
+                        }
+                        PipeBarrier<PIPE_V>();  // workBuf_: V has written it before V reads it
+                        Mul(w_[0][i * rowStride_], w_[0][i * rowStride_], brow_[1],
+                            static_cast<int32_t>(n_));  // spec: ada_layer_norm_v2.py:60
+                        PipeBarrier<PIPE_V>();          // workBuf_: V has written it before V reads it
+                        Add(w_[0][i * rowStride_], w_[0][i * rowStride_], brow_[2],
+                            static_cast<int32_t>(n_));  // spec: ada_layer_norm_v2.py:60
+                    }
+                    PipeBarrier<PIPE_V>();  // workBuf_: V has written it before V reads it
+                    CastTo(rowOut_out[b0 * rowStride_], w_[0], RoundMode::CAST_RINT,
+                           kb * rowStride_);  // spec: ada_layer_norm_v2.py:26
+                }
             }
-            if (hasInput1_) {                                           // when bias present
-                PipeBarrier<PIPE_V>();                                  // workBuf_: V has written it before V reads it
-                Add(w_[0], w_[0], colv_[1], static_cast<int32_t>(n_));  // spec: ada_layer_norm_v2.py:59
-            }
-            PipeBarrier<PIPE_V>();                                  // workBuf_: V has written it before V reads it
-            Mul(w_[0], w_[0], brow_[1], static_cast<int32_t>(n_));  // spec: ada_layer_norm_v2.py:60
-            PipeBarrier<PIPE_V>();                                  // workBuf_: V has written it before V reads it
-            Add(w_[0], w_[0], brow_[2], static_cast<int32_t>(n_));  // spec: ada_layer_norm_v2.py:60
-            PipeBarrier<PIPE_V>();                                  // workBuf_: V has written it before V reads it
-            CastTo(rowOut_out[i * rowStride_], w_[0], RoundMode::CAST_RINT, n_);  // spec: ada_layer_norm_v2.py:26
-            statStage_rstd.SetValue(i, s5);                                       // spec: ada_layer_norm_v2.py:28
         }
         rowInQue_x.FreeTensor(rowIn_x);
         if constexpr (fetchNext_) {
@@ -485,9 +1068,9 @@ private:
         rowOutQue_out.EnQue(rowOut_out);
         {
             LocalTensor<T> t = statOutQue0_mean_rstd.template AllocTensor<T>();
-            event_t evt_0 = static_cast<event_t>(GetTPipePtr()->FetchEventID(HardEvent::S_V));
-            SetFlag<HardEvent::S_V>(evt_0);  // statStageBuf_mean: S has written it before V reads it
-            WaitFlag<HardEvent::S_V>(evt_0);
+            event_t evt_6 = static_cast<event_t>(GetTPipePtr()->FetchEventID(HardEvent::S_V));
+            SetFlag<HardEvent::S_V>(evt_6);  // statStageBuf_mean: S has written it before V reads it
+            WaitFlag<HardEvent::S_V>(evt_6);
             CastTo(t, statStage_mean, RoundMode::CAST_RINT, k);  // spec: ada_layer_norm_v2.py:27
             PipeBarrier<PIPE_V>();                               // statOutQue0_mean_rstd: V writes after V's write
             CastTo(t[4 * AlignUp(td_->rowsPerPass, 8) / sizeof(T)], statStage_rstd, RoundMode::CAST_RINT,
@@ -558,6 +1141,8 @@ private:
     TBuf<TPosition::VECCALC> resBuf_x;
     TBuf<TPosition::VECCALC> sumBuf_;
     TBuf<TPosition::VECCALC> xchgBuf_;
+    TBuf<TPosition::VECCALC> rowsRedBuf_;
+    TBuf<TPosition::VECCALC> rowValBuf_;
     TBuf<TPosition::VECCALC> workBuf_;
     TBuf<TPosition::VECCALC> browBuf_;
     TBuf<TPosition::VECCALC> colBuf_;
@@ -574,6 +1159,8 @@ private:
     LocalTensor<float> sums_;
     LocalTensor<float> tots_;
     LocalTensor<float> xchg_;
+    LocalTensor<float> rowsRed_;
+    LocalTensor<float> rv_[2];
     LocalTensor<float> brow_[3];
     LocalTensor<float> colv_[2];
     int64_t hidden_ = 0;

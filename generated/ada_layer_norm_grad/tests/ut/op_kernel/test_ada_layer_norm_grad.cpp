@@ -90,6 +90,7 @@ TEST_F(AdaLayerNormGradKernel, example)
     tilingData->rowsTail = 0;
     tilingData->rowsPerPass = 1;
     tilingData->colsPerCore = 16;
+    tilingData->colBatchRows = 8;
     tilingData->colsPerPass = 16;
     tilingData->colsTail = 8;
     tilingData->groupRows = 8;

@@ -74,6 +74,7 @@ TEST_F(AdaLayerNormV2Kernel, example)
     tilingData->rowsTail = 0;
     tilingData->rowsPerPass = 1;
     tilingData->colsPerCore = 16;
+    tilingData->colBatchRows = 0;
     tilingData->colsPerPass = 16;
     tilingData->colsTail = 8;
     tilingData->groupRows = 8;
