@@ -532,6 +532,46 @@ def test_pairwise_sum_within_the_float64_error_bound():
     assert pairwise_sum(np.array([1.0, 2.0, 3.0], np.float32)) == np.float32(6.0)
 
 
+def _tree_sum_one_add_at_a_time(v) -> np.float32:
+    """The order pairwise_sum's docstring states, written out with one fp32 scalar add at a time (the reference of
+    the test below): per 64-lane repeat lane k += lane k + ceil(len / 2) until one lane is left, then the repeats'
+    sums the same way."""
+    cur = [np.float32(x) for x in np.asarray(v, np.float32)]
+    while len(cur) > 1:
+        nxt = []
+        for r in range(0, len(cur), 64):
+            w = cur[r:r + 64]
+            while len(w) > 1:
+                h = (len(w) + 1) // 2
+                w = [np.float32(w[k] + w[k + h]) if k + h < len(w) else w[k] for k in range(h)]
+            nxt.append(w[0])
+        cur = nxt
+    return cur[0] if cur else np.float32(0)
+
+
+def test_pairwise_sum_adds_in_the_documented_order_bit_for_bit():
+    """pairwise_sum (the full repeats of a level summed as rows of one array) gives the bits of the scalar adds in
+    the documented order, on sums whose order shows (magnitudes 1e-30 to 1e30, overflow to inf, NaN, inf - inf),
+    at lengths around the 64-lane repeat and its square; and WholeReduceSum's per-repeat sum is that order's
+    first level."""
+    rng = np.random.default_rng(5)
+    with np.errstate(all="ignore"):
+        for t, n in enumerate((0, 1, 2, 3, 5, 63, 64, 65, 127, 128, 129, 4095, 4096, 4097, 4160, 9000) * 4):
+            v = (rng.standard_normal(n) * 10.0 ** rng.integers(-30, 31, n)).astype(np.float32)
+            if t % 4 == 1:
+                v = (rng.standard_normal(n) * 1e38).astype(np.float32)
+            elif t % 4 == 2 and n:
+                v[rng.integers(0, n)] = np.nan
+            elif t % 4 == 3 and n > 1:
+                v[rng.integers(0, n)], v[rng.integers(0, n)] = np.inf, -np.inf
+            assert pairwise_sum(v).tobytes() == _tree_sum_one_add_at_a_time(v).tobytes(), (t, n)
+        src = (rng.standard_normal(64 * 5) * 1e3).astype(np.float32)
+        got = INSTRS[Op.WHOLE_REDUCE_SUM].meaning({"dst": np.zeros(5, np.float32), "src": src, "mask": 64,
+                                                   "repeat": 5, "dstRep": 1, "srcBlk": 1, "srcRep": 8})["dst"]
+    assert got.tobytes() == np.array([_tree_sum_one_add_at_a_time(src[64 * r:64 * r + 64]) for r in range(5)],
+                                     np.float32).tobytes()
+
+
 def test_row_program_cost_from_the_table():
     from opgen.kernel.rowprog import Instr, instr_op, is_vector, vector_cost
 

@@ -399,23 +399,38 @@ def _cast_from(env):
     return _cast({**env, "mode": "CAST_RINT" if wide else "CAST_NONE"})
 
 
+def _halving(w: np.ndarray) -> np.ndarray:
+    """Per row of `w` (float32 [rows, lanes], lanes >= 1) the fp32 sum of its lanes in the emulation's order within
+    one repeat: while more than one lane is left, lane k += lane k + ceil(len / 2) for every k with a partner, every
+    add rounded to fp32 (NumPy's float32 add of two float32 arrays, lane by lane: the same roundings as one scalar add
+    each). Returns float32 [rows]."""
+    while w.shape[1] > 1:
+        n = w.shape[1]
+        h = (n + 1) // 2
+        head = w[:, :h].copy()
+        head[:, :n - h] += w[:, h:]
+        w = head
+    return w[:, 0]
+
+
 def pairwise_sum(v: np.ndarray) -> np.float32:
-    """fp32 sum of `v` in the order the emulation's ReduceSum uses (opgen/emu/include/emu/vector.h): per 256-B repeat a
-    halving tree (lane k += lane k + ceil(len/2)), then the per-repeat sums reduced the same way until one is left,
-    every add rounded to fp32. docs/reference/ascendc.md §1.9 leaves the order across repeats to the implementation,
-    so this is the emulation's documented assumption, checked against float64 within the error bound in tests."""
-    cur = [np.float32(x) for x in np.asarray(v, dtype=np.float32)]
+    """fp32 sum of `v` (any shape, read flat) in the order the emulation's ReduceSum uses (opgen/emu/include/emu/
+    vector.h): per 256-B repeat a halving tree (lane k += lane k + ceil(len/2)), then the per-repeat sums reduced the
+    same way until one is left, every add rounded to fp32; 0 for an empty `v`. docs/reference/ascendc.md §1.9 leaves
+    the order across repeats to the implementation, so this is the emulation's documented assumption, checked against
+    float64 within the error bound in tests. The full repeats of a level are summed as the rows of one array
+    (_halving), the shorter last one on its own."""
+    cur = np.asarray(v, dtype=np.float32).reshape(-1)
     lanes = REPEAT_BYTES // 4
-    while len(cur) > 1:
-        nxt = []
-        for r in range(0, len(cur), lanes):
-            w = cur[r:r + lanes]
-            while len(w) > 1:
-                h = (len(w) + 1) // 2
-                w = [np.float32(w[k] + w[k + h]) if k + h < len(w) else w[k] for k in range(h)]
-            nxt.append(w[0])
-        cur = nxt
-    return np.float32(cur[0]) if cur else np.float32(0)
+    while cur.size > 1:
+        full = cur.size // lanes
+        parts = []
+        if full:
+            parts.append(_halving(cur[:full * lanes].reshape(full, lanes)))
+        if cur.size > full * lanes:
+            parts.append(_halving(cur[full * lanes:].reshape(1, -1)))
+        cur = np.concatenate(parts) if len(parts) > 1 else parts[0]
+    return np.float32(cur[0]) if cur.size else np.float32(0)
 
 
 def reduce_max_tmp_elems(count: int, elem_bytes: int = 4) -> int:
@@ -534,13 +549,9 @@ def _binary_repeat(f):
 
 
 def _halving_sum(v) -> np.float32:
-    """fp32 sum of one repeat's lanes in the emulation's order (lane k += lane k + ceil(len / 2), every add rounded;
-    pairwise_sum's step inside a repeat)."""
-    w = [np.float32(x) for x in v]
-    while len(w) > 1:
-        h = (len(w) + 1) // 2
-        w = [np.float32(w[k] + w[k + h]) if k + h < len(w) else w[k] for k in range(h)]
-    return w[0]
+    """fp32 sum of one repeat's lanes `v` (non-empty, 1-D) in the emulation's order (lane k += lane k + ceil(len / 2),
+    every add rounded; pairwise_sum's step inside a repeat, _halving)."""
+    return np.float32(_halving(np.asarray(v, dtype=np.float32).reshape(1, -1))[0])
 
 
 def _first_max(v):
