@@ -40,6 +40,10 @@ spec.input("bias", T, [N], optional=True, accepts="absent", unsupported="a bias 
            "none to the kernel)")
 spec.input("scale", i64, [N], optional=True, accepts="absent", unsupported="the int8 quantised output")
 spec.output("y", T, [M, B, N])
+# x1 [M, B, K]'s rows of K lie B * K apart: the row pitch of its copy to L1 (CANN's rule for that form, Nd2Nz's
+# uint16 source pitch)
+spec.require(B * K <= 65535, "x1", "{x1} stored [M, B, K] needs B * K <= 65535",
+             when=lambda a, present: tuple(a["perm_x1"]) == (1, 0, 2))
 spec.dtypes((T,), [(f16,), (bf16,)])
 
 spec.package("ops-nn", "matmul")  # where the package goes: ops-nn matmul/<op_snake>

@@ -163,10 +163,10 @@ def gemm_program(name: str, trans_a: bool = False, trans_b: bool = False, batche
     class loads an int8 Aᵀ [K, M] (LoadDataWithTranspose into L0A: pieces of 32 rows of m, mPadA). form_keys: the number of form keys when the shape
     forms of the inputs select the class (opgen.kernel.cube.CubeFamily.lower): a program input formKey folded into
     the tiling key, (attrKey * form_keys + formKey) * 100 + dtypeKey * 10 + strategy (opgen.codegen.tilingkey);
-    1: attrKey * 100 + .... views: ((field, ((attrKey, input), ...)), ...): the GM views' stride fields
-    (opgen.kernel.cube.view_fields, elements), each the program input of the call's attrKey (one input for every key
-    when they all name it); a RowStride field of A or B is the Nd2Nz source pitch `fits` bounds (docs/design.md
-    "Cube family: operands and output through permuted GM views")."""
+    1: attrKey * 100 + .... views: the GM views' stride fields (opgen.kernel.cube.view_fields, elements), each the
+    program input view_input(field) (its value the call's class's: a ("by_attr_key", ...) tiling input where the
+    classes differ, _view_inputs); a RowStride field of A or B is the Nd2Nz source pitch `fits` bounds
+    (docs/design.md "Cube family: operands and output through permuted GM views")."""
     p = TilingProgram(name)
     dm, dk, dn = p.input("dimM", "rows of A and of the output"), p.input("dimK", "A columns = B rows"), \
         p.input("dimN", "columns of B and of the output")
@@ -242,16 +242,8 @@ def gemm_program(name: str, trans_a: bool = False, trans_b: bool = False, batche
         btb = p.let("btBytes", bplan[1].bytes(), "bias-table bytes")
         fits = (l1 + bplan[0].bytes() <= CUBE["l1"]) & (l0a <= CUBE["l0a"]) & (l0b <= CUBE["l0b"]) \
             & (l0c <= CUBE["l0c"]) & (btb <= CUBE["bt"])
-    strides = {}
-    for field, by_key in views:   # each view's stride: the input of the call's attrKey
-        names = list(dict.fromkeys(inp for _k, inp in by_key))
-        ins = {inp: p.input(inp, f"{field} of the classes {', '.join(str(k) for k, i in by_key if i == inp)} "
-                            f"(by attrKey; elements)") for inp in names}
-        val = ins[by_key[-1][1]]
-        for k, inp in reversed(by_key[:-1]):
-            if inp != by_key[-1][1]:
-                val = select(ak.eq(k), ins[inp], val)
-        strides[field] = p.let(field, val + 0, f"{field} of the class's GM view (elements)", True)
+    strides = {f: p.let(f, p.input(view_input(f), f"{f} of the call's class (elements; by attrKey)") + 0,
+                        f"{f} of the class's GM view (elements)", True) for f in views}
     for ta, tb in forms or ((trans_a, trans_b),):   # the Nd2Nz source row pitch of each class's operands
         pa = strides.get("aRowStride", M if ta else K)   # a view's pitch: its own field, the same for every class
         pb = strides.get("bRowStride", K if tb else N)
@@ -362,38 +354,40 @@ def _dims_product(names: tuple):
     return functools.reduce(operator.mul, [Lit(int(d)) if d.isdigit() else Sym(d) for d in names] or [Lit(1)])
 
 
-def _view_inputs(spec, lowered, lays) -> tuple:
-    """((field, ((attrKey, program input, dim expression), ...)), ...): every GM-view stride field of the spec's
-    classes (opgen.kernel.cube.view_fields), valued per attrKey: the class's view's stride, or the contiguous
-    matrices' value where that class has no such view (A's row pitch K, or M transposed, and batch stride M * K; B's
-    N or K and K * N; the output's N and M * N); one program input per distinct expression (<field><n>). () when no
-    class has a view. Raises ValueError when two classes of one attrKey (shape forms) differ in their views."""
+def view_input(field: str) -> str:
+    """The tiling-program input a GM-view stride field is read from: view<Field> (aRowStride: viewARowStride)."""
+    return "view" + field[0].upper() + field[1:]
+
+
+def _view_inputs(spec, lowered, lays) -> dict:
+    """{field: how the TilingFunc reads it} of every GM-view stride field of the spec's classes
+    (opgen.kernel.cube.view_fields): a dim expression when every attrKey's class has the same, else ("by_attr_key",
+    ((attrKey, dim expression), ...)) (opgen.tiling.emit: the call's attrKey picks it). A class's value is its
+    view's stride, or the contiguous matrices' value where it has no such view (A's row pitch K, or M transposed,
+    and batch stride M * K; B's N or K and K * N; the output's N and M * N). {} when no class has a view. Raises
+    ValueError when two classes of one attrKey (shape forms) differ in their views."""
     fields = list(dict.fromkeys(f for x in lays for f in kcube.view_fields(x)))
     if not fields:
-        return ()
+        return {}
     names = [a.name for a in spec.static_attrs]
     by_ak: dict = {}
-    for key, x in (lowered.extra.get("layouts") or {0: lowered.layout}).items():
-        ak = attr_key(spec, dict(zip(names, key.static))) if key != 0 else 0
+    for key, x in (lowered.extra.get("layouts") or {}).items():
+        ak = attr_key(spec, dict(zip(names, key.static)))
         if by_ak.setdefault(ak, x).views != x.views:
             raise ValueError(f"{spec.name}: the classes of attrKey {ak} read through different GM views")
-    out = []
+    by_ak = by_ak or {attr_key(spec, {}): lowered.layout}
+    out = {}
     for f in fields:
         role, what = f[0], f[1:]
-        exprs = []
+        picks = []
         for ak, x in sorted(by_ak.items()):
             m, k, n = x.dims
-            v = dict(x.views).get(role)
-            if v is not None:
-                e = _dims_product(v[0] if what == "RowStride" else v[1])
-            else:
-                natural = {"a": ((m if x.trans_a else k,), (m, k)), "b": ((k if x.trans_b else n,), (k, n)),
-                           "c": ((n,), (m, n))}[role]
-                e = _dims_product(natural[0] if what == "RowStride" else natural[1])
-            exprs.append((ak, e))
-        distinct = list(dict.fromkeys(str(e) for _ak, e in exprs))
-        out.append((f, tuple((ak, f"{f}{distinct.index(str(e))}", e) for ak, e in exprs)))
-    return tuple(out)
+            natural = {"a": ((m if x.trans_a else k,), (m, k)), "b": ((k if x.trans_b else n,), (k, n)),
+                       "c": ((n,), (m, n))}[role]
+            v = dict(x.views).get(role, natural)
+            picks.append((ak, _dims_product(v[0] if what == "RowStride" else v[1])))
+        out[f] = picks[0][1] if len({str(e) for _ak, e in picks}) == 1 else ("by_attr_key", tuple(picks))
+    return out
 
 
 def cube_tiling(spec, lowered, counts) -> Tiling:
@@ -412,13 +406,13 @@ def cube_tiling(spec, lowered, counts) -> Tiling:
                               any(x.mixed for x in lays), counts.out_f32, forms if len(forms) > 1 else (),
                               bool(direct), any(x.bias for x in lays), 32 if lay.acc == "i32" else 16,
                               lay.acc == "f32", _n32_keys(spec, lowered), nforms, _m32_keys(spec, lowered),
-                              tuple((f, tuple((k, inp) for k, inp, _e in by)) for f, by in views))
+                              tuple(views))
     dim_m = _lead_product(lay.fold, Sym(m))   # the folded batch dims into M
     inputs = {"dimM": dim_m, "dimK": Sym(k), "dimN": Sym(n), "tBytes": Lit(1 if lay.dtype == "i8" else 2) if lay.fixed else ("bytes", lay.dtype),
               "dtypeKey": ("dtype_key",), "attrKey": ("attr_key",), "aicNum": ("platform", "aicNum"),
               "ubBytes": ("platform", "ubBytes")}
     inputs.update({f"{a}Attr": ("attr_bits", a) for a in attrs})
-    inputs.update({inp: e for _f, by in views for _k, inp, e in by})
+    inputs.update({view_input(f): how for f, how in views.items()})
     if direct:
         inputs["noEpilogue"] = ("presence", direct)
     if nforms > 1:
