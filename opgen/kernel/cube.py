@@ -89,6 +89,7 @@ from opgen.kernel.rowfexpr import parse as parse_scalar
 from opgen.kernel.rowprog import (ROUND_MODES, VECTOR_BINARY, VECTOR_UNARY, Instr, RowProgram, _allocate,
                                   _float_literal, instr_op, lower_elementwise)
 from opgen.names import cpp_name
+from opgen.platforms import PLATFORMS
 
 CTYPE = {"f32": "float", "f16": "half", "bf16": "bfloat16_t", "i8": "int8_t", "i32": "int32_t"}
 """C++ element type of each dtype the cube kernel reads (f16 / bf16, int8) or writes (also f32, int32)."""
@@ -276,6 +277,8 @@ def gemm_layout(g, spec=None) -> GemmLayout:
     dta, dtb = vals[a].type.dtype, vals[b].type.dtype
     fixed = not isinstance(dta, DTypeVar)
     acc = _int8_product(mm, vals, prod, a, b, ta, tb) if fixed and dtype_name(dta) == "i8" else "f32"
+    if acc == "i32" and ta and spec is not None:   # int8 Aᵀ: LoadDataWithTranspose into L0A on every SoC
+        _refuse_without_l0a_transpose(spec, a, list(vals[a].type.shape), mm)
     if dta != dtb or fixed and dtype_name(dta) not in ("f16", "bf16", "i8"):
         raise Unsupported(mm.result.name, mm.loc, "the operands take one dtype (a dtype variable of f16 / bf16 rows, "
                           "or f16 or bf16; or int8 cast to int32: the int8 product)")
@@ -406,6 +409,37 @@ def _output_view(out: str, stored: list, node) -> tuple:
     if bpos == list(range(r - 2)):
         return ()
     return (_stride(stored, pos[r - 2]), _stride(stored, bpos[-1]) if bpos else ())
+
+
+L0A_TRANSPOSING_LOAD = frozenset({"dav-2201"})
+"""The archs whose L1 -> L0A path has LoadDataWithTranspose, which an int8 Aᵀ takes (its 32 x 32 squares into
+L0A's ZZ): 2201 (Atlas A2 / A3). Not 3510 (Ascend 950): asc-devkit's dav_3510 implementation of the L1 -> L0A
+transposing load only asserts that the device does not support it (docs/reference/ascendc.md §1.10 "Transposing
+load of int8 fractals")."""
+
+
+def _refuse_without_l0a_transpose(spec, inp: str, stored: list, mm) -> None:
+    """Raises Unsupported when a SoC of the spec (spec.socs, their arch from opgen/platforms) has no L1 -> L0A
+    transposing load (L0A_TRANSPOSING_LOAD), which the int8 operand `inp` stored [K, M] (shape `stored`) needs:
+    naming the SoC, its arch and what selects the form (the static attribute and value whose shape form it is,
+    `form_by`, else the matmul's transpose_a at its spec line)."""
+    archs = {p.soc_key: p.arch for p in PLATFORMS.values()}
+    bad = [s for s in spec.socs if archs.get(s) not in L0A_TRANSPOSING_LOAD]
+    if not bad:
+        return
+    decl = next((i for i in spec.inputs if i.name == inp), None)
+    what = f"transpose_a of the matmul ({mm.loc})" if mm.loc else "transpose_a of the matmul"
+    if decl is not None and decl.form_by:
+        shapes = [[str(d) for d in sh] for sh in decl.shapes]
+        here = [str(d) for d in stored]
+        if here in shapes:
+            what = f"the attribute {decl.form_by}={decl.choices[shapes.index(here)]!r}"
+    soc = bad[0]
+    raise Unsupported(mm.result.name, mm.loc, f"int8 {inp} stored [{', '.join(str(d) for d in stored)}] ({what}) "
+                      f"is moved into L0A by LoadDataWithTranspose, which SoC {soc} (arch {archs.get(soc, '?')}) "
+                      f"does not have (an L1 -> L0A transposing load exists on "
+                      f"{', '.join(sorted(L0A_TRANSPOSING_LOAD))} only): drop {soc} from the spec's socs, or that "
+                      f"value of the attribute")
 
 
 def _int8_product(mm, vals, prod, a, b, ta, tb) -> str:
