@@ -54,6 +54,14 @@ workspace slot, whose int32 rows the AIVs cast to fp32 (CAST_RINT) before the ep
 spec's cast of the int32 result to f32). No K split, no bias on the cube; the output may have its own dtype
 variable (a class template parameter, input_tparam).
 
+Permuted GM views (`GemmLayout.views`; docs/design.md "Cube family: operands and output through permuted GM
+views"): an operand reached from its input through permutes (and casts) whose stored innermost axis is one of the
+matrix's axes, its batch axes adjacent and in order (`_operand_view`), and an output written through a permute that
+keeps N innermost (`_output_view`), are read / written at the row pitch and batch stride of the tiling fields
+<role>RowStride / <role>BatchStride (`view_fields`), nothing copied; other permutations are refused naming the
+tensor and the rule. An int8 Aᵀ is refused for a SoC of the spec without an L1 -> L0A transposing load
+(`L0A_TRANSPOSING_LOAD`).
+
 Provenance: each statement's comment ends in the `// spec: file.py:N` trace of the spec line it comes from (the
 matmul's line for the copies, loads, Mmad and Fixpipe; each epilogue step's own line; the output cast's for the
 store), as the rows and attention kernels carry (opgen.ir.locs; GemmLayout.mm_loc / out_loc / cites).
@@ -406,8 +414,6 @@ def _output_view(out: str, stored: list, node) -> tuple:
     if any(bpos[t + 1] != bpos[t] + 1 for t in range(len(bpos) - 1)):
         raise Unsupported(node.result.name, node.loc, f"{shown}: its batch axes are stored at positions "
                           f"{bpos}, not adjacent and in order, so no one batch stride steps from a matrix to the next")
-    if bpos == list(range(r - 2)):
-        return ()
     return (_stride(stored, pos[r - 2]), _stride(stored, bpos[-1]) if bpos else ())
 
 
