@@ -15,10 +15,12 @@ land at a row stride of B * N, its matrices N apart.
 Declared with the values this kernel accepts (docs/design.md "Parameters a kernel does not implement"): bias and
 scale must be null (aclnnTransposeBatchMatMul passes no bias to the kernel; scale is the fp16 -> int8 quantised
 output), enable_hf32 false (no fp32 operands), batch_split_factor 1 (the [factor, M, B * N / factor] output form).
-What else differs: fp16 / bf16 operands only (no fp32 rows, no FRACTAL_NZ x2); Atlas A2 / A3 only.
+The aclnn API is CANN's but for cubeMathType, which it does not take (enable_hf32 passed false). What else differs:
+fp16 / bf16 operands only (no fp32 rows, no FRACTAL_NZ x2, no aclnnTransposeBatchMatMulWeightNz); Atlas A2 / A3
+only.
 """
 
-from opgen.dsl import A2, A3, OpSpec, bf16, f16, i64
+from opgen.dsl import A2, A3, OpSpec, api, bf16, f16, i64
 
 spec = OpSpec("TransposeBatchMatMul", aclnn="aclnnTransposeBatchMatMul", socs=(A2, A3), round="rint",
               doc="Batched matrix product whose left operand and output are read and written through permutations "
@@ -45,6 +47,12 @@ spec.output("y", T, [M, B, N])
 spec.require(B * K <= 65535, "x1", "{x1} stored [M, B, K] needs B * K <= 65535",
              when=lambda a, present: tuple(a["perm_x1"]) == (1, 0, 2))
 spec.dtypes((T,), [(f16,), (bf16,)])
+# aclnnTransposeBatchMatMul(x1, x2, bias, scale, permX1, permX2, permY, cubeMathType, batchSplitFactor, out):
+# cubeMathType (CANN's int8 enum choosing hf32 for fp32 operands) is not taken, enable_hf32 passed as false
+spec.aclnn_signature(api.param("x1"), api.param("x2"), api.param("bias"), api.param("scale"),
+                     api.param("permX1", "perm_x1"), api.param("permX2", "perm_x2"), api.param("permY", "perm_y"),
+                     api.fixed("enable_hf32", False),
+                     api.param("batchSplitFactor", "batch_split_factor", ctype="int32_t"), api.param("out", "y"))
 
 spec.package("ops-nn", "matmul")  # where the package goes: ops-nn matmul/<op_snake>
 spec.example_call({"B": 3, "M": 37, "K": 50, "N": 45})

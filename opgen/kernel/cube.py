@@ -882,8 +882,8 @@ def lower_gemm(spec, lay: GemmLayout, name: str = "") -> K.KernelClass:
         return Fn(f, (a, b))
 
     # an operand or the output read / written through a permuted GM view (GemmLayout.views): its row pitch and
-    # batch stride are the tiling fields <role>RowStride / <role>BatchStride (docs/design.md "Cube family: operands
-    # and output through permuted GM views"); else its matrices are contiguous
+    # batch stride are the tiling fields <role>RowStride / <role>BatchStride; else its matrices are contiguous
+    # (docs/design.md "Cube family: operands and output through permuted GM views")
     views = dict(lay.views)
     pitch_a = S("aRowStride") if "a" in views else M if lay.trans_a else Kd
     pitch_b = S("bRowStride") if "b" in views else Kd if lay.trans_b else N
