@@ -201,3 +201,36 @@ def test_permutations_no_view_reads_are_refused_naming_the_tensor_and_the_rule(t
         kernel_build(load_spec(path))
     cube = str(e.value).split(" [cube family]")[0]
     assert words in cube and "view_mm.py:" in cube, cube
+
+
+@pytest.mark.parametrize("dims, body, ref_of", [
+    # a vector epilogue (scale, ReLU) before the output's view: the AIVs' store writes rows B * N apart
+    ({"B": 3, "M": 37, "K": 50, "N": 45},
+     'bb.maximum(b.matmul(a.permute(1, 0, 2), w) * 0.5, 0.0).permute(1, 0, 2).cast(T, "rint")',
+     lambda p: np.maximum(0.5 * p, 0.0)),
+    # few blocks and a long K: the K split's reduction stores through the view
+    ({"B": 2, "M": 100, "K": 4000, "N": 200}, 'b.matmul(a.permute(1, 0, 2), w).permute(1, 0, 2).cast(T, "rint")',
+     lambda p: p),
+])
+def test_the_output_view_behind_a_vector_epilogue_and_a_k_split_on_the_kernel_ir(tmp_path, dims, body, ref_of):
+    """a stored [M, B, K], y [M, B, N]: the output view written by the AIVs (after an epilogue, or after the K
+    split's ordered sum) rather than by Fixpipe; on the Kernel IR interpreter against float64."""
+    from opgen.check import run_check
+
+    path = _view_spec(tmp_path, "[M, B, K]", "[B, K, N]", "[M, B, N]", body.replace("bb.", "b."),
+                      'spec.require(B * K <= 65535, "a", "B * K must be at most 65535")')
+    from opgen.platforms import PLATFORMS
+    from opgen.tiling.emit import program_inputs
+
+    spec = load_spec(path)
+    u = kernel_build(spec)
+    lay = u.layout
+    assert dict(lay.views) == {"a": (("B", "K"), ("K",)), "c": (("B", "N"), ("N",))}
+    v = u.tiling.program.evaluate(program_inputs(spec, u.tiling.program, u.tiling.inputs, dims, {},
+                                                 PLATFORMS["ascend910b1"], {}))
+    assert (v["kSplit"] > 1) == (dims["K"] == 4000) and lay.mixed == (dims["K"] != 4000)
+    r = run_check(path, dims=dims, dtypes={"T": "bfloat16"}, seed=9, progress=False, engine="kir")
+    assert not r.faults and r.passed, r.faults[:1]
+    a = np.transpose(np.asarray(r.inputs["a"], np.float64), (1, 0, 2))
+    ref = np.transpose(ref_of(a @ np.asarray(r.inputs["w"], np.float64)), (1, 0, 2))
+    assert _close(r.arrays["y"], ref, "bfloat16", dims["K"]), np.abs(np.asarray(r.arrays["y"], np.float64) - ref).max()
