@@ -203,8 +203,8 @@ def _refuse_rows(spec, inp: str, why) -> None:
 
 
 def _operand_rule(mm, a, b, prod) -> str:
-    """The rule a matmul whose operands are not two distinct inputs (each through casts only) breaks, in the spec's
-    terms: which operand, the op that computes it and its spec line (`the left operand is a permute (%v3,
+    """The rule a matmul whose operands are not two distinct inputs (each through casts and permutes) breaks, in the
+    spec's terms: which operand, the op that computes it and its spec line (`the left operand is a reshape (%v3,
     my_op.py:20)`), or the one input both read. `a` / `b`: the input each operand is a cast chain of, or None."""
     if a is not None and a == b:
         return f"both matmul operands are input {a}: the cube family multiplies two distinct inputs"
@@ -214,8 +214,8 @@ def _operand_rule(mm, a, b, prod) -> str:
     node = prod.get(v)
     what = (f"a {node.op} (%{v}" + (f", {node.loc}" if node.loc else "") + ")") if node is not None else f"%{v}"
     return (f"the {side} operand is {what}, not an input: the cube family reads each operand from GM as an input "
-            f"lays it out (casts aside; the last two axes swapped by transpose_a / transpose_b), so an operand "
-            f"computed in the kernel (a permute of the batch axes, a slice, arithmetic) is not lowered")
+            f"lays it out (casts aside; its axes permuted by permutes, a strided GM view), so an operand computed "
+            f"in the kernel (a reshape, a slice, arithmetic) is not lowered")
 
 
 def gemm_layout(g, spec=None) -> GemmLayout:
