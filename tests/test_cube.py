@@ -103,7 +103,8 @@ def test_a_matmul_operand_read_again_in_the_epilogue_is_refused(tmp_path):
 
 
 @pytest.mark.parametrize("body, words", [
-    # TransposeBatchMatMul's form: the left operand's M and batch axes swapped in the kernel
+    # a reshape around a permute: an operand computed in the kernel (a permute of the input alone is a GM view,
+    # tests/test_transpose_batch_mat_mul.py)
     ("bb.matmul({a}.reshape([1, M, K]).permute(1, 0, 2).reshape([M, K]), {b}).cast(U, 'rint')",
      "the left operand is a reshape (%v"),
     ("bb.matmul({a}.f32(), {b} * 2.0).cast(U, 'rint')", "the right operand is a mul (%v"),

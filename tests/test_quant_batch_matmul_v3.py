@@ -497,3 +497,25 @@ def test_a_per_tensor_scale_and_offset_emulated_equal_float64(tmp_path):
     r = run_check(str(p), x, {}, dtypes={"Y": "float16"}, gen_dir=str(tmp_path / "gen"), progress=False)
     assert not r.faults and r.passed
     assert _close(r.arrays["y"], _per_tensor_ref(x), "float16")
+
+
+def test_an_int8_x1_stored_k_by_m_is_refused_for_a_soc_without_an_l0a_transposing_load(tmp_path):
+    """The example with ascend950 (arch dav-3510, whose L1 -> L0A path has no LoadDataWithTranspose) among its SoCs:
+    the class of transpose_x1 = true is refused at generation naming the SoC, its arch and the attribute value; with
+    transpose_x1 limited to false (x1 [M, K] only) the same SoCs lower."""
+    src = SPEC.read_text().replace("socs=(A2, A3)", "socs=(A2, A3, A5)").replace(
+        "from opgen.dsl import A2, A3,", "from opgen.dsl import A2, A3, A5,")
+    p = tmp_path / "qbm_950.py"
+    p.write_text(src)
+    with pytest.raises(NoKernel) as e:
+        kernel_build(load_spec(str(p)))
+    msg = str(e.value).split(" [cube family]")[0]
+    assert "SoC ascend950 (arch dav-3510) does not have" in msg and "transpose_x1=True" in msg \
+        and "int8 x1 stored [K, M]" in msg, msg
+    (tmp_path / "mk").mkdir()
+    q = tmp_path / "mk" / "qbm_950.py"
+    q.write_text(src.replace('spec.attr("transpose_x1", bool, False, static=True)',
+                             'spec.attr("transpose_x1", bool, False, static=True, choices=(False,))').replace(
+        '{False: [M, K], True: [K, M]}, form_by="transpose_x1"', '{False: [M, K]}, form_by="transpose_x1"'))
+    u = kernel_build(load_spec(str(q)))
+    assert not any(x.trans_a for x in u.lowered.extra["layouts"].values())

@@ -54,6 +54,14 @@ workspace slot, whose int32 rows the AIVs cast to fp32 (CAST_RINT) before the ep
 spec's cast of the int32 result to f32). No K split, no bias on the cube; the output may have its own dtype
 variable (a class template parameter, input_tparam).
 
+Permuted GM views (`GemmLayout.views`; docs/design.md "Cube family: operands and output through permuted GM
+views"): an operand reached from its input through permutes (and casts) whose stored innermost axis is one of the
+matrix's axes, its batch axes adjacent and in order (`_operand_view`), and an output written through a permute that
+keeps N innermost (`_output_view`), are read / written at the row pitch and batch stride of the tiling fields
+<role>RowStride / <role>BatchStride (`view_fields`), nothing copied; other permutations are refused naming the
+tensor and the rule. An int8 Aᵀ is refused for a SoC of the spec without an L1 -> L0A transposing load
+(`L0A_TRANSPOSING_LOAD`).
+
 Provenance: each statement's comment ends in the `// spec: file.py:N` trace of the spec line it comes from (the
 matmul's line for the copies, loads, Mmad and Fixpipe; each epilogue step's own line; the output cast's for the
 store), as the rows and attention kernels carry (opgen.ir.locs; GemmLayout.mm_loc / out_loc / cites).
@@ -89,6 +97,7 @@ from opgen.kernel.rowfexpr import parse as parse_scalar
 from opgen.kernel.rowprog import (ROUND_MODES, VECTOR_BINARY, VECTOR_UNARY, Instr, RowProgram, _allocate,
                                   _float_literal, instr_op, lower_elementwise)
 from opgen.names import cpp_name
+from opgen.platforms import PLATFORMS
 
 CTYPE = {"f32": "float", "f16": "half", "bf16": "bfloat16_t", "i8": "int8_t", "i32": "int32_t"}
 """C++ element type of each dtype the cube kernel reads (f16 / bf16, int8) or writes (also f32, int32)."""
@@ -134,6 +143,9 @@ class GemmLayout:
     bias: tuple = ()        # (input, type tag) of a bias row [N] the cube adds (Mmad from the bias table; `_cube_bias`)
     bias_when: tuple = ()   # the presences whose calls have that bias (() = every one served)
     acc: str = "f32"        # the L0C accumulator: "f32" (f16 / bf16 operands) or "i32" (int8 operands cast to i32)
+    views: tuple = ()       # ((role, (row stride, batch stride)), ...): role "a" / "b" / "c" (the output) read or
+                            # written through a permuted GM view (_operand_view, _output_view); each stride a tuple
+                            # of dim names whose product it is (elements)
 
     @property
     def mixed(self) -> bool:
@@ -163,8 +175,10 @@ class GemmLayout:
         if self.fold:
             bt = f"[{', '.join(self.fold)}] folded into {m}: "
         acc = "int32 accumulate (exact)" if self.acc == "i32" else "fp32 accumulate"
+        views = "".join(f"; {({'a': self.a, 'b': self.b, 'c': self.out})[r]} through a GM view (row stride "
+                        f"{'*'.join(rs) or '1'}, batch stride {'*'.join(bs) or '1'})" for r, (rs, bs) in self.views)
         return (f"layout cube: {bt}{self.out}[{m}, {n}] = {a} x {b} in {self.dtype}, "
-                f"{acc}, out {self.out_dtype}; epilogue {epi}")
+                f"{acc}, out {self.out_dtype}; epilogue {epi}{views}")
 
 
 def _presences_text(when: tuple, names: tuple) -> str:
@@ -189,8 +203,8 @@ def _refuse_rows(spec, inp: str, why) -> None:
 
 
 def _operand_rule(mm, a, b, prod) -> str:
-    """The rule a matmul whose operands are not two distinct inputs (each through casts only) breaks, in the spec's
-    terms: which operand, the op that computes it and its spec line (`the left operand is a permute (%v3,
+    """The rule a matmul whose operands are not two distinct inputs (each through casts and permutes) breaks, in the
+    spec's terms: which operand, the op that computes it and its spec line (`the left operand is a reshape (%v3,
     my_op.py:20)`), or the one input both read. `a` / `b`: the input each operand is a cast chain of, or None."""
     if a is not None and a == b:
         return f"both matmul operands are input {a}: the cube family multiplies two distinct inputs"
@@ -200,8 +214,8 @@ def _operand_rule(mm, a, b, prod) -> str:
     node = prod.get(v)
     what = (f"a {node.op} (%{v}" + (f", {node.loc}" if node.loc else "") + ")") if node is not None else f"%{v}"
     return (f"the {side} operand is {what}, not an input: the cube family reads each operand from GM as an input "
-            f"lays it out (casts aside; the last two axes swapped by transpose_a / transpose_b), so an operand "
-            f"computed in the kernel (a permute of the batch axes, a slice, arithmetic) is not lowered")
+            f"lays it out (casts aside; its axes permuted by permutes, a strided GM view), so an operand computed "
+            f"in the kernel (a reshape, a slice, arithmetic) is not lowered")
 
 
 def gemm_layout(g, spec=None) -> GemmLayout:
@@ -220,22 +234,38 @@ def gemm_layout(g, spec=None) -> GemmLayout:
     ta, tb = bool(mm.attr("transpose_a")), bool(mm.attr("transpose_b"))
     seen = {mm.result.name}
 
+    perms = {}   # input -> the permutation its operand reads it through (operand axis i = stored axis perm[i])
+
     def root(v):
-        while v not in params and v in prod and prod[v].op == "cast":
+        perm = None
+        while v not in params and v in prod and prod[v].op in ("cast", "permute"):
+            n = prod[v]
+            if n.op == "permute":   # operand axis i -> axis cur[i] of n's result = axis q[cur[i]] of n's input
+                q = tuple(n.attr("perm"))
+                perm = tuple(q[c] for c in (perm if perm is not None else range(len(q))))
             seen.add(v)
-            v = prod[v].inputs[0]
+            v = n.inputs[0]
+        if v in params and perm is not None:
+            perms[v] = perm
         return v if v in params else None
 
     a, b = root(mm.inputs[0]), root(mm.inputs[1])
     if a is None or b is None or a == b:
         raise Unsupported(mm.result.name, mm.loc, _operand_rule(mm, a, b, prod))
-    sa, sb, sc = (list(vals[x].type.shape) for x in (a, b, mm.result.name))
+    # the operands as the matmul reads them (an input's shape, or its permutation's), each transposed by a
+    # permutation of its last two axes, or read through a strided GM view (_operand_view)
+    sa, sb, sc = (list(vals[x].type.shape) for x in (mm.inputs[0], mm.inputs[1], mm.result.name))
+    (dm, dka), (dkb, dn) = (sa[-2:][::-1] if ta else sa[-2:]), (sb[-2:][::-1] if tb else sb[-2:])
+    ta, view_a = _operand_view(a, list(vals[a].type.shape), perms.get(a), ta, mm)
+    tb, view_b = _operand_view(b, list(vals[b].type.shape), perms.get(b), tb, mm)
     ba, bb = [str(d) for d in sa[:-2]], [str(d) for d in sb[:-2]]
     fold: tuple = ()
     shared = ""
+    out_perm = _output_perm(g, mm)
     if ba == bb:   # one matrix product per batch index
         batch = tuple(sa[:-2])
-    elif ba and not bb and not ta:   # [*batch, M, K] x [K, N]: the batch folded into M (one GEMM [batch*M, K])
+    elif ba and not bb and not ta and not view_a and out_perm is None:
+        # [*batch, M, K] x [K, N]: the batch folded into M (one GEMM [batch*M, K])
         batch, fold = (), tuple(sa[:-2])
     elif ba and not bb:   # [*batch, K, M]ᵀ x [K, N]: one product per batch index, B's one matrix for each
         batch, shared = tuple(sa[:-2]), "b"
@@ -246,7 +276,6 @@ def gemm_layout(g, spec=None) -> GemmLayout:
                           f"{[str(d) for d in sb]} (transposed: {ta}, {tb}): the cube family lowers [*batch, M, K] x "
                           f"[*batch, K, N] with the same batch dims, or one operand 2-D against the other's batch "
                           f"(a 2-D right operand folded into M); batch dims broadcast otherwise are not lowered")
-    (dm, dka), (dkb, dn) = (sa[-2:][::-1] if ta else sa[-2:]), (sb[-2:][::-1] if tb else sb[-2:])
     dims = (dm, dka, dn)
     lead = batch + fold
     if not all(isinstance(d, Sym) for d in dims) or not all(isinstance(d, (Sym, Variadic)) for d in lead) \
@@ -256,10 +285,13 @@ def gemm_layout(g, spec=None) -> GemmLayout:
     dta, dtb = vals[a].type.dtype, vals[b].type.dtype
     fixed = not isinstance(dta, DTypeVar)
     acc = _int8_product(mm, vals, prod, a, b, ta, tb) if fixed and dtype_name(dta) == "i8" else "f32"
+    if acc == "i32" and ta and spec is not None:   # int8 Aᵀ: LoadDataWithTranspose into L0A on every SoC
+        _refuse_without_l0a_transpose(spec, a, list(vals[a].type.shape), mm)
     if dta != dtb or fixed and dtype_name(dta) not in ("f16", "bf16", "i8"):
         raise Unsupported(mm.result.name, mm.loc, "the operands take one dtype (a dtype variable of f16 / bf16 rows, "
                           "or f16 or bf16; or int8 cast to int32: the int8 product)")
-    od, odt, out, epi, steps, cites, out_loc = _epilogue(g, mm, seen, params, dims, lead, dta, acc)
+    od, odt, out, epi, steps, cites, out_loc = _epilogue(g, mm, seen, params, dims, lead, dta, acc, out_perm)
+    view_c = _output_view(out, [d for d in g.values()[g.outputs[0][1]].type.shape], out_perm)
     if acc == "f32":   # an int8 product's L0C is int32: its bias stays on the AIVs (after the conversion to fp32)
         bias, steps, epi = _cube_bias(steps, epi, spec, dta)
     else:
@@ -302,7 +334,118 @@ def gemm_layout(g, spec=None) -> GemmLayout:
         bias = (bias[0], input_tparam(order.index(bias[1][len(_VAR_TAG):])))
     return GemmLayout(a, b, out, tuple(str(d) for d in dims), name, odt, tuple(epi), fixed, ta, tb,
                       tuple(str(d) for d in batch), steps, fold=tuple(str(d) for d in fold), bias=bias,
-                      shared=shared, acc=acc, mm_loc=mm.loc, out_loc=out_loc or mm.loc, cites=cites)
+                      shared=shared, acc=acc, mm_loc=mm.loc, out_loc=out_loc or mm.loc, cites=cites,
+                      views=tuple((r, v) for r, v in (("a", view_a), ("b", view_b), ("c", view_c)) if v))
+
+
+def _stride(stored: list, axis: int) -> tuple:
+    """The stride (elements) of axis `axis` of a contiguous tensor of shape `stored`: the names of the dims after it
+    (their product; () for the innermost axis)."""
+    return tuple(str(d) for d in stored[axis + 1:])
+
+
+def _operand_view(inp: str, stored: list, perm, trans: bool, mm) -> tuple:
+    """(transposed, view) of matmul operand input `inp` stored `stored` and read through permutation `perm` (operand
+    axis i = stored axis perm[i]; None: read as stored) by a matmul whose own transpose flag for it is `trans`
+    (docs/design.md "Cube family: operands and output through permuted GM views"). The matrix's contiguous axis
+    is the stored innermost one: the operand's last axis (transposed stays `trans`) or its second last (a
+    permutation swapping the matrix axes: `trans` flipped). view (): the matrices are contiguous (perm keeps the batch
+    axes first, in order); else (row stride, batch stride), each a tuple of dim names (_stride): the other matrix
+    axis's stride (the Nd2Nz source row pitch) and the last batch axis's (one matrix to the next). Raises
+    Unsupported naming the input and the rule when the innermost stored axis is a batch axis (the cube copies rows
+    of the matrix's contiguous axis) or the batch axes are not adjacent and in order in the stored shape (one
+    batch stride steps through them)."""
+    r = len(stored)
+    if perm is None or perm == tuple(range(r)):
+        return trans, ()
+    nb = r - 2
+    shown = f"input {inp} stored [{', '.join(str(d) for d in stored)}] read through permute {list(perm)}"
+    inner = perm.index(r - 1)   # the operand axis stored innermost
+    if inner < nb:
+        raise Unsupported(mm.result.name, mm.loc, f"{shown}: its innermost stored axis {stored[r - 1]} is a batch "
+                          f"axis of the product; the cube copies each matrix from GM as runs of its contiguous "
+                          f"axis (K, or M / N transposed), so the stored innermost axis must be one of the "
+                          f"matrix's two axes")
+    flip = inner == r - 2
+    row = r - 1 if flip else r - 2   # the operand axis read at a stride: the copy's source row pitch
+    bpos = perm[:nb]
+    if any(bpos[t + 1] != bpos[t] + 1 for t in range(nb - 1)):
+        raise Unsupported(mm.result.name, mm.loc, f"{shown}: its batch axes are stored at positions "
+                          f"{list(bpos)}, not adjacent and in order, so no one batch stride steps from a matrix to "
+                          f"the next")
+    if bpos == tuple(range(nb)) and perm[row] == r - 2:   # contiguous matrices: at most a transpose
+        return trans != flip, ()
+    return trans != flip, (_stride(stored, perm[row]), _stride(stored, bpos[-1]) if nb else ())
+
+
+def _output_perm(g, mm):
+    """The permute node through which the matmul's result (after its epilogue) reaches the output: the output
+    itself, or the input of the output's one cast; None without one. A permute elsewhere stays in the epilogue
+    (refused there as a construct)."""
+    prod, uses = g.producers(), g.uses()
+    v = g.outputs[0][1] if len(g.outputs) == 1 else None
+    if v is None or v not in prod:
+        return None
+    n = prod[v]
+    if n.op == "cast" and n.inputs[0] in prod and len(uses.get(n.inputs[0], [])) == 1:
+        n = prod[n.inputs[0]]
+    return n if n.op == "permute" else None
+
+
+def _output_view(out: str, stored: list, node) -> tuple:
+    """The output's view (row stride, batch stride) (_operand_view's form) when the product [*batch, M, N] is
+    written through permute `node` (_output_perm; stored axis i = the product's axis perm[i]) into the output stored
+    `stored`; () without one or when it is the identity. Raises Unsupported naming the output and the rule when N
+    is not stored innermost (Fixpipe writes each row of N as one run) or the batch axes are not adjacent and in
+    order."""
+    if node is None:
+        return ()
+    q = tuple(node.attr("perm"))
+    r = len(q)
+    if q == tuple(range(r)):
+        return ()
+    pos = [q.index(j) for j in range(r)]   # where the product's axis j is stored
+    shown = (f"output {out} stored [{', '.join(str(d) for d in stored)}] written through permute {list(q)} "
+             f"({node.loc})" if node.loc else f"output {out} written through permute {list(q)}")
+    if pos[r - 1] != r - 1:
+        raise Unsupported(node.result.name, node.loc, f"{shown}: the product's columns (N) are not its innermost "
+                          f"stored axis; Fixpipe and the AIVs write each row of N as one run")
+    bpos = pos[:r - 2]
+    if any(bpos[t + 1] != bpos[t] + 1 for t in range(len(bpos) - 1)):
+        raise Unsupported(node.result.name, node.loc, f"{shown}: its batch axes are stored at positions "
+                          f"{bpos}, not adjacent and in order, so no one batch stride steps from a matrix to the next")
+    return (_stride(stored, pos[r - 2]), _stride(stored, bpos[-1]) if bpos else ())
+
+
+L0A_TRANSPOSING_LOAD = frozenset({"dav-2201"})
+"""The archs whose L1 -> L0A path has LoadDataWithTranspose, which an int8 Aᵀ takes (its 32 x 32 squares into
+L0A's ZZ): 2201 (Atlas A2 / A3). Not 3510 (Ascend 950): asc-devkit's dav_3510 implementation of the L1 -> L0A
+transposing load only asserts that the device does not support it (docs/reference/ascendc.md §1.10 "Transposing
+load of int8 fractals")."""
+
+
+def _refuse_without_l0a_transpose(spec, inp: str, stored: list, mm) -> None:
+    """Raises Unsupported when a SoC of the spec (spec.socs, their arch from opgen/platforms) has no L1 -> L0A
+    transposing load (L0A_TRANSPOSING_LOAD), which the int8 operand `inp` stored [K, M] (shape `stored`) needs:
+    naming the SoC, its arch and what selects the form (the static attribute and value whose shape form it is,
+    `form_by`, else the matmul's transpose_a at its spec line)."""
+    archs = {p.soc_key: p.arch for p in PLATFORMS.values()}
+    bad = [s for s in spec.socs if archs.get(s) not in L0A_TRANSPOSING_LOAD]
+    if not bad:
+        return
+    decl = next((i for i in spec.inputs if i.name == inp), None)
+    what = f"transpose_a of the matmul ({mm.loc})" if mm.loc else "transpose_a of the matmul"
+    if decl is not None and decl.form_by:
+        shapes = [[str(d) for d in sh] for sh in decl.shapes]
+        here = [str(d) for d in stored]
+        if here in shapes:
+            what = f"the attribute {decl.form_by}={decl.choices[shapes.index(here)]!r}"
+    soc = bad[0]
+    raise Unsupported(mm.result.name, mm.loc, f"int8 {inp} stored [{', '.join(str(d) for d in stored)}] ({what}) "
+                      f"is moved into L0A by LoadDataWithTranspose, which SoC {soc} (arch {archs.get(soc, '?')}) "
+                      f"does not have (an L1 -> L0A transposing load exists on "
+                      f"{', '.join(sorted(L0A_TRANSPOSING_LOAD))} only): drop {soc} from the spec's socs, or that "
+                      f"value of the attribute")
 
 
 def _int8_product(mm, vals, prod, a, b, ta, tb) -> str:
@@ -414,7 +557,7 @@ EPI_STEPS = """The vector epilogue as steps (GemmLayout.steps), in graph order: 
 "stat": an [M] input reshaped to [M, 1], one value per row, without batch dims),
 ("const", value, C++ float literal), ("attr", name) a runtime float attribute, ("op", result, op, inputs, space) an elementwise op, ("store", value, round)
 the output written from `value` (round: the cast's round mode; "" for an fp32 output)."""
-_CONSTRUCTS = {"reduce": "a reduction", "matmul": "a second matmul",
+_CONSTRUCTS = {"reduce": "a reduction", "matmul": "a second matmul", "permute": "a permute",
                "select": "`b.where`", "gather": "a gather by index", "transpose": "a transpose",
                "broadcast": "a broadcast", "reshape": "a reshape", "concat": "a concat"}
 """The user's name of an op the epilogue refuses (else the op's own name)."""
@@ -434,7 +577,7 @@ def _step_text(st) -> str:
     return f"store {st[1]}" + (f" ({st[2]})" if st[2] else "")
 
 
-def _epilogue(g, mm, seen, params, dims, batch, dta, acc: str = "f32") -> tuple:
+def _epilogue(g, mm, seen, params, dims, batch, dta, acc: str = "f32", out_perm=None) -> tuple:
     """(output dtype, its name, output name, Fixpipe epilogue, vector steps, ((step value, spec line), ...) of the
     load / op steps, the output cast's spec line or "") of the ops after matmul `mm` in `g`:
     a matmul result only cast to the output is Fixpipe's (steps ()); anything else must be elementwise math on
@@ -442,7 +585,9 @@ def _epilogue(g, mm, seen, params, dims, batch, dta, acc: str = "f32") -> tuple:
     most one cast (EPI_STEPS). Raises
     Unsupported naming the value and the construct. acc "i32" (an int8 product): the int32 result either is the
     output itself (Fixpipe writes it) or is first cast to f32 -- that cast is the vector epilogue's ("acc", value),
-    the AIVs converting the int32 block (docs/design.md "Cube family: int8 operands")."""
+    the AIVs converting the int32 block (docs/design.md "Cube family: int8 operands"). out_perm: the permute node
+    through which the result reaches the output (_output_perm), the output's GM view: its value stands for its
+    input (an [M, N] row), the store writing through the view."""
     vals, uses, outs = g.values(), g.uses(), g.outputs
     r = mm.result.name
     if len(outs) != 1:
@@ -464,7 +609,11 @@ def _epilogue(g, mm, seen, params, dims, batch, dta, acc: str = "f32") -> tuple:
                               "the int32 result of an int8 product is converted to f32 once (its one use) before "
                               "the epilogue's math")
         to_f32 = us[0]
-    if all(n.op == "cast" and n.result.name in down for n in rest) and not (acc == "i32" and rest):
+    alias = {}   # the output permute's value -> its input (written through the output's view)
+    if out_perm is not None:
+        alias[out_perm.result.name] = out_perm.inputs[0]
+    if all((n.op == "cast" or n is out_perm) and n.result.name in down for n in rest) \
+            and not (acc == "i32" and [n for n in rest if n is not out_perm]):
         # Fixpipe's cast (or nothing)
         v, epi, cast_loc = r, [], ""
         while True:
@@ -475,6 +624,9 @@ def _epilogue(g, mm, seen, params, dims, batch, dta, acc: str = "f32") -> tuple:
                 raise Unsupported(v, us[0].loc if us else "", f"the matmul result feeds {len(us)} uses; the cube "
                                   f"family reads it once")
             c = us[0]
+            if c is out_perm:   # the output's view: Fixpipe writes through it
+                v = c.result.name
+                continue
             if epi:
                 raise Unsupported(c.result.name, c.loc, "a second cast after the matmul: Fixpipe rounds once, "
                                   "straight to the output dtype, so the cube family takes at most one cast of the "
@@ -512,6 +664,11 @@ def _epilogue(g, mm, seen, params, dims, batch, dta, acc: str = "f32") -> tuple:
     for n in rest:
         v = n.result.name
         cites[v] = n.loc
+        if n is out_perm:   # the output's view: its value is its input's rows, written through the view
+            if space.get(n.inputs[0]) != "row":
+                raise Unsupported(v, n.loc, "the output permute of a value that is not an [M, N] row")
+            space[v] = "row"
+            continue
         if n.op == "const":
             if list(vals[v].type.shape):
                 raise Unsupported(v, n.loc, "a constant tensor in the matmul's epilogue (a scalar constant only)")
@@ -553,7 +710,7 @@ def _epilogue(g, mm, seen, params, dims, batch, dta, acc: str = "f32") -> tuple:
             src = n.inputs[0]
             if space.get(src) != "row" or mode not in ROUND_MODES:
                 raise Unsupported(v, n.loc, f"the output cast (round={mode!r}) of a value that is not an [M, N] row")
-            steps.append(("store", src, ROUND_MODES[mode]))
+            steps.append(("store", alias.get(src, src), ROUND_MODES[mode]))
             stored, out_loc = True, n.loc
             continue
         if n.op in EPI_OPS:
@@ -600,7 +757,7 @@ def _epilogue(g, mm, seen, params, dims, batch, dta, acc: str = "f32") -> tuple:
     if not stored:
         if space.get(ov) != "row" or dtype_name(vals[ov].type.dtype) != "f32":
             raise Unsupported(ov, "", "the output is not computed from the matmul result")
-        steps.append(("store", ov, ""))
+        steps.append(("store", alias.get(ov, ov), ""))
     od = vals[ov].type.dtype
     named = tuple((st[1], cites[st[1]]) for st in steps if st[0] in ("load", "op") and cites.get(st[1]))
     return od, (od.name if isinstance(od, DTypeVar) else dtype_name(od)), out, ["vector"], tuple(steps), named, \
@@ -724,15 +881,24 @@ def lower_gemm(spec, lay: GemmLayout, name: str = "") -> K.KernelClass:
     def fn(f, a, b):
         return Fn(f, (a, b))
 
+    # an operand or the output read / written through a permuted GM view (GemmLayout.views): its row pitch and
+    # batch stride are the tiling fields <role>RowStride / <role>BatchStride; else its matrices are contiguous
+    # (docs/design.md "Cube family: operands and output through permuted GM views")
+    views = dict(lay.views)
+    pitch_a = S("aRowStride") if "a" in views else M if lay.trans_a else Kd
+    pitch_b = S("bRowStride") if "b" in views else Kd if lay.trans_b else N
+    pitch_c = S("cRowStride") if "c" in views else N
     if lay.batch:   # block = (batch index, block of that matrix); each operand's matrices are contiguous
         at = (K.Let("bi", S("blk") // S("mnBlocks")), K.Let("bb", S("blk") % S("mnBlocks")))
-        offs = (Lit(0) if lay.shared == "a" else S("bi") * M * Kd, Lit(0) if lay.shared == "b" else S("bi") * Kd * N,
-                S("bi") * M * N)   # a shared operand (no batch dims): its one matrix for every batch index
+        offs = (Lit(0) if lay.shared == "a" else S("bi") * S("aBatchStride") if "a" in views else S("bi") * M * Kd,
+                Lit(0) if lay.shared == "b" else S("bi") * S("bBatchStride") if "b" in views else S("bi") * Kd * N,
+                S("bi") * M * N,   # a shared operand (no batch dims): its one matrix for every batch index
+                S("bi") * S("cBatchStride") if "c" in views else S("bi") * M * N)
     else:
         at, offs = (K.Let("bb", S("blk")),), None
 
-    def off(i, e):   # element offset e within operand i's matrix (0: A, 1: B, 2: the output) of this batch index
-        return e if offs is None else offs[i] + e
+    def off(i, e):   # element offset e within operand i's matrix (0: A, 1: B, 2: an [M, N] epilogue input, 3: the
+        return e if offs is None else offs[i] + e   # output, through its view) of this batch index
 
     # K in L1 panels of baseKL1 (kt1 in the tail), each in L0 chunks of baseK (kt): fractal counts along each edge
     m1, n1 = S("mPad") // 16, S("nPad") // 16
@@ -741,7 +907,7 @@ def lower_gemm(spec, lay: GemmLayout, name: str = "") -> K.KernelClass:
     # fractal within the A panel is (k0 - k0a + kk) / c0, and kpa the A panel's fractals along K
     kpa, kfa = S("kPadA") // c0, (S("k0") - S("k0a") + S("kk")) // c0
     if lay.trans_a:   # Aᵀ panel [kt1, mt] in L1: fractal (kf, mf) at mf * kp1 + kf; A's ZZ fractal (mf, kf) is it
-        a_in = (K.Nd2Nz(K.Ref("a1"), K.GmView("aGm_", off(0, S("k0a") * M + S("m0"))), S("ktA"), S("mt"), M,
+        a_in = (K.Nd2Nz(K.Ref("a1"), K.GmView("aGm_", off(0, S("k0a") * pitch_a + S("m0"))), S("ktA"), S("mt"), pitch_a,
                         S("kPadA"), mm_cite("Aᵀ panel [ktA, mt] -> L1 NZ")),)
         if lay.acc == "i32":   # int8: Aᵀ's L1 NZ in 32-column pieces of m, kpa squares of 32 k-rows each (square
             # (kq, p) at p * kpa + kq); one LoadDataWithTranspose per piece moves the chunk's k1 squares, square kq's
@@ -756,18 +922,18 @@ def lower_gemm(spec, lay: GemmLayout, name: str = "") -> K.KernelClass:
                 K.LoadData(K.Ref("a2", S("r") * k1 * frac), K.Ref("a1"), S("r") * kpa + kfa, k1, Lit(1), True,
                            mm_cite("A fractal row r of the chunk: Aᵀ's fractals transposed")),), disjoint=True),)
     else:   # A panel [mt, kt1] in L1: fractal (mf, kf) at kf * m1 + mf
-        a_in = (K.Nd2Nz(K.Ref("a1"), K.GmView("aGm_", off(0, S("m0") * Kd + S("k0a"))), S("mt"), S("ktA"), Kd,
+        a_in = (K.Nd2Nz(K.Ref("a1"), K.GmView("aGm_", off(0, S("m0") * pitch_a + S("k0a"))), S("mt"), S("ktA"), pitch_a,
                         S("mPad"), mm_cite("A panel [mt, ktA] -> L1 NZ")),)
         a_load = (K.For("r", Lit(0), m1, Lit(1), (
             K.LoadData(K.Ref("a2", S("r") * k1 * frac), K.Ref("a1", kfa * S("mPad") * c0), S("r"), k1, m1, False,
                        mm_cite("A fractal row r of the chunk: NZ -> ZZ")),), disjoint=True),)
     if lay.trans_b:   # Bᵀ panel [nt, kt1] in L1: fractal (nf, kf) at kf * n1 + nf, B's ZN order already
-        b_in = (K.Nd2Nz(K.Ref("b1"), K.GmView("bGm_", off(1, S("n0") * Kd + S("k0"))), S("nt"), S("kt1"), Kd,
+        b_in = (K.Nd2Nz(K.Ref("b1"), K.GmView("bGm_", off(1, S("n0") * pitch_b + S("k0"))), S("nt"), S("kt1"), pitch_b,
                         S("nPad"), mm_cite("Bᵀ panel [nt, kt1] -> L1 NZ")),)
         b_load = (K.LoadData(K.Ref("b2"), K.Ref("b1"), kf0 * n1, k1 * n1, Lit(1), False,
                              mm_cite("the chunk's fractals of Bᵀ NZ = B ZN: one load")),)
     else:   # B panel [kt1, nt] in L1: fractal (kf, nf) at nf * kp1 + kf
-        b_in = (K.Nd2Nz(K.Ref("b1"), K.GmView("bGm_", off(1, S("k0") * N + S("n0"))), S("kt1"), S("nt"), N,
+        b_in = (K.Nd2Nz(K.Ref("b1"), K.GmView("bGm_", off(1, S("k0") * pitch_b + S("n0"))), S("kt1"), S("nt"), pitch_b,
                         S("kPad1"), mm_cite("B panel [kt1, nt] -> L1 NZ")),)
         if lay.acc == "i32":   # int8: 32 x 32 squares (32 K rows of a 32-column piece, square (kf, nb) at nb * kp1 +
             # kf) transposed into ZN by LoadDataWithTranspose, nPad / 32 squares per K fractal row (nPad 32-aligned)
@@ -858,8 +1024,8 @@ def lower_gemm(spec, lay: GemmLayout, name: str = "") -> K.KernelClass:
             ready = (_by_slot(lambda i: K.CrossCoreSetFlag(2, Pipe.FIX, FLAG_READY + i, "slot s holds the block")),)
         else:
             slot, free, ready = (), (), ()
-            fix = K.Fixpipe(K.GmView("cGm_", off(2, S("m0") * N + S("n0"))), K.Ref("c1"), S("mt"), S("nt"),
-                            S("mPad"), N, _cite("L0C -> GM with the cast to the output type", lay.mm_loc, lay.out_loc))
+            fix = K.Fixpipe(K.GmView("cGm_", off(3, S("m0") * pitch_c + S("n0"))), K.Ref("c1"), S("mt"), S("nt"),
+                            S("mPad"), pitch_c, _cite("L0C -> GM with the cast to the output type", lay.mm_loc, lay.out_loc))
         block = (
             *lets,
             *pads,
@@ -924,14 +1090,16 @@ def lower_gemm(spec, lay: GemmLayout, name: str = "") -> K.KernelClass:
         prog = epilogue_program(_cast_only(lay))
         doc_plain = "the AIVs have no work: Fixpipe wrote the output"
     # (an int8 product has no K split: its buffers are the plain part's, no reduction scratch row)
-    vec_locs, vec_gms, gets, vector_ks = _vector_part(lay, prog, lets, out_t, off, ksplit=lay.acc == "f32")
+    vec_locs, vec_gms, gets, vector_ks = _vector_part(lay, prog, lets, out_t, off, ksplit=lay.acc == "f32",
+                                                        out_pitch=pitch_c)
     if via_slots:   # the slot path's epilogue only under the presences that take it (their steps, unguarded if one)
-        rl, rg, rgets, vector_plain = _vector_part(lay, epilogue_program(_restrict(lay, via_slots)), lets, out_t, off)
+        rl, rg, rgets, vector_plain = _vector_part(lay, epilogue_program(_restrict(lay, via_slots)), lets, out_t, off,
+                                                   out_pitch=pitch_c)
         if not (set(rl) <= set(vec_locs) and set(rg) <= set(vec_gms) and set(rgets) <= set(gets)):
-            vector_plain = _vector_part(lay, prog, lets, out_t, off)[3]   # its buffers are not the class's: all steps
+            vector_plain = _vector_part(lay, prog, lets, out_t, off, out_pitch=pitch_c)[3]   # its buffers are not the class's: all steps
         vector_plain = _guarded(vector_plain, via_slots, lay.presence)
     else:
-        vector_plain = _vector_part(lay, prog, lets, out_t, off)[3] if mixed else ()
+        vector_plain = _vector_part(lay, prog, lets, out_t, off, out_pitch=pitch_c)[3] if mixed else ()
     process = (K.CoreIf("cube", (K.Let("core", K.BLOCK_IDX), *cube),
                         "the AIC: the fp32 blocks of this AI Core (to the output, the two workspace slots in turn, "
                         "or the K split's partial blocks)"),
@@ -939,7 +1107,7 @@ def lower_gemm(spec, lay: GemmLayout, name: str = "") -> K.KernelClass:
                         (*gets, *vector_plain),
                         f"the AIVs: the K split's reduction, else {doc_plain}"))
     fields = FIELDS + (BATCH_FIELDS if lay.batch else ()) + EPI_FIELDS + KSPLIT_FIELDS \
-        + tuple(f"{a}Bits" for a in epi_attrs(lay))
+        + tuple(f"{a}Bits" for a in epi_attrs(lay)) + view_fields(lay)
     members = tuple((presence_member(k), cpp_name(n)) for k, n in enumerate(lay.presence)) if lay.presence else ()
     a_txt = f"{lay.a}ᵀ [K, M]" if lay.trans_a else f"{lay.a} [M, K]"
     b_txt = f"{lay.b}ᵀ [N, K]" if lay.trans_b else f"{lay.b} [K, N]"
@@ -1021,6 +1189,18 @@ KSPLIT_FIELDS = ("kSplit", "kLen", "unitsPerCore", "unitsTail", "redRows", "pass
                  "itemsTail")
 """The K split's tiling fields (opgen.tiling.cube): k ranges, elements per range, the units (block, range) of each
 AI Core, the reduction's rows per pass, its passes per block and pass items per AIV."""
+
+
+VIEW_ROLES = {"a": "A", "b": "B", "c": "the output"}
+"""The roles a GM view may have (GemmLayout.views): its tiling fields are <role>RowStride and <role>BatchStride."""
+
+
+def view_fields(lay: GemmLayout) -> tuple:
+    """The tiling fields of the layout's GM views (elements): <role>RowStride (the row pitch of the strided matrix
+    axis: the Nd2Nz source's or Fixpipe's / the AIVs' destination's) and <role>BatchStride (one matrix to the next),
+    per role of GemmLayout.views in the order a, b, c; () without views."""
+    views = dict(lay.views)
+    return tuple(f"{r}{f}" for r in VIEW_ROLES if r in views for f in ("RowStride", "BatchStride"))
 
 
 def epi_attrs(lay: GemmLayout) -> tuple:
@@ -1191,7 +1371,8 @@ def _gap(n, sz, pitch) -> object:
     return (pitch * sz - Fn("align_up", (n * sz, Lit(32)))) // 32
 
 
-def _vector_part(lay: GemmLayout, prog: EpiProgram, lets: tuple, out_t: str, off, ksplit: bool = False) -> tuple:
+def _vector_part(lay: GemmLayout, prog: EpiProgram, lets: tuple, out_t: str, off, ksplit: bool = False,
+                 out_pitch=None) -> tuple:
     """(UB locals, GM tensors of the epilogue's inputs, the AIV statements) of the vector epilogue (module
     docstring): per block of this AI Core, wait for its slot, the column rows (a bias) in and finished, then passes
     of up to epiRows rows of this AIV's half
@@ -1208,6 +1389,7 @@ def _vector_part(lay: GemmLayout, prog: EpiProgram, lets: tuple, out_t: str, off
     first), then the epilogue, cast and store as above."""
     S = Sym
     bn, N, R = S("baseN"), S("N"), S("epiRows")
+    out_pitch = N if out_pitch is None else out_pitch
     lines = dict(lay.cites)
 
     def mm_cite(text):   # the matmul's fp32 block or partial: its comment and the matmul's spec line
@@ -1355,8 +1537,8 @@ def _vector_part(lay: GemmLayout, prog: EpiProgram, lets: tuple, out_t: str, off
             col_ops.extend(_guarded((node,), i.when, prog.presence))
 
     def out_copy(src_out):
-        return K.Copy(K.GmView("cGm_", off(2, (S("m0") + S("c0")) * N + S("n0"))), src_out, S("rows"),
-                      S("nt") * osz, _gap(S("nt"), osz, bn), (N - S("nt")) * osz, _cite("the pass's output rows", lay.out_loc))
+        return K.Copy(K.GmView("cGm_", off(3, (S("m0") + S("c0")) * out_pitch + S("n0"))), src_out, S("rows"),
+                      S("nt") * osz, _gap(S("nt"), osz, bn), (out_pitch - S("nt")) * osz, _cite("the pass's output rows", lay.out_loc))
 
     if all(r for _v, r, _w in stores):   # every presence's store cast into eo: one copy out
         store = (out_copy(K.Ref("eo")),)
@@ -1509,7 +1691,7 @@ class CubeFamily(Family):
                     lays[key] = merged
                 classes.setdefault(merged, None)
         core = {replace(x, epilogue=(), steps=(), trans_a=False, trans_b=False, presence=(), served=(), step_when=(),
-                        direct=(), bias=(), bias_when=()) for x in classes}
+                        direct=(), bias=(), bias_when=(), views=()) for x in classes}
         outs = {x.out_dtype for x in classes}
         if len(core) > 1 or len(outs) > 1:
             a, b = list(classes)[:2]

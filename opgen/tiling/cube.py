@@ -135,7 +135,8 @@ def _ksplit(p, M, K, N, bm, bn, mb, nb, tb, ob, blocks, bt, aic, mixed: bool, bk
 def gemm_program(name: str, trans_a: bool = False, trans_b: bool = False, batched: bool = False, epi=None,
                  attrs: tuple = (), mixed: bool = False, out_f32: bool = False, forms: tuple = (),
                  direct: bool = False, bias: bool = False, k_align: int = 16, ksplit: bool = True,
-                 n32_keys: tuple | None = None, form_keys: int = 1, m32_keys: tuple | None = None):
+                 n32_keys: tuple | None = None, form_keys: int = 1, m32_keys: tuple | None = None,
+                 views: tuple = ()):
     """(TilingProgram, [Buffer]) of the GEMM kernel `name` (module doc): the fields opgen.kernel.cube.FIELDS,
     EPI_FIELDS, KSPLIT_FIELDS, blockDim, fits, tilingKey, workspaceBytes; the buffers are the kernel's L1 / L0 / UB
     allocations. trans_a / trans_b: A stored [K, M] / B stored [N, K] (their row pitches, M / K, are what Nd2Nz
@@ -162,7 +163,10 @@ def gemm_program(name: str, trans_a: bool = False, trans_b: bool = False, batche
     class loads an int8 Aᵀ [K, M] (LoadDataWithTranspose into L0A: pieces of 32 rows of m, mPadA). form_keys: the number of form keys when the shape
     forms of the inputs select the class (opgen.kernel.cube.CubeFamily.lower): a program input formKey folded into
     the tiling key, (attrKey * form_keys + formKey) * 100 + dtypeKey * 10 + strategy (opgen.codegen.tilingkey);
-    1: attrKey * 100 + ...."""
+    1: attrKey * 100 + .... views: the GM views' stride fields (opgen.kernel.cube.view_fields, elements), each the
+    program input view_input(field) (its value the call's class's: a ("by_attr_key", ...) tiling input where the
+    classes differ, _view_inputs); a RowStride field of A or B is the Nd2Nz source pitch `fits` bounds
+    (docs/design.md "Cube family: operands and output through permuted GM views")."""
     p = TilingProgram(name)
     dm, dk, dn = p.input("dimM", "rows of A and of the output"), p.input("dimK", "A columns = B rows"), \
         p.input("dimN", "columns of B and of the output")
@@ -238,8 +242,12 @@ def gemm_program(name: str, trans_a: bool = False, trans_b: bool = False, batche
         btb = p.let("btBytes", bplan[1].bytes(), "bias-table bytes")
         fits = (l1 + bplan[0].bytes() <= CUBE["l1"]) & (l0a <= CUBE["l0a"]) & (l0b <= CUBE["l0b"]) \
             & (l0c <= CUBE["l0c"]) & (btb <= CUBE["bt"])
+    strides = {f: p.let(f, p.input(view_input(f), f"{f} of the call's class (elements; by attrKey)") + 0,
+                        f"{f} of the class's GM view (elements)", True) for f in views}
     for ta, tb in forms or ((trans_a, trans_b),):   # the Nd2Nz source row pitch of each class's operands
-        fits = fits & ((M if ta else K) <= ND2NZ_MAX) & ((K if tb else N) <= ND2NZ_MAX)
+        pa = strides.get("aRowStride", M if ta else K)   # a view's pitch: its own field, the same for every class
+        pb = strides.get("bRowStride", K if tb else N)
+        fits = fits & (pa <= ND2NZ_MAX) & (pb <= ND2NZ_MAX)
     rb, cb = epi
     rb = rb + 4   # the K split's scratch row (one fp32 partial)
     ub = p.input("ubBytes", "UB bytes of an AIV (GetCoreMemSize UB)")
@@ -340,6 +348,48 @@ def _m32_keys(spec, lowered) -> tuple:
     return _n32_keys(spec, lowered, lambda x: x.acc == "i32" and x.trans_a)
 
 
+def _dims_product(names: tuple):
+    """The dim expression of a GM view's stride (opgen.kernel.cube GemmLayout.views: the names of the dims it is
+    the product of; () is 1)."""
+    return functools.reduce(operator.mul, [Lit(int(d)) if d.isdigit() else Sym(d) for d in names] or [Lit(1)])
+
+
+def view_input(field: str) -> str:
+    """The tiling-program input a GM-view stride field is read from: view<Field> (aRowStride: viewARowStride)."""
+    return "view" + field[0].upper() + field[1:]
+
+
+def _view_inputs(spec, lowered, lays) -> dict:
+    """{field: how the TilingFunc reads it} of every GM-view stride field of the spec's classes
+    (opgen.kernel.cube.view_fields): a dim expression when every attrKey's class has the same, else ("by_attr_key",
+    ((attrKey, dim expression), ...)) (opgen.tiling.emit: the call's attrKey picks it). A class's value is its
+    view's stride, or the contiguous matrices' value where it has no such view (A's row pitch K, or M transposed,
+    and batch stride M * K; B's N or K and K * N; the output's N and M * N). {} when no class has a view. Raises
+    ValueError when two classes of one attrKey (shape forms) differ in their views."""
+    fields = list(dict.fromkeys(f for x in lays for f in kcube.view_fields(x)))
+    if not fields:
+        return {}
+    names = [a.name for a in spec.static_attrs]
+    by_ak: dict = {}
+    for key, x in (lowered.extra.get("layouts") or {}).items():
+        ak = attr_key(spec, dict(zip(names, key.static)))
+        if by_ak.setdefault(ak, x).views != x.views:
+            raise ValueError(f"{spec.name}: the classes of attrKey {ak} read through different GM views")
+    by_ak = by_ak or {attr_key(spec, {}): lowered.layout}
+    out = {}
+    for f in fields:
+        role, what = f[0], f[1:]
+        picks = []
+        for ak, x in sorted(by_ak.items()):
+            m, k, n = x.dims
+            natural = {"a": ((m if x.trans_a else k,), (m, k)), "b": ((k if x.trans_b else n,), (k, n)),
+                       "c": ((n,), (m, n))}[role]
+            v = dict(x.views).get(role, natural)
+            picks.append((ak, _dims_product(v[0] if what == "RowStride" else v[1])))
+        out[f] = picks[0][1] if len({str(e) for _ak, e in picks}) == 1 else ("by_attr_key", tuple(picks))
+    return out
+
+
 def cube_tiling(spec, lowered, counts) -> Tiling:
     """The Tiling of a cube-family lowering: gemm_program, its inputs read from the layout's dims (the A input's
     shape), the dtype variable's size (2 for a fixed f16 / bf16) and key, the platform's cores; the L1 / L0 plan."""
@@ -351,15 +401,18 @@ def cube_tiling(spec, lowered, counts) -> Tiling:
     forms = tuple(dict.fromkeys((x.trans_a, x.trans_b) for x in lays))
     direct = direct_presences(lays)
     nforms = form_key_count(spec) if lowered.extra.get("form_key") else 1   # shape forms selecting the class
+    views = _view_inputs(spec, lowered, lays)   # the GM views' stride fields, by attrKey
     prog, plan = gemm_program(spec.name, lay.trans_a, lay.trans_b, bool(lay.batch), epi, attrs,
                               any(x.mixed for x in lays), counts.out_f32, forms if len(forms) > 1 else (),
                               bool(direct), any(x.bias for x in lays), 32 if lay.acc == "i32" else 16,
-                              lay.acc == "f32", _n32_keys(spec, lowered), nforms, _m32_keys(spec, lowered))
+                              lay.acc == "f32", _n32_keys(spec, lowered), nforms, _m32_keys(spec, lowered),
+                              tuple(views))
     dim_m = _lead_product(lay.fold, Sym(m))   # the folded batch dims into M
     inputs = {"dimM": dim_m, "dimK": Sym(k), "dimN": Sym(n), "tBytes": Lit(1 if lay.dtype == "i8" else 2) if lay.fixed else ("bytes", lay.dtype),
               "dtypeKey": ("dtype_key",), "attrKey": ("attr_key",), "aicNum": ("platform", "aicNum"),
               "ubBytes": ("platform", "ubBytes")}
     inputs.update({f"{a}Attr": ("attr_bits", a) for a in attrs})
+    inputs.update({view_input(f): how for f, how in views.items()})
     if direct:
         inputs["noEpilogue"] = ("presence", direct)
     if nforms > 1:

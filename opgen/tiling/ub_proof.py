@@ -54,20 +54,47 @@ def _eval(spec, prog, inputs_map, env, dtypes, plat) -> dict:
     """The tiling program's variables without the domain and fit checks of `evaluate` (the proof judges
     `fits` itself and may probe values outside a dim's max). When an input depends on the attrKey (specialisations
     on different row domains), every static attribute combination is evaluated and the first that does not fit is
-    returned (else the last)."""
+    returned (else the last). A combination whose relations of some modes (require(when=), _mode_valid) refuse
+    `env` is not evaluated: no call of that mode has those dims ({} when no combination admits them)."""
     from opgen.tiling.emit import program_inputs
 
     combos = [None]
-    if any(isinstance(h, tuple) and h[0] == "by_attr_key" for h in inputs_map.values()) or \
+    moded = [r for r in getattr(spec, "relations", ()) if r.when is not None]
+    if any(isinstance(h, tuple) and h[0] == "by_attr_key" for h in inputs_map.values()) or moded or \
             any(a.default is None and len(a.choices) > 1 for a in spec.static_attrs):   # required: no default key
         names = [a.name for a in spec.static_attrs]   # the combinations a specialisation has (checks pass)
         combos = [dict(zip(names, c)) for c in dict.fromkeys(k.static for k in spec.keys())]
     out = {}
     for attrs in combos:
+        if attrs is not None and not _mode_valid(spec, moded, attrs, env):
+            continue
         out = prog.evaluate(program_inputs(spec, prog, inputs_map, env, dtypes, plat, attrs))
         if not out.get("fits", 1):
             return out
     return out
+
+
+def _mode_valid(spec, moded, attrs: dict, env: dict) -> bool:
+    """Whether `env` satisfies the relations of some modes (`moded`: spec.require(when=)) that apply to a call with
+    the static attributes `attrs` and any presence of the optional inputs (a relation applies when its `when` holds
+    for every presence the spec's keys have with those attributes: one presence it does not bind may still make the
+    call)."""
+    statics = tuple(attrs.values())
+    presences = list(dict.fromkeys(k.present for k in spec.keys() if k.static == statics)) or [()]
+    opts = [i.name for i in spec.inputs if i.optional]
+
+    def present(pr):   # validate's form: every input's name, a required one present
+        return {**{i.name: True for i in spec.inputs}, **dict(zip(opts, pr))}
+
+    for r in moded:
+        if not all(r.when(attrs, present(pr)) for pr in presences):
+            continue
+        try:
+            if not r.constraint.holds(env):
+                return False
+        except (SpecError, KeyError):   # a relation over a variadic group the probe leaves empty: not judged here
+            continue
+    return True
 
 
 def _largest_fit(spec, prog, inputs_map, plats, name: str, hi: int, multiple_of) -> int:
