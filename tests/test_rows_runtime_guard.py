@@ -167,6 +167,8 @@ CASES = [   # (n, c, dtype, engine): the strategy each label_smoothing takes wit
     (7, 12001, "float32", "kir"),    # 0: ROW_CHUNK on 7 cores; 0.1: COL_SPLIT
     (130, 12001, "float32", "emu"),  # 0: ROW_CHUNK, 130 rows on 48 cores (34 take a third); 0.1: COL_SPLIT
     (100, 20001, "bfloat16", "emu"),
+    (50, 20001, "float32", "emu"),   # COL_SPLIT for both values (few rows): the skipped sum's exchange slot unwritten
+    (9, 15001, "bfloat16", "kir"),   # 0: the loss ROW_CHUNK, the gradient COL_SPLIT
 ]
 
 
@@ -208,3 +210,22 @@ def test_cross_entropy_grad_both_label_smoothings_against_float64(n, c, dtype, e
                       gen_dir=examples_gen if engine == "emu" else None, progress=False, engine=engine)
         assert not r.faults and r.passed, (eps, r.faults[:3])
         _close(r.arrays["xGrad"], _grad64(g, lp, t, w, eps), dtype)
+
+
+def test_the_class_assigns_its_guard_member_in_init():
+    """The joined CrossEntropyLoss class: guard1_ is a presence member from a kir.TilingCond over the attribute's
+    bits field, assigned by Init (the C++ prints it there); a class whose Init does not assign it is refused."""
+    import dataclasses
+
+    from opgen.kernel import kir
+    from opgen.tiling.pipeline import kernel_build
+
+    (v,) = kernel_build(_load_file(CE)).lowered.extra["variants"]
+    k = v.kclass
+    ((m, cond),) = [(m, a) for m, a in k.presence if isinstance(a, kir.TilingCond)]
+    assert m == "guard1_" and cond.text == "label_smoothing != 0" and "label_smoothingBits" in str(cond.expr)
+    assert any(isinstance(s, kir.Assign) and s.name == m for s in k.init)
+    kir.verify(k)
+    bad = dataclasses.replace(k, init=tuple(s for s in k.init if not (isinstance(s, kir.Assign) and s.name == m)))
+    with pytest.raises(kir.IRError, match="runtime guard"):
+        kir.verify(bad)

@@ -25,6 +25,10 @@ import struct
 from opgen.ir.core import Graph, Node
 from opgen.ir.dims import Constraint, Lit, Sym
 from opgen.ir.dtypes import DType
+from opgen.passes.canonicalize import canonicalize
+from opgen.passes.cse import cse
+from opgen.passes.dce import dce
+from opgen.passes.graph import from_nx, replace_uses, set_op, to_nx, type_of
 
 MAX_GUARDS = 2
 """Runtime guards a graph may have (each doubles the programs the join lowers); more are lowered as selects."""
@@ -116,11 +120,6 @@ def specialise(g: Graph, values: dict) -> Graph:
     branch it takes (broadcast to the select's shape where that differs), then the tensor passes (canonicalize, cse,
     dce: the other branch's computation is dropped). Computes what `g` computes for every call whose guards have
     those values. Raises IRError as the passes do."""
-    from opgen.passes.canonicalize import canonicalize
-    from opgen.passes.cse import cse
-    from opgen.passes.dce import dce
-    from opgen.passes.graph import from_nx, set_op, to_nx, type_of, replace_uses
-
     G = to_nx(g)
     for n in g.nodes:
         if n.op != "select" or n.inputs[0] not in values:

@@ -17,7 +17,9 @@ from opgen.ir.dims import Lit
 from opgen.kernel import rowprog
 from opgen.kernel.family import Tiling
 from opgen.kernel.rowclass import DimFields, class_ir
+from opgen.kernel.rowguard import GuardName
 from opgen.kernel.rowlayout import RowLayout, Unsupported
+from opgen.kernel.rowpresence import cover
 from opgen.kernel.rows import RowsFamily, variants_of
 from opgen.kernel.rowsched import queue_overlap
 from opgen.tiling.headkernel import head_tiling, spec_counts
@@ -139,9 +141,6 @@ def _col_load_guards(lowered) -> tuple:
     presence part is `_col_load_presences`'): the tiling prices ROW_CHUNK's re-reads of them only while those guards
     have those values (CrossEntropyLoss's weight, read per row by the label-smoothing sum only: label_smoothing != 0).
     () when no program has guards, or the programs disagree, or a load runs under every guard value."""
-    from opgen.kernel.rowguard import GuardName
-    from opgen.kernel.rowpresence import cover
-
     got = None
     for p in {id(p): p for p in lowered.programs.values()}.values():
         names = tuple(p.presence)
