@@ -229,3 +229,27 @@ def test_the_class_assigns_its_guard_member_in_init():
     bad = dataclasses.replace(k, init=tuple(s for s in k.init if not (isinstance(s, kir.Assign) and s.name == m)))
     with pytest.raises(kir.IRError, match="runtime guard"):
         kir.verify(bad)
+
+
+DERIVED = EX / "derived" / "cross_entropy_loss_grad.py"
+
+
+@pytest.mark.parametrize("n, c, dtype", [(37, 1001, "bfloat16"), (9, 15001, "bfloat16")])
+@pytest.mark.parametrize("weight", [True, False], ids=["weight", "bare"])
+def test_the_derived_gradient_against_float64(n, c, dtype, weight):
+    """The derived CrossEntropyLossGrad (autodiff through the forward's guarded select: its class joins both guard
+    values, the smoothing branch's adjoint a masked zero under the off value) on the Kernel-IR interpreter at
+    label_smoothing 0 and 0.2 (one kernel) against the float64 gradient of torch's formula (_grad64, from the saved
+    log_prob)."""
+    rng = np.random.default_rng(n + c)
+    x, t = _inputs(n, c, dtype, seed=n * c)
+    _loss, lp64 = _loss64(x, t, None, 0.0)
+    lp = lp64.astype(NP_DT[dtype])
+    g = rng.uniform(0.5, 2.0, n).astype(NP_DT[dtype])
+    w = rng.uniform(0.25, 2.0, c).astype(np.float32) if weight else None
+    for eps in (0.0, 0.2):
+        inputs = {"gradLoss": g, "log_prob": lp, "target": t} | ({"weight": w} if weight else {})
+        r = run_check(str(DERIVED), inputs=inputs, attrs={"label_smoothing": eps}, dtypes={"T": dtype},
+                      progress=False, engine="kir")
+        assert not r.faults and r.passed, (eps, r.faults[:3])
+        _close(r.arrays["xGrad"], _grad64(g, lp, t, w, eps), dtype)
