@@ -34,12 +34,13 @@ CE, CEG = EX / "cross_entropy_loss.py", EX / "cross_entropy_loss_grad.py"
 NP_DT = {"bfloat16": ml_dtypes.bfloat16, "float32": np.float32}
 
 
-def _tiling(path: Path, n: int, c: int, dtype: DType, weight: bool) -> dict:
+def _tiling(path: Path, n: int, c: int, dtype: DType, weight: bool, eps: float = 0.0) -> dict:
     from opgen.tiling.pipeline import kernel_build
 
     spec = _load_file(path)
     t = kernel_build(spec).tiling
-    attrs = {"reduction": "none"} if any(a.name == "reduction" for a in spec.attrs) else {}
+    attrs = {"reduction": "none", "label_smoothing": eps} if any(a.name == "reduction" for a in spec.attrs) \
+        else {"labelSmoothing": eps}
     return t.program.evaluate(program_inputs(spec, t.program, t.inputs, {"N": n, "C": c}, {"T": dtype}, B1, attrs,
                                              present=(weight,)))
 
@@ -47,14 +48,15 @@ def _tiling(path: Path, n: int, c: int, dtype: DType, weight: bool) -> dict:
 @pytest.mark.parametrize("path", [CE, CEG], ids=["loss", "grad"])
 def test_the_column_rows_go_per_chunk_where_whole_ones_do_not_fit(path):
     """[1024, 32000] bf16 (the bench's shape): without a weight ROW_CHUNK (4) over every core, the column rows per
-    chunk, no workspace; with a weight the per-chunk form would re-read it per row (more than a tenth of the row
-    operands' bytes: 4 bytes a column against 4 of x and the output), so COL_SPLIT (2) stays."""
+    chunk, no workspace; with a weight and label smoothing the per-chunk form would re-read it per row (more than a
+    tenth of the row operands' bytes: 4 bytes a column against 4 of x and the output), so COL_SPLIT (2) stays (at
+    label_smoothing 0 the weight row is not read: test_rows_runtime_guard)."""
     bare = _tiling(path, 1024, 32000, DType.bf16, False)
     assert bare["strategy"] == 4 and bare["colChunkLoads"] == 1 and bare["blockDim"] == B1.aiv, bare["strategy"]
     assert bare["workspaceBytes"] == 0 and bare["fits"] == 1 and bare["colsPerPass"] < 32000
     assert bare["colsPerPass"] % 64 == 0   # a compare / select covers whole 256-B repeats
     assert bare["colReloadBytes"] == 0   # no GM column row to re-read
-    weighted = _tiling(path, 1024, 32000, DType.bf16, True)
+    weighted = _tiling(path, 1024, 32000, DType.bf16, True, 0.1)
     assert weighted["strategy"] == 2 and weighted["colChunkLoads"] == 0, weighted["strategy"]
     assert weighted["colReloadBytes"] * 10 > 1024 * 32000 * 4
 

@@ -32,12 +32,16 @@ DT = {"float32": DType.f32, "float16": DType.f16, "bfloat16": DType.bf16}
 ULP = {"float32": 2.0**-23, "float16": 2.0**-10, "bfloat16": 2.0**-7}
 
 
-def _tiling(name: str, n: int, c: int, dtype: str) -> dict:
+def _tiling(name: str, n: int, c: int, dtype: str, eps: float = 0.1) -> dict:
+    """The tiling of CrossEntropyLoss / CrossEntropyLossGrad at label smoothing `eps` (0.1, as the runs here: at 0 the
+    weight's smoothing sum is skipped and a weighted call may take ROW_CHUNK, tests/test_rows_runtime_guard.py)."""
     from opgen.tiling.pipeline import kernel_build
 
     spec = _load_file(EX / name)
     t = kernel_build(spec).tiling
-    return t.program.evaluate(program_inputs(spec, t.program, t.inputs, {"N": n, "C": c}, {"T": DT[dtype]}, B1, {}))
+    attrs = {"labelSmoothing": eps} if "grad" in name else {"label_smoothing": eps}
+    return t.program.evaluate(program_inputs(spec, t.program, t.inputs, {"N": n, "C": c}, {"T": DT[dtype]}, B1,
+                                             attrs))
 
 
 def _f(a) -> np.ndarray:
@@ -77,9 +81,12 @@ def test_the_programs_batch_and_the_kernel_prints_the_repeat_forms(tmp_path):
     assert "b0 += td_->colBatchRows" in gcol
     # the weight's row sum, or 0 without it, broadcast over the group's rows: one guard with both branches
     # (kirguard.hoist_guards keeps only what differs under it)
-    assert "if (hasInput0_) { // when weight present, else absent const float part_s8 = RowSum(colv_[1], n_);" in gcol
-    assert "} else { PipeBarrier<PIPE_V>(); // sumBuf_: V writes after V's write " \
-           "Duplicate(sums_[0 * groupStride_ + b0], 0.0f, static_cast<int32_t>(kb)); }" in gcol
+    # (both under labelSmoothing != 0, a runtime guard: tests/test_rows_runtime_guard.py)
+    assert "if (!hasInput0_ && guard1_) { // when weight absent, labelSmoothing != 0 PipeBarrier<PIPE_V>(); " \
+           "// sumBuf_: V writes after V's write Duplicate(sums_[0 * groupStride_ + b0], 0.0f, " \
+           "static_cast<int32_t>(kb)); }" in gcol
+    assert "if (hasInput0_ && guard1_) { // when weight present, labelSmoothing != 0 const float part_s5 = " \
+           "RowSum(colv_[1], n_);" in gcol
 
 
 def _ce_inputs(n: int, c: int, seed: int):

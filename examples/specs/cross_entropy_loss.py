@@ -78,6 +78,8 @@ def _(b, input, target, weight, reduction, ignore_index, label_smoothing, lse_sq
     every = (lp if weight is None else lp * weight).sum(-1, keepdims=False)
     if weight is not None:                  # absent: every class weighs 1
         picked = picked * b.gather(weight, t, axis=0)
-    smooth = label_smoothing / C             # torch / CANN: (1 - eps) * nll + eps / C * sum_c -w_c logProb_c
-    loss = -(picked * (1.0 - label_smoothing) + every * smooth) * keep.f32()
+    # torch / CANN: (1 - eps) * nll + eps / C * sum_c -w_c logProb_c, the smoothing term only when eps != 0 (a
+    # runtime guard: the kernel skips its class sum and weight reads at eps == 0; docs/design.md "Runtime guards")
+    smooth = b.where(label_smoothing.ne(0.0), every * (label_smoothing / C), -0.0)   # -0.0: x + -0.0 is x
+    loss = -(picked * (1.0 - label_smoothing) + smooth) * keep.f32()
     return {"loss": loss.cast(T, "rint"), "log_prob": lp.cast(T, "rint")}

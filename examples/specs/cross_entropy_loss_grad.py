@@ -56,5 +56,7 @@ def _(b, gradLoss, logProb, target, weight, ignoreIndex, labelSmoothing):
         s = g * (1.0 - labelSmoothing) * b.gather(weight, t, axis=0)
         total = weight.broadcast_to([N, C]).sum(-1, keepdims=False)   # sum_c w_c, per row
         smooth = (p * total.reshape([N, 1]) - weight) * (g * (labelSmoothing / C)).reshape([N, 1])
-    dx = p * s.reshape([N, 1]) - b.scatter_add(t, s, axis=1, size=C) + smooth
+    # the smoothing terms only when labelSmoothing != 0 (torch / CANN), a runtime guard: the kernel skips the weight's
+    # class sum and column reads at 0 (docs/design.md "Runtime guards"); -0.0: x + -0.0 is x
+    dx = p * s.reshape([N, 1]) - b.scatter_add(t, s, axis=1, size=C) + b.where(labelSmoothing.ne(0.0), smooth, -0.0)
     return {"xGrad": dx.cast(T, "rint")}

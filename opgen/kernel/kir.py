@@ -858,6 +858,16 @@ class For:
 
 
 @dataclass(frozen=True)
+class TilingCond:
+    """The source of a runtime-guard member of KernelClass.presence (opgen.kernel.rowguard): `expr`, an integer
+    expression over tiling fields (nonzero: the guard holds), which an `Assign(member, expr)` of the class's Init
+    sets; `text` its condition in the spec's words ("label_smoothing != 0"), for comments."""
+
+    expr: DimExpr
+    text: str
+
+
+@dataclass(frozen=True)
 class If:
     """if (all of cond) then else orelse; cond is a tuple of Constraints."""
 
@@ -1372,7 +1382,9 @@ class KernelClass:
     doc: str = ""
     structs: tuple = ()   # StructDecls of the struct parameters' types
     tables: tuple = ()    # ConstTables the expressions read (TableAt)
-    presence: tuple = ()  # (bool scalar member, Init argument): Init sets the member to "the argument is not nullptr"
+    presence: tuple = ()  # (bool scalar member, Init argument): Init sets the member to "the argument is not nullptr";
+    #                       or (bool scalar member, TilingCond): a runtime guard, set by an Assign of its expression
+    #                       in Init (opgen.kernel.rowguard); either way set in Init and never changed
     consts: tuple = ()    # ((name, value, comment), ...): constexpr int64_t constants at namespace scope (namespace_cpp)
     ws_field: str = ""    # a tiling field: Init binds the workspace tensors only when it is > 0 (a user workspace)
     tparam_bytes: tuple = ()   # ((template parameter, element bytes), ...): those whose every binding has one size
@@ -1390,7 +1402,8 @@ class KernelClass:
         object.__setattr__(self, "args", tuple(ren.get(a, a) for a in self.args))
         object.__setattr__(self, "gms", tuple(g if g.workspace or g.arg not in ren else
                                               dataclasses.replace(g, arg=ren[g.arg]) for g in self.gms))
-        object.__setattr__(self, "presence", tuple((m, ren.get(a, a)) for m, a in self.presence))
+        object.__setattr__(self, "presence", tuple((m, ren.get(a, a) if isinstance(a, str) else a)
+                                                   for m, a in self.presence))
 
     def member_names(self) -> set:
         """Every name the class declares besides its Init arguments: template parameters, tiling fields, GM tensors,
@@ -1588,6 +1601,10 @@ class _Verifier:
                 raise IRError(f"scalar {s.name} has type {s.ctype}, not one of {SCALAR_CTYPES}", s)
         bools = {s.name for s in k.scalars if s.ctype == "bool"}
         for m, a in k.presence:
+            if isinstance(a, TilingCond):   # a runtime guard: Init assigns it
+                if m not in bools or not any(isinstance(s, Assign) and s.name == m for s in k.init):
+                    raise IRError(f"runtime guard {m} ({a.text}): {m} must be a bool scalar member Init assigns")
+                continue
             if m not in bools or a not in k.args:
                 raise IRError(f"presence {m} = {a} != nullptr: {m} must be a bool scalar member and {a} an argument")
         for b in k.locals:
@@ -1994,7 +2011,9 @@ class _Verifier:
             self.define(s.name, "int", st, s, s.mutable)
         elif isinstance(s, Assign):
             self.expr(s.value, st, s)
-            if st.scalars.get(s.name) != "int" or s.name not in st.mutable:
+            guards = {m for m, a in self.k.presence if isinstance(a, TilingCond)}   # bool: nonzero is true
+            if st.scalars.get(s.name) not in ("int", "bool" if s.name in guards else "int") or \
+                    s.name not in st.mutable:
                 raise IRError(f"{s.name} is not a mutable integer scalar", s)
         elif isinstance(s, FLet):
             self.expr(s.value, st, s, "float")
@@ -2564,7 +2583,8 @@ def to_text(k: KernelClass) -> str:
     for n, v, _doc in k.consts:
         out.append(f"  const {n} = {v}")
     for m, a in k.presence:
-        out.append(f"  presence {m} = {a} != nullptr")
+        out.append(f"  presence {m} = {a.expr} != 0 ({a.text})" if isinstance(a, TilingCond)
+                   else f"  presence {m} = {a} != nullptr")
     if k.ws_field:
         out.append(f"  workspace bound when {k.ws_field} > 0")
     for d in k.structs:
@@ -3205,9 +3225,10 @@ class CppPrinter:
                 out.append(f"{p * 2}{bind}")
         if not any(g.workspace for g in k.gms):
             out.append(f"{p * 2}(void)workspace;")
-        bound = {g.arg for g in k.gms if not g.workspace} | {a for _m, a in k.presence}
-        for m, a in k.presence:
-            out.append(f"{p * 2}this->{m} = {a} != nullptr;")
+        bound = {g.arg for g in k.gms if not g.workspace} | {a for _m, a in k.presence if isinstance(a, str)}
+        for m, a in k.presence:   # a runtime guard (TilingCond) is assigned by the Init body
+            if isinstance(a, str):
+                out.append(f"{p * 2}this->{m} = {a} != nullptr;")
         for a in k.args:
             if a not in bound:
                 out.append(f"{p * 2}(void){a};  // not read by this class")

@@ -2146,7 +2146,8 @@ def run(k: kir.KernelClass, tiling: dict, gm: dict, block_dim: int, ub_bytes: in
         cores.append(_Core(k, cs.pop("idx"), n, tiling, gms, mem, types, slot=slot, launch=state, **cs))
     for c in cores:
         for name, arg in k.presence:   # Init: the member is whether the argument is not nullptr
-            c.members[name] = gm.get(arg) is not None
+            if isinstance(arg, str):       # (a runtime guard, kir.TilingCond: Init's Assign sets it)
+                c.members[name] = gm.get(arg) is not None
         for name, v in (members or {}).items():
             if name not in c.members:
                 raise OpgenError(f"kernel IR interpreter: {name} is not a scalar member of {k.name}")

@@ -41,7 +41,7 @@ def hoist_guards(k: kir.KernelClass) -> kir.KernelClass:
     verify. Raises nothing of its own (kir.verify's IRError is caught)."""
     if not k.presence:
         return k
-    names = {m: arg for m, arg in k.presence}
+    names = {m: arg for m, arg in k.presence if isinstance(arg, str)}
     rw = _Rewriter(names)
     out = dataclasses.replace(k, init=rw.block(k.init), process=rw.block(k.process),
                               methods=tuple(m if m.extern else dataclasses.replace(m, body=rw.block(m.body))

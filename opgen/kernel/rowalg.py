@@ -21,6 +21,7 @@ import re
 from typing import Callable
 
 from opgen.ir.records import evolve
+from opgen.kernel.rowguard import GuardName
 from opgen.kernel.rowprog import (MASK_KINDS, ROW_REDUCE, SCALAR_ARG_KINDS, SELECT_KINDS, RowProgram, _names_in,
                                  _rename, is_vector)
 
@@ -582,15 +583,32 @@ def optimize(p: RowProgram, passes: list[RowPass] | None = None) -> list[tuple[s
 
 def vector_instrs_per_row(p: RowProgram) -> int:
     """Vector (PIPE_V) instructions a row program issues once per row: its row-space vector instructions, row
-    reductions and accumulations (one row's work; brow/col instructions run per batch or per kernel)."""
-    return sum(1 for i in p.instrs
-               if (i.space == "row" and is_vector(i)) or i.kind in ROW_REDUCE or i.kind == "acc")
+    reductions and accumulations (one row's work; brow/col instructions run per batch or per kernel); of a program
+    joined over runtime guards, those of the guard values that issue the most (`_per_guard_value`)."""
+    return _per_guard_value(p, lambda i: 1 if (i.space == "row" and is_vector(i)) or i.kind in ROW_REDUCE
+                            or i.kind == "acc" else 0)
 
 
 def phase_instrs_per_row(p: RowProgram) -> int:
     """Vector instructions a row costs when its phases run one after the other over column chunks (COL_STREAM and
     a row-reduction program's ROW_CHUNK, opgen.tiling.rowkernel): each per-row vector instruction once per COL_SPLIT
     phase that executes it (opgen.kernel.rowprog._assign_phases: a cast of the row input feeding two levels and the
-    output runs three times), per chunk of the row."""
-    return sum(max(len(i.phases), 1) for i in p.instrs
-               if (i.space == "row" and is_vector(i)) or i.kind in ROW_REDUCE or i.kind == "acc")
+    output runs three times), per chunk of the row; of a program joined over runtime guards, the guard values that
+    issue the most (`_per_guard_value`)."""
+    return _per_guard_value(p, lambda i: max(len(i.phases), 1) if (i.space == "row" and is_vector(i))
+                            or i.kind in ROW_REDUCE or i.kind == "acc" else 0)
+
+
+def _per_guard_value(p: RowProgram, count) -> int:
+    """The sum of count(i) over the instructions of `p`, the largest over the values of its runtime guards
+    (opgen.kernel.rowguard: presence names that are GuardNames; a call runs the instructions of one value only);
+    over every instruction when it has none (the presences of optional inputs still summed, as the tiling has
+    always priced them)."""
+    ks = [k for k, n in enumerate(p.presence) if isinstance(n, GuardName)]
+    if not ks:
+        return sum(count(i) for i in p.instrs)
+    best = 0
+    for vals in {tuple(pt[k] for k in ks) for pt in p.served}:
+        best = max(best, sum(count(i) for i in p.instrs
+                             if not i.when or any(tuple(pt[k] for k in ks) == vals for pt in i.when)))
+    return best

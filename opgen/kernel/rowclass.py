@@ -37,6 +37,7 @@ from opgen.kernel.rowprog import (ACC_INIT, MASK_KINDS, MASK_LANES, SELECT_KINDS
                                   names_in, instr_op, per_row, row_passes, row_scalar_chain)
 from opgen.kernel.rowsched import GmRows, RowSchedule, row_split_class
 from opgen.kernel.rowprog import MAX_DIM_VALUES, online_pair, reduction_slot_counts, reduction_slots, var_bindings
+from opgen.kernel.rowguard import GuardName
 from opgen.kernel.rowpresence import cover, input_guard, output_guard
 from opgen.kernel.rowsched import mul as _kmul
 from opgen.kernel.rowsched import sub as _ksub
@@ -925,10 +926,22 @@ class _Printer:
             out.append(node)
 
 
-def presence_member(k: int) -> str:
+def presence_member(k: int, name: str | None = None) -> str:
     """The bool member of a kernel class serving several presences that holds whether optional input k (in spec
-    order) is present (the class's Init sets it, KernelClass.presence: its pointer is not nullptr)."""
-    return f"hasInput{k}_"
+    order) is present (the class's Init sets it, KernelClass.presence: its pointer is not nullptr); `guard<k>_` when
+    presence name k is a runtime guard (`name` a rowguard.GuardName: whether its condition holds, set in Init from
+    the attribute's tiling field)."""
+    return f"guard{k}_" if isinstance(name, GuardName) else f"hasInput{k}_"
+
+
+def presence_source(k: int, name: str):
+    """The source of presence member k of a joined program (kir.KernelClass.presence): the optional input's Init
+    argument, or for a runtime guard (rowguard.GuardName) a kir.TilingCond over its attribute's bits field
+    `<attr>Bits` (rowguard.GuardName.bits_conds)."""
+    if isinstance(name, GuardName):
+        conds, a, b = name.bits_conds(f"{name.attr}Bits")
+        return kir.TilingCond(kir.Select(conds, Lit(a), Lit(b)), str(name))
+    return cpp_name(name)
 
 
 def guarded(i: Instr, nodes: list, prog: RowProgram) -> list:
@@ -950,14 +963,17 @@ def guarded(i: Instr, nodes: list, prog: RowProgram) -> list:
         else:   # a GetValue: its element read into a local, then assigned
             body += [dataclasses.replace(s, name=f"{name}_when"), kir.FAssign(name, kir.FRef(f"{name}_when"))]
     for cube in cover(i.when, len(prog.presence)):
-        out.append(kir.If(presence_conds(cube), tuple(body), doc=f"when {_when_text(cube, prog.presence)}", guard=True))
+        out.append(kir.If(presence_conds(cube, prog.presence), tuple(body), doc=f"when {_when_text(cube, prog.presence)}",
+                          guard=True))
     return out
 
 
-def presence_conds(cube: tuple) -> tuple:
+def presence_conds(cube: tuple, names: tuple = ()) -> tuple:
     """The If condition of a cube of presences (opgen.kernel.rowpresence.cover: per optional input True present,
-    False absent, None either): hasInput<k>_ for a present one, hasInput<k>_ == 0 for an absent one."""
-    return tuple(Sym(presence_member(k)) if lit else Constraint("==", Sym(presence_member(k)), Lit(0))
+    False absent, None either): hasInput<k>_ for a present one, hasInput<k>_ == 0 for an absent one (guard<k>_ for
+    a runtime guard among `names`, the program's presence names: presence_member)."""
+    name = lambda k: names[k] if k < len(names) else None   # noqa: E731
+    return tuple(Sym(presence_member(k, name(k))) if lit else Constraint("==", Sym(presence_member(k, name(k))), Lit(0))
                  for k, lit in enumerate(cube) if lit is not None)
 
 
@@ -985,8 +1001,10 @@ def merge_guards(stmts: list) -> list:
 
 
 def _when_text(cube: tuple, names: tuple) -> str:
-    """A cube of presences as words ("gamma present, beta absent")."""
-    return ", ".join(f"{n} {'present' if lit else 'absent'}" for n, lit in zip(names, cube) if lit is not None)
+    """A cube of presences as words ("gamma present, beta absent"; a runtime guard's literal its condition or its
+    negation: "label_smoothing != 0")."""
+    return ", ".join(n.words(lit) if isinstance(n, GuardName) else f"{n} {'present' if lit else 'absent'}"
+                     for n, lit in zip(names, cube) if lit is not None)
 
 
 def _exchange_slots(pr: "_Printer", rsums: list, combine: dict) -> list:
@@ -1448,7 +1466,8 @@ def _store(prog: RowProgram, dst: kir.GmView, name: str | None, src: kir.Ref, rm
     cube = output_guard(prog, name) if name is not None else ()
     if not cube:
         return call
-    return kir.If(presence_conds(cube), (call,), doc=f"when {_when_text(cube, prog.presence)}", guard=True)
+    return kir.If(presence_conds(cube, prog.presence), (call,), doc=f"when {_when_text(cube, prog.presence)}",
+                  guard=True)
 
 
 def _ws_row(j) -> DimExpr:
@@ -1658,7 +1677,8 @@ def _gm_rows(prog: RowProgram, addr: _Addr, role: str, space: str, ctx: list[dic
             continue
         c, v, ct = by_op[t.name], t.view, _ctype(t.dtype)
         cube = output_guard(prog, t.name) if role == "out" else input_guard(prog, t.gm)   # not under every presence
-        when = {"guard": presence_conds(cube), "guard_doc": f"when {_when_text(cube, prog.presence)}"} if cube else {}
+        when = {"guard": presence_conds(cube, prog.presence), "guard_doc": f"when {_when_text(cube, prog.presence)}"} \
+            if cube else {}
         if c["pieces"]:
             out.append(GmRows(t.name, t.gm, ct, "pieces", spec=c["spec"], pieces=tuple(c["copy_row"]),
                               pieces_col=tuple(c["copy_col"]), **when))
@@ -1784,7 +1804,7 @@ def class_ir(spec, v: Variant, dims: DimFields) -> dict:
     dim_values = [(m, dims.sym(e)) for m, e in zip(DIM_VALUE_MEMBERS, p.dim_values)]   # fields after the addressing's
     ctx = {
         "name": v.cls, "doc": v.doc, "dim_values": dim_values,
-        "presence": [(presence_member(k), cpp_name(n)) for k, n in enumerate(p.presence)],
+        "presence": [(presence_member(k, n), presence_source(k, n)) for k, n in enumerate(p.presence)],
         "tensors": tensors,
         "unused": [cpp_name(n) for n in [i.name for i in spec.inputs] + [o.name for o in spec.outputs] if n not in used],
         "row_in": row_in, "row_out": row_out, "stat_in": stat_in, "stat_out": stat_out, "off_nodes": offs,
@@ -1837,7 +1857,8 @@ def class_ir(spec, v: Variant, dims: DimFields) -> dict:
         "final_nodes": col_pr.phase_nodes(None), "col_final": _col_final_nodes(p, addr, cites),
         "col_total": col_total,
         "nsums": max(reduction_slot_counts(p)[0], 1), "nlevel": max(reduction_slot_counts(p)[1], 1),
-        "float_attrs": sorted({x for i in all_instrs(p) for x in attr_names(i.arg)}),
+        "float_attrs": sorted({x for i in all_instrs(p) for x in attr_names(i.arg)}
+                              | {n.attr for n in p.presence if isinstance(n, GuardName)}),
         "uses_max": any(i.kind == "rmax" for i in p.instrs) or any(p.acc_kinds.get(a) == "max" for a, _v in tots)
         or any(k == "max" for _n, _s, k in p.btotals),
         "uses_sum": any(i.kind == "rsum" for i in p.instrs) or any(p.acc_kinds.get(a) != "max" for a, _v in tots)

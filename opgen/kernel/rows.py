@@ -17,6 +17,7 @@ ReduceSum / ReduceMax), §1.8 (DataCopyPad); the spaces and views: opgen.kernel.
 from __future__ import annotations
 
 import dataclasses
+import itertools
 
 from opgen.dsl.keys import attr_key, form_key, free_form_inputs
 from opgen.errors import IRError
@@ -32,6 +33,7 @@ from opgen.kernel.rowmerge import (SEGMENT_OP, math_as_steps, merge_blocker, mer
 from opgen.kernel.rowlayout import (Chains, PickedView, PiecewiseView, RowLayout, SegView, Unsupported, analyse,
                                     keys_of, store_view, view_of)
 from opgen.names import cpp_name
+from opgen.kernel.rowguard import runtime_guards, specialise
 from opgen.kernel.rowpresence import join_copies, merge_presences
 from opgen.kernel.rowprog import ROUND_MODES, GmTensor, Instr, RowProgram, lower_elementwise
 
@@ -1220,12 +1222,14 @@ def finish(p: RowProgram) -> RowProgram:
     return p
 
 
-def _lower_joined(spec, graphs: dict, lay: RowLayout, keys: list) -> dict:
+def _lower_joined(spec, graphs: dict, lay: RowLayout, keys: list, orig: dict | None = None) -> dict:
     """{key: RowProgram} of the specialisations `keys` on layout `lay`: those that differ only in which optional
     inputs are present share one program serving every presence (opgen.kernel.rowpresence.merge_presences: the
     presence handled in the IR, one kernel class), where the join covers them and keeps every presence's online
-    maximum and sum (rowprog.online_pair, COL_STREAM's one pass); the others one program each. Raises Unsupported
-    as `lower`."""
+    maximum and sum (rowprog.online_pair, COL_STREAM's one pass); the others one program each. A graph of `orig`
+    (the tensor graphs before `prepare`) with runtime guards (opgen.kernel.rowguard) is lowered once per value of
+    its guards, each a presence literal more of the join (the guard's name last, after the optional inputs). Raises
+    Unsupported as `lower`."""
     optional = tuple(i.name for i in spec.inputs if i.optional)
     by_rest: dict = {}
     for key in keys:
@@ -1233,18 +1237,29 @@ def _lower_joined(spec, graphs: dict, lay: RowLayout, keys: list) -> dict:
     out = {}
     for same in by_rest.values():
         joined = None
-        if optional and len(same) > 1:
+        found = {key: runtime_guards(orig[key]) for key in same} if orig else {}
+        names = tuple(dict.fromkeys(n for gs in found.values() for _v, n in gs))   # guards by their text
+        if (optional and len(same) > 1) or names:
             built = []
             for key in same:
-                low = _Lowering(graphs[key], lay, half_variables(spec))
-                low.passes = None
-                built.append((tuple(key.present), low.build()))
-            joined, _why = merge_presences(built, optional)
+                for bits in itertools.product((True, False), repeat=len(names)):
+                    g = graphs[key]
+                    if names:
+                        g = prepare(specialise(orig[key], {v: bits[names.index(n)] for v, n in found[key]}))
+                    low = _Lowering(g, lay, half_variables(spec))
+                    low.passes = None
+                    built.append((tuple(key.present) + bits, low.build()))
+            joined, _why = merge_presences(built, optional + names)
         if joined is not None:
             p = finish(joined)
             rowprog.verify_program(p)
             if rowprog.online_pair(p) is None:   # a join must not lose a presence's online softmax (COL_STREAM)
-                alone = {key: lower(graphs[key], lay, half_vars=half_variables(spec)) for key in same}
+                try:
+                    alone = {key: lower(graphs[key], lay, half_vars=half_variables(spec)) for key in same}
+                except Unsupported:
+                    if not names:
+                        raise
+                    alone = {}   # a runtime guard's select lowers only specialised (rowguard): keep the join
                 if any(rowprog.online_pair(q) for q in alone.values()):
                     out.update(alone)
                     continue
@@ -1392,7 +1407,7 @@ class RowsFamily(Family):
             for lay, keys in groups:
                 for key in keys:
                     layouts[key] = lay
-                progs.update(_lower_joined(spec, graphs, lay, keys))
+                progs.update(_lower_joined(spec, graphs, lay, keys, orig))
         except Unsupported as e:   # say why a reduction over several trailing axes kept them apart
             why = next((w for w in (merge_blocker(min_as_max(g)) for g in orig.values()) if w), "")
             if not why:

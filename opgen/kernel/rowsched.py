@@ -26,7 +26,7 @@ from opgen.ir.dims import Bin, Constraint, DimExpr, Fn, Lit, Sym, as_dim
 from opgen.kernel.isa import INSTRS, REPEAT_FORMS, Op, Pipe
 from opgen.names import cpp_name
 from opgen.kernel.rowcounts import fetches_next_pass
-from opgen.kernel.kir import (map_children, ELEM_BYTES, BLOCK_IDX, BLOCK_NUM, Alloc, Barrier, Comment, FLoad, Return, Select, SyncAll, Assign, FAssign, FBits, Call, Copy, DeQue, EnQue, FConst, For, Free, Func, Get,
+from opgen.kernel.kir import (map_children, TilingCond, ELEM_BYTES, BLOCK_IDX, BLOCK_NUM, Alloc, Barrier, Comment, FLoad, Return, Select, SyncAll, Assign, FAssign, FBits, Call, Copy, DeQue, EnQue, FConst, For, Free, Func, Get,
                               GmTensor, GmView, If, InitBuffer, FNeg, FRef, Invoke, KernelClass, Let, Local, Param, Ref,
                               ScalarVar, Scope, SetValue, SizeOf, TensorVar, TPos, Vec, Verbatim, View, GetValue, FLet, vec,
                               walk)
@@ -178,6 +178,7 @@ class RowSchedule:
     #                            lanes fill whole mask bytes (8) / words (16, mask logic), else the per-row loop
     dim_values: tuple = ()     # (int64 member, its tiling field's symbol): dims the row program reads as numbers
     presence: tuple = ()       # (bool member hasInput<k>_, optional input k's Init argument): Init sets it to "not nullptr"
+    #                            (guard<k>_, kir.TilingCond) for a runtime guard: Init assigns its expression
     args: tuple = ()           # every Init argument (the spec's inputs and outputs, in order); () = the bound ones
 
 
@@ -2063,7 +2064,8 @@ def row_split_class(name: str, s: RowSchedule) -> KernelClass:
         + tuple(s.fields)
         + tuple(f for _m, f in INIT_MEMBERS if f not in s.fields)
         + tuple(f"{a[len('attr_'):]}Bits" for a in s.float_scalars if a.startswith("attr_")),
-        init=tuple(Assign(m, Sym(f)) for m, f in INIT_MEMBERS) + tuple(Assign(m, f) for m, f in s.dim_values)
+        init=tuple(Assign(m, a.expr) for m, a in s.presence if isinstance(a, TilingCond))   # runtime guards
+        + tuple(Assign(m, Sym(f)) for m, f in INIT_MEMBERS) + tuple(Assign(m, f) for m, f in s.dim_values)
         + tuple(FAssign(a, FBits(Sym(f"{a[len('attr_'):]}Bits"))) for a in s.float_scalars if a.startswith("attr_"))
         + tuple(FAssign(m, FLoad(GmView(f"gm_{g}", Lit(0)))) for m, g in s.gm_scalars),
         process=_process(s),

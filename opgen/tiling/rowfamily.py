@@ -17,7 +17,9 @@ from opgen.ir.dims import Lit
 from opgen.kernel import rowprog
 from opgen.kernel.family import Tiling
 from opgen.kernel.rowclass import DimFields, class_ir
+from opgen.kernel.rowguard import GuardName
 from opgen.kernel.rowlayout import RowLayout, Unsupported
+from opgen.kernel.rowpresence import cover
 from opgen.kernel.rows import RowsFamily, variants_of
 from opgen.kernel.rowsched import queue_overlap
 from opgen.tiling.headkernel import head_tiling, spec_counts
@@ -62,8 +64,10 @@ def rows_tiling(spec, lowered, counts):
     overlap = _overlap(variants)
     # ROW_CHUNK's per-chunk column rows (a resident program's only): their re-reads priced when their inputs are present
     col_presence = _col_load_presences(spec, lowered) if row_resident(counts) and counts.col else ()
+    col_guards = _col_load_guards(lowered) if row_resident(counts) and counts.col else ()
+    attrs = sorted(set(attrs) | {g.attr for g, _lit in col_guards})
     prog, plans = program(spec.name, counts, dvars, tuple(attrs), extra, overlap=overlap, forms=forms,
-                          col_presence=bool(col_presence), int_attrs=ints)
+                          col_presence=bool(col_presence), int_attrs=ints, col_guards=col_guards)
     inputs = {"rows": lay.rows_extent(), "seq": lay.seq_extent(), "batch": lay.batch_extent(),
               "hidden": lay.hidden_extent(), "dtypeKey": ("dtype_key",), "attrKey": ("attr_key",),
               "coreNum": ("platform", "coreNum"), "ubBytes": ("platform", "ubBytes")}
@@ -101,7 +105,7 @@ def rows_tiling(spec, lowered, counts):
     if streamable(counts):
         prog, plans, proven = with_streaming(spec, inputs, prog, plans, lambda: program(
             spec.name, counts, dvars, tuple(attrs), extra, stream=True, overlap=overlap, forms=forms,
-            col_presence=bool(col_presence), int_attrs=ints))
+            col_presence=bool(col_presence), int_attrs=ints, col_guards=col_guards))
         if proven is None:   # the spec's rows can outgrow UB: every class has COL_STREAM
             doc = doc.removesuffix("; ROW_SPLIT / COL_SPLIT.") + "; ROW_SPLIT / COL_SPLIT / COL_STREAM."
             for v in variants:
@@ -129,6 +133,31 @@ def _col_load_presences(spec, lowered) -> tuple:
         return ()
     return tuple(pr for pr in product((False, True), repeat=len(opts))
                  if not any(on and n in loaded for n, on in zip(opts, pr)))
+
+
+def _col_load_guards(lowered) -> tuple:
+    """((rowguard.GuardName, literal), ...): the runtime guards (opgen.kernel.rowguard) every program's loads of
+    column rows from GM run under, when each program loads them under one cube of its presence literals (the
+    presence part is `_col_load_presences`'): the tiling prices ROW_CHUNK's re-reads of them only while those guards
+    have those values (CrossEntropyLoss's weight, read per row by the label-smoothing sum only: label_smoothing != 0).
+    () when no program has guards, or the programs disagree, or a load runs under every guard value."""
+    got = None
+    for p in {id(p): p for p in lowered.programs.values()}.values():
+        names = tuple(p.presence)
+        if not any(isinstance(n, GuardName) for n in names):
+            return ()
+        col_in = {t.name for t in p.gm if t.space == "col" and t.role == "in"}
+        loads = [i for i in p.instrs if i.kind == "load" and i.gm in col_in]
+        if not loads or any(not i.when for i in loads):
+            return ()
+        cubes = cover(tuple(sorted({w for i in loads for w in i.when})), len(names))
+        if len(cubes) != 1:
+            return ()
+        lits = tuple((n, lit) for n, lit in zip(names, cubes[0]) if isinstance(n, GuardName) and lit is not None)
+        if got is not None and lits != got:
+            return ()
+        got = lits
+    return got or ()
 
 
 def _overlap(variants):

@@ -350,7 +350,7 @@ def with_streaming(spec, inputs: dict, prog, plans: dict, streaming) -> tuple:
 def program(name: str, c: RowCounts, dvars: tuple[str, ...], float_attrs: tuple[str, ...] = (),
             extra: tuple[tuple[str, str], ...] = (), stream: bool = False,
             overlap: tuple | None = None, forms: int = 1, col_presence: bool = False,
-            int_attrs: frozenset = frozenset()) -> tuple[TilingProgram, dict]:
+            int_attrs: frozenset = frozenset(), col_guards: tuple = ()) -> tuple[TilingProgram, dict]:
     """The tiling program of rows kernel `name` (module docstring) for counts `c`, and its buffer plans
     {strategy: [Buffer]}. With `stream` (only when `streamable(c)`; raises ValueError otherwise) the program has a
     third strategy, COL_STREAM, chosen when neither a row nor a core's resident slice of one row fits UB.
@@ -366,7 +366,9 @@ def program(name: str, c: RowCounts, dvars: tuple[str, ...], float_attrs: tuple[
     an input formKey (opgen.dsl.keys.form_key, 0 .. forms - 1) is folded into the tiling key:
     (attrKey * forms + formKey) * 100 + dtypeKey * 10 + strategy (opgen.codegen.tilingkey.TilingKey).
     `col_presence`: the program reads an input colLoadsAbsent (1 when every optional input ROW_CHUNK's per-chunk
-    column rows load from is absent; their re-reads are then not priced)."""
+    column rows load from is absent; their re-reads are then not priced). `col_guards`: ((rowguard.GuardName,
+    literal), ...), the runtime guards those loads run under (opgen.tiling.rowfamily `_col_load_guards`): not
+    priced either while a guard's value (its attribute's `<attr>Attr` bits, among `float_attrs`) differs."""
     p = TilingProgram(name)
     R = p.input("rows", "rows of the anchor domain (product of its leading axes)")
     S = p.input("seq", "rows per batch (product of the leading axes after the batch axes)")
@@ -388,6 +390,8 @@ def program(name: str, c: RowCounts, dvars: tuple[str, ...], float_attrs: tuple[
               f"IEEE-754 bits of {a} (int, rounded once to float)" if a in int_attrs
               else f"IEEE-754 bits of {a} (float)") for a in float_attrs]
     extras = [(p.input(f"{n}Dim", d), n, d) for n, d in extra]
+    for g, value in col_guards:   # the column loads run only while each guard has its value
+        col_on = col_on * guard_holds(attrs[list(float_attrs).index(g.attr)][0], g, value)
 
     def bytes_of(d: str):
         return sizes[d] if d in sizes else lit({"f32": 4, "f16": 2, "bf16": 2, "i32": 4, "bool": 1, "u8": 1,
@@ -722,6 +726,16 @@ def _resident_or_slice(p, c, R, H, lanes, col_align, cols_core, col_cores, row_c
                                       1, 0),
                 "1 when ROW_CHUNK (inputs resident) fits and is estimated no slower than COL_SPLIT, or only it fits")
     return chunk, group, fit, use, per_chunk
+
+
+def guard_holds(bits, g, value: bool):
+    """1 when runtime guard `g` (opgen.kernel.rowguard.GuardName) has value `value` for the float attribute whose
+    IEEE-754 bits are the tiling expression `bits` (as the kernel's guard member, GuardName.bits_conds), else 0."""
+    hit = lit(0)
+    for b in g.bits_eq():   # the bits equal to the guard's constant (both zeros for 0)
+        hit = select(bits.eq(b), 1, hit)
+    holds = hit if g.op == "eq" else 1 - hit
+    return holds if value else 1 - holds
 
 
 GM_REREAD_SHARE = 10
