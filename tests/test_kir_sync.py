@@ -1042,3 +1042,54 @@ def test_a_copied_disjunct_changes_apart_from_its_original():
     d.own()
     d.binds["x"] = (("b", "v"), 0, "float")
     assert c.binds["x"] == (("b", "t"), 0, "float") and set(c.binds) == {"x", "y"}
+
+
+def _presence_paths_program() -> KernelClass:
+    """A class whose presence member has_ (optional input z) guards a queue's protocol (an output block allocated
+    under `if has_`: kir.presence_split). Under `if n > 1` (not a presence guard) a V write of block 1 of t
+    happens under `if has_`, so after that If one path knows has_ (the write unordered) and one path, the one that
+    skipped it, knows nothing; the V read of block 1 under a later `if has_` needs a PipeBarrier<PIPE_V> after the
+    write (n = 2, z present)."""
+    has = Sym("has_")
+    write1 = If((has,), (vec(Op.ADDS, dst=Ref("t", Lit(8)), src0=Ref("t"), scalar=1.0, count=8),), guard=True)
+    read1 = If((has,), (vec(Op.ADDS, dst=Ref("t", Lit(16)), src0=Ref("t", Lit(8)), scalar=1.0, count=8),),
+               guard=True)
+    out = If((has,), (Alloc("qt", "q", "float"), vec(Op.ADDS, dst=Ref("qt"), src0=Ref("t", Lit(16)), scalar=1.0,
+                                                     count=8),
+                      EnQue("q", "qt"), DeQue("qt", "q", "float"), Copy(GmView("gmY"), Ref("qt"), Lit(1), Lit(32)),
+                      Free("q", "qt")), guard=True)
+    return KernelClass("PresencePaths", "RvTiling", args=("x", "y", "z"),
+                       gms=(GmTensor("gmX", "float", "x"), GmTensor("gmY", "float", "y"),
+                            GmTensor("gmZ", "float", "z")),
+                       locals=(Local("b"), Local("q", TPos.VECOUT, True, 1)), tensors=(TensorVar("t", "float"),),
+                       scalars=(ScalarVar("has_", "bool", False),), presence=(("has_", "z"),), fields=("n",),
+                       process=(InitBuffer("b", Lit(32 * NBLK)), Get("t", "b", "float"), InitBuffer("q", Lit(32)),
+                                Copy(Ref("t"), GmView("gmX"), Lit(1), Lit(32 * NBLK)),
+                                If((Constraint(">", Sym("n"), Lit(1)),), (write1,)), read1, out))
+
+
+def test_paths_of_one_presence_met_at_a_presence_guard_are_joined_not_one_kept():
+    """Review (issue 19, the derived CrossEntropyLossGrad's ROW_SPLIT row-by-row mask Select -> Add missing its
+    PipeBarrier<PIPE_V>): at a presence guard, a path that does not know the member yet learns it and then has the
+    key of a path that knew it; the guard's branch must start from the join of both (their records), not from the
+    one met last, which dropped the other's unordered write. The pass places the barrier the program needs: it runs
+    race-free for every n and presence with y = x[:8] + 3 (x[8:16] + 2 when the write is skipped), and without any one
+    placed sync it races on the interpreter."""
+    k0 = _presence_paths_program()
+    assert kir.presence_split(k0) == ("has_",)
+    placed, ins = ks.place_syncs(k0)
+    gm = lambda z: {"x": np.arange(8 * NBLK, dtype=np.float32), "y": np.zeros(8, np.float32),  # noqa: E731
+                    "z": None if z is None else np.zeros(8, np.float32)}
+    for n in (1, 2):
+        for z in (None, 1):
+            g = gm(z)
+            r = ki.run(placed, {"n": n}, g, 1)
+            assert r.ok, (n, z, r.first_fault)
+            if z is not None:   # y = x[:8] + 3 past the write (n > 1), else x[8:16] + 2 (block 1 as copied in)
+                want = np.arange(8, dtype=np.float64) + 3 if n > 1 else np.arange(8, 16, dtype=np.float64) + 2
+                np.testing.assert_array_equal(g["y"], want)
+    read_at = ("Process", 5, "t", 0)   # the read of block 1 under the second `if has_`
+    assert any(isinstance(x, Barrier) and x.pipe is Pipe.V for x in ins.get(read_at, ())), ins
+    for w in ks.placed(ins):   # each placed sync is needed: the program less it races for some n with z present
+        rs = [ki.run(ks.without(k0, ins, w), {"n": n}, gm(1), 1) for n in (1, 2)]
+        assert any(not r.ok and "race" in r.first_fault for r in rs), (w, [r.first_fault for r in rs])

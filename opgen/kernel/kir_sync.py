@@ -1151,22 +1151,25 @@ class _Analysis:
         else-branch where a fact contradicts one; else both, the then-branch's disjuncts learning `lits`, the
         else-branch's one disjunct per assignment of the literals' unknown members that makes one of them false
         (when the condition has no other term; a presence is fixed from Init on: paths of different presences never
-        meet)."""
+        meet). Disjuncts that come to one key (a path that learns the literals here and one that knew them) enter
+        the branch joined, as every statement's output is (_merge): neither path's unordered accesses are lost."""
         only = len(lits) == len(s.cond)
-        then_in, else_in = {}, {}
+        then_g, else_g = {}, {}
+        then_add = lambda d: then_g.setdefault(d.sig(), []).append(d)   # noqa: E731
+        else_add = lambda d: else_g.setdefault(d.sig(), []).append(d)   # noqa: E731
         for d in ds.values():
             facts = dict(d.facts)
             if any(m in facts and facts[m] != v for m, v in lits.items()):
-                else_in[d.sig()] = d.copy()
+                else_add(d.copy())
                 continue
             if only and all(facts.get(m) == v for m, v in lits.items()):
-                then_in[d.sig()] = d.copy()
+                then_add(d.copy())
                 continue
             t = d.copy()
             t.facts = frozenset({**facts, **lits}.items())
-            then_in[t.sig()] = t
+            then_add(t)
             if not only:   # another term may make the condition false: the else-branch learns nothing
-                else_in[d.sig()] = d.copy()
+                else_add(d.copy())
                 continue
             # the else-branch: one disjunct per assignment of the unknown members that makes a literal false
             unknown = [m for m in lits if m not in facts]
@@ -1176,7 +1179,8 @@ class _Analysis:
                     continue
                 e = d.copy()
                 e.facts = frozenset(got.items())
-                else_in[e.sig()] = e
+                else_add(e)
+        then_in, else_in = _merge(then_g), _merge(else_g)
         a = self.block(then_in, s.then, pos + ("t",), dict(scope)) if then_in else {}
         b = self.block(else_in, s.orelse, pos + ("e",), dict(scope)) if else_in else {}
         return _join(a, b)
