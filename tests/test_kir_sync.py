@@ -1069,12 +1069,12 @@ def _presence_paths_program() -> KernelClass:
 
 
 def test_paths_of_one_presence_met_at_a_presence_guard_are_joined_not_one_kept():
-    """Review (issue 19, the derived CrossEntropyLossGrad's ROW_SPLIT row-by-row mask Select -> Add missing its
-    PipeBarrier<PIPE_V>): at a presence guard, a path that does not know the member yet learns it and then has the
-    key of a path that knew it; the guard's branch must start from the join of both (their records), not from the
-    one met last, which dropped the other's unordered write. The pass places the barrier the program needs: it runs
-    race-free for every n and presence with y = x[:8] + 3 (x[8:16] + 2 when the write is skipped), and without any one
-    placed sync it races on the interpreter."""
+    """Review (the derived CrossEntropyLossGrad's ROW_SPLIT row-by-row mask Select -> Add missing its
+    PipeBarrier<PIPE_V>, with autodiff's mask push): at a presence guard, a path that does not know the member yet
+    learns it and then has the key of a path that knew it; the guard's branch must start from the join of both
+    (their records), not from the one met last, which dropped the other's unordered write. The pass places the
+    barrier the program needs: it runs race-free for every n and presence with y = x[:8] + 3 (x[8:16] + 2 when the
+    write is skipped), and without any one placed sync it races on the interpreter."""
     k0 = _presence_paths_program()
     assert kir.presence_split(k0) == ("has_",)
     placed, ins = ks.place_syncs(k0)
