@@ -573,6 +573,31 @@ def test_derived_cross_entropy_grad_reads_the_saved_log_prob(weighted, eps):
     np.testing.assert_allclose(got, hand, rtol=1e-12, atol=1e-14)
 
 
+def test_derived_cross_entropy_grad_with_smoothing_off_ignores_an_infinite_weight_of_an_untargeted_class():
+    """The smoothing branch's adjoint under label_smoothing 0 is a masked zero of a scalar condition: it passes
+    through the broadcast and the sum with the target's adjoint becomes a select (x + select(c, g, 0) -> select(c,
+    x + g, x); docs/design.md "Backward from forward", masked zeros), so an infinite weight of a class no row
+    targets meets no 0 * inf: the gradient is finite and torch autograd's (which skips the smoothing term at 0);
+    at label_smoothing 0.2 the weight enters the smoothing sum: neither gradient is finite."""
+    spec = load_spec(str(DER / "cross_entropy_loss_grad.py"))
+    x, t, w, g, lp = _ce_case(6, 9, 4)
+    free = sorted(set(range(1, 9)) - set(t.tolist()))   # class 0 is the ignored row's gathered weight
+    w = w.copy()
+    w[free[-1]] = np.inf
+    inputs = {"gradLoss": g, "target": t, "log_prob": lp, "weight": w}
+    got = interpret(spec, inputs, {"label_smoothing": 0.0}, mode="exact")["xGrad"]
+    want = _autograd(lambda input, weight: torch.nn.functional.cross_entropy(
+        input, torch.tensor(t), weight=weight, reduction="none", ignore_index=-100, label_smoothing=0.0),
+        {"input": x, "weight": w}, ["input"], g)["input"]
+    assert np.isfinite(want).all()
+    _close(got, want, saved=True)
+    smoothed = interpret(spec, inputs, {"label_smoothing": 0.2}, mode="exact")["xGrad"]
+    torch_smoothed = _autograd(lambda input, weight: torch.nn.functional.cross_entropy(
+        input, torch.tensor(t), weight=weight, reduction="none", ignore_index=-100, label_smoothing=0.2),
+        {"input": x, "weight": w}, ["input"], g)["input"]
+    assert not np.isfinite(smoothed).all() and not np.isfinite(torch_smoothed).all()
+
+
 def test_a_derived_operator_keeps_the_call_examples_attributes_it_declares():
     """The forward's call example (CrossEntropyLoss: N 7, C 37, reduction "none") carries over to the derived
     operator without the attributes it does not declare (reduction: one accepted value, read by no derivative), so

@@ -162,12 +162,15 @@ def test_cross_entropy_with_a_weight_against_float64(n, c, dtype, eps, engine, e
     assert np.all(np.asarray(r.arrays["loss"])[t == -100] == 0)
 
 
-@pytest.mark.parametrize("weight, strategy", [(False, 4), (True, 2)])
-def test_derived_grad_prices_only_the_column_rows_it_makes(weight, strategy):
+@pytest.mark.parametrize("weight, eps, strategy", [(False, 0.0, 4), (True, 0.0, 4), (True, 0.1, 2)])
+def test_derived_grad_prices_only_the_column_rows_it_makes(weight, eps, strategy):
     """The derived CrossEntropyLossGrad [1024, 32000] bf16: without a weight its ROW_CHUNK chunks make only the lane
     index (the weight's per-chunk load is priced only while the weight is present: `colLoadsAbsent`), so ROW_CHUNK
     (4) is taken over COL_SPLIT (2), as the emulation's estimate orders them (2.85x against 3.72x its floor); with a
-    weight the smoothing terms re-read it per row beyond GM_REREAD_SHARE and COL_SPLIT stays."""
+    weight at label_smoothing 0.1 the smoothing terms re-read it per row beyond GM_REREAD_SHARE and COL_SPLIT stays;
+    at label_smoothing 0 the runtime guard skips them (the masked zero pushed through the broadcast and the sum,
+    docs/design.md "Backward from forward") and ROW_CHUNK is taken: the cost model's estimate 2.61x its floor,
+    against 5.06x for the COL_SPLIT class before that push (docs/design.md, runtime guards)."""
     from opgen.ir.dtypes import DType
     from opgen.platforms import PLATFORMS
     from opgen.tiling.emit import program_inputs
@@ -176,5 +179,5 @@ def test_derived_grad_prices_only_the_column_rows_it_makes(weight, strategy):
     spec = _load_file(ROOT / "examples" / "specs" / "derived" / "cross_entropy_loss_grad.py")
     t = kernel_build(spec).tiling
     tl = t.program.evaluate(program_inputs(spec, t.program, t.inputs, {"N": 1024, "C": 32000}, {"T": DType.bf16},
-                                           PLATFORMS["ascend910b1"], {}, present=(weight,)))
+                                           PLATFORMS["ascend910b1"], {"label_smoothing": eps}, present=(weight,)))
     assert tl["strategy"] == strategy, {k: v for k, v in tl.items() if "Cycles" in k}

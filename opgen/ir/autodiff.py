@@ -25,7 +25,10 @@ ch. 3) with these conventions, documented in docs/design.md "Backward from forwa
   its op, which the DSL does not have);
 * a select's unselected operand takes a masked zero, and a masked zero stays zero through mul / div / neg / cast
   (_Emitter.emit pushes the mask outward: select(c, g, 0) * f -> select(c, g * f, 0)), so an infinite or NaN local
-  derivative in the branch that was not taken (exp overflow, a 0/0) does not turn it into NaN;
+  derivative in the branch that was not taken (exp overflow, a 0/0) does not turn it into NaN; where the condition
+  is one scalar (a runtime guard's: opgen.kernel.rowguard) also through reshape / broadcast, and an adjoint summed
+  with it is selected instead (x + select(c, g, 0) -> select(c, x + g, x): the sum with a zero is x, a -0.0 x kept
+  as it is), so the branch not taken leaves no work behind once the condition is known;
 * casts between float dtypes pass the adjoint through unchanged (a rounding has derivative 1 almost everywhere);
   casts to or from integer/bool types carry no gradient; comparisons, iota, constants carry none;
 * slice: the adjoints of slices of one value that tile an axis are joined by one concat (zeros in the gaps);
@@ -112,8 +115,29 @@ class _Emitter:
     def _push_mask(self, op, ins, cattrs):
         """A masked zero is a strong zero: for mul / div (as numerator) / neg / cast of `m = select(c, x, 0)`
         (or select(c, 0, x)) emit select(c, op(x, ...), 0) instead, so 0 * inf and 0 / 0 in the masked lanes
-        stay 0 (docs/design.md "Backward from forward"). None when `op(ins)` is no such case."""
-        if self._copying or op not in ("mul", "div", "neg", "cast") or not ins:
+        stay 0 (docs/design.md "Backward from forward"). Where c is one scalar (a launch-wide condition) also
+        reshape / broadcast (select(c, op(x), 0)), and add of an operand `o` of the sum's full type and the masked
+        zero: select(c, o + x, o) (o + 0 is o; a -0.0 o stays -0.0). None when `op(ins)` is no such case."""
+        if self._copying or not ins:
+            return None
+        scalar = lambda m: tuple(self.types[self.masked[m][0]].shape) == ()   # noqa: E731 - one condition
+        if op in ("reshape", "broadcast") and ins[0] in self.masked and scalar(ins[0]):
+            c, x, zero_first = self.masked[ins[0]]   # a launch-wide condition broadcasts to any shape
+            inner = self.emit(op, (x,), **dict(cattrs))
+            return self.emit("select", (c, self._zero, inner) if zero_first else (c, inner, self._zero))
+        if op == "add" and len(ins) == 2:   # an adjoint summed with a masked zero of a launch-wide condition
+            k = 0 if ins[0] in self.masked and scalar(ins[0]) else 1 if ins[1] in self.masked and scalar(ins[1]) \
+                else None
+            if k is None:
+                return None
+            other = ins[1 - k]
+            full = OPS["add"].infer([self.types[i] for i in ins], {})
+            if self.types[other] != full:
+                return None
+            c, x, zero_first = self.masked[ins[k]]
+            both = self.emit("add", (x, other) if k == 0 else (other, x))
+            return self.emit("select", (c, other, both) if zero_first else (c, both, other))
+        if op not in ("mul", "div", "neg", "cast"):
             return None
         k = 0 if ins[0] in self.masked else 1 if op == "mul" and ins[1] in self.masked else None
         if k is None:
