@@ -563,12 +563,11 @@ def _attribute_hint(obj, name) -> str:
     """The hint of an AttributeError `obj.name` in spec code: for the DSL's Builder or Tensor (the body's `b` and its
     tensors), the closest public names (difflib) and all of them, so `b.expm1` reads `did you mean b.exp?` beside
     the list; otherwise the generic pointer to the DSL."""
-    from opgen.dsl.builder import Builder, Tensor  # lazy: the builder imports this module
-
     generic = "check the name against the DSL (Builder: b.exp, b.where, b.matmul...; Tensor: .sum, .reshape...)"
-    if not isinstance(obj, (Builder, Tensor)) or not isinstance(name, str):
+    kind = type(obj).__name__   # by name: opgen.dsl.builder imports this module (no cycle back to it)
+    if type(obj).__module__ != "opgen.dsl.builder" or kind not in ("Builder", "Tensor") or not isinstance(name, str):
         return generic
-    prefix = "b." if isinstance(obj, Builder) else "."
+    prefix = "b." if kind == "Builder" else "."
     names = sorted(n for n in dir(type(obj)) if not n.startswith("_") and not n.isupper() and n not in _INTERNAL)
     close = difflib.get_close_matches(name, names, n=3, cutoff=0.6)
     guess = f"did you mean {' or '.join(prefix + c for c in close)}? " if close else ""
