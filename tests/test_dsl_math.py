@@ -166,6 +166,35 @@ def test_a_dim_is_a_number_on_either_side_of_a_tensor(tmp_path):
             Sym("N") * bad
 
 
+def test_matmul_operator_is_the_builders_matmul(tmp_path):
+    """`x @ w` in a body (a new user's first spelling of a matrix product; it was a TypeError) traces to
+    b.matmul(x, w): the product against float64 NumPy, batch dims broadcast; `x @ 2.0` stays a one-line SpecError."""
+    p = tmp_path / "at.py"
+    p.write_text(textwrap.dedent("""
+        from opgen.dsl import A2, OpSpec, f32
+
+        spec = OpSpec("AtProbe", aclnn="aclnnAtProbe", socs=(A2,))
+        B, M, K, N = spec.dims("B M K N")
+        spec.input("x", f32, [B, M, K])
+        spec.input("w", f32, [K, N])
+        spec.output("y", f32, [B, M, N])
+
+
+        @spec.body
+        def _(b, x, w):
+            return {"y": x @ w}
+        """))
+    rng = np.random.default_rng(7)
+    x, w = rng.standard_normal((2, 3, 5)).astype(np.float32), rng.standard_normal((5, 4)).astype(np.float32)
+    got = interpret(load_spec(str(p)), {"x": x, "w": w}, mode="exact")["y"]
+    np.testing.assert_allclose(got, x.astype(np.float64) @ w.astype(np.float64), rtol=1e-12)
+    p.write_text(p.read_text().replace("x @ w", "x @ 2.0"))
+    spec = load_spec(str(p))
+    with pytest.raises(SpecError, match="unsupported operand type") as e:
+        spec.graph(spec.keys()[0])
+    assert "at.py:13" in str(e.value) and "\n" not in e.value.message
+
+
 def test_softplus_takes_a_runtime_attribute(tmp_path):
     """b.softplus(x, beta) with beta a float attribute (a tensor, not a Python number) against float64 math."""
     p = tmp_path / "softplus_attr.py"

@@ -136,6 +136,43 @@ def test_graph_kernel_of_a_specialisation_that_lowers_prints_nothing_when_anothe
     assert "a reduction (sum over N) in the matmul's epilogue" in p.stderr and "[cube family]" in p.stderr
 
 
+
+ROW_POW_NORM = '''
+from opgen.dsl import A2, OpSpec, f32
+
+spec = OpSpec("RowPowNorm", aclnn="aclnnRowPowNorm", socs=(A2,))
+H = spec.dim("H", max=4096)
+R = spec.dim("R", max=4096)
+spec.input("x", f32, [R, H])
+spec.attr("p", float, 2.0, choices=(2.0, 3.0), static=True)
+spec.output("y", f32, [R, 1])
+
+
+@spec.body
+def _(b, x, p):
+    return {"y": b.pow(b.abs(x * x).sum(-1), 1.0 / p)}
+'''
+
+
+def test_a_rows_refusal_names_the_specialisation_it_is_about(tmp_path):
+    """p = 2 takes a per-row sqrt, p = 3 a per-row pow(s, 1/3), i.e. a per-row log the scalar unit lacks: the kernel
+    of both is refused, and generate's one line (like `graph --stage kernel --attr p=2.0`) names p=3.0 as README
+    "opgen generate" says for a spec of several specialisations (it named none: a new user looked for the refusal
+    in the default specialisation)."""
+    from opgen.kernel.family import NoKernel
+    from opgen.tiling.pipeline import compile_unit, kernel_build
+
+    path = tmp_path / "row_pow_norm.py"
+    path.write_text(ROW_POW_NORM.lstrip())
+    spec = load_spec(str(path))
+    p2 = next(k for k in spec.keys() if 2.0 in k.static)
+    assert compile_unit(spec, key=p2, until="lower", only_key0=True).lowered is not None
+    with pytest.raises(NoKernel) as e:
+        kernel_build(spec)
+    line = ROW_POW_NORM.lstrip().splitlines().index("    return {\"y\": b.pow(b.abs(x * x).sum(-1), 1.0 / p)}") + 1
+    assert f"(row_pow_norm.py:{line}) in the specialisation p=3.0: a per-row log" in str(e.value), str(e.value)
+
+
 def _dims(name):
     return {"SplitMean": "R=3,S=2,H=4", "MixedOrder": "B=1,S=2,N=3,D=4", "MatmulRowSum": "M=16,K=16,N=16"}[name]
 

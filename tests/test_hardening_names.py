@@ -211,6 +211,19 @@ def test_dim_and_dtype_variable_names_follow_the_underscore_rule(tmp_path, field
     assert e.value.located and f"name {name!r} starts or ends with '_'" in str(e.value)
 
 
+@pytest.mark.parametrize("field,name,reads", [("dim", "Half", "float16"), ("var", "FP32", "float32"),
+                                               ("dim", "bool", "bool")])
+def test_a_name_read_as_a_dtype_says_which_dtype(tmp_path, field, name, reads):
+    # a dim `Half` is refused as a dtype name though no spec writes Half for a dtype: the error says it reads as
+    # float16 (names are read in any case) and lists its spellings (opgen.ir.dtypes' aliases: half, fp16, ...)
+    with pytest.raises(SpecError) as e:
+        _load(tmp_path, **{field: name})
+    msg = str(e.value)
+    assert e.value.located and f"{name!r} reads as {reads}" in msg, msg
+    if reads == "float16":
+        assert "spelled f16, float16, fp16 or half" in msg, msg
+
+
 def test_keyword_hint_is_valid(tmp_path):
     with pytest.raises(SpecError) as e:
         _load(tmp_path, inp="class")

@@ -267,3 +267,16 @@ def test_diff_of_a_derived_spec_finds_its_forward_spec(tmp_path, capsys, new_nam
     assert "error" not in err
     # only the doc's lines differ: the kernel, the tiling and the spec names in banners and traces do not
     assert "op_kernel/" not in out and "gelu_grad_v2" not in out
+
+
+def test_stat_reads_an_aclnn_check_whose_call_clang_format_wrapped():
+    # NormRopeConcat's R <= Seq + Sq message is too long for one line: clang-format puts `OP_LOGE(` alone on its
+    # line and the code and format string on the next ones; the summary must still list it (else an edit of it
+    # shows as an added check with no removed one)
+    root = ROOT / "generated" / "norm_rope_concat"
+    files = {p.relative_to(root).as_posix(): p.read_text() for p in root.rglob("*") if p.is_file()}
+    assert re.search(r"OP_LOGE\(\n\s+ACLNN_ERR_PARAM_INVALID,\n\s+\"ropeSin: rows R must not exceed",
+                     files["op_host/op_api/aclnn_norm_rope_concat.cpp"])
+    checks = package_facts(files)["aclnn check"]
+    assert any(c.startswith("ACLNN_ERR_PARAM_INVALID: ropeSin: rows R must not exceed the query sequence Sq + Seq")
+               for c in checks), sorted(checks)

@@ -367,7 +367,11 @@ CASES = [
     ("body-python-error",
      [("y = y * gamma", "y = y * gamma.transpose()")],
      "y = y * gamma", "transpose", "AttributeError: 'Tensor' object has no attribute 'transpose'",
-     "check the name against the DSL", 1, True),
+     "Tensor has .broadcast_to, .cast, .dtype, .eq, .f32, .max, .mean, .min, .ne, .permute", 1, True),
+    ("body-builder-name-misspelt",   # the closest Builder methods, then all of them (README has no expm1)
+     [("y = x * 2.0 + eps", "y = b.expm1(x) * 2.0 + eps")],
+     "y = b.expm1", "expm1", "AttributeError: 'Builder' object has no attribute 'expm1'",
+     "did you mean b.exp? Builder has b.abs, b.cast, b.clamp", 1, True),
 ]
 
 

@@ -278,7 +278,9 @@ def package_facts(files: dict) -> dict[str, dict[str, str]]:
             facts["aclnn signature"][name] = ", ".join(x.strip() for x in params.split(","))
     for text in _find(files, r"op_host/op_api/aclnn_[^/]+\.cpp"):
         code = _one_line(_strip_comments(text))
-        for code_name, msg in re.findall(r'OP_LOGE\((\w+),\s*((?:"(?:[^"\\]|\\.)*"\s*)+)', code):
+        # clang-format breaks a long call after its parenthesis: `OP_LOGE( ACLNN_ERR_PARAM_INVALID, "..."` once
+        # the lines are joined
+        for code_name, msg in re.findall(r'OP_LOGE\(\s*(\w+),\s*((?:"(?:[^"\\]|\\.)*"\s*)+)', code):
             text_ = "".join(re.findall(r'"((?:[^"\\]|\\.)*)"', msg))
             facts["aclnn check"][f"{code_name}: {text_}"] = ""
     return facts

@@ -520,6 +520,13 @@ class Tensor:
         """x ** p for a Python number p (Builder.pow)."""
         return self.b.pow(self, p)
 
+    def __matmul__(self, o):
+        """x @ y: the matrix product b.matmul(x, y) of two tensors, neither transposed (Builder.matmul: shapes,
+        batch broadcasting and its SpecError); another right operand is Python's TypeError at the spec line."""
+        if not isinstance(o, Tensor):
+            return NotImplemented
+        return self.b.matmul(self, o)
+
     def __lt__(self, o):
         return self._bin("lt", o)
 

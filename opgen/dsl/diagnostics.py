@@ -31,6 +31,7 @@ import ast
 import io
 import itertools
 import os
+import difflib
 import re
 import sys
 import tokenize
@@ -542,7 +543,7 @@ def from_exception(exc: BaseException, prefer_dir: str | None = None, what: str 
     elif isinstance(exc, AttributeError):
         token = getattr(exc, "name", None)
         message = f"AttributeError: {exc}"
-        hint = "check the name against the DSL (Builder: b.exp, b.where, b.matmul...; Tensor: .sum, .reshape...)"
+        hint = _attribute_hint(getattr(exc, "obj", None), token)
     elif isinstance(exc, TypeError) and _DIM_TYPE.search(str(exc)):
         message = f"TypeError: {exc}"
         hint = ("a dim is an integer symbol: it takes integer arithmetic with dims and ints (2 * H, H // 2) and is a "
@@ -552,6 +553,25 @@ def from_exception(exc: BaseException, prefer_dir: str | None = None, what: str 
         message = f"{type(exc).__name__}: {exc}"
         hint = "fix the spec at this line"
     return spec_error(loc, pre + message, hint, token=token)
+
+
+_INTERNAL = frozenset({"emit", "check_slice", "check_reshape"})
+"""Public methods of the Builder that a spec body does not call (the tracer's and the tensor methods' helpers)."""
+
+
+def _attribute_hint(obj, name) -> str:
+    """The hint of an AttributeError `obj.name` in spec code: for the DSL's Builder or Tensor (the body's `b` and its
+    tensors), the closest public names (difflib) and all of them, so `b.expm1` reads `did you mean b.exp?` beside
+    the list; otherwise the generic pointer to the DSL."""
+    generic = "check the name against the DSL (Builder: b.exp, b.where, b.matmul...; Tensor: .sum, .reshape...)"
+    kind = type(obj).__name__   # by name: opgen.dsl.builder imports this module (no cycle back to it)
+    if type(obj).__module__ != "opgen.dsl.builder" or kind not in ("Builder", "Tensor") or not isinstance(name, str):
+        return generic
+    prefix = "b." if kind == "Builder" else "."
+    names = sorted(n for n in dir(type(obj)) if not n.startswith("_") and not n.isupper() and n not in _INTERNAL)
+    close = difflib.get_close_matches(name, names, n=3, cutoff=0.6)
+    guess = f"did you mean {' or '.join(prefix + c for c in close)}? " if close else ""
+    return f"{guess}{type(obj).__name__} has {', '.join(prefix + n for n in names)}"
 
 
 _DIM_TYPE = re.compile(r"'(Sym|Lit|Bin|Fn|Prod|Rank|DimExpr)'")

@@ -49,7 +49,7 @@ from opgen.dsl.validate import bind
 from opgen.errors import OpgenError, SpecError, display_path
 from opgen.ir.core import Graph, Param, TensorType, Value
 from opgen.ir.dims import Bounds, Constraint, DimExpr, Lit, Rank, Sym, Variadic, as_dim, shape_str, subst
-from opgen.ir.dtypes import DType, DTypeVar, dtype_name, parse_dtype
+from opgen.ir.dtypes import DType, DTypeVar, dtype_name, dtype_spellings, parse_dtype
 from opgen.ir.records import evolve
 from opgen.ir.verify import verify
 from opgen.names import cpp_name, kernel_entry, op_name_problem, op_snake
@@ -574,7 +574,7 @@ class OpSpec:
                 raise spec_error(loc, f"dtype variable {n} is declared twice (first at {first})",
                                  "remove the second declaration", arg=0, token=n)
             if self._is_dtype_name(n):
-                raise spec_error(loc, f"dtype variable {n!r} clashes with a dtype name",
+                raise spec_error(loc, f"dtype variable {n!r} clashes with a dtype name{self._dtype_clash(n)}",
                                  "rename it (T for the data dtype, U for a weight dtype)", arg=0, token=n)
             self.dtype_vars_[n] = DTypeVar(n)
             self._dtype_var_locs[n] = loc
@@ -1207,6 +1207,15 @@ class OpSpec:
             return False
         return True
 
+    @staticmethod
+    def _dtype_clash(name) -> str:
+        """The words after "clashes with a dtype name" for a dim or dtype variable `name` that parse_dtype reads
+        as a dtype: which one, and that case does not matter (`Half` is float16, as are f16, fp16 and half)."""
+        d = parse_dtype(name)
+        names = dtype_spellings(d)
+        spelled = f" (spelled {', '.join(names[:-1])} or {names[-1]})" if len(names) > 1 else ""
+        return f": dtype names are read in any case, and {name!r} reads as {d.long_name}{spelled}"
+
     def _list_attr(self, name, choices, default, static, dim, loc):
         """Validate a list[int] attribute's choices and default; returns them as tuples of ints. A list attribute
         is static (each choice its own specialisation) and binds no dim; every choice is a tuple or list of ints
@@ -1268,7 +1277,7 @@ class OpSpec:
             raise spec_error(loc, f"dim {name} is declared twice (first at {self._where(first)})",
                              "remove the second declaration, or rename one of them", arg=0, token=name)
         if self._is_dtype_name(name):
-            raise spec_error(loc, f"{kind} name {name!r} clashes with a dtype name",
+            raise spec_error(loc, f"{kind} name {name!r} clashes with a dtype name{self._dtype_clash(name)}",
                              "rename it (dtype names such as f16 or i32 are reserved)", arg=0, token=name)
 
     def _check_param_name(self, name, loc, kind="parameter"):

@@ -127,6 +127,12 @@ def parse_dtype(name: str) -> DType:
     return _BY_NAME[name.strip().lower()]
 
 
+def dtype_spellings(d: DType) -> list[str]:
+    """Every lower-case name parse_dtype reads as DType `d`, sorted (float16: f16, float16, fp16, half); a name is
+    read in any case, so `Half` is one too."""
+    return sorted(k for k, v in _BY_NAME.items() if v is d)
+
+
 def dtype_of_array(a: np.ndarray) -> DType | None:
     """The DType matching a NumPy array's dtype, or None (bf16 saved by np.savez arrives as 2-byte void)."""
     if a.dtype == ml_dtypes.bfloat16 or (a.dtype.kind == "V" and a.dtype.itemsize == 2):

@@ -89,15 +89,17 @@ knows, leaves it to the rounds). Accepting a change scans only the lists holding
 every state). From the second round on, the placement first checks the program (_clean, recording the states for the
 trials): a round placing nothing meets no conflict, and the check's walk, unlike a placing one (which records each
 access's call path for `where`), skips a list entered again in a state it met in the same walk; the placing round
-runs only when the check meets a conflict, so the rounds are the same. Over the 117 classes `opgen generate -j 1
+runs only when the check meets a conflict, so the rounds are the same. A loop's fixed point ends when the join of its
+head and the body's end would equal the head: _covers decides that item by item as _D.join would change it, and that
+last join, which the loop then drops, is not built (one per loop analysed; 2-3 % of place_syncs over the 129 classes of
+`opgen generate -j 1 examples/specs/*.py` at main c0ad222, same placements). Over the 117 classes `opgen generate -j 1
 examples/specs/*.py` places (their inputs pickled from that run, /tmp/sync5/rec, kept out of the repository),
 place_syncs took 34.8 s of CPU before these and 24.0 s after (1.45x; both versions in one process, class by class
-interleaved, load 13-20), with the same placements. Since the cube classes' A-panel loop holds the B-panel loop
-(commit "mm2"), their 51 _placed_outside calls took 6.7 s, each a walk of the nest from the start; _first_put_inside
-answers all 51 (None) from a trial's walk (0.02 s), and the check that ends the placement saves a third of that
-round: over the 117 classes of that run (re-recorded, /tmp/sync6-rec), place_syncs took 36.8 s of CPU before and
-27.9 s after (1.32x, interleaved as above, load 13), the 9 cube classes 14.7 -> 7.0 s (2.1x), with the same
-placements.
+interleaved, load 13-20), with the same placements. Since the cube classes' A-panel loop holds the B-panel loop (commit
+"mm2"), their 51 _placed_outside calls took 6.7 s, each a walk of the nest from the start; _first_put_inside answers all
+51 (None) from a trial's walk (0.02 s), and the check that ends the placement saves a third of that round: over the 117
+classes of that run (re-recorded, /tmp/sync6-rec), place_syncs took 36.8 s of CPU before and 27.9 s after (1.32x,
+interleaved as above, load 13), the 9 cube classes 14.7 -> 7.0 s (2.1x), with the same placements.
 
 Public: `strip_syncs` (a program without Barrier / SetFlag / WaitFlag), `conflicts` (the unordered conflicting
 pairs of a program: empty when it is synchronised), `place_syncs` (the pass), `place_syncs_memo` (the pass
@@ -879,10 +881,10 @@ class _Analysis:
         head = ds
         for _ in range(64):
             out = self.block({k: d.copy() for k, d in head.items()}, s.body, pos + ("b",), dict(scope))
-            nxt = _join(head, self.mark(out, s, pos) if s.apart else out)
-            if _same_states(nxt, head):
+            end = self.mark(out, s, pos) if s.apart else out
+            if _covers(head, end):   # the join would equal the head: the fixed point (its join is not built)
                 break
-            head = nxt
+            head = _join(head, end)
         else:
             raise kir.IRError("the dependency analysis found no fixed point for a loop", s)
         if runs:
@@ -1263,6 +1265,38 @@ def _same_states(a: dict, b: dict) -> bool:
         if d.records != e.records or d.queues != e.queues or d.tokens != e.tokens or d.binds != e.binds \
                 or d.facts != e.facts:
             return False
+    return True
+
+
+def _covers(a: dict, b: dict) -> bool:
+    """Whether _same_states(_join(a, b), a), decided without building the join: b's disjunct keys are a's, and in
+    each of b's disjuncts every record, token and binding of b leaves a's unchanged in _D.join (a record a has with
+    the pipes of its intersection, a token a has with the value join computes, a binding a has or the unknown base
+    a has already); queues and facts are a's in the join."""
+    if not b.keys() <= a.keys():
+        return False
+    for key, o in b.items():
+        d = a[key]
+        recs = d.records
+        if o.records != recs:
+            for x, s2 in o.records.items():
+                s1 = recs.get(x)
+                if s1 is None or s1 & s2 != s1:
+                    return False
+        toks = d.tokens
+        if o.tokens != toks:
+            for t, t2 in o.tokens.items():
+                t1 = toks.get(t)
+                if t1 is None:
+                    return False
+                if t1 != t2 and (t1 & t2) | t1.difference(o.records) | t2.difference(recs) != t1:
+                    return False
+        binds = d.binds
+        if o.binds != binds:
+            for v, b2 in o.binds.items():
+                b1 = binds.get(v)
+                if b1 is None or (b1 != b2 and b1 != (_UNKNOWN, None, b1[2])):
+                    return False
     return True
 
 

@@ -110,9 +110,26 @@ def lower(unit: Unit) -> Unit:
     try:
         unit.lowered = fam.lower(unit.spec, unit.layout, graphs, only=unit.key0 if unit.only_key0 else None)
     except Unsupported as e:   # lowering one specialisation alone (graph --present): its refusal names it
-        key = unit.spec.key_text(unit.key0) if unit.only_key0 and len(unit.spec.keys()) > 1 else ""
+        key = ""
+        if len(unit.spec.keys()) > 1:
+            key = unit.spec.key_text(unit.key0) if unit.only_key0 else _refused_key(unit, graphs, e)
         raise NoKernel(unit.spec.name, e.value, _rel(e.loc), e.why, fam.name, key) from None
     return unit
+
+
+def _refused_key(unit: Unit, graphs: dict, e: Unsupported) -> str:
+    """The specialisation (OpSpec.key_text) whose own lowering gives the refusal `e` of the family's lowering of
+    every specialisation in `graphs` ({key: Graph}), so that the error of `generate` / `graph --stage kernel` names
+    it as README "opgen generate" says; "" when none refuses alone with the same value, line and rule (a rule about
+    the specialisations together: their anchor domains differ). Run only on the way to that error: each key is
+    lowered alone once more."""
+    for k, g in graphs.items():
+        try:
+            unit.family.lower(unit.spec, unit.layout, {k: g}, only=k)
+        except Unsupported as e2:
+            if (e2.value, e2.loc, e2.why) == (e.value, e.loc, e.why):
+                return unit.spec.key_text(k)
+    return ""
 
 
 def synchronise(unit: Unit) -> Unit:

@@ -188,8 +188,6 @@ def col_batch_rows(p, c: RowCounts, cols, R, ub, col_cores, bytes_of, S=None, B=
     fit8, rows8 = group(8)
     cost0 = p.let("colBatchCost0", _slice_issue_cycles(c, R, cols, rows0, 0) + ceil_div(R, rows0) * xchg,
                   "COL_SPLIT row by row: estimated issue and exchange cycles of a core")
-    cost8 = p.let("colBatchCost8", _slice_issue_cycles(c, R, cols, rows8, 8) + ceil_div(R, rows8) * xchg,
-                  "COL_SPLIT in sub-batches of 8 rows: estimated issue and exchange cycles of a core")
     if getattr(c, "brow", 0):   # groups within one batch (docstring)
         b = p.let("colBatchPick", select(share >= 8, share, 8), "COL_SPLIT: rows of a sub-batch when sub-batches run")
         fitb, rowsb = group(b)
@@ -200,6 +198,8 @@ def col_batch_rows(p, c: RowCounts, cols, R, ub, col_cores, bytes_of, S=None, B=
                       "core")
         return p.let("colBatchRows", select((cols <= 8 * 255) & (fitb >= 1) & (costb < cost0), b, 0),
                      "COL_SPLIT: rows of a group run at once (a multiple of 8; 0: row by row)", True)
+    cost8 = p.let("colBatchCost8", _slice_issue_cycles(c, R, cols, rows8, 8) + ceil_div(R, rows8) * xchg,
+                  "COL_SPLIT in sub-batches of 8 rows: estimated issue and exchange cycles of a core")
     wide = select((fit8 >= 1) & (cost8 < cost0), 8, 0)
     return p.let("colBatchRows", select(cols <= 8 * 255, select(share >= 8, share, wide), 0),
                  "COL_SPLIT: rows of a group run at once (a multiple of 8; 0: row by row)", True)

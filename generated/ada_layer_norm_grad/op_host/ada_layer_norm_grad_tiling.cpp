@@ -438,67 +438,6 @@ static ge::graphStatus TilingFunc(gert::TilingContext* context)
               (colCores > 2048 ? 1 : 0)) *
                  24 +
              colCores * 256 * 9 / 8000);  // COL_SPLIT row by row: estimated issue and exchange cycles of a core
-    const int64_t colBatchCost8 =
-        CeilDiv(
-            rows,
-            std::max<int64_t>(
-                1, std::min<int64_t>(
-                       std::min<int64_t>(
-                           ubBytes > 256 + 8 * colCores * 4 + 4 * (colsPerCore * 8) * 4 + 4 * colsPerCore * 4 +
-                                         4 * colsPerCore * 4 + colsPerCore * std::max<int64_t>(TBytes, UBytes) +
-                                         colsPerCore * 4 + (AlignUp(CeilDiv(colsPerCore, 64) * 2, 8) + 8) * 4 +
-                                         ((colsPerCore <= 2040 && 1) ? 512 : 0) * 4
-                               ? (ubBytes - (256 + 8 * colCores * 4 + 4 * (colsPerCore * 8) * 4 + 4 * colsPerCore * 4 +
-                                             4 * colsPerCore * 4 + colsPerCore * std::max<int64_t>(TBytes, UBytes) +
-                                             colsPerCore * 4 + (AlignUp(CeilDiv(colsPerCore, 64) * 2, 8) + 8) * 4 +
-                                             ((colsPerCore <= 2040 && 1) ? 512 : 0) * 4)) /
-                                     (2 * colsPerCore * TBytes + colsPerCore * TBytes + 16 + 16 + 4)
-                               : 0,
-                           1024),
-                       rows))) *
-            CeilDiv(std::max<int64_t>(
-                        1, std::min<int64_t>(
-                               std::min<int64_t>(
-                                   ubBytes > 256 + 8 * colCores * 4 + 4 * (colsPerCore * 8) * 4 + 4 * colsPerCore * 4 +
-                                                 4 * colsPerCore * 4 + colsPerCore * std::max<int64_t>(TBytes, UBytes) +
-                                                 colsPerCore * 4 + (AlignUp(CeilDiv(colsPerCore, 64) * 2, 8) + 8) * 4 +
-                                                 ((colsPerCore <= 2040 && 1) ? 512 : 0) * 4
-                                       ? (ubBytes -
-                                          (256 + 8 * colCores * 4 + 4 * (colsPerCore * 8) * 4 + 4 * colsPerCore * 4 +
-                                           4 * colsPerCore * 4 + colsPerCore * std::max<int64_t>(TBytes, UBytes) +
-                                           colsPerCore * 4 + (AlignUp(CeilDiv(colsPerCore, 64) * 2, 8) + 8) * 4 +
-                                           ((colsPerCore <= 2040 && 1) ? 512 : 0) * 4)) /
-                                             (2 * colsPerCore * TBytes + colsPerCore * TBytes + 16 + 16 + 4)
-                                       : 0,
-                                   1024),
-                               rows)),
-                    8) *
-            ((27 + 2 * (CeilDiv(colsPerCore, 64) + 1)) * 24) +
-        CeilDiv(rows,
-                std::max<int64_t>(
-                    1, std::min<int64_t>(
-                           std::min<int64_t>(
-                               ubBytes > 256 + 8 * colCores * 4 + 4 * (colsPerCore * 8) * 4 + 4 * colsPerCore * 4 +
-                                             4 * colsPerCore * 4 + colsPerCore * std::max<int64_t>(TBytes, UBytes) +
-                                             colsPerCore * 4 + (AlignUp(CeilDiv(colsPerCore, 64) * 2, 8) + 8) * 4 +
-                                             ((colsPerCore <= 2040 && 1) ? 512 : 0) * 4
-                                   ? (ubBytes -
-                                      (256 + 8 * colCores * 4 + 4 * (colsPerCore * 8) * 4 + 4 * colsPerCore * 4 +
-                                       4 * colsPerCore * 4 + colsPerCore * std::max<int64_t>(TBytes, UBytes) +
-                                       colsPerCore * 4 + (AlignUp(CeilDiv(colsPerCore, 64) * 2, 8) + 8) * 4 +
-                                       ((colsPerCore <= 2040 && 1) ? 512 : 0) * 4)) /
-                                         (2 * colsPerCore * TBytes + colsPerCore * TBytes + 16 + 16 + 4)
-                                   : 0,
-                               1024),
-                           rows))) *
-            (3664 +
-             ((colCores > 1 ? 1 : 0) + (colCores > 2 ? 1 : 0) + (colCores > 4 ? 1 : 0) + (colCores > 8 ? 1 : 0) +
-              (colCores > 16 ? 1 : 0) + (colCores > 32 ? 1 : 0) + (colCores > 64 ? 1 : 0) + (colCores > 128 ? 1 : 0) +
-              (colCores > 256 ? 1 : 0) + (colCores > 512 ? 1 : 0) + (colCores > 1024 ? 1 : 0) +
-              (colCores > 2048 ? 1 : 0)) *
-                 24 +
-             colCores * 256 * 9 /
-                 8000);  // COL_SPLIT in sub-batches of 8 rows: estimated issue and exchange cycles of a core
     const int64_t colBatchPick =
         colBatchShareRows >= 8 ? colBatchShareRows : 8;  // COL_SPLIT: rows of a sub-batch when sub-batches run
     const int64_t colBatchGroups =
