@@ -134,6 +134,7 @@ hold more ids of one HardEvent at once than the TPipe's pool of 8 (`check_event_
 
 from __future__ import annotations
 
+import difflib
 import enum
 import itertools
 import re
@@ -2639,7 +2640,6 @@ def _erase_events(s):
 
 def _align(base: tuple, variant: tuple) -> list:
     """difflib's opcodes of `base` against `variant` compared with their pool flags' names erased."""
-    import difflib   # the standard library's longest-matching-blocks alignment
     a, b = [_erase_events(x) for x in base], [_erase_events(x) for x in variant]
     try:
         return difflib.SequenceMatcher(None, a, b, autojunk=False).get_opcodes()
