@@ -136,7 +136,6 @@ def test_graph_kernel_of_a_specialisation_that_lowers_prints_nothing_when_anothe
     assert "a reduction (sum over N) in the matmul's epilogue" in p.stderr and "[cube family]" in p.stderr
 
 
-
 ROW_POW_NORM = '''
 from opgen.dsl import A2, OpSpec, f32
 
