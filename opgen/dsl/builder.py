@@ -6,12 +6,11 @@ from __future__ import annotations
 import math
 import os
 import re
-import struct
 import sys
 
 from opgen.dsl.diagnostics import caller_loc, spec_error
 from opgen.errors import IRError
-from opgen.ir.core import Node, TensorType, Value, canonical_attrs
+from opgen.ir.core import Node, TensorType, Value, canonical_attrs, exact_key
 from opgen.ir.dims import Bin, DimExpr, Lit, Variadic, as_dim
 from opgen.ir.dtypes import DType, DTypeVar
 from opgen.ir.ops import INT_ROUND_MODES, OPS
@@ -96,7 +95,7 @@ class Builder:
         for t in ins:   # the types of the values read (a parameter's too: _index_of looks through its fp32 proxy)
             self.types[t.value.name] = t.value.type
         cattrs = canonical_attrs(attrs)
-        key = (op, tuple(t.value.name for t in ins), tuple((k, _exact_key(v)) for k, v in cattrs))
+        key = (op, tuple(t.value.name for t in ins), tuple((k, exact_key(v)) for k, v in cattrs))
         if key in self._cse:
             return self._cse[key]
         try:
@@ -613,21 +612,6 @@ def _floordivs(e) -> list:
         return []
     here = [e] if e.op == "//" and as_dim(e.rhs) != Lit(1) else []
     return here + _floordivs(e.lhs) + _floordivs(e.rhs)
-
-
-def _exact_key(v):
-    """A hash-consing key of attribute value `v` equal only for identical values: a float by its bit pattern (so a
-    constant -0.0 is not the +0.0 made before it, and x + -0.0 keeps its exact meaning), bool / int / float apart,
-    tuples element-wise; anything else itself."""
-    if isinstance(v, bool):
-        return ("bool", v)
-    if isinstance(v, float):
-        return ("float", struct.pack("<d", v))
-    if isinstance(v, int):
-        return ("int", v)
-    if isinstance(v, tuple):
-        return ("tuple",) + tuple(_exact_key(x) for x in v)
-    return v
 
 
 def _axes(axes):

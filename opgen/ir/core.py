@@ -10,6 +10,7 @@ variable and a shape of dim expressions). Op semantics live in `opgen.ir.ops` (t
 
 from __future__ import annotations
 
+import struct
 from dataclasses import dataclass, field
 from typing import Any
 
@@ -102,6 +103,22 @@ class Graph:
             for i in n.inputs:
                 out.setdefault(i, []).append(n)
         return out
+
+
+def exact_key(v):
+    """A hashable key of an attribute value equal only for identical values: floats by their bit pattern (so -0.0
+    != 0.0 and a NaN equals itself), bool, int and float never colliding, tuples element-wise, dims, shapes and dtypes
+    by their own structural equality. What hash-consing (opgen.dsl.builder) and CSE (opgen.passes.cse) key an op's
+    attributes by: a constant -0.0 is never the +0.0 made before it."""
+    if isinstance(v, bool):
+        return ("bool", v)
+    if isinstance(v, int):
+        return ("int", v)
+    if isinstance(v, float):
+        return ("float", struct.pack("<d", v))
+    if isinstance(v, tuple):
+        return ("tuple",) + tuple(exact_key(x) for x in v)
+    return (type(v).__name__, v)
 
 
 def canonical_attrs(attrs: dict) -> tuple[tuple[str, Any], ...]:

@@ -13,31 +13,15 @@ so duplicates of duplicates are found too.
 
 from __future__ import annotations
 
-import struct
-
 import networkx as nx
 
+from opgen.ir.core import exact_key
 from opgen.passes.graph import OP, remove, replace_uses, topo_order
-
-
-def attr_key(v):
-    """A hashable key of an attribute value that is equal only for identical values (floats by their
-    bit pattern, so -0.0 != 0.0 and a NaN equals itself; bool, int and float never collide; tuples
-    element-wise; dims, shapes and dtypes by their own structural equality)."""
-    if isinstance(v, bool):
-        return ("bool", v)
-    if isinstance(v, int):
-        return ("int", v)
-    if isinstance(v, float):
-        return ("float", struct.pack("<d", v))
-    if isinstance(v, tuple):
-        return ("tuple",) + tuple(attr_key(x) for x in v)
-    return (type(v).__name__, v)
 
 
 def node_key(n) -> tuple:
     """The identity of an op for CSE: (op, operands, attribute keys, result type)."""
-    return n.op, n.inputs, tuple((k, attr_key(v)) for k, v in n.attrs), n.result.type
+    return n.op, n.inputs, tuple((k, exact_key(v)) for k, v in n.attrs), n.result.type
 
 
 def cse(G: nx.DiGraph) -> nx.DiGraph:
