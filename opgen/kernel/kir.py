@@ -2612,9 +2612,6 @@ _PREC = {"+": 1, "-": 1, "*": 2, "//": 2, "%": 2}
 
 
 # ------------------------------------------------------------------------------------------- variants of a method
-_NESTED_BODIES = ((For, ("body",)), (Scope, ("body",)), (CoreIf, ("body",)), (If, ("then", "orelse")))
-
-
 def _declared(s) -> set:
     """The names statement `s` may declare in its own block (a local the printer declares at its first binding)."""
     if isinstance(s, (Let, FLet, GetValue, StructLet)):
@@ -2647,14 +2644,11 @@ def _align(base: tuple, variant: tuple) -> list:
         return difflib.SequenceMatcher(None, [repr(x) for x in a], [repr(x) for x in b], autojunk=False).get_opcodes()
 
 
-def _nested_pair(x, y):
-    """The nested-body fields of compound statements x and y of one type that differ in those bodies only, or None."""
-    if type(x) is not type(y):
-        return None
-    fields = next((f for t, f in _NESTED_BODIES if isinstance(x, t)), None)
-    if fields and _erase_events(dataclasses.replace(x, **{f: getattr(y, f) for f in fields})) == _erase_events(y):
-        return fields
-    return None
+def _same_header(x, y) -> bool:
+    """Whether x and y are compound statements of one type that differ only in their nested bodies (`children`)."""
+    empty = lambda _body: ()   # noqa: E731
+    return type(x) is type(y) and bool(children(x)) and \
+        _erase_events(map_children(x, empty)) == _erase_events(map_children(y, empty))
 
 
 def _event_pairs(base: tuple, variant: tuple, out: dict) -> dict:
@@ -2665,9 +2659,9 @@ def _event_pairs(base: tuple, variant: tuple, out: dict) -> dict:
             for x, y in zip(walk(ra), walk(rb)):
                 if isinstance(x, SetFlag) and x.pool:
                     out[(y.var, y.id)] = (x.var, x.id)
-        elif len(ra) == len(rb) == 1 and _nested_pair(ra[0], rb[0]):
-            for f in _nested_pair(ra[0], rb[0]):
-                _event_pairs(getattr(ra[0], f), getattr(rb[0], f), out)
+        elif len(ra) == len(rb) == 1 and _same_header(ra[0], rb[0]):
+            for x, y in zip(children(ra[0]), children(rb[0])):
+                _event_pairs(x, y, out)
     return out
 
 
@@ -2691,10 +2685,9 @@ def _merge_stmts(base: tuple, variant: tuple, flag: str) -> tuple:
         if tag == "equal" and ra == rb:
             out += ra
             continue
-        fields = _nested_pair(ra[0], rb[0]) if len(ra) == len(rb) == 1 else None
-        if fields:
-            out.append(dataclasses.replace(ra[0], **{f: _merge_stmts(getattr(ra[0], f), getattr(rb[0], f), flag)
-                                                     for f in fields}))
+        if len(ra) == len(rb) == 1 and _same_header(ra[0], rb[0]):
+            bodies = iter([_merge_stmts(x, y, flag) for x, y in zip(children(ra[0]), children(rb[0]))])
+            out.append(map_children(ra[0], lambda _body: next(bodies)))
         else:
             out.append(IfConst(flag, rb, ra))
     return tuple(out)
