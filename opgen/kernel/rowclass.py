@@ -1056,14 +1056,14 @@ def _run_segments(pr: "_Printer", instrs: list, reduce: bool = False, block: boo
         pr._base = None
 
 
-def _col_batchable(p: RowProgram, v, flush_col, load_batch) -> bool:
+def _col_batchable(p: RowProgram, v) -> bool:
     """Whether COL_SPLIT runs row program `p` (of kernel class `v`) over a group's resident rows at once
     (_Printer.col_batch_segments): a `batchable` program with row reductions (a presence-guarded one's exchange
     slot set to 0 first where no reduction sharing it runs, `_Printer._zero_unwritten`), no two-pass reductions
     (ColSplit runs ROW_SPLIT), and a class without ROW_CHUNK in ColSplit; with per-batch rows its groups then lie
     within one batch (opgen.kernel.rowsched `_col_split`: the batch bookkeeping once a group, the batch rows read as
     column rows). The tiling sizes COL_SPLIT's row temporaries a group's rows each for every such program
-    (opgen.tiling.rowkernel.col_batch). `flush_col` and `load_batch` are not read."""
+    (opgen.tiling.rowkernel.col_batch)."""
     return batchable(p) and bool(p.rsums()) and not p.acc_reads and not v.chunk
 
 
@@ -1851,9 +1851,9 @@ def class_ir(spec, v: Variant, dims: DimFields) -> dict:
         "stage_res": _stage(counts, ROW_CHUNK) if v.resident else (4, ()),
         # COL_SPLIT over a group's rows at once: each level's phase, then the final one (rowsched `_col_split`)
         "col_segments": [(lv, col_pr.col_batch_segments(lv)) for lv in levels] + [(-1, col_pr.col_batch_segments(None))]
-        if _col_batchable(p, v, flush_col, load_batch) else [],
+        if _col_batchable(p, v) else [],
         "col_block_segments": [(lv, col_pr.col_batch_segments(lv, True)) for lv in levels]
-        + [(-1, col_pr.col_batch_segments(None, True))] if _col_batchable(p, v, flush_col, load_batch) else [],
+        + [(-1, col_pr.col_batch_segments(None, True))] if _col_batchable(p, v) else [],
         "final_nodes": col_pr.phase_nodes(None), "col_final": _col_final_nodes(p, addr, cites),
         "col_total": col_total,
         "nsums": max(reduction_slot_counts(p)[0], 1), "nlevel": max(reduction_slot_counts(p)[1], 1),

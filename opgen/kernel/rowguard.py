@@ -14,8 +14,7 @@ tiling reads the same bits to price a schedule without the skipped term's column
 (opgen.tiling.rowfamily `_col_load_guard`).
 
 A guard is a select whose condition is `eq` / `ne` of a runtime float attribute (Param kind "attr", dtype f32)
-and a scalar constant, either order, and whose branches are not the condition itself; other conditions are left
-to the ordinary lowering of a select. At most MAX_GUARDS per graph (each doubles the programs joined).
+and a scalar constant, either order; other conditions are left to the ordinary lowering of a select. At most MAX_GUARDS per graph (each doubles the programs joined).
 """
 
 from __future__ import annotations
