@@ -243,6 +243,13 @@ def _stat_at(j: int) -> DimExpr:
     return Lit(0) if j == 0 else stride if j == 1 else mul(Lit(j), stride)
 
 
+def _stat_ref(tensor: str, j: int, n: int) -> Ref:
+    """Slot j's values in the statistic buffer `tensor` of n slots: the whole buffer when n is 1, else part j of
+    its cut into n (kir.Ref.part: a pass's k <= rowsPerPass rows stay inside the slot's aligned stride, so the
+    dependency pass orders the slots apart without comparing run-time offsets)."""
+    return Ref(tensor, _stat_at(j), part=(j, n)) if n > 1 else Ref(tensor)
+
+
 def _copy_in(c: dict) -> Func:
     body: list = []
     for j in range(c.get("kIn", 0)):
@@ -251,7 +258,7 @@ def _copy_in(c: dict) -> Func:
         body.append(Scope((Alloc("t", f"inQue{j}_", "T"), If(_use("useIn", j), (copy,)), EnQue(f"inQue{j}_", "t"))))
     nsi = c.get("kStatIn", 0)
     if nsi > 1:   # one queue, one buffer holding every slot's values (_stat_in_names)
-        copies = tuple(If(_use("useStatIn", j), (Copy(Ref("t", _stat_at(j)), GmView(f"p.statIn[{j}]", _R0), Lit(1),
+        copies = tuple(If(_use("useStatIn", j), (Copy(_stat_ref("t", j, nsi), GmView(f"p.statIn[{j}]", _R0), Lit(1),
                                                        mul(_K, SizeOf("float"))),)) for j in range(nsi))
         body.append(Scope((Alloc("t", "statInQue_", "float"),) + copies + (EnQue("statInQue_", "t"),)))
     for j in range(nsi if nsi == 1 else 0):
@@ -268,7 +275,7 @@ def _compute(c: dict, s: HeadSchedule) -> Func:
     que, ten = _stat_in_names(c)
     body += [DeQue(t, q, "float") for q, t in zip(que, ten)]
     if c.get("kStatIn", 0) > 1:
-        body += [View(f"statIn{j}_", Ref("statIn_", _stat_at(j))) for j in range(c["kStatIn"])]
+        body += [View(f"statIn{j}_", _stat_ref("statIn_", j, c["kStatIn"])) for j in range(c["kStatIn"])]
     body += [Alloc(f"rowOut{j}_", f"outQue{j}_", "T") for j in range(c.get("kOut", 0))]
     body += [Get(f"statStage{j}_", f"statStageBuf{j}_", "float") for j in range(c.get("kStatOut", 0))]
     for k, (f, uses_p) in enumerate(zip(s.bodies, s.body_uses_p)):
@@ -277,7 +284,7 @@ def _compute(c: dict, s: HeadSchedule) -> Func:
     nso = c.get("kStatOut", 0)
     for q, slots in _stat_out_queues(c):   # one queue for several slots, each slot's values at _stat_at(j)
         body.append(Scope((Alloc("t", q, "float"),) + tuple(If(_use("useStatOut", j), (
-            vec(Op.CAST_TO, dst=Ref("t", _stat_at(j)) if nso > 1 else Ref("t"), src=Ref(f"statStage{j}_"),
+            vec(Op.CAST_TO, dst=_stat_ref("t", j, nso), src=Ref(f"statStage{j}_"),
                 mode="CAST_NONE", count=_K),)) for j in slots) + (EnQue(q, "t"),)))
     body += [Free(f"inQue{j}_", f"rowIn{j}_") for j in range(c.get("kIn", 0))]
     body += [Free(q, t) for q, t in zip(que, ten)]
@@ -295,7 +302,7 @@ def _copy_out(c: dict) -> Func:
     nso = c.get("kStatOut", 0)
     for q, slots in _stat_out_queues(c):
         body.append(Scope((DeQue("t", q, "float"),) + tuple(If(_use("useStatOut", j), (
-            Copy(GmView(f"p.statOut[{j}]", _R0), Ref("t", _stat_at(j)) if nso > 1 else Ref("t"), Lit(1),
+            Copy(GmView(f"p.statOut[{j}]", _R0), _stat_ref("t", j, nso), Lit(1),
                  mul(_K, SizeOf("float"))),)) for j in slots) + (Free(q, "t"),)))
     return Func("CopyOut", (Param("p", "struct", PART), Param("r0"), Param("k")), tuple(body))
 

@@ -684,12 +684,17 @@ class ScalarVar:
 class Ref:
     """A UB region operand: tensor variable `tensor` (slot `slot` of a member array), from element `offset`; with
     `as_dtype` the same bytes read as that element type (LocalTensor::ReinterpretCast: a Compare's uint8_t bit mask
-    kept in an fp32 row temporary, docs/reference/ascendc.md §1.9)."""
+    kept in an fp32 row temporary, docs/reference/ascendc.md §1.9). `part` (j, n): the lowering's claim that the
+    operand lies inside part j of the tensor's allocation cut into n equal parts (a shared queue buffer holding
+    several outputs' values one after another, at offsets of run-time strides the dependency pass cannot compare):
+    the pass takes the parts of one allocation as disjoint regions, and the Kernel-IR interpreter faults an access
+    reaching past its part (docs/design.md "Parts of an allocation"). Printing ignores it."""
 
     tensor: str
     offset: DimExpr = Lit(0)
     slot: DimExpr | None = None
     as_dtype: str | None = None
+    part: tuple | None = None
 
 
 @dataclass(frozen=True)
@@ -1761,6 +1766,12 @@ class _Verifier:
                 raise IRError(f"slot {sv} outside {r.tensor}[{m.count}]", node)
         elif m is not None and m.count is not None:
             raise IRError(f"tensor array {r.tensor} used without a slot", node)
+        if r.part is not None:
+            j, n = r.part if isinstance(r.part, tuple) and len(r.part) == 2 else (None, None)
+            if not (type(j) is int and type(n) is int and 0 <= j < n):
+                raise IRError(f"{r.tensor}: part {r.part!r} is not (j, n) with 0 <= j < n", node)
+            if r.slot is not None or r.as_dtype is not None:
+                raise IRError(f"{r.tensor}: a part claim is on a whole allocation (no slot, no reinterpreting)", node)
         self.expr(r.offset, st, node)
         if r.as_dtype is not None:
             want = self.dtype(st.tmap.get(r.as_dtype, r.as_dtype), node)
@@ -2447,7 +2458,8 @@ def _t_ref(r) -> str:
     if isinstance(r, Ref):
         slot = f"<{r.slot}>" if r.slot is not None else ""
         cast = f" as {r.as_dtype}" if r.as_dtype else ""
-        return f"{r.tensor}{slot}[{r.offset}]{cast}"
+        part = "" if r.part is None else f" part {r.part[0]}/{r.part[1]}" if len(r.part) == 2 else f" part {r.part}"
+        return f"{r.tensor}{slot}[{r.offset}]{cast}{part}"
     return _t_expr(r)
 
 

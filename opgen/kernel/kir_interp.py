@@ -242,6 +242,7 @@ class LT:
     tag: int = -1
     mem: str = "UB"
     pool: int = 0   # 1-based id of the TBufPool its buffer was carved from (0: the pipe's own)
+    part: tuple | None = None   # (j, n): the view ends where part j of its allocation's cut ends (kir.Ref.part)
 
     def at(self, i: int) -> "LT":
         """tensor[i] (the view from element i to the end of the allocation); a fault past the end."""
@@ -688,11 +689,28 @@ class _Core:
                 t = t[self.ival(r.slot, frame)]
         if t is None:
             raise KirFault(f"{self.where}: tensor {r.tensor} is not allocated")
+        if r.part is not None:     # the lowering's claim (kir.Ref.part): inside part j of n equal parts
+            return self._in_part(t, r, self.ival(r.offset, frame))
         t = t.at(self.ival(r.offset, frame))
         if r.as_dtype is not None:   # ReinterpretCast: the same bytes as another element type
             nb = t.size * NP_TYPES[self.dt(t.dtype)].itemsize
             t = LT(t.off, nb // NP_TYPES[self.dt(r.as_dtype)].itemsize, r.as_dtype, t.queue, t.tag, t.mem, t.pool)
         return t
+
+    def _in_part(self, t: LT, r: kir.Ref, i: int) -> LT:
+        """t[i] as far as the end of part j of t's allocation cut into n equal parts (r.part = (j, n)): a fault when
+        element i lies outside the part, so an access past the part's end faults as one past a tensor's end does
+        (the dependency pass took the parts apart, kir.Ref.part)."""
+        j, n = r.part
+        if t.size % n:
+            raise KirFault(f"{self.where}: {r.tensor} of {t.size} elements cannot be cut into {n} equal parts "
+                           f"(the operand's part claim {j} of {n})")
+        size = t.size // n
+        if not j * size <= i <= (j + 1) * size:
+            raise KirFault(f"{self.where}: {r.tensor}[{i}] lies outside part {j} of {n} (elements "
+                           f"[{j * size}, {(j + 1) * size})) that the lowering claims for it")
+        t = t.at(i)
+        return LT(t.off, (j + 1) * size - i, t.dtype, t.queue, t.tag, t.mem, t.pool, r.part)
 
     def bind(self, var: str, t: LT, frame):
         if var in frame["tensors"] or var not in self.mtensors:
@@ -869,6 +887,10 @@ class _Core:
         """Fault unless elements [0, n) of t lie inside t and the UB; their element size in bytes."""
         sz = NP_TYPES[self.dt(t.dtype)].itemsize
         if n > t.size or t.off + n * sz > self.ub.size:
+            if t.part:
+                raise KirFault(f"{self.where}: UB access of elements [0, {n}) past the end of part {t.part[0]} of "
+                               f"{t.part[1]} that the lowering claims for the operand (kir.Ref.part; {t.size} elements "
+                               f"of it left at UB byte address {t.off})")
             raise KirFault(f"{self.where}: UB access of elements [0, {n}) past the end of a {t.size}-element tensor "
                            f"at UB byte address {t.off}")
         return sz

@@ -171,15 +171,31 @@ class Region:
         if _GM_UNKNOWN in (self.base, o.base) and self.base[0] == o.base[0] == "gm":
             return True
         if self.base != o.base:
-            # a slot of a TBuf (its own bytes, module docstring) overlaps its TBuf seen whole, never another slot
-            short, long_ = sorted((self.base, o.base), key=len)
-            return len(short) == 2 and long_[:2] == short
+            return _sub_overlap(self.base, o.base)
         if self.lo is None or o.lo is None:
             return True
         a0, b0 = self.lo // BLOCK, o.lo // BLOCK
         a1 = None if self.hi is None else -(-self.hi // BLOCK)
         b1 = None if o.hi is None else -(-o.hi // BLOCK)
         return (a1 is None or b0 < a1) and (b1 is None or a0 < b1)
+
+
+def _sub_overlap(a: tuple, b: tuple) -> bool:
+    """Whether two different bases may share bytes: a TBuf ("b", buf) or a queue block ("q", queue, block), each
+    seen whole or as a sub-base -- a slot of a member tensor array ("slot", var, k: laid apart from the other slots
+    by the planner, module docstring) or a part of a cut of the allocation into equal parts ("part", n, j:
+    kir.Ref.part). Sub-bases of one buffer overlap the buffer seen whole and each other unless both are slots or
+    both parts of the same cut; different buffers, blocks and GM buffers never do."""
+    ra = a[:3] if a[0] == "q" else a[:2]
+    rb = b[:3] if b[0] == "q" else b[:2]
+    if ra != rb:
+        return False
+    sa, sb = a[len(ra):], b[len(rb):]
+    if not sa or not sb:
+        return True
+    if sa[0] == sb[0] == "slot":
+        return False
+    return not (sa[0] == sb[0] == "part" and sa[1] == sb[1])
 
 
 @dataclass(frozen=True, eq=False)
@@ -631,6 +647,10 @@ class _Analysis:
         touches in disjunct d."""
         if type(r) is kir.GmView:
             return (self.gm_region(r).base, None, None)
+        if r.part is not None:   # kir.Ref.part: apart from the other parts of a whole allocation's cut
+            b = d.binds.get(scope.get(r.tensor, r.tensor)) if r.slot is None else None
+            if b is not None and b[1] == 0 and b[0][0] in ("q", "b") and len(b[0]) == (3 if b[0][0] == "q" else 2):
+                return (b[0] + ("part", r.part[1], r.part[0]), None, None)
         base, start, dt = self.bind_of(d, r, scope)
         if start is None:
             return (base, None, None)
@@ -997,6 +1017,10 @@ class _Analysis:
             for d in ds.values():
                 d.own()
                 base, start, dt = self.bind_of(d, s.src, scope)
+                if s.src.part is not None:   # a view of a part: a base of its own (region), offsets inside unknown
+                    pb = self.region(d, s.src, scope, None)[0]
+                    if pb[-3:-2] == ("part",):
+                        base, start = pb, None
                 d.binds[scope.get(s.var, s.var)] = (base, start, dt)
             return ds
         if c is kir.Alloc:

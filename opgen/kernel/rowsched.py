@@ -591,14 +591,18 @@ class StatOutGroup:
 
     def at(self, j: int, stride) -> Ref:
         """Member j's values in the allocated buffer `t`: j * stride rows of _stat_out_bytes, in elements of
-        `ctype` (a template type's size is known to the C++ only: sizeof(T))."""
+        `ctype` (a template type's size is known to the C++ only: sizeof(T)); with several members, part j of the
+        buffer cut into one part per member (kir.Ref.part: its k <= stride rows stay inside it, so the dependency
+        pass orders it apart from the others without comparing run-time offsets)."""
+        n = len(self.members)
+        part = (j, n) if n > 1 else None
         if j == 0:
-            return Ref("t", Lit(0))
+            return Ref("t", Lit(0), part=part)
         words = _stat_out_words(self.members[0])
         if self.ctype in ELEM_BYTES:
             ratio = words * 4 // ELEM_BYTES[self.ctype]
-            return Ref("t", _member_at(j, stride) if ratio == 1 else mul(Lit(j * ratio), stride))
-        return Ref("t", div(mul(Lit(j * words * 4), stride), SizeOf(self.ctype)))
+            return Ref("t", _member_at(j, stride) if ratio == 1 else mul(Lit(j * ratio), stride), part=part)
+        return Ref("t", div(mul(Lit(j * words * 4), stride), SizeOf(self.ctype)), part=part)
 
     def bytes(self, stride) -> DimExpr:
         """One buffer: every member's `stride` rows of _stat_out_bytes."""

@@ -653,7 +653,6 @@ private:
                     SetFlag<HardEvent::S_V>(evt_21);  // statStageBuf_mean: S has written it before V reads it
                     WaitFlag<HardEvent::S_V>(evt_21);
                     CastTo(t, statStage_mean, RoundMode::CAST_RINT, k);  // spec: ada_layer_norm_v2.py:27
-                    PipeBarrier<PIPE_V>();  // statOutQue0_mean_rstd: V writes after V's write
                     CastTo(t[4 * groupStride_ / sizeof(T)], statStage_rstd, RoundMode::CAST_RINT,
                            k);  // spec: ada_layer_norm_v2.py:28
                     statOutQue0_mean_rstd.EnQue(t);
@@ -1072,7 +1071,6 @@ private:
             SetFlag<HardEvent::S_V>(evt_6);  // statStageBuf_mean: S has written it before V reads it
             WaitFlag<HardEvent::S_V>(evt_6);
             CastTo(t, statStage_mean, RoundMode::CAST_RINT, k);  // spec: ada_layer_norm_v2.py:27
-            PipeBarrier<PIPE_V>();                               // statOutQue0_mean_rstd: V writes after V's write
             CastTo(t[4 * AlignUp(td_->rowsPerPass, 8) / sizeof(T)], statStage_rstd, RoundMode::CAST_RINT,
                    k);  // spec: ada_layer_norm_v2.py:28
             statOutQue0_mean_rstd.EnQue(t);
