@@ -13,7 +13,7 @@ from opgen.ir.dims import Lit, Sym
 from opgen.kernel import kir
 from opgen.kernel import kir_interp as ki
 from opgen.kernel import kir_sync as ks
-from opgen.kernel.isa import Op
+from opgen.kernel.isa import Op, Pipe
 from opgen.kernel.kir import (Barrier, Copy, Get, GmTensor, GmView, InitBuffer, KernelClass, Local, Ref, TensorVar,
                               vec)
 
@@ -99,3 +99,48 @@ def test_the_shared_statistic_queues_of_the_examples_cast_their_members_without_
         text = (examples_gen / op / "op_kernel" / f"{op}.h").read_text()
         assert "statOutQue0_" in text, op
         assert not [ln for ln in text.splitlines() if "PipeBarrier" in ln and "statOutQue" in ln], op
+
+
+# ---- the prune: a flag pair that stands for a barrier becomes the barrier (kir_sync._prune)
+def _blk(b: int) -> Ref:
+    return Ref("t", Lit(8 * b))
+
+
+def _second_wait_program() -> tuple:
+    """(class, the placement a placing round could leave: a second V -> S wait before a scalar read the first
+    already covers, which also orders the V write before it ahead of the V read after it)."""
+    body = (InitBuffer("b", Lit(4 * N)), Get("t", "b", "float"), Copy(Ref("t"), GmView("gmX"), Lit(1), Lit(4 * N)),
+            vec(Op.ADDS, dst=_blk(1), src0=_blk(0), scalar=1.0, count=8),    # 3: V writes block 1
+            kir.GetValue("g0", _blk(1)),                                      # 4: S reads it
+            vec(Op.ADDS, dst=_blk(2), src0=_blk(0), scalar=2.0, count=8),    # 5: V writes block 2
+            kir.GetValue("g1", _blk(1)),                                      # 6: S reads block 1 again
+            vec(Op.ADDS, dst=_blk(3), src0=_blk(2), scalar=3.0, count=8),    # 7: V reads block 2
+            Copy(GmView("gmY"), Ref("t"), Lit(1), Lit(4 * N)))
+    k = KernelClass("Waits", "WaitsTiling", args=("x", "y"),
+                    gms=(GmTensor("gmX", "float", "x"), GmTensor("gmY", "float", "y")), locals=(Local("b"),),
+                    tensors=(TensorVar("t", "float"),), fields=("n", "stride"), process=body)
+    pair = lambda i: [kir.SetFlag(Pipe.V, Pipe.S, i), kir.WaitFlag(Pipe.V, Pipe.S, i)]  # noqa: E731
+    inserted = {("Process", 3): [kir.SetFlag(Pipe.MTE2, Pipe.V, 0), kir.WaitFlag(Pipe.MTE2, Pipe.V, 0)],
+                ("Process", 4): pair(0), ("Process", 6): pair(1),
+                ("Process", 8): [kir.SetFlag(Pipe.V, Pipe.MTE3, 0), kir.WaitFlag(Pipe.V, Pipe.MTE3, 0)]}
+    return k, inserted
+
+
+def test_a_wait_that_only_orders_vector_work_is_pruned_to_a_barrier():
+    k, inserted = _second_wait_program()
+    assert ks._clean(k, inserted, {}, ks._used_flags(k))   # the placement is sound to start with
+    pruned = ks._prune(k, inserted, {}, ks._used_flags(k), ks._Trials(k))
+    assert [type(s).__name__ for s in pruned[("Process", 6)]] == ["Barrier"]
+    assert pruned[("Process", 6)][0].pipe is Pipe.V
+    assert [type(s).__name__ for s in pruned[("Process", 4)]] == ["SetFlag", "WaitFlag"]
+    out = ks._with(k, pruned, pooled=True)
+    r, x, y = _run(out)
+    assert r.ok, r.first_fault
+    want = x.copy()
+    want[8:16], want[16:24] = x[0:8] + 1, x[0:8] + 2
+    want[24:32] = want[16:24] + 3
+    np.testing.assert_array_equal(y, want)
+    # the barrier is needed: without it the V read of block 2 races with its V write
+    bare = ks._with(k, {**pruned, ("Process", 6): []}, pooled=True)
+    r, *_ = _run(bare)
+    assert not r.ok and "race" in r.first_fault, r.first_fault

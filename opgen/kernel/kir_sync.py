@@ -1775,11 +1775,11 @@ class _Found(Exception):
     """The first conflict of an analysis that needs only whether there is one (_clean)."""
 
 
-def _clean(k, inserted, types, used, trials: _Trials | None = None) -> bool:
+def _clean(k, inserted, types, used, trials: _Trials | None = None, found: list | None = None) -> bool:
     """Whether k with `inserted` has no conflict: the analysis stops at the first one (a needed sync's trial
-    ends where its dependence is, not at the end of the kernel). trials: what the trials of one class share
-    (_Trials): the memo of calls, and the base program's states, from which a walk starts and with which it ends
-    where this program's code and state are the base's (_Analysis.block)."""
+    ends where its dependence is, not at the end of the kernel), appended to `found` when given. trials: what the
+    trials of one class share (_Trials): the memo of calls, and the base program's states, from which a walk starts
+    and with which it ends where this program's code and state are the base's (_Analysis.block)."""
     diffs = None if trials is None or trials.base is None else _diff_positions(trials.base, inserted)
     t = _Analysis(k, inserted, False, types, used, trials, diffs)
     t.first_only = True
@@ -1788,6 +1788,8 @@ def _clean(k, inserted, types, used, trials: _Trials | None = None) -> bool:
     try:
         t.run()
     except _Found:
+        if found is not None:
+            found.extend(t.conflicts[:1])
         return False
     if trials is not None:
         trials.clean = (inserted, trials.pending)
@@ -1796,7 +1798,11 @@ def _clean(k, inserted, types, used, trials: _Trials | None = None) -> bool:
 
 def _prune(k, inserted: dict, types, used, trials: _Trials) -> dict:
     """`inserted` less each sync (a barrier, a flag pair) whose removal leaves k with no conflict, tried one by
-    one from the last position (in text order) to the first, each trial on the program the earlier ones left."""
+    one from the last position (in text order) to the first, each trial on the program the earlier ones left. A
+    flag pair whose removal leaves a conflict that a PipeBarrier orders (the pair's wait stood for a barrier: a V ->
+    S wait placed for a scalar read that an earlier wait already covers, kept because it also orders V before the
+    V work after it) is replaced by that barrier when the program then has no conflict: a barrier drains one pipe,
+    a flag wait stalls the waiting pipe too (docs/reference/kernel_cost.md: 16 cycles against 32)."""
     inserted = dict(inserted)
     if trials.base is None:
         trials.start(inserted, types, used)
@@ -1806,10 +1812,18 @@ def _prune(k, inserted: dict, types, used, trials: _Trials) -> dict:
         while j > 0:
             n = 2 if isinstance(lst[j - 1], kir.WaitFlag) else 1
             trial = {**inserted, pos: lst[:j - n] + lst[j:]}
-            if _clean(k, trial, types, used, trials):
+            found: list = []
+            if _clean(k, trial, types, used, trials, found if n == 2 else None):
                 inserted = trial
                 lst = inserted[pos]
                 trials.accept(inserted)
+            elif found and len(found[0].sync) == 1 and isinstance(found[0].sync[0], kir.Barrier) \
+                    and found[0].sync[0].pipe is lst[j - 2].src:
+                trial = {**inserted, pos: lst[:j - n] + [found[0].sync[0]] + lst[j:]}
+                if _clean(k, trial, types, used, trials):
+                    inserted = trial
+                    lst = inserted[pos]
+                    trials.accept(inserted)
             j -= n
     return {p: v for p, v in inserted.items() if v}
 
