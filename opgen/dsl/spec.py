@@ -997,7 +997,8 @@ class OpSpec:
     def check(self, param: str, fn: Callable, *, on: str = "static") -> None:
         """A custom check. on="static": fn(attrs, present) -> rule|None, run before shapes (the rule may name other
         parameters in braces, `{x}`, printed in each layer's names: opgen.dsl.rules, docs/design.md "Rule texts");
-        on="values": fn(arrays, env, attrs) -> rule|None, run on converted inputs (index ranges...);
+        on="values": fn(arrays, env, attrs) -> rule|None, run on converted inputs (index ranges...; its rule's
+        `{x}` placeholders are printed as a static check's);
         on="device": a values check on tensor data that lives on the device, which the aclnn layer cannot read:
         the interpreter runs it like a values check and the emitted kernel checks it where it reads the data,
         stopping with AscendC::Trap() (`opgen check` reports the trap). Raises SpecError for a bad call."""
