@@ -289,10 +289,11 @@ def _(b, x, alpha):
 @pytest.mark.parametrize("decl, words", [
     ('spec.output("s", f32, [H], optional=True)',
      "'s' is an optional output (optional=True), which the API already takes as a pointer the caller may pass as "
-     "null; drop optional="),
+     "null; drop api.param's optional="),
     ('spec.output("s", f32, [H], optional=True, param_type="REQUIRED")',
      "'s' is an optional output (optional=True) that param_type=\"REQUIRED\" makes the API require (161001 on "
-     "null); drop optional= (a nullable API parameter: drop param_type=\"REQUIRED\" too)"),
+     "null); drop api.param's optional= (for a nullable API parameter drop the output's "
+     "param_type=\"REQUIRED\" too)"),
     ('spec.attr("k", int, 0)', "optional= is for required OpDef outputs the caller may leave null; 'k' is an "
                                "attribute; drop optional="),
 ])
