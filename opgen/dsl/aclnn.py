@@ -245,8 +245,8 @@ def _optional_error(spec, e, p):
         else:
             what = f"{e.of!r} is an optional output (optional=True) that param_type=\"REQUIRED\" makes the API " \
                    "require (161001 on null)"
-            hint = 'drop api.param\'s optional= (for a nullable API parameter drop the output\'s param_type="REQUIRED" ' \
-                   'too)'
+            hint = ("drop api.param's optional= (for a nullable API parameter drop the output's "
+                    'param_type="REQUIRED" too)')
         return spec_error(e.loc, f"aclnn parameter {e.name}: {what}", hint, arg="optional")
     kind = "an input" if p in spec.inputs else "an attribute"
     return spec_error(e.loc, f"aclnn parameter {e.name}: optional= is for required OpDef outputs the caller may leave "
