@@ -313,6 +313,23 @@ def _note_nonfinite_attrs(spec, attrs: dict) -> None:
                   "refuses it, it is used as given and the outputs may be NaN or inf", file=sys.stderr)
 
 
+def _default_soc(spec) -> str:
+    """The platform `opgen check` runs on when --soc is not given: opgen.platforms.DEFAULT (ascend910b1) when `spec`
+    declares its SoC, else the first platform (by name) of the spec's first declared SoC, with one `opgen: note:`
+    line on standard error saying so. An explicit --soc is never replaced: a SoC the spec does not declare is
+    refused by the emitted aclnn layer (361001), as on the device."""
+    from opgen.platforms import DEFAULT, PLATFORMS  # lazy: start-up time
+
+    if PLATFORMS[DEFAULT].soc_key in spec.socs:
+        return DEFAULT
+    fits = sorted(n for n, p in PLATFORMS.items() if p.soc_key in spec.socs[:1])
+    if not fits:   # a SoC no platform models: the aclnn layer's 361001 on the default says so
+        return DEFAULT
+    print(f"opgen: note: {spec.name} declares no SoC of the default --soc {DEFAULT} (its SoCs: "
+          f"{', '.join(spec.socs)}): checking on {fits[0]}", file=sys.stderr)
+    return fits[0]
+
+
 def cmd_list(args) -> int:
     """`opgen list`: one line per bundled operator (OpDef, aclnn API, counts, SoCs) plus its dtype rows."""
     from opgen.registry import all_specs  # lazy: start-up time
@@ -737,6 +754,8 @@ def cmd_check(args) -> int:
     attrs = _kv(args.attr, "--attr")
     dtypes = _kv(args.dtype, "--dtype")
     _note_nonfinite_attrs(spec, attrs)
+    if args.soc is None:
+        args.soc = _default_soc(spec)
     if args.engine == "kir":
         from opgen.check.kirengine import require_kernel_ir  # lazy: start-up time
 
@@ -903,7 +922,8 @@ def build_parser() -> argparse.ArgumentParser:
     cp.add_argument("--present", action="append", metavar="NAME,...", help="optional inputs that are present "
                     "(repeatable; the others are absent; --present \"\" drops every optional input; default: all "
                     "given, with --dims every optional input whose dims are known)")
-    cp.add_argument("--soc", default=DEFAULT, choices=sorted(PLATFORMS), help=f"platform (default {DEFAULT})")
+    cp.add_argument("--soc", choices=sorted(PLATFORMS), help=f"platform (default {DEFAULT}, or for a spec that "
+                    "declares none of its SoC the first platform of the spec's first SoC, with a note)")
     cp.add_argument("--asan", action="store_true", help="run the AddressSanitizer + UBSan build")
     cp.add_argument("--deterministic", action="store_true", help="tell the TilingFunc the framework asks for "
                     "deterministic computation (TilingContext::GetDeterministic() returns 1; default 0) and check that "

@@ -285,6 +285,43 @@ def _(b, x, alpha):
         assert f"sig{k}.py" in str(ei.value)
 
 
+
+@pytest.mark.parametrize("decl, words", [
+    ('spec.output("s", f32, [H], optional=True)',
+     "'s' is an optional output (optional=True), which the API already takes as a pointer the caller may pass as "
+     "null; drop api.param's optional="),
+    ('spec.output("s", f32, [H], optional=True, param_type="REQUIRED")',
+     "'s' is an optional output (optional=True) that param_type=\"REQUIRED\" makes the API require (161001 on "
+     "null); drop api.param's optional= (for a nullable API parameter drop the output's "
+     "param_type=\"REQUIRED\" too)"),
+    ('spec.attr("k", int, 0)', "optional= is for required OpDef outputs the caller may leave null; 'k' is an "
+                               "attribute; drop optional="),
+])
+def test_optional_on_a_parameter_says_what_the_parameter_is(tmp_path, decl, words):
+    """api.param(..., optional=True) on an output the spec already declares optional says so, and what the API does
+    with it (new-user finding, GeluQuant's outScaleOptional: the error said "'out_scale' is not one" of the
+    required outputs, for an output declared param_type="REQUIRED")."""
+    from opgen.errors import OpgenError
+
+    name = "s" if "output" in decl else "k"
+    f = tmp_path / "sig_opt.py"
+    f.write_text(f'''from opgen.dsl import OpSpec, A2, api, f32
+spec = OpSpec("Sig", aclnn="aclnnSig", socs=(A2,))
+H = spec.dim("H")
+spec.input("x", f32, [H])
+spec.output("y", f32, [H])
+{decl}
+spec.aclnn_signature(api.param("x"), api.param("y"), api.param("{name}Opt", "{name}", optional=True))
+
+
+@spec.body
+def _(b, x, **kw):
+    return {{"y": x}}
+''')
+    with pytest.raises(OpgenError) as ei:
+        load_spec(str(f))
+    assert f"aclnn parameter {name}Opt: " + words in str(ei.value), str(ei.value)
+
 def test_without_a_signature_the_opdef_order_stays(tmp_path):
     """A spec without aclnn_signature keeps the OpDef order with CANN-style derived names; a derived name the
     implementation reserves gets a suffix instead of shadowing it."""

@@ -16,6 +16,7 @@ line), the interpreter's traceback under --debug, and signals after the command 
 
 from __future__ import annotations
 
+import json
 import os
 import shutil
 import subprocess
@@ -658,3 +659,35 @@ def test_a_dtype_against_an_explicit_binding_says_so(tmp_path, capsys):
     spec = str(Path(__file__).resolve().parent.parent / "examples" / "specs" / "rms_norm.py")
     assert main(["interpret", spec, "--inputs", str(path), "--dtype", "T=float32"]) == 2
     assert capsys.readouterr().err.strip() == "opgen: error: x: dtype float16 conflicts with T=float32 (given explicitly)"
+
+
+_A5_ONLY = '''
+from opgen.dsl import A5, OpSpec, f32
+
+spec = OpSpec("A5Only", aclnn="aclnnA5Only", socs=(A5,), round="rint")
+Bd = spec.variadic("Bd", max_rank=3)
+spec.input("x", f32, [Bd])
+spec.output("y", f32, [Bd])
+
+
+@spec.body
+def _(b, x):
+    return {"y": x * 2.0}
+'''
+
+
+def test_check_without_soc_runs_on_a_soc_the_spec_declares(tmp_path):
+    """`opgen check` without --soc on a spec that declares no Atlas A2 (ascend950 only, as ops-nn's SwishGrad and
+    SoftmaxCrossEntropyWithLogits are): the case runs on the first platform of the spec's SoCs, with one note saying
+    so (new-user finding: the default ascend910b1 was refused with 361001 after the builds, and the Kernel-IR engine
+    ran it there); an A2 spec keeps the default, with no note."""
+    spec = tmp_path / "a5_only.py"
+    spec.write_text(_A5_ONLY)
+    r = opgen("check", spec, "--dims", "Bd=4x5", "--engine", "kir", "--json")
+    assert r.returncode == 0, r.stderr
+    assert json.loads(r.stdout)["soc"] == "ascend950"
+    assert r.stderr.strip() == ("opgen: note: A5Only declares no SoC of the default --soc ascend910b1 (its SoCs: "
+                                "ascend950): checking on ascend950"), r.stderr
+    r = opgen("check", "examples/specs/softmax.py", "--dims", "Bd=2,H=8", "--engine", "kir", "--json",
+              cwd=Path(__file__).resolve().parent.parent)
+    assert r.returncode == 0 and json.loads(r.stdout)["soc"] == "ascend910b1" and "note" not in r.stderr, r.stderr

@@ -118,6 +118,19 @@ def test_a_static_check_text_with_braces_of_data_is_printed_as_written(tmp_path,
     assert str(e.value) == f"mode: {said}", str(e.value)
 
 
+
+@pytest.mark.parametrize("on", ["values", "device"])
+def test_a_values_check_names_parameters_in_the_interpreters_names(tmp_path, on):
+    """A values (or device) check's rule text names other parameters in braces as a static check's does (README
+    "Writing a spec": spec.check): the interpreter prints the spec's names, not the braces (new-user finding: a
+    values check's "{mode}" was printed literally), and a doubled brace is one."""
+    p = _spec_file(tmp_path, 'spec.check("x", lambda arrs, env, a: "must not exceed {mode} + 1, {0} {{H}}" '
+                             'if arrs["x"].max() > a["mode"] + 1 else None, on="' + on + '")')
+    with pytest.raises(ValidationError) as e:
+        interpret(load_spec(str(p)), {"x": np.full((2, 3), 5.0, np.float32)}, {"mode": 1})
+    assert str(e.value) == "x: must not exceed mode + 1, {0} {H}", str(e.value)
+
+
 def _example_specs():
     files = sorted((ROOT / "examples" / "specs").glob("*.py")) + sorted(
         (ROOT / "examples" / "specs" / "derived").glob("*.py"))

@@ -277,6 +277,11 @@ CASES = [
      [("def _(b, x, gamma, eps, mode):", "def _(b, x, gama, eps, mode):")],
      "def _(b,", "gama", "body parameter 'gama' is not an input or attribute of Tiny (did you mean 'gamma'?)",
      "rename it to a declared input or attribute", 1, False),
+    ("body-builder-shadows-an-input",   # new-user finding: GemmV2's inputs a, b; "did you mean 'b'?" for b_
+     [('spec.input("gamma", U, [H], optional=True)', 'spec.input("b", U, [H], optional=True)'),
+      ("def _(b, x, gamma, eps, mode):", "def _(b, x, b_, eps, mode):")],
+     "def _(b,", "b", "the body's builder parameter 'b' has the name of input 'b' of Tiny, which the body takes by "
+     "that name", "name the builder otherwise: def _(g, x, b, mode, eps):", 1, False),
     ("body-parameter-a-runtime-bool-attribute",
      [('spec.attr("eps", float, 1e-5)', 'spec.attr("eps", float, 1e-5)\nspec.attr("flag", bool, False)'),
       ("def _(b, x, gamma, eps, mode):", "def _(b, x, gamma, eps, mode, flag):")],

@@ -201,8 +201,7 @@ def check_signature(spec, entries, ident_problem, suggest) -> list[ApiEntry]:
                                  'ctype= is "char*" or "const char*" for a string attribute, "int32_t" for an int '
                                  'one', arg="ctype")
             if e.optional and (params[e.of] not in spec.outputs or params[e.of].optional):
-                raise spec_error(e.loc, f"aclnn parameter {e.name}: optional= is for required OpDef outputs the "
-                                 f"caller may leave null; {e.of!r} is not one", "drop optional=", arg="optional")
+                raise _optional_error(spec, e, params[e.of])
             if e.dtype is not None:
                 p = params[e.of]
                 if p not in spec.inputs or getattr(p, "host", False):
@@ -232,6 +231,26 @@ def check_signature(spec, entries, ident_problem, suggest) -> list[ApiEntry]:
                                  arg="like")
         out.append(e)
     return out
+
+
+def _optional_error(spec, e, p):
+    """The SpecError for api.param(..., optional=True) on what is not a required output (p: the parameter it passes),
+    saying what p is: an optional output (its API parameter already nullable, or required by param_type="REQUIRED"),
+    an input or an attribute."""
+    if p in spec.outputs:
+        if p.opdef_optional:
+            what = f"{e.of!r} is an optional output (optional=True), which the API already takes as a pointer the " \
+                   "caller may pass as null"
+            hint = "drop api.param's optional="
+        else:
+            what = f"{e.of!r} is an optional output (optional=True) that param_type=\"REQUIRED\" makes the API " \
+                   "require (161001 on null)"
+            hint = ("drop api.param's optional= (for a nullable API parameter drop the output's "
+                    'param_type="REQUIRED" too)')
+        return spec_error(e.loc, f"aclnn parameter {e.name}: {what}", hint, arg="optional")
+    kind = "an input" if p in spec.inputs else "an attribute"
+    return spec_error(e.loc, f"aclnn parameter {e.name}: optional= is for required OpDef outputs the caller may leave "
+                      f"null; {e.of!r} is {kind}", "drop optional=", arg="optional")
 
 
 def _check_enum(spec, e: ApiEntry, a) -> None:

@@ -997,7 +997,8 @@ class OpSpec:
     def check(self, param: str, fn: Callable, *, on: str = "static") -> None:
         """A custom check. on="static": fn(attrs, present) -> rule|None, run before shapes (the rule may name other
         parameters in braces, `{x}`, printed in each layer's names: opgen.dsl.rules, docs/design.md "Rule texts");
-        on="values": fn(arrays, env, attrs) -> rule|None, run on converted inputs (index ranges...);
+        on="values": fn(arrays, env, attrs) -> rule|None, run on converted inputs (index ranges...; its rule's
+        `{x}` placeholders are printed as a static check's);
         on="device": a values check on tensor data that lives on the device, which the aclnn layer cannot read:
         the interpreter runs it like a values check and the emitted kernel checks it where it reads the data,
         stopping with AscendC::Trap() (`opgen check` reports the trap). Raises SpecError for a bad call."""
@@ -1493,6 +1494,13 @@ class OpSpec:
             raise spec_error(function_loc(fn),
                              f"the body of {self.name} does not take the builder as its first parameter",
                              "write def _(b, <inputs>, <attributes>):")
+        if params[0].kind != P.VAR_POSITIONAL and params[0].name in passed:   # `def _(b, a, b_)` of inputs a, b
+            kind = "input" if any(i.name == params[0].name for i in self.inputs) else "attribute"
+            g = next(n for n in ("g", "bld", "builder", "tb") if n not in passed)
+            raise spec_error(param_loc(fn, params[0].name) or function_loc(fn),
+                             f"the body's builder parameter {params[0].name!r} has the name of {kind} "
+                             f"{params[0].name!r} of {self.name}, which the body takes by that name",
+                             f"name the builder otherwise: def _({', '.join([g] + passed)}):")
         rest = params if params[0].kind == P.VAR_POSITIONAL else params[1:]
         named = set()
         for p in rest:

@@ -540,8 +540,8 @@ def bind(spec, inputs, attrs, dtypes, skip=()):
     for r in spec.requirements:
         if r.kind == "values" and not any(r is s for s in skip):
             rule = r.evaluate(arrays, env, attr_vals)
-            if rule:
-                err = ValidationError(r.param, rule)
+            if rule:   # its {name} placeholders spelled as a static check's are (docs/design.md "Rule texts")
+                err = ValidationError(r.param, spec.rule_text(rule, loc=r.loc))
                 err.requirement = r
                 raise err
     _check_empty_call(spec, arrays, env, static_vals)
