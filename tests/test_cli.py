@@ -691,3 +691,14 @@ def test_check_without_soc_runs_on_a_soc_the_spec_declares(tmp_path):
     r = opgen("check", "examples/specs/softmax.py", "--dims", "Bd=2,H=8", "--engine", "kir", "--json",
               cwd=Path(__file__).resolve().parent.parent)
     assert r.returncode == 0 and json.loads(r.stdout)["soc"] == "ascend910b1" and "note" not in r.stderr, r.stderr
+
+
+def test_kir_engine_refuses_an_explicit_soc_the_spec_does_not_declare_as_the_aclnn_layer_does(tmp_path):
+    """An explicit --soc outside the spec's SoCs: the emitted aclnn layer's CheckSoc returns 361001 (after its
+    parameter checks), and the Kernel-IR engine, which runs no aclnn layer, says the same instead of passing the case
+    (new-user finding: --engine kir passed an ascend950-only spec on ascend910b1)."""
+    spec = tmp_path / "a5_only.py"
+    spec.write_text(_A5_ONLY)
+    r = opgen("check", spec, "--dims", "Bd=4x5", "--engine", "kir", "--soc", "ascend910b1")
+    assert r.returncode != 0
+    assert "361001" in r.stderr and "A5Only is not supported on this SoC (supported: ascend950)" in r.stderr, r.stderr

@@ -710,12 +710,16 @@ def _run_check_kir(spec, inputs: dict, attrs: dict, dtypes: dict, plat, determin
     """run_check with engine "kir": the spec validates the call (ValidationError as the interpreter raises it), the
     kernel's Kernel IR runs on the interpreter (opgen.check.kirengine.launch), the outputs are compared as the
     emulation's are. The result's variant is "kir"; gm, gm_bytes, cycles and cost stay empty (the interpreter
-    counts no bytes or cycles); gm_bytes_min is counted as for the emulation."""
+    counts no bytes or cycles); gm_bytes_min is counted as for the emulation. A platform whose SoC the spec does
+    not declare raises AclnnRejected 361001 with the emitted layer's text, as the emulation's call does."""
     from opgen.check.kirengine import launch
 
     step = phase or (lambda text: None)
     res = CheckResult(spec.name, plat.name, "kir", inputs=inputs)
     bound = spec.bind(inputs, attrs, dtypes)
+    if plat.soc_key not in spec.socs:   # the emitted aclnn layer's CheckSoc, after its parameter checks
+        raise AclnnRejected(spec.aclnn, 361001, f"{spec.name} is not supported on this SoC (supported: "
+                                                f"{', '.join(spec.socs)})")
     res.attrs = dict(bound.attrs)
     _set_dtypes(res, spec, bound, inputs)
     g = spec.graph(bound.key)
