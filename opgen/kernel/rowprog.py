@@ -41,6 +41,9 @@ SCALAR_UNARY = {"sqrt": "Std::sqrt({})", "rsqrt": "1.0f / Std::sqrt({})", "neg":
 """Per-row and scalar unary ops as C++ on the AIV scalar unit: AscendC::Std::sqrt / Std::abs (device code has no
 std::, docs/reference/ascendc.md §1.4). The scalar unit has no exp or log: those are vector instructions on rows
 only (lower_elementwise raises IRError for a per-row or scalar exp / log)."""
+VECTOR_ONLY = tuple(op for op in VECTOR_UNARY if op not in SCALAR_UNARY)
+"""Unary ops the scalar unit has no form of (exp, log): a per-row one is taken on its value broadcast to the row
+when only row values read it (opgen.kernel.rows), else refused."""
 ROW_REDUCE = ("rsum", "rmax")
 """Instruction kinds that reduce a row to a per-row scalar (their results have a level, module docstring)."""
 VECTOR_SPACES = ("row", "brow", "col", "table")

@@ -408,6 +408,8 @@ class _Lowering:
                 raise self.err(r, str(e)) from None
             if per_batch:
                 sp = "scalar"   # arithmetic on per-batch totals alone: a per-batch value (RowProgram.btotals)
+            elif sp == "stat" and op in rowprog.VECTOR_ONLY:
+                sp = self._broadcast_space(r) or sp   # a per-row exp / log only read broadcast: taken on the row
             self.space[r] = sp
             saved = {x: (self.space.get(x), self.scalar_text.get(x)) for x in n.inputs if per_batch and x in bins}
             for x in saved:   # a per-batch input read once per batch: its member, for this computation only
@@ -435,6 +437,37 @@ class _Lowering:
             return
         what = _CONSTRUCT.get(op, f"op {op}")
         raise self.err(r, f"{what}: the rows family does not lower it yet (`opgen interpret` runs it)")
+
+    def _broadcast_space(self, r: str) -> str | None:
+        """The vector space (rowprog.VECTOR_SPACES) into which every reader of per-row value r broadcasts it -- each
+        reader, through reshapes and broadcasts, an elementwise op whose result is a vector value of that one space
+        -- or None (r is an output, a reader keeps it per row, or the readers' spaces differ). A per-row exp or log,
+        which the scalar unit has no form of (rowprog.VECTOR_ONLY), is then taken on the value broadcast to the
+        row (a Duplicate and the vector instruction: the same lanes, docs/design.md "Per-row values the scalar unit
+        cannot compute"), as a spec that broadcasts it first would be lowered."""
+        if any(v == r for _, v in self.g.outputs):
+            return None
+        spaces: set = set()
+        todo = [r]
+        while todo:
+            x = todo.pop()
+            readers = [m for m in self.g.nodes if x in m.inputs]
+            if not readers or any(v == x for _, v in self.g.outputs):
+                return None
+            for m in readers:
+                if m.op in ("reshape", "broadcast"):
+                    todo.append(m.result.name)
+                    continue
+                if m.op not in ELEMENTWISE:
+                    return None
+                try:
+                    sp = self.lay.space(m.result.type.shape)
+                except IRError:
+                    return None
+                if sp not in rowprog.VECTOR_SPACES:
+                    return None
+                spaces.add(sp)
+        return spaces.pop() if len(spaces) == 1 else None
 
     def segment(self, n) -> None:
         """A per-channel operand [..., C, 1] of a regrouped row (rowmerge.SEGMENT_OP): not loaded; a GM operand of
