@@ -556,7 +556,10 @@ class AclnnPlan:
                              ["ListText(shape).c_str()", "err.c_str()"])
             unify.append({"param": p.name, "tensor": f"p.{p.cpp}", "optional": p.optional, "forms": names,
                           "pattern": pats, "fail": fail})
-        return matchers, unify
+        # the interpreter's order (opgen.dsl.validate.bind): tensors of one shape or of an attribute's pick bind
+        # their dims first, then those of several forms in order, each its first form agreeing with them
+        one = [u for u in unify if len(u["forms"]) == 1 or "pick" in u]
+        return matchers, one + [u for u in unify if not any(u is o for o in one)]
 
     def _attr_dims(self) -> list[dict]:
         out = []

@@ -753,6 +753,28 @@ aclnnStatus CheckShapes(const Params& p, Dims& d)
             return ACLNN_ERR_PARAM_INVALID;
         }
     }
+    // gamma: [H]
+    if (p.weightOptional != nullptr) {
+        static const FormMatcher kForms[] = {MatchWeightOptionalForm0};
+        const std::vector<int64_t> shape = ShapeOf(p.weightOptional);
+        std::string err;
+        const int form = MatchForms(shape, kForms, 1, d, err);
+        if (form < 0) {
+            OP_LOGE(ACLNN_ERR_PARAM_INVALID, "weightOptional: shape %s: %s", ListText(shape).c_str(), err.c_str());
+            return ACLNN_ERR_PARAM_INVALID;
+        }
+    }
+    // beta: [H]
+    if (p.biasOptional != nullptr) {
+        static const FormMatcher kForms[] = {MatchBiasOptionalForm0};
+        const std::vector<int64_t> shape = ShapeOf(p.biasOptional);
+        std::string err;
+        const int form = MatchForms(shape, kForms, 1, d, err);
+        if (form < 0) {
+            OP_LOGE(ACLNN_ERR_PARAM_INVALID, "biasOptional: shape %s: %s", ListText(shape).c_str(), err.c_str());
+            return ACLNN_ERR_PARAM_INVALID;
+        }
+    }
     // scale: [*Bd, H] or [*Bd, 1, H]
     {
         static const FormMatcher kForms[] = {MatchScaleForm0, MatchScaleForm1};
@@ -774,28 +796,6 @@ aclnnStatus CheckShapes(const Params& p, Dims& d)
         if (form < 0) {
             OP_LOGE(ACLNN_ERR_PARAM_INVALID, "shift: shape %s matches none of [*Bd, H] or [*Bd, 1, H] (%s)",
                     ListText(shape).c_str(), err.c_str());
-            return ACLNN_ERR_PARAM_INVALID;
-        }
-    }
-    // gamma: [H]
-    if (p.weightOptional != nullptr) {
-        static const FormMatcher kForms[] = {MatchWeightOptionalForm0};
-        const std::vector<int64_t> shape = ShapeOf(p.weightOptional);
-        std::string err;
-        const int form = MatchForms(shape, kForms, 1, d, err);
-        if (form < 0) {
-            OP_LOGE(ACLNN_ERR_PARAM_INVALID, "weightOptional: shape %s: %s", ListText(shape).c_str(), err.c_str());
-            return ACLNN_ERR_PARAM_INVALID;
-        }
-    }
-    // beta: [H]
-    if (p.biasOptional != nullptr) {
-        static const FormMatcher kForms[] = {MatchBiasOptionalForm0};
-        const std::vector<int64_t> shape = ShapeOf(p.biasOptional);
-        std::string err;
-        const int form = MatchForms(shape, kForms, 1, d, err);
-        if (form < 0) {
-            OP_LOGE(ACLNN_ERR_PARAM_INVALID, "biasOptional: shape %s: %s", ListText(shape).c_str(), err.c_str());
             return ACLNN_ERR_PARAM_INVALID;
         }
     }
