@@ -85,3 +85,13 @@ def test_the_emitted_aclnn_layer_accepts_the_same_calls_and_refuses_a_shape_no_f
     got = run_runner(runner, lines)
     assert [rc for rc, *_ in got] == [0, 0, 0, 0, 161002], got
     assert got[-1][1].startswith("self: shape [2, 3, 8] matches none of [B, S, H] or [B, 1, H] or [H]"), got[-1]
+    # the package's golden (tests/assets/golden.py) binds the same forms
+    import importlib.util
+
+    path = tmp_path / "addcmul" / "tests" / "assets" / "golden.py"
+    mod_spec = importlib.util.spec_from_file_location("addcmul_golden", path)
+    golden = importlib.util.module_from_spec(mod_spec)
+    mod_spec.loader.exec_module(golden)
+    for *shapes, form in CASES:
+        env, forms = golden._bind(_inputs(shapes), {"value": 0.5})
+        assert forms[0] == form and env["S"] == shapes[1][1], (shapes, forms, env)

@@ -197,7 +197,8 @@ def _match(shape, pattern, env, products=None):
 def _bind(inputs, attrs):
     """Dims of the call and the shape form of each multi-form input (inputs assumed valid)."""
     env, forms, products = {}, {}, []
-    for name in _INPUTS:
+    # inputs of one shape (or of an attribute's pick) first, then those of several forms, each its first agreeing
+    for name in sorted(_INPUTS, key=lambda n: len(_SHAPES[n]) > 1 and n not in _FORM_BY):
         a = inputs[name]
         if a is None:
             continue
