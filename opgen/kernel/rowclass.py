@@ -276,7 +276,10 @@ class _Printer:
         segment's 32-byte-aligned interior (a vector instruction's UB operands start on 32-byte boundaries,
         docs/reference/ascendc.md §1.9), then, after the vector work is done (V->S), on the at most 7 + 7 elements
         at the segment's ends by the scalar unit (the same fp32 product or sum), and S->V before the next vector
-        instruction. GM reads: the C // G values of each row once (in COL_SPLIT those of the chunk's segments)."""
+        instruction. That scalar part runs only where some end is off a 32-byte block (segLen, c0_ or n_ not a
+        multiple of 8 fp32 elements): otherwise every segment is whole blocks, and its V->S wait and second GM read of
+        each value are skipped (tests/test_rows_segments.py). GM reads: the values of the chunk's segments, once a
+        chunk where the ends are whole blocks, twice otherwise."""
         if self.addr is None:
             raise SpecError(f"row kernel {self.p.name}: a per-segment operand needs the addressing")
         v = self.p.tensor(i.gm).view
@@ -311,8 +314,12 @@ class _Printer:
                 kir.If((Constraint(">", b, a),), (kir.vec(op, dst=at(dst, a), src0=at(src, a), scalar=scalar,
                                                           count=_ksub(b, a)),)),), inclusive=True,
                      disjoint=True),   # each segment's whole blocks [a, b): no 32-B block of two segments
-            kir.For("j", first, Sym("jEnd"), Lit(1), tuple(bounds) + (
-                kir.For("e", lo, a, Lit(1), (ends,)), kir.For("e", b, hi, Lit(1), (ends,))), inclusive=True),
+            kir.If((Constraint(">", _ksum(_ksum(Bin("%", seg, Lit(8)), Bin("%", c0, Lit(8))), Bin("%", n, Lit(8))),
+                               Lit(0)),),
+                   (kir.For("j", first, Sym("jEnd"), Lit(1), tuple(bounds) + (
+                       kir.For("e", lo, a, Lit(1), (ends,)), kir.For("e", b, hi, Lit(1), (ends,))), inclusive=True),),
+                   doc="a segment end off a 32-byte block: the scalar unit's share (none where the segment length, "
+                       "the chunk's start and its length are whole blocks)"),
         ))
 
     def _at(self, off, stride=None):
