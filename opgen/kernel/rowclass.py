@@ -276,7 +276,10 @@ class _Printer:
         segment's 32-byte-aligned interior (a vector instruction's UB operands start on 32-byte boundaries,
         docs/reference/ascendc.md §1.9), then, after the vector work is done (V->S), on the at most 7 + 7 elements
         at the segment's ends by the scalar unit (the same fp32 product or sum), and S->V before the next vector
-        instruction. GM reads: the C // G values of each row once (in COL_SPLIT those of the chunk's segments)."""
+        instruction. That scalar part runs only where some end is off a 32-byte block (segLen, c0_ or n_ not a
+        multiple of 8 fp32 elements): otherwise every segment is whole blocks, and its V->S wait and second GM read of
+        each value are skipped (tests/test_rows_segments.py). GM reads: the values of the chunk's segments, once a
+        chunk where the ends are whole blocks, twice otherwise."""
         if self.addr is None:
             raise SpecError(f"row kernel {self.p.name}: a per-segment operand needs the addressing")
         v = self.p.tensor(i.gm).view
@@ -311,8 +314,12 @@ class _Printer:
                 kir.If((Constraint(">", b, a),), (kir.vec(op, dst=at(dst, a), src0=at(src, a), scalar=scalar,
                                                           count=_ksub(b, a)),)),), inclusive=True,
                      disjoint=True),   # each segment's whole blocks [a, b): no 32-B block of two segments
-            kir.For("j", first, Sym("jEnd"), Lit(1), tuple(bounds) + (
-                kir.For("e", lo, a, Lit(1), (ends,)), kir.For("e", b, hi, Lit(1), (ends,))), inclusive=True),
+            kir.If((Constraint(">", _ksum(_ksum(Bin("%", seg, Lit(8)), Bin("%", c0, Lit(8))), Bin("%", n, Lit(8))),
+                               Lit(0)),),
+                   (kir.For("j", first, Sym("jEnd"), Lit(1), tuple(bounds) + (
+                       kir.For("e", lo, a, Lit(1), (ends,)), kir.For("e", b, hi, Lit(1), (ends,))), inclusive=True),),
+                   doc="a segment end off a 32-byte block: the scalar unit's share (none where the segment length, "
+                       "the chunk's start and its length are whole blocks)"),
         ))
 
     def _at(self, off, stride=None):
@@ -1497,7 +1504,8 @@ def _cross_core_nodes(prog: RowProgram, addr: _Addr, cites: Cites) -> list:
     """ROW_SPLIT epilogue as Kernel-IR statements: this core's partial column rows, per-batch partial rows (FlushRow
     wrote them) and partial totals to workspace, SyncAll; each core combines its column slice [r0, r0 + rn) over the
     cores in core order (SumPartials / MaxPartials / MinPartials), finishes and stores it; per-batch ones for each
-    batch split across cores (its cores CoreOfRow(first row) .. CoreOfRow(last row)); core 0 combines the totals;
+    batch split across cores (its cores CoreOfRow(first row) .. CoreOfRow(last row)) in (batch, column slice) items
+    dealt out over all the cores (`_split_batch_nodes`); core 0 combines the totals;
     with a second pass, the complete rows read back by every core and the column values computed from them
     (RowProgram.late, stored by core 0). The slices' sizes come from tiling field colsPerReduceCore."""
     cols = [(a, v) for a, v in _acc_items(prog) if v[0] == "col"]
@@ -1526,30 +1534,13 @@ def _cross_core_nodes(prog: RowProgram, addr: _Addr, cites: Cites) -> list:
             prog, a, name, rm, kir.Call(_partials(prog, a), (Lit(j), Lit(0), r0, rn, Lit(0), last_core, Lit(-1))),
             addr.at(name) if name is not None else Lit(0),
             _read_at_expr(prog, a, None) if a in prog.acc_reads else Lit(0), cites)
+    if body:   # this core's column slice [r0, r0 + rn) of the column reductions
+        out.append(kir.Scope((kir.Let("r0", _kmul(kir.BLOCK_IDX, per)),
+                              kir.Let("rn", kir.Select(Constraint("<", r0, hid), Fn("min", (_ksub(hid, r0), per)),
+                                                       Lit(0))),
+                              kir.If((Constraint(">", rn, Lit(0)),), tuple(body)))))
     if brows:
-        b, seq, start, last = Sym("b"), Sym("seqLen_"), Sym("start"), Sym("last")
-        step: list = [kir.Let("b", Bin("//", start, seq)), kir.Assign("lastBatch", b),
-                      kir.Let("last", kir.Select(Constraint("<", _kmul(_ksum(b, Lit(1)), seq), Sym("rowNum_")),
-                                                 _ksub(_kmul(_ksum(b, Lit(1)), seq), Lit(1)),
-                                                 _ksub(Sym("rowNum_"), Lit(1))))]
-        for j, (a, (_sp, name, rm)) in enumerate(brows):
-            out_at = addr.at(name, b) if name is not None else Lit(0)
-            step += _exchanged_acc_nodes(
-                prog, a, name, rm, kir.Call(_partials(prog, a), (
-                    Lit(len(cols) + j), Lit(len(brows)), r0, rn, kir.Invoke("CoreOfRow", (_kmul(b, seq),)),
-                    kir.Invoke("CoreOfRow", (last,)), b)),
-                out_at, _read_at_expr(prog, a, b) if a in prog.acc_reads else Lit(0), cites)
-        body += [kir.Comment("each batch split across cores (a core's first row inside it), combined once"),
-                 kir.Let("lastBatch", Lit(-1), mutable=True),
-                 kir.For("c", Lit(1), kir.BLOCK_NUM, Lit(1), (
-                     kir.Let("start", kir.Invoke("RowStartOf", (Sym("c"),))),
-                     kir.If((Constraint("!=", Bin("%", start, seq), Lit(0)),
-                             Constraint("!=", Bin("//", start, seq), Sym("lastBatch"))), tuple(step)),
-                 ))]
-    if body:   # this core's column slice [r0, r0 + rn) of the column and per-batch reductions
-        out += [kir.Let("r0", _kmul(kir.BLOCK_IDX, per)),
-                kir.Let("rn", kir.Select(Constraint("<", r0, hid), Fn("min", (_ksub(hid, r0), per)), Lit(0))),
-                kir.If((Constraint(">", rn, Lit(0)),), tuple(body))]
+        out.append(kir.Scope(tuple(_split_batch_nodes(prog, addr, brows, len(cols), cites))))
     if tots:   # core 0 combines the cores' partial totals in core order and writes each total
         t_body: list = []
         for j, (a, (_sp, name, rm)) in enumerate(tots):
@@ -1578,6 +1569,61 @@ def _cross_core_nodes(prog: RowProgram, addr: _Addr, cites: Cites) -> list:
                 for v, g, rm in prog.late_stores])))
     return [kir.Scope((kir.Comment("the cross-core exchange: the reductions over rows completed through workspace"),
                        *out))]
+
+
+def _split_batch_nodes(prog: RowProgram, addr: _Addr, brows: list, first: int, cites: Cites) -> list:
+    """ROW_SPLIT's exchange of the per-batch reductions `brows` ([(accumulator, ("brow", output, round mode))], their
+    workspace rows from `first` on): each batch split across cores (a core's first row inside it) is combined once,
+    over the cores that hold its rows (CoreOfRow(first row) .. CoreOfRow(last row)), in items of (batch, column slice)
+    dealt out over all the cores in turn: item t * bSlices + s (the t-th split batch, columns [s * bCols, ...)) goes
+    to core (t * bSlices + s) % GetBlockNum(). A first scalar pass counts the split batches (splitN); each batch
+    is cut into bSlices = ceil(GetBlockNum() / splitN) slices of bCols = AlignUp(ceil(hidden_ / bSlices), 16)
+    columns (whole 32-byte blocks of a 2-byte output: no two cores write one block), so that every core has an item
+    where there are enough of them and few batches still spread over the cores, each item as wide as that allows:
+    per item the same instructions (a load and an Add per holding core, the finish, a store) cover many columns.
+    Every column of every batch is combined by exactly one core in the cores' order, as before: the same values."""
+    b, seq, start, last = Sym("b"), Sym("seqLen_"), Sym("start"), Sym("last")
+    hid, r0, rn, t, s = Sym("hidden_"), Sym("r0"), Sym("rn"), Sym("t"), Sym("s")
+    slices, cols = Sym("bSlices"), Sym("bCols")
+    split = (Constraint("!=", Bin("%", start, seq), Lit(0)), Constraint("!=", Bin("//", start, seq),
+                                                                        Sym("lastBatch")))
+    step: list = [kir.Let("b", Bin("//", start, seq)), kir.Assign("lastBatch", b),
+                  kir.Let("last", kir.Select(Constraint("<", _kmul(_ksum(b, Lit(1)), seq), Sym("rowNum_")),
+                                             _ksub(_kmul(_ksum(b, Lit(1)), seq), Lit(1)),
+                                             _ksub(Sym("rowNum_"), Lit(1))))]
+    item: list = [kir.Let("r0", _kmul(s, cols)), kir.Let("rn", Fn("min", (_ksub(hid, r0), cols)))]
+    for j, (a, (_sp, name, rm)) in enumerate(brows):
+        out_at = addr.at(name, b) if name is not None else Lit(0)
+        item += _exchanged_acc_nodes(
+            prog, a, name, rm, kir.Call(_partials(prog, a), (
+                Lit(first + j), Lit(len(brows)), r0, rn, kir.Invoke("CoreOfRow", (_kmul(b, seq),)),
+                kir.Invoke("CoreOfRow", (last,)), b)),
+            out_at, _read_at_expr(prog, a, b) if a in prog.acc_reads else Lit(0), cites)
+    mine = Constraint("==", Bin("%", _ksum(_kmul(t, slices), s), kir.BLOCK_NUM), kir.BLOCK_IDX)
+    step += [kir.For("s", Lit(0), Bin("//", _ksum(hid, _ksub(cols, Lit(1))), cols), Lit(1), (
+                 kir.If((mine,), tuple(item)),)),
+             kir.Assign("t", _ksum(t, Lit(1)))]
+    split_n = Sym("splitN")
+    return [
+        kir.Comment("each batch split across cores (a core's first row inside it), combined once: (batch, column "
+                    "slice) items dealt out over the cores"),
+        kir.Let("splitN", Lit(0), mutable=True),
+        kir.Let("lastBatch", Lit(-1), mutable=True),
+        kir.For("c", Lit(1), kir.BLOCK_NUM, Lit(1), (
+            kir.Let("start", kir.Invoke("RowStartOf", (Sym("c"),))),
+            kir.If(split, (kir.Assign("lastBatch", Bin("//", start, seq)), kir.Assign("splitN", _ksum(split_n, Lit(1))))),
+        )),
+        kir.Let("bSlices", Bin("//", _ksum(kir.BLOCK_NUM, _ksub(Fn("max", (split_n, Lit(1))), Lit(1))),
+                               Fn("max", (split_n, Lit(1))))),
+        kir.Let("bCols", _kmul(Bin("//", _ksum(Bin("//", _ksum(hid, _ksub(slices, Lit(1))), slices), Lit(15)),
+                                   Lit(16)), Lit(16))),
+        kir.Assign("lastBatch", Lit(-1)),
+        kir.Let("t", Lit(0), mutable=True),
+        kir.For("c", Lit(1), kir.BLOCK_NUM, Lit(1), (
+            kir.Let("start", kir.Invoke("RowStartOf", (Sym("c"),))),
+            kir.If(split, tuple(step)),
+        )),
+    ]
 
 
 def _total_store_nodes(prog: RowProgram, a: str, name: str, rm: str, cites: Cites) -> list:

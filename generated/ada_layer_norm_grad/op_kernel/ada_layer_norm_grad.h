@@ -206,44 +206,67 @@ private:
                             n_);      // spec: ada_layer_norm_grad.py:78
             PipeBarrier<PIPE_ALL>();  // the partial rows are in GM before any core reads them
             SyncAll();
-            const int64_t r0 = GetBlockIdx() * td_->colsPerReduceCore;
-            const int64_t rn =
-                r0 < hidden_ ? (hidden_ - r0 < td_->colsPerReduceCore ? hidden_ - r0 : td_->colsPerReduceCore) : 0;
-            if (rn > 0) {
-                SumPartials(0, 0, r0, rn, 0, GetBlockNum() - 1, -1);
-                PipeBarrier<PIPE_V>();  // workBuf_: V has written it before V reads it
-                StoreRow<U>(gm_pd_gamma[r0], w_[0], RoundMode::CAST_RINT, rn);  // spec: ada_layer_norm_grad.py:77
-                event_t evt_1 = static_cast<event_t>(GetTPipePtr()->FetchEventID(HardEvent::V_MTE2));
-                SetFlag<HardEvent::V_MTE2>(evt_1);  // workBuf_: V has read it before MTE2 overwrites it
-                WaitFlag<HardEvent::V_MTE2>(evt_1);
-                PipeBarrier<PIPE_V>();  // workBuf_: V has read it before V overwrites it
-                SumPartials(1, 0, r0, rn, 0, GetBlockNum() - 1, -1);
-                PipeBarrier<PIPE_V>();  // workBuf_: V has written it before V reads it
-                StoreRow<U>(gm_pd_beta[r0], w_[0], RoundMode::CAST_RINT, rn);  // spec: ada_layer_norm_grad.py:78
-                // each batch split across cores (a core's first row inside it), combined once
+            {
+                const int64_t r0 = GetBlockIdx() * td_->colsPerReduceCore;
+                const int64_t rn =
+                    r0 < hidden_ ? (hidden_ - r0 < td_->colsPerReduceCore ? hidden_ - r0 : td_->colsPerReduceCore) : 0;
+                if (rn > 0) {
+                    SumPartials(0, 0, r0, rn, 0, GetBlockNum() - 1, -1);
+                    PipeBarrier<PIPE_V>();  // workBuf_: V has written it before V reads it
+                    StoreRow<U>(gm_pd_gamma[r0], w_[0], RoundMode::CAST_RINT, rn);  // spec: ada_layer_norm_grad.py:77
+                    event_t evt_1 = static_cast<event_t>(GetTPipePtr()->FetchEventID(HardEvent::V_MTE2));
+                    SetFlag<HardEvent::V_MTE2>(evt_1);  // workBuf_: V has read it before MTE2 overwrites it
+                    WaitFlag<HardEvent::V_MTE2>(evt_1);
+                    PipeBarrier<PIPE_V>();  // workBuf_: V has read it before V overwrites it
+                    SumPartials(1, 0, r0, rn, 0, GetBlockNum() - 1, -1);
+                    PipeBarrier<PIPE_V>();  // workBuf_: V has written it before V reads it
+                    StoreRow<U>(gm_pd_beta[r0], w_[0], RoundMode::CAST_RINT, rn);  // spec: ada_layer_norm_grad.py:78
+                }
+            }
+            {
+                // each batch split across cores (a core's first row inside it), combined once: (batch, column slice) items dealt out over the cores
+                int64_t splitN = 0;
                 int64_t lastBatch = -1;
+                for (int64_t c = 1; c < GetBlockNum(); ++c) {
+                    const int64_t start = RowStartOf(c);
+                    if (start % seqLen_ != 0 && start / seqLen_ != lastBatch) {
+                        lastBatch = start / seqLen_;
+                        splitN += 1;
+                    }
+                }
+                const int64_t bSlices = (GetBlockNum() + ((splitN > 1 ? splitN : 1) - 1)) / (splitN > 1 ? splitN : 1);
+                const int64_t bCols = ((hidden_ + (bSlices - 1)) / bSlices + 15) / 16 * 16;
+                lastBatch = -1;
+                int64_t t = 0;
                 for (int64_t c = 1; c < GetBlockNum(); ++c) {
                     const int64_t start = RowStartOf(c);
                     if (start % seqLen_ != 0 && start / seqLen_ != lastBatch) {
                         const int64_t b = start / seqLen_;
                         lastBatch = b;
                         const int64_t last = (b + 1) * seqLen_ < rowNum_ ? (b + 1) * seqLen_ - 1 : rowNum_ - 1;
-                        event_t evt_2 = static_cast<event_t>(GetTPipePtr()->FetchEventID(HardEvent::V_MTE2));
-                        SetFlag<HardEvent::V_MTE2>(evt_2);  // workBuf_: V has read it before MTE2 overwrites it
-                        WaitFlag<HardEvent::V_MTE2>(evt_2);
-                        PipeBarrier<PIPE_V>();  // workBuf_: V has read it before V overwrites it
-                        SumPartials(2, 2, r0, rn, CoreOfRow(b * seqLen_), CoreOfRow(last), b);
-                        PipeBarrier<PIPE_V>();  // workBuf_: V has written it before V reads it
-                        StoreRow<T>(gm_pd_scale[b * hidden_ + r0], w_[0], RoundMode::CAST_RINT,
-                                    rn);  // spec: ada_layer_norm_grad.py:71
-                        event_t evt_3 = static_cast<event_t>(GetTPipePtr()->FetchEventID(HardEvent::V_MTE2));
-                        SetFlag<HardEvent::V_MTE2>(evt_3);  // workBuf_: V has read it before MTE2 overwrites it
-                        WaitFlag<HardEvent::V_MTE2>(evt_3);
-                        PipeBarrier<PIPE_V>();  // workBuf_: V has read it before V overwrites it
-                        SumPartials(3, 2, r0, rn, CoreOfRow(b * seqLen_), CoreOfRow(last), b);
-                        PipeBarrier<PIPE_V>();  // workBuf_: V has written it before V reads it
-                        StoreRow<T>(gm_pd_shift[b * hidden_ + r0], w_[0], RoundMode::CAST_RINT,
-                                    rn);  // spec: ada_layer_norm_grad.py:72
+                        for (int64_t s = 0; s < (hidden_ + (bCols - 1)) / bCols; ++s) {
+                            if ((t * bSlices + s) % GetBlockNum() == GetBlockIdx()) {
+                                const int64_t r0 = s * bCols;
+                                const int64_t rn = hidden_ - r0 < bCols ? hidden_ - r0 : bCols;
+                                event_t evt_2 = static_cast<event_t>(GetTPipePtr()->FetchEventID(HardEvent::V_MTE2));
+                                SetFlag<HardEvent::V_MTE2>(evt_2);  // workBuf_: V has read it before MTE2 overwrites it
+                                WaitFlag<HardEvent::V_MTE2>(evt_2);
+                                PipeBarrier<PIPE_V>();  // workBuf_: V has read it before V overwrites it
+                                SumPartials(2, 2, r0, rn, CoreOfRow(b * seqLen_), CoreOfRow(last), b);
+                                PipeBarrier<PIPE_V>();  // workBuf_: V has written it before V reads it
+                                StoreRow<T>(gm_pd_scale[b * hidden_ + r0], w_[0], RoundMode::CAST_RINT,
+                                            rn);  // spec: ada_layer_norm_grad.py:71
+                                event_t evt_3 = static_cast<event_t>(GetTPipePtr()->FetchEventID(HardEvent::V_MTE2));
+                                SetFlag<HardEvent::V_MTE2>(evt_3);  // workBuf_: V has read it before MTE2 overwrites it
+                                WaitFlag<HardEvent::V_MTE2>(evt_3);
+                                PipeBarrier<PIPE_V>();  // workBuf_: V has read it before V overwrites it
+                                SumPartials(3, 2, r0, rn, CoreOfRow(b * seqLen_), CoreOfRow(last), b);
+                                PipeBarrier<PIPE_V>();  // workBuf_: V has written it before V reads it
+                                StoreRow<T>(gm_pd_shift[b * hidden_ + r0], w_[0], RoundMode::CAST_RINT,
+                                            rn);  // spec: ada_layer_norm_grad.py:72
+                            }
+                        }
+                        t += 1;
                     }
                 }
             }
