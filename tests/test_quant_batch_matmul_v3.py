@@ -519,3 +519,31 @@ def test_an_int8_x1_stored_k_by_m_is_refused_for_a_soc_without_an_l0a_transposin
         '{False: [M, K], True: [K, M]}, form_by="transpose_x1"', '{False: [M, K]}, form_by="transpose_x1"'))
     u = kernel_build(load_spec(str(q)))
     assert not any(x.trans_a for x in u.lowered.extra["layouts"].values())
+
+
+def test_the_int8_x1_transpose_refusal_reads_the_soc_table(tmp_path, monkeypatch):
+    """Whether a SoC has the L1 -> L0A transposing load is the table's l0a_transpose_load, not its arch's name: with
+    ascend950's row stating it, the spec listing A5 lowers the transpose_x1 = true class (LoadDataWithTranspose into
+    L0A); with one of ascend910_93's rows stating its absence, the spec of A2 / A3 alone is refused naming that SoC,
+    its arch and the capability."""
+    import dataclasses
+
+    from opgen.platforms import PLATFORMS
+
+    src = SPEC.read_text().replace("socs=(A2, A3)", "socs=(A2, A3, A5)").replace(
+        "from opgen.dsl import A2, A3,", "from opgen.dsl import A2, A3, A5,")
+    p = tmp_path / "qbm_950.py"
+    p.write_text(src)
+    with monkeypatch.context() as m:
+        m.setitem(PLATFORMS, "ascend950", dataclasses.replace(PLATFORMS["ascend950"], l0a_transpose_load=True))
+        u = kernel_build(load_spec(str(p)))
+        assert any(x.trans_a for x in u.lowered.extra["layouts"].values())
+    a3 = next(k for k, v in PLATFORMS.items() if v.soc_key == "ascend910_93")
+    monkeypatch.setitem(PLATFORMS, a3, dataclasses.replace(PLATFORMS[a3], l0a_transpose_load=False))
+    q = tmp_path / "qbm_a2_a3.py"   # a file of its own: load_spec / kernel_build memoise the example's build
+    q.write_text(SPEC.read_text())
+    with pytest.raises(NoKernel) as e:
+        kernel_build(load_spec(str(q)))
+    msg = str(e.value).split(" [cube family]")[0]
+    assert "SoC ascend910_93 (arch dav-2201) does not have" in msg and "l0a_transpose_load false" in msg \
+        and "transpose_x1=True" in msg, msg

@@ -59,8 +59,8 @@ views"): an operand reached from its input through permutes (and casts) whose st
 matrix's axes, its batch axes adjacent and in order (`_operand_view`), and an output written through a permute that
 keeps N innermost (`_output_view`), are read / written at the row pitch and batch stride of the tiling fields
 <role>RowStride / <role>BatchStride (`view_fields`), nothing copied; other permutations are refused naming the
-tensor and the rule. An int8 Aᵀ is refused for a SoC of the spec without an L1 -> L0A transposing load
-(`L0A_TRANSPOSING_LOAD`).
+tensor and the rule. An int8 Aᵀ is refused for a SoC of the spec without an L1 -> L0A transposing load (the
+capability l0a_transpose_load of opgen/platforms' table, `_refuse_without_l0a_transpose`).
 
 Provenance: each statement's comment ends in the `// spec: file.py:N` trace of the spec line it comes from (the
 matmul's line for the copies, loads, Mmad and Fixpipe; each epilogue step's own line; the output cast's for the
@@ -97,7 +97,7 @@ from opgen.kernel.rowfexpr import parse as parse_scalar
 from opgen.kernel.rowprog import (ROUND_MODES, VECTOR_BINARY, VECTOR_UNARY, Instr, RowProgram, _allocate,
                                   _float_literal, instr_op, lower_elementwise)
 from opgen.names import cpp_name
-from opgen.platforms import PLATFORMS
+from opgen.platforms import having, lacking, soc_platforms
 
 CTYPE = {"f32": "float", "f16": "half", "bf16": "bfloat16_t", "i8": "int8_t", "i32": "int32_t"}
 """C++ element type of each dtype the cube kernel reads (f16 / bf16, int8) or writes (also f32, int32)."""
@@ -417,20 +417,14 @@ def _output_view(out: str, stored: list, node) -> tuple:
     return (_stride(stored, pos[r - 2]), _stride(stored, bpos[-1]) if bpos else ())
 
 
-L0A_TRANSPOSING_LOAD = frozenset({"dav-2201"})
-"""The archs whose L1 -> L0A path has LoadDataWithTranspose, which an int8 Aᵀ takes (its 32 x 32 squares into
-L0A's ZZ): 2201 (Atlas A2 / A3). Not 3510 (Ascend 950): asc-devkit's dav_3510 implementation of the L1 -> L0A
-transposing load only asserts that the device does not support it (docs/reference/ascendc.md §1.10 "Transposing
-load of int8 fractals")."""
-
-
 def _refuse_without_l0a_transpose(spec, inp: str, stored: list, mm) -> None:
-    """Raises Unsupported when a SoC of the spec (spec.socs, their arch from opgen/platforms) has no L1 -> L0A
-    transposing load (L0A_TRANSPOSING_LOAD), which the int8 operand `inp` stored [K, M] (shape `stored`) needs:
-    naming the SoC, its arch and what selects the form (the static attribute and value whose shape form it is,
-    `form_by`, else the matmul's transpose_a at its spec line)."""
-    archs = {p.soc_key: p.arch for p in PLATFORMS.values()}
-    bad = [s for s in spec.socs if archs.get(s) not in L0A_TRANSPOSING_LOAD]
+    """Raises Unsupported when a SoC of the spec (spec.socs) lacks the capability l0a_transpose_load in
+    opgen/platforms (an L1 -> L0A transposing load, LoadDataWithTranspose into A2: on arch 2201, not on 3510, whose
+    asc-devkit form only asserts that the device does not support it; docs/reference/ascendc.md §1.10 "Transposing
+    load of int8 fractals"), which the int8 operand `inp` stored [K, M] (shape `stored`) needs: naming the SoC, its
+    arch, the capability, the SoCs that have it and what selects the form (the static attribute and value whose shape
+    form it is, `form_by`, else the matmul's transpose_a at its spec line)."""
+    bad = lacking(spec.socs, "l0a_transpose_load")
     if not bad:
         return
     decl = next((i for i in spec.inputs if i.name == inp), None)
@@ -441,11 +435,13 @@ def _refuse_without_l0a_transpose(spec, inp: str, stored: list, mm) -> None:
         if here in shapes:
             what = f"the attribute {decl.form_by}={decl.choices[shapes.index(here)]!r}"
     soc = bad[0]
+    arch = "/".join(dict.fromkeys(p.arch for p in soc_platforms((soc,))))
+    have = having("l0a_transpose_load")
     raise Unsupported(mm.result.name, mm.loc, f"int8 {inp} stored [{', '.join(str(d) for d in stored)}] ({what}) "
-                      f"is moved into L0A by LoadDataWithTranspose, which SoC {soc} (arch {archs.get(soc, '?')}) "
-                      f"does not have (an L1 -> L0A transposing load exists on "
-                      f"{', '.join(sorted(L0A_TRANSPOSING_LOAD))} only): drop {soc} from the spec's socs, or that "
-                      f"value of the attribute")
+                      f"is moved into L0A by LoadDataWithTranspose, which SoC {soc} (arch {arch}) does not have "
+                      f"(platforms.json: l0a_transpose_load false; the SoCs with an L1 -> L0A transposing load: "
+                      f"{', '.join(have) if have else 'none'}): drop {soc} from the spec's socs, or that value of "
+                      f"the attribute")
 
 
 def _int8_product(mm, vals, prod, a, b, ta, tb) -> str:
