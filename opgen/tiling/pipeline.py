@@ -28,6 +28,7 @@ from typing import Callable, TextIO
 
 import networkx as nx
 
+from opgen.dsl.spec import short_loc
 from opgen.errors import IRError
 from opgen.kernel.family import NoKernel, _rel, choose
 from opgen.kernel.rowlayout import Unsupported
@@ -238,7 +239,23 @@ def compile_unit(spec, key=None, until: str | None = None, dump_after=None, inst
     unit = Unit(spec, key0, {key0: G}, only_key0, tuple(inst))
     if until in tensor_pass_names():
         return unit
+    _refuse_static_dtypes(spec)
     return run_passes(KERNEL_PASSES, unit, inst, until)
+
+
+def _refuse_static_dtypes(spec) -> None:
+    """Raises NoKernel for a spec with static dtype variables (OpSpec.dtype_vars(static=True): one specialisation
+    per dtype, docs/design.md "Dtype variables that select the body"), naming the first input one types: no kernel
+    family keys its classes by a dtype yet (their classes are keyed by static attributes, presences and shape
+    forms; the dtype row selects only the template types)."""
+    sv = spec.static_dtype_vars
+    if not sv:
+        return
+    i = next(i for i in spec.inputs if getattr(i.dtype, "name", None) in sv)
+    raise NoKernel(spec.name, i.name, _rel(short_loc(i.loc)) if i.loc else "",
+                   f"input {i.name} is typed by {i.dtype.name}, a static dtype variable (dtype_vars(static=True): one "
+                   f"specialisation of the body per dtype); no kernel family lowers specialisations that differ by a "
+                   f"dtype yet (their classes are keyed by static attributes, presences and shape forms)", "none")
 
 
 def kernel_build(spec) -> Unit:
