@@ -102,13 +102,44 @@ def test_the_keys_carry_the_static_dtype(tmp_path):
     assert any(n.op == "add" and str(g.values()[n.result.name].type.dtype).endswith("i32") for n in g.nodes)
 
 
-def test_a_kernel_family_without_dtype_keys_refuses_it(tmp_path):
-    """No family lowers classes keyed by a dtype yet: the refusal names the input and the variable."""
-    spec = _spec(tmp_path)
+ROWS = '''\
+from opgen.dsl import A2, A3, OpSpec, f32, i32
+
+spec = OpSpec("AddByDtype", aclnn="aclnnAddByDtype", socs=(A2, A3), round="rint", doc="x plus b")
+N = spec.dim("N", max=65535)
+(B,) = spec.dtype_vars("B", static=True)
+spec.input("x", f32, [N])
+spec.input("w", B, [N])
+spec.output("y", f32, [N])
+spec.dtypes((B,), [(i32,), (f32,)])
+
+
+@spec.body
+def _(b, x, w):
+    return {"y": x + (w.cast(f32) if w.dtype == i32 else w)}
+'''
+
+
+def test_a_family_without_dtype_keys_refuses_it(tmp_path):
+    """A family whose classes are not keyed by a dtype (the rows family) refuses the spec naming the input, the
+    variable and the family."""
+    spec = _spec(tmp_path, ROWS, "rows.py")
     with pytest.raises(NoKernel) as e:
         kernel_build(spec)
     msg = str(e.value)
-    assert "%bias" in msg and "BIAS, a static dtype variable" in msg and "qbm_bias.py:12" in msg, msg
+    assert "%w" in msg and "B, a static dtype variable" in msg and "rows.py:7" in msg and "family" in msg, msg
+
+
+def test_the_cube_family_keys_its_classes_by_the_static_dtype(tmp_path):
+    """The cube family lowers one class per (attrKey, BIAS): the int32 bias on the cube (bias table), the fp32 bias
+    an epilogue add after the scale; each key's class is its dtype's."""
+    spec = _spec(tmp_path)
+    u = kernel_build(spec)
+    lays = u.lowered.extra["layouts"]
+    for k in spec.keys():
+        want = ("bias", "i32") if spec.static_dtypes(k)["BIAS"].value == "i32" else ()
+        assert lays[k].bias == want, spec.key_text(k)
+    assert len({id(c) for c in u.lowered.programs.values()}) == 2
 
 
 def test_static_dtype_variables_type_inputs_only(tmp_path):
