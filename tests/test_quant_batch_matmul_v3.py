@@ -173,9 +173,9 @@ def _close(got, ref, dt: str) -> bool:
 
 
 def test_the_example_layout_int8_fractals_and_the_epilogue():
-    """QuantBatchMatmulV3: one class per transpose_x2 value (x2 [K, N]: LoadDataWithTranspose and Mmad n = nPad,
-    32-aligned; x2 [N, K]: one plain LoadData), each for the bias present and absent; int8 operands (K padded to
-    32, C0 of int8), an int32 L0C and workspace, the AIVs' int32 -> fp32 Cast before the scale; no K split (kSplit
+    """QuantBatchMatmulV3: one class per transpose_x2 value and bias dtype (x2 [K, N]: LoadDataWithTranspose and Mmad
+    n = nPad, 32-aligned; x2 [N, K]: one plain LoadData), each for the bias present and absent; int8 operands (K
+    padded to 32, C0 of int8), an int32 L0C and workspace, the AIVs' int32 -> fp32 Cast before the scale; no K split (kSplit
     1 even where the fp16 tiling would split: few blocks, long K), baseK, baseKL1 and baseN multiples of 32."""
     import dataclasses
 
@@ -188,15 +188,17 @@ def test_the_example_layout_int8_fractals_and_the_epilogue():
     from opgen.kernel.cube import CubeFamily
 
     lays = CubeFamily().layouts(u.lowered)
-    # per (transpose_x1, transpose_x2) a class per scale form: [N] a column row of each pass, [1] one value read by
-    # the scalar unit; attrKey = index(transpose_x1) + 2 index(transpose_x2), the form key the fastest
-    assert [x.trans_b for x in lays] == [False] * 4 + [True] * 4
-    assert [x.trans_a for x in lays] == [False, False, True, True] * 2
-    assert all(x.acc == "i32" and x.mixed and not x.bias for x in lays)
+    # per (transpose_x1, transpose_x2) and bias dtype (BIAS f32, then i32: the static dtype variable) a class per
+    # scale form: [N] a column row of each pass, [1] one value read by the scalar unit; attrKey = index(transpose_x1)
+    # + 2 index(transpose_x2), the form key the fastest; an int32 bias on the cube (under its presence)
+    assert [x.trans_b for x in lays] == [False] * 8 + [True] * 8
+    assert [x.trans_a for x in lays] == [False] * 4 + [True] * 4 + [False] * 4 + [True] * 4
+    assert [x.bias for x in lays] == [(), (), ("bias", "i32"), ("bias", "i32")] * 4
+    assert all(x.acc == "i32" and x.mixed for x in lays)
     assert u.lowered.extra["form_key"]
     classes = {id(c): c for c in u.lowered.programs.values()}
-    assert len(classes) == 8
-    assert sum(K.reads_gm_scalar(c) for c in classes.values()) == 4
+    assert len(classes) == 16
+    assert sum(K.reads_gm_scalar(c) for c in classes.values()) == 8
     for c in classes.values():
         lets = {s.name: s.value for s in K.walk(c.process) if isinstance(s, K.Let)}
         assert lets["kPad"] == K.Fn("align_up", (K.Sym("kt"), K.Lit(32)))   # int8's C0: K padded to 32, not 16
@@ -519,3 +521,172 @@ def test_an_int8_x1_stored_k_by_m_is_refused_for_a_soc_without_an_l0a_transposin
         '{False: [M, K], True: [K, M]}, form_by="transpose_x1"', '{False: [M, K]}, form_by="transpose_x1"'))
     u = kernel_build(load_spec(str(q)))
     assert not any(x.trans_a for x in u.lowered.extra["layouts"].values())
+
+
+def test_the_int8_x1_transpose_refusal_reads_the_soc_table(tmp_path, monkeypatch):
+    """Whether a SoC has the L1 -> L0A transposing load is the table's l0a_transpose_load, not its arch's name: with
+    ascend950's row stating it, the spec listing A5 lowers the transpose_x1 = true class (LoadDataWithTranspose into
+    L0A); with one of ascend910_93's rows stating its absence, the spec of A2 / A3 alone is refused naming that SoC,
+    its arch and the capability."""
+    import dataclasses
+
+    from opgen.platforms import PLATFORMS
+
+    src = SPEC.read_text().replace("socs=(A2, A3)", "socs=(A2, A3, A5)").replace(
+        "from opgen.dsl import A2, A3,", "from opgen.dsl import A2, A3, A5,")
+    p = tmp_path / "qbm_950.py"
+    p.write_text(src)
+    with monkeypatch.context() as m:
+        m.setitem(PLATFORMS, "ascend950", dataclasses.replace(PLATFORMS["ascend950"], l0a_transpose_load=True))
+        u = kernel_build(load_spec(str(p)))
+        assert any(x.trans_a for x in u.lowered.extra["layouts"].values())
+    a3 = next(k for k, v in PLATFORMS.items() if v.soc_key == "ascend910_93")
+    monkeypatch.setitem(PLATFORMS, a3, dataclasses.replace(PLATFORMS[a3], l0a_transpose_load=False))
+    q = tmp_path / "qbm_a2_a3.py"   # a file of its own: load_spec / kernel_build memoise the example's build
+    q.write_text(SPEC.read_text())
+    with pytest.raises(NoKernel) as e:
+        kernel_build(load_spec(str(q)))
+    msg = str(e.value).split(" [cube family]")[0]
+    assert "SoC ascend910_93 (arch dav-2201) does not have" in msg and "l0a_transpose_load false" in msg \
+        and "transpose_x1=True" in msg, msg
+
+
+INT32_BIAS = '''
+from opgen.dsl import A2, A3, OpSpec, bf16, f16, f32, i8, i32
+
+spec = OpSpec("QuantMmI32Bias", aclnn="aclnnQuantMmI32Bias", socs=(A2, A3), round="rint",
+              doc="int8 product plus an int32 bias in the int32 sums, then the dequantisation scale")
+M = spec.dim("M", max=65535)
+K = spec.dim("K", max=65535)
+N = spec.dim("N", max=65535)
+(Y,) = spec.dtype_vars("Y")
+spec.input("x1", i8, [M, K])
+spec.input("x2", i8, {x2})
+spec.input("scale", f32, [N])
+spec.input("bias", i32, [N], optional=True)
+spec.output("y", Y, [M, N])
+spec.dtypes((Y,), [(bf16,), (f16,)])
+spec.example_call({{"M": 37, "K": 50, "N": 45}})
+
+
+@spec.body
+def _(b, x1, x2, scale, bias):
+    acc = b.matmul(x1.cast(i32), x2.cast(i32), transpose_b={tb})
+    if bias is not None:   # aclnnQuantMatmulV4's INT32 bias: (x1 @ x2 + bias) * scale
+        acc = acc + bias
+    return {{"y": (acc.cast(f32) * scale).cast(Y, "rint")}}
+'''
+
+
+def _int32_bias_case(tmp_path, tb: bool):
+    p = tmp_path / f"qmm_i32_bias_{int(tb)}.py"
+    p.write_text(INT32_BIAS.format(x2="[N, K]" if tb else "[K, N]", tb=tb))
+    return p
+
+
+def _int32_bias_inputs(M, K, N, tb, bias, seed):
+    rng = np.random.default_rng(seed)
+    x = {"x1": _int8(rng, (M, K)), "x2": _int8(rng, (N, K) if tb else (K, N)),
+         "scale": (rng.random(N) * 1e-5 + 1e-6).astype(np.float32),   # |y| < 2.5e4: inside fp16's range
+         "bias": rng.integers(-2 ** 30, 2 ** 30, N).astype(np.int32) if bias else None}
+    if bias:
+        x["bias"][:2] = (2 ** 31 - 1 - 2 ** 21, -2 ** 31 + 2 ** 21)   # near the int32 range, the sums still inside
+    return x
+
+
+def _int32_bias_ref(x, tb):
+    """float64 of (x1 @ x2 + bias) * scale, the int32 sum exact (|sum| < 2^31 here)."""
+    b = x["x2"].astype(np.float64)
+    acc = x["x1"].astype(np.float64) @ (b.T if tb else b)
+    if x["bias"] is not None:
+        acc = acc + x["bias"].astype(np.float64)
+    assert np.abs(acc).max() < 2 ** 31
+    return acc * x["scale"].astype(np.float64)
+
+
+def test_an_int32_bias_is_added_in_the_bias_table_before_the_scale(tmp_path):
+    """The add of an int32 [N] input to the int8 product's int32 result, before its cast to f32, is the cube's: the
+    row GM -> L1 -> bias table as int32 (LoadBias int32_t into int32_t) and the first K chunk's Mmad starting at it,
+    under the bias's presence; the AIVs' epilogue starts from the cast (the scale only). Odd M 37, K 50, N 45 on
+    the Kernel IR interpreter against float64 (bias values up to near 2^31; the bias after the scale would be off by
+    orders of magnitude), bias present and absent, x2 [K, N] and [N, K], fp16 and bf16."""
+    from opgen.check import run_check
+    from opgen.kernel import kir as K
+
+    for tb in (False, True):
+        p = _int32_bias_case(tmp_path, tb)
+        u = kernel_build(load_spec(str(p)))
+        lay = next(iter(u.lowered.extra["layouts"].values()))
+        assert lay.bias == ("bias", "i32") and lay.acc == "i32" and [st[0] for st in lay.steps][:2] == ["acc", "load"]
+        cls = next(iter(u.lowered.programs.values()))
+        text = K.to_cpp(cls)
+        assert "LocalTensor<int32_t> bt" in text or "int32_t> bt =" in text, text[:2000]
+        for bias, dt in ((True, "float16"), (True, "bfloat16"), (False, "float16")):
+            x = _int32_bias_inputs(37, 50, 45, tb, bias, 11 + tb)
+            r = run_check(str(p), x, {}, dtypes={"Y": dt}, progress=False, engine="kir")
+            assert not r.faults and r.passed, (tb, bias, dt)
+            assert _close(r.arrays["y"], _int32_bias_ref(x, tb), dt), (tb, bias, dt)
+
+
+@pytest.mark.slow
+def test_an_int32_bias_emulated_equals_float64(tmp_path):
+    """The emitted C++ (DataCopy of the int32 row into the int32 bias table, Mmad with the int32 bias) on the CPU
+    emulation: more blocks than AI Cores (M 300, K 333, N 70), x2 [K, N], bias present, fp16 and bf16."""
+    from opgen.check import run_check
+    from opgen.codegen import write_ops
+
+    p = _int32_bias_case(tmp_path, False)
+    write_ops([str(p)], tmp_path / "gen", jobs=1)
+    for dt in ("float16", "bfloat16"):
+        x = _int32_bias_inputs(300, 333, 70, False, True, 13)
+        r = run_check(str(p), x, {}, dtypes={"Y": dt}, gen_dir=str(tmp_path / "gen"), progress=False)
+        assert not r.faults and r.passed, dt
+        assert _close(r.arrays["y"], _int32_bias_ref(x, False), dt), dt
+
+
+def _i32_bias_inputs(m, k, n, seed, pertoken, tx2):
+    """_inputs with an int32 bias [n] in [-2^20, 2^20) (the int32 sums stay inside int32; y inside fp16's range)."""
+    x = _inputs(m, k, n, False, seed, pertoken=pertoken, tx2=tx2)
+    x["bias"] = np.random.default_rng(seed + 100).integers(-2 ** 20, 2 ** 20, n).astype(np.int32)
+    return x
+
+
+def _i32_bias_ref(x, tx2):
+    """float64 of aclnnQuantMatmulV4's INT32-bias formula: (x1 @ x2 + bias) * scale (* pertokenScaleOptional)."""
+    x1, x2 = np.asarray(x["x1"], np.float64), np.asarray(x["x2"], np.float64)
+    y = (x1 @ (x2.T if tx2 else x2) + np.asarray(x["bias"], np.float64)) * np.asarray(x["scale"], np.float64)
+    if x.get("pertoken_scale") is not None:
+        y = y * np.asarray(x["pertoken_scale"], np.float64)[:, None]
+    return y
+
+
+@pytest.mark.parametrize("tx2,dt,pertoken", [(False, "bfloat16", True), (True, "float16", False),
+                                             (False, "float16", False)])
+def test_the_examples_int32_bias_enters_before_the_scale_on_the_kernel_ir(tx2, dt, pertoken):
+    """QuantBatchMatmulV3 with an int32 bias (BIAS = i32, a static dtype variable: its own class, the bias in the
+    int32 bias table) against float64 of (x1 @ x2 + bias) * scale (* pertoken), odd M 37, K 50, N 45; the fp32 bias
+    formula would be far off. The fp32 bias of the same call site keeps the other class (the add after the scales)."""
+    from opgen.check import run_check
+
+    x = _i32_bias_inputs(37, 50, 45, 21, pertoken, tx2)
+    r = run_check(str(SPEC), x, {"transpose_x2": tx2}, dtypes={"Y": dt}, progress=False, engine="kir")
+    assert not r.faults and r.passed
+    ref = _i32_bias_ref(x, tx2)
+    assert _close(r.arrays["y"], ref, dt)
+    after = {**x, "bias": x["bias"].astype(np.float64)}
+    assert np.max(np.abs(_ref(after, tx2) - ref)) > 100   # the other order: not what the kernel computed
+    spec = load_spec(str(SPEC))
+    assert [d.value for d in spec.bind(x, {"transpose_x2": tx2}, {"Y": dt}).key.dtypes] == ["i32"]
+
+
+@pytest.mark.slow
+@pytest.mark.parametrize("dims,dt,tx2", [((37, 50, 45), "float16", True), ((300, 333, 70), "bfloat16", False)])
+def test_the_examples_int32_bias_emulated_equals_float64(examples_gen, dims, dt, tx2):
+    """The emitted C++ of the int32-bias classes (the entry instantiating, per dtype row, the class of its BIAS):
+    odd M / K / N and more blocks than AI Cores, x2 in both stored shapes, fp16 and bf16."""
+    from opgen.check import run_check
+
+    x = _i32_bias_inputs(*dims, 23, False, tx2)
+    r = run_check(str(SPEC), x, {"transpose_x2": tx2}, dtypes={"Y": dt}, gen_dir=examples_gen, progress=False)
+    assert not r.faults and r.passed
+    assert _close(r.arrays["y"], _i32_bias_ref(x, tx2), dt)

@@ -19,12 +19,18 @@ ROOT = Path(__file__).resolve().parent.parent
 
 def _brute_force_keys(spec) -> list:
     """Every combination of static attributes x presence x shape forms (an absent input's first form only; an
-    accepts="absent" input never present), in
+    accepts="absent" input never present) x the static dtype variables' values (OpSpec.dtype_vars(static=True)), in
     keys()' documented order, kept when no static check fails: the definition of keys(), walked exhaustively."""
     opts = [i for i in spec.inputs if i.optional]
     free = [i for i in opts if i.when is None and not i.absent_only]
     gated = [i for i in opts if i.when is not None or i.absent_only]   # accepts="absent": never present
     multi = [i for i in spec.inputs if len(i.shapes) > 1]
+    # the static dtype variables' value tuples, each once, in dtype-row order (innermost: one key per tuple)
+    dts = []
+    for r in spec.dtype_rows:
+        d = tuple(r[n] for n in spec.static_dtype_vars)
+        if d not in dts:
+            dts.append(d)
     out = []
     for st in itertools.product(*[a.choices for a in spec.static_attrs]):
         attrs = {a.name: v for a, v in zip(spec.static_attrs, st)}
@@ -38,7 +44,8 @@ def _brute_force_keys(spec) -> list:
                     continue
                 for forms in itertools.product(*[(i.form_of(attrs),) if i.form_by is not None else
                                                  range(len(i.shapes)) if present[i.name] else (0,) for i in multi]):
-                    out.append(SpecKey(tuple(st), tuple(present[i.name] for i in opts), tuple(forms)))
+                    for d in dts or [()]:
+                        out.append(SpecKey(tuple(st), tuple(present[i.name] for i in opts), tuple(forms), d))
     return out
 
 

@@ -134,7 +134,7 @@ def launch(spec, bound, slots: list, platform, deterministic: bool = False) -> K
         # every presence of its optional inputs)
         forms = unit.lowered.extra.get("form_key")
         k = next((c for key, c in unit.lowered.programs.items() if key.static == bound.key.static
-                  and (not forms or key.forms == bound.key.forms)), None)
+                  and key.dtypes == bound.key.dtypes and (not forms or key.forms == bound.key.forms)), None)
         if k is None:   # not reached: every specialisation has a class (a guard, never another class's run)
             raise NotKernelIR(f"--engine kir: {spec.name}: no kernel class serves {bound.key}; use --engine emu")
         lay = unit.lowered.layout

@@ -21,20 +21,20 @@ def emit_cube_kernel(spec, lowered, tiling) -> dict[str, str]:
     (`lowered`: the layouts and {key: KernelClass}): every class printed, and the entry testing each tiling key
     (attrKey x dtype row; x form key where the inputs' shape forms select the class, CubeFamily.lower) to
     instantiate the class of its attrKey (the static attributes select the layout; one class serves every presence
-    of the optional inputs). Raises SpecError when two keys of one attrKey have
+    of the optional inputs) and of the row's static dtypes (SpecKey.dtypes). Raises SpecError when two keys of one attrKey have
     different classes (CubeFamily.lower joins them) or a dtype row binds the operands to a type the cube does not
     take (a guard: gemm_layout refuses such a row as Unsupported at the input's line while matching)."""
     names = [a.name for a in spec.static_attrs]
     split = bool(lowered.extra.get("form_key"))   # the inputs' shape forms select the class (CubeFamily.lower)
     forms = form_key_count(spec) if split else 1
-    by_ak: dict = {}   # (attrKey, form key or None) -> class text
+    by_ak: dict = {}   # (attrKey, form key or None, static dtypes) -> class text
     order: dict = {}   # class text -> class, in the lowering's order
     for key, c in lowered.programs.items():
         ak = attr_key(spec, dict(zip(names, key.static)))
         fk = form_key(spec, key.forms, key.present) if split else None
         text = kir.to_text(c)
         order.setdefault(text, c)
-        if by_ak.setdefault((ak, fk), text) != text:
+        if by_ak.setdefault((ak, fk, key.dtypes), text) != text:
             raise SpecError(f"{spec.name}: the cube family expects one kernel class per attribute combination "
                             f"(attrKey {ak}" + ("" if fk is None else f", form key {fk}") + "), got two")
     lay = lowered.layout
@@ -50,12 +50,13 @@ def emit_cube_kernel(spec, lowered, tiling) -> dict[str, str]:
         if dt not in ("f16", "bf16") and not (dt == "i8" and lay.acc == "i32"):
             raise SpecError(f"{spec.name}: dtype row {r} binds {lay.dtype} to {dt}; the cube kernel takes f16 or "
                             f"bf16 operands (or int8 cast to int32)")
-        for ak, fk in sorted(by_ak):
+        sd = tuple(row[n] for n in spec.static_dtype_vars)   # the row's static dtypes pick its classes
+        for ak, fk in sorted({(a, f) for a, f, d in by_ak if d == sd}, key=lambda af: (af[0], af[1] or 0)):
             tks = [TilingKey(ak, r, 1, "CUBE_GEMM", fk, forms)] + (
                 [TilingKey(ak, r, 2, "CUBE_GEMM_AIC_ONLY", fk, forms)] if aic else [])
             declared.extend(tks)
             aic_keys.extend(t.macro(spec) for t in tks[1:])
-            cls = order[by_ak[(ak, fk)]]
+            cls = order[by_ak[(ak, fk, sd)]]
             # T the operands' C++ type; another dtype variable of the class (an epilogue input's) its row's type
             targs = [kcube.CTYPE[dt]] + [kcube.CTYPE[dtype_name(row[kcube.tparam_var(spec, v)])] for v in cls.tparams[1:]]
             keys.append(([t.macro(spec) for t in tks], ", ".join(targs), cls.name))

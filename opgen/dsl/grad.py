@@ -95,6 +95,10 @@ def derive_grad(forward, name: str, *, aclnn: str, wrt, grads, names, saved=(), 
     if not wrt:
         raise spec_error(loc, "derive_grad: wrt= is empty", "name at least one forward input to differentiate",
                          arg="wrt")
+    if fwd.static_dtype_vars:   # the backward's keys would not carry them (SpecKey.dtypes)
+        raise spec_error(loc, f"derive_grad: {fwd.name} has static dtype variables "
+                         f"({', '.join(fwd.static_dtype_vars)}: dtype_vars(static=True)), whose body form the "
+                         f"derived backward does not select", "write the backward spec by hand", arg=0)
     for x in wrt:
         if x not in ins:
             raise spec_error(loc, f"derive_grad: wrt entry {x!r} is not an input of {fwd.name}{did_you_mean(x, ins)}",

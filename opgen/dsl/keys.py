@@ -32,11 +32,13 @@ class Relation:
 
 @dataclass(frozen=True)
 class SpecKey:
-    """Identifies one specialisation: static attribute values, presence of optional inputs, shape forms."""
+    """Identifies one specialisation: static attribute values, presence of optional inputs, shape forms, and the
+    dtypes of the static dtype variables (OpSpec.dtype_vars(static=True), declaration order; () without any)."""
 
     static: tuple
     present: tuple
     forms: tuple
+    dtypes: tuple = ()
 
 
 @dataclass

@@ -32,7 +32,7 @@ import operator
 import os
 import re
 import sys
-from dataclasses import dataclass
+from dataclasses import dataclass, replace as dc_replace
 from typing import Any, Callable
 
 import numpy as np
@@ -476,6 +476,7 @@ class OpSpec:
         self.dims_: dict[str, DimDecl] = {}
         self.variadics: dict[str, VariadicDecl] = {}
         self.dtype_vars_: dict[str, DTypeVar] = {}
+        self.static_dtype_vars: list[str] = []   # dtype variables that select the body (dtype_vars(static=True))
         self.inputs: list[InputDecl] = []
         self.outputs: list[OutputDecl] = []
         self.attrs: list[AttrDecl] = []
@@ -558,9 +559,16 @@ class OpSpec:
         self.variadics[name] = VariadicDecl(name, min_rank, max_rank, loc)
         return Variadic(name)
 
-    def dtype_vars(self, names: str) -> tuple:
-        """Declare dtype variables (`T`, `U`)."""
+    def dtype_vars(self, names: str, *, static: bool = False) -> tuple:
+        """Declare dtype variables (`T`, `U`). static=True: each of them selects the body's form, as a static
+        attribute does (docs/design.md "Dtype variables that select the body"): one specialisation per dtype the
+        dtype rows give it (SpecKey.dtypes), in which the inputs it types enter the body at that dtype (an integer
+        one as it is, a float one as its fp32 proxy), so the body may branch on `x.dtype`. A static variable types
+        inputs only (finish() refuses one on an output)."""
         loc = _loc()
+        if not isinstance(static, bool):
+            raise spec_error(loc, f"spec.dtype_vars(static={static!r}): static is True or False",
+                             "write static=True to let the variables select the body's form", arg="static")
         if not isinstance(names, str):
             raise spec_error(loc, f"spec.dtype_vars() takes the names in one string, got {names!r}",
                              'write them separated by spaces: T, U = spec.dtype_vars("T U")', arg=0)
@@ -578,6 +586,8 @@ class OpSpec:
                                  "rename it (T for the data dtype, U for a weight dtype)", arg=0, token=n)
             self.dtype_vars_[n] = DTypeVar(n)
             self._dtype_var_locs[n] = loc
+            if static:
+                self.static_dtype_vars.append(n)
             out.append(DTypeVar(n))
         return tuple(out)
 
@@ -1393,6 +1403,7 @@ class OpSpec:
         parts += [f"{i.name} {'present' if p else 'absent'}" for i, p in zip(opts, key.present)]
         multi = [i for i in self.inputs if len(i.shapes) > 1]
         parts += [f"{i.name} {shape_str(i.shapes[f])}" for i, f in zip(multi, key.forms)]
+        parts += [f"{n}={d.value}" for n, d in self.static_dtypes(key).items()]
         return ", ".join(parts) or "the only specialisation"
 
     def _compute_keys(self):
@@ -1446,7 +1457,16 @@ class OpSpec:
         for st in itertools.product(*[a.choices for a in self.static_attrs]):
             attrs = {a.name: v for a, v in zip(self.static_attrs, st)}
             leaves(st, attrs, {i.name: True for i in self.inputs if not i.optional}, 0)
-        return out
+        return [dc_replace(k, dtypes=d) for k in out for d in self.static_dtype_choices()]
+
+    def static_dtype_choices(self) -> list[tuple]:
+        """The distinct dtype tuples the dtype rows give the static dtype variables (static_dtype_vars' order), in
+        row order: [()] without any."""
+        return list(dict.fromkeys(tuple(r[n] for n in self.static_dtype_vars) for r in self.dtype_rows)) or [()]
+
+    def static_dtypes(self, key: SpecKey) -> dict:
+        """{static dtype variable name: dtype} of specialisation `key`."""
+        return dict(zip(self.static_dtype_vars, key.dtypes))
 
     def _dir(self) -> str:
         return os.path.dirname(os.path.abspath(self.file))
@@ -1584,6 +1604,15 @@ class OpSpec:
                              f"add spec.dtypes(({cols}), [...]) listing every supported combination", token=v.name)
         if not used and self._dtypes_loc is None:
             self.dtype_rows = [{}]   # fixed dtypes only: one combination, no dtype variable
+        for o in self.outputs:   # a static dtype variable selects the body by its inputs' dtypes
+            if isinstance(o.dtype, DTypeVar) and o.dtype.name in self.static_dtype_vars:
+                raise spec_error(o.loc, f"output {o.name} is typed by {o.dtype.name}, a static dtype variable "
+                                 f"(dtype_vars(static=True)): a static dtype variable types inputs only",
+                                 f"type {o.name} by a dtype variable declared without static=True", token=o.dtype.name)
+        for n in self.static_dtype_vars:
+            if not any(isinstance(i.dtype, DTypeVar) and i.dtype.name == n for i in self.inputs):
+                raise spec_error(self._dtype_var_locs[n], f"static dtype variable {n} types no input",
+                                 f"type an input by {n}, or declare it without static=True", token=n)
         for v, decl in used.items():
             if v not in self.dtype_table:
                 raise spec_error(decl.loc, f"{decl.name} uses dtype variable {v.name}, which is not a column of "
@@ -1650,11 +1679,13 @@ class OpSpec:
                 continue
             shape = tuple(subst(d, absent) for d in i.shapes[forms.get(i.name, 0)])
             shapes[i.name] = shape
-            v = Value(i.name, TensorType(i.dtype, tuple(d if isinstance(d, Variadic) else as_dim(d) for d in shape)))
+            dt = self.static_dtypes(key).get(getattr(i.dtype, "name", None), i.dtype) \
+                if isinstance(i.dtype, DTypeVar) else i.dtype   # a static dtype variable: its dtype in this key
+            v = Value(i.name, TensorType(dt, tuple(d if isinstance(d, Variadic) else as_dim(d) for d in shape)))
             params.append(Param(v, "input"))
             b.param_kinds[i.name] = "input"
             t = Tensor(b, v)
-            if isinstance(i.dtype, DTypeVar) or (i.dtype.is_float and i.dtype != F32):
+            if isinstance(dt, DTypeVar) or (dt.is_float and dt != F32):
                 t = b.cast(t, F32)
                 if b.nodes and b.nodes[-1].result is t.value and i.loc:   # the widening belongs to the declaration
                     b.nodes[-1] = evolve(b.nodes[-1], loc=short_loc(i.loc))

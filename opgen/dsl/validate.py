@@ -558,5 +558,6 @@ def bind(spec, inputs, attrs, dtypes, skip=()):
             present[i.name] = False
             arrays[i.name] = None
     key = SpecKey(tuple(static_vals[a.name] for a in spec.static_attrs), tuple(present[i.name] for i in opts),
-                  tuple(forms.get(i.name, 0) for i in spec.inputs if len(i.shapes) > 1))
+                  tuple(forms.get(i.name, 0) for i in spec.inputs if len(i.shapes) > 1),
+                  tuple(dt[n] for n in spec.static_dtype_vars))
     return Bound(key, arrays, attr_vals, dt, env)

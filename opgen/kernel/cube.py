@@ -51,16 +51,18 @@ int8 operands (`GemmLayout.acc` "i32"; docs/design.md "Cube family: int8 operand
 each cast once to i32 (`_int8_product`; A [M, K], B stored [N, K]) runs the same schedule on int8 fractals (16 x 32:
 C0 = 32 along K, kPad a multiple of 32) into an int32 L0C; Fixpipe writes the int32 sums to the output, or to the
 workspace slot, whose int32 rows the AIVs cast to fp32 (CAST_RINT) before the epilogue (whose first step is the
-spec's cast of the int32 result to f32). No K split, no bias on the cube; the output may have its own dtype
-variable (a class template parameter, input_tparam).
+spec's cast of the int32 result to f32). No K split. An int32 bias added to the int32 result before that cast
+(`_int32_bias`: CANN's INT32 bias, before the dequantisation) is the cube's, the bias table holding int32; an fp32
+bias after the cast stays on the AIVs. The output may have its own dtype variable (a class template parameter,
+input_tparam).
 
 Permuted GM views (`GemmLayout.views`; docs/design.md "Cube family: operands and output through permuted GM
 views"): an operand reached from its input through permutes (and casts) whose stored innermost axis is one of the
 matrix's axes, its batch axes adjacent and in order (`_operand_view`), and an output written through a permute that
 keeps N innermost (`_output_view`), are read / written at the row pitch and batch stride of the tiling fields
 <role>RowStride / <role>BatchStride (`view_fields`), nothing copied; other permutations are refused naming the
-tensor and the rule. An int8 Aᵀ is refused for a SoC of the spec without an L1 -> L0A transposing load
-(`L0A_TRANSPOSING_LOAD`).
+tensor and the rule. An int8 Aᵀ is refused for a SoC of the spec without an L1 -> L0A transposing load (the
+capability l0a_transpose_load of opgen/platforms' table, `_refuse_without_l0a_transpose`).
 
 Provenance: each statement's comment ends in the `// spec: file.py:N` trace of the spec line it comes from (the
 matmul's line for the copies, loads, Mmad and Fixpipe; each epilogue step's own line; the output cast's for the
@@ -97,7 +99,7 @@ from opgen.kernel.rowfexpr import parse as parse_scalar
 from opgen.kernel.rowprog import (ROUND_MODES, VECTOR_BINARY, VECTOR_UNARY, Instr, RowProgram, _allocate,
                                   _float_literal, instr_op, lower_elementwise)
 from opgen.names import cpp_name
-from opgen.platforms import PLATFORMS
+from opgen.platforms import having, lacking, soc_platforms
 
 CTYPE = {"f32": "float", "f16": "half", "bf16": "bfloat16_t", "i8": "int8_t", "i32": "int32_t"}
 """C++ element type of each dtype the cube kernel reads (f16 / bf16, int8) or writes (also f32, int32)."""
@@ -290,12 +292,18 @@ def gemm_layout(g, spec=None) -> GemmLayout:
     if dta != dtb or fixed and dtype_name(dta) not in ("f16", "bf16", "i8"):
         raise Unsupported(mm.result.name, mm.loc, "the operands take one dtype (a dtype variable of f16 / bf16 rows, "
                           "or f16 or bf16; or int8 cast to int32: the int8 product)")
-    od, odt, out, epi, steps, cites, out_loc = _epilogue(g, mm, seen, params, dims, lead, dta, acc, out_perm)
+    bias, acc_from = (), None
+    if acc == "i32":   # an int32 bias row joining the int32 sums: the bias table's, the add taken off the epilogue
+        ib = _int32_bias(g, mm, params, dims[2])
+        if ib:
+            bias, add = ib
+            seen.add(add.result.name)
+            acc_from = add.result.name
+    od, odt, out, epi, steps, cites, out_loc = _epilogue(g, mm, seen, params, dims, lead, dta, acc, out_perm,
+                                                         acc_from)
     view_c = _output_view(out, [d for d in g.values()[g.outputs[0][1]].type.shape], out_perm)
-    if acc == "f32":   # an int8 product's L0C is int32: its bias stays on the AIVs (after the conversion to fp32)
+    if acc == "f32":   # an int8 product's fp32 bias stays on the AIVs (after the conversion of its int32 block)
         bias, steps, epi = _cube_bias(steps, epi, spec, dta)
-    else:
-        bias = ()
     if acc == "i32" and isinstance(od, DTypeVar):   # the output's own dtype variable: each row binds f16 / bf16 / f32
         if not steps:
             raise Unsupported(out, "", f"output dtype variable {odt} of an int8 product without a vector epilogue: "
@@ -417,20 +425,14 @@ def _output_view(out: str, stored: list, node) -> tuple:
     return (_stride(stored, pos[r - 2]), _stride(stored, bpos[-1]) if bpos else ())
 
 
-L0A_TRANSPOSING_LOAD = frozenset({"dav-2201"})
-"""The archs whose L1 -> L0A path has LoadDataWithTranspose, which an int8 Aᵀ takes (its 32 x 32 squares into
-L0A's ZZ): 2201 (Atlas A2 / A3). Not 3510 (Ascend 950): asc-devkit's dav_3510 implementation of the L1 -> L0A
-transposing load only asserts that the device does not support it (docs/reference/ascendc.md §1.10 "Transposing
-load of int8 fractals")."""
-
-
 def _refuse_without_l0a_transpose(spec, inp: str, stored: list, mm) -> None:
-    """Raises Unsupported when a SoC of the spec (spec.socs, their arch from opgen/platforms) has no L1 -> L0A
-    transposing load (L0A_TRANSPOSING_LOAD), which the int8 operand `inp` stored [K, M] (shape `stored`) needs:
-    naming the SoC, its arch and what selects the form (the static attribute and value whose shape form it is,
-    `form_by`, else the matmul's transpose_a at its spec line)."""
-    archs = {p.soc_key: p.arch for p in PLATFORMS.values()}
-    bad = [s for s in spec.socs if archs.get(s) not in L0A_TRANSPOSING_LOAD]
+    """Raises Unsupported when a SoC of the spec (spec.socs) lacks the capability l0a_transpose_load in
+    opgen/platforms (an L1 -> L0A transposing load, LoadDataWithTranspose into A2: on arch 2201, not on 3510, whose
+    asc-devkit form only asserts that the device does not support it; docs/reference/ascendc.md §1.10 "Transposing
+    load of int8 fractals"), which the int8 operand `inp` stored [K, M] (shape `stored`) needs: naming the SoC, its
+    arch, the capability, the SoCs that have it and what selects the form (the static attribute and value whose shape
+    form it is, `form_by`, else the matmul's transpose_a at its spec line)."""
+    bad = lacking(spec.socs, "l0a_transpose_load")
     if not bad:
         return
     decl = next((i for i in spec.inputs if i.name == inp), None)
@@ -441,11 +443,13 @@ def _refuse_without_l0a_transpose(spec, inp: str, stored: list, mm) -> None:
         if here in shapes:
             what = f"the attribute {decl.form_by}={decl.choices[shapes.index(here)]!r}"
     soc = bad[0]
+    arch = "/".join(dict.fromkeys(p.arch for p in soc_platforms((soc,))))
+    have = having("l0a_transpose_load")
     raise Unsupported(mm.result.name, mm.loc, f"int8 {inp} stored [{', '.join(str(d) for d in stored)}] ({what}) "
-                      f"is moved into L0A by LoadDataWithTranspose, which SoC {soc} (arch {archs.get(soc, '?')}) "
-                      f"does not have (an L1 -> L0A transposing load exists on "
-                      f"{', '.join(sorted(L0A_TRANSPOSING_LOAD))} only): drop {soc} from the spec's socs, or that "
-                      f"value of the attribute")
+                      f"is moved into L0A by LoadDataWithTranspose, which SoC {soc} (arch {arch}) does not have "
+                      f"(platforms.json: l0a_transpose_load false; the SoCs with an L1 -> L0A transposing load: "
+                      f"{', '.join(have) if have else 'none'}): drop {soc} from the spec's socs, or that value of "
+                      f"the attribute")
 
 
 def _int8_product(mm, vals, prod, a, b, ta, tb) -> str:
@@ -462,6 +466,27 @@ def _int8_product(mm, vals, prod, a, b, ta, tb) -> str:
                               f"int32 accumulator, written b.matmul(x1.cast(i32), x2.cast(i32)) (each operand one "
                               f"cast of its int8 input to i32)")
     return "i32"
+
+
+def _int32_bias(g, mm, params, n) -> tuple:
+    """((input, "i32"), add node) when the int32 result of int8 product `mm` has one use, an add of an int32 input
+    of shape [N] or [1, N] (`n`: N) that this add alone reads -- the bias that joins the int32 sums before any
+    dequantisation, as aclnnQuantMatmulV4 adds an INT32 bias, (x1 @ x2 + bias) * scale (docs/design.md "Cube family:
+    an int32 bias"). The cube adds it: the row GM -> L1 -> bias table (int32, the source type) and the first K
+    chunk's Mmad starting at it, so the sums leave L0C with it. () otherwise (the add, if any, is then refused by
+    the epilogue's rule for an int32 result)."""
+    uses, vals = g.uses(), g.values()
+    r = mm.result.name
+    us = uses.get(r, [])
+    if len(us) != 1 or us[0].op != "add" or len(us[0].inputs) != 2 or us[0].inputs[0] == us[0].inputs[1]:
+        return ()
+    add = us[0]
+    x = add.inputs[1] if add.inputs[0] == r else add.inputs[0]
+    shp = [str(d) for d in vals[x].type.shape]
+    if x not in params or dtype_name(vals[x].type.dtype) != "i32" or shp not in ([str(n)], ["1", str(n)]) \
+            or len(uses.get(x, [])) != 1:
+        return ()
+    return (x, "i32"), add
 
 
 BIAS_TYPES = ("f16", "f32")
@@ -577,7 +602,7 @@ def _step_text(st) -> str:
     return f"store {st[1]}" + (f" ({st[2]})" if st[2] else "")
 
 
-def _epilogue(g, mm, seen, params, dims, batch, dta, acc: str = "f32", out_perm=None) -> tuple:
+def _epilogue(g, mm, seen, params, dims, batch, dta, acc: str = "f32", out_perm=None, acc_from=None) -> tuple:
     """(output dtype, its name, output name, Fixpipe epilogue, vector steps, ((step value, spec line), ...) of the
     load / op steps, the output cast's spec line or "") of the ops after matmul `mm` in `g`:
     a matmul result only cast to the output is Fixpipe's (steps ()); anything else must be elementwise math on
@@ -587,9 +612,10 @@ def _epilogue(g, mm, seen, params, dims, batch, dta, acc: str = "f32", out_perm=
     output itself (Fixpipe writes it) or is first cast to f32 -- that cast is the vector epilogue's ("acc", value),
     the AIVs converting the int32 block (docs/design.md "Cube family: int8 operands"). out_perm: the permute node
     through which the result reaches the output (_output_perm), the output's GM view: its value stands for its
-    input (an [M, N] row), the store writing through the view."""
+    input (an [M, N] row), the store writing through the view. acc_from: the value the epilogue starts from
+    instead of the matmul's result (the add of an int32 bias the cube makes, `_int32_bias`; it is in `seen`)."""
     vals, uses, outs = g.values(), g.uses(), g.outputs
-    r = mm.result.name
+    r = acc_from or mm.result.name
     if len(outs) != 1:
         raise Unsupported(outs[-1][1] if outs else r, "", f"{len(outs)} outputs; the cube family writes one",
                           whole=True)
@@ -1006,12 +1032,15 @@ def lower_gemm(spec, lay: GemmLayout, name: str = "") -> K.KernelClass:
     bias_in = ()
     if lay.bias:   # baseN rounded to 32 fp32 (the fp16 row's 64-B blocks convert to whole 128-B blocks)
         init += (K.InitBuffer("l1Bias_", fn("align_up", bn, Lit(32)) * 4), K.InitBuffer("bt_", fn("align_up", bn, Lit(32)) * 4),
-                 K.Get("lb", "l1Bias_", bias_t), K.Get("bt", "bt_", "float"))
+                 K.Get("lb", "l1Bias_", bias_t),
+                 K.Get("bt", "bt_", "int32_t" if bias_t == "int32_t" else "float"))
         bias_in = _guarded((
             K.Nd2Nz(K.Ref("lb"), K.GmView("biasGm_", S("n0")), Lit(1), S("nt"), S("nt"), Lit(1),
                     f"the block's columns of {lay.bias[0]} -> L1 (one row, contiguous)"),
             K.LoadBias(K.Ref("bt"), K.Ref("lb"), (S("nt") * K.SizeOf(bias_t) + 63) // 64,
-                       "L1 -> bias table, fp32 (64-B blocks of the row)")), lay.bias_when, lay.presence)
+                       "L1 -> bias table, " + ("int32" if bias_t == "int32_t" else "fp32")
+                       + " (64-B blocks of the row)")),
+            lay.bias_when, lay.presence)
 
     def plain_of(mixed: bool) -> tuple:   # the AIC's blocks when K is not split: to the slots (mixed) or the output
         if mixed:   # the fp32 block to this AI Core's workspace slot s (the AIVs finish it), dense rows of nt
@@ -1117,7 +1146,7 @@ def lower_gemm(spec, lay: GemmLayout, name: str = "") -> K.KernelClass:
         scalars=tuple(K.ScalarVar(m, "bool") for m, _a in members), presence=members,
         fields=fields, process=process, ws_field="workspaceBytes",
         tparams=(OPERAND_T,) + tuple(dict.fromkeys(prog.tparams() + (
-            (bias_t,) if bias_t not in ("", OPERAND_T, "float") else ()) + (
+            (bias_t,) if bias_t not in ("", OPERAND_T, "float", "int32_t") else ()) + (
             (out_t,) if out_t not in (OPERAND_T,) and out_t not in CTYPE.values() else ()))),
         doc=(f"{spec.name}: [M, K] x [K, N] on the cube" if not (lay.trans_a or lay.trans_b) else
              f"{spec.name}: {a_txt} x {b_txt} on the cube") + (
@@ -1132,10 +1161,11 @@ def lower_gemm(spec, lay: GemmLayout, name: str = "") -> K.KernelClass:
 
 def bias_ctype(lay: GemmLayout) -> str:
     """The C++ type the bias row of `lay` is staged in (L1): float for an fp32 input, the operands' T, or the class
-    template parameter of its dtype variable (input_tparam); "" without a cube bias."""
+    template parameter of its dtype variable (input_tparam), int32_t for an int8 product's int32 bias (the bias
+    table then int32 too); "" without a cube bias."""
     if not lay.bias:
         return ""
-    return "float" if lay.bias[1] == "f32" else lay.bias[1]
+    return {"f32": "float", "i32": "int32_t"}.get(lay.bias[1], lay.bias[1])
 
 
 def _bias_mmad(lay: GemmLayout, mm: K.Mmad, without: tuple) -> tuple:
@@ -1624,6 +1654,7 @@ class CubeFamily(Family):
 
     name = "cube"
     kernel_type = "KERNEL_TYPE_MIX_AIC_1_2"   # 1 AIC : 2 AIV (templates/op_kernel/cube_kernel.cpp.j2)
+    static_dtype_keys = True   # classes per static dtype too (SpecKey.dtypes; the entry picks by the dtype row)
     doc = "one matmul [M, K] x [K, N] on the cube (GM -> L1 NZ -> L0A/L0B -> Mmad -> L0C -> Fixpipe)"
 
     def entry_kernel_type(self, lowered) -> str:
@@ -1659,15 +1690,18 @@ class CubeFamily(Family):
         (attrKey, form key) has its class and `extra["form_key"]` is True: the TilingFunc folds the form key into the
         tiling key (docs/design.md "Shape forms at run time"). `extra["layouts"]`: {key: the layout its class
         serves}. Raises Unsupported when the specialisations of one attrKey differ in more than
-        their epilogue, or their layouts disagree in dims, dtypes, batch or output (one tiling program)."""
+        their epilogue, or their layouts disagree in dims, dtypes, batch or output (one tiling program). The static
+        dtype variables' values (SpecKey.dtypes: docs/design.md "Dtype variables that select the body") select the
+        class like an attrKey does: the specialisations of one (attrKey, dtypes) are joined, and the entry
+        instantiates, for each dtype row, the class of that row's static dtypes."""
 
         names = [a.name for a in spec.static_attrs]
         by_ak: dict = {}
         for key, g in graphs.items():
-            ak = attr_key(spec, dict(zip(names, key.static)))
+            ak = (attr_key(spec, dict(zip(names, key.static))), key.dtypes)
             by_ak.setdefault(ak, []).append((key, gemm_layout(g, spec)))
         if only is not None:
-            ak0 = attr_key(spec, dict(zip(names, only.static)))
+            ak0 = (attr_key(spec, dict(zip(names, only.static))), only.dtypes)
             by_ak = {ak0: by_ak[ak0]}
         # shape forms the tensors pick at run time (a per-channel [N] or per-tensor [1] scale) lowering to other
         # layouts: the form key is a digit of the tiling key, one class per (attrKey, form key); else one class
@@ -1675,7 +1709,7 @@ class CubeFamily(Family):
         split = any(len({lay for k, lay in items if k.present == pr}) > 1
                     for items in by_ak.values() for pr in {k.present for k, _lay in items})
         progs, lays, classes = {}, {}, {}
-        for ak, items in sorted(by_ak.items()):
+        for _ak, items in sorted(by_ak.items(), key=lambda kv: (kv[0][0], [d.value for d in kv[0][1]])):
             groups: dict = {}
             for key, lay in items:
                 groups.setdefault(form_key(spec, key.forms, key.present) if split else None, []).append((key, lay))

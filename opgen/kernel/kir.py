@@ -104,7 +104,8 @@ Statements (a Func body is a tuple of them, run in order by the scalar unit, whi
                                     cmatrixInitVal flag (true: C starts at 0, false: accumulate); `bias` (a C2 Ref):
                                     C starts at the bias-table row broadcast over the m rows (cmatrixSource).
   LoadBias(dst, src, blocks)        MTE1: L1 (C1) -> bias table (C2, fp32): `blocks` 64-B blocks of src, half
-                                    converted to float on the way (DataCopy with DataCopyParams).
+                                    converted to float on the way (DataCopy with DataCopyParams); int32 copied
+                                    as int32 (an int8 product's bias).
   Fixpipe(dst, src, rows, cols, src_rows, dst_pitch)
                                     FIX: L0C NZ (src_rows = the Mmad's ceil16(m)) -> GM ND rows x cols (row pitch
                                     dst_pitch elements), cast to dst's element type (NoQuant / F322F16 / F322BF16);
@@ -1258,7 +1259,8 @@ class Mmad:
     k: DimExpr
     init: tuple = ()
     doc: str = ""
-    bias: Ref | None = None   # a C2 (bias table) Ref: C starts at its fp32 row, broadcast over the m rows (init ())
+    bias: Ref | None = None   # a C2 (bias table) Ref: C starts at its row (fp32; int32 for int8 operands),
+    # broadcast over the m rows (init ())
     pipe = Pipe.M
 
 
@@ -1267,7 +1269,8 @@ class LoadBias:
     """MTE1: L1 -> bias table (DataCopy(C2 tensor, C1 tensor, DataCopyParams{1, blocks, 0, 0}), docs/reference/
     ascendc.md §1.10 "Bias on the cube"): `blocks` 64-B blocks of `src` (a C1 Ref of half or float) into `dst` (a
     C2 Ref of float, 64-B aligned), half converted to float on the way (the destination then twice the bytes); arch
-    2201 converts half only (bfloat16_t is refused). Reads src; writes dst. blocks <= 65535."""
+    2201 converts half only (bfloat16_t is refused); an int32_t row into an int32_t table is copied as it is (the
+    source = destination pair of §1.10; an int8 product's bias). Reads src; writes dst. blocks <= 65535."""
 
     dst: Ref
     src: Ref
@@ -1842,15 +1845,18 @@ class _Verifier:
             exprs = (s.m, s.n, s.k)
             if s.bias is not None:
                 bt = self.cube_operand(s.bias, "c2", st, s)
-                if bt.dtype != "float" or s.init:
-                    raise IRError("Mmad with a bias: an fp32 bias-table row and no init (C starts at the bias)", s)
+                if bt.dtype != c.dtype or s.init:
+                    raise IRError("Mmad with a bias: a bias-table row of the result's type (fp32, or int32 for int8 "
+                                  "operands) and no init (C starts at the bias)", s)
             for x in s.init:
                 for e in ((x,) if isinstance(x, Sym) else (x.lhs, x.rhs)):
                     self.expr(e, st, s)
         elif isinstance(s, LoadBias):
             d, b = self.cube_operand(s.dst, "c2", st, s), self.cube_operand(s.src, "c1", st, s)
-            if d.dtype != "float" or b.dtype not in ("half", "float") and b.dtype not in self.k.tparams:
-                raise IRError(f"LoadBias from {b.dtype} L1 into {d.dtype}: half or float into the fp32 bias table", s)
+            if not (d.dtype == b.dtype == "int32_t") and (d.dtype != "float" or b.dtype not in ("half", "float")
+                                                           and b.dtype not in self.k.tparams):
+                raise IRError(f"LoadBias from {b.dtype} L1 into {d.dtype}: half or float into the fp32 bias table, "
+                              f"or int32_t into int32_t", s)
             exprs = (s.blocks,)
         else:
             c, g = self.cube_operand(s.src, "co1", st, s), self.gm(s.dst, st, s)

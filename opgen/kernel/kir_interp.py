@@ -1550,8 +1550,9 @@ class _Core:
             return
         isz = NP_TYPES[ta].itemsize
         c0 = cubesem.c0_of(isz)   # 16 for the 2-byte types, 32 for int8: fractals 16 x c0 of 512 B
-        if ta == "int8_t" and s.bias is not None:
-            raise KirFault(f"Mmad in {self.where}: a bias-table row with int8 operands is not modelled")
+        if s.bias is not None and self.dt(bt.dtype) != tc:
+            raise KirFault(f"Mmad in {self.where}: a {self.dt(bt.dtype)} bias-table row into {tc} L0C (the bias "
+                           f"table holds the result's type: float, or int32_t for int8 operands)")
         ae, be, ce = cubesem.l0a_elems(m, k, c0), cubesem.l0b_elems(k, n, c0), cubesem.l0c_elems(m, n)
         self.span(a, ae * isz, what, "fm (L0A)")
         self.span(b, be * isz, what, "filter (L0B)")
@@ -1575,7 +1576,7 @@ class _Core:
             ok = ok & cok[ic]
         if s.bias is not None:
             rv, rok = self.elems(bta, bt, n)
-            prev = np.broadcast_to(rv, (m, n)).astype(np.float32)
+            prev = np.broadcast_to(rv, (m, n)).astype(NP_TYPES[tc])
             ok = ok & rok[None, :]
         with np.errstate(all="ignore"):
             res = cubesem.mmad_accumulate(av[ia], bv[ib], prev)
@@ -1587,17 +1588,18 @@ class _Core:
         ca.written[c.off:c.off + ce * 4] = np.repeat(w, 4)
 
     def load_bias(self, s: kir.LoadBias, frame):
-        """DataCopy L1 (C1) -> bias table (C2) on MTE1: `blocks` 64-B blocks of the source, half converted to float
-        (docs/reference/ascendc.md §1.10 "Bias on the cube"); the written map along, per element."""
+        """DataCopy L1 (C1) -> bias table (C2) on MTE1: `blocks` 64-B blocks of the source, half converted to float,
+        int32 copied as int32 (docs/reference/ascendc.md §1.10 "Bias on the cube": source = destination type, or
+        half -> float); the written map along, per element."""
         what = "DataCopy(L1 -> BiasTable)"
         d, da = self.cube_operand(s.dst, frame, ("BiasTable",), 64, what, "destination (bias table)")
         t, sa = self.cube_operand(s.src, frame, ("L1",), BLOCK, what, "source (L1)")
         blocks = self.ival(s.blocks, frame)
         ins = self.issue(PIDX[Pipe.MTE1], s)
         st, dtn = self.dt(t.dtype), self.dt(d.dtype)
-        if dtn != "float" or st not in ("half", "float"):
-            raise KirFault(f"{what} in {self.where}: {st} into {dtn}; arch 2201 copies float or converts half to "
-                           "float (bfloat16_t only on arch 3510)")
+        if not (dtn == "float" and st in ("half", "float") or dtn == st == "int32_t"):
+            raise KirFault(f"{what} in {self.where}: {st} into {dtn}; arch 2201 copies float or int32_t or converts "
+                           "half to float (bfloat16_t only on arch 3510)")
         if not 0 <= blocks <= 65535:
             raise KirFault(f"{what} in {self.where}: blockLen {blocks} outside [0, 65535]")
         if blocks == 0:
@@ -1608,7 +1610,7 @@ class _Core:
         self.touch(ins, t.off, blocks * 64, False, sa)
         self.touch(ins, d.off, n * 4, True, da)
         v, ok = self.elems(sa, t, n)
-        da.data[d.off:d.off + n * 4] = v.astype(np.float32).view(np.uint8)
+        da.data[d.off:d.off + n * 4] = v.astype(NP_TYPES[dtn]).view(np.uint8)
         da.written[d.off:d.off + n * 4] = np.repeat(ok, 4)
 
     def fixpipe(self, s: kir.Fixpipe, frame):

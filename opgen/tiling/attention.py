@@ -65,23 +65,15 @@ from opgen.kernel.attention import AttentionFamily
 from opgen.kernel.attnclass import AttnPlan, attention_classes
 from opgen.kernel.attnprog import DENSE_BLOCK, pipelined
 from opgen.kernel.family import Tiling
-from opgen.platforms import PLATFORMS
+from opgen.platforms import cube_sizes
 from opgen.tiling.buffers import Buffer, fixed_bytes, pools, row_bytes
 from opgen.tiling.program import TilingProgram, align_up, ceil_div, emax, emin, lit, select
 from opgen.tiling.rowkernel import SELECT_SCRATCH_BYTES, reduce_tmp_elems
 
 
-def _a2() -> dict:
-    """L1/L0 bytes of the NSA specs' only SoC family (Atlas A2/A3, arch 2201), from opgen/platforms."""
-    plats = [p for p in PLATFORMS.values() if p.arch == "dav-2201"]
-    sizes = {(p.l1_bytes, p.l0a_bytes, p.l0b_bytes, p.l0c_bytes) for p in plats}
-    assert len(sizes) == 1, "Atlas A2/A3 platforms disagree on L1/L0 sizes"
-    l1, l0a, l0b, l0c = sizes.pop()
-    return {"l1": l1, "l0a": l0a, "l0b": l0b, "l0c": l0c}
-
-
-CUBE = _a2()
-"""On-chip bytes of the AIC (docs/reference/ascendc.md §1.2): l1, l0a, l0b, l0c."""
+CUBE = cube_sizes()
+"""On-chip bytes of the AIC (docs/reference/ascendc.md §1.2): l1, l0a, l0b, l0c (and bt), the smallest of every SoC
+of opgen/platforms' table (opgen.platforms.cube_sizes), so the attention kernels fit whichever SoC a spec lists."""
 L0C_ACC = CUBE["l0c"] // 2
 """L0C bytes of the accumulator region (O in the forward, dQ in the backward); the other half holds tiles."""
 L0C_TILE = CUBE["l0c"] - L0C_ACC

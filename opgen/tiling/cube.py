@@ -36,7 +36,7 @@ from opgen.dsl.keys import attr_key, form_key_count
 from opgen.ir.dims import Lit, Sym
 from opgen.kernel import cube as kcube
 from opgen.kernel.family import Tiling
-from opgen.platforms import PLATFORMS
+from opgen.platforms import cube_sizes
 from opgen.tiling.buffers import Buffer, fixed_bytes
 from opgen.platforms.cost import (BURST_OVERHEAD_BYTES, CLOCK_HZ, CROSS_WAIT_CYCLES, HBM_BYTES_PER_S, L2_BYTES_PER_S, SYNC_ALL_CYCLES,
                                   VEC_REPEAT_BYTES)
@@ -58,19 +58,9 @@ ND2NZ_MAX = 65535
 """Largest Nd2Nz source row pitch (uint16 srcDValue, elements): bounds K (A's pitch) and N (B's pitch)."""
 
 
-def _sizes() -> dict:
-    """L1 / L0 bytes of the cube's SoC family (Atlas A2/A3, arch dav-2201), from opgen/platforms."""
-    plats = [p for p in PLATFORMS.values() if p.arch == "dav-2201"]
-    sizes = {(p.l1_bytes, p.l0a_bytes, p.l0b_bytes, p.l0c_bytes) for p in plats}
-    assert len(sizes) == 1, "Atlas A2/A3 platforms disagree on L1/L0 sizes"
-    l1, l0a, l0b, l0c = sizes.pop()
-    bts = {p.bt_bytes for p in plats}
-    assert len(bts) == 1, "Atlas A2/A3 platforms disagree on the bias table's size"
-    return {"l1": l1, "l0a": l0a, "l0b": l0b, "l0c": l0c, "bt": bts.pop()}
-
-
-CUBE = _sizes()
-"""On-chip bytes of the AIC: l1, l0a, l0b, l0c, bt (the bias table)."""
+CUBE = cube_sizes()
+"""On-chip bytes of the AIC (l1, l0a, l0b, l0c, bt: the bias table) that fit every SoC of opgen/platforms' table
+(opgen.platforms.cube_sizes); a spec's own tiling takes those of its socs (cube_tiling -> gemm_program's `sizes`)."""
 
 
 KSPLIT_CANDIDATES = (1, 2, 3, 4, 5, 6, 8, 10, 12, 16, 20, 24, 32)
@@ -136,7 +126,7 @@ def gemm_program(name: str, trans_a: bool = False, trans_b: bool = False, batche
                  attrs: tuple = (), mixed: bool = False, out_f32: bool = False, forms: tuple = (),
                  direct: bool = False, bias: bool = False, k_align: int = 16, ksplit: bool = True,
                  n32_keys: tuple | None = None, form_keys: int = 1, m32_keys: tuple | None = None,
-                 views: tuple = ()):
+                 views: tuple = (), sizes: dict | None = None):
     """(TilingProgram, [Buffer]) of the GEMM kernel `name` (module doc): the fields opgen.kernel.cube.FIELDS,
     EPI_FIELDS, KSPLIT_FIELDS, blockDim, fits, tilingKey, workspaceBytes; the buffers are the kernel's L1 / L0 / UB
     allocations. trans_a / trans_b: A stored [K, M] / B stored [N, K] (their row pitches, M / K, are what Nd2Nz
@@ -154,7 +144,7 @@ def gemm_program(name: str, trans_a: bool = False, trans_b: bool = False, batche
     only, and its workspace none, unless K is split. The K split (kSplit, kLen: `_ksplit`) sizes the
     workspace to every unit's fp32 partial block when kSplit > 1. bias: a layout adds a bias row on the cube
     (GemmLayout.bias): its L1 staging row and the bias table each hold align_up(baseN, 32) fp32, and the bias table
-    must hold them (CUBE["bt"], 1 KB: baseN <= 256). k_align: baseK and baseKL1 are multiples of it (C0 of the
+    must hold them (sizes["bt"], 1 KB on arch 2201: baseN <= 256). k_align: baseK and baseKL1 are multiples of it (C0 of the
     operands: 16 for f16 / bf16, 32 for int8, whose fractals are 16 x 32); ksplit False: kSplit is 1 (an int8
     product's int32 partials are not split; docs/design.md "Cube family: int8 operands"); n32_keys: the attrKeys
     whose class loads an int8 B [K, N] (LoadDataWithTranspose: its L0B rows hold whole 32 x 32 squares, so nPad =
@@ -166,7 +156,9 @@ def gemm_program(name: str, trans_a: bool = False, trans_b: bool = False, batche
     1: attrKey * 100 + .... views: the GM views' stride fields (opgen.kernel.cube.view_fields, elements), each the
     program input view_input(field) (its value the call's class's: a ("by_attr_key", ...) tiling input where the
     classes differ, _view_inputs); a RowStride field of A or B is the Nd2Nz source pitch `fits` bounds
-    (docs/design.md "Cube family: operands and output through permuted GM views")."""
+    (docs/design.md "Cube family: operands and output through permuted GM views"). sizes: the AIC's on-chip bytes
+    the buffers must fit (opgen.platforms.cube_sizes of the spec's socs; default CUBE, every SoC's)."""
+    cube = CUBE if sizes is None else sizes
     p = TilingProgram(name)
     dm, dk, dn = p.input("dimM", "rows of A and of the output"), p.input("dimK", "A columns = B rows"), \
         p.input("dimN", "columns of B and of the output")
@@ -195,7 +187,7 @@ def gemm_program(name: str, trans_a: bool = False, trans_b: bool = False, batche
     extra_l1 = (align_up(bn, 32) * 4) if bias else 0   # the bias row staged in L1 beside the panels
 
     def l1_fits(ka, kb):
-        return 2 * (bm * ka + kb * bn) * tb + extra_l1 <= CUBE["l1"]
+        return 2 * (bm * ka + kb * bn) * tb + extra_l1 <= cube["l1"]
 
     deep_a, full_b, half_b = emin(2 * BASE_K_L1, kal), emin(BASE_K_L1, kal), emin(BASE_K_L1 // 2, kal)
     fit_full = p.let("l1DeepFull", l1_fits(deep_a, full_b), "1 when two deep A panels fit beside two B panels")
@@ -235,13 +227,13 @@ def gemm_program(name: str, trans_a: bool = False, trans_b: bool = False, batche
     l0a = p.let("l0aBytes", plan[2].bytes(), "L0A bytes")
     l0b = p.let("l0bBytes", plan[3].bytes(), "L0B bytes")
     l0c = p.let("l0cBytes", plan[4].bytes(), "L0C bytes")
-    fits = (l1 <= CUBE["l1"]) & (l0a <= CUBE["l0a"]) & (l0b <= CUBE["l0b"]) & (l0c <= CUBE["l0c"])
+    fits = (l1 <= cube["l1"]) & (l0a <= cube["l0a"]) & (l0b <= cube["l0b"]) & (l0c <= cube["l0c"])
     if bias:   # the bias row in L1 beside the panels, and in the bias table
         bplan = [Buffer("l1Bias", "TBuf<C1>", 1, False, align_up(bn, 32), 4, "bias row (staged in its type)"),
                  Buffer("biasTable", "TBuf<C2>", 1, False, align_up(bn, 32), 4, "bias row, fp32")]
         btb = p.let("btBytes", bplan[1].bytes(), "bias-table bytes")
-        fits = (l1 + bplan[0].bytes() <= CUBE["l1"]) & (l0a <= CUBE["l0a"]) & (l0b <= CUBE["l0b"]) \
-            & (l0c <= CUBE["l0c"]) & (btb <= CUBE["bt"])
+        fits = (l1 + bplan[0].bytes() <= cube["l1"]) & (l0a <= cube["l0a"]) & (l0b <= cube["l0b"]) \
+            & (l0c <= cube["l0c"]) & (btb <= cube["bt"])
     strides = {f: p.let(f, p.input(view_input(f), f"{f} of the call's class (elements; by attrKey)") + 0,
                         f"{f} of the class's GM view (elements)", True) for f in views}
     for ta, tb in forms or ((trans_a, trans_b),):   # the Nd2Nz source row pitch of each class's operands
@@ -406,7 +398,7 @@ def cube_tiling(spec, lowered, counts) -> Tiling:
                               any(x.mixed for x in lays), counts.out_f32, forms if len(forms) > 1 else (),
                               bool(direct), any(x.bias for x in lays), 32 if lay.acc == "i32" else 16,
                               lay.acc == "f32", _n32_keys(spec, lowered), nforms, _m32_keys(spec, lowered),
-                              tuple(views))
+                              tuple(views), cube_sizes(spec.socs))
     dim_m = _lead_product(lay.fold, Sym(m))   # the folded batch dims into M
     inputs = {"dimM": dim_m, "dimK": Sym(k), "dimN": Sym(n), "tBytes": Lit(1 if lay.dtype == "i8" else 2) if lay.fixed else ("bytes", lay.dtype),
               "dtypeKey": ("dtype_key",), "attrKey": ("attr_key",), "aicNum": ("platform", "aicNum"),

@@ -28,6 +28,7 @@ from typing import Callable, TextIO
 
 import networkx as nx
 
+from opgen.dsl.spec import short_loc
 from opgen.errors import IRError
 from opgen.kernel.family import NoKernel, _rel, choose
 from opgen.kernel.rowlayout import Unsupported
@@ -99,6 +100,7 @@ def lower(unit: Unit) -> Unit:
     """Every specialisation of the unit to the family's Kernel IR. Raises NoKernel naming the value that has no
     lowering."""
     fam = unit.family
+    _refuse_static_dtypes(unit.spec, fam)
     keys = [unit.key0] if unit.only_key0 else fam.keys(unit.spec, unit.layout)
     for k in keys:   # the family lowers what fuse planned: one launch of its kind per specialisation
         plan = unit.graphs[k].graph["plan"]
@@ -239,6 +241,21 @@ def compile_unit(spec, key=None, until: str | None = None, dump_after=None, inst
     if until in tensor_pass_names():
         return unit
     return run_passes(KERNEL_PASSES, unit, inst, until)
+
+
+def _refuse_static_dtypes(spec, fam) -> None:
+    """Raises NoKernel for a spec with static dtype variables (OpSpec.dtype_vars(static=True): one specialisation
+    per dtype, docs/design.md "Dtype variables that select the body") when family `fam` does not key its classes by
+    a dtype (its `static_dtype_keys` false), naming the first input such a variable types and the family."""
+    sv = spec.static_dtype_vars
+    if not sv or getattr(fam, "static_dtype_keys", False):
+        return
+    i = next(i for i in spec.inputs if getattr(i.dtype, "name", None) in sv)
+    raise NoKernel(spec.name, i.name, _rel(short_loc(i.loc)) if i.loc else "",
+                   f"input {i.name} is typed by {i.dtype.name}, a static dtype variable (dtype_vars(static=True): one "
+                   f"specialisation of the body per dtype); the {fam.name} family does not lower specialisations "
+                   f"that differ by a dtype (its classes are keyed by static attributes, presences and shape forms)",
+                   fam.name)
 
 
 def kernel_build(spec) -> Unit:

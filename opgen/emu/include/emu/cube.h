@@ -423,17 +423,18 @@ void Mmad(const LocalTensor<T>& dst, const LocalTensor<U>& fm, const LocalTensor
     emu_detail::MmadImpl(dst, fm, filter, p, emu_detail::BiasRow{}, site);
 }
 
-// Mmad with a bias (reference §1.10 "Bias on the cube"): the bias tensor lies in the bias table (C2, float,
-// 64-B aligned); C starts at its first n floats broadcast over the m rows (cmatrixSource = true; the bias replaces
+// Mmad with a bias (reference §1.10 "Bias on the cube"): the bias tensor lies in the bias table (C2, 64-B aligned,
+// of the result's type: float, or int32_t for int8 operands); C starts at its first n values broadcast over the m rows (cmatrixSource = true; the bias replaces
 // cmatrixInitVal's zero or L0C's value), then A x B is added. A bias in L0C (CO1) is not emulated.
 template <typename T, typename U, typename S, typename V>
 void Mmad(const LocalTensor<T>& dst, const LocalTensor<U>& fm, const LocalTensor<S>& filter, const LocalTensor<V>& bias,
           const MmadParams& p, emu::Site site = emu::Site::Here())
 {
-    static_assert(std::is_same<V, float>::value, "Mmad: the emulated bias-table type is float");
+    static_assert(std::is_same<V, T>::value && (std::is_same<V, float>::value || std::is_same<V, int32_t>::value),
+                  "Mmad: the emulated bias-table row has the result's type (float, or int32_t for int8 operands)");
     emu::UbArena* ba = emu_detail::CubeOperand(bias, emu::MemKind::BT, "Mmad", "bias", "C2");
     emu_detail::CubeAlign(bias, 64, "Mmad", "bias (bias table)");
-    emu_detail::CubeSpan(bias, uint64_t(p.n) * sizeof(float), "Mmad", "bias (bias table)");
+    emu_detail::CubeSpan(bias, uint64_t(p.n) * sizeof(V), "Mmad", "bias (bias table)");
     emu_detail::MmadImpl(dst, fm, filter, p, emu_detail::BiasRow{ba, bias.Offset()}, site);
 }
 
@@ -448,9 +449,6 @@ void emu_detail::MmadImpl(const LocalTensor<T>& dst, const LocalTensor<U>& fm, c
                   "Mmad: emulated type combinations are half/bfloat16_t/float inputs with a float result and int8_t "
                   "inputs with an int32_t result");
     constexpr bool integral = std::is_same<T, int32_t>::value;   // int8 x int8 -> int32: exact integer sums
-    if (integral && bias.a)
-        emu::Fault("Mmad: an int32 bias-table row for int8 operands is not emulated (only a float bias with "
-                   "half/bfloat16_t/float operands)");
     const char* what = "Mmad";
     emu_detail::RequireCubeArch(what);
     emu::CountCube(p.m, p.n, p.k);
@@ -481,7 +479,7 @@ void emu_detail::MmadImpl(const LocalTensor<T>& dst, const LocalTensor<U>& fm, c
         emu::Touch(in, aa, fm.Offset(), aElems * sizeof(U), false);
         emu::Touch(in, ba, filter.Offset(), bElems * sizeof(U), false);
         if (accumulate) emu::Touch(in, ca, dst.Offset(), cElems * sizeof(T), false);
-        if (bias.a) emu::Touch(in, bias.a, bias.off, n * sizeof(float), false);
+        if (bias.a) emu::Touch(in, bias.a, bias.off, n * sizeof(T), false);
         emu::Touch(in, ca, dst.Offset(), cElems * sizeof(T), true);
     }
     auto load = [](const emu::UbArena* ar, uint64_t base, uint64_t e, bool& ok) -> double {
@@ -520,11 +518,9 @@ void emu_detail::MmadImpl(const LocalTensor<T>& dst, const LocalTensor<U>& fm, c
             if (accumulate) {
                 std::memcpy(&acc, cd + at, sizeof(T));
                 ok = ok && ca->IsWritten(dst.Offset() + at, sizeof(T));
-            } else if (bias.a) {   // the bias row, broadcast over the rows
-                float b0;
-                std::memcpy(&b0, bias.a->data.data() + bias.off + j * sizeof(float), sizeof(float));
-                acc = T(b0);
-                ok = ok && bias.a->IsWritten(bias.off + j * sizeof(float), sizeof(float));
+            } else if (bias.a) {   // the bias row (of T: float, or int32_t for int8 operands), broadcast over the rows
+                std::memcpy(&acc, bias.a->data.data() + bias.off + j * sizeof(T), sizeof(T));
+                ok = ok && bias.a->IsWritten(bias.off + j * sizeof(T), sizeof(T));
             }
             if constexpr (integral) {   // int8 products summed exactly; the int32 sum wraps (two's complement)
                 int64_t sum = acc;
@@ -547,7 +543,7 @@ void emu_detail::MmadImpl(const LocalTensor<T>& dst, const LocalTensor<U>& fm, c
 // ---------------------------------------------------------------- L1 -> bias table (PIPE_MTE1)
 // Reference §1.10 "Bias on the cube". dst in the bias table (C2, float, 64-B aligned), src in L1 (C1 / A1 / B1,
 // 32-B aligned): blockCount x blockLen 64-B blocks of the SOURCE (the count CANN's matmul computes for either type),
-// gaps srcStride / dstStride in 64-B blocks; U = T copies, half -> float converts (the destination twice the
+// gaps srcStride / dstStride in 64-B blocks; U = T copies (float, or an int8 product's int32_t bias), half -> float converts (the destination twice the
 // bytes); any other pair (bfloat16_t -> float is arch 3510's) faults. Poison travels per element.
 template <typename T, typename U>
 void DataCopy(const LocalTensor<T>& dst, const LocalTensor<U>& src, const DataCopyParams& p,
@@ -573,7 +569,9 @@ void DataCopy(const LocalTensor<T>& dst, const LocalTensor<U>& src, const DataCo
             emu::Touch(in, da, dst.Offset() + d, dlen, true);
             for (uint64_t e = 0; e < len / sizeof(U); ++e) {
                 U v; std::memcpy(&v, sa->data.data() + src.Offset() + s + e * sizeof(U), sizeof(U));
-                T w = static_cast<T>(emu_detail::CubeToFloat(v));
+                T w;
+                if constexpr (same) w = v;   // one type: the bits as they are (int32_t too)
+                else w = static_cast<T>(emu_detail::CubeToFloat(v));
                 std::memcpy(da->data.data() + dst.Offset() + d + e * sizeof(T), &w, sizeof(T));
                 da->MarkWritten(dst.Offset() + d + e * sizeof(T), sizeof(T),
                                 sa->IsWritten(src.Offset() + s + e * sizeof(U), sizeof(U)));
