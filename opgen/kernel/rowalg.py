@@ -264,11 +264,13 @@ of the instruction table is not held to a correctly rounded quotient), as are Ma
 transcendental ones (the scalar unit has none)."""
 
 
-def _pick_lane(p: RowProgram, by: dict, name: str, chk: str, when: tuple, made: list, memo: dict) -> str | None:
+def _pick_lane(p: RowProgram, by: dict, name: str, chk: str, when: tuple, made: list, memo: dict,
+               rows: frozenset = frozenset()) -> str | None:
     """The scalar name holding lane `chk` (a checked per-row index) of row value `name`, its scalar instructions
     appended to `made` (single-assignment names from _fresh; `memo`: values already picked), or None when some
     instruction on the way has no exact scalar form (`gather_through_lanewise`). `by`: name -> its one defining
-    instruction (a name defined twice is never followed)."""
+    instruction (a name defined twice is never followed); `rows`: the row inputs whose element may be read (a leaf
+    of another row input fails)."""
     if name in memo:
         return memo[name]
     d = by.get(name)
@@ -280,31 +282,31 @@ def _pick_lane(p: RowProgram, by: dict, name: str, chk: str, when: tuple, made: 
     elif d.kind == "viota" and d.space == "col" and d.arg.replace(" ", "") == "static_cast<float>(c0_)":
         out = chk   # lane j holds the column index j
     elif d.kind == "cast_in" and not d.op and d.space == "row" and p.tensor(d.gm).role == "in" \
-            and p.tensor(d.gm).dtype not in _INT_DTYPES:
+            and p.tensor(d.gm).dtype not in _INT_DTYPES and d.gm in rows:
         out = _fresh(p, f"pick_{d.dst}")
         made.append(evolve(d, kind="sgather", dst=out, srcs=(chk,), op="", arg="", space="stat"))
     elif d.kind == "load" and d.space == "col" and p.tensor(d.gm).role == "in":
         out = _fresh(p, f"pick_{d.dst}")
         made.append(evolve(d, kind="sgather", dst=out, srcs=(chk,), op="", arg="", space="stat"))
     elif d.kind == "vscalar" and d.op in _PICK_SCALAR_OPS and len(d.srcs) == 1:
-        a = _pick_lane(p, by, d.srcs[0], chk, when, made, memo)
+        a = _pick_lane(p, by, d.srcs[0], chk, when, made, memo, rows)
         if a is not None:
             out = _scalar(p, made, d, f"({a} {_PICK_SCALAR_OPS[d.op]} ({d.arg}))")
     elif d.kind == "vbin" and d.op in _PICK_BINARY_OPS and len(d.srcs) == 2:
-        a = _pick_lane(p, by, d.srcs[0], chk, when, made, memo)
-        b = _pick_lane(p, by, d.srcs[1], chk, when, made, memo) if a is not None else None
+        a = _pick_lane(p, by, d.srcs[0], chk, when, made, memo, rows)
+        b = _pick_lane(p, by, d.srcs[1], chk, when, made, memo, rows) if a is not None else None
         if b is not None:
             out = _scalar(p, made, d, f"({a} {_PICK_BINARY_OPS[d.op]} {b})")
     elif d.kind == "vunary" and d.op in _PICK_UNARY and len(d.srcs) == 1:   # the scalar unit has no Ln / Exp:
-        a = _pick_lane(p, by, d.srcs[0], chk, when, made, memo)               # the same instruction on 8 lanes
+        a = _pick_lane(p, by, d.srcs[0], chk, when, made, memo, rows)               # the same instruction on 8 lanes
         if a is not None:
             out = _fresh(p, f"pick_{d.dst}")
             while any(m.dst == out for m in made):
                 out = f"{out}_"
             made.append(evolve(d, kind="sunary", dst=out, srcs=(), arg=a, space="stat", gm=""))
     elif d.kind == "vaxpy" and len(d.srcs) == 2:   # b + RN(x * s): the product rounded first (fuse_axpy)
-        a = _pick_lane(p, by, d.srcs[0], chk, when, made, memo)
-        x = _pick_lane(p, by, d.srcs[1], chk, when, made, memo) if a is not None else None
+        a = _pick_lane(p, by, d.srcs[0], chk, when, made, memo, rows)
+        x = _pick_lane(p, by, d.srcs[1], chk, when, made, memo, rows) if a is not None else None
         if x is not None:
             xs = _scalar(p, made, d, f"({x} * ({d.arg}))")
             out = _scalar(p, made, d, f"({a} + {xs})")
@@ -328,6 +330,24 @@ def _scalar(p: RowProgram, made: list, like, text: str) -> str:
 
 
 def gather_through_lanewise(p: RowProgram) -> int:
+    """`_gather_through_lanewise` with a row input's element as a leaf only while that input's row is still loaded
+    for something else: where the rewrite would leave a row input read by its picked elements alone (NLLLoss), that
+    input is no leaf (its row copies and buffers stay as the schedules make them) and the rewrite is made again
+    without it. Returns the number of gathers rewritten."""
+    rows = frozenset(i.gm for i in p.instrs if i.kind == "cast_in")
+    before = (list(p.instrs), dict(p.accs), dict(p.acc_kinds), dict(p.acc_post), list(p.late_stores))
+    while True:
+        done = _gather_through_lanewise(p, rows)
+        left = rows & {i.gm for i in p.instrs if i.kind == "cast_in"}
+        if left == rows or not done:
+            return done
+        p.instrs, p.accs, p.acc_kinds, p.acc_post, p.late_stores = (list(before[0]), dict(before[1]),
+                                                                     dict(before[2]), dict(before[3]),
+                                                                     list(before[4]))
+        rows = left
+
+
+def _gather_through_lanewise(p: RowProgram, rows: frozenset) -> int:
     """A gather of a row value by a checked per-row index (opgen.kernel.rows `gather`: Compares of the lane indices
     with the index, Select of the hit lane, ReduceSum) taken through the lane-wise instructions that compute the row
     down to their leaves, on the scalar unit: sum(select(lane == i, f(a, b, ...), 0)) = f(a[i], b[i], ...) for
@@ -360,7 +380,7 @@ def gather_through_lanewise(p: RowProgram) -> int:
             if hit is not None and hit.kind == "vcmps" and hit.op == "EQ" and lane(hit.srcs[0]) \
                     and chk is not None and chk.kind == "scheck" and hit.when == i.when:
                 made: list = []
-                v = _pick_lane(p, by, pick.srcs[1], chk.dst, i.when, made, {})
+                v = _pick_lane(p, by, pick.srcs[1], chk.dst, i.when, made, {}, rows)
                 if v is not None:
                     made = [evolve(m, when=i.when, level=i.level) for m in made]
                     out += made
