@@ -98,19 +98,21 @@ def _close(got, want, dtype):
     (63, 12001, "float32", 0.1),      # odd C, 15 cores take a second row; label smoothing sums every class
 ])
 def test_cross_entropy_per_chunk_columns_against_float64(engine, n, c, dtype, eps, examples_gen):
-    """CrossEntropyLoss without a weight through ROW_CHUNK with its lane-index row computed per chunk: loss and
-    log_prob against float64, ignored rows 0; the emulation counts every input read once, every output written
-    once (the lane index is computed, not loaded)."""
+    """CrossEntropyLoss without a weight over rows of several chunks: loss and log_prob against float64, ignored
+    rows 0. Its picked log-probability reads the target's element of the input row from GM
+    (rowalg.gather_through_lanewise: no lane-index row, so 100 x 8000 bf16 fits ROW_SPLIT and 63 x 12001 fp32 runs
+    ROW_CHUNK); the emulation counts every input read once, every output written once, plus that element: at most
+    one fp32 read per row and chunk (ROW_CHUNK's output phase reads it in each chunk of the row)."""
     x, t = _inputs(n, c, dtype, seed=c)
     r = run_check(str(CE), inputs={"input": x, "target": t}, attrs={"reduction": "none", "label_smoothing": eps},
                   dtypes={"T": dtype}, gen_dir=examples_gen, progress=False, engine=engine)
-    assert not r.faults and r.passed and r.tiling_key % 10 == 4, (r.faults[:3], r.tiling_key)
+    assert not r.faults and r.passed and r.tiling_key % 10 == (1 if c == 8000 else 4), (r.faults[:3], r.tiling_key)
     loss, lp = _loss64(x, t, None, -100, eps)
     _close(r.arrays["log_prob"], lp, dtype)
     _close(r.arrays["loss"], loss, dtype)
     assert np.all(np.asarray(r.arrays["loss"])[t == -100] == 0)
     if engine == "emu":
-        assert r.gm_bytes == r.gm_bytes_min, (r.gm_bytes, r.gm_bytes_min)
+        assert 0 <= r.gm_bytes - r.gm_bytes_min <= n * ((c + 1023) // 1024) * 4, (r.gm_bytes, r.gm_bytes_min)
 
 
 def _grad64(g, lp, t, w, ignore, eps):

@@ -418,8 +418,9 @@ class FIndex(DimExpr):
         return f"int({self.name})"
 
     def symbols(self):
-        """No int64 symbol: the float scalar is checked by the verifier apart (float_indices)."""
-        return ()
+        """No int64 symbol: the float scalar is checked by the verifier apart (float_indices). An empty set, as
+        every DimExpr's symbols() (a sum of it and a row's offset joins their sets)."""
+        return set()
 
     def evaluate(self, env):
         """Not evaluable from an env: raises IRError."""

@@ -189,7 +189,7 @@ def propagate_scalar_copies(p: RowProgram) -> int:
     return len(where)
 
 
-_PURE = ("cast_in", "vwiden", "vnarrow", "vbin", "vscalar", "vaxpy", "vunary", "vdup", "viota", "sexpr", "sload", "rsum", "rmax", *MASK_KINDS, *SELECT_KINDS)
+_PURE = ("cast_in", "vwiden", "vnarrow", "vbin", "vscalar", "vaxpy", "vunary", "vdup", "viota", "sexpr", "sunary", "sload", "rsum", "rmax", *MASK_KINDS, *SELECT_KINDS)
 """Kinds whose result depends only on their operands (and, for cast_in / sload, the current row of a GM input,
 which the kernel does not write): two of them with equal operands compute the same value."""
 
@@ -253,6 +253,147 @@ def gather_column_inputs(p: RowProgram) -> int:
         remove_dead_values(p)   # the selects and compares nothing reads now
         uses = _uses(p)
         p.instrs = [i for i in p.instrs if not (i.kind == "load" and i.space == "col" and not uses.get(i.dst))]
+    return done
+
+
+_PICK_SCALAR_OPS = {"Adds": "+", "Muls": "*"}
+_PICK_BINARY_OPS = {"Add": "+", "Sub": "-", "Mul": "*"}
+"""Lane-wise instructions a picked lane is carried through on the scalar unit (`gather_through_lanewise`): one fp32
+round-to-nearest each on either unit (IEEE 754), so a lane's value is the same number. Div is left (the vector Div
+of the instruction table is not held to a correctly rounded quotient), as are Max / Min (a NaN operand) and the
+transcendental ones (the scalar unit has none)."""
+
+
+def _pick_lane(p: RowProgram, by: dict, name: str, chk: str, when: tuple, made: list, memo: dict,
+               rows: frozenset = frozenset()) -> str | None:
+    """The scalar name holding lane `chk` (a checked per-row index) of row value `name`, its scalar instructions
+    appended to `made` (single-assignment names from _fresh; `memo`: values already picked), or None when some
+    instruction on the way has no exact scalar form (`gather_through_lanewise`). `by`: name -> its one defining
+    instruction (a name defined twice is never followed); `rows`: the row inputs whose element may be read (a leaf
+    of another row input fails)."""
+    if name in memo:
+        return memo[name]
+    d = by.get(name)
+    if d is None or d.when not in ((), when):
+        return None
+    out = None
+    if d.kind == "vdup" and d.space in ("row", "col"):
+        out = _scalar(p, made, d, f"({d.arg})")
+    elif d.kind == "viota" and d.space == "col" and d.arg.replace(" ", "") == "static_cast<float>(c0_)":
+        out = chk   # lane j holds the column index j
+    elif d.kind == "cast_in" and not d.op and d.space == "row" and p.tensor(d.gm).role == "in" \
+            and p.tensor(d.gm).dtype not in _INT_DTYPES and d.gm in rows:
+        out = _fresh(p, f"pick_{d.dst}")
+        made.append(evolve(d, kind="sgather", dst=out, srcs=(chk,), op="", arg="", space="stat"))
+    elif d.kind == "load" and d.space == "col" and p.tensor(d.gm).role == "in":
+        out = _fresh(p, f"pick_{d.dst}")
+        made.append(evolve(d, kind="sgather", dst=out, srcs=(chk,), op="", arg="", space="stat"))
+    elif d.kind == "vscalar" and d.op in _PICK_SCALAR_OPS and len(d.srcs) == 1:
+        a = _pick_lane(p, by, d.srcs[0], chk, when, made, memo, rows)
+        if a is not None:
+            out = _scalar(p, made, d, f"({a} {_PICK_SCALAR_OPS[d.op]} ({d.arg}))")
+    elif d.kind == "vbin" and d.op in _PICK_BINARY_OPS and len(d.srcs) == 2:
+        a = _pick_lane(p, by, d.srcs[0], chk, when, made, memo, rows)
+        b = _pick_lane(p, by, d.srcs[1], chk, when, made, memo, rows) if a is not None else None
+        if b is not None:
+            out = _scalar(p, made, d, f"({a} {_PICK_BINARY_OPS[d.op]} {b})")
+    elif d.kind == "vunary" and d.op in _PICK_UNARY and len(d.srcs) == 1:   # the scalar unit has no Ln / Exp:
+        a = _pick_lane(p, by, d.srcs[0], chk, when, made, memo, rows)               # the same instruction on 8 lanes
+        if a is not None:
+            out = _fresh(p, f"pick_{d.dst}")
+            while any(m.dst == out for m in made):
+                out = f"{out}_"
+            made.append(evolve(d, kind="sunary", dst=out, srcs=(), arg=a, space="stat", gm=""))
+    elif d.kind == "vaxpy" and len(d.srcs) == 2:   # b + RN(x * s): the product rounded first (fuse_axpy)
+        a = _pick_lane(p, by, d.srcs[0], chk, when, made, memo, rows)
+        x = _pick_lane(p, by, d.srcs[1], chk, when, made, memo, rows) if a is not None else None
+        if x is not None:
+            xs = _scalar(p, made, d, f"({x} * ({d.arg}))")
+            out = _scalar(p, made, d, f"({a} + {xs})")
+    memo[name] = out
+    return out
+
+
+_INT_DTYPES = ("i8", "u8", "i16", "i32", "i64", "bool")
+_PICK_UNARY = ("Ln", "Exp", "Sqrt", "Rsqrt", "Abs", "Reciprocal", "Relu")
+"""Lane-wise vector instructions a picked lane is carried through as `sunary` (the instruction itself over a few
+lanes holding the picked value: the same result as on the row's lane)."""
+
+
+def _scalar(p: RowProgram, made: list, like, text: str) -> str:
+    """A fresh per-row scalar `sexpr` computing C++ float text `text`, appended to `made` (its spec line `like`'s)."""
+    name = _fresh(p, f"pick_{like.dst}")
+    while any(m.dst == name for m in made):
+        name = f"{name}_"
+    made.append(evolve(like, kind="sexpr", dst=name, srcs=(), op="", arg=text, space="stat", gm=""))
+    return name
+
+
+def gather_through_lanewise(p: RowProgram) -> int:
+    """`_gather_through_lanewise` with a row input's element as a leaf only while that input's row is still loaded
+    for something else: where the rewrite would leave a row input read by its picked elements alone (NLLLoss), that
+    input is no leaf (its row copies and buffers stay as the schedules make them) and the rewrite is made again
+    without it. Returns the number of gathers rewritten."""
+    rows = frozenset(i.gm for i in p.instrs if i.kind == "cast_in")
+    before = (list(p.instrs), dict(p.accs), dict(p.acc_kinds), dict(p.acc_post), list(p.late_stores))
+    while True:
+        done = _gather_through_lanewise(p, rows)
+        left = rows & {i.gm for i in p.instrs if i.kind == "cast_in"}
+        if left == rows or not done:
+            return done
+        p.instrs, p.accs, p.acc_kinds, p.acc_post, p.late_stores = (list(before[0]), dict(before[1]),
+                                                                     dict(before[2]), dict(before[3]),
+                                                                     list(before[4]))
+        rows = left
+
+
+def _gather_through_lanewise(p: RowProgram, rows: frozenset) -> int:
+    """A gather of a row value by a checked per-row index (opgen.kernel.rows `gather`: Compares of the lane indices
+    with the index, Select of the hit lane, ReduceSum) taken through the lane-wise instructions that compute the row
+    down to their leaves, on the scalar unit: sum(select(lane == i, f(a, b, ...), 0)) = f(a[i], b[i], ...) for
+    lane-wise f. Leaves: a Duplicate (its scalar), the lane indices (i itself), the current row of a floating GM
+    input (one GM element read at the row's offset plus i, `sgather`), a column row loaded from a GM input (its
+    element i, `sgather`); through Adds / Muls by a scalar, Add / Sub / Mul of two rows and Axpy (its product
+    rounded first). The row reduction (a level of its own when the row depends on an earlier reduction: CrossEntropy
+    Loss's picked log-probability, the derived gradient's sum of its one-hot row) becomes a few scalar operations;
+    the compare and select go where nothing else reads them.
+
+    Exact: every instruction on the way is one fp32 round-to-nearest on either unit (IEEE 754), a widening load is
+    exact, and the index's `scheck` has trapped outside [0, row length), so the selected lane is the only nonzero
+    term of the sum; up to the sign of a zero element (the sum of -0 and the +0 lanes is +0, the scalar -0). Each
+    scalar operation is its own statement (no contraction into a fused multiply-add). Matched where the mask is
+    Compares(EQ) of the program's `viota` from c0_ with a `scheck`ed index, the select's other branch is 0 and all
+    share one presence; a name defined twice is not followed. Returns the number of gathers rewritten."""
+    defs: dict = {}
+    for i in p.instrs:
+        if i.dst:
+            defs.setdefault(i.dst, []).append(i)
+    by = {n: d[0] for n, d in defs.items() if len(d) == 1}
+    lane = lambda x: (x in by and by[x].kind == "viota" and by[x].space == "col"  # noqa: E731
+                      and by[x].arg.replace(" ", "") == "static_cast<float>(c0_)")
+    out, done = [], 0
+    for i in p.instrs:
+        pick = by.get(i.srcs[0]) if i.kind == "rsum" and i.srcs and i.dst in by else None
+        if pick is not None and pick.kind == "vsels" and pick.arg.strip() in ("0.0f", "0.0") and pick.when == i.when:
+            hit = by.get(pick.srcs[0])
+            chk = by.get((hit.arg or "").strip()) if hit is not None else None
+            if hit is not None and hit.kind == "vcmps" and hit.op == "EQ" and lane(hit.srcs[0]) \
+                    and chk is not None and chk.kind == "scheck" and hit.when == i.when:
+                made: list = []
+                v = _pick_lane(p, by, pick.srcs[1], chk.dst, i.when, made, {}, rows)
+                if v is not None:
+                    made = [evolve(m, when=i.when, level=i.level) for m in made]
+                    out += made
+                    out.append(evolve(i, kind="sexpr", srcs=(), op="", arg=f"({v})", space="stat", gm=""))
+                    done += 1
+                    continue
+        out.append(i)
+    if done:
+        p.instrs = out
+        remove_dead_values(p)   # the selects and compares nothing reads now
+        uses = _uses(p)
+        p.instrs = [i for i in p.instrs if not (i.kind == "load" and i.space == "col" and not uses.get(i.dst))]
+        propagate_scalar_copies(p)   # a pick that is a scalar already (a Duplicate's): its users read that
     return done
 
 
@@ -557,7 +698,7 @@ def sigmoid_from_exp(p: RowProgram) -> int:
 RowPass = Callable[[RowProgram], int]
 
 ROW_PASSES: list[RowPass] = [propagate_scalar_copies, reuse_computed_values, gather_column_inputs,
-                             select_with_scalar, compare_before_widening, sum_of_negation, fold_negation, reciprocal_of_softmax_sum,
+                             gather_through_lanewise, select_with_scalar, compare_before_widening, sum_of_negation, fold_negation, reciprocal_of_softmax_sum,
                              sigmoid_from_exp, fuse_axpy, remove_dead_values]
 """The kernel-level algebra run on every row program of the rows family, in order (module docstring): the exact
 rewrites, and the two inexact rewrites whose operands' ranges are proven (reciprocal_of_softmax_sum: within 2 fp32
@@ -565,7 +706,7 @@ ulp of the interpreter's device-mode quotient; sigmoid_from_exp: within 8u relat
 rewrite keeps the interpreter's device-mode values."""
 
 FAST_ROW_PASSES: list[RowPass] = [propagate_scalar_copies, reuse_computed_values, gather_column_inputs,
-                                  select_with_scalar, compare_before_widening, sum_of_negation, fold_negation, reciprocal_of_broadcast_divisor,
+                                  gather_through_lanewise, select_with_scalar, compare_before_widening, sum_of_negation, fold_negation, reciprocal_of_broadcast_divisor,
                                   sigmoid_from_exp, fold_multiply_chains, reuse_computed_values,
                                   fuse_axpy, remove_dead_values]
 """Opt-in (pass as `passes`): ROW_PASSES plus the inexact rewrites reciprocal_of_broadcast_divisor and

@@ -439,7 +439,7 @@ class _Printer:
         remat: set = set()   # per-row scalars any per-row loop can compute again from UB: no loop has to hold them
         for i in instrs:   # (an index check too: its Trap() is repeated where a loop computes it again)
             if i.kind == "sload" or i.kind in red or (
-                    i.kind in ("sexpr", "scheck", "sgather") and all(x in remat or x not in defs
+                    i.kind in ("sexpr", "sunary", "scheck", "sgather") and all(x in remat or x not in defs
                                                                      for x in names_in(i))):
                 remat.add(i.dst)
         scal = {i.dst: k for k, i in enumerate(instrs) if i.dst in defs and i.dst not in remat}
@@ -874,10 +874,19 @@ class _Printer:
         elif k == "scheck":   # an index into the row: Trap() outside [0, hidden_), then its checked value
             out += [kir.TrapUnless(kir.FRef(i.srcs[0]), Sym("hidden_"), doc=doc),
                     kir.FLet(i.dst, kir.FRef(i.srcs[0]))]
+        elif k == "sunary":   # a per-row value through Ln / Exp / ...: the vector instruction on 8 lanes of red_
+            red = kir.Ref("red_")
+            out += [kir.vec(Op.DUPLICATE, dst=red, scalar=parse_scalar(i.arg, INT_MEMBERS), count=Lit(8), doc=doc),
+                    kir.vec(entry(i.op).op, dst=red, src0=red, count=Lit(8)),
+                    kir.FLet(i.dst, kir.FLoad(red))]
         elif k == "sgather":   # a column row input's element at a checked per-row index: one GM read (scalar unit)
             if self.addr is None:
                 raise SpecError(f"row kernel {self.p.name}: a GM element at an index needs the addressing")
-            at = self.addr.at(i.gm, None, kir.FIndex(i.srcs[0]))
+            if self.p.tensor(i.gm).space == "row":   # the current row's element (rowalg.gather_through_lanewise)
+                row = _ksum(Sym("r0" if self.mode == "row" else "g0"), self._at(Sym("i")))   # b0 + i in a sub-batch
+                at = _ksum(self.addr.row_expr(i.gm, row), kir.FIndex(i.srcs[0]))
+            else:
+                at = self.addr.at(i.gm, None, kir.FIndex(i.srcs[0]))
             out.append(kir.FLet(i.dst, kir.FLoad(kir.GmView(f"gm_{self.p.tensor(i.gm).gm}", at)), doc=doc))
         elif k in ("rsum", "rmax") and batch == "all" and self._whole(i.srcs[0]):   # a column row's: one value
             part = f"part_{i.dst}"                                                      # for every row, set k times
@@ -973,6 +982,22 @@ def guarded(i: Instr, nodes: list, prog: RowProgram) -> list:
         out.append(kir.If(presence_conds(cube, prog.presence), tuple(body), doc=f"when {_when_text(cube, prog.presence)}",
                           guard=True))
     return out
+
+
+def _level_guards(p: RowProgram) -> tuple:
+    """((level, If conditions), ...) of the row-reduction levels of `p` whose reductions all run under one `when`
+    covered by a single presence cube (opgen.kernel.rowpresence.cover): a chunked phase of such a level computes
+    nothing any instruction reads under the other presences (a reader of a reduction runs only where it does,
+    rowpresence), so its loop is skipped there (ROW_CHUNK's `level_guards`)."""
+    out = []
+    for lv in sorted({i.level for i in p.rsums()}):
+        whens = {i.when for i in p.rsums(lv)}
+        if len(whens) != 1 or () in whens:
+            continue
+        cubes = list(cover(next(iter(whens)), len(p.presence)))
+        if len(cubes) == 1:
+            out.append((lv, presence_conds(cubes[0], p.presence)))
+    return tuple(out)
 
 
 def presence_conds(cube: tuple, names: tuple = ()) -> tuple:
@@ -1788,6 +1813,7 @@ def row_split_ir(spec, v: Variant, dims: DimFields, ctx: dict) -> kir.KernelClas
         col_phases=tuple(ctx["col_phases"]), online=ctx["online"],
         res_levels=tuple((lv, tuple(b), tuple(sl)) for lv, b, sl in ctx["res_levels"]),
         res_online=ctx["res_online"], res_final=tuple(ctx["res_final"]), bufs_res=dict(ctx["bufs_res"]),
+        level_guards=_level_guards(p) if ctx["res_levels"] else (),
         stage_res=ctx["stage_res"],
         col_final=tuple(ctx["col_final"]), flush_col=bool(ctx["flush_col"]),
         col_total_init=tuple(ctx["col_total"][0]), col_total_end=tuple(ctx["col_total"][1]),

@@ -68,7 +68,7 @@ CMP_OPS = {"lt": "LT", "le": "LE", "gt": "GT", "ge": "GE", "eq": "EQ", "ne": "NE
 """AscendC's CMPMODE of each comparison op of the IR (opgen.ir.ops)."""
 CMP_SWAP = {"LT": "GT", "GT": "LT", "LE": "GE", "GE": "LE", "EQ": "EQ", "NE": "NE"}
 """The mode of the comparison with its operands swapped (s < x is x > s), for Compares' scalar-second form."""
-SCALAR_ARG_KINDS = ("sexpr", "vscalar", "vaxpy", "vdup", "viota", "vcmps", "vcmpsh", "vsels")
+SCALAR_ARG_KINDS = ("sexpr", "sunary", "vscalar", "vaxpy", "vdup", "viota", "vcmps", "vcmpsh", "vsels")
 """Kinds whose `arg` is a C++ float expression over scalar names (renamed and scanned for uses with the operands)."""
 MASK_LANES = 64
 """Lanes a compare or select covers per 256-B repeat of fp32: their counts are rounded up to a multiple of it (whole
@@ -211,11 +211,15 @@ class Instr:
     rsum        scalar dst = sum of srcs[0] over the row     (ReduceSum; partial per core in COL_SPLIT)
     rmax        scalar dst = max of srcs[0] over the row     (ReduceMax; partial per core in COL_SPLIT)
     sexpr       scalar dst = C++ float expression arg over scalar names
+    sunary      scalar dst = op(scalar arg) on the vector unit (the value Duplicated over 8 lanes, op in place, lane 0
+                read by the scalar unit: Ln / Exp / ..., which the scalar unit has not;
+                opgen.kernel.rowalg.gather_through_lanewise)
     sload       scalar dst = GM stat tensor `gm` at this row (an int32 / int64 index converted to fp32)
     scheck      Trap() unless 0 <= scalar srcs[0] < the row length (an index into the row, checked on the scalar unit)
     sgather     scalar dst = element srcs[0] of the column row of GM input `gm` (space "col": the element at the
                 column index a checked per-row index holds, read by the scalar unit and converted to fp32;
-                opgen.kernel.rowalg.gather_column_inputs)
+                opgen.kernel.rowalg.gather_column_inputs), or of the current row of GM input `gm` (space "row":
+                the row's offset plus the index; opgen.kernel.rowalg.gather_through_lanewise)
     acc         accumulator dst += srcs[0]                   (brow: per batch, col: per kernel; op "Max" / "Min":
                                                              dst = Max / Min(dst, srcs[0]), RowProgram.acc_kinds)
     store       GM row tensor `gm` <- srcs[0] cast to its dtype with round mode arg (op "half": srcs[0] holds halves,
@@ -395,7 +399,7 @@ NO_BATCH_KINDS = ("viota", "vgather", "vseg")
 """Kinds whose lanes depend on the column or on a per-row layout (an index per column, a permutation, a per-segment
 value): a program holding one runs row by row (a viota of a column row excepted: computed once per column chunk,
 read as a column row, `batchable`)."""
-PER_ROW_SCALAR_KINDS = ("sexpr", "sload", "scheck", "sgather", "rsum", "rmax")
+PER_ROW_SCALAR_KINDS = ("sexpr", "sunary", "sload", "scheck", "sgather", "rsum", "rmax")
 """Kinds whose result is a per-row scalar (one value for each row: read on the scalar unit row by row)."""
 
 
@@ -449,7 +453,7 @@ def _remat_scalars(rows: list) -> set:
     defs = _scalar_defs(rows)
     remat: set = set()
     for i in rows:
-        if i.kind == "sload" or (i.kind in ("sexpr", "scheck", "sgather") and all(x in remat or x not in defs
+        if i.kind == "sload" or (i.kind in ("sexpr", "sunary", "scheck", "sgather") and all(x in remat or x not in defs
                                                                        for x in _names_in(i))):
             remat.add(i.dst)
     return remat
@@ -897,6 +901,8 @@ def _instr_text(i: Instr) -> str:
         return f"{i.dst} = ReduceMax({a})"
     if i.kind == "sexpr":
         return f"{i.dst} = {i.arg}"
+    if i.kind == "sunary":
+        return f"{i.dst} = {i.op}({i.arg}) on 8 lanes"
     if i.kind == "acc":
         return f"{i.dst} = {i.op}({i.dst}, {a})" if i.op else f"{i.dst} += {a}"
     via = " as half" if i.op == "half" else ""

@@ -161,6 +161,8 @@ class RowSchedule:
     online: tuple = ()         # COL_STREAM: (level a, the fused stream of levels a and a + 1, the rescale loop)
     res_levels: tuple = ()     # ROW_CHUNK with the row inputs resident: the levels as `stream_levels`; (): none
     res_online: tuple = ()     # ... (level a, the fused stream of levels a and a + 1) when a softmax's pair is online
+    level_guards: tuple = ()   # ... ((level, If conditions), ...): a level whose row reductions all run under one
+    #                            presence cube (runtime guard values, optional inputs): its chunk loop runs only there
     res_final: tuple = ()      # ... the output phase's per-row stream
     bufs_res: dict = field(default_factory=dict)   # ... its fixed buffers ({FIXED_BUFS name: allocated})
     stage_res: tuple = (4, ())   # ... its paramQue element
@@ -1333,9 +1335,12 @@ def _row_chunk(s: RowSchedule) -> Func:
             s.res_online[1] if lv == fused else lines)
         chunk = _chunk_head(s, lv) + [For("i", Lit(0), _K, Lit(1), tuple(per_row))]
         what = f"levels {lv} and {lv + 1} (an online maximum and sum)" if lv == fused else f"level {lv}"
+        loop = For("c0_", Sym("cBegin"), Sym("cEnd"), rs, tuple(chunk), doc="column chunks of the resident rows")
+        conds = dict(s.level_guards).get(lv) if lv != fused else None
         grp += [Comment(f"row-reduction {what}: partials combined over the row's chunks in their totals' slots "
                         "(tots_), complete on this core"),
-                For("c0_", Sym("cBegin"), Sym("cEnd"), rs, tuple(chunk), doc="column chunks of the resident rows")]
+                loop if conds is None else If(conds, (loop,), doc="only where its row reductions run (their "
+                                                                   "presences and runtime guards)", guard=True)]
     grp += [Get(f"statStage_{t.op}", f"statStageBuf_{t.op}", "float") for t in s.stat_out]
     grp += [Comment("the outputs, chunk by chunk"),
             For("c0_", Sym("cBegin"), Sym("cEnd"), rs, tuple(_output_chunk(s, _chunk_head(s, -1), s.res_final)),
@@ -1386,10 +1391,12 @@ def _refs(x):
 
 def _match_row_function(body: tuple, a: int):
     """The broadcast-function pattern at statement `a` of a per-row loop body of ROW_CHUNK: `s = tots_[j * gs + i]`
-    (a GetValue), then Duplicate(W, s, n) and lane-wise unary instructions U1 .. Um in place on W (HOIST_UNARY, count
-    n), then one Sub / Add / Mul reading W as one operand (the other not W), consecutive; s read by nothing else in
-    the body, W not read after the binary instruction before it is overwritten. Returns (j, (U1 .. Um), index of the
-    binary instruction) or None."""
+    (a GetValue) and every later use of s one of these spans, each Duplicate(W, s, n) then lane-wise unary
+    instructions U1 .. Um in place on W (HOIST_UNARY, count n; the same chain in every span), consecutive, then
+    either one Sub / Add / Mul reading W as one operand (the other not W) -- the function broadcast over the row's
+    chunk -- or `l = W[0]` (an FLet of a FLoad of W: the function of the total read back by the scalar unit,
+    rowprog `sunary`); W not read after the span before it is overwritten. Returns (j, (U1 .. Um), ((start, end
+    index, kind "bin" | "lane"), ...)) or None."""
     g = body[a]
     if not (isinstance(g, GetValue) and g.src.tensor == "tots_" and g.src.slot is None):
         return None
@@ -1398,13 +1405,30 @@ def _match_row_function(body: tuple, a: int):
             and off.lhs.op == "*" and isinstance(off.lhs.lhs, Lit) and off.lhs.rhs == Sym("groupStride_")):
         return None
     j, s = off.lhs.lhs.value, g.name
-    if a + 2 >= len(body):
+    chain0, spans, q = None, [], a + 1
+    while q < len(body):
+        if not mentions(body[q], s):
+            q += 1
+            continue
+        span = _function_span(body, q, s)
+        if span is None or (chain0 is not None and span[0] != chain0):
+            return None
+        chain0 = span[0]
+        spans.append(span[1:])
+        q = span[2] + 1
+    if not spans:
         return None
-    dup = body[a + 1]
+    return j, chain0, tuple(spans)
+
+
+def _function_span(body: tuple, q: int, s: str):
+    """One span of `_match_row_function` starting at statement q (a Duplicate of scalar s): (chain, q, end index,
+    kind) or None."""
+    dup = body[q]
     if not (isinstance(dup, Vec) and dup.op is Op.DUPLICATE and dup.arg("scalar") == FRef(s)):
         return None
     w, n = dup.arg("dst"), dup.arg("count")
-    chain, b = [], a + 2
+    chain, b = [], q + 1
     while b < len(body) and isinstance(body[b], Vec) and body[b].op in HOIST_UNARY:
         u = body[b]
         if u.arg("dst") != w or u.arg("src0") != w or u.arg("count") != n:
@@ -1414,13 +1438,18 @@ def _match_row_function(body: tuple, a: int):
     if not chain or b >= len(body):
         return None
     bi = body[b]
-    if not (isinstance(bi, Vec) and bi.op in _HOIST_BINARY and bi.arg("count") == n):
+    if isinstance(bi, FLet) and bi.value == FLoad(w):
+        kind = "lane"
+    elif isinstance(bi, Vec) and bi.op in _HOIST_BINARY and bi.arg("count") == n:
+        s0, s1 = bi.arg("src0"), bi.arg("src1")
+        if not (s1 == w and s0 != w or bi.op is not Op.SUB and s0 == w and s1 != w):
+            return None
+        kind = "bin"
+    else:
         return None
-    s0, s1 = bi.arg("src0"), bi.arg("src1")
-    if not (s1 == w and s0 != w or bi.op is not Op.SUB and s0 == w and s1 != w):
+    if any(mentions(st, s) for st in body[q + 1:b + 1]):
         return None
-    if any(mentions(st, s) for k, st in enumerate(body) if k not in (a, a + 1)):
-        return None
+
     def names_w(x) -> bool:   # a Ref of W's tensor and slot, or opaque text naming its tensor
         if isinstance(x, Verbatim):
             return mentions(x, w.tensor)
@@ -1432,7 +1461,7 @@ def _match_row_function(body: tuple, a: int):
         if isinstance(st, Vec) and st.arg("dst") == w and not any(names_w(v) for nm, v in st.args if nm != "dst"):
             break
         return None
-    return j, tuple(chain), b
+    return tuple(chain), q, b, kind
 
 
 def mentions(x, name: str) -> bool:
@@ -1470,8 +1499,10 @@ def hoist_row_functions(grp: list, nlevel: int) -> list:
     new body (the same list when nothing matches)."""
     found: dict = {}   # slot j -> (chain, first loop index)
     for li, st in enumerate(grp):
-        if not (isinstance(st, For) and st.var == "c0_"):
+        if not _chunk_loop(st):
             continue
+        if isinstance(st, If):   # a level's loop under its guard (level_guards)
+            st = st.then[0]
         for row in st.body:
             if not (isinstance(row, For) and row.var == "i"):
                 continue
@@ -1479,7 +1510,7 @@ def hoist_row_functions(grp: list, nlevel: int) -> list:
                 m = _match_row_function(row.body, a)
                 if m is None:
                     continue
-                j, chain, _b = m
+                j, chain, _spans = m
                 if j in found and found[j][0] != chain:
                     return grp
                 found.setdefault(j, (chain, li))
@@ -1507,24 +1538,36 @@ def hoist_row_functions(grp: list, nlevel: int) -> list:
                     return grp
 
     def rewrite(body: tuple) -> tuple:
-        out, a = [], 0
+        out, a, drop, repl = [], 0, set(), {}
         while a < len(body):
+            st = body[a]
+            if a in drop:
+                a += 1
+                continue
+            if a in repl:
+                out.append(repl[a])
+                a += 1
+                continue
             m = _match_row_function(body, a)
             if m is None or m[0] not in found:
-                st = body[a]
                 if isinstance(st, (For, If, Scope)):
                     st = map_children(st, rewrite)
                 out.append(st)
                 a += 1
                 continue
-            _j, _chain, b = m
-            g, bi = body[a], body[b]
-            w = body[a + 1].arg("dst")
-            other = bi.arg("src0") if bi.arg("src1") == w else bi.arg("src1")
-            scalar = FNeg(FRef(g.name), paren=True) if bi.op is Op.SUB else FRef(g.name)
-            out += [g, vec(_HOIST_BINARY[bi.op], dst=bi.arg("dst"), src0=other, scalar=scalar, count=bi.arg("count"),
-                           doc=bi.doc)]
-            a = b + 1
+            g = body[a]
+            for q, b, kind in m[2]:
+                drop.update(range(q, b))
+                bi, w = body[b], body[q].arg("dst")
+                if kind == "lane":   # the function of the total, read back: the hoisted value itself
+                    repl[b] = FLet(bi.name, FRef(g.name), doc=bi.doc)
+                    continue
+                other = bi.arg("src0") if bi.arg("src1") == w else bi.arg("src1")
+                scalar = FNeg(FRef(g.name), paren=True) if bi.op is Op.SUB else FRef(g.name)
+                repl[b] = vec(_HOIST_BINARY[bi.op], dst=bi.arg("dst"), src0=other, scalar=scalar,
+                              count=bi.arg("count"), doc=bi.doc)
+            out.append(g)
+            a += 1
         return tuple(out)
 
     new = list(grp)
@@ -1534,7 +1577,15 @@ def hoist_row_functions(grp: list, nlevel: int) -> list:
                        "(every chunk below reads them broadcast: hoisted out of the chunk loop)")]
         pre += [vec(u, dst=slot, src0=slot, count=_K) for u in chain]
         new[li:li] = pre
-    return [map_children(st, rewrite) if isinstance(st, For) and st.var == "c0_" else st for st in new]
+    return [map_children(st, rewrite) if _chunk_loop(st) else st for st in new]
+
+
+def _chunk_loop(st) -> bool:
+    """Whether ROW_CHUNK group statement `st` is a loop over the column chunks, or one under a level's guard (an If
+    holding only that loop, RowSchedule.level_guards)."""
+    if isinstance(st, If) and len(st.then) == 1 and not st.orelse:
+        st = st.then[0]
+    return isinstance(st, For) and st.var == "c0_"
 
 
 def _resident_in(s: RowSchedule, start: DimExpr) -> Scope:
