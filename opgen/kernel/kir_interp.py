@@ -976,9 +976,11 @@ class _Core:
                 h(self, s, frame)
 
     def let(self, s, frame):
+        """kir.Let: declares the int scalar in the innermost scope."""
         _define(frame["ints"], s.name, self.ival(s.value, frame))
 
     def assign(self, s, frame):
+        """kir.Assign: a frame's int scalar (inner scopes first), else the class member."""
         v = self.ival(s.value, frame)
         if s.name in frame["ints"]:
             frame["ints"][s.name] = v
@@ -986,9 +988,11 @@ class _Core:
             self.members[s.name] = v
 
     def flet(self, s, frame):
+        """kir.FLet: declares the float scalar in the innermost scope."""
         _define(frame["floats"], s.name, self.fval(s.value, frame))
 
     def fassign(self, s, frame):
+        """kir.FAssign: a frame's float scalar (inner scopes first), else the class member."""
         v = self.fval(s.value, frame)
         if s.name in frame["floats"]:
             frame["floats"][s.name] = v
@@ -1002,10 +1006,12 @@ class _Core:
                            "vector unit (docs/reference/ascendc.md §1.1)")
 
     def copy_stmt(self, s, frame):
+        """kir.Copy as a statement: refused on an AIC (no_aic), else `copy`."""
         self.no_aic(s)
         self.copy(s, frame)
 
     def vec_stmt(self, s, frame):
+        """kir.Vec as a statement: refused on an AIC (no_aic), else `vec`."""
         self.no_aic(s)
         self.vec(s, frame)
 
