@@ -143,6 +143,7 @@ def _overlap_clean(tens: dict, idx: dict, sz: int, rep: int, whole: bool, acc1: 
 def _overlap_walk(what: str, tens: dict, idx: dict, sz: int, mask: int, rep: int, whole: bool, acc1: bool) -> None:
     """Interp.overlap's rules lane by lane (the arguments as _overlap_clean's; `mask` lanes a repeat; `what` the
     instruction's API name): raises KirFault for the first broken rule in repeat, operand and lane order."""
+    idx = {n: np.asarray(ix, dtype=np.int64).tolist() for n, ix in idx.items()}   # Python ints, lane by lane
     dst = tens["dst"]
     lane = lambda n, r: [tens[n].off + i * sz for i in idx[n][r * mask:(r + 1) * mask]]  # noqa: E731
     dlane = (lambda r: [dst.off + idx["dst"][r] * sz]) if whole else (lambda r: lane("dst", r))  # noqa: E731
@@ -771,8 +772,9 @@ class _Core:
             u = u[np.concatenate(([True], u[1:] != u[:-1]))]   # hashing unique took 2-3x as long on these grids
             step = np.diff(u)
         cut = np.flatnonzero(step != 1) + 1
-        for a, b in zip(np.concatenate(([0], cut)), np.concatenate((cut, [u.size]))):
-            self.touch(ins, off + int(u[a]) * sz, int(u[b - 1] - u[a] + 1) * sz, write, pool=pool)
+        first, last = u[np.concatenate(([0], cut))], u[np.concatenate((cut, [u.size])) - 1]
+        for lo, n in zip((off + first * sz).tolist(), ((last - first + 1) * sz).tolist()):
+            self.touch(ins, lo, n, write, pool=pool)
 
     def touch(self, ins, off: int, n: int, write: bool, a: Shadow | None = None, pool: int | None = None):
         """Instruction `ins` reads or writes bytes [off, off + n) of the memory shadowed by `a` (default: the UB):
@@ -790,6 +792,15 @@ class _Core:
             else:
                 self.owned_read(off, n, pool, self.stmts[sid][0] if 0 <= sid < len(self.stmts) else "an instruction")
         b0, b1 = off // BLOCK, min((off + n - 1) // BLOCK, a.w_clock.size - 1)
+        if b0 == b1 >= 0:   # one block (a scalar access, one run of a strided lane grid): the same rules on Python ints
+            self.touch_block(a, b0, ins, write)
+        else:
+            self.touch_blocks(a, b0, b1, ins, write)
+
+    def touch_blocks(self, a: Shadow, b0: int, b1: int, ins, write: bool):
+        """`touch`'s rules for blocks b0..b1 of shadow `a`, on arrays: the first block (and pipe) breaking one
+        raises the race fault; else the access is recorded."""
+        pipe, clock, sid = ins
         sl = slice(b0, b1 + 1)
         wc, wp = a.w_clock[sl], a.w_pipe[sl]
         # the last writer unless `ordered`: a write at clock > 0 that `pipe` does not know completed, not an in-order
@@ -832,6 +843,42 @@ class _Core:
                 a.p_stmt[sl] = np.where(new, rs, a.p_stmt[sl])
             a.r_clock[sl, pipe] = clock
             a.r_stmt[sl, pipe] = sid
+
+    def touch_block(self, a: Shadow, j: int, ins, write: bool):
+        """`touch` of the one block j of shadow `a`: the same checks, fault and record as touch's array form for a
+        one-block slice, on Python ints (most touches of a strided instruction are one block each, where the array
+        form's dozen NumPy calls cost more than the rules)."""
+        pipe, clock, sid = ins
+        know = self.know[pipe].tolist()
+        wc, wp = int(a.w_clock[j]), int(a.w_pipe[j])
+        if wc > max(know[wp], 0) and ((wp != pipe) if pipe != _V else not (wp == pipe and wc == clock)):
+            self.race(a, j, ins, write, wp, int(a.w_stmt[j]), True)
+        if write:
+            rc = a.r_clock[j].tolist()
+            own = pipe == _V and rc[_V] == clock
+            for q in range(_NP):
+                if q == 0 or (q == pipe and pipe != _V):
+                    continue
+                if q == _V == pipe:
+                    if (int(a.p_clock[j]) if own else rc[_V]) > max(know[_V], 0):
+                        self.race(a, j, ins, write, q, int(a.p_stmt[j]) if own else int(a.r_stmt[j, _V]), False)
+                elif rc[q] > max(know[q], 0):
+                    self.race(a, j, ins, write, q, int(a.r_stmt[j, q]), False)
+            a.w_clock[j] = clock
+            a.w_stmt[j] = sid
+            a.w_pipe[j] = pipe
+            a.r_clock[j] = 0
+            a.p_clock[j] = 0
+            a.r_stmt[j] = -1
+            a.p_stmt[j] = -1
+        else:
+            if pipe == _V:        # a second touch by the same instruction keeps the read before it
+                rc = int(a.r_clock[j, pipe])
+                if rc != clock:
+                    a.p_clock[j] = rc
+                    a.p_stmt[j] = a.r_stmt[j, pipe]
+            a.r_clock[j, pipe] = clock
+            a.r_stmt[j, pipe] = sid
 
     def touch_gm(self, ins, g: "_Gm", off: int, n: int, write: bool, atomic: bool = False):
         """Instruction `ins` (an MTE2 load or MTE3 store) reads or writes bytes [off, off + n) of GM tensor g's
@@ -938,30 +985,70 @@ class _Core:
 
     # -- statements
     def block(self, stmts, frame):
+        """Runs a statement list: a statement that never waits (_PLAIN, looked up by its exact node class) by its
+        handler directly, any other through the generator `stmt` (the one per statement that yields where a core
+        waits; a generator per plain statement was most of the dispatch's cost)."""
+        plain = _PLAIN
         for s in stmts:
-            yield from self.stmt(s, frame)
+            h = plain.get(s.__class__)
+            if h is None:
+                yield from self.stmt(s, frame)
+            else:
+                self.cur = s
+                h(self, s, frame)
+
+    def let(self, s, frame):
+        """kir.Let: declares the int scalar in the innermost scope."""
+        _define(frame["ints"], s.name, self.ival(s.value, frame))
+
+    def assign(self, s, frame):
+        """kir.Assign: a frame's int scalar (inner scopes first), else the class member."""
+        v = self.ival(s.value, frame)
+        if s.name in frame["ints"]:
+            frame["ints"][s.name] = v
+        else:
+            self.members[s.name] = v
+
+    def flet(self, s, frame):
+        """kir.FLet: declares the float scalar in the innermost scope."""
+        _define(frame["floats"], s.name, self.fval(s.value, frame))
+
+    def fassign(self, s, frame):
+        """kir.FAssign: a frame's float scalar (inner scopes first), else the class member."""
+        v = self.fval(s.value, frame)
+        if s.name in frame["floats"]:
+            frame["floats"][s.name] = v
+        else:
+            self.members[s.name] = v
+
+    def no_aic(self, s):
+        """KirFault for a UB or vector statement on a cube core (AIC)."""
+        if self.kind == "AIC":
+            raise KirFault(f"{self.where}: {kir.to_text_stmt(s).strip()} on an AIC: the cube core has no UB and no "
+                           "vector unit (docs/reference/ascendc.md §1.1)")
+
+    def copy_stmt(self, s, frame):
+        """kir.Copy as a statement: refused on an AIC (no_aic), else `copy`."""
+        self.no_aic(s)
+        self.copy(s, frame)
+
+    def vec_stmt(self, s, frame):
+        """kir.Vec as a statement: refused on an AIC (no_aic), else `vec`."""
+        self.no_aic(s)
+        self.vec(s, frame)
 
     def stmt(self, s, frame):  # noqa: C901 - one case per node type
         self.cur = s
-        if self.kind == "AIC" and isinstance(s, (kir.Copy, kir.Vec, kir.GetValue, kir.SetValue)):
-            raise KirFault(f"{self.where}: {kir.to_text_stmt(s).strip()} on an AIC: the cube core has no UB and no "
-                           "vector unit (docs/reference/ascendc.md §1.1)")
-        if isinstance(s, kir.Let):
-            _define(frame["ints"], s.name, self.ival(s.value, frame))
+        if isinstance(s, (kir.Copy, kir.Vec, kir.GetValue, kir.SetValue)):
+            self.no_aic(s)
+        if isinstance(s, kir.Let):   # (block runs the _PLAIN classes themselves; a subclass of one comes here)
+            self.let(s, frame)
         elif isinstance(s, kir.Assign):
-            v = self.ival(s.value, frame)
-            if s.name in frame["ints"]:
-                frame["ints"][s.name] = v
-            else:
-                self.members[s.name] = v
+            self.assign(s, frame)
         elif isinstance(s, kir.FLet):
-            _define(frame["floats"], s.name, self.fval(s.value, frame))
+            self.flet(s, frame)
         elif isinstance(s, kir.FAssign):
-            v = self.fval(s.value, frame)
-            if s.name in frame["floats"]:
-                frame["floats"][s.name] = v
-            else:
-                self.members[s.name] = v
+            self.fassign(s, frame)
         elif isinstance(s, kir.For):
             member = s.var in self.members and s.var not in frame["ints"]
             store = self.members if member else frame["ints"]
@@ -1798,22 +1885,22 @@ class _Core:
         if cmp:
             env["mask"], env["mode"] = self.ival(args["mask"], frame), args["mode"]
             lanes = L
-            idx = {"src0": lane_grid(rep, L, p[1], p[4], sz).tolist(), "src1": lane_grid(rep, L, p[2], p[5], sz).tolist()}
+            idx = {"src0": lane_grid(rep, L, p[1], p[4], sz), "src1": lane_grid(rep, L, p[2], p[5], sz)}
         else:
             lanes = self.ival(args["lanes"], frame)
             env["lanes"] = lanes
             env["scalar"] = np.asarray(self.fval(args["scalar"], frame)).astype(NP_TYPES[self.dt(data.dtype)])
-            idx = {"dst": lane_grid(rep, lanes, p[0], p[3], sz).tolist(),
-                   "src0": lane_grid(rep, lanes, p[1], p[4], sz).tolist()}
+            idx = {"dst": lane_grid(rep, lanes, p[0], p[3], sz), "src0": lane_grid(rep, lanes, p[1], p[4], sz)}
         if rep == 0:
             return
         nbytes = rep * L // 8
-        tops = {n: max(ix) + 1 for n, ix in idx.items()}
+        tops = {n: int(ix.max()) + 1 for n, ix in idx.items()}
         tops[mask_name] = nbytes
         mt = tens[mask_name]
         for n, ix in idx.items():
             t = tens[n]
-            if t.mem == mt.mem and any(mt.off <= t.off + i * sz < mt.off + nbytes for i in ix):
+            at = t.off + ix * sz
+            if t.mem == mt.mem and ((mt.off <= at) & (at < mt.off + nbytes)).any():
                 raise KirFault(f"{d.api}: the bit mask overlaps {n} ({self.where})")
         for n, t in tens.items():
             self.bounds(t, tops[n])
@@ -1835,11 +1922,11 @@ class _Core:
             return
         mok = self.read(mt, nbytes)[1]
         sok = self.read(data, tops["src0"])[1][idx["src0"]]
-        bit = [r * L + k for r in range(rep) for k in range(lanes)]
+        bit = (np.arange(rep, dtype=np.int64)[:, None] * L + np.arange(lanes, dtype=np.int64)[None, :]).reshape(-1)
         dst = tens["dst"]
         _v, dok = self.read(dst, tops["dst"])
         dok = np.array(dok, copy=True)
-        dok[idx["dst"]] = sok & mok[np.asarray(bit) // 8]
+        dok[idx["dst"]] = sok & mok[bit // 8]
         self.write(dst, out[:tops["dst"]], dok)
 
     def reduce(self, s, frame, tens, count):
@@ -1908,18 +1995,18 @@ class _Core:
         if not 1 <= mask <= 256 // sz or not 0 <= rep <= 255:
             raise KirFault(f"{d.api}: mask {mask} or repeatTime {rep} outside one repeat ({self.where})")
         if whole:
-            idx = {"src": lane_grid(rep, mask, vals["srcBlk"], vals["srcRep"], sz).tolist(),
-                   "dst": [r * vals["dstRep"] for r in range(rep)]}
+            idx = {"src": lane_grid(rep, mask, vals["srcBlk"], vals["srcRep"], sz),
+                   "dst": np.arange(rep, dtype=np.int64) * vals["dstRep"]}
         else:
             p = tuple(self.ival(x, frame) for x in args["params"])
             vals["params"] = p
-            idx = {n: lane_grid(rep, mask, p[j], p[3 + j], sz).tolist() for j, n in enumerate(("dst", "src0", "src1"))}
+            idx = {n: lane_grid(rep, mask, p[j], p[3 + j], sz) for j, n in enumerate(("dst", "src0", "src1"))}
         for n, t in tens.items():
             if not (whole and n == "dst"):   # a WholeReduce destination needs element alignment only
                 self.aligned(t, d.api)
         if rep == 0:
             return
-        tops = {n: max(ix) + 1 for n, ix in idx.items()}
+        tops = {n: int(ix.max()) + 1 for n, ix in idx.items()}
         for n, t in tens.items():
             self.bounds(t, tops[n])
         self.overlap(s.op, d.api, tens, idx, sz, mask, rep, whole, vals.get("params"))
@@ -1998,6 +2085,15 @@ class _Core:
             ev, i = sorted(self.flags)[0]
             raise KirFault(f"SetFlag<HardEvent::{ev}>({i}) is never consumed by a WaitFlag before the kernel "
                            "returns: SetFlag and WaitFlag must pair (docs/reference/ascendc.md §1.6)")
+
+
+_PLAIN = {kir.Let: _Core.let, kir.Assign: _Core.assign, kir.FLet: _Core.flet, kir.FAssign: _Core.fassign,
+          kir.Copy: _Core.copy_stmt, kir.Vec: _Core.vec_stmt, kir.InitBuffer: _Core.init_buffer, kir.Alloc: _Core.alloc,
+          kir.Barrier: lambda self, s, frame: self.barrier(s.pipe), kir.Comment: lambda self, s, frame: None,
+          kir.Nd2Nz: _Core.nd2nz, kir.LoadData: _Core.load_data, kir.Mmad: _Core.mmad, kir.LoadBias: _Core.load_bias,
+          kir.Fixpipe: _Core.fixpipe}
+"""Node class -> handler(core, statement, frame) of the statements that never wait (no SyncAll, flag wait or
+body inside): _Core.block runs them without a generator; `stmt` runs the rest (and a subclass of one of these)."""
 
 
 def _sub(frame) -> dict:
