@@ -91,11 +91,23 @@ def _opdef_facts(files: dict) -> tuple[dict, dict]:
 
 
 def _tiling_func_consts(files: dict) -> dict[str, str]:
+    """{name: C++ expression} of the TilingFunc's `const int64_t` statements, each local the tiling printer named for
+    a repeated sub-expression (opgen.tiling.program.name_repeats: its comment reads "in <statements>") written
+    back into the expressions that read it, so a fact is the whole formula and changes when such a local does."""
     out = {}
     for text in _find(files, r"op_host/[^/]+_tiling\.cpp"):
+        named = set(re.findall(r"^\s*// in [^\n]*\n\s*const int64_t (\w+) =", text, re.M))
+        named |= set(re.findall(r"const int64_t (\w+) =[^;]*;[ \t]*// in ", text))
         code = _one_line(_strip_comments(text))
         for name, expr in re.findall(r"const int64_t (\w+) = ([^;]*);", code):
-            out.setdefault(name, expr.strip())
+            expr = expr.strip()
+            for _ in range(len(named)):   # a local reads only earlier ones: as deep as there are locals at most
+                hit = [n for n in named if n in out and re.search(rf"\b{n}\b", expr)]
+                if not hit:
+                    break
+                for n in hit:
+                    expr = re.sub(rf"\b{n}\b", lambda _m, n=n: f"({out[n]})", expr)
+            out.setdefault(name, expr)
     return out
 
 
