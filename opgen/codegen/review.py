@@ -93,8 +93,9 @@ def _opdef_facts(files: dict) -> tuple[dict, dict]:
 def _tiling_func_consts(files: dict) -> dict[str, str]:
     """{name: C++ expression} of the TilingFunc's `const int64_t` statements, each local the tiling printer named for
     a repeated sub-expression (opgen.tiling.program.name_repeats: its comment reads "in <statements>") written
-    back into the expressions that read it, so a fact is the whole formula and changes when such a local does."""
-    out = {}
+    back into the expressions that read it (and left out itself), so a fact is the whole formula and changes when
+    such a local does."""
+    out, locals_ = {}, set()
     for text in _find(files, r"op_host/[^/]+_tiling\.cpp"):
         named = set(re.findall(r"^\s*// in [^\n]*\n\s*const int64_t (\w+) =", text, re.M))
         named |= set(re.findall(r"const int64_t (\w+) =[^;]*;[ \t]*// in ", text))
@@ -108,7 +109,8 @@ def _tiling_func_consts(files: dict) -> dict[str, str]:
                 for n in hit:
                     expr = re.sub(rf"\b{n}\b", lambda _m, n=n: f"({out[n]})", expr)
             out.setdefault(name, expr)
-    return out
+        locals_ |= named
+    return {n: e for n, e in out.items() if n not in locals_}   # the locals are no facts of their own
 
 
 _TOKEN = re.compile(r"\s*(?:(\d+)[uUlL]*|([A-Za-z_][\w:]*(?:<(?:u?int(?:8|16|32|64)_t|float|double|bool)>)?)|"
