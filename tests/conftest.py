@@ -37,6 +37,10 @@ os.environ.setdefault("PYTHONPYCACHEPREFIX", str(Path(_root) / "pycache"))
 # `opgen diff` run after the suite (.ci/run) reads the placements the suite made instead of placing them again.
 _gen_root = os.environ.get("OPGEN_CACHE_DIR") or str(Path.home() / ".cache" / "opgen" / "generate")
 os.environ.setdefault("OPGEN_SYNC_DIR", str(Path(_gen_root) / "syncs"))
+# clang-format's results (opgen.codegen.fmt, "The format store"), keyed by the binary's version, the style file and the
+# input text, are shared the same way: a file any worker, test or `opgen` subprocess formatted is not formatted again
+# (the suite formats the same emitted files many times over: each test isolating its generate cache renders them anew).
+os.environ.setdefault("OPGEN_FORMAT_DIR", str(Path(_gen_root) / "formats"))
 sys.pycache_prefix = os.environ["PYTHONPYCACHEPREFIX"]
 sys.dont_write_bytecode = False
 

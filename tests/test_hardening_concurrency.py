@@ -32,7 +32,9 @@ GELU = ROOT / "examples" / "specs" / "gelu.py"
 def _env(tmp: Path, name: str) -> dict:
     t = tmp / f"tmp-{name}"
     t.mkdir()
-    return {**os.environ, "OPGEN_CACHE_DIR": str(tmp / f"cache-{name}"), "PYTHONPATH": str(ROOT), "TMPDIR": str(t)}
+    env = {**os.environ, "OPGEN_CACHE_DIR": str(tmp / f"cache-{name}"), "PYTHONPATH": str(ROOT), "TMPDIR": str(t)}
+    env.pop("OPGEN_FORMAT_DIR", None)   # clang-format runs (and is interrupted), not the suite's format store
+    return env
 
 
 def _tree(d: Path) -> dict:
@@ -92,11 +94,12 @@ def test_interrupted_generate(tmp_path, fresh, sig, delay):
         assert _tree(out / "gelu") == fresh
 
 
-def test_cancel_after_an_interrupted_result_is_quiet():
+def test_cancel_after_an_interrupted_result_is_quiet(monkeypatch):
     """A signal during PendingFormat.result() reaps clang-format there; generate_all's clean-up then cancels the
     same pending format, which must not read the closed pipes (it raised ValueError: exit 3 instead of 143)."""
     from opgen.codegen.fmt import format_start
 
+    monkeypatch.delenv("OPGEN_FORMAT_DIR", raising=False)   # a process to interrupt, not the format store
     pf = format_start({"a.cpp": "int  x ;\n"})
     pf.proc.kill()
     pf.proc.communicate()          # what result()'s handler does when interrupted

@@ -36,7 +36,8 @@ def wall_seconds(cmd: list[str], env: dict | None = None) -> float:
 
 
 _PHASES = r"""
-import json, sys, time
+import json, os, sys, time
+os.environ.pop("OPGEN_FORMAT_DIR", None)   # clang-format measured, not the format store (opgen.codegen.fmt)
 t0 = time.perf_counter()
 import opgen.codegen as cg
 from opgen.codegen.fmt import format_many

@@ -4,11 +4,23 @@ The binary is the one pinned in pyproject.toml (`clang-format==19.1.7`, installe
 interpreter of the venv); it is looked up beside `sys.executable` first, then on PATH. Every file is
 formatted with the same style file, `templates/.clang-format` (Google style, 4-space indent, 120 columns:
 CANN's conventions), passed explicitly so no `.clang-format` of the surrounding directories applies.
+
+The format store. When $OPGEN_FORMAT_DIR names a directory (opgen.paths.format_store_root; the test suite sets it,
+tests/conftest.py), every C/C++ file is looked up there before clang-format runs: one JSON file per key, the
+sha256 of the binary's version string, the style file's bytes, the file name's suffix (which selects the
+language) and the input text; the entry holds the formatted text. Only the files the store does not answer go to
+clang-format, and what it returns is written back, each entry to a unique temporary file renamed into place
+(concurrent processes never read half an entry). An entry is used only when it is a JSON object naming its key
+whose text's sha256 equals the one it stores; anything else (unreadable, truncated, edited, another key's) is a
+miss, formatted again and rewritten. Like the generate cache (opgen.codegen.cache), the check guards against
+damage, not against someone who rewrites an entry and its hash on purpose. An unwritable directory is no error.
 """
 
 from __future__ import annotations
 
 import functools
+import hashlib
+import json
 import os
 import shutil
 import subprocess
@@ -17,6 +29,7 @@ from pathlib import Path
 
 from opgen.codegen.env import TEMPLATES_DIR
 from opgen.errors import OpgenError
+from opgen.paths import format_store_root
 
 STYLE_FILE = TEMPLATES_DIR / ".clang-format"
 CPP_SUFFIXES = (".cpp", ".h", ".hpp", ".cc", ".c")
@@ -47,17 +60,84 @@ def is_cpp(path: str) -> bool:
     return path.endswith(CPP_SUFFIXES)
 
 
+@functools.lru_cache(maxsize=None)
+def _store_salt() -> bytes:
+    """What every format-store key starts with: the entry format, clang-format's version, the style file's bytes."""
+    return b"opgen-format-store 1\0" + clang_format_version().encode() + b"\0" + STYLE_FILE.read_bytes() + b"\0"
+
+
+def _sha(text: str) -> str:
+    return hashlib.sha256(text.encode("utf-8", "surrogatepass")).hexdigest()
+
+
+def store_key(text: str, filename: str) -> str:
+    """Format-store key (hex sha256) of `text` formatted as a file named `filename` (only its suffix matters):
+    clang-format's version, the style file and the suffix are part of it (module docstring)."""
+    h = hashlib.sha256(_store_salt())
+    h.update(Path(filename).suffix.encode("utf-8", "surrogatepass") + b"\0")
+    h.update(text.encode("utf-8", "surrogatepass"))
+    return h.hexdigest()
+
+
+def store_load(text: str, filename: str) -> str | None:
+    """The formatted text the format store holds for `text` (as `format_cpp(text, filename)` gives it), or None:
+    no store ($OPGEN_FORMAT_DIR unset), no entry, or an entry that fails the module docstring's checks."""
+    root = format_store_root()
+    if root is None:
+        return None
+    k = store_key(text, filename)
+    try:
+        entry = json.loads((root / f"{k}.json").read_text(encoding="utf-8"))
+    except (OSError, ValueError, UnicodeError):
+        return None
+    if not isinstance(entry, dict) or entry.get("key") != k:
+        return None
+    out = entry.get("text")
+    if not isinstance(out, str) or entry.get("sha256") != _sha(out):
+        return None
+    return out
+
+
+def store_save(text: str, filename: str, formatted: str) -> None:
+    """Remember in the format store that clang-format turned `text` (a file named `filename`) into `formatted`;
+    nothing without a store. Written to a unique temporary file and renamed; errors writing are ignored."""
+    import tempfile
+
+    root = format_store_root()
+    if root is None:
+        return
+    try:
+        root.mkdir(parents=True, exist_ok=True)
+        k = store_key(text, filename)
+        fd, tmp = tempfile.mkstemp(prefix=f".{k}.", suffix=".tmp", dir=root)
+        try:
+            with os.fdopen(fd, "w", encoding="utf-8") as f:
+                f.write(json.dumps({"key": k, "sha256": _sha(formatted), "text": formatted}))
+            os.replace(tmp, root / f"{k}.json")
+        finally:
+            if os.path.exists(tmp):
+                os.unlink(tmp)
+    except (OSError, ValueError, UnicodeError):
+        pass
+
+
 class PendingFormat:
     """One clang-format process formatting copies of a package's C/C++ files in a temporary directory
     (`-i`, same style and language selection by suffix), started by `format_start` and running while the
     caller goes on (e.g. renders the next op). `result()` waits and returns {path: text}; `cancel()` kills
-    the process and removes the directory. Raises OpgenError (from result) when clang-format fails."""
+    the process and removes the directory. Files the format store answers (module docstring) are not given to
+    the process, and those it formats are stored. Raises OpgenError (from result) when clang-format fails."""
 
     def __init__(self, files: dict[str, str]):
         import tempfile
 
         self.files = dict(files)
-        self.cpp = sorted(p for p in files if is_cpp(p))
+        self.hits = {}
+        for p in sorted(p for p in files if is_cpp(p)):
+            found = store_load(files[p], p)
+            if found is not None:
+                self.hits[p] = found
+        self.cpp = sorted(p for p in files if is_cpp(p) and p not in self.hits)
         self.proc = None
         self.tmp = None
         if not self.cpp:
@@ -84,14 +164,15 @@ class PendingFormat:
     def result(self) -> dict[str, str]:
         """{path: text}, C/C++ files formatted; waits for clang-format. Raises OpgenError when it failed."""
         if self.proc is None:
-            return dict(self.files)
+            return {**self.files, **self.hits}
         try:
             _, err = self.proc.communicate()
             if self.proc.returncode != 0:
                 raise OpgenError(f"clang-format failed on {', '.join(self.cpp)}: {err.strip()}")
-            out = dict(self.files)
+            out = {**self.files, **self.hits}
             for p, f in zip(self.cpp, self.paths):
                 out[p] = f.read_text()
+                store_save(self.files[p], p, out[p])
             return out
         except BaseException:
             if self.proc.poll() is None:   # interrupted while waiting: do not leave clang-format running
@@ -127,11 +208,16 @@ def format_many(files: dict[str, str]) -> dict[str, str]:
 
 def format_cpp(text: str, filename: str) -> str:
     """`text` formatted by clang-format with STYLE_FILE; `filename` selects the language (only its suffix
-    matters). Raises OpgenError when clang-format fails."""
+    matters); the format store (module docstring) is consulted first and given what clang-format returns.
+    Raises OpgenError when clang-format fails."""
+    found = store_load(text, filename)
+    if found is not None:
+        return found
     cmd = [clang_format_path(), f"--style=file:{STYLE_FILE}", f"--assume-filename={Path(filename).name}"]
     env = dict(os.environ)
     env.pop("CLANG_FORMAT_STYLE", None)
     proc = subprocess.run(cmd, input=text, capture_output=True, text=True, check=False, env=env)
     if proc.returncode != 0:
         raise OpgenError(f"clang-format failed on {filename}: {proc.stderr.strip()}")
+    store_save(text, filename, proc.stdout)
     return proc.stdout

@@ -91,12 +91,26 @@ def _opdef_facts(files: dict) -> tuple[dict, dict]:
 
 
 def _tiling_func_consts(files: dict) -> dict[str, str]:
-    out = {}
+    """{name: C++ expression} of the TilingFunc's `const int64_t` statements, each local the tiling printer named for
+    a repeated sub-expression (opgen.tiling.program.name_repeats: its comment reads "in <statements>") written
+    back into the expressions that read it (and left out itself), so a fact is the whole formula and changes when
+    such a local does."""
+    out, locals_ = {}, set()
     for text in _find(files, r"op_host/[^/]+_tiling\.cpp"):
+        named = set(re.findall(r"^\s*// in [^\n]*\n\s*const int64_t (\w+) =", text, re.M))
+        named |= set(re.findall(r"const int64_t (\w+) =[^;]*;[ \t]*// in ", text))
         code = _one_line(_strip_comments(text))
         for name, expr in re.findall(r"const int64_t (\w+) = ([^;]*);", code):
-            out.setdefault(name, expr.strip())
-    return out
+            expr = expr.strip()
+            for _ in range(len(named)):   # a local reads only earlier ones: as deep as there are locals at most
+                hit = [n for n in named if n in out and re.search(rf"\b{n}\b", expr)]
+                if not hit:
+                    break
+                for n in hit:
+                    expr = re.sub(rf"\b{n}\b", lambda _m, n=n: f"({out[n]})", expr)
+            out.setdefault(name, expr)
+        locals_ |= named
+    return {n: e for n, e in out.items() if n not in locals_}   # the locals are no facts of their own
 
 
 _TOKEN = re.compile(r"\s*(?:(\d+)[uUlL]*|([A-Za-z_][\w:]*(?:<(?:u?int(?:8|16|32|64)_t|float|double|bool)>)?)|"

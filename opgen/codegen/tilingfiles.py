@@ -84,12 +84,19 @@ def emit_tiling(spec, prog, inputs_map: dict, doc: str, fits_fail: str = "") -> 
     exact = exact_products(spec)
     equal_reads += [("", c["cond"]) for c in exact]   # the shapes the exactness checks read are declared too
     env = template_env()
+    storages = [_storage(spec, n, i, o) for n, i, o in _shape_refs(spec, reads + equal_reads)]
+    # identifiers of the TilingFunc beside the program's statements, which a local the printer names
+    # (TilingProgram.to_cpp: name_repeats) must not take: the template's own, the shape and desc locals, the reads'
+    template = env.loader.get_source(env, "op_host/tiling.cpp.j2")[0]
+    reserved = {*re.findall(r"[A-Za-z_]\w*", template), *(d["var"] for d in descs),
+                *(f"{s['name']}{x}" for s in storages for x in ("Shape", "Storage", "ShapeOpt")),
+                *(w for _n, e in reads + equal_reads for w in re.findall(r"[A-Za-z_]\w*", e))}
     ctx = {
         "op": spec.name, "op_snake": op, "struct": f"{spec.name}TilingData", "spec_file": spec_path(spec),
         "guard": f"{op.upper()}_TILING_DATA_H_",
         "fields": [(n, doc) for n, _, doc in prog.stmts if n in prog.fields],
         "inputs": [(n, expr, prog.inputs[n]) for n, expr in reads],
-        "storages": [_storage(spec, n, i, o) for n, i, o in _shape_refs(spec, reads + equal_reads)],
+        "storages": storages,
         "equal_dims": equal, "equal_groups": groups,
         "same_group": bool(groups) or any("SameGroup(" in e for _n, e in reads),
         "descs": descs, "has_attrs": bool(spec.attrs),
@@ -101,7 +108,7 @@ def emit_tiling(spec, prog, inputs_map: dict, doc: str, fits_fail: str = "") -> 
         "fits_fail": c_printf((fits_fail or "no UB plan of {op} holds this shape").replace("{op}", spec.name)),
         "platform_fail": c_printf("the platform reports no AIV core or no UB"),
         "uses_aic": any(how == ("platform", "aicNum") for how in inputs_map.values()),
-        "statements": prog.to_cpp(indent="    "),
+        "statements": prog.to_cpp(indent="    ", reserved=reserved),
         "dtype_rows": rows, "n_vars": len(spec.dtype_table),
         "source": doc,
         "attr_int": any(isinstance(h, tuple) and h[0] in ("attr_dim", "attr_int_bits") for h in inputs_map.values())

@@ -242,7 +242,8 @@ def _cpp_operand(x: E, prec: int, right: bool, parent: str) -> str:
 def fold(e: E) -> E:
     """`e` with its constant parts computed: an operation on literals becomes a literal (kept when it would divide
     by zero, so the error stays at run time), x + 0, x - 0, x * 1 and x // 1 become x, x * 0 becomes 0, a select on
-    a literal becomes its branch. The value is unchanged for every input (integer arithmetic, no side effects)."""
+    a literal or with equal branches becomes its branch, x && 0 becomes 0, x || 1 becomes 1, and c && 1, c || 0
+    become c where c is a comparison, && or || (0 or 1 already). The value is unchanged for every input (integer arithmetic, no side effects)."""
     if not isinstance(e, Op):
         return e
     args = tuple(fold(a) for a in e.args)
@@ -266,7 +267,22 @@ def fold(e: E) -> E:
         return a[0]
     if e.op == "*" and isinstance(a[0], Lit) and a[0].value == 1:
         return a[1]
+    if e.op == "select" and args[1] == args[2]:
+        return args[1]
+    if e.op == "&&" and any(isinstance(x, Lit) and x.value == 0 for x in a):
+        return Lit(0)
+    if e.op == "||" and any(isinstance(x, Lit) and x.value != 0 for x in a):
+        return Lit(1)
+    if e.op in ("&&", "||") and isinstance(a[1], Lit) and _is_truth(a[0]):   # x && 1, x || 0 of a 0/1 x
+        return a[0]
+    if e.op in ("&&", "||") and isinstance(a[0], Lit) and _is_truth(a[1]):
+        return a[1]
     return Op(e.op, args)
+
+
+def _is_truth(e: E) -> bool:
+    """Whether `e` is 0 or 1 for every input (a comparison, && or ||)."""
+    return isinstance(e, Op) and e.op in _CMP + ("&&", "||")
 
 
 def lit(x) -> E:
@@ -359,11 +375,181 @@ class TilingProgram:
         self._py_fn = (n, ns["run"])
         return ns["run"]
 
-    def to_cpp(self, indent: str = "    ") -> str:
+    def to_cpp(self, indent: str = "    ", reserved=()) -> str:
         """The assignments as C++ statements (`const int64_t name = ...;`; names as opgen.names.cpp_name spells
-        them, which is what the template's locals and field assignments use too)."""
+        them, which is what the template's locals and field assignments use too), after `name_repeats` (a
+        sub-expression met more than once is computed once, in a named local; `reserved`: the other identifiers
+        of the enclosing C++ function, which no such local may take). A statement's doc is its trailing comment, or a
+        comment line above it when both would not fit in 120 columns (clang-format would break the statement to keep
+        the comment beside it)."""
         lines = []
-        for name, expr, doc in self.stmts:
-            c = f"  // {doc}" if doc else ""
-            lines.append(f"{indent}const int64_t {cpp_name(name)} = {expr.cpp()};{c}")
+        taken = {*self.inputs, *map(cpp_name, self.inputs), *reserved}
+        for name, expr, doc in name_repeats(self.stmts, taken):
+            head = f"{indent}const int64_t {cpp_name(name)} = {expr.cpp()};"
+            if doc and len(head) + len(doc) + 5 > 120:
+                lines += [f"{indent}// {doc}", head]
+            else:
+                lines.append(head + (f"  // {doc}" if doc else ""))
         return "\n".join(lines)
+
+
+_LAZY_ARGS = {"select": (1, 2), "&&": (1,), "||": (1,)}
+"""The operands an operation evaluates only for some inputs in C++ (?:'s branches, the right side of && and ||)."""
+_MIN_NAMED = 20
+"""Shortest C++ text (characters) of a repeated sub-expression worth a local of its own."""
+_KIND = {"+": "Sum", "-": "Diff", "*": "Product", "//": "Quotient", "%": "Remainder", "ceil_div": "Quotient",
+         "align_up": "Aligned", "min": "Min", "max": "Max", "select": "Choice", "&&": "Cond", "||": "Cond",
+         "<": "Cond", "<=": "Cond", ">": "Cond", ">=": "Cond", "==": "Cond"}
+_WORD = {"+": "Plus", "-": "Minus", "*": "Times", "//": "Per", "%": "Mod", "<": "Lt", "<=": "Le", ">": "Gt",
+         ">=": "Ge", "==": "Eq", "&&": "And", "||": "Or"}
+
+
+def _describe(e: E) -> str | None:
+    """A camelCase name spelling `e` (`CeilDiv(rows, rowCores)` -> rowsPerRowCoresCeil, `8 * colsPerCore` ->
+    colsPerCoreTimes8), or None when `e` holds a select or a negative literal, would start with a digit (a literal
+    divided or compared) or the name passes 32 characters."""
+    if isinstance(e, Var):
+        return cpp_name(e.name)
+    if isinstance(e, Lit):
+        return str(e.value) if e.value >= 0 else None
+    if e.op == "select":
+        return None
+    args = e.args
+    if e.op in ("+", "*", "min", "max") and isinstance(args[0], Lit) and not isinstance(args[1], Lit):
+        args = (args[1], args[0])   # `2 * colAlign` reads colAlignTimes2
+    parts = [_describe(a) for a in args]
+    if any(p is None for p in parts) or (parts[0][:1].isdigit() and e.op not in ("min", "max")):
+        return None
+    a, b = parts[0], parts[1][:1].upper() + parts[1][1:]
+    if e.op in _WORD:
+        out = f"{a}{_WORD[e.op]}{b}"
+    elif e.op == "ceil_div":
+        out = f"{a}Per{b}Ceil"
+    elif e.op == "align_up":
+        out = f"{a}AlignedTo{b}"
+    else:   # min, max
+        out = f"{e.op}{a[:1].upper()}{a[1:]}And{b}"
+    return out if len(out) <= 32 else None
+
+
+class _Interned:
+    """Structural identities of a program's sub-expressions: equal trees get one number (hash-consing by operator
+    and operand numbers, so a deep tree is hashed once, not once per enclosing node)."""
+
+    def __init__(self):
+        self.ids: dict = {}
+        self.expr: list = []
+        self.size: list = []
+        self.memo: dict = {}
+
+    def of(self, e: E) -> int:
+        """The number of `e`'s structure."""
+        got = self.memo.get(id(e))
+        if got is not None and got[0] is e:
+            return got[1]
+        if isinstance(e, Op):
+            kids = tuple(self.of(a) for a in e.args)
+            key, size = (e.op, kids), 1 + sum(self.size[k] for k in kids)
+        else:
+            key, size = (type(e).__name__, e.value if isinstance(e, Lit) else e.name), 1
+        n = self.ids.get(key)
+        if n is None:
+            n = self.ids[key] = len(self.expr)
+            self.expr.append(e)
+            self.size.append(size)
+        self.memo[id(e)] = (e, n)
+        return n
+
+
+def _uses(e: E, t: _Interned, at: int, eager: bool, root: bool, seen: dict) -> None:
+    """Record in `seen` (structure number -> [first statement evaluating it on every input, or None; list of
+    (statement, eager) uses]) each operation of statement `at`'s expression `e` below its root."""
+    if not isinstance(e, Op):
+        return
+    if not root:
+        rec = seen.setdefault(t.of(e), [None, []])
+        rec[1].append(at)
+        if eager and rec[0] is None:
+            rec[0] = at
+    lazy = _LAZY_ARGS.get(e.op, ())
+    for i, a in enumerate(e.args):
+        _uses(a, t, at, eager and i not in lazy, False, seen)
+
+
+def _replaced(e: E, t: _Interned, target: int, var: Var) -> E:
+    """`e` with every sub-expression of structure `target` read from `var`."""
+    if not isinstance(e, Op):
+        return e
+    if t.of(e) == target:
+        return var
+    args = tuple(_replaced(a, t, target, var) for a in e.args)
+    return e if all(x is y for x, y in zip(args, e.args)) else Op(e.op, args)
+
+
+def name_repeats(stmts: list, reserved=()) -> list:
+    """Common-subexpression naming over a tiling program's statements [(name, expr, doc)]: the same statements,
+    each operation that occurs in two or more places (and prints to at least _MIN_NAMED characters) computed once in
+    a statement of its own placed before its first use, and read from there. A sub-expression equal to an earlier
+    statement's whole expression is read from that statement. Largest sub-expressions first, so a repeated
+    compound is one local and its parts are named only where they also occur elsewhere.
+
+    Values are unchanged for every input: the statements are pure integer expressions over constants, and a local
+    is defined at the first statement that evaluates the sub-expression on every input (not only in a ?: branch or
+    the right side of && / ||: a local never evaluates what the program would have skipped, e.g. a division by
+    zero a select guards); an earlier use that evaluates it only on some inputs keeps it inline. The local's name
+    spells the expression when that is short (`_describe`: rowsPerRowCoresCeil), else names the program statement of its
+    first use (a local's: the statement that local serves) and its kind (`colBatchCost0Sum`), with a doc listing
+    the program statements that read it, directly or through other such locals. `reserved`:
+    names no new local may take (besides the statements' own). Returns a new list; `stmts` is not changed."""
+    out = list(stmts)
+    owner = {n: n for n, _, _ in out}   # each statement -> the program statement it serves (a local: its first user's)
+    taken = set(reserved) | {n for n, _, _ in out} | {cpp_name(n) for n, _, _ in out}
+    # whole statements met again later: read from the statement
+    t = _Interned()
+    first: dict = {}
+    for i, (name, expr, doc) in enumerate(out):
+        for k in sorted(_op_ids(expr, t) & first.keys(), key=lambda k: -t.size[k]):   # largest first
+            expr = _replaced(expr, t, k, first[k])
+        out[i] = (name, expr, doc)
+        if isinstance(expr, Op):
+            first.setdefault(t.of(expr), Var(name))
+    while True:
+        seen: dict = {}
+        for i, (_name, expr, _doc) in enumerate(out):
+            _uses(expr, t, i, True, True, seen)
+        best = None
+        for k, (at, where) in seen.items():
+            if at is None or sum(1 for w in where if w >= at) < 2:
+                continue
+            if best is None or (t.size[k], -at) > (t.size[best], -seen[best][0]):
+                if len(t.expr[k].cpp()) >= _MIN_NAMED:
+                    best = k
+        if best is None:
+            return out
+        at, where = seen[best]
+        e = t.expr[best]
+        users = list(dict.fromkeys(owner[out[w][0]] for w in where if w >= at))
+        name = _describe(e)
+        if name is None or name in taken:
+            name = f"{cpp_name(owner[out[at][0]])}{_KIND[e.op]}"
+        base, n = name, 2
+        while name in taken:
+            name, n = f"{base}{n}", n + 1
+        taken.add(name)
+        owner[name] = owner[out[at][0]]
+        var = Var(name)
+        rest = [(nm, _replaced(x, t, best, var), d) for nm, x, d in out[at:]]
+        more = f" and {len(users) - 3} more" if len(users) > 3 else ""
+        out = out[:at] + [(name, e, f"in {', '.join(users[:3])}{more}")] + rest
+
+
+def _op_ids(e: E, t: _Interned) -> set:
+    """The structure numbers of `e`'s operations below its root."""
+    ids: set = set()
+    stack = list(e.args) if isinstance(e, Op) else []
+    while stack:
+        x = stack.pop()
+        if isinstance(x, Op):
+            ids.add(t.of(x))
+            stack.extend(x.args)
+    return ids

@@ -330,218 +330,170 @@ static ge::graphStatus TilingFunc(gert::TilingContext* context)
                         static_cast<long>(hidden)),
                 return ge::GRAPH_FAILED);
     const int64_t colAlign = AlignUp(hidden, 16);  // row stride in UB (elements; 32-byte aligned)
-    const int64_t rowBytesTwoBufs = 4 * colAlign * TBytes + 2 * colAlign * TBytes + 16 +
-                                    (colAlign <= 2040 ? 64 : 0) * 4 + 2 * (colAlign <= 2040 ? 1 : 0) * 4 +
-                                    4 * colAlign * 4;  // UB bytes per resident row, two buffers per row queue
-    const int64_t fixedBytesTwoBufs =
+    const int64_t rowBytesTwoBufsProduct = 2 * (colAlign <= 2040 ? 1 : 0) * 4;  // in rowBytesTwoBufs, rowBytesOneBuf
+    const int64_t rowBytesTwoBufsProduct2 = (colAlign <= 2040 ? 64 : 0) * 4;    // in rowBytesTwoBufs, rowBytesOneBuf
+    const int64_t colAlignTimes2TimesTBytes = 2 * colAlign * TBytes;            // in rowBytesTwoBufs, rowBytesOneBuf
+    // UB bytes per resident row, two buffers per row queue
+    const int64_t rowBytesTwoBufs = 4 * colAlign * TBytes + colAlignTimes2TimesTBytes + 16 + rowBytesTwoBufsProduct2 +
+                                    rowBytesTwoBufsProduct + 4 * colAlign * 4;
+    // in fixedBytesTwoBufs, fixedBytesOneBuf
+    const int64_t fixedBytesTwoBufsSum =
         128 + 2 * (colAlign <= 2040 ? 8 : 0) * 4 + 4 * colAlign * 4 + 4 * colAlign * 4 +
-        colAlign * std::max<int64_t>(std::max<int64_t>(4, TBytes), UBytes) + colAlign * 4 +
-        (AlignUp(CeilDiv(colAlign, 64) * 2, 8) + 8) * 4;  // UB bytes held once, two buffers per row queue
-    const int64_t rowsFitTwoBufs = ubBytes > fixedBytesTwoBufs
-                                       ? (ubBytes - fixedBytesTwoBufs) / rowBytesTwoBufs
-                                       : 0;  // rows per UB pass that fit with two buffers per row queue
-    const int64_t rowBytesOneBuf = 2 * colAlign * TBytes + colAlign * TBytes + 16 + (colAlign <= 2040 ? 64 : 0) * 4 +
-                                   2 * (colAlign <= 2040 ? 1 : 0) * 4 +
-                                   4 * colAlign * 4;  // UB bytes per resident row, one buffer per row queue
-    const int64_t fixedBytesOneBuf =
-        128 + 2 * (colAlign <= 2040 ? 8 : 0) * 4 + 4 * colAlign * 4 + 4 * colAlign * 4 +
-        colAlign * std::max<int64_t>(std::max<int64_t>(4, TBytes), UBytes) + colAlign * 4 +
-        (AlignUp(CeilDiv(colAlign, 64) * 2, 8) + 8) * 4;  // UB bytes held once, one buffer per row queue
-    const int64_t rowsFitOneBuf = ubBytes > fixedBytesOneBuf
-                                      ? (ubBytes - fixedBytesOneBuf) / rowBytesOneBuf
-                                      : 0;  // rows per UB pass that fit with one buffer per row queue
+        colAlign * std::max<int64_t>(std::max<int64_t>(4, TBytes), UBytes) + colAlign * 4;
+    // in fixedBytesTwoBufs, fixedBytesOneBuf
+    const int64_t fixedBytesTwoBufsProduct = (AlignUp(CeilDiv(colAlign, 64) * 2, 8) + 8) * 4;
+    // UB bytes held once, two buffers per row queue
+    const int64_t fixedBytesTwoBufs = fixedBytesTwoBufsSum + fixedBytesTwoBufsProduct;
+    // rows per UB pass that fit with two buffers per row queue
+    const int64_t rowsFitTwoBufs = ubBytes > fixedBytesTwoBufs ? (ubBytes - fixedBytesTwoBufs) / rowBytesTwoBufs : 0;
+    // UB bytes per resident row, one buffer per row queue
+    const int64_t rowBytesOneBuf = colAlignTimes2TimesTBytes + colAlign * TBytes + 16 + rowBytesTwoBufsProduct2 +
+                                   rowBytesTwoBufsProduct + 4 * colAlign * 4;
+    // UB bytes held once, one buffer per row queue
+    const int64_t fixedBytesOneBuf = fixedBytesTwoBufsSum + fixedBytesTwoBufsProduct;
+    // rows per UB pass that fit with one buffer per row queue
+    const int64_t rowsFitOneBuf = ubBytes > fixedBytesOneBuf ? (ubBytes - fixedBytesOneBuf) / rowBytesOneBuf : 0;
     const int64_t rowCores = std::max<int64_t>(1, std::min<int64_t>(coreNum, rows));  // cores used by the row split
-    const int64_t passRowsTwoBufs = std::max<int64_t>(
-        1, std::min<int64_t>(
-               rowsFitTwoBufs,
-               std::min<int64_t>(255, CeilDiv(rows, rowCores))));  // rows a pass with two buffers per row queue
-    const int64_t passesTwoBufs =
-        CeilDiv(CeilDiv(rows, rowCores), passRowsTwoBufs);  // passes of a core with two buffers per row queue
-    const int64_t copyInCyclesTwoBufs = passRowsTwoBufs * (hidden * (TBytes * 2) + 512) * rowCores * 9 /
-                                        8000;  // estimated cycles of a pass's copy-in with two buffers per row queue
-    const int64_t computeCyclesTwoBufs = passRowsTwoBufs * hidden * 27 / 64 +
-                                         648;  // estimated cycles of a pass's compute with two buffers per row queue
-    const int64_t copyOutCyclesTwoBufs = passRowsTwoBufs * (hidden * TBytes + 256) * rowCores * 9 /
-                                         8000;  // estimated cycles of a pass's copy-out with two buffers per row queue
+    // in passRowsTwoBufs, passesTwoBufs, passesOneBuf and 1 more
+    const int64_t rowsPerRowCoresCeil = CeilDiv(rows, rowCores);
+    // in passRowsTwoBufs, passRowsOneBuf
+    const int64_t minRowsPerRowCoresCeilAnd255 = std::min<int64_t>(255, rowsPerRowCoresCeil);
+    // rows a pass with two buffers per row queue
+    const int64_t passRowsTwoBufs =
+        std::max<int64_t>(1, std::min<int64_t>(rowsFitTwoBufs, minRowsPerRowCoresCeilAnd255));
+    // passes of a core with two buffers per row queue
+    const int64_t passesTwoBufs = CeilDiv(rowsPerRowCoresCeil, passRowsTwoBufs);
+    // in copyInCyclesTwoBufs, copyInCyclesOneBuf
+    const int64_t hiddenTimesTBytesTimes2Plus512 = hidden * (TBytes * 2) + 512;
+    // estimated cycles of a pass's copy-in with two buffers per row queue
+    const int64_t copyInCyclesTwoBufs = passRowsTwoBufs * hiddenTimesTBytesTimes2Plus512 * rowCores * 9 / 8000;
+    // estimated cycles of a pass's compute with two buffers per row queue
+    const int64_t computeCyclesTwoBufs = passRowsTwoBufs * hidden * 27 / 64 + 648;
+    const int64_t hiddenTimesTBytesPlus256 = hidden * TBytes + 256;  // in copyOutCyclesTwoBufs, copyOutCyclesOneBuf
+    // estimated cycles of a pass's copy-out with two buffers per row queue
+    const int64_t copyOutCyclesTwoBufs = passRowsTwoBufs * hiddenTimesTBytesPlus256 * rowCores * 9 / 8000;
+    // estimated cycles of a core's passes with two buffers per row queue (pipeline_cycles, a = 1, b = 0, s = 1, the next pass prefetched)
     const int64_t passCyclesTwoBufs = std::max<int64_t>(
         copyInCyclesTwoBufs +
             passesTwoBufs *
                 std::max<int64_t>(std::max<int64_t>(computeCyclesTwoBufs, copyInCyclesTwoBufs), copyOutCyclesTwoBufs) +
             copyOutCyclesTwoBufs,
-        passesTwoBufs *
-            (copyInCyclesTwoBufs +
-             copyOutCyclesTwoBufs));  // estimated cycles of a core's passes with two buffers per row queue (pipeline_cycles, a = 1, b = 0, s = 1, the next pass prefetched)
-    const int64_t passRowsOneBuf = std::max<int64_t>(
-        1, std::min<int64_t>(
-               rowsFitOneBuf,
-               std::min<int64_t>(255, CeilDiv(rows, rowCores))));  // rows a pass with one buffer per row queue
-    const int64_t passesOneBuf =
-        CeilDiv(CeilDiv(rows, rowCores), passRowsOneBuf);  // passes of a core with one buffer per row queue
-    const int64_t copyInCyclesOneBuf = passRowsOneBuf * (hidden * (TBytes * 2) + 512) * rowCores * 9 /
-                                       8000;  // estimated cycles of a pass's copy-in with one buffer per row queue
-    const int64_t computeCyclesOneBuf =
-        passRowsOneBuf * hidden * 27 / 64 + 648;  // estimated cycles of a pass's compute with one buffer per row queue
-    const int64_t copyOutCyclesOneBuf = passRowsOneBuf * (hidden * TBytes + 256) * rowCores * 9 /
-                                        8000;  // estimated cycles of a pass's copy-out with one buffer per row queue
+        passesTwoBufs * (copyInCyclesTwoBufs + copyOutCyclesTwoBufs));
+    // rows a pass with one buffer per row queue
+    const int64_t passRowsOneBuf = std::max<int64_t>(1, std::min<int64_t>(rowsFitOneBuf, minRowsPerRowCoresCeilAnd255));
+    // passes of a core with one buffer per row queue
+    const int64_t passesOneBuf = CeilDiv(rowsPerRowCoresCeil, passRowsOneBuf);
+    // estimated cycles of a pass's copy-in with one buffer per row queue
+    const int64_t copyInCyclesOneBuf = passRowsOneBuf * hiddenTimesTBytesTimes2Plus512 * rowCores * 9 / 8000;
+    // estimated cycles of a pass's compute with one buffer per row queue
+    const int64_t computeCyclesOneBuf = passRowsOneBuf * hidden * 27 / 64 + 648;
+    // estimated cycles of a pass's copy-out with one buffer per row queue
+    const int64_t copyOutCyclesOneBuf = passRowsOneBuf * hiddenTimesTBytesPlus256 * rowCores * 9 / 8000;
+    // estimated cycles of a core's passes with one buffer per row queue (pipeline_cycles, a = 1, b = 0, s = 1, the next pass's copy-in issued by Compute after its frees)
     const int64_t passCyclesOneBuf = std::max<int64_t>(
         copyInCyclesOneBuf +
             passesOneBuf *
                 std::max<int64_t>(std::max<int64_t>(computeCyclesOneBuf, computeCyclesOneBuf + copyInCyclesOneBuf),
                                   computeCyclesOneBuf + copyOutCyclesOneBuf) +
             copyOutCyclesOneBuf,
-        passesOneBuf *
-            (copyInCyclesOneBuf +
-             copyOutCyclesOneBuf));  // estimated cycles of a core's passes with one buffer per row queue (pipeline_cycles, a = 1, b = 0, s = 1, the next pass's copy-in issued by Compute after its frees)
+        passesOneBuf * (copyInCyclesOneBuf + copyOutCyclesOneBuf));
+    // buffers per row queue of ROW_SPLIT: 1 where one is priced 1/64 faster, else 2
     const int64_t rowQueBufs =
-        (rowsFitTwoBufs >= 1 && rowsFitOneBuf > rowsFitTwoBufs && passCyclesOneBuf * 64 < passCyclesTwoBufs * 63)
-            ? 1
-            : 2;  // buffers per row queue of ROW_SPLIT: 1 where one is priced 1/64 faster, else 2
+        (rowsFitTwoBufs >= 1 && rowsFitOneBuf > rowsFitTwoBufs && passCyclesOneBuf * 64 < passCyclesTwoBufs * 63) ? 1
+                                                                                                                  : 2;
     const int64_t rowBytes = rowQueBufs == 1 ? rowBytesOneBuf : rowBytesTwoBufs;           // UB bytes per resident row
     const int64_t fixedBytes = rowQueBufs == 1 ? fixedBytesOneBuf : fixedBytesTwoBufs;     // UB bytes held once
     const int64_t rowsFit = ubBytes > fixedBytes ? (ubBytes - fixedBytes) / rowBytes : 0;  // rows per UB pass that fit
     const int64_t rowsPerCore = rows / rowCores;                                           // rows of every core
     const int64_t rowsTail = rows % rowCores;  // the first rowsTail cores take one more row
-    const int64_t rowsPerPass = std::max<int64_t>(
-        1,
-        std::min<int64_t>(
-            std::min<int64_t>(rowsFit, 255),
-            CeilDiv(
-                rows,
-                rowCores)));  // rows per UB pass (at most 255: one repeat-form instruction takes them, repeatTime is 0..255)
+    // rows per UB pass (at most 255: one repeat-form instruction takes them, repeatTime is 0..255)
+    const int64_t rowsPerPass =
+        std::max<int64_t>(1, std::min<int64_t>(std::min<int64_t>(rowsFit, 255), rowsPerRowCoresCeil));
     const int64_t colsPerCore = AlignUp(CeilDiv(hidden, coreNum), 16);  // columns per core (COL_SPLIT)
     const int64_t colCores = CeilDiv(hidden, colsPerCore);              // cores used by COL_SPLIT
+    // COL_SPLIT: rows of temporaries that fit 1 / 4 of UB (a multiple of 8)
     const int64_t colBatchShareRows =
-        std::min<int64_t>(std::min<int64_t>(248, AlignUp(rows, 8)), ubBytes / 4 / (16 * colsPerCore + 256)) / 8 *
-        8;  // COL_SPLIT: rows of temporaries that fit 1 / 4 of UB (a multiple of 8)
+        std::min<int64_t>(std::min<int64_t>(248, AlignUp(rows, 8)), ubBytes / 4 / (16 * colsPerCore + 256)) / 8 * 8;
+    // in colBatchCost0, colBatchCostRuns
+    const int64_t colBatchCost0Sum =
+        3664 +
+        ((colCores > 1 ? 1 : 0) + (colCores > 2 ? 1 : 0) + (colCores > 4 ? 1 : 0) + (colCores > 8 ? 1 : 0) +
+         (colCores > 16 ? 1 : 0) + (colCores > 32 ? 1 : 0) + (colCores > 64 ? 1 : 0) + (colCores > 128 ? 1 : 0) +
+         (colCores > 256 ? 1 : 0) + (colCores > 512 ? 1 : 0) + (colCores > 1024 ? 1 : 0) + (colCores > 2048 ? 1 : 0)) *
+            24 +
+        colCores * 256 * 9 / 8000;
+    const int64_t colsPerCorePer64Ceil = CeilDiv(colsPerCore, 64);  // in colBatchCost0, colBatchCostRuns
+    // in colBatchCost0, colBatchGroups
+    const int64_t colBatchCost0Product = (AlignUp(colsPerCorePer64Ceil * 2, 8) + 8) * 4;
+    // in colBatchCost0, colBatchGroups, groupFixedBytes
+    const int64_t colCoresTimes8Times4Plus256 = 256 + 8 * colCores * 4;
+    const int64_t maxTBytesAndUBytes = std::max<int64_t>(TBytes, UBytes);    // in colBatchCost0, groupFixedBytes
+    const int64_t colBatchCost0Product2 = colsPerCore * maxTBytesAndUBytes;  // in colBatchCost0, colBatchGroups
+    // in colBatchCost0
+    const int64_t colBatchCost0Sum2 = colCoresTimes8Times4Plus256 + 4 * colsPerCore * 4 + 4 * colsPerCore * 4 +
+                                      4 * colsPerCore * 4 + colBatchCost0Product2 + colsPerCore * 4 +
+                                      colBatchCost0Product;
+    // COL_SPLIT row by row: estimated issue and exchange cycles of a core
     const int64_t colBatchCost0 =
         rows * 760 +
         CeilDiv(rows,
-                std::max<int64_t>(
-                    1, std::min<int64_t>(
-                           std::min<int64_t>(
-                               ubBytes > 256 + 8 * colCores * 4 + 4 * colsPerCore * 4 + 4 * colsPerCore * 4 +
-                                             4 * colsPerCore * 4 + colsPerCore * std::max<int64_t>(TBytes, UBytes) +
-                                             colsPerCore * 4 + (AlignUp(CeilDiv(colsPerCore, 64) * 2, 8) + 8) * 4 +
-                                             ((colsPerCore <= 2040 && 0) ? 0 : 0) * 4
-                                   ? (ubBytes - (256 + 8 * colCores * 4 + 4 * colsPerCore * 4 + 4 * colsPerCore * 4 +
-                                                 4 * colsPerCore * 4 + colsPerCore * std::max<int64_t>(TBytes, UBytes) +
-                                                 colsPerCore * 4 + (AlignUp(CeilDiv(colsPerCore, 64) * 2, 8) + 8) * 4 +
-                                                 ((colsPerCore <= 2040 && 0) ? 0 : 0) * 4)) /
-                                         (2 * colsPerCore * TBytes + colsPerCore * TBytes + 16 + 16 + 4)
-                                   : 0,
-                               1024),
-                           rows))) *
-            (3664 +
-             ((colCores > 1 ? 1 : 0) + (colCores > 2 ? 1 : 0) + (colCores > 4 ? 1 : 0) + (colCores > 8 ? 1 : 0) +
-              (colCores > 16 ? 1 : 0) + (colCores > 32 ? 1 : 0) + (colCores > 64 ? 1 : 0) + (colCores > 128 ? 1 : 0) +
-              (colCores > 256 ? 1 : 0) + (colCores > 512 ? 1 : 0) + (colCores > 1024 ? 1 : 0) +
-              (colCores > 2048 ? 1 : 0)) *
-                 24 +
-             colCores * 256 * 9 / 8000);  // COL_SPLIT row by row: estimated issue and exchange cycles of a core
-    const int64_t colBatchPick =
-        colBatchShareRows >= 8 ? colBatchShareRows : 8;  // COL_SPLIT: rows of a sub-batch when sub-batches run
-    const int64_t colBatchGroups =
-        batch *
-        CeilDiv(
-            seq,
-            std::max<int64_t>(
-                1, std::min<int64_t>(
-                       std::min<int64_t>(
-                           ubBytes > 256 + 8 * colCores * 4 +
-                                         4 * (colsPerCore * std::max<int64_t>(colBatchPick, 1)) * 4 +
-                                         4 * colsPerCore * 4 + 4 * colsPerCore * 4 +
-                                         colsPerCore * std::max<int64_t>(TBytes, UBytes) + colsPerCore * 4 +
-                                         (AlignUp(CeilDiv(colsPerCore, 64) * 2, 8) + 8) * 4 +
-                                         ((colsPerCore <= 2040 && colBatchPick >= 1) ? colBatchPick * 64 : 0) * 4
-                               ? (ubBytes -
-                                  (256 + 8 * colCores * 4 + 4 * (colsPerCore * std::max<int64_t>(colBatchPick, 1)) * 4 +
-                                   4 * colsPerCore * 4 + 4 * colsPerCore * 4 +
-                                   colsPerCore * std::max<int64_t>(TBytes, UBytes) + colsPerCore * 4 +
-                                   (AlignUp(CeilDiv(colsPerCore, 64) * 2, 8) + 8) * 4 +
-                                   ((colsPerCore <= 2040 && colBatchPick >= 1) ? colBatchPick * 64 : 0) * 4)) /
-                                     (2 * colsPerCore * TBytes + colsPerCore * TBytes + 16 + 16 + 4)
-                               : 0,
-                           1024),
-                       rows)));  // COL_SPLIT in sub-batches: groups, one batch each
-    const int64_t colBatchCostRuns =
-        colBatchGroups *
-            CeilDiv(
-                std::min<int64_t>(
-                    std::max<int64_t>(
-                        1,
-                        std::min<int64_t>(
-                            std::min<int64_t>(
-                                ubBytes > 256 + 8 * colCores * 4 +
-                                              4 * (colsPerCore * std::max<int64_t>(colBatchPick, 1)) * 4 +
-                                              4 * colsPerCore * 4 + 4 * colsPerCore * 4 +
-                                              colsPerCore * std::max<int64_t>(TBytes, UBytes) + colsPerCore * 4 +
-                                              (AlignUp(CeilDiv(colsPerCore, 64) * 2, 8) + 8) * 4 +
-                                              ((colsPerCore <= 2040 && colBatchPick >= 1) ? colBatchPick * 64 : 0) * 4
-                                    ? (ubBytes -
-                                       (256 + 8 * colCores * 4 +
-                                        4 * (colsPerCore * std::max<int64_t>(colBatchPick, 1)) * 4 +
-                                        4 * colsPerCore * 4 + 4 * colsPerCore * 4 +
-                                        colsPerCore * std::max<int64_t>(TBytes, UBytes) + colsPerCore * 4 +
-                                        (AlignUp(CeilDiv(colsPerCore, 64) * 2, 8) + 8) * 4 +
-                                        ((colsPerCore <= 2040 && colBatchPick >= 1) ? colBatchPick * 64 : 0) * 4)) /
-                                          (2 * colsPerCore * TBytes + colsPerCore * TBytes + 16 + 16 + 4)
-                                    : 0,
-                                1024),
-                            rows)),
-                    seq),
-                colBatchPick) *
-            ((27 + 2 * (CeilDiv(colsPerCore, 64) + 1)) * 24) +
-        colBatchGroups *
-            (3664 +
-             ((colCores > 1 ? 1 : 0) + (colCores > 2 ? 1 : 0) + (colCores > 4 ? 1 : 0) + (colCores > 8 ? 1 : 0) +
-              (colCores > 16 ? 1 : 0) + (colCores > 32 ? 1 : 0) + (colCores > 64 ? 1 : 0) + (colCores > 128 ? 1 : 0) +
-              (colCores > 256 ? 1 : 0) + (colCores > 512 ? 1 : 0) + (colCores > 1024 ? 1 : 0) +
-              (colCores > 2048 ? 1 : 0)) *
-                 24 +
-             colCores * 256 * 9 /
-                 8000);  // COL_SPLIT in sub-batches of groups within one batch: estimated issue and exchange cycles of a core
+                std::max<int64_t>(1, std::min<int64_t>(std::min<int64_t>(ubBytes > colBatchCost0Sum2
+                                                                             ? (ubBytes - colBatchCost0Sum2) /
+                                                                                   (2 * colsPerCore * TBytes +
+                                                                                    colsPerCore * TBytes + 16 + 16 + 4)
+                                                                             : 0,
+                                                                         1024),
+                                                       rows))) *
+            colBatchCost0Sum;
+    // COL_SPLIT: rows of a sub-batch when sub-batches run
+    const int64_t colBatchPick = colBatchShareRows >= 8 ? colBatchShareRows : 8;
+    // in colBatchGroups
+    const int64_t colBatchGroupsSum =
+        colCoresTimes8Times4Plus256 + 4 * (colsPerCore * std::max<int64_t>(colBatchPick, 1)) * 4 + 4 * colsPerCore * 4 +
+        4 * colsPerCore * 4 + colBatchCost0Product2 + colsPerCore * 4 + colBatchCost0Product +
+        ((colsPerCore <= 2040 && colBatchPick >= 1) ? colBatchPick * 64 : 0) * 4;
+    // in colBatchGroups, colBatchRows
+    const int64_t colBatchGroupsChoice =
+        ubBytes > colBatchGroupsSum
+            ? (ubBytes - colBatchGroupsSum) / (2 * colsPerCore * TBytes + colsPerCore * TBytes + 16 + 16 + 4)
+            : 0;
+    // in colBatchGroups, colBatchCostRuns
+    const int64_t colBatchGroupsMax =
+        std::max<int64_t>(1, std::min<int64_t>(std::min<int64_t>(colBatchGroupsChoice, 1024), rows));
+    // COL_SPLIT in sub-batches: groups, one batch each
+    const int64_t colBatchGroups = batch * CeilDiv(seq, colBatchGroupsMax);
+    // COL_SPLIT in sub-batches of groups within one batch: estimated issue and exchange cycles of a core
+    const int64_t colBatchCostRuns = colBatchGroups * CeilDiv(std::min<int64_t>(colBatchGroupsMax, seq), colBatchPick) *
+                                         ((27 + 2 * (colsPerCorePer64Ceil + 1)) * 24) +
+                                     colBatchGroups * colBatchCost0Sum;
+    // COL_SPLIT: rows of a group run at once (a multiple of 8; 0: row by row)
     const int64_t colBatchRows =
-        (colsPerCore <= 2040 &&
-         (ubBytes > 256 + 8 * colCores * 4 + 4 * (colsPerCore * std::max<int64_t>(colBatchPick, 1)) * 4 +
-                        4 * colsPerCore * 4 + 4 * colsPerCore * 4 + colsPerCore * std::max<int64_t>(TBytes, UBytes) +
-                        colsPerCore * 4 + (AlignUp(CeilDiv(colsPerCore, 64) * 2, 8) + 8) * 4 +
-                        ((colsPerCore <= 2040 && colBatchPick >= 1) ? colBatchPick * 64 : 0) * 4
-              ? (ubBytes -
-                 (256 + 8 * colCores * 4 + 4 * (colsPerCore * std::max<int64_t>(colBatchPick, 1)) * 4 +
-                  4 * colsPerCore * 4 + 4 * colsPerCore * 4 + colsPerCore * std::max<int64_t>(TBytes, UBytes) +
-                  colsPerCore * 4 + (AlignUp(CeilDiv(colsPerCore, 64) * 2, 8) + 8) * 4 +
-                  ((colsPerCore <= 2040 && colBatchPick >= 1) ? colBatchPick * 64 : 0) * 4)) /
-                    (2 * colsPerCore * TBytes + colsPerCore * TBytes + 16 + 16 + 4)
-              : 0) >= 1 &&
-         colBatchCostRuns < colBatchCost0)
-            ? colBatchPick
-            : 0;                              // COL_SPLIT: rows of a group run at once (a multiple of 8; 0: row by row)
+        (colsPerCore <= 2040 && colBatchGroupsChoice >= 1 && colBatchCostRuns < colBatchCost0) ? colBatchPick : 0;
     const int64_t colsPerPass = colsPerCore;  // columns per COL_SPLIT pass: the whole slice stays resident
     const int64_t colsTail = hidden - (colCores - 1) * colsPerCore;  // columns of the last core (COL_SPLIT)
-    const int64_t groupRowBytes =
-        2 * colsPerPass * TBytes + colsPerPass * TBytes + 16 + 16 + 4;  // UB bytes per resident row (COL_SPLIT)
-    const int64_t groupFixedBytes =
-        256 + 8 * colCores * 4 + 4 * (colsPerPass * std::max<int64_t>(colBatchRows, 1)) * 4 + 4 * colsPerPass * 4 +
-        4 * colsPerPass * 4 + colsPerPass * std::max<int64_t>(TBytes, UBytes) + colsPerPass * 4 +
-        (AlignUp(CeilDiv(colsPerPass, 64) * 2, 8) + 8) * 4 +
-        ((colsPerPass <= 2040 && colBatchRows >= 1) ? colBatchRows * 64 : 0) * 4;  // UB bytes held once (COL_SPLIT)
-    const int64_t groupFit =
-        ubBytes > groupFixedBytes ? (ubBytes - groupFixedBytes) / groupRowBytes : 0;  // rows per group that fit
-    const int64_t groupRows =
-        std::max<int64_t>(1, std::min<int64_t>(std::min<int64_t>(groupFit, 1024), rows));  // rows per group (COL_SPLIT)
+    // UB bytes per resident row (COL_SPLIT)
+    const int64_t groupRowBytes = 2 * colsPerPass * TBytes + colsPerPass * TBytes + 16 + 16 + 4;
+    // UB bytes held once (COL_SPLIT)
+    const int64_t groupFixedBytes = colCoresTimes8Times4Plus256 +
+                                    4 * (colsPerPass * std::max<int64_t>(colBatchRows, 1)) * 4 + 4 * colsPerPass * 4 +
+                                    4 * colsPerPass * 4 + colsPerPass * maxTBytesAndUBytes + colsPerPass * 4 +
+                                    (AlignUp(CeilDiv(colsPerPass, 64) * 2, 8) + 8) * 4 +
+                                    ((colsPerPass <= 2040 && colBatchRows >= 1) ? colBatchRows * 64 : 0) * 4;
+    // rows per group that fit
+    const int64_t groupFit = ubBytes > groupFixedBytes ? (ubBytes - groupFixedBytes) / groupRowBytes : 0;
+    // rows per group (COL_SPLIT)
+    const int64_t groupRows = std::max<int64_t>(1, std::min<int64_t>(std::min<int64_t>(groupFit, 1024), rows));
     const int64_t rowsPerOwner = CeilDiv(groupRows, colCores);        // rows each core totals per group (COL_SPLIT)
     const int64_t strategy = (rowsFit >= 1 || groupFit < 1) ? 1 : 2;  // 1 ROW_SPLIT, 2 COL_SPLIT
-    const int64_t colsPerReduceCore =
-        AlignUp(CeilDiv(hidden, rowCores), 16);  // columns each core sums in the cross-core reduction (ROW_SPLIT)
+    // columns each core sums in the cross-core reduction (ROW_SPLIT)
+    const int64_t colsPerReduceCore = AlignUp(CeilDiv(hidden, rowCores), 16);
     const int64_t fits = strategy == 1 ? rowsFit >= 1 : groupFit >= 1;   // 1 when the chosen plan fits UB
     const int64_t blockDim = strategy == 1 ? rowCores : colCores;        // AIV cores launched
     const int64_t tilingKey = attrKey * 100 + dtypeKey * 10 + strategy;  // attrKey * 100 + dtypeKey * 10 + strategy
-    const int64_t wsRowBytes =
-        blockDim * (6 * colAlign *
-                    4);  // ROW_SPLIT: per core, fp32 partial rows of the column sums and of its first/last batch sums
-    const int64_t wsColBytes =
-        (blockDim * 2 + 2) * AlignUp(groupRows, 8) *
-        4;  // COL_SPLIT: partial row reductions of every core and their totals (fp32), each slot 32-byte aligned
+    // ROW_SPLIT: per core, fp32 partial rows of the column sums and of its first/last batch sums
+    const int64_t wsRowBytes = blockDim * (6 * colAlign * 4);
+    // COL_SPLIT: partial row reductions of every core and their totals (fp32), each slot 32-byte aligned
+    const int64_t wsColBytes = (blockDim * 2 + 2) * AlignUp(groupRows, 8) * 4;
     const int64_t workspaceBytes = strategy == 1 ? wsRowBytes : wsColBytes;  // user workspace (bytes)
     const int64_t seqLen = seq;                                              // rows per batch
     const int64_t batchNum = batch;                                          // batches

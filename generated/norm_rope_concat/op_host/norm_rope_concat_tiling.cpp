@@ -403,22 +403,19 @@ static ge::graphStatus TilingFunc(gert::TilingContext* context)
         OP_LOGE(context->GetNodeName(), "Sq=%ld is outside the spec's domain: must be >= 1", static_cast<long>(SqDim)),
         return ge::GRAPH_FAILED);
     const int64_t dAlign = AlignUp(DDim, 16);  // head row stride in UB (elements)
-    const int64_t rowNum = BDim * NDim *
-                           (SqDim + SkDim + SkDim + SeqDim + SekDim +
-                            SekDim);  // head rows of every part slot: batch * heads * (the slots' rows)
+    // head rows of every part slot: batch * heads * (the slots' rows)
+    const int64_t rowNum = BDim * NDim * (SqDim + SkDim + SkDim + SeqDim + SekDim + SekDim);
     const int64_t rowBytes = 2 * dAlign * TBytes + 2 * dAlign * TBytes + 8 + 16;  // UB bytes per resident row
+    // UB bytes held once
     const int64_t fixedBytes = 192 + 3 * dAlign * 4 + 2 * dAlign * 4 + 2 * dAlign * 4 + 2 * dAlign * 4 + dAlign * 4 +
-                               (AlignUp(CeilDiv(dAlign, 64), 8) + 8) * 4;                  // UB bytes held once
+                               (AlignUp(CeilDiv(dAlign, 64), 8) + 8) * 4;
     const int64_t rowsFit = ubBytes > fixedBytes ? (ubBytes - fixedBytes) / rowBytes : 0;  // rows per UB pass that fit
     const int64_t rowCores = std::max<int64_t>(1, std::min<int64_t>(coreNum, rowNum));  // cores used by the row split
     const int64_t rowsPerCore = rowNum / rowCores;                                      // rows of every core
     const int64_t rowsTail = rowNum % rowCores;  // the first rowsTail cores take one more row
-    const int64_t rowsPerPass = std::max<int64_t>(
-        1,
-        std::min<int64_t>(
-            std::min<int64_t>(rowsFit, 4095),
-            CeilDiv(rowNum,
-                    rowCores)));  // rows per UB pass (at most 4095: one DataCopyPad moves them, blockCount is 12 bits)
+    // rows per UB pass (at most 4095: one DataCopyPad moves them, blockCount is 12 bits)
+    const int64_t rowsPerPass =
+        std::max<int64_t>(1, std::min<int64_t>(std::min<int64_t>(rowsFit, 4095), CeilDiv(rowNum, rowCores)));
     const int64_t blockDim = rowCores;                            // AIV cores launched
     const int64_t fits = rowsFit >= 1;                            // 1 when one head row fits UB
     const int64_t tilingKey = attrKey * 100 + dtypeKey * 10 + 1;  // attrKey * 100 + dtypeKey * 10 + 1 (one strategy)
