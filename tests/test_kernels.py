@@ -277,6 +277,18 @@ def _vector_calls(line: str):
     return d, {o.name: reg(a) for o, a in zip(d.operands, args) if o.kind == "ub"}
 
 
+def _meets(a: set, b: set) -> bool:
+    """Whether two operand region sets share a region: a tensor seen whole meets each of its parts; two parts of one
+    tensor meet only when they are the same part of the same cut (`t#n:j`, the printed claim `(t: part j of n)`)."""
+    def one(x, y):
+        bx, _, px = x.partition("#")
+        by, _, py = y.partition("#")
+        if bx != by:
+            return False
+        return not px or not py or px == py or px.split(":")[0] != py.split(":")[0]
+    return any(one(x, y) for x in a for y in b)
+
+
 def test_emitted_kernels_synchronise_dependent_vector_instructions():
     """Manual sync by dependency (docs/reference/ascendc.md §1.6): in every emitted kernel, for every two vector
     instructions of one straight-line segment where the later reads or writes a buffer the earlier wrote, or writes
@@ -290,14 +302,20 @@ def test_emitted_kernels_synchronise_dependent_vector_instructions():
     assert len(headers) == 6, headers
     checked = pairs = 0
     for h in headers:
-        lines = []
+        lines, claimed = [], []   # claimed[k]: the part claims of line k (kir.Ref.part), printed on the line above
+        pending: dict = {}        # as `// (t: part j of n)`
         for raw in h.read_text().splitlines():   # a call clang-format wrapped over lines is judged as one line
+            if raw.strip().startswith("// (") and re.search(r"\(\w+: part \d+ of \d+\)", raw):
+                pending = {t: f"{t}#{n}:{j}" for t, j, n in re.findall(r"\((\w+): part (\d+) of (\d+)\)", raw)}
+                continue
             raw = re.sub(r"\s*// spec: .*$", "", raw)   # the trailing spec-line comment is not part of the call
             if lines and re.match(r"^\s*[A-Za-z]\w*\(", lines[-1]) and not lines[-1].rstrip().endswith((";", "{", "}")) \
                     and not lines[-1].lstrip().startswith(("if", "for", "while", "//")):
                 lines[-1] = lines[-1].rstrip() + " " + raw.strip()
             else:
                 lines.append(raw)
+                claimed.append(pending)
+                pending = {}
         segment = []   # (line, reads, writes, barriers seen before it) of the current straight-line segment
         barriers = 0
         for k, line in enumerate(lines):
@@ -309,13 +327,14 @@ def test_emitted_kernels_synchronise_dependent_vector_instructions():
                     re.search(r"\bRow(?:Sum|Max)\(", t):
                 barriers += 1   # a wait of the scalar unit for V (RowSum / RowMax end in one) orders V's earlier
                 continue        # work before everything the scalar unit issues after it
+            claims = claimed[k]
             got = _vector_calls(line)
             if got is not None:
                 d, regions = got
-                rd = {regions[n] for n in d.reads() if n in regions}
-                wr = {regions[n] for n in d.writes() if n in regions}
+                rd = {claims.get(regions[n], regions[n]) for n in d.reads() if n in regions}
+                wr = {claims.get(regions[n], regions[n]) for n in d.writes() if n in regions}
                 for prev, prd, pwr, b in segment:
-                    if rd & pwr or wr & pwr or wr & prd:
+                    if _meets(rd, pwr) or _meets(wr, pwr) or _meets(wr, prd):
                         pairs += 1
                         assert b < barriers, f"{h.name}: {t} depends on {prev} with no barrier between"
                 segment.append((t, rd, wr, barriers))

@@ -455,8 +455,8 @@ def bind(spec, inputs, attrs, dtypes, skip=()):
     forms = {}
     # inputs of one shape (or of the shape a static attribute picks) bind their dims first, then the inputs of
     # several forms in their order, each taking its first form that agrees with the dims bound so far: the form a
-    # dim's own source (a one-shape input) allows, as the TilingFunc reads it (docs/design.md "Shape forms at run
-    # time"), not whichever form an earlier input happened to bind the dim by. A call accepted in declaration order
+    # dim's own source (a one-shape input) allows, as the TilingFunc reads it, not whichever form an earlier input
+    # happened to bind the dim by (docs/design.md "Shape forms at run time"). A call accepted in declaration order
     # binds the same forms (the dims an input sees only grow, and its old form agrees with all of them).
     fixed = [i for i in spec.inputs if len(i.shapes) == 1 or i.form_of(static_vals) is not None]
     for i in fixed + [i for i in spec.inputs if not any(i is f for f in fixed)]:

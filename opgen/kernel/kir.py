@@ -2458,6 +2458,17 @@ def _f_text(f) -> str:
     raise IRError(f"not a float expression: {f!r}")
 
 
+def _parts_note(values) -> str:
+    """The comment line the printer puts above a statement whose operands claim parts (Ref.part): `(t: part 1 of
+    2)` per tensor and part, in operand order -- so a reviewer reading two writes of one buffer with no barrier
+    between them sees why (docs/design.md "Parts of an allocation"); "" when there is none."""
+    seen: list = []
+    for v in values:
+        if isinstance(v, Ref) and v.part is not None and (v.tensor, v.part) not in seen:
+            seen.append((v.tensor, v.part))
+    return " ".join(f"({t}: part {j} of {n})" for t, (j, n) in seen)
+
+
 def _t_ref(r) -> str:
     if isinstance(r, GmView):
         st = f" strides({', '.join(str(x) for x in r.strides)})" if r.strides else ""
@@ -2999,7 +3010,9 @@ class CppPrinter:
         if isinstance(s, Copy):
             return self.copy(s, p, scope)
         if isinstance(s, Vec):
-            return [p + self.vec(s, scope) + (f"  // {_comment(s.doc)}" if s.doc else "")]
+            part = _parts_note(v for _, v in s.args)
+            return ([f"{p}// {part}"] if part else []) + \
+                [p + self.vec(s, scope) + (f"  // {_comment(s.doc)}" if s.doc else "")]
         if isinstance(s, GetValue):
             return [f"{p}const float {s.name} = {self.ref(Ref(s.src.tensor, Lit(0), s.src.slot))}"
                     f".GetValue({self.e(s.src.offset)});{_doc(s)}"]
@@ -3123,8 +3136,10 @@ class CppPrinter:
                   f"{self.e(s.dst_stride)}, 0)")
         padv = f"{dt}{{}}" if s.pad_value is None else self.f(s.pad_value)
         pad = f", DataCopyPadExtParams<{dt}>(false, 0, 0, {padv})" if gm_src else ""
+        part = _parts_note((s.dst, s.src))
         doc = f"  // {_comment(s.doc)}" if s.doc else ""
-        return [f"{p}DataCopyPad({self.ref(s.dst)}, {self.ref(s.src)}, {params}{pad});{doc}"]
+        return ([f"{p}// {part}"] if part else []) + \
+            [f"{p}DataCopyPad({self.ref(s.dst)}, {self.ref(s.src)}, {params}{pad});{doc}"]
 
     def vec(self, s: Vec, scope=None) -> str:
         d = INSTRS[s.op]

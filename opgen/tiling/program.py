@@ -379,24 +379,38 @@ class TilingProgram:
         """The assignments as C++ statements (`const int64_t name = ...;`; names as opgen.names.cpp_name spells
         them, which is what the template's locals and field assignments use too), after `name_repeats` (a
         sub-expression met more than once is computed once, in a named local; `reserved`: the other identifiers
-        of the enclosing C++ function, which no such local may take). A statement's doc is its trailing comment, or a
-        comment line above it when both would not fit in 120 columns (clang-format would break the statement to keep
-        the comment beside it)."""
+        of the enclosing C++ function, which no such local may take). A statement's doc is a comment line above it:
+        never beside it, so where it goes does not depend on the length of the names (renaming a dim or an input
+        changes no line's order) and clang-format has no statement to break around a trailing comment."""
         lines = []
         taken = {*self.inputs, *map(cpp_name, self.inputs), *reserved}
         for name, expr, doc in name_repeats(self.stmts, taken):
-            head = f"{indent}const int64_t {cpp_name(name)} = {expr.cpp()};"
-            if doc and len(head) + len(doc) + 5 > 120:
-                lines += [f"{indent}// {doc}", head]
-            else:
-                lines.append(head + (f"  // {doc}" if doc else ""))
+            if doc:
+                lines.append(f"{indent}// {doc}")
+            lines.append(f"{indent}const int64_t {cpp_name(name)} = {expr.cpp()};")
         return "\n".join(lines)
 
 
 _LAZY_ARGS = {"select": (1, 2), "&&": (1,), "||": (1,)}
 """The operands an operation evaluates only for some inputs in C++ (?:'s branches, the right side of && and ||)."""
 _MIN_NAMED = 20
-"""Shortest C++ text (characters) of a repeated sub-expression worth a local of its own."""
+"""Shortest C++ text (characters, each variable counted as _VAR_WIDTH: `_width`) of a repeated sub-expression
+worth a local of its own."""
+_VAR_WIDTH = 8
+"""The width `_width` counts a variable as, whatever its name: renaming a dim or an input changes no choice."""
+
+
+def _width(e: E) -> int:
+    """Characters of `e`'s C++ text with every variable counted as _VAR_WIDTH wide (its name's length aside)."""
+    text = e.cpp()
+    stack, names = [e], []
+    while stack:
+        x = stack.pop()
+        if isinstance(x, Op):
+            stack.extend(x.args)
+        elif isinstance(x, Var):
+            names.append(x)
+    return len(text) + sum(_VAR_WIDTH - len(v.cpp()) for v in names)
 _KIND = {"+": "Sum", "-": "Diff", "*": "Product", "//": "Quotient", "%": "Remainder", "ceil_div": "Quotient",
          "align_up": "Aligned", "min": "Min", "max": "Max", "select": "Choice", "&&": "Cond", "||": "Cond",
          "<": "Cond", "<=": "Cond", ">": "Cond", ">=": "Cond", "==": "Cond"}
@@ -407,7 +421,24 @@ _WORD = {"+": "Plus", "-": "Minus", "*": "Times", "//": "Per", "%": "Mod", "<": 
 def _describe(e: E) -> str | None:
     """A camelCase name spelling `e` (`CeilDiv(rows, rowCores)` -> rowsPerRowCoresCeil, `8 * colsPerCore` ->
     colsPerCoreTimes8), or None when `e` holds a select or a negative literal, would start with a digit (a literal
-    divided or compared) or the name passes 32 characters."""
+    divided or compared) or has more than _DESCRIBED_LEAVES variables and literals (a limit on the expression, not
+    on its names' lengths: renaming a dim changes no choice)."""
+    if _leaves(e) > _DESCRIBED_LEAVES:
+        return None
+    return _spell(e)
+
+
+_DESCRIBED_LEAVES = 3
+"""Most variables and literals an expression `_describe` spells may hold."""
+
+
+def _leaves(e: E) -> int:
+    """Variables and literals of `e`, counted with repeats."""
+    return sum(_leaves(a) for a in e.args) if isinstance(e, Op) else 1
+
+
+def _spell(e: E) -> str | None:
+    """_describe without its size limit."""
     if isinstance(e, Var):
         return cpp_name(e.name)
     if isinstance(e, Lit):
@@ -417,7 +448,7 @@ def _describe(e: E) -> str | None:
     args = e.args
     if e.op in ("+", "*", "min", "max") and isinstance(args[0], Lit) and not isinstance(args[1], Lit):
         args = (args[1], args[0])   # `2 * colAlign` reads colAlignTimes2
-    parts = [_describe(a) for a in args]
+    parts = [_spell(a) for a in args]
     if any(p is None for p in parts) or (parts[0][:1].isdigit() and e.op not in ("min", "max")):
         return None
     a, b = parts[0], parts[1][:1].upper() + parts[1][1:]
@@ -429,7 +460,7 @@ def _describe(e: E) -> str | None:
         out = f"{a}AlignedTo{b}"
     else:   # min, max
         out = f"{e.op}{a[:1].upper()}{a[1:]}And{b}"
-    return out if len(out) <= 32 else None
+    return out
 
 
 class _Interned:
@@ -488,7 +519,7 @@ def _replaced(e: E, t: _Interned, target: int, var: Var) -> E:
 
 def name_repeats(stmts: list, reserved=()) -> list:
     """Common-subexpression naming over a tiling program's statements [(name, expr, doc)]: the same statements,
-    each operation that occurs in two or more places (and prints to at least _MIN_NAMED characters) computed once in
+    each operation that occurs in two or more places (and prints to at least _MIN_NAMED characters, `_width`) computed once in
     a statement of its own placed before its first use, and read from there. A sub-expression equal to an earlier
     statement's whole expression is read from that statement. Largest sub-expressions first, so a repeated
     compound is one local and its parts are named only where they also occur elsewhere.
@@ -522,7 +553,7 @@ def name_repeats(stmts: list, reserved=()) -> list:
             if at is None or sum(1 for w in where if w >= at) < 2:
                 continue
             if best is None or (t.size[k], -at) > (t.size[best], -seen[best][0]):
-                if len(t.expr[k].cpp()) >= _MIN_NAMED:
+                if _width(t.expr[k]) >= _MIN_NAMED:
                     best = k
         if best is None:
             return out

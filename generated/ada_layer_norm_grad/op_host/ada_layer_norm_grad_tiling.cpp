@@ -329,10 +329,14 @@ static ge::graphStatus TilingFunc(gert::TilingContext* context)
                 OP_LOGE(context->GetNodeName(), "H=%ld is outside the spec's domain: must be in [1, 65536]",
                         static_cast<long>(hidden)),
                 return ge::GRAPH_FAILED);
-    const int64_t colAlign = AlignUp(hidden, 16);  // row stride in UB (elements; 32-byte aligned)
-    const int64_t rowBytesTwoBufsProduct = 2 * (colAlign <= 2040 ? 1 : 0) * 4;  // in rowBytesTwoBufs, rowBytesOneBuf
-    const int64_t rowBytesTwoBufsProduct2 = (colAlign <= 2040 ? 64 : 0) * 4;    // in rowBytesTwoBufs, rowBytesOneBuf
-    const int64_t colAlignTimes2TimesTBytes = 2 * colAlign * TBytes;            // in rowBytesTwoBufs, rowBytesOneBuf
+    // row stride in UB (elements; 32-byte aligned)
+    const int64_t colAlign = AlignUp(hidden, 16);
+    // in rowBytesTwoBufs, rowBytesOneBuf
+    const int64_t rowBytesTwoBufsProduct = 2 * (colAlign <= 2040 ? 1 : 0) * 4;
+    // in rowBytesTwoBufs, rowBytesOneBuf
+    const int64_t rowBytesTwoBufsProduct2 = (colAlign <= 2040 ? 64 : 0) * 4;
+    // in rowBytesTwoBufs, rowBytesOneBuf
+    const int64_t colAlignTimes2TimesTBytes = 2 * colAlign * TBytes;
     // UB bytes per resident row, two buffers per row queue
     const int64_t rowBytesTwoBufs = 4 * colAlign * TBytes + colAlignTimes2TimesTBytes + 16 + rowBytesTwoBufsProduct2 +
                                     rowBytesTwoBufsProduct + 4 * colAlign * 4;
@@ -353,7 +357,8 @@ static ge::graphStatus TilingFunc(gert::TilingContext* context)
     const int64_t fixedBytesOneBuf = fixedBytesTwoBufsSum + fixedBytesTwoBufsProduct;
     // rows per UB pass that fit with one buffer per row queue
     const int64_t rowsFitOneBuf = ubBytes > fixedBytesOneBuf ? (ubBytes - fixedBytesOneBuf) / rowBytesOneBuf : 0;
-    const int64_t rowCores = std::max<int64_t>(1, std::min<int64_t>(coreNum, rows));  // cores used by the row split
+    // cores used by the row split
+    const int64_t rowCores = std::max<int64_t>(1, std::min<int64_t>(coreNum, rows));
     // in passRowsTwoBufs, passesTwoBufs, passesOneBuf and 1 more
     const int64_t rowsPerRowCoresCeil = CeilDiv(rows, rowCores);
     // in passRowsTwoBufs, passRowsOneBuf
@@ -364,12 +369,13 @@ static ge::graphStatus TilingFunc(gert::TilingContext* context)
     // passes of a core with two buffers per row queue
     const int64_t passesTwoBufs = CeilDiv(rowsPerRowCoresCeil, passRowsTwoBufs);
     // in copyInCyclesTwoBufs, copyInCyclesOneBuf
-    const int64_t hiddenTimesTBytesTimes2Plus512 = hidden * (TBytes * 2) + 512;
+    const int64_t copyInCyclesTwoBufsSum = hidden * (TBytes * 2) + 512;
     // estimated cycles of a pass's copy-in with two buffers per row queue
-    const int64_t copyInCyclesTwoBufs = passRowsTwoBufs * hiddenTimesTBytesTimes2Plus512 * rowCores * 9 / 8000;
+    const int64_t copyInCyclesTwoBufs = passRowsTwoBufs * copyInCyclesTwoBufsSum * rowCores * 9 / 8000;
     // estimated cycles of a pass's compute with two buffers per row queue
     const int64_t computeCyclesTwoBufs = passRowsTwoBufs * hidden * 27 / 64 + 648;
-    const int64_t hiddenTimesTBytesPlus256 = hidden * TBytes + 256;  // in copyOutCyclesTwoBufs, copyOutCyclesOneBuf
+    // in copyOutCyclesTwoBufs, copyOutCyclesOneBuf
+    const int64_t hiddenTimesTBytesPlus256 = hidden * TBytes + 256;
     // estimated cycles of a pass's copy-out with two buffers per row queue
     const int64_t copyOutCyclesTwoBufs = passRowsTwoBufs * hiddenTimesTBytesPlus256 * rowCores * 9 / 8000;
     // estimated cycles of a core's passes with two buffers per row queue (pipeline_cycles, a = 1, b = 0, s = 1, the next pass prefetched)
@@ -384,7 +390,7 @@ static ge::graphStatus TilingFunc(gert::TilingContext* context)
     // passes of a core with one buffer per row queue
     const int64_t passesOneBuf = CeilDiv(rowsPerRowCoresCeil, passRowsOneBuf);
     // estimated cycles of a pass's copy-in with one buffer per row queue
-    const int64_t copyInCyclesOneBuf = passRowsOneBuf * hiddenTimesTBytesTimes2Plus512 * rowCores * 9 / 8000;
+    const int64_t copyInCyclesOneBuf = passRowsOneBuf * copyInCyclesTwoBufsSum * rowCores * 9 / 8000;
     // estimated cycles of a pass's compute with one buffer per row queue
     const int64_t computeCyclesOneBuf = passRowsOneBuf * hidden * 27 / 64 + 648;
     // estimated cycles of a pass's copy-out with one buffer per row queue
@@ -401,16 +407,23 @@ static ge::graphStatus TilingFunc(gert::TilingContext* context)
     const int64_t rowQueBufs =
         (rowsFitTwoBufs >= 1 && rowsFitOneBuf > rowsFitTwoBufs && passCyclesOneBuf * 64 < passCyclesTwoBufs * 63) ? 1
                                                                                                                   : 2;
-    const int64_t rowBytes = rowQueBufs == 1 ? rowBytesOneBuf : rowBytesTwoBufs;           // UB bytes per resident row
-    const int64_t fixedBytes = rowQueBufs == 1 ? fixedBytesOneBuf : fixedBytesTwoBufs;     // UB bytes held once
-    const int64_t rowsFit = ubBytes > fixedBytes ? (ubBytes - fixedBytes) / rowBytes : 0;  // rows per UB pass that fit
-    const int64_t rowsPerCore = rows / rowCores;                                           // rows of every core
-    const int64_t rowsTail = rows % rowCores;  // the first rowsTail cores take one more row
+    // UB bytes per resident row
+    const int64_t rowBytes = rowQueBufs == 1 ? rowBytesOneBuf : rowBytesTwoBufs;
+    // UB bytes held once
+    const int64_t fixedBytes = rowQueBufs == 1 ? fixedBytesOneBuf : fixedBytesTwoBufs;
+    // rows per UB pass that fit
+    const int64_t rowsFit = ubBytes > fixedBytes ? (ubBytes - fixedBytes) / rowBytes : 0;
+    // rows of every core
+    const int64_t rowsPerCore = rows / rowCores;
+    // the first rowsTail cores take one more row
+    const int64_t rowsTail = rows % rowCores;
     // rows per UB pass (at most 255: one repeat-form instruction takes them, repeatTime is 0..255)
     const int64_t rowsPerPass =
         std::max<int64_t>(1, std::min<int64_t>(std::min<int64_t>(rowsFit, 255), rowsPerRowCoresCeil));
-    const int64_t colsPerCore = AlignUp(CeilDiv(hidden, coreNum), 16);  // columns per core (COL_SPLIT)
-    const int64_t colCores = CeilDiv(hidden, colsPerCore);              // cores used by COL_SPLIT
+    // columns per core (COL_SPLIT)
+    const int64_t colsPerCore = AlignUp(CeilDiv(hidden, coreNum), 16);
+    // cores used by COL_SPLIT
+    const int64_t colCores = CeilDiv(hidden, colsPerCore);
     // COL_SPLIT: rows of temporaries that fit 1 / 4 of UB (a multiple of 8)
     const int64_t colBatchShareRows =
         std::min<int64_t>(std::min<int64_t>(248, AlignUp(rows, 8)), ubBytes / 4 / (16 * colsPerCore + 256)) / 8 * 8;
@@ -422,16 +435,19 @@ static ge::graphStatus TilingFunc(gert::TilingContext* context)
          (colCores > 256 ? 1 : 0) + (colCores > 512 ? 1 : 0) + (colCores > 1024 ? 1 : 0) + (colCores > 2048 ? 1 : 0)) *
             24 +
         colCores * 256 * 9 / 8000;
-    const int64_t colsPerCorePer64Ceil = CeilDiv(colsPerCore, 64);  // in colBatchCost0, colBatchCostRuns
+    // in colBatchCost0, colBatchCostRuns
+    const int64_t colsPerCorePer64Ceil = CeilDiv(colsPerCore, 64);
     // in colBatchCost0, colBatchGroups
     const int64_t colBatchCost0Product = (AlignUp(colsPerCorePer64Ceil * 2, 8) + 8) * 4;
     // in colBatchCost0, colBatchGroups, groupFixedBytes
-    const int64_t colCoresTimes8Times4Plus256 = 256 + 8 * colCores * 4;
-    const int64_t maxTBytesAndUBytes = std::max<int64_t>(TBytes, UBytes);    // in colBatchCost0, groupFixedBytes
-    const int64_t colBatchCost0Product2 = colsPerCore * maxTBytesAndUBytes;  // in colBatchCost0, colBatchGroups
+    const int64_t colBatchCost0Sum3 = 256 + 8 * colCores * 4;
+    // in colBatchCost0, groupFixedBytes
+    const int64_t maxTBytesAndUBytes = std::max<int64_t>(TBytes, UBytes);
+    // in colBatchCost0, colBatchGroups
+    const int64_t colsPerCoreTimesMaxTBytesAndUBytes = colsPerCore * maxTBytesAndUBytes;
     // in colBatchCost0
-    const int64_t colBatchCost0Sum2 = colCoresTimes8Times4Plus256 + 4 * colsPerCore * 4 + 4 * colsPerCore * 4 +
-                                      4 * colsPerCore * 4 + colBatchCost0Product2 + colsPerCore * 4 +
+    const int64_t colBatchCost0Sum2 = colBatchCost0Sum3 + 4 * colsPerCore * 4 + 4 * colsPerCore * 4 +
+                                      4 * colsPerCore * 4 + colsPerCoreTimesMaxTBytesAndUBytes + colsPerCore * 4 +
                                       colBatchCost0Product;
     // COL_SPLIT row by row: estimated issue and exchange cycles of a core
     const int64_t colBatchCost0 =
@@ -448,10 +464,10 @@ static ge::graphStatus TilingFunc(gert::TilingContext* context)
     // COL_SPLIT: rows of a sub-batch when sub-batches run
     const int64_t colBatchPick = colBatchShareRows >= 8 ? colBatchShareRows : 8;
     // in colBatchGroups
-    const int64_t colBatchGroupsSum =
-        colCoresTimes8Times4Plus256 + 4 * (colsPerCore * std::max<int64_t>(colBatchPick, 1)) * 4 + 4 * colsPerCore * 4 +
-        4 * colsPerCore * 4 + colBatchCost0Product2 + colsPerCore * 4 + colBatchCost0Product +
-        ((colsPerCore <= 2040 && colBatchPick >= 1) ? colBatchPick * 64 : 0) * 4;
+    const int64_t colBatchGroupsSum = colBatchCost0Sum3 + 4 * (colsPerCore * std::max<int64_t>(colBatchPick, 1)) * 4 +
+                                      4 * colsPerCore * 4 + 4 * colsPerCore * 4 + colsPerCoreTimesMaxTBytesAndUBytes +
+                                      colsPerCore * 4 + colBatchCost0Product +
+                                      ((colsPerCore <= 2040 && colBatchPick >= 1) ? colBatchPick * 64 : 0) * 4;
     // in colBatchGroups, colBatchRows
     const int64_t colBatchGroupsChoice =
         ubBytes > colBatchGroupsSum
@@ -469,36 +485,47 @@ static ge::graphStatus TilingFunc(gert::TilingContext* context)
     // COL_SPLIT: rows of a group run at once (a multiple of 8; 0: row by row)
     const int64_t colBatchRows =
         (colsPerCore <= 2040 && colBatchGroupsChoice >= 1 && colBatchCostRuns < colBatchCost0) ? colBatchPick : 0;
-    const int64_t colsPerPass = colsPerCore;  // columns per COL_SPLIT pass: the whole slice stays resident
-    const int64_t colsTail = hidden - (colCores - 1) * colsPerCore;  // columns of the last core (COL_SPLIT)
+    // columns per COL_SPLIT pass: the whole slice stays resident
+    const int64_t colsPerPass = colsPerCore;
+    // columns of the last core (COL_SPLIT)
+    const int64_t colsTail = hidden - (colCores - 1) * colsPerCore;
     // UB bytes per resident row (COL_SPLIT)
     const int64_t groupRowBytes = 2 * colsPerPass * TBytes + colsPerPass * TBytes + 16 + 16 + 4;
     // UB bytes held once (COL_SPLIT)
-    const int64_t groupFixedBytes = colCoresTimes8Times4Plus256 +
-                                    4 * (colsPerPass * std::max<int64_t>(colBatchRows, 1)) * 4 + 4 * colsPerPass * 4 +
-                                    4 * colsPerPass * 4 + colsPerPass * maxTBytesAndUBytes + colsPerPass * 4 +
-                                    (AlignUp(CeilDiv(colsPerPass, 64) * 2, 8) + 8) * 4 +
+    const int64_t groupFixedBytes = colBatchCost0Sum3 + 4 * (colsPerPass * std::max<int64_t>(colBatchRows, 1)) * 4 +
+                                    4 * colsPerPass * 4 + 4 * colsPerPass * 4 + colsPerPass * maxTBytesAndUBytes +
+                                    colsPerPass * 4 + (AlignUp(CeilDiv(colsPerPass, 64) * 2, 8) + 8) * 4 +
                                     ((colsPerPass <= 2040 && colBatchRows >= 1) ? colBatchRows * 64 : 0) * 4;
     // rows per group that fit
     const int64_t groupFit = ubBytes > groupFixedBytes ? (ubBytes - groupFixedBytes) / groupRowBytes : 0;
     // rows per group (COL_SPLIT)
     const int64_t groupRows = std::max<int64_t>(1, std::min<int64_t>(std::min<int64_t>(groupFit, 1024), rows));
-    const int64_t rowsPerOwner = CeilDiv(groupRows, colCores);        // rows each core totals per group (COL_SPLIT)
-    const int64_t strategy = (rowsFit >= 1 || groupFit < 1) ? 1 : 2;  // 1 ROW_SPLIT, 2 COL_SPLIT
+    // rows each core totals per group (COL_SPLIT)
+    const int64_t rowsPerOwner = CeilDiv(groupRows, colCores);
+    // 1 ROW_SPLIT, 2 COL_SPLIT
+    const int64_t strategy = (rowsFit >= 1 || groupFit < 1) ? 1 : 2;
     // columns each core sums in the cross-core reduction (ROW_SPLIT)
     const int64_t colsPerReduceCore = AlignUp(CeilDiv(hidden, rowCores), 16);
-    const int64_t fits = strategy == 1 ? rowsFit >= 1 : groupFit >= 1;   // 1 when the chosen plan fits UB
-    const int64_t blockDim = strategy == 1 ? rowCores : colCores;        // AIV cores launched
-    const int64_t tilingKey = attrKey * 100 + dtypeKey * 10 + strategy;  // attrKey * 100 + dtypeKey * 10 + strategy
+    // 1 when the chosen plan fits UB
+    const int64_t fits = strategy == 1 ? rowsFit >= 1 : groupFit >= 1;
+    // AIV cores launched
+    const int64_t blockDim = strategy == 1 ? rowCores : colCores;
+    // attrKey * 100 + dtypeKey * 10 + strategy
+    const int64_t tilingKey = attrKey * 100 + dtypeKey * 10 + strategy;
     // ROW_SPLIT: per core, fp32 partial rows of the column sums and of its first/last batch sums
     const int64_t wsRowBytes = blockDim * (6 * colAlign * 4);
     // COL_SPLIT: partial row reductions of every core and their totals (fp32), each slot 32-byte aligned
     const int64_t wsColBytes = (blockDim * 2 + 2) * AlignUp(groupRows, 8) * 4;
-    const int64_t workspaceBytes = strategy == 1 ? wsRowBytes : wsColBytes;  // user workspace (bytes)
-    const int64_t seqLen = seq;                                              // rows per batch
-    const int64_t batchNum = batch;                                          // batches
-    const int64_t hiddenDim = hidden;                                        // elements of a row
-    const int64_t rowNum = rows;                                             // rows
+    // user workspace (bytes)
+    const int64_t workspaceBytes = strategy == 1 ? wsRowBytes : wsColBytes;
+    // rows per batch
+    const int64_t seqLen = seq;
+    // batches
+    const int64_t batchNum = batch;
+    // elements of a row
+    const int64_t hiddenDim = hidden;
+    // rows
+    const int64_t rowNum = rows;
     OP_CHECK_IF(fits == 0, OP_LOGE(context->GetNodeName(), "no UB plan of AdaLayerNormGrad holds this shape"),
                 return ge::GRAPH_FAILED);
     AdaLayerNormGradTilingData* tiling = context->GetTilingData<AdaLayerNormGradTilingData>();

@@ -652,13 +652,17 @@ private:
                     event_t evt_21 = static_cast<event_t>(GetTPipePtr()->FetchEventID(HardEvent::S_V));
                     SetFlag<HardEvent::S_V>(evt_21);  // statStageBuf_mean: S has written it before V reads it
                     WaitFlag<HardEvent::S_V>(evt_21);
+                    // (t: part 0 of 2)
                     CastTo(t, statStage_mean, RoundMode::CAST_RINT, k);  // spec: ada_layer_norm_v2.py:27
+                    // (t: part 1 of 2)
                     CastTo(t[4 * groupStride_ / sizeof(T)], statStage_rstd, RoundMode::CAST_RINT,
                            k);  // spec: ada_layer_norm_v2.py:28
                     statOutQue0_mean_rstd.EnQue(t);
                     t = statOutQue0_mean_rstd.template DeQue<T>();
+                    // (t: part 0 of 2)
                     DataCopyPad(gm_mean[g0], t,
                                 DataCopyExtParams(1, k * sizeof(T), 0, 0, 0));  // spec: ada_layer_norm_v2.py:27
+                    // (t: part 1 of 2)
                     DataCopyPad(gm_rstd[g0], t[4 * groupStride_ / sizeof(T)],
                                 DataCopyExtParams(1, k * sizeof(T), 0, 0, 0));  // spec: ada_layer_norm_v2.py:28
                     statOutQue0_mean_rstd.FreeTensor(t);
@@ -1070,7 +1074,9 @@ private:
             event_t evt_6 = static_cast<event_t>(GetTPipePtr()->FetchEventID(HardEvent::S_V));
             SetFlag<HardEvent::S_V>(evt_6);  // statStageBuf_mean: S has written it before V reads it
             WaitFlag<HardEvent::S_V>(evt_6);
+            // (t: part 0 of 2)
             CastTo(t, statStage_mean, RoundMode::CAST_RINT, k);  // spec: ada_layer_norm_v2.py:27
+            // (t: part 1 of 2)
             CastTo(t[4 * AlignUp(td_->rowsPerPass, 8) / sizeof(T)], statStage_rstd, RoundMode::CAST_RINT,
                    k);  // spec: ada_layer_norm_v2.py:28
             statOutQue0_mean_rstd.EnQue(t);
@@ -1093,7 +1099,9 @@ private:
         }
         {
             LocalTensor<T> t = statOutQue0_mean_rstd.template DeQue<T>();
+            // (t: part 0 of 2)
             DataCopyPad(gm_mean[r0], t, DataCopyExtParams(1, k * sizeof(T), 0, 0, 0));  // spec: ada_layer_norm_v2.py:27
+            // (t: part 1 of 2)
             DataCopyPad(gm_rstd[r0], t[4 * AlignUp(td_->rowsPerPass, 8) / sizeof(T)],
                         DataCopyExtParams(1, k * sizeof(T), 0, 0, 0));  // spec: ada_layer_norm_v2.py:28
             statOutQue0_mean_rstd.FreeTensor(t);

@@ -402,33 +402,54 @@ static ge::graphStatus TilingFunc(gert::TilingContext* context)
         SqDim < 1,
         OP_LOGE(context->GetNodeName(), "Sq=%ld is outside the spec's domain: must be >= 1", static_cast<long>(SqDim)),
         return ge::GRAPH_FAILED);
-    const int64_t dAlign = AlignUp(DDim, 16);  // head row stride in UB (elements)
+    // head row stride in UB (elements)
+    const int64_t dAlign = AlignUp(DDim, 16);
     // head rows of every part slot: batch * heads * (the slots' rows)
     const int64_t rowNum = BDim * NDim * (SqDim + SkDim + SkDim + SeqDim + SekDim + SekDim);
-    const int64_t rowBytes = 2 * dAlign * TBytes + 2 * dAlign * TBytes + 8 + 16;  // UB bytes per resident row
+    // in rowBytes
+    const int64_t dAlignTimes2TimesTBytes = 2 * dAlign * TBytes;
+    // UB bytes per resident row
+    const int64_t rowBytes = dAlignTimes2TimesTBytes + dAlignTimes2TimesTBytes + 8 + 16;
     // UB bytes held once
     const int64_t fixedBytes = 192 + 3 * dAlign * 4 + 2 * dAlign * 4 + 2 * dAlign * 4 + 2 * dAlign * 4 + dAlign * 4 +
                                (AlignUp(CeilDiv(dAlign, 64), 8) + 8) * 4;
-    const int64_t rowsFit = ubBytes > fixedBytes ? (ubBytes - fixedBytes) / rowBytes : 0;  // rows per UB pass that fit
-    const int64_t rowCores = std::max<int64_t>(1, std::min<int64_t>(coreNum, rowNum));  // cores used by the row split
-    const int64_t rowsPerCore = rowNum / rowCores;                                      // rows of every core
-    const int64_t rowsTail = rowNum % rowCores;  // the first rowsTail cores take one more row
+    // rows per UB pass that fit
+    const int64_t rowsFit = ubBytes > fixedBytes ? (ubBytes - fixedBytes) / rowBytes : 0;
+    // cores used by the row split
+    const int64_t rowCores = std::max<int64_t>(1, std::min<int64_t>(coreNum, rowNum));
+    // rows of every core
+    const int64_t rowsPerCore = rowNum / rowCores;
+    // the first rowsTail cores take one more row
+    const int64_t rowsTail = rowNum % rowCores;
     // rows per UB pass (at most 4095: one DataCopyPad moves them, blockCount is 12 bits)
     const int64_t rowsPerPass =
         std::max<int64_t>(1, std::min<int64_t>(std::min<int64_t>(rowsFit, 4095), CeilDiv(rowNum, rowCores)));
-    const int64_t blockDim = rowCores;                            // AIV cores launched
-    const int64_t fits = rowsFit >= 1;                            // 1 when one head row fits UB
-    const int64_t tilingKey = attrKey * 100 + dtypeKey * 10 + 1;  // attrKey * 100 + dtypeKey * 10 + 1 (one strategy)
-    const int64_t workspaceBytes = 0;                             // no user workspace (bytes)
-    const int64_t batchNum = BDim;                                // dim B
-    const int64_t headDimLen = DDim;                              // dim D
-    const int64_t headNum = NDim;                                 // dim N
-    const int64_t dimR = RDim;                                    // dim R
-    const int64_t dimSek = SekDim;                                // dim Sek
-    const int64_t dimSeq = SeqDim;                                // dim Seq
-    const int64_t dimSk = SkDim;                                  // dim Sk
-    const int64_t dimSq = SqDim;                                  // dim Sq
-    const int64_t epsBits = epsAttr;                              // IEEE-754 bits of eps (float)
+    // AIV cores launched
+    const int64_t blockDim = rowCores;
+    // 1 when one head row fits UB
+    const int64_t fits = rowsFit >= 1;
+    // attrKey * 100 + dtypeKey * 10 + 1 (one strategy)
+    const int64_t tilingKey = attrKey * 100 + dtypeKey * 10 + 1;
+    // no user workspace (bytes)
+    const int64_t workspaceBytes = 0;
+    // dim B
+    const int64_t batchNum = BDim;
+    // dim D
+    const int64_t headDimLen = DDim;
+    // dim N
+    const int64_t headNum = NDim;
+    // dim R
+    const int64_t dimR = RDim;
+    // dim Sek
+    const int64_t dimSek = SekDim;
+    // dim Seq
+    const int64_t dimSeq = SeqDim;
+    // dim Sk
+    const int64_t dimSk = SkDim;
+    // dim Sq
+    const int64_t dimSq = SqDim;
+    // IEEE-754 bits of eps (float)
+    const int64_t epsBits = epsAttr;
     OP_CHECK_IF(fits == 0, OP_LOGE(context->GetNodeName(), "no UB plan of NormRopeConcat holds this shape"),
                 return ge::GRAPH_FAILED);
     NormRopeConcatTilingData* tiling = context->GetTilingData<NormRopeConcatTilingData>();

@@ -604,12 +604,14 @@ private:
                 event_t evt_0 = static_cast<event_t>(GetTPipePtr()->FetchEventID(HardEvent::S_V));
                 SetFlag<HardEvent::S_V>(evt_0);  // statStageBuf0_: S has written it before V reads it
                 WaitFlag<HardEvent::S_V>(evt_0);
+                // (t: part 0 of 2)
                 CastTo(t, statStage0_, RoundMode::CAST_NONE, k);
             }
             if (p.useStatOut[1] != 0) {
                 event_t evt_1 = static_cast<event_t>(GetTPipePtr()->FetchEventID(HardEvent::S_V));
                 SetFlag<HardEvent::S_V>(evt_1);  // statStageBuf1_: S has written it before V reads it
                 WaitFlag<HardEvent::S_V>(evt_1);
+                // (t: part 1 of 2)
                 CastTo(t[AlignUp(td_->rowsPerPass, 8)], statStage1_, RoundMode::CAST_NONE, k);
             }
             statOutQue_.EnQue(t);
@@ -629,9 +631,11 @@ private:
         {
             LocalTensor<float> t = statOutQue_.template DeQue<float>();
             if (p.useStatOut[0] != 0) {
+                // (t: part 0 of 2)
                 DataCopyPad(p.statOut[0][r0], t, DataCopyExtParams(1, k * sizeof(float), 0, 0, 0));
             }
             if (p.useStatOut[1] != 0) {
+                // (t: part 1 of 2)
                 DataCopyPad(p.statOut[1][r0], t[AlignUp(td_->rowsPerPass, 8)],
                             DataCopyExtParams(1, k * sizeof(float), 0, 0, 0));
             }

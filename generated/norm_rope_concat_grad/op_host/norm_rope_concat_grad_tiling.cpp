@@ -493,34 +493,52 @@ static ge::graphStatus TilingFunc(gert::TilingContext* context)
         SqDim < 1,
         OP_LOGE(context->GetNodeName(), "Sq=%ld is outside the spec's domain: must be >= 1", static_cast<long>(SqDim)),
         return ge::GRAPH_FAILED);
-    const int64_t dAlign = AlignUp(DDim, 16);  // head row stride in UB (elements)
+    // head row stride in UB (elements)
+    const int64_t dAlign = AlignUp(DDim, 16);
     // head rows of every part slot: batch * heads * (the slots' rows)
     const int64_t rowNum = BDim * NDim * (SqDim + SkDim + SeqDim + SekDim + SkDim + SekDim);
-    const int64_t rowBytes = 4 * dAlign * TBytes + 2 * dAlign * TBytes + 16;  // UB bytes per resident row
+    // UB bytes per resident row
+    const int64_t rowBytes = 4 * dAlign * TBytes + 2 * dAlign * TBytes + 16;
     // UB bytes held once
     const int64_t fixedBytes = 128 + 3 * dAlign * 4 + 2 * dAlign * 4 + dAlign * 4 + 2 * dAlign * 4 + 2 * dAlign * 4 +
                                dAlign * 4 + dAlign * 4 + (AlignUp(CeilDiv(dAlign, 64), 8) + 8) * 4;
-    const int64_t rowsFit = ubBytes > fixedBytes ? (ubBytes - fixedBytes) / rowBytes : 0;  // rows per UB pass that fit
-    const int64_t rowCores = std::max<int64_t>(1, std::min<int64_t>(coreNum, rowNum));  // cores used by the row split
-    const int64_t rowsPerCore = rowNum / rowCores;                                      // rows of every core
-    const int64_t rowsTail = rowNum % rowCores;  // the first rowsTail cores take one more row
+    // rows per UB pass that fit
+    const int64_t rowsFit = ubBytes > fixedBytes ? (ubBytes - fixedBytes) / rowBytes : 0;
+    // cores used by the row split
+    const int64_t rowCores = std::max<int64_t>(1, std::min<int64_t>(coreNum, rowNum));
+    // rows of every core
+    const int64_t rowsPerCore = rowNum / rowCores;
+    // the first rowsTail cores take one more row
+    const int64_t rowsTail = rowNum % rowCores;
     // rows per UB pass (at most 4095: one DataCopyPad moves them, blockCount is 12 bits)
     const int64_t rowsPerPass =
         std::max<int64_t>(1, std::min<int64_t>(std::min<int64_t>(rowsFit, 4095), CeilDiv(rowNum, rowCores)));
-    const int64_t blockDim = rowCores;                            // AIV cores launched
-    const int64_t fits = rowsFit >= 1;                            // 1 when one head row fits UB
-    const int64_t tilingKey = attrKey * 100 + dtypeKey * 10 + 1;  // attrKey * 100 + dtypeKey * 10 + 1 (one strategy)
+    // AIV cores launched
+    const int64_t blockDim = rowCores;
+    // 1 when one head row fits UB
+    const int64_t fits = rowsFit >= 1;
+    // attrKey * 100 + dtypeKey * 10 + 1 (one strategy)
+    const int64_t tilingKey = attrKey * 100 + dtypeKey * 10 + 1;
     // columns each core sums in the cross-core column-sum reduction
     const int64_t colsPerReduceCore = AlignUp(CeilDiv(DDim, rowCores), 16);
-    const int64_t workspaceBytes = rowCores * 8 * dAlign * 4;  // per-core fp32 partial column sums (bytes)
-    const int64_t batchNum = BDim;                             // dim B
-    const int64_t headDimLen = DDim;                           // dim D
-    const int64_t headNum = NDim;                              // dim N
-    const int64_t dimR = RDim;                                 // dim R
-    const int64_t dimSek = SekDim;                             // dim Sek
-    const int64_t dimSeq = SeqDim;                             // dim Seq
-    const int64_t dimSk = SkDim;                               // dim Sk
-    const int64_t dimSq = SqDim;                               // dim Sq
+    // per-core fp32 partial column sums (bytes)
+    const int64_t workspaceBytes = rowCores * 8 * dAlign * 4;
+    // dim B
+    const int64_t batchNum = BDim;
+    // dim D
+    const int64_t headDimLen = DDim;
+    // dim N
+    const int64_t headNum = NDim;
+    // dim R
+    const int64_t dimR = RDim;
+    // dim Sek
+    const int64_t dimSek = SekDim;
+    // dim Seq
+    const int64_t dimSeq = SeqDim;
+    // dim Sk
+    const int64_t dimSk = SkDim;
+    // dim Sq
+    const int64_t dimSq = SqDim;
     OP_CHECK_IF(fits == 0, OP_LOGE(context->GetNodeName(), "no UB plan of NormRopeConcatGrad holds this shape"),
                 return ge::GRAPH_FAILED);
     NormRopeConcatGradTilingData* tiling = context->GetTilingData<NormRopeConcatGradTilingData>();

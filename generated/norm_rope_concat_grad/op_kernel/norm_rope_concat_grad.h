@@ -477,10 +477,12 @@ private:
         {
             LocalTensor<float> t = statInQue_.template AllocTensor<float>();
             if (p.useStatIn[0] != 0) {
+                // (t: part 0 of 2)
                 DataCopyPad(t, p.statIn[0][r0], DataCopyExtParams(1, k * sizeof(float), 0, 0, 0),
                             DataCopyPadExtParams<float>(false, 0, 0, float{}));
             }
             if (p.useStatIn[1] != 0) {
+                // (t: part 1 of 2)
                 DataCopyPad(t[AlignUp(td_->rowsPerPass, 8)], p.statIn[1][r0],
                             DataCopyExtParams(1, k * sizeof(float), 0, 0, 0),
                             DataCopyPadExtParams<float>(false, 0, 0, float{}));

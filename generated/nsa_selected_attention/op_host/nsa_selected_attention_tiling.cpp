@@ -315,59 +315,91 @@ static ge::graphStatus TilingFunc(gert::TilingContext* context)
                 OP_LOGE(context->GetNodeName(), "BS=%ld is outside the spec's domain: must be in [16, 128]",
                         static_cast<long>(v_BS_)),
                 return ge::GRAPH_FAILED);
-    const int64_t tokens = T1;                                 // T1
-    const int64_t qHeads = N1;                                 // N1
-    const int64_t kvHeads = N2;                                // N2
-    const int64_t kvTokens = T2;                               // T2
-    const int64_t headDim = D;                                 // D
-    const int64_t valueDim = Dv;                               // Dv
-    const int64_t blockCount = v_CNT_;                         // selected blocks per unit
-    const int64_t blockSize = v_BS_;                           // keys per selected block
-    const int64_t batches = Bn;                                // batches (cumulative sequence arrays' length)
-    const int64_t groupSize = N1 / N2;                         // G = N1 / N2 query heads per kv head
-    const int64_t selKeys = v_CNT_ * v_BS_;                    // L = CNT * BS selected keys per unit
-    const int64_t aicNum = std::max<int64_t>(1, coreNum / 2);  // AI Cores (1 AIC : 2 AIV on Atlas A2/A3)
+    // T1
+    const int64_t tokens = T1;
+    // N1
+    const int64_t qHeads = N1;
+    // N2
+    const int64_t kvHeads = N2;
+    // T2
+    const int64_t kvTokens = T2;
+    // D
+    const int64_t headDim = D;
+    // Dv
+    const int64_t valueDim = Dv;
+    // selected blocks per unit
+    const int64_t blockCount = v_CNT_;
+    // keys per selected block
+    const int64_t blockSize = v_BS_;
+    // batches (cumulative sequence arrays' length)
+    const int64_t batches = Bn;
+    // G = N1 / N2 query heads per kv head
+    const int64_t groupSize = N1 / N2;
+    // L = CNT * BS selected keys per unit
+    const int64_t selKeys = v_CNT_ * v_BS_;
+    // AI Cores (1 AIC : 2 AIV on Atlas A2/A3)
+    const int64_t aicNum = std::max<int64_t>(1, coreNum / 2);
     // most heads per unit: fp32 gTile x D accumulator in half of L0C
     const int64_t gCap = std::max<int64_t>(16, std::min<int64_t>(64, 65536 / (D * 4) / 16 * 16));
-    const int64_t gRows = std::max<int64_t>(1, std::min<int64_t>(groupSize, gCap));  // query heads (M rows) per unit
-    const int64_t gTile = AlignUp(gRows, 16);                                        // M tile rows (16-row fractals)
-    const int64_t gChunks = CeilDiv(groupSize, gRows);                               // head groups per (token, kv head)
-    const int64_t units = T1 * N2 * gChunks;  // work units (token, kv head, head group)
-    const int64_t blockDim = std::max<int64_t>(1, std::min<int64_t>(aicNum, units));  // AI Cores launched
-    const int64_t unitsPerCore = units / blockDim;                                    // units of every AI Core
-    const int64_t unitsTail = units % blockDim;  // the first unitsTail AI Cores take one more unit
-    const int64_t subRows = CeilDiv(gRows, 2);   // rows of a unit the AIV sub-block 0 takes (sub-block 1: the rest)
-    const int64_t scaleBits = scaleAttr;         // IEEE-754 bits of the score scale (float)
+    // query heads (M rows) per unit
+    const int64_t gRows = std::max<int64_t>(1, std::min<int64_t>(groupSize, gCap));
+    // M tile rows (16-row fractals)
+    const int64_t gTile = AlignUp(gRows, 16);
+    // head groups per (token, kv head)
+    const int64_t gChunks = CeilDiv(groupSize, gRows);
+    // work units (token, kv head, head group)
+    const int64_t units = T1 * N2 * gChunks;
+    // AI Cores launched
+    const int64_t blockDim = std::max<int64_t>(1, std::min<int64_t>(aicNum, units));
+    // units of every AI Core
+    const int64_t unitsPerCore = units / blockDim;
+    // the first unitsTail AI Cores take one more unit
+    const int64_t unitsTail = units % blockDim;
+    // rows of a unit the AIV sub-block 0 takes (sub-block 1: the rest)
+    const int64_t subRows = CeilDiv(gRows, 2);
+    // IEEE-754 bits of the score scale (float)
+    const int64_t scaleBits = scaleAttr;
+    // in l1KeysFit, l1Bytes
+    const int64_t gTileTimesDTimesTBytes = gTile * D * tBytes;
     // keys of one chunk the L1 plan holds
     const int64_t l1KeysFit =
-        gTile * D * tBytes < 524288 ? (524288 - gTile * D * tBytes) / (D * tBytes + gTile * tBytes) : 0;
+        gTileTimesDTimesTBytes < 524288 ? (524288 - gTileTimesDTimesTBytes) / (D * tBytes + gTile * tBytes) : 0;
     // selected blocks per key chunk
     const int64_t blocksPerChunk =
         std::max<int64_t>(1, std::min<int64_t>(v_CNT_, std::min<int64_t>(256, l1KeysFit) / v_BS_));
-    const int64_t chunkKeys = blocksPerChunk * v_BS_;        // keys per chunk
-    const int64_t chunks = CeilDiv(v_CNT_, blocksPerChunk);  // key chunks per unit
+    // keys per chunk
+    const int64_t chunkKeys = blocksPerChunk * v_BS_;
+    // key chunks per unit
+    const int64_t chunks = CeilDiv(v_CNT_, blocksPerChunk);
     // k tile of S = Q Kselᵀ (head dim)
     const int64_t baseKs = std::max<int64_t>(16, std::min<int64_t>(D, 65536 / (chunkKeys * 2) / 16 * 16));
     // k tile of O = P Vsel (keys)
     const int64_t baseKo = std::max<int64_t>(16, std::min<int64_t>(chunkKeys, 65536 / (Dv * 2) / 16 * 16));
-    const int64_t l0aBytes = std::max<int64_t>(gTile * baseKs, gTile * baseKo) * tBytes;   // L0A bytes (A tiles)
-    const int64_t l0bBytes = std::max<int64_t>(chunkKeys * baseKs, baseKo * Dv) * tBytes;  // L0B bytes (B tiles)
-    const int64_t l0cBytes = 65536 + gTile * chunkKeys * 4;  // L0C bytes: O accumulator region + S tile
+    // L0A bytes (A tiles)
+    const int64_t l0aBytes = std::max<int64_t>(gTile * baseKs, gTile * baseKo) * tBytes;
+    // L0B bytes (B tiles)
+    const int64_t l0bBytes = std::max<int64_t>(chunkKeys * baseKs, baseKo * Dv) * tBytes;
+    // L0C bytes: O accumulator region + S tile
+    const int64_t l0cBytes = 65536 + gTile * chunkKeys * 4;
     // one workspace slot: S (fp32) and P (T) of a unit
     const int64_t wsSlotBytes = AlignUp(gRows * selKeys * 4, 512) + AlignUp(gRows * selKeys * tBytes, 512);
-    const int64_t vecRowBytes = selKeys * 4 + selKeys * tBytes + 32 + 32;  // UB bytes per resident row (AIV)
+    // UB bytes per resident row (AIV)
+    const int64_t vecRowBytes = selKeys * 4 + selKeys * tBytes + 32 + 32;
     // UB bytes held once (AIV)
     const int64_t vecFixedBytes = selKeys * 4 + (AlignUp(CeilDiv(std::max<int64_t>(selKeys, D), 64), 8) + 8 + 8) * 4;
     // rows per UB pass that fit
     const int64_t vecRowsFit = ubBytes > vecFixedBytes ? (ubBytes - vecFixedBytes) / vecRowBytes : 0;
-    const int64_t vecRows = std::max<int64_t>(1, std::min<int64_t>(vecRowsFit, subRows));  // rows per UB pass of an AIV
+    // rows per UB pass of an AIV
+    const int64_t vecRows = std::max<int64_t>(1, std::min<int64_t>(vecRowsFit, subRows));
     // L1 bytes of the AIC plan
-    const int64_t l1Bytes = gTile * D * tBytes + chunkKeys * D * tBytes + gTile * chunkKeys * tBytes;
+    const int64_t l1Bytes = gTileTimesDTimesTBytes + chunkKeys * D * tBytes + gTile * chunkKeys * tBytes;
     // 1 when every plan fits and D, Dv, BS are multiples of 16
     const int64_t fits = vecRowsFit >= 1 && l1Bytes <= 524288 && l0aBytes <= 65536 && l0bBytes <= 65536 &&
                          l0cBytes <= 131072 && v_BS_ % 16 == 0 && D % 16 == 0 && Dv % 16 == 0;
-    const int64_t tilingKey = attrKey * 100 + dtypeKey * 10 + 1;  // attrKey * 100 + dtypeKey * 10 + strategy
-    const int64_t workspaceBytes = blockDim * 2 * wsSlotBytes;    // user workspace (bytes)
+    // attrKey * 100 + dtypeKey * 10 + strategy
+    const int64_t tilingKey = attrKey * 100 + dtypeKey * 10 + 1;
+    // user workspace (bytes)
+    const int64_t workspaceBytes = blockDim * 2 * wsSlotBytes;
     OP_CHECK_IF(fits == 0, OP_LOGE(context->GetNodeName(), "no UB plan of NsaSelectedAttention holds this shape"),
                 return ge::GRAPH_FAILED);
     NsaSelectedAttentionTilingData* tiling = context->GetTilingData<NsaSelectedAttentionTilingData>();

@@ -370,47 +370,72 @@ static ge::graphStatus TilingFunc(gert::TilingContext* context)
                 OP_LOGE(context->GetNodeName(), "BS=%ld is outside the spec's domain: must be in [16, 128]",
                         static_cast<long>(v_BS_)),
                 return ge::GRAPH_FAILED);
-    const int64_t tokens = T1;                                 // T1
-    const int64_t qHeads = N1;                                 // N1
-    const int64_t kvHeads = N2;                                // N2
-    const int64_t kvTokens = T2;                               // T2
-    const int64_t headDim = D;                                 // D
-    const int64_t valueDim = Dv;                               // Dv
-    const int64_t blockCount = v_CNT_;                         // selected blocks per unit
-    const int64_t blockSize = v_BS_;                           // keys per selected block
-    const int64_t batches = Bn;                                // batches (cumulative sequence arrays' length)
-    const int64_t groupSize = N1 / N2;                         // G = N1 / N2 query heads per kv head
-    const int64_t selKeys = v_CNT_ * v_BS_;                    // L = CNT * BS selected keys per unit
-    const int64_t aicNum = std::max<int64_t>(1, coreNum / 2);  // AI Cores (1 AIC : 2 AIV on Atlas A2/A3)
+    // T1
+    const int64_t tokens = T1;
+    // N1
+    const int64_t qHeads = N1;
+    // N2
+    const int64_t kvHeads = N2;
+    // T2
+    const int64_t kvTokens = T2;
+    // D
+    const int64_t headDim = D;
+    // Dv
+    const int64_t valueDim = Dv;
+    // selected blocks per unit
+    const int64_t blockCount = v_CNT_;
+    // keys per selected block
+    const int64_t blockSize = v_BS_;
+    // batches (cumulative sequence arrays' length)
+    const int64_t batches = Bn;
+    // G = N1 / N2 query heads per kv head
+    const int64_t groupSize = N1 / N2;
+    // L = CNT * BS selected keys per unit
+    const int64_t selKeys = v_CNT_ * v_BS_;
+    // AI Cores (1 AIC : 2 AIV on Atlas A2/A3)
+    const int64_t aicNum = std::max<int64_t>(1, coreNum / 2);
     // most heads per unit: fp32 gTile x D accumulator in half of L0C
     const int64_t gCap = std::max<int64_t>(16, std::min<int64_t>(64, 65536 / (D * 4) / 16 * 16));
-    const int64_t gRows = std::max<int64_t>(1, std::min<int64_t>(groupSize, gCap));  // query heads (M rows) per unit
-    const int64_t gTile = AlignUp(gRows, 16);                                        // M tile rows (16-row fractals)
-    const int64_t gChunks = CeilDiv(groupSize, gRows);                               // head groups per (token, kv head)
-    const int64_t units = T1 * N2 * gChunks;  // work units (token, kv head, head group)
-    const int64_t blockDim = std::max<int64_t>(1, std::min<int64_t>(aicNum, units));  // AI Cores launched
-    const int64_t unitsPerCore = units / blockDim;                                    // units of every AI Core
-    const int64_t unitsTail = units % blockDim;  // the first unitsTail AI Cores take one more unit
-    const int64_t subRows = CeilDiv(gRows, 2);   // rows of a unit the AIV sub-block 0 takes (sub-block 1: the rest)
-    const int64_t scaleBits = scaleAttr;         // IEEE-754 bits of the score scale (float)
-    const int64_t gTileTimesDPlusDvTimesTBytes = gTile * (D + Dv) * tBytes;  // in l1KeysFit
+    // query heads (M rows) per unit
+    const int64_t gRows = std::max<int64_t>(1, std::min<int64_t>(groupSize, gCap));
+    // M tile rows (16-row fractals)
+    const int64_t gTile = AlignUp(gRows, 16);
+    // head groups per (token, kv head)
+    const int64_t gChunks = CeilDiv(groupSize, gRows);
+    // work units (token, kv head, head group)
+    const int64_t units = T1 * N2 * gChunks;
+    // AI Cores launched
+    const int64_t blockDim = std::max<int64_t>(1, std::min<int64_t>(aicNum, units));
+    // units of every AI Core
+    const int64_t unitsPerCore = units / blockDim;
+    // the first unitsTail AI Cores take one more unit
+    const int64_t unitsTail = units % blockDim;
+    // rows of a unit the AIV sub-block 0 takes (sub-block 1: the rest)
+    const int64_t subRows = CeilDiv(gRows, 2);
+    // IEEE-754 bits of the score scale (float)
+    const int64_t scaleBits = scaleAttr;
+    // in l1KeysFit
+    const int64_t l1KeysFitProduct = gTile * (D + Dv) * tBytes;
     // keys of one chunk the L1 plan holds
-    const int64_t l1KeysFit = gTileTimesDPlusDvTimesTBytes < 524288
-                                  ? (524288 - gTileTimesDPlusDvTimesTBytes) / ((D + Dv) * tBytes + 2 * gTile * tBytes)
-                                  : 0;
+    const int64_t l1KeysFit =
+        l1KeysFitProduct < 524288 ? (524288 - l1KeysFitProduct) / ((D + Dv) * tBytes + 2 * gTile * tBytes) : 0;
     // selected blocks per key chunk
     const int64_t blocksPerChunk =
         std::max<int64_t>(1, std::min<int64_t>(v_CNT_, std::min<int64_t>(256, l1KeysFit) / v_BS_));
-    const int64_t chunkKeys = blocksPerChunk * v_BS_;                 // keys per chunk
-    const int64_t chunks = CeilDiv(v_CNT_, blocksPerChunk);           // key chunks per unit
-    const int64_t baseKsProduct = 65536 / (chunkKeys * 2) / 16 * 16;  // in baseKs, baseKp
+    // keys per chunk
+    const int64_t chunkKeys = blocksPerChunk * v_BS_;
+    // key chunks per unit
+    const int64_t chunks = CeilDiv(v_CNT_, blocksPerChunk);
+    // in baseKs, baseKp
+    const int64_t baseKsProduct = 65536 / (chunkKeys * 2) / 16 * 16;
     // k tile of S = Q Kselᵀ (head dim)
     const int64_t baseKs = std::max<int64_t>(16, std::min<int64_t>(D, baseKsProduct));
     // k tile of dP = dO Vselᵀ (value dim)
     const int64_t baseKp = std::max<int64_t>(16, std::min<int64_t>(Dv, baseKsProduct));
     // k tile of dQ = dS Ksel (keys)
     const int64_t baseKq = std::max<int64_t>(16, std::min<int64_t>(chunkKeys, 65536 / (D * 2) / 16 * 16));
-    const int64_t baseNkProduct = 65536 / (chunkKeys * 4) / 16 * 16;  // in baseNk, baseNv
+    // in baseNk, baseNv
+    const int64_t baseNkProduct = 65536 / (chunkKeys * 4) / 16 * 16;
     // n tile of dKsel = dSᵀ Q (head dim)
     const int64_t baseNk = std::max<int64_t>(16, std::min<int64_t>(D, baseNkProduct));
     // n tile of dVsel = Pᵀ dO (value dim)
@@ -430,14 +455,18 @@ static ge::graphStatus TilingFunc(gert::TilingContext* context)
         std::max<int64_t>(gTile * chunkKeys * 4, std::max<int64_t>(chunkKeys * baseNk * 4, chunkKeys * baseNv * 4));
     // the workspace slot of an AI Core: S, dP (fp32), dS, P (T) of a chunk
     const int64_t wsSlotBytes = 2 * AlignUp(gRows * chunkKeys * 4, 512) + 2 * AlignUp(gRows * chunkKeys * tBytes, 512);
-    const int64_t wsDqOffset = blockDim * wsSlotBytes;  // byte offset of the fp32 dq workspace [T1, N1, D]
+    // byte offset of the fp32 dq workspace [T1, N1, D]
+    const int64_t wsDqOffset = blockDim * wsSlotBytes;
+    // in wsDkOffset, postPerCore
+    const int64_t T1TimesN1TimesD = T1 * N1 * D;
     // byte offset of the fp32 dk workspace [T2, N2, D]
-    const int64_t wsDkOffset = wsDqOffset + AlignUp(T1 * N1 * D * 4, 512);
+    const int64_t wsDkOffset = wsDqOffset + AlignUp(T1TimesN1TimesD * 4, 512);
     // byte offset of the fp32 dv workspace [T2, N2, Dv]
     const int64_t wsDvOffset = wsDkOffset + AlignUp(T2 * N2 * D * 4, 512);
     // elements of the concatenated dq|dk|dv workspaces each AIV zeroes / finishes
-    const int64_t postPerCore = AlignUp(CeilDiv(T1 * N1 * D + T2 * N2 * (D + Dv), 2 * blockDim), 16);
-    const int64_t postElems = 2048;  // elements per UB pass of the final pass
+    const int64_t postPerCore = AlignUp(CeilDiv(T1TimesN1TimesD + T2 * N2 * (D + Dv), 2 * blockDim), 16);
+    // elements per UB pass of the final pass
+    const int64_t postElems = 2048;
     // 1: atomic dK/dV adds as the AI Cores go; 2: in a fixed order (rounds, then AI Core order)
     const int64_t strategy = deterministic ? 2 : 1;
     // UB bytes per resident row (AIV)
@@ -447,20 +476,24 @@ static ge::graphStatus TilingFunc(gert::TilingContext* context)
                                   (AlignUp(CeilDiv(std::max<int64_t>(chunkKeys, D), 64), 8) + 8 + 8) * 4;
     // rows per UB pass that fit
     const int64_t vecRowsFit = ubBytes > vecFixedBytes ? (ubBytes - vecFixedBytes) / vecRowBytes : 0;
-    const int64_t vecSharedBytes = 8192 + 2048 * tBytes;  // UB bytes of the buffers that share pool 0's bytes (AIV)
+    // UB bytes of the buffers that share pool 0's bytes (AIV)
+    const int64_t vecSharedBytes = 8192 + 2048 * tBytes;
     // rows per UB pass that fit, the shared pool too
     const int64_t vecRowsFitShared = vecSharedBytes <= ubBytes ? vecRowsFit : 0;
     // rows per UB pass of an AIV
     const int64_t vecRows = std::max<int64_t>(1, std::min<int64_t>(vecRowsFitShared, subRows));
-    const int64_t gTileTimesChunkKeysTimesTBytes = gTile * chunkKeys * tBytes;  // in l1Bytes
+    // in l1Bytes
+    const int64_t gTileTimesChunkKeysTimesTBytes = gTile * chunkKeys * tBytes;
     // L1 bytes of the AIC plan
     const int64_t l1Bytes = gTile * D * tBytes + gTile * Dv * tBytes + chunkKeys * D * tBytes +
                             chunkKeys * Dv * tBytes + gTileTimesChunkKeysTimesTBytes + gTileTimesChunkKeysTimesTBytes;
     // 1 when every plan fits and D, Dv, BS are multiples of 16
     const int64_t fits = vecRowsFitShared >= 1 && l1Bytes <= 524288 && l0aBytes <= 65536 && l0bBytes <= 65536 &&
                          l0cBytes <= 131072 && v_BS_ % 16 == 0 && D % 16 == 0 && Dv % 16 == 0;
-    const int64_t tilingKey = attrKey * 100 + dtypeKey * 10 + strategy;  // attrKey * 100 + dtypeKey * 10 + strategy
-    const int64_t workspaceBytes = wsDvOffset + AlignUp(T2 * N2 * Dv * 4, 512);  // user workspace (bytes)
+    // attrKey * 100 + dtypeKey * 10 + strategy
+    const int64_t tilingKey = attrKey * 100 + dtypeKey * 10 + strategy;
+    // user workspace (bytes)
+    const int64_t workspaceBytes = wsDvOffset + AlignUp(T2 * N2 * Dv * 4, 512);
     OP_CHECK_IF(fits == 0, OP_LOGE(context->GetNodeName(), "no UB plan of NsaSelectedAttentionGrad holds this shape"),
                 return ge::GRAPH_FAILED);
     NsaSelectedAttentionGradTilingData* tiling = context->GetTilingData<NsaSelectedAttentionGradTilingData>();
