@@ -89,16 +89,17 @@ def site_dir(tmp: Path) -> Path:
     return site
 
 
-def key_cases(spec, dtypes: dict, seed: int = 1):
-    """[(key, inputs, attrs)] for every specialisation key of `spec` at its example dims: static attributes set
-    to the key's values, optional inputs the key leaves out set to None. Asserts every key is reachable."""
+def key_cases(spec, dtypes: dict, seed: int = 1, keys=None):
+    """[(key, inputs, attrs)] for every specialisation key of `spec` (or of `keys`) at its example dims: static
+    attributes set to the key's values, optional inputs the key leaves out set to None. Asserts every key is
+    reachable (a key's static dtypes, SpecKey.dtypes, are the ones `dtypes` binds: `_rows_by_static_dtypes`)."""
     from opgen.codegen.example import _default_dims
 
     dims = {**_default_dims(spec), **((spec.example_call_ or {}).get("dims") or {})}
     opts = [i.name for i in spec.inputs if i.optional]
     multi = [i for i in spec.inputs if len(i.shapes) > 1]
     out = []
-    for key in spec.keys():
+    for key in (spec.keys() if keys is None else keys):
         attrs = dict((spec.example_call_ or {}).get("attrs", {}))
         attrs.update(zip([a.name for a in spec.static_attrs], key.static))
         for a in spec.attrs:
@@ -179,11 +180,27 @@ def _dtype_row(spec, prefer="float32"):
     return next((r for r in rows if all(v == prefer for v in r.values())), rows[0] if rows else {})
 
 
+def _rows_by_static_dtypes(spec, prefer="float32") -> list:
+    """[(dtype row, the keys it reaches)]: one row per choice of the static dtype variables (OpSpec.dtype_vars(
+    static=True): the dtype selects the body, so each choice is its own specialisations), the `prefer` one among
+    those rows where there is; a spec without any: [(_dtype_row, every key)]."""
+    if not spec.static_dtype_vars:
+        return [(_dtype_row(spec, prefer), spec.keys())]
+    out = []
+    for choice in spec.static_dtype_choices():
+        want = {n: d.long_name for n, d in zip(spec.static_dtype_vars, choice)}
+        rows = [{k: v.long_name for k, v in r.items()} for r in spec.dtype_rows]
+        rows = [r for r in rows if all(r[n] == v for n, v in want.items())]
+        row = next((r for r in rows if all(v == prefer for n, v in r.items() if n not in want)), rows[0])
+        out.append((row, [k for k in spec.keys() if k.dtypes == choice]))
+    return out
+
+
 def test_isolated_golden_equals_the_interpreter_on_every_specialisation(tmp_path):
     jobs = []
     for spec in _specs():
-        dtypes = _dtype_row(spec)
-        jobs.append((spec, emit_golden(spec)[GOLDEN_PATH], dtypes, key_cases(spec, dtypes)))
+        for dtypes, keys in _rows_by_static_dtypes(spec):
+            jobs.append((spec, emit_golden(spec)[GOLDEN_PATH], dtypes, key_cases(spec, dtypes, keys=keys)))
     bf16 = load_spec(str(EXAMPLES / "geglu.py"))   # bfloat16 arrays (ml_dtypes on the caller's side): 4 cases
     jobs.append((bf16, emit_golden(bf16)[GOLDEN_PATH], {"T": "bfloat16"}, key_cases(bf16, {"T": "bfloat16"})))
     got = run_isolated(tmp_path, jobs)
@@ -205,9 +222,10 @@ def test_isolated_golden_equals_the_interpreter_on_every_specialisation(tmp_path
                 assert g.shape == r.shape and np.array_equal(g, r, equal_nan=True), (spec.name, key, o.name)
                 checked += 1
     # the bundled and example specs' specialisations, pinned so none is skipped (QuantBatchMatmulV3: bias x
-    # pertoken_scale presence x transpose_x1 x transpose_x2 x scale form [N] / [1] = 32; its offset, accepted only
-    # absent, adds none; TransposeBatchMatMul: perm_x1 x perm_x2 = 4, its bias and scale accepted only absent)
-    assert sum(len(cases) for *_x, cases in jobs) == sum(len(s.keys()) for s in _specs()) + 4 == 882
+    # pertoken_scale presence x transpose_x1 x transpose_x2 x scale form [N] / [1] x the bias dtype BIAS i32 / f32
+    # (a static dtype variable: each its own body) = 64; its offset, accepted only absent, adds none;
+    # TransposeBatchMatMul: perm_x1 x perm_x2 = 4, its bias and scale accepted only absent)
+    assert sum(len(cases) for *_x, cases in jobs) == sum(len(s.keys()) for s in _specs()) + 4 == 914
     assert checked > 1500
 
 

@@ -191,7 +191,8 @@ class MergedProgram:
     """Every specialisation of a spec as one straight-line program with guarded blocks.
 
     variables: the key's variables in key order, (expression, domain) — `attrs['x']` for a static attribute,
-    `present['x']` for an optional input, `forms[k]` for a multi-form input; keys: the valid keys as value tuples
+    `present['x']` for an optional input, `forms[k]` for a multi-form input, `dt['V']` for a static dtype variable
+    (its dtype's name); keys: the valid keys as value tuples
     over the variables; blocks: [(condition or None, [Statement])] in dependency order (condition None: every key);
     outputs: the output names (each returned from `out_<name>`, None when a key does not produce it)."""
 
@@ -202,7 +203,9 @@ class MergedProgram:
 
 
 def _key_values(key) -> tuple:
-    return tuple(key.static) + tuple(key.present) + tuple(key.forms)
+    """A key's variables in the golden's order: static attributes, presences, shape forms, then the static dtype
+    variables' dtypes by name (OpSpec.dtype_vars(static=True): `dt[var]` in the golden)."""
+    return tuple(key.static) + tuple(key.present) + tuple(key.forms) + tuple(d.long_name for d in key.dtypes)
 
 
 def _in_cube(values, cube) -> bool:
@@ -333,6 +336,9 @@ def merged_program(spec) -> MergedProgram:
     variables = [(f"attrs[{a.name!r}]", tuple(a.choices)) for a in spec.static_attrs]
     variables += [(f"present[{i.name!r}]", (True, False)) for i in opts]
     variables += [(f"forms[{k}]", tuple(range(len(i.shapes)))) for k, i in enumerate(multi)]
+    choices = spec.static_dtype_choices()
+    variables += [(f"dt[{n!r}]", tuple(dict.fromkeys(c[k].long_name for c in choices)))
+                  for k, n in enumerate(spec.static_dtype_vars)]
     keys = spec.keys()
     valid = [_key_values(k) for k in keys]
     stmts: dict[str, Statement] = {}
@@ -344,23 +350,30 @@ def merged_program(spec) -> MergedProgram:
         if st is None:
             st = stmts[name] = Statement(name, text, frozenset(deps))
             order.append(name)
+        else:   # the same text under another key may read another definition of an input (`alias` below)
+            st.deps = st.deps | frozenset(deps)
         st.keys.add(key)
 
     outputs = [o.name for o in spec.outputs]
     for key, kv in zip(keys, valid):
         g = spec.graph(key)
         pr = _Printer(g)
+        alias: dict = {}   # an input whose conversion differs by key (a static dtype variable's input) -> its statement
         for name, text, _read in pr.params():
-            add(name, text, (), kv)
+            at, k = name, 2
+            while at in stmts and stmts[at].text != text:   # printed `name = text` (the part before <-) per key
+                at, k = f"{name}<-{k}", k + 1
+            alias[name] = at
+            add(at, text, (), kv)
         for node in g.nodes:
             text = pr.node(node)
             name = by_text.get(text)
             if name is None:
                 name = by_text[text] = f"v{len(by_text) + 1}"
-            add(name, text, [pr.names[i] for i in node.inputs], kv)
+            add(name, text, [alias.get(pr.names[i], pr.names[i]) for i in node.inputs], kv)
             pr.names[node.result.name] = name
         for o, v in g.outputs:
-            add(f"out_{o}<-{pr.names[v]}", pr.names[v], [pr.names[v]], kv)
+            add(f"out_{o}<-{pr.names[v]}", pr.names[v], [alias.get(pr.names[v], pr.names[v])], kv)
     # topological order, continuing the current key set while one is ready
     users: dict[str, list] = {}
     indeg = {}
@@ -474,6 +487,7 @@ def golden_context(spec) -> dict:
         "banner": m.banner("#"), "op": m.op, "op_snake": m.snake, "api": m.api, "round": spec.round,
         "api_golden": _api_golden(spec, m),
         "inputs": inputs, "attrs": attrs, "outputs": outputs, "body": body, "keys": keys, "gated": gated,
+        "static_dtype_vars": list(spec.static_dtype_vars),
         "late_required": [i.name for k, i in enumerate(spec.inputs) if k > first_opt and not i.optional],
         "nkeys": len(prog.keys), "nstatements": sum(len(b) for _c, b in prog.blocks),
         "intro": textwrap.wrap(

@@ -376,12 +376,6 @@ def _run(inputs, attrs, kwargs):
     static = tuple(attrs[name] for name in _STATIC)
     present = {name: inputs[name] is not None for name in _INPUTS}
     env, forms = _bind(inputs, attrs)
-    key = static + tuple(present[name] for name in _OPTIONAL) + forms
-    if key not in _KEYS:
-        given = ", ".join(f"{name}={attrs[name]!r}" for name in _STATIC)
-        have = ", ".join(name for name in _OPTIONAL if present[name]) or "none"
-        raise ValueError(f"{_OP}: no specialisation of the spec for static attributes ({given or 'none'}) with "
-                         f"optional inputs present: {have} (the spec's checks reject this combination)")
     dt = {var: str(value) for var, value in forced.items()}
     like = {}
     for name, var in _INPUT_DTYPE_VARS.items():  # first input of an allowed dtype binds its variable
@@ -396,6 +390,13 @@ def _run(inputs, attrs, kwargs):
     row = next((r for r in _ROWS if all(r[v] == dt[v] for v in dt if v in r)), _ROWS[0])
     for var in _DTYPE_VARS:
         dt.setdefault(var, row[var])
+    # the key: static attributes, presences, forms and the dtypes of the variables that select the body
+    key = static + tuple(present[name] for name in _OPTIONAL) + forms + tuple(dt[v] for v in [])
+    if key not in _KEYS:
+        given = ", ".join(f"{name}={attrs[name]!r}" for name in _STATIC)
+        have = ", ".join(name for name in _OPTIONAL if present[name]) or "none"
+        raise ValueError(f"{_OP}: no specialisation of the spec for static attributes ({given or 'none'}) with "
+                         f"optional inputs present: {have} (the spec's checks reject this combination)")
     used = {name: (inputs[name] if present[name] else None) for name in _INPUTS}
     out = _compute(env, dt, used, attrs, present, forms)
     result = []
