@@ -702,3 +702,16 @@ def test_kir_engine_refuses_an_explicit_soc_the_spec_does_not_declare_as_the_acl
     r = opgen("check", spec, "--dims", "Bd=4x5", "--engine", "kir", "--soc", "ascend910b1")
     assert r.returncode != 0
     assert "361001" in r.stderr and "A5Only is not supported on this SoC (supported: ascend950)" in r.stderr, r.stderr
+
+
+def test_emitted_aclnn_layer_refuses_a_soc_with_the_kir_engines_text():
+    """The emitted CheckSoc message and the Kernel-IR engine's 361001 refusal are one text (soc_fail_text), so both
+    engines report a SoC the spec does not declare alike; read from a committed aclnn layer."""
+    from opgen.codegen.aclnn import soc_fail_text
+    from opgen.registry import load_spec
+    root = Path(__file__).resolve().parent.parent
+    spec = load_spec("AdaLayerNormV2")
+    text = (root / "generated/ada_layer_norm_v2/op_host/op_api/aclnn_ada_layer_norm_v2.cpp").read_text()
+    assert soc_fail_text(spec.name, spec.socs) == \
+        "AdaLayerNormV2 is not supported on this SoC (supported: ascend910b, ascend910_93)"
+    assert f'"{soc_fail_text(spec.name, spec.socs)}"' in text

@@ -35,7 +35,7 @@ from opgen.check.build import BuildRun, Builder, Sources, launch_variant
 from opgen.check.compare import OutputComparison, compare_output, rounded_intermediate_outputs
 from opgen.check.driver import driver_source, kernel_type, key_kernel_types, nokernel_source
 from opgen.codegen import default_out_dir
-from opgen.codegen.aclnn import device_value_requirements, kernel_traps
+from opgen.codegen.aclnn import device_value_requirements, kernel_traps, soc_fail_text
 from opgen.codegen.model import SOC_ENUM, OpModel
 from opgen.codegen.provenance import stale_reason
 from opgen.dsl.examples import implied_attrs, random_inputs
@@ -718,8 +718,7 @@ def _run_check_kir(spec, inputs: dict, attrs: dict, dtypes: dict, plat, determin
     res = CheckResult(spec.name, plat.name, "kir", inputs=inputs)
     bound = spec.bind(inputs, attrs, dtypes)
     if plat.soc_key not in spec.socs:   # the emitted aclnn layer's CheckSoc, after its parameter checks
-        raise AclnnRejected(spec.aclnn, 361001, f"{spec.name} is not supported on this SoC (supported: "
-                                                f"{', '.join(spec.socs)})")
+        raise AclnnRejected(spec.aclnn, 361001, soc_fail_text(spec.name, spec.socs))
     res.attrs = dict(bound.attrs)
     _set_dtypes(res, spec, bound, inputs)
     g = spec.graph(bound.key)

@@ -968,7 +968,7 @@ class AclnnPlan:
             "output_checks": self.output_checks, "empty_tensors": self.empty_tensors,
             "empty_checks": self.empty_checks, "accept_empty": self.accept_empty,
             "empty_reason": _wrap(self.spec.empty_reason + ".", 110) if self.spec.empty_reason else [], "socs": [{"key": s, "enum": SOC_ENUM[s]} for s in m.socs],
-            "soc_fail": c_printf(f"{m.op} is not supported on this SoC (supported: {', '.join(m.socs)})"),
+            "soc_fail": c_printf(soc_fail_text(m.op, m.socs)),
             "kernel_ins": kernel_ins, "kernel_attrs": kernel_attrs, "kernel_outs": kernel_outs,
             "absent": ABSENT, "uses_host_inputs": any(p.decl.host for p in m.inputs),
             "const_outputs": m.const_outputs, "signature": self.spec.aclnn_signature_ is not None,
@@ -1090,6 +1090,14 @@ def device_value_requirements(spec) -> tuple:
     with on="device" the emitted kernel checks and stops with AscendC::Trap() (CANN API reference, "Trap": stops the
     AI Core; an assert in CPU mode)."""
     return tuple(r for r in spec.requirements if r.kind == "values" and r.fn.__qualname__ not in HOST_CHECKS)
+
+
+def soc_fail_text(op: str, socs) -> str:
+    """The message of the emitted aclnn layer's CheckSoc refusal (ACLNN_ERR_RUNTIME_ERROR 361001): operator `op`
+    (the spec's name) is not supported on the current SoC, listing the spec's SoC keys `socs` (OpSpec.socs, e.g.
+    "ascend910b") in their order. One text for the emitted C++ and for the Kernel-IR engine's refusal
+    (opgen.check.run), so the two engines report a SoC the spec does not declare alike."""
+    return f"{op} is not supported on this SoC (supported: {', '.join(socs)})"
 
 
 def kernel_traps(spec) -> bool:
