@@ -531,7 +531,8 @@ def name_repeats(stmts: list, reserved=()) -> list:
     spells the expression when that is short (`_describe`: rowsPerRowCoresCeil), else names the program statement of its
     first use (a local's: the statement that local serves) and its kind (`colBatchCost0Sum`), with a doc listing
     the program statements that read it, directly or through other such locals. `reserved`:
-    names no new local may take (besides the statements' own). Returns a new list; `stmts` is not changed."""
+    names no new local may take (besides the statements' own). Returns a new list; `stmts` is not changed
+    (docs/design.md "Tiling", the printing of repeated sub-expressions)."""
     out = list(stmts)
     owner = {n: n for n, _, _ in out}   # each statement -> the program statement it serves (a local: its first user's)
     taken = set(reserved) | {n for n, _, _ in out} | {cpp_name(n) for n, _, _ in out}
