@@ -249,11 +249,18 @@ def gather_column_inputs(p: RowProgram) -> int:
                 continue
         out.append(i)
     if done:
-        p.instrs = out
-        remove_dead_values(p)   # the selects and compares nothing reads now
-        uses = _uses(p)
-        p.instrs = [i for i in p.instrs if not (i.kind == "load" and i.space == "col" and not uses.get(i.dst))]
+        _after_gathers(p, out)
     return done
+
+
+def _after_gathers(p: RowProgram, instrs: list) -> None:
+    """p's instructions set to `instrs` (gathers rewritten to scalar reads), then the values nothing reads any more
+    removed: the selects and compares of the rewritten gathers (remove_dead_values) and the column rows loaded from
+    GM for them alone (their `load`s). Shared by gather_column_inputs and _gather_through_lanewise."""
+    p.instrs = instrs
+    remove_dead_values(p)
+    uses = _uses(p)
+    p.instrs = [i for i in p.instrs if not (i.kind == "load" and i.space == "col" and not uses.get(i.dst))]
 
 
 _PICK_SCALAR_OPS = {"Adds": "+", "Muls": "*"}
@@ -389,10 +396,7 @@ def _gather_through_lanewise(p: RowProgram, rows: frozenset) -> int:
                     continue
         out.append(i)
     if done:
-        p.instrs = out
-        remove_dead_values(p)   # the selects and compares nothing reads now
-        uses = _uses(p)
-        p.instrs = [i for i in p.instrs if not (i.kind == "load" and i.space == "col" and not uses.get(i.dst))]
+        _after_gathers(p, out)
         propagate_scalar_copies(p)   # a pick that is a scalar already (a Duplicate's): its users read that
     return done
 
