@@ -28,9 +28,12 @@ ROOT = Path(__file__).resolve().parent.parent
 CE = ROOT / "examples" / "specs" / "cross_entropy_loss.py"
 NP_DT = {"bfloat16": ml_dtypes.bfloat16, "float32": np.float32}
 
-PICK = '''from opgen.dsl import A2, A3, OpSpec, bf16, f32, i64
+def gather_spec_text(op: str, body: str) -> str:
+    """The text of a spec `op` over x [N, C] (T), a device-checked index idx [N] into C, a column input w [C] (T) and
+    one output y [N] (f32); `body`: the lines of its body function `_(b, x, idx, w)`, indented four spaces."""
+    return f'''from opgen.dsl import A2, A3, OpSpec, bf16, f32, i64
 
-spec = OpSpec("WeightedRowMax", aclnn="aclnnWeightedRowMax", socs=(A2, A3), round="rint")
+spec = OpSpec("{op}", aclnn="aclnn{op}", socs=(A2, A3), round="rint")
 N = spec.dim("N")
 C = spec.dim("C", max=65536)
 (T,) = spec.dtype_vars("T")
@@ -44,7 +47,7 @@ spec.dtypes((T,), [(f32,), (bf16,)])
 def _idx_ok(arrays, env, attrs):
     t, c = arrays["idx"], env["C"]
     bad = (t < 0) | (t >= c)
-    return f"idx[{int(bad.nonzero()[0][0])}] is outside [0, {c})" if bad.any() else None
+    return f"idx[{{int(bad.nonzero()[0][0])}}] is outside [0, {{c}})" if bad.any() else None
 
 
 spec.check("idx", _idx_ok, on="device")
@@ -52,8 +55,12 @@ spec.check("idx", _idx_ok, on="device")
 
 @spec.body
 def _(b, x, idx, w):
-    return {"y": x.f32().max(-1, keepdims=False) * b.gather(w.f32(), idx, axis=0)}
+{body}
 '''
+
+
+PICK = gather_spec_text("WeightedRowMax",
+                        '    return {"y": x.f32().max(-1, keepdims=False) * b.gather(w.f32(), idx, axis=0)}')
 
 
 def _pick_spec(tmp_path: Path) -> Path:
@@ -62,7 +69,7 @@ def _pick_spec(tmp_path: Path) -> Path:
     return path
 
 
-def _program(path: Path):
+def row_programs(path: Path):
     """The row programs (one per kernel class) of the spec at `path`."""
     from opgen.tiling.pipeline import kernel_build
 
@@ -73,7 +80,7 @@ def test_the_gather_of_a_column_input_is_one_gm_element(tmp_path):
     """The weight gathered by the row's index is an `sgather` of GM input w reading the checked index (the scheck
     stays: Trap() outside the row); with no other use of w its column row is not loaded at all, and no compare,
     select or row sum is left."""
-    (p,) = _program(_pick_spec(tmp_path))
+    (p,) = row_programs(_pick_spec(tmp_path))
     kinds = [i.kind for i in p.instrs]
     (g,) = [i for i in p.instrs if i.kind == "sgather"]
     chk = next(i for i in p.instrs if i.dst == g.srcs[0])
@@ -87,7 +94,7 @@ def test_cross_entropy_gathers_its_weight_from_gm():
     column row), so its maximum's level holds no other reduction and pairs with the sum (online maximum and sum)."""
     from opgen.kernel.rowprog import online_pair
 
-    progs = [p for p in _program(CE) if any(t.gm == "weight" for t in p.gm)]
+    progs = [p for p in row_programs(CE) if any(t.gm == "weight" for t in p.gm)]
     assert progs
     for p in progs:
         assert [p.tensor(i.gm).gm for i in p.instrs if i.kind == "sgather" and p.tensor(i.gm).space == "col"] \

@@ -21,40 +21,17 @@ from opgen.check import run_check
 from opgen.kernel import kir
 from opgen.registry import _load_file
 
+from test_rows_gather_gm import gather_spec_text, row_programs
+
 ROOT = Path(__file__).resolve().parent.parent
 CE = ROOT / "examples" / "specs" / "cross_entropy_loss.py"
 DERIVED = ROOT / "examples" / "specs" / "derived" / "cross_entropy_loss_grad.py"
 NP_DT = {"bfloat16": ml_dtypes.bfloat16, "float32": np.float32}
 
-PICKED = '''from opgen.dsl import A2, A3, OpSpec, bf16, f32, i64
-
-spec = OpSpec("PickedShift", aclnn="aclnnPickedShift", socs=(A2, A3), round="rint")
-N = spec.dim("N")
-C = spec.dim("C", max=65536)
-(T,) = spec.dtype_vars("T")
-spec.input("x", T, [N, C])
-spec.input("idx", i64, [N])
-spec.input("w", T, [C])
-spec.output("y", f32, [N])
-spec.dtypes((T,), [(f32,), (bf16,)])
-
-
-def _idx_ok(arrays, env, attrs):
-    t, c = arrays["idx"], env["C"]
-    bad = (t < 0) | (t >= c)
-    return f"idx[{int(bad.nonzero()[0][0])}] is outside [0, {c})" if bad.any() else None
-
-
-spec.check("idx", _idx_ok, on="device")
-
-
-@spec.body
-def _(b, x, idx, w):
-    v = x.f32()
+PICKED = gather_spec_text("PickedShift", """    v = x.f32()
     z = (v - v.max(-1)) * 0.5 + w.f32()
     e = b.exp(b.log(b.abs(v).sum(-1).broadcast_to([N, C])))
-    return {"y": b.gather(z * 3.0 - e, idx, axis=1)}
-'''
+    return {"y": b.gather(z * 3.0 - e, idx, axis=1)}""")
 
 
 def _picked64(x, idx, w):
@@ -70,19 +47,12 @@ def _spec(tmp_path: Path) -> Path:
     return path
 
 
-def _programs(path: Path):
-    """The row programs (one per kernel class) of the spec at `path`."""
-    from opgen.tiling.pipeline import kernel_build
-
-    return [v.prog for v in kernel_build(_load_file(path)).lowered.extra["variants"]]
-
-
 def test_the_gather_of_a_lanewise_row_is_scalar_work(tmp_path):
     """PickedShift's gather: the row input's element and the column input's element read from GM (two `sgather`,
     the first of the row tensor x), exp(log(s)) of the per-row sum on 8 lanes (two `sunary`), the rest scalar
     expressions; no compare, select, lane-index row or column load is left, and the only row reductions are the
     maximum and the sum of |x|."""
-    (p,) = _programs(_spec(tmp_path))
+    (p,) = row_programs(_spec(tmp_path))
     kinds = [i.kind for i in p.instrs]
     assert sorted(p.tensor(i.gm).gm for i in p.instrs if i.kind == "sgather") == ["w", "x"]
     assert {p.tensor(i.gm).space for i in p.instrs if i.kind == "sgather"} == {"row", "col"}
@@ -96,13 +66,13 @@ def test_cross_entropy_picks_its_log_probability_on_the_scalar_unit():
     lanes, so the row reductions left are the maximum, the sum of exponentials and (label_smoothing != 0 only) the
     class sum; no Compares of the lane indices. The derived CrossEntropyLossGrad's sum of its one-hot row is the
     one-hot's scalar itself: at label_smoothing 0 its program has no row reduction."""
-    for p in _programs(CE):
+    for p in row_programs(CE):
         assert not any(i.kind in ("vcmps", "viota") for i in p.instrs)
         assert [i.op for i in p.instrs if i.kind == "sunary"] == ["Ln"]
         assert [p.tensor(i.gm).gm for i in p.instrs if i.kind == "sgather" and p.tensor(i.gm).space == "row"] \
             == ["input"]
         assert all(i.when for i in p.rsums(2))   # the class sum only, under the guard
-    for p in _programs(DERIVED):
+    for p in row_programs(DERIVED):
         k = p.presence.index(next(n for n in p.presence if "label_smoothing" in str(n)))
         assert not [i for i in p.rsums() if not i.when or any(pt[k] is False for pt in i.when)]
 
