@@ -24,16 +24,6 @@ from opgen.check import run_check
 EX = Path(__file__).resolve().parent.parent / "examples" / "specs" / "group_norm.py"
 
 
-@pytest.fixture(scope="module")
-def gen(tmp_path_factory):
-    """GroupNorm generated once for this module (opgen.codegen.write_ops)."""
-    from opgen.codegen import write_ops
-
-    tree = tmp_path_factory.mktemp("group_norm_gen")
-    write_ops([str(EX)], tree, jobs=1)
-    return tree
-
-
 def _inputs(n: int, c: int, hw: int, dtype: str) -> dict:
     """self normal with a per-(n, c) offset (so each group's mean is far from 0), gamma in [0.5, 1.5], beta normal;
     bf16 values rounded to bf16 (held as float32)."""
@@ -68,12 +58,12 @@ CASES = [  # (N, C, HxW, G, T): strategy, segments
 
 @pytest.mark.parametrize("engine", ["emu", "kir"])
 @pytest.mark.parametrize("n, c, hw, g, dtype", CASES)
-def test_group_norm_segments_against_float64(gen, engine, n, c, hw, g, dtype):
+def test_group_norm_segments_against_float64(examples_gen, engine, n, c, hw, g, dtype):
     """out within one rounding to T of float64 (2^-8 relative for bf16, 1e-5 for fp32, plus an fp32 absolute term
     for values near 0), meanOut and rstdOut likewise."""
     inp = _inputs(n, c, hw, dtype)
     r = run_check(str(EX), inputs=inp, attrs={"N": n, "C": c, "HxW": hw, "group": g}, dtypes={"T": dtype},
-                  gen_dir=gen, engine=engine, progress=False)
+                  gen_dir=examples_gen, engine=engine, progress=False)
     assert not r.faults and r.passed, r.faults[:2]
     want = _float64(inp, g)
     rel = 2.0**-8 if dtype == "bfloat16" else 1e-5
@@ -82,11 +72,11 @@ def test_group_norm_segments_against_float64(gen, engine, n, c, hw, g, dtype):
         np.testing.assert_allclose(got, w, rtol=rel, atol=1e-5 * np.abs(w).max(), err_msg=name)
 
 
-def test_the_segment_ends_hand_off_is_under_the_guard(gen):
+def test_the_segment_ends_hand_off_is_under_the_guard(examples_gen):
     """Each per-segment operand's scalar part (its V -> S wait, the GmScalar reads and the end elements) is inside
     `if (segLen % 8 + c0_ % 8 + n_ % 8 > 0)`: a kernel whose segments are whole blocks reads each value once a
     chunk and waits for no V -> S hand-off there."""
-    text = (gen / "group_norm" / "op_kernel" / "group_norm.h").read_text()
+    text = (examples_gen / "group_norm" / "op_kernel" / "group_norm.h").read_text()
     guard = "if (segLen % 8 + c0_ % 8 + n_ % 8 > 0) {"
     starts = [m.start() for m in re.finditer(re.escape(guard), text)]
     assert starts, "no guard of the segment ends"

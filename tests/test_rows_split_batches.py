@@ -21,17 +21,6 @@ from opgen.check import run_check
 
 EX = Path(__file__).resolve().parent.parent / "examples" / "specs" / "reduce_mean.py"
 
-
-@pytest.fixture(scope="module")
-def gen(tmp_path_factory):
-    """ReduceMean generated once for this module (opgen.codegen.write_ops)."""
-    from opgen.codegen import write_ops
-
-    tree = tmp_path_factory.mktemp("reduce_mean_gen")
-    write_ops([str(EX)], tree, jobs=1)
-    return tree
-
-
 CASES = [  # (B, M, H, T)
     (3, 37, 33, "float32"),      # 111 rows over 48 cores (a tail): 3 split batches, bSlices 16: slices 16, 16, 1
     (2, 700, 1000, "bfloat16"),  # 2 split batches, bSlices 24: 21 slices of 48 columns, the last 40
@@ -43,13 +32,14 @@ CASES = [  # (B, M, H, T)
 
 @pytest.mark.parametrize("engine", ["emu", "kir"])
 @pytest.mark.parametrize("b, m, h, dtype", CASES)
-def test_split_batches_against_float64(gen, engine, b, m, h, dtype):
+def test_split_batches_against_float64(examples_gen, engine, b, m, h, dtype):
     """out = mean over M in float64 of the (T-rounded) inputs, within one rounding to T (2^-8 relative for bf16) or
     fp32 summation error (1e-5 of the values' scale)."""
     rng = np.random.default_rng(b * 10007 + m * 101 + h)
     x = (rng.standard_normal((b, m, h)) + rng.uniform(-2, 2, (b, 1, h)))
     x = x.astype(ml_dtypes.bfloat16 if dtype == "bfloat16" else np.float32).astype(np.float32)
-    r = run_check(str(EX), inputs={"self": x}, dtypes={"T": dtype}, gen_dir=gen, engine=engine, progress=False)
+    r = run_check(str(EX), inputs={"self": x}, dtypes={"T": dtype}, gen_dir=examples_gen, engine=engine,
+                  progress=False)
     assert not r.faults and r.passed, r.faults[:2]
     want = x.astype(np.float64).mean(1)
     got = np.asarray(r.arrays["out"], np.float64).reshape(want.shape)
@@ -58,11 +48,11 @@ def test_split_batches_against_float64(gen, engine, b, m, h, dtype):
 
 
 @pytest.mark.slow
-def test_the_bench_case_is_near_its_memory_floor(gen):
+def test_the_bench_case_is_near_its_memory_floor(examples_gen):
     """ReduceMean [32, 1024, 1024] bf16 (bench/workloads.py): 31 of the 32 batches are split across cores; with the
     items dealt out each core combines at most two of 512 columns after SyncAll, and the cost model's estimate is
     within 1.06 of the floor (each input read once, each output written once at 1.6 TB/s)."""
-    r = run_check(str(EX), dims={"Bd": (32,), "M": 1024, "H": 1024}, dtypes={"T": "bfloat16"}, gen_dir=gen,
+    r = run_check(str(EX), dims={"Bd": (32,), "M": 1024, "H": 1024}, dtypes={"T": "bfloat16"}, gen_dir=examples_gen,
                   golden=False, progress=False)
     assert r.passed, r.faults[:2]
     assert r.cost["estimate_us"] <= 1.06 * r.cost["floor_us"], r.cost
