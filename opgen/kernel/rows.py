@@ -445,8 +445,6 @@ class _Lowering:
         which the scalar unit has no form of (rowprog.VECTOR_ONLY), is then taken on the value broadcast to the
         row (a Duplicate and the vector instruction: the same lanes, docs/design.md "Per-row values the scalar unit
         cannot compute"), as a spec that broadcasts it first would be lowered."""
-        if any(v == r for _, v in self.g.outputs):
-            return None
         spaces: set = set()
         todo = [r]
         while todo:
