@@ -42,6 +42,24 @@ def test_memory_bound_estimate():
     assert r["issue_us"] == pytest.approx(64 * ISSUE / CLOCK * 1e6)
 
 
+def test_another_socs_clock_and_bandwidth_price_its_launch():
+    """A launch on Ascend 950 (platforms.json: 1.65 GHz, 1.6 TB/s, 32 AI Cores) converts cycles at its own clock; the
+    label names the SoC and says which constants are Atlas A2's."""
+    from opgen.platforms import get_platform
+    p = get_platform("ascend950")
+    c = cost.CoreCost(vector_cycles=33000, vec_issues=100, cube_cycles=1650, bursts=2, burst_bytes32=4096)
+    r = cost.estimate([c], 4096, useful_macs=4096 * 1650, aic=32, platform=p)
+    assert r["vector_us"] == pytest.approx(33000 / 1.65e9 * 1e6) and r["cube_us"] == pytest.approx(1.0)
+    assert r["issue_us"] == pytest.approx(100 * ISSUE / 1.65e9 * 1e6)
+    assert r["memory_us"] == pytest.approx((4096 + 2 * BURST) / 1.6e12 * 1e6)
+    assert r["cube_floor_us"] == pytest.approx(1650 / 32 / 1.65e9 * 1e6)
+    line = cost.format_cost(r)
+    assert "Ascend 950" in line and "1.65 GHz" in line and "Atlas A2's latency" in line, line
+    a2 = cost.estimate([c], 4096, platform=get_platform("ascend910b1"))
+    assert a2["model"] == "Atlas A2 model" and a2["vector_us"] == pytest.approx(33000 / CLOCK * 1e6)
+    assert cost.format_cost(a2).startswith("Cost (Atlas A2 model,")
+
+
 def test_issue_vector_and_cube_bounds():
     # one row per instruction of 1 KB rows: 4 repeats, 1 issue + 1 barrier each; 1000 instructions
     c = cost.CoreCost(vector_cycles=4000, vec_issues=1000, barriers=1000, bursts=1, burst_bytes32=1024)

@@ -6,8 +6,8 @@ split batches), slices of whole 16-column blocks), not every split batch by the 
 Checked by values on ReduceMean over the middle axis (examples/specs/reduce_mean.py), the emulated kernel and the
 Kernel-IR interpreter against float64 NumPy: few split batches (one batch cut into many slices, a last slice
 shorter than the others), many (one or two slices each, more items than cores), odd H and rows over the cores with
-tails, fp32 and bf16; and by the emitted kernel's time line: the bench's case [32, 1024, 1024] bf16 is within 6 % of
-its memory floor (it was 14 % above with every split batch walked by the 32 column-slice cores)."""
+tails, fp32 and bf16. The time the exchange saves is a figure of `opgen bench` (the ReduceMean [32, 1024, 1024]
+bf16 row of bench/results: 1.14 -> 1.05 of its memory floor), not of this file."""
 
 from __future__ import annotations
 
@@ -45,14 +45,3 @@ def test_split_batches_against_float64(examples_gen, engine, b, m, h, dtype):
     got = np.asarray(r.arrays["out"], np.float64).reshape(want.shape)
     rel = 2.0**-8 if dtype == "bfloat16" else 1e-5
     np.testing.assert_allclose(got, want, rtol=rel, atol=1e-5 * np.abs(want).max())
-
-
-@pytest.mark.slow
-def test_the_bench_case_is_near_its_memory_floor(examples_gen):
-    """ReduceMean [32, 1024, 1024] bf16 (bench/workloads.py): 31 of the 32 batches are split across cores; with the
-    items dealt out each core combines at most two of 512 columns after SyncAll, and the cost model's estimate is
-    within 1.06 of the floor (each input read once, each output written once at 1.6 TB/s)."""
-    r = run_check(str(EX), dims={"Bd": (32,), "M": 1024, "H": 1024}, dtypes={"T": "bfloat16"}, gen_dir=examples_gen,
-                  golden=False, progress=False)
-    assert r.passed, r.faults[:2]
-    assert r.cost["estimate_us"] <= 1.06 * r.cost["floor_us"], r.cost

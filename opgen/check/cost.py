@@ -102,7 +102,7 @@ def matmul_macs(graph, env) -> int:
     return total
 
 
-def estimate(cores: list[CoreCost], min_bytes: int, useful_macs: int = 0, aic: int = 0) -> dict:
+def estimate(cores: list[CoreCost], min_bytes: int, useful_macs: int = 0, aic: int = 0, platform=None) -> dict:
     """The cost model over per-core counters `cores` with the minimum GM bytes `min_bytes` (module docstring).
     Returns {"estimate_us", "floor_us", "ratio" (estimate / floor, None when the floor is 0), "bound", "memory_us",
     "vector_us", "issue_us", "cube_us", "overlap_us" (the longest core's time line), "vec_issues", "barriers", "flag_waits", "bursts", "sync_alls",
@@ -111,8 +111,14 @@ def estimate(cores: list[CoreCost], min_bytes: int, useful_macs: int = 0, aic: i
     "useful_macs", "cube_util" (useful / issued, None without cube work)} (times in microseconds; the counts are the
     busiest core's, bursts and vec_issues_total the sums over the cores). `useful_macs`: `matmul_macs` of the call;
     `aic`: the platform's AI Cores (cube units), for the cube floor "cube_floor_us" (0 when either is 0); "floor_us"
-    is the larger of it and the memory floor "memory_floor_us"."""
+    is the larger of it and the memory floor "memory_floor_us". `platform` (an opgen.platforms.Platform, default
+    None: Atlas A2's constants): the SoC the launch ran on -- its clock converts cycles to time and its HBM
+    bandwidth prices bytes (the L2 bandwidth scaled with it); the per-event latencies and the L2's size stay Atlas
+    A2's estimates (docs/reference/kernel_cost.md §2). "model" names the constants used (`model_name`)."""
     us = 1e6
+    clock = platform.clock_hz if platform is not None else CLOCK_HZ
+    hbm_bw = platform.hbm_bytes_per_s if platform is not None else HBM_BYTES_PER_S
+    l2_bw = L2_BYTES_PER_S * hbm_bw / HBM_BYTES_PER_S
     moved = sum(c.burst_bytes32 for c in cores)
     again = sum(c.retouch_bytes32 for c in cores)
     footprint = moved - again   # the blocks touched at least once (each first touch goes to HBM)
@@ -120,12 +126,12 @@ def estimate(cores: list[CoreCost], min_bytes: int, useful_macs: int = 0, aic: i
     hbm = moved - l2
     ov = sum(c.bursts for c in cores) * BURST_OVERHEAD_BYTES   # each burst's overhead where its bytes come from
     ov_l2 = ov * l2 / moved if moved else 0.0
-    mem = ((hbm + ov - ov_l2) / HBM_BYTES_PER_S + (l2 + ov_l2) / L2_BYTES_PER_S) * us
+    mem = ((hbm + ov - ov_l2) / hbm_bw + (l2 + ov_l2) / l2_bw) * us
     busiest = max(cores, key=lambda c: c.vector_cycles + c.issue_cycles, default=CoreCost())
-    vec = busiest.vector_cycles / CLOCK_HZ * us
-    issue = busiest.issue_cycles / CLOCK_HZ * us
-    cube = max((c.cube_cycles for c in cores), default=0) / CLOCK_HZ * us
-    span = max((c.span_cycles for c in cores), default=0) / CLOCK_HZ * us
+    vec = busiest.vector_cycles / clock * us
+    issue = busiest.issue_cycles / clock * us
+    cube = max((c.cube_cycles for c in cores), default=0) / clock * us
+    span = max((c.span_cycles for c in cores), default=0) / clock * us
     issued = sum(c.cube_cycles for c in cores) * FRACTAL_MACS
     est = max(mem, vec + issue, cube, span)
     if span > max(mem, vec + issue, cube):
@@ -136,10 +142,10 @@ def estimate(cores: list[CoreCost], min_bytes: int, useful_macs: int = 0, aic: i
         bound = "cube"
     else:
         bound = "vector" if vec >= issue else "issue"
-    mem_floor = min_bytes / HBM_BYTES_PER_S * us
-    cube_floor = useful_macs / (FRACTAL_MACS * aic * CLOCK_HZ) * us if aic else 0.0
+    mem_floor = min_bytes / hbm_bw * us
+    cube_floor = useful_macs / (FRACTAL_MACS * aic * clock) * us if aic else 0.0
     floor = max(mem_floor, cube_floor)
-    return {"estimate_us": est, "floor_us": floor, "memory_floor_us": mem_floor, "cube_floor_us": cube_floor,
+    return {"model": model_name(platform), "estimate_us": est, "floor_us": floor, "memory_floor_us": mem_floor, "cube_floor_us": cube_floor,
             "hbm_bytes": hbm, "l2_bytes": l2,
             "ratio": est / floor if floor else None, "bound": bound,
             "memory_us": mem, "vector_us": vec, "issue_us": issue, "cube_us": cube, "overlap_us": span,
@@ -147,6 +153,17 @@ def estimate(cores: list[CoreCost], min_bytes: int, useful_macs: int = 0, aic: i
             "bursts": sum(c.bursts for c in cores), "sync_alls": busiest.sync_alls,
             "cross_waits": busiest.cross_waits, "vec_issues_total": sum(c.vec_issues for c in cores),
             "cube_macs": issued, "useful_macs": useful_macs, "cube_util": useful_macs / issued if issued else None}
+
+
+def model_name(platform=None) -> str:
+    """The constants `estimate` prices with, as `opgen check` names them: "Atlas A2 model" for Atlas A2 or no
+    platform; for another SoC its product with its own clock and HBM bandwidth and Atlas A2's latency estimates
+    (docs/reference/kernel_cost.md §2: no other SoC's latencies are documented)."""
+    if platform is None or (platform.clock_hz == CLOCK_HZ and platform.hbm_bytes_per_s == HBM_BYTES_PER_S
+                            and platform.product == "Atlas A2"):
+        return "Atlas A2 model"
+    return (f"{platform.product} ({platform.name}): its clock {platform.clock_hz / 1e9:g} GHz and HBM "
+            f"{platform.hbm_bytes_per_s / 1e12:g} TB/s, Atlas A2's latency estimates and L2")
 
 
 def _l2_text(c: dict) -> str:
@@ -160,7 +177,7 @@ def format_cost(c: dict) -> str:
     floor = f"floor {c['floor_us']:.3g} us"
     if c.get("cube_floor_us", 0) > c.get("memory_floor_us", c["floor_us"]):
         floor += " (cube)"
-    return (f"Cost (Atlas A2 model, docs/reference/kernel_cost.md): estimate {c['estimate_us']:.3g} us, {floor} "
+    return (f"Cost ({c.get('model', 'Atlas A2 model')}, docs/reference/kernel_cost.md): estimate {c['estimate_us']:.3g} us, {floor} "
             f"({ratio}), bound {c['bound']}; memory {c['memory_us']:.3g} us ({c['bursts']} "
             f"bursts{_l2_text(c)}), busiest core: vector {c['vector_us']:.3g} us, issue {c['issue_us']:.3g} us "
             f"({c['vec_issues']} vector issues, {c['barriers']} barriers, {c['flag_waits']} flag waits, "
