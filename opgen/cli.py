@@ -574,6 +574,22 @@ def cmd_bench(args) -> int:
     return 0
 
 
+def _bundled_only(sources) -> None:
+    """Refuse, for `opgen generate` without --out, a spec that is not one of the bundled specs: the default output
+    directory generated/ holds the bundled ops' packages (committed, compared by `opgen diff`), and a spec of the
+    user's own would land beside them (or inside an installed opgen). Raises OpgenError naming the spec, the rule and
+    the option to give. `sources`: loaded specs or bundled spec file paths (_spec_sources)."""
+    from opgen.registry import specs_dir  # lazy: start-up time
+
+    home = specs_dir().resolve()
+    for s in sources:
+        f = Path(getattr(s, "file", s))
+        if f.resolve().parent != home:
+            raise OpgenError(f"generate: {getattr(s, 'name', f.name)} ({f}) is not a bundled spec (those in {home}); "
+                             f"give the output directory with --out DIR -- without it opgen writes only the bundled "
+                             f"ops' packages, into generated/")
+
+
 def cmd_generate(args) -> int:
     """`opgen generate [OP...] [--out DIR]`: write each op's package to DIR/<op_snake>/ (default generated/),
     removing stale files inside those op directories only. Deterministic (opgen.codegen)."""
@@ -582,9 +598,12 @@ def cmd_generate(args) -> int:
     from opgen.progress import Progress  # lazy: start-up time
 
     out = args.out if args.out is not None else str(default_out_dir())   # "" is refused, not the default
+    sources = _spec_sources(args.op)
+    if args.out is None:
+        _bundled_only(sources)
     progress = Progress("opgen generate", args.progress or None)
     try:
-        results = write_ops(_spec_sources(args.op), out, progress, args.jobs)
+        results = write_ops(sources, out, progress, args.jobs)
     finally:
         progress.done()
     for name, written, removed in results:

@@ -265,7 +265,7 @@ def test_renaming_dims_inputs_and_dtype_variables_gives_the_same_kernel(op, tmp_
         # file names (_nrc_common_renamed_<op>.py), so the locations the comments cite legitimately differ; and the
         # banner's "Regenerate with" hint, which names the OpDef of a bundled spec and the path of any other
         norm = lambda t: re.sub(r"\s+", "", re.sub(r"//\s*spec:[^\n]*", "",  # noqa: E731
-                                                 re.sub(r"Regenerate with `opgen generate [^`]*`", "Regenerate",
+                                                 re.sub(r"Regenerate with `opgen generate [^`]*`[^\n]*", "Regenerate",
                                                         re.sub(r"from \S+\.py", "from SPEC", t))))
         assert norm(other) == norm(text), (path, _first_diff(norm(text), norm(other)))
         checked += 1

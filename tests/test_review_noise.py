@@ -170,11 +170,21 @@ def test_regenerate_hint_names_the_spec_path_of_a_non_bundled_op(tmp_path, capsy
     assert main(["generate", str(RMS), "--out", str(tmp_path)]) == 0
     hints = {m for p in (tmp_path / "rms_norm").rglob("*") if p.is_file()
              for m in re.findall(r"Regenerate with `opgen generate ([^`]*)`", p.read_text())}
-    assert hints == {"examples/specs/rms_norm.py"}
-    assert (ROOT / next(iter(hints))).is_file()   # runnable from the project root
+    assert hints == {"examples/specs/rms_norm.py --out DIR"}
+    assert (ROOT / next(iter(hints)).split()[0]).is_file()   # runnable from the project root
     bundled = {m for p in (ROOT / "generated" / "ada_layer_norm_v2").rglob("*") if p.is_file()
                for m in re.findall(r"Regenerate with `opgen generate ([^`]*)`", p.read_text())}
     assert bundled == {"AdaLayerNormV2"}
+
+
+def test_generate_without_out_refuses_a_spec_that_is_not_bundled(tmp_path, capsys):
+    """generated/ holds the bundled ops' packages; a spec file of any other place needs --out (exit 2, one line
+    naming the spec and the option), and nothing is written."""
+    before = sorted(p.name for p in (ROOT / "generated").iterdir())
+    assert main(["generate", str(RMS)]) == 2
+    err = capsys.readouterr().err
+    assert "RmsNorm" in err and "not a bundled spec" in err and "--out DIR" in err and "Traceback" not in err, err
+    assert sorted(p.name for p in (ROOT / "generated").iterdir()) == before
 
 
 # ---- opgen bench --quick ---------------------------------------------------------------------------------------

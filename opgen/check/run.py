@@ -207,7 +207,8 @@ class StalePackage(OpgenError):
 def generate_command(spec, gen_dir=None) -> str:
     """The `opgen generate` command that writes `spec`'s package where `opgen check --gen-dir gen_dir` reads it:
     the OpDef name for a bundled spec, else the spec file's path (relative to the working directory when under
-    it); `--out ROOT` when gen_dir is given and is not the default generated/."""
+    it); `--out ROOT` when gen_dir is given and is not the default generated/, or the spec is not bundled (`opgen
+    generate` writes only bundled specs without --out: opgen.cli._bundled_only)."""
     import shlex
 
 
@@ -219,8 +220,8 @@ def generate_command(spec, gen_dir=None) -> str:
         rel = os.path.relpath(path)
         arg = shlex.quote(str(path) if rel.startswith("..") else rel)
     out = ""
-    if gen_dir is not None and Path(gen_dir).resolve() != default_out_dir().resolve():
-        out = f" --out {shlex.quote(str(gen_dir))}"
+    if gen_dir is not None and (not bundled or Path(gen_dir).resolve() != default_out_dir().resolve()):
+        out = f" --out {shlex.quote(str(gen_dir))}"   # a spec not bundled is generated only with --out
     return f"opgen generate {arg}{out}"
 
 
