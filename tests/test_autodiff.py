@@ -4,7 +4,6 @@ AdaLayerNormGrad against the hand-written one, the rules one op at a time, and t
 
 from __future__ import annotations
 
-import math
 from pathlib import Path
 
 import numpy as np

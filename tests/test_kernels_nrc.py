@@ -19,7 +19,6 @@ budget check, and that every presence specialisation is the all-present program 
 
 from __future__ import annotations
 
-import dataclasses
 import itertools
 import shutil
 
@@ -28,7 +27,7 @@ import pytest
 
 from covering import pairwise, uncovered
 from opgen.check import run_check
-from opgen.errors import IRError, SpecError
+from opgen.errors import IRError
 from opgen.ir.dims import Lit, Sym
 from opgen.kernel.headrows import body_text, lower_heads, parts_layout, print_head_program, verify_head_program
 from opgen.passes.pipeline import optimize

@@ -403,7 +403,6 @@ class AclnnPlan:
             kind = "output" if p.kind == "output" else "input"
             if isinstance(dt, DTypeVar):
                 v = dt.name
-                allowed = self.m.allowed(v)
                 steps.append({
                     "param": p.name, "tensor": t, "optional": p.optional, "var": v, "fixed": None, "state": state[v],
                     "index": len(steps), "local": p.cpp, "support": f"kDtypeSupport{self.vars.index(v)}",

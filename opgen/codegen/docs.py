@@ -20,7 +20,6 @@ from opgen.codegen.env import render
 from opgen.escape import md_comment, md_text
 from opgen.codegen.logic import failing_cubes, py_condition, true_cubes
 from opgen.codegen.model import KNOWN_SOCS, OpModel
-from opgen.ir.dims import shape_str
 from opgen.ir.dtypes import DTypeVar
 
 

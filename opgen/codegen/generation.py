@@ -24,7 +24,7 @@ from opgen.codegen.writer import diff_package, signals_deferred, write_package
 from opgen.dsl.spec import ident_problem
 from opgen.errors import ManyErrors, OpgenError
 from opgen.escape import cpp_comment, md_comment, py_comment
-from opgen.names import api_snake, op_snake
+from opgen.names import op_snake
 from opgen.registry import helpers_current, load_spec
 
 Emitter = Callable[[object], dict]

@@ -24,7 +24,7 @@ from opgen.codegen.env import render
 from opgen.codegen.model import OpModel
 from opgen.names import c_printf, c_string, upper_camel
 from opgen.errors import SpecError
-from opgen.ir.dims import Sym, Variadic, as_dim, shape_str
+from opgen.ir.dims import Variadic, as_dim, shape_str
 from opgen.ir.dtypes import DType, DTypeVar
 from opgen.tiling.emit import rank_cond_cpp
 from opgen.dsl.keys import LIST_INT

@@ -14,7 +14,6 @@ from __future__ import annotations
 from opgen.codegen.env import render
 from opgen.codegen.model import OpModel, cpp_literal
 from opgen.dsl.spec import choice_text
-from opgen.ir.dims import shape_str
 from opgen.ir.dtypes import DTypeVar
 from opgen.dsl.keys import LIST_INT
 

@@ -15,7 +15,7 @@ from dataclasses import dataclass, field
 from typing import Any
 
 from opgen.ir.dims import ShapeEntry, Variadic, shape_str
-from opgen.ir.dtypes import DType, DTypeLike
+from opgen.ir.dtypes import DTypeLike
 
 
 @dataclass(frozen=True)

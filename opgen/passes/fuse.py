@@ -17,7 +17,7 @@ import networkx as nx
 
 from opgen.ir.dims import Variadic, as_dim
 from opgen.passes.plan import Kernel, KernelPlan, Stage, verify_plan
-from opgen.passes.graph import OP, PARAM, output_values, topo_order
+from opgen.passes.graph import OP, PARAM, topo_order
 
 CUBE_OPS = {"matmul"}
 
