@@ -41,7 +41,7 @@ from opgen.codegen.model import SOC_ENUM, OpModel, attr_cpp_type, attr_kernel_ty
 from opgen.dsl.aclnn import INT_CTYPES, SCALAR_CTYPE, SCALAR_READ, dims_of
 from opgen.dsl.keys import LIST_INT
 from opgen.dsl.spec import choice_text
-from opgen.dsl.validate import extent_dims
+from opgen.dsl.validate import binding_order, extent_dims
 from opgen.errors import SpecError
 from opgen.ir.dimprint import dim_cpp
 from opgen.ir.dims import Lit, Sym, Variadic, affine_in, as_dim, product_in, shape_str
@@ -555,10 +555,10 @@ class AclnnPlan:
                              ["ListText(shape).c_str()", "err.c_str()"])
             unify.append({"param": p.name, "tensor": f"p.{p.cpp}", "optional": p.optional, "forms": names,
                           "pattern": pats, "fail": fail})
-        # the interpreter's order (opgen.dsl.validate.bind): tensors of one shape or of an attribute's pick bind
-        # their dims first, then those of several forms in order, each its first form agreeing with them
-        one = [u for u in unify if len(u["forms"]) == 1 or "pick" in u]
-        return matchers, one + [u for u in unify if not any(u is o for o in one)]
+        # the interpreter's order (opgen.dsl.validate.binding_order); an `unused` tensor is checked like its input
+        decls = {id(u): (p.like if p.kind == "unused" else p.param).decl
+                 for u, p in zip(unify, self._checked_inputs())}
+        return matchers, binding_order(unify, lambda u: decls[id(u)])
 
     def _attr_dims(self) -> list[dict]:
         out = []

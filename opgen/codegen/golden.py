@@ -36,6 +36,7 @@ from opgen.interp.kernels import ERF_CLIP, ERF_P, ERF_Q
 from opgen.ir.dims import Lit, Sym, Variadic, affine_in, as_dim, product_in
 from opgen.ir.dtypes import DType, DTypeVar
 from opgen.dsl.keys import LIST_INT
+from opgen.dsl.validate import binding_order
 
 _BINOPS = {"add": "+", "sub": "-", "mul": "*", "div": "/", "lt": "<", "le": "<=", "gt": ">", "ge": ">=",
            "eq": "==", "ne": "!="}
@@ -506,6 +507,7 @@ def golden_context(spec) -> dict:
         "absent": _pformat({d.name: d.absent for d in spec.dims_.values() if d.absent is not None}),
         "vars": [v.name for v in spec.dtype_table], "defaults": repr(defaults),
         "input_names": _pformat([i.name for i in spec.inputs]),
+        "bind_order": _pformat([i.name for i in binding_order(spec.inputs)]),
         "output_names": _pformat([o.name for o in spec.outputs]),
         "output_doc": textwrap.wrap(", ".join(o.name for o in spec.outputs), width=100),
         "optional_names": _pformat([i.name for i in opts]),

@@ -205,6 +205,12 @@ class InputDecl:
         return "must be null: not implemented by this kernel" + (f" ({self.unsupported})" if self.unsupported
                                                                    else "")
 
+    @property
+    def binds_first(self) -> bool:
+        """Whether this input binds its dims before the inputs of several shape forms: it has one shape, or a
+        static attribute picks its form (`binding_order`)."""
+        return len(self.shapes) == 1 or self.form_by is not None
+
     def shape_text(self) -> str:
         """The declared shape(s) in words: `[Bd, H]`, `[S, H] or [H]`, `[Bd, 2 * H] when dim=-1; [2 * H, Bd] when
         dim=0` (a shape an attribute picks)."""

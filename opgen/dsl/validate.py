@@ -421,6 +421,17 @@ def check_input_names(spec, inputs) -> None:
             raise ValidationError(k, f"unknown input of {spec.name} (inputs: {', '.join(i.name for i in spec.inputs)})")
 
 
+def binding_order(items, decl=lambda x: x) -> list:
+    """`items` (inputs, or anything `decl` maps to its InputDecl) in the order their shapes bind dims: those that
+    bind first (`InputDecl.binds_first`: one shape, or a form a static attribute picks), then those of several
+    forms, each group in the given (declaration) order. Each of the latter then takes its first form agreeing with
+    the dims bound so far -- the form a dim's own source allows. The one rule of the interpreter
+    (`bind` here), the emitted aclnn CheckShapes (opgen.codegen.aclnn) and the package's golden
+    (`_BIND_ORDER`, opgen.codegen.golden): docs/design.md "Shape forms at run time"."""
+    items = list(items)
+    return [x for x in items if decl(x).binds_first] + [x for x in items if not decl(x).binds_first]
+
+
 def bind(spec, inputs, attrs, dtypes, skip=()):
     """See OpSpec.bind."""
     check_input_names(spec, inputs)
@@ -458,8 +469,7 @@ def bind(spec, inputs, attrs, dtypes, skip=()):
     # dim's own source (a one-shape input) allows, as the TilingFunc reads it, not whichever form an earlier input
     # happened to bind the dim by (docs/design.md "Shape forms at run time"). A call accepted in declaration order
     # binds the same forms (the dims an input sees only grow, and its old form agrees with all of them).
-    fixed = [i for i in spec.inputs if len(i.shapes) == 1 or i.form_of(static_vals) is not None]
-    for i in fixed + [i for i in spec.inputs if not any(i is f for f in fixed)]:
+    for i in binding_order(spec.inputs):
         a = arrays[i.name]
         if a is None:
             continue

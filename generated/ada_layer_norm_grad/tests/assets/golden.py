@@ -25,6 +25,7 @@ __golden__ = {
 
 _OP = "AdaLayerNormGrad"
 _INPUTS = ['dy', 'x', 'rstd', 'mean', 'scale', 'gamma', 'beta']
+_BIND_ORDER = ['dy', 'x', 'rstd', 'mean', 'gamma', 'beta', 'scale']
 _OUTPUTS = ['pd_x', 'pd_scale', 'pd_shift', 'pd_gamma', 'pd_beta']
 _INPUT_DTYPE_VARS = {'dy': 'T', 'x': 'T', 'scale': 'T', 'gamma': 'U', 'beta': 'U'}
 _OUTPUT_DTYPE_VARS = {'pd_x': 'T', 'pd_scale': 'T', 'pd_shift': 'T', 'pd_gamma': 'U', 'pd_beta': 'U'}
@@ -104,8 +105,9 @@ def _match(shape, pattern, env, products=None):
 def _bind(inputs, attrs):
     """Dims of the call and the shape form of each multi-form input (inputs assumed valid)."""
     env, forms, products = {}, {}, []
-    # inputs of one shape (or of an attribute's pick) first, then those of several forms, each its first agreeing
-    for name in sorted(_INPUTS, key=lambda n: len(_SHAPES[n]) > 1 and n not in _FORM_BY):
+    # _BIND_ORDER: inputs of one shape (or of an attribute's pick) first, then those of several forms, each its
+    # first form agreeing with the dims bound so far
+    for name in _BIND_ORDER:
         a = inputs[name]
         if a is None:
             continue

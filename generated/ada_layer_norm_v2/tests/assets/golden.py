@@ -25,6 +25,7 @@ __golden__ = {
 
 _OP = "AdaLayerNormV2"
 _INPUTS = ['x', 'scale', 'shift', 'weight', 'bias']
+_BIND_ORDER = ['x', 'weight', 'bias', 'scale', 'shift']
 _OUTPUTS = ['out', 'mean', 'rstd']
 _INPUT_DTYPE_VARS = {'x': 'T', 'scale': 'T', 'shift': 'T', 'weight': 'U', 'bias': 'U'}
 _OUTPUT_DTYPE_VARS = {'out': 'T', 'mean': 'T', 'rstd': 'T'}
@@ -102,8 +103,9 @@ def _match(shape, pattern, env, products=None):
 def _bind(inputs, attrs):
     """Dims of the call and the shape form of each multi-form input (inputs assumed valid)."""
     env, forms, products = {}, {}, []
-    # inputs of one shape (or of an attribute's pick) first, then those of several forms, each its first agreeing
-    for name in sorted(_INPUTS, key=lambda n: len(_SHAPES[n]) > 1 and n not in _FORM_BY):
+    # _BIND_ORDER: inputs of one shape (or of an attribute's pick) first, then those of several forms, each its
+    # first form agreeing with the dims bound so far
+    for name in _BIND_ORDER:
         a = inputs[name]
         if a is None:
             continue

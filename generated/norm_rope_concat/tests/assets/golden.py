@@ -46,6 +46,22 @@ _INPUTS = ['query',
  'norm_added_key_bias',
  'rope_sin',
  'rope_cos']
+_BIND_ORDER = ['query',
+ 'key',
+ 'value',
+ 'encoder_query',
+ 'encoder_key',
+ 'encoder_value',
+ 'norm_query_weight',
+ 'norm_query_bias',
+ 'norm_key_weight',
+ 'norm_key_bias',
+ 'norm_added_query_weight',
+ 'norm_added_query_bias',
+ 'norm_added_key_weight',
+ 'norm_added_key_bias',
+ 'rope_sin',
+ 'rope_cos']
 _OUTPUTS = ['query_output',
  'key_output',
  'value_output',
@@ -169,8 +185,9 @@ def _match(shape, pattern, env, products=None):
 def _bind(inputs, attrs):
     """Dims of the call and the shape form of each multi-form input (inputs assumed valid)."""
     env, forms, products = {}, {}, []
-    # inputs of one shape (or of an attribute's pick) first, then those of several forms, each its first agreeing
-    for name in sorted(_INPUTS, key=lambda n: len(_SHAPES[n]) > 1 and n not in _FORM_BY):
+    # _BIND_ORDER: inputs of one shape (or of an attribute's pick) first, then those of several forms, each its
+    # first form agreeing with the dims bound so far
+    for name in _BIND_ORDER:
         a = inputs[name]
         if a is None:
             continue

@@ -53,6 +53,27 @@ _INPUTS = ['grad_query_output',
  'norm_added_key_rstd',
  'rope_sin',
  'rope_cos']
+_BIND_ORDER = ['grad_query_output',
+ 'grad_key_output',
+ 'grad_value_output',
+ 'query',
+ 'key',
+ 'encoder_query',
+ 'encoder_key',
+ 'norm_query_weight',
+ 'norm_query_mean',
+ 'norm_query_rstd',
+ 'norm_key_weight',
+ 'norm_key_mean',
+ 'norm_key_rstd',
+ 'norm_added_query_weight',
+ 'norm_added_query_mean',
+ 'norm_added_query_rstd',
+ 'norm_added_key_weight',
+ 'norm_added_key_mean',
+ 'norm_added_key_rstd',
+ 'rope_sin',
+ 'rope_cos']
 _OUTPUTS = ['grad_query',
  'grad_key',
  'grad_value',
@@ -197,8 +218,9 @@ def _match(shape, pattern, env, products=None):
 def _bind(inputs, attrs):
     """Dims of the call and the shape form of each multi-form input (inputs assumed valid)."""
     env, forms, products = {}, {}, []
-    # inputs of one shape (or of an attribute's pick) first, then those of several forms, each its first agreeing
-    for name in sorted(_INPUTS, key=lambda n: len(_SHAPES[n]) > 1 and n not in _FORM_BY):
+    # _BIND_ORDER: inputs of one shape (or of an attribute's pick) first, then those of several forms, each its
+    # first form agreeing with the dims bound so far
+    for name in _BIND_ORDER:
         a = inputs[name]
         if a is None:
             continue

@@ -26,6 +26,7 @@ __golden__ = {
 
 _OP = "NsaSelectedAttention"
 _INPUTS = ['query', 'key', 'value', 'topk_indices', 'atten_mask', 'actual_seq_qlen', 'actual_seq_kvlen']
+_BIND_ORDER = ['query', 'key', 'value', 'topk_indices', 'atten_mask', 'actual_seq_qlen', 'actual_seq_kvlen']
 _OUTPUTS = ['softmax_max', 'softmax_sum', 'attention_out']
 _INPUT_DTYPE_VARS = {'query': 'T', 'key': 'T', 'value': 'T', 'atten_mask': 'M'}
 _OUTPUT_DTYPE_VARS = {'attention_out': 'T'}
@@ -104,8 +105,9 @@ def _match(shape, pattern, env, products=None):
 def _bind(inputs, attrs):
     """Dims of the call and the shape form of each multi-form input (inputs assumed valid)."""
     env, forms, products = {}, {}, []
-    # inputs of one shape (or of an attribute's pick) first, then those of several forms, each its first agreeing
-    for name in sorted(_INPUTS, key=lambda n: len(_SHAPES[n]) > 1 and n not in _FORM_BY):
+    # _BIND_ORDER: inputs of one shape (or of an attribute's pick) first, then those of several forms, each its
+    # first form agreeing with the dims bound so far
+    for name in _BIND_ORDER:
         a = inputs[name]
         if a is None:
             continue

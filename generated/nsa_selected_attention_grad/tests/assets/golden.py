@@ -36,6 +36,17 @@ _INPUTS = ['query',
  'actualSeqQLen',
  'actualSeqKVLlen',
  'attenMsk']
+_BIND_ORDER = ['query',
+ 'key',
+ 'value',
+ 'attentionOut',
+ 'attentionOutGrad',
+ 'softmaxMax',
+ 'softmaxSum',
+ 'topkIndices',
+ 'actualSeqQLen',
+ 'actualSeqKVLlen',
+ 'attenMsk']
 _OUTPUTS = ['dq', 'dk', 'dv']
 _INPUT_DTYPE_VARS = {'query': 'T', 'key': 'T', 'value': 'T', 'attentionOut': 'T', 'attentionOutGrad': 'T'}
 _OUTPUT_DTYPE_VARS = {'dq': 'T', 'dk': 'T', 'dv': 'T'}
@@ -116,8 +127,9 @@ def _match(shape, pattern, env, products=None):
 def _bind(inputs, attrs):
     """Dims of the call and the shape form of each multi-form input (inputs assumed valid)."""
     env, forms, products = {}, {}, []
-    # inputs of one shape (or of an attribute's pick) first, then those of several forms, each its first agreeing
-    for name in sorted(_INPUTS, key=lambda n: len(_SHAPES[n]) > 1 and n not in _FORM_BY):
+    # _BIND_ORDER: inputs of one shape (or of an attribute's pick) first, then those of several forms, each its
+    # first form agreeing with the dims bound so far
+    for name in _BIND_ORDER:
         a = inputs[name]
         if a is None:
             continue
