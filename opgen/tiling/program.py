@@ -243,7 +243,11 @@ def fold(e: E) -> E:
     """`e` with its constant parts computed: an operation on literals becomes a literal (kept when it would divide
     by zero, so the error stays at run time), x + 0, x - 0, x * 1 and x // 1 become x, x * 0 becomes 0, a select on
     a literal or with equal branches becomes its branch, x && 0 becomes 0, x || 1 becomes 1, and c && 1, c || 0
-    become c where c is a comparison, && or || (0 or 1 already). The value is unchanged for every input (integer arithmetic, no side effects)."""
+    become c where c is a comparison, && or || (0 or 1 already). The value is unchanged for every input on which
+    `e` itself is defined (integer arithmetic, no side effects); where `e` would divide by zero the folded form may
+    not: x * 0, x && 0, x || 1 and a select with equal branches drop an operand that could hold such a division
+    (`(a // b) * 0` becomes 0 for b = 0). The C++ TilingFunc and its Python twin both print the folded form, so they
+    agree with each other on every input (tests/test_tiling_cse.py evaluates programs with zero divisors)."""
     if not isinstance(e, Op):
         return e
     args = tuple(fold(a) for a in e.args)
