@@ -4,9 +4,13 @@ appends a typed node to the graph under construction (type rules of `opgen.ir.op
 from __future__ import annotations
 
 import math
+import numbers
+import operator
 import os
 import re
 import sys
+
+import numpy as np
 
 from opgen.dsl.diagnostics import caller_loc, spec_error
 from opgen.errors import IRError
@@ -16,6 +20,15 @@ from opgen.ir.dtypes import DType, DTypeVar
 from opgen.ir.ops import INT_ROUND_MODES, OPS
 
 F32 = DType.f32
+
+
+def _number(x):
+    """`x` as a plain Python int or float when it is a NumPy scalar number (np.float32(0.5) -> 0.5, np.int64(3) ->
+    3, np.float64 too, though it is a float: NumPy registers its scalar types with `numbers`; np.bool_ is not one);
+    anything else, Python numbers and bools included, unchanged."""
+    if isinstance(x, bool) or type(x) in (int, float) or not isinstance(x, numbers.Real):
+        return x
+    return int(x) if isinstance(x, numbers.Integral) else float(x)
 
 
 def _caller_loc() -> str:
@@ -175,9 +188,10 @@ class Builder:
     def _lift(self, x, like: "Tensor | None") -> "Tensor":
         """`x` as a tensor: a number becomes a constant of `like`'s dtype (f32 when `like` is None or its dtype is
         a variable; an integer dtype takes only an int), a dim expression its value in that dtype. Raises
-        SpecError for anything else (a bool included)."""
+        SpecError for anything else (a bool included). A NumPy scalar number is the number it holds (_number)."""
         if isinstance(x, Tensor):
             return x
+        x = _number(x)
         if isinstance(x, (int, float)) and not isinstance(x, bool):
             dt = like.dtype if like is not None else F32
             if isinstance(dt, DType) and dt.is_int:
@@ -193,6 +207,11 @@ class Builder:
             raise spec_error(caller_loc(), "cannot use None as a tensor: an optional input (optional=True) is None "
                              "in the body when the call does not give it", "test it first (`if bias is not None:`), "
                              "or drop optional=True")
+        if isinstance(x, np.ndarray):
+            raise _array_error()
+        if isinstance(x, Variadic):   # x.shape[0] of a [*Bd, H] tensor
+            raise spec_error(caller_loc(), f"cannot use the variadic group {x.name} as a number: it stands for any "
+                             "number of dims", f'use Prod("{x.name}"), the product of its dims')
         raise spec_error(caller_loc(), f"cannot use {x!r} as a tensor",
                          "use a tensor, a number, or a dim expression")
 
@@ -275,6 +294,7 @@ class Builder:
         the rows family lowers. Relative accuracy a few ulps everywhere, also far below zero where softplus is tiny
         (exp(beta x) itself). `beta` is a Python number or a scalar tensor (a runtime attribute: then divided by, not
         multiplied with its reciprocal)."""
+        beta = _number(beta)
         if isinstance(beta, (int, float)) and not isinstance(beta, bool):
             y = x if beta == 1.0 else x * float(beta)
             r = self.maximum(y, 0.0) + self.log1p(self.exp(-self.abs(y)))
@@ -289,6 +309,7 @@ class Builder:
         (-2) ** 5 = -32 as torch); otherwise exp(p * log(x)) (NaN for x < 0 — as torch for a non-integer p, but an
         integer |p| > 64 also gives NaN there where torch gives +-|x|^p; relative error about |p log x| ulps).
         Every form uses ops the rows family lowers. Raises SpecError for a non-number p (use exp/log for a tensor)."""
+        p = _number(p)
         if isinstance(p, bool) or not isinstance(p, (int, float)):
             raise spec_error(caller_loc(), f"pow: the exponent must be a number, got {p!r}",
                              "for a tensor exponent write b.exp(p * b.log(x))")
@@ -446,6 +467,44 @@ class Builder:
         return self.emit("matmul", (a, c), transpose_a=transpose_a, transpose_b=transpose_b)
 
 
+# NumPy's ufuncs that are a Python operator of a tensor: a NumPy scalar on the left (np.float32(2) * x) reaches the
+# tensor as np.multiply(np.float32(2), x) (Tensor.__array_ufunc__)
+_UFUNC_OPERATORS = {"add": operator.add, "subtract": operator.sub, "multiply": operator.mul,
+                    "divide": operator.truediv, "true_divide": operator.truediv, "power": operator.pow,
+                    "negative": operator.neg, "matmul": operator.matmul, "less": operator.lt,
+                    "less_equal": operator.le, "greater": operator.gt, "greater_equal": operator.ge,
+                    "bitwise_and": operator.and_, "bitwise_or": operator.or_, "invert": operator.invert}
+
+# the DSL's spelling of a NumPy function a body applied to a tensor (the name NumPy gives the ufunc or function)
+_NUMPY_SPELLINGS = {
+    "exp": "b.exp(x)", "log": "b.log(x)", "log1p": "b.log1p(x)", "sqrt": "b.sqrt(x)", "tanh": "b.tanh(x)",
+    "absolute": "b.abs(x)", "abs": "b.abs(x)", "sign": "b.sign(x)", "reciprocal": "b.recip(x)",
+    "maximum": "b.maximum(a, c)", "minimum": "b.minimum(a, c)", "fmax": "b.maximum(a, c)", "fmin": "b.minimum(a, c)",
+    "clip": "b.clamp(x, min, max)", "where": "b.where(cond, a, c)", "expm1": "b.exp(x) - 1 (there is no expm1)",
+    "float_power": "x ** p", "square": "x * x", "equal": "x.eq(y)", "not_equal": "x.ne(y)",
+    "sum": "x.sum(axes, keepdims=True)", "mean": "x.mean(axes, keepdims=True)", "max": "x.max(axes, keepdims=True)",
+    "amax": "x.max(axes, keepdims=True)", "min": "x.min(axes, keepdims=True)", "amin": "x.min(axes, keepdims=True)",
+    "reshape": "x.reshape(shape)", "transpose": "x.permute(*perm)", "permute_dims": "x.permute(*perm)",
+    "broadcast_to": "x.broadcast_to(shape)", "concatenate": "b.concat(xs, axis)", "concat": "b.concat(xs, axis)",
+    "matmul": "x @ y or b.matmul(x, y)", "dot": "x @ y or b.matmul(x, y)"}
+
+
+def _numpy_error(name: str):
+    """The SpecError (at the spec line) for NumPy's function `name` given a traced tensor."""
+    alt = _NUMPY_SPELLINGS.get(name)
+    return spec_error(caller_loc(), f"NumPy's np.{name} cannot take a traced tensor: the body builds the operator's "
+                      "graph, NumPy would compute on the proxy", f"use {alt}" if alt else
+                      "write it with the tensor's operators and methods and the builder's functions (b.exp, "
+                      "b.maximum, b.where, ...: README \"Writing a spec\")")
+
+
+def _array_error():
+    """The SpecError (at the spec line) for a NumPy array used beside a traced tensor."""
+    return spec_error(caller_loc(), "a NumPy array cannot be combined with a traced tensor: the body builds the "
+                      "operator's graph, an array's values are no part of it",
+                      "declare it as an input (spec.input) or write its values as Python numbers")
+
+
 class Tensor:
     """Proxy of an IR value inside a spec body. Arithmetic operators build nodes.
 
@@ -482,6 +541,25 @@ class Tensor:
         where = caller_loc()  # code positions of implicit truth tests are unreliable: blame the statement
         raise spec_error(f"{where.file}:{where.line}", "a tensor has no truth value at trace time",
                          "use b.where(cond, a, c) instead of if/and/or on tensors")
+
+    def __array_ufunc__(self, ufunc, method, *inputs, **kwargs):
+        """NumPy's ufunc protocol. A NumPy operator ufunc called plainly with this tensor and numbers (NumPy
+        scalars as the numbers they hold) is the tensor's operator (np.float32(2) * x is 2.0 * x); a NumPy array
+        beside a tensor, or any other ufunc (np.exp(x), np.maximum(x, 0)), raises SpecError at the spec line
+        naming the DSL's spelling."""
+        vals = [v.item() if isinstance(v, np.ndarray) and v.ndim == 0 and v.dtype.kind in "iuf" else _number(v)
+                for v in inputs]
+        if any(isinstance(v, np.ndarray) for v in vals):
+            raise _array_error()
+        op = _UFUNC_OPERATORS.get(ufunc.__name__)
+        if method != "__call__" or kwargs or op is None:
+            raise _numpy_error(ufunc.__name__)
+        return op(*vals)
+
+    def __array_function__(self, func, types, args, kwargs):
+        """NumPy's function protocol: a NumPy function given a tensor (np.where, np.sum, np.concatenate) raises
+        SpecError at the spec line naming the DSL's spelling."""
+        raise _numpy_error(func.__name__)
 
     def _bin(self, op, other, reverse=False):
         o = self.b._lift(other, self)
