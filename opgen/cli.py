@@ -342,6 +342,17 @@ def cmd_list(args) -> int:
     return 0
 
 
+def _dim_attr_hint(spec, e: ValidationError, attrs: dict) -> ValidationError:
+    """`e` of an --inputs run, with how to give the attribute when it names one bound to a dim (`dim=N`) that
+    --attr did not give: --dims fills such an attribute from the dims, --inputs leaves it at its default (README
+    "Command line"), so `head_num: is 1, must equal N1=4` meant "pass --attr head_num=4". Any other error as is."""
+    a = next((a for a in spec.attrs if a.name == e.param and a.dim is not None), None)
+    if a is None or a.name in attrs or a.default is None:   # a required one: "required attribute is missing"
+        return e
+    return ValidationError(e.param, f"{e.rule}; with --inputs, {a.name} keeps its default ({a.default}) unless "
+                                    f"given: pass --attr {a.name}=<{a.dim.name} of the arrays>")
+
+
 def cmd_interpret(args) -> int:
     """`opgen interpret`: validate, run the interpreter, write outputs (float32) to --out. Raises OpgenError."""
     from opgen.dsl.examples import implied_attrs, parse_dims, random_inputs  # lazy: start-up time
@@ -373,7 +384,10 @@ def cmd_interpret(args) -> int:
         from opgen.check.run import select_present  # lazy: start-up time
 
         inputs = select_present(spec, {k: v for k, v in inputs.items() if v is not None}, args.present)
-    bound = spec.bind(inputs, attrs, dtypes)
+    try:
+        bound = spec.bind(inputs, attrs, dtypes)
+    except ValidationError as e:
+        raise _dim_attr_hint(spec, e, attrs) if args.inputs is not None else e from None
     if args.inputs is not None:
         _note_container_dtypes(spec, inputs, dtypes, bound.dtypes)
     if args.save_inputs:
@@ -806,6 +820,8 @@ def cmd_check(args) -> int:
         res = run_check(spec, inputs, attrs, dtypes, dims=dims, seed=args.seed, present=args.present,
                         soc=args.soc, asan=args.asan, gen_dir=args.gen_dir, deterministic=args.deterministic,
                         phase=progress.step, engine=args.engine)
+    except ValidationError as e:
+        raise _dim_attr_hint(spec, e, attrs) if args.inputs is not None else e from None
     except (AclnnRejected, KernelTrapped) as e:
         print(f"opgen: {e}", file=sys.stderr)
         if args.json:
