@@ -995,7 +995,7 @@ class AclnnPlan:
             elif a.cpp != a.param.name:
                 parts.append(f"{a.cpp} (= {a.param.name})")
         text = ("Parameters are CANN's public ones, in its order (the spec's aclnn_signature); the kernel op (OpDef) "
-                "takes inputs, attributes and outputs in its own order. Log lines name the OpDef parameter.")
+                "takes inputs, attributes and outputs in its own order. Log lines name the public (aclnn) parameter.")
         if parts:
             text += " Mapping: " + "; ".join(parts) + "."
         if m.const_outputs:

@@ -8,12 +8,12 @@
 // then aclnnAdaLayerNormBackward with a device workspace of the returned size.
 //
 // Parameters are CANN's public ones, in its order (the spec's aclnn_signature); the kernel op (OpDef) takes
-// inputs, attributes and outputs in its own order. Log lines name the OpDef parameter. Mapping: gradOut (= dy);
-// input (= x); normalizedShape (host array, checked, not passed to the kernel); rstd (= rstd, cast from dtype T
-// (bfloat16, float16, float32) to dtype float32); mean (= mean, cast from dtype T (bfloat16, float16, float32)
-// to dtype float32); shift (validated like scale, never read); weightOptional (= gamma); biasOptional (= beta);
-// gradInputOut (= pd_x); gradScaleOut (= pd_scale); gradShiftOut (= pd_shift); gradWeightOut (= pd_gamma);
-// gradBiasOut (= pd_beta).
+// inputs, attributes and outputs in its own order. Log lines name the public (aclnn) parameter. Mapping: gradOut
+// (= dy); input (= x); normalizedShape (host array, checked, not passed to the kernel); rstd (= rstd, cast from
+// dtype T (bfloat16, float16, float32) to dtype float32); mean (= mean, cast from dtype T (bfloat16, float16,
+// float32) to dtype float32); shift (validated like scale, never read); weightOptional (= gamma); biasOptional
+// (= beta); gradInputOut (= pd_x); gradScaleOut (= pd_scale); gradShiftOut (= pd_shift); gradWeightOut (=
+// pd_gamma); gradBiasOut (= pd_beta).
 // Stricter than CANN's aclnnAdaLayerNormBackward: all five gradient outputs are required (CANN documents them as
 // optional, does nothing when all five are null and dereferences a null gradInputOut, gradScaleOut or
 // gradShiftOut); weightOptional and biasOptional must be [H] (CANN checks only their rank); gradWeightOut and

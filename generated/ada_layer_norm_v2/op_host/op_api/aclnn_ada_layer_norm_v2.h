@@ -8,8 +8,8 @@
 // then aclnnAdaLayerNormV2 with a device workspace of the returned size.
 //
 // Parameters are CANN's public ones, in its order (the spec's aclnn_signature); the kernel op (OpDef) takes
-// inputs, attributes and outputs in its own order. Log lines name the OpDef parameter. Mapping: weightOptional
-// (= weight); biasOptional (= bias); meanOutOptional (= mean); rstdOutOptional (= rstd).
+// inputs, attributes and outputs in its own order. Log lines name the public (aclnn) parameter. Mapping:
+// weightOptional (= weight); biasOptional (= bias); meanOutOptional (= mean); rstdOutOptional (= rstd).
 //
 // Return codes of the first phase: ACLNN_SUCCESS; ACLNN_ERR_PARAM_NULLPTR (161001) for a null required
 // tensor, string attribute, workspaceSize or executor; ACLNN_ERR_PARAM_INVALID (161002) for any other

@@ -8,8 +8,8 @@
 // then aclnnNormRopeConcat with a device workspace of the returned size.
 //
 // Parameters are CANN's public ones, in its order (the spec's aclnn_signature); the kernel op (OpDef) takes
-// inputs, attributes and outputs in its own order. Log lines name the OpDef parameter. Mapping: encoderQuery (=
-// encoder_query); encoderKey (= encoder_key); encoderValue (= encoder_value); normQueryWeight (=
+// inputs, attributes and outputs in its own order. Log lines name the public (aclnn) parameter. Mapping:
+// encoderQuery (= encoder_query); encoderKey (= encoder_key); encoderValue (= encoder_value); normQueryWeight (=
 // norm_query_weight); normQueryBias (= norm_query_bias); normKeyWeight (= norm_key_weight); normKeyBias (=
 // norm_key_bias); normAddedQueryWeight (= norm_added_query_weight); normAddedQueryBias (=
 // norm_added_query_bias); normAddedKeyWeight (= norm_added_key_weight); normAddedKeyBias (=

@@ -8,21 +8,22 @@
 // then aclnnNormRopeConcatBackward with a device workspace of the returned size.
 //
 // Parameters are CANN's public ones, in its order (the spec's aclnn_signature); the kernel op (OpDef) takes
-// inputs, attributes and outputs in its own order. Log lines name the OpDef parameter. Mapping: gradQueryOutput
-// (= grad_query_output); gradKeyOutput (= grad_key_output); gradValueOutput (= grad_value_output); encoderQuery
-// (= encoder_query); encoderKey (= encoder_key); normQueryWeight (= norm_query_weight); normQueryMean (=
-// norm_query_mean); normQueryRstd (= norm_query_rstd); normKeyWeight (= norm_key_weight); normKeyMean (=
-// norm_key_mean); normKeyRstd (= norm_key_rstd); normAddedQueryWeight (= norm_added_query_weight);
-// normAddedQueryMean (= norm_added_query_mean); normAddedQueryRstd (= norm_added_query_rstd); normAddedKeyWeight
-// (= norm_added_key_weight); normAddedKeyMean (= norm_added_key_mean); normAddedKeyRstd (= norm_added_key_rstd);
-// ropeSin (= rope_sin); ropeCos (= rope_cos); normType (= norm_type); normAddedType (= norm_added_type);
-// ropeType (= rope_type); concatOrder (= concat_order); gradQuery (= grad_query); gradKey (= grad_key);
-// gradValue (= grad_value); gradEncoderQuery (= grad_encoder_query); gradEncoderKey (= grad_encoder_key);
-// gradEncoderValue (= grad_encoder_value); gradNormQueryWeight (= grad_norm_query_weight); gradNormQueryBias (=
-// grad_norm_query_bias); gradNormKeyWeight (= grad_norm_key_weight); gradNormKeyBias (= grad_norm_key_bias);
-// gradNormAddedQueryWeight (= grad_norm_added_query_weight); gradNormAddedQueryBias (=
-// grad_norm_added_query_bias); gradNormAddedKeyWeight (= grad_norm_added_key_weight); gradNormAddedKeyBias (=
-// grad_norm_added_key_bias). Output tensors are const aclTensor* as in CANN's header.
+// inputs, attributes and outputs in its own order. Log lines name the public (aclnn) parameter. Mapping:
+// gradQueryOutput (= grad_query_output); gradKeyOutput (= grad_key_output); gradValueOutput (=
+// grad_value_output); encoderQuery (= encoder_query); encoderKey (= encoder_key); normQueryWeight (=
+// norm_query_weight); normQueryMean (= norm_query_mean); normQueryRstd (= norm_query_rstd); normKeyWeight (=
+// norm_key_weight); normKeyMean (= norm_key_mean); normKeyRstd (= norm_key_rstd); normAddedQueryWeight (=
+// norm_added_query_weight); normAddedQueryMean (= norm_added_query_mean); normAddedQueryRstd (=
+// norm_added_query_rstd); normAddedKeyWeight (= norm_added_key_weight); normAddedKeyMean (=
+// norm_added_key_mean); normAddedKeyRstd (= norm_added_key_rstd); ropeSin (= rope_sin); ropeCos (= rope_cos);
+// normType (= norm_type); normAddedType (= norm_added_type); ropeType (= rope_type); concatOrder (=
+// concat_order); gradQuery (= grad_query); gradKey (= grad_key); gradValue (= grad_value); gradEncoderQuery (=
+// grad_encoder_query); gradEncoderKey (= grad_encoder_key); gradEncoderValue (= grad_encoder_value);
+// gradNormQueryWeight (= grad_norm_query_weight); gradNormQueryBias (= grad_norm_query_bias); gradNormKeyWeight
+// (= grad_norm_key_weight); gradNormKeyBias (= grad_norm_key_bias); gradNormAddedQueryWeight (=
+// grad_norm_added_query_weight); gradNormAddedQueryBias (= grad_norm_added_query_bias); gradNormAddedKeyWeight
+// (= grad_norm_added_key_weight); gradNormAddedKeyBias (= grad_norm_added_key_bias). Output tensors are const
+// aclTensor* as in CANN's header.
 // Stricter than CANN's aclnn layer of this op: CANN's aclnn layer checks only null pointers and dtypes and
 // leaves the rest to infershape and tiling (a later 561xxx) or to nobody; here every rule of the recommended
 // validation set fails with 161002: 4-D BSND inputs with common B, N and D; D even and at most 1024; Sk == Sv;

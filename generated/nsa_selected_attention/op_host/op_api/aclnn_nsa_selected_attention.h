@@ -8,8 +8,8 @@
 // then aclnnNsaSelectedAttention with a device workspace of the returned size.
 //
 // Parameters are CANN's public ones, in its order (the spec's aclnn_signature); the kernel op (OpDef) takes
-// inputs, attributes and outputs in its own order. Log lines name the OpDef parameter. Mapping: topkIndices (=
-// topk_indices); attenMaskOptional (= atten_mask); actualSeqQLenOptional (= actual_seq_qlen);
+// inputs, attributes and outputs in its own order. Log lines name the public (aclnn) parameter. Mapping:
+// topkIndices (= topk_indices); attenMaskOptional (= atten_mask); actualSeqQLenOptional (= actual_seq_qlen);
 // actualSeqKvLenOptional (= actual_seq_kvlen); scaleValue (= scale_value); headNum (= head_num); inputLayout (=
 // input_layout); sparseMode (= sparse_mode); selectedBlockSize (= selected_block_size); selectedBlockCount (=
 // selected_block_count); softmaxMaxOut (= softmax_max); softmaxSumOut (= softmax_sum); attentionOut (=

@@ -8,7 +8,7 @@
 // then aclnnNsaSelectedAttentionGrad with a device workspace of the returned size.
 //
 // Parameters are CANN's public ones, in its order (the spec's aclnn_signature); the kernel op (OpDef) takes
-// inputs, attributes and outputs in its own order. Log lines name the OpDef parameter. Mapping:
+// inputs, attributes and outputs in its own order. Log lines name the public (aclnn) parameter. Mapping:
 // actualSeqQLenOptional (= actualSeqQLen); actualSeqKvLenOptional (= actualSeqKVLlen); attenMaskOptional (=
 // attenMsk); dqOut (= dq); dkOut (= dk); dvOut (= dv). Output tensors are const aclTensor* as in CANN's header.
 // Stricter than CANN's aclnnNsaSelectedAttentionGrad: actualSeqQLenOptional and actualSeqKvLenOptional are
