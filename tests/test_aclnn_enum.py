@@ -216,3 +216,37 @@ def test_an_int_attribute_declared_int32_t(tmp_path):
     assert (d["type"], d["store"], d["init"]) == ("int32_t", "int64_t", "static_cast<int64_t>(dstType)")
     assert "int32_t a1 = static_cast<int32_t>(ReadInt(in));" in harness_source(m)
     assert "int32_t dstType = 2;" in next(iter(emit_example(spec).values()))
+
+
+INT8_SPEC = INT32_SPEC.replace('"dstType", "dst_type", ctype="int32_t"', '"cubeMathType", "dst_type", ctype="int8_t"')
+
+
+def test_an_int_attribute_declared_int8_t_and_its_range(tmp_path):
+    """api.param(ctype="int8_t") for an int attribute CANN's header declares int8_t (aclnnMatmul's cubeMathType, nu13):
+    the header, case runner and call example take int8_t; a default outside -128..127 is a located SpecError; a value
+    outside it given to the interpreter is the attribute's ValidationError (the C caller cannot pass it, and the
+    case runner's narrowing would otherwise change it silently); the int32_t range likewise."""
+    import numpy as np
+
+    from opgen.check.aclnn import harness_source
+    from opgen.codegen.example import emit_example
+    from opgen.errors import ValidationError
+
+    p = tmp_path / "quant_like.py"
+    p.write_text(INT8_SPEC.format(kind="int", default="300"))
+    with pytest.raises(SpecError, match=r"ctype='int8_t' holds -128..127; 'dst_type' declares 300"):
+        load_spec(str(p))
+    p.write_text(INT8_SPEC.format(kind="int", default="1"))
+    spec = load_spec(str(p))
+    m = OpModel(spec)
+    assert "int8_t a1 = static_cast<int8_t>(ReadInt(in));" in harness_source(m)
+    assert "int8_t cubeMathType = 1;" in next(iter(emit_example(spec).values()))
+    x = np.arange(4, dtype=np.float32)
+    assert spec.bind({"x": x}, {"dst_type": -128}, {}) is not None
+    for bad in (128, -129):
+        with pytest.raises(ValidationError, match=rf"dst_type.*must be in -128..127: aclnnQuantLike passes it as "
+                                                  rf"int8_t, got {bad}"):
+            spec.bind({"x": x}, {"dst_type": bad}, {})
+    p.write_text(INT32_SPEC.format(kind="int", default="2"))
+    with pytest.raises(ValidationError, match=r"must be in -2147483648..2147483647"):
+        load_spec(str(p)).bind({"x": x}, {"dst_type": 2 ** 31}, {})

@@ -21,7 +21,7 @@ from __future__ import annotations
 from dataclasses import dataclass, field
 
 from opgen.dsl.diagnostics import caller_loc, spec_error
-from opgen.dsl.validate import coerce_attr
+from opgen.dsl.validate import INT_CTYPE_RANGE, coerce_attr
 from opgen.errors import ValidationError
 from opgen.ir.dims import Sym, Variadic, as_dim
 from opgen.ir.dtypes import DType, DTypeVar
@@ -60,7 +60,9 @@ class ApiEntry:
 
 STRING_CTYPES = ("char*", "const char*")
 SCALAR_CTYPE = "const aclScalar*"
-INT_CTYPES = ("int32_t",)   # an int attribute CANN's header declares narrower (aclnnAscendQuant's int32_t dstType)
+INT_CTYPES = ("int32_t", "int8_t")   # an int attribute CANN's header declares narrower (aclnnAscendQuant's
+# int32_t dstType, aclnnMatmul's int8_t cubeMathType)
+
 ENUM_CTYPE = "int64_t"   # api.enum: CANN's loss APIs take `int64_t reduction` for OpDef's String("mean")
 # The aclScalar accessor that reads an attribute of each type and the C++ type it returns (opbase's aclScalar;
 # CANN's op_api code reads float scalars with ToFloat, e.g. aclnn_leaky_relu.cpp, aclnn_hardtanh_backward.cpp).
@@ -74,8 +76,10 @@ def param(name: str, of: str | None = None, *, dtype=None, ctype: str | None = N
     validates it and casts the tensor to the OpDef dtype before the kernel (l0op::Cast). ctype: the C type of a
     string attribute as CANN's header declares it, "char*" or "const char*" (the default). optional: a required
     OpDef output the caller may pass as null (CANN's `...OutOptional`); the kernel then writes it into a tensor of
-    the executor that nobody reads. ctype="int32_t": an int attribute CANN's header declares as int32_t
-    (aclnnAscendQuant's dstType); the aclnn layer widens it to the int64_t the kernel op takes."""
+    the executor that nobody reads. ctype="int32_t" / "int8_t": an int attribute CANN's header declares as that
+    type (aclnnAscendQuant's int32_t dstType, aclnnMatmul's int8_t cubeMathType); the aclnn layer widens it to the
+    int64_t the kernel op takes, and a value outside the type's range is refused by the interpreter and `opgen
+    check` (the attribute's ValidationError), as the C caller cannot pass it."""
     return ApiEntry("param", name, of if of is not None else name, dtype, optional=optional, ctype=ctype,
                     loc=caller_loc())
 
@@ -195,11 +199,19 @@ def check_signature(spec, entries, ident_problem, suggest) -> list[ApiEntry]:
                     raise spec_error(e.loc, f"aclnn parameter {e.name}: ctype={e.ctype!r} is for int attributes; "
                                      f"{e.of!r} is not one", 'drop ctype= (an int attribute is int64_t by default)',
                                      arg="ctype")
+                a = params[e.of]
+                lo, hi = INT_CTYPE_RANGE[e.ctype]
+                bad = [v for v in (a.default, *(a.choices or ())) if v is not None and not lo <= v <= hi]
+                if bad:
+                    raise spec_error(e.loc, f"aclnn parameter {e.name}: ctype={e.ctype!r} holds {lo}..{hi}; "
+                                     f"{e.of!r} declares {bad[0]}", f"keep {e.of}'s default and choices within "
+                                     f"{lo}..{hi}, or drop ctype=", arg="ctype")
+                a.api_ctype = e.ctype
             elif e.ctype is not None and (getattr(params[e.of], "type", None) is not str or
                                           e.ctype not in STRING_CTYPES):
                 raise spec_error(e.loc, f"aclnn parameter {e.name}: ctype={e.ctype!r} is not supported",
-                                 'ctype= is "char*" or "const char*" for a string attribute, "int32_t" for an int '
-                                 'one', arg="ctype")
+                                 'ctype= is "char*" or "const char*" for a string attribute, "int32_t" or '
+                                 '"int8_t" for an int one', arg="ctype")
             if e.optional and (params[e.of] not in spec.outputs or params[e.of].optional):
                 raise _optional_error(spec, e, params[e.of])
             if e.dtype is not None:

@@ -292,6 +292,7 @@ class AttrDecl:
     accepts: tuple | None = None   # the values this kernel implements (CANN's attribute may take others)
     unsupported: str = ""          # what the kernel does not implement (the rule's reason), for accepts=
     dtype_of: str | None = None    # a dtype variable whose ge::DataType value the attribute holds (CANN's `dtype`)
+    api_ctype: str | None = None   # the narrower C int type CANN's aclnn header passes it as (api.param ctype=)
 
     def accepts_rule(self) -> str:
         """The rule a value outside `accepts` breaks, as every layer prints it after "<name>: " (the layer appends

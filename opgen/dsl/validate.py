@@ -112,6 +112,11 @@ def _convert(name, arr, dt: DType) -> np.ndarray:
     return a.astype(dt.np)
 
 
+INT_CTYPE_RANGE = {"int32_t": (-2 ** 31, 2 ** 31 - 1), "int8_t": (-128, 127)}
+"""The values each narrower C int type of an aclnn header holds (opgen.dsl.aclnn INT_CTYPES): an attribute passed
+as one is refused outside it (resolve_attrs)."""
+
+
 def resolve_attrs(spec, attrs, require: bool = True):
     """Attribute values: given ones coerced to their type, defaults otherwise, checked against choices.
 
@@ -136,6 +141,11 @@ def resolve_attrs(spec, attrs, require: bool = True):
             raise ValidationError(a.name, f"must be one of {', '.join(map(repr, a.choices))}, got {v!r}")
         if v is not None and a.bounds and a.out_of_bounds(v):
             raise ValidationError(a.name, f"must be {a.bound_text()}, got {v!r}")
+        if v is not None and a.api_ctype is not None:
+            lo, hi = INT_CTYPE_RANGE[a.api_ctype]
+            if not lo <= v <= hi:
+                raise ValidationError(a.name, f"must be in {lo}..{hi}: {spec.aclnn} passes it as {a.api_ctype}, "
+                                              f"got {v!r}")
         given = a.name in attrs and attrs[a.name] is not None
         if v is not None and a.accepts is not None and v not in a.accepts and (require or given):
             given = "" if given else " (the default)"   # OpSpec.attr(accepts=); graph mode takes any default
