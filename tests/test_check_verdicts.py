@@ -391,3 +391,25 @@ def test_lossless_conversion_rule_of_the_case_runner():
     with warnings.catch_warnings():
         warnings.simplefilter("error")
         assert not _lossless(np.array([1 + 0j, 2 + 0j]), DType.f32)
+
+
+def test_an_integer_output_is_reported_by_the_elements_that_differ():
+    """An int8 output (a quantised code) is judged element by element (compare._integer_verdict); `opgen check`'s
+    line says how many elements differ from device mode instead of relative errors of codes against float64 values
+    (nu13: "mere 178, mare 1e+07" beside a PASS). Float outputs keep their metrics."""
+    from types import SimpleNamespace
+
+    from opgen.check.report import format_text
+
+    exact = np.array([1.4, -2.6, 3.5, 127.0, 0.2], np.float64)
+    device = np.array([1, -3, 4, 127, 0], np.int8)
+    kernel = np.array([1, -3, 3, 127, 0], np.int8)   # one element off device mode (4) and exact mode (3.5)
+    c = compare_output("y", kernel, exact, device, "int8")
+    f = compare_output("s", np.float32([1.0, 2.0]), np.float64([1.0, 2.0]), np.float32([1.0, 2.0]), "float32")
+    res = SimpleNamespace(op="Q", soc="ascend910b1", variant="quick", block_dim=1, tiling_key=1, workspace_bytes=0,
+                          tiling_ok=True, launched=True, arrays={}, outputs={"y": c, "s": f}, gm={}, faults=[],
+                          traps=[], passed=c.passed and f.passed, failed_outputs=lambda: [])
+    text = format_text(res)
+    line = next(x for x in text.splitlines() if x.strip().startswith("y "))
+    assert "int8: 1 elements differ from device mode" in line and "mere" not in line, line
+    assert "mere" in next(x for x in text.splitlines() if x.strip().startswith("s ")), text
