@@ -172,8 +172,9 @@ def select_present(spec, inputs: dict, present) -> dict:
     known = {i.name: i for i in spec.inputs}
     for n in names:
         if n not in known:
+            opt = [i.name for i in spec.inputs if i.optional]   # the rule opgen graph states (passes.select)
             raise ValidationError("--present", f"{n} is not an input of {spec.name} "
-                                               f"(inputs: {', '.join(known)})")
+                                               f"(optional inputs: {', '.join(opt) or 'none'})")
         if not known[n].optional:
             raise ValidationError("--present", f"{n} is a required input (always present)")
         if inputs.get(n) is None:
