@@ -80,11 +80,17 @@ def test_hoisted_where_first_evaluated_on_every_input():
     assert (v["guarded"], v["plain"], v["later"]) == (3, 9, 3)
 
 
-def test_long_expression_is_named_after_its_first_statement():
+def test_long_expression_is_named_after_the_statement_it_is_a_direct_part_of():
+    """A repeated expression too long to spell is named after the first statement having it as a direct operand of
+    its root (a factor of costB's product), not after a deeper first user (inside costA's select); with no such
+    statement, after its first user; a taken name gets a number."""
     big = UB - (ROWS * 12 + CORES * 4 + 256)
     p = _program([("costA", select(big > 0, big, 1) * 3, ""), ("costB", big * 5, "")])
     out = name_repeats(p.stmts, set(p.inputs))
-    assert out[0][0] == "costADiff" and out[0][1] == big and out[0][2] == "in costA, costB"
+    assert out[0][0] == "costBDiff" and out[0][1] == big and out[0][2] == "in costA, costB"
+    p = _program([("costA", select(big > 0, big, 1) * 3, ""), ("costB", select(big > 1, big, 2) + 1, "")])
+    out = name_repeats(p.stmts, set(p.inputs))
+    assert out[0][0] == "costADiff" and out[0][1] == big
     taken = name_repeats(p.stmts, set(p.inputs) | {"costADiff"})
     assert taken[0][0] == "costADiff2"
 

@@ -532,8 +532,9 @@ def name_repeats(stmts: list, reserved=()) -> list:
     is defined at the first statement that evaluates the sub-expression on every input (not only in a ?: branch or
     the right side of && / ||: a local never evaluates what the program would have skipped, e.g. a division by
     zero a select guards); an earlier use that evaluates it only on some inputs keeps it inline. The local's name
-    spells the expression when that is short (`_describe`: rowsPerRowCoresCeil), else names the program statement of its
-    first use (a local's: the statement that local serves) and its kind (`colBatchCost0Sum`), with a doc listing
+    spells the expression when that is short (`_describe`: rowsPerRowCoresCeil), else names the program statement it
+    is a direct part of (a summand or factor of its root: `_part_of`), or of its first use (a local's: the statement
+    that local serves), and its kind (`groupFixedBytesSum`), with a doc listing
     the program statements that read it, directly or through other such locals. `reserved`:
     names no new local may take (besides the statements' own). Returns a new list; `stmts` is not changed
     (docs/design.md "Tiling", the printing of repeated sub-expressions)."""
@@ -567,7 +568,7 @@ def name_repeats(stmts: list, reserved=()) -> list:
         users = list(dict.fromkeys(owner[out[w][0]] for w in where if w >= at))
         name = _describe(e)
         if name is None or name in taken:
-            name = f"{cpp_name(owner[out[at][0]])}{_KIND[e.op]}"
+            name = f"{cpp_name(owner[out[_part_of(out, t, best, at, where, owner)][0]])}{_KIND[e.op]}"
         base, n = name, 2
         while name in taken:
             name, n = f"{base}{n}", n + 1
@@ -577,6 +578,27 @@ def name_repeats(stmts: list, reserved=()) -> list:
         rest = [(nm, _replaced(x, t, best, var), d) for nm, x, d in out[at:]]
         more = f" and {len(users) - 3} more" if len(users) > 3 else ""
         out = out[:at] + [(name, e, f"in {', '.join(users[:3])}{more}")] + rest
+
+
+def _part_of(out: list, t: _Interned, key: int, at: int, where: list, owner: dict) -> int:
+    """The statement a repeated sub-expression `key` is named after: the first program statement (not a local)
+    whose expression has it as a direct operand of its root's chain -- a summand of a sum, a factor of a product --
+    so a fixed part of a UB size is named after the size (`groupFixedBytesSum`), not after the first, deeper user
+    (a cycle estimate that compares the size, `colBatchCost0Sum`); else the statement at `at` (the first user)."""
+    for w in dict.fromkeys(x for x in where if x >= at):
+        name, expr, _doc = out[w]
+        if owner.get(name) != name or not isinstance(expr, Op):
+            continue
+        stack = list(expr.args)
+        while stack:
+            x = stack.pop()
+            if not isinstance(x, Op):
+                continue
+            if t.of(x) == key:
+                return w
+            if x.op == expr.op:
+                stack.extend(x.args)
+    return at
 
 
 def _op_ids(e: E, t: _Interned) -> set:

@@ -440,13 +440,13 @@ static ge::graphStatus TilingFunc(gert::TilingContext* context)
     // in colBatchCost0, colBatchGroups
     const int64_t colBatchCost0Product = (AlignUp(colsPerCorePer64Ceil * 2, 8) + 8) * 4;
     // in colBatchCost0, colBatchGroups, groupFixedBytes
-    const int64_t colBatchCost0Sum3 = 256 + 8 * colCores * 4;
+    const int64_t groupFixedBytesSum = 256 + 8 * colCores * 4;
     // in colBatchCost0, groupFixedBytes
     const int64_t maxTBytesAndUBytes = std::max<int64_t>(TBytes, UBytes);
     // in colBatchCost0, colBatchGroups
     const int64_t colsPerCoreTimesMaxTBytesAndUBytes = colsPerCore * maxTBytesAndUBytes;
     // in colBatchCost0
-    const int64_t colBatchCost0Sum2 = colBatchCost0Sum3 + 4 * colsPerCore * 4 + 4 * colsPerCore * 4 +
+    const int64_t colBatchCost0Sum2 = groupFixedBytesSum + 4 * colsPerCore * 4 + 4 * colsPerCore * 4 +
                                       4 * colsPerCore * 4 + colsPerCoreTimesMaxTBytesAndUBytes + colsPerCore * 4 +
                                       colBatchCost0Product;
     // COL_SPLIT row by row: estimated issue and exchange cycles of a core
@@ -464,7 +464,7 @@ static ge::graphStatus TilingFunc(gert::TilingContext* context)
     // COL_SPLIT: rows of a sub-batch when sub-batches run
     const int64_t colBatchPick = colBatchShareRows >= 8 ? colBatchShareRows : 8;
     // in colBatchGroups
-    const int64_t colBatchGroupsSum = colBatchCost0Sum3 + 4 * (colsPerCore * std::max<int64_t>(colBatchPick, 1)) * 4 +
+    const int64_t colBatchGroupsSum = groupFixedBytesSum + 4 * (colsPerCore * std::max<int64_t>(colBatchPick, 1)) * 4 +
                                       4 * colsPerCore * 4 + 4 * colsPerCore * 4 + colsPerCoreTimesMaxTBytesAndUBytes +
                                       colsPerCore * 4 + colBatchCost0Product +
                                       ((colsPerCore <= 2040 && colBatchPick >= 1) ? colBatchPick * 64 : 0) * 4;
@@ -492,7 +492,7 @@ static ge::graphStatus TilingFunc(gert::TilingContext* context)
     // UB bytes per resident row (COL_SPLIT)
     const int64_t groupRowBytes = 2 * colsPerPass * TBytes + colsPerPass * TBytes + 16 + 16 + 4;
     // UB bytes held once (COL_SPLIT)
-    const int64_t groupFixedBytes = colBatchCost0Sum3 + 4 * (colsPerPass * std::max<int64_t>(colBatchRows, 1)) * 4 +
+    const int64_t groupFixedBytes = groupFixedBytesSum + 4 * (colsPerPass * std::max<int64_t>(colBatchRows, 1)) * 4 +
                                     4 * colsPerPass * 4 + 4 * colsPerPass * 4 + colsPerPass * maxTBytesAndUBytes +
                                     colsPerPass * 4 + (AlignUp(CeilDiv(colsPerPass, 64) * 2, 8) + 8) * 4 +
                                     ((colsPerPass <= 2040 && colBatchRows >= 1) ? colBatchRows * 64 : 0) * 4;

@@ -429,11 +429,11 @@ static ge::graphStatus TilingFunc(gert::TilingContext* context)
     // in colBatchCost0, colBatchGroups
     const int64_t colBatchCost0Product2 = (AlignUp(colsPerCorePer64Ceil * 2, 8) + 8) * 4;
     // in colBatchCost0, colBatchGroups, groupFixedBytes
-    const int64_t colBatchCost0Sum2 = 288 + 8 * colCores * 4;
+    const int64_t groupFixedBytesSum = 288 + 8 * colCores * 4;
     // in colBatchCost0, colBatchGroups
     const int64_t colsPerCoreTimesMaxTBytesAndUBytes = colsPerCore * maxTBytesAndUBytes;
     // in colBatchCost0
-    const int64_t colBatchCost0Sum = colBatchCost0Sum2 + 2 * colsPerCore * 4 + 3 * colsPerCore * 4 +
+    const int64_t colBatchCost0Sum = groupFixedBytesSum + 2 * colsPerCore * 4 + 3 * colsPerCore * 4 +
                                      2 * colsPerCore * 4 + colsPerCoreTimesMaxTBytesAndUBytes + colBatchCost0Product2;
     // COL_SPLIT row by row: estimated issue and exchange cycles of a core
     const int64_t colBatchCost0 =
@@ -450,7 +450,7 @@ static ge::graphStatus TilingFunc(gert::TilingContext* context)
     // COL_SPLIT: rows of a sub-batch when sub-batches run
     const int64_t colBatchPick = colBatchShareRows >= 8 ? colBatchShareRows : 8;
     // in colBatchGroups
-    const int64_t colBatchGroupsSum = colBatchCost0Sum2 + 2 * (colsPerCore * std::max<int64_t>(colBatchPick, 1)) * 4 +
+    const int64_t colBatchGroupsSum = groupFixedBytesSum + 2 * (colsPerCore * std::max<int64_t>(colBatchPick, 1)) * 4 +
                                       3 * colsPerCore * 4 + 2 * colsPerCore * 4 + colsPerCoreTimesMaxTBytesAndUBytes +
                                       colBatchCost0Product2 +
                                       ((colsPerCore <= 2040 && colBatchPick >= 1) ? colBatchPick * 64 : 0) * 4;
@@ -478,7 +478,7 @@ static ge::graphStatus TilingFunc(gert::TilingContext* context)
     // UB bytes per resident row (COL_SPLIT)
     const int64_t groupRowBytes = colsPerPass * TBytes + colsPerPass * TBytes + 8 + 16 + 12 + 4;
     // UB bytes held once (COL_SPLIT)
-    const int64_t groupFixedBytes = colBatchCost0Sum2 + 2 * (colsPerPass * std::max<int64_t>(colBatchRows, 1)) * 4 +
+    const int64_t groupFixedBytes = groupFixedBytesSum + 2 * (colsPerPass * std::max<int64_t>(colBatchRows, 1)) * 4 +
                                     3 * colsPerPass * 4 + 2 * colsPerPass * 4 + colsPerPass * maxTBytesAndUBytes +
                                     (AlignUp(CeilDiv(colsPerPass, 64) * 2, 8) + 8) * 4 +
                                     ((colsPerPass <= 2040 && colBatchRows >= 1) ? colBatchRows * 64 : 0) * 4;
