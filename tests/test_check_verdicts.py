@@ -413,3 +413,37 @@ def test_an_integer_output_is_reported_by_the_elements_that_differ():
     line = next(x for x in text.splitlines() if x.strip().startswith("y "))
     assert "int8: 1 elements differ from device mode" in line and "mere" not in line, line
     assert "mere" in next(x for x in text.splitlines() if x.strip().startswith("s ")), text
+
+
+ROUNDED_OUTPUT_SPEC = '''
+from opgen.dsl import A2, OpSpec, bf16, f32
+spec = OpSpec("AddRmsLike", aclnn="aclnnAddRmsLike", socs=(A2,))
+R, H = spec.dim("R"), spec.dim("H")
+(T,) = spec.dtype_vars("T")
+spec.input("x1", T, [R, H])
+spec.input("x2", T, [R, H])
+spec.output("x", T, [R, H])
+spec.output("rms", f32, [R, 1])
+spec.output("rms_of_sum", f32, [R, 1])
+spec.dtypes((T,), [(bf16,)])
+@spec.body
+def _(b, x1, x2):
+    s = x1.f32() + x2.f32()
+    x = s.cast(T, "rint")
+    xf = x.f32()
+    return {"x": x, "rms": (xf * xf).mean(-1, keepdims=True), "rms_of_sum": (s * s).mean(-1, keepdims=True)}
+'''
+
+
+def test_an_output_rounded_by_the_op_taints_what_reads_it(tmp_path):
+    """A cast rounding to T whose result is an output AND read again (AddRmsNormDynamicQuant's x = x1 + x2 in T, its
+    rms and scales computed from the rounded x; nu13 saw "conditioning limit" instead): what reads it is judged by
+    the rounded-intermediate rule, the output itself (compared as rounded) and a value computed before the cast
+    are not."""
+    from opgen.check.compare import rounded_intermediate_outputs
+    from opgen.registry import load_spec
+
+    p = tmp_path / "add_rms_like.py"
+    p.write_text(ROUNDED_OUTPUT_SPEC)
+    spec = load_spec(str(p))
+    assert rounded_intermediate_outputs(spec.graph(spec.keys()[0])) == {"rms"}

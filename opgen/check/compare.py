@@ -208,18 +208,19 @@ def rounded_intermediate_failure(actual, golden, dtype: str) -> str | None:
 
 def rounded_intermediate_outputs(graph) -> set[str]:
     """Names of the outputs of tensor-IR `graph` that depend on an intermediate rounded to a 16-bit type: a `cast`
-    with a round mode other than "none" to f16/bf16 or a dtype variable whose result is not itself an output (it is widened again and
-    consumed, like NSA's P and dS before their matmuls)."""
-    outputs = {v for _n, v in graph.outputs}
+    with a round mode other than "none" to f16/bf16 or a dtype variable whose result is widened again and consumed
+    (like NSA's P and dS before their matmuls, or AddRmsNormDynamicQuant's x = (x1 + x2) rounded to T, an output
+    itself, whose rms and scales read the rounded x). The cast's own result, when it is an output, is not one of
+    them (it is compared as rounded: its plain rule); what reads it is."""
     uses = graph.uses()
     seeds = set()
     for n in graph.nodes:
         to = n.attr("to")
         if (n.op == "cast" and n.attr("round") not in (None, "none")
                 and (isinstance(to, DTypeVar) or dtype_name(to) in ("f16", "bf16"))
-                and n.result.name not in outputs and uses.get(n.result.name)):
+                and uses.get(n.result.name)):
             seeds.add(n.result.name)
-    tainted, todo = set(seeds), list(seeds)
+    tainted, todo = set(), list(seeds)
     while todo:
         v = todo.pop()
         for u in uses.get(v, []):
