@@ -132,6 +132,18 @@ def test_cross_entropy_grad_updates_the_target_lane():
     assert all(str(s.cond[0]).startswith("c0_ <= int(") for s in ifs), [str(s.cond) for s in ifs]
 
 
+def test_cross_entropy_grad_splits_columns_in_sub_batches():
+    """CrossEntropyLossGrad [50, 20001] fp32 with a weight at label smoothing 0.1 runs COL_SPLIT in sub-batches of 8
+    rows: its one-lane update per row inside them (checked against float64 by tests/test_rows_rowscalar.py)."""
+    from opgen.tiling.pipeline import kernel_build
+
+    spec = _load_file(CEG)
+    t = kernel_build(spec).tiling
+    tl = t.program.evaluate(program_inputs(spec, t.program, t.inputs, {"N": 50, "C": 20001}, {"T": DType.f32}, B1,
+                                           {"labelSmoothing": 0.1}, present=(True,)))
+    assert (tl["strategy"], tl["colBatchRows"]) == (2, 8), tl
+
+
 def _strategy(path, n, c, dtype) -> int:
     from opgen.tiling.pipeline import kernel_build
 

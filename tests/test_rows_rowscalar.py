@@ -214,6 +214,8 @@ def _ce_reference(x, t, w, eps):
     (33, 14001, "float32", 4, "emu", True),
     (9, 15001, "float16", 4, "emu", False),    # no weight: ROW_CHUNK (test_rows_colchunk)
     (9, 15001, "bfloat16", 4, "kir", True),    # the one-lane update in the Kernel-IR interpreter
+    (50, 20001, "float32", 2, "emu", True),    # both COL_SPLIT: the gradient's one-lane update in sub-batches of 8
+                                               # rows (tests/test_rows_one_lane.py pins that tiling)
     (97, 1000, "float32", 1, "emu", True),     # ROW_SPLIT: rows of 16 repeats eight rows a repeat, a tail over cores
     (50, 333, "bfloat16", 1, "kir", False),    # ROW_SPLIT: rows not a multiple of 8 lanes
     (1000, 33, "float32", 1, "emu", True),     # ROW_SPLIT rows of one repeat (colAlign 64): the chain row by row
