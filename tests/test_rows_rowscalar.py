@@ -1,12 +1,14 @@
 """Compares by a per-row scalar over many rows per instruction (opgen.kernel.rowprog.row_scalar_chain,
-opgen.kernel.rowclass._Printer._block_mask_nodes): CrossEntropyLoss / CrossEntropyLossGrad compare each column's
-lane index with the row's target class. Their programs are now `batchable`: eight rows a repeat, the k targets
+opgen.kernel.rowclass._Printer._block_mask_nodes): a spec written here, HotScale, multiplies x by a one-hot row
+(each column's lane index compared with the row's index; CrossEntropyLossGrad's one-hot term, an addend, is a
+one-lane update now: rowalg.one_lane_updates). Its programs are `batchable`: eight rows a repeat, the k indices
 broadcast by Brcb to one 32-byte block a row, Compare's mask / repeat form against those blocks and Select's
 tensor-scalar mask / repeat form reading the mask as it was written; row by row where the block forms do not
-apply (their compare and selects together). Checked by the kernel text and by emulated kernels against float64
-NumPy written here from the operators' formulas: COL_SPLIT with sub-batches (colBatchRows >= 8; rows not a multiple
-of 8; a last core whose slice is not a multiple of 8 columns), ROW_SPLIT with rows of many repeats, fp32 / fp16 /
-bf16, weights, label smoothing, ignored rows. A compare of a row temporary by a per-row scalar (ArgMax's x >= max x,
+apply (their compare and selects together). Checked by the kernel text and by emulated kernels and the Kernel-IR
+interpreter against float64 NumPy: COL_SPLIT with sub-batches (colBatchRows >= 8; rows not a multiple of 8; a
+last core whose slice is not a multiple of 8 columns), ROW_SPLIT with rows of many repeats, fp32 / bf16; and
+CrossEntropyLoss / CrossEntropyLossGrad against float64 NumPy written here from the operators' formulas (fp32 /
+fp16 / bf16, weights, label smoothing, ignored rows). A compare of a row temporary by a per-row scalar (ArgMax's x >= max x,
 ArgMin's x <= min x) is no such chain: it would read the rows' padding and, eight rows a repeat, rows past the pass;
 those programs run row by row, checked against NumPy's argmax / argmin at the shapes that faulted when they were
 batched (N 1000 x H 33, 3 x 1) and rows of 65..2040 lanes (the block form's)."""
@@ -16,6 +18,7 @@ from __future__ import annotations
 import shutil
 from pathlib import Path
 
+import ml_dtypes
 import numpy as np
 import pytest
 
@@ -48,43 +51,137 @@ def _f(a) -> np.ndarray:
     return np.asarray(a, dtype=np.float64)
 
 
+HOT_SCALE = '''from opgen.dsl import A2, A3, OpSpec, bf16, f16, f32, i64
+
+spec = OpSpec("HotScale", aclnn="aclnnHotScale", socs=(A2, A3), round="rint")
+N = spec.dim("N")
+C = spec.dim("C", max=131072)
+(T,) = spec.dtype_vars("T")
+spec.input("x", T, [N, C])
+spec.input("idx", i64, [N])
+spec.input("g", T, [N])
+spec.input("w", f32, [C], optional=True)
+spec.output("y", T, [N, C])
+spec.dtypes((T,), [(f32,), (f16,), (bf16,)])
+
+
+def _idx_ok(arrays, env, attrs):
+    t, c = arrays["idx"], arrays["x"].shape[-1]
+    bad = (t < 0) | (t >= c)
+    return f"idx[{int(bad.nonzero()[0][0])}] is outside [0, {c})" if bad.any() else None
+
+
+spec.check("idx", _idx_ok, on="device")
+
+
+@spec.body
+def _(b, x, idx, g, w):
+    v = x.f32()
+    hot = b.scatter_add(idx, g.f32(), axis=1, size=C)   # g[n] at column idx[n], 0 elsewhere: a product keeps it
+    if w is None:
+        y = v * hot + v
+    else:
+        total = w.broadcast_to([N, C]).sum(-1, keepdims=False)
+        y = v * hot + v * total.reshape([N, 1]) - w
+    return {"y": y.cast(T, "rint")}
+'''
+"""HotScale: y = x * onehot(idx) g + x (w absent) or + x sum(w) - w: a one-hot row that a product reads (no one-lane
+update, rowalg.one_lane_updates: the compare of the lane indices by the row's index and its select stay)."""
+
+
+def _hot_scale(tmp_path: Path) -> Path:
+    path = tmp_path / "hot_scale.py"
+    path.write_text(HOT_SCALE)
+    return path
+
+
+def _hot_scale64(x, idx, g, w):
+    """HotScale in float64."""
+    x = _f(x)
+    hot = np.zeros_like(x)
+    hot[np.arange(len(idx)), idx] = _f(g)
+    return x * hot + (x if w is None else x * _f(w).sum() - _f(w)[None, :])
+
+
 def test_the_programs_batch_and_the_kernel_prints_the_repeat_forms(tmp_path):
-    """CrossEntropyLossGrad's ColSplit runs sub-batches whose target compare is a Brcb of the k targets, Compare's
+    """HotScale's ColSplit (with w) runs sub-batches whose index compare is a Brcb of the k indices, Compare's
     repeat form over the column row of lane indices (block stride 0) against each row's block (block stride 1,
     repeat stride 0), then Select's repeat form with the rows' lanes; the row-by-row fallback keeps Compares /
-    Select; its RowSplit does the same eight rows a repeat, and its ColSplit's exchange slot of a row sum its
-    weight's absence skips is set to 0 by one Duplicate. CrossEntropyLoss compares no lane index any more (its
-    picked log-probability is scalar work, rowalg.gather_through_lanewise) and its programs still batch."""
+    Select; its RowSplit does the same eight rows a repeat, and its ColSplit's exchange slot of a row sum w's
+    absence skips is set to 0 by one Duplicate. CrossEntropyLoss and CrossEntropyLossGrad compare no lane index
+    any more (the loss's picked log-probability is scalar work, rowalg.gather_through_lanewise; the gradient's
+    one-hot term a one-lane update, rowalg.one_lane_updates) and their programs still batch."""
     from opgen.cli import main
     from opgen.kernel.rowprog import batchable, row_scalar_chain
     from opgen.tiling.pipeline import kernel_build
 
-    for v in kernel_build(_load_file(EX / "cross_entropy_loss.py")).lowered.extra["variants"]:
-        assert batchable(v.prog) and not any(i.kind in ("vcmps", "vcmp") for i in v.prog.instrs), v.cls
-    for v in kernel_build(_load_file(EX / "cross_entropy_loss_grad.py")).lowered.extra["variants"]:
+    for name in ("cross_entropy_loss.py", "cross_entropy_loss_grad.py"):
+        for v in kernel_build(_load_file(EX / name)).lowered.extra["variants"]:
+            assert batchable(v.prog) and not any(i.kind in ("vcmps", "vcmp") for i in v.prog.instrs), v.cls
+    path = _hot_scale(tmp_path)
+    for v in kernel_build(_load_file(path)).lowered.extra["variants"]:
         assert batchable(v.prog) and row_scalar_chain(v.prog), v.cls
-    assert main(["generate", str(EX / "cross_entropy_loss_grad.py"), "--out", str(tmp_path)]) in (0, None)
-    grad = (tmp_path / "cross_entropy_loss_grad" / "op_kernel" / "cross_entropy_loss_grad.h").read_text()
-    at = grad.index("void ColSplit()")   # its one class serves both presences: guarded row sums over many rows
-    gcol = " ".join(grad[at:grad.index("__aicore__ inline void", at)].split())
+    assert main(["generate", str(path), "--out", str(tmp_path)]) in (0, None)
+    text = (tmp_path / "hot_scale" / "op_kernel" / "hot_scale.h").read_text()
+    at = text.index("void ColSplit()")   # its one class serves both presences: guarded row sums over many rows
+    gcol = " ".join(text[at:text.index("__aicore__ inline void", at)].split())
     assert "for (int64_t b0 = 0; b0 < k; b0 += td_->colBatchRows)" in gcol
     assert "Brcb(rowsRed_, rowsRed_[(8 + 0) * AlignUp(kb, 8)], (kb + 7) / 8, BrcbRepeatParams(1, 8));" in gcol
-    assert ("Compare(w_[1][g * 8 * rowStride_].template ReinterpretCast<uint8_t>(), colv_[0], rowsRed_[g * 64], "
+    assert ("Compare(w_[0][g * 8 * rowStride_].template ReinterpretCast<uint8_t>(), colv_[0], rowsRed_[g * 64], "
             "CMPMODE::EQ, 64, static_cast<uint8_t>((n_ + 7) / 8),") in gcol
     assert "BinaryRepeatParams(1, 0, 1, 8, 1, 0)" in gcol
-    assert "Compares(w_[1].template ReinterpretCast<uint8_t>(), colv_[0]" in gcol   # row by row
-    at = grad.index("void Compute(")
-    row = " ".join(grad[at:grad.index("__aicore__ inline void", at)].split())
+    assert "Compares(w_[0][i * rowStride_].template ReinterpretCast<uint8_t>(), colv_[0]" in gcol   # row by row
+    at = text.index("void Compute(")
+    row = " ".join(text[at:text.index("__aicore__ inline void", at)].split())
     assert "BinaryRepeatParams(1, 0, 1, 8, 1, 0)" in row and "VSEL_TENSOR_SCALAR_MODE, static_cast<uint64_t>" in row
-    assert "b0 += td_->colBatchRows" in gcol
-    # the weight's row sum, or 0 without it, broadcast over the group's rows: one guard with both branches
+    # w's row sum, or 0 without it, broadcast over the sub-batch's rows: one guard with both branches
     # (kirguard.hoist_guards keeps only what differs under it)
-    # (both under labelSmoothing != 0, a runtime guard: tests/test_rows_runtime_guard.py)
-    assert "if (!hasInput0_ && guard1_) { // when weight absent, labelSmoothing != 0 PipeBarrier<PIPE_V>(); " \
-           "// sumBuf_: V writes after V's write Duplicate(sums_[0 * groupStride_ + b0], 0.0f, " \
-           "static_cast<int32_t>(kb)); }" in gcol
-    assert "if (hasInput0_ && guard1_) { // when weight present, labelSmoothing != 0 const float part_s5 = " \
-           "RowSum(colv_[1], n_);" in gcol
+    assert "if (hasInput0_) { // when w present, else absent const float part_s1 = RowSum(colv_[1], n_);" in gcol
+    assert "} else { PipeBarrier<PIPE_V>(); // sumBuf_: V writes after V's write Duplicate(sums_[0 * groupStride_ " \
+           "+ b0], 0.0f, static_cast<int32_t>(kb)); }" in gcol
+
+
+@pytest.mark.skipif(shutil.which("g++") is None, reason="g++ not available")
+@pytest.mark.parametrize("n, c, dtype, engine", [
+    (33, 14001, "float32", "emu"),   # with w COL_SPLIT, sub-batches 16 x 2 + 1; without ROW_CHUNK
+    (9, 15001, "bfloat16", "kir"),
+    (97, 1000, "float32", "emu"),    # ROW_SPLIT: eight rows a repeat, a tail over cores
+    (50, 333, "bfloat16", "kir"),    # ROW_SPLIT: rows not a multiple of 8 lanes
+])
+@pytest.mark.parametrize("weighted", [True, False], ids=["w", "bare"])
+def test_hot_scale_against_float64(tmp_path, n, c, dtype, engine, weighted):
+    """HotScale's compare chain (many rows a compare, or row by row) against float64: one rounding to the dtype
+    after a few fp32 ones (the class sum of w: C * 2^-24 relative to its terms)."""
+    from opgen.tiling.pipeline import kernel_build
+
+    path = _hot_scale(tmp_path)
+    spec = _load_file(path)
+    t = kernel_build(spec).tiling
+    tl = t.program.evaluate(program_inputs(spec, t.program, t.inputs, {"N": n, "C": c}, {"T": DT[dtype]}, B1, {},
+                                           present=(weighted,)))
+    want = 2 if weighted and c > 10000 else (4 if c > 10000 else 1)
+    assert tl["strategy"] == want and (want != 2 or tl["colBatchRows"] >= 8), tl
+    rng = np.random.default_rng(n + c)
+    cast = ml_dtypes.bfloat16 if dtype == "bfloat16" else np.float32   # the values the kernel reads
+    x = rng.normal(0.0, 2.0, (n, c)).astype(cast)
+    idx = rng.integers(0, c, n).astype(np.int64)
+    idx[0], idx[-1] = 0, c - 1
+    g = rng.normal(0.0, 1.0, n).astype(cast)
+    w = rng.uniform(0.25, 2.0, c).astype(np.float32) if weighted else None
+    gen = tmp_path / "gen"
+    if engine == "emu":
+        from opgen.codegen import write_ops
+
+        write_ops([str(path)], gen)
+    r = run_check(str(path), inputs={"x": x, "idx": idx, "g": g, "w": w}, dtypes={"T": dtype},
+                  gen_dir=gen if engine == "emu" else None, progress=False, engine=engine)
+    assert not r.faults and r.passed, r.faults[:3]
+    assert r.tiling_key % 10 == want, r.tiling_key
+    ref = _hot_scale64(r.inputs["x"], idx, r.inputs["g"], w)
+    mag = np.abs(_f(r.inputs["x"])) * (1.0 + np.abs(_f(r.inputs["g"]))[:, None] + (0 if w is None else w.sum())) + 2
+    got = _f(r.arrays["y"])
+    assert np.all(np.abs(got - ref) <= 2 * ULP[dtype] * np.abs(ref) + 2.0**-24 * 4 * c * mag), \
+        float(np.abs(got - ref).max())
 
 
 def _ce_inputs(n: int, c: int, seed: int):
@@ -112,11 +209,13 @@ def _ce_reference(x, t, w, eps):
 
 @pytest.mark.skipif(shutil.which("g++") is None, reason="g++ not available")
 @pytest.mark.parametrize("n, c, dtype, strategy, engine, weighted", [
-    # the loss ROW_CHUNK (its picked log-probability is scalar work: no lane-index row), the gradient COL_SPLIT:
-    # sub-batches 8 x 4 + 1; last slice 241 columns (not 8k)
+    # the loss ROW_CHUNK (its picked log-probability is scalar work: no lane-index row), the gradient too (its
+    # one-hot term a one-lane update)
     (33, 14001, "float32", 4, "emu", True),
     (9, 15001, "float16", 4, "emu", False),    # no weight: ROW_CHUNK (test_rows_colchunk)
-    (9, 15001, "bfloat16", 4, "kir", True),    # the gradient's COL_SPLIT in the Kernel-IR interpreter
+    (9, 15001, "bfloat16", 4, "kir", True),    # the one-lane update in the Kernel-IR interpreter
+    (50, 20001, "float32", 2, "emu", True),    # both COL_SPLIT: the gradient's one-lane update in sub-batches of 8
+                                               # rows (tests/test_rows_one_lane.py pins that tiling)
     (97, 1000, "float32", 1, "emu", True),     # ROW_SPLIT: rows of 16 repeats eight rows a repeat, a tail over cores
     (50, 333, "bfloat16", 1, "kir", False),    # ROW_SPLIT: rows not a multiple of 8 lanes
     (1000, 33, "float32", 1, "emu", True),     # ROW_SPLIT rows of one repeat (colAlign 64): the chain row by row
@@ -130,10 +229,6 @@ def test_cross_entropy_and_grad_with_many_rows_a_compare_against_float64(n, c, d
     terms' magnitude), xGrad = g ((1 - eps) w_t (p - onehot(t)) + eps / C (p sum w - w)) on p = exp(log_prob) from the
     forward kernel's output (0 on ignored rows) likewise."""
     eps = 0.1
-    grad_cols = weighted and c > 10000   # the gradient's COL_SPLIT over many rows a compare
-    if grad_cols:
-        tl = _tiling("cross_entropy_loss_grad.py", n, c, dtype)
-        assert tl["strategy"] == 2 and tl["colBatchRows"] >= 8, tl
     x, t, w = _ce_inputs(n, c, n * c)
     if not weighted:
         w = np.ones_like(w)   # the reference's weights; the kernels get none
@@ -161,8 +256,6 @@ def test_cross_entropy_and_grad_with_many_rows_a_compare_against_float64(n, c, d
                                                              "weight": w if weighted else None},
                    {"labelSmoothing": eps}, dtypes={"T": dtype}, gen_dir=examples_gen, progress=False, engine=engine)
     assert not rg.faults and rg.passed, rg.faults[:3]
-    if grad_cols:   # both presences of the grad's one class over many rows (guarded row sums' slots zeroed)
-        assert rg.tiling_key % 10 == 2, rg.tiling_key
     keep = t != -100
     tk = np.where(keep, t, 0)
     onehot = (np.arange(c)[None, :] == tk[:, None]) & keep[:, None]

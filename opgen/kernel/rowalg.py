@@ -401,6 +401,88 @@ def _gather_through_lanewise(p: RowProgram, rows: frozenset) -> int:
     return done
 
 
+def one_lane_updates(p: RowProgram) -> int:
+    """A lane-wise instruction adding a one-hot row -> the instruction without it and one lane updated by the scalar
+    unit. A one-hot row h is select(lane == i, v, 0) (opgen.kernel.rows `scatter_add`, a `b.where` of the lane
+    indices compared with a checked per-row index i: Compares EQ, Select with 0), zero but at lane i, where it holds
+    v[i]. Taken where h is an addend:
+      Add(x, h), Add(h, x) -> x;   Sub(x, h) -> x, lane i minus v[i];   Adds(h, s) -> Duplicate(s);
+      Axpy(h, x, s) (h + RN(x * s)) -> Muls(x, s);
+    then lane i of the result plus v[i] (`vlane`: one element read, added to and written back by the scalar unit,
+    in the column chunk or slice whose lanes hold column i only). v[i] is picked as `gather_through_lanewise` picks
+    a lane (a Duplicate's scalar, a GM element, scalar arithmetic); the Compares, the Select and the row v go where
+    nothing else reads them: four row passes (Compares, Duplicate, Select, Sub) become a scalar update once per row.
+
+    Exact up to the sign of a zero: lane i gets one fp32 round-to-nearest of the same two operands on either unit
+    (x[i] - v[i] as x[i] + (-v[i]), the same IEEE result; Axpy's product is rounded before its sum: Muls's lane),
+    and every other lane x + 0 = x (Sub: x - 0 = x; Adds / Axpy: s or RN(x * s) itself where the instruction gives
+    0 + s, i.e. +0 for s = -0). The rewritten row (x, or the new Duplicate / Muls) must be a row value read only
+    here (it is updated in place), all of one presence; a name defined twice is not followed (docs/design.md
+    "Kernel families", one-lane updates; docs/reference/kernel_cost.md §4). Returns the number of instructions
+    rewritten."""
+    defs: dict = {}
+    for i in p.instrs:
+        if i.dst:
+            defs.setdefault(i.dst, []).append(i)
+    by = {n: d[0] for n, d in defs.items() if len(d) == 1}
+    uses = _uses(p)
+    rows = frozenset(i.gm for i in p.instrs if i.kind == "cast_in")
+    lane = lambda x: (x in by and by[x].kind == "viota" and by[x].space == "col"  # noqa: E731
+                      and by[x].arg.replace(" ", "") == "static_cast<float>(c0_)")
+
+    def one_hot(h: str, when: tuple):
+        """(checked index name, v) when h is a one-hot row read only once, of presence `when`; else None."""
+        d = by.get(h)
+        if d is None or d.kind != "vsels" or d.arg.strip() not in ("0.0f", "0.0") or uses.get(h) != 1 \
+                or d.when != when or d.space != "row":
+            return None
+        hit = by.get(d.srcs[0])
+        chk = by.get((hit.arg or "").strip()) if hit is not None else None
+        if hit is None or hit.kind != "vcmps" or hit.op != "EQ" or not lane(hit.srcs[0]) or chk is None \
+                or chk.kind != "scheck" or hit.when not in ((), when):
+            return None
+        return chk.dst, d.srcs[1]
+
+    def own_row(x: str, when: tuple) -> bool:   # a row value this instruction may update in place
+        d = by.get(x)
+        return d is not None and d.space == "row" and d.kind not in MASK_KINDS and uses.get(x) == 1 \
+            and x not in p.accs and d.when in ((), when)
+
+    out, done = [], 0
+    for i in p.instrs:
+        form = None   # (the one-hot's operand, the base row's instruction or name, sign)
+        if i.space == "row" and i.kind == "vbin" and i.op in ("Add", "Sub") and len(i.srcs) == 2:
+            a, b = i.srcs
+            if one_hot(b, i.when) and own_row(a, i.when):
+                form = (b, a, "-" if i.op == "Sub" else "+")
+            elif i.op == "Add" and one_hot(a, i.when) and own_row(b, i.when):
+                form = (a, b, "+")
+        elif i.space == "row" and i.kind == "vscalar" and i.op == "Adds" and one_hot(i.srcs[0], i.when):
+            form = (i.srcs[0], evolve(i, kind="vdup", srcs=(), op=""), "+")
+        elif i.space == "row" and i.kind == "vaxpy" and one_hot(i.srcs[0], i.when):
+            form = (i.srcs[0], evolve(i, kind="vscalar", srcs=(i.srcs[1],), op="Muls"), "+")
+        if form is not None:
+            h, base, sign = form
+            chk, v = one_hot(h, i.when)
+            made: list = []
+            pv = _pick_lane(p, by, v, chk, i.when, made, {}, rows)
+            if pv is not None:
+                out += [evolve(m, when=i.when, level=i.level) for m in made]
+                if not isinstance(base, str):
+                    name = _fresh(p, f"base_{i.dst}")
+                    out.append(evolve(base, dst=name))
+                    base = name
+                out.append(evolve(i, kind="vlane", srcs=(base, chk), op="Adds",
+                                  arg=f"({pv})" if sign == "+" else f"-({pv})"))
+                done += 1
+                continue
+        out.append(i)
+    if done:
+        _after_gathers(p, out)
+        propagate_scalar_copies(p)
+    return done
+
+
 def remove_dead_values(p: RowProgram) -> int:
     """Drop pure instructions (see reuse_computed_values) whose result nothing reads, repeatedly. Exact. Returns the
     number removed."""
@@ -703,7 +785,7 @@ RowPass = Callable[[RowProgram], int]
 
 ROW_PASSES: list[RowPass] = [propagate_scalar_copies, reuse_computed_values, gather_column_inputs,
                              gather_through_lanewise, select_with_scalar, compare_before_widening, sum_of_negation, fold_negation, reciprocal_of_softmax_sum,
-                             sigmoid_from_exp, fuse_axpy, remove_dead_values]
+                             sigmoid_from_exp, fuse_axpy, one_lane_updates, remove_dead_values]
 """The kernel-level algebra run on every row program of the rows family, in order (module docstring): the exact
 rewrites, and the two inexact rewrites whose operands' ranges are proven (reciprocal_of_softmax_sum: within 2 fp32
 ulp of the interpreter's device-mode quotient; sigmoid_from_exp: within 8u relative of its sigmoid); every other
@@ -712,7 +794,7 @@ rewrite keeps the interpreter's device-mode values."""
 FAST_ROW_PASSES: list[RowPass] = [propagate_scalar_copies, reuse_computed_values, gather_column_inputs,
                                   gather_through_lanewise, select_with_scalar, compare_before_widening, sum_of_negation, fold_negation, reciprocal_of_broadcast_divisor,
                                   sigmoid_from_exp, fold_multiply_chains, reuse_computed_values,
-                                  fuse_axpy, remove_dead_values]
+                                  fuse_axpy, one_lane_updates, remove_dead_values]
 """Opt-in (pass as `passes`): ROW_PASSES plus the inexact rewrites reciprocal_of_broadcast_divisor and
 fold_multiply_chains. Their relative bounds hold only while 1/s and a*b stay normal fp32: for |s| > 2^126 the
 reciprocal is subnormal (flushed to 0 by the device), for |s| < 2^-128 it overflows to inf, and a product of two

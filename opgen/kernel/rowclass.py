@@ -879,6 +879,16 @@ class _Printer:
             out += [kir.vec(Op.DUPLICATE, dst=red, scalar=parse_scalar(i.arg, INT_MEMBERS), count=Lit(8), doc=doc),
                     kir.vec(entry(i.op).op, dst=red, src0=red, count=Lit(8)),
                     kir.FLet(i.dst, kir.FLoad(red))]
+        elif k == "vlane":   # one lane of a row plus a scalar, by the scalar unit (rowalg.one_lane_updates)
+            ref = op(i.srcs[0])
+            if op(i.dst) != ref:
+                raise SpecError(f"row kernel {self.p.name}: a one-lane update {i.dst} is not over its row {i.srcs[0]}")
+            col = kir.FIndex(i.srcs[1])   # the checked column index; the row's lanes hold columns c0_ .. c0_ + n - 1
+            at = dataclasses.replace(ref, offset=_ksum(ref.offset, _ksub(col, Sym("c0_"))))
+            out.append(kir.If((Constraint("<=", Sym("c0_"), col), Constraint("<", col, _ksum(Sym("c0_"), n))),
+                              (kir.SetValue(at, kir.FBin("+", kir.FLoad(at), parse_scalar(i.arg, INT_MEMBERS)),
+                                            doc=doc),),
+                              doc="the chunk holding the row's indexed column"))
         elif k == "sgather":   # a column row input's element at a checked per-row index: one GM read (scalar unit)
             if self.addr is None:
                 raise SpecError(f"row kernel {self.p.name}: a GM element at an index needs the addressing")

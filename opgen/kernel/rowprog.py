@@ -68,7 +68,7 @@ CMP_OPS = {"lt": "LT", "le": "LE", "gt": "GT", "ge": "GE", "eq": "EQ", "ne": "NE
 """AscendC's CMPMODE of each comparison op of the IR (opgen.ir.ops)."""
 CMP_SWAP = {"LT": "GT", "GT": "LT", "LE": "GE", "GE": "LE", "EQ": "EQ", "NE": "NE"}
 """The mode of the comparison with its operands swapped (s < x is x > s), for Compares' scalar-second form."""
-SCALAR_ARG_KINDS = ("sexpr", "sunary", "vscalar", "vaxpy", "vdup", "viota", "vcmps", "vcmpsh", "vsels")
+SCALAR_ARG_KINDS = ("sexpr", "sunary", "vscalar", "vaxpy", "vlane", "vdup", "viota", "vcmps", "vcmpsh", "vsels")
 """Kinds whose `arg` is a C++ float expression over scalar names (renamed and scanned for uses with the operands)."""
 MASK_LANES = 64
 """Lanes a compare or select covers per 256-B repeat of fp32: their counts are rounded up to a multiple of it (whole
@@ -197,6 +197,10 @@ class Instr:
     vseg        dst = srcs[0] <op> the value of each segment of the row (op Muls / Adds / Subs; GM operand `gm`
                 of space "seg": one value per segment of seglen columns, rowlayout.SegView; printed as a loop
                 over the segments the row or chunk covers, opgen.codegen.kernel)
+    vlane       dst = srcs[0] with one lane changed: lane srcs[1] - c0_ (srcs[1] a checked per-row index, the row's
+                lanes holding columns c0_ ..) plus scalar arg, read, added and written back by the scalar unit where
+                the row's lanes hold that column (dst is srcs[0]'s buffer, srcs[0] dies here;
+                rowalg.one_lane_updates)
     vunary      dst = op(srcs[0])                            (Exp/Ln/Sqrt/Rsqrt/Abs/Relu)
     vdup        dst = scalar arg broadcast                   (Duplicate)
     viota       dst lane j = scalar arg + j                  (CreateVecIndex; arg the first column's index)
@@ -696,7 +700,7 @@ def _allocate(p: RowProgram) -> None:
     (Instr.when) liveness is per presence: an instruction may take the row of a value that no instruction running
     under its presences reads again (a value of presences that never run with it, or one only such presences still
     read)."""
-    row_kinds = ("cast_in", "vwiden", "vnarrow", "vbin", "vscalar", "vaxpy", "vseg", "vunary", "vdup", "viota", "vgather", *MASK_KINDS,
+    row_kinds = ("cast_in", "vwiden", "vnarrow", "vbin", "vscalar", "vaxpy", "vlane", "vseg", "vunary", "vdup", "viota", "vgather", *MASK_KINDS,
                  *SELECT_KINDS)
     last: dict[str, int] = {}
     uses: dict[str, list] = {}   # value -> [(instruction index, its presences)]
@@ -719,8 +723,9 @@ def _allocate(p: RowProgram) -> None:
         if i.space == "row" and i.kind in row_kinds:
             data = i.srcs[1:] if i.kind in SELECT_KINDS else i.srcs   # a select never overwrites its mask
             dying = [x for x in data if x in where and dead_for(x, k, i.when)]
-            if i.kind == "vaxpy" and (not dying or dying[0] != i.srcs[0]):
-                raise IRError(f"row program {p.name}: Axpy {i.dst} needs its addend {i.srcs[0]} to die there")
+            if i.kind in ("vaxpy", "vlane") and (not dying or dying[0] != i.srcs[0]):
+                what = "Axpy" if i.kind == "vaxpy" else "a one-lane update"
+                raise IRError(f"row program {p.name}: {what} {i.dst} needs its row {i.srcs[0]} to die there")
             if dying and i.kind not in NO_INPLACE:
                 dst = where[dying[0]]
             else:
@@ -869,6 +874,8 @@ def _instr_text(i: Instr) -> str:
         return f"{i.dst} = {i.op}({a}, {i.arg})"
     if i.kind == "vaxpy":
         return f"{i.dst} = Axpy({a}, {i.srcs[1]}, {i.arg})"
+    if i.kind == "vlane":
+        return f"{i.dst} = {a} with lane {i.srcs[1]} + {i.arg}"
     if i.kind == "vunary":
         return f"{i.dst} = {i.op}({a})"
     if i.kind == "vseg":
