@@ -47,6 +47,8 @@ def useful_macs(graph, env, dtypes=None) -> int:
     cannot be evaluated counts as data). Each matmul's batch dims are its result's leading axes; A's contraction
     axis is its last (second-to-last under transpose_a), B's its second-to-last (last under transpose_b).
     Raises opgen.errors.SpecError when a dim of a matmul is not bound in `env`."""
+    if not any(n.op == "matmul" for n in graph.nodes):
+        return 0
     vals = graph.values()
     shapes = {}
 
