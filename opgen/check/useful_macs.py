@@ -26,6 +26,7 @@ import math
 
 import numpy as np
 
+from opgen.interp.kernels import KERNELS, Ctx
 from opgen.ir.dims import eval_shape
 
 ANY, ZERO, NEG_HUGE = 0, 1, 2
@@ -71,8 +72,6 @@ def useful_macs(graph, env, dtypes=None) -> int:
 def _static_values(graph, env, dtypes, shape) -> dict:
     """{value name: array} for the values that depend on no graph parameter (iota, dims, constants), each at most
     STATIC_LIMIT elements, evaluated by the interpreter in exact mode."""
-    from opgen.interp.kernels import KERNELS, Ctx
-
     params = {p.value.name for p in graph.params}
     ctx = Ctx("exact", env, dtypes)
     out: dict[str, np.ndarray] = {}
