@@ -162,10 +162,10 @@ def markdown(res: dict) -> str:
                 "cube cycles) from the emulation's counters (opgen.check.cost, docs/reference/kernel_cost.md); floor = the larger of "
                 "minimum bytes / HBM bandwidth and useful MACs / the AI Cores' cube rate; bound = the term that sets the estimate; vector issues: every core's "
                 "vector instruction issues (one per 255 repeats) over the rows and the elements of the case's "
-                "largest input; cube utilisation: the spec's matmul MACs at the case's shapes over the MACs the cube "
-                "issued (16x16x16 fractals, padded edges included; a causal attention's masked scores count as "
-                "useful, so a kernel that skips masked key blocks may exceed 100%). How: from the same `opgen check` "
-                "runs as the tables above.", ""]
+                "largest input; cube utilisation: the spec's useful matmul MACs at the case's shapes (the terms a "
+                "shape-only mask keeps: a causal attention's masked scores and their zero probabilities do not "
+                "count; docs/reference/kernel_cost.md §3) over the MACs the cube issued (16x16x16 fractals, padded "
+                "edges included). How: from the same `opgen check` runs as the tables above.", ""]
     if res.get("plots"):
         out += ["## Plots", ""] + [f"![{p}]({p})" for p in res["plots"]] + [""]
     elif res.get("plots_skipped"):

@@ -24,15 +24,16 @@ docs/reference/kernel_cost.md §2 (the sources and which are estimates are named
                useful MACs / (4096 MACs a cycle x the platform's AI Cores x clock))   (memory or cube roofline)
   bound    = the term that sets the estimate: "memory", "vector", "cube" or "issue" (scalar / issue), or "overlap"
              when the time line is longer than each of them (copies and compute that do not overlap)
-  cube utilisation = useful MACs (the spec's matmuls at the call's shapes, `matmul_macs`) / issued MACs (every
-             core's cube cycles * 4096: a 16x16x16 fractal a cycle, padded edges included)
+  cube utilisation = useful MACs (the spec's matmuls at the call's shapes less the terms a data-independent mask
+             removes, `matmul_macs`) / issued MACs (every core's cube cycles * 4096: a 16x16x16 fractal a cycle,
+             padded edges included)
 """
 
 from __future__ import annotations
 
 from dataclasses import dataclass
 
-from opgen.ir.dims import eval_shape
+from opgen.check.useful_macs import useful_macs
 
 from opgen.platforms.cost import (BARRIER_CYCLES, BURST_OVERHEAD_BYTES, CLOCK_HZ, CROSS_WAIT_CYCLES,  # noqa: F401
                                   FLAG_WAIT_CYCLES, HBM_BYTES_PER_S, L2_BYTES, L2_BYTES_PER_S, SYNC_ALL_CYCLES,
@@ -82,24 +83,15 @@ FRACTAL_MACS = 16 * 16 * 16
 """Multiply-accumulates of one cube cycle: a 16x16x16 fractal (docs/reference/kernel_cost.md §2, cube rate)."""
 
 
-def matmul_macs(graph, env) -> int:
-    """Useful multiply-accumulates of the tensor-IR `graph`'s matmuls at the dims of `env` ({dim: int, variadic: tuple}, as spec.bind's env):
-    per matmul node, the elements of its result (batch dims included) times its contraction length (A's last
-    axis, or its second-to-last when transpose_a). Counts the math as written: a causal attention's masked scores
-    count, though a kernel that skips masked key blocks does not issue them. Raises opgen.errors.SpecError when a
-    dim of a matmul is not bound in `env`."""
-    vals = graph.values()
-    total = 0
-    for n in graph.nodes:
-        if n.op != "matmul":
-            continue
-        a = eval_shape(vals[n.inputs[0]].type.shape, env)
-        k = a[-2] if n.attr("transpose_a", False) else a[-1]
-        out = 1
-        for d in eval_shape(n.result.type.shape, env):
-            out *= d
-        total += out * k
-    return total
+def matmul_macs(graph, env, dtypes=None) -> int:
+    """Useful multiply-accumulates of the tensor-IR `graph`'s matmuls at the dims of `env` ({dim: int, variadic:
+    tuple}, as spec.bind's env; `dtypes` the call's dtype binding, as Bound.dtypes): per matmul node, its result's
+    elements (batch dims included) times its contraction length, less the terms a data-independent mask removes
+    (a result element the mask replaces or multiplies by a known zero, an operand element known to be zero, e.g.
+    a causal or band attention's masked scores and their zero probabilities; a mask that is an input keeps every
+    term): opgen.check.useful_macs, docs/reference/kernel_cost.md §3. Raises opgen.errors.SpecError when a dim of
+    a matmul is not bound in `env`."""
+    return useful_macs(graph, env, dtypes)
 
 
 def estimate(cores: list[CoreCost], min_bytes: int, useful_macs: int = 0, aic: int = 0, platform=None) -> dict:

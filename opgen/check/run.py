@@ -648,7 +648,7 @@ def run_check(op, inputs: dict | None = None, attrs: dict | None = None, dtypes:
     res.ub_peak = rep.ub_peak
     if rep.launched and rep.core_costs:
         res.cost = cost.estimate([c or cost.CoreCost() for c in rep.core_costs], res.gm_bytes_min,
-                                 cost.matmul_macs(g, bound.env), plat.aic, plat)
+                                 cost.matmul_macs(g, bound.env, bound.dtypes), plat.aic, plat)
     res.gm_bytes = sum(x.read + x.written for x in rep.gm.values())
     if res.gm_bytes_min and res.gm_bytes > GM_PLAN_ABOVE * res.gm_bytes_min:
         res.gm_plan = _gm_plan(spec, bound, res.tiling_key)

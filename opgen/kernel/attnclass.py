@@ -825,10 +825,9 @@ class AttnBuilder:
                     )))),
             ), doc="Lanes last + 1 .. n - 1 of a key row get `fill`.")
             if self.p.causal:
-                off = S("row") % xf("qr") + xf("s") + (self.offset if self.offset is not None else Lit(0))
                 self.method("MaskFuture", (tp("dst", "tensor", "float"), tp("keys"), K.Param(X, "struct", "Unit"),
                                            tp("row"), tp("c"), fill), (
-                    K.Call("MaskAfter", (K.Ref("dst"), S("keys"), off - S("c") * self.span, K.FRef("fill"))),),
+                    K.Call("MaskAfter", (K.Ref("dst"), S("keys"), self.future_last(), K.FRef("fill"))),),
                     doc="Keys of item c after the query row of the unit's row `row` get `fill` (query row s sees "
                         "keys 0 .. s + offset).")
         elif self.p.causal:
@@ -905,6 +904,13 @@ class AttnBuilder:
                 K.DeQue("ht", "headQue_", TP),
                 K.vec(Op.CAST, dst=K.Ref("dst"), src=K.Ref("ht"), mode="CAST_NONE", count=S("e")),
                 K.Free("headQue_", "ht")), doc="One head row (T, e elements) of a [T1, N1, e] tensor, widened to fp32.")
+
+    def future_last(self):
+        """The last key of item c (relative to the item's first key) that the unit's row `row` sees under a dense
+        causal mask: its query row s + row % qr plus the mask's offset, less c * span (negative: none; at least the
+        item's keys: all)."""
+        off = S("row") % xf("qr") + xf("s") + (self.offset if self.offset is not None else Lit(0))
+        return off - S("c") * self.span
 
     def head_row(self, e):
         """Element offset of the current row's head row (`e` elements) in a query-shaped tensor: selected keys
@@ -991,8 +997,10 @@ class AttnBuilder:
             fill = self.scalar(i.arg)
             if k == "mask_in":
                 body.append(K.Call("MaskIn", (self.reg(i.dst), n, S(X), S("row"), S("c"), fill), doc=at))
-            elif self.dense:
-                body.append(K.Call("MaskFuture", (self.reg(i.dst), n, S(X), S("row"), S("c"), fill), doc=at))
+            elif self.dense:   # only a row the mask reaches (the diagonal item): its lanes are scalar writes
+                body.append(K.If((C("<", self.future_last() + 1, n),),
+                                 (K.Call("MaskFuture", (self.reg(i.dst), n, S(X), S("row"), S("c"), fill), doc=at),),
+                                 doc="the row's keys of this item reach past its query row"))
             else:
                 body.append(K.Call("MaskFuture", (self.reg(i.dst), n, S(X), S("c"), fill), doc=at))
         elif k in ("muls", "adds"):
@@ -1002,8 +1010,10 @@ class AttnBuilder:
             body.append(K.vec(Op.EXP, at, dst=self.reg(i.dst), src0=self.reg(i.srcs[0]), count=n))
             if self.dense and not (p.full_rows or p.online):   # no softmax max here (P from the saved max / sum):
                 # the pad keys after S2 (copies of key S2 - 1) get probability 0, so dS is 0 there too
-                body.append(K.Call("MaskAfter", (self.reg(i.dst), n, S2 - 1 - S("c") * self.span, K.FConst(0.0)),
-                                   doc=at))
+                body.append(K.If((C("<", S2 - S("c") * self.span, n),),
+                                 (K.Call("MaskAfter", (self.reg(i.dst), n, S2 - 1 - S("c") * self.span,
+                                                       K.FConst(0.0)), doc=at),),
+                                 doc="only the last item has pad keys after S2"))
         elif k in ("vmul", "vsub", "vadd"):
             op = {"vmul": Op.MUL, "vsub": Op.SUB, "vadd": Op.ADD}[k]
             body.append(K.vec(op, at, dst=self.reg(i.dst), src0=self.reg(i.srcs[0]), src1=self.reg(i.srcs[1]),
@@ -1011,8 +1021,10 @@ class AttnBuilder:
         elif k == "rmax":
             if self.dense and not self.padded:   # the pad keys after S2 leave the softmax: -inf before its max
                 self.padded = True
-                body.append(K.Call("MaskAfter", (self.reg(i.srcs[0]), n, S2 - 1 - S("c") * self.span,
-                                                 K.FConst(float("-inf"))), doc=at))
+                body.append(K.If((C("<", S2 - S("c") * self.span, n),),
+                                 (K.Call("MaskAfter", (self.reg(i.srcs[0]), n, S2 - 1 - S("c") * self.span,
+                                                       K.FConst(float("-inf"))), doc=at),),
+                                 doc="only the last item has pad keys after S2"))
             body.append(K.Call("RowMax", (self.reg(i.srcs[0]), n), f"st_{i.dst}", doc=at))
         elif k == "rsum":
             body.append(K.Call("RowSum", (self.reg(i.srcs[0]), n), f"st_{i.dst}", doc=at))
@@ -1022,8 +1034,13 @@ class AttnBuilder:
                      K.If((C("!=", S("c"), Lit(0)),), (K.GetValue(f"{old}g", K.Ref("unitStat_", self.stat_slot(i.dst))),
                                                         K.FAssign(old, K.FRef(f"{old}g")))),
                      K.FLet(m, K.FMinMax("max", K.FRef(f"st_{i.srcs[0]}"), K.FRef(old)), doc=at),
-                     K.Call("ExpOf", (K.FBin("-", K.FRef(old), K.FMinMax("max", K.FRef(m), K.FConst(-FP32_MAX))),),
-                            a, doc=at),
+                     # alpha = exp(old - m): 0 at the first item (old = -inf), where nothing reads it (l and O start
+                     # there), so the vector unit's exp and its wait are spent from the second item on only
+                     K.FLet(a, K.FConst(0.0), mutable=True),
+                     K.If((C("!=", S("c"), Lit(0)),), (
+                         K.Call("ExpOf", (K.FBin("-", K.FRef(old), K.FMinMax("max", K.FRef(m),
+                                                                              K.FConst(-FP32_MAX))),), f"{a}e", doc=at),
+                         K.FAssign(a, K.FRef(f"{a}e")))),
                      K.SetValue(K.Ref("unitStat_", self.stat_slot(i.dst)), K.FRef(m)),
                      K.SetValue(K.Ref("unitStat_", self.stat_slot(i.arg)), K.FRef(a))]
         elif k == "osum":   # l = l * alpha + the chunk's sum

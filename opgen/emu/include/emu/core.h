@@ -540,17 +540,20 @@ struct LaunchState {
     // The launch checks the order of float atomic adds of different cores (emu/pipes.h XTouchGm): set from
     // emu::DeterministicAdds() when the launch starts.
     bool deterministic = false;
-    // The time line across cores (the cost model's, not an ordering): xtime[t * kFlags + f] the latest time a
-    // cross-core set of flag f for core t was made at, joined by t's next wait of f, then cleared (with two sets
-    // pending, the wait takes the later one's time: the time line may run late there, never the race check).
-    std::vector<double> xtime;
+    // The time line across cores (the cost model's, not an ordering): beside each token, the time line's cycle of
+    // the set(s) it carries — xtokTime parallel to xtok (the set's pipe's time; a group set's: its members' latest),
+    // xsetTime parallel to xset — so a wait joins the time of exactly the set it consumes (FIFO, as the tokens):
+    // the same whatever order the threads run in (a single latest-set time per flag made the time line depend on
+    // whether a second set was already pending when the wait came).
+    std::vector<std::deque<double>> xtokTime, xsetTime;
 
     void Init(int n)
     {
         xknow.assign(size_t(n) * n * kPipes, 0);
         xtok.assign(size_t(n) * kFlags, {});
         xset.assign(size_t(n) * 3 * kFlags, {});
-        xtime.assign(size_t(n) * kFlags, 0.0);
+        xtokTime.assign(size_t(n) * kFlags, {});
+        xsetTime.assign(size_t(n) * 3 * kFlags, {});
         for (auto& b : barrier) for (auto& a : b.acc) a.assign(size_t(n) * kPipes, 0);
         total = live = n;
         cores.assign(n, nullptr);

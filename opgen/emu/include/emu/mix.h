@@ -121,8 +121,9 @@ inline void CheckMode(int mode, const char* what)
     if (mode == 4) Fault(Cat(what, ": mode 4 (AIC <-> one AIV) exists only on Ascend 950 and is not emulated"));
     if (mode < 0 || mode > 2) Fault(Cat(what, ": modeId ", mode, " outside 0..2"));
 }
-// mu held: raise the counter of `slot` for flag f and queue the token `tok` the raise carries (LaunchState::xtok).
-inline void Raise(LaunchState& st, int slot, int f, const LaunchState::XToken& tok, const char* what)
+// mu held: raise the counter of `slot` for flag f and queue the token `tok` the raise carries (LaunchState::xtok)
+// with the time line's cycle `tm` of its set (LaunchState::xtokTime).
+inline void Raise(LaunchState& st, int slot, int f, const LaunchState::XToken& tok, double tm, const char* what)
 {
     int& c = st.flagCount[slot][f];
     if (c >= kMaxCount)
@@ -130,9 +131,11 @@ inline void Raise(LaunchState& st, int slot, int f, const LaunchState::XToken& t
                   " (more sets than waits; hardware limit)"));
     ++c;
     st.xtok[size_t(slot) * LaunchState::kFlags + f].push_back(tok);
+    st.xtokTime[size_t(slot) * LaunchState::kFlags + f].push_back(tm);
 }
-// mu held: one more unmatched mode-`mode` set of flag f by `slot`, carrying the setter's token.
-inline void AddPending(LaunchState& st, int slot, int mode, int f, LaunchState::XToken tok, const char* what)
+// mu held: one more unmatched mode-`mode` set of flag f by `slot`, carrying the setter's token and its time `tm`.
+inline void AddPending(LaunchState& st, int slot, int mode, int f, LaunchState::XToken tok, double tm,
+                       const char* what)
 {
     int& p = st.flagPending[slot][mode][f];
     if (p >= kMaxCount)
@@ -140,6 +143,7 @@ inline void AddPending(LaunchState& st, int slot, int mode, int f, LaunchState::
                   st.labels[slot], " (the partner core never sets it; hardware limit)"));
     ++p;
     st.xset[(size_t(slot) * 3 + mode) * LaunchState::kFlags + f].push_back(std::move(tok));
+    st.xsetTime[(size_t(slot) * 3 + mode) * LaunchState::kFlags + f].push_back(tm);
 }
 // mu held: while every slot of `group` has an unmatched set, consume the oldest of each and raise `targets` with
 // one token: the join of exactly those sets' tokens (the group's k-th completed set carries the members' k-th).
@@ -150,13 +154,17 @@ inline void Match(LaunchState& st, const std::vector<int>& group, int mode, int 
         for (int s : group)
             if (st.flagPending[s][mode][f] == 0) return;
         LaunchState::XToken tok(size_t(st.total) * kPipes, 0u);
+        double tm = 0;   // the group's set completes at its last member's set (the time line)
         for (int s : group) {
             --st.flagPending[s][mode][f];
             auto& q = st.xset[(size_t(s) * 3 + mode) * LaunchState::kFlags + f];
             for (size_t i = 0; i < tok.size(); ++i) tok[i] = std::max(tok[i], q.front()[i]);
             q.pop_front();
+            auto& qt = st.xsetTime[(size_t(s) * 3 + mode) * LaunchState::kFlags + f];
+            tm = std::max(tm, qt.front());
+            qt.pop_front();
         }
-        for (int t : targets) Raise(st, t, f, tok, what);
+        for (int t : targets) Raise(st, t, f, tok, tm, what);
     }
 }
 }  // namespace mix_detail
@@ -190,17 +198,12 @@ inline void CrossCoreSet(int mode, int pipe, int flag)
     for (int q = 0; q < kPipes; ++q)
         tok[size_t(self) * kPipes + q] = std::max(tok[size_t(self) * kPipes + q],
                                                   q == kp ? c.pipes.clk[q] : c.pipes.know[kp][q]);
-    auto stamp = [&](int t) {   // the time line: the set's pipe's time, joined by the target's next wait of flag
-        if (t < 0) return;
-        double& xt = st.xtime[size_t(t) * LaunchState::kFlags + flag];
-        xt = std::max(xt, c.pipes.tm[kp]);
-    };
+    const double tm = c.pipes.tm[kp];   // the time line: the set's pipe's time, joined by the wait that consumes it
     if (mode == 0) {
         std::vector<int> group;   // every core of the caller's kind
         for (int s = 0; s < st.total; ++s)
             if ((st.aicSlot[st.aiCore[s]] == s) == (c.kind == CoreKind::AIC)) group.push_back(s);
-        for (int t : group) stamp(t);
-        AddPending(st, self, 0, flag, std::move(tok), what);
+        AddPending(st, self, 0, flag, std::move(tok), tm, what);
         Match(st, group, 0, flag, group, what);
     } else if (mode == 1) {
         if (!isMix || c.kind != CoreKind::AIV)
@@ -208,8 +211,7 @@ inline void CrossCoreSet(int mode, int pipe, int flag)
                       "launch (emu::LaunchMix)"));
         const auto& pair = st.aivSlots[st.aiCore[self]];
         std::vector<int> group{pair[0], pair[1]};
-        for (int t : group) stamp(t);
-        AddPending(st, self, 1, flag, std::move(tok), what);
+        AddPending(st, self, 1, flag, std::move(tok), tm, what);
         Match(st, group, 1, flag, group, what);
     } else {
         if (!isMix)
@@ -218,13 +220,10 @@ inline void CrossCoreSet(int mode, int pipe, int flag)
         const int core = st.aiCore[self];
         const auto& pair = st.aivSlots[core];
         if (c.kind == CoreKind::AIC) {
-            stamp(pair[0]);
-            stamp(pair[1]);
-            Raise(st, pair[0], flag, tok, what);
-            Raise(st, pair[1], flag, tok, what);
+            Raise(st, pair[0], flag, tok, tm, what);
+            Raise(st, pair[1], flag, tok, tm, what);
         } else {
-            stamp(st.aicSlot[core]);
-            AddPending(st, self, 2, flag, std::move(tok), what);
+            AddPending(st, self, 2, flag, std::move(tok), tm, what);
             Match(st, {pair[0], pair[1]}, 2, flag, {st.aicSlot[core]}, what);
         }
     }
@@ -262,9 +261,9 @@ inline void CrossCoreWait(int mode, int flag)
     uint32_t* k = &st.xknow[size_t(c.slot) * st.total * kPipes];
     for (size_t i = 0; i < size_t(st.total) * kPipes; ++i) k[i] = std::max(k[i], q.front()[i]);
     q.pop_front();
-    double& xt = st.xtime[size_t(c.slot) * LaunchState::kFlags + flag];   // the time line: the wait holds every pipe
-    TlJoin(kPipeS, xt);
-    xt = 0;
+    auto& qt = st.xtokTime[size_t(c.slot) * LaunchState::kFlags + flag];   // the time line: the consumed set's time
+    TlJoin(kPipeS, qt.front());
+    qt.pop_front();
     TlAll(kTlCrossWaitCycles);
 }
 
