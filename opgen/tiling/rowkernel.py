@@ -20,8 +20,9 @@ COL_SPLIT (strategy 2), when a row does not fit or there are fewer rows than cor
 row axis split over the cores in `colsPerCore` slices (multiples of 16); each core walks its slice in
 `colsPerPass` chunks (the whole slice when the program reduces rows: its slices of a group of `groupRows` rows
 stay resident while, per row-reduction level, partial row sums / maxima are exchanged through workspace — SyncAll,
-each core combines its `rowsPerOwner` rows over the cores in a fixed pairwise tree (`xchg_plan`), SyncAll), then
-computes its output slices. The core owns its columns for every row: no cross-core column sums. Inputs are read
+each core combines its `rowsPerOwner` rows over the cores in a fixed pairwise tree (`xchg_plan`), SyncAll; or,
+where the extra reads stay within 1 / XCHG_ALL_SHARE of the row bytes (`xchg_all`, the field xchgAll), one SyncAll
+and every core combines every row of the group), then computes its output slices. The core owns its columns for every row: no cross-core column sums. Inputs are read
 from GM once.
 
 COL_STREAM (strategy 3; only in a kernel whose spec lets a core's slice outgrow UB: `with_streaming`), when even
