@@ -69,11 +69,11 @@ from opgen.tiling.ub_proof import prove_ub
 STREAM_PROBE_COLS = 4096
 """Columns at which a streaming chunk's UB bytes per column are measured (a multiple of 256: the reduction scratch
 of `row_reduce_elems` is exact there, one pair per 64 columns)."""
-STREAM_GROUP_ROWS, STREAM_MIN_COLS = 8, 2048
-"""COL_STREAM sizes its chunk for up to STREAM_GROUP_ROWS rows at once (weights and batch rows are re-read once per
-group, and each group costs its exchanges' SyncAlls) unless that leaves fewer than STREAM_MIN_COLS columns (short
-copies; then the chunk is sized for one row), and only while a row's GM stride in bytes stays below 2^32 (the
-DataCopyPad stride field of a copy of several rows is 32 bits, docs/reference/ascendc.md §1.8)."""
+STREAM_GROUP_ROWS = 8
+"""COL_STREAM sizes its chunk for at most STREAM_GROUP_ROWS rows at once (weights and batch rows are re-read once per
+group, and each group costs its exchanges' SyncAlls), fewer (4, 2, 1) where the cost model prices their wider chunks
+cheaper (`_stream_chunk_cols`), and only while a row's GM stride in bytes stays below 2^32 (the DataCopyPad stride
+field of a copy of several rows is 32 bits, docs/reference/ascendc.md §1.8)."""
 SELECT_SCRATCH_BYTES = 8192
 """UB kept free by a kernel that uses Select in its tensor-scalar or tensor-tensor mode: on A2/A3 the instruction uses
 a scratch block at 184 KB of the 192 KB UB (docs/reference/ascendc.md §1.9, Select's constraints: reserve 8 KB)."""
@@ -829,10 +829,51 @@ def _xchg_region(p, c: RowCounts, ws_cols, block_dim, group_rows):
     `ws_cols` bytes, which the owners' exchange and the totals over every axis use), and the bytes with it."""
     if not c.levels:
         return ws_cols
-    off = p.let("xchgOff1", ws_cols // 4, "COL_SPLIT with xchgAll: the second region of partials (floats into the "
-                "workspace)", True)
+    p.let("xchgOff1", ws_cols // 4, "COL_SPLIT with xchgAll: the second region of partials (floats into the "
+          "workspace)", True)
     return p.let("wsColBytesAll", ws_cols + Var("xchgAll") * block_dim * c.rsums_per_level * align_up(group_rows, 8)
-                 * 4 + 0 * off, "COL_SPLIT: the workspace with the second region of partials where xchgAll")
+                 * 4, "COL_SPLIT: the workspace with the second region of partials where xchgAll")
+
+
+def _stream_chunk_cols(p, c: RowCounts, R, H, cols_core, col_cores, want, free, probe_row, probe_fixed, lanes,
+                       bytes_of):
+    """Columns of a COL_STREAM chunk (a tiling expression): sized for r rows at once, r of streamRows (`want`), 4, 2
+    and 1 (each at most `want`), the one the cost model (docs/reference/kernel_cost.md §2) prices cheapest, the more
+    rows on a tie. A chunk of r rows is cols_r = free / (probe_row * r + probe_fixed) columns (`free`: UB bytes
+    beside the fixed buffers, times STREAM_PROBE_COLS; a multiple of `lanes`); fewer rows give wider chunks, so fewer
+    chunks a row, but smaller groups (about r rows), so more exchanges, pipeline fills and re-reads of the column
+    rows:
+      issue     R * ceil(colsPerCore / cols_r) * (vinstrs * (VEC_ISSUE + BARRIER) + rsums * (VEC_ISSUE + BARRIER +
+                FLAG_WAIT))   (the phases run row by row over each chunk: vinstrs instructions a row over all of them,
+                each with a barrier, a V -> S wait a row reduction)
+      exchange  ceil(R / r) * `_exchange_cycles`
+      fill      ceil(R / r) * passes * the HBM cycles of one chunk's row inputs on one core's share of the
+                bandwidth (r * cols_r elements and r bursts each; passes = levels + 1): each phase of a group copies
+                its first chunk before any work, and the exchanges' SyncAll joins every pipe, so nothing hides it
+      reloads   ceil(R / r) * passes * H * (bytes of the loaded column rows) at the L2's rate
+    A candidate needs cols_r >= `lanes`; one row always stands (the strategy checks that it fits)."""
+    _elem, ins, _outs, (num, den), _lanes32, per_issue = _cost_terms(c, bytes_of)
+    in_b = _row_bytes(c, bytes_of)[0]
+    per_row = max(c.vinstrs, 1) * per_issue + c.rsums * (per_issue + FLAG_WAIT_CYCLES)
+    passes = max(c.levels, 1) + 1
+    xchg = _exchange_cycles(c, col_cores, bytes_of)
+    l2 = Fraction(int(CLOCK_HZ), int(L2_BYTES_PER_S))
+    loads = _col_load_bytes(c, bytes_of) if getattr(c, "staged", None) else lit(0)
+    best_cols, best_cost = None, None
+    for r in (1, 2, 4, None):   # None: streamRows; later candidates win ties (more rows a group)
+        rows = want if r is None else emin(want, r)
+        cols = free // (probe_row * rows + probe_fixed) // lanes * lanes
+        chunks = ceil_div(cols_core, emax(emin(cols, cols_core), lanes))
+        groups = ceil_div(R, rows)
+        fill = (rows * emin(cols, cols_core) * in_b + rows * ins * BURST_OVERHEAD_BYTES) * col_cores * num // den
+        cost = (R * chunks * per_row + groups * xchg + groups * passes * fill
+                + groups * passes * H * loads * l2.numerator // l2.denominator)
+        if best_cols is None:
+            best_cols, best_cost = cols, cost
+            continue
+        take = (cols >= lanes) & (cost <= best_cost)
+        best_cols, best_cost = select(take, cols, best_cols), select(take, cost, best_cost)
+    return best_cols
 
 
 def _tiling_key(p, key: tuple, dk, strategy) -> None:
@@ -878,19 +919,10 @@ def _stream_program(p, c, R, S, B, H, key, dk, cores, ub, lanes, col_align, cols
     want = p.let("streamRows", select(H < (1 << 28), emax(1, emin(R, STREAM_GROUP_ROWS)), 1),
                  "rows a COL_STREAM chunk is sized for (one when a row's GM stride could pass 2^32 bytes)")
     free = select(ub > fixed0, (ub - fixed0) * STREAM_PROBE_COLS, 0)
-    cols_many = p.let("streamColsMany", free // (probe_row * want + probe_fixed) // lanes * lanes,
-                      f"columns of a COL_STREAM chunk of streamRows rows that fit (multiple of {lanes})")
-    cols_one = p.let("streamColsOne", free // (probe_row + probe_fixed) // lanes * lanes,
-                     f"columns of a one-row COL_STREAM chunk that fit (multiple of {lanes})")
-    # fewer rows (streamRows halved, down to 2) where streamRows leave fewer than STREAM_MIN_COLS columns: the
-    # double-buffered chunks of a row-reduction program take twice the bytes a column
-    stream_cols = cols_one
-    for rows in (2, 4):
-        half = free // (probe_row * emin(want, rows) + probe_fixed) // lanes * lanes
-        stream_cols = select(half >= STREAM_MIN_COLS, half, stream_cols)
-    stream_cols = p.let("streamColsFit", select(cols_many >= STREAM_MIN_COLS, cols_many, stream_cols),
-                        f"columns of a COL_STREAM chunk: streamRows rows at once unless that leaves fewer than "
-                        f"{STREAM_MIN_COLS}, then 4 or 2 rows, else one")
+    stream_cols = p.let("streamColsFit", _stream_chunk_cols(p, c, R, H, cols_core, col_cores, want, free,
+                                                            probe_row, probe_fixed, lanes, bytes_of),
+                        "columns of a COL_STREAM chunk: of streamRows, 4, 2 or 1 rows at once, the cheapest by the "
+                        "cost model (_stream_chunk_cols)")
     prefer_rows = rows_fit >= 1
     rc_cols, rc_rows, rc_fit, rc_use, rc_cc = _resident_or_slice(p, c, R, H, lanes, col_align, cols_core, col_cores,
                                                                  row_cores, ub, bytes_of, cs_rows, col_on)
