@@ -368,27 +368,33 @@ def program(cases: list[Case]) -> tuple[str, dict]:
 
 
 @pytest.fixture(scope="module")
-def emulated(tmp_path_factory, emu_instances):
+def emulated(run_shared, emu_instances, emu_pch):
     """(cases, {case index: {operand: array after the run}}, {case index: fault or ""}): the table's C++ forms run in
-    the emulation (one g++ build)."""
+    the emulation (one g++ build, reading the emulation header precompiled: tests/conftest.py emu_pch), built and run
+    once per run (run_shared), whichever worker runs these tests."""
     if shutil.which("g++") is None:
         pytest.skip("g++ not available")
     cases = build_cases()
     src, (layout, size) = program(cases)
-    d = tmp_path_factory.mktemp("isa")
-    (d / "isa.cpp").write_text(src)
-    r = subprocess.run(BASE + [str(d / "isa.cpp"), *emu_instances("quick"), "-o", str(d / "isa")], capture_output=True,
-                       text=True)   # the emulation's shared specializations (tests/conftest.py emu_instances)
-    assert r.returncode == 0, r.stderr[-4000:]
-    image = bytearray(size)
-    for (_k, _n), (o, arr) in layout.items():
-        image[o:o + arr.nbytes] = np.ascontiguousarray(arr).tobytes()
-    (d / "in.bin").write_bytes(bytes(image))
-    run = subprocess.run([str(d / "isa"), str(d / "in.bin"), str(d / "out.bin")], capture_output=True, text=True,
-                         timeout=120)
-    assert run.returncode == 0, run.stdout[-2000:] + run.stderr[-2000:]
+
+    def fill(d):
+        (d / "isa.cpp").write_text(src)
+        quick = emu_instances("quick")   # the emulation's shared specializations (tests/conftest.py emu_instances)
+        r = subprocess.run(BASE + emu_pch(BASE[1:] + quick[:1]) + [str(d / "isa.cpp"), *quick, "-o", str(d / "isa")],
+                           capture_output=True, text=True)
+        assert r.returncode == 0, r.stderr[-4000:]
+        image = bytearray(size)
+        for (_k, _n), (o, arr) in layout.items():
+            image[o:o + arr.nbytes] = np.ascontiguousarray(arr).tobytes()
+        (d / "in.bin").write_bytes(bytes(image))
+        run = subprocess.run([str(d / "isa"), str(d / "in.bin"), str(d / "out.bin")], capture_output=True, text=True,
+                             timeout=120)
+        assert run.returncode == 0, run.stdout[-2000:] + run.stderr[-2000:]
+        (d / "stdout.txt").write_text(run.stdout)
+    d = run_shared("isa-emulated", fill)
+    assert (d / "isa.cpp").read_text() == src, "the run's shared isa.cpp is another program"
     faults = {}
-    for line in run.stdout.splitlines():
+    for line in (d / "stdout.txt").read_text().splitlines():
         if line.startswith("case "):
             _c, k, ok, *why = line.split(" ")
             faults[int(k)] = "" if ok == "1" else " ".join(why)
