@@ -569,7 +569,9 @@ def _cases(spec):
     return row, cases
 
 
-def _build(tmp_path, spec, files):
+def _build(tmp_path, spec, files, host_objects):
+    """The op's case harness (opgen.check.harness) linked with its aclnn API and L0 objects as host_objects compiled
+    them (the same files at -O0; their compile there is checked by test_cpp_compiles_against_host_emulation)."""
     m = OpModel(spec)
     root = tmp_path / m.snake
     for path, text in files.items():
@@ -579,20 +581,25 @@ def _build(tmp_path, spec, files):
     api_dir = root / "op_host" / "op_api"
     (root / "harness.cpp").write_text(harness_source(m))
     exe = root / "harness"
-    cmd = [GXX, "-std=c++17", "-O0", f"-I{EMU_INCLUDE}", f"-I{HARNESS}", f"-I{api_dir}",
-           str(api_dir / f"{m.api_snake}.cpp"), str(api_dir / f"{m.snake}.cpp"), str(tmp_path / "runtime.o"),
-           str(root / "harness.cpp"), "-o", str(exe)]
+    objs = []
+    for name in (m.api_snake, m.snake):
+        tail = f"/{m.snake}/op_host/op_api/{name}.cpp"
+        ((r, obj),) = [v for path, v in host_objects.items() if path.endswith(tail)]
+        assert r.returncode == 0, f"{tail}\n{r.stderr[:3000]}"
+        objs.append(str(obj))
+    cmd = [GXX, "-std=c++17", "-O0", f"-I{EMU_INCLUDE}", f"-I{HARNESS}", f"-I{api_dir}", *objs,
+           str(tmp_path / "runtime.o"), str(root / "harness.cpp"), "-o", str(exe)]
     return exe, subprocess.run(cmd, capture_output=True, text=True)
 
 
 @pytest.mark.skipif(GXX is None, reason="g++ not installed")
-def test_emitted_checks_agree_with_the_interpreter(packages, tmp_path):
+def test_emitted_checks_agree_with_the_interpreter(packages, host_objects, tmp_path):
     r = subprocess.run([GXX, "-std=c++17", "-O0", "-c", f"-I{EMU_INCLUDE}", str(HARNESS / "runtime.cpp"), "-o",
                         str(tmp_path / "runtime.o")], capture_output=True, text=True)
     assert r.returncode == 0, r.stderr
     specs = all_specs()
     with ThreadPoolExecutor(max_workers=len(specs)) as pool:
-        builds = list(pool.map(lambda s: _build(tmp_path, s, packages[s.name]), specs))
+        builds = list(pool.map(lambda s: _build(tmp_path, s, packages[s.name], host_objects), specs))
     checked = 0
     for spec, (exe, build) in zip(specs, builds):
         assert build.returncode == 0, f"{spec.name}\n{build.stderr[:3000]}"

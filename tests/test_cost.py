@@ -16,7 +16,6 @@ from opgen.check import cost
 from opgen.check.caseio import parse_report
 
 ROOT = Path(__file__).resolve().parents[1]
-INC = ROOT / "opgen" / "emu" / "include"
 
 # docs/reference/kernel_cost.md §2
 CLOCK, HBM = 1.8e9, 1.6e12
@@ -112,10 +111,8 @@ def test_report_lines_parse():
 
 @pytest.mark.slow
 @pytest.mark.skipif(shutil.which("g++") is None, reason="g++ not available")
-def test_emulation_counters_on_a_hand_made_kernel(tmp_path):
-    exe = tmp_path / "cost"
-    subprocess.run(["g++", "-std=c++17", "-O1", "-pthread", "-Wall", "-Werror", f"-I{INC}",
-                    str(ROOT / "tests" / "cpp" / "emu_cost.cpp"), "-o", str(exe)], check=True)
+def test_emulation_counters_on_a_hand_made_kernel(emu_program):
+    exe = emu_program(ROOT / "tests" / "cpp" / "emu_cost.cpp")
     out = subprocess.run([str(exe)], capture_output=True, text=True, check=True, timeout=60).stdout
     assert "ok 1" in out
     rows = [line.split()[1:] for line in out.splitlines() if line.startswith("cost ")]
@@ -159,14 +156,12 @@ def test_cube_utilisation_counts_the_specs_matmuls_over_the_issued_fractals():
 
 
 @pytest.mark.skipif(shutil.which("g++") is None, reason="g++ not available")
-def test_nd2nz_counts_a_burst_per_source_row(tmp_path):
+def test_nd2nz_counts_a_burst_per_source_row(emu_program):
     """A [20, 40] half tile out of a [20, 64] row-major matrix into L1 NZ: each source row is one contiguous GM run
     of 80 B (docs/reference/kernel_cost.md §1), so 20 bursts of 96 B in 32-B blocks -- not one per 16-element
     piece of the NZ layout (60 bursts of 32 B). Copied twice: the second copy's 20 x 96 B were touched by the first
     (retouched: L2 hits, §3)."""
-    exe = tmp_path / "nd2nz"
-    subprocess.run(["g++", "-std=c++17", "-O1", "-pthread", "-Wall", "-Werror", f"-I{INC}",
-                    str(ROOT / "tests" / "cpp" / "emu_cost_nd2nz.cpp"), "-o", str(exe)], check=True)
+    exe = emu_program(ROOT / "tests" / "cpp" / "emu_cost_nd2nz.cpp")
     out = subprocess.run([str(exe)], capture_output=True, text=True, check=True, timeout=60).stdout
     assert "ok 1" in out, out
     rows = [[int(v) for v in line.split()[1:]] for line in out.splitlines() if line.startswith("cost ")]

@@ -35,14 +35,12 @@ def test_the_time_lines_constants_are_the_cost_models():
 
 @pytest.mark.slow
 @pytest.mark.skipif(shutil.which("g++") is None, reason="g++ not available")
-def test_the_emulated_time_line_of_one_and_two_buffers(tmp_path):
+def test_the_emulated_time_line_of_one_and_two_buffers(emu_program):
     """tests/cpp/emu_overlap.cpp on one core, four passes. By hand: copy-in t = (65536 + 256) / (1.6e12 / 1.8e9)
     = 74.016 cycles; compute c = 16 (barrier) + 9 (Muls) + 136 (Duplicate 128 repeats) + 9 (Muls) = 170, the
     buffer freed at its end. Two buffers: each copy-in runs beside the previous pass's compute, t + 4 c = 754.016;
     one buffer: each copy-in waits for the previous pass's free, 4 (t + c) = 976.064."""
-    exe = tmp_path / "overlap"
-    subprocess.run(["g++", "-std=c++17", "-O1", "-pthread", "-Wall", "-Werror", f"-I{INC}",
-                    str(ROOT / "tests" / "cpp" / "emu_overlap.cpp"), "-o", str(exe)], check=True)
+    exe = emu_program(ROOT / "tests" / "cpp" / "emu_overlap.cpp")   # one build for the three tests
     t = (65536 + BURST) / (HBM / CLOCK)
     c = BARRIER + (1 + ISSUE) + (128 + ISSUE) + (1 + ISSUE)
     for num, want in ((2, t + 4 * c), (1, 4 * (t + c))):
@@ -52,7 +50,7 @@ def test_the_emulated_time_line_of_one_and_two_buffers(tmp_path):
 
 @pytest.mark.slow
 @pytest.mark.skipif(shutil.which("g++") is None, reason="g++ not available")
-def test_the_emulated_time_line_of_a_prefetched_pass_loop(tmp_path):
+def test_the_emulated_time_line_of_a_prefetched_pass_loop(emu_program):
     """tests/cpp/emu_overlap.cpp "wait" / "prefetch": one core, three passes, two buffers, each compute c = 170
     cycles (as above) ending in a scalar wait for PIPE_V (w = 32 cycles on every pipe), copy-in t = 74.016. By hand:
     copied in right before each compute, the scalar wait holds the next copy-in: 3 (t + c + w) = 828.048; the next
@@ -60,9 +58,7 @@ def test_the_emulated_time_line_of_a_prefetched_pass_loop(tmp_path):
     CopyIn(2) starts after Compute(0)'s wait and ends before Compute(1)'s: t + 3 (c + w) = 680.016 -- the cost
     model's prefetched two-buffer price, pipeline_cycles(3, t, c + w, 0, 2, prefetch=True) (fill t, then the slowest
     stage c + w a pass, no copy-out)."""
-    exe = tmp_path / "overlap"
-    subprocess.run(["g++", "-std=c++17", "-O1", "-pthread", "-Wall", "-Werror", f"-I{INC}",
-                    str(ROOT / "tests" / "cpp" / "emu_overlap.cpp"), "-o", str(exe)], check=True)
+    exe = emu_program(ROOT / "tests" / "cpp" / "emu_overlap.cpp")   # one build for the three tests
     t = (65536 + BURST) / (HBM / CLOCK)
     c = BARRIER + (1 + ISSUE) + (128 + ISSUE) + (1 + ISSUE)
     w = cost.FLAG_WAIT_CYCLES
@@ -76,16 +72,14 @@ def test_the_emulated_time_line_of_a_prefetched_pass_loop(tmp_path):
 
 @pytest.mark.slow
 @pytest.mark.skipif(shutil.which("g++") is None, reason="g++ not available")
-def test_an_l2_hit_pays_its_burst_overhead_at_the_l2_rate(tmp_path):
+def test_an_l2_hit_pays_its_burst_overhead_at_the_l2_rate(emu_program):
     """tests/cpp/emu_overlap.cpp "reread": one core, one buffer, four passes copying the same 128 bursts of 512 B.
     By hand (docs/reference/kernel_cost.md §3, the memory term: an L2 hit's bytes and its share of the bursts'
     overhead at the L2 rate): the first copy-in from HBM, t = 128 (512 + 256) / (1.6e12 / 1.8e9) = 110.59 cycles;
     the other three from the L2, t2 = 128 (512 + 256) / (1.6e12 * 110 / 32 / 1.8e9) = 32.17; compute c = 170 as
     above, each copy-in waiting for the previous pass's free: t + 3 t2 + 4 c = 887.1 (the overhead of a hit at the
     HBM rate, as before, gave t2 = 58.31 and 965.5)."""
-    exe = tmp_path / "overlap"
-    subprocess.run(["g++", "-std=c++17", "-O1", "-pthread", "-Wall", "-Werror", f"-I{INC}",
-                    str(ROOT / "tests" / "cpp" / "emu_overlap.cpp"), "-o", str(exe)], check=True)
+    exe = emu_program(ROOT / "tests" / "cpp" / "emu_overlap.cpp")   # one build for the three tests
     t = 128 * (512 + BURST) / (HBM / CLOCK)
     t2 = 128 * (512 + BURST) / (HBM * 110 / 32 / CLOCK)
     c = BARRIER + (1 + ISSUE) + (128 + ISSUE) + (1 + ISSUE)

@@ -26,23 +26,26 @@ SAN = ["-fsanitize=address,undefined", "-fno-sanitize-recover=all", "-fno-omit-f
 
 
 @pytest.fixture(scope="module")
-def bins(tmp_path_factory, emu_instances):
+def bins(run_shared, emu_instances, emu_pch):
     """The scenario driver (-O1, and -O0 with AddressSanitizer + UBSan) and the numeric driver, each linking the
-    emulation's shared specializations of its flags (tests/conftest.py emu_instances)."""
-    d = tmp_path_factory.mktemp("emu")
-    quick, asan = emu_instances("quick"), emu_instances("asan")
-    jobs = {
-        "scen": BASE + [str(CPP / "emu_scenarios.cpp"), *quick, "-o", str(d / "scen")],
-        # -O0 for the sanitizer build (as tests/test_emu_cube.py): 8.6 s of compiler CPU against 14.3 s at -O1, and
-        # no access optimised away from its checks; "scen" keeps -O1
-        "scen_asan": BASE + ["-O0"] + SAN + [str(CPP / "emu_scenarios.cpp"), *asan, "-o", str(d / "scen_asan")],
-        "num": BASE + [str(CPP / "emu_numeric.cpp"), *quick, "-o", str(d / "num")],
-    }
-    with ThreadPoolExecutor(3) as ex:
-        res = dict(zip(jobs, ex.map(lambda c: subprocess.run(c, capture_output=True, text=True), jobs.values())))
-    for k, r in res.items():
-        assert r.returncode == 0, f"{k} failed to compile:\n{r.stderr[-4000:]}"
-    return {k: d / k for k in jobs}
+    emulation's shared specializations of its flags (tests/conftest.py emu_instances), the -O1 ones reading the
+    emulation header precompiled (emu_pch); built once per run (run_shared), whichever worker runs these tests."""
+    def fill(d):
+        quick, asan = emu_instances("quick"), emu_instances("asan")
+        pch = emu_pch(BASE[1:] + quick[:1])
+        jobs = {
+            "scen": BASE + pch + [str(CPP / "emu_scenarios.cpp"), *quick, "-o", str(d / "scen")],
+            # -O0 for the sanitizer build (as tests/test_emu_cube.py): 8.6 s of compiler CPU against 14.3 s at -O1,
+            # and no access optimised away from its checks; "scen" keeps -O1
+            "scen_asan": BASE + ["-O0"] + SAN + [str(CPP / "emu_scenarios.cpp"), *asan, "-o", str(d / "scen_asan")],
+            "num": BASE + pch + [str(CPP / "emu_numeric.cpp"), *quick, "-o", str(d / "num")],
+        }
+        with ThreadPoolExecutor(3) as ex:
+            res = dict(zip(jobs, ex.map(lambda c: subprocess.run(c, capture_output=True, text=True), jobs.values())))
+        for k, r in res.items():
+            assert r.returncode == 0, f"{k} failed to compile:\n{r.stderr[-4000:]}"
+    d = run_shared("emu-bins", fill)
+    return {k: d / k for k in ("scen", "scen_asan", "num")}
 
 
 def run_scenario(bins, name, build="scen"):

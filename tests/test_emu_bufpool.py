@@ -10,7 +10,6 @@ from __future__ import annotations
 
 import re
 import shutil
-import subprocess
 from pathlib import Path
 
 import pytest
@@ -18,7 +17,6 @@ import pytest
 from test_emu_pipes import run   # the scenario runner: (launch ok, fault lines, stdout)
 
 ROOT = Path(__file__).resolve().parents[1]
-INC = ROOT / "opgen" / "emu" / "include"
 SRC = ROOT / "tests" / "cpp" / "emu_bufpool.cpp"
 pytestmark = pytest.mark.skipif(shutil.which("g++") is None, reason="g++ not available")
 
@@ -27,12 +25,10 @@ POISON = re.compile(r"(\w[\w >-]*) \(emu_bufpool\.cpp:(\d+), PIPE_(\w+)\): reads
 
 
 @pytest.fixture(scope="module")
-def exe(tmp_path_factory, emu_instances):
-    """emu_bufpool.cpp at -O1, linking the emulation's shared specializations (tests/conftest.py emu_instances)."""
-    out = tmp_path_factory.mktemp("bufpool") / "bufpool"
-    subprocess.run(["g++", "-std=c++17", "-O1", "-pthread", "-Wall", "-Werror", f"-I{INC}", str(SRC),
-                    *emu_instances("quick"), "-o", str(out)], check=True, capture_output=True, text=True)
-    return out
+def exe(emu_program):
+    """emu_bufpool.cpp at -O1, linking the emulation's shared specializations, built once for the run
+    (tests/conftest.py emu_program)."""
+    return emu_program(SRC)
 
 
 

@@ -33,21 +33,26 @@ NPT = {"f16": np.float16, "bf16": BF16, "f32": np.float32, "s8": np.int8, "s32":
 
 
 @pytest.fixture(scope="module")
-def bins(tmp_path_factory, emu_instances):
+def bins(run_shared, emu_instances, emu_pch):
     """The cube drivers; the -O1 and the ASan ones link the emulation's shared specializations of their flags
-    (tests/conftest.py emu_instances; ThreadSanitizer has no shared object: its build compiles its own)."""
-    d = tmp_path_factory.mktemp("emu_cube")
-    # -O0 for the sanitizer builds: they compile 2-3x faster and still run every case in well under a second.
-    jobs = {
-        "mm": BASE + ["-O0"] + ASAN + [str(CPP / "emu_cube_mm.cpp"), *emu_instances("asan"), "-o", str(d / "mm")],
-        "scen": BASE + [str(CPP / "emu_cube_scen.cpp"), *emu_instances("quick"), "-o", str(d / "scen")],
-        "scen_tsan": BASE + ["-O0"] + TSAN + [str(CPP / "emu_cube_scen.cpp"), "-o", str(d / "scen_tsan")],
-    }
-    with ThreadPoolExecutor(3) as ex:
-        res = dict(zip(jobs, ex.map(lambda c: subprocess.run(c, capture_output=True, text=True), jobs.values())))
-    for k, r in res.items():
-        assert r.returncode == 0, f"{k} failed to compile:\n{r.stderr[-4000:]}"
-    return {k: d / k for k in jobs}
+    (tests/conftest.py emu_instances; ThreadSanitizer has no shared object: its build compiles its own), the -O1 one
+    reads the emulation header precompiled (emu_pch); built once per run (run_shared), whichever worker runs these
+    tests."""
+    def fill(d):
+        quick = emu_instances("quick")
+        # -O0 for the sanitizer builds: they compile 2-3x faster and still run every case in well under a second.
+        jobs = {
+            "mm": BASE + ["-O0"] + ASAN + [str(CPP / "emu_cube_mm.cpp"), *emu_instances("asan"), "-o", str(d / "mm")],
+            "scen": BASE + emu_pch(BASE[1:] + quick[:1]) + [str(CPP / "emu_cube_scen.cpp"), *quick,
+                                                            "-o", str(d / "scen")],
+            "scen_tsan": BASE + ["-O0"] + TSAN + [str(CPP / "emu_cube_scen.cpp"), "-o", str(d / "scen_tsan")],
+        }
+        with ThreadPoolExecutor(3) as ex:
+            res = dict(zip(jobs, ex.map(lambda c: subprocess.run(c, capture_output=True, text=True), jobs.values())))
+        for k, r in res.items():
+            assert r.returncode == 0, f"{k} failed to compile:\n{r.stderr[-4000:]}"
+    d = run_shared("emu-cube-bins", fill)
+    return {k: d / k for k in ("mm", "scen", "scen_tsan")}
 
 
 def parse(stdout: str) -> dict:

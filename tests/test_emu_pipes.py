@@ -57,13 +57,10 @@ def tag_line(scenario: str, tag: str) -> int:
 
 
 @pytest.fixture(scope="module")
-def races(tmp_path_factory, emu_instances):
-    """emu_races.cpp built once for the module (the flags of tests/test_emu.py, linking the emulation's shared
-    specializations: tests/conftest.py emu_instances)."""
-    exe = tmp_path_factory.mktemp("races") / "races"
-    subprocess.run(["g++", "-std=c++17", "-O1", "-pthread", "-Wall", "-Werror", f"-I{INC}", str(SRC),
-                    *emu_instances("quick"), "-o", str(exe)], check=True, capture_output=True, text=True)
-    return exe
+def races(emu_program):
+    """emu_races.cpp built once for the run (-O1, linking the emulation's shared specializations: tests/conftest.py
+    emu_program)."""
+    return emu_program(SRC)
 
 
 def run(exe, name):
@@ -403,14 +400,15 @@ def test_norm_rope_concat_mutated_fails_with_a_race(bundled_copy, what, session_
     ("PipeBarrier<PIPE_V>(0);", False),
     ("SetFlag<HardEvent::MTE2_V>(0, 1);", False),
 ])
-def test_site_parameter_accepts_no_argument(tmp_path, call, compiles):
+def test_site_parameter_accepts_no_argument(tmp_path, call, compiles, emu_pch):
     """The call-site parameter added to every device call is emulation-only: a call with an extra argument, which
     CANN's headers reject, must not compile here either (the fidelity rule of docs/design.md "CPU emulation of the
-    emitted code")."""
+    emitted code"). Syntax-only, the emulation header precompiled once per run (tests/conftest.py emu_pch)."""
     src = tmp_path / "k.cpp"
     src.write_text('#include "kernel_operator.h"\nusing namespace AscendC;\n'
                    "void f(LocalTensor<float>& t, GlobalTensor<float>& g) { (void)g; " + call + " }\n")
-    r = subprocess.run(["g++", "-std=c++17", "-fsyntax-only", f"-I{INC}", str(src)], capture_output=True, text=True)
+    flags = ["-std=c++17", f"-I{INC}"]
+    r = subprocess.run(["g++", *flags, *emu_pch(flags), "-fsyntax-only", str(src)], capture_output=True, text=True)
     assert (r.returncode == 0) == compiles, r.stderr[-2000:]
 
 

@@ -368,27 +368,33 @@ def program(cases: list[Case]) -> tuple[str, dict]:
 
 
 @pytest.fixture(scope="module")
-def emulated(tmp_path_factory, emu_instances):
+def emulated(run_shared, emu_instances, emu_pch):
     """(cases, {case index: {operand: array after the run}}, {case index: fault or ""}): the table's C++ forms run in
-    the emulation (one g++ build)."""
+    the emulation (one g++ build, reading the emulation header precompiled: tests/conftest.py emu_pch), built and run
+    once per run (run_shared), whichever worker runs these tests."""
     if shutil.which("g++") is None:
         pytest.skip("g++ not available")
     cases = build_cases()
     src, (layout, size) = program(cases)
-    d = tmp_path_factory.mktemp("isa")
-    (d / "isa.cpp").write_text(src)
-    r = subprocess.run(BASE + [str(d / "isa.cpp"), *emu_instances("quick"), "-o", str(d / "isa")], capture_output=True,
-                       text=True)   # the emulation's shared specializations (tests/conftest.py emu_instances)
-    assert r.returncode == 0, r.stderr[-4000:]
-    image = bytearray(size)
-    for (_k, _n), (o, arr) in layout.items():
-        image[o:o + arr.nbytes] = np.ascontiguousarray(arr).tobytes()
-    (d / "in.bin").write_bytes(bytes(image))
-    run = subprocess.run([str(d / "isa"), str(d / "in.bin"), str(d / "out.bin")], capture_output=True, text=True,
-                         timeout=120)
-    assert run.returncode == 0, run.stdout[-2000:] + run.stderr[-2000:]
+
+    def fill(d):
+        (d / "isa.cpp").write_text(src)
+        quick = emu_instances("quick")   # the emulation's shared specializations (tests/conftest.py emu_instances)
+        r = subprocess.run(BASE + emu_pch(BASE[1:] + quick[:1]) + [str(d / "isa.cpp"), *quick, "-o", str(d / "isa")],
+                           capture_output=True, text=True)
+        assert r.returncode == 0, r.stderr[-4000:]
+        image = bytearray(size)
+        for (_k, _n), (o, arr) in layout.items():
+            image[o:o + arr.nbytes] = np.ascontiguousarray(arr).tobytes()
+        (d / "in.bin").write_bytes(bytes(image))
+        run = subprocess.run([str(d / "isa"), str(d / "in.bin"), str(d / "out.bin")], capture_output=True, text=True,
+                             timeout=120)
+        assert run.returncode == 0, run.stdout[-2000:] + run.stderr[-2000:]
+        (d / "stdout.txt").write_text(run.stdout)
+    d = run_shared("isa-emulated", fill)
+    assert (d / "isa.cpp").read_text() == src, "the run's shared isa.cpp is another program"
     faults = {}
-    for line in run.stdout.splitlines():
+    for line in (d / "stdout.txt").read_text().splitlines():
         if line.startswith("case "):
             _c, k, ok, *why = line.split(" ")
             faults[int(k)] = "" if ok == "1" else " ".join(why)
@@ -651,3 +657,63 @@ def test_compare_repeat_form_refuses_what_a2_does_not_do():
     lanes = np.r_[0:10, 64:74]
     assert (sel[lanes] == np.where(a[lanes] == 3.0, a[lanes], -1.0)).all()
     assert (np.delete(sel, lanes) == 9.0).all()
+
+
+def test_the_repeat_forms_of_compare_and_select_are_their_lane_by_lane_order():
+    """Compare's and Select's (tensor-scalar) mask / repeat forms, computed on whole lane grids, against their
+    definition run one lane at a time in the documented order (repeat by repeat, lane by lane, each lane at lane_at;
+    docs/reference/ascendc.md §1.9): the same bytes on 600 random shapes -- block and repeat strides 0-9 (overlapping
+    and repeated lanes: the later lane's value stays), partial Select masks, 0-12 repeats, every compare mode of fp32
+    and half, int32 EQ."""
+    from opgen.kernel.isa import BLOCK_BYTES, CMP_MODES, REPEAT_BYTES, lane_at
+
+    def compare_ref(a, b, dst, rep, p, mode):
+        sz, lanes = a.dtype.itemsize, REPEAT_BYTES // a.dtype.itemsize
+        out = dst.copy()
+        for r in range(rep):
+            x = np.array([a[lane_at(r, k, p[1], p[4], sz)] for k in range(lanes)])
+            y = np.array([b[lane_at(r, k, p[2], p[5], sz)] for k in range(lanes)])
+            if a.dtype != np.int32:
+                x, y = x.astype(np.float64), y.astype(np.float64)
+            out[r * lanes // 8:(r + 1) * lanes // 8] = np.packbits(CMP_MODES[mode](x, y), bitorder="little")
+        return out
+
+    def select_ref(a, mask, dst, s, rep, lanes, p):
+        sz, full = a.dtype.itemsize, REPEAT_BYTES // a.dtype.itemsize
+        bits = np.unpackbits(mask, bitorder="little")
+        out = dst.copy()
+        for r in range(rep):
+            for k in range(lanes):
+                out[lane_at(r, k, p[0], p[3], sz)] = a[lane_at(r, k, p[1], p[4], sz)] if bits[r * full + k] else s
+        return out
+
+    rng = np.random.default_rng(7)
+    for case in range(600):
+        dt = (np.float32, np.float16, np.int32)[case % 3]
+        sz = np.dtype(dt).itemsize
+        lanes, per = REPEAT_BYTES // sz, BLOCK_BYTES // sz
+        rep = int(rng.integers(0, 13))
+        strides = [int(x) for x in rng.integers(0, 10, 6)]
+        strides[0] = max(strides[0], 1)
+        span = ((rep + 1) * 9 + 8 * 9 + 1) * per
+        a = rng.integers(-3, 4, span).astype(dt)
+        b = rng.integers(-3, 4, span).astype(dt)
+        if dt != np.int32:
+            a[rng.integers(0, span, 5)] = np.nan
+        mode = "EQ" if dt == np.int32 else str(rng.choice(sorted(CMP_MODES)))
+        cmp_p = (1, strides[1], strides[2], 8, strides[4], strides[5])
+        dst = rng.integers(0, 256, max(rep, 1) * lanes // 8).astype(np.uint8)
+        env = {"dst": dst, "src0": a, "src1": b, "mode": mode, "repeat": rep, "mask": lanes, "params": cmp_p}
+        got = INSTRS[Op.COMPARE_REP].meaning(env)["dst"]
+        assert np.array_equal(got, compare_ref(a, b, dst, rep, cmp_p, mode)), (case, rep, cmp_p, mode)
+        if dt == np.int32:
+            continue
+        mask = rng.integers(0, 256, 13 * lanes // 8).astype(np.uint8)
+        n = int(rng.integers(1, lanes + 1))
+        sdst = rng.integers(-9, 9, span).astype(dt)
+        s = dt(2.5)
+        env = {"dst": sdst, "mask": mask, "src0": a, "scalar": s, "lanes": n, "repeat": rep,
+               "params": tuple(strides)}
+        got = INSTRS[Op.SELECT_SCALAR_REP].meaning(env)["dst"]
+        want = select_ref(a, mask, sdst, s, rep, n, strides)
+        assert np.array_equal(got.view(np.uint8), want.view(np.uint8)), (case, rep, n, strides)

@@ -22,7 +22,7 @@ from opgen.kernel.kir import (BLOCK_IDX, Alloc, Barrier, Copy, DeQue, E, EnQue, 
                               GmView, If, InitBuffer, KernelClass, Local, Ref, SetFlag, SyncAll, TensorVar, TPos,
                               WaitFlag, vec)
 
-from kir_programs import renamed, run_emu, scale_rows, softmax_ref, softmax_rows, sync_all_kernel
+from kir_programs import emu_args, renamed, run_emu, scale_rows, softmax_ref, softmax_rows, sync_all_kernel
 from test_kir import rows_kernel
 
 
@@ -378,9 +378,11 @@ def _race_key(msg: str):
 
 
 @pytest.mark.slow
-def test_the_interpreter_and_the_gpp_emulation_agree_bit_for_bit_and_fault_for_fault(tmp_path):
+def test_the_interpreter_and_the_gpp_emulation_agree_bit_for_bit_and_fault_for_fault(tmp_path, emu_instances,
+                                                                                      emu_pch):
     if shutil.which("g++") is None:
         pytest.skip("g++ not available")
+    extra = emu_args(emu_instances, emu_pch)
     rows, cols, cores = 7, 45, 2
     sm, ins = ks.place_syncs(softmax_rows(), {"T": "half"})
     mutants = [renamed(ks.without(softmax_rows(), ins, w), f"SmMut{i}") for i, w in enumerate(ks.placed(ins))]
@@ -389,7 +391,7 @@ def test_the_interpreter_and_the_gpp_emulation_agree_bit_for_bit_and_fault_for_f
     tiling = dict(rows=rows, cols=cols, colAlign=48, rowsPerCore=4)
     classes = [sm] + mutants
     emu = run_emu(tmp_path, classes, "SmTiling", ["rows", "cols", "colAlign", "rowsPerCore"], tiling, gm, cores,
-                  {"T": "half"})
+                  {"T": "half"}, extra)
     for k in classes:
         g = {n: a.copy() for n, a in gm.items()}
         r = ki.run(k, tiling, g, cores, types={"T": "half"})
@@ -407,7 +409,7 @@ def test_the_interpreter_and_the_gpp_emulation_agree_bit_for_bit_and_fault_for_f
     x = np.random.default_rng(2).uniform(-2, 2, (5, 20)).astype(np.float32)
     gm = {"x": x, "y": np.zeros((5, 20), np.float16)}
     tiling = dict(rows=5, cols=20, colAlign=24)
-    emu = run_emu(tmp_path, classes, "ScTiling", ["rows", "cols", "colAlign"], tiling, gm, 1, {})
+    emu = run_emu(tmp_path, classes, "ScTiling", ["rows", "cols", "colAlign"], tiling, gm, 1, {}, extra)
     for k in classes:
         g = {n: a.copy() for n, a in gm.items()}
         r = ki.run(k, tiling, g, 1)
@@ -423,7 +425,7 @@ def test_the_interpreter_and_the_gpp_emulation_agree_bit_for_bit_and_fault_for_f
     classes = [rows_kernel("RowsGood"), rows_kernel("RowsNoBarrier", barrier=False),
                rows_kernel("RowsNoFlag", flags=False)]
     emu = run_emu(tmp_path, classes, "DemoTiling", ["rows", "hidden", "colAlign", "rowsPerCore", "pass"], tiling,
-                  gm, 3, {})
+                  gm, 3, {}, extra)
     for k in classes:
         g = {n: a.copy() for n, a in gm.items()}
         r = ki.run(k, tiling, g, 3)
@@ -447,14 +449,14 @@ def test_a_kernel_with_a_template_parameter_needs_its_type():
 
 
 @pytest.mark.slow
-def test_the_gpp_emulation_agrees_on_in_place_war_and_gm_hazards(tmp_path):
+def test_the_gpp_emulation_agrees_on_in_place_war_and_gm_hazards(tmp_path, emu_instances, emu_pch):
     """SHADOW_CASES printed as C++ and run in the g++ emulation: the same race (kind, memory, block, needed sync)
     or the same pass, and the same GM outputs."""
     if shutil.which("g++") is None:
         pytest.skip("g++ not available")
     classes = [replace(_tiny(stmts), name=f"Sh{name}") for name, (stmts, _) in SHADOW_CASES.items()]
     gm = {"x": np.arange(16, dtype=np.float32), "y": np.zeros(16, np.float32)}
-    emu = run_emu(tmp_path, classes, "TinyTiling", ["n"], {"n": 8}, gm, 1, {})
+    emu = run_emu(tmp_path, classes, "TinyTiling", ["n"], {"n": 8}, gm, 1, {}, emu_args(emu_instances, emu_pch))
     for k in classes:
         g = {n: a.copy() for n, a in gm.items()}
         r = ki.run(k, {"n": 8}, g, 1, verify_first=False)
@@ -641,7 +643,7 @@ def _shifted_adds() -> KernelClass:
 
 
 @pytest.mark.slow
-def test_the_gpp_emulation_agrees_on_operand_overlaps(tmp_path):
+def test_the_gpp_emulation_agrees_on_operand_overlaps(tmp_path, emu_instances, emu_pch):
     """The overlap cases above printed as C++ and run in the g++ emulation: the same verdict (fault or not) for each,
     and for the shifted count-form Adds the same 24 outputs."""
     if shutil.which("g++") is None:
@@ -652,7 +654,7 @@ def test_the_gpp_emulation_agrees_on_operand_overlaps(tmp_path):
     cases += [(f"Good{i}", _tiny(_FILL + (v,)), True) for i, v in enumerate(_OVERLAP_OK)]
     classes = [replace(k, name=n) for n, k, _ in cases]
     gm = {"x": np.arange(16, dtype=np.float32), "y": np.zeros(24, np.float32)}
-    emu = run_emu(tmp_path, classes, "TinyTiling", ["n"], {"n": 8}, gm, 1, {})
+    emu = run_emu(tmp_path, classes, "TinyTiling", ["n"], {"n": 8}, gm, 1, {}, emu_args(emu_instances, emu_pch))
     for (n, _k, want_ok), k in zip(cases, classes):
         g = {a: v.copy() for a, v in gm.items()}
         r = ki.run(k, {"n": 8}, g, 1, verify_first=False)

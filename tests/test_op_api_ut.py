@@ -36,12 +36,10 @@ int main() { return opgen_gtest_stub::RunAll() == 0 ? 0 : 1; }
 
 
 @pytest.fixture(scope="module")
-def example_pkgs(tmp_path_factory):
-    from opgen.codegen import write_ops
-
-    out = tmp_path_factory.mktemp("op-api-ut")
-    write_ops([str(EX / f"{n}.py") for n in EXAMPLES], out)
-    return out
+def example_pkgs(examples_gen):
+    """The examples' packages: the run's shared tree of every example (tests/conftest.py examples_gen, generated as
+    `opgen generate` writes them), read only."""
+    return examples_gen
 
 
 @pytest.fixture(scope="module")
@@ -108,12 +106,15 @@ def test_a_flipped_expectation_fails(example_pkgs, tmp_path, common_objs):
     src = example_pkgs / m.snake / "tests/ut/op_host/op_api" / f"test_{m.api_snake}.cpp"
     text = src.read_text()
     assert "EXPECT_EQ(ret, ACLNN_ERR_PARAM_NULLPTR);" in text
-    flipped = tmp_path / src.name
+    # the include of the aclnn header is relative to the UT's place in the package: a copy of the package (the
+    # shared tree is read only) holds the flipped UT beside the original
+    pkg = tmp_path / m.snake
+    shutil.copytree(example_pkgs / m.snake, pkg)
+    flipped = pkg / src.relative_to(example_pkgs / m.snake).parent / "flipped_ut.cpp"
     flipped.write_text(text.replace("EXPECT_EQ(ret, ACLNN_ERR_PARAM_NULLPTR);", "EXPECT_EQ(ret, ACLNN_SUCCESS);", 1))
-    # the include of the aclnn header is relative to the UT's place in the package
-    shutil.copy(flipped, src.parent / "flipped_ut.cpp")
-    r = _run_ut(example_pkgs / m.snake, spec, tmp_path, common_objs, source=src.parent / "flipped_ut.cpp")
-    (src.parent / "flipped_ut.cpp").unlink()
+    work = tmp_path / "work"
+    work.mkdir()
+    r = _run_ut(pkg, spec, work, common_objs, source=flipped)
     assert r.returncode == 1, r.stdout + r.stderr
     failed = [ln for ln in r.stdout.splitlines() if ln.startswith("[ FAILED ]")]
     assert len(failed) == 1 and "null_argument_" in failed[0], r.stdout

@@ -657,12 +657,18 @@ def _compare_repeat(env):
     if a.dtype == np.int32 and mode != "EQ":
         raise ValueError("Compare int32: only EQ")
     per = lanes // 8
-    for r in range(rep):
-        x = a[[lane_at(r, k, ab, ar, sz) for k in range(lanes)]]
-        y = b[[lane_at(r, k, bb, br, sz) for k in range(lanes)]]
-        if a.dtype != np.int32:
-            x, y = x.astype(np.float64), y.astype(np.float64)
-        dst[r * per:(r + 1) * per] = np.packbits(CMP_MODES[mode](x, y), bitorder="little")
+    if rep == 0:
+        return {"dst": dst}
+    # every repeat at once (lane_grid is lane_at of each lane, repeat-major): the same elements compared, the same
+    # bits in the same bytes as repeat by repeat
+    x = a[lane_grid(rep, lanes, ab, ar, sz)]
+    y = b[lane_grid(rep, lanes, bb, br, sz)]
+    if a.dtype != np.int32:
+        x, y = x.astype(np.float64), y.astype(np.float64)
+    bits = np.packbits(CMP_MODES[mode](x, y).reshape(rep, lanes), axis=1, bitorder="little").reshape(-1)
+    if dst.size < rep * per:
+        raise ValueError(f"Compare repeat form: {rep} repeats write {rep * per} mask bytes, dst holds {dst.size}")
+    dst[:rep * per] = bits
     return {"dst": dst}
 
 
@@ -685,9 +691,22 @@ def _select_scalar_repeat(env):
         raise ValueError("Select repeat form: dstBlkStride 0 (a destination block stride must not be 0)")
     bits = np.unpackbits(np.asarray(env["mask"], dtype=np.uint8), bitorder="little").astype(bool)
     s = a.dtype.type(env["scalar"])
-    for r in range(rep):
-        for k in range(mask):
-            dst[lane_at(r, k, db, dr, sz)] = a[lane_at(r, k, ab, ar, sz)] if bits[r * lanes + k] else s
+    if rep == 0:
+        return {"dst": dst}
+    # every lane of every repeat at once, in the order of the repeat-by-repeat, lane-by-lane form: the bit of lane k
+    # of repeat r is bit r * L + k; src0 is read only where that bit is set; a destination element two lanes write
+    # (overlapping repeats) takes the later lane's value, as the sequential form leaves it
+    di = lane_grid(rep, mask, db, dr, sz)
+    on = bits[(np.arange(rep, dtype=np.int64)[:, None] * lanes + np.arange(mask, dtype=np.int64)[None, :]).reshape(-1)]
+    vals = np.full(di.size, s, dtype=a.dtype)
+    vals[on] = a[lane_grid(rep, mask, ab, ar, sz)[on]]
+    di = np.where(di < 0, di + dst.size, di)   # NumPy's reading of a negative index, as dst[i] = v takes it
+    if di.size and (di.min() < 0 or di.max() >= dst.size):
+        raise IndexError(f"Select repeat form: a destination lane outside the {dst.size} elements of dst")
+    if di.size > 1 and not (di[1:] > di[:-1]).all():   # a destination lane written twice: keep its last writer
+        keep = di.size - 1 - np.unique(di[::-1], return_index=True)[1]
+        di, vals = di[keep], vals[keep]
+    dst[di] = vals
     return {"dst": dst}
 
 
