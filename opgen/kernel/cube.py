@@ -96,8 +96,8 @@ from opgen.kernel.rowmerge import math_as_steps
 from opgen.kernel.rowclass import merge_guards, presence_member
 from opgen.kernel.rowpresence import cover, join_copies
 from opgen.kernel.rowfexpr import parse as parse_scalar
-from opgen.kernel.rowprog import (ROUND_MODES, VECTOR_BINARY, VECTOR_UNARY, Instr, RowProgram, _allocate,
-                                  _float_literal, instr_op, lower_elementwise)
+from opgen.kernel.rowprog import (ROUND_MODES, ROW_REDUCE, VECTOR_BINARY, VECTOR_UNARY, Instr, RowProgram,
+                                  _allocate, _float_literal, instr_op, lower_elementwise, lower_row_reduce)
 from opgen.names import cpp_name
 from opgen.platforms import having, lacking, soc_platforms
 
@@ -581,11 +581,26 @@ EPI_STEPS = """The vector epilogue as steps (GemmLayout.steps), in graph order: 
 ("load", value, input, space, dtype) an input read as fp32 (space "row": [*batch, M, N], "col": [N] or [1, N],
 "stat": an [M] input reshaped to [M, 1], one value per row, without batch dims),
 ("const", value, C++ float literal), ("attr", name) a runtime float attribute, ("op", result, op, inputs, space) an elementwise op, ("store", value, round)
-the output written from `value` (round: the cast's round mode; "" for an fp32 output)."""
+the output written from `value` (round: the cast's round mode; "" for an fp32 output). A row reduction over N is an
+"op" step of op ROW_REDUCE_OPS[kind] ("row_sum", "row_mean", "row_max") with one row input and space "stat" (one
+value per row; docs/design.md "Cube family: row reductions in the epilogue")."""
+ROW_REDUCE_OPS = {"sum": "row_sum", "mean": "row_mean", "max": "row_max"}
+"""The epilogue step op of each row reduction kind over N (lowered by rowprog.lower_row_reduce, the row programs'
+one reduction lowering)."""
+ROW_REDUCE_MAX_N = 256
+"""The largest N an epilogue with a row reduction takes (the first step: a whole row in one output block of baseN
+<= 256 columns, opgen.tiling.cube; docs/design.md "Cube family: row reductions in the epilogue")."""
 _CONSTRUCTS = {"reduce": "a reduction", "matmul": "a second matmul", "permute": "a permute",
                "select": "`b.where`", "gather": "a gather by index", "transpose": "a transpose",
                "broadcast": "a broadcast", "reshape": "a reshape", "concat": "a concat"}
 """The user's name of an op the epilogue refuses (else the op's own name)."""
+
+
+def _dim_max(g, dim: str):
+    """The largest value the graph's constraints allow dim `dim` (its `dim <= c` constraint), None when unbounded."""
+    his = [int(c.rhs.value) for c in getattr(g, "constraints", ()) if getattr(c, "op", "") == "<="
+           and str(c.lhs) == dim and isinstance(c.rhs, Lit)]
+    return min(his) if his else None
 
 
 def _step_text(st) -> str:
@@ -684,6 +699,11 @@ def _epilogue(g, mm, seen, params, dims, batch, dta, acc: str = "f32", out_perm=
                           f"values, fp32 inputs of one value ([] / [1]) and constants")
 
     space, steps, stored, cites, out_loc = {r: "row"}, [("acc", r)], False, {}, ""
+    salias = {}   # a reshape of a per-row value (a row reduction's [.., M] as [.., M, 1]) -> the value it shows
+
+    def _stat_shape(v):   # one value per row of the [*batch, M, N] rows: [*batch, M, 1] or [*batch, M]
+        shp = [str(d) for d in vals[v].type.shape]
+        return shp in (row_shape[:-1] + ["1"], row_shape[:-1])
     if to_f32 is not None:   # the cast of the int32 result to f32 is the fp32 block the epilogue starts from
         rest = [n for n in rest if n is not to_f32]
         space, steps = {to_f32.result.name: "row"}, [("acc", to_f32.result.name)]
@@ -739,6 +759,34 @@ def _epilogue(g, mm, seen, params, dims, batch, dta, acc: str = "f32", out_perm=
             steps.append(("store", alias.get(src, src), ROUND_MODES[mode]))
             stored, out_loc = True, n.loc
             continue
+        if n.op == "reshape" and space.get(n.inputs[0]) == "stat" and _stat_shape(v):
+            salias[v] = salias.get(n.inputs[0], n.inputs[0])   # a per-row value as [.., M] or [.., M, 1]: itself
+            space[v] = "stat"
+            continue
+        if n.op == "reduce" and space.get(n.inputs[0]) in ("row", "stat", "col", "scalar"):
+            x = n.inputs[0]
+            kind = n.attr("kind")
+            xs = [str(d) for d in vals[x].type.shape]
+            axes = sorted({a % len(xs) for a in (n.attr("axes") or ())}) if xs else []
+            over = ", ".join(xs[a] for a in axes)
+            what = f"a reduction ({kind} over {over}) in the matmul's epilogue"
+            if space[x] != "row" or axes != [len(xs) - 1]:
+                raise Unsupported(v, n.loc, f"{what}: the epilogue reduces an [M, N] row of the result over N (its "
+                                  f"last axis) only")
+            if kind not in ROW_REDUCE_OPS:
+                raise Unsupported(v, n.loc, f"{what}: the row reductions are the sum, the mean and the maximum (a "
+                                  f"minimum is -max(-x))")
+            hi = _dim_max(g, dn)
+            if hi is None or hi > ROW_REDUCE_MAX_N:
+                raise Unsupported(v, n.loc, f"{what} with {dn} up to {'any size' if hi is None else hi}: a row "
+                                  f"reduction holds a whole row of {dn} in one output block of at most "
+                                  f"{ROW_REDUCE_MAX_N} columns (declare {dn} max={ROW_REDUCE_MAX_N} or less; "
+                                  f"docs/design.md \"Cube family: row reductions in the epilogue\")")
+            if not _stat_shape(v):
+                raise Unsupported(v, n.loc, f"{what} whose result is not one value per row")
+            space[v] = "stat"
+            steps.append(("op", v, ROW_REDUCE_OPS[kind], (salias.get(x, x),), "stat"))
+            continue
         if n.op in EPI_OPS:
             for x in n.inputs:
                 if x in attrs and x not in space:
@@ -763,14 +811,15 @@ def _epilogue(g, mm, seen, params, dims, batch, dta, acc: str = "f32", out_perm=
                     raise Unsupported(v, n.loc, f"%{x} in the matmul's epilogue is not an input, a constant or "
                                       f"elementwise math on them")
             sps = {space[x] for x in n.inputs}
-            if "stat" in sps and "row" not in sps:
-                raise Unsupported(v, n.loc, "a per-row value of the matmul's epilogue is used with an [M, N] row "
-                                  "operand only (it multiplies or offsets the block's rows)")
-            space[v] = "row" if "row" in sps else "col" if "col" in sps else "scalar"
-            if space[v] != "scalar" and space_of(v, n.loc) != space[v]:
+            if "stat" in sps and "col" in sps and "row" not in sps:
+                raise Unsupported(v, n.loc, "a per-row value of the matmul's epilogue combined with a column vector "
+                                  "into a new [M, N] value (it multiplies or offsets the block's rows)")
+            space[v] = "row" if "row" in sps else "col" if "col" in sps else "stat" if "stat" in sps else "scalar"
+            if space[v] == "stat" and not _stat_shape(v) or space[v] in ("row", "col") \
+                    and space_of(v, n.loc) != space[v]:
                 raise Unsupported(v, n.loc, "a broadcast in the matmul's epilogue other than a column vector over "
-                                  "the rows")
-            steps.append(("op", v, n.op, tuple(n.inputs), space[v]))
+                                  "the rows or a per-row value over the row")
+            steps.append(("op", v, n.op, tuple(salias.get(x, x) for x in n.inputs), space[v]))
             continue
         what = _CONSTRUCTS.get(n.op, f"`{n.op}`")
         if n.op == "reduce":
@@ -1144,7 +1193,7 @@ def lower_gemm(spec, lay: GemmLayout, name: str = "") -> K.KernelClass:
         cpp_name(t.name) for t in [*spec.inputs, *spec.outputs]),
         gms=gms + (K.GmTensor("wsGm_", acc_t, workspace=True),) + vec_gms, locals=locs + vec_locs,
         scalars=tuple(K.ScalarVar(m, "bool") for m, _a in members), presence=members,
-        fields=fields, process=process, ws_field="workspaceBytes",
+        fields=fields, process=process, ws_field="workspaceBytes", methods=_reduce_methods(prog),
         tparams=(OPERAND_T,) + tuple(dict.fromkeys(prog.tparams() + (
             (bias_t,) if bias_t not in ("", OPERAND_T, "float", "int32_t") else ()) + (
             (out_t,) if out_t not in (OPERAND_T,) and out_t not in CTYPE.values() else ()))),
@@ -1299,10 +1348,23 @@ class EpiProgram:
             + (4 if self.acc_i32 else 0)
 
     def col_bytes(self) -> int:
-        """UB bytes per element of the column rows (kept for a pass: fp32 column values and staged inputs)."""
-        nf = len(self.col) + sum(1 for _v, (sp, _i) in self.pre if sp == "col")
+        """UB bytes per element of the column rows (kept for a pass: fp32 column values and staged inputs), and with
+        a row reduction its result block and scratch (`epiRed_`: 2 * baseN fp32, which holds
+        opgen.tiling.rowkernel.row_reduce_elems(baseN) for every baseN >= 16)."""
+        nf = len(self.col) + sum(1 for _v, (sp, _i) in self.pre if sp == "col") + (2 if self.reduces else 0)
         nt = sum(_load_bytes(t) for _v, _i, sp, t in self.loads if sp == "col")
         return 4 * nf + nt
+
+    @property
+    def reduces(self) -> bool:
+        """Whether the epilogue reduces rows over N (rsum / rmax instructions: the RowSum / RowMax methods)."""
+        return any(i.kind in ROW_REDUCE for i in self.instrs)
+
+    @property
+    def per_row(self) -> bool:
+        """Whether the epilogue computes per-row values (row reductions, scalar arithmetic on them): its row
+        instructions then run row by row, all of a row in one loop iteration (the values live in scalars)."""
+        return any(i.space == "stat" for i in self.instrs)
 
     def tparams(self) -> tuple:
         """The dtype variables other than T whose inputs the program stages (template parameters of the class)."""
@@ -1357,7 +1419,10 @@ def epilogue_program(lay: GemmLayout) -> EpiProgram:
             _k, v, op, ins, sp = st
             ctx.space[v] = sp
             try:
-                lower_elementwise(ctx, v, sp, op, ins)
+                if op in ROW_REDUCE_OPS.values():   # a row reduction over N: the row programs' own lowering
+                    lower_row_reduce(ctx, v, ctx.operand(ins[0]), op.removeprefix("row_"), "N")
+                else:
+                    lower_elementwise(ctx, v, sp, op, ins)
             except Unsupported:
                 raise
             except IRError as e:   # an op the vector lowering refuses (a scalar exp): named at its spec line
@@ -1376,6 +1441,23 @@ def epilogue_program(lay: GemmLayout) -> EpiProgram:
     return EpiProgram(tuple(p.instrs), p.row_temps, tuple(p.col), tuple(pre.items()), tuple(loads),
                       stores[0][:2], tuple(guard.items()), stores, tuple(lay.presence), lay.acc == "i32")
 
+
+
+def _reduce_methods(prog: EpiProgram) -> tuple:
+    """The AIVs' row reduction methods the epilogue calls (none without a row reduction): RowSum / RowMax(src, red,
+    n) = the sum / maximum of n fp32 lanes of `src` (ReduceSum / ReduceMax into red[0], scratch from red[8]), read
+    back by the scalar unit (docs/reference/ascendc.md §1.9; the attention family's methods of the same names)."""
+    out = []
+    for kind, name, op, what in (("rsum", "RowSum", Op.REDUCE_SUM, "Sum"), ("rmax", "RowMax", Op.REDUCE_MAX, "Max")):
+        if any(i.kind == kind for i in prog.instrs):
+            out.append(K.Func(name, (K.Param("src", "tensor", "float"), K.Param("red", "tensor", "float"),
+                                     K.Param("n")), (
+                K.vec(op, dst=K.Ref("red"), src=K.Ref("src"), tmp=K.Ref("red", Lit(8)), count=Sym("n")),
+                K.GetValue("v", K.Ref("red")),
+                K.Return(K.FRef("v"))), ret="float",
+                doc=f"{what} of n fp32 lanes of src (the result in red[0], the scratch after it; read back by the "
+                    f"scalar unit)."))
+    return tuple(out)
 
 
 def _guarded(nodes, when: tuple, presence: tuple) -> tuple:
@@ -1530,13 +1612,20 @@ def _vector_part(lay: GemmLayout, prog: EpiProgram, lets: tuple, out_t: str, off
         return x in prog.col or (x in ref and not ref[x][1])
 
     col_ops, row_ops = [], []
+    # an epilogue computing per-row values (row reductions over N, scalar arithmetic on them) runs row-major: all of
+    # a row's instructions in one iteration of one loop over the pass's rows, its per-row values float scalars
+    # (the rsum / rmax results by the RowSum / RowMax methods, `_reduce_methods`; sexpr as float lets)
+    row_major = prog.per_row
+    row_body, got = [], set()
+    if prog.reduces:   # the reductions' result block and scratch (EpiProgram.col_bytes counts it)
+        buf("epiRed_", "ered", "float", Lit(2) * bn, 4)
     for i in prog.instrs:
-        is_row = i.space == "row"
+        is_row = i.space == "row" or row_major and i.space == "stat"
         r = row if is_row else Lit(0)
         # an instruction reading no column row runs over the whole pass at once when its rows touch (nt = baseN)
         # the per-row scalars it reads: st_<name> as a whole word (st_v6 is not read by an argument naming st_v60)
         reads = [x for x in stats if i.arg and re.search(rf"\bst_{re.escape(x)}\b", str(i.arg))]
-        flat = is_row and not any(is_col(x) for x in i.srcs) and not reads
+        flat = is_row and not row_major and not any(is_col(x) for x in i.srcs) and not reads
         nt = S("cnt") if flat else S("nt")
         if i.kind == "cast_in" and load_t[i.gm] not in (OPERAND_T,) + FIXED16:   # a variable that may be f32
             var, _ = ref[("in", i.gm)]
@@ -1551,20 +1640,34 @@ def _vector_part(lay: GemmLayout, prog: EpiProgram, lets: tuple, out_t: str, off
                 continue
             node = K.vec(Op.CAST, dst=K.Ref("eo", r), src=operand(i.srcs[0], r), mode=i.arg, count=nt,
                          doc=_cite(f"to the output type ({i.arg})", i.loc))
+        elif i.kind in ROW_REDUCE:   # the row's sum / maximum over its nt columns, a float scalar
+            node = K.Call("RowSum" if i.kind == "rsum" else "RowMax", (operand(i.srcs[0], r), K.Ref("ered"), nt),
+                          i.dst, doc=spec_doc(i.loc))
+        elif i.kind == "sexpr":   # per-row scalar arithmetic (a mean's division by N, + epsilon, rsqrt)
+            node = K.FLet(i.dst, parse_scalar(i.arg, ("N",)), doc=spec_doc(i.loc))
         else:
             args = {"dst": operand(i.dst, r), "count": nt}
             for j, x in enumerate(i.srcs):
                 args[f"src{j}"] = operand(x, r)
             if i.kind in ("vscalar", "vdup"):
-                args["scalar"] = parse_scalar(i.arg)
+                args["scalar"] = parse_scalar(i.arg, ("N",))
             node = K.vec(instr_op(i), doc=spec_doc(i.loc), **args)
-        if is_row:   # each iteration its own row of every row operand: no dependence between iterations
+        if is_row and row_major:   # one iteration holds all of the row: each GM per-row value read once
+            fresh = [x for x in reads if x not in got]
+            if not i.when:
+                got.update(fresh)
+            row_body.extend(_guarded(tuple(K.GetValue(f"st_{x}", K.Ref(stats[x], S("r")), _cite(
+                f"row r's value of {x}", lines.get(x, ""))) for x in fresh) + (node,), i.when, prog.presence))
+        elif is_row:   # each iteration its own row of every row operand: no dependence between iterations
             body = tuple(K.GetValue(f"st_{x}", K.Ref(stats[x], S("r")), _cite(f"row r's value of {x}", lines.get(x, "")))
                          for x in reads) + (node,)
             row_ops.extend(_guarded((K.For("r", Lit(0), S("iters") if flat else S("rows"), Lit(1), body,
                                            disjoint=True),), i.when, prog.presence))
         else:
             col_ops.extend(_guarded((node,), i.when, prog.presence))
+    if row_body:   # not `disjoint`: the rows share the reductions' scratch (epiRed_)
+        row_ops.append(K.For("r", Lit(0), S("rows"), Lit(1), tuple(row_body),
+                             doc="the pass's rows one by one: each row's values and its per-row scalars"))
 
     def out_copy(src_out):
         return K.Copy(K.GmView("cGm_", off(3, (S("m0") + S("c0")) * out_pitch + S("n0"))), src_out, S("rows"),

@@ -395,6 +395,25 @@ def lower_elementwise(ctx, r, sp, op, ins) -> None:
         emit(Instr("vbin", r, pair, VECTOR_BINARY[op], space=sp))
 
 
+def lower_row_reduce(ctx, r: str, src: str, kind: str, count: str) -> None:
+    """Append the instructions of a reduction of row operand `src` over the row (its `count` elements: C++ int64 text
+    of the row's length, a member or tiling field) with per-row result `r` to ctx.p.instrs (ctx: lower_elementwise's
+    protocol): kind "max" one `rmax` (ReduceMax); "sum" / "mean" one `rsum` (ReduceSum) into sum_<r> and the `sexpr`
+    r = sum_<r> (/ count for a mean: the fp32 sum divided by the row's length, as CANN's reductions divide). Sets
+    ctx.space[r] = "stat". The one reduction lowering of the row programs: the rows family's row reductions
+    (opgen.kernel.rows) and the cube family's epilogue (opgen.kernel.cube) both call it. Raises IRError for another
+    kind (a row minimum is rewritten as -max(-x) before: opgen.kernel.rowmerge.min_as_max)."""
+    ctx.space[r] = "stat"
+    if kind == "max":
+        ctx.p.instrs.append(Instr("rmax", r, (src,), space="stat"))
+        return
+    if kind not in ("sum", "mean"):
+        raise IRError(f"row kernel: a row {kind} (%{r}): the row reductions are the sum, the mean and the maximum")
+    ctx.p.instrs.append(Instr("rsum", f"sum_{r}", (src,), space="stat"))
+    arg = f"sum_{r} / static_cast<float>({count})" if kind == "mean" else f"sum_{r}"
+    ctx.p.instrs.append(Instr("sexpr", r, arg=arg, space="stat"))
+
+
 BATCH_KINDS = ("cast_in", "vbin", "vscalar", "vaxpy", "vunary", "vdup", "store", "vwiden", "vnarrow", *MASK_KINDS,
                *SELECT_KINDS)
 """Kinds ROW_SPLIT may issue once over all rows of a pass (`batched`): elementwise over the rows' lanes (fp32, or

@@ -818,16 +818,10 @@ class _Lowering:
         if res and res == lay.axes[:lay.split] and lay.split < len(lay.axes) and self.space[x] == "row":
             self.batch_total(n, src, kind)
             return
-        if res == lay.axes:   # over the row axis
-            self.space[r] = "stat"
-            if kind == "max":
-                self.p.instrs.append(Instr("rmax", r, (src,), space="stat"))
-                return
-            if kind not in ("sum", "mean"):
+        if res == lay.axes:   # over the row axis (rowprog.lower_row_reduce: the row programs' one lowering of it)
+            if kind not in ("sum", "mean", "max"):
                 raise self.err(r, f"a row {kind}")
-            self.p.instrs.append(Instr("rsum", f"sum_{r}", (src,), space="stat"))
-            arg = f"sum_{r} / static_cast<float>(hidden_)" if kind == "mean" else f"sum_{r}"
-            self.p.instrs.append(Instr("sexpr", r, arg=arg, space="stat"))
+            rowprog.lower_row_reduce(self, r, src, kind, "hidden_")
             return
         if not res and lay.axes:   # over every axis: a column accumulator reduced over its columns once complete
             self.total(n, src, kind)
