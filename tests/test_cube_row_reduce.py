@@ -1,0 +1,180 @@
+"""Row reductions over N in the cube family's vector epilogue (docs/design.md "Cube family: row reductions in the
+epilogue"): MatmulRmsNorm (a row mean, rsqrt, gamma) and MatmulSoftmax (a row maximum, then the row sum of the
+shifted exponentials) against float64 NumPy on the Kernel IR interpreter (few AI Cores: tails over the cores, a
+workspace slot reused, the K split) and on the emulation; the refusals beyond the first step's bound."""
+
+from __future__ import annotations
+
+import dataclasses
+import functools
+import textwrap
+from pathlib import Path
+
+import numpy as np
+import pytest
+
+from opgen.kernel.family import NoKernel
+from opgen.registry import load_spec
+from opgen.tiling.pipeline import kernel_build
+
+EXAMPLES = Path(__file__).resolve().parents[1] / "examples" / "specs"
+ULP = {"float16": 2.0 ** -11, "bfloat16": 2.0 ** -8}
+NP = {"float16": np.float16}
+
+
+@functools.cache
+def _unit(name: str):
+    """kernel_build of examples/specs/<name>.py, once per worker (read only)."""
+    return kernel_build(load_spec(str(EXAMPLES / f"{name}.py")))
+
+
+def _ref(name: str, x, w, gamma=None, scale=1.0, eps=1e-6):
+    """The spec's formula in float64 NumPy (RMSNorm over N times gamma; softmax over N of the scaled product)."""
+    h = x.astype(np.float64) @ w.astype(np.float64)
+    if name == "matmul_rms_norm":
+        return h / np.sqrt((h * h).mean(-1, keepdims=True) + eps) * gamma.astype(np.float64)
+    s = h * scale
+    e = np.exp(s - s.max(-1, keepdims=True))
+    return e / e.sum(-1, keepdims=True)
+
+
+def _close(got, ref, dt: str, k: int) -> bool:
+    """Within one rounding of the output type plus fp32 accumulation over k and over the row (relative to the row's
+    scale; an absolute half step of the output's smallest normal for the softmax's tiny values)."""
+    got = np.asarray(got, dtype=np.float64)
+    scale = np.abs(ref).mean(-1, keepdims=True)
+    bound = ULP[dt] * np.abs(ref) + (2.0 ** -22 * (k + ref.shape[-1]) + ULP[dt] / 4) * scale + 2.0 ** -25
+    return got.shape == ref.shape and bool(np.all(np.abs(got - ref) <= bound))
+
+
+def _kir(name: str, m: int, k: int, n: int, dt: str, aic: int, seed: int, attrs: dict, min_ksplit: int = 1):
+    """Run the example's kernel on the Kernel IR interpreter on `aic` AI Cores (2 AIVs each) for [m, k] x [k, n] in
+    dtype `dt`; returns (output, reference, tiling values)."""
+    import ml_dtypes
+
+    from opgen.ir.dtypes import parse_dtype
+    from opgen.kernel import kir_interp
+    from opgen.platforms import PLATFORMS
+    from opgen.tiling.emit import program_inputs
+
+    u = _unit(name)
+    spec = u.spec if hasattr(u, "spec") else load_spec(str(EXAMPLES / f"{name}.py"))
+    cls = next(iter(u.lowered.programs.values()))
+    plat = dataclasses.replace(next(p for p in PLATFORMS.values() if p.aiv == 48 and p.arch == "dav-2201"), aic=aic,
+                               aiv=2 * aic)
+    v = u.tiling.program.evaluate(program_inputs(spec, u.tiling.program, u.tiling.inputs, {"M": m, "K": k, "N": n},
+                                                 {"T": parse_dtype(dt)}, plat, attrs))
+    assert v["kSplit"] >= min_ksplit, v["kSplit"]
+    npt = np.float16 if dt == "float16" else ml_dtypes.bfloat16
+    rng = np.random.default_rng(seed)
+    x, w = rng.uniform(-1, 1, (m, k)).astype(npt), rng.uniform(-1, 1, (k, n)).astype(npt)
+    gm = {"x": x, "w": w}
+    extra = {}
+    if name == "matmul_rms_norm":
+        gm["gamma"] = rng.uniform(0.5, 1.5, n).astype(npt)
+        extra = {"gamma": gm["gamma"], "eps": attrs["epsilon"]}
+    else:
+        extra = {"scale": attrs["scale"]}
+    out = np.full(m * n, np.nan, npt)
+    gm["y"] = out
+    r = kir_interp.run(cls, {f: v[f] for f in cls.fields}, gm, v["blockDim"],
+                       workspace=np.zeros(v["workspaceBytes"] // 4, np.float32),
+                       types={"T": "half" if dt == "float16" else "bfloat16_t"}, verify_first=False)
+    assert r.ok, r.faults[:1]
+    return out.reshape(m, n), _ref(name, x, w, **extra), v
+
+
+@pytest.mark.parametrize("name,attrs", [("matmul_rms_norm", {"epsilon": 1e-6}), ("matmul_softmax", {"scale": 0.7})])
+@pytest.mark.parametrize("dt,m,k,n", [("float16", 1000, 33, 45), ("bfloat16", 301, 70, 250)])
+def test_row_reduction_epilogue_on_the_interpreter_equals_float64(name, attrs, dt, m, k, n):
+    """Odd M / K / N, 8 (3) blocks over 3 AI Cores: the first cores take three blocks (a slot reused after its
+    free flag), the last block's rows a tail split over the two AIVs; each row reduced over all its N columns."""
+    got, ref, v = _kir(name, m, k, n, dt, 3, 7, attrs)
+    assert v["nBlocks"] == 1 and v["kSplit"] == 1
+    assert _close(got, ref, dt, k), np.abs(got - ref).max()
+
+
+@pytest.mark.parametrize("name,attrs", [("matmul_rms_norm", {"epsilon": 1e-5}), ("matmul_softmax", {"scale": 0.05})])
+def test_row_reduction_after_the_k_split_equals_float64(name, attrs):
+    """M 125, K 1999, N 111 on 3 AI Cores: the tiling splits K (kSplit > 1); the AIVs add the partials in k order,
+    then reduce each complete row."""
+    got, ref, v = _kir(name, 125, 1999, 111, "float16", 3, 5, attrs, min_ksplit=2)
+    assert _close(got, ref, "float16", 1999), np.abs(got - ref).max()
+
+
+SPEC = """
+from opgen.dsl import A2, OpSpec, bf16, f16, f32
+spec = OpSpec("Gemm", aclnn="aclnnGemm", socs=(A2,), round="rint")
+M = spec.dim("M", max=4096)
+K = spec.dim("K", max=4096)
+N = spec.dim("N", max={nmax})
+(U,) = spec.dtype_vars("U")
+spec.input("x", U, [M, K])
+spec.input("w", U, [K, N])
+spec.output("y", U, [M, N])
+spec.dtypes((U,), [(f16,), (bf16,)])
+spec.example_call({{"M": 5, "K": 7, "N": 9}})
+
+
+@spec.body
+def _(bb, x, w):
+    h = bb.matmul(x, w)
+    return {{"y": ({body}).cast(U, "rint")}}
+"""
+
+
+def _spec(tmp_path, body: str, nmax: int = 256):
+    p = tmp_path / "gemm.py"
+    p.write_text(textwrap.dedent(SPEC.format(body=body, nmax=nmax)))
+    return load_spec(str(p))
+
+
+def _refusal(spec) -> str:
+    with pytest.raises(NoKernel) as e:
+        kernel_build(spec)
+    return str(e.value).split(" [cube family]")[0]
+
+
+def test_n_beyond_one_block_is_refused_naming_the_dim_the_bound_and_the_rule(tmp_path):
+    msg = _refusal(_spec(tmp_path, "h - h.sum(-1)", nmax=4096))
+    assert "a reduction (sum over N) in the matmul's epilogue with N up to 4096" in msg
+    assert "at most 256 columns" in msg and "declare N max=256" in msg
+
+
+@pytest.mark.parametrize("body,words", [
+    ("h - h.sum(0)", "a reduction (sum over M) in the matmul's epilogue: the epilogue reduces an [M, N] row of the "
+                     "result over N (its last axis) only"),
+    ("h - h.min(-1)", "a reduction (min over N) in the matmul's epilogue: the row reductions are the sum, the mean "
+                      "and the maximum"),
+])
+def test_other_reductions_are_refused_in_the_users_terms(tmp_path, body, words):
+    assert words in _refusal(_spec(tmp_path, body))
+
+
+def test_per_row_arithmetic_is_scalar_and_the_rows_run_row_by_row(tmp_path):
+    """h / (max|h| over N + 1): the maximum a RowMax call, + 1 a float let of the row, the division a Duplicate and
+    a Div; the pass's rows in one loop (per-row values live in scalars), the RowMax method in the class."""
+    from opgen.kernel import kir as K
+
+    u = kernel_build(_spec(tmp_path, "h / (bb.abs(h).max(-1) + 1.0)"))
+    cls = next(iter(u.lowered.programs.values()))
+    text = K.to_text(cls)
+    assert "call RowMax(" in text and "func RowMax(" in text and "RowSum" not in text
+    assert "v.Abs" in text and "v.Div" in text
+
+
+@pytest.mark.slow
+@pytest.mark.parametrize("name", ["matmul_rms_norm", "matmul_softmax"])
+def test_row_reduction_epilogue_emulated_matches_float64(examples_gen, name):
+    """The generated package on the emulation (the g++ build of the emitted C++): odd M / K / N, fp16 and bf16,
+    N = 250 (one 256-column block) and N = 45, against float64 NumPy."""
+    from opgen.check import run_check
+
+    attrs = {"epsilon": 1e-6} if name == "matmul_rms_norm" else {"scale": 0.7}
+    for dims, dt in (({"M": 301, "K": 33, "N": 45}, "float16"), ({"M": 257, "K": 70, "N": 250}, "bfloat16")):
+        r = run_check(str(EXAMPLES / f"{name}.py"), dims=dims, dtypes={"T": dt}, attrs=attrs, gen_dir=examples_gen,
+                      seed=3, progress=False)
+        assert not r.faults and r.passed and r.block_dim > 1
+        extra = {"gamma": r.inputs["gamma"]} if name == "matmul_rms_norm" else {"scale": 0.7}
+        ref = _ref(name, r.inputs["x"], r.inputs["w"], **extra)
+        assert _close(r.arrays["y"], ref, dt, dims["K"]), np.abs(np.asarray(r.arrays["y"], np.float64) - ref).max()
