@@ -85,12 +85,16 @@ def _kir(name: str, m: int, k: int, n: int, dt: str, aic: int, seed: int, attrs:
 
 
 @pytest.mark.parametrize("name,attrs", [("matmul_rms_norm", {"epsilon": 1e-6}), ("matmul_softmax", {"scale": 0.7})])
-@pytest.mark.parametrize("dt,m,k,n", [("float16", 1000, 33, 45), ("bfloat16", 301, 70, 250)])
-def test_row_reduction_epilogue_on_the_interpreter_equals_float64(name, attrs, dt, m, k, n):
-    """Odd M / K / N, 8 (3) blocks over 3 AI Cores: the first cores take three blocks (a slot reused after its
-    free flag), the last block's rows a tail split over the two AIVs; each row reduced over all its N columns."""
+@pytest.mark.parametrize("dt,m,k,n,nblocks", [("float16", 1000, 33, 45, 1), ("bfloat16", 301, 70, 250, 1),
+                                               ("bfloat16", 1000, 70, 1000, 4), ("float16", 77, 45, 2999, 12)])
+def test_row_reduction_epilogue_on_the_interpreter_equals_float64(name, attrs, dt, m, k, n, nblocks):
+    """Odd M / K / N over 3 AI Cores: 8 bands (the first cores take three: a band region reused after its free
+    flag), 3 bands, one band; a band of one block (N <= 256) or of 4 and 12 blocks of N (the AIC writes each into
+    its columns of the band's region; N 2999 a 183-column tail block); the last band's rows a tail split over the
+    two AIVs; each row reduced over all its N columns."""
     got, ref, v = _kir(name, m, k, n, dt, 3, 7, attrs)
-    assert v["nBlocks"] == 1 and v["kSplit"] == 1
+    assert v["nBlocks"] == nblocks and v["kSplit"] == 1 and v["epiPitch"] == -(-n // 16) * 16
+    assert v["workspaceBytes"] == v["blockDim"] * 2 * v["baseM"] * v["epiPitch"] * 4
     assert _close(got, ref, dt, k), np.abs(got - ref).max()
 
 
@@ -123,7 +127,7 @@ def _(bb, x, w):
 """
 
 
-def _spec(tmp_path, body: str, nmax: int = 256):
+def _spec(tmp_path, body: str, nmax: int = 4096):
     p = tmp_path / "gemm.py"
     p.write_text(textwrap.dedent(SPEC.format(body=body, nmax=nmax)))
     return load_spec(str(p))
@@ -135,10 +139,17 @@ def _refusal(spec) -> str:
     return str(e.value).split(" [cube family]")[0]
 
 
-def test_n_beyond_one_block_is_refused_naming_the_dim_the_bound_and_the_rule(tmp_path):
-    msg = _refusal(_spec(tmp_path, "h - h.sum(-1)", nmax=4096))
-    assert "a reduction (sum over N) in the matmul's epilogue with N up to 4096" in msg
-    assert "at most 256 columns" in msg and "declare N max=256" in msg
+def test_n_beyond_a_row_in_ub_is_refused_naming_the_dim_the_bound_and_the_rule(tmp_path):
+    """A row of N must fit the AIV's UB (the band's pass rows are whole rows): the buffer proof over the spec's dim
+    domain names N, the largest N whose row fits and the rule."""
+    from opgen.codegen import write_ops
+    from opgen.errors import OpgenError
+
+    spec = _spec(tmp_path, "h - h.sum(-1)", nmax=65535)
+    with pytest.raises(OpgenError) as e:
+        write_ops([spec.file], tmp_path / "gen")
+    msg = str(e.value)
+    assert "the AIVs' pass fits the UB" in msg and "(declared max=65535); lower max= of N to" in msg
 
 
 @pytest.mark.parametrize("body,words", [
@@ -167,14 +178,15 @@ def test_per_row_arithmetic_is_scalar_and_the_rows_run_row_by_row(tmp_path):
 @pytest.mark.parametrize("name", ["matmul_rms_norm", "matmul_softmax"])
 def test_row_reduction_epilogue_emulated_matches_float64(examples_gen, name):
     """The generated package on the emulation (the g++ build of the emitted C++): odd M / K / N, fp16 and bf16,
-    N = 250 (one 256-column block) and N = 45, against float64 NumPy."""
+    N = 45 (a band of one block), 1000 (4 blocks) and 2999 (12, one AI Core), against float64 NumPy."""
     from opgen.check import run_check
 
     attrs = {"epsilon": 1e-6} if name == "matmul_rms_norm" else {"scale": 0.7}
-    for dims, dt in (({"M": 301, "K": 33, "N": 45}, "float16"), ({"M": 257, "K": 70, "N": 250}, "bfloat16")):
+    for dims, dt in (({"M": 301, "K": 33, "N": 45}, "float16"), ({"M": 257, "K": 70, "N": 1000}, "bfloat16"),
+                     ({"M": 77, "K": 45, "N": 2999}, "float16")):
         r = run_check(str(EXAMPLES / f"{name}.py"), dims=dims, dtypes={"T": dt}, attrs=attrs, gen_dir=examples_gen,
                       seed=3, progress=False)
-        assert not r.faults and r.passed and r.block_dim > 1
+        assert not r.faults and r.passed and r.block_dim >= 1
         extra = {"gamma": r.inputs["gamma"]} if name == "matmul_rms_norm" else {"scale": 0.7}
         ref = _ref(name, r.inputs["x"], r.inputs["w"], **extra)
         assert _close(r.arrays["y"], ref, dt, dims["K"]), np.abs(np.asarray(r.arrays["y"], np.float64) - ref).max()

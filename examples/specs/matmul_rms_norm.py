@@ -7,8 +7,8 @@ ops-transformer mc2, adds an all-reduce across devices and a residual), so the n
 projection followed by RMSNorm (RmsNorm's formula, examples/specs/rms_norm.py, over the product's rows).
 
 The cube family's matmul with a vector epilogue holding a row reduction over N (docs/design.md "Cube family: row
-reductions in the epilogue"): every output block holds whole rows (N within one block of baseN ≤ 256 columns, the
-first step's bound: N's max is 256), the AIVs reduce each row of the fp32 block from the workspace slot.
+reductions in the epilogue"): an AI Core's unit is a band of baseM rows x all of N, its blocks written by the AIC
+into the band's fp32 workspace region, each row of the band reduced by the AIVs (a row of N in UB: N's max 4096).
 """
 
 from opgen.dsl import A2, A3, OpSpec, bf16, f16, f32
@@ -17,7 +17,7 @@ spec = OpSpec("MatmulRmsNorm", aclnn="aclnnMatmulRmsNorm", socs=(A2, A3), round=
               doc="Matrix product, then RMSNorm over each row of the result scaled by gamma.")
 M = spec.dim("M", max=65535)
 K = spec.dim("K", max=65535)
-N = spec.dim("N", max=256)
+N = spec.dim("N", max=4096)
 (T,) = spec.dtype_vars("T")
 
 spec.input("x", T, [M, K])

@@ -8,8 +8,8 @@ attention-like softmax(x @ w * scale) of one matrix product (SoftmaxV2's formula
 product's rows).
 
 The cube family's matmul with a vector epilogue holding two row reductions over N of two levels (the maximum, then
-the sum of the shifted exponentials; docs/design.md "Cube family: row reductions in the epilogue"): every output
-block holds whole rows (N within one block of baseN ≤ 256 columns, the first step's bound: N's max is 256).
+the sum of the shifted exponentials; docs/design.md "Cube family: row reductions in the epilogue"): an AI Core's
+unit is a band of baseM rows x all of N (a row of N in UB: N's max 4096).
 """
 
 from opgen.dsl import A2, A3, OpSpec, bf16, f16
@@ -18,7 +18,7 @@ spec = OpSpec("MatmulSoftmax", aclnn="aclnnMatmulSoftmax", socs=(A2, A3), round=
               doc="Matrix product times a scale, then softmax over each row of the result.")
 M = spec.dim("M", max=65535)
 K = spec.dim("K", max=65535)
-N = spec.dim("N", max=256)
+N = spec.dim("N", max=4096)
 (T,) = spec.dtype_vars("T")
 
 spec.input("x", T, [M, K])

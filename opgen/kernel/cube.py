@@ -587,13 +587,16 @@ value per row; docs/design.md "Cube family: row reductions in the epilogue")."""
 ROW_REDUCE_OPS = {"sum": "row_sum", "mean": "row_mean", "max": "row_max"}
 """The epilogue step op of each row reduction kind over N (lowered by rowprog.lower_row_reduce, the row programs'
 one reduction lowering)."""
-ROW_REDUCE_MAX_N = 256
-"""The largest N an epilogue with a row reduction takes (the first step: a whole row in one output block of baseN
-<= 256 columns, opgen.tiling.cube; docs/design.md "Cube family: row reductions in the epilogue")."""
 _CONSTRUCTS = {"reduce": "a reduction", "matmul": "a second matmul", "permute": "a permute",
                "select": "`b.where`", "gather": "a gather by index", "transpose": "a transpose",
                "broadcast": "a broadcast", "reshape": "a reshape", "concat": "a concat"}
 """The user's name of an op the epilogue refuses (else the op's own name)."""
+
+
+def row_reduces(lay: GemmLayout) -> bool:
+    """Whether the layout's vector epilogue reduces rows over N (a ROW_REDUCE_OPS step): its kernel works by bands,
+    baseM rows x all N (docs/design.md "Cube family: row reductions in the epilogue")."""
+    return any(st[0] == "op" and st[2] in ROW_REDUCE_OPS.values() for st in lay.steps)
 
 
 def _dim_max(g, dim: str):
@@ -776,12 +779,6 @@ def _epilogue(g, mm, seen, params, dims, batch, dta, acc: str = "f32", out_perm=
             if kind not in ROW_REDUCE_OPS:
                 raise Unsupported(v, n.loc, f"{what}: the row reductions are the sum, the mean and the maximum (a "
                                   f"minimum is -max(-x))")
-            hi = _dim_max(g, dn)
-            if hi is None or hi > ROW_REDUCE_MAX_N:
-                raise Unsupported(v, n.loc, f"{what} with {dn} up to {'any size' if hi is None else hi}: a row "
-                                  f"reduction holds a whole row of {dn} in one output block of at most "
-                                  f"{ROW_REDUCE_MAX_N} columns (declare {dn} max={ROW_REDUCE_MAX_N} or less; "
-                                  f"docs/design.md \"Cube family: row reductions in the epilogue\")")
             if not _stat_shape(v):
                 raise Unsupported(v, n.loc, f"{what} whose result is not one value per row")
             space[v] = "stat"
@@ -1065,6 +1062,13 @@ def lower_gemm(spec, lay: GemmLayout, name: str = "") -> K.KernelClass:
         K.Let("mt", fn("min", bm, M - S("m0"))),
         K.Let("nt", fn("min", bn, N - S("n0"))),
     )
+    # a band kernel's unit (row_reduces): band blk = baseM rows of one matrix x all of N (batched: the matrix
+    # blk // mnBlocks, mnBlocks then the bands of a matrix; with one block column a band is a block)
+    band_lets = (
+        *at,
+        K.Let("m0", S("bb") * bm),
+        K.Let("mt", fn("min", bm, M - S("m0"))),
+    )
     pads = (
         K.Let("mPad", fn("align_up", S("mt"), Lit(16))),
         K.Let("nPad", fn("align_up", S("nt"), Lit(n_pad))),
@@ -1091,7 +1095,45 @@ def lower_gemm(spec, lay: GemmLayout, name: str = "") -> K.KernelClass:
                        + " (64-B blocks of the row)")),
             lay.bias_when, lay.presence)
 
+    band = row_reduces(lay)
+
+    def band_of() -> tuple:   # the AIC's bands (K not split): each band's blocks into one band region of the slots
+        # (docs/design.md "Cube family: row reductions in the epilogue"): region s = j mod 2 of this AI Core holds
+        # baseM rows x N fp32 (dense rows of N); READY+s after the band's last block, FREE+s awaited before the
+        # first Fixpipe of band j >= 2
+        fix = K.Fixpipe(K.GmView("wsGm_", S("wsOff") + S("n0")), K.Ref("c1"), S("mt"), S("nt"), S("mPad"), N,
+                        mm_cite("L0C -> columns n0 .. of the band's region s, fp32"))
+        free = K.If((Constraint(">=", S("j"), Lit(2)), Constraint("==", S("ni"), Lit(0))), (_by_slot(
+            lambda i: K.CrossCoreWaitFlag(FLAG_FREE + i, "the AIVs have read this region's previous band")),))
+        blk_body = (
+            K.Let("n0", S("ni") * bn),
+            K.Let("nt", fn("min", bn, N - S("n0"))),
+            *pads,
+            *bias_in,
+            K.Let("kb", Lit(0)),
+            kloop_of(Lit(0), Kd, "A panels of K (the last a tail)"),
+            free,
+            fix,
+        )
+        body = (
+            *band_lets,
+            K.Let("j", S("blk") - S("first")), K.Let("s", S("j") % 2),
+            K.Let("wsOff", (S("core") * 2 + S("s")) * bm * S("epiPitch")),
+            K.For("ni", Lit(0), S("nBlocks"), Lit(1), blk_body, doc="the band's blocks, left to right"),
+            _by_slot(lambda i: K.CrossCoreSetFlag(2, Pipe.FIX, FLAG_READY + i, "region s holds the band")),
+        )
+        return (
+            *_range(K.BLOCK_IDX),
+            K.For("blk", S("first"), S("last"), Lit(1), body, doc="this AI Core's bands (baseM rows x all of N)"),
+            K.For("j", fn("max", S("last") - S("first") - 2, Lit(0)), S("last") - S("first"), Lit(1), (
+                K.Let("s", S("j") % 2),
+                _by_slot(lambda i: K.CrossCoreWaitFlag(FLAG_FREE + i, "the AIVs' last reads of the regions")),),
+                doc="consume the last two regions' free flags"),
+        )
+
     def plain_of(mixed: bool) -> tuple:   # the AIC's blocks when K is not split: to the slots (mixed) or the output
+        if mixed and band:
+            return band_of()
         if mixed:   # the fp32 block to this AI Core's workspace slot s (the AIVs finish it), dense rows of nt
             slot = (K.Let("j", S("blk") - S("first")), K.Let("s", S("j") % 2),
                     K.Let("wsOff", (S("core") * 2 + S("s")) * bm * bn))
@@ -1168,6 +1210,8 @@ def lower_gemm(spec, lay: GemmLayout, name: str = "") -> K.KernelClass:
         prog = epilogue_program(_cast_only(lay))
         doc_plain = "the AIVs have no work: Fixpipe wrote the output"
     # (an int8 product has no K split: its buffers are the plain part's, no reduction scratch row)
+    if band:   # the AIVs' unit is a band: its rows of all of N (n0 0, nt N), UB rows of epiPitch
+        lets = band_lets + (K.Let("n0", Lit(0)), K.Let("nt", N))
     vec_locs, vec_gms, gets, vector_ks = _vector_part(lay, prog, lets, out_t, off, ksplit=lay.acc == "f32",
                                                         out_pitch=pitch_c)
     if via_slots:   # the slot path's epilogue only under the presences that take it (their steps, unguarded if one)
@@ -1184,7 +1228,7 @@ def lower_gemm(spec, lay: GemmLayout, name: str = "") -> K.KernelClass:
                K.CoreIf("vector", (*gets, K.If(ks, vector_ks, vector_plain)) if lay.acc == "f32" else
                         (*gets, *vector_plain),
                         f"the AIVs: the K split's reduction, else {doc_plain}"))
-    fields = FIELDS + (BATCH_FIELDS if lay.batch else ()) + EPI_FIELDS + KSPLIT_FIELDS \
+    fields = FIELDS + (BATCH_FIELDS if lay.batch else ()) + EPI_FIELDS + (BAND_FIELDS if band else ()) + KSPLIT_FIELDS \
         + tuple(f"{a}Bits" for a in epi_attrs(lay)) + view_fields(lay)
     members = tuple((presence_member(k), cpp_name(n)) for k, n in enumerate(lay.presence)) if lay.presence else ()
     a_txt = f"{lay.a}ᵀ [K, M]" if lay.trans_a else f"{lay.a} [M, K]"
@@ -1261,6 +1305,9 @@ FLAG_READY, FLAG_FREE = 0, 2
 """Cross-core flag ids: FLAG_READY + s (AIC -> its AIVs: workspace slot s holds a block), FLAG_FREE + s (both AIVs
 -> the AIC: slot s is read and may be overwritten); s = 0, 1."""
 EPI_FIELDS = ("epiRows",)
+BAND_FIELDS = ("epiPitch",)
+"""The field a band kernel (row_reduces) reads too: the UB pitch of a pass row and the band region's row count basis
+(align_up(N, 16) elements; baseN when N is one block)."""
 """The tiling-data field the AIVs read: rows of a block half per AIV pass (the UB's rows of the epilogue)."""
 FLAG_PART = 4
 """Cross-core flag id of the K split: AIC -> its AIVs, this AI Core's partial blocks are in the workspace."""
@@ -1500,7 +1547,7 @@ def _vector_part(lay: GemmLayout, prog: EpiProgram, lets: tuple, out_t: str, off
     scratch row buffer and added in that order (a fixed order: the sum does not depend on which core finished
     first), then the epilogue, cast and store as above."""
     S = Sym
-    bn, N, R = S("baseN"), S("N"), S("epiRows")
+    bn, N, R = S("epiPitch" if row_reduces(lay) else "baseN"), S("N"), S("epiRows")
     out_pitch = N if out_pitch is None else out_pitch
     lines = dict(lay.cites)
 

@@ -70,7 +70,7 @@ KSPLIT_GRAIN = 64
 """Elements a k range is a multiple of (BASE_K: whole L0 chunks, so only the last range has a K tail)."""
 
 
-def _ksplit(p, M, K, N, bm, bn, mb, nb, tb, ob, blocks, bt, aic, mixed: bool, bka=BASE_K_L1):
+def _ksplit(p, M, K, N, bm, bn, mb, nb, tb, ob, blocks, bt, aic, mixed: bool, bka=BASE_K_L1, one_block=False):
     """(kSplit, kLen) lets of the K split chosen by estimated time (docs/design.md "Cube family: the K split"; the
     constants of opgen.platforms.cost, docs/reference/kernel_cost.md §2), in AI Core cycles, for each candidate c of
     KSPLIT_CANDIDATES not above the AI Cores: kLen = align_up(ceil(K / c), KSPLIT_GRAIN), ranges ks = ceil(K / kLen),
@@ -82,7 +82,8 @@ def _ksplit(p, M, K, N, bm, bn, mb, nb, tb, ob, blocks, bt, aic, mixed: bool, bk
       time    = max(cube, memory of the cube phase) + [ks > 1] (SYNC_ALL + CROSS_WAIT + max(the reduction's reads
                 and output write, its adds: units * baseM * baseN / (2 aic AIVs x 64 lanes)))
     The first candidate of least time wins (c = 1 on ties: no split without a gain). `mixed` (a vector epilogue)
-    adds its fp32 slot write and read-back to c = 1."""
+    adds its fp32 slot write and read-back to c = 1. one_block (a band kernel): K is split only when nBlocks is 1
+    (the reduction's pass items are then whole rows)."""
     r = Fraction(int(CLOCK_HZ), int(HBM_BYTES_PER_S))
     r2 = Fraction(int(CLOCK_HZ), int(L2_BYTES_PER_S))
     mn = bt * M * N
@@ -118,6 +119,8 @@ def _ksplit(p, M, K, N, bm, bn, mb, nb, tb, ob, blocks, bt, aic, mixed: bool, bk
         best_len = p.let(f"kBestLen{c}", select(better, kl, best_len), "its kLen")
         if c != KSPLIT_CANDIDATES[-1]:   # the last candidate's is read by none (-Wall -Werror: unused variable)
             best_cost = p.let(f"kBestCost{c}", select(better, cost, best_cost), "its estimated cycles")
+    if one_block:
+        best = select(nb > 1, lit(1), best)
     return (p.let("kSplit", best, "k ranges (1: no K split)", True),
             p.let("kLen", best_len, "elements of a k range (the last a tail)", True))
 
@@ -126,7 +129,7 @@ def gemm_program(name: str, trans_a: bool = False, trans_b: bool = False, batche
                  attrs: tuple = (), mixed: bool = False, out_f32: bool = False, forms: tuple = (),
                  direct: bool = False, bias: bool = False, k_align: int = 16, ksplit: bool = True,
                  n32_keys: tuple | None = None, form_keys: int = 1, m32_keys: tuple | None = None,
-                 views: tuple = (), sizes: dict | None = None):
+                 views: tuple = (), sizes: dict | None = None, band: bool = False):
     """(TilingProgram, [Buffer]) of the GEMM kernel `name` (module doc): the fields opgen.kernel.cube.FIELDS,
     EPI_FIELDS, KSPLIT_FIELDS, blockDim, fits, tilingKey, workspaceBytes; the buffers are the kernel's L1 / L0 / UB
     allocations. trans_a / trans_b: A stored [K, M] / B stored [N, K] (their row pitches, M / K, are what Nd2Nz
@@ -157,7 +160,12 @@ def gemm_program(name: str, trans_a: bool = False, trans_b: bool = False, batche
     program input view_input(field) (its value the call's class's: a ("by_attr_key", ...) tiling input where the
     classes differ, _view_inputs); a RowStride field of A or B is the Nd2Nz source pitch `fits` bounds
     (docs/design.md "Cube family: operands and output through permuted GM views"). sizes: the AIC's on-chip bytes
-    the buffers must fit (opgen.platforms.cube_sizes of the spec's socs; default CUBE, every SoC's)."""
+    the buffers must fit (opgen.platforms.cube_sizes of the spec's socs; default CUBE, every SoC's). band: the
+    epilogue reduces rows over N (opgen.kernel.cube.row_reduces; docs/design.md "Cube family: row reductions in the
+    epilogue"): the units are bands of baseM rows x all of N (`blocks`, blocksPerCore / blocksTail and mnBlocks
+    count bands), the AIVs' pass rows are whole rows at the UB pitch epiPitch = align_up(N, 16) (so `fits` requires
+    one row of N in the UB), the workspace two band regions of baseM x epiPitch fp32 per AI Core, and K is split
+    only when N is one block (nBlocks 1: a band is a block)."""
     cube = CUBE if sizes is None else sizes
     p = TilingProgram(name)
     dm, dk, dn = p.input("dimM", "rows of A and of the output"), p.input("dimK", "A columns = B rows"), \
@@ -199,16 +207,18 @@ def gemm_program(name: str, trans_a: bool = False, trans_b: bool = False, batche
                 "K depth of an A panel in L1 (elements; its B panels of baseKL1 in turn, the last a tail)", True)
     mb = p.let("mBlocks", ceil_div(M, bm), "blocks along M (the last a tail)")
     nb = p.let("nBlocks", ceil_div(N, bn), "blocks along N (the last a tail)", True)
+    per = mb if band else mb * nb   # a band kernel's units are bands: baseM rows x all of N
     if batched:
         bt = p.input("batch", "matrices (the product of the batch dims)")
-        mn = p.let("mnBlocks", mb * nb, "output blocks per matrix", True)
-        blocks = p.let("blocks", bt * mn, "output blocks of every matrix")
+        mn = p.let("mnBlocks", per, "bands (baseM rows x all of N) per matrix" if band else "output blocks per matrix",
+                   True)
+        blocks = p.let("blocks", bt * mn, "bands of every matrix" if band else "output blocks of every matrix")
     else:
         bt = lit(1)
-        blocks = p.let("blocks", mb * nb, "output blocks")
+        blocks = p.let("blocks", per, "bands (baseM rows x all of N)" if band else "output blocks")
     ob = lit(4) if out_f32 else tb
     if ksplit:
-        ksp, _klen = _ksplit(p, M, K, N, bm, bn, mb, nb, tb, ob, blocks, bt, aic, mixed, bka)
+        ksp, _klen = _ksplit(p, M, K, N, bm, bn, mb, nb, tb, ob, blocks, bt, aic, mixed, bka, one_block=band)
     else:
         ksp = p.let("kSplit", lit(1), "k ranges (1: no K split)", True)
         p.let("kLen", K + 0, "elements of a k range (the whole K)", True)
@@ -244,8 +254,11 @@ def gemm_program(name: str, trans_a: bool = False, trans_b: bool = False, batche
     rb = rb + 4   # the K split's scratch row (one fp32 partial)
     ub = p.input("ubBytes", "UB bytes of an AIV (GetCoreMemSize UB)")
     half = p.let("halfRows", (bm + 1) // 2, "rows of a block an AIV takes at most")
+    if band:   # whole rows of N in UB
+        bn = p.let("epiPitch", align_up(N, 16), "UB pitch of a pass row: all of N (elements)", True)
     room = p.let("epiRoom", (ub - bn * cb) // (bn * rb), "pass rows the UB holds beside the column rows")
-    er = p.let("epiRows", emax(1, emin(half, room)), "rows of an AIV pass (elements of baseN each)", True)
+    er = p.let("epiRows", emax(1, emin(half, room)), "rows of an AIV pass (elements of baseN each)" if not band else
+               "rows of an AIV pass (elements of epiPitch each)", True)
     aivs = bd * 2
     rr = p.let("redRows", emax(1, emin(er, ceil_div(blocks * bm, aivs))),
                "rows of a reduction pass (K split: at most epiRows, the blocks' rows shared by every AIV)", True)
@@ -272,7 +285,7 @@ def gemm_program(name: str, trans_a: bool = False, trans_b: bool = False, batche
     else:   # the AIVs have work only when K is split: a cube-only launch otherwise
         p.let("tilingKey", kk * 100 + key * 10 + select(ksp > 1, STRATEGY, STRATEGY_AIC),
               f"{kdoc} * 100 + dtypeKey * 10 + strategy (1: mixed, K split; 2: AIC only)", True)
-    slots = bd * 2 * bm * bn * 4 if mixed else lit(0)
+    slots = bd * 2 * bm * bn * 4 if mixed else lit(0)   # band: bn is epiPitch, two band regions
     if mixed and direct:
         slots = select(ne < 1, slots, lit(0))
     p.let("workspaceBytes", select(ksp > 1, units * bm * bn * 4, slots),
@@ -398,7 +411,7 @@ def cube_tiling(spec, lowered, counts) -> Tiling:
                               any(x.mixed for x in lays), counts.out_f32, forms if len(forms) > 1 else (),
                               bool(direct), any(x.bias for x in lays), 32 if lay.acc == "i32" else 16,
                               lay.acc == "f32", _n32_keys(spec, lowered), nforms, _m32_keys(spec, lowered),
-                              tuple(views), cube_sizes(spec.socs))
+                              tuple(views), cube_sizes(spec.socs), any(kcube.row_reduces(x) for x in lays))
     dim_m = _lead_product(lay.fold, Sym(m))   # the folded batch dims into M
     inputs = {"dimM": dim_m, "dimK": Sym(k), "dimN": Sym(n), "tBytes": Lit(1 if lay.dtype == "i8" else 2) if lay.fixed else ("bytes", lay.dtype),
               "dtypeKey": ("dtype_key",), "attrKey": ("attr_key",), "aicNum": ("platform", "aicNum"),
