@@ -8,8 +8,10 @@ other's batch that does not fold (A 2-D, or A transposed against a 2-D B: that o
 batch index, GemmLayout.shared), and whose result reaches exactly one output either through at most one cast with round "rint" or "none" (Fixpipe's rounding, once and to nearest even; a chain
 of casts or another round mode is refused), or through a vector epilogue (`_epilogue`, EPI_STEPS): elementwise math
 on [*batch, M, N] and [N] / [1, N] inputs, [M] inputs reshaped to [M, 1] (a value per row, read with GetValue),
-scalar constants and float attributes, ending in at most one cast. Anything else (a
-reduction, another shape, a non-float attribute) is refused naming the construct (Unsupported).
+scalar constants and float attributes, ending in at most one cast; and row reductions over N (sum, mean, max:
+per-row values, `row_reduces`), whose kernel works by bands of baseM rows x all of N (docs/design.md "Cube family:
+row reductions in the epilogue"). Anything else (another reduction, another shape, a non-float attribute) is refused
+naming the construct (Unsupported).
 
 Schedule (one Kernel IR class, `lower`; facts: docs/reference/ascendc.md §1.10 cube path and layouts, §1.6 pipes
 and HardEvent flags, §1.3 block index; docs/design.md "Cube family"): the output is cut into baseM x baseN blocks
