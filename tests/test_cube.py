@@ -86,12 +86,13 @@ def test_renamed_spec_with_an_epilogue_gets_the_same_kernel(tmp_path):
 
 
 def test_a_reduction_in_the_epilogue_is_refused_in_the_users_terms(tmp_path):
-    spec = _spec(tmp_path, body="(lambda t: t - t.sum(-1))(bb.matmul({a}, {b})).cast(U, 'rint')")
+    """A reduction over M (the epilogue reduces rows over N only: tests/test_cube_row_reduce.py)."""
+    spec = _spec(tmp_path, body="(lambda t: t - t.sum(0))(bb.matmul({a}, {b})).cast(U, 'rint')")
     with pytest.raises(NoKernel) as e:
         kernel_build(spec)
     msg = str(e.value)
     cube = msg.split(" [cube family]")[0]   # the family that got furthest speaks first (the epilogue's reduction)
-    assert "a reduction (sum over N) in the matmul's epilogue" in cube and "[attention family]" not in cube \
+    assert "a reduction (sum over M) in the matmul's epilogue" in cube and "[attention family]" not in cube \
         and "\n" not in msg
 
 

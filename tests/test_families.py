@@ -110,7 +110,7 @@ spec = OpSpec("MatmulMode", aclnn="aclnnMatmulMode", socs=(A2,), round="rint")
 M, K, N = spec.dims("M K N")
 spec.input("lhs", f16, [M, K])
 spec.input("rhs", f16, [K, N])
-spec.attr("mode", int, 0, choices=(0, 1), static=True, doc="1: subtract the row sum")
+spec.attr("mode", int, 0, choices=(0, 1), static=True, doc="1: subtract the column sum")
 spec.output("c", f16, [M, N])
 
 
@@ -118,14 +118,14 @@ spec.output("c", f16, [M, N])
 def _(b, lhs, rhs, mode):
     s = b.matmul(lhs, rhs)
     if mode == 1:
-        s = s - s.sum(-1)
+        s = s - s.sum(0)
     return {"c": s.cast(f16, "rint")}
 '''
 
 
 def test_graph_kernel_of_a_specialisation_that_lowers_prints_nothing_when_another_does_not(tmp_path):
     """`graph --stage kernel` shows the kernel of the default specialisation (mode 0: a plain matmul the cube family
-    lowers), but the kernel is built with every specialisation and mode 1 (a row sum in the epilogue) is refused: the
+    lowers), but the kernel is built with every specialisation and mode 1 (a column sum in the epilogue) is refused: the
     command exits 2 with generate's one line and prints no kernel first (a new user saw the kernel, then an error)."""
     spec = tmp_path / "matmul_mode.py"
     spec.write_text(MODE_ROW_SUM.lstrip())
@@ -133,7 +133,7 @@ def test_graph_kernel_of_a_specialisation_that_lowers_prints_nothing_when_anothe
     p = _cli("graph", str(spec), "--stage", "kernel", cwd=tmp_path)
     assert gen.returncode == p.returncode == 2 and p.stdout == "", (p.stdout[:200], p.stderr)
     assert p.stderr == gen.stderr and p.stderr.count("\n") == 1, (p.stderr, gen.stderr)
-    assert "a reduction (sum over N) in the matmul's epilogue" in p.stderr and "[cube family]" in p.stderr
+    assert "a reduction (sum over M) in the matmul's epilogue" in p.stderr and "[cube family]" in p.stderr
 
 
 ROW_POW_NORM = '''

@@ -705,6 +705,7 @@ def _epilogue(g, mm, seen, params, dims, batch, dta, acc: str = "f32", out_perm=
 
     space, steps, stored, cites, out_loc = {r: "row"}, [("acc", r)], False, {}, ""
     salias = {}   # a reshape of a per-row value (a row reduction's [.., M] as [.., M, 1]) -> the value it shows
+    reduced = {}  # a row reduction's value -> (its words, its spec line): named when it is the output
 
     def _stat_shape(v):   # one value per row of the [*batch, M, N] rows: [*batch, M, 1] or [*batch, M]
         shp = [str(d) for d in vals[v].type.shape]
@@ -784,6 +785,7 @@ def _epilogue(g, mm, seen, params, dims, batch, dta, acc: str = "f32", out_perm=
             if not _stat_shape(v):
                 raise Unsupported(v, n.loc, f"{what} whose result is not one value per row")
             space[v] = "stat"
+            reduced[v] = (what, n.loc)
             steps.append(("op", v, ROW_REDUCE_OPS[kind], (salias.get(x, x),), "stat"))
             continue
         if n.op in EPI_OPS:
@@ -829,6 +831,10 @@ def _epilogue(g, mm, seen, params, dims, batch, dta, acc: str = "f32", out_perm=
                           f"elementwise math on the result ({', '.join(sorted(EPI_OPS))}, casts, [N] / [M, N] "
                           f"inputs, constants, float attributes)")
     if not stored:
+        if space.get(ov) == "stat":   # a per-row output ([M] or [M, 1]): the epilogue writes [M, N] rows only
+            what, loc = reduced.get(salias.get(ov, ov), ("a per-row value", cites.get(ov, "")))
+            raise Unsupported(ov, loc, f"{what} as the output: the cube family's epilogue writes [M, N] rows, not a "
+                              f"value per row")
         if space.get(ov) != "row" or dtype_name(vals[ov].type.dtype) != "f32":
             raise Unsupported(ov, "", "the output is not computed from the matmul result")
         steps.append(("store", alias.get(ov, ov), ""))
