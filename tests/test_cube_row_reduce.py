@@ -190,3 +190,45 @@ def test_row_reduction_epilogue_emulated_matches_float64(examples_gen, name):
         extra = {"gamma": r.inputs["gamma"]} if name == "matmul_rms_norm" else {"scale": 0.7}
         ref = _ref(name, r.inputs["x"], r.inputs["w"], **extra)
         assert _close(r.arrays["y"], ref, dt, dims["K"]), np.abs(np.asarray(r.arrays["y"], np.float64) - ref).max()
+
+
+BATCHED = """
+from opgen.dsl import A2, OpSpec, bf16, f16, f32
+spec = OpSpec("BmmBiasSoftmax", aclnn="aclnnBmmBiasSoftmax", socs=(A2,), round="rint")
+B = spec.dim("B", max=64)
+M = spec.dim("M", max=4096)
+K = spec.dim("K", max=4096)
+N = spec.dim("N", max=2048)
+(U,) = spec.dtype_vars("U")
+spec.input("x", U, [B, M, K])
+spec.input("w", U, [B, K, N])
+spec.input("bias", U, [N])
+spec.output("y", U, [B, M, N])
+spec.dtypes((U,), [(f16,), (bf16,)])
+spec.example_call({"B": 2, "M": 5, "K": 7, "N": 9})
+
+
+@spec.body
+def _(bb, x, w, bias):
+    h = bb.matmul(x, w) + bias.cast(f32)
+    e = bb.exp(h - h.max(-1))
+    return {"y": (e / e.sum(-1)).cast(U, "rint")}
+"""
+
+
+@pytest.mark.parametrize("dims", [{"B": 5, "M": 37, "K": 50, "N": 45}, {"B": 3, "M": 130, "K": 20, "N": 300}])
+def test_batched_bands_with_a_column_input_equal_float64(tmp_path, dims):
+    """softmax(x @ w + bias) over B matrices: a band is rows of one matrix (batch index band // mnBlocks), the bias
+    a column input of N read once per band; bands of one block (N 45) and of two (N 300, a 2-band matrix); on the
+    Kernel IR interpreter against float64 NumPy."""
+    from opgen.check import run_check
+
+    p = tmp_path / "bmm_bias_softmax.py"
+    p.write_text(BATCHED.lstrip())
+    r = run_check(str(p), dims=dims, dtypes={"U": "float16"}, seed=2, progress=False, engine="kir")
+    assert not r.faults and r.passed
+    x, w, b = (np.asarray(r.inputs[n], np.float64) for n in ("x", "w", "bias"))
+    h = x @ w + b
+    e = np.exp(h - h.max(-1, keepdims=True))
+    ref = e / e.sum(-1, keepdims=True)
+    assert _close(r.arrays["y"], ref, "float16", dims["K"]), np.abs(np.asarray(r.arrays["y"], np.float64) - ref).max()
