@@ -1927,9 +1927,15 @@ def _sink(k, inserted: dict, types, used, trials: _Trials) -> dict:
             unit = lst[j:j + n]
             for end in ends:
                 trial = {**inserted, pos: lst[:j] + lst[j + n:], end: list(inserted.get(end, ())) + unit}
-                if not _clean(k, trial, types, used, trials):
-                    # the sync also ordered an access after the loop holding it: that one's syncs outside the loop
-                    extra = None if loop is None else _placed_outside(k, trial, types, used, loop, trials)
+                found: list = []
+                if not _clean(k, trial, types, used, trials, found):
+                    # the sync also ordered an access after the loop holding it: that one's syncs outside the loop,
+                    # tried only when the first conflict's later access is there (same function, out of the loop
+                    # body; one inside would get its sync inside: _placed_outside's rounds cost whole analyses)
+                    later = found[0].later.pos if found else None
+                    if loop is None or later is None or later[0] != loop[0] or later[:len(loop)] == loop:
+                        continue
+                    extra = _placed_outside(k, trial, types, used, loop, trials)
                     if extra is None:
                         continue
                     trial = {**trial, **{p: list(trial.get(p, ())) + v for p, v in extra.items()}}
