@@ -331,9 +331,9 @@ private:
                                       : (td_->colBatchRows >= 1 ? (g0 / seqLen_ + 1) * seqLen_ - g0 : G);
                 {
                     const int64_t oneBurst = ((hidden_ - n_) * sizeof(T) == 0 && rowStride_ == n_) ? 1 : 0;
-                    event_t evt_3 = static_cast<event_t>(GetTPipePtr()->FetchEventID(HardEvent::V_MTE2));
-                    SetFlag<HardEvent::V_MTE2>(evt_3);  // resBuf_dy: V has read it before MTE2 overwrites it
-                    WaitFlag<HardEvent::V_MTE2>(evt_3);
+                    event_t evt_2 = static_cast<event_t>(GetTPipePtr()->FetchEventID(HardEvent::V_MTE2));
+                    SetFlag<HardEvent::V_MTE2>(evt_2);  // resBuf_dy: V has read it before MTE2 overwrites it
+                    WaitFlag<HardEvent::V_MTE2>(evt_2);
                     DataCopyPad(res_dy, gm_dy[g0 * hidden_ + c0_],
                                 DataCopyExtParams(static_cast<uint16_t>(oneBurst != 0 ? 1 : k),
                                                   oneBurst != 0 ? k * n_ * sizeof(T) : n_ * sizeof(T),
@@ -363,9 +363,9 @@ private:
                 if (bg != curBatch_) {
                     if (curBatch_ >= 0) {
                         FlushCol();
+                        PipeBarrier<PIPE_V>();  // browBuf_: V has read it before V overwrites it
                     }
                     curBatch_ = bg;
-                    PipeBarrier<PIPE_V>();  // browBuf_: V has read it before V overwrites it
                     ZeroBatchSums();
                 }
                 if (bg != valBatch_) {
@@ -444,10 +444,10 @@ private:
                 } else {
                     // the group's rows at once (one instruction over every row, row reductions by RowsSum); else row by row
                     if (td_->colBatchRows >= 1 && rowStride_ <= 2040) {
-                        event_t evt_4 = static_cast<event_t>(GetTPipePtr()->FetchEventID(HardEvent::MTE2_S));
+                        event_t evt_3 = static_cast<event_t>(GetTPipePtr()->FetchEventID(HardEvent::MTE2_S));
                         SetFlag<HardEvent::MTE2_S>(
-                            evt_4);  // statInQue_rstd_mean: MTE2 has written it before S reads it
-                        WaitFlag<HardEvent::MTE2_S>(evt_4);
+                            evt_3);  // statInQue_rstd_mean: MTE2 has written it before S reads it
+                        WaitFlag<HardEvent::MTE2_S>(evt_3);
                         // the group's rows, colBatchRows at a time
                         for (int64_t b0 = 0; b0 < k; b0 += td_->colBatchRows) {
                             const int64_t kb = k - b0 < td_->colBatchRows ? k - b0 : td_->colBatchRows;
@@ -503,10 +503,10 @@ private:
                         }
                     } else {
                         PipeBarrier<PIPE_V>();  // browBuf_: V has read it before V overwrites it
-                        event_t evt_5 = static_cast<event_t>(GetTPipePtr()->FetchEventID(HardEvent::MTE2_S));
+                        event_t evt_4 = static_cast<event_t>(GetTPipePtr()->FetchEventID(HardEvent::MTE2_S));
                         SetFlag<HardEvent::MTE2_S>(
-                            evt_5);  // statInQue_rstd_mean: MTE2 has written it before S reads it
-                        WaitFlag<HardEvent::MTE2_S>(evt_5);
+                            evt_4);  // statInQue_rstd_mean: MTE2 has written it before S reads it
+                        WaitFlag<HardEvent::MTE2_S>(evt_4);
                         for (int64_t i = 0; i < k; ++i) {
                             const int64_t b = (g0 + i) / seqLen_;
                             if (b != valBatch_) {
@@ -545,14 +545,14 @@ private:
                             const float part_s2 = RowSum(w_[3], n_);  // spec: ada_layer_norm_grad.py:69
                             sums_.SetValue(1 * groupStride_ + i, part_s2);
                         }
+                        event_t evt_5 = static_cast<event_t>(GetTPipePtr()->FetchEventID(HardEvent::S_MTE3));
+                        SetFlag<HardEvent::S_MTE3>(evt_5);  // sumBuf_: S has written it before MTE3 reads it
+                        WaitFlag<HardEvent::S_MTE3>(evt_5);
                     }
                 }
                 event_t evt_0 = static_cast<event_t>(GetTPipePtr()->FetchEventID(HardEvent::V_MTE3));
                 SetFlag<HardEvent::V_MTE3>(evt_0);  // sumBuf_: V has written it before MTE3 reads it
                 WaitFlag<HardEvent::V_MTE3>(evt_0);
-                event_t evt_1 = static_cast<event_t>(GetTPipePtr()->FetchEventID(HardEvent::S_MTE3));
-                SetFlag<HardEvent::S_MTE3>(evt_1);  // sumBuf_: S has written it before MTE3 reads it
-                WaitFlag<HardEvent::S_MTE3>(evt_1);
                 DataCopyPad(ws_[(core * 2 + 0) * groupStride_], sums_[0 * groupStride_],
                             DataCopyExtParams(1, k * sizeof(float), 0, 0, 0));
                 DataCopyPad(ws_[(core * 2 + 1) * groupStride_], sums_[1 * groupStride_],
@@ -560,9 +560,9 @@ private:
                 PipeBarrier<PIPE_ALL>();
                 SyncAll();
                 TotalOwnedRows(0, totBase + 0 * groupStride_, k);
-                event_t evt_2 = static_cast<event_t>(GetTPipePtr()->FetchEventID(HardEvent::MTE3_MTE2));
-                SetFlag<HardEvent::MTE3_MTE2>(evt_2);  // GM <workspace>: MTE3 has written it before MTE2 reads it
-                WaitFlag<HardEvent::MTE3_MTE2>(evt_2);
+                event_t evt_1 = static_cast<event_t>(GetTPipePtr()->FetchEventID(HardEvent::MTE3_MTE2));
+                SetFlag<HardEvent::MTE3_MTE2>(evt_1);  // GM <workspace>: MTE3 has written it before MTE2 reads it
+                WaitFlag<HardEvent::MTE3_MTE2>(evt_1);
                 TotalOwnedRows(1, totBase + 1 * groupStride_, k);
                 PipeBarrier<PIPE_ALL>();
                 SyncAll();
@@ -862,8 +862,8 @@ private:
                                                        static_cast<uint8_t>(rowStride_ / 8), 1, 1, 1,
                                                        0));  // spec: ada_layer_norm_grad.py:69
                             }
+                            PipeBarrier<PIPE_V>();  // workBuf_: V has written it before V reads it
                         }
-                        PipeBarrier<PIPE_V>();  // workBuf_: V has written it before V reads it
                         for (int64_t i = 0; i < kb; ++i) {
                             const float s2 = tots_.GetValue(1 * groupStride_ + i + b0);
                             float s6 = 0.0f;
@@ -1083,9 +1083,9 @@ private:
                             if (b != curBatch_) {
                                 if (curBatch_ >= 0) {
                                     FlushCol();
+                                    PipeBarrier<PIPE_V>();  // browBuf_: V has read it before V overwrites it
                                 }
                                 curBatch_ = b;
-                                PipeBarrier<PIPE_V>();  // browBuf_: V has read it before V overwrites it
                                 ZeroBatchSums();
                             }
                             if (b != valBatch_) {
@@ -1462,9 +1462,9 @@ private:
             if (b != curBatch_) {
                 if (curBatch_ >= 0) {
                     FlushRow();
+                    PipeBarrier<PIPE_V>();  // browBuf_: V has read it before V overwrites it
                 }
                 curBatch_ = b;
-                PipeBarrier<PIPE_V>();  // browBuf_: V has read it before V overwrites it
                 ZeroBatchSums();
             }
             if (b != valBatch_) {
@@ -1554,8 +1554,8 @@ private:
                                 static_cast<int32_t>(n_));  // spec: ada_layer_norm_grad.py:72
                         }
                     }
+                    PipeBarrier<PIPE_V>();  // workBuf_: V has written it before V reads it
                 }
-                PipeBarrier<PIPE_V>();  // workBuf_: V has written it before V reads it
                 // eight rows a repeat, a column block a repeat; the column row's block for each
                 for (int64_t g = 0; g < (kb + 7) / 8; ++g) {
                     Mul(w_[2][g * 8 * rowStride_], w_[1][g * 8 * rowStride_], brow_[1],
@@ -1783,9 +1783,9 @@ private:
                     }
                 }
                 if (hasInput0_) {  // when gamma present
-                    event_t evt_6 = static_cast<event_t>(GetTPipePtr()->FetchEventID(HardEvent::S_V));
-                    SetFlag<HardEvent::S_V>(evt_6);  // rowsRedBuf_: S has written it before V reads it
-                    WaitFlag<HardEvent::S_V>(evt_6);
+                    event_t evt_4 = static_cast<event_t>(GetTPipePtr()->FetchEventID(HardEvent::S_V));
+                    SetFlag<HardEvent::S_V>(evt_4);  // rowsRedBuf_: S has written it before V reads it
+                    WaitFlag<HardEvent::S_V>(evt_4);
                     Brcb(rowsRed_, rowsRed_[(8 + 0) * AlignUp(kb, 8)], (kb + 7) / 8,
                          BrcbRepeatParams(1, 8));  // spec: ada_layer_norm_grad.py:69
                     PipeBarrier<PIPE_V>();         // rowsRedBuf_: V has written it before V reads it
@@ -1798,10 +1798,10 @@ private:
                                                static_cast<uint8_t>(rowStride_ / 8), 1, 1, 1,
                                                0));  // spec: ada_layer_norm_grad.py:69
                     }
+                    event_t evt_5 = static_cast<event_t>(GetTPipePtr()->FetchEventID(HardEvent::V_S));
+                    SetFlag<HardEvent::V_S>(evt_5);  // rowValBuf_: V has written it before S reads it
+                    WaitFlag<HardEvent::V_S>(evt_5);
                 }
-                event_t evt_3 = static_cast<event_t>(GetTPipePtr()->FetchEventID(HardEvent::V_S));
-                SetFlag<HardEvent::V_S>(evt_3);  // rowValBuf_: V has written it before S reads it
-                WaitFlag<HardEvent::V_S>(evt_3);
                 for (int64_t i = 0; i < kb; ++i) {
                     const float s2 = rv_[1].GetValue(i);
                     float s4 = 0.0f;
@@ -1823,9 +1823,9 @@ private:
                     }
                 }
                 if (!hasInput0_) {  // when gamma absent
-                    event_t evt_7 = static_cast<event_t>(GetTPipePtr()->FetchEventID(HardEvent::S_V));
-                    SetFlag<HardEvent::S_V>(evt_7);  // rowsRedBuf_: S has written it before V reads it
-                    WaitFlag<HardEvent::S_V>(evt_7);
+                    event_t evt_6 = static_cast<event_t>(GetTPipePtr()->FetchEventID(HardEvent::S_V));
+                    SetFlag<HardEvent::S_V>(evt_6);  // rowsRedBuf_: S has written it before V reads it
+                    WaitFlag<HardEvent::S_V>(evt_6);
                     Brcb(rowsRed_, rowsRed_[(8 + 0) * AlignUp(kb, 8)], (kb + 7) / 8,
                          BrcbRepeatParams(1, 8));  // spec: ada_layer_norm_grad.py:69
                     PipeBarrier<PIPE_V>();         // rowsRedBuf_: V has written it before V reads it
@@ -1838,10 +1838,10 @@ private:
                                                static_cast<uint8_t>(rowStride_ / 8), 1, 1, 1,
                                                0));  // spec: ada_layer_norm_grad.py:69
                     }
+                    event_t evt_7 = static_cast<event_t>(GetTPipePtr()->FetchEventID(HardEvent::V_S));
+                    SetFlag<HardEvent::V_S>(evt_7);  // rowValBuf_: V has written it before S reads it
+                    WaitFlag<HardEvent::V_S>(evt_7);
                 }
-                event_t evt_4 = static_cast<event_t>(GetTPipePtr()->FetchEventID(HardEvent::V_S));
-                SetFlag<HardEvent::V_S>(evt_4);  // rowValBuf_: V has written it before S reads it
-                WaitFlag<HardEvent::V_S>(evt_4);
                 for (int64_t i = 0; i < kb; ++i) {
                     const float s2 = rv_[1].GetValue(i);
                     float s6 = 0.0f;
@@ -1856,9 +1856,9 @@ private:
                     const float s_rstd = statIn_rstd.GetValue(i + b0);        // spec: ada_layer_norm_grad.py:62
                     rowsRed_.SetValue((8 + 0) * AlignUp(kb, 8) + i, s_rstd);  // spec: ada_layer_norm_grad.py:69
                 }
-                event_t evt_5 = static_cast<event_t>(GetTPipePtr()->FetchEventID(HardEvent::S_V));
-                SetFlag<HardEvent::S_V>(evt_5);  // rowsRedBuf_: S has written it before V reads it
-                WaitFlag<HardEvent::S_V>(evt_5);
+                event_t evt_3 = static_cast<event_t>(GetTPipePtr()->FetchEventID(HardEvent::S_V));
+                SetFlag<HardEvent::S_V>(evt_3);  // rowsRedBuf_: S has written it before V reads it
+                WaitFlag<HardEvent::S_V>(evt_3);
                 Brcb(rowsRed_, rowsRed_[(8 + 0) * AlignUp(kb, 8)], (kb + 7) / 8,
                      BrcbRepeatParams(1, 8));  // spec: ada_layer_norm_grad.py:69
                 PipeBarrier<PIPE_V>();         // rowsRedBuf_: V has written it before V reads it
@@ -2111,8 +2111,8 @@ private:
                             s1 = RowSum(w_[2][i * rowStride_], n_);  // spec: ada_layer_norm_grad.py:69
                             Mul(w_[3][i * rowStride_], w_[2][i * rowStride_], w_[0][i * rowStride_],
                                 static_cast<int32_t>(n_));  // spec: ada_layer_norm_grad.py:69
+                            PipeBarrier<PIPE_V>();          // workBuf_: V has written it before V reads it
                         }
-                        PipeBarrier<PIPE_V>();  // workBuf_: V has written it before V reads it
                         const float s2 = RowSum(w_[3][i * rowStride_], n_);  // spec: ada_layer_norm_grad.py:69
                         float s3 = 0.0f;
                         float s4 = 0.0f;
