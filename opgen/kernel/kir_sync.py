@@ -1910,7 +1910,7 @@ def _sink(k, inserted: dict, types, used, trials: _Trials) -> dict:
     after the loop, the move is taken when the syncs the placement then adds for it all lie outside that loop
     (_placed_outside: issued once, not per iteration), as _hoist does; the syncs of the lists they go to are then
     pruned again (_prune: the new sync may stand for one placed beside it). Positions in text order; each trial on the program the
-    earlier ones left (docs/design.md "Synchronisation", "Syncs at the end of a branch")."""
+    earlier ones left (docs/design.md "Syncs at the end of a branch")."""
     inserted = {p: list(v) for p, v in inserted.items()}
     if trials.base is None:
         trials.start(inserted, types, used)
