@@ -66,6 +66,10 @@ The analysis is an abstract interpretation of the program (Init, then Process, m
   met costs a lookup. Over the 135 classes the suite places (the examples, derived specs and bundled operators),
   place_syncs took 109.7 s of CPU before and 59.4 s after (back to back), with the same placements; the
   prefix-only version of this memo had halved BatchMatMulV3's placement (17.1 -> 8.3 s).
+* Then each placed barrier or flag pair that follows an If (past statements issuing no work) moves to the end of
+  the branch holding every access it orders, when the analysis finds no conflict (_sink; a position's index
+  len(list) is the end of that list): it runs only where the branch is taken (GroupNorm's guarded segment fix-up),
+  and an access after the loop it also ordered gets its own syncs outside the loop (_placed_outside).
 * Then each flag pair's SetFlag moves up its statement list, one statement at a time, while the analysis still
   finds no conflict (so it follows the last access it must cover), under an event id of its own: the waiting pipe
   no longer waits for the producing pipe's later, unrelated work (a prefetch, another operand's copy).
@@ -453,8 +457,8 @@ class _Trials:
     (`accept`) drops the states it can touch.
 
     `states`: (statement list's position, its entry's types, GM scope, loop variables, core kind and the shape of
-    its state: `_shape`) -> tables, each {i: (state, loop variables) before statement i; i = len(list): after the
-    list} of the list entered in the state of its entry 0 (found by _same_states), each a fact about the base
+    its state: `_shape`) -> tables, each {i: (state, loop variables) before the syncs placed at i and statement i;
+    i = len(list): before the syncs placed at the list's end; len(list) + 1: after the list} of the list entered in the state of its entry 0 (found by _same_states), each a fact about the base
     program: that list, entered in that state, reaches that state there (every analysis is deterministic). A trial
     differs from the base at a few positions (`diffs`, _diff_positions); in a list whose statements before i hold
     none of them and call no function holding one, the state before i is the base's (recorded there, and a walk
@@ -807,13 +811,16 @@ class _Analysis:
         one recorded before the first statement holding or calling a change (`_Trials.span`: the prefix is the
         base's code), and from a statement after the last such one, where the state equals the base's there, it
         ends with the base's state after the list (the rest is the base's code from the base's state: the same walk,
-        conflict-free). Exact: each state used is one the same code reaches from the same state."""
+        conflict-free). Exact: each state used is one the same code reaches from the same state. The syncs placed at
+        position pos + (len(stmts),), the end of the list (a sync sunk into a branch, _sink), take effect after its
+        last statement: a trial's table holds the state before them at index len(stmts) and the state after the
+        list at len(stmts) + 1."""
         t = self.trials
-        if t is None or self.diffs is None:
-            for i in range(len(stmts)):
-                ds = self.step(ds, stmts[i], pos, i, scope)
-            return ds
         n = len(stmts)
+        if t is None or self.diffs is None:
+            for i in range(n):
+                ds = self.step(ds, stmts[i], pos, i, scope)
+            return self.tail(ds, pos + (n,))
         first, last = t.span(pos, stmts, self.diffs, self.changed)
         key = (pos, frozenset(self.types.items()), frozenset(self.gm_scope.items()), frozenset(self.env.items()),
                self.unit, _shape(ds))
@@ -833,22 +840,31 @@ class _Analysis:
             ds = {k: d.copy() for k, d in st.items()}
             self.env.clear()
             self.env.update(env)
-        for i in range(start, n + 1):
+        for i in range(start, n + 2):
             if i <= first:
                 if i not in base:
                     base[i] = ({k: d.copy() for k, d in ds.items()}, dict(self.env))
             else:
-                got = base.get(i) if i > last and n in base else None
+                got = base.get(i) if i > last and n + 1 in base else None
                 if got is not None and got[1] == self.env and _same_states(ds, got[0]):
                     # the rest is the base's walk: its states, its end (module docstring, _Trials)
                     pend.update((j, x) for j, x in base.items() if j >= i)
-                    st, env = base[n]
+                    st, env = base[n + 1]
                     self.env.clear()
                     self.env.update(env)
                     return {k: d.copy() for k, d in st.items()}
                 pend[i] = ({k: d.copy() for k, d in ds.items()}, dict(self.env))
             if i < n:
                 ds = self.step(ds, stmts[i], pos, i, scope)
+            elif i == n:
+                ds = self.tail(ds, pos + (n,))
+        return ds
+
+    def tail(self, ds: dict, end: tuple) -> dict:
+        """ds with the syncs placed at `end`, the end of a statement list (after its last statement), applied."""
+        for sync in self.inserted.get(end, ()):
+            for d in ds.values():
+                self.effect(d, sync)
         return ds
 
     def step(self, ds: dict, s, pos: tuple, i: int, scope: dict) -> dict:
@@ -1390,6 +1406,7 @@ def _with(k: kir.KernelClass, inserted: dict, pooled: bool = False) -> kir.Kerne
         for i, s in enumerate(stmts):
             out += [(None, x) for x in inserted.get(pos + (i,), ())]
             out.append((i, s))
+        out += [(None, x) for x in inserted.get(pos + (len(stmts),), ())]   # the list's end (_sink)
         return _pool_ids(out, pos[0], count, fixed) if pooled else out
     return _map_bodies(k, fn)
 
@@ -1464,11 +1481,13 @@ class Hoist(enum.Enum):
     LOOPS = "loops"
 
 
-def place_syncs(k: kir.KernelClass, types: dict | None = None, prune: bool = True, hoist: Hoist = Hoist.ALL) -> tuple:
+def place_syncs(k: kir.KernelClass, types: dict | None = None, prune: bool = True, hoist: Hoist = Hoist.ALL,
+                sink: bool = True) -> tuple:
     """The pass: (k with syncs placed, {position: [sync statements placed before it]}). Existing syncs and queue
     hand-offs of k are honoured (give `strip_syncs(k)` to place all). A position is (function name, index, ...)
-    with "b" / "t" / "e" / "s" / "c" stepping into a loop body / then / else / scope / core branch. prune removes
-    each placed sync the analysis shows redundant; hoist (`Hoist`) moves each flag pair's SetFlag as early in its list as
+    with "b" / "t" / "e" / "s" / "c" stepping into a loop body / then / else / scope / core branch; the index
+    len(list) is the list's end, after its last statement. prune removes each placed sync the analysis shows
+    redundant; sink moves a sync that follows an If into the branch holding every access it orders (_sink); hoist (`Hoist`) moves each flag pair's SetFlag as early in its list as
     the analysis allows (Hoist.LOOPS: only the pairs inside a software-pipelined loop's body, kir.For.pipelined,
     right after work of the SetFlag's pipe, which the wait would otherwise cover: one analysis per step is too slow
     for every pair of the rows classes at generation). Raises kir.IRError when k is malformed (the verifier) or a loop has no fixed point, TypeError when hoist is not a Hoist."""
@@ -1503,6 +1522,8 @@ def place_syncs(k: kir.KernelClass, types: dict | None = None, prune: bool = Tru
         trials = _Trials(k)
     if prune:
         inserted = _prune(k, inserted, types, used, trials)
+    if sink:
+        inserted = _sink(k, inserted, types, used, trials)
     if hoist is not Hoist.NONE:
         inserted = _hoist(k, inserted, types, used, trials, only_loops=hoist is Hoist.LOOPS)
     out = _with(k, inserted, pooled=True)
@@ -1796,17 +1817,20 @@ def _clean(k, inserted, types, used, trials: _Trials | None = None, found: list 
     return True
 
 
-def _prune(k, inserted: dict, types, used, trials: _Trials) -> dict:
+def _prune(k, inserted: dict, types, used, trials: _Trials, lists=None) -> dict:
     """`inserted` less each sync (a barrier, a flag pair) whose removal leaves k with no conflict, tried one by
     one from the last position (in text order) to the first, each trial on the program the earlier ones left. A
     flag pair whose removal leaves a conflict that a PipeBarrier orders (the pair's wait stood for a barrier: a V ->
     S wait placed for a scalar read that an earlier wait already covers, kept because it also orders V before the
     V work after it) is replaced by that barrier when the program then has no conflict: a barrier drains one pipe,
-    a flag wait stalls the waiting pipe too (docs/reference/kernel_cost.md: 16 cycles against 32)."""
+    a flag wait stalls the waiting pipe too (docs/reference/kernel_cost.md: 16 cycles against 32). `lists`: only the
+    syncs placed in these statement lists (positions less their last index) are tried (None: all)."""
     inserted = dict(inserted)
     if trials.base is None:
         trials.start(inserted, types, used)
     for pos in sorted(inserted, key=str, reverse=True):
+        if lists is not None and pos[:-1] not in lists:
+            continue
         lst = inserted[pos]
         j = len(lst)
         while j > 0:
@@ -1826,6 +1850,107 @@ def _prune(k, inserted: dict, types, used, trials: _Trials) -> dict:
                     trials.accept(inserted)
             j -= n
     return {p: v for p, v in inserted.items() if v}
+
+
+_NO_WORK = (kir.Let, kir.Assign, kir.FLet, kir.FAssign, kir.Comment, kir.Get, kir.View, kir.StructLet, kir.StructSet,
+            kir.TrapUnless)
+"""Statements that issue no pipe work and touch no buffer (names, scalar arithmetic, bindings of tensor variables;
+an FLet's scalar reads of UB are the analysis's to check): a sync moving up past them waits for nothing earlier."""
+
+
+def _branch_ends(k: kir.KernelClass, pos: tuple) -> list:
+    """The ends of the branches of the If a sync placed before position `pos` follows: the position of the end of its
+    then-branch and of its else-branch (each when not empty), found walking back from `pos` over statements that
+    issue no work (_NO_WORK), into a Scope that ends there and out of a Scope whose body it starts; [] when the walk
+    meets anything else first (work, a loop, a list's start outside a Scope)."""
+    base, i = pos[:-1], pos[-1]
+    body = _body_at(k, base)
+    while True:
+        j = i - 1
+        while j >= 0 and isinstance(body[j], _NO_WORK):
+            j -= 1
+        if j >= 0:
+            s = body[j]
+            if isinstance(s, kir.Scope):
+                base, body = base + (j, "s"), s.body
+                i = len(body)
+                continue
+            if isinstance(s, kir.If):
+                return [base + (j, b, len(lst)) for b, lst in (("t", s.then), ("e", s.orelse)) if lst]
+            return []
+        if len(base) >= 3 and base[-1] == "s":
+            base, i = base[:-2], base[-2]
+            body = _body_at(k, base)
+            continue
+        return []
+
+
+def _units(lst: list) -> list:
+    """The placed syncs of one position's list as (index, count): a barrier, or a SetFlag with its WaitFlag right
+    after it (a lone SetFlag or WaitFlag, one half of a hoisted pair, is none)."""
+    out, j = [], 0
+    while j < len(lst):
+        x = lst[j]
+        if isinstance(x, kir.Barrier):
+            out.append((j, 1))
+        elif isinstance(x, kir.SetFlag) and j + 1 < len(lst) and isinstance(lst[j + 1], kir.WaitFlag) \
+                and (lst[j + 1].event, lst[j + 1].id) == (x.event, x.id):
+            out.append((j, 2))
+            j += 1
+        j += 1
+    return out
+
+
+def _sink(k, inserted: dict, types, used, trials: _Trials) -> dict:
+    """`inserted` with each placed barrier or flag pair that follows an If (past statements issuing no work,
+    _branch_ends) moved to the end of one of its branches, the then-branch tried first, when k then has no conflict:
+    every access the sync orders is inside that branch and the other branch needs none. It then runs only on the
+    paths that take that branch (a guarded fix-up's scalar work: a wait where the branch is taken, not on every
+    pass), and it sinks again into an If ending that branch. Where the sync, in a loop body, also ordered an access
+    after the loop, the move is taken when the syncs the placement then adds for it all lie outside that loop
+    (_placed_outside: issued once, not per iteration), as _hoist does; the syncs of the lists they go to are then
+    pruned again (_prune: the new sync may stand for one placed beside it). Positions in text order; each trial on the program the
+    earlier ones left (docs/design.md "Syncs at the end of a branch")."""
+    inserted = {p: list(v) for p, v in inserted.items()}
+    if trials.base is None:
+        trials.start(inserted, types, used)
+    todo = sorted(inserted, key=str)
+    added: set = set()   # the statement lists where a move added syncs outside its loop
+    while todo:
+        pos = todo.pop(0)
+        ends = _branch_ends(k, pos) if inserted.get(pos) and isinstance(pos[-1], int) else []
+        if not ends:
+            continue
+        loop = _loop_body_of(k, pos[:-1])
+        for j, n in reversed(_units(inserted[pos])):
+            lst = inserted[pos]
+            unit = lst[j:j + n]
+            for end in ends:
+                trial = {**inserted, pos: lst[:j] + lst[j + n:], end: list(inserted.get(end, ())) + unit}
+                found: list = []
+                if not _clean(k, trial, types, used, trials, found):
+                    # the sync also ordered an access after the loop holding it: that one's syncs outside the loop,
+                    # tried only when the first conflict's later access is there (same function, out of the loop
+                    # body; one inside would get its sync inside: _placed_outside's rounds cost whole analyses)
+                    later = found[0].later.pos if found else None
+                    if loop is None or later is None or later[0] != loop[0] or later[:len(loop)] == loop:
+                        continue
+                    extra = _placed_outside(k, trial, types, used, loop, trials)
+                    if extra is None:
+                        continue
+                    trial = {**trial, **{p: list(trial.get(p, ())) + v for p, v in extra.items()}}
+                    if not _clean(k, trial, types, used, None):
+                        continue
+                    added.update(p[:-1] for p in extra)
+                inserted = trial
+                trials.accept(inserted)
+                if end not in todo:
+                    todo.append(end)
+                break
+    inserted = {p: v for p, v in inserted.items() if v}
+    if added:   # a sync the move added may make one placed beside it redundant
+        inserted = _prune(k, inserted, types, used, trials, added)
+    return inserted
 
 
 def _body_at(k: kir.KernelClass, base: tuple) -> tuple:

@@ -364,9 +364,9 @@ private:
                 if (bg != curBatch_) {
                     if (curBatch_ >= 0) {
                         FlushCol();
+                        PipeBarrier<PIPE_V>();  // browBuf_: V has read it before V overwrites it
                     }
                     curBatch_ = bg;
-                    PipeBarrier<PIPE_V>();  // browBuf_: V has read it before V overwrites it
                     ZeroBatchSums();
                 }
                 if (bg != valBatch_) {
@@ -885,8 +885,8 @@ private:
                                                        static_cast<uint8_t>(rowStride_ / 8), 1, 1, 1,
                                                        0));  // spec: ada_layer_norm_grad.py:69
                             }
+                            PipeBarrier<PIPE_V>();  // workBuf_: V has written it before V reads it
                         }
-                        PipeBarrier<PIPE_V>();  // workBuf_: V has written it before V reads it
                         for (int64_t i = 0; i < kb; ++i) {
                             const float s2 = tots_.GetValue(1 * groupStride_ + i + b0);
                             float s6 = 0.0f;
@@ -1112,9 +1112,9 @@ private:
                             if (b != curBatch_) {
                                 if (curBatch_ >= 0) {
                                     FlushCol();
+                                    PipeBarrier<PIPE_V>();  // browBuf_: V has read it before V overwrites it
                                 }
                                 curBatch_ = b;
-                                PipeBarrier<PIPE_V>();  // browBuf_: V has read it before V overwrites it
                                 ZeroBatchSums();
                             }
                             if (b != valBatch_) {
@@ -1516,9 +1516,9 @@ private:
             if (b != curBatch_) {
                 if (curBatch_ >= 0) {
                     FlushRow();
+                    PipeBarrier<PIPE_V>();  // browBuf_: V has read it before V overwrites it
                 }
                 curBatch_ = b;
-                PipeBarrier<PIPE_V>();  // browBuf_: V has read it before V overwrites it
                 ZeroBatchSums();
             }
             if (b != valBatch_) {
@@ -1608,8 +1608,8 @@ private:
                                 static_cast<int32_t>(n_));  // spec: ada_layer_norm_grad.py:72
                         }
                     }
+                    PipeBarrier<PIPE_V>();  // workBuf_: V has written it before V reads it
                 }
-                PipeBarrier<PIPE_V>();  // workBuf_: V has written it before V reads it
                 // eight rows a repeat, a column block a repeat; the column row's block for each
                 for (int64_t g = 0; g < (kb + 7) / 8; ++g) {
                     Mul(w_[2][g * 8 * rowStride_], w_[1][g * 8 * rowStride_], brow_[1],
@@ -1837,9 +1837,9 @@ private:
                     }
                 }
                 if (hasInput0_) {  // when gamma present
-                    event_t evt_6 = static_cast<event_t>(GetTPipePtr()->FetchEventID(HardEvent::S_V));
-                    SetFlag<HardEvent::S_V>(evt_6);  // rowsRedBuf_: S has written it before V reads it
-                    WaitFlag<HardEvent::S_V>(evt_6);
+                    event_t evt_4 = static_cast<event_t>(GetTPipePtr()->FetchEventID(HardEvent::S_V));
+                    SetFlag<HardEvent::S_V>(evt_4);  // rowsRedBuf_: S has written it before V reads it
+                    WaitFlag<HardEvent::S_V>(evt_4);
                     Brcb(rowsRed_, rowsRed_[(8 + 0) * AlignUp(kb, 8)], (kb + 7) / 8,
                          BrcbRepeatParams(1, 8));  // spec: ada_layer_norm_grad.py:69
                     PipeBarrier<PIPE_V>();         // rowsRedBuf_: V has written it before V reads it
@@ -1852,10 +1852,10 @@ private:
                                                static_cast<uint8_t>(rowStride_ / 8), 1, 1, 1,
                                                0));  // spec: ada_layer_norm_grad.py:69
                     }
+                    event_t evt_5 = static_cast<event_t>(GetTPipePtr()->FetchEventID(HardEvent::V_S));
+                    SetFlag<HardEvent::V_S>(evt_5);  // rowValBuf_: V has written it before S reads it
+                    WaitFlag<HardEvent::V_S>(evt_5);
                 }
-                event_t evt_3 = static_cast<event_t>(GetTPipePtr()->FetchEventID(HardEvent::V_S));
-                SetFlag<HardEvent::V_S>(evt_3);  // rowValBuf_: V has written it before S reads it
-                WaitFlag<HardEvent::V_S>(evt_3);
                 for (int64_t i = 0; i < kb; ++i) {
                     const float s2 = rv_[1].GetValue(i);
                     float s4 = 0.0f;
@@ -1877,9 +1877,9 @@ private:
                     }
                 }
                 if (!hasInput0_) {  // when gamma absent
-                    event_t evt_7 = static_cast<event_t>(GetTPipePtr()->FetchEventID(HardEvent::S_V));
-                    SetFlag<HardEvent::S_V>(evt_7);  // rowsRedBuf_: S has written it before V reads it
-                    WaitFlag<HardEvent::S_V>(evt_7);
+                    event_t evt_6 = static_cast<event_t>(GetTPipePtr()->FetchEventID(HardEvent::S_V));
+                    SetFlag<HardEvent::S_V>(evt_6);  // rowsRedBuf_: S has written it before V reads it
+                    WaitFlag<HardEvent::S_V>(evt_6);
                     Brcb(rowsRed_, rowsRed_[(8 + 0) * AlignUp(kb, 8)], (kb + 7) / 8,
                          BrcbRepeatParams(1, 8));  // spec: ada_layer_norm_grad.py:69
                     PipeBarrier<PIPE_V>();         // rowsRedBuf_: V has written it before V reads it
@@ -1892,10 +1892,10 @@ private:
                                                static_cast<uint8_t>(rowStride_ / 8), 1, 1, 1,
                                                0));  // spec: ada_layer_norm_grad.py:69
                     }
+                    event_t evt_7 = static_cast<event_t>(GetTPipePtr()->FetchEventID(HardEvent::V_S));
+                    SetFlag<HardEvent::V_S>(evt_7);  // rowValBuf_: V has written it before S reads it
+                    WaitFlag<HardEvent::V_S>(evt_7);
                 }
-                event_t evt_4 = static_cast<event_t>(GetTPipePtr()->FetchEventID(HardEvent::V_S));
-                SetFlag<HardEvent::V_S>(evt_4);  // rowValBuf_: V has written it before S reads it
-                WaitFlag<HardEvent::V_S>(evt_4);
                 for (int64_t i = 0; i < kb; ++i) {
                     const float s2 = rv_[1].GetValue(i);
                     float s6 = 0.0f;
@@ -1910,9 +1910,9 @@ private:
                     const float s_rstd = statIn_rstd.GetValue(i + b0);        // spec: ada_layer_norm_grad.py:62
                     rowsRed_.SetValue((8 + 0) * AlignUp(kb, 8) + i, s_rstd);  // spec: ada_layer_norm_grad.py:69
                 }
-                event_t evt_5 = static_cast<event_t>(GetTPipePtr()->FetchEventID(HardEvent::S_V));
-                SetFlag<HardEvent::S_V>(evt_5);  // rowsRedBuf_: S has written it before V reads it
-                WaitFlag<HardEvent::S_V>(evt_5);
+                event_t evt_3 = static_cast<event_t>(GetTPipePtr()->FetchEventID(HardEvent::S_V));
+                SetFlag<HardEvent::S_V>(evt_3);  // rowsRedBuf_: S has written it before V reads it
+                WaitFlag<HardEvent::S_V>(evt_3);
                 Brcb(rowsRed_, rowsRed_[(8 + 0) * AlignUp(kb, 8)], (kb + 7) / 8,
                      BrcbRepeatParams(1, 8));  // spec: ada_layer_norm_grad.py:69
                 PipeBarrier<PIPE_V>();         // rowsRedBuf_: V has written it before V reads it
@@ -2165,8 +2165,8 @@ private:
                             s1 = RowSum(w_[2][i * rowStride_], n_);  // spec: ada_layer_norm_grad.py:69
                             Mul(w_[3][i * rowStride_], w_[2][i * rowStride_], w_[0][i * rowStride_],
                                 static_cast<int32_t>(n_));  // spec: ada_layer_norm_grad.py:69
+                            PipeBarrier<PIPE_V>();          // workBuf_: V has written it before V reads it
                         }
-                        PipeBarrier<PIPE_V>();  // workBuf_: V has written it before V reads it
                         const float s2 = RowSum(w_[3][i * rowStride_], n_);  // spec: ada_layer_norm_grad.py:69
                         float s3 = 0.0f;
                         float s4 = 0.0f;
