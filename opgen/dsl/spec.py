@@ -154,6 +154,13 @@ def _samples(lo, hi, mult, absent) -> list:
     return sorted(vals)
 
 
+ELEMENTWISE_OPS = frozenset({"neg", "exp", "log", "sqrt", "rsqrt", "recip", "abs", "not", "tanh", "erf", "add",
+                             "sub", "mul", "div", "maximum", "minimum", "and", "or", "lt", "le", "gt", "ge", "eq",
+                             "ne", "select", "cast"})
+"""Tensor-IR ops computing each result element from the same element of their operands (opgen.ir.ops; operands
+broadcast from the right): the only ops an input updated in place may feed (OpSpec._check_ref_reads)."""
+
+
 @dataclass
 class DimDecl:
     """A named dim with its domain: min..max, multiple_of, `absent` value when no present input binds it."""
@@ -1857,7 +1864,41 @@ class OpSpec:
         for p_ in params:
             for d in p_.value.type.shape:
                 used |= d.symbols()
-        return Graph(self.name, tuple(params), tuple(b.nodes), tuple(outputs), self._ir_constraints(absent, used))
+        g = Graph(self.name, tuple(params), tuple(b.nodes), tuple(outputs), self._ir_constraints(absent, used))
+        self._check_ref_reads(g)
+        return g
+
+    def _check_ref_reads(self, g: Graph) -> None:
+        """Refuse a body that reads an input updated in place (OpSpec.output(ref=)) other than element by element:
+        every value computed from it must be an elementwise op (ELEMENTWISE_OPS) of the input's full shape, so
+        each element of every output depends on the input only through the same element. A kernel family then
+        reads an element in the tile, by the core, that writes it, before writing it; a reduction, a broadcast to
+        another shape, a slice, a reshape or a permute of the input could make a core read an element another core
+        (or an earlier tile) already overwrote. `opgen check` runs the kernel with the output aliased to the input
+        (both engines), so a kernel that still reads after writing fails there. docs/design.md "Inputs updated in
+        place". Raises SpecError at the ref output's declaration naming the reading op and its spec line."""
+        refs = [o for o in self.outputs if o.ref is not None]
+        if not refs:
+            return
+        shapes = {p.value.name: p.value.type.shape for p in g.params}
+        for o in refs:
+            if o.ref not in shapes:
+                continue
+            full, reached = shapes[o.ref], {o.ref}
+            for n in g.nodes:
+                if not any(i in reached for i in n.inputs):
+                    continue
+                if n.op in ELEMENTWISE_OPS and n.result.type.shape == full:
+                    reached.add(n.result.name)
+                    continue
+                at = f" at {n.loc}" if n.loc else ""
+                what = (f"{n.op} to shape {shape_str(n.result.type.shape)}" if n.result.type.shape != full
+                        else n.op)
+                raise spec_error(o.loc, f"output {o.name}: input {o.ref} is updated in place, but the body reads it "
+                                 f"through {what}{at}, not element by element (shape {shape_str(full)}): a kernel "
+                                 "could read an element after another core or tile wrote it",
+                                 f"use {o.ref} only in elementwise math of its own shape, or make {o.name} an "
+                                 "ordinary output (drop ref=)", arg="ref")
 
     def _bounds(self, absent: dict):
         """What the body may assume of the dims (opgen.ir.dims.Bounds): the declared domains (an absent dim its
