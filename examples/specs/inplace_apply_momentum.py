@@ -42,3 +42,11 @@ def _(b, var, accum, lr, grad, momentum, use_nesterov):
     else:
         new = var - lr * acc
     return {"var_ref": new, "accum_ref": acc}
+
+
+@spec.example
+def _(rng, inputs, env, attrs):
+    """A learning rate and a momentum coefficient as training uses them (random normals are negative half the
+    time): lr in [0.001, 0.1), momentum in [0.5, 0.99)."""
+    inputs["lr"] = rng.uniform(0.001, 0.1, inputs["lr"].shape)
+    inputs["momentum"] = rng.uniform(0.5, 0.99, inputs["momentum"].shape)

@@ -798,8 +798,9 @@ class OpSpec:
             raise spec_error(loc, f"output {name}: ref={ref!r} takes the input's shape; form_by= does not apply",
                              "drop form_by=", arg="form_by")
         if dtype is not None and dtype != src.dtype:
-            raise spec_error(loc, f"output {name}: dtype {getattr(dtype, 'name', dtype)} differs from the dtype "
-                             f"{getattr(src.dtype, 'name', src.dtype)} of input {ref!r}, which it updates in place",
+            raise spec_error(loc, f"output {name}: dtype {getattr(dtype, 'long_name', dtype_name(dtype))} differs "
+                             f"from the dtype {getattr(src.dtype, 'long_name', dtype_name(src.dtype))} of input "
+                             f"{ref!r}, which it updates in place",
                              "give the input's dtype, or none", arg=(1, "dtype"))
         if like is not None and like != ref:
             raise spec_error(loc, f"output {name}: like={like!r} differs from ref={ref!r}; an output updated in place "
