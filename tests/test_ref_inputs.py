@@ -72,6 +72,15 @@ def test_ref_declarations_are_refused_with_the_rule(tmp_path, outputs, needle):
     assert needle in str(e.value), str(e.value)
 
 
+def test_a_public_signature_with_a_ref_output_is_refused(tmp_path):
+    outputs = ('spec.output("var_ref", ref="var")\nfrom opgen.dsl import api\nspec.aclnn_signature(api.param("var"), '
+               'api.param("g"), api.param("opt"), api.param("two"), api.param("idx"), api.param("k"), '
+               'api.param("varRef", "var_ref"))')
+    with pytest.raises(SpecError) as e:
+        _spec(tmp_path, outputs)
+    assert "aclnn_signature with outputs updated in place (var_ref) is not supported" in str(e.value), str(e.value)
+
+
 def test_a_ref_output_with_the_inputs_own_dtype_and_shape_is_accepted(tmp_path):
     s = _spec(tmp_path, 'spec.output("var_ref", T, [N, H], like="var", ref="var")')
     o = s.outputs[0]
