@@ -277,3 +277,25 @@ def test_emulation_writes_the_inputs_buffer(examples_gen):
     assert r.gm["var"].read == n and r.gm["var"].written == n, r.gm["var"]
     assert r.gm["accum"].written == n and "var_ref" not in r.gm and "accum_ref" not in r.gm
     assert r.gm_bytes_min == 5 * n + 2 * 4, r.gm_bytes_min   # var, accum, grad read; var, accum written; lr, momentum
+
+
+@pytest.mark.slow
+@pytest.mark.skipif(shutil.which("g++") is None, reason="g++ not available")
+def test_emitted_aclnn_layer_checks_the_ref_tensors_by_their_public_names(examples_gen):
+    """The emitted aclnn layer (run by `opgen check` before the launch) checks varRef / accumRef as the inputs they
+    are, naming them as the caller passed them; the interpreter names the OpDef input."""
+    from opgen.check import run_check
+    from opgen.check.aclnn import AclnnRejected
+    from opgen.errors import ValidationError
+
+    rng = np.random.default_rng(0)
+    inputs = {"var": rng.standard_normal((4, 9)).astype(np.float32),
+              "accum": rng.standard_normal((4, 8)).astype(np.float32), "lr": np.array([0.1], np.float32),
+              "grad": rng.standard_normal((4, 9)).astype(np.float32), "momentum": np.array([0.9], np.float32)}
+    with pytest.raises(AclnnRejected) as e:
+        run_check(str(MOMENTUM), inputs, gen_dir=examples_gen, progress=False)
+    assert e.value.code == 161002
+    assert e.value.message == "accumRef: shape [4, 8]: leading dims [4, 8] differ from Bd=[4, 9] (from varRef)"
+    with pytest.raises(ValidationError) as v:
+        load_spec(str(MOMENTUM)).bind(inputs, {}, None)
+    assert "accum: shape [4, 8]: leading dims [4, 8] differ from Bd=[4, 9] (from var)" in str(v.value)
