@@ -297,3 +297,37 @@ def test_emitted_aclnn_layer_checks_the_ref_tensors_by_their_public_names(exampl
     with pytest.raises(ValidationError) as v:
         load_spec(str(MOMENTUM)).bind(inputs, {}, None)
     assert "accum: shape [4, 8]: leading dims [4, 8] differ from Bd=[4, 9] (from var)" in str(v.value)
+
+
+GEMM_ACC = '''"""c += a @ b + bias, in place (GemmV2's c): the cube family's epilogue reads c and writes it."""
+from opgen.dsl import A2, OpSpec, f16, f32
+
+spec = OpSpec("GemmAcc", aclnn="aclnnInplaceGemmAcc", socs=(A2,), round="rint")
+B, M, K, N = (spec.dim(n, max=65535) for n in "BMKN")
+spec.input("a", f16, [B, M, K])
+spec.input("b", f16, [B, K, N])
+spec.input("bias", f16, [N])
+spec.input("c", f16, [B, M, N])
+spec.output("c_ref", ref="c")
+
+
+@spec.body
+def _(g, a, b, bias, c):
+    return {"c_ref": (g.matmul(a, b) + bias.cast(f32) + c.cast(f32)).cast(f16, "rint")}
+'''
+
+
+def test_a_cube_epilogue_accumulates_into_its_ref_input_on_the_kir_engine(tmp_path):
+    """The cube family: each AIV reads its block of c in the epilogue and writes the same block, so aliasing c_ref to c
+    is safe; the Kernel-IR engine (output bound to c's array) equals float64 NumPy within fp16 rounding."""
+    from opgen.check import run_check
+
+    p = tmp_path / "gemm_acc.py"
+    p.write_text(GEMM_ACC)
+    r = run_check(str(p), dims={"B": 2, "M": 130, "K": 19, "N": 300}, engine="kir", seed=3, progress=False)
+    assert r.passed and not r.faults, (r.faults[:3], {k: c.to_json() for k, c in r.outputs.items()})
+    x = {k: np.asarray(v, np.float64) for k, v in r.inputs.items()}
+    ref = x["a"] @ x["b"] + x["bias"] + x["c"]
+    got = np.asarray(r.arrays["c_ref"], np.float64)
+    mag = np.abs(x["a"]) @ np.abs(x["b"]) + np.abs(x["bias"]) + np.abs(x["c"])
+    assert np.all(np.abs(got - ref) <= 2.0**-10 * mag + 2.0**-24 * 19 * mag)
