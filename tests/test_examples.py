@@ -388,6 +388,25 @@ def embedding(i, a):
     return {"out": _f(i["weight"])[np.asarray(i["indices"])]}
 
 
+def inplace_apply_momentum(i, a):
+    """torch.optim.SGD's momentum step in float64 (dampening 0, its momentum_buffer state set to accum), the updated
+    var and buffer as var_ref / accum_ref; the scale of var_ref is the magnitude of its two terms (a difference)."""
+    import torch
+
+    var = _t(i["var"]).clone().requires_grad_(False)
+    lr, mom = float(_f(i["lr"]).reshape(-1)[0]), float(_f(i["momentum"]).reshape(-1)[0])
+    nesterov = bool(a.get("use_nesterov", False))
+    p = torch.nn.Parameter(var)
+    p.grad = _t(i["grad"])
+    opt = torch.optim.SGD([p], lr=lr, momentum=mom, nesterov=nesterov)
+    opt.state[p]["momentum_buffer"] = _t(i["accum"]).clone()
+    opt.step()
+    buf = opt.state[p]["momentum_buffer"].numpy()
+    step = np.abs(lr) * (np.abs(_f(i["grad"])) + np.abs(mom * buf) if nesterov else np.abs(buf))
+    return {"var_ref": (p.detach().numpy(), np.abs(_f(i["var"])) + step),
+            "accum_ref": (buf, np.abs(mom * _f(i["accum"])) + np.abs(_f(i["grad"])))}
+
+
 ORACLES = {f.__name__: f for f in (tanh, log_softmax, hardtanh_grad, masked_fill, scaled_masked_softmax, prelu,
                                    leaky_relu, hard_sigmoid, maximum_grad, threshold_backward, smooth_l1_loss, mat_mul,
                                    batch_mat_mul, matmul_gelu, fused_mat_mul, rms_norm, rms_norm_grad, add_rms_norm,
@@ -396,7 +415,8 @@ ORACLES = {f.__name__: f for f in (tanh, log_softmax, hardtanh_grad, masked_fill
                                    swiglu_grad, reduce_mean, reduce_sum, reduce_max, mse_loss, kl_div, batch_norm,
                                    binary_cross_entropy,
                                    batch_norm_v3,
-                                   instance_norm, layer_norm_v4, reduce_min, group_norm, embedding)}
+                                   instance_norm, layer_norm_v4, reduce_min, group_norm, embedding,
+                                   inplace_apply_momentum)}
 
 TERMS = {   # per output: which of its inputs' extents one element sums over (the fp32 accumulation of the bound)
     "rms_norm": {"y": "row", "rstd": "row"}, "rms_norm_grad": {"dx": "row", "dgamma": "rows"},
@@ -610,6 +630,11 @@ CASES = [
     ("embedding", {"Bd": (3,), "V": 5, "H": 40000}, F16, {}, 2),              # rows past UB: column chunks
     ("embedding", {"Bd": (), "V": 3, "H": 17}, F16, {}, None),                # a 0-d index: one row
     ("embedding", {"Bd": (2,), "V": 2, "H": 400001}, BF16, {}, 2),            # 800 KB rows over the cores
+    # outputs written in place into their inputs (ref=): the emulation aliases var_ref to var, accum_ref to accum
+    ("inplace_apply_momentum", {"Bd": (7, 33)}, F32, {}, None),
+    ("inplace_apply_momentum", {"Bd": (100003,)}, BF16, {"use_nesterov": True}, None),   # a tail over the cores
+    ("inplace_apply_momentum", {"Bd": (3, 1001)}, F16, {}, None),
+    ("inplace_apply_momentum", {"Bd": (1,)}, F32, {"use_nesterov": True}, None),
     # strategy 2: AIC only (no K split, no epilogue: KERNEL_TASK_TYPE(key, KERNEL_TYPE_AIC_ONLY)); 1: mixed
     ("mat_mul", {"M": 37, "K": 50, "N": 45}, F16, {}, 2),                     # one block, every edge a tail
     ("mat_mul", {"M": 1000, "K": 333, "N": 500}, BF16, {}, 2),                # 8 x 4 blocks over 24 AI Cores

@@ -7,7 +7,8 @@ opgen.names.kernel_entry: the op's snake_case name unless that is a C library gl
                                                       GM_ADDR <outputs in OpDef order>..., GM_ADDR workspace,
                                                       GM_ADDR tiling)
 
-(absent optional inputs, and outputs the specialisation does not produce, are passed as nullptr) and hands it
+(absent optional inputs, and outputs the specialisation does not produce, are passed as nullptr; an output updated
+in place, OpSpec.output(ref=), gets its input's buffer: opgen_check::SetOutputRefs) and hands it
 to opgen_check::Main (opgen/check/cpp/check_driver.h; called as opgen_check::SharedMain of check_main.h, compiled
 once per build root and linked into every op's driver: opgen/check/build.py), which does the rest: case file, TilingFunc, GM
 buffers, emu::Launch (KERNEL_TYPE_AIV_ONLY), emu::LaunchMix (KERNEL_TYPE_MIX_AIC_1_2: blockDim AI Cores, each
@@ -70,6 +71,8 @@ def driver_source(m, kind: str = "KERNEL_TYPE_AIV_ONLY", by_key: tuple = ()) -> 
     hundredths of a second; the names are C string literals (opgen.names.c_string)."""
     ins = [p.name for p in m.inputs]
     outs = [p.name for p in m.outputs]
+    # per output, the input it updates in place (OpSpec.output(ref=)): its GM address is that input's
+    refs = [ins.index(p.decl.ref) if p.decl.ref is not None else -1 for p in m.outputs]
     n = len(ins) + len(outs) + 2
     params = ", ".join(["GM_ADDR"] * n)
     call = ", ".join(f"gmArgs[{k}]" for k in range(n))   # camelCase: never an entry's (snake_case) name
@@ -86,9 +89,12 @@ def driver_source(m, kind: str = "KERNEL_TYPE_AIV_ONLY", by_key: tuple = ()) -> 
             f"void Call(uint8_t* const* gmArgs) {{ {m.entry}({call}); }}\n"
             + (f"const uint64_t kKeys[] = {{{', '.join(f'{k}u' for k, _t in by_key)}}};\n"
                f"const int kKeyKinds[] = {{{', '.join(LAUNCH[t] for _k, t in by_key)}}};\n" if by_key else "")
+            + (f"const int kOutputRefs[] = {{{', '.join(map(str, refs))}}};\n" if any(r >= 0 for r in refs) else "")
             + "}  // namespace\n\n"
             "int main(int argc, char** argv)\n"
             "{\n"
+            + (f"    opgen_check::SetOutputRefs(kOutputRefs, {len(outs)});  // outputs written in place\n"
+               if any(r >= 0 for r in refs) else "")
             + (f"    return opgen_check::SharedMainByKey(argc, argv, {c_string(m.op)}, kInputs, {len(ins)}, kOutputs, "
                f"{len(outs)}, Call,\n"
                f"                                        {LAUNCH[kind]}, kKeys, kKeyKinds, {len(by_key)});\n"

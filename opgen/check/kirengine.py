@@ -12,7 +12,8 @@ one class per distinct program) is Kernel IR throughout.
 A check case binds to the interpreter as the emitted driver binds it to the emulated launch (`launch`): the tiling
 data, blockDim, tiling key and workspace size come from the tiling program's Python twin (opgen.tiling.emit.evaluate,
 what the emitted TilingFunc computes); the kernel class is the one serving the call's attrKey and optional inputs; its
-GM arguments are the validated inputs in their declared dtypes and the outputs, made NaN (floats) before the launch
+GM arguments are the validated inputs in their declared dtypes (copies: the caller's arrays are never written) and the
+outputs, an output updated in place (OpSpec.output(ref=)) being its input's array itself, the others made NaN (floats) before the launch
 so an element the kernel never writes cannot pass; its template parameters take the dtype binding. Nothing is compiled: the aclnn
 layer is C++, so the spec's own validation (the interpreter's, with the same rules) judges the call.
 """
@@ -178,6 +179,9 @@ def launch(spec, bound, slots: list, platform, deterministic: bool = False) -> K
     for o, s in zip(spec.outputs, slots):
         arg = kir.kernel_arg(k, cpp_name(o.name))
         gm[arg] = None   # an output this specialisation does not produce: nullptr
+        if o.ref is not None:   # written in place (OpSpec.output(ref=)): the input's own array, read back after the run
+            outs[o.name] = gm[arg] = gm[kir.kernel_arg(k, cpp_name(o.ref))]
+            continue
         if s is not None:
             dt, shape = s
             outs[o.name] = np.full(shape, np.nan, dt.np) if dt.is_float else np.zeros(shape, dt.np)

@@ -247,6 +247,11 @@ class AclnnPlan:
             raise KeyError(f"{name} is not passed by the public API")
         return a
 
+    def _api_outputs(self) -> list:
+        """The ApiParams of the outputs the public API passes, in OpDef order: every output but those updated in
+        place (OpSpec.output(ref=)), whose tensor is their input's `<name>Ref` parameter."""
+        return [self._api(o.name) for o in self.m.outputs if o.decl.ref is None]
+
     def _checked_inputs(self) -> list:
         """The tensors the shape and dtype checks visit, in OpDef order: each OpDef input (as its ApiParam),
         followed by the extra `unused` tensors validated like it."""
@@ -395,7 +400,7 @@ class AclnnPlan:
     def _dtype_steps(self) -> list[dict]:
         state = {v: "unbound" for v in self.vars}
         steps = []
-        for p in self._checked_inputs() + [self._api(o.name) for o in self.m.outputs]:
+        for p in self._checked_inputs() + self._api_outputs():
             if p.kind in ("input", "optional") and p.param.decl.host:
                 continue
             dt = p.dtype
@@ -815,6 +820,8 @@ class AclnnPlan:
         for p in self.m.outputs:
             o = p.decl
             t = f"p.{p.cpp}"
+            if o.ref is not None:   # the input's own tensor: its shape is checked as the input's
+                continue
             if o.like is not None:
                 src = self.m.param(o.like)
                 cond = f"ShapeOf({t}) != ShapeOf(p.{src.cpp})"
@@ -924,6 +931,16 @@ class AclnnPlan:
                                "present_if": present})
 
         for p in m.outputs:
+            if p.decl.ref is not None:
+                # an input updated in place: the L0 wrapper passes the input's (contiguous) tensor as the output too,
+                # so the kernel writes the input's memory; the result is copied into the caller's tensor only when
+                # that is not contiguous (then Contiguous made a copy), as CANN's aclnnApplyAdamW does
+                src = m.param(p.decl.ref)
+                kernel_outs.append({"cpp": p.cpp, "name": p.name, "field": c_ident(p.name), "optional": False,
+                                    "local": f"{p.cpp}Kernel", "scratch": None, "arg": None, "written": None,
+                                    "ref": src.cpp, "ref_local": f"{src.cpp}Kernel",
+                                    "copy_if": f"!IsContiguous(p.{src.cpp})", "copy_to": src.cpp})
+                continue
             a = self._api(p.name)
             # copy_if: when the aclnn layer copies the kernel's tensor into the caller's (None: always); arg: the
             # tensor it hands the L0 wrapper, which allocates a device tensor for a non-null one. An output the
@@ -943,7 +960,8 @@ class AclnnPlan:
                     arg = f"{flag['name']} ? p.{p.cpp} : nullptr"
             wrap = (lambda c: c if len(c) == 1 else [f"({x})" if " " in x else x for x in c])
             o = {"cpp": p.cpp, "name": p.name, "field": c_ident(p.name), "optional": a.optional,
-                 "local": f"{p.cpp}Kernel", "scratch": None, "arg": arg, "written": flag,
+                 "local": f"{p.cpp}Kernel", "scratch": None, "arg": arg, "written": flag, "ref": None,
+                 "copy_to": p.cpp,
                  "copy_if": " && ".join(wrap(copy_if)) or None}
             if a.scratch:
                 shape = (f"ShapeOf(p.{m.param(p.decl.like).cpp})" if p.decl.like else self._splice(p.decl.shape)[0])
@@ -969,6 +987,7 @@ class AclnnPlan:
             "empty_reason": _wrap(self.spec.empty_reason + ".", 110) if self.spec.empty_reason else [], "socs": [{"key": s, "enum": SOC_ENUM[s]} for s in m.socs],
             "soc_fail": c_printf(soc_fail_text(m.op, m.socs)),
             "kernel_ins": kernel_ins, "kernel_attrs": kernel_attrs, "kernel_outs": kernel_outs,
+            "refs": any(o["ref"] for o in kernel_outs),
             "absent": ABSENT, "uses_host_inputs": any(p.decl.host for p in m.inputs),
             "const_outputs": m.const_outputs, "signature": self.spec.aclnn_signature_ is not None,
             "casts": any(i["cast"] for i in kernel_ins), "order_doc": self._order_doc(),
@@ -1039,6 +1058,11 @@ class AclnnPlan:
         cast = ""
         if a.cast:
             cast = f", cast to {self._dtype_doc(p.decl.dtype)} for the kernel"
+        if p.name in self.m.refs:
+            o = self.m.refs[p.name]
+            return {"cpp": a.cpp, "dir": "in,out", "text": f"input \"{p.name}\" updated in place (OpDef output "
+                    f"\"{o.opdef_name}\", opgen's {o.name}), {self._dtype_doc(a.dtype)}, shape {p.decl.shape_text()}; "
+                    "the kernel writes the result into this tensor"}
         return {"cpp": a.cpp, "dir": "in", "text": f"{'optional ' if p.optional else ''}"
                 f"{'host array' if p.decl.host else 'input'} \"{p.name}\", {self._dtype_doc(a.dtype)}{cast}, "
                 f"shape {p.decl.shape_text()}{'; ' + p.decl.absent_rule() if p.decl.absent_only else ''}"}
@@ -1055,7 +1079,7 @@ class AclnnPlan:
         no other required tensor binds it."""
         if not isinstance(dt, DTypeVar):
             return f"op::DataType::{dt.cann}"
-        binders = [b for b in self._checked_inputs() + [self._api(o.name) for o in self.m.outputs]
+        binders = [b for b in self._checked_inputs() + self._api_outputs()
                    if b is not a and isinstance(b.dtype, DTypeVar) and b.dtype.name == dt.name and not b.optional]
         if not binders:
             raise SpecError(f"{self.spec.file}: aclnn parameter {a.cpp}: the kernel's dtype variable {dt.name} is "

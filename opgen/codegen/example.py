@@ -180,12 +180,21 @@ def example_context(spec) -> dict:
             outputs.append({"name": a.cpp, "spec_name": o.name, "shape": ", ".join(map(str, shape)),
                             "host": _HOST[dt], "acl": ACL_DTYPE[dt], "size": size, "to_float": _TO_FLOAT[dt]})
         args.append(a.cpp)
+    # outputs written in place (OpSpec.output(ref=)): read back from their input's device memory
+    ref_outputs = []
+    for o in spec.outputs:
+        if o.ref is None or o.name not in case["produced"]:
+            continue
+        t = next(t for t in tensors if t["name"] == m.param(o.ref).cpp)
+        dt = row[o.dtype.name] if isinstance(o.dtype, DTypeVar) else o.dtype
+        helpers.add(_TO_FLOAT[dt])
+        ref_outputs.append({"name": t["name"], "spec_name": o.name, "host": t["host"], "to_float": _TO_FLOAT[dt]})
     _check_locals(spec, tensors, host_arrays, scalars, attrs, outputs)
     dims_text = ", ".join(f"{k}={list(v) if isinstance(v, tuple) else v}" for k, v in case["dims"].items())
     combo = ", ".join(f"{k}={v.long_name}" for k, v in row.items())
     return {"banner": m.banner(), "op": m.op, "api": m.api, "api_snake": m.api_snake, "tensors": tensors,
             "host_arrays": host_arrays, "scalars": scalars, "attrs": attrs, "outputs": outputs,
-            "nonfinite": nonfinite[0], "args": args, "dims": dims_text, "combo": combo, "helpers": sorted(helpers), "socs": ", ".join(m.socs)}
+            "ref_outputs": ref_outputs, "nonfinite": nonfinite[0], "args": args, "dims": dims_text, "combo": combo, "helpers": sorted(helpers), "socs": ", ".join(m.socs)}
 
 
 # Locals of the example's main besides those named after parameters (templates/examples/test_aclnn.cpp.j2).

@@ -134,7 +134,7 @@ def binary_entries(spec) -> list[dict]:
             "inputs": [{"name": i.name, "index": k, "dtype": dtype_of(i.dtype, row), "format": "ND",
                         "paramType": "optional" if i.optional else "required", "shape": [-2]}
                        for k, i in enumerate(spec.inputs)],
-            "outputs": [{"name": o.name, "index": k, "dtype": dtype_of(o.dtype, row), "format": "ND",
+            "outputs": [{"name": o.opdef_name, "index": k, "dtype": dtype_of(o.dtype, row), "format": "ND",
                          "paramType": "optional" if o.opdef_optional else "required", "shape": [-2]}
                         for k, o in enumerate(spec.outputs)],
         }

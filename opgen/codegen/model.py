@@ -221,10 +221,15 @@ class OpModel:
         def cpp(name, role):
             return sig.get(name) or derived_cpp(name, role)
 
+        # inputs updated in place (OpSpec.output(ref=)): {input name: its ref output's declaration}
+        self.refs = {o.ref: o for o in spec.outputs if o.ref is not None}
         self.inputs: list[ParamInfo] = []
         for k, i in enumerate(spec.inputs):
             role = "optional" if i.optional else "input"
-            self.inputs.append(ParamInfo(i.name, role, cpp(i.name, role), k, i, self.dtype_column(i.dtype)))
+            # CANN names a tensor updated in place <name>Ref in the aclnn API (aclnnApplyAdamW's varRef)
+            name = sig.get(i.name) or (derived_cpp(i.name, role) + "Ref" if i.name in self.refs else
+                                       derived_cpp(i.name, role))
+            self.inputs.append(ParamInfo(i.name, role, name, k, i, self.dtype_column(i.dtype)))
         self.outputs = [ParamInfo(o.name, "output", cpp(o.name, "output"), k, o, self.dtype_column(o.dtype))
                         for k, o in enumerate(spec.outputs)]
         self.attrs = [ParamInfo(a.name, "attr", cpp(a.name, "attr"), k, a) for k, a in enumerate(spec.attrs)]
@@ -258,6 +263,8 @@ class OpModel:
             for p in self.params:
                 if p.role == "attr" and p.decl.dtype_of is not None:   # derived from a tensor's dtype
                     continue
+                if p.role == "output" and p.decl.ref is not None:   # the input's <name>Ref tensor holds it
+                    continue
                 out.append(ApiParam(p.cpp, p.role, p, None, self._ctype(p), _dtype_of(p)))
             return out
         for e in entries:
@@ -279,7 +286,7 @@ class OpModel:
         """C type of OpDef parameter `p` in the aclnn signature (§2.8; outputs const for ops-transformer APIs)."""
         if p.role == "attr":
             return attr_cpp_type(p.decl.type)
-        if p.role == "output":
+        if p.role == "output" or p.name in self.refs:   # an input updated in place is written: not const
             return "const aclTensor*" if self.const_outputs else "aclTensor*"
         return "const aclIntArray*" if p.decl.host else "const aclTensor*"
 

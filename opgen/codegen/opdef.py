@@ -33,7 +33,7 @@ def def_context(m: OpModel) -> dict:
             extras.append("AutoContiguous()")
         inputs.append({"name": p.name, "param_type": "OPTIONAL" if p.optional else "REQUIRED", "dtypes": p.dtypes,
                        "formats": fmt, "extras": extras})
-    outputs = [{"name": p.name, "param_type": "OPTIONAL" if p.optional else "REQUIRED", "dtypes": p.dtypes,
+    outputs = [{"name": p.decl.opdef_name, "param_type": "OPTIONAL" if p.optional else "REQUIRED", "dtypes": p.dtypes,
                 "formats": fmt} for p in m.outputs]
     attrs = []
     for p in m.attrs:

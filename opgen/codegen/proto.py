@@ -49,8 +49,9 @@ def proto_context(spec) -> dict:
     outs = []
     for o in spec.outputs:
         shape = o.shape_text() if o.like else f"shape {o.shape_text()}"
-        outs.append({"macro": "OUTPUT", "name": o.name, "types": tensor_types(spec, o.dtype), "kind": "output",
-                     "doc": _comment(f"{o.name}: {'optional ' if o.opdef_optional else ''}output, {shape}"
+        ref = f", {o.ref} updated in place (the same memory)" if o.ref is not None else ""
+        outs.append({"macro": "OUTPUT", "name": o.opdef_name, "types": tensor_types(spec, o.dtype), "kind": "output",
+                     "doc": _comment(f"{o.opdef_name}: {'optional ' if o.opdef_optional else ''}output, {shape}{ref}"
                                      f"{'. ' + o.doc if o.doc else ''}")})
     attrs = []
     for a in spec.attrs:

@@ -232,7 +232,7 @@ def ut_context(spec) -> dict:
         arr = c0.inputs[i.name]
         dt = row0[i.dtype.name] if isinstance(i.dtype, DTypeVar) else i.dtype
         if arr is None:
-            buffers.append({"name": cpp_name(i.name), "absent": True})
+            buffers.append({"name": cpp_name(i.name), "absent": True, "alias": False})
             continue
         vals = np.asarray(arr)
         if dt.is_float:
@@ -241,15 +241,18 @@ def ut_context(spec) -> dict:
             data = ", ".join(str(int(v)) for v in vals.astype(np.int64).ravel())
         buffers.append({"name": cpp_name(i.name), "absent": False, "ctype": _HOST_CTYPE[dt], "count": int(vals.size),
                         "data": data or "0", "src": "float" if dt.is_float else _HOST_CTYPE[dt],
-                        "input": True})
+                        "input": True, "alias": False})
     for o in spec.outputs:
         shp, _made = c0.outputs[o.name]
         dt = row0[o.dtype.name] if isinstance(o.dtype, DTypeVar) else o.dtype
+        if o.ref is not None:   # written in place (OpSpec.output(ref=)): the kernel gets the input's buffer
+            buffers.append({"name": cpp_name(o.ref), "absent": False, "input": False, "alias": True})
+            continue
         if shp is None:
-            buffers.append({"name": cpp_name(o.name), "absent": True})
+            buffers.append({"name": cpp_name(o.name), "absent": True, "alias": False})
             continue
         buffers.append({"name": cpp_name(o.name), "absent": False, "ctype": _HOST_CTYPE[dt], "input": False,
-                        "count": int(np.prod(shp, dtype=np.int64))})
+                        "count": int(np.prod(shp, dtype=np.int64)), "alias": False})
     u = kernel_build(spec)
     kt = u.family.entry_kernel_type(u.lowered)
     kinds = {kt} if kt else \

@@ -333,6 +333,11 @@ def complete_signature(spec) -> None:
     sig = spec.aclnn_signature_
     if sig is None:
         return
+    refs = [o.name for o in spec.outputs if o.ref is not None]
+    if refs:   # the public <name>Ref parameter replaces input and output; no entry form spells it yet
+        raise spec_error(spec._signature_loc, f"aclnn_signature with outputs updated in place ({', '.join(refs)}) is "
+                         "not supported", "drop spec.aclnn_signature: the derived API takes each such input as "
+                         "aclTensor* <name>Ref in its place (docs/design.md \"Inputs updated in place\")")
     passed = {e.of for e in sig if e.kind in ("param", "fixed")} | {a.name for a in spec.attrs if a.dtype_of}
     missing = [p.name for p in spec.inputs + spec.attrs + spec.outputs if p.name not in passed]
     if missing:

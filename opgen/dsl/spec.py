@@ -154,6 +154,13 @@ def _samples(lo, hi, mult, absent) -> list:
     return sorted(vals)
 
 
+ELEMENTWISE_OPS = frozenset({"neg", "exp", "log", "sqrt", "rsqrt", "recip", "abs", "not", "tanh", "erf", "add",
+                             "sub", "mul", "div", "maximum", "minimum", "and", "or", "lt", "le", "gt", "ge", "eq",
+                             "ne", "select", "cast"})
+"""Tensor-IR ops computing each result element from the same element of their operands (opgen.ir.ops; operands
+broadcast from the right): the only ops an input updated in place may feed (OpSpec._check_ref_reads)."""
+
+
 @dataclass
 class DimDecl:
     """A named dim with its domain: min..max, multiple_of, `absent` value when no present input binds it."""
@@ -241,6 +248,13 @@ class OutputDecl:
     shapes: list | None = None
     choices: tuple = ()
     param_type: str | None = None
+    ref: str | None = None   # the input this output is the updated value of (in place: same GM, same dtype/shape)
+
+    @property
+    def opdef_name(self) -> str:
+        """The name the OpDef and the GE prototype give the output: a ref output takes its input's name (GE's ref
+        convention, Input("var") + Output("var"); docs/design.md "Inputs updated in place"), any other its own."""
+        return self.ref if self.ref is not None else self.name
 
     @property
     def opdef_optional(self) -> bool:
@@ -694,16 +708,29 @@ class OpSpec:
         self.inputs.append(InputDecl(name, dtype, shapes, optional, host, doc, loc, when,
                                      absent_only=accepts is not None, unsupported=" ".join(unsupported.split())))
 
-    def output(self, name, dtype, shape=None, *, like=None, optional=False, doc="", form_by=None,
-               param_type=None) -> None:
+    def output(self, name, dtype=None, shape=None, *, like=None, optional=False, doc="", form_by=None,
+               param_type=None, ref=None) -> None:
         """Declare an output with a shape, or `like=` an input whose (chosen form of the) shape it takes, or, with
         `form_by` (a static attribute declared before), a dict from each of its choices to the shape.
         optional: the body may leave it unwritten (it returns it only in some specialisations). param_type: how
         the OpDef and the aclnn API declare it, "REQUIRED" or "OPTIONAL" (default: OPTIONAL when optional, else
         REQUIRED); "REQUIRED" with optional=True is an output the caller always passes and the kernel writes only
-        where the body returns it (README "Optional outputs"). Raises SpecError."""
+        where the body returns it (README "Optional outputs").
+
+        ref: the name of an input this output is the updated value of, written in place: the kernel writes it into
+        that input's GM (the output's address is the input's), the OpDef and the GE prototype declare an Output of
+        the input's name, the aclnn API takes one non-const `<input>Ref` tensor in the input's place and no
+        output tensor (docs/design.md "Inputs updated in place"). Its dtype and shape are the input's (give neither,
+        or the same ones). Rules, each a SpecError naming the parameter: the input is declared above, required, a
+        device tensor of one shape form, and the ref of no other output; the output is required, has no form_by=.
+        Raises SpecError."""
         loc = _loc()
         self._check_param_name(name, loc, "output")
+        if ref is not None:
+            dtype, shape, like = self._ref_output(name, dtype, shape, like, optional, form_by, param_type, ref, loc)
+        elif dtype is None:
+            raise spec_error(loc, f"output {name}: no dtype", "give the output's dtype (T, f32, ...), or ref=<input> "
+                             "for the updated value of an input", arg=(1, "dtype"))
         self._check_dtype(dtype, loc)
         if param_type is not None and param_type not in ("REQUIRED", "OPTIONAL"):
             raise spec_error(loc, f"output {name}: param_type={param_type!r} is not an OpDef parameter type",
@@ -738,7 +765,52 @@ class OpSpec:
             shape = tuple(shape)
             self._check_shape(shape, loc, f"output {name}")
             shape = _norm_shape(shape)
-        self.outputs.append(OutputDecl(name, dtype, shape, like, optional, doc, loc, param_type=param_type))
+        self.outputs.append(OutputDecl(name, dtype, shape, like, optional, doc, loc, param_type=param_type, ref=ref))
+
+    def _ref_output(self, name, dtype, shape, like, optional, form_by, param_type, ref, loc) -> tuple:
+        """(dtype, shape, like) of ref output `name` updating input `ref` (OpSpec.output's ref=): the input's dtype,
+        like=ref. Raises SpecError for a rule ref= breaks (OpSpec.output)."""
+        names = [i.name for i in self.inputs]
+        src = next((i for i in self.inputs if i.name == ref), None) if isinstance(ref, str) else None
+        if src is None:
+            raise spec_error(loc, f"output {name}: ref={ref!r} is not a declared input{did_you_mean(str(ref), names)}",
+                             "name the input the output updates in place, declared above it", arg="ref")
+        if src.optional:
+            raise spec_error(loc, f"output {name}: ref={ref!r} is an optional input; an input updated in place must be "
+                             "required (an absent one has no memory to write)",
+                             f"declare {ref} without optional=True, or make {name} an ordinary output", arg="ref")
+        if src.host:
+            raise spec_error(loc, f"output {name}: ref={ref!r} is a host array (host=True); only a device tensor is "
+                             "updated in place", f"declare {ref} as a device input", arg="ref")
+        if len(src.shapes) != 1 or src.form_by is not None:
+            raise spec_error(loc, f"output {name}: ref={ref!r} has several shape forms ({src.shape_text()}); an input "
+                             "updated in place has one shape", f"declare {ref} with one shape", arg="ref")
+        other = next((o for o in self.outputs if o.ref == ref), None)
+        if other is not None:
+            raise spec_error(loc, f"output {name}: input {ref!r} is already updated in place by output "
+                             f"{other.name!r} (at {self._where(other.loc)})", "one output per input updated in place",
+                             arg="ref")
+        if optional or param_type == "OPTIONAL":
+            raise spec_error(loc, f"output {name}: an output updated in place (ref={ref!r}) must be required: the "
+                             "body returns it in every specialisation",
+                             "drop optional= (return the input unchanged where nothing updates it)", arg="optional")
+        if form_by is not None:
+            raise spec_error(loc, f"output {name}: ref={ref!r} takes the input's shape; form_by= does not apply",
+                             "drop form_by=", arg="form_by")
+        if dtype is not None and dtype != src.dtype:
+            raise spec_error(loc, f"output {name}: dtype {getattr(dtype, 'long_name', dtype_name(dtype))} differs "
+                             f"from the dtype {getattr(src.dtype, 'long_name', dtype_name(src.dtype))} of input "
+                             f"{ref!r}, which it updates in place",
+                             "give the input's dtype, or none", arg=(1, "dtype"))
+        if like is not None and like != ref:
+            raise spec_error(loc, f"output {name}: like={like!r} differs from ref={ref!r}; an output updated in place "
+                             "has its input's shape", f"drop like= (or write like={ref!r})", arg="like")
+        if shape is not None:
+            if not isinstance(shape, (list, tuple)) or _norm_shape(tuple(shape)) != src.shapes[0]:
+                raise spec_error(loc, f"output {name}: shape {_entry_text(shape)} differs from the shape "
+                                 f"{src.shape_text()} of input {ref!r}, which it updates in place",
+                                 "drop shape= (the input's is taken)", arg=(2, "shape"))
+        return src.dtype, None, ref
 
     def attr(self, name, type_, default=None, *, choices=None, static=False, dim=None, required=False, doc="",
              attr_type=None, gt=None, ge=None, lt=None, le=None, accepts=None, unsupported="", dtype_of=None):
@@ -1793,7 +1865,41 @@ class OpSpec:
         for p_ in params:
             for d in p_.value.type.shape:
                 used |= d.symbols()
-        return Graph(self.name, tuple(params), tuple(b.nodes), tuple(outputs), self._ir_constraints(absent, used))
+        g = Graph(self.name, tuple(params), tuple(b.nodes), tuple(outputs), self._ir_constraints(absent, used))
+        self._check_ref_reads(g)
+        return g
+
+    def _check_ref_reads(self, g: Graph) -> None:
+        """Refuse a body that reads an input updated in place (OpSpec.output(ref=)) other than element by element:
+        every value computed from it must be an elementwise op (ELEMENTWISE_OPS) of the input's full shape, so
+        each element of every output depends on the input only through the same element. A kernel family then
+        reads an element in the tile, by the core, that writes it, before writing it; a reduction, a broadcast to
+        another shape, a slice, a reshape or a permute of the input could make a core read an element another core
+        (or an earlier tile) already overwrote. `opgen check` runs the kernel with the output aliased to the input
+        (both engines), so a kernel that still reads after writing fails there. docs/design.md "Inputs updated in
+        place". Raises SpecError at the ref output's declaration naming the reading op and its spec line."""
+        refs = [o for o in self.outputs if o.ref is not None]
+        if not refs:
+            return
+        shapes = {p.value.name: p.value.type.shape for p in g.params}
+        for o in refs:
+            if o.ref not in shapes:
+                continue
+            full, reached = shapes[o.ref], {o.ref}
+            for n in g.nodes:
+                if not any(i in reached for i in n.inputs):
+                    continue
+                if n.op in ELEMENTWISE_OPS and n.result.type.shape == full:
+                    reached.add(n.result.name)
+                    continue
+                at = f" at {n.loc}" if n.loc else ""
+                what = (f"{n.op} to shape {shape_str(n.result.type.shape)}" if n.result.type.shape != full
+                        else n.op)
+                raise spec_error(o.loc, f"output {o.name}: input {o.ref} is updated in place, but the body reads it "
+                                 f"through {what}{at}, not element by element (shape {shape_str(full)}): a kernel "
+                                 "could read an element after another core or tile wrote it",
+                                 f"use {o.ref} only in elementwise math of its own shape, or make {o.name} an "
+                                 "ordinary output (drop ref=)", arg="ref")
 
     def _bounds(self, absent: dict):
         """What the body may assume of the dims (opgen.ir.dims.Bounds): the declared domains (an absent dim its

@@ -169,6 +169,14 @@ inline std::string OneLine(std::string s)
     return s;
 }
 
+// Per output, the index of the input it updates in place (the output's GM address is that input's), -1 for an
+// ordinary output; empty when the op has none (SetOutputRefs of check_main.h).
+inline std::vector<int>& OutputRefs()
+{
+    static std::vector<int> refs;
+    return refs;
+}
+
 using Kernel = std::function<void(const std::vector<uint8_t*>& args)>;
 
 // How the kernel is launched: the type its entry declares with KERNEL_TASK_TYPE_DEFAULT (opgen/check/driver.py).
@@ -288,6 +296,7 @@ inline int Main(int argc, char** argv, const char* opType, const std::vector<std
     std::vector<std::unique_ptr<GmAlloc>> bufs;
     std::vector<uint8_t*> args;
     emu::ClearGm();
+    std::vector<GmAlloc*> inBufs(c.inputs.size(), nullptr);
     for (size_t i = 0; i < c.inputs.size(); ++i) {
         auto& t = c.inputs[i];
         if (!t.present) {
@@ -297,6 +306,7 @@ inline int Main(int argc, char** argv, const char* opType, const std::vector<std
         bufs.emplace_back(new GmAlloc(t.data.size()));
         if (!t.data.empty()) std::memcpy(bufs.back()->Data(), t.data.data(), t.data.size());
         emu::RegisterGm(bufs.back()->Data(), t.data.size(), inputNames[i]);
+        inBufs[i] = bufs.back().get();
         args.push_back(bufs.back()->Data());
     }
     std::vector<GmAlloc*> outs(c.outputs.size(), nullptr);
@@ -307,6 +317,22 @@ inline int Main(int argc, char** argv, const char* opType, const std::vector<std
             continue;
         }
         const size_t bytes = Elements(t.dims) * ElementBytes(t.dtype);
+        const int ref = i < OutputRefs().size() ? OutputRefs()[i] : -1;
+        if (ref >= 0) {   // written in place: the input's buffer (same bytes), read back as this output
+            GmAlloc* in = static_cast<size_t>(ref) < inBufs.size() ? inBufs[ref] : nullptr;
+            if (in == nullptr || in->Size() != bytes) {
+                say("launch 0");
+                say("fault driver: output " + outputNames[i] + " is written in place into input " +
+                    (static_cast<size_t>(ref) < inputNames.size() ? inputNames[ref] : std::string("?")) +
+                    ", which is absent or of another size");
+                say("end");
+                std::fclose(rep);
+                return 0;
+            }
+            outs[i] = in;
+            args.push_back(in->Data());
+            continue;
+        }
         bufs.emplace_back(new GmAlloc(bytes));
         std::memset(bufs.back()->Data(), kOutputPoison, bytes);
         emu::RegisterGm(bufs.back()->Data(), bytes, outputNames[i]);

@@ -5,6 +5,11 @@
 #include "check_driver.h"
 #include "check_main.h"
 
+void opgen_check::SetOutputRefs(const int* refs, int nOutputs)
+{
+    OutputRefs().assign(refs, refs + nOutputs);
+}
+
 int opgen_check::SharedMain(int argc, char** argv, const char* opType, const char* const* inputNames, int nInputs,
                             const char* const* outputNames, int nOutputs, KernelCall kernel, int launchKind)
 {

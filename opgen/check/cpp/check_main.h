@@ -18,6 +18,11 @@ using KernelCall = void (*)(uint8_t* const* args);
 
 // inputNames / outputNames: nInputs / nOutputs parameter names (OpDef order) as C strings; launchKind: 0 =
 // LaunchKind::AivOnly, 1 = LaunchKind::Mix12, 2 = LaunchKind::AicOnly (check_driver.h); the rest as Main.
+// Outputs written in place into an input's buffer (OpSpec.output(ref=)): refs[k] is the index of the input output k
+// updates, -1 for an ordinary output. Called by the driver of such an op before SharedMain(ByKey); the kernel then
+// gets the input's GM address as that output's, and the output read back is that buffer after the launch.
+void SetOutputRefs(const int* refs, int nOutputs);
+
 int SharedMain(int argc, char** argv, const char* opType, const char* const* inputNames, int nInputs,
                const char* const* outputNames, int nOutputs, KernelCall kernel, int launchKind);
 
