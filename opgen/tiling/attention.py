@@ -172,8 +172,8 @@ def _dense_units(p: TilingProgram, v: dict, tnd: bool = False):
     G, S1 = v["G"], v["S1"]
     hr = p.let("headRows", emax(1, emin(G, v["gCap"])), "query heads per unit", True)
     v["gChunks"] = p.let("gChunks", ceil_div(G, hr), "head groups per (batch, kv head)", True)
-    rows = v["T1"] if tnd else v["Bn"] * S1
-    spread = p.let("qRowsSpread", emax(1, (v["N2"] * v["gChunks"] * rows) // v["aic"]),
+    units_rows = v["N2"] * v["gChunks"] * v["T1"] if tnd else v["Bn"] * v["N2"] * v["gChunks"] * S1
+    spread = p.let("qRowsSpread", emax(1, units_rows // v["aic"]),
                    "query rows per unit that still give every AI Core a unit")
     qr = p.let("qRows", emax(1, emin(emin(v["gCap"] // hr, S1), spread)), "query rows per unit (an S1 block)", True)
     v["gRows"] = p.let("gRows", hr * qr, "M rows per unit (headRows x qRows)", True)
