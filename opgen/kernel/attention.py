@@ -135,7 +135,9 @@ def attention_layout(g) -> AttentionLayout:
     gsel = prod.get(s.inputs[1])
     while gsel is not None and gsel.op in ("reshape", "cast", "permute"):
         gsel = prod.get(gsel.inputs[0])
-    if q is not None and root(s.inputs[1]) is not None and not any(n.op == "gather" for n in g.nodes):
+    if q is not None and root(s.inputs[1]) is not None and not any(
+            n.op == "gather" and dtype_name(n.result.type.dtype) not in ("i32", "i64", "bool") for n in g.nodes):
+        # no data gathered (an integer gather is index arithmetic: a TND batch's first token)
         return _dense_layout(g, s, q, root(s.inputs[1]), root, vals)
     if q is None or gsel is None or gsel.op != "gather" or root(gsel.inputs[0]) is None:
         raise Unsupported(s.result.name, s.loc, "the score matmul is neither an input's rows against another input's "
