@@ -217,3 +217,78 @@ def test_emulated_kernel_matches_the_per_batch_oracle(case, gen):
 def test_kir_kernel_matches_the_per_batch_oracle_at_more_tokens(case, gen):
     """--engine kir on the larger cases (query blocks with tails, keys over several items)."""
     _check(case, gen, "kir")
+
+
+# ---------------------------------------------------------------------------------------------- the backward
+GRAD_SPEC = ROOT / "examples" / "specs" / "flash_attention_unpadding_score_grad.py"
+
+
+def tnd_grad_case(lens_q, lens_kv, n1, n2, d, dtype, causal, scale, seed=0):
+    """(inputs, want, bound) of the TND backward: each batch a B = 1 BSND case of tests/test_flash_attention_grad
+    (_case: the float64 torch autograd gradients, the saved statistics of its float64 forward and its derived error
+    bounds), stitched into the concatenated TND layout."""
+    from test_flash_attention_grad import _case
+
+    rng = np.random.default_rng(seed)
+    parts = [_case(rng, dict(B=1, N1=n1, N2=n2, S1=a, S2=b, D=d), dtype, 2 if causal else 0, scale, "BSND")
+             for a, b in zip(lens_q, lens_kv)]
+    inputs = {n: np.concatenate([p[0][n][0] for p in parts]) for n in ("query", "key", "value", "dy", "attention_in")}
+    for n in ("softmax_max", "softmax_sum"):   # [1, N1, S1, 8] -> [S1, N1, 8]
+        inputs[n] = np.concatenate([p[0][n][0].transpose(1, 0, 2) for p in parts])
+    inputs = {k: x.astype(np.float32) if x.dtype == ml_dtypes.bfloat16 else x for k, x in inputs.items()}
+    inputs["actual_seq_qlen"] = np.cumsum(lens_q).astype(np.int64)
+    inputs["actual_seq_kvlen"] = np.cumsum(lens_kv).astype(np.int64)
+    if causal:
+        inputs["atten_mask"] = np.zeros((4, 4), bool)
+    want, bound = ({n: np.concatenate([p[j][n][0].transpose(1, 0, 2) for p in parts]) for n in ("dq", "dk", "dv")}
+                   for j in (1, 2))
+    return inputs, want, bound
+
+
+GRAD_CASES = [   # (id, batch query lengths, batch key lengths, N1, N2, D, dtype, causal, scale)
+    ("g2_f16_len1_tail", [1, 16, 37], [5, 16, 40], 4, 2, 16, "float16", False, 0.3),
+    ("g2_causal_f16_len1_tail", [1, 16, 37], [5, 16, 40], 4, 2, 16, "float16", True, 0.3),
+    ("mha_causal_bf16_qblocks", [3, 150, 1, 53], [3, 150, 17, 60], 2, 2, 32, "bfloat16", True, 0.125),
+]
+
+
+@pytest.fixture(scope="module")
+def grad_gen(run_shared):
+    """The backward spec's package generated once per run."""
+    from opgen.codegen import write_ops
+
+    return run_shared("flash-attention-unpadding-grad", lambda out: write_ops([str(GRAD_SPEC)], out))
+
+
+def _grad_check(case, gen, engine, deterministic=False):
+    from opgen.check import run_check
+
+    _id, lq, lk, n1, n2, d, dtype, causal, scale = case
+    inputs, want, bound = tnd_grad_case(lq, lk, n1, n2, d, dtype, causal, scale, seed=len(lq) + sum(lk))
+    r = run_check(str(GRAD_SPEC), inputs, {"scale_value": scale, "head_num": n1, "input_layout": "TND",
+                                           "sparse_mode": 2 if causal else 0},
+                  {"T": dtype, "M": "bool"}, gen_dir=gen, progress=False, engine=engine, deterministic=deterministic)
+    assert not r.faults and not r.traps and r.passed, (r.faults[:3], r.traps[:3],
+                                                       {k: c.to_json() for k, c in r.outputs.items() if not c.passed})
+    for n in ("dq", "dk", "dv"):
+        err = np.abs(np.asarray(r.arrays[n], np.float64) - want[n])
+        assert np.all(err <= bound[n]), (n, float((err / bound[n]).max()))
+
+
+@pytest.mark.parametrize("case", GRAD_CASES[:2], ids=[c[0] for c in GRAD_CASES[:2]])
+def test_kir_backward_matches_torch_autograd_per_batch(case, grad_gen):
+    """The TND backward's Kernel IR (--engine kir) within the per-batch bounds of tests/test_flash_attention_grad
+    against float64 torch autograd: batches of 1, 16, 37 tokens, GQA, causal and not."""
+    _grad_check(case, grad_gen, "kir")
+
+
+@pytest.mark.slow
+@pytest.mark.parametrize("deterministic", [False, True])
+@pytest.mark.parametrize("case", GRAD_CASES, ids=[c[0] for c in GRAD_CASES])
+def test_emulated_backward_matches_torch_autograd_per_batch(case, deterministic, grad_gen):
+    """The emitted backward on the emulation, both schedules (the deterministic one: the AI Cores' dK / dV adds in
+    turns, rounds from the tiling's bound on the units), within the per-batch bounds; query blocks with tails
+    (T1 207, bf16, causal)."""
+    if shutil.which("g++") is None:
+        pytest.skip("g++ not available")
+    _grad_check(case, grad_gen, "emu", deterministic)

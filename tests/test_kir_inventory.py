@@ -34,6 +34,7 @@ IR_THROUGHOUT = {"AdaLayerNormGrad", "AdaLayerNormV2", "AddLayerNorm", "AddRmsNo
                  "BatchMatMul", "BatchMatMulV3", "FusedMatMul", "MatMul", "MatMulV3", "MatmulGelu",   # cube kernels
                  "QuantBatchMatmulV3", "TransposeBatchMatMul",
                  "FlashAttentionScore", "FlashAttentionScoreGrad", "NsaSelectedAttention",
+                 "FlashAttentionVarLenScore", "FlashAttentionUnpaddingScoreGrad",
                  "NsaSelectedAttentionGrad"}   # attention (attnclass)
 # Operators of a family the engine does not read yet: none.
 OTHER_FAMILY: dict = {}

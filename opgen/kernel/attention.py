@@ -7,7 +7,9 @@ and kv head (FlashAttentionScore's forward) — or "selected" — the blocks an 
 result reaches `exp` (through the scale and the mask) is the score product S = Q Kᵀ. Dense: both its operands
 are views of inputs (query [B, N1, S1, D] grouped as [B, N2, G, S1, D], key [B, N2, S2, D] broadcast over the G
 heads), the other matmul's B operand is the value [B, N2, S2, Dv]; a causal mask is `key position > query
-position` over iotas (docs/design.md "Kernel families", its attention paragraph). Selected: its A operand is the
+position` over iotas (docs/design.md "Kernel families", its attention paragraph). Dense TND (`_tnd_layout`):
+query [T1, N1, D], key / value [T2, N2, D], two int64 cumulative-end inputs and a mask keeping each token to its
+batch's keys, recognised by its values (opgen.kernel.attnprog.batch_mask_kind). Selected: its A operand is the
 query [T1, N1, D] (grouped as [T1, N2, G, D]), its B operand a gather of the key [T2, N2, D]; the other gathered
 input is the value [T2, N2, Dv]; the integer input the gather rows are computed from is the topk table
 [T1, N2, CNT]; the int64 inputs are the cumulative sequence arrays [Bn], the query ends being the one compared with
@@ -264,8 +266,9 @@ def _dense_layout(g, s, q, k, root, vals) -> AttentionLayout:
         return [str(d) for d in shape]
 
     qs, ks_, vs_ = (view(x) for x in (q, k, v))
-    if len(qs) == 3 and len(ks_) == 3 and len(vs_) == 3 and not grad:
-        return _tnd_layout(g, s, q, k, v, qs, ks_, vs_, qdt.name)
+    if len(qs) == 3 and len(ks_) == 3 and len(vs_) == 3 and any(
+            p.kind == "input" and dtype_name(p.value.type.dtype) == "i64" for p in g.params):   # cumulative ends
+        return _tnd_layout(g, s, q, k, v, qs, ks_, vs_, qdt.name, grad, view)
     if grad:   # dO has the query's shape (GQA: N1 = G N2 query heads); max / sum one row statistic per query row
         gd = dict(grad)
         if view(gd["dO"]) != qs:
@@ -310,13 +313,14 @@ def _dense_layout(g, s, q, k, root, vals) -> AttentionLayout:
                            grad)
 
 
-def _tnd_layout(g, s, q, k, v, qs, ks_, vs_, dtype: str) -> AttentionLayout:
+def _tnd_layout(g, s, q, k, v, qs, ks_, vs_, dtype: str, grad: tuple = (), view=None) -> AttentionLayout:
     """The dense attention layout of batches stored concatenated (TND): query [T1, N1, D], key / value [T2, N2, D],
     two int64 inputs [Bn] of cumulative sequence ends, and a select on a bool [T1, T2] mask that keeps each query
     token to the keys of its own batch (or, besides, to the keys up to its position in the batch: causal). Which int64
     input holds the query ends is read off the mask's values (opgen.kernel.attnprog.batch_mask_kind tries both
     orders on probe batches), never off names. Roles: S1 = T1, S2 = T2 (a unit's own lengths come from the
-    cumulative ends), B = Bn. Raises Unsupported naming the score matmul and the rule."""
+    cumulative ends), B = Bn. A backward (`grad`, _dense_grad_roles) reads dO as the query is stored and the saved
+    statistics token-major [T1, N1, 8]. Raises Unsupported naming the score matmul and the rule."""
     from opgen.kernel.attnprog import batch_mask_kind
 
     longs = [p.value.name for p in g.params if p.kind == "input" and dtype_name(p.value.type.dtype) == "i64"
@@ -345,7 +349,14 @@ def _tnd_layout(g, s, q, k, v, qs, ks_, vs_, dtype: str) -> AttentionLayout:
     if roles["Dv"] != roles["D"]:
         raise Unsupported(s.result.name, s.loc, f"the value head dim {roles['Dv']} is another dim than the query / "
                           f"key head dim {roles['D']}: dense attention takes one head dim for the three")
-    return AttentionLayout(tuple((r, roles[r]) for r in DENSE_ROLES), q, k, v, "", cu, None, dtype, "dense", "TND")
+    for r, x in grad:
+        want = qs if r == "dO" else [qs[0], qs[1], "8"]
+        got = view(x) if r == "dO" else [str(d) for d in g.values()[x].type.shape]
+        if got != want:
+            raise Unsupported(s.result.name, s.loc, f"the backward's {r} input {x} {got} is not stored {want} (TND: "
+                              "dO as the query, the saved statistics [T1, N1, 8])")
+    return AttentionLayout(tuple((r, roles[r]) for r in DENSE_ROLES), q, k, v, "", cu, None, dtype, "dense", "TND",
+                           grad)
 
 
 def _dense_grad_roles(g, s, q, k, others, root) -> tuple:
@@ -380,7 +391,7 @@ def _dense_grad_roles(g, s, q, k, others, root) -> tuple:
         raise fail(f"dK = dSᵀ Q and dV = Pᵀ dO must read the query and the output gradient {do} as their B operands")
 
     def through(v):   # the input a value is a view / slice / cast of
-        while v not in params and v in prod and prod[v].op in ("reshape", "cast", "broadcast", "slice"):
+        while v not in params and v in prod and prod[v].op in ("reshape", "cast", "broadcast", "slice", "permute"):
             v = prod[v].inputs[0]
         return v if v in params else None
 

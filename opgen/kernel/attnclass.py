@@ -518,13 +518,13 @@ class AttnBuilder:
                     doc="`keys` columns of the unit's rows of a workspace tile (row pitch `pitch`) into L1 NZ (C0 "
                         "stride gTile rows).")
         if any(c.dest == "scatter" for c in self.p.cube) and self.dense:
-            if self.p.form == "BSND":
-                first, pitch = ((xf("b") * S2 + S("c") * LC) * N2 + xf("n2")) * S("e"), N2 * S("e")
+            if self.token_major:
+                first, pitch = ((self.k_first + S("c") * LC) * N2 + xf("n2")) * S("e"), N2 * S("e")
             else:
                 first, pitch = ((xf("b") * N2 + xf("n2")) * S2 + S("c") * LC) * S("e"), S("e")
             self.method("ScatterAdd", (tp("dst", "gm", "float"), tp("src", "tensor", "float"), tp("e"), x, tp("c"),
                                        tp("keys"), tp("n0"), tp("nn")), (
-                K.Fixpipe(K.GmView("dst", first + S("n0")), K.Ref("src"), _min(S("keys"), S2 - S("c") * LC), S("nn"),
+                K.Fixpipe(K.GmView("dst", first + S("n0")), K.Ref("src"), _min(S("keys"), self.seq2 - S("c") * LC), S("nn"),
                           S("keys"), pitch, atomic=True),),
                         doc="Atomic fp32 add of an L0C [keys, nn] result (C0 stride keys) into the [B, N2, S2, E] "
                             "([B, S2, N2, E] in BSND) workspace at key chunk c's rows, columns n0 .. n0 + nn (the pad "

@@ -250,7 +250,7 @@ def batch_mask_kind(g: Graph, v: str, batches: tuple) -> str:
     every probe. docs/design.md "Kernel families", attention (TND)."""
     import numpy as np
 
-    from opgen.interp.kernels import KERNELS, Ctx
+    from opgen.interp.kernels import KERNELS, Ctx  # lazy: start-up time
 
     cu_q, cu_kv, t1, t2, bn = batches
     prod = g.producers()
@@ -318,6 +318,8 @@ class _Lowering:
 
             self.f = {k: (tuple(one(x) for x in v) if isinstance(v, tuple) else one(v)) for k, v in self.f.items()}
             self.bsnd = {one(k): one(v) for k, v in self.bsnd.items()}
+        if keyset == "dense" and form == "TND":
+            self.bsnd["th"] = "ht"   # a saved statistic's column 0 [T1, N1, 1] read head-major (the backward)
         self.p = AttentionProgram(g.name, keyset=keyset, form=form)
         self.kind: dict[str, tuple] = {}
         self.vals = g.values()
@@ -595,7 +597,7 @@ class _Lowering:
         k = ks[0]
         if k[0] == "idx":
             self.kind[r] = k
-        elif k[0] == "gm" and k[2] == self.f["stat8"] and key == self.f["stat"] and str(n.attr("start")) == "0":
+        elif k[0] == "gm" and k[2] == self.f["stat8"] and key in (self.f["stat"], "th") and str(n.attr("start")) == "0":
             self.kind[r] = ("gm", k[1], key)
         else:
             raise self.err(n, f"slice of a {k[0]} value")
