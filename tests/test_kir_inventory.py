@@ -35,6 +35,7 @@ IR_THROUGHOUT = {"AdaLayerNormGrad", "AdaLayerNormV2", "AddLayerNorm", "AddRmsNo
                  "MatmulRmsNorm", "MatmulSoftmax",
                  "QuantBatchMatmulV3", "TransposeBatchMatMul",
                  "FlashAttentionScore", "FlashAttentionScoreGrad", "NsaSelectedAttention",
+                 "FlashAttentionVarLenScore", "FlashAttentionUnpaddingScoreGrad",
                  "NsaSelectedAttentionGrad"}   # attention (attnclass)
 # Operators of a family the engine does not read yet: none.
 OTHER_FAMILY: dict = {}

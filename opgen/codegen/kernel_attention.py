@@ -17,7 +17,7 @@ from opgen.codegen.tilingkey import TilingKey, emit_tiling_keys
 from opgen.ir.dtypes import dtype_name
 from opgen.kernel import kir
 from opgen.kernel.attention import AttentionFamily
-from opgen.kernel.attnclass import CTYPE, UNIT_DENSE, UNIT_DOC, UNIT_SELECTED
+from opgen.kernel.attnclass import CTYPE, UNIT_DENSE, UNIT_DOC, UNIT_SELECTED, UNIT_TND, UNIT_TND_DOC
 from opgen.names import cpp_name, kernel_entry, op_snake
 from opgen.tiling import attention as tattn
 from opgen.tiling.emit import attr_key
@@ -64,7 +64,9 @@ def emit_attention_kernel(spec, lowered, tiling) -> dict[str, str]:
         "classes": [kir.to_cpp(c.kclass) for c in aclasses], "entry": kernel_entry(spec.name),
         "inputs": [cpp_name(i.name) for i in spec.inputs], "outputs": [cpp_name(o.name) for o in spec.outputs],
         "keys": keys, "struct": f"optiling::{spec.name}TilingData", "doc": tiling.doc,
-        "unit_fields": UNIT_DENSE if lay.keyset == "dense" else UNIT_SELECTED, "unit_doc": UNIT_DOC,
+        "unit_fields": ((UNIT_DENSE + UNIT_TND if lay.form == "TND" else UNIT_DENSE) if lay.keyset == "dense"
+                        else UNIT_SELECTED),
+        "unit_doc": UNIT_DOC + (UNIT_TND_DOC if lay.keyset == "dense" and lay.form == "TND" else ""),
         "gm_scalar": any(kir.reads_gm_scalar(c.kclass) for c in aclasses),
     }
     return {

@@ -7,7 +7,9 @@ and kv head (FlashAttentionScore's forward) — or "selected" — the blocks an 
 result reaches `exp` (through the scale and the mask) is the score product S = Q Kᵀ. Dense: both its operands
 are views of inputs (query [B, N1, S1, D] grouped as [B, N2, G, S1, D], key [B, N2, S2, D] broadcast over the G
 heads), the other matmul's B operand is the value [B, N2, S2, Dv]; a causal mask is `key position > query
-position` over iotas (docs/design.md "Kernel families", its attention paragraph). Selected: its A operand is the
+position` over iotas (docs/design.md "Kernel families", its attention paragraph). Dense TND (`_tnd_layout`):
+query [T1, N1, D], key / value [T2, N2, D], two int64 cumulative-end inputs and a mask keeping each token to its
+batch's keys, recognised by its values (opgen.kernel.attnprog.batch_mask_kind). Selected: its A operand is the
 query [T1, N1, D] (grouped as [T1, N2, G, D]), its B operand a gather of the key [T2, N2, D]; the other gathered
 input is the value [T2, N2, Dv]; the integer input the gather rows are computed from is the topk table
 [T1, N2, CNT]; the int64 inputs are the cumulative sequence arrays [Bn], the query ends being the one compared with
@@ -60,7 +62,7 @@ class AttentionLayout:
     block_attr: str | None
     dtype: str = ""
     keyset: str = "selected"
-    form: str = "TND"    # how query / key / value / the output are stored: TND (selected), BNSD or BSND (dense)
+    form: str = "TND"    # how query / key / value / the output are stored: TND (selected or dense), BNSD or BSND
     grad: tuple = ()     # dense backward: (("dO", input), ("max", input), ("sum", input)); () for a forward
 
     def dim(self, role: str) -> str:
@@ -85,13 +87,21 @@ class AttentionLayout:
                str(d["Bn"]): "b", str(d["CNT"]): "c", str(d["BS"]): "s", str(d["Bn"] - 1): "b"}
         return out
 
+    @property
+    def batches(self) -> tuple:
+        """A dense TND layout's (query ends, kv ends, T1, T2, Bn) for opgen.kernel.attnprog.lower; () otherwise."""
+        if self.keyset != "dense" or self.form != "TND":
+            return ()
+        return (*self.cumulative, self.dim("S1"), self.dim("S2"), self.dim("B"))
+
     def text(self) -> str:
         """One line (`--dump-after select_family`)."""
         roles = ", ".join(f"{r}={s}" for r, s in self.dims)
         if self.keyset == "dense":
             bwd = "".join(f", {r} {x}" for r, x in self.grad)
+            cu = f", cumulative ends {self.cumulative[0]} / {self.cumulative[1]}" if self.cumulative else ""
             return (f"layout attention: dense keys{' backward' if self.grad else ''}, {self.form}, query "
-                    f"{self.query}, key {self.key}, value {self.value}{bwd}; {roles}")
+                    f"{self.query}, key {self.key}, value {self.value}{bwd}{cu}; {roles}")
         return (f"layout attention: query {self.query}, key {self.key}, value {self.value}, topk {self.topk}; {roles}")
 
 
@@ -127,7 +137,9 @@ def attention_layout(g) -> AttentionLayout:
     gsel = prod.get(s.inputs[1])
     while gsel is not None and gsel.op in ("reshape", "cast", "permute"):
         gsel = prod.get(gsel.inputs[0])
-    if q is not None and root(s.inputs[1]) is not None and not any(n.op == "gather" for n in g.nodes):
+    if q is not None and root(s.inputs[1]) is not None and not any(
+            n.op == "gather" and dtype_name(n.result.type.dtype) not in ("i32", "i64", "bool") for n in g.nodes):
+        # no data gathered (an integer gather is index arithmetic: a TND batch's first token)
         return _dense_layout(g, s, q, root(s.inputs[1]), root, vals)
     if q is None or gsel is None or gsel.op != "gather" or root(gsel.inputs[0]) is None:
         raise Unsupported(s.result.name, s.loc, "the score matmul is neither an input's rows against another input's "
@@ -254,6 +266,9 @@ def _dense_layout(g, s, q, k, root, vals) -> AttentionLayout:
         return [str(d) for d in shape]
 
     qs, ks_, vs_ = (view(x) for x in (q, k, v))
+    if len(qs) == 3 and len(ks_) == 3 and len(vs_) == 3 and any(
+            p.kind == "input" and dtype_name(p.value.type.dtype) == "i64" for p in g.params):   # cumulative ends
+        return _tnd_layout(g, s, q, k, v, qs, ks_, vs_, qdt.name, grad, view)
     if grad:   # dO has the query's shape (GQA: N1 = G N2 query heads); max / sum one row statistic per query row
         gd = dict(grad)
         if view(gd["dO"]) != qs:
@@ -262,8 +277,8 @@ def _dense_layout(g, s, q, k, root, vals) -> AttentionLayout:
     if len(qs) != 4 or len(ks_) != 4 or len(vs_) != 4:
         raise Unsupported(s.result.name, s.loc, "dense attention reads query, key and value in the BNSD, BSND or "
                           "BSH layout ([batch, heads, sequence, head dim], [batch, sequence, heads, head dim] or "
-                          "[batch, sequence, heads * head dim] reshaped to BSND); other layouts are not supported "
-                          "yet")
+                          "[batch, sequence, heads * head dim] reshaped to BSND), or TND with cumulative sequence "
+                          "ends (a forward); other layouts are not supported yet")
     if ks_[:3] != vs_[:3] or qs[0] != ks_[0] or qs[3] != ks_[3]:
         raise Unsupported(s.result.name, s.loc, f"query {qs}, key {ks_} and value {vs_} do not share the batch, the "
                           f"kv heads / kv sequence and the head dim of a BNSD / BSND attention")
@@ -295,6 +310,52 @@ def _dense_layout(g, s, q, k, root, vals) -> AttentionLayout:
                                   f"statistic per query row [{roles['B']}, {roles['N1']}, {roles['S1']}, 8]: the "
                                   f"dense attention backward reads the forward's softmax_{r} so")
     return AttentionLayout(tuple((r, roles[r]) for r in DENSE_ROLES), q, k, v, "", (), None, qdt.name, "dense", form,
+                           grad)
+
+
+def _tnd_layout(g, s, q, k, v, qs, ks_, vs_, dtype: str, grad: tuple = (), view=None) -> AttentionLayout:
+    """The dense attention layout of batches stored concatenated (TND): query [T1, N1, D], key / value [T2, N2, D],
+    two int64 inputs [Bn] of cumulative sequence ends, and a select on a bool [T1, T2] mask that keeps each query
+    token to the keys of its own batch (or, besides, to the keys up to its position in the batch: causal). Which int64
+    input holds the query ends is read off the mask's values (opgen.kernel.attnprog.batch_mask_kind tries both
+    orders on probe batches), never off names. Roles: S1 = T1, S2 = T2 (a unit's own lengths come from the
+    cumulative ends), B = Bn. A backward (`grad`, _dense_grad_roles) reads dO as the query is stored and the saved
+    statistics token-major [T1, N1, 8]. Raises Unsupported naming the score matmul and the rule."""
+    from opgen.kernel.attnprog import batch_mask_kind
+
+    longs = [p.value.name for p in g.params if p.kind == "input" and dtype_name(p.value.type.dtype) == "i64"
+             and len(p.value.type.shape) == 1]
+    rs = [str(d) for d in s.result.type.shape]
+    if len(longs) != 2 or len({str(g.values()[x].type.shape[0]) for x in longs}) != 1:
+        raise Unsupported(s.result.name, s.loc, "dense attention in TND reads two int64 arrays [Bn] of cumulative "
+                          f"sequence ends (query, key / value) besides query, key and value; got {len(longs)}")
+    if rs[-2:] != [qs[0], ks_[0]] or ks_[:2] != vs_[:2] or qs[2] != ks_[2]:
+        raise Unsupported(s.result.name, s.loc, f"query {qs}, key {ks_} and value {vs_} are not a TND attention "
+                          f"(query [T1, N1, D], key / value [T2, N2, D], scores [.., T1, T2]; got {rs})")
+    bn = str(g.values()[longs[0]].type.shape[0])
+    selects = [n for n in g.nodes if n.op == "select" and dtype_name(g.values()[n.inputs[0]].type.dtype) == "bool"]
+    for cu in (tuple(longs), tuple(reversed(longs))):
+        if any(batch_mask_kind(g, n.inputs[0], (*cu, qs[0], ks_[0], bn)) for n in selects):
+            break
+    else:
+        raise Unsupported(s.result.name, s.loc, "dense attention in TND needs the mask that keeps each query token "
+                          "to its own batch's keys (where(batch of the query != batch of the key, -FLT_MAX, scores), "
+                          "the batches read off the cumulative ends): no bool mask of the scores is one")
+    roles = {"B": bn, "N1": qs[1], "S1": qs[0], "D": qs[2], "N2": ks_[1], "S2": ks_[0], "Dv": vs_[2]}
+    distinct = [r for r in DENSE_ROLES if not (r == "Dv" and roles["Dv"] == roles["D"])
+                and not (r == "N2" and roles["N2"] == roles["N1"])]
+    if len({str(Sym(roles[r])) for r in distinct}) != len(distinct) or not all(x.isidentifier() for x in roles.values()):
+        raise Unsupported(s.result.name, s.loc, _distinct_roles_message(roles, distinct))
+    if roles["Dv"] != roles["D"]:
+        raise Unsupported(s.result.name, s.loc, f"the value head dim {roles['Dv']} is another dim than the query / "
+                          f"key head dim {roles['D']}: dense attention takes one head dim for the three")
+    for r, x in grad:
+        want = qs if r == "dO" else [qs[0], qs[1], "8"]
+        got = view(x) if r == "dO" else [str(d) for d in g.values()[x].type.shape]
+        if got != want:
+            raise Unsupported(s.result.name, s.loc, f"the backward's {r} input {x} {got} is not stored {want} (TND: "
+                              "dO as the query, the saved statistics [T1, N1, 8])")
+    return AttentionLayout(tuple((r, roles[r]) for r in DENSE_ROLES), q, k, v, "", cu, None, dtype, "dense", "TND",
                            grad)
 
 
@@ -330,7 +391,7 @@ def _dense_grad_roles(g, s, q, k, others, root) -> tuple:
         raise fail(f"dK = dSᵀ Q and dV = Pᵀ dO must read the query and the output gradient {do} as their B operands")
 
     def through(v):   # the input a value is a view / slice / cast of
-        while v not in params and v in prod and prod[v].op in ("reshape", "cast", "broadcast", "slice"):
+        while v not in params and v in prod and prod[v].op in ("reshape", "cast", "broadcast", "slice", "permute"):
             v = prod[v].inputs[0]
         return v if v in params else None
 
@@ -374,7 +435,7 @@ class AttentionFamily(Family):
         from opgen.kernel import attnprog
 
         try:
-            attnprog.lower(g, lay.tokens, lay.dtype, lay.keyset, lay.form)
+            attnprog.lower(g, lay.tokens, lay.dtype, lay.keyset, lay.form, lay.batches)
         except Unsupported:   # names the node, its spec line and the rule
             raise
         except IRError as e:
@@ -400,7 +461,7 @@ class AttentionFamily(Family):
                                       f"({lay.text()} / {layout.text()}): one kernel reads one set of dims")
                 form = lay.form
             try:
-                progs[key] = attnprog.lower(g, layout.tokens, layout.dtype, layout.keyset, form)
+                progs[key] = attnprog.lower(g, layout.tokens, layout.dtype, layout.keyset, form, layout.batches)
             except Unsupported:
                 raise
             except IRError as e:

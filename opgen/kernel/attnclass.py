@@ -108,6 +108,11 @@ def xf(name: str) -> Sym:
 
 UNIT_DENSE = ("b", "n2", "h0", "nh", "s", "qr", "rows", "keys", "chunks", "items", "mPad")
 UNIT_SELECTED = ("t", "n2", "h0", "rows", "s", "kv0", "mPad")
+UNIT_TND = ("q0", "k0", "qLen", "kvLen")
+"""A dense TND unit's batch: its first query and key tokens and its query and key lengths (from the cumulative
+ends)."""
+UNIT_TND_DOC = " Dense keys stored TND: the batch's first query and key tokens q0, k0 and its lengths qLen, kvLen."
+"""UNIT_DOC's sentence of a dense TND unit."""
 UNIT_DOC = ("One work unit (Decode): dense keys: batch b, kv head n2, query heads h0 .. h0 + nh - 1 (GQA: the G query "
             "heads of a kv head share its keys), query rows s .. s + qr - 1 (an S1 block), rows = nh * qr head-major, its "
             "first `keys` keys in `chunks` cube chunks and `items` items; selected keys: token t, its in-batch position s, "
@@ -182,6 +187,12 @@ class AttnBuilder:
         self.offset = offset
         self.spec_name = spec_name or name
         self.dense = p.keyset == "dense"
+        # TND (dense): batches stored concatenated, each unit with its batch's first query / key token q0 / k0 and
+        # lengths qLen / kvLen (Decode, from the cumulative ends); BSND's addressing with those for b * S and S
+        self.tnd = self.dense and p.form == "TND"
+        self.seq1, self.seq2 = (xf("qLen"), xf("kvLen")) if self.tnd else (S1, S2)
+        self.q_first, self.k_first = (xf("q0"), xf("k0")) if self.tnd else (xf("b") * S1, xf("b") * S2)
+        self.token_major = p.form in ("BSND", "TND")
         self.multi = p.full_rows or p.online
         self.row_cap = L if p.full_rows else (LI if p.online else LC)
         self.span = LI if p.online else LC   # keys per item of a dense key set (item c starts at key c * span)
@@ -288,14 +299,17 @@ class AttnBuilder:
             self.f("kvSeq")
             self.f("groupSize")
             self.f("kvHeads")
+            if self.tnd:
+                body += self.decode_batch(u, qr)
+                qb = S("qb")
             body += [
-                K.Let("rest", u // self.f("gChunks")),
+                K.Let("rest", (u - S("unitBase_")) // self.f("gChunks") if self.tnd else u // self.f("gChunks")),
                 K.StructSet("x.s", (S("rest") % qb) * qr),
-                K.StructSet("x.n2", (S("rest") // qb) % N2),
-                K.StructSet("x.b", S("rest") // (qb * N2)),
+                K.StructSet("x.n2", S("rest") // qb if self.tnd else (S("rest") // qb) % N2),
+                *(() if self.tnd else (K.StructSet("x.b", S("rest") // (qb * N2)),)),
                 K.StructSet("x.h0", xf("n2") * G + S("gc") * hr),
                 K.StructSet("x.nh", _min(hr, G - S("gc") * hr)),
-                K.StructSet("x.qr", _min(qr, S1 - xf("s"))),
+                K.StructSet("x.qr", _min(qr, self.seq1 - xf("s"))),
                 K.StructSet("x.rows", xf("nh") * xf("qr")),
             ]
             self.f("selKeys")
@@ -306,8 +320,10 @@ class AttnBuilder:
                                                             _align(_min(S2, xf("s") + xf("qr") + off), BS)),
                                         "a row with no visible key averages every key: such a unit keeps them all"))
             elif p.causal:
-                body.append(K.StructSet("x.keys", _align(_min(S2, xf("s") + xf("qr")), BS),
+                body.append(K.StructSet("x.keys", _align(_min(self.seq2, xf("s") + xf("qr")), BS),
                                         "keys after the block's last row are masked for every row"))
+            elif self.tnd:
+                body.append(K.StructSet("x.keys", _align(self.seq2, BS), "the batch's keys, in whole blocks"))
             else:
                 body.append(K.StructSet("x.keys", L))
             body.append(K.StructSet("x.chunks", _cdiv(xf("keys"), self.f("chunkKeys"))))
@@ -349,6 +365,32 @@ class AttnBuilder:
                                 "Mmad rows: m = 1 would select GEMV mode"))
         self.method("Decode", (K.Param("u"), K.Param(X, "struct", "Unit")), body,
                     doc="The coordinates of work unit u (the Unit struct's fields).")
+
+    def units_of(self, b, qr):
+        """The units of batch b (TND): kv heads x head groups x query blocks of its query tokens."""
+        cuq = self.gm(self.layout_role["cuq"])
+        first = K.Select((C(">", b, Lit(0)),), K.GmAt(cuq, b - 1), Lit(0))
+        return N2 * self.f("gChunks") * _cdiv(K.GmAt(cuq, b) - first, qr)
+
+    def decode_batch(self, u, qr) -> list:
+        """Decode's batch of unit u (TND): batch_ and unitBase_ (its first unit) advance past the batches whose units
+        end at or before u (a core's units increase), then the batch's first tokens and lengths (x.b, x.q0, x.k0,
+        x.qLen, x.kvLen) and its query blocks qb."""
+        cuq, cukv = (self.gm(self.layout_role[r]) for r in ("cuq", "cukv"))
+        nb = self.f("batches")
+        b = S("batch_")
+        first = (lambda cu: K.Select((C(">", b, Lit(0)),), K.GmAt(cu, b - 1), Lit(0)))
+        return [
+            K.For("batch_", b, K.Select((C(">=", u, S("unitBase_") + self.units_of(b, qr)),), nb - 1, b), None,
+                  (K.Assign("unitBase_", S("unitBase_") + self.units_of(b, qr)), K.Assign("batch_", b + 1)),
+                  doc="the unit's batch: the cumulative query ends increase and the units of a core too"),
+            K.StructSet("x.b", b),
+            K.StructSet("x.q0", first(cuq)),
+            K.StructSet("x.k0", first(cukv)),
+            K.StructSet("x.qLen", K.GmAt(cuq, b) - xf("q0")),
+            K.StructSet("x.kvLen", K.GmAt(cukv, b) - xf("k0")),
+            K.Let("qb", _cdiv(xf("qLen"), qr)),
+        ]
 
     def chunk_keys(self, c):
         """Keys of cube chunk c of the unit."""
@@ -425,10 +467,10 @@ class AttnBuilder:
 
         x = K.Param(X, "struct", "Unit")
         if self.dense:
-            real = _min(S("keys"), S2 - S("c") * LC)
-            if self.p.form == "BSND":
-                first = K.GmView("src", ((xf("b") * S2 + S("c") * LC) * N2 + xf("n2")) * S("e"))
-                last = K.GmView("src", ((xf("b") * S2 + S2 - 1) * N2 + xf("n2")) * S("e"))
+            real = _min(S("keys"), self.seq2 - S("c") * LC)
+            if self.token_major:
+                first = K.GmView("src", ((self.k_first + S("c") * LC) * N2 + xf("n2")) * S("e"))
+                last = K.GmView("src", ((self.k_first + self.seq2 - 1) * N2 + xf("n2")) * S("e"))
                 pitch = N2 * S("e")
             else:
                 base = (xf("b") * N2 + xf("n2")) * S2
@@ -444,8 +486,8 @@ class AttnBuilder:
             )
             gdoc = ("Key chunk c of unit x: its rows of a [B, N2, S2, E] ([B, S2, N2, E] in BSND) tensor into L1 NZ "
                     "(C0 stride = the chunk's keys).")
-            if self.p.form == "BSND":
-                hsrc = K.GmView("src", ((xf("b") * S1 + xf("s")) * N1 + xf("h0") + S("i")) * S("e"))
+            if self.token_major:
+                hsrc = K.GmView("src", ((self.q_first + xf("s")) * N1 + xf("h0") + S("i")) * S("e"))
                 hpitch = N1 * S("e")
             else:
                 hsrc = K.GmView("src", ((xf("b") * N1 + xf("h0") + S("i")) * S1 + xf("s")) * S("e"))
@@ -476,13 +518,13 @@ class AttnBuilder:
                     doc="`keys` columns of the unit's rows of a workspace tile (row pitch `pitch`) into L1 NZ (C0 "
                         "stride gTile rows).")
         if any(c.dest == "scatter" for c in self.p.cube) and self.dense:
-            if self.p.form == "BSND":
-                first, pitch = ((xf("b") * S2 + S("c") * LC) * N2 + xf("n2")) * S("e"), N2 * S("e")
+            if self.token_major:
+                first, pitch = ((self.k_first + S("c") * LC) * N2 + xf("n2")) * S("e"), N2 * S("e")
             else:
                 first, pitch = ((xf("b") * N2 + xf("n2")) * S2 + S("c") * LC) * S("e"), S("e")
             self.method("ScatterAdd", (tp("dst", "gm", "float"), tp("src", "tensor", "float"), tp("e"), x, tp("c"),
                                        tp("keys"), tp("n0"), tp("nn")), (
-                K.Fixpipe(K.GmView("dst", first + S("n0")), K.Ref("src"), _min(S("keys"), S2 - S("c") * LC), S("nn"),
+                K.Fixpipe(K.GmView("dst", first + S("n0")), K.Ref("src"), _min(S("keys"), self.seq2 - S("c") * LC), S("nn"),
                           S("keys"), pitch, atomic=True),),
                         doc="Atomic fp32 add of an L0C [keys, nn] result (C0 stride keys) into the [B, N2, S2, E] "
                             "([B, S2, N2, E] in BSND) workspace at key chunk c's rows, columns n0 .. n0 + nn (the pad "
@@ -581,8 +623,8 @@ class AttnBuilder:
         to its fp32 workspace."""
         n = self.member_dim(op.n)
         if self.dense:   # one Fixpipe per head: its query rows, stored as the query (the workspace as the output)
-            if self.p.form == "BSND":
-                dst, pitch = ((xf("b") * S1 + xf("s")) * N1 + xf("h0") + S("i")) * n, N1 * n
+            if self.token_major:
+                dst, pitch = ((self.q_first + xf("s")) * N1 + xf("h0") + S("i")) * n, N1 * n
             else:
                 dst, pitch = ((xf("b") * N1 + xf("h0") + S("i")) * S1 + xf("s")) * n, n
             if op.dest == "out":
@@ -766,12 +808,23 @@ class AttnBuilder:
 
     def unit_fields(self):
         """The Unit struct's fields of this key set."""
-        return UNIT_DENSE if self.dense else UNIT_SELECTED
+        return (UNIT_DENSE + UNIT_TND if self.tnd else UNIT_DENSE) if self.dense else UNIT_SELECTED
 
     def unit_range(self) -> list:
-        """Lets unitBegin / unitEnd: this AI Core's units (the first unitsTail cores one more); core_ set."""
+        """Lets unitBegin / unitEnd: this AI Core's units (the first unitsTail cores one more); core_ set. TND: the
+        units are counted here from the cumulative query ends (the host's tiling does not read them; units_of) and
+        split over the blockDim AI Cores the same way."""
         per, tail = self.f("unitsPerCore"), self.f("unitsTail")
-        return [K.Let("unitBegin", S("core_") * per + _min(S("core_"), tail)),
+        pre = []
+        if self.tnd:
+            bd = self.f("blockDim")
+            pre = [K.Let("units", Lit(0), mutable=True),
+                   K.For("bi", Lit(0), self.f("batches"), Lit(1),
+                         (K.Assign("units", S("units") + self.units_of(S("bi"), self.f("qRows"))),),
+                         doc="the units of every batch"),
+                   K.Let("perCore", S("units") // bd), K.Let("coreTail", S("units") % bd)]
+            per, tail = S("perCore"), S("coreTail")
+        return [*pre, K.Let("unitBegin", S("core_") * per + _min(S("core_"), tail)),
                 K.Let("unitEnd", S("unitBegin") + per + K.Select((C("<", S("core_"), tail),), Lit(1), Lit(0)))]
 
     # ------------------------------------------------------------------ vector
@@ -918,8 +971,8 @@ class AttnBuilder:
         [B, S1, N1, e] (BSND)."""
         if not self.dense:
             return (xf("t") * N1 + S("h")) * e
-        if self.p.form == "BSND":
-            return ((xf("b") * S1 + S("q")) * N1 + S("h")) * e
+        if self.token_major:
+            return ((self.q_first + S("q")) * N1 + S("h")) * e
         return ((xf("b") * N1 + S("h")) * S1 + S("q")) * e
 
     def row_lets(self, stmts) -> tuple:
@@ -941,7 +994,8 @@ class AttnBuilder:
                 out.append(K.Call("LoadHead", (self.reg(i.dst), K.GmView(self.gm(i.arg), self.head_row(e)), e),
                                   doc=spec_doc(i.loc)))
             elif i.kind == "ld_stat":
-                at = ((xf("b") * N1 + S("h")) * S1 + S("q")) * 8 if self.dense else (xf("t") * N1 + S("h")) * 8
+                at = (((self.q_first + S("q")) * N1 + S("h")) * 8 if self.tnd else
+                      ((xf("b") * N1 + S("h")) * S1 + S("q")) * 8 if self.dense else (xf("t") * N1 + S("h")) * 8)
                 out.append(K.FLet(f"st_{i.dst}", K.FLoad(K.GmView(self.gm(i.arg), at)), doc=spec_doc(i.loc)))
             elif i.kind in ("vmul", "vsub", "vadd"):
                 op = {"vmul": Op.MUL, "vsub": Op.SUB, "vadd": Op.ADD}[i.kind]
@@ -1010,8 +1064,8 @@ class AttnBuilder:
             body.append(K.vec(Op.EXP, at, dst=self.reg(i.dst), src0=self.reg(i.srcs[0]), count=n))
             if self.dense and not (p.full_rows or p.online):   # no softmax max here (P from the saved max / sum):
                 # the pad keys after S2 (copies of key S2 - 1) get probability 0, so dS is 0 there too
-                body.append(K.If((C("<", S2 - S("c") * self.span, n),),
-                                 (K.Call("MaskAfter", (self.reg(i.dst), n, S2 - 1 - S("c") * self.span,
+                body.append(K.If((C("<", self.seq2 - S("c") * self.span, n),),
+                                 (K.Call("MaskAfter", (self.reg(i.dst), n, self.seq2 - 1 - S("c") * self.span,
                                                        K.FConst(0.0)), doc=at),),
                                  doc="only the last item has pad keys after S2"))
         elif k in ("vmul", "vsub", "vadd"):
@@ -1021,8 +1075,8 @@ class AttnBuilder:
         elif k == "rmax":
             if self.dense and not self.padded:   # the pad keys after S2 leave the softmax: -inf before its max
                 self.padded = True
-                body.append(K.If((C("<", S2 - S("c") * self.span, n),),
-                                 (K.Call("MaskAfter", (self.reg(i.srcs[0]), n, S2 - 1 - S("c") * self.span,
+                body.append(K.If((C("<", self.seq2 - S("c") * self.span, n),),
+                                 (K.Call("MaskAfter", (self.reg(i.srcs[0]), n, self.seq2 - 1 - S("c") * self.span,
                                                        K.FConst(float("-inf"))), doc=at),),
                                  doc="only the last item has pad keys after S2"))
             body.append(K.Call("RowMax", (self.reg(i.srcs[0]), n), f"st_{i.dst}", doc=at))
@@ -1066,7 +1120,7 @@ class AttnBuilder:
                                                                       True), count=DV),
                      K.vec(Op.CAST, at, dst=K.Ref("outT", S("i") * DV), src=o, mode=i.op, count=DV)]
             post += [K.EnQue("outQue_", "outT"), K.DeQue("outT", "outQue_", TP),
-                     *self.head_rows_out(self.gm(i.arg), "outT", DV, p.form != "BSND", K.SizeOf(TP)),
+                     *self.head_rows_out(self.gm(i.arg), "outT", DV, not self.token_major, K.SizeOf(TP)),
                      K.Free("outQue_", "outT")]
         elif k == "st_tile":
             q = self.tile_que[i.arg]
@@ -1083,7 +1137,7 @@ class AttnBuilder:
             body.append(K.vec(Op.DUPLICATE, at, dst=K.Ref(f"{q}T", S("i") * 8), scalar=K.FRef(f"st_{i.srcs[0]}"),
                               count=Lit(8)))
             if self.dense:
-                copy = self.head_rows_out(self.gm(i.arg), f"{q}T", Lit(8), True, 4)
+                copy = self.head_rows_out(self.gm(i.arg), f"{q}T", Lit(8), not self.tnd, 4)   # TND: [T1, N1, 8]
             else:
                 copy = [_copy(at, esize=4, dst=K.GmView(self.gm(i.arg), (xf("t") * N1 + xf("h0") + S("p0")) * 8),
                               src=K.Ref(f"{q}T"), count=S("k") * 8)]
@@ -1101,7 +1155,7 @@ class AttnBuilder:
                 K.Let("n", _min(S("k") - S("i"), xf("qr") - (S("p0") + S("i")) % xf("qr"))),
                 _copy(dst=K.GmView(gm, at_row), src=K.Ref(src, S("i") * e), count=S("n") * e, esize=esize),
                 K.Assign("i", S("i") + S("n"))), doc="one copy per run of rows of one head")]
-        at_row = ((xf("b") * S1 + xf("s") + (S("p0") + S("i")) % xf("qr")) * N1 + xf("h0")
+        at_row = ((self.q_first + xf("s") + (S("p0") + S("i")) % xf("qr")) * N1 + xf("h0")
                   + (S("p0") + S("i")) // xf("qr")) * e
         return [K.For("i", Lit(0), S("k"), Lit(1), (
             _copy(dst=K.GmView(gm, at_row), src=K.Ref(src, S("i") * e), count=e, esize=esize),),
@@ -1312,7 +1366,8 @@ class AttnBuilder:
             self.f(fld)
         structs = (K.StructDecl("Unit", tuple((f, "int", "int64_t", None) for f in self.unit_fields())),)
         scalars = (K.ScalarVar("core_"), K.ScalarVar("scale_", "float", 1.0)) + \
-            (() if self.dense else (K.ScalarVar("batch_"),))
+            ((K.ScalarVar("batch_"), K.ScalarVar("unitBase_")) if self.tnd else () if self.dense else
+             (K.ScalarVar("batch_"),))
         cls = K.KernelClass(self.name, self.tiling_struct, args=tuple(arg for _n, arg, _ct in self.io), gms=tuple(gms),
                             locals=tuple(self.locals), tensors=tuple(self.tensors), scalars=scalars,
                             fields=tuple(sorted(self.fields)), process=process, methods=tuple(self.methods),
@@ -1387,7 +1442,7 @@ def attention_classes(spec, lowered, plan: AttnPlan) -> list:
     from opgen.kernel.attnprog import print_program
 
     lay = lowered.layout
-    topk, (cuq, cukv) = (lay.topk, lay.cumulative) if lay.keyset == "selected" else ("", ("", ""))
+    topk, (cuq, cukv) = (lay.topk, lay.cumulative) if lay.cumulative else ("", ("", ""))
     names = [i.name for i in spec.inputs] + [o.name for o in spec.outputs]
     roles = {"topk": topk, "cuq": cuq, "cukv": cukv}
     shapes = {i.name: i.shapes[0] for i in spec.inputs}
@@ -1398,7 +1453,7 @@ def attention_classes(spec, lowered, plan: AttnPlan) -> list:
             by_text[text].keys.append(key)
             continue
         name = f"{spec.name}Kernel{len(out)}"
-        used = set(p.gm) | ({topk, cuq, cukv} if lay.keyset == "selected" else set())
+        used = set(p.gm) | ({topk, cuq, cukv} - {""} if lay.cumulative else set())
         io = tuple((n, cpp_name(n), gm_ctype(spec, n, lay.dtype) if n in used else None) for n in names)
         b = AttnBuilder(name, p, io, plan, lay.tokens, lay.dtype, offset_expr(p, lay.tokens), spec.name)
         b.tiling_struct = f"optiling::{spec.name}TilingData"

@@ -234,6 +234,60 @@ BSND_STORED = {"thd": "htd", "thv": "htv", "Tnd": "nTd", "Tnv": "nTv"}
 """BSND shape keys of the dense query / key / value / output -> their BNSD keys (the permute (0, 2, 1, 3))."""
 
 
+BATCH_PROBES = (((2, 3, 7), (4, 5, 9)), ((1, 6, 7), (3, 8, 9)))
+"""Cumulative (query ends, kv ends) of the probe batches `batch_mask_kind` evaluates a mask on (T1 = 7, T2 = 9, Bn =
+3): unequal lengths, a batch of one query token, the longer batch first and last."""
+
+
+def batch_mask_kind(g: Graph, v: str, batches: tuple) -> str:
+    """What bool value `v` of graph `g` (its size-1 dims aside, [T1, T2]) is to a dense attention over batches stored
+    concatenated (TND), read off its values, not its spelling: "batch" when it is True exactly where the key belongs
+    to another batch than the query token, "batchcausal" where the key is another batch's or after the query in its
+    batch (local key j > local query i), "keepbatch" / "keepcausal" for their negations (the keys kept), "" otherwise
+    or when v depends on anything but the cumulative arrays, iotas, dims and constants. `batches` = (query ends, kv
+    ends, T1, T2, Bn): the int64 inputs [Bn] of the cumulative ends and the dim names. The graph's nodes that compute
+    v are evaluated with the interpreter's kernels (opgen.interp.kernels) on each of BATCH_PROBES; a kind must hold on
+    every probe. docs/design.md "Kernel families", attention (TND)."""
+    import numpy as np
+
+    from opgen.interp.kernels import KERNELS, Ctx  # lazy: start-up time
+
+    cu_q, cu_kv, t1, t2, bn = batches
+    prod = g.producers()
+    need, todo = [], [v]
+    while todo:   # the nodes v depends on, each once
+        x = todo.pop()
+        if x in (cu_q, cu_kv) or any(n.result.name == x for n in need):
+            continue
+        n = prod.get(x)
+        if n is None or dtype_name(n.result.type.dtype) not in ("bool", "i32", "i64"):
+            return ""
+        need.append(n)
+        todo += list(n.inputs)
+    order = [n for n in g.nodes if n in need]
+    kinds = set()
+    for ends_q, ends_kv in BATCH_PROBES:
+        env = {t1: ends_q[-1], t2: ends_kv[-1], bn: len(ends_q)}
+        vals = {cu_q: np.asarray(ends_q, np.int64), cu_kv: np.asarray(ends_kv, np.int64)}
+        ctx = Ctx("exact", env, {})
+        try:
+            for n in order:
+                args = [vals[i] for i in n.inputs]
+                vals[n.result.name] = (np.concatenate(args, axis=n.attr("axis")) if n.op == "concat" else
+                                       np.asarray(KERNELS[n.op](ctx, *args, dict(n.attrs), n.result.type)))
+            got = vals[v].astype(bool).reshape(env[t1], env[t2])
+        except Exception:   # a dim, op or shape outside the probe: not a batch mask
+            return ""
+        bq, bk = (np.searchsorted(e, np.arange(e[-1]), side="right") for e in (ends_q, ends_kv))
+        iq = np.arange(ends_q[-1]) - np.concatenate([[0], ends_q[:-1]])[bq]
+        jk = np.arange(ends_kv[-1]) - np.concatenate([[0], ends_kv[:-1]])[bk]
+        cross = bq[:, None] != bk[None, :]
+        causal = cross | (jk[None, :] > iq[:, None])
+        kinds.add(next((k for k, want in (("batch", cross), ("batchcausal", causal), ("keepbatch", ~cross),
+                                          ("keepcausal", ~causal)) if np.array_equal(got, want)), ""))
+    return kinds.pop() if len(kinds) == 1 else ""
+
+
 def _float_literal(v) -> str:
     """C++ text of a float constant: -FLT_MAX_VALUE, NEG_INF_VALUE / -NEG_INF_VALUE (the kernel's constants: C++
     has no -inf literal) or a float literal."""
@@ -250,9 +304,13 @@ class _Lowering:
     handler `op_<op>` per tensor-IR op either classifies its result (views, index values, matmuls) or appends
     vector instructions; `output` decides each output's path, `finish` scopes, registers and L1 buffers."""
 
-    def __init__(self, g: Graph, tokens: dict, data: str, keyset: str = "selected", form: str = "TND"):
+    def __init__(self, g: Graph, tokens: dict, data: str, keyset: str = "selected", form: str = "TND",
+                 batches: tuple = ()):
         self.g, self.tokens, self.data = g, tokens, data
+        self.batches = batches
         self.f = dict(KEY_FORMS[keyset])
+        if keyset == "dense" and form == "TND":   # token-major stats [T1, N1, 8] (the query's other shapes: BSND's)
+            self.f["stat8"] = "th8"
         self.bsnd = dict(BSND_STORED)
         if keyset == "dense" and "h" not in tokens.values():   # no GQA: query heads are kv heads, no group dim
             def one(x):
@@ -260,6 +318,8 @@ class _Lowering:
 
             self.f = {k: (tuple(one(x) for x in v) if isinstance(v, tuple) else one(v)) for k, v in self.f.items()}
             self.bsnd = {one(k): one(v) for k, v in self.bsnd.items()}
+        if keyset == "dense" and form == "TND":
+            self.bsnd["th"] = "ht"   # a saved statistic's column 0 [T1, N1, 1] read head-major (the backward)
         self.p = AttentionProgram(g.name, keyset=keyset, form=form)
         self.kind: dict[str, tuple] = {}
         self.vals = g.values()
@@ -382,12 +442,19 @@ class _Lowering:
                                   "a dense key set takes -inf)")
             self.kind[r] = ("scalar", _float_literal(n.attr("value")))
             return
+        if dt == "bool" and self.batches and key == self.f["mask"] and op != "reshape":
+            kind = batch_mask_kind(self.g, r, self.batches)   # TND: the batch mask (and causal within the batch)
+            if kind:
+                self.kind[r] = ({"batch": "batchmask", "batchcausal": "keymask", "keepbatch": "keepbatch",
+                                 "keepcausal": "keepmask"}[kind],)
+                return
         if dt == "bool":
             mask = self.causal_compare(op, ins, ks)
             if mask:
                 self.kind[r] = (mask,)
                 return
-            if op == "reshape" and ks[0][0] in ("keymask", "keepmask") and key == self.f["mask"]:
+            if op == "reshape" and ks[0][0] in ("keymask", "keepmask", "batchmask", "keepbatch") \
+                    and key == self.f["mask"]:
                 self.kind[r] = ks[0]
                 return
             if all(k[0] == "idx" for k in ks):
@@ -509,7 +576,8 @@ class _Lowering:
     def op_permute(self, n, r, ins, ks, key):
         k = ks[0]
         if k[0] == "gm" and self.p.keyset == "dense":   # the kernel addresses the inputs as stored
-            if not (self.p.form == "BSND" and self.bsnd.get(k[2]) == key and list(n.attr("perm")) == [0, 2, 1, 3]):
+            perm = [0, 2, 1, 3] if self.p.form == "BSND" else [1, 0, 2]   # TND: BSND's bytes without the batch dim
+            if not (self.p.form in ("BSND", "TND") and self.bsnd.get(k[2]) == key and list(n.attr("perm")) == perm):
                 raise self.err(n, f"a permuted input: the dense attention kernel reads query / key / value as stored "
                                f"({self.p.form}), a BSND input only through the permute (0, 2, 1, 3) to BNSD")
             self.kind[r] = ("gm", k[1], key)
@@ -520,6 +588,8 @@ class _Lowering:
             self.kind[r] = ("cubeout", k[1], ())   # dense: a head-dim result permuted to its stored layout (output)
         elif k[0] == "cubeout":
             self.kind[r] = k
+        elif k[0] == "statout" and self.p.form == "TND" and key == "th" and list(n.attr("perm")) == [1, 0, 2]:
+            self.kind[r] = k   # a per-row statistic stored token-major [T1, N1, 8]
         else:
             raise self.err(n, f"permute of a {k[0]} value")
 
@@ -527,7 +597,7 @@ class _Lowering:
         k = ks[0]
         if k[0] == "idx":
             self.kind[r] = k
-        elif k[0] == "gm" and k[2] == self.f["stat8"] and key == self.f["stat"] and str(n.attr("start")) == "0":
+        elif k[0] == "gm" and k[2] == self.f["stat8"] and key in (self.f["stat"], "th") and str(n.attr("start")) == "0":
             self.kind[r] = ("gm", k[1], key)
         else:
             raise self.err(n, f"slice of a {k[0]} value")
@@ -617,6 +687,18 @@ class _Lowering:
             self.emit("mask_in", r, (ins[2],), arg=ks[1][1], op=m)
             self.p.gm[m] = "in"
             self.kind[r] = ("row",)
+            return
+        if ks[0][0] in ("batchmask", "keepbatch"):   # TND: keys of other batches are never a unit's keys
+            fill, kept = (ins[1], ins[2]) if ks[0][0] == "batchmask" else (ins[2], ins[1])
+            if self.kind[fill][0] != "scalar" or self.kind[fill][1] not in ("-FLT_MAX_VALUE", "NEG_INF_VALUE"):
+                raise self.err(n, "the mask keeping each query token to its batch's keys must fill the other "
+                               "batches' scores with -FLT_MAX or -inf (their probabilities 0): the kernel leaves "
+                               "those keys out")
+            src = self.as_vec(kept)
+            if src[0] != "row":
+                raise self.err(n, "masking of a non-row value")
+            self.kind[r] = src
+            self.alias(r, kept)
             return
         if ks[0][0] == "keepmask" and ks[2][0] == "scalar":   # where(key <= query, scores, fill)
             ks, ins = [("keymask",), ks[2], ks[1]], [ins[0], ins[2], ins[1]]   # = where(key > query, fill, scores)
@@ -927,14 +1009,16 @@ def online_softmax(p: AttentionProgram) -> None:
     p.online = True
 
 
-def lower(g: Graph, tokens: dict, data: str, keyset: str = "selected", form: str = "TND") -> AttentionProgram:
+def lower(g: Graph, tokens: dict, data: str, keyset: str = "selected", form: str = "TND",
+          batches: tuple = ()) -> AttentionProgram:
     """Lower the optimized graph of a selected-attention specialisation to its AttentionProgram (module doc); `tokens`
     names each dim's role (opgen.kernel.attention.AttentionLayout.tokens), `data` is the dtype variable of the data
     (AttentionLayout.dtype: what rounded key rows and outputs are cast to). Raises IRError naming the value when a
     node has no lowering (the kernel does not support that spec shape). `keyset`: "selected" (keys gathered by an
     index table, TND) or "dense" (every key of the unit's batch and kv head; KEY_FORMS) with `form` BNSD or BSND
-    (how the inputs and the output are stored)."""
-    return _Lowering(g, tokens, data, keyset, form).run()
+    (how the inputs and the output are stored; TND: batches stored concatenated, `batches` = (query ends, kv ends,
+    T1, T2, Bn) names the cumulative arrays and dims, batch_mask_kind)."""
+    return _Lowering(g, tokens, data, keyset, form, batches).run()
 
 
 def verify_program(p: AttentionProgram) -> None:

@@ -102,10 +102,11 @@ def _align_down16(x):
     return (x // 16) * 16
 
 
-def _common(p: TilingProgram, dense: bool = False):
+def _common(p: TilingProgram, dense: bool = False, tnd: bool = False):
     """Inputs and the unit split shared by both directions; returns a dict of variables. `dense`: a dense key set
     (BNSD; T1 = B * S1 tokens, CNT = ceil(S2 / 16) blocks of 16 keys, the last padded), which reads S1 and S2
-    too."""
+    too. `tnd`: a dense key set over batches stored concatenated (TND): S1 = T1 and S2 = T2 bound the batches'
+    lengths, which the kernel reads from the cumulative ends (`_dense_units`)."""
     v = {}
     v["T1"] = p.input("T1", "query tokens (query dim 0)")
     v["N1"] = p.input("N1", "query heads (query dim 1)")
@@ -146,7 +147,7 @@ def _common(p: TilingProgram, dense: bool = False):
         v["gCap"] = p.let("gCap", emax(16, emin(G_CAP_MAX, _align_down16(lit(L0C_ACC) // (D * 4)))),
                           "most heads per unit: fp32 gTile x D accumulator in half of L0C")
     if dense:
-        _dense_units(p, v)
+        _dense_units(p, v, tnd)
     else:
         v["gRows"] = p.let("gRows", emax(1, emin(v["G"], v["gCap"])), "query heads (M rows) per unit", True)
         v["gTile"] = p.let("gTile", align_up(v["gRows"], 16), "M tile rows (16-row fractals)", True)
@@ -160,19 +161,28 @@ def _common(p: TilingProgram, dense: bool = False):
     return v
 
 
-def _dense_units(p: TilingProgram, v: dict):
+def _dense_units(p: TilingProgram, v: dict, tnd: bool = False):
     """The units of a dense key set: (batch, kv head, block of `qRows` query rows, group of `headRows` heads); M =
     headRows * qRows rows (head-major: row r is head h0 + r / qr, query row s0 + r % qr) within gCap; qRows as large
-    as the cap allows while the units still cover the AI Cores (the K / V rows a unit reads serve all its rows)."""
+    as the cap allows while the units still cover the AI Cores (the K / V rows a unit reads serve all its rows).
+    `tnd`: the batches' lengths are device data the tiling does not read: qRows spreads the T1 query tokens, and
+    `units` bounds the units (every batch's last block may be partial: at most Bn - 1 blocks more than T1 / qRows
+    has), which the kernel counts exactly and splits over the blockDim AI Cores (opgen.kernel.attnclass
+    unit_range)."""
     G, S1 = v["G"], v["S1"]
     hr = p.let("headRows", emax(1, emin(G, v["gCap"])), "query heads per unit", True)
     v["gChunks"] = p.let("gChunks", ceil_div(G, hr), "head groups per (batch, kv head)", True)
-    spread = p.let("qRowsSpread", emax(1, (v["Bn"] * v["N2"] * v["gChunks"] * S1) // v["aic"]),
+    units_rows = v["N2"] * v["gChunks"] * v["T1"] if tnd else v["Bn"] * v["N2"] * v["gChunks"] * S1
+    spread = p.let("qRowsSpread", emax(1, units_rows // v["aic"]),
                    "query rows per unit that still give every AI Core a unit")
     qr = p.let("qRows", emax(1, emin(emin(v["gCap"] // hr, S1), spread)), "query rows per unit (an S1 block)", True)
     v["gRows"] = p.let("gRows", hr * qr, "M rows per unit (headRows x qRows)", True)
     v["gTile"] = p.let("gTile", align_up(v["gRows"], 16), "M tile rows (16-row fractals)", True)
     qb = p.let("qBlocks", ceil_div(S1, qr), "S1 blocks per (batch, head)", True)
+    if tnd:
+        v["units"] = p.let("units", v["N2"] * (ceil_div(v["T1"], qr) + v["Bn"] - 1) * v["gChunks"],
+                           "at most this many work units (batch, kv head, query block, head group)", True)
+        return
     v["units"] = p.let("units", v["Bn"] * v["N2"] * qb * v["gChunks"],
                        "work units (batch, kv head, S1 block, head group)", True)
 
@@ -258,6 +268,7 @@ class AttentionCounts:
     pv_tiles: int = 0     # fp32 [rows, Dv] P V workspace tiles per slot (online)
     mask_in: int = 0      # 1: an explicit bool mask row is read per key row (u8 staging, half, bits, an fp32 row;
     #                       Select keeps its scratch at 184 KB of UB: SELECT_SCRATCH_BYTES left free)
+    tnd: int = 0          # 1: a dense key set over batches stored concatenated (AttentionProgram.form "TND")
 
 
 def attention_counts(programs, pipelined) -> AttentionCounts:
@@ -291,6 +302,7 @@ def attention_counts(programs, pipelined) -> AttentionCounts:
     top["post"] = bool(top.get("post"))
     top["dense"] = any(p.keyset == "dense" for p in programs)
     top["mask_in"] = int(any(i.kind == "mask_in" for p in programs for i in p.vector))
+    top["tnd"] = int(any(p.keyset == "dense" and p.form == "TND" for p in programs))
     return AttentionCounts(l1_heads=tuple(heads), l1_gathers=tuple(gathers),
                      **{k: top.get(k, 0) for k in AttentionCounts.__dataclass_fields__ if k not in ("l1_heads", "l1_gathers")})
 
@@ -358,7 +370,7 @@ def fwd_program(name: str, c: AttentionCounts, shared=frozenset()):
     """(TilingProgram, {"ub": [Buffer], "l1": [Buffer]}) of the forward kernel `name` for counts `c` (module doc);
     `shared` the UB buffers of pool 1 (ub_plan)."""
     p = TilingProgram(name)
-    v = _common(p, c.dense)
+    v = _common(p, c.dense, bool(c.tnd))
     D, Dv, tB, gTile, L = v["D"], v["Dv"], v["tB"], v["gTile"], v["L"]
     keys_fit = p.let("l1KeysFit", select(gTile * D * tB < CUBE["l1"],
                                          (lit(CUBE["l1"]) - gTile * D * tB) // (D * tB + gTile * tB), 0),
@@ -394,7 +406,7 @@ def bwd_program(name: str, c: AttentionCounts, shared=frozenset()):
     """(TilingProgram, {"ub": [Buffer], "l1": [Buffer]}) of the backward kernel `name` for counts `c` (module doc);
     `shared` the UB buffers of pool 1 (ub_plan)."""
     p = TilingProgram(name)
-    v = _common(p, c.dense)
+    v = _common(p, c.dense, bool(c.tnd))
     D, Dv, tB, gTile = v["D"], v["Dv"], v["tB"], v["gTile"]
     fixed = gTile * (D + Dv) * tB
     keys_fit = p.let("l1KeysFit", select(fixed < CUBE["l1"],
@@ -449,7 +461,9 @@ def program_inputs(layout, spec, deterministic: bool = False, read=()) -> dict:
     if layout.keyset == "dense":
         r = {k: Sym(layout.dim(k)) for k in ("B", "N1", "S1", "D", "N2", "S2", "Dv")}
         blk = DENSE_BLOCK
-        out.update({"T1": r["B"] * r["S1"], "N1": r["N1"], "D": r["D"], "T2": r["B"] * r["S2"], "N2": r["N2"],
+        tnd = layout.form == "TND"   # S1 / S2 are T1 / T2 (the batches' lengths are device data), B is Bn
+        out.update({"T1": r["S1"] if tnd else r["B"] * r["S1"], "N1": r["N1"], "D": r["D"],
+                    "T2": r["S2"] if tnd else r["B"] * r["S2"], "N2": r["N2"],
                     "Dv": r["Dv"], "CNT": (r["S2"] + (blk - 1)) // blk, "Bn": r["B"], "BS": Lit(blk),
                     "S1": r["S1"], "S2": r["S2"]})
     else:

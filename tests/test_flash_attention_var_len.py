@@ -1,0 +1,294 @@
+"""FlashAttentionVarLenScore (examples/specs/flash_attention_var_len_score.py): dense attention over batches stored
+concatenated (TND, cumulative actual_seq_qlen / actual_seq_kvlen) through the attention family, against float64
+NumPy math per batch written here.
+
+The oracle runs each batch b on its own: query rows cu_q[b - 1] .. cu_q[b] - 1 against key rows cu_kv[b - 1] ..
+cu_kv[b] - 1 as one BNSD attention of B = 1 (tests/test_flash_attention.oracle: S = scale Q Kᵀ, leftUpCausal within
+the batch, max / sum / P V in float64); its error bounds are that module's (test_flash_attention.assert_close), the
+sum's taking the longest batch's key count.
+"""
+
+from __future__ import annotations
+
+import os
+import re
+import shutil
+import sys
+from pathlib import Path
+
+import ml_dtypes
+import numpy as np
+import pytest
+
+sys.path.insert(0, os.path.dirname(os.path.abspath(__file__)))
+
+from test_flash_attention import assert_close, oracle  # noqa: E402
+
+ROOT = Path(__file__).resolve().parent.parent
+SPEC = ROOT / "examples" / "specs" / "flash_attention_var_len_score.py"
+NP_T = {"float16": np.float16, "bfloat16": ml_dtypes.bfloat16}
+
+
+def per_batch_oracle(q, k, v, cu_q, cu_kv, scale: float, causal: bool) -> dict:
+    """float64 outputs [T1, N1, 8] / [T1, N1, D] and the bound helpers of every batch's own BNSD attention (module
+    doc), stitched back into the token-major TND layout."""
+    t1, n1, d = q.shape
+    want = {"softmax_max": np.zeros((t1, n1, 8)), "softmax_sum": np.zeros((t1, n1, 8)),
+            "attention_out": np.zeros((t1, n1, d)), "abs_scores": np.zeros((t1, n1)), "abs_out": np.zeros((t1, n1, d))}
+    bq, bk = np.concatenate([[0], cu_q]), np.concatenate([[0], cu_kv])
+    for b in range(len(cu_q)):
+        qs, ks = slice(bq[b], bq[b + 1]), slice(bk[b], bk[b + 1])
+        o = oracle(q[None, qs].transpose(0, 2, 1, 3), k[None, ks].transpose(0, 2, 1, 3),
+                   v[None, ks].transpose(0, 2, 1, 3), scale, causal)
+        for name in ("softmax_max", "softmax_sum", "attention_out", "abs_out"):
+            want[name][qs] = o[name][0].transpose(1, 0, 2)
+        want["abs_scores"][qs] = o["abs_scores"][0].T
+    return want
+
+
+def make_inputs(rng, lens_q, lens_kv, n1, n2, d, dtype) -> dict:
+    """T-representable query / key / value (as float32) and the cumulative ends of the given batch lengths."""
+    t1, t2 = sum(lens_q), sum(lens_kv)
+
+    def data(*shape):
+        return rng.standard_normal(shape).astype(NP_T[dtype]).astype(np.float32)
+
+    return {"query": data(t1, n1, d), "key": data(t2, n2, d), "value": data(t2, n2, d),
+            "actual_seq_qlen": np.cumsum(lens_q).astype(np.int64), "actual_seq_kvlen": np.cumsum(lens_kv).astype(np.int64)}
+
+
+# ---------------------------------------------------------------------------------------------- the spec, the oracle
+def test_the_spec_interprets_as_per_batch_attention():
+    """The spec's exact interpretation equals the per-batch float64 oracle (batches of 1, 16, 37 query tokens, GQA,
+    causal and not): the mask keeps each token to its own batch's keys."""
+    from opgen.interp import interpret
+
+    rng = np.random.default_rng(3)
+    a = make_inputs(rng, [1, 16, 37], [5, 16, 40], 4, 2, 16, "float16")
+    for causal in (False, True):
+        x = dict(a, atten_mask=np.zeros((4, 4), bool) if causal else None)
+        got = interpret(str(SPEC), x, {"input_layout": "TND", "sparse_mode": 2 if causal else 0, "scale_value": 0.4,
+                                  "head_num": 4},
+                        {"T": "float16", "M": "bool"}, mode="exact")
+        want = per_batch_oracle(a["query"], a["key"], a["value"], a["actual_seq_qlen"], a["actual_seq_kvlen"], 0.4,
+                                causal)
+        for name in ("softmax_max", "softmax_sum", "attention_out"):
+            np.testing.assert_allclose(np.asarray(got[name], np.float64), want[name], rtol=1e-12, atol=1e-12)
+
+
+# ---------------------------------------------------------------------------------------------- recognition
+def _graph(src: str, tmp_path, attrs: dict, present=()):
+    """The kernel-stage text of spec text `src` (opgen graph --stage kernel), and the CompletedProcess."""
+    from inproc import cli
+
+    p = tmp_path / "varlen.py"
+    p.write_text(src)
+    args = ["graph", str(p), "--stage", "kernel"]
+    for k, val in attrs.items():
+        args += ["--attr", f"{k}={val}"]
+    for name in present:
+        args += ["--present", name]
+    return cli(*args)
+
+
+def test_the_batch_mask_is_read_off_its_values():
+    """attnprog.batch_mask_kind on the spec's graph: the `ne` of the two tokens' batches is the batch mask, its `or`
+    with the in-batch future keys the causal batch mask, the in-batch comparison alone neither (a causal mask over
+    the concatenated tokens would leak into other batches); with the cumulative arrays swapped nothing matches."""
+    from opgen.kernel.attnprog import batch_mask_kind
+    from opgen.passes.pipeline import optimize
+    from opgen.registry import load_spec
+
+    spec = load_spec(str(SPEC))
+    key = next(k for k in spec.keys() if 2 in k.static and all(k.present))   # sparse_mode 2, atten_mask present
+    g = optimize(spec.graph(key))
+    bools = {n.op: n.result.name for n in g.nodes if n.op in ("ne", "gt", "or")}
+    cu = ("actual_seq_qlen", "actual_seq_kvlen", "T1", "T2", "Bn")
+    assert batch_mask_kind(g, bools["ne"], cu) == "batch"
+    assert batch_mask_kind(g, bools["or"], cu) == "batchcausal"
+    assert batch_mask_kind(g, bools["gt"], cu) == ""
+    assert batch_mask_kind(g, bools["or"], (cu[1], cu[0], *cu[2:])) == ""
+
+
+NSA_STYLE = '''
+    tok1, tok2 = b.iota(T1), b.iota(T2)
+    zero = b.const(0, i64).broadcast_to([1])
+    starts_q = b.concat([zero, actual_seq_qlen.slice(0, 0, Bn - 1)], 0)
+    starts_kv = b.concat([zero, actual_seq_kvlen.slice(0, 0, Bn - 1)], 0)
+    bq = (actual_seq_qlen.reshape([1, Bn]) <= tok1.reshape([T1, 1])).cast(i64).sum(-1, keepdims=False)
+    bk = (actual_seq_kvlen.reshape([1, Bn]) <= tok2.reshape([T2, 1])).cast(i64).sum(-1, keepdims=False)
+    il = tok1 - b.gather(starts_q, bq, 0)
+    jl = tok2 - b.gather(starts_kv, bk, 0)
+    keep = bq.reshape([T1, 1]).eq(bk.reshape([1, T2])) & (jl.reshape([1, T2]) <= il.reshape([T1, 1]))
+'''
+
+
+def test_a_batch_mask_written_another_way_lowers_the_same(tmp_path):
+    """The keep form written as NSA's token layout does (batch starts gathered, where(kept, scores, fill)) lowers to
+    the same program as the spec's (the causal mask within the batch, no other mask)."""
+    src = SPEC.read_text()
+    body_start = src.index("    bq, q0 = _batch_of")
+    body_end = src.index("    qg = query.permute")
+    edited = (src[:body_start] + NSA_STYLE + src[body_end:]).replace(
+        "scores = b.where(masked.reshape([1, 1, T1, T2]), -FLT_MAX, scores)",
+        "scores = b.where(keep.reshape([1, 1, T1, T2]), scores, -FLT_MAX)")
+    attrs = {"input_layout": "TND", "sparse_mode": 2}
+    mine = _graph(edited, tmp_path, attrs, ["atten_mask"])
+    assert mine.returncode == 0, mine.stderr
+    base = _graph(src, tmp_path, attrs, ["atten_mask"])
+    def masks(text):   # the mask lines without value names and spec lines
+        return [re.sub(r"%\w+|@.*", "", ln) for ln in text.splitlines() if "mask(" in ln or "causal" in ln]
+
+    assert len(masks(mine.stdout)) == 2 and masks(mine.stdout) == masks(base.stdout)
+    assert "dense keys TND" in mine.stdout
+
+
+@pytest.mark.parametrize("what, old, new, msg", [
+    ("no batch mask", "scores = b.where(masked.reshape([1, 1, T1, T2]), -FLT_MAX, scores)", "",
+     "needs the mask that keeps each query token to its own batch's keys"),
+    ("a zero fill", "scores = b.where(masked.reshape([1, 1, T1, T2]), -FLT_MAX, scores)",
+     "scores = b.where(masked.reshape([1, 1, T1, T2]), 0.0, scores)", "must fill the other batches' scores"),
+])
+def test_a_tnd_attention_without_the_batch_mask_is_refused(what, old, new, msg, tmp_path):
+    """Without the mask that keeps a token to its batch, or with one whose fill leaves the other batches' keys a
+    probability, the kernel (which visits only the batch's keys) would compute another function: refused in one
+    line naming the rule."""
+    src = SPEC.read_text()
+    assert old in src
+    r = _graph(src.replace(old, new), tmp_path, {"input_layout": "TND"})
+    assert r.returncode != 0 and msg in r.stderr, r.stderr
+
+
+# ---------------------------------------------------------------------------------------------- kernels
+CASES = [   # (id, batch query lengths, batch key lengths, N1, N2, D, dtype, causal, scale)
+    ("g2_f16_len1_tail", [1, 16, 37], [5, 16, 40], 4, 2, 16, "float16", False, 0.3),
+    ("g2_causal_f16_len1_tail", [1, 16, 37], [5, 16, 40], 4, 2, 16, "float16", True, 0.3),
+    ("mha_causal_f16_an_idle_core", [2, 3], [3, 20], 1, 1, 16, "float16", True, 0.5),
+    ("mha_causal_bf16_qblocks", [3, 150, 1, 53], [3, 150, 17, 60], 2, 2, 32, "bfloat16", True, 0.125),
+    ("g4_bf16_keys_over_items", [40, 1, 7], [700, 9, 33], 4, 1, 16, "bfloat16", False, 0.1),
+]
+
+
+@pytest.fixture(scope="module")
+def gen(run_shared):
+    """The spec's package generated once per run into a tree the xdist workers share."""
+    from opgen.codegen import write_ops
+
+    return run_shared("flash-attention-var-len", lambda out: write_ops([str(SPEC)], out))
+
+
+def _check(case, gen, engine):
+    from opgen.check import run_check
+
+    _id, lq, lk, n1, n2, d, dtype, causal, scale = case
+    a = make_inputs(np.random.default_rng(len(lq) + sum(lk)), lq, lk, n1, n2, d, dtype)
+    if causal:
+        a["atten_mask"] = np.zeros((4, 4), bool)
+    r = run_check(str(SPEC), a, {"input_layout": "TND", "sparse_mode": 2 if causal else 0, "scale_value": scale,
+                                 "head_num": n1},
+                  {"T": dtype, "M": "bool"}, gen_dir=gen, progress=False, engine=engine)
+    assert not r.faults and r.passed, (r.faults[:3], {k: c.to_json() for k, c in r.outputs.items() if not c.passed})
+    want = per_batch_oracle(a["query"], a["key"], a["value"], a["actual_seq_qlen"], a["actual_seq_kvlen"], scale,
+                            causal)
+    assert_close(r.arrays, want, dtype, d, max(lk))
+
+
+@pytest.mark.parametrize("case", CASES[:3], ids=[c[0] for c in CASES[:3]])
+def test_kir_kernel_matches_the_per_batch_oracle(case, gen):
+    """The kernel's Kernel IR (--engine kir) within the per-batch float64 bounds: batches of 1, 16 and 37 query tokens
+    (a batch of one token, a batch not a multiple of the 16-key block), GQA, causal and not; 5 units on the 6 AI
+    Cores the tiling launches (it bounds the units without reading the batches' lengths: one core has none)."""
+    _check(case, gen, "kir")
+
+
+@pytest.mark.slow
+@pytest.mark.parametrize("case", CASES, ids=[c[0] for c in CASES])
+def test_emulated_kernel_matches_the_per_batch_oracle(case, gen):
+    """The emitted C++ on the emulation (zero faults, opgen's comparison) within the per-batch float64 bounds: the
+    batches above; query blocks of several rows with tails at each batch's end and units over the AI Cores (T1 207,
+    no GQA, bf16, causal); a batch of 700 keys over several online softmax items beside batches of 9 and 33 (G 4)."""
+    if shutil.which("g++") is None:
+        pytest.skip("g++ not available")
+    _check(case, gen, "emu")
+
+
+@pytest.mark.slow
+@pytest.mark.parametrize("case", CASES[3:], ids=[c[0] for c in CASES[3:]])
+def test_kir_kernel_matches_the_per_batch_oracle_at_more_tokens(case, gen):
+    """--engine kir on the larger cases (query blocks with tails, keys over several items)."""
+    _check(case, gen, "kir")
+
+
+# ---------------------------------------------------------------------------------------------- the backward
+GRAD_SPEC = ROOT / "examples" / "specs" / "flash_attention_unpadding_score_grad.py"
+
+
+def tnd_grad_case(lens_q, lens_kv, n1, n2, d, dtype, causal, scale, seed=0):
+    """(inputs, want, bound) of the TND backward: each batch a B = 1 BSND case of tests/test_flash_attention_grad
+    (_case: the float64 torch autograd gradients, the saved statistics of its float64 forward and its derived error
+    bounds), stitched into the concatenated TND layout."""
+    from test_flash_attention_grad import _case
+
+    rng = np.random.default_rng(seed)
+    parts = [_case(rng, dict(B=1, N1=n1, N2=n2, S1=a, S2=b, D=d), dtype, 2 if causal else 0, scale, "BSND")
+             for a, b in zip(lens_q, lens_kv)]
+    inputs = {n: np.concatenate([p[0][n][0] for p in parts]) for n in ("query", "key", "value", "dy", "attention_in")}
+    for n in ("softmax_max", "softmax_sum"):   # [1, N1, S1, 8] -> [S1, N1, 8]
+        inputs[n] = np.concatenate([p[0][n][0].transpose(1, 0, 2) for p in parts])
+    inputs = {k: x.astype(np.float32) if x.dtype == ml_dtypes.bfloat16 else x for k, x in inputs.items()}
+    inputs["actual_seq_qlen"] = np.cumsum(lens_q).astype(np.int64)
+    inputs["actual_seq_kvlen"] = np.cumsum(lens_kv).astype(np.int64)
+    if causal:
+        inputs["atten_mask"] = np.zeros((4, 4), bool)
+    want, bound = ({n: np.concatenate([p[j][n][0].transpose(1, 0, 2) for p in parts]) for n in ("dq", "dk", "dv")}
+                   for j in (1, 2))
+    return inputs, want, bound
+
+
+GRAD_CASES = [   # (id, batch query lengths, batch key lengths, N1, N2, D, dtype, causal, scale)
+    ("g2_f16_len1_tail", [1, 16, 37], [5, 16, 40], 4, 2, 16, "float16", False, 0.3),
+    ("g2_causal_f16_len1_tail", [1, 16, 37], [5, 16, 40], 4, 2, 16, "float16", True, 0.3),
+    ("mha_causal_bf16_qblocks", [3, 150, 1, 53], [3, 150, 17, 60], 2, 2, 32, "bfloat16", True, 0.125),
+]
+
+
+@pytest.fixture(scope="module")
+def grad_gen(run_shared):
+    """The backward spec's package generated once per run."""
+    from opgen.codegen import write_ops
+
+    return run_shared("flash-attention-unpadding-grad", lambda out: write_ops([str(GRAD_SPEC)], out))
+
+
+def _grad_check(case, gen, engine, deterministic=False):
+    from opgen.check import run_check
+
+    _id, lq, lk, n1, n2, d, dtype, causal, scale = case
+    inputs, want, bound = tnd_grad_case(lq, lk, n1, n2, d, dtype, causal, scale, seed=len(lq) + sum(lk))
+    r = run_check(str(GRAD_SPEC), inputs, {"scale_value": scale, "head_num": n1, "input_layout": "TND",
+                                           "sparse_mode": 2 if causal else 0},
+                  {"T": dtype, "M": "bool"}, gen_dir=gen, progress=False, engine=engine, deterministic=deterministic)
+    assert not r.faults and not r.traps and r.passed, (r.faults[:3], r.traps[:3],
+                                                       {k: c.to_json() for k, c in r.outputs.items() if not c.passed})
+    for n in ("dq", "dk", "dv"):
+        err = np.abs(np.asarray(r.arrays[n], np.float64) - want[n])
+        assert np.all(err <= bound[n]), (n, float((err / bound[n]).max()))
+
+
+@pytest.mark.parametrize("case", GRAD_CASES[:2], ids=[c[0] for c in GRAD_CASES[:2]])
+def test_kir_backward_matches_torch_autograd_per_batch(case, grad_gen):
+    """The TND backward's Kernel IR (--engine kir) within the per-batch bounds of tests/test_flash_attention_grad
+    against float64 torch autograd: batches of 1, 16, 37 tokens, GQA, causal and not."""
+    _grad_check(case, grad_gen, "kir")
+
+
+@pytest.mark.slow
+@pytest.mark.parametrize("deterministic", [False, True])
+@pytest.mark.parametrize("case", GRAD_CASES, ids=[c[0] for c in GRAD_CASES])
+def test_emulated_backward_matches_torch_autograd_per_batch(case, deterministic, grad_gen):
+    """The emitted backward on the emulation, both schedules (the deterministic one: the AI Cores' dK / dV adds in
+    turns, rounds from the tiling's bound on the units), within the per-batch bounds; query blocks with tails
+    (T1 207, bf16, causal)."""
+    if shutil.which("g++") is None:
+        pytest.skip("g++ not available")
+    _grad_check(case, grad_gen, "emu", deterministic)
