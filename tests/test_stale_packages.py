@@ -115,6 +115,23 @@ def test_generate_command_forms(tmp_path):
     assert generate_command(bundled, tmp_path / "a b") == f"opgen generate AdaLayerNormV2 --out '{tmp_path}/a b'"
 
 
+def test_generate_command_of_a_spec_not_bundled_names_out(tmp_path, monkeypatch):
+    """A spec of the user's own whose package opgen check read from the default generated/ (no --gen-dir): the
+    stale hint's command names --out, which `opgen generate` requires for any spec but the bundled ones
+    (cli._bundled_only refuses it without), and the tree the package is in."""
+    from opgen.check.run import generate_command
+    from opgen.codegen import default_out_dir
+    from opgen.registry import load_spec
+
+    spec_file = tmp_path / "my_norm.py"
+    shutil.copy(ROOT / "specs" / "ada_layer_norm_v2.py", spec_file)
+    monkeypatch.chdir(tmp_path)
+    spec = load_spec(str(spec_file))
+    cmd = generate_command(spec)
+    assert cmd == f"opgen generate my_norm.py --out {default_out_dir()}", cmd
+    assert generate_command(spec, tmp_path / "gen") == f"opgen generate my_norm.py --out {tmp_path}/gen"
+
+
 def test_bundled_package_names_the_opdef(tmp_path, monkeypatch, capsys):
     """A stale copy of a bundled op's package: the line names the OpDef and the tree given to --gen-dir."""
     monkeypatch.setenv("OPGEN_BUILD_DIR", str(tmp_path / "build"))

@@ -100,3 +100,36 @@ def test_a_mask_input_keeps_every_term(tmp_path):
     spec = _band_spec(tmp_path, "data", "far = m", mask_input='spec.input("m", boolean, [S1, S2])',
                       mask_arg="m, ")
     assert _macs(spec, (3,), {"S1": 9, "S2": 21, "D": 16}) == 2 * 9 * 21 * 16
+
+
+ZERO_OVER_ZERO = '''
+from opgen.dsl import A2, OpSpec, f32
+spec = OpSpec("ZeroOverZero", aclnn="aclnnZeroOverZero", socs=(A2,), doc="0 / 0 test spec", source="test")
+M, K, N = spec.dims("M K N")
+spec.input("x", f32, [M, K])
+spec.input("v", f32, [K, N])
+spec.output("y", f32, [M, N])
+
+
+@spec.body
+def _(b, x, v):
+    top = (b.iota(M) < 2).reshape([M, 1])
+    num = b.where(top, 0.0, x)
+    den = b.where(top, 0.0, 1.0)
+    return {"y": b.matmul(num / den, v)}
+'''
+
+
+def test_zero_over_a_known_zero_is_not_zero(tmp_path):
+    """0 / 0 is NaN, not 0: a quotient whose divisor is known to be zero there keeps its terms (NumPy: the rows the
+    matmul reads are NaN, so every product of them reaches the output)."""
+    p = tmp_path / "zero_over_zero.py"
+    p.write_text(ZERO_OVER_ZERO)
+    spec = load_spec(str(p))
+    m, k, n = 7, 5, 3
+    with np.errstate(all="ignore"):
+        top = (np.arange(m) < 2)[:, None]
+        a = np.where(top, 0.0, np.ones((m, k))) / np.where(top, 0.0, 1.0)   # the left operand where x is 1
+    assert np.isnan(a[:2]).all()
+    useful = int((a != 0).sum()) * n   # NaN != 0: every element of A, each n times
+    assert _macs(spec, (), {"M": m, "K": k, "N": n}) == useful == m * k * n

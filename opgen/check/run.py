@@ -188,9 +188,10 @@ def _sources(m, gen_dir) -> Sources:
 
     root = Path(gen_dir) if gen_dir is not None else default_out_dir()
     bundled = any(Path(m.spec.file).resolve() == f.resolve() for f in spec_files())
-    arg = generate_command(m.spec, gen_dir)[len("opgen generate "):]   # the path as the stale hint prints it
-    if not bundled and gen_dir is None:
-        arg += " --out DIR"
+    if not bundled and gen_dir is None:   # no package yet: the user's spec goes to a tree of their own
+        arg = generate_command(m.spec, Path("DIR"))[len("opgen generate "):]
+    else:
+        arg = generate_command(m.spec, gen_dir)[len("opgen generate "):]   # the path as the stale hint prints it
     return Sources(m.op, m.snake, m.api_snake, (root / m.snake).resolve(), arg)
 
 
@@ -209,7 +210,8 @@ def generate_command(spec, gen_dir=None) -> str:
     """The `opgen generate` command that writes `spec`'s package where `opgen check --gen-dir gen_dir` reads it:
     the OpDef name for a bundled spec, else the spec file's path (relative to the working directory when under
     it); `--out ROOT` when gen_dir is given and is not the default generated/, or the spec is not bundled (`opgen
-    generate` writes only bundled specs without --out: opgen.cli._bundled_only)."""
+    generate` writes only bundled specs without --out: opgen.cli._bundled_only; gen_dir None then names the
+    default generated/, the tree `opgen check` read the package from)."""
     import shlex
 
 
@@ -221,6 +223,9 @@ def generate_command(spec, gen_dir=None) -> str:
         rel = os.path.relpath(path)
         arg = shlex.quote(str(path) if rel.startswith("..") else rel)
     out = ""
+    if gen_dir is None and not bundled:   # the tree check read it from, named: generate needs --out for this spec
+        dflt = os.path.relpath(default_out_dir())
+        gen_dir = default_out_dir() if dflt.startswith("..") else dflt
     if gen_dir is not None and (not bundled or Path(gen_dir).resolve() != default_out_dir().resolve()):
         out = f" --out {shlex.quote(str(gen_dir))}"   # a spec not bundled is generated only with --out
     return f"opgen generate {arg}{out}"

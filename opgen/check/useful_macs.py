@@ -12,8 +12,9 @@ A term (m, n, k) is *useful* unless
 it depends on no input (iota, dims and constants: a causal or band mask, evaluated here), and zeros come from a
 forward pass over three element classes per value — ANY, ZERO (exactly 0) and NEG_HUGE (at most -FLT_MAX / 2, a
 mask's fill): a select with a static condition takes its operands' classes, x - y and x + y keep NEG_HUGE where
-one side is NEG_HUGE and the other is not, exp(NEG_HUGE) = ZERO, ZERO times or over anything is ZERO, a cast keeps
-the class, a row max is NEG_HUGE only where its whole row is, a sum ZERO only where all its terms are. The rules
+one side is NEG_HUGE and the other is not, exp(NEG_HUGE) = ZERO, ZERO times anything or over anything but ZERO
+is ZERO (0 / 0 is NaN), a cast keeps the class, a row max is NEG_HUGE only where its whole row is, a sum ZERO only
+where all its terms are. The rules
 assume the finite data of moderate magnitude the specs are defined for (exp(-FLT_MAX - m) underflows to 0 for any
 finite m not itself near -FLT_MAX). A mask that is an input (data) keeps every term: a kernel cannot skip it from
 the shapes. The classes are kept in compact arrays: each axis either the value's full extent or 1 (broadcast), so
@@ -172,8 +173,9 @@ def _classes(graph, static, shape) -> dict:
         elif op == "mul" and any(x is not None for x in ins):
             a, b = (_fit(x if x is not None else np.zeros((), np.int8), rank) for x in ins)
             c = np.where((a == ZERO) | (b == ZERO), ZERO, ANY).astype(np.int8)
-        elif op == "div" and ins[0] is not None:
-            c = np.where(ins[0] == ZERO, ZERO, ANY).astype(np.int8)
+        elif op == "div" and ins[0] is not None:   # 0 / 0 is NaN: ZERO only over a divisor not known to be 0
+            den = _fit(ins[1] if ins[1] is not None else np.zeros((), np.int8), rank)
+            c = np.where((_fit(ins[0], rank) == ZERO) & (den != ZERO), ZERO, ANY).astype(np.int8)
         elif op == "exp" and ins[0] is not None:
             c = np.where(ins[0] == NEG_HUGE, ZERO, ANY).astype(np.int8)
         elif op == "cast" and ins[0] is not None:

@@ -443,6 +443,7 @@ def golden_context(spec) -> dict:
             raise SpecError(f"{spec.file}: parameter name {p.name!r} cannot be a Python argument of the golden")
     defaults = tuple(_default_static(a) for a in spec.static_attrs)
     opts = [i for i in spec.inputs if i.optional]
+    bind_names = [i.name for i in binding_order(spec.inputs)]
     multi = [i for i in spec.inputs if len(i.shapes) > 1]
     prog = merged_program(spec)
     body = []
@@ -507,7 +508,8 @@ def golden_context(spec) -> dict:
         "absent": _pformat({d.name: d.absent for d in spec.dims_.values() if d.absent is not None}),
         "vars": [v.name for v in spec.dtype_table], "defaults": repr(defaults),
         "input_names": _pformat([i.name for i in spec.inputs]),
-        "bind_order": _pformat([i.name for i in binding_order(spec.inputs)]),
+        # the declaration order when every input binds first (most ops): the name, not the list again
+        "bind_order": ("_INPUTS" if bind_names == [i.name for i in spec.inputs] else _pformat(bind_names)),
         "output_names": _pformat([o.name for o in spec.outputs]),
         "output_doc": textwrap.wrap(", ".join(o.name for o in spec.outputs), width=100),
         "optional_names": _pformat([i.name for i in opts]),

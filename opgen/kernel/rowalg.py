@@ -231,8 +231,7 @@ def gather_column_inputs(p: RowProgram) -> int:
     Returns the number of gathers rewritten."""
     defs = {i.dst: i for i in p.instrs if i.dst}
     uses = _uses(p)
-    lane = lambda x: (x in defs and defs[x].kind == "viota" and defs[x].space == "col"  # noqa: E731
-                      and defs[x].arg.replace(" ", "") == "static_cast<float>(c0_)")
+    lane = lambda x: _is_lane_index(defs.get(x))  # noqa: E731
     col_input = lambda x: (x in defs and defs[x].kind == "load" and defs[x].space == "col"  # noqa: E731
                            and p.tensor(defs[x].gm).role == "in")
     out, done = [], 0
@@ -251,6 +250,15 @@ def gather_column_inputs(p: RowProgram) -> int:
     if done:
         _after_gathers(p, out)
     return done
+
+
+def _is_lane_index(d) -> bool:
+    """Whether instruction `d` (None: no single definition) is the row of lane indices: a column-space CreateVecIndex
+    from the first column of the chunk or slice, lane j holding column c0_ + j as fp32 (`viota` with arg
+    static_cast<float>(c0_); exact while columns stay below 2^24). The pattern a gather's or a one-hot's compare
+    reads (gather_column_inputs, _gather_through_lanewise, _pick_lane, one_lane_updates)."""
+    return d is not None and d.kind == "viota" and d.space == "col" \
+        and d.arg.replace(" ", "") == "static_cast<float>(c0_)"
 
 
 def _after_gathers(p: RowProgram, instrs: list) -> None:
@@ -286,7 +294,7 @@ def _pick_lane(p: RowProgram, by: dict, name: str, chk: str, when: tuple, made: 
     out = None
     if d.kind == "vdup" and d.space in ("row", "col"):
         out = _scalar(p, made, d, f"({d.arg})")
-    elif d.kind == "viota" and d.space == "col" and d.arg.replace(" ", "") == "static_cast<float>(c0_)":
+    elif _is_lane_index(d):
         out = chk   # lane j holds the column index j
     elif d.kind == "cast_in" and not d.op and d.space == "row" and p.tensor(d.gm).role == "in" \
             and p.tensor(d.gm).dtype not in _INT_DTYPES and d.gm in rows:
@@ -376,8 +384,7 @@ def _gather_through_lanewise(p: RowProgram, rows: frozenset) -> int:
         if i.dst:
             defs.setdefault(i.dst, []).append(i)
     by = {n: d[0] for n, d in defs.items() if len(d) == 1}
-    lane = lambda x: (x in by and by[x].kind == "viota" and by[x].space == "col"  # noqa: E731
-                      and by[x].arg.replace(" ", "") == "static_cast<float>(c0_)")
+    lane = lambda x: _is_lane_index(by.get(x))  # noqa: E731
     out, done = [], 0
     for i in p.instrs:
         pick = by.get(i.srcs[0]) if i.kind == "rsum" and i.srcs and i.dst in by else None
@@ -427,8 +434,7 @@ def one_lane_updates(p: RowProgram) -> int:
     by = {n: d[0] for n, d in defs.items() if len(d) == 1}
     uses = _uses(p)
     rows = frozenset(i.gm for i in p.instrs if i.kind == "cast_in")
-    lane = lambda x: (x in by and by[x].kind == "viota" and by[x].space == "col"  # noqa: E731
-                      and by[x].arg.replace(" ", "") == "static_cast<float>(c0_)")
+    lane = lambda x: _is_lane_index(by.get(x))  # noqa: E731
 
     def one_hot(h: str, when: tuple):
         """(checked index name, v) when h is a one-hot row read only once, of presence `when`; else None."""

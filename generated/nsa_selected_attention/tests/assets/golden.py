@@ -26,7 +26,7 @@ __golden__ = {
 
 _OP = "NsaSelectedAttention"
 _INPUTS = ['query', 'key', 'value', 'topk_indices', 'atten_mask', 'actual_seq_qlen', 'actual_seq_kvlen']
-_BIND_ORDER = ['query', 'key', 'value', 'topk_indices', 'atten_mask', 'actual_seq_qlen', 'actual_seq_kvlen']
+_BIND_ORDER = _INPUTS
 _OUTPUTS = ['softmax_max', 'softmax_sum', 'attention_out']
 _INPUT_DTYPE_VARS = {'query': 'T', 'key': 'T', 'value': 'T', 'atten_mask': 'M'}
 _OUTPUT_DTYPE_VARS = {'attention_out': 'T'}

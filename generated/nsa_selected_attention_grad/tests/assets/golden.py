@@ -36,17 +36,7 @@ _INPUTS = ['query',
  'actualSeqQLen',
  'actualSeqKVLlen',
  'attenMsk']
-_BIND_ORDER = ['query',
- 'key',
- 'value',
- 'attentionOut',
- 'attentionOutGrad',
- 'softmaxMax',
- 'softmaxSum',
- 'topkIndices',
- 'actualSeqQLen',
- 'actualSeqKVLlen',
- 'attenMsk']
+_BIND_ORDER = _INPUTS
 _OUTPUTS = ['dq', 'dk', 'dv']
 _INPUT_DTYPE_VARS = {'query': 'T', 'key': 'T', 'value': 'T', 'attentionOut': 'T', 'attentionOutGrad': 'T'}
 _OUTPUT_DTYPE_VARS = {'dq': 'T', 'dk': 'T', 'dv': 'T'}
