@@ -159,6 +159,23 @@ def test_a_tnd_attention_without_the_batch_mask_is_refused(what, old, new, msg, 
     assert r.returncode != 0 and msg in r.stderr, r.stderr
 
 
+def test_a_window_beyond_the_small_probes_is_not_the_causal_batch_mask(tmp_path):
+    """A mask that also drops keys more than 24 positions back (a sliding window) equals the causal batch mask on
+    batches shorter than 25, so the probes grow past every constant the mask computes with
+    (attnprog._probes_past_constants): the window is seen and the spec refused rather than lowered as plain causal
+    (rev8 reproduced the wrong lowering at T1 = T2 = 128); without the window the same spelling lowers."""
+    src = SPEC.read_text()
+    body_start = src.index("    bq, q0 = _batch_of")
+    body_end = src.index("    qg = query.permute")
+    window = NSA_STYLE + "    keep = keep & ((il.reshape([T1, 1]) - jl.reshape([1, T2])) < 24)\n"
+    edited = (src[:body_start] + window + src[body_end:]).replace(
+        "scores = b.where(masked.reshape([1, 1, T1, T2]), -FLT_MAX, scores)",
+        "scores = b.where(keep.reshape([1, 1, T1, T2]), scores, -FLT_MAX)")
+    r = _graph(edited, tmp_path, {"input_layout": "TND", "sparse_mode": 2}, ["atten_mask"])
+    assert r.returncode != 0 and "needs the mask that keeps each query token to its own batch's keys" in r.stderr, \
+        (r.returncode, r.stderr)
+
+
 # ---------------------------------------------------------------------------------------------- kernels
 CASES = [   # (id, batch query lengths, batch key lengths, N1, N2, D, dtype, causal, scale)
     ("g2_f16_len1_tail", [1, 16, 37], [5, 16, 40], 4, 2, 16, "float16", False, 0.3),

@@ -239,6 +239,30 @@ BATCH_PROBES = (((2, 3, 7), (4, 5, 9)), ((1, 6, 7), (3, 8, 9)))
 3): unequal lengths, a batch of one query token, the longer batch first and last."""
 
 
+PROBE_CONSTANT_LIMIT = 512
+"""The largest constant a TND batch mask may compute with (`_probes_past_constants`): its probes grow with it."""
+
+
+def _probes_past_constants(order) -> tuple | None:
+    """Probe batches longer than every constant the mask's nodes `order` compute with, so a rule that differs from
+    the batch / causal mask only beyond some distance (a window `i - j >= 24`, a position cap) differs on a probe:
+    (query ends, kv ends) of batches of lengths L + 3, 1, L + 4 against L + 4, 2, L + 5 and the reverse, L the
+    largest constant's magnitude. None (the mask is not recognised) when a constant is above PROBE_CONSTANT_LIMIT."""
+    import numpy as np
+
+    big = 0
+    for n in order:
+        if n.op == "const":
+            v = np.abs(np.asarray(n.attr("value"), np.float64))
+            big = max(big, float(v.max()) if v.size else 0.0)
+    if big > PROBE_CONSTANT_LIMIT or big != big:
+        return None
+    L = int(big)
+    q, k = (L + 3, 1, L + 4), (L + 4, 2, L + 5)
+    ends = lambda lens: tuple(int(x) for x in np.cumsum(lens))   # noqa: E731
+    return ((ends(q), ends(k)), (ends(k), ends(q)))
+
+
 def batch_mask_kind(g: Graph, v: str, batches: tuple) -> str:
     """What bool value `v` of graph `g` (its size-1 dims aside, [T1, T2]) is to a dense attention over batches stored
     concatenated (TND), read off its values, not its spelling: "batch" when it is True exactly where the key belongs
@@ -246,8 +270,9 @@ def batch_mask_kind(g: Graph, v: str, batches: tuple) -> str:
     batch (local key j > local query i), "keepbatch" / "keepcausal" for their negations (the keys kept), "" otherwise
     or when v depends on anything but the cumulative arrays, iotas, dims and constants. `batches` = (query ends, kv
     ends, T1, T2, Bn): the int64 inputs [Bn] of the cumulative ends and the dim names. The graph's nodes that compute
-    v are evaluated with the interpreter's kernels (opgen.interp.kernels) on each of BATCH_PROBES; a kind must hold on
-    every probe. docs/design.md "Kernel families", attention (TND)."""
+    v are evaluated with the interpreter's kernels (opgen.interp.kernels) on each of BATCH_PROBES and on probes with
+    batches longer than every constant in those nodes (`_probes_past_constants`: a window or cap the small probes
+    cannot see); a kind must hold on every probe. docs/design.md "Kernel families", attention (TND)."""
     import numpy as np
 
     from opgen.interp.kernels import KERNELS, Ctx  # lazy: start-up time
@@ -265,8 +290,11 @@ def batch_mask_kind(g: Graph, v: str, batches: tuple) -> str:
         need.append(n)
         todo += list(n.inputs)
     order = [n for n in g.nodes if n in need]
+    far = _probes_past_constants(order)
+    if far is None:
+        return ""
     kinds = set()
-    for ends_q, ends_kv in BATCH_PROBES:
+    for ends_q, ends_kv in BATCH_PROBES + far:
         env = {t1: ends_q[-1], t2: ends_kv[-1], bn: len(ends_q)}
         vals = {cu_q: np.asarray(ends_q, np.int64), cu_kv: np.asarray(ends_kv, np.int64)}
         ctx = Ctx("exact", env, {})
