@@ -23,7 +23,7 @@ from typing import Callable
 from opgen.ir.records import evolve
 from opgen.kernel.rowguard import GuardName
 from opgen.kernel.rowprog import (MASK_KINDS, ROW_REDUCE, SCALAR_ARG_KINDS, SELECT_KINDS, RowProgram, _names_in,
-                                 _rename, is_vector)
+                                 _rename, is_vector, lane_acc)
 
 FP32_UNIT_ROUNDOFF = 2.0 ** -24
 """u: the largest relative error of one fp32 round-to-nearest (docs/reference/kernel_cost.md §4)."""
@@ -264,11 +264,18 @@ def _is_lane_index(d) -> bool:
 def _after_gathers(p: RowProgram, instrs: list) -> None:
     """p's instructions set to `instrs` (gathers rewritten to scalar reads), then the values nothing reads any more
     removed: the selects and compares of the rewritten gathers (remove_dead_values) and the column rows loaded from
-    GM for them alone (their `load`s). Shared by gather_column_inputs and _gather_through_lanewise."""
+    GM for them alone (their `load`s); a row input whose row no instruction reads any more, only its elements
+    (`sgather`), becomes an element-read input (GmTensor space "elem": the schedules copy in no row of it and give
+    it no buffer; rowprog.GmTensor). Shared by gather_column_inputs, _gather_through_lanewise and
+    one_lane_updates."""
     p.instrs = instrs
     remove_dead_values(p)
     uses = _uses(p)
     p.instrs = [i for i in p.instrs if not (i.kind == "load" and i.space == "col" and not uses.get(i.dst))]
+    copied = {i.gm for i in p.instrs if i.kind != "sgather"}
+    picked = {i.gm for i in p.instrs if i.kind == "sgather"}
+    p.gm = [evolve(t, space="elem") if t.role == "in" and t.space == "row" and t.name in picked
+            and t.name not in copied else t for t in p.gm]
 
 
 _PICK_SCALAR_OPS = {"Adds": "+", "Muls": "*"}
@@ -345,21 +352,10 @@ def _scalar(p: RowProgram, made: list, like, text: str) -> str:
 
 
 def gather_through_lanewise(p: RowProgram) -> int:
-    """`_gather_through_lanewise` with a row input's element as a leaf only while that input's row is still loaded
-    for something else: where the rewrite would leave a row input read by its picked elements alone (NLLLoss), that
-    input is no leaf (its row copies and buffers stay as the schedules make them) and the rewrite is made again
-    without it. Returns the number of gathers rewritten."""
-    rows = frozenset(i.gm for i in p.instrs if i.kind == "cast_in")
-    before = (list(p.instrs), dict(p.accs), dict(p.acc_kinds), dict(p.acc_post), list(p.late_stores))
-    while True:
-        done = _gather_through_lanewise(p, rows)
-        left = rows & {i.gm for i in p.instrs if i.kind == "cast_in"}
-        if left == rows or not done:
-            return done
-        p.instrs, p.accs, p.acc_kinds, p.acc_post, p.late_stores = (list(before[0]), dict(before[1]),
-                                                                     dict(before[2]), dict(before[3]),
-                                                                     list(before[4]))
-        rows = left
+    """`_gather_through_lanewise` with every floating row input's element as a leaf. A row input left read by its
+    picked elements alone (NLLLoss: one element a row) is then read only from GM at the row's offset plus the index:
+    no row of it is copied in (`_after_gathers`: space "elem"). Returns the number of gathers rewritten."""
+    return _gather_through_lanewise(p, frozenset(i.gm for i in p.instrs if i.kind == "cast_in"))
 
 
 def _gather_through_lanewise(p: RowProgram, rows: frozenset) -> int:
@@ -819,7 +815,7 @@ def vector_instrs_per_row(p: RowProgram) -> int:
     reductions and accumulations (one row's work; brow/col instructions run per batch or per kernel); of a program
     joined over runtime guards, those of the guard values that issue the most (`_per_guard_value`)."""
     return _per_guard_value(p, lambda i: 1 if (i.space == "row" and is_vector(i)) or i.kind in ROW_REDUCE
-                            or i.kind == "acc" else 0)
+                            or (i.kind == "acc" and not lane_acc(i)) else 0)
 
 
 def phase_instrs_per_row(p: RowProgram) -> int:
@@ -829,7 +825,7 @@ def phase_instrs_per_row(p: RowProgram) -> int:
     output runs three times), per chunk of the row; of a program joined over runtime guards, the guard values that
     issue the most (`_per_guard_value`)."""
     return _per_guard_value(p, lambda i: max(len(i.phases), 1) if (i.space == "row" and is_vector(i))
-                            or i.kind in ROW_REDUCE or i.kind == "acc" else 0)
+                            or i.kind in ROW_REDUCE or (i.kind == "acc" and not lane_acc(i)) else 0)
 
 
 def _per_guard_value(p: RowProgram, count) -> int:

@@ -34,7 +34,7 @@ from opgen.kernel import kir
 from opgen.kernel.isa import FP32_MAX, REPEAT_FORMS, Op, Pipe, entry
 from opgen.kernel.rowprog import (ACC_INIT, MASK_KINDS, MASK_LANES, SELECT_KINDS, Instr, RowProgram, all_instrs,
                                   PER_ROW_SCALAR_KINDS, attr_names, batchable, batched, gathered_stat,
-                                  names_in, instr_op, per_row, row_passes, row_scalar_chain)
+                                  lane_acc, names_in, instr_op, per_row, row_passes, row_scalar_chain)
 from opgen.kernel.rowsched import GmRows, RowSchedule, row_split_class
 from opgen.kernel.rowprog import MAX_DIM_VALUES, online_pair, reduction_slot_counts, reduction_slots, var_bindings
 from opgen.kernel.rowguard import GuardName
@@ -462,7 +462,7 @@ class _Printer:
                 kind = "bcol" if block else "col"
             elif kind == "row" and block and not inside and self._block_scalar_op(i, remat):
                 kind = "bsc"
-            elif kind == "row" and block and not inside and i.kind == "acc" and self._whole(i.dst) \
+            elif kind == "row" and block and not inside and i.kind == "acc" and not lane_acc(i) and self._whole(i.dst) \
                     and len(i.srcs) == 1 and i.srcs[0].startswith("w"):
                 kind = "bacc"
             if segs and segs[-1][0] == kind and not (kind in ("bsc", "bmask") and len(segs[-1][1]) == BLOCK_SLOTS):
@@ -889,10 +889,17 @@ class _Printer:
                               (kir.SetValue(at, kir.FBin("+", kir.FLoad(at), parse_scalar(i.arg, INT_MEMBERS)),
                                             doc=doc),),
                               doc="the chunk holding the row's indexed column"))
+        elif lane_acc(i):   # a per-row scalar added to one lane of a column accumulator by the scalar unit
+            ref = op(i.dst)
+            col = Lit(int(i.arg))   # the lane's column; the accumulator's lanes hold columns c0_ .. c0_ + n - 1
+            at = dataclasses.replace(ref, offset=_ksum(ref.offset, _ksub(col, Sym("c0_"))))
+            out.append(kir.If((Constraint("<=", Sym("c0_"), col), Constraint("<", col, _ksum(Sym("c0_"), n))),
+                              (kir.SetValue(at, kir.FBin("+", kir.FLoad(at), kir.FRef(i.srcs[0])), doc=doc),),
+                              doc="the chunk holding the accumulated column"))
         elif k == "sgather":   # a column row input's element at a checked per-row index: one GM read (scalar unit)
             if self.addr is None:
                 raise SpecError(f"row kernel {self.p.name}: a GM element at an index needs the addressing")
-            if self.p.tensor(i.gm).space == "row":   # the current row's element (rowalg.gather_through_lanewise)
+            if self.p.tensor(i.gm).space in ("row", "elem"):   # the current row's element (rowalg.gather_through_lanewise)
                 row = _ksum(Sym("r0" if self.mode == "row" else "g0"), self._at(Sym("i")))   # b0 + i in a sub-batch
                 at = _ksum(self.addr.row_expr(i.gm, row), kir.FIndex(i.srcs[0]))
             else:
@@ -1254,7 +1261,7 @@ class _Addr:
                 out += [self._decompose_nodes(f"{t.name}_{k}", pc.view, (v.axis, pc.start))
                         for k, pc in enumerate(v.pieces)]
                 continue
-            if v is None or v.flat or t.space not in ("row", "stat", "seg"):
+            if v is None or v.flat or t.space not in ("row", "elem", "stat", "seg"):
                 continue
             out.append(self._decompose_nodes(t.name, v))
         return out

@@ -140,7 +140,7 @@ def _unjoinable(progs: list, optional: tuple) -> str:
         if p.late or p.late_stores or p.btotals or p.batch_stores or p.acc_reads or p.consts or p.dim_values:
             return "a program with values after the exchange, per-batch values or finishing instructions"
         for t in p.gm:
-            if t.gm in optional and t.space not in ("col", "brow", "row"):
+            if t.gm in optional and t.space not in ("col", "brow", "row", "elem"):
                 return f"optional input {t.gm} is read per row as a statistic or segment value"
     outs = [{t.name for t in p.gm if t.role == "out"} for _pr, p in progs]
     for name in sorted(set.union(*outs) - set.intersection(*outs)):   # written under some presences only

@@ -105,10 +105,19 @@ def var_bindings(spec, of=lambda d: d) -> dict:
     return {c.name: {of(r[c.name]) for r in spec.dtype_rows} for c in spec.dtype_table if spec.dtype_rows}
 
 
+def lane_acc(i) -> bool:
+    """Whether instruction `i` is a one-lane accumulate (an `acc` with a column index as `arg`): one element of the
+    accumulator updated by the scalar unit, no vector instruction (docs/design.md "Kernel families", one-lane
+    updates)."""
+    return i.kind == "acc" and bool(i.arg)
+
+
 def instr_op(i) -> Op | None:
     """The instruction-table entry printed for row-program instruction `i` (opgen.kernel.isa), None for the kinds
-    printed otherwise (GM loads and stores of stats, row reductions, scalar expressions). Raises KeyError for an
-    `op` the table does not hold."""
+    printed otherwise (GM loads and stores of stats, row reductions, scalar expressions, a one-lane accumulate).
+    Raises KeyError for an `op` the table does not hold."""
+    if lane_acc(i):
+        return None
     if i.kind in ("cast_in", "store") and i.op == "half":
         return Op.CAST
     if i.kind == "vlogic":
@@ -152,7 +161,9 @@ emitted packages use manual sync."""
 @dataclass(frozen=True)
 class GmTensor:
     """One GM operand of the kernel: an operator input or output seen through one view. name: the operand (the
-    tensor's name, or <tensor>_view<k> for a further view of it); role "in" | "out"; space; IR dtype name ("T",
+    tensor's name, or <tensor>_view<k> for a further view of it); role "in" | "out"; space (the layout's, or "elem":
+    a row input of which only elements are read, by `sgather` at the current row's offset plus an index, so no row
+    of it is copied in; opgen.kernel.rowalg._after_gathers); IR dtype name ("T",
     "U" for dtype variables, "f32", ...); view: its addressing (opgen.kernel.rowlayout.View; None in head-row
     programs, whose row maps address it); tensor: the spec input/output name ("" = name)."""
 
@@ -226,6 +237,9 @@ class Instr:
                 the row's offset plus the index; opgen.kernel.rowalg.gather_through_lanewise)
     acc         accumulator dst += srcs[0]                   (brow: per batch, col: per kernel; op "Max" / "Min":
                                                              dst = Max / Min(dst, srcs[0]), RowProgram.acc_kinds)
+                with arg a column index (integer text, `lane_acc`): lane arg - c0_ of column accumulator dst += the
+                per-row scalar srcs[0], read, added and written back by the scalar unit where the accumulator's
+                lanes hold that column (a per-row value summed over the rows: rows._Lowering.stat_total)
     store       GM row tensor `gm` <- srcs[0] cast to its dtype with round mode arg (op "half": srcs[0] holds halves,
                 cast to the byte dtype; BYTE_DTYPES)
     sstore      GM stat tensor `gm` <- scalar srcs[0] cast with round mode arg
@@ -929,6 +943,8 @@ def _instr_text(i: Instr) -> str:
         return f"{i.dst} = {i.arg}"
     if i.kind == "sunary":
         return f"{i.dst} = {i.op}({i.arg}) on 8 lanes"
+    if lane_acc(i):
+        return f"{i.dst} lane {i.arg} += {a}"
     if i.kind == "acc":
         return f"{i.dst} = {i.op}({i.dst}, {a})" if i.op else f"{i.dst} += {a}"
     via = " as half" if i.op == "half" else ""

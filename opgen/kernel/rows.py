@@ -947,12 +947,13 @@ class _Lowering:
             self.p.acc_reads.append(a)
         return True
 
-    def total(self, n, src: str, kind: str) -> None:
+    def total(self, n, src: str, kind: str, lane: str = "") -> None:
         """Reduction node n over every axis of the row value `src` (a 0-d result, or size-1 dims only): an
         accumulator over rows in a column row (space "col"; its kind's op, from its identity), reduced over its
         columns (ReduceSum / ReduceMax) once the rows are done, the cores' partial results combined with the same
         op in core order, then finished and stored as one element (RowProgram.accs space "total"; a mean divides
-        by the element count rows x row length read from tiling data)."""
+        by the element count rows x row length read from tiling data). With `lane` (a column index, integer text)
+        src is a per-row scalar added to that one lane of the accumulator by the scalar unit (rowprog.lane_acc)."""
         r = n.result.name
         if kind not in rowprog.ACC_KINDS or kind == "min":   # a minimum over every axis arrives as -max(-x)
             raise self.err(r, f"a {kind} over every axis; the rows family takes the sum, mean or max")
@@ -967,19 +968,19 @@ class _Lowering:
                                                                           space="col"))
         elif kind != "sum":
             self.p.acc_kinds[r] = kind
-        self.p.instrs.append(Instr("acc", r, (src,), op=rowprog.ACC_OPS[kind], space="col"))
+        self.p.instrs.append(Instr("acc", r, (src,), op=rowprog.ACC_OPS[kind], arg=lane, space="col"))
 
     def stat_total(self, n, x: str, kind: str) -> None:
         """A sum (or mean) of the per-row value x over every row, to one element (a loss summed over its rows): x
-        placed in lane 0 of a row (the lane index compared with 0 -- in COL_SPLIT only the core owning column 0
-        has it -- Select of x there, 0 elsewhere), then the reduction over every axis of that row (`total`: exact
-        placement, the same fp32 sums in core order); a mean divides by the rows (tiling data)."""
+        added to lane 0 of a column accumulator by the scalar unit, once per row (rowprog.lane_acc: in COL_SPLIT
+        only the chunk holding column 0 does it; no vector instruction per row), then the reduction over every
+        axis of that accumulator (`total`: its other lanes hold 0, so the same fp32 sums of the rows in row order,
+        then of the cores' partials in core order); a mean divides by the rows (tiling data)."""
         r = n.result.name
-        first = f"first_{r}"
-        self.p.instrs.append(Instr("vcmps", first, (self._lane_index(),), "EQ", "0.0f", space="row"))
-        self.masks.add(first)
-        self._select_into(f"lane0_{r}", "row", first, None, None, self._scalar_of(x), "0.0f")
-        self.total(n, f"lane0_{r}", "sum")
+        v = f"lane0_{r}"
+        self.p.instrs.append(Instr("sexpr", v, arg=f"({self._scalar_of(x)})", space="stat"))
+        self.space[v] = "stat"
+        self.total(n, v, "sum", lane="0")
         if kind == "mean":
             self.kind[r] = "mean"
             self.post[r] = (Instr("vdup", "t", arg="static_cast<float>(rowNum_)", space="col"),
