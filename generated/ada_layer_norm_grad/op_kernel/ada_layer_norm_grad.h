@@ -331,9 +331,9 @@ private:
                                       : (td_->colBatchRows >= 1 ? (g0 / seqLen_ + 1) * seqLen_ - g0 : G);
                 {
                     const int64_t oneBurst = ((hidden_ - n_) * sizeof(T) == 0 && rowStride_ == n_) ? 1 : 0;
-                    event_t evt_3 = static_cast<event_t>(GetTPipePtr()->FetchEventID(HardEvent::V_MTE2));
-                    SetFlag<HardEvent::V_MTE2>(evt_3);  // resBuf_dy: V has read it before MTE2 overwrites it
-                    WaitFlag<HardEvent::V_MTE2>(evt_3);
+                    event_t evt_2 = static_cast<event_t>(GetTPipePtr()->FetchEventID(HardEvent::V_MTE2));
+                    SetFlag<HardEvent::V_MTE2>(evt_2);  // resBuf_dy: V has read it before MTE2 overwrites it
+                    WaitFlag<HardEvent::V_MTE2>(evt_2);
                     DataCopyPad(res_dy, gm_dy[g0 * hidden_ + c0_],
                                 DataCopyExtParams(static_cast<uint16_t>(oneBurst != 0 ? 1 : k),
                                                   oneBurst != 0 ? k * n_ * sizeof(T) : n_ * sizeof(T),
@@ -444,10 +444,10 @@ private:
                 } else {
                     // the group's rows at once (one instruction over every row, row reductions by RowsSum); else row by row
                     if (td_->colBatchRows >= 1 && rowStride_ <= 2040) {
-                        event_t evt_4 = static_cast<event_t>(GetTPipePtr()->FetchEventID(HardEvent::MTE2_S));
+                        event_t evt_3 = static_cast<event_t>(GetTPipePtr()->FetchEventID(HardEvent::MTE2_S));
                         SetFlag<HardEvent::MTE2_S>(
-                            evt_4);  // statInQue_rstd_mean: MTE2 has written it before S reads it
-                        WaitFlag<HardEvent::MTE2_S>(evt_4);
+                            evt_3);  // statInQue_rstd_mean: MTE2 has written it before S reads it
+                        WaitFlag<HardEvent::MTE2_S>(evt_3);
                         // the group's rows, colBatchRows at a time
                         for (int64_t b0 = 0; b0 < k; b0 += td_->colBatchRows) {
                             const int64_t kb = k - b0 < td_->colBatchRows ? k - b0 : td_->colBatchRows;
@@ -503,10 +503,10 @@ private:
                         }
                     } else {
                         PipeBarrier<PIPE_V>();  // browBuf_: V has read it before V overwrites it
-                        event_t evt_5 = static_cast<event_t>(GetTPipePtr()->FetchEventID(HardEvent::MTE2_S));
+                        event_t evt_4 = static_cast<event_t>(GetTPipePtr()->FetchEventID(HardEvent::MTE2_S));
                         SetFlag<HardEvent::MTE2_S>(
-                            evt_5);  // statInQue_rstd_mean: MTE2 has written it before S reads it
-                        WaitFlag<HardEvent::MTE2_S>(evt_5);
+                            evt_4);  // statInQue_rstd_mean: MTE2 has written it before S reads it
+                        WaitFlag<HardEvent::MTE2_S>(evt_4);
                         for (int64_t i = 0; i < k; ++i) {
                             const int64_t b = (g0 + i) / seqLen_;
                             if (b != valBatch_) {
@@ -545,14 +545,14 @@ private:
                             const float part_s2 = RowSum(w_[3], n_);  // spec: ada_layer_norm_grad.py:69
                             sums_.SetValue(1 * groupStride_ + i, part_s2);
                         }
+                        event_t evt_5 = static_cast<event_t>(GetTPipePtr()->FetchEventID(HardEvent::S_MTE3));
+                        SetFlag<HardEvent::S_MTE3>(evt_5);  // sumBuf_: S has written it before MTE3 reads it
+                        WaitFlag<HardEvent::S_MTE3>(evt_5);
                     }
                 }
                 event_t evt_0 = static_cast<event_t>(GetTPipePtr()->FetchEventID(HardEvent::V_MTE3));
                 SetFlag<HardEvent::V_MTE3>(evt_0);  // sumBuf_: V has written it before MTE3 reads it
                 WaitFlag<HardEvent::V_MTE3>(evt_0);
-                event_t evt_1 = static_cast<event_t>(GetTPipePtr()->FetchEventID(HardEvent::S_MTE3));
-                SetFlag<HardEvent::S_MTE3>(evt_1);  // sumBuf_: S has written it before MTE3 reads it
-                WaitFlag<HardEvent::S_MTE3>(evt_1);
                 DataCopyPad(ws_[(core * 2 + 0) * groupStride_], sums_[0 * groupStride_],
                             DataCopyExtParams(1, k * sizeof(float), 0, 0, 0));
                 DataCopyPad(ws_[(core * 2 + 1) * groupStride_], sums_[1 * groupStride_],
@@ -560,9 +560,9 @@ private:
                 PipeBarrier<PIPE_ALL>();
                 SyncAll();
                 TotalOwnedRows(0, totBase + 0 * groupStride_, k);
-                event_t evt_2 = static_cast<event_t>(GetTPipePtr()->FetchEventID(HardEvent::MTE3_MTE2));
-                SetFlag<HardEvent::MTE3_MTE2>(evt_2);  // GM <workspace>: MTE3 has written it before MTE2 reads it
-                WaitFlag<HardEvent::MTE3_MTE2>(evt_2);
+                event_t evt_1 = static_cast<event_t>(GetTPipePtr()->FetchEventID(HardEvent::MTE3_MTE2));
+                SetFlag<HardEvent::MTE3_MTE2>(evt_1);  // GM <workspace>: MTE3 has written it before MTE2 reads it
+                WaitFlag<HardEvent::MTE3_MTE2>(evt_1);
                 TotalOwnedRows(1, totBase + 1 * groupStride_, k);
                 PipeBarrier<PIPE_ALL>();
                 SyncAll();

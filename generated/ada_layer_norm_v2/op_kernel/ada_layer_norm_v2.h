@@ -218,9 +218,9 @@ private:
                                       : (td_->colBatchRows >= 1 ? (g0 / seqLen_ + 1) * seqLen_ - g0 : G);
                 {
                     const int64_t oneBurst = ((hidden_ - n_) * sizeof(T) == 0 && rowStride_ == n_) ? 1 : 0;
-                    event_t evt_4 = static_cast<event_t>(GetTPipePtr()->FetchEventID(HardEvent::V_MTE2));
-                    SetFlag<HardEvent::V_MTE2>(evt_4);  // resBuf_x: V has read it before MTE2 overwrites it
-                    WaitFlag<HardEvent::V_MTE2>(evt_4);
+                    event_t evt_2 = static_cast<event_t>(GetTPipePtr()->FetchEventID(HardEvent::V_MTE2));
+                    SetFlag<HardEvent::V_MTE2>(evt_2);  // resBuf_x: V has read it before MTE2 overwrites it
+                    WaitFlag<HardEvent::V_MTE2>(evt_2);
                     DataCopyPad(res_x, gm_x[g0 * hidden_ + c0_],
                                 DataCopyExtParams(static_cast<uint16_t>(oneBurst != 0 ? 1 : k),
                                                   oneBurst != 0 ? k * n_ * sizeof(T) : n_ * sizeof(T),
@@ -235,9 +235,9 @@ private:
                 // row-reduction level 0: partial results of this core's columns, exchanged through workspace
                 // slices of at most 255 blocks: eight rows a repeat
                 if (td_->colBatchRows >= 1 && rowStride_ <= 2040) {
-                    event_t evt_5 = static_cast<event_t>(GetTPipePtr()->FetchEventID(HardEvent::MTE2_V));
-                    SetFlag<HardEvent::MTE2_V>(evt_5);  // resBuf_x: MTE2 has written it before V reads it
-                    WaitFlag<HardEvent::MTE2_V>(evt_5);
+                    event_t evt_3 = static_cast<event_t>(GetTPipePtr()->FetchEventID(HardEvent::MTE2_V));
+                    SetFlag<HardEvent::MTE2_V>(evt_3);  // resBuf_x: MTE2 has written it before V reads it
+                    WaitFlag<HardEvent::MTE2_V>(evt_3);
                     for (int64_t b0 = 0; b0 < k; b0 += td_->colBatchRows) {  // the group's rows, colBatchRows at a time
                         const int64_t kb = k - b0 < td_->colBatchRows ? k - b0 : td_->colBatchRows;
                         PipeBarrier<PIPE_V>();  // workBuf_: V has read it before V overwrites it
@@ -248,9 +248,9 @@ private:
                 } else {
                     // the group's rows at once (one instruction over every row, row reductions by RowsSum); else row by row
                     if (td_->colBatchRows >= 1 && rowStride_ <= 2040) {
-                        event_t evt_6 = static_cast<event_t>(GetTPipePtr()->FetchEventID(HardEvent::MTE2_V));
-                        SetFlag<HardEvent::MTE2_V>(evt_6);  // resBuf_x: MTE2 has written it before V reads it
-                        WaitFlag<HardEvent::MTE2_V>(evt_6);
+                        event_t evt_4 = static_cast<event_t>(GetTPipePtr()->FetchEventID(HardEvent::MTE2_V));
+                        SetFlag<HardEvent::MTE2_V>(evt_4);  // resBuf_x: MTE2 has written it before V reads it
+                        WaitFlag<HardEvent::MTE2_V>(evt_4);
                         // the group's rows, colBatchRows at a time
                         for (int64_t b0 = 0; b0 < k; b0 += td_->colBatchRows) {
                             const int64_t kb = k - b0 < td_->colBatchRows ? k - b0 : td_->colBatchRows;
@@ -260,9 +260,9 @@ private:
                             RowsSum(w_[0], sums_[0 * groupStride_ + b0], kb);  // spec: ada_layer_norm_v2.py:51
                         }
                     } else {
-                        event_t evt_7 = static_cast<event_t>(GetTPipePtr()->FetchEventID(HardEvent::MTE2_V));
-                        SetFlag<HardEvent::MTE2_V>(evt_7);  // resBuf_x: MTE2 has written it before V reads it
-                        WaitFlag<HardEvent::MTE2_V>(evt_7);
+                        event_t evt_5 = static_cast<event_t>(GetTPipePtr()->FetchEventID(HardEvent::MTE2_V));
+                        SetFlag<HardEvent::MTE2_V>(evt_5);  // resBuf_x: MTE2 has written it before V reads it
+                        WaitFlag<HardEvent::MTE2_V>(evt_5);
                         for (int64_t i = 0; i < k; ++i) {
                             const int64_t b = (g0 + i) / seqLen_;
                             if (b != valBatch_) {
@@ -274,14 +274,14 @@ private:
                             const float part_s0 = RowSum(w_[0], n_);     // spec: ada_layer_norm_v2.py:51
                             sums_.SetValue(0 * groupStride_ + i, part_s0);
                         }
+                        event_t evt_6 = static_cast<event_t>(GetTPipePtr()->FetchEventID(HardEvent::S_MTE3));
+                        SetFlag<HardEvent::S_MTE3>(evt_6);  // sumBuf_: S has written it before MTE3 reads it
+                        WaitFlag<HardEvent::S_MTE3>(evt_6);
                     }
                 }
                 event_t evt_0 = static_cast<event_t>(GetTPipePtr()->FetchEventID(HardEvent::V_MTE3));
                 SetFlag<HardEvent::V_MTE3>(evt_0);  // sumBuf_: V has written it before MTE3 reads it
                 WaitFlag<HardEvent::V_MTE3>(evt_0);
-                event_t evt_1 = static_cast<event_t>(GetTPipePtr()->FetchEventID(HardEvent::S_MTE3));
-                SetFlag<HardEvent::S_MTE3>(evt_1);  // sumBuf_: S has written it before MTE3 reads it
-                WaitFlag<HardEvent::S_MTE3>(evt_1);
                 DataCopyPad(ws_[(core * 1 + 0) * groupStride_], sums_[0 * groupStride_],
                             DataCopyExtParams(1, k * sizeof(float), 0, 0, 0));
                 PipeBarrier<PIPE_ALL>();
@@ -295,23 +295,23 @@ private:
                 // row-reduction level 1: partial results of this core's columns, exchanged through workspace
                 // slices of at most 255 blocks: eight rows a repeat
                 if (td_->colBatchRows >= 1 && rowStride_ <= 2040) {
-                    event_t evt_8 = static_cast<event_t>(GetTPipePtr()->FetchEventID(HardEvent::MTE2_S));
-                    SetFlag<HardEvent::MTE2_S>(evt_8);  // sumBuf_: MTE2 has written it before S reads it
-                    WaitFlag<HardEvent::MTE2_S>(evt_8);
+                    event_t evt_7 = static_cast<event_t>(GetTPipePtr()->FetchEventID(HardEvent::MTE2_S));
+                    SetFlag<HardEvent::MTE2_S>(evt_7);  // sumBuf_: MTE2 has written it before S reads it
+                    WaitFlag<HardEvent::MTE2_S>(evt_7);
                     for (int64_t b0 = 0; b0 < k; b0 += td_->colBatchRows) {  // the group's rows, colBatchRows at a time
                         const int64_t kb = k - b0 < td_->colBatchRows ? k - b0 : td_->colBatchRows;
                         CastFrom(w_[0], res_x[b0 * rowStride_], kb * rowStride_);  // spec: ada_layer_norm_v2.py:50
-                        event_t evt_9 = static_cast<event_t>(GetTPipePtr()->FetchEventID(HardEvent::V_S));
-                        SetFlag<HardEvent::V_S>(evt_9);  // sumBuf_: V has written it before S reads it
-                        WaitFlag<HardEvent::V_S>(evt_9);
+                        event_t evt_8 = static_cast<event_t>(GetTPipePtr()->FetchEventID(HardEvent::V_S));
+                        SetFlag<HardEvent::V_S>(evt_8);  // sumBuf_: V has written it before S reads it
+                        WaitFlag<HardEvent::V_S>(evt_8);
                         for (int64_t i = 0; i < kb; ++i) {  // the per-row scalars of the ops below, one slot each
                             const float s0 = tots_.GetValue(0 * groupStride_ + i + b0);
                             const float s1 = s0 / static_cast<float>(hidden_);       // spec: ada_layer_norm_v2.py:51
                             rowsRed_.SetValue((8 + 0) * AlignUp(kb, 8) + i, -(s1));  // spec: ada_layer_norm_v2.py:52
                         }
-                        event_t evt_10 = static_cast<event_t>(GetTPipePtr()->FetchEventID(HardEvent::S_V));
-                        SetFlag<HardEvent::S_V>(evt_10);  // rowsRedBuf_: S has written it before V reads it
-                        WaitFlag<HardEvent::S_V>(evt_10);
+                        event_t evt_9 = static_cast<event_t>(GetTPipePtr()->FetchEventID(HardEvent::S_V));
+                        SetFlag<HardEvent::S_V>(evt_9);  // rowsRedBuf_: S has written it before V reads it
+                        WaitFlag<HardEvent::S_V>(evt_9);
                         Brcb(rowsRed_, rowsRed_[(8 + 0) * AlignUp(kb, 8)], (kb + 7) / 8,
                              BrcbRepeatParams(1, 8));  // spec: ada_layer_norm_v2.py:52
                         PipeBarrier<PIPE_V>();         // workBuf_: V has written it before V reads it
@@ -333,16 +333,16 @@ private:
                 } else {
                     // the group's rows at once (one instruction over every row, row reductions by RowsSum); else row by row
                     if (td_->colBatchRows >= 1 && rowStride_ <= 2040) {
-                        event_t evt_11 = static_cast<event_t>(GetTPipePtr()->FetchEventID(HardEvent::MTE2_S));
-                        SetFlag<HardEvent::MTE2_S>(evt_11);  // sumBuf_: MTE2 has written it before S reads it
-                        WaitFlag<HardEvent::MTE2_S>(evt_11);
+                        event_t evt_10 = static_cast<event_t>(GetTPipePtr()->FetchEventID(HardEvent::MTE2_S));
+                        SetFlag<HardEvent::MTE2_S>(evt_10);  // sumBuf_: MTE2 has written it before S reads it
+                        WaitFlag<HardEvent::MTE2_S>(evt_10);
                         // the group's rows, colBatchRows at a time
                         for (int64_t b0 = 0; b0 < k; b0 += td_->colBatchRows) {
                             const int64_t kb = k - b0 < td_->colBatchRows ? k - b0 : td_->colBatchRows;
                             CastFrom(w_[0], res_x[b0 * rowStride_], kb * rowStride_);  // spec: ada_layer_norm_v2.py:50
-                            event_t evt_12 = static_cast<event_t>(GetTPipePtr()->FetchEventID(HardEvent::V_S));
-                            SetFlag<HardEvent::V_S>(evt_12);  // sumBuf_: V has written it before S reads it
-                            WaitFlag<HardEvent::V_S>(evt_12);
+                            event_t evt_11 = static_cast<event_t>(GetTPipePtr()->FetchEventID(HardEvent::V_S));
+                            SetFlag<HardEvent::V_S>(evt_11);  // sumBuf_: V has written it before S reads it
+                            WaitFlag<HardEvent::V_S>(evt_11);
                             for (int64_t i = 0; i < kb; ++i) {
                                 const float s0 = tots_.GetValue(0 * groupStride_ + i + b0);
                                 const float s1 = s0 / static_cast<float>(hidden_);  // spec: ada_layer_norm_v2.py:51
@@ -356,9 +356,9 @@ private:
                             RowsSum(w_[1], sums_[0 * groupStride_ + b0], kb);  // spec: ada_layer_norm_v2.py:53
                         }
                     } else {
-                        event_t evt_13 = static_cast<event_t>(GetTPipePtr()->FetchEventID(HardEvent::MTE2_S));
-                        SetFlag<HardEvent::MTE2_S>(evt_13);  // sumBuf_: MTE2 has written it before S reads it
-                        WaitFlag<HardEvent::MTE2_S>(evt_13);
+                        event_t evt_12 = static_cast<event_t>(GetTPipePtr()->FetchEventID(HardEvent::MTE2_S));
+                        SetFlag<HardEvent::MTE2_S>(evt_12);  // sumBuf_: MTE2 has written it before S reads it
+                        WaitFlag<HardEvent::MTE2_S>(evt_12);
                         for (int64_t i = 0; i < k; ++i) {
                             const int64_t b = (g0 + i) / seqLen_;
                             if (b != valBatch_) {
@@ -377,14 +377,14 @@ private:
                             const float part_s2 = RowSum(w_[1], n_);  // spec: ada_layer_norm_v2.py:53
                             sums_.SetValue(0 * groupStride_ + i, part_s2);
                         }
+                        event_t evt_13 = static_cast<event_t>(GetTPipePtr()->FetchEventID(HardEvent::S_MTE3));
+                        SetFlag<HardEvent::S_MTE3>(evt_13);  // sumBuf_: S has written it before MTE3 reads it
+                        WaitFlag<HardEvent::S_MTE3>(evt_13);
                     }
                 }
-                event_t evt_2 = static_cast<event_t>(GetTPipePtr()->FetchEventID(HardEvent::V_MTE3));
-                SetFlag<HardEvent::V_MTE3>(evt_2);  // sumBuf_: V has written it before MTE3 reads it
-                WaitFlag<HardEvent::V_MTE3>(evt_2);
-                event_t evt_3 = static_cast<event_t>(GetTPipePtr()->FetchEventID(HardEvent::S_MTE3));
-                SetFlag<HardEvent::S_MTE3>(evt_3);  // sumBuf_: S has written it before MTE3 reads it
-                WaitFlag<HardEvent::S_MTE3>(evt_3);
+                event_t evt_1 = static_cast<event_t>(GetTPipePtr()->FetchEventID(HardEvent::V_MTE3));
+                SetFlag<HardEvent::V_MTE3>(evt_1);  // sumBuf_: V has written it before MTE3 reads it
+                WaitFlag<HardEvent::V_MTE3>(evt_1);
                 DataCopyPad(ws_[(core * 1 + 0) * groupStride_], sums_[0 * groupStride_],
                             DataCopyExtParams(1, k * sizeof(float), 0, 0, 0));
                 PipeBarrier<PIPE_ALL>();
