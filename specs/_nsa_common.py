@@ -6,7 +6,7 @@ Not a spec itself (files starting with `_` are skipped by the registry).
 
 import numpy as np
 
-from opgen.dsl import i64
+from opgen.dsl import cumulative_ends, i64
 
 FLT_MAX = 3.4028234663852886e38
 
@@ -57,20 +57,7 @@ def _token_batch(cu_q, t1):
     return batch, np.arange(t1) - starts[batch]
 
 
-def check_cumulative(name, total_dim):
-    """actual_seq arrays: strictly increasing cumulative ends (every batch non-empty) ending at T."""
-    def fn(arrays, env, attrs):
-        cu = arrays[name]
-        if cu is None:
-            return None
-        if cu.ndim != 1 or cu.size == 0:
-            return "must be a non-empty 1-D array of cumulative sequence ends"
-        if cu[0] <= 0 or np.any(np.diff(cu) <= 0):
-            return f"cumulative ends must be strictly increasing and positive, got {cu.tolist()[:8]}"
-        if cu[-1] != env[total_dim]:
-            return f"last cumulative end {int(cu[-1])} must equal {total_dim}={env[total_dim]}"
-        return None
-    return fn
+check_cumulative = cumulative_ends   # the shared check the aclnn layer also emits (opgen.dsl.checks)
 
 
 def check_topk(topk_name, cu_q_name, cu_kv_name, bs_attr):

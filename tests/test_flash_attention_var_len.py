@@ -309,3 +309,28 @@ def test_emulated_backward_matches_torch_autograd_per_batch(case, deterministic,
     if shutil.which("g++") is None:
         pytest.skip("g++ not available")
     _grad_check(case, grad_gen, "emu", deterministic)
+
+
+def test_the_cumulative_ends_are_checked_by_the_interpreter_and_the_aclnn_layer():
+    """The ends the kernel walks to find each batch (opgen.dsl.checks.cumulative_ends, rev8: the examples' rule was a
+    local function the aclnn layer only listed as a comment, so bad ends reached the kernel): the interpreter refuses
+    a decreasing array and a last end other than T1 / T2 naming the array; both emitted aclnn layers (forward and
+    backward) carry the three rules for both arrays as 161002 checks."""
+    from opgen.codegen import generate
+    from opgen.errors import ValidationError
+    from opgen.interp import interpret
+    from opgen.registry import load_spec
+
+    a = make_inputs(np.random.default_rng(5), [3, 4], [5, 2], 2, 1, 16, "float16")
+    attrs = {"input_layout": "TND", "sparse_mode": 0, "scale_value": 0.5, "head_num": 2}
+    for name, bad, rule in (("actual_seq_qlen", [4, 3], "strictly increasing"),
+                            ("actual_seq_kvlen", [5, 6], "must equal T2=7")):
+        with pytest.raises(ValidationError, match=rf"{name}.*{rule}"):
+            interpret(str(SPEC), dict(a, atten_mask=None, **{name: np.asarray(bad, np.int64)}), attrs,
+                      {"T": "float16", "M": "bool"}, mode="exact")
+    for path in (SPEC, SPEC.parent / "flash_attention_unpadding_score_grad.py"):
+        spec = load_spec(str(path))
+        (api,) = [t for p, t in generate(spec).items() if p.startswith("op_host/op_api/aclnn_") and p.endswith(".cpp")]
+        for arr in ("actualSeqQlen", "actualSeqKvlen"):
+            assert f"{arr}: cumulative ends must be strictly increasing and positive, got %s" in api, (path, arr)
+            assert f"IsIncreasingPositive(p.{arr})" in api, (path, arr)

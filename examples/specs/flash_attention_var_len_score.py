@@ -26,7 +26,7 @@ the units of all batches split over the AI Cores.
 
 import numpy as np
 
-from opgen.dsl import A2, A3, OpSpec, bf16, boolean, f16, f32, i64, u8
+from opgen.dsl import A2, A3, OpSpec, bf16, boolean, cumulative_ends, f16, f32, i64, u8
 
 FLT_MAX = 3.4028234663852886e38
 
@@ -68,18 +68,9 @@ spec.check("atten_mask", lambda a, pr: None if not (a["sparse_mode"] == 2 and no
            "{sparse_mode} 2 (leftUpCausal) needs the {atten_mask} tensor")
 
 
-def _ends_rule(arrays, env, attrs):
-    """Each cumulative array: strictly increasing from a positive first end, its last end the token count."""
-    for name, total in (("actual_seq_qlen", "T1"), ("actual_seq_kvlen", "T2")):
-        cu = np.asarray(arrays[name])
-        if np.any(np.diff(np.concatenate([[0], cu])) <= 0):
-            return f"{{{name}}} must be strictly increasing from a positive first end (every batch non-empty)"
-        if int(cu[-1]) != env[total]:
-            return f"the last end of {{{name}}} must equal the token count {total}={env[total]}"
-    return None
-
-
-spec.check("actual_seq_qlen", _ends_rule, on="values")
+# the ends the kernel walks: checked by the interpreter and by the emitted aclnn layer alike (opgen.dsl.checks)
+spec.check("actual_seq_qlen", cumulative_ends("actual_seq_qlen", "T1"), on="values")
+spec.check("actual_seq_kvlen", cumulative_ends("actual_seq_kvlen", "T2"), on="values")
 spec.package("ops-transformer", "attention")
 spec.example_call({"T1": 9, "T2": 21, "N1": 2, "N2": 1, "D": 16, "Bn": 2})
 

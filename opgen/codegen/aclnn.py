@@ -97,7 +97,7 @@ def _cumulative(plan, fn, name: str, total_dim: str) -> list[dict]:
 
 HOST_CHECKS = {
     # factory qualname -> emitter(plan, fn, **closure variables) -> [{"guard", "comment", "checks"}]
-    "check_cumulative.<locals>.fn": _cumulative,
+    "cumulative_ends.<locals>.fn": _cumulative,   # opgen.dsl.checks
 }
 
 
