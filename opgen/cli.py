@@ -593,12 +593,12 @@ def _bundled_only(sources) -> None:
     directory generated/ holds the bundled ops' packages (committed, compared by `opgen diff`), and a spec of the
     user's own would land beside them (or inside an installed opgen). Raises OpgenError naming the spec, the rule and
     the option to give. `sources`: loaded specs or bundled spec file paths (_spec_sources)."""
-    from opgen.registry import specs_dir  # lazy: start-up time
+    from opgen.registry import is_bundled, specs_dir  # lazy: start-up time
 
     home = specs_dir().resolve()
     for s in sources:
         f = Path(getattr(s, "file", s))
-        if f.resolve().parent != home:
+        if not is_bundled(f):
             raise OpgenError(f"generate: {getattr(s, 'name', f.name)} ({f}) is not a bundled spec (those in {home}); "
                              f"give the output directory with --out DIR -- without it opgen writes only the bundled "
                              f"ops' packages, into generated/")

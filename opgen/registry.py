@@ -29,6 +29,14 @@ def specs_dir() -> Path:
     return Path(env) if env else Path(__file__).resolve().parent.parent / "specs"
 
 
+def is_bundled(path) -> bool:
+    """Whether the spec file `path` is a bundled spec: a file of specs_dir() (not a shared `_*.py` helper), which
+    `opgen generate NAME` finds and writes into generated/ without --out (opgen.cli._bundled_only, the banner's
+    regenerate hint, the stale-package hint)."""
+    p = Path(path).resolve()
+    return p.parent == specs_dir().resolve() and not p.name.startswith("_")
+
+
 _HOMES: dict = {}
 """{resolved spec file: directory}: the spec files whose relative paths resolve against another directory than
 their own (relocated)."""

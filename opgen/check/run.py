@@ -46,7 +46,7 @@ from opgen.ir.dims import eval_shape
 from opgen.ir.dtypes import DType, DTypeVar
 from opgen.passes.pipeline import optimize
 from opgen.platforms import DEFAULT, get_platform
-from opgen.registry import load_spec, spec_files
+from opgen.registry import is_bundled, load_spec
 from opgen.tiling.emit import SYS_WORKSPACE_BYTES
 from opgen.tiling.pipeline import compile_unit
 
@@ -187,7 +187,7 @@ def _sources(m, gen_dir) -> Sources:
 
 
     root = Path(gen_dir) if gen_dir is not None else default_out_dir()
-    bundled = any(Path(m.spec.file).resolve() == f.resolve() for f in spec_files())
+    bundled = is_bundled(m.spec.file)
     if not bundled and gen_dir is None:   # no package yet: the user's spec goes to a tree of their own
         arg = generate_command(m.spec, Path("DIR"))[len("opgen generate "):]
     else:
@@ -216,7 +216,7 @@ def generate_command(spec, gen_dir=None) -> str:
 
 
     path = Path(spec.file).resolve()
-    bundled = any(path == f.resolve() for f in spec_files())
+    bundled = is_bundled(path)
     if bundled:
         arg = spec.name
     else:

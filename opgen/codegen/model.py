@@ -19,7 +19,7 @@ from opgen.errors import OpgenError, SpecError
 from opgen.escape import cpp_comment, py_comment
 from opgen.ir.dtypes import DType, DTypeVar
 from opgen.names import aclnn_param, api_snake, c_string, kernel_entry, op_snake
-from opgen.registry import specs_dir
+from opgen.registry import is_bundled
 
 # SoC keys opgen can emit a per-SoC config for (docs/reference/README.md "Supported products").
 KNOWN_SOCS = {
@@ -215,7 +215,7 @@ class OpModel:
             self.spec_file = Path(spec.file).name
 
         # `opgen generate NAME` finds only a bundled spec; any other is regenerated from its path
-        self.bundled = Path(spec.file).resolve().parent == specs_dir().resolve()
+        self.bundled = is_bundled(spec.file)
         sig = {e.of: e.name for e in (spec.aclnn_signature_ or []) if e.kind == "param"}
 
         def cpp(name, role):
