@@ -133,11 +133,14 @@ UNNEEDED = {
     6: "Compute, else-branch of the presence guard: rowValBuf_ V -> S",
     8: "ColSplit, else-branch (a given, b absent): resBuf_x MTE2 -> V",
     9: "ColSplit, else-branch (a absent): resBuf_x MTE2 -> V",
-    11: "ColSplit: sumBuf_ S -> MTE3 (beside pair 10, its V -> MTE3, which is needed)",
-    17: "ColSplit, else-branch (a given, b absent): sumBuf_ MTE2 -> S",
-    18: "ColSplit, else-branch (a absent): sumBuf_ MTE2 -> S",
-    19: "ColSplit: resBuf_x V -> MTE2 (write-after-read across groups)",
+    16: "ColSplit, else-branch (a given, b absent): sumBuf_ MTE2 -> S",
+    17: "ColSplit, else-branch (a absent): sumBuf_ MTE2 -> S",
+    18: "ColSplit: resBuf_x V -> MTE2 (write-after-read across groups)",
+    19: "ColSplit, else-branch (a absent), at its end: the pair kir_sync._sink moved into the branch from after the "
+        "If (sync9; the branch's other pairs, 8 and 9, are not needed either)",
 }
+# (This session's sync9 pruned a pair this list named -- ColSplit's sumBuf_ S -> MTE3 beside its V -> MTE3 -- and
+# sank pair 19 into the else-branch; the indices after 10 moved down by one: 17, 18, 19 -> 16, 17, 18.)
 
 
 def _one_buffer(mp, per_pass: int) -> None:
