@@ -127,7 +127,7 @@ def test_a_batch_mask_written_another_way_lowers_the_same(tmp_path):
     """The keep form written as NSA's token layout does (batch starts gathered, where(kept, scores, fill)) lowers to
     the same program as the spec's (the causal mask within the batch, no other mask)."""
     src = SPEC.read_text()
-    body_start = src.index("    bq, q0 = _batch_of")
+    body_start = src.index("    bq, q0 = token_batches")
     body_end = src.index("    qg = query.permute")
     edited = (src[:body_start] + NSA_STYLE + src[body_end:]).replace(
         "scores = b.where(masked.reshape([1, 1, T1, T2]), -FLT_MAX, scores)",
@@ -165,7 +165,7 @@ def test_a_window_beyond_the_small_probes_is_not_the_causal_batch_mask(tmp_path)
     (attnprog._probes_past_constants): the window is seen and the spec refused rather than lowered as plain causal
     (rev8 reproduced the wrong lowering at T1 = T2 = 128); without the window the same spelling lowers."""
     src = SPEC.read_text()
-    body_start = src.index("    bq, q0 = _batch_of")
+    body_start = src.index("    bq, q0 = token_batches")
     body_end = src.index("    qg = query.permute")
     window = NSA_STYLE + "    keep = keep & ((il.reshape([T1, 1]) - jl.reshape([1, T2])) < 24)\n"
     edited = (src[:body_start] + window + src[body_end:]).replace(

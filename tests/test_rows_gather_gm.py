@@ -69,6 +69,21 @@ def _pick_spec(tmp_path: Path) -> Path:
     return path
 
 
+def check_on(path, engine: str, tmp_path, inputs: dict, dtypes: dict):
+    """`opgen check` of spec file `path` on `engine` ("emu": its package generated into tmp_path/gen first, the
+    emitted C++ built and emulated; "kir": the Kernel-IR interpreter), asserted to pass without a fault (the
+    interpreter's float64 golden inside run_check); returns the CheckResult for the caller's own oracle."""
+    gen = tmp_path / "gen"
+    if engine == "emu":
+        from opgen.codegen import write_ops
+
+        write_ops([str(path)], gen)
+    r = run_check(str(path), inputs=inputs, dtypes=dtypes, gen_dir=gen if engine == "emu" else None, progress=False,
+                  engine=engine)
+    assert not r.faults and r.passed, r.faults[:3]
+    return r
+
+
 def row_programs(path: Path):
     """The row programs (one per kernel class) of the spec at `path`."""
     from opgen.tiling.pipeline import kernel_build
@@ -132,14 +147,7 @@ def test_a_gathered_weight_against_float64(tmp_path, engine, n, c, dtype):
     idx[0], idx[1] = 0, c - 1
     w = rng.uniform(0.25, 2.0, c).astype(NP_DT[dtype])
     path = _pick_spec(tmp_path)
-    gen = tmp_path / "gen"
-    if engine == "emu":
-        from opgen.codegen import write_ops
-
-        write_ops([str(path)], gen)
-    r = run_check(str(path), inputs={"x": x, "idx": idx, "w": w}, dtypes={"T": dtype},
-                  gen_dir=gen if engine == "emu" else None, progress=False, engine=engine)
-    assert not r.faults and r.passed, r.faults[:3]
+    r = check_on(path, engine, tmp_path, {"x": x, "idx": idx, "w": w}, {"T": dtype})
     want = _pick64(x, idx, w)
     got = np.asarray(r.arrays["y"], np.float64)
     assert np.all(np.abs(got - want) <= 2.0**-22 * np.abs(want)), float(np.abs(got - want).max())

@@ -17,11 +17,10 @@ import ml_dtypes
 import numpy as np
 import pytest
 
-from opgen.check import run_check
 from opgen.kernel import kir
 from opgen.registry import _load_file
 
-from test_rows_gather_gm import gather_spec_text, row_programs
+from test_rows_gather_gm import check_on, gather_spec_text, row_programs
 
 ROOT = Path(__file__).resolve().parent.parent
 CE = ROOT / "examples" / "specs" / "cross_entropy_loss.py"
@@ -113,14 +112,7 @@ def test_a_picked_lanewise_row_against_float64(tmp_path, engine, n, c, dtype):
     idx[0], idx[-1] = 0, c - 1
     w = rng.uniform(0.25, 2.0, c).astype(NP_DT[dtype])
     path = _spec(tmp_path)
-    gen = tmp_path / "gen"
-    if engine == "emu":
-        from opgen.codegen import write_ops
-
-        write_ops([str(path)], gen)
-    r = run_check(str(path), inputs={"x": x, "idx": idx, "w": w}, dtypes={"T": dtype},
-                  gen_dir=gen if engine == "emu" else None, progress=False, engine=engine)
-    assert not r.faults and r.passed, r.faults[:3]
+    r = check_on(path, engine, tmp_path, {"x": x, "idx": idx, "w": w}, {"T": dtype})
     want = _picked64(x, idx, w)
     got = np.asarray(r.arrays["y"], np.float64)
     xs = np.abs(np.asarray(x, np.float64)).sum(-1)

@@ -16,13 +16,12 @@ import ml_dtypes
 import numpy as np
 import pytest
 
-from opgen.check import run_check
 from opgen.ir.dtypes import DType
 from opgen.platforms import PLATFORMS
 from opgen.registry import _load_file
 from opgen.tiling.emit import program_inputs
 
-from test_rows_gather_gm import row_programs
+from test_rows_gather_gm import check_on, row_programs
 
 ROOT = Path(__file__).resolve().parent.parent
 CEG = ROOT / "examples" / "specs" / "cross_entropy_loss_grad.py"
@@ -174,14 +173,7 @@ def test_lane_shift_against_float64(tmp_path, engine, n, c, dtype, strategy):
     idx[0], idx[-1] = 0, c - 1
     g = (rng.standard_normal(n) * 4.0).astype(NP_DT[dtype])
     w = rng.uniform(0.25, 2.0, c).astype(NP_DT[dtype])
-    gen = tmp_path / "gen"
-    if engine == "emu":
-        from opgen.codegen import write_ops
-
-        write_ops([str(path)], gen)
-    r = run_check(str(path), inputs={"x": x, "idx": idx, "g": g, "w": w}, dtypes={"T": dtype},
-                  gen_dir=gen if engine == "emu" else None, progress=False, engine=engine)
-    assert not r.faults and r.passed, r.faults[:3]
+    r = check_on(path, engine, tmp_path, {"x": x, "idx": idx, "g": g, "w": w}, {"T": dtype})
     if engine == "emu":
         assert r.tiling_key % 10 == strategy, r.tiling_key
     want = _lane_shift64(x, idx, g, w)

@@ -28,6 +28,8 @@ from opgen.platforms import PLATFORMS
 from opgen.registry import _load_file
 from opgen.tiling.emit import program_inputs
 
+from test_rows_gather_gm import check_on
+
 ROOT = Path(__file__).resolve().parent.parent
 EX = ROOT / "examples" / "specs"
 B1 = PLATFORMS["ascend910b1"]
@@ -168,14 +170,7 @@ def test_hot_scale_against_float64(tmp_path, n, c, dtype, engine, weighted):
     idx[0], idx[-1] = 0, c - 1
     g = rng.normal(0.0, 1.0, n).astype(cast)
     w = rng.uniform(0.25, 2.0, c).astype(np.float32) if weighted else None
-    gen = tmp_path / "gen"
-    if engine == "emu":
-        from opgen.codegen import write_ops
-
-        write_ops([str(path)], gen)
-    r = run_check(str(path), inputs={"x": x, "idx": idx, "g": g, "w": w}, dtypes={"T": dtype},
-                  gen_dir=gen if engine == "emu" else None, progress=False, engine=engine)
-    assert not r.faults and r.passed, r.faults[:3]
+    r = check_on(path, engine, tmp_path, {"x": x, "idx": idx, "g": g, "w": w}, {"T": dtype})
     assert r.tiling_key % 10 == want, r.tiling_key
     ref = _hot_scale64(r.inputs["x"], idx, r.inputs["g"], w)
     mag = np.abs(_f(r.inputs["x"])) * (1.0 + np.abs(_f(r.inputs["g"]))[:, None] + (0 if w is None else w.sum())) + 2

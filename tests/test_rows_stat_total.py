@@ -24,7 +24,7 @@ from opgen.platforms import PLATFORMS
 from opgen.registry import _load_file
 from opgen.tiling.emit import program_inputs
 
-from test_rows_gather_gm import row_programs
+from test_rows_gather_gm import check_on, row_programs
 
 ROOT = Path(__file__).resolve().parent.parent
 NLL = ROOT / "examples" / "specs" / "nll_loss.py"
@@ -144,14 +144,7 @@ def test_pick_total_against_float64(tmp_path, engine, n, c, dtype, strategy):
     idx = rng.integers(0, c, n).astype(np.int64)
     idx[0], idx[-1] = 0, c - 1
     g = (rng.standard_normal(n) * 4.0).astype(NP_DT[dtype])
-    gen = tmp_path / "gen"
-    if engine == "emu":
-        from opgen.codegen import write_ops
-
-        write_ops([str(path)], gen)
-    r = run_check(str(path), inputs={"x": x, "idx": idx, "g": g}, dtypes={"T": dtype},
-                  gen_dir=gen if engine == "emu" else None, progress=False, engine=engine)
-    assert not r.faults and r.passed, r.faults[:3]
+    r = check_on(path, engine, tmp_path, {"x": x, "idx": idx, "g": g}, {"T": dtype})
     if engine == "emu":
         assert r.tiling_key % 10 == strategy, r.tiling_key
     want = _pick_total64(x, idx, g)

@@ -27,6 +27,7 @@ the units of all batches split over the AI Cores.
 import numpy as np
 
 from opgen.dsl import A2, A3, OpSpec, bf16, boolean, cumulative_ends, f16, f32, i64, u8
+from opgen.dsl.tnd import token_batches
 
 FLT_MAX = 3.4028234663852886e38
 
@@ -75,19 +76,12 @@ spec.package("ops-transformer", "attention")
 spec.example_call({"T1": 9, "T2": 21, "N1": 2, "N2": 1, "D": 16, "Bn": 2})
 
 
-def _batch_of(b, cu, n):
-    """(batch index, first token of the batch) of each of the n tokens, both [n] int64, from cumulative ends cu."""
-    tok = b.iota(n).reshape([n, 1])
-    past = cu.reshape([1, Bn]) <= tok                          # the batches ending at or before the token
-    return past.cast(i64).sum(-1, keepdims=False), b.where(past, cu.reshape([1, Bn]), 0).max(-1, keepdims=False)
-
-
 @spec.body
 def _(b, query, key, value, atten_mask, actual_seq_qlen, actual_seq_kvlen, scale_value, head_num, input_layout,
       sparse_mode):
     G = N1 // N2
-    bq, q0 = _batch_of(b, actual_seq_qlen, T1)
-    bk, k0 = _batch_of(b, actual_seq_kvlen, T2)
+    bq, q0 = token_batches(b, actual_seq_qlen, T1, Bn)
+    bk, k0 = token_batches(b, actual_seq_kvlen, T2, Bn)
     masked = bq.reshape([T1, 1]).ne(bk.reshape([1, T2]))                      # another batch's key
     if sparse_mode == 2 and atten_mask is not None:
         future = (b.iota(T2) - k0).reshape([1, T2]) > (b.iota(T1) - q0).reshape([T1, 1])
