@@ -8,12 +8,13 @@ from __future__ import annotations
 
 import shutil
 import subprocess
-from concurrent.futures import ThreadPoolExecutor
 from pathlib import Path
 
 import ml_dtypes
 import numpy as np
 import pytest
+
+from gxx import compile_all
 
 ROOT = Path(__file__).resolve().parents[1]
 INC = ROOT / "opgen" / "emu" / "include"
@@ -40,10 +41,7 @@ def bins(run_shared, emu_instances, emu_pch):
             "scen_asan": BASE + ["-O0"] + SAN + [str(CPP / "emu_scenarios.cpp"), *asan, "-o", str(d / "scen_asan")],
             "num": BASE + pch + [str(CPP / "emu_numeric.cpp"), *quick, "-o", str(d / "num")],
         }
-        with ThreadPoolExecutor(3) as ex:
-            res = dict(zip(jobs, ex.map(lambda c: subprocess.run(c, capture_output=True, text=True), jobs.values())))
-        for k, r in res.items():
-            assert r.returncode == 0, f"{k} failed to compile:\n{r.stderr[-4000:]}"
+        compile_all(jobs)
     d = run_shared("emu-bins", fill)
     return {k: d / k for k in ("scen", "scen_asan", "num")}
 

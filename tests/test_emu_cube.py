@@ -11,12 +11,13 @@ import os
 import re
 import shutil
 import subprocess
-from concurrent.futures import ThreadPoolExecutor
 from pathlib import Path
 
 import ml_dtypes
 import numpy as np
 import pytest
+
+from gxx import compile_all
 
 ROOT = Path(__file__).resolve().parents[1]
 INC = ROOT / "opgen" / "emu" / "include"
@@ -47,10 +48,7 @@ def bins(run_shared, emu_instances, emu_pch):
                                                             "-o", str(d / "scen")],
             "scen_tsan": BASE + ["-O0"] + TSAN + [str(CPP / "emu_cube_scen.cpp"), "-o", str(d / "scen_tsan")],
         }
-        with ThreadPoolExecutor(3) as ex:
-            res = dict(zip(jobs, ex.map(lambda c: subprocess.run(c, capture_output=True, text=True), jobs.values())))
-        for k, r in res.items():
-            assert r.returncode == 0, f"{k} failed to compile:\n{r.stderr[-4000:]}"
+        compile_all(jobs)
     d = run_shared("emu-cube-bins", fill)
     return {k: d / k for k in ("mm", "scen", "scen_tsan")}
 
