@@ -73,15 +73,34 @@ def _kir(name: str, m: int, k: int, n: int, dt: str, aic: int, seed: int, attrs:
     if name == "matmul_rms_norm":
         gm["gamma"] = rng.uniform(0.5, 1.5, n).astype(npt)
         extra = {"gamma": gm["gamma"], "eps": attrs["epsilon"]}
-    else:
+    elif name == "matmul_softmax":
         extra = {"scale": attrs["scale"]}
-    out = np.full(m * n, np.nan, npt)
+    if name == "matmul_dynamic_quant":   # y int8 (a sentinel 99 no row quantises to) and the per-row scale
+        out, gm["scale"] = np.full(m * n, 99, np.int8), np.full(m, np.nan, np.float32)
+    else:
+        out = np.full(m * n, np.nan, npt)
     gm["y"] = out
     r = kir_interp.run(cls, {f: v[f] for f in cls.fields}, gm, v["blockDim"],
                        workspace=np.zeros(v["workspaceBytes"] // 4, np.float32),
                        types={"T": "half" if dt == "float16" else "bfloat16_t"}, verify_first=False)
     assert r.ok, r.faults[:1]
+    if name == "matmul_dynamic_quant":
+        return (out.reshape(m, n), gm["scale"]), (x, w), v
     return out.reshape(m, n), _ref(name, x, w, **extra), v
+
+
+def _quant_ok(y, scale, x, w) -> bool:
+    """MatmulDynamicQuant's outputs against float64: h = x @ w, s = max |h| over N / 127; the scale within fp32
+    accumulation over K and the division (relative 2^-22 * (K + 8)), y the integer nearest h / s (ties to even, the
+    one rounding of AscendC's fp32 -> half CAST_ODD -> int8 CAST_RINT, docs/reference/ascendc.md §1.12): within half
+    a step of the float64 quotient plus the quotient's fp32 error (a value that close to a tie may round either
+    way)."""
+    h = np.asarray(x, np.float64) @ np.asarray(w, np.float64)
+    s = np.abs(h).max(-1) / 127.0
+    rel = 2.0 ** -22 * (x.shape[1] + 8)
+    q = h / s[:, None]
+    return (y.dtype == np.int8 and bool(np.all(np.abs(np.asarray(scale, np.float64) - s) <= rel * s))
+            and bool(np.all(np.abs(y - q) <= 0.5 + 2 * rel * 127)) and int(np.abs(y).max()) == 127)
 
 
 @pytest.mark.parametrize("name,attrs", [("matmul_rms_norm", {"epsilon": 1e-6}), ("matmul_softmax", {"scale": 0.7})])
@@ -96,6 +115,18 @@ def test_row_reduction_epilogue_on_the_interpreter_equals_float64(name, attrs, d
     assert v["nBlocks"] == nblocks and v["kSplit"] == 1 and v["epiPitch"] == -(-n // 16) * 16
     assert v["workspaceBytes"] == v["blockDim"] * 2 * v["baseM"] * v["epiPitch"] * 4
     assert _close(got, ref, dt, k), np.abs(got - ref).max()
+
+
+@pytest.mark.parametrize("dt,m,k,n,ksplit", [("float16", 1000, 33, 45, False), ("bfloat16", 77, 45, 2999, False),
+                                              ("float16", 125, 1999, 111, True)])
+def test_a_per_row_second_output_on_the_interpreter_equals_float64(dt, m, k, n, ksplit):
+    """MatmulDynamicQuant (docs/design.md "Cube family: a per-row second output"): y int8 [M, N] and scale fp32 [M]
+    over 3 AI Cores -- 8 bands of one block (each AIV's rows a tail), a band of 12 blocks (N 2999), the K split (the
+    AIVs add the partials, then quantise) -- each row's scale written by the AIV that owns the row, once per pass."""
+    (y, scale), (x, w), v = _kir("matmul_dynamic_quant", m, k, n, dt, 3, 11, {}, min_ksplit=2 if ksplit else 1)
+    assert (v["kSplit"] > 1) == ksplit
+    assert _quant_ok(y, scale, x, w), (np.abs(y - (x.astype(np.float64) @ w.astype(np.float64)) / (
+        np.abs(x.astype(np.float64) @ w.astype(np.float64)).max(-1, keepdims=True) / 127)).max())
 
 
 @pytest.mark.parametrize("name,attrs", [("matmul_rms_norm", {"epsilon": 1e-5}), ("matmul_softmax", {"scale": 0.05})])
@@ -162,6 +193,42 @@ def test_other_reductions_are_refused_in_the_users_terms(tmp_path, body, words):
     assert words in _refusal(_spec(tmp_path, body))
 
 
+TWO_OUTPUTS = """
+from opgen.dsl import A2, OpSpec, bf16, f16, f32
+spec = OpSpec("Gemm2", aclnn="aclnnGemm2", socs=(A2,), round="rint")
+M = spec.dim("M", max=4096)
+K = spec.dim("K", max=4096)
+N = spec.dim("N", max=4096)
+(U,) = spec.dtype_vars("U")
+spec.input("x", U, [M, K])
+spec.input("w", U, [K, N])
+spec.output("y", U, [M, N])
+spec.output("z", {zt}, {zshape})
+spec.dtypes((U,), [(f16,), (bf16,)])
+spec.example_call({{"M": 5, "K": 7, "N": 9}})
+
+
+@spec.body
+def _(bb, x, w):
+    h = bb.matmul(x, w)
+    return {{"y": h.cast(U, "rint"), "z": {z}}}
+"""
+
+
+@pytest.mark.parametrize("zt,zshape,z,words", [
+    ("U", "[M, N]", "(h * 2.0).cast(U, 'rint')", "2 outputs, 2 of them [M, N]: the cube family writes one [M, N] "
+                                                 "output and per-row values beside it"),
+    ("f32", "[1, N]", "h.sum(0)", "a reduction (sum over M) in the matmul's epilogue"),
+    ("f32", "[M, N]", "h * 2.0", "2 outputs, 2 of them [M, N]"),
+])
+def test_second_outputs_other_than_per_row_values_are_refused(tmp_path, zt, zshape, z, words):
+    """Beside the [M, N] output the epilogue writes per-row fp32 values only: a second [M, N] output or a column
+    sum is refused naming the outputs or the construct."""
+    p = tmp_path / "gemm2.py"
+    p.write_text(textwrap.dedent(TWO_OUTPUTS.format(zt=zt, zshape=zshape, z=z)).lstrip())
+    assert words in _refusal(load_spec(str(p)))
+
+
 def test_per_row_arithmetic_is_scalar_and_the_rows_run_row_by_row(tmp_path):
     """h / (max|h| over N + 1): the maximum a RowMax call, + 1 a float let of the row, the division a Duplicate and
     a Div; the pass's rows in one loop (per-row values live in scalars), the RowMax method in the class."""
@@ -190,6 +257,18 @@ def test_row_reduction_epilogue_emulated_matches_float64(examples_gen, name):
         extra = {"gamma": r.inputs["gamma"]} if name == "matmul_rms_norm" else {"scale": 0.7}
         ref = _ref(name, r.inputs["x"], r.inputs["w"], **extra)
         assert _close(r.arrays["y"], ref, dt, dims["K"]), np.abs(np.asarray(r.arrays["y"], np.float64) - ref).max()
+
+
+@pytest.mark.slow
+def test_a_per_row_second_output_emulated_matches_float64(examples_gen):
+    """MatmulDynamicQuant's package on the emulation: M 301 (3 bands, the last a tail), K 45, N 1000 (4 blocks a
+    band), bf16: y int8 and scale fp32 against float64 NumPy (and the interpreter's device mode: `passed`)."""
+    from opgen.check import run_check
+
+    r = run_check(str(EXAMPLES / "matmul_dynamic_quant.py"), dims={"M": 301, "K": 45, "N": 1000},
+                  dtypes={"T": "bfloat16"}, gen_dir=examples_gen, seed=4, progress=False)
+    assert not r.faults and r.passed
+    assert _quant_ok(np.asarray(r.arrays["y"]), r.arrays["scale"], r.inputs["x"], r.inputs["w"])
 
 
 BATCHED = """

@@ -98,7 +98,7 @@ from opgen.kernel.rowmerge import math_as_steps
 from opgen.kernel.rowclass import merge_guards, presence_member
 from opgen.kernel.rowpresence import cover, join_copies
 from opgen.kernel.rowfexpr import parse as parse_scalar
-from opgen.kernel.rowprog import (ROUND_MODES, ROW_REDUCE, VECTOR_BINARY, VECTOR_UNARY, Instr, RowProgram,
+from opgen.kernel.rowprog import (BYTE_DTYPES, ROUND_MODES, ROW_REDUCE, VECTOR_BINARY, VECTOR_UNARY, Instr, RowProgram,
                                   _allocate, _float_literal, instr_op, lower_elementwise, lower_row_reduce)
 from opgen.names import cpp_name
 from opgen.platforms import having, lacking, soc_platforms
@@ -317,8 +317,9 @@ def gemm_layout(g, spec=None) -> GemmLayout:
     elif acc == "i32" and (odt not in ("f16", "bf16", "f32", "i32") or odt == "i32" and steps):
         raise Unsupported(out, "", f"output dtype {odt} of an int8 product: the cube kernel writes f16, bf16 or f32 "
                           f"from its vector epilogue, or the int32 sum itself (Fixpipe)")
-    if acc == "f32" and od != dta and odt != "f32":
-        raise Unsupported(out, "", f"output dtype {odt}: the cube kernel writes the operands' dtype or f32")
+    if acc == "f32" and od != dta and odt not in ("f32", "i8") or odt == "i8" and not steps:
+        raise Unsupported(out, "", f"output dtype {odt}: the cube kernel writes the operands' dtype or f32 (int8 from "
+                          f"a vector epilogue: fp32 through half to int8)")
     name = dtype_name(dta) if fixed else dta.name
     if spec is not None and not fixed:
         _refuse_rows(spec, a, lambda row: f"{name} to {_row_dtype(row, name)}, but the cube family reads f16 or "
@@ -583,7 +584,9 @@ EPI_STEPS = """The vector epilogue as steps (GemmLayout.steps), in graph order: 
 ("load", value, input, space, dtype) an input read as fp32 (space "row": [*batch, M, N], "col": [N] or [1, N],
 "stat": an [M] input reshaped to [M, 1], one value per row, without batch dims),
 ("const", value, C++ float literal), ("attr", name) a runtime float attribute, ("op", result, op, inputs, space) an elementwise op, ("store", value, round)
-the output written from `value` (round: the cast's round mode; "" for an fp32 output). A row reduction over N is an
+the output written from `value` (round: the cast's round mode; "" for an fp32 output), ("sstore", value, output) a
+per-row fp32 value written to a second output [*batch, M] / [*batch, M, 1] (docs/design.md "Cube family: a per-row
+second output"). A row reduction over N is an
 "op" step of op ROW_REDUCE_OPS[kind] ("row_sum", "row_mean", "row_max") with one row input and space "stat" (one
 value per row; docs/design.md "Cube family: row reductions in the epilogue")."""
 ROW_REDUCE_OPS = {"sum": "row_sum", "mean": "row_mean", "max": "row_max"}
@@ -619,6 +622,8 @@ def _step_text(st) -> str:
         return f"{st[1]} = attribute"
     if st[0] == "op":
         return f"{st[1]} = {st[2]}({', '.join(st[3])})"
+    if st[0] == "sstore":
+        return f"store {st[1]} to {st[2]} (one fp32 value per row)"
     return f"store {st[1]}" + (f" ({st[2]})" if st[2] else "")
 
 
@@ -636,9 +641,18 @@ def _epilogue(g, mm, seen, params, dims, batch, dta, acc: str = "f32", out_perm=
     instead of the matmul's result (the add of an int32 bias the cube makes, `_int32_bias`; it is in `seen`)."""
     vals, uses, outs = g.values(), g.uses(), g.outputs
     r = acc_from or mm.result.name
-    if len(outs) != 1:
-        raise Unsupported(outs[-1][1] if outs else r, "", f"{len(outs)} outputs; the cube family writes one",
-                          whole=True)
+    dm, dn = str(dims[0]), str(dims[2])
+    row_shape = [str(d) for d in batch] + [dm, dn]
+    side = ()   # per-row outputs beside the [*batch, M, N] one (docs/design.md "Cube family: a per-row second output")
+    if len(outs) > 1:
+        rows_out = [o for o in outs if [str(d) for d in vals[o[1]].type.shape] == row_shape]
+        if len(rows_out) != 1:
+            raise Unsupported(outs[-1][1], "", f"{len(outs)} outputs, {len(rows_out)} of them [{', '.join(row_shape)}]"
+                              f": the cube family writes one [M, N] output and per-row values beside it", whole=True)
+        side = tuple(o for o in outs if o is not rows_out[0])
+        outs = rows_out
+    elif len(outs) != 1:
+        raise Unsupported(r, "", "no output; the cube family writes one", whole=True)
     out, ov = outs[0]
     down, stack = set(), [r]
     while stack:
@@ -685,8 +699,6 @@ def _epilogue(g, mm, seen, params, dims, batch, dta, acc: str = "f32", out_perm=
             epi.append("cast")
         od = vals[v].type.dtype
         return od, (od.name if isinstance(od, DTypeVar) else dtype_name(od)), out, epi, (), (), cast_loc
-    dm, dn = str(dims[0]), str(dims[2])
-    row_shape = [str(d) for d in batch] + [dm, dn]
     attrs = {p.value.name for p in g.params if p.kind != "input"}
 
     def space_of(v, loc):
@@ -838,6 +850,17 @@ def _epilogue(g, mm, seen, params, dims, batch, dta, acc: str = "f32", out_perm=
         if space.get(ov) != "row" or dtype_name(vals[ov].type.dtype) != "f32":
             raise Unsupported(ov, "", "the output is not computed from the matmul result")
         steps.append(("store", alias.get(ov, ov), ""))
+    for name, sv in side:   # a per-row fp32 value of the epilogue (a dynamic quantisation's scale) to its output
+        pv = salias.get(sv, sv)
+        sd = vals[sv].type.dtype
+        if space.get(sv) != "stat":
+            raise Unsupported(sv, cites.get(sv, ""), f"output {name} of shape [{', '.join(str(d) for d in vals[sv].type.shape)}]"
+                              f": beside the [M, N] output the cube family writes per-row values ([{', '.join(row_shape[:-1])}]"
+                              f" or [{', '.join(row_shape[:-1] + ['1'])}]) computed in the epilogue")
+        if isinstance(sd, DTypeVar) or dtype_name(sd) != "f32":
+            raise Unsupported(sv, cites.get(sv, ""), f"per-row output {name} of dtype {sd}: the epilogue writes its "
+                              f"per-row values in fp32 (declare the output f32)")
+        steps.append(("sstore", pv, name))
     od = vals[ov].type.dtype
     named = tuple((st[1], cites[st[1]]) for st in steps if st[0] in ("load", "op") and cites.get(st[1]))
     return od, (od.name if isinstance(od, DTypeVar) else dtype_name(od)), out, ["vector"], tuple(steps), named, \
@@ -1396,8 +1419,10 @@ class EpiProgram:
     def row_bytes(self) -> int:
         """UB bytes per element of one row of a pass (fp32 temporaries and staged rows, T staging, the output
         staging), T taken as 2 bytes (f16 / bf16), another dtype variable's staging as 4 (it may be f32), a cast
-        output as at most 4 and an int32 block's staging row (acc_i32) as 4."""
-        nf = self.row_temps + sum(1 for _v, (sp, _i) in self.pre if sp in ("row", "stat"))   # stat: a bound
+        output as at most 4, an int32 block's staging row (acc_i32) as 4, a per-row input's or output's stage (rows + 8
+        fp32) as 4."""
+        nf = self.row_temps + sum(1 for _v, (sp, _i) in self.pre if sp in ("row", "stat")) \
+            + len({i.gm for i in self.instrs if i.kind == "sstore"})   # stat in and out (rows + 8 fp32): a bound
         nt = sum(_load_bytes(t) for _v, _i, sp, t in self.loads if sp == "row")
         return 4 * nf + nt + (4 if any(r for _v, r, _w in self.stores) or self.store[1] else 0) \
             + (4 if self.acc_i32 else 0)
@@ -1482,6 +1507,12 @@ def epilogue_program(lay: GemmLayout) -> EpiProgram:
                 raise
             except IRError as e:   # an op the vector lowering refuses (a scalar exp): named at its spec line
                 raise Unsupported(v, lines.get(v, ""), str(e).removeprefix("row kernel: ")) from None
+        elif st[0] == "sstore":   # a per-row value to its own output, written per row by the scalar unit
+            ctx.p.instrs.append(Instr("sstore", "", (st[1],), arg=ctx.scalar_text.get(st[1], st[1]), gm=st[2],
+                                      space="stat"))
+        elif lay.out_dtype in BYTE_DTYPES:   # fp32 -> half (CAST_ODD: one correct rounding after) -> the byte type
+            ctx.p.instrs.append(Instr("vnarrow", f"h_{lay.out}", (st[1],), space="row"))
+            ctx.p.instrs.append(Instr("store", "", (f"h_{lay.out}",), arg=st[2], gm=lay.out, space="row", op="half"))
         else:
             ctx.p.instrs.append(Instr("store", "", (st[1],), arg=st[2], gm=lay.out, space="row"))
         stamp(ctx.p.instrs, n0, lay.out_loc if st[0] == "store" else lines.get(st[1], ""))   # the `// spec:` traces
@@ -1650,10 +1681,19 @@ def _vector_part(lay: GemmLayout, prog: EpiProgram, lets: tuple, out_t: str, off
                                  _cite(f"columns of {inp}", lines.get(v, ""))))
         copies_in[n_in:] = when(v, copies_in[n_in:])
         col_in[n_col:] = when(v, col_in[n_col:])
+    souts = {}   # per-row output -> its stage of the pass's rows (fp32, SetValue per row, one copy out per pass)
+    for k, o in enumerate(dict.fromkeys(i.gm for i in prog.instrs if i.kind == "sstore")):
+        souts[o] = f"eq{k}"
+        gms.append(K.GmTensor(f"sGm{k}_", "float", cpp_name(o)))
+        buf(f"epiQ{k}_", f"eq{k}", "float", R + Lit(8), 4)
     stores = prog.stores or ((*prog.store, ()),)
     osz = K.SizeOf(out_t)
+    # a byte output's staged rows: a pitch of whole 32-B blocks (the Cast's destination and the copy's source rows
+    # start on blocks), the halves before it and the store always row by row
+    byte_out = lay.out_dtype in BYTE_DTYPES
+    opitch = Fn("align_up", (bn, Lit(32))) if byte_out else bn
     if any(r for _v, r, _w in stores):
-        buf("epiO_", "eo", out_t, R * bn, osz)
+        buf("epiO_", "eo", out_t, R * opitch, osz)
 
     def operand(x, r):
         if x.startswith("w") and x[1:].isdigit():
@@ -1680,7 +1720,8 @@ def _vector_part(lay: GemmLayout, prog: EpiProgram, lets: tuple, out_t: str, off
         # an instruction reading no column row runs over the whole pass at once when its rows touch (nt = baseN)
         # the per-row scalars it reads: st_<name> as a whole word (st_v6 is not read by an argument naming st_v60)
         reads = [x for x in stats if i.arg and re.search(rf"\bst_{re.escape(x)}\b", str(i.arg))]
-        flat = is_row and not row_major and not any(is_col(x) for x in i.srcs) and not reads
+        flat = is_row and not row_major and not any(is_col(x) for x in i.srcs) and not reads \
+            and not (byte_out and i.kind in ("vnarrow", "store"))
         nt = S("cnt") if flat else S("nt")
         if i.kind == "cast_in" and load_t[i.gm] not in (OPERAND_T,) + FIXED16:   # a variable that may be f32
             var, _ = ref[("in", i.gm)]
@@ -1690,11 +1731,21 @@ def _vector_part(lay: GemmLayout, prog: EpiProgram, lets: tuple, out_t: str, off
             var, _ = ref[("in", i.gm)]
             node = K.vec(Op.CAST, dst=operand(i.dst, r), src=K.Ref(var, r), mode="CAST_NONE", count=nt,
                          doc=_cite(f"{i.gm} to fp32", i.loc))
+        elif i.kind == "vnarrow":   # fp32 -> half rounded to odd (a byte output's first step: BYTE_DTYPES)
+            node = K.vec(Op.CAST, dst=replace(operand(i.dst, r), as_dtype="half"),
+                         src=operand(i.srcs[0], r), mode="CAST_ODD", count=nt,
+                         doc=_cite("to half, rounded to odd (the byte output's one rounding follows)", i.loc))
         elif i.kind == "store":
             if not i.arg:
                 continue
-            node = K.vec(Op.CAST, dst=K.Ref("eo", r), src=operand(i.srcs[0], r), mode=i.arg, count=nt,
+            src = operand(i.srcs[0], r)
+            if i.op == "half":   # the halves to the byte output type with the output's round mode
+                src = replace(src, as_dtype="half")
+            node = K.vec(Op.CAST, dst=K.Ref("eo", S("r") * opitch if is_row else Lit(0)), src=src, mode=i.arg, count=nt,
                          doc=_cite(f"to the output type ({i.arg})", i.loc))
+        elif i.kind == "sstore":   # the row's value into the pass's stage of its output (copied out after the rows)
+            node = K.SetValue(K.Ref(souts[i.gm], S("r")), parse_scalar(i.arg, ("N",)),
+                              doc=_cite(f"row r's value of {i.gm}", i.loc))
         elif i.kind in ROW_REDUCE:   # the row's sum / maximum over its nt columns, a float scalar
             node = K.Call("RowSum" if i.kind == "rsum" else "RowMax", (operand(i.srcs[0], r), K.Ref("ered"), nt),
                           i.dst, doc=spec_doc(i.loc))
@@ -1726,13 +1777,17 @@ def _vector_part(lay: GemmLayout, prog: EpiProgram, lets: tuple, out_t: str, off
 
     def out_copy(src_out):
         return K.Copy(K.GmView("cGm_", off(3, (S("m0") + S("c0")) * out_pitch + S("n0"))), src_out, S("rows"),
-                      S("nt") * osz, _gap(S("nt"), osz, bn), (out_pitch - S("nt")) * osz, _cite("the pass's output rows", lay.out_loc))
+                      S("nt") * osz, _gap(S("nt"), osz, opitch), (out_pitch - S("nt")) * osz, _cite("the pass's output rows", lay.out_loc))
 
     if all(r for _v, r, _w in stores):   # every presence's store cast into eo: one copy out
         store = (out_copy(K.Ref("eo")),)
     else:   # an fp32 output copied from the stored value itself, each presence's from its own
         store = tuple(x for sv, r, w in stores
                       for x in _guarded((out_copy(K.Ref("eo") if r else operand(sv, Lit(0))),), w, prog.presence))
+    for k, o in enumerate(souts):   # the pass's rows of each per-row output: one burst of rows fp32 values
+        row0 = S("m0") + S("c0") if not lay.batch else S("bi") * S("M") + S("m0") + S("c0")
+        store += (K.Copy(K.GmView(f"sGm{k}_", row0), K.Ref(souts[o]), Lit(1), S("rows") * 4, Lit(0), Lit(0),
+                         _cite(f"the pass's rows of {o}", lay.out_loc)),)
     whole = (Constraint("==", S("nt"), bn),)
     reduce_ = ()
     if ksplit:   # partials 1 .. kSplit - 1 of these rows, each added to the running sum in k order
