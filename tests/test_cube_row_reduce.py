@@ -47,9 +47,10 @@ def _close(got, ref, dt: str, k: int) -> bool:
     return got.shape == ref.shape and bool(np.all(np.abs(got - ref) <= bound))
 
 
-def _kir(name: str, m: int, k: int, n: int, dt: str, aic: int, seed: int, attrs: dict, min_ksplit: int = 1):
-    """Run the example's kernel on the Kernel IR interpreter on `aic` AI Cores (2 AIVs each) for [m, k] x [k, n] in
-    dtype `dt`; returns (output, reference, tiling values)."""
+def _kir(name: str, m: int, k: int, n: int, dt: str, aic: int, seed: int, attrs: dict, min_ksplit: int = 1,
+         ub: int | None = None):
+    """Run the example's kernel on the Kernel IR interpreter on `aic` AI Cores (2 AIVs each; with `ub`, an AIV UB of
+    that many bytes for the tiling) for [m, k] x [k, n] in dtype `dt`; returns (output, reference, tiling values)."""
     import ml_dtypes
 
     from opgen.ir.dtypes import parse_dtype
@@ -62,6 +63,8 @@ def _kir(name: str, m: int, k: int, n: int, dt: str, aic: int, seed: int, attrs:
     cls = next(iter(u.lowered.programs.values()))
     plat = dataclasses.replace(next(p for p in PLATFORMS.values() if p.aiv == 48 and p.arch == "dav-2201"), aic=aic,
                                aiv=2 * aic)
+    if ub is not None:
+        plat = dataclasses.replace(plat, ub_bytes=ub)
     v = u.tiling.program.evaluate(program_inputs(spec, u.tiling.program, u.tiling.inputs, {"M": m, "K": k, "N": n},
                                                  {"T": parse_dtype(dt)}, plat, attrs))
     assert v["kSplit"] >= min_ksplit, v["kSplit"]
@@ -170,17 +173,44 @@ def _refusal(spec) -> str:
     return str(e.value).split(" [cube family]")[0]
 
 
-def test_n_beyond_a_row_in_ub_is_refused_naming_the_dim_the_bound_and_the_rule(tmp_path):
-    """A row of N must fit the AIV's UB (the band's pass rows are whole rows): the buffer proof over the spec's dim
-    domain names N, the largest N whose row fits and the rule."""
-    from opgen.codegen import write_ops
-    from opgen.errors import OpgenError
+@pytest.mark.parametrize("name,dt,m,k,n,ub,passes", [
+    ("matmul_rms_norm", "bfloat16", 20, 33, 6600, None, 2),    # past the whole-row bound (6544): chunks 6528 + 72
+    ("matmul_softmax", "float16", 140, 20, 600, 8192, 3),      # 2 bands over 2 AI Cores, chunks 288 + 288 + 24
+    ("matmul_dynamic_quant", "bfloat16", 130, 45, 300, 6144, 2),  # 2 bands, chunks 192 + 108
+])
+def test_rows_longer_than_ub_on_the_interpreter_equal_float64(name, dt, m, k, n, ub, passes):
+    """A row of N the UB cannot hold (N past MatmulRmsNorm's old bound on the real UB; a smaller UB for the tiling
+    elsewhere, so small shapes take several chunks and tails over the cores): epiChunk < epiPitch, each AIV's rows
+    one at a time, `passes` passes over their column chunks (the reductions accumulated across chunks, the row read
+    again from the band's region), against float64 NumPy (docs/design.md "Cube family: rows longer than UB")."""
+    attrs = {"matmul_rms_norm": {"epsilon": 1e-6}, "matmul_softmax": {"scale": 0.7}}.get(name, {})
+    got, ref, v = _kir(name, m, k, n, dt, 3, 13, attrs, ub=ub)
+    assert v["epiChunk"] < v["epiPitch"] == -(-n // 16) * 16 and v["epiChunk"] % 32 == 0 and v["fits"] == 1
+    prog = next(iter(_unit(name).lowered.programs.values()))
+    from opgen.kernel import kir as K
+    assert K.to_text(prog).count(f"pass {passes} of {passes} over the row's column chunks") == 1
+    if name == "matmul_dynamic_quant":
+        assert _quant_ok(*got, *ref)
+    else:
+        assert _close(got, ref, dt, k), np.abs(got - ref).max()
+
+
+def test_n_beyond_a_row_in_ub_generates_and_the_tiling_streams_the_row(tmp_path):
+    """N up to 65535 (Nd2Nz's pitch bound): the buffer proof over the spec's dim domain holds (a row the UB cannot
+    hold streams in column chunks), and at N 65535 the tiling's chunk is a multiple of 32 columns whose pass fits
+    the UB."""
+    from opgen.ir.dtypes import parse_dtype
+    from opgen.platforms import PLATFORMS
+    from opgen.tiling.emit import program_inputs
 
     spec = _spec(tmp_path, "h - h.sum(-1)", nmax=65535)
-    with pytest.raises(OpgenError) as e:
-        write_ops([spec.file], tmp_path / "gen")
-    msg = str(e.value)
-    assert "the AIVs' pass fits the UB" in msg and "(declared max=65535); lower max= of N to" in msg
+    u = kernel_build(spec)
+    plat = next(p for p in PLATFORMS.values() if p.aiv == 48 and p.arch == "dav-2201")
+    v = u.tiling.program.evaluate(program_inputs(spec, u.tiling.program, u.tiling.inputs,
+                                                 {"M": 300, "K": 64, "N": 65535}, {"U": parse_dtype("float16")},
+                                                 plat, {}))
+    assert v["fits"] == 1 and v["epiPitch"] == 65536 and 0 < v["epiChunk"] < 65536 and v["epiChunk"] % 32 == 0
+    assert v["ubEpiBytes"] <= plat.ub_bytes
 
 
 @pytest.mark.parametrize("body,words", [

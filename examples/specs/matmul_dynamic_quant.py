@@ -19,7 +19,7 @@ spec = OpSpec("MatmulDynamicQuant", aclnn="aclnnMatmulDynamicQuant", socs=(A2, A
               doc="Matrix product, then per-row symmetric int8 quantisation of the result with its fp32 scale.")
 M = spec.dim("M", max=65535)
 K = spec.dim("K", max=65535)
-N = spec.dim("N", max=4096)
+N = spec.dim("N", max=16384)
 (T,) = spec.dtype_vars("T")
 
 spec.input("x", T, [M, K])

@@ -54,6 +54,9 @@ STRATEGY = 1
 STRATEGY_AIC = 2
 """The tiling key's strategy digit of a cube-only launch (KERNEL_TYPE_AIC_ONLY: no K split and no vector epilogue:
 the AIVs would have no work); only a spec none of whose layouts has a vector epilogue takes it."""
+EPI_CHUNK_ALIGN = 32
+"""Elements a band epilogue's column chunk is a multiple of (a row longer than the UB holds): whole 32-B blocks of
+every staged type down to a byte output's, 128 B of fp32."""
 ND2NZ_MAX = 65535
 """Largest Nd2Nz source row pitch (uint16 srcDValue, elements): bounds K (A's pitch) and N (B's pitch)."""
 
@@ -254,8 +257,15 @@ def gemm_program(name: str, trans_a: bool = False, trans_b: bool = False, batche
     rb = rb + 4   # the K split's scratch row (one fp32 partial)
     ub = p.input("ubBytes", "UB bytes of an AIV (GetCoreMemSize UB)")
     half = p.let("halfRows", (bm + 1) // 2, "rows of a block an AIV takes at most")
-    if band:   # whole rows of N in UB
-        bn = p.let("epiPitch", align_up(N, 16), "UB pitch of a pass row: all of N (elements)", True)
+    if band:   # whole rows of N in UB when one fits, else a row in column chunks (docs/design.md "Cube family: rows
+        # longer than UB"): epiChunk columns of a multiple of EPI_CHUNK_ALIGN, as many as one pass row and the column
+        # rows of that width hold
+        span = p.let("epiPitch", align_up(N, 16), "row pitch of a band's region in the workspace: all of N "
+                     "(elements)", True)
+        bn = p.let("epiChunk", select(span * (rb + cb) <= ub, span,
+                                      ub // (rb + cb) // EPI_CHUNK_ALIGN * EPI_CHUNK_ALIGN),
+                   "UB pitch of a pass row: all of N (epiPitch) when a row fits, else the columns of a chunk "
+                   "(elements)", True)
     room = p.let("epiRoom", (ub - bn * cb) // (bn * rb), "pass rows the UB holds beside the column rows")
     er = p.let("epiRows", emax(1, emin(half, room)), "rows of an AIV pass (elements of baseN each)" if not band else
                "rows of an AIV pass (elements of epiPitch each)", True)
@@ -285,7 +295,7 @@ def gemm_program(name: str, trans_a: bool = False, trans_b: bool = False, batche
     else:   # the AIVs have work only when K is split: a cube-only launch otherwise
         p.let("tilingKey", kk * 100 + key * 10 + select(ksp > 1, STRATEGY, STRATEGY_AIC),
               f"{kdoc} * 100 + dtypeKey * 10 + strategy (1: mixed, K split; 2: AIC only)", True)
-    slots = bd * 2 * bm * bn * 4 if mixed else lit(0)   # band: bn is epiPitch, two band regions
+    slots = bd * 2 * bm * (span if band else bn) * 4 if mixed else lit(0)   # band: two regions of baseM x epiPitch
     if mixed and direct:
         slots = select(ne < 1, slots, lit(0))
     p.let("workspaceBytes", select(ksp > 1, units * bm * bn * 4, slots),
