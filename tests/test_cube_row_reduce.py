@@ -275,12 +275,14 @@ def test_per_row_arithmetic_is_scalar_and_the_rows_run_row_by_row(tmp_path):
 @pytest.mark.parametrize("name", ["matmul_rms_norm", "matmul_softmax"])
 def test_row_reduction_epilogue_emulated_matches_float64(examples_gen, name):
     """The generated package on the emulation (the g++ build of the emitted C++): odd M / K / N, fp16 and bf16,
-    N = 45 (a band of one block), 1000 (4 blocks) and 2999 (12, one AI Core), against float64 NumPy."""
+    N = 45 (a band of one block), 1000 (4 blocks) and 2999 (12, one AI Core), and a row longer than the UB holds
+    (N 6600 / 13001: column chunks, docs/design.md "Cube family: rows longer than UB"), against float64 NumPy."""
     from opgen.check import run_check
 
     attrs = {"epsilon": 1e-6} if name == "matmul_rms_norm" else {"scale": 0.7}
     for dims, dt in (({"M": 301, "K": 33, "N": 45}, "float16"), ({"M": 257, "K": 70, "N": 1000}, "bfloat16"),
-                     ({"M": 77, "K": 45, "N": 2999}, "float16")):
+                     ({"M": 77, "K": 45, "N": 2999}, "float16"),
+                     ({"M": 20, "K": 33, "N": 6600 if name == "matmul_rms_norm" else 13001}, "bfloat16")):
         r = run_check(str(EXAMPLES / f"{name}.py"), dims=dims, dtypes={"T": dt}, attrs=attrs, gen_dir=examples_gen,
                       seed=3, progress=False)
         assert not r.faults and r.passed and r.block_dim >= 1
@@ -292,13 +294,15 @@ def test_row_reduction_epilogue_emulated_matches_float64(examples_gen, name):
 @pytest.mark.slow
 def test_a_per_row_second_output_emulated_matches_float64(examples_gen):
     """MatmulDynamicQuant's package on the emulation: M 301 (3 bands, the last a tail), K 45, N 1000 (4 blocks a
-    band), bf16: y int8 and scale fp32 against float64 NumPy (and the interpreter's device mode: `passed`)."""
+    band), and M 20, N 13001 (a row in column chunks), bf16: y int8 and scale fp32 against float64 NumPy (and the
+    interpreter's device mode: `passed`)."""
     from opgen.check import run_check
 
-    r = run_check(str(EXAMPLES / "matmul_dynamic_quant.py"), dims={"M": 301, "K": 45, "N": 1000},
-                  dtypes={"T": "bfloat16"}, gen_dir=examples_gen, seed=4, progress=False)
-    assert not r.faults and r.passed
-    assert _quant_ok(np.asarray(r.arrays["y"]), r.arrays["scale"], r.inputs["x"], r.inputs["w"])
+    for dims in ({"M": 301, "K": 45, "N": 1000}, {"M": 20, "K": 33, "N": 13001}):   # the second: column chunks
+        r = run_check(str(EXAMPLES / "matmul_dynamic_quant.py"), dims=dims, dtypes={"T": "bfloat16"},
+                      gen_dir=examples_gen, seed=4, progress=False)
+        assert not r.faults and r.passed
+        assert _quant_ok(np.asarray(r.arrays["y"]), r.arrays["scale"], r.inputs["x"], r.inputs["w"])
 
 
 BATCHED = """

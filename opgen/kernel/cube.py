@@ -1544,7 +1544,8 @@ def chunk_passes(instrs: list, inputs: list) -> tuple:
     (a let's one pass; a per-row output's store: `passes`). passes: 1 + the last pass any reduction or store
     needs."""
     avail = {x: 0 for x in inputs}   # per-row scalar -> the first pass that may read it
-    lvl, def_of, level = {}, {}, []   # row / column value -> its least pass, its instruction; each instruction's
+    lvl, def_of = {}, {}   # row / column value -> the least pass it can be computed in, its instruction
+    level = []             # each instruction's least pass
 
     def scalars(i):
         return [x for x in avail if i.arg and re.search(rf"\b{re.escape(x)}\b", str(i.arg))] + \
@@ -1775,6 +1776,7 @@ def _vector_part(lay: GemmLayout, prog: EpiProgram, lets: tuple, out_t: str, off
     row_body, got = [], set()
     if prog.reduces:   # the reductions' result block and scratch (EpiProgram.col_bytes counts it)
         buf("epiRed_", "ered", "float", Lit(2) * bn, 4)
+
     def mk(i, r, rix, nt):   # the node of instruction i: its rows at element offset r (row index rix), count nt
         if i.kind == "cast_in" and load_t[i.gm] not in (OPERAND_T,) + FIXED16:   # a variable that may be f32
             var, _ = ref[("in", i.gm)]
@@ -1872,14 +1874,14 @@ def _vector_part(lay: GemmLayout, prog: EpiProgram, lets: tuple, out_t: str, off
     # the column rows (a bias) once per block: loaded and finished before the passes, free after them
     cols = tuple(merge_guards([*col_in, *col_ops]))
     passes = K.For("c0", S("r0"), S("r1"), R, chunk, tail="rows", doc="passes over this AIV's rows of the block")
-    head = lets
+    head, band_cols = lets, cols
     if band:   # whole rows when one fits the UB (epiChunk == epiPitch), else each row in column chunks
         head = tuple(x for x in lets if not (isinstance(x, K.Let) and x.name in ("n0", "nt")))
         whole_rows = tuple(x for x in lets if x not in head) + cols + (passes,)
-        chunked = _chunked_rows(prog, mk, cin, stats, [*store], stat_store, opitch)
+        chunked = _chunked_rows(prog, mk, cin, stats, [*store], stat_store)
         passes = K.If((Constraint("==", bn, span),), whole_rows, chunked,
                       doc="whole rows in UB; else each row streamed in column chunks, once per pass")
-        cols = ()
+        band_cols = ()   # read per chunk, or once per band inside the whole-row branch
     block = (
         *head,
         K.Let("j", S("blk") - S("first")), K.Let("s", S("j") % 2),
@@ -1888,7 +1890,7 @@ def _vector_part(lay: GemmLayout, prog: EpiProgram, lets: tuple, out_t: str, off
         K.Let("r0", K.SUB_BLOCK_IDX * S("halfRows")),
         K.Let("r1", Fn("min", (S("mt"), S("r0") + S("halfRows")))),
         _by_slot(lambda i: K.CrossCoreWaitFlag(FLAG_READY + i, "the AIC has written slot s")),
-        *cols,
+        *band_cols,
         passes,
         _by_slot(lambda i: K.CrossCoreSetFlag(2, Pipe.MTE2, FLAG_FREE + i, "this AIV is done reading slot s")),
     )
@@ -1917,7 +1919,7 @@ def _vector_part(lay: GemmLayout, prog: EpiProgram, lets: tuple, out_t: str, off
     return tuple(locs), tuple(gms), tuple(gets), vector
 
 
-def _chunked_rows(prog: EpiProgram, mk, cin: dict, stats: dict, store: list, stat_store: tuple, opitch) -> tuple:
+def _chunked_rows(prog: EpiProgram, mk, cin: dict, stats: dict, store: list, stat_store: tuple) -> tuple:
     """The AIV statements of a band's rows when one row of N does not fit the UB (docs/design.md "Cube family: rows
     longer than UB"): this AIV's rows one at a time (c0 over [r0, r1), `rows` 1), each in prog.passes passes over its
     columns in chunks of epiChunk (n0 .. n0 + nt: the copies and instructions of the whole-row schedule with its

@@ -166,9 +166,10 @@ def gemm_program(name: str, trans_a: bool = False, trans_b: bool = False, batche
     the buffers must fit (opgen.platforms.cube_sizes of the spec's socs; default CUBE, every SoC's). band: the
     epilogue reduces rows over N (opgen.kernel.cube.row_reduces; docs/design.md "Cube family: row reductions in the
     epilogue"): the units are bands of baseM rows x all of N (`blocks`, blocksPerCore / blocksTail and mnBlocks
-    count bands), the AIVs' pass rows are whole rows at the UB pitch epiPitch = align_up(N, 16) (so `fits` requires
-    one row of N in the UB), the workspace two band regions of baseM x epiPitch fp32 per AI Core, and K is split
-    only when N is one block (nBlocks 1: a band is a block)."""
+    count bands), the AIVs' pass rows are whole rows at the UB pitch epiChunk = epiPitch = align_up(N, 16) when one
+    row of N fits the UB, else column chunks of epiChunk (a multiple of EPI_CHUNK_ALIGN, as wide as the UB holds: docs/
+    design.md "Cube family: rows longer than UB"), the workspace two band regions of baseM x epiPitch fp32 per AI
+    Core, and K is split only when N is one block (nBlocks 1: a band is a block)."""
     cube = CUBE if sizes is None else sizes
     p = TilingProgram(name)
     dm, dk, dn = p.input("dimM", "rows of A and of the output"), p.input("dimK", "A columns = B rows"), \
