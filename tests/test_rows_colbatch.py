@@ -57,13 +57,13 @@ def test_the_sub_batch_is_priced_by_issues_and_exchanges():
     """CrossEntropyLoss bf16 [1024, 32000] (the bench's case, weights present) at label_smoothing 0.1: 48 cores take
     slices of 672 columns; the tiling prices row by row against sub-batches of 8 rows by hand-countable terms of
     docs/reference/kernel_cost.md §2 (an instruction 8 + 16 cycles with its barrier, a V -> S wait 32, a SyncAll
-    1800, a burst 256 bytes at 1.8 GHz / 1.6 TB/s), with the program's 11 vector instructions a row (cast, max,
-    Adds, Exp, sum, Duplicate, Ln, Sub, store, the weight's Mul and the smoothing sum), 3 row reductions, 3 levels
+    1800, a burst 256 bytes at 1.8 GHz / 1.6 TB/s), with the program's 9 vector instructions a row (cast, max,
+    Adds, Exp, sum, the Adds of -Ln(sum), store, the weight's Mul and the smoothing sum), 3 row reductions, 3 levels
     (the weight's gather and the picked log-probability are scalar work: opgen.kernel.rowalg.gather_column_inputs,
-    gather_through_lanewise):
-      row by row: 1024 rows x (11 x 24 + 3 x (24 + 32)) = 442368, plus 16 groups of 64 rows x 3 levels x
+    gather_through_lanewise; log_prob reads the picked Ln: reuse_scalar_functions):
+      row by row: 1024 rows x (9 x 24 + 3 x (24 + 32)) = 393216, plus 16 groups of 64 rows x 3 levels x
         (2 x 1800 + 2 x 32 + 6 tree steps x 24 + 48 bursts x 256 x 9 / 8000 = 13) = 183408
-      8 rows at once: 20 groups of 52 rows, each 7 sub-batches (8 x 6, 4) of 11 instructions and 3 RowsSum of
+      8 rows at once: 20 groups of 52 rows, each 7 sub-batches (8 x 6, 4) of 9 instructions and 3 RowsSum of
         11 + 1, plus 20 exchanges
     and takes the cheaper sub-batch of 8 rows."""
     from opgen.tiling.pipeline import kernel_build
@@ -74,11 +74,11 @@ def test_the_sub_batch_is_priced_by_issues_and_exchanges():
                                            B1, {"label_smoothing": 0.1}))   # at 0: ROW_CHUNK (no weight row read)
     assert (tl["strategy"], tl["colsPerPass"], tl["colBatchRows"]) == (2, 672, 8)
     xchg = 3 * (2 * 1800 + 2 * 32 + 6 * 24 + 48 * 256 * 9 // 8000)
-    assert tl["colBatchCost0"] == 1024 * (11 * 24 + 3 * (24 + 32)) + 16 * xchg == 625776
+    assert tl["colBatchCost0"] == 1024 * (9 * 24 + 3 * (24 + 32)) + 16 * xchg == 576624
     groups, rows = 20, tl["groupRows"]
     assert rows == 52 and -(-1024 // rows) == groups
-    # a group of 52 rows is 7 sub-batches (8 x 6, 4), each of 11 instructions and 3 RowsSum of 11 + 1
-    assert tl["colBatchCost8"] == groups * 7 * (11 + 3 * 12) * 24 + groups * xchg
+    # a group of 52 rows is 7 sub-batches (8 x 6, 4), each of 9 instructions and 3 RowsSum of 11 + 1
+    assert tl["colBatchCost8"] == groups * 7 * (9 + 3 * 12) * 24 + groups * xchg
     assert tl["colBatchCost8"] < tl["colBatchCost0"]
 
 

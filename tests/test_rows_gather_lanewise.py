@@ -76,6 +76,19 @@ def test_cross_entropy_picks_its_log_probability_on_the_scalar_unit():
         assert not [i for i in p.rsums() if not i.when or any(pt[k] is False for pt in i.when)]
 
 
+def test_cross_entropy_log_prob_reuses_the_picked_ln():
+    """rowalg.reuse_scalar_functions: CrossEntropyLoss's log_prob row z - log(sum) reads the Ln of the sum its pick
+    computed on 8 lanes (sunary) with one Adds, instead of Duplicate, Ln over the row and Sub; the sunary comes before
+    the Adds in program order (it was after: moved up), so the level of the row is the sum's level + 1."""
+    for p in row_programs(CE):
+        (ln,) = [i for i in p.instrs if i.kind == "sunary"]
+        assert not [i for i in p.instrs if i.kind in ("vunary", "vdup") and i.op in ("Ln", "")], \
+            [i for i in p.instrs if i.kind in ("vunary", "vdup")]
+        adds = [i for i in p.instrs if i.kind == "vscalar" and i.op == "Adds" and ln.dst in i.arg]
+        assert len(adds) == 1 and adds[0].arg.replace(" ", "") == f"-({ln.dst})", adds
+        assert p.instrs.index(ln) < p.instrs.index(adds[0]) and adds[0].level == ln.level
+
+
 def test_row_chunk_skips_a_guarded_level_and_hoists_the_picked_ln():
     """CrossEntropyLoss's ROW_CHUNK method: level 2's chunk loop (the smoothing sum) sits in a presence guard on
     guard1_ (label_smoothing != 0), and the Ln of the sum of exponentials is taken once per group over the totals

@@ -19,7 +19,7 @@ import pytest
 from opgen.check import run_check
 from opgen.ir.dtypes import DType
 from opgen.kernel.rowalg import vector_instrs_per_row
-from opgen.kernel.rowprog import lane_acc
+from opgen.kernel.rowprog import NARROW_LANES, lane_acc, narrow_rows
 from opgen.platforms import PLATFORMS
 from opgen.registry import _load_file
 from opgen.tiling.emit import program_inputs
@@ -92,16 +92,43 @@ def test_the_totals_are_lane_updates_and_the_row_is_not_copied(tmp_path):
     assert not {"vcmps", "vsels", "viota", "vdup"} & {i.kind for i in p.instrs}
 
 
+PICK_TOTAL_MAX = PICK_TOTAL.replace('spec.output("m", f32, [])',
+                                    'spec.output("m", f32, [])\nspec.output("h", f32, [])') \
+    .replace('return {"s": s.cast(T, "rint"), "m": m}',
+             'return {"s": s.cast(T, "rint"), "m": m, "h": x.f32().max(1, keepdims=False).sum(0, keepdims=False)}')
+"""PickTotal with the row max of x summed over the rows beside the gather (output h)."""
+
+
 def test_a_row_read_beside_the_pick_is_copied(tmp_path):
     """With the row max of x summed over the rows beside the gather, x stays a row input (cast_in, ReduceMax); the
-    max's total is a one-lane accumulate too."""
-    text = PICK_TOTAL.replace('spec.output("m", f32, [])', 'spec.output("m", f32, [])\nspec.output("h", f32, [])')
-    text = text.replace('return {"s": s.cast(T, "rint"), "m": m}',
-                        'return {"s": s.cast(T, "rint"), "m": m, "h": x.f32().max(1, keepdims=False).sum(0, keepdims=False)}')
-    (p,) = row_programs(_spec(tmp_path, text, "pick_total_max.py"))
+    max's total is a one-lane accumulate too; the program holds rows in UB (not narrow_rows)."""
+    (p,) = row_programs(_spec(tmp_path, PICK_TOTAL_MAX, "pick_total_max.py"))
     assert p.tensor("x").space == "row"
     assert any(i.kind == "cast_in" for i in p.instrs)
     assert len([i for i in p.instrs if lane_acc(i)]) == 3
+    assert not narrow_rows(p)
+
+
+def test_narrow_programs_run_row_split_on_short_rows(tmp_path):
+    """NLLLoss and PickTotal hold no row in UB (rowprog.narrow_rows: per-row scalar work and lane-0 accumulates of
+    totals): the tiling keeps the rows whole (ROW_SPLIT) at every C, its UB rows NARROW_LANES long (rowAlign), even
+    with fewer rows than column slices and at [1024, 32000], where the column accumulators' whole rows (2 x 128000
+    bytes) would not fit UB; the kernel's RowSplit sizes its rows the same way."""
+    from opgen.tiling.pipeline import kernel_build
+
+    for path in (NLL, _spec(tmp_path)):
+        (p,) = row_programs(path)
+        assert narrow_rows(p), path
+        for n, c in ((1024, 32000), (3, 40001), (7, 37)):
+            tl = _tiling(path, n, c, "bfloat16")
+            assert tl["strategy"] == 1 and tl["rowAlign"] == min(NARROW_LANES, -(-c // 16) * 16), (path, n, c, tl)
+            assert tl["blockDim"] == min(n, B1.aiv), (n, tl["blockDim"])
+    from opgen.codegen.kernel import schedule_text
+
+    spec = _load_file(NLL)
+    unit = kernel_build(spec)
+    text = schedule_text(spec, unit, unit.key0)
+    assert f"n_ := min(hidden_, {NARROW_LANES})" in text and f"rowStride_ := min(colAlign_, {NARROW_LANES})" in text
 
 
 def test_nll_loss_reads_one_element_a_row():
@@ -114,20 +141,23 @@ def test_nll_loss_reads_one_element_a_row():
     assert vector_instrs_per_row(p) == 0
 
 
-def _strategy(path, n, c, dtype) -> int:
+def _tiling(path, n, c, dtype) -> dict:
+    """The rows tiling program of the spec at `path` evaluated at [n, c], dtype T = `dtype`, on ascend910b1."""
     from opgen.tiling.pipeline import kernel_build
 
     spec = _load_file(path)
     t = kernel_build(spec).tiling
-    return t.program.evaluate(program_inputs(spec, t.program, t.inputs, {"N": n, "C": c}, {"T": DT[dtype]}, B1,
-                                             {}))["strategy"]
+    return t.program.evaluate(program_inputs(spec, t.program, t.inputs, {"N": n, "C": c}, {"T": DT[dtype]}, B1, {}))
+
+
+def _strategy(path, n, c, dtype) -> int:
+    return _tiling(path, n, c, dtype)["strategy"]
 
 
 CASES = [   # (n, c, dtype, strategy)
     (50, 1001, "float32", 1),     # odd C, ROW_SPLIT; 50 rows on 48 cores: two take a second row
     (97, 333, "bfloat16", 1),     # 97 rows over 48 cores, bf16
-    (5, 40001, "float32", 2),     # COL_SPLIT: only the chunk holding column 0 accumulates
-    (3, 20001, "bfloat16", 2),
+    (5, 40001, "float32", 1),     # fewer rows than column slices, a row longer than UB: narrow rows, ROW_SPLIT
 ]
 
 
@@ -147,6 +177,8 @@ def test_pick_total_against_float64(tmp_path, engine, n, c, dtype, strategy):
     r = check_on(path, engine, tmp_path, {"x": x, "idx": idx, "g": g}, {"T": dtype})
     if engine == "emu":
         assert r.tiling_key % 10 == strategy, r.tiling_key
+    # the floor's bytes: x read at one 32-byte granule a row, idx and g once, s and m written once
+    assert r.gm_bytes_min == n * (32 + 8 + np.dtype(NP_DT[dtype]).itemsize) + np.dtype(NP_DT[dtype]).itemsize + 4
     want = _pick_total64(x, idx, g)
     s = float(np.asarray(r.arrays["s"], np.float64))
     assert abs(s - want["s"]) <= UNIT[dtype] * abs(want["s"]) + 2.0**-24 * (n + 2) * want["s_mag"], (s, want["s"])
@@ -154,10 +186,35 @@ def test_pick_total_against_float64(tmp_path, engine, n, c, dtype, strategy):
     assert abs(m - want["m"]) <= 2.0**-24 * (n + 4) * want["m_mag"], (m, want["m"])
 
 
+@pytest.mark.skipif(shutil.which("g++") is None, reason="g++ not available")
+@pytest.mark.parametrize("engine", ["emu", "kir"])
+def test_pick_total_max_in_col_split_against_float64(tmp_path, engine):
+    """PickTotal with h (the row max summed over the rows) holds x's rows in UB: with 3 rows of 20001 COL_SPLIT
+    runs it, the one-lane accumulates only in the slice holding column 0; s, m and h against float64."""
+    n, c, dtype = 3, 20001, "bfloat16"
+    path = _spec(tmp_path, PICK_TOTAL_MAX, "pick_total_max.py")
+    assert _strategy(path, n, c, dtype) == 2
+    rng = np.random.default_rng(7)
+    x = rng.standard_normal((n, c)).astype(NP_DT[dtype])
+    idx = np.array([0, c - 1, 12345], np.int64)
+    g = (rng.standard_normal(n) * 4.0).astype(NP_DT[dtype])
+    r = check_on(path, engine, tmp_path, {"x": x, "idx": idx, "g": g}, {"T": dtype})
+    if engine == "emu":
+        assert r.tiling_key % 10 == 2, r.tiling_key
+    want = _pick_total64(x, idx, g)
+    s = float(np.asarray(r.arrays["s"], np.float64))
+    assert abs(s - want["s"]) <= UNIT[dtype] * abs(want["s"]) + 2.0**-24 * (n + 2) * want["s_mag"], (s, want["s"])
+    m = float(np.asarray(r.arrays["m"], np.float64))
+    assert abs(m - want["m"]) <= 2.0**-24 * (n + 4) * want["m_mag"], (m, want["m"])
+    hmax = np.asarray(x, np.float64).max(axis=1)
+    h = float(np.asarray(r.arrays["h"], np.float64))
+    assert abs(h - hmax.sum()) <= 2.0**-24 * (n + 2) * np.abs(hmax).sum(), (h, hmax.sum())
+
+
 NLL_CASES = [   # (n, c, dtype, strategy)
     (97, 1001, "float32", 1),     # odd C, rows over cores with tails
     (50, 333, "bfloat16", 1),
-    (3, 40001, "float32", 2),     # COL_SPLIT
+    (3, 40001, "float32", 1),     # fewer rows than column slices, a row longer than UB: narrow rows, ROW_SPLIT
 ]
 
 
@@ -187,6 +244,10 @@ def test_nll_loss_against_torch(tmp_path, engine, n, c, dtype, strategy):
     assert not r.faults and r.passed, r.faults[:3]
     if engine == "emu":
         assert r.tiling_key % 10 == strategy, r.tiling_key
+    # the floor's bytes: self read at one 32-byte granule a row, weight at one a row or whole (the smaller),
+    # target once, the two 0-d outputs written once
+    size = np.dtype(NP_DT[dtype]).itemsize
+    assert r.gm_bytes_min == n * 32 + min(n * 32, c * size) + n * 8 + 2 * size, r.gm_bytes_min
     x64, w64 = np.asarray(x, np.float64), np.asarray(w, np.float64)
     out = torch.nn.functional.nll_loss(torch.tensor(x64), torch.tensor(t), weight=torch.tensor(w64),
                                        reduction="sum", ignore_index=-100).item()

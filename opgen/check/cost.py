@@ -21,7 +21,9 @@ docs/reference/kernel_cost.md §2 (the sources and which are estimates are named
   estimate = max(memory, max over cores of (vector + issue), cube, overlap)     (the vector pipe issues in order:
              issue overhead adds to its lanes)
   floor    = max(minimum GM bytes (each input read once, each output written once) / HBM bandwidth,
-               useful MACs / (4096 MACs a cycle x the platform's AI Cores x clock))   (memory or cube roofline)
+               useful MACs / (4096 MACs a cycle x the platform's AI Cores x clock))   (memory or cube roofline;
+               an input the kernel reads only at picked elements counts a 32-byte granule per element where that is
+               less than the input: opgen.check.run `_min_gm_bytes`)
   bound    = the term that sets the estimate: "memory", "vector", "cube" or "issue" (scalar / issue), or "overlap"
              when the time line is longer than each of them (copies and compute that do not overlap)
   cube utilisation = useful MACs (the spec's matmuls at the call's shapes less the terms a data-independent mask

@@ -258,23 +258,48 @@ def _output_slots(spec, bound) -> list:
     return slots
 
 
-def _min_gm_bytes(spec, bound, g, slots: list) -> int:
+def _min_gm_bytes(spec, bound, g, slots: list, prog=None) -> int:
     """The GM bytes a call must move at least (CheckResult.gm_bytes_min): each present device input that the
     specialisation's optimized graph `g` reads, once, in its declared dtype (one read only through row picks by an
-    index input: the smaller of the picked rows and the whole input, _picked_elements), plus each produced output
-    (`slots`, _output_slots) written once."""
+    index input: the smaller of the picked rows and the whole input, _picked_elements; one the launched rows kernel
+    `prog` (its RowProgram, `_serving_program`; None: not known) reads only at picked elements: the smaller of one
+    32-byte DMA granule per picked element and the whole input, `_granule_bytes`), plus each produced output
+    (`slots`, _output_slots) written once (docs/reference/kernel_cost.md §3, the floor)."""
 
     og = optimize(g)
     consumed = {x for n in og.nodes for x in n.inputs}   # inputs the specialisation needs (after DCE)
     picked = _picked_elements(og, bound.arrays)
+    granules = _granule_bytes(spec, bound, prog) if prog is not None else {}
     total = 0
     for i in spec.inputs:
         a = bound.arrays[i.name]
         if a is not None and i.name in consumed and not i.host:
             dt = bound.dtypes[i.dtype.name] if isinstance(i.dtype, DTypeVar) else i.dtype
             n = int(np.prod(np.shape(a), dtype=np.int64))
-            total += min(n, picked.get(i.name, n)) * dt.itemsize
+            total += min(min(n, picked.get(i.name, n)) * dt.itemsize, granules.get(i.name, n * dt.itemsize))
     return total + sum(int(np.prod(sl[1], dtype=np.int64)) * sl[0].itemsize for sl in slots if sl)
+
+
+DMA_GRANULE_BYTES = 32
+"""The smallest GM transfer: a burst's bytes are whole 32-byte blocks (docs/reference/ascendc.md §1.8;
+docs/reference/kernel_cost.md §1, the burst counters)."""
+
+
+def _granule_bytes(spec, bound, prog) -> dict:
+    """{input: bytes} for each input rows program `prog` reads only at picked elements (opgen.kernel.rowprog
+    .picked_reads at the call's presence of the optional inputs; a runtime guard's either way): one
+    DMA_GRANULE_BYTES burst per picked element, the program's rows (its layout's leading extents at the call's
+    dims) times the elements it picks a row. A kernel cannot read an element in less than one granule, and one that
+    reads the whole input instead moves its bytes: `_min_gm_bytes` takes the smaller."""
+    from opgen.kernel.rowprog import picked_reads  # lazy: start-up time
+
+    opts = [i.name for i in spec.inputs if i.optional]
+    known = {n: bound.key.present[opts.index(n)] for n in getattr(prog, "presence", ()) if n in opts}
+    layout = getattr(prog, "layout", None)
+    if layout is None or not hasattr(layout, "rows_extent"):
+        return {}
+    rows = int(layout.rows_extent().evaluate(bound.env))
+    return {n: rows * k * DMA_GRANULE_BYTES for n, k in picked_reads(prog, known).items()}
 
 
 def _picked_elements(g, arrays: dict) -> dict:
@@ -315,14 +340,21 @@ GM_PLAN_ABOVE = 1.10
 (CheckResult.gm_plan): the issue's bound for a kernel that reads each input once."""
 
 
-def _gm_plan(spec, bound, tiling_key: int) -> dict:
-    """What the launched rows kernel planned to read more than once (opgen.kernel.rowprog.row_input_reads for the
-    class serving the call's attrKey, form key and optional inputs, strategy = tiling key % 10): {reads, why, inputs: {row
-    input: its bytes in its declared dtype}}: each is planned to be read `reads` times; {} for another family or a
-    schedule that reads each input once."""
+def _picking_program(spec, bound, g, tiling_key: int):
+    """`_serving_program` of the launched call where tensor-IR graph `g` gathers (only a gather can make a kernel
+    read an input at picked elements; other specs skip the kernel build): the program `_min_gm_bytes` reads the
+    element-read inputs from; None otherwise or when the TilingFunc gave no key."""
+    if not tiling_key or not any(n.op == "gather" for n in g.nodes):
+        return None
+    return _serving_program(spec, bound, tiling_key)
+
+
+def _serving_program(spec, bound, tiling_key: int):
+    """The row program (opgen.kernel.rowprog.RowProgram) of the rows kernel class that serves the launched call:
+    the class of the call's attrKey (from `tiling_key`), form key and optional inputs (opgen.kernel.rows
+    .serves_call); None for another family or when not exactly one class serves it."""
     from opgen.dsl.keys import form_key, form_key_count  # lazy: start-up time
     from opgen.kernel.rows import serves_call  # lazy: start-up time
-    from opgen.kernel.rowprog import row_input_reads  # lazy: start-up time
     from opgen.tiling.pipeline import kernel_build  # lazy: start-up time
 
     ex = kernel_build(spec).lowered.extra
@@ -330,9 +362,19 @@ def _gm_plan(spec, bound, tiling_key: int) -> dict:
     forms = form_key_count(spec) if ex.get("form_key") else 1   # the form key's digit (opgen.codegen.tilingkey)
     ak = tiling_key // 100 // forms
     serving = [v for v in ex.get("variants", ()) if serves_call(v, ak, bound.key.present, fkey, spec)]
-    if len(serving) != 1:
+    return serving[0].prog if len(serving) == 1 else None
+
+
+def _gm_plan(spec, bound, tiling_key: int) -> dict:
+    """What the launched rows kernel planned to read more than once (opgen.kernel.rowprog.row_input_reads for the
+    class serving the call's attrKey, form key and optional inputs, strategy = tiling key % 10): {reads, why, inputs: {row
+    input: its bytes in its declared dtype}}: each is planned to be read `reads` times; {} for another family or a
+    schedule that reads each input once."""
+    from opgen.kernel.rowprog import row_input_reads  # lazy: start-up time
+
+    p = _serving_program(spec, bound, tiling_key)
+    if p is None:
         return {}
-    p = serving[0].prog
     reads, why = row_input_reads(p, tiling_key % 10)
     if reads <= 1:
         return {}
@@ -623,7 +665,6 @@ def run_check(op, inputs: dict | None = None, attrs: dict | None = None, dtypes:
         dt = (bound.dtypes[i.dtype.name] if isinstance(i.dtype, DTypeVar) else i.dtype) if a is not None else None
         case_in.append(caseio.CaseTensor(dt, tuple(np.shape(a)) if a is not None else (), a))
     case_out = [caseio.CaseTensor(*s) if s else caseio.CaseTensor(None) for s in slots]
-    res.gm_bytes_min = _min_gm_bytes(spec, bound, g, slots)
     case_attrs = [caseio.attr_value(bound.attrs[a.name]) for a in spec.attrs]
     with tempfile.TemporaryDirectory(prefix="opgen-check-") as tmp:
         tmp = Path(tmp)
@@ -651,6 +692,7 @@ def run_check(op, inputs: dict | None = None, attrs: dict | None = None, dtypes:
     res.seconds["kernel"] = rep.launch_seconds
     res.cycles = {"vector": rep.vec_cycles, "cube": rep.cube_cycles}
     res.ub_peak = rep.ub_peak
+    res.gm_bytes_min = _min_gm_bytes(spec, bound, g, slots, _picking_program(spec, bound, g, rep.tiling_key))
     if rep.launched and rep.core_costs:
         res.cost = cost.estimate([c or cost.CoreCost() for c in rep.core_costs], res.gm_bytes_min,
                                  cost.matmul_macs(g, bound.env, bound.dtypes), plat.aic, plat)
@@ -735,13 +777,13 @@ def _run_check_kir(spec, inputs: dict, attrs: dict, dtypes: dict, plat, determin
                                                           if sl is not None and int(np.prod(sl[1])) == 0]
     if empty and spec.empty_policy == "accept":   # an empty call: the aclnn layer launches nothing (as emu)
         return _empty_call_result(spec, res, bound, inputs, attrs, dtypes)
-    res.gm_bytes_min = _min_gm_bytes(spec, bound, g, slots)
     step("running the Kernel IR on the interpreter")
     t0 = time.perf_counter()
     run = launch(spec, bound, slots, plat, deterministic)
     res.seconds["launch"] = res.seconds["kernel"] = time.perf_counter() - t0
     res.tiling_ok, res.tiling_error = run.tiling_ok, run.tiling_error
     res.block_dim, res.tiling_key, res.workspace_bytes = run.block_dim, run.tiling_key, run.workspace_bytes
+    res.gm_bytes_min = _min_gm_bytes(spec, bound, g, slots, _picking_program(spec, bound, g, run.tiling_key))
     res.launched, res.ub_peak = run.launched, run.ub_peak
     res.faults = list(run.faults)
     if run.tiling_error:

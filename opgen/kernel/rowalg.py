@@ -485,6 +485,83 @@ def one_lane_updates(p: RowProgram) -> int:
     return done
 
 
+def _bare(text: str) -> str:
+    """Scalar text `text` without spaces and enclosing parentheses (the same value)."""
+    t = (text or "").replace(" ", "")
+    while t.startswith("(") and t.endswith(")") and _balanced(t[1:-1]):
+        t = t[1:-1]
+    return t
+
+
+def _balanced(t: str) -> bool:
+    depth = 0
+    for ch in t:
+        depth += {"(": 1, ")": -1}.get(ch, 0)
+        if depth < 0:
+            return False
+    return depth == 0
+
+
+_SCALAR_FORM = {"Add": "Adds", "Sub": "Adds", "Mul": "Muls"}
+"""Row-and-broadcast instructions with a tensor-scalar form: x + d, x - d (as x + (-s): negation is exact) and
+x * d with d a Duplicate of scalar s (either side for Add and Mul)."""
+
+
+def reuse_scalar_functions(p: RowProgram) -> int:
+    """A lane-wise function of a Duplicated per-row scalar whose value the program already has on the scalar side
+    -> a Duplicate of that value, then a row instruction with a Duplicate operand -> its tensor-scalar form:
+      u = f(Duplicate(s)) with a `sunary` t = f(s) in the program (the same instruction on 8 lanes; CrossEntropyLoss
+          picks its log-probability through Ln(sum), `gather_through_lanewise`) -> u = Duplicate(t);
+      Add(x, Duplicate(t)), Add(Duplicate(t), x) -> Adds(x, t);  Sub(x, Duplicate(t)) -> Adds(x, -(t));
+      Mul(x, Duplicate(t)), Mul(Duplicate(t), x) -> Muls(x, t).
+    A log-softmax's x - log(sum) over the row (Duplicate, Ln at 32 lanes a cycle, Sub: three passes) becomes one
+    Adds wherever the program also picks an element through the same Ln. Exact: f is applied lane-wise to the same
+    fp32 value on either side (every lane of f(Duplicate(s)) is t's bits), x - t and x + (-t) are the same IEEE
+    operation, Add and Mul commute. Only where the Duplicate and the sunary run under the reader's presence (their
+    `when` () or the reader's) and the Duplicate is of the reader's space. Returns the number of instructions
+    rewritten (docs/reference/kernel_cost.md §4)."""
+    defs: dict = {}
+    for i in p.instrs:
+        if i.dst:
+            defs.setdefault(i.dst, []).append(i)
+    by = {n: d[0] for n, d in defs.items() if len(d) == 1}
+    have = {(i.op, _bare(i.arg)): i for i in p.instrs if i.kind == "sunary" and i.dst in by}
+    done = 0
+    out: list = []
+    moved: set = set()
+    for i in p.instrs:   # f(Duplicate(s)) -> Duplicate(f(s)) where f(s) is computed (moved up to here if later)
+        if i.kind == "sunary" and i.dst in moved:
+            continue
+        d = by.get(i.srcs[0]) if i.kind == "vunary" and len(i.srcs) == 1 else None
+        t = have.get((i.op, _bare(d.arg))) if d is not None and d.kind == "vdup" and d.space == i.space else None
+        if t is not None and d.when in ((), i.when) and t.when in ((), i.when):
+            if t.dst not in moved and not any(x is t for x in out):   # defined later: its operand s is defined here
+                out.append(t)
+                moved.add(t.dst)
+            out.append(evolve(i, kind="vdup", srcs=(), op="", arg=t.dst))
+            done += 1
+            continue
+        out.append(i)
+    p.instrs = out
+    by = {**by, **{i.dst: i for i in out if i.dst in by}}
+    dup = lambda x, i: (by.get(x) is not None and by[x].kind == "vdup" and by[x].space == i.space  # noqa: E731
+                        and by[x].when in ((), i.when))
+    out = []
+    for i in p.instrs:   # a row with a Duplicate operand -> the tensor-scalar form
+        if i.kind == "vbin" and i.op in _SCALAR_FORM and len(i.srcs) == 2 and i.srcs[0] != i.srcs[1]:
+            a, b = i.srcs
+            if i.op != "Sub" and dup(a, i) and not dup(b, i):
+                a, b = b, a
+            if dup(b, i) and not dup(a, i):
+                arg = by[b].arg if i.op != "Sub" else f"-({by[b].arg})"
+                out.append(evolve(i, kind="vscalar", srcs=(a,), op=_SCALAR_FORM[i.op], arg=arg))
+                done += 1
+                continue
+        out.append(i)
+    p.instrs = out
+    return done
+
+
 def remove_dead_values(p: RowProgram) -> int:
     """Drop pure instructions (see reuse_computed_values) whose result nothing reads, repeatedly. Exact. Returns the
     number removed."""
@@ -786,7 +863,7 @@ def sigmoid_from_exp(p: RowProgram) -> int:
 RowPass = Callable[[RowProgram], int]
 
 ROW_PASSES: list[RowPass] = [propagate_scalar_copies, reuse_computed_values, gather_column_inputs,
-                             gather_through_lanewise, select_with_scalar, compare_before_widening, sum_of_negation, fold_negation, reciprocal_of_softmax_sum,
+                             gather_through_lanewise, reuse_scalar_functions, select_with_scalar, compare_before_widening, sum_of_negation, fold_negation, reciprocal_of_softmax_sum,
                              sigmoid_from_exp, fuse_axpy, one_lane_updates, remove_dead_values]
 """The kernel-level algebra run on every row program of the rows family, in order (module docstring): the exact
 rewrites, and the two inexact rewrites whose operands' ranges are proven (reciprocal_of_softmax_sum: within 2 fp32
@@ -794,7 +871,7 @@ ulp of the interpreter's device-mode quotient; sigmoid_from_exp: within 8u relat
 rewrite keeps the interpreter's device-mode values."""
 
 FAST_ROW_PASSES: list[RowPass] = [propagate_scalar_copies, reuse_computed_values, gather_column_inputs,
-                                  gather_through_lanewise, select_with_scalar, compare_before_widening, sum_of_negation, fold_negation, reciprocal_of_broadcast_divisor,
+                                  gather_through_lanewise, reuse_scalar_functions, select_with_scalar, compare_before_widening, sum_of_negation, fold_negation, reciprocal_of_broadcast_divisor,
                                   sigmoid_from_exp, fold_multiply_chains, reuse_computed_values,
                                   fuse_axpy, one_lane_updates, remove_dead_values]
 """Opt-in (pass as `passes`): ROW_PASSES plus the inexact rewrites reciprocal_of_broadcast_divisor and

@@ -36,7 +36,8 @@ from opgen.kernel.rowprog import (ACC_INIT, MASK_KINDS, MASK_LANES, SELECT_KINDS
                                   PER_ROW_SCALAR_KINDS, attr_names, batchable, batched, gathered_stat,
                                   lane_acc, names_in, instr_op, per_row, row_passes, row_scalar_chain)
 from opgen.kernel.rowsched import GmRows, RowSchedule, row_split_class
-from opgen.kernel.rowprog import MAX_DIM_VALUES, online_pair, reduction_slot_counts, reduction_slots, var_bindings
+from opgen.kernel.rowprog import (MAX_DIM_VALUES, narrow_rows, online_pair, reduction_slot_counts, reduction_slots,
+                                  var_bindings)
 from opgen.kernel.rowguard import GuardName
 from opgen.kernel.rowpresence import cover, input_guard, output_guard
 from opgen.kernel.rowsched import mul as _kmul
@@ -1798,7 +1799,7 @@ def row_split_ir(spec, v: Variant, dims: DimFields, ctx: dict) -> kir.KernelClas
         row_in=_gm_rows(p, addr, "in", "row", ctx["row_in"]), row_out=_gm_rows(p, addr, "out", "row", ctx["row_out"]),
         stat_in=_gm_rows(p, addr, "in", "stat", ctx["stat_in"]),
         stat_out=_gm_rows(p, addr, "out", "stat", ctx["stat_out"]),
-        temps=ctx["temps"], nbrow=ctx["nbrow"], ncol=ctx["ncol"], bufs=dict(ctx["bufs"]["row"]),
+        temps=ctx["temps"], narrow=narrow_rows(p), nbrow=ctx["nbrow"], ncol=ctx["ncol"], bufs=dict(ctx["bufs"]["row"]),
         stage=ctx["stage"]["row"], stage_col=ctx["stage"]["col"], chunk=ctx["chunk"],
         prefetch=ctx["prefetch"], pool_bound=ctx["pool_bound"],
         ws_rows_per_core=ctx["ws_rows_per_core"] if ctx["cross_core"] else None,

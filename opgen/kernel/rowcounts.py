@@ -15,7 +15,8 @@ from dataclasses import dataclass, fields
 from opgen.ir.dtypes import DType
 from opgen.kernel.kir import POOL_IDS, handoff_ids
 from opgen.kernel.rowalg import phase_instrs_per_row, vector_instrs_per_row
-from opgen.kernel.rowprog import BYTE_DTYPES, MASK_KINDS, SELECT_KINDS, batchable, per_row, reduction_slot_counts
+from opgen.kernel.rowprog import (BYTE_DTYPES, MASK_KINDS, SELECT_KINDS, batchable, narrow_rows, per_row,
+                                  reduction_slot_counts)
 
 ROW_SPLIT, COL_SPLIT, COL_STREAM, ROW_CHUNK = 1, 2, 3, 4
 
@@ -40,7 +41,9 @@ class RowCounts:
     same when the row's phases run one after the other over column chunks (rowalg.phase_instrs_per_row: what
     COL_STREAM and a row-reduction program's ROW_CHUNK issue per chunk); col_phases: the COL_SPLIT phases (levels
     and the final one) whose instructions read column rows (what ROW_CHUNK reloads per chunk where the column rows
-    do not stay whole: opgen.tiling.rowkernel `_resident_or_slice`)."""
+    do not stay whole: opgen.tiling.rowkernel `_resident_or_slice`); narrow: 1 when every program holds no row of
+    the row axis in UB (opgen.kernel.rowprog.narrow_rows: ROW_SPLIT's rows are NARROW_LANES long; the one count
+    that is the minimum over the programs, not the maximum)."""
 
     row_in: tuple
     row_out: tuple
@@ -67,6 +70,7 @@ class RowCounts:
     pinstrs: int = 0
     stat_out_words: int = 0
     col_phases: int = 0
+    narrow: int = 0
 
     def as_dict(self) -> dict:
         """{field: value} (row_in/row_out/staged as {dtype: count})."""
@@ -111,15 +115,19 @@ def program_counts(p) -> dict:
         "vinstrs": vector_instrs_per_row(p),
         "pinstrs": phase_instrs_per_row(p),
         "col_phases": len({ph for i in p.instrs if per_row(i) and set(i.srcs) & set(p.col) for ph in i.phases}),
+        "narrow": int(narrow_rows(p)),
     }
 
 
 def counts_of(progs) -> RowCounts:
     """The maximum of every count over the lowered row programs `progs` (per dtype for rows in/out)."""
     top: dict = {}
+    narrow = 1
     for p in progs:
         for k, v in program_counts(p).items():
-            if isinstance(v, dict):
+            if k == "narrow":   # narrow only when every program is
+                narrow = min(narrow, v)
+            elif isinstance(v, dict):
                 cur = top.setdefault(k, {})
                 for d, n in v.items():
                     cur[d] = max(cur.get(d, 0), n)
@@ -128,6 +136,7 @@ def counts_of(progs) -> RowCounts:
     for k in ("row_in", "row_out"):
         top[k] = tuple(sorted(top.get(k, {}).items()))
     top["staged"] = tuple(top.get("staged", {}).items())   # in load order: renaming a dtype variable keeps it
+    top["narrow"] = narrow if progs else 0
     return RowCounts(**{k: top.get(k, 0) for k in RowCounts.__dataclass_fields__})
 
 

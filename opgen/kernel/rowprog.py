@@ -1009,3 +1009,61 @@ def row_input_reads(p: RowProgram, strategy: int) -> tuple[int, str]:
         return 2, ("ROW_SPLIT in two passes: the reductions over rows first (completed across the cores), then the "
                    "per-row arithmetic that reads them")
     return 1, ""
+
+
+def picked_reads(p: RowProgram, known: dict | None = None) -> dict[str, int]:
+    """{operator input: elements read a row} of each input of program `p` that the kernel reads only at picked
+    elements: every GM operand of it is of space "elem" (a row input of which no row is copied in) or "col" (a
+    column input no `load` stages), and every instruction that names it is an `sgather` (one element at a checked
+    per-row index, read by the scalar unit: docs/design.md "Kernel families"). The count is the distinct indices it
+    is read at in a row (one sgather per index). `known`: {`p.presence` name: bool} for the names whose value the
+    caller knows (the call's optional inputs; a runtime guard's is not known): an instruction whose `when` has no
+    presence agreeing with all of them is not counted (None: every instruction is). Inputs with any
+    other read (a row or column copy, a per-row read, a segment) are not in the result. What `opgen check`'s minimum
+    GM bytes count for such an input: one DMA granule (32 bytes) per picked element (opgen.check.run
+    `_min_gm_bytes`, docs/reference/kernel_cost.md §3)."""
+    spaces: dict[str, set] = {}
+    for t in p.gm:
+        if t.role == "in":
+            spaces.setdefault(t.gm, set()).add(t.space)
+    by_name = {t.name: t.gm for t in p.gm if t.role == "in"}
+    picks: dict[str, set] = {}
+    other: set = set()
+    for i in p.instrs:
+        if not i.gm or i.gm not in by_name:
+            continue
+        if known and i.when and not any(all(w[k] == known[n] for k, n in enumerate(p.presence) if n in known)
+                                        for w in i.when):
+            continue
+        if i.kind == "sgather":
+            picks.setdefault(by_name[i.gm], set()).add(i.srcs[0])
+        else:
+            other.add(by_name[i.gm])
+    return {g: len(ix) for g, ix in picks.items() if g not in other and spaces[g] <= {"elem", "col"}}
+
+
+NARROW_LANES = 256
+"""Lanes of ROW_SPLIT's UB rows in a `narrow_rows` program (the column accumulators' lanes, and the length the
+fixed buffers are sized by): a multiple of 64 (whole 256-byte repeats), holding the accumulated columns, and two
+rows of it hold the one-copy pairwise tree of SumPartials over up to 64 cores' 8-float partial totals."""
+
+SCALAR_KINDS = ("sload", "sexpr", "scheck", "sgather", "sunary", "sstore")
+"""Instruction kinds that work on per-row scalars only (the scalar unit; `sunary` on 8 lanes of the reduction
+buffer)."""
+
+
+def narrow_rows(p: RowProgram) -> bool:
+    """Whether program `p` holds no row of the row axis in UB: every instruction is per-row scalar work
+    (SCALAR_KINDS) or a one-lane accumulate (`lane_acc`) into a total accumulator (a reduction over every axis) at
+    a column below NARROW_LANES, and no GM operand is copied in or out by rows (no row, batch-row or segment
+    operand; element-read and statistic ones, column ones read only by `sgather`). Its column accumulators are
+    then nonzero in those lanes only and ROW_SPLIT sizes its UB rows by min(colAlign_, NARROW_LANES) instead of the
+    row (opgen.kernel.rowsched `_row_split`, opgen.tiling.rowkernel): NLLLoss's per-row gathers summed over the rows
+    (docs/design.md "Kernel families", narrow rows)."""
+    if p.row_temps or p.brow or p.acc_reads or p.levels or p.late or p.btotals or p.batch_stores or not p.accs:
+        return False
+    if any(t.space in ("row", "brow", "seg") for t in p.gm):
+        return False
+    if set(p.col) != set(p.accs) or any(v[0] != "total" for v in p.accs.values()):
+        return False
+    return all(i.kind in SCALAR_KINDS or (lane_acc(i) and int(i.arg) < NARROW_LANES) for i in p.instrs)

@@ -26,6 +26,7 @@ from opgen.ir.dims import Bin, Constraint, DimExpr, Fn, Lit, Sym, as_dim
 from opgen.kernel.isa import INSTRS, REPEAT_FORMS, Op, Pipe
 from opgen.names import cpp_name
 from opgen.kernel.rowcounts import fetches_next_pass
+from opgen.kernel.rowprog import NARROW_LANES
 from opgen.kernel.kir import (map_children, TilingCond, ELEM_BYTES, BLOCK_IDX, BLOCK_NUM, Alloc, Barrier, Comment, FLoad, Return, Select, SyncAll, Assign, FAssign, FBits, Call, Copy, DeQue, EnQue, FConst, For, Free, Func, Get,
                               GmTensor, GmView, If, InitBuffer, FNeg, FRef, Invoke, KernelClass, Let, Local, Param, Ref,
                               ScalarVar, Scope, SetValue, SizeOf, TensorVar, TPos, Vec, Verbatim, View, GetValue, FLet, vec,
@@ -113,6 +114,7 @@ class RowSchedule:
     stat_in: tuple = ()
     stat_out: tuple = ()
     temps: int = 2
+    narrow: bool = False       # no row of the row axis in UB (rowprog.narrow_rows): NARROW_LANES-lane UB rows
     nbrow: int = 0
     ncol: int = 0
     bufs: dict = field(default_factory=dict)
@@ -351,8 +353,9 @@ def _row_split(s: RowSchedule) -> Func:
         Assign("rowStart_", Invoke("RowStartOf", (BLOCK_IDX,))),
         Assign("rowEnd_", Invoke("RowStartOf", (add(BLOCK_IDX, 1),))),
         Assign("c0_", Lit(0)),
-        Assign("n_", _HID),
-        Assign("rowStride_", _COLA),
+        # a narrow program (rowprog.narrow_rows): its UB rows are the accumulated lanes, not the row
+        Assign("n_", Fn("min", (_HID, Lit(NARROW_LANES))) if s.narrow else _HID),
+        Assign("rowStride_", Fn("min", (_COLA, Lit(NARROW_LANES))) if s.narrow else _COLA),
         Let("pass", Sym("rowsPerPass")),
     ]
     queues = [(f"rowInQue_{t.op}", t.ctype) for t in s.row_in] + [(f"rowOutQue_{t.op}", t.ctype) for t in s.row_out]

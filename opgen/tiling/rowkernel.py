@@ -59,7 +59,7 @@ from opgen.kernel.rowcounts import (COL_SPLIT, COL_STREAM, ROW_CHUNK, ROW_SPLIT,
                                     fetches_next_pass, fixed_needs, row_pool_bound, row_resident, stage_dtypes, stage_element)
 from opgen.platforms.cost import (BARRIER_CYCLES, BURST_OVERHEAD_BYTES, CLOCK_HZ, FLAG_WAIT_CYCLES, HBM_BYTES_PER_S,
                                   L2_BYTES_PER_S, SYNC_ALL_CYCLES, VEC_ISSUE_CYCLES, VEC_REPEAT_BYTES)
-from opgen.kernel.rowprog import MASK_LANES
+from opgen.kernel.rowprog import MASK_LANES, NARROW_LANES
 from opgen.tiling.buffers import Buffer, fixed_bytes, row_bytes
 from opgen.tiling.program import TilingProgram, Var, align_up, ceil_div, emax, emin, lit, select
 from opgen.tiling.rows import col_split, row_split
@@ -409,13 +409,16 @@ def program(name: str, c: RowCounts, dvars: tuple[str, ...], float_attrs: tuple[
     # buffer per row queue where that lets a pass take more rows and the cost model prices it faster (rows.row_split,
     # the field rowQueBufs; `overlap`: where the Kernel IR's Compute frees its inputs and allocates its outputs)
     batch = bool(getattr(c, "batch", 0))
-    two = row_plan(c, col_align, bytes_of)
+    # a program holding no row in UB (rowprog.narrow_rows) sizes ROW_SPLIT's rows by the lanes it accumulates
+    row_align = p.let("rowAlign", emin(col_align, NARROW_LANES), "ROW_SPLIT's UB row: the lanes of the column "
+                      "accumulators (the program holds no row of the row axis in UB)") if c.narrow else col_align
+    two = row_plan(c, row_align, bytes_of)
     rows_fit, row_cores = row_split(p, R, cores, ub, two, max_pass=255 if batch and c.rsums else 4095,
-                                    single=row_plan(c, col_align, bytes_of, 1),
+                                    single=row_plan(c, row_align, bytes_of, 1),
                                     price=_pass_price(c, H, bytes_of), overlap=overlap,
                                     pool_bound=row_pool_bound(c),
                                     fetch=fetches_next_pass(bool(c.row_in), bool(c.acc_reads), row_pool_bound(c)))
-    plans = {ROW_SPLIT: row_plan(c, col_align, bytes_of, Var("rowQueBufs"))}
+    plans = {ROW_SPLIT: row_plan(c, row_align, bytes_of, Var("rowQueBufs"))}
     cols_core = p.let("colsPerCore", align_up(ceil_div(H, cores), lanes), "columns per core (COL_SPLIT)", True)
     col_cores = p.let("colCores", ceil_div(H, cols_core), "cores used by COL_SPLIT")
     cs_rows = col_batch_rows(p, c, cols_core, R, ub, col_cores, bytes_of, S, B) if col_batch(c) else None
@@ -455,8 +458,10 @@ def program(name: str, c: RowCounts, dvars: tuple[str, ...], float_attrs: tuple[
     else:
         grp_fit, _cc, group_rows, plans[COL_SPLIT] = col_split(
             p, H, R, cores, ub, lambda cols: col_plan(c, cols, bytes_of, cs_rows), cols_core, col_cores, cols_pass)
-    # rows stay whole when they fit, unless nothing is reduced per row and there are fewer rows than column slices
-    prefer_rows = (rows_fit >= 1) if c.levels else (rows_fit >= 1) & (R >= col_cores)
+    # rows stay whole when they fit, unless nothing is reduced per row and there are fewer rows than column slices;
+    # a narrow program's COL_SPLIT would have every core walk every row's scalar work for nothing (no row in UB to
+    # split), so its rows stay whole whenever they fit
+    prefer_rows = (rows_fit >= 1) if c.levels or c.narrow else (rows_fit >= 1) & (R >= col_cores)
     if c.acc_reads:   # two passes over the rows around the cross-core exchange: ROW_SPLIT only
         strategy = p.let("strategy", lit(ROW_SPLIT) + 0, "1 ROW_SPLIT (two passes over the rows: always)", True)
     elif resident:
