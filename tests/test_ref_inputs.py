@@ -155,8 +155,8 @@ def test_opdef_and_prototype_declare_the_output_by_the_inputs_name(momentum_file
 def test_aclnn_takes_ref_tensors_and_writes_them_in_place(momentum_files):
     import re
 
-    h = momentum_files["op_host/op_api/aclnn_inplace_apply_momentum.h"]
-    sig = re.search(r"aclnnInplaceApplyMomentumGetWorkspaceSize\(([^)]*)\)", h).group(1)
+    h = momentum_files["op_host/op_api/aclnn_opgen_inplace_apply_momentum.h"]
+    sig = re.search(r"aclnnOpgenInplaceApplyMomentumGetWorkspaceSize\(([^)]*)\)", h).group(1)
     params = [" ".join(p.split()) for p in sig.split(",")]
     assert params[:3] == ["aclTensor* varRef", "aclTensor* accumRef", "const aclTensor* lr"], params
     assert not any("Out" in p for p in params), params   # no output tensor: the refs hold the results
@@ -164,13 +164,13 @@ def test_aclnn_takes_ref_tensors_and_writes_them_in_place(momentum_files):
     assert "AllocTensor" not in l0
     assert re.search(r"OP_OUTPUT\(varRefOutKernel, accumRefOutKernel\)", " ".join(l0.split()))
     assert "const aclTensor* varRefOutKernel = varRef;" in l0
-    api = momentum_files["op_host/op_api/aclnn_inplace_apply_momentum.cpp"]
+    api = momentum_files["op_host/op_api/aclnn_opgen_inplace_apply_momentum.cpp"]
     assert '#include "opdev/tensor_view_utils.h"' in api
     flat = " ".join(api.split())
     assert ("if (!IsContiguous(p.varRef)) { CHECK_RET(result.var_ref != nullptr, ACLNN_ERR_INNER_NULLPTR); const "
             "aclTensor* copied = l0op::ViewCopy(result.var_ref, p.varRef, uniqueExecutor.get());") in flat
     assert "varRefKernel = l0op::Contiguous(p.varRef" in flat
-    doc = momentum_files["docs/aclnnInplaceApplyMomentum.md"]
+    doc = momentum_files["docs/aclnnOpgenInplaceApplyMomentum.md"]
     assert "| `varRef` | 输入/输出 |" in doc
 
 
@@ -178,7 +178,7 @@ def test_kernel_ut_and_example_use_the_inputs_memory(momentum_files):
     ut = momentum_files["tests/ut/op_kernel/test_inplace_apply_momentum.cpp"]
     assert "ICPU_RUN_KF(inplace_apply_momentum, 1, var, accum, lr, grad, momentum, var, accum, workspace" in ut
     assert "GmFree(var_ref)" not in ut and ut.count("AscendC::GmFree(var);") == 1
-    ex = momentum_files["examples/test_aclnn_inplace_apply_momentum.cpp"]
+    ex = momentum_files["examples/test_aclnn_opgen_inplace_apply_momentum.cpp"]
     assert 'PrintOutput<float>("var_ref", varRefDevice, varRefShape' in ex
     entry = momentum_files["op_kernel/inplace_apply_momentum.cpp"]
     assert "GM_ADDR var_ref, GM_ADDR accum_ref" in entry   # the entry keeps CANN's output slots (ApplyFusedEmaAdam)
