@@ -413,3 +413,40 @@ def test_the_aclnn_layer_refuses_what_the_kernel_does_not_implement(gen):
     for (tok, code, msg), (rc, text, launches, launched) in zip(cases, got):
         assert rc == code and text.startswith(msg), (code, msg, rc, text)
         assert launches == (1 if code == 0 else 0), (tok, launches)
+
+
+# ---------------------------------------------------------------------------------------------- tiling by the longest batch
+@pytest.mark.parametrize("engine", ["kir", pytest.param("emu", marks=pytest.mark.slow)])
+def test_the_tiling_sizes_by_the_longest_batch_not_the_token_count(engine, gen):
+    """The TilingFunc reads the host arrays of cumulative ends (ValueDepend, as CANN's does) and sizes query blocks,
+    key chunks and items by the longest batch, not by T1 / T2 (tnd2): kv batches of 5, 16, 40 keys (T2 61) and of 40,
+    40, 40 (T2 120) share their longest batch, so the same query batches get the same workspace (sized by the item
+    keys) and the same AI Cores; with the ends withheld the Python twin sizes by T2 and the first call's workspace
+    would be smaller than the second's -- as it was before."""
+    from opgen.check import run_check
+    from opgen.ir.dtypes import DType
+    from opgen.platforms import get_platform
+    from opgen.registry import load_spec
+    from opgen.tiling.emit import evaluate
+    from opgen.tiling.pipeline import kernel_build
+
+    runs = []
+    for lk in ([5, 16, 40], [40, 40, 40]):
+        a = make_inputs(np.random.default_rng(7), [9, 2, 30], lk, 2, 1, 16, "float16")
+        r = run_check(str(SPEC), a, {"input_layout": "TND", "sparse_mode": 0, "scale_value": 0.25, "head_num": 2},
+                      {"T": "float16", "M": "bool"}, gen_dir=gen, progress=False, engine=engine)
+        assert not r.faults and r.passed, r.faults[:3]
+        assert_close(r.arrays, per_batch_oracle(a["query"], a["key"], a["value"], a["actual_seq_qlen"],
+                                                a["actual_seq_kvlen"], 0.25, False), "float16", 16, max(lk))
+        runs.append(r)
+    assert (runs[0].workspace_bytes, runs[0].block_dim) == (runs[1].workspace_bytes, runs[1].block_dim)
+    spec = load_spec(str(SPEC))
+    t = kernel_build(spec).tiling
+    env = {"T1": 41, "T2": 61, "N1": 2, "N2": 1, "D": 16, "Bn": 3, "MS1": 1, "MS2": 1}
+    kw = dict(attrs={"input_layout": "TND", "sparse_mode": 0})
+    ends = {"actual_seq_qlen": np.cumsum([9, 2, 30]), "actual_seq_kvlen": np.cumsum([5, 16, 40])}
+    plat = get_platform("ascend910b1")
+    by_ends = evaluate(spec, t.program, t.inputs, env, {"T": DType.f16}, plat, host=ends, **kw)
+    by_t = evaluate(spec, t.program, t.inputs, env, {"T": DType.f16}, plat, **kw)
+    assert (by_ends["qSeq"], by_ends["kvSeq"], by_ends["blockCount"]) == (30, 40, 3)   # max(lens), ceil(40 / 16)
+    assert (by_t["qSeq"], by_t["kvSeq"], by_t["blockCount"]) == (41, 61, 4)
