@@ -82,6 +82,20 @@ def test_a_public_signature_lists_the_ref_input_not_its_output(tmp_path):
     assert "output 'var_ref' is updated in place in input 'var'" in str(e.value), str(e.value)
 
 
+@pytest.mark.parametrize("entry, needle", [
+    ('api.param("k", ctype="float")', "ctype='float' is for float attributes; 'k' is not one"),
+    ('api.param("k", ctype="aclTensor*")', "ctype='aclTensor*' is for a device input"),
+])
+def test_narrower_c_types_are_checked(tmp_path, entry, needle):
+    """ctype="float" (CANN's float lr) only on a float attribute, ctype="aclTensor*" (a writable input) only on a
+    device input: otherwise a SpecError naming the rule."""
+    rest = 'api.param("g"), api.param("opt"), api.param("two"), api.param("idx"), '
+    with pytest.raises(SpecError) as e:
+        _spec(tmp_path, 'spec.output("var_ref", ref="var")\nfrom opgen.dsl import api\nspec.aclnn_signature('
+              'api.param("varRef", "var"), ' + rest + entry + ')')
+    assert needle in str(e.value), str(e.value)
+
+
 def test_a_ref_output_with_the_inputs_own_dtype_and_shape_is_accepted(tmp_path):
     s = _spec(tmp_path, 'spec.output("var_ref", T, [N, H], like="var", ref="var")')
     o = s.outputs[0]
