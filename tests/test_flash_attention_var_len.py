@@ -380,7 +380,7 @@ def test_the_emitted_headers_declare_canns_signatures(path, api, want):
 def test_the_aclnn_layer_refuses_what_the_kernel_does_not_implement(gen):
     """Through the emitted aclnnFlashAttentionVarLenScore (compiled against the emulation): a valid call launches;
     preTokens / nextTokens / innerPrecise take any value (no effect in sparse modes 0 without a mask and 2, CANN's
-    document) and reach the kernel op as its attributes; a non-null pse / drop mask / padding mask / prefix and a
+    document); a non-null pse / drop mask / padding mask / prefix and a
     keepProb other than 1 are 161002 ACLNN_ERR_PARAM_INVALID naming the public parameter; a null actualSeqQLenOptional
     is 161001; softmaxOutOut may be null or a tensor."""
     from opgen.check.aclnn import run_runner
