@@ -100,7 +100,8 @@ def test_the_batch_mask_is_read_off_its_values():
     from opgen.registry import load_spec
 
     spec = load_spec(str(SPEC))
-    key = next(k for k in spec.keys() if 2 in k.static and all(k.present))   # sparse_mode 2, atten_mask present
+    key = next(k for k in spec.keys() if 2 in k.static and any(k.present))   # sparse_mode 2, atten_mask present
+    #                                   (the one optional input a key can have: the others accept "absent")
     g = optimize(spec.graph(key))
     bools = {n.op: n.result.name for n in g.nodes if n.op in ("ne", "gt", "or")}
     cu = ("actual_seq_qlen", "actual_seq_kvlen", "T1", "T2", "Bn")
@@ -331,6 +332,121 @@ def test_the_cumulative_ends_are_checked_by_the_interpreter_and_the_aclnn_layer(
     for path in (SPEC, SPEC.parent / "flash_attention_unpadding_score_grad.py"):
         spec = load_spec(str(path))
         (api,) = [t for p, t in generate(spec).items() if p.startswith("op_host/op_api/aclnn_") and p.endswith(".cpp")]
-        for arr in ("actualSeqQlen", "actualSeqKvlen"):
+        for arr in ("actualSeqQLenOptional", "actualSeqKvLenOptional"):
             assert f"{arr}: cumulative ends must be strictly increasing and positive, got %s" in api, (path, arr)
             assert f"IsIncreasingPositive(p.{arr})" in api, (path, arr)
+
+
+# ---------------------------------------------------------------------------------------------- CANN's signatures
+# The public parameters of CANN's documents (ops-transformer attention/flash_attention_score/docs/
+# aclnnFlashAttentionVarLenScore.md, attention/flash_attention_score_grad/docs/aclnnFlashAttentionUnpaddingScoreGrad.md),
+# (C type, name) in order, written out here from those documents.
+CANN_FWD = """const aclTensor* query, const aclTensor* key, const aclTensor* value, const aclTensor* realShiftOptional,
+const aclTensor* dropMaskOptional, const aclTensor* paddingMaskOptional, const aclTensor* attenMaskOptional,
+const aclIntArray* prefixOptional, const aclIntArray* actualSeqQLenOptional, const aclIntArray* actualSeqKvLenOptional,
+double scaleValue, double keepProb, int64_t preTokens, int64_t nextTokens, int64_t headNum, char* inputLayout,
+int64_t innerPrecise, int64_t sparseMode, const aclTensor* softmaxMaxOut, const aclTensor* softmaxSumOut,
+const aclTensor* softmaxOutOut, const aclTensor* attentionOutOut, uint64_t* workspaceSize, aclOpExecutor** executor"""
+CANN_BWD = """const aclTensor* query, const aclTensor* keyIn, const aclTensor* value, const aclTensor* dy,
+const aclTensor* pseShiftOptional, const aclTensor* dropMaskOptional, const aclTensor* paddingMaskOptional,
+const aclTensor* attenMaskOptional, const aclTensor* softmaxMaxOptional, const aclTensor* softmaxSumOptional,
+const aclTensor* softmaxInOptional, const aclTensor* attentionInOptional, const aclIntArray* prefixOptional,
+const aclIntArray* actualSeqQLenOptional, const aclIntArray* actualSeqKvLenOptional, double scaleValue,
+double keepProb, int64_t preTokens, int64_t nextTokens, int64_t headNum, char* inputLayout, int64_t innerPrecise,
+int64_t sparseMode, const aclTensor* dqOut, const aclTensor* dkOut, const aclTensor* dvOut, const aclTensor* dpseOut,
+uint64_t* workspaceSize, aclOpExecutor** executor"""
+
+
+@pytest.mark.parametrize("path, api, want", [(SPEC, "aclnnFlashAttentionVarLenScore", CANN_FWD),
+                                             (GRAD_SPEC, "aclnnFlashAttentionUnpaddingScoreGrad", CANN_BWD)])
+def test_the_emitted_headers_declare_canns_signatures(path, api, want):
+    """Both emitted aclnn headers declare <api>GetWorkspaceSize with CANN's parameters: names, C types, order,
+    the optional tensors / host arrays opgen does not implement included (tnd2: the API was snake_case OpDef names)."""
+    from opgen.codegen import generate
+    from opgen.registry import load_spec
+
+    files = generate(load_spec(str(path)))
+    (h,) = [t for p, t in files.items() if p.startswith("op_host/op_api/aclnn_") and p.endswith(".h")]
+    got = re.search(rf"aclnnStatus {api}GetWorkspaceSize\((.*?)\);", h, re.S).group(1)
+
+    def norm(text):
+        return [" ".join(x.split()) for x in text.split(",")]
+
+    assert norm(got) == norm(want)
+
+
+@pytest.mark.slow
+@pytest.mark.skipif(shutil.which("g++") is None, reason="g++ not available")
+def test_the_aclnn_layer_refuses_what_the_kernel_does_not_implement(gen):
+    """Through the emitted aclnnFlashAttentionVarLenScore (compiled against the emulation): a valid call launches;
+    preTokens / nextTokens / innerPrecise take any value (no effect in sparse modes 0 without a mask and 2, CANN's
+    document); a non-null pse / drop mask / padding mask / prefix and a
+    keepProb other than 1 are 161002 ACLNN_ERR_PARAM_INVALID naming the public parameter; a null actualSeqQLenOptional
+    is 161001; softmaxOutOut may be null or a tensor."""
+    from opgen.check.aclnn import run_runner
+    from tests.test_aclnn_api import _at, _call, _with_tokens
+
+    m, runner, base, _ = _call(str(SPEC), {"T1": 9, "T2": 21, "N1": 2, "N2": 1, "D": 16, "Bn": 2},
+                               attrs={"input_layout": "TND", "head_num": 2}, gen_dir=gen)
+    names = ("query", "realShiftOptional", "dropMaskOptional", "paddingMaskOptional", "prefixOptional", "keepProb",
+             "preTokens", "nextTokens", "innerPrecise", "softmaxOutOut", "softmaxMaxOut", "actualSeqQLenOptional")
+    k = {n: _at(m, n) for n in names}
+    q = base[k["query"]]
+    assert q == "float16:9,2,16" and base[k["realShiftOptional"]] == "null" and base[k["preTokens"]] == "2147483647"
+
+    def with_(**tok):
+        return _with_tokens(base, k, **tok)
+
+    refused = "must be null: not implemented by this kernel"
+    cases = [
+        (with_(), 0, ""),
+        (with_(preTokens="3", nextTokens="0", innerPrecise="2"), 0, ""),
+        (with_(softmaxOutOut="float16:9,2,8"), 0, ""),
+        (with_(realShiftOptional="float16:9,2,21"), 161002, f"realShiftOptional: {refused} (pse)"),
+        (with_(dropMaskOptional="uint8:9,2,21"), 161002, f"dropMaskOptional: {refused} (dropout)"),
+        (with_(paddingMaskOptional="float16:9,21"), 161002, f"paddingMaskOptional: {refused} (a padding mask)"),
+        (with_(prefixOptional="a:3,4"), 161002, f"prefixOptional: {refused} (the prefix of sparse_mode 6)"),
+        (with_(keepProb="0.9"), 161002, "keepProb: must be 1.0"),
+        (with_(actualSeqQLenOptional="null"), 161001, ""),
+    ]
+    got = run_runner(runner, [" ".join(c[0]) for c in cases], launches=True)
+    for (tok, code, msg), (rc, text, launches, launched) in zip(cases, got):
+        assert rc == code and text.startswith(msg), (code, msg, rc, text)
+        assert launches == (1 if code == 0 else 0), (tok, launches)
+
+
+# ---------------------------------------------------------------------------------------------- tiling by the longest batch
+@pytest.mark.parametrize("engine", ["kir", pytest.param("emu", marks=pytest.mark.slow)])
+def test_the_tiling_sizes_by_the_longest_batch_not_the_token_count(engine, gen):
+    """The TilingFunc reads the host arrays of cumulative ends (ValueDepend, as CANN's does) and sizes query blocks,
+    key chunks and items by the longest batch, not by T1 / T2 (tnd2): kv batches of 5, 16, 40 keys (T2 61) and of 40,
+    40, 40 (T2 120) share their longest batch, so the same query batches get the same workspace (sized by the item
+    keys) and the same AI Cores; with the ends withheld the Python twin sizes by T2 and the first call's workspace
+    would be smaller than the second's -- as it was before."""
+    from opgen.check import run_check
+    from opgen.ir.dtypes import DType
+    from opgen.platforms import get_platform
+    from opgen.registry import load_spec
+    from opgen.tiling.emit import evaluate
+    from opgen.tiling.pipeline import kernel_build
+
+    runs = []
+    for lk in ([5, 16, 40], [40, 40, 40]):
+        a = make_inputs(np.random.default_rng(7), [9, 2, 30], lk, 2, 1, 16, "float16")
+        r = run_check(str(SPEC), a, {"input_layout": "TND", "sparse_mode": 0, "scale_value": 0.25, "head_num": 2},
+                      {"T": "float16", "M": "bool"}, gen_dir=gen, progress=False, engine=engine)
+        assert not r.faults and r.passed, r.faults[:3]
+        assert_close(r.arrays, per_batch_oracle(a["query"], a["key"], a["value"], a["actual_seq_qlen"],
+                                                a["actual_seq_kvlen"], 0.25, False), "float16", 16, max(lk))
+        runs.append(r)
+    assert (runs[0].workspace_bytes, runs[0].block_dim) == (runs[1].workspace_bytes, runs[1].block_dim)
+    spec = load_spec(str(SPEC))
+    t = kernel_build(spec).tiling
+    env = {"T1": 41, "T2": 61, "N1": 2, "N2": 1, "D": 16, "Bn": 3, "MS1": 1, "MS2": 1}
+    kw = dict(attrs={"input_layout": "TND", "sparse_mode": 0})
+    ends = {"actual_seq_qlen": np.cumsum([9, 2, 30]), "actual_seq_kvlen": np.cumsum([5, 16, 40])}
+    plat = get_platform("ascend910b1")
+    by_ends = evaluate(spec, t.program, t.inputs, env, {"T": DType.f16}, plat, host=ends, **kw)
+    by_t = evaluate(spec, t.program, t.inputs, env, {"T": DType.f16}, plat, **kw)
+    assert (by_ends["qSeq"], by_ends["kvSeq"], by_ends["blockCount"]) == (30, 40, 3)   # max(lens), ceil(40 / 16)
+    assert (by_t["qSeq"], by_t["kvSeq"], by_t["blockCount"]) == (41, 61, 4)

@@ -29,7 +29,7 @@ IR_THROUGHOUT = {"AdaLayerNormGrad", "AdaLayerNormV2", "AddLayerNorm", "AddRmsNo
                  "LeakyRelu", "LogSoftmaxV2", "MaskedFill", "MaximumGrad", "Modulate", "ModulateGrad", "MseLoss",
                  "NLLLoss", "OneHot", "Prelu", "ReduceMax", "ReduceMean", "ReduceMin", "ReduceSum", "RmsNorm",
                  "RmsNormGrad", "ScaledMaskedSoftmax", "ScaledTranspose", "SmoothL1Loss", "SoftmaxV2", "SwiGlu",
-                 "SwiGluGrad", "Tanh", "ThresholdGradV2D", "KlDiv", "InplaceApplyMomentum",
+                 "SwiGluGrad", "Tanh", "ThresholdGradV2D", "KlDiv", "InplaceApplyMomentum", "ApplyAdamWV2",
                  "NormRopeConcat", "NormRopeConcatGrad",   # head-rows kernels (opgen.kernel.headsched)
                  "BatchMatMul", "BatchMatMulV3", "FusedMatMul", "MatMul", "MatMulV3", "MatmulGelu",   # cube kernels
                  "MatmulRmsNorm", "MatmulSoftmax", "MatmulDynamicQuant",

@@ -70,13 +70,30 @@ def test_ref_declarations_are_refused_with_the_rule(tmp_path, outputs, needle):
     assert needle in str(e.value), str(e.value)
 
 
-def test_a_public_signature_with_a_ref_output_is_refused(tmp_path):
-    outputs = ('spec.output("var_ref", ref="var")\nfrom opgen.dsl import api\nspec.aclnn_signature(api.param("var"), '
-               'api.param("g"), api.param("opt"), api.param("two"), api.param("idx"), api.param("k"), '
-               'api.param("varRef", "var_ref"))')
+def test_a_public_signature_lists_the_ref_input_not_its_output(tmp_path):
+    """aclnn_signature with an input updated in place (tnd2, for aclnnApplyAdamWV2): the input is listed under its
+    public name and its output travels in it; listing the output is refused naming the input to list instead."""
+    head = 'spec.output("var_ref", ref="var")\nfrom opgen.dsl import api\nspec.aclnn_signature('
+    rest = 'api.param("g"), api.param("opt"), api.param("two"), api.param("idx"), api.param("k")'
+    spec = _spec(tmp_path, head + 'api.param("varRef", "var"), ' + rest + ')')
+    assert [e.name for e in spec.aclnn_signature_][0] == "varRef"
     with pytest.raises(SpecError) as e:
-        _spec(tmp_path, outputs)
-    assert "aclnn_signature with outputs updated in place (var_ref) is not supported" in str(e.value), str(e.value)
+        _spec(tmp_path, head + 'api.param("var"), ' + rest + ', api.param("varRef", "var_ref"))')
+    assert "output 'var_ref' is updated in place in input 'var'" in str(e.value), str(e.value)
+
+
+@pytest.mark.parametrize("entry, needle", [
+    ('api.param("k", ctype="float")', "ctype='float' is for float attributes; 'k' is not one"),
+    ('api.param("k", ctype="aclTensor*")', "ctype='aclTensor*' is for a device input"),
+])
+def test_narrower_c_types_are_checked(tmp_path, entry, needle):
+    """ctype="float" (CANN's float lr) only on a float attribute, ctype="aclTensor*" (a writable input) only on a
+    device input: otherwise a SpecError naming the rule."""
+    rest = 'api.param("g"), api.param("opt"), api.param("two"), api.param("idx"), '
+    with pytest.raises(SpecError) as e:
+        _spec(tmp_path, 'spec.output("var_ref", ref="var")\nfrom opgen.dsl import api\nspec.aclnn_signature('
+              'api.param("varRef", "var"), ' + rest + entry + ')')
+    assert needle in str(e.value), str(e.value)
 
 
 def test_a_ref_output_with_the_inputs_own_dtype_and_shape_is_accepted(tmp_path):
@@ -155,8 +172,8 @@ def test_opdef_and_prototype_declare_the_output_by_the_inputs_name(momentum_file
 def test_aclnn_takes_ref_tensors_and_writes_them_in_place(momentum_files):
     import re
 
-    h = momentum_files["op_host/op_api/aclnn_inplace_apply_momentum.h"]
-    sig = re.search(r"aclnnInplaceApplyMomentumGetWorkspaceSize\(([^)]*)\)", h).group(1)
+    h = momentum_files["op_host/op_api/aclnn_opgen_inplace_apply_momentum.h"]
+    sig = re.search(r"aclnnOpgenInplaceApplyMomentumGetWorkspaceSize\(([^)]*)\)", h).group(1)
     params = [" ".join(p.split()) for p in sig.split(",")]
     assert params[:3] == ["aclTensor* varRef", "aclTensor* accumRef", "const aclTensor* lr"], params
     assert not any("Out" in p for p in params), params   # no output tensor: the refs hold the results
@@ -164,13 +181,13 @@ def test_aclnn_takes_ref_tensors_and_writes_them_in_place(momentum_files):
     assert "AllocTensor" not in l0
     assert re.search(r"OP_OUTPUT\(varRefOutKernel, accumRefOutKernel\)", " ".join(l0.split()))
     assert "const aclTensor* varRefOutKernel = varRef;" in l0
-    api = momentum_files["op_host/op_api/aclnn_inplace_apply_momentum.cpp"]
+    api = momentum_files["op_host/op_api/aclnn_opgen_inplace_apply_momentum.cpp"]
     assert '#include "opdev/tensor_view_utils.h"' in api
     flat = " ".join(api.split())
     assert ("if (!IsContiguous(p.varRef)) { CHECK_RET(result.var_ref != nullptr, ACLNN_ERR_INNER_NULLPTR); const "
             "aclTensor* copied = l0op::ViewCopy(result.var_ref, p.varRef, uniqueExecutor.get());") in flat
     assert "varRefKernel = l0op::Contiguous(p.varRef" in flat
-    doc = momentum_files["docs/aclnnInplaceApplyMomentum.md"]
+    doc = momentum_files["docs/aclnnOpgenInplaceApplyMomentum.md"]
     assert "| `varRef` | 输入/输出 |" in doc
 
 
@@ -178,7 +195,7 @@ def test_kernel_ut_and_example_use_the_inputs_memory(momentum_files):
     ut = momentum_files["tests/ut/op_kernel/test_inplace_apply_momentum.cpp"]
     assert "ICPU_RUN_KF(inplace_apply_momentum, 1, var, accum, lr, grad, momentum, var, accum, workspace" in ut
     assert "GmFree(var_ref)" not in ut and ut.count("AscendC::GmFree(var);") == 1
-    ex = momentum_files["examples/test_aclnn_inplace_apply_momentum.cpp"]
+    ex = momentum_files["examples/test_aclnn_opgen_inplace_apply_momentum.cpp"]
     assert 'PrintOutput<float>("var_ref", varRefDevice, varRefShape' in ex
     entry = momentum_files["op_kernel/inplace_apply_momentum.cpp"]
     assert "GM_ADDR var_ref, GM_ADDR accum_ref" in entry   # the entry keeps CANN's output slots (ApplyFusedEmaAdam)

@@ -144,7 +144,7 @@ spec.input("x", f32, [H])
 
 
 @pytest.mark.parametrize("decl,want", [
-    ('spec.input("o", f32, [H], accepts="absent")', 'accepts="absent" is for an optional device input'),
+    ('spec.input("o", f32, [H], accepts="absent")', 'accepts="absent" is for an optional input'),
     ('spec.input("o", f32, [H], optional=True, accepts="null")', "accepts='null' is not supported"),
     ('spec.input("o", f32, [H], optional=True, unsupported="x")', "is the reason of accepts="),
     ('spec.attr("a", bool, False, accepts=())', "is not a non-empty tuple"),

@@ -10,12 +10,14 @@ torch.optim.SGD's momentum step (dampening 0) computes the same: buf = momentum 
 or with nesterov var -= lr * (grad + momentum * buf). CANN's OpDef types var, accum, lr, grad and momentum alike
 (float32, float16, bfloat16); lr and momentum hold one element. Its attribute use_locking has no effect on the
 math (CANN's kernel does not read it) and is kept for the OpDef. CANN declares the op for ascend950 only; opgen
-emits it for Atlas A2 / A3 as well (the same vector math).
+emits it for Atlas A2 / A3 as well (the same vector math). CANN has no aclnn API for it (ops-nn builds the op with
+ACLNNTYPE aclnn_exclude: graph mode only), so the API opgen emits is named aclnnOpgenInplaceApplyMomentum, a name
+that says it is opgen's and cannot be mistaken for one of CANN's.
 """
 
 from opgen.dsl import A2, A3, OpSpec, bf16, f16, f32
 
-spec = OpSpec("InplaceApplyMomentum", aclnn="aclnnInplaceApplyMomentum", socs=(A2, A3), round="rint",
+spec = OpSpec("InplaceApplyMomentum", aclnn="aclnnOpgenInplaceApplyMomentum", socs=(A2, A3), round="rint",
               doc="Momentum update of var and accum, in place.")
 Bd = spec.variadic("Bd", max_rank=8)
 (T,) = spec.dtype_vars("T")

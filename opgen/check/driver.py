@@ -73,6 +73,8 @@ def driver_source(m, kind: str = "KERNEL_TYPE_AIV_ONLY", by_key: tuple = ()) -> 
     outs = [p.name for p in m.outputs]
     # per output, the input it updates in place (OpSpec.output(ref=)): its GM address is that input's
     refs = [ins.index(p.decl.ref) if p.decl.ref is not None else -1 for p in m.outputs]
+    # per input, 1 for a host array (OpDef ValueDepend): TilingFunc may read its values (opgen_check::SetValueDepend)
+    host = [int(bool(p.decl.host)) for p in m.inputs]
     n = len(ins) + len(outs) + 2
     params = ", ".join(["GM_ADDR"] * n)
     call = ", ".join(f"gmArgs[{k}]" for k in range(n))   # camelCase: never an entry's (snake_case) name
@@ -90,11 +92,14 @@ def driver_source(m, kind: str = "KERNEL_TYPE_AIV_ONLY", by_key: tuple = ()) -> 
             + (f"const uint64_t kKeys[] = {{{', '.join(f'{k}u' for k, _t in by_key)}}};\n"
                f"const int kKeyKinds[] = {{{', '.join(LAUNCH[t] for _k, t in by_key)}}};\n" if by_key else "")
             + (f"const int kOutputRefs[] = {{{', '.join(map(str, refs))}}};\n" if any(r >= 0 for r in refs) else "")
+            + (f"const int kValueDepend[] = {{{', '.join(map(str, host))}}};\n" if any(host) else "")
             + "}  // namespace\n\n"
             "int main(int argc, char** argv)\n"
             "{\n"
             + (f"    opgen_check::SetOutputRefs(kOutputRefs, {len(outs)});  // outputs written in place\n"
                if any(r >= 0 for r in refs) else "")
+            + (f"    opgen_check::SetValueDepend(kValueDepend, {len(ins)});  // host arrays: values for TilingFunc\n"
+               if any(host) else "")
             + (f"    return opgen_check::SharedMainByKey(argc, argv, {c_string(m.op)}, kInputs, {len(ins)}, kOutputs, "
                f"{len(outs)}, Call,\n"
                f"                                        {LAUNCH[kind]}, kKeys, kKeyKinds, {len(by_key)});\n"

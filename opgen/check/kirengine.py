@@ -116,8 +116,9 @@ def launch(spec, bound, slots: list, platform, deterministic: bool = False) -> K
     unit = kernel_build(spec)
     out = KirLaunch()
     try:
+        host = {i.name: bound.arrays[i.name] for i in spec.inputs if i.host and bound.arrays.get(i.name) is not None}
         tl = evaluate(spec, unit.tiling.program, unit.tiling.inputs, bound.env, _tensor_dtypes(spec, bound),
-                      platform, bound.attrs, deterministic, bound.key.forms, bound.key.present)
+                      platform, bound.attrs, deterministic, bound.key.forms, bound.key.present, host)
     except OpgenError as e:   # the emitted TilingFunc returns GRAPH_FAILED in the same cases
         out.tiling_error = str(e)
         return out

@@ -155,7 +155,7 @@ def example_context(spec) -> dict:
             at = a.param.decl
             v = case["attrs"][at.name]
             if at.type is float:
-                lit, ctype = repr(float(v)), "double"
+                lit, ctype = repr(float(v)), a.ctype   # double, or float where CANN's header has it
             elif at.type is bool:
                 lit, ctype = ("true" if v else "false"), "bool"
             elif at.type is int:

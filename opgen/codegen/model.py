@@ -286,7 +286,9 @@ class OpModel:
         """C type of OpDef parameter `p` in the aclnn signature (§2.8; outputs const for ops-transformer APIs)."""
         if p.role == "attr":
             return attr_cpp_type(p.decl.type)
-        if p.role == "output" or p.name in self.refs:   # an input updated in place is written: not const
+        if p.name in self.refs:   # an input updated in place is written: not const (CANN's aclTensor* varRef)
+            return "aclTensor*"
+        if p.role == "output":
             return "const aclTensor*" if self.const_outputs else "aclTensor*"
         return "const aclIntArray*" if p.decl.host else "const aclTensor*"
 

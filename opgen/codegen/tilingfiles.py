@@ -28,8 +28,13 @@ def emit_tiling(spec, prog, inputs_map: dict, doc: str, fits_fail: str = "") -> 
     `inputs_map`: {program input name: dim expression | ("bytes", var) | ("dtype_key",) |
     ("platform", "coreNum"|"aicNum"|"ubBytes") | ("attr_key",) | ("attr_bits", float attr) |
     ("attr_dim", int attr, dim) | ("deterministic",) | ("by_attr_key", ((attrKey, dim expression), ...)) |
-    ("form_key",) | ("presence", ((bool per optional input, ...), ...))}; `doc`: one line naming the strategy and
-    its reference.
+    ("form_key",) | ("presence", ((bool per optional input, ...), ...)) | ("longest_batch", host input, dim
+    expression, block)}; `doc`: one line naming the strategy and its reference.
+
+    ("longest_batch", cu, whole, block) is the longest batch of host array `cu`'s cumulative ends (OpDef ValueDepend:
+    TilingFunc reads its values from the input tensor, as CANN's FlashAttentionScore tiling reads actualSeqQLen) in
+    blocks of `block` (rounded up); `whole` (the token dim, which bounds it) when the tensor carries no values. The
+    Python twin takes the arrays as `evaluate(..., host=)`.
 
     ("attr_dim", attr, dim) reads an integer attribute that binds a spec dim (spec.attr(..., dim=BS)): the
     C++ reads the attribute (its default when absent), the Python twin takes the dim's value, and both
@@ -68,6 +73,10 @@ def emit_tiling(spec, prog, inputs_map: dict, doc: str, fits_fail: str = "") -> 
             reads.append((name, presence_cpp(spec, how[1])))
         elif isinstance(how, tuple) and how[0] == "by_attr_key":
             reads.append((name, by_attr_key_cpp(spec, how[1])))
+        elif isinstance(how, tuple) and how[0] == "longest_batch":
+            index = [i.name for i in spec.inputs].index(how[1])
+            get = "GetOptionalInputTensor" if spec.inputs[index].optional else "GetRequiredInputTensor"
+            reads.append((name, f"LongestBatch(context->{get}({index}), {dim_cpp(spec, how[2])}, {int(how[3])})"))
         elif isinstance(how, tuple) and how[0] == "attr_dim":
             index = [a.name for a in spec.attrs].index(how[1])
             default = spec.attrs[index].default
@@ -115,6 +124,7 @@ def emit_tiling(spec, prog, inputs_map: dict, doc: str, fits_fail: str = "") -> 
         or any("AttrInt(" in e for _n, e in reads),
         "attr_int_float": any(isinstance(h, tuple) and h[0] == "attr_int_bits" for h in inputs_map.values()),
         "deterministic": any(isinstance(h, tuple) and h[0] == "deterministic" for h in inputs_map.values()),
+        "longest_batch": any(isinstance(h, tuple) and h[0] == "longest_batch" for h in inputs_map.values()),
         "attr_list": any(a.type is LIST_INT for a in spec.static_attrs),
         "attr_str": any(a.type is str and len(a.choices) > 1 for a in spec.static_attrs),
         "dim_attrs": _dim_attrs(spec, reads),

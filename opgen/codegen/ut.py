@@ -334,7 +334,7 @@ def op_api_context(spec) -> dict:
                 at = a.param.decl
                 expr = cpp_literal(c.attrs[at.name], at.type)
                 if at.type in (int, float):   # the API's own parameter type, not the literal's (int, double)
-                    expr = f"static_cast<{a.ctype if at.type is int else 'double'}>({expr})"
+                    expr = f"static_cast<{a.ctype}>({expr})"   # int64_t / int32_t / int8_t, double / float
                 elif at.type is str and a.ctype == "char*":   # CANN's header takes a mutable string
                     expr = f"const_cast<char*>({expr})"
             else:

@@ -59,6 +59,8 @@ class ApiEntry:
 
 
 STRING_CTYPES = ("char*", "const char*")
+FLOAT_CTYPE = "float"          # a float attribute CANN's header declares float (aclnnApplyAdamWV2's lr), not double
+MUTABLE_TENSOR = "aclTensor*"  # an input CANN's header declares writable (aclnnApplyAdamWV2's maxGradNormOptionalRef)
 SCALAR_CTYPE = "const aclScalar*"
 INT_CTYPES = ("int32_t", "int8_t")   # an int attribute CANN's header declares narrower (aclnnAscendQuant's
 # int32_t dstType, aclnnMatmul's int8_t cubeMathType)
@@ -76,7 +78,11 @@ def param(name: str, of: str | None = None, *, dtype=None, ctype: str | None = N
     validates it and casts the tensor to the OpDef dtype before the kernel (l0op::Cast). ctype: the C type of a
     string attribute as CANN's header declares it, "char*" or "const char*" (the default). optional: a required
     OpDef output the caller may pass as null (CANN's `...OutOptional`); the kernel then writes it into a tensor of
-    the executor that nobody reads. ctype="int32_t" / "int8_t": an int attribute CANN's header declares as that
+    the executor that nobody reads. ctype="float": a float attribute CANN's header declares float rather than
+    double (aclnnApplyAdamWV2's lr). ctype="aclTensor*": an input CANN's header declares writable (an input updated
+    in place is so already; aclnnApplyAdamWV2's maxGradNormOptionalRef, which this kernel leaves absent). An input
+    updated in place (OpSpec.output(ref=)) is listed under its public name (`varRef`); its output is not.
+    ctype="int32_t" / "int8_t": an int attribute CANN's header declares as that
     type (aclnnAscendQuant's int32_t dstType, aclnnMatmul's int8_t cubeMathType); the aclnn layer widens it to the
     int64_t the kernel op takes, and a value outside the type's range is refused by the interpreter and `opgen
     check` (the attribute's ValidationError), as the C caller cannot pass it."""
@@ -207,11 +213,28 @@ def check_signature(spec, entries, ident_problem, suggest) -> list[ApiEntry]:
                                      f"{e.of!r} declares {bad[0]}", f"keep {e.of}'s default and choices within "
                                      f"{lo}..{hi}, or drop ctype=", arg="ctype")
                 a.api_ctype = e.ctype
+            elif e.ctype == FLOAT_CTYPE:
+                if params[e.of] not in spec.attrs or params[e.of].type is not float:
+                    raise spec_error(e.loc, f"aclnn parameter {e.name}: ctype={e.ctype!r} is for float attributes; "
+                                     f"{e.of!r} is not one", "drop ctype= (a float attribute is double by default)",
+                                     arg="ctype")
+            elif e.ctype == MUTABLE_TENSOR:
+                p = params[e.of]
+                if p not in spec.inputs or p.host:
+                    raise spec_error(e.loc, f"aclnn parameter {e.name}: ctype={e.ctype!r} is for a device input "
+                                     f"CANN's header declares writable; {e.of!r} is not a device input",
+                                     "drop ctype=", arg="ctype")
             elif e.ctype is not None and (getattr(params[e.of], "type", None) is not str or
                                           e.ctype not in STRING_CTYPES):
                 raise spec_error(e.loc, f"aclnn parameter {e.name}: ctype={e.ctype!r} is not supported",
                                  'ctype= is "char*" or "const char*" for a string attribute, "int32_t" or '
-                                 '"int8_t" for an int one', arg="ctype")
+                                 '"int8_t" for an int one, "float" for a float one, "aclTensor*" for an input',
+                                 arg="ctype")
+            if params[e.of] in spec.outputs and params[e.of].ref is not None:
+                raise spec_error(e.loc, f"aclnn parameter {e.name}: output {e.of!r} is updated in place in input "
+                                 f"{params[e.of].ref!r}, whose public tensor holds it",
+                                 f"list the input instead (api.param(\"{params[e.of].ref}Ref\", "
+                                 f"\"{params[e.of].ref}\"))", arg=1)
             if e.optional and (params[e.of] not in spec.outputs or params[e.of].optional):
                 raise _optional_error(spec, e, params[e.of])
             if e.dtype is not None:
@@ -333,12 +356,9 @@ def complete_signature(spec) -> None:
     sig = spec.aclnn_signature_
     if sig is None:
         return
-    refs = [o.name for o in spec.outputs if o.ref is not None]
-    if refs:   # the public <name>Ref parameter replaces input and output; no entry form spells it yet
-        raise spec_error(spec._signature_loc, f"aclnn_signature with outputs updated in place ({', '.join(refs)}) is "
-                         "not supported", "drop spec.aclnn_signature: the derived API takes each such input as "
-                         "aclTensor* <name>Ref in its place (docs/design.md \"Inputs updated in place\")")
     passed = {e.of for e in sig if e.kind in ("param", "fixed")} | {a.name for a in spec.attrs if a.dtype_of}
+    # an output updated in place travels in its input's public tensor (aclTensor* <name>Ref, the input's entry)
+    passed |= {o.name for o in spec.outputs if o.ref is not None and o.ref in passed}
     missing = [p.name for p in spec.inputs + spec.attrs + spec.outputs if p.name not in passed]
     if missing:
         raise spec_error(spec._signature_loc, "aclnn_signature does not pass " + ", ".join(missing),

@@ -660,7 +660,7 @@ class OpSpec:
         weights only for normType 2); elsewhere a given tensor is validated, then ignored.
 
         accepts="absent": an optional input of CANN's operator that this kernel does not implement (CANN's
-        QuantBatchMatmulV3 offset): it keeps its place and name in the OpDef, the aclnn signature and the docs,
+        QuantBatchMatmulV3 offset; a host array too, FlashAttentionScore's prefix): it keeps its place and name in the OpDef, the aclnn signature and the docs,
         every layer refuses a call that passes it -- the interpreter with a ValidationError naming it, the emitted
         aclnn layer with 161002 ACLNN_ERR_PARAM_INVALID -- with the rule `absent_rule` (unsupported: what is not
         implemented, a few words for the message); the body always receives None (docs/design.md "Parameters a
@@ -671,9 +671,10 @@ class OpSpec:
             raise spec_error(loc, f"input {name}: accepts={accepts!r} is not supported",
                              'an input takes accepts="absent" (an optional input this kernel does not implement)',
                              arg="accepts")
-        if accepts is not None and (not optional or host or when is not None or form_by is not None):
-            raise spec_error(loc, f"input {name}: accepts=\"absent\" is for an optional device input without when=",
-                             "declare it optional=True (CANN's OPTIONAL input), without host= or when=", arg="accepts")
+        if accepts is not None and (not optional or when is not None or form_by is not None):
+            raise spec_error(loc, f"input {name}: accepts=\"absent\" is for an optional input without when=",
+                             "declare it optional=True (CANN's OPTIONAL input), without when= or form_by=",
+                             arg="accepts")
         if not isinstance(unsupported, str) or unsupported and accepts is None:
             raise spec_error(loc, f"input {name}: unsupported={unsupported!r} is the reason of accepts=\"absent\", a "
                              "string", 'give accepts="absent" and a few words saying what is not implemented',

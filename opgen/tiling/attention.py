@@ -105,8 +105,10 @@ def _align_down16(x):
 def _common(p: TilingProgram, dense: bool = False, tnd: bool = False):
     """Inputs and the unit split shared by both directions; returns a dict of variables. `dense`: a dense key set
     (BNSD; T1 = B * S1 tokens, CNT = ceil(S2 / 16) blocks of 16 keys, the last padded), which reads S1 and S2
-    too. `tnd`: a dense key set over batches stored concatenated (TND): S1 = T1 and S2 = T2 bound the batches'
-    lengths, which the kernel reads from the cumulative ends (`_dense_units`)."""
+    too. `tnd`: a dense key set over batches stored concatenated (TND): S1 / S2 are the longest batch's query / key
+    counts, which the TilingFunc reads off the host arrays of cumulative ends (program_inputs: T1 / T2 without
+    them, and in the UB / L1 proof, which bounds them so); the kernel reads every batch's own lengths from the
+    cumulative ends (`_dense_units`)."""
     v = {}
     v["T1"] = p.input("T1", "query tokens (query dim 0)")
     v["N1"] = p.input("N1", "query heads (query dim 1)")
@@ -165,8 +167,8 @@ def _dense_units(p: TilingProgram, v: dict, tnd: bool = False):
     """The units of a dense key set: (batch, kv head, block of `qRows` query rows, group of `headRows` heads); M =
     headRows * qRows rows (head-major: row r is head h0 + r / qr, query row s0 + r % qr) within gCap; qRows as large
     as the cap allows while the units still cover the AI Cores (the K / V rows a unit reads serve all its rows).
-    `tnd`: the batches' lengths are device data the tiling does not read: qRows spreads the T1 query tokens, and
-    `units` bounds the units (every batch's last block may be partial: at most Bn - 1 blocks more than T1 / qRows
+    `tnd`: S1 is the longest batch's query count (qRows at most that: a unit's block never spans more rows than a
+    batch has), qRows spreads the T1 query tokens, and `units` bounds the units (every batch's last block may be partial: at most Bn - 1 blocks more than T1 / qRows
     has), which the kernel counts exactly and splits over the blockDim AI Cores (opgen.kernel.attnclass
     unit_range)."""
     G, S1 = v["G"], v["S1"]
@@ -461,11 +463,15 @@ def program_inputs(layout, spec, deterministic: bool = False, read=()) -> dict:
     if layout.keyset == "dense":
         r = {k: Sym(layout.dim(k)) for k in ("B", "N1", "S1", "D", "N2", "S2", "Dv")}
         blk = DENSE_BLOCK
-        tnd = layout.form == "TND"   # S1 / S2 are T1 / T2 (the batches' lengths are device data), B is Bn
+        tnd = layout.form == "TND"   # the role dims S1 / S2 are T1 / T2, B is Bn
         out.update({"T1": r["S1"] if tnd else r["B"] * r["S1"], "N1": r["N1"], "D": r["D"],
                     "T2": r["S2"] if tnd else r["B"] * r["S2"], "N2": r["N2"],
                     "Dv": r["Dv"], "CNT": (r["S2"] + (blk - 1)) // blk, "Bn": r["B"], "BS": Lit(blk),
                     "S1": r["S1"], "S2": r["S2"]})
+        if tnd:   # S1 / S2 / CNT of the longest batch, read off the host arrays of cumulative ends (T1 / T2 without)
+            cq, ckv = layout.cumulative
+            out.update({"S1": ("longest_batch", cq, r["S1"], 1), "S2": ("longest_batch", ckv, r["S2"], 1),
+                        "CNT": ("longest_batch", ckv, r["S2"], blk)})
     else:
         out.update({r: Sym(layout.dim(r)) for r in ("T1", "N1", "D", "T2", "N2", "Dv", "CNT", "Bn")})
         out["BS"] = ("attr_dim", layout.block_attr, layout.dim("BS")) if layout.block_attr else Sym(layout.dim("BS"))

@@ -194,18 +194,20 @@ def _attr_index_cpp(a, idx: int) -> str:
 
 
 def evaluate(spec, prog, inputs_map: dict, env: dict, dtypes: dict, platform, attrs: dict | None = None,
-             deterministic: bool = False, forms: tuple | None = None, present: tuple | None = None) -> dict:
+             deterministic: bool = False, forms: tuple | None = None, present: tuple | None = None,
+             host: dict | None = None) -> dict:
     """The Python twin: run `prog` for concrete dims `env` ({"Bd": (2,), "S": 7, ...}), dtype binding
     `dtypes` ({"T": DType, ...}; a variable whose tensors are all absent may be missing), a Platform,
     the static attribute values `attrs` (defaults when absent) and the framework's deterministic-computation flag
     (a ("deterministic",) input; CANN's TilingContext::GetDeterministic()) and the shape forms of the call
     (SpecKey.forms; a ("form_key",) input, opgen.dsl.keys.form_key; None: every form 0) and the presence of the
     optional inputs (SpecKey.present: one bool per optional input in spec order; a ("presence", ...) input; None:
-    unknown, such an input reads 0).
+    unknown, such an input reads 0) and the call's host arrays (`host`: {input name: int array}; a
+    ("longest_batch", ...) input reads its array, else its token dim).
 
     Raises KeyError for a program input without a mapping; OpgenError when a dim is outside the spec's
     domain or no UB plan fits (the emitted TilingFunc returns GRAPH_FAILED in the same cases)."""
-    vals = program_inputs(spec, prog, inputs_map, env, dtypes, platform, attrs, deterministic, forms, present)
+    vals = program_inputs(spec, prog, inputs_map, env, dtypes, platform, attrs, deterministic, forms, present, host)
     for name, lo, hi in dim_bounds(spec, prog, inputs_map):
         if vals[name] < lo or (hi is not None and vals[name] > hi):
             raise OpgenError(f"tiling {prog.name}: {input_label(inputs_map, name)}={vals[name]} outside [{lo}, {hi}]")
@@ -216,11 +218,15 @@ def evaluate(spec, prog, inputs_map: dict, env: dict, dtypes: dict, platform, at
 
 
 def program_inputs(spec, prog, inputs_map: dict, env: dict, dtypes: dict, platform, attrs,
-                   deterministic: bool = False, forms: tuple | None = None, present: tuple | None = None) -> dict:
+                   deterministic: bool = False, forms: tuple | None = None, present: tuple | None = None,
+                   host: dict | None = None) -> dict:
     """The values of the tiling program's inputs for one call (see `evaluate`)."""
     vals = {}
     for name in prog.inputs:
         how = inputs_map[name]
+        if isinstance(how, tuple) and how[0] == "longest_batch":
+            vals[name] = longest_batch((host or {}).get(how[1]), as_dim(how[2]).evaluate(env), int(how[3]))
+            continue
         if isinstance(how, tuple) and how[0] == "presence":
             vals[name] = int(present is not None and tuple(present) in how[1])
             continue
@@ -255,6 +261,18 @@ def program_inputs(spec, prog, inputs_map: dict, env: dict, dtypes: dict, platfo
     return vals
 
 
+def longest_batch(ends, whole: int, block: int = 1) -> int:
+    """The most tokens one batch holds, in blocks of `block` (rounded up), from the int cumulative batch ends `ends`
+    (batch k holds tokens ends[k - 1] .. ends[k] - 1, the first from 0; opgen.dsl.checks.cumulative_ends); `whole`
+    (the token count, which bounds it) when `ends` is None or empty: the emitted LongestBatch's Python twin."""
+    longest, start = whole, 0
+    if ends is not None and len(ends):
+        longest = 0
+        for e in (int(x) for x in ends):
+            longest, start = max(longest, e - start), e
+    return -(-longest // block)
+
+
 def _bounds(spec, e):
     """(lower, upper or None) of a dim expression from the spec's dim domains (absent-able dims from 0)."""
     e = as_dim(e)
@@ -284,6 +302,9 @@ def dim_bounds(spec, prog, inputs_map) -> list[tuple[str, int, int | None]]:
         elif how[0] == "attr_dim":
             lo, hi = _bounds(spec, Sym(how[2]))
             out.append((name, lo, hi))
+        elif how[0] == "longest_batch":   # at most the whole token dim (its upper bound, in blocks)
+            _lo, hi = _bounds(spec, how[2])
+            out.append((name, 1, None if hi is None else -(-hi // int(how[3]))))
         elif how[0] == "form_key":   # a negative key: a shape agreeing with none of its forms (form_key_cpp)
             out.append((name, 0, form_key_count(spec) - 1))
         elif how[0] == "by_attr_key":   # the widest range over the specialisations' expressions

@@ -177,6 +177,15 @@ inline std::vector<int>& OutputRefs()
     return refs;
 }
 
+// Per input, 1 when the OpDef declares it ValueDepend (a host array): TilingFunc's GetInputTensor /
+// GetOptionalInputTensor then carry its values' host address, as CANN's do; nullptr for the others. Empty when the
+// op has none (SetValueDepend of check_main.h).
+inline std::vector<int>& ValueDepend()
+{
+    static std::vector<int> flags;
+    return flags;
+}
+
 using Kernel = std::function<void(const std::vector<uint8_t*>& args)>;
 
 // How the kernel is launched: the type its entry declares with KERNEL_TASK_TYPE_DEFAULT (opgen/check/driver.py).
@@ -240,11 +249,17 @@ inline int Main(int argc, char** argv, const char* opType, const std::vector<std
     }
     ctx.deterministic = c.deterministic != 0 ? 1 : 0;
     std::vector<std::unique_ptr<gert::StorageShape>> shapes;
+    std::vector<std::unique_ptr<gert::Tensor>> tensors;
     std::vector<std::unique_ptr<gert::CompileTimeTensorDesc>> descs;
-    for (auto& t : c.inputs) {
+    for (size_t i = 0; i < c.inputs.size(); ++i) {
+        auto& t = c.inputs[i];
+        const bool values = i < ValueDepend().size() && ValueDepend()[i] != 0 && !t.data.empty();
         shapes.emplace_back(t.present ? new gert::StorageShape(gert::Shape(t.dims)) : nullptr);
+        tensors.emplace_back(t.present ? new gert::Tensor(gert::Shape(t.dims), values ? t.data.data() : nullptr)
+                                       : nullptr);
         descs.emplace_back(t.present ? new gert::CompileTimeTensorDesc(static_cast<ge::DataType>(t.dtype)) : nullptr);
         ctx.inputShapes.push_back(shapes.back().get());
+        ctx.inputTensors.push_back(tensors.back().get());
         ctx.inputDescs.push_back(descs.back().get());
     }
     for (size_t i = 0; i < c.attrs.size(); ++i) ctx.attrs.Set(i, c.attrs[i]);

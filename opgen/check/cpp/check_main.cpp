@@ -10,6 +10,11 @@ void opgen_check::SetOutputRefs(const int* refs, int nOutputs)
     OutputRefs().assign(refs, refs + nOutputs);
 }
 
+void opgen_check::SetValueDepend(const int* flags, int nInputs)
+{
+    ValueDepend().assign(flags, flags + nInputs);
+}
+
 int opgen_check::SharedMain(int argc, char** argv, const char* opType, const char* const* inputNames, int nInputs,
                             const char* const* outputNames, int nOutputs, KernelCall kernel, int launchKind)
 {

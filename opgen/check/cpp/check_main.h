@@ -23,6 +23,10 @@ using KernelCall = void (*)(uint8_t* const* args);
 // gets the input's GM address as that output's, and the output read back is that buffer after the launch.
 void SetOutputRefs(const int* refs, int nOutputs);
 
+// Inputs the OpDef declares ValueDepend (host arrays): flags[k] is 1 for such an input k. Called by the driver of an
+// op that has one before SharedMain(ByKey); TilingFunc's input tensors then carry those inputs' values.
+void SetValueDepend(const int* flags, int nInputs);
+
 int SharedMain(int argc, char** argv, const char* opType, const char* const* inputNames, int nInputs,
                const char* const* outputNames, int nOutputs, KernelCall kernel, int launchKind);
 

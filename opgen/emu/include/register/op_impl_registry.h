@@ -185,6 +185,27 @@ inline const int64_t* RuntimeAttrs::GetInt(size_t index) const { return GetAttrP
 inline const float* RuntimeAttrs::GetFloat(size_t index) const { return GetAttrPointer<float>(index); }
 inline const bool* RuntimeAttrs::GetBool(size_t index) const { return GetAttrPointer<bool>(index); }
 
+// An input tensor as TilingFunc sees it (CANN's gert::Tensor, exe_graph/runtime/runtime_tensor.h): its shape and,
+// for an input the OpDef declares ValueDepend, the host address of its values (nullptr otherwise, as in CANN).
+class Tensor {
+public:
+    Tensor() = default;
+    Tensor(Shape shape, const void* addr) : shape_(std::move(shape)), addr_(addr) {}
+    int64_t GetShapeSize() const { return shape_.GetStorageShape().GetShapeSize(); }
+    const StorageShape& GetShape() const { return shape_; }
+    const Shape& GetStorageShape() const { return shape_.GetStorageShape(); }
+    const void* GetAddr() const { return addr_; }
+    template <class T>
+    const T* GetData() const
+    {
+        return static_cast<const T*>(addr_);
+    }
+
+private:
+    StorageShape shape_;
+    const void* addr_ = nullptr;
+};
+
 // The raw tiling-data buffer (64 KiB, like CANN's default capacity).
 class TilingData {
 public:
@@ -204,6 +225,7 @@ class TilingContext {
 public:
     RuntimeAttrs attrs;
     std::vector<StorageShape*> inputShapes;  // IR order; nullptr = absent optional input
+    std::vector<Tensor*> inputTensors;       // IR order, as inputShapes (values only for ValueDepend inputs)
     std::vector<CompileTimeTensorDesc*> inputDescs;
     std::vector<CompileTimeTensorDesc*> outputDescs;
     fe::PlatFormInfos* platform = nullptr;
@@ -219,6 +241,9 @@ public:
     const StorageShape* GetInputShape(size_t index) const { return detail::Present(inputShapes, index); }
     const StorageShape* GetRequiredInputShape(size_t irIndex) const { return detail::At(inputShapes, irIndex); }
     const StorageShape* GetOptionalInputShape(size_t irIndex) const { return detail::At(inputShapes, irIndex); }
+    const Tensor* GetInputTensor(size_t index) const { return detail::Present(inputTensors, index); }
+    const Tensor* GetRequiredInputTensor(size_t irIndex) const { return detail::At(inputTensors, irIndex); }
+    const Tensor* GetOptionalInputTensor(size_t irIndex) const { return detail::At(inputTensors, irIndex); }
     const CompileTimeTensorDesc* GetInputDesc(size_t index) const { return detail::Present(inputDescs, index); }
     const CompileTimeTensorDesc* GetRequiredInputDesc(size_t irIndex) const { return detail::At(inputDescs, irIndex); }
     const CompileTimeTensorDesc* GetOptionalInputDesc(size_t irIndex) const { return detail::At(inputDescs, irIndex); }
