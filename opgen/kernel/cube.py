@@ -1280,7 +1280,7 @@ def lower_gemm(spec, lay: GemmLayout, name: str = "") -> K.KernelClass:
             (", fp32 accumulation (" + ("fp32 blocks to a two-slot workspace, the epilogue on the AIVs" if mixed else
                                         "Fixpipe's cast") + "; K split over the AI Cores when the tiling chooses it)"))
         + f", output {out_t}" + (f"; every presence of {', '.join(lay.presence)} (hasInput<k>_)" if members else ""))
-    return K.verify(cls)
+    return K.verify(K.disjoint_tparams(cls))
 
 
 def bias_ctype(lay: GemmLayout) -> str:

@@ -145,7 +145,7 @@ from dataclasses import dataclass, field
 from typing import Union
 
 from opgen.errors import OpgenError
-from opgen.ir.dims import Bin, Constraint, DimExpr, Fn, Lit, Sym, as_dim
+from opgen.ir.dims import Bin, Constraint, DimExpr, Fn, Lit, Prod, Rank, Sym, as_dim
 from opgen.kernel.isa import CMP_MODES, INSTR_T, INSTRS, ROUND_MODES, TYPE_PARAMS, Op, Pipe
 from opgen.names import cpp_name
 
@@ -1430,6 +1430,98 @@ class KernelClass:
         raise IRError(f"no method {name} in class {self.name}")
 
 
+def _local_names(k: "KernelClass") -> set:
+    """Every name the methods of `k` declare in their own scope: parameters, template parameters, loop variables
+    and tails, and the locals their statements bind (_declared)."""
+    out = set()
+    for m in k.methods:
+        out.update(q.name for q in m.params)
+        out.update(m.tparams)
+        for s in walk(m.body):
+            out |= _declared(s)
+            if isinstance(s, For):
+                out.add(s.var)
+                if s.tail:
+                    out.add(s.tail)
+    for body in (k.init, k.process):
+        for s in walk(body):
+            out |= _declared(s)
+            if isinstance(s, For):
+                out.add(s.var)
+                if s.tail:
+                    out.add(s.tail)
+    return out
+
+
+def _renamed_locals(x, ren: dict):
+    """`x` (a node, a tuple of nodes or a value) with every name in `ren` that a name field holds (NAME_FIELDS: a
+    local's declaration and every reference to it) spelled as `ren` says."""
+    if isinstance(x, tuple):
+        return tuple(_renamed_locals(v, ren) for v in x)
+    if not dataclasses.is_dataclass(x) or isinstance(x, type):
+        return x
+    named = NAME_FIELDS.get(type(x), ())
+    changes = {}
+    for f in dataclasses.fields(x):
+        v = getattr(x, f.name)
+        if f.name in named:
+            if isinstance(v, str):
+                head, dot, rest = v.partition(".")
+                nv = ren[head] + dot + rest if head in ren else v
+            elif isinstance(v, tuple):
+                nv = tuple(ren.get(a, a) if isinstance(a, str) else a for a in v)
+            else:
+                nv = v
+        elif isinstance(v, tuple) or dataclasses.is_dataclass(v):
+            nv = _renamed_locals(v, ren)
+        else:
+            continue
+        if nv is not v and nv != v:
+            changes[f.name] = nv
+    return dataclasses.replace(x, **changes) if changes else x
+
+
+def disjoint_tparams(k: "KernelClass") -> "KernelClass":
+    """`k` with each name its methods declare (a Let, a loop variable, a tensor variable, a parameter) that is also
+    one of the class's template parameters spelled `v_<name>_` (renamed_arg's form) throughout the class: a dtype
+    variable `G` beside the lowering's local `G`, `n` beside a loop's `n` (C++ forbids a local to redeclare a
+    template parameter). The template parameters come from the spec's dtype variables and keep its spelling (the
+    interpreter, the tiling key and the kernel entry name them so); the locals are the lowering's own, so they give
+    way; only here are both known. docs/reference/names.md §1. Raises IRError when a Verbatim line names such a
+    local (its text cannot be renamed safely) or the name is also a tiling field."""
+    clash = [t for t in k.tparams if t in _local_names(k)]
+    if not clash:
+        return k
+    bad = [t for t in clash if t in k.fields]
+    if bad:
+        raise IRError(f"class {k.name}: {bad[0]} is a template parameter, a tiling field and a local")
+    word = re.compile(r"\b(" + "|".join(map(re.escape, clash)) + r")\b")
+    for body in (k.init, k.process, *(m.body for m in k.methods)):
+        for s in walk(body):
+            if isinstance(s, Verbatim) and any(word.search(ln) for ln in s.lines):
+                raise IRError(f"class {k.name}: local(s) {', '.join(clash)} share a template parameter's name, and "
+                              "a Verbatim line names one")
+    ren = {t: renamed_arg(t) for t in clash}
+    return dataclasses.replace(k, init=_renamed_locals(k.init, ren), process=_renamed_locals(k.process, ren),
+                               methods=_renamed_locals(k.methods, ren))
+
+
+NAME_FIELDS = {
+    KernelClass: ("name", "tiling_struct", "args", "fields"), Func: ("name",), Param: ("name",),
+    GmTensor: ("name", "arg"), GmView: ("tensor",), Local: ("name",), TensorVar: ("name",),
+    ScalarVar: ("name",), ConstTable: ("name",), Ref: ("tensor",), Let: ("name",),
+    Assign: ("name",), FLet: ("name",), FAssign: ("name",), For: ("var", "tail", "apart"),
+    InitBuffer: ("buf", "pool", "share"), Get: ("var", "buf"), View: ("var",), Alloc: ("var", "queue"),
+    EnQue: ("queue", "var"), DeQue: ("var", "queue"), Free: ("queue", "var"),
+    GetValue: ("name",), Call: ("method", "result"), StructLet: ("name",),
+    StructSet: ("target",), FRef: ("name",), Invoke: ("method",), TableAt: ("table",),
+    GmAt: ("tensor",), Sym: ("name",), Prod: ("name",), Rank: ("name",)}
+"""{node type: the fields that hold a name the class defines or refers to (a str, None, or a tuple of strs)}: the
+class, its tiling struct, GM_ADDR arguments, tiling fields, methods, parameters, GM tensors, buffers, tensor
+variables, member scalars, tables, Let / FLet / loop / result variables, struct variables, and the symbols of
+integer expressions (disjoint_tparams renames by it; kir_sync's memo key numbers them)."""
+
+
 # ------------------------------------------------------------------------------------------------ walking helpers
 def children(s) -> list[tuple]:
     """The nested statement lists of a statement (a For's body, an If's branches, a Scope's body)."""
@@ -1909,6 +2001,8 @@ class _Verifier:
         check_name(name, "scalar")
         if name in st.scalars or name in st.tensors or name in self.locals or name in self.gms:
             raise IRError(f"{name} is defined twice", node)
+        if name in self.k.tparams:
+            raise IRError(f"{name} redeclares the class's template parameter {name} (kir.disjoint_tparams)", node)
         st.scalars[name] = kind
         if mutable:
             st.mutable.add(name)
@@ -1917,6 +2011,8 @@ class _Verifier:
         check_name(var, "tensor")
         if var in st.scalars or var in self.locals or var in self.gms:
             raise IRError(f"{var} is defined twice", node)
+        if var in self.k.tparams:
+            raise IRError(f"{var} redeclares the class's template parameter {var} (kir.disjoint_tparams)", node)
         if var in self.member_tensors:
             m = self.member_tensors[var]
             if m.count is not None:

@@ -125,7 +125,7 @@ from dataclasses import dataclass, replace
 from pathlib import Path
 
 from opgen.errors import OpgenError
-from opgen.ir.dims import Prod, Rank, Sym, as_dim
+from opgen.ir.dims import as_dim
 from opgen.kernel import kir
 from opgen.kernel.isa import INSTRS, Op, Pipe
 from opgen.paths import cache_root
@@ -1566,17 +1566,7 @@ def memo_dir() -> Path:
 
 
 # -- the memo's key: the class up to docs, comments and a consistent renaming
-_NAME_FIELDS = {
-    kir.KernelClass: ("name", "tiling_struct", "args", "fields"), kir.Func: ("name",), kir.Param: ("name",),
-    kir.GmTensor: ("name", "arg"), kir.GmView: ("tensor",), kir.Local: ("name",), kir.TensorVar: ("name",),
-    kir.ScalarVar: ("name",), kir.ConstTable: ("name",), kir.Ref: ("tensor",), kir.Let: ("name",),
-    kir.Assign: ("name",), kir.FLet: ("name",), kir.FAssign: ("name",), kir.For: ("var", "tail", "apart"),
-    kir.InitBuffer: ("buf", "pool", "share"), kir.Get: ("var", "buf"), kir.View: ("var",), kir.Alloc: ("var", "queue"),
-    kir.EnQue: ("queue", "var"), kir.DeQue: ("var", "queue"), kir.Free: ("queue", "var"),
-    kir.GetValue: ("name",), kir.Call: ("method", "result"), kir.StructLet: ("name",),
-    kir.StructSet: ("target",), kir.FRef: ("name",), kir.Invoke: ("method",), kir.TableAt: ("table",),
-    kir.GmAt: ("tensor",),
-    Sym: ("name",), Prod: ("name",), Rank: ("name",)}
+_NAME_FIELDS = kir.NAME_FIELDS
 """The fields that hold a name the class defines or refers to (a str, None, or a tuple of strs): the class, its
 tiling struct, GM_ADDR arguments, tiling fields, methods, parameters, GM tensors, buffers, tensor variables, member
 scalars, tables, Let / FLet / loop / result variables, struct variables. The analysis reads a name only as an

@@ -167,8 +167,8 @@ def gemm_program(name: str, trans_a: bool = False, trans_b: bool = False, batche
     epilogue reduces rows over N (opgen.kernel.cube.row_reduces; docs/design.md "Cube family: row reductions in the
     epilogue"): the units are bands of baseM rows x all of N (`blocks`, blocksPerCore / blocksTail and mnBlocks
     count bands), the AIVs' pass rows are whole rows at the UB pitch epiChunk = epiPitch = align_up(N, 16) when one
-    row of N fits the UB, else column chunks of epiChunk (a multiple of EPI_CHUNK_ALIGN, as wide as the UB holds: docs/
-    design.md "Cube family: rows longer than UB"), the workspace two band regions of baseM x epiPitch fp32 per AI
+    row of N fits the UB, else column chunks of epiChunk (a multiple of EPI_CHUNK_ALIGN, as wide as the UB holds:
+    docs/design.md "Cube family: rows longer than UB"), the workspace two band regions of baseM x epiPitch fp32 per AI
     Core, and K is split only when N is one block (nBlocks 1: a band is a block)."""
     cube = CUBE if sizes is None else sizes
     p = TilingProgram(name)
@@ -258,9 +258,9 @@ def gemm_program(name: str, trans_a: bool = False, trans_b: bool = False, batche
     rb = rb + 4   # the K split's scratch row (one fp32 partial)
     ub = p.input("ubBytes", "UB bytes of an AIV (GetCoreMemSize UB)")
     half = p.let("halfRows", (bm + 1) // 2, "rows of a block an AIV takes at most")
-    if band:   # whole rows of N in UB when one fits, else a row in column chunks (docs/design.md "Cube family: rows
-        # longer than UB"): epiChunk columns of a multiple of EPI_CHUNK_ALIGN, as many as one pass row and the column
-        # rows of that width hold
+    if band:   # whole rows of N in UB when one fits, else a row in column chunks: epiChunk columns of a multiple
+        # of EPI_CHUNK_ALIGN, as many as one pass row and the column rows of that width hold
+        # (docs/design.md "Cube family: rows longer than UB")
         span = p.let("epiPitch", align_up(N, 16), "row pitch of a band's region in the workspace: all of N "
                      "(elements)", True)
         bn = p.let("epiChunk", select(span * (rb + cb) <= ub, span,
