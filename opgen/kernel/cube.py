@@ -7,8 +7,10 @@ x [K, N], as aclnnMatmul runs a 3-D self against a 2-D mat2; GemmLayout.fold), o
 other's batch that does not fold (A 2-D, or A transposed against a 2-D B: that operand's one matrix read for every
 batch index, GemmLayout.shared), and whose result reaches exactly one output either through at most one cast with round "rint" or "none" (Fixpipe's rounding, once and to nearest even; a chain
 of casts or another round mode is refused), or through a vector epilogue (`_epilogue`, EPI_STEPS): elementwise math
-on [*batch, M, N] and [N] / [1, N] inputs, [M] inputs reshaped to [M, 1] (a value per row, read with GetValue),
-scalar constants and float attributes, ending in at most one cast; and row reductions over N (sum, mean, max:
+on [*batch, M, N] and [N] / [1, N] inputs (and [M, N] / [*batch, 1, N] ones read against the batch by their shape,
+GemmLayout.bcast: docs/design.md "Cube family: epilogue inputs broadcast over the batch"), inputs of one value (fp32,
+fp16, bf16), [M] inputs reshaped to [M, 1] (a value per row, read with GetValue), scalar constants and float
+attributes, ending in at most one cast; and row reductions over N (sum, mean, max:
 per-row values, `row_reduces`), whose kernel works by bands of baseM rows x all of N (docs/design.md "Cube family:
 row reductions in the epilogue"). Anything else (another reduction, another shape, a non-float attribute) is refused
 naming the construct (Unsupported).
@@ -595,8 +597,9 @@ EPI_OPS = frozenset(set(VECTOR_BINARY) | set(VECTOR_UNARY) | {"neg"})
 (opgen.kernel.rowprog.lower_elementwise); `tanh` and `erf` are rewritten into them first
 (opgen.kernel.rowmerge.math_as_steps)."""
 EPI_STEPS = """The vector epilogue as steps (GemmLayout.steps), in graph order: ("acc", value) the matmul's fp32 result,
-("load", value, input, space, dtype) an input read as fp32 (space "row": [*batch, M, N], "col": [N] or [1, N],
-"stat": an [M] input reshaped to [M, 1], one value per row, without batch dims),
+("load", value, input, space, dtype) an input read as fp32 (space "row": [*batch, M, N], or [M, N] read by every batch
+index; "col": [N] or [1, N], or [*batch, 1, N] one row per batch index (GemmLayout.bcast says which); "stat": an [M]
+input reshaped to [M, 1], one value per row, without batch dims; "one": [] / [1], read by the scalar unit),
 ("const", value, C++ float literal), ("attr", name) a runtime float attribute, ("op", result, op, inputs, space) an elementwise op, ("store", value, round)
 the output written from `value` (round: the cast's round mode; "" for an fp32 output), ("sstore", value, output) a
 per-row fp32 value written to a second output [*batch, M] / [*batch, M, 1] (docs/design.md "Cube family: a per-row
