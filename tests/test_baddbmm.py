@@ -1,6 +1,6 @@
 """Epilogue inputs read against the batch (docs/design.md "Cube family: epilogue inputs broadcast over the batch"):
 Baddbmm (examples/specs/baddbmm.py: out = beta * self + alpha * (batch1 @ batch2), self [B, M, N], [M, N], [B, 1, N],
-[N], [1, N] or [1]) on both engines against torch.baddbmm in float64; an [M, N] residual beside a folded (Linear)
+[N], [1, N], [B, 1, 1] or [1]) on both engines against torch.baddbmm in float64; an [M, N] residual beside a folded (Linear)
 GEMM unfolds it; a one-value epilogue input in fp16 / bf16 is read by the scalar unit and converted exactly."""
 
 from __future__ import annotations
@@ -21,7 +21,8 @@ ROOT = Path(__file__).resolve().parents[1]
 SPEC = ROOT / "examples" / "specs" / "baddbmm.py"
 ULP = {"float16": 2.0 ** -11, "bfloat16": 2.0 ** -8}
 FORMS = {"bmn": lambda B, M, N: (B, M, N), "mn": lambda B, M, N: (M, N), "b1n": lambda B, M, N: (B, 1, N),
-         "n": lambda B, M, N: (N,), "1n": lambda B, M, N: (1, N), "one": lambda B, M, N: (1,)}
+         "n": lambda B, M, N: (N,), "1n": lambda B, M, N: (1, N), "b11": lambda B, M, N: (B, 1, 1),
+         "one": lambda B, M, N: (1,)}
 """self's forms as CANN's aclnnBaddbmm broadcasts them to [B, M, N]."""
 
 
@@ -67,47 +68,49 @@ def _check(form, dims, dt, seed, engine="kir", gen_dir=None, beta=0.75, alpha=-1
 def test_the_self_forms_read_against_the_batch_by_their_shape():
     """One class per self form that reads GM differently (the tiling key's form digit; [N] and [1, N] share one):
     [B, M, N] steps by the batch index, [M, N] is read at the same rows for every batch index, [B, 1, N] one row per
-    batch index, [N] one row for all, [1] one value read by the scalar unit; beta and alpha are float attributes."""
+    batch index, [N] one row for all, [B, 1, 1] one value per batch index and [1] one value, both read by the scalar
+    unit; beta and alpha are float attributes."""
     from opgen.codegen.kernel_cube import emit_cube_kernel
     from opgen.kernel.cube import CubeFamily
 
     spec = load_spec(str(SPEC))
     u = kernel_build(spec)
     lays = {k.forms[0]: x for k, x in u.lowered.extra["layouts"].items()}
-    assert len(set(CubeFamily().layouts(u.lowered))) == 5 and u.lowered.extra["form_key"]
+    assert len(set(CubeFamily().layouts(u.lowered))) == 6 and u.lowered.extra["form_key"]
     for form, x in lays.items():
         assert x.batch == ("B",) and not x.fold and not x.shared and x.mixed
-    # self's forms in declaration order: [B, M, N], [M, N], [B, 1, N], [N], [1, N], [1]
+    # self's forms in declaration order: [B, M, N], [M, N], [B, 1, N], [N], [1, N], [B, 1, 1], [1]
     assert {f: dict(x.bcast).get("self", "") for f, x in lays.items()} == {0: "", 1: "shared", 2: "batched", 3: "",
-                                                                          4: "", 5: ""}
+                                                                          4: "", 5: "batched", 6: ""}
     text = emit_cube_kernel(spec, u.lowered, u.tiling)["op_kernel/baddbmm.h"]
     reads = set(re.findall(r"DataCopyPad\(et0, eGm0_\[([^\]]*)\]", text))
     assert reads == {"n0 + td_->N * c0 + td_->N * m0 + td_->M * td_->N * bi", "n0 + td_->N * c0 + td_->N * m0",
                      "n0 + td_->N * bi", "n0"}
-    assert "GmScalar(eGm0_, 0)" in text
+    assert "GmScalar(eGm0_, 0)" in text and "GmScalar(eGm0_, bi)" in text
 
 
 @pytest.mark.parametrize("form, dt", [("bmn", "float16"), ("mn", "bfloat16"), ("b1n", "float16"),
-                                      ("n", "bfloat16"), ("1n", "float16"), ("one", "bfloat16"), ("one", "float16")])
+                                      ("n", "bfloat16"), ("1n", "float16"), ("b11", "bfloat16"), ("one", "bfloat16"),
+                                      ("one", "float16")])
 def test_every_self_form_on_the_kernel_ir_equals_torch_baddbmm(form, dt):
     """Each self form, fp16 and bf16 in turn (the one-value self in both: GmScalar's half and bf16 conversions),
     odd M 37 / K 50 / N 45 over B 3 matrices, beta 0.75, alpha -1.5, on the Kernel IR interpreter."""
     _check(form, {"B": 3, "M": 37, "K": 50, "N": 45}, dt, seed=11)
 
 
-@pytest.mark.parametrize("form, dt", [("mn", "float16"), ("b1n", "bfloat16")])
+@pytest.mark.parametrize("form, dt", [("mn", "float16"), ("b1n", "bfloat16"), ("b11", "float16")])
 def test_batch_tails_over_cores_on_the_kernel_ir_equal_torch_baddbmm(form, dt):
     """B 7 matrices of 3 x 2 blocks (M 300, N 301: tails on both edges) = 42 blocks over 24 AI Cores, a core's range
     crossing matrices (an [M, N] self read at the same rows by two batch indices of one core; a [B, 1, N] self's row
-    changing with the batch index within a core's range), K 333."""
+    and a [B, 1, 1] self's value changing with the batch index within a core's range), K 333."""
     r = _check(form, {"B": 7, "M": 300, "K": 333, "N": 301}, dt, seed=5, beta=-0.5, alpha=2.0)
     assert r.block_dim == 24
 
 
-@pytest.mark.parametrize("form, dt", [("mn", "bfloat16"), ("b1n", "float16"), ("one", "bfloat16")])
+@pytest.mark.parametrize("form, dt", [("mn", "bfloat16"), ("b1n", "float16"), ("b11", "bfloat16")])
 def test_the_example_emulated_equals_torch_baddbmm(examples_gen, form, dt):
     """The emitted C++ on the g++ emulation: the three new reads (an [M, N] self shared by the batch, a [B, 1, N]
-    self per batch index, a bf16 self of one value through GmScalar's ToFloat) at odd sizes, B 3."""
+    self per batch index, a bf16 self of one value per batch index through GmScalar's ToFloat) at odd sizes, B 3."""
     _check(form, {"B": 3, "M": 37, "K": 50, "N": 45}, dt, seed=7, engine="emu", gen_dir=examples_gen)
 
 

@@ -739,14 +739,15 @@ def _epilogue(g, mm, seen, params, dims, batch, dta, acc: str = "f32", out_perm=
             return "col"
         if not batch and shp == [dm, "1"]:
             return "stat"
-        if all(d == "1" for d in shp):   # [] or [1]: one value (a per-tensor scale), read by the scalar unit
-            return "one"
+        if all(d == "1" for d in shp) or lead and front == lead and shp[-2:] == ["1", "1"]:
+            return "one"   # [] or [1]: one value (a per-tensor scale), or one per batch index, by the scalar unit
         raise Unsupported(v, loc, f"an operand of shape [{', '.join(shp)}] in the matmul's epilogue: it reads "
                           f"[{', '.join(row_shape)}] tensors" + (f" and [{dm}, {dn}] ones broadcast over the batch"
                                                                  if lead else "")
                           + f", [{dn}] / [1, {dn}] column vectors" + (f" and [{', '.join(lead)}, 1, {dn}] ones per "
                                                                       f"batch index" if lead else "")
-                          + f", [{dm}, 1] per-row values, inputs of one value ([] / [1]) and constants")
+                          + f", [{dm}, 1] per-row values, inputs of one value ([] / [1]"
+                          + (f"; [{', '.join(lead)}, 1, 1] one per batch index" if lead else "") + ") and constants")
 
     def batch_rel(src, sp, loc):
         # how input `src` of space `sp` is read against the batch (docs/design.md "Cube family: epilogue inputs
@@ -755,7 +756,7 @@ def _epilogue(g, mm, seen, params, dims, batch, dta, acc: str = "f32", out_perm=
         # folded GEMM crosses batch indices)
         front = [str(d) for d in vals[src].type.shape][:-2]
         rel = "shared" if sp == "row" and lead and front != lead else \
-            "batched" if sp == "col" and lead and front == lead else ""
+            "batched" if sp in ("col", "one") and lead and front == lead else ""
         if rel and folded:
             raise _Unfold(src, loc, "an epilogue input read against the batch")
         if rel:
@@ -1725,6 +1726,7 @@ def _vector_part(lay: GemmLayout, prog: EpiProgram, lets: tuple, out_t: str, off
     cin = {}     # value (a staged input: ("in", input)) -> the statements that copy it in (a chunked row's passes)
     stats = {}   # per-row value -> its UB buffer (the pass's rows of an [M] input, read with GetValue)
     ones = []    # inputs of one value: read once per AIV from GM by the scalar unit, before the blocks
+    one_b = []   # inputs of one value per batch index: read per block (its batch index bi), after the block's lets
     bcast = dict(lay.bcast)
 
     def row_at(inp):   # element offset of the pass's first row of an [M, N] input in this block's columns
@@ -1735,8 +1737,16 @@ def _vector_part(lay: GemmLayout, prog: EpiProgram, lets: tuple, out_t: str, off
         return S("bi") * N + S("n0") if bcast.get(inp) == "batched" else S("n0")
 
     def one_of(v, inp):   # the one value (fp32, or f16 / bf16 converted exactly by the scalar unit's GmScalar)
-        read = K.FLoad(K.GmView(gm_of[inp], Lit(0)))
-        doc = _cite(f"the one value of {inp}", lines.get(v, ""))
+        per_batch = bcast.get(inp) == "batched"   # [*batch, 1, 1]: this batch index's value, read per block
+        read = K.FLoad(K.GmView(gm_of[inp], S("bi") if per_batch else Lit(0)))
+        doc = _cite(f"the value of {inp} for this batch index" if per_batch else f"the one value of {inp}",
+                    lines.get(v, ""))
+        if per_batch:   # after the block's lets (bi), in one_b
+            one_b.extend(one_read(v, read, doc))
+            return []
+        return one_read(v, read, doc)
+
+    def one_read(v, read, doc):
         if guard.get(v):   # an absent optional input reads nothing: the scalar stays 0 (its steps do not run)
             return [K.FLet(f"one_{v}_", K.FConst(0.0), mutable=True, doc=doc),
                     *_guarded((K.FAssign(f"one_{v}_", read, doc=doc),), guard[v], prog.presence)]
@@ -1946,6 +1956,7 @@ def _vector_part(lay: GemmLayout, prog: EpiProgram, lets: tuple, out_t: str, off
         band_cols = ()   # read per chunk, or once per band inside the whole-row branch
     block = (
         *head,
+        *one_b,
         K.Let("j", S("blk") - S("first")), K.Let("s", S("j") % 2),
         K.Let("wsOff", (S("core") * 2 + S("s")) * S("baseM") * span),
         K.Let("halfRows", (S("mt") + 1) // 2),
@@ -1963,6 +1974,7 @@ def _vector_part(lay: GemmLayout, prog: EpiProgram, lets: tuple, out_t: str, off
             K.Let("blk", S("it") // S("passesPerBlock")),
             K.Let("pi", S("it") % S("passesPerBlock")),
             *lets,
+            *one_b,
             K.Let("pOff", S("blk") * S("kSplit") * S("baseM") * bn),
             *cols,
             K.For("c0", S("pi") * rr, Fn("min", (S("mt"), S("pi") * rr + rr)), rr, chunk, tail="rows",
