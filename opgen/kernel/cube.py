@@ -750,10 +750,10 @@ def _epilogue(g, mm, seen, params, dims, batch, dta, acc: str = "f32", out_perm=
                           + (f"; [{', '.join(lead)}, 1, 1] one per batch index" if lead else "") + ") and constants")
 
     def batch_rel(src, sp, loc):
-        # how input `src` of space `sp` is read against the batch (docs/design.md "Cube family: epilogue inputs
-        # broadcast over the batch"): an [M, N] input without the batch dims is one matrix for every batch index, a
-        # [*batch, 1, N] column vector one row per batch index; either needs the batch unfolded (one block of a
-        # folded GEMM crosses batch indices)
+        # how input `src` of space `sp` is read against the batch: an [M, N] input without the batch dims is one
+        # matrix for every batch index, a [*batch, 1, N] column vector one row per batch index, a [*batch, 1, 1]
+        # input one value per batch index; each needs the batch unfolded (one block of a folded GEMM crosses batch
+        # indices). docs/design.md "Cube family: epilogue inputs broadcast over the batch"
         front = [str(d) for d in vals[src].type.shape][:-2]
         rel = "shared" if sp == "row" and lead and front != lead else \
             "batched" if sp in ("col", "one") and lead and front == lead else ""
