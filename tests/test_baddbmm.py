@@ -98,11 +98,11 @@ def test_every_self_form_on_the_kernel_ir_equals_torch_baddbmm(form, dt):
     _check(form, {"B": 3, "M": 37, "K": 50, "N": 45}, dt, seed=11)
 
 
-@pytest.mark.parametrize("form, dt", [("mn", "float16"), ("b1n", "bfloat16"), ("b11", "float16")])
+@pytest.mark.parametrize("form, dt", [("b1n", "bfloat16"), ("b11", "float16")])
 def test_batch_tails_over_cores_on_the_kernel_ir_equal_torch_baddbmm(form, dt):
     """B 7 matrices of 3 x 2 blocks (M 300, N 301: tails on both edges) = 42 blocks over 24 AI Cores, a core's range
-    crossing matrices (an [M, N] self read at the same rows by two batch indices of one core; a [B, 1, N] self's row
-    and a [B, 1, 1] self's value changing with the batch index within a core's range), K 333."""
+    crossing matrices (a [B, 1, N] self's row and a [B, 1, 1] self's value changing with the batch index within a
+    core's range; an [M, N] self's read does not depend on it), K 333."""
     r = _check(form, {"B": 7, "M": 300, "K": 333, "N": 301}, dt, seed=5, beta=-0.5, alpha=2.0)
     assert r.block_dim == 24
 
