@@ -476,13 +476,24 @@ def test_a_per_tensor_scale_and_offset_on_the_kernel_ir_equal_float64(tmp_path, 
     assert _close(r.arrays["y"], _per_tensor_ref(x), dt)
 
 
-def test_a_per_tensor_input_of_another_dtype_is_refused_naming_the_rule(tmp_path):
-    """A one-value epilogue input that is not fp32 (a bf16 scale [1] widened in the body) is refused with the rule
-    (the scalar unit reads an fp32 input), not as an unknown shape."""
+@pytest.mark.parametrize("scale_t, dt", [("bf16", "bfloat16"), ("f16", "float16")])
+def test_a_per_tensor_scale_of_a_16_bit_dtype_on_the_kernel_ir_equals_float64(tmp_path, scale_t, dt):
+    """A one-value epilogue input of a 16-bit float dtype (a bf16 or fp16 scale [1] widened in the body) is read by
+    the scalar unit in its type and converted exactly (GmScalar: ToFloat for bf16, a static_cast for half;
+    docs/reference/ascendc.md §1.4), not staged: odd M 37, K 50, N 45 on the Kernel IR interpreter against float64
+    of the scale as stored (rounded to its dtype)."""
+    import torch
+
+    from opgen.check import run_check
+
     p = tmp_path / "pt.py"
-    p.write_text(PER_TENSOR.format(scale_t="bf16", widen=".f32()"))
-    with pytest.raises(NoKernel, match=re.escape("an epilogue input of one value ([] / [1]) that is not fp32")):
-        kernel_build(load_spec(str(p)))
+    p.write_text(PER_TENSOR.format(scale_t=scale_t, widen=".f32()"))
+    x = _per_tensor_inputs(37, 50, 45, True, False, 5)
+    x["scale"] = torch.tensor(x["scale"]).to(getattr(torch, dt)).float().numpy()
+    assert x["scale"][0] != np.float32(_per_tensor_inputs(37, 50, 45, True, False, 5)["scale"][0])   # rounded
+    r = run_check(str(p), x, {}, dtypes={"Y": dt}, progress=False, engine="kir")
+    assert not r.faults and r.passed
+    assert _close(r.arrays["y"], _per_tensor_ref(x), dt)
 
 
 @pytest.mark.slow

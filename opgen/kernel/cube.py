@@ -7,8 +7,10 @@ x [K, N], as aclnnMatmul runs a 3-D self against a 2-D mat2; GemmLayout.fold), o
 other's batch that does not fold (A 2-D, or A transposed against a 2-D B: that operand's one matrix read for every
 batch index, GemmLayout.shared), and whose result reaches exactly one output either through at most one cast with round "rint" or "none" (Fixpipe's rounding, once and to nearest even; a chain
 of casts or another round mode is refused), or through a vector epilogue (`_epilogue`, EPI_STEPS): elementwise math
-on [*batch, M, N] and [N] / [1, N] inputs, [M] inputs reshaped to [M, 1] (a value per row, read with GetValue),
-scalar constants and float attributes, ending in at most one cast; and row reductions over N (sum, mean, max:
+on [*batch, M, N] and [N] / [1, N] inputs (and [M, N] / [*batch, 1, N] ones read against the batch by their shape,
+GemmLayout.bcast: docs/design.md "Cube family: epilogue inputs broadcast over the batch"), inputs of one value (fp32,
+fp16, bf16), [M] inputs reshaped to [M, 1] (a value per row, read with GetValue), scalar constants and float
+attributes, ending in at most one cast; and row reductions over N (sum, mean, max:
 per-row values, `row_reduces`), whose kernel works by bands of baseM rows x all of N (docs/design.md "Cube family:
 row reductions in the epilogue"). Anything else (another reduction, another shape, a non-float attribute) is refused
 naming the construct (Unsupported).
@@ -150,6 +152,10 @@ class GemmLayout:
     views: tuple = ()       # ((role, (row stride, batch stride)), ...): role "a" / "b" / "c" (the output) read or
                             # written through a permuted GM view (_operand_view, _output_view); each stride a tuple
                             # of dim names whose product it is (elements)
+    bcast: tuple = ()       # ((input, "shared" / "batched"), ...): epilogue inputs read against the batch otherwise
+                            # than their space's default: an [M, N] row input without the batch dims ("shared": the
+                            # same rows for every batch index), a [*batch, 1, N] column vector ("batched": one row
+                            # per batch index); docs/design.md "Cube family: epilogue inputs broadcast over the batch"
 
     @property
     def mixed(self) -> bool:
@@ -181,6 +187,8 @@ class GemmLayout:
         acc = "int32 accumulate (exact)" if self.acc == "i32" else "fp32 accumulate"
         views = "".join(f"; {({'a': self.a, 'b': self.b, 'c': self.out})[r]} through a GM view (row stride "
                         f"{'*'.join(rs) or '1'}, batch stride {'*'.join(bs) or '1'})" for r, (rs, bs) in self.views)
+        views += "".join(f"; {i} " + ("one matrix for every batch index" if k == "shared" else "a row per batch index")
+                         for i, k in self.bcast)
         return (f"layout cube: {bt}{self.out}[{m}, {n}] = {a} x {b} in {self.dtype}, "
                 f"{acc}, out {self.out_dtype}; epilogue {epi}{views}")
 
@@ -222,9 +230,11 @@ def _operand_rule(mm, a, b, prod) -> str:
             f"in the kernel (a reshape, a slice, arithmetic) is not lowered")
 
 
-def gemm_layout(g, spec=None) -> GemmLayout:
+def gemm_layout(g, spec=None, unfold: bool = False) -> GemmLayout:
     """The GemmLayout of fused graph `g` (module docstring). With `spec`, every dtype row must bind the operands'
-    dtype variable to f16 or bf16 (the cube reads no other type). Raises Unsupported naming the value (or the
+    dtype variable to f16 or bf16 (the cube reads no other type). unfold: never fold the batch into M (A [*batch, M,
+    K] against a 2-D B is then batched with B shared), as when an epilogue input is read against the batch (another
+    specialisation's, CubeFamily.lower: one tiling program for all). Raises Unsupported naming the value (or the
     input, at its spec line) and the rule."""
     g = math_as_steps(g)   # tanh and erf as AscendC's Tanh and Erf compute them: vector steps the epilogue lowers
     vals, prod = g.values(), g.producers()
@@ -268,7 +278,7 @@ def gemm_layout(g, spec=None) -> GemmLayout:
     out_perm = _output_perm(g, mm)
     if ba == bb:   # one matrix product per batch index
         batch = tuple(sa[:-2])
-    elif ba and not bb and not ta and not view_a and out_perm is None:
+    elif ba and not bb and not ta and not view_a and out_perm is None and not unfold:
         # [*batch, M, K] x [K, N]: the batch folded into M (one GEMM [batch*M, K])
         batch, fold = (), tuple(sa[:-2])
     elif ba and not bb:   # [*batch, K, M]ᵀ x [K, N]: one product per batch index, B's one matrix for each
@@ -301,8 +311,13 @@ def gemm_layout(g, spec=None) -> GemmLayout:
             bias, add = ib
             seen.add(add.result.name)
             acc_from = add.result.name
-    od, odt, out, epi, steps, cites, out_loc = _epilogue(g, mm, seen, params, dims, lead, dta, acc, out_perm,
-                                                         acc_from)
+    try:
+        od, odt, out, epi, steps, cites, out_loc, bcast = _epilogue(g, mm, seen, params, dims, lead, dta, acc,
+                                                                    out_perm, acc_from, folded=bool(fold))
+    except _Unfold:   # an input read against the batch: one product per batch index, B's one matrix for each
+        batch, fold, shared = fold, (), "b"
+        od, odt, out, epi, steps, cites, out_loc, bcast = _epilogue(g, mm, seen, params, dims, lead, dta, acc,
+                                                                    out_perm, acc_from)
     view_c = _output_view(out, [d for d in g.values()[g.outputs[0][1]].type.shape], out_perm)
     if acc == "f32":   # an int8 product's fp32 bias stays on the AIVs (after the conversion of its int32 block)
         bias, steps, epi = _cube_bias(steps, epi, spec, dta)
@@ -346,7 +361,8 @@ def gemm_layout(g, spec=None) -> GemmLayout:
     return GemmLayout(a, b, out, tuple(str(d) for d in dims), name, odt, tuple(epi), fixed, ta, tb,
                       tuple(str(d) for d in batch), steps, fold=tuple(str(d) for d in fold), bias=bias,
                       shared=shared, acc=acc, mm_loc=mm.loc, out_loc=out_loc or mm.loc, cites=cites,
-                      views=tuple((r, v) for r, v in (("a", view_a), ("b", view_b), ("c", view_c)) if v))
+                      views=tuple((r, v) for r, v in (("a", view_a), ("b", view_b), ("c", view_c)) if v),
+                      bcast=tuple(sorted(bcast.items())))
 
 
 def _stride(stored: list, axis: int) -> tuple:
@@ -581,8 +597,9 @@ EPI_OPS = frozenset(set(VECTOR_BINARY) | set(VECTOR_UNARY) | {"neg"})
 (opgen.kernel.rowprog.lower_elementwise); `tanh` and `erf` are rewritten into them first
 (opgen.kernel.rowmerge.math_as_steps)."""
 EPI_STEPS = """The vector epilogue as steps (GemmLayout.steps), in graph order: ("acc", value) the matmul's fp32 result,
-("load", value, input, space, dtype) an input read as fp32 (space "row": [*batch, M, N], "col": [N] or [1, N],
-"stat": an [M] input reshaped to [M, 1], one value per row, without batch dims),
+("load", value, input, space, dtype) an input read as fp32 (space "row": [*batch, M, N], or [M, N] read by every batch
+index; "col": [N] or [1, N], or [*batch, 1, N] one row per batch index (GemmLayout.bcast says which); "stat": an [M]
+input reshaped to [M, 1], one value per row, without batch dims; "one": [] / [1], read by the scalar unit),
 ("const", value, C++ float literal), ("attr", name) a runtime float attribute, ("op", result, op, inputs, space) an elementwise op, ("store", value, round)
 the output written from `value` (round: the cast's round mode; "" for an fp32 output), ("sstore", value, output) a
 per-row fp32 value written to a second output [*batch, M] / [*batch, M, 1] (docs/design.md "Cube family: a per-row
@@ -627,9 +644,17 @@ def _step_text(st) -> str:
     return f"store {st[1]}" + (f" ({st[2]})" if st[2] else "")
 
 
-def _epilogue(g, mm, seen, params, dims, batch, dta, acc: str = "f32", out_perm=None, acc_from=None) -> tuple:
+class _Unfold(Unsupported):
+    """An epilogue input a folded GEMM cannot read (its rows or columns depend on the batch index while a block of
+    the folded [batch * M, K] x [K, N] product crosses batch indices): gemm_layout lowers the layout batched instead,
+    the 2-D operand shared."""
+
+
+def _epilogue(g, mm, seen, params, dims, batch, dta, acc: str = "f32", out_perm=None, acc_from=None,
+              folded: bool = False) -> tuple:
     """(output dtype, its name, output name, Fixpipe epilogue, vector steps, ((step value, spec line), ...) of the
-    load / op steps, the output cast's spec line or "") of the ops after matmul `mm` in `g`:
+    load / op steps, the output cast's spec line or "", {input: "shared" / "batched"} the inputs read against the
+    batch otherwise than their space says (GemmLayout.bcast)) of the ops after matmul `mm` in `g`:
     a matmul result only cast to the output is Fixpipe's (steps ()); anything else must be elementwise math on
     [*batch, M, N] rows, [N] / [1, N] column inputs, [M] inputs as [M, 1] per-row values and constants ending in at
     most one cast (EPI_STEPS). Raises
@@ -638,7 +663,8 @@ def _epilogue(g, mm, seen, params, dims, batch, dta, acc: str = "f32", out_perm=
     the AIVs converting the int32 block (docs/design.md "Cube family: int8 operands"). out_perm: the permute node
     through which the result reaches the output (_output_perm), the output's GM view: its value stands for its
     input (an [M, N] row), the store writing through the view. acc_from: the value the epilogue starts from
-    instead of the matmul's result (the add of an int32 bias the cube makes, `_int32_bias`; it is in `seen`)."""
+    instead of the matmul's result (the add of an int32 bias the cube makes, `_int32_bias`; it is in `seen`).
+    folded: `batch` is folded into M (GemmLayout.fold); an input read against the batch then raises _Unfold."""
     vals, uses, outs = g.values(), g.uses(), g.outputs
     r = acc_from or mm.result.name
     dm, dn = str(dims[0]), str(dims[2])
@@ -698,22 +724,43 @@ def _epilogue(g, mm, seen, params, dims, batch, dta, acc: str = "f32", out_perm=
             v, cast_loc = c.result.name, c.loc
             epi.append("cast")
         od = vals[v].type.dtype
-        return od, (od.name if isinstance(od, DTypeVar) else dtype_name(od)), out, epi, (), (), cast_loc
+        return od, (od.name if isinstance(od, DTypeVar) else dtype_name(od)), out, epi, (), (), cast_loc, {}
+    lead = row_shape[:-2]
     attrs = {p.value.name for p in g.params if p.kind != "input"}
+    bcast = {}   # input -> "shared" (an [M, N] input read by every batch index) / "batched" ([*batch, 1, N])
 
     def space_of(v, loc):
         shp = [str(d) for d in vals[v].type.shape]
-        if shp == row_shape:
+        front = shp[:-2]   # the dims before the matrix's two: the batch dims, or 1s (broadcast over the batch)
+        ones = all(d == "1" for d in front)
+        if shp[-2:] == [dm, dn] and (front == lead or ones):
             return "row"
-        if shp and shp[-1] == dn and all(d == "1" for d in shp[:-1]):
+        if shp and shp[-1] == dn and (len(shp) == 1 or shp[-2] == "1") and (ones or front == lead):
             return "col"
         if not batch and shp == [dm, "1"]:
             return "stat"
-        if all(d == "1" for d in shp):   # [] or [1]: one value (a per-tensor scale), read by the scalar unit
-            return "one"
+        if all(d == "1" for d in shp) or lead and front == lead and shp[-2:] == ["1", "1"]:
+            return "one"   # [] or [1]: one value (a per-tensor scale), or one per batch index, by the scalar unit
         raise Unsupported(v, loc, f"an operand of shape [{', '.join(shp)}] in the matmul's epilogue: it reads "
-                          f"[{', '.join(row_shape)}] tensors, [{dn}] / [1, {dn}] column vectors, [{dm}, 1] per-row "
-                          f"values, fp32 inputs of one value ([] / [1]) and constants")
+                          f"[{', '.join(row_shape)}] tensors" + (f" and [{dm}, {dn}] ones broadcast over the batch"
+                                                                 if lead else "")
+                          + f", [{dn}] / [1, {dn}] column vectors" + (f" and [{', '.join(lead)}, 1, {dn}] ones per "
+                                                                      f"batch index" if lead else "")
+                          + f", [{dm}, 1] per-row values, inputs of one value ([] / [1]"
+                          + (f"; [{', '.join(lead)}, 1, 1] one per batch index" if lead else "") + ") and constants")
+
+    def batch_rel(src, sp, loc):
+        # how input `src` of space `sp` is read against the batch: an [M, N] input without the batch dims is one
+        # matrix for every batch index, a [*batch, 1, N] column vector one row per batch index, a [*batch, 1, 1]
+        # input one value per batch index; each needs the batch unfolded (one block of a folded GEMM crosses batch
+        # indices). docs/design.md "Cube family: epilogue inputs broadcast over the batch"
+        front = [str(d) for d in vals[src].type.shape][:-2]
+        rel = "shared" if sp == "row" and lead and front != lead else \
+            "batched" if sp in ("col", "one") and lead and front == lead else ""
+        if rel and folded:
+            raise _Unfold(src, loc, "an epilogue input read against the batch")
+        if rel:
+            bcast[src] = rel
 
     space, steps, stored, cites, out_loc = {r: "row"}, [("acc", r)], False, {}, ""
     salias = {}   # a reshape of a per-row value (a row reduction's [.., M] as [.., M, 1]) -> the value it shows
@@ -752,9 +799,7 @@ def _epilogue(g, mm, seen, params, dims, batch, dta, acc: str = "f32", out_perm=
                 raise Unsupported(src, n.loc, "an epilogue input of another dtype than the matmul operands' (f16 / "
                                   "bf16), f16, bf16, f32 or a dtype variable bound to one of them")
             space[v] = space_of(src, n.loc)
-            if space[v] == "one":
-                raise Unsupported(src, n.loc, "an epilogue input of one value ([] / [1]) that is not fp32: the "
-                                  "scalar unit reads it as an fp32 input (declare it f32)")
+            batch_rel(src, space[v], n.loc)
             # the operands' type T, fp32, a fixed f16 / bf16 (its C++ type), or another dtype variable (its rows
             # bind it to T's type or f32: gemm_layout)
             steps.append(("load", v, src, space[v], OPERAND_T if sd == dta else _VAR_TAG + sd.name
@@ -814,6 +859,7 @@ def _epilogue(g, mm, seen, params, dims, batch, dta, acc: str = "f32", out_perm=
                     if isinstance(sd, DTypeVar) or dtype_name(sd) != "f32":
                         raise Unsupported(x, n.loc, "an epilogue input used without a cast to f32")
                     sp = space_of(x, n.loc)
+                    batch_rel(x, sp, n.loc)
                     steps.append(("load", x, x, sp, "f32"))
                     space[x] = "scalar" if sp == "one" else sp   # one value: a scalar operand of the math
                     cites[x] = n.loc   # an fp32 input read as it is: the line of the op that reads it
@@ -864,7 +910,7 @@ def _epilogue(g, mm, seen, params, dims, batch, dta, acc: str = "f32", out_perm=
     od = vals[ov].type.dtype
     named = tuple((st[1], cites[st[1]]) for st in steps if st[0] in ("load", "op") and cites.get(st[1]))
     return od, (od.name if isinstance(od, DTypeVar) else dtype_name(od)), out, ["vector"], tuple(steps), named, \
-        out_loc
+        out_loc, bcast
 
 
 def merge_presences(spec, items: list) -> GemmLayout:
@@ -881,7 +927,7 @@ def merge_presences(spec, items: list) -> GemmLayout:
         return first
 
     def core(lay):
-        return replace(lay, epilogue=(), steps=(), bias=())
+        return replace(lay, epilogue=(), steps=(), bias=(), bcast=())
 
     for _pr, lay in items[1:]:
         if core(lay) != core(first):
@@ -897,7 +943,8 @@ def merge_presences(spec, items: list) -> GemmLayout:
     bias = biases.pop() if biases else ()
     with_bias = tuple(pr for pr, lay in items if lay.bias)
     bias_when = () if len(with_bias) == len(items) else with_bias
-    if all(replace(lay, bias=()) == replace(first, bias=()) for _pr, lay in items):   # they differ in the bias only
+    first = replace(first, bcast=tuple(sorted({x for _pr, lay in items for x in lay.bcast})))   # every presence's
+    if all(replace(lay, bias=(), bcast=()) == replace(first, bias=(), bcast=()) for _pr, lay in items):   # the bias only
         return replace(first, bias=bias, bias_when=bias_when, presence=names, served=served,
                        direct=served if not first.steps else ())
     taken = {st[1] for _pr, lay in items for st in lay.steps if st[0] == "attr"}
@@ -1489,6 +1536,8 @@ def epilogue_program(lay: GemmLayout) -> EpiProgram:
                 ctx.scalar_text[v] = f"one_{v}_"
             if dt == "f32":
                 pre[v] = (sp, inp)
+            elif sp == "one":   # read in its type and converted by the scalar unit (GmScalar): no staging
+                loads.append((v, inp, sp, dt))
             else:   # staged in its type (T, or a dtype variable of f16 / bf16 / f32 rows), then to fp32
                 loads.append((v, inp, sp, dt))
                 ctx.p.instrs.append(Instr("cast_in", v, gm=inp, space=sp))
@@ -1677,17 +1726,37 @@ def _vector_part(lay: GemmLayout, prog: EpiProgram, lets: tuple, out_t: str, off
     cin = {}     # value (a staged input: ("in", input)) -> the statements that copy it in (a chunked row's passes)
     stats = {}   # per-row value -> its UB buffer (the pass's rows of an [M] input, read with GetValue)
     ones = []    # inputs of one value: read once per AIV from GM by the scalar unit, before the blocks
+    one_b = []   # inputs of one value per batch index: read per block (its batch index bi), after the block's lets
+    bcast = dict(lay.bcast)
+
+    def row_at(inp):   # element offset of the pass's first row of an [M, N] input in this block's columns
+        e = (S("m0") + S("c0")) * N + S("n0")
+        return e if bcast.get(inp) == "shared" else off(2, e)   # shared: the same matrix for every batch index
+
+    def col_at(inp):   # element offset of the block's columns of a column vector (one row per batch index, or one)
+        return S("bi") * N + S("n0") if bcast.get(inp) == "batched" else S("n0")
+
+    def one_of(v, inp):   # the one value (fp32, or f16 / bf16 converted exactly by the scalar unit's GmScalar)
+        per_batch = bcast.get(inp) == "batched"   # [*batch, 1, 1]: this batch index's value, read per block
+        read = K.FLoad(K.GmView(gm_of[inp], S("bi") if per_batch else Lit(0)))
+        doc = _cite(f"the value of {inp} for this batch index" if per_batch else f"the one value of {inp}",
+                    lines.get(v, ""))
+        if per_batch:   # after the block's lets (bi), in one_b
+            one_b.extend(one_read(v, read, doc))
+            return []
+        return one_read(v, read, doc)
+
+    def one_read(v, read, doc):
+        if guard.get(v):   # an absent optional input reads nothing: the scalar stays 0 (its steps do not run)
+            return [K.FLet(f"one_{v}_", K.FConst(0.0), mutable=True, doc=doc),
+                    *_guarded((K.FAssign(f"one_{v}_", read, doc=doc),), guard[v], prog.presence)]
+        return [K.FLet(f"one_{v}_", read, doc=doc)]
+
     for k, (v, (sp, inp)) in enumerate(prog.pre):
         var = f"ep{k}"
         n_in, n_col = len(copies_in), len(col_in)
-        if sp == "one":   # an absent optional input reads nothing: the scalar stays 0 (its steps do not run)
-            read = K.FLoad(K.GmView(gm_of[inp], Lit(0)))
-            doc = _cite(f"the one value of {inp}", lines.get(v, ""))
-            if guard.get(v):
-                ones += [K.FLet(f"one_{v}_", K.FConst(0.0), mutable=True, doc=doc),
-                         *_guarded((K.FAssign(f"one_{v}_", read, doc=doc),), guard[v], prog.presence)]
-            else:
-                ones.append(K.FLet(f"one_{v}_", read, doc=doc))
+        if sp == "one":
+            ones += one_of(v, inp)
             continue
         if sp == "stat":   # the pass's rows of the [M] input: rows fp32 values (DataCopyPad rounds up to 32 B)
             buf(f"epiP{k}_", var, "float", R + Lit(8), 4)
@@ -1719,10 +1788,10 @@ def _vector_part(lay: GemmLayout, prog: EpiProgram, lets: tuple, out_t: str, off
                                     _gap(S("nt"), 4, bn),
                                     mm_cite("fp32 rows of the block from the workspace slot")))
         elif sp == "row":
-            copies_in.append(K.Copy(K.Ref(var), K.GmView(gm_of[inp], off(2, (S("m0") + S("c0")) * N + S("n0"))),
+            copies_in.append(K.Copy(K.Ref(var), K.GmView(gm_of[inp], row_at(inp)),
                                     S("rows"), S("nt") * 4, (N - S("nt")) * 4, _gap(S("nt"), 4, bn), _cite(f"rows of {inp}", lines.get(v, ""))))
         else:
-            col_in.append(K.Copy(K.Ref(var), K.GmView(gm_of[inp], S("n0")), Lit(1), S("nt") * 4, Lit(0), Lit(0),
+            col_in.append(K.Copy(K.Ref(var), K.GmView(gm_of[inp], col_at(inp)), Lit(1), S("nt") * 4, Lit(0), Lit(0),
                                  _cite(f"columns of {inp}", lines.get(v, ""))))
         copies_in[n_in:] = when(v, copies_in[n_in:])
         col_in[n_col:] = when(v, col_in[n_col:])
@@ -1731,15 +1800,18 @@ def _vector_part(lay: GemmLayout, prog: EpiProgram, lets: tuple, out_t: str, off
         var = f"et{k}"
         tsz = K.SizeOf(lt)
         n_in, n_col = len(copies_in), len(col_in)
+        if sp == "one":   # not staged: the scalar unit reads the element in its type (GmScalar converts it)
+            ones += one_of(v, inp)
+            continue
         buf(f"epiT{k}_", var, lt, (R if sp == "row" else Lit(1)) * bn, tsz)
         ref[("in", inp)] = (var, sp == "row")
         if sp == "row":
-            copies_in.append(K.Copy(K.Ref(var), K.GmView(gm_of[inp], off(2, (S("m0") + S("c0")) * N + S("n0"))),
+            copies_in.append(K.Copy(K.Ref(var), K.GmView(gm_of[inp], row_at(inp)),
                                     S("rows"), S("nt") * tsz, (N - S("nt")) * tsz, _gap(S("nt"), tsz, bn),
                                     _cite(f"rows of {inp}", lines.get(v, ""))))
         else:
-            col_in.append(K.Copy(K.Ref(var), K.GmView(gm_of[inp], S("n0")), Lit(1), S("nt") * tsz, Lit(0), Lit(0),
-                                 _cite(f"columns of {inp}", lines.get(v, ""))))
+            col_in.append(K.Copy(K.Ref(var), K.GmView(gm_of[inp], col_at(inp)), Lit(1), S("nt") * tsz, Lit(0),
+                                 Lit(0), _cite(f"columns of {inp}", lines.get(v, ""))))
         copies_in[n_in:] = when(v, copies_in[n_in:])
         col_in[n_col:] = when(v, col_in[n_col:])
         cin[("in", inp)] = tuple(copies_in[n_in:]) + tuple(col_in[n_col:])
@@ -1884,6 +1956,7 @@ def _vector_part(lay: GemmLayout, prog: EpiProgram, lets: tuple, out_t: str, off
         band_cols = ()   # read per chunk, or once per band inside the whole-row branch
     block = (
         *head,
+        *one_b,
         K.Let("j", S("blk") - S("first")), K.Let("s", S("j") % 2),
         K.Let("wsOff", (S("core") * 2 + S("s")) * S("baseM") * span),
         K.Let("halfRows", (S("mt") + 1) // 2),
@@ -1901,6 +1974,7 @@ def _vector_part(lay: GemmLayout, prog: EpiProgram, lets: tuple, out_t: str, off
             K.Let("blk", S("it") // S("passesPerBlock")),
             K.Let("pi", S("it") % S("passesPerBlock")),
             *lets,
+            *one_b,
             K.Let("pOff", S("blk") * S("kSplit") * S("baseM") * bn),
             *cols,
             K.For("c0", S("pi") * rr, Fn("min", (S("mt"), S("pi") * rr + rr)), rr, chunk, tail="rows",
@@ -2041,9 +2115,13 @@ class CubeFamily(Family):
 
         names = [a.name for a in spec.static_attrs]
         by_ak: dict = {}
+        lays0 = {key: gemm_layout(g, spec) for key, g in graphs.items()}
+        if len({bool(x.fold) for x in lays0.values()}) > 1:   # some specialisation reads an epilogue input against
+            # the batch (gemm_layout's _Unfold): every one batched, one tiling program (its M not folded) for all
+            lays0 = {key: gemm_layout(g, spec, unfold=True) for key, g in graphs.items()}
         for key, g in graphs.items():
             ak = (attr_key(spec, dict(zip(names, key.static))), key.dtypes)
-            by_ak.setdefault(ak, []).append((key, gemm_layout(g, spec)))
+            by_ak.setdefault(ak, []).append((key, lays0[key]))
         if only is not None:
             ak0 = (attr_key(spec, dict(zip(names, only.static))), only.dtypes)
             by_ak = {ak0: by_ak[ak0]}
@@ -2069,7 +2147,7 @@ class CubeFamily(Family):
                     lays[key] = merged
                 classes.setdefault(merged, None)
         core = {replace(x, epilogue=(), steps=(), trans_a=False, trans_b=False, presence=(), served=(), step_when=(),
-                        direct=(), bias=(), bias_when=(), views=()) for x in classes}
+                        direct=(), bias=(), bias_when=(), views=(), bcast=()) for x in classes}
         outs = {x.out_dtype for x in classes}
         if len(core) > 1 or len(outs) > 1:
             a, b = list(classes)[:2]
