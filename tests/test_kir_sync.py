@@ -700,6 +700,34 @@ def test_the_placement_memo_gives_the_same_program_and_recomputes_a_damaged_entr
     assert len(calls) == 5
 
 
+def test_a_miss_waits_for_the_process_placing_the_same_class(tmp_path, monkeypatch):
+    """place_syncs_memo: while another process holds a key's lock (it is placing that class), a miss of the same key
+    waits for it and reads the entry it writes instead of placing the class a second time (the suite's two workers
+    and a generation's render processes meet the same classes at once)."""
+    import fcntl
+    import threading
+
+    monkeypatch.setenv("OPGEN_SYNC_DIR", str(tmp_path / "syncs"))
+    k0 = ks.strip_syncs(rows_kernel())
+    want, ins = ks.place_syncs_memo(k0)
+    (entry,) = list((tmp_path / "syncs").glob("*.json"))
+    text = entry.read_text()
+    entry.unlink()
+    calls, got = [], []
+    real = ks.place_syncs
+    monkeypatch.setattr(ks, "place_syncs", lambda *a, **kw: calls.append(1) or real(*a, **kw))
+    with open(entry.with_suffix(".lock"), "a") as lock:   # a lock of its own open file, as another process's
+        fcntl.flock(lock, fcntl.LOCK_EX)
+        t = threading.Thread(target=lambda: got.append(ks.place_syncs_memo(k0)))
+        t.start()
+        t.join(0.5)
+        assert t.is_alive() and not got and calls == []   # waiting for the lock, not placing
+        entry.write_text(text)                            # the other placement's entry
+    t.join(60)
+    assert calls == [] and len(got) == 1
+    assert kir.to_text(got[0][0]) == kir.to_text(want) and got[0][1] == ins
+
+
 def test_the_memo_tells_classes_apart_by_a_call_s_template_arguments(tmp_path, monkeypatch):
     """Review: two classes that differ only in `Widen<half>` / `Widen<float>` (a template method's type argument,
     which the analysis reads: an fp32 CastFrom ends in its own barrier) got one memo entry, and the half class the

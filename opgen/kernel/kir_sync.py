@@ -114,6 +114,7 @@ mutation of a test).
 
 from __future__ import annotations
 
+import contextlib
 import dataclasses
 import enum
 import functools
@@ -1754,9 +1755,25 @@ def place_syncs_memo(k: kir.KernelClass, types: dict | None = None, prune: bool 
     names its key, every position is a function of the class, every sync lands on a statement and the program
     verifies; anything else is recomputed and rewritten. Like the generate cache (opgen.codegen.cache), it guards
     against damage, not against someone who rewrites an entry on purpose (a placement is not re-proved on reading:
-    that costs an analysis in every process that builds the kernel). Raises as place_syncs."""
+    that costs an analysis in every process that builds the kernel). A miss takes the key's lock (_memo_lock) and
+    reads again before placing, so processes that miss one key at once place it once. Raises as place_syncs."""
     key, c = _memo_key(k, types, prune, hoist)
     path = memo_dir() / f"{key}.json"
+    got = _memo_read(path, key, k, c)
+    if got is not None:
+        return got
+    with _memo_lock(path):   # another process placing this class: wait for it and read its entry
+        got = _memo_read(path, key, k, c)
+        if got is not None:
+            return got
+        out, inserted = place_syncs(k, types, prune, hoist)
+        _memo_write(path, key, c, inserted)
+    return out, inserted
+
+
+def _memo_read(path: Path, key: str, k: kir.KernelClass, c: "_Canon") -> tuple | None:
+    """place_syncs_memo's entry `path` (of `key`) for class k (`c`: its _Canon) as (program, inserted); None when
+    there is none or it fails a check (place_syncs_memo's docstring)."""
     try:
         entry = json.loads(path.read_text(encoding="utf-8"))
         if isinstance(entry, dict) and entry.get("key") == key:
@@ -1767,7 +1784,36 @@ def place_syncs_memo(k: kir.KernelClass, types: dict | None = None, prune: bool 
                 return out, inserted
     except (OSError, ValueError, KeyError, IndexError, TypeError, AttributeError, kir.IRError):
         pass
-    out, inserted = place_syncs(k, types, prune, hoist)
+    return None
+
+
+@contextlib.contextmanager
+def _memo_lock(path: Path):
+    """An exclusive lock on `path`'s lock file (`<key>.lock` beside it) for the block: processes that miss one
+    entry at once (the test suite's two workers, a generation's render processes) place the class once, the others
+    waiting and reading the entry it wrote. A process holds one such lock at a time (a placement places one class),
+    so none waits on another in a cycle; the system drops the lock of a process that dies. No lock (the directory
+    cannot be written, or no fcntl) is no error: the placement runs unlocked."""
+    try:
+        import fcntl
+
+        path.parent.mkdir(parents=True, exist_ok=True)
+        f = open(path.with_suffix(".lock"), "a")
+    except (ImportError, OSError):
+        yield
+        return
+    with f:
+        try:
+            fcntl.flock(f, fcntl.LOCK_EX)
+        except OSError:
+            pass
+        yield
+
+
+def _memo_write(path: Path, key: str, c: "_Canon", inserted: dict) -> None:
+    """Store place_syncs_memo's entry for `key` (class canon `c`, placed syncs `inserted`) at `path`: written to a
+    file of this process and renamed, so a reader meets a whole entry; an unwritable directory or a doc naming no
+    name of the class (kept out of the memo) is no error."""
     try:
         text = json.dumps({"key": key, "inserted": [[_pos_json(p, c), [_sync_json(x, c) for x in v]]
                                                     for p, v in inserted.items()]})
@@ -1779,7 +1825,6 @@ def place_syncs_memo(k: kir.KernelClass, types: dict | None = None, prune: bool 
         pass   # a doc or position names no name of the class: kept out of the memo, the result stands
     except OSError:
         pass   # a read-only cache is no error: the result stands
-    return out, inserted
 
 
 class _Found(Exception):
