@@ -1,0 +1,263 @@
+"""A matmul operand computed on the vector cores (docs/design.md "Cube family: an operand computed on the vector
+cores"): WeightQuantBatchMatmulV2 (examples/specs/weight_quant_batch_matmul_v2.py) dequantises its int8 weight on
+the AIVs, (weight + antiquant_offset) * antiquant_scale rounded to x's dtype, into the workspace the cube reads as
+B. Every value is checked against NumPy written here: the dequantised weight as AscendC computes it (int8 -> half ->
+fp32 exactly, the add and the multiply in fp32, one round-to-nearest-even to x's dtype by ml_dtypes / NumPy), then
+the product and the bias in float64."""
+
+from __future__ import annotations
+
+import itertools
+import textwrap
+from pathlib import Path
+
+import numpy as np
+import pytest
+
+from opgen.kernel.family import NoKernel
+from opgen.registry import load_spec
+from opgen.tiling.pipeline import kernel_build
+
+ROOT = Path(__file__).resolve().parents[1]
+SPEC = ROOT / "examples" / "specs" / "weight_quant_batch_matmul_v2.py"
+ULP = {"bfloat16": 2.0 ** -8, "float16": 2.0 ** -11}
+
+
+def _as(a, dt: str) -> np.ndarray:
+    """float32 values `a` rounded to nearest even in dtype `dt` (NumPy's float16, ml_dtypes' bfloat16)."""
+    import ml_dtypes
+
+    return np.asarray(a, np.float32).astype(np.float16 if dt == "float16" else ml_dtypes.bfloat16)
+
+
+def _inputs(m: int, k: int, n: int, dt: str, seed: int, offset: bool = True, bias: bool = True) -> dict:
+    """x [m, k] in [-1, 1], an int8 weight [k, n] over the whole range (-128 included), a scale [n] of magnitude
+    2^-9 .. 2^-5 with both signs and an offset [n] in [-8, 8] in x's dtype `dt`; the bias [n] fp16 beside fp16 x,
+    fp32 beside bf16 x (CANN's rule); offset / bias None when absent."""
+    rng = np.random.default_rng(seed)
+    w = rng.integers(-128, 128, (k, n)).astype(np.int8)
+    w.flat[0] = -128
+    s = rng.uniform(2.0 ** -9, 2.0 ** -5, n) * rng.choice([-1.0, 1.0], n)
+    return {"x": _as(rng.uniform(-1, 1, (m, k)), dt), "weight": w, "antiquant_scale": _as(s, dt),
+            "antiquant_offset": _as(rng.uniform(-8, 8, n), dt) if offset else None,
+            "bias": (_as(rng.uniform(-1, 1, n), "float16") if dt == "float16" else
+                     rng.uniform(-1, 1, n).astype(np.float32)) if bias else None}
+
+
+def _ref(x: dict, dt: str) -> np.ndarray:
+    """y = x @ ANTIQUANT(weight) + bias (aclnnWeightQuantBatchMatmulV2's formula, ops-nn
+    docs/aclnnWeightQuantBatchMatmulV2.md): ANTIQUANT(weight) = (weight + antiquantOffset) * antiquantScale computed
+    in fp32 (int8 -> fp32 exact, one fp32 rounding after the add and one after the multiply), rounded to x's dtype
+    (the cube's operand type); the product and the bias in float64."""
+    w = np.asarray(x["weight"], np.float32)
+    if x.get("antiquant_offset") is not None:
+        w = w + np.asarray(x["antiquant_offset"], np.float32)
+    w = _as(w * np.asarray(x["antiquant_scale"], np.float32), dt).astype(np.float64)
+    y = np.asarray(x["x"], np.float64) @ w
+    if x.get("bias") is not None:
+        y = y + np.asarray(x["bias"], np.float64)
+    return y
+
+
+def _close(got, x: dict, dt: str) -> bool:
+    """Within one rounding of the output type of the float64 value, plus the cube's fp32 accumulation (a few 2^-24
+    of the sum of |products|)."""
+    ref = _ref(x, dt)
+    got = np.asarray(got, np.float64)
+    w = np.abs(np.asarray(x["weight"], np.float64) * np.asarray(x["antiquant_scale"], np.float64))
+    mag = np.abs(np.asarray(x["x"], np.float64)) @ (w + 8 * np.abs(np.asarray(x["antiquant_scale"], np.float64)))
+    return got.shape == ref.shape and bool(np.all(np.isfinite(got)) and np.all(
+        np.abs(got - ref) <= ULP[dt] * np.abs(ref) + 2.0 ** -20 * (mag + 1e-30)))
+
+
+def test_the_example_computes_its_weight_on_the_vector_cores():
+    """The layout reads B as computed from the int8 weight (GemmLayout.pro: the source's fp32 rows, the scale's and
+    the offset's columns, their add and multiply, the store rounded to nearest even), guarded by the offset's
+    presence; the class's AIVs write B to the workspace region "b" and meet in a SyncAll before FLAG_PRO, which the
+    AIC waits for before its first panel; the tiling takes baseN a multiple of 32 (int8 rows of baseN bytes in UB) and
+    never splits K."""
+    from opgen.kernel import kir as K
+    from opgen.kernel.cube import FLAG_PRO
+    from opgen.platforms import PLATFORMS
+    from opgen.tiling.emit import program_inputs
+
+    spec = load_spec(str(SPEC))
+    u = kernel_build(spec)
+    lay = u.lowered.layout
+    assert lay.b == "weight" and lay.pro_src == "int8_t" and not lay.trans_b
+    kinds = [st[0] for st in lay.pro]
+    assert kinds[-1] == "store" and lay.pro[-1][2] == "CAST_RINT" and "acc" in kinds
+    ops = [st for st in lay.pro if st[0] == "op"]
+    # (weight + offset) * scale, CANN's order, when the offset is present (the add's presences only); weight * scale
+    # without it: the two presences' steps joined, each guarded
+    assert [st[2] for st in ops] == ["add", "mul", "mul"] and ops[1][3][0] == ops[0][1]
+    when = dict(zip((st[1] for st in lay.pro), lay.pro_when))
+    off = lay.presence.index("antiquant_offset")
+    assert when[ops[0][1]] and all(pr[off] for pr in when[ops[0][1]])
+    assert when[ops[2][1]] and not any(pr[off] for pr in when[ops[2][1]])
+    (c,) = {id(c): c for c in u.lowered.programs.values()}.values()
+    assert any(g.name == "bGm_" and g.workspace and g.region == "b" for g in c.gms)
+    vec = next(s for s in c.process if isinstance(s, K.CoreIf) and s.unit == "vector")
+    cube = next(s for s in c.process if isinstance(s, K.CoreIf) and s.unit == "cube")
+    body = list(K.walk(vec.body))
+    sync = next(i for i, s in enumerate(body) if isinstance(s, K.SyncAll))
+    sets = [i for i, s in enumerate(body) if isinstance(s, K.CrossCoreSetFlag) and s.id == FLAG_PRO]
+    assert sets and sets[0] > sync and body[sets[0]].mode == 2
+    waits = [s for s in K.walk(cube.body) if isinstance(s, K.CrossCoreWaitFlag) and s.id == FLAG_PRO]
+    assert len(waits) == 1
+    text = K.to_cpp(c)
+    assert "Cast(ph" in text and "LocalTensor<int8_t> pi8" in text
+    plat = next(p for p in PLATFORMS.values() if p.arch == "dav-2201")
+    from opgen.ir.dtypes import parse_dtype
+
+    for (m, k, n), dt in itertools.product(((37, 50, 45), (1, 65535, 16), (300, 333, 301)), ("float16", "bfloat16")):
+        dts = {"X": parse_dtype(dt), "BIAS": parse_dtype("float16" if dt == "float16" else "float32")}
+        v = u.tiling.program.evaluate(program_inputs(spec, u.tiling.program, u.tiling.inputs,
+                                                     {"M": m, "K": k, "N": n}, dts, plat, {}))
+        assert v["kSplit"] == 1 and v["baseN"] % 32 == 0 and v["fits"] == 1 and v["tilingKey"] % 10 == 1
+        assert v["proOff"] * 2 + k * n * 2 <= v["workspaceBytes"]
+        # every unit of B once: proRows x baseN units over the AIVs
+        units = -(-k // v["proRows"]) * v["nBlocks"]
+        aivs = 2 * v["blockDim"]
+        assert v["proUnitsPerAiv"] * aivs + v["proUnitsTail"] == units
+
+
+@pytest.mark.parametrize("dt", ["float16", "bfloat16"])
+@pytest.mark.parametrize("offset,bias", [(True, True), (False, False), (True, False)])
+def test_the_example_on_the_kernel_ir_equals_float64(dt, offset, bias):
+    """Odd M 37, K 50, N 45 (tails in every unit and block), the offset and the bias present and absent, fp16 and
+    bf16 x, on the Kernel IR interpreter (its race detector checks the AIVs' writes of B against the AIC's reads)."""
+    from opgen.check import run_check
+
+    x = _inputs(37, 50, 45, dt, 5, offset, bias)
+    r = run_check(str(SPEC), x, dtypes={"X": dt}, progress=False, engine="kir")
+    assert not r.faults and r.passed
+    assert str(r.arrays["y"].dtype) == dt
+    assert _close(r.arrays["y"], x, dt)
+
+
+def test_more_units_than_aivs_on_the_kernel_ir_equals_float64():
+    """M 300, K 333, N 301: 3 x 2 blocks, B in 6 x 2 units (tails on both edges) over the AIVs, bf16."""
+    from opgen.check import run_check
+
+    x = _inputs(300, 333, 301, "bfloat16", 6)
+    r = run_check(str(SPEC), x, dtypes={"X": "bfloat16"}, progress=False, engine="kir")
+    assert not r.faults and r.passed
+    assert _close(r.arrays["y"], x, "bfloat16")
+
+
+@pytest.mark.parametrize("dims,dt,offset", [((37, 50, 45), "float16", True), ((1700, 333, 301), "bfloat16", False)])
+def test_the_example_emulated_equals_float64(examples_gen, dims, dt, offset):
+    """The emitted C++ on the g++ emulation: odd M / K / N, and more blocks than AI Cores (M 1700, N 301: 14 x 2
+    blocks on 24 AICs, tails on both edges; B's units over 48 AIVs, K 333 in two L1 panels), fp16 and bf16."""
+    from opgen.check import run_check
+
+    x = _inputs(*dims, dt, 3, offset, True)
+    r = run_check(str(SPEC), x, dtypes={"X": dt}, gen_dir=examples_gen, progress=False)
+    assert not r.faults and r.passed
+    assert _close(r.arrays["y"], x, dt)
+    if dims[0] == 1700:
+        assert r.block_dim == 24
+
+
+def _drop(stmts, keep):
+    """`stmts` with only the statements `keep` accepts, at every depth."""
+    from dataclasses import replace
+
+    out = []
+    for s in stmts:
+        if not keep(s):
+            continue
+        for f in ("body", "then", "orelse"):
+            if isinstance(getattr(s, f, None), tuple):
+                s = replace(s, **{f: _drop(getattr(s, f), keep)})
+        out.append(s)
+    return tuple(out)
+
+
+def test_the_exchange_of_b_is_needed():
+    """The class on the Kernel IR interpreter at M 300, K 300, N 70 on 3 AI Cores (3 blocks; B in units over 6 AIVs, fp16,
+    offset and bias present) equals float64; deleting the AIVs' SyncAll makes the AIC's read of B a race with
+    another AI Core's AIV's write, and deleting the FLAG_PRO set or the AIC's wait faults (a race, a deadlock or a
+    set never consumed): the exchange is what orders the computed operand before the cube."""
+    import dataclasses
+
+    from opgen.ir.dtypes import parse_dtype
+    from opgen.kernel import kir as K
+    from opgen.kernel import kir_interp
+    from opgen.kernel.cube import FLAG_PRO
+    from opgen.platforms import PLATFORMS
+    from opgen.tiling.emit import program_inputs
+
+    spec = load_spec(str(SPEC))
+    u = kernel_build(spec)
+    cls = next(iter(u.lowered.programs.values()))
+    plat = dataclasses.replace(next(p for p in PLATFORMS.values() if p.aiv == 48 and p.arch == "dav-2201"), aic=3,
+                               aiv=6)
+    m, k, n = 300, 300, 70
+    v = u.tiling.program.evaluate(program_inputs(spec, u.tiling.program, u.tiling.inputs, {"M": m, "K": k, "N": n},
+                                                 {"X": parse_dtype("float16"), "BIAS": parse_dtype("float16")},
+                                                 plat, None, present=(True, False, False, True)))
+    x = _inputs(m, k, n, "float16", 2)
+
+    def launch(c):
+        out = np.full(m * n, np.nan, np.float16)
+        gm = dict(x, y=out, quant_scale=None, quant_offset=None)
+        r = kir_interp.run(c, {f: v[f] for f in c.fields}, gm, v["blockDim"],
+                           workspace=np.zeros(v["workspaceBytes"] // 4, np.float32),
+                           types={"T": "half", "T1_": "half"}, verify_first=False)
+        return r, out.reshape(m, n)
+
+    r, out = launch(cls)
+    assert v["blockDim"] == 3 and r.ok, r.faults[:1]
+    assert _close(out, x, "float16")
+    r, _ = launch(dataclasses.replace(cls, process=_drop(cls.process, lambda s: not isinstance(s, K.SyncAll))))
+    assert not r.ok and "race (read-after-write) between cores on GM tensor 'bGm_'" in r.faults[0], r.faults[:1]
+    for kind in (K.CrossCoreSetFlag, K.CrossCoreWaitFlag):
+        r, _ = launch(dataclasses.replace(cls, process=_drop(cls.process, lambda s: not (
+            isinstance(s, kind) and s.id == FLAG_PRO))))
+        assert not r.ok and any(w in r.faults[0] for w in ("race (", "deadlock", "never consumed")), r.faults[:1]
+
+
+def _user_spec(tmp_path, body: str, extra: str = "") -> str:
+    """A spec of x f16 [M, K], an int8 weight [K, N], a scale f16 [N], w2 int8 [K, N], s1 f32 [1] whose body returns
+    `body` (all of them in scope)."""
+    p = tmp_path / "wq.py"
+    p.write_text(textwrap.dedent(f'''
+        from opgen.dsl import A2, A3, OpSpec, f16, f32, i8
+        spec = OpSpec("Wq", aclnn="aclnnWq", socs=(A2, A3), round="rint")
+        M = spec.dim("M", max=65535)
+        K = spec.dim("K", max=65535)
+        N = spec.dim("N", max=65535)
+        spec.input("x", f16, [M, K])
+        spec.input("weight", i8, [K, N])
+        spec.input("scale", f16, [N])
+        spec.input("w2", i8, [K, N])
+        spec.input("s1", f32, [1])
+        spec.output("y", f16, [M, N])
+        spec.example_call({{"M": 5, "K": 40, "N": 7}})
+        {extra}
+
+        @spec.body
+        def _(b, x, weight, scale, w2, s1):
+            return {{"y": {body}}}
+    '''))
+    return str(p)
+
+
+@pytest.mark.parametrize("body,why", [
+    ("b.matmul(x.f32(), b.quantize((weight.f32() + w2.f32()) * scale.f32(), f16, 'rint')).cast(f16, 'rint')",
+     "a second [K, N] input"),
+    ("b.matmul(x.f32(), b.quantize(weight.f32() * s1, f16, 'rint')).cast(f16, 'rint')",
+     "an input of one value ([] / [1]: a per-tensor scale or offset)"),
+    ("b.matmul(x.f32(), (weight.f32() * scale.f32())).cast(f16, 'rint')",
+     "rounded once to f16 / bf16"),
+    ("b.matmul(b.quantize(x.f32() * 2.0, f16, 'rint'), weight.f32() * scale.f32()).cast(f16, 'rint')",
+     "the left operand is a mul"),
+])
+def test_computed_operands_the_kernel_does_not_lower_are_refused_naming_the_rule(tmp_path, body, why):
+    """A second source, an input of one value, an operand not rounded to the operands' dtype and a computed left
+    operand: one NoKernel line naming the rule, never a kernel."""
+    with pytest.raises(NoKernel) as e:
+        kernel_build(load_spec(_user_spec(tmp_path, body)))
+    assert why in str(e.value), str(e.value)
