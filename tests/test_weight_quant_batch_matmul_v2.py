@@ -30,29 +30,41 @@ def _as(a, dt: str) -> np.ndarray:
     return np.asarray(a, np.float32).astype(np.float16 if dt == "float16" else ml_dtypes.bfloat16)
 
 
-def _inputs(m: int, k: int, n: int, dt: str, seed: int, offset: bool = True, bias: bool = True) -> dict:
-    """x [m, k] in [-1, 1], an int8 weight [k, n] over the whole range (-128 included), a scale [n] of magnitude
-    2^-9 .. 2^-5 with both signs and an offset [n] in [-8, 8] in x's dtype `dt`; the bias [n] fp16 beside fp16 x,
-    fp32 beside bf16 x (CANN's rule); offset / bias None when absent."""
+def _inputs(m: int, k: int, n: int, dt: str, seed: int, offset: bool = True, bias: bool = True, g: int = 0) -> dict:
+    """x [m, k] in [-1, 1], an int8 weight [k, n] over the whole range (-128 included), a scale of magnitude
+    2^-9 .. 2^-5 with both signs and an offset in [-8, 8] in x's dtype `dt`, each [n] (g 0: per channel) or [k / g,
+    n] (per group of g rows); the bias [n] fp16 beside fp16 x, fp32 beside bf16 x (CANN's rule); offset / bias None
+    when absent."""
     rng = np.random.default_rng(seed)
     w = rng.integers(-128, 128, (k, n)).astype(np.int8)
     w.flat[0] = -128
-    s = rng.uniform(2.0 ** -9, 2.0 ** -5, n) * rng.choice([-1.0, 1.0], n)
+    sh = (k // g, n) if g else (n,)
+    s = rng.uniform(2.0 ** -9, 2.0 ** -5, sh) * rng.choice([-1.0, 1.0], sh)
     return {"x": _as(rng.uniform(-1, 1, (m, k)), dt), "weight": w, "antiquant_scale": _as(s, dt),
-            "antiquant_offset": _as(rng.uniform(-8, 8, n), dt) if offset else None,
+            "antiquant_offset": _as(rng.uniform(-8, 8, sh), dt) if offset else None,
             "bias": (_as(rng.uniform(-1, 1, n), "float16") if dt == "float16" else
                      rng.uniform(-1, 1, n).astype(np.float32)) if bias else None}
 
 
-def _ref(x: dict, dt: str) -> np.ndarray:
+def _rows(t, k: int) -> np.ndarray:
+    """A scale or offset as the weight's [k, n] rows read it: [n] broadcast over every row, [k / g, n] row r // g
+    for weight row r (aclnnWeightQuantBatchMatmulV2's pergroup mode)."""
+    t = np.asarray(t, np.float32)
+    return t if t.ndim == 1 else np.repeat(t, k // t.shape[0], axis=0)
+
+
+def _ref(x: dict, dt: str | None) -> np.ndarray:
     """y = x @ ANTIQUANT(weight) + bias (aclnnWeightQuantBatchMatmulV2's formula, ops-nn
     docs/aclnnWeightQuantBatchMatmulV2.md): ANTIQUANT(weight) = (weight + antiquantOffset) * antiquantScale computed
     in fp32 (int8 -> fp32 exact, one fp32 rounding after the add and one after the multiply), rounded to x's dtype
-    (the cube's operand type); the product and the bias in float64."""
-    w = np.asarray(x["weight"], np.float32)
+    (the cube's operand type); the product and the bias in float64. dt None: all of it in float64, no rounding."""
+    k = np.asarray(x["weight"]).shape[0]
+    ft = np.float32 if dt else np.float64
+    w = np.asarray(x["weight"], ft)
     if x.get("antiquant_offset") is not None:
-        w = w + np.asarray(x["antiquant_offset"], np.float32)
-    w = _as(w * np.asarray(x["antiquant_scale"], np.float32), dt).astype(np.float64)
+        w = w + _rows(x["antiquant_offset"], k).astype(ft)
+    w = w * _rows(x["antiquant_scale"], k).astype(ft)
+    w = _as(w, dt).astype(np.float64) if dt else w
     y = np.asarray(x["x"], np.float64) @ w
     if x.get("bias") is not None:
         y = y + np.asarray(x["bias"], np.float64)
@@ -64,18 +76,27 @@ def _close(got, x: dict, dt: str) -> bool:
     of the sum of |products|)."""
     ref = _ref(x, dt)
     got = np.asarray(got, np.float64)
-    w = np.abs(np.asarray(x["weight"], np.float64) * np.asarray(x["antiquant_scale"], np.float64))
-    mag = np.abs(np.asarray(x["x"], np.float64)) @ (w + 8 * np.abs(np.asarray(x["antiquant_scale"], np.float64)))
+    s = np.abs(_rows(x["antiquant_scale"], np.asarray(x["weight"]).shape[0]).astype(np.float64))
+    mag = np.abs(np.asarray(x["x"], np.float64)) @ ((np.abs(np.asarray(x["weight"], np.float64)) + 8) * s)
     return got.shape == ref.shape and bool(np.all(np.isfinite(got)) and np.all(
         np.abs(got - ref) <= ULP[dt] * np.abs(ref) + 2.0 ** -20 * (mag + 1e-30)))
+
+
+def _class(u, g: int):
+    """The kernel class serving antiquant_group_size `g` (its layout too)."""
+    key = next(k for k in u.lowered.programs if dict(zip(("antiquant_group_size",), k.static))["antiquant_group_size"]
+               == g)
+    return u.lowered.programs[key], u.lowered.extra["layouts"][key]
 
 
 def test_the_example_computes_its_weight_on_the_vector_cores():
     """The layout reads B as computed from the int8 weight (GemmLayout.pro: the source's fp32 rows, the scale's and
     the offset's columns, their add and multiply, the store rounded to nearest even), guarded by the offset's
-    presence; the class's AIVs write B to the workspace region "b" and meet in a SyncAll before FLAG_PRO, which the
-    AIC waits for before its first panel; the tiling takes baseN a multiple of 32 (int8 rows of baseN bytes in UB) and
-    never splits K."""
+    presence; one class per antiquant_group_size, the per-group ones reading the scale's and offset's row of the
+    unit's group (pro_group); the AIVs write B to the workspace region "b" and meet in a SyncAll before FLAG_PRO,
+    which the AIC waits for before its first panel; the tiling takes baseN a multiple of 32 (int8 rows of baseN bytes
+    in UB), never splits K, and cuts B into units of one group each."""
+    from opgen.ir.dtypes import parse_dtype
     from opgen.kernel import kir as K
     from opgen.kernel.cube import FLAG_PRO
     from opgen.platforms import PLATFORMS
@@ -83,8 +104,9 @@ def test_the_example_computes_its_weight_on_the_vector_cores():
 
     spec = load_spec(str(SPEC))
     u = kernel_build(spec)
-    lay = u.lowered.layout
-    assert lay.b == "weight" and lay.pro_src == "int8_t" and not lay.trans_b
+    assert len({id(c) for c in u.lowered.programs.values()}) == 4
+    c, lay = _class(u, 0)
+    assert lay.b == "weight" and lay.pro_src == "int8_t" and not lay.trans_b and not lay.pro_group
     kinds = [st[0] for st in lay.pro]
     assert kinds[-1] == "store" and lay.pro[-1][2] == "CAST_RINT" and "acc" in kinds
     ops = [st for st in lay.pro if st[0] == "op"]
@@ -95,7 +117,6 @@ def test_the_example_computes_its_weight_on_the_vector_cores():
     off = lay.presence.index("antiquant_offset")
     assert when[ops[0][1]] and all(pr[off] for pr in when[ops[0][1]])
     assert when[ops[2][1]] and not any(pr[off] for pr in when[ops[2][1]])
-    (c,) = {id(c): c for c in u.lowered.programs.values()}.values()
     assert any(g.name == "bGm_" and g.workspace and g.region == "b" for g in c.gms)
     vec = next(s for s in c.process if isinstance(s, K.CoreIf) and s.unit == "vector")
     cube = next(s for s in c.process if isinstance(s, K.CoreIf) and s.unit == "cube")
@@ -107,57 +128,97 @@ def test_the_example_computes_its_weight_on_the_vector_cores():
     assert len(waits) == 1
     text = K.to_cpp(c)
     assert "Cast(ph" in text and "LocalTensor<int8_t> pi8" in text
+    reads = [s for s in K.walk(c.process) if isinstance(s, K.Copy) and isinstance(s.src, K.GmView)
+             and s.src.tensor.startswith("pGm")]
+    assert reads and not any("grp" in str(s.src.offset) for s in reads)   # per channel: the columns n0 ..
+    for g in (32, 64, 128):
+        cg, lg = _class(u, g)
+        assert lg.pro_group == (str(g), ("antiquant_scale", "antiquant_offset"))
+        reads = [s for s in K.walk(cg.process) if isinstance(s, K.Copy) and isinstance(s.src, K.GmView)
+                 and s.src.tensor.startswith("pGm")]
+        assert reads and all("grp" in str(s.src.offset) for s in reads)   # the unit's group row
     plat = next(p for p in PLATFORMS.values() if p.arch == "dav-2201")
-    from opgen.ir.dtypes import parse_dtype
-
-    for (m, k, n), dt in itertools.product(((37, 50, 45), (1, 65535, 16), (300, 333, 301)), ("float16", "bfloat16")):
+    for (m, k, n), dt, g in itertools.product(((37, 128, 45), (1, 65408, 16), (300, 384, 301)),
+                                              ("float16", "bfloat16"), (0, 32, 64, 128)):
         dts = {"X": parse_dtype(dt), "BIAS": parse_dtype("float16" if dt == "float16" else "float32")}
         v = u.tiling.program.evaluate(program_inputs(spec, u.tiling.program, u.tiling.inputs,
-                                                     {"M": m, "K": k, "N": n}, dts, plat, {}))
+                                                     {"M": m, "K": k, "N": n}, dts, plat,
+                                                     {"antiquant_group_size": g}))
         assert v["kSplit"] == 1 and v["baseN"] % 32 == 0 and v["fits"] == 1 and v["tilingKey"] % 10 == 1
         assert v["proOff"] * 2 + k * n * 2 <= v["workspaceBytes"]
-        # every unit of B once: proRows x baseN units over the AIVs
-        units = -(-k // v["proRows"]) * v["nBlocks"]
-        aivs = 2 * v["blockDim"]
-        assert v["proUnitsPerAiv"] * aivs + v["proUnitsTail"] == units
+        assert v["proGroup"] == (g or k) and v["proRows"] >= 1
+        # every unit of B once: groups x pieces of at most proRows rows x block columns over the AIVs
+        units = (k // v["proGroup"]) * -(-v["proGroup"] // v["proRows"]) * v["nBlocks"]
+        assert v["proPieces"] == -(-v["proGroup"] // v["proRows"])
+        assert v["proUnitsPerAiv"] * 2 * v["blockDim"] + v["proUnitsTail"] == units
+
+
+@pytest.mark.parametrize("g", [0, 64])
+def test_the_interpreter_equals_the_formula_in_float64(g):
+    """`opgen interpret --mode exact` (quantize is the identity there): x @ ((weight + offset) * scale) + bias in
+    float64, the scale's and offset's row k // g for weight row k per group."""
+    from opgen.interp.run import interpret
+
+    x = _inputs(5, 128, 7, "float16", 9, g=g)
+    y = interpret(str(SPEC), {k: v for k, v in x.items() if v is not None}, mode="exact",
+                  attrs={"antiquant_group_size": g})["y"]
+    ref = _ref(x, None)
+    assert np.allclose(np.asarray(y, np.float64), ref, rtol=1e-12, atol=1e-12 * np.abs(ref).max())
 
 
 @pytest.mark.parametrize("dt", ["float16", "bfloat16"])
-@pytest.mark.parametrize("offset,bias", [(True, True), (False, False), (True, False)])
-def test_the_example_on_the_kernel_ir_equals_float64(dt, offset, bias):
-    """Odd M 37, K 50, N 45 (tails in every unit and block), the offset and the bias present and absent, fp16 and
-    bf16 x, on the Kernel IR interpreter (its race detector checks the AIVs' writes of B against the AIC's reads)."""
+@pytest.mark.parametrize("offset,bias,g,dims", [(True, True, 0, (37, 50, 45)), (False, False, 0, (37, 50, 45)),
+                                                (True, False, 32, (37, 96, 45)), (False, True, 64, (37, 192, 45))])
+def test_the_example_on_the_kernel_ir_equals_float64(dt, offset, bias, g, dims):
+    """Odd M 37, N 45, K 50 per channel (tails in every unit and block), K 96 / 192 in groups of 32 / 64 rows, the
+    offset and the bias present and absent, fp16 and bf16 x, on the Kernel IR interpreter (its race detector checks
+    the AIVs' writes of B against the AIC's reads)."""
     from opgen.check import run_check
 
-    x = _inputs(37, 50, 45, dt, 5, offset, bias)
-    r = run_check(str(SPEC), x, dtypes={"X": dt}, progress=False, engine="kir")
+    x = _inputs(*dims, dt, 5, offset, bias, g)
+    r = run_check(str(SPEC), x, {"antiquant_group_size": g}, dtypes={"X": dt}, progress=False, engine="kir")
     assert not r.faults and r.passed
     assert str(r.arrays["y"].dtype) == dt
     assert _close(r.arrays["y"], x, dt)
 
 
-def test_more_units_than_aivs_on_the_kernel_ir_equals_float64():
-    """M 300, K 333, N 301: 3 x 2 blocks, B in 6 x 2 units (tails on both edges) over the AIVs, bf16."""
+@pytest.mark.parametrize("g,dims", [(0, (300, 333, 301)), (128, (300, 384, 301))])
+def test_more_units_than_aivs_on_the_kernel_ir_equals_float64(g, dims):
+    """M 300, N 301: 3 x 2 blocks, B in units of several pieces per group (K 333 per channel, 384 in groups of 128),
+    tails on both edges, over the AIVs, bf16."""
     from opgen.check import run_check
 
-    x = _inputs(300, 333, 301, "bfloat16", 6)
-    r = run_check(str(SPEC), x, dtypes={"X": "bfloat16"}, progress=False, engine="kir")
+    x = _inputs(*dims, "bfloat16", 6, g=g)
+    r = run_check(str(SPEC), x, {"antiquant_group_size": g}, dtypes={"X": "bfloat16"}, progress=False, engine="kir")
     assert not r.faults and r.passed
     assert _close(r.arrays["y"], x, "bfloat16")
 
 
-@pytest.mark.parametrize("dims,dt,offset", [((37, 50, 45), "float16", True), ((1700, 333, 301), "bfloat16", False)])
-def test_the_example_emulated_equals_float64(examples_gen, dims, dt, offset):
-    """The emitted C++ on the g++ emulation: odd M / K / N, and more blocks than AI Cores (M 1700, N 301: 14 x 2
-    blocks on 24 AICs, tails on both edges; B's units over 48 AIVs, K 333 in two L1 panels), fp16 and bf16."""
+@pytest.mark.parametrize("dims,dt,offset,g", [((37, 50, 45), "float16", True, 0),
+                                              ((1700, 384, 301), "bfloat16", True, 64)])
+def test_the_example_emulated_equals_float64(examples_gen, dims, dt, offset, g):
+    """The emitted C++ on the g++ emulation: odd M / K / N per channel, and more blocks than AI Cores (M 1700, N 301:
+    14 x 2 blocks on 24 AICs, tails on both edges; B's units over 48 AIVs, K 384 in two L1 panels and six groups of
+    64 rows), fp16 and bf16."""
     from opgen.check import run_check
 
-    x = _inputs(*dims, dt, 3, offset, True)
-    r = run_check(str(SPEC), x, dtypes={"X": dt}, gen_dir=examples_gen, progress=False)
+    x = _inputs(*dims, dt, 3, offset, True, g)
+    r = run_check(str(SPEC), x, {"antiquant_group_size": g}, dtypes={"X": dt}, gen_dir=examples_gen, progress=False)
     assert not r.faults and r.passed
     assert _close(r.arrays["y"], x, dt)
     if dims[0] == 1700:
         assert r.block_dim == 24
+
+
+def test_a_k_not_a_multiple_of_the_group_size_is_refused_naming_the_rule():
+    """antiquant_group_size 64 with K 100: one line naming the attribute and the rule (CANN's partial last group is
+    not implemented)."""
+    from opgen.check import run_check
+    from opgen.errors import OpgenError
+
+    with pytest.raises(OpgenError, match="antiquant_group_size: K must be a multiple of antiquant_group_size"):
+        run_check(str(SPEC), None, {"antiquant_group_size": 64}, dims={"M": 3, "K": 100, "N": 5}, progress=False,
+                  engine="kir")
 
 
 def _drop(stmts, keep):
@@ -191,7 +252,7 @@ def test_the_exchange_of_b_is_needed():
 
     spec = load_spec(str(SPEC))
     u = kernel_build(spec)
-    cls = next(iter(u.lowered.programs.values()))
+    cls, _lay = _class(u, 0)
     plat = dataclasses.replace(next(p for p in PLATFORMS.values() if p.aiv == 48 and p.arch == "dav-2201"), aic=3,
                                aiv=6)
     m, k, n = 300, 300, 70
@@ -261,3 +322,41 @@ def test_computed_operands_the_kernel_does_not_lower_are_refused_naming_the_rule
     with pytest.raises(NoKernel) as e:
         kernel_build(load_spec(_user_spec(tmp_path, body)))
     assert why in str(e.value), str(e.value)
+
+
+def _grouped_spec(tmp_path, always: bool) -> str:
+    """A spec whose static attribute g (0 or 64) regroups x [K, N] into [K // 64, 64, N] under `(K % 64).eq(0)` required
+    when g is 64 only; `always`: the body regroups in both modes."""
+    p = tmp_path / "grouped.py"
+    p.write_text(textwrap.dedent(f'''
+        from opgen.dsl import A2, OpSpec, f32
+        spec = OpSpec("Grouped", aclnn="aclnnGrouped", socs=(A2,), round="rint")
+        K = spec.dim("K", max=65535)
+        N = spec.dim("N", max=65535)
+        spec.attr("g", int, 0, choices=(0, 64), static=True)
+        spec.input("x", f32, [K, N])
+        spec.output("y", f32, [K, N])
+        spec.require((K % 64).eq(0), "g", "K must be a multiple of 64", when=lambda a, pr: a["g"] == 64)
+
+
+        @spec.body
+        def _(b, x, g):
+            if g or {always}:
+                return {{"y": (x.reshape([K // 64, 64, N]) * 2.0).reshape([K, N])}}
+            return {{"y": x * 2.0}}
+    '''))
+    return str(p)
+
+
+def test_a_relation_of_one_mode_is_assumed_by_that_modes_body_only(tmp_path):
+    """require(when=) (docs/design.md "Cube family: an operand computed on the vector cores", the DSL pieces): the
+    relation `(K % 64).eq(0)` is not refused as one that cannot hold (K's corner values 1, 2, 3, 65534, 65535 are no
+    multiples of 64: the check tries K = 64 too), the reshape [K // 64, 64, N] traces where g is 64 (the relation
+    holds there), and a body regrouping also where g is 0 is refused naming the relation to declare."""
+    from opgen.errors import SpecError
+
+    spec = load_spec(_grouped_spec(tmp_path, False))
+    assert len([spec.graph(k) for k in spec.keys()]) == 2
+    spec = load_spec(_grouped_spec(tmp_path, True))
+    with pytest.raises(SpecError, match=r"K // 64 is exact only when K % 64 == 0"):
+        [spec.graph(k) for k in spec.keys()]

@@ -157,6 +157,8 @@ class GemmLayout:
     pro_when: tuple = ()
     pro_cites: tuple = field(default=(), compare=False)
     pro_src: str = ""       # the C++ type of the source input b (int8_t)
+    pro_group: tuple = ()   # (g, inputs): B computed per group of g rows (a literal or a dim name), the inputs [G, N]
+                            # read at row k // g; () per channel
 
     @property
     def mixed(self) -> bool:
@@ -271,11 +273,11 @@ def gemm_layout(g, spec=None) -> GemmLayout:
     # permutation of its last two axes, or read through a strided GM view (_operand_view)
     sa, sb, sc = (list(vals[x].type.shape) for x in (mm.inputs[0], mm.inputs[1], mm.result.name))
     (dm, dka), (dkb, dn) = (sa[-2:][::-1] if ta else sa[-2:]), (sb[-2:][::-1] if tb else sb[-2:])
-    pro, pro_cites = (), ()
+    pro, pro_cites, pro_group = (), (), ()
     if a is not None and b is None and not tb and len(sb) == 2 and mm.inputs[1] in prod \
             and prod[mm.inputs[1]].op == "cast":
         # B computed on the AIVs (the dequantised weight of a weight-quantised matmul): the prologue
-        b, pro, pro_cites = _prologue(g, mm, params, seen, (dm, dka, dn))
+        b, pro, pro_cites, pro_group = _prologue(g, mm, params, seen, (dm, dka, dn))
     if a is None or b is None or a == b:
         raise Unsupported(mm.result.name, mm.loc, _operand_rule(mm, a, b, prod))
     ta, view_a = _operand_view(a, list(vals[a].type.shape), perms.get(a), ta, mm)
@@ -382,6 +384,7 @@ def gemm_layout(g, spec=None) -> GemmLayout:
     return GemmLayout(a, b, out, tuple(str(d) for d in dims), name, odt, tuple(epi), fixed, ta, tb,
                       tuple(str(d) for d in batch), steps, fold=tuple(str(d) for d in fold), bias=bias,
                       pro=pro, pro_cites=pro_cites, pro_src=PRO_SOURCES[dtype_name(vals[b].type.dtype)] if pro else "",
+                      pro_group=pro_group,
                       shared=shared, acc=acc, mm_loc=mm.loc, out_loc=out_loc or mm.loc, cites=cites,
                       views=tuple((r, v) for r, v in (("a", view_a), ("b", view_b), ("c", view_c)) if v))
 
@@ -888,12 +891,14 @@ PRO_SOURCES = {"i8": "int8_t"}
 
 
 def _prologue(g, mm, params, seen: set, dims) -> tuple:
-    """(source input, steps, ((value, spec line), ...)) of the cube's right operand when it is computed on the
+    """(source input, steps, ((value, spec line), ...), group: () or (g, the inputs read per group)) of the cube's
+    right operand when it is computed on the
     vector cores from one input (docs/design.md "Cube family: an operand computed on the vector cores"): the
     operand is a cast to f32 of a rounding cast (round mode of ROUND_MODES) to f16 / bf16 / a dtype variable of a
     value u computed elementwise (EPI_OPS) from the source -- an int8 input of the operand's shape [K, N], cast to f32
     (directly or through f16, both exact) -- with [N] / [1, N] column inputs (each cast to f32, or fp32) and scalar
-    constants. steps in EPI_STEPS form: ("acc", v) the source's fp32 rows, ("load", ...) the column inputs, ("const",
+    constants; or per group of g rows (a literal or a plain dim): B's rows reshaped to [G, g, N], inputs [G, N] (cast
+    to f32, reshaped to [G, 1, N]) broadcast over each group's rows, the result reshaped back to [K, N]. steps in EPI_STEPS form: ("acc", v) the source's fp32 rows, ("load", ...) the column inputs, ("const",
     ...), ("op", ...), ("store", u, round mode). Adds every value of the computation to `seen`. Raises Unsupported
     naming the value, its spec line and the rule (another source dtype or shape, a second source, a value of the
     computation read elsewhere, an op the vector cores do not lower here)."""
@@ -927,6 +932,9 @@ def _prologue(g, mm, params, seen: set, dims) -> tuple:
     inside = need | {c.result.name for c in chain}
     attrs = {p.value.name for p in g.params if p.kind != "input"}
     src, steps, space, cites = None, [], {}, {}
+    alias = {}     # a reshape of B's rows into groups ([G, g, N]) or back, or of a group-row input ([G, 1, N]): its input
+    group = {}     # "size": the group's rows g (a dim expression's text), "count": G; set by the first grouping
+    grouped = []   # the inputs with one row per group ([G, N]: read at row k // g)
 
     def shape(x):
         return [str(d) for d in vals[x].type.shape]
@@ -935,16 +943,53 @@ def _prologue(g, mm, params, seen: set, dims) -> tuple:
         shp = shape(x)
         return bool(shp) and shp[-1] == dn and all(d == "1" for d in shp[:-1])
 
+    def rows3(shp):   # B's rows in groups: [G, g, N] of the one grouping
+        return len(shp) == 3 and shp[2] == dn and group and shp[:2] == [group["count"], group["size"]]
+
+    def grow(shp):    # a group-row input as the grouped rows read it: [G, N] or [G, 1, N]
+        return group and shp in ([group["count"], dn], [group["count"], "1", dn])
+
+    for n in nodes:   # the grouping: the first reshape of B's rows to [G, g, N] (g a literal or a plain dim)
+        shp = shape(n.result.name)
+        if n.op == "reshape" and shape(n.inputs[0]) == [dk, dn] and len(shp) == 3 and shp[2] == dn \
+                and (shp[1].isdigit() or shp[1].isidentifier()):
+            group.update(count=shp[0], size=shp[1])
+            break
     for n in nodes:
         r = n.result.name
         cites[r] = n.loc
         if any(w.result.name not in inside for w in uses.get(r, [])):
             raise Unsupported(r, n.loc, "a value of the right operand's computation is read again outside it: the "
                               "operand computed on the vector cores exists only in the workspace the cube reads")
+        if n.op == "reshape" and space.get(n.inputs[0]) == "row":
+            shp = shape(r)
+            if shp == [dk, dn] or rows3(shp):
+                alias[r] = alias.get(n.inputs[0], n.inputs[0])
+                space[r] = "row"
+                continue
+            raise Unsupported(r, n.loc, f"a reshape of the right operand's rows to [{', '.join(shp)}]: it takes B "
+                              f"[{dk}, {dn}] in groups of rows ([G, g, {dn}], g a constant or a dim) and back")
+        if n.op == "reshape" and space.get(n.inputs[0]) == "grow" and grow(shape(r)):
+            alias[r] = alias.get(n.inputs[0], n.inputs[0])
+            space[r] = "grow"
+            continue
+        if n.op == "reshape" and n.inputs[0] in params and grow(shape(r)) and grow(shape(n.inputs[0])):
+            raise Unsupported(n.inputs[0], n.loc, "a group-row input of the right operand's computation is cast to "
+                              "f32 before its reshape")
         if n.op == "cast" and n.inputs[0] in params:
             x = n.inputs[0]
             sd = vals[x].type.dtype
             to = dtype_name(n.attr("to"))
+            if grow(shape(x)) and to == "f32":   # one row per group ([G, N]): read at row kb0 / g of the unit
+                fixed16 = not isinstance(sd, DTypeVar) and dtype_name(sd) in ("f16", "bf16")
+                if not (isinstance(sd, DTypeVar) or fixed16 or dtype_name(sd) == "f32"):
+                    raise Unsupported(x, n.loc, "a group-row input of the right operand's computation is f16, bf16, "
+                                      "f32 or a dtype variable of them, cast to f32")
+                space[r] = "grow"
+                grouped.append(x)
+                steps.append(("load", r, x, "col", _VAR_TAG + sd.name if isinstance(sd, DTypeVar)
+                              else CTYPE[dtype_name(sd)] if fixed16 else "f32"))
+                continue
             if shape(x) == [dk, dn]:   # the source
                 if isinstance(sd, DTypeVar) or dtype_name(sd) not in PRO_SOURCES:
                     raise Unsupported(x, n.loc, f"the source of the right operand computed in the kernel is "
@@ -1006,24 +1051,30 @@ def _prologue(g, mm, params, seen: set, dims) -> tuple:
                     raise Unsupported(r, n.loc, f"%{x} in the right operand's computation is not its source, a "
                                       "column input, a constant or elementwise math on them")
             sps = {space[x] for x in n.inputs}
-            space[r] = "row" if "row" in sps else "col" if "col" in sps else "scalar"
-            want = [dk, dn] if space[r] == "row" else None
-            if want is not None and shape(r) != want or space[r] == "col" and not col(r):
+            space[r] = "row" if "row" in sps else "grow" if "grow" in sps else "col" if "col" in sps else "scalar"
+            ok = {"row": shape(r) == [dk, dn] or rows3(shape(r)), "grow": grow(shape(r)), "col": col(r),
+                  "scalar": True}[space[r]]
+            if not ok or "grow" in sps and space[r] == "row" and not rows3(shape(r)):
                 raise Unsupported(r, n.loc, "a broadcast in the right operand's computation other than a column "
-                                  f"vector [{dn}] over the [{dk}, {dn}] rows")
-            steps.append(("op", r, n.op, tuple(n.inputs), space[r]))
+                                  f"vector [{dn}] over the [{dk}, {dn}] rows, or a group's row [G, 1, {dn}] over its "
+                                  f"rows [G, g, {dn}]")
+            steps.append(("op", r, n.op, tuple(alias.get(x, x) for x in n.inputs),
+                          "col" if space[r] == "grow" else space[r]))
             continue
         what = _CONSTRUCTS.get(n.op, f"`{n.op}`")
         raise Unsupported(r, n.loc, f"{what} in the right operand's computation: the vector cores compute an "
                           f"operand elementwise ({', '.join(sorted(EPI_OPS))}) from an int8 [{dk}, {dn}] input, "
                           f"[{dn}] column inputs and constants")
-    if src is None or space.get(u) != "row":
+    if src is None or space.get(u) != "row" or shape(u) != [dk, dn]:
         raise Unsupported(u, prod[u].loc if u in prod else mm.loc, f"the right operand's computation does not "
                           f"start from an int8 [{dk}, {dn}] input")
-    steps.append(("store", u, ROUND_MODES[store.attr("round") or "none"]))
-    cites[u] = cites.get(u, store.loc)
+    steps.append(("store", alias.get(u, u), ROUND_MODES[store.attr("round") or "none"]))
+    cites[alias.get(u, u)] = cites.get(alias.get(u, u), store.loc)
     seen.update(inside)
-    return src, tuple(steps), tuple((x, cites[x]) for x in cites if cites[x])
+    if grouped and not group:
+        raise Unsupported(grouped[0], "", "a group-row input without B's rows in groups")
+    return src, tuple(steps), tuple((x, cites[x]) for x in cites if cites[x]), \
+        ((group["size"], tuple(dict.fromkeys(grouped))) if group else ())
 
 
 def merge_presences(spec, items: list) -> GemmLayout:
@@ -1046,7 +1097,14 @@ def merge_presences(spec, items: list) -> GemmLayout:
                               "some calls and read it from GM in others: one kernel class serves every presence")
         pro, pro_when, pro_cites = _join_steps([(pr, lay.pro, dict(lay.pro_cites)) for pr, lay in items], set())
         names = tuple(i.name for i in spec.inputs if i.optional)
-        items = [(pr, replace(lay, pro=pro, pro_when=pro_when, pro_cites=pro_cites, presence=names,
+        sizes = {lay.pro_group[0] if lay.pro_group else "" for _pr, lay in items}
+        if len(sizes) > 1:
+            raise Unsupported(first.out, "", f"the presences of the optional inputs compute the right operand in "
+                              f"groups of different rows ({', '.join(sorted(sizes))}): one kernel class serves "
+                              f"every presence")
+        grp = (sizes.pop(), tuple(dict.fromkeys(x for _pr, lay in items for x in (lay.pro_group or ((), ()))[1]))) \
+            if first.pro_group else ()
+        items = [(pr, replace(lay, pro=pro, pro_when=pro_when, pro_cites=pro_cites, pro_group=grp, presence=names,
                               served=tuple(p for p, _l in items))) for pr, lay in items]
         first = items[0][1]
         if all(lay == first for _pr, lay in items):
@@ -2009,10 +2067,10 @@ def _vector_part(lay: GemmLayout, prog: EpiProgram, lets: tuple, out_t: str, off
 
 FLAG_PRO = 5
 """Cross-core flag id of a computed B: the AIVs -> their AIC, every AIV's part of B is in the workspace."""
-PRO_FIELDS = ("proRows", "proUnitsPerAiv", "proUnitsTail", "proOff")
-"""The tiling fields of a computed B (opgen.tiling.cube): rows of a unit (a pass), units (proRows rows x baseN
-columns of B) of every AIV and the first proUnitsTail AIVs' one more, B's element offset in the workspace (past the
-epilogue's slots)."""
+PRO_FIELDS = ("proRows", "proGroup", "proPieces", "proUnitsPerAiv", "proUnitsTail", "proOff")
+"""The tiling fields of a computed B (opgen.tiling.cube): rows of a unit (a pass), rows of a group (K per channel)
+and units per group and block column, units (at most proRows rows of one group x baseN columns of B) of every AIV and
+the first proUnitsTail AIVs' one more, B's element offset in the workspace (past the epilogue's slots)."""
 
 
 def pro_layout(lay: GemmLayout) -> GemmLayout:
@@ -2035,8 +2093,9 @@ def pro_row_bytes(prog: EpiProgram) -> int:
 
 def _prologue_part(lay: GemmLayout, prog: EpiProgram) -> tuple:
     """(UB locals, GM tensors, buffer statements, the AIV statements) of a computed B (docs/design.md "Cube family:
-    an operand computed on the vector cores"): units of proRows rows x baseN columns of B [K, N] (u // nBlocks the
-    row band, u % nBlocks the block column) in contiguous ranges over the 2 * blockDim AIVs (proUnitsPerAiv, the first
+    an operand computed on the vector cores"): units of at most proRows rows of one group x baseN columns of B [K, N]
+    (u % nBlocks the block column; t = u // nBlocks: group t // proPieces, its piece t % proPieces; a per-channel B is
+    one group of K rows; the inputs read per group (GemmLayout.pro_group) at row kb0 / proGroup) in contiguous ranges over the 2 * blockDim AIVs (proUnitsPerAiv, the first
     proUnitsTail one more); per unit the column inputs' columns in and finished, the int8 rows in (DataCopyPad, UB
     pitch baseN bytes: baseN a multiple of 32), Cast int8 -> half -> fp32 (exact), the program's instructions, the
     Cast to T and the rows out to B's workspace region (pitch N); then a SyncAll of every AIV (every part of B
@@ -2063,6 +2122,10 @@ def _prologue_part(lay: GemmLayout, prog: EpiProgram) -> tuple:
         return _cite(text, lines.get(v, ""))
 
     guard = dict(prog.guard)
+    per_group = set(lay.pro_group[1]) if lay.pro_group else set()
+
+    def col_at(inp):   # an input's columns of the unit: of its group's row when it has one per group
+        return S("grp") * N + S("n0") if inp in per_group else S("n0")
 
     def when(v, nodes):
         return _guarded(nodes, guard.get(v, ()), prog.presence)
@@ -2092,8 +2155,8 @@ def _prologue_part(lay: GemmLayout, prog: EpiProgram) -> tuple:
                       doc=cite(f"{lay.b} half -> fp32 (exact)", v)),), disjoint=True))
             continue
         n_col = len(col_in)
-        col_in.append(K.Copy(K.Ref(var), K.GmView(gm_of[inp], S("n0")), Lit(1), S("nt") * 4, Lit(0), Lit(0),
-                             cite(f"columns of {inp}", v)))
+        col_in.append(K.Copy(K.Ref(var), K.GmView(gm_of[inp], col_at(inp)), Lit(1), S("nt") * 4, Lit(0), Lit(0),
+                             cite(f"columns of {inp}" + (" (the unit's group row)" if inp in per_group else ""), v)))
         col_in[n_col:] = when(v, col_in[n_col:])
     for k, (v, inp, sp, lt) in enumerate(prog.loads):
         var = f"pt{k}"
@@ -2101,8 +2164,8 @@ def _prologue_part(lay: GemmLayout, prog: EpiProgram) -> tuple:
         buf(f"proT{k}_", var, lt, bn, tsz)
         ref[("in", inp)] = (var, False)
         n_col = len(col_in)
-        col_in.append(K.Copy(K.Ref(var), K.GmView(gm_of[inp], S("n0")), Lit(1), S("nt") * tsz, Lit(0), Lit(0),
-                             cite(f"columns of {inp}", v)))
+        col_in.append(K.Copy(K.Ref(var), K.GmView(gm_of[inp], col_at(inp)), Lit(1), S("nt") * tsz, Lit(0), Lit(0),
+                             cite(f"columns of {inp}" + (" (the unit's group row)" if inp in per_group else ""), v)))
         col_in[n_col:] = when(v, col_in[n_col:])
     buf("proO_", "po", "T", R * bn, 2)
 
@@ -2154,9 +2217,11 @@ def _prologue_part(lay: GemmLayout, prog: EpiProgram) -> tuple:
                                                                  "workspace", lay.mm_loc))
     whole = (Constraint("==", S("nt"), bn),)
     unit = (
-        K.Let("kb0", (S("pu") // S("nBlocks")) * R),
+        K.Let("grp", (S("pu") // S("nBlocks")) // S("proPieces")),
+        K.Let("piece", (S("pu") // S("nBlocks")) % S("proPieces")),
+        K.Let("kb0", S("grp") * S("proGroup") + S("piece") * R),
         K.Let("n0", (S("pu") % S("nBlocks")) * bn),
-        K.Let("rows", Fn("min", (R, S("K") - S("kb0")))),
+        K.Let("rows", Fn("min", (R, S("proGroup") - S("piece") * R))),
         K.Let("nt", Fn("min", (bn, N - S("n0")))),
         K.Let("iters", K.Select(whole, Lit(1), S("rows"))),
         K.Let("cnt", K.Select(whole, S("rows") * S("nt"), S("nt"))),
@@ -2274,7 +2339,8 @@ class CubeFamily(Family):
                     lays[key] = merged
                 classes.setdefault(merged, None)
         core = {replace(x, epilogue=(), steps=(), trans_a=False, trans_b=False, presence=(), served=(), step_when=(),
-                        direct=(), bias=(), bias_when=(), views=()) for x in classes}
+                        direct=(), bias=(), bias_when=(), views=(), pro=bool(x.pro), pro_when=(), pro_group=())
+                for x in classes}   # a computed B's steps and groups are the class's (the tiling reads proGroupRows)
         outs = {x.out_dtype for x in classes}
         if len(core) > 1 or len(outs) > 1:
             a, b = list(classes)[:2]

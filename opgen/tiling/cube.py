@@ -288,7 +288,11 @@ def gemm_program(name: str, trans_a: bool = False, trans_b: bool = False, batche
     if bias:
         plan += bplan
     if pro is not None:
-        pu = p.let("proUnits", ceil_div(K, pr) * nb, "units of the computed B (proRows rows x baseN columns)")
+        grp = p.let("proGroup", p.input("proGroupRows", "rows of B per group of its computation (K per channel)") + 0,
+                    "rows of B per group (K: one group)", True)
+        pcs = p.let("proPieces", ceil_div(grp, pr), "units of a group per block column", True)
+        pu = p.let("proUnits", ceil_div(K, grp) * pcs * nb,
+                   "units of the computed B (at most proRows rows of one group x baseN columns)")
         p.let("proUnitsPerAiv", pu // aivs, "units of the computed B of every AIV", True)
         p.let("proUnitsTail", pu % aivs, "the first proUnitsTail AIVs take one more unit", True)
     p.let("fits", fits & (ubb + ub_pro <= ub),
@@ -335,6 +339,23 @@ def _block_edge(p, name: str, extent, base: int, ak, keys32, what: str, why: str
     k32 = functools.reduce(operator.or_, (ak.eq(k) for k in keys32))
     return p.let(name, select(k32, e32, e16), f"{what} of a block (elements, a multiple of 16; of 32 for the "
                  f"attrKeys {', '.join(map(str, keys32))}, whose {why})", True)
+
+
+def _pro_groups(spec, lowered):
+    """How the TilingFunc reads the rows per group of a computed B (GemmLayout.pro_group): K for a class computing it
+    per channel, the group's size (a literal or a dim) else; ("by_attr_key", ...) where the classes of the static
+    attributes differ (per channel for antiquant_group_size 0, groups of 64 rows for 64)."""
+    names = [a.name for a in spec.static_attrs]
+    by_ak: dict = {}
+    for key, x in (lowered.extra.get("layouts") or {}).items():
+        by_ak.setdefault(attr_key(spec, dict(zip(names, key.static))), x)
+    by_ak = by_ak or {attr_key(spec, {}): lowered.layout}
+
+    def rows(x):
+        g = x.pro_group[0] if x.pro_group else x.dims[1]
+        return Lit(int(g)) if g.isdigit() else Sym(g)
+    picks = tuple((ak, rows(x)) for ak, x in sorted(by_ak.items()))
+    return picks[0][1] if len({str(e) for _ak, e in picks}) == 1 else ("by_attr_key", picks)
 
 
 def direct_presences(lays) -> tuple:
@@ -430,6 +451,7 @@ def cube_tiling(spec, lowered, counts) -> Tiling:
     direct = direct_presences(lays)
     nforms = form_key_count(spec) if lowered.extra.get("form_key") else 1   # shape forms selecting the class
     views = _view_inputs(spec, lowered, lays)   # the GM views' stride fields, by attrKey
+    groups = _pro_groups(spec, lowered) if lay.pro else None
     prog, plan = gemm_program(spec.name, lay.trans_a, lay.trans_b, bool(lay.batch), epi, attrs,
                               any(x.mixed for x in lays), counts.out_f32, forms if len(forms) > 1 else (),
                               bool(direct), any(x.bias for x in lays), 32 if lay.acc == "i32" else 16,
@@ -445,6 +467,8 @@ def cube_tiling(spec, lowered, counts) -> Tiling:
     inputs.update({view_input(f): how for f, how in views.items()})
     if direct:
         inputs["noEpilogue"] = ("presence", direct)
+    if groups is not None:
+        inputs["proGroupRows"] = groups
     if nforms > 1:
         inputs["formKey"] = ("form_key",)
     if lay.batch:
