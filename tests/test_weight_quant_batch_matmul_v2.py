@@ -360,3 +360,48 @@ def test_a_relation_of_one_mode_is_assumed_by_that_modes_body_only(tmp_path):
     spec = load_spec(_grouped_spec(tmp_path, True))
     with pytest.raises(SpecError, match=r"K // 64 is exact only when K % 64 == 0"):
         [spec.graph(k) for k in spec.keys()]
+
+
+def test_a_computed_operand_rounded_to_another_dtype_than_the_left_operand_is_refused(tmp_path):
+    """B rounded to bf16 beside an f16 x: refused naming both dtypes (the cube multiplies one dtype)."""
+    body = "b.matmul(x.f32(), b.quantize(weight.f32() * scale.f32(), bf16, 'rint')).cast(f16, 'rint')"
+    p = _user_spec(tmp_path, body)
+    text = Path(p).read_text().replace("import A2, A3, OpSpec, f16", "import A2, A3, OpSpec, bf16, f16")
+    Path(p).write_text(text)
+    with pytest.raises(NoKernel, match="rounded to bf16, the left operand is f16"):
+        kernel_build(load_spec(p))
+
+
+def test_a_batched_x_folds_into_m_beside_a_computed_b_on_the_kernel_ir(tmp_path):
+    """x [B, M, K] against the computed weight [K, N]: the batch folds into M (one GEMM of [B * M, K]) as it does
+    beside an input B; B 3, M 70, K 90, N 45 on the Kernel IR interpreter against float64."""
+    from opgen.check import run_check
+
+    p = tmp_path / "wq_fold.py"
+    p.write_text(textwrap.dedent('''
+        from opgen.dsl import A2, A3, OpSpec, f16, f32, i8
+        spec = OpSpec("WqFold", aclnn="aclnnWqFold", socs=(A2, A3), round="rint")
+        B = spec.dim("B", max=64)
+        M = spec.dim("M", max=65535)
+        K = spec.dim("K", max=65535)
+        N = spec.dim("N", max=65535)
+        spec.input("x", f16, [B, M, K])
+        spec.input("weight", i8, [K, N])
+        spec.input("antiquant_scale", f16, [N])
+        spec.output("y", f16, [B, M, N])
+        spec.example_call({"B": 2, "M": 5, "K": 40, "N": 7})
+
+
+        @spec.body
+        def _(b, x, weight, antiquant_scale):
+            w = b.quantize(weight.f32() * antiquant_scale.f32(), f16, "rint")
+            return {"y": b.matmul(x.f32(), w).cast(f16, "rint")}
+    '''))
+    u = kernel_build(load_spec(str(p)))
+    assert u.lowered.layout.fold == ("B",) and u.lowered.layout.pro
+    x = _inputs(3 * 70, 90, 45, "float16", 8, offset=False, bias=False)
+    x["x"] = x["x"].reshape(3, 70, 90)
+    r = run_check(str(p), {k: x[k] for k in ("x", "weight", "antiquant_scale")}, progress=False, engine="kir")
+    assert not r.faults and r.passed
+    flat = dict(x, x=x["x"].reshape(210, 90))
+    assert _close(np.asarray(r.arrays["y"]).reshape(210, 45), flat, "float16")

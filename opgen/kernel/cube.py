@@ -191,8 +191,10 @@ class GemmLayout:
         views = "".join(f"; {({'a': self.a, 'b': self.b, 'c': self.out})[r]} through a GM view (row stride "
                         f"{'*'.join(rs) or '1'}, batch stride {'*'.join(bs) or '1'})" for r, (rs, bs) in self.views)
         if self.pro:
-            views += "; B computed on the AIVs from " + self.b + ": " + "; ".join(
-                _step_text(st) + (f" when {_presences_text(w, self.presence)}" if w else "")
+            views += "; B computed on the AIVs from " + self.b + (
+                f" in groups of {self.pro_group[0]} rows" if self.pro_group else "") + ": " + "; ".join(
+                (f"{st[1]} = {self.b} as fp32" if st[0] == "acc" else _step_text(st))
+                + (f" when {_presences_text(w, self.presence)}" if w else "")
                 for st, w in zip(self.pro, self.pro_when or ((),) * len(self.pro)))
         return (f"layout cube: {bt}{self.out}[{m}, {n}] = {a} x {b} in {self.dtype}, "
                 f"{acc}, out {self.out_dtype}; epilogue {epi}{views}")
@@ -307,8 +309,13 @@ def gemm_layout(g, spec=None) -> GemmLayout:
         raise Unsupported(mm.result.name, mm.loc, f"the shapes {[str(d) for d in sa]} x {[str(d) for d in sb]} "
                           f"(transposed: {ta}, {tb}) are not [M, K] x [K, N] over three distinct plain dims")
     dta, dtb = vals[a].type.dtype, vals[b].type.dtype
-    if pro:   # the operand's rounding cast names its dtype: the cube's B is in A's
-        dtb = dta
+    if pro:   # the operand's rounding cast names its dtype: the cube's B must be in A's
+        dtb = prod[prod[mm.inputs[1]].inputs[0]].attr("to")
+        if dtb != dta:
+            raise Unsupported(mm.inputs[1], mm.loc, f"the right operand computed in the kernel is rounded to "
+                              f"{dtb.name if isinstance(dtb, DTypeVar) else dtype_name(dtb)}, the left operand is "
+                              f"{dta.name if isinstance(dta, DTypeVar) else dtype_name(dta)}: the cube multiplies "
+                              f"operands of one dtype")
     fixed = not isinstance(dta, DTypeVar)
     acc = _int8_product(mm, vals, prod, a, b, ta, tb) if fixed and dtype_name(dta) == "i8" else "f32"
     if acc == "i32" and ta and spec is not None:   # int8 Aᵀ: LoadDataWithTranspose into L0A on every SoC
@@ -892,16 +899,16 @@ PRO_SOURCES = {"i8": "int8_t"}
 
 def _prologue(g, mm, params, seen: set, dims) -> tuple:
     """(source input, steps, ((value, spec line), ...), group: () or (g, the inputs read per group)) of the cube's
-    right operand when it is computed on the
-    vector cores from one input (docs/design.md "Cube family: an operand computed on the vector cores"): the
-    operand is a cast to f32 of a rounding cast (round mode of ROUND_MODES) to f16 / bf16 / a dtype variable of a
-    value u computed elementwise (EPI_OPS) from the source -- an int8 input of the operand's shape [K, N], cast to f32
-    (directly or through f16, both exact) -- with [N] / [1, N] column inputs (each cast to f32, or fp32) and scalar
-    constants; or per group of g rows (a literal or a plain dim): B's rows reshaped to [G, g, N], inputs [G, N] (cast
-    to f32, reshaped to [G, 1, N]) broadcast over each group's rows, the result reshaped back to [K, N]. steps in EPI_STEPS form: ("acc", v) the source's fp32 rows, ("load", ...) the column inputs, ("const",
-    ...), ("op", ...), ("store", u, round mode). Adds every value of the computation to `seen`. Raises Unsupported
-    naming the value, its spec line and the rule (another source dtype or shape, a second source, a value of the
-    computation read elsewhere, an op the vector cores do not lower here)."""
+    right operand when it is computed on the vector cores from one input (docs/design.md "Cube family: an operand
+    computed on the vector cores"): the operand is a cast to f32 of a rounding cast (round mode of ROUND_MODES) to
+    f16 / bf16 / a dtype variable of a value u computed elementwise (EPI_OPS) from the source -- an int8 input of the
+    operand's shape [K, N], cast to f32 (directly or through f16, both exact) -- with [N] / [1, N] column inputs
+    (each cast to f32, or fp32) and scalar constants; or per group of g rows (a literal or a plain dim): B's rows
+    reshaped to [G, g, N], inputs [G, N] (cast to f32, reshaped to [G, 1, N]) broadcast over each group's rows, the
+    result reshaped back to [K, N]. steps in EPI_STEPS form: ("acc", v) the source's fp32 rows, ("load", ...) the
+    column inputs, ("const", ...), ("op", ...), ("store", u, round mode). Adds every value of the computation to
+    `seen`. Raises Unsupported naming the value, its spec line and the rule (another source dtype or shape, a second
+    source, a value of the computation read elsewhere, an op the vector cores do not lower here)."""
     vals, prod, uses = g.values(), g.producers(), g.uses()
     dk, dn = str(dims[1]), str(dims[2])
     chain, v = [], mm.inputs[1]
@@ -1487,7 +1494,7 @@ def lower_gemm(spec, lay: GemmLayout, name: str = "") -> K.KernelClass:
             doc_plain += f" (when {_presences_text(via_slots, lay.presence)}; else Fixpipe wrote it)"
     else:   # the reduction's own epilogue: the cast Fixpipe does when K is not split
         prog = epilogue_program(_cast_only(lay))
-        doc_plain = "the AIVs have no work: Fixpipe wrote the output"
+        doc_plain = "Fixpipe writes the output" if lay.pro else "the AIVs have no work: Fixpipe wrote the output"
     # (an int8 product has no K split: its buffers are the plain part's, no reduction scratch row)
     if band:   # the AIVs' unit is a band: its rows of all of N (n0 0, nt N), UB rows of epiPitch
         lets = band_lets + (K.Let("n0", Lit(0)), K.Let("nt", N))
@@ -1511,6 +1518,7 @@ def lower_gemm(spec, lay: GemmLayout, name: str = "") -> K.KernelClass:
                K.CoreIf("vector", (*pro_parts[2], *gets, *pro_parts[3], *vector_plain) if lay.pro else
                         (*gets, K.If(ks, vector_ks, vector_plain)) if lay.acc == "f32" else
                         (*gets, *vector_plain),
+                        f"the AIVs: the units of B computed from {lay.b}, then {doc_plain}" if lay.pro else
                         f"the AIVs: the K split's reduction, else {doc_plain}"))
     fields = FIELDS + (BATCH_FIELDS if lay.batch else ()) + EPI_FIELDS + (BAND_FIELDS if band else ()) + KSPLIT_FIELDS \
         + tuple(f"{a}Bits" for a in epi_attrs(lay)) + view_fields(lay) + (PRO_FIELDS if lay.pro else ())
@@ -1532,7 +1540,10 @@ def lower_gemm(spec, lay: GemmLayout, name: str = "") -> K.KernelClass:
              "to fp32 and epilogue" if mixed else "Fixpipe writes the int32 sums") + "; no K split)")
             if lay.acc == "i32" else
             (", fp32 accumulation (" + ("fp32 blocks to a two-slot workspace, the epilogue on the AIVs" if mixed else
-                                        "Fixpipe's cast") + "; K split over the AI Cores when the tiling chooses it)"))
+                                        "Fixpipe's cast") + (f"; B computed from {lay.b} by the AIVs into the "
+                                                             "workspace first, no K split)" if lay.pro else
+                                                             "; K split over the AI Cores when the tiling chooses "
+                                                             "it)")))
         + f", output {out_t}" + (f"; every presence of {', '.join(lay.presence)} (hasInput<k>_)" if members else ""))
     return K.verify(cls)
 
@@ -2233,7 +2244,8 @@ def _prologue_part(lay: GemmLayout, prog: EpiProgram) -> tuple:
         K.Let("pLast", S("pFirst") + S("proUnitsPerAiv")
               + K.Select((Constraint("<", K.BLOCK_IDX, S("proUnitsTail")),), Lit(1), Lit(0))),
         K.For("pu", S("pFirst"), S("pLast"), Lit(1), unit,
-              doc=f"this AIV's units of B (proRows rows x baseN columns, computed from {lay.b})"),
+              doc=f"this AIV's units of B (at most proRows rows of one group x baseN columns, computed from "
+                  f"{lay.b})"),
         K.SyncAll("every AIV's units of B are in the workspace"),
         K.CrossCoreSetFlag(2, Pipe.MTE3, FLAG_PRO, "B is in the workspace: this AI Core's AIC may read it"),
     )
