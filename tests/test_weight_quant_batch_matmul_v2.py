@@ -405,3 +405,44 @@ def test_a_batched_x_folds_into_m_beside_a_computed_b_on_the_kernel_ir(tmp_path)
     assert not r.faults and r.passed
     flat = dict(x, x=x["x"].reshape(210, 90))
     assert _close(np.asarray(r.arrays["y"]).reshape(210, 45), flat, "float16")
+
+
+@pytest.mark.parametrize("res", [True, False])
+def test_an_optional_epilogue_input_beside_a_computed_b_on_the_kernel_ir(tmp_path, res):
+    """A computed B with an optional residual [M, N] added on the AIVs after the product: the call without it has no
+    vector epilogue (Fixpipe writes y) but still launches mixed (tiling key strategy 1: the AIVs compute B in every
+    call), with it the slots' epilogue runs after B's units; M 70, K 90, N 45 fp16 on the Kernel IR against float64."""
+    from opgen.check import run_check
+
+    p = tmp_path / "wq_res.py"
+    p.write_text(textwrap.dedent('''
+        from opgen.dsl import A2, A3, OpSpec, f16, f32, i8
+        spec = OpSpec("WqRes", aclnn="aclnnWqRes", socs=(A2, A3), round="rint")
+        M = spec.dim("M", max=65535)
+        K = spec.dim("K", max=65535)
+        N = spec.dim("N", max=65535)
+        spec.input("x", f16, [M, K])
+        spec.input("weight", i8, [K, N])
+        spec.input("antiquant_scale", f16, [N])
+        spec.input("residual", f16, [M, N], optional=True)
+        spec.output("y", f16, [M, N])
+        spec.example_call({"M": 5, "K": 40, "N": 7})
+
+
+        @spec.body
+        def _(b, x, weight, antiquant_scale, residual):
+            y = b.matmul(x.f32(), b.quantize(weight.f32() * antiquant_scale.f32(), f16, "rint"))
+            if residual is not None:
+                y = y + residual.f32()
+            return {"y": y.cast(f16, "rint")}
+    '''))
+    x = _inputs(70, 90, 45, "float16", 12, offset=False, bias=False)
+    ins = {k: x[k] for k in ("x", "weight", "antiquant_scale")}
+    if res:
+        ins["residual"] = _as(np.random.default_rng(1).uniform(-1, 1, (70, 45)), "float16")
+    r = run_check(str(p), ins, progress=False, engine="kir")
+    assert not r.faults and r.passed and r.tiling_key % 10 == 1
+    ref = dict(x, bias=None)
+    want = _ref(ref, "float16") + (np.asarray(ins["residual"], np.float64) if res else 0)
+    got = np.asarray(r.arrays["y"], np.float64)
+    assert np.all(np.abs(got - want) <= 2.0 ** -11 * (np.abs(want) + 1) + 2.0 ** -20 * 90 * 128 * 2.0 ** -5)

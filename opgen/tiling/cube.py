@@ -298,7 +298,8 @@ def gemm_program(name: str, trans_a: bool = False, trans_b: bool = False, batche
     p.let("fits", fits & (ubb + ub_pro <= ub),
           "1 when the tiles fit L1 / L0, the operands' row pitches fit Nd2Nz and the AIVs' pass fits the UB",
           True)
-    if mixed and direct:   # the AIVs have work with a K split or when this call's presences take the epilogue
+    if mixed and direct and pro is None:   # the AIVs have work with a K split or when this call's presences take
+        # the epilogue (a computed B gives them work in every call: strategy 1 below)
         ne = p.input("noEpilogue", "1 when the call's optional inputs are present as a layout without a vector "
                      "epilogue (Fixpipe's cast alone)")
         p.let("tilingKey", kk * 100 + key * 10 + select((ksp > 1) | (ne < 1), STRATEGY, STRATEGY_AIC),
@@ -309,7 +310,7 @@ def gemm_program(name: str, trans_a: bool = False, trans_b: bool = False, batche
         p.let("tilingKey", kk * 100 + key * 10 + select(ksp > 1, STRATEGY, STRATEGY_AIC),
               f"{kdoc} * 100 + dtypeKey * 10 + strategy (1: mixed, K split; 2: AIC only)", True)
     slots = bd * 2 * bm * bn * 4 if mixed else lit(0)   # band: bn is epiPitch, two band regions
-    if mixed and direct:
+    if mixed and direct and pro is None:
         slots = select(ne < 1, slots, lit(0))
     if pro is not None:   # B's region after the slots (32-B aligned: the slots are whole fp32 blocks)
         slots = p.let("slotBytes", slots + 0, "bytes of the epilogue's slots (before B's region)")
@@ -318,7 +319,7 @@ def gemm_program(name: str, trans_a: bool = False, trans_b: bool = False, batche
     p.let("workspaceBytes", select(ksp > 1, units * bm * bn * 4, slots),
           "K split: one fp32 partial block per unit; else " + ("two fp32 block slots per AI Core when the call "
                                                              "takes the vector epilogue, none without it"
-                                                             if mixed and direct else
+                                                             if mixed and direct and pro is None else
                                                              "two fp32 block slots per AI Core" if mixed else
                                                              "none") + " (bytes)", True)
     for a in attrs:
@@ -465,7 +466,7 @@ def cube_tiling(spec, lowered, counts) -> Tiling:
               "ubBytes": ("platform", "ubBytes")}
     inputs.update({f"{a}Attr": ("attr_bits", a) for a in attrs})
     inputs.update({view_input(f): how for f, how in views.items()})
-    if direct:
+    if direct and not lay.pro:   # (a computed B launches mixed in every call)
         inputs["noEpilogue"] = ("presence", direct)
     if groups is not None:
         inputs["proGroupRows"] = groups
