@@ -47,9 +47,10 @@ def _close(got, ref, dt: str, k: int) -> bool:
     return got.shape == ref.shape and bool(np.all(np.abs(got - ref) <= bound))
 
 
-def _kir(name: str, m: int, k: int, n: int, dt: str, aic: int, seed: int, attrs: dict, min_ksplit: int = 1):
-    """Run the example's kernel on the Kernel IR interpreter on `aic` AI Cores (2 AIVs each) for [m, k] x [k, n] in
-    dtype `dt`; returns (output, reference, tiling values)."""
+def _kir(name: str, m: int, k: int, n: int, dt: str, aic: int, seed: int, attrs: dict, min_ksplit: int = 1,
+         ub: int | None = None):
+    """Run the example's kernel on the Kernel IR interpreter on `aic` AI Cores (2 AIVs each; with `ub`, an AIV UB of
+    that many bytes for the tiling) for [m, k] x [k, n] in dtype `dt`; returns (output, reference, tiling values)."""
     import ml_dtypes
 
     from opgen.ir.dtypes import parse_dtype
@@ -62,6 +63,8 @@ def _kir(name: str, m: int, k: int, n: int, dt: str, aic: int, seed: int, attrs:
     cls = next(iter(u.lowered.programs.values()))
     plat = dataclasses.replace(next(p for p in PLATFORMS.values() if p.aiv == 48 and p.arch == "dav-2201"), aic=aic,
                                aiv=2 * aic)
+    if ub is not None:
+        plat = dataclasses.replace(plat, ub_bytes=ub)
     v = u.tiling.program.evaluate(program_inputs(spec, u.tiling.program, u.tiling.inputs, {"M": m, "K": k, "N": n},
                                                  {"T": parse_dtype(dt)}, plat, attrs))
     assert v["kSplit"] >= min_ksplit, v["kSplit"]
@@ -73,15 +76,34 @@ def _kir(name: str, m: int, k: int, n: int, dt: str, aic: int, seed: int, attrs:
     if name == "matmul_rms_norm":
         gm["gamma"] = rng.uniform(0.5, 1.5, n).astype(npt)
         extra = {"gamma": gm["gamma"], "eps": attrs["epsilon"]}
-    else:
+    elif name == "matmul_softmax":
         extra = {"scale": attrs["scale"]}
-    out = np.full(m * n, np.nan, npt)
+    if name == "matmul_dynamic_quant":   # y int8 (a sentinel 99 no row quantises to) and the per-row scale
+        out, gm["scale"] = np.full(m * n, 99, np.int8), np.full(m, np.nan, np.float32)
+    else:
+        out = np.full(m * n, np.nan, npt)
     gm["y"] = out
     r = kir_interp.run(cls, {f: v[f] for f in cls.fields}, gm, v["blockDim"],
                        workspace=np.zeros(v["workspaceBytes"] // 4, np.float32),
                        types={"T": "half" if dt == "float16" else "bfloat16_t"}, verify_first=False)
     assert r.ok, r.faults[:1]
+    if name == "matmul_dynamic_quant":
+        return (out.reshape(m, n), gm["scale"]), (x, w), v
     return out.reshape(m, n), _ref(name, x, w, **extra), v
+
+
+def _quant_ok(y, scale, x, w) -> bool:
+    """MatmulDynamicQuant's outputs against float64: h = x @ w, s = max |h| over N / 127; the scale within fp32
+    accumulation over K and the division (relative 2^-22 * (K + 8)), y the integer nearest h / s (ties to even, the
+    one rounding of AscendC's fp32 -> half CAST_ODD -> int8 CAST_RINT, docs/reference/ascendc.md §1.12): within half
+    a step of the float64 quotient plus the quotient's fp32 error (a value that close to a tie may round either
+    way)."""
+    h = np.asarray(x, np.float64) @ np.asarray(w, np.float64)
+    s = np.abs(h).max(-1) / 127.0
+    rel = 2.0 ** -22 * (x.shape[1] + 8)
+    q = h / s[:, None]
+    return (y.dtype == np.int8 and bool(np.all(np.abs(np.asarray(scale, np.float64) - s) <= rel * s))
+            and bool(np.all(np.abs(y - q) <= 0.5 + 2 * rel * 127)) and int(np.abs(y).max()) == 127)
 
 
 @pytest.mark.parametrize("name,attrs", [("matmul_rms_norm", {"epsilon": 1e-6}), ("matmul_softmax", {"scale": 0.7})])
@@ -96,6 +118,19 @@ def test_row_reduction_epilogue_on_the_interpreter_equals_float64(name, attrs, d
     assert v["nBlocks"] == nblocks and v["kSplit"] == 1 and v["epiPitch"] == -(-n // 16) * 16
     assert v["workspaceBytes"] == v["blockDim"] * 2 * v["baseM"] * v["epiPitch"] * 4
     assert _close(got, ref, dt, k), np.abs(got - ref).max()
+
+
+@pytest.mark.parametrize("dt,m,k,n,ksplit", [("float16", 301, 33, 45, False), ("bfloat16", 77, 45, 2999, False),
+                                              ("float16", 125, 1999, 111, True)])
+def test_a_per_row_second_output_on_the_interpreter_equals_float64(dt, m, k, n, ksplit):
+    """MatmulDynamicQuant (docs/design.md "Cube family: a per-row second output"): y int8 [M, N] and scale fp32 [M]
+    over 3 AI Cores -- 3 bands of one block (the last 45 rows: each AIV's rows a tail), a band of 12 blocks (N 2999;
+    one AI Core), the K split (the
+    AIVs add the partials, then quantise) -- each row's scale written by the AIV that owns the row, once per pass."""
+    (y, scale), (x, w), v = _kir("matmul_dynamic_quant", m, k, n, dt, 3, 11, {}, min_ksplit=2 if ksplit else 1)
+    assert (v["kSplit"] > 1) == ksplit
+    assert _quant_ok(y, scale, x, w), (np.abs(y - (x.astype(np.float64) @ w.astype(np.float64)) / (
+        np.abs(x.astype(np.float64) @ w.astype(np.float64)).max(-1, keepdims=True) / 127)).max())
 
 
 @pytest.mark.parametrize("name,attrs", [("matmul_rms_norm", {"epsilon": 1e-5}), ("matmul_softmax", {"scale": 0.05})])
@@ -139,17 +174,44 @@ def _refusal(spec) -> str:
     return str(e.value).split(" [cube family]")[0]
 
 
-def test_n_beyond_a_row_in_ub_is_refused_naming_the_dim_the_bound_and_the_rule(tmp_path):
-    """A row of N must fit the AIV's UB (the band's pass rows are whole rows): the buffer proof over the spec's dim
-    domain names N, the largest N whose row fits and the rule."""
-    from opgen.codegen import write_ops
-    from opgen.errors import OpgenError
+@pytest.mark.parametrize("name,dt,m,k,n,ub,passes", [
+    ("matmul_rms_norm", "bfloat16", 20, 33, 6600, None, 2),    # past the whole-row bound (6544): chunks 6528 + 72
+    ("matmul_softmax", "float16", 140, 20, 600, 8192, 3),      # 2 bands over 2 AI Cores, chunks 288 + 288 + 24
+    ("matmul_dynamic_quant", "bfloat16", 130, 45, 300, 6144, 2),  # 2 bands, chunks 192 + 108
+])
+def test_rows_longer_than_ub_on_the_interpreter_equal_float64(name, dt, m, k, n, ub, passes):
+    """A row of N the UB cannot hold (N past MatmulRmsNorm's old bound on the real UB; a smaller UB for the tiling
+    elsewhere, so small shapes take several chunks and tails over the cores): epiChunk < epiPitch, each AIV's rows
+    one at a time, `passes` passes over their column chunks (the reductions accumulated across chunks, the row read
+    again from the band's region), against float64 NumPy (docs/design.md "Cube family: rows longer than UB")."""
+    attrs = {"matmul_rms_norm": {"epsilon": 1e-6}, "matmul_softmax": {"scale": 0.7}}.get(name, {})
+    got, ref, v = _kir(name, m, k, n, dt, 3, 13, attrs, ub=ub)
+    assert v["epiChunk"] < v["epiPitch"] == -(-n // 16) * 16 and v["epiChunk"] % 32 == 0 and v["fits"] == 1
+    prog = next(iter(_unit(name).lowered.programs.values()))
+    from opgen.kernel import kir as K
+    assert K.to_text(prog).count(f"pass {passes} of {passes} over the row's column chunks") == 1
+    if name == "matmul_dynamic_quant":
+        assert _quant_ok(*got, *ref)
+    else:
+        assert _close(got, ref, dt, k), np.abs(got - ref).max()
+
+
+def test_n_beyond_a_row_in_ub_generates_and_the_tiling_streams_the_row(tmp_path):
+    """N up to 65535 (Nd2Nz's pitch bound): the buffer proof over the spec's dim domain holds (a row the UB cannot
+    hold streams in column chunks), and at N 65535 the tiling's chunk is a multiple of 32 columns whose pass fits
+    the UB."""
+    from opgen.ir.dtypes import parse_dtype
+    from opgen.platforms import PLATFORMS
+    from opgen.tiling.emit import program_inputs
 
     spec = _spec(tmp_path, "h - h.sum(-1)", nmax=65535)
-    with pytest.raises(OpgenError) as e:
-        write_ops([spec.file], tmp_path / "gen")
-    msg = str(e.value)
-    assert "the AIVs' pass fits the UB" in msg and "(declared max=65535); lower max= of N to" in msg
+    u = kernel_build(spec)
+    plat = next(p for p in PLATFORMS.values() if p.aiv == 48 and p.arch == "dav-2201")
+    v = u.tiling.program.evaluate(program_inputs(spec, u.tiling.program, u.tiling.inputs,
+                                                 {"M": 300, "K": 64, "N": 65535}, {"U": parse_dtype("float16")},
+                                                 plat, {}))
+    assert v["fits"] == 1 and v["epiPitch"] == 65536 and 0 < v["epiChunk"] < 65536 and v["epiChunk"] % 32 == 0
+    assert v["ubEpiBytes"] <= plat.ub_bytes
 
 
 @pytest.mark.parametrize("body,words", [
@@ -160,6 +222,42 @@ def test_n_beyond_a_row_in_ub_is_refused_naming_the_dim_the_bound_and_the_rule(t
 ])
 def test_other_reductions_are_refused_in_the_users_terms(tmp_path, body, words):
     assert words in _refusal(_spec(tmp_path, body))
+
+
+TWO_OUTPUTS = """
+from opgen.dsl import A2, OpSpec, bf16, f16, f32
+spec = OpSpec("Gemm2", aclnn="aclnnGemm2", socs=(A2,), round="rint")
+M = spec.dim("M", max=4096)
+K = spec.dim("K", max=4096)
+N = spec.dim("N", max=4096)
+(U,) = spec.dtype_vars("U")
+spec.input("x", U, [M, K])
+spec.input("w", U, [K, N])
+spec.output("y", U, [M, N])
+spec.output("z", {zt}, {zshape})
+spec.dtypes((U,), [(f16,), (bf16,)])
+spec.example_call({{"M": 5, "K": 7, "N": 9}})
+
+
+@spec.body
+def _(bb, x, w):
+    h = bb.matmul(x, w)
+    return {{"y": h.cast(U, "rint"), "z": {z}}}
+"""
+
+
+@pytest.mark.parametrize("zt,zshape,z,words", [
+    ("U", "[M, N]", "(h * 2.0).cast(U, 'rint')", "2 outputs, 2 of them [M, N]: the cube family writes one [M, N] "
+                                                 "output and per-row values beside it"),
+    ("f32", "[1, N]", "h.sum(0)", "a reduction (sum over M) in the matmul's epilogue"),
+    ("f32", "[M, N]", "h * 2.0", "2 outputs, 2 of them [M, N]"),
+])
+def test_second_outputs_other_than_per_row_values_are_refused(tmp_path, zt, zshape, z, words):
+    """Beside the [M, N] output the epilogue writes per-row fp32 values only: a second [M, N] output or a column
+    sum is refused naming the outputs or the construct."""
+    p = tmp_path / "gemm2.py"
+    p.write_text(textwrap.dedent(TWO_OUTPUTS.format(zt=zt, zshape=zshape, z=z)).lstrip())
+    assert words in _refusal(load_spec(str(p)))
 
 
 def test_per_row_arithmetic_is_scalar_and_the_rows_run_row_by_row(tmp_path):
@@ -178,18 +276,34 @@ def test_per_row_arithmetic_is_scalar_and_the_rows_run_row_by_row(tmp_path):
 @pytest.mark.parametrize("name", ["matmul_rms_norm", "matmul_softmax"])
 def test_row_reduction_epilogue_emulated_matches_float64(examples_gen, name):
     """The generated package on the emulation (the g++ build of the emitted C++): odd M / K / N, fp16 and bf16,
-    N = 45 (a band of one block), 1000 (4 blocks) and 2999 (12, one AI Core), against float64 NumPy."""
+    N = 45 (a band of one block), 1000 (4 blocks) and 2999 (12, one AI Core), and a row longer than the UB holds
+    (N 6600 / 13001: column chunks, docs/design.md "Cube family: rows longer than UB"), against float64 NumPy."""
     from opgen.check import run_check
 
     attrs = {"epsilon": 1e-6} if name == "matmul_rms_norm" else {"scale": 0.7}
     for dims, dt in (({"M": 301, "K": 33, "N": 45}, "float16"), ({"M": 257, "K": 70, "N": 1000}, "bfloat16"),
-                     ({"M": 77, "K": 45, "N": 2999}, "float16")):
+                     ({"M": 77, "K": 45, "N": 2999}, "float16"),
+                     ({"M": 20, "K": 33, "N": 6600 if name == "matmul_rms_norm" else 13001}, "bfloat16")):
         r = run_check(str(EXAMPLES / f"{name}.py"), dims=dims, dtypes={"T": dt}, attrs=attrs, gen_dir=examples_gen,
                       seed=3, progress=False)
         assert not r.faults and r.passed and r.block_dim >= 1
         extra = {"gamma": r.inputs["gamma"]} if name == "matmul_rms_norm" else {"scale": 0.7}
         ref = _ref(name, r.inputs["x"], r.inputs["w"], **extra)
         assert _close(r.arrays["y"], ref, dt, dims["K"]), np.abs(np.asarray(r.arrays["y"], np.float64) - ref).max()
+
+
+@pytest.mark.slow
+def test_a_per_row_second_output_emulated_matches_float64(examples_gen):
+    """MatmulDynamicQuant's package on the emulation: M 301 (3 bands, the last a tail), K 45, N 1000 (4 blocks a
+    band), and M 20, N 13001 (a row in column chunks), bf16: y int8 and scale fp32 against float64 NumPy (and the
+    interpreter's device mode: `passed`)."""
+    from opgen.check import run_check
+
+    for dims in ({"M": 301, "K": 45, "N": 1000}, {"M": 20, "K": 33, "N": 13001}):   # the second: column chunks
+        r = run_check(str(EXAMPLES / "matmul_dynamic_quant.py"), dims=dims, dtypes={"T": "bfloat16"},
+                      gen_dir=examples_gen, seed=4, progress=False)
+        assert not r.faults and r.passed
+        assert _quant_ok(np.asarray(r.arrays["y"]), r.arrays["scale"], r.inputs["x"], r.inputs["w"])
 
 
 BATCHED = """

@@ -32,7 +32,7 @@ IR_THROUGHOUT = {"AdaLayerNormGrad", "AdaLayerNormV2", "AddLayerNorm", "AddRmsNo
                  "SwiGluGrad", "Tanh", "ThresholdGradV2D", "KlDiv", "InplaceApplyMomentum",
                  "NormRopeConcat", "NormRopeConcatGrad",   # head-rows kernels (opgen.kernel.headsched)
                  "BatchMatMul", "BatchMatMulV3", "FusedMatMul", "MatMul", "MatMulV3", "MatmulGelu",   # cube kernels
-                 "MatmulRmsNorm", "MatmulSoftmax",
+                 "MatmulRmsNorm", "MatmulSoftmax", "MatmulDynamicQuant",
                  "QuantBatchMatmulV3", "TransposeBatchMatMul",
                  "FlashAttentionScore", "FlashAttentionScoreGrad", "NsaSelectedAttention",
                  "FlashAttentionVarLenScore", "FlashAttentionUnpaddingScoreGrad",

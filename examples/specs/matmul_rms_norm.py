@@ -8,7 +8,8 @@ projection followed by RMSNorm (RmsNorm's formula, examples/specs/rms_norm.py, o
 
 The cube family's matmul with a vector epilogue holding a row reduction over N (docs/design.md "Cube family: row
 reductions in the epilogue"): an AI Core's unit is a band of baseM rows x all of N, its blocks written by the AIC
-into the band's fp32 workspace region, each row of the band reduced by the AIVs (a row of N in UB: N's max 4096).
+into the band's fp32 workspace region, each row of the band reduced by the AIVs (whole rows in UB, or a row longer
+than the UB holds in column chunks, a pass over them per reduction level; N's max 16384).
 """
 
 from opgen.dsl import A2, A3, OpSpec, bf16, f16, f32
@@ -17,7 +18,7 @@ spec = OpSpec("MatmulRmsNorm", aclnn="aclnnMatmulRmsNorm", socs=(A2, A3), round=
               doc="Matrix product, then RMSNorm over each row of the result scaled by gamma.")
 M = spec.dim("M", max=65535)
 K = spec.dim("K", max=65535)
-N = spec.dim("N", max=4096)
+N = spec.dim("N", max=16384)
 (T,) = spec.dtype_vars("T")
 
 spec.input("x", T, [M, K])

@@ -9,7 +9,8 @@ product's rows).
 
 The cube family's matmul with a vector epilogue holding two row reductions over N of two levels (the maximum, then
 the sum of the shifted exponentials; docs/design.md "Cube family: row reductions in the epilogue"): an AI Core's
-unit is a band of baseM rows x all of N (a row of N in UB: N's max 4096).
+unit is a band of baseM rows x all of N (whole rows in UB, or a row longer than the UB holds in column chunks: three
+passes over them; N's max 16384).
 """
 
 from opgen.dsl import A2, A3, OpSpec, bf16, f16
@@ -18,7 +19,7 @@ spec = OpSpec("MatmulSoftmax", aclnn="aclnnMatmulSoftmax", socs=(A2, A3), round=
               doc="Matrix product times a scale, then softmax over each row of the result.")
 M = spec.dim("M", max=65535)
 K = spec.dim("K", max=65535)
-N = spec.dim("N", max=4096)
+N = spec.dim("N", max=16384)
 (T,) = spec.dtype_vars("T")
 
 spec.input("x", T, [M, K])

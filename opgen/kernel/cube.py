@@ -98,7 +98,7 @@ from opgen.kernel.rowmerge import math_as_steps
 from opgen.kernel.rowclass import merge_guards, presence_member
 from opgen.kernel.rowpresence import cover, join_copies
 from opgen.kernel.rowfexpr import parse as parse_scalar
-from opgen.kernel.rowprog import (ROUND_MODES, ROW_REDUCE, VECTOR_BINARY, VECTOR_UNARY, Instr, RowProgram,
+from opgen.kernel.rowprog import (BYTE_DTYPES, ROUND_MODES, ROW_REDUCE, VECTOR_BINARY, VECTOR_UNARY, Instr, RowProgram,
                                   _allocate, _float_literal, instr_op, lower_elementwise, lower_row_reduce)
 from opgen.names import cpp_name
 from opgen.platforms import having, lacking, soc_platforms
@@ -346,8 +346,9 @@ def gemm_layout(g, spec=None) -> GemmLayout:
     elif acc == "i32" and (odt not in ("f16", "bf16", "f32", "i32") or odt == "i32" and steps):
         raise Unsupported(out, "", f"output dtype {odt} of an int8 product: the cube kernel writes f16, bf16 or f32 "
                           f"from its vector epilogue, or the int32 sum itself (Fixpipe)")
-    if acc == "f32" and od != dta and odt != "f32":
-        raise Unsupported(out, "", f"output dtype {odt}: the cube kernel writes the operands' dtype or f32")
+    if acc == "f32" and od != dta and odt not in ("f32", "i8") or odt == "i8" and not steps:
+        raise Unsupported(out, "", f"output dtype {odt}: the cube kernel writes the operands' dtype or f32 (int8 from "
+                          f"a vector epilogue: fp32 through half to int8)")
     name = dtype_name(dta) if fixed else dta.name
     if spec is not None and not fixed:
         _refuse_rows(spec, a, lambda row: f"{name} to {_row_dtype(row, name)}, but the cube family reads f16 or "
@@ -631,7 +632,9 @@ EPI_STEPS = """The vector epilogue as steps (GemmLayout.steps), in graph order: 
 ("load", value, input, space, dtype) an input read as fp32 (space "row": [*batch, M, N], "col": [N] or [1, N],
 "stat": an [M] input reshaped to [M, 1], one value per row, without batch dims),
 ("const", value, C++ float literal), ("attr", name) a runtime float attribute, ("op", result, op, inputs, space) an elementwise op, ("store", value, round)
-the output written from `value` (round: the cast's round mode; "" for an fp32 output). A row reduction over N is an
+the output written from `value` (round: the cast's round mode; "" for an fp32 output), ("sstore", value, output) a
+per-row fp32 value written to a second output [*batch, M] / [*batch, M, 1] (docs/design.md "Cube family: a per-row
+second output"). A row reduction over N is an
 "op" step of op ROW_REDUCE_OPS[kind] ("row_sum", "row_mean", "row_max") with one row input and space "stat" (one
 value per row; docs/design.md "Cube family: row reductions in the epilogue")."""
 ROW_REDUCE_OPS = {"sum": "row_sum", "mean": "row_mean", "max": "row_max"}
@@ -667,6 +670,8 @@ def _step_text(st) -> str:
         return f"{st[1]} = attribute"
     if st[0] == "op":
         return f"{st[1]} = {st[2]}({', '.join(st[3])})"
+    if st[0] == "sstore":
+        return f"store {st[1]} to {st[2]} (one fp32 value per row)"
     return f"store {st[1]}" + (f" ({st[2]})" if st[2] else "")
 
 
@@ -684,9 +689,18 @@ def _epilogue(g, mm, seen, params, dims, batch, dta, acc: str = "f32", out_perm=
     instead of the matmul's result (the add of an int32 bias the cube makes, `_int32_bias`; it is in `seen`)."""
     vals, uses, outs = g.values(), g.uses(), g.outputs
     r = acc_from or mm.result.name
-    if len(outs) != 1:
-        raise Unsupported(outs[-1][1] if outs else r, "", f"{len(outs)} outputs; the cube family writes one",
-                          whole=True)
+    dm, dn = str(dims[0]), str(dims[2])
+    row_shape = [str(d) for d in batch] + [dm, dn]
+    side = ()   # per-row outputs beside the [*batch, M, N] one (docs/design.md "Cube family: a per-row second output")
+    if len(outs) > 1:
+        rows_out = [o for o in outs if [str(d) for d in vals[o[1]].type.shape] == row_shape]
+        if len(rows_out) != 1:
+            raise Unsupported(outs[-1][1], "", f"{len(outs)} outputs, {len(rows_out)} of them [{', '.join(row_shape)}]"
+                              f": the cube family writes one [M, N] output and per-row values beside it", whole=True)
+        side = tuple(o for o in outs if o is not rows_out[0])
+        outs = rows_out
+    elif len(outs) != 1:
+        raise Unsupported(r, "", "no output; the cube family writes one", whole=True)
     out, ov = outs[0]
     down, stack = set(), [r]
     while stack:
@@ -733,8 +747,6 @@ def _epilogue(g, mm, seen, params, dims, batch, dta, acc: str = "f32", out_perm=
             epi.append("cast")
         od = vals[v].type.dtype
         return od, (od.name if isinstance(od, DTypeVar) else dtype_name(od)), out, epi, (), (), cast_loc
-    dm, dn = str(dims[0]), str(dims[2])
-    row_shape = [str(d) for d in batch] + [dm, dn]
     attrs = {p.value.name for p in g.params if p.kind != "input"}
 
     def space_of(v, loc):
@@ -886,6 +898,17 @@ def _epilogue(g, mm, seen, params, dims, batch, dta, acc: str = "f32", out_perm=
         if space.get(ov) != "row" or dtype_name(vals[ov].type.dtype) != "f32":
             raise Unsupported(ov, "", "the output is not computed from the matmul result")
         steps.append(("store", alias.get(ov, ov), ""))
+    for name, sv in side:   # a per-row fp32 value of the epilogue (a dynamic quantisation's scale) to its output
+        pv = salias.get(sv, sv)
+        sd = vals[sv].type.dtype
+        if space.get(sv) != "stat":
+            raise Unsupported(sv, cites.get(sv, ""), f"output {name} of shape [{', '.join(str(d) for d in vals[sv].type.shape)}]"
+                              f": beside the [M, N] output the cube family writes per-row values ([{', '.join(row_shape[:-1])}]"
+                              f" or [{', '.join(row_shape[:-1] + ['1'])}]) computed in the epilogue")
+        if isinstance(sd, DTypeVar) or dtype_name(sd) != "f32":
+            raise Unsupported(sv, cites.get(sv, ""), f"per-row output {name} of dtype {sd}: the epilogue writes its "
+                              f"per-row values in fp32 (declare the output f32)")
+        steps.append(("sstore", pv, name))
     od = vals[ov].type.dtype
     named = tuple((st[1], cites[st[1]]) for st in steps if st[0] in ("load", "op") and cites.get(st[1]))
     return od, (od.name if isinstance(od, DTypeVar) else dtype_name(od)), out, ["vector"], tuple(steps), named, \
@@ -1601,10 +1624,11 @@ FLAG_READY, FLAG_FREE = 0, 2
 """Cross-core flag ids: FLAG_READY + s (AIC -> its AIVs: workspace slot s holds a block), FLAG_FREE + s (both AIVs
 -> the AIC: slot s is read and may be overwritten); s = 0, 1."""
 EPI_FIELDS = ("epiRows",)
-BAND_FIELDS = ("epiPitch",)
-"""The field a band kernel (row_reduces) reads too: the UB pitch of a pass row and the band region's row count basis
-(align_up(N, 16) elements; baseN when N is one block)."""
 """The tiling-data field the AIVs read: rows of a block half per AIV pass (the UB's rows of the epilogue)."""
+BAND_FIELDS = ("epiPitch", "epiChunk")
+"""The fields a band kernel (row_reduces) reads too: the row pitch of a band's region in the workspace
+(align_up(N, 16) elements; baseN when N is one block) and the UB pitch of a pass row (epiPitch when a whole row fits
+the UB, else the columns of a chunk: docs/design.md "Cube family: rows longer than UB")."""
 FLAG_PART = 4
 """Cross-core flag id of the K split: AIC -> its AIVs, this AI Core's partial blocks are in the workspace."""
 KSPLIT_FIELDS = ("kSplit", "kLen", "unitsPerCore", "unitsTail", "redRows", "passesPerBlock", "itemsPerAiv",
@@ -1680,12 +1704,16 @@ class EpiProgram:
     stores: tuple = ()   # ((value, round mode or "", presences), ...): every store (one per presence group)
     presence: tuple = ()  # the optional inputs the presences range over (GemmLayout.presence)
     acc_i32: bool = False  # the block is int32 (an int8 product): staged as int32 rows, then cast to the fp32 rows
+    runs: tuple = ()     # per instruction, the passes it runs in when a band's row streams in chunks (chunk_passes)
+    passes: int = 1      # the chunk passes over a row (chunk_passes)
 
     def row_bytes(self) -> int:
         """UB bytes per element of one row of a pass (fp32 temporaries and staged rows, T staging, the output
         staging), T taken as 2 bytes (f16 / bf16), another dtype variable's staging as 4 (it may be f32), a cast
-        output as at most 4 and an int32 block's staging row (acc_i32) as 4."""
-        nf = self.row_temps + sum(1 for _v, (sp, _i) in self.pre if sp in ("row", "stat"))   # stat: a bound
+        output as at most 4, an int32 block's staging row (acc_i32) as 4, a per-row input's or output's stage (rows + 8
+        fp32) as 4."""
+        nf = self.row_temps + sum(1 for _v, (sp, _i) in self.pre if sp in ("row", "stat")) \
+            + len({i.gm for i in self.instrs if i.kind == "sstore"})   # stat in and out (rows + 8 fp32): a bound
         nt = sum(_load_bytes(t) for _v, _i, sp, t in self.loads if sp == "row")
         return 4 * nf + nt + (4 if any(r for _v, r, _w in self.stores) or self.store[1] else 0) \
             + (4 if self.acc_i32 else 0)
@@ -1770,6 +1798,12 @@ def epilogue_program(lay: GemmLayout) -> EpiProgram:
                 raise
             except IRError as e:   # an op the vector lowering refuses (a scalar exp): named at its spec line
                 raise Unsupported(v, lines.get(v, ""), str(e).removeprefix("row kernel: ")) from None
+        elif st[0] == "sstore":   # a per-row value to its own output, written per row by the scalar unit
+            ctx.p.instrs.append(Instr("sstore", "", (st[1],), arg=ctx.scalar_text.get(st[1], st[1]), gm=st[2],
+                                      space="stat"))
+        elif lay.out_dtype in BYTE_DTYPES:   # fp32 -> half (CAST_ODD: one correct rounding after) -> the byte type
+            ctx.p.instrs.append(Instr("vnarrow", f"h_{lay.out}", (st[1],), space="row"))
+            ctx.p.instrs.append(Instr("store", "", (f"h_{lay.out}",), arg=st[2], gm=lay.out, space="row", op="half"))
         else:
             ctx.p.instrs.append(Instr("store", "", (st[1],), arg=st[2], gm=lay.out, space="row"))
         stamp(ctx.p.instrs, n0, lay.out_loc if st[0] == "store" else lines.get(st[1], ""))   # the `// spec:` traces
@@ -1777,12 +1811,60 @@ def epilogue_program(lay: GemmLayout) -> EpiProgram:
             ctx.p.instrs[n0:] = [replace(i, when=when) for i in ctx.p.instrs[n0:]]
     p = ctx.p
     p.presence, p.served = tuple(lay.presence), tuple(lay.served)
+    runs, npass = chunk_passes(p.instrs, [f"st_{v}" for v, sp in ctx.space.items() if sp == "stat"
+                                          and ctx.scalar_text.get(v) == f"st_{v}"])
     _allocate(p)
     if lay.presence:
         join_copies(p)
     stores = tuple((i.srcs[0], i.arg, i.when) for i in p.instrs if i.kind == "store")
     return EpiProgram(tuple(p.instrs), p.row_temps, tuple(p.col), tuple(pre.items()), tuple(loads),
-                      stores[0][:2], tuple(guard.items()), stores, tuple(lay.presence), lay.acc == "i32")
+                      stores[0][:2], tuple(guard.items()), stores, tuple(lay.presence), lay.acc == "i32", runs, npass)
+
+
+def chunk_passes(instrs: list, inputs: list) -> tuple:
+    """(runs, passes) of a band epilogue run over a row in column chunks (docs/design.md "Cube family: rows longer
+    than UB"): `instrs` the program's instructions before the buffer assignment (values by name), `inputs` the
+    per-row scalars read from GM (st_<value>: ready before the first pass). Pass p streams the row's chunks once;
+    a row reduction runs in the pass of its operand's level and its result is ready from the next pass; a row or
+    column instruction runs in every pass that needs it (its reductions', or the last pass's stores': recomputed
+    from the chunk, the workspace's fp32 row read again); a per-row let is placed before the chunk loop of the
+    pass its operands are ready in (`passes`: after the last loop). runs[k]: the passes instruction k runs in
+    (a let's one pass; a per-row output's store: `passes`). passes: 1 + the last pass any reduction or store
+    needs."""
+    avail = {x: 0 for x in inputs}   # per-row scalar -> the first pass that may read it
+    lvl, def_of = {}, {}   # row / column value -> the least pass it can be computed in, its instruction
+    level = []             # each instruction's least pass
+
+    def scalars(i):
+        return [x for x in avail if i.arg and re.search(rf"\b{re.escape(x)}\b", str(i.arg))] + \
+            [x for x in i.srcs if x in avail]
+    for k, i in enumerate(instrs):
+        at = max([lvl[x] for x in i.srcs if x in lvl] + [avail[x] for x in scalars(i)] + [0])
+        if i.kind in ROW_REDUCE:
+            avail[i.dst] = at + 1
+        elif i.kind == "sexpr":
+            avail[i.dst] = at
+        elif i.kind not in ("store", "sstore") and i.dst:
+            lvl[i.dst], def_of[i.dst] = at, k
+        level.append(at)
+    ends = [level[k] for k, i in enumerate(instrs) if i.kind in ROW_REDUCE or i.kind == "store"]
+    npass = max(ends + [0]) + 1
+    runs = [set() for _ in instrs]
+    for p in range(npass):
+        todo = [k for k, i in enumerate(instrs) if i.kind in ROW_REDUCE and level[k] == p
+                or i.kind == "store" and p == npass - 1]
+        while todo:
+            k = todo.pop()
+            if p in runs[k]:
+                continue
+            runs[k].add(p)
+            todo += [def_of[x] for x in instrs[k].srcs if x in def_of]
+    for k, i in enumerate(instrs):
+        if i.kind == "sexpr":
+            runs[k] = {level[k]}
+        elif i.kind == "sstore":
+            runs[k] = {npass}
+    return tuple(tuple(sorted(r)) for r in runs), npass
 
 
 
@@ -1843,7 +1925,11 @@ def _vector_part(lay: GemmLayout, prog: EpiProgram, lets: tuple, out_t: str, off
     scratch row buffer and added in that order (a fixed order: the sum does not depend on which core finished
     first), then the epilogue, cast and store as above."""
     S = Sym
-    bn, N, R = S("epiPitch" if row_reduces(lay) else "baseN"), S("N"), S("epiRows")
+    band = row_reduces(lay)
+    # a band's UB rows are epiChunk wide (all of N when a row fits: epiChunk == epiPitch; else a column chunk), its
+    # region's rows epiPitch apart in the workspace (docs/design.md "Cube family: rows longer than UB")
+    bn, N, R = S("epiChunk" if band else "baseN"), S("N"), S("epiRows")
+    span = S("epiPitch") if band else bn
     out_pitch = N if out_pitch is None else out_pitch
     lines = dict(lay.cites)
 
@@ -1876,6 +1962,7 @@ def _vector_part(lay: GemmLayout, prog: EpiProgram, lets: tuple, out_t: str, off
     def when(v, nodes):   # the copy of an input read only under some presences, guarded by them
         return _guarded(nodes, guard.get(v, ()), prog.presence)
 
+    cin = {}     # value (a staged input: ("in", input)) -> the statements that copy it in (a chunked row's passes)
     stats = {}   # per-row value -> its UB buffer (the pass's rows of an [M] input, read with GetValue)
     ones = []    # inputs of one value: read once per AIV from GM by the scalar unit, before the blocks
     for k, (v, (sp, inp)) in enumerate(prog.pre):
@@ -1896,6 +1983,7 @@ def _vector_part(lay: GemmLayout, prog: EpiProgram, lets: tuple, out_t: str, off
             copies_in.append(K.Copy(K.Ref(var), K.GmView(gm_of[inp], S("m0") + S("c0")), Lit(1), S("rows") * 4,
                                     Lit(0), Lit(0), _cite(f"the pass's rows of {inp}", lines.get(v, ""))))
             copies_in[n_in:] = when(v, copies_in[n_in:])
+            cin[v] = tuple(copies_in[n_in:])
             continue
         buf(f"epiP{k}_", var, "float", (R if sp == "row" else Lit(1)) * bn, 4)
         ref[v] = (var, sp == "row")
@@ -1905,15 +1993,18 @@ def _vector_part(lay: GemmLayout, prog: EpiProgram, lets: tuple, out_t: str, off
             copies_in.append(K.Copy(K.Ref(var), K.GmView("wsGm_", part), S("rows"), S("nt") * 4, (bn - S("nt")) * 4,
                                     _gap(S("nt"), 4, bn), mm_cite("fp32 rows of partial 0 of the block")))
         elif not inp and prog.acc_i32:   # int32 rows (rounded to fp32 to nearest even: exact below 2^24)
-            src = K.GmView("wsGm_", S("wsOff") + S("c0") * S("nt"))
-            copies_in.append(K.Copy(K.Ref("ei"), src, S("rows"), S("nt") * 4, Lit(0), _gap(S("nt"), 4, bn),
+            src = K.GmView("wsGm_", S("wsOff") + (S("c0") * N + S("n0") if band else S("c0") * S("nt")))
+            copies_in.append(K.Copy(K.Ref("ei"), src, S("rows"), S("nt") * 4, (N - S("nt")) * 4 if band else Lit(0),
+                                    _gap(S("nt"), 4, bn),
                                     mm_cite("int32 rows of the block from the workspace slot")))
             to_f32.append(K.For("r", Lit(0), S("iters"), Lit(1), (
                 K.vec(Op.CAST, dst=K.Ref(var, row), src=K.Ref("ei", row), mode="CAST_RINT", count=S("cnt"),
                       doc=mm_cite("the int32 sums to fp32")),), disjoint=True))
         elif not inp:
-            src = K.GmView("wsGm_", S("wsOff") + S("c0") * S("nt"))
-            copies_in.append(K.Copy(K.Ref(var), src, S("rows"), S("nt") * 4, Lit(0), _gap(S("nt"), 4, bn),
+            # a band's region: rows of N (a chunk's columns n0 .. of row c0); a block's slot: dense rows of nt
+            src = K.GmView("wsGm_", S("wsOff") + (S("c0") * N + S("n0") if band else S("c0") * S("nt")))
+            copies_in.append(K.Copy(K.Ref(var), src, S("rows"), S("nt") * 4, (N - S("nt")) * 4 if band else Lit(0),
+                                    _gap(S("nt"), 4, bn),
                                     mm_cite("fp32 rows of the block from the workspace slot")))
         elif sp == "row":
             copies_in.append(K.Copy(K.Ref(var), K.GmView(gm_of[inp], off(2, (S("m0") + S("c0")) * N + S("n0"))),
@@ -1923,6 +2014,7 @@ def _vector_part(lay: GemmLayout, prog: EpiProgram, lets: tuple, out_t: str, off
                                  _cite(f"columns of {inp}", lines.get(v, ""))))
         copies_in[n_in:] = when(v, copies_in[n_in:])
         col_in[n_col:] = when(v, col_in[n_col:])
+        cin[v] = tuple(copies_in[n_in:]) + tuple(col_in[n_col:]) + (tuple(to_f32) if not inp else ())
     for k, (v, inp, sp, lt) in enumerate(prog.loads):
         var = f"et{k}"
         tsz = K.SizeOf(lt)
@@ -1938,10 +2030,20 @@ def _vector_part(lay: GemmLayout, prog: EpiProgram, lets: tuple, out_t: str, off
                                  _cite(f"columns of {inp}", lines.get(v, ""))))
         copies_in[n_in:] = when(v, copies_in[n_in:])
         col_in[n_col:] = when(v, col_in[n_col:])
+        cin[("in", inp)] = tuple(copies_in[n_in:]) + tuple(col_in[n_col:])
+    souts = {}   # per-row output -> its stage of the pass's rows (fp32, SetValue per row, one copy out per pass)
+    for k, o in enumerate(dict.fromkeys(i.gm for i in prog.instrs if i.kind == "sstore")):
+        souts[o] = f"eq{k}"
+        gms.append(K.GmTensor(f"sGm{k}_", "float", cpp_name(o)))
+        buf(f"epiQ{k}_", f"eq{k}", "float", R + Lit(8), 4)
     stores = prog.stores or ((*prog.store, ()),)
     osz = K.SizeOf(out_t)
+    # a byte output's staged rows: a pitch of whole 32-B blocks (the Cast's destination and the copy's source rows
+    # start on blocks), the halves before it and the store always row by row
+    byte_out = lay.out_dtype in BYTE_DTYPES
+    opitch = Fn("align_up", (bn, Lit(32))) if byte_out else bn
     if any(r for _v, r, _w in stores):
-        buf("epiO_", "eo", out_t, R * bn, osz)
+        buf("epiO_", "eo", out_t, R * opitch, osz)
 
     def operand(x, r):
         if x.startswith("w") and x[1:].isdigit():
@@ -1962,39 +2064,54 @@ def _vector_part(lay: GemmLayout, prog: EpiProgram, lets: tuple, out_t: str, off
     row_body, got = [], set()
     if prog.reduces:   # the reductions' result block and scratch (EpiProgram.col_bytes counts it)
         buf("epiRed_", "ered", "float", Lit(2) * bn, 4)
+
+    def mk(i, r, rix, nt):   # the node of instruction i: its rows at element offset r (row index rix), count nt
+        if i.kind == "cast_in" and load_t[i.gm] not in (OPERAND_T,) + FIXED16:   # a variable that may be f32
+            var, _ = ref[("in", i.gm)]
+            return K.vec(Op.CAST_FROM, dst=operand(i.dst, r), src=K.Ref(var, r), count=nt,
+                         doc=_cite(f"{i.gm} to fp32 (a copy when it is fp32)", i.loc))
+        if i.kind == "cast_in":
+            var, _ = ref[("in", i.gm)]
+            return K.vec(Op.CAST, dst=operand(i.dst, r), src=K.Ref(var, r), mode="CAST_NONE", count=nt,
+                         doc=_cite(f"{i.gm} to fp32", i.loc))
+        if i.kind == "vnarrow":   # fp32 -> half rounded to odd (a byte output's first step: BYTE_DTYPES)
+            return K.vec(Op.CAST, dst=replace(operand(i.dst, r), as_dtype="half"),
+                         src=operand(i.srcs[0], r), mode="CAST_ODD", count=nt,
+                         doc=_cite("to half, rounded to odd (the byte output's one rounding follows)", i.loc))
+        if i.kind == "store":
+            if not i.arg:
+                return None
+            src = operand(i.srcs[0], r)
+            if i.op == "half":   # the halves to the byte output type with the output's round mode
+                src = replace(src, as_dtype="half")
+            return K.vec(Op.CAST, dst=K.Ref("eo", rix * opitch), src=src, mode=i.arg, count=nt,
+                         doc=_cite(f"to the output type ({i.arg})", i.loc))
+        if i.kind == "sstore":   # the row's value into the pass's stage of its output (copied out after the rows)
+            return K.SetValue(K.Ref(souts[i.gm], rix), parse_scalar(i.arg, ("N",)),
+                              doc=_cite(f"row r's value of {i.gm}", i.loc))
+        if i.kind in ROW_REDUCE:   # the row's sum / maximum over its nt columns, a float scalar
+            return K.Call("RowSum" if i.kind == "rsum" else "RowMax", (operand(i.srcs[0], r), K.Ref("ered"), nt),
+                          i.dst, doc=spec_doc(i.loc))
+        if i.kind == "sexpr":   # per-row scalar arithmetic (a mean's division by N, + epsilon, rsqrt)
+            return K.FLet(i.dst, parse_scalar(i.arg, ("N",)), doc=spec_doc(i.loc))
+        args = {"dst": operand(i.dst, r), "count": nt}
+        for j, x in enumerate(i.srcs):
+            args[f"src{j}"] = operand(x, r)
+        if i.kind in ("vscalar", "vdup"):
+            args["scalar"] = parse_scalar(i.arg, ("N",))
+        return K.vec(instr_op(i), doc=spec_doc(i.loc), **args)
+
     for i in prog.instrs:
         is_row = i.space == "row" or row_major and i.space == "stat"
         r = row if is_row else Lit(0)
         # an instruction reading no column row runs over the whole pass at once when its rows touch (nt = baseN)
         # the per-row scalars it reads: st_<name> as a whole word (st_v6 is not read by an argument naming st_v60)
         reads = [x for x in stats if i.arg and re.search(rf"\bst_{re.escape(x)}\b", str(i.arg))]
-        flat = is_row and not row_major and not any(is_col(x) for x in i.srcs) and not reads
-        nt = S("cnt") if flat else S("nt")
-        if i.kind == "cast_in" and load_t[i.gm] not in (OPERAND_T,) + FIXED16:   # a variable that may be f32
-            var, _ = ref[("in", i.gm)]
-            node = K.vec(Op.CAST_FROM, dst=operand(i.dst, r), src=K.Ref(var, r), count=nt,
-                         doc=_cite(f"{i.gm} to fp32 (a copy when it is fp32)", i.loc))
-        elif i.kind == "cast_in":
-            var, _ = ref[("in", i.gm)]
-            node = K.vec(Op.CAST, dst=operand(i.dst, r), src=K.Ref(var, r), mode="CAST_NONE", count=nt,
-                         doc=_cite(f"{i.gm} to fp32", i.loc))
-        elif i.kind == "store":
-            if not i.arg:
-                continue
-            node = K.vec(Op.CAST, dst=K.Ref("eo", r), src=operand(i.srcs[0], r), mode=i.arg, count=nt,
-                         doc=_cite(f"to the output type ({i.arg})", i.loc))
-        elif i.kind in ROW_REDUCE:   # the row's sum / maximum over its nt columns, a float scalar
-            node = K.Call("RowSum" if i.kind == "rsum" else "RowMax", (operand(i.srcs[0], r), K.Ref("ered"), nt),
-                          i.dst, doc=spec_doc(i.loc))
-        elif i.kind == "sexpr":   # per-row scalar arithmetic (a mean's division by N, + epsilon, rsqrt)
-            node = K.FLet(i.dst, parse_scalar(i.arg, ("N",)), doc=spec_doc(i.loc))
-        else:
-            args = {"dst": operand(i.dst, r), "count": nt}
-            for j, x in enumerate(i.srcs):
-                args[f"src{j}"] = operand(x, r)
-            if i.kind in ("vscalar", "vdup"):
-                args["scalar"] = parse_scalar(i.arg, ("N",))
-            node = K.vec(instr_op(i), doc=spec_doc(i.loc), **args)
+        flat = is_row and not row_major and not any(is_col(x) for x in i.srcs) and not reads \
+            and not (byte_out and i.kind in ("vnarrow", "store"))
+        node = mk(i, r, S("r") if is_row else Lit(0), S("cnt") if flat else S("nt"))
+        if node is None:
+            continue
         if is_row and row_major:   # one iteration holds all of the row: each GM per-row value read once
             fresh = [x for x in reads if x not in got]
             if not i.when:
@@ -2014,13 +2131,18 @@ def _vector_part(lay: GemmLayout, prog: EpiProgram, lets: tuple, out_t: str, off
 
     def out_copy(src_out):
         return K.Copy(K.GmView("cGm_", off(3, (S("m0") + S("c0")) * out_pitch + S("n0"))), src_out, S("rows"),
-                      S("nt") * osz, _gap(S("nt"), osz, bn), (out_pitch - S("nt")) * osz, _cite("the pass's output rows", lay.out_loc))
+                      S("nt") * osz, _gap(S("nt"), osz, opitch), (out_pitch - S("nt")) * osz, _cite("the pass's output rows", lay.out_loc))
 
     if all(r for _v, r, _w in stores):   # every presence's store cast into eo: one copy out
         store = (out_copy(K.Ref("eo")),)
     else:   # an fp32 output copied from the stored value itself, each presence's from its own
         store = tuple(x for sv, r, w in stores
                       for x in _guarded((out_copy(K.Ref("eo") if r else operand(sv, Lit(0))),), w, prog.presence))
+    stat_store = ()
+    for k, o in enumerate(souts):   # the pass's rows of each per-row output: one burst of rows fp32 values
+        row0 = S("m0") + S("c0") if not lay.batch else S("bi") * S("M") + S("m0") + S("c0")
+        stat_store += (K.Copy(K.GmView(f"sGm{k}_", row0), K.Ref(souts[o]), Lit(1), S("rows") * 4, Lit(0), Lit(0),
+                         _cite(f"the pass's rows of {o}", lay.out_loc)),)
     whole = (Constraint("==", S("nt"), bn),)
     reduce_ = ()
     if ksplit:   # partials 1 .. kSplit - 1 of these rows, each added to the running sum in k order
@@ -2035,20 +2157,29 @@ def _vector_part(lay: GemmLayout, prog: EpiProgram, lets: tuple, out_t: str, off
     chunk = (
         K.Let("iters", K.Select(whole, Lit(1), S("rows"))),
         K.Let("cnt", K.Select(whole, S("rows") * S("nt"), S("nt"))),
-        *merge_guards([*copies_in, *reduce_, *to_f32, *row_ops, *store]),
+        *merge_guards([*copies_in, *reduce_, *to_f32, *row_ops, *store, *stat_store]),
     )
     # the column rows (a bias) once per block: loaded and finished before the passes, free after them
     cols = tuple(merge_guards([*col_in, *col_ops]))
+    passes = K.For("c0", S("r0"), S("r1"), R, chunk, tail="rows", doc="passes over this AIV's rows of the block")
+    head, band_cols = lets, cols
+    if band:   # whole rows when one fits the UB (epiChunk == epiPitch), else each row in column chunks
+        head = tuple(x for x in lets if not (isinstance(x, K.Let) and x.name in ("n0", "nt")))
+        whole_rows = tuple(x for x in lets if x not in head) + cols + (passes,)
+        chunked = _chunked_rows(prog, mk, cin, stats, [*store], stat_store)
+        passes = K.If((Constraint("==", bn, span),), whole_rows, chunked,
+                      doc="whole rows in UB; else each row streamed in column chunks, once per pass")
+        band_cols = ()   # read per chunk, or once per band inside the whole-row branch
     block = (
-        *lets,
+        *head,
         K.Let("j", S("blk") - S("first")), K.Let("s", S("j") % 2),
-        K.Let("wsOff", (S("core") * 2 + S("s")) * S("baseM") * bn),
+        K.Let("wsOff", (S("core") * 2 + S("s")) * S("baseM") * span),
         K.Let("halfRows", (S("mt") + 1) // 2),
         K.Let("r0", K.SUB_BLOCK_IDX * S("halfRows")),
         K.Let("r1", Fn("min", (S("mt"), S("r0") + S("halfRows")))),
         _by_slot(lambda i: K.CrossCoreWaitFlag(FLAG_READY + i, "the AIC has written slot s")),
-        *cols,
-        K.For("c0", S("r0"), S("r1"), R, chunk, tail="rows", doc="passes over this AIV's rows of the block"),
+        *band_cols,
+        passes,
         _by_slot(lambda i: K.CrossCoreSetFlag(2, Pipe.MTE2, FLAG_FREE + i, "this AIV is done reading slot s")),
     )
     attrs = tuple(K.FLet(f"attr_{a}", K.FBits(S(f"{a}Bits")), doc=f"the attribute {a}") for a in epi_attrs(lay))
@@ -2250,6 +2381,61 @@ def _prologue_part(lay: GemmLayout, prog: EpiProgram) -> tuple:
         K.CrossCoreSetFlag(2, Pipe.MTE3, FLAG_PRO, "B is in the workspace: this AI Core's AIC may read it"),
     )
     return tuple(locs), tuple(gms), tuple(gets), stmts
+
+
+def _chunked_rows(prog: EpiProgram, mk, cin: dict, stats: dict, store: list, stat_store: tuple) -> tuple:
+    """The AIV statements of a band's rows when one row of N does not fit the UB (docs/design.md "Cube family: rows
+    longer than UB"): this AIV's rows one at a time (c0 over [r0, r1), `rows` 1), each in prog.passes passes over its
+    columns in chunks of epiChunk (n0 .. n0 + nt: the copies and instructions of the whole-row schedule with its
+    n0 / nt, row 0 of every buffer). Pass p copies in the chunk's inputs its instructions read (the fp32 row from
+    the band's region again, a row or column input), runs the instructions EpiProgram.runs puts in it, adds each
+    chunk's RowSum to the running sum (RowMax: the running maximum) of its reductions, and in the last pass casts
+    and stores the chunk; a per-row let runs between the passes, the per-row outputs after them. `mk(i, r, rix, nt)`
+    is _vector_part's node of instruction i, `cin` its copy statements per value, `stats` the per-row inputs'
+    stages, `store` / `stat_store` its output copies."""
+    S = Sym
+    zero = Lit(0)
+    row = []
+    for v, var in stats.items():   # the row's per-row inputs: copied (rows 1) and read once
+        row += [*cin[v], K.GetValue(f"st_{v}", K.Ref(var, zero), f"the row's value of {v}")]
+    pre = {v for v, _x in prog.pre} | {("in", i) for _v, i, _sp, _t in prog.loads}
+    for p in range(prog.passes + 1):
+        row += [x for k, i in enumerate(prog.instrs) if i.kind == "sexpr" and prog.runs[k] == (p,)
+                for x in _guarded((mk(i, zero, zero, S("nt")),), i.when, prog.presence)]
+        if p == prog.passes:
+            break
+        body, needs = [], []
+        for k, i in enumerate(prog.instrs):
+            if p not in prog.runs[k] or i.kind in ("sexpr", "sstore"):
+                continue
+            for x in i.srcs + ((("in", i.gm),) if i.kind == "cast_in" else ()):
+                if x in pre and x not in needs:
+                    needs.append(x)
+            node = mk(i, zero, zero, S("nt"))
+            if i.kind in ROW_REDUCE:   # the chunk's sum / maximum into the row's running one
+                acc = K.FConst(0.0) if i.kind == "rsum" else K.FConst(float("-inf"))
+                row.extend(_guarded((K.FLet(i.dst, acc, mutable=True, doc="the row's running "
+                                            + ("sum" if i.kind == "rsum" else "maximum") + " over its chunks"),),
+                                    i.when, prog.presence))
+                node = (replace(node, result=f"{i.dst}_c"), K.FAssign(i.dst, K.FBin("+", K.FRef(i.dst), K.FRef(f"{i.dst}_c"))
+                        if i.kind == "rsum" else K.FMinMax("max", K.FRef(f"{i.dst}_c"), K.FRef(i.dst))))
+            elif node is None:
+                continue
+            else:
+                node = (node,)
+            body.extend(_guarded(node, i.when, prog.presence))
+        copies = [x for v in needs for x in cin.get(v, ())]
+        last = p == prog.passes - 1
+        i32 = (K.Let("iters", Lit(1)), K.Let("cnt", S("nt"))) if prog.acc_i32 else ()   # to_f32's one row
+        row.append(K.For("n0", zero, S("N"), S("epiChunk"), i32 + tuple(merge_guards(
+            [*copies, *body, *(store if last else ())])), tail="nt",
+            doc=f"pass {p + 1} of {prog.passes} over the row's column chunks"
+                + (": the output's columns" if last else "")))
+    row += [x for k, i in enumerate(prog.instrs) if i.kind == "sstore"
+            for x in _guarded((mk(i, zero, zero, S("nt")),), i.when, prog.presence)]
+    row += list(stat_store)
+    return (K.For("c0", S("r0"), S("r1"), Lit(1), tuple(row), tail="rows",
+                  doc="this AIV's rows of the band one by one, each longer than the UB holds"),)
 
 
 @dataclass(frozen=True)

@@ -54,6 +54,9 @@ STRATEGY = 1
 STRATEGY_AIC = 2
 """The tiling key's strategy digit of a cube-only launch (KERNEL_TYPE_AIC_ONLY: no K split and no vector epilogue:
 the AIVs would have no work); only a spec none of whose layouts has a vector epilogue takes it."""
+EPI_CHUNK_ALIGN = 32
+"""Elements a band epilogue's column chunk is a multiple of (a row longer than the UB holds): whole 32-B blocks of
+every staged type down to a byte output's, 128 B of fp32."""
 ND2NZ_MAX = 65535
 """Largest Nd2Nz source row pitch (uint16 srcDValue, elements): bounds K (A's pitch) and N (B's pitch)."""
 
@@ -166,14 +169,16 @@ def gemm_program(name: str, trans_a: bool = False, trans_b: bool = False, batche
     the buffers must fit (opgen.platforms.cube_sizes of the spec's socs; default CUBE, every SoC's). band: the
     epilogue reduces rows over N (opgen.kernel.cube.row_reduces; docs/design.md "Cube family: row reductions in the
     epilogue"): the units are bands of baseM rows x all of N (`blocks`, blocksPerCore / blocksTail and mnBlocks
-    count bands), the AIVs' pass rows are whole rows at the UB pitch epiPitch = align_up(N, 16) (so `fits` requires
-    one row of N in the UB), the workspace two band regions of baseM x epiPitch fp32 per AI Core, and K is split
-    only when N is one block (nBlocks 1: a band is a block). pro: (UB bytes per element of a pass row, of the
-    column rows) of a B computed by the AIVs (opgen.kernel.cube.PRO_FIELDS; docs/design.md "Cube family: an
-    operand computed on the vector cores"): proRows = max(1, min(PRO_ROWS, K, rows the half UB holds)), units of
-    proRows x baseN over the 2 * blockDim AIVs (proUnitsPerAiv, proUnitsTail), B's region of K * N * tBytes in the
-    workspace after the slots (proOff, elements of T), the epilogue's rows from the UB the prologue leaves; the
-    launch is always mixed (strategy 1) and K is not split (pass ksplit False)."""
+    count bands), the AIVs' pass rows are whole rows at the UB pitch epiChunk = epiPitch = align_up(N, 16) when one
+    row of N fits the UB, else column chunks of epiChunk (a multiple of EPI_CHUNK_ALIGN, as wide as the UB holds: docs/
+    design.md "Cube family: rows longer than UB"), the workspace two band regions of baseM x epiPitch fp32 per AI
+    Core, and K is split only when N is one block (nBlocks 1: a band is a block). pro: (UB bytes per element of a pass
+    row, of the column rows) of a B computed by the AIVs (opgen.kernel.cube.PRO_FIELDS; docs/design.md "Cube family:
+    an operand computed on the vector cores"): proRows = max(1, min(PRO_ROWS, K, rows the half UB holds)), units of
+    at most proRows rows of one group (proGroup rows: the program input proGroupRows) x baseN over the 2 * blockDim
+    AIVs (proPieces per group, proUnitsPerAiv, proUnitsTail), B's region of K * N * tBytes in the workspace after
+    the slots (proOff, elements of T), the epilogue's rows from the UB the prologue leaves; the launch is always mixed
+    (strategy 1) and K is not split (pass ksplit False)."""
     cube = CUBE if sizes is None else sizes
     p = TilingProgram(name)
     dm, dk, dn = p.input("dimM", "rows of A and of the output"), p.input("dimK", "A columns = B rows"), \
@@ -263,14 +268,22 @@ def gemm_program(name: str, trans_a: bool = False, trans_b: bool = False, batche
     rb = rb + 4   # the K split's scratch row (one fp32 partial)
     ub = p.input("ubBytes", "UB bytes of an AIV (GetCoreMemSize UB)")
     half = p.let("halfRows", (bm + 1) // 2, "rows of a block an AIV takes at most")
-    if band:   # whole rows of N in UB
-        bn = p.let("epiPitch", align_up(N, 16), "UB pitch of a pass row: all of N (elements)", True)
+    base_n = bn   # baseN (a band kernel's pass pitch below is epiChunk)
+    if band:   # whole rows of N in UB when one fits, else a row in column chunks (docs/design.md "Cube family: rows
+        # longer than UB"): epiChunk columns of a multiple of EPI_CHUNK_ALIGN, as many as one pass row and the column
+        # rows of that width hold
+        span = p.let("epiPitch", align_up(N, 16), "row pitch of a band's region in the workspace: all of N "
+                     "(elements)", True)
+        bn = p.let("epiChunk", select(span * (rb + cb) <= ub, span,
+                                      ub // (rb + cb) // EPI_CHUNK_ALIGN * EPI_CHUNK_ALIGN),
+                   "UB pitch of a pass row: all of N (epiPitch) when a row fits, else the columns of a chunk "
+                   "(elements)", True)
     ub_pro = lit(0)
-    if pro is not None:   # the computed B's passes: at most half the UB, the epilogue's from the rest
+    if pro is not None:   # the computed B's passes (rows of baseN): at most half the UB, the epilogue's from the rest
         prb, pcb = pro
-        pr = p.let("proRows", emax(1, emin(emin(PRO_ROWS, K), (ub // 2 - bn * pcb) // (bn * prb))),
+        pr = p.let("proRows", emax(1, emin(emin(PRO_ROWS, K), (ub // 2 - base_n * pcb) // (base_n * prb))),
                    "rows of B per AIV unit of the computed operand (elements of baseN each)", True)
-        ub_pro = p.let("ubProBytes", pr * bn * prb + bn * pcb, "UB bytes of the computed operand's passes")
+        ub_pro = p.let("ubProBytes", pr * base_n * prb + base_n * pcb, "UB bytes of the computed operand's passes")
     room = p.let("epiRoom", (ub - ub_pro - bn * cb) // (bn * rb), "pass rows the UB holds beside the column rows")
     er = p.let("epiRows", emax(1, emin(half, room)), "rows of an AIV pass (elements of baseN each)" if not band else
                "rows of an AIV pass (elements of epiPitch each)", True)
@@ -309,7 +322,7 @@ def gemm_program(name: str, trans_a: bool = False, trans_b: bool = False, batche
     else:   # the AIVs have work only when K is split: a cube-only launch otherwise
         p.let("tilingKey", kk * 100 + key * 10 + select(ksp > 1, STRATEGY, STRATEGY_AIC),
               f"{kdoc} * 100 + dtypeKey * 10 + strategy (1: mixed, K split; 2: AIC only)", True)
-    slots = bd * 2 * bm * bn * 4 if mixed else lit(0)   # band: bn is epiPitch, two band regions
+    slots = bd * 2 * bm * (span if band else bn) * 4 if mixed else lit(0)   # band: two regions of baseM x epiPitch
     if mixed and direct and pro is None:
         slots = select(ne < 1, slots, lit(0))
     if pro is not None:   # B's region after the slots (32-B aligned: the slots are whole fp32 blocks)
