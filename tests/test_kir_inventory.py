@@ -33,7 +33,7 @@ IR_THROUGHOUT = {"AdaLayerNormGrad", "AdaLayerNormV2", "AddLayerNorm", "AddRmsNo
                  "NormRopeConcat", "NormRopeConcatGrad",   # head-rows kernels (opgen.kernel.headsched)
                  "BatchMatMul", "BatchMatMulV3", "FusedMatMul", "MatMul", "MatMulV3", "MatmulGelu",   # cube kernels
                  "MatmulRmsNorm", "MatmulSoftmax", "MatmulDynamicQuant",
-                 "QuantBatchMatmulV3", "TransposeBatchMatMul", "Baddbmm",
+                 "QuantBatchMatmulV3", "TransposeBatchMatMul", "Baddbmm", "WeightQuantBatchMatmulV2",
                  "FlashAttentionScore", "FlashAttentionScoreGrad", "NsaSelectedAttention",
                  "FlashAttentionVarLenScore", "FlashAttentionUnpaddingScoreGrad",
                  "NsaSelectedAttentionGrad"}   # attention (attnclass)

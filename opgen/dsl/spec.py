@@ -48,7 +48,7 @@ from opgen.dsl.rules import render_rule
 from opgen.dsl.validate import bind
 from opgen.errors import OpgenError, SpecError, display_path
 from opgen.ir.core import Graph, Param, TensorType, Value
-from opgen.ir.dims import Bounds, Constraint, DimExpr, Lit, Rank, Sym, Variadic, as_dim, shape_str, subst
+from opgen.ir.dims import Bin, Bounds, Constraint, DimExpr, Fn, Lit, Rank, Sym, Variadic, as_dim, shape_str, subst
 from opgen.ir.dtypes import DType, DTypeVar, dtype_name, dtype_spellings, parse_dtype
 from opgen.ir.records import evolve
 from opgen.ir.verify import verify
@@ -134,6 +134,18 @@ def did_you_mean(name, choices) -> str:
     "" — the suffix of an unknown-name error (docs/design.md "Specs and the Tensor IR", errors). Never raises."""
     close = difflib.get_close_matches(str(name), list(choices), n=1)
     return f" (did you mean {close[0]!r}?)" if close else ""
+
+
+def _literals(e) -> set:
+    """The integer constants of dim expression `e` (Lit values of its Bin / Fn tree): `_never_holds` also tries each
+    dim's first multiple of them, so `(K % 32).eq(0)` is not refused for a K whose corner values are odd."""
+    if isinstance(e, Lit):
+        return {e.value}
+    if isinstance(e, Bin):
+        return _literals(e.lhs) | _literals(e.rhs)
+    if isinstance(e, Fn):
+        return set().union(*(_literals(a) for a in e.args)) if e.args else set()
+    return set()
 
 
 def _samples(lo, hi, mult, absent) -> list:
@@ -1057,10 +1069,13 @@ class OpSpec:
         """
         names = sorted(c.symbols())
         domains = {}
+        lits = _literals(c.lhs) | _literals(c.rhs)   # a relation's constants: each dim also takes its first multiple
         for n in names:
             if n in self.dims_:
                 d = self.dims_[n]
-                domains[n] = _samples(d.min, d.max, d.multiple_of, d.absent)
+                domains[n] = sorted(set(_samples(d.min, d.max, d.multiple_of, d.absent)) | {
+                    v for L in lits if L > 1 for v in _samples(d.min, d.max, L * (d.multiple_of or 1), None)[:1]
+                    if d.max is None or v <= d.max})
             else:
                 v = self.variadics[n]
                 r = max(v.min_rank, 1)
@@ -1752,7 +1767,7 @@ class OpSpec:
                     if isinstance(d, Sym):
                         bound_syms.add(d.name)
         absent = {n: Lit(d.absent) for n, d in self.dims_.items() if d.absent is not None and n not in bound_syms}
-        b.bounds = self._bounds(absent)
+        b.bounds = self._bounds(absent, dict(zip((a.name for a in self.static_attrs), key.static)), present)
         for i in self.inputs:
             if i.optional and not present[i.name]:
                 kwargs[i.name] = None
@@ -1902,15 +1917,16 @@ class OpSpec:
                                  f"use {o.ref} only in elementwise math of its own shape, or make {o.name} an "
                                  "ordinary output (drop ref=)", arg="ref")
 
-    def _bounds(self, absent: dict):
+    def _bounds(self, absent: dict, static: dict | None = None, present: dict | None = None):
         """What the body may assume of the dims (opgen.ir.dims.Bounds): the declared domains (an absent dim its
-        absent value) and the `require` relations."""
+        absent value) and the `require` relations, those of some modes only (require(when=)) where the
+        specialisation's static attribute values `static` and presences `present` are in that mode."""
 
         dom = {n: ((a.value, a.value) if (a := absent.get(n)) is not None else (d.min, d.max))
                for n, d in self.dims_.items()}
         dom.update({str(Rank(v.name)): (v.min_rank, v.max_rank) for v in self.variadics.values()})
         rel = [Constraint(r.constraint.op, subst(r.constraint.lhs, absent), subst(r.constraint.rhs, absent))
-               for r in self.relations if r.when is None]
+               for r in self.relations if r.when is None or static is not None and r.when(static, present or {})]
         rel += [Constraint("==", Sym(n) % d.multiple_of, Lit(0)) for n, d in self.dims_.items()
                 if d.multiple_of and n not in absent]
         return Bounds.of(rel, dom)

@@ -156,6 +156,15 @@ class GemmLayout:
                             # than their space's default: an [M, N] row input without the batch dims ("shared": the
                             # same rows for every batch index), a [*batch, 1, N] column vector ("batched": one row
                             # per batch index); docs/design.md "Cube family: epilogue inputs broadcast over the batch"
+    # B computed on the AIVs from input `b` (docs/design.md "Cube family: an operand computed on the vector cores";
+    # `_prologue`): its steps (EPI_STEPS: ("acc", v) the source's fp32 rows, loads of [N] column inputs, ops, the
+    # ("store", v, round mode) to the operands' dtype), the presences running each (merge_presences), their lines
+    pro: tuple = ()
+    pro_when: tuple = ()
+    pro_cites: tuple = field(default=(), compare=False)
+    pro_src: str = ""       # the C++ type of the source input b (int8_t)
+    pro_group: tuple = ()   # (g, inputs): B computed per group of g rows (a literal or a dim name), the inputs [G, N]
+                            # read at row k // g; () per channel
 
     @property
     def mixed(self) -> bool:
@@ -189,6 +198,12 @@ class GemmLayout:
                         f"{'*'.join(rs) or '1'}, batch stride {'*'.join(bs) or '1'})" for r, (rs, bs) in self.views)
         views += "".join(f"; {i} " + ("one matrix for every batch index" if k == "shared" else "a row per batch index")
                          for i, k in self.bcast)
+        if self.pro:
+            views += "; B computed on the AIVs from " + self.b + (
+                f" in groups of {self.pro_group[0]} rows" if self.pro_group else "") + ": " + "; ".join(
+                (f"{st[1]} = {self.b} as fp32" if st[0] == "acc" else _step_text(st))
+                + (f" when {_presences_text(w, self.presence)}" if w else "")
+                for st, w in zip(self.pro, self.pro_when or ((),) * len(self.pro)))
         return (f"layout cube: {bt}{self.out}[{m}, {n}] = {a} x {b} in {self.dtype}, "
                 f"{acc}, out {self.out_dtype}; epilogue {epi}{views}")
 
@@ -227,7 +242,9 @@ def _operand_rule(mm, a, b, prod) -> str:
     what = (f"a {node.op} (%{v}" + (f", {node.loc}" if node.loc else "") + ")") if node is not None else f"%{v}"
     return (f"the {side} operand is {what}, not an input: the cube family reads each operand from GM as an input "
             f"lays it out (casts aside; its axes permuted by permutes, a strided GM view), so an operand computed "
-            f"in the kernel (a reshape, a slice, arithmetic) is not lowered")
+            f"in the kernel (a reshape, a slice, arithmetic) is not lowered -- except a right operand [K, N] "
+            f"computed elementwise from one int8 [K, N] input and rounded once to f16 / bf16 (b.quantize(value, T, "
+            f"mode)), which the vector cores compute into the workspace")
 
 
 def gemm_layout(g, spec=None, unfold: bool = False) -> GemmLayout:
@@ -264,14 +281,19 @@ def gemm_layout(g, spec=None, unfold: bool = False) -> GemmLayout:
         return v if v in params else None
 
     a, b = root(mm.inputs[0]), root(mm.inputs[1])
-    if a is None or b is None or a == b:
-        raise Unsupported(mm.result.name, mm.loc, _operand_rule(mm, a, b, prod))
     # the operands as the matmul reads them (an input's shape, or its permutation's), each transposed by a
     # permutation of its last two axes, or read through a strided GM view (_operand_view)
     sa, sb, sc = (list(vals[x].type.shape) for x in (mm.inputs[0], mm.inputs[1], mm.result.name))
     (dm, dka), (dkb, dn) = (sa[-2:][::-1] if ta else sa[-2:]), (sb[-2:][::-1] if tb else sb[-2:])
+    pro, pro_cites, pro_group = (), (), ()
+    if a is not None and b is None and not tb and len(sb) == 2 and mm.inputs[1] in prod \
+            and prod[mm.inputs[1]].op == "cast":
+        # B computed on the AIVs (the dequantised weight of a weight-quantised matmul): the prologue
+        b, pro, pro_cites, pro_group = _prologue(g, mm, params, seen, (dm, dka, dn))
+    if a is None or b is None or a == b:
+        raise Unsupported(mm.result.name, mm.loc, _operand_rule(mm, a, b, prod))
     ta, view_a = _operand_view(a, list(vals[a].type.shape), perms.get(a), ta, mm)
-    tb, view_b = _operand_view(b, list(vals[b].type.shape), perms.get(b), tb, mm)
+    tb, view_b = _operand_view(b, list(vals[b].type.shape), perms.get(b), tb, mm) if not pro else (tb, ())
     ba, bb = [str(d) for d in sa[:-2]], [str(d) for d in sb[:-2]]
     fold: tuple = ()
     shared = ""
@@ -297,6 +319,13 @@ def gemm_layout(g, spec=None, unfold: bool = False) -> GemmLayout:
         raise Unsupported(mm.result.name, mm.loc, f"the shapes {[str(d) for d in sa]} x {[str(d) for d in sb]} "
                           f"(transposed: {ta}, {tb}) are not [M, K] x [K, N] over three distinct plain dims")
     dta, dtb = vals[a].type.dtype, vals[b].type.dtype
+    if pro:   # the operand's rounding cast names its dtype: the cube's B must be in A's
+        dtb = prod[prod[mm.inputs[1]].inputs[0]].attr("to")
+        if dtb != dta:
+            raise Unsupported(mm.inputs[1], mm.loc, f"the right operand computed in the kernel is rounded to "
+                              f"{dtb.name if isinstance(dtb, DTypeVar) else dtype_name(dtb)}, the left operand is "
+                              f"{dta.name if isinstance(dta, DTypeVar) else dtype_name(dta)}: the cube multiplies "
+                              f"operands of one dtype")
     fixed = not isinstance(dta, DTypeVar)
     acc = _int8_product(mm, vals, prod, a, b, ta, tb) if fixed and dtype_name(dta) == "i8" else "f32"
     if acc == "i32" and ta and spec is not None:   # int8 Aᵀ: LoadDataWithTranspose into L0A on every SoC
@@ -358,8 +387,27 @@ def gemm_layout(g, spec=None, unfold: bool = False) -> GemmLayout:
                   if st[0] == "load" and st[4].startswith(_VAR_TAG) else st for st in steps)
     if bias and bias[1].startswith(_VAR_TAG):
         bias = (bias[0], input_tparam(order.index(bias[1][len(_VAR_TAG):])))
+    if pro:   # the computed operand's column inputs of dtype variables: T's type or f32, as the epilogue's
+        for st in pro:
+            if st[0] == "load" and st[4].startswith(_VAR_TAG):
+                var = st[4][len(_VAR_TAG):]
+                if spec is not None:
+                    _refuse_rows(spec, st[2], lambda row, inp=st[2], var=var: (
+                        f"{var} to {_row_dtype(row, var)}: the vector cores read {inp} as the operands' type "
+                        f"({_row_dtype(row, name)}) or f32")
+                        if _row_dtype(row, var) not in (_row_dtype(row, name), "f32") else None)
+                if var not in order:
+                    order.append(var)
+        pro = tuple(st[:4] + (OPERAND_T if st[4][len(_VAR_TAG):] == name else input_tparam(
+            order.index(st[4][len(_VAR_TAG):])),) if st[0] == "load" and st[4].startswith(_VAR_TAG) else st
+            for st in pro)
+        if ta or batch or view_a or view_c:
+            raise Unsupported(mm.result.name, mm.loc, "a right operand computed on the vector cores beside a "
+                              "transposed, batched or viewed left operand or output: not lowered")
     return GemmLayout(a, b, out, tuple(str(d) for d in dims), name, odt, tuple(epi), fixed, ta, tb,
                       tuple(str(d) for d in batch), steps, fold=tuple(str(d) for d in fold), bias=bias,
+                      pro=pro, pro_cites=pro_cites, pro_src=PRO_SOURCES[dtype_name(vals[b].type.dtype)] if pro else "",
+                      pro_group=pro_group,
                       shared=shared, acc=acc, mm_loc=mm.loc, out_loc=out_loc or mm.loc, cites=cites,
                       views=tuple((r, v) for r, v in (("a", view_a), ("b", view_b), ("c", view_c)) if v),
                       bcast=tuple(sorted(bcast.items())))
@@ -913,6 +961,198 @@ def _epilogue(g, mm, seen, params, dims, batch, dta, acc: str = "f32", out_perm=
         out_loc, bcast
 
 
+PRO_SOURCES = {"i8": "int8_t"}
+"""Source dtypes of an operand computed on the AIVs (`_prologue`) and their C++ types: the AIVs convert int8 to half
+(Cast, exact) and half to fp32 (docs/reference/ascendc.md §1.12: arch 2201 has no int8 -> fp32 Cast)."""
+
+
+def _prologue(g, mm, params, seen: set, dims) -> tuple:
+    """(source input, steps, ((value, spec line), ...), group: () or (g, the inputs read per group)) of the cube's
+    right operand when it is computed on the vector cores from one input (docs/design.md "Cube family: an operand
+    computed on the vector cores"): the operand is a cast to f32 of a rounding cast (round mode of ROUND_MODES) to
+    f16 / bf16 / a dtype variable of a value u computed elementwise (EPI_OPS) from the source -- an int8 input of the
+    operand's shape [K, N], cast to f32 (directly or through f16, both exact) -- with [N] / [1, N] column inputs
+    (each cast to f32, or fp32) and scalar constants; or per group of g rows (a literal or a plain dim): B's rows
+    reshaped to [G, g, N], inputs [G, N] (cast to f32, reshaped to [G, 1, N]) broadcast over each group's rows, the
+    result reshaped back to [K, N]. steps in EPI_STEPS form: ("acc", v) the source's fp32 rows, ("load", ...) the
+    column inputs, ("const", ...), ("op", ...), ("store", u, round mode). Adds every value of the computation to
+    `seen`. Raises Unsupported naming the value, its spec line and the rule (another source dtype or shape, a second
+    source, a value of the computation read elsewhere, an op the vector cores do not lower here)."""
+    vals, prod, uses = g.values(), g.producers(), g.uses()
+    dk, dn = str(dims[1]), str(dims[2])
+    chain, v = [], mm.inputs[1]
+    while v in prod and prod[v].op == "cast" and v not in params:
+        chain.append(prod[v])
+        v = prod[v].inputs[0]
+    narrow = [c for c in chain if dtype_name(c.attr("to")) != "f32"]
+    if len(narrow) != 1 or chain[0] is narrow[0] or len(chain) != 2 \
+            or (narrow[0].attr("round") or "none") not in ROUND_MODES \
+            or dtype_name(narrow[0].attr("to")) not in ("f16", "bf16") and not isinstance(narrow[0].attr("to"),
+                                                                                        DTypeVar):
+        node = prod.get(mm.inputs[1])
+        raise Unsupported(mm.inputs[1], node.loc if node is not None else mm.loc,
+                          "the right operand computed in the kernel is rounded once to f16 / bf16 (a dtype variable "
+                          "of them) and widened to f32 (b.quantize(value, T, mode)), the value elementwise math on "
+                          "one int8 [K, N] input, [N] column inputs and constants")
+    store = narrow[0]
+    u = v
+    # the computation: every node u depends on, up to the inputs (graph order is topological)
+    need, stack = set(), [u]
+    while stack:
+        x = stack.pop()
+        if x in need or x in params or x not in prod:
+            continue
+        need.add(x)
+        stack.extend(prod[x].inputs)
+    nodes = [n for n in g.nodes if n.result.name in need]
+    inside = need | {c.result.name for c in chain}
+    attrs = {p.value.name for p in g.params if p.kind != "input"}
+    src, steps, space, cites = None, [], {}, {}
+    alias = {}     # a reshape of B's rows into groups ([G, g, N]) or back, or of a group-row input ([G, 1, N]): its input
+    group = {}     # "size": the group's rows g (a dim expression's text), "count": G; set by the first grouping
+    grouped = []   # the inputs with one row per group ([G, N]: read at row k // g)
+
+    def shape(x):
+        return [str(d) for d in vals[x].type.shape]
+
+    def col(x):
+        shp = shape(x)
+        return bool(shp) and shp[-1] == dn and all(d == "1" for d in shp[:-1])
+
+    def rows3(shp):   # B's rows in groups: [G, g, N] of the one grouping
+        return len(shp) == 3 and shp[2] == dn and group and shp[:2] == [group["count"], group["size"]]
+
+    def grow(shp):    # a group-row input as the grouped rows read it: [G, N] or [G, 1, N]
+        return group and shp in ([group["count"], dn], [group["count"], "1", dn])
+
+    for n in nodes:   # the grouping: the first reshape of B's rows to [G, g, N] (g a literal or a plain dim)
+        shp = shape(n.result.name)
+        if n.op == "reshape" and shape(n.inputs[0]) == [dk, dn] and len(shp) == 3 and shp[2] == dn \
+                and (shp[1].isdigit() or shp[1].isidentifier()):
+            group.update(count=shp[0], size=shp[1])
+            break
+    for n in nodes:
+        r = n.result.name
+        cites[r] = n.loc
+        if any(w.result.name not in inside for w in uses.get(r, [])):
+            raise Unsupported(r, n.loc, "a value of the right operand's computation is read again outside it: the "
+                              "operand computed on the vector cores exists only in the workspace the cube reads")
+        if n.op == "reshape" and space.get(n.inputs[0]) == "row":
+            shp = shape(r)
+            if shp == [dk, dn] or rows3(shp):
+                alias[r] = alias.get(n.inputs[0], n.inputs[0])
+                space[r] = "row"
+                continue
+            raise Unsupported(r, n.loc, f"a reshape of the right operand's rows to [{', '.join(shp)}]: it takes B "
+                              f"[{dk}, {dn}] in groups of rows ([G, g, {dn}], g a constant or a dim) and back")
+        if n.op == "reshape" and space.get(n.inputs[0]) == "grow" and grow(shape(r)):
+            alias[r] = alias.get(n.inputs[0], n.inputs[0])
+            space[r] = "grow"
+            continue
+        if n.op == "reshape" and n.inputs[0] in params and grow(shape(r)) and grow(shape(n.inputs[0])):
+            raise Unsupported(n.inputs[0], n.loc, "a group-row input of the right operand's computation is cast to "
+                              "f32 before its reshape")
+        if n.op == "cast" and n.inputs[0] in params:
+            x = n.inputs[0]
+            sd = vals[x].type.dtype
+            to = dtype_name(n.attr("to"))
+            if grow(shape(x)) and to == "f32":   # one row per group ([G, N]): read at row kb0 / g of the unit
+                fixed16 = not isinstance(sd, DTypeVar) and dtype_name(sd) in ("f16", "bf16")
+                if not (isinstance(sd, DTypeVar) or fixed16 or dtype_name(sd) == "f32"):
+                    raise Unsupported(x, n.loc, "a group-row input of the right operand's computation is f16, bf16, "
+                                      "f32 or a dtype variable of them, cast to f32")
+                space[r] = "grow"
+                grouped.append(x)
+                steps.append(("load", r, x, "col", _VAR_TAG + sd.name if isinstance(sd, DTypeVar)
+                              else CTYPE[dtype_name(sd)] if fixed16 else "f32"))
+                continue
+            if shape(x) == [dk, dn]:   # the source
+                if isinstance(sd, DTypeVar) or dtype_name(sd) not in PRO_SOURCES:
+                    raise Unsupported(x, n.loc, f"the source of the right operand computed in the kernel is "
+                                      f"{sd.name if isinstance(sd, DTypeVar) else dtype_name(sd)}: the vector cores "
+                                      f"convert an int8 [{dk}, {dn}] input (Cast int8 -> half -> fp32)")
+                if src is not None and src != x:
+                    raise Unsupported(x, n.loc, f"a second [{dk}, {dn}] input ({src}, {x}) in the right operand's "
+                                      "computation: it reads one source")
+                if to == "f16" and all(w.op == "cast" and dtype_name(w.attr("to")) == "f32"
+                                       for w in uses.get(r, [])):
+                    space[r] = "via16"   # int8 -> f16 (exact), then to f32: the source's fp32 rows
+                    src = x
+                    continue
+                if to != "f32":
+                    raise Unsupported(r, n.loc, "the int8 source of the right operand is cast to f32 (or to f16, "
+                                      "then f32)")
+                src = x
+                space[r] = "row"
+                steps.append(("acc", r))
+                continue
+            if not col(x) and all(d == "1" for d in shape(x)):
+                raise Unsupported(x, n.loc, "an input of one value ([] / [1]: a per-tensor scale or offset) in the "
+                                  f"right operand's computation: not lowered (it reads [{dn}] / [1, {dn}] column "
+                                  "inputs)")
+            if not col(x):
+                raise Unsupported(x, n.loc, f"an input of shape [{', '.join(shape(x))}] in the right operand's "
+                                  f"computation: it reads the [{dk}, {dn}] source and [{dn}] / [1, {dn}] column "
+                                  f"inputs")
+            fixed16 = not isinstance(sd, DTypeVar) and dtype_name(sd) in ("f16", "bf16")
+            if to != "f32" or not (isinstance(sd, DTypeVar) or fixed16 or dtype_name(sd) == "f32"):
+                raise Unsupported(x, n.loc, "a column input of the right operand's computation is f16, bf16, f32 "
+                                  "or a dtype variable of them, cast to f32")
+            space[r] = "col"
+            steps.append(("load", r, x, "col", _VAR_TAG + sd.name if isinstance(sd, DTypeVar)
+                          else CTYPE[dtype_name(sd)] if fixed16 else "f32"))
+            continue
+        if n.op == "cast" and space.get(n.inputs[0]) == "via16" and dtype_name(n.attr("to")) == "f32":
+            space[r] = "row"
+            steps.append(("acc", r))
+            continue
+        if n.op == "const" and not shape(r):
+            steps.append(("const", r, _float_literal(n.attr("value"))))
+            space[r] = "scalar"
+            continue
+        if n.op in EPI_OPS:
+            for x in n.inputs:
+                if x in params and x not in space:
+                    if all(d == "1" for d in shape(x)):
+                        raise Unsupported(x, n.loc, "an input of one value ([] / [1]: a per-tensor scale or "
+                                          "offset) in the right operand's computation: not lowered (it reads "
+                                          f"[{dn}] / [1, {dn}] column inputs)")
+                    if x in attrs or isinstance(vals[x].type.dtype, DTypeVar) \
+                            or dtype_name(vals[x].type.dtype) != "f32" or not col(x):
+                        raise Unsupported(x, n.loc, "an input read without a cast in the right operand's "
+                                          f"computation: an fp32 [{dn}] column input only")
+                    steps.append(("load", x, x, "col", "f32"))
+                    space[x] = "col"
+                if x not in space:
+                    raise Unsupported(r, n.loc, f"%{x} in the right operand's computation is not its source, a "
+                                      "column input, a constant or elementwise math on them")
+            sps = {space[x] for x in n.inputs}
+            space[r] = "row" if "row" in sps else "grow" if "grow" in sps else "col" if "col" in sps else "scalar"
+            ok = {"row": shape(r) == [dk, dn] or rows3(shape(r)), "grow": grow(shape(r)), "col": col(r),
+                  "scalar": True}[space[r]]
+            if not ok or "grow" in sps and space[r] == "row" and not rows3(shape(r)):
+                raise Unsupported(r, n.loc, "a broadcast in the right operand's computation other than a column "
+                                  f"vector [{dn}] over the [{dk}, {dn}] rows, or a group's row [G, 1, {dn}] over its "
+                                  f"rows [G, g, {dn}]")
+            steps.append(("op", r, n.op, tuple(alias.get(x, x) for x in n.inputs),
+                          "col" if space[r] == "grow" else space[r]))
+            continue
+        what = _CONSTRUCTS.get(n.op, f"`{n.op}`")
+        raise Unsupported(r, n.loc, f"{what} in the right operand's computation: the vector cores compute an "
+                          f"operand elementwise ({', '.join(sorted(EPI_OPS))}) from an int8 [{dk}, {dn}] input, "
+                          f"[{dn}] column inputs and constants")
+    if src is None or space.get(u) != "row" or shape(u) != [dk, dn]:
+        raise Unsupported(u, prod[u].loc if u in prod else mm.loc, f"the right operand's computation does not "
+                          f"start from an int8 [{dk}, {dn}] input")
+    steps.append(("store", alias.get(u, u), ROUND_MODES[store.attr("round") or "none"]))
+    cites[alias.get(u, u)] = cites.get(alias.get(u, u), store.loc)
+    seen.update(inside)
+    if grouped and not group:
+        raise Unsupported(grouped[0], "", "a group-row input without B's rows in groups")
+    return src, tuple(steps), tuple((x, cites[x]) for x in cites if cites[x]), \
+        ((group["size"], tuple(dict.fromkeys(grouped))) if group else ())
+
+
 def merge_presences(spec, items: list) -> GemmLayout:
     """One GemmLayout serving every presence of the spec's optional inputs in `items` = [(presence, GemmLayout)]
     (presence: one bool per optional input, spec order; the layouts of one attrKey): the layout itself when they are
@@ -925,6 +1165,26 @@ def merge_presences(spec, items: list) -> GemmLayout:
     first = items[0][1]
     if all(lay == first for _pr, lay in items):
         return first
+    if any(lay.pro for _pr, lay in items) and len({lay.pro for _pr, lay in items}) > 1:
+        # a computed B whose steps the presences change (an optional offset): its steps joined the same way, each
+        # run under the presences that have it (pro_when)
+        if not all(lay.pro for _pr, lay in items):
+            raise Unsupported(first.out, "", "the presences of the optional inputs compute the right operand in "
+                              "some calls and read it from GM in others: one kernel class serves every presence")
+        pro, pro_when, pro_cites = _join_steps([(pr, lay.pro, dict(lay.pro_cites)) for pr, lay in items], set())
+        names = tuple(i.name for i in spec.inputs if i.optional)
+        sizes = {lay.pro_group[0] if lay.pro_group else "" for _pr, lay in items}
+        if len(sizes) > 1:
+            raise Unsupported(first.out, "", f"the presences of the optional inputs compute the right operand in "
+                              f"groups of different rows ({', '.join(sorted(sizes))}): one kernel class serves "
+                              f"every presence")
+        grp = (sizes.pop(), tuple(dict.fromkeys(x for _pr, lay in items for x in (lay.pro_group or ((), ()))[1]))) \
+            if first.pro_group else ()
+        items = [(pr, replace(lay, pro=pro, pro_when=pro_when, pro_cites=pro_cites, pro_group=grp, presence=names,
+                              served=tuple(p for p, _l in items))) for pr, lay in items]
+        first = items[0][1]
+        if all(lay == first for _pr, lay in items):
+            return first
 
     def core(lay):
         return replace(lay, epilogue=(), steps=(), bias=(), bcast=())
@@ -948,13 +1208,26 @@ def merge_presences(spec, items: list) -> GemmLayout:
         return replace(first, bias=bias, bias_when=bias_when, presence=names, served=served,
                        direct=served if not first.steps else ())
     taken = {st[1] for _pr, lay in items for st in lay.steps if st[0] == "attr"}
+    steps, when, cites = _join_steps([(pr, lay.steps or _cast_only(lay).steps, dict(lay.cites)) for pr, lay in items],
+                                     taken)
+    served = tuple(pr for pr, _lay in items)
+    direct = tuple(pr for pr, lay in items if not lay.steps)
+    return replace(first, epilogue=("vector",), steps=steps, presence=names, served=served, step_when=when,
+                   direct=direct, bias=bias, bias_when=bias_when, cites=cites,
+                   out_loc=next((lay.out_loc for _pr, lay in items if lay.steps), first.out_loc))
+
+
+def _join_steps(items: list, taken: set) -> tuple:
+    """(steps, per step the presences that run it (() = every one), ((name, spec line), ...)) of the step lists
+    `items` = [(presence, steps, {value: spec line})] joined by value numbering (merge_presences): a step is the same
+    in two presences when it is the same operation on the same operands; `taken` the names no new one may take."""
+    served = [pr for pr, _st, _l in items]
     joined: dict = {}   # step key -> [step with joined names, presences]
     vname: dict = {}    # value key -> joined name
     cites: dict = {}    # joined name -> spec line (the first presence's that has the step)
-    for pr, lay in items:
+    for pr, lay_steps, lines in items:
         kmap: dict = {}
-        lines = dict(lay.cites)
-        for st in (lay.steps or _cast_only(lay).steps):
+        for st in lay_steps:
             kind = st[0]
             if kind == "acc":
                 key = ("acc",)
@@ -992,10 +1265,7 @@ def merge_presences(spec, items: list) -> GemmLayout:
             joined[key][1].add(pr)
     steps = tuple(st for st, _w in joined.values())
     when = tuple(() if w == set(served) else tuple(sorted(w)) for _st, w in joined.values())
-    direct = tuple(pr for pr, lay in items if not lay.steps)
-    return replace(first, epilogue=("vector",), steps=steps, presence=names, served=served, step_when=when,
-                   direct=direct, bias=bias, bias_when=bias_when, cites=tuple(cites.items()),
-                   out_loc=next((lay.out_loc for _pr, lay in items if lay.steps), first.out_loc))
+    return steps, when, tuple(cites.items())
 
 
 def lower_gemm(spec, lay: GemmLayout, name: str = "") -> K.KernelClass:
@@ -1010,8 +1280,9 @@ def lower_gemm(spec, lay: GemmLayout, name: str = "") -> K.KernelClass:
         out_t = input_tparam(list(spec.dtype_vars_).index(lay.out_dtype))
     # the operands' C++ type: the class's T, or int8_t for an int8 product (whose L0C is int32; T is then int8_t)
     opd = "int8_t" if lay.acc == "i32" else "T"
-    gms = (K.GmTensor("aGm_", opd, cpp_name(lay.a)), K.GmTensor("bGm_", opd, cpp_name(lay.b)),
-           K.GmTensor("cGm_", out_t, cpp_name(lay.out)))
+    # a computed B (lay.pro) is read from its workspace region, where the AIVs wrote it (_prologue_part)
+    gms = (K.GmTensor("aGm_", opd, cpp_name(lay.a)), K.GmTensor("bGm_", opd, workspace=True, region="b") if lay.pro
+           else K.GmTensor("bGm_", opd, cpp_name(lay.b)), K.GmTensor("cGm_", out_t, cpp_name(lay.out)))
     locs = (K.Local("l1A_", K.TPos.A1, True, 2), K.Local("l1B_", K.TPos.B1, True, 2),
             K.Local("l0A_", K.TPos.A2, True, 2), K.Local("l0B_", K.TPos.B2, True, 2), K.Local("l0C_", K.TPos.CO1))
     sz = K.SizeOf(opd)
@@ -1083,8 +1354,10 @@ def lower_gemm(spec, lay: GemmLayout, name: str = "") -> K.KernelClass:
         b_load = (K.LoadData(K.Ref("b2"), K.Ref("b1"), kf0 * n1, k1 * n1, Lit(1), False,
                              mm_cite("the chunk's fractals of Bᵀ NZ = B ZN: one load")),)
     else:   # B panel [kt1, nt] in L1: fractal (kf, nf) at nf * kp1 + kf
-        b_in = (K.Nd2Nz(K.Ref("b1"), K.GmView("bGm_", off(1, S("k0") * pitch_b + S("n0"))), S("kt1"), S("nt"), pitch_b,
-                        S("kPad1"), mm_cite("B panel [kt1, nt] -> L1 NZ")),)
+        b_off = off(1, S("k0") * pitch_b + S("n0"))
+        b_in = (K.Nd2Nz(K.Ref("b1"), K.GmView("bGm_", S("proOff") + b_off if lay.pro else b_off), S("kt1"), S("nt"),
+                        pitch_b, S("kPad1"), mm_cite("B panel [kt1, nt] -> L1 NZ" + (
+                            f" (B computed from {lay.b} by the AIVs, in the workspace)" if lay.pro else ""))),)
         if lay.acc == "i32":   # int8: 32 x 32 squares (32 K rows of a 32-column piece, square (kf, nb) at nb * kp1 +
             # kf) transposed into ZN by LoadDataWithTranspose, nPad / 32 squares per K fractal row (nPad 32-aligned)
             b_load = (K.For("r", Lit(0), k1, Lit(1), (
@@ -1278,7 +1551,12 @@ def lower_gemm(spec, lay: GemmLayout, name: str = "") -> K.KernelClass:
     )
     ks = (Constraint(">", S("kSplit"), Lit(1)),)
     # an int8 product never splits K (the tiling's kSplit is 1): its partials would be int32 sums to add exactly
-    cube = (*init, K.If(ks, split, plain)) if lay.acc == "f32" else (*init, *plain)
+    cube = (*init, K.If(ks, split, plain)) if lay.acc == "f32" and not lay.pro else (*init, *plain)
+    pro_parts = ((), (), (), ())
+    if lay.pro:   # B computed by the AIVs first (no K split): the AIC waits for it before its first panel
+        cube = (*init, K.CrossCoreWaitFlag(FLAG_PRO, "every AIV has written its units of B to the workspace"),
+                *plain)
+        pro_parts = _prologue_part(lay, pro_program(lay))
     if mixed:
         prog = epilogue_program(lay)
         doc_plain = "the two AIVs: half of each block's rows each, the epilogue, the output"
@@ -1286,12 +1564,16 @@ def lower_gemm(spec, lay: GemmLayout, name: str = "") -> K.KernelClass:
             doc_plain += f" (when {_presences_text(via_slots, lay.presence)}; else Fixpipe wrote it)"
     else:   # the reduction's own epilogue: the cast Fixpipe does when K is not split
         prog = epilogue_program(_cast_only(lay))
-        doc_plain = "the AIVs have no work: Fixpipe wrote the output"
+        doc_plain = "Fixpipe writes the output" if lay.pro else "the AIVs have no work: Fixpipe wrote the output"
     # (an int8 product has no K split: its buffers are the plain part's, no reduction scratch row)
     if band:   # the AIVs' unit is a band: its rows of all of N (n0 0, nt N), UB rows of epiPitch
         lets = band_lets + (K.Let("n0", Lit(0)), K.Let("nt", N))
-    vec_locs, vec_gms, gets, vector_ks = _vector_part(lay, prog, lets, out_t, off, ksplit=lay.acc == "f32",
-                                                        out_pitch=pitch_c)
+    if lay.pro:   # no K split: the slot path's buffers only (none without a vector epilogue)
+        vec_locs, vec_gms, gets, vector_ks = _vector_part(lay, prog, lets, out_t, off, out_pitch=pitch_c) \
+            if mixed else ((), (), (), ())
+    else:
+        vec_locs, vec_gms, gets, vector_ks = _vector_part(lay, prog, lets, out_t, off, ksplit=lay.acc == "f32",
+                                                            out_pitch=pitch_c)
     if via_slots:   # the slot path's epilogue only under the presences that take it (their steps, unguarded if one)
         rl, rg, rgets, vector_plain = _vector_part(lay, epilogue_program(_restrict(lay, via_slots)), lets, out_t, off,
                                                    out_pitch=pitch_c)
@@ -1303,20 +1585,23 @@ def lower_gemm(spec, lay: GemmLayout, name: str = "") -> K.KernelClass:
     process = (K.CoreIf("cube", (K.Let("core", K.BLOCK_IDX), *cube),
                         "the AIC: the fp32 blocks of this AI Core (to the output, the two workspace slots in turn, "
                         "or the K split's partial blocks)"),
-               K.CoreIf("vector", (*gets, K.If(ks, vector_ks, vector_plain)) if lay.acc == "f32" else
+               K.CoreIf("vector", (*pro_parts[2], *gets, *pro_parts[3], *vector_plain) if lay.pro else
+                        (*gets, K.If(ks, vector_ks, vector_plain)) if lay.acc == "f32" else
                         (*gets, *vector_plain),
+                        f"the AIVs: the units of B computed from {lay.b}, then {doc_plain}" if lay.pro else
                         f"the AIVs: the K split's reduction, else {doc_plain}"))
     fields = FIELDS + (BATCH_FIELDS if lay.batch else ()) + EPI_FIELDS + (BAND_FIELDS if band else ()) + KSPLIT_FIELDS \
-        + tuple(f"{a}Bits" for a in epi_attrs(lay)) + view_fields(lay)
+        + tuple(f"{a}Bits" for a in epi_attrs(lay)) + view_fields(lay) + (PRO_FIELDS if lay.pro else ())
     members = tuple((presence_member(k), cpp_name(n)) for k, n in enumerate(lay.presence)) if lay.presence else ()
     a_txt = f"{lay.a}ᵀ [K, M]" if lay.trans_a else f"{lay.a} [M, K]"
     b_txt = f"{lay.b}ᵀ [N, K]" if lay.trans_b else f"{lay.b} [K, N]"
     cls = K.KernelClass(name or f"{spec.name}CubeKernel", f"optiling::{spec.name}TilingData", args=tuple(
         cpp_name(t.name) for t in [*spec.inputs, *spec.outputs]),
-        gms=gms + (K.GmTensor("wsGm_", acc_t, workspace=True),) + vec_gms, locals=locs + vec_locs,
+        gms=gms + (K.GmTensor("wsGm_", acc_t, workspace=True),) + vec_gms + pro_parts[1],
+        locals=locs + vec_locs + pro_parts[0],
         scalars=tuple(K.ScalarVar(m, "bool") for m, _a in members), presence=members,
         fields=fields, process=process, ws_field="workspaceBytes", methods=_reduce_methods(prog),
-        tparams=(OPERAND_T,) + tuple(dict.fromkeys(prog.tparams() + (
+        tparams=(OPERAND_T,) + tuple(dict.fromkeys(prog.tparams() + (pro_program(lay).tparams() if lay.pro else ()) + (
             (bias_t,) if bias_t not in ("", OPERAND_T, "float", "int32_t") else ()) + (
             (out_t,) if out_t not in (OPERAND_T,) and out_t not in CTYPE.values() else ()))),
         doc=(f"{spec.name}: [M, K] x [K, N] on the cube" if not (lay.trans_a or lay.trans_b) else
@@ -1325,7 +1610,10 @@ def lower_gemm(spec, lay: GemmLayout, name: str = "") -> K.KernelClass:
              "to fp32 and epilogue" if mixed else "Fixpipe writes the int32 sums") + "; no K split)")
             if lay.acc == "i32" else
             (", fp32 accumulation (" + ("fp32 blocks to a two-slot workspace, the epilogue on the AIVs" if mixed else
-                                        "Fixpipe's cast") + "; K split over the AI Cores when the tiling chooses it)"))
+                                        "Fixpipe's cast") + (f"; B computed from {lay.b} by the AIVs into the "
+                                                             "workspace first, no K split)" if lay.pro else
+                                                             "; K split over the AI Cores when the tiling chooses "
+                                                             "it)")))
         + f", output {out_t}" + (f"; every presence of {', '.join(lay.presence)} (hasInput<k>_)" if members else ""))
     return K.verify(K.disjoint_tparams(cls))
 
@@ -1993,6 +2281,182 @@ def _vector_part(lay: GemmLayout, prog: EpiProgram, lets: tuple, out_t: str, off
     return tuple(locs), tuple(gms), tuple(gets), vector
 
 
+FLAG_PRO = 5
+"""Cross-core flag id of a computed B: the AIVs -> their AIC, every AIV's part of B is in the workspace."""
+PRO_FIELDS = ("proRows", "proGroup", "proPieces", "proUnitsPerAiv", "proUnitsTail", "proOff")
+"""The tiling fields of a computed B (opgen.tiling.cube): rows of a unit (a pass), rows of a group (K per channel)
+and units per group and block column, units (at most proRows rows of one group x baseN columns of B) of every AIV and
+the first proUnitsTail AIVs' one more, B's element offset in the workspace (past the epilogue's slots)."""
+
+
+def pro_layout(lay: GemmLayout) -> GemmLayout:
+    """The computed B's steps as a vector program's layout (its rows are B's [K, N] rows; epilogue_program lowers
+    it): steps, presences, lines and the store to `b`."""
+    return replace(lay, steps=lay.pro, step_when=lay.pro_when, cites=lay.pro_cites, out=lay.b, acc="f32",
+                   out_loc=dict(lay.pro_cites).get(next(st[1] for st in lay.pro if st[0] == "store"), lay.mm_loc))
+
+
+def pro_program(lay: GemmLayout) -> EpiProgram:
+    """The EpiProgram of the computed B (pro_layout); its `pre` value of input "" is the source's fp32 rows."""
+    return epilogue_program(pro_layout(lay))
+
+
+def pro_row_bytes(prog: EpiProgram) -> int:
+    """UB bytes per element of a prologue pass row: the program's (EpiProgram.row_bytes) and the source's int8 and
+    half staging rows (1 + 2)."""
+    return prog.row_bytes() + 3
+
+
+def _prologue_part(lay: GemmLayout, prog: EpiProgram) -> tuple:
+    """(UB locals, GM tensors, buffer statements, the AIV statements) of a computed B (docs/design.md "Cube family:
+    an operand computed on the vector cores"): units of at most proRows rows of one group x baseN columns of B [K, N]
+    (u % nBlocks the block column; t = u // nBlocks: group t // proPieces, its piece t % proPieces; a per-channel B is
+    one group of K rows; the inputs read per group (GemmLayout.pro_group) at row kb0 / proGroup) in contiguous ranges over the 2 * blockDim AIVs (proUnitsPerAiv, the first
+    proUnitsTail one more); per unit the column inputs' columns in and finished, the int8 rows in (DataCopyPad, UB
+    pitch baseN bytes: baseN a multiple of 32), Cast int8 -> half -> fp32 (exact), the program's instructions, the
+    Cast to T and the rows out to B's workspace region (pitch N); then a SyncAll of every AIV (every part of B
+    written) and CrossCoreSetFlag<2, PIPE_MTE3>(FLAG_PRO) to this AI Core's AIC. No other sync: the dependency pass
+    places them."""
+    S = Sym
+    bn, N, R = S("baseN"), S("N"), S("proRows")
+    lines = dict(lay.pro_cites)
+    row = S("r") * bn
+    locs, gms, gets = [], [K.GmTensor("proGm_", lay.pro_src, cpp_name(lay.b))], []
+    copies_in, col_in = [], []
+    inputs = sorted({i for _v, (_sp, i) in prog.pre if i} | {i for _v, i, _sp, _t in prog.loads})
+    gm_of = {i: f"pGm{k}_" for k, i in enumerate(inputs)}
+    load_t = {i: t for _v, i, _sp, t in prog.loads}
+    for i in inputs:
+        dt = "float" if any(inp == i for _v, (_sp, inp) in prog.pre) else load_t[i]
+        gms.append(K.GmTensor(gm_of[i], dt, cpp_name(i)))
+
+    def buf(name, var, dtype, elems, esz):
+        locs.append(K.Local(name, K.TPos.VECCALC))
+        gets.extend((K.InitBuffer(name, elems * esz), K.Get(var, name, dtype)))
+
+    def cite(text, v):
+        return _cite(text, lines.get(v, ""))
+
+    guard = dict(prog.guard)
+    per_group = set(lay.pro_group[1]) if lay.pro_group else set()
+
+    def col_at(inp):   # an input's columns of the unit: of its group's row when it has one per group
+        return S("grp") * N + S("n0") if inp in per_group else S("n0")
+
+    def when(v, nodes):
+        return _guarded(nodes, guard.get(v, ()), prog.presence)
+
+    if prog.row_temps:
+        buf("proW_", "pw", "float", Lit(prog.row_temps) * R * bn, 4)
+    if prog.col:
+        buf("proC_", "pc", "float", Lit(len(prog.col)) * bn, 4)
+    buf("proI_", "pi8", lay.pro_src, R * bn, 1)
+    buf("proH_", "ph", "half", R * bn, 2)
+    ref, widen = {}, []
+    for k, (v, (sp, inp)) in enumerate(prog.pre):
+        var = f"pp{k}"
+        if sp not in ("row", "col"):
+            raise Unsupported(v, lines.get(v, ""), "an input of one value in the right operand's computation: not "
+                              "lowered")
+        buf(f"proP{k}_", var, "float", (R if sp == "row" else Lit(1)) * bn, 4)
+        ref[v] = (var, sp == "row")
+        if not inp:   # the source's rows: int8 -> half -> fp32, exact
+            copies_in.append(K.Copy(K.Ref("pi8"), K.GmView("proGm_", S("kb0") * N + S("n0")), S("rows"), S("nt"),
+                                    N - S("nt"), _gap(S("nt"), 1, bn), cite(f"int8 rows of {lay.b}", v)))
+            widen.append(K.For("r", Lit(0), S("iters"), Lit(1), (
+                K.vec(Op.CAST, dst=K.Ref("ph", row), src=K.Ref("pi8", row), mode="CAST_NONE", count=S("cnt"),
+                      doc=cite(f"{lay.b} int8 -> half (exact)", v)),), disjoint=True))
+            widen.append(K.For("r", Lit(0), S("iters"), Lit(1), (
+                K.vec(Op.CAST, dst=K.Ref(var, row), src=K.Ref("ph", row), mode="CAST_NONE", count=S("cnt"),
+                      doc=cite(f"{lay.b} half -> fp32 (exact)", v)),), disjoint=True))
+            continue
+        n_col = len(col_in)
+        col_in.append(K.Copy(K.Ref(var), K.GmView(gm_of[inp], col_at(inp)), Lit(1), S("nt") * 4, Lit(0), Lit(0),
+                             cite(f"columns of {inp}" + (" (the unit's group row)" if inp in per_group else ""), v)))
+        col_in[n_col:] = when(v, col_in[n_col:])
+    for k, (v, inp, sp, lt) in enumerate(prog.loads):
+        var = f"pt{k}"
+        tsz = K.SizeOf(lt)
+        buf(f"proT{k}_", var, lt, bn, tsz)
+        ref[("in", inp)] = (var, False)
+        n_col = len(col_in)
+        col_in.append(K.Copy(K.Ref(var), K.GmView(gm_of[inp], col_at(inp)), Lit(1), S("nt") * tsz, Lit(0), Lit(0),
+                             cite(f"columns of {inp}" + (" (the unit's group row)" if inp in per_group else ""), v)))
+        col_in[n_col:] = when(v, col_in[n_col:])
+    buf("proO_", "po", "T", R * bn, 2)
+
+    def operand(x, r):
+        if x.startswith("w") and x[1:].isdigit():
+            return K.Ref("pw", Lit(int(x[1:])) * R * bn + r)
+        if x in prog.col:
+            return K.Ref("pc", Lit(prog.col.index(x)) * bn)
+        var, is_row = ref[x]
+        return K.Ref(var, r if is_row else Lit(0))
+
+    def is_col(x):
+        return x in prog.col or (x in ref and not ref[x][1])
+
+    col_ops, row_ops = [], []
+    for i in prog.instrs:
+        is_row = i.space == "row"
+        r = row if is_row else Lit(0)
+        flat = is_row and not any(is_col(x) for x in i.srcs)
+        nt = S("cnt") if flat else S("nt")
+        if i.kind == "cast_in" and load_t[i.gm] not in (OPERAND_T,) + FIXED16:
+            var, _ = ref[("in", i.gm)]
+            node = K.vec(Op.CAST_FROM, dst=operand(i.dst, r), src=K.Ref(var, r), count=nt,
+                         doc=_cite(f"{i.gm} to fp32 (a copy when it is fp32)", i.loc))
+        elif i.kind == "cast_in":
+            var, _ = ref[("in", i.gm)]
+            node = K.vec(Op.CAST, dst=operand(i.dst, r), src=K.Ref(var, r), mode="CAST_NONE", count=nt,
+                         doc=_cite(f"{i.gm} to fp32", i.loc))
+        elif i.kind == "store":
+            node = K.vec(Op.CAST, dst=K.Ref("po", r), src=operand(i.srcs[0], r), mode=i.arg, count=nt,
+                         doc=_cite(f"B to the operands' type ({i.arg})", i.loc))
+        elif i.space not in ("row", "col", "scalar") or i.kind in ROW_REDUCE or i.kind == "sexpr":
+            raise Unsupported(i.dst, i.loc, "an instruction of the right operand's computation the vector cores do "
+                              "not lower here")
+        else:
+            args = {"dst": operand(i.dst, r), "count": nt}
+            for j, x in enumerate(i.srcs):
+                args[f"src{j}"] = operand(x, r)
+            if i.kind in ("vscalar", "vdup"):
+                args["scalar"] = parse_scalar(i.arg, ("N",))
+            node = K.vec(instr_op(i), doc=spec_doc(i.loc), **args)
+        if is_row:
+            row_ops.extend(_guarded((K.For("r", Lit(0), S("iters") if flat else S("rows"), Lit(1), (node,),
+                                           disjoint=True),), i.when, prog.presence))
+        else:
+            col_ops.extend(_guarded((node,), i.when, prog.presence))
+    out = K.Copy(K.GmView("bGm_", S("proOff") + S("kb0") * N + S("n0")), K.Ref("po"), S("rows"), S("nt") * 2,
+                 _gap(S("nt"), 2, bn), (N - S("nt")) * 2, _cite(f"the unit's rows of B (from {lay.b}) to the "
+                                                                 "workspace", lay.mm_loc))
+    whole = (Constraint("==", S("nt"), bn),)
+    unit = (
+        K.Let("grp", (S("pu") // S("nBlocks")) // S("proPieces")),
+        K.Let("piece", (S("pu") // S("nBlocks")) % S("proPieces")),
+        K.Let("kb0", S("grp") * S("proGroup") + S("piece") * R),
+        K.Let("n0", (S("pu") % S("nBlocks")) * bn),
+        K.Let("rows", Fn("min", (R, S("proGroup") - S("piece") * R))),
+        K.Let("nt", Fn("min", (bn, N - S("n0")))),
+        K.Let("iters", K.Select(whole, Lit(1), S("rows"))),
+        K.Let("cnt", K.Select(whole, S("rows") * S("nt"), S("nt"))),
+        *merge_guards([*col_in, *col_ops]),
+        *merge_guards([*copies_in, *widen, *row_ops, out]),
+    )
+    stmts = (
+        K.Let("pFirst", K.BLOCK_IDX * S("proUnitsPerAiv") + Fn("min", (K.BLOCK_IDX, S("proUnitsTail")))),
+        K.Let("pLast", S("pFirst") + S("proUnitsPerAiv")
+              + K.Select((Constraint("<", K.BLOCK_IDX, S("proUnitsTail")),), Lit(1), Lit(0))),
+        K.For("pu", S("pFirst"), S("pLast"), Lit(1), unit,
+              doc=f"this AIV's units of B (at most proRows rows of one group x baseN columns, computed from "
+                  f"{lay.b})"),
+        K.SyncAll("every AIV's units of B are in the workspace"),
+        K.CrossCoreSetFlag(2, Pipe.MTE3, FLAG_PRO, "B is in the workspace: this AI Core's AIC may read it"),
+    )
+    return tuple(locs), tuple(gms), tuple(gets), stmts
+
+
 def _chunked_rows(prog: EpiProgram, mk, cin: dict, stats: dict, store: list, stat_store: tuple) -> tuple:
     """The AIV statements of a band's rows when one row of N does not fit the UB (docs/design.md "Cube family: rows
     longer than UB"): this AIV's rows one at a time (c0 over [r0, r1), `rows` 1), each in prog.passes passes over its
@@ -2057,12 +2521,16 @@ class CubeCounts:
     out_f32: bool = False
     epi_row_bytes: int = 0   # UB bytes per element of an epilogue pass row (EpiProgram.row_bytes), 0: no epilogue
     epi_col_bytes: int = 0   # UB bytes per element of its column rows (EpiProgram.col_bytes)
+    pro_row_bytes: int = 0   # UB bytes per element of a computed B's pass row (pro_row_bytes), 0: none
+    pro_col_bytes: int = 0   # UB bytes per element of its column rows (EpiProgram.col_bytes)
 
     def as_dict(self) -> dict:
         """{field: value} for `--dump-after count`."""
         d = {"buffers": self.buffers, "out_f32": int(self.out_f32)}
         if self.epi_row_bytes:
             d.update(epi_row_bytes=self.epi_row_bytes, epi_col_bytes=self.epi_col_bytes)
+        if self.pro_row_bytes:
+            d.update(pro_row_bytes=self.pro_row_bytes, pro_col_bytes=self.pro_col_bytes)
         return d
 
 
@@ -2147,7 +2615,8 @@ class CubeFamily(Family):
                     lays[key] = merged
                 classes.setdefault(merged, None)
         core = {replace(x, epilogue=(), steps=(), trans_a=False, trans_b=False, presence=(), served=(), step_when=(),
-                        direct=(), bias=(), bias_when=(), views=(), bcast=()) for x in classes}
+                        direct=(), bias=(), bias_when=(), views=(), bcast=(), pro=bool(x.pro), pro_when=(), pro_group=())
+                for x in classes}   # a computed B's steps and groups are the class's (the tiling reads proGroupRows)
         outs = {x.out_dtype for x in classes}
         if len(core) > 1 or len(outs) > 1:
             a, b = list(classes)[:2]
@@ -2176,8 +2645,11 @@ class CubeFamily(Family):
         """CubeCounts of the lowered classes: the largest epilogue's UB bytes per row and column element."""
         lays = list(dict.fromkeys(lowered.extra.get("layouts", {}).values())) or [lowered.layout]
         eps = [epilogue_program(x if x.steps else _cast_only(x)) for x in lays]
+        pros = [pro_program(x) for x in lays if x.pro]
         return CubeCounts(out_f32=lowered.layout.out_dtype == "f32", epi_row_bytes=max(e.row_bytes() for e in eps),
-                          epi_col_bytes=max(e.col_bytes() for e in eps))
+                          epi_col_bytes=max(e.col_bytes() for e in eps),
+                          pro_row_bytes=max((pro_row_bytes(e) for e in pros), default=0),
+                          pro_col_bytes=max((e.col_bytes() for e in pros), default=0))
 
     def layouts(self, lowered) -> list:
         """The distinct layouts of a lowering, one per kernel class, in class order."""

@@ -69,6 +69,9 @@ CUBE = cube_sizes()
 KSPLIT_CANDIDATES = (1, 2, 3, 4, 5, 6, 8, 10, 12, 16, 20, 24, 32)
 """The k-range counts the tiling prices (at most the AI Cores): divisors of 20, 24 and 32 AI Cores and a few between
 (docs/design.md "Cube family: the K split")."""
+PRO_ROWS = 64
+"""Most rows of B an AIV unit of a computed operand takes (opgen.kernel.cube._prologue_part): 64 x 256 columns is
+one 16 KB int8 tile, enough instructions per unit to amortise their issue (docs/reference/kernel_cost.md §2)."""
 KSPLIT_GRAIN = 64
 """Elements a k range is a multiple of (BASE_K: whole L0 chunks, so only the last range has a K tail)."""
 
@@ -132,7 +135,7 @@ def gemm_program(name: str, trans_a: bool = False, trans_b: bool = False, batche
                  attrs: tuple = (), mixed: bool = False, out_f32: bool = False, forms: tuple = (),
                  direct: bool = False, bias: bool = False, k_align: int = 16, ksplit: bool = True,
                  n32_keys: tuple | None = None, form_keys: int = 1, m32_keys: tuple | None = None,
-                 views: tuple = (), sizes: dict | None = None, band: bool = False):
+                 views: tuple = (), sizes: dict | None = None, band: bool = False, pro: tuple | None = None):
     """(TilingProgram, [Buffer]) of the GEMM kernel `name` (module doc): the fields opgen.kernel.cube.FIELDS,
     EPI_FIELDS, KSPLIT_FIELDS, blockDim, fits, tilingKey, workspaceBytes; the buffers are the kernel's L1 / L0 / UB
     allocations. trans_a / trans_b: A stored [K, M] / B stored [N, K] (their row pitches, M / K, are what Nd2Nz
@@ -169,12 +172,19 @@ def gemm_program(name: str, trans_a: bool = False, trans_b: bool = False, batche
     count bands), the AIVs' pass rows are whole rows at the UB pitch epiChunk = epiPitch = align_up(N, 16) when one
     row of N fits the UB, else column chunks of epiChunk (a multiple of EPI_CHUNK_ALIGN, as wide as the UB holds:
     docs/design.md "Cube family: rows longer than UB"), the workspace two band regions of baseM x epiPitch fp32 per AI
-    Core, and K is split only when N is one block (nBlocks 1: a band is a block)."""
+    Core, and K is split only when N is one block (nBlocks 1: a band is a block). pro: (UB bytes per element of a pass
+    row, of the column rows) of a B computed by the AIVs (opgen.kernel.cube.PRO_FIELDS; docs/design.md "Cube family:
+    an operand computed on the vector cores"): proRows = max(1, min(PRO_ROWS, K, rows the half UB holds)), units of
+    at most proRows rows of one group (proGroup rows: the program input proGroupRows) x baseN over the 2 * blockDim
+    AIVs (proPieces per group, proUnitsPerAiv, proUnitsTail), B's region of K * N * tBytes in the workspace after
+    the slots (proOff, elements of T), the epilogue's rows from the UB the prologue leaves; the launch is always mixed
+    (strategy 1) and K is not split (pass ksplit False)."""
     cube = CUBE if sizes is None else sizes
     p = TilingProgram(name)
     dm, dk, dn = p.input("dimM", "rows of A and of the output"), p.input("dimK", "A columns = B rows"), \
         p.input("dimN", "columns of B and of the output")
     tb = p.input("tBytes", "bytes per element of the operands")
+    tbytes = tb   # (tb is reused below for a transpose flag)
     key = p.input("dtypeKey", "1-based row of the dtype table")
     ak = p.input("attrKey", "mixed-radix index of the static attribute values")
     aic = p.input("aicNum", "AI Cores (AIC) of the platform (GetCoreNumAic)")
@@ -258,6 +268,7 @@ def gemm_program(name: str, trans_a: bool = False, trans_b: bool = False, batche
     rb = rb + 4   # the K split's scratch row (one fp32 partial)
     ub = p.input("ubBytes", "UB bytes of an AIV (GetCoreMemSize UB)")
     half = p.let("halfRows", (bm + 1) // 2, "rows of a block an AIV takes at most")
+    base_n = bn   # baseN (a band kernel's pass pitch below is epiChunk)
     if band:   # whole rows of N in UB when one fits, else a row in column chunks: epiChunk columns of a multiple
         # of EPI_CHUNK_ALIGN, as many as one pass row and the column rows of that width hold
         # (docs/design.md "Cube family: rows longer than UB")
@@ -267,7 +278,13 @@ def gemm_program(name: str, trans_a: bool = False, trans_b: bool = False, batche
                                       ub // (rb + cb) // EPI_CHUNK_ALIGN * EPI_CHUNK_ALIGN),
                    "UB pitch of a pass row: all of N (epiPitch) when a row fits, else the columns of a chunk "
                    "(elements)", True)
-    room = p.let("epiRoom", (ub - bn * cb) // (bn * rb), "pass rows the UB holds beside the column rows")
+    ub_pro = lit(0)
+    if pro is not None:   # the computed B's passes (rows of baseN): at most half the UB, the epilogue's from the rest
+        prb, pcb = pro
+        pr = p.let("proRows", emax(1, emin(emin(PRO_ROWS, K), (ub // 2 - base_n * pcb) // (base_n * prb))),
+                   "rows of B per AIV unit of the computed operand (elements of baseN each)", True)
+        ub_pro = p.let("ubProBytes", pr * base_n * prb + base_n * pcb, "UB bytes of the computed operand's passes")
+    room = p.let("epiRoom", (ub - ub_pro - bn * cb) // (bn * rb), "pass rows the UB holds beside the column rows")
     er = p.let("epiRows", emax(1, emin(half, room)), "rows of an AIV pass (elements of baseN each)" if not band else
                "rows of an AIV pass (elements of epiPitch each)", True)
     aivs = bd * 2
@@ -283,26 +300,39 @@ def gemm_program(name: str, trans_a: bool = False, trans_b: bool = False, batche
     ubb = p.let("ubEpiBytes", fixed_bytes(plan[5:]), "UB bytes of the AIVs' passes")
     if bias:
         plan += bplan
-    p.let("fits", fits & (ubb <= ub),
+    if pro is not None:
+        grp = p.let("proGroup", p.input("proGroupRows", "rows of B per group of its computation (K per channel)") + 0,
+                    "rows of B per group (K: one group)", True)
+        pcs = p.let("proPieces", ceil_div(grp, pr), "units of a group per block column", True)
+        pu = p.let("proUnits", ceil_div(K, grp) * pcs * nb,
+                   "units of the computed B (at most proRows rows of one group x baseN columns)")
+        p.let("proUnitsPerAiv", pu // aivs, "units of the computed B of every AIV", True)
+        p.let("proUnitsTail", pu % aivs, "the first proUnitsTail AIVs take one more unit", True)
+    p.let("fits", fits & (ubb + ub_pro <= ub),
           "1 when the tiles fit L1 / L0, the operands' row pitches fit Nd2Nz and the AIVs' pass fits the UB",
           True)
-    if mixed and direct:   # the AIVs have work with a K split or when this call's presences take the epilogue
+    if mixed and direct and pro is None:   # the AIVs have work with a K split or when this call's presences take
+        # the epilogue (a computed B gives them work in every call: strategy 1 below)
         ne = p.input("noEpilogue", "1 when the call's optional inputs are present as a layout without a vector "
                      "epilogue (Fixpipe's cast alone)")
         p.let("tilingKey", kk * 100 + key * 10 + select((ksp > 1) | (ne < 1), STRATEGY, STRATEGY_AIC),
               f"{kdoc} * 100 + dtypeKey * 10 + strategy (1: mixed, K split or the vector epilogue; 2: AIC only)", True)
-    elif mixed:
+    elif mixed or pro is not None:   # a computed B: the AIVs always have work
         p.let("tilingKey", kk * 100 + key * 10 + STRATEGY, f"{kdoc} * 100 + dtypeKey * 10 + strategy", True)
     else:   # the AIVs have work only when K is split: a cube-only launch otherwise
         p.let("tilingKey", kk * 100 + key * 10 + select(ksp > 1, STRATEGY, STRATEGY_AIC),
               f"{kdoc} * 100 + dtypeKey * 10 + strategy (1: mixed, K split; 2: AIC only)", True)
     slots = bd * 2 * bm * (span if band else bn) * 4 if mixed else lit(0)   # band: two regions of baseM x epiPitch
-    if mixed and direct:
+    if mixed and direct and pro is None:
         slots = select(ne < 1, slots, lit(0))
+    if pro is not None:   # B's region after the slots (32-B aligned: the slots are whole fp32 blocks)
+        slots = p.let("slotBytes", slots + 0, "bytes of the epilogue's slots (before B's region)")
+        p.let("proOff", slots // tbytes, "element offset of the computed B in the workspace (T)", True)
+        slots = slots + align_up(K * N * tbytes, 32)
     p.let("workspaceBytes", select(ksp > 1, units * bm * bn * 4, slots),
           "K split: one fp32 partial block per unit; else " + ("two fp32 block slots per AI Core when the call "
                                                              "takes the vector epilogue, none without it"
-                                                             if mixed and direct else
+                                                             if mixed and direct and pro is None else
                                                              "two fp32 block slots per AI Core" if mixed else
                                                              "none") + " (bytes)", True)
     for a in attrs:
@@ -323,6 +353,23 @@ def _block_edge(p, name: str, extent, base: int, ak, keys32, what: str, why: str
     k32 = functools.reduce(operator.or_, (ak.eq(k) for k in keys32))
     return p.let(name, select(k32, e32, e16), f"{what} of a block (elements, a multiple of 16; of 32 for the "
                  f"attrKeys {', '.join(map(str, keys32))}, whose {why})", True)
+
+
+def _pro_groups(spec, lowered):
+    """How the TilingFunc reads the rows per group of a computed B (GemmLayout.pro_group): K for a class computing it
+    per channel, the group's size (a literal or a dim) else; ("by_attr_key", ...) where the classes of the static
+    attributes differ (per channel for antiquant_group_size 0, groups of 64 rows for 64)."""
+    names = [a.name for a in spec.static_attrs]
+    by_ak: dict = {}
+    for key, x in (lowered.extra.get("layouts") or {}).items():
+        by_ak.setdefault(attr_key(spec, dict(zip(names, key.static))), x)
+    by_ak = by_ak or {attr_key(spec, {}): lowered.layout}
+
+    def rows(x):
+        g = x.pro_group[0] if x.pro_group else x.dims[1]
+        return Lit(int(g)) if g.isdigit() else Sym(g)
+    picks = tuple((ak, rows(x)) for ak, x in sorted(by_ak.items()))
+    return picks[0][1] if len({str(e) for _ak, e in picks}) == 1 else ("by_attr_key", picks)
 
 
 def direct_presences(lays) -> tuple:
@@ -346,7 +393,7 @@ def _lead_product(dims: tuple, first=None):
     return functools.reduce(operator.mul, factors)
 
 
-def _n32_keys(spec, lowered, pick=lambda x: x.acc == "i32" and not x.trans_b) -> tuple:
+def _n32_keys(spec, lowered, pick=lambda x: x.acc == "i32" and not x.trans_b or bool(x.pro)) -> tuple:
     """The attrKeys (sorted) whose class loads an int8 B [K, N] (GemmLayout acc "i32", not trans_b: baseN a multiple
     of 32), or whose layout satisfies `pick` (_m32_keys); (None,) when every key's does (one rule, no attrKey
     test); () when none does."""
@@ -418,19 +465,24 @@ def cube_tiling(spec, lowered, counts) -> Tiling:
     direct = direct_presences(lays)
     nforms = form_key_count(spec) if lowered.extra.get("form_key") else 1   # shape forms selecting the class
     views = _view_inputs(spec, lowered, lays)   # the GM views' stride fields, by attrKey
+    groups = _pro_groups(spec, lowered) if lay.pro else None
     prog, plan = gemm_program(spec.name, lay.trans_a, lay.trans_b, bool(lay.batch), epi, attrs,
                               any(x.mixed for x in lays), counts.out_f32, forms if len(forms) > 1 else (),
                               bool(direct), any(x.bias for x in lays), 32 if lay.acc == "i32" else 16,
-                              lay.acc == "f32", _n32_keys(spec, lowered), nforms, _m32_keys(spec, lowered),
-                              tuple(views), cube_sizes(spec.socs), any(kcube.row_reduces(x) for x in lays))
+                              lay.acc == "f32" and not lay.pro, _n32_keys(spec, lowered), nforms,
+                              _m32_keys(spec, lowered),
+                              tuple(views), cube_sizes(spec.socs), any(kcube.row_reduces(x) for x in lays),
+                              (counts.pro_row_bytes, counts.pro_col_bytes) if lay.pro else None)
     dim_m = _lead_product(lay.fold, Sym(m))   # the folded batch dims into M
     inputs = {"dimM": dim_m, "dimK": Sym(k), "dimN": Sym(n), "tBytes": Lit(1 if lay.dtype == "i8" else 2) if lay.fixed else ("bytes", lay.dtype),
               "dtypeKey": ("dtype_key",), "attrKey": ("attr_key",), "aicNum": ("platform", "aicNum"),
               "ubBytes": ("platform", "ubBytes")}
     inputs.update({f"{a}Attr": ("attr_bits", a) for a in attrs})
     inputs.update({view_input(f): how for f, how in views.items()})
-    if direct:
+    if direct and not lay.pro:   # (a computed B launches mixed in every call)
         inputs["noEpilogue"] = ("presence", direct)
+    if groups is not None:
+        inputs["proGroupRows"] = groups
     if nforms > 1:
         inputs["formKey"] = ("form_key",)
     if lay.batch:
