@@ -1801,7 +1801,7 @@ def _col_stream(s: RowSchedule) -> Func:
     the fused stream keeps a running maximum and sum, the core's sums are rescaled to the total maximum between the
     two exchanges (opgen.kernel.rowprog.online_pair). GM traffic: the row inputs are read (levels + 1) times (one
     less with the online pass), the outputs written once."""
-    core, rs = Sym("core"), Sym("rowStride_")
+    core = Sym("core")
     pre = s.col_prefetch and bool(s.row_in)
     body = _col_buffers(s, prefetch=s.col_prefetch)
     grp: list = []
