@@ -28,3 +28,23 @@ def forced_package(out: Path, spec: Path, lets: dict | None = None, fields: dict
         text = text.replace(line, f"    tiling->{field} = {value};\n")
     tiling.write_text(text)
     return out
+
+
+def forced_evaluate(mp, lets: dict) -> None:
+    """Make the tiling program's Python twin (opgen.tiling.emit.evaluate, which the Kernel-IR engine launches with)
+    take the given value of each let of `lets` ({"xchgAll": 1}: ints), the statements after it computed from that
+    value as the emitted TilingFunc patched by `forced_package` computes them; patched on `mp` (a monkeypatch or its
+    context). Asserts each name is a let of the program evaluated (a rename fails here, not silently)."""
+    import dataclasses
+
+    from opgen.tiling import emit
+    from opgen.tiling.program import lit
+
+    real = emit.evaluate
+
+    def forced(spec, prog, *a, **k):
+        names = {n for n, _e, _d in prog.stmts}
+        assert set(lets) <= names, sorted(set(lets) - names)
+        stmts = [(n, lit(int(lets[n])) if n in lets else e, d) for n, e, d in prog.stmts]
+        return real(spec, dataclasses.replace(prog, stmts=stmts), *a, **k)
+    mp.setattr(emit, "evaluate", forced)

@@ -290,8 +290,12 @@ RMS_CASES = (dict(Bd=(150,), H=100), dict(Bd=(150,), H=256), dict(Bd=(150,), H=2
 #                                                                     case that reaches it
 
 
-FETCH_CASES = (dict(Bd=(150,), H=256), dict(Bd=(150,), H=40), dict(Bd=(150,), H=4000))
-"""RmsNorm shapes of the three forms of ROW_SPLIT's Compute (and ComputeFetch) under a forced one-buffer tiling."""
+FETCH_CASES = (dict(Bd=(150,), H=256), dict(Bd=(150,), H=40), dict(Bd=(150,), H=4000),
+               dict(Bd=(40,), H=65536), dict(Bd=(9,), H=100003), dict(Bd=(9,), H=1 << 19))
+"""RmsNorm shapes run under a forced tiling: the three forms of ROW_SPLIT's Compute (and ComputeFetch) with one
+buffer a row queue, then the one-SyncAll exchange (xchgAll 1) in COL_SPLIT over sub-batches of rows (several
+groups), in COL_SPLIT row by row (slices of 2096 columns: the partials written and the totals read by the scalar
+unit) and in COL_STREAM."""
 
 
 def test_deleting_any_one_sync_the_pass_placed_in_rms_norm_is_a_race(rms, tmp_path, monkeypatch,
@@ -316,8 +320,11 @@ def test_deleting_any_one_sync_the_pass_placed_in_rms_norm_is_a_race(rms, tmp_pa
     # (eight rows a repeat, short rows, rows past 2040 elements); its kernel header is the same text, so its sites
     # are the same. ComputeFetch is printed as Compute<true> (kir.printed_methods): the statements of the two
     # instantiations are one text, so a site the cases above killed is not mutated again, while one they reached
-    # and did not kill is (a sync only the fetching instantiation would need lies in that shared text)
-    forced_package(tmp_path / "forced", spec, lets={"rowQueBufs": "1"}, fields={"rowsPerPass": "2"})
+    # and did not kill is (a sync only the fetching instantiation would need lies in that shared text). The same
+    # copy takes COL_SPLIT's and COL_STREAM's exchange with one SyncAll (xchgAll 1: TotalAllRows and its branch of
+    # each exchange), which the tiling chooses only for rows of tens of MB (rowkernel.XCHG_ALL_SHARE): its last three
+    # cases reach those sites (rowQueBufs is ROW_SPLIT's alone, xchgAll the column strategies')
+    forced_package(tmp_path / "forced", spec, lets={"rowQueBufs": "1", "xchgAll": "1"}, fields={"rowsPerPass": "2"})
     forig, fsites = guard_package(tmp_path / "forced" / "rms_norm", tmp_path / "fgen", "rms_norm")
     assert forig == orig and fsites == sites
 
@@ -344,7 +351,8 @@ def test_deleting_any_one_sync_the_pass_placed_in_rms_norm_is_a_race(rms, tmp_pa
             depth = len(t) - len(t.lstrip())
             spans.append((head, next(i for i, u in enumerate(lines, 1) if i > head and u.startswith(" " * depth + "}"))))
     missed = [k for k, _l, _s in sites if k not in reached]
-    assert spans and all(any(a < sites[k][1] < b for a, b in spans) for k in missed), [sites[k] for k in missed]
+    outside = [sites[k] for k in missed if not any(a < sites[k][1] < b for a, b in spans)]
+    assert spans and not outside, (outside, [lines[ln - 1] for _k, ln, _s in outside])
     # A sync no run faults: a GM MTE3 -> MTE2 between a store to workspace and a later load of other bytes of it
     # (TotalOwnedRows stored its totals row by row between loads before its one strided copy; none is placed now).
     # The analysis takes the workspace as one GM buffer (opgen.kernel.kir_sync, docstring), so such a sync is sound

@@ -15,6 +15,8 @@ from opgen.kernel import kir, kir_sync
 from opgen.registry import load_spec
 from opgen.tiling.pipeline import kernel_build
 
+from forced_tiling import forced_evaluate  # noqa: E402
+
 SPEC = '''
 from opgen.dsl import A2, A3, OpSpec, f32
 
@@ -123,24 +125,67 @@ def test_pair_guard_needs_no_flag_pair(tmp_path):
 
 NORM_SPEC = SPEC.replace("PairGuard", "PairGuardNorm").replace('out["z"] = x * a + b', 'out["z"] = (x - x.mean(-1)) * a + b')
 
-# Flag pairs (indices into kir_sync.placed, in the pass's order) whose removal no presence at any shape tried makes
-# the Kernel-IR engine fail: ROW_SPLIT 37 x 300 and 300 x 1000 (more rows than a pass, a tail), COL_SPLIT 64 x 16384
-# and 130 x 16384 (several groups of rows per chunk, several chunks, a tail), each of the four presences. They are
-# pairs the pass placed but no order needs (a pruning gap in kir_sync, reported, not hidden): the test names them
-# and skips exactly them, and fails if the pass stops placing one (the set then shrinks).
+# Flag pairs (named by `pair_name`: the method, the loops and branches around the wait, the pair's comment, the
+# statement after it) whose removal no presence at any shape tried makes the Kernel-IR engine fail: ROW_SPLIT 37 x
+# 300 and 300 x 1000 (more rows than a pass, a tail), COL_SPLIT 64 x 16384 and 130 x 16384 (several groups of rows
+# per chunk, several chunks, a tail) with either exchange, each of the four presences. They are pairs the pass placed
+# but no order needs (a pruning gap in kir_sync, reported, not hidden): the test names them and skips exactly them,
+# and fails if the pass stops placing one or one of them becomes needed. Printed by
+# `python tests/test_presence_pair_guard.py` (every placed pair, its index and its name). Re-landing the one-SyncAll
+# exchange (sm1b) added its branch's pairs and moved every index after ColSplit's first: the names are what moved
+# them from main's list (2, 6, 8, 9, 16, 17, 18 -> the same pairs by name; 19, the partials' S -> MTE3 sunk into the
+# row-by-row branch, is now one in each exchange branch), and the new row-by-row and dead-branch pairs of the same
+# kinds join them.
 UNNEEDED = {
-    2: "ComputeFetch, else-branch of the presence guard: rowValBuf_ V -> S (as Compute's, pair 6)",
-    6: "Compute, else-branch of the presence guard: rowValBuf_ V -> S",
-    8: "ColSplit, else-branch (a given, b absent): resBuf_x MTE2 -> V",
-    9: "ColSplit, else-branch (a absent): resBuf_x MTE2 -> V",
-    16: "ColSplit, else-branch (a given, b absent): sumBuf_ MTE2 -> S",
-    17: "ColSplit, else-branch (a absent): sumBuf_ MTE2 -> S",
-    18: "ColSplit: resBuf_x V -> MTE2 (write-after-read across groups)",
-    19: "ColSplit, else-branch (a absent), at its end: the pair kir_sync._sink moved into the branch from after the "
-        "If (sync9; the branch's other pairs, 8 and 9, are not needed either)",
+    'ComputeFetch / if rowStride_ <= 2040 && k <= 255 && rowsPerPass >= 2 (else) / if rowStride_ <= 2040 && k <= 255 && (n_ + 63) // 64 < 2 * k (then): rowValBuf_: V has written it before S reads it; before for i in [0, k) step 1 {':
+        "ComputeFetch's narrow-slice branch: rowValBuf_ V -> S (as Compute's below)",
+    'Compute / if rowStride_ <= 2040 && k <= 255 && rowsPerPass >= 2 (else) / if rowStride_ <= 2040 && k <= 255 && (n_ + 63) // 64 < 2 * k (then): rowValBuf_: V has written it before S reads it; before for i in [0, k) step 1 {':
+        "Compute's narrow-slice branch: rowValBuf_ V -> S",
+    'ColSplit / for c0_ in [cBegin, cEnd) step rowStride_ / for g0 in [0, rowNum_) step G tail k / if colBatchRows >= 1 && rowStride_ <= 2040 (else) / if colBatchRows >= 1 && rowStride_ <= 2040 (then): resBuf_x: MTE2 has written it before V reads it; before for b0 in [0, k) step colBatchRows tail kb {':
+        "ColSplit: resBuf_x MTE2 -> V under the sub-batch test's else, its inner test's then",
+    'ColSplit / for c0_ in [cBegin, cEnd) step rowStride_ / for g0 in [0, rowNum_) step G tail k / if colBatchRows >= 1 && rowStride_ <= 2040 (else) / if colBatchRows >= 1 && rowStride_ <= 2040 (else): resBuf_x: MTE2 has written it before V reads it; before for i in [0, k) step 1 {':
+        'ColSplit, row by row: resBuf_x MTE2 -> V (COL_SPLIT here is 342-column slices: sub-batches)',
+    "ColSplit / for c0_ in [cBegin, cEnd) step rowStride_ / for g0 in [0, rowNum_) step G tail k / if colBatchRows >= 1 && rowStride_ <= 2040 (else) / if colBatchRows >= 1 && rowStride_ <= 2040 (else): sumBuf_: S writes after V's write; before for i in [0, k) step 1 {":
+        "ColSplit, row by row: sumBuf_ S after V's write",
+    'ColSplit / for c0_ in [cBegin, cEnd) step rowStride_ / for g0 in [0, rowNum_) step G tail k / if xchgAll == 1 (then): sumBuf_: S has written it before MTE3 reads it; before copy.mte3 ws_[xpar * xchgOff1 + (core * 1 + 0) * groupStride_] <- sums_[0 * groupStride_] blocks=1 len=k * sizeof(float)B src_stride=0 dst_stride=0':
+        "ColSplit's one-SyncAll exchange: sumBuf_ S -> MTE3 (the partials are the scalar unit's only row by row)",
+    'ColSplit / for c0_ in [cBegin, cEnd) step rowStride_ / for g0 in [0, rowNum_) step G tail k / if xchgAll == 1 (else): sumBuf_: S has written it before MTE3 reads it; before copy.mte3 ws_[(core * 1 + 0) * groupStride_] <- sums_[0 * groupStride_] blocks=1 len=k * sizeof(float)B src_stride=0 dst_stride=0':
+        "ColSplit's owners' exchange: sumBuf_ S -> MTE3 (likewise)",
+    'ColSplit / for c0_ in [cBegin, cEnd) step rowStride_ / for g0 in [0, rowNum_) step G tail k / if colBatchRows >= 1 && rowStride_ <= 2040 (else) / if colBatchRows >= 1 && rowStride_ <= 2040 (then): sumBuf_: V has written it before S reads it; before for b0 in [0, k) step colBatchRows tail kb {':
+        "ColSplit: sumBuf_ V -> S under the sub-batch test's else, its inner test's then",
+    'ColSplit / for c0_ in [cBegin, cEnd) step rowStride_ / for g0 in [0, rowNum_) step G tail k / if colBatchRows >= 1 && rowStride_ <= 2040 (else) / if colBatchRows >= 1 && rowStride_ <= 2040 (then): sumBuf_: MTE2 has written it before S reads it; before for b0 in [0, k) step colBatchRows tail kb {':
+        "ColSplit: sumBuf_ MTE2 -> S under the sub-batch test's else, its inner test's then",
+    'ColSplit / for c0_ in [cBegin, cEnd) step rowStride_ / for g0 in [0, rowNum_) step G tail k / if colBatchRows >= 1 && rowStride_ <= 2040 (else) / if colBatchRows >= 1 && rowStride_ <= 2040 (else): sumBuf_: V has written it before S reads it; before for i in [0, k) step 1 {':
+        'ColSplit, row by row: sumBuf_ V -> S (the totals of the one-SyncAll exchange)',
+    'ColSplit / for c0_ in [cBegin, cEnd) step rowStride_ / for g0 in [0, rowNum_) step G tail k / if colBatchRows >= 1 && rowStride_ <= 2040 (else) / if colBatchRows >= 1 && rowStride_ <= 2040 (else): sumBuf_: MTE2 has written it before S reads it; before for i in [0, k) step 1 {':
+        'ColSplit, row by row: sumBuf_ MTE2 -> S (the totals read back)',
+    'ColSplit / for c0_ in [cBegin, cEnd) step rowStride_ / for g0 in [0, rowNum_) step G tail k / Scope: resBuf_x: V has read it before MTE2 overwrites it; before copy.mte2 res_x[0] <- gm_x[g0 * hidden_ + c0_] blocks=select(oneBurst != 0, 1, k) len=select(oneBurst != 0, k * n_ * sizeof(T), n_ * sizeof(T))B src_stride=(hidden_ - n_) * sizeof(T) dst_stride=GapBlocks(rowStride_, n_, sizeof(T))':
+        'ColSplit: resBuf_x V -> MTE2 (write-after-read across groups)',
 }
-# (This session's sync9 pruned a pair this list named -- ColSplit's sumBuf_ S -> MTE3 beside its V -> MTE3 -- and
-# sank pair 19 into the else-branch; the indices after 10 moved down by one: 17, 18, 19 -> 16, 17, 18.)
+
+
+def pair_name(k: kir.KernelClass, inserted: dict, pair: tuple) -> str:
+    """A flag pair the dependency pass placed in `k` (its input; `inserted` and `pair` as kir_sync.place_syncs and
+    kir_sync.placed give them) named without statement indices, so a statement added elsewhere in the class leaves
+    the name as it is: the method, the header of each loop / branch around the wait (an If's condition and which
+    branch), the pair's comment (the buffer and the dependence, kir_sync._why) and the statement after the wait (the
+    access it orders; "end" at a list's end)."""
+    (p0, j0), (p1, _j1) = pair
+    method = p1[0]
+    stmts = {"Init": k.init, "Process": k.process, **{m.name: m.body for m in k.methods}}[method]
+    where = []
+    steps = p1[1:]
+    for at, step in zip(steps[0:-1:2], steps[1::2]):
+        s = stmts[at]
+        head = kir.to_text_stmt(s).split("\n")[0].split("  //")[0].rstrip(" {") or type(s).__name__
+        if isinstance(s, kir.If):
+            head += " (then)" if step == "t" else " (else)"
+            stmts = s.then if step == "t" else s.orelse
+        else:
+            stmts = s.body
+        where.append(head)
+    nxt = kir.to_text_stmt(stmts[steps[-1]]).split("\n")[0].split("  //")[0].strip() if steps[-1] < len(stmts) else "end"
+    return " / ".join([method, *where]) + f": {inserted[p0][j0].doc}; before {nxt}"
 
 
 def _one_buffer(mp, per_pass: int) -> None:
@@ -190,14 +235,22 @@ def test_a_placed_flag_removed_fails(monkeypatch, tmp_path):
     x = inp["x"].astype(np.float64)
     want = (x - x.mean(-1, keepdims=True)) * inp["a"] + inp["b"]
     np.testing.assert_allclose(np.asarray(r.arrays["z"], np.float64), want, rtol=0, atol=1e-5 * np.abs(want).max())
+    with monkeypatch.context() as mp:   # COL_SPLIT's exchange with one SyncAll (xchgAll), which the mutants run too
+        forced_evaluate(mp, {"xchgAll": 1})
+        inp = _inputs(64, 16384, True, True)
+        r = run_check(spec, inputs=inp, dtypes={"T": "float32"}, engine="kir", progress=False)
+    assert not r.faults and r.passed and r.tiling_key % 10 == 2, r.faults[:2]
+    x = inp["x"].astype(np.float64)
+    want = (x - x.mean(-1, keepdims=True)) * inp["a"] + inp["b"]
+    np.testing.assert_allclose(np.asarray(r.arrays["z"], np.float64), want, rtol=0, atol=1e-5 * np.abs(want).max())
 
     real = kir_sync.place_syncs
     base = kernel_build(load_spec(spec))
     ks = [v.kclass for v in base.lowered.extra["variants"] if v.kclass is not None]
     assert len(ks) == 1 and kir.presence_split(ks[0]) == ("hasInput0_", "hasInput1_")
     k0 = rows.hoist_guards(kir_sync.strip_syncs(ks[0]))
-    flags = [w for w in kir_sync.placed(real(k0, hoist=kir_sync.Hoist.LOOPS)[1]) if len(w) == 2]
-    assert flags and set(UNNEEDED) < set(range(len(flags))), (len(flags), sorted(UNNEEDED))
+    placed0 = real(k0, hoist=kir_sync.Hoist.LOOPS)[1]
+    flags = [w for w in kir_sync.placed(placed0) if len(w) == 2]
     placements = {}   # every mutation builds the same class: its placement is computed once
     last_failed = None   # the case that failed the previous pair (tried first for the next)
 
@@ -207,12 +260,17 @@ def test_a_placed_flag_removed_fails(monkeypatch, tmp_path):
             placements[key] = real(k, types, prune=prune, hoist=hoist)
         return placements[key]
 
+    names = [pair_name(k0, placed0, w) for w in flags]
+    assert len(set(names)) == len(names), names
+    assert set(UNNEEDED) <= set(names), sorted(set(UNNEEDED) - set(names))
+    survivors = []
     for n in range(len(flags)):
-        if n in UNNEEDED:
+        if names[n] in UNNEEDED:
             continue
         def mutated(k, types=None, prune=True, hoist=kir_sync.Hoist.ALL, n=n):
             _good, ins = placed_once(k, types, prune, hoist)
             pairs = [w for w in kir_sync.placed(ins) if len(w) == 2]
+            assert pair_name(k, ins, pairs[n]) == names[n]   # the class the engine builds is the one named
             return kir_sync.without(k, ins, pairs[n]), ins
 
         monkeypatch.setattr(rows, "place_syncs_memo", mutated)
@@ -220,27 +278,47 @@ def test_a_placed_flag_removed_fails(monkeypatch, tmp_path):
         dm.mkdir()
         (dm / "pgn.py").write_text(NORM_SPEC)
         failed = []
-        # the same presences and shapes, every pair, as before; presence-major, so the search stops at the first
-        # failing case sooner: both inputs given runs z's guarded code too (the most code, where every needed pair
-        # here fails first), so a pair that a bigger shape shows is not first tried at every presence of the
-        # smaller ones. Shapes: ROW_SPLIT (more rows than a pass, a tail: Compute's pairs 4 and 5 need it); COL_SPLIT,
-        # several groups per chunk. The case that failed the previous pair is tried first (pairs next to each
-        # other in the pass's order sit in the same method: the seven of ColSplit and TotalOwnedRows fail at
-        # 64 x 16384, which they reached after a passing 37 x 300 and a passing 300 x 1000, 1.8 s of CPU a pair):
-        # the same cases, each pair must still fail one of them, only the order of the search differs.
-        # The last shapes (negative H) run ROW_SPLIT with one buffer a row queue (rowQueBufs 1, 2 rows a pass:
-        # ComputeFetch, the next pass's copy issued inside Compute, in each of its three forms; the tiling takes it by
-        # cost only at larger shapes, _one_buffer).
-        cases = [(a, b, rows_, h) for a, b in PRESENCES
-                 for rows_, h in ((37, 300), (300, 1000), (64, 16384), (300, -1000), (100, -40), (100, -3000))]
-        for a, b, rows_, h in sorted(cases, key=lambda c: c != last_failed):
+        # the same presences and shapes, every pair; presence-major, so the search stops at the first failing case
+        # sooner: both inputs given runs z's guarded code too (the most code, where every needed pair here fails
+        # first), so a pair that a bigger shape shows is not first tried at every presence of the smaller ones.
+        # Shapes: ROW_SPLIT (more rows than a pass, a tail: Compute's pairs need it); COL_SPLIT, several groups per
+        # chunk, with the owners' exchange (the tiling's choice) and with one SyncAll (xchgAll forced to 1: the
+        # tiling takes it only for rows of tens of MB, rowkernel.XCHG_ALL_SHARE). The case that failed the previous
+        # pair is tried first (pairs next to each other in the pass's order sit in the same method): the same
+        # cases, each pair must still fail one of them, only the order of the search differs. "one": ROW_SPLIT
+        # with one buffer a row queue (rowQueBufs 1, 2 rows a pass: ComputeFetch, the next pass's copy issued
+        # inside Compute, in each of its three forms; the tiling takes it by cost only at larger shapes,
+        # _one_buffer).
+        cases = [(a, b, rows_, h, how) for a, b in PRESENCES
+                 for rows_, h, how in ((37, 300, ""), (300, 1000, ""), (64, 16384, ""), (64, 16384, "all"),
+                                       (300, 1000, "one"), (100, 40, "one"), (100, 3000, "one"))]
+        for a, b, rows_, h, how in sorted(cases, key=lambda c: c != last_failed):
             with monkeypatch.context() as mp:
-                if h < 0:
+                if how == "one":
                     _one_buffer(mp, 2)
-                r = run_check(str(dm / "pgn.py"), inputs=_inputs(rows_, abs(h), a, b), dtypes={"T": "float32"},
+                elif how == "all":
+                    forced_evaluate(mp, {"xchgAll": 1})
+                r = run_check(str(dm / "pgn.py"), inputs=_inputs(rows_, h, a, b), dtypes={"T": "float32"},
                               engine="kir", progress=False)
             if not r.passed:
                 failed.append((rows_, h, a, b, r.faults[:1]))
-                last_failed = (a, b, rows_, h)
+                last_failed = (a, b, rows_, h, how)
                 break
-        assert failed, f"flag pair {n} removed: every presence passes"
+        if not failed:
+            survivors.append(names[n])
+    assert not survivors, "flag pairs removed with every presence passing:\n" + "\n".join(survivors)
+
+
+if __name__ == "__main__":   # every flag pair the pass places in PairGuardNorm, by index and by name
+    import tempfile
+    from pathlib import Path
+
+    from opgen.kernel.rows import hoist_guards
+
+    d = Path(tempfile.mkdtemp())
+    (d / "pgn.py").write_text(NORM_SPEC)
+    built = kernel_build(load_spec(str(d / "pgn.py")))
+    k0 = hoist_guards(kir_sync.strip_syncs(next(v.kclass for v in built.lowered.extra["variants"] if v.kclass)))
+    _k, ins = kir_sync.place_syncs(k0, hoist=kir_sync.Hoist.LOOPS)
+    for n, w in enumerate(w for w in kir_sync.placed(ins) if len(w) == 2):
+        print(n, kir_sync._pos_text(w[0][0]), pair_name(k0, ins, w), "(unneeded)" * (pair_name(k0, ins, w) in UNNEEDED))

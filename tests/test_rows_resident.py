@@ -375,10 +375,11 @@ def test_the_one_burst_condition_is_bound_once_per_copy(name):
     from opgen.codegen import generate_cached
 
     text = next(t for t in generate_cached(EX / f"{name}.py")[1].values() if "void RowChunk()" in t)
-    binds = [ln for ln in text.split("\n") if "const int64_t oneBurst = " in ln]
+    binds = [ln for ln in text.split("\n") if "const int64_t oneBurst =" in ln]   # a long one wraps after "="
     assert binds, name
+    # COL_STREAM's prefetched chunk copies (rowsched._chunk_in) test their own width, inN
     for call in text.split("DataCopyExtParams(")[1:]:
         head = call[:call.index(";")]
-        assert "rowStride_ == n_" not in head and "colAlign_ == hidden_" not in head, head
-    merged = text.count("rowStride_ == n_") + text.count("colAlign_ == hidden_")
+        assert all(t not in head for t in ("rowStride_ == n_", "rowStride_ == inN", "colAlign_ == hidden_")), head
+    merged = text.count("rowStride_ == n_") + text.count("rowStride_ == inN") + text.count("colAlign_ == hidden_")
     assert merged == len(binds), (merged, len(binds))

@@ -44,15 +44,17 @@ def _tiling(spec, unit, rows: int, h: int, dtype: DType, plat, hname: str = "H",
 def _softmax_ub(tl: dict, tbytes: int) -> int:
     """UB bytes of SoftmaxV2's COL_SPLIT / COL_STREAM buffers for the tiling `tl` (its chunk colsPerPass and group
     groupRows), counted from the kernel's allocations: one resident input and one output slice of T per group
-    row, the partial and total row reductions (1 + 2 slots of align8(groupRows) floats), the exchange tile
-    (blockDim rows of align8(ceil(groupRows / blockDim)) floats), one fp32 work row, ReduceMax's scratch (one
-    (value, index) pair per 64 floats, aligned to 8, plus the 8-float result block); no LoadRow / StoreRow staging
-    (SoftmaxV2 loads no column rows and its exchange copies straight into the tile)."""
+    row (two of each in COL_STREAM, whose chunks are double-buffered), the partial and total row reductions (1 + 2
+    slots of align8(groupRows) floats), the exchange tile (blockDim rows of align8(groupRows) floats where every core
+    totals every row, xchgAll, else of align8(ceil(groupRows / blockDim))), one fp32 work row, ReduceMax's scratch
+    (one (value, index) pair per 64 floats, aligned to 8, plus the 8-float result block); no LoadRow / StoreRow
+    staging (SoftmaxV2 loads no column rows and its exchange copies straight into the tile)."""
     c, g, n = tl["colsPerPass"], tl["groupRows"], tl["blockDim"]
     g8 = -(-g // 8) * 8
-    tile = n * (-(-(-(-g // n)) // 8) * 8) * 4
+    bufs = 2 if tl["strategy"] == 3 else 1
+    tile = n * (-(-(g if tl["xchgAll"] else -(-g // n)) // 8) * 8) * 4
     red = (-(-(-(-c // 64) * 2) // 8) * 8 + 8) * 4
-    return g * c * tbytes * 2 + 3 * g8 * 4 + tile + c * 4 + red
+    return g * c * tbytes * 2 * bufs + 3 * g8 * 4 + tile + c * 4 + red
 
 
 @pytest.fixture(scope="module")
@@ -75,7 +77,7 @@ def test_strategy_follows_the_row_length(softmax):
     assert tl["strategy"] == 3 and tl["tilingKey"] % 10 == 3 and tl["fits"] == 1
     assert tl["colsPerPass"] < tl["colsPerCore"]
     # the resident slice of this shape would need more than UB (the reason it streams)
-    whole = dict(tl, colsPerPass=tl["colsPerCore"], groupRows=1)
+    whole = dict(tl, colsPerPass=tl["colsPerCore"], groupRows=1, strategy=2)
     assert _softmax_ub(whole, 4) > b1.ub_bytes
 
 

@@ -68,6 +68,7 @@ class Variant:
     stream: bool = False  # the class has COL_STREAM (opgen.tiling.rowkernel): the spec's rows can outgrow UB
     chunk: bool = False   # the class has ROW_CHUNK (opgen.kernel.rowcounts.chunkable: ColSplit over this core's rows)
     prefetch: bool = False   # ColSplit prefetches its items (rowcounts.chunk_prefetch: within the event-id pool)
+    col_prefetch: bool = False   # ColStream's chunks double-buffered (rowcounts.col_prefetch)
     pool_bound: bool = False   # ROW_SPLIT's row queues take one buffer each (rowcounts.row_pool_bound)
     resident: bool = False   # the class has RowChunk (rowcounts.row_resident: ROW_CHUNK with the row inputs resident)
     ctx: dict | None = None   # the class's facts (class_ir), set once the tiling has decided `stream`
@@ -1801,7 +1802,7 @@ def row_split_ir(spec, v: Variant, dims: DimFields, ctx: dict) -> kir.KernelClas
         stat_out=_gm_rows(p, addr, "out", "stat", ctx["stat_out"]),
         temps=ctx["temps"], narrow=narrow_rows(p), nbrow=ctx["nbrow"], ncol=ctx["ncol"], bufs=dict(ctx["bufs"]["row"]),
         stage=ctx["stage"]["row"], stage_col=ctx["stage"]["col"], chunk=ctx["chunk"],
-        prefetch=ctx["prefetch"], pool_bound=ctx["pool_bound"],
+        prefetch=ctx["prefetch"], col_prefetch=ctx["col_prefetch"], pool_bound=ctx["pool_bound"],
         ws_rows_per_core=ctx["ws_rows_per_core"] if ctx["cross_core"] else None,
         load_cols=bool(ctx["load_cols"]), load_cols_body=tuple(ctx["load_cols"]),
         gm_all=tuple(ctx["tensors"]),
@@ -1839,6 +1840,7 @@ def row_split_ir(spec, v: Variant, dims: DimFields, ctx: dict) -> kir.KernelClas
                                       ("MaxPartials", ctx["cross_core"] and ctx["max_accs"]),
                                       ("MinPartials", ctx["cross_core"] and ctx["min_accs"]),
                                       ("CombineTotals", bool(ctx["col_total"][1])), ("TotalOwnedRows", ctx["levels"]),
+                                      ("TotalAllRows", ctx["levels"]),
                                       ("LoadRow", ctx["any_buf"]["paramQue"]),
                                       ("StoreRow", ctx["any_buf"]["accOutQue"]), ("RowSum", ctx["uses_sum"]),
                                       ("RowMax", ctx["uses_max"]), ("RowStartOf", True),
@@ -1925,7 +1927,8 @@ def class_ir(spec, v: Variant, dims: DimFields) -> dict:
         "acc_nodes": row_pr.nodes(passes[0], None) if p.acc_reads else [],
         "reload_batch": _reload_nodes(p, cites, addr), "cross_core": _cross_core_nodes(p, addr, cites),
         "levels": [(lv, col_pr.phase_nodes(lv), _exchange_slots(col_pr, p.rsums(lv), combine)) for lv in levels],
-        "stream": v.stream, "chunk": v.chunk, "prefetch": v.prefetch, "pool_bound": v.pool_bound,
+        "stream": v.stream, "chunk": v.chunk, "prefetch": v.prefetch, "col_prefetch": v.col_prefetch,
+        "pool_bound": v.pool_bound,
         "online": ((pair[0].level, col_pr.online_nodes(pair), col_pr.online_rescale(pair))
                    if v.stream and (pair := online_pair(p)) else ()),
         "col_phases": sorted({ph for i in p.instrs if per_row(i) and set(i.srcs) & set(p.col) for ph in i.phases}),

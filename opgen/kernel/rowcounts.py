@@ -269,6 +269,20 @@ def chunk_prefetch(c) -> bool:
     return chunkable(c) and _within_pool(c, COL_SPLIT, ROW_CHUNK)
 
 
+def col_prefetch(c) -> bool:
+    """Whether a program with row reductions double-buffers its COL_STREAM chunks (opgen.kernel.rowsched
+    `_col_stream`, `_stream_chunks`): each row input through a queue of two buffers (resQue_<operand>, the next
+    column chunk of the phase copied while this one computes) and each row output through two. For programs that
+    combine nothing across rows or batches (no sums over rows, over every axis or per batch, no batch rows, no
+    two-pass reductions) whose queues stay within the TPipe's pool of event ids (`two_buffer_ids` of COL_SPLIT, whose
+    queues COL_STREAM's are). COL_SPLIT's groups stay single-buffered: each exchange's SyncAll joins every pipe of
+    the core (docs/reference/kernel_cost.md §1, span), so a copy issued before it cannot run beside the next level's
+    work. The tiling's plan (opgen.tiling.rowkernel `_stream_program`, `col_plan`) counts the buffers the same way."""
+    get = _getter(c)
+    return (bool(get("levels")) and not any(get(k) for k in ("acc_reads", "col_acc", "brow_acc", "total_acc", "brow"))
+            and _within_pool(c, COL_SPLIT))
+
+
 def row_resident(c) -> bool:
     """Whether a rows kernel of counts `c` can run ROW_CHUNK with its rows resident (opgen.tiling.rowkernel): it
     reduces rows (levels; a program without is `chunkable`) and combines nothing across rows (no sums over rows or

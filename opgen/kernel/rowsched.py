@@ -149,6 +149,7 @@ class RowSchedule:
     stage: tuple = (4, ())  # ROW_SPLIT's paramQue element: (largest fixed bytes or None, C types of dtype variables)
     chunk: bool = False     # ColSplit serves ROW_CHUNK too (strategy 4): this core's rows, each whole row in chunks
     prefetch: bool = False  # ColSplit prefetches its items through two-buffer queues (rowcounts.chunk_prefetch)
+    col_prefetch: bool = False  # ColStream's chunks through two-buffer queues (rowcounts.col_prefetch)
     pool_bound: bool = False   # ROW_SPLIT's row queues take one buffer each (rowcounts.row_pool_bound)
     stage_col: tuple = (4, ())   # COL_SPLIT's (opgen.kernel.rowcounts.stage_element)
     levels: tuple = ()         # COL_SPLIT row-reduction levels: ((level, body statements, ((slot, j, "Add"/"Max"), ...)))
@@ -1648,8 +1649,30 @@ def _col_views(s: RowSchedule) -> list:
 
 def _exchange(s: RowSchedule, slots) -> list:
     """A row-reduction level's exchange (COL_SPLIT, COL_STREAM): this core's partials of the group's k rows (sums_
-    slots) to workspace, SyncAll, each core totals the rows it owns (TotalOwnedRows: one strided copy of every core's
-    partials, a pairwise tree over the cores), SyncAll, the totals read back into tots_. `slots`: ((slot, j, "Add" / "Max"), ...)."""
+    slots) to workspace, then by the tiling field xchgAll (opgen.tiling.rowkernel `xchg_all`; docs/design.md
+    "COL_SPLIT exchange"):
+      0  SyncAll, each core totals the rows it owns (TotalOwnedRows: one strided copy of every core's partials, a
+         pairwise tree over the cores), SyncAll, the totals read back into tots_ (two SyncAll);
+      1  the partials to one of two workspace regions (the local xpar alternates them: region 0 at 0, region 1 at
+         the field xchgOff1 floats), SyncAll, every core totals every row of the group (TotalAllRows: the same copy
+         and tree over all k rows) straight into tots_ (one SyncAll). A core writes a region again only two
+         exchanges later, after the SyncAll of the exchange between, which every core reaches after reading it.
+    `slots`: ((slot, j, "Add" / "Max"), ...)."""
+    f4, core, gs, ws = SizeOf("float"), Sym("core"), Sym("groupStride_"), "ws_"
+    both = len(_combines(s)) > 1
+    xb = mul(Sym("xpar"), Sym("xchgOff1"))
+    one: list = [Copy(GmView(ws, add(xb, mul(add(mul(core, Lit(s.nlevel)), Lit(slot)), gs))),
+                      Ref("sums_", mul(Lit(slot), gs)), Lit(1), mul(_K, f4)) for slot, _j, _c in slots]
+    one += [Barrier(Pipe.ALL), SyncAll()]
+    one += [Call("TotalAllRows", (add(xb, mul(Lit(slot), gs)), mul(Lit(j), gs), _K)
+                 + ((comb == "Max",) if both else ())) for slot, j, comb in slots]
+    one.append(Assign("xpar", sub(Lit(1), Sym("xpar"))))
+    return [If((Constraint("==", Sym("xchgAll"), Lit(1)),), tuple(one), tuple(_exchange_owned(s, slots)),
+               doc="one SyncAll: every core totals every row (xchgAll); else the owners total, two SyncAll")]
+
+
+def _exchange_owned(s: RowSchedule, slots) -> list:
+    """`_exchange` with xchgAll 0: the owners total their rows between two SyncAll."""
     f4, core, gs, ws = SizeOf("float"), Sym("core"), Sym("groupStride_"), "ws_"
     out: list = []
     for slot, _j, _c in slots:
@@ -1667,12 +1690,13 @@ def _exchange(s: RowSchedule, slots) -> list:
     return out
 
 
-def _col_buffers(s: RowSchedule, sums: bool = True, batch: bool = False) -> list:
+def _col_buffers(s: RowSchedule, sums: bool = True, batch: bool = False, prefetch: bool | None = None) -> list:
     """The prologue shared by COL_SPLIT and COL_STREAM: this core's column slice [cBegin, cEnd), the chunk width
     (rowStride_ = colsPerPass), the group of G = groupRows rows, and the UB buffers of a group's chunk (`sums`:
     the partial and total row reductions too; `batch`: COL_SPLIT over the group's rows at once, each row temporary
     G rows of rowStride_ and RowsSum's [G, 64] scratch, as opgen.tiling.rowkernel.col_plan counts them)."""
     f4 = SizeOf("float")
+    pre = s.prefetch if prefetch is None else prefetch
     core, cores, g, gs, rs = Sym("core"), Sym("cores"), Sym("G"), Sym("groupStride_"), Sym("rowStride_")
     body: list = [Let("core", BLOCK_IDX), Let("cores", BLOCK_NUM)]
     if s.chunk:   # ROW_CHUNK: the whole row, this core's rows (RowStartOf, as ROW_SPLIT splits them)
@@ -1694,19 +1718,20 @@ def _col_buffers(s: RowSchedule, sums: bool = True, batch: bool = False) -> list
         Assign("groupStride_", Fn("align_up", (g, Lit(8)))),
     ]
     for t in s.row_in:   # a chunkable class's items are prefetched through two buffers (`_chunk_in`)
-        body += ([InitBuffer(f"resQue_{t.op}", mul(g, rs, SizeOf(t.ctype)), 2)] if s.prefetch else
+        body += ([InitBuffer(f"resQue_{t.op}", mul(g, rs, SizeOf(t.ctype)), 2)] if pre else
                  [InitBuffer(f"resBuf_{t.op}", mul(g, rs, SizeOf(t.ctype))),
                   Get(f"res_{t.op}", f"resBuf_{t.op}", t.ctype)])
-    body += [InitBuffer(f"rowOutQue_{t.op}", mul(g, rs, SizeOf(t.ctype)), 2 if s.prefetch else 1)
+    body += [InitBuffer(f"rowOutQue_{t.op}", mul(g, rs, SizeOf(t.ctype)), 2 if pre else 1)
              for t in s.row_out]
     body += [InitBuffer(sg.queue, sg.bytes(gs), 2) for sg in stat_groups(s)]
     body += [x for og in stat_out_groups(s) for x in og.inits(gs)]
     if sums:
         body += [InitBuffer("sumBuf_", mul(add(Lit(s.nlevel), Lit(s.nsums)), gs, f4)),
                  Get("sums_", "sumBuf_", "float"), View("tots_", Ref("sums_", mul(Lit(s.nlevel), gs)))]
-        if "TotalOwnedRows" in s.helpers:   # the exchange tile: every core's partials of the owned rows
-            body += [InitBuffer("xchgBuf_", mul(cores, Fn("align_up", (Sym("rowsPerOwner"), Lit(8))), f4)),
-                     Get("xchg_", "xchgBuf_", "float")]
+        if "TotalOwnedRows" in s.helpers:   # the exchange tile: every core's partials of the owned (all) rows
+            per = Select(Constraint("==", Sym("xchgAll"), Lit(1)), g, Sym("rowsPerOwner"))
+            body += [InitBuffer("xchgBuf_", mul(cores, Fn("align_up", (per, Lit(8))), f4)),
+                     Get("xchg_", "xchgBuf_", "float"), Let("xpar", Lit(0), mutable=True)]
     if batch:   # colBatchRows rows (0: row by row, one row of temporaries)
         body.append(Let("pass", Fn("max", (Sym("colBatchRows"), Lit(1)))))
     body += list(_fixed_buffers(s, s.bufs_col, batch, stage=s.stage_col))
@@ -1719,20 +1744,42 @@ def _col_buffers(s: RowSchedule, sums: bool = True, batch: bool = False) -> list
     return body
 
 
-def _stream_chunk_in(s: RowSchedule, phase: int) -> list:
+def _stream_chunk_in(s: RowSchedule, phase: int, prefetch: bool = False) -> list:
     """COL_STREAM: the head of one column chunk [c0_, c0_ + n_) of the group's rows in `phase` (a level, -1 the
     output phase): the chunk's width, the previous chunk's vector and scalar work on the UB rows done (V->MTE2,
     S->MTE2: the rows are overwritten), the column rows of the chunk (LoadColumns) when the phase reads them, the
-    batch rows reloaded at the chunk's first row, the row inputs' chunk copied in (MTE2->V, MTE2->S)."""
+    batch rows reloaded at the chunk's first row, the row inputs' chunk copied in (MTE2->V, MTE2->S). With
+    `prefetch` (RowSchedule.col_prefetch) the row inputs' chunk is instead dequeued from resQue_<operand> and the
+    next chunk's copy issued into its other buffer (`_stream_chunks`)."""
     out: list = [
         Assign("n_", Fn("min", (sub(Sym("cEnd"), Sym("c0_")), Sym("rowStride_")))),
     ]
     if s.load_cols and phase in s.col_phases:
         out.append(Call("LoadColumns"))
     out += [Assign("curBatch_", Lit(-1)), Assign("valBatch_", Lit(-1))]
+    if prefetch:
+        out += [DeQue(f"res_{t.op}", f"resQue_{t.op}", t.ctype) for t in s.row_in]
+        out.append(_chunk_in(s, Sym("g0"), add(Sym("c0_"), Sym("rowStride_")), Lit(0), Sym("rowNum_")))
+        return out
     for t in s.row_in:
         out += list(_col_copy_in(t))
     return out
+
+
+def _stream_chunks(s: RowSchedule, chunk: tuple, prefetch: bool) -> list:
+    """COL_STREAM's loop over the column chunks of this core's slice with the per-chunk statements `chunk`. With
+    `prefetch` (RowSchedule.col_prefetch) software-pipelined as ColSplit's items (`_chunk_in`): the phase's first
+    chunk copied before the loop, each chunk dequeued and the next one's copy issued at its head (nothing copied past
+    the slice's end, `_stream_chunk_in`), its buffers freed at its end, the buffer enqueued past the last chunk
+    dequeued and freed after the loop -- so a chunk's copy runs on MTE2 while the one before computes."""
+    loop = For("c0_", Sym("cBegin"), Sym("cEnd"), Sym("rowStride_"),
+               chunk + (tuple(Free(f"resQue_{t.op}", f"res_{t.op}") for t in s.row_in) if prefetch else ()),
+               doc="column chunks of this core's slice" + ("; the next chunk's copy runs beside this one's work"
+                                                            if prefetch else ""))
+    if not prefetch:
+        return [loop]
+    return ([_chunk_in(s, Sym("g0"), Sym("cBegin"), Lit(0), Sym("rowNum_")), loop]
+            + [Scope((DeQue("t", f"resQue_{t.op}", t.ctype), Free(f"resQue_{t.op}", "t"))) for t in s.row_in])
 
 
 def _group_stat_loads(s) -> list:
@@ -1757,8 +1804,9 @@ def _col_stream(s: RowSchedule) -> Func:
     the fused stream keeps a running maximum and sum, the core's sums are rescaled to the total maximum between the
     two exchanges (opgen.kernel.rowprog.online_pair). GM traffic: the row inputs are read (levels + 1) times (one
     less with the online pass), the outputs written once."""
-    core, rs = Sym("core"), Sym("rowStride_")
-    body = _col_buffers(s)
+    core = Sym("core")
+    pre = s.col_prefetch and bool(s.row_in)
+    body = _col_buffers(s, prefetch=s.col_prefetch)
     grp: list = []
     grp += _group_stat_loads(s)
     by_level = {lv: slots for lv, _b, slots in s.stream_levels}
@@ -1768,19 +1816,18 @@ def _col_stream(s: RowSchedule) -> Func:
             continue   # computed in level lv - 1's pass (online maximum and sum)
         fused = online is not None and lv == online
         per_row = (_batch_steps(s, Sym("g0"), None) if s.load_batch else []) + list(s.online[1] if fused else lines)
-        chunk = _stream_chunk_in(s, lv) + [For("i", Lit(0), _K, Lit(1), tuple(per_row))]
+        chunk = _stream_chunk_in(s, lv, pre) + [For("i", Lit(0), _K, Lit(1), tuple(per_row))]
         what = f"levels {lv} and {lv + 1}" if fused else f"level {lv}"
         how = " (an online maximum and sum)" if fused else ""
         grp += [Comment(f"row-reduction {what}: this core's partials, combined over its column chunks{how}, "
                         "exchanged through workspace"),
-                For("c0_", Sym("cBegin"), Sym("cEnd"), rs, tuple(chunk), doc="column chunks of this core's slice")]
+                *_stream_chunks(s, tuple(chunk), pre)]
         grp += _exchange(s, slots)
         if fused:
             grp += list(s.online[2]) + _exchange(s, by_level[lv + 1])
     grp += [Get(f"statStage_{t.op}", f"statStageBuf_{t.op}", "float") for t in s.stat_out]
     grp += [Comment("the output phase: the inputs re-read chunk by chunk, each output chunk written"),
-            For("c0_", Sym("cBegin"), Sym("cEnd"), rs, tuple(_output_chunk(s, _stream_chunk_in(s, -1), s.final_body)),
-                doc="column chunks of this core's slice")]
+            *_stream_chunks(s, tuple(_output_chunk(s, _stream_chunk_in(s, -1, pre), s.final_body)), pre)]
     grp += [x for og in stat_out_groups(s) for x in og.both(Sym("groupStride_"), "off_g0",
                                                              (Constraint("==", core, Lit(0)),))]
     grp += _stat_frees(s)
@@ -1961,6 +2008,39 @@ def _total_owned_rows(nlevel: int, combines: set) -> Func:
            "totals written to\nworkspace at `dst`.")
 
 
+def _total_all_rows(nlevel: int, combines: set) -> Func:
+    """COL_SPLIT's exchange with one SyncAll (the tiling field xchgAll, `_exchange`): every core totals all k rows
+    of the group. Every core's partials of the k rows (workspace at `src`, nlevel * groupStride_ floats apart) come
+    in with one strided DataCopyPad (blockCount = cores, blockLen = k fp32: the bytes written, no more) into the
+    [cores, AlignUp(k, 8)] fp32 tile xchg_, fold in the pairwise tree of `_total_owned_rows` (the same order over
+    the cores, so every core gets the same bits), and row 0 is copied into tots_ at `dst` by an exact Muls by 1 over
+    AlignUp(k, 8) lanes. Ints in elements; `combines` as for TotalOwnedRows (an isMax parameter only when both are
+    used)."""
+    x, cores, d, h, ka = Ref("xchg_"), Sym("cores"), Sym("d"), Sym("h"), Sym("ka")
+    gr, f4 = Sym("groupStride_"), SizeOf("float")
+    upper = Ref("xchg_", mul(sub(sub(cores, d), h), ka))
+    ops = {"Max": vec(Op.MAX, dst=x, src0=x, src1=upper, count=mul(h, ka)),
+           "Add": vec(Op.ADD, dst=x, src0=x, src1=upper, count=mul(h, ka))}
+    both = len(combines) > 1
+    combine = (If((Sym("isMax"),), (ops["Max"],), (ops["Add"],)) if both else
+               ops["Max" if "Max" in combines else "Add"])
+    params = (Param("src"), Param("dst"), Param("k")) + ((Param("isMax", "bool"),) if both else ())
+    return Func("TotalAllRows", params, (
+        Let("cores", BLOCK_NUM),
+        Let("ka", Fn("align_up", (Sym("k"), Lit(8)))),
+        Copy(x, GmView("ws_", Sym("src")), cores, mul(Sym("k"), f4), mul(sub(mul(Lit(nlevel), gr), Sym("k")), f4),
+             Lit(0), doc="every core's partials of the group's rows: one row of xchg_ a core"),
+        For("d", Lit(0), sub(cores, Lit(1)), None, (
+            Let("h", div(sub(cores, d), Lit(2))),
+            combine,
+            Assign("d", add(d, h)),
+        ), doc="pairwise tree: the last h of the n = cores - d rows left folded onto the first h"),
+        vec(Op.MULS, dst=Ref("tots_", Sym("dst")), src0=x, scalar=FConst(1.0), count=ka),
+    ), doc="Every row of the group: every core's partial row reductions at `src` in one strided copy, combined in "
+           "a pairwise tree\nover the cores (a sum, or the maximum when isMax), the totals copied into tots_ at "
+           "`dst`.")
+
+
 def _row_start_of() -> Func:
     """ROW_SPLIT's row partition (opgen.tiling.rowkernel): the first rowsTail cores take rowsPerCore + 1 rows, the
     others rowsPerCore; the first row of core `core` (RowStartOf(blockNum) is the row count)."""
@@ -2014,7 +2094,8 @@ def _process(s: RowSchedule) -> tuple:
     return (If((Constraint("==", Sym("strategy"), Lit(1)),), (Call("RowSplit"),), tail),)
 
 
-HELPER_METHODS = ("SumPartials", "MaxPartials", "MinPartials", "CombineTotals", "TotalOwnedRows", "LoadRow",
+HELPER_METHODS = ("SumPartials", "MaxPartials", "MinPartials", "CombineTotals", "TotalOwnedRows", "TotalAllRows",
+                  "LoadRow",
                   "StoreRow", "RowSum", "RowMax", "RowStartOf", "CoreOfRow", "RunRows", "GapBlocks")
 """The helper methods of a rows kernel that are Kernel IR (each present only where the class uses it)."""
 
@@ -2045,7 +2126,8 @@ def row_split_class(name: str, s: RowSchedule) -> KernelClass:
     locals_ += [Local(f"statStageBuf_{t.op}") for t in s.stat_out]
     locals_ += [Local(g.queue, TPos.VECOUT, True) for g in stat_out_groups(s)]
     locals_ += [Local(f"resBuf_{t.op}") for t in s.row_in] + [Local("sumBuf_"), Local("xchgBuf_")]
-    locals_ += [Local(f"resQue_{t.op}", TPos.VECIN, True) for t in s.row_in] if s.res_levels or s.prefetch else []
+    locals_ += [Local(f"resQue_{t.op}", TPos.VECIN, True) for t in s.row_in] if s.res_levels or s.prefetch or s.col_prefetch \
+        else []
     # the reductions over all rows of ROW_SPLIT or of a COL_SPLIT group (the scratch: _col_setup)
     locals_ += [Local("rowsRedBuf_"), Local("rowValBuf_")] if s.reduce_segments or s.col_segments else []
     locals_ += [Local("workBuf_"), Local("browBuf_"), Local("colBuf_"), Local("paramQue_", TPos.VECIN, True),
@@ -2082,6 +2164,7 @@ def row_split_class(name: str, s: RowSchedule) -> KernelClass:
         [_row_chunk(s)] if s.res_levels else [])
     build = {"SumPartials": _sum_partials, "MaxPartials": _max_partials,
              "MinPartials": lambda: _max_partials("MinPartials", Op.MIN, "Minimum"), "CombineTotals": _combine_totals, "TotalOwnedRows": lambda: _total_owned_rows(s.nlevel, _combines(s)),
+             "TotalAllRows": lambda: _total_all_rows(s.nlevel, _combines(s)),
              "LoadRow": _load_row, "StoreRow": _store_row, "RowSum": lambda: _row_reduce("RowSum", Op.REDUCE_SUM),
              "RowMax": lambda: _row_reduce("RowMax", Op.REDUCE_MAX), "RowStartOf": _row_start_of,
              "CoreOfRow": _core_of_row,
@@ -2118,6 +2201,7 @@ def row_split_class(name: str, s: RowSchedule) -> KernelClass:
         fields=COL_FIELDS + ("rowsPerOwner", "rowsPerCore", "rowsTail")
         + (("rowQueBufs",) if s.row_in or s.row_out else ()) + (("colsPerReduceCore",) if s.cross_core else ())
         + (("colBatchRows",) if s.col_segments else ())
+        + (("xchgAll", "xchgOff1") if "TotalAllRows" in s.helpers else ())
         + (("colChunkLoads",) if s.res_levels and s.ncol and s.load_cols else ())
         + tuple(s.fields)
         + tuple(f for _m, f in INIT_MEMBERS if f not in s.fields)

@@ -23,7 +23,7 @@ from opgen.kernel.rowpresence import cover
 from opgen.kernel.rows import RowsFamily, variants_of
 from opgen.kernel.rowsched import queue_overlap
 from opgen.tiling.headkernel import head_tiling, spec_counts
-from opgen.tiling.rowkernel import chunk_prefetch, chunkable, row_pool_bound, program, row_resident, streamable, with_streaming
+from opgen.tiling.rowkernel import chunk_prefetch, col_prefetch, chunkable, row_pool_bound, program, row_resident, streamable, with_streaming
 
 
 def rows_tiling(spec, lowered, counts):
@@ -45,6 +45,7 @@ def rows_tiling(spec, lowered, counts):
     for v in variants:       # its Kernel IR class; registers every dim the addressing reads, in emission order
         v.chunk = chunkable(counts)   # the tiling may pick ROW_CHUNK: ColSplit takes this core's rows, whole rows
         v.prefetch = chunk_prefetch(counts)   # ... and prefetches its items where the event-id pool allows
+        v.col_prefetch = col_prefetch(counts)   # a row-reduction program's COL_STREAM chunks too
         v.pool_bound = row_pool_bound(counts)   # ROW_SPLIT: one buffer per row queue where two pass the pool
         v.resident = row_resident(counts)   # ... or, for a row-reduction program, RowChunk with its inputs resident
         v.ctx = class_ir(spec, v, v.dims or dims)

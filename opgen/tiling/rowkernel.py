@@ -20,8 +20,9 @@ COL_SPLIT (strategy 2), when a row does not fit or there are fewer rows than cor
 row axis split over the cores in `colsPerCore` slices (multiples of 16); each core walks its slice in
 `colsPerPass` chunks (the whole slice when the program reduces rows: its slices of a group of `groupRows` rows
 stay resident while, per row-reduction level, partial row sums / maxima are exchanged through workspace — SyncAll,
-each core combines its `rowsPerOwner` rows over the cores in a fixed pairwise tree (`xchg_plan`), SyncAll), then
-computes its output slices. The core owns its columns for every row: no cross-core column sums. Inputs are read
+each core combines its `rowsPerOwner` rows over the cores in a fixed pairwise tree (`xchg_plan`), SyncAll; or,
+where the extra reads stay within 1 / XCHG_ALL_SHARE of the row bytes (`xchg_all`, the field xchgAll: rows of tens
+of MB), one SyncAll and every core combines every row of the group), then computes its output slices. The core owns its columns for every row: no cross-core column sums. Inputs are read
 from GM once.
 
 COL_STREAM (strategy 3; only in a kernel whose spec lets a core's slice outgrow UB: `with_streaming`), when even
@@ -55,7 +56,7 @@ import dataclasses
 from fractions import Fraction
 
 from opgen.errors import SpecError
-from opgen.kernel.rowcounts import (COL_SPLIT, COL_STREAM, ROW_CHUNK, ROW_SPLIT, RowCounts, chunk_prefetch, chunkable,  # noqa: F401
+from opgen.kernel.rowcounts import (COL_SPLIT, COL_STREAM, ROW_CHUNK, ROW_SPLIT, RowCounts, chunk_prefetch, col_prefetch, chunkable,  # noqa: F401
                                     fetches_next_pass, fixed_needs, row_pool_bound, row_resident, stage_dtypes, stage_element)
 from opgen.platforms.cost import (BARRIER_CYCLES, BURST_OVERHEAD_BYTES, CLOCK_HZ, FLAG_WAIT_CYCLES, HBM_BYTES_PER_S,
                                   L2_BYTES_PER_S, SYNC_ALL_CYCLES, VEC_ISSUE_CYCLES, VEC_REPEAT_BYTES)
@@ -68,11 +69,11 @@ from opgen.tiling.ub_proof import prove_ub
 STREAM_PROBE_COLS = 4096
 """Columns at which a streaming chunk's UB bytes per column are measured (a multiple of 256: the reduction scratch
 of `row_reduce_elems` is exact there, one pair per 64 columns)."""
-STREAM_GROUP_ROWS, STREAM_MIN_COLS = 8, 2048
-"""COL_STREAM sizes its chunk for up to STREAM_GROUP_ROWS rows at once (weights and batch rows are re-read once per
-group, and each group costs its exchanges' SyncAlls) unless that leaves fewer than STREAM_MIN_COLS columns (short
-copies; then the chunk is sized for one row), and only while a row's GM stride in bytes stays below 2^32 (the
-DataCopyPad stride field of a copy of several rows is 32 bits, docs/reference/ascendc.md §1.8)."""
+STREAM_GROUP_ROWS = 8
+"""COL_STREAM sizes its chunk for at most STREAM_GROUP_ROWS rows at once (weights and batch rows are re-read once per
+group, and each group costs its exchanges' SyncAlls), fewer (4, 2, 1) where the cost model prices their wider chunks
+cheaper (`_stream_chunk_cols`), and only while a row's GM stride in bytes stays below 2^32 (the DataCopyPad stride
+field of a copy of several rows is 32 bits, docs/reference/ascendc.md §1.8)."""
 SELECT_SCRATCH_BYTES = 8192
 """UB kept free by a kernel that uses Select in its tensor-scalar or tensor-tensor mode: on A2/A3 the instruction uses
 a scratch block at 184 KB of the 192 KB UB (docs/reference/ascendc.md §1.9, Select's constraints: reserve 8 KB)."""
@@ -131,14 +132,56 @@ COL_BATCH_UB_SHARE = 4
 each exchange's fixed cost (SyncAll, TotalOwnedRows' copy and tree over every core's partials)."""
 
 
+XCHG_ALL_SHARE = 2000
+"""COL_SPLIT's exchange with one SyncAll (every core totals every row of a group: the tiling field xchgAll,
+`xchg_all`) reads each core's partials on every core. Against the owners' exchange (each owner reads every core's
+partials of its rows, writes their totals, every core reads the totals back: 2 * colCores + 1 fp32 a row reduction
+of a row) that is colCores^2 - 2 * colCores - 1 more fp32 reads a row reduction of a row (L2 hits: the partials were
+just written, but GM bytes all the same). The tiling takes it only while those extra bytes stay within
+1 / XCHG_ALL_SHARE of the row operands' bytes (each read or written once: a lower bound of the kernel's bytes), so a
+kernel's GM ratio (bench/results: bytes over the minimum, workspace included) rises by at most 0.0005 -- below the
+last of the three decimals the bench prints (issue 22: no GM ratio above the bench's). Over 48 cores that wants rows
+of at least 2000 * 4 * 2207 bytes of row operands a row reduction (17.7 MB: RmsNorm fp16 rows of 4.4 M elements);
+the bench's long rows keep the owners' exchange (SoftmaxV2 [48, 262144] fp32: 0.84 %; [8, 786432]: 0.28 %). With
+one or two cores it reads fewer bytes than the owners' and is always taken."""
+
+
+def xchg_extra_bytes(c: RowCounts, R, col_cores):
+    """GM bytes the one-SyncAll exchange (`xchg_all`) reads beyond the owners' exchange over the whole kernel, a
+    tiling expression (negative for one or two cores): R rows x rsums row reductions x 4 bytes x (colCores^2 -
+    2 * colCores - 1) (XCHG_ALL_SHARE's count; opgen.kernel.rowsched `_exchange`, `_exchange_owned`)."""
+    return R * (max(c.rsums, 1) * 4) * (col_cores * col_cores - 2 * col_cores - 1)
+
+
+def xchg_all(p, c: RowCounts, R, H, col_cores, bytes_of):
+    """The tiling field xchgAll of a rows kernel with row reductions (opgen.kernel.rowsched `_exchange`): 1 when a
+    COL_SPLIT / COL_STREAM exchange takes one SyncAll (every core reads all cores' partials of the group's rows into
+    the [colCores, AlignUp(groupRows, 8)] tile and totals them, its partials in one of two workspace regions that
+    alternate), 0 for two (the owners total their rows, write the totals, SyncAll, every core reads them back). 1
+    where the extra reads (`xchg_extra_bytes`) stay within 1 / XCHG_ALL_SHARE of the row operands' R * H * (bytes of
+    an element of every row operand) bytes (a tiling expression; `bytes_of` an IR dtype name's bytes; the rule:
+    docs/design.md "COL_SPLIT exchange", One SyncAll per exchange). Each exchange then saves one SyncAll
+    (SYNC_ALL_CYCLES, docs/reference/kernel_cost.md §2), the totals' write and read-back."""
+    elem = _cost_terms(c, bytes_of)[0]
+    return p.let("xchgAll", select(xchg_extra_bytes(c, R, col_cores) * XCHG_ALL_SHARE <= R * H * elem, 1, 0),
+                 f"1: a COL_SPLIT exchange takes one SyncAll (every core totals every row; its extra GM reads within "
+                 f"1 / {XCHG_ALL_SHARE} of the row bytes), 0: two (owners total)", True)
+
+
+def _sync_alls(c: RowCounts):
+    """SyncAll calls of one row-reduction level's exchange: 2 - xchgAll (a tiling expression; `xchg_all`)."""
+    return (2 - Var("xchgAll")) if c.levels else lit(2)
+
+
 def _exchange_cycles(c: RowCounts, col_cores, bytes_of):
-    """AI Core cycles of one group's cross-core exchanges in COL_SPLIT (opgen.kernel.rowsched `_total_owned_rows`;
-    docs/reference/kernel_cost.md §2): per row-reduction level two SyncAll, the flag waits of the strided copy of
-    every core's partials (MTE2 -> V) and of the totals out (V -> MTE3), that copy's bursts (one a core) and
-    ceil(log2(cores)) tree instructions (`tree_steps`), each with its barrier. A tiling expression."""
+    """AI Core cycles of one group's cross-core exchanges in COL_SPLIT (opgen.kernel.rowsched `_exchange`;
+    docs/reference/kernel_cost.md §2): per row-reduction level its SyncAll (`_sync_alls`: two, or one where
+    xchgAll), the flag waits of the strided copy of every core's partials (MTE2 -> V) and of the totals out
+    (V -> MTE3), that copy's bursts (one a core) and ceil(log2(cores)) tree instructions (`tree_steps`), each with
+    its barrier. A tiling expression."""
     _elem, _ins, _outs, (num, den), _lanes32, per_issue = _cost_terms(c, bytes_of)
-    return max(c.levels, 1) * (2 * int(SYNC_ALL_CYCLES) + 2 * FLAG_WAIT_CYCLES + tree_steps(col_cores) * per_issue
-                               + col_cores * BURST_OVERHEAD_BYTES * num // den)
+    return max(c.levels, 1) * (_sync_alls(c) * int(SYNC_ALL_CYCLES) + 2 * FLAG_WAIT_CYCLES
+                               + tree_steps(col_cores) * per_issue + col_cores * BURST_OVERHEAD_BYTES * num // den)
 
 
 def _slice_issue_cycles(c: RowCounts, R, cols, group_rows, batch_rows):
@@ -205,18 +248,22 @@ def col_batch_rows(p, c: RowCounts, cols, R, ub, col_cores, bytes_of, S=None, B=
                  "COL_SPLIT: rows of a group run at once (a multiple of 8; 0: row by row)", True)
 
 
-def col_plan(c: RowCounts, cols, bytes_of, batch_rows=None) -> list[Buffer]:
+def col_plan(c: RowCounts, cols, bytes_of, batch_rows=None, in_bufs=None, out_bufs=None) -> list[Buffer]:
     """COL_SPLIT buffers for `cols` columns per pass: the group's slices scale with groupRows (two buffers of each
     row input and output for a `chunkable` program, whose ColSplit prefetches the next item: docs/design.md "Kernel
     IR", ROW_CHUNK; one otherwise, and where two would pass the event-id pool: rowcounts.chunk_prefetch). With `batch_rows` (a tiling expression: colBatchRows where COL_SPLIT runs,
     `col_batch_rows`; 0 for COL_STREAM, which shares the plan) the fp32 row temporaries hold max(batch_rows, 1)
     rows and RowsSum's scratch 64 fp32 a row of them (slices of 65 to 2040 columns; opgen.kernel.rowsched
-    `_col_buffers`)."""
-    if chunk_prefetch(c):   # items prefetched through two buffers (opgen.kernel.rowsched `_chunk_in`)
-        plan = _by_dtype(c.row_in, bytes_of, 2, "resQue", "TQue<VECIN>", True, cols, "row-input chunks of a group")
+    `_col_buffers`). `in_bufs` / `out_bufs` (ints or tiling expressions) override the buffers a row input / output
+    takes: COL_STREAM's chunks of a `col_prefetch` program take two of each (`_stream_program`)."""
+    two = chunk_prefetch(c)
+    if in_bufs is not None or two:   # items prefetched through two buffers (opgen.kernel.rowsched `_chunk_in`)
+        plan = _by_dtype(c.row_in, bytes_of, 2 if in_bufs is None else in_bufs, "resQue", "TQue<VECIN>", True, cols,
+                         "row-input chunks of a group")
     else:
         plan = _by_dtype(c.row_in, bytes_of, 1, "resBuf", "TBuf<VECCALC>", True, cols, "row-input slices of a group")
-    plan += _by_dtype(c.row_out, bytes_of, 2 if chunk_prefetch(c) else 1, "outQue", "TQue<VECOUT>", True, cols,
+    outs = out_bufs if out_bufs is not None else 2 if two else 1
+    plan += _by_dtype(c.row_out, bytes_of, outs, "outQue", "TQue<VECOUT>", True, cols,
                       "row-output slices of a group")
     plan += stat_plan(c)
     plan += _sum_plan(c)
@@ -241,8 +288,9 @@ def xchg_plan(c: RowCounts) -> list[Buffer]:
     reductions."""
     if not c.levels:
         return []
-    return [Buffer("xchgBuf", "TBuf<VECCALC>", 1, True, 1, 4, "exchange tile: every core's partial of an owned row "
-                   "(fp32)"),
+    per = select(Var("xchgAll") >= 1, Var("colCores"), 1)   # xchgAll: every core's partials of every group row
+    return [Buffer("xchgBuf", "TBuf<VECCALC>", 1, True, per, 4, "exchange tile: every core's partial of an owned row "
+                   "(fp32; of every row where xchgAll)"),
             Buffer("xchgSlack", "TBuf<VECCALC>", 8, False, Var("colCores"), 4, "exchange tile: its rounding of the "
                    "owned rows to 8 and up to one more row, per core")]
 
@@ -421,6 +469,8 @@ def program(name: str, c: RowCounts, dvars: tuple[str, ...], float_attrs: tuple[
     plans = {ROW_SPLIT: row_plan(c, row_align, bytes_of, Var("rowQueBufs"))}
     cols_core = p.let("colsPerCore", align_up(ceil_div(H, cores), lanes), "columns per core (COL_SPLIT)", True)
     col_cores = p.let("colCores", ceil_div(H, cols_core), "cores used by COL_SPLIT")
+    if c.levels:
+        xchg_all(p, c, R, H, col_cores, bytes_of)
     cs_rows = col_batch_rows(p, c, cols_core, R, ub, col_cores, bytes_of, S, B) if col_batch(c) else None
     if stream:
         cols_pass = None   # after the strategy: the resident slice (COL_SPLIT) or the streaming chunk (COL_STREAM)
@@ -503,6 +553,7 @@ def program(name: str, c: RowCounts, dvars: tuple[str, ...], float_attrs: tuple[
         ws_cols = p.let("wsColBytes", (block_dim * c.rsums_per_level + c.rsums) * align_up(group_rows, 8) * 4,
                         "COL_SPLIT: partial row reductions of every core and their totals (fp32), each slot 32-byte "
                         "aligned")
+    ws_cols = _xchg_region(p, c, ws_cols, block_dim, group_rows)
     if resident:
         p.let("workspaceBytes", select(strategy.eq(ROW_SPLIT), ws_rows, select(strategy.eq(ROW_CHUNK), 0 * ws_cols,
                                                                                 ws_cols)),
@@ -776,7 +827,7 @@ def _split_or_stream(p, c, R, H, cols_core, col_cores, res_fit, stream_rows, byt
     _elem, _ins, _outs, (num, den), lanes32, per_issue = _cost_terms(c, bytes_of)
     in_b, out_b = _row_bytes(c, bytes_of)
     vin, levels = max(c.vinstrs, 1), max(c.levels, 1)
-    xchg = levels * (2 * int(SYNC_ALL_CYCLES) + 2 * FLAG_WAIT_CYCLES + tree_steps(col_cores) * per_issue)
+    xchg = levels * (_sync_alls(c) * int(SYNC_ALL_CYCLES) + 2 * FLAG_WAIT_CYCLES + tree_steps(col_cores) * per_issue)
     work = R * cols_core * vin // lanes32 + R * vin * per_issue
     split_rows = emax(1, emin(emin(res_fit, 1024), R))
     t_split = p.let("splitCycles", R * H * (in_b + out_b) * num // den + work + ceil_div(R, split_rows) * xchg,
@@ -786,6 +837,59 @@ def _split_or_stream(p, c, R, H, cols_core, col_cores, res_fit, stream_rows, byt
                      "COL_STREAM: estimated cycles of a core (the inputs read levels + 1 times; serial)")
     return p.let("useColSplit", select(t_split <= t_stream, 1, 0),
                  "1 when COL_SPLIT is estimated no slower than COL_STREAM")
+
+
+def _xchg_region(p, c: RowCounts, ws_cols, block_dim, group_rows):
+    """COL_SPLIT's workspace bytes with the second region of partials an exchange with one SyncAll alternates into
+    (`xchg_all`; opgen.kernel.rowsched `_exchange`): the field xchgOff1, its offset in floats (after the regions of
+    `ws_cols` bytes, which the owners' exchange and the totals over every axis use), and the bytes with it."""
+    if not c.levels:
+        return ws_cols
+    p.let("xchgOff1", ws_cols // 4, "COL_SPLIT with xchgAll: the second region of partials (floats into the "
+          "workspace)", True)
+    return p.let("wsColBytesAll", ws_cols + Var("xchgAll") * block_dim * c.rsums_per_level * align_up(group_rows, 8)
+                 * 4, "COL_SPLIT: the workspace with the second region of partials where xchgAll")
+
+
+def _stream_chunk_cols(p, c: RowCounts, R, H, cols_core, col_cores, want, free, probe_row, probe_fixed, lanes,
+                       bytes_of):
+    """Columns of a COL_STREAM chunk (a tiling expression): sized for r rows at once, r of streamRows (`want`), 4, 2
+    and 1 (each at most `want`), the one the cost model (docs/reference/kernel_cost.md §2) prices cheapest, the more
+    rows on a tie. A chunk of r rows is cols_r = free / (probe_row * r + probe_fixed) columns (`free`: UB bytes
+    beside the fixed buffers, times STREAM_PROBE_COLS; a multiple of `lanes`); fewer rows give wider chunks, so fewer
+    chunks a row, but smaller groups (about r rows), so more exchanges, pipeline fills and re-reads of the column
+    rows:
+      issue     R * ceil(colsPerCore / cols_r) * (vinstrs * (VEC_ISSUE + BARRIER) + rsums * (VEC_ISSUE + BARRIER +
+                FLAG_WAIT))   (the phases run row by row over each chunk: vinstrs instructions a row over all of them,
+                each with a barrier, a V -> S wait a row reduction)
+      exchange  ceil(R / r) * `_exchange_cycles`
+      fill      ceil(R / r) * passes * the HBM cycles of one chunk's row inputs on one core's share of the
+                bandwidth (r * cols_r elements and r bursts each; passes = levels + 1): each phase of a group copies
+                its first chunk before any work, and the exchanges' SyncAll joins every pipe, so nothing hides it
+      reloads   ceil(R / r) * passes * H * (bytes of the loaded column rows) at the L2's rate
+    A candidate needs cols_r >= `lanes`; one row always stands (the strategy checks that it fits)."""
+    _elem, ins, _outs, (num, den), _lanes32, per_issue = _cost_terms(c, bytes_of)
+    in_b = _row_bytes(c, bytes_of)[0]
+    per_row = max(c.vinstrs, 1) * per_issue + c.rsums * (per_issue + FLAG_WAIT_CYCLES)
+    passes = max(c.levels, 1) + 1
+    xchg = _exchange_cycles(c, col_cores, bytes_of)
+    l2 = Fraction(int(CLOCK_HZ), int(L2_BYTES_PER_S))
+    loads = _col_load_bytes(c, bytes_of) if getattr(c, "staged", None) else lit(0)
+    best_cols, best_cost = None, None
+    for r in (1, 2, 4, None):   # None: streamRows; later candidates win ties (more rows a group)
+        rows = want if r is None else emin(want, r)
+        cols = free // (probe_row * rows + probe_fixed) // lanes * lanes
+        chunks = ceil_div(cols_core, emax(emin(cols, cols_core), lanes))
+        groups = ceil_div(R, rows)
+        fill = (rows * emin(cols, cols_core) * in_b + rows * ins * BURST_OVERHEAD_BYTES) * col_cores * num // den
+        cost = (R * chunks * per_row + groups * xchg + groups * passes * fill
+                + groups * passes * H * loads * l2.numerator // l2.denominator)
+        if best_cols is None:
+            best_cols, best_cost = cols, cost
+            continue
+        take = (cols >= lanes) & (cost <= best_cost)
+        best_cols, best_cost = select(take, cols, best_cols), select(take, cost, best_cost)
+    return best_cols
 
 
 def _tiling_key(p, key: tuple, dk, strategy) -> None:
@@ -814,7 +918,9 @@ def _stream_program(p, c, R, S, B, H, key, dk, cores, ub, lanes, col_align, cols
     else COL_SPLIT when a core's resident slice of one row fits, else COL_STREAM — the slice walked in chunks of
     `colsPerPass` columns (a multiple of the row's lane quantum, the last chunk a tail) re-read from GM for each
     row-reduction level and for the output phase, `groupRows` rows per chunk. Returns (program, plans)."""
-    plan_for = lambda cols: col_plan(c, cols, bytes_of)   # noqa: E731
+    pre = col_prefetch(c)   # COL_STREAM's chunks through two buffers a row operand (COL_SPLIT's groups one)
+    two = {"in_bufs": 2, "out_bufs": 2} if pre else {}
+    plan_for = lambda cols: col_plan(c, cols, bytes_of, **two)   # noqa: E731
     res = col_plan(c, cols_core, bytes_of, cs_rows)   # COL_SPLIT: colBatchRows rows of temporaries
     res_row = p.let("residentRowBytes", row_bytes(res), "UB bytes per resident row of a COL_SPLIT slice")
     res_fixed = p.let("residentFixedBytes", fixed_bytes(res), "UB bytes held once by COL_SPLIT")
@@ -829,13 +935,10 @@ def _stream_program(p, c, R, S, B, H, key, dk, cores, ub, lanes, col_align, cols
     want = p.let("streamRows", select(H < (1 << 28), emax(1, emin(R, STREAM_GROUP_ROWS)), 1),
                  "rows a COL_STREAM chunk is sized for (one when a row's GM stride could pass 2^32 bytes)")
     free = select(ub > fixed0, (ub - fixed0) * STREAM_PROBE_COLS, 0)
-    cols_many = p.let("streamColsMany", free // (probe_row * want + probe_fixed) // lanes * lanes,
-                      f"columns of a COL_STREAM chunk of streamRows rows that fit (multiple of {lanes})")
-    cols_one = p.let("streamColsOne", free // (probe_row + probe_fixed) // lanes * lanes,
-                     f"columns of a one-row COL_STREAM chunk that fit (multiple of {lanes})")
-    stream_cols = p.let("streamColsFit", select(cols_many >= STREAM_MIN_COLS, cols_many, cols_one),
-                        f"columns of a COL_STREAM chunk: streamRows rows at once unless that leaves fewer than "
-                        f"{STREAM_MIN_COLS}")
+    stream_cols = p.let("streamColsFit", _stream_chunk_cols(p, c, R, H, cols_core, col_cores, want, free,
+                                                            probe_row, probe_fixed, lanes, bytes_of),
+                        "columns of a COL_STREAM chunk: of streamRows, 4, 2 or 1 rows at once, the cheapest by the "
+                        "cost model (_stream_chunk_cols)")
     prefer_rows = rows_fit >= 1
     rc_cols, rc_rows, rc_fit, rc_use, rc_cc = _resident_or_slice(p, c, R, H, lanes, col_align, cols_core, col_cores,
                                                                  row_cores, ub, bytes_of, cs_rows, col_on)
@@ -852,8 +955,13 @@ def _stream_program(p, c, R, S, B, H, key, dk, cores, ub, lanes, col_align, cols
                       "columns per COL_SPLIT pass (the whole slice stays resident), COL_STREAM chunk or ROW_CHUNK "
                       "chunk of the resident row", True)
     slice_rows = None if cs_rows is None else select(strategy.eq(COL_SPLIT), cs_rows, 0)   # COL_STREAM: row by row
+    bufs = {}
+    if pre:   # the plan the UB proof checks: the chosen strategy's buffers
+        n = p.let("colQueBufs", select(strategy.eq(COL_STREAM), 2, 1), "buffers a row input or output takes "
+                  "(COL_STREAM: 2, its chunks prefetched; COL_SPLIT: 1)")
+        bufs = {"in_bufs": n, "out_bufs": n}
     grp_fit, _cores, group_rows, plans[COL_SPLIT] = col_split(
-        p, H, R, cores, ub, lambda cols: col_plan(c, cols, bytes_of, slice_rows), cols_core, col_cores,
+        p, H, R, cores, ub, lambda cols: col_plan(c, cols, bytes_of, slice_rows, **bufs), cols_core, col_cores,
         select(strategy.eq(ROW_CHUNK), cols_core, cols_pass), group_alt=(use4 >= 1, rc_rows))
     plans[COL_STREAM] = plans[COL_SPLIT]
     plans[ROW_CHUNK] = resident_plan(c, col_align, rc_cols, bytes_of, rc_cc)
@@ -869,6 +977,7 @@ def _stream_program(p, c, R, S, B, H, key, dk, cores, ub, lanes, col_align, cols
     ws_cols = p.let("wsColBytes", (block_dim * c.rsums_per_level + c.rsums) * align_up(group_rows, 8) * 4,
                     "COL_SPLIT / COL_STREAM: partial row reductions of every core and their totals (fp32), each slot "
                     "32-byte aligned")
+    ws_cols = _xchg_region(p, c, ws_cols, block_dim, group_rows)
     p.let("workspaceBytes", select(strategy.eq(ROW_SPLIT) | strategy.eq(ROW_CHUNK), ws_rows, ws_cols),
           "user workspace (bytes)", True)
     _tail_fields(p, S, B, H, R, float_attrs, attrs, extras)

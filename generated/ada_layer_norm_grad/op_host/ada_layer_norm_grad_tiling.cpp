@@ -424,12 +424,15 @@ static ge::graphStatus TilingFunc(gert::TilingContext* context)
     const int64_t colsPerCore = AlignUp(CeilDiv(hidden, coreNum), 16);
     // cores used by COL_SPLIT
     const int64_t colCores = CeilDiv(hidden, colsPerCore);
+    // 1: a COL_SPLIT exchange takes one SyncAll (every core totals every row; its extra GM reads within 1 / 2000 of the row bytes), 0: two (owners total)
+    const int64_t xchgAll =
+        rows * 8 * (colCores * colCores - 2 * colCores - 1) * 2000 <= rows * hidden * (TBytes * 2 + TBytes) ? 1 : 0;
     // COL_SPLIT: rows of temporaries that fit 1 / 4 of UB (a multiple of 8)
     const int64_t colBatchShareRows =
         std::min<int64_t>(std::min<int64_t>(248, AlignUp(rows, 8)), ubBytes / 4 / (16 * colsPerCore + 256)) / 8 * 8;
     // in colBatchCost0, colBatchCostRuns
     const int64_t colBatchCost0Sum =
-        3664 +
+        (2 - xchgAll) * 1800 + 64 +
         ((colCores > 1 ? 1 : 0) + (colCores > 2 ? 1 : 0) + (colCores > 4 ? 1 : 0) + (colCores > 8 ? 1 : 0) +
          (colCores > 16 ? 1 : 0) + (colCores > 32 ? 1 : 0) + (colCores > 64 ? 1 : 0) + (colCores > 128 ? 1 : 0) +
          (colCores > 256 ? 1 : 0) + (colCores > 512 ? 1 : 0) + (colCores > 1024 ? 1 : 0) + (colCores > 2048 ? 1 : 0)) *
@@ -453,13 +456,14 @@ static ge::graphStatus TilingFunc(gert::TilingContext* context)
     const int64_t colBatchCost0 =
         rows * 760 +
         CeilDiv(rows,
-                std::max<int64_t>(1, std::min<int64_t>(std::min<int64_t>(ubBytes > colBatchCost0Sum2
-                                                                             ? (ubBytes - colBatchCost0Sum2) /
-                                                                                   (2 * colsPerCore * TBytes +
-                                                                                    colsPerCore * TBytes + 16 + 16 + 4)
-                                                                             : 0,
-                                                                         1024),
-                                                       rows))) *
+                std::max<int64_t>(
+                    1, std::min<int64_t>(std::min<int64_t>(ubBytes > colBatchCost0Sum2
+                                                               ? (ubBytes - colBatchCost0Sum2) /
+                                                                     (2 * colsPerCore * TBytes + colsPerCore * TBytes +
+                                                                      16 + 16 + (xchgAll >= 1 ? colCores : 1) * 4)
+                                                               : 0,
+                                                           1024),
+                                         rows))) *
             colBatchCost0Sum;
     // COL_SPLIT: rows of a sub-batch when sub-batches run
     const int64_t colBatchPick = colBatchShareRows >= 8 ? colBatchShareRows : 8;
@@ -470,9 +474,9 @@ static ge::graphStatus TilingFunc(gert::TilingContext* context)
                                       ((colsPerCore <= 2040 && colBatchPick >= 1) ? colBatchPick * 64 : 0) * 4;
     // in colBatchGroups, colBatchRows
     const int64_t colBatchGroupsChoice =
-        ubBytes > colBatchGroupsSum
-            ? (ubBytes - colBatchGroupsSum) / (2 * colsPerCore * TBytes + colsPerCore * TBytes + 16 + 16 + 4)
-            : 0;
+        ubBytes > colBatchGroupsSum ? (ubBytes - colBatchGroupsSum) / (2 * colsPerCore * TBytes + colsPerCore * TBytes +
+                                                                       16 + 16 + (xchgAll >= 1 ? colCores : 1) * 4)
+                                    : 0;
     // in colBatchGroups, colBatchCostRuns
     const int64_t colBatchGroupsMax =
         std::max<int64_t>(1, std::min<int64_t>(std::min<int64_t>(colBatchGroupsChoice, 1024), rows));
@@ -490,7 +494,8 @@ static ge::graphStatus TilingFunc(gert::TilingContext* context)
     // columns of the last core (COL_SPLIT)
     const int64_t colsTail = hidden - (colCores - 1) * colsPerCore;
     // UB bytes per resident row (COL_SPLIT)
-    const int64_t groupRowBytes = 2 * colsPerPass * TBytes + colsPerPass * TBytes + 16 + 16 + 4;
+    const int64_t groupRowBytes =
+        2 * colsPerPass * TBytes + colsPerPass * TBytes + 16 + 16 + (xchgAll >= 1 ? colCores : 1) * 4;
     // UB bytes held once (COL_SPLIT)
     const int64_t groupFixedBytes = groupFixedBytesSum + 4 * (colsPerPass * std::max<int64_t>(colBatchRows, 1)) * 4 +
                                     4 * colsPerPass * 4 + 4 * colsPerPass * 4 + colsPerPass * maxTBytesAndUBytes +
@@ -514,10 +519,16 @@ static ge::graphStatus TilingFunc(gert::TilingContext* context)
     const int64_t tilingKey = attrKey * 100 + dtypeKey * 10 + strategy;
     // ROW_SPLIT: per core, fp32 partial rows of the column sums and of its first/last batch sums
     const int64_t wsRowBytes = blockDim * (6 * colAlign * 4);
+    // in wsColBytes, wsColBytesAll
+    const int64_t groupRowsAlignedTo8 = AlignUp(groupRows, 8);
     // COL_SPLIT: partial row reductions of every core and their totals (fp32), each slot 32-byte aligned
-    const int64_t wsColBytes = (blockDim * 2 + 2) * AlignUp(groupRows, 8) * 4;
+    const int64_t wsColBytes = (blockDim * 2 + 2) * groupRowsAlignedTo8 * 4;
+    // COL_SPLIT with xchgAll: the second region of partials (floats into the workspace)
+    const int64_t xchgOff1 = wsColBytes / 4;
+    // COL_SPLIT: the workspace with the second region of partials where xchgAll
+    const int64_t wsColBytesAll = wsColBytes + xchgAll * blockDim * 2 * groupRowsAlignedTo8 * 4;
     // user workspace (bytes)
-    const int64_t workspaceBytes = strategy == 1 ? wsRowBytes : wsColBytes;
+    const int64_t workspaceBytes = strategy == 1 ? wsRowBytes : wsColBytesAll;
     // rows per batch
     const int64_t seqLen = seq;
     // batches
@@ -536,6 +547,7 @@ static ge::graphStatus TilingFunc(gert::TilingContext* context)
     tiling->rowsTail = rowsTail;
     tiling->rowsPerPass = rowsPerPass;
     tiling->colsPerCore = colsPerCore;
+    tiling->xchgAll = xchgAll;
     tiling->colBatchRows = colBatchRows;
     tiling->colsPerPass = colsPerPass;
     tiling->colsTail = colsTail;
@@ -546,6 +558,7 @@ static ge::graphStatus TilingFunc(gert::TilingContext* context)
     tiling->fits = fits;
     tiling->blockDim = blockDim;
     tiling->tilingKey = tilingKey;
+    tiling->xchgOff1 = xchgOff1;
     tiling->workspaceBytes = workspaceBytes;
     tiling->seqLen = seqLen;
     tiling->batchNum = batchNum;

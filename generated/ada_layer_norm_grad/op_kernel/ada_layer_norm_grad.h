@@ -291,8 +291,9 @@ private:
         pipe_.InitBuffer(sumBuf_, (2 + 2) * groupStride_ * sizeof(float));
         sums_ = sumBuf_.template Get<float>();
         tots_ = sums_[2 * groupStride_];
-        pipe_.InitBuffer(xchgBuf_, cores * AlignUp(td_->rowsPerOwner, 8) * sizeof(float));
+        pipe_.InitBuffer(xchgBuf_, cores * AlignUp((td_->xchgAll == 1 ? G : td_->rowsPerOwner), 8) * sizeof(float));
         xchg_ = xchgBuf_.template Get<float>();
+        int64_t xpar = 0;
         const int64_t pass = td_->colBatchRows > 1 ? td_->colBatchRows : 1;
         pipe_.InitBuffer(workBuf_, 4 * (pass * rowStride_) * sizeof(float));
         for (int64_t j = 0; j < 4; ++j) {
@@ -331,9 +332,9 @@ private:
                                       : (td_->colBatchRows >= 1 ? (g0 / seqLen_ + 1) * seqLen_ - g0 : G);
                 {
                     const int64_t oneBurst = ((hidden_ - n_) * sizeof(T) == 0 && rowStride_ == n_) ? 1 : 0;
-                    event_t evt_2 = static_cast<event_t>(GetTPipePtr()->FetchEventID(HardEvent::V_MTE2));
-                    SetFlag<HardEvent::V_MTE2>(evt_2);  // resBuf_dy: V has read it before MTE2 overwrites it
-                    WaitFlag<HardEvent::V_MTE2>(evt_2);
+                    event_t evt_0 = static_cast<event_t>(GetTPipePtr()->FetchEventID(HardEvent::V_MTE2));
+                    SetFlag<HardEvent::V_MTE2>(evt_0);  // resBuf_dy: V has read it before MTE2 overwrites it
+                    WaitFlag<HardEvent::V_MTE2>(evt_0);
                     DataCopyPad(res_dy, gm_dy[g0 * hidden_ + c0_],
                                 DataCopyExtParams(static_cast<uint16_t>(oneBurst != 0 ? 1 : k),
                                                   oneBurst != 0 ? k * n_ * sizeof(T) : n_ * sizeof(T),
@@ -444,10 +445,10 @@ private:
                 } else {
                     // the group's rows at once (one instruction over every row, row reductions by RowsSum); else row by row
                     if (td_->colBatchRows >= 1 && rowStride_ <= 2040) {
-                        event_t evt_3 = static_cast<event_t>(GetTPipePtr()->FetchEventID(HardEvent::MTE2_S));
+                        event_t evt_1 = static_cast<event_t>(GetTPipePtr()->FetchEventID(HardEvent::MTE2_S));
                         SetFlag<HardEvent::MTE2_S>(
-                            evt_3);  // statInQue_rstd_mean: MTE2 has written it before S reads it
-                        WaitFlag<HardEvent::MTE2_S>(evt_3);
+                            evt_1);  // statInQue_rstd_mean: MTE2 has written it before S reads it
+                        WaitFlag<HardEvent::MTE2_S>(evt_1);
                         // the group's rows, colBatchRows at a time
                         for (int64_t b0 = 0; b0 < k; b0 += td_->colBatchRows) {
                             const int64_t kb = k - b0 < td_->colBatchRows ? k - b0 : td_->colBatchRows;
@@ -503,10 +504,10 @@ private:
                         }
                     } else {
                         PipeBarrier<PIPE_V>();  // browBuf_: V has read it before V overwrites it
-                        event_t evt_4 = static_cast<event_t>(GetTPipePtr()->FetchEventID(HardEvent::MTE2_S));
+                        event_t evt_2 = static_cast<event_t>(GetTPipePtr()->FetchEventID(HardEvent::MTE2_S));
                         SetFlag<HardEvent::MTE2_S>(
-                            evt_4);  // statInQue_rstd_mean: MTE2 has written it before S reads it
-                        WaitFlag<HardEvent::MTE2_S>(evt_4);
+                            evt_2);  // statInQue_rstd_mean: MTE2 has written it before S reads it
+                        WaitFlag<HardEvent::MTE2_S>(evt_2);
                         for (int64_t i = 0; i < k; ++i) {
                             const int64_t b = (g0 + i) / seqLen_;
                             if (b != valBatch_) {
@@ -545,39 +546,61 @@ private:
                             const float part_s2 = RowSum(w_[3], n_);  // spec: ada_layer_norm_grad.py:69
                             sums_.SetValue(1 * groupStride_ + i, part_s2);
                         }
-                        event_t evt_5 = static_cast<event_t>(GetTPipePtr()->FetchEventID(HardEvent::S_MTE3));
-                        SetFlag<HardEvent::S_MTE3>(evt_5);  // sumBuf_: S has written it before MTE3 reads it
-                        WaitFlag<HardEvent::S_MTE3>(evt_5);
                     }
                 }
-                event_t evt_0 = static_cast<event_t>(GetTPipePtr()->FetchEventID(HardEvent::V_MTE3));
-                SetFlag<HardEvent::V_MTE3>(evt_0);  // sumBuf_: V has written it before MTE3 reads it
-                WaitFlag<HardEvent::V_MTE3>(evt_0);
-                DataCopyPad(ws_[(core * 2 + 0) * groupStride_], sums_[0 * groupStride_],
-                            DataCopyExtParams(1, k * sizeof(float), 0, 0, 0));
-                DataCopyPad(ws_[(core * 2 + 1) * groupStride_], sums_[1 * groupStride_],
-                            DataCopyExtParams(1, k * sizeof(float), 0, 0, 0));
-                PipeBarrier<PIPE_ALL>();
-                SyncAll();
-                TotalOwnedRows(0, totBase + 0 * groupStride_, k);
-                event_t evt_1 = static_cast<event_t>(GetTPipePtr()->FetchEventID(HardEvent::MTE3_MTE2));
-                SetFlag<HardEvent::MTE3_MTE2>(evt_1);  // GM <workspace>: MTE3 has written it before MTE2 reads it
-                WaitFlag<HardEvent::MTE3_MTE2>(evt_1);
-                TotalOwnedRows(1, totBase + 1 * groupStride_, k);
-                PipeBarrier<PIPE_ALL>();
-                SyncAll();
-                DataCopyPad(tots_[0 * groupStride_], ws_[totBase + 0 * groupStride_],
-                            DataCopyExtParams(1, k * sizeof(float), 0, 0, 0),
-                            DataCopyPadExtParams<float>(false, 0, 0, 0.0f));
-                DataCopyPad(tots_[1 * groupStride_], ws_[totBase + 1 * groupStride_],
-                            DataCopyExtParams(1, k * sizeof(float), 0, 0, 0),
-                            DataCopyPadExtParams<float>(false, 0, 0, 0.0f));
+                // one SyncAll: every core totals every row (xchgAll); else the owners total, two SyncAll
+                if (td_->xchgAll == 1) {
+                    event_t evt_3 = static_cast<event_t>(GetTPipePtr()->FetchEventID(HardEvent::V_MTE3));
+                    SetFlag<HardEvent::V_MTE3>(evt_3);  // sumBuf_: V has written it before MTE3 reads it
+                    WaitFlag<HardEvent::V_MTE3>(evt_3);
+                    event_t evt_4 = static_cast<event_t>(GetTPipePtr()->FetchEventID(HardEvent::S_MTE3));
+                    SetFlag<HardEvent::S_MTE3>(evt_4);  // sumBuf_: S has written it before MTE3 reads it
+                    WaitFlag<HardEvent::S_MTE3>(evt_4);
+                    DataCopyPad(ws_[xpar * td_->xchgOff1 + (core * 2 + 0) * groupStride_], sums_[0 * groupStride_],
+                                DataCopyExtParams(1, k * sizeof(float), 0, 0, 0));
+                    DataCopyPad(ws_[xpar * td_->xchgOff1 + (core * 2 + 1) * groupStride_], sums_[1 * groupStride_],
+                                DataCopyExtParams(1, k * sizeof(float), 0, 0, 0));
+                    PipeBarrier<PIPE_ALL>();
+                    SyncAll();
+                    TotalAllRows(xpar * td_->xchgOff1 + 0 * groupStride_, 0 * groupStride_, k);
+                    event_t evt_5 = static_cast<event_t>(GetTPipePtr()->FetchEventID(HardEvent::V_MTE2));
+                    SetFlag<HardEvent::V_MTE2>(evt_5);  // xchgBuf_: V has read it before MTE2 overwrites it
+                    WaitFlag<HardEvent::V_MTE2>(evt_5);
+                    TotalAllRows(xpar * td_->xchgOff1 + 1 * groupStride_, 1 * groupStride_, k);
+                    xpar = 1 - xpar;
+                } else {
+                    event_t evt_6 = static_cast<event_t>(GetTPipePtr()->FetchEventID(HardEvent::V_MTE3));
+                    SetFlag<HardEvent::V_MTE3>(evt_6);  // sumBuf_: V has written it before MTE3 reads it
+                    WaitFlag<HardEvent::V_MTE3>(evt_6);
+                    event_t evt_7 = static_cast<event_t>(GetTPipePtr()->FetchEventID(HardEvent::S_MTE3));
+                    SetFlag<HardEvent::S_MTE3>(evt_7);  // sumBuf_: S has written it before MTE3 reads it
+                    WaitFlag<HardEvent::S_MTE3>(evt_7);
+                    DataCopyPad(ws_[(core * 2 + 0) * groupStride_], sums_[0 * groupStride_],
+                                DataCopyExtParams(1, k * sizeof(float), 0, 0, 0));
+                    DataCopyPad(ws_[(core * 2 + 1) * groupStride_], sums_[1 * groupStride_],
+                                DataCopyExtParams(1, k * sizeof(float), 0, 0, 0));
+                    PipeBarrier<PIPE_ALL>();
+                    SyncAll();
+                    TotalOwnedRows(0, totBase + 0 * groupStride_, k);
+                    event_t evt_8 = static_cast<event_t>(GetTPipePtr()->FetchEventID(HardEvent::MTE3_MTE2));
+                    SetFlag<HardEvent::MTE3_MTE2>(evt_8);  // GM <workspace>: MTE3 has written it before MTE2 reads it
+                    WaitFlag<HardEvent::MTE3_MTE2>(evt_8);
+                    TotalOwnedRows(1, totBase + 1 * groupStride_, k);
+                    PipeBarrier<PIPE_ALL>();
+                    SyncAll();
+                    DataCopyPad(tots_[0 * groupStride_], ws_[totBase + 0 * groupStride_],
+                                DataCopyExtParams(1, k * sizeof(float), 0, 0, 0),
+                                DataCopyPadExtParams<float>(false, 0, 0, 0.0f));
+                    DataCopyPad(tots_[1 * groupStride_], ws_[totBase + 1 * groupStride_],
+                                DataCopyExtParams(1, k * sizeof(float), 0, 0, 0),
+                                DataCopyPadExtParams<float>(false, 0, 0, 0.0f));
+                }
                 rowOut_pd_x = rowOutQue_pd_x.template AllocTensor<T>();
                 // slices of at most 255 blocks: eight rows a repeat
                 if (td_->colBatchRows >= 1 && rowStride_ <= 2040) {
-                    event_t evt_6 = static_cast<event_t>(GetTPipePtr()->FetchEventID(HardEvent::MTE2_S));
-                    SetFlag<HardEvent::MTE2_S>(evt_6);  // sumBuf_: MTE2 has written it before S reads it
-                    WaitFlag<HardEvent::MTE2_S>(evt_6);
+                    event_t evt_9 = static_cast<event_t>(GetTPipePtr()->FetchEventID(HardEvent::MTE2_S));
+                    SetFlag<HardEvent::MTE2_S>(evt_9);  // sumBuf_: MTE2 has written it before S reads it
+                    WaitFlag<HardEvent::MTE2_S>(evt_9);
                     for (int64_t b0 = 0; b0 < k; b0 += td_->colBatchRows) {  // the group's rows, colBatchRows at a time
                         const int64_t kb = k - b0 < td_->colBatchRows ? k - b0 : td_->colBatchRows;
                         CastFrom(w_[0], res_x[b0 * rowStride_], kb * rowStride_);  // spec: ada_layer_norm_grad.py:61
@@ -791,9 +814,9 @@ private:
                                 }
                             }
                         }
-                        event_t evt_7 = static_cast<event_t>(GetTPipePtr()->FetchEventID(HardEvent::V_S));
-                        SetFlag<HardEvent::V_S>(evt_7);  // rowsRedBuf_: S writes after V's write
-                        WaitFlag<HardEvent::V_S>(evt_7);
+                        event_t evt_10 = static_cast<event_t>(GetTPipePtr()->FetchEventID(HardEvent::V_S));
+                        SetFlag<HardEvent::V_S>(evt_10);  // rowsRedBuf_: S writes after V's write
+                        WaitFlag<HardEvent::V_S>(evt_10);
                         for (int64_t i = 0; i < kb; ++i) {  // the per-row scalars of the ops below, one slot each
                             float s1 = 0.0f;
                             float s3 = 0.0f;
@@ -806,9 +829,9 @@ private:
                             }
                         }
                         if (hasInput0_) {  // when gamma present
-                            event_t evt_10 = static_cast<event_t>(GetTPipePtr()->FetchEventID(HardEvent::S_V));
-                            SetFlag<HardEvent::S_V>(evt_10);  // rowsRedBuf_: S has written it before V reads it
-                            WaitFlag<HardEvent::S_V>(evt_10);
+                            event_t evt_13 = static_cast<event_t>(GetTPipePtr()->FetchEventID(HardEvent::S_V));
+                            SetFlag<HardEvent::S_V>(evt_13);  // rowsRedBuf_: S has written it before V reads it
+                            WaitFlag<HardEvent::S_V>(evt_13);
                             Brcb(rowsRed_, rowsRed_[(8 + 0) * AlignUp(kb, 8)], (kb + 7) / 8,
                                  BrcbRepeatParams(1, 8));  // spec: ada_layer_norm_grad.py:69
                             PipeBarrier<PIPE_V>();         // workBuf_: V has written it before V reads it
@@ -832,9 +855,9 @@ private:
                                      static_cast<int32_t>(n_));  // spec: ada_layer_norm_grad.py:69
                             }
                         }
-                        event_t evt_8 = static_cast<event_t>(GetTPipePtr()->FetchEventID(HardEvent::V_S));
-                        SetFlag<HardEvent::V_S>(evt_8);  // rowsRedBuf_: S writes after V's write
-                        WaitFlag<HardEvent::V_S>(evt_8);
+                        event_t evt_11 = static_cast<event_t>(GetTPipePtr()->FetchEventID(HardEvent::V_S));
+                        SetFlag<HardEvent::V_S>(evt_11);  // rowsRedBuf_: S writes after V's write
+                        WaitFlag<HardEvent::V_S>(evt_11);
                         for (int64_t i = 0; i < kb; ++i) {  // the per-row scalars of the ops below, one slot each
                             float s0 = 0.0f;
                             float s5 = 0.0f;
@@ -847,9 +870,9 @@ private:
                             }
                         }
                         if (!hasInput0_) {  // when gamma absent
-                            event_t evt_11 = static_cast<event_t>(GetTPipePtr()->FetchEventID(HardEvent::S_V));
-                            SetFlag<HardEvent::S_V>(evt_11);  // rowsRedBuf_: S has written it before V reads it
-                            WaitFlag<HardEvent::S_V>(evt_11);
+                            event_t evt_14 = static_cast<event_t>(GetTPipePtr()->FetchEventID(HardEvent::S_V));
+                            SetFlag<HardEvent::S_V>(evt_14);  // rowsRedBuf_: S has written it before V reads it
+                            WaitFlag<HardEvent::S_V>(evt_14);
                             Brcb(rowsRed_, rowsRed_[(8 + 0) * AlignUp(kb, 8)], (kb + 7) / 8,
                                  BrcbRepeatParams(1, 8));  // spec: ada_layer_norm_grad.py:69
                             PipeBarrier<PIPE_V>();         // rowsRedBuf_: V has written it before V reads it
@@ -874,9 +897,9 @@ private:
                                      static_cast<int32_t>(n_));  // spec: ada_layer_norm_grad.py:69
                             }
                         }
-                        event_t evt_9 = static_cast<event_t>(GetTPipePtr()->FetchEventID(HardEvent::S_V));
-                        SetFlag<HardEvent::S_V>(evt_9);  // rowsRedBuf_: V writes after S's write
-                        WaitFlag<HardEvent::S_V>(evt_9);
+                        event_t evt_12 = static_cast<event_t>(GetTPipePtr()->FetchEventID(HardEvent::S_V));
+                        SetFlag<HardEvent::S_V>(evt_12);  // rowsRedBuf_: V writes after S's write
+                        WaitFlag<HardEvent::S_V>(evt_12);
                         Brcb(rowsRed_, statIn_rstd[b0], (kb + 7) / 8,
                              BrcbRepeatParams(1, 8));  // spec: ada_layer_norm_grad.py:69
                         PipeBarrier<PIPE_V>();         // rowsRedBuf_: V has written it before V reads it
@@ -896,9 +919,12 @@ private:
                 } else {
                     // the group's rows at once (one instruction over every row, row reductions by RowsSum); else row by row
                     if (td_->colBatchRows >= 1 && rowStride_ <= 2040) {
-                        event_t evt_12 = static_cast<event_t>(GetTPipePtr()->FetchEventID(HardEvent::MTE2_S));
-                        SetFlag<HardEvent::MTE2_S>(evt_12);  // sumBuf_: MTE2 has written it before S reads it
-                        WaitFlag<HardEvent::MTE2_S>(evt_12);
+                        event_t evt_15 = static_cast<event_t>(GetTPipePtr()->FetchEventID(HardEvent::V_S));
+                        SetFlag<HardEvent::V_S>(evt_15);  // sumBuf_: V has written it before S reads it
+                        WaitFlag<HardEvent::V_S>(evt_15);
+                        event_t evt_16 = static_cast<event_t>(GetTPipePtr()->FetchEventID(HardEvent::MTE2_S));
+                        SetFlag<HardEvent::MTE2_S>(evt_16);  // sumBuf_: MTE2 has written it before S reads it
+                        WaitFlag<HardEvent::MTE2_S>(evt_16);
                         // the group's rows, colBatchRows at a time
                         for (int64_t b0 = 0; b0 < k; b0 += td_->colBatchRows) {
                             const int64_t kb = k - b0 < td_->colBatchRows ? k - b0 : td_->colBatchRows;
@@ -1075,9 +1101,12 @@ private:
                                    kb * rowStride_);  // spec: ada_layer_norm_grad.py:27
                         }
                     } else {
-                        event_t evt_13 = static_cast<event_t>(GetTPipePtr()->FetchEventID(HardEvent::MTE2_S));
-                        SetFlag<HardEvent::MTE2_S>(evt_13);  // sumBuf_: MTE2 has written it before S reads it
-                        WaitFlag<HardEvent::MTE2_S>(evt_13);
+                        event_t evt_17 = static_cast<event_t>(GetTPipePtr()->FetchEventID(HardEvent::V_S));
+                        SetFlag<HardEvent::V_S>(evt_17);  // sumBuf_: V has written it before S reads it
+                        WaitFlag<HardEvent::V_S>(evt_17);
+                        event_t evt_18 = static_cast<event_t>(GetTPipePtr()->FetchEventID(HardEvent::MTE2_S));
+                        SetFlag<HardEvent::MTE2_S>(evt_18);  // sumBuf_: MTE2 has written it before S reads it
+                        WaitFlag<HardEvent::MTE2_S>(evt_18);
                         for (int64_t i = 0; i < k; ++i) {
                             const int64_t b = (g0 + i) / seqLen_;
                             if (b != curBatch_) {
@@ -1293,6 +1322,31 @@ private:
             WaitFlag<HardEvent::V_MTE3>(evt_1);
             DataCopyPad(ws_[dst + o0], xchg_, DataCopyExtParams(1, on * sizeof(float), 0, 0, 0));
         }
+    }
+
+    // Every row of the group: every core's partial row reductions at `src` in one strided copy, combined in a pairwise tree
+    // over the cores (a sum, or the maximum when isMax), the totals copied into tots_ at `dst`.
+    __aicore__ inline void TotalAllRows(int64_t src, int64_t dst, int64_t k)
+    {
+        const int64_t cores = GetBlockNum();
+        const int64_t ka = AlignUp(k, 8);
+        DataCopyPad(xchg_, ws_[src],
+                    DataCopyExtParams(static_cast<uint16_t>(cores), k * sizeof(float),
+                                      (2 * groupStride_ - k) * sizeof(float), 0, 0),
+                    DataCopyPadExtParams<float>(
+                        false, 0, 0, float{}));  // every core's partials of the group's rows: one row of xchg_ a core
+        event_t evt_0 = static_cast<event_t>(GetTPipePtr()->FetchEventID(HardEvent::MTE2_V));
+        SetFlag<HardEvent::MTE2_V>(evt_0);  // xchgBuf_: MTE2 has written it before V reads it
+        WaitFlag<HardEvent::MTE2_V>(evt_0);
+        // pairwise tree: the last h of the n = cores - d rows left folded onto the first h
+        for (int64_t d = 0; d < cores - 1;) {
+            const int64_t h = (cores - d) / 2;
+            PipeBarrier<PIPE_V>();  // xchgBuf_: V has written it before V reads it
+            Add(xchg_, xchg_, xchg_[(cores - d - h) * ka], static_cast<int32_t>(h * ka));
+            d += h;
+        }
+        PipeBarrier<PIPE_V>();  // xchgBuf_: V has written it before V reads it
+        Muls(tots_[dst], xchg_, 1.0f, static_cast<int32_t>(ka));
     }
 
     // GM row (T, U or fp32) -> fp32 UB row, n elements.

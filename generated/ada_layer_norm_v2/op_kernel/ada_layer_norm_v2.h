@@ -180,8 +180,9 @@ private:
         pipe_.InitBuffer(sumBuf_, (1 + 2) * groupStride_ * sizeof(float));
         sums_ = sumBuf_.template Get<float>();
         tots_ = sums_[1 * groupStride_];
-        pipe_.InitBuffer(xchgBuf_, cores * AlignUp(td_->rowsPerOwner, 8) * sizeof(float));
+        pipe_.InitBuffer(xchgBuf_, cores * AlignUp((td_->xchgAll == 1 ? G : td_->rowsPerOwner), 8) * sizeof(float));
         xchg_ = xchgBuf_.template Get<float>();
+        int64_t xpar = 0;
         const int64_t pass = td_->colBatchRows > 1 ? td_->colBatchRows : 1;
         pipe_.InitBuffer(workBuf_, 2 * (pass * rowStride_) * sizeof(float));
         for (int64_t j = 0; j < 2; ++j) {
@@ -218,9 +219,9 @@ private:
                                       : (td_->colBatchRows >= 1 ? (g0 / seqLen_ + 1) * seqLen_ - g0 : G);
                 {
                     const int64_t oneBurst = ((hidden_ - n_) * sizeof(T) == 0 && rowStride_ == n_) ? 1 : 0;
-                    event_t evt_2 = static_cast<event_t>(GetTPipePtr()->FetchEventID(HardEvent::V_MTE2));
-                    SetFlag<HardEvent::V_MTE2>(evt_2);  // resBuf_x: V has read it before MTE2 overwrites it
-                    WaitFlag<HardEvent::V_MTE2>(evt_2);
+                    event_t evt_0 = static_cast<event_t>(GetTPipePtr()->FetchEventID(HardEvent::V_MTE2));
+                    SetFlag<HardEvent::V_MTE2>(evt_0);  // resBuf_x: V has read it before MTE2 overwrites it
+                    WaitFlag<HardEvent::V_MTE2>(evt_0);
                     DataCopyPad(res_x, gm_x[g0 * hidden_ + c0_],
                                 DataCopyExtParams(static_cast<uint16_t>(oneBurst != 0 ? 1 : k),
                                                   oneBurst != 0 ? k * n_ * sizeof(T) : n_ * sizeof(T),
@@ -235,9 +236,9 @@ private:
                 // row-reduction level 0: partial results of this core's columns, exchanged through workspace
                 // slices of at most 255 blocks: eight rows a repeat
                 if (td_->colBatchRows >= 1 && rowStride_ <= 2040) {
-                    event_t evt_3 = static_cast<event_t>(GetTPipePtr()->FetchEventID(HardEvent::MTE2_V));
-                    SetFlag<HardEvent::MTE2_V>(evt_3);  // resBuf_x: MTE2 has written it before V reads it
-                    WaitFlag<HardEvent::MTE2_V>(evt_3);
+                    event_t evt_1 = static_cast<event_t>(GetTPipePtr()->FetchEventID(HardEvent::MTE2_V));
+                    SetFlag<HardEvent::MTE2_V>(evt_1);  // resBuf_x: MTE2 has written it before V reads it
+                    WaitFlag<HardEvent::MTE2_V>(evt_1);
                     for (int64_t b0 = 0; b0 < k; b0 += td_->colBatchRows) {  // the group's rows, colBatchRows at a time
                         const int64_t kb = k - b0 < td_->colBatchRows ? k - b0 : td_->colBatchRows;
                         PipeBarrier<PIPE_V>();  // workBuf_: V has read it before V overwrites it
@@ -248,9 +249,9 @@ private:
                 } else {
                     // the group's rows at once (one instruction over every row, row reductions by RowsSum); else row by row
                     if (td_->colBatchRows >= 1 && rowStride_ <= 2040) {
-                        event_t evt_4 = static_cast<event_t>(GetTPipePtr()->FetchEventID(HardEvent::MTE2_V));
-                        SetFlag<HardEvent::MTE2_V>(evt_4);  // resBuf_x: MTE2 has written it before V reads it
-                        WaitFlag<HardEvent::MTE2_V>(evt_4);
+                        event_t evt_2 = static_cast<event_t>(GetTPipePtr()->FetchEventID(HardEvent::MTE2_V));
+                        SetFlag<HardEvent::MTE2_V>(evt_2);  // resBuf_x: MTE2 has written it before V reads it
+                        WaitFlag<HardEvent::MTE2_V>(evt_2);
                         // the group's rows, colBatchRows at a time
                         for (int64_t b0 = 0; b0 < k; b0 += td_->colBatchRows) {
                             const int64_t kb = k - b0 < td_->colBatchRows ? k - b0 : td_->colBatchRows;
@@ -260,9 +261,9 @@ private:
                             RowsSum(w_[0], sums_[0 * groupStride_ + b0], kb);  // spec: ada_layer_norm_v2.py:51
                         }
                     } else {
-                        event_t evt_5 = static_cast<event_t>(GetTPipePtr()->FetchEventID(HardEvent::MTE2_V));
-                        SetFlag<HardEvent::MTE2_V>(evt_5);  // resBuf_x: MTE2 has written it before V reads it
-                        WaitFlag<HardEvent::MTE2_V>(evt_5);
+                        event_t evt_3 = static_cast<event_t>(GetTPipePtr()->FetchEventID(HardEvent::MTE2_V));
+                        SetFlag<HardEvent::MTE2_V>(evt_3);  // resBuf_x: MTE2 has written it before V reads it
+                        WaitFlag<HardEvent::MTE2_V>(evt_3);
                         for (int64_t i = 0; i < k; ++i) {
                             const int64_t b = (g0 + i) / seqLen_;
                             if (b != valBatch_) {
@@ -274,44 +275,60 @@ private:
                             const float part_s0 = RowSum(w_[0], n_);     // spec: ada_layer_norm_v2.py:51
                             sums_.SetValue(0 * groupStride_ + i, part_s0);
                         }
-                        event_t evt_6 = static_cast<event_t>(GetTPipePtr()->FetchEventID(HardEvent::S_MTE3));
-                        SetFlag<HardEvent::S_MTE3>(evt_6);  // sumBuf_: S has written it before MTE3 reads it
-                        WaitFlag<HardEvent::S_MTE3>(evt_6);
                     }
                 }
-                event_t evt_0 = static_cast<event_t>(GetTPipePtr()->FetchEventID(HardEvent::V_MTE3));
-                SetFlag<HardEvent::V_MTE3>(evt_0);  // sumBuf_: V has written it before MTE3 reads it
-                WaitFlag<HardEvent::V_MTE3>(evt_0);
-                DataCopyPad(ws_[(core * 1 + 0) * groupStride_], sums_[0 * groupStride_],
-                            DataCopyExtParams(1, k * sizeof(float), 0, 0, 0));
-                PipeBarrier<PIPE_ALL>();
-                SyncAll();
-                TotalOwnedRows(0, totBase + 0 * groupStride_, k);
-                PipeBarrier<PIPE_ALL>();
-                SyncAll();
-                DataCopyPad(tots_[0 * groupStride_], ws_[totBase + 0 * groupStride_],
-                            DataCopyExtParams(1, k * sizeof(float), 0, 0, 0),
-                            DataCopyPadExtParams<float>(false, 0, 0, 0.0f));
+                // one SyncAll: every core totals every row (xchgAll); else the owners total, two SyncAll
+                if (td_->xchgAll == 1) {
+                    event_t evt_4 = static_cast<event_t>(GetTPipePtr()->FetchEventID(HardEvent::V_MTE3));
+                    SetFlag<HardEvent::V_MTE3>(evt_4);  // sumBuf_: V has written it before MTE3 reads it
+                    WaitFlag<HardEvent::V_MTE3>(evt_4);
+                    event_t evt_5 = static_cast<event_t>(GetTPipePtr()->FetchEventID(HardEvent::S_MTE3));
+                    SetFlag<HardEvent::S_MTE3>(evt_5);  // sumBuf_: S has written it before MTE3 reads it
+                    WaitFlag<HardEvent::S_MTE3>(evt_5);
+                    DataCopyPad(ws_[xpar * td_->xchgOff1 + (core * 1 + 0) * groupStride_], sums_[0 * groupStride_],
+                                DataCopyExtParams(1, k * sizeof(float), 0, 0, 0));
+                    PipeBarrier<PIPE_ALL>();
+                    SyncAll();
+                    TotalAllRows(xpar * td_->xchgOff1 + 0 * groupStride_, 0 * groupStride_, k);
+                    xpar = 1 - xpar;
+                } else {
+                    event_t evt_6 = static_cast<event_t>(GetTPipePtr()->FetchEventID(HardEvent::V_MTE3));
+                    SetFlag<HardEvent::V_MTE3>(evt_6);  // sumBuf_: V has written it before MTE3 reads it
+                    WaitFlag<HardEvent::V_MTE3>(evt_6);
+                    event_t evt_7 = static_cast<event_t>(GetTPipePtr()->FetchEventID(HardEvent::S_MTE3));
+                    SetFlag<HardEvent::S_MTE3>(evt_7);  // sumBuf_: S has written it before MTE3 reads it
+                    WaitFlag<HardEvent::S_MTE3>(evt_7);
+                    DataCopyPad(ws_[(core * 1 + 0) * groupStride_], sums_[0 * groupStride_],
+                                DataCopyExtParams(1, k * sizeof(float), 0, 0, 0));
+                    PipeBarrier<PIPE_ALL>();
+                    SyncAll();
+                    TotalOwnedRows(0, totBase + 0 * groupStride_, k);
+                    PipeBarrier<PIPE_ALL>();
+                    SyncAll();
+                    DataCopyPad(tots_[0 * groupStride_], ws_[totBase + 0 * groupStride_],
+                                DataCopyExtParams(1, k * sizeof(float), 0, 0, 0),
+                                DataCopyPadExtParams<float>(false, 0, 0, 0.0f));
+                }
                 // row-reduction level 1: partial results of this core's columns, exchanged through workspace
                 // slices of at most 255 blocks: eight rows a repeat
                 if (td_->colBatchRows >= 1 && rowStride_ <= 2040) {
-                    event_t evt_7 = static_cast<event_t>(GetTPipePtr()->FetchEventID(HardEvent::MTE2_S));
-                    SetFlag<HardEvent::MTE2_S>(evt_7);  // sumBuf_: MTE2 has written it before S reads it
-                    WaitFlag<HardEvent::MTE2_S>(evt_7);
+                    event_t evt_8 = static_cast<event_t>(GetTPipePtr()->FetchEventID(HardEvent::MTE2_S));
+                    SetFlag<HardEvent::MTE2_S>(evt_8);  // sumBuf_: MTE2 has written it before S reads it
+                    WaitFlag<HardEvent::MTE2_S>(evt_8);
                     for (int64_t b0 = 0; b0 < k; b0 += td_->colBatchRows) {  // the group's rows, colBatchRows at a time
                         const int64_t kb = k - b0 < td_->colBatchRows ? k - b0 : td_->colBatchRows;
                         CastFrom(w_[0], res_x[b0 * rowStride_], kb * rowStride_);  // spec: ada_layer_norm_v2.py:50
-                        event_t evt_8 = static_cast<event_t>(GetTPipePtr()->FetchEventID(HardEvent::V_S));
-                        SetFlag<HardEvent::V_S>(evt_8);  // sumBuf_: V has written it before S reads it
-                        WaitFlag<HardEvent::V_S>(evt_8);
+                        event_t evt_9 = static_cast<event_t>(GetTPipePtr()->FetchEventID(HardEvent::V_S));
+                        SetFlag<HardEvent::V_S>(evt_9);  // sumBuf_: V has written it before S reads it
+                        WaitFlag<HardEvent::V_S>(evt_9);
                         for (int64_t i = 0; i < kb; ++i) {  // the per-row scalars of the ops below, one slot each
                             const float s0 = tots_.GetValue(0 * groupStride_ + i + b0);
                             const float s1 = s0 / static_cast<float>(hidden_);       // spec: ada_layer_norm_v2.py:51
                             rowsRed_.SetValue((8 + 0) * AlignUp(kb, 8) + i, -(s1));  // spec: ada_layer_norm_v2.py:52
                         }
-                        event_t evt_9 = static_cast<event_t>(GetTPipePtr()->FetchEventID(HardEvent::S_V));
-                        SetFlag<HardEvent::S_V>(evt_9);  // rowsRedBuf_: S has written it before V reads it
-                        WaitFlag<HardEvent::S_V>(evt_9);
+                        event_t evt_10 = static_cast<event_t>(GetTPipePtr()->FetchEventID(HardEvent::S_V));
+                        SetFlag<HardEvent::S_V>(evt_10);  // rowsRedBuf_: S has written it before V reads it
+                        WaitFlag<HardEvent::S_V>(evt_10);
                         Brcb(rowsRed_, rowsRed_[(8 + 0) * AlignUp(kb, 8)], (kb + 7) / 8,
                              BrcbRepeatParams(1, 8));  // spec: ada_layer_norm_v2.py:52
                         PipeBarrier<PIPE_V>();         // workBuf_: V has written it before V reads it
@@ -333,16 +350,16 @@ private:
                 } else {
                     // the group's rows at once (one instruction over every row, row reductions by RowsSum); else row by row
                     if (td_->colBatchRows >= 1 && rowStride_ <= 2040) {
-                        event_t evt_10 = static_cast<event_t>(GetTPipePtr()->FetchEventID(HardEvent::MTE2_S));
-                        SetFlag<HardEvent::MTE2_S>(evt_10);  // sumBuf_: MTE2 has written it before S reads it
-                        WaitFlag<HardEvent::MTE2_S>(evt_10);
+                        event_t evt_11 = static_cast<event_t>(GetTPipePtr()->FetchEventID(HardEvent::MTE2_S));
+                        SetFlag<HardEvent::MTE2_S>(evt_11);  // sumBuf_: MTE2 has written it before S reads it
+                        WaitFlag<HardEvent::MTE2_S>(evt_11);
                         // the group's rows, colBatchRows at a time
                         for (int64_t b0 = 0; b0 < k; b0 += td_->colBatchRows) {
                             const int64_t kb = k - b0 < td_->colBatchRows ? k - b0 : td_->colBatchRows;
                             CastFrom(w_[0], res_x[b0 * rowStride_], kb * rowStride_);  // spec: ada_layer_norm_v2.py:50
-                            event_t evt_11 = static_cast<event_t>(GetTPipePtr()->FetchEventID(HardEvent::V_S));
-                            SetFlag<HardEvent::V_S>(evt_11);  // sumBuf_: V has written it before S reads it
-                            WaitFlag<HardEvent::V_S>(evt_11);
+                            event_t evt_12 = static_cast<event_t>(GetTPipePtr()->FetchEventID(HardEvent::V_S));
+                            SetFlag<HardEvent::V_S>(evt_12);  // sumBuf_: V has written it before S reads it
+                            WaitFlag<HardEvent::V_S>(evt_12);
                             for (int64_t i = 0; i < kb; ++i) {
                                 const float s0 = tots_.GetValue(0 * groupStride_ + i + b0);
                                 const float s1 = s0 / static_cast<float>(hidden_);  // spec: ada_layer_norm_v2.py:51
@@ -356,9 +373,12 @@ private:
                             RowsSum(w_[1], sums_[0 * groupStride_ + b0], kb);  // spec: ada_layer_norm_v2.py:53
                         }
                     } else {
-                        event_t evt_12 = static_cast<event_t>(GetTPipePtr()->FetchEventID(HardEvent::MTE2_S));
-                        SetFlag<HardEvent::MTE2_S>(evt_12);  // sumBuf_: MTE2 has written it before S reads it
-                        WaitFlag<HardEvent::MTE2_S>(evt_12);
+                        event_t evt_13 = static_cast<event_t>(GetTPipePtr()->FetchEventID(HardEvent::V_S));
+                        SetFlag<HardEvent::V_S>(evt_13);  // sumBuf_: V has written it before S reads it
+                        WaitFlag<HardEvent::V_S>(evt_13);
+                        event_t evt_14 = static_cast<event_t>(GetTPipePtr()->FetchEventID(HardEvent::MTE2_S));
+                        SetFlag<HardEvent::MTE2_S>(evt_14);  // sumBuf_: MTE2 has written it before S reads it
+                        WaitFlag<HardEvent::MTE2_S>(evt_14);
                         for (int64_t i = 0; i < k; ++i) {
                             const int64_t b = (g0 + i) / seqLen_;
                             if (b != valBatch_) {
@@ -377,32 +397,51 @@ private:
                             const float part_s2 = RowSum(w_[1], n_);  // spec: ada_layer_norm_v2.py:53
                             sums_.SetValue(0 * groupStride_ + i, part_s2);
                         }
-                        event_t evt_13 = static_cast<event_t>(GetTPipePtr()->FetchEventID(HardEvent::S_MTE3));
-                        SetFlag<HardEvent::S_MTE3>(evt_13);  // sumBuf_: S has written it before MTE3 reads it
-                        WaitFlag<HardEvent::S_MTE3>(evt_13);
                     }
                 }
-                event_t evt_1 = static_cast<event_t>(GetTPipePtr()->FetchEventID(HardEvent::V_MTE3));
-                SetFlag<HardEvent::V_MTE3>(evt_1);  // sumBuf_: V has written it before MTE3 reads it
-                WaitFlag<HardEvent::V_MTE3>(evt_1);
-                DataCopyPad(ws_[(core * 1 + 0) * groupStride_], sums_[0 * groupStride_],
-                            DataCopyExtParams(1, k * sizeof(float), 0, 0, 0));
-                PipeBarrier<PIPE_ALL>();
-                SyncAll();
-                TotalOwnedRows(0, totBase + 1 * groupStride_, k);
-                PipeBarrier<PIPE_ALL>();
-                SyncAll();
-                DataCopyPad(tots_[1 * groupStride_], ws_[totBase + 1 * groupStride_],
-                            DataCopyExtParams(1, k * sizeof(float), 0, 0, 0),
-                            DataCopyPadExtParams<float>(false, 0, 0, 0.0f));
+                // one SyncAll: every core totals every row (xchgAll); else the owners total, two SyncAll
+                if (td_->xchgAll == 1) {
+                    event_t evt_15 = static_cast<event_t>(GetTPipePtr()->FetchEventID(HardEvent::V_MTE3));
+                    SetFlag<HardEvent::V_MTE3>(evt_15);  // sumBuf_: V has written it before MTE3 reads it
+                    WaitFlag<HardEvent::V_MTE3>(evt_15);
+                    event_t evt_16 = static_cast<event_t>(GetTPipePtr()->FetchEventID(HardEvent::S_MTE3));
+                    SetFlag<HardEvent::S_MTE3>(evt_16);  // sumBuf_: S has written it before MTE3 reads it
+                    WaitFlag<HardEvent::S_MTE3>(evt_16);
+                    DataCopyPad(ws_[xpar * td_->xchgOff1 + (core * 1 + 0) * groupStride_], sums_[0 * groupStride_],
+                                DataCopyExtParams(1, k * sizeof(float), 0, 0, 0));
+                    PipeBarrier<PIPE_ALL>();
+                    SyncAll();
+                    TotalAllRows(xpar * td_->xchgOff1 + 0 * groupStride_, 1 * groupStride_, k);
+                    xpar = 1 - xpar;
+                } else {
+                    event_t evt_17 = static_cast<event_t>(GetTPipePtr()->FetchEventID(HardEvent::V_MTE3));
+                    SetFlag<HardEvent::V_MTE3>(evt_17);  // sumBuf_: V has written it before MTE3 reads it
+                    WaitFlag<HardEvent::V_MTE3>(evt_17);
+                    event_t evt_18 = static_cast<event_t>(GetTPipePtr()->FetchEventID(HardEvent::S_MTE3));
+                    SetFlag<HardEvent::S_MTE3>(evt_18);  // sumBuf_: S has written it before MTE3 reads it
+                    WaitFlag<HardEvent::S_MTE3>(evt_18);
+                    DataCopyPad(ws_[(core * 1 + 0) * groupStride_], sums_[0 * groupStride_],
+                                DataCopyExtParams(1, k * sizeof(float), 0, 0, 0));
+                    PipeBarrier<PIPE_ALL>();
+                    SyncAll();
+                    TotalOwnedRows(0, totBase + 1 * groupStride_, k);
+                    PipeBarrier<PIPE_ALL>();
+                    SyncAll();
+                    DataCopyPad(tots_[1 * groupStride_], ws_[totBase + 1 * groupStride_],
+                                DataCopyExtParams(1, k * sizeof(float), 0, 0, 0),
+                                DataCopyPadExtParams<float>(false, 0, 0, 0.0f));
+                }
                 rowOut_out = rowOutQue_out.template AllocTensor<T>();
                 statStage_mean = statStageBuf_mean.template Get<float>();
                 statStage_rstd = statStageBuf_rstd.template Get<float>();
                 // slices of at most 255 blocks: eight rows a repeat
                 if (td_->colBatchRows >= 1 && rowStride_ <= 2040) {
-                    event_t evt_14 = static_cast<event_t>(GetTPipePtr()->FetchEventID(HardEvent::MTE2_S));
-                    SetFlag<HardEvent::MTE2_S>(evt_14);  // sumBuf_: MTE2 has written it before S reads it
-                    WaitFlag<HardEvent::MTE2_S>(evt_14);
+                    event_t evt_19 = static_cast<event_t>(GetTPipePtr()->FetchEventID(HardEvent::V_S));
+                    SetFlag<HardEvent::V_S>(evt_19);  // sumBuf_: V has written it before S reads it
+                    WaitFlag<HardEvent::V_S>(evt_19);
+                    event_t evt_20 = static_cast<event_t>(GetTPipePtr()->FetchEventID(HardEvent::MTE2_S));
+                    SetFlag<HardEvent::MTE2_S>(evt_20);  // sumBuf_: MTE2 has written it before S reads it
+                    WaitFlag<HardEvent::MTE2_S>(evt_20);
                     for (int64_t b0 = 0; b0 < k; b0 += td_->colBatchRows) {  // the group's rows, colBatchRows at a time
                         const int64_t kb = k - b0 < td_->colBatchRows ? k - b0 : td_->colBatchRows;
                         PipeBarrier<PIPE_V>();  // workBuf_: V has read it before V overwrites it
@@ -412,17 +451,17 @@ private:
                             const float s1 = s0 / static_cast<float>(hidden_);  // spec: ada_layer_norm_v2.py:51
                             statStage_mean.SetValue(i + b0, s1);                // spec: ada_layer_norm_v2.py:27
                         }
-                        event_t evt_15 = static_cast<event_t>(GetTPipePtr()->FetchEventID(HardEvent::V_S));
-                        SetFlag<HardEvent::V_S>(evt_15);  // rowsRedBuf_: V has read it before S overwrites it
-                        WaitFlag<HardEvent::V_S>(evt_15);
+                        event_t evt_21 = static_cast<event_t>(GetTPipePtr()->FetchEventID(HardEvent::V_S));
+                        SetFlag<HardEvent::V_S>(evt_21);  // rowsRedBuf_: V has read it before S overwrites it
+                        WaitFlag<HardEvent::V_S>(evt_21);
                         for (int64_t i = 0; i < kb; ++i) {  // the per-row scalars of the ops below, one slot each
                             const float s0 = tots_.GetValue(0 * groupStride_ + i + b0);
                             const float s1 = s0 / static_cast<float>(hidden_);       // spec: ada_layer_norm_v2.py:51
                             rowsRed_.SetValue((8 + 0) * AlignUp(kb, 8) + i, -(s1));  // spec: ada_layer_norm_v2.py:52
                         }
-                        event_t evt_16 = static_cast<event_t>(GetTPipePtr()->FetchEventID(HardEvent::S_V));
-                        SetFlag<HardEvent::S_V>(evt_16);  // rowsRedBuf_: S has written it before V reads it
-                        WaitFlag<HardEvent::S_V>(evt_16);
+                        event_t evt_22 = static_cast<event_t>(GetTPipePtr()->FetchEventID(HardEvent::S_V));
+                        SetFlag<HardEvent::S_V>(evt_22);  // rowsRedBuf_: S has written it before V reads it
+                        WaitFlag<HardEvent::S_V>(evt_22);
                         Brcb(rowsRed_, rowsRed_[(8 + 0) * AlignUp(kb, 8)], (kb + 7) / 8,
                              BrcbRepeatParams(1, 8));  // spec: ada_layer_norm_v2.py:52
                         PipeBarrier<PIPE_V>();         // workBuf_: V has written it before V reads it
@@ -442,9 +481,9 @@ private:
                             const float s5 = 1.0f / Std::sqrt(s4);              // spec: ada_layer_norm_v2.py:54
                             statStage_rstd.SetValue(i + b0, s5);                // spec: ada_layer_norm_v2.py:28
                         }
-                        event_t evt_17 = static_cast<event_t>(GetTPipePtr()->FetchEventID(HardEvent::V_S));
-                        SetFlag<HardEvent::V_S>(evt_17);  // rowsRedBuf_: V has read it before S overwrites it
-                        WaitFlag<HardEvent::V_S>(evt_17);
+                        event_t evt_23 = static_cast<event_t>(GetTPipePtr()->FetchEventID(HardEvent::V_S));
+                        SetFlag<HardEvent::V_S>(evt_23);  // rowsRedBuf_: V has read it before S overwrites it
+                        WaitFlag<HardEvent::V_S>(evt_23);
                         for (int64_t i = 0; i < kb; ++i) {  // the per-row scalars of the ops below, one slot each
                             const float s2 = tots_.GetValue(1 * groupStride_ + i + b0);
                             const float s3 = s2 / static_cast<float>(hidden_);    // spec: ada_layer_norm_v2.py:53
@@ -452,9 +491,9 @@ private:
                             const float s5 = 1.0f / Std::sqrt(s4);                // spec: ada_layer_norm_v2.py:54
                             rowsRed_.SetValue((8 + 0) * AlignUp(kb, 8) + i, s5);  // spec: ada_layer_norm_v2.py:55
                         }
-                        event_t evt_18 = static_cast<event_t>(GetTPipePtr()->FetchEventID(HardEvent::S_V));
-                        SetFlag<HardEvent::S_V>(evt_18);  // rowsRedBuf_: S has written it before V reads it
-                        WaitFlag<HardEvent::S_V>(evt_18);
+                        event_t evt_24 = static_cast<event_t>(GetTPipePtr()->FetchEventID(HardEvent::S_V));
+                        SetFlag<HardEvent::S_V>(evt_24);  // rowsRedBuf_: S has written it before V reads it
+                        WaitFlag<HardEvent::S_V>(evt_24);
                         Brcb(rowsRed_, rowsRed_[(8 + 0) * AlignUp(kb, 8)], (kb + 7) / 8,
                              BrcbRepeatParams(1, 8));  // spec: ada_layer_norm_v2.py:55
                         PipeBarrier<PIPE_V>();         // rowsRedBuf_: V has written it before V reads it
@@ -518,9 +557,12 @@ private:
                 } else {
                     // the group's rows at once (one instruction over every row, row reductions by RowsSum); else row by row
                     if (td_->colBatchRows >= 1 && rowStride_ <= 2040) {
-                        event_t evt_19 = static_cast<event_t>(GetTPipePtr()->FetchEventID(HardEvent::MTE2_S));
-                        SetFlag<HardEvent::MTE2_S>(evt_19);  // sumBuf_: MTE2 has written it before S reads it
-                        WaitFlag<HardEvent::MTE2_S>(evt_19);
+                        event_t evt_25 = static_cast<event_t>(GetTPipePtr()->FetchEventID(HardEvent::V_S));
+                        SetFlag<HardEvent::V_S>(evt_25);  // sumBuf_: V has written it before S reads it
+                        WaitFlag<HardEvent::V_S>(evt_25);
+                        event_t evt_26 = static_cast<event_t>(GetTPipePtr()->FetchEventID(HardEvent::MTE2_S));
+                        SetFlag<HardEvent::MTE2_S>(evt_26);  // sumBuf_: MTE2 has written it before S reads it
+                        WaitFlag<HardEvent::MTE2_S>(evt_26);
                         // the group's rows, colBatchRows at a time
                         for (int64_t b0 = 0; b0 < k; b0 += td_->colBatchRows) {
                             const int64_t kb = k - b0 < td_->colBatchRows ? k - b0 : td_->colBatchRows;
@@ -591,9 +633,12 @@ private:
                                    kb * rowStride_);  // spec: ada_layer_norm_v2.py:26
                         }
                     } else {
-                        event_t evt_20 = static_cast<event_t>(GetTPipePtr()->FetchEventID(HardEvent::MTE2_S));
-                        SetFlag<HardEvent::MTE2_S>(evt_20);  // sumBuf_: MTE2 has written it before S reads it
-                        WaitFlag<HardEvent::MTE2_S>(evt_20);
+                        event_t evt_27 = static_cast<event_t>(GetTPipePtr()->FetchEventID(HardEvent::V_S));
+                        SetFlag<HardEvent::V_S>(evt_27);  // sumBuf_: V has written it before S reads it
+                        WaitFlag<HardEvent::V_S>(evt_27);
+                        event_t evt_28 = static_cast<event_t>(GetTPipePtr()->FetchEventID(HardEvent::MTE2_S));
+                        SetFlag<HardEvent::MTE2_S>(evt_28);  // sumBuf_: MTE2 has written it before S reads it
+                        WaitFlag<HardEvent::MTE2_S>(evt_28);
                         for (int64_t i = 0; i < k; ++i) {
                             const int64_t b = (g0 + i) / seqLen_;
                             if (b != valBatch_) {
@@ -649,9 +694,9 @@ private:
                 }
                 if (core == 0 && c0_ == cBegin) {
                     LocalTensor<T> t = statOutQue0_mean_rstd.template AllocTensor<T>();
-                    event_t evt_21 = static_cast<event_t>(GetTPipePtr()->FetchEventID(HardEvent::S_V));
-                    SetFlag<HardEvent::S_V>(evt_21);  // statStageBuf_mean: S has written it before V reads it
-                    WaitFlag<HardEvent::S_V>(evt_21);
+                    event_t evt_29 = static_cast<event_t>(GetTPipePtr()->FetchEventID(HardEvent::S_V));
+                    SetFlag<HardEvent::S_V>(evt_29);  // statStageBuf_mean: S has written it before V reads it
+                    WaitFlag<HardEvent::S_V>(evt_29);
                     // (t: part 0 of 2)
                     CastTo(t, statStage_mean, RoundMode::CAST_RINT, k);  // spec: ada_layer_norm_v2.py:27
                     // (t: part 1 of 2)
@@ -702,6 +747,31 @@ private:
             WaitFlag<HardEvent::V_MTE3>(evt_1);
             DataCopyPad(ws_[dst + o0], xchg_, DataCopyExtParams(1, on * sizeof(float), 0, 0, 0));
         }
+    }
+
+    // Every row of the group: every core's partial row reductions at `src` in one strided copy, combined in a pairwise tree
+    // over the cores (a sum, or the maximum when isMax), the totals copied into tots_ at `dst`.
+    __aicore__ inline void TotalAllRows(int64_t src, int64_t dst, int64_t k)
+    {
+        const int64_t cores = GetBlockNum();
+        const int64_t ka = AlignUp(k, 8);
+        DataCopyPad(xchg_, ws_[src],
+                    DataCopyExtParams(static_cast<uint16_t>(cores), k * sizeof(float),
+                                      (1 * groupStride_ - k) * sizeof(float), 0, 0),
+                    DataCopyPadExtParams<float>(
+                        false, 0, 0, float{}));  // every core's partials of the group's rows: one row of xchg_ a core
+        event_t evt_0 = static_cast<event_t>(GetTPipePtr()->FetchEventID(HardEvent::MTE2_V));
+        SetFlag<HardEvent::MTE2_V>(evt_0);  // xchgBuf_: MTE2 has written it before V reads it
+        WaitFlag<HardEvent::MTE2_V>(evt_0);
+        // pairwise tree: the last h of the n = cores - d rows left folded onto the first h
+        for (int64_t d = 0; d < cores - 1;) {
+            const int64_t h = (cores - d) / 2;
+            PipeBarrier<PIPE_V>();  // xchgBuf_: V has written it before V reads it
+            Add(xchg_, xchg_, xchg_[(cores - d - h) * ka], static_cast<int32_t>(h * ka));
+            d += h;
+        }
+        PipeBarrier<PIPE_V>();  // xchgBuf_: V has written it before V reads it
+        Muls(tots_[dst], xchg_, 1.0f, static_cast<int32_t>(ka));
     }
 
     // GM row (T, U or fp32) -> fp32 UB row, n elements.

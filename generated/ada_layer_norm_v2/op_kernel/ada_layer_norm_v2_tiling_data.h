@@ -15,7 +15,9 @@ struct AdaLayerNormV2TilingData {
     int64_t rowsTail = 0;     // the first rowsTail cores take one more row
     int64_t rowsPerPass =
         0;  // rows per UB pass (at most 255: one repeat-form instruction takes them, repeatTime is 0..255)
-    int64_t colsPerCore = 0;        // columns per core (COL_SPLIT)
+    int64_t colsPerCore = 0;  // columns per core (COL_SPLIT)
+    int64_t xchgAll =
+        0;  // 1: a COL_SPLIT exchange takes one SyncAll (every core totals every row; its extra GM reads within 1 / 2000 of the row bytes), 0: two (owners total)
     int64_t colBatchRows = 0;       // COL_SPLIT: rows of a group run at once (a multiple of 8; 0: row by row)
     int64_t colsPerPass = 0;        // columns per COL_SPLIT pass: the whole slice stays resident
     int64_t colsTail = 0;           // columns of the last core (COL_SPLIT)
@@ -26,6 +28,7 @@ struct AdaLayerNormV2TilingData {
     int64_t fits = 0;               // 1 when the chosen plan fits UB
     int64_t blockDim = 0;           // AIV cores launched
     int64_t tilingKey = 0;          // attrKey * 100 + dtypeKey * 10 + strategy
+    int64_t xchgOff1 = 0;           // COL_SPLIT with xchgAll: the second region of partials (floats into the workspace)
     int64_t workspaceBytes = 0;     // user workspace (bytes)
     int64_t seqLen = 0;             // rows per batch
     int64_t batchNum = 0;           // batches

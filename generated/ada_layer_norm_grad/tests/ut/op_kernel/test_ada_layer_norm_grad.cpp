@@ -90,6 +90,7 @@ TEST_F(AdaLayerNormGradKernel, example)
     tilingData->rowsTail = 0;
     tilingData->rowsPerPass = 1;
     tilingData->colsPerCore = 16;
+    tilingData->xchgAll = 1;
     tilingData->colBatchRows = 8;
     tilingData->colsPerPass = 16;
     tilingData->colsTail = 8;
@@ -100,6 +101,7 @@ TEST_F(AdaLayerNormGradKernel, example)
     tilingData->fits = 1;
     tilingData->blockDim = 8;
     tilingData->tilingKey = 11;
+    tilingData->xchgOff1 = 144;
     tilingData->workspaceBytes = 3072;
     tilingData->seqLen = 4;
     tilingData->batchNum = 2;

@@ -74,6 +74,7 @@ TEST_F(AdaLayerNormV2Kernel, example)
     tilingData->rowsTail = 0;
     tilingData->rowsPerPass = 1;
     tilingData->colsPerCore = 16;
+    tilingData->xchgAll = 1;
     tilingData->colBatchRows = 0;
     tilingData->colsPerPass = 16;
     tilingData->colsTail = 8;
@@ -84,6 +85,7 @@ TEST_F(AdaLayerNormV2Kernel, example)
     tilingData->fits = 1;
     tilingData->blockDim = 8;
     tilingData->tilingKey = 11;
+    tilingData->xchgOff1 = 80;
     tilingData->workspaceBytes = 0;
     tilingData->seqLen = 4;
     tilingData->batchNum = 2;
