@@ -938,8 +938,9 @@ def _instr_text(i: Instr) -> str:
         return f"{i.dst} = {a} with lane {i.srcs[1]} + {i.arg}"
     if i.kind == "vunary":
         return f"{i.dst} = {i.op}({a})"
-    if i.kind == "vseg":
-        return f"{i.dst} = {i.op}({a}, {i.arg or i.gm} per segment)"
+    if i.kind == "vseg":   # a scalar text's segment values printed as <operand>[seg]
+        arg = re.sub(rf"\b{SEG_VALUE_PREFIX}([A-Za-z0-9_]+)", r"\1[seg]", i.arg)
+        return f"{i.dst} = {i.op}({a}, {arg or i.gm} per segment)"
     if i.kind == "vdup":
         return f"{i.dst} = Duplicate({i.arg})"
     if i.kind == "vgather":
