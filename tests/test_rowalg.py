@@ -5,7 +5,10 @@ NumPy arithmetic (docs/reference/kernel_cost.md §4). End-to-end numerics of the
 
 from __future__ import annotations
 
+import re
+
 import numpy as np
+import pytest
 
 from opgen.check.compare import THRESHOLD
 from opgen.kernel import rowalg
@@ -328,3 +331,104 @@ def test_sigmoid_from_the_forward_exp_where_its_exponent_is_not_positive():
         assert np.all(np.abs(got[normal] - exact[normal]) <= 8 * u * exact[normal])
         assert np.all(np.abs(got[~normal] - exact[~normal]) <= 2.0 ** -126)
     assert new[-1] == old[-1] == 0.0
+
+
+def _norm_tail(seg: bool):
+    """((x - m) * r) * g + b: the normalisations' tail on a row x, with m, r per-row scalars and g, b per-row
+    scalars (InstanceNorm) or per-segment operands (GroupNorm: vseg of GM seg tensors g, b)."""
+    gm = [GmTensor("x", "in", "row", "f32"), GmTensor("y", "out", "row", "f32")]
+    if seg:
+        gm += [GmTensor("g", "in", "seg", "f32"), GmTensor("b", "in", "seg", "f32")]
+        tail = [Instr("vseg", "e", ("c",), "Muls", gm="g"), Instr("vseg", "f", ("e",), "Adds", gm="b")]
+    else:
+        tail = [Instr("vscalar", "e", ("c",), "Muls", "g"), Instr("vscalar", "f", ("e",), "Adds", "b")]
+    pre = [Instr("cast_in", "a", gm="x"), Instr("rsum", "m", ("a",), space="stat"),
+           Instr("vscalar", "d", ("a",), "Adds", "-(m)"), Instr("vbin", "q", ("d", "d"), "Mul"),
+           Instr("rsum", "r", ("q",), space="stat"), Instr("vscalar", "c", ("d",), "Muls", "r")]
+    if not seg:
+        pre[:0] = [Instr("sload", "g", gm="x", space="stat"), Instr("sload", "b", gm="x", space="stat")]
+    return RowProgram("t", None, gm=gm, instrs=pre + tail + [Instr("store", srcs=("f",), gm="y")])
+
+
+def _eval_text(text: str, env: dict) -> np.float32:
+    """A folded scalar text (C++ float arithmetic in brackets) evaluated in fp32, one rounding an operation."""
+    env32 = {k: np.float32(v) for k, v in env.items()}
+    return np.float32(eval(re.sub(r"(\d+\.\d*)f", r"np.float32(\1)", text), {"np": np}, env32))  # noqa: S307
+
+
+@pytest.mark.parametrize("through", [False, True])
+@pytest.mark.parametrize("seg", [False, True])
+def test_a_normalisation_tail_folds_to_one_multiply_and_one_add(seg, through):
+    """((x - m) r) g + b (the difference also read by the variance): fold_affine_chains -> (x - m) S + b, S = r g
+    per row / per segment; fold_affine_through_shared -> x S + T, T = -m S + b, reading x (the difference stays for
+    the variance). S and T evaluated in fp32 from the folded texts give, on rows whose mean is far from 0 (|m| /
+    std up to 5000), outputs within each pass's stated bound of float64's (x - m) r g + b (docs/reference/
+    kernel_cost.md §4): 4u |x - m| |S| + 2u |y| kept difference, 8u (|x| + |m|) |S| + 2u |y| folded through."""
+    p = _norm_tail(seg)
+    fold = rowalg.fold_affine_through_shared if through else rowalg.fold_affine_chains
+    assert fold(p) == 1
+    verify_program(p)
+    src = "a" if through else "d"
+    mul = next(i for i in p.instrs if i.op == "Muls" and i.srcs == (src,))
+    add = next(i for i in p.instrs if i.dst == "f")
+    kind = "vseg" if seg else "vscalar"
+    assert (mul.kind, add.kind, add.op, add.srcs) == (kind, kind, "Adds", (mul.dst,))
+    assert [i.kind for i in p.instrs if i.kind in ("vscalar", "vseg", "vbin")] == ["vscalar", "vbin", kind, kind]
+    texts = {i.dst: i.arg for i in p.instrs if i.kind == "sexpr"}
+    s_text = (mul.arg or f"segv_{mul.gm}") if seg else texts.get(mul.arg, mul.arg)
+    t_text = (add.arg or f"segv_{add.gm}") if seg else texts.get(add.arg, add.arg)
+    rng = np.random.default_rng(5)
+    u, worst = 2.0 ** -24, 0.0
+    for _ in range(200):
+        mu, sd = rng.uniform(-50, 50), 10.0 ** rng.uniform(-2, 1)
+        x = (mu + sd * rng.standard_normal(4096)).astype(np.float32)
+        m, r = np.float32(x.astype(np.float64).mean()), np.float32(1 / x.astype(np.float64).std())
+        g, b = np.float32(rng.uniform(0.5, 2)), np.float32(rng.standard_normal())
+        env = {"m": m, "r": r, "g": g, "b": b, "segv_g": g, "segv_b": b}
+        s, t = _eval_text(s_text, env), _eval_text(t_text, env)
+        got = ((x if through else x - m) * s + t).astype(np.float64)   # numpy float32: one rounding each
+        want = (x.astype(np.float64) - m) * r * g + b
+        scale = np.abs(x) + abs(m) if through else np.abs(x.astype(np.float64) - m)
+        bound = (8 if through else 4) * u * scale * abs(float(r) * float(g)) + 2 * u * np.abs(want)
+        assert np.all(np.abs(got - want) <= bound)
+        worst = max(worst, float(np.max(np.abs(got - want) / bound)))
+    assert worst > 0.01   # the rewrite is not exact: the bound is not vacuous
+
+
+def test_affine_chains_of_one_kind_or_two_links_are_left():
+    """Muls then Muls, Adds then Adds (fold_multiply_chains' opt-in business) and a two-link chain (one multiply and
+    one add already) are not rewritten."""
+    for ops in (("Muls", "Muls", "Muls"), ("Adds", "Adds", "Adds"), ("Adds", "Muls")):
+        ins = [Instr("cast_in", "a", gm="x"), Instr("sload", "s", gm="x", space="stat")]
+        prev = "a"
+        for k, op in enumerate(ops):
+            ins.append(Instr("vscalar", f"v{k}", (prev,), op, "s"))
+            prev = f"v{k}"
+        p = _hand(ins + [Instr("store", srcs=(prev,), gm="y")])
+        assert rowalg.fold_affine_chains(p) == 0, ops
+
+
+def _groups_prog(path, passes=None):
+    from opgen.kernel.rows import prepare
+
+    spec = load_spec(path)
+    g = prepare(optimize(spec.graph(select_key(spec, {}, ()))))
+    return lower(g, analyse(g), passes)
+
+
+def test_normalisations_per_element_passes_before_and_after():
+    """GroupNorm and InstanceNorm: the final phase's (x - mean) * rstd * gamma + beta (Adds, Muls, Muls, Adds a
+    row element) becomes (x - mean) * S + beta (Adds, Muls, Adds) with the default passes: per row and per phased
+    row (ROW_CHUNK / COL_STREAM run each phase over the row's chunks, phase_instrs_per_row) one vector instruction
+    less; with the opt-in FAST_ROW_PASSES x * S + T (Muls, Adds): the final phase no longer computes the difference
+    (the variance's phase still does), so per phased row two less."""
+    no_fold = [f for f in rowalg.ROW_PASSES if f is not rowalg.fold_affine_chains]
+    for path in ("examples/specs/group_norm.py", "examples/specs/instance_norm.py"):
+        before, after = _groups_prog(path, no_fold), _groups_prog(path)
+        fast = _groups_prog(path, rowalg.FAST_ROW_PASSES)
+        assert rowalg.vector_instrs_per_row(before) - rowalg.vector_instrs_per_row(after) == 1, path
+        assert rowalg.phase_instrs_per_row(before) - rowalg.phase_instrs_per_row(after) == 1, path
+        assert rowalg.phase_instrs_per_row(before) - rowalg.phase_instrs_per_row(fast) == 2, path
+        final = lambda q: [i.op for i in q.instrs if -1 in i.phases and i.space == "row" and i.kind != "cast_in"]  # noqa: E731
+        assert final(after) == ["Adds", "Muls", "Adds", ""], (path, final(after))   # the store last
+        assert final(fast) == ["Muls", "Adds", ""], (path, final(fast))

@@ -89,3 +89,30 @@ def test_the_segment_ends_hand_off_is_under_the_guard(examples_gen):
         end = text.index("for (int64_t e = b; e < hi; ++e)", s)
         outside = outside[:s] + outside[end:]
     assert outside.count("GmScalar(gm_gamma") == outside.count("GmScalar(gm_beta") == len(starts) // 2
+
+
+def test_a_segment_scalar_over_two_operands_against_float64(examples_gen, monkeypatch):
+    """The opt-in fold through the difference (rowalg.fold_affine_through_shared) gives GroupNorm's final phase
+    x * S + T with T = beta[c] - mean * rstd * gamma[c]: a vseg whose scalar reads two per-segment operands (gamma's
+    and beta's value of the segment, each from its own row offset: seg_nodes' segBase1). On the Kernel-IR
+    interpreter (it lowers the spec in this process, so the pass list patched here is the one used), segments of
+    37 columns (ends off a block: the scalar unit's share reads both values too), fp32: out within the fold's bound
+    of float64 (8u (|x| + |mean|) |S| plus the fp32 statistics' error, docs/reference/kernel_cost.md §4)."""
+    from opgen.kernel import rowalg
+
+    monkeypatch.setattr(rowalg, "ROW_PASSES", [f if f is not rowalg.fold_affine_chains
+                                               else rowalg.fold_affine_through_shared for f in rowalg.ROW_PASSES])
+    n, c, hw, g = 2, 6, 37, 3
+    inp = _inputs(n, c, hw, "float32")
+    r = run_check(str(EX), inputs=inp, attrs={"N": n, "C": c, "HxW": hw, "group": g}, dtypes={"T": "float32"},
+                  gen_dir=examples_gen, engine="kir", progress=False)
+    assert not r.faults and r.passed, r.faults[:2]
+    want = _float64(inp, g)
+    got = np.asarray(r.arrays["out"], np.float64).reshape(want["out"].shape)
+    x = inp["self"].astype(np.float64).reshape(n, g, -1)
+    mean = want["meanOut"][:, :, None]
+    scale = (want["rstdOut"][:, :, None] * np.ones_like(x)).reshape(n, c, hw) * inp["gamma"][:, None]
+    u = 2.0 ** -24
+    bound = (16 + np.log2(c // g * hw)) * u * (np.abs(x) + np.abs(mean)).reshape(n, c, hw) * np.abs(scale) \
+        + 2 * u * np.abs(want["out"])
+    assert np.all(np.abs(got - want["out"]) <= bound), float(np.max(np.abs(got - want["out"]) / bound))

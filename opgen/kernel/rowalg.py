@@ -22,8 +22,8 @@ from typing import Callable
 
 from opgen.ir.records import evolve
 from opgen.kernel.rowguard import GuardName
-from opgen.kernel.rowprog import (MASK_KINDS, ROW_REDUCE, SCALAR_ARG_KINDS, SELECT_KINDS, RowProgram, _names_in,
-                                 _rename, is_vector, lane_acc)
+from opgen.kernel.rowprog import (MASK_KINDS, ROW_REDUCE, SCALAR_ARG_KINDS, SEG_VALUE_PREFIX, SELECT_KINDS, RowProgram,
+                                 _names_in, _rename, is_vector, lane_acc, seg_value_name)
 
 FP32_UNIT_ROUNDOFF = 2.0 ** -24
 """u: the largest relative error of one fp32 round-to-nearest (docs/reference/kernel_cost.md §4)."""
@@ -860,11 +860,166 @@ def sigmoid_from_exp(p: RowProgram) -> int:
     return done
 
 
+def _affine_step(i, x: str):
+    """(S, T) of lane-wise instruction `i` applied to row value `x` as y = x * S + T (scalar texts, None for S = 1 /
+    T = 0), or None when `i` is not a per-row or per-segment Muls / Adds / Subs of x: a row-space `vscalar` Muls or
+    Adds of x by its scalar, or a `vseg` of x (its scalar: its arg, else the segment's value of its GM operand)."""
+    if i.space != "row" or i.srcs[:1] != (x,) or len(i.srcs) != 1:
+        return None
+    if i.kind == "vscalar" and i.op in ("Muls", "Adds"):
+        a = i.arg
+    elif i.kind == "vseg" and i.op in ("Muls", "Adds", "Subs"):
+        a = i.arg or seg_value_name(i.gm)
+    else:
+        return None
+    return (f"({a})", None) if i.op == "Muls" else (None, f"({a})" if i.op == "Adds" else f"(-({a}))")
+
+
+def _then(st: tuple, step: tuple) -> tuple:
+    """The affine map `step` after `st` (both (S, T) as in _affine_step): x -> (x S + T) S2 + T2."""
+    (s, t), (s2, t2) = st, step
+    if s2 is not None:
+        s = s2 if s is None else f"({s} * {s2})"
+        t = None if t is None else f"({t} * {s2})"
+    if t2 is not None:
+        t = t2 if t is None else f"({t} + {t2})"
+    return s, t
+
+
+def fold_affine_chains(p: RowProgram) -> int:
+    """`_fold_affine` without folding through a shared first step (in ROW_PASSES): ((x - m) r) g + b ->
+    (x - m) S + T with S = r g, T = b; the difference is kept, so no addition is reassociated with a cancelling
+    term. Precision: RN(d S') against RN(RN(d r) g) within about 4u relative of d r g, then the same add of b:
+    the chain's own error order (docs/reference/kernel_cost.md §4). Returns the number of chains folded."""
+    return _fold_affine(p, through=False)
+
+
+def fold_affine_through_shared(p: RowProgram) -> int:
+    """`_fold_affine` folding through a shared first step too (opt-in, FAST_ROW_PASSES): ((x - m) r) g + b ->
+    x S + T with T = b - m S, reading x, so a phased row's final phase no longer computes x - m. It reassociates
+    the cancelling add: an absolute error of about 8u (|x| + |m|) |S| (docs/reference/kernel_cost.md §4), which
+    fails CANN's fp32 MARE criterion on InstanceNorm rows whose |mean| / std is about 10 (measured: floored MARE
+    0.00198 > 2^-13 * 10, where the unfolded kernel passes); 16-bit outputs round far coarser. Returns the number
+    of chains folded."""
+    return _fold_affine(p, through=True)
+
+
+def _fold_affine(p: RowProgram, through: bool) -> int:
+    """(fold_affine_chains, fold_affine_through_shared) A chain of per-row / per-segment scalar Muls and Adds on a
+    row (each link's result read only by the next, all of one presence), at least three links holding both a
+    multiply and an add -> one multiply and one add: y = x * S + T, S the product of the multipliers and T the adds
+    carried through the later multipliers, computed once per row by the scalar unit (`sexpr`), or once per segment
+    inside the segment loop when they read per-segment operands (a vseg with a scalar text over `segv_<gm>` values,
+    opgen.kernel.rowclass.seg_nodes). ((x - mean) * rstd) * gamma + beta -> (x - mean) * (rstd gamma) + beta: one
+    vector pass a row fewer (InstanceNorm's per-row gamma / beta, GroupNorm's per-channel segments of a group's
+    row). With `through`, when the chain's first link reads a row-space Muls / Adds step of x0 that other
+    instructions read too (x - mean, which the variance also reads), that step is folded in as well and the chain
+    reads x0: x * S + (beta - mean S); the step stays for its other readers, and where the row's phases run over
+    column chunks (ROW_CHUNK, COL_STREAM) the final phase no longer computes it (a whole row in UB computes it once
+    either way).
+
+    Precision (docs/reference/kernel_cost.md §4; u = 2^-24): without `through` no addition is reassociated:
+    RN(d RN(r g)) is within about 4u relative of d r g as RN(RN(d r) g) is, then the same add: the chain's own
+    error order. With `through` the cancelling add is reassociated: RN(RN(x S') + T') differs from the exact result
+    by about (k + 4) u (|x| + |m|) |S| (k links), relative to the output |x - m| |S| amplified by (|x| + |m|) /
+    |x - m| near the mean; measured, InstanceNorm fp32 rows with |mean| / std about 10 then fail CANN's floored
+    MARE (0.00198 > 0.00122) where the unfolded kernel passes, so that form is opt-in. Range: S' = RN(r g)
+    overflows only where |r g| > 2^128, where d S overflows too for |d| >= 1; a subnormal S' is flushed as d S
+    would be. Chains of multiplies only or adds only are left to the opt-in fold_multiply_chains. Per-segment
+    operands of one chain must share one segment length. Returns the number of chains folded."""
+    done = 0
+    while True:
+        uses = _uses(p)
+        defs: dict = {}
+        for k, i in enumerate(p.instrs):
+            if i.dst:
+                defs.setdefault(i.dst, []).append(k)
+        readers: dict = {}
+        for k, i in enumerate(p.instrs):
+            for x in i.srcs:
+                readers.setdefault(x, []).append(k)
+        hit = None
+        for k0, i0 in enumerate(p.instrs):
+            if not i0.srcs or _affine_step(i0, i0.srcs[0]) is None:
+                continue
+            x = i0.srcs[0]
+            prev = defs.get(x, [])
+            if len(prev) == 1 and uses.get(x) == 1 and _affine_step(p.instrs[prev[0]], p.instrs[prev[0]].srcs[0]
+                                                                     if p.instrs[prev[0]].srcs else "") is not None \
+                    and p.instrs[prev[0]].when == i0.when:
+                continue   # not the chain's first link
+            chain, st, cur = [k0], _affine_step(i0, x), i0
+            segs = {i0.gm} if i0.kind == "vseg" else set()
+            while len(defs.get(cur.dst, [])) == 1 and uses.get(cur.dst) == 1 and cur.dst not in p.accs \
+                    and len(readers.get(cur.dst, [])) == 1:
+                nk = readers[cur.dst][0]
+                nxt = p.instrs[nk]
+                step = _affine_step(nxt, cur.dst)
+                if step is None or nxt.when != i0.when:
+                    break
+                chain.append(nk)
+                st = _then(st, step)
+                if nxt.kind == "vseg":
+                    segs.add(nxt.gm)
+                cur = nxt
+            ops = {p.instrs[k].op for k in chain}
+            if through and len(prev) == 1 and p.instrs[prev[0]].kind == "vscalar" and uses.get(x, 0) > 1 \
+                    and p.instrs[prev[0]].when == i0.when:
+                head = p.instrs[prev[0]]   # x = a step of x0 that other instructions read too: it stays for them
+                step = _affine_step(head, head.srcs[0]) if head.srcs else None
+                if step is not None and len(chain) >= 2:
+                    st, x = _then(step, st), head.srcs[0]
+                    ops.add(head.op)
+                    chain_len = len(chain) + 1
+                else:
+                    chain_len = len(chain)
+            else:
+                chain_len = len(chain)
+            if chain_len < 3 or "Muls" not in ops or not ops & {"Adds", "Subs"}:
+                continue   # two links are one multiply and one add already; a chain of one kind is not taken
+            if segs and len({str(getattr(p.tensor(g).view, "seglen", None)) for g in segs}) != 1:
+                continue
+            hit = (chain, st, x)
+            break
+        if hit is None:
+            return done
+        chain, (s, t), x = hit
+        last = p.instrs[chain[-1]]
+        made: list = []
+        src = x
+
+        def emit(op: str, text: str, dst: str) -> None:
+            segs_in = [g for g in re.findall(r"[A-Za-z_][A-Za-z0-9_]*", text) if g.startswith(SEG_VALUE_PREFIX)]
+            one = re.fullmatch(r"\(*\s*([A-Za-z_][A-Za-z0-9_]*)\s*\)*", text)   # a name alone: no expression
+            if segs_in:
+                g = segs_in[0][len(SEG_VALUE_PREFIX):]
+                made.append(evolve(last, kind="vseg", dst=dst, srcs=(src,), op=op, gm=g,
+                                   arg="" if one else text))
+            elif one:
+                made.append(evolve(last, kind="vscalar", dst=dst, srcs=(src,), op=op, arg=one.group(1)))
+            else:
+                name = _fresh(p, f"k_{dst}")
+                made.append(evolve(last, kind="sexpr", dst=name, srcs=(), op="", arg=text, space="stat"))
+                made.append(evolve(last, kind="vscalar", dst=dst, srcs=(src,), op=op, arg=name))
+
+        if s is not None and t is not None:
+            mid = _fresh(p, f"ax_{last.dst}")
+            emit("Muls", s, mid)
+            src = mid
+            emit("Adds", t, last.dst)
+        else:
+            emit("Muls" if s is not None else "Adds", s if s is not None else t, last.dst)
+        keep = [i for k, i in enumerate(p.instrs) if k not in set(chain[:-1])]
+        at = keep.index(last)
+        p.instrs = keep[:at] + made + keep[at + 1:]
+        done += 1
+
+
 RowPass = Callable[[RowProgram], int]
 
 ROW_PASSES: list[RowPass] = [propagate_scalar_copies, reuse_computed_values, gather_column_inputs,
                              gather_through_lanewise, reuse_scalar_functions, select_with_scalar, compare_before_widening, sum_of_negation, fold_negation, reciprocal_of_softmax_sum,
-                             sigmoid_from_exp, fuse_axpy, one_lane_updates, remove_dead_values]
+                             sigmoid_from_exp, fold_affine_chains, fuse_axpy, one_lane_updates, remove_dead_values]
 """The kernel-level algebra run on every row program of the rows family, in order (module docstring): the exact
 rewrites, and the two inexact rewrites whose operands' ranges are proven (reciprocal_of_softmax_sum: within 2 fp32
 ulp of the interpreter's device-mode quotient; sigmoid_from_exp: within 8u relative of its sigmoid); every other
@@ -872,7 +1027,8 @@ rewrite keeps the interpreter's device-mode values."""
 
 FAST_ROW_PASSES: list[RowPass] = [propagate_scalar_copies, reuse_computed_values, gather_column_inputs,
                                   gather_through_lanewise, reuse_scalar_functions, select_with_scalar, compare_before_widening, sum_of_negation, fold_negation, reciprocal_of_broadcast_divisor,
-                                  sigmoid_from_exp, fold_multiply_chains, reuse_computed_values,
+                                  sigmoid_from_exp, fold_affine_through_shared, fold_multiply_chains,
+                                  reuse_computed_values,
                                   fuse_axpy, one_lane_updates, remove_dead_values]
 """Opt-in (pass as `passes`): ROW_PASSES plus the inexact rewrites reciprocal_of_broadcast_divisor and
 fold_multiply_chains. Their relative bounds hold only while 1/s and a*b stay normal fp32: for |s| > 2^126 the

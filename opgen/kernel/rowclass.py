@@ -38,6 +38,7 @@ from opgen.kernel.rowprog import (ACC_INIT, MASK_KINDS, MASK_LANES, SELECT_KINDS
 from opgen.kernel.rowsched import GmRows, RowSchedule, row_split_class
 from opgen.kernel.rowprog import (MAX_DIM_VALUES, narrow_rows, online_pair, reduction_slot_counts, reduction_slots,
                                   var_bindings)
+from opgen.kernel.rowprog import _rename, seg_value_name, seg_values_in
 from opgen.kernel.rowguard import GuardName
 from opgen.kernel.rowpresence import cover, input_guard, output_guard
 from opgen.kernel.rowsched import mul as _kmul
@@ -287,14 +288,29 @@ class _Printer:
         v = self.p.tensor(i.gm).view
         dst, src = _operand_ref(i.dst, self.p), _operand_ref(i.srcs[0], self.p)
         row = _ksum(Sym("r0" if self.mode == "row" else "g0"), Sym("i"))
-        seglen, step = self.addr.dims.sym(v.seglen), self.addr.dims.sym(v.step)
+        seglen = self.addr.dims.sym(v.seglen)
         j, seg, c0, n, e = Sym("j"), Sym("segLen"), Sym("c0_"), Sym("n_"), Sym("e")
         lo, hi, a, b = Sym("lo"), Sym("hi"), Sym("a"), Sym("b")
         at = lambda r, x: dataclasses.replace(r, offset=x)  # noqa: E731
         start = _kmul(j, seg)
+        reads = seg_values_in(i)   # the seg operands whose values this segment's scalar reads
+        for g in reads[1:]:
+            w = self.p.tensor(g).view
+            if str(w.seglen) != str(v.seglen):
+                raise SpecError(f"row kernel {self.p.name}: per-segment operands {i.gm} and {g} of one instruction "
+                                f"have different segment lengths")
+        loads = []
+        for k, g in enumerate(reads):
+            st = self.addr.dims.sym(self.p.tensor(g).view.step)
+            base = Sym("segBase") if k == 0 else Sym(f"segBase{k}")
+            loads.append(kir.FLet("v" if not i.arg else f"segv{k}",
+                                  kir.FLoad(kir.GmView(f"gm_{self.p.tensor(g).gm}",
+                                                       _ksum(base, j if st == Lit(1) else _kmul(j, st))))))
+        if i.arg:   # the scalar: a float expression over the segment values and per-row scalars (fold_affine_chains)
+            text = _rename(i.arg, {seg_value_name(g): f"segv{k}" for k, g in enumerate(reads)})
+            loads.append(kir.FLet("v", parse_scalar(text, INT_MEMBERS)))
         bounds = [
-            kir.FLet("v", kir.FLoad(kir.GmView(f"gm_{self.p.tensor(i.gm).gm}",
-                                                _ksum(Sym("segBase"), j if step == Lit(1) else _kmul(j, step))))),
+            *loads,
             kir.Let("lo", kir.Select(Constraint(">", start, c0), _ksub(start, c0), Lit(0))),
             kir.Let("hi", kir.Select(Constraint("<", _kmul(_ksum(j, Lit(1)), seg), _ksum(c0, n)),
                                      _ksub(_kmul(_ksum(j, Lit(1)), seg), c0), n)),
@@ -311,6 +327,7 @@ class _Printer:
                         + (f"; {doc}" if doc else "")),
             kir.Let("segLen", seglen),
             kir.Let("segBase", self.addr.row_expr(i.gm, row)),
+            *(kir.Let(f"segBase{k}", self.addr.row_expr(g, row)) for k, g in enumerate(reads) if k),
             kir.Let("jEnd", Bin("//", _ksub(_ksum(c0, n), Lit(1)), seg)),
             kir.For("j", first, Sym("jEnd"), Lit(1), tuple(bounds) + (
                 kir.If((Constraint(">", b, a),), (kir.vec(op, dst=at(dst, a), src0=at(src, a), scalar=scalar,

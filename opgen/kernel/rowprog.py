@@ -68,7 +68,7 @@ CMP_OPS = {"lt": "LT", "le": "LE", "gt": "GT", "ge": "GE", "eq": "EQ", "ne": "NE
 """AscendC's CMPMODE of each comparison op of the IR (opgen.ir.ops)."""
 CMP_SWAP = {"LT": "GT", "GT": "LT", "LE": "GE", "GE": "LE", "EQ": "EQ", "NE": "NE"}
 """The mode of the comparison with its operands swapped (s < x is x > s), for Compares' scalar-second form."""
-SCALAR_ARG_KINDS = ("sexpr", "sunary", "vscalar", "vaxpy", "vlane", "vdup", "viota", "vcmps", "vcmpsh", "vsels")
+SCALAR_ARG_KINDS = ("sexpr", "sunary", "vscalar", "vaxpy", "vlane", "vdup", "viota", "vcmps", "vcmpsh", "vsels", "vseg")
 """Kinds whose `arg` is a C++ float expression over scalar names (renamed and scanned for uses with the operands)."""
 MASK_LANES = 64
 """Lanes a compare or select covers per 256-B repeat of fp32: their counts are rounded up to a multiple of it (whole
@@ -207,7 +207,9 @@ class Instr:
                                                               rowalg.fuse_axpy)
     vseg        dst = srcs[0] <op> the value of each segment of the row (op Muls / Adds / Subs; GM operand `gm`
                 of space "seg": one value per segment of seglen columns, rowlayout.SegView; printed as a loop
-                over the segments the row or chunk covers, opgen.codegen.kernel)
+                over the segments the row or chunk covers, opgen.codegen.kernel); with a non-empty arg, the
+                scalar applied to a segment is that C++ float text, over per-row scalars and `segv_<name>`, the
+                segment's value of seg GM operand <name> (seg_value_name; rowalg.fold_affine_chains)
     vlane       dst = srcs[0] with one lane changed: lane srcs[1] - c0_ (srcs[1] a checked per-row index, the row's
                 lanes holding columns c0_ ..) plus scalar arg, read, added and written back by the scalar unit where
                 the row's lanes hold that column (dst is srcs[0]'s buffer, srcs[0] dies here;
@@ -661,12 +663,32 @@ def names_in(i: Instr) -> list[str]:
     return _names_in(i)
 
 
+SEG_VALUE_PREFIX = "segv_"
+"""A vseg's scalar text names the segment's value of seg GM operand g as SEG_VALUE_PREFIX + g (seg_value_name)."""
+
+
+def seg_value_name(gm: str) -> str:
+    """The name a vseg's scalar text gives the current segment's value of seg GM operand `gm`."""
+    return SEG_VALUE_PREFIX + gm
+
+
+def seg_values_in(i: Instr) -> list[str]:
+    """The seg GM operands whose segment values vseg `i` reads, the scalar's own `i.gm` first (its arg's
+    `segv_<name>` names, in order of first use; just i.gm for an empty arg)."""
+    out = [i.gm]
+    for x in re.findall(r"[A-Za-z_][A-Za-z0-9_]*", i.arg or ""):
+        if x.startswith(SEG_VALUE_PREFIX) and x[len(SEG_VALUE_PREFIX):] not in out:
+            out.append(x[len(SEG_VALUE_PREFIX):])
+    return out
+
+
 def _names_in(i: Instr) -> list[str]:
     import re
 
     names = list(i.srcs)
     if i.kind in SCALAR_ARG_KINDS:
-        names += re.findall(r"[A-Za-z_][A-Za-z0-9_]*", i.arg)
+        names += [x for x in re.findall(r"[A-Za-z_][A-Za-z0-9_]*", i.arg)
+                  if not (i.kind == "vseg" and x.startswith(SEG_VALUE_PREFIX))]
     return names
 
 
@@ -832,8 +854,13 @@ def verify_program(p: RowProgram) -> None:
             raise IRError(f"row program {p.name}: {i.dst} outside the {p.row_temps} row temporaries")
         if i.kind in NO_INPLACE and i.dst in i.srcs:
             raise IRError(f"row program {p.name}: instruction {k} ({i.kind} {i.dst}) overwrites its own source")
-        if i.kind in ("store", "sstore", "load", "cast_in", "sload", "vseg"):
+        if i.kind in ("store", "sstore", "load", "cast_in", "sload"):
             p.tensor(i.gm)
+        if i.kind == "vseg":
+            for g in seg_values_in(i):
+                if p.tensor(g).space != "seg":
+                    raise IRError(f"row program {p.name}: instruction {k} (vseg {i.dst}) reads {g}, not a per-segment "
+                                  f"operand")
         if i.dst:
             defined.add(i.dst)
     for a in p.accs:
@@ -911,8 +938,9 @@ def _instr_text(i: Instr) -> str:
         return f"{i.dst} = {a} with lane {i.srcs[1]} + {i.arg}"
     if i.kind == "vunary":
         return f"{i.dst} = {i.op}({a})"
-    if i.kind == "vseg":
-        return f"{i.dst} = {i.op}({a}, {i.gm} per segment)"
+    if i.kind == "vseg":   # a scalar text's segment values printed as <operand>[seg]
+        arg = re.sub(rf"\b{SEG_VALUE_PREFIX}([A-Za-z0-9_]+)", r"\1[seg]", i.arg)
+        return f"{i.dst} = {i.op}({a}, {arg or i.gm} per segment)"
     if i.kind == "vdup":
         return f"{i.dst} = Duplicate({i.arg})"
     if i.kind == "vgather":
