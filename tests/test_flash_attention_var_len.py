@@ -450,3 +450,13 @@ def test_the_tiling_sizes_by_the_longest_batch_not_the_token_count(engine, gen):
     by_t = evaluate(spec, t.program, t.inputs, env, {"T": DType.f16}, plat, **kw)
     assert (by_ends["qSeq"], by_ends["kvSeq"], by_ends["blockCount"]) == (30, 40, 3)   # max(lens), ceil(40 / 16)
     assert (by_t["qSeq"], by_t["kvSeq"], by_t["blockCount"]) == (41, 61, 4)
+
+
+def test_the_tiling_comments_describe_the_dense_key_blocks(gen):
+    """The TND forward's key set is dense (every key of the batch in blocks of 16, docs/design.md "Kernel families",
+    attention): its TilingFunc and tiling struct describe CNT / BS as key blocks, not NSA's selected blocks of a topk
+    input and a block-size attribute, which this op has neither of (the spec: no topk input, no block attribute)."""
+    op = next(p for p in Path(gen).iterdir() if (p / "op_host").is_dir() and "var_len" in p.name)
+    text = "".join(f.read_text() for f in [*op.glob("op_host/*_tiling.cpp"), *op.glob("op_kernel/*_tiling_data.h")])
+    assert "key blocks per (batch, kv head)" in text and "key blocks per unit" in text
+    assert "topk" not in text and "selected" not in text

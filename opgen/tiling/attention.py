@@ -116,9 +116,13 @@ def _common(p: TilingProgram, dense: bool = False, tnd: bool = False):
     v["T2"] = p.input("T2", "key/value tokens (key dim 0)")
     v["N2"] = p.input("N2", "kv heads (key dim 1)")
     v["Dv"] = p.input("Dv", "value head dim (elements)")
-    v["CNT"] = p.input("CNT", "selected blocks per (token, kv head) (topk dim 2)")
+    if dense:   # the whole key set in blocks of DENSE_BLOCK keys (no topk input, no block-size attribute)
+        v["CNT"] = p.input("CNT", "key blocks per (batch, kv head): the longest key sequence in blocks of "
+                           f"{DENSE_BLOCK}")
+    else:
+        v["CNT"] = p.input("CNT", "selected blocks per (token, kv head) (topk dim 2)")
     v["Bn"] = p.input("Bn", "batches (length of the cumulative sequence arrays)")
-    v["BS"] = p.input("BS", "selected block size (keys; the attribute)")
+    v["BS"] = p.input("BS", f"keys per block ({DENSE_BLOCK})" if dense else "selected block size (keys; the attribute)")
     v["tB"] = p.input("tBytes", "bytes per element of T")
     v["dk"] = p.input("dtypeKey", "1-based row of the dtype table")
     v["ak"] = p.input("attrKey", "mixed-radix index of the static attribute values (first attribute fastest)")
@@ -129,6 +133,7 @@ def _common(p: TilingProgram, dense: bool = False, tnd: bool = False):
         v["S1"] = p.let("qSeq", p.input("S1", "query sequence (query dim 2)") + 0, "S1 query rows per (batch, head)",
                         True)
         p.let("kvSeq", p.input("S2", "kv sequence (key dim 2)") + 0, "S2 keys per (batch, kv head)", True)
+    v["dense"] = dense
     T1, N1, N2, D, Dv, CNT, BS = (v[k] for k in ("T1", "N1", "N2", "D", "Dv", "CNT", "BS"))
     p.let("tokens", T1 + 0, "T1", True)
     p.let("qHeads", N1 + 0, "N1", True)
@@ -136,11 +141,11 @@ def _common(p: TilingProgram, dense: bool = False, tnd: bool = False):
     p.let("kvTokens", v["T2"] + 0, "T2", True)
     p.let("headDim", D + 0, "D", True)
     p.let("valueDim", Dv + 0, "Dv", True)
-    p.let("blockCount", CNT + 0, "selected blocks per unit", True)
-    p.let("blockSize", BS + 0, "keys per selected block", True)
+    p.let("blockCount", CNT + 0, "key blocks per unit" if dense else "selected blocks per unit", True)
+    p.let("blockSize", BS + 0, "keys per block" if dense else "keys per selected block", True)
     p.let("batches", v["Bn"] + 0, "batches (cumulative sequence arrays' length)", True)
     v["G"] = p.let("groupSize", N1 // N2, "G = N1 / N2 query heads per kv head", True)
-    v["L"] = p.let("selKeys", CNT * BS, "L = CNT * BS selected keys per unit", True)
+    v["L"] = p.let("selKeys", CNT * BS, "L = CNT * BS " + ("keys" if dense else "selected keys") + " per unit", True)
     v["aic"] = p.let("aicNum", emax(1, v["cores"] // 2), "AI Cores (1 AIC : 2 AIV on Atlas A2/A3)")
     if dense:
         v["gCap"] = p.let("gCap", emax(16, emin(DENSE_ROWS_MAX, _align_down16(lit(L0C_ACC) // (D * 4)))),
@@ -192,7 +197,7 @@ def _dense_units(p: TilingProgram, v: dict, tnd: bool = False):
 def _chunking(p: TilingProgram, v: dict, keys_fit):
     """Key chunk of whole blocks: at most CHUNK_KEYS_MAX keys and `keys_fit` (from the L1 plan)."""
     bpc = p.let("blocksPerChunk", emax(1, emin(v["CNT"], emin(CHUNK_KEYS_MAX, keys_fit) // v["BS"])),
-                "selected blocks per key chunk", True)
+                "key blocks per key chunk" if v["dense"] else "selected blocks per key chunk", True)
     v["Lc"] = p.let("chunkKeys", bpc * v["BS"], "keys per chunk", True)
     v["chunks"] = p.let("chunks", ceil_div(v["CNT"], bpc), "key chunks per unit", True)
     return v
