@@ -38,7 +38,7 @@ def test_one_syncall_only_where_the_extra_reads_stay_within_the_share():
     """xchgAll is 1 only where the one-SyncAll exchange's reads beyond the owners' exchange -- every core reading
     every core's fp32 partials, rows x 2 row reductions x 4 bytes x (cores^2 - 2 cores - 1), counted here from the
     two exchanges' copies -- stay within 1 / 2000 of the row operands' bytes (x read, y written once: 8 bytes an
-    fp32 element), so no GM ratio of bench/results rises (issue 22): the bench's SoftmaxV2 [48, 262144] fp32
+    fp32 element), so no GM ratio of bench/results rises: the bench's SoftmaxV2 [48, 262144] fp32
     (847,488 bytes against 100,663,296: 0.84 %) and [8, 786432] (0.28 %) keep the owners' exchange (two SyncAll),
     as do [1024, 32000] fp16 and the longest row the spec allows; a row over two cores (fewer bytes than the owners'
     exchange) takes it. The workspace then holds a second region of partials after the first and the totals."""

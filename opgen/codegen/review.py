@@ -33,6 +33,7 @@ from __future__ import annotations
 import difflib
 import re
 from opgen.ir.dims import Lit, Sym
+from opgen.ir.dimprint import balanced_parens
 
 FACT_ORDER = ("OpDef", "SoC", "tiling key", "tiling data", "buffer plan", "blockDim", "aclnn signature",
               "aclnn check")
@@ -151,18 +152,9 @@ def simplify_expr(text: str) -> str:
 def _show(e, top: bool = False) -> str:
 
     s = str(e).replace(" // ", " / ")
-    if top and isinstance(e, Sym) and s.startswith("(") and s.endswith(")") and _balanced(s[1:-1]):
+    if top and isinstance(e, Sym) and s.startswith("(") and s.endswith(")") and balanced_parens(s[1:-1]):
         s = s[1:-1]
     return s
-
-
-def _balanced(s: str) -> bool:
-    depth = 0
-    for c in s:
-        depth += {"(": 1, ")": -1}.get(c, 0)
-        if depth < 0:
-            return False
-    return depth == 0
 
 
 class _Parser:

@@ -16,6 +16,18 @@ from opgen.ir.dims import Bin, DimExpr, Fn, Lit, Prod, Sym, Variadic, as_dim
 _PREC = {"+": 1, "-": 1, "*": 2, "//": 2, "%": 2}
 
 
+def balanced_parens(text: str) -> bool:
+    """Whether every ')' of C++ expression text `text` closes a '(' before it and every '(' is closed: the test
+    for dropping one pair of outer parentheses `(` + text + `)` of a printed expression (the kernel's per-row
+    scalar texts, the review's printed dims)."""
+    depth = 0
+    for ch in text:
+        depth += {"(": 1, ")": -1}.get(ch, 0)
+        if depth < 0:
+            return False
+    return depth == 0
+
+
 def _print(e: DimExpr, sym: Callable[[str], str], prod: Callable[[str], str], lang: str) -> str:
     e = as_dim(e)
     if isinstance(e, Lit):

@@ -21,6 +21,7 @@ import re
 from typing import Callable
 
 from opgen.ir.records import evolve
+from opgen.ir.dimprint import balanced_parens
 from opgen.kernel.rowguard import GuardName
 from opgen.kernel.rowprog import (MASK_KINDS, ROW_REDUCE, SCALAR_ARG_KINDS, SEG_VALUE_PREFIX, SELECT_KINDS, RowProgram,
                                  _names_in, _rename, is_vector, lane_acc, seg_value_name)
@@ -488,18 +489,9 @@ def one_lane_updates(p: RowProgram) -> int:
 def _bare(text: str) -> str:
     """Scalar text `text` without spaces and enclosing parentheses (the same value)."""
     t = (text or "").replace(" ", "")
-    while t.startswith("(") and t.endswith(")") and _balanced(t[1:-1]):
+    while t.startswith("(") and t.endswith(")") and balanced_parens(t[1:-1]):
         t = t[1:-1]
     return t
-
-
-def _balanced(t: str) -> bool:
-    depth = 0
-    for ch in t:
-        depth += {"(": 1, ")": -1}.get(ch, 0)
-        if depth < 0:
-            return False
-    return depth == 0
 
 
 _SCALAR_FORM = {"Add": "Adds", "Sub": "Adds", "Mul": "Muls"}

@@ -116,6 +116,7 @@ def program_counts(p) -> dict:
         "pinstrs": phase_instrs_per_row(p),
         "col_phases": len({ph for i in p.instrs if per_row(i) and set(i.srcs) & set(p.col) for ph in i.phases}),
         "narrow": int(narrow_rows(p)),
+        "sunary": sum(1 for i in p.instrs if i.kind == "sunary"),   # on 8 lanes of the reduction buffer
     }
 
 
@@ -190,7 +191,8 @@ def fixed_needs(c, strategy: int) -> dict[str, int]:
               with sums over rows, COL_SPLIT with sums over every axis; COL_SPLIT's row-reduction levels copy
               their partials straight into the exchange tile, opgen.kernel.rowsched `_total_owned_rows`);
     accOutQue staging of StoreRow: sums over rows written out (or to workspace);
-    reduceBuf ReduceSum / ReduceMax result and scratch, when the program reduces rows.
+    reduceBuf ReduceSum / ReduceMax result and scratch, when the program reduces rows or takes a per-row value
+              through a vector instruction on 8 lanes (`sunary`).
 
     Raises ValueError for another strategy."""
     if strategy not in (ROW_SPLIT, COL_SPLIT, ROW_CHUNK):
@@ -201,7 +203,7 @@ def fixed_needs(c, strategy: int) -> dict[str, int]:
     return {"workBuf": max(get("temps"), floor), "browBuf": get("brow"),
             "colBuf": get("col"),
             "paramQue": int(bool(get("loads") or exchange)), "accOutQue": int(bool(accs or exchange)),
-            "reduceBuf": int(bool(get("rsums") or tot or get("btotals")))}
+            "reduceBuf": int(bool(get("rsums") or tot or get("btotals") or get("sunary")))}
 
 
 def chunkable(c) -> bool:

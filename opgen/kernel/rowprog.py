@@ -43,7 +43,9 @@ std::, docs/reference/ascendc.md §1.4). The scalar unit has no exp or log: thos
 only (lower_elementwise raises IRError for a per-row or scalar exp / log)."""
 VECTOR_ONLY = tuple(op for op in VECTOR_UNARY if op not in SCALAR_UNARY)
 """Unary ops the scalar unit has no form of (exp, log): a per-row one is taken on its value broadcast to the row
-when only row values read it (opgen.kernel.rows), else refused."""
+when only row values read it (opgen.kernel.rows), else by the vector instruction on 8 lanes holding the value
+(`sunary`, docs/design.md "Per-row values the scalar unit cannot compute"); a scalar one (of attributes only) is
+refused."""
 ROW_REDUCE = ("rsum", "rmax")
 """Instruction kinds that reduce a row to a per-row scalar (their results have a level, module docstring)."""
 VECTOR_SPACES = ("row", "brow", "col", "table")
@@ -354,6 +356,10 @@ def lower_elementwise(ctx, r, sp, op, ins) -> None:
     emit = ctx.p.instrs.append
     if sp in ("stat", "scalar"):
         expr = _scalar_expr(ctx, op, ins)
+        if expr is None and op in VECTOR_ONLY and sp == "stat":   # the vector instruction on 8 lanes (sunary)
+            emit(Instr("sunary", r, op=VECTOR_UNARY[op], arg=ctx.scalar_text.get(ins[0], ctx.operand(ins[0])),
+                       space="stat"))
+            return
         if expr is None and op in ("exp", "log"):
             raise IRError(f"row kernel: a {'per-row' if sp == 'stat' else 'scalar'} {op} (%{r}): the AIV scalar unit "
                           f"has no {op} (docs/reference/ascendc.md §1.4); take the {op} of a row instead (broadcast the value to "

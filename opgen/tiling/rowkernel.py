@@ -140,7 +140,7 @@ of a row) that is colCores^2 - 2 * colCores - 1 more fp32 reads a row reduction 
 just written, but GM bytes all the same). The tiling takes it only while those extra bytes stay within
 1 / XCHG_ALL_SHARE of the row operands' bytes (each read or written once: a lower bound of the kernel's bytes), so a
 kernel's GM ratio (bench/results: bytes over the minimum, workspace included) rises by at most 0.0005 -- below the
-last of the three decimals the bench prints (issue 22: no GM ratio above the bench's). Over 48 cores that wants rows
+last of the three decimals the bench prints (no GM ratio above the bench's). Over 48 cores that wants rows
 of at least 2000 * 4 * 2207 bytes of row operands a row reduction (17.7 MB: RmsNorm fp16 rows of 4.4 M elements);
 the bench's long rows keep the owners' exchange (SoftmaxV2 [48, 262144] fp32: 0.84 %; [8, 786432]: 0.28 %). With
 one or two cores it reads fewer bytes than the owners' and is always taken."""
