@@ -40,7 +40,7 @@ def test_each_form_parses_to_its_meaning_and_prints_as_written(text, tree):
     assert CppPrinter(_K).f(e) == want
 
 
-@pytest.mark.parametrize("text", ["exp(s0)", "(s1 > s2 ? s2 : s1)", "s0 +", "s0 s1", "std::sqrt(s0)", "s0 % 2"])
+@pytest.mark.parametrize("text", ["exp(s0)", "(s1 > s2 ? s2)", "s1 > s2", "s0 +", "s0 s1", "std::sqrt(s0)", "s0 % 2"])
 def test_a_text_outside_the_grammar_is_one_error_quoting_it(text):
     with pytest.raises(FExprError, match="row kernel scalar"):
         parse(text)
@@ -74,3 +74,14 @@ def test_the_interpreter_computes_the_parsed_expression_in_fp32(text, fn):
     assert r.ok, r.first_fault
     a, b, c = (np.float32(v) for v in x[:3])
     assert y[0] == np.float32(fn(a, b, c, 3))
+
+
+def test_a_conditional_other_than_a_max_or_min_is_an_fcond_printed_as_written():
+    """(s1 > s2 ? s2 : s1) is a min written the other way round: an FCond (docs/design.md "Per-row comparisons and
+    choices"), printed back as the same C++ text."""
+    from opgen.kernel.kir import FCond
+
+    for text in ("(s1 > s2 ? s2 : s1)", "(s0 != 0.0f ? s9 : s11)", "(s0 <= 1.0f ? 1.0f : 0.0f)"):
+        e = parse(text)
+        assert isinstance(e, FCond)
+        assert CppPrinter(_K).f(e) == text

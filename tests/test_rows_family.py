@@ -223,18 +223,6 @@ def _(b, x, m):
     return {"y": b.where(m, x, 0.0)}
 ''', "b.where(m", "input m of dtype bool read as column rows; the rows family reads byte tensors (masks) with the "
        "shape of the rows only"),
-    # a comparison of per-row statistics: no vector form
-    "CompareStats": ('''
-spec = OpSpec("CompareStats", aclnn="aclnnCompareStats", socs=(A2, A3))
-R, H = spec.dims("R H")
-spec.input("x", f32, [R, H])
-spec.output("y", f32, [R, H])
-
-
-@spec.body
-def _(b, x):
-    return {"y": b.where(x.sum(-1) > 0.0, x, 0.0)}
-''', "x.sum(-1", "a comparison `>` of per-row statistics"),
     # a reduction over every axis combined with another: only column and per-batch ones are read back
     "TwoReductions": ('''
 spec = OpSpec("TwoReductions", aclnn="aclnnTwoReductions", socs=(A2, A3))

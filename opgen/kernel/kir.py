@@ -18,7 +18,7 @@ from; conditions are `opgen.ir.dims.Constraint` (lhs op rhs), an `If` taking a c
 are int64 elements unless a field says bytes. A symbol names one of: a tiling-data field (`KernelClass.fields`,
 printed `td_->name`), a member scalar (`KernelClass.scalars`), a parameter of the enclosing `Func`, a `Let`, a loop
 variable or loop tail, or `BLOCK_IDX` / `BLOCK_NUM` (GetBlockIdx() / GetBlockNum(), this core's index and the
-core count). Float scalars use the small `FExpr` language (FConst, FRef, FInt, FBits, FBin, FNeg, FMinMax, FCall, FLoad).
+core count). Float scalars use the small `FExpr` language (FConst, FRef, FInt, FBits, FBin, FNeg, FMinMax, FCond, FCall, FLoad).
 
 What each node means operationally (pipe; reads; writes)
 -------------------------------------------------------
@@ -614,8 +614,32 @@ class FMinMax(FExpr):
             raise IRError(f"float min/max {self.fn!r} unknown")
 
 
+F_CMP = ("<", "<=", ">", ">=", "==", "!=")
+"""The comparisons of an FCond: C++'s float comparisons (IEEE: false with a NaN operand but for !=)."""
+
+
+@dataclass(frozen=True)
+class FCond(FExpr):
+    """(a <cmp> b ? x : y) on the scalar unit, printed as that C++ conditional: x when the IEEE comparison holds,
+    else y (a NaN operand makes every comparison but != false). Only the chosen branch's value is taken, so an
+    infinite or NaN value in the other does not reach the result (a per-row `b.where` of per-row values:
+    opgen.kernel.rows, docs/design.md "Per-row comparisons and choices")."""
+
+    cmp: str
+    a: FExpr
+    b: FExpr
+    x: FExpr
+    y: FExpr
+
+    def __post_init__(self):
+        if self.cmp not in F_CMP:
+            raise IRError(f"float comparison {self.cmp!r} unknown (one of {', '.join(F_CMP)})")
+
+
 def fexpr_children(f) -> tuple:
-    """The float sub-expressions of float expression `f` (FBin, FNeg, FMinMax, FCall; none for the atoms)."""
+    """The float sub-expressions of float expression `f` (FBin, FNeg, FMinMax, FCond, FCall; none for the atoms)."""
+    if isinstance(f, FCond):
+        return (f.a, f.b, f.x, f.y)
     if isinstance(f, (FBin, FMinMax)):
         return (f.a, f.b)
     if isinstance(f, FNeg):
@@ -2549,6 +2573,8 @@ def _f_text(f) -> str:
         return f"-{_f_text(f.x)}"
     if isinstance(f, FMinMax):
         return f"{f.fn}({_f_text(f.a)}, {_f_text(f.b)})"
+    if isinstance(f, FCond):
+        return f"({_f_text(f.a)} {f.cmp} {_f_text(f.b)} ? {_f_text(f.x)} : {_f_text(f.y)})"
     if isinstance(f, FLoad):
         return f"load {_t_ref(f.src)}"
     raise IRError(f"not a float expression: {f!r}")
@@ -2994,6 +3020,8 @@ class CppPrinter:
         if isinstance(x, FMinMax):
             a, b = self.f(x.a), self.f(x.b)
             return f"({a} {'>' if x.fn == 'max' else '<'} {b} ? {a} : {b})"
+        if isinstance(x, FCond):
+            return f"({self.f(x.a)} {x.cmp} {self.f(x.b)} ? {self.f(x.x)} : {self.f(x.y)})"
         if isinstance(x, FCall):
             return f"{_FCALLS[x.fn]}({self.f(x.arg)})"
         if isinstance(x, FLoad) and isinstance(x.src, GmView):   # GmScalar: templates/op_kernel/_helpers.h.j2

@@ -675,6 +675,10 @@ class _Core:
         if isinstance(f, kir.FMinMax):
             a, b = self.fval(f.a, frame), self.fval(f.b, frame)
             return a if (a > b if f.fn == "max" else a < b) else b
+        if isinstance(f, kir.FCond):   # IEEE comparisons (NumPy's, C++'s): only the chosen branch is evaluated
+            a, b = self.fval(f.a, frame), self.fval(f.b, frame)
+            holds = {"<": a < b, "<=": a <= b, ">": a > b, ">=": a >= b, "==": a == b, "!=": a != b}[f.cmp]
+            return self.fval(f.x if holds else f.y, frame)
         if isinstance(f, kir.FCall):
             a = self.fval(f.arg, frame)
             with np.errstate(all="ignore"):

@@ -11,7 +11,7 @@ written (FBin.paren, FNeg.paren) so the C++ printer prints the text the row prog
     unary   := "-" unary | atom
     atom    := FLOAT "f" | "__builtin_inff()" | NAME | "static_cast<float>(" expr ")"
              | ("Std::sqrt" | "Std::abs") "(" expr ")"
-             | "(" expr ")" | "(" expr (">" | "<") expr "?" expr ":" expr ")"
+             | "(" expr ")" | "(" expr ("<" | "<=" | ">" | ">=" | "==" | "!=") expr "?" expr ":" expr ")"
              | "static_cast<float>(" NAME ".GetValue(" NAME "))"
 
 `static_cast<float>(n)` of an int64 name `n` (a member such as hidden_, `int_names`) is FInt(Sym(n)); of a float
@@ -26,10 +26,10 @@ import re
 
 from opgen.errors import OpgenError
 from opgen.ir.dims import Sym
-from opgen.kernel.kir import FBin, FCall, FConst, FExpr, FInt, FLoad, FMinMax, FNeg, FRef, GmView, check_name
+from opgen.kernel.kir import F_CMP, FBin, FCall, FCond, FConst, FExpr, FInt, FLoad, FMinMax, FNeg, FRef, GmView, check_name
 
 _TOKEN = re.compile(r"\s*(?:(?P<num>\d+(?:\.\d*)?(?:e[+-]?\d+)?f)|(?P<cast>static_cast<float>)|"
-                    r"(?P<fn>Std::(?:sqrt|abs))|(?P<gmget>[A-Za-z_][A-Za-z0-9_]*\.GetValue\()|(?P<name>[A-Za-z_][A-Za-z0-9_]*)|(?P<op>[-+*/()<>?:]))")
+                    r"(?P<fn>Std::(?:sqrt|abs))|(?P<gmget>[A-Za-z_][A-Za-z0-9_]*\.GetValue\()|(?P<name>[A-Za-z_][A-Za-z0-9_]*)|(?P<op><=|>=|==|!=|[-+*/()<>?:]))")
 
 
 class FExprError(OpgenError):
@@ -86,11 +86,12 @@ class _Parser:
         return self.atom()
 
     def bracketed(self) -> FExpr:
-        """( expr ) or the conditional ( a > b ? a : b ): the bracket is kept on a binary expression."""
+        """( expr ) or a conditional ( a <cmp> b ? x : y ): ( a > b ? a : b ) is a max, ( a < b ? a : b ) a min
+        (FMinMax), any other an FCond; the bracket is kept on a binary expression."""
         self.take("(")
         e = self.expr()
         t = self.peek()
-        if t and t[1] in "<>":
+        if t and t[0] == "op" and t[1] in F_CMP:
             self.take()
             b = self.expr()
             self.take("?")
@@ -98,9 +99,9 @@ class _Parser:
             self.take(":")
             y = self.expr()
             self.take(")")
-            if (x, y) != (e, b):
-                raise FExprError(f"row kernel scalar {self.text!r}: a conditional that is not a max / min")
-            return FMinMax("max" if t[1] == ">" else "min", e, b)
+            if t[1] in ("<", ">") and (x, y) == (e, b):
+                return FMinMax("max" if t[1] == ">" else "min", e, b)
+            return FCond(t[1], e, b, x, y)
         self.take(")")
         return FBin(e.op, e.a, e.b, paren=True) if isinstance(e, FBin) else e
 

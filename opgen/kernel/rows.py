@@ -38,6 +38,8 @@ from opgen.kernel.rowpresence import join_copies, merge_presences
 from opgen.kernel.rowprog import ROUND_MODES, GmTensor, Instr, RowProgram, lower_elementwise
 
 ELEMENTWISE = set(rowprog.VECTOR_BINARY) | set(rowprog.VECTOR_UNARY) | {"neg"}
+_CPP_CMP = {"lt": "<", "le": "<=", "gt": ">", "ge": ">=", "eq": "==", "ne": "!="}
+"""The C++ float comparison of each comparison op of the IR (per-row values on the scalar unit: stat_compare)."""
 _CONSTRUCT = {"lt": "a comparison `<`", "le": "a comparison `<=`", "gt": "a comparison `>`", "ge": "a comparison `>=`",
               "eq": "a comparison `.eq`", "ne": "a comparison `.ne`", "and": "a mask `&`", "or": "a mask `|`",
               "not": "a mask `~`", "select": "`b.where`", "iota": "`b.iota`",
@@ -77,6 +79,7 @@ class _Lowering:
         self.used_ops: set[str] = set()
         self.sums: dict[str, str] = {}           # value -> the sum over rows (acc) it is (or is a view of)
         self.masks: set[str] = set()             # values that are bit masks of a comparison (rowprog.MASK_KINDS)
+        self.stat_bools: set[str] = set()        # per-row comparisons as 0 / 1 numbers on the scalar unit
         self.post: dict[str, tuple] = {}         # value -> the finishing instructions turning its acc into it
         self.kind: dict[str, str] = {}           # acc -> the reduce kind it accumulates (sum, mean, max)
         self.totals: set[str] = set()            # accs reduced over their columns too (to one element)
@@ -570,6 +573,9 @@ class _Lowering:
         for x in (a, b):
             if x in self.masks:
                 raise self.err(r, f"{what} of a mask; compare numbers (a mask as a number: b.where(m, 1.0, 0.0))")
+        if {self.space[a], self.space[b]} <= {"stat", "scalar"} and "stat" in (self.space[a], self.space[b]):
+            self.stat_compare(n)
+            return
         sp = self._vector_space(n, what)
         lanes = a in self.iotas or b in self.iotas   # lane indices are exact: an integer compares exactly with them
         for x in (a, b):   # operands are fp32 in UB: exact for floats and bytes, not for wider integers
@@ -588,6 +594,25 @@ class _Lowering:
             emit(Instr("vcmps", r, (self.operand(b),), rowprog.CMP_SWAP[mode], sa, space=sp))
         self.space[r] = sp
         self.masks.add(r)
+
+    def stat_compare(self, n) -> None:
+        """A comparison of per-row values (or a per-row value and a scalar) on the scalar unit: a 0 / 1 number
+        `(a <op> b ? 1.0f : 0.0f)` (C++'s float comparison is IEEE's: false with a NaN operand, as NumPy's), read by
+        a per-row `b.where` (select) or as a number (a cast). Operands are fp32 on the scalar unit: an integer
+        operand wider than a byte is refused as for rows (values above 2^24 round)."""
+        r, (a, b) = n.result.name, n.inputs
+        what = _CONSTRUCT[n.op]
+        for x in (a, b):
+            dt = self.vals[x].type.dtype
+            if isinstance(dt, DType) and not dt.is_float and dtype_name(dt) not in rowprog.BYTE_DTYPES \
+                    and x not in self.whole:
+                raise self.err(r, f"{what} of a {dtype_name(dt)} value; the rows family compares in fp32, where "
+                               f"{dtype_name(dt)} values above 2^24 round (cast the operands to f32 first)")
+        ta, tb = (self.scalar_text.get(x, self.operand(x)) for x in (a, b))
+        self.p.instrs.append(Instr("sexpr", r, arg=f"({ta} {_CPP_CMP[n.op]} {tb} ? 1.0f : 0.0f)", space="stat"))
+        self.space[r] = "stat"
+        self.whole.add(r)
+        self.stat_bools.add(r)
 
     def _int_attrs_compared_only(self) -> None:
         """Raise Unsupported (the consuming node's value and spec line) when a runtime integer attribute feeds anything
@@ -708,6 +733,13 @@ class _Lowering:
         r, (c, a, b) = n.result.name, n.inputs
         for x in (c, a, b):
             self.use(x, r)
+        if c in self.stat_bools and {self.space[a], self.space[b]} <= {"stat", "scalar"}:
+            # a per-row choice between per-row values: the scalar unit's conditional on the 0 / 1 number
+            ta, tb = self._scalar_of(a), self._scalar_of(b)
+            tc = self.scalar_text.get(c, self.operand(c))
+            self.p.instrs.append(Instr("sexpr", r, arg=f"({tc} != 0.0f ? {ta} : {tb})", space="stat"))
+            self.space[r] = "stat"
+            return
         mask = self._mask(c, r, self._vector_space(n, "`b.where`"), "`b.where`")
         for x in (a, b):
             if x in self.masks:
@@ -720,6 +752,14 @@ class _Lowering:
         or a bool / integer mask input's rows (read as 0 / 1 numbers) compared with 0 once. Raises Unsupported."""
         if c in self.masks:
             return self.operand(c)
+        if c in self.stat_bools:   # a per-row comparison's 0 / 1 number choosing between rows: its row, compared once
+            m = f"m_{self.operand(c)}_{sp}"
+            if m not in self.masks:
+                d = f"dup_{m}"
+                self.p.instrs.append(Instr("vdup", d, arg=self.scalar_text.get(c, self.operand(c)), space=sp))
+                self.p.instrs.append(Instr("vcmps", m, (d,), "NE", "0.0f", space=sp))
+                self.masks.add(m)
+            return m
         if self.ch.is_load(c):
             m = f"m_{self.operand(c)}"
             if m not in self.masks:
