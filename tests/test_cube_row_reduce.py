@@ -107,16 +107,28 @@ def _quant_ok(y, scale, x, w) -> bool:
 
 
 @pytest.mark.parametrize("name,attrs", [("matmul_rms_norm", {"epsilon": 1e-6}), ("matmul_softmax", {"scale": 0.7})])
-@pytest.mark.parametrize("dt,m,k,n,nblocks", [("float16", 1000, 33, 45, 1), ("bfloat16", 301, 70, 250, 1),
-                                               ("bfloat16", 1000, 70, 1000, 4), ("float16", 77, 45, 2999, 12)])
-def test_row_reduction_epilogue_on_the_interpreter_equals_float64(name, attrs, dt, m, k, n, nblocks):
-    """Odd M / K / N over 3 AI Cores: 8 bands (the first cores take three: a band region reused after its free
-    flag), 3 bands, one band; a band of one block (N <= 256) or of 4 and 12 blocks of N (the AIC writes each into
-    its columns of the band's region; N 2999 a 183-column tail block); the last band's rows a tail split over the
-    two AIVs; each row reduced over all its N columns."""
-    got, ref, v = _kir(name, m, k, n, dt, 3, 7, attrs)
-    assert v["nBlocks"] == nblocks and v["kSplit"] == 1 and v["epiPitch"] == -(-n // 16) * 16
-    assert v["workspaceBytes"] == v["blockDim"] * 2 * v["baseM"] * v["epiPitch"] * 4
+@pytest.mark.parametrize("dt,m,k,n,nblocks,aic,regions", [
+    ("float16", 1000, 33, 45, 1, 3, 1),      # 8 bands over 3 AI Cores: two regions (295 KB) past the output's 90 KB
+    ("bfloat16", 301, 70, 250, 1, 3, 1),     # 3 bands, one per AI Core
+    ("bfloat16", 1000, 70, 1000, 4, 3, 1),   # 8 bands: two regions (3.1 MB) past the output's 2 MB
+    ("float16", 77, 45, 2999, 12, 3, 1),     # one band
+    ("float16", 700, 33, 45, 1, 1, 2)])      # 6 bands on one AI Core: two regions (49 KB) within the output's 63 KB
+def test_row_reduction_epilogue_on_the_interpreter_equals_float64(name, attrs, dt, m, k, n, nblocks, aic, regions):
+    """Odd M / K / N over 3 AI Cores (or one): 8 bands (the first cores take three: one band region reused after its
+    free flag, the workspace budget's fallback), 3 bands, one band, 6 bands on one AI Core in two regions in turn; a
+    band of one block (N <= 256) or of 4 and 12 blocks of N (the AIC writes each into its columns of the band's
+    region; N 2999 a 183-column tail block); the last band's rows a tail split over the two AIVs; each row reduced
+    over all its N columns. The workspace from docs/design.md "Cube family: the band workspace budget": two
+    regions of baseM x align_up(N, 16) fp32 per AI Core when a core takes more than one band and they stay within the
+    output's bytes, else one."""
+    got, ref, v = _kir(name, m, k, n, dt, aic, 7, attrs)
+    pitch, bm = -(-n // 16) * 16, min(128, -(-m // 16) * 16)
+    bands = -(-m // bm)
+    assert v["nBlocks"] == nblocks and v["kSplit"] == 1 and v["epiPitch"] == pitch and v["baseM"] == bm
+    bd = min(aic, bands)
+    two = bands > bd and bd * 2 * bm * pitch * 4 <= m * n * 2
+    assert v["blockDim"] == bd and two == (regions == 2) and v["epiRegions"] == regions
+    assert v["workspaceBytes"] == bd * regions * bm * pitch * 4
     assert _close(got, ref, dt, k), np.abs(got - ref).max()
 
 
@@ -277,15 +289,21 @@ def test_per_row_arithmetic_is_scalar_and_the_rows_run_row_by_row(tmp_path):
 def test_row_reduction_epilogue_emulated_matches_float64(examples_gen, name):
     """The generated package on the emulation (the g++ build of the emitted C++): odd M / K / N, fp16 and bf16,
     N = 45 (a band of one block), 1000 (4 blocks) and 2999 (12, one AI Core), and a row longer than the UB holds
-    (N 6600 / 13001: column chunks, docs/design.md "Cube family: rows longer than UB"), against float64 NumPy."""
+    (N 6600 / 13001: column chunks, docs/design.md "Cube family: rows longer than UB"), against float64 NumPy. Each
+    AI Core takes at most one band there (one workspace region); MatmulRmsNorm also at M 2700, N 45 on ascend910b3's
+    20 AI Cores: 22 bands, two regions (983 KB) past the output's 243 KB, so one region per AI Core, reused after
+    the AIVs' free flag (docs/design.md "Cube family: the band workspace budget")."""
     from opgen.check import run_check
 
     attrs = {"epsilon": 1e-6} if name == "matmul_rms_norm" else {"scale": 0.7}
-    for dims, dt in (({"M": 301, "K": 33, "N": 45}, "float16"), ({"M": 257, "K": 70, "N": 1000}, "bfloat16"),
-                     ({"M": 77, "K": 45, "N": 2999}, "float16"),
-                     ({"M": 20, "K": 33, "N": 6600 if name == "matmul_rms_norm" else 13001}, "bfloat16")):
+    cases = [({"M": 301, "K": 33, "N": 45}, "float16", None), ({"M": 257, "K": 70, "N": 1000}, "bfloat16", None),
+             ({"M": 77, "K": 45, "N": 2999}, "float16", None),
+             ({"M": 20, "K": 33, "N": 6600 if name == "matmul_rms_norm" else 13001}, "bfloat16", None)]
+    if name == "matmul_rms_norm":
+        cases.append(({"M": 2700, "K": 16, "N": 45}, "float16", "ascend910b3"))
+    for dims, dt, soc in cases:
         r = run_check(str(EXAMPLES / f"{name}.py"), dims=dims, dtypes={"T": dt}, attrs=attrs, gen_dir=examples_gen,
-                      seed=3, progress=False)
+                      soc=soc, seed=3, progress=False)
         assert not r.faults and r.passed and r.block_dim >= 1
         extra = {"gamma": r.inputs["gamma"]} if name == "matmul_rms_norm" else {"scale": 0.7}
         ref = _ref(name, r.inputs["x"], r.inputs["w"], **extra)

@@ -1449,12 +1449,12 @@ def lower_gemm(spec, lay: GemmLayout, name: str = "") -> K.KernelClass:
     band = row_reduces(lay)
 
     def band_of() -> tuple:   # the AIC's bands (K not split): each band's blocks into one band region of the slots
-        # (docs/design.md "Cube family: row reductions in the epilogue"): region s = j mod 2 of this AI Core holds
-        # baseM rows x N fp32 (dense rows of N); READY+s after the band's last block, FREE+s awaited before the
-        # first Fixpipe of band j >= 2
+        # (docs/design.md "Cube family: row reductions in the epilogue"): region s = j mod epiRegions (1 or 2) of
+        # this AI Core holds baseM rows x N fp32 (dense rows of N); READY+s after the band's last block, FREE+s
+        # awaited before the first Fixpipe of band j >= epiRegions
         fix = K.Fixpipe(K.GmView("wsGm_", S("wsOff") + S("n0")), K.Ref("c1"), S("mt"), S("nt"), S("mPad"), N,
                         mm_cite("L0C -> columns n0 .. of the band's region s, fp32"))
-        free = K.If((Constraint(">=", S("j"), Lit(2)), Constraint("==", S("ni"), Lit(0))), (_by_slot(
+        free = K.If((Constraint(">=", S("j"), S("epiRegions")), Constraint("==", S("ni"), Lit(0))), (_by_slot(
             lambda i: K.CrossCoreWaitFlag(FLAG_FREE + i, "the AIVs have read this region's previous band")),))
         blk_body = (
             K.Let("n0", S("ni") * bn),
@@ -1468,18 +1468,18 @@ def lower_gemm(spec, lay: GemmLayout, name: str = "") -> K.KernelClass:
         )
         body = (
             *band_lets,
-            K.Let("j", S("blk") - S("first")), K.Let("s", S("j") % 2),
-            K.Let("wsOff", (S("core") * 2 + S("s")) * bm * S("epiPitch")),
+            K.Let("j", S("blk") - S("first")), K.Let("s", S("j") % S("epiRegions")),
+            K.Let("wsOff", (S("core") * S("epiRegions") + S("s")) * bm * S("epiPitch")),
             K.For("ni", Lit(0), S("nBlocks"), Lit(1), blk_body, doc="the band's blocks, left to right"),
             _by_slot(lambda i: K.CrossCoreSetFlag(2, Pipe.FIX, FLAG_READY + i, "region s holds the band")),
         )
         return (
             *_range(K.BLOCK_IDX),
             K.For("blk", S("first"), S("last"), Lit(1), body, doc="this AI Core's bands (baseM rows x all of N)"),
-            K.For("j", fn("max", S("last") - S("first") - 2, Lit(0)), S("last") - S("first"), Lit(1), (
-                K.Let("s", S("j") % 2),
+            K.For("j", fn("max", S("last") - S("first") - S("epiRegions"), Lit(0)), S("last") - S("first"), Lit(1), (
+                K.Let("s", S("j") % S("epiRegions")),
                 _by_slot(lambda i: K.CrossCoreWaitFlag(FLAG_FREE + i, "the AIVs' last reads of the regions")),),
-                doc="consume the last two regions' free flags"),
+                doc="consume the last regions' free flags (one per region in use)"),
         )
 
     def plain_of(mixed: bool) -> tuple:   # the AIC's blocks when K is not split: to the slots (mixed) or the output
@@ -1672,10 +1672,11 @@ FLAG_READY, FLAG_FREE = 0, 2
 -> the AIC: slot s is read and may be overwritten); s = 0, 1."""
 EPI_FIELDS = ("epiRows",)
 """The tiling-data field the AIVs read: rows of a block half per AIV pass (the UB's rows of the epilogue)."""
-BAND_FIELDS = ("epiPitch", "epiChunk")
+BAND_FIELDS = ("epiPitch", "epiChunk", "epiRegions")
 """The fields a band kernel (row_reduces) reads too: the row pitch of a band's region in the workspace
-(align_up(N, 16) elements; baseN when N is one block) and the UB pitch of a pass row (epiPitch when a whole row fits
-the UB, else the columns of a chunk: docs/design.md "Cube family: rows longer than UB")."""
+(align_up(N, 16) elements; baseN when N is one block), the UB pitch of a pass row (epiPitch when a whole row fits
+the UB, else the columns of a chunk: docs/design.md "Cube family: rows longer than UB") and the regions per AI Core
+(1 or 2; band j in region j mod epiRegions: docs/design.md "Cube family: the band workspace budget")."""
 FLAG_PART = 4
 """Cross-core flag id of the K split: AIC -> its AIVs, this AI Core's partial blocks are in the workspace."""
 KSPLIT_FIELDS = ("kSplit", "kLen", "unitsPerCore", "unitsTail", "redRows", "passesPerBlock", "itemsPerAiv",
@@ -2245,8 +2246,8 @@ def _vector_part(lay: GemmLayout, prog: EpiProgram, lets: tuple, out_t: str, off
     block = (
         *head,
         *one_b,
-        K.Let("j", S("blk") - S("first")), K.Let("s", S("j") % 2),
-        K.Let("wsOff", (S("core") * 2 + S("s")) * S("baseM") * span),
+        K.Let("j", S("blk") - S("first")), K.Let("s", S("j") % (S("epiRegions") if band else Lit(2))),
+        K.Let("wsOff", (S("core") * (S("epiRegions") if band else Lit(2)) + S("s")) * S("baseM") * span),
         K.Let("halfRows", (S("mt") + 1) // 2),
         K.Let("r0", K.SUB_BLOCK_IDX * S("halfRows")),
         K.Let("r1", Fn("min", (S("mt"), S("r0") + S("halfRows")))),

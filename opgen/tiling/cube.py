@@ -171,8 +171,9 @@ def gemm_program(name: str, trans_a: bool = False, trans_b: bool = False, batche
     epilogue"): the units are bands of baseM rows x all of N (`blocks`, blocksPerCore / blocksTail and mnBlocks
     count bands), the AIVs' pass rows are whole rows at the UB pitch epiChunk = epiPitch = align_up(N, 16) when one
     row of N fits the UB, else column chunks of epiChunk (a multiple of EPI_CHUNK_ALIGN, as wide as the UB holds:
-    docs/design.md "Cube family: rows longer than UB"), the workspace two band regions of baseM x epiPitch fp32 per AI
-    Core, and K is split only when N is one block (nBlocks 1: a band is a block). pro: (UB bytes per element of a pass
+    docs/design.md "Cube family: rows longer than UB"), the workspace epiRegions band regions of baseM x epiPitch fp32
+    per AI Core (2 when a core takes more than one band and two stay within outBytes = batch * M * N * output bytes,
+    else 1: docs/design.md "Cube family: the band workspace budget"), and K is split only when N is one block (nBlocks 1: a band is a block). pro: (UB bytes per element of a pass
     row, of the column rows) of a B computed by the AIVs (opgen.kernel.cube.PRO_FIELDS; docs/design.md "Cube family:
     an operand computed on the vector cores"): proRows = max(1, min(PRO_ROWS, K, rows the half UB holds)), units of
     at most proRows rows of one group (proGroup rows: the program input proGroupRows) x baseN over the 2 * blockDim
@@ -322,7 +323,16 @@ def gemm_program(name: str, trans_a: bool = False, trans_b: bool = False, batche
     else:   # the AIVs have work only when K is split: a cube-only launch otherwise
         p.let("tilingKey", kk * 100 + key * 10 + select(ksp > 1, STRATEGY, STRATEGY_AIC),
               f"{kdoc} * 100 + dtypeKey * 10 + strategy (1: mixed, K split; 2: AIC only)", True)
-    slots = bd * 2 * bm * (span if band else bn) * 4 if mixed else lit(0)   # band: two regions of baseM x epiPitch
+    if band and mixed:   # the band regions (docs/design.md "Cube family: the band workspace budget"): two per AI
+        # Core only when a core takes more than one band and two stay within the output's bytes, else one
+        out_bytes = p.let("outBytes", bt * M * N * ob, "bytes of the output (every matrix)")
+        two = bd * 2 * bm * span * 4
+        regions = p.let("epiRegions", select((blocks > bd) & (two <= out_bytes), lit(2), lit(1)),
+                        "band regions per AI Core in the workspace (2: the AIC fills one while the AIVs read the "
+                        "other; 1 when a core takes one band or two would exceed the output's bytes)", True)
+        slots = bd * regions * bm * span * 4
+    else:
+        slots = bd * 2 * bm * bn * 4 if mixed else lit(0)   # two fp32 block slots per AI Core
     if mixed and direct and pro is None:
         slots = select(ne < 1, slots, lit(0))
     if pro is not None:   # B's region after the slots (32-B aligned: the slots are whole fp32 blocks)
@@ -333,7 +343,8 @@ def gemm_program(name: str, trans_a: bool = False, trans_b: bool = False, batche
           "K split: one fp32 partial block per unit; else " + ("two fp32 block slots per AI Core when the call "
                                                              "takes the vector epilogue, none without it"
                                                              if mixed and direct and pro is None else
-                                                             "two fp32 block slots per AI Core" if mixed else
+                                                             "epiRegions fp32 band regions per AI Core" if band and mixed
+                                                             else "two fp32 block slots per AI Core" if mixed else
                                                              "none") + " (bytes)", True)
     for a in attrs:
         v = p.input(f"{a}Attr", f"IEEE-754 bits of the attribute {a}")
