@@ -149,14 +149,23 @@ def _host_checks(spec) -> list[dict]:
     out = []
     for r in tiling_host_checks(spec):
         free = dict(zip(r.fn.__code__.co_freevars, (c.cell_contents for c in r.fn.__closure__ or ())))
-        name, total = free["name"], free["total_dim"]
-        index = [i.name for i in spec.inputs].index(name)
-        get = "GetOptionalInputTensor" if spec.inputs[index].optional else "GetRequiredInputTensor"
-        out.append({"kind": "cumulative_ends",
-                    "call": f"CumulativeEnds(hostFault, context->{get}({index}), {dim_cpp(spec, Sym(total))}, "
-                            f"{c_string(total)})",
-                    "fmt": c_printf(f"{name}: ", "%s")})
+        out.append(_TILING_CHECK_CPP[r.fn.__qualname__](spec, **free))
     return out
+
+
+def _cumulative_cpp(spec, name: str, total_dim: str) -> dict:
+    """opgen.dsl.checks.cumulative_ends(name, total_dim) in the TilingFunc: the template's CumulativeEnds helper on
+    input `name`'s tensor against the token dim `total_dim` read from its shape."""
+    index = [i.name for i in spec.inputs].index(name)
+    get = "GetOptionalInputTensor" if spec.inputs[index].optional else "GetRequiredInputTensor"
+    return {"kind": "cumulative_ends",
+            "call": f"CumulativeEnds(hostFault, context->{get}({index}), {dim_cpp(spec, Sym(total_dim))}, "
+                    f"{c_string(total_dim)})",
+            "fmt": c_printf(f"{name}: ", "%s")}
+
+
+_TILING_CHECK_CPP = {"cumulative_ends.<locals>.fn": _cumulative_cpp}
+"""Factory qualname (opgen.tiling.emit.TILING_HOST_CHECKS) -> fn(spec, **the check's closure) -> template data."""
 
 
 def _equal_dims(spec) -> list[dict]:
