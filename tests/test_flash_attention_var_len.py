@@ -460,3 +460,85 @@ def test_the_tiling_comments_describe_the_dense_key_blocks(gen):
     text = "".join(f.read_text() for f in [*op.glob("op_host/*_tiling.cpp"), *op.glob("op_kernel/*_tiling_data.h")])
     assert "key blocks per (batch, kv head)" in text and "key blocks per unit" in text
     assert "topk" not in text and "selected" not in text
+
+
+# ---------------------------------------------------------------------------------------------- graph mode: ends checked in the tiling
+BAD_ENDS = [   # (query ends, kv ends, the rule broken, by hand from cumulative_ends' rules; T1 = 41, T2 = 61)
+    ([9, 5, 41], [5, 21, 61], "actual_seq_qlen: cumulative ends must be strictly increasing and positive"),
+    ([9, 9, 41], [5, 21, 61], "actual_seq_qlen: cumulative ends must be strictly increasing and positive"),
+    ([9, 11, 40], [5, 21, 61], "actual_seq_qlen: last cumulative end 40 must equal T1=41"),
+    ([9, 11, 41], [5, 70, 61], "actual_seq_kvlen: cumulative ends must be strictly increasing and positive"),
+    ([9, 11, 41], [5, 21, 100], "actual_seq_kvlen: last cumulative end 100 must equal T2=61"),
+]
+GOOD_ENDS = ([9, 11, 41], [5, 21, 61])
+
+
+def test_the_tiling_twin_refuses_bad_cumulative_ends():
+    """Graph mode reaches the TilingFunc without the aclnn layer (tnd3): the tiling's Python twin enforces the spec's
+    cumulative_ends rules on the host arrays it reads (decreasing, repeated, last != T, past T: refused naming the
+    input), sizes good ones by their longest batch (30 queries, 40 keys: by hand), and LongestBatch's own twin gives 0
+    (refused by the domain check S1 >= 1) for ends it cannot size from, whatever checks a spec declares."""
+    from opgen.errors import OpgenError
+    from opgen.ir.dtypes import DType
+    from opgen.platforms import get_platform
+    from opgen.registry import load_spec
+    from opgen.tiling.emit import evaluate, longest_batch
+    from opgen.tiling.pipeline import kernel_build
+
+    assert [longest_batch([100], 40), longest_batch([9, 5, 41], 41), longest_batch([-1, 41], 41)] == [0, 0, 0]
+    assert [longest_batch([9, 11, 41], 41), longest_batch([5, 21, 61], 61, 16), longest_batch(None, 61)] == [30, 3, 61]
+    spec = load_spec(str(SPEC))
+    t = kernel_build(spec).tiling
+    env = {"T1": 41, "T2": 61, "N1": 2, "N2": 1, "D": 16, "Bn": 3, "MS1": 1, "MS2": 1}
+
+    def run(q, kv):
+        return evaluate(spec, t.program, t.inputs, env, {"T": DType.f16}, get_platform("ascend910b1"),
+                        attrs={"input_layout": "TND", "sparse_mode": 0},
+                        host={"actual_seq_qlen": np.array(q, np.int64), "actual_seq_kvlen": np.array(kv, np.int64)})
+
+    for q, kv, rule in BAD_ENDS:
+        with pytest.raises(OpgenError, match=re.escape(rule)):
+            run(q, kv)
+    got = run(*GOOD_ENDS)
+    assert (got["qSeq"], got["kvSeq"]) == (30, 40)
+
+
+@pytest.mark.slow
+@pytest.mark.skipif(shutil.which("g++") is None, reason="g++ is needed to compile the emitted TilingFunc")
+def test_the_emitted_tiling_func_refuses_bad_cumulative_ends(gen, tmp_path):
+    """The emitted TilingFunc, compiled with tests/cpp/tiling_driver.cpp (-Wall -Werror against the host emulation)
+    and given the host arrays' values (ValueDepend), fails each of BAD_ENDS with GRAPH_FAILED and a log line naming the
+    input and the rule (under GE it is the only host code that sees them, tnd3); good ends and ends without values
+    (a graph without them) tile."""
+    import subprocess
+
+    from opgen.platforms import PLATFORMS
+
+    op = Path(gen) / "flash_attention_var_len_score"
+    exe = tmp_path / "driver"
+    cmd = ["g++", "-std=c++17", "-O0", "-Wall", "-Werror", "-I", str(ROOT / "opgen/emu/include"), "-I",
+           str(op / "op_host"), str(ROOT / "tests/cpp/tiling_driver.cpp"),
+           str(op / "op_host" / "flash_attention_var_len_score_tiling.cpp"), "-o", str(exe)]
+    r = subprocess.run(cmd, capture_output=True, text=True)
+    assert r.returncode == 0, r.stderr
+    plat = PLATFORMS["ascend910b1"]
+
+    def line(q, kv, values=True):
+        """Driver input: query [41, 2, 16], key / value [61, 1, 16] f16 (ge::DT_FLOAT16 1), the optional tensors
+        absent, the two int64 (ge::DT_INT64 9) host arrays of 3 ends; attributes in OpDef order (scale 0.25,
+        keep_prob 1, pre / next 2147483647, head_num 2, "TND", inner_precise 0, sparse_mode 0); outputs f32, f32,
+        f16, f16."""
+        parts = ["FlashAttentionVarLenScore", str(plat.aiv), str(plat.ub_bytes), "10",
+                 "1 1 3 41 2 16", "1 1 3 61 1 16", "1 1 3 61 1 16"] + ["0 0 0"] * 5
+        for ends in (q, kv):
+            parts.append(f"{2 if values else 1} 9 1 3" + "".join(f" {e}" for e in ends) * values)
+        parts += ["8 0.25 1 2147483647 2147483647 2 s:TND 0 0", "4 0 0 1 1"]
+        return " ".join(parts)
+
+    lines = [line(q, kv) for q, kv, _rule in BAD_ENDS] + [line(*GOOD_ENDS), line([50, 9, 1], [0, 0, 0], False)]
+    out = subprocess.run([str(exe)], input="\n".join(lines) + "\n", capture_output=True, text=True, timeout=60)
+    assert out.returncode == 0, out.stderr
+    got = out.stdout.splitlines()
+    assert got[:len(BAD_ENDS)] == ["fail"] * len(BAD_ENDS) and all(g.startswith("ok ") for g in got[-2:]), got
+    for _q, _kv, rule in BAD_ENDS:
+        assert rule in out.stderr, (rule, out.stderr)

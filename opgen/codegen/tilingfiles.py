@@ -16,10 +16,11 @@ from opgen.ir.dims import shape_str
 from opgen.ir.dtypes import DTypeVar
 from opgen.names import op_snake, spec_path
 from opgen.tiling.pipeline import kernel_build
-from opgen.names import c_printf, cpp_name
+from opgen.names import c_printf, c_string, cpp_name
 from opgen.tiling.emit import (attr_key_cpp, by_attr_key_cpp, dim_bounds, dim_cpp, exact_products, float_bits,
                                form_cond_cpp, form_key_cpp, input_label, pick_form_cpp, presence_cpp, rank_cond_cpp,
-                               shape_ref)
+                               shape_ref, tiling_host_checks)
+from opgen.ir.dims import Sym
 from opgen.dsl.keys import LIST_INT
 
 
@@ -91,7 +92,9 @@ def emit_tiling(spec, prog, inputs_map: dict, doc: str, fits_fail: str = "") -> 
     groups = _equal_groups(spec)
     equal_reads += [("", f"{g['check']} {g['cond'] or ''}") for g in groups]
     exact = exact_products(spec)
-    equal_reads += [("", c["cond"]) for c in exact]   # the shapes the exactness checks read are declared too
+    equal_reads += [("", c["cond"]) for c in exact]
+    host_checks = _host_checks(spec)
+    equal_reads += [("", h["call"]) for h in host_checks]   # the shapes the token dims are read from   # the shapes the exactness checks read are declared too
     env = template_env()
     storages = [_storage(spec, n, i, o) for n, i, o in _shape_refs(spec, reads + equal_reads)]
     # identifiers of the TilingFunc beside the program's statements, which a local the printer names
@@ -129,11 +132,40 @@ def emit_tiling(spec, prog, inputs_map: dict, doc: str, fits_fail: str = "") -> 
         "attr_str": any(a.type is str and len(a.choices) > 1 for a in spec.static_attrs),
         "dim_attrs": _dim_attrs(spec, reads),
         "exact_products": exact,
+        "host_checks": host_checks,
+        "cumulative_ends": any(h["kind"] == "cumulative_ends" for h in host_checks),
     }
     return {
         f"op_kernel/{op}_tiling_data.h": env.get_template("op_kernel/tiling_data.h.j2").render(**ctx),
         f"op_host/{op}_tiling.cpp": env.get_template("op_host/tiling.cpp.j2").render(**ctx),
     }
+
+
+def _host_checks(spec) -> list[dict]:
+    """Template data of the value checks on host arrays the TilingFunc enforces (opgen.tiling.emit.tiling_host_checks:
+    the same rules as the aclnn layer's, since graph mode calls the TilingFunc without that layer): per check its
+    kind, the C++ call that holds (filling `hostFault` with the broken rule when not) and the message naming the input.
+    docs/design.md "Value checks on host arrays"."""
+    out = []
+    for r in tiling_host_checks(spec):
+        free = dict(zip(r.fn.__code__.co_freevars, (c.cell_contents for c in r.fn.__closure__ or ())))
+        out.append(_TILING_CHECK_CPP[r.fn.__qualname__](spec, **free))
+    return out
+
+
+def _cumulative_cpp(spec, name: str, total_dim: str) -> dict:
+    """opgen.dsl.checks.cumulative_ends(name, total_dim) in the TilingFunc: the template's CumulativeEnds helper on
+    input `name`'s tensor against the token dim `total_dim` read from its shape."""
+    index = [i.name for i in spec.inputs].index(name)
+    get = "GetOptionalInputTensor" if spec.inputs[index].optional else "GetRequiredInputTensor"
+    return {"kind": "cumulative_ends",
+            "call": f"CumulativeEnds(hostFault, context->{get}({index}), {dim_cpp(spec, Sym(total_dim))}, "
+                    f"{c_string(total_dim)})",
+            "fmt": c_printf(f"{name}: ", "%s")}
+
+
+_TILING_CHECK_CPP = {"cumulative_ends.<locals>.fn": _cumulative_cpp}
+"""Factory qualname (opgen.tiling.emit.TILING_HOST_CHECKS) -> fn(spec, **the check's closure) -> template data."""
 
 
 def _equal_dims(spec) -> list[dict]:

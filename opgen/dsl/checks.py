@@ -1,6 +1,7 @@
 """Value checks a spec may attach to a host array (`spec.check(name, fn, on="values")`) whose rule the emitted aclnn
 layer also enforces: opgen.codegen.aclnn's HOST_CHECKS recognises each factory's function and emits the same rule in
-C++ (CANN's ACLNN_ERR_PARAM_INVALID, 161002), so the kernel never walks a value the interpreter refuses.
+C++ (CANN's ACLNN_ERR_PARAM_INVALID, 161002), so the kernel never walks a value the interpreter refuses; the emitted
+TilingFunc enforces those in opgen.tiling.emit.TILING_HOST_CHECKS as well (GRAPH_FAILED: graph mode has no aclnn layer).
 docs/design.md "Value checks on host arrays"."""
 
 from __future__ import annotations

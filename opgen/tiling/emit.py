@@ -205,8 +205,14 @@ def evaluate(spec, prog, inputs_map: dict, env: dict, dtypes: dict, platform, at
     unknown, such an input reads 0) and the call's host arrays (`host`: {input name: int array}; a
     ("longest_batch", ...) input reads its array, else its token dim).
 
-    Raises KeyError for a program input without a mapping; OpgenError when a dim is outside the spec's
-    domain or no UB plan fits (the emitted TilingFunc returns GRAPH_FAILED in the same cases)."""
+    Raises KeyError for a program input without a mapping; OpgenError when a host array of `host` breaks a value
+    check the TilingFunc enforces (tiling_host_checks: "tiling <prog>: <input>: <rule>"), when a dim is outside the
+    spec's domain or no UB plan fits (the emitted TilingFunc returns GRAPH_FAILED in the same cases)."""
+    if host:
+        for r in tiling_host_checks(spec):
+            rule = r.evaluate({i.name: host.get(i.name) for i in spec.inputs}, env, attrs or {})
+            if rule is not None:
+                raise OpgenError(f"tiling {prog.name}: {r.param}: {rule}")
     vals = program_inputs(spec, prog, inputs_map, env, dtypes, platform, attrs, deterministic, forms, present, host)
     for name, lo, hi in dim_bounds(spec, prog, inputs_map):
         if vals[name] < lo or (hi is not None and vals[name] > hi):
@@ -261,14 +267,32 @@ def program_inputs(spec, prog, inputs_map: dict, env: dict, dtypes: dict, platfo
     return vals
 
 
+TILING_HOST_CHECKS = ("cumulative_ends.<locals>.fn",)
+"""Qualified names of the value-check factories (opgen.dsl.checks) whose rule the emitted TilingFunc also enforces on
+the host arrays it reads (ValueDepend): graph mode calls the TilingFunc without the aclnn layer in front of it
+(docs/design.md "Value checks on host arrays"). opgen.codegen.tilingfiles prints each one's C++."""
+
+
+def tiling_host_checks(spec) -> list:
+    """The spec's value requirements (`spec.check(name, fn, on="values")`) the TilingFunc enforces: those built by a
+    factory in TILING_HOST_CHECKS, in spec order. Others (device data, unknown rules) stay with the aclnn layer and
+    the kernel."""
+    return [r for r in spec.requirements if r.kind == "values" and not r.kernel
+            and r.fn.__qualname__ in TILING_HOST_CHECKS]
+
+
 def longest_batch(ends, whole: int, block: int = 1) -> int:
     """The most tokens one batch holds, in blocks of `block` (rounded up), from the int cumulative batch ends `ends`
     (batch k holds tokens ends[k - 1] .. ends[k] - 1, the first from 0; opgen.dsl.checks.cumulative_ends); `whole`
-    (the token count, which bounds it) when `ends` is None or empty: the emitted LongestBatch's Python twin."""
+    (the token count, which bounds it) when `ends` is None or empty: the emitted LongestBatch's Python twin.
+    0 when an end falls below the one before it (or below 0) or past `whole`: no batch can be sized from such ends,
+    and the tiling's domain check (at least 1) refuses the 0 even for a spec without a cumulative_ends check."""
     longest, start = whole, 0
     if ends is not None and len(ends):
         longest = 0
         for e in (int(x) for x in ends):
+            if e < start or e > whole:
+                return 0
             longest, start = max(longest, e - start), e
     return -(-longest // block)
 

@@ -1,5 +1,6 @@
 // Test driver: runs an emitted TilingFunc (linked in) on cases read from stdin and prints the result.
-// Input per case: op name, aivNum, ubBytes, nInputs, then per input: present dtype rank dims...,
+// Input per case: op name, aivNum, ubBytes, nInputs, then per input: present dtype rank dims... (present 2: a host
+// array whose int64 values follow its dims, one per element, as a ValueDepend input's tensor carries them),
 // then nAttrs and their values (OpDef order; a number, or s:TEXT for a string attribute's text), then nOutputs and their dtypes. Output per case: "ok blockDim tilingKey workspace n v0 v1 ..." where v* are
 // the int64 fields of the tiling data (all opgen tiling fields are int64_t), or "fail".
 #include <cstdint>
@@ -22,12 +23,22 @@ int main()
         std::cin >> nIn;
         std::vector<std::unique_ptr<gert::StorageShape>> shapes;
         std::vector<std::unique_ptr<gert::CompileTimeTensorDesc>> descs;
+        std::vector<std::vector<int64_t>> values(nIn);
+        std::vector<std::unique_ptr<gert::Tensor>> tensors;
         for (size_t i = 0; i < nIn; ++i) {
             int present = 0, dt = 0;
             size_t rank = 0;
             std::cin >> present >> dt >> rank;
             std::vector<int64_t> dims(rank);
             for (auto& d : dims) std::cin >> d;
+            if (present == 2) {
+                values[i].resize(static_cast<size_t>(gert::Shape(dims).GetShapeSize()));
+                for (auto& v : values[i]) std::cin >> v;
+            }
+            tensors.emplace_back(present == 2 ? new gert::Tensor(gert::Shape(dims), values[i].data())
+                                              : present ? new gert::Tensor(gert::Shape(dims), nullptr)
+                                                        : nullptr);
+            ctx.inputTensors.push_back(tensors.back().get());
             shapes.emplace_back(present ? new gert::StorageShape(gert::Shape(dims)) : nullptr);
             descs.emplace_back(present ? new gert::CompileTimeTensorDesc(static_cast<ge::DataType>(dt)) : nullptr);
             ctx.inputShapes.push_back(shapes.back().get());

@@ -63,6 +63,38 @@ inline int64_t AttrFloatBits(gert::TilingContext* context, size_t index, int64_t
     return static_cast<int64_t>(bits);
 }
 
+// Whether a host array of cumulative batch ends (ValueDepend) holds, when its values are at hand: non-empty and 1-D,
+// each end above the one before it (the first above 0), the last equal to the token count `whole` (named
+// `wholeName` in the message). `fault` says the broken rule; ends without values pass (a graph without them).
+inline bool CumulativeEnds(std::string& fault, const gert::Tensor* ends, int64_t whole, const char* wholeName)
+{
+    const int64_t* end = ends == nullptr ? nullptr : ends->GetData<int64_t>();
+    if (end == nullptr) {
+        return true;
+    }
+    const int64_t count = ends->GetShapeSize();
+    char text[160];
+    if (ends->GetStorageShape().GetDimNum() != 1 || count <= 0) {
+        fault = "must be a non-empty 1-D array of cumulative sequence ends";
+        return false;
+    }
+    for (int64_t b = 0; b < count; ++b) {
+        if (end[b] <= (b == 0 ? 0 : end[b - 1])) {
+            std::snprintf(text, sizeof(text), "cumulative ends must be strictly increasing and positive (end %ld: %ld)",
+                          static_cast<long>(b), static_cast<long>(end[b]));
+            fault = text;
+            return false;
+        }
+    }
+    if (end[count - 1] != whole) {
+        std::snprintf(text, sizeof(text), "last cumulative end %ld must equal %s=%ld",
+                      static_cast<long>(end[count - 1]), wholeName, static_cast<long>(whole));
+        fault = text;
+        return false;
+    }
+    return true;
+}
+
 // An integer attribute's value (the default when absent).
 inline int64_t AttrInt(gert::TilingContext* context, size_t index, int64_t defaultValue)
 {
@@ -236,6 +268,11 @@ static ge::graphStatus TilingFunc(gert::TilingContext* context)
         OP_LOGE(context->GetNodeName(), "%s", dimMismatch.c_str()), return ge::GRAPH_FAILED);
     OP_CHECK_IF(!SameDim(dimMismatch, "D", {{"query", queryShape.GetDim(2)}, {"key", keyShape.GetDim(2)}}),
                 OP_LOGE(context->GetNodeName(), "%s", dimMismatch.c_str()), return ge::GRAPH_FAILED);
+    std::string hostFault;
+    OP_CHECK_IF(!CumulativeEnds(hostFault, context->GetOptionalInputTensor(5), queryShape.GetDim(0), "T1"),
+                OP_LOGE(context->GetNodeName(), "actual_seq_qlen: %s", hostFault.c_str()), return ge::GRAPH_FAILED);
+    OP_CHECK_IF(!CumulativeEnds(hostFault, context->GetOptionalInputTensor(6), keyShape.GetDim(0), "T2"),
+                OP_LOGE(context->GetNodeName(), "actual_seq_kvlen: %s", hostFault.c_str()), return ge::GRAPH_FAILED);
     const gert::CompileTimeTensorDesc* queryDesc = context->GetInputDesc(0);
     OP_CHECK_NULL_WITH_CONTEXT(context, queryDesc);
     const gert::RuntimeAttrs* attrs = context->GetAttrs();
