@@ -58,6 +58,7 @@ _HINTS = (
     ("rounds to an integer", "name the rounding: x.cast(i8, \"rint\") (or round, floor, ceil, trunc); the value "
                              "then saturates to the integer type's range"),
     ("odd exists only", "use round=\"rint\" (ties to even) or round=\"round\" (ties away) for this cast"),
+    ("may narrow", "write it x.cast(T, \"rint\") (ties to even) or x.cast(T, \"round\") (ties away)"),
     ("round", "name the rounding of a narrowing cast: round=\"rint\" or round=\"round\""),
 )
 
