@@ -13,7 +13,10 @@ from __future__ import annotations
 
 import json
 from pathlib import Path
+
 import opgen
+from opgen.errors import OpgenError
+from opgen.names import op_snake, stem_problem
 
 RECORD = "opgen_package.json"
 """File name of the record inside generated/<op_snake>/."""
@@ -36,9 +39,6 @@ def package_dir(op: str, files: dict) -> str:
     `opgen diff` and the package-directory collision check name packages by it, also for a result read from the
     generation cache, which holds no spec. Raises OpgenError for a record whose stem opgen.names.stem_problem
     refuses (a corrupt cache entry): nothing is written under such a name."""
-    from opgen.errors import OpgenError
-    from opgen.names import op_snake, stem_problem
-
     text = files.get(RECORD)
     try:
         stem = json.loads(text).get("stem") if isinstance(text, str) else None
