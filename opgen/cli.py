@@ -654,7 +654,7 @@ def cmd_diff(args) -> int:
 
 def _diff(args) -> int:
     """cmd_diff's work."""
-    from opgen.codegen import default_out_dir, diff_ops, generate_all, op_snake  # lazy: start-up time
+    from opgen.codegen import default_out_dir, diff_ops, generate_all, package_dir  # lazy: start-up time
     from opgen.codegen import review  # lazy: start-up time
 
     color = _use_color(args.color)
@@ -666,7 +666,7 @@ def _diff(args) -> int:
 
         old_src: dict = {}
         commit, old = packages_at(args.rev, args.op, sources=old_src)
-        new = {op_snake(name): files for name, files in generate_all(_spec_sources(args.op), jobs=args.jobs)}
+        new = {package_dir(name, files): files for name, files in generate_all(_spec_sources(args.op), jobs=args.jobs)}
         pairs = review.pair_trees(old, new)
         if not args.traces:
             from opgen.registry import specs_dir  # lazy: start-up time
@@ -701,9 +701,11 @@ def _diff(args) -> int:
         a_files = review.align_spec_names(a_files, names[0], names[1])
         from opgen.codegen.provenance import RECORD  # lazy: start-up time
 
+        a_dir, b_dir = package_dir(a_name, a_files), package_dir(b_name, b_files)
+
         # every edit changes the provenance record's spec digest: not what the edit changes in the package
         a_files, b_files = ({k: v for k, v in f.items() if k != RECORD} for f in (a_files, b_files))
-        pairs = [(op_snake(a_name), op_snake(b_name), a_files, b_files)]
+        pairs = [(a_dir, b_dir, a_files, b_files)]
         labels = f"a/ = {args.op[0]}, b/ = {args.op[1]}" + (
             f" (spec file named {names[1][0]} on both sides)" if Path(args.op[0]).name != Path(args.op[1]).name
             else "")
@@ -718,7 +720,7 @@ def _diff(args) -> int:
             return 0
         from opgen.codegen.revision import read_tree  # lazy: start-up time
 
-        new = {op_snake(name): files for name, files in generate_all(_spec_sources(args.op), jobs=args.jobs)}
+        new = {package_dir(name, files): files for name, files in generate_all(_spec_sources(args.op), jobs=args.jobs)}
         on_disk = read_tree(out) if out.is_dir() else {}
         old = {d: on_disk.get(d, {}) for d in new}
         pairs = review.pair_trees(old, new)
@@ -748,10 +750,8 @@ def _gen_root(gen_dir: str, spec) -> str:
     import json
 
     from opgen.codegen.provenance import RECORD  # lazy: start-up time
-    from opgen.names import op_snake  # lazy: start-up time
-
     d = Path(gen_dir)
-    snake = op_snake(spec.name)
+    snake = spec.stem   # the package directory (spec.package(stem=), else op_snake)
     if not d.is_dir() or (d / snake).is_dir():
         return gen_dir
     if not any((d / x).exists() for x in (RECORD, "op_host", "op_kernel")):

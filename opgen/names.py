@@ -2,6 +2,8 @@
 
 - `op_snake("AdaLayerNormGrad")` -> `ada_layer_norm_grad` (file stems and the package directory);
 - `api_snake("aclnnAdaLayerNormBackward")` -> `aclnn_ada_layer_norm_backward` (aclnn header/source stems);
+- `stem_problem(stem)`: why a spec's own file stem (OpSpec.package(stem=), CANN's opFile) cannot be used;
+  `aclnn_stem(api, op, stem)`: the aclnn files' stem of a package with such a stem;
 - `aclnn_param(...)`: the C++ parameter name of an aclnn argument in CANN's style (lowerCamelCase, optional
   inputs end in `Optional`, outputs in `Out`); the aclnn layer's messages print these names, the graph-mode
   files the OpDef spelling;
@@ -170,15 +172,16 @@ def cpp_name(name: str) -> str:
     return _renamed(name) if cpp_hazard(name) else name
 
 
-def kernel_entry(op: str) -> str:
-    """The kernel entry's symbol (`extern "C" __global__ __aicore__ void <entry>(...)`) of OpDef name `op`.
+def kernel_entry(op: str, stem: str | None = None) -> str:
+    """The kernel entry's symbol (`extern "C" __global__ __aicore__ void <entry>(...)`) of OpDef name `op` whose
+    package's file stem is `stem` (OpSpec.stem; None: op_snake(op)).
 
     CANN's build looks the entry up by the OpDef's `opInterface.value`, which defaults to the op's snake_case name
     (ops-nn sets it where the entry is named otherwise, e.g. PRelu's `prelu`): docs/reference/names.md §2. The
-    entry is that snake_case name unless it is a C library global (`exp`, `log`, `memcpy`, `nan`, `main`: the
+    entry is the file stem unless it is a C library global (`exp`, `log`, `memcpy`, `nan`, `main`: the
     entry is an extern "C" global and would redeclare it), a keyword or a possible macro; then it is
-    `<op_snake>_entry` and the OpDef sets `opInterface.value` to it (opgen.codegen.opdef)."""
-    snake = op_snake(op)
+    `<stem>_entry` and the OpDef sets `opInterface.value` to it (opgen.codegen.opdef)."""
+    snake = stem if stem is not None else op_snake(op)
     if snake in c_symbols() or cpp_hazard(snake):
         return snake + "_entry"
     return snake
@@ -212,6 +215,42 @@ def op_snake(name: str) -> str:
     s = re.sub(r"([A-Z]+)([A-Z][a-z])", r"\1_\2", name)
     s = re.sub(r"([a-z0-9])([A-Z])", r"\1_\2", s)
     return s.lower()
+
+
+_STEM = re.compile(r"[a-z][a-z0-9]*(?:_[a-z0-9]+)*")
+STEM_MAX_LEN = 64
+"""The longest file stem a spec may set (OpSpec.package(stem=)): the length opgen allows an op name."""
+
+
+def stem_problem(stem) -> str | None:
+    """Why `stem` cannot be a package's file stem (OpSpec.package(stem=): the directory, the `<stem>.cpp/.h`,
+    `<stem>_tiling.cpp`, ... file names, the `<STEM>_TILING_KEY_*` macros, the kernel entry), or None when it can:
+    a lower-case snake_case identifier (a-z, 0-9, single '_' between words, starting with a letter, at most
+    STEM_MAX_LEN characters), not a header stem the emitted files include without a directory (BARE_HEADER_STEMS:
+    `math`, `string`, ... would be shadowed by `<stem>.h`). docs/reference/names.md §2. Never raises."""
+    if not isinstance(stem, str) or not _STEM.fullmatch(stem):
+        return (f"{stem!r} is not a lower-case snake_case identifier (a-z and 0-9 words joined by single '_', "
+                f"starting with a letter)")
+    if len(stem) > STEM_MAX_LEN:
+        return f"{stem!r} is {len(stem)} characters long, more than {STEM_MAX_LEN}"
+    if stem in BARE_HEADER_STEMS:
+        return (f"{stem!r} makes the file names {stem}.h / {stem}.cpp, and {stem}.h would shadow the header "
+                f'"{stem}.h" the emitted code or the C library includes')
+    return None
+
+
+def aclnn_stem(api: str, op: str, stem: str | None = None) -> str:
+    """File stem of the aclnn files (`op_host/op_api/<aclnn stem>.h/.cpp`, `examples/test_<aclnn stem>.cpp`) of
+    aclnn API `api` for OpDef `op` whose package's file stem is `stem` (OpSpec.package(stem=); None: op_snake(op)).
+
+    An API named after the op (`aclnn` + the OpDef name) takes the package's stem: `aclnn_<stem>` (ops-nn's
+    optim/apply_adam_w_v2 declares aclnnApplyAdamWV2 in aclnn_apply_adam_w_v2.h); any other API its own snake_case
+    name, api_snake(api) (AdaLayerNormGrad's aclnnAdaLayerNormBackward: aclnn_ada_layer_norm_backward.h).
+    docs/reference/names.md §2. Raises SpecError as api_snake for a malformed `api`."""
+    base = api_snake(api)
+    if stem is not None and api == "aclnn" + op:
+        return "aclnn_" + stem
+    return base
 
 
 def api_snake(api: str) -> str:

@@ -32,6 +32,62 @@ def test_the_emitted_header_is_canns():
     assert [" ".join(x.split()) for x in got.split(",")] == [" ".join(x.split()) for x in CANN_HEADER.split(",")]
 
 
+CANN_FILES = """op_host/apply_adam_w_v2_def.cpp op_host/apply_adam_w_v2_infershape.cpp op_host/apply_adam_w_v2_tiling.cpp
+op_host/op_api/aclnn_apply_adam_w_v2.h op_host/op_api/aclnn_apply_adam_w_v2.cpp op_host/op_api/apply_adam_w_v2.h
+op_host/op_api/apply_adam_w_v2.cpp op_kernel/apply_adam_w_v2.cpp op_graph/apply_adam_w_v2_proto.h
+op_host/config/ascend910b/apply_adam_w_v2_binary.json op_host/config/ascend910_93/apply_adam_w_v2_binary.json
+examples/test_aclnn_apply_adam_w_v2.cpp docs/aclnnApplyAdamWV2.md""".split()
+"""Files of ops-nn's optim/apply_adam_w_v2 (its tree as CANN ships it) that the package emits too."""
+
+
+def test_the_package_is_named_as_canns(examples_gen):
+    """spec.package(stem="apply_adam_w_v2"): the directory, every file, the OpDef's opFile.value, the kernel entry and
+    the tiling-key macros are spelt apply_adam_w_v2 as in ops-nn (CANN_FILES; its def sets opFile.value and the
+    entry is `apply_adam_w_v2(GM_ADDR var, ...`), never op_snake's apply_adam_wv2; the provenance record carries the
+    stem, so the package's directory is found without the spec."""
+    import json
+
+    pkg = examples_gen / "apply_adam_w_v2"
+    assert pkg.is_dir() and not (examples_gen / "apply_adam_wv2").exists()
+    texts = {p.relative_to(pkg).as_posix(): p.read_text() for p in pkg.rglob("*") if p.is_file()}
+    assert set(CANN_FILES) <= set(texts), sorted(set(CANN_FILES) - set(texts))
+    assert not [(p, t) for p, t in texts.items() if "adam_wv2" in (p + t).lower()]
+    assert 'ExtendCfgInfo("opFile.value", "apply_adam_w_v2")' in texts["op_host/apply_adam_w_v2_def.cpp"]
+    assert "opInterface" not in texts["op_host/apply_adam_w_v2_def.cpp"]   # the entry is the file stem
+    assert re.search(r"__aicore__ void apply_adam_w_v2\(GM_ADDR var,", texts["op_kernel/apply_adam_w_v2.cpp"])
+    macros = set(re.findall(r"#define (\w+_TILING_KEY_\w+)", texts["op_kernel/apply_adam_w_v2_tiling_key.h"]))
+    assert all(m.startswith("APPLY_ADAM_W_V2_TILING_KEY_") for m in macros), macros   # the guard's too
+    assert "APPLY_ADAM_W_V2_TILING_KEY_A0_D1_S1" in macros
+    assert json.loads(texts["opgen_package.json"])["stem"] == "apply_adam_w_v2"
+
+
+def test_generate_diff_and_check_find_the_package(examples_gen, tmp_path):
+    """`opgen diff` compares the tree's apply_adam_w_v2/ (exit 0: up to date) and `opgen check --gen-dir` reads it:
+    the tree, or the package directory itself, resolve to <tree>/apply_adam_w_v2, whose record is current; the
+    package under op_snake's name is refused naming the stem. (The emulated tests above build from it.)"""
+    from inproc import cli
+
+    from opgen.check.run import _sources, require_current
+    from opgen.cli import _gen_root
+    from opgen.codegen.model import OpModel
+    from opgen.errors import ValidationError
+    from opgen.registry import load_spec
+
+    r = cli("diff", SPEC, "--out", examples_gen)
+    assert r.returncode == 0, r.stdout[-2000:] + r.stderr
+    spec = load_spec(str(SPEC))
+    root = _gen_root(str(examples_gen / "apply_adam_w_v2"), spec)
+    assert Path(root) == examples_gen
+    src = _sources(OpModel(spec), root)
+    assert src.op_dir == (examples_gen / "apply_adam_w_v2").resolve()
+    src.require()   # the aclnn, L0, tiling and kernel files under their stems
+    require_current(spec, src, root)
+    wrong = tmp_path / "apply_adam_wv2"
+    shutil.copytree(examples_gen / "apply_adam_w_v2", wrong)
+    with pytest.raises(ValidationError, match="after naming the package apply_adam_w_v2"):
+        _gen_root(str(wrong), spec)
+
+
 def torch_adamw(inputs: dict, attrs: dict) -> dict:
     """var, m, v after torch.optim.AdamW's step (float64) from the call's arrays (as the kernel read them) and
     attributes: state step = t - 1, exp_avg = m, exp_avg_sq = v, grad = grad."""

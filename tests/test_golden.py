@@ -25,7 +25,6 @@ import numpy as np
 import pytest
 
 from opgen.codegen.golden import GOLDEN_PATH, emit_golden, merged_program
-from opgen.names import op_snake
 from opgen.dsl.examples import random_inputs
 from opgen.interp import interpret
 from opgen.ir.dims import Sym, Variadic, as_dim, eval_shape
@@ -154,7 +153,7 @@ def run_isolated(tmp: Path, jobs: list) -> dict:
             meta.append({"inputs": names, "attrs": {k: (v.item() if hasattr(v, "item") else v)
                                                     for k, v in attrs.items()}, "dtypes": dtypes})
         np.savez(tmp / f"inputs{j}.npz", **arrays)
-        desc.append({"golden": str(golden), "snake": op_snake(spec.name), "inputs": str(tmp / f"inputs{j}.npz"),
+        desc.append({"golden": str(golden), "snake": spec.stem, "inputs": str(tmp / f"inputs{j}.npz"),
                      "outputs": [o.name for o in spec.outputs], "cases": meta})
     (tmp / "jobs.json").write_text(json.dumps(desc))
     driver = tmp / "driver.py"
@@ -288,7 +287,7 @@ def test_golden_rejects_a_combination_no_specialisation_covers(name, tmp_path):
     mspec = importlib.util.spec_from_file_location("golden_reject", path)
     mod = importlib.util.module_from_spec(mspec)
     mspec.loader.exec_module(mod)
-    fn = getattr(mod, mod.__golden__["kernel"][op_snake(name)])
+    fn = getattr(mod, mod.__golden__["kernel"][spec.stem])
     (_key, inputs, attrs), *_ = key_cases(spec, _dtype_row(spec))
     if name == "NormRopeConcat":   # rope_type 1 without its tables is rejected by the spec's mode rule
         attrs = {**attrs, "rope_type": 1}

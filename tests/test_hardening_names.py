@@ -426,6 +426,27 @@ def test_kernel_entries_are_no_c_library_globals(tmp_path):
     assert kernel_entry("Index") == "index_entry"   # strings.h: a C++ overload there, still a C global
 
 
+def test_a_spec_stem_names_the_entry_and_the_aclnn_files_as_canns():
+    """spec.package(stem=) (opgen.names.stem_problem, aclnn_stem, kernel_entry): facts from ops-nn's trees —
+    optim/apply_adam_w_v2 declares aclnnApplyAdamWV2 in op_api/aclnn_apply_adam_w_v2.h and its entry is
+    apply_adam_w_v2; norm/ada_layer_norm_grad declares aclnnAdaLayerNormBackward (an API not named after the op)
+    in aclnn_ada_layer_norm_backward.h. A stem that is a C library global gets the `_entry` suffix as a derived one
+    does; a stem that is not lower-case snake_case, or a bare header's stem, is refused."""
+    from opgen.names import aclnn_stem, stem_problem
+
+    assert aclnn_stem("aclnnApplyAdamWV2", "ApplyAdamWV2", "apply_adam_w_v2") == "aclnn_apply_adam_w_v2"
+    assert aclnn_stem("aclnnApplyAdamWV2", "ApplyAdamWV2") == "aclnn_apply_adam_wv2"   # no stem: api_snake
+    assert aclnn_stem("aclnnAdaLayerNormBackward", "AdaLayerNormGrad", "ada_ln_grad") == \
+        "aclnn_ada_layer_norm_backward"
+    assert kernel_entry("ApplyAdamWV2", "apply_adam_w_v2") == "apply_adam_w_v2"
+    assert kernel_entry("ApplyAdamWV2") == "apply_adam_wv2"
+    assert kernel_entry("Exponent", "exp") == "exp_entry"
+    assert stem_problem("apply_adam_w_v2") is None and stem_problem("conv3d_v2") is None
+    for bad in ("ApplyAdamWV2", "apply__adam", "apply_adam_", "_apply", "2d_conv", "apply-adam", "apply adam", "",
+                None, "a" * 65, "string", "kernel_operator"):
+        assert stem_problem(bad), bad
+
+
 @pytest.mark.parametrize("op", ["NULL", "EOF", "NAN", "KernelOperator", "Math", "Stdio", "AclnnUtil"])
 def test_unusable_op_name_refused(tmp_path, op):
     with pytest.raises(SpecError) as e:

@@ -357,6 +357,14 @@ CASES = [
      [(_REQ, _REQ + '\nspec.package("ops-nn", "norm")\nspec.package("ops-nn", "vfusion")')],
      'spec.package("ops-nn", "vfusion")', 'spec.package',
      "spec.package() is called twice (first at line 19)", "declare the package location once", 1, False),
+    ("package-stem-not-snake",   # the file stem is CANN's opFile spelling: lower-case snake_case only
+     [(_REQ, _REQ + '\nspec.package("ops-nn", "norm", stem="Tiny_Norm")')],
+     'spec.package("ops-nn"', '"Tiny_Norm"', "package: stem 'Tiny_Norm' is not a lower-case snake_case identifier",
+     'give the file stem as CANN spells it, e.g. stem="apply_adam_w_v2"', 1, False),
+    ("package-stem-shadows-a-header",
+     [(_REQ, _REQ + '\nspec.package("ops-nn", "norm", stem="math")')],
+     'spec.package("ops-nn"', '"math"', "package: stem 'math' makes the file names math.h / math.cpp, and math.h "
+     "would shadow", "give the file stem as CANN spells it", 1, False),
     ("modifies-bad-path",
      [(_REQ, _REQ + '\nspec.modifies("../norm/x", "why")')],
      "spec.modifies(", '"../norm/x"', "modifies(): '../norm/x' is not a repository-relative directory",

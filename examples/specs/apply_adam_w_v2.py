@@ -44,7 +44,9 @@ spec.output("m_ref", ref="m", doc="m after the step (written into m)")
 spec.output("v_ref", ref="v", doc="v after the step (written into v)")
 spec.dtypes((T, U, S), [(f32, f32, f32), (f16, f16, f32), (bf16, bf16, f32), (f32, f32, i64), (f16, f16, i64),
                         (bf16, bf16, i64), (f32, f16, f32), (f32, bf16, f32), (f32, f16, i64)])
-spec.package("ops-nn", "optim")
+# ops-nn's directory and file stem is apply_adam_w_v2 (its OpDef's opFile.value), not the apply_adam_wv2 op_snake
+# derives from the OpDef name: the package, its files, tiling-key macros, kernel entry and aclnn files follow it
+spec.package("ops-nn", "optim", stem="apply_adam_w_v2")
 # CANN's public signature (ops-nn optim/apply_adam_w_v2 op_host/op_api/aclnn_apply_adam_w_v2.h): the tensors updated in
 # place as aclTensor* <name>Ref, maxGradNormOptionalRef before grad, float coefficients.
 spec.aclnn_signature(

@@ -31,7 +31,7 @@ and the drop-in layout of the spec's repository (docs/reference/ops_package.md Â
 # The emitters, jinja2 and the templates load only when one of these names is first used (PEP 562), so a
 # command importing this package for one name does not pay for code generation it does not do.
 __all__ = ["EMITTERS", "render", "generate", "generate_all", "generate_cached", "start_generation", "write_ops",
-           "diff_ops", "default_out_dir", "check_out_dir", "op_snake", "api_snake", "emit_def", "emit_infershape",
+           "diff_ops", "default_out_dir", "check_out_dir", "package_dir", "op_snake", "api_snake", "emit_def", "emit_infershape",
            "emit_aclnn", "emit_example", "emit_golden", "emit_cmake", "emit_binary_config", "emit_proto", "emit_docs",
            "emit_ut"]
 

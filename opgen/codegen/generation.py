@@ -24,7 +24,8 @@ from opgen.codegen.writer import diff_package, signals_deferred, write_package
 from opgen.dsl.spec import ident_problem
 from opgen.errors import ManyErrors, OpgenError
 from opgen.escape import cpp_comment, md_comment, py_comment
-from opgen.names import op_snake
+from opgen.codegen.provenance import package_dir
+from opgen.names import api_snake, op_snake  # noqa: F401 (opgen.codegen exports them)
 from opgen.registry import helpers_current, load_spec
 
 Emitter = Callable[[object], dict]
@@ -346,16 +347,17 @@ def generate_all(specs, progress=None, jobs=1) -> list[tuple[str, dict[str, str]
 
 
 def _op_dirs(results) -> list[str]:
-    """The package directory name (op_snake) of each generated (op name, files), in order. Raises OpgenError for
+    """The package directory name (opgen.codegen.provenance.package_dir: the spec's stem, else op_snake) of each
+    generated (op name, files), in order. Raises OpgenError for
     an op name that is not a valid identifier (e.g. from a corrupt cache entry) and when two ops map to one
     directory (FooBar and Foo_Bar are both foo_bar/): nothing is written then."""
 
     seen: dict[str, str] = {}
     out = []
-    for name, _files in results:
+    for name, files in results:
         if ident_problem(name):
             raise OpgenError(f"op name {name!r} {ident_problem(name)}: refusing to write its package")
-        d = op_snake(name)
+        d = package_dir(name, files)
         if d in seen and seen[d] != name:
             raise OpgenError(f"ops {seen[d]} and {name} both map to the package directory {d}/: rename one of them "
                              "(nothing was written)")

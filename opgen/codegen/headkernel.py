@@ -13,7 +13,7 @@ import dataclasses
 from opgen.codegen.tilingkey import TilingKey, emit_tiling_keys
 from opgen.kernel import kir
 from opgen.kernel.headclass import HeadClass
-from opgen.names import cpp_name, kernel_entry, op_snake, spec_path
+from opgen.names import cpp_name, spec_path
 
 CTYPE = {"f32": "float", "f16": "half", "bf16": "bfloat16_t"}
 def emit_head_kernel(spec, hc: HeadClass, doc: str) -> dict[str, str]:
@@ -50,9 +50,9 @@ def head_context(spec, hc: HeadClass, doc: str) -> dict:
         declared += tks
         dtype_keys.append((CTYPE[str(getattr(dt, "value", dt))], [tk.macro(spec) for tk in tks]))
     return {
-        "op": spec.name, "op_snake": op_snake(spec.name), "spec_file": spec_path(spec), "cls": sched.name,
+        "op": spec.name, "op_snake": spec.stem, "spec_file": spec_path(spec), "cls": sched.name,
         "doc": doc, "struct": f"optiling::{spec.name}TilingData",
-        "entry": kernel_entry(spec.name),
+        "entry": spec.entry,
         "inputs": [cpp_name(i.name) for i in spec.inputs], "outputs": [cpp_name(o.name) for o in spec.outputs],
         "namespace_cpp": kir.namespace_cpp(sched).rstrip("\n"),
         "class_cpp": kir.to_cpp(dataclasses.replace(sched, doc=""), verify_first=False).rstrip("\n"),

@@ -28,7 +28,7 @@ from opgen.codegen.tilingkey import TilingKey, emit_tiling_keys
 from opgen.dsl.keys import form_key_count
 from opgen.kernel import kir
 from opgen.kernel.rowclass import CTYPE, Variant
-from opgen.names import cpp_name, kernel_entry, op_snake
+from opgen.names import cpp_name
 from opgen.codegen import kernel_attention, kernel_cube  # noqa: F401  install the attention / cube families' emit
 from opgen.codegen.headkernel import emit_head_kernel
 from opgen.kernel.rowlayout import RowLayout
@@ -57,7 +57,7 @@ def render_kernel(spec, variants: list[Variant], doc: str, spec_file: str) -> di
     each presence of the optional inputs where one class does not serve them all."""
     from opgen.codegen.env import template_env
 
-    snake = op_snake(spec.name)
+    snake = spec.stem
     dvars = [c.name for c in spec.dtype_table]
     classes = [class_context(v) for v in variants]
     keys, declared = [], []
@@ -87,7 +87,7 @@ def render_kernel(spec, variants: list[Variant], doc: str, spec_file: str) -> di
                         keys.append(([tk.macro(spec)], *call))
     ctx = {
         "op": spec.name, "op_snake": snake, "spec_file": spec_file, "dvars": dvars, "classes": classes,
-        "entry": kernel_entry(spec.name),
+        "entry": spec.entry,
         "inputs": [cpp_name(i.name) for i in spec.inputs], "outputs": [cpp_name(o.name) for o in spec.outputs], "keys": keys,
         "struct": f"optiling::{spec.name}TilingData", "doc": doc,
         "gm_scalar": any(kir.reads_gm_scalar(c["row_split_ir"]) for c in classes),

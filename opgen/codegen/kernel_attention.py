@@ -18,7 +18,7 @@ from opgen.ir.dtypes import dtype_name
 from opgen.kernel import kir
 from opgen.kernel.attention import AttentionFamily
 from opgen.kernel.attnclass import CTYPE, UNIT_DENSE, UNIT_DOC, UNIT_SELECTED, UNIT_TND, UNIT_TND_DOC
-from opgen.names import cpp_name, kernel_entry, op_snake
+from opgen.names import cpp_name
 from opgen.tiling import attention as tattn
 from opgen.tiling.emit import attr_key
 
@@ -36,7 +36,7 @@ def emit_attention_kernel(spec, lowered, tiling) -> dict[str, str]:
     from opgen.names import spec_path
 
     lay = lowered.layout
-    snake = op_snake(spec.name)
+    snake = spec.stem
     opts = [i for i in spec.inputs if i.optional]
     aclasses = lowered.extra["aclasses"]
     variants: dict[int, list] = {}
@@ -61,7 +61,7 @@ def emit_attention_kernel(spec, lowered, tiling) -> dict[str, str]:
     env = template_env()
     ctx = {
         "op": spec.name, "op_snake": snake, "spec_file": spec_path(spec),
-        "classes": [kir.to_cpp(c.kclass) for c in aclasses], "entry": kernel_entry(spec.name),
+        "classes": [kir.to_cpp(c.kclass) for c in aclasses], "entry": spec.entry,
         "inputs": [cpp_name(i.name) for i in spec.inputs], "outputs": [cpp_name(o.name) for o in spec.outputs],
         "keys": keys, "struct": f"optiling::{spec.name}TilingData", "doc": tiling.doc,
         "unit_fields": ((UNIT_DENSE + UNIT_TND if lay.form == "TND" else UNIT_DENSE) if lay.keyset == "dense"

@@ -12,7 +12,7 @@ from opgen.errors import SpecError
 from opgen.ir.dtypes import dtype_name
 from opgen.kernel import cube as kcube
 from opgen.kernel import kir
-from opgen.names import kernel_entry, op_snake, spec_path
+from opgen.names import spec_path
 from opgen.tiling.cube import direct_presences
 
 
@@ -38,7 +38,7 @@ def emit_cube_kernel(spec, lowered, tiling) -> dict[str, str]:
             raise SpecError(f"{spec.name}: the cube family expects one kernel class per attribute combination "
                             f"(attrKey {ak}" + ("" if fk is None else f", form key {fk}") + "), got two")
     lay = lowered.layout
-    snake = op_snake(spec.name)
+    snake = spec.stem
     keys, declared, aic_keys = [], [], []
     # no layout with a vector epilogue, or presences of the optional inputs without one (direct_presences):
     # without a K split the AIVs have no work, so that key launches AIC only (strategy 2,
@@ -62,7 +62,7 @@ def emit_cube_kernel(spec, lowered, tiling) -> dict[str, str]:
             keys.append(([t.macro(spec) for t in tks], ", ".join(targs), cls.name))
     env = template_env()
     classes = list(order.values())
-    ctx = {"op": spec.name, "op_snake": snake, "entry": kernel_entry(spec.name), "spec_file": spec_path(spec),
+    ctx = {"op": spec.name, "op_snake": snake, "entry": spec.entry, "spec_file": spec_path(spec),
            "doc": tiling.doc,
            "class_cpp": "\n\n".join(kir.to_cpp(c) for c in classes), "args": list(classes[0].args), "keys": keys,
            "struct": classes[0].tiling_struct, "kernel_type": kcube.CubeFamily().entry_kernel_type(lowered), "multi": len(classes) > 1, "forms": forms,

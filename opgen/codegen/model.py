@@ -18,7 +18,7 @@ from opgen.dsl.keys import LIST_INT
 from opgen.errors import OpgenError, SpecError
 from opgen.escape import cpp_comment, py_comment
 from opgen.ir.dtypes import DType, DTypeVar
-from opgen.names import aclnn_param, api_snake, c_string, kernel_entry, op_snake
+from opgen.names import aclnn_param, c_string
 from opgen.registry import is_bundled
 
 # SoC keys opgen can emit a per-SoC config for (docs/reference/README.md "Supported products").
@@ -197,10 +197,10 @@ class OpModel:
     def __init__(self, spec):
         self.spec = spec
         self.op = spec.name
-        self.snake = op_snake(spec.name)
-        self.entry = kernel_entry(spec.name)   # the kernel entry's symbol (opInterface.value)
+        self.snake = spec.stem   # the package's file stem (OpSpec.stem: spec.package(stem=) or op_snake)
+        self.entry = spec.entry   # the kernel entry's symbol (opInterface.value)
         self.api = spec.aclnn
-        self.api_snake = api_snake(spec.aclnn)
+        self.api_snake = spec.api_stem   # the aclnn files' stem (OpSpec.api_stem)
         bad = [s for s in spec.socs if s not in KNOWN_SOCS]
         if bad:
             raise OpgenError(f"{spec.name}: cannot generate for SoC {', '.join(map(repr, bad))}; opgen emits per-SoC "

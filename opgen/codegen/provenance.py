@@ -1,7 +1,8 @@
 """The provenance record of a generated package: `<op_snake>/opgen_package.json`, written by `opgen generate`,
 read by `opgen check` before anything is built (docs/design.md "Stale packages").
 
-It holds the OpDef name, the spec file's name, the spec's source digest (opgen.registry.source_digest: sha256 of
+It holds the OpDef name (and the package's file stem when the spec sets one: spec.package(stem=)), the spec
+file's name, the spec's source digest (opgen.registry.source_digest: sha256 of
 the spec file and the `_*.py` helpers beside it, the bytes that loading it executes) and opgen's version
 (opgen.__version__). Not a digest of opgen's own source: `generated/` is committed and CI fails when it is stale,
 so such a digest would restale every package on every commit to opgen; opgen's version changes only on a release,
@@ -12,7 +13,10 @@ from __future__ import annotations
 
 import json
 from pathlib import Path
+
 import opgen
+from opgen.errors import OpgenError
+from opgen.names import op_snake, stem_problem
 
 RECORD = "opgen_package.json"
 """File name of the record inside generated/<op_snake>/."""
@@ -24,7 +28,28 @@ def record_text(spec) -> str:
 
     rec = {"op": spec.name, "spec": Path(spec.file).name if getattr(spec, "file", None) else None,
            "spec_digest": spec.source_digest, "opgen": opgen.__version__}
+    if getattr(spec, "stem_", None) is not None:   # spec.package(stem=): the package directory is not op_snake's
+        rec["stem"] = spec.stem_
     return json.dumps(rec, indent=2, sort_keys=True) + "\n"
+
+
+def package_dir(op: str, files: dict) -> str:
+    """The directory name of OpDef `op`'s generated package `files` ({relative path: text}, with its record):
+    the record's "stem" (spec.package(stem=), OpSpec.stem) when it has one, else op_snake(op). `opgen generate`,
+    `opgen diff` and the package-directory collision check name packages by it, also for a result read from the
+    generation cache, which holds no spec. Raises OpgenError for a record whose stem opgen.names.stem_problem
+    refuses (a corrupt cache entry): nothing is written under such a name."""
+    text = files.get(RECORD)
+    try:
+        stem = json.loads(text).get("stem") if isinstance(text, str) else None
+    except (ValueError, AttributeError):
+        stem = None
+    if stem is None:
+        return op_snake(op)
+    why = stem_problem(stem)
+    if why:
+        raise OpgenError(f"{op}: the package record's stem {why}: refusing to write its package")
+    return stem
 
 
 def stale_reason(op_dir: Path, spec) -> str | None:

@@ -14,7 +14,7 @@ from opgen.dsl.dimsource import attr_dim_min
 from opgen.errors import SpecError
 from opgen.ir.dims import shape_str
 from opgen.ir.dtypes import DTypeVar
-from opgen.names import op_snake, spec_path
+from opgen.names import spec_path
 from opgen.tiling.pipeline import kernel_build
 from opgen.names import c_printf, c_string, cpp_name
 from opgen.tiling.emit import (attr_key_cpp, by_attr_key_cpp, dim_bounds, dim_cpp, exact_products, float_bits,
@@ -44,7 +44,7 @@ def emit_tiling(spec, prog, inputs_map: dict, doc: str, fits_fail: str = "") -> 
     does opgen's host stub, set by `opgen check --deterministic`), else 0; the Python twin takes it as
     `evaluate(..., deterministic=)`. ("presence", presences) is 1 when the call's optional inputs are present as one
     of `presences` (their shape pointers null or not), else 0; the Python twin takes `evaluate(..., present=)`."""
-    op = op_snake(spec.name)
+    op = spec.stem
     reads = []
     for name in prog.inputs:
         how = inputs_map[name]

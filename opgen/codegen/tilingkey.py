@@ -20,7 +20,7 @@ from dataclasses import dataclass
 from opgen.codegen.env import render
 from opgen.dsl.keys import free_form_inputs
 from opgen.ir.dims import shape_str
-from opgen.names import op_snake, spec_path
+from opgen.names import spec_path
 
 
 @dataclass(frozen=True)
@@ -45,7 +45,7 @@ class TilingKey:
         """The macro naming this key in op_kernel/<op>_tiling_key.h:
         <OP_SNAKE>_TILING_KEY_A<attr>[_F<form key>]_D<row>_S<strategy>."""
         form = "" if self.form_key is None else f"_F{self.form_key}"
-        return f"{op_snake(spec.name).upper()}_TILING_KEY_A{self.attr_key}{form}_D{self.dtype_key}_S{self.strategy}"
+        return f"{spec.stem.upper()}_TILING_KEY_A{self.attr_key}{form}_D{self.dtype_key}_S{self.strategy}"
 
 
 def form_shapes(spec, fkey: int) -> list[tuple]:
@@ -70,7 +70,7 @@ def attr_values(spec, attr_key: int) -> dict:
 
 def header_path(spec) -> str:
     """op_kernel/<op_snake>_tiling_key.h."""
-    return f"op_kernel/{op_snake(spec.name)}_tiling_key.h"
+    return f"op_kernel/{spec.stem}_tiling_key.h"
 
 
 def emit_tiling_keys(spec, keys: list[TilingKey]) -> dict[str, str]:
@@ -103,7 +103,7 @@ def emit_tiling_keys(spec, keys: list[TilingKey]) -> dict[str, str]:
     strategies = sorted({(k.strategy, k.strategy_name) for k in seen.values()})
     dtype_rows = [", ".join(f"{v}={d.long_name}" for v, d in r.items()) or "fixed dtypes"
                   for r in (spec.dtype_rows or [{}])]
-    snake = op_snake(spec.name)
+    snake = spec.stem
     import textwrap
 
     attr_doc = textwrap.wrap(" + ".join(terms) or "0", width=96, subsequent_indent="  ")

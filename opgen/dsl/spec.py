@@ -52,7 +52,7 @@ from opgen.ir.dims import Bin, Bounds, Constraint, DimExpr, Fn, Lit, Rank, Sym, 
 from opgen.ir.dtypes import DType, DTypeVar, dtype_name, dtype_spellings, parse_dtype
 from opgen.ir.records import evolve
 from opgen.ir.verify import verify
-from opgen.names import cpp_name, kernel_entry, op_name_problem, op_snake
+from opgen.names import aclnn_stem, cpp_name, kernel_entry, op_name_problem, op_snake, stem_problem
 
 F32 = DType.f32
 _IDENT = re.compile(r"[A-Za-z_][A-Za-z0-9_]*")   # always used with fullmatch: `$` would accept a final "\n"
@@ -528,6 +528,7 @@ class OpSpec:
         self._signature_loc = None
         self.repository: str = DEFAULT_REPOSITORY
         self.category: str = DEFAULT_CATEGORY
+        self.stem_: str | None = None   # spec.package(stem=): the package's own file stem (CANN's opFile)
         self.package_notes: list[PackageNote] = []
         self.license_lines: list[str] = []
         self.empty_policy: str = "accept"
@@ -1184,13 +1185,17 @@ class OpSpec:
         self.empty_policy, self.empty_reason, self._empty_loc = policy, " ".join(reason.split()), loc
 
     def package(self, repository: str = DEFAULT_REPOSITORY, category: str = DEFAULT_CATEGORY, *,
-                license: str | None = None) -> None:
-        """Where the generated package goes: `<repository>/<category>/<op_snake>/` of CANN's `ops-nn` or
+                license: str | None = None, stem: str | None = None) -> None:
+        """Where the generated package goes: `<repository>/<category>/<stem>/` of CANN's `ops-nn` or
         `ops-transformer` (docs/reference/ops_package.md §1-3; opgen.dsl.package). Without this call a spec goes to
         ops-nn's `vfusion` (fused vector operators). license: a known SPDX id ("Apache-2.0") or the licence text,
         printed at the top of every emitted file in that file's comment syntax (opgen.dsl.package.license_lines;
-        JSON files, which have no comments, excepted). Raises SpecError for an unknown repository, a category that
-        repository's build does not enter, a licence refused by license_lines, or a second call."""
+        JSON files, which have no comments, excepted). stem: the package's file stem as CANN spells it (its
+        OpDef's opFile.value, e.g. "apply_adam_w_v2" for ApplyAdamWV2, whose derived stem op_snake gives is
+        apply_adam_wv2): the directory, every `<stem>...` file name, the tiling-key macros, the kernel entry and,
+        for an API named after the op, the aclnn files (OpSpec.stem, OpSpec.api_stem; docs/design.md "Package
+        file stem"). Raises SpecError for an unknown repository, a category that repository's build does not
+        enter, a licence refused by license_lines, a stem refused by opgen.names.stem_problem, or a second call."""
         loc = _loc()
         if self._package_loc is not None:
             raise spec_error(loc, f"spec.package() is called twice (first at {self._where(self._package_loc)})",
@@ -1209,7 +1214,32 @@ class OpSpec:
                 raise spec_error(loc, f"package: license {why}",
                                  'give a known SPDX id (license="Apache-2.0") or the licence text', arg="license")
             self.license_lines = lines
+        if stem is not None:
+            why = stem_problem(stem)
+            if why:
+                raise spec_error(loc, f"package: stem {why}",
+                                 'give the file stem as CANN spells it, e.g. stem="apply_adam_w_v2"', arg="stem")
+            self.stem_ = stem
         self.repository, self.category, self._package_loc = repository, category, loc
+
+    @property
+    def stem(self) -> str:
+        """The package's file stem: spec.package(stem=) when given, else op_snake(name) (ApplyAdamWV2 ->
+        apply_adam_wv2). Names the package directory, `op_kernel/<stem>.cpp`, `op_host/<stem>_def.cpp`,
+        `<stem>_tiling.cpp`, the `<STEM>_TILING_KEY_*` macros, the OpDef's opFile.value and the kernel entry
+        (OpSpec.entry). docs/design.md "Package file stem"."""
+        return self.stem_ if self.stem_ is not None else op_snake(self.name)
+
+    @property
+    def api_stem(self) -> str:
+        """The aclnn files' stem (`op_host/op_api/<api_stem>.h/.cpp`, `examples/test_<api_stem>.cpp`):
+        opgen.names.aclnn_stem of the API, the op and spec.package(stem=)."""
+        return aclnn_stem(self.aclnn, self.name, self.stem_)
+
+    @property
+    def entry(self) -> str:
+        """The kernel entry's symbol (opInterface.value): opgen.names.kernel_entry of the op and OpSpec.stem."""
+        return kernel_entry(self.name, self.stem)
 
     def replaces(self, path: str, reason: str, *, lost=()) -> None:
         """Declare a directory of the destination repository (`norm/ada_layer_norm_v2`) that this package takes
@@ -1654,8 +1684,8 @@ class OpSpec:
         op (`<Op>Kernel3`, `<Op>TilingData`, `<op_snake>`, `<op_snake>_kernel`, ...) or from another parameter or dim
         (`gm_x`, `res_x`, `xShape`, `xHost`, ... of `x`): both would be declared in one scope of the emitted code."""
 
-        snake = op_snake(self.name)
-        op_names = {self.name, snake, kernel_entry(self.name), f"{snake}_kernel", f"{snake}_golden",
+        snake = self.stem
+        op_names = {self.name, snake, self.entry, f"{snake}_kernel", f"{snake}_golden",
                     f"{self.name}TilingData"}
         decls = [(p.name, p.loc, "parameter") for p in self.inputs + self.outputs + self.attrs]
         decls += [(d.name, d.loc, "dim") for d in [*self.dims_.values(), *self.variadics.values()]]
