@@ -60,7 +60,7 @@ beside the public parameters: types (`aclTensor`, `aclScalar`, `aclIntArray`, `a
 
 EMITTED_SCOPE_NAMES = frozenset("""BitsToFloat GetUserWorkspace GetBlockIdx GetTaskRatio Min64 CeilDiv AlignUp ProdDims
 AttrIndex AttrListIndex AttrStrIndex IntArrayChoice ListIntChoice AttrFloatBits AttrInt AttrIntFloatBits DeterministicOf DTypeBytes DTypeKey TilingFunc TilingParse FillCompileInfo platform ubSize
-LongestBatch fromPlatform compileInfo attrs IsNullptr CheckType SameDim DimPlace SameGroup dimMismatch""".split())
+LongestBatch CumulativeEnds fromPlatform compileInfo attrs IsNullptr CheckType SameDim DimPlace SameGroup dimMismatch""".split())
 """Functions and locals the emitted code names unqualified in the scopes where spec names stand bare: the kernel
 classes' Init (templates/op_kernel/*_kernel.h.j2), the host TilingFunc (templates/op_host/tiling.cpp.j2) and the
 aclnn checks whose parameters are named after the spec (opbase's OP_CHECK_NULL / OP_CHECK_DTYPE_NOT_SUPPORT call

@@ -286,7 +286,11 @@ def test_cross_entropy_wide_slices_run_eight_rows_at_once(examples_gen):
     assert not r.faults and r.passed, r.faults[:3]
     assert r.cost["sync_alls"] == 2 * 3 * 2
     assert r.cost["vec_issues"] < n * (11 + 3), r.cost["vec_issues"]
-    assert r.cost["flag_waits"] < n * 3, r.cost["flag_waits"]
+    # rowalg.reuse_scalar_functions moves the picked Ln (a per-row sunary: one V -> S wait a row) ahead of the
+    # smoothing phase's log_prob, which took the Ln once per sub-batch of 8 rows before: the vector issues fall
+    # (9.02 -> 6.88 us of vector time) and the waits rise to about 4 a row (156 -> 247; the estimate 36.3 -> 36.4 us,
+    # nll2's measurement). Still fewer than one a row reduction a row plus one a row for the picked Ln:
+    assert r.cost["flag_waits"] < n * (3 + 1), r.cost["flag_waits"]
     loss, lp = _ce_reference(_f(r.inputs["input"]), t, _f(w), eps)
     terms = 2.0**-24 * 4 * c
     scale = np.abs(_f(r.inputs["input"])).max(-1, keepdims=True) + np.abs(lp).max(-1, keepdims=True)

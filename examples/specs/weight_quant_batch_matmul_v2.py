@@ -66,7 +66,7 @@ spec.aclnn_signature(api.param("x"), api.param("weight"), api.param("antiquantSc
                      api.fixed("inner_precise", 0), api.param("y"), const_outputs=True)
 
 spec.package("ops-nn", "matmul")  # where the package goes: ops-nn matmul/<op_snake>
-spec.example_call({"M": 37, "K": 50, "N": 45})
+spec.example_call({"M": 37, "K": 128, "N": 45})   # K a multiple of every group size (32 / 64 / 128)
 
 
 @spec.body

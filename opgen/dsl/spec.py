@@ -1574,9 +1574,9 @@ class OpSpec:
                 return
             if fails(attrs, present):
                 return
-            for forms in itertools.product(*[(i.form_of(attrs),) if i.form_by is not None else
-                                             range(len(i.shapes)) if present[i.name] else (0,)   # absent: no form
-                                             for i in multi]):
+            for forms in itertools.product(*[(0,) if not present[i.name]   # absent: no form (bind gives it 0)
+                                             else (i.form_of(attrs),) if i.form_by is not None
+                                             else range(len(i.shapes)) for i in multi]):
                 out.append(SpecKey(tuple(st), tuple(present[i.name] for i in opts), tuple(forms)))
 
         for st in itertools.product(*[a.choices for a in self.static_attrs]):

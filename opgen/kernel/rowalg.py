@@ -881,7 +881,8 @@ def _then(st: tuple, step: tuple) -> tuple:
 def fold_affine_chains(p: RowProgram) -> int:
     """`_fold_affine` without folding through a shared first step (in ROW_PASSES): ((x - m) r) g + b ->
     (x - m) S + T with S = r g, T = b; the difference is kept, so no addition is reassociated with a cancelling
-    term. Precision: RN(d S') against RN(RN(d r) g) within about 4u relative of d r g, then the same add of b:
+    term: adds before the chain's first multiply stay as they are (BatchNormV3's x - mean, an Adds of a per-batch
+    scalar, is not folded into T), and a chain with an add before a multiply is not taken. Precision: RN(d S') against RN(RN(d r) g) within about 4u relative of d r g, then the same add of b:
     the chain's own error order (docs/reference/kernel_cost.md §4). Returns the number of chains folded."""
     return _fold_affine(p, through=False)
 
@@ -954,6 +955,19 @@ def _fold_affine(p: RowProgram, through: bool) -> int:
                 if nxt.kind == "vseg":
                     segs.add(nxt.gm)
                 cur = nxt
+            if not through:   # no addition reassociated: leading adds stay, and no add may precede a multiply
+                kinds = ["mul" if p.instrs[k].op == "Muls" else "add" for k in chain]
+                if "mul" not in kinds:
+                    continue
+                first = kinds.index("mul")
+                if first:
+                    chain, kinds = chain[first:], kinds[first:]
+                    x = p.instrs[chain[0]].srcs[0]
+                    st = _affine_step(p.instrs[chain[0]], x)
+                    for k in chain[1:]:
+                        st = _then(st, _affine_step(p.instrs[k], p.instrs[k].srcs[0]))
+                if "add" in kinds and "mul" in kinds[kinds.index("add"):]:
+                    continue
             ops = {p.instrs[k].op for k in chain}
             if through and len(prev) == 1 and p.instrs[prev[0]].kind == "vscalar" and uses.get(x, 0) > 1 \
                     and p.instrs[prev[0]].when == i0.when:

@@ -80,7 +80,8 @@ inline bool CumulativeEnds(std::string& fault, const gert::Tensor* ends, int64_t
     }
     for (int64_t b = 0; b < count; ++b) {
         if (end[b] <= (b == 0 ? 0 : end[b - 1])) {
-            std::snprintf(text, sizeof(text), "cumulative ends must be strictly increasing and positive (end %ld: %ld)",
+            std::snprintf(text, sizeof(text),
+                          "cumulative ends must be strictly increasing and positive; end %ld is %ld",
                           static_cast<long>(b), static_cast<long>(end[b]));
             fault = text;
             return false;
