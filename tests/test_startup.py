@@ -42,8 +42,8 @@ def _brute_force_keys(spec) -> list:
                 present = {**base, **{i.name: p for i, p in zip(gated, gp)}}
                 if any(r.fn(attrs, present) for r in spec.requirements if r.kind == "static"):
                     continue
-                for forms in itertools.product(*[(i.form_of(attrs),) if i.form_by is not None else
-                                                 range(len(i.shapes)) if present[i.name] else (0,) for i in multi]):
+                for forms in itertools.product(*[(0,) if not present[i.name] else (i.form_of(attrs),)
+                                                 if i.form_by is not None else range(len(i.shapes)) for i in multi]):
                     for d in dts or [()]:
                         out.append(SpecKey(tuple(st), tuple(present[i.name] for i in opts), tuple(forms), d))
     return out
