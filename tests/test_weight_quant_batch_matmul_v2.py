@@ -18,6 +18,8 @@ from opgen.kernel.family import NoKernel
 from opgen.registry import load_spec
 from opgen.tiling.pipeline import kernel_build
 
+from test_cube import _drop
+
 ROOT = Path(__file__).resolve().parents[1]
 SPEC = ROOT / "examples" / "specs" / "weight_quant_batch_matmul_v2.py"
 ULP = {"bfloat16": 2.0 ** -8, "float16": 2.0 ** -11}
@@ -219,21 +221,6 @@ def test_a_k_not_a_multiple_of_the_group_size_is_refused_naming_the_rule():
     with pytest.raises(OpgenError, match="antiquant_group_size: K must be a multiple of antiquant_group_size"):
         run_check(str(SPEC), None, {"antiquant_group_size": 64}, dims={"M": 3, "K": 100, "N": 5}, progress=False,
                   engine="kir")
-
-
-def _drop(stmts, keep):
-    """`stmts` with only the statements `keep` accepts, at every depth."""
-    from dataclasses import replace
-
-    out = []
-    for s in stmts:
-        if not keep(s):
-            continue
-        for f in ("body", "then", "orelse"):
-            if isinstance(getattr(s, f, None), tuple):
-                s = replace(s, **{f: _drop(getattr(s, f), keep)})
-        out.append(s)
-    return tuple(out)
 
 
 def test_the_exchange_of_b_is_needed():

@@ -2118,16 +2118,7 @@ def _vector_part(lay: GemmLayout, prog: EpiProgram, lets: tuple, out_t: str, off
     if any(r for _v, r, _w in stores):
         buf("epiO_", "eo", out_t, R * opitch, osz)
 
-    def operand(x, r):
-        if x.startswith("w") and x[1:].isdigit():
-            return K.Ref("ew", Lit(int(x[1:])) * R * bn + r)
-        if x in prog.col:
-            return K.Ref("ec", Lit(prog.col.index(x)) * bn)
-        var, is_row = ref[x]
-        return K.Ref(var, r if is_row else Lit(0))
-
-    def is_col(x):
-        return x in prog.col or (x in ref and not ref[x][1])
+    operand, is_col = _operand_refs(prog, ref, R, bn, "ew", "ec")
 
     col_ops, row_ops = [], []
     # an epilogue computing per-row values (row reductions over N, scalar arithmetic on them) runs row-major: all of
@@ -2308,6 +2299,24 @@ def pro_row_bytes(prog: EpiProgram) -> int:
     return prog.row_bytes() + 3
 
 
+def _operand_refs(prog, ref: dict, rows, pitch, work: str, cols: str):
+    """(operand, is_col) of a vector pass over an EpiProgram's rows (the epilogue's and the computed B's):
+    operand(x, r) is the UB Ref of value x at pass row r -- work row `w<k>` of the `work` buffer (rows x pitch
+    elements a row), column value x of the `cols` buffer (one pitch each), else the buffer `ref` maps it to ((var,
+    is_row): row r of a row buffer, element 0 of a column one); is_col(x) whether x is one value for every row."""
+    def operand(x, r):
+        if x.startswith("w") and x[1:].isdigit():
+            return K.Ref(work, Lit(int(x[1:])) * rows * pitch + r)
+        if x in prog.col:
+            return K.Ref(cols, Lit(prog.col.index(x)) * pitch)
+        var, is_row = ref[x]
+        return K.Ref(var, r if is_row else Lit(0))
+
+    def is_col(x):
+        return x in prog.col or (x in ref and not ref[x][1])
+    return operand, is_col
+
+
 def _prologue_part(lay: GemmLayout, prog: EpiProgram) -> tuple:
     """(UB locals, GM tensors, buffer statements, the AIV statements) of a computed B (docs/design.md "Cube family:
     an operand computed on the vector cores"): units of at most proRows rows of one group x baseN columns of B [K, N]
@@ -2386,16 +2395,7 @@ def _prologue_part(lay: GemmLayout, prog: EpiProgram) -> tuple:
         col_in[n_col:] = when(v, col_in[n_col:])
     buf("proO_", "po", "T", R * bn, 2)
 
-    def operand(x, r):
-        if x.startswith("w") and x[1:].isdigit():
-            return K.Ref("pw", Lit(int(x[1:])) * R * bn + r)
-        if x in prog.col:
-            return K.Ref("pc", Lit(prog.col.index(x)) * bn)
-        var, is_row = ref[x]
-        return K.Ref(var, r if is_row else Lit(0))
-
-    def is_col(x):
-        return x in prog.col or (x in ref and not ref[x][1])
+    operand, is_col = _operand_refs(prog, ref, R, bn, "pw", "pc")
 
     col_ops, row_ops = [], []
     for i in prog.instrs:

@@ -1978,15 +1978,10 @@ def _total_owned_rows(nlevel: int, combines: set) -> Func:
     n - h + i onto row i, one Add / Max over h rows), n becomes n - h, until one row is left: ceil(log2(cores))
     vector instructions. The tree depends only on the core count, so the totals are deterministic (the same bits on
     every run), though summed in another order than core order (docs/design.md "COL_SPLIT exchange")."""
-    x, cores, d, h, oa = Ref("xchg_"), Sym("cores"), Sym("d"), Sym("h"), Sym("oa")
+    x, cores, oa = Ref("xchg_"), Sym("cores"), Sym("oa")
     per, gr, on, o0, f4 = Sym("rowsPerOwner"), Sym("groupStride_"), Sym("on"), Sym("o0"), SizeOf("float")
-    upper = Ref("xchg_", mul(sub(sub(cores, d), h), oa))
-    ops = {"Max": vec(Op.MAX, dst=x, src0=x, src1=upper, count=mul(h, oa)),
-           "Add": vec(Op.ADD, dst=x, src0=x, src1=upper, count=mul(h, oa))}
-    both = len(combines) > 1
-    combine = (If((Sym("isMax"),), (ops["Max"],), (ops["Add"],)) if both else
-               ops["Max" if "Max" in combines else "Add"])
-    params = (Param("slot"), Param("dst"), Param("k")) + ((Param("isMax", "bool"),) if both else ())
+    is_max, fold = _tree_fold(combines, oa)
+    params = (Param("slot"), Param("dst"), Param("k")) + is_max
     return Func("TotalOwnedRows", params, (
         Let("cores", BLOCK_NUM),
         Let("o0", mul(BLOCK_IDX, per)),
@@ -1996,16 +1991,32 @@ def _total_owned_rows(nlevel: int, combines: set) -> Func:
             Copy(x, GmView("ws_", add(mul(Sym("slot"), gr), o0)), cores, mul(on, f4),
                  mul(sub(mul(Lit(nlevel), gr), on), f4), Lit(0),
                  doc="every core's partials of the owned rows: one row of xchg_ a core"),
-            For("d", Lit(0), sub(cores, Lit(1)), None, (
-                Let("h", div(sub(cores, d), Lit(2))),
-                combine,
-                Assign("d", add(d, h)),
-            ), doc="pairwise tree: the last h of the n = cores - d rows left folded onto the first h"),
+            fold,
             Copy(GmView("ws_", add(Sym("dst"), o0)), x, Lit(1), mul(on, f4)),
         )),
     ), doc="This core's rows [core * rowsPerOwner, ...) of the group: every core's partial row reductions `slot` in "
            "one strided\ncopy, combined in a pairwise tree over the cores (a sum, or the maximum when isMax), the "
            "totals written to\nworkspace at `dst`.")
+
+
+def _tree_fold(combines: set, width) -> tuple:
+    """(the isMax parameter, or none; the loop) of the exchange's pairwise tree over the xchg_ tile (one row of
+    `width` fp32 lanes a core): with n = cores - d rows left, the last h = n / 2 rows are combined lane-wise onto the
+    first h (one Add, or Max when isMax, over h rows), until one row is left -- ceil(log2(cores)) instructions, an
+    order fixed by the core count (TotalOwnedRows, TotalAllRows; docs/design.md "COL_SPLIT exchange")."""
+    x, cores, d, h = Ref("xchg_"), Sym("cores"), Sym("d"), Sym("h")
+    upper = Ref("xchg_", mul(sub(sub(cores, d), h), width))
+    ops = {"Max": vec(Op.MAX, dst=x, src0=x, src1=upper, count=mul(h, width)),
+           "Add": vec(Op.ADD, dst=x, src0=x, src1=upper, count=mul(h, width))}
+    both = len(combines) > 1
+    combine = (If((Sym("isMax"),), (ops["Max"],), (ops["Add"],)) if both else
+               ops["Max" if "Max" in combines else "Add"])
+    loop = For("d", Lit(0), sub(cores, Lit(1)), None, (
+        Let("h", div(sub(cores, d), Lit(2))),
+        combine,
+        Assign("d", add(d, h)),
+    ), doc="pairwise tree: the last h of the n = cores - d rows left folded onto the first h")
+    return ((Param("isMax", "bool"),) if both else ()), loop
 
 
 def _total_all_rows(nlevel: int, combines: set) -> Func:
@@ -2016,25 +2027,16 @@ def _total_all_rows(nlevel: int, combines: set) -> Func:
     the cores, so every core gets the same bits), and row 0 is copied into tots_ at `dst` by an exact Muls by 1 over
     AlignUp(k, 8) lanes. Ints in elements; `combines` as for TotalOwnedRows (an isMax parameter only when both are
     used)."""
-    x, cores, d, h, ka = Ref("xchg_"), Sym("cores"), Sym("d"), Sym("h"), Sym("ka")
+    x, cores, ka = Ref("xchg_"), Sym("cores"), Sym("ka")
     gr, f4 = Sym("groupStride_"), SizeOf("float")
-    upper = Ref("xchg_", mul(sub(sub(cores, d), h), ka))
-    ops = {"Max": vec(Op.MAX, dst=x, src0=x, src1=upper, count=mul(h, ka)),
-           "Add": vec(Op.ADD, dst=x, src0=x, src1=upper, count=mul(h, ka))}
-    both = len(combines) > 1
-    combine = (If((Sym("isMax"),), (ops["Max"],), (ops["Add"],)) if both else
-               ops["Max" if "Max" in combines else "Add"])
-    params = (Param("src"), Param("dst"), Param("k")) + ((Param("isMax", "bool"),) if both else ())
+    is_max, fold = _tree_fold(combines, ka)
+    params = (Param("src"), Param("dst"), Param("k")) + is_max
     return Func("TotalAllRows", params, (
         Let("cores", BLOCK_NUM),
         Let("ka", Fn("align_up", (Sym("k"), Lit(8)))),
         Copy(x, GmView("ws_", Sym("src")), cores, mul(Sym("k"), f4), mul(sub(mul(Lit(nlevel), gr), Sym("k")), f4),
              Lit(0), doc="every core's partials of the group's rows: one row of xchg_ a core"),
-        For("d", Lit(0), sub(cores, Lit(1)), None, (
-            Let("h", div(sub(cores, d), Lit(2))),
-            combine,
-            Assign("d", add(d, h)),
-        ), doc="pairwise tree: the last h of the n = cores - d rows left folded onto the first h"),
+        fold,
         vec(Op.MULS, dst=Ref("tots_", Sym("dst")), src0=x, scalar=FConst(1.0), count=ka),
     ), doc="Every row of the group: every core's partial row reductions at `src` in one strided copy, combined in "
            "a pairwise tree\nover the cores (a sum, or the maximum when isMax), the totals copied into tots_ at "
