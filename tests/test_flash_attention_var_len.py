@@ -542,3 +542,31 @@ def test_the_emitted_tiling_func_refuses_bad_cumulative_ends(gen, tmp_path):
     assert got[:len(BAD_ENDS)] == ["fail"] * len(BAD_ENDS) and all(g.startswith("ok ") for g in got[-2:]), got
     for _q, _kv, rule in BAD_ENDS:
         assert rule in out.stderr, (rule, out.stderr)
+
+
+def test_a_users_own_check_named_like_the_factory_is_not_taken_for_it():
+    """The host rules are told by the tag the factory puts on its function (opgen.dsl.checks.host_rule), not by the
+    function's name: a user's `cumulative_ends` of their own (here: any positive ends) stays the user's rule -- no
+    C++ of opgen's rule is emitted for it -- while the factory's function and a derived spec's wrapped copy of it
+    keep the tag."""
+    import functools
+
+    from opgen.dsl import checks
+    from opgen.tiling.emit import tiling_host_checks
+
+    user = {"np": np}   # the user's own rule at a spec file's top level, spelled like the factory
+    exec("def cumulative_ends(name, total_dim):\n"
+         "    def fn(arrays, env, attrs):\n"
+         "        return None if (np.asarray(arrays[name]) > 0).all() else 'ends must be positive'\n"
+         "    return fn\n", user)
+    mine = user["cumulative_ends"]("actual_seq_qlen", "T1")
+    assert mine.__qualname__ == checks.cumulative_ends("x", "T1").__qualname__   # the same qualified name
+    assert checks.host_rule(mine) is None
+    theirs = checks.cumulative_ends("actual_seq_qlen", "T1")
+    assert checks.host_rule(theirs) == ("cumulative_ends", {"name": "actual_seq_qlen", "total_dim": "T1"})
+    assert checks.host_rule(functools.wraps(theirs)(lambda a, e, t: None)) == checks.host_rule(theirs)
+
+    from types import SimpleNamespace
+
+    spec = SimpleNamespace(requirements=[SimpleNamespace(kind="values", kernel=False, fn=f) for f in (mine, theirs)])
+    assert [r.fn for r in tiling_host_checks(spec)] == [theirs]   # the user's rule is not the TilingFunc's

@@ -39,6 +39,7 @@ from opgen.codegen.env import render
 from opgen.codegen.logic import cpp_condition, failing_cubes, true_cubes, written_cubes
 from opgen.codegen.model import SOC_ENUM, OpModel, attr_cpp_type, attr_kernel_type, cpp_literal
 from opgen.dsl.aclnn import INT_CTYPES, SCALAR_CTYPE, SCALAR_READ, dims_of
+from opgen.dsl.checks import host_rule
 from opgen.dsl.keys import LIST_INT
 from opgen.dsl.spec import choice_text
 from opgen.dsl.validate import binding_order, extent_dims
@@ -96,8 +97,8 @@ def _cumulative(plan, fn, name: str, total_dim: str) -> list[dict]:
 
 
 HOST_CHECKS = {
-    # factory qualname -> emitter(plan, fn, **closure variables) -> [{"guard", "comment", "checks"}]
-    "cumulative_ends.<locals>.fn": _cumulative,   # opgen.dsl.checks
+    # factory (opgen.dsl.checks.host_rule) -> emitter(plan, fn, **the factory's arguments) -> [{"guard", ...}]
+    "cumulative_ends": _cumulative,   # opgen.dsl.checks
 }
 
 
@@ -111,11 +112,6 @@ def _wrap(text: str, width: int, indent: str = "") -> list[str]:
 def _file_of(loc: str) -> str:
     """The file name of a `file:line` location (no line: edits elsewhere in a spec must not churn output)."""
     return loc.rsplit(":", 1)[0].split("/")[-1]
-
-
-def _closure(fn) -> dict:
-    names = fn.__code__.co_freevars
-    return {n: c.cell_contents for n, c in zip(names, fn.__closure__ or ())}
 
 
 def _describe(fn) -> str:
@@ -785,9 +781,10 @@ class AclnnPlan:
         for r in self.spec.requirements:
             if r.kind != "values":
                 continue
-            emitter = HOST_CHECKS.get(r.fn.__qualname__)
+            rule = host_rule(r.fn)
+            emitter = HOST_CHECKS.get(rule[0]) if rule else None
             if emitter is not None:
-                blocks += emitter(self, r.fn, **_closure(r.fn))
+                blocks += emitter(self, r.fn, **rule[1])
             else:
                 notes.append(f"{r.param}: {_describe(r.fn)}")
         for a in self.m.api_params:
@@ -1112,7 +1109,8 @@ def device_value_requirements(spec) -> tuple:
     on the device (e.g. topk index ranges); the others are host-array checks (HOST_CHECKS). Those the spec declares
     with on="device" the emitted kernel checks and stops with AscendC::Trap() (CANN API reference, "Trap": stops the
     AI Core; an assert in CPU mode)."""
-    return tuple(r for r in spec.requirements if r.kind == "values" and r.fn.__qualname__ not in HOST_CHECKS)
+    return tuple(r for r in spec.requirements if r.kind == "values"
+                 and (host_rule(r.fn) or ("",))[0] not in HOST_CHECKS)
 
 
 def soc_fail_text(op: str, socs) -> str:

@@ -10,6 +10,7 @@ import re
 
 from opgen.codegen.env import template_env
 from opgen.codegen.infershape import rank_bounds, same_dim_places, same_group_places
+from opgen.dsl.checks import host_rule
 from opgen.dsl.dimsource import attr_dim_min
 from opgen.errors import SpecError
 from opgen.ir.dims import shape_str
@@ -148,8 +149,8 @@ def _host_checks(spec) -> list[dict]:
     docs/design.md "Value checks on host arrays"."""
     out = []
     for r in tiling_host_checks(spec):
-        free = dict(zip(r.fn.__code__.co_freevars, (c.cell_contents for c in r.fn.__closure__ or ())))
-        out.append(_TILING_CHECK_CPP[r.fn.__qualname__](spec, **free))
+        kind, args = host_rule(r.fn)
+        out.append(_TILING_CHECK_CPP[kind](spec, **args))
     return out
 
 
@@ -164,8 +165,8 @@ def _cumulative_cpp(spec, name: str, total_dim: str) -> dict:
             "fmt": c_printf(f"{name}: ", "%s")}
 
 
-_TILING_CHECK_CPP = {"cumulative_ends.<locals>.fn": _cumulative_cpp}
-"""Factory qualname (opgen.tiling.emit.TILING_HOST_CHECKS) -> fn(spec, **the check's closure) -> template data."""
+_TILING_CHECK_CPP = {"cumulative_ends": _cumulative_cpp}
+"""Factory (opgen.tiling.emit.TILING_HOST_CHECKS) -> fn(spec, **the factory's arguments) -> template data."""
 
 
 def _equal_dims(spec) -> list[dict]:

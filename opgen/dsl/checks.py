@@ -1,5 +1,6 @@
 """Value checks a spec may attach to a host array (`spec.check(name, fn, on="values")`) whose rule the emitted aclnn
-layer also enforces: opgen.codegen.aclnn's HOST_CHECKS recognises each factory's function and emits the same rule in
+layer also enforces: each factory tags the function it returns with its rule (`host_rule`: the factory's name and
+arguments), by which opgen.codegen.aclnn's HOST_CHECKS emits the same rule in
 C++ (CANN's ACLNN_ERR_PARAM_INVALID, 161002), so the kernel never walks a value the interpreter refuses; the emitted
 TilingFunc enforces those in opgen.tiling.emit.TILING_HOST_CHECKS as well (GRAPH_FAILED: graph mode has no aclnn layer).
 docs/design.md "Value checks on host arrays"."""
@@ -30,4 +31,17 @@ def cumulative_ends(name: str, total_dim: str):
         if cu[-1] != env[total_dim]:
             return f"last cumulative end {int(cu[-1])} must equal {total_dim}={env[total_dim]}"
         return None
+    fn.host_rule = ("cumulative_ends", {"name": name, "total_dim": total_dim})
     return fn
+
+
+def host_rule(fn) -> tuple | None:
+    """(factory name, its arguments) of a check function a factory of this module built (`cumulative_ends` tags its
+    function so; a derived spec's copy keeps the tag: functools.wraps copies it), or None for any other function --
+    a user's own check is never taken for one of these rules, whatever its name."""
+    rule = getattr(fn, "host_rule", None)
+    return rule if isinstance(rule, tuple) and len(rule) == 2 and rule[0] in _FACTORIES else None
+
+
+_FACTORIES = ("cumulative_ends",)
+"""The factories whose functions carry a host_rule."""

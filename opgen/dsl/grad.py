@@ -416,7 +416,7 @@ def _keeping_values(r: Requirement, names, fwd: str, name: str) -> Requirement:
     inputs include the input it blames: run on the derived call's arrays (_KeptArrays), its rule text's placeholders
     of missing names spelled out. A derived operator that reads the same index tensor keeps its bounds check and
     the kernel's Trap()."""
-    @functools.wraps(r.fn)   # keeps __qualname__: the host-array checks are told apart by it (HOST_CHECKS)
+    @functools.wraps(r.fn)   # keeps the host_rule tag (copied with __dict__): opgen.dsl.checks.host_rule
     def fn(arrays, env, attrs, _f=r.fn):
         rule = _f(_KeptArrays(arrays, r, fwd, name), env, attrs)
         return keep_names(rule, names) if isinstance(rule, str) else rule

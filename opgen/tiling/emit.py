@@ -12,6 +12,7 @@ from __future__ import annotations
 
 from opgen.names import c_string
 
+from opgen.dsl.checks import host_rule
 from opgen.dsl.dimsource import group_location, read_dim, sym_locations, wrapped
 from opgen.dsl.keys import attr_key  # noqa: F401  (the tiling key's attrKey; its users import it from here too)
 from opgen.dsl.keys import form_key, form_key_count, free_form_inputs
@@ -267,8 +268,8 @@ def program_inputs(spec, prog, inputs_map: dict, env: dict, dtypes: dict, platfo
     return vals
 
 
-TILING_HOST_CHECKS = ("cumulative_ends.<locals>.fn",)
-"""Qualified names of the value-check factories (opgen.dsl.checks) whose rule the emitted TilingFunc also enforces on
+TILING_HOST_CHECKS = ("cumulative_ends",)
+"""The value-check factories (opgen.dsl.checks, by host_rule) whose rule the emitted TilingFunc also enforces on
 the host arrays it reads (ValueDepend): graph mode calls the TilingFunc without the aclnn layer in front of it
 (docs/design.md "Value checks on host arrays"). opgen.codegen.tilingfiles prints each one's C++."""
 
@@ -278,7 +279,7 @@ def tiling_host_checks(spec) -> list:
     factory in TILING_HOST_CHECKS, in spec order. Others (device data, unknown rules) stay with the aclnn layer and
     the kernel."""
     return [r for r in spec.requirements if r.kind == "values" and not r.kernel
-            and r.fn.__qualname__ in TILING_HOST_CHECKS]
+            and (host_rule(r.fn) or ("",))[0] in TILING_HOST_CHECKS]
 
 
 def longest_batch(ends, whole: int, block: int = 1) -> int:
