@@ -707,7 +707,7 @@ class _Analysis:
         it, not yet checked: the ones before have no conflict here, in any order): whether the placement, meeting it
         in an equal state
         whatever the order of its dictionaries, would put its first sync in the statement list `probe` (its put
-        raises: inside `probe`, not the same sync the list ends with there). The placement handles the disjuncts, a
+        raises: inside `probe`, not a sync the list holds there already, _holds). The placement handles the disjuncts, a
         statement's accesses and a disjunct's records in their order and places the first conflicting record's sync
         of the first conflicting access of the first disjunct holding one: so every disjunct with a conflict, its
         first conflicting access (that order is the statement's) and every record it conflicts with must put inside.
@@ -728,8 +728,7 @@ class _Analysis:
                     if at[:n] != self.probe:
                         return False
                     sync = self.sync_for(rec.pipe, a.pipe)
-                    lst = self.inserted.get(at, ())
-                    if len(lst) >= len(sync) and all(_same(x, y) for x, y in zip(lst[-len(sync):], sync)):
+                    if _holds(self.inserted.get(at, ()), sync):
                         return False
                 break
         return True
@@ -782,11 +781,12 @@ class _Analysis:
         return (kir.SetFlag(q, p, i, doc), kir.WaitFlag(q, p, i))
 
     def put(self, pos, sync: tuple):
-        """Place `sync` before position `pos`, unless the same sync ends the list there already: a loop's fixed-point
-        iteration meets a conflict again whose sync went before the loop in this run (its entry state predates the
-        sync), and the same sync twice in a row orders nothing more."""
+        """Place `sync` before position `pos`, unless the same sync is among the syncs placed there already
+        (_holds): a loop's fixed-point iteration meets a conflict again whose sync went before the loop in this run
+        (its entry state predates the sync), or another disjunct meets the conflict one disjunct's sync there
+        orders (its effect was applied to that disjunct alone); a second copy orders nothing more."""
         lst = self.inserted.setdefault(pos, [])
-        if len(lst) >= len(sync) and all(_same(x, y) for x, y in zip(lst[-len(sync):], sync)):
+        if _holds(lst, sync):
             self.dup += 1
             return
         if self.forbid is not None and pos[:len(self.forbid)] == self.forbid:
@@ -1239,6 +1239,20 @@ def _same(a, b) -> bool:
     if isinstance(a, kir.Barrier) or isinstance(b, kir.Barrier):
         return type(a) is type(b) and a.pipe is b.pipe
     return type(a) is type(b) and (a.event, a.id) == (b.event, b.id)
+
+
+def _holds(lst: list, sync: tuple) -> bool:
+    """Whether the syncs `lst` placed before one position hold `sync` (a barrier, or a SetFlag with its WaitFlag
+    right after it) already, anywhere in the list. A sync the analysis places orders the earlier access's own pipe
+    Q before the later one's P (_Analysis.sync_for): a PipeBarrier<Q> or a SetFlag<Q_P> / WaitFlag<Q_P> pair
+    orders every access Q issued before the position, whichever syncs stand beside it (none of them issues work on
+    Q), so a second copy in the same list orders nothing the first does not. The syncs of the same position placed
+    for different disjuncts of one statement come interleaved (V_S, MTE2_S for one disjunct, then the same two
+    for the next): a test of the list's end alone placed both twice, and the prune's trials removed the copies,
+    each a walk of the program to its end (docs/design.md "Kernel IR interpreter and synchronisation by
+    dependency")."""
+    n = len(sync)
+    return any(all(_same(x, y) for x, y in zip(lst[j:j + n], sync)) for j in range(len(lst) - n + 1))
 
 
 def _outside_loops(earlier: tuple, later: tuple, k: kir.KernelClass) -> tuple:
