@@ -1121,3 +1121,47 @@ def test_paths_of_one_presence_met_at_a_presence_guard_are_joined_not_one_kept()
     for w in ks.placed(ins):   # each placed sync is needed: the program less it races for some n with z present
         rs = [ki.run(ks.without(k0, ins, w), {"n": n}, gm(1), 1) for n in (1, 2)]
         assert any(not r.ok and "race" in r.first_fault for r in rs), (w, [r.first_fault for r in rs])
+
+
+def test_a_sync_anywhere_among_the_syncs_at_its_position_is_not_placed_again():
+    """Analysis.put's rule (_holds): the V -> S pair placed for one disjunct, then the MTE2 -> S pair, then the
+    V -> S pair again for the next disjunct meeting the same conflict: the list keeps one copy (a second orders
+    nothing more: the pair covers every access V issued before the position); a lone SetFlag is no pair, and a
+    barrier of another pipe is another sync."""
+    k = scale_rows()
+    a = ks._Analysis(k, {}, True, {}, set())
+    vs = (SetFlag(Pipe.V, Pipe.S, 0), WaitFlag(Pipe.V, Pipe.S, 0))
+    ms = (SetFlag(Pipe.MTE2, Pipe.S, 0), WaitFlag(Pipe.MTE2, Pipe.S, 0))
+    pos = ("Process", 0)
+    a.put(pos, vs)
+    a.put(pos, ms)
+    a.put(pos, vs)
+    a.put(pos, ms)
+    assert [type(x).__name__ for x in a.inserted[pos]] == ["SetFlag", "WaitFlag"] * 2 and (a.new, a.dup) == (2, 2)
+    assert not ks._holds([vs[0], ms[1]], vs) and not ks._holds([vs[0]], vs)
+    a.put(pos, (Barrier(Pipe.V),))
+    a.put(pos, (Barrier(Pipe.MTE3),))
+    a.put(pos, (Barrier(Pipe.V),))
+    assert len(a.inserted[pos]) == 6 and (a.new, a.dup) == (4, 3)
+
+
+@pytest.mark.parametrize("enabled", [True, False])
+def test_the_placement_pauses_the_cyclic_collector_and_restores_it(monkeypatch, enabled):
+    """place_syncs runs with the collector off (_collector_paused: its trials' states would be walked by every full
+    collection) and leaves it as it found it, on or off."""
+    import gc
+
+    seen = []
+    real = ks._prune
+
+    def spy(*a, **kw):
+        seen.append(gc.isenabled())
+        return real(*a, **kw)
+    monkeypatch.setattr(ks, "_prune", spy)
+    was = gc.isenabled()
+    try:
+        (gc.enable if enabled else gc.disable)()
+        ks.place_syncs(ks.strip_syncs(scale_rows()))
+        assert seen == [False] and gc.isenabled() is enabled
+    finally:
+        (gc.enable if was else gc.disable)()
