@@ -514,13 +514,11 @@ def test_the_emitted_tiling_func_refuses_bad_cumulative_ends(gen, tmp_path):
 
     from opgen.platforms import PLATFORMS
 
+    from gxx import tiling_driver
+
     op = Path(gen) / "flash_attention_var_len_score"
-    exe = tmp_path / "driver"
-    cmd = ["g++", "-std=c++17", "-O0", "-Wall", "-Werror", "-I", str(ROOT / "opgen/emu/include"), "-I",
-           str(op / "op_host"), str(ROOT / "tests/cpp/tiling_driver.cpp"),
-           str(op / "op_host" / "flash_attention_var_len_score_tiling.cpp"), "-o", str(exe)]
-    r = subprocess.run(cmd, capture_output=True, text=True)
-    assert r.returncode == 0, r.stderr
+    exe = tiling_driver(tmp_path / "driver", [op / "op_host" / "flash_attention_var_len_score_tiling.cpp"],
+                        op / "op_host")
     plat = PLATFORMS["ascend910b1"]
 
     def line(q, kv, values=True):

@@ -243,13 +243,10 @@ def test_the_emitted_tiling_func_reads_the_bias_pointer(examples_gen, tmp_path):
     the bias given (fp16 or fp32 beside fp16 operands, fp32 beside bf16) the same: the bias table adds it on the cube
     (docs/design.md "Cube family: bias on the cube"), no vector epilogue, no slot. Each layout (transpose_x1 /
     transpose_x2) alike."""
+    from gxx import tiling_driver
+
     op = Path(examples_gen) / "mat_mul_v3"
-    exe = tmp_path / "driver"
-    cmd = ["g++", "-std=c++17", "-O0", "-Wall", "-Werror", "-I", str(ROOT / "opgen/emu/include"), "-I",
-           str(op / "op_host"), str(ROOT / "tests/cpp/tiling_driver.cpp"),
-           str(op / "op_host" / "mat_mul_v3_tiling.cpp"), "-o", str(exe)]
-    r = subprocess.run(cmd, capture_output=True, text=True)
-    assert r.returncode == 0, r.stderr
+    exe = tiling_driver(tmp_path / "driver", [op / "op_host" / "mat_mul_v3_tiling.cpp"], op / "op_host")
     sys_ws = 16 * 1024 * 1024   # the emulated platform's GetLibApiWorkSpaceSize (register/op_impl_registry.h)
     m, k, n = 37, 50, 45
 

@@ -158,13 +158,10 @@ def test_a_shape_matching_no_form_fails_the_tiling(examples_gen, tmp_path):
     absent offset as its first form."""
     from opgen.platforms import PLATFORMS
 
+    from gxx import tiling_driver
+
     op = Path(examples_gen) / "ascend_quant_v2"
-    srcs = [str(op / "op_host" / "ascend_quant_v2_tiling.cpp")]
-    exe = tmp_path / "driver"
-    cmd = ["g++", "-std=c++17", "-O0", "-Wall", "-Werror", "-I", str(ROOT / "opgen/emu/include"), "-I",
-           str(op / "op_host"), str(ROOT / "tests/cpp/tiling_driver.cpp"), *srcs, "-o", str(exe)]
-    r = subprocess.run(cmd, capture_output=True, text=True)
-    assert r.returncode == 0, r.stderr
+    exe = tiling_driver(tmp_path / "driver", [op / "op_host" / "ascend_quant_v2_tiling.cpp"], op / "op_host")
     plat = PLATFORMS["ascend910b1"]
     h = 77
 

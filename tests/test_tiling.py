@@ -11,6 +11,7 @@ from pathlib import Path
 
 import pytest
 
+from gxx import tiling_driver
 from kbuild import tiling, tilings
 from opgen.errors import OpgenError
 from opgen.ir.dims import eval_shape
@@ -34,10 +35,7 @@ def _build_driver(d):
             (d / rel).write_text(text)
             if rel.endswith(".cpp"):
                 srcs.append(str(d / rel))
-    cmd = ["g++", "-std=c++17", "-O1", "-Wall", "-Werror", "-I", str(ROOT / "opgen/emu/include"), "-I", str(d),
-           str(ROOT / "tests/cpp/tiling_driver.cpp"), *srcs, "-o", str(d / "driver")]
-    r = subprocess.run(cmd, capture_output=True, text=True)
-    assert r.returncode == 0, r.stderr
+    tiling_driver(d / "driver", srcs, d, opt="-O1")
 
 
 @pytest.fixture(scope="module")
@@ -473,12 +471,7 @@ def _standalone_driver(tmp_path, spec):
         (tmp_path / rel).parent.mkdir(parents=True, exist_ok=True)
         (tmp_path / rel).write_text(text)
         srcs += [str(tmp_path / rel)] if rel.endswith(".cpp") else []
-    exe = tmp_path / "driver"
-    cmd = ["g++", "-std=c++17", "-O0", "-Wall", "-Werror", "-I", str(ROOT / "opgen/emu/include"), "-I", str(tmp_path),
-           str(ROOT / "tests/cpp/tiling_driver.cpp"), *srcs, "-o", str(exe)]
-    r = subprocess.run(cmd, capture_output=True, text=True)
-    assert r.returncode == 0, r.stderr
-    return exe
+    return tiling_driver(tmp_path / "driver", srcs, tmp_path)
 
 
 @pytest.mark.slow
