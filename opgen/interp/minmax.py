@@ -19,10 +19,10 @@ def ieee_max(a, b):
     float64 / float32 / float16 / bfloat16 — or of integer dtypes): NaN where either is NaN, +0.0 above -0.0. The
     result has NumPy's promoted dtype of the two. Never raises."""
     a, b = np.asarray(a), np.asarray(b)
-    r = np.where(a > b, a, b)
-    if _floating(r.dtype):
-        r = np.where((a == b) & ~np.signbit(a), a, r)
-        with np.errstate(invalid="ignore", over="ignore"):
+    with np.errstate(invalid="ignore", over="ignore"):   # a comparison with NaN (bfloat16's warns) is meant
+        r = np.where(a > b, a, b)
+        if _floating(r.dtype):
+            r = np.where((a == b) & ~np.signbit(a), a, r)
             r = np.where(np.isnan(a) | np.isnan(b), a + b, r)  # a + b: a NaN of the operands' dtype
     return r
 
@@ -31,10 +31,10 @@ def ieee_min(a, b):
     """The smaller of `a` and `b` lane by lane (as ieee_max): NaN where either is NaN, -0.0 below +0.0. Never
     raises."""
     a, b = np.asarray(a), np.asarray(b)
-    r = np.where(a < b, a, b)
-    if _floating(r.dtype):
-        r = np.where((a == b) & np.signbit(a), a, r)
-        with np.errstate(invalid="ignore", over="ignore"):
+    with np.errstate(invalid="ignore", over="ignore"):   # a comparison with NaN (bfloat16's warns) is meant
+        r = np.where(a < b, a, b)
+        if _floating(r.dtype):
+            r = np.where((a == b) & np.signbit(a), a, r)
             r = np.where(np.isnan(a) | np.isnan(b), a + b, r)
     return r
 
