@@ -87,6 +87,18 @@ if CPU_LOG:
     pytest_runtest_teardown = _logged("teardown")
 
 
+@pytest.hookimpl(tryfirst=True)   # before `-m`'s deselection reads the markers
+def pytest_collection_modifyitems(config, items):
+    """A test parametrized with engine "emu" runs the emitted C++ on the g++ emulation, so it builds C++: it is
+    `slow` (the marker's rule, pyproject.toml), as its "kir" twin, which runs the Kernel IR on the interpreter, is
+    not. One rule for every file that parametrizes both engines, so the fast tier (README "Set up") holds the
+    interpreter's half of each such test and none of its builds."""
+    for item in items:
+        cs = getattr(item, "callspec", None)
+        if cs is not None and cs.params.get("engine") == "emu":
+            item.add_marker(pytest.mark.slow)
+
+
 def _run_dir(tmp_path_factory) -> Path:
     """The run's own temporary directory, shared by its xdist workers (each worker's basetemp is popen-gw<N>
     inside it)."""

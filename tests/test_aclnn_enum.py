@@ -106,6 +106,7 @@ def test_the_emitted_files_pass_the_index(tmp_path):
 
 
 @pytest.mark.skipif(shutil.which("g++") is None, reason="g++ not available")
+@pytest.mark.slow
 def test_the_index_through_the_emitted_aclnn_layer(examples_gen):
     """Indices 0, 1, 2 are accepted and the kernel launch receives "none", "mean", "sum" (the emulation records
     the L0 op's attributes); 3 and -1 are refused with 161002 and the message naming the accepted indices. For mean

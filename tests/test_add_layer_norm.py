@@ -124,6 +124,7 @@ def test_add_layer_norm_emulated_both_presences(examples_gen):
 
 
 @pytest.mark.skipif(shutil.which("g++") is None, reason="g++ not available")
+@pytest.mark.slow
 def test_x_is_a_required_output_written_only_under_additional_output(examples_gen):
     """CANN's AddLayerNorm declares x REQUIRED (ops-nn norm/add_layer_norm op_host def; aclnnAddLayerNorm.md
     lists xOut among the outputs whose shape must equal x1's): the spec's param_type="REQUIRED" on an optional=True

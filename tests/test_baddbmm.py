@@ -108,6 +108,7 @@ def test_batch_tails_over_cores_on_the_kernel_ir_equal_torch_baddbmm(form, dt):
 
 
 @pytest.mark.parametrize("form, dt", [("mn", "bfloat16"), ("b1n", "float16"), ("b11", "bfloat16")])
+@pytest.mark.slow
 def test_the_example_emulated_equals_torch_baddbmm(examples_gen, form, dt):
     """The emitted C++ on the g++ emulation: the three new reads (an [M, N] self shared by the batch, a [B, 1, N]
     self per batch index, a bf16 self of one value per batch index through GmScalar's ToFloat) at odd sizes, B 3."""

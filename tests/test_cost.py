@@ -156,6 +156,7 @@ def test_cube_utilisation_counts_the_specs_matmuls_over_the_issued_fractals():
 
 
 @pytest.mark.skipif(shutil.which("g++") is None, reason="g++ not available")
+@pytest.mark.slow
 def test_nd2nz_counts_a_burst_per_source_row(emu_program):
     """A [20, 40] half tile out of a [20, 64] row-major matrix into L1 NZ: each source row is one contiguous GM run
     of 80 B (docs/reference/kernel_cost.md §1), so 20 bursts of 96 B in 32-B blocks -- not one per 16-element

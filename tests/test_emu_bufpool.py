@@ -33,6 +33,7 @@ def exe(emu_program):
 
 
 
+@pytest.mark.slow
 def test_two_phases_sharing_bytes_pass(exe):
     """Pool a's TBuf, then pool b's queue over the same bytes (each written before it is read): no fault, the
     result is b's (y = x + 1), and UB holds one pool's bytes (1 KB), not two."""

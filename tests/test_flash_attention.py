@@ -890,6 +890,7 @@ ONE_S_EDITS = (("B, N, S1 = spec.dims(\"B N S1\")\nS2 = spec.dim(\"S2\", max=819
 """The MHA spec as self-attention is first written (trial 9, finding 8): one S for the query and the key rows."""
 
 
+@pytest.mark.slow
 def test_self_attention_with_one_s_is_refused_with_the_fix_that_works(tmp_path):
     """One dim S for both sequences is refused on one line that names the shared roles and says what to declare;
     the spec written so (S1, S2 and spec.require(S1 <= S2)) generates and its emulated kernel matches the float64
@@ -919,6 +920,7 @@ def test_self_attention_with_one_s_is_refused_with_the_fix_that_works(tmp_path):
 
 
 @pytest.mark.skipif(shutil.which("g++") is None, reason="g++ not available")
+@pytest.mark.slow
 def test_the_aclnn_layer_refuses_another_input_layout(gen):
     """The emitted aclnnFlashAttentionScoreGetWorkspaceSize returns CANN's ACLNN_ERR_PARAM_INVALID (161002) with one
     line naming inputLayout and its choices for "BSH"; the valid call with "BNSD" returns 0."""

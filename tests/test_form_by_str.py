@@ -95,6 +95,7 @@ def layout_gen(run_shared):
 
 
 @pytest.mark.skipif(GXX is None, reason="g++ not available")
+@pytest.mark.slow
 def test_aclnn_layer_refuses_another_string(layout_gen):
     """CANN's ACLNN_ERR_PARAM_INVALID (161002) and one line naming the attribute and its choices; either layout
     string is accepted."""

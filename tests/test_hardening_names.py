@@ -332,6 +332,7 @@ LIBC_OPS = ["Exp", "Log", "Sqrt", "Abs", "Nan", "Memcpy", "Main", "Floor", "Sele
 
 
 @pytest.mark.skipif(GXX is None, reason="needs g++")
+@pytest.mark.slow
 def test_every_header_macro_is_renamed(tmp_path):
     """The preprocessor is the oracle: every macro g++ defines after the C/C++ headers, the emulation's
     kernel_operator.h and its host headers (names not reserved to the implementation) is a hazard, so no spec
@@ -405,6 +406,7 @@ def test_template_scopes_helpers_are_hazards():
 
 
 @pytest.mark.skipif(GXX is None, reason="needs g++")
+@pytest.mark.slow
 def test_kernel_entries_are_no_c_library_globals(tmp_path):
     """g++ is the oracle: an extern "C" entry named like a C library function after <cmath>/<cstring>/<cstdlib>
     does not compile; kernel_entry's names for the same ops do, and differ from op_snake only where needed."""

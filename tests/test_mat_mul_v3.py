@@ -169,6 +169,7 @@ def _emulated(examples_gen, t1, t2, present, dt, dims, u="float32"):
 
 
 @pytest.mark.parametrize("t1,t2", COMBOS)
+@pytest.mark.slow
 def test_every_layout_emulated_matches_float64(examples_gen, t1, t2):
     """The emitted C++ on the g++ emulation (one build serves every tiling key): each transpose combination with
     the bias present in one dtype and absent in the other, odd M 37, K 50, N 45; the bias fp32 beside bf16 (CANN's

@@ -243,6 +243,7 @@ def test_the_example_on_the_kernel_ir_equals_float64(dt, bias, tx2):
                                               ((1700, 333, 300), False, "bfloat16", True),
                                               ((37, 50, 45), True, "bfloat16", False),
                                               ((1700, 333, 301), False, "float16", False)])
+@pytest.mark.slow
 def test_the_example_emulated_equals_float64(examples_gen, dims, bias, dt, tx2):
     """The emitted C++ on the g++ emulation: odd M / K / N with the bias, and more blocks than AI Cores
     (M 1700, N 300 / 301: 14 x 2 blocks on 24 AICs, tails on both edges, K 333 in two L1 panels and several L0

@@ -135,6 +135,7 @@ def _smooth_l1(x: np.ndarray, t: np.ndarray, beta: float = 1.0) -> np.ndarray:
     ("swiglu.py", {"Bd": (192,), "H": 11008}, 4),        # 4 rows a core, each row in two chunks: 8 items a core
     ("smooth_l1_loss.py", {"Bd": (1024,), "H": 4096}, 2),  # one row of 2^22: a core's slice in 14 chunks
 ])
+@pytest.mark.slow
 def test_chunked_copies_overlap_compute(name, dims, strategy, examples_gen):
     """ColSplit of a chunkable program prefetches its items through two buffers (docs/design.md, ROW_CHUNK): the
     next chunk's copy-in runs beside this chunk's compute and the copy-out of the one before, so the emulation's

@@ -159,6 +159,7 @@ def _forced_col_chunks(tmp_path: Path, name: str) -> Path:
 
 
 @pytest.mark.skipif(shutil.which("g++") is None, reason="g++ not available")
+@pytest.mark.slow
 def test_a_weight_loaded_per_chunk_against_float64(tmp_path):
     """CrossEntropyLoss bf16 over 50 rows of 20001 with a weight, forced through ROW_CHUNK with the column rows per
     chunk (the weight copied from GM in every chunk of the phase that reads it, the smoothing sum; its gather at the

@@ -86,6 +86,7 @@ def _forced_row_chunk(tmp_path: Path, name: str, group: int, cols: int) -> Path:
 
 
 @pytest.mark.skipif(shutil.which("g++") is None, reason="g++ not available")
+@pytest.mark.slow
 def test_hoisted_functions_over_groups_of_two_rows(tmp_path):
     """ROW_CHUNK forced with two rows a group and chunks of 1024 columns (the Ln runs over k = 2 totals, and over 1 in
     a tail group): LogSoftmaxV2 fp16 over 100 rows of 14000 (48 cores: 4 take 3 rows) against float64; and

@@ -174,6 +174,7 @@ def test_compute_frees_each_input_after_its_last_read_and_allocates_the_output_b
 
 
 @pytest.mark.skipif(shutil.which("g++") is None, reason="g++ not available")
+@pytest.mark.slow
 def test_layer_norm_grad_prefetched_passes_against_float64(examples_gen):
     """LayerNormGradV3 768 x 1152 (T bf16, U fp32) on 48 cores: 16 rows a core, 6 rows a pass with two buffers per
     row queue: passes of 6, 6 and 4 rows, the next copied in before this one is computed (rowsched.pass_loop). The

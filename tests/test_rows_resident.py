@@ -250,6 +250,7 @@ def _forced_groups(tmp_path: Path, name: str, group: int, cols: int, always: boo
 
 
 @pytest.mark.skipif(shutil.which("g++") is None, reason="g++ not available")
+@pytest.mark.slow
 def test_groups_of_several_resident_rows_against_float64(tmp_path):
     """ROW_CHUNK with two rows a group (the k > 1 path: the group's rows copied in one burst of blockCount k when they
     touch, several rows' chunks per pass, k per-row statistics written at once), forced through the tiling function:

@@ -89,6 +89,7 @@ def test_every_mode_rounds_like_the_16_bit_type(round_spec, mode, bf):
     np.testing.assert_array_equal(np.asarray(r.arrays["y"]), want)
 
 
+@pytest.mark.slow
 def test_the_emulated_kernel_rounds_inside_the_row(round_spec, tmp_path):
     """The same through the g++ emulation of the emitted C++ (bf16 floor and fp16 round: the two Casts as AscendC
     spells them, CAST_FLOOR / CAST_ROUND to the 16-bit type, CAST_NONE back)."""

@@ -30,6 +30,7 @@ def test_case_file_carries_strings(tmp_path):
 
 
 @pytest.mark.skipif(shutil.which("g++") is None, reason="g++ not available")
+@pytest.mark.slow
 def test_runtime_attrs_get_str(tmp_path):
     """SetStr / GetStr keep the text NUL-terminated by index; GetStr of a number attribute is nullptr, and the
     number accessors of a string attribute read 0 (as the case file's double)."""

@@ -67,6 +67,7 @@ def test_the_interpreter_binds_the_form_the_one_shape_inputs_allow(addcmul, case
 
 
 @pytest.mark.skipif(shutil.which("g++") is None, reason="g++ not available")
+@pytest.mark.slow
 def test_the_emitted_aclnn_layer_accepts_the_same_calls_and_refuses_a_shape_no_form_fits(addcmul, tmp_path):
     from opgen.check.aclnn import call_attrs, call_outputs, device_dtypes, encode_call, run_runner
     from opgen.check.run import aclnn_runner

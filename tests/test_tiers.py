@@ -20,12 +20,19 @@ class _Collector:
         self.selected: list[str] = []
         self.deselected: list[str] = []
         self.errors: list[str] = []
+        self.emu: dict = {True: [], False: []}   # tests parametrized with engine "emu": selected or not
+
+    def _emu(self, items, selected: bool):
+        self.emu[selected] += [it.nodeid for it in items
+                               if getattr(getattr(it, "callspec", None), "params", {}).get("engine") == "emu"]
 
     def pytest_deselected(self, items):
         self.deselected += [it.nodeid for it in items]
+        self._emu(items, False)
 
     def pytest_collection_finish(self, session):
         self.selected = [it.nodeid for it in session.items]
+        self._emu(session.items, True)
 
     def pytest_collectreport(self, report):
         if report.failed:
@@ -48,7 +55,13 @@ def tiers():
     code = pytest.main(["--collect-only", "-q", "-p", "no:cacheprovider", "-p", "no:xdist", "-m", "not slow",
                         str(TESTS)], plugins=[c])
     assert code == pytest.ExitCode.OK, code
+    _EMU.update(c.emu)
     return c.selected + c.deselected, c.selected, c.errors
+
+
+_EMU: dict = {}
+"""The tiers fixture's collection: {True: ids of fast-tier tests parametrized with engine "emu", False: those left
+out}."""
 
 
 def test_every_test_file_has_tests_in_the_full_suite(tiers):
@@ -79,3 +92,11 @@ def test_ci_runs_the_readmes_test_command_and_the_readme_names_the_fast_tier():
     assert "pip install -e '.[test]'" in command and "-m pytest" in command and "-n auto" in command
     assert command in (TESTS.parent / ".ci" / "run").read_text().splitlines()
     assert fast.endswith('-m "not slow"') and "-m pytest" in fast
+
+
+def test_an_emulated_engine_case_is_slow(tiers):
+    """A test parametrized with engine "emu" builds the emitted C++ (tests/conftest.py marks it slow whatever its
+    file says): none is in the fast tier, and there are such tests (the rows families' files parametrize both
+    engines)."""
+    assert _EMU[True] == [], _EMU[True][:5]
+    assert len(_EMU[False]) > 50, len(_EMU[False])

@@ -142,6 +142,7 @@ def test_the_parentheses_kept_and_dropped(tree, text):
 
 
 @pytest.mark.skipif(shutil.which("g++") is None, reason="g++ not available")
+@pytest.mark.slow
 def test_printed_trees_compile_without_parentheses_warnings_and_keep_their_values(tmp_path):
     rng = random.Random(7)
     cases = []

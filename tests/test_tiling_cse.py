@@ -163,6 +163,7 @@ def test_random_programs_keep_their_values(seed):
 
 
 @pytest.mark.skipif(shutil.which("g++") is None, reason="needs g++")
+@pytest.mark.slow
 def test_emitted_statements_compile_and_compute(tmp_path):
     per = ceil_div(ROWS, CORES)
     fixed = ROWS * 8 + 64 + align_up(CORES, 8) * 4

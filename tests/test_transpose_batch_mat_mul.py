@@ -119,6 +119,7 @@ def test_batch_tails_over_cores_on_the_kernel_ir_equal_float64(p1, p2, dt):
     ({"B": 5, "M": 37, "K": 50, "N": 45}, (1, 0, 2), (0, 2, 1), "float16"),
     pytest.param({"B": 7, "M": 300, "K": 333, "N": 301}, (1, 0, 2), (0, 1, 2), "bfloat16", marks=pytest.mark.slow),
 ])
+@pytest.mark.slow
 def test_the_example_emulated_equals_float64(examples_gen, dims, p1, p2, dt):
     """The emitted C++ on the g++ emulation: odd M / K / N, x1 [M, B, K] through its view, y [M, B, N]; fp16 with
     x2 [B, N, K], and bf16 with 42 blocks over 24 AI Cores; GM bytes moved equal the minimum (each operand block read

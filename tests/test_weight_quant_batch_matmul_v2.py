@@ -198,6 +198,7 @@ def test_more_units_than_aivs_on_the_kernel_ir_equals_float64(g, dims):
 
 @pytest.mark.parametrize("dims,dt,offset,g", [((37, 50, 45), "float16", True, 0),
                                               ((1700, 384, 301), "bfloat16", True, 64)])
+@pytest.mark.slow
 def test_the_example_emulated_equals_float64(examples_gen, dims, dt, offset, g):
     """The emitted C++ on the g++ emulation: odd M / K / N per channel, and more blocks than AI Cores (M 1700, N 301:
     14 x 2 blocks on 24 AICs, tails on both edges; B's units over 48 AIVs, K 384 in two L1 panels and six groups of

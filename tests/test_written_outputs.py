@@ -225,6 +225,7 @@ GATED = SPEC.format(z_type="").replace(
 
 
 @pytest.mark.skipif(shutil.which("g++") is None, reason="g++ not available")
+@pytest.mark.slow
 def test_an_input_given_where_its_mode_ignores_it_does_not_count_as_present(tmp_path):
     """v is used in mode c only (when=); given in mode a or b the call ignores it (no specialisation has it) and the
     kernel does not write r. The emitted copy-back condition of r, compiled with g++ and evaluated on every
