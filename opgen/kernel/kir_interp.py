@@ -2280,18 +2280,18 @@ def run(k: kir.KernelClass, tiling: dict, gm: dict, block_dim: int, ub_bytes: in
         specs = [dict(kind=kind, idx=i) for i in range(n)]
     cores: list = []
     state = _Launch(cores, launch == "KERNEL_TYPE_MIX_AIC_1_2", deterministic)
-    for slot, cs in enumerate(specs):
-        cores.append(_Core(k, cs.pop("idx"), n, tiling, gms, mem, types, slot=slot, launch=state, **cs))
-    for c in cores:
-        for name, arg in k.presence:   # Init: the member is whether the argument is not nullptr
-            if isinstance(arg, str):       # (a runtime guard, kir.TilingCond: Init's Assign sets it)
-                c.members[name] = gm.get(arg) is not None
-        for name, v in (members or {}).items():
-            if name not in c.members:
-                raise OpgenError(f"kernel IR interpreter: {name} is not a scalar member of {k.name}")
-            c.members[name] = v
-    state.start()
     try:
+        for slot, cs in enumerate(specs):
+            cores.append(_Core(k, cs.pop("idx"), n, tiling, gms, mem, types, slot=slot, launch=state, **cs))
+        for c in cores:
+            for name, arg in k.presence:   # Init: the member is whether the argument is not nullptr
+                if isinstance(arg, str):       # (a runtime guard, kir.TilingCond: Init's Assign sets it)
+                    c.members[name] = gm.get(arg) is not None
+            for name, v in (members or {}).items():
+                if name not in c.members:
+                    raise OpgenError(f"kernel IR interpreter: {name} is not a scalar member of {k.name}")
+                c.members[name] = v
+        state.start()
         faults = _schedule(cores, state)
         if not faults:
             faults = state.leftovers()
@@ -2299,7 +2299,7 @@ def run(k: kir.KernelClass, tiling: dict, gm: dict, block_dim: int, ub_bytes: in
     finally:
         # the launch state and its cores refer to each other: without this they (each core's UB and GM race shadows,
         # 0.9 GB for PairGuardNorm at 64 x 16384 fp32) stay until the collector's next full collection, and a loop
-        # of launches holds several at once
+        # of launches holds several at once; also when a core's set-up raises (a bad member name)
         cores.clear()
 
 
