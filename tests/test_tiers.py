@@ -49,19 +49,19 @@ def _files(ids) -> dict:
 
 
 @pytest.fixture(scope="module")
-def tiers():
-    """(full suite ids, fast tier ids, collection errors)."""
+def collection() -> _Collector:
+    """The one collection of the module: the fast tier selected, the rest deselected."""
     c = _Collector()
     code = pytest.main(["--collect-only", "-q", "-p", "no:cacheprovider", "-p", "no:xdist", "-m", "not slow",
                         str(TESTS)], plugins=[c])
     assert code == pytest.ExitCode.OK, code
-    _EMU.update(c.emu)
-    return c.selected + c.deselected, c.selected, c.errors
+    return c
 
 
-_EMU: dict = {}
-"""The tiers fixture's collection: {True: ids of fast-tier tests parametrized with engine "emu", False: those left
-out}."""
+@pytest.fixture(scope="module")
+def tiers(collection):
+    """(full suite ids, fast tier ids, collection errors)."""
+    return collection.selected + collection.deselected, collection.selected, collection.errors
 
 
 def test_every_test_file_has_tests_in_the_full_suite(tiers):
@@ -94,9 +94,9 @@ def test_ci_runs_the_readmes_test_command_and_the_readme_names_the_fast_tier():
     assert fast.endswith('-m "not slow"') and "-m pytest" in fast
 
 
-def test_an_emulated_engine_case_is_slow(tiers):
+def test_an_emulated_engine_case_is_slow(collection):
     """A test parametrized with engine "emu" builds the emitted C++ (tests/conftest.py marks it slow whatever its
     file says): none is in the fast tier, and there are such tests (the rows families' files parametrize both
     engines)."""
-    assert _EMU[True] == [], _EMU[True][:5]
-    assert len(_EMU[False]) > 50, len(_EMU[False])
+    assert collection.emu[True] == [], collection.emu[True][:5]
+    assert len(collection.emu[False]) > 50, len(collection.emu[False])
