@@ -1,6 +1,6 @@
 """Epilogue inputs read against the batch (docs/design.md "Cube family: epilogue inputs broadcast over the batch"):
 Baddbmm (examples/specs/baddbmm.py: out = beta * self + alpha * (batch1 @ batch2), self [B, M, N], [M, N], [B, 1, N],
-[N], [1, N], [B, 1, 1] or [1]) on both engines against torch.baddbmm in float64; an [M, N] residual beside a folded (Linear)
+[N], [1, N], [B, 1, 1], [1], [M, 1] or [B, M, 1]) on both engines against torch.baddbmm in float64; an [M, N] residual beside a folded (Linear)
 GEMM unfolds it; a one-value epilogue input in fp16 / bf16 is read by the scalar unit and converted exactly."""
 
 from __future__ import annotations
@@ -22,7 +22,7 @@ SPEC = ROOT / "examples" / "specs" / "baddbmm.py"
 ULP = {"float16": 2.0 ** -11, "bfloat16": 2.0 ** -8}
 FORMS = {"bmn": lambda B, M, N: (B, M, N), "mn": lambda B, M, N: (M, N), "b1n": lambda B, M, N: (B, 1, N),
          "n": lambda B, M, N: (N,), "1n": lambda B, M, N: (1, N), "b11": lambda B, M, N: (B, 1, 1),
-         "one": lambda B, M, N: (1,)}
+         "one": lambda B, M, N: (1,), "m1": lambda B, M, N: (M, 1), "bm1": lambda B, M, N: (B, M, 1)}
 """self's forms as CANN's aclnnBaddbmm broadcasts them to [B, M, N]."""
 
 
@@ -69,49 +69,59 @@ def test_the_self_forms_read_against_the_batch_by_their_shape():
     """One class per self form that reads GM differently (the tiling key's form digit; [N] and [1, N] share one):
     [B, M, N] steps by the batch index, [M, N] is read at the same rows for every batch index, [B, 1, N] one row per
     batch index, [N] one row for all, [B, 1, 1] one value per batch index and [1] one value, both read by the scalar
-    unit; beta and alpha are float attributes."""
+    unit, [M, 1] the same per-row values for every batch index and [B, M, 1] a batch index's own (a pass's rows
+    staged in T, Cast to fp32, read per row by the scalar unit); beta and alpha are float attributes."""
     from opgen.codegen.kernel_cube import emit_cube_kernel
     from opgen.kernel.cube import CubeFamily
 
     spec = load_spec(str(SPEC))
     u = kernel_build(spec)
     lays = {k.forms[0]: x for k, x in u.lowered.extra["layouts"].items()}
-    assert len(set(CubeFamily().layouts(u.lowered))) == 6 and u.lowered.extra["form_key"]
+    assert len(set(CubeFamily().layouts(u.lowered))) == 8 and u.lowered.extra["form_key"]
     for form, x in lays.items():
         assert x.batch == ("B",) and not x.fold and not x.shared and x.mixed
-    # self's forms in declaration order: [B, M, N], [M, N], [B, 1, N], [N], [1, N], [B, 1, 1], [1]
+    # self's forms in declaration order: [B, M, N], [M, N], [B, 1, N], [N], [1, N], [B, 1, 1], [1], [M, 1],
+    # [B, M, 1]
     assert {f: dict(x.bcast).get("self", "") for f, x in lays.items()} == {0: "", 1: "shared", 2: "batched", 3: "",
-                                                                          4: "", 5: "batched", 6: ""}
+                                                                          4: "", 5: "batched", 6: "", 7: "shared",
+                                                                          8: "batched"}
     text = emit_cube_kernel(spec, u.lowered, u.tiling)["op_kernel/baddbmm.h"]
     reads = set(re.findall(r"DataCopyPad\(et0, eGm0_\[([^\]]*)\]", text))
     assert reads == {"n0 + td_->N * c0 + td_->N * m0 + td_->M * td_->N * bi", "n0 + td_->N * c0 + td_->N * m0",
-                     "n0 + td_->N * bi", "n0"}
+                     "n0 + td_->N * bi", "n0", "c0 + m0", "c0 + m0 + td_->M * bi"}
     assert "GmScalar(eGm0_, 0)" in text and "GmScalar(eGm0_, bi)" in text
+    # the per-row forms: a pass's rows of T, at the same rows for every batch index or at the batch index's
+    rows = set(re.findall(r"DataCopyPad\(et0, eGm0_\[([^\]]*)\], DataCopyExtParams\(1, rows \* sizeof\(T\)", text))
+    assert rows == {"c0 + m0", "c0 + m0 + td_->M * bi"}
+    assert "Cast(ef0, et0, RoundMode::CAST_NONE" in text and "ef0.GetValue(r)" in text
 
 
 @pytest.mark.parametrize("form, dt", [("bmn", "float16"), ("mn", "bfloat16"), ("b1n", "float16"),
                                       ("n", "bfloat16"), ("1n", "float16"), ("b11", "bfloat16"), ("one", "bfloat16"),
-                                      ("one", "float16")])
+                                      ("one", "float16"), ("m1", "float16"), ("bm1", "bfloat16")])
 def test_every_self_form_on_the_kernel_ir_equals_torch_baddbmm(form, dt):
     """Each self form, fp16 and bf16 in turn (the one-value self in both: GmScalar's half and bf16 conversions),
     odd M 37 / K 50 / N 45 over B 3 matrices, beta 0.75, alpha -1.5, on the Kernel IR interpreter."""
     _check(form, {"B": 3, "M": 37, "K": 50, "N": 45}, dt, seed=11)
 
 
-@pytest.mark.parametrize("form, dt", [("b1n", "bfloat16"), ("b11", "float16")])
+@pytest.mark.parametrize("form, dt", [("b1n", "bfloat16"), ("b11", "float16"), ("bm1", "float16"),
+                                      ("m1", "bfloat16")])
 def test_batch_tails_over_cores_on_the_kernel_ir_equal_torch_baddbmm(form, dt):
     """B 7 matrices of 3 x 2 blocks (M 300, N 301: tails on both edges) = 42 blocks over 24 AI Cores, a core's range
-    crossing matrices (a [B, 1, N] self's row and a [B, 1, 1] self's value changing with the batch index within a
-    core's range; an [M, N] self's read does not depend on it), K 333."""
+    crossing matrices (a [B, 1, N] self's row, a [B, 1, 1] self's value and a [B, M, 1] self's rows changing with the
+    batch index within a core's range; an [M, N] or [M, 1] self's read does not depend on it), K 333."""
     r = _check(form, {"B": 7, "M": 300, "K": 333, "N": 301}, dt, seed=5, beta=-0.5, alpha=2.0)
     assert r.block_dim == 24
 
 
-@pytest.mark.parametrize("form, dt", [("mn", "bfloat16"), ("b1n", "float16"), ("b11", "bfloat16")])
+@pytest.mark.parametrize("form, dt", [("mn", "bfloat16"), ("b1n", "float16"), ("b11", "bfloat16"),
+                                      ("bm1", "float16")])
 @pytest.mark.slow
 def test_the_example_emulated_equals_torch_baddbmm(examples_gen, form, dt):
-    """The emitted C++ on the g++ emulation: the three new reads (an [M, N] self shared by the batch, a [B, 1, N]
-    self per batch index, a bf16 self of one value per batch index through GmScalar's ToFloat) at odd sizes, B 3."""
+    """The emitted C++ on the g++ emulation: the reads against the batch (an [M, N] self shared by the batch, a
+    [B, 1, N] self per batch index, a bf16 self of one value per batch index through GmScalar's ToFloat, a [B, M, 1]
+    self's rows per batch index staged in fp16 and Cast to fp32) at odd sizes, B 3."""
     _check(form, {"B": 3, "M": 37, "K": 50, "N": 45}, dt, seed=7, engine="emu", gen_dir=examples_gen)
 
 
@@ -187,3 +197,67 @@ def test_a_partial_batch_broadcast_is_refused_naming_the_shapes(tmp_path):
                                                  "reads [B, C, M, N] tensors and [M, N] ones broadcast over the "
                                                  "batch")):
         kernel_build(load_spec(str(p)))
+
+
+@pytest.mark.parametrize("res, folded", [("[M, 1]", False), ("[B, M, 1]", True)])
+def test_a_per_row_residual_of_a_linear_gemm_against_float64(tmp_path, res, folded):
+    """Per-row inputs of a product whose batch folds into M: an [M, 1] residual (the same per-row values for every
+    batch index) unfolds it, as an [M, N] one does; a [B, M, 1] residual is read at the folded product's own rows
+    (its flat rows are the product's), so the layout stays folded. On the Kernel IR interpreter against float64
+    (B 3, M 37, K 50, N 45, fp16)."""
+    from opgen.check import run_check
+
+    p = tmp_path / "linear_res.py"
+    p.write_text(LINEAR.format(res=res))
+    (lay,) = set(kernel_build(load_spec(str(p))).lowered.extra["layouts"].values())
+    assert (lay.fold, lay.batch, lay.shared) == ((("B",), (), "") if folded else ((), ("B",), "b"))
+    rng = np.random.default_rng(4)
+    x = {"x": _rounded(rng.standard_normal((3, 37, 50)), "float16"),
+         "w": _rounded(rng.standard_normal((50, 45)), "float16"),
+         "res": _rounded(rng.standard_normal((3, 37, 1) if folded else (37, 1)), "float16")}
+    r = run_check(str(p), x, {}, dtypes={"T": "float16"}, progress=False, engine="kir")
+    assert not r.faults and r.passed, r.faults[:1]
+    ref = np.asarray(x["x"], np.float64) @ np.asarray(x["w"], np.float64) + np.asarray(x["res"], np.float64)
+    assert _close(r.arrays["y"], ref, "float16", 50)
+
+
+TWO_BATCH_ROWS = """
+from opgen.dsl import A2, OpSpec, bf16, f16, f32
+spec = OpSpec("BatchRowStats", aclnn="aclnnBatchRowStats", socs=(A2,), round="rint")
+B, C, M, K, N = spec.dims("B C M K N", max=4096)
+(T,) = spec.dtype_vars("T")
+spec.input("x", T, [B, C, M, K])
+spec.input("w", T, [B, C, K, N])
+spec.input("shift", T, [B, C, M, 1])
+spec.output("y", T, [B, C, M, N])
+spec.output("peak", f32, [B, C, M])
+spec.dtypes((T,), [(f16,), (bf16,)])
+
+@spec.body
+def _(b, x, w, shift):
+    h = b.matmul(x, w) - shift.cast(f32)
+    return {"y": h.cast(T, "rint"), "peak": b.abs(h).max(-1).reshape([B, C, M])}
+"""
+
+
+def test_per_row_input_and_output_over_two_batch_dims_against_float64(tmp_path):
+    """A batched product over two batch dims (B 2, C 3: the flat batch index bi = b * C + c) with a per-row input
+    [B, C, M, 1] read at the batch index's rows and a per-row output [B, C, M] (the row's max |h| over N) written at
+    them: 6 matrices of M 37 rows, K 50, N 45, bf16, on the Kernel IR interpreter against float64."""
+    from opgen.check import run_check
+
+    p = tmp_path / "batch_row_stats.py"
+    p.write_text(TWO_BATCH_ROWS)
+    (lay,) = set(kernel_build(load_spec(str(p))).lowered.extra["layouts"].values())
+    assert lay.batch == ("B", "C") and dict(lay.bcast) == {"shift": "batched"}
+    rng = np.random.default_rng(8)
+    x = {"x": _rounded(rng.standard_normal((2, 3, 37, 50)), "bfloat16"),
+         "w": _rounded(rng.standard_normal((2, 3, 50, 45)), "bfloat16"),
+         "shift": _rounded(4 * rng.standard_normal((2, 3, 37, 1)), "bfloat16")}
+    r = run_check(str(p), x, {}, dtypes={"T": "bfloat16"}, progress=False, engine="kir")
+    assert not r.faults and r.passed, r.faults[:1]
+    h = np.asarray(x["x"], np.float64) @ np.asarray(x["w"], np.float64) - np.asarray(x["shift"], np.float64)
+    assert _close(r.arrays["y"], h, "bfloat16", 50)
+    peak = np.asarray(r.arrays["peak"], np.float64)
+    assert peak.shape == (2, 3, 37)
+    assert np.all(np.abs(peak - np.abs(h).max(-1)) <= 2.0 ** -22 * 50 * np.abs(h).max())

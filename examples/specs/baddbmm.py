@@ -1,7 +1,8 @@
 """Baddbmm (aclnnBaddbmm): out[B, M, N] = beta * self + alpha * (batch1[B, M, K] @ batch2[B, K, N]), self broadcast
 to [B, M, N] from [B, M, N], [M, N] (one matrix for every batch index), [B, 1, N] (a row of N per batch index),
-[N] / [1, N] (one row of N for all), [B, 1, 1] (one value per batch index) or [1] (one value); fp16 / bf16 in, fp32 accumulation on the cube, beta * self
-added in fp32 on the vector cores, the result rounded once to the input dtype.
+[N] / [1, N] (one row of N for all), [B, 1, 1] (one value per batch index), [1] (one value), [M, 1] (one value per
+row for every batch index) or [B, M, 1] (one value per row and batch index); fp16 / bf16 in, fp32 accumulation on the
+cube, beta * self added in fp32 on the vector cores, the result rounded once to the input dtype.
 
 The parameters are CANN's (ops-nn matmul/batch_mat_mul_v3 op_api aclnn_baddbmm.h: aclnnBaddbmm(self, batch1, batch2,
 const aclScalar* beta, const aclScalar* alpha, out, int8_t cubeMathType, ...)); aclnnBaddbmm is an aclnn composition
@@ -11,13 +12,13 @@ fp16 / bf16 operands but its mode 4's fp32 intermediate, which this kernel alway
 alpha and beta * self in fp32, one rounding).
 
 What differs from CANN: fp16 / bf16 only (no fp32 operands, no hf32); batch1 and batch2 of one batch dim B (CANN
-broadcasts a batch of 1 between them); the self forms above (CANN also takes [M, 1] and [B, M, 1]); beta
-0 multiplies self (a NaN or inf in self gives NaN where CANN ignores self); Atlas A2 / A3 only.
+broadcasts a batch of 1 between them); beta 0 multiplies self (a NaN or inf in self gives NaN where CANN ignores self); Atlas A2 / A3 only.
 
 The cube family's batched matmul with a vector epilogue whose input is read against the batch by its shape
 (docs/design.md "Cube family: epilogue inputs broadcast over the batch"): [M, N] at the same rows for every batch
-index, [B, 1, N] one row per batch index, [B, 1, 1] one value per batch index read by the scalar unit; each self form
-that reads otherwise its own kernel class (the tiling key's form digit).
+index, [B, 1, N] one row per batch index, [B, 1, 1] one value per batch index read by the scalar unit, [M, 1] and
+[B, M, 1] a pass's rows staged in T and Cast to fp32 for the scalar unit to read per row; each self form that reads
+otherwise its own kernel class (the tiling key's form digit).
 """
 
 from opgen.dsl import A2, A3, OpSpec, api, bf16, f16, f32
@@ -30,7 +31,8 @@ K = spec.dim("K", max=65535)
 N = spec.dim("N", max=65535)
 (T,) = spec.dtype_vars("T")
 
-spec.input("self", T, [[B, M, N], [M, N], [B, 1, N], [N], [1, N], [B, 1, 1], [1]])
+spec.input("self", T, [[B, M, N], [M, N], [B, 1, N], [N], [1, N], [B, 1, 1], [1],
+                          [M, 1], [B, M, 1]])
 spec.input("batch1", T, [B, M, K])
 spec.input("batch2", T, [B, K, N])
 spec.attr("beta", float, 1.0, doc="the factor of self")

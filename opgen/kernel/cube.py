@@ -9,7 +9,8 @@ batch index, GemmLayout.shared), and whose result reaches exactly one output eit
 of casts or another round mode is refused), or through a vector epilogue (`_epilogue`, EPI_STEPS): elementwise math
 on [*batch, M, N] and [N] / [1, N] inputs (and [M, N] / [*batch, 1, N] ones read against the batch by their shape,
 GemmLayout.bcast: docs/design.md "Cube family: epilogue inputs broadcast over the batch"), inputs of one value (fp32,
-fp16, bf16), [M] inputs reshaped to [M, 1] (a value per row, read with GetValue), scalar constants and float
+fp16, bf16), per-row inputs ([M, 1], [*batch, M, 1], an fp32 [M] reshaped to [M, 1]: a value per row, read with
+GetValue), scalar constants and float
 attributes, ending in at most one cast; and row reductions over N (sum, mean, max:
 per-row values, `row_reduces`), whose kernel works by bands of baseM rows x all of N (docs/design.md "Cube family:
 row reductions in the epilogue"). Anything else (another reduction, another shape, a non-float attribute) is refused
@@ -646,8 +647,9 @@ EPI_OPS = frozenset(set(VECTOR_BINARY) | set(VECTOR_UNARY) | {"neg"})
 (opgen.kernel.rowmerge.math_as_steps)."""
 EPI_STEPS = """The vector epilogue as steps (GemmLayout.steps), in graph order: ("acc", value) the matmul's fp32 result,
 ("load", value, input, space, dtype) an input read as fp32 (space "row": [*batch, M, N], or [M, N] read by every batch
-index; "col": [N] or [1, N], or [*batch, 1, N] one row per batch index (GemmLayout.bcast says which); "stat": an [M]
-input reshaped to [M, 1], one value per row, without batch dims; "one": [] / [1], read by the scalar unit),
+index; "col": [N] or [1, N], or [*batch, 1, N] one row per batch index (GemmLayout.bcast says which); "stat": one
+value per row, an [M, 1] input or an fp32 [M] one reshaped to [M, 1] (the same for every batch index), or a
+[*batch, M, 1] one; "one": [] / [1], read by the scalar unit),
 ("const", value, C++ float literal), ("attr", name) a runtime float attribute, ("op", result, op, inputs, space) an elementwise op, ("store", value, round)
 the output written from `value` (round: the cast's round mode; "" for an fp32 output), ("sstore", value, output) a
 per-row fp32 value written to a second output [*batch, M] / [*batch, M, 1] (docs/design.md "Cube family: a per-row
@@ -785,8 +787,8 @@ def _epilogue(g, mm, seen, params, dims, batch, dta, acc: str = "f32", out_perm=
             return "row"
         if shp and shp[-1] == dn and (len(shp) == 1 or shp[-2] == "1") and (ones or front == lead):
             return "col"
-        if not batch and shp == [dm, "1"]:
-            return "stat"
+        if shp[-2:] == [dm, "1"] and (front == lead or ones):
+            return "stat"   # one value per row: [M, 1] (the same for every batch index) or [*batch, M, 1]
         if all(d == "1" for d in shp) or lead and front == lead and shp[-2:] == ["1", "1"]:
             return "one"   # [] or [1]: one value (a per-tensor scale), or one per batch index, by the scalar unit
         raise Unsupported(v, loc, f"an operand of shape [{', '.join(shp)}] in the matmul's epilogue: it reads "
@@ -794,7 +796,9 @@ def _epilogue(g, mm, seen, params, dims, batch, dta, acc: str = "f32", out_perm=
                                                                  if lead else "")
                           + f", [{dn}] / [1, {dn}] column vectors" + (f" and [{', '.join(lead)}, 1, {dn}] ones per "
                                                                       f"batch index" if lead else "")
-                          + f", [{dm}, 1] per-row values, inputs of one value ([] / [1]"
+                          + f", [{dm}, 1] per-row values" + (f" and [{', '.join(lead)}, {dm}, 1] ones per batch index"
+                                                               if lead else "")
+                          + ", inputs of one value ([] / [1]"
                           + (f"; [{', '.join(lead)}, 1, 1] one per batch index" if lead else "") + ") and constants")
 
     def batch_rel(src, sp, loc):
@@ -802,10 +806,12 @@ def _epilogue(g, mm, seen, params, dims, batch, dta, acc: str = "f32", out_perm=
         # matrix for every batch index, a [*batch, 1, N] column vector one row per batch index, a [*batch, 1, 1]
         # input one value per batch index; each needs the batch unfolded (one block of a folded GEMM crosses batch
         # indices). docs/design.md "Cube family: epilogue inputs broadcast over the batch"
+        # a [*batch, M, 1] per-row input is "batched" too, but a folded GEMM reads it as it is: its flat rows are
+        # the folded product's rows
         front = [str(d) for d in vals[src].type.shape][:-2]
-        rel = "shared" if sp == "row" and lead and front != lead else \
-            "batched" if sp in ("col", "one") and lead and front == lead else ""
-        if rel and folded:
+        rel = "shared" if sp in ("row", "stat") and lead and front != lead else \
+            "batched" if sp in ("col", "one", "stat") and lead and front == lead else ""
+        if rel and folded and not (sp == "stat" and rel == "batched"):
             raise _Unfold(src, loc, "an epilogue input read against the batch")
         if rel:
             bcast[src] = rel
@@ -814,9 +820,10 @@ def _epilogue(g, mm, seen, params, dims, batch, dta, acc: str = "f32", out_perm=
     salias = {}   # a reshape of a per-row value (a row reduction's [.., M] as [.., M, 1]) -> the value it shows
     reduced = {}  # a row reduction's value -> (its words, its spec line): named when it is the output
 
-    def _stat_shape(v):   # one value per row of the [*batch, M, N] rows: [*batch, M, 1] or [*batch, M]
+    def _stat_shape(v, shared: bool = True):   # one value per row of the [*batch, M, N] rows: [*batch, M, 1] or
+        # [*batch, M]; shared: also [M, 1] / [M], the same per-row values for every batch index (an input's)
         shp = [str(d) for d in vals[v].type.shape]
-        return shp in (row_shape[:-1] + ["1"], row_shape[:-1])
+        return shp in (row_shape[:-1] + ["1"], row_shape[:-1]) or shared and shp in ([dm, "1"], [dm])
     if to_f32 is not None:   # the cast of the int32 result to f32 is the fp32 block the epilogue starts from
         rest = [n for n in rest if n is not to_f32]
         space, steps = {to_f32.result.name: "row"}, [("acc", to_f32.result.name)]
@@ -860,6 +867,7 @@ def _epilogue(g, mm, seen, params, dims, batch, dta, acc: str = "f32", out_perm=
                 raise Unsupported(v, n.loc, f"a per-row value of the matmul's epilogue is an fp32 [{dm}] input "
                                   f"reshaped to [{dm}, 1]")
             space[v] = "stat"
+            batch_rel(src, "stat", n.loc)
             steps.append(("load", v, src, "stat", "f32"))
             continue
         if n.op == "cast" and v == ov:
@@ -947,7 +955,7 @@ def _epilogue(g, mm, seen, params, dims, batch, dta, acc: str = "f32", out_perm=
     for name, sv in side:   # a per-row fp32 value of the epilogue (a dynamic quantisation's scale) to its output
         pv = salias.get(sv, sv)
         sd = vals[sv].type.dtype
-        if space.get(sv) != "stat":
+        if space.get(sv) != "stat" or not _stat_shape(sv, shared=False):
             raise Unsupported(sv, cites.get(sv, ""), f"output {name} of shape [{', '.join(str(d) for d in vals[sv].type.shape)}]"
                               f": beside the [M, N] output the cube family writes per-row values ([{', '.join(row_shape[:-1])}]"
                               f" or [{', '.join(row_shape[:-1] + ['1'])}]) computed in the epilogue")
@@ -1759,10 +1767,12 @@ class EpiProgram:
         """UB bytes per element of one row of a pass (fp32 temporaries and staged rows, T staging, the output
         staging), T taken as 2 bytes (f16 / bf16), another dtype variable's staging as 4 (it may be f32), a cast
         output as at most 4, an int32 block's staging row (acc_i32) as 4, a per-row input's or output's stage (rows + 8
-        fp32) as 4."""
+        fp32) as 4, a per-row input's staging in its type (rows + 16 elements) as its type's bytes."""
         nf = self.row_temps + sum(1 for _v, (sp, _i) in self.pre if sp in ("row", "stat")) \
-            + len({i.gm for i in self.instrs if i.kind == "sstore"})   # stat in and out (rows + 8 fp32): a bound
-        nt = sum(_load_bytes(t) for _v, _i, sp, t in self.loads if sp == "row")
+            + len({i.gm for i in self.instrs if i.kind == "sstore"}) \
+            + sum(1 for _v, _i, sp, _t in self.loads if sp == "stat")   # stat in and out (rows + 8 fp32): a bound
+        # (a per-row input staged in its type: rows + 16 elements, within a row's baseN >= 16 beside the fp32 bound)
+        nt = sum(_load_bytes(t) for _v, _i, sp, t in self.loads if sp in ("row", "stat"))
         return 4 * nf + nt + (4 if any(r for _v, r, _w in self.stores) or self.store[1] else 0) \
             + (4 if self.acc_i32 else 0)
 
@@ -1825,7 +1835,8 @@ def epilogue_program(lay: GemmLayout) -> EpiProgram:
                 ctx.scalar_text[v] = f"one_{v}_"
             if dt == "f32":
                 pre[v] = (sp, inp)
-            elif sp == "one":   # read in its type and converted by the scalar unit (GmScalar): no staging
+            elif sp in ("one", "stat"):   # one value: read in its type and converted by the scalar unit (GmScalar);
+                # per-row values: the pass's rows staged in their type and Cast to fp32 with the copy in (_vector_part)
                 loads.append((v, inp, sp, dt))
             else:   # staged in its type (T, or a dtype variable of f16 / bf16 / f32 rows), then to fp32
                 loads.append((v, inp, sp, dt))
@@ -2025,6 +2036,11 @@ def _vector_part(lay: GemmLayout, prog: EpiProgram, lets: tuple, out_t: str, off
     def col_at(inp):   # element offset of the block's columns of a column vector (one row per batch index, or one)
         return S("bi") * N + S("n0") if bcast.get(inp) == "batched" else S("n0")
 
+    def stat_at(inp):   # element offset of the pass's first row of a per-row input: [*batch, M, 1] steps by the
+        # batch index of a batched product (a folded one's rows are the input's flat rows), [M, 1] / [M] does not
+        e = S("m0") + S("c0")
+        return S("bi") * S("M") + e if bcast.get(inp) == "batched" and lay.batch else e
+
     def one_of(v, inp):   # the one value (fp32, or f16 / bf16 converted exactly by the scalar unit's GmScalar)
         per_batch = bcast.get(inp) == "batched"   # [*batch, 1, 1]: this batch index's value, read per block
         read = K.FLoad(K.GmView(gm_of[inp], S("bi") if per_batch else Lit(0)))
@@ -2050,7 +2066,7 @@ def _vector_part(lay: GemmLayout, prog: EpiProgram, lets: tuple, out_t: str, off
         if sp == "stat":   # the pass's rows of the [M] input: rows fp32 values (DataCopyPad rounds up to 32 B)
             buf(f"epiP{k}_", var, "float", R + Lit(8), 4)
             stats[v] = var
-            copies_in.append(K.Copy(K.Ref(var), K.GmView(gm_of[inp], S("m0") + S("c0")), Lit(1), S("rows") * 4,
+            copies_in.append(K.Copy(K.Ref(var), K.GmView(gm_of[inp], stat_at(inp)), Lit(1), S("rows") * 4,
                                     Lit(0), Lit(0), _cite(f"the pass's rows of {inp}", lines.get(v, ""))))
             copies_in[n_in:] = when(v, copies_in[n_in:])
             cin[v] = tuple(copies_in[n_in:])
@@ -2091,6 +2107,22 @@ def _vector_part(lay: GemmLayout, prog: EpiProgram, lets: tuple, out_t: str, off
         n_in, n_col = len(copies_in), len(col_in)
         if sp == "one":   # not staged: the scalar unit reads the element in its type (GmScalar converts it)
             ones += one_of(v, inp)
+            continue
+        if sp == "stat":   # the pass's rows of a per-row input in its type (DataCopyPad pads to 32 B), Cast to an
+            # fp32 stage the scalar unit reads row by row (GetValue reads fp32): both with the copy in
+            buf(f"epiT{k}_", var, lt, R + Lit(16), tsz)
+            buf(f"epiF{k}_", f"ef{k}", "float", R + Lit(8), 4)
+            stats[v] = f"ef{k}"
+            cite = _cite(f"the pass's rows of {inp}", lines.get(v, ""))
+            copies_in += [K.Copy(K.Ref(var), K.GmView(gm_of[inp], stat_at(inp)), Lit(1), S("rows") * tsz, Lit(0),
+                                 Lit(0), cite),
+                          K.vec(Op.CAST_FROM, dst=K.Ref(f"ef{k}"), src=K.Ref(var), count=S("rows"),
+                                doc=_cite(f"{inp}'s rows to fp32 (a copy when it is fp32)", lines.get(v, "")))
+                          if lt not in (OPERAND_T,) + FIXED16 else
+                          K.vec(Op.CAST, dst=K.Ref(f"ef{k}"), src=K.Ref(var), mode="CAST_NONE", count=S("rows"),
+                                doc=_cite(f"{inp}'s rows to fp32", lines.get(v, "")))]
+            copies_in[n_in:] = when(v, copies_in[n_in:])
+            cin[v] = tuple(copies_in[n_in:])
             continue
         buf(f"epiT{k}_", var, lt, (R if sp == "row" else Lit(1)) * bn, tsz)
         ref[("in", inp)] = (var, sp == "row")
