@@ -261,3 +261,39 @@ def test_per_row_input_and_output_over_two_batch_dims_against_float64(tmp_path):
     peak = np.asarray(r.arrays["peak"], np.float64)
     assert peak.shape == (2, 3, 37)
     assert np.all(np.abs(peak - np.abs(h).max(-1)) <= 2.0 ** -22 * 50 * np.abs(h).max())
+
+
+ROW_SCALE = """
+from opgen.dsl import A2, OpSpec, bf16, f16, f32
+spec = OpSpec("BatchRowScale", aclnn="aclnnBatchRowScale", socs=(A2,), round="rint")
+B, M, K, N = spec.dims("B M K N", max=4096)
+T, U = spec.dtype_vars("T U")
+spec.input("x", T, [B, M, K])
+spec.input("w", T, [B, K, N])
+spec.input("scale", U, [B, M, 1])
+spec.output("y", T, [B, M, N])
+spec.dtypes((T, U), [(f16, f16), (f16, f32), (bf16, bf16), (bf16, f32)])
+
+@spec.body
+def _(b, x, w, scale):
+    return {"y": (b.matmul(x, w) * scale.cast(f32)).cast(T, "rint")}
+"""
+
+
+@pytest.mark.parametrize("t, u", [("float16", "float32"), ("bfloat16", "bfloat16")])
+def test_a_per_row_input_of_its_own_dtype_variable_against_float64(tmp_path, t, u):
+    """A per-row scale [B, M, 1] of dtype variable U (T's type or fp32 per row of the dtype table): staged in U and
+    converted by CastFrom (a copy when U is fp32, a Cast from T's type else), on the Kernel IR interpreter against
+    float64 (B 2, M 37, K 50, N 45)."""
+    from opgen.check import run_check
+
+    p = tmp_path / "batch_row_scale.py"
+    p.write_text(ROW_SCALE)
+    rng = np.random.default_rng(9)
+    scale = rng.uniform(0.5, 2.0, (2, 37, 1))
+    x = {"x": _rounded(rng.standard_normal((2, 37, 50)), t), "w": _rounded(rng.standard_normal((2, 50, 45)), t),
+         "scale": scale.astype(np.float32) if u == "float32" else _rounded(scale, u)}
+    r = run_check(str(p), x, {}, dtypes={"T": t, "U": u}, progress=False, engine="kir")
+    assert not r.faults and r.passed, r.faults[:1]
+    ref = (np.asarray(x["x"], np.float64) @ np.asarray(x["w"], np.float64)) * np.asarray(x["scale"], np.float64)
+    assert _close(r.arrays["y"], ref, t, 50)
