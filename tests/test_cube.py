@@ -342,7 +342,7 @@ def test_a_panels_are_twice_as_deep_as_b_panels_where_l1_holds_them(tmp_path):
     assert (_tiling(u, 100, 300, 100)["baseKL1A"], _tiling(u, 100, 300, 100)["baseKL1"]) == (304, 256)
     assert (_tiling(u, 100, 200, 100)["baseKL1A"], _tiling(u, 100, 200, 100)["baseKL1"]) == (208, 208)
     p, _plan = gemm_program("G", epi=(12, 4), bias=True)
-    b = p.evaluate({"dimM": 4096, "dimK": 4096, "dimN": 4096, "tBytes": 2, "dtypeKey": 1, "attrKey": 0,
+    b = p.evaluate({"dimM": 4096, "dimK": 4096, "dimN": 4096, "tBytes": 2, "oBytes": 2, "dtypeKey": 1, "attrKey": 0,
                     "aicNum": 24, "ubBytes": 196608})
     assert (b["baseKL1A"], b["baseKL1"], b["l1Bytes"], b["fits"]) == (512, 128, 393216, 1)
     cls = next(iter(u.lowered.programs.values()))

@@ -145,6 +145,18 @@ def test_a_per_row_second_output_on_the_interpreter_equals_float64(dt, m, k, n, 
         np.abs(x.astype(np.float64) @ w.astype(np.float64)).max(-1, keepdims=True) / 127)).max())
 
 
+def test_an_int8_outputs_band_budget_counts_one_byte_per_element():
+    """The band workspace budget compares two regions with the output's bytes, the output's own element size: M 700,
+    N 45 on one AI Core (6 bands) -- two regions of 128 x 48 fp32 (49,152 B) are within an fp16 output's 63,000 B
+    (matmul_rms_norm: 2 regions) but not within MatmulDynamicQuant's int8 output's 31,500 B (1 region); the int8
+    output on one region still equals float64."""
+    *_x, v = _kir("matmul_rms_norm", 700, 33, 45, "float16", 1, 3, {"epsilon": 1e-6})
+    assert (v["outBytes"], v["epiRegions"]) == (700 * 45 * 2, 2)
+    (y, scale), (x, w), v = _kir("matmul_dynamic_quant", 700, 33, 45, "float16", 1, 3, {})
+    assert (v["outBytes"], v["epiRegions"], v["workspaceBytes"]) == (700 * 45, 1, 128 * 48 * 4)
+    assert _quant_ok(y, scale, x, w)
+
+
 @pytest.mark.parametrize("name,attrs", [("matmul_rms_norm", {"epsilon": 1e-5}), ("matmul_softmax", {"scale": 0.05})])
 def test_row_reduction_after_the_k_split_equals_float64(name, attrs):
     """M 125, K 1999, N 111 on 3 AI Cores: the tiling splits K (kSplit > 1); the AIVs add the partials in k order,

@@ -2548,10 +2548,9 @@ def _chunked_rows(prog: EpiProgram, mk, cin: dict, stats: dict, store: list, sta
 @dataclass(frozen=True)
 class CubeCounts:
     """What a GEMM kernel holds on chip: its L1 / L0 buffers are the base tiles (opgen.tiling.cube), one of each
-    (no double buffering yet); out_f32 when the output stays fp32."""
+    (no double buffering yet)."""
 
     buffers: int = 5
-    out_f32: bool = False
     epi_row_bytes: int = 0   # UB bytes per element of an epilogue pass row (EpiProgram.row_bytes), 0: no epilogue
     epi_col_bytes: int = 0   # UB bytes per element of its column rows (EpiProgram.col_bytes)
     pro_row_bytes: int = 0   # UB bytes per element of a computed B's pass row (pro_row_bytes), 0: none
@@ -2559,7 +2558,7 @@ class CubeCounts:
 
     def as_dict(self) -> dict:
         """{field: value} for `--dump-after count`."""
-        d = {"buffers": self.buffers, "out_f32": int(self.out_f32)}
+        d = {"buffers": self.buffers}
         if self.epi_row_bytes:
             d.update(epi_row_bytes=self.epi_row_bytes, epi_col_bytes=self.epi_col_bytes)
         if self.pro_row_bytes:
@@ -2679,7 +2678,7 @@ class CubeFamily(Family):
         lays = list(dict.fromkeys(lowered.extra.get("layouts", {}).values())) or [lowered.layout]
         eps = [epilogue_program(x if x.steps else _cast_only(x)) for x in lays]
         pros = [pro_program(x) for x in lays if x.pro]
-        return CubeCounts(out_f32=lowered.layout.out_dtype == "f32", epi_row_bytes=max(e.row_bytes() for e in eps),
+        return CubeCounts(epi_row_bytes=max(e.row_bytes() for e in eps),
                           epi_col_bytes=max(e.col_bytes() for e in eps),
                           pro_row_bytes=max((pro_row_bytes(e) for e in pros), default=0),
                           pro_col_bytes=max((e.col_bytes() for e in pros), default=0))

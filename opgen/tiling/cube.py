@@ -34,6 +34,7 @@ from fractions import Fraction
 
 from opgen.dsl.keys import attr_key, form_key_count
 from opgen.ir.dims import Lit, Sym
+from opgen.ir.dtypes import DType
 from opgen.kernel import cube as kcube
 from opgen.kernel.family import Tiling
 from opgen.platforms import cube_sizes
@@ -132,7 +133,7 @@ def _ksplit(p, M, K, N, bm, bn, mb, nb, tb, ob, blocks, bt, aic, mixed: bool, bk
 
 
 def gemm_program(name: str, trans_a: bool = False, trans_b: bool = False, batched: bool = False, epi=None,
-                 attrs: tuple = (), mixed: bool = False, out_f32: bool = False, forms: tuple = (),
+                 attrs: tuple = (), mixed: bool = False, forms: tuple = (),
                  direct: bool = False, bias: bool = False, k_align: int = 16, ksplit: bool = True,
                  n32_keys: tuple | None = None, form_keys: int = 1, m32_keys: tuple | None = None,
                  views: tuple = (), sizes: dict | None = None, band: bool = False, pro: tuple | None = None):
@@ -145,7 +146,8 @@ def gemm_program(name: str, trans_a: bool = False, trans_b: bool = False, batche
     (rows per AIV pass, the most that fit the UB beside the K split's scratch row, at most half a block); mixed:
     the layout has a vector epilogue (the workspace holds two fp32 block slots per AI Core when K is not split;
     the tiling key's strategy is always 1, mixed), else strategy 2 (AIC only) unless K is split;
-    out_f32: the output is fp32 (4 bytes, else tBytes); attrs: the runtime float attributes the epilogue reads
+    the program input oBytes is the bytes per element of the output (4 for fp32 and int32, 1 for int8, 2 for f16 /
+    bf16: the output's own dtype, not the operands'); attrs: the runtime float attributes the epilogue reads
     (inputs <name>Attr, fields <name>Bits: their IEEE-754 bits); forms: ((trans_a, trans_b), ...) of every kernel
     class when the static attributes select the transposes (the fit then holds for each; trans_a / trans_b
     ignored); direct (with mixed): some presences of the optional inputs have no vector epilogue (GemmLayout.direct,
@@ -231,7 +233,7 @@ def gemm_program(name: str, trans_a: bool = False, trans_b: bool = False, batche
     else:
         bt = lit(1)
         blocks = p.let("blocks", per, "bands (baseM rows x all of N)" if band else "output blocks")
-    ob = lit(4) if out_f32 else tb
+    ob = p.input("oBytes", "bytes per element of the output")
     if ksplit:
         ksp, _klen = _ksplit(p, M, K, N, bm, bn, mb, nb, tb, ob, blocks, bt, aic, mixed, bka, one_block=band)
     else:
@@ -478,7 +480,7 @@ def cube_tiling(spec, lowered, counts) -> Tiling:
     views = _view_inputs(spec, lowered, lays)   # the GM views' stride fields, by attrKey
     groups = _pro_groups(spec, lowered) if lay.pro else None
     prog, plan = gemm_program(spec.name, lay.trans_a, lay.trans_b, bool(lay.batch), epi, attrs,
-                              any(x.mixed for x in lays), counts.out_f32, forms if len(forms) > 1 else (),
+                              any(x.mixed for x in lays), forms if len(forms) > 1 else (),
                               bool(direct), any(x.bias for x in lays), 32 if lay.acc == "i32" else 16,
                               lay.acc == "f32" and not lay.pro, _n32_keys(spec, lowered), nforms,
                               _m32_keys(spec, lowered),
@@ -486,6 +488,9 @@ def cube_tiling(spec, lowered, counts) -> Tiling:
                               (counts.pro_row_bytes, counts.pro_col_bytes) if lay.pro else None)
     dim_m = _lead_product(lay.fold, Sym(m))   # the folded batch dims into M
     inputs = {"dimM": dim_m, "dimK": Sym(k), "dimN": Sym(n), "tBytes": Lit(1 if lay.dtype == "i8" else 2) if lay.fixed else ("bytes", lay.dtype),
+              # the output's own bytes (an int8 output of fp16 operands: 1; an fp16 output of int8 ones: 2)
+              "oBytes": ("bytes", lay.out_dtype) if lay.out_dtype in spec.dtype_vars_ else
+              Lit(DType(lay.out_dtype).itemsize),
               "dtypeKey": ("dtype_key",), "attrKey": ("attr_key",), "aicNum": ("platform", "aicNum"),
               "ubBytes": ("platform", "ubBytes")}
     inputs.update({f"{a}Attr": ("attr_bits", a) for a in attrs})
