@@ -1688,7 +1688,9 @@ class _Verifier:
         for what, names in groups:
             for n in names:
                 check_name(n, what)
-                if n in seen and not (what == "field" and seen[n] == "field"):
+                # a tiling field is printed td_->name and a template parameter names a type, so one spelling serves
+                # both (a dtype variable spelled like a field: docs/reference/names.md §1)
+                if n in seen and not (what == "field" and seen[n] in ("field", "template parameter")):
                     art = "an" if seen[n][0] in "aeiou" else "a"
                     raise IRError(f"{what} name {n} is also {art} {seen[n]}")
                 seen[n] = what
