@@ -139,10 +139,119 @@ def test_a_dtype_variable_spelled_like_a_tiling_field(tmp_path, family):
         np.abs(got - ref).max()
 
 
-def test_verifier_takes_a_field_spelled_like_a_template_parameter_and_nothing_else():
-    """The one pair of the class's names that may share a spelling: a tiling field and a template parameter (a GM
-    tensor or a buffer of that name is still refused)."""
-    kir.verify(kir.KernelClass("K", "TD", tparams=("X",), fields=("X",)))
-    with pytest.raises(kir.IRError, match="GM tensor name X is also a template parameter"):
-        kir.verify(kir.KernelClass("K", "TD", tparams=("X",), args=("a",),
-                                   gms=(kir.GmTensor("X", "float", "a"),)))
+def test_a_template_parameter_may_share_its_spelling_with_a_field_or_a_member():
+    """The Kernel IR keeps types and names apart, so the verifier takes a template parameter spelled like a tiling
+    field or a member; the printer spells the parameter v_<name>_ only where its C++ would meet the member (a field
+    is printed td_->X, which meets nothing), with every use."""
+    k = kir.KernelClass("K", "TD", tparams=("X",), fields=("X",))
+    kir.verify(k)
+    assert "template <typename X>" in kir.to_cpp(k)
+    k = kir.KernelClass("K", "TD", tparams=("X",), args=("a",), gms=(kir.GmTensor("X", "X", "a"),))
+    kir.verify(k)
+    t = kir.to_cpp(k)
+    assert "template <typename v_X_>" in t and "reinterpret_cast<__gm__ v_X_*>(a)" in t and "GlobalTensor<v_X_> X;" in t
+
+
+RESPELLED = {
+    "Exp": ('''
+from opgen.dsl import A2, OpSpec, bf16, f16, f32
+spec = OpSpec("SoftmaxTypeNames", aclnn="aclnnSoftmaxTypeNames", socs=(A2,), round="rint")
+N, H = spec.dims("N H", max=65535)
+(Exp,) = spec.dtype_vars("Exp")
+spec.input("x", Exp, [N, H])
+spec.output("y", Exp, [N, H])
+spec.dtypes((Exp,), [(f16,), (bf16,)])
+
+@spec.body
+def _(b, x):
+    xf = x.f32()
+    e = b.exp(xf - xf.max(-1))
+    return {"y": (e / e.sum(-1)).cast(Exp, "rint")}
+''', "softmax_type_names"),
+    "Compute": ('''
+from opgen.dsl import A2, OpSpec, bf16, f16, f32
+spec = OpSpec("RmsNormTypeNames", aclnn="aclnnRmsNormTypeNames", socs=(A2,), round="rint")
+N, H = spec.dims("N H", max=65535)
+(Compute,) = spec.dtype_vars("Compute")
+spec.input("x", Compute, [N, H])
+spec.input("gamma", Compute, [H])
+spec.attr("epsilon", float, 1e-6)
+spec.output("y", Compute, [N, H])
+spec.dtypes((Compute,), [(f16,), (bf16,)])
+
+@spec.body
+def _(b, x, gamma, epsilon):
+    xf = x.f32()
+    return {"y": (xf * b.rsqrt((xf * xf).mean(-1) + epsilon) * gamma.f32()).cast(Compute, "rint")}
+''', "rms_norm_type_names")}
+"""Rows operators whose dtype variable is spelled like an AscendC call of their kernel (Exp: a softmax's Exp) or a
+method of the rows class (Compute), and their file stems."""
+
+
+def _respelled_case(tmp_path, name: str):
+    """(spec path, inputs, float64 reference) of RESPELLED[name] at N 45, H 333 in fp16."""
+    import numpy as np
+
+    src, stem = RESPELLED[name]
+    p = tmp_path / f"{stem}.py"
+    p.write_text(src)
+    rng = np.random.default_rng(5)
+    x = {"x": rng.uniform(-2, 2, (45, 333)).astype(np.float16)}
+    f = np.asarray(x["x"], np.float64)
+    if name == "Exp":
+        e = np.exp(f - f.max(-1, keepdims=True))
+        ref = e / e.sum(-1, keepdims=True)
+    else:
+        x["gamma"] = rng.uniform(-1, 1, (333,)).astype(np.float16)
+        ref = f / np.sqrt((f * f).mean(-1, keepdims=True) + 1e-6) * np.asarray(x["gamma"], np.float64)
+    return p, x, ref
+
+
+def _close16(got, ref) -> bool:
+    import numpy as np
+
+    got = np.asarray(got, np.float64)
+    return bool(np.all(np.abs(got - ref) <= 2.0 ** -10 * np.abs(ref) + 2.0 ** -14 * (np.abs(ref).max() + 1e-30)))
+
+
+@pytest.mark.parametrize("name", sorted(RESPELLED))
+def test_a_dtype_variable_spelled_like_a_call_or_a_method_is_respelled_in_the_cpp(tmp_path, name):
+    """The class's template parameter meets an identifier of its code (a softmax's `Exp(...)` call would construct
+    the type; a method `Compute` may not redeclare it): the printed class spells it v_<name>_ (kir.to_cpp), where
+    the previous print gave C++ that did not compile (g++ against CANN's headers: 88 errors for the softmax, `no
+    matching function for call to half::half(LocalTensor<float>&, ...)`). The Kernel IR keeps the spec's name (the
+    interpreter binds it), and the kernel runs on it against float64."""
+    from opgen.check import run_check
+    from opgen.codegen import generate
+
+    p, x, ref = _respelled_case(tmp_path, name)
+    h = generate(load_spec(str(p)))[f"op_kernel/{RESPELLED[name][1]}.h"]
+    assert re.search(rf"template <typename v_{name}_>\s*class", h)
+    assert not re.search(rf"typename {name}\b|<{name}>|sizeof\({name}\)|{name}\*", h)
+    r = run_check(str(p), x, {}, dtypes={name: "float16"}, progress=False, engine="kir")
+    assert not r.faults and r.passed, r.faults[:1]
+    assert _close16(r.arrays["y"], ref)
+
+
+@pytest.mark.slow
+def test_a_respelled_template_parameter_compiles_and_runs_emulated(tmp_path):
+    """The softmax whose dtype variable is Exp, its emitted C++ compiled with g++ on the emulation and run at N 45,
+    H 333 (fp16) against float64."""
+    from opgen.check import run_check
+    from opgen.codegen import write_ops
+
+    p, x, ref = _respelled_case(tmp_path, "Exp")
+    write_ops([str(p)], tmp_path / "gen")
+    r = run_check(str(p), x, {}, dtypes={"Exp": "float16"}, progress=False, engine="emu", gen_dir=tmp_path / "gen")
+    assert not r.faults and r.passed, r.faults[:1]
+    assert _close16(r.arrays["y"], ref)
+
+
+def test_the_printer_keeps_a_template_parameter_that_meets_nothing():
+    """A template parameter spelled like a method of its class is printed v_<name>_ with every use; one that meets
+    no identifier keeps its spelling (the bundled kernels' T, U)."""
+    m = kir.Func("Exp", (), ())
+    t = kir.to_cpp(kir.KernelClass("K", "TD", tparams=("Exp", "U"), locals=(kir.Local("b_", kir.TPos.VECCALC),),
+                                   tensors=(kir.TensorVar("x_", "Exp"), kir.TensorVar("y_", "U")), methods=(m,)))
+    assert "template <typename v_Exp_, typename U>" in t and "LocalTensor<v_Exp_> x_;" in t
+    assert "LocalTensor<U> y_;" in t and "void Exp()" in t

@@ -1530,6 +1530,39 @@ def disjoint_tparams(k: "KernelClass") -> "KernelClass":
                                methods=_renamed_locals(k.methods, ren))
 
 
+TYPE_FIELDS = ("dtype", "as_dtype", "ctype", "targs", "tparams", "ret")
+"""The fields that hold an element type, a template parameter or template arguments (a str, None, or a tuple of
+strs), on any node; a struct parameter's dtype (the struct's type) is none (renamed_types; kir_sync's memo key)."""
+
+
+def renamed_types(x, ren: dict):
+    """`x` (a node, a tuple of nodes or a value) with every type in `ren` that a type field holds (TYPE_FIELDS: a
+    template parameter's declaration and every element type, sizeof and template argument naming it) spelled as
+    `ren` says; names (NAME_FIELDS) stay. A KernelClass's `tparam_bytes` pairs and a StructDecl's GlobalTensor
+    fields are renamed too."""
+    if isinstance(x, tuple):
+        return tuple(renamed_types(v, ren) for v in x)
+    if not dataclasses.is_dataclass(x) or isinstance(x, type):
+        return x
+    changes = {}
+    for f in dataclasses.fields(x):
+        v = getattr(x, f.name)
+        if f.name in TYPE_FIELDS and not (isinstance(x, Param) and x.kind == "struct"):
+            nv = ren.get(v, v) if isinstance(v, str) else \
+                tuple(ren.get(a, a) if isinstance(a, str) else a for a in v) if isinstance(v, tuple) else v
+        elif isinstance(x, KernelClass) and f.name == "tparam_bytes":
+            nv = tuple((ren.get(t, t), n) for t, n in v)
+        elif isinstance(x, StructDecl) and f.name == "fields":   # a "gm" field's GlobalTensor<dtype>
+            nv = tuple((n, kind, ren.get(dt, dt) if kind == "gm" else dt, c) for n, kind, dt, c in v)
+        elif isinstance(v, tuple) or dataclasses.is_dataclass(v):
+            nv = renamed_types(v, ren)
+        else:
+            continue
+        if nv is not v and nv != v:
+            changes[f.name] = nv
+    return dataclasses.replace(x, **changes) if changes else x
+
+
 NAME_FIELDS = {
     KernelClass: ("name", "tiling_struct", "args", "fields"), Func: ("name",), Param: ("name",),
     GmTensor: ("name", "arg"), GmView: ("tensor",), Local: ("name",), TensorVar: ("name",),
@@ -1689,8 +1722,9 @@ class _Verifier:
             for n in names:
                 check_name(n, what)
                 # a tiling field is printed td_->name and a template parameter names a type, so one spelling serves
-                # both (a dtype variable spelled like a field: docs/reference/names.md §1)
-                if n in seen and not (what == "field" and seen[n] in ("field", "template parameter")):
+                # both (a dtype variable spelled like a field: docs/reference/names.md §1),
+                # and a template parameter meeting another name is re-spelled where the class is printed (to_cpp)
+                if n in seen and not (what == "field" and seen[n] == "field" or seen[n] == "template parameter"):
                     art = "an" if seen[n][0] in "aeiou" else "a"
                     raise IRError(f"{what} name {n} is also {art} {seen[n]}")
                 seen[n] = what
@@ -3578,8 +3612,44 @@ def process_cpp(k: KernelClass, verify_first: bool = True) -> str:
 
 def to_cpp(k: KernelClass, verify_first: bool = True) -> str:
     """The AscendC C++ text of kernel class `k` (verified first unless verify_first=False): the class with public
-    Init / Process, private methods and members. Needs kernel_operator.h, `using namespace AscendC` and opgen's
-    AlignUp helper (templates/op_kernel/_scalar.h.j2) in scope. Raises IRError for a malformed program."""
+    Init / Process, private methods and members, its template parameters spelled by _tparam_spelling. Needs
+    kernel_operator.h, `using namespace AscendC` and opgen's AlignUp helper (templates/op_kernel/_scalar.h.j2) in
+    scope. Raises IRError for a malformed program."""
     if verify_first:
         verify(k)
-    return CppPrinter(k).print_class()
+    return _tparam_spelling(k)
+
+
+_TPARAM_MARK = "zzOpgenTparam{}zz"
+"""A template parameter's stand-in while _tparam_spelling prints a class (no name of a class has this form)."""
+_CPP_COMMENT_OR_STRING = re.compile(r'//[^\n]*|"(?:\\.|[^"\\\n])*"|(?:\.|->)\s*(?:template\s+)?[A-Za-z_]\w*')
+"""What _tparam_spelling does not read: comments, string literals and the member after `.` / `->` (a member of
+another class, such as the tiling struct's field td_->rowsPerCore, meets no template parameter of this one)."""
+_CPP_WORD = re.compile(r"\b[A-Za-z_]\w*\b")
+
+
+def _tparam_spelling(k: KernelClass) -> str:
+    """The class printed with each template parameter spelled as the spec spells it (a dtype variable `T`) unless
+    that word is also an identifier of the printed class's code -- a method (`Compute`), a member, an AscendC call
+    (`Exp`), a type -- where C++ would take it for the template parameter (a member may not redeclare it, a call
+    would construct it): such a parameter is spelled `v_<name>_` (renamed_arg) throughout the class
+    (docs/reference/names.md §1). Found by printing the class once with each parameter as a stand-in that meets
+    nothing and reading the identifiers outside comments, string literals and member accesses (`td_->name`,
+    `x.GetValue`: _CPP_COMMENT_OR_STRING); the entry instantiates the class by
+    position, and the interpreter and the memo read the Kernel IR's own names, so only the C++ spelling changes.
+    Raises IRError when `v_<name>_` is itself an identifier there."""
+    if not k.tparams:
+        return CppPrinter(k).print_class()
+    marks = {t: _TPARAM_MARK.format(i) for i, t in enumerate(k.tparams)}
+    text = CppPrinter(renamed_types(k, marks)).print_class()
+    words = set(_CPP_WORD.findall(_CPP_COMMENT_OR_STRING.sub(" ", text)))
+    spelled = {}
+    for t, mark in marks.items():
+        if t in words:
+            if renamed_arg(t) in words:
+                raise IRError(f"class {k.name}: template parameter {t} meets an identifier of its code, and so does "
+                              f"{renamed_arg(t)}")
+            spelled[mark] = renamed_arg(t)
+        else:
+            spelled[mark] = t
+    return re.sub("|".join(map(re.escape, spelled)), lambda m: spelled[m.group(0)], text)

@@ -1626,9 +1626,7 @@ alone is renamed (the analysis tells a struct's GM field by its dot). Template p
 declarations and field names, Verbatim lines, the special symbols (blockIdx, ...)."""
 
 
-_TYPE_FIELDS = ("dtype", "as_dtype", "ctype", "targs", "tparams", "ret")
-"""The fields that hold an element type, a template parameter or template arguments (a str, None, or a tuple of
-strs), on any node; a struct parameter's dtype (the struct's type) is none."""
+_TYPE_FIELDS = kir.TYPE_FIELDS
 
 
 class _Name:
