@@ -116,12 +116,13 @@ def test_batch_tails_over_cores_on_the_kernel_ir_equal_torch_baddbmm(form, dt):
 
 
 @pytest.mark.parametrize("form, dt", [("mn", "bfloat16"), ("b1n", "float16"), ("b11", "bfloat16"),
-                                      ("bm1", "float16")])
+                                      ("bm1", "float16"), ("m1", "bfloat16")])
 @pytest.mark.slow
 def test_the_example_emulated_equals_torch_baddbmm(examples_gen, form, dt):
     """The emitted C++ on the g++ emulation: the reads against the batch (an [M, N] self shared by the batch, a
     [B, 1, N] self per batch index, a bf16 self of one value per batch index through GmScalar's ToFloat, a [B, M, 1]
-    self's rows per batch index staged in fp16 and Cast to fp32) at odd sizes, B 3."""
+    self's rows per batch index staged in fp16 and an [M, 1] one's shared by the batch in bf16, each Cast to fp32)
+    at odd sizes, B 3."""
     _check(form, {"B": 3, "M": 37, "K": 50, "N": 45}, dt, seed=7, engine="emu", gen_dir=examples_gen)
 
 
@@ -211,6 +212,9 @@ def test_a_per_row_residual_of_a_linear_gemm_against_float64(tmp_path, res, fold
     p.write_text(LINEAR.format(res=res))
     (lay,) = set(kernel_build(load_spec(str(p))).lowered.extra["layouts"].values())
     assert (lay.fold, lay.batch, lay.shared) == ((("B",), (), "") if folded else ((), ("B",), "b"))
+    # a folded product reads [B, M, 1] at its own rows: no relation to the batch is recorded (nor said)
+    assert dict(lay.bcast) == ({} if folded else {"res": "shared"})
+    assert ("res the same per-row values for every batch index" in lay.text()) != folded
     rng = np.random.default_rng(4)
     x = {"x": _rounded(rng.standard_normal((3, 37, 50)), "float16"),
          "w": _rounded(rng.standard_normal((50, 45)), "float16"),

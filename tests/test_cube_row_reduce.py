@@ -10,6 +10,7 @@ import functools
 import textwrap
 from pathlib import Path
 
+import ml_dtypes
 import numpy as np
 import pytest
 
@@ -376,3 +377,45 @@ def test_batched_bands_with_a_column_input_equal_float64(tmp_path, dims):
     e = np.exp(h - h.max(-1, keepdims=True))
     ref = e / e.sum(-1, keepdims=True)
     assert _close(r.arrays["y"], ref, "float16", dims["K"]), np.abs(np.asarray(r.arrays["y"], np.float64) - ref).max()
+
+
+ROW_SCALED_NORM = """
+from opgen.dsl import A2, OpSpec, bf16, f16, f32
+spec = OpSpec("MatmulRowScaledNorm", aclnn="aclnnMatmulRowScaledNorm", socs=(A2,), round="rint")
+M, K = spec.dims("M K", max=4096)
+N = spec.dim("N", max=65535)
+(T,) = spec.dtype_vars("T")
+spec.input("x", T, [M, K])
+spec.input("w", T, [K, N])
+spec.input("s", T, [M, 1])
+spec.output("y", T, [M, N])
+spec.dtypes((T,), [(f16,), (bf16,)])
+
+@spec.body
+def _(b, x, w, s):
+    h = b.matmul(x, w)
+    return {"y": (h * b.rsqrt((h * h).mean(-1) + 1e-6) * s.cast(f32)).cast(T, "rint")}
+"""
+
+
+def test_a_per_row_input_of_t_in_rows_longer_than_ub_equals_float64(tmp_path):
+    """A per-row input [M, 1] of the operands' type beside a row reduction whose rows (N 6600) the UB cannot hold:
+    each AIV's rows one at a time, the row's value staged in T and Cast to fp32 (count 1) before its column chunks;
+    on the Kernel IR against float64 (M 20, K 33, bf16)."""
+    from opgen.check import run_check
+
+    p = tmp_path / "matmul_row_scaled_norm.py"
+    p.write_text(ROW_SCALED_NORM)
+    from opgen.kernel import kir as K
+    prog = next(iter(kernel_build(load_spec(str(p))).lowered.programs.values()))
+    assert "over the row's column chunks" in K.to_text(prog)
+    rng = np.random.default_rng(21)
+    x = {"x": rng.uniform(-1, 1, (20, 33)).astype(ml_dtypes.bfloat16),
+         "w": rng.uniform(-1, 1, (33, 6600)).astype(ml_dtypes.bfloat16),
+         "s": rng.uniform(0.5, 2, (20, 1)).astype(ml_dtypes.bfloat16)}
+    r = run_check(str(p), x, {}, dtypes={"T": "bfloat16"}, progress=False, engine="kir")
+    assert not r.faults and r.passed, r.faults[:1]
+    h = np.asarray(x["x"], np.float64) @ np.asarray(x["w"], np.float64)
+    ref = h / np.sqrt((h * h).mean(-1, keepdims=True) + 1e-6) * np.asarray(x["s"], np.float64)
+    assert _close(np.asarray(r.arrays["y"], np.float64), ref, "bfloat16", 33), \
+        np.abs(np.asarray(r.arrays["y"], np.float64) - ref).max()

@@ -12,7 +12,8 @@ fp16 / bf16 operands but its mode 4's fp32 intermediate, which this kernel alway
 alpha and beta * self in fp32, one rounding).
 
 What differs from CANN: fp16 / bf16 only (no fp32 operands, no hf32); batch1 and batch2 of one batch dim B (CANN
-broadcasts a batch of 1 between them); beta 0 multiplies self (a NaN or inf in self gives NaN where CANN ignores self); Atlas A2 / A3 only.
+broadcasts a batch of 1 between them); beta 0 multiplies self (a NaN or inf in self gives NaN where CANN ignores
+self); Atlas A2 / A3 only.
 
 The cube family's batched matmul with a vector epilogue whose input is read against the batch by its shape
 (docs/design.md "Cube family: epilogue inputs broadcast over the batch"): [M, N] at the same rows for every batch

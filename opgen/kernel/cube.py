@@ -154,9 +154,11 @@ class GemmLayout:
                             # written through a permuted GM view (_operand_view, _output_view); each stride a tuple
                             # of dim names whose product it is (elements)
     bcast: tuple = ()       # ((input, "shared" / "batched"), ...): epilogue inputs read against the batch otherwise
-                            # than their space's default: an [M, N] row input without the batch dims ("shared": the
-                            # same rows for every batch index), a [*batch, 1, N] column vector ("batched": one row
-                            # per batch index); docs/design.md "Cube family: epilogue inputs broadcast over the batch"
+                            # than their space's default: an [M, N] row input or an [M, 1] per-row one without the
+                            # batch dims ("shared": the same rows for every batch index), a [*batch, 1, N] column
+                            # vector, a [*batch, 1, 1] value or a [*batch, M, 1] per-row input of a batched product
+                            # ("batched": its own per batch index); docs/design.md "Cube family: epilogue inputs
+                            # broadcast over the batch"
     # B computed on the AIVs from input `b` (docs/design.md "Cube family: an operand computed on the vector cores";
     # `_prologue`): its steps (EPI_STEPS: ("acc", v) the source's fp32 rows, loads of [N] column inputs, ops, the
     # ("store", v, round mode) to the operands' dtype), the presences running each (merge_presences), their lines
@@ -197,8 +199,8 @@ class GemmLayout:
         acc = "int32 accumulate (exact)" if self.acc == "i32" else "fp32 accumulate"
         views = "".join(f"; {({'a': self.a, 'b': self.b, 'c': self.out})[r]} through a GM view (row stride "
                         f"{'*'.join(rs) or '1'}, batch stride {'*'.join(bs) or '1'})" for r, (rs, bs) in self.views)
-        views += "".join(f"; {i} " + ("one matrix for every batch index" if k == "shared" else "a row per batch index")
-                         for i, k in self.bcast)
+        spaces = {st[2]: st[3] for st in self.steps if st[0] == "load"}
+        views += "".join(f"; {i} " + _BCAST_WORDS.get((spaces.get(i), k), k) for i, k in self.bcast)
         if self.pro:
             views += "; B computed on the AIVs from " + self.b + (
                 f" in groups of {self.pro_group[0]} rows" if self.pro_group else "") + ": " + "; ".join(
@@ -207,6 +209,13 @@ class GemmLayout:
                 for st, w in zip(self.pro, self.pro_when or ((),) * len(self.pro)))
         return (f"layout cube: {bt}{self.out}[{m}, {n}] = {a} x {b} in {self.dtype}, "
                 f"{acc}, out {self.out_dtype}; epilogue {epi}{views}")
+
+
+_BCAST_WORDS = {("row", "shared"): "one matrix for every batch index", ("col", "batched"): "a row per batch index",
+                ("one", "batched"): "one value per batch index",
+                ("stat", "shared"): "the same per-row values for every batch index",
+                ("stat", "batched"): "its own per-row values for each batch index"}
+"""GemmLayout.text's words for an input read against the batch, by (its space, GemmLayout.bcast's relation)."""
 
 
 def _presences_text(when: tuple, names: tuple) -> str:
@@ -777,7 +786,8 @@ def _epilogue(g, mm, seen, params, dims, batch, dta, acc: str = "f32", out_perm=
         return od, (od.name if isinstance(od, DTypeVar) else dtype_name(od)), out, epi, (), (), cast_loc, {}
     lead = row_shape[:-2]
     attrs = {p.value.name for p in g.params if p.kind != "input"}
-    bcast = {}   # input -> "shared" (an [M, N] input read by every batch index) / "batched" ([*batch, 1, N])
+    bcast = {}   # input -> "shared" ([M, N] or [M, 1]: read by every batch index) / "batched" ([*batch, 1, N],
+    # [*batch, 1, 1], [*batch, M, 1] of a batched product): GemmLayout.bcast
 
     def space_of(v, loc):
         shp = [str(d) for d in vals[v].type.shape]
@@ -811,8 +821,10 @@ def _epilogue(g, mm, seen, params, dims, batch, dta, acc: str = "f32", out_perm=
         front = [str(d) for d in vals[src].type.shape][:-2]
         rel = "shared" if sp in ("row", "stat") and lead and front != lead else \
             "batched" if sp in ("col", "one", "stat") and lead and front == lead else ""
-        if rel and folded and not (sp == "stat" and rel == "batched"):
-            raise _Unfold(src, loc, "an epilogue input read against the batch")
+        if rel and folded:
+            if not (sp == "stat" and rel == "batched"):
+                raise _Unfold(src, loc, "an epilogue input read against the batch")
+            return   # a [*batch, M, 1] input of a folded product: read at the product's own (flat) rows
         if rel:
             bcast[src] = rel
 
@@ -1835,12 +1847,12 @@ def epilogue_program(lay: GemmLayout) -> EpiProgram:
                 ctx.scalar_text[v] = f"one_{v}_"
             if dt == "f32":
                 pre[v] = (sp, inp)
-            elif sp in ("one", "stat"):   # one value: read in its type and converted by the scalar unit (GmScalar);
-                # per-row values: the pass's rows staged in their type and Cast to fp32 with the copy in (_vector_part)
+            else:   # read in its type (T, or a dtype variable of f16 / bf16 / f32 rows): one value converted by the
+                # scalar unit (GmScalar), per-row values Cast to fp32 with their copy in (_vector_part), rows and
+                # columns staged, then converted by a cast_in instruction
                 loads.append((v, inp, sp, dt))
-            else:   # staged in its type (T, or a dtype variable of f16 / bf16 / f32 rows), then to fp32
-                loads.append((v, inp, sp, dt))
-                ctx.p.instrs.append(Instr("cast_in", v, gm=inp, space=sp))
+                if sp not in ("one", "stat"):
+                    ctx.p.instrs.append(Instr("cast_in", v, gm=inp, space=sp))
         elif st[0] == "const":
             ctx.space[st[1]] = "scalar"
             ctx.scalar_text[st[1]] = st[2]
@@ -2041,6 +2053,32 @@ def _vector_part(lay: GemmLayout, prog: EpiProgram, lets: tuple, out_t: str, off
         e = S("m0") + S("c0")
         return S("bi") * S("M") + e if bcast.get(inp) == "batched" and lay.batch else e
 
+    def stat_in(k, v, inp, lt=None):   # the pass's rows of a per-row input into an fp32 stage of rows + 8 values the
+        # scalar unit reads row by row (GetValue reads fp32): an fp32 input copied in straight (pre); one in type lt
+        # (T, f16 / bf16, a dtype variable) staged in it first -- rows + 16 elements: DataCopyPad pads the burst to
+        # 32 B -- and Cast to the stage (CastFrom for a variable that may be fp32), both with the copy in
+        n_in = len(copies_in)
+        cite = _cite(f"the pass's rows of {inp}", lines.get(v, ""))
+        if lt is None:
+            fvar = f"ep{k}"
+            buf(f"epiP{k}_", fvar, "float", R + Lit(8), 4)
+            copies_in.append(K.Copy(K.Ref(fvar), K.GmView(gm_of[inp], stat_at(inp)), Lit(1), S("rows") * 4, Lit(0),
+                                    Lit(0), cite))
+        else:
+            tvar, fvar, tsz = f"et{k}", f"ef{k}", K.SizeOf(lt)
+            buf(f"epiT{k}_", tvar, lt, R + Lit(16), tsz)
+            buf(f"epiF{k}_", fvar, "float", R + Lit(8), 4)
+            copies_in.append(K.Copy(K.Ref(tvar), K.GmView(gm_of[inp], stat_at(inp)), Lit(1), S("rows") * tsz, Lit(0),
+                                    Lit(0), cite))
+            copies_in.append(K.vec(Op.CAST_FROM, dst=K.Ref(fvar), src=K.Ref(tvar), count=S("rows"),
+                                   doc=_cite(f"{inp}'s rows to fp32 (a copy when it is fp32)", lines.get(v, "")))
+                             if lt not in (OPERAND_T,) + FIXED16 else
+                             K.vec(Op.CAST, dst=K.Ref(fvar), src=K.Ref(tvar), mode="CAST_NONE", count=S("rows"),
+                                   doc=_cite(f"{inp}'s rows to fp32", lines.get(v, ""))))
+        stats[v] = fvar
+        copies_in[n_in:] = when(v, copies_in[n_in:])
+        cin[v] = tuple(copies_in[n_in:])
+
     def one_of(v, inp):   # the one value (fp32, or f16 / bf16 converted exactly by the scalar unit's GmScalar)
         per_batch = bcast.get(inp) == "batched"   # [*batch, 1, 1]: this batch index's value, read per block
         read = K.FLoad(K.GmView(gm_of[inp], S("bi") if per_batch else Lit(0)))
@@ -2063,13 +2101,8 @@ def _vector_part(lay: GemmLayout, prog: EpiProgram, lets: tuple, out_t: str, off
         if sp == "one":
             ones += one_of(v, inp)
             continue
-        if sp == "stat":   # the pass's rows of the [M] input: rows fp32 values (DataCopyPad rounds up to 32 B)
-            buf(f"epiP{k}_", var, "float", R + Lit(8), 4)
-            stats[v] = var
-            copies_in.append(K.Copy(K.Ref(var), K.GmView(gm_of[inp], stat_at(inp)), Lit(1), S("rows") * 4,
-                                    Lit(0), Lit(0), _cite(f"the pass's rows of {inp}", lines.get(v, ""))))
-            copies_in[n_in:] = when(v, copies_in[n_in:])
-            cin[v] = tuple(copies_in[n_in:])
+        if sp == "stat":
+            stat_in(k, v, inp)
             continue
         buf(f"epiP{k}_", var, "float", (R if sp == "row" else Lit(1)) * bn, 4)
         ref[v] = (var, sp == "row")
@@ -2108,21 +2141,8 @@ def _vector_part(lay: GemmLayout, prog: EpiProgram, lets: tuple, out_t: str, off
         if sp == "one":   # not staged: the scalar unit reads the element in its type (GmScalar converts it)
             ones += one_of(v, inp)
             continue
-        if sp == "stat":   # the pass's rows of a per-row input in its type (DataCopyPad pads to 32 B), Cast to an
-            # fp32 stage the scalar unit reads row by row (GetValue reads fp32): both with the copy in
-            buf(f"epiT{k}_", var, lt, R + Lit(16), tsz)
-            buf(f"epiF{k}_", f"ef{k}", "float", R + Lit(8), 4)
-            stats[v] = f"ef{k}"
-            cite = _cite(f"the pass's rows of {inp}", lines.get(v, ""))
-            copies_in += [K.Copy(K.Ref(var), K.GmView(gm_of[inp], stat_at(inp)), Lit(1), S("rows") * tsz, Lit(0),
-                                 Lit(0), cite),
-                          K.vec(Op.CAST_FROM, dst=K.Ref(f"ef{k}"), src=K.Ref(var), count=S("rows"),
-                                doc=_cite(f"{inp}'s rows to fp32 (a copy when it is fp32)", lines.get(v, "")))
-                          if lt not in (OPERAND_T,) + FIXED16 else
-                          K.vec(Op.CAST, dst=K.Ref(f"ef{k}"), src=K.Ref(var), mode="CAST_NONE", count=S("rows"),
-                                doc=_cite(f"{inp}'s rows to fp32", lines.get(v, "")))]
-            copies_in[n_in:] = when(v, copies_in[n_in:])
-            cin[v] = tuple(copies_in[n_in:])
+        if sp == "stat":
+            stat_in(k, v, inp, lt)
             continue
         buf(f"epiT{k}_", var, lt, (R if sp == "row" else Lit(1)) * bn, tsz)
         ref[("in", inp)] = (var, sp == "row")
