@@ -52,6 +52,12 @@ FILE DIR jmp_buf va_list div_t ldiv_t lldiv_t fenv_t fexcept_t T""".split())
 AscendC's `half`, `bfloat16_t`, ...; C's `FILE`, `jmp_buf`, ...; names ending in `_t` are POSIX's
 (docs/reference/names.md §1)."""
 
+KERNEL_TYPE_NAMES = frozenset("float half bfloat16_t int8_t uint8_t int16_t uint16_t int32_t uint32_t int64_t bool "
+                              "void".split())
+"""The C++ types the Kernel IR writes by name as an element or scalar type (opgen.kernel.kir.ELEM_BYTES,
+SCALAR_CTYPES, `void`): a kernel class's template parameter, which a rows kernel names after a spec's dtype
+variable, cannot take one of them -- it would be that type (docs/reference/names.md §1)."""
+
 _ACL_API = re.compile(r"acl(?:nn|rt|op)?[A-Z]\w*")
 """The names of CANN's acl C API, which the emitted aclnn layer, its L0 op, the call example and the UT name bare
 beside the public parameters: types (`aclTensor`, `aclScalar`, `aclIntArray`, `aclOpExecutor`, `aclnnStatus`,

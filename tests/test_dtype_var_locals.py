@@ -255,3 +255,31 @@ def test_the_printer_keeps_a_template_parameter_that_meets_nothing():
                                    tensors=(kir.TensorVar("x_", "Exp"), kir.TensorVar("y_", "U")), methods=(m,)))
     assert "template <typename v_Exp_, typename U>" in t and "LocalTensor<v_Exp_> x_;" in t
     assert "LocalTensor<U> y_;" in t and "void Exp()" in t
+
+
+def test_a_name_spelled_like_the_printers_stand_in_is_kept_and_two_equal_parameters_are_refused():
+    """The stand-in that finds a template parameter's clashes is made longer while the class holds its text (a spec
+    name may be anything: a member named zzOpgenTparam0zz prints as itself, T as T); two template parameters of one
+    name are still refused (no C++ compiler takes them)."""
+    k = kir.KernelClass("K", "TD", tparams=("T",), tensors=(kir.TensorVar("zzOpgenTparam0zz", "T"),
+                                                           kir.TensorVar("y_", "float")))
+    t = kir.to_cpp(k)
+    assert "template <typename T>" in t and "LocalTensor<T> zzOpgenTparam0zz;" in t
+    with pytest.raises(kir.IRError, match="template parameter name T is also a template parameter"):
+        kir.verify(kir.KernelClass("K", "TD", tparams=("T", "T")))
+
+
+@pytest.mark.parametrize("name", ["bfloat16_t", "int8_t", "uint32_t"])
+def test_a_dtype_variable_named_like_a_type_the_kernel_writes_is_refused_at_its_line(tmp_path, name):
+    """A dtype variable spelled like a C++ type the Kernel IR writes by name (bfloat16_t, int8_t, ...) would be that
+    type as the rows class's template parameter: refused where it is declared, naming the line (it failed only at
+    generation, 'kernel IR: template parameter name ... would shadow it')."""
+    from opgen.errors import SpecError
+    from opgen.names import KERNEL_TYPE_NAMES
+
+    assert set(kir.ELEM_BYTES) | set(kir.SCALAR_CTYPES) | {"void"} <= KERNEL_TYPE_NAMES
+    p = tmp_path / "rms.py"
+    p.write_text(SPEC.replace('spec.dtype_vars("G n")', f'spec.dtype_vars("{name} n")'))
+    with pytest.raises(SpecError, match=rf"rms\.py:\d+: error: dtype variable '{name}' is a C\+\+ type the kernel "
+                                        r"writes by name"):
+        load_spec(str(p))

@@ -52,7 +52,8 @@ from opgen.ir.dims import Bin, Bounds, Constraint, DimExpr, Fn, Lit, Rank, Sym, 
 from opgen.ir.dtypes import DType, DTypeVar, dtype_name, dtype_spellings, parse_dtype
 from opgen.ir.records import evolve
 from opgen.ir.verify import verify
-from opgen.names import aclnn_stem, cpp_name, kernel_entry, op_name_problem, op_snake, stem_problem
+from opgen.names import (KERNEL_TYPE_NAMES, aclnn_stem, cpp_name, kernel_entry, op_name_problem, op_snake,
+                         stem_problem)
 
 F32 = DType.f32
 _IDENT = re.compile(r"[A-Za-z_][A-Za-z0-9_]*")   # always used with fullmatch: `$` would accept a final "\n"
@@ -618,6 +619,10 @@ class OpSpec:
             if self._is_dtype_name(n):
                 raise spec_error(loc, f"dtype variable {n!r} clashes with a dtype name{self._dtype_clash(n)}",
                                  "rename it (T for the data dtype, U for a weight dtype)", arg=0, token=n)
+            if n in KERNEL_TYPE_NAMES:
+                raise spec_error(loc, f"dtype variable {n!r} is a C++ type the kernel writes by name (one of "
+                                 f"{', '.join(sorted(KERNEL_TYPE_NAMES))}): the kernel's template parameter would be "
+                                 f"that type", "rename it (T for the data dtype, U for a weight dtype)", arg=0, token=n)
             self.dtype_vars_[n] = DTypeVar(n)
             self._dtype_var_locs[n] = loc
             if static:

@@ -1724,7 +1724,8 @@ class _Verifier:
                 # a tiling field is printed td_->name and a template parameter names a type, so one spelling serves
                 # both (a dtype variable spelled like a field: docs/reference/names.md §1),
                 # and a template parameter meeting another name is re-spelled where the class is printed (to_cpp)
-                if n in seen and not (what == "field" and seen[n] == "field" or seen[n] == "template parameter"):
+                if n in seen and not (what == "field" and seen[n] == "field"
+                                      or seen[n] == "template parameter" != what):
                     art = "an" if seen[n][0] in "aeiou" else "a"
                     raise IRError(f"{what} name {n} is also {art} {seen[n]}")
                 seen[n] = what
@@ -3583,6 +3584,7 @@ def methods_cpp(k: KernelClass, names, verify_first: bool = True) -> str:
     class itself. Raises IRError for a malformed program or an unknown / extern method."""
     if verify_first:
         verify(k)
+    k = spelled_tparams(k)
     pr = CppPrinter(k)
     out: list[str] = []
     printed = {m.name: (m, flags) for m, flags in pr.methods}
@@ -3600,56 +3602,60 @@ def methods_cpp(k: KernelClass, names, verify_first: bool = True) -> str:
 def members_cpp(k: KernelClass) -> str:
     """The C++ member declarations of `k` (TPipe, GM tensors, TPipe allocations, tensors, scalars; one per line,
     indented one level), for a file skeleton that prints the rest of the class."""
-    return "\n".join(CppPrinter(k).members()) + "\n"
+    return "\n".join(CppPrinter(spelled_tparams(k)).members()) + "\n"
 
 
 def process_cpp(k: KernelClass, verify_first: bool = True) -> str:
     """The C++ of `k`'s public Process() (verified first unless verify_first=False), for a file skeleton."""
     if verify_first:
         verify(k)
+    k = spelled_tparams(k)
     return "\n".join(CppPrinter(k).func("Process", (), k.process)) + "\n"
 
 
 def to_cpp(k: KernelClass, verify_first: bool = True) -> str:
     """The AscendC C++ text of kernel class `k` (verified first unless verify_first=False): the class with public
-    Init / Process, private methods and members, its template parameters spelled by _tparam_spelling. Needs
+    Init / Process, private methods and members, its template parameters spelled by spelled_tparams. Needs
     kernel_operator.h, `using namespace AscendC` and opgen's AlignUp helper (templates/op_kernel/_scalar.h.j2) in
     scope. Raises IRError for a malformed program."""
     if verify_first:
         verify(k)
-    return _tparam_spelling(k)
+    return CppPrinter(spelled_tparams(k)).print_class()
 
 
 _TPARAM_MARK = "zzOpgenTparam{}zz"
-"""A template parameter's stand-in while _tparam_spelling prints a class (no name of a class has this form)."""
+"""A template parameter's stand-in while spelled_tparams reads a class's identifiers (made longer while the class
+holds the text anywhere: a spec name may be anything)."""
 _CPP_COMMENT_OR_STRING = re.compile(r'//[^\n]*|"(?:\\.|[^"\\\n])*"|(?:\.|->)\s*(?:template\s+)?[A-Za-z_]\w*')
-"""What _tparam_spelling does not read: comments, string literals and the member after `.` / `->` (a member of
+"""What spelled_tparams does not read: comments, string literals and the member after `.` / `->` (a member of
 another class, such as the tiling struct's field td_->rowsPerCore, meets no template parameter of this one)."""
 _CPP_WORD = re.compile(r"\b[A-Za-z_]\w*\b")
 
 
-def _tparam_spelling(k: KernelClass) -> str:
-    """The class printed with each template parameter spelled as the spec spells it (a dtype variable `T`) unless
-    that word is also an identifier of the printed class's code -- a method (`Compute`), a member, an AscendC call
-    (`Exp`), a type -- where C++ would take it for the template parameter (a member may not redeclare it, a call
-    would construct it): such a parameter is spelled `v_<name>_` (renamed_arg) throughout the class
-    (docs/reference/names.md §1). Found by printing the class once with each parameter as a stand-in that meets
-    nothing and reading the identifiers outside comments, string literals and member accesses (`td_->name`,
-    `x.GetValue`: _CPP_COMMENT_OR_STRING); the entry instantiates the class by
-    position, and the interpreter and the memo read the Kernel IR's own names, so only the C++ spelling changes.
-    Raises IRError when `v_<name>_` is itself an identifier there."""
+def spelled_tparams(k: KernelClass) -> KernelClass:
+    """`k` with each template parameter that would meet an identifier of the printed class's code -- a method
+    (`Compute`), a member, an AscendC call (`Exp(...)` would construct the type), a type -- spelled `v_<name>_`
+    (renamed_arg) in every type field (renamed_types); the others keep the spec's spelling (a dtype variable `T`).
+    docs/reference/names.md §1. Found by printing the class once with each parameter as a stand-in that meets
+    nothing and reading the identifiers outside comments, string literals and member accesses
+    (_CPP_COMMENT_OR_STRING). Every C++ printer of a whole class or its parts prints the result (to_cpp,
+    methods_cpp, members_cpp, process_cpp); the entry instantiates the class by position, and the interpreter and
+    the sync memo read the Kernel IR's own names, so only the C++ spelling changes. Raises IRError when `v_<name>_`
+    is itself an identifier there."""
     if not k.tparams:
-        return CppPrinter(k).print_class()
-    marks = {t: _TPARAM_MARK.format(i) for i, t in enumerate(k.tparams)}
-    text = CppPrinter(renamed_types(k, marks)).print_class()
-    words = set(_CPP_WORD.findall(_CPP_COMMENT_OR_STRING.sub(" ", text)))
-    spelled = {}
-    for t, mark in marks.items():
+        return k
+    text = repr(k)
+    mark = _TPARAM_MARK
+    while any(mark.format(i) in text for i in range(len(k.tparams))):
+        mark = "z" + mark
+    marks = {t: mark.format(i) for i, t in enumerate(k.tparams)}
+    printed = CppPrinter(renamed_types(k, marks)).print_class()
+    words = set(_CPP_WORD.findall(_CPP_COMMENT_OR_STRING.sub(" ", printed)))
+    ren = {}
+    for t in k.tparams:
         if t in words:
             if renamed_arg(t) in words:
                 raise IRError(f"class {k.name}: template parameter {t} meets an identifier of its code, and so does "
                               f"{renamed_arg(t)}")
-            spelled[mark] = renamed_arg(t)
-        else:
-            spelled[mark] = t
-    return re.sub("|".join(map(re.escape, spelled)), lambda m: spelled[m.group(0)], text)
+            ren[t] = renamed_arg(t)
+    return renamed_types(k, ren) if ren else k
