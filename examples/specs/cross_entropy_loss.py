@@ -22,6 +22,7 @@ compares it with the target read as fp32, which is exact for any int64 ignore_in
 """
 
 from opgen.dsl import A2, A3, OpSpec, api, bf16, f16, f32, i64
+from opgen.dsl.checks import index_in_range
 
 spec = OpSpec("CrossEntropyLoss", aclnn="aclnnCrossEntropyLoss", socs=(A2, A3), round="rint",
               doc="Cross-entropy loss of logits against class-index targets (reduction none).")
@@ -54,17 +55,8 @@ spec.package("ops-nn", "loss")
 spec.example_call({"N": 7, "C": 37}, {"reduction": "none"})
 
 
-def _targets_in_range(arrays, env, attrs):
-    """Every target is a class index 0 <= t < C or the ignored index (device data: the kernel traps otherwise)."""
-    t, c, skip = arrays["target"], env["C"], attrs["ignore_index"]
-    bad = ((t < 0) | (t >= c)) & (t != skip)
-    if bad.any():
-        n = int(bad.nonzero()[0][0])
-        return f"target[{n}] = {int(t[n])} is outside [0, {c}) and is not ignore_index {skip}"
-    return None
-
-
-spec.check("target", _targets_in_range, on="device")
+# device data: the kernel traps on a target outside [0, C) that is not ignore_index
+spec.check("target", index_in_range("target", "C", ignore="ignore_index"), on="device")
 
 
 @spec.body

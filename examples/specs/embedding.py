@@ -11,6 +11,7 @@ dtypes, and padding_idx / max_norm (torch.nn.Embedding's; aclnnEmbedding has nei
 """
 
 from opgen.dsl import A2, A3, OpSpec, bf16, f16, f32, i64
+from opgen.dsl.checks import index_in_range
 
 spec = OpSpec("Embedding", aclnn="aclnnEmbedding", socs=(A2, A3), round="rint",
               doc="Rows of a table picked by integer indices (an embedding lookup).")
@@ -26,17 +27,7 @@ spec.dtypes((T,), [(f32,), (f16,), (bf16,)])
 spec.package("ops-nn", "index")
 
 
-def _indices_in_range(arrays, env, attrs):
-    """Every index names a row of weight: 0 <= index < V (device data: the kernel traps otherwise)."""
-    t, v = arrays["indices"].reshape(-1), arrays["weight"].shape[0]
-    bad = (t < 0) | (t >= v)
-    if bad.any():
-        k = int(bad.nonzero()[0][0])
-        return f"indices[{k}] (flat) = {int(t[k])} is outside [0, {v})"
-    return None
-
-
-spec.check("indices", _indices_in_range, on="device")
+spec.check("indices", index_in_range("indices", "V"), on="device")   # device data: the kernel traps
 
 
 @spec.body

@@ -10,6 +10,7 @@ CANN's int64, read by the kernel as fp32 (exact while C <= 2^24: docs/design.md 
 """
 
 from opgen.dsl import A2, A3, OpSpec, bf16, f16, f32, i64
+from opgen.dsl.checks import index_in_range
 
 spec = OpSpec("NLLLoss", aclnn="aclnnNLLLoss", socs=(A2, A3), round="rint",
               doc="Negative log-likelihood of class-index targets, summed over the rows.")
@@ -27,17 +28,7 @@ spec.dtypes((T,), [(f32,), (f16,), (bf16,)])
 spec.package("ops-nn", "loss")
 
 
-def _targets_in_range(arrays, env, attrs):
-    """Every target is a class index 0 <= t < C or the ignored index (device data: the kernel traps otherwise)."""
-    t, c, skip = arrays["target"], arrays["self"].shape[-1], attrs["ignoreIndex"]
-    bad = ((t < 0) | (t >= c)) & (t != skip)
-    if bad.any():
-        k = int(bad.nonzero()[0][0])
-        return f"target[{k}] = {int(t[k])} is outside [0, {c}) and is not ignoreIndex {skip}"
-    return None
-
-
-spec.check("target", _targets_in_range, on="device")
+spec.check("target", index_in_range("target", "C", ignore="ignoreIndex"), on="device")   # device data: the kernel traps
 
 
 @spec.body
