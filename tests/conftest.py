@@ -254,3 +254,103 @@ def emu_program(run_shared, emu_instances, emu_pch):
             assert r.returncode == 0, f"{src} does not compile:\n{r.stderr[-4000:]}"
         return run_shared(f"emu-prog-{exe}-{key}", fill) / exe
     return get
+
+
+COMPILE_LOG_ENV = "OPGEN_TEST_COMPILE_LOG"
+"""Set by the fast tier (`-m "not slow"`) to a file every compile or link of the run appends its test's id to."""
+
+
+def _fast_tier(config) -> bool:
+    """Whether this run is the fast tier: the marker expression `not slow` (README "Set up")."""
+    return (config.getoption("markexpr", "") or "").split() == ["not", "slow"]
+
+
+def pytest_configure(config):
+    """The fast tier's rule, checked (README "Set up": its tests build no C++): in a `-m "not slow"` run, g++ / gcc /
+    c++ / cc on PATH are small scripts that append the id of the running test (PYTEST_CURRENT_TEST, which pytest
+    sets in the process every compile inherits) to a log when they compile or link (`-c` or `-o` among their
+    arguments, or a syntax-only compile), then run the real compiler, so every test passes or fails on its own
+    merits; the run fails at the end naming each test that compiled (pytest_sessionfinish). The scripts live in the
+    build root (`fast-tier-bin`: one stable path, so the check builds' compiler-keyed shared directory is one for
+    every fast-tier run; outside a fast-tier run they only run the compiler), xdist workers inherit PATH and the log's
+    path from the controller; this run alone reads the log (a session started inside it, in-process or as a
+    subprocess, inherits the variable and leaves it alone), and pytest_unconfigure puts PATH back."""
+    import shlex
+    import shutil
+    import tempfile
+
+    if not _fast_tier(config) or config.option.collectonly or os.environ.get(COMPILE_LOG_ENV):
+        return   # (a collection only, as tests/test_tiers.py runs in-process, compiles nothing)
+    shim = Path(_root) / "fast-tier-bin"
+    shim.mkdir(parents=True, exist_ok=True)
+    # the real compilers: PATH without the scripts (a run started from a fast-tier test inherits them)
+    search = os.pathsep.join(d for d in os.environ.get("PATH", "").split(os.pathsep)
+                             if d and Path(d).resolve() != shim.resolve())
+    found = False
+    for name in ("g++", "gcc", "c++", "cc"):
+        real = shutil.which(name, path=search)
+        if real is None:
+            continue
+        found = True
+        text = ("#!/bin/sh\n"
+                "# opgen's fast tier (tests/conftest.py pytest_configure): log the test that compiles, then compile\n"
+                'if [ -n "$OPGEN_TEST_COMPILE_LOG" ]; then\n'
+                '  for a in "$@"; do case "$a" in -c|-o|-fsyntax-only)\n'
+                '    printf \'%s\\n\' "${PYTEST_CURRENT_TEST:-(no test)}" >> "$OPGEN_TEST_COMPILE_LOG"; break;;\n'
+                '  esac; done\n'
+                "fi\n"
+                f"exec {shlex.quote(real)} \"$@\"\n")
+        path = shim / name
+        if not path.exists() or path.read_text() != text:
+            tmp = path.with_name(f".{name}.{os.getpid()}")
+            tmp.write_text(text)
+            tmp.chmod(0o755)
+            tmp.replace(path)
+    if found:
+        fd, log = tempfile.mkstemp(prefix="opgen-fast-tier-compiles-", suffix=".log")
+        os.close(fd)
+        _COMPILE_LOG_OWNER.update(config=config, log=log, path=os.environ.get("PATH"))
+        os.environ[COMPILE_LOG_ENV] = log
+        os.environ["PATH"] = f"{shim}{os.pathsep}{search}"
+
+
+_COMPILE_LOG_OWNER: dict = {}
+"""The run that set up the fast tier's compile log (pytest_configure): its config, the log's path, PATH before."""
+
+
+def pytest_unconfigure(config):
+    """The fast tier's run puts PATH and COMPILE_LOG_ENV back and removes its log (pytest_configure)."""
+    if _COMPILE_LOG_OWNER.get("config") is not config:
+        return
+    path, log = _COMPILE_LOG_OWNER.pop("path"), _COMPILE_LOG_OWNER.pop("log")
+    _COMPILE_LOG_OWNER.clear()
+    if path is None:
+        os.environ.pop("PATH", None)
+    else:
+        os.environ["PATH"] = path
+    os.environ.pop(COMPILE_LOG_ENV, None)
+    Path(log).unlink(missing_ok=True)
+
+
+def pytest_sessionfinish(session, exitstatus):
+    """The fast tier fails when a test compiled C++ (pytest_configure), naming each one: mark it
+    @pytest.mark.slow."""
+    if _COMPILE_LOG_OWNER.get("config") is not session.config:   # a worker, or a session started inside the run
+        return
+    try:
+        lines = Path(_COMPILE_LOG_OWNER["log"]).read_text().splitlines()
+    except OSError:
+        return
+    tests = sorted({x.rsplit(" (", 1)[0] for x in lines})
+    if tests:
+        tr = session.config.pluginmanager.get_plugin("terminalreporter")
+        text = ("the fast tier builds no C++ (README \"Set up\"), but these tests compiled (mark them "
+                "@pytest.mark.slow):\n" + "\n".join(f"  {t}" for t in tests))
+        if tr is not None:
+            tr.ensure_newline()
+            tr.write_sep("=", "fast tier: tests that compiled C++", red=True)
+            tr.write_line(text)
+        else:
+            print(text, file=sys.stderr)
+        if session.exitstatus == pytest.ExitCode.OK:   # (an interrupted or failed run keeps its own status)
+            session.exitstatus = pytest.ExitCode.TESTS_FAILED

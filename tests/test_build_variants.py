@@ -141,6 +141,7 @@ def test_the_O0_variants_share_the_emulation_instances_and_debug_keeps_its_own(t
     assert f"{shared}/{instances_target('asan')}" not in st["asan/probe"][1]   # the stub kernel needs none
 
 
+@pytest.mark.slow
 def test_shared_objects_builds_the_named_objects_of_the_shared_directory_and_refuses_others():
     """shared_objects (what the suite's own emulation programs link: tests/conftest.py emu_instances) brings the
     named objects of the shared directory up to date and returns that directory; a name the directory does not build

@@ -18,7 +18,8 @@ from test_emu_pipes import run   # the scenario runner: (launch ok, fault lines,
 
 ROOT = Path(__file__).resolve().parents[1]
 SRC = ROOT / "tests" / "cpp" / "emu_bufpool.cpp"
-pytestmark = pytest.mark.skipif(shutil.which("g++") is None, reason="g++ not available")
+pytestmark = [pytest.mark.skipif(shutil.which("g++") is None, reason="g++ not available"),
+              pytest.mark.slow]   # every test runs the compiled program (exe)
 
 POISON = re.compile(r"(\w[\w >-]*) \(emu_bufpool\.cpp:(\d+), PIPE_(\w+)\): reads UB byte (\d+) through a buffer of "
                     r"TBufPool (\d), last written through a buffer of TBufPool (\d) sharing it \(poisoned")
@@ -33,7 +34,6 @@ def exe(emu_program):
 
 
 
-@pytest.mark.slow
 def test_two_phases_sharing_bytes_pass(exe):
     """Pool a's TBuf, then pool b's queue over the same bytes (each written before it is read): no fault, the
     result is b's (y = x + 1), and UB holds one pool's bytes (1 KB), not two."""

@@ -180,6 +180,7 @@ def test_every_layout_emulated_matches_float64(examples_gen, t1, t2):
               "float32" if t1 == t2 else "float16")
 
 
+@pytest.mark.slow
 def test_tails_over_cores_emulated_matches_float64(examples_gen):
     """More blocks than AI Cores (M 1700: 14 x 2 blocks of 128 x 256 on 24 AICs; the first cores take two, tails
     on both edges), x1 transposed, bias present."""

@@ -293,6 +293,7 @@ def test_an_x1_stored_k_by_m_of_the_example_on_the_kernel_ir_equals_float64(tx2,
     assert _close(r.arrays["y"], _ref(x, tx2, tx1=True), dt)
 
 
+@pytest.mark.slow
 def test_an_x1_stored_k_by_m_of_the_example_emulated_equals_float64(examples_gen):
     """The emitted C++ with transpose_x1 true: M 1700 (14 blocks of 128 rows, a 36-row tail: two 32-row pieces of m
     with the second's rows past M zero-filled), N 301, K 333, x2 [K, N] (both operands transposing), a per-tensor
@@ -307,6 +308,7 @@ def test_an_x1_stored_k_by_m_of_the_example_emulated_equals_float64(examples_gen
     assert r.block_dim == 24
 
 
+@pytest.mark.slow
 def test_a_per_tensor_scale_of_the_example_emulated_equals_float64(examples_gen):
     """The emitted C++ with scale [1]: the TilingFunc computes the form key from the scale's shape and the entry
     runs that key's class (GmScalar read of the scale); more blocks than AI Cores (M 1700, N 301: tails on both
@@ -367,6 +369,7 @@ def test_a_pertoken_scale_on_the_kernel_ir_equals_float64(dt, bias):
     assert _close(r.arrays["y"], _ref(x), dt)
 
 
+@pytest.mark.slow
 @pytest.mark.parametrize("dims,bias,dt", [((37, 50, 45), True, "float16"), ((1700, 333, 300), True, "bfloat16")])
 def test_a_pertoken_scale_emulated_equals_float64(examples_gen, dims, bias, dt):
     """The emitted C++ with pertoken_scale: odd M / K / N, and more blocks than AI Cores (tails on both edges, the

@@ -278,6 +278,7 @@ def _assert_lngv3(r, t: str):
     assert np.all(np.abs(out["pd_beta"] - dbeta) <= 2 * ug * np.abs(dbeta) + 2.0**-16 * sb)
 
 
+@pytest.mark.slow
 @pytest.mark.skipif(shutil.which("g++") is None, reason="g++ not available")
 def test_layer_norm_grad_fetched_passes_against_float64(examples_gen):
     """LayerNormGradV3 4096 x 1152 (T bf16, U fp32; the bench's size) takes one buffer a row queue and ComputeFetch

@@ -191,6 +191,7 @@ def test_renaming_changes_nothing(tmp_path):
             assert {k: a.get(k) for k in keys} == {k: b.get(k) for k in keys}, (rows, h, dt)
 
 
+@pytest.mark.slow
 @pytest.mark.skipif(shutil.which("g++") is None, reason="g++ not available")
 def test_rows_that_touch_are_copied_in_one_burst(examples_gen):
     """RmsNorm bf16 over 150 rows (ROW_SPLIT, 48 cores, a few rows a pass): rows of 256 touch in GM and in UB (a

@@ -100,3 +100,61 @@ def test_an_emulated_engine_case_is_slow(collection):
     engines)."""
     assert collection.emu[True] == [], collection.emu[True][:5]
     assert len(collection.emu[False]) > 50, len(collection.emu[False])
+
+
+FAST_TIER_PROBE = '''
+import subprocess
+
+import pytest
+
+
+def _compile(tmp_path):
+    (tmp_path / "a.c").write_text("int f(void) { return 1; }\\n")
+    subprocess.run(["gcc", "-c", str(tmp_path / "a.c"), "-o", str(tmp_path / "a.o")], check=True)
+
+
+def test_compiles_unmarked(tmp_path):
+    _compile(tmp_path)
+
+
+@pytest.mark.slow
+def test_compiles_marked(tmp_path):
+    _compile(tmp_path)
+
+
+def test_plain():
+    assert subprocess.run(["gcc", "--version"], capture_output=True).returncode == 0
+'''
+
+
+def test_the_fast_tier_fails_naming_a_test_that_compiles(tmp_path):
+    """The fast tier's check (tests/conftest.py pytest_configure / pytest_sessionfinish) in a pytest run of its own
+    with this suite's conftest: a `-m "not slow"` run whose unmarked test compiles a C file fails at the end naming
+    that test (the test itself passes: the compile ran); the same run without it (a compiler asked for its version
+    only) passes; a full run (no marker expression) does not check."""
+    import os
+    import shutil
+    import subprocess
+    import sys
+
+    if shutil.which("gcc") is None:
+        pytest.skip("no gcc")
+    (tmp_path / "conftest.py").write_text((TESTS / "conftest.py").read_text())
+    (tmp_path / "test_probe.py").write_text(FAST_TIER_PROBE)
+    env = {k: v for k, v in os.environ.items() if k not in ("OPGEN_TEST_COMPILE_LOG", "PYTEST_ADDOPTS",
+                                                             "PYTEST_XDIST_WORKER", "PYTEST_CURRENT_TEST")}
+    env["OPGEN_BUILD_DIR"] = str(tmp_path / "build")
+
+    def run(*args):
+        return subprocess.run([sys.executable, "-m", "pytest", "-q", "-p", "no:cacheprovider", "-p", "no:xdist",
+                               "-W", "ignore::pytest.PytestUnknownMarkWarning", *args, "test_probe.py"],
+                              cwd=tmp_path, env=env, capture_output=True, text=True, timeout=300)
+
+    r = run("-m", "not slow")
+    assert r.returncode == 1 and "2 passed, 1 deselected" in r.stdout, r.stdout[-2000:]
+    assert "fast tier: tests that compiled C++" in r.stdout and "test_probe.py::test_compiles_unmarked" in r.stdout
+    assert "test_plain" not in r.stdout.split("fast tier: tests that compiled C++")[1]
+    r = run("-m", "not slow", "-k", "plain")
+    assert r.returncode == 0 and "1 passed" in r.stdout, r.stdout[-2000:]
+    r = run()
+    assert r.returncode == 0 and "3 passed" in r.stdout, r.stdout[-2000:]
