@@ -1,5 +1,5 @@
-"""The DSL's math functions (Builder.tanh, erf, sigmoid, silu, gelu, softplus, pow / **, clamp, sign) through the
-interpreter, against torch in float64 (an independent implementation): device mode (fp32 compute) within a few
+"""The DSL's math functions (Builder.tanh, erf, sigmoid, silu, gelu, softplus, pow / **, clamp, sign, relu) through
+the interpreter, against torch in float64 (an independent implementation): device mode (fp32 compute) within a few
 fp32 ulps — absolute where the function is below one ulp of its neighbourhood — and exact mode (float64) within
 float64 rounding."""
 
@@ -66,6 +66,7 @@ CASES = {
     "clamp": ("b.clamp(x, min=-1.5, max=2.0)", lambda t: torch.clamp(t, -1.5, 2.0), (0, 0)),
     "clamp_lo": ("b.clamp(x, min=0.25)", lambda t: torch.clamp(t, min=0.25), (0, 0)),
     "sign": ("b.sign(x)", torch.sign, (0, 0)),
+    "relu": ("b.relu(x)", torch.relu, (0, 0)),
 }
 
 
@@ -116,17 +117,17 @@ def test_tanh_in_device_mode_saturates_like_ascendc_and_lowers(specs):
 
 
 def test_lowerable_forms_use_only_rows_ops(specs):
-    """sigmoid, silu, gelu(tanh), softplus, log1p, pow and clamp are built from ops the rows family lowers (no new
-    op): the elementwise ones, and the compare and select log1p uses (AscendC's Compare / Select); softplus and
-    log1p build a rows kernel."""
+    """sigmoid, silu, gelu(tanh), softplus, log1p, pow, clamp and relu are built from ops the rows family lowers (no
+    new op): the elementwise ones, and the compare and select log1p uses (AscendC's Compare / Select); softplus,
+    log1p and relu build a rows kernel."""
     from opgen.kernel.rows import ELEMENTWISE   # lazy: start-up time
     from opgen.tiling.pipeline import kernel_build   # lazy: start-up time
 
     ok = ELEMENTWISE | {"const", "cast", "broadcast", "eq", "select"}
-    for name in ("softplus", "log1p"):
+    for name in ("softplus", "log1p", "relu"):
         assert kernel_build(specs[name]).family.name == "rows", name
     for name in ("sigmoid", "silu", "gelu_tanh", "softplus", "softplus_beta2", "log1p", "pow3", "pow_m2", "pow5", "pow_m5", "pow_1_7",
-                 "clamp"):
+                 "clamp", "relu"):
         spec = specs[name]
         ops = {n.op for n in spec.graph(spec.keys()[0]).nodes}
         assert ops <= ok, (name, ops - ok)

@@ -358,6 +358,12 @@ class Builder:
         with compares and bool casts (the rows family lowers no compare yet)."""
         return (x > 0).cast(x.dtype) - (x < 0).cast(x.dtype)
 
+    def relu(self, x):
+        """max(x, 0), elementwise (ReLU; torch.relu): NaN stays NaN (the maximum of AscendC's default INF/NAN mode,
+        docs/reference/ascendc.md §1.13); -0.0 gives +0.0 (+0.0 is above -0.0 there; torch.relu keeps -0.0, which
+        compares equal). Written as `maximum` with 0 (Maxs on the vector unit)."""
+        return self.maximum(x, 0.0)
+
     def maximum(self, a, c):
         """Elementwise maximum with NumPy broadcasting."""
         a, c = self._pair(a, c)
