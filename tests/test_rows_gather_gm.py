@@ -32,6 +32,7 @@ def gather_spec_text(op: str, body: str) -> str:
     """The text of a spec `op` over x [N, C] (T), a device-checked index idx [N] into C, a column input w [C] (T) and
     one output y [N] (f32); `body`: the lines of its body function `_(b, x, idx, w)`, indented four spaces."""
     return f'''from opgen.dsl import A2, A3, OpSpec, bf16, f32, i64
+from opgen.dsl.checks import index_in_range
 
 spec = OpSpec("{op}", aclnn="aclnn{op}", socs=(A2, A3), round="rint")
 N = spec.dim("N")
@@ -44,13 +45,7 @@ spec.output("y", f32, [N])
 spec.dtypes((T,), [(f32,), (bf16,)])
 
 
-def _idx_ok(arrays, env, attrs):
-    t, c = arrays["idx"], env["C"]
-    bad = (t < 0) | (t >= c)
-    return f"idx[{{int(bad.nonzero()[0][0])}}] is outside [0, {{c}})" if bad.any() else None
-
-
-spec.check("idx", _idx_ok, on="device")
+spec.check("idx", index_in_range("idx", "C"), on="device")
 
 
 @spec.body

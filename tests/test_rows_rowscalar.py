@@ -54,6 +54,7 @@ def _f(a) -> np.ndarray:
 
 
 HOT_SCALE = '''from opgen.dsl import A2, A3, OpSpec, bf16, f16, f32, i64
+from opgen.dsl.checks import index_in_range
 
 spec = OpSpec("HotScale", aclnn="aclnnHotScale", socs=(A2, A3), round="rint")
 N = spec.dim("N")
@@ -67,13 +68,7 @@ spec.output("y", T, [N, C])
 spec.dtypes((T,), [(f32,), (f16,), (bf16,)])
 
 
-def _idx_ok(arrays, env, attrs):
-    t, c = arrays["idx"], arrays["x"].shape[-1]
-    bad = (t < 0) | (t >= c)
-    return f"idx[{int(bad.nonzero()[0][0])}] is outside [0, {c})" if bad.any() else None
-
-
-spec.check("idx", _idx_ok, on="device")
+spec.check("idx", index_in_range("idx", "C"), on="device")
 
 
 @spec.body

@@ -34,6 +34,7 @@ DT = {"bfloat16": DType.bf16, "float32": DType.f32}
 UNIT = {"bfloat16": 2.0**-8, "float32": 2.0**-24}
 
 PICK_TOTAL = '''from opgen.dsl import A2, A3, OpSpec, bf16, f32, i64
+from opgen.dsl.checks import index_in_range
 
 spec = OpSpec("PickTotal", aclnn="aclnnPickTotal", socs=(A2, A3), round="rint")
 N = spec.dim("N")
@@ -47,13 +48,7 @@ spec.output("m", f32, [])
 spec.dtypes((T,), [(f32,), (bf16,)])
 
 
-def _idx_ok(arrays, env, attrs):
-    t, c = arrays["idx"], env["C"]
-    bad = (t < 0) | (t >= c)
-    return f"idx[{int(bad.nonzero()[0][0])}] is outside [0, {c})" if bad.any() else None
-
-
-spec.check("idx", _idx_ok, on="device")
+spec.check("idx", index_in_range("idx", "C"), on="device")
 
 
 @spec.body
