@@ -1477,32 +1477,49 @@ def _local_names(k: "KernelClass") -> set:
     return out
 
 
-def _renamed_locals(x, ren: dict):
-    """`x` (a node, a tuple of nodes or a value) with every name in `ren` that a name field holds (NAME_FIELDS: a
-    local's declaration and every reference to it) spelled as `ren` says."""
+_DESCEND = object()
+"""_rewritten's leaf answer for a field it leaves to the walk (a node or a tuple of nodes is walked, else kept)."""
+
+
+def _rewritten(x, leaf):
+    """`x` (a node, a tuple of nodes or a value) with each dataclass field's value replaced by leaf(node, field
+    name, value) -- or, where leaf answers _DESCEND, walked the same way; nodes rebuilt only where a field changed.
+    The one walk of the renamers (_renamed_locals: names, renamed_types: types)."""
     if isinstance(x, tuple):
-        return tuple(_renamed_locals(v, ren) for v in x)
+        return tuple(_rewritten(v, leaf) for v in x)
     if not dataclasses.is_dataclass(x) or isinstance(x, type):
         return x
-    named = NAME_FIELDS.get(type(x), ())
     changes = {}
     for f in dataclasses.fields(x):
         v = getattr(x, f.name)
-        if f.name in named:
-            if isinstance(v, str):
-                head, dot, rest = v.partition(".")
-                nv = ren[head] + dot + rest if head in ren else v
-            elif isinstance(v, tuple):
-                nv = tuple(ren.get(a, a) if isinstance(a, str) else a for a in v)
-            else:
-                nv = v
-        elif isinstance(v, tuple) or dataclasses.is_dataclass(v):
-            nv = _renamed_locals(v, ren)
-        else:
-            continue
+        nv = leaf(x, f.name, v)
+        if nv is _DESCEND:
+            if not (isinstance(v, tuple) or dataclasses.is_dataclass(v)):
+                continue
+            nv = _rewritten(v, leaf)
         if nv is not v and nv != v:
             changes[f.name] = nv
     return dataclasses.replace(x, **changes) if changes else x
+
+
+def _renamed_strs(v, ren: dict):
+    """A str or a tuple of them (other values kept) with each str in `ren` spelled as it says."""
+    if isinstance(v, str):
+        return ren.get(v, v)
+    return tuple(ren.get(a, a) if isinstance(a, str) else a for a in v) if isinstance(v, tuple) else v
+
+
+def _renamed_locals(x, ren: dict):
+    """`x` (a node, a tuple of nodes or a value) with every name in `ren` that a name field holds (NAME_FIELDS: a
+    local's declaration and every reference to it; a dotted struct path by its head) spelled as `ren` says."""
+    def leaf(node, name, v):
+        if name not in NAME_FIELDS.get(type(node), ()):
+            return _DESCEND
+        if isinstance(v, str):
+            head, dot, rest = v.partition(".")
+            return ren[head] + dot + rest if head in ren else v
+        return _renamed_strs(v, ren)
+    return _rewritten(x, leaf)
 
 
 def disjoint_tparams(k: "KernelClass") -> "KernelClass":
@@ -1540,27 +1557,15 @@ def renamed_types(x, ren: dict):
     template parameter's declaration and every element type, sizeof and template argument naming it) spelled as
     `ren` says; names (NAME_FIELDS) stay. A KernelClass's `tparam_bytes` pairs and a StructDecl's GlobalTensor
     fields are renamed too."""
-    if isinstance(x, tuple):
-        return tuple(renamed_types(v, ren) for v in x)
-    if not dataclasses.is_dataclass(x) or isinstance(x, type):
-        return x
-    changes = {}
-    for f in dataclasses.fields(x):
-        v = getattr(x, f.name)
-        if f.name in TYPE_FIELDS and not (isinstance(x, Param) and x.kind == "struct"):
-            nv = ren.get(v, v) if isinstance(v, str) else \
-                tuple(ren.get(a, a) if isinstance(a, str) else a for a in v) if isinstance(v, tuple) else v
-        elif isinstance(x, KernelClass) and f.name == "tparam_bytes":
-            nv = tuple((ren.get(t, t), n) for t, n in v)
-        elif isinstance(x, StructDecl) and f.name == "fields":   # a "gm" field's GlobalTensor<dtype>
-            nv = tuple((n, kind, ren.get(dt, dt) if kind == "gm" else dt, c) for n, kind, dt, c in v)
-        elif isinstance(v, tuple) or dataclasses.is_dataclass(v):
-            nv = renamed_types(v, ren)
-        else:
-            continue
-        if nv is not v and nv != v:
-            changes[f.name] = nv
-    return dataclasses.replace(x, **changes) if changes else x
+    def leaf(node, name, v):
+        if name in TYPE_FIELDS and not (isinstance(node, Param) and node.kind == "struct"):
+            return _renamed_strs(v, ren)
+        if isinstance(node, KernelClass) and name == "tparam_bytes":
+            return tuple((ren.get(t, t), n) for t, n in v)
+        if isinstance(node, StructDecl) and name == "fields":   # a "gm" field's GlobalTensor<dtype>
+            return tuple((n, kind, ren.get(dt, dt) if kind == "gm" else dt, c) for n, kind, dt, c in v)
+        return _DESCEND
+    return _rewritten(x, leaf)
 
 
 NAME_FIELDS = {
