@@ -119,6 +119,23 @@ def test_unwritten_computed_nan_and_stray_inf_still_fail():
 # ---- 2. conditioning vs kernel fault ----------------------------------------------------------------------------
 
 @needs_gxx
+def test_a_pass_by_the_floored_rule_says_why_the_plain_mare_does_not_decide():
+    """An fp32 output whose one tiny element (1e-8 beside values near 1) the kernel writes as 0: plain MARE 0.09
+    (its relative error, |e| / (|g| + 1e-7)) is over 10 Th, the floored rule passes it, and the note says the worst
+    relative errors sit at elements far below the output's scale (a new user read the bare PASS beside MARE 0.73 as a
+    contradiction); a pass by the plain rule has no such note."""
+    from opgen.check.compare import compare_output
+
+    g = np.array([1.0, 0.5, 1e-8, -2.0])
+    a = np.array([1.0, 0.5, 0.0, -2.0], np.float32)
+    c = compare_output("y", a, g, a, "float32")
+    assert c.passed and c.rule == "floored" and abs(c.mare - 1e-8 / 1.1e-7) < 1e-12
+    assert c.note.startswith("plain MARE 0.0909 is over 10 Th (0.00122): the worst relative errors are at elements "
+                             "far below the output's largest |golden|")
+    c = compare_output("y", g.astype(np.float32), g, a, "float32")
+    assert c.passed and c.rule == "plain" and c.note == ""
+
+
 def test_two_element_rows_are_a_conditioning_limit_not_a_kernel_fault():
     """AdaLayerNormGrad fp32, H = 2, seed 0: pd_x against float64 autograd (tests/oracles.py) has MERE 0.0104,
     MARE 0.213 (> Th = 1.22e-4) in the kernel and in the device interpretation alike (kernel == device bit for bit):
