@@ -62,81 +62,111 @@ def test_verifier_refuses_a_local_named_like_a_template_parameter():
     kir.verify(fixed)
 
 
-FIELD_SPELLED = {
-    "rows": ('''
+OPERATORS = {
+    "rms_norm": '''
 from opgen.dsl import A2, OpSpec, bf16, f16, f32
-spec = OpSpec("RmsNormFieldNames", aclnn="aclnnRmsNormFieldNames", socs=(A2,), round="rint")
+spec = OpSpec("{op}", aclnn="aclnn{op}", socs=(A2,), round="rint")
 N, H = spec.dims("N H", max=65535)
-(rowsPerCore,) = spec.dtype_vars("rowsPerCore")
-spec.input("x", rowsPerCore, [N, H])
-spec.input("gamma", rowsPerCore, [H])
+({var},) = spec.dtype_vars("{var}")
+spec.input("x", {var}, [N, H])
+spec.input("gamma", {var}, [H])
 spec.attr("epsilon", float, 1e-6)
-spec.output("y", rowsPerCore, [N, H])
-spec.dtypes((rowsPerCore,), [(f16,), (bf16,)])
+spec.output("y", {var}, [N, H])
+spec.dtypes(({var},), [(f16,), (bf16,)])
 
 @spec.body
 def _(b, x, gamma, epsilon):
     xf = x.f32()
-    return {"y": (xf * b.rsqrt((xf * xf).mean(-1) + epsilon) * gamma.f32()).cast(rowsPerCore, "rint")}
-''', "rowsPerCore", {"N": 45, "H": 333}),
-    "cube": ('''
+    return {{"y": (xf * b.rsqrt((xf * xf).mean(-1) + epsilon) * gamma.f32()).cast({var}, "rint")}}
+''',
+    "softmax": '''
 from opgen.dsl import A2, OpSpec, bf16, f16, f32
-spec = OpSpec("MatMulFieldNames", aclnn="aclnnMatMulFieldNames", socs=(A2,), round="rint")
+spec = OpSpec("{op}", aclnn="aclnn{op}", socs=(A2,), round="rint")
+N, H = spec.dims("N H", max=65535)
+({var},) = spec.dtype_vars("{var}")
+spec.input("x", {var}, [N, H])
+spec.output("y", {var}, [N, H])
+spec.dtypes(({var},), [(f16,), (bf16,)])
+
+@spec.body
+def _(b, x):
+    xf = x.f32()
+    e = b.exp(xf - xf.max(-1))
+    return {{"y": (e / e.sum(-1)).cast({var}, "rint")}}
+''',
+    "mat_mul": '''
+from opgen.dsl import A2, OpSpec, bf16, f16, f32
+spec = OpSpec("{op}", aclnn="aclnn{op}", socs=(A2,), round="rint")
 M, K, N = spec.dims("M K N", max=65535)
-(baseN,) = spec.dtype_vars("baseN")
-spec.input("x", baseN, [M, K])
-spec.input("w", baseN, [K, N])
+({var},) = spec.dtype_vars("{var}")
+spec.input("x", {var}, [M, K])
+spec.input("w", {var}, [K, N])
 spec.input("bias", f32, [N])
-spec.output("y", baseN, [M, N])
-spec.dtypes((baseN,), [(f16,), (bf16,)])
+spec.output("y", {var}, [M, N])
+spec.dtypes(({var},), [(f16,), (bf16,)])
 
 @spec.body
 def _(b, x, w, bias):
-    return {"y": (b.matmul(x, w) + bias).cast(baseN, "rint")}
-''', "baseN", {"M": 37, "K": 50, "N": 45})}
-"""A spec per family whose one dtype variable is spelled like one of that family's tiling fields, its dims."""
+    return {{"y": (b.matmul(x, w) + bias).cast({var}, "rint")}}
+'''}
+"""Three operators (a rows RmsNorm and softmax, a cube MatMul + bias) whose one dtype variable `{var}` a test names
+like one of the kernel's own names, and whose OpDef name is `{op}`."""
 
 
-def _field_spelled_ref(family: str, x: dict, eps: float = 1e-6):
-    """float64 truth of FIELD_SPELLED's operators."""
+def _case(tmp_path, kind: str, op: str, var: str):
+    """(spec path, fp16 inputs, float64 reference) of OPERATORS[kind] as op `op` with dtype variable `var`: RmsNorm
+    and softmax at N 45, H 333, MatMul + bias at M 37, K 50, N 45."""
     import numpy as np
 
-    f = {k: np.asarray(v, np.float64) for k, v in x.items()}
-    if family == "rows":
-        return f["x"] / np.sqrt((f["x"] ** 2).mean(-1, keepdims=True) + eps) * f["gamma"]
-    return f["x"] @ f["w"] + f["bias"]
+    p = tmp_path / f"{kind}_{var}.py"
+    p.write_text(OPERATORS[kind].format(op=op, var=var))
+    rng = np.random.default_rng(5)
+    if kind == "mat_mul":
+        x = {"x": rng.uniform(-1, 1, (37, 50)).astype(np.float16), "w": rng.uniform(-1, 1, (50, 45)).astype(np.float16),
+             "bias": rng.uniform(-1, 1, (45,)).astype(np.float32)}
+        f = {k: np.asarray(v, np.float64) for k, v in x.items()}
+        return p, x, f["x"] @ f["w"] + f["bias"]
+    x = {"x": rng.uniform(-2, 2, (45, 333)).astype(np.float16)}
+    f = np.asarray(x["x"], np.float64)
+    if kind == "softmax":
+        e = np.exp(f - f.max(-1, keepdims=True))
+        return p, x, e / e.sum(-1, keepdims=True)
+    x["gamma"] = rng.uniform(-1, 1, (333,)).astype(np.float16)
+    return p, x, f / np.sqrt((f * f).mean(-1, keepdims=True) + 1e-6) * np.asarray(x["gamma"], np.float64)
 
 
-@pytest.mark.parametrize("family", sorted(FIELD_SPELLED))
-def test_a_dtype_variable_spelled_like_a_tiling_field(tmp_path, family):
-    """A tiling field is printed td_->name and a template parameter names a type, so the two may share a spelling:
-    the class keeps the dtype variable as its template parameter beside the field of that name (the verifier once
-    refused the pair: 'field name rowsPerCore is also a template parameter'); the cube class names its template
-    parameter itself (the operands' T), the field baseN beside the dtype variable baseN. Each kernel runs on the
-    Kernel IR interpreter against float64 (fp16)."""
+def _close16(got, ref) -> bool:
+    """Within an fp16 output's rounding plus fp32 noise at the output's scale."""
     import numpy as np
 
+    got = np.asarray(got, np.float64)
+    return bool(np.all(np.abs(got - ref) <= 2.0 ** -10 * np.abs(ref) + 2.0 ** -14 * (np.abs(ref).max() + 1e-30)))
+
+
+def _run_kir(p, x, var, ref):
+    """Run the spec at `p` on the Kernel IR interpreter in fp16 and assert it within _close16 of `ref`."""
     from opgen.check import run_check
-    from opgen.check.kirengine import kernel_classes
 
-    src, var, dims = FIELD_SPELLED[family]
-    p = tmp_path / f"{family}_field_names.py"
-    p.write_text(src)
-    for k in kernel_classes(load_spec(str(p))):
-        # the rows class takes the spec's dtype variables as its template parameters; the cube class its own (T)
-        assert var in k.fields and (var in k.tparams) == (family == "rows"), (k.tparams, k.fields)
-        kir.verify(k)
-    rng = np.random.default_rng(2)
-    shapes = {"rows": {"x": (dims.get("N"), dims.get("H")), "gamma": (dims.get("H"),)},
-              "cube": {"x": (dims.get("M"), dims.get("K")), "w": (dims.get("K"), dims.get("N")),
-                       "bias": (dims.get("N"),)}}[family]
-    x = {n: rng.uniform(-1, 1, s).astype(np.float32 if n == "bias" else np.float16) for n, s in shapes.items()}
     r = run_check(str(p), x, {}, dtypes={var: "float16"}, progress=False, engine="kir")
     assert not r.faults and r.passed, r.faults[:1]
-    ref = _field_spelled_ref(family, x)
-    got = np.asarray(r.arrays["y"], np.float64)
-    assert np.all(np.abs(got - ref) <= 2.0 ** -10 * np.abs(ref) + 2.0 ** -14 * (np.abs(ref).max() + 1)), \
-        np.abs(got - ref).max()
+    assert _close16(r.arrays["y"], ref)
+
+
+@pytest.mark.parametrize("kind, var", [("rms_norm", "rowsPerCore"), ("mat_mul", "baseN")])
+def test_a_dtype_variable_spelled_like_a_tiling_field(tmp_path, kind, var):
+    """A tiling field is printed td_->name and a template parameter names a type, so the two may share a spelling:
+    the rows class keeps the dtype variable rowsPerCore as its template parameter beside the field of that name
+    (the verifier once refused the pair: 'field name rowsPerCore is also a template parameter'); the cube class
+    names its template parameter itself (the operands' T), the field baseN beside the dtype variable baseN. Each
+    kernel runs on the Kernel IR interpreter against float64 (fp16)."""
+    from opgen.check.kirengine import kernel_classes
+
+    p, x, ref = _case(tmp_path, kind, "FieldNames", var)
+    for k in kernel_classes(load_spec(str(p))):
+        # the rows class takes the spec's dtype variables as its template parameters; the cube class its own (T)
+        assert var in k.fields and (var in k.tparams) == (kind == "rms_norm"), (k.tparams, k.fields)
+        kir.verify(k)
+    _run_kir(p, x, var, ref)
 
 
 def test_a_template_parameter_may_share_its_spelling_with_a_field_or_a_member():
@@ -152,66 +182,9 @@ def test_a_template_parameter_may_share_its_spelling_with_a_field_or_a_member():
     assert "template <typename v_X_>" in t and "reinterpret_cast<__gm__ v_X_*>(a)" in t and "GlobalTensor<v_X_> X;" in t
 
 
-RESPELLED = {
-    "Exp": ('''
-from opgen.dsl import A2, OpSpec, bf16, f16, f32
-spec = OpSpec("SoftmaxTypeNames", aclnn="aclnnSoftmaxTypeNames", socs=(A2,), round="rint")
-N, H = spec.dims("N H", max=65535)
-(Exp,) = spec.dtype_vars("Exp")
-spec.input("x", Exp, [N, H])
-spec.output("y", Exp, [N, H])
-spec.dtypes((Exp,), [(f16,), (bf16,)])
-
-@spec.body
-def _(b, x):
-    xf = x.f32()
-    e = b.exp(xf - xf.max(-1))
-    return {"y": (e / e.sum(-1)).cast(Exp, "rint")}
-''', "softmax_type_names"),
-    "Compute": ('''
-from opgen.dsl import A2, OpSpec, bf16, f16, f32
-spec = OpSpec("RmsNormTypeNames", aclnn="aclnnRmsNormTypeNames", socs=(A2,), round="rint")
-N, H = spec.dims("N H", max=65535)
-(Compute,) = spec.dtype_vars("Compute")
-spec.input("x", Compute, [N, H])
-spec.input("gamma", Compute, [H])
-spec.attr("epsilon", float, 1e-6)
-spec.output("y", Compute, [N, H])
-spec.dtypes((Compute,), [(f16,), (bf16,)])
-
-@spec.body
-def _(b, x, gamma, epsilon):
-    xf = x.f32()
-    return {"y": (xf * b.rsqrt((xf * xf).mean(-1) + epsilon) * gamma.f32()).cast(Compute, "rint")}
-''', "rms_norm_type_names")}
-"""Rows operators whose dtype variable is spelled like an AscendC call of their kernel (Exp: a softmax's Exp) or a
-method of the rows class (Compute), and their file stems."""
-
-
-def _respelled_case(tmp_path, name: str):
-    """(spec path, inputs, float64 reference) of RESPELLED[name] at N 45, H 333 in fp16."""
-    import numpy as np
-
-    src, stem = RESPELLED[name]
-    p = tmp_path / f"{stem}.py"
-    p.write_text(src)
-    rng = np.random.default_rng(5)
-    x = {"x": rng.uniform(-2, 2, (45, 333)).astype(np.float16)}
-    f = np.asarray(x["x"], np.float64)
-    if name == "Exp":
-        e = np.exp(f - f.max(-1, keepdims=True))
-        ref = e / e.sum(-1, keepdims=True)
-    else:
-        x["gamma"] = rng.uniform(-1, 1, (333,)).astype(np.float16)
-        ref = f / np.sqrt((f * f).mean(-1, keepdims=True) + 1e-6) * np.asarray(x["gamma"], np.float64)
-    return p, x, ref
-
-
-def _close16(got, ref) -> bool:
-    import numpy as np
-
-    got = np.asarray(got, np.float64)
-    return bool(np.all(np.abs(got - ref) <= 2.0 ** -10 * np.abs(ref) + 2.0 ** -14 * (np.abs(ref).max() + 1e-30)))
+RESPELLED = {"Exp": "softmax", "Compute": "rms_norm"}
+"""Dtype variables spelled like an AscendC call of their rows kernel (Exp: a softmax's Exp) or a method of the rows
+class (Compute), and the operator of OPERATORS each is tried on."""
 
 
 @pytest.mark.parametrize("name", sorted(RESPELLED))
@@ -221,16 +194,13 @@ def test_a_dtype_variable_spelled_like_a_call_or_a_method_is_respelled_in_the_cp
     the previous print gave C++ that did not compile (g++ against CANN's headers: 88 errors for the softmax, `no
     matching function for call to half::half(LocalTensor<float>&, ...)`). The Kernel IR keeps the spec's name (the
     interpreter binds it), and the kernel runs on it against float64."""
-    from opgen.check import run_check
     from opgen.codegen import generate
 
-    p, x, ref = _respelled_case(tmp_path, name)
-    h = generate(load_spec(str(p)))[f"op_kernel/{RESPELLED[name][1]}.h"]
+    p, x, ref = _case(tmp_path, RESPELLED[name], "TypeNames", name)
+    h = generate(load_spec(str(p)))["op_kernel/type_names.h"]
     assert re.search(rf"template <typename v_{name}_>\s*class", h)
     assert not re.search(rf"typename {name}\b|<{name}>|sizeof\({name}\)|{name}\*", h)
-    r = run_check(str(p), x, {}, dtypes={name: "float16"}, progress=False, engine="kir")
-    assert not r.faults and r.passed, r.faults[:1]
-    assert _close16(r.arrays["y"], ref)
+    _run_kir(p, x, name, ref)
 
 
 @pytest.mark.slow
@@ -240,7 +210,7 @@ def test_a_respelled_template_parameter_compiles_and_runs_emulated(tmp_path):
     from opgen.check import run_check
     from opgen.codegen import write_ops
 
-    p, x, ref = _respelled_case(tmp_path, "Exp")
+    p, x, ref = _case(tmp_path, "softmax", "TypeNames", "Exp")
     write_ops([str(p)], tmp_path / "gen")
     r = run_check(str(p), x, {}, dtypes={"Exp": "float16"}, progress=False, engine="emu", gen_dir=tmp_path / "gen")
     assert not r.faults and r.passed, r.faults[:1]
