@@ -1635,7 +1635,7 @@ def lower_gemm(spec, lay: GemmLayout, name: str = "") -> K.KernelClass:
                                                              "; K split over the AI Cores when the tiling chooses "
                                                              "it)")))
         + f", output {out_t}" + (f"; every presence of {', '.join(lay.presence)} (hasInput<k>_)" if members else ""))
-    return K.verify(K.disjoint_tparams(cls))
+    return K.verify(cls)
 
 
 def bias_ctype(lay: GemmLayout) -> str:

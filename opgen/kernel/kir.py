@@ -1522,31 +1522,6 @@ def _renamed_locals(x, ren: dict):
     return _rewritten(x, leaf)
 
 
-def disjoint_tparams(k: "KernelClass") -> "KernelClass":
-    """`k` with each name its methods declare (a Let, a loop variable, a tensor variable, a parameter) that is also
-    one of the class's template parameters spelled `v_<name>_` (renamed_arg's form) throughout the class: a dtype
-    variable `G` beside the lowering's local `G`, `n` beside a loop's `n` (C++ forbids a local to redeclare a
-    template parameter). The template parameters come from the spec's dtype variables and keep its spelling (the
-    interpreter, the tiling key and the kernel entry name them so); the locals are the lowering's own, so they give
-    way; only here are both known. docs/reference/names.md §1. Raises IRError when a Verbatim line names such a
-    local (its text cannot be renamed safely) or the name is also a tiling field."""
-    clash = [t for t in k.tparams if t in _local_names(k)]
-    if not clash:
-        return k
-    bad = [t for t in clash if t in k.fields]
-    if bad:
-        raise IRError(f"class {k.name}: {bad[0]} is a template parameter, a tiling field and a local")
-    word = re.compile(r"\b(" + "|".join(map(re.escape, clash)) + r")\b")
-    for body in (k.init, k.process, *(m.body for m in k.methods)):
-        for s in walk(body):
-            if isinstance(s, Verbatim) and any(word.search(ln) for ln in s.lines):
-                raise IRError(f"class {k.name}: local(s) {', '.join(clash)} share a template parameter's name, and "
-                              "a Verbatim line names one")
-    ren = {t: renamed_arg(t) for t in clash}
-    return dataclasses.replace(k, init=_renamed_locals(k.init, ren), process=_renamed_locals(k.process, ren),
-                               methods=_renamed_locals(k.methods, ren))
-
-
 TYPE_FIELDS = ("dtype", "as_dtype", "ctype", "targs", "tparams", "ret")
 """The fields that hold an element type, a template parameter or template arguments (a str, None, or a tuple of
 strs), on any node; a struct parameter's dtype (the struct's type) is none (renamed_types; kir_sync's memo key)."""
@@ -1581,7 +1556,7 @@ NAME_FIELDS = {
 """{node type: the fields that hold a name the class defines or refers to (a str, None, or a tuple of strs)}: the
 class, its tiling struct, GM_ADDR arguments, tiling fields, methods, parameters, GM tensors, buffers, tensor
 variables, member scalars, tables, Let / FLet / loop / result variables, struct variables, and the symbols of
-integer expressions (disjoint_tparams renames by it; kir_sync's memo key numbers them)."""
+integer expressions (_renamed_locals renames by it; kir_sync's memo key numbers them)."""
 
 
 # ------------------------------------------------------------------------------------------------ walking helpers
@@ -2067,8 +2042,6 @@ class _Verifier:
         check_name(name, "scalar")
         if name in st.scalars or name in st.tensors or name in self.locals or name in self.gms:
             raise IRError(f"{name} is defined twice", node)
-        if name in self.k.tparams:
-            raise IRError(f"{name} redeclares the class's template parameter {name} (kir.disjoint_tparams)", node)
         st.scalars[name] = kind
         if mutable:
             st.mutable.add(name)
@@ -2077,8 +2050,6 @@ class _Verifier:
         check_name(var, "tensor")
         if var in st.scalars or var in self.locals or var in self.gms:
             raise IRError(f"{var} is defined twice", node)
-        if var in self.k.tparams:
-            raise IRError(f"{var} redeclares the class's template parameter {var} (kir.disjoint_tparams)", node)
         if var in self.member_tensors:
             m = self.member_tensors[var]
             if m.count is not None:
@@ -3639,7 +3610,8 @@ _CPP_WORD = re.compile(r"\b[A-Za-z_]\w*\b")
 
 def spelled_tparams(k: KernelClass) -> KernelClass:
     """`k` with each template parameter that would meet an identifier of the printed class's code -- a method
-    (`Compute`), a member, an AscendC call (`Exp(...)` would construct the type), a type -- spelled `v_<name>_`
+    (`Compute`), a member, a local or loop variable of a method (`G`, `n`: C++ forbids a local to redeclare a
+    template parameter), an AscendC call (`Exp(...)` would construct the type), a type -- spelled `v_<name>_`
     (renamed_arg) in every type field (renamed_types); the others keep the spec's spelling (a dtype variable `T`).
     docs/reference/names.md §1. Found by printing the class once with each parameter as a stand-in that meets
     nothing and reading the identifiers outside comments, string literals and member accesses

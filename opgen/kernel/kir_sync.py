@@ -1622,11 +1622,10 @@ scalars, tables, Let / FLet / loop / result variables, struct variables. The ana
 identity (a dictionary key, an equality), except the function names' order (_prune and _hoist visit positions in
 text order, the function name first), which the key holds apart, and a struct field `p.f[N]`, whose variable `p`
 alone is renamed (the analysis tells a struct's GM field by its dot). Template parameters are numbered apart
-(_TYPE_FIELDS); every other string stays in the key as it is: element types, operand names, modes, struct
+(kir.TYPE_FIELDS); every other string stays in the key as it is: element types, operand names, modes, struct
 declarations and field names, Verbatim lines, the special symbols (blockIdx, ...)."""
 
 
-_TYPE_FIELDS = kir.TYPE_FIELDS
 
 
 class _Name:
@@ -1649,7 +1648,7 @@ class _Canon:
     as a placeholder: the memo stores positions, which count it); every name (_NAME_FIELDS) replaced by its number
     in order of first appearance, the same name by the same number throughout the class (`num`; `names` maps a
     number back to the class's own name); the template parameters the class and its methods declare likewise, in
-    every type field (_TYPE_FIELDS) and in `types`, apart from the names (the analysis binds them to element types:
+    every type field (kir.TYPE_FIELDS) and in `types`, apart from the names (the analysis binds them to element types:
     `types`, a call's template arguments) -- a concrete element type stays itself wherever it is. So two classes
     get one tree exactly when one is the other with its names and template parameters renamed one-to-one, which
     the analysis cannot tell apart but for the functions' order (_memo_key)."""
@@ -1702,7 +1701,7 @@ class _Canon:
                 continue
             if f.name in names:
                 fn = self.name
-            elif f.name in _TYPE_FIELDS and not (isinstance(x, kir.Param) and x.kind == "struct"):
+            elif f.name in kir.TYPE_FIELDS and not (isinstance(x, kir.Param) and x.kind == "struct"):
                 fn = self.type
             else:
                 out.append(self.tree(v))

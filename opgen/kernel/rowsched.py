@@ -27,7 +27,7 @@ from opgen.kernel.isa import INSTRS, REPEAT_FORMS, Op, Pipe
 from opgen.names import cpp_name
 from opgen.kernel.rowcounts import fetches_next_pass
 from opgen.kernel.rowprog import NARROW_LANES
-from opgen.kernel.kir import (disjoint_tparams, map_children, TilingCond, ELEM_BYTES, BLOCK_IDX, BLOCK_NUM, Alloc, Barrier, Comment, FLoad, Return, Select, SyncAll, Assign, FAssign, FBits, Call, Copy, DeQue, EnQue, FConst, For, Free, Func, Get,
+from opgen.kernel.kir import (map_children, TilingCond, ELEM_BYTES, BLOCK_IDX, BLOCK_NUM, Alloc, Barrier, Comment, FLoad, Return, Select, SyncAll, Assign, FAssign, FBits, Call, Copy, DeQue, EnQue, FConst, For, Free, Func, Get,
                               GmTensor, GmView, If, InitBuffer, FNeg, FRef, Invoke, KernelClass, Let, Local, Param, Ref,
                               ScalarVar, Scope, SetValue, SizeOf, TensorVar, TPos, Vec, Verbatim, View, GetValue, FLet, vec,
                               walk)
@@ -2192,7 +2192,7 @@ def row_split_class(name: str, s: RowSchedule) -> KernelClass:
         methods.append(_compute(s, fetch=True))
     if s.row_out or s.stat_out:
         methods.append(_copy_out(s))
-    return disjoint_tparams(KernelClass(
+    return KernelClass(
         name, s.tiling_struct, args=tuple(s.args) or tuple(cpp_name(g) for g in gms), gms=tuple(gms.values()) + (GmTensor("ws_", "float", workspace=True),),
         locals=tuple(locals_),
         tensors=tuple(tensors),
@@ -2214,4 +2214,4 @@ def row_split_class(name: str, s: RowSchedule) -> KernelClass:
         + tuple(FAssign(m, FLoad(GmView(f"gm_{g}", Lit(0)))) for m, g in s.gm_scalars),
         process=_process(s),
         methods=tuple(methods + ext), tparams=tuple(s.tparams), tparam_bytes=tuple(s.tparam_bytes),
-        doc="ROW_SPLIT / COL_SPLIT schedule"))
+        doc="ROW_SPLIT / COL_SPLIT schedule")
