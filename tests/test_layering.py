@@ -9,6 +9,7 @@ those inside functions, cycles and imports against the stage order.
 from __future__ import annotations
 
 import ast
+import functools
 import sys
 from dataclasses import dataclass
 from pathlib import Path
@@ -76,8 +77,10 @@ def _targets(cur: str, is_pkg: bool, node, mods: dict) -> list[str]:
     return out
 
 
-def imports(root: Path = ROOT) -> tuple[dict, list[Import]]:
-    """The modules and every internal import edge of opgen under `root` (self-imports dropped)."""
+@functools.lru_cache(maxsize=4)
+def imports(root: Path = ROOT) -> tuple[dict, tuple[Import, ...]]:
+    """The modules and every internal import edge of opgen under `root` (self-imports dropped). Parsed once per
+    root and process (the tests read the same tree); the caller must not change the returned dict."""
     mods = modules(root)
     edges = []
     for name, p in mods.items():
@@ -94,7 +97,7 @@ def imports(root: Path = ROOT) -> tuple[dict, list[Import]]:
                 for t in _targets(name, p.name == "__init__.py", n, mods):
                     if t != name:
                         edges.append(Import(name, t, n.lineno, id(n) in in_fn, LAZY in span))
-    return mods, edges
+    return mods, tuple(edges)
 
 
 def stage(mod: str) -> int:

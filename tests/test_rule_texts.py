@@ -18,7 +18,7 @@ from opgen.dsl.rules import keep_names, render_rule
 from opgen.errors import SpecError, ValidationError
 from opgen.registry import all_specs, load_spec
 from opgen.interp.run import interpret
-from tests.opbase_texts import public_names
+from opbase_texts import public_names
 
 ROOT = Path(__file__).resolve().parent.parent
 

@@ -562,18 +562,12 @@ class _Core:
         t = self.tmaps[-1].get(t, t)
         return self.types.get(t, t)
 
-    def env(self, frame) -> dict:
-        out = dict(self.members)
-        for t, ct in self.tmaps[-1].items():   # a template method's own type parameters (sizeof(S) of LoadRow<S>)
-            if ct in NP_TYPES:
-                out[f"sizeof({t})"] = NP_TYPES[ct].itemsize
-        out.update(_flat(frame["ints"]))
-        out[_FLOATS] = frame["floats"]   # the float scalars' scope, which FIndex reads (ev)
-        for var, st in _flat(frame.get("structs", {})).items():   # a struct's int fields: their initialiser until set
-            for key, kind, init in self.struct_keys[st["__struct__"]]:
-                if kind != "gm":
-                    out[f"{var}.{key}"] = st.get(key, init)
-        return out
+    def env(self, frame) -> "_Env":
+        """The names an integer expression of `frame` may read (ev), looked up when read: a struct's int field
+        (`var.field`: its initialiser until set) over the frame's ints (inner scopes first) over a template method's
+        own type sizes (`sizeof(S)` of LoadRow<S>) over the class's members; `_FLOATS`: the frame's float scalars'
+        scope, which FIndex reads."""
+        return _Env(self, frame)
 
     def ival(self, e, frame) -> int:
         if isinstance(e, bool):
@@ -603,9 +597,10 @@ class _Core:
         if isinstance(e, Lit):
             return e.value
         if isinstance(e, Sym):
-            if e.name not in env:
-                raise KirFault(f"{self.where}: symbol {e.name} is not bound")
-            return int(env[e.name])
+            try:
+                return int(env[e.name])
+            except KeyError:
+                raise KirFault(f"{self.where}: symbol {e.name} is not bound") from None
         if isinstance(e, Bin):
             a, b = self.ev(as_dim(e.lhs), env), self.ev(as_dim(e.rhs), env)
             if e.op in ("//", "%") and b == 0:
@@ -623,7 +618,8 @@ class _Core:
         if isinstance(e, kir.Invoke):
             return self.invoke(e.method, [self.ev(as_dim(a), env) for a in e.args])
         if isinstance(e, kir.FIndex):   # the integer a float scalar holds (a checked index)
-            v = _flat(env[_FLOATS]).get(e.name, self.members.get(e.name)) if _FLOATS in env else None
+            fl = env[_FLOATS] if _FLOATS in env else None
+            v = None if fl is None else fl[e.name] if e.name in fl else self.members.get(e.name)
             if v is None:
                 raise KirFault(f"{self.where}: {e}: float scalar {e.name} is not bound")
             if not (np.isfinite(v) and v >= 0 and float(v) == int(v)):
@@ -746,7 +742,7 @@ class _Core:
         base = 0
         name = v.tensor
         m = kir.STRUCT_FIELD.match(name)
-        if m and m.group(1) in _flat(frame.get("structs", {})):   # a GM tensor field of a struct
+        if m and m.group(1) in frame.get("structs", {}):   # a GM tensor field of a struct (inner scopes first)
             key = m.group(2) + (f"[{m.group(3)}]" if m.group(3) is not None else "")
             got = frame["structs"][m.group(1)].get(key)
             if got is None:
@@ -2149,16 +2145,52 @@ _FLOATS = ("floats",)
 """The key of an integer env (Interp.env) holding the frame's float scalars' scope, which FIndex reads."""
 
 
-def _flat(scope) -> dict:
-    """Every name visible in a scope chain, inner ones shadowing outer ones."""
-    chain = []
-    while isinstance(scope, _Scope):
-        chain.append(scope)
-        scope = scope.parent
-    out = dict(scope)
-    for sc in reversed(chain):
-        out.update(dict.items(sc))
-    return out
+class _Env:
+    """An integer expression's names in one frame of a core (_Core.env), each looked up when `ev` reads it instead of
+    a dictionary of every name built per expression (a fifth of a launch's time went to building them): `in` and
+    `[]` only, with _Core.env's order of precedence."""
+
+    __slots__ = ("core", "frame")
+
+    def __init__(self, core, frame):
+        self.core, self.frame = core, frame
+
+    def _find(self, name) -> tuple:
+        frame, core = self.frame, self.core
+        if name == _FLOATS:
+            return True, frame["floats"]
+        if type(name) is not str:
+            return False, None
+        if "." in name:   # a struct's int field: the innermost struct of that name, its value or initialiser
+            var, _, field = name.partition(".")
+            structs = frame.get("structs", {})
+            if var in structs:
+                st = structs[var]
+                got = None
+                for key, kind, init in core.struct_keys[st["__struct__"]]:
+                    if kind != "gm" and key == field:
+                        got = (True, st.get(key, init))
+                if got is not None:
+                    return got
+        ints = frame["ints"]
+        if name in ints:
+            return True, ints[name]
+        if name.startswith("sizeof(") and name.endswith(")"):
+            t = name[len("sizeof("):-1]
+            if t in core.tmaps[-1] and core.tmaps[-1][t] in NP_TYPES:
+                return True, NP_TYPES[core.tmaps[-1][t]].itemsize
+        if name in core.members:
+            return True, core.members[name]
+        return False, None
+
+    def __contains__(self, name) -> bool:
+        return self._find(name)[0]
+
+    def __getitem__(self, name):
+        found, v = self._find(name)
+        if not found:
+            raise KeyError(name)
+        return v
 
 
 def _define(scope, name, value):
