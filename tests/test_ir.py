@@ -295,6 +295,15 @@ def _mk_slice(b, op):
               step=b.draw(st.integers(1, 4)))
 
 
+def _mk_repeat_interleave(b, op):
+    x = b.pick(_has_axis)
+    if x is None:
+        return
+    axes = _axes_for(b, b.types[x].shape, 1)
+    if axes is not None:
+        b.add("repeat_interleave", [x], axis=axes[0], repeats=b.draw(st.integers(1, 4)), size=b.draw(dim_exprs))
+
+
 def _mk_gather_scatter(b, op):
     x = b.pick(lambda t: _fixed(t) and len(t.shape) >= 1)
     if x is None:
@@ -331,7 +340,7 @@ MAKER = {
     "select": _mk_select, "cast": _mk_cast, "const": _mk_const, "dimval": _mk_dimval, "iota": _mk_iota,
     "broadcast": _mk_broadcast, "reduce": _mk_reduce, "reshape": _mk_reshape, "permute": _mk_permute,
     "concat": _mk_concat, "slice": _mk_slice, "gather": _mk_gather_scatter, "scatter_add": _mk_gather_scatter,
-    "matmul": _mk_matmul,
+    "matmul": _mk_matmul, "repeat_interleave": _mk_repeat_interleave,
 }
 
 

@@ -34,13 +34,14 @@ def _as(a, dt: str) -> np.ndarray:
 
 def _inputs(m: int, k: int, n: int, dt: str, seed: int, offset: bool = True, bias: bool = True, g: int = 0) -> dict:
     """x [m, k] in [-1, 1], an int8 weight [k, n] over the whole range (-128 included), a scale of magnitude
-    2^-9 .. 2^-5 with both signs and an offset in [-8, 8] in x's dtype `dt`, each [n] (g 0: per channel) or [k / g,
-    n] (per group of g rows); the bias [n] fp16 beside fp16 x, fp32 beside bf16 x (CANN's rule); offset / bias None
+    2^-9 .. 2^-5 with both signs and an offset in [-8, 8] in x's dtype `dt`, each [n] (g 0: per channel) or
+    [ceil(k / g), n] (per group of g rows, the last one partial when g does not divide k); the bias [n] fp16
+    beside fp16 x, fp32 beside bf16 x (CANN's rule); offset / bias None
     when absent."""
     rng = np.random.default_rng(seed)
     w = rng.integers(-128, 128, (k, n)).astype(np.int8)
     w.flat[0] = -128
-    sh = (k // g, n) if g else (n,)
+    sh = (-(-k // g), n) if g else (n,)
     s = rng.uniform(2.0 ** -9, 2.0 ** -5, sh) * rng.choice([-1.0, 1.0], sh)
     return {"x": _as(rng.uniform(-1, 1, (m, k)), dt), "weight": w, "antiquant_scale": _as(s, dt),
             "antiquant_offset": _as(rng.uniform(-8, 8, sh), dt) if offset else None,
@@ -48,14 +49,14 @@ def _inputs(m: int, k: int, n: int, dt: str, seed: int, offset: bool = True, bia
                      rng.uniform(-1, 1, n).astype(np.float32)) if bias else None}
 
 
-def _rows(t, k: int) -> np.ndarray:
-    """A scale or offset as the weight's [k, n] rows read it: [n] broadcast over every row, [k / g, n] row r // g
-    for weight row r (aclnnWeightQuantBatchMatmulV2's pergroup mode)."""
+def _rows(t, k: int, g: int) -> np.ndarray:
+    """A scale or offset as the weight's [k, n] rows read it: [n] broadcast over every row (g 0), [ceil(k / g), n]
+    row r // g for weight row r (aclnnWeightQuantBatchMatmulV2's pergroup mode)."""
     t = np.asarray(t, np.float32)
-    return t if t.ndim == 1 else np.repeat(t, k // t.shape[0], axis=0)
+    return t if not g else np.repeat(t, g, axis=0)[:k]
 
 
-def _ref(x: dict, dt: str | None) -> np.ndarray:
+def _ref(x: dict, dt: str | None, g: int = 0) -> np.ndarray:
     """y = x @ ANTIQUANT(weight) + bias (aclnnWeightQuantBatchMatmulV2's formula, ops-nn
     docs/aclnnWeightQuantBatchMatmulV2.md): ANTIQUANT(weight) = (weight + antiquantOffset) * antiquantScale computed
     in fp32 (int8 -> fp32 exact, one fp32 rounding after the add and one after the multiply), rounded to x's dtype
@@ -64,8 +65,8 @@ def _ref(x: dict, dt: str | None) -> np.ndarray:
     ft = np.float32 if dt else np.float64
     w = np.asarray(x["weight"], ft)
     if x.get("antiquant_offset") is not None:
-        w = w + _rows(x["antiquant_offset"], k).astype(ft)
-    w = w * _rows(x["antiquant_scale"], k).astype(ft)
+        w = w + _rows(x["antiquant_offset"], k, g).astype(ft)
+    w = w * _rows(x["antiquant_scale"], k, g).astype(ft)
     w = _as(w, dt).astype(np.float64) if dt else w
     y = np.asarray(x["x"], np.float64) @ w
     if x.get("bias") is not None:
@@ -73,12 +74,12 @@ def _ref(x: dict, dt: str | None) -> np.ndarray:
     return y
 
 
-def _close(got, x: dict, dt: str) -> bool:
+def _close(got, x: dict, dt: str, g: int = 0) -> bool:
     """Within one rounding of the output type of the float64 value, plus the cube's fp32 accumulation (a few 2^-24
     of the sum of |products|)."""
-    ref = _ref(x, dt)
+    ref = _ref(x, dt, g)
     got = np.asarray(got, np.float64)
-    s = np.abs(_rows(x["antiquant_scale"], np.asarray(x["weight"]).shape[0]).astype(np.float64))
+    s = np.abs(_rows(x["antiquant_scale"], np.asarray(x["weight"]).shape[0], g).astype(np.float64))
     mag = np.abs(np.asarray(x["x"], np.float64)) @ ((np.abs(np.asarray(x["weight"], np.float64)) + 8) * s)
     return got.shape == ref.shape and bool(np.all(np.isfinite(got)) and np.all(
         np.abs(got - ref) <= ULP[dt] * np.abs(ref) + 2.0 ** -20 * (mag + 1e-30)))
@@ -164,7 +165,7 @@ def test_the_interpreter_equals_the_formula_in_float64(g):
     x = _inputs(5, 128, 7, "float16", 9, g=g)
     y = interpret(str(SPEC), {k: v for k, v in x.items() if v is not None}, mode="exact",
                   attrs={"antiquant_group_size": g})["y"]
-    ref = _ref(x, None)
+    ref = _ref(x, None, g)
     assert np.allclose(np.asarray(y, np.float64), ref, rtol=1e-12, atol=1e-12 * np.abs(ref).max())
 
 
@@ -181,7 +182,7 @@ def test_the_example_on_the_kernel_ir_equals_float64(dt, offset, bias, g, dims):
     r = run_check(str(SPEC), x, {"antiquant_group_size": g}, dtypes={"X": dt}, progress=False, engine="kir")
     assert not r.faults and r.passed
     assert str(r.arrays["y"].dtype) == dt
-    assert _close(r.arrays["y"], x, dt)
+    assert _close(r.arrays["y"], x, dt, g)
 
 
 @pytest.mark.parametrize("g,dims", [(0, (300, 333, 301)), (128, (300, 384, 301))])
@@ -193,14 +194,16 @@ def test_more_units_than_aivs_on_the_kernel_ir_equals_float64(g, dims):
     x = _inputs(*dims, "bfloat16", 6, g=g)
     r = run_check(str(SPEC), x, {"antiquant_group_size": g}, dtypes={"X": "bfloat16"}, progress=False, engine="kir")
     assert not r.faults and r.passed
-    assert _close(r.arrays["y"], x, "bfloat16")
+    assert _close(r.arrays["y"], x, "bfloat16", g)
 
 
 @pytest.mark.parametrize("dims,dt,offset,g", [((37, 50, 45), "float16", True, 0),
+                                              ((37, 100, 45), "float16", True, 32),
                                               ((1700, 384, 301), "bfloat16", True, 64)])
 @pytest.mark.slow
 def test_the_example_emulated_equals_float64(examples_gen, dims, dt, offset, g):
-    """The emitted C++ on the g++ emulation: odd M / K / N per channel, and more blocks than AI Cores (M 1700, N 301:
+    """The emitted C++ on the g++ emulation: odd M / K / N per channel, K 100 in groups of 32 (a last partial group
+    of 4 rows), and more blocks than AI Cores (M 1700, N 301:
     14 x 2 blocks on 24 AICs, tails on both edges; B's units over 48 AIVs, K 384 in two L1 panels and six groups of
     64 rows), fp16 and bf16."""
     from opgen.check import run_check
@@ -208,20 +211,43 @@ def test_the_example_emulated_equals_float64(examples_gen, dims, dt, offset, g):
     x = _inputs(*dims, dt, 3, offset, True, g)
     r = run_check(str(SPEC), x, {"antiquant_group_size": g}, dtypes={"X": dt}, gen_dir=examples_gen, progress=False)
     assert not r.faults and r.passed
-    assert _close(r.arrays["y"], x, dt)
+    assert _close(r.arrays["y"], x, dt, g)
     if dims[0] == 1700:
         assert r.block_dim == 24
 
 
-def test_a_k_not_a_multiple_of_the_group_size_is_refused_naming_the_rule():
-    """antiquant_group_size 64 with K 100: one line naming the attribute and the rule (CANN's partial last group is
-    not implemented)."""
+@pytest.mark.parametrize("g", [32, 128])
+def test_the_interpreter_takes_a_last_partial_group(g):
+    """K 100 in groups of 32 (four scale rows, the last one for 4 weight rows) or of 128 (one row for all 100):
+    `opgen interpret --mode exact` equals the float64 formula with row k // g of the scale and the offset
+    ([ceil(K / g), N], aclnnWeightQuantBatchMatmulV2's pergroup shape)."""
+    from opgen.interp.run import interpret
+
+    x = _inputs(5, 100, 7, "float16", 4, g=g)
+    assert x["antiquant_scale"].shape == (-(-100 // g), 7)
+    y = interpret(str(SPEC), {k: v for k, v in x.items() if v is not None}, mode="exact",
+                  attrs={"antiquant_group_size": g})["y"]
+    ref = _ref(x, None, g)
+    assert np.allclose(np.asarray(y, np.float64), ref, rtol=1e-12, atol=1e-12 * np.abs(ref).max())
+
+
+@pytest.mark.parametrize("g,dims,dt", [(32, (37, 100, 45), "float16"), (64, (37, 70, 45), "bfloat16"),
+                                       (128, (300, 333, 301), "bfloat16")])
+def test_a_last_partial_group_on_the_kernel_ir_equals_float64(g, dims, dt):
+    """A last group of fewer rows than g: K 100 in groups of 32 (the fourth of 4 rows), K 70 in groups of 64 (6
+    rows), K 333 in groups of 128 (77 rows, over 3 x 2 blocks and the AIVs, pieces of a group past its end with no
+    rows), the offset and the bias present, on the Kernel IR interpreter against float64; a scale of K // g rows
+    (the floor) is refused at the aclnn layer's shape check."""
     from opgen.check import run_check
     from opgen.errors import OpgenError
 
-    with pytest.raises(OpgenError, match="antiquant_group_size: K must be a multiple of antiquant_group_size"):
-        run_check(str(SPEC), None, {"antiquant_group_size": 64}, dims={"M": 3, "K": 100, "N": 5}, progress=False,
-                  engine="kir")
+    x = _inputs(*dims, dt, 7, g=g)
+    r = run_check(str(SPEC), x, {"antiquant_group_size": g}, dtypes={"X": dt}, progress=False, engine="kir")
+    assert not r.faults and r.passed
+    assert _close(r.arrays["y"], x, dt, g)
+    short = {**x, "antiquant_scale": x["antiquant_scale"][:dims[1] // g]}
+    with pytest.raises(OpgenError, match="antiquant_scale"):
+        run_check(str(SPEC), short, {"antiquant_group_size": g}, dtypes={"X": dt}, progress=False, engine="kir")
 
 
 def test_the_exchange_of_b_is_needed():

@@ -1,9 +1,10 @@
 """WeightQuantBatchMatmulV2 (ops-nn matmul/weight_quant_batch_matmul_v2; aclnnWeightQuantBatchMatmulV2):
 y[M, N] = x @ ANTIQUANT(weight) (+ bias), ANTIQUANT(weight) = (weight + antiquantOffset) * antiquantScale, x fp16 or
 bf16 [M, K], weight int8 [K, N] (CANN's default transpose_weight = false), antiquantScale in x's dtype per channel
-[N] (antiquantGroupSize 0) or per group [K / antiquantGroupSize, N] (row k of the weight takes row k /
-antiquantGroupSize), the optional antiquantOffset of the scale's shape and dtype, the optional bias [N] (fp16 beside
-fp16 x, fp32 beside bf16 x: CANN's rule), y in x's dtype.
+[N] (antiquantGroupSize 0) or per group [ceil(K / antiquantGroupSize), N] (row k of the weight takes row k /
+antiquantGroupSize; the last group partial when the group size does not divide K), the optional antiquantOffset
+of the scale's shape and dtype, the optional bias [N] (fp16 beside fp16 x, fp32 beside bf16 x: CANN's rule), y in
+x's dtype.
 
 The weight's dequantisation is a matmul operand computed in the kernel: the AIVs convert the int8 weight (int8 ->
 half, exact; -> fp32), add the offset and multiply by the scale in fp32, round once to x's dtype and write the
@@ -19,8 +20,7 @@ quantScaleOptional, quantOffsetOptional, biasOptional, antiquantGroupSize, y)). 
 is declared with the values it accepts (docs/design.md "Parameters a kernel does not implement"): quant_scale and
 quant_offset must be null (no int8 output), transpose_x and transpose_weight false, dtype -1 and inner_precise 0;
 antiquant_group_size is static with the values 0 (per channel), 32, 64 and 128 (CANN takes any multiple of 32 in
-[32, K - 1]), and K must be a multiple of a group size (CANN's ceil(K / groupSize) rows allow a last partial
-group); the scale fp16 / bf16 only (no UINT64 / INT64 scale), int8 weights only (no INT4 / INT32 packing), no
+[32, K - 1]); the scale fp16 / bf16 only (no UINT64 / INT64 scale), int8 weights only (no INT4 / INT32 packing), no
 per-tensor [1] scale; Atlas A2 / A3 only.
 """
 
@@ -40,19 +40,16 @@ GROUP_SIZES = (0, 32, 64, 128)   # antiquant_group_size: 0 per channel, else row
 spec.attr("transpose_x", bool, False, accepts=(False,), unsupported="x stored [K, M]")
 spec.attr("transpose_weight", bool, False, accepts=(False,), unsupported="weight stored [N, K]")
 spec.attr("antiquant_group_size", int, 0, choices=GROUP_SIZES, static=True,
-          doc="0: per-channel scale [N]; a group size: per-group scale [K / group size, N]")
+          doc="0: per-channel scale [N]; a group size: per-group scale [ceil(K / group size), N]")
 spec.attr("dtype", int, -1, accepts=(-1,), unsupported="an int8 output")
 spec.attr("inner_precise", int, 0, accepts=(0,), unsupported="the high-performance mode")
 spec.input("x", X, [M, K])
 spec.input("weight", i8, [K, N])
-SCALE_SHAPES = {g: [K // g, N] if g else [N] for g in GROUP_SIZES}
+SCALE_SHAPES = {g: [(K + (g - 1)) // g, N] if g else [N] for g in GROUP_SIZES}   # ceil(K / g) rows per group
 spec.input("antiquant_scale", X, SCALE_SHAPES, form_by="antiquant_group_size",
-           doc="per-channel [N] or per-group [K / antiquant_group_size, N], x's dtype")
+           doc="per-channel [N] or per-group [ceil(K / antiquant_group_size), N], x's dtype")
 spec.input("antiquant_offset", X, SCALE_SHAPES, form_by="antiquant_group_size", optional=True,
            doc="the scale's shape, x's dtype")
-for g in GROUP_SIZES[1:]:
-    spec.require((K % g).eq(0), "antiquant_group_size", f"K must be a multiple of {{antiquant_group_size}} ({g})",
-                 when=lambda a, pr, g=g: a["antiquant_group_size"] == g)
 spec.input("quant_scale", f32, [N], optional=True, accepts="absent", unsupported="output quantisation")
 spec.input("quant_offset", f32, [N], optional=True, accepts="absent", unsupported="output quantisation")
 spec.input("bias", BIAS, [N], optional=True, doc="fp16 beside fp16 x, fp32 beside bf16 x")
@@ -66,7 +63,7 @@ spec.aclnn_signature(api.param("x"), api.param("weight"), api.param("antiquantSc
                      api.fixed("inner_precise", 0), api.param("y"), const_outputs=True)
 
 spec.package("ops-nn", "matmul")  # where the package goes: ops-nn matmul/<op_snake>
-spec.example_call({"M": 37, "K": 128, "N": 45})   # K a multiple of every group size (32 / 64 / 128)
+spec.example_call({"M": 37, "K": 128, "N": 45})   # any K: a last partial group is read at row k // g too
 
 
 @spec.body
@@ -74,15 +71,13 @@ def _(b, x, weight, antiquant_scale, antiquant_offset, quant_scale, quant_offset
       transpose_weight, antiquant_group_size, dtype, inner_precise):
     g = antiquant_group_size   # static: 0 per channel, else the rows of K per scale row
     w = weight.cast(f32)   # int8 -> fp32: exact
-    if g:   # per group: row k of the weight takes row k / g of the scale and the offset
-        w = w.reshape([K // g, g, N])
 
-    def per(t):   # the scale's or offset's rows as w's broadcast operand
-        return t.cast(f32).reshape([K // g, 1, N]) if g else t.cast(f32)
+    def per(t):   # the scale's or offset's rows as w's operand: row k of the weight takes row k // g (per group)
+        return t.cast(f32).repeat_interleave(g, 0, K) if g else t.cast(f32)
     if antiquant_offset is not None:   # CANN: (weight + antiquantOffset) * antiquantScale
         w = w + per(antiquant_offset)
     w = w * per(antiquant_scale)
-    w = b.quantize(w.reshape([K, N]) if g else w, X, "rint")   # the dequantised weight, rounded to x's dtype
+    w = b.quantize(w, X, "rint")   # the dequantised weight, rounded to x's dtype
     y = b.matmul(x.f32(), w)
     if bias is not None:
         y = y + bias.cast(f32)

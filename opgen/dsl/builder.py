@@ -682,6 +682,15 @@ class Tensor:
         self.b.check_slice(self, axis, as_dim(start), as_dim(stop))
         return out
 
+    def repeat_interleave(self, repeats: int, axis: int, size=None):
+        """Each element along `axis` repeated `repeats` times (torch.repeat_interleave with a static count), the
+        first `size` kept (default: the axis' dim times repeats): element i reads element i // repeats. A per-group
+        scale [ceil(K / g), N] becomes per-row [K, N] with `scale.repeat_interleave(g, 0, K)`, the last group
+        partial when g does not divide K. repeats: an int >= 1; size: an int or a dim expression."""
+        if size is None:
+            size = self.shape[axis] * repeats
+        return self.b.emit("repeat_interleave", (self,), axis=axis, repeats=repeats, size=as_dim(size))
+
     def cast(self, to, round="none"):
         """Convert to dtype `to` with round mode `round` (none|rint|round)."""
         return self.b.cast(self, to, round)

@@ -94,6 +94,20 @@ def _slice(ctx, x, a, ty):
     return x[tuple(sl)]
 
 
+def _repeat_interleave(ctx, x, a, ty):
+    """Element i of the axis is x's element i // repeats, for i < size (docs/design.md "Specs and the Tensor IR").
+    Raises OpgenError when size needs more than x's elements (size > D * repeats) or leaves a last element of x
+    unread (size <= (D - 1) * repeats): the shapes the spec relates disagree with the tensors."""
+    ax = a["axis"]
+    r = a["repeats"]
+    size = a["size"].evaluate(ctx.env)
+    d = x.shape[ax]
+    if not (d - 1) * r < size <= d * r:
+        raise OpgenError(f"repeat_interleave: {d} elements repeated {r} times cannot give {size} (needs "
+                          f"{(d - 1) * r} < size <= {d * r})")
+    return np.take(np.repeat(x, r, axis=ax), np.arange(size), axis=ax)
+
+
 def _gather(ctx, x, idx, a, ty):
     nb = a["batch_dims"]
     bshape = x.shape[:nb]
@@ -234,6 +248,7 @@ KERNELS = {
     "permute": lambda c, x, a, t: np.transpose(x, a["perm"]),
     "concat": None,  # variadic, handled in run.py
     "slice": _slice,
+    "repeat_interleave": _repeat_interleave,
     "gather": _gather,
     "scatter_add": _scatter_add,
     "matmul": _matmul,

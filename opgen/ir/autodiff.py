@@ -377,6 +377,26 @@ def _concat(ad, n, g, p):
     return out
 
 
+def _repeat_interleave(ad, n, g, p):
+    """The adjoint of x repeated r times along an axis to `size` elements: element i of x gathers the adjoint of its
+    r copies i*r .. i*r + r - 1 (fewer in a last partial group): g padded with zeros to D * r elements along the axis
+    (concat), reshaped to [..., D, r, ...] and summed over the r axis. x needs a fixed rank."""
+    shape = tuple(ad.type(p(n.inputs[0])).shape)
+    if any(isinstance(d, Variadic) for d in shape):
+        raise IRError("the adjoint of repeat_interleave needs a fixed rank (reshape the value first)")
+    ax = _axes_of(shape, [n.attr("axis")])[0]
+    r, d = n.attr("repeats"), as_dim(shape[ax])
+    full = d * Lit(r)
+    size = as_dim(n.attr("size"))
+    if full != size:   # the copies a last partial group lacks: zeros
+        gap = list(ad.type(g).shape)
+        gap[ax] = full - size
+        g = ad.emit("concat", (g, ad.zeros(gap)), axis=ax)
+    grouped = shape[:ax] + (d, Lit(r)) + shape[ax + 1:]
+    return {0: ad.emit("reduce", (ad.emit("reshape", (g,), shape=grouped),), kind="sum", axes=(ax + 1,),
+                       keepdims=False)}
+
+
 class _SlicePiece:
     """The adjoint of one slice of a value: `g` holds elements start..stop (step) of `axis`."""
 
@@ -486,6 +506,7 @@ RULES = {
     "maximum": _binary_rule(_pick("gt")), "minimum": _binary_rule(_pick("lt")),
     "select": _select, "cast": _cast, "broadcast": _broadcast, "reduce": _reduce,
     "reshape": _reshape, "permute": _permute, "concat": _concat, "slice": _slice,
+    "repeat_interleave": _repeat_interleave,
     "gather": _gather, "scatter_add": _scatter_add, "matmul": _matmul,
     # no gradient: boolean results, integer sources, leaves
     "lt": _none, "le": _none, "gt": _none, "ge": _none, "eq": _none, "ne": _none,

@@ -19,6 +19,7 @@ Op set:
   reduce      reduce(x) {kind: sum|max|mean, axes, keepdims}
   reshape     reshape(x) {shape}      permute(x) {perm}
   concat      concat(x...) {axis}     slice(x) {axis, start, stop, step}
+  repeat_interleave  repeat_interleave(x) {axis, repeats, size}   out[..., i, ...] = x[..., i // repeats, ...], i < size
   gather      gather(x, idx) {axis, batch_dims}          out = x[*b, idx[*b, ...], ...]
   scatter_add scatter_add(idx, src) {axis, batch_dims, size}   inverse of gather, duplicates add
   matmul      matmul(a, b) {transpose_a, transpose_b}    batch dims broadcast (NumPy matmul; no 1-D)
@@ -348,6 +349,22 @@ def _slice(ts, attrs):
 
 
 _register("slice", 1, {"axis": "int", "start": "dim", "stop": "dim", "step": "int"}, _slice)
+
+
+def _repeat_interleave(ts, attrs):
+    """Each element along `axis` repeated `repeats` times, the first `size` kept: x's dim D becomes `size`, which may
+    be up to D * repeats (a last partial group: ceil(size / repeats) = D, the spec's shapes relate them)."""
+    (t,) = ts
+    ax = _norm_axes([attrs["axis"]], t.shape, "repeat_interleave")[0]
+    r = attrs["repeats"]
+    if not isinstance(r, int) or isinstance(r, bool) or r < 1:
+        raise IRError(f"repeat_interleave: repeats must be an int >= 1, got {r!r}")
+    shape = list(t.shape)
+    shape[ax] = as_dim(attrs["size"])
+    return TensorType(t.dtype, tuple(shape))
+
+
+_register("repeat_interleave", 1, {"axis": "int", "repeats": "int", "size": "dim"}, _repeat_interleave)
 
 
 def _gather(ts, attrs):

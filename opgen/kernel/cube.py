@@ -1045,11 +1045,20 @@ def _prologue(g, mm, params, seen: set, dims) -> tuple:
     def grow(shp):    # a group-row input as the grouped rows read it: [G, N] or [G, 1, N]
         return group and shp in ([group["count"], dn], [group["count"], "1", dn])
 
-    for n in nodes:   # the grouping: the first reshape of B's rows to [G, g, N] (g a literal or a plain dim)
+    def repeated(shp):   # a group-row value repeated to B's rows [K, N] (the unit lies within one group)
+        return group and group["via"] == "repeat" and shp == [dk, dn]
+
+    for n in nodes:   # the grouping: the first reshape of B's rows to [G, g, N] (g a literal or a plain dim), or
+        # the first repeat of a [G, N] input's rows g times to B's K rows (its last group partial when g does not
+        # divide K: G = ceil(K / g), the unit's rows clipped at K)
         shp = shape(n.result.name)
         if n.op == "reshape" and shape(n.inputs[0]) == [dk, dn] and len(shp) == 3 and shp[2] == dn \
                 and (shp[1].isdigit() or shp[1].isidentifier()):
-            group.update(count=shp[0], size=shp[1])
+            group.update(count=shp[0], size=shp[1], via="reshape")
+            break
+        if n.op == "repeat_interleave" and shp == [dk, dn] and n.attr("axis") in (0, -2) \
+                and len(shape(n.inputs[0])) == 2 and shape(n.inputs[0])[1] == dn:
+            group.update(count=shape(n.inputs[0])[0], size=str(n.attr("repeats")), via="repeat")
             break
     for n in nodes:
         r = n.result.name
@@ -1066,6 +1075,16 @@ def _prologue(g, mm, params, seen: set, dims) -> tuple:
             raise Unsupported(r, n.loc, f"a reshape of the right operand's rows to [{', '.join(shp)}]: it takes B "
                               f"[{dk}, {dn}] in groups of rows ([G, g, {dn}], g a constant or a dim) and back")
         if n.op == "reshape" and space.get(n.inputs[0]) == "grow" and grow(shape(r)):
+            alias[r] = alias.get(n.inputs[0], n.inputs[0])
+            space[r] = "grow"
+            continue
+        if n.op == "repeat_interleave":   # a group's row over its rows: the unit (within one group) reads it once
+            if not (space.get(n.inputs[0]) == "grow" and group.get("via") == "repeat" and shape(r) == [dk, dn]
+                    and n.attr("axis") in (0, -2) and str(n.attr("repeats")) == group["size"]
+                    and shape(n.inputs[0]) == [group["count"], dn]):
+                raise Unsupported(r, n.loc, f"a repeat in the right operand's computation other than a group-row "
+                                  f"input [G, {dn}] (cast to f32) repeated g times along its rows to B's [{dk}, {dn}] "
+                                  f"(one g for every input)")
             alias[r] = alias.get(n.inputs[0], n.inputs[0])
             space[r] = "grow"
             continue
@@ -1148,12 +1167,14 @@ def _prologue(g, mm, params, seen: set, dims) -> tuple:
                                       "column input, a constant or elementwise math on them")
             sps = {space[x] for x in n.inputs}
             space[r] = "row" if "row" in sps else "grow" if "grow" in sps else "col" if "col" in sps else "scalar"
-            ok = {"row": shape(r) == [dk, dn] or rows3(shape(r)), "grow": grow(shape(r)), "col": col(r),
+            ok = {"row": shape(r) == [dk, dn] or rows3(shape(r)), "grow": grow(shape(r)) or repeated(shape(r)),
+                  "col": col(r),
                   "scalar": True}[space[r]]
-            if not ok or "grow" in sps and space[r] == "row" and not rows3(shape(r)):
+            if not ok or "grow" in sps and space[r] == "row" and not (
+                    rows3(shape(r)) or repeated(shape(r))):
                 raise Unsupported(r, n.loc, "a broadcast in the right operand's computation other than a column "
                                   f"vector [{dn}] over the [{dk}, {dn}] rows, or a group's row [G, 1, {dn}] over its "
-                                  f"rows [G, g, {dn}]")
+                                  f"rows [G, g, {dn}] (or repeated to [{dk}, {dn}])")
             steps.append(("op", r, n.op, tuple(alias.get(x, x) for x in n.inputs),
                           "col" if space[r] == "grow" else space[r]))
             continue
@@ -2490,12 +2511,16 @@ def _prologue_part(lay: GemmLayout, prog: EpiProgram) -> tuple:
         K.Let("piece", (S("pu") // S("nBlocks")) % S("proPieces")),
         K.Let("kb0", S("grp") * S("proGroup") + S("piece") * R),
         K.Let("n0", (S("pu") % S("nBlocks")) * bn),
-        K.Let("rows", Fn("min", (R, S("proGroup") - S("piece") * R))),
+        # the piece's rows of its group, clipped at K: a last partial group (ceil(K / g) groups) has fewer rows
+        # than its pieces cover, and a piece past its end none
+        K.Let("rows", Fn("min", (Fn("min", (R, S("proGroup") - S("piece") * R)), S("K") - S("kb0")))),
         K.Let("nt", Fn("min", (bn, N - S("n0")))),
         K.Let("iters", K.Select(whole, Lit(1), S("rows"))),
         K.Let("cnt", K.Select(whole, S("rows") * S("nt"), S("nt"))),
-        *merge_guards([*col_in, *col_ops]),
-        *merge_guards([*copies_in, *widen, *row_ops, out]),
+        K.If((Constraint(">", S("rows"), Lit(0)),), (
+            *merge_guards([*col_in, *col_ops]),
+            *merge_guards([*copies_in, *widen, *row_ops, out]),
+        ), doc="a piece with rows (one past the end of a last partial group has none)"),
     )
     stmts = (
         K.Let("pFirst", K.BLOCK_IDX * S("proUnitsPerAiv") + Fn("min", (K.BLOCK_IDX, S("proUnitsTail")))),

@@ -1,0 +1,84 @@
+"""`x.repeat_interleave(repeats, axis, size)`: element i of the axis reads element i // repeats, the first `size`
+kept (torch.repeat_interleave with a static count, sliced). Checked on the Tensor-IR interpreter against NumPy,
+its adjoint against torch autograd in float64, and its type rule's refusals; WeightQuantBatchMatmulV2's last
+partial group (tests/test_weight_quant_batch_matmul_v2.py) uses it on the cube."""
+
+from __future__ import annotations
+
+import numpy as np
+import pytest
+import torch
+
+from opgen.errors import OpgenError
+from opgen.interp import interpret
+from opgen.registry import load_spec
+
+SPEC = '''
+from opgen.dsl import A2, OpSpec, f32
+spec = OpSpec("GroupScale", aclnn="aclnnGroupScale", socs=(A2,))
+K, N = spec.dims("K N", max=4096)
+spec.input("w", f32, [K, N])
+spec.input("s", f32, [(K + {gm1}) // {g}, N])
+spec.output("y", f32, [K, N])
+
+@spec.body
+def _(b, w, s):
+    return {{"y": b.exp(w) * s.repeat_interleave({g}, {axis}, K)}}
+'''
+
+
+def _spec(tmp_path, g: int, axis: int = 0) -> str:
+    p = tmp_path / f"group_scale_{g}_{axis % 2}.py"
+    p.write_text(SPEC.format(g=g, gm1=g - 1, axis=axis))
+    return str(p)
+
+
+@pytest.mark.parametrize("k,g,axis", [(100, 32, 0), (96, 32, 0), (7, 8, -2), (5, 1, 0)])
+def test_the_interpreter_repeats_each_row_and_keeps_the_first_size(tmp_path, k, g, axis):
+    """K 100 in groups of 32 (a last group of 4 rows), 96 (whole groups), 7 in one group of 8 (axis -2), g 1 (the
+    identity): y = exp(w) * s[k // g] in float64 NumPy."""
+    rng = np.random.default_rng(k + g)
+    w = rng.normal(size=(k, 5)).astype(np.float32)
+    s = rng.normal(size=(-(-k // g), 5)).astype(np.float32)
+    y = interpret(_spec(tmp_path, g, axis), {"w": w, "s": s}, mode="exact")["y"]
+    want = np.exp(w.astype(np.float64)) * s.astype(np.float64)[np.arange(k) // g]
+    np.testing.assert_allclose(np.asarray(y, np.float64), want, rtol=1e-12, atol=0)
+
+
+@pytest.mark.parametrize("k,g", [(100, 32), (64, 32), (3, 4)])
+def test_the_adjoint_sums_each_groups_rows_as_torch_autograd(tmp_path, k, g):
+    """d/ds of sum(y * dy) for y = exp(w) * s.repeat_interleave(g, 0, K): row j of ds sums the rows of its group
+    (the last one partial), ds and dw against torch.repeat_interleave's autograd in float64."""
+    fwd = _spec(tmp_path, g)
+    (tmp_path / "group_scale_grad.py").write_text(
+        "from opgen.dsl import derive_grad\n"
+        f"spec = derive_grad({fwd!r}, 'GroupScaleGrad', aclnn='aclnnGroupScaleGrad', wrt=['w', 's'],\n"
+        "                   grads={'y': 'dy'}, names={'w': 'dw', 's': 'ds'})\n")
+    rng = np.random.default_rng(k)
+    w = rng.normal(size=(k, 3)).astype(np.float32)
+    s = rng.normal(size=(-(-k // g), 3)).astype(np.float32)
+    dy = rng.normal(size=(k, 3)).astype(np.float32)
+    got = interpret(str(tmp_path / "group_scale_grad.py"), {"dy": dy, "w": w, "s": s}, mode="exact")
+    tw, ts = (torch.tensor(a.astype(np.float64), requires_grad=True) for a in (w, s))
+    (torch.exp(tw) * torch.repeat_interleave(ts, g, dim=0)[:k]).backward(torch.tensor(dy.astype(np.float64)))
+    np.testing.assert_allclose(np.asarray(got["ds"], np.float64), ts.grad.numpy(), rtol=1e-10, atol=1e-12)
+    np.testing.assert_allclose(np.asarray(got["dw"], np.float64), tw.grad.numpy(), rtol=1e-10, atol=1e-12)
+
+
+def test_a_scale_of_the_wrong_rows_is_refused_naming_the_input(tmp_path):
+    """A scale of K // g rows where the spec says ceil(K / g): the input's shape check names it (the interpreter
+    never reads past its rows)."""
+    w = np.zeros((100, 5), np.float32)
+    with pytest.raises(OpgenError, match="s"):
+        interpret(_spec(tmp_path, 32), {"w": w, "s": np.zeros((3, 5), np.float32)}, mode="exact")
+
+
+@pytest.mark.parametrize("call,why", [("s.repeat_interleave(0, 0, K)", "repeats must be an int >= 1"),
+                                      ("s.repeat_interleave(2.5, 0, K)", "repeats must be an int >= 1"),
+                                      ("s.repeat_interleave(2, 3, K)", "axis")])
+def test_a_bad_repeat_is_a_spec_error_at_its_line(tmp_path, call, why):
+    """repeats 0, a float repeat, an axis past the rank: refused when the body is traced, naming the rule."""
+    p = tmp_path / "bad_repeat.py"
+    p.write_text(SPEC.format(g=2, gm1=1, axis=0).replace("s.repeat_interleave(2, 0, K)", call))
+    with pytest.raises(OpgenError, match=why):
+        interpret(load_spec(str(p)), {"w": np.zeros((4, 3), np.float32), "s": np.zeros((2, 3), np.float32)})
