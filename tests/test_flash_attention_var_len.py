@@ -384,7 +384,7 @@ def test_the_aclnn_layer_refuses_what_the_kernel_does_not_implement(gen):
     keepProb other than 1 are 161002 ACLNN_ERR_PARAM_INVALID naming the public parameter; a null actualSeqQLenOptional
     is 161001; softmaxOutOut may be null or a tensor."""
     from opgen.check.aclnn import run_runner
-    from tests.test_aclnn_api import _at, _call, _with_tokens
+    from test_aclnn_api import _at, _call, _with_tokens
 
     m, runner, base, _ = _call(str(SPEC), {"T1": 9, "T2": 21, "N1": 2, "N2": 1, "D": 16, "Bn": 2},
                                attrs={"input_layout": "TND", "head_num": 2}, gen_dir=gen)

@@ -80,7 +80,7 @@ def _assert_log_softmax(x, y) -> None:
 def _forced_row_chunk(tmp_path: Path, name: str, group: int, cols: int) -> Path:
     """Spec `name`'s package with ROW_CHUNK forced, `group` rows a group in chunks of `cols` columns (groups of
     several rows: the hoisted instruction then runs over k > 1 totals; tests/test_rows_resident `_forced_groups`)."""
-    from tests.test_rows_resident import _forced_groups
+    from test_rows_resident import _forced_groups
 
     return _forced_groups(tmp_path, name, group, cols, always=True)
 

@@ -46,7 +46,7 @@ def test_the_header_and_opdef_are_canns():
     header says where dtype comes from, what offset must be, and that transposeX1 and transposeX2 take both values
     (x1 [M, K] or [K, M], x2 [K, N] or [N, K])."""
     from opgen.codegen import generate_cached
-    from tests.test_aclnn_api import _header_params
+    from test_aclnn_api import _header_params
 
     spec = load_spec(QBMM)
     assert _header_params(spec) == V4
@@ -200,7 +200,7 @@ def test_signature_errors_of_dtype_and_accepted_attributes(tmp_path):
     f = tmp_path / "ok.py"
     f.write_text(HEAD + decl + 'spec.aclnn_signature(api.param("self", "x"), api.fixed("g", 0), api.param("out", '
                  '"y"))\n' + tail)
-    from tests.test_aclnn_api import _header_params
+    from test_aclnn_api import _header_params
     assert _header_params(load_spec(str(f))) == [("self", T_IN), ("out", "aclTensor*")]
 
 
@@ -214,7 +214,7 @@ def test_the_aclnn_layer_refuses_with_canns_code(examples_gen):
     a shape error), so are both transposeX1 values (x1 [M, K] or [K, M]); each violated rule is 161002 ACLNN_ERR_PARAM_INVALID with the
     interpreter's message under the public names; a null x1 is still 161001 first."""
     from opgen.check.aclnn import run_runner
-    from tests.test_aclnn_api import _at, _call, _with_tokens
+    from test_aclnn_api import _at, _call, _with_tokens
 
     m, runner, base, _ = _call(QBMM, {"M": 5, "K": 40, "N": 7}, attrs={"transpose_x2": True}, gen_dir=examples_gen)
     k = {n: _at(m, n) for n in ("x1", "x2", "offset", "pertokenScaleOptional", "transposeX1", "transposeX2", "out")}
