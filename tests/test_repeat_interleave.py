@@ -82,3 +82,15 @@ def test_a_bad_repeat_is_a_spec_error_at_its_line(tmp_path, call, why):
     p.write_text(SPEC.format(g=2, gm1=1, axis=0).replace("s.repeat_interleave(2, 0, K)", call))
     with pytest.raises(OpgenError, match=why):
         interpret(load_spec(str(p)), {"w": np.zeros((4, 3), np.float32), "s": np.zeros((2, 3), np.float32)})
+
+
+def test_a_literal_size_its_input_cannot_give_is_a_spec_error(tmp_path):
+    """[4, N] repeated 3 times gives 10 to 12 rows: a literal size 13 (past the input) or 9 (the last row unread)
+    is refused when the body is traced, naming the rule."""
+    for size in (13, 9):
+        p = tmp_path / f"lit_{size}.py"
+        p.write_text(SPEC.format(g=3, gm1=2, axis=0).replace('spec.input("s", f32, [(K + 2) // 3, N])',
+                                                             'spec.input("s", f32, [4, N])')
+                     .replace("s.repeat_interleave(3, 0, K)", f"s.repeat_interleave(3, 0, {size})"))
+        with pytest.raises(OpgenError, match=r"4 elements repeated 3 times cannot give"):
+            interpret(load_spec(str(p)), {"w": np.zeros((size, 2), np.float32), "s": np.zeros((4, 2), np.float32)})

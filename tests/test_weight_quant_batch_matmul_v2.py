@@ -338,6 +338,23 @@ def test_computed_operands_the_kernel_does_not_lower_are_refused_naming_the_rule
     assert why in str(e.value), str(e.value)
 
 
+@pytest.mark.parametrize("rows,extra", [
+    ("K // 32", "spec.require((K % 32).eq(0), 'weight', 'K must be a multiple of 32')"), ("(K + 63) // 64", "")])
+def test_a_repeated_group_row_input_of_other_than_ceil_k_over_g_rows_is_refused(tmp_path, rows, extra):
+    """The kernel reads group row k // g for every k < K, so a repeated input must be declared with ceil(K / g) rows
+    ((K + g - 1) // g, which the aclnn layer's shape check guarantees): K // 32 rows (even under a multiple-of
+    relation) or the rows of another group size are refused naming the shape to declare."""
+    text = open(_user_spec(tmp_path, "b.matmul(x.f32(), b.quantize(weight.f32() * gs.cast(f32).repeat_interleave("
+                                      "32, 0, K), f16, 'rint')).cast(f16, 'rint')", extra)).read()
+    p = tmp_path / "wqr.py"
+    text = text.replace('spec.input("s1", f32, [1])', f'spec.input("s1", f32, [1])\nspec.input("gs", f16, [{rows}, N])')
+    text = text.replace("def _(b, x, weight, scale, w2, s1):", "def _(b, x, weight, scale, w2, s1, gs):")
+    p.write_text(text)
+    with pytest.raises(NoKernel) as e:
+        kernel_build(load_spec(str(p)))
+    assert "declare it [(K + 31) // 32, N]" in str(e.value), str(e.value)
+
+
 def _grouped_spec(tmp_path, always: bool) -> str:
     """A spec whose static attribute g (0 or 64) regroups x [K, N] into [K // 64, 64, N] under `(K % 64).eq(0)` required
     when g is 64 only; `always`: the body regroups in both modes."""

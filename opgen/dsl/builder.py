@@ -686,7 +686,8 @@ class Tensor:
         """Each element along `axis` repeated `repeats` times (torch.repeat_interleave with a static count), the
         first `size` kept (default: the axis' dim times repeats): element i reads element i // repeats. A per-group
         scale [ceil(K / g), N] becomes per-row [K, N] with `scale.repeat_interleave(g, 0, K)`, the last group
-        partial when g does not divide K. repeats: an int >= 1; size: an int or a dim expression."""
+        partial when g does not divide K. repeats: an int >= 1; size: an int or a dim expression with
+        (D - 1) * repeats < size <= D * repeats for the axis' dim D (every element read)."""
         if size is None:
             size = self.shape[axis] * repeats
         return self.b.emit("repeat_interleave", (self,), axis=axis, repeats=repeats, size=as_dim(size))

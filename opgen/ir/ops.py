@@ -352,15 +352,20 @@ _register("slice", 1, {"axis": "int", "start": "dim", "stop": "dim", "step": "in
 
 
 def _repeat_interleave(ts, attrs):
-    """Each element along `axis` repeated `repeats` times, the first `size` kept: x's dim D becomes `size`, which may
-    be up to D * repeats (a last partial group: ceil(size / repeats) = D, the spec's shapes relate them)."""
+    """Each element along `axis` repeated `repeats` times, the first `size` kept: x's dim D becomes `size`, with
+    (D - 1) * repeats < size <= D * repeats (every element read; a last partial group: ceil(size / repeats) = D).
+    Checked here when both are literals; the spec's shapes relate symbolic ones (the interpreter checks the values)."""
     (t,) = ts
     ax = _norm_axes([attrs["axis"]], t.shape, "repeat_interleave")[0]
     r = attrs["repeats"]
     if not isinstance(r, int) or isinstance(r, bool) or r < 1:
         raise IRError(f"repeat_interleave: repeats must be an int >= 1, got {r!r}")
     shape = list(t.shape)
-    shape[ax] = as_dim(attrs["size"])
+    size, d = as_dim(attrs["size"]), t.shape[ax]
+    if isinstance(size, Lit) and isinstance(d, Lit) and not (d.value - 1) * r < size.value <= d.value * r:
+        raise IRError(f"repeat_interleave: {d.value} elements repeated {r} times cannot give {size.value} (needs "
+                      f"{(d.value - 1) * r} < size <= {d.value * r})")
+    shape[ax] = size
     return TensorType(t.dtype, tuple(shape))
 
 

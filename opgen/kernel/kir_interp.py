@@ -2192,6 +2192,10 @@ class _Env:
             raise KeyError(name)
         return v
 
+    def get(self, name, default=None):
+        found, v = self._find(name)
+        return v if found else default
+
 
 def _define(scope, name, value):
     """Declares `name` in the innermost scope (a C++ declaration; it shadows an outer one)."""
