@@ -285,23 +285,20 @@ def _mk_concat(b, op):
     assert b.add("concat", xs, axis=ax) is not None
 
 
-def _mk_slice(b, op):
+_ONE_AXIS = {
+    "slice": lambda b: {"start": b.draw(dim_exprs), "stop": b.draw(dim_exprs), "step": b.draw(st.integers(1, 4))},
+    "repeat_interleave": lambda b: {"repeats": b.draw(st.integers(1, 4)), "size": b.draw(dim_exprs)},
+}
+"""The ops that act along one axis of one operand: op -> its other attributes, drawn."""
+
+
+def _mk_one_axis(b, op):
     x = b.pick(_has_axis)
     if x is None:
         return
     axes = _axes_for(b, b.types[x].shape, 1)
     if axes is not None:
-        b.add("slice", [x], axis=axes[0], start=b.draw(dim_exprs), stop=b.draw(dim_exprs),
-              step=b.draw(st.integers(1, 4)))
-
-
-def _mk_repeat_interleave(b, op):
-    x = b.pick(_has_axis)
-    if x is None:
-        return
-    axes = _axes_for(b, b.types[x].shape, 1)
-    if axes is not None:
-        b.add("repeat_interleave", [x], axis=axes[0], repeats=b.draw(st.integers(1, 4)), size=b.draw(dim_exprs))
+        b.add(op, [x], axis=axes[0], **_ONE_AXIS[op](b))
 
 
 def _mk_gather_scatter(b, op):
@@ -339,8 +336,8 @@ MAKER = {
                                "lt", "le", "gt", "ge", "eq", "ne")},
     "select": _mk_select, "cast": _mk_cast, "const": _mk_const, "dimval": _mk_dimval, "iota": _mk_iota,
     "broadcast": _mk_broadcast, "reduce": _mk_reduce, "reshape": _mk_reshape, "permute": _mk_permute,
-    "concat": _mk_concat, "slice": _mk_slice, "gather": _mk_gather_scatter, "scatter_add": _mk_gather_scatter,
-    "matmul": _mk_matmul, "repeat_interleave": _mk_repeat_interleave,
+    "concat": _mk_concat, "slice": _mk_one_axis, "gather": _mk_gather_scatter, "scatter_add": _mk_gather_scatter,
+    "matmul": _mk_matmul, "repeat_interleave": _mk_one_axis,
 }
 
 

@@ -153,8 +153,7 @@ class _Printer:
                 return f"{x[0]}[{':, ' * ax}{sl}]"
             return f"{x[0]}[..., {sl}{', :' * (-ax - 1)}]"
         if op == "repeat_interleave":
-            return (f"np.take(np.repeat({x[0]}, {a['repeats']!r}, axis={a['axis']!r}), "
-                    f"np.arange({self.dim(a['size'])}), axis={a['axis']!r})")
+            return f"np.take({x[0]}, np.arange({self.dim(a['size'])}) // {a['repeats']!r}, axis={a['axis']!r})"
         if op == "gather":
             return f"_gather({x[0]}, {x[1]}, {a['batch_dims']})"
         if op == "scatter_add":

@@ -14,6 +14,7 @@ from opgen.errors import OpgenError, SpecError
 from opgen.interp.minmax import ieee_max, ieee_min, reduce_max, reduce_min
 from opgen.interp.rounding import float_to_int, int_to_float, int_to_int, round_float
 from opgen.ir.dims import eval_shape
+from opgen.ir.ops import repeat_interleave_size_error
 from opgen.ir.dtypes import DType, DTypeVar
 
 
@@ -96,16 +97,14 @@ def _slice(ctx, x, a, ty):
 
 def _repeat_interleave(ctx, x, a, ty):
     """Element i of the axis is x's element i // repeats, for i < size (docs/design.md "Specs and the Tensor IR").
-    Raises OpgenError when size needs more than x's elements (size > D * repeats) or leaves a last element of x
-    unread (size <= (D - 1) * repeats): the shapes the spec relates disagree with the tensors."""
-    ax = a["axis"]
-    r = a["repeats"]
+    Raises OpgenError when x's extent and size break opgen.ir.ops.repeat_interleave_size_error's rule: the shapes
+    the spec relates disagree with the tensors."""
+    ax, r = a["axis"], a["repeats"]
     size = a["size"].evaluate(ctx.env)
-    d = x.shape[ax]
-    if not (d - 1) * r < size <= d * r:
-        raise OpgenError(f"repeat_interleave: {d} elements repeated {r} times cannot give {size} (needs "
-                          f"{(d - 1) * r} < size <= {d * r})")
-    return np.take(np.repeat(x, r, axis=ax), np.arange(size), axis=ax)
+    why = repeat_interleave_size_error(x.shape[ax], r, size)
+    if why:
+        raise OpgenError(why)
+    return np.take(x, np.arange(size) // r, axis=ax)
 
 
 def _gather(ctx, x, idx, a, ty):

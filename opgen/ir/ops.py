@@ -351,10 +351,19 @@ def _slice(ts, attrs):
 _register("slice", 1, {"axis": "int", "start": "dim", "stop": "dim", "step": "int"}, _slice)
 
 
+def repeat_interleave_size_error(d: int, repeats: int, size: int) -> str | None:
+    """Why `d` elements repeated `repeats` times cannot give `size` (every element read: (d - 1) * repeats < size <=
+    d * repeats), or None when they can. The type rule checks literals with it, the interpreter the bound values."""
+    if (d - 1) * repeats < size <= d * repeats:
+        return None
+    return (f"repeat_interleave: {d} elements repeated {repeats} times cannot give {size} (needs "
+            f"{(d - 1) * repeats} < size <= {d * repeats})")
+
+
 def _repeat_interleave(ts, attrs):
-    """Each element along `axis` repeated `repeats` times, the first `size` kept: x's dim D becomes `size`, with
-    (D - 1) * repeats < size <= D * repeats (every element read; a last partial group: ceil(size / repeats) = D).
-    Checked here when both are literals; the spec's shapes relate symbolic ones (the interpreter checks the values)."""
+    """Each element along `axis` repeated `repeats` times, the first `size` kept: x's dim D becomes `size`
+    (repeat_interleave_size_error's rule; a last partial group: ceil(size / repeats) = D). Checked here when both are
+    literals; the spec's shapes relate symbolic ones (the interpreter checks the values)."""
     (t,) = ts
     ax = _norm_axes([attrs["axis"]], t.shape, "repeat_interleave")[0]
     r = attrs["repeats"]
@@ -362,9 +371,10 @@ def _repeat_interleave(ts, attrs):
         raise IRError(f"repeat_interleave: repeats must be an int >= 1, got {r!r}")
     shape = list(t.shape)
     size, d = as_dim(attrs["size"]), t.shape[ax]
-    if isinstance(size, Lit) and isinstance(d, Lit) and not (d.value - 1) * r < size.value <= d.value * r:
-        raise IRError(f"repeat_interleave: {d.value} elements repeated {r} times cannot give {size.value} (needs "
-                      f"{(d.value - 1) * r} < size <= {d.value * r})")
+    if isinstance(size, Lit) and isinstance(d, Lit):
+        why = repeat_interleave_size_error(d.value, r, size.value)
+        if why:
+            raise IRError(why)
     shape[ax] = size
     return TensorType(t.dtype, tuple(shape))
 

@@ -1058,14 +1058,14 @@ def _prologue(g, mm, params, seen: set, dims) -> tuple:
             break
         if n.op == "repeat_interleave" and shp == [dk, dn] and n.attr("axis") in (0, -2) \
                 and len(shape(n.inputs[0])) == 2 and shape(n.inputs[0])[1] == dn:
-            r_ = n.attr("repeats")
-            if shape(n.inputs[0])[0] != str((as_dim(dims[1]) + Lit(r_ - 1)) // Lit(r_)):
+            reps = n.attr("repeats")
+            if shape(n.inputs[0])[0] != str((as_dim(dims[1]) + Lit(reps - 1)) // Lit(reps)):
                 # the kernel reads group row k // g for every k < K: the input must have ceil(K / g) rows, which the
                 # aclnn layer's shape check then guarantees
-                raise Unsupported(n.inputs[0], n.loc, f"a group-row input repeated {r_} times to B's {dk} rows has "
-                                  f"[{shape(n.inputs[0])[0]}, {dn}] rows: declare it [({dk} + {r_ - 1}) // {r_}, {dn}] "
-                                  f"(ceil({dk} / {r_}) rows, the last group partial)")
-            group.update(count=shape(n.inputs[0])[0], size=str(r_), via="repeat")
+                raise Unsupported(n.inputs[0], n.loc, f"a group-row input repeated {reps} times to B's {dk} rows has "
+                                  f"[{shape(n.inputs[0])[0]}, {dn}] rows: declare it [({dk} + {reps - 1}) // {reps}, "
+                                  f"{dn}] (ceil({dk} / {reps}) rows, the last group partial)")
+            group.update(count=shape(n.inputs[0])[0], size=str(reps), via="repeat")
             break
     for n in nodes:
         r = n.result.name
