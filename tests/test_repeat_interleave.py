@@ -46,21 +46,34 @@ def test_the_interpreter_repeats_each_row_and_keeps_the_first_size(tmp_path, k, 
 
 
 @pytest.mark.parametrize("k,g", [(100, 32), (64, 32), (3, 4)])
-def test_the_adjoint_sums_each_groups_rows_as_torch_autograd(tmp_path, k, g):
-    """d/ds of sum(y * dy) for y = exp(w) * s.repeat_interleave(g, 0, K): row j of ds sums the rows of its group
-    (the last one partial), ds and dw against torch.repeat_interleave's autograd in float64."""
+@pytest.mark.parametrize("along", ["rows", "columns"])
+def test_the_adjoint_sums_each_groups_rows_as_torch_autograd(tmp_path, k, g, along):
+    """d/ds of sum(y * dy) for y = exp(w) * s.repeat_interleave(g, axis, size): element j of ds sums the elements of
+    its group (the last one partial), along the rows (s [ceil(K / g), N], axis 0) or the columns (s [K, ceil(N / g)],
+    axis -1), ds and dw against torch.repeat_interleave's autograd in float64."""
     fwd = _spec(tmp_path, g)
+    shape = lambda n: (n, 3) if along == "rows" else (3, n)   # noqa: E731 - w's and s's shapes for n rows / columns
+    if along == "columns":
+        text = open(fwd).read()
+        text = text.replace(f"spec.input(\"s\", f32, [(K + {g - 1}) // {g}, N])",
+                            f"spec.input(\"s\", f32, [K, (N + {g - 1}) // {g}])")
+        text = text.replace(f"s.repeat_interleave({g}, 0, K)", f"s.repeat_interleave({g}, -1, N)")
+        assert f"[K, (N + {g - 1}) // {g}]" in text and f"repeat_interleave({g}, -1, N)" in text
+        open(fwd, "w").write(text)
     (tmp_path / "group_scale_grad.py").write_text(
         "from opgen.dsl import derive_grad\n"
         f"spec = derive_grad({fwd!r}, 'GroupScaleGrad', aclnn='aclnnGroupScaleGrad', wrt=['w', 's'],\n"
         "                   grads={'y': 'dy'}, names={'w': 'dw', 's': 'ds'})\n")
     rng = np.random.default_rng(k)
-    w = rng.normal(size=(k, 3)).astype(np.float32)
-    s = rng.normal(size=(-(-k // g), 3)).astype(np.float32)
-    dy = rng.normal(size=(k, 3)).astype(np.float32)
+    w = rng.normal(size=shape(k)).astype(np.float32)
+    s = rng.normal(size=shape(-(-k // g))).astype(np.float32)
+    dy = rng.normal(size=shape(k)).astype(np.float32)
     got = interpret(str(tmp_path / "group_scale_grad.py"), {"dy": dy, "w": w, "s": s}, mode="exact")
     tw, ts = (torch.tensor(a.astype(np.float64), requires_grad=True) for a in (w, s))
-    (torch.exp(tw) * torch.repeat_interleave(ts, g, dim=0)[:k]).backward(torch.tensor(dy.astype(np.float64)))
+    dim = 0 if along == "rows" else 1
+    rep = torch.repeat_interleave(ts, g, dim=dim)
+    rep = rep[:k] if along == "rows" else rep[:, :k]
+    (torch.exp(tw) * rep).backward(torch.tensor(dy.astype(np.float64)))
     np.testing.assert_allclose(np.asarray(got["ds"], np.float64), ts.grad.numpy(), rtol=1e-10, atol=1e-12)
     np.testing.assert_allclose(np.asarray(got["dw"], np.float64), tw.grad.numpy(), rtol=1e-10, atol=1e-12)
 
@@ -69,7 +82,7 @@ def test_a_scale_of_the_wrong_rows_is_refused_naming_the_input(tmp_path):
     """A scale of K // g rows where the spec says ceil(K / g): the input's shape check names it (the interpreter
     never reads past its rows)."""
     w = np.zeros((100, 5), np.float32)
-    with pytest.raises(OpgenError, match="s"):
+    with pytest.raises(OpgenError, match=r"s: shape \[3, 5\]: dim 0 is 3, expected \(K \+ 31\) // 32 = 4"):
         interpret(_spec(tmp_path, 32), {"w": w, "s": np.zeros((3, 5), np.float32)}, mode="exact")
 
 
@@ -94,3 +107,30 @@ def test_a_literal_size_its_input_cannot_give_is_a_spec_error(tmp_path):
                      .replace("s.repeat_interleave(3, 0, K)", f"s.repeat_interleave(3, 0, {size})"))
         with pytest.raises(OpgenError, match=r"4 elements repeated 3 times cannot give"):
             interpret(load_spec(str(p)), {"w": np.zeros((size, 2), np.float32), "s": np.zeros((4, 2), np.float32)})
+
+
+def test_the_emitted_golden_reads_row_k_over_g(tmp_path):
+    """The package's NumPy golden (tests/assets/golden.py, printed from the IR) at K 100 in groups of 32: y =
+    exp(w) * s[k // 32] in float32 as written here (the golden computes in fp32, the interpreter's device mode), bit
+    for bit."""
+    from opgen.codegen.golden import GOLDEN_PATH, emit_golden
+
+    ns: dict = {}
+    exec(compile(emit_golden(load_spec(_spec(tmp_path, 32)))[GOLDEN_PATH], "golden.py", "exec"), ns)
+    fn = next(v for k, v in ns.items() if k.endswith("_golden") and callable(v) and k != "__golden__")
+    rng = np.random.default_rng(3)
+    w = rng.normal(size=(100, 5)).astype(np.float32)
+    s = rng.normal(size=(4, 5)).astype(np.float32)
+    (y,) = fn(w, s)
+    want = np.exp(w) * s[np.arange(100) // 32]
+    assert y.dtype == np.float32 and np.array_equal(y, want)
+
+
+def test_the_rows_family_refuses_a_repeat_naming_the_op(tmp_path):
+    """exp(w) * s.repeat_interleave(32, 0, K) outside a matmul: no family lowers it, and the refusal names the op and
+    the one form a kernel reads (the cube's computed operand) -- not another rule it happens to break."""
+    from opgen.codegen import generate
+    from opgen.kernel.family import NoKernel
+
+    with pytest.raises(NoKernel, match=r"repeat_interleave \(one element read by a group of elements of an axis\)"):
+        generate(load_spec(_spec(tmp_path, 32)))

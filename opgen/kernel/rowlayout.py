@@ -514,7 +514,7 @@ def analyse(g: Graph) -> RowLayout:
         r = n.result.name
         if ch.is_load(r) or r in ch.store_only or n.op in ("const", "broadcast", "reshape"):
             continue
-        if n.op in ("permute", "slice", "concat"):
+        if n.op in ("permute", "slice", "concat", "repeat_interleave"):
             raise Unsupported(r, n.loc, _view_rule(n.op))
         add(r)
         for x in n.inputs:
@@ -591,7 +591,8 @@ def _is_flat(g: Graph, ch: Chains, lay: RowLayout) -> bool:
     vals = g.values()
     full = lay.axes + (lay.row,)
     for n in g.nodes:
-        if n.op in ("reduce", "concat", "slice", "permute", "gather", "scatter_add", "matmul", "iota"):
+        if n.op in ("reduce", "concat", "slice", "permute", "gather", "scatter_add", "matmul", "iota",
+                    "repeat_interleave"):
             return False
         if keys_of(n.result.type.shape) not in ((), full):
             return False
@@ -724,6 +725,9 @@ def _view_rule(op: str) -> str:
         "slice": "slice of a computed value or with a step; the rows family slices operator inputs only, by a "
                  "step of 1 (as GM addressing)",
         "concat": "concat of computed values other than into an output (along a fixed axis)",
+        "repeat_interleave": "repeat_interleave (one element read by a group of elements of an axis): the rows "
+                             "family reads each input element at its own index; the cube family's computed "
+                             "operand reads a repeated [G, N] group-row input",
     }[op]
 
 

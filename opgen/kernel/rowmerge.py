@@ -42,7 +42,7 @@ from opgen.ir.dims import Lit, Prod, Variadic, as_dim
 
 _SHAPE_OPS = {"reduce", "reshape", "broadcast", "cast", "const"}
 """Ops with shape-dependent attributes the rewrite understands (besides elementwise ops, which have none)."""
-_AXIS_OPS = {"permute", "slice", "concat", "gather", "scatter_add", "matmul", "iota"}
+_AXIS_OPS = {"permute", "slice", "concat", "gather", "scatter_add", "matmul", "iota", "repeat_interleave"}
 """Ops whose attributes name axes or sizes the rewrite does not remap: a graph with one is left as it is."""
 
 
