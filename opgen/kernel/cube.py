@@ -1175,10 +1175,8 @@ def _prologue(g, mm, params, seen: set, dims) -> tuple:
             sps = {space[x] for x in n.inputs}
             space[r] = "row" if "row" in sps else "grow" if "grow" in sps else "col" if "col" in sps else "scalar"
             ok = {"row": shape(r) == [dk, dn] or rows3(shape(r)), "grow": grow(shape(r)) or repeated(shape(r)),
-                  "col": col(r),
-                  "scalar": True}[space[r]]
-            if not ok or "grow" in sps and space[r] == "row" and not (
-                    rows3(shape(r)) or repeated(shape(r))):
+                  "col": col(r), "scalar": True}[space[r]]
+            if not ok or "grow" in sps and space[r] == "row" and not (rows3(shape(r)) or repeated(shape(r))):
                 raise Unsupported(r, n.loc, "a broadcast in the right operand's computation other than a column "
                                   f"vector [{dn}] over the [{dk}, {dn}] rows, or a group's row [G, 1, {dn}] over its "
                                   f"rows [G, g, {dn}] (or repeated to [{dk}, {dn}])")
