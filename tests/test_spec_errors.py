@@ -798,3 +798,33 @@ def test_an_example_hook_that_raises_is_the_spec_s_error_at_its_line(tmp_path, c
     err = capsys.readouterr().err
     assert rc == 2, (rc, err)
     assert f"{p}:11: error: @spec.example: KeyError: 'epsilon'" in err and "Traceback" not in err, err
+
+
+def test_a_spec_built_in_python_is_finished_when_first_bound():
+    """An OpSpec built in a Python session (not a spec file: the registry finishes those) runs through
+    opgen.interp.interpret: binding it finishes it (its dtype table completed, its whole-spec checks run), where it
+    used to fail with an IndexError in the dtype resolution. The values come from NumPy's maximum; an unfinished spec
+    with no body is refused by the whole-spec check's message, not a traceback from deeper in."""
+    import numpy as np
+
+    from opgen.dsl import A2, OpSpec, f32
+    from opgen.interp import interpret
+
+    spec = OpSpec("InSessionRelu", aclnn="aclnnInSessionRelu", socs=(A2,))
+    Bd = spec.variadic("Bd", max_rank=8)
+    spec.input("self", f32, [Bd])
+    spec.output("out", f32, [Bd])
+
+    @spec.body
+    def _(b, self):
+        return {"out": b.maximum(self, 0.0)}
+
+    x = np.random.default_rng(0).standard_normal((3, 5)).astype(np.float32)
+    got = interpret(spec, {"self": x})["out"]
+    np.testing.assert_array_equal(got, np.maximum(x, np.float32(0)))
+    assert interpret(spec, {"self": -x})["out"].shape == (3, 5)   # a second call: the spec stays finished
+
+    bodiless = OpSpec("NoBody", aclnn="aclnnNoBody", socs=(A2,))
+    bodiless.input("self", f32, [bodiless.variadic("Bd", max_rank=8)])
+    with pytest.raises(SpecError, match="spec NoBody has no body"):
+        interpret(bodiless, {"self": x})

@@ -537,6 +537,7 @@ class OpSpec:
         self._empty_loc: str | None = None
         self._package_loc: str | None = None
         self._graphs: dict[SpecKey, Graph] = {}
+        self._finished = False   # finish() has run its whole-spec checks
         self._dtype_var_locs: dict[str, str] = {}
         self._dtypes_loc: str | None = None
         self._body_loc: str | None = None
@@ -1713,7 +1714,9 @@ class OpSpec:
         A body exists and takes every input and attribute by name; a dtype table exists when dtype
         variables are used and has a column for each; every require()/check() blames a declared input or
         attribute; the when=/check functions run on every specialisation. Returns self; raises a located
-        SpecError."""
+        SpecError. A second call returns self (the checks ran)."""
+        if self._finished:
+            return self
         if self.body_fn is None:
             raise spec_error(self.loc, f"spec {self.name} has no body",
                              "add `@spec.body` above `def _(b, <inputs>, <attributes>):` returning "
@@ -1772,6 +1775,7 @@ class OpSpec:
         for r in self.relations:   # a static check's text is printed as it is produced
             self.rule_text(r.rule, loc=r.loc, strict=True)
         self.keys()
+        self._finished = True
         return self
 
     def graph(self, key: SpecKey) -> Graph:
@@ -2000,7 +2004,11 @@ class OpSpec:
         skip: value requirements (entries of self.requirements) not to evaluate — `opgen check` uses it to let
         data the emitted kernel must stop itself (AscendC::Trap) reach the kernel.
         Returns a `Bound`. Raises ValidationError naming the parameter and the rule (from a failing value
-        requirement, `.requirement` is that requirement).
+        requirement, `.requirement` is that requirement). A spec built in Python rather than loaded from a file
+        (opgen.registry.load_spec finishes those) is finished first, so its whole-spec checks raise their located
+        SpecError here instead of a lookup in a dtype table that was never completed.
         """
 
+        if not self._finished:
+            self.finish()
         return bind(self, inputs, attrs or {}, dtypes or {}, skip=skip)
