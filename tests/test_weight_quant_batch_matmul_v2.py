@@ -141,7 +141,7 @@ def test_the_example_computes_its_weight_on_the_vector_cores():
                  and s.src.tensor.startswith("pGm")]
         assert reads and all("grp" in str(s.src.offset) for s in reads)   # the unit's group row
     plat = next(p for p in PLATFORMS.values() if p.arch == "dav-2201")
-    for (m, k, n), dt, g in itertools.product(((37, 128, 45), (1, 65408, 16), (300, 384, 301)),
+    for (m, k, n), dt, g in itertools.product(((37, 256, 45), (1, 65408, 16), (300, 384, 301)),
                                               ("float16", "bfloat16"), (0, 32, 64, 128)):
         dts = {"X": parse_dtype(dt), "BIAS": parse_dtype("float16" if dt == "float16" else "float32")}
         v = u.tiling.program.evaluate(program_inputs(spec, u.tiling.program, u.tiling.inputs,
@@ -216,19 +216,39 @@ def test_the_example_emulated_equals_float64(examples_gen, dims, dt, offset, g):
         assert r.block_dim == 24
 
 
-@pytest.mark.parametrize("g", [32, 128])
-def test_the_interpreter_takes_a_last_partial_group(g):
-    """K 100 in groups of 32 (four scale rows, the last one for 4 weight rows) or of 128 (one row for all 100):
-    `opgen interpret --mode exact` equals the float64 formula with row k // g of the scale and the offset
-    ([ceil(K / g), N], aclnnWeightQuantBatchMatmulV2's pergroup shape)."""
+@pytest.mark.parametrize("g,k", [(32, 100), (128, 200)])
+def test_the_interpreter_takes_a_last_partial_group(g, k):
+    """K 100 in groups of 32 (four scale rows, the last one for 4 weight rows) or K 200 in groups of 128 (two rows,
+    the second for 72): `opgen interpret --mode exact` equals the float64 formula with row k // g of the scale and
+    the offset ([ceil(K / g), N], aclnnWeightQuantBatchMatmulV2's pergroup shape)."""
     from opgen.interp.run import interpret
 
-    x = _inputs(5, 100, 7, "float16", 4, g=g)
-    assert x["antiquant_scale"].shape == (-(-100 // g), 7)
+    x = _inputs(5, k, 7, "float16", 4, g=g)
+    assert x["antiquant_scale"].shape == (-(-k // g), 7)
     y = interpret(str(SPEC), {k: v for k, v in x.items() if v is not None}, mode="exact",
                   attrs={"antiquant_group_size": g})["y"]
     ref = _ref(x, None, g)
     assert np.allclose(np.asarray(y, np.float64), ref, rtol=1e-12, atol=1e-12 * np.abs(ref).max())
+
+
+@pytest.mark.parametrize("g,k", [(128, 100), (128, 128), (64, 64), (32, 32)])
+def test_a_group_size_of_k_or_more_is_refused(g, k):
+    """CANN takes a per-group antiquantGroupSize in [32, K - 1] (aclnnWeightQuantBatchMatmulV2's parameter
+    description): a group of all K rows or more is refused naming the attribute and the rule, by the interpreter and
+    by the Kernel-IR check (which validates as the aclnn layer does); K = g + 1 is taken."""
+    from opgen.check import run_check
+    from opgen.dsl.validate import ValidationError
+    from opgen.interp.run import interpret
+
+    x = {n: v for n, v in _inputs(5, k, 7, "float16", 4, g=g).items() if v is not None}
+    rule = (rf"antiquant_group_size: antiquant_group_size {g} needs more than {g} rows of K: CANN takes a group "
+            rf"size in \[32, K - 1\] \(K > {g} with K={k}\)")
+    with pytest.raises(ValidationError, match=rule):
+        interpret(str(SPEC), x, attrs={"antiquant_group_size": g})
+    with pytest.raises(ValidationError, match=rule):
+        run_check(str(SPEC), x, {"antiquant_group_size": g}, dtypes={"X": "float16"}, progress=False, engine="kir")
+    ok = {n: v for n, v in _inputs(5, g + 1, 7, "float16", 4, g=g).items() if v is not None}
+    assert interpret(str(SPEC), ok, attrs={"antiquant_group_size": g})["y"].shape == (5, 7)
 
 
 @pytest.mark.parametrize("g,dims,dt", [(32, (37, 100, 45), "float16"), (64, (37, 70, 45), "bfloat16"),

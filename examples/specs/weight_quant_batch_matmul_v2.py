@@ -19,8 +19,8 @@ inner_precise; aclnnWeightQuantBatchMatmulV2(x, weight, antiquantScale, antiquan
 quantScaleOptional, quantOffsetOptional, biasOptional, antiquantGroupSize, y)). What this kernel does not implement
 is declared with the values it accepts (docs/design.md "Parameters a kernel does not implement"): quant_scale and
 quant_offset must be null (no int8 output), transpose_x and transpose_weight false, dtype -1 and inner_precise 0;
-antiquant_group_size is static with the values 0 (per channel), 32, 64 and 128 (CANN takes any multiple of 32 in
-[32, K - 1]); the scale fp16 / bf16 only (no UINT64 / INT64 scale), int8 weights only (no INT4 / INT32 packing), no
+antiquant_group_size is static with the values 0 (per channel), 32, 64 and 128, each below K (CANN takes any
+multiple of 32 in [32, K - 1]); the scale fp16 / bf16 only (no UINT64 / INT64 scale), int8 weights only (no INT4 / INT32 packing), no
 per-tensor [1] scale; Atlas A2 / A3 only.
 """
 
@@ -55,6 +55,9 @@ spec.input("quant_offset", f32, [N], optional=True, accepts="absent", unsupporte
 spec.input("bias", BIAS, [N], optional=True, doc="fp16 beside fp16 x, fp32 beside bf16 x")
 spec.output("y", X, [M, N])
 spec.dtypes((X, BIAS), [(f16, f16), (bf16, f32)])
+for _g in GROUP_SIZES[1:]:   # CANN: a per-group size lies in [32, K - 1] (at least two groups)
+    spec.require(K > _g, "antiquant_group_size", f"{{antiquant_group_size}} {_g} needs more than {_g} rows of "
+                 "K: CANN takes a group size in [32, K - 1]", when=lambda a, pr, g=_g: a["antiquant_group_size"] == g)
 spec.aclnn_signature(api.param("x"), api.param("weight"), api.param("antiquantScale", "antiquant_scale"),
                      api.param("antiquantOffsetOptional", "antiquant_offset"),
                      api.param("quantScaleOptional", "quant_scale"), api.param("quantOffsetOptional", "quant_offset"),
