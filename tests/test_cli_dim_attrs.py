@@ -7,6 +7,7 @@ the float64 NumPy value."""
 from __future__ import annotations
 
 import textwrap
+from pathlib import Path
 
 import numpy as np
 
@@ -52,3 +53,27 @@ def test_inputs_without_a_dim_bound_attribute_say_to_give_it(tmp_path):
     # given on the command line and wrong: the rule alone, nothing about defaults
     p = opgen("interpret", spec, "--inputs", saved, "--attr", "heads=2", "--attr", "groups=4")
     assert p.returncode == 2 and p.stderr.splitlines() == ["opgen: error: heads: is 2, must equal N=3 (from x)"]
+
+
+def test_a_dim_only_an_attribute_gives_must_agree_with_dims():
+    """GroupNorm's G is carried by no input (only by the attribute `group`, dim=G, and the [N, G] outputs): `--dims
+    G=4 --attr group=2` ran with group 2 and ignored G=4 (a new user's trial); now both spellings must agree, in
+    `interpret` and `check` alike, and a required one given by neither names both ways to give it. Equal values, or
+    either one alone, run: the statistics are [N, G] as given."""
+    spec = Path(__file__).resolve().parent.parent / "examples" / "specs" / "group_norm.py"
+    dims = "N=2,C=8,HxW=7"
+    for cmd in ("interpret", "check"):
+        engine = ("--engine", "kir") if cmd == "check" else ()
+        p = opgen(cmd, spec, "--dims", dims + ",G=4", "--attr", "group=2", *engine)
+        assert p.returncode == 2 and p.stderr.splitlines() == [
+            "opgen: error: group: is 2, must equal G=4 (from --dims: group gives the dim G; give one of the two, or "
+            "the same value)"], p.stderr
+        p = opgen(cmd, spec, "--dims", dims, *engine)
+        assert p.returncode == 2 and p.stderr.splitlines() == [
+            "opgen: error: group: required attribute is missing: give it (--attr group=<value>) or its dim G in "
+            "--dims (G=<value>)"], p.stderr
+    for args in (("--dims", dims + ",G=4", "--attr", "group=4"), ("--dims", dims + ",G=4"),
+                 ("--dims", dims, "--attr", "group=4")):
+        p = opgen("interpret", spec, *args)
+        assert p.returncode == 0, p.stderr
+        assert "meanOut: [2, 4]" in p.stdout, p.stdout

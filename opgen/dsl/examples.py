@@ -112,7 +112,8 @@ def random_inputs(spec, dims: dict, attrs: dict | None = None, dtypes: dict | No
 
     Optional inputs are made when all their dims are known and the mode uses them.
     Raises ValidationError naming `--dims` when a required dim is missing or unknown, a dim's value is empty,
-    a group or negative, and naming `--seed` when the seed is not a non-negative integer.
+    a group or negative, naming `--seed` when the seed is not a non-negative integer, and naming an attribute
+    declared with dim= when its value and its dim in `dims` disagree or neither is given while it is required.
     """
     from opgen.dsl.validate import dtype_attr_bindings, resolve_attrs, resolve_dtypes
 
@@ -122,14 +123,22 @@ def random_inputs(spec, dims: dict, attrs: dict | None = None, dtypes: dict | No
             raise ValidationError("--dims", f"{k} is not a dim of {spec.name} (dims: {', '.join(sorted(known))})")
     _check_dim_values(spec, dims)
     seed = check_seed(seed)
+    for a in spec.attrs:   # a required attribute that gives a dim: either spelling supplies it
+        if a.dim is not None and a.required and a.dim.name not in dims and (attrs or {}).get(a.name) is None:
+            raise ValidationError(a.name, f"required attribute is missing: give it (--attr {a.name}=<value>) or "
+                                  f"its dim {a.dim.name} in --dims ({a.dim.name}=<value>)")
     attr_vals = resolve_attrs(spec, implied_attrs(spec, dims, attrs))   # a required dim-bound one --dims fixes
     env = {k: ((v,) if k in spec.variadics and isinstance(v, int) else v) for k, v in dims.items()}
     for a in spec.attrs:  # an attribute bound to a dim and a dim given in --dims must agree
         if a.dim is None:
             continue
-        given = attrs is not None and a.name in attrs
+        given = attrs is not None and attrs.get(a.name) is not None
         if a.dim.name in env and not given:
             attr_vals[a.name] = env[a.dim.name]
+        elif a.dim.name in env and attr_vals[a.name] != env[a.dim.name]:
+            raise ValidationError(a.name, f"is {attr_vals[a.name]}, must equal {a.dim.name}={env[a.dim.name]} "
+                                  f"(from --dims: {a.name} gives the dim {a.dim.name}; give one of the two, or the "
+                                  "same value)")
         elif a.dim.name not in env and attr_vals.get(a.name) is not None:
             env[a.dim.name] = attr_vals[a.name]
     row = resolve_dtypes(spec, {}, dtype_attr_bindings(spec, attr_vals, dtypes or {}), prefer_f32=False)  # generated weights follow T's first row
