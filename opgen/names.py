@@ -270,11 +270,13 @@ def api_snake(api: str) -> str:
 
 def lower_camel(name: str) -> str:
     """lowerCamelCase of a snake_case or camelCase name: norm_query_weight -> normQueryWeight,
-    actualSeqKVLlen -> actualSeqKVLlen (already camel: unchanged apart from the first letter)."""
+    actualSeqKVLlen -> actualSeqKVLlen (already camel: unchanged apart from the first letter); a first word all in
+    capitals is an acronym and is lowered whole (NAN -> nan, QKV_scale -> qkvScale, where the first letter alone
+    gave nAN)."""
     parts = [p for p in name.split("_") if p]
     if not parts:
         return name
-    head = parts[0][0].lower() + parts[0][1:]
+    head = parts[0].lower() if parts[0].isupper() else parts[0][0].lower() + parts[0][1:]
     return head + "".join(p[0].upper() + p[1:] for p in parts[1:])
 
 
