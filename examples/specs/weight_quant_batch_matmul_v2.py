@@ -66,7 +66,7 @@ spec.aclnn_signature(api.param("x"), api.param("weight"), api.param("antiquantSc
                      api.fixed("inner_precise", 0), api.param("y"), const_outputs=True)
 
 spec.package("ops-nn", "matmul")  # where the package goes: ops-nn matmul/<op_snake>
-spec.example_call({"M": 37, "K": 128, "N": 45})   # any K: a last partial group is read at row k // g too
+spec.example_call({"M": 37, "K": 200, "N": 45})   # any K above the group size: a last partial group too
 
 
 @spec.body
