@@ -23,7 +23,7 @@ SPECS = sorted(p for p in [*ROOT.glob("examples/specs/*.py"), *ROOT.glob("specs/
                if not p.name.startswith("_"))
 
 # Rows kernels whose every class is Kernel IR throughout (no Verbatim, no extern method reachable).
-IR_THROUGHOUT = {"AdaLayerNormGrad", "AdaLayerNormV2", "AddLayerNorm", "AddRmsNorm", "AddRmsNormQuant", "AscendQuantV2", "BatchNorm", "BatchNormV3", "BiasAddGrad",
+IR_THROUGHOUT = {"AdaLayerNormGrad", "AdaLayerNormV2", "AddLayerNorm", "AddRmsNorm", "AddRmsNormQuant", "AscendQuantV2", "Quantize", "BatchNorm", "BatchNormV3", "BiasAddGrad",
                  "CrossEntropyLoss", "CrossEntropyLossGrad", "DynamicQuant", "Embedding", "GeGluV3", "Gelu", "GeluV2", "GroupNorm",
                  "BinaryCrossEntropy", "HardSigmoid", "HardtanhGrad", "InstanceNorm", "JointConcat", "LayerNormGradV3", "LayerNormV4",
                  "LeakyRelu", "LogSoftmaxV2", "MaskedFill", "MaximumGrad", "Modulate", "ModulateGrad", "MseLoss",

@@ -209,20 +209,21 @@ def _(b, x):
     return {"y": x.cast(f32, "floor")}
 ''', "return", "input x (dtype variable T, bound to i64 by a row) is cast to f32 with round mode 'floor'; the "
                  "rows kernel converts integers to fp32 rounding to nearest even (cast with 'rint')"),
-    # a mask input broadcast over the rows (masks of the rows' own shape are read): the refusal names the input
-    "WhereColumnMask": ('''
-spec = OpSpec("WhereColumnMask", aclnn="aclnnWhereColumnMask", socs=(A2, A3))
+    # a mask with one value per row (masks of the rows' shape, column and batch-row masks are read): the refusal
+    # names the input and the dtypes a per-row input may have
+    "WhereRowMask": ('''
+spec = OpSpec("WhereRowMask", aclnn="aclnnWhereRowMask", socs=(A2, A3))
 R, H = spec.dims("R H")
 spec.input("x", f32, [R, H])
-spec.input("m", boolean, [H])
+spec.input("m", boolean, [R, 1])
 spec.output("y", f32, [R, H])
 
 
 @spec.body
 def _(b, x, m):
     return {"y": b.where(m, x, 0.0)}
-''', "b.where(m", "input m of dtype bool read as column rows; the rows family reads byte tensors (masks) with the "
-       "shape of the rows only"),
+''', "b.where(m", "per-row statistic input m has dtype bool; the rows family reads per-row statistics as f32, "
+       "f16 or bf16 and per-row indices as i32 or i64"),
     # a reduction over every axis combined with another: only column and per-batch ones are read back
     "TwoReductions": ('''
 spec = OpSpec("TwoReductions", aclnn="aclnnTwoReductions", socs=(A2, A3))

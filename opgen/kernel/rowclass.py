@@ -1388,6 +1388,11 @@ def _setup_nodes(prog: RowProgram, space: str, addr: "_Addr", cites: Cites) -> l
         if i.kind == "load":
             t = prog.tensor(i.gm)
             at = addr.at(i.gm, Sym("b") if space == "brow" else None, Sym("c0_"))
+            if i.op == "half":   # a byte row: its halves into the buffer, widened by the vwiden after it
+                out += guarded(i, [kir.Call("LoadByteRow", (dataclasses.replace(op(i.dst), as_dtype="half"),
+                                                            kir.GmView(f"gm_{t.gm}", at), n),
+                                            targs=(_ctype(t.dtype),), doc=doc)], prog)
+                continue
             out += guarded(i, [kir.Call("LoadRow", (op(i.dst), kir.GmView(f"gm_{t.gm}", at), n),
                                         targs=(_ctype(t.dtype),), doc=doc)], prog)
             continue
@@ -1859,6 +1864,7 @@ def row_split_ir(spec, v: Variant, dims: DimFields, ctx: dict) -> kir.KernelClas
                                       ("CombineTotals", bool(ctx["col_total"][1])), ("TotalOwnedRows", ctx["levels"]),
                                       ("TotalAllRows", ctx["levels"]),
                                       ("LoadRow", ctx["any_buf"]["paramQue"]),
+                                      ("LoadByteRow", any(i.kind == "load" and i.op == "half" for i in p.instrs)),
                                       ("StoreRow", ctx["any_buf"]["accOutQue"]), ("RowSum", ctx["uses_sum"]),
                                       ("RowMax", ctx["uses_max"]), ("RowStartOf", True),
                                       ("CoreOfRow", bool(ctx["cross_core"]) and ctx["brow_accs"]),

@@ -196,7 +196,8 @@ class Instr:
     """One Kernel-IR instruction.
 
     kind        meaning (n = the row's element count, all UB operands fp32)
-    load        dst (brow/col buffer) <- GM tensor `gm` (its batch row or the whole row), cast to fp32
+    load        dst (brow/col buffer) <- GM tensor `gm` (its batch row or the whole row), cast to fp32 (op "half": a
+                byte tensor's row cast to half, the buffer holding halves, widened by a vwiden; BYTE_DTYPES)
     cast_in     dst (row temp) <- the current row of GM tensor `gm`, cast to fp32 (op "half": a byte tensor's row
                 cast to half, the row temp holding halves; BYTE_DTYPES)
     vwiden      dst = srcs[0]'s halves cast to fp32           (Cast; never in place; op "bf16" / a dtype variable:

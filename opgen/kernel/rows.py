@@ -282,13 +282,17 @@ class _Lowering:
         elif sp == "row":
             self.p.instrs.append(Instr("cast_in", x, gm=name, space="row"))
             self.loaded[x] = x
-        elif dt in rowprog.BYTE_DTYPES:
+        elif dt in rowprog.BYTE_DTYPES and sp not in ("brow", "col"):
             raise self.err(x, f"input {root} of dtype {dt} read as {SPACE_WORDS[sp]}; the rows family reads byte "
-                           f"tensors (masks) with the shape of the rows only")
+                           f"tensors as rows, column rows or batch rows")
         elif sp in ("brow", "col"):
             if sp == "brow" and not _batch_flat(view, self.lay):
                 raise self.err(x, f"input {root}: its batch rows are not laid out in batch order")
-            self.p.instrs.append(Instr("load", x, gm=name, space=sp))
+            if dt in rowprog.BYTE_DTYPES:   # no byte -> float Cast: the bytes to halves, then halves to fp32
+                self.p.instrs.append(Instr("load", f"h_{x}", gm=name, space=sp, op="half"))
+                self.p.instrs.append(Instr("vwiden", x, (f"h_{x}",), space=sp))
+            else:
+                self.p.instrs.append(Instr("load", x, gm=name, space=sp))
             self.loaded[x] = x
         else:   # stat: contiguous f32 statistics are copied in a block, others read row by row (gathered_stat)
             self.p.instrs.append(Instr("sload", f"s_{name}", gm=name, space="stat"))

@@ -1849,6 +1849,22 @@ def _load_row() -> Func:
     ), doc="GM row (T, U or fp32) -> fp32 UB row, n elements.", tparams=("S_",))
 
 
+def _load_byte_row() -> Func:
+    """LoadByteRow<S_>: a GM row of a byte type (int8, uint8, bool as uint8) into the halves of an fp32 UB row: the
+    bytes staged in paramQue_ as LoadRow stages a row, then Cast to half, exact (no byte -> float Cast exists:
+    docs/reference/ascendc.md §1.12; rowprog.BYTE_DTYPES); the caller widens the halves to fp32 (a vwiden into
+    another buffer)."""
+    n = Sym("n")
+    return Func("LoadByteRow", (Param("dst", "tensor", "half"), Param("src", "gm", "S_"), Param("n")), (
+        Alloc("t", "paramQue_", "S_"),
+        Copy(Ref("t"), GmView("src"), Lit(1), mul(n, SizeOf("S_"))),
+        EnQue("paramQue_", "t"),
+        DeQue("t", "paramQue_", "S_"),
+        vec(Op.CAST, dst=Ref("dst"), src=Ref("t"), mode="CAST_NONE", count=n),
+        Free("paramQue_", "t"),
+    ), doc="GM row of bytes -> halves of a UB row, n elements (exact).", tparams=("S_",))
+
+
 def _store_row() -> Func:
     n = Sym("n")
     return Func("StoreRow", (Param("dst", "gm", "D_"), Param("src", "tensor", "float"), Param("rm", "mode"),
@@ -2097,7 +2113,7 @@ def _process(s: RowSchedule) -> tuple:
 
 
 HELPER_METHODS = ("SumPartials", "MaxPartials", "MinPartials", "CombineTotals", "TotalOwnedRows", "TotalAllRows",
-                  "LoadRow",
+                  "LoadRow", "LoadByteRow",
                   "StoreRow", "RowSum", "RowMax", "RowStartOf", "CoreOfRow", "RunRows", "GapBlocks")
 """The helper methods of a rows kernel that are Kernel IR (each present only where the class uses it)."""
 
@@ -2167,7 +2183,8 @@ def row_split_class(name: str, s: RowSchedule) -> KernelClass:
     build = {"SumPartials": _sum_partials, "MaxPartials": _max_partials,
              "MinPartials": lambda: _max_partials("MinPartials", Op.MIN, "Minimum"), "CombineTotals": _combine_totals, "TotalOwnedRows": lambda: _total_owned_rows(s.nlevel, _combines(s)),
              "TotalAllRows": lambda: _total_all_rows(s.nlevel, _combines(s)),
-             "LoadRow": _load_row, "StoreRow": _store_row, "RowSum": lambda: _row_reduce("RowSum", Op.REDUCE_SUM),
+             "LoadRow": _load_row, "LoadByteRow": _load_byte_row, "StoreRow": _store_row,
+             "RowSum": lambda: _row_reduce("RowSum", Op.REDUCE_SUM),
              "RowMax": lambda: _row_reduce("RowMax", Op.REDUCE_MAX), "RowStartOf": _row_start_of,
              "CoreOfRow": _core_of_row,
              "RunRows": lambda: _run_rows(s.run_extent), "GapBlocks": _gap_blocks_func}

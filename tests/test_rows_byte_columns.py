@@ -1,0 +1,124 @@
+"""Byte inputs read as column rows or batch rows by the rows family (opgen.kernel.rows `_load_new`: int8, uint8 and
+bool tensors of one value per column, [H], or per batch row, [B, 1, H]): the bytes are staged and cast to half
+(rowsched LoadByteRow; no byte -> fp32 Cast exists), the halves widened to fp32. Quantize's per-channel int8 zero
+points (examples/specs/quantize.py, CANN's aclnnQuantize) and a spec written for the purpose (a uint8 weight per
+batch row, a bool column mask both added and selected on) against NumPy: float32 written here for the quantised
+int8 (the kernel's fp32 arithmetic, one rounding; bit for bit) and float64 for the rest, on the Kernel IR and in the
+emulation, at a ROW_SPLIT and a COL_SPLIT shape."""
+
+from __future__ import annotations
+
+from pathlib import Path
+
+import numpy as np
+import pytest
+
+from opgen.check import run_check
+
+ROOT = Path(__file__).resolve().parent.parent
+QUANTIZE = ROOT / "examples" / "specs" / "quantize.py"
+
+BYTE_ROWS = '''
+from opgen.dsl import A2, A3, OpSpec, bf16, boolean, f16, f32, u8
+
+spec = OpSpec("BatchByteScale", aclnn="aclnnBatchByteScale", socs=(A2, A3))
+B, M, H = spec.dims("B M H")
+(T,) = spec.dtype_vars("T")
+spec.input("x", T, [B, M, H])
+spec.input("w", u8, [B, 1, H])
+spec.input("keep", boolean, [H])
+spec.output("y", T, [B, M, H])
+spec.dtypes((T,), [(f32,), (f16,), (bf16,)])
+
+
+@spec.body
+def _(b, x, w, keep):
+    v = x.f32() * w.f32() + keep.f32()
+    return {"y": b.where(keep, v, -v).cast(T, "rint")}
+'''
+
+
+def _quantize_inputs(shape, dt: str, zp: str | None, seed: int) -> dict:
+    """x ~ N(0, 4) in dt; scales in [0.02, 0.1] (the quotients span the int8 range and beyond: saturation at both
+    ends); zero points over int8's whole range, per channel ([H]) or per tensor ([1])."""
+    import ml_dtypes
+
+    rng = np.random.default_rng(seed)
+    npdt = {"float16": np.float16, "bfloat16": ml_dtypes.bfloat16, "float32": np.float32}[dt]
+    h = shape[-1]
+    x = (rng.standard_normal(shape) * 2).astype(np.float32).astype(npdt)
+    out = {"x": x, "scales": rng.uniform(0.02, 0.1, (h,)).astype(np.float32).astype(npdt)}
+    if zp is not None:
+        out["zero_points"] = rng.integers(-128, 128, (h,) if zp == "channel" else (1,)).astype(np.int8)
+    return out
+
+
+def _quantize_f32(inp: dict) -> np.ndarray:
+    """y = sat(rint(x / scales + zero_points)) in float32, as the kernel computes it (one rounding at the end)."""
+    q = inp["x"].astype(np.float32) / inp["scales"].astype(np.float32)
+    if "zero_points" in inp:
+        q = q + inp["zero_points"].astype(np.float32)
+    return np.clip(np.rint(q), -128, 127).astype(np.int8)
+
+
+def _quantize_f64(inp: dict) -> np.ndarray:
+    q = inp["x"].astype(np.float64) / inp["scales"].astype(np.float64)
+    if "zero_points" in inp:
+        q = q + inp["zero_points"].astype(np.float64)
+    return np.clip(np.rint(q), -128, 127)
+
+
+QUANTIZE_CASES = [((37, 1000), "float16", "channel"), ((3, 60000), "bfloat16", "channel"),
+                  ((2, 3, 4099), "float32", "tensor"), ((37, 1000), "bfloat16", None)]
+
+
+@pytest.mark.parametrize("engine", ["kir", "emu"])
+@pytest.mark.parametrize("shape,dt,zp", QUANTIZE_CASES)
+def test_quantize_with_int8_zero_points_per_channel(engine, shape, dt, zp, examples_gen):
+    """Quantize with int8 zero points [H] (the column rows' byte path), [1] (one value, the scalar unit's) and none:
+    equal to float32 NumPy bit for bit, within one step of float64 (a quotient rounded to fp32 can cross a half),
+    ROW_SPLIT at 37 rows and COL_SPLIT at 3 rows of 60000."""
+    inp = _quantize_inputs(shape, dt, zp, seed=sum(shape))
+    r = run_check(str(QUANTIZE), inputs=inp, dtypes={"T": dt}, gen_dir=examples_gen if engine == "emu" else None,
+                  engine=engine, progress=False)
+    assert not r.faults and r.passed, r.faults[:2]
+    if shape == (3, 60000):
+        assert r.tiling_key % 10 == 2, r.tiling_key   # COL_SPLIT: a core's slice of every row
+    y = np.asarray(r.arrays["y"])
+    np.testing.assert_array_equal(y, _quantize_f32(inp))
+    assert np.abs(y.astype(np.float64) - _quantize_f64(inp)).max() <= 1
+    assert (y == 127).any() and (y == -128).any() and ((y > -128) & (y < 127)).mean() > 0.5
+
+
+@pytest.fixture(scope="module")
+def byte_rows(run_shared):
+    """(spec path, generated tree) of BYTE_ROWS, written and generated once per run (the workers share the tree and
+    so its emulated build)."""
+    def fill(d):
+        from opgen.codegen import write_ops
+
+        (d / "batch_byte_scale.py").write_text(BYTE_ROWS)
+        write_ops([str(d / "batch_byte_scale.py")], d / "gen")
+    d = run_shared("byte-rows", fill)
+    return d / "batch_byte_scale.py", d / "gen"
+
+
+@pytest.mark.parametrize("engine", ["kir", "emu"])
+@pytest.mark.parametrize("dims,dt", [({"B": 3, "M": 37, "H": 1000}, "float16"), ({"B": 2, "M": 3, "H": 40000},
+                                                                                 "bfloat16")])
+def test_uint8_batch_rows_and_a_bool_column_mask(engine, dims, dt, byte_rows):
+    """A uint8 weight per batch row ([B, 1, H]: the batch rows' byte path) and a bool mask per column ([H]: added as
+    0 / 1 and selected on) against float64 (one rounding of y to dt), ROW_SPLIT and COL_SPLIT."""
+    spec, gen = byte_rows
+    r = run_check(str(spec), dims=dims, dtypes={"T": dt}, seed=5, engine=engine, progress=False,
+                  gen_dir=gen if engine == "emu" else None)
+    assert not r.faults and r.passed, r.faults[:2]
+    x = np.asarray(r.inputs["x"], np.float64)
+    w = np.asarray(r.inputs["w"], np.float64)
+    keep = np.asarray(r.inputs["keep"], bool)
+    assert keep.any() and not keep.all() and len(np.unique(w)) > 100
+    v = x * w + keep
+    want = np.where(keep, v, -v)
+    got = np.asarray(r.arrays["y"], np.float64)
+    ulp = 2.0 ** -10 if dt == "float16" else 2.0 ** -7   # half an ulp of dt, relative, plus fp32's
+    np.testing.assert_allclose(got, want, rtol=ulp, atol=0)
