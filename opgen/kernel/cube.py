@@ -1,9 +1,10 @@
 """The cube family: a matrix product [M, K] x [K, N] on the cube unit (AIC), lowered to Kernel IR.
 
 `GemmLayout` is read off the fused graph's structure, never off names: the graph's one `matmul` whose operands are
-(casts of) two inputs A [M, K] and B [K, N] of one dtype variable, either both with the same leading batch dims (one
-product per batch index) or A [*batch, M, K] against a 2-D B (the batch folded into M: one GEMM [prod(batch) * M, K]
-x [K, N], as aclnnMatmul runs a 3-D self against a 2-D mat2; GemmLayout.fold), or one 2-D operand against the
+(casts of) two inputs A [M, K] and B [K, N] of one dtype variable (M, K and N distinct dims of the spec, or numbers
+>= 1: a matrix-vector product's [K, 1], a constant the tiling's dimN reads), either both with the same leading batch
+dims (one product per batch index) or A [*batch, M, K] against a 2-D B (the batch folded into M: one GEMM
+[prod(batch) * M, K] x [K, N], as aclnnMatmul runs a 3-D self against a 2-D mat2; GemmLayout.fold), or one 2-D operand against the
 other's batch that does not fold (A 2-D, or A transposed against a 2-D B: that operand's one matrix read for every
 batch index, GemmLayout.shared), and whose result reaches exactly one output either through at most one cast with round "rint" or "none" (Fixpipe's rounding, once and to nearest even; a chain
 of casts or another round mode is refused), or through a vector epilogue (`_epilogue`, EPI_STEPS): elementwise math
@@ -324,10 +325,14 @@ def gemm_layout(g, spec=None, unfold: bool = False) -> GemmLayout:
                           f"(a 2-D right operand folded into M); batch dims broadcast otherwise are not lowered")
     dims = (dm, dka, dn)
     lead = batch + fold
-    if not all(isinstance(d, Sym) for d in dims) or not all(isinstance(d, (Sym, Variadic)) for d in lead) \
-            or str(dkb) != str(dka) or len({str(d) for d in dims + lead}) != 3 + len(lead):
+    named = [d for d in dims if not isinstance(d, Lit)]   # a literal extent (a matrix-vector product's 1) is a constant
+    if not all(isinstance(d, Sym) for d in named) or not all(isinstance(d, Lit) and d.value >= 1 for d in dims
+                                                              if d not in named) \
+            or not all(isinstance(d, (Sym, Variadic)) for d in lead) \
+            or str(dkb) != str(dka) or len({str(d) for d in named + list(lead)}) != len(named) + len(lead):
         raise Unsupported(mm.result.name, mm.loc, f"the shapes {[str(d) for d in sa]} x {[str(d) for d in sb]} "
-                          f"(transposed: {ta}, {tb}) are not [M, K] x [K, N] over three distinct plain dims")
+                          f"(transposed: {ta}, {tb}) are not [M, K] x [K, N] over three distinct plain dims (or "
+                          f"numbers >= 1)")
     dta, dtb = vals[a].type.dtype, vals[b].type.dtype
     if pro:   # the operand's rounding cast names its dtype: the cube's B must be in A's
         dtb = prod[prod[mm.inputs[1]].inputs[0]].attr("to")

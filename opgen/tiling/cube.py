@@ -424,6 +424,12 @@ def _m32_keys(spec, lowered) -> tuple:
     return _n32_keys(spec, lowered, lambda x: x.acc == "i32" and x.trans_a)
 
 
+def _dim(name: str):
+    """The dim expression of one of a layout's M / K / N: a dim's name, or the digits of a literal extent (a
+    matrix-vector product's [K, 1])."""
+    return Lit(int(name)) if name.isdigit() else Sym(name)
+
+
 def _dims_product(names: tuple):
     """The dim expression of a GM view's stride (opgen.kernel.cube GemmLayout.views: the names of the dims it is
     the product of; () is 1)."""
@@ -486,8 +492,9 @@ def cube_tiling(spec, lowered, counts) -> Tiling:
                               _m32_keys(spec, lowered),
                               tuple(views), cube_sizes(spec.socs), any(kcube.row_reduces(x) for x in lays),
                               (counts.pro_row_bytes, counts.pro_col_bytes) if lay.pro else None)
-    dim_m = _lead_product(lay.fold, Sym(m))   # the folded batch dims into M
-    inputs = {"dimM": dim_m, "dimK": Sym(k), "dimN": Sym(n), "tBytes": Lit(1 if lay.dtype == "i8" else 2) if lay.fixed else ("bytes", lay.dtype),
+    dim_m = _lead_product(lay.fold, _dim(m))   # the folded batch dims into M
+    inputs = {"dimM": dim_m, "dimK": _dim(k), "dimN": _dim(n),
+              "tBytes": Lit(1 if lay.dtype == "i8" else 2) if lay.fixed else ("bytes", lay.dtype),
               # the output's own bytes (an int8 output of fp16 operands: 1; an fp16 output of int8 ones: 2)
               "oBytes": ("bytes", lay.out_dtype) if lay.out_dtype in spec.dtype_vars_ else
               Lit(DType(lay.out_dtype).itemsize),

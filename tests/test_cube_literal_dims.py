@@ -1,0 +1,83 @@
+"""A matrix product with a literal extent: a matrix-vector product self [M, K] x vec [K, 1] (KernelBench's MatVec as
+a new user wrote it), a vector-matrix product [1, K] x [K, N] and an outer product [M, 1] x [1, N]. The cube family
+takes a literal M, K or N as a constant of the layout (opgen.kernel.cube gemm_layout; the tiling's dimM / dimK /
+dimN read it as a number, opgen.tiling.cube `_dim`), where it asked for three named dims. Each against float64
+(one rounding of the output), on the Kernel IR over several blocks and in the emulation."""
+
+from __future__ import annotations
+
+import numpy as np
+import pytest
+
+from opgen.check import run_check
+
+SPEC = '''
+from opgen.dsl import A2, A3, OpSpec, bf16, f16
+
+spec = OpSpec("{op}", aclnn="aclnn{op}", socs=(A2, A3), round="rint")
+M = spec.dim("M", max=65535)
+K = spec.dim("K", max=65535)
+N = spec.dim("N", max=65535)
+(T,) = spec.dtype_vars("T")
+spec.input("x1", T, {a})
+spec.input("x2", T, {b})
+spec.output("y", T, {y})
+spec.dtypes((T,), [(f16,), (bf16,)])
+
+
+@spec.body
+def _(bb, x1, x2):
+    return {{"y": bb.matmul(x1, x2).cast(T, "rint")}}
+'''
+
+FORMS = {"MatVec": ("[M, K]", "[K, 1]", "[M, 1]"), "VecMat": ("[1, K]", "[K, N]", "[1, N]"),
+         "Outer": ("[M, 1]", "[1, N]", "[M, N]")}
+
+
+@pytest.fixture(scope="module")
+def literal_specs(run_shared):
+    """{op: (spec path, generated tree)} of FORMS, written and generated once per run."""
+    def fill(d):
+        from opgen.codegen import write_ops
+
+        for op, (a, b, y) in FORMS.items():
+            (d / f"{op.lower()}.py").write_text(SPEC.format(op=op, a=a, b=b, y=y))
+        write_ops([str(d / f"{op.lower()}.py") for op in FORMS], d / "gen")
+    d = run_shared("cube-literal-dims", fill)
+    return {op: (d / f"{op.lower()}.py", d / "gen") for op in FORMS}
+
+
+@pytest.mark.parametrize("engine", ["kir", "emu"])
+@pytest.mark.parametrize("op,dims,dt", [("MatVec", {"M": 37, "K": 50}, "float16"),
+                                        ("MatVec", {"M": 3000, "K": 333}, "bfloat16"),
+                                        ("VecMat", {"K": 50, "N": 2001}, "float16"),
+                                        ("Outer", {"M": 37, "N": 45}, "bfloat16")])
+def test_a_literal_extent_is_a_constant_of_the_matrix_product(engine, op, dims, dt, literal_specs):
+    spec, gen = literal_specs[op]
+    r = run_check(str(spec), dims=dims, dtypes={"T": dt}, seed=3, engine=engine, progress=False,
+                  gen_dir=gen if engine == "emu" else None)
+    assert not r.faults and r.passed, r.faults[:2]
+    x1 = np.asarray(r.inputs["x1"], np.float64)
+    x2 = np.asarray(r.inputs["x2"], np.float64)
+    want = x1 @ x2
+    got = np.asarray(r.arrays["y"], np.float64)
+    assert got.shape == want.shape
+    half_ulp = 2.0 ** -11 if dt == "float16" else 2.0 ** -8   # the output's one rounding
+    k = x1.shape[1]
+    bound = half_ulp * np.abs(want) + k * 2.0 ** -24 * (np.abs(x1) @ np.abs(x2))   # plus fp32 accumulation
+    assert np.all(np.abs(got - want) <= bound), float(np.max(np.abs(got - want) - bound))
+    if dims.get("M", 1) >= 3000:
+        assert r.block_dim > 1   # the rows of M over several AI Cores
+
+
+def test_a_literal_that_is_not_a_matrix_extent_is_still_refused(tmp_path):
+    """Only a literal extent of its own is a constant: a matrix product whose K is written twice differently, or
+    a named dim shared by two roles, stays refused with the layout's rule."""
+    from opgen.kernel.family import NoKernel
+    from opgen.registry import load_spec
+    from opgen.tiling.pipeline import kernel_build
+
+    p = tmp_path / "same_dims.py"
+    p.write_text(SPEC.format(op="SameDims", a="[M, M]", b="[M, 1]", y="[M, 1]"))
+    with pytest.raises(NoKernel, match=r"are not \[M, K\] x \[K, N\] over three distinct plain dims"):
+        kernel_build(load_spec(str(p)))
