@@ -823,6 +823,10 @@ def test_a_spec_built_in_python_is_finished_when_first_bound():
     got = interpret(spec, {"self": x})["out"]
     np.testing.assert_array_equal(got, np.maximum(x, np.float32(0)))
     assert interpret(spec, {"self": -x})["out"].shape == (3, 5)   # a second call: the spec stays finished
+    with pytest.raises(SpecError, match=r"spec InSessionRelu is already finished \(loaded from its file or bound to "
+                       r"inputs\): attr\(\) after that would be neither checked nor used") as e:
+        spec.attr("alpha", float, 1.0)   # would be ignored by the keys and graphs already made
+    assert "test_spec_errors.py:" in str(e.value)   # blamed at the declaring line
 
     bodiless = OpSpec("NoBody", aclnn="aclnnNoBody", socs=(A2,))
     bodiless.input("self", f32, [bodiless.variadic("Bd", max_rank=8)])

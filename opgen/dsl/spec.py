@@ -25,6 +25,7 @@ the body is traced (type rules of each op, returned outputs and their shapes).
 from __future__ import annotations
 
 import difflib
+import functools
 import inspect
 import itertools
 import keyword
@@ -85,6 +86,20 @@ def _loc(depth=2) -> Loc:
     outside the opgen package (declarations remember where they were made). `depth` is ignored (kept
     for compatibility)."""
     return caller_loc()
+
+
+def _declaration(method):
+    """A declaring method of OpSpec: refused once the spec is finished (loaded from its file, or first bound to
+    inputs: OpSpec.finish ran its whole-spec checks and built its keys), as a declaration then would be neither
+    checked nor seen by the keys and graphs already made. Raises a located SpecError at the declaring line."""
+    @functools.wraps(method)
+    def declare(self, *args, **kwargs):
+        if getattr(self, "_finished", False):
+            raise spec_error(_loc(), f"spec {self.name} is already finished (loaded from its file or bound to "
+                             f"inputs): {method.__name__}() after that would be neither checked nor used",
+                             "make every declaration before the spec is interpreted, generated or bound")
+        return method(self, *args, **kwargs)
+    return declare
 
 
 def ident_problem(name) -> str | None:
@@ -543,11 +558,13 @@ class OpSpec:
         self._body_loc: str | None = None
 
     # -- declarations -----------------------------------------------------------------------
+    @_declaration
     def dim(self, name, *, min=1, max=None, multiple_of=None, absent=None) -> Sym:
         """Declare a symbolic dim (elements) with domain min..max, multiple_of and the value it takes when
         no present input binds it (`absent`). Raises SpecError on a bad name, a duplicate or an empty domain."""
         return self._declare_dim(name, min, max, multiple_of, absent, _loc())
 
+    @_declaration
     def dims(self, names: str, *, min=1, max=None, multiple_of=None, absent=None) -> tuple:
         """Declare several dims with the same domain: `S, H = spec.dims("S H")`."""
         loc = _loc()
@@ -581,6 +598,7 @@ class OpSpec:
         self.dims_[name] = DimDecl(name, lo, hi, mult, absent, loc)
         return Sym(name)
 
+    @_declaration
     def variadic(self, name, *, min_rank=0, max_rank=6) -> Variadic:
         """Declare a variadic group of leading dims (`*Bd`) of min_rank..max_rank dims."""
         loc = _loc()
@@ -595,6 +613,7 @@ class OpSpec:
         self.variadics[name] = VariadicDecl(name, min_rank, max_rank, loc)
         return Variadic(name)
 
+    @_declaration
     def dtype_vars(self, names: str, *, static: bool = False) -> tuple:
         """Declare dtype variables (`T`, `U`). static=True: each of them selects the body's form, as a static
         attribute does (docs/design.md "Dtype variables that select the body"): one specialisation per dtype the
@@ -668,6 +687,7 @@ class OpSpec:
                                  "([[C], [1]]: the tensor's shape picks one at run time)", arg=(2, "shape"))
         return [tuple(shape[c]) for c in a.choices], tuple(a.choices)
 
+    @_declaration
     def input(self, name, dtype, shape, *, optional=False, host=False, when=None, doc="", form_by=None,
               accepts=None, unsupported="") -> None:
         """Declare an input (OpDef spelling). `shape` is one shape or a list of alternative forms (the first one
@@ -728,6 +748,7 @@ class OpSpec:
         self.inputs.append(InputDecl(name, dtype, shapes, optional, host, doc, loc, when,
                                      absent_only=accepts is not None, unsupported=" ".join(unsupported.split())))
 
+    @_declaration
     def output(self, name, dtype=None, shape=None, *, like=None, optional=False, doc="", form_by=None,
                param_type=None, ref=None) -> None:
         """Declare an output with a shape, or `like=` an input whose (chosen form of the) shape it takes, or, with
@@ -832,6 +853,7 @@ class OpSpec:
                                  "drop shape= (the input's is taken)", arg=(2, "shape"))
         return src.dtype, None, ref
 
+    @_declaration
     def attr(self, name, type_, default=None, *, choices=None, static=False, dim=None, required=False, doc="",
              attr_type=None, gt=None, ge=None, lt=None, le=None, accepts=None, unsupported="", dtype_of=None):
         """Declare an attribute. Static attributes (behaviour selectors) need `choices`. required: the interpreter
@@ -947,6 +969,7 @@ class OpSpec:
                                    doc, loc, attr_type, bounds, tuple(accepts) if accepts is not None else None,
                                    " ".join(unsupported.split()), dtype_of.name if dtype_of is not None else None))
 
+    @_declaration
     def dtypes(self, columns, rows) -> None:
         """The dtype-combination table: one column per dtype variable, one row per supported binary."""
         loc = _loc()
@@ -1025,6 +1048,7 @@ class OpSpec:
         self.dtype_rows = out
         self._dtypes_loc = loc
 
+    @_declaration
     def require(self, constraint: Constraint, param: str, rule: str | None = None, *,
                 when: Callable | None = None) -> None:
         """A dim relation that every valid call satisfies; a violation blames `param` with the sentence `rule`, which
@@ -1106,6 +1130,7 @@ class OpSpec:
             return None
         return {n: [int(x) if not isinstance(x, tuple) else x for x in domains[n]] for n in names}
 
+    @_declaration
     def check(self, param: str, fn: Callable, *, on: str = "static") -> None:
         """A custom check. on="static": fn(attrs, present) -> rule|None, run before shapes (the rule may name other
         parameters in braces, `{x}`, printed in each layer's names: opgen.dsl.rules, docs/design.md "Rule texts");
@@ -1127,6 +1152,7 @@ class OpSpec:
                              "name the input or attribute a violation blames, as a string", arg=(0, "param"))
         self.requirements.append(Requirement(param, fn, "values" if on == "device" else on, loc, on == "device"))
 
+    @_declaration
     def body(self, fn: Callable) -> Callable:
         """Decorator registering the computation: fn(b, **inputs, **attrs) -> {output name: tensor}."""
         loc = _loc()
@@ -1140,6 +1166,7 @@ class OpSpec:
         self._body_loc = function_loc(fn) or loc
         return fn
 
+    @_declaration
     def opdef_note(self, text: str) -> None:
         """A sentence for the emitted OpDef (op_host/<op>_def.cpp): a deliberate difference from CANN's own def of
         the operator and its reason. Raises SpecError when text is not a string."""
@@ -1147,6 +1174,7 @@ class OpSpec:
             raise spec_error(_loc(), f"opdef_note: {text!r} is not a string", "pass the sentence as a string")
         self.opdef_notes.append(text)
 
+    @_declaration
     def aclnn_note(self, text: str) -> None:
         """A sentence for the emitted aclnn header's documentation, e.g. where CANN's published signature differs
         from this spec's parameters. Raises SpecError when text is not a string."""
@@ -1154,6 +1182,7 @@ class OpSpec:
             raise spec_error(_loc(), f"aclnn_note: {text!r} is not a string", "pass the sentence as a string")
         self.aclnn_notes.append(text)
 
+    @_declaration
     def aclnn_signature(self, *entries, const_outputs: bool = False) -> None:
         """The public aclnn parameter list, in CANN's order, where it differs from the OpDef's (opgen.dsl.aclnn;
         README "The aclnn API"): entries api.param / api.scalar / api.int_array / api.unused; const_outputs: outputs are
@@ -1171,6 +1200,7 @@ class OpSpec:
         self.aclnn_const_outputs = const_outputs
         self._signature_loc = loc
 
+    @_declaration
     def empty_tensors(self, policy: str, reason: str) -> None:
         """How a call with an empty tensor (a 0 extent) is treated. "accept" (the default, ops-nn's convention,
         docs/design.md "Empty tensors"): a 0 extent passes the dims' min, and when every output is empty too the
@@ -1190,6 +1220,7 @@ class OpSpec:
                              "say which CANN behaviour this follows, in a sentence", arg=(1, "reason"))
         self.empty_policy, self.empty_reason, self._empty_loc = policy, " ".join(reason.split()), loc
 
+    @_declaration
     def package(self, repository: str = DEFAULT_REPOSITORY, category: str = DEFAULT_CATEGORY, *,
                 license: str | None = None, stem: str | None = None) -> None:
         """Where the generated package goes: `<repository>/<category>/<stem>/` of CANN's `ops-nn` or
@@ -1247,6 +1278,7 @@ class OpSpec:
         """The kernel entry's symbol (opInterface.value): opgen.names.kernel_entry of the op and OpSpec.stem."""
         return kernel_entry(self.name, self.stem)
 
+    @_declaration
     def replaces(self, path: str, reason: str, *, lost=()) -> None:
         """Declare a directory of the destination repository (`norm/ada_layer_norm_v2`) that this package takes
         the place of: the README tells the developer to remove it before copying the package in, and why.
@@ -1264,6 +1296,7 @@ class OpSpec:
                                  "name each registration in a short phrase", arg="lost")
         self._package_note("replaces", path, reason, loc, tuple(" ".join(x.split()) for x in lost))
 
+    @_declaration
     def modifies(self, path: str, reason: str) -> None:
         """Declare a directory of the destination repository that must be edited when this package is dropped in
         (e.g. ops-nn's `norm/ada_layer_norm` registers AdaLayerNormV2's tiling: a second registration clashes,
@@ -1286,6 +1319,7 @@ class OpSpec:
                              "declare each displaced directory once", arg=(0, "path"))
         self.package_notes.append(PackageNote(kind, path, " ".join(reason.split()), str(loc), lost))
 
+    @_declaration
     def example_call(self, dims: dict, attrs: dict | None = None) -> None:
         """The small, valid call the emitted example (examples/test_aclnn_<op>.cpp) makes: dim values ({"H": 8,
         "Bd": (2,)}) and attributes (others: their defaults). Without it the example takes every dim at
@@ -1295,6 +1329,7 @@ class OpSpec:
                              'e.g. spec.example_call({"S": 4, "H": 8}, {"eps": 1e-5})')
         self.example_call_ = {"dims": dict(dims), "attrs": dict(attrs or {})}
 
+    @_declaration
     def gm_reference(self, fn: Callable) -> Callable:
         """Decorator for the reference's estimate of the GM bytes CANN's own kernel moves for one call:
         fn(dims, t_bytes, deterministic) -> (bytes, which estimate), dims {spec dim: int}; `opgen check` reports it
@@ -1304,6 +1339,7 @@ class OpSpec:
         self.gm_reference_fn = fn
         return fn
 
+    @_declaration
     def example(self, fn: Callable) -> Callable:
         """Decorator for a valid-input maker: fn(rng, inputs, env, attrs) fills/overrides `inputs`
         (e.g. statistics computed from x, legal topk indices); used by `opgen interpret --dims`. An exception the
