@@ -270,13 +270,20 @@ def api_snake(api: str) -> str:
 
 def lower_camel(name: str) -> str:
     """lowerCamelCase of a snake_case or camelCase name: norm_query_weight -> normQueryWeight,
-    actualSeqKVLlen -> actualSeqKVLlen (already camel: unchanged apart from the first letter); a first word all in
-    capitals is an acronym and is lowered whole (NAN -> nan, QKV_scale -> qkvScale, where the first letter alone
-    gave nAN)."""
+    actualSeqKVLlen -> actualSeqKVLlen (already camel: unchanged apart from the first letter); a leading acronym is
+    lowered whole: a first word all in capitals (NAN -> nan, QKV_scale -> qkvScale, where the first letter alone
+    gave nAN) or the capitals before a capitalised word (QKVScale -> qkvScale, KVLen -> kvLen)."""
     parts = [p for p in name.split("_") if p]
     if not parts:
         return name
-    head = parts[0].lower() if parts[0].isupper() else parts[0][0].lower() + parts[0][1:]
+    first = parts[0]
+    run = len(first) - len(first.lstrip("ABCDEFGHIJKLMNOPQRSTUVWXYZ"))   # the leading capitals
+    if first.isupper():
+        head = first.lower()
+    elif run >= 2 and first[run:run + 1].islower():   # QKVScale: QKV then Scale
+        head = first[:run - 1].lower() + first[run - 1:]
+    else:
+        head = first[0].lower() + first[1:]
     return head + "".join(p[0].upper() + p[1:] for p in parts[1:])
 
 

@@ -830,10 +830,12 @@ def _(bb, a, b, c, d, w):
 def test_an_acronym_first_word_is_lowered_whole_in_the_aclnn_names():
     """CANN spells aclnn parameters in lowerCamelCase of the OpDef names; a first word written in capitals (an
     attribute `NAN`, an input `QKV_scale`) is an acronym and is lowered whole (nan, qkvScale), where lowering its
-    first letter alone gave `nAN` (a new user's trial). Names already in camelCase keep their inner capitals."""
+    first letter alone gave `nAN` (a new user's trial), and so are the capitals before a capitalised word (QKVScale
+    -> qkvScale). Names already in camelCase keep their inner capitals."""
     from opgen.names import aclnn_param, lower_camel
 
-    want = {"NAN": "nan", "QKV_scale": "qkvScale", "norm_query_weight": "normQueryWeight",
+    want = {"NAN": "nan", "QKV_scale": "qkvScale", "QKVScale": "qkvScale", "KVLen": "kvLen",
+            "norm_query_weight": "normQueryWeight",
             "actualSeqKVLlen": "actualSeqKVLlen", "HxW": "hxW", "K2": "k2", "pd_x": "pdX"}
     assert {n: lower_camel(n) for n in want} == want
     assert aclnn_param("QKV_scale", "optional") == "qkvScaleOptional"
