@@ -71,8 +71,8 @@ def test_a_literal_extent_is_a_constant_of_the_matrix_product(engine, op, dims, 
 
 
 def test_a_literal_that_is_not_a_matrix_extent_is_still_refused(tmp_path):
-    """Only a literal extent of its own is a constant: a matrix product whose K is written twice differently, or
-    a named dim shared by two roles, stays refused with the layout's rule."""
+    """Only a literal extent is a constant: a named dim shared by two roles ([M, M] x [M, 1]) stays refused with
+    the layout's rule."""
     from opgen.kernel.family import NoKernel
     from opgen.registry import load_spec
     from opgen.tiling.pipeline import kernel_build

@@ -228,8 +228,9 @@ def test_isolated_golden_equals_the_interpreter_on_every_specialisation(tmp_path
     # ApplyAdamWV2 2 (maximize; its amsgrad and max_grad_norm accepted only false / absent): 925;
     # WeightQuantBatchMatmulV2 16 (antiquant_group_size 0 / 32 / 64 / 128 x antiquant_offset x bias presence;
     # quant_scale and quant_offset accepted only absent: 925 -> 941); Baddbmm 9 (self's nine shape forms): 950;
-    # TransposeBatchMatMul: perm_x1 x perm_x2 = 4, its bias and scale accepted only absent)
-    assert sum(len(cases) for *_x, cases in jobs) == sum(len(s.keys()) for s in _specs()) + 4 == 950
+    # TransposeBatchMatMul: perm_x1 x perm_x2 = 4, its bias and scale accepted only absent); Quantize 2
+    # (zero_points presence): 952
+    assert sum(len(cases) for *_x, cases in jobs) == sum(len(s.keys()) for s in _specs()) + 4 == 952
     assert checked > 1500
 
 

@@ -38,18 +38,18 @@ def _(b, x, w, keep):
 '''
 
 
-def _quantize_inputs(shape, dt: str, zp: str | None, seed: int) -> dict:
-    """x ~ N(0, 4) in dt; scales in [0.02, 0.1] (the quotients span the int8 range and beyond: saturation at both
-    ends); zero points over int8's whole range, per channel ([H]) or per tensor ([1])."""
+def _quantize_inputs(shape, dt: str, st: str, zp: bool, seed: int) -> dict:
+    """x ~ N(0, 4) in dt; scales in [0.02, 0.1] in st (the quotients span the int8 range and beyond: saturation at
+    both ends); zero points [H] over int8's whole range."""
     import ml_dtypes
 
     rng = np.random.default_rng(seed)
-    npdt = {"float16": np.float16, "bfloat16": ml_dtypes.bfloat16, "float32": np.float32}[dt]
+    npdt = {"float16": np.float16, "bfloat16": ml_dtypes.bfloat16, "float32": np.float32}
     h = shape[-1]
-    x = (rng.standard_normal(shape) * 2).astype(np.float32).astype(npdt)
-    out = {"x": x, "scales": rng.uniform(0.02, 0.1, (h,)).astype(np.float32).astype(npdt)}
-    if zp is not None:
-        out["zero_points"] = rng.integers(-128, 128, (h,) if zp == "channel" else (1,)).astype(np.int8)
+    x = (rng.standard_normal(shape) * 2).astype(np.float32).astype(npdt[dt])
+    out = {"x": x, "scales": rng.uniform(0.02, 0.1, (h,)).astype(np.float32).astype(npdt[st])}
+    if zp:
+        out["zero_points"] = rng.integers(-128, 128, (h,)).astype(np.int8)
     return out
 
 
@@ -68,26 +68,42 @@ def _quantize_f64(inp: dict) -> np.ndarray:
     return np.clip(np.rint(q), -128, 127)
 
 
-QUANTIZE_CASES = [((37, 1000), "float16", "channel"), ((3, 60000), "bfloat16", "channel"),
-                  ((2, 3, 4099), "float32", "tensor"), ((37, 1000), "bfloat16", None)]
+QUANTIZE_CASES = [((37, 1000), "float16", "float16", True, 1), ((3, 60000), "bfloat16", "float32", True, 2),
+                  ((2, 3, 4099), "float32", "float32", True, None), ((37, 1000), "float16", "float32", False, 1)]
 
 
 @pytest.mark.parametrize("engine", ["kir", "emu"])
-@pytest.mark.parametrize("shape,dt,zp", QUANTIZE_CASES)
-def test_quantize_with_int8_zero_points_per_channel(engine, shape, dt, zp, examples_gen):
-    """Quantize with int8 zero points [H] (the column rows' byte path), [1] (one value, the scalar unit's) and none:
-    equal to float32 NumPy bit for bit, within one step of float64 (a quotient rounded to fp32 can cross a half),
-    ROW_SPLIT at 37 rows and COL_SPLIT at 3 rows of 60000."""
-    inp = _quantize_inputs(shape, dt, zp, seed=sum(shape))
-    r = run_check(str(QUANTIZE), inputs=inp, dtypes={"T": dt}, gen_dir=examples_gen if engine == "emu" else None,
-                  engine=engine, progress=False)
+@pytest.mark.parametrize("shape,dt,st,zp,strategy", QUANTIZE_CASES)
+def test_quantize_with_int8_zero_points_per_channel(engine, shape, dt, st, zp, strategy, examples_gen):
+    """Quantize with int8 zero points [H] (the column rows' byte path) and without: equal to float32 NumPy bit for
+    bit, within one step of float64 (a quotient rounded to fp32 can cross a half), every dtype row, ROW_SPLIT at 37
+    rows and COL_SPLIT at 3 rows of 60000."""
+    inp = _quantize_inputs(shape, dt, st, zp, seed=sum(shape))
+    r = run_check(str(QUANTIZE), inputs=inp, attrs={"dtype": "torch.qint8"}, dtypes={"T": dt, "S": st},
+                  gen_dir=examples_gen if engine == "emu" else None, engine=engine, progress=False)
     assert not r.faults and r.passed, r.faults[:2]
-    if shape == (3, 60000):
-        assert r.tiling_key % 10 == 2, r.tiling_key   # COL_SPLIT: a core's slice of every row
+    if strategy is not None:
+        assert r.tiling_key % 10 == strategy, r.tiling_key   # 1 ROW_SPLIT, 2 COL_SPLIT
     y = np.asarray(r.arrays["y"])
     np.testing.assert_array_equal(y, _quantize_f32(inp))
     assert np.abs(y.astype(np.float64) - _quantize_f64(inp)).max() <= 1
     assert (y == 127).any() and (y == -128).any() and ((y > -128) & (y < 127)).mean() > 0.5
+
+
+def test_quantize_refuses_what_cann_refuses():
+    """bf16 scales (CANN: only beside bf16 x and bf16 zero points, which this spec does not take) are refused at the
+    dtype binding, and a per-tensor scale [1] at its shape, each naming the parameter."""
+    from opgen.dsl.validate import ValidationError
+    from opgen.interp import interpret
+
+    inp = _quantize_inputs((4, 16), "bfloat16", "bfloat16", True, seed=1)
+    with pytest.raises(ValidationError, match=r"scales: dtype bfloat16 is not supported for S \(allowed: float16, "
+                       r"float32\)"):
+        interpret(str(QUANTIZE), inp, attrs={"dtype": "torch.qint8"})
+    inp = _quantize_inputs((4, 16), "float32", "float32", False, seed=1)
+    inp["scales"] = inp["scales"][:1]
+    with pytest.raises(ValidationError, match=r"scales: shape \[1\]: dim 0 is 1, expected H=16 \(from x\)"):
+        interpret(str(QUANTIZE), inp, attrs={"dtype": "torch.qint8"})
 
 
 @pytest.fixture(scope="module")
@@ -113,6 +129,7 @@ def test_uint8_batch_rows_and_a_bool_column_mask(engine, dims, dt, byte_rows):
     r = run_check(str(spec), dims=dims, dtypes={"T": dt}, seed=5, engine=engine, progress=False,
                   gen_dir=gen if engine == "emu" else None)
     assert not r.faults and r.passed, r.faults[:2]
+    assert r.tiling_key % 10 == (1 if dims["H"] == 1000 else 2), r.tiling_key   # ROW_SPLIT, COL_SPLIT
     x = np.asarray(r.inputs["x"], np.float64)
     w = np.asarray(r.inputs["w"], np.float64)
     keep = np.asarray(r.inputs["keep"], bool)
