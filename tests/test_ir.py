@@ -285,11 +285,21 @@ def _mk_concat(b, op):
     assert b.add("concat", xs, axis=ax) is not None
 
 
+def _repeat_attrs(b, d) -> dict:
+    """repeat_interleave's repeats r and size, drawn: a literal axis extent d takes a literal size its r copies can
+    give ((d - 1) * r < size <= d * r, the type rule's), any other extent a drawn dim expression."""
+    r = b.draw(st.integers(1, 4))
+    if isinstance(d, Lit):
+        lo, hi = max((d.value - 1) * r + 1, 0), d.value * r   # an empty axis (d 0) gives only 0
+        return {"repeats": r, "size": Lit(b.draw(st.integers(min(lo, hi), hi)))}
+    return {"repeats": r, "size": b.draw(dim_exprs)}
+
+
 _ONE_AXIS = {
-    "slice": lambda b: {"start": b.draw(dim_exprs), "stop": b.draw(dim_exprs), "step": b.draw(st.integers(1, 4))},
-    "repeat_interleave": lambda b: {"repeats": b.draw(st.integers(1, 4)), "size": b.draw(dim_exprs)},
+    "slice": lambda b, d: {"start": b.draw(dim_exprs), "stop": b.draw(dim_exprs), "step": b.draw(st.integers(1, 4))},
+    "repeat_interleave": _repeat_attrs,
 }
-"""The ops that act along one axis of one operand: op -> its other attributes, drawn."""
+"""The ops that act along one axis of one operand: op -> its other attributes, drawn for the axis' extent d."""
 
 
 def _mk_one_axis(b, op):
@@ -298,7 +308,8 @@ def _mk_one_axis(b, op):
         return
     axes = _axes_for(b, b.types[x].shape, 1)
     if axes is not None:
-        b.add(op, [x], axis=axes[0], **_ONE_AXIS[op](b))
+        shape = b.types[x].shape
+        b.add(op, [x], axis=axes[0], **_ONE_AXIS[op](b, shape[axes[0]] if axes[0] < len(shape) else None))
 
 
 def _mk_gather_scatter(b, op):
