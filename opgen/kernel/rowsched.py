@@ -1835,18 +1835,25 @@ def _col_stream(s: RowSchedule) -> Func:
     return Func("ColStream", (), tuple(body))
 
 
-def _load_row() -> Func:
-    """LoadRow<S_>: a GM row of any element type into an fp32 UB row. The type parameter ends in '_', which no
-    spec name may, so it never shadows a class template parameter named after a dtype variable (kir verifies it)."""
+def _staged_load(name: str, dst_type: str, cast, doc: str) -> Func:
+    """<name><S_>(dst, src, n): a GM row of n elements of S_ staged through paramQue_ (DataCopyPad in, EnQue /
+    DeQue), then cast into `dst` (a `dst_type` UB row) by the Vec `cast(n)` makes of Ref("t") -> Ref("dst")."""
     n = Sym("n")
-    return Func("LoadRow", (Param("dst", "tensor", "float"), Param("src", "gm", "S_"), Param("n")), (
+    return Func(name, (Param("dst", "tensor", dst_type), Param("src", "gm", "S_"), Param("n")), (
         Alloc("t", "paramQue_", "S_"),
         Copy(Ref("t"), GmView("src"), Lit(1), mul(n, SizeOf("S_"))),
         EnQue("paramQue_", "t"),
         DeQue("t", "paramQue_", "S_"),
-        vec(Op.CAST_FROM, dst=Ref("dst"), src=Ref("t"), count=n),
+        cast(n),
         Free("paramQue_", "t"),
-    ), doc="GM row (T, U or fp32) -> fp32 UB row, n elements.", tparams=("S_",))
+    ), doc=doc, tparams=("S_",))
+
+
+def _load_row() -> Func:
+    """LoadRow<S_>: a GM row of any element type into an fp32 UB row. The type parameter ends in '_', which no
+    spec name may, so it never shadows a class template parameter named after a dtype variable (kir verifies it)."""
+    return _staged_load("LoadRow", "float", lambda n: vec(Op.CAST_FROM, dst=Ref("dst"), src=Ref("t"), count=n),
+                        "GM row (T, U or fp32) -> fp32 UB row, n elements.")
 
 
 def _load_byte_row() -> Func:
@@ -1854,15 +1861,9 @@ def _load_byte_row() -> Func:
     bytes staged in paramQue_ as LoadRow stages a row, then Cast to half, exact (no byte -> float Cast exists:
     docs/reference/ascendc.md §1.12; rowprog.BYTE_DTYPES); the caller widens the halves to fp32 (a vwiden into
     another buffer)."""
-    n = Sym("n")
-    return Func("LoadByteRow", (Param("dst", "tensor", "half"), Param("src", "gm", "S_"), Param("n")), (
-        Alloc("t", "paramQue_", "S_"),
-        Copy(Ref("t"), GmView("src"), Lit(1), mul(n, SizeOf("S_"))),
-        EnQue("paramQue_", "t"),
-        DeQue("t", "paramQue_", "S_"),
-        vec(Op.CAST, dst=Ref("dst"), src=Ref("t"), mode="CAST_NONE", count=n),
-        Free("paramQue_", "t"),
-    ), doc="GM row of bytes -> halves of a UB row, n elements (exact).", tparams=("S_",))
+    return _staged_load("LoadByteRow", "half",
+                        lambda n: vec(Op.CAST, dst=Ref("dst"), src=Ref("t"), mode="CAST_NONE", count=n),
+                        "GM row of bytes -> halves of a UB row, n elements (exact).")
 
 
 def _store_row() -> Func:
