@@ -81,3 +81,43 @@ def test_a_literal_that_is_not_a_matrix_extent_is_still_refused(tmp_path):
     p.write_text(SPEC.format(op="SameDims", a="[M, M]", b="[M, 1]", y="[M, 1]"))
     with pytest.raises(NoKernel, match=r"are not \[M, K\] x \[K, N\] over three distinct plain dims"):
         kernel_build(load_spec(str(p)))
+
+
+BATCHED_MATVEC_BIAS = '''
+from opgen.dsl import A2, A3, OpSpec, bf16, f16, f32
+
+spec = OpSpec("BatchedMatVecBias", aclnn="aclnnBatchedMatVecBias", socs=(A2, A3), round="rint")
+B = spec.dim("B", max=65535)
+M = spec.dim("M", max=65535)
+K = spec.dim("K", max=65535)
+(T,) = spec.dtype_vars("T")
+spec.input("x1", T, [B, M, K])
+spec.input("x2", T, [K, 1])
+spec.input("bias", f32, [1])
+spec.output("y", T, [B, M, 1])
+spec.dtypes((T,), [(f16,), (bf16,)])
+
+
+@spec.body
+def _(bb, x1, x2, bias):
+    return {"y": (bb.matmul(x1, x2) + bias).cast(T, "rint")}
+'''
+
+
+@pytest.mark.parametrize("dims,dt", [({"B": 3, "M": 37, "K": 50}, "float16"),
+                                     ({"B": 2, "M": 300, "K": 20000}, "bfloat16")])
+def test_a_literal_n_with_a_folded_batch_and_a_bias(dims, dt, tmp_path):
+    """[B, M, K] x [K, 1] + bias [1]: the batch folded into M (dimM = B * M), N the number 1, the bias read as the
+    epilogue's [N] row; at K 20000 the tiling splits K over the AI Cores. The Kernel IR against float64."""
+    spec = tmp_path / "batched_mat_vec_bias.py"
+    spec.write_text(BATCHED_MATVEC_BIAS)
+    r = run_check(str(spec), dims=dims, dtypes={"T": dt}, seed=4, engine="kir", progress=False)
+    assert not r.faults and r.passed, r.faults[:2]
+    x1, x2 = np.asarray(r.inputs["x1"], np.float64), np.asarray(r.inputs["x2"], np.float64)
+    want = x1 @ x2 + np.asarray(r.inputs["bias"], np.float64)
+    got = np.asarray(r.arrays["y"], np.float64)
+    half_ulp = 2.0 ** -11 if dt == "float16" else 2.0 ** -8
+    bound = half_ulp * np.abs(want) + x1.shape[-1] * 2.0 ** -24 * (np.abs(x1) @ np.abs(x2) + 1)
+    assert got.shape == want.shape and np.all(np.abs(got - want) <= bound)
+    if dims["K"] == 20000:
+        assert r.block_dim > 1

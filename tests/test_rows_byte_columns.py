@@ -139,3 +139,60 @@ def test_uint8_batch_rows_and_a_bool_column_mask(engine, dims, dt, byte_rows):
     got = np.asarray(r.arrays["y"], np.float64)
     ulp = 2.0 ** -10 if dt == "float16" else 2.0 ** -7   # half an ulp of dt, relative, plus fp32's
     np.testing.assert_allclose(got, want, rtol=ulp, atol=0)
+
+
+BIASED_SOFTMAX = '''
+from opgen.dsl import A2, A3, OpSpec, bf16, f16, f32, u8
+
+spec = OpSpec("BiasedSoftmax", aclnn="aclnnBiasedSoftmax", socs=(A2, A3))
+R, H = spec.dims("R H")
+(T,) = spec.dtype_vars("T")
+spec.input("x", T, [R, H])
+spec.input("w", u8, [H])
+spec.output("y", T, [R, H])
+spec.dtypes((T,), [(f32,), (f16,), (bf16,)])
+
+
+@spec.body
+def _(b, x, w):
+    v = x.f32() + w.f32() * 0.01
+    e = b.exp(v - v.max(-1, keepdims=True))
+    return {"y": (e / e.sum(-1, keepdims=True)).cast(T, "rint")}
+'''
+
+
+@pytest.mark.parametrize("dims,strategy", [({"R": 37, "H": 1000}, 1), ({"R": 50, "H": 20001}, 2),
+                                           ({"R": 3, "H": 524289}, 3)])
+def test_a_uint8_column_bias_of_a_softmax_in_every_strategy(dims, strategy, tmp_path):
+    """A uint8 column input ([H]) read by a row reduction's passes: a softmax of x + 0.01 w on the Kernel IR at
+    ROW_SPLIT, COL_SPLIT and COL_STREAM (the column rows re-loaded per chunk of a streamed row), against float64
+    within fp16's rounding of y plus fp32's of the sum."""
+    spec = tmp_path / "biased_softmax.py"
+    spec.write_text(BIASED_SOFTMAX)
+    r = run_check(str(spec), dims=dims, dtypes={"T": "float16"}, seed=2, engine="kir", progress=False)
+    assert not r.faults and r.passed, r.faults[:2]
+    assert r.tiling_key % 10 == strategy, r.tiling_key
+    x = np.asarray(r.inputs["x"], np.float64)
+    w = np.asarray(r.inputs["w"], np.float64)
+    assert len(np.unique(w)) > 100
+    v = x + 0.01 * w
+    e = np.exp(v - v.max(-1, keepdims=True))
+    want = e / e.sum(-1, keepdims=True)
+    got = np.asarray(r.arrays["y"], np.float64)
+    bound = 2.0 ** -11 * np.abs(want) + 2.0 ** -24 + 1e-6 * want.max()   # fp16 rounding, fp32 exp / sums
+    assert np.all(np.abs(got - want) <= bound), float(np.max(np.abs(got - want) - bound))
+
+
+def test_byte_batch_rows_and_columns_with_rows_resident(byte_rows):
+    """The batch-row and column byte loads of BYTE_ROWS at 2 x 50 rows of 20001 (ROW_CHUNK: rows resident, the
+    column and batch rows loaded per chunk) on the Kernel IR, against float64."""
+    spec, _gen = byte_rows
+    r = run_check(str(spec), dims={"B": 2, "M": 50, "H": 20001}, dtypes={"T": "bfloat16"}, seed=6, engine="kir",
+                  progress=False)
+    assert not r.faults and r.passed, r.faults[:2]
+    assert r.tiling_key % 10 == 4, r.tiling_key
+    x, w = np.asarray(r.inputs["x"], np.float64), np.asarray(r.inputs["w"], np.float64)
+    keep = np.asarray(r.inputs["keep"], bool)
+    v = x * w + keep
+    want = np.where(keep, v, -v)
+    np.testing.assert_allclose(np.asarray(r.arrays["y"], np.float64), want, rtol=2.0 ** -7, atol=0)
