@@ -1388,12 +1388,9 @@ def _setup_nodes(prog: RowProgram, space: str, addr: "_Addr", cites: Cites) -> l
         if i.kind == "load":
             t = prog.tensor(i.gm)
             at = addr.at(i.gm, Sym("b") if space == "brow" else None, Sym("c0_"))
-            if i.op == "half":   # a byte row: its halves into the buffer, widened by the vwiden after it
-                out += guarded(i, [kir.Call("LoadByteRow", (dataclasses.replace(op(i.dst), as_dtype="half"),
-                                                            kir.GmView(f"gm_{t.gm}", at), n),
-                                            targs=(_ctype(t.dtype),), doc=doc)], prog)
-                continue
-            out += guarded(i, [kir.Call("LoadRow", (op(i.dst), kir.GmView(f"gm_{t.gm}", at), n),
+            half = i.op == "half"   # a byte row: its halves into the buffer, widened by the vwiden after it
+            dst = dataclasses.replace(op(i.dst), as_dtype="half") if half else op(i.dst)
+            out += guarded(i, [kir.Call("LoadByteRow" if half else "LoadRow", (dst, kir.GmView(f"gm_{t.gm}", at), n),
                                         targs=(_ctype(t.dtype),), doc=doc)], prog)
             continue
         if i.kind == "acc":

@@ -425,15 +425,15 @@ def _m32_keys(spec, lowered) -> tuple:
 
 
 def _dim(name: str):
-    """The dim expression of one of a layout's M / K / N: a dim's name, or the digits of a literal extent (a
-    matrix-vector product's [K, 1])."""
+    """The dim expression of one of a layout's dim names (M / K / N, a view stride's factor): a dim's name, or the
+    digits of a literal extent (a matrix-vector product's [K, 1])."""
     return Lit(int(name)) if name.isdigit() else Sym(name)
 
 
 def _dims_product(names: tuple):
     """The dim expression of a GM view's stride (opgen.kernel.cube GemmLayout.views: the names of the dims it is
     the product of; () is 1)."""
-    return functools.reduce(operator.mul, [Lit(int(d)) if d.isdigit() else Sym(d) for d in names] or [Lit(1)])
+    return functools.reduce(operator.mul, [_dim(d) for d in names] or [Lit(1)])
 
 
 def view_input(field: str) -> str:
